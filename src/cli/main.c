@@ -1,0 +1,72 @@
+/* sbx: command-line entry point. Dispatches to one file per verb. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "sbx/log.h"
+
+struct verb {
+    const char *name;
+    cli_verb_fn *fn;
+    const char *summary;
+};
+
+static int cmd_version(int argc, char **argv);
+static int cmd_help(int argc, char **argv);
+
+static const struct verb verbs[] = {
+        {"help", cmd_help, "show this help"},
+        {"version", cmd_version, "print the version"},
+};
+
+int cli_fail(const struct sbx_error *err)
+{
+    fprintf(stderr, "sbx: %s\n", err->msg[0] ? err->msg : sbx_strerror(err->code));
+    return CLI_FAIL;
+}
+
+int cli_usage(const char *verb, const char *fmt, ...)
+{
+    va_list ap;
+    fputs("sbx: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'sbx %s--help'.\n", verb ? verb : "");
+    return CLI_USAGE;
+}
+
+static int cmd_version(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("sbx %s\n", SBX_VERSION);
+    return CLI_OK;
+}
+
+static int cmd_help(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    printf("usage: sbx <command> [options]\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+        printf("  %-10s %s\n", verbs[i].name, verbs[i].summary);
+    return CLI_OK;
+}
+
+int main(int argc, char **argv)
+{
+    sbx_log_set_handler(sbx_log_stderr, NULL, SBX_LOG_WARN);
+    if (argc < 2)
+        return cli_usage(NULL, "missing command");
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0)
+        return cmd_help(argc - 1, argv + 1);
+    if (strcmp(name, "--version") == 0)
+        return cmd_version(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+        if (strcmp(name, verbs[i].name) == 0)
+            return verbs[i].fn(argc - 1, argv + 1);
+    return cli_usage(NULL, "unknown command '%s'", name);
+}

@@ -1,0 +1,53 @@
+# Shared TAP helpers for integration tests. Source it first thing:
+#   . "$(dirname "$0")/lib.sh"
+# $SBX is the binary under test, $SBX_SRCDIR the source tree. Each test gets a private
+# $T scratch directory, removed on exit.
+set -u
+: "${SBX:?SBX must name the sbx binary}"
+: "${SBX_SRCDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
+T=$(mktemp -d "${TMPDIR:-/tmp}/sbx-test.XXXXXX")
+tap_n=0
+tap_failed=0
+trap 'rm -rf "$T"' EXIT
+
+ok() { tap_n=$((tap_n + 1)); echo "ok $tap_n - $*"; }
+not_ok() { tap_n=$((tap_n + 1)); tap_failed=$((tap_failed + 1)); echo "not ok $tap_n - $*"; }
+diag() { printf '%s\n' "$@" | sed 's/^/#   /'; }
+skip_all() { echo "1..0 # SKIP $*"; exit 77; }
+done_testing() {
+    echo "1..$tap_n"
+    [ "$tap_failed" = 0 ]
+}
+
+# run CMD...: run it, keep stdout in $T/out, stderr in $T/err, status in $rc.
+run() {
+    "$@" >"$T/out" 2>"$T/err"
+    rc=$?
+}
+
+# expect_rc N DESC: the last run exited with N.
+expect_rc() {
+    if [ "$rc" = "$1" ]; then ok "$2"; else
+        not_ok "$2"; diag "exit status $rc, wanted $1" "stdout: $(head -c 2000 "$T/out")" "stderr: $(head -c 2000 "$T/err")"
+    fi
+}
+
+# expect_in FILE PATTERN DESC: grep -q -- PATTERN FILE (fixed string)
+expect_in() {
+    if grep -qF -- "$2" "$1"; then ok "$3"; else
+        not_ok "$3"; diag "'$2' not found in $1:" "$(head -c 2000 "$1")"
+    fi
+}
+
+expect_not_in() {
+    if grep -qF -- "$2" "$1"; then
+        not_ok "$3"; diag "'$2' unexpectedly found in $1:" "$(head -c 2000 "$1")"
+    else ok "$3"; fi
+}
+
+# expect_eq GOT WANT DESC
+expect_eq() {
+    if [ "$1" = "$2" ]; then ok "$3"; else
+        not_ok "$3"; diag "got:  $1" "want: $2"
+    fi
+}
