@@ -68,5 +68,8 @@ int main(int argc, char **argv)
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
         if (strcmp(name, verbs[i].name) == 0)
             return verbs[i].fn(argc - 1, argv + 1);
+    /* Hidden internal verbs: not listed by help. */
+    if (strcmp(name, "__isolate-run") == 0)
+        return cmd_isolate_run(argc - 1, argv + 1);
     return cli_usage(NULL, "unknown command '%s'", name);
 }

@@ -1,0 +1,1131 @@
+/* sbx local provider: the isolation executor. Every privileged step of a local sandbox is in
+ * this file (plus the seccomp and cgroup helpers it calls): namespaces, id maps, the new root,
+ * pivot_root, and the per-command credential, capability, rlimit and seccomp setup.
+ *
+ * Process layout after sbx__isolation_enter (host pids):
+ *
+ *   outer (the caller)          host namespaces; waits; later the proxy and port forwarders
+ *    └─ middle                  new user + mount ns; only waits for the inner process
+ *        └─ inner (PID 1)       new pid ns; the root built from nothing; serves, forks commands
+ *
+ * The middle process exists because a new pid namespace applies to the children of the process
+ * that unshares it, and because glibc's fork (unlike a raw clone) keeps the child's thread state
+ * right. Each process has PR_SET_PDEATHSIG(SIGKILL) towards its parent, so killing the middle
+ * (what sbx__isolation_outer_wait does when asked to stop) ends PID 1 and with it every process
+ * of the sandbox. */
+#include <errno.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <limits.h>
+#include <linux/capability.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sandbox/local/isolate.h"
+#include "sbx/log.h"
+
+#ifndef SECBIT_NOROOT
+#    define SECBIT_NOROOT                      (1 << 0)
+#    define SECBIT_NOROOT_LOCKED               (1 << 1)
+#    define SECBIT_NO_SETUID_FIXUP             (1 << 2)
+#    define SECBIT_NO_SETUID_FIXUP_LOCKED      (1 << 3)
+#    define SECBIT_KEEP_CAPS_LOCKED            (1 << 5)
+#    define SECBIT_NO_CAP_AMBIENT_RAISE        (1 << 6)
+#    define SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED (1 << 7)
+#endif
+#ifndef CLOSE_RANGE_CLOEXEC
+#    define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+#define NEWROOT "/newroot"
+#define OLDROOT "/oldroot"
+#define MiB     (1024ull * 1024)
+
+struct sbx__isolation {
+    struct sbx__isolation_plan plan;
+    char *root;
+    char *workspace;
+    enum sbx__net_mode net;
+    char *hostname;
+    struct sbx_strv users; /* names, users.v[0] is the default */
+    gid_t user_groups[SBX__ISOLATION_MAX_USERS][SBX__ISOLATION_MAX_GROUPS];
+    size_t user_ngroups[SBX__ISOLATION_MAX_USERS];
+    size_t ngroups;
+    struct sbx_strv env;                 /* manifest environment */
+    struct sbx__isolation_limits limits; /* as given */
+    char *cgroup_name;
+    struct sbx__bpf bpf_main, bpf_ioctl;
+    struct rlimit rl_fsize, rl_nofile;
+    int cap_last;
+    uid_t host_uid;
+    gid_t host_gid;
+    int privileged; /* caller is host root: range maps, setgroups allowed */
+    struct sbx__cgroup cg;
+    pid_t middle;
+};
+
+/* ---------------------------------------------------------------- creation ---- */
+
+static int check_env_entry(const char *e, struct sbx_error *err)
+{
+    const char *eq = strchr(e, '=');
+    if (!eq || eq == e)
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "environment entry '%.64s' must have the form NAME=VALUE", e);
+    for (const char *p = e; p < eq; p++) {
+        char c = *p;
+        int ok = c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+                 (p > e && c >= '0' && c <= '9');
+        if (!ok)
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "environment name '%.*s' must match [A-Za-z_][A-Za-z0-9_]*",
+                                 (int)(eq - e), e);
+    }
+    return 0;
+}
+
+static struct rlimit capped(int resource, uint64_t want, uint64_t dflt)
+{
+    struct rlimit cur = {RLIM_INFINITY, RLIM_INFINITY};
+    getrlimit(resource, &cur);
+    rlim_t v = want == SBX__LIMIT_NONE ? RLIM_INFINITY : (rlim_t)(want ? want : dflt);
+    /* Without CAP_SYS_RESOURCE a hard limit cannot be raised: take the lower one. */
+    if (cur.rlim_max != RLIM_INFINITY && (v == RLIM_INFINITY || v > cur.rlim_max))
+        v = cur.rlim_max;
+    struct rlimit r = {v, v};
+    return r;
+}
+
+static int read_cap_last(void)
+{
+    int fd = open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
+    char b[16] = {0};
+    int v = 63;
+    if (fd >= 0) {
+        if (read(fd, b, sizeof(b) - 1) > 0)
+            v = (int)strtol(b, NULL, 10);
+        close(fd);
+    }
+    return v > 0 && v < 64 ? v : 63;
+}
+
+int sbx__isolation_new(const struct sbx__isolation_spec *spec, struct sbx__isolation **out,
+                       struct sbx_error *err)
+{
+    struct sbx__isolation *iso = sbx_xcalloc(1, sizeof(*iso));
+    int rc;
+    sbx_strv_init(&iso->users);
+    sbx_strv_init(&iso->env);
+    sbx__cgroup_init(&iso->cg);
+    iso->middle = -1;
+    if ((rc = sbx__isolation_plan_build(spec, &iso->plan, err)) < 0)
+        goto fail;
+    iso->root = sbx_xstrdup(spec->root ? spec->root : SBX__ISOLATION_DEFAULT_ROOT);
+    iso->workspace = sbx_xstrdup(spec->workspace);
+    iso->hostname = sbx_xstrdup(spec->hostname ? spec->hostname : SBX__ISOLATION_DEFAULT_HOSTNAME);
+    iso->net = spec->net;
+    iso->limits = spec->limits;
+    iso->cgroup_name = spec->cgroup_name ? sbx_xstrdup(spec->cgroup_name) : NULL;
+    if (spec->nusers == 0)
+        sbx_strv_push(&iso->users, SBX__ISOLATION_DEFAULT_USER);
+    for (size_t i = 0; i < spec->nusers; i++)
+        sbx_strv_push(&iso->users, spec->users[i].name);
+    iso->ngroups = spec->ngroups;
+    for (size_t g = 0; g < spec->ngroups; g++)
+        for (size_t m = 0; spec->groups[g].members && spec->groups[g].members[m]; m++) {
+            long u = sbx_strv_find(&iso->users, spec->groups[g].members[m]);
+            if (u >= 0)
+                iso->user_groups[u][iso->user_ngroups[u]++] = SBX__ISOLATION_FIRST_GID + (gid_t)g;
+        }
+    size_t env_bytes = 0;
+    for (size_t i = 0; spec->env && spec->env[i]; i++) {
+        if ((rc = check_env_entry(spec->env[i], err)) < 0)
+            goto fail;
+        env_bytes += strlen(spec->env[i]) + 1;
+        if (i >= SBX__ISOLATION_MAX_ENV || env_bytes > SBX__ISOLATION_MAX_ENV_BYTES) {
+            rc = sbx_error_set(err, SBX_E_TOOBIG, 0,
+                               "manifest environment exceeds %d entries or %d bytes",
+                               SBX__ISOLATION_MAX_ENV, SBX__ISOLATION_MAX_ENV_BYTES);
+            goto fail;
+        }
+        const char *eq = strchr(spec->env[i], '=');
+        char *name = sbx_xstrndup(spec->env[i], (size_t)(eq - spec->env[i]));
+        sbx_strv_setenv(&iso->env, name, eq + 1);
+        free(name);
+    }
+    if ((rc = sbx__seccomp_build(&iso->bpf_main, &iso->bpf_ioctl, err)) < 0)
+        goto fail;
+    iso->rl_fsize = capped(RLIMIT_FSIZE, spec->limits.fsize_bytes, 16 * 1024 * MiB);
+    iso->rl_nofile = capped(RLIMIT_NOFILE, spec->limits.nofile, 4096);
+    iso->cap_last = read_cap_last();
+    iso->host_uid = geteuid();
+    iso->host_gid = getegid();
+    iso->privileged = iso->host_uid == 0;
+    *out = iso;
+    return 0;
+fail:
+    sbx__isolation_free(iso);
+    return rc;
+}
+
+void sbx__isolation_free(struct sbx__isolation *iso)
+{
+    if (!iso)
+        return;
+    sbx__isolation_plan_release(&iso->plan);
+    free(iso->root);
+    free(iso->workspace);
+    free(iso->hostname);
+    free(iso->cgroup_name);
+    sbx_strv_release(&iso->users);
+    sbx_strv_release(&iso->env);
+    sbx__bpf_release(&iso->bpf_main);
+    sbx__bpf_release(&iso->bpf_ioctl);
+    sbx__cgroup_destroy(&iso->cg);
+    free(iso);
+}
+
+pid_t sbx__isolation_inner_pid(const struct sbx__isolation *iso)
+{
+    return iso->middle;
+}
+
+/* ------------------------------------------------------------------- users ---- */
+
+int sbx__isolation_user(const struct sbx__isolation *iso, const char *name, struct sbx__run_as *out,
+                        struct sbx_error *err)
+{
+    long i = name ? sbx_strv_find(&iso->users, name) : 0;
+    if (i < 0)
+        return sbx_error_set(err, SBX_E_NOTFOUND, 0, "user '%s' is not declared in the manifest",
+                             name);
+    if (i > 0 && !iso->privileged)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                             "user '%s' cannot run commands: a sandbox created without root "
+                             "privileges maps only its default user '%s'",
+                             name, iso->users.v[0]);
+    struct sbx__run_as r = {0};
+    r.uid = SBX__ISOLATION_FIRST_UID + (uid_t)i;
+    r.gid = SBX__ISOLATION_FIRST_UID + (gid_t)i;
+    r.name = iso->users.v[i];
+    r.home = iso->root;
+    if (iso->privileged) {
+        r.ngroups = iso->user_ngroups[i];
+        memcpy(r.groups, iso->user_groups[i], r.ngroups * sizeof(gid_t));
+    }
+    *out = r;
+    return 0;
+}
+
+int sbx__isolation_env(const struct sbx__isolation *iso, const struct sbx__run_as *user,
+                       const char *term, const char *const *extra, struct sbx_strv *out,
+                       struct sbx_error *err)
+{
+    struct sbx_strv env;
+    sbx_strv_init(&env);
+    int rc = 0;
+    for (size_t i = 0; extra && extra[i]; i++)
+        if ((rc = check_env_entry(extra[i], err)) < 0)
+            goto out;
+    sbx_strv_setenv(&env, "PATH", "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    sbx_strv_setenv(&env, "HOME", user->home);
+    sbx_strv_setenv(&env, "USER", user->name);
+    sbx_strv_setenv(&env, "LOGNAME", user->name);
+    sbx_strv_setenv(&env, "SHELL", "/bin/sh");
+    sbx_strv_setenv(&env, "LANG", "C.UTF-8");
+    sbx_strv_setenv(&env, "TERM", term ? term : "dumb");
+    sbx_strv_setenv(&env, "TMPDIR", "/tmp");
+    for (size_t s = 0; s < 2; s++) {
+        const char *const *list = s == 0 ? (const char *const *)iso->env.v : extra;
+        for (size_t i = 0; list && list[i]; i++) {
+            const char *eq = strchr(list[i], '=');
+            char *name = sbx_xstrndup(list[i], (size_t)(eq - list[i]));
+            sbx_strv_setenv(&env, name, eq + 1);
+            free(name);
+        }
+    }
+    for (size_t i = 0; i < env.n; i++)
+        sbx_strv_push(out, env.v[i]);
+out:
+    sbx_strv_release(&env);
+    return rc;
+}
+
+/* ------------------------------------------------------------ root building ---- */
+
+static int mkdir_p(char *path, mode_t mode)
+{
+    for (char *p = path + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        int r = mkdir(path, 0755);
+        *p = '/';
+        if (r < 0 && errno != EEXIST)
+            return -1;
+    }
+    if (mkdir(path, mode) < 0 && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+static int make_parent(const char *path)
+{
+    char *dup = sbx_xstrdup(path);
+    char *slash = strrchr(dup, '/');
+    int r = 0;
+    if (slash && slash != dup) {
+        *slash = '\0';
+        r = mkdir_p(dup, 0755);
+    }
+    free(dup);
+    return r;
+}
+
+/* Touch an empty file as a bind target. */
+static int make_file(const char *path)
+{
+    if (make_parent(path) < 0)
+        return -1;
+    int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0)
+        return -1;
+    close(fd);
+    return 0;
+}
+
+static int set_attr(const char *path, uint64_t set, int recursive, struct sbx_error *err)
+{
+    struct mount_attr a = {.attr_set = set};
+    if (syscall(SYS_mount_setattr, AT_FDCWD, path, recursive ? AT_RECURSIVE : 0, &a, sizeof(a)) < 0)
+        return sbx_error_errno(err, errno,
+                               "cannot set mount flags of '%s' (kernel feature mount_setattr, "
+                               "Linux 5.12)",
+                               path);
+    return 0;
+}
+
+static int sys_err(struct sbx_error *err, const char *what, const char *path)
+{
+    return sbx_error_errno(err, errno, "cannot %s '%s'", what, path);
+}
+
+/* Bind src at dst (dst created like src), read-only unless writable; nosuid, nodev. */
+static int do_bind(const char *src, const char *dst, int writable, int optional,
+                   struct sbx_error *err)
+{
+    struct stat st;
+    if (stat(src, &st) < 0) {
+        if (optional && errno == ENOENT)
+            return 0;
+        return sys_err(err, "bind", src);
+    }
+    if (S_ISDIR(st.st_mode)) {
+        char *d = sbx_xstrdup(dst);
+        int r = mkdir_p(d, 0755);
+        free(d);
+        if (r < 0)
+            return sys_err(err, "create directory", dst);
+    } else if (make_file(dst) < 0)
+        return sys_err(err, "create file", dst);
+    if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+        return sys_err(err, "bind-mount", src);
+    return set_attr(dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (writable ? 0 : MOUNT_ATTR_RDONLY),
+                    1, err);
+}
+
+static int mirror_symlink(const char *src, const char *dst, struct sbx_error *err)
+{
+    char target[PATH_MAX];
+    ssize_t n = readlink(src, target, sizeof(target) - 1);
+    if (n < 0)
+        return sys_err(err, "read symlink", src);
+    target[n] = '\0';
+    if (make_parent(dst) < 0 || symlink(target, dst) < 0)
+        return sys_err(err, "create symlink", dst);
+    return 0;
+}
+
+static int write_new_file(const char *dst, const char *data, size_t len, mode_t mode,
+                          struct sbx_error *err)
+{
+    if (make_parent(dst) < 0)
+        return sys_err(err, "create parent of", dst);
+    int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
+    if (fd < 0)
+        return sys_err(err, "create", dst);
+    size_t off = 0;
+    while (off < len) {
+        ssize_t w = write(fd, data + off, len - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0) {
+            int e = errno;
+            close(fd);
+            return sbx_error_errno(err, e, "cannot write '%s'", dst);
+        }
+        off += (size_t)w;
+    }
+    if (fchmod(fd, mode) < 0) {
+        int e = errno;
+        close(fd);
+        return sbx_error_errno(err, e, "cannot chmod '%s'", dst);
+    }
+    close(fd);
+    return 0;
+}
+
+/* Copy a small host file's content (following symlinks) into the new root. */
+static int copy_in(const char *src, const char *dst, struct sbx_error *err)
+{
+    struct sbx_buf b;
+    sbx_buf_init(&b, MiB);
+    int rc = 0;
+    int fd = open(src, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? 0 : sys_err(err, "open", src);
+    for (;;) {
+        if ((rc = sbx_buf_reserve(&b, 4096, err)) < 0)
+            goto out;
+        ssize_t n = read(fd, b.data + b.len, 4096);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = sys_err(err, "read", src);
+            goto out;
+        }
+        if (n == 0)
+            break;
+        sbx_buf_setlen(&b, b.len + (size_t)n);
+    }
+    rc = write_new_file(dst, b.data, b.len, 0644, err);
+out:
+    close(fd);
+    sbx_buf_release(&b);
+    return rc;
+}
+
+static int mount_proc(const char *dst, struct sbx_error *err)
+{
+    static const char *const opts[] = {"hidepid=invisible", "hidepid=2", NULL};
+    char *d = sbx_xstrdup(dst);
+    int r = mkdir_p(d, 0555);
+    free(d);
+    if (r < 0)
+        return sys_err(err, "create directory", dst);
+    for (size_t i = 0; i < SBX_ARRAY_LEN(opts); i++) {
+        if (mount("proc", dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts[i]) == 0) {
+            if (i > 0)
+                sbx_log(SBX_LOG_INFO, "sandbox /proc mounted with '%s'",
+                        opts[i] ? opts[i] : "no hidepid");
+            return 0;
+        }
+        if (errno != EINVAL)
+            break;
+    }
+    return sbx_error_errno(err, errno,
+                           "cannot mount a fresh /proc (needs a pid namespace and a fully "
+                           "visible host /proc)");
+}
+
+static int apply_op(const struct sbx__op *op, struct sbx_error *err)
+{
+    char *dst = sbx_xasprintf("%s%s", NEWROOT, strcmp(op->dst, "/") == 0 ? "" : op->dst);
+    char *src =
+            op->src && op->kind != SBX__OP_SYMLINK ? sbx_xasprintf("%s%s", OLDROOT, op->src) : NULL;
+    struct stat st;
+    int rc = 0;
+    switch (op->kind) {
+    case SBX__OP_TMPFS: {
+        char data[96];
+        unsigned long flags = MS_NOSUID | MS_NODEV;
+        if (strcmp(op->dst, "/dev") == 0)
+            flags |= MS_NOEXEC;
+        if (op->size)
+            snprintf(data, sizeof(data), "mode=%o,size=%llu", (unsigned)op->mode,
+                     (unsigned long long)op->size);
+        else
+            snprintf(data, sizeof(data), "mode=%o", (unsigned)op->mode);
+        if (mkdir_p(dst, 0755) < 0)
+            rc = sys_err(err, "create directory", op->dst);
+        else if (mount("tmpfs", dst, "tmpfs", flags, data) < 0)
+            rc = sys_err(err, "mount a tmpfs at", op->dst);
+        break;
+    }
+    case SBX__OP_BIND:
+        rc = do_bind(src, dst, op->writable, op->optional, err);
+        break;
+    case SBX__OP_SYSDIR:
+    case SBX__OP_ETC:
+        if (lstat(src, &st) < 0) {
+            if (errno != ENOENT || !(op->optional || op->kind == SBX__OP_SYSDIR))
+                rc = sys_err(err, "inspect", op->src);
+        } else if (op->copy)
+            rc = copy_in(src, dst, err);
+        else if (S_ISLNK(st.st_mode))
+            rc = mirror_symlink(src, dst, err);
+        else
+            rc = do_bind(src, dst, 0, 1, err);
+        break;
+    case SBX__OP_DEVNODE:
+        if (make_file(dst) < 0)
+            rc = sys_err(err, "create file", op->dst);
+        else if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+            rc = sys_err(err, "bind the device", op->src);
+        else
+            rc = set_attr(dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, 0, err);
+        break;
+    case SBX__OP_MKDIR:
+        if (mkdir_p(dst, op->mode) < 0)
+            rc = sys_err(err, "create directory", op->dst);
+        break;
+    case SBX__OP_SYMLINK:
+        if (make_parent(dst) < 0 || symlink(op->src, dst) < 0)
+            rc = sys_err(err, "create symlink", op->dst);
+        break;
+    case SBX__OP_FILE:
+        rc = write_new_file(dst, op->content, op->content_len, op->mode, err);
+        break;
+    case SBX__OP_PROC:
+        rc = mount_proc(dst, err);
+        break;
+    case SBX__OP_DEVPTS:
+        if (mkdir_p(dst, 0755) < 0)
+            rc = sys_err(err, "create directory", op->dst);
+        else if (mount("devpts", dst, "devpts", MS_NOSUID | MS_NOEXEC,
+                       "newinstance,ptmxmode=0666,mode=620") < 0)
+            rc = sbx_error_errno(err, errno, "cannot mount a new devpts instance at '%s'", op->dst);
+        break;
+    case SBX__OP_PROC_RO:
+        if (lstat(dst, &st) < 0)
+            break;
+        if (mount(dst, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+            rc = sys_err(err, "bind", op->dst);
+        else
+            rc = set_attr(dst,
+                          MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                  MOUNT_ATTR_NOEXEC,
+                          1, err);
+        break;
+    case SBX__OP_PROC_MASK:
+        if (lstat(dst, &st) < 0)
+            break;
+        if (S_ISDIR(st.st_mode)) {
+            if (mount("tmpfs", dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                      "mode=0555,size=4k") < 0)
+                rc = sys_err(err, "mask", op->dst);
+        } else if (mount(OLDROOT "/dev/null", dst, NULL, MS_BIND, NULL) < 0)
+            rc = sys_err(err, "mask", op->dst);
+        else
+            rc = set_attr(dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, 0, err);
+        break;
+    case SBX__OP_REMOUNT_RO:
+        rc = set_attr(dst, MOUNT_ATTR_RDONLY, 0, err);
+        break;
+    }
+    free(dst);
+    free(src);
+    return rc;
+}
+
+static int loopback_up(struct sbx_error *err)
+{
+    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return sbx_error_errno(err, errno, "cannot create a socket to configure loopback");
+    struct ifreq ifr;
+    memset(&ifr, 0, sizeof(ifr));
+    memcpy(ifr.ifr_name, "lo", 3);
+    int rc = 0;
+    if (ioctl(fd, SIOCGIFFLAGS, &ifr) < 0)
+        rc = sbx_error_errno(err, errno, "cannot read the flags of interface 'lo'");
+    else {
+        ifr.ifr_flags |= IFF_UP;
+        if (ioctl(fd, SIOCSIFFLAGS, &ifr) < 0)
+            rc = sbx_error_errno(err, errno, "cannot bring interface 'lo' up");
+    }
+    close(fd);
+    return rc;
+}
+
+/* In the inner process: build the root and move into it. */
+static int build_root(const struct sbx__isolation *iso, struct sbx_error *err)
+{
+    int rc;
+    if (iso->net == SBX__NET_NONE && (rc = loopback_up(err)) < 0)
+        return rc;
+    if (sethostname(iso->hostname, strlen(iso->hostname)) < 0)
+        return sbx_error_errno(err, errno, "cannot set the hostname");
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        return sbx_error_errno(err, errno, "cannot make the mount tree private");
+    /* A scratch tmpfs becomes the root for the time of the build: the host tree is reachable
+     * at /oldroot (bind sources), the new root is built at /newroot. */
+    if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=65536") < 0)
+        return sbx_error_errno(err, errno, "cannot mount the scratch tmpfs");
+    if (mkdir("/tmp" NEWROOT, 0755) < 0 || mkdir("/tmp" OLDROOT, 0755) < 0)
+        return sbx_error_errno(err, errno, "cannot create the scratch directories");
+    if (syscall(SYS_pivot_root, "/tmp", "/tmp" OLDROOT) < 0)
+        return sbx_error_errno(err, errno, "cannot pivot_root into the scratch tmpfs");
+    if (chdir("/") < 0)
+        return sbx_error_errno(err, errno, "cannot chdir to '/'");
+    for (size_t i = 0; i < iso->plan.n; i++) {
+        if ((rc = apply_op(&iso->plan.ops[i], err)) < 0) {
+            sbx_error_prefix(err, "sandbox root");
+            return rc;
+        }
+    }
+    if (chdir(NEWROOT) < 0)
+        return sbx_error_errno(err, errno, "cannot chdir to the new root");
+    if (syscall(SYS_pivot_root, ".", ".") < 0)
+        return sbx_error_errno(err, errno, "cannot pivot_root into the new root");
+    /* The scratch tmpfs and the whole host tree under it go away here. */
+    if (umount2(".", MNT_DETACH) < 0)
+        return sbx_error_errno(err, errno, "cannot detach the old root");
+    if (chdir(iso->root) < 0)
+        return sbx_error_errno(err, errno, "cannot chdir to '%s'", iso->root);
+    return 0;
+}
+
+/* ------------------------------------------------------------------ enter ---- */
+
+struct ns_step {
+    int flag;
+    const char *name;
+};
+
+static const struct ns_step ns_steps[] = {
+        {CLONE_NEWNS, "mount namespace (CONFIG_NAMESPACES)"},
+        {CLONE_NEWPID, "pid namespace (CONFIG_PID_NS)"},
+        {CLONE_NEWIPC, "ipc namespace (CONFIG_IPC_NS)"},
+        {CLONE_NEWUTS, "uts namespace (CONFIG_UTS_NS)"},
+        {CLONE_NEWCGROUP, "cgroup namespace (CONFIG_CGROUPS)"},
+        {CLONE_NEWNET, "network namespace (CONFIG_NET_NS)"},
+};
+
+static void send_error(int fd, const struct sbx_error *e)
+{
+    const char *p = (const char *)e;
+    size_t off = 0;
+    while (off < sizeof(*e)) {
+        ssize_t w = write(fd, p + off, sizeof(*e) - off);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        off += (size_t)w;
+    }
+}
+
+static ssize_t read_full(int fd, void *buf, size_t len)
+{
+    size_t off = 0;
+    while (off < len) {
+        ssize_t r = read(fd, (char *)buf + off, len - off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return -1;
+        if (r == 0)
+            break;
+        off += (size_t)r;
+    }
+    return (ssize_t)off;
+}
+
+static int write_proc(pid_t pid, const char *file, const char *text, struct sbx_error *err)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sbx_error_errno(err, errno, "cannot open '%s'", path);
+    int rc = 0;
+    ssize_t w = write(fd, text, strlen(text));
+    if (w < 0 || (size_t)w != strlen(text))
+        rc = sbx_error_errno(err, w < 0 ? errno : EIO, "cannot write the user namespace %s", file);
+    close(fd);
+    return rc;
+}
+
+static int write_maps(const struct sbx__isolation *iso, pid_t pid, struct sbx_error *err)
+{
+    char *uid_map, *gid_map;
+    size_t nu = iso->users.n;
+    int rc;
+    if (iso->privileged) {
+        unsigned first = SBX__ISOLATION_FIRST_UID + 1, host = SBX__ISOLATION_HOST_ID_BASE + first;
+        uid_map = nu > 1 ? sbx_xasprintf("%u %u 1\n%u %u %zu\n", SBX__ISOLATION_FIRST_UID,
+                                         (unsigned)iso->host_uid, first, host, nu - 1)
+                         : sbx_xasprintf("%u %u 1\n", SBX__ISOLATION_FIRST_UID,
+                                         (unsigned)iso->host_uid);
+        char *extra_users =
+                nu > 1 ? sbx_xasprintf("%u %u %zu\n", first, host, nu - 1) : sbx_xstrdup("");
+        char *groups =
+                iso->ngroups ? sbx_xasprintf("%u %u %zu\n", SBX__ISOLATION_FIRST_GID,
+                                             SBX__ISOLATION_HOST_ID_BASE + SBX__ISOLATION_FIRST_GID,
+                                             iso->ngroups)
+                             : sbx_xstrdup("");
+        gid_map = sbx_xasprintf("%u %u 1\n%s%s", SBX__ISOLATION_FIRST_UID, (unsigned)iso->host_gid,
+                                extra_users, groups);
+        free(extra_users);
+        free(groups);
+        rc = 0;
+    } else {
+        uid_map = sbx_xasprintf("%u %u 1\n", SBX__ISOLATION_FIRST_UID, (unsigned)iso->host_uid);
+        gid_map = sbx_xasprintf("%u %u 1\n", SBX__ISOLATION_FIRST_UID, (unsigned)iso->host_gid);
+        rc = write_proc(pid, "setgroups", "deny", err);
+    }
+    if (rc == 0)
+        rc = write_proc(pid, "uid_map", uid_map, err);
+    if (rc == 0)
+        rc = write_proc(pid, "gid_map", gid_map, err);
+    free(uid_map);
+    free(gid_map);
+    return rc;
+}
+
+/* The middle process after fork: new user namespace, then (once the outer process wrote the id
+ * maps) the other namespaces, then fork the inner process and wait for it. Never returns
+ * except in the inner process, with 0 after a complete setup. */
+static int middle_main(struct sbx__isolation *iso, pid_t outer, int go_fd, int up_fd, int res_fd)
+{
+    struct sbx_error e = SBX_ERROR_INIT;
+    char c = 0;
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != outer)
+        _exit(1);
+    prctl(PR_SET_DUMPABLE, 0);
+    if (unshare(CLONE_NEWUSER) < 0) {
+        sbx_error_errno(&e, errno,
+                        "cannot create a user namespace (kernel feature CONFIG_USER_NS; check "
+                        "user.max_user_namespaces, kernel.unprivileged_userns_clone and "
+                        "kernel.apparmor_restrict_unprivileged_userns)");
+        goto fail;
+    }
+    if (write(up_fd, "u", 1) != 1 || read_full(go_fd, &c, 1) != 1 || c != 'g')
+        _exit(1);
+    close(up_fd);
+    close(go_fd);
+    for (size_t i = 0; i < SBX_ARRAY_LEN(ns_steps); i++) {
+        if (ns_steps[i].flag == CLONE_NEWNET && iso->net != SBX__NET_NONE)
+            continue;
+        if (unshare(ns_steps[i].flag) < 0) {
+            sbx_error_errno(&e, errno, "cannot create a %s", ns_steps[i].name);
+            goto fail;
+        }
+    }
+    pid_t inner = fork();
+    if (inner < 0) {
+        sbx_error_errno(&e, errno, "cannot fork the sandbox init process");
+        goto fail;
+    }
+    if (inner == 0) {
+        /* PID 1 of the new pid namespace; its parent is outside, so getppid() is 0. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+            _exit(1);
+        if (build_root(iso, &e) < 0)
+            goto fail;
+        if (prctl(PR_SET_DUMPABLE, 0) < 0) {
+            sbx_error_errno(&e, errno, "cannot make the sandbox init non-dumpable");
+            goto fail;
+        }
+        send_error(res_fd, &e); /* code SBX_OK: the setup is complete */
+        close(res_fd);
+        return 0;
+    }
+    close(res_fd);
+    /* Only waits: the sandbox ends when the inner process does, or when this one is killed. */
+    for (;;) {
+        int st;
+        pid_t w = waitpid(inner, &st, 0);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            _exit(1);
+        _exit(WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st));
+    }
+fail:
+    send_error(res_fd, &e);
+    _exit(1);
+}
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
+
+static unsigned required_mask(const struct sbx__isolation_limits *l)
+{
+    unsigned m = 0;
+    if (l->memory_bytes && l->memory_bytes != SBX__LIMIT_NONE)
+        m |= 1u << SBX__CG_MEMORY;
+    if (l->pids && l->pids != SBX__LIMIT_NONE)
+        m |= 1u << SBX__CG_PIDS;
+    if (l->cpu_millis && l->cpu_millis != SBX__LIMIT_NONE)
+        m |= 1u << SBX__CG_CPU;
+    return m;
+}
+
+int sbx__isolation_enter(struct sbx__isolation *iso, enum sbx__isolation_role *role,
+                         struct sbx_error *err)
+{
+    int go[2] = {-1, -1}, up[2] = {-1, -1}, res[2] = {-1, -1};
+    pid_t outer = getpid(), middle = -1;
+    int rc = 0;
+    char c;
+
+    if (iso->middle > 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "the sandbox isolation was already entered");
+    if (iso->cgroup_name) {
+        struct sbx__isolation_limits l = iso->limits;
+        if (!l.memory_bytes)
+            l.memory_bytes = 2048 * MiB;
+        if (!l.pids)
+            l.pids = 1024;
+        if ((rc = sbx__cgroup_create(iso->cgroup_name, &l, required_mask(&iso->limits), &iso->cg,
+                                     err)) < 0)
+            return rc;
+    }
+    if (pipe2(go, O_CLOEXEC) < 0 || pipe2(up, O_CLOEXEC) < 0 || pipe2(res, O_CLOEXEC) < 0) {
+        rc = sbx_error_errno(err, errno, "cannot create pipes");
+        goto fail;
+    }
+    middle = fork();
+    if (middle < 0) {
+        rc = sbx_error_errno(err, errno, "cannot fork the sandbox process");
+        goto fail;
+    }
+    if (middle == 0) {
+        close(go[1]);
+        close(up[0]);
+        close(res[0]);
+        middle_main(iso, outer, go[0], up[1], res[1]);
+        /* Only the inner process gets here. */
+        iso->cg.owner = 0; /* the outer process removes the cgroups */
+        iso->middle = -1;
+        *role = SBX__ISOLATION_INNER;
+        return 0;
+    }
+    iso->middle = middle;
+    close_fd(&go[0]);
+    close_fd(&up[1]);
+    close_fd(&res[1]);
+    if (read_full(up[0], &c, 1) == 1) {
+        if ((rc = sbx__cgroup_attach(&iso->cg, middle, err)) < 0 ||
+            (rc = write_maps(iso, middle, err)) < 0)
+            goto fail;
+        if (write(go[1], "g", 1) != 1) {
+            rc = sbx_error_errno(err, errno, "cannot start the sandbox process");
+            goto fail;
+        }
+    }
+    close_fd(&go[1]);
+    struct sbx_error got = SBX_ERROR_INIT;
+    ssize_t n = read_full(res[0], &got, sizeof(got));
+    if (n != (ssize_t)sizeof(got)) {
+        rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "the sandbox process ended during set-up");
+        goto fail;
+    }
+    if (got.code != SBX_OK) {
+        got.msg[sizeof(got.msg) - 1] = '\0';
+        rc = sbx_error_copy(err, &got);
+        goto fail;
+    }
+    close_fd(&up[0]);
+    close_fd(&res[0]);
+    *role = SBX__ISOLATION_OUTER;
+    return 0;
+fail:
+    if (middle > 0) {
+        kill(middle, SIGKILL);
+        while (waitpid(middle, NULL, 0) < 0 && errno == EINTR)
+            ;
+    }
+    iso->middle = -1;
+    close_fd(&go[0]);
+    close_fd(&go[1]);
+    close_fd(&up[0]);
+    close_fd(&up[1]);
+    close_fd(&res[0]);
+    close_fd(&res[1]);
+    sbx__cgroup_destroy(&iso->cg);
+    return rc;
+}
+
+int sbx__isolation_outer_wait(struct sbx__isolation *iso, int *status, struct sbx_error *err)
+{
+    if (iso->middle <= 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "the sandbox isolation was not entered");
+    sigset_t set, old;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigaddset(&set, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &set, &old);
+    int st = 0, rc = 0;
+    for (;;) {
+        pid_t w = waitpid(iso->middle, &st, WNOHANG);
+        if (w == iso->middle)
+            break;
+        if (w < 0 && errno != EINTR) {
+            rc = sbx_error_errno(err, errno, "cannot wait for the sandbox process");
+            break;
+        }
+        siginfo_t si;
+        if (sigwaitinfo(&set, &si) > 0 && si.si_signo != SIGCHLD)
+            kill(iso->middle, SIGKILL);
+    }
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    iso->middle = -1;
+    sbx__cgroup_destroy(&iso->cg);
+    if (rc == 0)
+        *status = st;
+    return rc;
+}
+
+/* ------------------------------------------------------------ command child ---- */
+
+int sbx__isolation_child(const struct sbx__isolation *iso, const struct sbx__run_as *user,
+                         struct sbx_error *err)
+{
+    if (iso->privileged && setgroups(user->ngroups, user->groups) < 0)
+        return sbx_error_errno(err, errno, "cannot set the groups of user '%s'", user->name);
+    if (setresgid(user->gid, user->gid, user->gid) < 0)
+        return sbx_error_errno(err, errno, "cannot switch to the group of user '%s'", user->name);
+    if (setresuid(user->uid, user->uid, user->uid) < 0)
+        return sbx_error_errno(err, errno, "cannot switch to user '%s'", user->name);
+
+    /* The kernel's OOM killer takes a command before the supervisor. */
+    int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (write(fd, "1000", 4) < 0) {
+            /* raising the score is always allowed; a failure only loses the preference */
+        }
+        close(fd);
+    }
+
+    struct rlimit zero = {0, 0};
+    if (setrlimit(RLIMIT_CORE, &zero) < 0 || setrlimit(RLIMIT_FSIZE, &iso->rl_fsize) < 0 ||
+        setrlimit(RLIMIT_NOFILE, &iso->rl_nofile) < 0)
+        return sbx_error_errno(err, errno, "cannot set the resource limits");
+
+    for (int cap = 0; cap <= iso->cap_last; cap++)
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+            return sbx_error_errno(err, errno, "cannot drop capability %d from the bounding set",
+                                   cap);
+    if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
+        return sbx_error_errno(err, errno, "cannot clear the ambient capabilities");
+    if (prctl(PR_SET_SECUREBITS,
+              SECBIT_NOROOT | SECBIT_NOROOT_LOCKED | SECBIT_NO_SETUID_FIXUP |
+                      SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_KEEP_CAPS_LOCKED |
+                      SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
+              0, 0, 0) < 0)
+        return sbx_error_errno(err, errno, "cannot lock the securebits");
+    struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
+    struct __user_cap_data_struct data[2];
+    memset(data, 0, sizeof(data));
+    if (syscall(SYS_capset, &hdr, data) < 0)
+        return sbx_error_errno(err, errno, "cannot drop the capabilities");
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+        return sbx_error_errno(err, errno, "cannot set no_new_privs");
+    if (syscall(SYS_capget, &hdr, data) < 0)
+        return sbx_error_errno(err, errno, "cannot read the capabilities");
+    for (int i = 0; i < 2; i++)
+        if (data[i].effective || data[i].permitted || data[i].inheritable)
+            return sbx_error_set(err, SBX_E_SANDBOX, 0,
+                                 "capabilities are still held after dropping them");
+    if (syscall(SYS_close_range, 3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+        return sbx_error_errno(err, errno,
+                               "cannot mark descriptors close-on-exec (kernel feature "
+                               "close_range, Linux 5.11)");
+    int rc = sbx__seccomp_load(&iso->bpf_ioctl, err);
+    if (rc == 0)
+        rc = sbx__seccomp_load(&iso->bpf_main, err);
+    return rc;
+}
+
+/* --------------------------------------------------------------- reporting ---- */
+
+int sbx__isolation_events(const struct sbx__isolation *iso, struct sbx__cgroup_events *out,
+                          struct sbx_error *err)
+{
+    return sbx__cgroup_read_events(&iso->cg, out, err);
+}
+
+static void human_size(uint64_t v, char *buf, size_t n)
+{
+    if (v >= 1024 * MiB && v % (1024 * MiB) == 0)
+        snprintf(buf, n, "%llu GiB", (unsigned long long)(v / (1024 * MiB)));
+    else if (v >= MiB)
+        snprintf(buf, n, "%llu MiB", (unsigned long long)(v / MiB));
+    else
+        snprintf(buf, n, "%llu bytes", (unsigned long long)v);
+}
+
+int sbx__isolation_describe_exit(const struct sbx__isolation *iso, int status,
+                                 const struct sbx__cgroup_events *before,
+                                 const struct sbx__cgroup_events *after, struct sbx_buf *out,
+                                 struct sbx_error *err)
+{
+    int oom = after->oom_kills > before->oom_kills;
+    int pids = after->pids_max_hits > before->pids_max_hits;
+    int rc;
+    char size[32];
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && oom) {
+        human_size(iso->cg.memory_limit, size, sizeof(size));
+        rc = iso->cg.memory_limit ? sbx_buf_addf(out, err, "killed: out of memory (limit %s)", size)
+                                  : sbx_buf_addf(out, err, "killed: out of memory");
+    } else if (WIFSIGNALED(status))
+        rc = sbx_buf_addf(out, err, "killed by signal %d", WTERMSIG(status));
+    else
+        rc = sbx_buf_addf(out, err, "exited with status %d", WEXITSTATUS(status));
+    if (rc == 0 && pids)
+        rc = sbx_buf_addf(out, err, " (process limit %llu reached)",
+                          (unsigned long long)iso->cg.pids_limit);
+    return rc;
+}
+
+/* ------------------------------------------------------------- test driver ---- */
+
+/* execve argv[0], searching PATH of env when it has no '/'. Returns only on failure. */
+static void exec_path(char *const *argv, char *const *env)
+{
+    if (strchr(argv[0], '/')) {
+        execve(argv[0], argv, env);
+        return;
+    }
+    const char *path = "/usr/local/bin:/usr/bin:/bin";
+    for (size_t i = 0; env[i]; i++)
+        if (strncmp(env[i], "PATH=", 5) == 0)
+            path = env[i] + 5;
+    while (*path) {
+        const char *colon = strchr(path, ':');
+        size_t len = colon ? (size_t)(colon - path) : strlen(path);
+        char full[PATH_MAX];
+        if (len &&
+            (size_t)snprintf(full, sizeof(full), "%.*s/%s", (int)len, path, argv[0]) < sizeof(full))
+            execve(full, argv, env);
+        path += len + (colon ? 1 : 0);
+    }
+    errno = ENOENT;
+}
+
+struct run_result {
+    int status;
+    char describe[256];
+};
+
+/* PID 1 of the test sandbox: run one command, report, end. */
+static SBX_NORETURN void run_inner(struct sbx__isolation *iso, const char *user, char *const *argv,
+                                   int res_fd)
+{
+    struct sbx_error e = SBX_ERROR_INIT;
+    struct run_result r = {0};
+    struct sbx__run_as ra;
+    struct sbx__cgroup_events before = {0}, after = {0};
+    struct sbx_strv env;
+    sbx_strv_init(&env);
+    if (sbx__isolation_user(iso, user, &ra, &e) < 0 ||
+        sbx__isolation_env(iso, &ra, NULL, NULL, &env, &e) < 0) {
+        r.status = 127 << 8;
+        snprintf(r.describe, sizeof(r.describe), "%.250s", e.msg);
+        goto report;
+    }
+    sbx__isolation_events(iso, &before, NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        r.status = 127 << 8;
+        snprintf(r.describe, sizeof(r.describe), "cannot fork: %s", strerror(errno));
+        goto report;
+    }
+    if (pid == 0) {
+        if (sbx__isolation_child(iso, &ra, &e) < 0) {
+            dprintf(2, "sbx: %s\n", e.msg);
+            _exit(126);
+        }
+        exec_path(argv, env.v);
+        dprintf(2, "sbx: cannot run '%s': %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    for (;;) {
+        int st;
+        pid_t w = wait(&st);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            break;
+        if (w == pid) {
+            r.status = st;
+            kill(-1, SIGKILL); /* whatever the command left behind */
+        }
+    }
+    sbx__isolation_events(iso, &after, NULL);
+    struct sbx_buf d;
+    sbx_buf_init(&d, sizeof(r.describe) - 1);
+    if (sbx__isolation_describe_exit(iso, r.status, &before, &after, &d, NULL) == 0)
+        memcpy(r.describe, d.data, d.len + 1);
+    sbx_buf_release(&d);
+report:
+    if (write(res_fd, &r, sizeof(r)) < 0)
+        _exit(1);
+    _exit(0);
+}
+
+int sbx__isolation_run(const struct sbx__isolation_spec *spec, const char *user, char *const *argv,
+                       int *status, struct sbx_buf *describe, struct sbx_error *err)
+{
+    struct sbx__isolation *iso = NULL;
+    enum sbx__isolation_role role;
+    int res[2] = {-1, -1};
+    int rc;
+    if (!argv || !argv[0])
+        return sbx_error_set(err, SBX_E_INVAL, 0, "no command to run");
+    if ((rc = sbx__isolation_new(spec, &iso, err)) < 0)
+        return rc;
+    if (pipe2(res, O_CLOEXEC) < 0) {
+        rc = sbx_error_errno(err, errno, "cannot create a pipe");
+        goto out;
+    }
+    if ((rc = sbx__isolation_enter(iso, &role, err)) < 0)
+        goto out;
+    if (role == SBX__ISOLATION_INNER) {
+        close(res[0]);
+        run_inner(iso, user, argv, res[1]);
+    }
+    close_fd(&res[1]);
+    struct run_result r;
+    ssize_t n = read_full(res[0], &r, sizeof(r));
+    int st;
+    if ((rc = sbx__isolation_outer_wait(iso, &st, err)) < 0)
+        goto out;
+    if (n != (ssize_t)sizeof(r)) {
+        rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "the sandbox ended without a result (status %d)",
+                           st);
+        goto out;
+    }
+    r.describe[sizeof(r.describe) - 1] = '\0';
+    *status = r.status;
+    if (describe)
+        rc = sbx_buf_adds(describe, r.describe, err);
+out:
+    close_fd(&res[0]);
+    close_fd(&res[1]);
+    sbx__isolation_free(iso);
+    return rc;
+}

@@ -1,0 +1,302 @@
+/* sbx local provider: isolation of a sandbox (internal).
+ *
+ * The local supervisor calls this module at two points:
+ *
+ *   1. start-up, after it created its host-side control socket and before it serves:
+ *        sbx__isolation_new(spec, &iso, err)     plan + seccomp + /etc, in the host process
+ *        sbx__isolation_enter(iso, &role, err)   namespaces, cgroups, new root, pivot_root
+ *      enter forks. The child becomes PID 1 of new user, mount, pid, ipc, uts, cgroup (and, in
+ *      network mode none, net) namespaces, sits in a root built from nothing and returns with
+ *      role SBX__ISOLATION_INNER: it serves the control socket and forks commands. The parent
+ *      returns with role SBX__ISOLATION_OUTER: it stays in the host namespaces (the place for the
+ *      allow-list proxy and the port forwarders) and calls sbx__isolation_outer_wait(), which
+ *      kills the inner process when the outer one is told to stop and removes the cgroups once
+ *      the inner one is gone. Setup failures are reported by enter in the calling process,
+ *      naming the missing kernel feature; nothing falls back to running unconfined.
+ *
+ *   2. every command child, between fork and exec:
+ *        sbx__isolation_child(iso, &run_as, err)
+ *      switches to the run_as user, drops every capability, sets no_new_privs, rlimits and the
+ *      OOM score, marks every fd above 2 close-on-exec and loads the seccomp filters last. It
+ *      allocates nothing (everything is precomputed by sbx__isolation_new), so it is safe in the
+ *      child of a multi-threaded parent.
+ *
+ * Plain data first (CONVENTIONS): sbx__isolation_plan_build() turns a spec into an ordered list
+ * of mount and file operations without touching the system; the executor in isolate.c applies
+ * it. All privileged steps live in isolate.c, seccomp.c and cgroup.c. */
+#ifndef SBX_SANDBOX_LOCAL_ISOLATE_H
+#define SBX_SANDBOX_LOCAL_ISOLATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sbx/buf.h"
+#include "sbx/error.h"
+#include "sbx/strv.h"
+
+/* ---- the spec: what the supervisor asks for (borrowed strings, all-zero = defaults) ---- */
+
+enum sbx__net_mode {
+    SBX__NET_NONE = 0, /* empty network namespace, loopback up (default) */
+    SBX__NET_FULL,     /* host network namespace: dangerous, opt-in */
+};
+
+/* A user of the manifest. uid/gid inside the sandbox are assigned by position (see
+ * sbx__isolation_plan_build); home NULL means the workspace root. */
+struct sbx__isolation_user {
+    const char *name;
+};
+
+/* A group of the manifest with its member user names (NULL-terminated, may be NULL). */
+struct sbx__isolation_group {
+    const char *name;
+    const char *const *members;
+};
+
+/* An extra path grant from the run configuration: host src shown at sandbox dst. */
+struct sbx__isolation_grant {
+    const char *src; /* absolute host path; never "/", never a home directory itself */
+    const char *dst; /* absolute sandbox path; NULL = same as src */
+    int writable;
+};
+
+/* Limit values: 0 = the default, SBX__LIMIT_NONE = no limit. A value given explicitly must be
+ * enforced (enter fails when the cgroup controller is not usable); a default limit is applied
+ * when the controller is usable and otherwise only logged. */
+#define SBX__LIMIT_NONE UINT64_MAX
+
+struct sbx__isolation_limits {
+    uint64_t memory_bytes; /* cgroup memory (+swap) limit; default 2 GiB */
+    uint64_t pids;         /* cgroup pids.max; default 1024 */
+    uint64_t cpu_millis;   /* cgroup CPU quota in thousandths of a CPU; default none */
+    uint64_t fsize_bytes;  /* RLIMIT_FSIZE per command; default 16 GiB */
+    uint64_t nofile;       /* RLIMIT_NOFILE per command; default 4096 */
+    uint64_t tmp_bytes;    /* size of the private /tmp and /dev/shm tmpfs; default 1 GiB */
+};
+
+struct sbx__isolation_spec {
+    const char *workspace; /* host directory, absolute; bound read-write at root */
+    const char *root;      /* sandbox path of the workspace; NULL = "/workspace" */
+    const char *hostname;  /* NULL = "sandbox" */
+    enum sbx__net_mode net;
+    /* Users; users[0] is the default user, mapped to the caller's host uid/gid. Empty = one
+     * user named "sandbox". */
+    const struct sbx__isolation_user *users;
+    size_t nusers;
+    const struct sbx__isolation_group *groups;
+    size_t ngroups;
+    const struct sbx__isolation_grant *grants;
+    size_t ngrants;
+    const char *const *env; /* manifest environment "KEY=VALUE", NULL-terminated, may be NULL */
+    struct sbx__isolation_limits limits;
+    const char *cgroup_name; /* leaf name of the sandbox cgroups, e.g. "sbx-<id>"; NULL = none */
+    const char *host_home;   /* caller's home directory, refused as a grant source; may be NULL */
+};
+
+#define SBX__ISOLATION_DEFAULT_ROOT     "/workspace"
+#define SBX__ISOLATION_DEFAULT_HOSTNAME "sandbox"
+#define SBX__ISOLATION_DEFAULT_USER     "sandbox"
+#define SBX__ISOLATION_FIRST_UID        1000 /* users[i] has uid and private gid 1000 + i */
+#define SBX__ISOLATION_FIRST_GID        2000 /* groups[i] has gid 2000 + i */
+#define SBX__ISOLATION_MAX_USERS        64
+#define SBX__ISOLATION_MAX_GROUPS       64
+#define SBX__ISOLATION_MAX_GRANTS       64
+#define SBX__ISOLATION_MAX_ENV          1024
+#define SBX__ISOLATION_MAX_ENV_BYTES    (256 * 1024)
+/* Host ids of the non-default users when the caller is root: 100000 + sandbox id. */
+#define SBX__ISOLATION_HOST_ID_BASE 100000
+
+/* ---- the plan: pure data ---- */
+
+enum sbx__op_kind {
+    SBX__OP_TMPFS,   /* mount a tmpfs at dst: mode, size (0 = kernel default), flags */
+    SBX__OP_BIND,    /* bind host src at dst (dir or file, created); RO unless writable */
+    SBX__OP_SYSDIR,  /* host src is a symlink: same symlink at dst; a dir: RO bind; absent: skip */
+    SBX__OP_ETC,     /* host src is copied in as a RO bind if it exists, mirrored if a symlink */
+    SBX__OP_DEVNODE, /* bind the host device node src at dst (nosuid, noexec, dev allowed) */
+    SBX__OP_MKDIR,   /* mkdir dst with mode */
+    SBX__OP_SYMLINK, /* symlink dst -> target */
+    SBX__OP_FILE,    /* write content to dst with mode */
+    SBX__OP_PROC,    /* fresh procfs at dst (hidepid=invisible where the kernel has it) */
+    SBX__OP_DEVPTS,  /* new devpts instance at dst */
+    SBX__OP_PROC_RO, /* bind dst onto itself read-only if it exists */
+    SBX__OP_PROC_MASK, /* hide dst if it exists: /dev/null over a file, empty RO tmpfs over a dir */
+    SBX__OP_REMOUNT_RO /* make the mount at dst read-only (after its contents were built) */
+};
+
+struct sbx__op {
+    enum sbx__op_kind kind;
+    char *src;   /* host path (BIND, SYSDIR, ETC, DEVNODE) or symlink target (SYMLINK) */
+    char *dst;   /* absolute sandbox path */
+    mode_t mode; /* TMPFS, MKDIR, FILE */
+    uint64_t size;
+    int writable; /* BIND */
+    int optional; /* BIND, ETC: a missing source is skipped instead of an error */
+    int copy;     /* ETC: copy the content (following symlinks) instead of binding */
+    char *content;
+    size_t content_len;
+};
+
+struct sbx__isolation_plan {
+    struct sbx__op *ops;
+    size_t n, alloc;
+};
+
+/* A resolved user: sandbox ids, the host ids it maps to, its groups. */
+struct sbx__run_as {
+    uid_t uid;
+    gid_t gid;
+    gid_t groups[SBX__ISOLATION_MAX_GROUPS];
+    size_t ngroups;
+    const char *name; /* borrowed from the isolation */
+    const char *home; /* borrowed from the isolation */
+};
+
+/* Build the ordered operation list of spec. Pure: reads no file, makes no syscall. Fails with
+ * SBX_E_INVAL naming the field and rule ("grant source '/' is not allowed", ...). *out is set
+ * only on success; release it with sbx__isolation_plan_release. */
+int sbx__isolation_plan_build(const struct sbx__isolation_spec *spec,
+                              struct sbx__isolation_plan *out, struct sbx_error *err);
+void sbx__isolation_plan_release(struct sbx__isolation_plan *plan);
+/* The op at sandbox path dst of the given kind, or NULL: for tests. */
+const struct sbx__op *sbx__isolation_plan_find(const struct sbx__isolation_plan *plan,
+                                               enum sbx__op_kind kind, const char *dst);
+
+/* ---- /etc generation (etc.c), pure ---- */
+
+/* Check a user or group name: [a-z_][a-z0-9_-]{0,31}. what is "user" or "group". */
+int sbx__isolation_check_name(const char *what, const char *name, struct sbx_error *err);
+/* Append passwd, group, hosts and nsswitch.conf contents for spec (names already checked). */
+int sbx__etc_passwd(const struct sbx__isolation_spec *spec, const char *home, struct sbx_buf *out,
+                    struct sbx_error *err);
+int sbx__etc_group(const struct sbx__isolation_spec *spec, struct sbx_buf *out,
+                   struct sbx_error *err);
+int sbx__etc_hosts(const char *hostname, struct sbx_buf *out, struct sbx_error *err);
+int sbx__etc_nsswitch(struct sbx_buf *out, struct sbx_error *err);
+
+/* ---- seccomp (seccomp.c) ---- */
+
+/* A compiled filter program (classic BPF), ready for seccomp(2) after fork. */
+struct sbx__bpf {
+    void *insns; /* struct sock_filter[], owned */
+    size_t len;  /* number of instructions */
+};
+
+/* Compile the two sandbox filters for the native architecture: allow is the allowlist (default
+ * ENOSYS, EPERM for the dangerous calls, socket families), ioctl is a default-allow filter that
+ * refuses TIOCSTI/TIOCLINUX with any high bits. SBX_E_SYS with libseccomp's error. */
+int sbx__seccomp_build(struct sbx__bpf *allow, struct sbx__bpf *ioctl, struct sbx_error *err);
+void sbx__bpf_release(struct sbx__bpf *bpf);
+/* Install a compiled filter in the calling thread (no_new_privs must be set). Allocates
+ * nothing: safe after fork. */
+int sbx__seccomp_load(const struct sbx__bpf *bpf, struct sbx_error *err);
+
+/* ---- cgroups (cgroup.c) ---- */
+
+enum sbx__cgroup_ctrl { SBX__CG_MEMORY, SBX__CG_PIDS, SBX__CG_CPU, SBX__CG_NCTRL };
+
+/* The sandbox's cgroups: one directory per controller (v1), or one directory (v2). The
+ * counter files are kept open so that the sandbox's PID 1, which no longer sees /sys, can still
+ * read them. An all-zero struct is "no cgroups" only after sbx__cgroup_init. */
+struct sbx__cgroup {
+    int v2;                   /* 1: unified hierarchy holds the controllers */
+    int owner;                /* 1: this process removes the directories in destroy */
+    char *dir[SBX__CG_NCTRL]; /* created directories (v1), NULL when not used */
+    char *v2dir;              /* created directory (v2) */
+    uint64_t memory_limit;    /* bytes, 0 = none */
+    uint64_t pids_limit;      /* 0 = none */
+    int oom_fd;               /* memory.oom_control (v1) or memory.events (v2), -1 = none */
+    int pids_fd;              /* pids.events, -1 = none */
+};
+
+/* Counters read from the cgroup files, to explain why a command died. */
+struct sbx__cgroup_events {
+    uint64_t oom_kills;
+    uint64_t pids_max_hits;
+};
+
+/* An empty cgroup set (no directories, fds -1). */
+void sbx__cgroup_init(struct sbx__cgroup *cg);
+/* Parse /proc/self/cgroup text: the path of controller ctrl ("memory", "pids", "cpu") in v1,
+ * or the v2 path when ctrl is "". *out: caller owns (free). SBX_E_NOTFOUND if absent. */
+int sbx__cgroup_self_path(const char *proc_cgroup, const char *ctrl, char **out,
+                          struct sbx_error *err);
+/* Create the cgroups named name under the caller's own cgroups and write the limits. Limits
+ * that are 0 or SBX__LIMIT_NONE are not set. required is a mask of (1 << enum sbx__cgroup_ctrl):
+ * those controllers must work, the others are skipped with a log message when unusable. */
+int sbx__cgroup_create(const char *name, const struct sbx__isolation_limits *limits,
+                       unsigned required, struct sbx__cgroup *out, struct sbx_error *err);
+/* Move pid into every created cgroup. */
+int sbx__cgroup_attach(const struct sbx__cgroup *cg, pid_t pid, struct sbx_error *err);
+int sbx__cgroup_read_events(const struct sbx__cgroup *cg, struct sbx__cgroup_events *out,
+                            struct sbx_error *err);
+/* Owner: kill what is left in the cgroups and remove them. Every process: close the fds and
+ * free the memory; cg is left empty (as after sbx__cgroup_init). Errors are logged. */
+void sbx__cgroup_destroy(struct sbx__cgroup *cg);
+
+/* ---- the isolation object ---- */
+
+struct sbx__isolation;
+
+enum sbx__isolation_role {
+    SBX__ISOLATION_OUTER = 1, /* host side: call sbx__isolation_outer_wait */
+    SBX__ISOLATION_INNER,     /* PID 1 inside the sandbox: serve */
+};
+
+/* Validate spec, build the plan, the /etc files, the seccomp programs and the default user.
+ * Copies what it needs from spec. *out: caller owns (sbx__isolation_free). */
+int sbx__isolation_new(const struct sbx__isolation_spec *spec, struct sbx__isolation **out,
+                       struct sbx_error *err);
+void sbx__isolation_free(struct sbx__isolation *iso);
+
+/* Create the cgroups, fork into the new namespaces and build the root (see the top of this
+ * file). Must be called while the process is single-threaded. Returns 0 twice: in the caller
+ * with *role OUTER once the inner process reported a complete setup, and in the inner process
+ * (PID 1) with *role INNER. Errors are returned in the caller only; the inner process of a
+ * failed setup is gone. Blocks until the setup is complete. */
+int sbx__isolation_enter(struct sbx__isolation *iso, enum sbx__isolation_role *role,
+                         struct sbx_error *err);
+/* OUTER only: wait for the inner process to end, killing it on SIGTERM, SIGINT or SIGHUP to
+ * the outer process, then remove the cgroups. *status receives the wait status of the inner
+ * process. Blocks. */
+int sbx__isolation_outer_wait(struct sbx__isolation *iso, int *status, struct sbx_error *err);
+/* OUTER only: pid of the inner process (as seen from the host). */
+pid_t sbx__isolation_inner_pid(const struct sbx__isolation *iso);
+
+/* Resolve a manifest user name (NULL = the default user) to sandbox ids. SBX_E_NOTFOUND for
+ * an unknown user, SBX_E_UNSUPPORTED for a user the id maps cannot represent (an unprivileged
+ * caller maps only the default user). */
+int sbx__isolation_user(const struct sbx__isolation *iso, const char *name, struct sbx__run_as *out,
+                        struct sbx_error *err);
+
+/* In a command child after fork, before exec: see the top of this file. Allocates nothing. */
+int sbx__isolation_child(const struct sbx__isolation *iso, const struct sbx__run_as *user,
+                         struct sbx_error *err);
+
+/* The environment of a command: a minimal safe set (PATH, HOME, USER, LOGNAME, SHELL, LANG,
+ * TERM, TMPDIR) then the manifest environment on top, then extra ("KEY=VALUE", NULL-terminated,
+ * may be NULL; e.g. the command's own env). Nothing of the calling process's environment. term
+ * NULL = "dumb". Appends to out; SBX_E_INVAL for an entry without '=' or with a bad name. */
+int sbx__isolation_env(const struct sbx__isolation *iso, const struct sbx__run_as *user,
+                       const char *term, const char *const *extra, struct sbx_strv *out,
+                       struct sbx_error *err);
+
+/* Read the sandbox's cgroup counters (zeros when it has no cgroups). */
+int sbx__isolation_events(const struct sbx__isolation *iso, struct sbx__cgroup_events *out,
+                          struct sbx_error *err);
+/* Describe how a command ended, given its wait status and the counters read before it started
+ * and after it ended: "exited with status 3", "killed: out of memory (limit 512 MiB)",
+ * "killed by signal 9". Appends to out. */
+int sbx__isolation_describe_exit(const struct sbx__isolation *iso, int status,
+                                 const struct sbx__cgroup_events *before,
+                                 const struct sbx__cgroup_events *after, struct sbx_buf *out,
+                                 struct sbx_error *err);
+
+/* Test driver: enter, run argv as user (NULL = default) with stdio inherited and the isolated
+ * environment, wait, leave. *status: the command's wait status; describe (may be NULL) gets
+ * sbx__isolation_describe_exit's text. Used by `sbx __isolate-run` and the unit tests. */
+int sbx__isolation_run(const struct sbx__isolation_spec *spec, const char *user, char *const *argv,
+                       int *status, struct sbx_buf *describe, struct sbx_error *err);
+
+#endif
