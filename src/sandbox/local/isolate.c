@@ -707,7 +707,6 @@ static int middle_main(struct sbx__isolation *iso, pid_t outer, int go_fd, int u
     char c = 0;
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != outer)
         _exit(1);
-    prctl(PR_SET_DUMPABLE, 0);
     if (unshare(CLONE_NEWUSER) < 0) {
         sbx_error_errno(&e, errno,
                         "cannot create a user namespace (kernel feature CONFIG_USER_NS; check "
@@ -719,6 +718,8 @@ static int middle_main(struct sbx__isolation *iso, pid_t outer, int go_fd, int u
         _exit(1);
     close(up_fd);
     close(go_fd);
+    /* Only now: the outer process had to open this process's /proc files for the id maps. */
+    prctl(PR_SET_DUMPABLE, 0);
     for (size_t i = 0; i < SBX_ARRAY_LEN(ns_steps); i++) {
         if (ns_steps[i].flag == CLONE_NEWNET && iso->net != SBX__NET_NONE)
             continue;

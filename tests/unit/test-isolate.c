@@ -1,0 +1,673 @@
+/* Tests of the local sandbox isolation: the plan and /etc generation (pure), then real
+ * sandboxes: each check runs a command inside a freshly isolated sandbox and asserts on its exit
+ * status or on a file it wrote into the workspace. Seccomp refusals are probed by this same
+ * program, granted read-only into the sandbox at /probe and run with --probe: allowed calls get
+ * harmless bad arguments (EFAULT, EBADF), filtered ones the filter's errno. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/keyctl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/personality.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+
+#include "sandbox/local/isolate.h"
+#include "tap.h"
+
+#ifndef AF_VSOCK
+#    define AF_VSOCK 40
+#endif
+
+static char ws[PATH_MAX];
+static char probe_dir[PATH_MAX];
+
+/* ------------------------------------------------------------------ probe ---- */
+
+static void probe(const char *name, long rc)
+{
+    printf("%s=%d\n", name, rc < 0 ? errno : 0);
+}
+
+static int run_probes(void)
+{
+    char c = 'x';
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    probe("unshare", syscall(SYS_unshare, CLONE_NEWUSER));
+    probe("unshare_net", syscall(SYS_unshare, CLONE_NEWNET));
+    probe("clone_newns", syscall(SYS_clone, CLONE_NEWNS | SIGCHLD, 0, 0, 0, 0));
+    probe("clone3", syscall(SYS_clone3, NULL, 0));
+    probe("setns", syscall(SYS_setns, -1, 0));
+    probe("mount", syscall(SYS_mount, NULL, "/", NULL, MS_REMOUNT, NULL));
+    probe("umount", syscall(SYS_umount2, "/usr", MNT_DETACH));
+    probe("open_tree", syscall(SYS_open_tree, AT_FDCWD, "/", 0));
+    probe("fsopen", syscall(SYS_fsopen, "tmpfs", 0));
+    probe("chroot", syscall(SYS_chroot, "/tmp"));
+    probe("pivot_root", syscall(SYS_pivot_root, "/tmp", "/tmp"));
+    probe("keyctl", syscall(SYS_keyctl, KEYCTL_JOIN_SESSION_KEYRING, 0));
+    probe("add_key", syscall(SYS_add_key, "user", "k", "v", 1, KEY_SPEC_USER_KEYRING));
+    probe("bpf", syscall(SYS_bpf, 5, NULL, 0));
+    probe("perf_event_open", syscall(SYS_perf_event_open, NULL, 0, -1, -1, 0));
+    probe("userfaultfd", syscall(SYS_userfaultfd, 0));
+    probe("io_uring_setup", syscall(SYS_io_uring_setup, 8, NULL));
+    probe("ptrace", syscall(SYS_ptrace, PTRACE_ATTACH, 1, 0, 0));
+    probe("process_vm_readv", syscall(SYS_process_vm_readv, 1, NULL, 0, NULL, 0, 0));
+    probe("open_by_handle_at", syscall(SYS_open_by_handle_at, -1, NULL, 0));
+    probe("init_module", syscall(SYS_init_module, NULL, 0, ""));
+    probe("reboot", syscall(SYS_reboot, 0, 0, 0, NULL));
+    probe("settimeofday", syscall(SYS_settimeofday, NULL, NULL));
+    probe("sethostname", syscall(SYS_sethostname, "x", 1));
+    probe("tiocsti", syscall(SYS_ioctl, 0, TIOCSTI, &c));
+    probe("tiocsti_high", syscall(SYS_ioctl, 0, (1UL << 32) | TIOCSTI, &c));
+    probe("tioclinux", syscall(SYS_ioctl, 0, TIOCLINUX, &c));
+    probe("ioctl_other", syscall(SYS_ioctl, -1, TIOCGWINSZ, NULL));
+    probe("personality_bad", syscall(SYS_personality, READ_IMPLIES_EXEC));
+    probe("personality_query", syscall(SYS_personality, 0xffffffffUL));
+    long fd;
+    probe("vsock", fd = syscall(SYS_socket, AF_VSOCK, SOCK_STREAM, 0));
+    if (fd >= 0)
+        close((int)fd);
+    probe("packet", fd = syscall(SYS_socket, AF_PACKET, SOCK_RAW, 0));
+    if (fd >= 0)
+        close((int)fd);
+    probe("netlink_audit", fd = syscall(SYS_socket, AF_NETLINK, SOCK_RAW, 9));
+    if (fd >= 0)
+        close((int)fd);
+    probe("netlink_route", fd = syscall(SYS_socket, AF_NETLINK, SOCK_RAW, 0));
+    if (fd >= 0)
+        close((int)fd);
+    probe("inet", fd = syscall(SYS_socket, AF_INET, SOCK_STREAM, 0));
+    if (fd >= 0)
+        close((int)fd);
+    probe("unix", fd = syscall(SYS_socket, AF_UNIX, SOCK_STREAM, 0));
+    if (fd >= 0)
+        close((int)fd);
+    probe("family_99", syscall(SYS_socket, 99, SOCK_STREAM, 0));
+    probe("getpid_ok", syscall(SYS_getpid) > 0 ? 0 : -1);
+    return 0;
+}
+
+/* ----------------------------------------------------------------- helpers ---- */
+
+static void make_workspace(void)
+{
+    snprintf(ws, sizeof(ws), "/tmp/sbx-isolate-XXXXXX");
+    if (!mkdtemp(ws))
+        abort();
+    chmod(ws, 0755);
+}
+
+static void remove_workspace(void)
+{
+    char cmd[PATH_MAX + 16];
+    snprintf(cmd, sizeof(cmd), "%s", ws);
+    pid_t p = fork();
+    if (p == 0) {
+        execl("/bin/rm", "rm", "-rf", cmd, (char *)NULL);
+        _exit(127);
+    }
+    waitpid(p, NULL, 0);
+}
+
+static void base_spec(struct sbx__isolation_spec *s)
+{
+    memset(s, 0, sizeof(*s));
+    s->workspace = ws;
+}
+
+/* Run `sh -c script` in a sandbox of spec; returns the wait status, -1 on a setup error. */
+static int sh_spec(const struct sbx__isolation_spec *spec, const char *script,
+                   struct sbx_error *err)
+{
+    char *argv[] = {"/bin/sh", "-c", (char *)script, NULL};
+    int status = -1;
+    fflush(stdout);
+    if (sbx__isolation_run(spec, NULL, argv, &status, NULL, err) < 0)
+        return -1;
+    return status;
+}
+
+static int sh(const char *script)
+{
+    struct sbx__isolation_spec s;
+    struct sbx_error err = SBX_ERROR_INIT;
+    base_spec(&s);
+    int st = sh_spec(&s, script, &err);
+    if (st == -1)
+        printf("# setup failed: %s\n", err.msg);
+    return st;
+}
+
+#define CHECK_SH(script)                                                    \
+    do {                                                                    \
+        int st_ = sh(script);                                               \
+        if (!tap__result(st_ == 0, __FILE__, __LINE__, "sandbox: " script)) \
+            printf("#   wait status %d\n", st_);                            \
+    } while (0)
+
+static char *read_ws(const char *name)
+{
+    char path[PATH_MAX * 2];
+    snprintf(path, sizeof(path), "%s/%s", ws, name);
+    FILE *f = fopen(path, "re");
+    if (!f)
+        return NULL;
+    static char buf[65536];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+/* ------------------------------------------------------------------- plan ---- */
+
+static void test_plan_default(void)
+{
+    struct sbx__isolation_spec s = {0};
+    struct sbx__isolation_plan p;
+    struct sbx_error err = SBX_ERROR_INIT;
+    s.workspace = "/srv/ws";
+    CHECK_OK(sbx__isolation_plan_build(&s, &p, &err), &err);
+    CHECK(p.n > 10);
+    CHECK_EQ_INT(p.ops[0].kind, SBX__OP_TMPFS);
+    CHECK_EQ_STR(p.ops[0].dst, "/");
+    CHECK_EQ_INT(p.ops[p.n - 1].kind, SBX__OP_REMOUNT_RO);
+    CHECK_EQ_STR(p.ops[p.n - 1].dst, "/");
+    const struct sbx__op *usr = sbx__isolation_plan_find(&p, SBX__OP_BIND, "/usr");
+    CHECK(usr && !usr->writable && strcmp(usr->src, "/usr") == 0);
+    const struct sbx__op *w = sbx__isolation_plan_find(&p, SBX__OP_BIND, "/workspace");
+    CHECK(w && w->writable && strcmp(w->src, "/srv/ws") == 0);
+    CHECK(sbx__isolation_plan_find(&p, SBX__OP_SYSDIR, "/lib64") != NULL);
+    CHECK(sbx__isolation_plan_find(&p, SBX__OP_PROC, "/proc") != NULL);
+    CHECK(sbx__isolation_plan_find(&p, SBX__OP_PROC_RO, "/proc/sys") != NULL);
+    CHECK(sbx__isolation_plan_find(&p, SBX__OP_PROC_MASK, "/proc/kcore") != NULL);
+    CHECK(sbx__isolation_plan_find(&p, SBX__OP_DEVPTS, "/dev/pts") != NULL);
+    CHECK(sbx__isolation_plan_find(&p, SBX__OP_DEVNODE, "/dev/null") != NULL);
+    CHECK(sbx__isolation_plan_find(&p, SBX__OP_TMPFS, "/tmp") != NULL);
+    CHECK(sbx__isolation_plan_find(&p, SBX__OP_REMOUNT_RO, "/etc") != NULL);
+    /* Nothing of /sys, no host /etc/passwd or shadow, no resolv.conf in network mode none,
+     * no device nodes beyond the minimal set. */
+    int sys = 0, shadow = 0, resolv = 0, devnodes = 0, passwd_bind = 0;
+    for (size_t i = 0; i < p.n; i++) {
+        const struct sbx__op *op = &p.ops[i];
+        sys += strncmp(op->dst, "/sys", 4) == 0;
+        shadow += strstr(op->dst, "shadow") != NULL;
+        resolv += strstr(op->dst, "resolv.conf") != NULL;
+        devnodes += op->kind == SBX__OP_DEVNODE;
+        passwd_bind += op->kind != SBX__OP_FILE && strcmp(op->dst, "/etc/passwd") == 0;
+    }
+    CHECK_EQ_INT(sys, 0);
+    CHECK_EQ_INT(shadow, 0);
+    CHECK_EQ_INT(resolv, 0);
+    CHECK_EQ_INT(devnodes, 6);
+    CHECK_EQ_INT(passwd_bind, 0);
+    const struct sbx__op *pw = sbx__isolation_plan_find(&p, SBX__OP_FILE, "/etc/passwd");
+    CHECK(pw != NULL);
+    if (pw)
+        CHECK_CONTAINS(pw->content, "sandbox:x:1000:1000:sandbox:/workspace:/bin/sh\n");
+    const struct sbx__op *h = sbx__isolation_plan_find(&p, SBX__OP_FILE, "/etc/hostname");
+    CHECK(h && strcmp(h->content, "sandbox\n") == 0);
+    /* Order: the root first, proc before the device tmpfs, /etc made read-only after its
+     * files were written. */
+    size_t i_proc = 0, i_dev = 0, i_etc_ro = 0, i_passwd = 0;
+    for (size_t i = 0; i < p.n; i++) {
+        if (p.ops[i].kind == SBX__OP_PROC)
+            i_proc = i;
+        if (p.ops[i].kind == SBX__OP_TMPFS && strcmp(p.ops[i].dst, "/dev") == 0)
+            i_dev = i;
+        if (p.ops[i].kind == SBX__OP_REMOUNT_RO && strcmp(p.ops[i].dst, "/etc") == 0)
+            i_etc_ro = i;
+        if (p.ops[i].kind == SBX__OP_FILE && strcmp(p.ops[i].dst, "/etc/passwd") == 0)
+            i_passwd = i;
+    }
+    CHECK(i_proc < i_dev);
+    CHECK(i_passwd < i_etc_ro);
+    sbx__isolation_plan_release(&p);
+}
+
+static void test_plan_options(void)
+{
+    struct sbx__isolation_user users[] = {{"alice"}, {"bob"}};
+    const char *dev_members[] = {"alice", "bob", NULL};
+    struct sbx__isolation_group groups[] = {{"dev", dev_members}};
+    struct sbx__isolation_grant grants[] = {{"/opt/tool", "/opt/tool", 0},
+                                            {"/srv/data", "/data", 1}};
+    struct sbx__isolation_spec s = {0};
+    struct sbx__isolation_plan p;
+    struct sbx_error err = SBX_ERROR_INIT;
+    s.workspace = "/srv/ws";
+    s.root = "/home/agent/project";
+    s.hostname = "box-1";
+    s.net = SBX__NET_FULL;
+    s.users = users;
+    s.nusers = 2;
+    s.groups = groups;
+    s.ngroups = 1;
+    s.grants = grants;
+    s.ngrants = 2;
+    CHECK_OK(sbx__isolation_plan_build(&s, &p, &err), &err);
+    const struct sbx__op *w = sbx__isolation_plan_find(&p, SBX__OP_BIND, "/home/agent/project");
+    CHECK(w && w->writable);
+    const struct sbx__op *g1 = sbx__isolation_plan_find(&p, SBX__OP_BIND, "/opt/tool");
+    CHECK(g1 && !g1->writable);
+    const struct sbx__op *g2 = sbx__isolation_plan_find(&p, SBX__OP_BIND, "/data");
+    CHECK(g2 && g2->writable && strcmp(g2->src, "/srv/data") == 0);
+    const struct sbx__op *r = sbx__isolation_plan_find(&p, SBX__OP_ETC, "/etc/resolv.conf");
+    CHECK(r && r->copy);
+    const struct sbx__op *pw = sbx__isolation_plan_find(&p, SBX__OP_FILE, "/etc/passwd");
+    if (pw) {
+        CHECK_CONTAINS(pw->content, "alice:x:1000:1000:");
+        CHECK_CONTAINS(pw->content, "bob:x:1001:1001:");
+    }
+    const struct sbx__op *gr = sbx__isolation_plan_find(&p, SBX__OP_FILE, "/etc/group");
+    if (gr)
+        CHECK_CONTAINS(gr->content, "dev:x:2000:alice,bob\n");
+    const struct sbx__op *h = sbx__isolation_plan_find(&p, SBX__OP_FILE, "/etc/hosts");
+    if (h)
+        CHECK_CONTAINS(h->content, "127.0.1.1\tbox-1\n");
+    sbx__isolation_plan_release(&p);
+}
+
+static void test_plan_errors(void)
+{
+    struct sbx__isolation_spec s;
+    struct sbx__isolation_plan p;
+    struct sbx_error err = SBX_ERROR_INIT;
+
+    memset(&s, 0, sizeof(s));
+    CHECK_ERR(sbx__isolation_plan_build(&s, &p, &err), SBX_E_INVAL, &err, "workspace");
+    s.workspace = "rel/ws";
+    CHECK_ERR(sbx__isolation_plan_build(&s, &p, &err), SBX_E_INVAL, &err,
+              "workspace 'rel/ws' must be an absolute path");
+    s.workspace = "/srv/../ws";
+    CHECK_ERR(sbx__isolation_plan_build(&s, &p, &err), SBX_E_INVAL, &err, "normalised");
+    s.workspace = "/srv/ws";
+    s.root = "/";
+    CHECK_ERR(sbx__isolation_plan_build(&s, &p, &err), SBX_E_INVAL, &err, "root '/'");
+    s.root = "/proc/x";
+    CHECK_ERR(sbx__isolation_plan_build(&s, &p, &err), SBX_E_INVAL, &err, "inside '/proc'");
+    s.root = "/tmp";
+    CHECK_ERR(sbx__isolation_plan_build(&s, &p, &err), SBX_E_INVAL, &err, "inside '/tmp'");
+    s.root = NULL;
+    s.hostname = "bad host";
+    CHECK_ERR(sbx__isolation_plan_build(&s, &p, &err), SBX_E_INVAL, &err, "hostname 'bad host'");
+    s.hostname = NULL;
+
+    struct sbx__isolation_grant g = {"/", "/x", 0};
+    s.grants = &g;
+    s.ngrants = 1;
+    CHECK_ERR(sbx__isolation_plan_build(&s, &p, &err), SBX_E_INVAL, &err,
+              "grant source '/' is not allowed");
+    g.src = "/root";
+    CHECK_ERR(sbx__isolation_plan_build(&s, &p, &err), SBX_E_INVAL, &err, "home directory");
+    g.src = "/home/bob";
+    CHECK_ERR(sbx__isolation_plan_build(&s, &p, &err), SBX_E_INVAL, &err, "home directory");
+    g.src = "/srv/me";
+    s.host_home = "/srv/me";
+    CHECK_ERR(sbx__isolation_plan_build(&s, &p, &err), SBX_E_INVAL, &err, "home directory");
+    g.src = "/root/.cargo";
+    g.dst = "/usr/local/cargo";
+    CHECK_ERR(sbx__isolation_plan_build(&s, &p, &err), SBX_E_INVAL, &err, "inside '/usr'");
+    g.dst = "/";
+    CHECK_ERR(sbx__isolation_plan_build(&s, &p, &err), SBX_E_INVAL, &err, "'/' is not allowed");
+    g.dst = "/opt/cargo";
+    CHECK_OK(sbx__isolation_plan_build(&s, &p, &err), &err);
+    sbx__isolation_plan_release(&p);
+    s.ngrants = 0;
+
+    struct sbx__isolation_user bad[] = {{"Alice"}};
+    s.users = bad;
+    s.nusers = 1;
+    CHECK_ERR(sbx__isolation_plan_build(&s, &p, &err), SBX_E_INVAL, &err,
+              "user name 'Alice' must match");
+    struct sbx__isolation_user dup[] = {{"al"}, {"al"}};
+    s.users = dup;
+    s.nusers = 2;
+    CHECK_ERR(sbx__isolation_plan_build(&s, &p, &err), SBX_E_INVAL, &err, "declared twice");
+    struct sbx__isolation_user root[] = {{"root"}};
+    s.users = root;
+    s.nusers = 1;
+    CHECK_ERR(sbx__isolation_plan_build(&s, &p, &err), SBX_E_INVAL, &err, "reserved");
+    struct sbx__isolation_user ok[] = {{"al"}};
+    const char *members[] = {"zed", NULL};
+    struct sbx__isolation_group grp = {"dev", members};
+    s.users = ok;
+    s.groups = &grp;
+    s.ngroups = 1;
+    CHECK_ERR(sbx__isolation_plan_build(&s, &p, &err), SBX_E_INVAL, &err,
+              "group 'dev' names user 'zed', which is not declared");
+    s.nusers = SBX__ISOLATION_MAX_USERS + 1;
+    CHECK_ERR(sbx__isolation_plan_build(&s, &p, &err), SBX_E_TOOBIG, &err, "users");
+}
+
+static void test_names_and_cgroup_parse(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    CHECK_OK(sbx__isolation_check_name("user", "a_b-9", &err), &err);
+    CHECK_ERR(sbx__isolation_check_name("user", "9a", &err), SBX_E_INVAL, &err, "'9a'");
+    CHECK_ERR(sbx__isolation_check_name("group", "a:b", &err), SBX_E_INVAL, &err, "group name");
+    CHECK_ERR(sbx__isolation_check_name("user", "", &err), SBX_E_INVAL, &err, "empty");
+    CHECK_ERR(sbx__isolation_check_name("user", "abcdefghijabcdefghijabcdefghijabc", &err),
+              SBX_E_INVAL, &err, "longer than 32");
+
+    const char *text = "9:name=systemd:/\n4:memory:/a/b\n2:cpu,cpuacct:/c\n0::/v2/x\n";
+    char *out = NULL;
+    CHECK_OK(sbx__cgroup_self_path(text, "memory", &out, &err), &err);
+    CHECK_EQ_STR(out, "/a/b");
+    free(out);
+    CHECK_OK(sbx__cgroup_self_path(text, "cpuacct", &out, &err), &err);
+    CHECK_EQ_STR(out, "/c");
+    free(out);
+    CHECK_OK(sbx__cgroup_self_path(text, "", &out, &err), &err);
+    CHECK_EQ_STR(out, "/v2/x");
+    free(out);
+    CHECK_ERR(sbx__cgroup_self_path(text, "pids", &out, &err), SBX_E_NOTFOUND, &err, "pids");
+}
+
+static void test_env_and_users(void)
+{
+    struct sbx__isolation_spec s = {0};
+    struct sbx__isolation *iso = NULL;
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx__isolation_user users[] = {{"alice"}, {"bob"}};
+    const char *env[] = {"LANG=de_DE.UTF-8", "PROJECT=x", NULL};
+    s.workspace = "/srv/ws";
+    s.users = users;
+    s.nusers = 2;
+    s.env = env;
+    setenv("SBX_CANARY_SECRET", "canary-7d1f", 1);
+    CHECK_OK(sbx__isolation_new(&s, &iso, &err), &err);
+    if (!iso)
+        return;
+    struct sbx__run_as ra;
+    CHECK_OK(sbx__isolation_user(iso, NULL, &ra, &err), &err);
+    CHECK_EQ_INT(ra.uid, 1000);
+    CHECK_EQ_STR(ra.name, "alice");
+    CHECK_ERR(sbx__isolation_user(iso, "mallory", &ra, &err), SBX_E_NOTFOUND, &err,
+              "user 'mallory' is not declared");
+    if (geteuid() == 0) {
+        CHECK_OK(sbx__isolation_user(iso, "bob", &ra, &err), &err);
+        CHECK_EQ_INT(ra.uid, 1001);
+    } else
+        CHECK_ERR(sbx__isolation_user(iso, "bob", &ra, &err), SBX_E_UNSUPPORTED, &err,
+                  "maps only its default user 'alice'");
+
+    struct sbx_strv out;
+    sbx_strv_init(&out);
+    const char *extra[] = {"PROJECT=y", NULL};
+    CHECK_OK(sbx__isolation_user(iso, NULL, &ra, &err), &err);
+    CHECK_OK(sbx__isolation_env(iso, &ra, "xterm", extra, &out, &err), &err);
+    CHECK_EQ_STR(sbx_strv_getenv(&out, "HOME"), "/workspace");
+    CHECK_EQ_STR(sbx_strv_getenv(&out, "USER"), "alice");
+    CHECK_EQ_STR(sbx_strv_getenv(&out, "TERM"), "xterm");
+    CHECK_EQ_STR(sbx_strv_getenv(&out, "LANG"), "de_DE.UTF-8");
+    CHECK_EQ_STR(sbx_strv_getenv(&out, "PROJECT"), "y");
+    CHECK(sbx_strv_getenv(&out, "SBX_CANARY_SECRET") == NULL);
+    CHECK(sbx_strv_getenv(&out, "PATH") != NULL);
+    sbx_strv_release(&out);
+    const char *bad[] = {"1X=y", NULL};
+    CHECK_ERR(sbx__isolation_env(iso, &ra, NULL, bad, &out, &err), SBX_E_INVAL, &err,
+              "environment name '1X'");
+    sbx_strv_release(&out);
+
+    struct sbx_buf d;
+    sbx_buf_init(&d, 256);
+    struct sbx__cgroup_events b0 = {0, 0}, b1 = {1, 0}, b2 = {0, 3};
+    CHECK_OK(sbx__isolation_describe_exit(iso, SIGKILL, &b0, &b1, &d, &err), &err);
+    CHECK_EQ_STR(d.data, "killed: out of memory");
+    sbx_buf_reset(&d);
+    CHECK_OK(sbx__isolation_describe_exit(iso, SIGKILL, &b0, &b0, &d, &err), &err);
+    CHECK_EQ_STR(d.data, "killed by signal 9");
+    sbx_buf_reset(&d);
+    CHECK_OK(sbx__isolation_describe_exit(iso, 3 << 8, &b0, &b2, &d, &err), &err);
+    CHECK_CONTAINS(d.data, "exited with status 3 (process limit");
+    sbx_buf_release(&d);
+    sbx__isolation_free(iso);
+
+    const char *badenv[] = {"NOEQUALS", NULL};
+    s.env = badenv;
+    CHECK_ERR(sbx__isolation_new(&s, &iso, &err), SBX_E_INVAL, &err, "NAME=VALUE");
+}
+
+/* -------------------------------------------------------------- sandboxes ---- */
+
+static void test_identity_and_namespaces(void)
+{
+    CHECK_SH("test \"$(id -u)\" = 1000 && test \"$(id -un)\" = sandbox");
+    CHECK_SH("test \"$(cat /proc/sys/kernel/hostname)\" = sandbox");
+    CHECK_SH("test $$ = 2");
+    CHECK_SH("test \"$(ls -d /proc/[0-9]* | wc -l)\" -lt 8");
+    CHECK_SH("test \"$(tail -n +3 /proc/net/dev | wc -l)\" = 1 && grep -q ' lo:' /proc/net/dev");
+    CHECK_SH("test \"$(cat /proc/self/uid_map | tr -s ' ' | cut -d' ' -f2)\" = 1000");
+    CHECK_SH("grep -q '^NoNewPrivs:.1' /proc/self/status && grep -q '^Seccomp:.2' "
+             "/proc/self/status");
+    CHECK_SH("grep -q '^CapEff:.0000000000000000' /proc/self/status && "
+             "grep -q '^CapBnd:.0000000000000000' /proc/self/status && "
+             "grep -q '^CapPrm:.0000000000000000' /proc/self/status && "
+             "grep -q '^CapAmb:.0000000000000000' /proc/self/status");
+    CHECK_SH("test \"$(cat /proc/self/cgroup | cut -d: -f3 | sort -u)\" = /");
+}
+
+static void test_filesystem(void)
+{
+    CHECK_SH("test \"$(pwd)\" = /workspace && echo hi > w && test \"$(cat w)\" = hi");
+    char *w = read_ws("w");
+    CHECK(w && strcmp(w, "hi\n") == 0);
+    CHECK_SH("! touch /usr/x 2>/dev/null && ! touch /etc/x 2>/dev/null && "
+             "! mkdir /x 2>/dev/null && ! touch /dev/x 2>/dev/null");
+    CHECK_SH("touch /tmp/y && touch /dev/shm/z && echo x > /dev/null");
+    CHECK_SH("! test -e /sys && ! test -e /root && ! test -e /home && ! test -e /oldroot && "
+             "! test -e /newroot");
+    CHECK_SH("! test -e /etc/shadow && ! test -e /etc/ssh && ! test -e /etc/sudoers");
+    CHECK_SH("grep -q '^sandbox:x:1000:1000:' /etc/passwd && test \"$(wc -l < /etc/passwd)\" = 3");
+    CHECK_SH("test \"$(ls /dev | tr '\\n' ' ')\" = "
+             "'fd full null ptmx pts random shm stderr stdin stdout tty urandom zero '");
+    CHECK_SH("! test -e /dev/kvm && ! test -e /dev/vsock && ! test -e /dev/kmsg");
+    CHECK_SH("awk '$5==\"/proc/sys\"{print $6}' /proc/self/mountinfo | grep -q '^ro'");
+    CHECK_SH("awk '$5==\"/usr\"{print $6}' /proc/self/mountinfo | grep -q '^ro,nosuid,nodev'");
+    CHECK_SH("! { echo 1 > /proc/sys/kernel/core_pattern; } 2>/dev/null && "
+             "! { echo b > /proc/sysrq-trigger; } 2>/dev/null");
+    CHECK_SH("test ! -s /proc/kcore 2>/dev/null || ! head -c1 /proc/kcore >/dev/null 2>&1");
+    CHECK_SH("! grep -v -e ' /workspace ' -e ' /tmp ' -e ' /dev/shm ' -e ' /dev/pts ' "
+             "-e ' /proc ' -e ' /dev/null ' -e ' /dev/zero ' -e ' /dev/full ' "
+             "-e ' /dev/random ' -e ' /dev/urandom ' -e ' /dev/tty ' -e ' /run ' "
+             "/proc/self/mountinfo | awk '{print $6}' | grep -v '^ro'");
+    CHECK_SH("/usr/bin/python3 -c 'print(1)' > /dev/null");
+}
+
+static void test_env_inside(void)
+{
+    setenv("SBX_CANARY_SECRET", "canary-4b2e", 1);
+    CHECK_SH("env > env.out; cat /proc/self/environ > environ.out");
+    char *e = read_ws("env.out");
+    CHECK(e != NULL);
+    if (e) {
+        CHECK(strstr(e, "canary-4b2e") == NULL);
+        CHECK(strstr(e, "SBX_CANARY_SECRET") == NULL);
+        CHECK_CONTAINS(e, "HOME=/workspace\n");
+        CHECK_CONTAINS(e, "USER=sandbox\n");
+    }
+    CHECK_SH("! grep -qr canary-4b2e /etc /tmp /run /proc/1/environ 2>/dev/null");
+}
+
+static void test_host_secrets(void)
+{
+    /* A host file next to the workspace, and one in /tmp: neither is reachable. */
+    char path[PATH_MAX + 32];
+    snprintf(path, sizeof(path), "%s.canary", ws);
+    FILE *f = fopen(path, "we");
+    if (f) {
+        fputs("canary-host-91c3\n", f);
+        fclose(f);
+    }
+    char script[PATH_MAX * 2];
+    snprintf(script, sizeof(script),
+             "! cat '%s' 2>/dev/null && ! ls /tmp | grep -q canary && "
+             "! grep -rqs canary-host-91c3 /etc /usr/share/doc /run /tmp /workspace",
+             path);
+    int st = sh(script);
+    CHECK_EQ_INT(st, 0);
+    unlink(path);
+}
+
+static void test_seccomp_probes(void)
+{
+    struct sbx__isolation_spec s;
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx__isolation_grant g = {probe_dir, "/probe", 0};
+    base_spec(&s);
+    s.grants = &g;
+    s.ngrants = 1;
+    int st = sh_spec(&s, "/probe/test-isolate --probe > probes.out", &err);
+    CHECK_EQ_INT(st, 0);
+    if (st == -1)
+        printf("# %s\n", err.msg);
+    char *out = read_ws("probes.out");
+    CHECK(out != NULL);
+    if (!out)
+        return;
+    static const struct {
+        const char *line;
+    } want[] = {
+            {"unshare=1\n"},
+            {"unshare_net=1\n"},
+            {"clone_newns=1\n"},
+            {"clone3=38\n"},
+            {"setns=1\n"},
+            {"mount=1\n"},
+            {"umount=1\n"},
+            {"open_tree=38\n"},
+            {"fsopen=38\n"},
+            {"chroot=1\n"},
+            {"pivot_root=1\n"},
+            {"keyctl=1\n"},
+            {"add_key=1\n"},
+            {"bpf=1\n"},
+            {"perf_event_open=1\n"},
+            {"userfaultfd=1\n"},
+            {"io_uring_setup=38\n"},
+            {"ptrace=1\n"},
+            {"process_vm_readv=1\n"},
+            {"open_by_handle_at=1\n"},
+            {"init_module=1\n"},
+            {"reboot=1\n"},
+            {"settimeofday=1\n"},
+            {"sethostname=1\n"},
+            {"tiocsti=1\n"},
+            {"tiocsti_high=1\n"},
+            {"tioclinux=1\n"},
+            {"ioctl_other=9\n"},
+            {"personality_bad=38\n"},
+            {"personality_query=0\n"},
+            {"vsock=97\n"},
+            {"packet=97\n"},
+            {"netlink_audit=97\n"},
+            {"netlink_route=0\n"},
+            {"inet=0\n"},
+            {"unix=0\n"},
+            {"family_99=97\n"},
+            {"getpid_ok=0\n"},
+    };
+    for (size_t i = 0; i < SBX_ARRAY_LEN(want); i++)
+        CHECK_CONTAINS(out, want[i].line);
+}
+
+static void test_x32_killed(void)
+{
+    struct sbx__isolation_spec s;
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx__isolation_grant g = {probe_dir, "/probe", 0};
+    base_spec(&s);
+    s.grants = &g;
+    s.ngrants = 1;
+    char *argv[] = {"/probe/test-isolate", "--probe-x32", NULL};
+    int status = 0;
+    CHECK_OK(sbx__isolation_run(&s, NULL, argv, &status, NULL, &err), &err);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS);
+}
+
+static void test_memory_limit(void)
+{
+    struct sbx__isolation_spec s;
+    struct sbx_error err = SBX_ERROR_INIT;
+    char name[64];
+    base_spec(&s);
+    snprintf(name, sizeof(name), "sbx-test-%d", (int)getpid());
+    s.cgroup_name = name;
+    s.limits.memory_bytes = 64ull << 20;
+    char *argv[] = {"/usr/bin/python3", "-c", "a = []\nwhile True: a.append(bytearray(16 << 20))",
+                    NULL};
+    int status = 0;
+    struct sbx_buf d;
+    sbx_buf_init(&d, 256);
+    fflush(stdout);
+    int rc = sbx__isolation_run(&s, NULL, argv, &status, &d, &err);
+    if (geteuid() == 0) {
+        CHECK_OK(rc, &err);
+        CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        CHECK_EQ_STR(d.data, "killed: out of memory (limit 64 MiB)");
+    } else {
+        /* Unprivileged on cgroup v1: an explicit limit cannot be enforced, and says so. */
+        CHECK_ERR(rc, SBX_E_PERM, &err, "cgroup v1 memory controller");
+    }
+    sbx_buf_release(&d);
+}
+
+static void test_setup_errors(void)
+{
+    struct sbx__isolation_spec s;
+    struct sbx_error err = SBX_ERROR_INIT;
+    base_spec(&s);
+    s.workspace = "/nonexistent/sbx-ws";
+    char *argv[] = {"/bin/true", NULL};
+    int status;
+    CHECK_ERR(sbx__isolation_run(&s, NULL, argv, &status, NULL, &err), SBX_E_NOTFOUND, &err,
+              "'/oldroot/nonexistent/sbx-ws'");
+    base_spec(&s);
+    char *missing[] = {"no-such-command-xyz", NULL};
+    CHECK_OK(sbx__isolation_run(&s, NULL, missing, &status, NULL, &err), &err);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 127);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--probe") == 0)
+        return run_probes();
+    if (argc > 1 && strcmp(argv[1], "--probe-x32") == 0)
+        return (int)syscall(0x40000000 | SYS_getpid) < 0 ? 2 : 3;
+
+    TAP_START();
+    TAP_RUN(test_plan_default);
+    TAP_RUN(test_plan_options);
+    TAP_RUN(test_plan_errors);
+    TAP_RUN(test_names_and_cgroup_parse);
+    TAP_RUN(test_env_and_users);
+
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        char *slash = strrchr(self, '/');
+        if (slash)
+            *slash = '\0';
+        snprintf(probe_dir, sizeof(probe_dir), "%s", self);
+    }
+    make_workspace();
+    TAP_RUN(test_identity_and_namespaces);
+    TAP_RUN(test_filesystem);
+    TAP_RUN(test_env_inside);
+    TAP_RUN(test_host_secrets);
+    TAP_RUN(test_seccomp_probes);
+    TAP_RUN(test_x32_killed);
+    TAP_RUN(test_memory_limit);
+    TAP_RUN(test_setup_errors);
+    remove_workspace();
+    return TAP_DONE();
+}
