@@ -31,6 +31,7 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -308,15 +309,70 @@ static int make_file(const char *path)
     return 0;
 }
 
+/* The flags a bind remount must repeat: the kernel refuses to clear flags that are locked
+ * because the mount came from a more privileged namespace. */
+static unsigned long current_flags(const char *path)
+{
+    struct statvfs sv;
+    unsigned long f = 0;
+    if (statvfs(path, &sv) < 0)
+        return 0;
+    f |= sv.f_flag & ST_RDONLY ? MS_RDONLY : 0;
+    f |= sv.f_flag & ST_NOSUID ? MS_NOSUID : 0;
+    f |= sv.f_flag & ST_NODEV ? MS_NODEV : 0;
+    f |= sv.f_flag & ST_NOEXEC ? MS_NOEXEC : 0;
+    f |= sv.f_flag & ST_NOATIME ? MS_NOATIME : 0;
+    f |= sv.f_flag & ST_NODIRATIME ? MS_NODIRATIME : 0;
+    f |= sv.f_flag & ST_RELATIME ? MS_RELATIME : 0;
+    return f;
+}
+
+static int remount_add(const char *path, unsigned long add)
+{
+    return mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | current_flags(path) | add, NULL);
+}
+
+/* Without mount_setattr (Linux < 5.12, or valgrind): bind remounts, and for a recursive change
+ * every mount below path found in mountinfo (the host /proc is at /oldroot/proc while the root
+ * is built). */
+static int remount_tree(const char *path, unsigned long add, int recursive)
+{
+    if (remount_add(path, add) < 0)
+        return -1;
+    if (!recursive)
+        return 0;
+    FILE *f = fopen(OLDROOT "/proc/self/mountinfo", "re");
+    if (!f)
+        return -1;
+    char line[4096];
+    size_t n = strlen(path);
+    int r = 0;
+    while (r == 0 && fgets(line, sizeof(line), f)) {
+        char *save = line, *tok, *mp = NULL;
+        for (int i = 0; i < 5 && (tok = strsep(&save, " ")); i++)
+            mp = tok;
+        if (mp && strncmp(mp, path, n) == 0 && mp[n] == '/')
+            r = remount_add(mp, add);
+    }
+    fclose(f);
+    return r;
+}
+
 static int set_attr(const char *path, uint64_t set, int recursive, struct sbx_error *err)
 {
     struct mount_attr a = {.attr_set = set};
-    if (syscall(SYS_mount_setattr, AT_FDCWD, path, recursive ? AT_RECURSIVE : 0, &a, sizeof(a)) < 0)
-        return sbx_error_errno(err, errno,
-                               "cannot set mount flags of '%s' (kernel feature mount_setattr, "
-                               "Linux 5.12)",
-                               path);
-    return 0;
+    if (syscall(SYS_mount_setattr, AT_FDCWD, path, recursive ? AT_RECURSIVE : 0, &a, sizeof(a)) ==
+        0)
+        return 0;
+    if (errno == ENOSYS) {
+        unsigned long add = (set & MOUNT_ATTR_RDONLY ? MS_RDONLY : 0) |
+                            (set & MOUNT_ATTR_NOSUID ? MS_NOSUID : 0) |
+                            (set & MOUNT_ATTR_NODEV ? MS_NODEV : 0) |
+                            (set & MOUNT_ATTR_NOEXEC ? MS_NOEXEC : 0);
+        if (remount_tree(path, add, recursive) == 0)
+            return 0;
+    }
+    return sbx_error_errno(err, errno, "cannot set the mount flags of '%s'", path);
 }
 
 static int sys_err(struct sbx_error *err, const char *what, const char *path)
@@ -922,9 +978,20 @@ int sbx__isolation_child(const struct sbx__isolation *iso, const struct sbx__run
     }
 
     struct rlimit zero = {0, 0};
-    if (setrlimit(RLIMIT_CORE, &zero) < 0 || setrlimit(RLIMIT_FSIZE, &iso->rl_fsize) < 0 ||
-        setrlimit(RLIMIT_NOFILE, &iso->rl_nofile) < 0)
+    if (setrlimit(RLIMIT_CORE, &zero) < 0 || setrlimit(RLIMIT_FSIZE, &iso->rl_fsize) < 0)
         return sbx_error_errno(err, errno, "cannot set the resource limits");
+    if (setrlimit(RLIMIT_NOFILE, &iso->rl_nofile) < 0) {
+        /* Some environments (valgrind) pin the hard limit: lower only the soft one. */
+        struct rlimit cur;
+        if (errno != EPERM || getrlimit(RLIMIT_NOFILE, &cur) < 0)
+            return sbx_error_errno(err, errno, "cannot set the open files limit");
+        if (cur.rlim_max != RLIM_INFINITY && cur.rlim_max < iso->rl_nofile.rlim_cur)
+            cur.rlim_cur = cur.rlim_max;
+        else
+            cur.rlim_cur = iso->rl_nofile.rlim_cur;
+        if (setrlimit(RLIMIT_NOFILE, &cur) < 0)
+            return sbx_error_errno(err, errno, "cannot set the open files limit");
+    }
 
     for (int cap = 0; cap <= iso->cap_last; cap++)
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
