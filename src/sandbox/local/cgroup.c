@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "sandbox/local/isolate.h"
+#include "sbx/fs.h"
 #include "sbx/log.h"
 
 #define CG_FILE_MAX (1024 * 1024)
@@ -24,26 +25,7 @@ static const char *const ctrl_names[SBX__CG_NCTRL] = {"memory", "pids", "cpu"};
 
 static int read_file(const char *path, struct sbx_buf *out, struct sbx_error *err)
 {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return sbx_error_errno(err, errno, "cannot open '%s'", path);
-    int rc = 0;
-    for (;;) {
-        if ((rc = sbx_buf_reserve(out, 4096, err)) < 0)
-            break;
-        ssize_t n = read(fd, out->data + out->len, 4096);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            rc = sbx_error_errno(err, errno, "cannot read '%s'", path);
-            break;
-        }
-        if (n == 0)
-            break;
-        sbx_buf_setlen(out, out->len + (size_t)n);
-    }
-    close(fd);
-    return rc;
+    return sbx_fs_read_path(path, 16 * CG_FILE_MAX, out, err);
 }
 
 static int write_file(const char *dir, const char *name, const char *value, struct sbx_error *err)

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "sandbox/local/isolate.h"
+#include "sbx/fs.h"
 #include "sbx/log.h"
 
 #ifndef SECBIT_NOROOT
@@ -424,17 +425,11 @@ static int write_new_file(const char *dst, const char *data, size_t len, mode_t 
     int fd = open(dst, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, mode);
     if (fd < 0)
         return sys_err(err, "create", dst);
-    size_t off = 0;
-    while (off < len) {
-        ssize_t w = write(fd, data + off, len - off);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0) {
-            int e = errno;
-            close(fd);
-            return sbx_error_errno(err, e, "cannot write '%s'", dst);
-        }
-        off += (size_t)w;
+    int rc = sbx_fd_write_all(fd, data, len, err);
+    if (rc < 0) {
+        close(fd);
+        sbx_error_prefix(err, "'%s'", dst);
+        return rc;
     }
     if (fchmod(fd, mode) < 0) {
         int e = errno;
@@ -450,27 +445,13 @@ static int copy_in(const char *src, const char *dst, struct sbx_error *err)
 {
     struct sbx_buf b;
     sbx_buf_init(&b, MiB);
+    struct stat st;
     int rc = 0;
-    int fd = open(src, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT ? 0 : sys_err(err, "open", src);
-    for (;;) {
-        if ((rc = sbx_buf_reserve(&b, 4096, err)) < 0)
-            goto out;
-        ssize_t n = read(fd, b.data + b.len, 4096);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            rc = sys_err(err, "read", src);
-            goto out;
-        }
-        if (n == 0)
-            break;
-        sbx_buf_setlen(&b, b.len + (size_t)n);
-    }
-    rc = write_new_file(dst, b.data, b.len, 0644, err);
+    if (stat(src, &st) < 0 && errno == ENOENT)
+        goto out; /* a dangling symlink: nothing to copy */
+    if ((rc = sbx_fs_read_path(src, MiB, &b, err)) == 0)
+        rc = write_new_file(dst, b.data, b.len, 0644, err);
 out:
-    close(fd);
     sbx_buf_release(&b);
     return rc;
 }

@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "sandbox/local/isolate.h"
+#include "sbx/fs.h"
 
 #ifndef AF_VSOCK
 #    define AF_VSOCK 40
@@ -261,19 +262,9 @@ static int export_bpf(scmp_filter_ctx ctx, struct sbx__bpf *bpf, struct sbx_erro
         rc = sbx_error_errno(err, errno, "seccomp: cannot rewind the filter");
         goto out;
     }
-    for (;;) {
-        if ((rc = sbx_buf_reserve(&b, 4096, err)) < 0)
-            goto out;
-        ssize_t got = read(fd, b.data + b.len, 4096);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got < 0) {
-            rc = sbx_error_errno(err, errno, "seccomp: cannot read the exported filter");
-            goto out;
-        }
-        if (got == 0)
-            break;
-        sbx_buf_setlen(&b, b.len + (size_t)got);
+    if ((rc = sbx_fd_read_all(fd, MAX_BPF_INSNS * sizeof(struct sock_filter), &b, err)) < 0) {
+        sbx_error_prefix(err, "seccomp: exported filter");
+        goto out;
     }
     if (b.len == 0 || b.len % sizeof(struct sock_filter)) {
         rc = sbx_error_set(err, SBX_E_SYS, 0, "seccomp: exported filter has a bad size %zu", b.len);
