@@ -176,6 +176,9 @@ int cmd_isolate_run(int argc, char **argv)
     if (sbx__isolation_run(&spec, run_as, argv + i, &status, &describe, &err) < 0) {
         ret = cli_fail(&err);
     } else if (WIFEXITED(status)) {
+        /* a plain "exited with status N" needs no words; a limit that was hit does */
+        if (strchr(describe.data, '('))
+            fprintf(stderr, "sbx: %s\n", describe.data);
         ret = WEXITSTATUS(status);
     } else {
         fprintf(stderr, "sbx: %s\n", describe.data);

@@ -1036,14 +1036,20 @@ int sbx__isolation_describe_exit(const struct sbx__isolation *iso, int status,
     int pids = after->pids_max_hits > before->pids_max_hits;
     int rc;
     char size[32];
-    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && oom) {
-        human_size(iso->cg.memory_limit, size, sizeof(size));
+    human_size(iso->cg.memory_limit, size, sizeof(size));
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && oom)
         rc = iso->cg.memory_limit ? sbx_buf_addf(out, err, "killed: out of memory (limit %s)", size)
                                   : sbx_buf_addf(out, err, "killed: out of memory");
-    } else if (WIFSIGNALED(status))
+    else if (WIFSIGNALED(status))
         rc = sbx_buf_addf(out, err, "killed by signal %d", WTERMSIG(status));
     else
         rc = sbx_buf_addf(out, err, "exited with status %d", WEXITSTATUS(status));
+    /* A shell reports its killed child as status 137: say why the child died. */
+    if (rc == 0 && oom && !WIFSIGNALED(status))
+        rc = iso->cg.memory_limit
+                     ? sbx_buf_addf(out, err, " (a process was killed: out of memory, limit %s)",
+                                    size)
+                     : sbx_buf_addf(out, err, " (a process was killed: out of memory)");
     if (rc == 0 && pids)
         rc = sbx_buf_addf(out, err, " (process limit %llu reached)",
                           (unsigned long long)iso->cg.pids_limit);

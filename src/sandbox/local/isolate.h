@@ -287,7 +287,10 @@ int sbx__isolation_events(const struct sbx__isolation *iso, struct sbx__cgroup_e
                           struct sbx_error *err);
 /* Describe how a command ended, given its wait status and the counters read before it started
  * and after it ended: "exited with status 3", "killed: out of memory (limit 512 MiB)",
- * "killed by signal 9". Appends to out. */
+ * "killed by signal 9", "exited with status 137 (a process was killed: out of memory, limit
+ * 512 MiB)" (a shell whose child was killed), "... (process limit 1024 reached)". The counters
+ * are per sandbox: with commands running concurrently an OOM kill is attributed to each
+ * command that was running when it happened. Appends to out. */
 int sbx__isolation_describe_exit(const struct sbx__isolation *iso, int status,
                                  const struct sbx__cgroup_events *before,
                                  const struct sbx__cgroup_events *after, struct sbx_buf *out,
