@@ -735,6 +735,15 @@ static int write_maps(const struct sbx__isolation *iso, pid_t pid, struct sbx_er
     return rc;
 }
 
+/* The harness's environment (API keys, tokens) must not survive in the sandbox's PID 1:
+ * /proc/1/environ shows the original strings, so wipe them in place, then empty environ. */
+static void scrub_environ(void)
+{
+    for (char **e = environ; e && *e; e++)
+        memset(*e, 0, strlen(*e));
+    clearenv();
+}
+
 /* The middle process after fork: new user namespace, then (once the outer process wrote the id
  * maps) the other namespaces, then fork the inner process and wait for it. Never returns
  * except in the inner process, with 0 after a complete setup. */
@@ -780,6 +789,7 @@ static int middle_main(struct sbx__isolation *iso, pid_t outer, int go_fd, int u
             sbx_error_errno(&e, errno, "cannot make the sandbox init non-dumpable");
             goto fail;
         }
+        scrub_environ();
         send_error(res_fd, &e); /* code SBX_OK: the setup is complete */
         close(res_fd);
         return 0;
@@ -1153,6 +1163,9 @@ int sbx__isolation_run(const struct sbx__isolation_spec *spec, const char *user,
         return sbx_error_set(err, SBX_E_INVAL, 0, "no command to run");
     if ((rc = sbx__isolation_new(spec, &iso, err)) < 0)
         return rc;
+    struct sbx__run_as ra;
+    if ((rc = sbx__isolation_user(iso, user, &ra, err)) < 0)
+        goto out;
     if (pipe2(res, O_CLOEXEC) < 0) {
         rc = sbx_error_errno(err, errno, "cannot create a pipe");
         goto out;

@@ -7,7 +7,8 @@
  *        sbx__isolation_enter(iso, &role, err)   namespaces, cgroups, new root, pivot_root
  *      enter forks. The child becomes PID 1 of new user, mount, pid, ipc, uts, cgroup (and, in
  *      network mode none, net) namespaces, sits in a root built from nothing and returns with
- *      role SBX__ISOLATION_INNER: it serves the control socket and forks commands. The parent
+ *      role SBX__ISOLATION_INNER: it serves the control socket and forks commands (its
+ *      environment is wiped: nothing of the harness's variables stays in PID 1). The parent
  *      returns with role SBX__ISOLATION_OUTER: it stays in the host namespaces (the place for the
  *      allow-list proxy and the port forwarders) and calls sbx__isolation_outer_wait(), which
  *      kills the inner process when the outer one is told to stop and removes the cgroups once

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The hidden test driver `sbx __isolate-run`: its options, its errors, and that it runs a
+# command isolated (the escape suite in tests/security/ attacks it in depth).
+. "$(dirname "$0")/lib.sh"
+
+WS=$T/ws
+mkdir -p "$WS"
+chmod 755 "$T" "$WS"
+
+run "$SBX" help
+expect_not_in "$T/out" "__isolate-run" "help does not list the hidden verb"
+
+run "$SBX" __isolate-run -- true
+expect_rc 2 "a missing workspace is a usage error"
+expect_in "$T/err" "missing --workspace" "the missing workspace is named"
+
+run "$SBX" __isolate-run --workspace "$WS"
+expect_rc 2 "a missing command is a usage error"
+expect_in "$T/err" "missing command after '--'" "the missing command is named"
+
+run "$SBX" __isolate-run --workspace "$WS" --net wide -- true
+expect_rc 2 "an unknown network mode is a usage error"
+expect_in "$T/err" "unknown network mode 'wide'" "the bad mode is named"
+
+run "$SBX" __isolate-run --workspace "$WS" --memory lots -- true
+expect_rc 2 "a bad size is a usage error"
+expect_in "$T/err" "'--memory' needs a size or count, not 'lots'" "the bad size is named"
+
+run "$SBX" __isolate-run --workspace "$WS" --grant / -- true
+expect_rc 1 "granting / fails"
+expect_in "$T/err" "sbx: grant source '/' is not allowed" "the refused grant is named"
+
+run "$SBX" __isolate-run --workspace "$WS" --env 1X=y -- true
+expect_rc 1 "a bad environment name fails"
+expect_in "$T/err" "environment name '1X'" "the bad name is named"
+
+run "$SBX" __isolate-run --workspace relative/ws -- true
+expect_rc 1 "a relative workspace fails"
+expect_in "$T/err" "must be an absolute path" "the rule is named"
+
+run "$SBX" __isolate-run --workspace "$WS" -- /bin/sh -c 'echo out; echo err >&2; exit 3'
+expect_rc 3 "the command's exit status is passed through"
+expect_in "$T/out" "out" "stdout is the command's"
+expect_in "$T/err" "err" "stderr is the command's"
+
+run "$SBX" __isolate-run --workspace "$WS" -- no-such-command-xyz
+expect_rc 127 "a missing command exits 127"
+expect_in "$T/err" "cannot run 'no-such-command-xyz'" "the missing command is named"
+
+run "$SBX" __isolate-run --workspace "$WS" --env GREETING=hi --root /srv/project \
+    --hostname box -- /bin/sh -c 'echo "$GREETING $(pwd) $(cat /proc/sys/kernel/hostname)" > out'
+expect_rc 0 "options are applied"
+expect_eq "$(cat "$WS/out")" "hi /srv/project box" "environment, root and hostname are as asked"
+
+run "$SBX" __isolate-run --workspace "$WS" --users alice,bob --group dev:alice,bob --user bob \
+    -- /bin/sh -c 'id -un; id -u; id -Gn'
+if [ "$(id -u)" = 0 ]; then
+    expect_rc 0 "as root, another manifest user can run commands"
+    expect_eq "$(head -2 "$T/out" | tr '\n' ' ')" "bob 1001 " "the command runs as bob"
+    expect_in "$T/out" "dev" "bob is in group dev"
+else
+    expect_rc 1 "unprivileged, only the default user can run commands"
+    expect_in "$T/err" "maps only its default user 'alice'" "the reason is given"
+fi
+
+run "$SBX" __isolate-run --workspace "$WS" --users alice,bob -- /bin/sh -c 'id -un'
+expect_rc 0 "the first declared user is the default"
+expect_eq "$(cat "$T/out")" "alice" "the default user is alice"
+
+done_testing
