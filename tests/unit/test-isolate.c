@@ -67,6 +67,7 @@ static int run_probes(void)
     probe("tiocsti", syscall(SYS_ioctl, 0, TIOCSTI, &c));
     probe("tiocsti_high", syscall(SYS_ioctl, 0, (1UL << 32) | TIOCSTI, &c));
     probe("tioclinux", syscall(SYS_ioctl, 0, TIOCLINUX, &c));
+    probe("tiocsetd", syscall(SYS_ioctl, 0, TIOCSETD, &c));
     probe("ioctl_other", syscall(SYS_ioctl, -1, TIOCGWINSZ, NULL));
     probe("personality_bad", syscall(SYS_personality, READ_IMPLIES_EXEC));
     probe("personality_query", syscall(SYS_personality, 0xffffffffUL));
@@ -566,6 +567,7 @@ static void test_seccomp_probes(void)
             {"tiocsti=1\n"},
             {"tiocsti_high=1\n"},
             {"tioclinux=1\n"},
+            {"tiocsetd=1\n"},
             {"ioctl_other=9\n"},
             {"personality_bad=38\n"},
             {"personality_query=0\n"},
@@ -640,6 +642,47 @@ static void test_setup_errors(void)
         printf("#   wait status %d\n", status);
 }
 
+/* The two roles of enter: the inner process waits to be killed, the outer one looks at the
+ * sandbox's network namespace and ends the sandbox by killing the middle process. */
+static void test_enter_roles(void)
+{
+    struct sbx__isolation_spec s;
+    struct sbx__isolation *iso = NULL;
+    struct sbx_error err = SBX_ERROR_INIT;
+    enum sbx__isolation_role role = 0;
+    base_spec(&s);
+    CHECK_OK(sbx__isolation_new(&s, &iso, &err), &err);
+    if (!iso)
+        return;
+    int fd = -1;
+    CHECK_ERR(sbx__isolation_netns_fd(iso, &fd, &err), SBX_E_INVAL, &err, "not entered");
+    fflush(stdout);
+    CHECK_OK(sbx__isolation_enter(iso, &role, &err), &err);
+    if (role == SBX__ISOLATION_INNER) {
+        /* PID 1 of the sandbox, in the new root */
+        if (getpid() != 1 || access("/workspace", W_OK) != 0 || access("/sys", F_OK) == 0)
+            _exit(3);
+        for (;;)
+            pause();
+    }
+    CHECK_EQ_INT(role, SBX__ISOLATION_OUTER);
+    CHECK_ERR(sbx__isolation_enter(iso, &role, &err), SBX_E_INVAL, &err, "already entered");
+    CHECK_OK(sbx__isolation_netns_fd(iso, &fd, &err), &err);
+    struct stat a, b;
+    CHECK(fd >= 0 && fstat(fd, &a) == 0 && stat("/proc/self/ns/net", &b) == 0 &&
+          a.st_ino != b.st_ino);
+    if (fd >= 0)
+        close(fd);
+    pid_t middle = sbx__isolation_inner_pid(iso);
+    CHECK(middle > 0);
+    kill(middle, SIGKILL);
+    int status = 0;
+    CHECK_OK(sbx__isolation_outer_wait(iso, &status, &err), &err);
+    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    CHECK_ERR(sbx__isolation_outer_wait(iso, &status, &err), SBX_E_INVAL, &err, "not entered");
+    sbx__isolation_free(iso);
+}
+
 int main(int argc, char **argv)
 {
     if (argc > 1 && strcmp(argv[1], "--probe") == 0)
@@ -672,6 +715,7 @@ int main(int argc, char **argv)
     TAP_RUN(test_x32_killed);
     TAP_RUN(test_memory_limit);
     TAP_RUN(test_setup_errors);
+    TAP_RUN(test_enter_roles);
     remove_workspace();
     return TAP_DONE();
 }

@@ -206,6 +206,19 @@ pid_t sbx__isolation_inner_pid(const struct sbx__isolation *iso)
     return iso->middle;
 }
 
+int sbx__isolation_netns_fd(const struct sbx__isolation *iso, int *out, struct sbx_error *err)
+{
+    if (iso->middle <= 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "the sandbox isolation was not entered");
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)iso->middle);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return sbx_error_errno(err, errno, "cannot open the sandbox network namespace");
+    *out = fd;
+    return 0;
+}
+
 /* ------------------------------------------------------------------- users ---- */
 
 int sbx__isolation_user(const struct sbx__isolation *iso, const char *name, struct sbx__run_as *out,
@@ -764,8 +777,6 @@ static int middle_main(struct sbx__isolation *iso, pid_t outer, int go_fd, int u
         _exit(1);
     close(up_fd);
     close(go_fd);
-    /* Only now: the outer process had to open this process's /proc files for the id maps. */
-    prctl(PR_SET_DUMPABLE, 0);
     for (size_t i = 0; i < SBX_ARRAY_LEN(ns_steps); i++) {
         if (ns_steps[i].flag == CLONE_NEWNET && iso->net != SBX__NET_NONE)
             continue;

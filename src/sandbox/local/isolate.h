@@ -262,8 +262,12 @@ int sbx__isolation_enter(struct sbx__isolation *iso, enum sbx__isolation_role *r
  * the outer process, then remove the cgroups. *status receives the wait status of the inner
  * process. Blocks. */
 int sbx__isolation_outer_wait(struct sbx__isolation *iso, int *status, struct sbx_error *err);
-/* OUTER only: pid of the inner process (as seen from the host). */
+/* OUTER only: host pid of the middle process, which shares every namespace of the sandbox
+ * except the pid namespace (kill it to end the sandbox). */
 pid_t sbx__isolation_inner_pid(const struct sbx__isolation *iso);
+/* OUTER only: an fd on the sandbox's network namespace, for setns(2) by host-side helpers
+ * (port forwarders). *out: caller owns (close). */
+int sbx__isolation_netns_fd(const struct sbx__isolation *iso, int *out, struct sbx_error *err);
 
 /* Resolve a manifest user name (NULL = the default user) to sandbox ids. SBX_E_NOTFOUND for
  * an unknown user, SBX_E_UNSUPPORTED for a user the id maps cannot represent (an unprivileged

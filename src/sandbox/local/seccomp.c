@@ -6,7 +6,8 @@
  *    shared state fail with EPERM; socket() only for the families a workspace needs. Only the
  *    native architecture is in the filter, so 32-bit entry points and x32 system call numbers
  *    kill the process (libseccomp's bad-architecture action).
- *  - ioctl: default-allow, refusing TIOCSTI and TIOCLINUX compared on the low 32 bits, so the
+ *  - ioctl: default-allow, refusing TIOCSTI, TIOCLINUX, TIOCSETD and TIOCCONS compared on the
+ *    low 32 bits, so the
  *    high-bit variant (CVE-2019-10063) is refused too. It is a separate program because
  *    libseccomp lets an unconditional allow rule override conditional ones on the same call;
  *    stacked filters combine to the most restrictive answer. */
@@ -233,7 +234,9 @@ static int add_main_rules(scmp_filter_ctx ctx, struct sbx_error *err)
 
 static int add_ioctl_rules(scmp_filter_ctx ctx, struct sbx_error *err)
 {
-    const uint64_t cmds[] = {TIOCSTI, TIOCLINUX};
+    /* TIOCSETD can make the kernel load a line discipline module; TIOCCONS redirects the
+     * console. */
+    const uint64_t cmds[] = {TIOCSTI, TIOCLINUX, TIOCSETD, TIOCCONS};
     for (size_t i = 0; i < SBX_ARRAY_LEN(cmds); i++) {
         int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
                                   SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffull, cmds[i]));
