@@ -657,14 +657,15 @@ static void test_enter_roles(void)
     int fd = -1;
     CHECK_ERR(sbx__isolation_netns_fd(iso, &fd, &err), SBX_E_INVAL, &err, "not entered");
     fflush(stdout);
-    CHECK_OK(sbx__isolation_enter(iso, &role, &err), &err);
-    if (role == SBX__ISOLATION_INNER) {
+    int rc = sbx__isolation_enter(iso, &role, &err);
+    if (rc == 0 && role == SBX__ISOLATION_INNER) {
         /* PID 1 of the sandbox, in the new root */
         if (getpid() != 1 || access("/workspace", W_OK) != 0 || access("/sys", F_OK) == 0)
             _exit(3);
         for (;;)
             pause();
     }
+    CHECK_OK(rc, &err);
     CHECK_EQ_INT(role, SBX__ISOLATION_OUTER);
     CHECK_ERR(sbx__isolation_enter(iso, &role, &err), SBX_E_INVAL, &err, "already entered");
     CHECK_OK(sbx__isolation_netns_fd(iso, &fd, &err), &err);
