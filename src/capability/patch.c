@@ -996,7 +996,7 @@ out:
 /* ---- applying a whole patch: in-memory view, then one commit ------------------------------ */
 
 struct vfile {
-    const char *path; /* borrowed from the patch */
+    char *path;
     enum sbx_patch_file_kind orig;
     int present;      /* a regular file is there in the patched view */
     int have_content; /* content holds it */
@@ -1026,7 +1026,7 @@ static int vlookup(struct view *w, const char *path, struct vfile **out, struct 
         return rc;
     w->v = grow(w->v, &w->alloc, w->n + 1, sizeof(*w->v));
     struct vfile *f = &w->v[w->n++];
-    f->path = path;
+    f->path = sbx_xstrdup(path);
     f->orig = kind;
     f->present = kind == SBX_PATCH_FILE_REGULAR;
     sbx_buf_init(&f->content, w->lim->max_file_bytes);
@@ -1255,8 +1255,10 @@ int sbx_patch_apply(const struct sbx_patch *p, struct sbx_patch_fs *fs,
     rc = 0;
 out:
     free(changes);
-    for (size_t i = 0; i < w.n; i++)
+    for (size_t i = 0; i < w.n; i++) {
         sbx_buf_release(&w.v[i].content);
+        free(w.v[i].path);
+    }
     free(w.v);
     sbx_buf_release(&summary);
     return rc;
