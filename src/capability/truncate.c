@@ -3,10 +3,10 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "sbx/hash.h"
 #include "sbx/truncate.h"
 
 size_t sbx_truncate_estimate_tokens(size_t bytes)
@@ -162,18 +162,14 @@ int sbx_truncate_tokens(const char *text, size_t len, size_t max_tokens, struct 
     return 0;
 }
 
+/* 6 hex digits; the id only tells chunks apart, so a clock fallback is good enough. */
 static void random_chunk_id(char id[7])
 {
-    unsigned char r[3];
-    if (getrandom(r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        unsigned long x = (unsigned long)ts.tv_nsec ^ (unsigned long)getpid();
-        r[0] = (unsigned char)x;
-        r[1] = (unsigned char)(x >> 8);
-        r[2] = (unsigned char)(x >> 16);
-    }
-    snprintf(id, 7, "%02x%02x%02x", r[0], r[1], r[2]);
+    if (sbx_random_hex(id, 3, NULL) == 0)
+        return;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    snprintf(id, 7, "%06lx", ((unsigned long)ts.tv_nsec ^ (unsigned long)getpid()) & 0xFFFFFF);
 }
 
 int sbx_truncate_format_response(const struct sbx_truncate_response *r, struct sbx_buf *out,
