@@ -776,6 +776,239 @@ static void test_apply_diff(void)
     free(out);
 }
 
+/* ---- the directory provider, on a real directory --------------------------------------------- */
+
+#include <dirent.h>
+#include <ftw.h>
+#include <sys/stat.h>
+
+#include "capability/patch-internal.h"
+#include "sbx/fs.h"
+
+static char tmpdir[64], ws[96], outside[96];
+static int wsfd = -1;
+
+static void put(const char *dir, const char *name, const char *data)
+{
+    char *p = sbx_xasprintf("%s/%s", dir, name);
+    FILE *f = fopen(p, "w");
+    if (f) {
+        fputs(data, f);
+        fclose(f);
+    }
+    free(p);
+}
+
+/* The file's content (static buffer), or NULL when it does not exist. */
+static const char *get(const char *dir, const char *name)
+{
+    static char buf[4096];
+    char *p = sbx_xasprintf("%s/%s", dir, name);
+    FILE *f = fopen(p, "r");
+    free(p);
+    if (!f)
+        return NULL;
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return buf;
+}
+
+static unsigned mode_of(const char *name)
+{
+    struct stat st;
+    char *p = sbx_xasprintf("%s/%s", ws, name);
+    int r = lstat(p, &st);
+    free(p);
+    return r == 0 ? (unsigned)(st.st_mode & 07777) : 0;
+}
+
+/* Count leftover ".sbx-patch-*" files below dir. */
+static int leftovers(const char *dir)
+{
+    int n = 0;
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    if (!d)
+        return 0;
+    while ((e = readdir(d))) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
+            continue;
+        if (!strncmp(e->d_name, ".sbx-patch-", 11))
+            n++;
+        if (e->d_type == DT_DIR) {
+            char *sub = sbx_xasprintf("%s/%s", dir, e->d_name);
+            n += leftovers(sub);
+            free(sub);
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+static int dir_apply(const char *text, struct sbx_patch_result *res, struct sbx_error *err)
+{
+    struct sbx_patch_fs fs;
+    sbx_patch_fs_init_dirfd(&fs, wsfd);
+    memset(res, 0, sizeof(*res));
+    return sbx_patch_apply_text(text, strlen(text), &fs, NULL, res, err);
+}
+
+static int dir_setup(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    int fd = -1;
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/sbx-test-patch-XXXXXX");
+    if (!mkdtemp(tmpdir))
+        return -1;
+    snprintf(ws, sizeof(ws), "%s/ws", tmpdir);
+    snprintf(outside, sizeof(outside), "%s/outside", tmpdir);
+    mkdir(ws, 0755);
+    mkdir(outside, 0755);
+    wsfd = open(ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    /* Valgrind 3.19 does not know openat2: then the directory tests cannot run. */
+    if (sbx_fs_open(wsfd, "", O_RDONLY | O_DIRECTORY, 0, 0, &fd, &err) < 0) {
+        printf("# skipping the directory provider tests: %s\n", err.msg);
+        return -1;
+    }
+    close(fd);
+    return 0;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return remove(path);
+}
+
+/* Plain nftw rather than sbx_fs_remove, which needs openat2 (missing under old valgrind). */
+static void dir_teardown(void)
+{
+    if (wsfd >= 0)
+        close(wsfd);
+    wsfd = -1;
+    CHECK(nftw(tmpdir, rm_entry, 16, FTW_DEPTH | FTW_PHYS) == 0);
+}
+
+static void test_dir_apply(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_patch_result res;
+    put(ws, "run.sh", "#!/bin/sh\necho one\n");
+    char *script = sbx_xasprintf("%s/run.sh", ws);
+    CHECK(chmod(script, 0755) == 0);
+    free(script);
+    put(ws, "gone.txt", "bye\n");
+    put(ws, "win.txt", "a\r\nb\r\n");
+    CHECK_OK(dir_apply("*** Begin Patch\n"
+                       "*** Update File: run.sh\n-echo one\n+echo two\n"
+                       "*** Add File: deep/er/new.txt\n+new\n"
+                       "*** Delete File: gone.txt\n"
+                       "*** Update File: win.txt\n*** Move to: sub/win2.txt\n a\n+a2\n"
+                       "*** End Patch\n",
+                       &res, &err),
+             &err);
+    CHECK_EQ_STR(res.summary, "Updated run.sh\nCreated deep/er/new.txt\nDeleted gone.txt\n"
+                              "Updated win.txt\nMoved win.txt to sub/win2.txt");
+    CHECK_EQ_STR(get(ws, "run.sh"), "#!/bin/sh\necho two\n");
+    CHECK_EQ_INT(mode_of("run.sh"), 0755);
+    CHECK_EQ_STR(get(ws, "deep/er/new.txt"), "new\n");
+    CHECK_EQ_INT(mode_of("deep/er/new.txt"), 0644);
+    CHECK(get(ws, "gone.txt") == NULL);
+    CHECK(get(ws, "win.txt") == NULL);
+    CHECK_EQ_STR(get(ws, "sub/win2.txt"), "a\r\na2\r\nb\r\n");
+    CHECK_EQ_INT(leftovers(ws), 0);
+    sbx_patch_result_release(&res);
+}
+
+static void test_dir_symlinks_refused(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_patch_result res;
+    char *p;
+    put(outside, "secret", "secret\n");
+    p = sbx_xasprintf("%s/secret", outside);
+    char *l = sbx_xasprintf("%s/link", ws);
+    CHECK(symlink(p, l) == 0);
+    free(l);
+    l = sbx_xasprintf("%s/ldir", ws);
+    CHECK(symlink(outside, l) == 0);
+    free(l);
+    free(p);
+
+    CHECK_ERR(dir_apply("*** Begin Patch\n*** Update File: link\n-secret\n+owned\n*** End Patch\n",
+                        &res, &err),
+              SBX_E_INVAL, &err, "cannot update 'link': it is a symbolic link");
+    CHECK_ERR(dir_apply("*** Begin Patch\n*** Delete File: link\n*** End Patch\n", &res, &err),
+              SBX_E_INVAL, &err, "cannot delete 'link': it is a symbolic link");
+    CHECK_ERR(dir_apply("*** Begin Patch\n*** Add File: link\n+owned\n*** End Patch\n", &res, &err),
+              SBX_E_INVAL, &err, "cannot create 'link': it is a symbolic link");
+    CHECK_ERR(dir_apply("*** Begin Patch\n*** Update File: ldir/secret\n-secret\n+owned\n"
+                        "*** End Patch\n",
+                        &res, &err),
+              SBX_E_PERM, &err, "resolves outside the workspace");
+    CHECK_ERR(dir_apply("*** Begin Patch\n*** Add File: ldir/planted\n+x\n*** End Patch\n", &res,
+                        &err),
+              SBX_E_PERM, &err, "resolves outside the workspace");
+    CHECK_ERR(dir_apply("*** Begin Patch\n*** Add File: ok.txt\n+x\n"
+                        "*** Update File: run.sh\n*** Move to: ldir/run.sh\n*** End Patch\n",
+                        &res, &err),
+              SBX_E_PERM, &err, "(no file was changed)");
+    CHECK_EQ_STR(get(outside, "secret"), "secret\n");
+    CHECK(get(outside, "planted") == NULL);
+    CHECK(get(outside, "run.sh") == NULL);
+    CHECK(get(ws, "ok.txt") == NULL);
+    CHECK_EQ_INT(leftovers(ws), 0);
+
+    char *fifo = sbx_xasprintf("%s/fifo", ws);
+    CHECK(mkfifo(fifo, 0644) == 0);
+    free(fifo);
+    CHECK_ERR(dir_apply("*** Begin Patch\n*** Update File: fifo\n-x\n*** End Patch\n", &res, &err),
+              SBX_E_INVAL, &err, "cannot update 'fifo': it is not a regular file");
+}
+
+static void test_dir_failure_half_way(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_patch_result res;
+    put(ws, "a.txt", "a\n");
+    put(ws, "b.txt", "b\n");
+    CHECK_ERR(dir_apply("*** Begin Patch\n*** Update File: a.txt\n-a\n+A\n*** Add File: c.txt\n+c\n"
+                        "*** Update File: b.txt\n-nope\n+B\n*** End Patch\n",
+                        &res, &err),
+              SBX_E_INVAL, &err, "cannot update 'b.txt': hunk 1 does not match");
+    CHECK_EQ_STR(get(ws, "a.txt"), "a\n");
+    CHECK_EQ_STR(get(ws, "b.txt"), "b\n");
+    CHECK(get(ws, "c.txt") == NULL);
+    CHECK_EQ_INT(leftovers(ws), 0);
+
+    /* The commit itself fails on its second change: the first one is undone. */
+    for (int at = 0; at < 3; at++) {
+        sbx__patch_fault_after = at;
+        CHECK_ERR(dir_apply("*** Begin Patch\n*** Update File: a.txt\n-a\n+A\n"
+                            "*** Add File: new/c.txt\n+c\n*** Delete File: b.txt\n"
+                            "*** End Patch\n",
+                            &res, &err),
+                  SBX_E_IO, &err, "patch not applied (rolled back)");
+        sbx__patch_fault_after = -1;
+        CHECK_EQ_STR(get(ws, "a.txt"), "a\n");
+        CHECK_EQ_STR(get(ws, "b.txt"), "b\n");
+        CHECK(get(ws, "new/c.txt") == NULL);
+        CHECK_EQ_INT(leftovers(ws), 0);
+    }
+}
+
+static void test_dir(void)
+{
+    if (dir_setup() < 0) {
+        dir_teardown();
+        return;
+    }
+    TAP_RUN(test_dir_apply);
+    TAP_RUN(test_dir_symlinks_refused);
+    TAP_RUN(test_dir_failure_half_way);
+    dir_teardown();
+}
+
 int main(void)
 {
     TAP_START();
@@ -792,5 +1025,6 @@ int main(void)
     TAP_RUN(test_limits);
     TAP_RUN(test_ops_form);
     TAP_RUN(test_apply_diff);
+    test_dir();
     return TAP_DONE();
 }
