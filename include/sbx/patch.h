@@ -17,6 +17,7 @@
 #include "buf.h"
 #include "common.h"
 #include "error.h"
+#include "json.h"
 
 /* Limits on what a patch may ask for. Zero fields take the defaults below. */
 struct sbx_patch_limits {
@@ -57,9 +58,10 @@ struct sbx_patch;
 /* Parse a V4A patch text ("*** Begin Patch" ... "*** End Patch"). opts may be NULL. The
  * envelope is read leniently: surrounding blank lines and whitespace around the markers are
  * ignored, CRLF line ends are accepted, and a shell heredoc wrapper (<<'EOF' ... EOF) is
- * stripped. *out: caller owns (sbx_patch_free). Errors: SBX_E_PARSE with the line number and
- * what was expected, SBX_E_INVAL for a refused path (the sbx_path_normalize() rule),
- * SBX_E_TOOBIG past a limit. */
+ * stripped. A text whose first non-blank character is '{' or '[' is read as JSON operations
+ * instead (see sbx_patch_from_json), as the reference's apply_patch tool accepts. *out: caller owns
+ * (sbx_patch_free). Errors: SBX_E_PARSE with the line number and what was expected, SBX_E_INVAL for
+ * a refused path (the sbx_path_normalize() rule), SBX_E_TOOBIG past a limit. */
 SBX_API int sbx_patch_parse(const char *text, size_t len, const struct sbx_patch_options *opts,
                             struct sbx_patch **out, struct sbx_error *err);
 
@@ -81,6 +83,16 @@ struct sbx_patch_op_spec {
 SBX_API int sbx_patch_from_ops(const struct sbx_patch_op_spec *ops, size_t n,
                                const struct sbx_patch_options *opts, struct sbx_patch **out,
                                struct sbx_error *err);
+
+/* Build a patch from operations in JSON, as the Responses API and the reference's custom tool
+ * carry them: one operation object {"type": "create_file" | "update_file" | "delete_file",
+ * "path": str, "diff": str, "move_to": str?}, an array of them, {"operation": op} (an
+ * apply_patch_call item) or {"operations": [op...]}. Other keys are ignored. v is borrowed.
+ * Errors name the operation: SBX_E_INVAL for a missing or mistyped field ("operation 2:
+ * missing required field 'path'"), SBX_E_PARSE for a bad type or shape, then as
+ * sbx_patch_from_ops(). */
+SBX_API int sbx_patch_from_json(const json_t *v, const struct sbx_patch_options *opts,
+                                struct sbx_patch **out, struct sbx_error *err);
 
 SBX_API void sbx_patch_free(struct sbx_patch *p);
 

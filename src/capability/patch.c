@@ -413,6 +413,10 @@ static int header_path(struct span t, const char *marker, size_t lineno,
     return rc;
 }
 
+static int parse_json_text(const char *text, size_t len, const struct sbx_patch_options *opts,
+                           const struct sbx_patch_limits *lim, struct sbx_patch **out,
+                           struct sbx_error *err);
+
 int sbx_patch_parse(const char *text, size_t len, const struct sbx_patch_options *opts,
                     struct sbx_patch **out, struct sbx_error *err)
 {
@@ -429,6 +433,10 @@ int sbx_patch_parse(const char *text, size_t len, const struct sbx_patch_options
                              lim.max_patch_bytes);
     if (memchr(text, '\0', len))
         return sbx_error_set(err, SBX_E_PARSE, 0, "patch contains a NUL byte");
+    for (first = 0; first < len && is_ws(text[first]); first++)
+        ;
+    if (first < len && (text[first] == '{' || text[first] == '['))
+        return parse_json_text(text, len, opts, &lim, out, err);
     p = sbx_xcalloc(1, sizeof(*p));
     text = keep_text(p, text, len);
     if ((rc = split_lines(text, len, lim.max_line_bytes, &L, &n, &crlf, err)) < 0)
@@ -674,6 +682,99 @@ int sbx_patch_from_ops(const struct sbx_patch_op_spec *ops, size_t n,
     rc = 0;
 out:
     sbx_patch_free(p);
+    return rc;
+}
+
+static int kind_from_json(const char *type, enum sbx_patch_kind *kind)
+{
+    if (!strcmp(type, "create_file"))
+        *kind = SBX_PATCH_ADD;
+    else if (!strcmp(type, "update_file"))
+        *kind = SBX_PATCH_UPDATE;
+    else if (!strcmp(type, "delete_file"))
+        *kind = SBX_PATCH_DELETE;
+    else
+        return -1;
+    return 0;
+}
+
+int sbx_patch_from_json(const json_t *v, const struct sbx_patch_options *opts,
+                        struct sbx_patch **out, struct sbx_error *err)
+{
+    struct sbx_patch_op_spec *specs = NULL;
+    const json_t *list = v;
+    json_t *inner = NULL;
+    size_t n = 0;
+    int rc;
+
+    if (json_is_object(v)) {
+        if ((rc = sbx_json_get_array(v, "operations", 0, &inner, err)) < 0)
+            return rc;
+        if (inner) {
+            list = inner;
+        } else {
+            if ((rc = sbx_json_get_object(v, "operation", 0, &inner, err)) < 0)
+                return rc;
+            list = inner ? inner : v;
+        }
+    }
+    if (json_is_object(list)) {
+        n = 1;
+    } else if (json_is_array(list)) {
+        n = json_array_size(list);
+    } else {
+        return sbx_error_set(err, SBX_E_PARSE, 0,
+                             "patch operations must be an object or an array, not %s",
+                             sbx_json_typename(list));
+    }
+    if (!n)
+        return sbx_error_set(err, SBX_E_PARSE, 0, "no operations to apply");
+    specs = sbx_xcalloc(n, sizeof(*specs));
+    for (size_t i = 0; i < n; i++) {
+        const json_t *o = json_is_array(list) ? json_array_get(list, i) : list;
+        const char *type = NULL;
+        if (!json_is_object(o)) {
+            rc = sbx_error_set(err, SBX_E_PARSE, 0, "operation %zu must be an object, not %s",
+                               i + 1, sbx_json_typename(o));
+            goto out;
+        }
+        if ((rc = sbx_json_get_string(o, "type", 1, &type, err)) < 0 ||
+            (rc = sbx_json_get_string(o, "path", 1, &specs[i].path, err)) < 0 ||
+            (rc = sbx_json_get_string(o, "diff", 0, &specs[i].diff, err)) < 0 ||
+            (rc = sbx_json_get_string(o, "move_to", 0, &specs[i].move_to, err)) < 0) {
+            sbx_error_prefix(err, "operation %zu", i + 1);
+            goto out;
+        }
+        if (kind_from_json(type, &specs[i].kind) < 0) {
+            rc = sbx_error_set(err, SBX_E_PARSE, 0,
+                               "operation %zu: type must be 'create_file', 'update_file' or "
+                               "'delete_file', not '%s'",
+                               i + 1, type);
+            goto out;
+        }
+        if (specs[i].diff)
+            specs[i].diff_len = strlen(specs[i].diff);
+    }
+    rc = sbx_patch_from_ops(specs, n, opts, out, err);
+out:
+    free(specs);
+    return rc;
+}
+
+/* The reference's tool reads input that starts with '{' or '[' as JSON operations. */
+static int parse_json_text(const char *text, size_t len, const struct sbx_patch_options *opts,
+                           const struct sbx_patch_limits *lim, struct sbx_patch **out,
+                           struct sbx_error *err)
+{
+    struct sbx_json_limits jl = {lim->max_patch_bytes, 16};
+    json_t *v = NULL;
+    int rc = sbx_json_parse(text, len, &jl, &v, err);
+    if (rc < 0) {
+        sbx_error_prefix(err, "patch operations (JSON)");
+        return rc;
+    }
+    rc = sbx_patch_from_json(v, opts, out, err);
+    json_decref(v);
     return rc;
 }
 

@@ -746,6 +746,64 @@ static void test_ops_form(void)
     mem_release(&m);
 }
 
+static void test_json_ops(void)
+{
+    struct memfs m;
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_patch_result res;
+    struct sbx_patch *p = NULL;
+    json_t *v = NULL;
+    mem_init(&m);
+    mput(&m, "u.txt", "a\n");
+    mput(&m, "gone", "g\n");
+
+    /* The reference's custom tool reads text starting with '{' or '[' as JSON. */
+    CHECK_OK(apply(&m,
+                   "  {\"operations\": [{\"type\": \"create_file\", \"path\": \"j.txt\", "
+                   "\"diff\": \"+j\\n\"}, {\"type\": \"delete_file\", \"path\": \"gone\"}]}",
+                   NULL, &res, &err),
+             &err);
+    CHECK_EQ_STR(res.summary, "Created j.txt\nDeleted gone");
+    CHECK_EQ_STR(mget(&m, "j.txt"), "j\n");
+    sbx_patch_result_release(&res);
+    CHECK_OK(
+            apply(&m,
+                  "[{\"type\": \"update_file\", \"path\": \"u.txt\", \"diff\": \"@@\\n-a\\n+b\\n\", "
+                  "\"move_to\": \"v.txt\"}]",
+                  NULL, &res, &err),
+            &err);
+    CHECK_EQ_STR(mget(&m, "v.txt"), "b\n");
+    sbx_patch_result_release(&res);
+
+    /* An apply_patch_call item's operation. */
+    const char *item = "{\"type\": \"apply_patch_call\", \"call_id\": \"c1\", \"status\": "
+                       "\"completed\", \"operation\": {\"type\": \"delete_file\", \"path\": "
+                       "\"j.txt\"}}";
+    CHECK_OK(sbx_json_parse(item, strlen(item), NULL, &v, &err), &err);
+    CHECK_OK(sbx_patch_from_json(v, NULL, &p, &err), &err);
+    CHECK_EQ_INT(sbx_patch_count(p), 1);
+    CHECK_EQ_INT(sbx_patch_op(p, 0, NULL, NULL), SBX_PATCH_DELETE);
+    sbx_patch_free(p);
+    p = NULL;
+    json_decref(v);
+
+    CHECK_ERR(apply(&m, "{\"type\": \"rename_file\", \"path\": \"a\"}", NULL, &res, &err),
+              SBX_E_PARSE, &err,
+              "operation 1: type must be 'create_file', 'update_file' or 'delete_file', not "
+              "'rename_file'");
+    CHECK_ERR(apply(&m, "[{\"type\": \"delete_file\", \"path\": \"v.txt\"}, 1]", NULL, &res, &err),
+              SBX_E_PARSE, &err, "operation 2 must be an object, not integer");
+    CHECK_ERR(apply(&m, "{\"type\": \"create_file\"}", NULL, &res, &err), SBX_E_INVAL, &err,
+              "operation 1: missing required field 'path'");
+    CHECK_ERR(apply(&m, "{\"type\": \"create_file\", \"path\": 7}", NULL, &res, &err), SBX_E_INVAL,
+              &err, "operation 1: field 'path' must be a string");
+    CHECK_ERR(apply(&m, "[]", NULL, &res, &err), SBX_E_PARSE, &err, "no operations to apply");
+    CHECK_ERR(apply(&m, "{\"operations\": [", NULL, &res, &err), SBX_E_PARSE, &err,
+              "patch operations (JSON)");
+    CHECK_EQ_STR(mget(&m, "v.txt"), "b\n");
+    mem_release(&m);
+}
+
 static void test_apply_diff(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -1024,6 +1082,7 @@ int main(void)
     TAP_RUN(test_lenient_envelope);
     TAP_RUN(test_limits);
     TAP_RUN(test_ops_form);
+    TAP_RUN(test_json_ops);
     TAP_RUN(test_apply_diff);
     test_dir();
     return TAP_DONE();
