@@ -27,6 +27,7 @@ struct pline {
 struct hunk {
     struct span *anchors; /* non-empty "@@ text" headers, in order */
     size_t nanchors;
+    size_t nmarkers; /* "@@" lines, bare ones included: two or more make every anchor required */
     struct pline *lines;
     size_t n, alloc;
     int eof;
@@ -41,7 +42,7 @@ struct op {
     char *move_display;
     struct pline *add; /* SBX_PATCH_ADD: the file's lines */
     size_t nadd, addalloc;
-    int add_crlf;
+    int crlf; /* the patch text used CRLF: the ending for new files and for files without any */
     struct hunk *hunks;
     size_t nhunks, hunkalloc;
 };
@@ -300,6 +301,7 @@ static int parse_update_body(struct sbx_patch *p, struct op *op, const struct sp
                     return -SBX_E_TOOBIG;
             }
             struct span a = trim(t.s + 2, t.len - 2);
+            cur->nmarkers++;
             if (a.len) {
                 cur->anchors =
                         sbx_xrealloc(cur->anchors, (cur->nanchors + 1) * sizeof(*cur->anchors));
@@ -475,7 +477,7 @@ int sbx_patch_parse(const char *text, size_t len, const struct sbx_patch_options
     for (size_t i = first + 1; i < last - 1;) {
         struct span t = trim(L[i].s, L[i].len);
         size_t lineno = i + 1;
-        struct op *op;
+        struct op *op = NULL;
         if (!t.len) {
             i++;
             continue;
@@ -485,7 +487,6 @@ int sbx_patch_parse(const char *text, size_t len, const struct sbx_patch_options
                 rc = -SBX_E_TOOBIG;
                 goto out;
             }
-            op->add_crlf = crlf;
             if ((rc = header_path(t, "*** Add File:", lineno, opts, &op->path, &op->display, err)) <
                 0)
                 goto out;
@@ -551,6 +552,8 @@ int sbx_patch_parse(const char *text, size_t len, const struct sbx_patch_options
         rc = sbx_error_set(err, SBX_E_PARSE, 0, "patch has no file operations");
         goto out;
     }
+    for (size_t k = 0; k < p->n; k++)
+        p->ops[k].crlf = crlf;
     *out = p;
     p = NULL;
     rc = 0;
@@ -588,11 +591,11 @@ static int parse_diff(struct sbx_patch *p, struct op *op, const char *text, size
     diff = keep_text(p, text, len);
     if ((rc = split_lines(diff, len, lim->max_line_bytes, &L, &n, &crlf, err)) < 0)
         return rc;
+    op->crlf = crlf;
     if (op->kind == SBX_PATCH_UPDATE) {
         rc = parse_update_body(p, op, L, &i, n, 0, 0, lim, err);
         goto out;
     }
-    op->add_crlf = crlf;
     for (i = 0; i < n; i++) {
         if (L[i].len && L[i].s[0] == '+') {
             add_line(op, (struct span){L[i].s + 1, L[i].len - 1});
@@ -816,8 +819,9 @@ static void ftext_push(struct ftext *t, const char *s, size_t len, unsigned char
 }
 
 /* Lines of a file without the phantom empty line after a final newline. An empty file counts
- * as ending in a newline, so lines added to it end with one. */
-static void split_file(const char *data, size_t len, struct ftext *t)
+ * as ending in a newline, so lines added to it end with one. A file without any line ending
+ * takes the patch's (patch_cr). */
+static void split_file(const char *data, size_t len, int patch_cr, struct ftext *t)
 {
     size_t start = 0, ncr = 0, nlf = 0;
     memset(t, 0, sizeof(*t));
@@ -840,7 +844,7 @@ static void split_file(const char *data, size_t len, struct ftext *t)
         ftext_push(t, data + start, l, cr);
         start = end + 1;
     }
-    t->dominant_cr = ncr > nlf;
+    t->dominant_cr = ncr + nlf ? ncr > nlf : patch_cr != 0;
     if (!t->final_nl)
         t->v[t->n - 1].cr = t->dominant_cr;
 }
@@ -964,7 +968,7 @@ static int apply_hunks(const struct op *op, const char *old, size_t old_len, str
     char q[200];
     const char *verb = "update";
 
-    split_file(old, old_len, &t);
+    split_file(old, old_len, op->crlf, &t);
     memset(&res, 0, sizeof(res));
     for (size_t hi = 0; hi < op->nhunks; hi++) {
         const struct hunk *h = &op->hunks[hi];
@@ -976,7 +980,7 @@ static int apply_hunks(const struct op *op, const char *old, size_t old_len, str
             if (find_line(&t, h->anchors[ai], cursor, t.n, &at)) {
                 cursor = at + 1;
             } else if (!(ai == 0 && find_line(&t, h->anchors[ai], 0, cursor, &at)) &&
-                       h->nanchors > 1) {
+                       h->nmarkers > 1) {
                 quote(q, sizeof(q), h->anchors[ai].s, h->anchors[ai].len);
                 rc = sbx_error_set(err, SBX_E_INVAL, 0,
                                    "cannot %s '%s': hunk %zu does not match: the line '%s' of "
@@ -1047,7 +1051,7 @@ static int build_added(const struct op *op, struct sbx_buf *out, struct sbx_erro
     int rc;
     for (size_t k = 0; k < op->nadd; k++) {
         if ((rc = sbx_buf_add(out, op->add[k].s, op->add[k].len, err)) < 0 ||
-            (rc = sbx_buf_adds(out, op->add_crlf ? "\r\n" : "\n", err)) < 0)
+            (rc = sbx_buf_adds(out, op->crlf ? "\r\n" : "\n", err)) < 0)
             return rc;
     }
     return 0;
