@@ -1257,6 +1257,10 @@ static int do_op(struct view *w, const struct op *op, struct sbx_patch_result *r
         return rc;
     if ((rc = load(w, f, op->display, err)) < 0)
         return rc;
+    if (memchr(f->content.data, '\0', f->content.len))
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "cannot update '%s': it is a binary file (it contains NUL bytes)",
+                             op->display);
     struct sbx_buf next;
     sbx_buf_init(&next, w->lim->max_file_bytes);
     if ((rc = apply_hunks(op, f->content.data, f->content.len, &next, &res->fuzzy_hunks, err)) <

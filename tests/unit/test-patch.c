@@ -394,6 +394,15 @@ static void test_failure_leaves_everything_untouched(void)
     CHECK_ERR(apply(&m, "*** Begin Patch\n*** Update File: b.txt\n b2\n b3\n-b4\n*** End Patch\n",
                     NULL, &res, &err),
               SBX_E_INVAL, &err, "the file ends at line 3, the patch expects 'b4'");
+    /* A binary file is not patched. */
+    struct mfile *bin = &m.files[m.n++];
+    bin->path = strdup("bin.dat");
+    bin->data = malloc(4);
+    memcpy(bin->data, "a\0b\n", 4);
+    bin->len = 4;
+    CHECK_ERR(apply(&m, "*** Begin Patch\n*** Update File: bin.dat\n-a\n*** End Patch\n", NULL,
+                    &res, &err),
+              SBX_E_INVAL, &err, "cannot update 'bin.dat': it is a binary file");
     /* Missing files, and a commit that fails. */
     CHECK_ERR(apply(&m, "*** Begin Patch\n*** Update File: nope.txt\n-x\n*** End Patch\n", NULL,
                     &res, &err),
