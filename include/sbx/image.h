@@ -43,4 +43,12 @@ SBX_API int sbx_image_sniff(const void *data, size_t n, const char *name,
 SBX_API int sbx_image_data_url(const void *data, size_t n, const char *name, struct sbx_buf *out,
                                struct sbx_image_info *info, struct sbx_error *err);
 
+/* Read path (normalised, relative) beneath dirfd through sbx_fs_read (symlinks leaving the
+ * directory are refused) and append its data URL to out, as sbx_image_data_url(). At most
+ * SBX_IMAGE_MAX_BYTES + 1 bytes are read. Errors name the path as the model wrote it (label):
+ * SBX_E_NOTFOUND "image 'p' was not found", SBX_E_TOOBIG (the size message above), SBX_E_PERM
+ * for a path that leaves the directory, then as sbx_image_data_url(). Blocks on file I/O. */
+SBX_API int sbx_image_load(int dirfd, const char *path, const char *label, struct sbx_buf *out,
+                           struct sbx_image_info *info, struct sbx_error *err);
+
 #endif

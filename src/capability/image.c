@@ -5,6 +5,7 @@
 #include <strings.h>
 
 #include "sbx/b64.h"
+#include "sbx/fs.h"
 #include "sbx/image.h"
 
 static uint32_t be16(const unsigned char *p)
@@ -211,4 +212,30 @@ int sbx_image_data_url(const void *data, size_t n, const char *name, struct sbx_
     if (info)
         *info = found;
     return 0;
+}
+
+int sbx_image_load(int dirfd, const char *path, const char *label, struct sbx_buf *out,
+                   struct sbx_image_info *info, struct sbx_error *err)
+{
+    struct sbx_buf data;
+    int rc;
+
+    if (!label)
+        label = path;
+    sbx_buf_init(&data, SBX_BUF_NOLIMIT);
+    rc = sbx_fs_read(dirfd, path, SBX_IMAGE_MAX_BYTES, &data, err);
+    if (rc == -SBX_E_NOTFOUND) {
+        rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "image '%s' was not found", label);
+    } else if (rc == -SBX_E_TOOBIG) {
+        rc = sbx_error_set(err, SBX_E_TOOBIG, 0,
+                           "image '%s' is larger than the allowed 10MB; resize or compress the "
+                           "image and try again",
+                           label);
+    } else if (rc < 0) {
+        sbx_error_prefix(err, "cannot read image '%s'", label);
+    } else {
+        rc = sbx_image_data_url(data.data, data.len, label, out, info, err);
+    }
+    sbx_buf_release(&data);
+    return rc;
 }

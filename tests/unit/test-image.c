@@ -1,6 +1,9 @@
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "sbx/fs.h"
 #include "sbx/image.h"
 #include "tap.h"
 
@@ -169,6 +172,55 @@ static void test_data_url(void)
     sbx_buf_release(&b);
 }
 
+static void test_load(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_image_info info;
+    struct sbx_buf b;
+    char dir[] = "/tmp/sbx-test-image-XXXXXX";
+    int dfd = -1, fd = -1;
+    if (!mkdtemp(dir)) {
+        CHECK(0);
+        return;
+    }
+    dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    sbx_buf_init(&b, SBX_BUF_NOLIMIT);
+    if (sbx_fs_open(dfd, "", O_RDONLY | O_DIRECTORY, 0, 0, &fd, &err) < 0) {
+        printf("# skipping sbx_image_load: %s\n", err.msg);
+        goto out;
+    }
+    sbx_fd_close(&fd);
+    CHECK_OK(sbx_fs_write(dfd, "shot.png", png_1x1, sizeof(png_1x1), 0644, 0, &err), &err);
+    CHECK_OK(sbx_fs_write(dfd, "notes.txt", "hello", 5, 0644, 0, &err), &err);
+    CHECK(symlinkat("/etc/hostname", dfd, "link.png") == 0);
+    CHECK_OK(sbx_image_load(dfd, "shot.png", NULL, &b, &info, &err), &err);
+    CHECK(strncmp(b.data, "data:image/png;base64,iVBORw0KGgo", 33) == 0);
+    CHECK_EQ_INT(info.width, 1);
+    CHECK_ERR(sbx_image_load(dfd, "missing.png", "./missing.png", &b, &info, &err), SBX_E_NOTFOUND,
+              &err, "image './missing.png' was not found");
+    CHECK_ERR(sbx_image_load(dfd, "notes.txt", NULL, &b, &info, &err), SBX_E_UNSUPPORTED, &err,
+              "image 'notes.txt' is not a supported image file");
+    CHECK_ERR(sbx_image_load(dfd, "link.png", NULL, &b, &info, &err), SBX_E_PERM, &err,
+              "cannot read image 'link.png'");
+    {
+        size_t n = SBX_IMAGE_MAX_BYTES + 1;
+        unsigned char *big = calloc(1, n);
+        memcpy(big, png_1x1, sizeof(png_1x1));
+        CHECK_OK(sbx_fs_write(dfd, "big.png", big, n, 0644, 0, &err), &err);
+        free(big);
+        CHECK_ERR(sbx_image_load(dfd, "big.png", NULL, &b, &info, &err), SBX_E_TOOBIG, &err,
+                  "image 'big.png' is larger than the allowed 10MB");
+    }
+out:
+    unlinkat(dfd, "shot.png", 0);
+    unlinkat(dfd, "notes.txt", 0);
+    unlinkat(dfd, "link.png", 0);
+    unlinkat(dfd, "big.png", 0);
+    close(dfd);
+    CHECK(rmdir(dir) == 0);
+    sbx_buf_release(&b);
+}
+
 int main(void)
 {
     TAP_START();
@@ -176,5 +228,6 @@ int main(void)
     TAP_RUN(test_refused);
     TAP_RUN(test_truncated_and_implausible);
     TAP_RUN(test_data_url);
+    TAP_RUN(test_load);
     return TAP_DONE();
 }
