@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "sbx/patch.h"
+#include "sbx/strv.h"
 #include "tap.h"
 
 /* ---- an in-memory file provider ------------------------------------------------------------- */
@@ -880,6 +881,103 @@ static void test_reference_cases(void)
     }
 }
 
+/* Property check: random files with unique lines, random non-overlapping edits written as
+ * V4A hunks with up to three context lines; the patched text must equal the edit applied
+ * directly. Deterministic (fixed seed). */
+static unsigned long prng_state = 12345;
+
+static unsigned prng(unsigned n)
+{
+    prng_state = prng_state * 6364136223846793005UL + 1442695040888963407UL;
+    return (unsigned)(prng_state >> 33) % n;
+}
+
+static void add_lines(struct sbx_buf *b, struct sbx_strv *lines, const char *nl, int final_nl)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    for (size_t i = 0; i < lines->n; i++)
+        if (sbx_buf_addf(b, &err, "%s%s", lines->v[i], i + 1 < lines->n || final_nl ? nl : "") < 0)
+            return;
+}
+
+static void test_random_edits(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    int bad = 0, hunks_total = 0;
+    for (int round = 0; round < 400 && !bad; round++) {
+        struct sbx_strv orig, want;
+        struct sbx_buf file, diff, wanted;
+        unsigned nlines = 1 + prng(40), pos = 0;
+        int final_nl = prng(5) != 0;
+        /* One unterminated line has no ending to keep: it would take the patch's (LF). */
+        int crlf = prng(4) == 0 && (nlines > 1 || final_nl);
+        const char *nl = crlf ? "\r\n" : "\n";
+        int hunks = 0;
+        sbx_strv_init(&orig);
+        sbx_strv_init(&want);
+        sbx_buf_init(&file, SBX_BUF_NOLIMIT);
+        sbx_buf_init(&diff, SBX_BUF_NOLIMIT);
+        sbx_buf_init(&wanted, SBX_BUF_NOLIMIT);
+        for (unsigned i = 0; i < nlines; i++)
+            sbx_strv_pushf(&orig, "line %u of %d", i, round);
+        add_lines(&file, &orig, nl, final_nl);
+        while (pos < nlines) {
+            unsigned avail = nlines - pos;
+            if (prng(3)) {
+                sbx_strv_push(&want, orig.v[pos++]);
+                continue;
+            }
+            unsigned before = prng(4), del = prng(4), ins = prng(4), after = prng(4);
+            if (before > avail)
+                before = avail;
+            if (del > avail - before)
+                del = avail - before;
+            if (before + del == 0)
+                before = 1;
+            if (after > avail - before - del)
+                after = avail - before - del;
+            (void)sbx_buf_addf(&diff, &err, "@@\n");
+            for (unsigned k = 0; k < before; k++, pos++) {
+                (void)sbx_buf_addf(&diff, &err, " %s\n", orig.v[pos]);
+                sbx_strv_push(&want, orig.v[pos]);
+            }
+            for (unsigned k = 0; k < del; k++, pos++)
+                (void)sbx_buf_addf(&diff, &err, "-%s\n", orig.v[pos]);
+            for (unsigned k = 0; k < ins; k++) {
+                (void)sbx_buf_addf(&diff, &err, "+new %u.%u\n", pos, k);
+                sbx_strv_pushf(&want, "new %u.%u", pos, k);
+            }
+            for (unsigned k = 0; k < after; k++, pos++) {
+                (void)sbx_buf_addf(&diff, &err, " %s\n", orig.v[pos]);
+                sbx_strv_push(&want, orig.v[pos]);
+            }
+            hunks++;
+        }
+        add_lines(&wanted, &want, nl, final_nl);
+        if (hunks) {
+            char *out = NULL;
+            size_t len = 0;
+            int rc = sbx_patch_apply_diff(file.data, file.len, diff.data, diff.len, "r", NULL, &out,
+                                          &len, NULL, &err);
+            if (rc < 0 || len != wanted.len || memcmp(out, wanted.data, len)) {
+                bad = 1;
+                printf("# round %d failed (rc %d: %s)\n# file:\n%s\n# diff:\n%s\n# want:\n%s\n# "
+                       "got:\n%s\n",
+                       round, rc, err.msg, file.data, diff.data, wanted.data, out ? out : "");
+            }
+            free(out);
+            hunks_total += hunks;
+        }
+        sbx_strv_release(&orig);
+        sbx_strv_release(&want);
+        sbx_buf_release(&file);
+        sbx_buf_release(&diff);
+        sbx_buf_release(&wanted);
+    }
+    CHECK(!bad);
+    CHECK(hunks_total > 500);
+}
+
 static void test_apply_diff(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -1161,6 +1259,7 @@ int main(void)
     TAP_RUN(test_json_ops);
     TAP_RUN(test_apply_diff);
     TAP_RUN(test_reference_cases);
+    TAP_RUN(test_random_edits);
     test_dir();
     return TAP_DONE();
 }
