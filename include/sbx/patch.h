@@ -112,8 +112,9 @@ enum sbx_patch_file_kind {
     SBX_PATCH_FILE_OTHER, /* device, socket, fifo */
 };
 
-/* One change handed to the commit step. data is NULL for a deletion. mode is the mode to give
- * a written file (the original file's permission bits on update, 0644 for a new file). */
+/* One change handed to the commit step. data is NULL for a deletion. mode: permission bits for
+ * a written file; 0 means keep the existing file's (0644 when there is none). A moved file
+ * carries its source's bits. */
 struct sbx_patch_change {
     const char *path; /* normalised, workspace-relative */
     const char *data;
@@ -131,7 +132,8 @@ struct sbx_patch_fs_ops {
      * that leaves the workspace is SBX_E_PERM. */
     int (*read)(struct sbx_patch_fs *fs, const char *path, size_t max, struct sbx_buf *out,
                 unsigned *mode, struct sbx_error *err);
-    /* What is at path, without following a final symlink. NONE is not an error. */
+    /* What is at path, without following a final symlink. NONE (also when a parent is missing
+     * or is not a directory) is not an error; a path leaving the workspace is SBX_E_PERM. */
     int (*exists)(struct sbx_patch_fs *fs, const char *path, enum sbx_patch_file_kind *kind,
                   struct sbx_error *err);
     /* Write and delete everything in changes[0..n), all or nothing as far as the medium allows:
