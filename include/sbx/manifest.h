@@ -185,8 +185,10 @@ struct sbx_manifest_load_opts {
  * Blocks only for the host checks of local sources. */
 SBX_API int sbx_manifest_from_json(const json_t *doc, const struct sbx_manifest_load_opts *opts,
                                    struct sbx_manifest **out, struct sbx_error *err);
-/* Load a YAML or JSON file (sbx_doc_load_file) and build the manifest from it. Errors are
- * prefixed with nothing extra beyond what the loader adds; the CLI adds the file name. */
+/* Load a YAML or JSON file (sbx_doc_load_file) and build the manifest from it. Relative local
+ * sources resolve against the file's directory unless opts->base_dir says otherwise. Error
+ * messages do not repeat the file name (callers add it: "manifest 'm.yaml': entry 'x': ..."):
+ * the reader's own errors (size, depth, syntax) plus those of sbx_manifest_from_json. */
 SBX_API int sbx_manifest_load_file(const char *path, const struct sbx_manifest_load_opts *opts,
                                    struct sbx_manifest **out, struct sbx_error *err);
 

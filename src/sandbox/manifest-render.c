@@ -173,8 +173,8 @@ static int render_line(struct sbx_buf *b, const struct node *nd, const struct sb
     }
     if (rc == 0 && folded) {
         size_t l = strlen(info);
-        snprintf(info + l, sizeof(info) - l, "%s%zu entries not shown", l ? ", " : "",
-                 nd->descendants);
+        snprintf(info + l, sizeof(info) - l, "%s%zu entr%s not shown", l ? ", " : "",
+                 nd->descendants, nd->descendants == 1 ? "y" : "ies");
     }
     if (rc == 0 && info[0])
         rc = sbx_buf_addf(b, err, "  (%s)", info);

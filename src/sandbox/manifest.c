@@ -2027,8 +2027,14 @@ int sbx_manifest_load_file(const char *path, const struct sbx_manifest_load_opts
     lim.max_depth = o.max_depth;
     json_t *doc = NULL;
     int rc = sbx_doc_load_file(path, &lim, &doc, err);
-    if (rc)
+    if (rc) {
+        /* The reader names the file; our callers do that themselves, once. */
+        size_t pl = strlen(path);
+        if (err && err->msg[0] == '\'' && strncmp(err->msg + 1, path, pl) == 0 &&
+            strncmp(err->msg + 1 + pl, "': ", 3) == 0)
+            memmove(err->msg, err->msg + pl + 4, strlen(err->msg + pl + 4) + 1);
         return rc;
+    }
     char *dir = NULL;
     if (!o.base_dir) {
         const char *slash = strrchr(path, '/');
