@@ -181,7 +181,7 @@ static int render_line(struct sbx_buf *b, const struct node *nd, const struct sb
     if (rc == 0 && e && e->description) {
         rc = sbx_buf_adds(b, "  # ", err);
         for (const char *c = e->description; rc == 0 && *c; c++)
-            rc = sbx_buf_addch(b, (*c == '\n' || *c == '\r' || *c == '\t') ? ' ' : *c, err);
+            rc = sbx_buf_addch(b, ((unsigned char)*c < 0x20 || *c == 0x7f) ? ' ' : *c, err);
     }
     if (rc == 0)
         rc = sbx_buf_addch(b, '\n', err);

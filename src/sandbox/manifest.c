@@ -18,7 +18,6 @@
 #define ENV_VALUE_MAX  ((size_t)128 << 10)
 #define DIR_WALK_MAX   100000
 #define DIR_WALK_DEPTH 128
-#define NAME_FIELD_MAX 1024
 
 /* ---- the model ------------------------------------------------------------------------------ */
 
