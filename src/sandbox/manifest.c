@@ -1801,10 +1801,18 @@ static int parse_environment(struct sbx_manifest *m, const json_t *envj, struct 
     if (!json_is_object(envj))
         return sbx_error_set(err, SBX_E_INVAL, 0, "field 'environment' must be an object, not %s",
                              sbx_json_typename(envj));
-    /* The Python SDK writes {"value": {NAME: ...}}. */
+    /* The Python SDK writes {"value": {NAME: ...}}. A lone variable named "value" whose value
+     * is an object spelled with value-object fields ({"type": ..., "env": ...}) is not that. */
     json_t *wrapped = json_object_get(envj, "value");
-    if (json_object_size(envj) == 1 && wrapped && json_is_object(wrapped))
-        envj = wrapped;
+    if (json_object_size(envj) == 1 && wrapped && json_is_object(wrapped)) {
+        static const char *const value_keys[] = {"type",        "value",     "secret", "env",
+                                                 "description", "ephemeral", NULL};
+        int looks_like_value = 0;
+        for (size_t i = 0; value_keys[i]; i++)
+            looks_like_value |= json_object_get(wrapped, value_keys[i]) != NULL;
+        if (!looks_like_value)
+            envj = wrapped;
+    }
     const char *k;
     size_t kl;
     json_t *v;

@@ -473,6 +473,14 @@ static void test_environment_forms(void)
         CHECK_EQ_STR(sbx_manifest_env_at(m, 3)->value, "4");
     }
     sbx_manifest_free(m);
+    /* A variable named "value" is not mistaken for the wrapper. */
+    CHECK_OK(load("environment: {value: {type: secret, env: HOME}}\n", &m, &err), &err);
+    if (m) {
+        CHECK_EQ_INT(sbx_manifest_env_count(m), 1);
+        CHECK_EQ_STR(sbx_manifest_env_at(m, 0)->name, "value");
+        CHECK_EQ_STR(sbx_manifest_env_at(m, 0)->host_env, "HOME");
+    }
+    sbx_manifest_free(m);
     bad("environment: {\"1BAD\": x}\n", SBX_E_INVAL, "environment '1BAD': not a valid variable");
     bad("environment: {\"A-B\": x}\n", SBX_E_INVAL, "environment 'A-B'");
     bad("environment: {A: 5}\n", SBX_E_INVAL, "environment 'A': must be a string or an object");
