@@ -58,6 +58,15 @@ expect_in "$T/out" '"data": "iVBORw0KGgo' "binary content stays base64"
 expect_in "$T/err" "sbx: note: 1 secret value was left out of the output" \
     "docker driver options count as secrets"
 expect_not_in "$T/out" "gcs-bucket-policy-only" "driver options are not printed"
+for f in python-sdk js-sdk; do
+    run "$SBX" manifest check --no-host-checks "$DATA/$f.json"
+    cp "$T/out" "$T/$f.1.json"
+    run "$SBX" manifest check --no-host-checks "$T/$f.1.json"
+    expect_rc 0 "$f: its normalised form checks"
+    if cmp -s "$T/$f.1.json" "$T/out"; then ok "$f: check(check(x)) == check(x)"; else
+        not_ok "$f: check(check(x)) == check(x)"; diag "$(diff "$T/$f.1.json" "$T/out")"
+    fi
+done
 
 # --- secrets ---------------------------------------------------------------------------------
 cat >"$T/secret.yaml" <<'EOF'
