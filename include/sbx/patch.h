@@ -169,8 +169,9 @@ struct sbx_patch_result {
      * normalised). Caller owns: free with sbx_patch_result_release(). */
     char *summary;
     size_t added, updated, deleted, moved;
-    /* Number of hunks that matched only after ignoring whitespace (trailing, then all leading
-     * and trailing). The patch was applied; the tool layer may mention it. */
+    /* Number of hunks that matched only after ignoring whitespace (trailing, then surrounding)
+     * or folding typographic punctuation. The patch was applied; the tool layer may mention
+     * it. */
     size_t fuzzy_hunks;
 };
 
@@ -196,7 +197,7 @@ SBX_API int sbx_patch_apply_text(const char *text, size_t len, struct sbx_patch_
  * old[0..old_len). Keeps the file's line endings (CRLF lines stay CRLF, new lines take the
  * file's dominant ending) and its final newline or the lack of one. path only labels errors.
  * *out: caller owns (free); *out_len its length. *fuzzy (may be NULL) receives the number of
- * hunks matched with whitespace tolerance. */
+ * hunks matched with whitespace or punctuation tolerance. */
 SBX_API int sbx_patch_apply_diff(const char *old, size_t old_len, const char *diff, size_t diff_len,
                                  const char *path, const struct sbx_patch_limits *lim, char **out,
                                  size_t *out_len, size_t *fuzzy, struct sbx_error *err);

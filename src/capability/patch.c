@@ -849,6 +849,10 @@ static void split_file(const char *data, size_t len, int patch_cr, struct ftext 
         t->v[t->n - 1].cr = t->dominant_cr;
 }
 
+/* Matching levels, tried in order: exact, trailing whitespace ignored, surrounding whitespace
+ * ignored (the reference's three), then also typographic punctuation folded to ASCII. */
+#define LEVELS 4
+
 static struct span level_map(const char *s, size_t len, int level)
 {
     if (level == 0)
@@ -858,9 +862,49 @@ static struct span level_map(const char *s, size_t len, int level)
     return trim(s, len);
 }
 
+/* Next character of s[*i..n) for level 3: Unicode dashes, quotes and spaces that models and
+ * editors swap for their ASCII forms are folded to them. An invalid byte stands for itself. */
+static unsigned long fold_next(const unsigned char *s, size_t n, size_t *i)
+{
+    unsigned long c = s[*i];
+    size_t l = 1;
+    if (c >= 0xC2 && c <= 0xDF && *i + 1 < n && (s[*i + 1] & 0xC0) == 0x80) {
+        c = (c & 0x1F) << 6 | (s[*i + 1] & 0x3F);
+        l = 2;
+    } else if (c >= 0xE0 && c <= 0xEF && *i + 2 < n && (s[*i + 1] & 0xC0) == 0x80 &&
+               (s[*i + 2] & 0xC0) == 0x80) {
+        c = (c & 0x0F) << 12 | (unsigned long)(s[*i + 1] & 0x3F) << 6 | (s[*i + 2] & 0x3F);
+        l = 3;
+    } else if (c >= 0x80) {
+        c |= 0x80000000UL; /* a lone byte: never equal to a decoded character */
+    }
+    *i += l;
+    if ((c >= 0x2010 && c <= 0x2015) || c == 0x2212)
+        return '-';
+    if (c >= 0x2018 && c <= 0x201B)
+        return '\'';
+    if (c >= 0x201C && c <= 0x201F)
+        return '"';
+    if (c == 0xA0 || (c >= 0x2002 && c <= 0x200A) || c == 0x202F || c == 0x205F || c == 0x3000)
+        return ' ';
+    return c;
+}
+
+static int fold_eq(struct span x, struct span y)
+{
+    size_t i = 0, j = 0;
+    const unsigned char *a = (const unsigned char *)x.s, *b = (const unsigned char *)y.s;
+    while (i < x.len && j < y.len)
+        if (fold_next(a, x.len, &i) != fold_next(b, y.len, &j))
+            return 0;
+    return i == x.len && j == y.len;
+}
+
 static int line_eq(const char *a, size_t alen, const char *b, size_t blen, int level)
 {
     struct span x = level_map(a, alen, level), y = level_map(b, blen, level);
+    if (level == 3)
+        return fold_eq(x, y);
     return x.len == y.len && memcmp(x.s, y.s, x.len) == 0;
 }
 
@@ -874,13 +918,13 @@ static int ctx_at(const struct ftext *t, size_t pos, const struct span *ctx, siz
     return 1;
 }
 
-/* Find ctx[0..m) at or after from: exact, then ignoring trailing whitespace, then ignoring
- * leading and trailing whitespace. With eof, the end of the file is tried first. */
+/* Find ctx[0..m) at or after from, level by level. With eof, the end of the file is tried
+ * first. */
 static int find_ctx(const struct ftext *t, const struct span *ctx, size_t m, size_t from, int eof,
                     size_t *pos, int *level)
 {
     if (eof && m <= t->n && t->n - m >= from) {
-        for (int lv = 0; lv < 3; lv++) {
+        for (int lv = 0; lv < LEVELS; lv++) {
             if (ctx_at(t, t->n - m, ctx, m, lv)) {
                 *pos = t->n - m;
                 *level = lv;
@@ -888,7 +932,7 @@ static int find_ctx(const struct ftext *t, const struct span *ctx, size_t m, siz
             }
         }
     }
-    for (int lv = 0; lv < 3; lv++) {
+    for (int lv = 0; lv < LEVELS; lv++) {
         for (size_t i = from; i + m <= t->n; i++) {
             if (ctx_at(t, i, ctx, m, lv)) {
                 *pos = i;
@@ -902,7 +946,7 @@ static int find_ctx(const struct ftext *t, const struct span *ctx, size_t m, siz
 
 static int find_line(const struct ftext *t, struct span a, size_t from, size_t to, size_t *pos)
 {
-    for (int lv = 0; lv < 3; lv++) {
+    for (int lv = 0; lv < LEVELS; lv++) {
         for (size_t i = from; i < to; i++) {
             if (line_eq(t->v[i].s, t->v[i].len, a.s, a.len, lv)) {
                 *pos = i;
@@ -924,7 +968,7 @@ static int explain_mismatch(const struct ftext *t, const struct span *ctx, size_
     for (size_t i = from; i < t->n; i++) {
         size_t k = 0;
         while (k < m && i + k < t->n &&
-               line_eq(t->v[i + k].s, t->v[i + k].len, ctx[k].s, ctx[k].len, 2))
+               line_eq(t->v[i + k].s, t->v[i + k].len, ctx[k].s, ctx[k].len, LEVELS - 1))
             k++;
         if (k > best) {
             best = k;

@@ -348,6 +348,26 @@ static void test_fuzzy_whitespace(void)
     CHECK_EQ_STR(mget(&m, "t.c"), "int x = 1;   \n\tint y = 20;\nint z = 3;\n");
     CHECK_EQ_INT(res.fuzzy_hunks, 1);
     sbx_patch_result_release(&res);
+
+    /* Typographic punctuation in the file (curly quote, em dash, no-break space) against
+     * ASCII in the patch, and the other way round. */
+    mput(&m, "doc.md",
+         "say \xE2\x80\x9Chi\xE2\x80\x9D \xE2\x80\x94 it\xE2\x80\x99s\xC2\xA0ok\n"
+         "plain 'x' - y\n");
+    CHECK_OK(apply(&m,
+                   "*** Begin Patch\n*** Update File: doc.md\n"
+                   "-say \"hi\" - it's ok\n+say hello\n"
+                   " plain \xE2\x80\x98x\xE2\x80\x99 \xE2\x80\x93 y\n+end\n*** End Patch\n",
+                   NULL, &res, &err),
+             &err);
+    CHECK_EQ_STR(mget(&m, "doc.md"), "say hello\nplain 'x' - y\nend\n");
+    CHECK_EQ_INT(res.fuzzy_hunks, 1);
+    sbx_patch_result_release(&res);
+    /* Folding is only for punctuation: other characters still have to match. */
+    CHECK_ERR(apply(&m,
+                    "*** Begin Patch\n*** Update File: doc.md\n-say h\xC3\xA9llo\n*** End Patch\n",
+                    NULL, &res, &err),
+              SBX_E_INVAL, &err, "the line 'say h\xC3\xA9llo' was not found");
     mem_release(&m);
 }
 
