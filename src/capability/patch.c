@@ -976,7 +976,14 @@ static int explain_mismatch(const struct ftext *t, const struct span *ctx, size_
         }
     }
     if (!best) {
+        size_t at;
         quote(want, sizeof(want), ctx[0].s, ctx[0].len);
+        if (from && find_line(t, ctx[0], 0, from, &at))
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "cannot %s '%s': hunk %zu does not match: the line '%s' was not "
+                                 "found after line %zu (it is at line %zu: hunks must follow the "
+                                 "order of the file)",
+                                 verb, path, hunkno, want, from, at + 1);
         if (from)
             return sbx_error_set(err, SBX_E_INVAL, 0,
                                  "cannot %s '%s': hunk %zu does not match: the line '%s' was not "

@@ -410,7 +410,9 @@ static void test_failure_leaves_everything_untouched(void)
                     "*** Begin Patch\n*** Update File: b.txt\n@@\n-b2\n+x\n@@\n-b1\n+y\n"
                     "*** End Patch\n",
                     NULL, &res, &err),
-              SBX_E_INVAL, &err, "hunk 2 does not match: the line 'b1' was not found after line 2");
+              SBX_E_INVAL, &err,
+              "hunk 2 does not match: the line 'b1' was not found after line 2 (it is at line 1: "
+              "hunks must follow the order of the file)");
     /* Context running past the end of the file. */
     CHECK_ERR(apply(&m, "*** Begin Patch\n*** Update File: b.txt\n b2\n b3\n-b4\n*** End Patch\n",
                     NULL, &res, &err),
