@@ -1172,6 +1172,27 @@ static void test_dir_apply(void)
     CHECK_EQ_STR(get(ws, "sub/win2.txt"), "a\r\na2\r\nb\r\n");
     CHECK_EQ_INT(leftovers(ws), 0);
     sbx_patch_result_release(&res);
+
+    /* A privileged harness keeps the owner of what it replaces and gives new files their
+     * directory's owner. */
+    if (geteuid() == 0) {
+        char *f = sbx_xasprintf("%s/owned.txt", ws), *d = sbx_xasprintf("%s/sub", ws);
+        struct stat st;
+        put(ws, "owned.txt", "x\n");
+        CHECK(chown(f, 1234, 1235) == 0);
+        CHECK(chown(d, 2345, 2346) == 0);
+        CHECK_OK(dir_apply("*** Begin Patch\n*** Update File: owned.txt\n-x\n+y\n"
+                           "*** Add File: sub/fresh.txt\n+z\n*** End Patch\n",
+                           &res, &err),
+                 &err);
+        CHECK(stat(f, &st) == 0 && st.st_uid == 1234 && st.st_gid == 1235);
+        free(f);
+        f = sbx_xasprintf("%s/sub/fresh.txt", ws);
+        CHECK(stat(f, &st) == 0 && st.st_uid == 2345 && st.st_gid == 2346);
+        free(f);
+        free(d);
+        sbx_patch_result_release(&res);
+    }
 }
 
 static void test_dir_symlinks_refused(void)
