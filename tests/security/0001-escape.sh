@@ -129,8 +129,12 @@ refused "18 setuid files do not elevate" \
      ! sudo -n id 2>/dev/null && ! su -c id 2>/dev/null </dev/null && grep -q "^NoNewPrivs:.1" /proc/self/status'
 refused "19 no capabilities" \
     'for s in CapInh CapPrm CapEff CapBnd CapAmb; do grep -q "^$s:.0000000000000000" /proc/self/status || exit 1; done'
-refused "20 identity: the sandbox user, mapped from the caller" \
-    'test "$(id -un)" = sandbox && test "$(awk "{print \$1}" /proc/self/uid_map)" = 1000'
+if [ "$(id -u)" = 0 ]; then HOSTID=101000; else HOSTID=$(id -u); fi
+refused "20 identity: the sandbox user is never host root" \
+    "test \"\$(id -un)\" = sandbox && test \"\$(awk '\$1 == 1000 {print \$2}' /proc/self/uid_map)\" = $HOSTID"
+if [ "$(id -u)" != 0 ]; then
+    refused "20 unprivileged: setgroups is denied" 'test "$(cat /proc/self/setgroups)" = deny'
+fi
 
 # ---- C. processes, signals, namespaces -------------------------------------------------
 refused "21 host processes are invisible" \

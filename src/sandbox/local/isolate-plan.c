@@ -378,6 +378,7 @@ int sbx__isolation_plan_build(const struct sbx__isolation_spec *spec,
     struct sbx__op *ws = push(&p, SBX__OP_BIND, root);
     ws->src = sbx_xstrdup(spec->workspace);
     ws->writable = 1;
+    ws->workspace = 1;
     for (size_t i = 0; i < spec->ngrants; i++) {
         const struct sbx__isolation_grant *g = &spec->grants[i];
         struct sbx__op *op = push(&p, SBX__OP_BIND, g->dst ? g->dst : g->src);

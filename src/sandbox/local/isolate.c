@@ -76,11 +76,20 @@ struct sbx__isolation {
     uid_t host_uid;
     gid_t host_gid;
     int privileged; /* caller is host root: range maps, setgroups allowed */
+    int dedicated;  /* privileged, and commands run as dedicated host ids (idmapped workspace) */
+    int ws_tree;    /* detached idmapped mount of the workspace, -1 = bind it by path */
     struct sbx__cgroup cg;
     pid_t middle;
 };
 
 /* ---------------------------------------------------------------- creation ---- */
+
+static void close_fd(int *fd)
+{
+    if (*fd >= 0)
+        close(*fd);
+    *fd = -1;
+}
 
 static int check_env_entry(const char *e, struct sbx_error *err)
 {
@@ -134,6 +143,7 @@ int sbx__isolation_new(const struct sbx__isolation_spec *spec, struct sbx__isola
     sbx_strv_init(&iso->env);
     sbx__cgroup_init(&iso->cg);
     iso->middle = -1;
+    iso->ws_tree = -1;
     if ((rc = sbx__isolation_plan_build(spec, &iso->plan, err)) < 0)
         goto fail;
     iso->root = sbx_xstrdup(spec->root ? spec->root : SBX__ISOLATION_DEFAULT_ROOT);
@@ -198,6 +208,8 @@ void sbx__isolation_free(struct sbx__isolation *iso)
     sbx__bpf_release(&iso->bpf_main);
     sbx__bpf_release(&iso->bpf_ioctl);
     sbx__cgroup_destroy(&iso->cg);
+    if (iso->ws_tree >= 0)
+        close(iso->ws_tree);
     free(iso);
 }
 
@@ -492,7 +504,7 @@ static int mount_proc(const char *dst, struct sbx_error *err)
                            "visible host /proc)");
 }
 
-static int apply_op(const struct sbx__op *op, struct sbx_error *err)
+static int apply_op(const struct sbx__op *op, int ws_tree, struct sbx_error *err)
 {
     char *dst = sbx_xasprintf("%s%s", NEWROOT, strcmp(op->dst, "/") == 0 ? "" : op->dst);
     char *src =
@@ -517,6 +529,14 @@ static int apply_op(const struct sbx__op *op, struct sbx_error *err)
         break;
     }
     case SBX__OP_BIND:
+        if (op->workspace && ws_tree >= 0) {
+            if (mkdir_p(dst, 0755) < 0)
+                rc = sys_err(err, "create directory", op->dst);
+            else if (syscall(SYS_move_mount, ws_tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) <
+                     0)
+                rc = sys_err(err, "attach the workspace at", op->dst);
+            break;
+        }
         rc = do_bind(src, dst, op->writable, op->optional, err);
         break;
     case SBX__OP_SYSDIR:
@@ -633,7 +653,7 @@ static int build_root(const struct sbx__isolation *iso, struct sbx_error *err)
     if (chdir("/") < 0)
         return sbx_error_errno(err, errno, "cannot chdir to '/'");
     for (size_t i = 0; i < iso->plan.n; i++) {
-        if ((rc = apply_op(&iso->plan.ops[i], err)) < 0) {
+        if ((rc = apply_op(&iso->plan.ops[i], iso->ws_tree, err)) < 0) {
             sbx_error_prefix(err, "sandbox root");
             return rc;
         }
@@ -711,40 +731,140 @@ static int write_proc(pid_t pid, const char *file, const char *text, struct sbx_
     return rc;
 }
 
+/* Id maps of the sandbox. Unprivileged: the default user is the caller (one id each).
+ * Root with an idmapped workspace: inside 0 is host 0 (PID 1 only; commands never hold it) and
+ * the users and groups are dedicated host ids (100000 + sandbox id). Root without: the default
+ * user is the caller, the others dedicated ids. */
+static void id_maps(const struct sbx__isolation *iso, char **uid_map, char **gid_map)
+{
+    const unsigned fu = SBX__ISOLATION_FIRST_UID, fg = SBX__ISOLATION_FIRST_GID;
+    const unsigned base = SBX__ISOLATION_HOST_ID_BASE;
+    size_t nu = iso->users.n, ng = iso->ngroups;
+    if (!iso->privileged) {
+        *uid_map = sbx_xasprintf("%u %u 1\n", fu, (unsigned)iso->host_uid);
+        *gid_map = sbx_xasprintf("%u %u 1\n", fu, (unsigned)iso->host_gid);
+        return;
+    }
+    char *groups = ng ? sbx_xasprintf("%u %u %zu\n", fg, base + fg, ng) : sbx_xstrdup("");
+    if (iso->dedicated) {
+        *uid_map = sbx_xasprintf("0 0 1\n%u %u %zu\n", fu, base + fu, nu);
+        *gid_map = sbx_xasprintf("0 0 1\n%u %u %zu\n%s", fu, base + fu, nu, groups);
+    } else {
+        char *rest = nu > 1 ? sbx_xasprintf("%u %u %zu\n", fu + 1, base + fu + 1, nu - 1)
+                            : sbx_xstrdup("");
+        *uid_map = sbx_xasprintf("%u %u 1\n%s", fu, (unsigned)iso->host_uid, rest);
+        *gid_map = sbx_xasprintf("%u %u 1\n%s%s", fu, (unsigned)iso->host_gid, rest, groups);
+        free(rest);
+    }
+    free(groups);
+}
+
 static int write_maps(const struct sbx__isolation *iso, pid_t pid, struct sbx_error *err)
 {
     char *uid_map, *gid_map;
-    size_t nu = iso->users.n;
-    int rc;
-    if (iso->privileged) {
-        unsigned first = SBX__ISOLATION_FIRST_UID + 1, host = SBX__ISOLATION_HOST_ID_BASE + first;
-        uid_map = nu > 1 ? sbx_xasprintf("%u %u 1\n%u %u %zu\n", SBX__ISOLATION_FIRST_UID,
-                                         (unsigned)iso->host_uid, first, host, nu - 1)
-                         : sbx_xasprintf("%u %u 1\n", SBX__ISOLATION_FIRST_UID,
-                                         (unsigned)iso->host_uid);
-        char *extra_users =
-                nu > 1 ? sbx_xasprintf("%u %u %zu\n", first, host, nu - 1) : sbx_xstrdup("");
-        char *groups =
-                iso->ngroups ? sbx_xasprintf("%u %u %zu\n", SBX__ISOLATION_FIRST_GID,
-                                             SBX__ISOLATION_HOST_ID_BASE + SBX__ISOLATION_FIRST_GID,
-                                             iso->ngroups)
-                             : sbx_xstrdup("");
-        gid_map = sbx_xasprintf("%u %u 1\n%s%s", SBX__ISOLATION_FIRST_UID, (unsigned)iso->host_gid,
-                                extra_users, groups);
-        free(extra_users);
-        free(groups);
-        rc = 0;
-    } else {
-        uid_map = sbx_xasprintf("%u %u 1\n", SBX__ISOLATION_FIRST_UID, (unsigned)iso->host_uid);
-        gid_map = sbx_xasprintf("%u %u 1\n", SBX__ISOLATION_FIRST_UID, (unsigned)iso->host_gid);
+    int rc = 0;
+    id_maps(iso, &uid_map, &gid_map);
+    if (!iso->privileged)
         rc = write_proc(pid, "setgroups", "deny", err);
-    }
     if (rc == 0)
         rc = write_proc(pid, "uid_map", uid_map, err);
     if (rc == 0)
         rc = write_proc(pid, "gid_map", gid_map, err);
     free(uid_map);
     free(gid_map);
+    return rc;
+}
+
+/* A user namespace whose maps turn on-disk owner 0 into the default user's dedicated host id
+ * (and the other users' and groups' dedicated ids into themselves): the idmapping of the
+ * workspace mount. *out: an fd on it, caller owns. */
+static int idmap_userns(const struct sbx__isolation *iso, int *out, struct sbx_error *err)
+{
+    const unsigned fu = SBX__ISOLATION_FIRST_UID, fg = SBX__ISOLATION_FIRST_GID;
+    const unsigned base = SBX__ISOLATION_HOST_ID_BASE;
+    size_t nu = iso->users.n, ng = iso->ngroups;
+    int sync[2] = {-1, -1}, rc = 0, fd = -1;
+    char c, path[64];
+    if (pipe2(sync, O_CLOEXEC) < 0)
+        return sbx_error_errno(err, errno, "cannot create a pipe");
+    pid_t pid = fork();
+    if (pid < 0) {
+        rc = sbx_error_errno(err, errno, "cannot fork");
+        goto out;
+    }
+    if (pid == 0) {
+        close(sync[0]);
+        if (unshare(CLONE_NEWUSER) < 0 || write(sync[1], "u", 1) != 1)
+            _exit(1);
+        pause(); /* killed by the parent once it holds the namespace */
+        _exit(0);
+    }
+    close(sync[1]);
+    sync[1] = -1;
+    if (read_full(sync[0], &c, 1) != 1) {
+        rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "cannot create the workspace id mapping");
+        goto out;
+    }
+    char *rest = nu > 1 ? sbx_xasprintf("%u %u %zu\n", base + fu + 1, base + fu + 1, nu - 1)
+                        : sbx_xstrdup("");
+    char *groups = ng ? sbx_xasprintf("%u %u %zu\n", base + fg, base + fg, ng) : sbx_xstrdup("");
+    char *uid_map = sbx_xasprintf("0 %u 1\n%s", base + fu, rest);
+    char *gid_map = sbx_xasprintf("0 %u 1\n%s%s", base + fu, rest, groups);
+    rc = write_proc(pid, "uid_map", uid_map, err);
+    if (rc == 0)
+        rc = write_proc(pid, "gid_map", gid_map, err);
+    free(rest);
+    free(groups);
+    free(uid_map);
+    free(gid_map);
+    if (rc == 0) {
+        snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+        if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+            rc = sbx_error_errno(err, errno, "cannot open '%s'", path);
+    }
+out:
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+            ;
+    }
+    if (sync[0] >= 0)
+        close(sync[0]);
+    if (sync[1] >= 0)
+        close(sync[1]);
+    if (rc == 0)
+        *out = fd;
+    return rc;
+}
+
+/* Root runner: a detached, idmapped copy of the workspace mount, attached inside by PID 1.
+ * Commands then run as dedicated host ids while the workspace keeps its on-disk owner. */
+static int idmapped_workspace(struct sbx__isolation *iso, struct sbx_error *err)
+{
+    int ns = -1, tree = -1, rc;
+    if ((rc = idmap_userns(iso, &ns, err)) < 0)
+        return rc;
+    tree = (int)syscall(SYS_open_tree, AT_FDCWD, iso->workspace, OPEN_TREE_CLONE | O_CLOEXEC);
+    if (tree < 0) {
+        rc = sbx_error_errno(err, errno, "cannot clone the mount of workspace '%s'",
+                             iso->workspace);
+        goto out;
+    }
+    struct mount_attr a = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                           .userns_fd = (uint64_t)ns};
+    if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0) {
+        rc = sbx_error_errno(err, errno,
+                             "cannot make an idmapped mount of workspace '%s' (kernel feature "
+                             "idmapped mounts, Linux 5.12, and a filesystem that has them)",
+                             iso->workspace);
+        goto out;
+    }
+    iso->ws_tree = tree;
+    tree = -1;
+out:
+    if (tree >= 0)
+        close(tree);
+    close(ns);
     return rc;
 }
 
@@ -800,6 +920,7 @@ static int middle_main(struct sbx__isolation *iso, pid_t outer, int go_fd, int u
             sbx_error_errno(&e, errno, "cannot make the sandbox init non-dumpable");
             goto fail;
         }
+        close_fd(&iso->ws_tree);
         scrub_environ();
         send_error(res_fd, &e); /* code SBX_OK: the setup is complete */
         close(res_fd);
@@ -819,13 +940,6 @@ static int middle_main(struct sbx__isolation *iso, pid_t outer, int go_fd, int u
 fail:
     send_error(res_fd, &e);
     _exit(1);
-}
-
-static void close_fd(int *fd)
-{
-    if (*fd >= 0)
-        close(*fd);
-    *fd = -1;
 }
 
 static unsigned required_mask(const struct sbx__isolation_limits *l)
@@ -850,6 +964,12 @@ int sbx__isolation_enter(struct sbx__isolation *iso, enum sbx__isolation_role *r
 
     if (iso->middle > 0)
         return sbx_error_set(err, SBX_E_INVAL, 0, "the sandbox isolation was already entered");
+    if (iso->privileged && iso->ws_tree < 0) {
+        struct sbx_error e = SBX_ERROR_INIT;
+        iso->dedicated = idmapped_workspace(iso, &e) == 0;
+        if (!iso->dedicated)
+            sbx_log(SBX_LOG_WARN, "sandbox commands run as the caller's host uid: %s", e.msg);
+    }
     if (iso->cgroup_name) {
         struct sbx__isolation_limits l = iso->limits;
         if (!l.memory_bytes)
@@ -907,6 +1027,7 @@ int sbx__isolation_enter(struct sbx__isolation *iso, enum sbx__isolation_role *r
     }
     close_fd(&up[0]);
     close_fd(&res[0]);
+    close_fd(&iso->ws_tree); /* attached inside now */
     *role = SBX__ISOLATION_OUTER;
     return 0;
 fail:
@@ -916,6 +1037,7 @@ fail:
             ;
     }
     iso->middle = -1;
+    close_fd(&iso->ws_tree);
     close_fd(&go[0]);
     close_fd(&go[1]);
     close_fd(&up[0]);
@@ -967,9 +1089,6 @@ int sbx__isolation_child(const struct sbx__isolation *iso, const struct sbx__run
         return sbx_error_errno(err, errno, "cannot set the groups of user '%s'", user->name);
     if (setresgid(user->gid, user->gid, user->gid) < 0)
         return sbx_error_errno(err, errno, "cannot switch to the group of user '%s'", user->name);
-    if (setresuid(user->uid, user->uid, user->uid) < 0)
-        return sbx_error_errno(err, errno, "cannot switch to user '%s'", user->name);
-
     /* The kernel's OOM killer takes a command before the supervisor. */
     int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
     if (fd >= 0) {
@@ -995,6 +1114,8 @@ int sbx__isolation_child(const struct sbx__isolation *iso, const struct sbx__run
             return sbx_error_errno(err, errno, "cannot set the open files limit");
     }
 
+    /* Capabilities go while CAP_SETPCAP is still held: a root runner's PID 1 is root inside,
+     * and switching to the user would clear it. The uid switch comes after the securebits. */
     for (int cap = 0; cap <= iso->cap_last; cap++)
         if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
             return sbx_error_errno(err, errno, "cannot drop capability %d from the bounding set",
@@ -1007,6 +1128,8 @@ int sbx__isolation_child(const struct sbx__isolation *iso, const struct sbx__run
                       SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
               0, 0, 0) < 0)
         return sbx_error_errno(err, errno, "cannot lock the securebits");
+    if (setresuid(user->uid, user->uid, user->uid) < 0)
+        return sbx_error_errno(err, errno, "cannot switch to user '%s'", user->name);
     struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
     struct __user_cap_data_struct data[2];
     memset(data, 0, sizeof(data));

@@ -132,9 +132,10 @@ struct sbx__op {
     char *dst;   /* absolute sandbox path */
     mode_t mode; /* TMPFS, MKDIR, FILE */
     uint64_t size;
-    int writable; /* BIND */
-    int optional; /* BIND, ETC: a missing source is skipped instead of an error */
-    int copy;     /* ETC: copy the content (following symlinks) instead of binding */
+    int writable;  /* BIND */
+    int optional;  /* BIND, ETC: a missing source is skipped instead of an error */
+    int copy;      /* ETC: copy the content (following symlinks) instead of binding */
+    int workspace; /* BIND: this is the workspace (a root runner attaches it idmapped) */
     char *content;
     size_t content_len;
 };
