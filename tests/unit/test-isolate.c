@@ -386,6 +386,28 @@ static void test_names_and_cgroup_parse(void)
     CHECK_EQ_STR(out, "/v2/x");
     free(out);
     CHECK_ERR(sbx__cgroup_self_path(text, "pids", &out, &err), SBX_E_NOTFOUND, &err, "pids");
+
+    /* v1 hierarchies (one per controller, cpu and cpuacct together) and a v2 mount whose root
+     * is not "/" (as inside a cgroup namespace or a container). */
+    const char *mi = "31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755\n"
+                     "35 31 0:32 / /sys/fs/cgroup/memory rw,relatime - cgroup cgroup rw,memory\n"
+                     "32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw - cgroup cgroup rw,cpu,cpuacct\n"
+                     "41 31 0:38 /v2 /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw\n";
+    CHECK_OK(sbx__cgroup_own_dir(mi, text, "memory", &out, &err), &err);
+    CHECK_EQ_STR(out, "/sys/fs/cgroup/memory/a/b");
+    free(out);
+    CHECK_OK(sbx__cgroup_own_dir(mi, text, "cpu", &out, &err), &err);
+    CHECK_EQ_STR(out, "/sys/fs/cgroup/cpu,cpuacct/c");
+    free(out);
+    CHECK_OK(sbx__cgroup_own_dir(mi, text, "", &out, &err), &err);
+    CHECK_EQ_STR(out, "/sys/fs/cgroup/unified/x");
+    free(out);
+    const char *self_root = "4:memory:/\n";
+    CHECK_OK(sbx__cgroup_own_dir(mi, self_root, "memory", &out, &err), &err);
+    CHECK_EQ_STR(out, "/sys/fs/cgroup/memory");
+    free(out);
+    CHECK_ERR(sbx__cgroup_own_dir(mi, "8:pids:/p\n", "pids", &out, &err), SBX_E_NOTFOUND, &err,
+              "cgroup controller pids is not mounted");
 }
 
 static void test_env_and_users(void)

@@ -98,9 +98,8 @@ int sbx__cgroup_self_path(const char *text, const char *ctrl, char **out, struct
                          ctrl[0] ? ctrl : "v2");
 }
 
-/* The directory of the caller's cgroup for ctrl ("" = unified), from mountinfo. */
-static int own_dir(const char *mountinfo, const char *self, const char *ctrl, char **out,
-                   struct sbx_error *err)
+int sbx__cgroup_own_dir(const char *mountinfo, const char *self, const char *ctrl, char **out,
+                        struct sbx_error *err)
 {
     char *path = NULL;
     int rc = sbx__cgroup_self_path(self, ctrl, &path, err);
@@ -256,7 +255,7 @@ int sbx__cgroup_create(const char *name, const struct sbx__isolation_limits *lim
         goto out;
 
     /* The unified hierarchy when it has the controllers (pure v2 hosts). */
-    if (own_dir(mi.data, self.data, "", &base, NULL) == 0 && v2_has_controllers(base)) {
+    if (sbx__cgroup_own_dir(mi.data, self.data, "", &base, NULL) == 0 && v2_has_controllers(base)) {
         cg.v2 = 1;
         cg.v2dir = sbx_xasprintf("%s/%s", base, name);
         if (mkdir(cg.v2dir, 0755) < 0 && errno != EEXIST) {
@@ -280,7 +279,7 @@ int sbx__cgroup_create(const char *name, const struct sbx__isolation_limits *lim
         struct sbx_error e = SBX_ERROR_INIT;
         free(base);
         base = NULL;
-        int r = own_dir(mi.data, self.data, ctrl_names[c], &base, &e);
+        int r = sbx__cgroup_own_dir(mi.data, self.data, ctrl_names[c], &base, &e);
         if (r == 0) {
             cg.dir[c] = sbx_xasprintf("%s/%s", base, name);
             if (mkdir(cg.dir[c], 0755) < 0 && errno != EEXIST) {

@@ -926,8 +926,11 @@ static int middle_main(struct sbx__isolation *iso, pid_t outer, int go_fd, int u
         close(res_fd);
         return 0;
     }
-    close(res_fd);
-    /* Only waits: the sandbox ends when the inner process does, or when this one is killed. */
+    /* Only waits: the sandbox ends when the inner process does, or when this one is killed.
+     * It keeps none of the supervisor's descriptors, so a pipe or socket the caller watches
+     * reports the end of PID 1, not of this process. */
+    if (syscall(SYS_close_range, 3, ~0U, 0) < 0)
+        close(res_fd);
     for (;;) {
         int st;
         pid_t w = waitpid(inner, &st, 0);

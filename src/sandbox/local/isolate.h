@@ -224,6 +224,11 @@ void sbx__cgroup_init(struct sbx__cgroup *cg);
  * or the v2 path when ctrl is "". *out: caller owns (free). SBX_E_NOTFOUND if absent. */
 int sbx__cgroup_self_path(const char *proc_cgroup, const char *ctrl, char **out,
                           struct sbx_error *err);
+/* The directory of the caller's cgroup for ctrl ("" = the unified hierarchy), from the texts of
+ * /proc/self/mountinfo and /proc/self/cgroup; a hierarchy mounted with a non-"/" root (inside a
+ * cgroup namespace) is accounted for. *out: caller owns (free). SBX_E_NOTFOUND if not mounted. */
+int sbx__cgroup_own_dir(const char *mountinfo, const char *self, const char *ctrl, char **out,
+                        struct sbx_error *err);
 /* Create the cgroups named name under the caller's own cgroups and write the limits. Limits
  * that are 0 or SBX__LIMIT_NONE are not set. required is a mask of (1 << enum sbx__cgroup_ctrl):
  * those controllers must work, the others are skipped with a log message when unusable. */
