@@ -718,17 +718,42 @@ static void test_enter_roles(void)
         return;
     int fd = -1;
     CHECK_ERR(sbx__isolation_netns_fd(iso, &fd, &err), SBX_E_INVAL, &err, "not entered");
+    int host_dir = open(ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    int done[2] = {-1, -1};
+    CHECK(pipe2(done, O_CLOEXEC) == 0);
     fflush(stdout);
     int rc = sbx__isolation_enter(iso, &role, &err);
     if (rc == 0 && role == SBX__ISOLATION_INNER) {
         /* PID 1 of the sandbox, in the new root */
         if (getpid() != 1 || access("/workspace", W_OK) != 0 || access("/sys", F_OK) == 0)
             _exit(3);
+        /* A command whose cwd is the pre-pivot descriptor of the workspace is refused. */
+        struct sbx__run_as ra;
+        if (sbx__isolation_user(iso, NULL, &ra, &err) < 0)
+            _exit(4);
+        pid_t c = fork();
+        if (c == 0) {
+            if (fchdir(host_dir) < 0)
+                _exit(5);
+            int r = sbx__isolation_child(iso, &ra, &err);
+            _exit(r == -SBX_E_SANDBOX && strstr(err.msg, "working directory") ? 0 : 6);
+        }
+        int cst = -1;
+        waitpid(c, &cst, 0);
+        if (!WIFEXITED(cst) || WEXITSTATUS(cst) != 0)
+            _exit(WIFEXITED(cst) ? WEXITSTATUS(cst) : 7);
+        if (write(done[1], "k", 1) != 1)
+            _exit(8);
         for (;;)
             pause();
     }
     CHECK_OK(rc, &err);
     CHECK_EQ_INT(role, SBX__ISOLATION_OUTER);
+    close(host_dir);
+    close(done[1]);
+    char k = 0;
+    CHECK(read(done[0], &k, 1) == 1 && k == 'k'); /* PID 1 passed its checks */
+    close(done[0]);
     CHECK_ERR(sbx__isolation_enter(iso, &role, &err), SBX_E_INVAL, &err, "already entered");
     CHECK_OK(sbx__isolation_netns_fd(iso, &fd, &err), &err);
     struct stat a, b;
@@ -741,7 +766,8 @@ static void test_enter_roles(void)
     kill(middle, SIGKILL);
     int status = 0;
     CHECK_OK(sbx__isolation_outer_wait(iso, &status, &err), &err);
-    CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+    if (!CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL))
+        printf("#   wait status %d\n", status);
     CHECK_ERR(sbx__isolation_outer_wait(iso, &status, &err), SBX_E_INVAL, &err, "not entered");
     sbx__isolation_free(iso);
 }

@@ -1088,6 +1088,13 @@ int sbx__isolation_outer_wait(struct sbx__isolation *iso, int *status, struct sb
 int sbx__isolation_child(const struct sbx__isolation *iso, const struct sbx__run_as *user,
                          struct sbx_error *err)
 {
+    /* A working directory reached through a descriptor opened before the pivot lies in the
+     * detached host tree, and ".." from it walks the host's filesystem (CVE-2024-21626). The
+     * kernel reports such a directory as unreachable: refuse it. */
+    char cwd[PATH_MAX];
+    if (syscall(SYS_getcwd, cwd, sizeof(cwd)) < 0 || cwd[0] != '/')
+        return sbx_error_set(err, SBX_E_SANDBOX, 0,
+                             "the command's working directory is outside the sandbox root");
     if (iso->privileged && setgroups(user->ngroups, user->groups) < 0)
         return sbx_error_errno(err, errno, "cannot set the groups of user '%s'", user->name);
     if (setresgid(user->gid, user->gid, user->gid) < 0)

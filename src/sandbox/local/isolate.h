@@ -15,6 +15,10 @@
  *      the inner one is gone. Setup failures are reported by enter in the calling process,
  *      naming the missing kernel feature; nothing falls back to running unconfined.
  *
+ *      After enter, the inner process must reopen every directory descriptor it uses for
+ *      commands (the workspace dirfd, a command's cwd) by its sandbox path: a descriptor opened
+ *      before the pivot points into the detached host tree, where ".." reaches the host's root.
+ *
  *   2. every command child, between fork and exec:
  *        sbx__isolation_child(iso, &run_as, err)
  *      switches to the run_as user, drops every capability, sets no_new_privs, rlimits and the
@@ -281,7 +285,8 @@ int sbx__isolation_netns_fd(const struct sbx__isolation *iso, int *out, struct s
 int sbx__isolation_user(const struct sbx__isolation *iso, const char *name, struct sbx__run_as *out,
                         struct sbx_error *err);
 
-/* In a command child after fork, before exec: see the top of this file. Allocates nothing. */
+/* In a command child after fork, before exec: see the top of this file. Allocates nothing.
+ * Refuses (SBX_E_SANDBOX) a working directory outside the sandbox root. */
 int sbx__isolation_child(const struct sbx__isolation *iso, const struct sbx__run_as *user,
                          struct sbx_error *err);
 
