@@ -156,6 +156,25 @@ sleep 0.2
 if pgrep -f "sleep $MARK" >/dev/null; then not_ok "26 background processes die with the sandbox"; pkill -f "sleep $MARK"; else
     ok "26 background processes die with the sandbox"; fi
 
+# The supervisor is killed outright: PR_SET_PDEATHSIG takes the sandbox's PID 1 down, and the
+# pid namespace every process in it.
+MARK2=$((32000 + $$ % 1000))
+"$SBX" __isolate-run --workspace "$WS" -- /bin/sh -c "sleep $MARK2.5 & sleep $MARK2.25" \
+    >/dev/null 2>&1 &
+sbxpid=$!
+for _ in $(seq 100); do [ "$(pgrep -f "^sleep $MARK2" | wc -l)" = 2 ] && break; sleep 0.05; done
+started=$(pgrep -f "^sleep $MARK2" | wc -l)
+kill -9 "$sbxpid"
+wait "$sbxpid" 2>/dev/null
+for _ in $(seq 100); do pgrep -f "^sleep $MARK2" >/dev/null || break; sleep 0.05; done
+if [ "$started" = 2 ] && ! pgrep -f "^sleep $MARK2" >/dev/null; then
+    ok "26 SIGKILL of the supervisor ends every process of the sandbox"
+else
+    not_ok "26 SIGKILL of the supervisor ends every process of the sandbox"
+    diag "started $started; left: $(pgrep -af "^sleep $MARK2")"
+    pkill -f "^sleep $MARK2"
+fi
+
 # ---- D. kernel attack surface (seccomp) ------------------------------------------------
 probe "27 keyring" keyctl=$EPERM add_key=$EPERM request_key=$EPERM
 probe "28 io_uring" io_uring_setup=$ENOSYS
