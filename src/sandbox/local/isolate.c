@@ -121,6 +121,22 @@ static struct rlimit capped(int resource, uint64_t want, uint64_t dflt)
     return r;
 }
 
+/* Root of the initial user namespace (the identity map over all ids) can write any id map;
+ * root of a container's user namespace cannot, and is treated like an unprivileged caller. */
+static int initial_userns(void)
+{
+    struct sbx_buf b;
+    sbx_buf_init(&b, 4096);
+    int yes = sbx_fs_read_path("/proc/self/uid_map", 4096, &b, NULL) == 0;
+    if (yes) {
+        unsigned long a = 1, c = 1, n = 0;
+        yes = sscanf(b.data, "%lu %lu %lu", &a, &c, &n) == 3 && a == 0 && c == 0 &&
+              n == 4294967295ul;
+    }
+    sbx_buf_release(&b);
+    return yes;
+}
+
 static int read_cap_last(void)
 {
     int fd = open("/proc/sys/kernel/cap_last_cap", O_RDONLY | O_CLOEXEC);
@@ -186,7 +202,7 @@ int sbx__isolation_new(const struct sbx__isolation_spec *spec, struct sbx__isola
     iso->cap_last = read_cap_last();
     iso->host_uid = geteuid();
     iso->host_gid = getegid();
-    iso->privileged = iso->host_uid == 0;
+    iso->privileged = iso->host_uid == 0 && initial_userns();
     *out = iso;
     return 0;
 fail:
