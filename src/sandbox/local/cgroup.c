@@ -254,22 +254,35 @@ int sbx__cgroup_create(const char *name, const struct sbx__isolation_limits *lim
         (rc = read_file("/proc/self/mountinfo", &mi, err)) < 0)
         goto out;
 
-    /* The unified hierarchy when it has the controllers (pure v2 hosts). */
-    if (sbx__cgroup_own_dir(mi.data, self.data, "", &base, NULL) == 0 && v2_has_controllers(base)) {
+    /* The unified hierarchy when it has the controllers (pure v2 hosts). Controllers can be
+     * enabled for children only in a cgroup without processes of its own, so this works under
+     * a delegated cgroup the caller is not in (systemd Delegate=yes). */
+    if (want && sbx__cgroup_own_dir(mi.data, self.data, "", &base, NULL) == 0 &&
+        v2_has_controllers(base)) {
+        struct sbx_error e = SBX_ERROR_INIT;
+        int r = 0;
         cg.v2 = 1;
         cg.v2dir = sbx_xasprintf("%s/%s", base, name);
         if (mkdir(cg.v2dir, 0755) < 0 && errno != EEXIST) {
-            rc = sbx_error_errno(err, errno, "cannot create cgroup '%s'", cg.v2dir);
+            r = sbx_error_errno(&e, errno, "cannot create cgroup '%s'", cg.v2dir);
+            free(cg.v2dir);
+            cg.v2dir = NULL;
+        }
+        if (r == 0 &&
+            (r = write_file(base, "cgroup.subtree_control", "+memory +pids +cpu", &e)) < 0)
+            sbx_error_prefix(&e, "cgroup v2 (the parent must be a delegated cgroup without "
+                                 "processes of its own)");
+        if (r == 0)
+            r = set_limits_v2(cg.v2dir, limits, want, &e);
+        if (r == 0)
+            goto done;
+        if (want & required) {
+            rc = sbx_error_copy(err, &e);
             goto fail;
         }
-        const char *enable = "+memory +pids +cpu";
-        if ((rc = write_file(base, "cgroup.subtree_control", enable, err)) < 0) {
-            sbx_error_prefix(err, "cgroup v2 (the parent must be a delegated cgroup without "
-                                  "processes of its own)");
-            goto fail;
-        }
-        if ((rc = set_limits_v2(cg.v2dir, limits, want, err)) < 0)
-            goto fail;
+        sbx_log(SBX_LOG_WARN, "sandbox limits not applied: %s", e.msg);
+        sbx__cgroup_destroy(&cg);
+        cg.owner = 1;
         goto done;
     }
 
