@@ -4,9 +4,9 @@
  *
  * Process layout after sbx__isolation_enter (host pids):
  *
- *   outer (the caller)          host namespaces; waits; later the proxy and port forwarders
- *    └─ middle                  new user + mount ns; only waits for the inner process
- *        └─ inner (PID 1)       new pid ns; the root built from nothing; serves, forks commands
+ *   outer (the caller)   host namespaces; waits; later the proxy and port forwarders
+ *    └─ middle           new user, mount, ipc, uts, cgroup (and net) ns; waits for the inner one
+ *        └─ inner        PID 1 of the new pid ns, in the root built from nothing; serves
  *
  * The middle process exists because a new pid namespace applies to the children of the process
  * that unshares it, and because glibc's fork (unlike a raw clone) keeps the child's thread state
@@ -19,7 +19,6 @@
 #include <limits.h>
 #include <linux/capability.h>
 #include <net/if.h>
-#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -702,7 +701,8 @@ static const struct ns_step ns_steps[] = {
         {CLONE_NEWNET, "network namespace (CONFIG_NET_NS)"},
 };
 
-static void send_error(int fd, const struct sbx_error *e)
+/* 0 when the whole record was written (the outer process is still waiting for it). */
+static int send_error(int fd, const struct sbx_error *e)
 {
     const char *p = (const char *)e;
     size_t off = 0;
@@ -711,9 +711,10 @@ static void send_error(int fd, const struct sbx_error *e)
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
-            return;
+            return -1;
         off += (size_t)w;
     }
+    return 0;
 }
 
 static ssize_t read_full(int fd, void *buf, size_t len)
@@ -938,7 +939,10 @@ static int middle_main(struct sbx__isolation *iso, pid_t outer, int go_fd, int u
         }
         close_fd(&iso->ws_tree);
         scrub_environ();
-        send_error(res_fd, &e); /* code SBX_OK: the setup is complete */
+        /* Code SBX_OK: the setup is complete. If nobody reads it, the outer process gave up on
+         * this sandbox (perhaps before PR_SET_PDEATHSIG took effect): do not serve. */
+        if (send_error(res_fd, &e) < 0)
+            _exit(1);
         close(res_fd);
         return 0;
     }
