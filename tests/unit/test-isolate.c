@@ -541,7 +541,9 @@ static void test_filesystem(void)
     CHECK_SH("touch /tmp/y && touch /dev/shm/z && echo x > /dev/null");
     CHECK_SH("! test -e /sys && ! test -e /root && ! test -e /home && ! test -e /oldroot && "
              "! test -e /newroot");
-    CHECK_SH("! test -e /etc/shadow && ! test -e /etc/ssh && ! test -e /etc/sudoers");
+    CHECK_SH("! test -e /etc/shadow && ! test -e /etc/ssh && ! test -e /etc/sudoers && "
+             "! test -e /etc/ssl/private && ! test -e /etc/environment");
+    CHECK_SH("test -s /etc/ssl/certs/ca-certificates.crt || ! test -e /usr/share/ca-certificates");
     CHECK_SH("grep -q '^sandbox:x:1000:1000:' /etc/passwd && test \"$(wc -l < /etc/passwd)\" = 3");
     CHECK_SH("test \"$(ls /dev | tr '\\n' ' ')\" = "
              "'fd full null ptmx pts random shm stderr stdin stdout tty urandom zero '");

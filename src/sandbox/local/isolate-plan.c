@@ -17,14 +17,16 @@ static const char *const reserved[] = {"/usr",   "/bin",    "/sbin", "/lib",    
 
 /* Host files of /etc shown inside (read-only) when they exist: the dynamic loader, TLS roots,
  * time zone, protocol tables, shells' system rc files. Nothing with secrets: no shadow, no
- * ssh, no sudoers, no machine-id. */
+ * ssh, no sudoers, no machine-id, not /etc/ssl/private (only ssl/certs and openssl.cnf), not
+ * /etc/environment. */
 static const char *const etc_files[] = {"ld.so.cache",
                                         "ld.so.conf",
                                         "ld.so.conf.d",
                                         "host.conf",
                                         "localtime",
                                         "timezone",
-                                        "ssl",
+                                        "ssl/certs",
+                                        "ssl/openssl.cnf",
                                         "ca-certificates",
                                         "ca-certificates.conf",
                                         "alternatives",
@@ -45,8 +47,7 @@ static const char *const etc_files[] = {"ld.so.cache",
                                         "python3.11",
                                         "perl",
                                         "gitconfig",
-                                        "manpath.config",
-                                        "environment"};
+                                        "manpath.config"};
 
 static const char *const sys_dirs[] = {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
 
