@@ -56,8 +56,20 @@ for s in (tcp, uds, abst):
 threading.Event().wait()
 PY
     pids+=($!)
-    sleep 0.3
 fi
+# Positive control: the canary services answer on the host, so a refusal inside means something.
+canary_up() {
+    python3 - "$PORT" "$T/canary.sock" <<'PY' 2>/dev/null
+import socket, sys
+port, path = int(sys.argv[1]), sys.argv[2]
+for fam, addr in ((socket.AF_INET, ("127.0.0.1", port)), (socket.AF_UNIX, path),
+                  (socket.AF_UNIX, "\0sbx-canary-" + str(port))):
+    s = socket.socket(fam); s.settimeout(2); s.connect(addr)
+    assert s.recv(100).startswith(b"canary-")
+PY
+}
+for _ in $(seq 100); do canary_up && break; sleep 0.05; done
+if canary_up; then ok "the host canary listeners answer on the host"; else not_ok "the host canary listeners answer on the host"; fi
 
 # inside SCRIPT [extra __isolate-run options...]: run sh -c SCRIPT in a fresh sandbox.
 # stdout+stderr go to $T/out (and to the canary log), status to $rc.
