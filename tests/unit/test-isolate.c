@@ -703,6 +703,46 @@ static void test_memory_limit(void)
     sbx_buf_release(&d);
 }
 
+static void test_remove_stale_cgroups(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    unsigned removed = 99;
+    char prefix[64];
+    snprintf(prefix, sizeof(prefix), "sbx-stale-%d-", (int)getpid());
+    CHECK_OK(sbx__cgroup_remove_stale(prefix, 0, &removed, &err), &err);
+    CHECK_EQ_INT(removed, 0);
+    if (!privileged())
+        return;
+    /* Two leftovers in the caller's memory cgroup: an empty one goes, one with a process
+     * stays; a fresh one is kept when an age is asked for. */
+    struct sbx__isolation_limits l = {0};
+    l.memory_bytes = 64ull << 20;
+    char name[96];
+    struct sbx__cgroup empty, busy;
+    snprintf(name, sizeof(name), "%sempty", prefix);
+    CHECK_OK(sbx__cgroup_create(name, &l, 1u << SBX__CG_MEMORY, &empty, &err), &err);
+    snprintf(name, sizeof(name), "%sbusy", prefix);
+    CHECK_OK(sbx__cgroup_create(name, &l, 1u << SBX__CG_MEMORY, &busy, &err), &err);
+    pid_t p = fork();
+    if (p == 0) {
+        pause();
+        _exit(0);
+    }
+    CHECK_OK(sbx__cgroup_attach(&busy, p, &err), &err);
+    CHECK_OK(sbx__cgroup_remove_stale(prefix, 3600, &removed, &err), &err);
+    CHECK_EQ_INT(removed, 0);
+    CHECK(access(empty.dir[SBX__CG_MEMORY], F_OK) == 0);
+    CHECK_OK(sbx__cgroup_remove_stale(prefix, 0, &removed, &err), &err);
+    CHECK_EQ_INT(removed, 1);
+    CHECK(access(empty.dir[SBX__CG_MEMORY], F_OK) != 0);
+    CHECK(access(busy.dir[SBX__CG_MEMORY], F_OK) == 0);
+    kill(p, SIGKILL);
+    waitpid(p, NULL, 0);
+    sbx__cgroup_destroy(&busy);
+    empty.owner = 0; /* already removed */
+    sbx__cgroup_destroy(&empty);
+}
+
 static void test_setup_errors(void)
 {
     struct sbx__isolation_spec s;
@@ -870,6 +910,7 @@ int main(int argc, char **argv)
     TAP_RUN(test_seccomp_probes);
     TAP_RUN(test_x32_killed);
     TAP_RUN(test_memory_limit);
+    TAP_RUN(test_remove_stale_cgroups);
     TAP_RUN(test_setup_errors);
     TAP_RUN(test_enter_roles);
     remove_workspace();

@@ -5,6 +5,7 @@
  * controllers are used where they are mounted (one directory per controller), the unified
  * hierarchy when it holds the controllers. The counters (oom_kill, pids max) let the supervisor
  * tell "killed: out of memory" from a plain SIGKILL. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -452,4 +453,61 @@ void sbx__cgroup_destroy(struct sbx__cgroup *cg)
     for (int c = 0; c < SBX__CG_NCTRL; c++)
         remove_dir(&cg->dir[c], cg->owner);
     sbx__cgroup_init(cg);
+}
+
+/* The caller's cgroup directories of every hierarchy sbx uses (v1 memory, pids, cpu; v2). */
+static int own_dirs(struct sbx_strv *out, struct sbx_error *err)
+{
+    struct sbx_buf self, mi;
+    int rc;
+    sbx_buf_init(&self, CG_FILE_MAX);
+    sbx_buf_init(&mi, 16 * CG_FILE_MAX);
+    if ((rc = read_file("/proc/self/cgroup", &self, err)) == 0 &&
+        (rc = read_file("/proc/self/mountinfo", &mi, err)) == 0) {
+        const char *ctrls[] = {"memory", "pids", "cpu", ""};
+        for (size_t i = 0; i < SBX_ARRAY_LEN(ctrls); i++) {
+            char *d = NULL;
+            if (sbx__cgroup_own_dir(mi.data, self.data, ctrls[i], &d, NULL) == 0 &&
+                sbx_strv_find(out, d) < 0)
+                sbx_strv_push_take(out, d);
+            else
+                free(d);
+        }
+    }
+    sbx_buf_release(&self);
+    sbx_buf_release(&mi);
+    return rc;
+}
+
+int sbx__cgroup_remove_stale(const char *prefix, unsigned min_age_s, unsigned *removed,
+                             struct sbx_error *err)
+{
+    struct sbx_strv dirs;
+    unsigned n = 0;
+    sbx_strv_init(&dirs);
+    int rc = own_dirs(&dirs, err);
+    time_t now = time(NULL);
+    for (size_t i = 0; rc == 0 && i < dirs.n; i++) {
+        DIR *d = opendir(dirs.v[i]);
+        if (!d)
+            continue;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            if (e->d_type != DT_DIR || strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+                continue;
+            struct stat st;
+            if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                now - st.st_ctime < (time_t)min_age_s)
+                continue;
+            /* rmdir refuses a cgroup that still has processes or children: a live sandbox is
+             * never touched. */
+            if (unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR) == 0)
+                n++;
+        }
+        closedir(d);
+    }
+    sbx_strv_release(&dirs);
+    if (rc == 0 && removed)
+        *removed = n;
+    return rc;
 }

@@ -242,6 +242,13 @@ int sbx__cgroup_create(const char *name, const struct sbx__isolation_limits *lim
 int sbx__cgroup_attach(const struct sbx__cgroup *cg, pid_t pid, struct sbx_error *err);
 int sbx__cgroup_read_events(const struct sbx__cgroup *cg, struct sbx__cgroup_events *out,
                             struct sbx_error *err);
+/* Remove the empty cgroups whose names start with prefix (e.g. "sbx-") under the caller's own
+ * cgroups, created at least min_age_s seconds ago: what a supervisor killed with SIGKILL left
+ * behind. A cgroup with processes is never removed (the kernel refuses), and the age keeps a
+ * sandbox being created right now (directory made, process not yet attached) safe. *removed
+ * (may be NULL) gets the count. */
+int sbx__cgroup_remove_stale(const char *prefix, unsigned min_age_s, unsigned *removed,
+                             struct sbx_error *err);
 /* Owner: kill what is left in the cgroups and remove them. Every process: close the fds and
  * free the memory; cg is left empty (as after sbx__cgroup_init). Errors are logged. */
 void sbx__cgroup_destroy(struct sbx__cgroup *cg);
