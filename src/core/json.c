@@ -1,8 +1,7 @@
-/* Stand-in for the core JSON helpers until the core module lands on main: the subset of
- * include/sbx/json.h the model and agent layers use, with the documented limits. */
 #include <string.h>
 
 #include "sbx/json.h"
+#include "sbx/path.h"
 
 int sbx_json_scan_depth(const char *data, size_t len, int limit)
 {
@@ -18,13 +17,13 @@ int sbx_json_scan_depth(const char *data, size_t len, int limit)
         }
         if (c == '"') {
             in_str = 1;
-        } else if (c == '[' || c == '{') {
+        } else if (c == '{' || c == '[') {
             if (++depth > max) {
                 max = depth;
                 if (max > limit)
                     return limit + 1;
             }
-        } else if (c == ']' || c == '}') {
+        } else if ((c == '}' || c == ']') && depth > 0) {
             depth--;
         }
     }
@@ -38,40 +37,63 @@ int sbx_json_parse(const char *data, size_t len, const struct sbx_json_limits *l
     int max_depth = lim && lim->max_depth ? lim->max_depth : SBX_JSON_DEFAULT_MAX_DEPTH;
     if (len > max_bytes)
         return sbx_error_set(err, SBX_E_TOOBIG, 0,
-                             "json text of %zu bytes exceeds the limit of %zu", len, max_bytes);
+                             "json document of %zu bytes exceeds the limit of %zu bytes", len,
+                             max_bytes);
     if (sbx_json_scan_depth(data, len, max_depth) > max_depth)
         return sbx_error_set(err, SBX_E_TOOBIG, 0, "json nesting exceeds the depth limit of %d",
                              max_depth);
-    json_error_t je;
-    json_t *v = json_loadb(data, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &je);
-    if (!v)
-        return sbx_error_set(err, SBX_E_PARSE, 0, "invalid json at line %d column %d: %s", je.line,
-                             je.column, je.text);
+    json_error_t jerr;
+    json_t *v = json_loadb(data, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+    if (!v) {
+        if (json_error_code(&jerr) == json_error_duplicate_key)
+            return sbx_error_set(err, SBX_E_INVAL, 0, "json line %d column %d: %s", jerr.line,
+                                 jerr.column, jerr.text);
+        return sbx_error_set(err, SBX_E_PARSE, 0, "json line %d column %d: %s", jerr.line,
+                             jerr.column, jerr.text);
+    }
     *out = v;
+    return 0;
+}
+
+static int dump_cb(const char *buffer, size_t size, void *data)
+{
+    void **ctx = data;
+    return sbx_buf_add(ctx[0], buffer, size, ctx[1]) == 0 ? 0 : -1;
+}
+
+static size_t dump_flags(int flags)
+{
+    size_t f = JSON_ENCODE_ANY | JSON_REAL_PRECISION(17);
+    if (flags & SBX_JSON_PRETTY)
+        f |= JSON_INDENT(2);
+    else
+        f |= JSON_COMPACT;
+    if (flags & SBX_JSON_SORTED)
+        f |= JSON_SORT_KEYS;
+    return f;
+}
+
+int sbx_json_dump(const json_t *v, int flags, struct sbx_buf *out, struct sbx_error *err)
+{
+    struct sbx_error local = SBX_ERROR_INIT;
+    void *ctx[2] = {out, &local};
+    size_t before = out->len;
+    if (json_dump_callback(v, dump_cb, ctx, dump_flags(flags)) != 0) {
+        sbx_buf_setlen(out, before);
+        if (local.code != SBX_OK)
+            return sbx_error_copy(err, &local);
+        return sbx_error_set(err, SBX_E_INVAL, 0, "cannot serialise json value");
+    }
     return 0;
 }
 
 char *sbx_json_dumps(const json_t *v, int flags)
 {
-    size_t jf = JSON_ENCODE_ANY;
-    if (flags & SBX_JSON_PRETTY)
-        jf |= JSON_INDENT(2);
-    else
-        jf |= JSON_COMPACT;
-    if (flags & SBX_JSON_SORTED)
-        jf |= JSON_SORT_KEYS;
-    char *s = json_dumps(v, jf);
-    if (!s)
-        SBX_BUG("json_dumps failed");
-    return s;
-}
-
-int sbx_json_dump(const json_t *v, int flags, struct sbx_buf *out, struct sbx_error *err)
-{
-    char *s = sbx_json_dumps(v, flags);
-    int rc = sbx_buf_adds(out, s, err);
-    free(s);
-    return rc;
+    struct sbx_buf b;
+    sbx_buf_init(&b, SBX_BUF_NOLIMIT);
+    if (sbx_json_dump(v, flags, &b, NULL) != 0)
+        SBX_BUG("cannot serialise json value");
+    return sbx_buf_detach(&b, NULL);
 }
 
 const char *sbx_json_typename(const json_t *v)
@@ -96,19 +118,24 @@ const char *sbx_json_typename(const json_t *v)
     return "unknown";
 }
 
-static int get_field(const json_t *obj, const char *key, int required, json_t **v,
-                     struct sbx_error *err)
+/* Look up key; 1 when present (and not null), 0 when absent or null and optional, <0 error. */
+static int lookup(const json_t *obj, const char *key, int required, json_t **v,
+                  struct sbx_error *err)
 {
+    if (!json_is_object(obj))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "expected an object, not %s",
+                             obj ? sbx_json_typename(obj) : "nothing");
     *v = json_object_get(obj, key);
-    if (!*v && required)
+    if (*v && !json_is_null(*v))
+        return 1;
+    if (required)
         return sbx_error_set(err, SBX_E_INVAL, 0, "missing required field '%s'", key);
     return 0;
 }
 
 static int wrong_type(const char *key, const char *want, const json_t *v, struct sbx_error *err)
 {
-    return sbx_error_set(err, SBX_E_INVAL, 0, "field '%s' must be %s, not %s %s", key, want,
-                         json_is_integer(v) || json_is_array(v) || json_is_object(v) ? "an" : "a",
+    return sbx_error_set(err, SBX_E_INVAL, 0, "field '%s' must be %s, not %s", key, want,
                          sbx_json_typename(v));
 }
 
@@ -116,8 +143,8 @@ int sbx_json_get_string(const json_t *obj, const char *key, int required, const 
                         struct sbx_error *err)
 {
     json_t *v;
-    int rc = get_field(obj, key, required, &v, err);
-    if (rc < 0 || !v)
+    int rc = lookup(obj, key, required, &v, err);
+    if (rc <= 0)
         return rc;
     if (!json_is_string(v))
         return wrong_type(key, "a string", v, err);
@@ -129,12 +156,12 @@ int sbx_json_get_int(const json_t *obj, const char *key, int required, int64_t *
                      struct sbx_error *err)
 {
     json_t *v;
-    int rc = get_field(obj, key, required, &v, err);
-    if (rc < 0 || !v)
+    int rc = lookup(obj, key, required, &v, err);
+    if (rc <= 0)
         return rc;
     if (!json_is_integer(v))
         return wrong_type(key, "an integer", v, err);
-    *out = json_integer_value(v);
+    *out = (int64_t)json_integer_value(v);
     return 0;
 }
 
@@ -142,8 +169,8 @@ int sbx_json_get_number(const json_t *obj, const char *key, int required, double
                         struct sbx_error *err)
 {
     json_t *v;
-    int rc = get_field(obj, key, required, &v, err);
-    if (rc < 0 || !v)
+    int rc = lookup(obj, key, required, &v, err);
+    if (rc <= 0)
         return rc;
     if (!json_is_number(v))
         return wrong_type(key, "a number", v, err);
@@ -155,8 +182,8 @@ int sbx_json_get_bool(const json_t *obj, const char *key, int required, int *out
                       struct sbx_error *err)
 {
     json_t *v;
-    int rc = get_field(obj, key, required, &v, err);
-    if (rc < 0 || !v)
+    int rc = lookup(obj, key, required, &v, err);
+    if (rc <= 0)
         return rc;
     if (!json_is_boolean(v))
         return wrong_type(key, "a boolean", v, err);
@@ -168,8 +195,8 @@ int sbx_json_get_object(const json_t *obj, const char *key, int required, json_t
                         struct sbx_error *err)
 {
     json_t *v;
-    int rc = get_field(obj, key, required, &v, err);
-    if (rc < 0 || !v)
+    int rc = lookup(obj, key, required, &v, err);
+    if (rc <= 0)
         return rc;
     if (!json_is_object(v))
         return wrong_type(key, "an object", v, err);
@@ -181,8 +208,8 @@ int sbx_json_get_array(const json_t *obj, const char *key, int required, json_t 
                        struct sbx_error *err)
 {
     json_t *v;
-    int rc = get_field(obj, key, required, &v, err);
-    if (rc < 0 || !v)
+    int rc = lookup(obj, key, required, &v, err);
+    if (rc <= 0)
         return rc;
     if (!json_is_array(v))
         return wrong_type(key, "an array", v, err);
@@ -192,15 +219,15 @@ int sbx_json_get_array(const json_t *obj, const char *key, int required, json_t 
 
 int sbx_json_check_keys(const json_t *obj, const char *const *allowed, struct sbx_error *err)
 {
-    const char *k;
+    const char *key;
     json_t *v;
-    json_object_foreach((json_t *)obj, k, v)
+    json_object_foreach((json_t *)obj, key, v)
     {
-        size_t i = 0;
-        while (allowed[i] && strcmp(allowed[i], k) != 0)
-            i++;
-        if (!allowed[i])
-            return sbx_error_set(err, SBX_E_INVAL, 0, "unknown field '%s'", k);
+        const char *const *a = allowed;
+        while (*a && strcmp(*a, key) != 0)
+            a++;
+        if (!*a)
+            return sbx_error_set(err, SBX_E_INVAL, 0, "unknown field '%s'", key);
     }
     return 0;
 }
@@ -208,46 +235,50 @@ int sbx_json_check_keys(const json_t *obj, const char *const *allowed, struct sb
 void sbx_json_set(json_t *obj, const char *key, json_t *take_value)
 {
     if (!take_value || json_object_set_new(obj, key, take_value) != 0)
-        SBX_BUG("json_object_set_new('%s') failed", key);
+        SBX_BUG("cannot set json field '%s'", key);
 }
 
 void sbx_json_append(json_t *arr, json_t *take_value)
 {
     if (!take_value || json_array_append_new(arr, take_value) != 0)
-        SBX_BUG("json_array_append_new failed");
+        SBX_BUG("cannot append to json array");
+}
+
+json_t *sbx_json_strn(const char *s, size_t n)
+{
+    json_t *v;
+    if (sbx_utf8_valid(s, n) && !memchr(s, '\0', n)) {
+        v = json_stringn_nocheck(s, n);
+    } else {
+        /* Replace each byte of an invalid sequence (and NUL) with U+FFFD. */
+        struct sbx_buf b;
+        sbx_buf_init(&b, SBX_BUF_NOLIMIT);
+        size_t i = 0;
+        while (i < n) {
+            size_t j = i + 1;
+            unsigned char c = (unsigned char)s[i];
+            if (c >= 0xc0)
+                while (j < n && j < i + 4 && ((unsigned char)s[j] & 0xc0) == 0x80)
+                    j++;
+            if (c != 0 && sbx_utf8_valid(s + i, j - i)) {
+                if (sbx_buf_add(&b, s + i, j - i, NULL) != 0)
+                    SBX_BUG("unbounded buffer refused data");
+                i = j;
+            } else {
+                if (sbx_buf_add(&b, "\xef\xbf\xbd", 3, NULL) != 0)
+                    SBX_BUG("unbounded buffer refused data");
+                i++;
+            }
+        }
+        v = json_stringn_nocheck(b.data, b.len);
+        sbx_buf_release(&b);
+    }
+    if (!v)
+        SBX_BUG("out of memory creating a json string");
+    return v;
 }
 
 json_t *sbx_json_str(const char *s)
 {
     return sbx_json_strn(s, strlen(s));
-}
-
-json_t *sbx_json_strn(const char *s, size_t n)
-{
-    json_t *v = json_stringn(s, n);
-    if (v)
-        return v;
-    /* Invalid UTF-8: replace offending bytes with U+FFFD. */
-    char *fixed = sbx_xmalloc(n * 3 + 1);
-    size_t o = 0;
-    for (size_t i = 0; i < n;) {
-        unsigned char c = (unsigned char)s[i];
-        size_t l = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-        json_t *probe = l && i + l <= n ? json_stringn(s + i, l) : NULL;
-        if (probe && c != 0) {
-            memcpy(fixed + o, s + i, l);
-            o += l;
-            i += l;
-        } else {
-            memcpy(fixed + o, "\xef\xbf\xbd", 3);
-            o += 3;
-            i++;
-        }
-        json_decref(probe);
-    }
-    v = json_stringn(fixed, o);
-    free(fixed);
-    if (!v)
-        SBX_BUG("json_stringn failed after repair");
-    return v;
 }
