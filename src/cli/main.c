@@ -17,6 +17,7 @@ static int cmd_help(int argc, char **argv);
 
 static const struct verb verbs[] = {
         {"help", cmd_help, "show this help"},
+        {"run", cmd_run, "run an agent against a model"},
         {"version", cmd_version, "print the version"},
 };
 

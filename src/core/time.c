@@ -1,5 +1,8 @@
 /* Stand-in for the core clock helpers until the core module lands on main. */
 #include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -36,4 +39,28 @@ void sbx_time_rfc3339(int64_t real_ns, char out[SBX_TIME_RFC3339_LEN])
     size_t n = strftime(out, SBX_TIME_RFC3339_LEN, "%Y-%m-%dT%H:%M:%S", &tm);
     snprintf(out + n, SBX_TIME_RFC3339_LEN - n, ".%03dZ",
              (int)((real_ns % SBX_NS_PER_S) / SBX_NS_PER_MS));
+}
+
+int sbx_duration_parse_ms(const char *s, int64_t *out_ms)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || v < 0 || !isfinite(v))
+        return -1;
+    double mult;
+    if (strcmp(end, "ms") == 0)
+        mult = 1;
+    else if (strcmp(end, "s") == 0 || *end == '\0')
+        mult = 1000;
+    else if (strcmp(end, "m") == 0)
+        mult = 60000;
+    else if (strcmp(end, "h") == 0)
+        mult = 3600000;
+    else
+        return -1;
+    if (v * mult > 9e15)
+        return -1;
+    *out_ms = (int64_t)(v * mult);
+    return 0;
 }
