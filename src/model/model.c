@@ -3,10 +3,11 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "model/model-internal.h"
+#include "sbx/fs.h"
+#include "sbx/hash.h"
 #include "sbx/json.h"
 #include "sbx/log.h"
 #include "sbx/time.h"
@@ -21,45 +22,12 @@ static char *trim_url(const char *url)
     return sbx_xstrndup(url, n);
 }
 
-static int read_file(const char *path, size_t max, struct sbx_buf *out, struct sbx_error *err)
-{
-    int rc = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return sbx_error_errno(err, errno, "cannot open '%s'", path);
-    for (;;) {
-        size_t want = 65536;
-        if (out->len >= max) {
-            rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "'%s' exceeds the limit of %zu bytes", path,
-                               max);
-            break;
-        }
-        if (want > max - out->len)
-            want = max - out->len;
-        rc = sbx_buf_reserve(out, want, err);
-        if (rc < 0)
-            break;
-        ssize_t n = read(fd, out->data + out->len, want);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            rc = sbx_error_errno(err, errno, "cannot read '%s'", path);
-            break;
-        }
-        if (n == 0)
-            break;
-        sbx_buf_setlen(out, out->len + (size_t)n);
-    }
-    close(fd);
-    return rc;
-}
-
 static int load_replay(struct sbx_model *m, const char *path, struct sbx_error *err)
 {
     struct sbx_buf buf;
     int rc = 0;
     sbx_buf_init(&buf, REPLAY_FILE_MAX);
-    rc = read_file(path, REPLAY_FILE_MAX, &buf, err);
+    rc = sbx_fs_read_path(path, REPLAY_FILE_MAX, &buf, err);
     if (rc < 0) {
         sbx_error_prefix(err, "replay file '%s'", path);
         goto out;
@@ -315,7 +283,7 @@ static int64_t backoff_ms(const struct sbx_model *m, int attempt, int64_t retry_
         d = m->retry_max_ms;
     /* Jitter in [d/2, d] keeps clients that failed together from retrying together. */
     uint32_t r = 0;
-    if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r))
+    if (sbx_random_bytes(&r, sizeof(r), NULL) < 0)
         r = (uint32_t)sbx_time_mono_ns();
     return d / 2 + (int64_t)((double)(d - d / 2) * (r / 4294967296.0));
 }
