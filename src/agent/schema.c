@@ -153,11 +153,11 @@ static int with_path(struct vctx *c, const char *key, size_t idx, const json_t *
 
 static const json_t *resolve_ref(struct vctx *c, const char *ref)
 {
-    static const char *const prefixes[] = {"#/$defs/", "#/definitions/"};
+    static const char *const maps[] = {"$defs", "definitions"};
     for (size_t i = 0; i < 2; i++) {
-        size_t n = strlen(prefixes[i]);
-        if (strncmp(ref, prefixes[i], n) == 0)
-            return json_object_get(json_object_get(c->root, prefixes[i] + 2), ref + n);
+        size_t n = strlen(maps[i]);
+        if (strncmp(ref, "#/", 2) == 0 && strncmp(ref + 2, maps[i], n) == 0 && ref[2 + n] == '/')
+            return json_object_get(json_object_get(c->root, maps[i]), ref + 3 + n);
     }
     if (strcmp(ref, "#") == 0)
         return c->root;
