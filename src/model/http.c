@@ -154,6 +154,8 @@ int sbx__http_post(const struct sbx__http_req *req, struct sbx__http_resp *resp,
     hdrs = curl_slist_append(hdrs, req->stream ? "Accept: text/event-stream"
                                                : "Accept: application/json");
     hdrs = curl_slist_append(hdrs, "User-Agent: sbx/" SBX_VERSION);
+    /* No "Expect: 100-continue" round trip before large bodies. */
+    hdrs = curl_slist_append(hdrs, "Expect:");
     if (req->bearer && req->bearer[0]) {
         auth = sbx_xasprintf("Authorization: Bearer %s", req->bearer);
         hdrs = curl_slist_append(hdrs, auth);
