@@ -28,11 +28,13 @@ static void usage(FILE *f)
 {
     fputs("usage: sbx run [-a AGENT_FILE] [-m MODEL] [--base-url URL] [--api responses|chat]\n"
           "               [--max-turns N] [--json] [--record FILE] [--no-stream]\n"
-          "               [--timeout DURATION] [--retries N] [PROMPT | -]\n"
+          "               [--timeout DURATION] [--retries N] [--use-previous-response-id]\n"
+          "               [PROMPT | -]\n"
           "\n"
           "Runs an agent on PROMPT (or standard input with '-') and prints the final output.\n"
           "Progress goes to stderr; --json writes one event per line to stdout instead.\n"
           "MODEL 'replay:FILE' answers from a recording made with --record.\n"
+          "--use-previous-response-id sends only new items and lets the server keep the rest.\n"
           "Environment: OPENAI_BASE_URL, OPENAI_API_KEY, SBX_MODEL (default model name).\n"
           "Exit status: 0 done, 1 error, 2 usage, 3 max turns exceeded.\n",
           f);
@@ -164,7 +166,8 @@ int cmd_run(int argc, char **argv)
         OPT_RECORD,
         OPT_NOSTREAM,
         OPT_TIMEOUT,
-        OPT_RETRIES
+        OPT_RETRIES,
+        OPT_PREVID,
     };
     static const struct option longopts[] = {
             {"agent", required_argument, NULL, 'a'},
@@ -177,6 +180,7 @@ int cmd_run(int argc, char **argv)
             {"no-stream", no_argument, NULL, OPT_NOSTREAM},
             {"timeout", required_argument, NULL, OPT_TIMEOUT},
             {"retries", required_argument, NULL, OPT_RETRIES},
+            {"use-previous-response-id", no_argument, NULL, OPT_PREVID},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0},
     };
@@ -238,6 +242,9 @@ int cmd_run(int argc, char **argv)
             mopt.retries = n == 0 ? -1 : n;
             break;
         }
+        case OPT_PREVID:
+            ropt.use_previous_response_id = 1;
+            break;
         case 'h':
             usage(stdout);
             return CLI_OK;

@@ -222,6 +222,28 @@ run "$SBX" run -m "replay:$T/short.jsonl" -a "$T/math.json" "two things"
 expect_rc 1 "exhausted replay fails"
 expect_in "$T/err" "has no response for model call 2 (it holds 1)" "exhausted replay explained"
 
+# --- previous_response_id: only new items go to the server ---
+start_fake "$T/s1.json"
+run "$SBX" run --use-previous-response-id --base-url "$FAKE_URL" -a "$T/math.json" "what is 2+3?"
+expect_rc 0 "run with previous_response_id succeeds"
+expect_eq "$(fake_query '"previous_response_id" in reqs[0]["body"]')" "False" "first call has no previous_response_id"
+expect_eq "$(fake_query 'reqs[1]["body"]["previous_response_id"]')" "r1" "second call names the first response"
+expect_eq "$(fake_query '[i["type"] for i in reqs[1]["body"]["input"]]')" "['function_call_output']" "second call sends only the new items"
+
+# --- SIGINT stops the run and says where ---
+echo '{"turns": [{"delay_ms": 3000, "response": {"id": "late", "output": []}}]}' >"$T/s16.json"
+start_fake "$T/s16.json"
+"$SBX" run --base-url "$FAKE_URL" "hi" >"$T/out" 2>"$T/err" &
+pid=$!
+i=0
+while [ "$(fake_query 'len(reqs)' 2>/dev/null)" != 1 ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+kill -INT $pid
+wait $pid
+rc=$?
+expect_rc 1 "SIGINT ends the run with an error status"
+expect_in "$T/err" "cancelled" "SIGINT reported as a cancellation"
+expect_in "$T/err" "agent 'assistant' turn 1" "cancellation names the agent and turn"
+
 # --- usage errors ---
 run "$SBX" run --api grpc "x"
 expect_rc 2 "bad --api is a usage error"
