@@ -13,8 +13,9 @@
  * Credentials: the API key is sent in the Authorization header and nowhere else. It never
  * appears in an error message, a log line or a recorded file.
  *
- * Blocking: sbx_model_respond() blocks for the whole call, retries included. A struct
- * sbx_model must not be used by two threads at once; create one per thread. */
+ * Blocking: sbx_model_respond() blocks for the whole call, retries included. Several threads
+ * may call one struct sbx_model at once (nested agent runs do); replay answers are then handed
+ * out in the order the calls arrive. */
 #ifndef SBX_MODEL_H
 #define SBX_MODEL_H
 

@@ -2,6 +2,7 @@
 #ifndef SBX_MODEL_INTERNAL_H
 #define SBX_MODEL_INTERNAL_H
 
+#include <pthread.h>
 #include <stdio.h>
 
 #include "model/http.h"
@@ -24,6 +25,7 @@ struct sbx_model {
     int64_t retry_base_ms, retry_max_ms;
     size_t max_response_bytes, max_event_bytes;
     const volatile sig_atomic_t *cancel;
+    pthread_mutex_t lock; /* guards record and replay_next: nested runs share a model */
     FILE *record;
     /* replay */
     char *replay_path;

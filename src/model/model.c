@@ -76,6 +76,7 @@ int sbx_model_new(const char *name, const struct sbx_model_options *opt, struct 
         return sbx_error_set(err, SBX_E_INVAL, 0, "model name must not be empty");
     m = sbx_xcalloc(1, sizeof(*m));
     m->name = sbx_xstrdup(name);
+    pthread_mutex_init(&m->lock, NULL);
     m->no_stream = opt->no_stream;
     m->timeout_ms = opt->timeout_ms > 0 ? opt->timeout_ms : 600000;
     m->connect_timeout_ms = opt->connect_timeout_ms > 0 ? opt->connect_timeout_ms : 30000;
@@ -147,6 +148,7 @@ void sbx_model_free(struct sbx_model *m)
     free(m->base_url);
     free(m->replay_path);
     json_decref(m->replay);
+    pthread_mutex_destroy(&m->lock);
     free(m);
 }
 
