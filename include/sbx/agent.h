@@ -107,6 +107,7 @@ SBX_API const json_t *sbx_tool_definition(const struct sbx_tool *t);
  *   current_time  {}                       the current UTC time, RFC 3339
  *   add           {"a": number, "b": number}  the sum
  *   calculator    {"expression": string}   + - * / % and parentheses over decimal numbers
+ *   word_count    custom (freeform) tool: words, lines and characters of the text sent
  * *out: caller owns a reference. Unknown name: SBX_E_NOTFOUND naming the known ones. */
 SBX_API int sbx_tool_builtin(const char *name, struct sbx_tool **out, struct sbx_error *err);
 

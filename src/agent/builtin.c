@@ -146,6 +146,28 @@ static int calculator_fn(const json_t *args, const struct sbx_tool_call *call,
     return put_number(&out->text, v, err);
 }
 
+/* A freeform (custom) tool: the model sends plain text, not JSON. */
+static int word_count_fn(const json_t *args, const struct sbx_tool_call *call,
+                         struct sbx_tool_output *out, struct sbx_error *err)
+{
+    const char *s = json_string_value(args);
+    size_t words = 0, lines = 0, chars = 0;
+    int in_word = 0;
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if ((c & 0xC0) != 0x80)
+            chars++;
+        if (c == '\n')
+            lines++;
+        int space = c == ' ' || c == '\t' || c == '\n' || c == '\r';
+        if (!space && !in_word)
+            words++;
+        in_word = !space;
+    }
+    return sbx_buf_addf(&out->text, err, "%zu words, %zu lines, %zu characters", words, lines,
+                        chars);
+}
+
 int sbx_tool_builtin(const char *name, struct sbx_tool **out, struct sbx_error *err)
 {
     json_t *params = NULL;
@@ -165,9 +187,18 @@ int sbx_tool_builtin(const char *name, struct sbx_tool **out, struct sbx_error *
                            "type", "string", "description",
                            "The expression, for example \"(2 + 3) * 4\".");
         spec.fn = calculator_fn;
+    } else if (strcmp(name, "word_count") == 0) {
+        struct sbx_custom_tool cspec = {
+                .name = name,
+                .description = "Counts the words, lines and characters of the text you send "
+                               "(send the text itself, not JSON).",
+                .fn = word_count_fn,
+        };
+        return sbx_tool_new_custom(&cspec, out, err);
     } else {
         return sbx_error_set(err, SBX_E_NOTFOUND, 0,
-                             "unknown built-in tool '%s' (known: current_time, add, calculator)",
+                             "unknown built-in tool '%s' (known: current_time, add, calculator, "
+                             "word_count)",
                              name);
     }
     spec.parameters = params;

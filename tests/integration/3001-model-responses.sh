@@ -244,6 +244,17 @@ expect_rc 1 "SIGINT ends the run with an error status"
 expect_in "$T/err" "cancelled" "SIGINT reported as a cancellation"
 expect_in "$T/err" "agent 'assistant' turn 1" "cancellation names the agent and turn"
 
+# --- a custom (freeform) tool over the Responses API ---
+echo '{"name": "counter", "tools": ["word_count"]}' >"$T/count.json"
+cat >"$T/s17.json" <<EOF
+{"turns": [$(resp r1 '{"type":"custom_tool_call","id":"ctc_1","call_id":"k1","name":"word_count","input":"a b\nc"}'), $(resp r2 "$(msg '"3 words"')")]}
+EOF
+start_fake "$T/s17.json"
+run "$SBX" run --base-url "$FAKE_URL" -a "$T/count.json" "count"
+expect_rc 0 "custom tool run succeeds"
+expect_eq "$(fake_query 'reqs[0]["body"]["tools"][0]["type"]')" "custom" "custom tool offered as type custom"
+expect_eq "$(fake_query '[(i["type"], i["output"]) for i in reqs[1]["body"]["input"] if i.get("call_id")=="k1" and "output" in i]')" "[('custom_tool_call_output', '3 words, 1 lines, 5 characters')]" "custom tool output sent back"
+
 # --- usage errors ---
 run "$SBX" run --api grpc "x"
 expect_rc 2 "bad --api is a usage error"

@@ -94,6 +94,18 @@ run "$SBX" run --api chat --retries 1 --base-url "$FAKE_URL" "hi"
 expect_rc 1 "chat: retries exhausted"
 expect_in "$T/err" "after 2 attempts: model API answered 502: bad gateway" "chat: last error carries the server message"
 
+# --- a custom (freeform) tool is offered as a function taking {"input": string} ---
+echo '{"name": "counter", "tools": ["word_count"]}' >"$T/count.json"
+cat >"$T/s8.json" <<EOF
+{"turns": [$(chat c1 null "$(tc k1 word_count '"{\"input\":\"one two three\"}"')"), $(chat c2 '"three words"')]}
+EOF
+start_fake "$T/s8.json"
+run "$SBX" run --api chat --base-url "$FAKE_URL" -a "$T/count.json" "count"
+expect_rc 0 "chat: custom tool run succeeds"
+expect_eq "$(fake_query 'reqs[0]["body"]["tools"][0]["function"]["parameters"]["required"]')" "['input']" "chat: custom tool offered with one string input"
+expect_eq "$(fake_query '[m["content"] for m in reqs[1]["body"]["messages"] if m["role"]=="tool"]')" "['3 words, 0 lines, 13 characters']" "chat: custom tool got the raw input"
+expect_eq "$(fake_query '[m for m in reqs[1]["body"]["messages"] if m.get("tool_calls")][0]["tool_calls"][0]["function"]["arguments"]')" '{"input":"one two three"}' "chat: custom call sent back as function arguments"
+
 # --- record a chat run, replay it: same events ---
 start_fake "$T/s2.json"
 run "$SBX" run --api chat --json --record "$T/rec.jsonl" --base-url "$FAKE_URL" -a "$T/math.json" "two things"

@@ -342,7 +342,7 @@ static void test_tool_and_agent_errors(void)
     CHECK_ERR(sbx_tool_new_item(&ispec, &t, &err), SBX_E_INVAL, &err, "cannot claim item type");
     json_decref(def);
     CHECK_ERR(sbx_tool_builtin("nope", &t, &err), SBX_E_NOTFOUND, &err,
-              "known: current_time, add, calculator");
+              "known: current_time, add, calculator, word_count");
     struct sbx_agent *a = NULL;
     CHECK_ERR(sbx_agent_new("", &a, &err), SBX_E_INVAL, &err, "agent name");
     CHECK_ERR(sbx_agent_new("a\nb", &a, &err), SBX_E_INVAL, &err, "control characters");
