@@ -305,8 +305,9 @@ static void run_jobs(struct run *r, struct job *jobs, size_t n)
     for (size_t i = 0; i < n; i++)
         if (jobs[i].tool)
             todo[nt++] = &jobs[i];
-    if (nt == 1) {
-        run_job(todo[0]);
+    if (nt <= 1) {
+        if (nt == 1)
+            run_job(todo[0]);
         free(todo);
         return;
     }

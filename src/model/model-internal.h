@@ -52,6 +52,9 @@ int sbx__model_call(struct sbx_model *m, const char *path, const json_t *body, i
                     const struct sbx__attempt_ops *ops, void *ud, json_t **out,
                     struct sbx_error *err);
 
+/* Mask every occurrence of the API key in err's message (a server may echo it back). */
+void sbx__model_scrub(const struct sbx_model *m, struct sbx_error *err);
+
 /* Parse one JSON value with the model's limits; errors name what was parsed. */
 int sbx__model_parse(struct sbx_model *m, const char *what, const char *data, size_t n,
                      json_t **out, struct sbx_error *err);

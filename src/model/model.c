@@ -164,7 +164,7 @@ const char *sbx_model_provider(const struct sbx_model *m)
 
 /* Replace every occurrence of the key in the message: a server that echoes a request back
  * into its error must not make us print the credential. */
-static void scrub_key(const struct sbx_model *m, struct sbx_error *err)
+void sbx__model_scrub(const struct sbx_model *m, struct sbx_error *err)
 {
     if (!err || !m->api_key || strlen(m->api_key) < 4)
         return;
@@ -186,7 +186,7 @@ int sbx_model_respond(struct sbx_model *m, const struct sbx_model_request *req,
         return sbx_error_set(err, SBX_E_INVAL, 0, "model request input must be an array");
     int rc = m->vt->respond(m, req, cb, cb_data, &resp, err);
     if (rc < 0) {
-        scrub_key(m, err);
+        sbx__model_scrub(m, err);
         return rc;
     }
     if (!json_is_array(json_object_get(resp, "output")))
@@ -342,6 +342,7 @@ int sbx__model_call(struct sbx_model *m, const char *path, const json_t *body, i
         } else {
             retry = (rc == -SBX_E_HTTP || rc == -SBX_E_TIMEOUT) && ops->delivered(ud) == 0;
         }
+        sbx__model_scrub(m, err);
         if (!retry || attempt >= m->retries) {
             if (attempt > 0)
                 sbx_error_prefix(err, "after %d attempts", attempt + 1);

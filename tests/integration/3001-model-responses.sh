@@ -198,6 +198,14 @@ expect_rc 1 "401 fails"
 expect_not_in "$T/err" "SECRET" "key not in stderr even when the server echoes it"
 expect_not_in "$T/out" "SECRET" "key not in --json events"
 expect_in "$T/err" "Incorrect API key provided: ***" "echoed key is masked"
+cat >"$T/s15b.json" <<EOF
+{"turns": [{"status": 429, "headers": {"retry-after": "0"}, "body": {"error": {"message": "rate limit for key sk-test-SECRET-0123456789"}}}, $(resp r1 "$(msg '"fine"')")]}
+EOF
+start_fake "$T/s15b.json"
+run "$SBX" run --base-url "$FAKE_URL" "hi"
+expect_rc 0 "retry after a 429 that echoes the key"
+expect_not_in "$T/err" "SECRET" "key not in the retry log line"
+expect_in "$T/err" "rate limit for key ***" "echoed key masked in the retry log"
 
 # --- record a live run, replay it offline: identical events ---
 start_fake "$T/s2.json"
