@@ -356,6 +356,19 @@ static char *message_text(const json_t *item)
     return sbx_buf_detach(&b, NULL);
 }
 
+/* The refusal text of a message, if it holds one (borrowed). */
+static const char *refusal_of(const json_t *item)
+{
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(item, "content"), i, p)
+    {
+        if (streq(json_string_value(json_object_get(p, "type")), "refusal"))
+            return json_string_value(json_object_get(p, "refusal"));
+    }
+    return NULL;
+}
+
 static int structured_final(struct run *r, const char *text, json_t **out, struct sbx_error *err)
 {
     json_t *v = NULL;
@@ -400,6 +413,7 @@ static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *er
     struct job *jobs = NULL;
     size_t njobs = 0;
     char *last_text = NULL;
+    const char *refusal = NULL;
     int rc;
 
     r->turn++;
@@ -462,12 +476,21 @@ static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *er
         if (streq(type, "message")) {
             free(last_text);
             last_text = message_text(item);
+            refusal = refusal_of(item);
             struct sbx_event ev = {.type = SBX_EVENT_MESSAGE, .item = item, .text = last_text};
             emit(r, &ev);
             continue;
         }
         if (!type || streq(type, "reasoning") || !json_object_get(item, "call_id"))
             continue;
+        if (!find_tool(a, type, json_string_value(json_object_get(item, "name"))) &&
+            !streq(type, "function_call") && !streq(type, "custom_tool_call")) {
+            /* A call kind nobody here handles, e.g. a hosted tool the server ran itself. */
+            sbx_log(SBX_LOG_WARN,
+                    "agent '%s': no tool handles '%s' items; leaving it to the server", a->name,
+                    type);
+            continue;
+        }
         struct job *j = &jobs[njobs];
         j->run = r;
         j->agent = a;
@@ -479,11 +502,6 @@ static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *er
             j->handoff = find_handoff(a, j->name);
         if (!j->handoff)
             j->tool = find_tool(a, type, j->name);
-        if (!j->tool && !j->handoff && !streq(type, "function_call") &&
-            !streq(type, "custom_tool_call")) {
-            /* A call kind nobody claims, e.g. a hosted tool the server ran itself. */
-            continue;
-        }
         if (!j->name && j->tool)
             j->name = j->tool->name;
         njobs++;
@@ -565,6 +583,10 @@ static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *er
     if (njobs) {
         /* Only unknown tools were called: let the model read the errors. */
         rc = 0;
+        goto out;
+    }
+    if ((!last_text || !last_text[0]) && refusal) {
+        rc = sbx_error_set(err, SBX_E_API, 0, "the model refused: %s", refusal);
         goto out;
     }
     if (a->output_schema) {

@@ -326,6 +326,28 @@ static void test_structured_wrapped(void)
     sbx_agent_free(a);
 }
 
+static void test_refusal(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    static const char *const r[] = {
+            RESP("r1",
+                 "{\"type\":\"message\",\"role\":\"assistant\",\"content\":[{\"type\":"
+                 "\"refusal\",\"refusal\":\"I will not do that\"}]}",
+                 "1"),
+            NULL};
+    struct sbx_agent *a = NULL;
+    struct sbx_run_result *res = NULL;
+    CHECK_OK(sbx_agent_new("polite", &a, &err), &err);
+    struct sbx_model *m = replay(r);
+    struct sbx_run_options o = {.model = m};
+    json_t *input = sbx_json_str("do it");
+    CHECK_ERR(sbx_run(a, input, &o, &res, &err), SBX_E_API, &err,
+              "the model refused: I will not do that");
+    json_decref(input);
+    sbx_model_free(m);
+    sbx_agent_free(a);
+}
+
 static void test_tool_and_agent_errors(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -379,6 +401,7 @@ int main(void)
     TAP_RUN(test_parallel_and_kinds);
     TAP_RUN(test_fatal_cancel_maxturns);
     TAP_RUN(test_structured_wrapped);
+    TAP_RUN(test_refusal);
     TAP_RUN(test_tool_and_agent_errors);
     TAP_RUN(test_replay_model);
     char *cmd[] = {"rm", "-rf", dir, NULL};
