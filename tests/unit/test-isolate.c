@@ -661,7 +661,7 @@ static void test_seccomp_probes(void)
         CHECK_CONTAINS(out, want[i].line);
 }
 
-static void test_x32_killed(void)
+static void test_other_abis_killed(void)
 {
     struct sbx__isolation_spec s;
     struct sbx_error err = SBX_ERROR_INIT;
@@ -673,6 +673,11 @@ static void test_x32_killed(void)
     int status = 0;
     CHECK_OK(sbx__isolation_run(&s, NULL, argv, &status, NULL, &err), &err);
     CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS);
+    char *i386[] = {"/probe/test-isolate", "--probe-i386", NULL};
+    status = 0;
+    CHECK_OK(sbx__isolation_run(&s, NULL, i386, &status, NULL, &err), &err);
+    if (!CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGSYS))
+        printf("#   wait status %d\n", status);
 }
 
 static void test_memory_limit(void)
@@ -877,6 +882,12 @@ int main(int argc, char **argv)
         return run_probes();
     if (argc > 1 && strcmp(argv[1], "--probe-x32") == 0)
         return (int)syscall(0x40000000 | SYS_getpid) < 0 ? 2 : 3;
+    if (argc > 1 && strcmp(argv[1], "--probe-i386") == 0) {
+        /* The 32-bit entry point: getpid is number 20 there. */
+        long ret = 20;
+        __asm__ volatile("int $0x80" : "+a"(ret) : : "memory");
+        return ret > 0 ? 3 : 2;
+    }
 
     TAP_START();
     TAP_RUN(test_plan_default);
@@ -908,7 +919,7 @@ int main(int argc, char **argv)
     TAP_RUN(test_env_inside);
     TAP_RUN(test_host_secrets);
     TAP_RUN(test_seccomp_probes);
-    TAP_RUN(test_x32_killed);
+    TAP_RUN(test_other_abis_killed);
     TAP_RUN(test_memory_limit);
     TAP_RUN(test_remove_stale_cgroups);
     TAP_RUN(test_setup_errors);
