@@ -69,7 +69,7 @@ struct sbx__isolation {
     struct sbx_strv env;                 /* manifest environment */
     struct sbx__isolation_limits limits; /* as given */
     char *cgroup_name;
-    struct sbx__bpf bpf_main, bpf_ioctl;
+    struct sbx__bpf bpf_main, bpf_ioctl, bpf_init;
     struct rlimit rl_fsize, rl_nofile;
     int cap_last;
     uid_t host_uid;
@@ -194,7 +194,8 @@ int sbx__isolation_new(const struct sbx__isolation_spec *spec, struct sbx__isola
         sbx_strv_setenv(&iso->env, name, eq + 1);
         free(name);
     }
-    if ((rc = sbx__seccomp_build(&iso->bpf_main, &iso->bpf_ioctl, err)) < 0)
+    if ((rc = sbx__seccomp_build(&iso->bpf_main, &iso->bpf_ioctl, err)) < 0 ||
+        (rc = sbx__seccomp_build_init(&iso->bpf_init, err)) < 0)
         goto fail;
     iso->rl_fsize = capped(RLIMIT_FSIZE, spec->limits.fsize_bytes, 16 * 1024 * MiB);
     iso->rl_nofile = capped(RLIMIT_NOFILE, spec->limits.nofile, 4096);
@@ -222,6 +223,7 @@ void sbx__isolation_free(struct sbx__isolation *iso)
     sbx_strv_release(&iso->env);
     sbx__bpf_release(&iso->bpf_main);
     sbx__bpf_release(&iso->bpf_ioctl);
+    sbx__bpf_release(&iso->bpf_init);
     sbx__cgroup_destroy(&iso->cg);
     if (iso->ws_tree >= 0)
         close(iso->ws_tree);
@@ -938,6 +940,12 @@ static int middle_main(struct sbx__isolation *iso, pid_t outer, int go_fd, int u
             goto fail;
         }
         close_fd(&iso->ws_tree);
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
+            sbx_error_errno(&e, errno, "cannot set no_new_privs on the sandbox init");
+            goto fail;
+        }
+        if (sbx__seccomp_load(&iso->bpf_init, &e) < 0)
+            goto fail;
         scrub_environ();
         /* Code SBX_OK: the setup is complete. If nobody reads it, the outer process gave up on
          * this sandbox (perhaps before PR_SET_PDEATHSIG took effect): do not serve. */

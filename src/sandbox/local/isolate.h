@@ -8,7 +8,9 @@
  *      enter forks. The child becomes PID 1 of new user, mount, pid, ipc, uts, cgroup (and, in
  *      network mode none, net) namespaces, sits in a root built from nothing and returns with
  *      role SBX__ISOLATION_INNER: it serves the control socket and forks commands (its
- *      environment is wiped: nothing of the harness's variables stays in PID 1). The parent
+ *      environment is wiped: nothing of the harness's variables stays in PID 1; it holds
+ *      no_new_privs and a seccomp filter that refuses mounts, new namespaces, ptrace and the
+ *      kernel's shared state, although it keeps its capabilities in the namespace). The parent
  *      returns with role SBX__ISOLATION_OUTER: it stays in the host namespaces (the place for the
  *      allow-list proxy and the port forwarders) and calls sbx__isolation_outer_wait(), which
  *      kills the inner process when the outer one is told to stop and removes the cgroups once
@@ -193,6 +195,9 @@ struct sbx__bpf {
  * ENOSYS, EPERM for the dangerous calls, socket families), ioctl is a default-allow filter that
  * refuses TIOCSTI/TIOCLINUX with any high bits. SBX_E_SYS with libseccomp's error. */
 int sbx__seccomp_build(struct sbx__bpf *allow, struct sbx__bpf *ioctl, struct sbx_error *err);
+/* Compile the filter of the sandbox's PID 1: default-allow, refusing the mount API, new
+ * namespaces, ptrace, keyrings, bpf, perf, modules and the other host-wide calls. */
+int sbx__seccomp_build_init(struct sbx__bpf *out, struct sbx_error *err);
 void sbx__bpf_release(struct sbx__bpf *bpf);
 /* Install a compiled filter in the calling thread (no_new_privs must be set). Allocates
  * nothing: safe after fork. */

@@ -246,6 +246,35 @@ static int add_ioctl_rules(scmp_filter_ctx ctx, struct sbx_error *err)
     return 0;
 }
 
+/* What the sandbox's PID 1 (the supervisor) gives up once the root is built: it keeps its
+ * capabilities inside the user namespace, so without this filter a compromised supervisor could
+ * still mount, unshare or reach the kernel's shared state. */
+static const char *const init_refused[] = {
+        "open_tree", "move_mount",    "fsopen",         "fsconfig",       "fsmount",
+        "fspick",    "mount_setattr", "io_uring_setup", "io_uring_enter", "io_uring_register"};
+
+static int add_init_rules(scmp_filter_ctx ctx, struct sbx_error *err)
+{
+    int rc;
+    if ((rc = add_named(ctx, SCMP_ACT_ERRNO(EPERM), refused, SBX_ARRAY_LEN(refused), "refused",
+                        err)) < 0 ||
+        (rc = add_named(ctx, SCMP_ACT_ERRNO(EPERM), init_refused, SBX_ARRAY_LEN(init_refused),
+                        "refused", err)) < 0)
+        return rc;
+    const uint64_t ns_flags = CLONE_NEWNS | CLONE_NEWCGROUP | CLONE_NEWUTS | CLONE_NEWIPC |
+                              CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNET | 0x00000080ull;
+    for (int bit = 0; bit < 64; bit++) {
+        uint64_t f = 1ull << bit;
+        if (!(ns_flags & f))
+            continue;
+        rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+                              SCMP_A0(SCMP_CMP_MASKED_EQ, f, f));
+        if (rc < 0)
+            return lib_error(err, rc, "system call", "clone");
+    }
+    return 0;
+}
+
 /* Export ctx as classic BPF into bpf (through a memfd: libseccomp 2.5 exports only to fds). */
 static int export_bpf(scmp_filter_ctx ctx, struct sbx__bpf *bpf, struct sbx_error *err)
 {
@@ -321,6 +350,11 @@ int sbx__seccomp_build(struct sbx__bpf *allow, struct sbx__bpf *ioctl, struct sb
     *allow = m;
     *ioctl = i;
     return 0;
+}
+
+int sbx__seccomp_build_init(struct sbx__bpf *out, struct sbx_error *err)
+{
+    return build_one(SCMP_ACT_ALLOW, add_init_rules, out, err);
 }
 
 void sbx__bpf_release(struct sbx__bpf *bpf)
