@@ -50,7 +50,9 @@ static const char *const allowed[] = {
         "sched_setaffinity", "sched_getparam", "sched_getscheduler", "sched_get_priority_max",
         "sched_get_priority_min", "sched_rr_get_interval", "sched_getattr", "getpriority",
         "setpriority", "getpid", "getppid", "gettid", "getpgid", "getpgrp", "getsid", "setpgid",
-        "setsid", "ioprio_get",
+        "setsid", "ioprio_get", "ioprio_set",
+        /* the kernel enforces the real-time limits without CAP_SYS_NICE */
+        "sched_setscheduler", "sched_setparam", "sched_setattr",
         /* identities (the kernel refuses changes without capabilities) */
         "getuid", "geteuid", "getgid", "getegid", "getresuid", "getresgid", "getgroups", "setuid",
         "setgid", "setreuid", "setregid", "setresuid", "setresgid", "setfsuid", "setfsgid",
