@@ -75,4 +75,34 @@ run "$SBX" __isolate-run --workspace "$WS" --users alice,bob -- /bin/sh -c 'id -
 expect_rc 0 "the first declared user is the default"
 expect_eq "$(cat "$T/out")" "alice" "the default user is alice"
 
+# Everyday tools work under the seccomp allowlist: a C compiler, git, python with processes,
+# threads, sockets and temp files, make, tar.
+W2=$T/ws2
+mkdir -p "$W2"
+chmod 755 "$W2"
+cat >"$W2/work.sh" <<'SH'
+set -e
+printf '#include <stdio.h>\nint main(void){puts("hello");return 0;}\n' > h.c
+cc -O2 -o h h.c && ./h
+git init -q r && cd r && git config user.email a@example.com && git config user.name a
+echo x > f && git add f && git commit -qm one && git log --oneline | wc -l && cd ..
+python3 -c '
+import multiprocessing, threading, subprocess, tempfile, socket
+def sq(x): return x * x
+with multiprocessing.Pool(2) as p: print(sum(p.map(sq, range(10))))
+t = threading.Thread(target=lambda: None); t.start(); t.join()
+print(subprocess.run(["echo", "sub"], capture_output=True, text=True).stdout.strip())
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen(1); print("listen ok")
+with tempfile.NamedTemporaryFile() as f: print("tmp ok")
+'
+make --version >/dev/null && tar czf t.tgz h.c && echo all-ok
+SH
+if command -v cc >/dev/null && command -v git >/dev/null && command -v python3 >/dev/null; then
+    run "$SBX" __isolate-run --workspace "$W2" -- /bin/sh work.sh
+    expect_rc 0 "compiler, git, python, make and tar run in the sandbox"
+    expect_eq "$(tr '\n' ' ' <"$T/out")" "hello 1 285 sub listen ok tmp ok all-ok " "and do their work"
+else
+    ok "# SKIP cc, git or python3 is not installed"
+fi
+
 done_testing
