@@ -430,7 +430,7 @@ static void test_env_and_users(void)
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx__isolation_user users[] = {{"alice"}, {"bob"}};
     const char *env[] = {"LANG=de_DE.UTF-8", "PROJECT=x", NULL};
-    s.workspace = "/srv/ws";
+    s.workspace = "/tmp"; /* must exist: new() resolves it */
     s.users = users;
     s.nusers = 2;
     s.env = env;
@@ -749,6 +749,47 @@ static void test_remove_stale_cgroups(void)
     sbx__cgroup_destroy(&empty);
 }
 
+/* Grant rules apply to where a path leads: a symlink to a home directory or to / is refused
+ * like the directory itself, and a grant source may not overlap the workspace. */
+static void test_grant_symlinks(void)
+{
+    struct sbx__isolation_spec s;
+    struct sbx__isolation *iso = NULL;
+    struct sbx_error err = SBX_ERROR_INIT;
+    char link[PATH_MAX + 16], inside[PATH_MAX + 16];
+    snprintf(link, sizeof(link), "%s.link", ws);
+    snprintf(inside, sizeof(inside), "%s/sub", ws);
+    struct sbx__isolation_grant g = {link, "/opt/x", 0};
+    base_spec(&s);
+    s.grants = &g;
+    s.ngrants = 1;
+    unlink(link);
+    CHECK(symlink("/root", link) == 0);
+    CHECK_ERR(sbx__isolation_new(&s, &iso, &err), SBX_E_INVAL, &err,
+              "grant source '/root' is a home directory");
+    unlink(link);
+    CHECK(symlink("/", link) == 0);
+    CHECK_ERR(sbx__isolation_new(&s, &iso, &err), SBX_E_INVAL, &err,
+              "grant source '/' is not allowed");
+    unlink(link);
+    mkdir(inside, 0755);
+    g.src = inside;
+    CHECK_ERR(sbx__isolation_new(&s, &iso, &err), SBX_E_INVAL, &err, "overlaps the workspace");
+    g.src = "/nonexistent/sbx-grant";
+    CHECK_ERR(sbx__isolation_new(&s, &iso, &err), SBX_E_NOTFOUND, &err,
+              "grant source '/nonexistent/sbx-grant'");
+    /* A workspace reached through a symlink is bound where the link leads. */
+    CHECK(symlink(ws, link) == 0);
+    base_spec(&s);
+    s.workspace = link;
+    char *argv[] = {"/bin/sh", "-c", "echo through-link > via", NULL};
+    int status = -1;
+    CHECK_OK(sbx__isolation_run(&s, NULL, argv, &status, NULL, &err), &err);
+    char *v = read_ws("via");
+    CHECK(status == 0 && v && strcmp(v, "through-link\n") == 0);
+    unlink(link);
+}
+
 static void test_setup_errors(void)
 {
     struct sbx__isolation_spec s;
@@ -758,7 +799,7 @@ static void test_setup_errors(void)
     char *argv[] = {"/bin/true", NULL};
     int status;
     CHECK_ERR(sbx__isolation_run(&s, NULL, argv, &status, NULL, &err), SBX_E_NOTFOUND, &err,
-              "'/oldroot/nonexistent/sbx-ws'");
+              "workspace '/nonexistent/sbx-ws': no such file or directory");
     base_spec(&s);
     char *seven[] = {"/bin/sh", "-c", "exit 7", NULL};
     CHECK_OK(sbx__isolation_run(&s, NULL, seven, &status, NULL, &err), &err);
@@ -929,6 +970,7 @@ int main(int argc, char **argv)
     TAP_RUN(test_memory_limit);
     TAP_RUN(test_remove_stale_cgroups);
     TAP_RUN(test_setup_errors);
+    TAP_RUN(test_grant_symlinks);
     TAP_RUN(test_enter_roles);
     remove_workspace();
     return TAP_DONE();

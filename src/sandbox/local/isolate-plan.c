@@ -363,6 +363,13 @@ int sbx__isolation_plan_build(const struct sbx__isolation_spec *spec,
         const char *dst = spec->grants[i].dst ? spec->grants[i].dst : spec->grants[i].src;
         if ((rc = check_grant(spec, &spec->grants[i], err)) < 0)
             return rc;
+        /* The sandbox writes the workspace: it could turn a grant source there into a symlink
+         * to anywhere on the host before the next start. */
+        if (within(spec->grants[i].src, spec->workspace) ||
+            within(spec->workspace, spec->grants[i].src))
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "grant source '%s' overlaps the workspace '%s'",
+                                 spec->grants[i].src, spec->workspace);
         if (within(root, dst))
             return sbx_error_set(err, SBX_E_INVAL, 0,
                                  "grant destination '%s' would hide the workspace root '%s'", dst,

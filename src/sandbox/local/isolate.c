@@ -149,6 +149,34 @@ static int read_cap_last(void)
     return v > 0 && v < 64 ? v : 63;
 }
 
+/* realpath() of the workspace and of every grant source into *out (a copy of spec); a missing
+ * one is SBX_E_NOTFOUND. Relative paths are left for the plan to refuse. */
+static int resolve_paths(const struct sbx__isolation_spec *spec, struct sbx__isolation_spec *out,
+                         struct sbx__isolation_grant *grants, char **real_ws, char **real_src,
+                         struct sbx_error *err)
+{
+    if (spec->ngrants > SBX__ISOLATION_MAX_GRANTS)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0, "%zu path grants exceed the limit of %d",
+                             spec->ngrants, SBX__ISOLATION_MAX_GRANTS);
+    if (spec->workspace && spec->workspace[0] == '/') {
+        if (!(*real_ws = realpath(spec->workspace, NULL)))
+            return sbx_error_errno(err, errno, "workspace '%s'", spec->workspace);
+        out->workspace = *real_ws;
+    }
+    for (size_t i = 0; i < spec->ngrants; i++) {
+        grants[i] = spec->grants[i];
+        if (!grants[i].dst)
+            grants[i].dst = grants[i].src; /* shown where it was asked for, not where it leads */
+        if (grants[i].src && grants[i].src[0] == '/') {
+            if (!(real_src[i] = realpath(grants[i].src, NULL)))
+                return sbx_error_errno(err, errno, "grant source '%s'", grants[i].src);
+            grants[i].src = real_src[i];
+        }
+    }
+    out->grants = grants;
+    return 0;
+}
+
 int sbx__isolation_new(const struct sbx__isolation_spec *spec, struct sbx__isolation **out,
                        struct sbx_error *err)
 {
@@ -159,10 +187,21 @@ int sbx__isolation_new(const struct sbx__isolation_spec *spec, struct sbx__isola
     sbx__cgroup_init(&iso->cg);
     iso->middle = -1;
     iso->ws_tree = -1;
-    if ((rc = sbx__isolation_plan_build(spec, &iso->plan, err)) < 0)
+    /* The plan's rules apply to what the paths are, not to how they are spelled: a symlink to
+     * /root or to / must meet the same refusal. */
+    struct sbx__isolation_spec resolved = *spec;
+    struct sbx__isolation_grant grants[SBX__ISOLATION_MAX_GRANTS];
+    char *real_ws = NULL, *real_src[SBX__ISOLATION_MAX_GRANTS] = {0};
+    if ((rc = resolve_paths(spec, &resolved, grants, &real_ws, real_src, err)) == 0)
+        rc = sbx__isolation_plan_build(&resolved, &iso->plan, err);
+    if (rc == 0)
+        iso->workspace = sbx_xstrdup(resolved.workspace);
+    free(real_ws);
+    for (size_t i = 0; i < SBX__ISOLATION_MAX_GRANTS; i++)
+        free(real_src[i]);
+    if (rc < 0)
         goto fail;
     iso->root = sbx_xstrdup(spec->root ? spec->root : SBX__ISOLATION_DEFAULT_ROOT);
-    iso->workspace = sbx_xstrdup(spec->workspace);
     iso->hostname = sbx_xstrdup(spec->hostname ? spec->hostname : SBX__ISOLATION_DEFAULT_HOSTNAME);
     iso->net = spec->net;
     iso->limits = spec->limits;
