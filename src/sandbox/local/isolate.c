@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <pthread.h>
 #include <linux/capability.h>
 #include <net/if.h>
 #include <sched.h>
@@ -1128,7 +1129,7 @@ int sbx__isolation_outer_wait(struct sbx__isolation *iso, int *status, struct sb
     sigaddset(&set, SIGINT);
     sigaddset(&set, SIGHUP);
     sigaddset(&set, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &set, &old);
+    pthread_sigmask(SIG_BLOCK, &set, &old);
     int st = 0, rc = 0;
     for (;;) {
         pid_t w = waitpid(iso->middle, &st, WNOHANG);
@@ -1142,7 +1143,7 @@ int sbx__isolation_outer_wait(struct sbx__isolation *iso, int *status, struct sb
         if (sigwaitinfo(&set, &si) > 0 && si.si_signo != SIGCHLD)
             kill(iso->middle, SIGKILL);
     }
-    sigprocmask(SIG_SETMASK, &old, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     iso->middle = -1;
     sbx__cgroup_destroy(&iso->cg);
     if (rc == 0)

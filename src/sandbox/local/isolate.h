@@ -282,7 +282,8 @@ int sbx__isolation_enter(struct sbx__isolation *iso, enum sbx__isolation_role *r
                          struct sbx_error *err);
 /* OUTER only: wait for the inner process to end, killing it on SIGTERM, SIGINT or SIGHUP to
  * the outer process, then remove the cgroups. *status receives the wait status of the inner
- * process. Blocks. */
+ * process. Blocks. Blocks those signals in the calling thread while it waits (other threads of
+ * the outer process, such as a proxy, should keep them blocked). */
 int sbx__isolation_outer_wait(struct sbx__isolation *iso, int *status, struct sbx_error *err);
 /* OUTER only: host pid of the middle process, which shares every namespace of the sandbox
  * except the pid namespace (kill it to end the sandbox). */
