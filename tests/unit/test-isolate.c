@@ -735,6 +735,10 @@ static void test_remove_stale_cgroups(void)
         _exit(0);
     }
     CHECK_OK(sbx__cgroup_attach(&busy, p, &err), &err);
+    /* A cgroup in use is never shared by a second sandbox of the same name. */
+    struct sbx__cgroup again;
+    CHECK_ERR(sbx__cgroup_create(name, &l, 1u << SBX__CG_MEMORY, &again, &err), SBX_E_EXISTS, &err,
+              "cannot create cgroup");
     CHECK_OK(sbx__cgroup_remove_stale(prefix, 3600, &removed, &err), &err);
     CHECK_EQ_INT(removed, 0);
     CHECK(access(empty.dir[SBX__CG_MEMORY], F_OK) == 0);

@@ -158,6 +158,22 @@ int sbx__cgroup_own_dir(const char *mountinfo, const char *self, const char *ctr
     return rc;
 }
 
+/* mkdir a sandbox cgroup that no one else uses: an existing one is taken over only when it is
+ * empty (left by a killed supervisor; rmdir refuses a cgroup with processes), never shared,
+ * since removing it later would kill the other user's processes. */
+static int make_cgroup(const char *dir)
+{
+    if (mkdir(dir, 0755) == 0)
+        return 0;
+    if (errno != EEXIST)
+        return -1;
+    if (rmdir(dir) < 0) {
+        errno = EEXIST;
+        return -1;
+    }
+    return mkdir(dir, 0755);
+}
+
 static int v2_has_controllers(const char *dir)
 {
     struct sbx_buf b;
@@ -264,7 +280,7 @@ int sbx__cgroup_create(const char *name, const struct sbx__isolation_limits *lim
         int r = 0;
         cg.v2 = 1;
         cg.v2dir = sbx_xasprintf("%s/%s", base, name);
-        if (mkdir(cg.v2dir, 0755) < 0 && errno != EEXIST) {
+        if (make_cgroup(cg.v2dir) < 0) {
             r = sbx_error_errno(&e, errno, "cannot create cgroup '%s'", cg.v2dir);
             free(cg.v2dir);
             cg.v2dir = NULL;
@@ -296,7 +312,7 @@ int sbx__cgroup_create(const char *name, const struct sbx__isolation_limits *lim
         int r = sbx__cgroup_own_dir(mi.data, self.data, ctrl_names[c], &base, &e);
         if (r == 0) {
             cg.dir[c] = sbx_xasprintf("%s/%s", base, name);
-            if (mkdir(cg.dir[c], 0755) < 0 && errno != EEXIST) {
+            if (make_cgroup(cg.dir[c]) < 0) {
                 r = sbx_error_errno(&e, errno, "cannot create cgroup '%s'", cg.dir[c]);
                 free(cg.dir[c]);
                 cg.dir[c] = NULL;
