@@ -129,8 +129,9 @@ refused "10 no old root or build leftovers" \
     '! test -e /oldroot && ! test -e /newroot && test "$(readlink /proc/self/root)" = /'
 probe "11/12 chroot and file handles" chroot=$EPERM open_by_handle_at=$EPERM \
     name_to_handle_at=$EPERM
-refused "13 the init's executable cannot be written" \
-    '! { echo x >> /proc/1/exe; } 2>/dev/null'
+refused "13 the init's executable cannot be written or read, nor its memory and environment" \
+    '! { echo x >> /proc/1/exe; } 2>/dev/null && ! cat /proc/1/exe >/dev/null 2>&1 &&
+     ! cat /proc/1/environ >/dev/null 2>&1 && ! head -c1 /proc/1/mem >/dev/null 2>&1'
 
 # ---- B. /proc, /sys, /dev, privileges --------------------------------------------------
 refused "14 kernel sysctls and sysrq are not writable" \
