@@ -5,7 +5,7 @@
  *   1. start-up, after it created its host-side control socket and before it serves:
  *        sbx__isolation_new(spec, &iso, err)     plan + seccomp + /etc, in the host process
  *        sbx__isolation_enter(iso, &role, err)   namespaces, cgroups, new root, pivot_root
- *      enter forks. The child becomes PID 1 of new user, mount, pid, ipc, uts, cgroup (and, in
+ *      enter forks. A descendant becomes PID 1 of new user, mount, pid, ipc, uts, cgroup (and, in
  *      network mode none, net) namespaces, sits in a root built from nothing and returns with
  *      role SBX__ISOLATION_INNER: it serves the control socket and forks commands (its
  *      environment is wiped: nothing of the harness's variables stays in PID 1; it holds
@@ -49,8 +49,8 @@ enum sbx__net_mode {
     SBX__NET_FULL,     /* host network namespace: dangerous, opt-in */
 };
 
-/* A user of the manifest. uid/gid inside the sandbox are assigned by position (see
- * sbx__isolation_plan_build); home NULL means the workspace root. */
+/* A user of the manifest. Its uid and private gid inside the sandbox are 1000 + its position;
+ * its home is the workspace root. */
 struct sbx__isolation_user {
     const char *name;
 };
@@ -63,7 +63,8 @@ struct sbx__isolation_group {
 
 /* An extra path grant from the run configuration: host src shown at sandbox dst. */
 struct sbx__isolation_grant {
-    const char *src; /* absolute host path; never "/", never a home directory itself */
+    const char *src; /* absolute host path; never "/", never a home directory itself, never
+                      * overlapping the workspace (checked on its realpath) */
     const char *dst; /* absolute sandbox path; NULL = same as src */
     int writable;
 };
