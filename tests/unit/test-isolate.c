@@ -13,6 +13,7 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/personality.h>
+#include <sys/resource.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
 #include <sys/socket.h>
@@ -530,6 +531,14 @@ static void test_identity_and_namespaces(void)
              "grep -q '^CapPrm:.0000000000000000' /proc/self/status && "
              "grep -q '^CapAmb:.0000000000000000' /proc/self/status");
     CHECK_SH("test \"$(cat /proc/self/cgroup | cut -d: -f3 | sort -u)\" = /");
+    /* Without a pids cgroup (none is asked for here) commands get RLIMIT_NPROC. */
+    struct rlimit np;
+    getrlimit(RLIMIT_NPROC, &np);
+    unsigned long want_np = np.rlim_max != RLIM_INFINITY && np.rlim_max < 4096 ? np.rlim_max : 4096;
+    char np_check[160];
+    snprintf(np_check, sizeof(np_check),
+             "test \"$(awk '/^Max processes/ {print $3}' /proc/self/limits)\" = %lu", want_np);
+    CHECK_EQ_INT(sh(np_check), 0);
 }
 
 static void test_filesystem(void)

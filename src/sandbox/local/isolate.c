@@ -71,7 +71,7 @@ struct sbx__isolation {
     struct sbx__isolation_limits limits; /* as given */
     char *cgroup_name;
     struct sbx__bpf bpf_main, bpf_ioctl, bpf_init;
-    struct rlimit rl_fsize, rl_nofile;
+    struct rlimit rl_fsize, rl_nofile, rl_nproc;
     int cap_last;
     uid_t host_uid;
     gid_t host_gid;
@@ -239,6 +239,7 @@ int sbx__isolation_new(const struct sbx__isolation_spec *spec, struct sbx__isola
         goto fail;
     iso->rl_fsize = capped(RLIMIT_FSIZE, spec->limits.fsize_bytes, 16 * 1024 * MiB);
     iso->rl_nofile = capped(RLIMIT_NOFILE, spec->limits.nofile, 4096);
+    iso->rl_nproc = capped(RLIMIT_NPROC, SBX__ISOLATION_NPROC_FALLBACK, 0);
     iso->cap_last = read_cap_last();
     iso->host_uid = geteuid();
     iso->host_gid = getegid();
@@ -1179,6 +1180,11 @@ int sbx__isolation_child(const struct sbx__isolation *iso, const struct sbx__run
     struct rlimit zero = {0, 0};
     if (setrlimit(RLIMIT_CORE, &zero) < 0 || setrlimit(RLIMIT_FSIZE, &iso->rl_fsize) < 0)
         return sbx_error_errno(err, errno, "cannot set the resource limits");
+    /* Without a pids cgroup (an unprivileged runner on cgroup v1) a fork bomb would only meet
+     * the per-user process limit: set one. It counts every process of the host uid, so it is
+     * generous, and it is not set when the cgroup does the job. */
+    if (iso->cg.pids_limit == 0 && setrlimit(RLIMIT_NPROC, &iso->rl_nproc) < 0)
+        return sbx_error_errno(err, errno, "cannot set the process limit");
     if (setrlimit(RLIMIT_NOFILE, &iso->rl_nofile) < 0) {
         /* Some environments (valgrind) pin the hard limit: lower only the soft one. */
         struct rlimit cur;

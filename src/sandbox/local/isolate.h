@@ -112,6 +112,8 @@ struct sbx__isolation_spec {
 #define SBX__ISOLATION_MAX_GRANTS       64
 #define SBX__ISOLATION_MAX_ENV          1024
 #define SBX__ISOLATION_MAX_ENV_BYTES    (256 * 1024)
+/* RLIMIT_NPROC of commands when no pids cgroup limits the sandbox. */
+#define SBX__ISOLATION_NPROC_FALLBACK 4096
 /* Host ids of the non-default users when the caller is root: 100000 + sandbox id. */
 #define SBX__ISOLATION_HOST_ID_BASE 100000
 
