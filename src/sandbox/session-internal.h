@@ -1,0 +1,29 @@
+/* Internal helpers shared by the session layer and the providers. */
+#ifndef SBX_SANDBOX_SESSION_INTERNAL_H
+#define SBX_SANDBOX_SESSION_INTERNAL_H
+
+#include <stddef.h>
+
+#include "sbx/session.h"
+
+/* Normalise a workspace path for s (relative, or absolute under the root). allow_root: "" and
+ * "/workspace" itself are accepted. *out: caller owns (free). */
+int sbx__session_path(struct sbx_session *s, const char *path, int allow_root, char **out,
+                      struct sbx_error *err);
+
+/* Set O_NONBLOCK on fd. */
+void sbx__set_nonblock(int fd);
+
+/* Read what is available from non-blocking *fd into c (at most 1 MiB per call); sets *fd to -1 at
+ * EOF or a terminal's EIO (without closing it). Returns the bytes read. */
+size_t sbx__pump(int *fd, struct sbx_capture *c);
+
+/* TIOCSWINSZ on a terminal master. */
+int sbx__tty_resize(int master, unsigned short rows, unsigned short cols, struct sbx_error *err);
+
+/* Materialise manifest into the fresh workspace of s; local sources are resolved against
+ * base_dir (NULL: the current directory). */
+int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *manifest,
+                     const char *base_dir, struct sbx_error *err);
+
+#endif
