@@ -78,18 +78,18 @@ enum sbx_exec_flags {
 };
 
 struct sbx_exec_spec {
-    const char *const *argv; /* NULL-terminated argv, run without a shell (PATH is searched), */
-    const char *command;     /* or a shell string run as /bin/sh -c COMMAND. Exactly one. */
-    const char *cwd;         /* workspace path (relative, or absolute under the root); NULL: root.
-                                Resolved beneath the workspace: a symlink out is refused */
-    const char *const *env;  /* NULL-terminated "KEY=VALUE", applied over the manifest's */
-    int64_t timeout_ms;      /* 0: none. At the deadline the whole process group gets SIGTERM,
-                                then SIGKILL after kill_grace_ms */
-    int64_t kill_grace_ms;   /* 0: SBX_EXEC_DEFAULT_GRACE_MS */
-    int flags;               /* enum sbx_exec_flags */
+    const char *const *argv;   /* NULL-terminated argv, run without a shell (PATH is searched), */
+    const char *command;       /* or a shell string run as /bin/sh -c COMMAND. Exactly one. */
+    const char *cwd;           /* workspace path (relative, or absolute under the root); NULL: root.
+                                  Resolved beneath the workspace: a symlink out is refused */
+    const char *const *env;    /* NULL-terminated "KEY=VALUE", applied over the manifest's */
+    int64_t timeout_ms;        /* 0: none. At the deadline the whole process group gets SIGTERM,
+                                  then SIGKILL after kill_grace_ms */
+    int64_t kill_grace_ms;     /* 0: SBX_EXEC_DEFAULT_GRACE_MS */
+    int flags;                 /* enum sbx_exec_flags */
     unsigned short rows, cols; /* terminal size with SBX_EXEC_TTY; 0: 24 x 80 */
     /* Used by sbx_session_exec only: */
-    const void *input;   /* bytes written to the command's stdin, which is then closed */
+    const void *input; /* bytes written to the command's stdin, which is then closed */
     size_t input_len;
     size_t output_limit; /* bytes kept per stream (head + tail); 0: SBX_OUTPUT_DEFAULT_LIMIT */
 };
@@ -130,7 +130,8 @@ struct sbx_proc {
     const struct sbx_proc_ops *ops; /* provider's */
 };
 
-/* Start a command without waiting. *out: caller owns (sbx_proc_free). Errors as sbx_session_exec. */
+/* Start a command without waiting. *out: caller owns (sbx_proc_free). Errors as sbx_session_exec.
+ */
 SBX_API int sbx_session_exec_start(struct sbx_session *s, const struct sbx_exec_spec *spec,
                                    struct sbx_proc **out, struct sbx_error *err);
 /* Wait up to timeout_ms (< 0: forever) for the exit status. SBX_E_TIMEOUT if still running,
@@ -165,8 +166,8 @@ SBX_API void sbx_proc_free(struct sbx_proc *p);
 #define SBX_PTY_WRITE_SETTLE_MS 100
 
 struct sbx_pty_update {
-    int id;                /* > 0 while the process runs; 0 once it exited (the id is gone) */
-    int exited;            /* status is valid */
+    int id;     /* > 0 while the process runs; 0 once it exited (the id is gone) */
+    int exited; /* status is valid */
     struct sbx_exit status;
     struct sbx_output output; /* what it wrote during this call (stdout and stderr merged) */
 };
@@ -186,8 +187,8 @@ SBX_API int sbx_session_pty_start(struct sbx_session *s, const struct sbx_exec_s
  * reported exited), SBX_E_INVAL "stdin is not available for this process" (started without a
  * tty). Writing to a process that exited meanwhile is not an error: the update reports the exit. */
 SBX_API int sbx_session_pty_write(struct sbx_session *s, int id, const void *data, size_t n,
-                                  int64_t yield_ms, size_t output_limit,
-                                  struct sbx_pty_update *out, struct sbx_error *err);
+                                  int64_t yield_ms, size_t output_limit, struct sbx_pty_update *out,
+                                  struct sbx_error *err);
 SBX_API int sbx_session_pty_resize(struct sbx_session *s, int id, unsigned short rows,
                                    unsigned short cols, struct sbx_error *err);
 /* Kill process id (its whole group) and forget it. */
@@ -256,6 +257,11 @@ struct sbx_dirlist {
 SBX_API int sbx_session_ls(struct sbx_session *s, const char *path, struct sbx_dirlist *out,
                            struct sbx_error *err);
 SBX_API void sbx_dirlist_release(struct sbx_dirlist *l);
+/* Describe one path without following a final symlink (name is its last component, "" for the
+ * root). *out: release with sbx_dirent_release. */
+SBX_API int sbx_session_stat(struct sbx_session *s, const char *path, struct sbx_dirent *out,
+                             struct sbx_error *err);
+SBX_API void sbx_dirent_release(struct sbx_dirent *d);
 
 enum sbx_mkdir_flags {
     SBX_MKDIR_PARENTS = 1 << 0, /* create parents; an existing directory is fine */
@@ -306,7 +312,7 @@ struct sbx_create_spec {
     const struct sbx_manifest *manifest; /* borrowed; NULL: an empty manifest */
     const char *workspace;               /* existing host directory to use as the workspace (it
                                             is never deleted); NULL: a fresh one */
-    const char *base_dir;                /* where manifest local_* sources are resolved; NULL: cwd */
+    const char *base_dir; /* where manifest local_* sources are resolved; NULL: cwd */
 };
 
 /* Make a client for provider ("local"). options: the provider's options struct (for "local",
@@ -362,6 +368,8 @@ struct sbx_session_ops {
                  uint64_t max, mode_t mode, int flags, struct sbx_error *err);
     int (*ls)(struct sbx_session *s, const char *path, struct sbx_dirlist *out,
               struct sbx_error *err);
+    int (*stat)(struct sbx_session *s, const char *path, struct sbx_dirent *out,
+                struct sbx_error *err);
     int (*mkdir)(struct sbx_session *s, const char *path, int flags, struct sbx_error *err);
     int (*rm)(struct sbx_session *s, const char *path, int flags, struct sbx_error *err);
     int (*resolve_port)(struct sbx_session *s, int port, char **out_url, struct sbx_error *err);
@@ -396,8 +404,7 @@ struct sbx_client_ops {
     int (*attach)(struct sbx_client *c, const char *id, struct sbx_session **out,
                   struct sbx_error *err);
     int (*list)(struct sbx_client *c, json_t **out, struct sbx_error *err);
-    int (*remove)(struct sbx_client *c, const char *id, int keep_workspace,
-                  struct sbx_error *err);
+    int (*remove)(struct sbx_client *c, const char *id, int keep_workspace, struct sbx_error *err);
     void (*free)(struct sbx_client *c);
 };
 

@@ -15,6 +15,9 @@ enum {
 /* A verb gets argv with argv[0] being the verb name. Returns the process exit status. */
 typedef int cli_verb_fn(int argc, char **argv);
 
+/* Verbs. */
+int cmd_sandbox(int argc, char **argv);
+
 /* Print "sbx: <msg>" to stderr and return CLI_FAIL. */
 int cli_fail(const struct sbx_error *err);
 /* Print "sbx: <formatted>" plus a hint to run --help, return CLI_USAGE. */

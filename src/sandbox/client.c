@@ -57,12 +57,11 @@ int sbx_client_resume(struct sbx_client *c, const json_t *state, struct sbx_sess
     const char *provider = json_string_value(json_object_get(state, "provider"));
     const char *id = json_string_value(json_object_get(state, "id"));
     if (!json_is_object(state) || !provider || !id)
-        return sbx_error_set(err, SBX_E_INVAL,
-                             0, "session state must be an object with 'provider' and 'id'");
-    if (strcmp(provider, c->provider) != 0)
         return sbx_error_set(err, SBX_E_INVAL, 0,
-                             "session state is for provider '%s', not '%s'", provider,
-                             c->provider);
+                             "session state must be an object with 'provider' and 'id'");
+    if (strcmp(provider, c->provider) != 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "session state is for provider '%s', not '%s'",
+                             provider, c->provider);
     return c->ops->attach(c, id, out, err);
 }
 

@@ -169,8 +169,8 @@ static int prune(struct sbx_session *s, struct sbx_proc **victim, struct sbx_err
     return 0;
 }
 
-int sbx_session_pty_start(struct sbx_session *s, const struct sbx_exec_spec *spec,
-                          int64_t yield_ms, struct sbx_pty_update *out, struct sbx_error *err)
+int sbx_session_pty_start(struct sbx_session *s, const struct sbx_exec_spec *spec, int64_t yield_ms,
+                          struct sbx_pty_update *out, struct sbx_error *err)
 {
     struct sbx_exec_spec sp;
     struct sbx_pty_entry e = {0};
@@ -231,8 +231,7 @@ fail:
 }
 
 /* Find id and mark it busy. */
-static int acquire(struct sbx_session *s, int id, struct sbx_pty_entry **out,
-                   struct sbx_error *err)
+static int acquire(struct sbx_session *s, int id, struct sbx_pty_entry **out, struct sbx_error *err)
 {
     int rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "no process with id %d", id);
     pthread_mutex_lock(&s->lock);
@@ -327,8 +326,8 @@ int sbx_session_pty_write(struct sbx_session *s, int id, const void *data, size_
     return 0;
 }
 
-int sbx_session_pty_resize(struct sbx_session *s, int id, unsigned short rows,
-                           unsigned short cols, struct sbx_error *err)
+int sbx_session_pty_resize(struct sbx_session *s, int id, unsigned short rows, unsigned short cols,
+                           struct sbx_error *err)
 {
     struct sbx_pty_entry *e = NULL;
     int rc = acquire(s, id, &e, err);

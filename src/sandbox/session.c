@@ -80,8 +80,7 @@ static int check_spec(const struct sbx_exec_spec *spec, struct sbx_error *err)
         if (n == 0)
             return sbx_error_set(err, SBX_E_INVAL, 0, "empty command");
         if (n > SBX_EXEC_MAX_ARGS)
-            return sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d arguments",
-                                 SBX_EXEC_MAX_ARGS);
+            return sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d arguments", SBX_EXEC_MAX_ARGS);
         if (spec->argv[0][0] == '\0')
             return sbx_error_set(err, SBX_E_INVAL, 0, "empty command name");
     } else if (spec->command[0] == '\0') {
@@ -253,8 +252,8 @@ int sbx_session_exec(struct sbx_session *s, const struct sbx_exec_spec *spec,
             sbx__pump(&efd, &cerr);
         if (ii >= 0 && pfd[ii].revents) {
             ssize_t w = p->tty ? write(ifd, (const char *)sp.input + in_off, sp.input_len - in_off)
-                               : send(ifd, (const char *)sp.input + in_off,
-                                      sp.input_len - in_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+                               : send(ifd, (const char *)sp.input + in_off, sp.input_len - in_off,
+                                      MSG_NOSIGNAL | MSG_DONTWAIT);
             if (w > 0)
                 in_off += (size_t)w;
             if ((w < 0 && errno != EINTR && errno != EAGAIN) || in_off == sp.input_len) {
@@ -290,8 +289,8 @@ out:
 /* ------------------------------------------------------------------------------------------ */
 /* Files */
 
-int sbx_session_read_open(struct sbx_session *s, const char *path, int *out_fd,
-                          uint64_t *out_size, struct sbx_error *err)
+int sbx_session_read_open(struct sbx_session *s, const char *path, int *out_fd, uint64_t *out_size,
+                          struct sbx_error *err)
 {
     char *rel = NULL;
     int rc = sbx__session_path(s, path, 0, &rel, err);
@@ -366,8 +365,7 @@ static int do_write(struct sbx_session *s, const char *path, const struct sbx_fi
     if (mode == 0)
         mode = 0644;
     if (mode & ~(mode_t)07777) {
-        rc = sbx_error_set(err, SBX_E_INVAL, 0, "mode %o is not a permission mode",
-                           (unsigned)mode);
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "mode %o is not a permission mode", (unsigned)mode);
         goto out;
     }
     rc = s->ops->write(s, rel, r, max, mode, flags, err);
@@ -384,8 +382,8 @@ int sbx_session_write(struct sbx_session *s, const char *path, const void *data,
     return do_write(s, path, &r, n, mode, flags, err);
 }
 
-int sbx_session_write_fd(struct sbx_session *s, const char *path, int fd, uint64_t max,
-                         mode_t mode, int flags, struct sbx_error *err)
+int sbx_session_write_fd(struct sbx_session *s, const char *path, int fd, uint64_t max, mode_t mode,
+                         int flags, struct sbx_error *err)
 {
     struct sbx_file_reader r = {fd_read, &fd};
     return do_write(s, path, &r, max ? max : SBX_FILE_DEFAULT_MAX, mode, flags, err);
@@ -402,12 +400,28 @@ int sbx_session_ls(struct sbx_session *s, const char *path, struct sbx_dirlist *
     return rc;
 }
 
+int sbx_session_stat(struct sbx_session *s, const char *path, struct sbx_dirent *out,
+                     struct sbx_error *err)
+{
+    char *rel = NULL;
+    int rc = sbx__session_path(s, path, 1, &rel, err);
+    if (rc == 0)
+        rc = s->ops->stat(s, rel, out, err);
+    free(rel);
+    return rc;
+}
+
+void sbx_dirent_release(struct sbx_dirent *d)
+{
+    free(d->name);
+    free(d->target);
+    d->name = d->target = NULL;
+}
+
 void sbx_dirlist_release(struct sbx_dirlist *l)
 {
-    for (size_t i = 0; i < l->n; i++) {
-        free(l->v[i].name);
-        free(l->v[i].target);
-    }
+    for (size_t i = 0; i < l->n; i++)
+        sbx_dirent_release(&l->v[i]);
     free(l->v);
     l->v = NULL;
     l->n = 0;
@@ -437,8 +451,7 @@ int sbx_session_rm(struct sbx_session *s, const char *path, int flags, struct sb
     return rc;
 }
 
-int sbx_session_resolve_port(struct sbx_session *s, int port, char **out_url,
-                             struct sbx_error *err)
+int sbx_session_resolve_port(struct sbx_session *s, int port, char **out_url, struct sbx_error *err)
 {
     if (port < 1 || port > 65535)
         return sbx_error_set(err, SBX_E_INVAL, 0, "port %d is not in 1..65535", port);

@@ -286,8 +286,8 @@ static void proc_free(struct sbx_proc *bp)
 
 static const struct sbx_proc_ops proc_ops = {proc_wait, proc_free};
 
-static int ls_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec,
-                         const char *cwd, struct sbx_proc **out, struct sbx_error *err)
+static int ls_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec, const char *cwd,
+                         struct sbx_proc **out, struct sbx_error *err)
 {
     struct local_session *s = (struct local_session *)bs;
     json_t *req = json_object(), *argv = json_array(), *env = json_array(), *reply = NULL;
@@ -373,8 +373,7 @@ static int root_fd(struct local_session *s, int *out, struct sbx_error *err)
         size_t nfds = 0;
         rc = request(s->dir, s->base.id, req, &reply, fds, 1, &nfds, REQUEST_DEADLINE_MS, err);
         if (rc == 0 && nfds != 1)
-            rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox '%s' sent no workspace",
-                               s->base.id);
+            rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox '%s' sent no workspace", s->base.id);
         if (rc == 0)
             s->root_fd = fds[0];
         json_decref(req);
@@ -385,8 +384,8 @@ static int root_fd(struct local_session *s, int *out, struct sbx_error *err)
     return rc;
 }
 
-static int ls_read_open(struct sbx_session *bs, const char *path, int *out_fd,
-                        uint64_t *out_size, struct sbx_error *err)
+static int ls_read_open(struct sbx_session *bs, const char *path, int *out_fd, uint64_t *out_size,
+                        struct sbx_error *err)
 {
     struct local_session *s = (struct local_session *)bs;
     int dfd, fd = -1;
@@ -535,6 +534,30 @@ static void fill_dirent(struct sbx_dirent *d, int dfd, const char *name, const s
     }
 }
 
+static int ls_stat(struct sbx_session *bs, const char *path, struct sbx_dirent *out,
+                   struct sbx_error *err)
+{
+    struct local_session *s = (struct local_session *)bs;
+    struct stat st;
+    int dfd, pfd = -1;
+    int rc = root_fd(s, &dfd, err);
+    if (rc < 0)
+        return rc;
+    const char *slash = strrchr(path, '/');
+    char *parent = slash ? sbx_xstrndup(path, (size_t)(slash - path)) : sbx_xstrdup("");
+    const char *leaf = slash ? slash + 1 : path;
+    rc = sbx_fs_open(dfd, parent, O_RDONLY | O_DIRECTORY, 0, 0, &pfd, err);
+    if (rc == 0 && fstatat(pfd, leaf[0] ? leaf : ".", &st, AT_SYMLINK_NOFOLLOW) < 0)
+        rc = errno == ENOENT
+                     ? sbx_error_set(err, SBX_E_NOTFOUND, ENOENT, "'%s' does not exist", path)
+                     : sbx_error_errno(err, errno, "cannot stat '%s'", path);
+    if (rc == 0)
+        fill_dirent(out, pfd, leaf, &st);
+    sbx_fd_close(&pfd);
+    free(parent);
+    return rc;
+}
+
 static int ls_ls(struct sbx_session *bs, const char *path, struct sbx_dirlist *out,
                  struct sbx_error *err)
 {
@@ -552,16 +575,13 @@ static int ls_ls(struct sbx_session *bs, const char *path, struct sbx_dirlist *o
     if (rc < 0)
         return rc;
     if (!S_ISDIR(st.st_mode)) {
-        const char *slash = strrchr(path, '/');
-        char *parent = slash ? sbx_xstrndup(path, (size_t)(slash - path)) : sbx_xstrdup("");
-        rc = sbx_fs_open(dfd, parent, O_RDONLY | O_DIRECTORY, 0, 0, &fd, err);
-        free(parent);
-        if (rc < 0)
-            return rc;
         l.v = sbx_xcalloc(1, sizeof(*l.v));
-        fill_dirent(&l.v[0], fd, slash ? slash + 1 : path, &st);
+        rc = ls_stat(bs, path, &l.v[0], err);
+        if (rc < 0) {
+            free(l.v);
+            return rc;
+        }
         l.n = 1;
-        close(fd);
         *out = l;
         return 0;
     }
@@ -621,8 +641,7 @@ static int ls_rm(struct sbx_session *bs, const char *path, int flags, struct sbx
     return rc;
 }
 
-static int ls_resolve_port(struct sbx_session *bs, int port, char **out_url,
-                           struct sbx_error *err)
+static int ls_resolve_port(struct sbx_session *bs, int port, char **out_url, struct sbx_error *err)
 {
     struct local_session *s = (struct local_session *)bs;
     json_t *req = json_pack("{s:s,s:i}", "op", "port", "port", port), *reply = NULL;
@@ -674,6 +693,7 @@ static const struct sbx_session_ops session_ops = {
         .read_open = ls_read_open,
         .write = ls_write,
         .ls = ls_ls,
+        .stat = ls_stat,
         .mkdir = ls_mkdir,
         .rm = ls_rm,
         .resolve_port = ls_resolve_port,
@@ -702,10 +722,9 @@ static struct local_session *session_from_state(const char *rundir, const char *
 
 static int check_state(const json_t *st, const char *id, struct sbx_error *err)
 {
-    static const char *const keys[] = {"version",   "provider",        "id",
-                                       "workspace", "root",            "created",
-                                       "isolation", "workspace_owned", "manifest_digest",
-                                       NULL};
+    static const char *const keys[] = {
+            "version",         "provider",        "id", "workspace", "root", "created", "isolation",
+            "workspace_owned", "manifest_digest", NULL};
     int64_t version = 0;
     const char *provider = NULL, *sid = NULL, *ws = NULL, *root = NULL;
     int rc;
@@ -828,8 +847,7 @@ static int spawn_supervisor(const char *path, const json_t *cfg, int64_t timeout
         if (r < 0 && errno == EINTR)
             continue;
         if (r == 0) {
-            rc = sbx_error_set(err, SBX_E_TIMEOUT, 0,
-                               "the supervisor did not start within %lld ms",
+            rc = sbx_error_set(err, SBX_E_TIMEOUT, 0, "the supervisor did not start within %lld ms",
                                (long long)timeout_ms);
             goto out;
         }

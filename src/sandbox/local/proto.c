@@ -20,8 +20,8 @@ int sbx__proto_frame(const json_t *msg, struct sbx_buf *out, struct sbx_error *e
     size_t n = strlen(text);
     int rc = 0;
     if (n > SBX_PROTO_MAX_MSG) {
-        rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "message of %zu bytes exceeds the limit of %zu",
-                           n, SBX_PROTO_MAX_MSG);
+        rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "message of %zu bytes exceeds the limit of %zu", n,
+                           SBX_PROTO_MAX_MSG);
         goto out;
     }
     unsigned char hdr[4] = {(unsigned char)(n >> 24), (unsigned char)(n >> 16),
@@ -192,8 +192,8 @@ int sbx__proto_recv(int sock, json_t **out, int *fds, size_t max_fds, size_t *nf
         goto out;
     size_t n = ((size_t)hdr[0] << 24) | ((size_t)hdr[1] << 16) | ((size_t)hdr[2] << 8) | hdr[3];
     if (n > SBX_PROTO_MAX_MSG) {
-        rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "message of %zu bytes exceeds the limit of %zu",
-                           n, SBX_PROTO_MAX_MSG);
+        rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "message of %zu bytes exceeds the limit of %zu", n,
+                           SBX_PROTO_MAX_MSG);
         goto out;
     }
     body = sbx_xmalloc(n + 1);

@@ -192,8 +192,8 @@ static void drop_conn(struct sup *s, int ci)
 static void reply(struct sup *s, int ci, json_t *take_msg, const int *fds, size_t nfds)
 {
     struct sbx_error err = SBX_ERROR_INIT;
-    if (sbx__proto_send(s->conns[ci].fd, take_msg, fds, nfds,
-                        sbx_deadline_after_ms(SEND_DEADLINE), &err) < 0)
+    if (sbx__proto_send(s->conns[ci].fd, take_msg, fds, nfds, sbx_deadline_after_ms(SEND_DEADLINE),
+                        &err) < 0)
         sbx_log(SBX_LOG_WARN, "cannot answer a client: %s", err.msg);
     json_decref(take_msg);
 }
@@ -229,8 +229,7 @@ static int parse_strv(const json_t *req, const char *key, int required, size_t m
     if (rc < 0 || !a)
         return rc;
     if (json_array_size(a) > max)
-        return sbx_error_set(err, SBX_E_TOOBIG, 0, "field '%s' has more than %zu items", key,
-                             max);
+        return sbx_error_set(err, SBX_E_TOOBIG, 0, "field '%s' has more than %zu items", key, max);
     size_t i;
     json_t *v;
     json_array_foreach(a, i, v)
@@ -421,8 +420,8 @@ static void do_exec(struct sup *s, int ci, const json_t *req)
         goto out;
     }
     if (pid == 0)
-        child_main(&x, envp, cwd_fd, x.want_stdin ? in_s : devnull, out_w,
-                   x.merge ? out_w : err_w, slave, ep[1]);
+        child_main(&x, envp, cwd_fd, x.want_stdin ? in_s : devnull, out_w, x.merge ? out_w : err_w,
+                   slave, ep[1]);
     if (!x.tty)
         (void)setpgid(pid, pid); /* also here, so a kill right away cannot miss the group */
     sbx_fd_close(&ep[1]);
@@ -441,8 +440,7 @@ static void do_exec(struct sup *s, int ci, const json_t *req)
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
             ;
         if (child_errno == ENOENT)
-            rc = sbx_error_set(&err, SBX_E_NOTFOUND, ENOENT, "command '%s' not found",
-                               x.argv.v[0]);
+            rc = sbx_error_set(&err, SBX_E_NOTFOUND, ENOENT, "command '%s' not found", x.argv.v[0]);
         else
             rc = sbx_error_errno(&err, child_errno, "cannot run '%s'", x.argv.v[0]);
         goto out;
@@ -532,16 +530,14 @@ static void do_port(struct sup *s, int ci, const json_t *req)
     int64_t port = 0;
     int rc = sbx_json_get_int(req, "port", 1, &port, &err);
     if (rc == 0 && (port < 1 || port > 65535))
-        rc = sbx_error_set(&err, SBX_E_INVAL, 0, "port %lld is not in 1..65535",
-                           (long long)port);
+        rc = sbx_error_set(&err, SBX_E_INVAL, 0, "port %lld is not in 1..65535", (long long)port);
     if (rc == 0 && s->n_ports) {
         int allowed = 0;
         for (size_t i = 0; i < s->n_ports; i++)
             allowed |= s->ports[i] == port;
         if (!allowed)
-            rc = sbx_error_set(&err, SBX_E_PERM, 0,
-                               "port %lld is not exposed by sandbox '%s'", (long long)port,
-                               s->id);
+            rc = sbx_error_set(&err, SBX_E_PERM, 0, "port %lld is not exposed by sandbox '%s'",
+                               (long long)port, s->id);
     }
     int fam = rc == 0 ? listening((int)port) : 0;
     if (rc == 0 && !fam)
@@ -839,8 +835,7 @@ static int start(struct sup *s, struct sbx_error *err)
     int b = bind(s->listen_fd, (struct sockaddr *)&sa, sizeof(sa));
     umask(old);
     if (b < 0 || listen(s->listen_fd, 128) < 0)
-        return sbx_error_errno(err, errno, "cannot listen on '%s/%s'", s->dir,
-                               SBX_PROTO_SOCKNAME);
+        return sbx_error_errno(err, errno, "cannot listen on '%s/%s'", s->dir, SBX_PROTO_SOCKNAME);
 
     /* Isolation hook (1): here, with the control socket bound and before serving, the isolation
      * module may move the supervisor into new namespaces (forking so that the serving process is
