@@ -574,6 +574,16 @@ static int ls_ls(struct sbx_session *bs, const char *path, struct sbx_dirlist *o
     rc = sbx_fs_stat(dfd, path, &st, err);
     if (rc < 0)
         return rc;
+    if (S_ISLNK(st.st_mode)) {
+        /* Like ls: a link to a directory lists the directory, if it stays inside. */
+        rc = sbx_fs_open(dfd, path, O_RDONLY | O_DIRECTORY, 0, 0, &fd, err);
+        if (rc == -SBX_E_PERM)
+            return rc;
+        if (rc == 0)
+            st.st_mode = S_IFDIR;
+        sbx_error_clear(err);
+        rc = 0;
+    }
     if (!S_ISDIR(st.st_mode)) {
         l.v = sbx_xcalloc(1, sizeof(*l.v));
         rc = ls_stat(bs, path, &l.v[0], err);
@@ -585,7 +595,8 @@ static int ls_ls(struct sbx_session *bs, const char *path, struct sbx_dirlist *o
         *out = l;
         return 0;
     }
-    rc = sbx_fs_open(dfd, path, O_RDONLY | O_DIRECTORY, 0, 0, &fd, err);
+    if (fd < 0)
+        rc = sbx_fs_open(dfd, path, O_RDONLY | O_DIRECTORY, 0, 0, &fd, err);
     if (rc < 0)
         return rc;
     d = fdopendir(fd);

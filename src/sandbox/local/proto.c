@@ -252,8 +252,8 @@ int sbx__local_connect(const char *dir, const char *id, int *out_fd, struct sbx_
 
     dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     if (dfd < 0) {
-        if (errno == ENOENT)
-            rc = sbx_error_set(err, SBX_E_NOTFOUND, ENOENT, "no sandbox '%s'", id);
+        if (errno == ENOENT) /* removed since the caller found or attached it */
+            rc = sbx_error_set(err, SBX_E_SANDBOX, ENOENT, "sandbox '%s' is gone", id);
         else
             rc = sbx_error_errno(err, errno, "cannot open the runtime directory of sandbox '%s'",
                                  id);
