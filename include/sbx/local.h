@@ -53,9 +53,9 @@ struct sbx_local_options {
     int64_t start_timeout_ms; /* how long create waits for the supervisor; 0: 10 s */
 };
 
-/* The hidden CLI verb "__supervise": the supervisor process itself. argv[1] names the fd on which
- * it reports readiness; the configuration arrives as JSON on stdin. Returns the exit status.
- * Only the sbx binary calls this. */
+/* The hidden CLI verb "__supervise ID": the supervisor process itself (argv[0] is the verb,
+ * argv[1] the sandbox id, shown by ps). The configuration arrives as JSON on stdin; the readiness
+ * report (JSON) leaves on stdout. Returns the exit status. Only the sbx binary calls this. */
 SBX_API int sbx_local_supervise_main(int argc, char **argv);
 
 /* The name of the hidden verb. */

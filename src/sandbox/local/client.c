@@ -797,12 +797,12 @@ static int find_supervisor(const struct local_client *c, char **out, struct sbx_
 
 /* Start the supervisor detached (its own session, reparented away from us) and wait until it
  * reports that it serves. */
-static int spawn_supervisor(const char *path, const json_t *cfg, int64_t timeout_ms,
-                            struct sbx_error *err)
+static int spawn_supervisor(const char *path, const char *id, const json_t *cfg,
+                            int64_t timeout_ms, struct sbx_error *err)
 {
     int sp[2] = {-1, -1}, devnull = -1, rc;
     struct sbx_buf text;
-    char *const argv[] = {(char *)path, (char *)SBX_LOCAL_SUPERVISE_VERB, NULL};
+    char *const argv[] = {(char *)path, (char *)SBX_LOCAL_SUPERVISE_VERB, (char *)id, NULL};
     char *const envp[] = {NULL};
 
     sbx_buf_init(&text, 65536);
@@ -1005,7 +1005,7 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     sbx_json_set(cfg, "isolation", sbx_json_str("none"));
     sbx_json_set(cfg, "env", env);
     sbx_json_set(cfg, "ports", ports);
-    rc = spawn_supervisor(sup, cfg, c->start_timeout_ms, err);
+    rc = spawn_supervisor(sup, id, cfg, c->start_timeout_ms, err);
     if (rc < 0)
         goto out;
     started = 1;

@@ -284,6 +284,9 @@ static SBX_NORETURN void child_main(const struct exec_req *x, char **envp, int c
     for (int sig = 1; sig < NSIG; sig++)
         signal(sig, SIG_DFL);
     sigprocmask(SIG_SETMASK, &none, NULL);
+    /* Should the supervisor die without a chance to clean up (SIGKILL), its direct children go
+     * with it; deeper descendants are only contained by the pid namespace of isolation. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (pty_slave >= 0) {
         if (setsid() < 0 || ioctl(pty_slave, TIOCSCTTY, 0) < 0)
             goto fail;
@@ -850,8 +853,8 @@ int sbx_local_supervise_main(int argc, char **argv)
     struct sbx_error err = SBX_ERROR_INIT;
     int rc;
 
-    (void)argv;
-    if (argc != 1) {
+    /* argv[1] is the sandbox id: unused but for ps(1), where it tells supervisors apart. */
+    if (argc != 2 || !argv[1][0]) {
         fprintf(stderr, "sbx: %s is internal to sbx\n", SBX_LOCAL_SUPERVISE_VERB);
         return 2;
     }
