@@ -20,6 +20,9 @@ static char tmp[256];
 static char run_dir[300], ws_dir[300];
 static struct sbx_client *client;
 static struct sbx_session *sess;
+/* Valgrind does not know openat2: then the workspace file operations cannot run (the
+ * supervisor, not run under valgrind, is unaffected). */
+static int have_openat2 = 1;
 
 static void rm_rf(const char *path)
 {
@@ -49,6 +52,12 @@ static void setup(void)
         printf("Bail out! cannot create a sandbox: %s\n", err.msg);
         exit(1);
     }
+    int fd = -1;
+    if (sbx_fs_open(AT_FDCWD, ".", O_RDONLY | O_DIRECTORY, 0, 0, &fd, &err) == -SBX_E_UNSUPPORTED) {
+        have_openat2 = 0;
+        printf("# openat2 is unavailable (%s): skipping workspace file operations\n", err.msg);
+    }
+    sbx_fd_close(&fd);
 }
 
 static void teardown(void)
@@ -145,7 +154,8 @@ static void test_cwd(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx_exec_result r;
-    CHECK_OK(sbx_session_mkdir(sess, "sub/dir", SBX_MKDIR_PARENTS, &err), &err);
+    CHECK_OK(sh("mkdir -p sub/dir", &r, &err), &err);
+    sbx_exec_result_release(&r);
     struct sbx_exec_spec spec = {.command = "pwd", .cwd = "sub/dir"};
     CHECK_OK(sbx_session_exec(sess, &spec, &r, &err), &err);
     char *want = sbx_xasprintf("%s/sub/dir\n", sbx_session_root(sess));
@@ -234,12 +244,14 @@ static void test_huge_output(void)
 static pid_t read_pid(const char *path)
 {
     struct sbx_error err = SBX_ERROR_INIT;
-    struct sbx_buf b;
-    sbx_buf_init(&b, 64);
+    struct sbx_exec_result r;
+    const char *const argv[] = {"cat", path, NULL};
+    struct sbx_exec_spec spec = {.argv = argv};
     pid_t pid = 0;
-    if (sbx_session_read(sess, path, 64, &b, &err) == 0)
-        pid = (pid_t)strtol(b.data, NULL, 10);
-    sbx_buf_release(&b);
+    if (sbx_session_exec(sess, &spec, &r, &err) == 0) {
+        pid = (pid_t)strtol(r.out.data, NULL, 10);
+        sbx_exec_result_release(&r);
+    }
     return pid;
 }
 
@@ -289,6 +301,8 @@ static void test_files(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx_buf b;
+    if (!have_openat2)
+        return;
     sbx_buf_init(&b, SBX_BUF_NOLIMIT);
     CHECK_OK(sbx_session_write(sess, "f/a.txt", "hello", 5, 0640, SBX_WRITE_PARENTS, &err), &err);
     CHECK_OK(sbx_session_read(sess, "f/a.txt", 0, &b, &err), &err);
@@ -511,7 +525,8 @@ static void *worker(void *p)
             sbx_exec_result_release(&r);
         }
         char *path = sbx_xasprintf("t/%p-%d", p, i);
-        if (sbx_session_write(sess, path, cmd, strlen(cmd), 0, SBX_WRITE_PARENTS, &err) == 0)
+        if (!have_openat2 ||
+            sbx_session_write(sess, path, cmd, strlen(cmd), 0, SBX_WRITE_PARENTS, &err) == 0)
             a->ok++;
         free(path);
         free(cmd);
@@ -544,7 +559,10 @@ static void test_attach_list_remove(void)
     char id[64];
     snprintf(id, sizeof(id), "%s", sbx_session_id(a));
     CHECK_EQ_INT(strlen(id), 16);
-    CHECK_OK(sbx_session_write(a, "marker", "m", 1, 0, 0, &err), &err);
+    struct sbx_exec_result r;
+    struct sbx_exec_spec mark = {.command = "echo m > marker"};
+    CHECK_OK(sbx_session_exec(a, &mark, &r, &err), &err);
+    sbx_exec_result_release(&r);
 
     /* attach by a prefix, see the same workspace */
     char prefix[9];
@@ -552,9 +570,10 @@ static void test_attach_list_remove(void)
     CHECK_OK(sbx_client_attach(client, prefix, &b, &err), &err);
     if (b) {
         CHECK_EQ_STR(sbx_session_id(b), id);
-        struct sbx_dirent d = {0};
-        CHECK_OK(sbx_session_stat(b, "marker", &d, &err), &err);
-        sbx_dirent_release(&d);
+        struct sbx_exec_spec test = {.command = "test -f marker"};
+        CHECK_OK(sbx_session_exec(b, &test, &r, &err), &err);
+        CHECK_EQ_INT(r.status.code, 0);
+        sbx_exec_result_release(&r);
         sbx_session_free(b);
         b = NULL;
     }
@@ -585,7 +604,6 @@ static void test_attach_list_remove(void)
     CHECK_OK(sbx_client_remove(client, id, 0, &err), &err);
     CHECK_ERR(sbx_client_attach(client, id, &b, &err), SBX_E_NOTFOUND, &err, NULL);
     /* the old handle now reports the sandbox gone, it does not hang */
-    struct sbx_exec_result r;
     struct sbx_exec_spec spec = {.command = "true"};
     CHECK_ERR(sbx_session_exec(a, &spec, &r, &err), SBX_E_SANDBOX, &err, "is gone");
     sbx_session_free(a);
@@ -604,7 +622,10 @@ static void test_workspace_kept(void)
     struct sbx_create_spec spec = {.workspace = dir};
     CHECK_OK(sbx_client_create(client, &spec, &a, &err), &err);
     if (a) {
-        CHECK_OK(sbx_session_write(a, "kept", "k", 1, 0, 0, &err), &err);
+        struct sbx_exec_result r;
+        struct sbx_exec_spec touch = {.command = "echo k > kept"};
+        CHECK_OK(sbx_session_exec(a, &touch, &r, &err), &err);
+        sbx_exec_result_release(&r);
         CHECK_OK(sbx_session_delete(a, &err), &err);
         sbx_session_free(a);
     }

@@ -157,9 +157,12 @@ static int read_state(const char *dir, const char *id, json_t **out, struct sbx_
     if (dfd < 0)
         return sbx_error_set(err, SBX_E_NOTFOUND, errno, "no sandbox '%s'", id);
     sbx_buf_init(&b, STATE_MAX);
-    int rc = sbx_fs_read(dfd, SBX_PROTO_STATE, STATE_MAX, &b, err);
-    if (rc == -SBX_E_NOTFOUND)
-        rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox '%s' is gone", id);
+    /* The runtime directory is ours alone (0700): plain openat is enough here. */
+    int fd = openat(dfd, SBX_PROTO_STATE, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int rc = fd < 0 ? sbx_error_set(err, SBX_E_SANDBOX, errno, "sandbox '%s' is gone", id)
+                    : sbx_fd_read_all(fd, STATE_MAX, &b, err);
+    if (fd >= 0)
+        close(fd);
     if (rc == 0)
         rc = sbx_json_parse(b.data, b.len, NULL, out, err);
     if (rc == 0 && !json_is_object(*out)) {
@@ -168,6 +171,40 @@ static int read_state(const char *dir, const char *id, json_t **out, struct sbx_
     }
     sbx_buf_release(&b);
     close(dfd);
+    return rc;
+}
+
+#define RM_MAX_DEPTH 4096
+
+/* Remove name beneath dfd, never following a symlink: each directory is opened with O_NOFOLLOW
+ * relative to its parent, so a link swapped in meanwhile is refused rather than followed. The
+ * tree may be written by the sandbox, so this must not trust it. */
+static int rm_at(int dfd, const char *name, int depth, struct sbx_error *err)
+{
+    if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
+        return 0;
+    if (errno != EISDIR && errno != EPERM)
+        return sbx_error_errno(err, errno, "cannot remove '%s'", name);
+    if (depth > RM_MAX_DEPTH)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0, "'%s' nests too deep to remove", name);
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return sbx_error_errno(err, errno, "cannot open '%s'", name);
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int rc = sbx_error_errno(err, errno, "cannot list '%s'", name);
+        close(fd);
+        return rc;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d))) {
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            rc = rm_at(dirfd(d), e->d_name, depth + 1, err);
+    }
+    closedir(d);
+    if (rc == 0 && unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+        rc = sbx_error_errno(err, errno, "cannot remove '%s'", name);
     return rc;
 }
 
@@ -187,9 +224,9 @@ static int remove_tree(const char *path, struct sbx_error *err)
         rc = errno == ENOENT ? 0 : sbx_error_errno(err, errno, "cannot open '%s'", copy);
         goto out;
     }
-    rc = sbx_fs_remove(pfd, slash + 1, SBX_FS_RECURSIVE, err);
-    if (rc == -SBX_E_NOTFOUND)
-        rc = 0;
+    rc = rm_at(pfd, slash + 1, 0, err);
+    if (rc < 0)
+        sbx_error_prefix(err, "removing '%s'", path);
 out:
     sbx_fd_close(&pfd);
     free(copy);
@@ -797,8 +834,8 @@ static int find_supervisor(const struct local_client *c, char **out, struct sbx_
 
 /* Start the supervisor detached (its own session, reparented away from us) and wait until it
  * reports that it serves. */
-static int spawn_supervisor(const char *path, const char *id, const json_t *cfg,
-                            int64_t timeout_ms, struct sbx_error *err)
+static int spawn_supervisor(const char *path, const char *id, const json_t *cfg, int64_t timeout_ms,
+                            struct sbx_error *err)
 {
     int sp[2] = {-1, -1}, devnull = -1, rc;
     struct sbx_buf text;
@@ -925,13 +962,38 @@ static int workspace_base(const struct local_client *c, char **out, struct sbx_e
     return 0;
 }
 
+/* state.json in the new runtime directory: written whole before the supervisor exists, so a
+ * reader never sees it partial. */
+static int write_state(const char *dir, const json_t *state, struct sbx_error *err)
+{
+    char *text = sbx_json_dumps(state, SBX_JSON_PRETTY);
+    char *tmp = sbx_xasprintf("%s/%s.tmp", dir, SBX_PROTO_STATE);
+    char *path = sbx_xasprintf("%s/%s", dir, SBX_PROTO_STATE);
+    int rc = 0;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        rc = sbx_error_errno(err, errno, "cannot create '%s'", tmp);
+    if (rc == 0)
+        rc = sbx_fd_write_all(fd, text, strlen(text), err);
+    if (fd >= 0 && close(fd) < 0 && rc == 0)
+        rc = sbx_error_errno(err, errno, "cannot write '%s'", tmp);
+    if (rc == 0 && rename(tmp, path) < 0)
+        rc = sbx_error_errno(err, errno, "cannot rename '%s'", tmp);
+    if (rc < 0)
+        unlink(tmp);
+    free(text);
+    free(tmp);
+    free(path);
+    return rc;
+}
+
 static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
                      struct sbx_session **out, struct sbx_error *err)
 {
     struct local_client *c = (struct local_client *)bc;
     char *rundir = NULL, *dir = NULL, *ws = NULL, *wsbase = NULL, *sup = NULL;
     char id[2 * ID_BYTES + 1];
-    int owned = 0, made_dir = 0, made_ws = 0, started = 0, dfd = -1, rc;
+    int owned = 0, made_dir = 0, made_ws = 0, started = 0, rc;
     json_t *state = NULL, *cfg = NULL;
 
     if ((rc = find_supervisor(c, &sup, err)) < 0 ||
@@ -979,13 +1041,7 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     sbx_json_set(state, "workspace_owned", json_boolean(owned));
     sbx_json_set(state, "manifest_digest", json_null());
 
-    char *text = sbx_json_dumps(state, SBX_JSON_PRETTY);
-    dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-    if (dfd < 0)
-        rc = sbx_error_errno(err, errno, "cannot open '%s'", dir);
-    else
-        rc = sbx_fs_write_state(dfd, SBX_PROTO_STATE, text, strlen(text), 0600, err);
-    free(text);
+    rc = write_state(dir, state, err);
     if (rc < 0)
         goto out;
 
@@ -1022,7 +1078,6 @@ out:
             remove_tree(ws, &ignored);
         sbx_error_prefix(err, "cannot create sandbox");
     }
-    sbx_fd_close(&dfd);
     json_decref(state);
     json_decref(cfg);
     free(rundir);
