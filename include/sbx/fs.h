@@ -29,29 +29,51 @@ enum sbx_fs_flags {
 };
 
 /* openat2 beneath dirfd. flags are open(2) flags (O_CLOEXEC is added); fsflags SBX_FS_NOFOLLOW.
- * *out_fd: caller owns (close). path "" or "." opens dirfd's directory itself. */
+ * *out_fd: caller owns (close). path "" or "." opens dirfd's directory itself. Symlinks inside
+ * the tree are followed unless SBX_FS_NOFOLLOW; magic links (/proc/PID/fd/N, /proc/PID/root)
+ * never are. Errors: SBX_E_PERM "'x' resolves outside the workspace" (absolute path, "..",
+ * symlink or magic link leaving dirfd), SBX_E_PERM "'x' passes through a symlink" (NOFOLLOW),
+ * SBX_E_PERM "'x' is a symlink" (O_NOFOLLOW on a final symlink), SBX_E_NOTFOUND,
+ * SBX_E_UNSUPPORTED when the kernel has no openat2 (Linux < 5.6, or valgrind < 3.20).
+ * Blocks only as open(2) does (a FIFO opened without O_NONBLOCK waits for a writer). */
 SBX_API int sbx_fs_open(int dirfd, const char *path, int oflags, mode_t mode, int fsflags,
                         int *out_fd, struct sbx_error *err);
 
-/* Read a whole regular file beneath dirfd, at most max bytes (SBX_E_TOOBIG past it, checked
- * before reading), appending to out. A directory or device is SBX_E_INVAL. */
+/* Read a whole regular file beneath dirfd, at most max bytes, appending to out. The size is
+ * checked with fstat before reading and again while reading (a file may grow, and /proc files
+ * report size 0): SBX_E_TOOBIG past max or past out's own limit. A directory, FIFO or device is
+ * SBX_E_INVAL (never blocks on a FIFO). On failure out is left as it was. */
 SBX_API int sbx_fs_read(int dirfd, const char *path, size_t max, struct sbx_buf *out,
                         struct sbx_error *err);
 
 /* Write data to path beneath dirfd with mode (applied exactly, umask ignored) for new files.
- * fsflags: SBX_FS_PARENTS, SBX_FS_EXCL, SBX_FS_ATOMIC, SBX_FS_APPEND, SBX_FS_NOFOLLOW. Refuses
- * to write through a final symlink. */
+ * fsflags: SBX_FS_PARENTS, SBX_FS_EXCL, SBX_FS_ATOMIC, SBX_FS_APPEND, SBX_FS_NOFOLLOW.
+ * - In place (default): an existing regular file is truncated (or appended to) and keeps its
+ *   mode; a final symlink is refused with SBX_E_PERM "'x' is a symlink", never written through;
+ *   a directory, FIFO or device is refused. A failed write may leave a partial file.
+ * - SBX_FS_ATOMIC: a uniquely named temp file (".sbx-<random>.tmp", O_EXCL) in the same
+ *   directory is written, given mode, fsynced and renamed over path, then the directory is
+ *   fsynced. Readers see the old or the new file, never a mix; on failure the temp is removed.
+ *   The rename replaces a final symlink itself (its target is untouched), and mode always
+ *   applies because the file is new. With SBX_FS_EXCL the rename fails if path exists
+ *   (RENAME_NOREPLACE). SBX_FS_ATOMIC | SBX_FS_APPEND is SBX_E_INVAL.
+ * - SBX_FS_PARENTS creates missing parent directories with mode 0755. */
 SBX_API int sbx_fs_write(int dirfd, const char *path, const void *data, size_t n, mode_t mode,
                          int fsflags, struct sbx_error *err);
 
-/* mkdir beneath dirfd. With SBX_FS_PARENTS missing parents are created and an existing
- * directory is not an error (unless SBX_FS_EXCL). */
+/* mkdir beneath dirfd; every directory created gets mode exactly (umask ignored). With
+ * SBX_FS_PARENTS missing parents are created and an existing directory is not an error (unless
+ * SBX_FS_EXCL); an existing non-directory on the way is SBX_E_EXISTS "'x' exists and is not a
+ * directory". Without it an existing path is SBX_E_EXISTS. */
 SBX_API int sbx_fs_mkdir(int dirfd, const char *path, mode_t mode, int fsflags,
                          struct sbx_error *err);
 
 /* Remove a file, symlink (never its target) or empty directory; with SBX_FS_RECURSIVE a whole
- * tree, never following symlinks. Removing "" (the directory itself) is refused. A missing path
- * is SBX_E_NOTFOUND. */
+ * tree, never following symlinks and never descending into another mount (a mount point inside
+ * the tree is SBX_E_PERM "it is a mount point"), at most 256 directories deep (SBX_E_TOOBIG).
+ * Removing "" (the directory itself) is SBX_E_INVAL. A missing path is SBX_E_NOTFOUND; a
+ * non-empty directory without SBX_FS_RECURSIVE is SBX_E_INVAL. A failed recursive remove may
+ * have removed part of the tree. */
 SBX_API int sbx_fs_remove(int dirfd, const char *path, int fsflags, struct sbx_error *err);
 
 /* lstat-like stat beneath dirfd (the final component is not followed). */
@@ -61,11 +83,14 @@ SBX_API int sbx_fs_stat(int dirfd, const char *path, struct stat *out, struct sb
 /* Read a whole file named by an absolute or cwd-relative host path, at most max bytes. */
 SBX_API int sbx_fs_read_path(const char *path, size_t max, struct sbx_buf *out,
                              struct sbx_error *err);
-/* Write a state file in dirfd atomically: "name.tmp", fsync, rename, fsync the directory. */
+/* Write a state file in dirfd atomically: "name.tmp", fsync, rename, fsync the directory.
+ * name is a plain file name (no '/'; SBX_E_INVAL otherwise); mode is applied exactly. A stale
+ * "name.tmp" left by a crash is replaced. dirfd must be readable (not O_PATH): it is fsynced. */
 SBX_API int sbx_fs_write_state(int dirfd, const char *name, const void *data, size_t n, mode_t mode,
                                struct sbx_error *err);
-/* read(2)/write(2) loops that retry EINTR and short transfers. read_all stops at EOF or max
- * bytes (then SBX_E_TOOBIG if more data follows). */
+/* read(2)/write(2) loops that retry EINTR and short transfers; they block as the fd does.
+ * read_all appends to out and stops at EOF; reading exactly max bytes is fine, more is
+ * SBX_E_TOOBIG (and out is left as it was). EAGAIN on a non-blocking fd is an error. */
 SBX_API int sbx_fd_read_all(int fd, size_t max, struct sbx_buf *out, struct sbx_error *err);
 SBX_API int sbx_fd_write_all(int fd, const void *p, size_t n, struct sbx_error *err);
 /* close(2) that keeps errno and accepts -1; sets *fd to -1. */

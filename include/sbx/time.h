@@ -26,7 +26,10 @@ SBX_API void sbx_sleep_ms(int64_t ms);
 #define SBX_TIME_RFC3339_LEN 32
 SBX_API void sbx_time_rfc3339(int64_t real_ns, char out[SBX_TIME_RFC3339_LEN]);
 /* Parse a duration like "250ms", "30s", "5m", "1h" or a bare number of seconds ("1.5").
- * Returns 0 and *out_ms, or -1 on malformed or negative input. */
+ * A decimal number (digits, optional fraction, ".5" allowed) then an optional unit ms, s, m or
+ * h; no sign, spaces or exponent. Fractions are exact to 6 digits, the result is truncated to
+ * whole milliseconds ("10.9ms" is 10). Returns 0 and *out_ms, or -1 on malformed, negative or
+ * overflowing input (*out_ms untouched). */
 SBX_API int sbx_duration_parse_ms(const char *s, int64_t *out_ms);
 
 #endif

@@ -23,4 +23,6 @@ int cli_fail(const struct sbx_error *err);
 /* Print "sbx: <formatted>" plus a hint to run --help, return CLI_USAGE. */
 int cli_usage(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+int cmd_manifest(int argc, char **argv); /* cmd-manifest.c */
+
 #endif

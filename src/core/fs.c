@@ -540,6 +540,24 @@ out:
     return rc;
 }
 
+/* Open directory name in dfd to empty it: no symlink, and no crossing into another mount, so
+ * a bind mount inside the tree (a host directory mounted into a workspace) is never emptied. */
+static int open_subdir_for_removal(int dfd, const char *name, const char *path, int *out_fd,
+                                   struct sbx_error *err)
+{
+    struct open_how how = make_how(O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, SBX_FS_NOFOLLOW);
+    how.resolve |= RESOLVE_NO_XDEV;
+    long r = raw_openat2(dfd, name, &how);
+    if (r < 0) {
+        if (errno == EXDEV)
+            return sbx_error_set(err, SBX_E_PERM, EXDEV, "cannot remove '%s': it is a mount point",
+                                 path);
+        return sbx_error_errno(err, errno, "cannot open '%s'", path);
+    }
+    *out_fd = (int)r;
+    return 0;
+}
+
 /* Empty the directory open at dfd (fd borrowed). Never follows a symlink: entries are examined
  * with AT_SYMLINK_NOFOLLOW and subdirectories opened with O_NOFOLLOW relative to their parent. */
 static int remove_contents(int dfd, const char *path, int depth, struct sbx_error *err)
@@ -585,13 +603,8 @@ static int remove_contents(int dfd, const char *path, int depth, struct sbx_erro
             if (S_ISDIR(st.st_mode)) {
                 char *sub = sbx_xasprintf("%s/%s", path, e->d_name);
                 int cfd = -1;
-                struct open_how how =
-                        make_how(O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, SBX_FS_NOFOLLOW);
-                long r = raw_openat2(dfd, e->d_name, &how);
-                if (r < 0) {
-                    rc = sbx_error_errno(err, errno, "cannot open '%s'", sub);
-                } else {
-                    cfd = (int)r;
+                rc = open_subdir_for_removal(dfd, e->d_name, sub, &cfd, err);
+                if (rc == 0) {
                     rc = remove_contents(cfd, sub, depth + 1, err);
                     sbx_fd_close(&cfd);
                 }
@@ -635,13 +648,9 @@ int sbx_fs_remove(int dirfd, const char *path, int fsflags, struct sbx_error *er
         goto out;
     }
     if (fsflags & SBX_FS_RECURSIVE) {
-        struct open_how how = make_how(O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, SBX_FS_NOFOLLOW);
-        long r = raw_openat2(parentfd, base, &how);
-        if (r < 0) {
-            rc = sbx_error_errno(err, errno, "cannot open '%s'", path);
+        rc = open_subdir_for_removal(parentfd, base, path, &fd, err);
+        if (rc < 0)
             goto out;
-        }
-        fd = (int)r;
         rc = remove_contents(fd, path, 1, err);
         if (rc < 0)
             goto out;

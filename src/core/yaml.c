@@ -380,7 +380,7 @@ static int on_alias(struct loader *L, const yaml_event_t *ev, struct sbx_error *
     if (expecting_key(L)) {
         if (!json_is_string(a->v))
             return at(err, SBX_E_INVAL, &ev->start_mark,
-                      "mapping key must be a scalar, not an alias to a collection:", name);
+                      "an alias used as a mapping key must name a string:", name);
         int rc = count_node(L, 1, &ev->start_mark, err);
         if (rc < 0)
             return rc;

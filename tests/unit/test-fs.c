@@ -3,9 +3,12 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <signal.h>
+#include <sched.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tap.h"
@@ -424,6 +427,54 @@ static void test_remove_depth_limit(void)
               "nested deeper than 256 directories");
 }
 
+/* Child of test_remove_stops_at_mounts: 0 when the removal refused the mount, 77 when no
+ * private mount namespace can be made here, another code for each failure. */
+static int remove_across_mount_child(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        return 77;
+    char point[160];
+    snprintf(point, sizeof(point), "%s/ws/mnt/point", top);
+    if (mount("sbx-test", point, "tmpfs", 0, "size=64k") < 0)
+        return 77;
+    /* the inherited ws fd still sees the old namespace, where nothing is mounted */
+    char path[128];
+    snprintf(path, sizeof(path), "%s/ws", top);
+    sbx_fd_close(&ws);
+    ws = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (sbx_fs_write(ws, "mnt/point/precious", "p", 1, 0644, 0, &err) < 0)
+        return 1;
+    if (sbx_fs_remove(ws, "mnt", SBX_FS_RECURSIVE, &err) != -SBX_E_PERM ||
+        !strstr(err.msg, "'mnt/point': it is a mount point"))
+        return 2;
+    if (sbx_fs_remove(ws, "mnt/point", SBX_FS_RECURSIVE, &err) != -SBX_E_PERM)
+        return 3;
+    struct stat st;
+    if (sbx_fs_stat(ws, "mnt/point/precious", &st, &err) < 0)
+        return 4;
+    return 0;
+}
+
+static void test_remove_stops_at_mounts(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    CHECK_OK(sbx_fs_mkdir(ws, "mnt/point", 0755, SBX_FS_PARENTS, &err), &err);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(remove_across_mount_child());
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 77) {
+        printf("# no private mount namespace here: mount-point removal not exercised\n");
+        return;
+    }
+    CHECK(WIFEXITED(status));
+    CHECK_EQ_INT(WEXITSTATUS(status), 0);
+    CHECK_OK(sbx_fs_remove(ws, "mnt", SBX_FS_RECURSIVE, &err), &err);
+}
+
 static void test_stat(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -523,6 +574,7 @@ int main(void)
     TAP_RUN(test_mkdir);
     TAP_RUN(test_remove);
     TAP_RUN(test_remove_depth_limit);
+    TAP_RUN(test_remove_stops_at_mounts);
     TAP_RUN(test_stat);
     TAP_RUN(test_write_state);
     TAP_RUN(test_fd_loops);

@@ -1,0 +1,116 @@
+/* sbx manifest: check a workspace manifest and show the tree the agent will see. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "sbx/json.h"
+#include "sbx/manifest.h"
+
+static const char usage_text[] =
+        "usage: sbx manifest check [--no-host-checks] [--base-dir DIR] FILE\n"
+        "       sbx manifest tree [--depth N] [--max-bytes N] [--no-host-checks] FILE\n"
+        "\n"
+        "check  validate FILE (YAML or JSON) and print the normalised manifest as JSON;\n"
+        "       secret values are left out (a note on stderr says how many)\n"
+        "tree   print the workspace tree the agent is shown (default depth 4, 5000 bytes)\n"
+        "\n"
+        "  --no-host-checks  do not look at local_file / local_dir sources on this machine\n"
+        "  --base-dir DIR    resolve relative sources against DIR (default: FILE's directory)\n"
+        "  --depth N         tree levels to show (0: all)\n"
+        "  --max-bytes N     cap on the tree text\n";
+
+static int parse_num(const char *s, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < 0 || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+int cmd_manifest(int argc, char **argv)
+{
+    if (argc < 2)
+        return cli_usage("manifest ", "missing subcommand (check or tree)");
+    const char *sub = argv[1];
+    if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 || strcmp(sub, "help") == 0) {
+        fputs(usage_text, stdout);
+        return CLI_OK;
+    }
+    int is_tree = strcmp(sub, "tree") == 0;
+    if (!is_tree && strcmp(sub, "check") != 0)
+        return cli_usage("manifest ", "unknown subcommand '%s'", sub);
+
+    struct sbx_manifest_load_opts opts = {0};
+    long depth = 4, max_bytes = SBX_MANIFEST_TREE_DEFAULT_MAX_BYTES;
+    const char *file = NULL;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(usage_text, stdout);
+            return CLI_OK;
+        } else if (strcmp(a, "--no-host-checks") == 0) {
+            opts.flags |= SBX_MANIFEST_NO_HOST_CHECKS;
+        } else if (strcmp(a, "--base-dir") == 0) {
+            if (++i >= argc)
+                return cli_usage("manifest ", "--base-dir needs a directory");
+            opts.base_dir = argv[i];
+        } else if (is_tree && strcmp(a, "--depth") == 0) {
+            if (++i >= argc || parse_num(argv[i], 1000, &depth))
+                return cli_usage("manifest ", "--depth needs a number from 0 to 1000");
+        } else if (is_tree && strcmp(a, "--max-bytes") == 0) {
+            if (++i >= argc || parse_num(argv[i], 1L << 30, &max_bytes) || max_bytes == 0)
+                return cli_usage("manifest ", "--max-bytes needs a positive number");
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage("manifest ", "unknown option '%s'", a);
+        } else if (file) {
+            return cli_usage("manifest ", "more than one FILE given");
+        } else {
+            file = a;
+        }
+    }
+    if (!file)
+        return cli_usage("manifest ", "missing FILE");
+
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_manifest *m = NULL;
+    json_t *doc = NULL;
+    struct sbx_buf out;
+    sbx_buf_init(&out, SBX_BUF_NOLIMIT);
+    size_t omitted = 0;
+    int status = CLI_OK;
+    int rc = sbx_manifest_load_file(file, &opts, &m, &err);
+    if (rc == 0 && is_tree) {
+        rc = sbx_manifest_render_tree(m, (int)depth, (size_t)max_bytes, &out, &err);
+    } else if (rc == 0) {
+        rc = sbx_manifest_to_json(m, 0, &doc, &omitted, &err);
+        if (rc == 0)
+            rc = sbx_json_dump(doc, SBX_JSON_PRETTY, &out, &err);
+        if (rc == 0)
+            rc = sbx_buf_addch(&out, '\n', &err);
+    }
+    if (rc) {
+        sbx_error_prefix(&err, "manifest '%s'", file);
+        status = cli_fail(&err);
+        goto out;
+    }
+    fwrite(out.data, 1, out.len, stdout);
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "sbx: cannot write the output: %s\n", strerror(errno));
+        status = CLI_FAIL;
+        goto out;
+    }
+    if (omitted)
+        fprintf(stderr, "sbx: note: %zu secret value%s left out of the output\n", omitted,
+                omitted == 1 ? " was" : "s were");
+out:
+    json_decref(doc);
+    sbx_manifest_free(m);
+    sbx_buf_release(&out);
+    return status;
+}
