@@ -276,6 +276,9 @@ enum sbx_rm_flags {
 /* Remove a file, symlink (never its target) or directory. The root itself cannot be removed. */
 SBX_API int sbx_session_rm(struct sbx_session *s, const char *path, int flags,
                            struct sbx_error *err);
+/* Set the permission bits (07777) of a file or directory; a symlink is refused. */
+SBX_API int sbx_session_chmod(struct sbx_session *s, const char *path, mode_t mode,
+                              struct sbx_error *err);
 
 /* ---------------------------------------------------------------------------------------------
  * Ports, state, lifetime */
@@ -324,7 +327,9 @@ SBX_API void sbx_client_free(struct sbx_client *c);
 SBX_API const char *sbx_client_provider(const struct sbx_client *c);
 
 /* Create a sandbox, materialise the manifest into its workspace and return a session on it.
- * On failure nothing is left behind. *out: caller owns (sbx_session_free). */
+ * The manifest's environment applies to every command; git_repo entries are fetched on this
+ * side (the `git` program) and recorded with their resolved commit in the session state under
+ * "materialized". On failure nothing is left behind. *out: caller owns (sbx_session_free). */
 SBX_API int sbx_client_create(struct sbx_client *c, const struct sbx_create_spec *spec,
                               struct sbx_session **out, struct sbx_error *err);
 /* Attach to a live sandbox by id (a unique prefix of it is accepted). SBX_E_NOTFOUND "no sandbox
@@ -372,6 +377,7 @@ struct sbx_session_ops {
                 struct sbx_error *err);
     int (*mkdir)(struct sbx_session *s, const char *path, int flags, struct sbx_error *err);
     int (*rm)(struct sbx_session *s, const char *path, int flags, struct sbx_error *err);
+    int (*chmod)(struct sbx_session *s, const char *path, mode_t mode, struct sbx_error *err);
     int (*resolve_port)(struct sbx_session *s, int port, char **out_url, struct sbx_error *err);
     int (*state)(struct sbx_session *s, json_t **out, struct sbx_error *err);
     int (*close)(struct sbx_session *s, int delete_workspace, struct sbx_error *err);

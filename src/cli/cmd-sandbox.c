@@ -18,6 +18,7 @@
 #include "sbx/fs.h"
 #include "sbx/json.h"
 #include "sbx/local.h"
+#include "sbx/manifest.h"
 #include "sbx/session.h"
 #include "sbx/strv.h"
 #include "sbx/time.h"
@@ -67,6 +68,7 @@ static int print_json(const json_t *v)
 
 static int cmd_create(int argc, char **argv)
 {
+    const char *manifest_path = NULL;
     int json = 0;
     struct sbx_create_spec spec = {0};
     struct sbx_local_options opts = {0};
@@ -75,12 +77,15 @@ static int cmd_create(int argc, char **argv)
     struct sbx_client *c = NULL;
     struct sbx_session *s = NULL;
     json_t *state = NULL;
+    struct sbx_manifest *m = NULL;
     int rc;
 
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--json") == 0) {
             json = 1;
+        } else if ((strcmp(a, "--manifest") == 0 || strcmp(a, "-m") == 0) && i + 1 < argc) {
+            manifest_path = argv[++i];
         } else if ((strcmp(a, "--workspace") == 0 || strcmp(a, "-w") == 0) && i + 1 < argc) {
             spec.workspace = argv[++i];
         } else if (strcmp(a, "--port") == 0 && i + 1 < argc) {
@@ -96,6 +101,14 @@ static int cmd_create(int argc, char **argv)
         }
     }
     opts.exposed_ports = ports;
+    if (manifest_path) {
+        rc = sbx_manifest_load_file(manifest_path, NULL, &m, &err);
+        if (rc < 0) {
+            sbx_error_prefix(&err, "manifest '%s'", manifest_path);
+            return cli_fail(&err);
+        }
+        spec.manifest = m;
+    }
     rc = sbx_client_new("local", &opts, &c, &err);
     if (rc == 0)
         rc = sbx_client_create(c, &spec, &s, &err);
@@ -110,6 +123,7 @@ static int cmd_create(int argc, char **argv)
     json_decref(state);
     sbx_session_free(s);
     sbx_client_free(c);
+    sbx_manifest_free(m);
     return rc < 0 ? cli_fail(&err) : CLI_OK;
 }
 

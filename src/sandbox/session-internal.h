@@ -21,9 +21,10 @@ size_t sbx__pump(int *fd, struct sbx_capture *c);
 /* TIOCSWINSZ on a terminal master. */
 int sbx__tty_resize(int master, unsigned short rows, unsigned short cols, struct sbx_error *err);
 
-/* Materialise manifest into the fresh workspace of s; local sources are resolved against
- * base_dir (NULL: the current directory). */
-int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *manifest,
-                     const char *base_dir, struct sbx_error *err);
+/* Materialise manifest m into the fresh workspace of s, entry by entry in declared order.
+ * *out_records: a JSON array describing what was fetched (git_repo: path, repo, ref, resolved
+ * commit); caller owns. Errors name the entry. */
+int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, json_t **out_records,
+                     struct sbx_error *err);
 
 #endif

@@ -451,6 +451,19 @@ int sbx_session_rm(struct sbx_session *s, const char *path, int flags, struct sb
     return rc;
 }
 
+int sbx_session_chmod(struct sbx_session *s, const char *path, mode_t mode, struct sbx_error *err)
+{
+    char *rel = NULL;
+    if (mode & ~(mode_t)07777)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "mode %o is not a permission mode",
+                             (unsigned)mode);
+    int rc = sbx__session_path(s, path, 1, &rel, err);
+    if (rc == 0)
+        rc = s->ops->chmod(s, rel, mode, err);
+    free(rel);
+    return rc;
+}
+
 int sbx_session_resolve_port(struct sbx_session *s, int port, char **out_url, struct sbx_error *err)
 {
     if (port < 1 || port > 65535)

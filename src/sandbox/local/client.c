@@ -19,6 +19,7 @@
 #include "sbx/fs.h"
 #include "sbx/hash.h"
 #include "sbx/json.h"
+#include "sbx/manifest.h"
 #include "sbx/path.h"
 #include "sbx/strv.h"
 #include "sbx/time.h"
@@ -689,6 +690,30 @@ static int ls_rm(struct sbx_session *bs, const char *path, int flags, struct sbx
     return rc;
 }
 
+static int ls_chmod(struct sbx_session *bs, const char *path, mode_t mode, struct sbx_error *err)
+{
+    int dfd, fd = -1;
+    struct stat st;
+    int rc = root_fd((struct local_session *)bs, &dfd, err);
+    if (rc == 0)
+        rc = sbx_fs_open(dfd, path, O_PATH | O_NOFOLLOW, 0, 0, &fd, err);
+    if (rc < 0)
+        return rc;
+    if (fstat(fd, &st) < 0) {
+        rc = sbx_error_errno(err, errno, "cannot stat '%s'", path);
+    } else if (S_ISLNK(st.st_mode)) {
+        rc = sbx_error_set(err, SBX_E_PERM, 0, "'%s' is a symlink", path);
+    } else {
+        /* An O_PATH descriptor cannot fchmod; its /proc link names exactly that inode. */
+        char proc[64];
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+        if (chmod(proc, mode) < 0)
+            rc = sbx_error_errno(err, errno, "cannot change the mode of '%s'", path);
+    }
+    close(fd);
+    return rc;
+}
+
 static int ls_resolve_port(struct sbx_session *bs, int port, char **out_url, struct sbx_error *err)
 {
     struct local_session *s = (struct local_session *)bs;
@@ -744,6 +769,7 @@ static const struct sbx_session_ops session_ops = {
         .stat = ls_stat,
         .mkdir = ls_mkdir,
         .rm = ls_rm,
+        .chmod = ls_chmod,
         .resolve_port = ls_resolve_port,
         .state = ls_state,
         .close = ls_close,
@@ -770,9 +796,17 @@ static struct local_session *session_from_state(const char *rundir, const char *
 
 static int check_state(const json_t *st, const char *id, struct sbx_error *err)
 {
-    static const char *const keys[] = {
-            "version",         "provider",        "id", "workspace", "root", "created", "isolation",
-            "workspace_owned", "manifest_digest", NULL};
+    static const char *const keys[] = {"version",
+                                       "provider",
+                                       "id",
+                                       "workspace",
+                                       "root",
+                                       "created",
+                                       "isolation",
+                                       "workspace_owned",
+                                       "manifest_digest",
+                                       "materialized",
+                                       NULL};
     int64_t version = 0;
     const char *provider = NULL, *sid = NULL, *ws = NULL, *root = NULL;
     int rc;
@@ -995,6 +1029,7 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     char id[2 * ID_BYTES + 1];
     int owned = 0, made_dir = 0, made_ws = 0, started = 0, rc;
     json_t *state = NULL, *cfg = NULL;
+    struct local_session *ls = NULL;
 
     if ((rc = find_supervisor(c, &sup, err)) < 0 ||
         (rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err)) < 0 ||
@@ -1039,7 +1074,27 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     sbx_json_set(state, "created", sbx_json_str(created));
     sbx_json_set(state, "isolation", sbx_json_str("none"));
     sbx_json_set(state, "workspace_owned", json_boolean(owned));
-    sbx_json_set(state, "manifest_digest", json_null());
+    if (spec && spec->manifest) {
+        /* The digest of the normalised manifest (secrets are never part of it). */
+        json_t *doc = NULL;
+        uint8_t digest[SBX_SHA256_LEN];
+        char hex[SBX_SHA256_HEX_LEN + 1];
+        rc = sbx_manifest_to_json(spec->manifest, SBX_MANIFEST_JSON_BASE64, &doc, NULL, err);
+        if (rc < 0)
+            goto out;
+        char *text = sbx_json_dumps(doc, SBX_JSON_COMPACT | SBX_JSON_SORTED);
+        json_decref(doc);
+        rc = sbx_sha256(text, strlen(text), digest, err);
+        free(text);
+        if (rc < 0)
+            goto out;
+        sbx_hex(digest, sizeof(digest), hex);
+        char *tagged = sbx_xasprintf("sha256:%s", hex);
+        sbx_json_set(state, "manifest_digest", sbx_json_str(tagged));
+        free(tagged);
+    } else {
+        sbx_json_set(state, "manifest_digest", json_null());
+    }
 
     rc = write_state(dir, state, err);
     if (rc < 0)
@@ -1052,6 +1107,22 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     char *home = sbx_xasprintf("HOME=%s", ws);
     sbx_json_append(env, sbx_json_str(home));
     free(home);
+    if (spec && spec->manifest) {
+        struct sbx_strv menv;
+        sbx_strv_init(&menv);
+        rc = sbx_manifest_env_resolve(spec->manifest, &menv, err);
+        for (size_t i = 0; rc == 0 && i < menv.n; i++)
+            sbx_json_append(env, sbx_json_str(menv.v[i]));
+        /* Secret values are in there: wipe our copies. */
+        for (size_t i = 0; i < menv.n; i++)
+            explicit_bzero(menv.v[i], strlen(menv.v[i]));
+        sbx_strv_release(&menv);
+        if (rc < 0) {
+            json_decref(env);
+            json_decref(ports);
+            goto out;
+        }
+    }
     for (size_t i = 0; i < c->n_ports; i++)
         sbx_json_append(ports, json_integer(c->ports[i]));
     sbx_json_set(cfg, "id", sbx_json_str(id));
@@ -1066,8 +1137,20 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
         goto out;
     started = 1;
 
-    *out = &session_from_state(rundir, dir, state)->base;
+    ls = session_from_state(rundir, dir, state);
     state = NULL;
+    if (spec && spec->manifest) {
+        json_t *records = NULL;
+        rc = sbx__materialize(&ls->base, spec->manifest, &records, err);
+        if (rc < 0)
+            goto out;
+        sbx_json_set(ls->state, "materialized", records);
+        rc = write_state(dir, ls->state, err);
+        if (rc < 0)
+            goto out;
+    }
+    *out = &ls->base;
+    ls = NULL;
     rc = 0;
 out:
     if (rc < 0) {
@@ -1078,6 +1161,8 @@ out:
             remove_tree(ws, &ignored);
         sbx_error_prefix(err, "cannot create sandbox");
     }
+    if (ls)
+        ls_free(&ls->base);
     json_decref(state);
     json_decref(cfg);
     free(rundir);
