@@ -6,6 +6,9 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -489,13 +492,13 @@ static int ls_write(struct sbx_session *bs, const char *path, const struct sbx_f
     rc = root_fd(s, &dfd, err);
     if (rc < 0)
         goto out;
-    if (flags & SBX_WRITE_PARENTS) {
-        if (parent[0])
-            rc = sbx_fs_mkdir(dfd, parent, 0755, SBX_FS_PARENTS, err);
-        if (rc < 0)
-            goto out;
-    }
     rc = sbx_fs_open(dfd, parent, O_RDONLY | O_DIRECTORY, 0, 0, &pfd, err);
+    if (rc == -SBX_E_NOTFOUND && (flags & SBX_WRITE_PARENTS)) {
+        /* Only now make the parents: most writes go to directories that exist. */
+        rc = sbx_fs_mkdir(dfd, parent, 0755, SBX_FS_PARENTS, err);
+        if (rc == 0)
+            rc = sbx_fs_open(dfd, parent, O_RDONLY | O_DIRECTORY, 0, 0, &pfd, err);
+    }
     if (rc < 0)
         goto out;
     if (flags & SBX_WRITE_APPEND) {
@@ -511,12 +514,22 @@ static int ls_write(struct sbx_session *bs, const char *path, const struct sbx_f
     }
     /* A temporary file next to the target, renamed over it: readers never see half a file, and
      * renaming replaces a planted symlink instead of writing through it. */
-    char hex[17];
-    rc = sbx_random_hex(hex, 8, err);
-    if (rc < 0)
-        goto out;
-    snprintf(tmp, sizeof(tmp), ".sbx-write-%s.tmp", hex);
-    fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    /* pid + counter names are unique among writers on this machine; a name planted by the
+     * sandbox only costs a retry with a random one. */
+    static atomic_ulong counter;
+    for (int attempt = 0;; attempt++) {
+        char hex[17] = "";
+        if (attempt > 0 && (rc = sbx_random_hex(hex, 8, err)) < 0)
+            goto out;
+        if (attempt == 0)
+            snprintf(tmp, sizeof(tmp), ".sbx-write-%d-%lu.tmp", (int)getpid(),
+                     atomic_fetch_add(&counter, 1));
+        else
+            snprintf(tmp, sizeof(tmp), ".sbx-write-%s.tmp", hex);
+        fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0 || errno != EEXIST || attempt >= 3)
+            break;
+    }
     if (fd < 0) {
         rc = sbx_error_errno(err, errno, "cannot create a file next to '%s'", path);
         tmp[0] = '\0';
@@ -868,10 +881,20 @@ static int find_supervisor(const struct local_client *c, char **out, struct sbx_
 
 /* Start the supervisor detached (its own session, reparented away from us) and wait until it
  * reports that it serves. */
+struct while_starting {
+    int (*fn)(void *ctx, struct sbx_error *err);
+    void *ctx;
+};
+
+/* ws->fn runs while the supervisor boots (it takes a few milliseconds to exec and link); its
+ * error is returned after the supervisor has reported, so the caller can shut it down. */
 static int spawn_supervisor(const char *path, const char *id, const json_t *cfg, int64_t timeout_ms,
-                            struct sbx_error *err)
+                            const struct while_starting *ws, struct sbx_error *err)
 {
+    struct sbx_error werr = SBX_ERROR_INIT;
+    int wrc = 0;
     int sp[2] = {-1, -1}, devnull = -1, rc;
+    pid_t pid = -1;
     struct sbx_buf text;
     char *const argv[] = {(char *)path, (char *)SBX_LOCAL_SUPERVISE_VERB, (char *)id, NULL};
     char *const envp[] = {NULL};
@@ -884,28 +907,33 @@ static int spawn_supervisor(const char *path, const char *id, const json_t *cfg,
         rc = sbx_error_errno(err, errno, "cannot open '/dev/null'");
         goto out;
     }
-    pid_t pid = fork();
-    if (pid < 0) {
-        rc = sbx_error_errno(err, errno, "fork");
+    /* posix_spawn (vfork-like: cheap however large the caller is) into a new session; the
+     * supervisor forks once more itself and this first process exits at once, so the
+     * supervisor ends up detached: no session leader, parent gone. */
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    int st;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, sp[1], 0);
+    posix_spawn_file_actions_adddup2(&fa, sp[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, devnull, 2);
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr,
+                             POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    int e = posix_spawn(&pid, path, &fa, &attr, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    if (e != 0) {
+        rc = sbx_error_errno(err, e, "cannot run the supervisor '%s'", path);
         goto out;
     }
-    if (pid == 0) {
-        /* Only async-signal-safe calls from here: the caller may have threads. */
-        if (setsid() < 0)
-            _exit(126);
-        pid_t p2 = fork();
-        if (p2 != 0)
-            _exit(p2 < 0 ? 126 : 0);
-        if (dup2(sp[1], 0) < 0 || dup2(sp[1], 1) < 0 || dup2(devnull, 2) < 0)
-            _exit(126);
-        close_range(3, ~0U, 0);
-        execve(path, argv, envp);
-        _exit(127);
-    }
     sbx_fd_close(&sp[1]);
-    int st;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
     char *cfgtext = sbx_json_dumps(cfg, SBX_JSON_COMPACT);
     size_t len = strlen(cfgtext), off = 0;
     rc = 0;
@@ -921,6 +949,8 @@ static int spawn_supervisor(const char *path, const char *id, const json_t *cfg,
     }
     free(cfgtext);
     shutdown(sp[0], SHUT_WR);
+    if (ws)
+        wrc = ws->fn(ws->ctx, &werr);
     /* Read the report until the supervisor lets go of the socket. */
     int64_t deadline = sbx_deadline_after_ms(timeout_ms);
     for (;;) {
@@ -944,6 +974,10 @@ static int spawn_supervisor(const char *path, const char *id, const json_t *cfg,
             goto out;
         }
     }
+    /* The first process has forked the supervisor and exited by now (or died): reap it. */
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    pid = -1;
     json_t *report = NULL;
     if (text.len == 0 || sbx_json_parse(text.data, text.len, NULL, &report, NULL) < 0 ||
         !json_is_object(report)) {
@@ -954,7 +988,15 @@ static int spawn_supervisor(const char *path, const char *id, const json_t *cfg,
     }
     rc = sbx__proto_check(report, err);
     json_decref(report);
+    if (rc == 0 && wrc < 0)
+        rc = sbx_error_copy(err, &werr);
 out:
+    if (pid > 0) {
+        /* Gave up waiting: the supervisor, finding nobody to report to, exits by itself. */
+        kill(pid, SIGKILL);
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+            ;
+    }
     sbx_buf_release(&text);
     sbx_fd_close(&sp[0]);
     sbx_fd_close(&sp[1]);
@@ -1021,6 +1063,41 @@ static int write_state(const char *dir, const json_t *state, struct sbx_error *e
     return rc;
 }
 
+struct state_job {
+    const char *dir;
+    json_t *state;
+    const struct sbx_manifest *manifest;
+};
+
+/* The manifest digest and state.json; run while the supervisor starts. */
+static int write_initial_state(void *ctx, struct sbx_error *err)
+{
+    struct state_job *j = ctx;
+    int rc = 0;
+    if (j->manifest) {
+        /* The digest of the normalised manifest (secrets are never part of it). */
+        json_t *doc = NULL;
+        uint8_t digest[SBX_SHA256_LEN];
+        char hex[SBX_SHA256_HEX_LEN + 1];
+        rc = sbx_manifest_to_json(j->manifest, 0, &doc, NULL, err);
+        if (rc < 0)
+            return rc;
+        char *text = sbx_json_dumps(doc, SBX_JSON_COMPACT | SBX_JSON_SORTED);
+        json_decref(doc);
+        rc = sbx_sha256(text, strlen(text), digest, err);
+        free(text);
+        if (rc < 0)
+            return rc;
+        sbx_hex(digest, sizeof(digest), hex);
+        char *tagged = sbx_xasprintf("sha256:%s", hex);
+        sbx_json_set(j->state, "manifest_digest", sbx_json_str(tagged));
+        free(tagged);
+    } else {
+        sbx_json_set(j->state, "manifest_digest", json_null());
+    }
+    return write_state(j->dir, j->state, err);
+}
+
 static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
                      struct sbx_session **out, struct sbx_error *err)
 {
@@ -1074,32 +1151,6 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     sbx_json_set(state, "created", sbx_json_str(created));
     sbx_json_set(state, "isolation", sbx_json_str("none"));
     sbx_json_set(state, "workspace_owned", json_boolean(owned));
-    if (spec && spec->manifest) {
-        /* The digest of the normalised manifest (secrets are never part of it). */
-        json_t *doc = NULL;
-        uint8_t digest[SBX_SHA256_LEN];
-        char hex[SBX_SHA256_HEX_LEN + 1];
-        rc = sbx_manifest_to_json(spec->manifest, SBX_MANIFEST_JSON_BASE64, &doc, NULL, err);
-        if (rc < 0)
-            goto out;
-        char *text = sbx_json_dumps(doc, SBX_JSON_COMPACT | SBX_JSON_SORTED);
-        json_decref(doc);
-        rc = sbx_sha256(text, strlen(text), digest, err);
-        free(text);
-        if (rc < 0)
-            goto out;
-        sbx_hex(digest, sizeof(digest), hex);
-        char *tagged = sbx_xasprintf("sha256:%s", hex);
-        sbx_json_set(state, "manifest_digest", sbx_json_str(tagged));
-        free(tagged);
-    } else {
-        sbx_json_set(state, "manifest_digest", json_null());
-    }
-
-    rc = write_state(dir, state, err);
-    if (rc < 0)
-        goto out;
-
     cfg = json_object();
     json_t *env = json_array(), *ports = json_array();
     for (const char *const *e = base_env; *e; e++)
@@ -1132,7 +1183,9 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     sbx_json_set(cfg, "isolation", sbx_json_str("none"));
     sbx_json_set(cfg, "env", env);
     sbx_json_set(cfg, "ports", ports);
-    rc = spawn_supervisor(sup, id, cfg, c->start_timeout_ms, err);
+    struct state_job job = {.dir = dir, .state = state, .manifest = spec ? spec->manifest : NULL};
+    struct while_starting ws_job = {write_initial_state, &job};
+    rc = spawn_supervisor(sup, id, cfg, c->start_timeout_ms, &ws_job, err);
     if (rc < 0)
         goto out;
     started = 1;

@@ -858,6 +858,16 @@ int sbx_local_supervise_main(int argc, char **argv)
         fprintf(stderr, "sbx: %s is internal to sbx\n", SBX_LOCAL_SUPERVISE_VERB);
         return 2;
     }
+    /* Detach: the creator started us as a session leader and waits for this first process;
+     * the supervisor proper is its child, which is no session leader (so it can never acquire
+     * a controlling terminal) and is reparented once this process exits. */
+    pid_t first = fork();
+    if (first < 0) {
+        fprintf(stderr, "sbx: supervisor: fork: %s\n", strerror(errno));
+        return 1;
+    }
+    if (first > 0)
+        _exit(0);
     sbx_strv_init(&s.env);
     sbx_log_set_handler(sbx_log_stderr, NULL, SBX_LOG_INFO);
     rc = start(&s, &err);
