@@ -281,6 +281,46 @@ SBX_API int sbx_session_chmod(struct sbx_session *s, const char *path, mode_t mo
                               struct sbx_error *err);
 
 /* ---------------------------------------------------------------------------------------------
+ * Events: a start and a finish event per operation (exec, read, write, ls, mkdir, rm,
+ * resolve_port, close), for traces and audit logs. Interactive-process calls are not reported. */
+
+enum sbx_event_phase {
+    SBX_EVENT_START,
+    SBX_EVENT_FINISH,
+};
+
+/* Everything is borrowed for the duration of the callback. */
+struct sbx_session_event {
+    const char *session_id;
+    const char *provider;
+    const char *op; /* "exec", "read", "write", "ls", "mkdir", "rm", "resolve_port", "close" */
+    enum sbx_event_phase phase;
+    uint64_t seq;        /* per session handle, increasing */
+    int64_t ts_ns;       /* realtime */
+    int64_t duration_ns; /* finish: time since the start event */
+    int ok;              /* finish: the call succeeded (for exec: and the command exited 0) */
+    const struct sbx_error *error; /* finish, when the call failed; else NULL */
+    const char *path;              /* file operations: as given by the caller */
+    const char *const *argv;       /* exec: argv form, or NULL */
+    const char *command;           /* exec: shell form, or NULL */
+    const struct sbx_exit *exit;   /* exec finish: the status, or NULL */
+    uint64_t bytes;                /* read / write finish: bytes moved */
+    int port;                      /* resolve_port */
+};
+
+/* Called on the thread doing the operation, possibly from several threads at once. Must not
+ * call back into the session. */
+typedef void sbx_session_event_fn(const struct sbx_session_event *ev, void *data);
+
+/* Install (NULL: remove) the event callback. Set it before sharing the session between
+ * threads. */
+SBX_API void sbx_session_set_event_fn(struct sbx_session *s, sbx_session_event_fn *fn, void *data);
+/* The event as a JSON object with the reference's field names ({"version":1,"session_id",
+ * "seq","op","phase","ts", "ok","duration_ms","error_code","error_message","data":{...}}).
+ * Command output is never included. Caller owns (json_decref). */
+SBX_API json_t *sbx_session_event_json(const struct sbx_session_event *ev);
+
+/* ---------------------------------------------------------------------------------------------
  * Ports, state, lifetime */
 
 /* The host URL ("http://127.0.0.1:8000") at which a service listening on port inside the
@@ -391,6 +431,10 @@ struct sbx_session {
     const char *provider;
     char *id;   /* owned */
     char *root; /* owned */
+    /* private: events */
+    sbx_session_event_fn *event_fn;
+    void *event_data;
+    uint64_t event_seq; /* atomic */
     /* private: the interactive-process table */
     pthread_mutex_t lock;
     struct sbx_pty_entry **ptys;

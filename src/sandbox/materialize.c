@@ -218,7 +218,8 @@ static int materialize_git(struct sbx_session *s, const struct sbx_manifest_entr
                            json_t *record, struct sbx_error *err)
 {
     const char *t = getenv("TMPDIR");
-    char *tmp = sbx_xasprintf("%s/sbx-git-XXXXXX", t && t[0] == '/' ? t : "/tmp");
+    char *tmp = sbx_xasprintf("%s/sbx-git-......", t && t[0] == '/' ? t : "/tmp");
+    memset(tmp + strlen(tmp) - 6, 'X', 6); /* the template mkdtemp fills in */
     struct sbx_buf head;
     int rc = 0, dfd = -1;
 

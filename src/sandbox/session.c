@@ -10,6 +10,7 @@
 
 #include "sandbox/session-internal.h"
 #include "sbx/fs.h"
+#include "sbx/json.h"
 #include "sbx/path.h"
 #include "sbx/session.h"
 #include "sbx/time.h"
@@ -30,6 +31,9 @@ void sbx_session_init_base(struct sbx_session *s, const struct sbx_session_ops *
     s->ptys = NULL;
     s->n_ptys = 0;
     s->pty_clock = 0;
+    s->event_fn = NULL;
+    s->event_data = NULL;
+    s->event_seq = 0;
 }
 
 void sbx_session_release_base(struct sbx_session *s)
@@ -56,6 +60,89 @@ const char *sbx_session_provider(const struct sbx_session *s)
 const char *sbx_session_root(const struct sbx_session *s)
 {
     return s->root;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Events */
+
+void sbx_session_set_event_fn(struct sbx_session *s, sbx_session_event_fn *fn, void *data)
+{
+    s->event_fn = fn;
+    s->event_data = data;
+}
+
+static void ev_start(struct sbx_session *s, struct sbx_session_event *ev, const char *op)
+{
+    memset(ev, 0, sizeof(*ev));
+    if (!s->event_fn)
+        return;
+    ev->session_id = s->id;
+    ev->provider = s->provider;
+    ev->op = op;
+    ev->phase = SBX_EVENT_START;
+    ev->seq = __atomic_add_fetch(&s->event_seq, 1, __ATOMIC_RELAXED);
+    ev->ts_ns = sbx_time_real_ns();
+    s->event_fn(ev, s->event_data);
+}
+
+static void ev_finish(struct sbx_session *s, struct sbx_session_event *ev, int rc,
+                      const struct sbx_error *err)
+{
+    if (!s->event_fn || !ev->op)
+        return;
+    int64_t start = ev->ts_ns;
+    ev->phase = SBX_EVENT_FINISH;
+    ev->seq = __atomic_add_fetch(&s->event_seq, 1, __ATOMIC_RELAXED);
+    ev->ts_ns = sbx_time_real_ns();
+    ev->duration_ns = ev->ts_ns - start;
+    ev->ok = rc == 0 && (!ev->exit || (ev->exit->code == 0 && !ev->exit->timed_out));
+    ev->error = rc < 0 ? err : NULL;
+    s->event_fn(ev, s->event_data);
+}
+
+json_t *sbx_session_event_json(const struct sbx_session_event *ev)
+{
+    char ts[SBX_TIME_RFC3339_LEN];
+    json_t *o = json_object(), *data = json_object();
+    sbx_time_rfc3339(ev->ts_ns, ts);
+    sbx_json_set(o, "version", json_integer(1));
+    sbx_json_set(o, "session_id", sbx_json_str(ev->session_id ? ev->session_id : ""));
+    sbx_json_set(o, "seq", json_integer((json_int_t)ev->seq));
+    sbx_json_set(o, "op", sbx_json_str(ev->op ? ev->op : ""));
+    sbx_json_set(o, "phase", sbx_json_str(ev->phase == SBX_EVENT_START ? "start" : "finish"));
+    sbx_json_set(o, "ts", sbx_json_str(ts));
+    sbx_json_set(data, "sandbox.backend", sbx_json_str(ev->provider ? ev->provider : ""));
+    if (ev->path)
+        sbx_json_set(data, "path", sbx_json_str(ev->path));
+    if (ev->command)
+        sbx_json_set(data, "command", sbx_json_str(ev->command));
+    if (ev->argv) {
+        json_t *a = json_array();
+        for (const char *const *p = ev->argv; *p; p++)
+            sbx_json_append(a, sbx_json_str(*p));
+        sbx_json_set(data, "command", a);
+    }
+    if (ev->port)
+        sbx_json_set(data, "port", json_integer(ev->port));
+    if (ev->phase == SBX_EVENT_FINISH) {
+        sbx_json_set(o, "ok", json_boolean(ev->ok));
+        sbx_json_set(o, "duration_ms", json_real((double)ev->duration_ns / 1e6));
+        if (ev->exit) {
+            sbx_json_set(data, "exit_code", json_integer(ev->exit->code));
+            if (ev->exit->signal)
+                sbx_json_set(data, "signal", json_integer(ev->exit->signal));
+            if (ev->exit->timed_out)
+                sbx_json_set(data, "timed_out", json_true());
+        }
+        if (!strcmp(ev->op ? ev->op : "", "read") || !strcmp(ev->op ? ev->op : "", "write"))
+            sbx_json_set(data, "bytes", json_integer((json_int_t)ev->bytes));
+        if (ev->error) {
+            sbx_json_set(o, "error_code", sbx_json_str(sbx_strerror(ev->error->code)));
+            sbx_json_set(o, "error_message", sbx_json_str(ev->error->msg));
+        }
+    }
+    sbx_json_set(o, "data", data);
+    return o;
 }
 
 int sbx__session_path(struct sbx_session *s, const char *path, int allow_root, char **out,
@@ -184,7 +271,7 @@ size_t sbx__pump(int *fd, struct sbx_capture *c)
     }
 }
 
-int sbx_session_exec(struct sbx_session *s, const struct sbx_exec_spec *spec,
+static int exec_body(struct sbx_session *s, const struct sbx_exec_spec *spec,
                      struct sbx_exec_result *res, struct sbx_error *err)
 {
     struct sbx_exec_spec sp;
@@ -286,10 +373,26 @@ out:
     return rc;
 }
 
+int sbx_session_exec(struct sbx_session *s, const struct sbx_exec_spec *spec,
+                     struct sbx_exec_result *res, struct sbx_error *err)
+{
+    struct sbx_session_event ev;
+    ev_start(s, &ev, "exec");
+    if (spec) {
+        ev.argv = spec->argv;
+        ev.command = spec->command;
+    }
+    int rc = exec_body(s, spec, res, err);
+    if (rc == 0)
+        ev.exit = &res->status;
+    ev_finish(s, &ev, rc, err);
+    return rc;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Files */
 
-int sbx_session_read_open(struct sbx_session *s, const char *path, int *out_fd, uint64_t *out_size,
+static int read_open_body(struct sbx_session *s, const char *path, int *out_fd, uint64_t *out_size,
                           struct sbx_error *err)
 {
     char *rel = NULL;
@@ -300,28 +403,48 @@ int sbx_session_read_open(struct sbx_session *s, const char *path, int *out_fd, 
     return rc;
 }
 
+int sbx_session_read_open(struct sbx_session *s, const char *path, int *out_fd, uint64_t *out_size,
+                          struct sbx_error *err)
+{
+    struct sbx_session_event ev;
+    uint64_t size = 0;
+    ev_start(s, &ev, "read");
+    ev.path = path;
+    int rc = read_open_body(s, path, out_fd, &size, err);
+    if (rc == 0 && out_size)
+        *out_size = size;
+    ev.bytes = size;
+    ev_finish(s, &ev, rc, err);
+    return rc;
+}
+
 int sbx_session_read(struct sbx_session *s, const char *path, uint64_t max, struct sbx_buf *out,
                      struct sbx_error *err)
 {
+    struct sbx_session_event ev;
     int fd = -1;
     uint64_t size = 0;
+    size_t before = out->len;
     if (max == 0)
         max = SBX_FILE_DEFAULT_MAX;
-    int rc = sbx_session_read_open(s, path, &fd, &size, err);
+    ev_start(s, &ev, "read");
+    ev.path = path;
+    int rc = read_open_body(s, path, &fd, &size, err);
     if (rc < 0)
-        return rc;
+        goto out;
     if (size > max) {
         rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "file '%s' is larger than %llu bytes", path,
                            (unsigned long long)max);
         goto out;
     }
-    size_t before = out->len;
     rc = sbx_fd_read_all(fd, (size_t)max, out, err);
     if (rc < 0) {
         sbx_buf_setlen(out, before);
         sbx_error_prefix(err, "read '%s'", path);
     }
 out:
+    ev.bytes = out->len - before;
+    ev_finish(s, &ev, rc, err);
     sbx_fd_close(&fd);
     return rc;
 }
@@ -329,6 +452,12 @@ out:
 struct mem_reader {
     const char *p;
     size_t n, off;
+    uint64_t count;
+};
+
+struct fd_reader {
+    int fd;
+    uint64_t count;
 };
 
 static long mem_read(void *ctx, void *buf, size_t n, struct sbx_error *err)
@@ -340,16 +469,19 @@ static long mem_read(void *ctx, void *buf, size_t n, struct sbx_error *err)
         k = n;
     memcpy(buf, m->p + m->off, k);
     m->off += k;
+    m->count += k;
     return (long)k;
 }
 
 static long fd_read(void *ctx, void *buf, size_t n, struct sbx_error *err)
 {
-    int fd = *(int *)ctx;
+    struct fd_reader *f = ctx;
     for (;;) {
-        ssize_t r = read(fd, buf, n);
-        if (r >= 0)
+        ssize_t r = read(f->fd, buf, n);
+        if (r >= 0) {
+            f->count += (uint64_t)r;
             return (long)r;
+        }
         if (errno != EINTR)
             return sbx_error_errno(err, errno, "read");
     }
@@ -374,29 +506,47 @@ out:
     return rc;
 }
 
+static int traced_write(struct sbx_session *s, const char *path, const struct sbx_file_reader *r,
+                        uint64_t max, mode_t mode, int flags, uint64_t *count,
+                        struct sbx_error *err)
+{
+    struct sbx_session_event ev;
+    ev_start(s, &ev, "write");
+    ev.path = path;
+    int rc = do_write(s, path, r, max, mode, flags, err);
+    ev.bytes = *count;
+    ev_finish(s, &ev, rc, err);
+    return rc;
+}
+
 int sbx_session_write(struct sbx_session *s, const char *path, const void *data, size_t n,
                       mode_t mode, int flags, struct sbx_error *err)
 {
-    struct mem_reader m = {data, n, 0};
+    struct mem_reader m = {data, n, 0, 0};
     struct sbx_file_reader r = {mem_read, &m};
-    return do_write(s, path, &r, n, mode, flags, err);
+    return traced_write(s, path, &r, n, mode, flags, &m.count, err);
 }
 
 int sbx_session_write_fd(struct sbx_session *s, const char *path, int fd, uint64_t max, mode_t mode,
                          int flags, struct sbx_error *err)
 {
-    struct sbx_file_reader r = {fd_read, &fd};
-    return do_write(s, path, &r, max ? max : SBX_FILE_DEFAULT_MAX, mode, flags, err);
+    struct fd_reader f = {fd, 0};
+    struct sbx_file_reader r = {fd_read, &f};
+    return traced_write(s, path, &r, max ? max : SBX_FILE_DEFAULT_MAX, mode, flags, &f.count, err);
 }
 
 int sbx_session_ls(struct sbx_session *s, const char *path, struct sbx_dirlist *out,
                    struct sbx_error *err)
 {
+    struct sbx_session_event ev;
     char *rel = NULL;
+    ev_start(s, &ev, "ls");
+    ev.path = path;
     int rc = sbx__session_path(s, path, 1, &rel, err);
     if (rc == 0)
         rc = s->ops->ls(s, rel, out, err);
     free(rel);
+    ev_finish(s, &ev, rc, err);
     return rc;
 }
 
@@ -429,25 +579,31 @@ void sbx_dirlist_release(struct sbx_dirlist *l)
 
 int sbx_session_mkdir(struct sbx_session *s, const char *path, int flags, struct sbx_error *err)
 {
+    struct sbx_session_event ev;
     char *rel = NULL;
+    ev_start(s, &ev, "mkdir");
+    ev.path = path;
     int rc = sbx__session_path(s, path, 0, &rel, err);
     if (rc == 0)
         rc = s->ops->mkdir(s, rel, flags, err);
     free(rel);
+    ev_finish(s, &ev, rc, err);
     return rc;
 }
 
 int sbx_session_rm(struct sbx_session *s, const char *path, int flags, struct sbx_error *err)
 {
+    struct sbx_session_event ev;
     char *rel = NULL;
+    ev_start(s, &ev, "rm");
+    ev.path = path;
     int rc = sbx__session_path(s, path, 1, &rel, err);
-    if (rc < 0)
-        return rc;
-    if (rel[0] == '\0')
+    if (rc == 0 && rel[0] == '\0')
         rc = sbx_error_set(err, SBX_E_PERM, 0, "refusing to remove the workspace root");
-    else
+    else if (rc == 0)
         rc = s->ops->rm(s, rel, flags, err);
     free(rel);
+    ev_finish(s, &ev, rc, err);
     return rc;
 }
 
@@ -466,9 +622,16 @@ int sbx_session_chmod(struct sbx_session *s, const char *path, mode_t mode, stru
 
 int sbx_session_resolve_port(struct sbx_session *s, int port, char **out_url, struct sbx_error *err)
 {
+    struct sbx_session_event ev;
+    int rc;
+    ev_start(s, &ev, "resolve_port");
+    ev.port = port;
     if (port < 1 || port > 65535)
-        return sbx_error_set(err, SBX_E_INVAL, 0, "port %d is not in 1..65535", port);
-    return s->ops->resolve_port(s, port, out_url, err);
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "port %d is not in 1..65535", port);
+    else
+        rc = s->ops->resolve_port(s, port, out_url, err);
+    ev_finish(s, &ev, rc, err);
+    return rc;
 }
 
 int sbx_session_state(struct sbx_session *s, json_t **out, struct sbx_error *err)
@@ -476,16 +639,24 @@ int sbx_session_state(struct sbx_session *s, json_t **out, struct sbx_error *err
     return s->ops->state(s, out, err);
 }
 
+static int close_session(struct sbx_session *s, int delete_workspace, struct sbx_error *err)
+{
+    struct sbx_session_event ev;
+    ev_start(s, &ev, "close");
+    sbx_session_pty_kill_all(s);
+    int rc = s->ops->close(s, delete_workspace, err);
+    ev_finish(s, &ev, rc, err);
+    return rc;
+}
+
 int sbx_session_close(struct sbx_session *s, struct sbx_error *err)
 {
-    sbx_session_pty_kill_all(s);
-    return s->ops->close(s, 0, err);
+    return close_session(s, 0, err);
 }
 
 int sbx_session_delete(struct sbx_session *s, struct sbx_error *err)
 {
-    sbx_session_pty_kill_all(s);
-    return s->ops->close(s, 1, err);
+    return close_session(s, 1, err);
 }
 
 void sbx_session_free(struct sbx_session *s)

@@ -12,6 +12,7 @@
 
 #include "tap.h"
 #include "sbx/fs.h"
+#include "sbx/json.h"
 #include "sbx/local.h"
 #include "sbx/session.h"
 #include "sbx/time.h"
@@ -666,6 +667,40 @@ static void test_ports(void)
     sbx_pty_update_release(&u);
 }
 
+static void collect_event(const struct sbx_session_event *ev, void *data)
+{
+    json_array_append_new((json_t *)data, sbx_session_event_json(ev));
+}
+
+static void test_events(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_exec_result r;
+    json_t *events = json_array();
+    sbx_session_set_event_fn(sess, collect_event, events);
+    struct sbx_exec_spec spec = {.command = "exit 2"};
+    CHECK_OK(sbx_session_exec(sess, &spec, &r, &err), &err);
+    sbx_exec_result_release(&r);
+    struct sbx_buf b;
+    sbx_buf_init(&b, 100);
+    CHECK_ERR(sbx_session_read(sess, "../nope", 0, &b, &err), SBX_E_INVAL, &err, NULL);
+    sbx_buf_release(&b);
+    sbx_session_set_event_fn(sess, NULL, NULL);
+    CHECK_EQ_INT(json_array_size(events), 4);
+    char *text = sbx_json_dumps(events, SBX_JSON_SORTED);
+    CHECK_CONTAINS(text, "\"op\":\"exec\",\"phase\":\"start\"");
+    CHECK_CONTAINS(text, "\"exit_code\":2");
+    CHECK_CONTAINS(text, "\"ok\":false");
+    CHECK_CONTAINS(text, "\"command\":\"exit 2\"");
+    CHECK_CONTAINS(text, "\"error_code\":\"invalid\"");
+    CHECK_CONTAINS(text, "\"path\":\"../nope\"");
+    json_t *last = json_array_get(events, 3), *first = json_array_get(events, 0);
+    CHECK(json_integer_value(json_object_get(last, "seq")) >
+          json_integer_value(json_object_get(first, "seq")));
+    free(text);
+    json_decref(events);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_DFL); /* prove the library never raises it */
@@ -684,6 +719,7 @@ int main(void)
     TAP_RUN(test_attach_list_remove);
     TAP_RUN(test_workspace_kept);
     TAP_RUN(test_ports);
+    TAP_RUN(test_events);
     teardown();
     return TAP_DONE();
 }
