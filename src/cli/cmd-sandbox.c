@@ -151,25 +151,31 @@ static void raw_tty(void)
         tio_saved = 1;
 }
 
-static void copy_out(int *fd, int to)
+#define DRAIN_MAX ((size_t)1 << 20)
+
+/* Copy what is available from *fd to fd `to`. *fd becomes -1 at EOF. Returns -1 when `to` is
+ * gone (a closed pipe), else 0. At most DRAIN_MAX bytes per call, so a writer that never stops
+ * cannot keep us here. */
+static int copy_out(int *fd, int to)
 {
     char buf[65536];
-    for (;;) {
+    size_t moved = 0;
+    while (moved < DRAIN_MAX) {
         ssize_t n = read(*fd, buf, sizeof(buf));
         if (n > 0) {
-            if (sbx_fd_write_all(to, buf, (size_t)n, NULL) < 0) {
-                *fd = -1; /* our output is gone; stop reading */
-                return;
-            }
+            if (sbx_fd_write_all(to, buf, (size_t)n, NULL) < 0)
+                return -1;
+            moved += (size_t)n;
             continue;
         }
         if (n < 0 && errno == EINTR)
             continue;
         if (n < 0 && errno == EAGAIN)
-            return;
+            return 0;
         *fd = -1;
-        return;
+        return 0;
     }
+    return 0;
 }
 
 /* Stream a started command to our stdio until it exits. Returns the exit status to use. */
@@ -221,10 +227,15 @@ static int stream(struct sbx_proc *p, int forward_stdin, const char *id)
                 continue;
             break;
         }
-        if (io >= 0 && pfd[io].revents)
-            copy_out(&ofd, 1);
-        if (ie >= 0 && pfd[ie].revents)
-            copy_out(&efd, 2);
+        if ((io >= 0 && pfd[io].revents && copy_out(&ofd, 1) < 0) ||
+            (ie >= 0 && pfd[ie].revents && copy_out(&efd, 2) < 0)) {
+            /* Our output is gone (`sbx sandbox exec … | head`): like SIGPIPE, stop the command
+             * (the caller frees the proc, which kills it). */
+            restore_tty();
+            if (sigfd >= 0)
+                close(sigfd);
+            return 128 + SIGPIPE;
+        }
         if (ii >= 0 && pfd[ii].revents) {
             char buf[65536];
             ssize_t r = read(ifd, buf, sizeof(buf));
@@ -274,9 +285,9 @@ static int stream(struct sbx_proc *p, int forward_stdin, const char *id)
     }
     /* What the command left in the pipes. */
     if (ofd >= 0)
-        copy_out(&ofd, 1);
+        (void)copy_out(&ofd, 1);
     if (efd >= 0)
-        copy_out(&efd, 2);
+        (void)copy_out(&efd, 2);
     restore_tty();
     if (sigfd >= 0)
         close(sigfd);

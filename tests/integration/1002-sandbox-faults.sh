@@ -56,6 +56,11 @@ wait "$client" 2>/dev/null
 wait_until eval '! alive '"$victim" && ok "killing the client kills its command" \
     || not_ok "killing the client kills its command"
 
+# A reader that goes away stops the command instead of hanging.
+run timeout 20 sh -c '"$SBX" sandbox exec "$1" -- yes | head -n 2' sh "$id"
+expect_rc 0 "a closed output pipe stops the command"
+expect_eq "$(cat "$T/out")" "$(printf 'y\ny')" "the output before that arrives"
+
 # rm kills the daemon.
 run "$SBX" sandbox rm "$id"
 expect_rc 0 "rm succeeds"
@@ -66,8 +71,14 @@ id=$("$SBX" sandbox create)
 sup=$(supervisor_pid "$id")
 [ -n "$sup" ] && ok "the supervisor runs" || not_ok "the supervisor runs"
 "$SBX" sandbox exec "$id" -- sh -c 'sleep 1000 >/dev/null 2>&1 & echo $!' > "$T/child"
+timeout 20 "$SBX" sandbox exec "$id" -- sleep 1000 > /dev/null 2> "$T/inflight.err" &
+inflight=$!
+wait_until eval '[ "$(pgrep -P '"$sup"' -x sleep | wc -l)" -ge 2 ]'
 kill -9 "$sup"
 wait_until eval '! alive '"$sup"
+wait "$inflight"
+expect_eq "$?" 1 "an exec in flight when the supervisor dies fails (no hang)"
+expect_in "$T/inflight.err" "is gone" "the exec in flight says the sandbox is gone"
 run timeout 10 "$SBX" sandbox exec "$id" -- true
 expect_rc 1 "exec in a sandbox whose supervisor died fails"
 expect_in "$T/err" "sandbox '$id' is gone" "the error says the sandbox is gone"

@@ -1364,6 +1364,10 @@ int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_
     if (o->isolation != SBX_LOCAL_ISOLATION_NONE)
         return sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "unknown isolation mode %d",
                              (int)o->isolation);
+    const struct sbx_local_limits *l = &o->limits;
+    if (l->memory_bytes || l->pids || l->cpu_millis || l->file_size_bytes || l->open_files)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                             "resource limits need isolation, which is not available");
     if (o->network == SBX_LOCAL_NETWORK_NONE)
         return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
                              "network 'none' needs isolation, which is not available");
