@@ -86,8 +86,8 @@ static int collect(struct sbx_pty_entry *e, int64_t yield_ms, size_t limit,
             if (fd >= 0)
                 sbx__pump(&fd, &c);
         }
-        if (r == 0 && sbx_deadline_poll_ms(deadline) == 0)
-            break;
+        if (sbx_deadline_poll_ms(deadline) == 0)
+            break; /* even if output keeps coming: the caller asked for this long only */
     }
     u->exited = e->exited;
     u->status = e->status;

@@ -468,6 +468,16 @@ static void test_pty(void)
     CHECK_EQ_STR(u.output.data, "done\n");
     sbx_pty_update_release(&u);
 
+    /* a process that never stops writing still yields at the deadline, output bounded */
+    struct sbx_exec_spec flood = {.command = "exec yes", .output_limit = 4096};
+    CHECK_OK(sbx_session_pty_start(sess, &flood, 300, &u, &err), &err);
+    CHECK(u.id > 0);
+    CHECK_EQ_INT(u.output.len, 4096);
+    CHECK(u.output.dropped > 0);
+    int flood_id = u.id;
+    sbx_pty_update_release(&u);
+    CHECK_OK(sbx_session_pty_kill(sess, flood_id, &err), &err);
+
     /* without a tty: no stdin, output still pollable, stderr merged */
     struct sbx_exec_spec notty = {.command = "echo one; echo two >&2; sleep 100"};
     CHECK_OK(sbx_session_pty_start(sess, &notty, 300, &u, &err), &err);
