@@ -16,6 +16,7 @@
 #include "sandbox/session-internal.h"
 #include "sbx/buf.h"
 #include "sbx/fs.h"
+#include "sbx/hash.h"
 #include "sbx/json.h"
 #include "sbx/manifest.h"
 #include "sbx/path.h"
@@ -404,4 +405,86 @@ int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, json_t
     }
     *out_records = records;
     return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Digest */
+
+/* One length-prefixed field: unambiguous however the bytes look. NULL and "" differ. */
+static int digest_field(struct sbx_sha256 *h, const void *p, size_t n, int present,
+                        struct sbx_error *err)
+{
+    uint8_t hdr[9];
+    uint64_t len = present ? (uint64_t)n : 0;
+    hdr[0] = present ? 1 : 0;
+    for (int i = 0; i < 8; i++)
+        hdr[1 + i] = (uint8_t)(len >> (56 - 8 * i));
+    int rc = sbx_sha256_update(h, hdr, sizeof(hdr), err);
+    if (rc == 0 && present && n)
+        rc = sbx_sha256_update(h, p, n, err);
+    return rc;
+}
+
+static int digest_str(struct sbx_sha256 *h, const char *s, struct sbx_error *err)
+{
+    return digest_field(h, s, s ? strlen(s) : 0, s != NULL, err);
+}
+
+static int digest_int(struct sbx_sha256 *h, uint64_t v, struct sbx_error *err)
+{
+    char buf[32];
+    int n = snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
+    return digest_field(h, buf, (size_t)n, 1, err);
+}
+
+int sbx__manifest_digest(const struct sbx_manifest *m, char out[SBX_SHA256_HEX_LEN + 1],
+                         struct sbx_error *err)
+{
+    struct sbx_sha256 *h = NULL;
+    uint8_t d[SBX_SHA256_LEN];
+    int rc = sbx_sha256_new(&h, err);
+    if (rc < 0)
+        return rc;
+    rc = digest_str(h, "sbx-manifest-digest-v1", err);
+    if (rc == 0)
+        rc = digest_str(h, sbx_manifest_root(m), err);
+    size_t n = sbx_manifest_entry_count(m);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const struct sbx_manifest_entry *e = sbx_manifest_entry_at(m, i);
+        if ((rc = digest_str(h, sbx_entry_type_name(e->type), err)) < 0 ||
+            (rc = digest_str(h, e->path, err)) < 0 || (rc = digest_int(h, e->mode, err)) < 0 ||
+            (rc = digest_int(h, (uint64_t)e->ephemeral, err)) < 0 ||
+            (rc = digest_str(h, e->group, err)) < 0 ||
+            (rc = digest_field(h, e->content, e->content_len, e->content != NULL, err)) < 0 ||
+            (rc = digest_str(h, e->src, err)) < 0 || (rc = digest_str(h, e->url, err)) < 0 ||
+            (rc = digest_str(h, e->ref, err)) < 0 || (rc = digest_str(h, e->subpath, err)) < 0 ||
+            (rc = digest_str(h, e->mount_path, err)) < 0)
+            break;
+    }
+    /* Environment: names, plain values and host references; a secret counts by its name only,
+     * so the digest reveals nothing about it. */
+    size_t ne = sbx_manifest_env_count(m);
+    for (size_t i = 0; rc == 0 && i < ne; i++) {
+        const struct sbx_manifest_env *v = sbx_manifest_env_at(m, i);
+        if ((rc = digest_str(h, v->name, err)) < 0 || (rc = digest_str(h, v->value, err)) < 0 ||
+            (rc = digest_str(h, v->host_env, err)) < 0)
+            break;
+        rc = digest_int(h, v->secret != NULL, err);
+    }
+    const struct sbx_strv *users = sbx_manifest_users(m);
+    for (size_t i = 0; rc == 0 && users && i < users->n; i++)
+        rc = digest_str(h, users->v[i], err);
+    size_t ng = sbx_manifest_group_count(m);
+    for (size_t i = 0; rc == 0 && i < ng; i++) {
+        const struct sbx_manifest_group *g = sbx_manifest_group_at(m, i);
+        rc = digest_str(h, g->name, err);
+        for (size_t k = 0; rc == 0 && g->users && k < g->users->n; k++)
+            rc = digest_str(h, g->users->v[k], err);
+    }
+    if (rc == 0)
+        rc = sbx_sha256_final(h, d, err);
+    sbx_sha256_free(h);
+    if (rc == 0)
+        sbx_hex(d, sizeof(d), out);
+    return rc;
 }

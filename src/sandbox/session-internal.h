@@ -27,4 +27,9 @@ int sbx__tty_resize(int master, unsigned short rows, unsigned short cols, struct
 int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, json_t **out_records,
                      struct sbx_error *err);
 
+/* A stable fingerprint of m (sha256, lowercase hex): root, entries in order with every field
+ * and the file bytes, environment (secret values only as "a secret is set"), users, groups —
+ * each field length-prefixed. Cheap: no JSON is built. */
+int sbx__manifest_digest(const struct sbx_manifest *m, char out[65], struct sbx_error *err);
+
 #endif

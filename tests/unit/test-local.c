@@ -14,6 +14,8 @@
 #include "sbx/fs.h"
 #include "sbx/json.h"
 #include "sbx/local.h"
+#include "sbx/manifest.h"
+#include "sandbox/session-internal.h"
 #include "sbx/session.h"
 #include "sbx/time.h"
 
@@ -677,6 +679,30 @@ static void test_ports(void)
     sbx_pty_update_release(&u);
 }
 
+static void digest_of(int variant, const char *secret, char out[65])
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_manifest *m = sbx_manifest_new();
+    CHECK_OK(sbx_manifest_add_file(m, "a.txt", variant ? "y" : "x", 1, NULL, &err), &err);
+    CHECK_OK(sbx_manifest_add_dir(m, "d", NULL, &err), &err);
+    CHECK_OK(sbx_manifest_set_env(m, "TOKEN", secret, SBX_MANIFEST_ENV_SECRET, &err), &err);
+    CHECK_OK(sbx__manifest_digest(m, out, &err), &err);
+    sbx_manifest_free(m);
+}
+
+static void test_manifest_digest(void)
+{
+    char a[65], b[65], c[65], d[65];
+    digest_of(0, "s1", a);
+    digest_of(0, "s1", b);
+    digest_of(1, "s1", c);
+    digest_of(0, "s2", d);
+    CHECK_EQ_INT(strlen(a), 64);
+    CHECK_EQ_STR(a, b);
+    CHECK(strcmp(a, c) != 0);
+    CHECK_EQ_STR(a, d); /* a secret's value never shows in the digest */
+}
+
 static void collect_event(const struct sbx_session_event *ev, void *data)
 {
     json_array_append_new((json_t *)data, sbx_session_event_json(ev));
@@ -730,6 +756,7 @@ int main(void)
     TAP_RUN(test_workspace_kept);
     TAP_RUN(test_ports);
     TAP_RUN(test_events);
+    TAP_RUN(test_manifest_digest);
     teardown();
     return TAP_DONE();
 }

@@ -1075,20 +1075,10 @@ static int write_initial_state(void *ctx, struct sbx_error *err)
     struct state_job *j = ctx;
     int rc = 0;
     if (j->manifest) {
-        /* The digest of the normalised manifest (secrets are never part of it). */
-        json_t *doc = NULL;
-        uint8_t digest[SBX_SHA256_LEN];
         char hex[SBX_SHA256_HEX_LEN + 1];
-        rc = sbx_manifest_to_json(j->manifest, 0, &doc, NULL, err);
+        rc = sbx__manifest_digest(j->manifest, hex, err);
         if (rc < 0)
             return rc;
-        char *text = sbx_json_dumps(doc, SBX_JSON_COMPACT | SBX_JSON_SORTED);
-        json_decref(doc);
-        rc = sbx_sha256(text, strlen(text), digest, err);
-        free(text);
-        if (rc < 0)
-            return rc;
-        sbx_hex(digest, sizeof(digest), hex);
         char *tagged = sbx_xasprintf("sha256:%s", hex);
         sbx_json_set(j->state, "manifest_digest", sbx_json_str(tagged));
         free(tagged);
