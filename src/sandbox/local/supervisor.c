@@ -279,10 +279,11 @@ static int add_child(struct sup *s)
 static SBX_NORETURN void child_main(const struct exec_req *x, char **envp, int cwd_fd, int in_fd,
                                     int out_fd, int err_fd, int pty_slave, int errpipe)
 {
+    /* The supervisor changes only SIGPIPE's disposition (ignored: that would survive exec) and
+     * the mask (its signals go to a signalfd); everything else is at the default already. */
     sigset_t none;
     sigemptyset(&none);
-    for (int sig = 1; sig < NSIG; sig++)
-        signal(sig, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
     sigprocmask(SIG_SETMASK, &none, NULL);
     /* Should the supervisor die without a chance to clean up (SIGKILL), its direct children go
      * with it; deeper descendants are only contained by the pid namespace of isolation. */
