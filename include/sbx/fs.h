@@ -3,6 +3,15 @@
  * Workspace files are reached through a directory fd and openat2(RESOLVE_BENEATH |
  * RESOLVE_NO_MAGICLINKS): the kernel resolves and opens in one step and refuses any path,
  * symlink or ".." that would leave the directory, so there is no check-then-use window.
+ * Where openat2 is missing (Linux < 5.6, valgrind < 3.20, a seccomp filter answering ENOSYS)
+ * the same resolution runs in user space, with the same results and errors: the path is walked
+ * one component at a time with openat(O_PATH | O_NOFOLLOW) from the directory fd, symlinks are
+ * read and their targets spliced into the path (absolute ones refused, at most 40), ".." goes
+ * back to the directory fd it came from and is never looked up on disk, and no symlink on
+ * procfs is followed. Each step is relative to an fd reached that way and the kernel never
+ * follows a link itself, so a concurrent rename or symlink swap can make a call fail but never
+ * leave the directory. The first ENOSYS is remembered for the process. The fallback holds one
+ * fd per directory level of the path while it resolves it.
  * Paths given to these functions are relative; run them through sbx_path_normalize() first.
  * Every fd returned is O_CLOEXEC. Every read has a size limit (SBX_E_TOOBIG past it).
  * A symlink that would leave the directory is SBX_E_PERM "'x' resolves outside the workspace". */
@@ -31,10 +40,10 @@ enum sbx_fs_flags {
 /* openat2 beneath dirfd. flags are open(2) flags (O_CLOEXEC is added); fsflags SBX_FS_NOFOLLOW.
  * *out_fd: caller owns (close). path "" or "." opens dirfd's directory itself. Symlinks inside
  * the tree are followed unless SBX_FS_NOFOLLOW; magic links (/proc/PID/fd/N, /proc/PID/root)
- * never are. Errors: SBX_E_PERM "'x' resolves outside the workspace" (absolute path, "..",
- * symlink or magic link leaving dirfd), SBX_E_PERM "'x' passes through a symlink" (NOFOLLOW),
- * SBX_E_PERM "'x' is a symlink" (O_NOFOLLOW on a final symlink), SBX_E_NOTFOUND,
- * SBX_E_UNSUPPORTED when the kernel has no openat2 (Linux < 5.6, or valgrind < 3.20).
+ * never are, and without openat2 no symlink on procfs is. Errors: SBX_E_PERM "'x' resolves
+ * outside the workspace" (absolute path, "..", symlink or magic link leaving dirfd; also a
+ * symlink loop or more than 40 links), SBX_E_PERM "'x' passes through a symlink" (NOFOLLOW),
+ * SBX_E_PERM "'x' is a symlink" (O_NOFOLLOW on a final symlink), SBX_E_NOTFOUND.
  * Blocks only as open(2) does (a FIFO opened without O_NONBLOCK waits for a writer). */
 SBX_API int sbx_fs_open(int dirfd, const char *path, int oflags, mode_t mode, int fsflags,
                         int *out_fd, struct sbx_error *err);

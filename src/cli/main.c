@@ -19,6 +19,7 @@ static int cmd_help(int argc, char **argv);
 static const struct verb verbs[] = {
         {"help", cmd_help, "show this help"},
         {"manifest", cmd_manifest, "check a workspace manifest or show its tree"},
+        {"run", cmd_run, "run an agent against a model"},
         {"sandbox", cmd_sandbox, "create and use local sandboxes"},
         {"version", cmd_version, "print the version"},
 };

@@ -3,19 +3,26 @@
  * Every workspace path is resolved by the kernel with RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS in
  * the same call that opens it. Operations that act on a name rather than an open file (mkdirat,
  * unlinkat, renameat) first open the parent directory that way and then act on a single final
- * component relative to that fd, so no path is ever checked and then used. */
+ * component relative to that fd, so no path is ever checked and then used.
+ *
+ * Where openat2 is missing (ENOSYS: Linux < 5.6, or valgrind < 3.20) the same resolution is done
+ * in user space by fallback_openat2(), one component at a time; see there. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/magic.h>
 #include <linux/openat2.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/fs-internal.h"
 #include "sbx/fs.h"
 #include "sbx/hash.h"
 
@@ -33,14 +40,256 @@ static const char *shown(const char *path)
     return path[0] ? path : ".";
 }
 
-static long raw_openat2(int dirfd, const char *path, struct open_how *how)
+/* Symlinks one resolution may expand, as the kernel's MAXSYMLINKS. */
+#define MAX_SYMLINKS 40
+
+/* Set once openat2 has failed with ENOSYS, so the system call is tried only once. */
+static atomic_int openat2_missing;
+static atomic_int fallback_forced;
+
+void sbx__fs_set_force_fallback(int on)
 {
-    long fd;
-    int tries = 0;
-    do {
-        fd = syscall(SYS_openat2, dirfd, path, how, sizeof(*how));
-    } while (fd < 0 && (errno == EAGAIN || errno == EINTR) && ++tries < OPENAT2_RETRIES);
+    atomic_store(&fallback_forced, on != 0);
+}
+
+static int fail(int e)
+{
+    errno = e;
+    return -1;
+}
+
+/* Which mount an fd is on: the mount id from statx (Linux 5.8+) or name_to_handle_at, else the
+ * device number, which still tells different filesystems apart. Keys of different kinds come
+ * from filesystems that differ in what they support, so they never name the same mount. */
+struct mount_key {
+    int kind;
+    uint64_t id;
+};
+
+static int mount_key(int fd, struct mount_key *k)
+{
+    struct statx stx;
+    if (statx(fd, "", AT_EMPTY_PATH, STATX_MNT_ID, &stx) == 0 && (stx.stx_mask & STATX_MNT_ID)) {
+        *k = (struct mount_key){1, stx.stx_mnt_id};
+        return 0;
+    }
+    struct file_handle *fh = sbx_xmalloc(sizeof(*fh) + MAX_HANDLE_SZ);
+    fh->handle_bytes = MAX_HANDLE_SZ;
+    int mnt = 0;
+    int r = name_to_handle_at(fd, "", fh, &mnt, AT_EMPTY_PATH);
+    free(fh);
+    if (r == 0) {
+        *k = (struct mount_key){2, (uint64_t)mnt};
+        return 0;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0)
+        return -1;
+    *k = (struct mount_key){3, (uint64_t)st.st_dev};
+    return 0;
+}
+
+/* One user-space resolution: the directories walked so far, as fds, and the path left. */
+struct walk {
+    int *dirs; /* dirs[0] is the caller's dirfd (borrowed); the others are owned O_PATH fds */
+    size_t ndirs, cap;
+    char *path; /* owned; what is left to resolve is a suffix of it */
+    int links;  /* symlinks expanded so far */
+    uint64_t resolve;
+    struct mount_key base_mount; /* with RESOLVE_NO_XDEV */
+};
+
+static int walk_dir(const struct walk *w)
+{
+    return w->dirs[w->ndirs - 1];
+}
+
+/* ".." goes back to the directory we came from; there is none above the base. */
+static int walk_up(struct walk *w)
+{
+    if (w->ndirs == 1)
+        return fail(EXDEV);
+    sbx_fd_close(&w->dirs[--w->ndirs]);
+    return 0;
+}
+
+/* With RESOLVE_NO_XDEV, refuse fd (just opened in walk_dir(w)) if it lies on another mount
+ * than the base. On failure fd is closed. */
+static int walk_check_mount(struct walk *w, int *fd)
+{
+    struct mount_key k;
+    if (!(w->resolve & RESOLVE_NO_XDEV))
+        return 0;
+    if (mount_key(*fd, &k) == 0 && k.kind == w->base_mount.kind && k.id == w->base_mount.id)
+        return 0;
+    sbx_fd_close(fd);
+    return fail(EXDEV);
+}
+
+/* Step into the directory *fd (O_PATH, just opened in walk_dir(w)), taking ownership of it:
+ * *fd is -1 afterwards, and closed on failure. */
+static int walk_down(struct walk *w, int *fd)
+{
+    struct stat st;
+    int e = fstat(*fd, &st) < 0 ? errno : S_ISDIR(st.st_mode) ? 0 : ENOTDIR;
+    if (e) {
+        sbx_fd_close(fd);
+        return fail(e);
+    }
+    if (walk_check_mount(w, fd) < 0)
+        return -1;
+    if (w->ndirs == w->cap) {
+        w->cap *= 2;
+        w->dirs = sbx_xrealloc(w->dirs, w->cap * sizeof(*w->dirs));
+    }
+    w->dirs[w->ndirs++] = *fd;
+    *fd = -1;
+    return 0;
+}
+
+/* Replace the symlink at linkfd (O_PATH | O_NOFOLLOW, found in walk_dir(w)) by its target,
+ * in front of after, the rest of the path beyond the link. The link is only ever read, never
+ * followed by the kernel. */
+static int walk_follow(struct walk *w, int linkfd, const char *after)
+{
+    struct statfs sfs;
+    char target[PATH_MAX];
+    if (w->resolve & RESOLVE_NO_SYMLINKS)
+        return fail(ELOOP);
+    if (++w->links > MAX_SYMLINKS)
+        return fail(ELOOP);
+    /* procfs is where magic links live (/proc/PID/fd/N, /proc/PID/root): follow no link there */
+    if (fstatfs(walk_dir(w), &sfs) < 0)
+        return -1;
+    if (sfs.f_type == PROC_SUPER_MAGIC)
+        return fail(ELOOP);
+    ssize_t n = readlinkat(linkfd, "", target, sizeof(target));
+    if (n < 0)
+        return -1;
+    if ((size_t)n >= sizeof(target))
+        return fail(ENAMETOOLONG);
+    if (n == 0)
+        return fail(ENOENT);
+    if (target[0] == '/')
+        return fail(EXDEV);
+    target[n] = '\0';
+    char *next = sbx_xasprintf("%s%s", target, after);
+    free(w->path);
+    w->path = next;
+    return 0;
+}
+
+/* Open the final component with the caller's flags. */
+static int walk_open_last(struct walk *w, const char *name, int flags, mode_t mode)
+{
+    int fd = openat(walk_dir(w), name, flags, mode);
+    if (fd >= 0 && walk_check_mount(w, &fd) < 0)
+        return -1;
     return fd;
+}
+
+static int is_symlink(int fd)
+{
+    struct stat st;
+    return fstat(fd, &st) == 0 && S_ISLNK(st.st_mode);
+}
+
+/* openat2(RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS [| RESOLVE_NO_SYMLINKS] [| RESOLVE_NO_XDEV])
+ * in user space, with the same errno results. The path is walked one component at a time from
+ * dirfd with openat(O_PATH | O_NOFOLLOW), so the kernel never follows a link and never resolves
+ * more than one name; symlinks are read and their target spliced into the path; ".." pops back
+ * to the directory fd it came from and is never looked up on disk. Every step is relative to an
+ * fd reached from dirfd this way, so a concurrent rename or symlink swap can make the call fail
+ * (ENOENT, ENOTDIR, ELOOP) but never leave dirfd. */
+static int fallback_openat2(int dirfd, const char *path, const struct open_how *how)
+{
+    int flags = (int)how->flags, result = -1;
+    /* O_CREAT | O_EXCL never follows a final symlink: it fails with EEXIST, as open(2) does */
+    int follow_last = !(flags & O_NOFOLLOW) && (flags & (O_CREAT | O_EXCL)) != (O_CREAT | O_EXCL);
+    struct walk w = {.resolve = how->resolve};
+    if (!path[0])
+        return fail(ENOENT);
+    if (path[0] == '/')
+        return fail(EXDEV);
+    if ((how->resolve & RESOLVE_NO_XDEV) && mount_key(dirfd, &w.base_mount) < 0)
+        return -1;
+    w.path = sbx_xstrdup(path);
+    w.dirs = sbx_xmalloc(16 * sizeof(*w.dirs));
+    w.cap = 16;
+    w.dirs[w.ndirs++] = dirfd;
+    const char *p = w.path;
+    for (;;) {
+        while (*p == '/')
+            p++;
+        size_t len = strcspn(p, "/");
+        const char *after = p + len; /* "" when this is the final component */
+        char name[NAME_MAX + 1];
+        if (len > NAME_MAX) {
+            fail(ENAMETOOLONG);
+            break;
+        }
+        memcpy(name, p, len);
+        name[len] = '\0';
+        if (len == 0 || strcmp(name, ".") == 0 || strcmp(name, "..") == 0) {
+            if (len == 2 && walk_up(&w) < 0)
+                break;
+            if (*after) {
+                p = after;
+                continue;
+            }
+            /* "", "." or ".." last: the directory reached is the result */
+            result = walk_open_last(&w, ".", flags, (mode_t)how->mode);
+            break;
+        }
+        if (*after || follow_last) {
+            int fd = openat(walk_dir(&w), name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+            if (fd >= 0 && is_symlink(fd)) {
+                int rc = walk_follow(&w, fd, after);
+                sbx_fd_close(&fd);
+                if (rc < 0)
+                    break;
+                p = w.path;
+                continue;
+            }
+            if (*after) { /* a directory on the way */
+                if (fd < 0 || walk_down(&w, &fd) < 0)
+                    break;
+                p = after;
+                continue;
+            }
+            sbx_fd_close(&fd);
+        }
+        /* The final component. O_NOFOLLOW even when the caller follows links: one that appeared
+         * since the check above fails with ELOOP and is looked at again. */
+        result = walk_open_last(&w, name, flags | O_NOFOLLOW, (mode_t)how->mode);
+        if (result < 0 && errno == ELOOP && follow_last && ++w.links <= MAX_SYMLINKS)
+            continue;
+        break;
+    }
+    int saved = errno;
+    while (w.ndirs > 1)
+        sbx_fd_close(&w.dirs[--w.ndirs]);
+    free(w.dirs);
+    free(w.path);
+    errno = saved;
+    return result;
+}
+
+/* openat2 beneath dirfd, or fallback_openat2 where the kernel (or valgrind, or a seccomp
+ * filter) has no openat2: an fd, or -1 with errno as openat2 sets it. */
+static long open_beneath(int dirfd, const char *path, const struct open_how *how)
+{
+    if (!atomic_load(&fallback_forced) && !atomic_load(&openat2_missing)) {
+        long fd;
+        int tries = 0;
+        do {
+            fd = syscall(SYS_openat2, dirfd, path, how, sizeof(*how));
+        } while (fd < 0 && (errno == EAGAIN || errno == EINTR) && ++tries < OPENAT2_RETRIES);
+        if (fd >= 0 || errno != ENOSYS)
+            return fd;
+        atomic_store(&openat2_missing, 1);
+    }
+    return fallback_openat2(dirfd, path, how);
 }
 
 static struct open_how make_how(int oflags, mode_t mode, int fsflags)
@@ -62,7 +311,7 @@ static struct open_how make_how(int oflags, mode_t mode, int fsflags)
 static int final_is_symlink(int dirfd, const char *path, int fsflags)
 {
     struct open_how how = make_how(O_PATH | O_NOFOLLOW, 0, fsflags & ~SBX_FS_NOFOLLOW);
-    long fd = raw_openat2(dirfd, path, &how);
+    long fd = open_beneath(dirfd, path, &how);
     if (fd < 0)
         return 0;
     struct stat st;
@@ -86,11 +335,6 @@ static int open_error(int dirfd, const char *path, int oflags, int fsflags, int 
         return sbx_error_set(err, SBX_E_PERM, e,
                              "'%s' resolves outside the workspace (magic link or symlink loop)",
                              shown(path));
-    case ENOSYS:
-        return sbx_error_set(err, SBX_E_UNSUPPORTED, e,
-                             "cannot open '%s': openat2 is not available (linux 5.6 or newer "
-                             "is needed)",
-                             shown(path));
     default:
         return sbx_error_errno(err, e, "cannot open '%s'", shown(path));
     }
@@ -101,7 +345,7 @@ int sbx_fs_open(int dirfd, const char *path, int oflags, mode_t mode, int fsflag
 {
     const char *p = path[0] ? path : ".";
     struct open_how how = make_how(oflags, mode, fsflags);
-    long fd = raw_openat2(dirfd, p, &how);
+    long fd = open_beneath(dirfd, p, &how);
     if (fd < 0)
         return open_error(dirfd, path, oflags, fsflags, errno, err);
     *out_fd = (int)fd;
@@ -254,7 +498,7 @@ static int make_one_dir(int parentfd, const char *name, const char *shownpath, m
     *created = 1;
     int fd = -1;
     struct open_how how = make_how(O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, SBX_FS_NOFOLLOW);
-    long r = raw_openat2(parentfd, name, &how);
+    long r = open_beneath(parentfd, name, &how);
     if (r < 0)
         return open_error(parentfd, shownpath, O_NOFOLLOW, SBX_FS_NOFOLLOW, errno, err);
     fd = (int)r;
@@ -343,7 +587,7 @@ static int write_in_place(int parentfd, const char *path, const char *base, cons
     int common = O_WRONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK;
     for (int tries = 0; fd < 0; tries++) {
         struct open_how how = make_how(common | O_CREAT | O_EXCL, mode, fsflags);
-        long r = raw_openat2(parentfd, base, &how);
+        long r = open_beneath(parentfd, base, &how);
         if (r >= 0) {
             fd = (int)r;
             created = 1;
@@ -352,7 +596,7 @@ static int write_in_place(int parentfd, const char *path, const char *base, cons
         if (errno != EEXIST || (fsflags & SBX_FS_EXCL) || tries >= 4)
             break;
         how = make_how(common, 0, fsflags);
-        r = raw_openat2(parentfd, base, &how);
+        r = open_beneath(parentfd, base, &how);
         if (r >= 0) {
             fd = (int)r;
             break;
@@ -401,7 +645,7 @@ static int write_and_rename(int parentfd, const char *tmp, const char *name, con
     int fd = -1, rc = 0, linked = 0;
     struct open_how how =
             make_how(O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY, 0600, SBX_FS_NOFOLLOW);
-    long r = raw_openat2(parentfd, tmp, &how);
+    long r = open_beneath(parentfd, tmp, &how);
     if (r < 0) {
         rc = sbx_error_errno(err, errno, "cannot create a temporary file for '%s'", path);
         goto out;
@@ -525,7 +769,7 @@ int sbx_fs_mkdir(int dirfd, const char *path, mode_t mode, int fsflags, struct s
     }
     int fd = -1;
     struct open_how how = make_how(O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, SBX_FS_NOFOLLOW);
-    long r = raw_openat2(parentfd, base, &how);
+    long r = open_beneath(parentfd, base, &how);
     if (r < 0) {
         rc = sbx_error_errno(err, errno, "cannot open new directory '%s'", path);
         goto out;
@@ -547,7 +791,7 @@ static int open_subdir_for_removal(int dfd, const char *name, const char *path, 
 {
     struct open_how how = make_how(O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, SBX_FS_NOFOLLOW);
     how.resolve |= RESOLVE_NO_XDEV;
-    long r = raw_openat2(dfd, name, &how);
+    long r = open_beneath(dfd, name, &how);
     if (r < 0) {
         if (errno == EXDEV)
             return sbx_error_set(err, SBX_E_PERM, EXDEV, "cannot remove '%s': it is a mount point",

@@ -1,0 +1,158 @@
+/* sbx: agents and tools.
+ *
+ * An agent is a name, instructions, a model name and settings, tools, handoff targets, an
+ * optional output schema and a tool-use behaviour. Tools are refcounted and may be shared by
+ * agents; agents are plain objects: handoff targets and the agent behind an agent-as-tool are
+ * borrowed, so a set of agents that refer to each other (A hands off to B and back) is freed
+ * together by whoever created it (see sbx_agent_file_* in runner.h for the file loader).
+ *
+ * Tools come in three kinds, all dispatched by the runner through one interface:
+ *   function  {"type":"function"}: the model sends JSON arguments, checked against the tool's
+ *             JSON schema before the callback sees them;
+ *   custom    {"type":"custom"}: freeform, the model sends one string;
+ *   item      any other call item type (e.g. the Responses built-in "apply_patch_call"): the
+ *             tool receives the whole call item and produces the whole output item.
+ * A tool that fails never ends the run: its error becomes the tool output the model reads.
+ * Only SBX_E_SANDBOX (the workspace is gone) and SBX_E_CANCELLED end a run from a tool. */
+#ifndef SBX_AGENT_H
+#define SBX_AGENT_H
+
+#include <jansson.h>
+
+#include "buf.h"
+#include "common.h"
+#include "error.h"
+
+struct sbx_agent;       /* opaque */
+struct sbx_tool;        /* opaque, refcounted */
+struct sbx_run_options; /* runner.h */
+
+#define SBX_TOOL_OUTPUT_MAX ((size_t)4 << 20) /* limit on one tool's text output */
+
+/* What a tool callback learns about the call. All borrowed for the duration of the call.
+ * Tool callbacks of one turn may run concurrently on different threads. */
+struct sbx_tool_call {
+    const char *call_id;
+    const char *name;
+    const json_t *item;                /* the model's call item */
+    struct sbx_agent *agent;           /* the agent whose turn it is */
+    const struct sbx_run_options *run; /* the run's options (for nested runs) */
+    void *context;                     /* sbx_run_options.context */
+    void *data;                        /* the tool's own data */
+};
+
+/* A tool's result. Write text into `text` (limit SBX_TOOL_OUTPUT_MAX), or set `parts` to an
+ * array of content parts ({"type":"input_text","text":..}, {"type":"input_image",
+ * "image_url":"data:image/png;base64,.."}), which then takes precedence; the runner takes
+ * ownership of parts. */
+struct sbx_tool_output {
+    struct sbx_buf text;
+    json_t *parts;
+};
+
+/* Function and custom tools. args is the parsed, schema-checked arguments object (function)
+ * or a JSON string holding the raw input (custom). Return 0, or -code with err set: the
+ * message is shown to the model as the tool's output. */
+typedef int sbx_tool_fn(const json_t *args, const struct sbx_tool_call *call,
+                        struct sbx_tool_output *out, struct sbx_error *err);
+
+/* Item tools: produce the complete output item (caller of the callback takes ownership). */
+typedef int sbx_tool_item_fn(const struct sbx_tool_call *call, json_t **output_item,
+                             struct sbx_error *err);
+
+struct sbx_function_tool {
+    const char *name;         /* [A-Za-z0-9_-]{1,64} */
+    const char *description;  /* may be NULL */
+    const json_t *parameters; /* JSON schema of the arguments object (copied); NULL: none */
+    int strict;               /* make the schema strict (all properties required, no extras) */
+    sbx_tool_fn *fn;
+    void *data;                    /* passed as call->data */
+    void (*free_data)(void *data); /* called when the tool is freed; may be NULL */
+};
+
+struct sbx_custom_tool {
+    const char *name;
+    const char *description;
+    const json_t *format; /* e.g. {"type":"grammar","syntax":"lark","definition":..}; NULL: text */
+    sbx_tool_fn *fn;
+    void *data;
+    void (*free_data)(void *data);
+};
+
+struct sbx_item_tool {
+    const char *name;         /* for events and name collisions */
+    const char *item_type;    /* the call item type it claims, e.g. "apply_patch_call" */
+    const json_t *definition; /* what goes into the request's tools array (copied) */
+    sbx_tool_item_fn *fn;
+    void *data;
+    void (*free_data)(void *data);
+};
+
+/* Create tools. *out: caller owns one reference (sbx_tool_unref). Errors: SBX_E_INVAL for a
+ * bad name or a schema that cannot be made strict. free_data is called on failure too. */
+SBX_API int sbx_tool_new_function(const struct sbx_function_tool *spec, struct sbx_tool **out,
+                                  struct sbx_error *err);
+SBX_API int sbx_tool_new_custom(const struct sbx_custom_tool *spec, struct sbx_tool **out,
+                                struct sbx_error *err);
+SBX_API int sbx_tool_new_item(const struct sbx_item_tool *spec, struct sbx_tool **out,
+                              struct sbx_error *err);
+SBX_API struct sbx_tool *sbx_tool_ref(struct sbx_tool *t);
+/* Drop a reference; frees the tool with the last one. Accepts NULL. Thread-safe. */
+SBX_API void sbx_tool_unref(struct sbx_tool *t);
+SBX_API const char *sbx_tool_name(const struct sbx_tool *t);
+/* The tool definition sent to the model (borrowed). */
+SBX_API const json_t *sbx_tool_definition(const struct sbx_tool *t);
+
+/* Built-in tools that need no sandbox, for agent files and examples:
+ *   current_time  {}                       the current UTC time, RFC 3339
+ *   add           {"a": number, "b": number}  the sum
+ *   calculator    {"expression": string}   + - * / % and parentheses over decimal numbers
+ *   word_count    custom (freeform) tool: words, lines and characters of the text sent
+ * *out: caller owns a reference. Unknown name: SBX_E_NOTFOUND naming the known ones. */
+SBX_API int sbx_tool_builtin(const char *name, struct sbx_tool **out, struct sbx_error *err);
+
+enum sbx_tool_use {
+    SBX_TOOL_USE_RUN_AGAIN = 0, /* after tools run, call the model again (default) */
+    SBX_TOOL_USE_STOP_ON_FIRST, /* the first tool's output is the final output */
+    SBX_TOOL_USE_STOP_AT_NAMES, /* stop when one of the named tools ran */
+};
+
+/* Create an agent. name: 1..128 bytes, no control characters. *out: caller owns
+ * (sbx_agent_free). */
+SBX_API int sbx_agent_new(const char *name, struct sbx_agent **out, struct sbx_error *err);
+/* Free the agent and drop its tool references. Accepts NULL. Does not free handoff targets. */
+SBX_API void sbx_agent_free(struct sbx_agent *a);
+
+SBX_API const char *sbx_agent_name(const struct sbx_agent *a);
+/* Strings are copied; NULL clears. */
+SBX_API void sbx_agent_set_instructions(struct sbx_agent *a, const char *instructions);
+SBX_API void sbx_agent_set_model(struct sbx_agent *a, const char *model);
+SBX_API void sbx_agent_set_handoff_description(struct sbx_agent *a, const char *text);
+/* Extra top-level request fields (temperature, reasoning, max_output_tokens, ...): an object,
+ * copied. */
+SBX_API int sbx_agent_set_model_settings(struct sbx_agent *a, const json_t *settings,
+                                         struct sbx_error *err);
+/* Adds a reference to t. A second tool with the same name is SBX_E_EXISTS. */
+SBX_API int sbx_agent_add_tool(struct sbx_agent *a, struct sbx_tool *t, struct sbx_error *err);
+/* target is borrowed and must outlive a. Its transfer tool is named
+ * "transfer_to_<name lower-cased, other characters as '_'>". */
+SBX_API int sbx_agent_add_handoff(struct sbx_agent *a, struct sbx_agent *target,
+                                  struct sbx_error *err);
+/* A JSON schema the final output must match; made strict (copied). A non-object schema is
+ * wrapped as {"response": schema}. NULL clears. */
+SBX_API int sbx_agent_set_output_schema(struct sbx_agent *a, const json_t *schema,
+                                        struct sbx_error *err);
+/* names: NULL-terminated, used with SBX_TOOL_USE_STOP_AT_NAMES (copied). */
+SBX_API void sbx_agent_set_tool_use(struct sbx_agent *a, enum sbx_tool_use use,
+                                    const char *const *names);
+/* "auto", "required", "none", or a tool name (forces that tool). NULL: the model decides. */
+SBX_API void sbx_agent_set_tool_choice(struct sbx_agent *a, const char *choice);
+/* Whether tool_choice falls back to "auto" after a tool ran (default 1: prevents a forced
+ * tool from looping forever). */
+SBX_API void sbx_agent_set_reset_tool_choice(struct sbx_agent *a, int reset);
+/* The sandbox part of an agent definition ({"manifest", "capabilities", "run_as"}), kept for
+ * the sandbox layer; copied. Borrowed getter; NULL when none. */
+SBX_API void sbx_agent_set_sandbox_spec(struct sbx_agent *a, const json_t *spec);
+SBX_API const json_t *sbx_agent_sandbox_spec(const struct sbx_agent *a);
+
+#endif

@@ -1,0 +1,106 @@
+/* sbx: model clients. A struct sbx_model answers one model call at a time: it takes the
+ * conversation as a list of OpenAI Responses API input items and returns a Responses API
+ * response object, whichever provider is behind it:
+ *
+ *   "responses"  POST {base}/responses, streaming (SSE) or not
+ *   "chat"       POST {base}/chat/completions; items and tools are converted both ways, a
+ *                custom (freeform) tool is offered as a function tool with one string "input"
+ *   "replay"     the next recorded response object from a JSONL file (no network)
+ *
+ * Streaming callers receive Responses API stream events ("response.output_text.delta", ...)
+ * whatever the provider: the chat backend and the replay backend synthesise them.
+ *
+ * Credentials: the API key is sent in the Authorization header and nowhere else. It never
+ * appears in an error message, a log line or a recorded file.
+ *
+ * Blocking: sbx_model_respond() blocks for the whole call, retries included. Several threads
+ * may call one struct sbx_model at once (nested agent runs do); replay answers are then handed
+ * out in the order the calls arrive. */
+#ifndef SBX_MODEL_H
+#define SBX_MODEL_H
+
+#include <signal.h>
+#include <stdint.h>
+#include <jansson.h>
+
+#include "common.h"
+#include "error.h"
+
+struct sbx_model; /* opaque */
+
+enum sbx_model_api {
+    SBX_MODEL_API_RESPONSES = 0,
+    SBX_MODEL_API_CHAT,
+};
+
+#define SBX_MODEL_DEFAULT_BASE_URL "https://api.openai.com/v1"
+
+/* All-zero is a valid default. Strings are copied by sbx_model_new. */
+struct sbx_model_options {
+    const char *base_url;       /* NULL: $OPENAI_BASE_URL, else SBX_MODEL_DEFAULT_BASE_URL */
+    const char *api_key;        /* NULL: $OPENAI_API_KEY (may be unset for local servers) */
+    enum sbx_model_api api;     /* ignored for "replay:" models */
+    int no_stream;              /* ask for a plain JSON answer even when a callback is given */
+    int64_t timeout_ms;         /* per attempt, whole request; 0: 600000 */
+    int64_t connect_timeout_ms; /* 0: 30000 */
+    int retries;                /* extra attempts after the first; 0: 3; negative: none */
+    int64_t retry_base_ms;      /* first backoff; doubles each try; 0: 500 */
+    int64_t retry_max_ms;       /* cap on one backoff and on a server's retry-after; 0: 30000 */
+    size_t max_response_bytes;  /* one response body or SSE stream; 0: 64 MiB */
+    size_t max_event_bytes;     /* one SSE event; 0: 16 MiB */
+    const char *record_path;    /* append every response object to this JSONL file */
+    /* Polled while waiting on the network and between retries: when it becomes non-zero the
+     * call fails with SBX_E_CANCELLED. Borrowed; may be NULL. */
+    const volatile sig_atomic_t *cancel;
+};
+
+/* Create a model. name is the model name sent to the server ("gpt-4.1"), or "replay:FILE" to
+ * answer from a recording (the file is read now, at most 64 MiB, one response object per line).
+ * *out: caller owns (sbx_model_free). Errors: SBX_E_INVAL (empty name, bad base URL),
+ * SBX_E_NOTFOUND / SBX_E_PARSE (replay file), SBX_E_IO (record file cannot be opened). */
+SBX_API int sbx_model_new(const char *name, const struct sbx_model_options *opt,
+                          struct sbx_model **out, struct sbx_error *err);
+SBX_API void sbx_model_free(struct sbx_model *m);
+
+/* The model name given at creation (borrowed). */
+SBX_API const char *sbx_model_name(const struct sbx_model *m);
+/* "responses", "chat" or "replay". */
+SBX_API const char *sbx_model_provider(const struct sbx_model *m);
+
+/* One model call. All pointers are borrowed for the duration of the call. */
+struct sbx_model_request {
+    const char *model;         /* NULL: the name the model was created with */
+    const char *instructions;  /* system/developer text; NULL: none */
+    const json_t *input;       /* array of Responses input items (required) */
+    const json_t *tools;       /* array of Responses tool definitions; NULL: none */
+    const json_t *tool_choice; /* "auto" | "required" | "none" | {"type":"function","name":..} */
+    int parallel_tool_calls;   /* 0: unset, 1: true, -1: false (sent only with tools) */
+    const json_t *text_format; /* {"type":"json_schema","name","schema","strict"}; NULL: text */
+    const json_t *settings;    /* extra top-level fields: temperature, top_p, reasoning, ... */
+    const char *previous_response_id; /* NULL: none */
+};
+
+/* Stream callback: one Responses API stream event object (borrowed for the call). Called on
+ * the caller's thread. */
+typedef void sbx_model_stream_fn(const json_t *event, void *data);
+
+/* Call the model. With a callback the call streams (unless no_stream was set) and every event
+ * is passed to it. *response_out: the Responses API response object ({"id","output":[...],
+ * "usage",...}); caller owns (json_decref).
+ *
+ * Retries: 408, 409, 429, 5xx answers and connection failures are retried with jittered
+ * exponential backoff, honouring "retry-after" / "retry-after-ms" (capped at retry_max_ms). A
+ * stream that breaks after events were delivered is not retried (the caller has seen part of
+ * an answer). After the last try the error carries the server's own message.
+ * Errors: SBX_E_API (the server refused or the response failed: "model API answered 400:
+ * <message>"), SBX_E_HTTP (connection), SBX_E_TIMEOUT, SBX_E_PARSE (malformed body or
+ * stream), SBX_E_TOOBIG, SBX_E_CANCELLED, SBX_E_NOTFOUND (replay file exhausted). */
+SBX_API int sbx_model_respond(struct sbx_model *m, const struct sbx_model_request *req,
+                              sbx_model_stream_fn *cb, void *cb_data, json_t **response_out,
+                              struct sbx_error *err);
+
+/* The text of every output_text part of every assistant message of a response, joined;
+ * caller owns (free). Never NULL. */
+SBX_API char *sbx_model_response_text(const json_t *response);
+
+#endif

@@ -1,0 +1,124 @@
+/* sbx: the agent runner (the harness loop) and agent files.
+ *
+ * sbx_run() drives one run: build the model input (instructions, the conversation so far),
+ * call the model, run the tool calls it asked for (in parallel threads when there are several,
+ * outputs kept in call order), append everything to the conversation and repeat until the
+ * agent produces a final output, hands off, or the turn budget runs out. The conversation is a
+ * JSON array of Responses API items from start to end, so a run's state is plain data.
+ *
+ * Every step is reported through an event callback, called on the thread that called
+ * sbx_run() and never concurrently. */
+#ifndef SBX_RUNNER_H
+#define SBX_RUNNER_H
+
+#include <signal.h>
+#include <stdint.h>
+#include <jansson.h>
+
+#include "agent.h"
+#include "common.h"
+#include "error.h"
+#include "model.h"
+
+enum sbx_event_type {
+    SBX_EVENT_AGENT_START,  /* an agent becomes current: at the start and after a handoff */
+    SBX_EVENT_TURN_START,   /* a turn begins: turn, agent */
+    SBX_EVENT_MODEL_STREAM, /* item: a raw Responses stream event (only when streaming) */
+    SBX_EVENT_TEXT_DELTA,   /* text: a piece of assistant text as it streams */
+    SBX_EVENT_MODEL_DONE,   /* item: the response object; duration_ns: the model call */
+    SBX_EVENT_MESSAGE,      /* item: an assistant message; text: its text */
+    SBX_EVENT_TOOL_CALL,    /* item: the call item; tool: its name */
+    SBX_EVENT_TOOL_OUTPUT,  /* item: the output item; tool; duration_ns; failed */
+    SBX_EVENT_HANDOFF,      /* agent: from; text: to */
+    SBX_EVENT_FINAL,        /* text: the final output; item: its parsed JSON when structured */
+    SBX_EVENT_ERROR,        /* error: why the run ends */
+};
+
+struct sbx_event {
+    enum sbx_event_type type;
+    int turn;          /* 1-based; 0 before the first turn */
+    const char *agent; /* name of the current agent */
+    const char *text;
+    const char *tool;
+    const json_t *item;
+    int64_t duration_ns;
+    int failed; /* TOOL_OUTPUT: the output reports an error to the model */
+    const struct sbx_error *error;
+};
+
+/* ev and everything it points at are borrowed for the duration of the call. */
+typedef void sbx_event_fn(const struct sbx_event *ev, void *data);
+
+/* The stable name of an event type ("turn_start", "tool_call", ...). */
+SBX_API const char *sbx_event_name(enum sbx_event_type type);
+/* One event as a JSON object {"type": name, "turn", "agent", ...}; caller owns (json_decref).
+ * Used for `sbx run --json`. Deltas of raw stream events are not included twice: a
+ * MODEL_STREAM event carries the stream event under "event". */
+SBX_API json_t *sbx_event_to_json(const struct sbx_event *ev);
+
+#define SBX_RUN_DEFAULT_MAX_TURNS 10
+
+/* All-zero except `model` is a valid default. */
+struct sbx_run_options {
+    struct sbx_model *model;      /* required; borrowed; shared with nested runs */
+    const char *model_name;       /* overrides every agent's model name; NULL: the agent's, else
+                                     the model's own */
+    int max_turns;                /* 0: SBX_RUN_DEFAULT_MAX_TURNS; negative: no limit */
+    int stream;                   /* stream model output (TEXT_DELTA / MODEL_STREAM events) */
+    int max_parallel_tools;       /* threads per batch of tool calls; 0: 8 */
+    int use_previous_response_id; /* send only new items plus previous_response_id */
+    sbx_event_fn *on_event;
+    void *event_data;
+    /* Checked between steps (and while waiting on the model): when non-zero the run stops
+     * with SBX_E_CANCELLED and a message naming the turn and step. Borrowed. */
+    const volatile sig_atomic_t *cancel;
+    void *context; /* handed to tools as call->context */
+};
+
+struct sbx_run_result; /* opaque */
+
+/* Run agent on input: a JSON string (one user message) or an array of Responses input items
+ * (borrowed). Blocks until the run ends. *out: caller owns (sbx_run_result_free).
+ * Errors: SBX_E_MAXTURNS "max turns (N) exceeded", SBX_E_CANCELLED, model errors, SBX_E_INVAL
+ * (bad input; a structured final output that does not match the schema). An ERROR event is
+ * emitted before any error return. */
+SBX_API int sbx_run(struct sbx_agent *agent, const json_t *input, const struct sbx_run_options *opt,
+                    struct sbx_run_result **out, struct sbx_error *err);
+
+SBX_API void sbx_run_result_free(struct sbx_run_result *r);
+/* The final output text (borrowed, never NULL). */
+SBX_API const char *sbx_run_result_text(const struct sbx_run_result *r);
+/* The parsed structured output when the final agent has an output schema, else NULL. */
+SBX_API const json_t *sbx_run_result_json(const struct sbx_run_result *r);
+/* The whole conversation: the input items followed by every generated item (borrowed). */
+SBX_API const json_t *sbx_run_result_items(const struct sbx_run_result *r);
+/* The agent that produced the final output (borrowed). */
+SBX_API struct sbx_agent *sbx_run_result_last_agent(const struct sbx_run_result *r);
+/* Summed usage {"input_tokens","output_tokens","total_tokens","requests"} (borrowed). */
+SBX_API const json_t *sbx_run_result_usage(const struct sbx_run_result *r);
+SBX_API int sbx_run_result_turns(const struct sbx_run_result *r);
+
+/* An agent as a tool: a function tool {"input": string} whose call runs agent in a nested run
+ * (same model and options, its own turn budget max_turns, 0 for the default) and returns that
+ * run's final output. agent is borrowed and must outlive the tool. *out: caller owns a
+ * reference. name NULL: the agent's name made tool-safe. */
+SBX_API int sbx_tool_new_agent(struct sbx_agent *agent, const char *name, const char *description,
+                               int max_turns, struct sbx_tool **out, struct sbx_error *err);
+
+/* Agent files (YAML or JSON):
+ *   name (required), model, instructions, model_settings (object), tools (built-in tool
+ *   names), handoffs (agent file paths), agents_as_tools (paths, or {file, name,
+ *   description, max_turns}), output_schema, handoff_description, tool_choice,
+ *   tool_use_behavior ("run_llm_again" | "stop_on_first_tool" | {"stop_at_tool_names":[..]}),
+ *   and the sandbox fields manifest, capabilities, run_as (kept for the sandbox layer).
+ * Relative paths are relative to the file's directory; files that refer to each other are
+ * loaded once. Unknown fields are errors. */
+struct sbx_agent_file; /* opaque: owns every agent it loaded */
+
+SBX_API int sbx_agent_file_load(const char *path, struct sbx_agent_file **out,
+                                struct sbx_error *err);
+/* The agent of the named file itself (borrowed, lives as long as f). */
+SBX_API struct sbx_agent *sbx_agent_file_agent(const struct sbx_agent_file *f);
+SBX_API void sbx_agent_file_free(struct sbx_agent_file *f);
+
+#endif

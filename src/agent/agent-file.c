@@ -1,0 +1,294 @@
+/* Agent files: YAML or JSON documents describing an agent and the agents it refers to. */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent/agent-internal.h"
+#include "sbx/json.h"
+#include "sbx/runner.h"
+#include "sbx/yaml.h"
+
+#define MAX_FILES 64
+#define FILE_MAX  ((size_t)4 << 20)
+
+struct loaded {
+    char *path; /* canonical */
+    struct sbx_agent *agent;
+};
+
+struct sbx_agent_file {
+    struct loaded *v;
+    size_t n;
+    struct sbx_agent *top;
+};
+
+static const char *const keys[] = {
+        "name",
+        "model",
+        "instructions",
+        "model_settings",
+        "tools",
+        "handoffs",
+        "agents_as_tools",
+        "output_schema",
+        "handoff_description",
+        "tool_choice",
+        "tool_use_behavior",
+        "manifest",
+        "capabilities",
+        "run_as",
+        NULL,
+};
+
+static char *relative_to(const char *file, const char *ref)
+{
+    if (ref[0] == '/')
+        return sbx_xstrdup(ref);
+    const char *slash = strrchr(file, '/');
+    if (!slash)
+        return sbx_xstrdup(ref);
+    return sbx_xasprintf("%.*s/%s", (int)(slash - file), file, ref);
+}
+
+static int load(struct sbx_agent_file *f, const char *path, struct sbx_agent **out,
+                struct sbx_error *err);
+
+static int set_tool_use(struct sbx_agent *a, const json_t *v, struct sbx_error *err)
+{
+    const char *s = json_string_value(v);
+    if (s && strcmp(s, "run_llm_again") == 0) {
+        sbx_agent_set_tool_use(a, SBX_TOOL_USE_RUN_AGAIN, NULL);
+        return 0;
+    }
+    if (s && strcmp(s, "stop_on_first_tool") == 0) {
+        sbx_agent_set_tool_use(a, SBX_TOOL_USE_STOP_ON_FIRST, NULL);
+        return 0;
+    }
+    json_t *names = json_object_get(v, "stop_at_tool_names");
+    if (json_is_array(names) && json_object_size(v) == 1) {
+        struct sbx_strv sv;
+        size_t i;
+        json_t *n;
+        sbx_strv_init(&sv);
+        json_array_foreach(names, i, n)
+        {
+            if (!json_is_string(n)) {
+                sbx_strv_release(&sv);
+                return sbx_error_set(err, SBX_E_INVAL, 0,
+                                     "field 'tool_use_behavior': tool names must be strings");
+            }
+            sbx_strv_push(&sv, json_string_value(n));
+        }
+        sbx_agent_set_tool_use(a, SBX_TOOL_USE_STOP_AT_NAMES, (const char *const *)sv.v);
+        sbx_strv_release(&sv);
+        return 0;
+    }
+    return sbx_error_set(err, SBX_E_INVAL, 0,
+                         "field 'tool_use_behavior' must be \"run_llm_again\", "
+                         "\"stop_on_first_tool\" or {\"stop_at_tool_names\": [...]}");
+}
+
+static int add_agent_tool(struct sbx_agent_file *f, struct sbx_agent *a, const char *path,
+                          const json_t *v, struct sbx_error *err)
+{
+    static const char *const akeys[] = {"file", "name", "description", "max_turns", NULL};
+    const char *file = json_string_value(v), *name = NULL, *desc = NULL;
+    int64_t max_turns = 0;
+    int rc = 0;
+    struct sbx_agent *target = NULL;
+    struct sbx_tool *t = NULL;
+    if (!file) {
+        if (!json_is_object(v))
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "field 'agents_as_tools': each entry must be a file name or "
+                                 "an object");
+        if ((rc = sbx_json_check_keys(v, akeys, err)) < 0 ||
+            (rc = sbx_json_get_string(v, "file", 1, &file, err)) < 0 ||
+            (rc = sbx_json_get_string(v, "name", 0, &name, err)) < 0 ||
+            (rc = sbx_json_get_string(v, "description", 0, &desc, err)) < 0 ||
+            (rc = sbx_json_get_int(v, "max_turns", 0, &max_turns, err)) < 0) {
+            sbx_error_prefix(err, "field 'agents_as_tools'");
+            return rc;
+        }
+        if (max_turns < 0 || max_turns > 1000)
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "field 'agents_as_tools': max_turns must be 0 to 1000");
+    }
+    char *ref = relative_to(path, file);
+    rc = load(f, ref, &target, err);
+    free(ref);
+    if (rc < 0)
+        return rc;
+    rc = sbx_tool_new_agent(target, name, desc, (int)max_turns, &t, err);
+    if (rc == 0)
+        rc = sbx_agent_add_tool(a, t, err);
+    sbx_tool_unref(t);
+    return rc;
+}
+
+static int configure(struct sbx_agent_file *f, struct sbx_agent *a, const char *path,
+                     const json_t *doc, struct sbx_error *err)
+{
+    const char *s = NULL;
+    json_t *v = NULL;
+    size_t i;
+    json_t *e;
+    int rc;
+    if ((rc = sbx_json_get_string(doc, "model", 0, &s, err)) < 0)
+        return rc;
+    sbx_agent_set_model(a, s);
+    s = NULL;
+    if ((rc = sbx_json_get_string(doc, "instructions", 0, &s, err)) < 0)
+        return rc;
+    sbx_agent_set_instructions(a, s);
+    s = NULL;
+    if ((rc = sbx_json_get_string(doc, "handoff_description", 0, &s, err)) < 0)
+        return rc;
+    sbx_agent_set_handoff_description(a, s);
+    s = NULL;
+    if ((rc = sbx_json_get_string(doc, "tool_choice", 0, &s, err)) < 0)
+        return rc;
+    sbx_agent_set_tool_choice(a, s);
+    if ((rc = sbx_json_get_object(doc, "model_settings", 0, &v, err)) < 0 ||
+        (rc = sbx_agent_set_model_settings(a, v, err)) < 0)
+        return rc;
+    v = NULL;
+    if ((rc = sbx_json_get_object(doc, "output_schema", 0, &v, err)) < 0 ||
+        (v && (rc = sbx_agent_set_output_schema(a, v, err)) < 0))
+        return rc;
+    if ((v = json_object_get(doc, "tool_use_behavior")) && (rc = set_tool_use(a, v, err)) < 0)
+        return rc;
+    v = NULL;
+    if ((rc = sbx_json_get_array(doc, "tools", 0, &v, err)) < 0)
+        return rc;
+    json_array_foreach(v, i, e)
+    {
+        struct sbx_tool *t = NULL;
+        if (!json_is_string(e))
+            return sbx_error_set(err, SBX_E_INVAL, 0, "field 'tools': entry %zu must be a string",
+                                 i);
+        rc = sbx_tool_builtin(json_string_value(e), &t, err);
+        if (rc == 0)
+            rc = sbx_agent_add_tool(a, t, err);
+        sbx_tool_unref(t);
+        if (rc < 0) {
+            sbx_error_prefix(err, "field 'tools'");
+            return rc;
+        }
+    }
+    v = NULL;
+    if ((rc = sbx_json_get_array(doc, "handoffs", 0, &v, err)) < 0)
+        return rc;
+    json_array_foreach(v, i, e)
+    {
+        struct sbx_agent *target = NULL;
+        if (!json_is_string(e))
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "field 'handoffs': entry %zu must be a file name", i);
+        char *ref = relative_to(path, json_string_value(e));
+        rc = load(f, ref, &target, err);
+        free(ref);
+        if (rc == 0)
+            rc = sbx_agent_add_handoff(a, target, err);
+        if (rc < 0)
+            return rc;
+    }
+    v = NULL;
+    if ((rc = sbx_json_get_array(doc, "agents_as_tools", 0, &v, err)) < 0)
+        return rc;
+    json_array_foreach(v, i, e)
+    {
+        if ((rc = add_agent_tool(f, a, path, e, err)) < 0)
+            return rc;
+    }
+    static const char *const sandbox_keys[] = {"manifest", "capabilities", "run_as"};
+    json_t *spec = NULL;
+    for (i = 0; i < SBX_ARRAY_LEN(sandbox_keys); i++) {
+        json_t *sv = json_object_get(doc, sandbox_keys[i]);
+        if (!sv)
+            continue;
+        if (!spec)
+            spec = json_object();
+        sbx_json_set(spec, sandbox_keys[i], json_incref(sv));
+    }
+    sbx_agent_set_sandbox_spec(a, spec);
+    json_decref(spec);
+    return 0;
+}
+
+static int load(struct sbx_agent_file *f, const char *path, struct sbx_agent **out,
+                struct sbx_error *err)
+{
+    char canon[PATH_MAX];
+    json_t *doc = NULL;
+    struct sbx_agent *a = NULL;
+    const char *name = NULL;
+    int rc = 0;
+    if (!realpath(path, canon))
+        return sbx_error_errno(err, errno, "cannot open agent file '%s'", path);
+    for (size_t i = 0; i < f->n; i++) {
+        if (strcmp(f->v[i].path, canon) == 0) {
+            *out = f->v[i].agent;
+            return 0;
+        }
+    }
+    if (f->n >= MAX_FILES)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d agent files", MAX_FILES);
+    struct sbx_yaml_limits lim = {.max_bytes = FILE_MAX};
+    rc = sbx_doc_load_file(path, &lim, &doc, err);
+    if (rc < 0)
+        goto out;
+    if (!json_is_object(doc)) {
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "an agent file must hold a mapping");
+        goto fail;
+    }
+    if ((rc = sbx_json_check_keys(doc, keys, err)) < 0 ||
+        (rc = sbx_json_get_string(doc, "name", 1, &name, err)) < 0 ||
+        (rc = sbx_agent_new(name, &a, err)) < 0)
+        goto fail;
+    /* Register before following references, so files that refer to each other terminate. */
+    f->v = sbx_xrealloc(f->v, (f->n + 1) * sizeof(*f->v));
+    f->v[f->n].path = sbx_xstrdup(canon);
+    f->v[f->n].agent = a;
+    f->n++;
+    rc = configure(f, a, path, doc, err);
+    if (rc < 0)
+        goto fail;
+    *out = a;
+    goto out;
+fail:
+    sbx_error_prefix(err, "agent file '%s'", path);
+out:
+    json_decref(doc);
+    return rc;
+}
+
+int sbx_agent_file_load(const char *path, struct sbx_agent_file **out, struct sbx_error *err)
+{
+    struct sbx_agent_file *f = sbx_xcalloc(1, sizeof(*f));
+    int rc = load(f, path, &f->top, err);
+    if (rc < 0) {
+        sbx_agent_file_free(f);
+        return rc;
+    }
+    *out = f;
+    return 0;
+}
+
+struct sbx_agent *sbx_agent_file_agent(const struct sbx_agent_file *f)
+{
+    return f->top;
+}
+
+void sbx_agent_file_free(struct sbx_agent_file *f)
+{
+    if (!f)
+        return;
+    for (size_t i = 0; i < f->n; i++) {
+        sbx_agent_free(f->v[i].agent);
+        free(f->v[i].path);
+    }
+    free(f->v);
+    free(f);
+}

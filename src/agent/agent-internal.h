@@ -1,0 +1,53 @@
+/* sbx internal: agent and tool layout shared by the runner. */
+#ifndef SBX_AGENT_INTERNAL_H
+#define SBX_AGENT_INTERNAL_H
+
+#include <stdatomic.h>
+
+#include "sbx/agent.h"
+#include "sbx/strv.h"
+
+enum sbx__tool_kind {
+    SBX__TOOL_FUNCTION,
+    SBX__TOOL_CUSTOM,
+    SBX__TOOL_ITEM,
+};
+
+struct sbx_tool {
+    atomic_int refs;
+    enum sbx__tool_kind kind;
+    char *name;
+    char *item_type;    /* the call item type dispatched to this tool */
+    json_t *definition; /* as sent in the request's tools array */
+    json_t *schema;     /* function tools: the arguments schema used for validation */
+    sbx_tool_fn *fn;
+    sbx_tool_item_fn *item_fn;
+    void *data;
+    void (*free_data)(void *data);
+};
+
+struct sbx_agent {
+    char *name;
+    char *instructions;
+    char *model;
+    char *handoff_description;
+    json_t *settings;
+    json_t *output_schema; /* strict, wrapped when not an object */
+    int output_wrapped;    /* the schema was wrapped in {"response": ...} */
+    struct sbx_tool **tools;
+    size_t ntools;
+    struct sbx_agent **handoffs;
+    size_t nhandoffs;
+    enum sbx_tool_use tool_use;
+    struct sbx_strv stop_at;
+    char *tool_choice;
+    int reset_tool_choice;
+    json_t *sandbox_spec;
+};
+
+/* "transfer_to_<name>" for a handoff target; caller owns (free). */
+char *sbx__agent_handoff_tool_name(const struct sbx_agent *target);
+/* Make a string usable as a tool name: [A-Za-z0-9_-], lower-cased when lower is set. */
+char *sbx__tool_safe_name(const char *s, int lower);
+
+#endif

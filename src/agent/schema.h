@@ -1,0 +1,25 @@
+/* sbx internal: the JSON Schema subset tools and output schemas use.
+ *
+ * Validation covers type (one or a list), properties, required, additionalProperties (boolean
+ * or schema), items, enum, const, anyOf/oneOf (as anyOf), allOf, minimum, maximum,
+ * exclusiveMinimum, exclusiveMaximum, minLength, maxLength, minItems, maxItems and local $ref
+ * ("#/$defs/x", "#/definitions/x"). Unknown keywords are ignored, as the spec says. */
+#ifndef SBX_AGENT_SCHEMA_H
+#define SBX_AGENT_SCHEMA_H
+
+#include <jansson.h>
+
+#include "sbx/buf.h"
+#include "sbx/error.h"
+
+/* The strict form OpenAI's strict mode expects: every object schema gets
+ * additionalProperties:false and all its properties required, recursively (properties, items,
+ * anyOf, allOf, $defs, definitions). A present additionalProperties other than false is
+ * SBX_E_INVAL. *out: caller owns. */
+int sbx__schema_strict(const json_t *schema, json_t **out, struct sbx_error *err);
+
+/* 0 when value matches schema, else SBX_E_INVAL with a message naming the JSON path:
+ * "$.items[2].name: expected string, got integer". */
+int sbx__schema_validate(const json_t *schema, const json_t *value, struct sbx_error *err);
+
+#endif

@@ -1,0 +1,327 @@
+/* sbx run: run an agent against a model and print its final output. */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "sbx/json.h"
+#include "sbx/runner.h"
+#include "sbx/time.h"
+
+#define PROMPT_MAX   ((size_t)1 << 20)
+#define CLI_MAXTURNS 3
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    interrupted = 1;
+}
+
+static void usage(FILE *f)
+{
+    fputs("usage: sbx run [-a AGENT_FILE] [-m MODEL] [--base-url URL] [--api responses|chat]\n"
+          "               [--max-turns N] [--json] [--record FILE] [--no-stream]\n"
+          "               [--timeout DURATION] [--retries N] [--use-previous-response-id]\n"
+          "               [PROMPT | -]\n"
+          "\n"
+          "Runs an agent on PROMPT (or standard input with '-') and prints the final output.\n"
+          "Progress goes to stderr; --json writes one event per line to stdout instead.\n"
+          "MODEL 'replay:FILE' answers from a recording made with --record.\n"
+          "--use-previous-response-id sends only new items and lets the server keep the rest.\n"
+          "Environment: OPENAI_BASE_URL, OPENAI_API_KEY, SBX_MODEL (default model name).\n"
+          "Exit status: 0 done, 1 error, 2 usage, 3 max turns exceeded.\n",
+          f);
+}
+
+struct render {
+    int json;
+    int mid_line; /* streamed text without a final newline on stderr */
+    json_t *args; /* call_id -> arguments, for the tool line */
+};
+
+static void print_json(const json_t *v)
+{
+    char *s = sbx_json_dumps(v, SBX_JSON_COMPACT);
+    fputs(s, stdout);
+    fputc('\n', stdout);
+    fflush(stdout);
+    free(s);
+}
+
+static void end_line(struct render *r)
+{
+    if (r->mid_line) {
+        fputc('\n', stderr);
+        r->mid_line = 0;
+    }
+}
+
+static void on_event(const struct sbx_event *ev, void *data)
+{
+    struct render *r = data;
+    if (r->json) {
+        if (ev->type == SBX_EVENT_MODEL_STREAM)
+            return;
+        json_t *o = sbx_event_to_json(ev);
+        print_json(o);
+        json_decref(o);
+        return;
+    }
+    switch (ev->type) {
+    case SBX_EVENT_TEXT_DELTA:
+        fputs(ev->text, stderr);
+        r->mid_line = ev->text[0] && ev->text[strlen(ev->text) - 1] != '\n';
+        break;
+    case SBX_EVENT_MESSAGE:
+        end_line(r);
+        break;
+    case SBX_EVENT_TOOL_CALL: {
+        const char *id = json_string_value(json_object_get(ev->item, "call_id"));
+        json_t *a = json_object_get(ev->item, "arguments");
+        if (!a)
+            a = json_object_get(ev->item, "input");
+        if (id && json_is_string(a))
+            sbx_json_set(r->args, id, json_incref(a));
+        break;
+    }
+    case SBX_EVENT_TOOL_OUTPUT: {
+        end_line(r);
+        const char *id = json_string_value(json_object_get(ev->item, "call_id"));
+        const char *args = id ? json_string_value(json_object_get(r->args, id)) : NULL;
+        const char *out = ev->text ? ev->text : "";
+        size_t olen = strcspn(out, "\n");
+        fprintf(stderr, "  tool %s(%.200s) %s %.*s%s (%.1f ms)\n", ev->tool ? ev->tool : "?",
+                args ? args : "", ev->failed ? "failed:" : "->", (int)(olen > 200 ? 200 : olen),
+                out, olen > 200 || out[olen] ? " ..." : "",
+                (double)ev->duration_ns / (double)SBX_NS_PER_MS);
+        break;
+    }
+    case SBX_EVENT_HANDOFF:
+        end_line(r);
+        fprintf(stderr, "  handoff %s -> %s\n", ev->agent, ev->text);
+        break;
+    case SBX_EVENT_ERROR:
+    case SBX_EVENT_FINAL:
+        end_line(r);
+        break;
+    case SBX_EVENT_AGENT_START:
+    case SBX_EVENT_TURN_START:
+    case SBX_EVENT_MODEL_STREAM:
+    case SBX_EVENT_MODEL_DONE:
+        break;
+    }
+    fflush(stderr);
+}
+
+static int read_stdin(char **out, struct sbx_error *err)
+{
+    struct sbx_buf b;
+    sbx_buf_init(&b, PROMPT_MAX);
+    for (;;) {
+        int rc = sbx_buf_reserve(&b, 4096, err);
+        if (rc < 0) {
+            sbx_buf_release(&b);
+            return sbx_error_set(err, SBX_E_TOOBIG, 0, "prompt exceeds %zu bytes", PROMPT_MAX);
+        }
+        ssize_t n = read(0, b.data + b.len, 4096);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            sbx_buf_release(&b);
+            return sbx_error_errno(err, errno, "cannot read the prompt from standard input");
+        }
+        if (n == 0)
+            break;
+        sbx_buf_setlen(&b, b.len + (size_t)n);
+    }
+    *out = sbx_buf_detach(&b, NULL);
+    return 0;
+}
+
+static int parse_count(const char *s, int lo, int hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < lo || v > hi)
+        return -1;
+    *out = (int)v;
+    return 0;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    enum {
+        OPT_BASE = 256,
+        OPT_API,
+        OPT_MAXTURNS,
+        OPT_JSON,
+        OPT_RECORD,
+        OPT_NOSTREAM,
+        OPT_TIMEOUT,
+        OPT_RETRIES,
+        OPT_PREVID,
+    };
+    static const struct option longopts[] = {
+            {"agent", required_argument, NULL, 'a'},
+            {"model", required_argument, NULL, 'm'},
+            {"base-url", required_argument, NULL, OPT_BASE},
+            {"api", required_argument, NULL, OPT_API},
+            {"max-turns", required_argument, NULL, OPT_MAXTURNS},
+            {"json", no_argument, NULL, OPT_JSON},
+            {"record", required_argument, NULL, OPT_RECORD},
+            {"no-stream", no_argument, NULL, OPT_NOSTREAM},
+            {"timeout", required_argument, NULL, OPT_TIMEOUT},
+            {"retries", required_argument, NULL, OPT_RETRIES},
+            {"use-previous-response-id", no_argument, NULL, OPT_PREVID},
+            {"help", no_argument, NULL, 'h'},
+            {NULL, 0, NULL, 0},
+    };
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_model_options mopt = {0};
+    struct sbx_run_options ropt = {0};
+    struct render rd = {0};
+    const char *agent_path = NULL, *model_name = NULL;
+    struct sbx_agent_file *file = NULL;
+    struct sbx_agent *agent = NULL, *own_agent = NULL;
+    struct sbx_model *model = NULL;
+    struct sbx_run_result *res = NULL;
+    char *prompt = NULL;
+    json_t *input = NULL;
+    int rc = CLI_FAIL, c;
+
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "+a:m:h", longopts, NULL)) != -1) {
+        switch (c) {
+        case 'a':
+            agent_path = optarg;
+            break;
+        case 'm':
+            model_name = optarg;
+            break;
+        case OPT_BASE:
+            mopt.base_url = optarg;
+            break;
+        case OPT_API:
+            if (strcmp(optarg, "responses") == 0)
+                mopt.api = SBX_MODEL_API_RESPONSES;
+            else if (strcmp(optarg, "chat") == 0)
+                mopt.api = SBX_MODEL_API_CHAT;
+            else
+                return cli_usage("run ", "--api must be 'responses' or 'chat', not '%s'", optarg);
+            break;
+        case OPT_MAXTURNS:
+            if (parse_count(optarg, 1, 1000000, &ropt.max_turns) < 0)
+                return cli_usage("run ", "--max-turns must be a positive integer, not '%s'",
+                                 optarg);
+            break;
+        case OPT_JSON:
+            rd.json = 1;
+            break;
+        case OPT_RECORD:
+            mopt.record_path = optarg;
+            break;
+        case OPT_NOSTREAM:
+            mopt.no_stream = 1;
+            break;
+        case OPT_TIMEOUT:
+            if (sbx_duration_parse_ms(optarg, &mopt.timeout_ms) < 0 || mopt.timeout_ms <= 0)
+                return cli_usage("run ", "--timeout must be a duration like 30s, not '%s'", optarg);
+            break;
+        case OPT_RETRIES: {
+            int n;
+            if (parse_count(optarg, 0, 100, &n) < 0)
+                return cli_usage("run ", "--retries must be an integer 0 to 100, not '%s'", optarg);
+            mopt.retries = n == 0 ? -1 : n;
+            break;
+        }
+        case OPT_PREVID:
+            ropt.use_previous_response_id = 1;
+            break;
+        case 'h':
+            usage(stdout);
+            return CLI_OK;
+        default:
+            return cli_usage("run ", "invalid option");
+        }
+    }
+    if (argc - optind > 1)
+        return cli_usage("run ", "give the prompt as one argument (quote it)");
+    if (argc - optind == 0)
+        return cli_usage("run ", "missing prompt (give '-' to read it from standard input)");
+    const char *p = argv[optind];
+    if (strcmp(p, "-") == 0) {
+        if (read_stdin(&prompt, &err) < 0)
+            goto out;
+        p = prompt;
+    }
+    if (!p[0]) {
+        rc = cli_usage("run ", "the prompt is empty");
+        goto out;
+    }
+
+    if (agent_path) {
+        if (sbx_agent_file_load(agent_path, &file, &err) < 0)
+            goto out;
+        agent = sbx_agent_file_agent(file);
+    } else {
+        if (sbx_agent_new("assistant", &own_agent, &err) < 0)
+            goto out;
+        sbx_agent_set_instructions(own_agent, "You are a helpful assistant.");
+        agent = own_agent;
+    }
+    /* Without -m, each agent's own model name is sent; this is the fallback. */
+    const char *name = model_name ? model_name : getenv("SBX_MODEL");
+    if (!name || !name[0])
+        name = "gpt-4.1";
+    mopt.cancel = &interrupted;
+    if (sbx_model_new(name, &mopt, &model, &err) < 0)
+        goto out;
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_sigint;
+    sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C ends the process at once */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+
+    rd.args = json_object();
+    ropt.model = model;
+    ropt.model_name = model_name && strncmp(model_name, "replay:", 7) != 0 ? model_name : NULL;
+    ropt.stream = 1;
+    ropt.on_event = on_event;
+    ropt.event_data = &rd;
+    ropt.cancel = &interrupted;
+    input = sbx_json_str(p);
+    if (sbx_run(agent, input, &ropt, &res, &err) < 0) {
+        rc = err.code == SBX_E_MAXTURNS ? CLI_MAXTURNS : CLI_FAIL;
+        cli_fail(&err);
+        goto out_quiet;
+    }
+    if (!rd.json) {
+        fputs(sbx_run_result_text(res), stdout);
+        fputc('\n', stdout);
+    }
+    rc = CLI_OK;
+    goto out_quiet;
+out:
+    if (rc == CLI_FAIL && err.code != SBX_OK)
+        cli_fail(&err);
+out_quiet:
+    signal(SIGINT, SIG_DFL);
+    sbx_run_result_free(res);
+    sbx_model_free(model);
+    sbx_agent_file_free(file);
+    sbx_agent_free(own_agent);
+    json_decref(input);
+    json_decref(rd.args);
+    free(prompt);
+    return rc;
+}

@@ -1,0 +1,212 @@
+/* HTTP POST over libcurl's easy interface. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include <curl/curl.h>
+
+#include "model/http.h"
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+
+static void curl_init_once(void)
+{
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+struct xfer {
+    const struct sbx__http_req *req;
+    struct sbx__http_resp *resp;
+    CURL *curl;
+    size_t total;
+    int streaming; /* decided at the first body byte */
+    int decided;
+    int rc; /* error from a callback */
+    struct sbx_error cb_err;
+};
+
+void sbx__http_resp_init(struct sbx__http_resp *r)
+{
+    r->status = 0;
+    r->retry_after_ms = -1;
+    sbx_buf_init(&r->body, SBX_BUF_NOLIMIT);
+}
+
+void sbx__http_resp_release(struct sbx__http_resp *r)
+{
+    sbx_buf_release(&r->body);
+}
+
+static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
+{
+    struct xfer *x = ud;
+    size_t n = size * nmemb;
+    if (!x->decided) {
+        long status = 0;
+        curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &status);
+        x->streaming = x->req->sink && status >= 200 && status < 300;
+        x->decided = 1;
+    }
+    if (n > x->req->max_body - x->total) {
+        x->rc = sbx_error_set(&x->cb_err, SBX_E_TOOBIG, 0,
+                              "response from '%s' exceeds the limit of %zu bytes", x->req->url,
+                              x->req->max_body);
+        return 0;
+    }
+    x->total += n;
+    int rc = x->streaming ? x->req->sink(p, n, x->req->ud, &x->cb_err)
+                          : sbx_buf_add(&x->resp->body, p, n, &x->cb_err);
+    if (rc < 0) {
+        x->rc = rc;
+        return 0;
+    }
+    return n;
+}
+
+static int64_t parse_retry_after(const char *v, size_t n, int ms)
+{
+    char tmp[64];
+    if (n >= sizeof(tmp))
+        return -1;
+    memcpy(tmp, v, n);
+    tmp[n] = '\0';
+    char *end;
+    double d = strtod(tmp, &end);
+    if (end != tmp && d >= 0) {
+        while (*end == ' ')
+            end++;
+        if (*end == '\0')
+            return ms ? (int64_t)d : (int64_t)(d * 1000.0);
+    }
+    if (ms)
+        return -1;
+    /* An HTTP-date: "Wed, 21 Oct 2026 07:28:00 GMT". */
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    const char *rest = strptime(tmp, "%a, %d %b %Y %H:%M:%S GMT", &tm);
+    if (!rest)
+        return -1;
+    time_t when = timegm(&tm), now = time(NULL);
+    return when > now ? (int64_t)(when - now) * 1000 : 0;
+}
+
+static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
+{
+    struct xfer *x = ud;
+    size_t n = size * nmemb;
+    /* A new status line (redirect, 100-continue) resets what we learnt. */
+    if (n >= 5 && memcmp(p, "HTTP/", 5) == 0)
+        x->resp->retry_after_ms = -1;
+    const char *colon = memchr(p, ':', n);
+    if (!colon)
+        return n;
+    size_t klen = (size_t)(colon - p);
+    const char *v = colon + 1;
+    size_t vlen = n - klen - 1;
+    while (vlen && (*v == ' ' || *v == '\t')) {
+        v++;
+        vlen--;
+    }
+    while (vlen && (v[vlen - 1] == '\r' || v[vlen - 1] == '\n' || v[vlen - 1] == ' '))
+        vlen--;
+    if (klen == 14 && strncasecmp(p, "retry-after-ms", 14) == 0) {
+        int64_t ms = parse_retry_after(v, vlen, 1);
+        if (ms >= 0)
+            x->resp->retry_after_ms = ms;
+    } else if (klen == 11 && strncasecmp(p, "retry-after", 11) == 0 &&
+               x->resp->retry_after_ms < 0) {
+        x->resp->retry_after_ms = parse_retry_after(v, vlen, 0);
+    }
+    return n;
+}
+
+static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    struct xfer *x = ud;
+    if (x->req->cancel && *x->req->cancel) {
+        x->rc = sbx_error_set(&x->cb_err, SBX_E_CANCELLED, 0, "request to '%s' cancelled",
+                              x->req->url);
+        return 1;
+    }
+    return 0;
+}
+
+int sbx__http_post(const struct sbx__http_req *req, struct sbx__http_resp *resp,
+                   struct sbx_error *err)
+{
+    int rc = 0;
+    struct curl_slist *hdrs = NULL;
+    char *auth = NULL;
+    struct xfer x = {.req = req, .resp = resp};
+
+    pthread_once(&curl_once, curl_init_once);
+    sbx_buf_release(&resp->body);
+    sbx_buf_init(&resp->body, req->max_body);
+    resp->status = 0;
+    resp->retry_after_ms = -1;
+    x.curl = curl_easy_init();
+    if (!x.curl)
+        return sbx_error_set(err, SBX_E_HTTP, 0, "cannot start an HTTP client");
+
+    hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+    hdrs = curl_slist_append(hdrs, req->stream ? "Accept: text/event-stream"
+                                               : "Accept: application/json");
+    hdrs = curl_slist_append(hdrs, "User-Agent: sbx/" SBX_VERSION);
+    /* No "Expect: 100-continue" round trip before large bodies. */
+    hdrs = curl_slist_append(hdrs, "Expect:");
+    if (req->bearer && req->bearer[0]) {
+        auth = sbx_xasprintf("Authorization: Bearer %s", req->bearer);
+        hdrs = curl_slist_append(hdrs, auth);
+    }
+    if (!hdrs)
+        SBX_BUG("curl_slist_append failed");
+
+    CURL *c = x.curl;
+    curl_easy_setopt(c, CURLOPT_URL, req->url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    curl_easy_setopt(c, CURLOPT_POST, 1L);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, req->body);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(c, CURLOPT_WRITEDATA, &x);
+    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
+    curl_easy_setopt(c, CURLOPT_HEADERDATA, &x);
+    curl_easy_setopt(c, CURLOPT_XFERINFOFUNCTION, on_progress);
+    curl_easy_setopt(c, CURLOPT_XFERINFODATA, &x);
+    curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)req->timeout_ms);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)req->connect_timeout_ms);
+    curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    /* The key must never follow a redirect to another host. */
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+
+    CURLcode cc = curl_easy_perform(c);
+    curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp->status);
+    if (x.rc < 0) {
+        rc = sbx_error_copy(err, &x.cb_err);
+        goto out;
+    }
+    if (cc == CURLE_OPERATION_TIMEDOUT) {
+        rc = sbx_error_set(err, SBX_E_TIMEOUT, 0, "request to '%s' timed out after %lld ms",
+                           req->url, (long long)req->timeout_ms);
+        goto out;
+    }
+    if (cc != CURLE_OK) {
+        rc = sbx_error_set(err, SBX_E_HTTP, 0, "request to '%s' failed: %s", req->url,
+                           curl_easy_strerror(cc));
+        goto out;
+    }
+out:
+    curl_easy_cleanup(c);
+    curl_slist_free_all(hdrs);
+    if (auth) {
+        /* Do not leave the key lying in freed heap memory. */
+        explicit_bzero(auth, strlen(auth));
+        free(auth);
+    }
+    return rc;
+}

@@ -1,0 +1,45 @@
+/* sbx internal: one HTTP POST over libcurl, with a size limit, timeouts, cancellation and an
+ * optional streaming sink for successful answers. Retrying is the caller's business. */
+#ifndef SBX_MODEL_HTTP_H
+#define SBX_MODEL_HTTP_H
+
+#include <signal.h>
+#include <stdint.h>
+
+#include "sbx/buf.h"
+#include "sbx/error.h"
+
+/* Receives body bytes of a 2xx answer when streaming. Negative return aborts the transfer
+ * and is returned by sbx__http_post with err as the sink filled it. */
+typedef int sbx__http_sink(const char *p, size_t n, void *ud, struct sbx_error *err);
+
+struct sbx__http_req {
+    const char *url;
+    const char *bearer; /* API key for "Authorization: Bearer"; NULL: no header */
+    const char *body;
+    size_t body_len;
+    int stream; /* adds "Accept: text/event-stream" */
+    int64_t timeout_ms;
+    int64_t connect_timeout_ms;
+    size_t max_body;      /* limit on a buffered body and on all streamed bytes */
+    sbx__http_sink *sink; /* NULL: buffer the body */
+    void *ud;
+    const volatile sig_atomic_t *cancel;
+};
+
+struct sbx__http_resp {
+    long status;            /* 0 when no answer arrived */
+    int64_t retry_after_ms; /* from retry-after-ms / retry-after; -1 when absent */
+    struct sbx_buf body;    /* the body when buffered (always for non-2xx answers) */
+};
+
+void sbx__http_resp_init(struct sbx__http_resp *r);
+void sbx__http_resp_release(struct sbx__http_resp *r);
+
+/* Returns 0 when an HTTP answer arrived completely (any status; look at resp->status),
+ * SBX_E_HTTP for a connection failure or a broken transfer, SBX_E_TIMEOUT, SBX_E_CANCELLED,
+ * SBX_E_TOOBIG, or the sink's error. The message names the URL, never the key. */
+int sbx__http_post(const struct sbx__http_req *req, struct sbx__http_resp *resp,
+                   struct sbx_error *err);
+
+#endif
