@@ -52,12 +52,6 @@ static void setup(void)
         printf("Bail out! cannot create a sandbox: %s\n", err.msg);
         exit(1);
     }
-    int fd = -1;
-    if (sbx_fs_open(AT_FDCWD, ".", O_RDONLY | O_DIRECTORY, 0, 0, &fd, &err) == -SBX_E_UNSUPPORTED) {
-        have_openat2 = 0;
-        printf("# openat2 is unavailable (%s): skipping workspace file operations\n", err.msg);
-    }
-    sbx_fd_close(&fd);
 }
 
 static void teardown(void)
