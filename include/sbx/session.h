@@ -116,10 +116,13 @@ SBX_API void sbx_exec_result_release(struct sbx_exec_result *r);
 SBX_API int sbx_session_exec(struct sbx_session *s, const struct sbx_exec_spec *spec,
                              struct sbx_exec_result *res, struct sbx_error *err);
 
-/* A started command. The caller reads stdout_fd/stderr_fd (non-blocking) and writes stdin_fd
- * itself; the descriptors belong to the proc (do not close them, except stdin via
- * sbx_proc_close_stdin). status_fd becomes readable when the exit status is known (or the
- * sandbox died): then call sbx_proc_wait. */
+/* A started command. The caller reads stdout_fd/stderr_fd (set them non-blocking if it polls)
+ * and writes stdin_fd itself; the descriptors belong to the proc (do not close them, except
+ * stdin via sbx_proc_close_stdin). Without a tty, stdin_fd is a stream socket: write with
+ * send(..., MSG_NOSIGNAL) so a command that stops reading cannot raise SIGPIPE. status_fd
+ * becomes readable when the exit status is known (or the sandbox died): then sbx_proc_wait.
+ * The command may leave descendants holding the output pipes open: stop reading once the
+ * status is known and the pipes are drained. */
 struct sbx_proc {
     int stdout_fd; /* output (the terminal master with SBX_EXEC_TTY) */
     int stderr_fd; /* -1 with SBX_EXEC_TTY or SBX_EXEC_MERGE_STDERR */

@@ -103,6 +103,33 @@ c, _ = s.accept(); c.sendall(b"pong\n"); time.sleep(30)' >/dev/null 2>&1 &
     expect_eq "$reply" "pong" "the URL reaches the service"
 fi
 
+run "$SBX" sandbox ps --json
+expect_rc 0 "ps --json succeeds"
+expect_eq "$(python3 -c 'import json,sys; print(sorted(d["id"] for d in json.load(open(sys.argv[1]))) == sorted(sys.argv[2:]))' "$T/out" "$id" "$id2")" \
+    "True" "ps --json lists exactly the live sandboxes"
+run "$SBX" sandbox --help
+expect_rc 0 "sandbox --help succeeds"
+expect_in "$T/out" "exec [-t] [-i]" "sandbox --help shows the commands"
+run "$SBX" help
+expect_in "$T/out" "sandbox" "the top-level help lists sandbox"
+
+# exposed ports: only those resolve
+run "$SBX" sandbox create --port 8080
+idp=$(cat "$T/out")
+run "$SBX" sandbox port "$idp" 9999
+expect_rc 1 "a port that is not exposed fails"
+expect_in "$T/err" "port 9999 is not exposed" "the refusal names the port"
+"$SBX" sandbox rm "$idp" >/dev/null
+run "$SBX" sandbox create --port 0
+expect_rc 2 "an exposed port out of range is a usage error"
+
+# a runtime base that others could enter is refused
+mkdir -p "$T/badrun/sbx"
+chmod 0755 "$T/badrun/sbx"
+XDG_RUNTIME_DIR="$T/badrun" run "$SBX" sandbox ps
+expect_rc 1 "a runtime directory open to others is refused"
+expect_in "$T/err" "mode 0700" "the refusal says what is wrong"
+
 # errors
 run "$SBX" sandbox exec ffffffffffffffff -- true
 expect_rc 1 "exec in an unknown sandbox fails"
