@@ -802,9 +802,6 @@ static int start(struct sup *s, struct sbx_error *err)
     s->dir_fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     if (s->dir_fd < 0)
         return sbx_error_errno(err, errno, "cannot open runtime directory '%s'", s->dir);
-    s->root_fd = open(s->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (s->root_fd < 0)
-        return sbx_error_errno(err, errno, "cannot open workspace '%s'", s->workspace);
 
     /* Log next to the socket from here on. */
     int logfd = openat(s->dir_fd, SBX_PROTO_LOG, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
@@ -845,6 +842,12 @@ static int start(struct sup *s, struct sbx_error *err)
      * module may move the supervisor into new namespaces (forking so that the serving process is
      * PID 1 of a new pid namespace) and pivot into a root where the workspace is mounted at the
      * manifest root. With isolation "none" the supervisor stays on the host. */
+
+    /* Opened by its sandbox path, after any pivot: commands and clients must see the workspace
+     * the sandbox sees. */
+    s->root_fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (s->root_fd < 0)
+        return sbx_error_errno(err, errno, "cannot open workspace '%s'", s->root);
     return 0;
 }
 
