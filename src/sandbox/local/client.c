@@ -327,8 +327,8 @@ static void proc_free(struct sbx_proc *bp)
 
 static const struct sbx_proc_ops proc_ops = {proc_wait, proc_free};
 
-static int ls_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec, const char *cwd,
-                         struct sbx_proc **out, struct sbx_error *err)
+static int sess_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec,
+                           const char *cwd, struct sbx_proc **out, struct sbx_error *err)
 {
     struct local_session *s = (struct local_session *)bs;
     json_t *req = json_object(), *argv = json_array(), *env = json_array(), *reply = NULL;
@@ -425,8 +425,8 @@ static int root_fd(struct local_session *s, int *out, struct sbx_error *err)
     return rc;
 }
 
-static int ls_read_open(struct sbx_session *bs, const char *path, int *out_fd, uint64_t *out_size,
-                        struct sbx_error *err)
+static int sess_read_open(struct sbx_session *bs, const char *path, int *out_fd, uint64_t *out_size,
+                          struct sbx_error *err)
 {
     struct local_session *s = (struct local_session *)bs;
     int dfd, fd = -1;
@@ -479,8 +479,8 @@ static int copy_in(int fd, const struct sbx_file_reader *r, uint64_t max, const 
     return rc;
 }
 
-static int ls_write(struct sbx_session *bs, const char *path, const struct sbx_file_reader *r,
-                    uint64_t max, mode_t mode, int flags, struct sbx_error *err)
+static int sess_write(struct sbx_session *bs, const char *path, const struct sbx_file_reader *r,
+                      uint64_t max, mode_t mode, int flags, struct sbx_error *err)
 {
     struct local_session *s = (struct local_session *)bs;
     int dfd, pfd = -1, fd = -1, rc;
@@ -585,8 +585,8 @@ static void fill_dirent(struct sbx_dirent *d, int dfd, const char *name, const s
     }
 }
 
-static int ls_stat(struct sbx_session *bs, const char *path, struct sbx_dirent *out,
-                   struct sbx_error *err)
+static int sess_stat(struct sbx_session *bs, const char *path, struct sbx_dirent *out,
+                     struct sbx_error *err)
 {
     struct local_session *s = (struct local_session *)bs;
     struct stat st;
@@ -609,8 +609,8 @@ static int ls_stat(struct sbx_session *bs, const char *path, struct sbx_dirent *
     return rc;
 }
 
-static int ls_ls(struct sbx_session *bs, const char *path, struct sbx_dirlist *out,
-                 struct sbx_error *err)
+static int sess_ls(struct sbx_session *bs, const char *path, struct sbx_dirlist *out,
+                   struct sbx_error *err)
 {
     struct local_session *s = (struct local_session *)bs;
     struct sbx_dirlist l = {0};
@@ -637,7 +637,7 @@ static int ls_ls(struct sbx_session *bs, const char *path, struct sbx_dirlist *o
     }
     if (!S_ISDIR(st.st_mode)) {
         l.v = sbx_xcalloc(1, sizeof(*l.v));
-        rc = ls_stat(bs, path, &l.v[0], err);
+        rc = sess_stat(bs, path, &l.v[0], err);
         if (rc < 0) {
             free(l.v);
             return rc;
@@ -682,7 +682,7 @@ out:
     return rc;
 }
 
-static int ls_mkdir(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err)
+static int sess_mkdir(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err)
 {
     int dfd, rc = root_fd((struct local_session *)bs, &dfd, err);
     if (rc < 0)
@@ -690,7 +690,7 @@ static int ls_mkdir(struct sbx_session *bs, const char *path, int flags, struct 
     return sbx_fs_mkdir(dfd, path, 0755, (flags & SBX_MKDIR_PARENTS) ? SBX_FS_PARENTS : 0, err);
 }
 
-static int ls_rm(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err)
+static int sess_rm(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err)
 {
     int dfd, rc = root_fd((struct local_session *)bs, &dfd, err);
     if (rc < 0)
@@ -703,7 +703,7 @@ static int ls_rm(struct sbx_session *bs, const char *path, int flags, struct sbx
     return rc;
 }
 
-static int ls_chmod(struct sbx_session *bs, const char *path, mode_t mode, struct sbx_error *err)
+static int sess_chmod(struct sbx_session *bs, const char *path, mode_t mode, struct sbx_error *err)
 {
     int dfd, fd = -1;
     struct stat st;
@@ -727,7 +727,8 @@ static int ls_chmod(struct sbx_session *bs, const char *path, mode_t mode, struc
     return rc;
 }
 
-static int ls_resolve_port(struct sbx_session *bs, int port, char **out_url, struct sbx_error *err)
+static int sess_resolve_port(struct sbx_session *bs, int port, char **out_url,
+                             struct sbx_error *err)
 {
     struct local_session *s = (struct local_session *)bs;
     json_t *req = json_pack("{s:s,s:i}", "op", "port", "port", port), *reply = NULL;
@@ -742,14 +743,14 @@ static int ls_resolve_port(struct sbx_session *bs, int port, char **out_url, str
     return rc;
 }
 
-static int ls_state(struct sbx_session *bs, json_t **out, struct sbx_error *err)
+static int sess_state(struct sbx_session *bs, json_t **out, struct sbx_error *err)
 {
     (void)err;
     *out = json_deep_copy(((struct local_session *)bs)->state);
     return 0;
 }
 
-static int ls_close(struct sbx_session *bs, int delete_workspace, struct sbx_error *err)
+static int sess_close(struct sbx_session *bs, int delete_workspace, struct sbx_error *err)
 {
     struct local_session *s = (struct local_session *)bs;
     pthread_mutex_lock(&s->root_lock);
@@ -761,7 +762,7 @@ static int ls_close(struct sbx_session *bs, int delete_workspace, struct sbx_err
     return rc;
 }
 
-static void ls_free(struct sbx_session *bs)
+static void sess_free(struct sbx_session *bs)
 {
     struct local_session *s = (struct local_session *)bs;
     sbx_session_release_base(bs);
@@ -775,18 +776,18 @@ static void ls_free(struct sbx_session *bs)
 }
 
 static const struct sbx_session_ops session_ops = {
-        .exec_start = ls_exec_start,
-        .read_open = ls_read_open,
-        .write = ls_write,
-        .ls = ls_ls,
-        .stat = ls_stat,
-        .mkdir = ls_mkdir,
-        .rm = ls_rm,
-        .chmod = ls_chmod,
-        .resolve_port = ls_resolve_port,
-        .state = ls_state,
-        .close = ls_close,
-        .free = ls_free,
+        .exec_start = sess_exec_start,
+        .read_open = sess_read_open,
+        .write = sess_write,
+        .ls = sess_ls,
+        .stat = sess_stat,
+        .mkdir = sess_mkdir,
+        .rm = sess_rm,
+        .chmod = sess_chmod,
+        .resolve_port = sess_resolve_port,
+        .state = sess_state,
+        .close = sess_close,
+        .free = sess_free,
 };
 
 static struct local_session *session_from_state(const char *rundir, const char *dir,
@@ -1205,7 +1206,7 @@ out:
         sbx_error_prefix(err, "cannot create sandbox");
     }
     if (ls)
-        ls_free(&ls->base);
+        sess_free(&ls->base);
     json_decref(state);
     json_decref(cfg);
     free(rundir);
