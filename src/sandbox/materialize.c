@@ -81,7 +81,8 @@ static int copy_tree(struct sbx_session *s, int dfd, const char *shown, const ch
             if (cfd >= 0)
                 close(cfd);
         } else if (S_ISREG(st.st_mode)) {
-            int ffd = openat(dirfd(d), n, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+            int ffd =
+                    openat(dirfd(d), n, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
             struct stat fst;
             if (ffd < 0)
                 rc = sbx_error_errno(err, errno, "cannot open '%s'", sub_shown);
@@ -336,7 +337,7 @@ static int materialize_entry(struct sbx_session *s, const struct sbx_manifest_en
         return rc;
     case SBX_ENTRY_LOCAL_FILE: {
         struct stat st;
-        fd = open(e->src_path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC);
+        fd = open(e->src_path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
         if (fd < 0)
             return errno == ELOOP ? sbx_error_set(err, SBX_E_PERM, ELOOP,
                                                   "source '%s' is a symlink", e->src)

@@ -318,6 +318,10 @@ static void test_files(void)
     CHECK_ERR(sbx_session_read(sess, "f/a.txt", 4, &b, &err), SBX_E_TOOBIG, &err, "larger");
     CHECK_ERR(sbx_session_read(sess, "f", 0, &b, &err), SBX_E_INVAL, &err, "not a regular file");
     CHECK_ERR(sbx_session_read(sess, "missing", 0, &b, &err), SBX_E_NOTFOUND, &err, NULL);
+    struct sbx_exec_result fr;
+    CHECK_OK(sh("mkfifo fifo", &fr, &err), &err);
+    sbx_exec_result_release(&fr);
+    CHECK_ERR(sbx_session_read(sess, "fifo", 0, &b, &err), SBX_E_INVAL, &err, "not a regular file");
 
     /* absolute under the root */
     char *abs = sbx_xasprintf("%s/f/a.txt", sbx_session_root(sess));

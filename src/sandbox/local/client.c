@@ -22,6 +22,7 @@
 #include "sbx/fs.h"
 #include "sbx/hash.h"
 #include "sbx/json.h"
+#include "sbx/log.h"
 #include "sbx/manifest.h"
 #include "sbx/path.h"
 #include "sbx/strv.h"
@@ -434,7 +435,8 @@ static int sess_read_open(struct sbx_session *bs, const char *path, int *out_fd,
     int rc = root_fd(s, &dfd, err);
     if (rc < 0)
         return rc;
-    rc = sbx_fs_open(dfd, path, O_RDONLY | O_NOCTTY, 0, 0, &fd, err);
+    /* O_NONBLOCK: a fifo planted in the workspace must not hang the open */
+    rc = sbx_fs_open(dfd, path, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0, 0, &fd, err);
     if (rc < 0)
         return rc;
     if (fstat(fd, &st) < 0) {
@@ -442,6 +444,7 @@ static int sess_read_open(struct sbx_session *bs, const char *path, int *out_fd,
     } else if (!S_ISREG(st.st_mode)) {
         rc = sbx_error_set(err, SBX_E_INVAL, 0, "'%s' is not a regular file", path);
     } else {
+        (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
         *out_fd = fd;
         if (out_size)
             *out_size = (uint64_t)st.st_size;
@@ -1149,6 +1152,13 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     char *home = sbx_xasprintf("HOME=%s", ws);
     sbx_json_append(env, sbx_json_str(home));
     free(home);
+    if (spec && spec->manifest &&
+        ((sbx_manifest_users(spec->manifest) && sbx_manifest_users(spec->manifest)->n) ||
+         sbx_manifest_group_count(spec->manifest)))
+        sbx_log(SBX_LOG_WARN,
+                "sandbox '%s': manifest users and groups need isolation; "
+                "commands run as the calling user",
+                id);
     if (spec && spec->manifest) {
         struct sbx_strv menv;
         sbx_strv_init(&menv);
