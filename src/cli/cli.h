@@ -15,7 +15,8 @@ enum {
 /* A verb gets argv with argv[0] being the verb name. Returns the process exit status. */
 typedef int cli_verb_fn(int argc, char **argv);
 
-int cmd_run(int argc, char **argv); /* cmd-run.c */
+int cmd_run(int argc, char **argv);     /* cmd-run.c */
+int cmd_sandbox(int argc, char **argv); /* cmd-sandbox.c */
 
 /* Print "sbx: <msg>" to stderr and return CLI_FAIL. */
 int cli_fail(const struct sbx_error *err);

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "sbx/local.h"
 #include "sbx/log.h"
 
 struct verb {
@@ -19,6 +20,7 @@ static const struct verb verbs[] = {
         {"help", cmd_help, "show this help"},
         {"manifest", cmd_manifest, "check a workspace manifest or show its tree"},
         {"run", cmd_run, "run an agent against a model"},
+        {"sandbox", cmd_sandbox, "create and use local sandboxes"},
         {"version", cmd_version, "print the version"},
 };
 
@@ -63,6 +65,9 @@ int main(int argc, char **argv)
     if (argc < 2)
         return cli_usage(NULL, "missing command");
     const char *name = argv[1];
+    /* Hidden: the supervisor of a local sandbox is this binary re-executed. */
+    if (strcmp(name, SBX_LOCAL_SUPERVISE_VERB) == 0)
+        return sbx_local_supervise_main(argc - 1, argv + 1);
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0)
         return cmd_help(argc - 1, argv + 1);
     if (strcmp(name, "--version") == 0)

@@ -1,0 +1,469 @@
+/* sbx: sandbox clients and sessions.
+ *
+ * A client (struct sbx_client) is a provider: it creates sandboxes, attaches to live ones by id
+ * and lists them. A session (struct sbx_session) is a handle on one live sandbox: it runs
+ * commands, starts interactive processes, reads and writes workspace files and resolves ports.
+ *
+ * The functions below are written once for every provider: they normalise paths (relative, or
+ * absolute under the session root; no "..", see path.h), apply output limits and keep the table
+ * of interactive processes. A provider implements only the two vtables at the end of this file.
+ *
+ * Threads: a session may be used by several threads at once (parallel tool calls). Every
+ * operation is independent; the interactive-process table is locked internally. sbx_session_free
+ * and sbx_session_close/delete must not race with other calls on the same session.
+ *
+ * Lifetime: a sandbox outlives the session handle. sbx_session_free() only drops the handle (the
+ * sandbox stays live and can be attached to again by id); sbx_session_close() stops the sandbox
+ * and keeps its workspace; sbx_session_delete() stops it and removes a workspace it owns. */
+#ifndef SBX_SESSION_H
+#define SBX_SESSION_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <jansson.h>
+
+#include "buf.h"
+#include "common.h"
+#include "error.h"
+
+struct sbx_manifest;
+struct sbx_session;
+struct sbx_client;
+
+/* ---------------------------------------------------------------------------------------------
+ * Captured output: the first and last bytes of a stream, with a count of what was cut between. */
+
+#define SBX_OUTPUT_DEFAULT_LIMIT ((size_t)1 << 20)
+#define SBX_OUTPUT_MAX_LIMIT     ((size_t)1 << 30)
+
+struct sbx_output {
+    char *data;       /* head then tail, NUL-terminated; owned by the enclosing result */
+    size_t len;       /* bytes in data */
+    size_t head_len;  /* data[0..head_len) is the start of the stream, the rest its end */
+    uint64_t total;   /* bytes the stream carried */
+    uint64_t dropped; /* total - len: bytes cut out between head and tail */
+};
+
+/* Head + tail capture with a fixed memory bound: the first limit/2 bytes are kept, then a ring
+ * keeps the last limit - limit/2 bytes. Memory never exceeds limit however much is added. */
+struct sbx_capture {
+    size_t limit, head_max, tail_max;
+    char *head, *tail; /* private */
+    size_t head_len, tail_len, tail_pos;
+    uint64_t total;
+};
+
+/* limit 0: SBX_OUTPUT_DEFAULT_LIMIT; larger than SBX_OUTPUT_MAX_LIMIT is clamped to it. */
+SBX_API void sbx_capture_init(struct sbx_capture *c, size_t limit);
+SBX_API void sbx_capture_add(struct sbx_capture *c, const void *p, size_t n);
+/* Move the captured bytes into out (caller owns out->data: free()) and reset c to empty. */
+SBX_API void sbx_capture_take(struct sbx_capture *c, struct sbx_output *out);
+SBX_API void sbx_capture_release(struct sbx_capture *c);
+/* Free out->data and zero out. */
+SBX_API void sbx_output_release(struct sbx_output *out);
+
+/* ---------------------------------------------------------------------------------------------
+ * Commands */
+
+#define SBX_EXEC_DEFAULT_GRACE_MS 2000
+#define SBX_EXEC_MAX_ARGS         4096
+#define SBX_EXEC_MAX_ENV          4096
+
+enum sbx_exec_flags {
+    SBX_EXEC_TTY = 1 << 0,          /* run on a new pseudo-terminal (its own session); output and
+                                       input both go through the terminal master */
+    SBX_EXEC_STDIN = 1 << 1,        /* give the caller a pipe to stdin (otherwise /dev/null) */
+    SBX_EXEC_MERGE_STDERR = 1 << 2, /* stderr goes to the stdout pipe, in arrival order */
+};
+
+struct sbx_exec_spec {
+    const char *const *argv;   /* NULL-terminated argv, run without a shell (PATH is searched), */
+    const char *command;       /* or a shell string run as /bin/sh -c COMMAND. Exactly one. */
+    const char *cwd;           /* workspace path (relative, or absolute under the root); NULL: root.
+                                  Resolved beneath the workspace: a symlink out is refused */
+    const char *const *env;    /* NULL-terminated "KEY=VALUE", applied over the manifest's */
+    int64_t timeout_ms;        /* 0: none. At the deadline the whole process group gets SIGTERM,
+                                  then SIGKILL after kill_grace_ms */
+    int64_t kill_grace_ms;     /* 0: SBX_EXEC_DEFAULT_GRACE_MS */
+    int flags;                 /* enum sbx_exec_flags */
+    unsigned short rows, cols; /* terminal size with SBX_EXEC_TTY; 0: 24 x 80 */
+    /* Used by sbx_session_exec only: */
+    const void *input; /* bytes written to the command's stdin, which is then closed */
+    size_t input_len;
+    size_t output_limit; /* bytes kept per stream (head + tail); 0: SBX_OUTPUT_DEFAULT_LIMIT */
+};
+
+struct sbx_exit {
+    int code;      /* exit status, or -1 when killed by a signal */
+    int signal;    /* the signal that killed it, or 0 */
+    int timed_out; /* killed because timeout_ms passed */
+};
+
+struct sbx_exec_result {
+    struct sbx_exit status;
+    struct sbx_output out; /* stdout (with SBX_EXEC_TTY or MERGE_STDERR: everything) */
+    struct sbx_output err; /* stderr */
+};
+
+SBX_API void sbx_exec_result_release(struct sbx_exec_result *r);
+
+/* Run a command to completion and capture its output within spec->output_limit per stream.
+ * A non-zero exit is not an error: look at res->status. Errors: SBX_E_INVAL (bad spec, cwd
+ * outside the workspace), SBX_E_NOTFOUND (command or cwd not found), SBX_E_SANDBOX (the sandbox
+ * is gone). Blocks until the command exits (or the timeout kills it). On success *res is filled
+ * (release with sbx_exec_result_release). */
+SBX_API int sbx_session_exec(struct sbx_session *s, const struct sbx_exec_spec *spec,
+                             struct sbx_exec_result *res, struct sbx_error *err);
+
+/* A started command. The caller reads stdout_fd/stderr_fd (set them non-blocking if it polls)
+ * and writes stdin_fd itself; the descriptors belong to the proc (do not close them, except
+ * stdin via sbx_proc_close_stdin). Without a tty, stdin_fd is a stream socket: write with
+ * send(..., MSG_NOSIGNAL) so a command that stops reading cannot raise SIGPIPE. status_fd
+ * becomes readable when the exit status is known (or the sandbox died): then sbx_proc_wait.
+ * The command may leave descendants holding the output pipes open: stop reading once the
+ * status is known and the pipes are drained. */
+struct sbx_proc {
+    int stdout_fd; /* output (the terminal master with SBX_EXEC_TTY) */
+    int stderr_fd; /* -1 with SBX_EXEC_TTY or SBX_EXEC_MERGE_STDERR */
+    int stdin_fd;  /* -1 unless SBX_EXEC_STDIN; the terminal master with SBX_EXEC_TTY */
+    int status_fd;
+    pid_t pid; /* as seen inside the sandbox; informational */
+    int tty;
+    const struct sbx_proc_ops *ops; /* provider's */
+};
+
+/* Start a command without waiting. *out: caller owns (sbx_proc_free). Errors as sbx_session_exec.
+ */
+SBX_API int sbx_session_exec_start(struct sbx_session *s, const struct sbx_exec_spec *spec,
+                                   struct sbx_proc **out, struct sbx_error *err);
+/* Wait up to timeout_ms (< 0: forever) for the exit status. SBX_E_TIMEOUT if still running,
+ * SBX_E_SANDBOX "sandbox 'id' is gone" if the supervisor died. Calling it again after success
+ * returns the same status. */
+SBX_API int sbx_proc_wait(struct sbx_proc *p, int64_t timeout_ms, struct sbx_exit *out,
+                          struct sbx_error *err);
+/* Close the caller's end of stdin (EOF for the command). No-op for a terminal or without stdin. */
+SBX_API void sbx_proc_close_stdin(struct sbx_proc *p);
+/* Set the terminal size (SIGWINCH reaches the foreground group). SBX_E_INVAL without a tty. */
+SBX_API int sbx_proc_resize(struct sbx_proc *p, unsigned short rows, unsigned short cols,
+                            struct sbx_error *err);
+/* Release the proc. A command still running is killed with its whole process group. NULL ok. */
+SBX_API void sbx_proc_free(struct sbx_proc *p);
+
+/* ---------------------------------------------------------------------------------------------
+ * Interactive processes (the shell tool's exec_command / write_stdin).
+ *
+ * Each started process that is still running after the yield window gets a random id (not
+ * guessable, not reused while live). At most SBX_PTY_MAX live processes per session: starting one
+ * more prunes the least recently used, preferring exited ones and never one of the
+ * SBX_PTY_PROTECTED most recently used. */
+
+#define SBX_PTY_MAX             64
+#define SBX_PTY_WARN            60
+#define SBX_PTY_PROTECTED       8
+#define SBX_PTY_YIELD_MIN_MS    250
+#define SBX_PTY_YIELD_MAX_MS    30000
+#define SBX_PTY_POLL_MIN_MS     5000
+#define SBX_PTY_START_YIELD_MS  10000
+#define SBX_PTY_WRITE_YIELD_MS  250
+#define SBX_PTY_WRITE_SETTLE_MS 100
+
+struct sbx_pty_update {
+    int id;     /* > 0 while the process runs; 0 once it exited (the id is gone) */
+    int exited; /* status is valid */
+    struct sbx_exit status;
+    struct sbx_output output; /* what it wrote during this call (stdout and stderr merged) */
+};
+
+SBX_API void sbx_pty_update_release(struct sbx_pty_update *u);
+
+/* Start spec (SBX_EXEC_TTY selects a terminal; without it stdin is closed and stdout/stderr are
+ * merged) and collect output for yield_ms (< 0: SBX_PTY_START_YIELD_MS; clamped to
+ * [SBX_PTY_YIELD_MIN_MS, SBX_PTY_YIELD_MAX_MS]) or until it exits. spec->output_limit bounds the
+ * output returned. *out: release with sbx_pty_update_release. */
+SBX_API int sbx_session_pty_start(struct sbx_session *s, const struct sbx_exec_spec *spec,
+                                  int64_t yield_ms, struct sbx_pty_update *out,
+                                  struct sbx_error *err);
+/* Write n bytes to process id's terminal ("\003" is Ctrl-C), then collect output as above
+ * (yield_ms < 0: SBX_PTY_WRITE_YIELD_MS; an empty write is a poll of at least
+ * SBX_PTY_POLL_MIN_MS). Errors: SBX_E_NOTFOUND "no process with id N" (unknown or already
+ * reported exited), SBX_E_INVAL "stdin is not available for this process" (started without a
+ * tty). Writing to a process that exited meanwhile is not an error: the update reports the exit. */
+SBX_API int sbx_session_pty_write(struct sbx_session *s, int id, const void *data, size_t n,
+                                  int64_t yield_ms, size_t output_limit, struct sbx_pty_update *out,
+                                  struct sbx_error *err);
+SBX_API int sbx_session_pty_resize(struct sbx_session *s, int id, unsigned short rows,
+                                   unsigned short cols, struct sbx_error *err);
+/* Kill process id (its whole group) and forget it. */
+SBX_API int sbx_session_pty_kill(struct sbx_session *s, int id, struct sbx_error *err);
+/* Kill every interactive process of this session handle. */
+SBX_API void sbx_session_pty_kill_all(struct sbx_session *s);
+/* Number of live interactive processes. */
+SBX_API size_t sbx_session_pty_count(struct sbx_session *s);
+
+/* ---------------------------------------------------------------------------------------------
+ * Files. Paths are workspace paths: relative to the root, or absolute under it. Nothing is
+ * followed out of the workspace: a symlink planted inside that points out is SBX_E_PERM. */
+
+#define SBX_FILE_DEFAULT_MAX ((uint64_t)64 << 20)
+
+enum sbx_write_flags {
+    SBX_WRITE_PARENTS = 1 << 0, /* create missing parent directories */
+    SBX_WRITE_EXCL = 1 << 1,    /* fail with SBX_E_EXISTS if it exists */
+    SBX_WRITE_APPEND = 1 << 2,  /* append instead of replacing */
+};
+
+/* Read a whole file, at most max bytes (0: SBX_FILE_DEFAULT_MAX; SBX_E_TOOBIG past it), appending
+ * to out. */
+SBX_API int sbx_session_read(struct sbx_session *s, const char *path, uint64_t max,
+                             struct sbx_buf *out, struct sbx_error *err);
+/* Open a file for streaming reads. *out_fd: caller owns (close); *out_size (may be NULL) its
+ * size. */
+SBX_API int sbx_session_read_open(struct sbx_session *s, const char *path, int *out_fd,
+                                  uint64_t *out_size, struct sbx_error *err);
+/* Replace (or with SBX_WRITE_APPEND extend) a file with data[0..n). New files get mode
+ * (0: 0644). A replacement is atomic: readers see the old or the new content, never half. */
+SBX_API int sbx_session_write(struct sbx_session *s, const char *path, const void *data, size_t n,
+                              mode_t mode, int flags, struct sbx_error *err);
+/* The same, streaming from fd until EOF, at most max bytes (0: SBX_FILE_DEFAULT_MAX; past it
+ * SBX_E_TOOBIG and nothing is replaced). */
+SBX_API int sbx_session_write_fd(struct sbx_session *s, const char *path, int fd, uint64_t max,
+                                 mode_t mode, int flags, struct sbx_error *err);
+
+enum sbx_file_type {
+    SBX_FILE_REGULAR,
+    SBX_FILE_DIR,
+    SBX_FILE_SYMLINK,
+    SBX_FILE_OTHER,
+};
+
+struct sbx_dirent {
+    char *name;   /* entry name (no '/') */
+    char *target; /* symlink target, else NULL */
+    enum sbx_file_type type;
+    mode_t mode; /* permission bits */
+    uint64_t size;
+    int64_t mtime_ns;
+    uid_t uid;
+    gid_t gid;
+};
+
+struct sbx_dirlist {
+    struct sbx_dirent *v; /* sorted by name */
+    size_t n;
+};
+
+#define SBX_LS_MAX_ENTRIES 100000
+
+/* List a directory (a file lists as itself). *out: release with sbx_dirlist_release.
+ * SBX_E_TOOBIG past SBX_LS_MAX_ENTRIES. */
+SBX_API int sbx_session_ls(struct sbx_session *s, const char *path, struct sbx_dirlist *out,
+                           struct sbx_error *err);
+SBX_API void sbx_dirlist_release(struct sbx_dirlist *l);
+/* Describe one path without following a final symlink (name is its last component, "" for the
+ * root). *out: release with sbx_dirent_release. */
+SBX_API int sbx_session_stat(struct sbx_session *s, const char *path, struct sbx_dirent *out,
+                             struct sbx_error *err);
+SBX_API void sbx_dirent_release(struct sbx_dirent *d);
+
+enum sbx_mkdir_flags {
+    SBX_MKDIR_PARENTS = 1 << 0, /* create parents; an existing directory is fine */
+};
+SBX_API int sbx_session_mkdir(struct sbx_session *s, const char *path, int flags,
+                              struct sbx_error *err);
+
+enum sbx_rm_flags {
+    SBX_RM_RECURSIVE = 1 << 0, /* remove directories with their contents */
+    SBX_RM_FORCE = 1 << 1,     /* a missing path is not an error */
+};
+/* Remove a file, symlink (never its target) or directory. The root itself cannot be removed. */
+SBX_API int sbx_session_rm(struct sbx_session *s, const char *path, int flags,
+                           struct sbx_error *err);
+/* Set the permission bits (07777) of a file or directory; a symlink is refused. */
+SBX_API int sbx_session_chmod(struct sbx_session *s, const char *path, mode_t mode,
+                              struct sbx_error *err);
+
+/* ---------------------------------------------------------------------------------------------
+ * Events: a start and a finish event per operation (exec, read, write, ls, mkdir, rm,
+ * resolve_port, close), for traces and audit logs. Interactive-process calls are not reported. */
+
+enum sbx_event_phase {
+    SBX_EVENT_START,
+    SBX_EVENT_FINISH,
+};
+
+/* Everything is borrowed for the duration of the callback. */
+struct sbx_session_event {
+    const char *session_id;
+    const char *provider;
+    const char *op; /* "exec", "read", "write", "ls", "mkdir", "rm", "resolve_port", "close" */
+    enum sbx_event_phase phase;
+    uint64_t seq;        /* per session handle, increasing */
+    int64_t ts_ns;       /* realtime */
+    int64_t duration_ns; /* finish: time since the start event */
+    int ok;              /* finish: the call succeeded (for exec: and the command exited 0) */
+    const struct sbx_error *error; /* finish, when the call failed; else NULL */
+    const char *path;              /* file operations: as given by the caller */
+    const char *const *argv;       /* exec: argv form, or NULL */
+    const char *command;           /* exec: shell form, or NULL */
+    const struct sbx_exit *exit;   /* exec finish: the status, or NULL */
+    uint64_t bytes;                /* read / write finish: bytes moved */
+    int port;                      /* resolve_port */
+};
+
+/* Called on the thread doing the operation, possibly from several threads at once. Must not
+ * call back into the session. */
+typedef void sbx_session_event_fn(const struct sbx_session_event *ev, void *data);
+
+/* Install (NULL: remove) the event callback. Set it before sharing the session between
+ * threads. */
+SBX_API void sbx_session_set_event_fn(struct sbx_session *s, sbx_session_event_fn *fn, void *data);
+/* The event as a JSON object with the reference's field names ({"version":1,"session_id",
+ * "seq","op","phase","ts", "ok","duration_ms","error_code","error_message","data":{...}}).
+ * Command output is never included. Caller owns (json_decref). */
+SBX_API json_t *sbx_session_event_json(const struct sbx_session_event *ev);
+
+/* ---------------------------------------------------------------------------------------------
+ * Ports, state, lifetime */
+
+/* The host URL ("http://127.0.0.1:8000") at which a service listening on port inside the
+ * sandbox is reached. *out_url: caller owns (free). SBX_E_NOTFOUND when nothing listens there,
+ * SBX_E_PERM when the port is not among the exposed ports the sandbox was created with. */
+SBX_API int sbx_session_resolve_port(struct sbx_session *s, int port, char **out_url,
+                                     struct sbx_error *err);
+
+/* Borrowed strings, valid for the session's lifetime. */
+SBX_API const char *sbx_session_id(const struct sbx_session *s);
+SBX_API const char *sbx_session_provider(const struct sbx_session *s);
+/* The workspace root as commands see it (their default cwd). */
+SBX_API const char *sbx_session_root(const struct sbx_session *s);
+
+/* The session state: a versioned JSON object from which the client attaches again
+ * ({"version":1,"provider":"local","id":...}). Holds no credentials. *out: caller owns
+ * (json_decref). */
+SBX_API int sbx_session_state(struct sbx_session *s, json_t **out, struct sbx_error *err);
+
+/* Stop the sandbox: kill every process in it, release its runtime resources; the workspace is
+ * kept. The handle stays valid only for sbx_session_free. */
+SBX_API int sbx_session_close(struct sbx_session *s, struct sbx_error *err);
+/* Like close, and also remove the workspace when the sandbox created it. */
+SBX_API int sbx_session_delete(struct sbx_session *s, struct sbx_error *err);
+/* Drop the handle (killing its interactive processes); the sandbox stays live. NULL ok. */
+SBX_API void sbx_session_free(struct sbx_session *s);
+
+/* ---------------------------------------------------------------------------------------------
+ * Clients */
+
+struct sbx_create_spec {
+    const struct sbx_manifest *manifest; /* borrowed; NULL: an empty manifest */
+    const char *workspace;               /* existing host directory to use as the workspace (it
+                                            is never deleted); NULL: a fresh one */
+    const char *base_dir; /* where manifest local_* sources are resolved; NULL: cwd */
+};
+
+/* Make a client for provider ("local"). options: the provider's options struct (for "local",
+ * const struct sbx_local_options *), borrowed for the call only; NULL for defaults. *out: caller
+ * owns (sbx_client_free). SBX_E_NOTFOUND for an unknown provider. */
+SBX_API int sbx_client_new(const char *provider, const void *options, struct sbx_client **out,
+                           struct sbx_error *err);
+SBX_API void sbx_client_free(struct sbx_client *c);
+SBX_API const char *sbx_client_provider(const struct sbx_client *c);
+
+/* Create a sandbox, materialise the manifest into its workspace and return a session on it.
+ * The manifest's environment applies to every command; git_repo entries are fetched on this
+ * side (the `git` program) and recorded with their resolved commit in the session state under
+ * "materialized". On failure nothing is left behind. *out: caller owns (sbx_session_free). */
+SBX_API int sbx_client_create(struct sbx_client *c, const struct sbx_create_spec *spec,
+                              struct sbx_session **out, struct sbx_error *err);
+/* Attach to a live sandbox by id (a unique prefix of it is accepted). SBX_E_NOTFOUND "no sandbox
+ * 'x'", SBX_E_SANDBOX "sandbox 'x' is gone" when its supervisor died. */
+SBX_API int sbx_client_attach(struct sbx_client *c, const char *id, struct sbx_session **out,
+                              struct sbx_error *err);
+/* Attach from a session state object (sbx_session_state). */
+SBX_API int sbx_client_resume(struct sbx_client *c, const json_t *state, struct sbx_session **out,
+                              struct sbx_error *err);
+/* The state objects of every live sandbox, as a JSON array sorted by creation time. Sandboxes
+ * whose supervisor died are cleaned up and not listed. *out: caller owns (json_decref). */
+SBX_API int sbx_client_list(struct sbx_client *c, json_t **out, struct sbx_error *err);
+/* Stop and remove a sandbox by id (or unique prefix), live or dead; keep_workspace keeps even a
+ * workspace the sandbox created. */
+SBX_API int sbx_client_remove(struct sbx_client *c, const char *id, int keep_workspace,
+                              struct sbx_error *err);
+
+/* ---------------------------------------------------------------------------------------------
+ * Provider interface. A provider allocates a struct that starts with struct sbx_session (or
+ * struct sbx_client), calls the _init_base function and fills in its ops. Paths reaching the
+ * ops are normalised workspace-relative paths ("" is the root). */
+
+struct sbx_proc_ops {
+    int (*wait)(struct sbx_proc *p, int64_t timeout_ms, struct sbx_exit *out,
+                struct sbx_error *err);
+    void (*free)(struct sbx_proc *p);
+};
+
+struct sbx_file_reader {
+    /* Fill buf with up to n bytes; return the count, 0 at the end, or -code on error. */
+    long (*read)(void *ctx, void *buf, size_t n, struct sbx_error *err);
+    void *ctx;
+};
+
+struct sbx_session_ops {
+    int (*exec_start)(struct sbx_session *s, const struct sbx_exec_spec *spec, const char *cwd,
+                      struct sbx_proc **out, struct sbx_error *err);
+    int (*read_open)(struct sbx_session *s, const char *path, int *out_fd, uint64_t *out_size,
+                     struct sbx_error *err);
+    int (*write)(struct sbx_session *s, const char *path, const struct sbx_file_reader *r,
+                 uint64_t max, mode_t mode, int flags, struct sbx_error *err);
+    int (*ls)(struct sbx_session *s, const char *path, struct sbx_dirlist *out,
+              struct sbx_error *err);
+    int (*stat)(struct sbx_session *s, const char *path, struct sbx_dirent *out,
+                struct sbx_error *err);
+    int (*mkdir)(struct sbx_session *s, const char *path, int flags, struct sbx_error *err);
+    int (*rm)(struct sbx_session *s, const char *path, int flags, struct sbx_error *err);
+    int (*chmod)(struct sbx_session *s, const char *path, mode_t mode, struct sbx_error *err);
+    int (*resolve_port)(struct sbx_session *s, int port, char **out_url, struct sbx_error *err);
+    int (*state)(struct sbx_session *s, json_t **out, struct sbx_error *err);
+    int (*close)(struct sbx_session *s, int delete_workspace, struct sbx_error *err);
+    void (*free)(struct sbx_session *s);
+};
+
+struct sbx_pty_entry; /* private */
+
+struct sbx_session {
+    const struct sbx_session_ops *ops;
+    const char *provider;
+    char *id;   /* owned */
+    char *root; /* owned */
+    /* private: events */
+    sbx_session_event_fn *event_fn;
+    void *event_data;
+    uint64_t event_seq; /* atomic */
+    /* private: the interactive-process table */
+    pthread_mutex_t lock;
+    struct sbx_pty_entry **ptys;
+    size_t n_ptys;
+    uint64_t pty_clock;
+};
+
+/* Initialise the shared part (copies id and root). */
+SBX_API void sbx_session_init_base(struct sbx_session *s, const struct sbx_session_ops *ops,
+                                   const char *provider, const char *id, const char *root);
+/* Release the shared part (kills interactive processes, frees id and root). */
+SBX_API void sbx_session_release_base(struct sbx_session *s);
+
+struct sbx_client_ops {
+    int (*create)(struct sbx_client *c, const struct sbx_create_spec *spec,
+                  struct sbx_session **out, struct sbx_error *err);
+    int (*attach)(struct sbx_client *c, const char *id, struct sbx_session **out,
+                  struct sbx_error *err);
+    int (*list)(struct sbx_client *c, json_t **out, struct sbx_error *err);
+    int (*remove)(struct sbx_client *c, const char *id, int keep_workspace, struct sbx_error *err);
+    void (*free)(struct sbx_client *c);
+};
+
+struct sbx_client {
+    const struct sbx_client_ops *ops;
+    const char *provider;
+};
+
+#endif

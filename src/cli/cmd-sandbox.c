@@ -1,0 +1,653 @@
+/* sbx sandbox: create, exec, shell, cp, ps, port, rm — local sandboxes with Docker's habits. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "sandbox/session-internal.h"
+#include "sbx/fs.h"
+#include "sbx/json.h"
+#include "sbx/local.h"
+#include "sbx/manifest.h"
+#include "sbx/session.h"
+#include "sbx/strv.h"
+#include "sbx/time.h"
+
+#define VERB "sandbox "
+
+static const char usage_text[] =
+        "usage: sbx sandbox <command> [options]\n"
+        "\n"
+        "commands:\n"
+        "  create [--manifest FILE] [--workspace DIR] [--port N]... [--json]\n"
+        "                          create a sandbox and print its id (--json: its state)\n"
+        "  exec [-t] [-i] [--cwd DIR] [--env K=V]... [--timeout S] [--max-output BYTES] ID -- "
+        "CMD...\n"
+        "                          run a command; exits with its status\n"
+        "  shell ID                an interactive shell on a terminal\n"
+        "  cp SRC DST              copy a file; ID:PATH names a path in a sandbox\n"
+        "  ps [--json]             list live sandboxes\n"
+        "  port ID PORT            the host URL of a port a service listens on\n"
+        "  rm [--keep-workspace] ID...\n"
+        "                          stop sandboxes and remove their workspaces\n";
+
+static int new_client(struct sbx_client **c, struct sbx_error *err)
+{
+    return sbx_client_new("local", NULL, c, err);
+}
+
+static int attach(const char *id, struct sbx_client **c, struct sbx_session **s,
+                  struct sbx_error *err)
+{
+    int rc = new_client(c, err);
+    if (rc == 0)
+        rc = sbx_client_attach(*c, id, s, err);
+    return rc;
+}
+
+static int print_json(const json_t *v)
+{
+    char *text = sbx_json_dumps(v, SBX_JSON_PRETTY);
+    printf("%s\n", text);
+    free(text);
+    return CLI_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * create */
+
+static int cmd_create(int argc, char **argv)
+{
+    const char *manifest_path = NULL;
+    int json = 0;
+    struct sbx_create_spec spec = {0};
+    struct sbx_local_options opts = {0};
+    int ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_client *c = NULL;
+    struct sbx_session *s = NULL;
+    json_t *state = NULL;
+    struct sbx_manifest *m = NULL;
+    int rc;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--json") == 0) {
+            json = 1;
+        } else if ((strcmp(a, "--manifest") == 0 || strcmp(a, "-m") == 0) && i + 1 < argc) {
+            manifest_path = argv[++i];
+        } else if ((strcmp(a, "--workspace") == 0 || strcmp(a, "-w") == 0) && i + 1 < argc) {
+            spec.workspace = argv[++i];
+        } else if (strcmp(a, "--port") == 0 && i + 1 < argc) {
+            char *end;
+            long p = strtol(argv[++i], &end, 10);
+            if (*end || p < 1 || p > 65535)
+                return cli_usage(VERB, "bad port '%s'", argv[i]);
+            if (opts.n_exposed_ports >= SBX_LOCAL_MAX_EXPOSED_PORTS)
+                return cli_usage(VERB, "too many ports");
+            ports[opts.n_exposed_ports++] = (int)p;
+        } else {
+            return cli_usage(VERB, "create: unexpected argument '%s'", a);
+        }
+    }
+    opts.exposed_ports = ports;
+    if (manifest_path) {
+        rc = sbx_manifest_load_file(manifest_path, NULL, &m, &err);
+        if (rc < 0) {
+            sbx_error_prefix(&err, "manifest '%s'", manifest_path);
+            return cli_fail(&err);
+        }
+        spec.manifest = m;
+    }
+    rc = sbx_client_new("local", &opts, &c, &err);
+    if (rc == 0)
+        rc = sbx_client_create(c, &spec, &s, &err);
+    if (rc == 0)
+        rc = sbx_session_state(s, &state, &err);
+    if (rc == 0) {
+        if (json)
+            print_json(state);
+        else
+            printf("%s\n", sbx_session_id(s));
+    }
+    json_decref(state);
+    sbx_session_free(s);
+    sbx_client_free(c);
+    sbx_manifest_free(m);
+    return rc < 0 ? cli_fail(&err) : CLI_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * exec / shell */
+
+static struct termios saved_tio;
+static int tio_saved;
+
+static void restore_tty(void)
+{
+    if (tio_saved)
+        tcsetattr(0, TCSADRAIN, &saved_tio);
+    tio_saved = 0;
+}
+
+static void raw_tty(void)
+{
+    struct termios t;
+    if (!isatty(0) || tcgetattr(0, &saved_tio) < 0)
+        return;
+    t = saved_tio;
+    cfmakeraw(&t);
+    if (tcsetattr(0, TCSADRAIN, &t) == 0)
+        tio_saved = 1;
+}
+
+#define DRAIN_MAX ((size_t)1 << 20)
+
+/* Copy what is available from *fd to fd `to`. *fd becomes -1 at EOF. Returns -1 when `to` is
+ * gone (a closed pipe), else 0. At most DRAIN_MAX bytes per call, so a writer that never stops
+ * cannot keep us here. */
+static int copy_out(int *fd, int to)
+{
+    char buf[65536];
+    size_t moved = 0;
+    while (moved < DRAIN_MAX) {
+        ssize_t n = read(*fd, buf, sizeof(buf));
+        if (n > 0) {
+            if (sbx_fd_write_all(to, buf, (size_t)n, NULL) < 0)
+                return -1;
+            moved += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return 0;
+        *fd = -1;
+        return 0;
+    }
+    return 0;
+}
+
+/* Stream a started command to our stdio until it exits. Returns the exit status to use. */
+static int stream(struct sbx_proc *p, int forward_stdin, const char *id)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_exit st = {0};
+    int ofd = p->stdout_fd, efd = p->stderr_fd, ifd = forward_stdin ? 0 : -1;
+    int have = 0, sigfd = -1;
+    sigset_t set;
+
+    if (p->tty) {
+        sigemptyset(&set);
+        sigaddset(&set, SIGWINCH);
+        sigprocmask(SIG_BLOCK, &set, NULL);
+        sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+        struct winsize ws;
+        if (isatty(1) && ioctl(1, TIOCGWINSZ, &ws) == 0)
+            sbx_proc_resize(p, ws.ws_row, ws.ws_col, NULL);
+        if (forward_stdin)
+            raw_tty();
+    }
+    sbx__set_nonblock(ofd);
+    if (efd >= 0)
+        sbx__set_nonblock(efd);
+    while (!have) {
+        struct pollfd pfd[5];
+        int n = 0, io = -1, ie = -1, ii = -1, iw = -1;
+        if (ofd >= 0) {
+            io = n;
+            pfd[n++] = (struct pollfd){.fd = ofd, .events = POLLIN};
+        }
+        if (efd >= 0) {
+            ie = n;
+            pfd[n++] = (struct pollfd){.fd = efd, .events = POLLIN};
+        }
+        if (ifd >= 0) {
+            ii = n;
+            pfd[n++] = (struct pollfd){.fd = ifd, .events = POLLIN};
+        }
+        if (sigfd >= 0) {
+            iw = n;
+            pfd[n++] = (struct pollfd){.fd = sigfd, .events = POLLIN};
+        }
+        int is = n;
+        pfd[n++] = (struct pollfd){.fd = p->status_fd, .events = POLLIN};
+        if (poll(pfd, (nfds_t)n, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if ((io >= 0 && pfd[io].revents && copy_out(&ofd, 1) < 0) ||
+            (ie >= 0 && pfd[ie].revents && copy_out(&efd, 2) < 0)) {
+            /* Our output is gone (`sbx sandbox exec … | head`): like SIGPIPE, stop the command
+             * (the caller frees the proc, which kills it). */
+            restore_tty();
+            if (sigfd >= 0)
+                close(sigfd);
+            return 128 + SIGPIPE;
+        }
+        if (ii >= 0 && pfd[ii].revents) {
+            char buf[65536];
+            ssize_t r = read(ifd, buf, sizeof(buf));
+            if (r > 0) {
+                /* The command's stdin is a socket (or the terminal master). */
+                size_t off = 0;
+                while (off < (size_t)r) {
+                    ssize_t w =
+                            p->tty ? write(p->stdin_fd, buf + off, (size_t)r - off)
+                                   : send(p->stdin_fd, buf + off, (size_t)r - off, MSG_NOSIGNAL);
+                    if (w < 0 && errno == EINTR)
+                        continue;
+                    if (w < 0 && errno == EAGAIN) {
+                        struct pollfd wp = {.fd = p->stdin_fd, .events = POLLOUT};
+                        poll(&wp, 1, -1);
+                        continue;
+                    }
+                    if (w <= 0)
+                        break;
+                    off += (size_t)w;
+                }
+            } else if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) {
+                ifd = -1;
+                if (p->tty)
+                    sbx_fd_write_all(p->stdin_fd, "\004", 1, NULL); /* the terminal's EOF */
+                else
+                    sbx_proc_close_stdin(p);
+            }
+        }
+        if (iw >= 0 && pfd[iw].revents) {
+            struct signalfd_siginfo si;
+            while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+                ;
+            struct winsize ws;
+            if (ioctl(1, TIOCGWINSZ, &ws) == 0)
+                sbx_proc_resize(p, ws.ws_row, ws.ws_col, NULL);
+        }
+        if (pfd[is].revents) {
+            if (sbx_proc_wait(p, 0, &st, &err) < 0) {
+                restore_tty();
+                if (sigfd >= 0)
+                    close(sigfd);
+                return cli_fail(&err);
+            }
+            have = 1;
+        }
+    }
+    /* What the command left in the pipes. */
+    if (ofd >= 0)
+        (void)copy_out(&ofd, 1);
+    if (efd >= 0)
+        (void)copy_out(&efd, 2);
+    restore_tty();
+    if (sigfd >= 0)
+        close(sigfd);
+    if (st.timed_out) {
+        fprintf(stderr, "sbx: command in sandbox '%s' timed out\n", id);
+        return 124;
+    }
+    return st.signal ? 128 + st.signal : st.code;
+}
+
+static int run_exec(const char *id, const struct sbx_exec_spec *spec, int forward_stdin,
+                    size_t max_output)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_client *c = NULL;
+    struct sbx_session *s = NULL;
+    struct sbx_proc *p = NULL;
+    int status = CLI_FAIL;
+
+    signal(SIGPIPE, SIG_IGN);
+    int rc = attach(id, &c, &s, &err);
+    if (rc == 0 && max_output) {
+        struct sbx_exec_spec sp = *spec;
+        struct sbx_exec_result res = {0};
+        sp.output_limit = max_output;
+        rc = sbx_session_exec(s, &sp, &res, &err);
+        if (rc == 0) {
+            sbx_fd_write_all(1, res.out.data, res.out.head_len, NULL);
+            if (res.out.dropped)
+                fprintf(stderr, "sbx: %llu bytes of output dropped\n",
+                        (unsigned long long)res.out.dropped);
+            sbx_fd_write_all(1, res.out.data + res.out.head_len, res.out.len - res.out.head_len,
+                             NULL);
+            sbx_fd_write_all(2, res.err.data, res.err.len, NULL);
+            if (res.err.dropped)
+                fprintf(stderr, "sbx: %llu bytes of error output dropped\n",
+                        (unsigned long long)res.err.dropped);
+            status = res.status.timed_out ? 124
+                     : res.status.signal  ? 128 + res.status.signal
+                                          : res.status.code;
+            if (res.status.timed_out)
+                fprintf(stderr, "sbx: command in sandbox '%s' timed out\n", id);
+            sbx_exec_result_release(&res);
+        }
+    } else if (rc == 0) {
+        rc = sbx_session_exec_start(s, spec, &p, &err);
+        if (rc == 0)
+            status = stream(p, forward_stdin, id);
+    }
+    sbx_proc_free(p);
+    sbx_session_free(s);
+    sbx_client_free(c);
+    return rc < 0 ? cli_fail(&err) : status;
+}
+
+static int cmd_exec(int argc, char **argv)
+{
+    struct sbx_exec_spec spec = {0};
+    struct sbx_strv env;
+    int interactive = 0, i, rc;
+    size_t max_output = 0;
+
+    sbx_strv_init(&env);
+    for (i = 1; i < argc && argv[i][0] == '-' && strcmp(argv[i], "--") != 0; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "-t") == 0 || strcmp(a, "--tty") == 0) {
+            spec.flags |= SBX_EXEC_TTY;
+        } else if (strcmp(a, "-i") == 0 || strcmp(a, "--interactive") == 0) {
+            interactive = 1;
+        } else if (strcmp(a, "-it") == 0 || strcmp(a, "-ti") == 0) {
+            interactive = 1;
+            spec.flags |= SBX_EXEC_TTY;
+        } else if ((strcmp(a, "--cwd") == 0 || strcmp(a, "-w") == 0) && i + 1 < argc) {
+            spec.cwd = argv[++i];
+        } else if ((strcmp(a, "--env") == 0 || strcmp(a, "-e") == 0) && i + 1 < argc) {
+            const char *kv = argv[++i];
+            if (!strchr(kv, '=') || kv[0] == '=') {
+                sbx_strv_release(&env);
+                return cli_usage(VERB, "--env wants KEY=VALUE, not '%s'", kv);
+            }
+            sbx_strv_push(&env, kv);
+        } else if (strcmp(a, "--timeout") == 0 && i + 1 < argc) {
+            int64_t ms;
+            if (sbx_duration_parse_ms(argv[++i], &ms) < 0 || ms <= 0) {
+                sbx_strv_release(&env);
+                return cli_usage(VERB, "bad timeout '%s'", argv[i]);
+            }
+            spec.timeout_ms = ms;
+        } else if (strcmp(a, "--max-output") == 0 && i + 1 < argc) {
+            char *end;
+            unsigned long long n = strtoull(argv[++i], &end, 10);
+            if (*end || n == 0 || n > SBX_OUTPUT_MAX_LIMIT) {
+                sbx_strv_release(&env);
+                return cli_usage(VERB, "bad --max-output '%s'", argv[i]);
+            }
+            max_output = (size_t)n;
+        } else {
+            sbx_strv_release(&env);
+            return cli_usage(VERB, "exec: unknown option '%s'", a);
+        }
+    }
+    if (i >= argc) {
+        sbx_strv_release(&env);
+        return cli_usage(VERB, "exec: missing sandbox id");
+    }
+    const char *id = argv[i++];
+    if (i < argc && strcmp(argv[i], "--") == 0)
+        i++;
+    if (i >= argc) {
+        sbx_strv_release(&env);
+        return cli_usage(VERB, "exec: missing command");
+    }
+    if (max_output && (interactive || (spec.flags & SBX_EXEC_TTY))) {
+        sbx_strv_release(&env);
+        return cli_usage(VERB, "exec: --max-output cannot be combined with -i or -t");
+    }
+    spec.argv = (const char *const *)(argv + i);
+    spec.env = (const char *const *)env.v;
+    if (interactive && !(spec.flags & SBX_EXEC_TTY))
+        spec.flags |= SBX_EXEC_STDIN;
+    rc = run_exec(id, &spec, interactive, max_output);
+    sbx_strv_release(&env);
+    return rc;
+}
+
+static int cmd_shell(int argc, char **argv)
+{
+    if (argc != 2)
+        return cli_usage(VERB, "shell: want exactly one sandbox id");
+    const char *const sh[] = {"/bin/sh", "-i", NULL};
+    struct sbx_exec_spec spec = {.argv = sh, .flags = SBX_EXEC_TTY};
+    return run_exec(argv[1], &spec, 1, 0);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * cp */
+
+/* "ID:path" -> id and path (borrowed pieces of a copy in *hold). Host paths stay as given. */
+static int split_remote(const char *arg, char **hold, const char **id, const char **path)
+{
+    const char *colon = strchr(arg, ':');
+    if (!colon || colon == arg)
+        return 0;
+    for (const char *p = arg; p < colon; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+            return 0;
+    *hold = sbx_xstrdup(arg);
+    (*hold)[colon - arg] = '\0';
+    *id = *hold;
+    *path = *hold + (colon - arg) + 1;
+    return 1;
+}
+
+static const char *base_name(const char *p)
+{
+    size_t n = strlen(p);
+    while (n > 1 && p[n - 1] == '/')
+        n--;
+    const char *s = p + n;
+    while (s > p && s[-1] != '/')
+        s--;
+    return s;
+}
+
+static int cmd_cp(int argc, char **argv)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_client *c = NULL;
+    struct sbx_session *s = NULL;
+    char *h1 = NULL, *h2 = NULL, *dst_path = NULL;
+    const char *sid = NULL, *spath = NULL, *did = NULL, *dpath = NULL;
+    int fd = -1, out = -1, rc = 0;
+
+    if (argc != 3)
+        return cli_usage(VERB, "cp: want SRC and DST");
+    int src_remote = split_remote(argv[1], &h1, &sid, &spath);
+    int dst_remote = split_remote(argv[2], &h2, &did, &dpath);
+    if (src_remote == dst_remote) {
+        free(h1);
+        free(h2);
+        return cli_usage(VERB, "cp: exactly one of SRC and DST must be ID:PATH");
+    }
+    if (dst_remote) {
+        /* host -> sandbox */
+        struct stat st;
+        fd = strcmp(argv[1], "-") == 0 ? dup(0) : open(argv[1], O_RDONLY | O_CLOEXEC);
+        if (fd < 0) {
+            rc = sbx_error_errno(&err, errno, "cannot open '%s'", argv[1]);
+            goto out;
+        }
+        if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+            rc = sbx_error_set(&err, SBX_E_INVAL, 0, "'%s' is a directory; cp copies files",
+                               argv[1]);
+            goto out;
+        }
+        rc = attach(did, &c, &s, &err);
+        if (rc < 0)
+            goto out;
+        /* Into a directory: keep the source's name, as cp does. */
+        struct sbx_dirent d = {0};
+        if (dpath[0] == '\0' || dpath[strlen(dpath) - 1] == '/' ||
+            (sbx_session_stat(s, dpath, &d, NULL) == 0 && d.type == SBX_FILE_DIR))
+            dst_path = sbx_xasprintf("%s%s%s", dpath,
+                                     dpath[0] && dpath[strlen(dpath) - 1] != '/' ? "/" : "",
+                                     base_name(argv[1]));
+        else
+            dst_path = sbx_xstrdup(dpath);
+        sbx_dirent_release(&d);
+        rc = sbx_session_write_fd(s, dst_path, fd, 0, S_ISREG(st.st_mode) ? st.st_mode & 0777 : 0,
+                                  0, &err);
+    } else {
+        /* sandbox -> host */
+        rc = attach(sid, &c, &s, &err);
+        if (rc == 0)
+            rc = sbx_session_read_open(s, spath, &fd, NULL, &err);
+        if (rc < 0)
+            goto out;
+        if (strcmp(argv[2], "-") == 0) {
+            out = dup(1);
+        } else {
+            struct stat st;
+            dst_path = stat(argv[2], &st) == 0 && S_ISDIR(st.st_mode)
+                               ? sbx_xasprintf("%s/%s", argv[2], base_name(spath))
+                               : sbx_xstrdup(argv[2]);
+            out = open(dst_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+        }
+        if (out < 0) {
+            rc = sbx_error_errno(&err, errno, "cannot open '%s'", dst_path ? dst_path : "-");
+            goto out;
+        }
+        char buf[65536];
+        for (;;) {
+            ssize_t n = read(fd, buf, sizeof(buf));
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n < 0) {
+                rc = sbx_error_errno(&err, errno, "cannot read '%s'", spath);
+                break;
+            }
+            if (n == 0)
+                break;
+            rc = sbx_fd_write_all(out, buf, (size_t)n, &err);
+            if (rc < 0)
+                break;
+        }
+    }
+out:
+    sbx_fd_close(&fd);
+    sbx_fd_close(&out);
+    sbx_session_free(s);
+    sbx_client_free(c);
+    free(h1);
+    free(h2);
+    free(dst_path);
+    return rc < 0 ? cli_fail(&err) : CLI_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * ps, port, rm */
+
+static int cmd_ps(int argc, char **argv)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_client *c = NULL;
+    json_t *list = NULL;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            json = 1;
+        else
+            return cli_usage(VERB, "ps: unexpected argument '%s'", argv[i]);
+    }
+    int rc = new_client(&c, &err);
+    if (rc == 0)
+        rc = sbx_client_list(c, &list, &err);
+    if (rc == 0) {
+        if (json) {
+            print_json(list);
+        } else {
+            size_t i;
+            json_t *v;
+            printf("%-16s  %-24s  %s\n", "ID", "CREATED", "WORKSPACE");
+            json_array_foreach(list, i, v)
+            {
+                printf("%-16s  %-24s  %s\n", json_string_value(json_object_get(v, "id")),
+                       json_string_value(json_object_get(v, "created")),
+                       json_string_value(json_object_get(v, "workspace")));
+            }
+        }
+    }
+    json_decref(list);
+    sbx_client_free(c);
+    return rc < 0 ? cli_fail(&err) : CLI_OK;
+}
+
+static int cmd_port(int argc, char **argv)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_client *c = NULL;
+    struct sbx_session *s = NULL;
+    char *url = NULL, *end;
+    if (argc != 3)
+        return cli_usage(VERB, "port: want ID and PORT");
+    long port = strtol(argv[2], &end, 10);
+    if (*end || end == argv[2] || port < 1 || port > 65535)
+        return cli_usage(VERB, "port: bad port '%s'", argv[2]);
+    int rc = attach(argv[1], &c, &s, &err);
+    if (rc == 0)
+        rc = sbx_session_resolve_port(s, (int)port, &url, &err);
+    if (rc == 0)
+        printf("%s\n", url);
+    free(url);
+    sbx_session_free(s);
+    sbx_client_free(c);
+    return rc < 0 ? cli_fail(&err) : CLI_OK;
+}
+
+static int cmd_rm(int argc, char **argv)
+{
+    struct sbx_client *c = NULL;
+    struct sbx_error err = SBX_ERROR_INIT;
+    int keep = 0, i, status = CLI_OK;
+    for (i = 1; i < argc && argv[i][0] == '-'; i++) {
+        if (strcmp(argv[i], "--keep-workspace") == 0)
+            keep = 1;
+        else
+            return cli_usage(VERB, "rm: unknown option '%s'", argv[i]);
+    }
+    if (i >= argc)
+        return cli_usage(VERB, "rm: missing sandbox id");
+    if (new_client(&c, &err) < 0)
+        return cli_fail(&err);
+    for (; i < argc; i++) {
+        if (sbx_client_remove(c, argv[i], keep, &err) < 0)
+            status = cli_fail(&err);
+        else
+            printf("%s\n", argv[i]);
+    }
+    sbx_client_free(c);
+    return status;
+}
+
+int cmd_sandbox(int argc, char **argv)
+{
+    static const struct {
+        const char *name;
+        cli_verb_fn *fn;
+    } subs[] = {
+            {"create", cmd_create}, {"exec", cmd_exec}, {"shell", cmd_shell}, {"cp", cmd_cp},
+            {"ps", cmd_ps},         {"ls", cmd_ps},     {"port", cmd_port},   {"rm", cmd_rm},
+    };
+    if (argc < 2)
+        return cli_usage(VERB, "sandbox: missing command");
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        fputs(usage_text, stdout);
+        return CLI_OK;
+    }
+    for (size_t i = 0; i < SBX_ARRAY_LEN(subs); i++)
+        if (strcmp(argv[1], subs[i].name) == 0)
+            return subs[i].fn(argc - 1, argv + 1);
+    return cli_usage(VERB, "sandbox: unknown command '%s'", argv[1]);
+}

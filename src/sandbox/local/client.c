@@ -1,0 +1,1395 @@
+/* The local provider, client side: creating supervisors, attaching to them, and the session
+ * operations (commands through the control socket, files through a workspace directory fd that
+ * the supervisor hands out). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sandbox/local/local.h"
+#include "sandbox/session-internal.h"
+#include "sbx/fs.h"
+#include "sbx/hash.h"
+#include "sbx/json.h"
+#include "sbx/log.h"
+#include "sbx/manifest.h"
+#include "sbx/path.h"
+#include "sbx/strv.h"
+#include "sbx/time.h"
+
+#ifndef SBX_BINDIR
+#    define SBX_BINDIR "/usr/local/bin"
+#endif
+
+#define ID_BYTES            8 /* 16 hex characters */
+#define ID_MAX_LEN          64
+#define STATE_MAX           ((size_t)1 << 20)
+#define REQUEST_DEADLINE_MS 10000
+#define SHUTDOWN_WAIT_MS    30000
+#define START_TIMEOUT_MS    10000
+#define COPY_CHUNK          65536
+
+static const char *const base_env[] = {
+        "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "LANG=C.UTF-8",
+        "SHELL=/bin/sh",
+        NULL,
+};
+
+struct local_client {
+    struct sbx_client base;
+    char *supervisor_path; /* may be NULL: resolved at create */
+    char *runtime_dir;     /* configured base or NULL */
+    char *workspace_dir;   /* configured base or NULL */
+    enum sbx_local_isolation isolation;
+    int ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
+    size_t n_ports;
+    int64_t start_timeout_ms;
+};
+
+struct local_session {
+    struct sbx_session base;
+    char *dir;       /* runtime directory of this sandbox */
+    char *rundir;    /* the runtime base */
+    char *workspace; /* host path */
+    int owned;       /* workspace created by us */
+    json_t *state;
+    pthread_mutex_t root_lock;
+    int root_fd; /* workspace dir fd from the supervisor, -1 until first use */
+    int closed;
+};
+
+struct local_proc {
+    struct sbx_proc base;
+    int ctl;
+    int have_status;
+    struct sbx_exit status;
+    char *id;
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * Helpers */
+
+static int request(const char *dir, const char *id, const json_t *req, json_t **reply, int *fds,
+                   size_t max_fds, size_t *nfds, int64_t timeout_ms, struct sbx_error *err)
+{
+    int sock = -1;
+    int rc = sbx__local_connect(dir, id, &sock, err);
+    if (rc < 0)
+        return rc;
+    int64_t deadline = sbx_deadline_after_ms(timeout_ms);
+    rc = sbx__proto_send(sock, req, NULL, 0, deadline, err);
+    if (rc == 0)
+        rc = sbx__proto_recv(sock, reply, fds, max_fds, nfds, deadline, err);
+    if (rc == -SBX_E_SANDBOX)
+        rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox '%s' is gone", id);
+    if (rc == 0) {
+        rc = sbx__proto_check(*reply, err);
+        if (rc < 0) {
+            json_decref(*reply);
+            *reply = NULL;
+            for (size_t i = 0; nfds && i < *nfds; i++)
+                close(fds[i]);
+        }
+    }
+    sbx_fd_close(&sock);
+    return rc;
+}
+
+static int valid_id(const char *id)
+{
+    size_t n = strlen(id);
+    if (n == 0 || n > ID_MAX_LEN)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+/* Expand an id or unique prefix to the full id found in the runtime base. */
+static int resolve_id(const char *base, const char *prefix, char **out, struct sbx_error *err)
+{
+    if (!valid_id(prefix))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "'%s' is not a sandbox id", prefix);
+    DIR *d = opendir(base);
+    if (!d)
+        return sbx_error_set(err, SBX_E_NOTFOUND, 0, "no sandbox '%s'", prefix);
+    char *found = NULL;
+    int many = 0;
+    size_t n = strlen(prefix);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!valid_id(e->d_name) || strncmp(e->d_name, prefix, n) != 0)
+            continue;
+        if (strcmp(e->d_name, prefix) == 0) {
+            free(found);
+            found = sbx_xstrdup(e->d_name);
+            many = 0;
+            break;
+        }
+        if (found)
+            many = 1;
+        else
+            found = sbx_xstrdup(e->d_name);
+    }
+    closedir(d);
+    if (!found)
+        return sbx_error_set(err, SBX_E_NOTFOUND, 0, "no sandbox '%s'", prefix);
+    if (many) {
+        free(found);
+        return sbx_error_set(err, SBX_E_INVAL, 0, "sandbox id '%s' is ambiguous", prefix);
+    }
+    *out = found;
+    return 0;
+}
+
+static int read_state(const char *dir, const char *id, json_t **out, struct sbx_error *err)
+{
+    struct sbx_buf b;
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (dfd < 0)
+        return sbx_error_set(err, SBX_E_NOTFOUND, errno, "no sandbox '%s'", id);
+    sbx_buf_init(&b, STATE_MAX);
+    /* The runtime directory is ours alone (0700): plain openat is enough here. */
+    int fd = openat(dfd, SBX_PROTO_STATE, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int rc = fd < 0 ? sbx_error_set(err, SBX_E_SANDBOX, errno, "sandbox '%s' is gone", id)
+                    : sbx_fd_read_all(fd, STATE_MAX, &b, err);
+    if (fd >= 0)
+        close(fd);
+    if (rc == 0)
+        rc = sbx_json_parse(b.data, b.len, NULL, out, err);
+    if (rc == 0 && !json_is_object(*out)) {
+        json_decref(*out);
+        rc = sbx_error_set(err, SBX_E_PARSE, 0, "state of sandbox '%s' is not an object", id);
+    }
+    sbx_buf_release(&b);
+    close(dfd);
+    return rc;
+}
+
+#define RM_MAX_DEPTH 4096
+
+/* Remove name beneath dfd, never following a symlink: each directory is opened with O_NOFOLLOW
+ * relative to its parent, so a link swapped in meanwhile is refused rather than followed. The
+ * tree may be written by the sandbox, so this must not trust it. */
+static int rm_at(int dfd, const char *name, int depth, struct sbx_error *err)
+{
+    if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
+        return 0;
+    if (errno != EISDIR && errno != EPERM)
+        return sbx_error_errno(err, errno, "cannot remove '%s'", name);
+    if (depth > RM_MAX_DEPTH)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0, "'%s' nests too deep to remove", name);
+    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return sbx_error_errno(err, errno, "cannot open '%s'", name);
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        int rc = sbx_error_errno(err, errno, "cannot list '%s'", name);
+        close(fd);
+        return rc;
+    }
+    int rc = 0;
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d))) {
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            rc = rm_at(dirfd(d), e->d_name, depth + 1, err);
+    }
+    closedir(d);
+    if (rc == 0 && unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+        rc = sbx_error_errno(err, errno, "cannot remove '%s'", name);
+    return rc;
+}
+
+/* Remove an absolute host directory tree without following symlinks. */
+static int remove_tree(const char *path, struct sbx_error *err)
+{
+    char *copy = sbx_xstrdup(path);
+    char *slash = strrchr(copy, '/');
+    int rc = 0, pfd = -1;
+    if (!slash || slash[1] == '\0' || path[0] != '/') {
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "refusing to remove '%s'", path);
+        goto out;
+    }
+    *slash = '\0';
+    pfd = open(copy[0] ? copy : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (pfd < 0) {
+        rc = errno == ENOENT ? 0 : sbx_error_errno(err, errno, "cannot open '%s'", copy);
+        goto out;
+    }
+    rc = rm_at(pfd, slash + 1, 0, err);
+    if (rc < 0)
+        sbx_error_prefix(err, "removing '%s'", path);
+out:
+    sbx_fd_close(&pfd);
+    free(copy);
+    return rc;
+}
+
+/* Shut the supervisor down (if alive), then remove the runtime dir and, if asked, the
+ * workspace. */
+static int stop_and_clean(const char *dir, const char *id, const char *workspace,
+                          int remove_workspace, struct sbx_error *err)
+{
+    int sock = -1;
+    int rc = sbx__local_connect(dir, id, &sock, err);
+    if (rc == 0) {
+        json_t *req = json_pack("{s:s}", "op", "shutdown"), *reply = NULL;
+        int64_t deadline = sbx_deadline_after_ms(SHUTDOWN_WAIT_MS);
+        rc = sbx__proto_send(sock, req, NULL, 0, deadline, err);
+        if (rc == 0)
+            rc = sbx__proto_recv(sock, &reply, NULL, 0, NULL, deadline, err);
+        json_decref(req);
+        json_decref(reply);
+        if (rc == 0) {
+            /* Wait for the supervisor to let go of the connection: it is exiting. */
+            char c;
+            struct pollfd pfd = {.fd = sock, .events = POLLIN};
+            while (poll(&pfd, 1, sbx_deadline_poll_ms(deadline)) > 0 && recv(sock, &c, 1, 0) > 0)
+                ;
+        } else if (rc == -SBX_E_SANDBOX) {
+            rc = 0; /* it died meanwhile: nothing left to stop */
+        }
+        sbx_fd_close(&sock);
+        if (rc < 0)
+            return rc;
+    } else if (rc == -SBX_E_SANDBOX) {
+        rc = 0;
+    } else {
+        return rc;
+    }
+    rc = remove_tree(dir, err);
+    if (rc == 0 && remove_workspace && workspace)
+        rc = remove_tree(workspace, err);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Processes */
+
+static int proc_wait(struct sbx_proc *bp, int64_t timeout_ms, struct sbx_exit *out,
+                     struct sbx_error *err)
+{
+    struct local_proc *p = (struct local_proc *)bp;
+    if (!p->have_status) {
+        struct pollfd pfd = {.fd = p->ctl, .events = POLLIN};
+        int r;
+        int64_t deadline = sbx_deadline_after_ms(timeout_ms);
+        do
+            r = poll(&pfd, 1, sbx_deadline_poll_ms(deadline));
+        while (r < 0 && errno == EINTR);
+        if (r == 0)
+            return sbx_error_set(err, SBX_E_TIMEOUT, 0, "the command is still running");
+        json_t *m = NULL;
+        int rc = sbx__proto_recv(p->ctl, &m, NULL, 0, NULL,
+                                 sbx_deadline_after_ms(REQUEST_DEADLINE_MS), err);
+        if (rc < 0)
+            return sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox '%s' is gone", p->id);
+        int64_t code = -1, sig = 0;
+        int to = 0;
+        if ((rc = sbx_json_get_int(m, "code", 1, &code, err)) < 0 ||
+            (rc = sbx_json_get_int(m, "signal", 1, &sig, err)) < 0 ||
+            (rc = sbx_json_get_bool(m, "timed_out", 0, &to, err)) < 0) {
+            json_decref(m);
+            return rc;
+        }
+        json_decref(m);
+        p->status = (struct sbx_exit){.code = (int)code, .signal = (int)sig, .timed_out = to};
+        p->have_status = 1;
+    }
+    *out = p->status;
+    return 0;
+}
+
+static void proc_free(struct sbx_proc *bp)
+{
+    struct local_proc *p = (struct local_proc *)bp;
+    /* Closing the control connection makes the supervisor kill a command still running. */
+    sbx_fd_close(&p->ctl);
+    if (p->base.stdin_fd != p->base.stdout_fd)
+        sbx_fd_close(&p->base.stdin_fd);
+    sbx_fd_close(&p->base.stdout_fd);
+    sbx_fd_close(&p->base.stderr_fd);
+    free(p->id);
+    free(p);
+}
+
+static const struct sbx_proc_ops proc_ops = {proc_wait, proc_free};
+
+static int sess_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec,
+                           const char *cwd, struct sbx_proc **out, struct sbx_error *err)
+{
+    struct local_session *s = (struct local_session *)bs;
+    json_t *req = json_object(), *argv = json_array(), *env = json_array(), *reply = NULL;
+    int fds[SBX_PROTO_MAX_FDS];
+    size_t nfds = 0;
+    int sock = -1, rc;
+    int tty = !!(spec->flags & SBX_EXEC_TTY);
+    int want_stdin = !tty && (spec->flags & SBX_EXEC_STDIN);
+    int merge = !tty && (spec->flags & SBX_EXEC_MERGE_STDERR);
+
+    if (spec->argv) {
+        for (const char *const *a = spec->argv; *a; a++)
+            sbx_json_append(argv, sbx_json_str(*a));
+    } else {
+        sbx_json_append(argv, sbx_json_str("/bin/sh"));
+        sbx_json_append(argv, sbx_json_str("-c"));
+        sbx_json_append(argv, sbx_json_str(spec->command));
+    }
+    for (const char *const *e = spec->env; e && *e; e++)
+        sbx_json_append(env, sbx_json_str(*e));
+    sbx_json_set(req, "op", sbx_json_str("exec"));
+    sbx_json_set(req, "argv", argv);
+    sbx_json_set(req, "env", env);
+    sbx_json_set(req, "cwd", sbx_json_str(cwd));
+    sbx_json_set(req, "timeout_ms", json_integer(spec->timeout_ms));
+    sbx_json_set(req, "grace_ms", json_integer(spec->kill_grace_ms));
+    sbx_json_set(req, "tty", json_boolean(tty));
+    sbx_json_set(req, "stdin", json_boolean(want_stdin));
+    sbx_json_set(req, "merge", json_boolean(merge));
+    sbx_json_set(req, "rows", json_integer(spec->rows));
+    sbx_json_set(req, "cols", json_integer(spec->cols));
+
+    rc = sbx__local_connect(s->dir, bs->id, &sock, err);
+    if (rc < 0)
+        goto out;
+    int64_t deadline = sbx_deadline_after_ms(REQUEST_DEADLINE_MS);
+    rc = sbx__proto_send(sock, req, NULL, 0, deadline, err);
+    if (rc == 0)
+        rc = sbx__proto_recv(sock, &reply, fds, SBX_PROTO_MAX_FDS, &nfds, deadline, err);
+    if (rc == -SBX_E_SANDBOX)
+        rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox '%s' is gone", bs->id);
+    if (rc < 0)
+        goto out;
+    rc = sbx__proto_check(reply, err);
+    size_t want = tty ? 1 : 1 + !merge + !!want_stdin;
+    if (rc == 0 && nfds != want)
+        rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox '%s' sent %zu descriptors, not %zu",
+                           bs->id, nfds, want);
+    if (rc < 0) {
+        for (size_t i = 0; i < nfds; i++)
+            close(fds[i]);
+        goto out;
+    }
+    struct local_proc *p = sbx_xcalloc(1, sizeof(*p));
+    p->base.ops = &proc_ops;
+    p->base.tty = tty;
+    p->base.pid = (pid_t)json_integer_value(json_object_get(reply, "pid"));
+    p->base.status_fd = p->ctl = sock;
+    sock = -1;
+    p->id = sbx_xstrdup(bs->id);
+    size_t k = 0;
+    p->base.stdout_fd = fds[k++];
+    p->base.stderr_fd = tty || merge ? -1 : fds[k++];
+    p->base.stdin_fd = tty ? p->base.stdout_fd : want_stdin ? fds[k++] : -1;
+    *out = &p->base;
+out:
+    sbx_fd_close(&sock);
+    json_decref(req);
+    json_decref(reply);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Files */
+
+static int root_fd(struct local_session *s, int *out, struct sbx_error *err)
+{
+    int rc = 0;
+    pthread_mutex_lock(&s->root_lock);
+    if (s->root_fd < 0) {
+        json_t *req = json_pack("{s:s}", "op", "root"), *reply = NULL;
+        int fds[1];
+        size_t nfds = 0;
+        rc = request(s->dir, s->base.id, req, &reply, fds, 1, &nfds, REQUEST_DEADLINE_MS, err);
+        if (rc == 0 && nfds != 1)
+            rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox '%s' sent no workspace", s->base.id);
+        if (rc == 0)
+            s->root_fd = fds[0];
+        json_decref(req);
+        json_decref(reply);
+    }
+    *out = s->root_fd;
+    pthread_mutex_unlock(&s->root_lock);
+    return rc;
+}
+
+static int sess_read_open(struct sbx_session *bs, const char *path, int *out_fd, uint64_t *out_size,
+                          struct sbx_error *err)
+{
+    struct local_session *s = (struct local_session *)bs;
+    int dfd, fd = -1;
+    struct stat st;
+    int rc = root_fd(s, &dfd, err);
+    if (rc < 0)
+        return rc;
+    /* O_NONBLOCK: a fifo planted in the workspace must not hang the open */
+    rc = sbx_fs_open(dfd, path, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0, 0, &fd, err);
+    if (rc < 0)
+        return rc;
+    if (fstat(fd, &st) < 0) {
+        rc = sbx_error_errno(err, errno, "cannot stat '%s'", path);
+    } else if (!S_ISREG(st.st_mode)) {
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "'%s' is not a regular file", path);
+    } else {
+        (void)fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+        *out_fd = fd;
+        if (out_size)
+            *out_size = (uint64_t)st.st_size;
+        return 0;
+    }
+    close(fd);
+    return rc;
+}
+
+static int copy_in(int fd, const struct sbx_file_reader *r, uint64_t max, const char *path,
+                   struct sbx_error *err)
+{
+    char *buf = sbx_xmalloc(COPY_CHUNK);
+    uint64_t total = 0;
+    int rc = 0;
+    for (;;) {
+        long n = r->read(r->ctx, buf, COPY_CHUNK, err);
+        if (n < 0) {
+            rc = (int)n;
+            break;
+        }
+        if (n == 0)
+            break;
+        total += (uint64_t)n;
+        if (total > max) {
+            rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "'%s' would exceed %llu bytes", path,
+                               (unsigned long long)max);
+            break;
+        }
+        rc = sbx_fd_write_all(fd, buf, (size_t)n, err);
+        if (rc < 0)
+            break;
+    }
+    free(buf);
+    return rc;
+}
+
+static int sess_write(struct sbx_session *bs, const char *path, const struct sbx_file_reader *r,
+                      uint64_t max, mode_t mode, int flags, struct sbx_error *err)
+{
+    struct local_session *s = (struct local_session *)bs;
+    int dfd, pfd = -1, fd = -1, rc;
+    const char *slash = strrchr(path, '/');
+    char *parent = slash ? sbx_xstrndup(path, (size_t)(slash - path)) : sbx_xstrdup("");
+    const char *leaf = slash ? slash + 1 : path;
+    char tmp[64] = "";
+
+    rc = root_fd(s, &dfd, err);
+    if (rc < 0)
+        goto out;
+    rc = sbx_fs_open(dfd, parent, O_RDONLY | O_DIRECTORY, 0, 0, &pfd, err);
+    if (rc == -SBX_E_NOTFOUND && (flags & SBX_WRITE_PARENTS)) {
+        /* Only now make the parents: most writes go to directories that exist. */
+        rc = sbx_fs_mkdir(dfd, parent, 0755, SBX_FS_PARENTS, err);
+        if (rc == 0)
+            rc = sbx_fs_open(dfd, parent, O_RDONLY | O_DIRECTORY, 0, 0, &pfd, err);
+    }
+    if (rc < 0)
+        goto out;
+    if (flags & SBX_WRITE_APPEND) {
+        fd = openat(pfd, leaf, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode);
+        if (fd < 0) {
+            rc = errno == ELOOP ? sbx_error_set(err, SBX_E_PERM, ELOOP,
+                                                "refusing to write through symlink '%s'", path)
+                                : sbx_error_errno(err, errno, "cannot open '%s'", path);
+            goto out;
+        }
+        rc = copy_in(fd, r, max, path, err);
+        goto out;
+    }
+    /* A temporary file next to the target, renamed over it: readers never see half a file, and
+     * renaming replaces a planted symlink instead of writing through it. */
+    /* pid + counter names are unique among writers on this machine; a name planted by the
+     * sandbox only costs a retry with a random one. */
+    static atomic_ulong counter;
+    for (int attempt = 0;; attempt++) {
+        char hex[17] = "";
+        if (attempt > 0 && (rc = sbx_random_hex(hex, 8, err)) < 0)
+            goto out;
+        if (attempt == 0)
+            snprintf(tmp, sizeof(tmp), ".sbx-write-%d-%lu.tmp", (int)getpid(),
+                     atomic_fetch_add(&counter, 1));
+        else
+            snprintf(tmp, sizeof(tmp), ".sbx-write-%s.tmp", hex);
+        fd = openat(pfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0 || errno != EEXIST || attempt >= 3)
+            break;
+    }
+    if (fd < 0) {
+        rc = sbx_error_errno(err, errno, "cannot create a file next to '%s'", path);
+        tmp[0] = '\0';
+        goto out;
+    }
+    rc = copy_in(fd, r, max, path, err);
+    if (rc == 0 && fchmod(fd, mode) < 0)
+        rc = sbx_error_errno(err, errno, "cannot set the mode of '%s'", path);
+    if (rc < 0)
+        goto out;
+    if (renameat2(pfd, tmp, pfd, leaf, (flags & SBX_WRITE_EXCL) ? RENAME_NOREPLACE : 0) < 0) {
+        if (errno == EEXIST)
+            rc = sbx_error_set(err, SBX_E_EXISTS, EEXIST, "'%s' already exists", path);
+        else if (errno == EISDIR || errno == ENOTEMPTY)
+            rc = sbx_error_set(err, SBX_E_INVAL, errno, "'%s' is a directory", path);
+        else
+            rc = sbx_error_errno(err, errno, "cannot write '%s'", path);
+        goto out;
+    }
+    tmp[0] = '\0';
+out:
+    if (tmp[0] && pfd >= 0)
+        unlinkat(pfd, tmp, 0);
+    sbx_fd_close(&fd);
+    sbx_fd_close(&pfd);
+    free(parent);
+    return rc;
+}
+
+static int cmp_dirent(const void *a, const void *b)
+{
+    return strcmp(((const struct sbx_dirent *)a)->name, ((const struct sbx_dirent *)b)->name);
+}
+
+static void fill_dirent(struct sbx_dirent *d, int dfd, const char *name, const struct stat *st)
+{
+    d->name = sbx_xstrdup(name);
+    d->target = NULL;
+    d->type = S_ISREG(st->st_mode)   ? SBX_FILE_REGULAR
+              : S_ISDIR(st->st_mode) ? SBX_FILE_DIR
+              : S_ISLNK(st->st_mode) ? SBX_FILE_SYMLINK
+                                     : SBX_FILE_OTHER;
+    d->mode = st->st_mode & 07777;
+    d->size = (uint64_t)st->st_size;
+    d->mtime_ns = (int64_t)st->st_mtim.tv_sec * SBX_NS_PER_S + st->st_mtim.tv_nsec;
+    d->uid = st->st_uid;
+    d->gid = st->st_gid;
+    if (S_ISLNK(st->st_mode)) {
+        char buf[PATH_MAX];
+        ssize_t n = readlinkat(dfd, name, buf, sizeof(buf) - 1);
+        if (n >= 0)
+            d->target = sbx_xstrndup(buf, (size_t)n);
+    }
+}
+
+static int sess_stat(struct sbx_session *bs, const char *path, struct sbx_dirent *out,
+                     struct sbx_error *err)
+{
+    struct local_session *s = (struct local_session *)bs;
+    struct stat st;
+    int dfd, pfd = -1;
+    int rc = root_fd(s, &dfd, err);
+    if (rc < 0)
+        return rc;
+    const char *slash = strrchr(path, '/');
+    char *parent = slash ? sbx_xstrndup(path, (size_t)(slash - path)) : sbx_xstrdup("");
+    const char *leaf = slash ? slash + 1 : path;
+    rc = sbx_fs_open(dfd, parent, O_RDONLY | O_DIRECTORY, 0, 0, &pfd, err);
+    if (rc == 0 && fstatat(pfd, leaf[0] ? leaf : ".", &st, AT_SYMLINK_NOFOLLOW) < 0)
+        rc = errno == ENOENT
+                     ? sbx_error_set(err, SBX_E_NOTFOUND, ENOENT, "'%s' does not exist", path)
+                     : sbx_error_errno(err, errno, "cannot stat '%s'", path);
+    if (rc == 0)
+        fill_dirent(out, pfd, leaf, &st);
+    sbx_fd_close(&pfd);
+    free(parent);
+    return rc;
+}
+
+static int sess_ls(struct sbx_session *bs, const char *path, struct sbx_dirlist *out,
+                   struct sbx_error *err)
+{
+    struct local_session *s = (struct local_session *)bs;
+    struct sbx_dirlist l = {0};
+    size_t cap = 0;
+    int dfd, fd = -1, rc;
+    struct stat st;
+    DIR *d = NULL;
+
+    rc = root_fd(s, &dfd, err);
+    if (rc < 0)
+        return rc;
+    rc = sbx_fs_stat(dfd, path, &st, err);
+    if (rc < 0)
+        return rc;
+    if (S_ISLNK(st.st_mode)) {
+        /* Like ls: a link to a directory lists the directory, if it stays inside. */
+        rc = sbx_fs_open(dfd, path, O_RDONLY | O_DIRECTORY, 0, 0, &fd, err);
+        if (rc == -SBX_E_PERM)
+            return rc;
+        if (rc == 0)
+            st.st_mode = S_IFDIR;
+        sbx_error_clear(err);
+        rc = 0;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        l.v = sbx_xcalloc(1, sizeof(*l.v));
+        rc = sess_stat(bs, path, &l.v[0], err);
+        if (rc < 0) {
+            free(l.v);
+            return rc;
+        }
+        l.n = 1;
+        *out = l;
+        return 0;
+    }
+    if (fd < 0)
+        rc = sbx_fs_open(dfd, path, O_RDONLY | O_DIRECTORY, 0, 0, &fd, err);
+    if (rc < 0)
+        return rc;
+    d = fdopendir(fd);
+    if (!d) {
+        rc = sbx_error_errno(err, errno, "cannot list '%s'", path);
+        close(fd);
+        return rc;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue; /* removed meanwhile */
+        if (l.n >= SBX_LS_MAX_ENTRIES) {
+            rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "'%s' has more than %d entries", path,
+                               SBX_LS_MAX_ENTRIES);
+            sbx_dirlist_release(&l);
+            goto out;
+        }
+        if (l.n == cap) {
+            cap = cap ? cap * 2 : 16;
+            l.v = sbx_xrealloc(l.v, cap * sizeof(*l.v));
+        }
+        fill_dirent(&l.v[l.n++], dirfd(d), e->d_name, &st);
+    }
+    if (l.n)
+        qsort(l.v, l.n, sizeof(*l.v), cmp_dirent);
+    *out = l;
+out:
+    closedir(d);
+    return rc;
+}
+
+static int sess_mkdir(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err)
+{
+    int dfd, rc = root_fd((struct local_session *)bs, &dfd, err);
+    if (rc < 0)
+        return rc;
+    return sbx_fs_mkdir(dfd, path, 0755, (flags & SBX_MKDIR_PARENTS) ? SBX_FS_PARENTS : 0, err);
+}
+
+static int sess_rm(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err)
+{
+    int dfd, rc = root_fd((struct local_session *)bs, &dfd, err);
+    if (rc < 0)
+        return rc;
+    rc = sbx_fs_remove(dfd, path, (flags & SBX_RM_RECURSIVE) ? SBX_FS_RECURSIVE : 0, err);
+    if (rc == -SBX_E_NOTFOUND && (flags & SBX_RM_FORCE)) {
+        sbx_error_clear(err);
+        rc = 0;
+    }
+    return rc;
+}
+
+static int sess_chmod(struct sbx_session *bs, const char *path, mode_t mode, struct sbx_error *err)
+{
+    int dfd, fd = -1;
+    struct stat st;
+    int rc = root_fd((struct local_session *)bs, &dfd, err);
+    if (rc == 0)
+        rc = sbx_fs_open(dfd, path, O_PATH | O_NOFOLLOW, 0, 0, &fd, err);
+    if (rc < 0)
+        return rc;
+    if (fstat(fd, &st) < 0) {
+        rc = sbx_error_errno(err, errno, "cannot stat '%s'", path);
+    } else if (S_ISLNK(st.st_mode)) {
+        rc = sbx_error_set(err, SBX_E_PERM, 0, "'%s' is a symlink", path);
+    } else {
+        /* An O_PATH descriptor cannot fchmod; its /proc link names exactly that inode. */
+        char proc[64];
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+        if (chmod(proc, mode) < 0)
+            rc = sbx_error_errno(err, errno, "cannot change the mode of '%s'", path);
+    }
+    close(fd);
+    return rc;
+}
+
+static int sess_resolve_port(struct sbx_session *bs, int port, char **out_url,
+                             struct sbx_error *err)
+{
+    struct local_session *s = (struct local_session *)bs;
+    json_t *req = json_pack("{s:s,s:i}", "op", "port", "port", port), *reply = NULL;
+    int rc = request(s->dir, bs->id, req, &reply, NULL, 0, NULL, REQUEST_DEADLINE_MS, err);
+    const char *url = NULL;
+    if (rc == 0)
+        rc = sbx_json_get_string(reply, "url", 1, &url, err);
+    if (rc == 0)
+        *out_url = sbx_xstrdup(url);
+    json_decref(req);
+    json_decref(reply);
+    return rc;
+}
+
+static int sess_state(struct sbx_session *bs, json_t **out, struct sbx_error *err)
+{
+    (void)err;
+    *out = json_deep_copy(((struct local_session *)bs)->state);
+    return 0;
+}
+
+static int sess_close(struct sbx_session *bs, int delete_workspace, struct sbx_error *err)
+{
+    struct local_session *s = (struct local_session *)bs;
+    pthread_mutex_lock(&s->root_lock);
+    sbx_fd_close(&s->root_fd);
+    pthread_mutex_unlock(&s->root_lock);
+    int rc = stop_and_clean(s->dir, bs->id, s->workspace, delete_workspace && s->owned, err);
+    if (rc == 0)
+        s->closed = 1;
+    return rc;
+}
+
+static void sess_free(struct sbx_session *bs)
+{
+    struct local_session *s = (struct local_session *)bs;
+    sbx_session_release_base(bs);
+    sbx_fd_close(&s->root_fd);
+    pthread_mutex_destroy(&s->root_lock);
+    json_decref(s->state);
+    free(s->dir);
+    free(s->rundir);
+    free(s->workspace);
+    free(s);
+}
+
+static const struct sbx_session_ops session_ops = {
+        .exec_start = sess_exec_start,
+        .read_open = sess_read_open,
+        .write = sess_write,
+        .ls = sess_ls,
+        .stat = sess_stat,
+        .mkdir = sess_mkdir,
+        .rm = sess_rm,
+        .chmod = sess_chmod,
+        .resolve_port = sess_resolve_port,
+        .state = sess_state,
+        .close = sess_close,
+        .free = sess_free,
+};
+
+static struct local_session *session_from_state(const char *rundir, const char *dir,
+                                                json_t *take_state)
+{
+    struct local_session *s = sbx_xcalloc(1, sizeof(*s));
+    const char *id = json_string_value(json_object_get(take_state, "id"));
+    const char *root = json_string_value(json_object_get(take_state, "root"));
+    const char *ws = json_string_value(json_object_get(take_state, "workspace"));
+    sbx_session_init_base(&s->base, &session_ops, "local", id ? id : "", root ? root : "");
+    s->dir = sbx_xstrdup(dir);
+    s->rundir = sbx_xstrdup(rundir);
+    s->workspace = ws ? sbx_xstrdup(ws) : NULL;
+    s->owned = json_is_true(json_object_get(take_state, "workspace_owned"));
+    s->state = take_state;
+    s->root_fd = -1;
+    pthread_mutex_init(&s->root_lock, NULL);
+    return s;
+}
+
+static int check_state(const json_t *st, const char *id, struct sbx_error *err)
+{
+    static const char *const keys[] = {"version",
+                                       "provider",
+                                       "id",
+                                       "workspace",
+                                       "root",
+                                       "created",
+                                       "isolation",
+                                       "workspace_owned",
+                                       "manifest_digest",
+                                       "materialized",
+                                       NULL};
+    int64_t version = 0;
+    const char *provider = NULL, *sid = NULL, *ws = NULL, *root = NULL;
+    int rc;
+    if ((rc = sbx_json_check_keys(st, keys, err)) < 0 ||
+        (rc = sbx_json_get_int(st, "version", 1, &version, err)) < 0 ||
+        (rc = sbx_json_get_string(st, "provider", 1, &provider, err)) < 0 ||
+        (rc = sbx_json_get_string(st, "id", 1, &sid, err)) < 0 ||
+        (rc = sbx_json_get_string(st, "workspace", 1, &ws, err)) < 0 ||
+        (rc = sbx_json_get_string(st, "root", 1, &root, err)) < 0)
+        goto out;
+    if (version != 1)
+        rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "session state version %lld is not 1",
+                           (long long)version);
+    else if (strcmp(provider, "local") != 0)
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "session state is for provider '%s', not 'local'",
+                           provider);
+    else if (!valid_id(sid) || (id && strcmp(sid, id) != 0))
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "session state has a bad id '%s'", sid);
+out:
+    if (rc < 0)
+        sbx_error_prefix(err, "session state");
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Client */
+
+static int find_supervisor(const struct local_client *c, char **out, struct sbx_error *err)
+{
+    const char *env = getenv("SBX_SUPERVISOR");
+    char self[PATH_MAX];
+    char *path = NULL;
+    if (c->supervisor_path) {
+        path = sbx_xstrdup(c->supervisor_path);
+    } else if (env && env[0]) {
+        path = sbx_xstrdup(env);
+    } else {
+        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        if (n > 0) {
+            self[n] = '\0';
+            const char *base = strrchr(self, '/');
+            if (base && strcmp(base + 1, "sbx") == 0)
+                path = sbx_xstrdup(self);
+        }
+        if (!path)
+            path = sbx_xstrdup(SBX_BINDIR "/sbx");
+    }
+    if (access(path, X_OK) < 0) {
+        int rc = sbx_error_errno(err, errno,
+                                 "cannot run the supervisor '%s' (set SBX_SUPERVISOR to the sbx "
+                                 "binary)",
+                                 path);
+        free(path);
+        return rc;
+    }
+    *out = path;
+    return 0;
+}
+
+/* Start the supervisor detached (its own session, reparented away from us) and wait until it
+ * reports that it serves. */
+struct while_starting {
+    int (*fn)(void *ctx, struct sbx_error *err);
+    void *ctx;
+};
+
+/* ws->fn runs while the supervisor boots (it takes a few milliseconds to exec and link); its
+ * error is returned after the supervisor has reported, so the caller can shut it down. */
+static int spawn_supervisor(const char *path, const char *id, const json_t *cfg, int64_t timeout_ms,
+                            const struct while_starting *ws, struct sbx_error *err)
+{
+    struct sbx_error werr = SBX_ERROR_INIT;
+    int wrc = 0;
+    int sp[2] = {-1, -1}, devnull = -1, rc;
+    pid_t pid = -1;
+    struct sbx_buf text;
+    char *const argv[] = {(char *)path, (char *)SBX_LOCAL_SUPERVISE_VERB, (char *)id, NULL};
+    char *const envp[] = {NULL};
+
+    sbx_buf_init(&text, 65536);
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
+        return sbx_error_errno(err, errno, "socketpair");
+    devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (devnull < 0) {
+        rc = sbx_error_errno(err, errno, "cannot open '/dev/null'");
+        goto out;
+    }
+    /* posix_spawn (vfork-like: cheap however large the caller is) into a new session; the
+     * supervisor forks once more itself and this first process exits at once, so the
+     * supervisor ends up detached: no session leader, parent gone. */
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    int st;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, sp[1], 0);
+    posix_spawn_file_actions_adddup2(&fa, sp[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, devnull, 2);
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr,
+                             POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    sigset_t none, all;
+    sigemptyset(&none);
+    sigfillset(&all);
+    posix_spawnattr_setsigmask(&attr, &none);
+    posix_spawnattr_setsigdefault(&attr, &all);
+    int e = posix_spawn(&pid, path, &fa, &attr, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    if (e != 0) {
+        rc = sbx_error_errno(err, e, "cannot run the supervisor '%s'", path);
+        goto out;
+    }
+    sbx_fd_close(&sp[1]);
+    char *cfgtext = sbx_json_dumps(cfg, SBX_JSON_COMPACT);
+    size_t len = strlen(cfgtext), off = 0;
+    rc = 0;
+    while (off < len) {
+        ssize_t w = send(sp[0], cfgtext + off, len - off, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0) {
+            rc = -1;
+            break;
+        }
+        off += (size_t)w;
+    }
+    free(cfgtext);
+    shutdown(sp[0], SHUT_WR);
+    if (ws)
+        wrc = ws->fn(ws->ctx, &werr);
+    /* Read the report until the supervisor lets go of the socket. */
+    int64_t deadline = sbx_deadline_after_ms(timeout_ms);
+    for (;;) {
+        struct pollfd pfd = {.fd = sp[0], .events = POLLIN};
+        int r = poll(&pfd, 1, sbx_deadline_poll_ms(deadline));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r == 0) {
+            rc = sbx_error_set(err, SBX_E_TIMEOUT, 0, "the supervisor did not start within %lld ms",
+                               (long long)timeout_ms);
+            goto out;
+        }
+        char buf[4096];
+        ssize_t n = recv(sp[0], buf, sizeof(buf), 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        if (sbx_buf_add(&text, buf, (size_t)n, err) < 0) {
+            rc = -SBX_E_TOOBIG;
+            goto out;
+        }
+    }
+    /* The first process has forked the supervisor and exited by now (or died): reap it. */
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    pid = -1;
+    json_t *report = NULL;
+    if (text.len == 0 || sbx_json_parse(text.data, text.len, NULL, &report, NULL) < 0 ||
+        !json_is_object(report)) {
+        json_decref(report);
+        rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "the supervisor '%s' exited during start-up",
+                           path);
+        goto out;
+    }
+    rc = sbx__proto_check(report, err);
+    json_decref(report);
+    if (rc == 0 && wrc < 0)
+        rc = sbx_error_copy(err, &werr);
+out:
+    if (pid > 0) {
+        /* Gave up waiting: the supervisor, finding nobody to report to, exits by itself. */
+        kill(pid, SIGKILL);
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+            ;
+    }
+    sbx_buf_release(&text);
+    sbx_fd_close(&sp[0]);
+    sbx_fd_close(&sp[1]);
+    sbx_fd_close(&devnull);
+    return rc;
+}
+
+static int workspace_base(const struct local_client *c, char **out, struct sbx_error *err)
+{
+    const char *env = getenv("SBX_WORKSPACES"), *state = getenv("XDG_STATE_HOME");
+    const char *home = getenv("HOME");
+    char *base;
+    if (c->workspace_dir)
+        base = sbx_xstrdup(c->workspace_dir);
+    else if (env && env[0] == '/')
+        base = sbx_xstrdup(env);
+    else if (state && state[0] == '/')
+        base = sbx_xasprintf("%s/sbx/workspaces", state);
+    else if (home && home[0] == '/')
+        base = sbx_xasprintf("%s/.local/state/sbx/workspaces", home);
+    else
+        return sbx_error_set(err, SBX_E_INVAL, 0, "no place for workspaces: set HOME");
+    /* mkdir -p, each new level private to us */
+    for (char *p = base + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c0 = *p;
+            *p = '\0';
+            if (mkdir(base, 0700) < 0 && errno != EEXIST) {
+                int rc = sbx_error_errno(err, errno, "cannot create '%s'", base);
+                free(base);
+                return rc;
+            }
+            *p = c0;
+            if (!c0)
+                break;
+        }
+    }
+    *out = base;
+    return 0;
+}
+
+/* state.json in the new runtime directory: written whole before the supervisor exists, so a
+ * reader never sees it partial. */
+static int write_state(const char *dir, const json_t *state, struct sbx_error *err)
+{
+    char *text = sbx_json_dumps(state, SBX_JSON_PRETTY);
+    char *tmp = sbx_xasprintf("%s/%s.tmp", dir, SBX_PROTO_STATE);
+    char *path = sbx_xasprintf("%s/%s", dir, SBX_PROTO_STATE);
+    int rc = 0;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        rc = sbx_error_errno(err, errno, "cannot create '%s'", tmp);
+    if (rc == 0)
+        rc = sbx_fd_write_all(fd, text, strlen(text), err);
+    if (fd >= 0 && close(fd) < 0 && rc == 0)
+        rc = sbx_error_errno(err, errno, "cannot write '%s'", tmp);
+    if (rc == 0 && rename(tmp, path) < 0)
+        rc = sbx_error_errno(err, errno, "cannot rename '%s'", tmp);
+    if (rc < 0)
+        unlink(tmp);
+    free(text);
+    free(tmp);
+    free(path);
+    return rc;
+}
+
+struct state_job {
+    const char *dir;
+    json_t *state;
+    const struct sbx_manifest *manifest;
+};
+
+/* The manifest digest and state.json; run while the supervisor starts. */
+static int write_initial_state(void *ctx, struct sbx_error *err)
+{
+    struct state_job *j = ctx;
+    int rc = 0;
+    if (j->manifest) {
+        char hex[SBX_SHA256_HEX_LEN + 1];
+        rc = sbx__manifest_digest(j->manifest, hex, err);
+        if (rc < 0)
+            return rc;
+        char *tagged = sbx_xasprintf("sha256:%s", hex);
+        sbx_json_set(j->state, "manifest_digest", sbx_json_str(tagged));
+        free(tagged);
+    } else {
+        sbx_json_set(j->state, "manifest_digest", json_null());
+    }
+    return write_state(j->dir, j->state, err);
+}
+
+static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
+                     struct sbx_session **out, struct sbx_error *err)
+{
+    struct local_client *c = (struct local_client *)bc;
+    char *rundir = NULL, *dir = NULL, *ws = NULL, *wsbase = NULL, *sup = NULL;
+    char id[2 * ID_BYTES + 1];
+    int owned = 0, made_dir = 0, made_ws = 0, started = 0, rc;
+    json_t *state = NULL, *cfg = NULL;
+    struct local_session *ls = NULL;
+
+    if ((rc = find_supervisor(c, &sup, err)) < 0 ||
+        (rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err)) < 0 ||
+        (rc = sbx_random_hex(id, ID_BYTES, err)) < 0)
+        goto out;
+    dir = sbx_xasprintf("%s/%s", rundir, id);
+    if (mkdir(dir, 0700) < 0) {
+        rc = sbx_error_errno(err, errno, "cannot create runtime directory '%s'", dir);
+        goto out;
+    }
+    made_dir = 1;
+
+    if (spec && spec->workspace) {
+        ws = realpath(spec->workspace, NULL);
+        struct stat st;
+        if (!ws || stat(ws, &st) < 0 || !S_ISDIR(st.st_mode)) {
+            rc = sbx_error_set(err, SBX_E_NOTFOUND, errno,
+                               "workspace '%s' is not an existing directory", spec->workspace);
+            goto out;
+        }
+    } else {
+        rc = workspace_base(c, &wsbase, err);
+        if (rc < 0)
+            goto out;
+        ws = sbx_xasprintf("%s/%s", wsbase, id);
+        if (mkdir(ws, 0755) < 0) {
+            rc = sbx_error_errno(err, errno, "cannot create workspace '%s'", ws);
+            goto out;
+        }
+        owned = made_ws = 1;
+    }
+
+    char created[SBX_TIME_RFC3339_LEN];
+    sbx_time_rfc3339(sbx_time_real_ns(), created);
+    state = json_object();
+    sbx_json_set(state, "version", json_integer(1));
+    sbx_json_set(state, "provider", sbx_json_str("local"));
+    sbx_json_set(state, "id", sbx_json_str(id));
+    sbx_json_set(state, "workspace", sbx_json_str(ws));
+    /* Without isolation commands see the workspace at its host path. */
+    sbx_json_set(state, "root", sbx_json_str(ws));
+    sbx_json_set(state, "created", sbx_json_str(created));
+    sbx_json_set(state, "isolation", sbx_json_str("none"));
+    sbx_json_set(state, "workspace_owned", json_boolean(owned));
+    cfg = json_object();
+    json_t *env = json_array(), *ports = json_array();
+    for (const char *const *e = base_env; *e; e++)
+        sbx_json_append(env, sbx_json_str(*e));
+    char *home = sbx_xasprintf("HOME=%s", ws);
+    sbx_json_append(env, sbx_json_str(home));
+    free(home);
+    if (spec && spec->manifest &&
+        ((sbx_manifest_users(spec->manifest) && sbx_manifest_users(spec->manifest)->n) ||
+         sbx_manifest_group_count(spec->manifest)))
+        sbx_log(SBX_LOG_WARN,
+                "sandbox '%s': manifest users and groups need isolation; "
+                "commands run as the calling user",
+                id);
+    if (spec && spec->manifest) {
+        struct sbx_strv menv;
+        sbx_strv_init(&menv);
+        rc = sbx_manifest_env_resolve(spec->manifest, &menv, err);
+        for (size_t i = 0; rc == 0 && i < menv.n; i++)
+            sbx_json_append(env, sbx_json_str(menv.v[i]));
+        /* Secret values are in there: wipe our copies. */
+        for (size_t i = 0; i < menv.n; i++)
+            explicit_bzero(menv.v[i], strlen(menv.v[i]));
+        sbx_strv_release(&menv);
+        if (rc < 0) {
+            json_decref(env);
+            json_decref(ports);
+            goto out;
+        }
+    }
+    for (size_t i = 0; i < c->n_ports; i++)
+        sbx_json_append(ports, json_integer(c->ports[i]));
+    sbx_json_set(cfg, "id", sbx_json_str(id));
+    sbx_json_set(cfg, "dir", sbx_json_str(dir));
+    sbx_json_set(cfg, "workspace", sbx_json_str(ws));
+    sbx_json_set(cfg, "root", sbx_json_str(ws));
+    sbx_json_set(cfg, "isolation", sbx_json_str("none"));
+    sbx_json_set(cfg, "env", env);
+    sbx_json_set(cfg, "ports", ports);
+    struct state_job job = {.dir = dir, .state = state, .manifest = spec ? spec->manifest : NULL};
+    struct while_starting ws_job = {write_initial_state, &job};
+    rc = spawn_supervisor(sup, id, cfg, c->start_timeout_ms, &ws_job, err);
+    if (rc < 0)
+        goto out;
+    started = 1;
+
+    ls = session_from_state(rundir, dir, state);
+    state = NULL;
+    if (spec && spec->manifest) {
+        json_t *records = NULL;
+        rc = sbx__materialize(&ls->base, spec->manifest, &records, err);
+        if (rc < 0)
+            goto out;
+        sbx_json_set(ls->state, "materialized", records);
+        rc = write_state(dir, ls->state, err);
+        if (rc < 0)
+            goto out;
+    }
+    *out = &ls->base;
+    ls = NULL;
+    rc = 0;
+out:
+    if (rc < 0) {
+        struct sbx_error ignored = SBX_ERROR_INIT;
+        if (started || made_dir)
+            stop_and_clean(dir, id, NULL, 0, &ignored);
+        if (made_ws)
+            remove_tree(ws, &ignored);
+        sbx_error_prefix(err, "cannot create sandbox");
+    }
+    if (ls)
+        sess_free(&ls->base);
+    json_decref(state);
+    json_decref(cfg);
+    free(rundir);
+    free(dir);
+    free(ws);
+    free(wsbase);
+    free(sup);
+    return rc;
+}
+
+static int lc_attach(struct sbx_client *bc, const char *prefix, struct sbx_session **out,
+                     struct sbx_error *err)
+{
+    struct local_client *c = (struct local_client *)bc;
+    char *rundir = NULL, *id = NULL, *dir = NULL;
+    json_t *state = NULL, *req = NULL, *reply = NULL;
+    int rc;
+    if ((rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err)) < 0 ||
+        (rc = resolve_id(rundir, prefix, &id, err)) < 0)
+        goto out;
+    dir = sbx_xasprintf("%s/%s", rundir, id);
+    if ((rc = read_state(dir, id, &state, err)) < 0 || (rc = check_state(state, id, err)) < 0)
+        goto out;
+    req = json_pack("{s:s}", "op", "info");
+    rc = request(dir, id, req, &reply, NULL, 0, NULL, REQUEST_DEADLINE_MS, err);
+    if (rc < 0)
+        goto out;
+    *out = &session_from_state(rundir, dir, state)->base;
+    state = NULL;
+out:
+    json_decref(state);
+    json_decref(req);
+    json_decref(reply);
+    free(rundir);
+    free(id);
+    free(dir);
+    return rc;
+}
+
+static int cmp_created(const void *a, const void *b)
+{
+    const char *x = json_string_value(json_object_get(*(json_t *const *)a, "created"));
+    const char *y = json_string_value(json_object_get(*(json_t *const *)b, "created"));
+    return strcmp(x ? x : "", y ? y : "");
+}
+
+static int lc_list(struct sbx_client *bc, json_t **out, struct sbx_error *err)
+{
+    struct local_client *c = (struct local_client *)bc;
+    char *rundir = NULL;
+    json_t **items = NULL;
+    size_t n = 0;
+    int rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err);
+    if (rc < 0)
+        return rc;
+    DIR *d = opendir(rundir);
+    if (!d) {
+        rc = sbx_error_errno(err, errno, "cannot list '%s'", rundir);
+        goto out;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!valid_id(e->d_name))
+            continue;
+        char *dir = sbx_xasprintf("%s/%s", rundir, e->d_name);
+        json_t *state = NULL, *req = json_pack("{s:s}", "op", "info"), *reply = NULL;
+        struct sbx_error ignored = SBX_ERROR_INIT;
+        /* Listed only when its supervisor answers: a dead sandbox is not live. */
+        if (read_state(dir, e->d_name, &state, &ignored) == 0 &&
+            check_state(state, e->d_name, &ignored) == 0 &&
+            request(dir, e->d_name, req, &reply, NULL, 0, NULL, REQUEST_DEADLINE_MS, &ignored) ==
+                    0) {
+            items = sbx_xrealloc(items, (n + 1) * sizeof(*items));
+            items[n++] = state;
+            state = NULL;
+        }
+        json_decref(state);
+        json_decref(req);
+        json_decref(reply);
+        free(dir);
+    }
+    closedir(d);
+    if (n)
+        qsort(items, n, sizeof(*items), cmp_created);
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        sbx_json_append(arr, items[i]);
+    *out = arr;
+out:
+    free(items);
+    free(rundir);
+    return rc;
+}
+
+static int lc_remove(struct sbx_client *bc, const char *prefix, int keep_workspace,
+                     struct sbx_error *err)
+{
+    struct local_client *c = (struct local_client *)bc;
+    char *rundir = NULL, *id = NULL, *dir = NULL;
+    json_t *state = NULL;
+    int rc;
+    if ((rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err)) < 0 ||
+        (rc = resolve_id(rundir, prefix, &id, err)) < 0)
+        goto out;
+    dir = sbx_xasprintf("%s/%s", rundir, id);
+    const char *ws = NULL;
+    int owned = 0;
+    if (read_state(dir, id, &state, NULL) == 0 && check_state(state, id, NULL) == 0) {
+        ws = json_string_value(json_object_get(state, "workspace"));
+        owned = json_is_true(json_object_get(state, "workspace_owned"));
+    }
+    rc = stop_and_clean(dir, id, ws, owned && !keep_workspace, err);
+out:
+    if (rc < 0)
+        sbx_error_prefix(err, "cannot remove sandbox '%s'", prefix);
+    json_decref(state);
+    free(rundir);
+    free(id);
+    free(dir);
+    return rc;
+}
+
+static void lc_free(struct sbx_client *bc)
+{
+    struct local_client *c = (struct local_client *)bc;
+    free(c->supervisor_path);
+    free(c->runtime_dir);
+    free(c->workspace_dir);
+    free(c);
+}
+
+static const struct sbx_client_ops client_ops = {
+        .create = lc_create,
+        .attach = lc_attach,
+        .list = lc_list,
+        .remove = lc_remove,
+        .free = lc_free,
+};
+
+int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_error *err)
+{
+    const struct sbx_local_options *o = opts;
+    struct sbx_local_options dflt = {0};
+    if (!o)
+        o = &dflt;
+    if (o->isolation != SBX_LOCAL_ISOLATION_NONE)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "unknown isolation mode %d",
+                             (int)o->isolation);
+    const struct sbx_local_limits *l = &o->limits;
+    if (l->memory_bytes || l->pids || l->cpu_millis || l->file_size_bytes || l->open_files)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                             "resource limits need isolation, which is not available");
+    if (o->network == SBX_LOCAL_NETWORK_NONE)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                             "network 'none' needs isolation, which is not available");
+    if (o->n_exposed_ports > SBX_LOCAL_MAX_EXPOSED_PORTS)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d exposed ports",
+                             SBX_LOCAL_MAX_EXPOSED_PORTS);
+    for (size_t i = 0; i < o->n_exposed_ports; i++)
+        if (o->exposed_ports[i] < 1 || o->exposed_ports[i] > 65535)
+            return sbx_error_set(err, SBX_E_INVAL, 0, "exposed port %d is not in 1..65535",
+                                 o->exposed_ports[i]);
+    struct local_client *c = sbx_xcalloc(1, sizeof(*c));
+    c->base.ops = &client_ops;
+    c->base.provider = "local";
+    c->supervisor_path = o->supervisor_path ? sbx_xstrdup(o->supervisor_path) : NULL;
+    c->runtime_dir = o->runtime_dir ? sbx_xstrdup(o->runtime_dir) : NULL;
+    c->workspace_dir = o->workspace_dir ? sbx_xstrdup(o->workspace_dir) : NULL;
+    c->isolation = o->isolation;
+    c->n_ports = o->n_exposed_ports;
+    for (size_t i = 0; i < o->n_exposed_ports; i++)
+        c->ports[i] = o->exposed_ports[i];
+    c->start_timeout_ms = o->start_timeout_ms > 0 ? o->start_timeout_ms : START_TIMEOUT_MS;
+    *out = &c->base;
+    return 0;
+}

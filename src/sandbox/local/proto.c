@@ -1,0 +1,325 @@
+/* The supervisor control protocol: length-prefixed JSON with descriptors as SCM_RIGHTS. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "sandbox/local/local.h"
+#include "sbx/fs.h"
+#include "sbx/json.h"
+#include "sbx/time.h"
+
+int sbx__proto_frame(const json_t *msg, struct sbx_buf *out, struct sbx_error *err)
+{
+    char *text = sbx_json_dumps(msg, SBX_JSON_COMPACT);
+    size_t n = strlen(text);
+    int rc = 0;
+    if (n > SBX_PROTO_MAX_MSG) {
+        rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "message of %zu bytes exceeds the limit of %zu", n,
+                           SBX_PROTO_MAX_MSG);
+        goto out;
+    }
+    unsigned char hdr[4] = {(unsigned char)(n >> 24), (unsigned char)(n >> 16),
+                            (unsigned char)(n >> 8), (unsigned char)n};
+    rc = sbx_buf_add(out, hdr, 4, err);
+    if (rc == 0)
+        rc = sbx_buf_add(out, text, n, err);
+out:
+    free(text);
+    return rc;
+}
+
+int sbx__proto_parse(const char *data, size_t len, json_t **out, size_t *used,
+                     struct sbx_error *err)
+{
+    if (len < 4)
+        return 0;
+    const unsigned char *u = (const unsigned char *)data;
+    size_t n = ((size_t)u[0] << 24) | ((size_t)u[1] << 16) | ((size_t)u[2] << 8) | u[3];
+    if (n > SBX_PROTO_MAX_MSG)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0, "message of %zu bytes exceeds the limit of %zu",
+                             n, SBX_PROTO_MAX_MSG);
+    if (len - 4 < n)
+        return 0;
+    struct sbx_json_limits lim = {.max_bytes = SBX_PROTO_MAX_MSG, .max_depth = 16};
+    json_t *v = NULL;
+    int rc = sbx_json_parse(data + 4, n, &lim, &v, err);
+    if (rc < 0)
+        return rc;
+    if (!json_is_object(v)) {
+        json_decref(v);
+        return sbx_error_set(err, SBX_E_PARSE, 0, "message is not a JSON object");
+    }
+    *out = v;
+    *used = 4 + n;
+    return 1;
+}
+
+static int wait_fd(int fd, short events, int64_t deadline, struct sbx_error *err)
+{
+    for (;;) {
+        struct pollfd pfd = {.fd = fd, .events = events};
+        int r = poll(&pfd, 1, sbx_deadline_poll_ms(deadline));
+        if (r > 0)
+            return 0;
+        if (r == 0)
+            return sbx_error_set(err, SBX_E_TIMEOUT, 0, "the sandbox did not answer in time");
+        if (errno != EINTR)
+            return sbx_error_errno(err, errno, "poll");
+    }
+}
+
+int sbx__proto_send(int sock, const json_t *msg, const int *fds, size_t nfds, int64_t deadline,
+                    struct sbx_error *err)
+{
+    struct sbx_buf b;
+    int rc;
+    size_t off = 0;
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int) * SBX_PROTO_MAX_FDS)];
+    } cm;
+
+    if (nfds > SBX_PROTO_MAX_FDS)
+        SBX_BUG("too many descriptors in one message: %zu", nfds);
+    sbx_buf_init(&b, SBX_PROTO_MAX_MSG + 4);
+    rc = sbx__proto_frame(msg, &b, err);
+    if (rc < 0)
+        goto out;
+    while (off < b.len) {
+        struct iovec iov = {.iov_base = b.data + off, .iov_len = b.len - off};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+        if (off == 0 && nfds > 0) {
+            memset(&cm, 0, sizeof(cm));
+            mh.msg_control = cm.buf;
+            mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+            struct cmsghdr *c = CMSG_FIRSTHDR(&mh);
+            c->cmsg_level = SOL_SOCKET;
+            c->cmsg_type = SCM_RIGHTS;
+            c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+            memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+        }
+        ssize_t w = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w > 0) {
+            off += (size_t)w;
+            continue;
+        }
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            rc = wait_fd(sock, POLLOUT, deadline, err);
+            if (rc < 0)
+                goto out;
+            continue;
+        }
+        if (w < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+            rc = sbx_error_set(err, SBX_E_SANDBOX, errno, "connection closed");
+            goto out;
+        }
+        rc = sbx_error_errno(err, errno, "send");
+        goto out;
+    }
+    rc = 0;
+out:
+    sbx_buf_release(&b);
+    return rc;
+}
+
+/* Read exactly n bytes; descriptors that come along are appended to fds. */
+static int recv_exact(int sock, char *p, size_t n, int *fds, size_t max_fds, size_t *nfds,
+                      int64_t deadline, struct sbx_error *err)
+{
+    union {
+        struct cmsghdr h;
+        char buf[CMSG_SPACE(sizeof(int) * SBX_PROTO_MAX_FDS)];
+    } cm;
+    size_t off = 0;
+    while (off < n) {
+        struct iovec iov = {.iov_base = p + off, .iov_len = n - off};
+        struct msghdr mh = {.msg_iov = &iov, .msg_iovlen = 1};
+        mh.msg_control = cm.buf;
+        mh.msg_controllen = sizeof(cm.buf);
+        ssize_t r = recvmsg(sock, &mh, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int rc = wait_fd(sock, POLLIN, deadline, err);
+            if (rc < 0)
+                return rc;
+            continue;
+        }
+        if (r < 0 && errno != ECONNRESET)
+            return sbx_error_errno(err, errno, "receive");
+        for (struct cmsghdr *c = r > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c)) {
+            if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                continue;
+            size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t i = 0; i < k; i++) {
+                int fd;
+                memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                if (fds && nfds && *nfds < max_fds)
+                    fds[(*nfds)++] = fd;
+                else
+                    close(fd);
+            }
+        }
+        if (r <= 0)
+            return sbx_error_set(err, SBX_E_SANDBOX, 0, "connection closed");
+        off += (size_t)r;
+    }
+    return 0;
+}
+
+int sbx__proto_recv(int sock, json_t **out, int *fds, size_t max_fds, size_t *nfds,
+                    int64_t deadline, struct sbx_error *err)
+{
+    unsigned char hdr[4];
+    size_t got = 0;
+    char *body = NULL;
+    json_t *v = NULL;
+    int rc;
+
+    if (!nfds)
+        nfds = &got;
+    *nfds = 0;
+    rc = recv_exact(sock, (char *)hdr, 4, fds, max_fds, nfds, deadline, err);
+    if (rc < 0)
+        goto out;
+    size_t n = ((size_t)hdr[0] << 24) | ((size_t)hdr[1] << 16) | ((size_t)hdr[2] << 8) | hdr[3];
+    if (n > SBX_PROTO_MAX_MSG) {
+        rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "message of %zu bytes exceeds the limit of %zu", n,
+                           SBX_PROTO_MAX_MSG);
+        goto out;
+    }
+    body = sbx_xmalloc(n + 1);
+    rc = recv_exact(sock, body, n, fds, max_fds, nfds, deadline, err);
+    if (rc < 0)
+        goto out;
+    struct sbx_json_limits lim = {.max_bytes = SBX_PROTO_MAX_MSG, .max_depth = 16};
+    rc = sbx_json_parse(body, n, &lim, &v, err);
+    if (rc < 0)
+        goto out;
+    if (!json_is_object(v)) {
+        rc = sbx_error_set(err, SBX_E_PARSE, 0, "message is not a JSON object");
+        goto out;
+    }
+    *out = v;
+    v = NULL;
+out:
+    if (rc < 0) {
+        for (size_t i = 0; i < *nfds; i++)
+            close(fds[i]);
+        *nfds = 0;
+    }
+    json_decref(v);
+    free(body);
+    return rc;
+}
+
+json_t *sbx__proto_error(const struct sbx_error *e)
+{
+    json_t *r = json_object();
+    sbx_json_set(r, "ok", json_false());
+    sbx_json_set(r, "code", json_integer(e->code));
+    sbx_json_set(r, "errno", json_integer(e->sys_errno));
+    sbx_json_set(r, "error", sbx_json_str(e->msg));
+    return r;
+}
+
+int sbx__proto_check(const json_t *reply, struct sbx_error *err)
+{
+    json_t *ok = json_object_get(reply, "ok");
+    if (json_is_true(ok))
+        return 0;
+    json_int_t code = json_integer_value(json_object_get(reply, "code"));
+    const char *msg = json_string_value(json_object_get(reply, "error"));
+    if (code <= 0 || code > SBX_E_MAXTURNS)
+        code = SBX_E_SANDBOX;
+    return sbx_error_set(err, (enum sbx_errcode)code,
+                         (int)json_integer_value(json_object_get(reply, "errno")), "%s",
+                         msg ? msg : "the sandbox refused the request");
+}
+
+int sbx__local_connect(const char *dir, const char *id, int *out_fd, struct sbx_error *err)
+{
+    int dfd = -1, sock = -1, rc;
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+
+    dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (dfd < 0) {
+        if (errno == ENOENT) /* removed since the caller found or attached it */
+            rc = sbx_error_set(err, SBX_E_SANDBOX, ENOENT, "sandbox '%s' is gone", id);
+        else
+            rc = sbx_error_errno(err, errno, "cannot open the runtime directory of sandbox '%s'",
+                                 id);
+        goto out;
+    }
+    /* Through the directory fd the address stays short whatever the runtime path's length. */
+    int len = snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dfd,
+                       SBX_PROTO_SOCKNAME);
+    if (len < 0 || (size_t)len >= sizeof(sa.sun_path))
+        SBX_BUG("socket address too long");
+    sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (sock < 0) {
+        rc = sbx_error_errno(err, errno, "socket");
+        goto out;
+    }
+    while (connect(sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+        if (errno == EINTR)
+            continue;
+        if (errno == ENOENT || errno == ECONNREFUSED)
+            rc = sbx_error_set(err, SBX_E_SANDBOX, errno, "sandbox '%s' is gone", id);
+        else
+            rc = sbx_error_errno(err, errno, "cannot connect to sandbox '%s'", id);
+        goto out;
+    }
+    *out_fd = sock;
+    sock = -1;
+    rc = 0;
+out:
+    sbx_fd_close(&sock);
+    sbx_fd_close(&dfd);
+    return rc;
+}
+
+int sbx__local_runtime_base(const char *configured, char **out, struct sbx_error *err)
+{
+    char *base;
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    if (configured && configured[0])
+        base = sbx_xstrdup(configured);
+    else if (xdg && xdg[0] == '/')
+        base = sbx_xasprintf("%s/sbx", xdg);
+    else if (geteuid() == 0)
+        base = sbx_xstrdup("/run/sbx");
+    else
+        base = sbx_xasprintf("/tmp/sbx-%u", (unsigned)geteuid());
+    if (mkdir(base, 0700) < 0 && errno != EEXIST) {
+        int rc = sbx_error_errno(err, errno, "cannot create runtime directory '%s'", base);
+        free(base);
+        return rc;
+    }
+    /* In a shared place such as /tmp another user could have made it first: it must be ours,
+     * a real directory, and closed to others. */
+    struct stat st;
+    if (lstat(base, &st) < 0) {
+        int rc = sbx_error_errno(err, errno, "cannot stat runtime directory '%s'", base);
+        free(base);
+        return rc;
+    }
+    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
+        int rc = sbx_error_set(err, SBX_E_PERM, 0,
+                               "runtime directory '%s' must be a directory owned by uid %u with "
+                               "mode 0700",
+                               base, (unsigned)geteuid());
+        free(base);
+        return rc;
+    }
+    *out = base;
+    return 0;
+}

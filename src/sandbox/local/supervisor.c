@@ -1,0 +1,925 @@
+/* The supervisor: one detached, single-threaded process per local sandbox.
+ *
+ * It reads its configuration (JSON) on stdin, binds the control socket in the runtime directory,
+ * reports readiness on stdout, and then serves: one request per connection, commands forked into
+ * their own process group with stdio pipes handed to the client, every child reaped, timeouts
+ * enforced, and on shutdown every process it ever spawned killed. See
+ * docs/internals/local-provider.md. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "sandbox/local/local.h"
+#include "sbx/fs.h"
+#include "sbx/json.h"
+#include "sbx/log.h"
+#include "sbx/path.h"
+#include "sbx/strv.h"
+#include "sbx/time.h"
+
+#define MAX_CONNS      1024
+#define CONFIG_MAX     ((size_t)16 << 20)
+#define SEND_DEADLINE  1000
+#define DEFAULT_ROWS   24
+#define DEFAULT_COLS   80
+#define KILL_ALL_LOOPS 10000
+
+extern char **environ;
+
+struct child {
+    pid_t pid;
+    int tty;          /* leads its own session: kill the session, not only the group */
+    int conn;         /* index of the connection waiting for its exit, or -1 */
+    int64_t deadline; /* SIGTERM at, INT64_MAX: none */
+    int64_t kill_at;  /* SIGKILL at after SIGTERM, INT64_MAX: not yet */
+    int64_t grace_ms;
+    int timed_out;
+};
+
+struct conn {
+    int fd;
+    struct sbx_buf in;
+    int child; /* index into children, or -1 */
+};
+
+struct sup {
+    char *id, *dir, *workspace, *root;
+    int listen_fd, sig_fd, root_fd, dir_fd;
+    int ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
+    size_t n_ports;
+    struct sbx_strv env; /* base environment of every command */
+    struct conn *conns;
+    size_t n_conns;
+    struct child *children;
+    size_t n_children;
+    int stopping;
+    int stop_conn; /* the connection that asked for shutdown, or -1 */
+};
+
+/* ---------------------------------------------------------------------------------------------
+ * Killing */
+
+/* Parse /proc/<pid>/stat: ppid, pgrp, session. Returns 0 or -1. */
+static int proc_stat(pid_t pid, pid_t *ppid, pid_t *pgrp, pid_t *sid)
+{
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    if (!p)
+        return -1;
+    char state;
+    int a, b, c;
+    if (sscanf(p + 1, " %c %d %d %d", &state, &a, &b, &c) != 4)
+        return -1;
+    *ppid = a;
+    *pgrp = b;
+    *sid = c;
+    return 0;
+}
+
+/* Signal every process whose parent is us (who != 0) or whose group or session is leader. */
+static int signal_procs(pid_t parent, pid_t leader, int sig)
+{
+    DIR *d = opendir("/proc");
+    int hits = 0;
+    if (!d)
+        return 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long pid = strtol(e->d_name, &end, 10);
+        if (*end || pid <= 1 || pid == getpid())
+            continue;
+        pid_t pp, pg, sid;
+        if (proc_stat((pid_t)pid, &pp, &pg, &sid) < 0)
+            continue;
+        if ((parent && pp == parent) || (leader && (pg == leader || sid == leader))) {
+            kill((pid_t)pid, sig);
+            hits++;
+        }
+    }
+    closedir(d);
+    return hits;
+}
+
+/* A command's process group, and for a terminal session everything in its session (a shell's
+ * foreground job runs in a group of its own). */
+static void kill_child(const struct child *c, int sig)
+{
+    kill(-c->pid, sig);
+    kill(c->pid, sig);
+    if (c->tty)
+        signal_procs(0, c->pid, sig);
+}
+
+/* Kill everything we ever spawned. As a child subreaper every orphan of ours is reparented to
+ * us, so killing our children until none is left reaches daemons that left their group too. */
+static void kill_everything(struct sup *s)
+{
+    for (size_t i = 0; i < s->n_children; i++)
+        if (s->children[i].pid > 0)
+            kill_child(&s->children[i], SIGKILL);
+    for (int loop = 0; loop < KILL_ALL_LOOPS; loop++) {
+        signal_procs(getpid(), 0, SIGKILL);
+        int status;
+        pid_t p = waitpid(-1, &status, 0);
+        if (p < 0 && errno == ECHILD)
+            break;
+    }
+    for (size_t i = 0; i < s->n_children; i++)
+        s->children[i].pid = 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Connections */
+
+static int add_conn(struct sup *s, int fd)
+{
+    for (size_t i = 0; i < s->n_conns; i++) {
+        if (s->conns[i].fd < 0) {
+            s->conns[i].fd = fd;
+            sbx_buf_init(&s->conns[i].in, SBX_PROTO_MAX_MSG + 4);
+            s->conns[i].child = -1;
+            return (int)i;
+        }
+    }
+    if (s->n_conns >= MAX_CONNS)
+        return -1;
+    s->conns = sbx_xrealloc(s->conns, (s->n_conns + 1) * sizeof(*s->conns));
+    s->conns[s->n_conns].fd = fd;
+    sbx_buf_init(&s->conns[s->n_conns].in, SBX_PROTO_MAX_MSG + 4);
+    s->conns[s->n_conns].child = -1;
+    return (int)s->n_conns++;
+}
+
+static void drop_conn(struct sup *s, int ci)
+{
+    struct conn *c = &s->conns[ci];
+    if (c->child >= 0) {
+        /* The client went away while its command runs: the command goes too. */
+        struct child *ch = &s->children[c->child];
+        ch->conn = -1;
+        if (ch->pid > 0)
+            kill_child(ch, SIGKILL);
+    }
+    sbx_fd_close(&c->fd);
+    sbx_buf_release(&c->in);
+    c->child = -1;
+}
+
+static void reply(struct sup *s, int ci, json_t *take_msg, const int *fds, size_t nfds)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    if (sbx__proto_send(s->conns[ci].fd, take_msg, fds, nfds, sbx_deadline_after_ms(SEND_DEADLINE),
+                        &err) < 0)
+        sbx_log(SBX_LOG_WARN, "cannot answer a client: %s", err.msg);
+    json_decref(take_msg);
+}
+
+static void reply_err(struct sup *s, int ci, const struct sbx_error *e)
+{
+    reply(s, ci, sbx__proto_error(e), NULL, 0);
+}
+
+static json_t *ok_msg(void)
+{
+    json_t *m = json_object();
+    sbx_json_set(m, "ok", json_true());
+    return m;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * exec */
+
+struct exec_req {
+    struct sbx_strv argv, env;
+    const char *cwd;
+    int64_t timeout_ms, grace_ms;
+    int tty, want_stdin, merge;
+    int64_t rows, cols;
+};
+
+static int parse_strv(const json_t *req, const char *key, int required, size_t max,
+                      struct sbx_strv *out, struct sbx_error *err)
+{
+    json_t *a = NULL;
+    int rc = sbx_json_get_array(req, key, required, &a, err);
+    if (rc < 0 || !a)
+        return rc;
+    if (json_array_size(a) > max)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0, "field '%s' has more than %zu items", key, max);
+    size_t i;
+    json_t *v;
+    json_array_foreach(a, i, v)
+    {
+        if (!json_is_string(v))
+            return sbx_error_set(err, SBX_E_INVAL, 0, "field '%s' must hold strings", key);
+        sbx_strv_push(out, json_string_value(v));
+    }
+    return 0;
+}
+
+static int parse_exec(const json_t *req, struct exec_req *x, struct sbx_error *err)
+{
+    int rc;
+    if ((rc = parse_strv(req, "argv", 1, SBX_EXEC_MAX_ARGS, &x->argv, err)) < 0 ||
+        (rc = parse_strv(req, "env", 0, SBX_EXEC_MAX_ENV, &x->env, err)) < 0 ||
+        (rc = sbx_json_get_string(req, "cwd", 0, &x->cwd, err)) < 0 ||
+        (rc = sbx_json_get_int(req, "timeout_ms", 0, &x->timeout_ms, err)) < 0 ||
+        (rc = sbx_json_get_int(req, "grace_ms", 0, &x->grace_ms, err)) < 0 ||
+        (rc = sbx_json_get_bool(req, "tty", 0, &x->tty, err)) < 0 ||
+        (rc = sbx_json_get_bool(req, "stdin", 0, &x->want_stdin, err)) < 0 ||
+        (rc = sbx_json_get_bool(req, "merge", 0, &x->merge, err)) < 0 ||
+        (rc = sbx_json_get_int(req, "rows", 0, &x->rows, err)) < 0 ||
+        (rc = sbx_json_get_int(req, "cols", 0, &x->cols, err)) < 0)
+        return rc;
+    if (x->argv.n == 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "empty command");
+    if (x->timeout_ms < 0 || x->grace_ms < 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "timeout must not be negative");
+    if (x->rows < 0 || x->rows > 65535 || x->cols < 0 || x->cols > 65535)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "terminal size out of range");
+    return 0;
+}
+
+static int add_child(struct sup *s)
+{
+    for (size_t i = 0; i < s->n_children; i++)
+        if (s->children[i].pid == 0)
+            return (int)i;
+    s->children = sbx_xrealloc(s->children, (s->n_children + 1) * sizeof(*s->children));
+    s->children[s->n_children].pid = 0;
+    return (int)s->n_children++;
+}
+
+/* In the forked child: never returns. Only async-signal-safe calls: the supervisor is single
+ * threaded, but keeping to them keeps this path valid if that ever changes. */
+static SBX_NORETURN void child_main(const struct exec_req *x, char **envp, int cwd_fd, int in_fd,
+                                    int out_fd, int err_fd, int pty_slave, int errpipe)
+{
+    /* The supervisor changes only SIGPIPE's disposition (ignored: that would survive exec) and
+     * the mask (its signals go to a signalfd); everything else is at the default already. */
+    sigset_t none;
+    sigemptyset(&none);
+    signal(SIGPIPE, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    /* Should the supervisor die without a chance to clean up (SIGKILL), its direct children go
+     * with it; deeper descendants are only contained by the pid namespace of isolation. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (pty_slave >= 0) {
+        if (setsid() < 0 || ioctl(pty_slave, TIOCSCTTY, 0) < 0)
+            goto fail;
+        in_fd = out_fd = err_fd = pty_slave;
+    } else if (setpgid(0, 0) < 0) {
+        goto fail;
+    }
+    if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
+        goto fail;
+    if (fchdir(cwd_fd) < 0)
+        goto fail;
+    /* Isolation hook (2): the isolation module applies no_new_privs, capability drop, rlimits,
+     * seccomp and the run_as user here, between fork and exec. With isolation "none" there is
+     * nothing to apply. */
+    environ = envp;
+    execvp(x->argv.v[0], x->argv.v);
+fail:;
+    int e = errno;
+    ssize_t w = write(errpipe, &e, sizeof(e));
+    (void)w;
+    _exit(127);
+}
+
+static void do_exec(struct sup *s, int ci, const json_t *req)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct exec_req x = {0};
+    struct sbx_strv env;
+    int cwd_fd = -1, out_r = -1, out_w = -1, err_r = -1, err_w = -1, in_c = -1, in_s = -1;
+    int master = -1, slave = -1, devnull = -1, ep[2] = {-1, -1};
+    int rc;
+
+    sbx_strv_init(&x.argv);
+    sbx_strv_init(&x.env);
+    sbx_strv_init(&env);
+    rc = parse_exec(req, &x, &err);
+    if (rc < 0)
+        goto out;
+    if (s->stopping) {
+        rc = sbx_error_set(&err, SBX_E_SANDBOX, 0, "sandbox '%s' is shutting down", s->id);
+        goto out;
+    }
+    /* The cwd is resolved beneath the workspace in one step: a planted symlink cannot lead out. */
+    char *rel = NULL;
+    rc = sbx_path_normalize(x.cwd ? x.cwd : "", x.cwd ? strlen(x.cwd) : 0, SBX_PATH_ALLOW_ROOT,
+                            NULL, &rel, &err);
+    if (rc == 0)
+        rc = sbx_fs_open(s->root_fd, rel, O_RDONLY | O_DIRECTORY, 0, 0, &cwd_fd, &err);
+    if (rc < 0) {
+        sbx_error_prefix(&err, "working directory '%s'", x.cwd ? x.cwd : "");
+        free(rel);
+        goto out;
+    }
+
+    for (size_t i = 0; i < s->env.n; i++)
+        sbx_strv_push(&env, s->env.v[i]);
+    char *pwd = rel[0] ? sbx_xasprintf("%s/%s", s->root, rel) : sbx_xstrdup(s->root);
+    sbx_strv_setenv(&env, "PWD", pwd);
+    free(pwd);
+    free(rel);
+    if (x.tty && !sbx_strv_getenv(&env, "TERM"))
+        sbx_strv_setenv(&env, "TERM", "xterm-256color");
+    for (size_t i = 0; i < x.env.n; i++) {
+        char *eq = strchr(x.env.v[i], '=');
+        if (!eq || eq == x.env.v[i]) {
+            rc = sbx_error_set(&err, SBX_E_INVAL, 0, "environment entry '%s' must be KEY=VALUE",
+                               x.env.v[i]);
+            goto out;
+        }
+        *eq = '\0';
+        sbx_strv_setenv(&env, x.env.v[i], eq + 1);
+        *eq = '=';
+    }
+
+    int p[2];
+    if (x.tty) {
+        master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+        char name[128];
+        if (master < 0 || grantpt(master) < 0 || unlockpt(master) < 0 ||
+            ptsname_r(master, name, sizeof(name)) != 0) {
+            rc = sbx_error_errno(&err, errno, "cannot allocate a terminal");
+            goto out;
+        }
+        slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+        if (slave < 0) {
+            rc = sbx_error_errno(&err, errno, "cannot open terminal '%s'", name);
+            goto out;
+        }
+        struct winsize ws = {.ws_row = x.rows ? (unsigned short)x.rows : DEFAULT_ROWS,
+                             .ws_col = x.cols ? (unsigned short)x.cols : DEFAULT_COLS};
+        (void)ioctl(master, TIOCSWINSZ, &ws);
+    } else {
+        if (pipe2(p, O_CLOEXEC) < 0) {
+            rc = sbx_error_errno(&err, errno, "pipe");
+            goto out;
+        }
+        out_r = p[0];
+        out_w = p[1];
+        if (!x.merge) {
+            if (pipe2(p, O_CLOEXEC) < 0) {
+                rc = sbx_error_errno(&err, errno, "pipe");
+                goto out;
+            }
+            err_r = p[0];
+            err_w = p[1];
+        }
+        if (x.want_stdin) {
+            /* A socket, not a pipe: the client writes with MSG_NOSIGNAL, so a command that stops
+             * reading cannot kill the client with SIGPIPE. */
+            if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) < 0) {
+                rc = sbx_error_errno(&err, errno, "socketpair");
+                goto out;
+            }
+            in_c = p[0];
+            in_s = p[1];
+            shutdown(in_s, SHUT_WR);
+            shutdown(in_c, SHUT_RD);
+        } else {
+            devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+            if (devnull < 0) {
+                rc = sbx_error_errno(&err, errno, "cannot open '/dev/null'");
+                goto out;
+            }
+        }
+    }
+    if (pipe2(ep, O_CLOEXEC) < 0) {
+        rc = sbx_error_errno(&err, errno, "pipe");
+        goto out;
+    }
+    char **envp = env.v;
+    pid_t pid = fork();
+    if (pid < 0) {
+        rc = sbx_error_errno(&err, errno, "fork");
+        goto out;
+    }
+    if (pid == 0)
+        child_main(&x, envp, cwd_fd, x.want_stdin ? in_s : devnull, out_w, x.merge ? out_w : err_w,
+                   slave, ep[1]);
+    if (!x.tty)
+        (void)setpgid(pid, pid); /* also here, so a kill right away cannot miss the group */
+    sbx_fd_close(&ep[1]);
+    sbx_fd_close(&out_w);
+    sbx_fd_close(&err_w);
+    sbx_fd_close(&in_s);
+    sbx_fd_close(&slave);
+    int child_errno = 0;
+    ssize_t n;
+    do
+        n = read(ep[0], &child_errno, sizeof(child_errno));
+    while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)sizeof(child_errno)) {
+        /* exec failed: the child is gone already */
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+            ;
+        if (child_errno == ENOENT)
+            rc = sbx_error_set(&err, SBX_E_NOTFOUND, ENOENT, "command '%s' not found", x.argv.v[0]);
+        else
+            rc = sbx_error_errno(&err, child_errno, "cannot run '%s'", x.argv.v[0]);
+        goto out;
+    }
+
+    int ch = add_child(s);
+    s->children[ch] = (struct child){
+            .pid = pid,
+            .tty = x.tty,
+            .conn = ci,
+            .deadline = x.timeout_ms > 0 ? sbx_deadline_after_ms(x.timeout_ms) : INT64_MAX,
+            .kill_at = INT64_MAX,
+            .grace_ms = x.grace_ms > 0 ? x.grace_ms : SBX_EXEC_DEFAULT_GRACE_MS,
+    };
+    s->conns[ci].child = ch;
+
+    json_t *m = ok_msg();
+    sbx_json_set(m, "pid", json_integer(pid));
+    int fds[3];
+    size_t nfds = 0;
+    if (x.tty) {
+        fds[nfds++] = master;
+    } else {
+        fds[nfds++] = out_r;
+        if (!x.merge)
+            fds[nfds++] = err_r;
+        if (x.want_stdin)
+            fds[nfds++] = in_c;
+    }
+    reply(s, ci, m, fds, nfds);
+    rc = 0;
+out:
+    if (rc < 0)
+        reply_err(s, ci, &err);
+    sbx_fd_close(&ep[0]);
+    sbx_fd_close(&ep[1]);
+    sbx_fd_close(&cwd_fd);
+    sbx_fd_close(&out_r);
+    sbx_fd_close(&out_w);
+    sbx_fd_close(&err_r);
+    sbx_fd_close(&err_w);
+    sbx_fd_close(&in_c);
+    sbx_fd_close(&in_s);
+    sbx_fd_close(&master);
+    sbx_fd_close(&slave);
+    sbx_fd_close(&devnull);
+    sbx_strv_release(&x.argv);
+    sbx_strv_release(&x.env);
+    sbx_strv_release(&env);
+    if (rc < 0)
+        drop_conn(s, ci);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * ports */
+
+/* Is something listening on TCP port in our network namespace? Returns the address family seen
+ * (4 or 6), or 0. */
+static int listening(int port)
+{
+    static const char *const files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
+    for (int f = 0; f < 2; f++) {
+        FILE *fp = fopen(files[f], "re");
+        if (!fp)
+            continue;
+        char line[512];
+        int found = 0;
+        while (!found && fgets(line, sizeof(line), fp)) {
+            char local[128];
+            unsigned st;
+            if (sscanf(line, " %*d: %127s %*s %x", local, &st) != 2)
+                continue;
+            char *colon = strrchr(local, ':');
+            if (colon && st == 0x0A && strtoul(colon + 1, NULL, 16) == (unsigned long)port)
+                found = 1;
+        }
+        fclose(fp);
+        if (found)
+            return f == 0 ? 4 : 6;
+    }
+    return 0;
+}
+
+static void do_port(struct sup *s, int ci, const json_t *req)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    int64_t port = 0;
+    int rc = sbx_json_get_int(req, "port", 1, &port, &err);
+    if (rc == 0 && (port < 1 || port > 65535))
+        rc = sbx_error_set(&err, SBX_E_INVAL, 0, "port %lld is not in 1..65535", (long long)port);
+    if (rc == 0 && s->n_ports) {
+        int allowed = 0;
+        for (size_t i = 0; i < s->n_ports; i++)
+            allowed |= s->ports[i] == port;
+        if (!allowed)
+            rc = sbx_error_set(&err, SBX_E_PERM, 0, "port %lld is not exposed by sandbox '%s'",
+                               (long long)port, s->id);
+    }
+    int fam = rc == 0 ? listening((int)port) : 0;
+    if (rc == 0 && !fam)
+        rc = sbx_error_set(&err, SBX_E_NOTFOUND, 0, "nothing listens on port %lld in sandbox '%s'",
+                           (long long)port, s->id);
+    if (rc < 0) {
+        reply_err(s, ci, &err);
+    } else {
+        /* Without a network namespace the service listens on the host itself. */
+        json_t *m = ok_msg();
+        char *url = fam == 4 ? sbx_xasprintf("http://127.0.0.1:%lld", (long long)port)
+                             : sbx_xasprintf("http://[::1]:%lld", (long long)port);
+        sbx_json_set(m, "url", sbx_json_str(url));
+        free(url);
+        reply(s, ci, m, NULL, 0);
+    }
+    drop_conn(s, ci);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Requests */
+
+static void handle(struct sup *s, int ci, json_t *req)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    const char *op = NULL;
+    if (sbx_json_get_string(req, "op", 1, &op, &err) < 0) {
+        reply_err(s, ci, &err);
+        drop_conn(s, ci);
+        return;
+    }
+    if (strcmp(op, "exec") == 0) {
+        do_exec(s, ci, req);
+    } else if (strcmp(op, "info") == 0) {
+        json_t *m = ok_msg();
+        sbx_json_set(m, "id", sbx_json_str(s->id));
+        sbx_json_set(m, "pid", json_integer(getpid()));
+        sbx_json_set(m, "root", sbx_json_str(s->root));
+        reply(s, ci, m, NULL, 0);
+        drop_conn(s, ci);
+    } else if (strcmp(op, "root") == 0) {
+        reply(s, ci, ok_msg(), &s->root_fd, 1);
+        drop_conn(s, ci);
+    } else if (strcmp(op, "port") == 0) {
+        do_port(s, ci, req);
+    } else if (strcmp(op, "shutdown") == 0) {
+        /* Answered once everything is dead (see serve). */
+        s->stopping = 1;
+        s->stop_conn = ci;
+    } else {
+        sbx_error_set(&err, SBX_E_INVAL, 0, "unknown operation '%s'", op);
+        reply_err(s, ci, &err);
+        drop_conn(s, ci);
+    }
+}
+
+static void on_readable(struct sup *s, int ci)
+{
+    struct conn *c = &s->conns[ci];
+    char buf[65536];
+    ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return;
+    if (n <= 0 || c->child >= 0) {
+        /* Closed; or data on a connection that already runs a command (protocol abuse). */
+        drop_conn(s, ci);
+        return;
+    }
+    struct sbx_error err = SBX_ERROR_INIT;
+    if (sbx_buf_add(&c->in, buf, (size_t)n, &err) < 0) {
+        reply_err(s, ci, &err);
+        drop_conn(s, ci);
+        return;
+    }
+    json_t *req = NULL;
+    size_t used = 0;
+    int rc = sbx__proto_parse(c->in.data, c->in.len, &req, &used, &err);
+    if (rc == 0)
+        return;
+    if (rc < 0) {
+        reply_err(s, ci, &err);
+        drop_conn(s, ci);
+        return;
+    }
+    sbx_buf_reset(&c->in);
+    handle(s, ci, req);
+    json_decref(req);
+}
+
+static void on_exit_status(struct sup *s, pid_t pid, int status)
+{
+    for (size_t i = 0; i < s->n_children; i++) {
+        struct child *c = &s->children[i];
+        if (c->pid != pid)
+            continue;
+        if (c->conn >= 0) {
+            json_t *m = json_object();
+            sbx_json_set(m, "exit", json_true());
+            sbx_json_set(m, "code", json_integer(WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+            sbx_json_set(m, "signal", json_integer(WIFSIGNALED(status) ? WTERMSIG(status) : 0));
+            sbx_json_set(m, "timed_out", json_boolean(c->timed_out));
+            int ci = c->conn;
+            reply(s, ci, m, NULL, 0);
+            s->conns[ci].child = -1;
+            drop_conn(s, ci);
+        }
+        c->pid = 0;
+        return;
+    }
+    /* An orphan reparented to us: reaping it is all there is to do. */
+}
+
+static void reap(struct sup *s)
+{
+    for (;;) {
+        int status;
+        pid_t p = waitpid(-1, &status, WNOHANG);
+        if (p <= 0)
+            return;
+        on_exit_status(s, p, status);
+    }
+}
+
+static int64_t check_timers(struct sup *s)
+{
+    int64_t now = sbx_time_mono_ns(), next = INT64_MAX;
+    for (size_t i = 0; i < s->n_children; i++) {
+        struct child *c = &s->children[i];
+        if (c->pid <= 0)
+            continue;
+        if (c->kill_at != INT64_MAX) {
+            if (now >= c->kill_at) {
+                kill_child(c, SIGKILL);
+                c->kill_at = INT64_MAX - 1; /* sent; wait for the reap */
+            } else if (c->kill_at < next) {
+                next = c->kill_at;
+            }
+        } else if (c->deadline != INT64_MAX) {
+            if (now >= c->deadline) {
+                c->timed_out = 1;
+                kill_child(c, SIGTERM);
+                kill_child(c, SIGCONT);
+                c->kill_at = now + c->grace_ms * SBX_NS_PER_MS;
+                if (c->kill_at < next)
+                    next = c->kill_at;
+            } else if (c->deadline < next) {
+                next = c->deadline;
+            }
+        }
+    }
+    return next;
+}
+
+static void serve(struct sup *s)
+{
+    struct pollfd *pfd = NULL;
+    size_t pcap = 0;
+    while (!s->stopping) {
+        size_t need = 2 + s->n_conns;
+        if (need > pcap) {
+            pcap = need;
+            pfd = sbx_xrealloc(pfd, pcap * sizeof(*pfd));
+        }
+        size_t n = 0;
+        pfd[n++] = (struct pollfd){.fd = s->sig_fd, .events = POLLIN};
+        pfd[n++] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
+        for (size_t i = 0; i < s->n_conns; i++)
+            pfd[n++] = (struct pollfd){.fd = s->conns[i].fd, .events = POLLIN};
+        int64_t next = check_timers(s);
+        int timeout = -1;
+        if (next != INT64_MAX) {
+            int64_t ms = (next - sbx_time_mono_ns()) / SBX_NS_PER_MS + 1;
+            timeout = ms < 0 ? 0 : ms > 60000 ? 60000 : (int)ms;
+        }
+        int r = poll(pfd, (nfds_t)n, timeout);
+        if (r < 0) {
+            if (errno == EINTR)
+                continue;
+            sbx_log(SBX_LOG_ERROR, "poll: %s", strerror(errno));
+            break;
+        }
+        if (pfd[0].revents) {
+            struct signalfd_siginfo si;
+            while (read(s->sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+                if (si.ssi_signo != SIGCHLD) {
+                    sbx_log(SBX_LOG_INFO, "signal %u: shutting down", si.ssi_signo);
+                    s->stopping = 1;
+                }
+            }
+            reap(s);
+        }
+        for (size_t i = 2; i < n; i++) {
+            size_t ci = i - 2;
+            if (pfd[i].revents && s->conns[ci].fd == pfd[i].fd && pfd[i].fd >= 0)
+                on_readable(s, (int)ci);
+        }
+        if (pfd[1].revents & POLLIN) {
+            int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (fd >= 0 && add_conn(s, fd) < 0)
+                close(fd);
+        }
+    }
+    free(pfd);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Start-up */
+
+static int load_config(struct sup *s, json_t *cfg, struct sbx_error *err)
+{
+    const char *id, *dir, *ws, *root, *iso = "none";
+    json_t *ports = NULL;
+    int rc;
+    if ((rc = sbx_json_get_string(cfg, "id", 1, &id, err)) < 0 ||
+        (rc = sbx_json_get_string(cfg, "dir", 1, &dir, err)) < 0 ||
+        (rc = sbx_json_get_string(cfg, "workspace", 1, &ws, err)) < 0 ||
+        (rc = sbx_json_get_string(cfg, "root", 1, &root, err)) < 0 ||
+        (rc = sbx_json_get_string(cfg, "isolation", 0, &iso, err)) < 0 ||
+        (rc = sbx_json_get_array(cfg, "ports", 0, &ports, err)) < 0 ||
+        (rc = parse_strv(cfg, "env", 0, SBX_EXEC_MAX_ENV, &s->env, err)) < 0)
+        return rc;
+    if (strcmp(iso, "none") != 0)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "isolation '%s' is not available", iso);
+    s->id = sbx_xstrdup(id);
+    s->dir = sbx_xstrdup(dir);
+    s->workspace = sbx_xstrdup(ws);
+    s->root = sbx_xstrdup(root);
+    size_t i;
+    json_t *v;
+    json_array_foreach(ports, i, v)
+    {
+        if (!json_is_integer(v) || s->n_ports >= SBX_LOCAL_MAX_EXPOSED_PORTS)
+            return sbx_error_set(err, SBX_E_INVAL, 0, "bad exposed port list");
+        s->ports[s->n_ports++] = (int)json_integer_value(v);
+    }
+    return 0;
+}
+
+static int start(struct sup *s, struct sbx_error *err)
+{
+    struct sbx_buf cfgtext;
+    json_t *cfg = NULL;
+    int rc;
+
+    sbx_buf_init(&cfgtext, CONFIG_MAX);
+    rc = sbx_fd_read_all(0, CONFIG_MAX, &cfgtext, err);
+    if (rc == 0)
+        rc = sbx_json_parse(cfgtext.data, cfgtext.len, NULL, &cfg, err);
+    if (rc == 0)
+        rc = load_config(s, cfg, err);
+    json_decref(cfg);
+    sbx_buf_release(&cfgtext);
+    if (rc < 0) {
+        sbx_error_prefix(err, "supervisor configuration");
+        return rc;
+    }
+
+    s->dir_fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (s->dir_fd < 0)
+        return sbx_error_errno(err, errno, "cannot open runtime directory '%s'", s->dir);
+
+    /* Log next to the socket from here on. */
+    int logfd = openat(s->dir_fd, SBX_PROTO_LOG, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (logfd >= 0) {
+        dup2(logfd, 2);
+        close(logfd);
+    }
+
+    /* Orphans of the commands become our children, so we reap them and can kill them. */
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+        return sbx_error_errno(err, errno, "cannot become a child subreaper");
+
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGCHLD);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGHUP);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    s->sig_fd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (s->sig_fd < 0)
+        return sbx_error_errno(err, errno, "signalfd");
+
+    s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s->listen_fd < 0)
+        return sbx_error_errno(err, errno, "socket");
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", s->dir_fd,
+             SBX_PROTO_SOCKNAME);
+    mode_t old = umask(077);
+    int b = bind(s->listen_fd, (struct sockaddr *)&sa, sizeof(sa));
+    umask(old);
+    if (b < 0 || listen(s->listen_fd, 128) < 0)
+        return sbx_error_errno(err, errno, "cannot listen on '%s/%s'", s->dir, SBX_PROTO_SOCKNAME);
+
+    /* Isolation hook (1): here, with the control socket bound and before serving, the isolation
+     * module may move the supervisor into new namespaces (forking so that the serving process is
+     * PID 1 of a new pid namespace) and pivot into a root where the workspace is mounted at the
+     * manifest root. With isolation "none" the supervisor stays on the host. */
+
+    /* Opened by its sandbox path, after any pivot: commands and clients must see the workspace
+     * the sandbox sees. */
+    s->root_fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (s->root_fd < 0)
+        return sbx_error_errno(err, errno, "cannot open workspace '%s'", s->root);
+    return 0;
+}
+
+int sbx_local_supervise_main(int argc, char **argv)
+{
+    struct sup s = {.listen_fd = -1, .sig_fd = -1, .root_fd = -1, .dir_fd = -1, .stop_conn = -1};
+    struct sbx_error err = SBX_ERROR_INIT;
+    int rc;
+
+    /* argv[1] is the sandbox id: unused but for ps(1), where it tells supervisors apart. */
+    if (argc != 2 || !argv[1][0]) {
+        fprintf(stderr, "sbx: %s is internal to sbx\n", SBX_LOCAL_SUPERVISE_VERB);
+        return 2;
+    }
+    /* Detach: the creator started us as a session leader and waits for this first process;
+     * the supervisor proper is its child, which is no session leader (so it can never acquire
+     * a controlling terminal) and is reparented once this process exits. */
+    pid_t first = fork();
+    if (first < 0) {
+        fprintf(stderr, "sbx: supervisor: fork: %s\n", strerror(errno));
+        return 1;
+    }
+    if (first > 0)
+        _exit(0);
+    sbx_strv_init(&s.env);
+    sbx_log_set_handler(sbx_log_stderr, NULL, SBX_LOG_INFO);
+    rc = start(&s, &err);
+
+    /* Report to the creator on stdout, then let go of stdin/stdout. */
+    json_t *m = rc < 0 ? sbx__proto_error(&err) : ok_msg();
+    if (rc == 0)
+        sbx_json_set(m, "pid", json_integer(getpid()));
+    char *text = sbx_json_dumps(m, SBX_JSON_COMPACT);
+    json_decref(m);
+    signal(SIGPIPE, SIG_IGN);
+    int wrc = sbx_fd_write_all(1, text, strlen(text), NULL);
+    free(text);
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (devnull >= 0) {
+        dup2(devnull, 0);
+        dup2(devnull, 1);
+        close(devnull);
+    }
+    if (rc == 0 && wrc < 0) {
+        /* The creator gave up waiting: nobody knows about this sandbox. */
+        sbx_log(SBX_LOG_WARN, "creator went away during start-up");
+        rc = -1;
+    }
+    if (rc == 0) {
+        sbx_log(SBX_LOG_INFO, "sandbox '%s' serving (pid %d)", s.id, (int)getpid());
+        serve(&s);
+        kill_everything(&s);
+        unlinkat(s.dir_fd, SBX_PROTO_SOCKNAME, 0);
+        sbx_log(SBX_LOG_INFO, "sandbox '%s' stopped", s.id);
+        if (s.stop_conn >= 0 && s.conns[s.stop_conn].fd >= 0)
+            reply(&s, s.stop_conn, ok_msg(), NULL, 0);
+    } else if (s.dir_fd >= 0) {
+        unlinkat(s.dir_fd, SBX_PROTO_SOCKNAME, 0);
+    }
+    for (size_t i = 0; i < s.n_conns; i++)
+        if (s.conns[i].fd >= 0)
+            drop_conn(&s, (int)i);
+    free(s.conns);
+    free(s.children);
+    sbx_fd_close(&s.listen_fd);
+    sbx_fd_close(&s.sig_fd);
+    sbx_fd_close(&s.root_fd);
+    sbx_fd_close(&s.dir_fd);
+    sbx_strv_release(&s.env);
+    free(s.id);
+    free(s.dir);
+    free(s.workspace);
+    free(s.root);
+    return rc < 0 ? 1 : 0;
+}

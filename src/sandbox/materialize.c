@@ -1,0 +1,491 @@
+/* Manifest materialisation into a fresh workspace, written once over the session API so every
+ * provider shares it. Host sources (local_file, local_dir, git_repo) are read on the harness
+ * side: the sandbox never needs network access or credentials to get them. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sandbox/session-internal.h"
+#include "sbx/buf.h"
+#include "sbx/fs.h"
+#include "sbx/hash.h"
+#include "sbx/json.h"
+#include "sbx/manifest.h"
+#include "sbx/path.h"
+#include "sbx/session.h"
+#include "sbx/strv.h"
+
+#define COPY_MAX_DEPTH 256
+#define GIT_ERR_MAX    4096
+
+extern char **environ;
+
+/* Copy one regular file (open fd) to dest with mode. */
+static int copy_file_fd(struct sbx_session *s, int fd, const char *dest, mode_t mode,
+                        struct sbx_error *err)
+{
+    return sbx_session_write_fd(s, dest, fd, SBX_MANIFEST_DEFAULT_MAX_TOTAL_BYTES, mode & 07777,
+                                SBX_WRITE_PARENTS, err);
+}
+
+/* Copy the directory open at dfd into dest, never following a symlink: every level is opened
+ * relative to its parent with O_NOFOLLOW. A symlink inside is an error (it could point anywhere
+ * on the host); sockets, fifos and devices are skipped. skip_git leaves out ".git" at the top. */
+static int copy_tree(struct sbx_session *s, int dfd, const char *shown, const char *dest, int depth,
+                     int skip_git, struct sbx_error *err)
+{
+    DIR *d = NULL;
+    int rc = 0;
+    if (depth > COPY_MAX_DEPTH)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0, "'%s' nests deeper than %d levels", shown,
+                             COPY_MAX_DEPTH);
+    int fd = dup(dfd);
+    if (fd < 0 || !(d = fdopendir(fd))) {
+        rc = sbx_error_errno(err, errno, "cannot list '%s'", shown);
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    rewinddir(d);
+    struct dirent *e;
+    while (rc == 0 && (e = readdir(d))) {
+        const char *n = e->d_name;
+        if (strcmp(n, ".") == 0 || strcmp(n, "..") == 0 || (skip_git && strcmp(n, ".git") == 0))
+            continue;
+        char *sub_shown = sbx_xasprintf("%s/%s", shown, n);
+        char *sub_dest = dest[0] ? sbx_xasprintf("%s/%s", dest, n) : sbx_xstrdup(n);
+        struct stat st;
+        if (fstatat(dirfd(d), n, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            rc = sbx_error_errno(err, errno, "cannot stat '%s'", sub_shown);
+        } else if (S_ISLNK(st.st_mode)) {
+            rc = sbx_error_set(err, SBX_E_PERM, 0, "'%s' is a symlink, which is not copied",
+                               sub_shown);
+        } else if (S_ISDIR(st.st_mode)) {
+            int cfd = openat(dirfd(d), n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (cfd < 0)
+                rc = sbx_error_errno(err, errno, "cannot open '%s'", sub_shown);
+            if (rc == 0)
+                rc = sbx_session_mkdir(s, sub_dest, SBX_MKDIR_PARENTS, err);
+            if (rc == 0)
+                rc = sbx_session_chmod(s, sub_dest, st.st_mode & 07777, err);
+            if (rc == 0)
+                rc = copy_tree(s, cfd, sub_shown, sub_dest, depth + 1, 0, err);
+            if (cfd >= 0)
+                close(cfd);
+        } else if (S_ISREG(st.st_mode)) {
+            int ffd =
+                    openat(dirfd(d), n, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+            struct stat fst;
+            if (ffd < 0)
+                rc = sbx_error_errno(err, errno, "cannot open '%s'", sub_shown);
+            else if (fstat(ffd, &fst) < 0 || !S_ISREG(fst.st_mode))
+                rc = sbx_error_set(err, SBX_E_INVAL, 0, "'%s' changed while being copied",
+                                   sub_shown);
+            else
+                rc = copy_file_fd(s, ffd, sub_dest, st.st_mode, err);
+            if (ffd >= 0)
+                close(ffd);
+        }
+        free(sub_shown);
+        free(sub_dest);
+    }
+    closedir(d);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * git */
+
+/* Run git with argv (NULL-terminated, without "git") in cwd; stderr is kept for the message. */
+static int run_git(const char *cwd, const char *const *args, struct sbx_buf *out,
+                   struct sbx_error *err)
+{
+    struct sbx_strv argv, env;
+    posix_spawn_file_actions_t fa;
+    int op[2] = {-1, -1}, ep[2] = {-1, -1}, rc = 0;
+    struct sbx_buf errtext;
+    pid_t pid;
+
+    sbx_strv_init(&argv);
+    sbx_strv_init(&env);
+    sbx_buf_init(&errtext, GIT_ERR_MAX);
+    sbx_strv_push(&argv, "git");
+    if (cwd) {
+        sbx_strv_push(&argv, "-C");
+        sbx_strv_push(&argv, cwd);
+    }
+    sbx_strv_pushv(&argv, args);
+    /* The harness environment (credential helpers, proxies) but never an interactive prompt. */
+    for (char **e = environ; *e; e++)
+        sbx_strv_push(&env, *e);
+    sbx_strv_setenv(&env, "GIT_TERMINAL_PROMPT", "0");
+    sbx_strv_setenv(&env, "LC_ALL", "C");
+    if (pipe2(op, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0) {
+        rc = sbx_error_errno(err, errno, "pipe");
+        goto out;
+    }
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    posix_spawn_file_actions_adddup2(&fa, op[1], 1);
+    posix_spawn_file_actions_adddup2(&fa, ep[1], 2);
+    int e = posix_spawnp(&pid, "git", &fa, NULL, argv.v, env.v);
+    posix_spawn_file_actions_destroy(&fa);
+    sbx_fd_close(&op[1]);
+    sbx_fd_close(&ep[1]);
+    if (e != 0) {
+        rc = sbx_error_errno(err, e, "cannot run git");
+        goto out;
+    }
+    /* Read both pipes to the end; stdout is small (rev-parse), stderr is bounded. */
+    struct pollfd pfd[2] = {{.fd = op[0], .events = POLLIN}, {.fd = ep[0], .events = POLLIN}};
+    while (pfd[0].fd >= 0 || pfd[1].fd >= 0) {
+        if (poll(pfd, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        for (int i = 0; i < 2; i++) {
+            if (pfd[i].fd < 0 || !pfd[i].revents)
+                continue;
+            char buf[4096];
+            ssize_t n = read(pfd[i].fd, buf, sizeof(buf));
+            if (n <= 0) {
+                pfd[i].fd = -1;
+                continue;
+            }
+            struct sbx_buf *b = i == 0 ? out : &errtext;
+            /* Past the limit the rest is read and dropped, so git never blocks on us. */
+            if (b && b->len + (size_t)n <= b->max && sbx_buf_add(b, buf, (size_t)n, NULL) < 0)
+                continue;
+        }
+    }
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        /* git's own last line says what went wrong */
+        char *t = errtext.data;
+        size_t n = errtext.len;
+        while (n && (t[n - 1] == '\n' || t[n - 1] == '\r'))
+            n--;
+        size_t start = n;
+        while (start && t[start - 1] != '\n')
+            start--;
+        rc = sbx_error_set(err, SBX_E_IO, 0, "git %s failed: %.*s", args[0], (int)(n - start),
+                           t + start);
+    }
+out:
+    sbx_fd_close(&op[0]);
+    sbx_fd_close(&op[1]);
+    sbx_fd_close(&ep[0]);
+    sbx_fd_close(&ep[1]);
+    sbx_buf_release(&errtext);
+    sbx_strv_release(&argv);
+    sbx_strv_release(&env);
+    return rc;
+}
+
+static int is_commitish(const char *ref)
+{
+    size_t n = ref ? strlen(ref) : 0;
+    if (n < 7 || n > 40)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((ref[i] >= '0' && ref[i] <= '9') || (ref[i] >= 'a' && ref[i] <= 'f') ||
+              (ref[i] >= 'A' && ref[i] <= 'F')))
+            return 0;
+    return 1;
+}
+
+static void rm_host_tree(const char *path)
+{
+    const char *const args[] = {"rm", "-rf", "--", path, NULL};
+    pid_t pid;
+    if (posix_spawnp(&pid, "rm", NULL, NULL, (char *const *)args, environ) == 0) {
+        int st;
+        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
+            ;
+    }
+}
+
+static int materialize_git(struct sbx_session *s, const struct sbx_manifest_entry *e,
+                           json_t *record, struct sbx_error *err)
+{
+    const char *t = getenv("TMPDIR");
+    char *tmp = sbx_xasprintf("%s/sbx-git-......", t && t[0] == '/' ? t : "/tmp");
+    memset(tmp + strlen(tmp) - 6, 'X', 6); /* the template mkdtemp fills in */
+    struct sbx_buf head;
+    int rc = 0, dfd = -1;
+
+    sbx_buf_init(&head, 256);
+    if (!mkdtemp(tmp)) {
+        rc = sbx_error_errno(err, errno, "cannot create a temporary directory");
+        free(tmp);
+        return rc;
+    }
+    const char *url = e->url ? e->url : e->repo;
+    if (e->ref && is_commitish(e->ref)) {
+        /* A commit: fetch exactly it. Servers that refuse fetching by id get a clone. */
+        const char *const init[] = {"init", "-q", NULL};
+        const char *const remote[] = {"remote", "add", "origin", url, NULL};
+        const char *const fetch[] = {"fetch",     "-q",     "--depth", "1",
+                                     "--no-tags", "origin", e->ref,    NULL};
+        const char *const checkout[] = {"checkout", "-q", "--detach", "FETCH_HEAD", NULL};
+        rc = run_git(tmp, init, NULL, err);
+        if (rc == 0)
+            rc = run_git(tmp, remote, NULL, err);
+        if (rc == 0)
+            rc = run_git(tmp, fetch, NULL, err);
+        if (rc == 0)
+            rc = run_git(tmp, checkout, NULL, err);
+        if (rc < 0) {
+            struct sbx_error first;
+            sbx_error_copy(&first, err);
+            rm_host_tree(tmp);
+            if (mkdir(tmp, 0700) < 0) {
+                rc = sbx_error_errno(err, errno, "cannot recreate '%s'", tmp);
+                goto out;
+            }
+            const char *const clone[] = {"clone", "-q", "--no-tags", "--", url, tmp, NULL};
+            const char *const co[] = {"checkout", "-q", "--detach", e->ref, NULL};
+            if (run_git(NULL, clone, NULL, err) < 0 || run_git(tmp, co, NULL, err) < 0) {
+                rc = sbx_error_copy(err, &first);
+                goto out;
+            }
+            rc = 0;
+        }
+    } else {
+        struct sbx_strv args;
+        sbx_strv_init(&args);
+        sbx_strv_pushv(&args,
+                       (const char *const[]){"clone", "-q", "--depth", "1", "--no-tags", NULL});
+        if (e->ref) {
+            sbx_strv_push(&args, "--branch");
+            sbx_strv_push(&args, e->ref);
+        }
+        sbx_strv_push(&args, "--");
+        sbx_strv_push(&args, url);
+        sbx_strv_push(&args, tmp);
+        rc = run_git(NULL, (const char *const *)args.v, NULL, err);
+        sbx_strv_release(&args);
+    }
+    if (rc < 0)
+        goto out;
+    const char *const revparse[] = {"rev-parse", "HEAD", NULL};
+    rc = run_git(tmp, revparse, &head, err);
+    if (rc < 0)
+        goto out;
+    while (head.len && (head.data[head.len - 1] == '\n'))
+        sbx_buf_setlen(&head, head.len - 1);
+
+    /* Copy the checkout (or its subpath) without .git: the sandbox gets files, not the remote's
+     * configuration. */
+    int root = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0) {
+        rc = sbx_error_errno(err, errno, "cannot open '%s'", tmp);
+        goto out;
+    }
+    if (e->subpath && e->subpath[0]) {
+        rc = sbx_fs_open(root, e->subpath, O_RDONLY | O_DIRECTORY, 0, SBX_FS_NOFOLLOW, &dfd, err);
+        close(root);
+        if (rc < 0) {
+            sbx_error_prefix(err, "subpath");
+            goto out;
+        }
+    } else {
+        dfd = root;
+    }
+    rc = sbx_session_mkdir(s, e->path, SBX_MKDIR_PARENTS, err);
+    if (rc == 0)
+        rc = copy_tree(s, dfd, e->subpath ? e->subpath : ".", e->path, 0, 1, err);
+    if (rc == 0) {
+        sbx_json_set(record, "commit", sbx_json_strn(head.data, head.len));
+        if (e->ref)
+            sbx_json_set(record, "ref", sbx_json_str(e->ref));
+    }
+out:
+    sbx_fd_close(&dfd);
+    rm_host_tree(tmp);
+    free(tmp);
+    sbx_buf_release(&head);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Entries */
+
+static int materialize_entry(struct sbx_session *s, const struct sbx_manifest_entry *e,
+                             json_t *records, struct sbx_error *err)
+{
+    int rc = 0, fd = -1;
+    switch (e->type) {
+    case SBX_ENTRY_FILE:
+        return sbx_session_write(s, e->path, e->content, e->content_len, e->mode ? e->mode : 0644,
+                                 SBX_WRITE_PARENTS, err);
+    case SBX_ENTRY_DIR:
+        rc = sbx_session_mkdir(s, e->path, SBX_MKDIR_PARENTS, err);
+        if (rc == 0 && e->mode)
+            rc = sbx_session_chmod(s, e->path, e->mode, err);
+        return rc;
+    case SBX_ENTRY_LOCAL_FILE: {
+        struct stat st;
+        fd = open(e->src_path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+            return errno == ELOOP ? sbx_error_set(err, SBX_E_PERM, ELOOP,
+                                                  "source '%s' is a symlink", e->src)
+                                  : sbx_error_errno(err, errno, "cannot open source '%s'", e->src);
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+            rc = sbx_error_set(err, SBX_E_INVAL, 0, "source '%s' is not a regular file", e->src);
+        else
+            rc = copy_file_fd(s, fd, e->path, e->mode ? e->mode : 0644, err);
+        close(fd);
+        return rc;
+    }
+    case SBX_ENTRY_LOCAL_DIR:
+        rc = sbx_session_mkdir(s, e->path, SBX_MKDIR_PARENTS, err);
+        if (rc == 0 && e->src_path) {
+            fd = open(e->src_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (fd < 0)
+                rc = errno == ELOOP || errno == ENOTDIR
+                             ? sbx_error_set(err, SBX_E_PERM, errno,
+                                             "source '%s' is not a directory (or is a symlink)",
+                                             e->src)
+                             : sbx_error_errno(err, errno, "cannot open source '%s'", e->src);
+            else
+                rc = copy_tree(s, fd, e->src, e->path, 0, 0, err);
+            sbx_fd_close(&fd);
+        }
+        if (rc == 0 && e->mode)
+            rc = sbx_session_chmod(s, e->path, e->mode, err);
+        return rc;
+    case SBX_ENTRY_GIT_REPO: {
+        json_t *rec = json_object();
+        sbx_json_set(rec, "path", sbx_json_str(e->path));
+        sbx_json_set(rec, "repo", sbx_json_str(e->repo));
+        rc = materialize_git(s, e, rec, err);
+        if (rc == 0)
+            sbx_json_append(records, rec);
+        else
+            json_decref(rec);
+        return rc;
+    }
+    case SBX_ENTRY_S3_MOUNT:
+    case SBX_ENTRY_GCS_MOUNT:
+    case SBX_ENTRY_R2_MOUNT:
+    case SBX_ENTRY_AZURE_BLOB_MOUNT:
+    case SBX_ENTRY_BOX_MOUNT:
+    case SBX_ENTRY_S3_FILES_MOUNT:
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                             "%s entries are not supported by the local provider",
+                             sbx_entry_type_name(e->type));
+    }
+    return sbx_error_set(err, SBX_E_INVAL, 0, "unknown entry type %d", (int)e->type);
+}
+
+int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, json_t **out_records,
+                     struct sbx_error *err)
+{
+    json_t *records = json_array();
+    size_t n = sbx_manifest_entry_count(m);
+    for (size_t i = 0; i < n; i++) {
+        const struct sbx_manifest_entry *e = sbx_manifest_entry_at(m, i);
+        int rc = materialize_entry(s, e, records, err);
+        if (rc < 0) {
+            sbx_error_prefix(err, "entry '%s'", e->path);
+            json_decref(records);
+            return rc;
+        }
+    }
+    *out_records = records;
+    return 0;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Digest */
+
+/* One length-prefixed field: unambiguous however the bytes look. NULL and "" differ. */
+static int digest_field(struct sbx_sha256 *h, const void *p, size_t n, int present,
+                        struct sbx_error *err)
+{
+    uint8_t hdr[9];
+    uint64_t len = present ? (uint64_t)n : 0;
+    hdr[0] = present ? 1 : 0;
+    for (int i = 0; i < 8; i++)
+        hdr[1 + i] = (uint8_t)(len >> (56 - 8 * i));
+    int rc = sbx_sha256_update(h, hdr, sizeof(hdr), err);
+    if (rc == 0 && present && n)
+        rc = sbx_sha256_update(h, p, n, err);
+    return rc;
+}
+
+static int digest_str(struct sbx_sha256 *h, const char *s, struct sbx_error *err)
+{
+    return digest_field(h, s, s ? strlen(s) : 0, s != NULL, err);
+}
+
+static int digest_int(struct sbx_sha256 *h, uint64_t v, struct sbx_error *err)
+{
+    char buf[32];
+    int n = snprintf(buf, sizeof(buf), "%llu", (unsigned long long)v);
+    return digest_field(h, buf, (size_t)n, 1, err);
+}
+
+int sbx__manifest_digest(const struct sbx_manifest *m, char out[SBX_SHA256_HEX_LEN + 1],
+                         struct sbx_error *err)
+{
+    struct sbx_sha256 *h = NULL;
+    uint8_t d[SBX_SHA256_LEN];
+    int rc = sbx_sha256_new(&h, err);
+    if (rc < 0)
+        return rc;
+    rc = digest_str(h, "sbx-manifest-digest-v1", err);
+    if (rc == 0)
+        rc = digest_str(h, sbx_manifest_root(m), err);
+    size_t n = sbx_manifest_entry_count(m);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const struct sbx_manifest_entry *e = sbx_manifest_entry_at(m, i);
+        if ((rc = digest_str(h, sbx_entry_type_name(e->type), err)) < 0 ||
+            (rc = digest_str(h, e->path, err)) < 0 || (rc = digest_int(h, e->mode, err)) < 0 ||
+            (rc = digest_int(h, (uint64_t)e->ephemeral, err)) < 0 ||
+            (rc = digest_str(h, e->group, err)) < 0 ||
+            (rc = digest_field(h, e->content, e->content_len, e->content != NULL, err)) < 0 ||
+            (rc = digest_str(h, e->src, err)) < 0 || (rc = digest_str(h, e->url, err)) < 0 ||
+            (rc = digest_str(h, e->ref, err)) < 0 || (rc = digest_str(h, e->subpath, err)) < 0 ||
+            (rc = digest_str(h, e->mount_path, err)) < 0)
+            break;
+    }
+    /* Environment: names, plain values and host references; a secret counts by its name only,
+     * so the digest reveals nothing about it. */
+    size_t ne = sbx_manifest_env_count(m);
+    for (size_t i = 0; rc == 0 && i < ne; i++) {
+        const struct sbx_manifest_env *v = sbx_manifest_env_at(m, i);
+        if ((rc = digest_str(h, v->name, err)) < 0 || (rc = digest_str(h, v->value, err)) < 0 ||
+            (rc = digest_str(h, v->host_env, err)) < 0)
+            break;
+        rc = digest_int(h, v->secret != NULL, err);
+    }
+    const struct sbx_strv *users = sbx_manifest_users(m);
+    for (size_t i = 0; rc == 0 && users && i < users->n; i++)
+        rc = digest_str(h, users->v[i], err);
+    size_t ng = sbx_manifest_group_count(m);
+    for (size_t i = 0; rc == 0 && i < ng; i++) {
+        const struct sbx_manifest_group *g = sbx_manifest_group_at(m, i);
+        rc = digest_str(h, g->name, err);
+        for (size_t k = 0; rc == 0 && g->users && k < g->users->n; k++)
+            rc = digest_str(h, g->users->v[k], err);
+    }
+    if (rc == 0)
+        rc = sbx_sha256_final(h, d, err);
+    sbx_sha256_free(h);
+    if (rc == 0)
+        sbx_hex(d, sizeof(d), out);
+    return rc;
+}

@@ -1,0 +1,35 @@
+/* Internal helpers shared by the session layer and the providers. */
+#ifndef SBX_SANDBOX_SESSION_INTERNAL_H
+#define SBX_SANDBOX_SESSION_INTERNAL_H
+
+#include <stddef.h>
+
+#include "sbx/session.h"
+
+/* Normalise a workspace path for s (relative, or absolute under the root). allow_root: "" and
+ * "/workspace" itself are accepted. *out: caller owns (free). */
+int sbx__session_path(struct sbx_session *s, const char *path, int allow_root, char **out,
+                      struct sbx_error *err);
+
+/* Set O_NONBLOCK on fd. */
+void sbx__set_nonblock(int fd);
+
+/* Read what is available from non-blocking *fd into c (at most 1 MiB per call); sets *fd to -1 at
+ * EOF or a terminal's EIO (without closing it). Returns the bytes read. */
+size_t sbx__pump(int *fd, struct sbx_capture *c);
+
+/* TIOCSWINSZ on a terminal master. */
+int sbx__tty_resize(int master, unsigned short rows, unsigned short cols, struct sbx_error *err);
+
+/* Materialise manifest m into the fresh workspace of s, entry by entry in declared order.
+ * *out_records: a JSON array describing what was fetched (git_repo: path, repo, ref, resolved
+ * commit); caller owns. Errors name the entry. */
+int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, json_t **out_records,
+                     struct sbx_error *err);
+
+/* A stable fingerprint of m (sha256, lowercase hex): root, entries in order with every field
+ * and the file bytes, environment (secret values only as "a secret is set"), users, groups —
+ * each field length-prefixed. Cheap: no JSON is built. */
+int sbx__manifest_digest(const struct sbx_manifest *m, char out[65], struct sbx_error *err);
+
+#endif

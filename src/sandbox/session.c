@@ -1,0 +1,666 @@
+/* The provider-independent half of a session: argument checks, path normalisation, the
+ * exec-and-capture loop and file helpers built on the provider's vtable. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "sandbox/session-internal.h"
+#include "sbx/fs.h"
+#include "sbx/json.h"
+#include "sbx/path.h"
+#include "sbx/session.h"
+#include "sbx/time.h"
+
+/* After the exit status arrives, output still buffered in the pipes is read, but a background
+ * process that keeps the pipe open and keeps writing must not hold the caller forever. */
+#define DRAIN_AFTER_EXIT_MAX ((size_t)1 << 20)
+#define READ_CHUNK           65536
+
+void sbx_session_init_base(struct sbx_session *s, const struct sbx_session_ops *ops,
+                           const char *provider, const char *id, const char *root)
+{
+    s->ops = ops;
+    s->provider = provider;
+    s->id = sbx_xstrdup(id);
+    s->root = sbx_xstrdup(root);
+    pthread_mutex_init(&s->lock, NULL);
+    s->ptys = NULL;
+    s->n_ptys = 0;
+    s->pty_clock = 0;
+    s->event_fn = NULL;
+    s->event_data = NULL;
+    s->event_seq = 0;
+}
+
+void sbx_session_release_base(struct sbx_session *s)
+{
+    sbx_session_pty_kill_all(s);
+    free(s->ptys);
+    s->ptys = NULL;
+    pthread_mutex_destroy(&s->lock);
+    free(s->id);
+    free(s->root);
+    s->id = s->root = NULL;
+}
+
+const char *sbx_session_id(const struct sbx_session *s)
+{
+    return s->id;
+}
+
+const char *sbx_session_provider(const struct sbx_session *s)
+{
+    return s->provider;
+}
+
+const char *sbx_session_root(const struct sbx_session *s)
+{
+    return s->root;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Events */
+
+void sbx_session_set_event_fn(struct sbx_session *s, sbx_session_event_fn *fn, void *data)
+{
+    s->event_fn = fn;
+    s->event_data = data;
+}
+
+static void ev_start(struct sbx_session *s, struct sbx_session_event *ev, const char *op)
+{
+    memset(ev, 0, sizeof(*ev));
+    if (!s->event_fn)
+        return;
+    ev->session_id = s->id;
+    ev->provider = s->provider;
+    ev->op = op;
+    ev->phase = SBX_EVENT_START;
+    ev->seq = __atomic_add_fetch(&s->event_seq, 1, __ATOMIC_RELAXED);
+    ev->ts_ns = sbx_time_real_ns();
+    s->event_fn(ev, s->event_data);
+}
+
+static void ev_finish(struct sbx_session *s, struct sbx_session_event *ev, int rc,
+                      const struct sbx_error *err)
+{
+    if (!s->event_fn || !ev->op)
+        return;
+    int64_t start = ev->ts_ns;
+    ev->phase = SBX_EVENT_FINISH;
+    ev->seq = __atomic_add_fetch(&s->event_seq, 1, __ATOMIC_RELAXED);
+    ev->ts_ns = sbx_time_real_ns();
+    ev->duration_ns = ev->ts_ns - start;
+    ev->ok = rc == 0 && (!ev->exit || (ev->exit->code == 0 && !ev->exit->timed_out));
+    ev->error = rc < 0 ? err : NULL;
+    s->event_fn(ev, s->event_data);
+}
+
+json_t *sbx_session_event_json(const struct sbx_session_event *ev)
+{
+    char ts[SBX_TIME_RFC3339_LEN];
+    json_t *o = json_object(), *data = json_object();
+    sbx_time_rfc3339(ev->ts_ns, ts);
+    sbx_json_set(o, "version", json_integer(1));
+    sbx_json_set(o, "session_id", sbx_json_str(ev->session_id ? ev->session_id : ""));
+    sbx_json_set(o, "seq", json_integer((json_int_t)ev->seq));
+    sbx_json_set(o, "op", sbx_json_str(ev->op ? ev->op : ""));
+    sbx_json_set(o, "phase", sbx_json_str(ev->phase == SBX_EVENT_START ? "start" : "finish"));
+    sbx_json_set(o, "ts", sbx_json_str(ts));
+    sbx_json_set(data, "sandbox.backend", sbx_json_str(ev->provider ? ev->provider : ""));
+    if (ev->path)
+        sbx_json_set(data, "path", sbx_json_str(ev->path));
+    if (ev->command)
+        sbx_json_set(data, "command", sbx_json_str(ev->command));
+    if (ev->argv) {
+        json_t *a = json_array();
+        for (const char *const *p = ev->argv; *p; p++)
+            sbx_json_append(a, sbx_json_str(*p));
+        sbx_json_set(data, "command", a);
+    }
+    if (ev->port)
+        sbx_json_set(data, "port", json_integer(ev->port));
+    if (ev->phase == SBX_EVENT_FINISH) {
+        sbx_json_set(o, "ok", json_boolean(ev->ok));
+        sbx_json_set(o, "duration_ms", json_real((double)ev->duration_ns / 1e6));
+        if (ev->exit) {
+            sbx_json_set(data, "exit_code", json_integer(ev->exit->code));
+            if (ev->exit->signal)
+                sbx_json_set(data, "signal", json_integer(ev->exit->signal));
+            if (ev->exit->timed_out)
+                sbx_json_set(data, "timed_out", json_true());
+        }
+        if (!strcmp(ev->op ? ev->op : "", "read") || !strcmp(ev->op ? ev->op : "", "write"))
+            sbx_json_set(data, "bytes", json_integer((json_int_t)ev->bytes));
+        if (ev->error) {
+            sbx_json_set(o, "error_code", sbx_json_str(sbx_strerror(ev->error->code)));
+            sbx_json_set(o, "error_message", sbx_json_str(ev->error->msg));
+        }
+    }
+    sbx_json_set(o, "data", data);
+    return o;
+}
+
+int sbx__session_path(struct sbx_session *s, const char *path, int allow_root, char **out,
+                      struct sbx_error *err)
+{
+    if (!path)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "missing path");
+    int flags = SBX_PATH_ALLOW_ABSOLUTE | (allow_root ? SBX_PATH_ALLOW_ROOT : 0);
+    return sbx_path_normalize(path, strlen(path), flags, s->root, out, err);
+}
+
+static int check_spec(const struct sbx_exec_spec *spec, struct sbx_error *err)
+{
+    if (!spec)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "missing command");
+    if (!!spec->argv == !!spec->command)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "give exactly one of argv and command");
+    if (spec->argv) {
+        size_t n = 0;
+        while (spec->argv[n])
+            n++;
+        if (n == 0)
+            return sbx_error_set(err, SBX_E_INVAL, 0, "empty command");
+        if (n > SBX_EXEC_MAX_ARGS)
+            return sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d arguments", SBX_EXEC_MAX_ARGS);
+        if (spec->argv[0][0] == '\0')
+            return sbx_error_set(err, SBX_E_INVAL, 0, "empty command name");
+    } else if (spec->command[0] == '\0') {
+        return sbx_error_set(err, SBX_E_INVAL, 0, "empty command");
+    }
+    if (spec->env) {
+        size_t n = 0;
+        for (const char *const *e = spec->env; *e; e++, n++) {
+            const char *eq = strchr(*e, '=');
+            if (!eq || eq == *e)
+                return sbx_error_set(err, SBX_E_INVAL, 0,
+                                     "environment entry '%s' must be KEY=VALUE", *e);
+        }
+        if (n > SBX_EXEC_MAX_ENV)
+            return sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d environment entries",
+                                 SBX_EXEC_MAX_ENV);
+    }
+    if (spec->timeout_ms < 0 || spec->kill_grace_ms < 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "timeout must not be negative");
+    return 0;
+}
+
+int sbx_session_exec_start(struct sbx_session *s, const struct sbx_exec_spec *spec,
+                           struct sbx_proc **out, struct sbx_error *err)
+{
+    char *cwd = NULL;
+    int rc = check_spec(spec, err);
+    if (rc < 0)
+        return rc;
+    rc = sbx__session_path(s, spec->cwd ? spec->cwd : "", 1, &cwd, err);
+    if (rc < 0) {
+        sbx_error_prefix(err, "working directory");
+        return rc;
+    }
+    rc = s->ops->exec_start(s, spec, cwd, out, err);
+    free(cwd);
+    return rc;
+}
+
+int sbx_proc_wait(struct sbx_proc *p, int64_t timeout_ms, struct sbx_exit *out,
+                  struct sbx_error *err)
+{
+    return p->ops->wait(p, timeout_ms, out, err);
+}
+
+void sbx_proc_close_stdin(struct sbx_proc *p)
+{
+    if (p->tty || p->stdin_fd < 0)
+        return;
+    sbx_fd_close(&p->stdin_fd);
+}
+
+int sbx_proc_resize(struct sbx_proc *p, unsigned short rows, unsigned short cols,
+                    struct sbx_error *err)
+{
+    if (!p->tty)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "the process has no terminal");
+    return sbx__tty_resize(p->stdout_fd, rows, cols, err);
+}
+
+void sbx_proc_free(struct sbx_proc *p)
+{
+    if (p)
+        p->ops->free(p);
+}
+
+void sbx_exec_result_release(struct sbx_exec_result *r)
+{
+    sbx_output_release(&r->out);
+    sbx_output_release(&r->err);
+}
+
+void sbx__set_nonblock(int fd)
+{
+    int fl = fcntl(fd, F_GETFL);
+    if (fl >= 0 && !(fl & O_NONBLOCK))
+        (void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+/* Read what is available from *fd into c. Returns bytes read; on EOF or a terminal's EIO sets
+ * *fd to -1 (the fd itself stays with its owner). */
+size_t sbx__pump(int *fd, struct sbx_capture *c)
+{
+    char buf[READ_CHUNK];
+    size_t got = 0;
+    for (;;) {
+        ssize_t r = read(*fd, buf, sizeof(buf));
+        if (r > 0) {
+            sbx_capture_add(c, buf, (size_t)r);
+            got += (size_t)r;
+            if (got >= DRAIN_AFTER_EXIT_MAX)
+                return got;
+            continue;
+        }
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return got;
+        *fd = -1; /* EOF, or EIO once a terminal's last writer is gone */
+        return got;
+    }
+}
+
+static int exec_body(struct sbx_session *s, const struct sbx_exec_spec *spec,
+                     struct sbx_exec_result *res, struct sbx_error *err)
+{
+    struct sbx_exec_spec sp;
+    struct sbx_proc *p = NULL;
+    struct sbx_capture cout, cerr;
+    struct sbx_exit st = {0};
+    int rc, have_status = 0;
+
+    if (!spec)
+        return check_spec(spec, err);
+    sp = *spec;
+    if (sp.input)
+        sp.flags |= SBX_EXEC_STDIN;
+    sbx_capture_init(&cout, sp.output_limit);
+    sbx_capture_init(&cerr, sp.output_limit);
+    rc = sbx_session_exec_start(s, &sp, &p, err);
+    if (rc < 0)
+        goto out;
+
+    int ofd = p->stdout_fd, efd = p->stderr_fd;
+    int ifd = sp.input ? p->stdin_fd : -1;
+    size_t in_off = 0;
+    if (ofd >= 0)
+        sbx__set_nonblock(ofd);
+    if (efd >= 0)
+        sbx__set_nonblock(efd);
+    if (ifd >= 0 && !p->tty && sp.input_len == 0) {
+        sbx_proc_close_stdin(p);
+        ifd = -1;
+    }
+    while (!have_status || ofd >= 0 || efd >= 0) {
+        if (have_status) {
+            /* The command is gone; take what it left in the pipes and stop. */
+            if (ofd >= 0)
+                sbx__pump(&ofd, &cout);
+            if (efd >= 0)
+                sbx__pump(&efd, &cerr);
+            break;
+        }
+        struct pollfd pfd[4];
+        int n = 0, io = -1, ie = -1, ii = -1, is;
+        if (ofd >= 0) {
+            io = n;
+            pfd[n++] = (struct pollfd){.fd = ofd, .events = POLLIN};
+        }
+        if (efd >= 0) {
+            ie = n;
+            pfd[n++] = (struct pollfd){.fd = efd, .events = POLLIN};
+        }
+        if (ifd >= 0) {
+            ii = n;
+            pfd[n++] = (struct pollfd){.fd = ifd, .events = POLLOUT};
+        }
+        is = n;
+        pfd[n++] = (struct pollfd){.fd = p->status_fd, .events = POLLIN};
+        if (poll(pfd, (nfds_t)n, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            rc = sbx_error_errno(err, errno, "poll");
+            goto out;
+        }
+        if (io >= 0 && pfd[io].revents)
+            sbx__pump(&ofd, &cout);
+        if (ie >= 0 && pfd[ie].revents)
+            sbx__pump(&efd, &cerr);
+        if (ii >= 0 && pfd[ii].revents) {
+            ssize_t w = p->tty ? write(ifd, (const char *)sp.input + in_off, sp.input_len - in_off)
+                               : send(ifd, (const char *)sp.input + in_off, sp.input_len - in_off,
+                                      MSG_NOSIGNAL | MSG_DONTWAIT);
+            if (w > 0)
+                in_off += (size_t)w;
+            if ((w < 0 && errno != EINTR && errno != EAGAIN) || in_off == sp.input_len) {
+                /* Done, or the command stopped reading: either way no more input. */
+                if (!p->tty)
+                    sbx_proc_close_stdin(p);
+                ifd = -1;
+            }
+        }
+        if (pfd[is].revents) {
+            rc = sbx_proc_wait(p, 0, &st, err);
+            if (rc < 0)
+                goto out;
+            have_status = 1;
+        }
+    }
+    if (!have_status) {
+        rc = sbx_proc_wait(p, -1, &st, err);
+        if (rc < 0)
+            goto out;
+    }
+    res->status = st;
+    sbx_capture_take(&cout, &res->out);
+    sbx_capture_take(&cerr, &res->err);
+    rc = 0;
+out:
+    sbx_proc_free(p);
+    sbx_capture_release(&cout);
+    sbx_capture_release(&cerr);
+    return rc;
+}
+
+int sbx_session_exec(struct sbx_session *s, const struct sbx_exec_spec *spec,
+                     struct sbx_exec_result *res, struct sbx_error *err)
+{
+    struct sbx_session_event ev;
+    ev_start(s, &ev, "exec");
+    if (spec) {
+        ev.argv = spec->argv;
+        ev.command = spec->command;
+    }
+    int rc = exec_body(s, spec, res, err);
+    if (rc == 0)
+        ev.exit = &res->status;
+    ev_finish(s, &ev, rc, err);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Files */
+
+static int read_open_body(struct sbx_session *s, const char *path, int *out_fd, uint64_t *out_size,
+                          struct sbx_error *err)
+{
+    char *rel = NULL;
+    int rc = sbx__session_path(s, path, 0, &rel, err);
+    if (rc == 0)
+        rc = s->ops->read_open(s, rel, out_fd, out_size, err);
+    free(rel);
+    return rc;
+}
+
+int sbx_session_read_open(struct sbx_session *s, const char *path, int *out_fd, uint64_t *out_size,
+                          struct sbx_error *err)
+{
+    struct sbx_session_event ev;
+    uint64_t size = 0;
+    ev_start(s, &ev, "read");
+    ev.path = path;
+    int rc = read_open_body(s, path, out_fd, &size, err);
+    if (rc == 0 && out_size)
+        *out_size = size;
+    ev.bytes = size;
+    ev_finish(s, &ev, rc, err);
+    return rc;
+}
+
+int sbx_session_read(struct sbx_session *s, const char *path, uint64_t max, struct sbx_buf *out,
+                     struct sbx_error *err)
+{
+    struct sbx_session_event ev;
+    int fd = -1;
+    uint64_t size = 0;
+    size_t before = out->len;
+    if (max == 0)
+        max = SBX_FILE_DEFAULT_MAX;
+    ev_start(s, &ev, "read");
+    ev.path = path;
+    int rc = read_open_body(s, path, &fd, &size, err);
+    if (rc < 0)
+        goto out;
+    if (size > max) {
+        rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "file '%s' is larger than %llu bytes", path,
+                           (unsigned long long)max);
+        goto out;
+    }
+    rc = sbx_fd_read_all(fd, (size_t)max, out, err);
+    if (rc < 0) {
+        sbx_buf_setlen(out, before);
+        sbx_error_prefix(err, "read '%s'", path);
+    }
+out:
+    ev.bytes = out->len - before;
+    ev_finish(s, &ev, rc, err);
+    sbx_fd_close(&fd);
+    return rc;
+}
+
+struct mem_reader {
+    const char *p;
+    size_t n, off;
+    uint64_t count;
+};
+
+struct fd_reader {
+    int fd;
+    uint64_t count;
+};
+
+static long mem_read(void *ctx, void *buf, size_t n, struct sbx_error *err)
+{
+    struct mem_reader *m = ctx;
+    (void)err;
+    size_t k = m->n - m->off;
+    if (k > n)
+        k = n;
+    memcpy(buf, m->p + m->off, k);
+    m->off += k;
+    m->count += k;
+    return (long)k;
+}
+
+static long fd_read(void *ctx, void *buf, size_t n, struct sbx_error *err)
+{
+    struct fd_reader *f = ctx;
+    for (;;) {
+        ssize_t r = read(f->fd, buf, n);
+        if (r >= 0) {
+            f->count += (uint64_t)r;
+            return (long)r;
+        }
+        if (errno != EINTR)
+            return sbx_error_errno(err, errno, "read");
+    }
+}
+
+static int do_write(struct sbx_session *s, const char *path, const struct sbx_file_reader *r,
+                    uint64_t max, mode_t mode, int flags, struct sbx_error *err)
+{
+    char *rel = NULL;
+    int rc = sbx__session_path(s, path, 0, &rel, err);
+    if (rc < 0)
+        return rc;
+    if (mode == 0)
+        mode = 0644;
+    if (mode & ~(mode_t)07777) {
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "mode %o is not a permission mode", (unsigned)mode);
+        goto out;
+    }
+    rc = s->ops->write(s, rel, r, max, mode, flags, err);
+out:
+    free(rel);
+    return rc;
+}
+
+static int traced_write(struct sbx_session *s, const char *path, const struct sbx_file_reader *r,
+                        uint64_t max, mode_t mode, int flags, uint64_t *count,
+                        struct sbx_error *err)
+{
+    struct sbx_session_event ev;
+    ev_start(s, &ev, "write");
+    ev.path = path;
+    int rc = do_write(s, path, r, max, mode, flags, err);
+    ev.bytes = *count;
+    ev_finish(s, &ev, rc, err);
+    return rc;
+}
+
+int sbx_session_write(struct sbx_session *s, const char *path, const void *data, size_t n,
+                      mode_t mode, int flags, struct sbx_error *err)
+{
+    struct mem_reader m = {data, n, 0, 0};
+    struct sbx_file_reader r = {mem_read, &m};
+    return traced_write(s, path, &r, n, mode, flags, &m.count, err);
+}
+
+int sbx_session_write_fd(struct sbx_session *s, const char *path, int fd, uint64_t max, mode_t mode,
+                         int flags, struct sbx_error *err)
+{
+    struct fd_reader f = {fd, 0};
+    struct sbx_file_reader r = {fd_read, &f};
+    return traced_write(s, path, &r, max ? max : SBX_FILE_DEFAULT_MAX, mode, flags, &f.count, err);
+}
+
+int sbx_session_ls(struct sbx_session *s, const char *path, struct sbx_dirlist *out,
+                   struct sbx_error *err)
+{
+    struct sbx_session_event ev;
+    char *rel = NULL;
+    ev_start(s, &ev, "ls");
+    ev.path = path;
+    int rc = sbx__session_path(s, path, 1, &rel, err);
+    if (rc == 0)
+        rc = s->ops->ls(s, rel, out, err);
+    free(rel);
+    ev_finish(s, &ev, rc, err);
+    return rc;
+}
+
+int sbx_session_stat(struct sbx_session *s, const char *path, struct sbx_dirent *out,
+                     struct sbx_error *err)
+{
+    char *rel = NULL;
+    int rc = sbx__session_path(s, path, 1, &rel, err);
+    if (rc == 0)
+        rc = s->ops->stat(s, rel, out, err);
+    free(rel);
+    return rc;
+}
+
+void sbx_dirent_release(struct sbx_dirent *d)
+{
+    free(d->name);
+    free(d->target);
+    d->name = d->target = NULL;
+}
+
+void sbx_dirlist_release(struct sbx_dirlist *l)
+{
+    for (size_t i = 0; i < l->n; i++)
+        sbx_dirent_release(&l->v[i]);
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
+}
+
+int sbx_session_mkdir(struct sbx_session *s, const char *path, int flags, struct sbx_error *err)
+{
+    struct sbx_session_event ev;
+    char *rel = NULL;
+    ev_start(s, &ev, "mkdir");
+    ev.path = path;
+    int rc = sbx__session_path(s, path, 0, &rel, err);
+    if (rc == 0)
+        rc = s->ops->mkdir(s, rel, flags, err);
+    free(rel);
+    ev_finish(s, &ev, rc, err);
+    return rc;
+}
+
+int sbx_session_rm(struct sbx_session *s, const char *path, int flags, struct sbx_error *err)
+{
+    struct sbx_session_event ev;
+    char *rel = NULL;
+    ev_start(s, &ev, "rm");
+    ev.path = path;
+    int rc = sbx__session_path(s, path, 1, &rel, err);
+    if (rc == 0 && rel[0] == '\0')
+        rc = sbx_error_set(err, SBX_E_PERM, 0, "refusing to remove the workspace root");
+    else if (rc == 0)
+        rc = s->ops->rm(s, rel, flags, err);
+    free(rel);
+    ev_finish(s, &ev, rc, err);
+    return rc;
+}
+
+int sbx_session_chmod(struct sbx_session *s, const char *path, mode_t mode, struct sbx_error *err)
+{
+    char *rel = NULL;
+    if (mode & ~(mode_t)07777)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "mode %o is not a permission mode",
+                             (unsigned)mode);
+    int rc = sbx__session_path(s, path, 1, &rel, err);
+    if (rc == 0)
+        rc = s->ops->chmod(s, rel, mode, err);
+    free(rel);
+    return rc;
+}
+
+int sbx_session_resolve_port(struct sbx_session *s, int port, char **out_url, struct sbx_error *err)
+{
+    struct sbx_session_event ev;
+    int rc;
+    ev_start(s, &ev, "resolve_port");
+    ev.port = port;
+    if (port < 1 || port > 65535)
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "port %d is not in 1..65535", port);
+    else
+        rc = s->ops->resolve_port(s, port, out_url, err);
+    ev_finish(s, &ev, rc, err);
+    return rc;
+}
+
+int sbx_session_state(struct sbx_session *s, json_t **out, struct sbx_error *err)
+{
+    return s->ops->state(s, out, err);
+}
+
+static int close_session(struct sbx_session *s, int delete_workspace, struct sbx_error *err)
+{
+    struct sbx_session_event ev;
+    ev_start(s, &ev, "close");
+    sbx_session_pty_kill_all(s);
+    int rc = s->ops->close(s, delete_workspace, err);
+    ev_finish(s, &ev, rc, err);
+    return rc;
+}
+
+int sbx_session_close(struct sbx_session *s, struct sbx_error *err)
+{
+    return close_session(s, 0, err);
+}
+
+int sbx_session_delete(struct sbx_session *s, struct sbx_error *err)
+{
+    return close_session(s, 1, err);
+}
+
+void sbx_session_free(struct sbx_session *s)
+{
+    if (s)
+        s->ops->free(s);
+}

@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# sbx sandbox: create, exec, cp, ps, port, rm against live local sandboxes.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sandbox-lib.sh"
+
+run "$SBX" sandbox create
+expect_rc 0 "create succeeds"
+id=$(cat "$T/out")
+expect_eq "$(printf %s "$id" | grep -cE '^[0-9a-f]{16}$')" 1 "create prints a 16-hex id"
+
+run "$SBX" sandbox create --json
+expect_rc 0 "create --json succeeds"
+id2=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["id"])' "$T/out")
+expect_eq "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["version"], d["provider"], d["workspace"] == d["root"], sorted(d))' "$T/out")" \
+    "1 local True ['created', 'id', 'isolation', 'manifest_digest', 'provider', 'root', 'version', 'workspace', 'workspace_owned']" \
+    "the session state is versioned and holds only what it should"
+
+run "$SBX" sandbox ps
+expect_rc 0 "ps succeeds"
+expect_in "$T/out" "$id" "ps lists the first sandbox"
+expect_in "$T/out" "$id2" "ps lists the second sandbox"
+
+# A sandbox survives the process that created it: each call here is a new process.
+run "$SBX" sandbox exec "$id" -- sh -c 'echo hello > note; pwd'
+expect_rc 0 "exec succeeds"
+expect_in "$T/out" "$SBX_WORKSPACES/$id" "commands start in the workspace"
+run "$SBX" sandbox exec "$id" -- cat note
+expect_eq "$(cat "$T/out")" "hello" "a later exec sees the same live workspace"
+
+run "$SBX" sandbox exec "$id" -- sh -c 'echo out; echo err >&2; exit 3'
+expect_rc 3 "exec exits with the command's status"
+expect_eq "$(cat "$T/out")" "out" "stdout goes to stdout"
+expect_eq "$(cat "$T/err")" "err" "stderr goes to stderr"
+run "$SBX" sandbox exec "$id" -- sh -c 'kill -TERM $$'
+expect_rc 143 "a command killed by a signal exits 128+N"
+
+run "$SBX" sandbox exec --env A=1 -e B='x y' "$id" -- sh -c 'echo "$A-$B"'
+expect_eq "$(cat "$T/out")" "1-x y" "--env adds variables"
+OPENAI_API_KEY=sk-secret run "$SBX" sandbox exec "$id" -- sh -c 'echo "[$OPENAI_API_KEY]"'
+expect_eq "$(cat "$T/out")" "[]" "the harness environment never reaches the sandbox"
+
+run "$SBX" sandbox exec "$id" -- mkdir -p a/b
+run "$SBX" sandbox exec --cwd a/b "$id" -- pwd
+expect_eq "$(cat "$T/out")" "$SBX_WORKSPACES/$id/a/b" "--cwd is relative to the workspace"
+
+run "$SBX" sandbox exec --timeout 0.3 "$id" -- sleep 30
+expect_rc 124 "a timeout exits 124"
+expect_in "$T/err" "timed out" "a timeout says so"
+
+echo piped > "$T/stdin"
+run "$SBX" sandbox exec -i "$id" -- cat < "$T/stdin"
+expect_eq "$(cat "$T/out")" "piped" "-i forwards stdin"
+run "$SBX" sandbox exec "$id" -- cat
+expect_rc 0 "without -i stdin is empty"
+
+run "$SBX" sandbox exec -t "$id" -- sh -c 'tty; echo $TERM'
+expect_rc 0 "exec -t succeeds"
+expect_in "$T/out" "/dev/pts/" "exec -t runs on a terminal"
+expect_in "$T/out" "xterm" "exec -t sets TERM"
+printf 'echo $((40+2))\nexit 4\n' > "$T/stdin"
+run "$SBX" sandbox shell "$id" < "$T/stdin"
+expect_rc 4 "shell exits with the shell's status"
+expect_in "$T/out" "42" "shell runs what it reads"
+
+# cp, both ways
+printf 'data\n' > "$T/in.txt"
+chmod 0640 "$T/in.txt"
+run "$SBX" sandbox cp "$T/in.txt" "$id:copied.txt"
+expect_rc 0 "cp host -> sandbox"
+run "$SBX" sandbox exec "$id" -- stat -c %a copied.txt
+expect_eq "$(cat "$T/out")" "640" "cp keeps the mode"
+run "$SBX" sandbox cp "$T/in.txt" "$id:a/"
+run "$SBX" sandbox exec "$id" -- cat a/in.txt
+expect_eq "$(cat "$T/out")" "data" "cp into a directory keeps the name"
+run "$SBX" sandbox cp "$id:copied.txt" "$T/back.txt"
+expect_rc 0 "cp sandbox -> host"
+expect_eq "$(cat "$T/back.txt")" "data" "cp brings the content back"
+run "$SBX" sandbox cp "$id:note" -
+expect_eq "$(cat "$T/out")" "hello" "cp to - writes stdout"
+run "$SBX" sandbox cp "$T/in.txt" "$T/x"
+expect_rc 2 "cp between two host paths is a usage error"
+run "$SBX" sandbox cp "$id:missing" "$T/x"
+expect_rc 1 "cp of a missing file fails"
+
+# ports
+run "$SBX" sandbox port "$id" 1
+expect_rc 1 "port without a listener fails"
+expect_in "$T/err" "nothing listens on port 1" "port says nothing listens"
+run "$SBX" sandbox port "$id" 70000
+expect_rc 2 "a port out of range is a usage error"
+if command -v python3 >/dev/null; then
+    "$SBX" sandbox exec "$id" -- python3 -c '
+import socket, time
+s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
+open("port", "w").write(str(s.getsockname()[1]))
+c, _ = s.accept(); c.sendall(b"pong\n"); time.sleep(30)' >/dev/null 2>&1 &
+    wait_until "$SBX" sandbox exec "$id" -- test -s port
+    port=$("$SBX" sandbox exec "$id" -- cat port)
+    run "$SBX" sandbox port "$id" "$port"
+    expect_rc 0 "port of a listening service succeeds"
+    expect_eq "$(cat "$T/out")" "http://127.0.0.1:$port" "port prints the host URL"
+    reply=$(python3 -c 'import socket,sys; s=socket.create_connection(("127.0.0.1", int(sys.argv[1]))); print(s.recv(10).decode().strip())' "$port")
+    expect_eq "$reply" "pong" "the URL reaches the service"
+fi
+
+run "$SBX" sandbox ps --json
+expect_rc 0 "ps --json succeeds"
+expect_eq "$(python3 -c 'import json,sys; print(sorted(d["id"] for d in json.load(open(sys.argv[1]))) == sorted(sys.argv[2:]))' "$T/out" "$id" "$id2")" \
+    "True" "ps --json lists exactly the live sandboxes"
+run "$SBX" sandbox --help
+expect_rc 0 "sandbox --help succeeds"
+expect_in "$T/out" "exec [-t] [-i]" "sandbox --help shows the commands"
+run "$SBX" help
+expect_in "$T/out" "sandbox" "the top-level help lists sandbox"
+
+# exposed ports: only those resolve
+run "$SBX" sandbox create --port 8080
+idp=$(cat "$T/out")
+run "$SBX" sandbox port "$idp" 9999
+expect_rc 1 "a port that is not exposed fails"
+expect_in "$T/err" "port 9999 is not exposed" "the refusal names the port"
+"$SBX" sandbox rm "$idp" >/dev/null
+run "$SBX" sandbox create --port 0
+expect_rc 2 "an exposed port out of range is a usage error"
+
+# a runtime base that others could enter is refused
+mkdir -p "$T/badrun/sbx"
+chmod 0755 "$T/badrun/sbx"
+XDG_RUNTIME_DIR="$T/badrun" run "$SBX" sandbox ps
+expect_rc 1 "a runtime directory open to others is refused"
+expect_in "$T/err" "mode 0700" "the refusal says what is wrong"
+
+# errors
+run "$SBX" sandbox exec ffffffffffffffff -- true
+expect_rc 1 "exec in an unknown sandbox fails"
+expect_in "$T/err" "sbx: no sandbox 'ffffffffffffffff'" "the unknown id is named"
+run "$SBX" sandbox exec ../etc -- true
+expect_rc 1 "a malformed id fails"
+expect_in "$T/err" "not a sandbox id" "a malformed id is called so"
+run "$SBX" sandbox exec "$id"
+expect_rc 2 "exec without a command is a usage error"
+run "$SBX" sandbox exec
+expect_rc 2 "exec without an id is a usage error"
+run "$SBX" sandbox exec --timeout soon "$id" -- true
+expect_rc 2 "a bad timeout is a usage error"
+run "$SBX" sandbox exec --frob "$id" -- true
+expect_rc 2 "an unknown option is a usage error"
+run "$SBX" sandbox frob
+expect_rc 2 "an unknown sandbox command is a usage error"
+run "$SBX" sandbox exec "$id" -- no-such-command-sbx
+expect_rc 1 "a missing command fails"
+expect_in "$T/err" "command 'no-such-command-sbx' not found" "a missing command is named"
+
+# rm
+ws2=$(python3 -c 'import json; print(json.load(open("'"$RUNBASE/$id2/state.json"'"))["workspace"])')
+run "$SBX" sandbox rm --keep-workspace "$id2"
+expect_rc 0 "rm --keep-workspace succeeds"
+[ -d "$ws2" ] && ok "--keep-workspace keeps the workspace" || not_ok "--keep-workspace keeps the workspace"
+rm -rf "$ws2"
+run "$SBX" sandbox rm "$id"
+expect_rc 0 "rm succeeds"
+[ ! -e "$SBX_WORKSPACES/$id" ] && ok "rm removes the workspace" || not_ok "rm removes the workspace"
+[ ! -e "$RUNBASE/$id" ] && ok "rm removes the runtime directory" || not_ok "rm removes the runtime directory"
+run "$SBX" sandbox ps
+expect_not_in "$T/out" "$id" "ps no longer lists it"
+run "$SBX" sandbox rm "$id"
+expect_rc 1 "rm of a removed sandbox fails"
+expect_in "$T/err" "no sandbox" "rm says there is no such sandbox"
+
+# --workspace uses a directory as is and never deletes it
+mkdir "$T/mine"
+echo keep > "$T/mine/file"
+run "$SBX" sandbox create --workspace "$T/mine"
+id3=$(cat "$T/out")
+run "$SBX" sandbox exec "$id3" -- cat file
+expect_eq "$(cat "$T/out")" "keep" "--workspace uses the directory"
+run "$SBX" sandbox rm "$id3"
+[ -f "$T/mine/file" ] && ok "rm never deletes a given workspace" || not_ok "rm never deletes a given workspace"
+run "$SBX" sandbox create --workspace "$T/nope"
+expect_rc 1 "a missing --workspace fails"
+expect_in "$T/err" "not an existing directory" "a missing --workspace is named"
+
+done_testing

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Faults and bad input: escapes, daemons, huge output, a killed client, a killed supervisor.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sandbox-lib.sh"
+
+id=$("$SBX" sandbox create)
+[ -n "$id" ] && ok "create" || { not_ok "create"; done_testing; exit; }
+
+# Path escapes through '..', absolute paths and planted symlinks.
+echo secret > "$T/outside"
+"$SBX" sandbox exec "$id" -- sh -c "ln -s '$T/outside' pw; ln -s '$T' outdir; ln -s / root"
+run "$SBX" sandbox cp "$id:../x" "$T/x"
+expect_rc 1 "cp from '..' fails"
+expect_in "$T/err" "must not contain '..'" "cp from '..' names the rule"
+run "$SBX" sandbox cp "$T/outside" "$id:../escaped"
+expect_rc 1 "cp to '..' fails"
+run "$SBX" sandbox cp "$id:/etc/passwd" "$T/x"
+expect_rc 1 "cp from an absolute path outside the workspace fails"
+run "$SBX" sandbox cp "$id:pw" "$T/x"
+expect_rc 1 "cp through a planted symlink fails"
+expect_in "$T/err" "outside" "the refusal says the path leads outside"
+[ ! -e "$T/x" ] && ok "nothing was copied out" || not_ok "nothing was copied out"
+run "$SBX" sandbox cp "$T/outside" "$id:outdir/planted"
+expect_rc 1 "cp into a symlinked directory outside fails"
+[ ! -e "$T/planted" ] && ok "nothing was written outside" || not_ok "nothing was written outside"
+run "$SBX" sandbox exec --cwd root "$id" -- pwd
+expect_rc 1 "--cwd through a planted symlink fails"
+run "$SBX" sandbox exec --cwd .. "$id" -- pwd
+expect_rc 1 "--cwd '..' fails"
+run "$SBX" sandbox exec --cwd /etc "$id" -- pwd
+expect_rc 1 "--cwd outside the workspace fails"
+expect_in "$T/err" "working directory" "the refusal names the working directory"
+
+# A command that forks a daemon and exits: rm still kills the daemon.
+run "$SBX" sandbox exec "$id" -- sh -c 'setsid sleep 1000 >/dev/null 2>&1 < /dev/null & echo $!'
+expect_rc 0 "a command that leaves a daemon returns"
+daemon=$(cat "$T/out")
+alive "$daemon" && ok "the daemon runs" || not_ok "the daemon runs"
+
+# 1 GiB of output: head and tail are kept, the rest is counted.
+run "$SBX" sandbox exec --max-output 65536 "$id" -- sh -c 'echo FIRST; head -c 1073741824 /dev/zero; echo; echo LAST'
+expect_rc 0 "a command printing 1 GiB completes"
+expect_eq "$(wc -c < "$T/out")" 65536 "only the byte limit is kept"
+expect_eq "$(head -n 1 "$T/out")" "FIRST" "the head is kept"
+expect_eq "$(tail -n 1 "$T/out")" "LAST" "the tail is kept"
+expect_in "$T/err" "1073676300 bytes of output dropped" "the dropped byte count is reported"
+
+# A client killed mid-exec: the supervisor kills its command.
+"$SBX" sandbox exec "$id" -- sh -c 'echo $$ > victim.pid; exec sleep 1000' &
+client=$!
+wait_until "$SBX" sandbox exec "$id" -- test -s victim.pid
+victim=$("$SBX" sandbox exec "$id" -- cat victim.pid)
+alive "$victim" && ok "the command runs" || not_ok "the command runs"
+kill -9 "$client"
+wait "$client" 2>/dev/null
+wait_until eval '! alive '"$victim" && ok "killing the client kills its command" \
+    || not_ok "killing the client kills its command"
+
+# A reader that goes away stops the command instead of hanging.
+run timeout 20 sh -c '"$SBX" sandbox exec "$1" -- yes | head -n 2' sh "$id"
+expect_rc 0 "a closed output pipe stops the command"
+expect_eq "$(cat "$T/out")" "$(printf 'y\ny')" "the output before that arrives"
+
+# rm kills the daemon.
+run "$SBX" sandbox rm "$id"
+expect_rc 0 "rm succeeds"
+alive "$daemon" && not_ok "rm kills the daemon" || ok "rm kills the daemon"
+
+# The supervisor killed with SIGKILL: clean errors, ps stops listing it, rm cleans up.
+id=$("$SBX" sandbox create)
+sup=$(supervisor_pid "$id")
+[ -n "$sup" ] && ok "the supervisor runs" || not_ok "the supervisor runs"
+"$SBX" sandbox exec "$id" -- sh -c 'sleep 1000 >/dev/null 2>&1 & echo $!' > "$T/child"
+timeout 20 "$SBX" sandbox exec "$id" -- sleep 1000 > /dev/null 2> "$T/inflight.err" &
+inflight=$!
+wait_until eval '[ "$(pgrep -P '"$sup"' -x sleep | wc -l)" -ge 2 ]'
+kill -9 "$sup"
+wait_until eval '! alive '"$sup"
+wait "$inflight"
+expect_eq "$?" 1 "an exec in flight when the supervisor dies fails (no hang)"
+expect_in "$T/inflight.err" "is gone" "the exec in flight says the sandbox is gone"
+run timeout 10 "$SBX" sandbox exec "$id" -- true
+expect_rc 1 "exec in a sandbox whose supervisor died fails"
+expect_in "$T/err" "sandbox '$id' is gone" "the error says the sandbox is gone"
+run "$SBX" sandbox ps
+expect_not_in "$T/out" "$id" "ps stops listing it"
+run "$SBX" sandbox rm "$id"
+expect_rc 0 "rm of a dead sandbox succeeds"
+[ ! -e "$RUNBASE/$id" ] && [ ! -e "$SBX_WORKSPACES/$id" ] && ok "rm cleans up a dead sandbox" \
+    || not_ok "rm cleans up a dead sandbox"
+
+done_testing

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# 200 sandboxes created and removed in a loop leave no process, fd, socket or directory behind.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sandbox-lib.sh"
+
+# A long-lived sandbox to watch the supervisor's descriptors over many requests.
+keep=$("$SBX" sandbox create)
+sup=$(supervisor_pid "$keep")
+"$SBX" sandbox exec "$keep" -- true
+fds_before=$(ls "/proc/$sup/fd" | wc -l)
+
+ids=()
+failed=0
+for i in $(seq 1 200); do
+    id=$("$SBX" sandbox create) || { failed=$((failed + 1)); continue; }
+    ids+=("$id")
+    out=$("$SBX" sandbox exec "$id" -- sh -c 'echo $PWD; sleep 1000 >/dev/null 2>&1 &') || failed=$((failed + 1))
+    "$SBX" sandbox exec "$keep" -- true || failed=$((failed + 1))
+    "$SBX" sandbox rm "$id" >/dev/null || failed=$((failed + 1))
+done
+expect_eq "$failed" 0 "200 create/exec/rm rounds succeed"
+expect_eq "${#ids[@]}" 200 "200 sandboxes were made"
+
+left=0
+for id in "${ids[@]}"; do
+    [ -n "$(supervisor_pid "$id")" ] && left=$((left + 1))
+done
+expect_eq "$left" 0 "no supervisor is left"
+expect_eq "$(pgrep -f 'sleep 1000' -P "$sup" | wc -l)" 0 "no command of a removed sandbox is left"
+expect_eq "$(ls "$RUNBASE")" "$keep" "no runtime directory or socket is left"
+expect_eq "$(ls "$SBX_WORKSPACES")" "$keep" "no workspace is left"
+expect_eq "$(ls "/proc/$sup/fd" | wc -l)" "$fds_before" "the supervisor holds no more descriptors than before"
+
+# Every sleep left by those 200 sandboxes is gone.
+stray=0
+for p in $(pgrep -x sleep); do
+    tr '\0' ' ' < "/proc/$p/cmdline" 2>/dev/null | grep -q '^sleep 1000 $' && alive "$p" && \
+        grep -q "$SBX_WORKSPACES" "/proc/$p/environ" 2>/dev/null && stray=$((stray + 1))
+done
+expect_eq "$stray" 0 "no background command of a removed sandbox survives"
+
+"$SBX" sandbox rm "$keep" >/dev/null
+[ -z "$(supervisor_pid "$keep")" ] && ok "the last supervisor is gone" || not_ok "the last supervisor is gone"
+expect_eq "$(ls "$RUNBASE" | wc -l)" 0 "the runtime base is empty"
+
+done_testing

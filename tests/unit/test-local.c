@@ -1,0 +1,754 @@
+/* The local provider against the real supervisor (SBX_SUPERVISOR names the built sbx). */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tap.h"
+#include "sbx/fs.h"
+#include "sbx/json.h"
+#include "sbx/local.h"
+#include "sbx/manifest.h"
+#include "sandbox/session-internal.h"
+#include "sbx/session.h"
+#include "sbx/time.h"
+
+static char tmp[256];
+static char run_dir[300], ws_dir[300];
+static struct sbx_client *client;
+static struct sbx_session *sess;
+
+static void rm_rf(const char *path)
+{
+    pid_t p = fork();
+    if (p == 0) {
+        execlp("rm", "rm", "-rf", path, (char *)NULL);
+        _exit(127);
+    }
+    int st;
+    waitpid(p, &st, 0);
+}
+
+static void setup(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    const char *t = getenv("TMPDIR");
+    snprintf(tmp, sizeof(tmp), "%s/sbx-test-local.XXXXXX", t && t[0] ? t : "/tmp");
+    if (!mkdtemp(tmp))
+        abort();
+    snprintf(run_dir, sizeof(run_dir), "%s/run", tmp);
+    snprintf(ws_dir, sizeof(ws_dir), "%s/ws", tmp);
+    mkdir(run_dir, 0700);
+    struct sbx_local_options o = {.runtime_dir = run_dir, .workspace_dir = ws_dir};
+    CHECK_OK(sbx_client_new("local", &o, &client, &err), &err);
+    CHECK_OK(sbx_client_create(client, NULL, &sess, &err), &err);
+    if (!sess) {
+        printf("Bail out! cannot create a sandbox: %s\n", err.msg);
+        exit(1);
+    }
+}
+
+static void teardown(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    CHECK_OK(sbx_session_delete(sess, &err), &err);
+    sbx_session_free(sess);
+    sbx_client_free(client);
+    rm_rf(tmp);
+}
+
+/* Run a shell command, return the result (release it). */
+static int sh(const char *cmd, struct sbx_exec_result *r, struct sbx_error *err)
+{
+    struct sbx_exec_spec spec = {.command = cmd};
+    memset(r, 0, sizeof(*r));
+    return sbx_session_exec(sess, &spec, r, err);
+}
+
+static void test_exec_basics(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_exec_result r;
+    const char *const argv[] = {"printf", "%s-%s", "a b", "c", NULL};
+    struct sbx_exec_spec spec = {.argv = argv};
+    CHECK_OK(sbx_session_exec(sess, &spec, &r, &err), &err);
+    CHECK_EQ_STR(r.out.data, "a b-c");
+    CHECK_EQ_INT(r.status.code, 0);
+    sbx_exec_result_release(&r);
+
+    CHECK_OK(sh("echo out; echo err >&2; exit 7", &r, &err), &err);
+    CHECK_EQ_STR(r.out.data, "out\n");
+    CHECK_EQ_STR(r.err.data, "err\n");
+    CHECK_EQ_INT(r.status.code, 7);
+    CHECK_EQ_INT(r.status.signal, 0);
+    sbx_exec_result_release(&r);
+
+    CHECK_OK(sh("kill -USR1 $$", &r, &err), &err);
+    CHECK_EQ_INT(r.status.code, -1);
+    CHECK_EQ_INT(r.status.signal, SIGUSR1);
+    sbx_exec_result_release(&r);
+
+    /* default cwd is the root; the harness environment does not leak in */
+    setenv("SBX_TEST_SECRET", "leak", 1);
+    CHECK_OK(sh("pwd; echo \"[$SBX_TEST_SECRET]\"", &r, &err), &err);
+    char *want = sbx_xasprintf("%s\n[]\n", sbx_session_root(sess));
+    CHECK_EQ_STR(r.out.data, want);
+    free(want);
+    sbx_exec_result_release(&r);
+    unsetenv("SBX_TEST_SECRET");
+
+    const char *const env[] = {"FOO=bar baz", "PATH=/usr/bin:/bin", NULL};
+    struct sbx_exec_spec e = {.command = "echo \"$FOO\" \"$PATH\"", .env = env};
+    CHECK_OK(sbx_session_exec(sess, &e, &r, &err), &err);
+    CHECK_EQ_STR(r.out.data, "bar baz /usr/bin:/bin\n");
+    sbx_exec_result_release(&r);
+
+    const char *const missing[] = {"no-such-command-sbx", NULL};
+    struct sbx_exec_spec m = {.argv = missing};
+    CHECK_ERR(sbx_session_exec(sess, &m, &r, &err), SBX_E_NOTFOUND, &err,
+              "command 'no-such-command-sbx' not found");
+
+    struct sbx_exec_spec both = {.argv = argv, .command = "x"};
+    CHECK_ERR(sbx_session_exec(sess, &both, &r, &err), SBX_E_INVAL, &err, "exactly one");
+    const char *const badenv[] = {"NOEQUALS", NULL};
+    struct sbx_exec_spec be = {.command = "true", .env = badenv};
+    CHECK_ERR(sbx_session_exec(sess, &be, &r, &err), SBX_E_INVAL, &err, "'NOEQUALS'");
+}
+
+static void test_stdin(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_exec_result r;
+    /* More than a pipe buffer each way at once: the loop must not deadlock. */
+    size_t n = 1 << 20;
+    char *data = malloc(n);
+    for (size_t i = 0; i < n; i++)
+        data[i] = (char)('a' + i % 26);
+    const char *const argv[] = {"cat", NULL};
+    struct sbx_exec_spec spec = {.argv = argv, .input = data, .input_len = n, .output_limit = n};
+    CHECK_OK(sbx_session_exec(sess, &spec, &r, &err), &err);
+    CHECK_EQ_MEM(r.out.data, r.out.len, data, n);
+    sbx_exec_result_release(&r);
+    /* A command that never reads its input does not hang or kill us (no SIGPIPE). */
+    const char *const tru[] = {"true", NULL};
+    struct sbx_exec_spec t = {.argv = tru, .input = data, .input_len = n};
+    CHECK_OK(sbx_session_exec(sess, &t, &r, &err), &err);
+    CHECK_EQ_INT(r.status.code, 0);
+    sbx_exec_result_release(&r);
+    free(data);
+}
+
+static void test_cwd(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_exec_result r;
+    CHECK_OK(sh("mkdir -p sub/dir", &r, &err), &err);
+    sbx_exec_result_release(&r);
+    struct sbx_exec_spec spec = {.command = "pwd", .cwd = "sub/dir"};
+    CHECK_OK(sbx_session_exec(sess, &spec, &r, &err), &err);
+    char *want = sbx_xasprintf("%s/sub/dir\n", sbx_session_root(sess));
+    CHECK_EQ_STR(r.out.data, want);
+    sbx_exec_result_release(&r);
+    /* absolute under the root is the same place */
+    char *abs = sbx_xasprintf("%s/sub/dir", sbx_session_root(sess));
+    spec.cwd = abs;
+    CHECK_OK(sbx_session_exec(sess, &spec, &r, &err), &err);
+    CHECK_EQ_STR(r.out.data, want);
+    sbx_exec_result_release(&r);
+    free(abs);
+    free(want);
+
+    spec.cwd = "../";
+    CHECK_ERR(sbx_session_exec(sess, &spec, &r, &err), SBX_E_INVAL, &err, "'..'");
+    spec.cwd = "/etc";
+    CHECK_ERR(sbx_session_exec(sess, &spec, &r, &err), SBX_E_INVAL, &err, "working directory");
+    spec.cwd = "nope";
+    CHECK_ERR(sbx_session_exec(sess, &spec, &r, &err), SBX_E_NOTFOUND, &err, "nope");
+    /* a symlink planted in the workspace that points out */
+    CHECK_OK(sh("ln -s / escape && ln -s sub inside", &r, &err), &err);
+    sbx_exec_result_release(&r);
+    spec.cwd = "escape";
+    CHECK_ERR(sbx_session_exec(sess, &spec, &r, &err), SBX_E_PERM, &err, "escape");
+    spec.cwd = "escape/etc";
+    CHECK_ERR(sbx_session_exec(sess, &spec, &r, &err), SBX_E_PERM, &err, NULL);
+    /* a symlink that stays inside is fine */
+    spec.cwd = "inside/dir";
+    CHECK_OK(sbx_session_exec(sess, &spec, &r, &err), &err);
+    sbx_exec_result_release(&r);
+}
+
+static void test_timeout(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_exec_result r;
+    /* The process ignores SIGTERM: SIGKILL after the grace period ends it. */
+    struct sbx_exec_spec spec = {.command = "trap '' TERM; echo ready; sleep 30; echo never",
+                                 .timeout_ms = 300,
+                                 .kill_grace_ms = 200};
+    CHECK_OK(sbx_session_exec(sess, &spec, &r, &err), &err);
+    CHECK(r.status.timed_out);
+    CHECK_EQ_INT(r.status.signal, SIGKILL);
+    CHECK_EQ_STR(r.out.data, "ready\n");
+    sbx_exec_result_release(&r);
+    /* One that honours SIGTERM ends with it. */
+    struct sbx_exec_spec t = {.command = "exec sleep 30", .timeout_ms = 200};
+    CHECK_OK(sbx_session_exec(sess, &t, &r, &err), &err);
+    CHECK(r.status.timed_out);
+    CHECK_EQ_INT(r.status.signal, SIGTERM);
+    sbx_exec_result_release(&r);
+    struct sbx_exec_spec neg = {.command = "true", .timeout_ms = -1};
+    CHECK_ERR(sbx_session_exec(sess, &neg, &r, &err), SBX_E_INVAL, &err, "negative");
+}
+
+static long maxrss_kb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+static void test_huge_output(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_exec_result r;
+    long before = maxrss_kb();
+    /* 1 GiB of output: memory stays bounded and the result keeps head and tail. */
+    struct sbx_exec_spec spec = {
+            .command = "echo BEGIN; head -c 1073741824 /dev/zero | tr '\\0' x; echo; echo END",
+            .output_limit = 65536};
+    CHECK_OK(sbx_session_exec(sess, &spec, &r, &err), &err);
+    CHECK_EQ_INT(r.status.code, 0);
+    CHECK_EQ_INT(r.out.total, 1073741824ull + 6 + 1 + 4);
+    CHECK_EQ_INT(r.out.len, 65536);
+    CHECK_EQ_INT(r.out.dropped, r.out.total - 65536);
+    CHECK(strncmp(r.out.data, "BEGIN\nxxx", 9) == 0);
+    CHECK(strcmp(r.out.data + r.out.len - 8, "xxx\nEND\n") == 0);
+    sbx_exec_result_release(&r);
+    long grown = maxrss_kb() - before;
+    if (!tap__result(grown < 64 * 1024, __FILE__, __LINE__, "memory stays bounded"))
+        printf("#   max RSS grew by %ld KiB\n", grown);
+}
+
+static pid_t read_pid(const char *path)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_exec_result r;
+    const char *const argv[] = {"cat", path, NULL};
+    struct sbx_exec_spec spec = {.argv = argv};
+    pid_t pid = 0;
+    if (sbx_session_exec(sess, &spec, &r, &err) == 0) {
+        pid = (pid_t)strtol(r.out.data, NULL, 10);
+        sbx_exec_result_release(&r);
+    }
+    return pid;
+}
+
+static int alive(pid_t pid)
+{
+    /* a zombie is as good as dead */
+    char path[64], buf[512];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    return p && p[1] == ' ' && p[2] != 'Z';
+}
+
+static void test_daemon_killed_on_close(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_exec_result r;
+    struct sbx_session *s2 = NULL;
+    CHECK_OK(sbx_client_create(client, NULL, &s2, &err), &err);
+    if (!s2)
+        return;
+    struct sbx_session *keep = sess;
+    sess = s2;
+    /* A double-forked daemon in its own session, holding the output pipe open. */
+    CHECK_OK(sh("setsid sh -c 'echo $$ > daemon.pid; exec sleep 1000' & "
+                "while [ ! -s daemon.pid ]; do sleep 0.01; done; echo started",
+                &r, &err),
+             &err);
+    CHECK_EQ_STR(r.out.data, "started\n");
+    sbx_exec_result_release(&r);
+    pid_t daemon = read_pid("daemon.pid");
+    CHECK(daemon > 0 && alive(daemon));
+    CHECK_OK(sbx_session_delete(s2, &err), &err);
+    CHECK(!alive(daemon));
+    sbx_session_free(s2);
+    sess = keep;
+}
+
+static void test_files(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_buf b;
+    sbx_buf_init(&b, SBX_BUF_NOLIMIT);
+    CHECK_OK(sbx_session_write(sess, "f/a.txt", "hello", 5, 0640, SBX_WRITE_PARENTS, &err), &err);
+    CHECK_OK(sbx_session_read(sess, "f/a.txt", 0, &b, &err), &err);
+    CHECK_EQ_STR(b.data, "hello");
+    sbx_buf_reset(&b);
+    struct sbx_dirent d = {0};
+    CHECK_OK(sbx_session_stat(sess, "f/a.txt", &d, &err), &err);
+    CHECK_EQ_INT(d.mode, 0640);
+    CHECK_EQ_INT(d.size, 5);
+    CHECK_EQ_STR(d.name, "a.txt");
+    CHECK(d.type == SBX_FILE_REGULAR);
+    sbx_dirent_release(&d);
+
+    CHECK_OK(sbx_session_write(sess, "f/a.txt", " world", 6, 0, SBX_WRITE_APPEND, &err), &err);
+    CHECK_OK(sbx_session_read(sess, "f/a.txt", 0, &b, &err), &err);
+    CHECK_EQ_STR(b.data, "hello world");
+    sbx_buf_reset(&b);
+    CHECK_ERR(sbx_session_write(sess, "f/a.txt", "x", 1, 0, SBX_WRITE_EXCL, &err), SBX_E_EXISTS,
+              &err, "already exists");
+    CHECK_ERR(sbx_session_write(sess, "g/b.txt", "x", 1, 0, 0, &err), SBX_E_NOTFOUND, &err, NULL);
+    CHECK_ERR(sbx_session_read(sess, "f/a.txt", 4, &b, &err), SBX_E_TOOBIG, &err, "larger");
+    CHECK_ERR(sbx_session_read(sess, "f", 0, &b, &err), SBX_E_INVAL, &err, "not a regular file");
+    CHECK_ERR(sbx_session_read(sess, "missing", 0, &b, &err), SBX_E_NOTFOUND, &err, NULL);
+    struct sbx_exec_result fr;
+    CHECK_OK(sh("mkfifo fifo", &fr, &err), &err);
+    sbx_exec_result_release(&fr);
+    CHECK_ERR(sbx_session_read(sess, "fifo", 0, &b, &err), SBX_E_INVAL, &err, "not a regular file");
+
+    /* absolute under the root */
+    char *abs = sbx_xasprintf("%s/f/a.txt", sbx_session_root(sess));
+    CHECK_OK(sbx_session_read(sess, abs, 0, &b, &err), &err);
+    CHECK_EQ_STR(b.data, "hello world");
+    sbx_buf_reset(&b);
+    free(abs);
+
+    /* escapes */
+    CHECK_ERR(sbx_session_read(sess, "../x", 0, &b, &err), SBX_E_INVAL, &err, "'..'");
+    CHECK_ERR(sbx_session_read(sess, "/etc/passwd", 0, &b, &err), SBX_E_INVAL, &err, NULL);
+    CHECK_ERR(sbx_session_write(sess, "/tmp/x", "x", 1, 0, 0, &err), SBX_E_INVAL, &err, NULL);
+    struct sbx_exec_result r;
+    CHECK_OK(sh("ln -s /etc/passwd pw; ln -s /tmp outdir", &r, &err), &err);
+    sbx_exec_result_release(&r);
+    CHECK_ERR(sbx_session_read(sess, "pw", 0, &b, &err), SBX_E_PERM, &err, NULL);
+    CHECK_ERR(sbx_session_write(sess, "outdir/x", "x", 1, 0, 0, &err), SBX_E_PERM, &err, NULL);
+    /* writing over a planted symlink replaces the link, never the target */
+    CHECK_OK(sbx_session_write(sess, "pw", "mine", 4, 0, 0, &err), &err);
+    CHECK_OK(sbx_session_stat(sess, "pw", &d, &err), &err);
+    CHECK(d.type == SBX_FILE_REGULAR);
+    sbx_dirent_release(&d);
+
+    /* streaming write from an fd with a limit */
+    int p[2];
+    CHECK(pipe(p) == 0);
+    CHECK(write(p[1], "0123456789", 10) == 10);
+    close(p[1]);
+    CHECK_ERR(sbx_session_write_fd(sess, "big", p[0], 5, 0, 0, &err), SBX_E_TOOBIG, &err, NULL);
+    close(p[0]);
+    CHECK_ERR(sbx_session_stat(sess, "big", &d, &err), SBX_E_NOTFOUND, &err, NULL);
+
+    /* ls: structured, sorted, symlinks not followed */
+    CHECK_OK(sbx_session_mkdir(sess, "l", 0, &err), &err);
+    CHECK_ERR(sbx_session_mkdir(sess, "l", 0, &err), SBX_E_EXISTS, &err, NULL);
+    CHECK_OK(sbx_session_mkdir(sess, "l", SBX_MKDIR_PARENTS, &err), &err);
+    CHECK_OK(sbx_session_write(sess, "l/b", "12", 2, 0, 0, &err), &err);
+    CHECK_OK(sbx_session_mkdir(sess, "l/a", 0, &err), &err);
+    CHECK_OK(sh("ln -s b l/c; printf x > 'l/new\nline'", &r, &err), &err);
+    sbx_exec_result_release(&r);
+    struct sbx_dirlist l = {0};
+    CHECK_OK(sbx_session_ls(sess, "l", &l, &err), &err);
+    CHECK_EQ_INT(l.n, 4);
+    if (l.n == 4) {
+        CHECK_EQ_STR(l.v[0].name, "a");
+        CHECK(l.v[0].type == SBX_FILE_DIR);
+        CHECK_EQ_STR(l.v[1].name, "b");
+        CHECK_EQ_INT(l.v[1].size, 2);
+        CHECK_EQ_STR(l.v[2].name, "c");
+        CHECK(l.v[2].type == SBX_FILE_SYMLINK);
+        CHECK_EQ_STR(l.v[2].target, "b");
+        CHECK_EQ_STR(l.v[3].name, "new\nline");
+    }
+    sbx_dirlist_release(&l);
+    CHECK_ERR(sbx_session_ls(sess, "outdir", &l, &err), SBX_E_PERM, &err, NULL);
+
+    /* rm */
+    CHECK_ERR(sbx_session_rm(sess, "l", 0, &err), SBX_E_INVAL, &err, NULL);
+    CHECK_OK(sbx_session_rm(sess, "outdir", 0, &err), &err); /* the link, not /tmp */
+    CHECK_OK(sbx_session_rm(sess, "l", SBX_RM_RECURSIVE, &err), &err);
+    CHECK_ERR(sbx_session_rm(sess, "l", 0, &err), SBX_E_NOTFOUND, &err, NULL);
+    CHECK_OK(sbx_session_rm(sess, "l", SBX_RM_FORCE, &err), &err);
+    CHECK_ERR(sbx_session_rm(sess, "", SBX_RM_RECURSIVE, &err), SBX_E_PERM, &err, "root");
+    CHECK_ERR(sbx_session_rm(sess, "..", SBX_RM_RECURSIVE, &err), SBX_E_INVAL, &err, NULL);
+    struct stat st;
+    CHECK(stat("/tmp", &st) == 0 && S_ISDIR(st.st_mode));
+    sbx_buf_release(&b);
+}
+
+static void test_pty(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_pty_update u;
+    const char *const shargv[] = {"/bin/sh", NULL};
+    struct sbx_exec_spec spec = {.argv = shargv, .flags = SBX_EXEC_TTY};
+
+    CHECK_OK(sbx_session_pty_start(sess, &spec, 300, &u, &err), &err);
+    int id = u.id;
+    CHECK(id >= 1000);
+    CHECK(!u.exited);
+    sbx_pty_update_release(&u);
+    CHECK_EQ_INT(sbx_session_pty_count(sess), 1);
+
+    const char *cmd = "echo $((6*7)); tty\n";
+    CHECK_OK(sbx_session_pty_write(sess, id, cmd, strlen(cmd), 500, 0, &u, &err), &err);
+    CHECK_CONTAINS(u.output.data, "42");
+    CHECK_CONTAINS(u.output.data, "/dev/pts/");
+    CHECK_EQ_INT(u.id, id);
+    sbx_pty_update_release(&u);
+
+    CHECK_OK(sbx_session_pty_resize(sess, id, 33, 111, &err), &err);
+    cmd = "stty size\n";
+    CHECK_OK(sbx_session_pty_write(sess, id, cmd, strlen(cmd), 500, 0, &u, &err), &err);
+    CHECK_CONTAINS(u.output.data, "33 111");
+    sbx_pty_update_release(&u);
+
+    /* Ctrl-C reaches the foreground job */
+    cmd = "sleep 100; echo slept\n";
+    CHECK_OK(sbx_session_pty_write(sess, id, cmd, strlen(cmd), 250, 0, &u, &err), &err);
+    sbx_pty_update_release(&u);
+    CHECK_OK(sbx_session_pty_write(sess, id, "\003", 1, 250, 0, &u, &err), &err);
+    sbx_pty_update_release(&u);
+    cmd = "echo after-$((1+1))\n";
+    CHECK_OK(sbx_session_pty_write(sess, id, cmd, strlen(cmd), 500, 0, &u, &err), &err);
+    CHECK_CONTAINS(u.output.data, "after-2");
+    CHECK(!strstr(u.output.data, "slept"));
+    sbx_pty_update_release(&u);
+
+    /* exit: the update reports it and the id is gone */
+    cmd = "exit 5\n";
+    CHECK_OK(sbx_session_pty_write(sess, id, cmd, strlen(cmd), 5000, 0, &u, &err), &err);
+    CHECK(u.exited);
+    CHECK_EQ_INT(u.status.code, 5);
+    CHECK_EQ_INT(u.id, 0);
+    sbx_pty_update_release(&u);
+    CHECK_ERR(sbx_session_pty_write(sess, id, "x", 1, 250, 0, &u, &err), SBX_E_NOTFOUND, &err,
+              "no process with id");
+    CHECK_EQ_INT(sbx_session_pty_count(sess), 0);
+
+    /* writing to a terminal whose process exited meanwhile reports the exit */
+    struct sbx_exec_spec quick = {.command = "read x; exit 3", .flags = SBX_EXEC_TTY};
+    CHECK_OK(sbx_session_pty_start(sess, &quick, 250, &u, &err), &err);
+    id = u.id;
+    sbx_pty_update_release(&u);
+    CHECK_OK(sbx_session_pty_write(sess, id, "\n", 1, 250, 0, &u, &err), &err);
+    if (!u.exited) { /* not yet: the next call must see it */
+        sbx_pty_update_release(&u);
+        CHECK_OK(sbx_session_pty_write(sess, id, "more\n", 5, 2000, 0, &u, &err), &err);
+    }
+    CHECK(u.exited);
+    CHECK_EQ_INT(u.status.code, 3);
+    sbx_pty_update_release(&u);
+
+    /* a command that finishes inside the yield window never gets an id */
+    struct sbx_exec_spec fast = {.command = "echo done"};
+    CHECK_OK(sbx_session_pty_start(sess, &fast, 5000, &u, &err), &err);
+    CHECK(u.exited);
+    CHECK_EQ_INT(u.id, 0);
+    CHECK_EQ_STR(u.output.data, "done\n");
+    sbx_pty_update_release(&u);
+
+    /* a process that never stops writing still yields at the deadline, output bounded */
+    struct sbx_exec_spec flood = {.command = "exec yes", .output_limit = 4096};
+    CHECK_OK(sbx_session_pty_start(sess, &flood, 300, &u, &err), &err);
+    CHECK(u.id > 0);
+    CHECK_EQ_INT(u.output.len, 4096);
+    CHECK(u.output.dropped > 0);
+    int flood_id = u.id;
+    sbx_pty_update_release(&u);
+    CHECK_OK(sbx_session_pty_kill(sess, flood_id, &err), &err);
+
+    /* without a tty: no stdin, output still pollable, stderr merged */
+    struct sbx_exec_spec notty = {.command = "echo one; echo two >&2; sleep 100"};
+    CHECK_OK(sbx_session_pty_start(sess, &notty, 300, &u, &err), &err);
+    id = u.id;
+    CHECK(id > 0);
+    CHECK_CONTAINS(u.output.data, "one");
+    CHECK_CONTAINS(u.output.data, "two");
+    sbx_pty_update_release(&u);
+    CHECK_ERR(sbx_session_pty_write(sess, id, "x", 1, 250, 0, &u, &err), SBX_E_INVAL, &err,
+              "stdin is not available");
+    CHECK_OK(sbx_session_pty_kill(sess, id, &err), &err);
+    CHECK_ERR(sbx_session_pty_kill(sess, id, &err), SBX_E_NOTFOUND, &err, NULL);
+}
+
+static void test_pty_prune(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_pty_update u;
+    struct sbx_exec_spec spec = {.command = "exec sleep 1000"};
+    int ids[SBX_PTY_MAX + 2];
+    for (int i = 0; i < SBX_PTY_MAX + 2; i++) {
+        CHECK_OK(sbx_session_pty_start(sess, &spec, 0, &u, &err), &err);
+        ids[i] = u.id;
+        sbx_pty_update_release(&u);
+        if (i == 10) /* touch the first one: now ids[1] and ids[2] are the oldest */
+            CHECK_ERR(sbx_session_pty_resize(sess, ids[0], 0, 0, &err), SBX_E_INVAL, &err,
+                      "no terminal");
+    }
+    CHECK_EQ_INT(sbx_session_pty_count(sess), SBX_PTY_MAX);
+    /* The two least recently used went; the touched one and the newest are all there. */
+    CHECK_ERR(sbx_session_pty_kill(sess, ids[1], &err), SBX_E_NOTFOUND, &err, NULL);
+    CHECK_ERR(sbx_session_pty_kill(sess, ids[2], &err), SBX_E_NOTFOUND, &err, NULL);
+    CHECK_OK(sbx_session_pty_kill(sess, ids[0], &err), &err);
+    for (int i = SBX_PTY_MAX + 2 - SBX_PTY_PROTECTED; i < SBX_PTY_MAX + 2; i++)
+        CHECK_OK(sbx_session_pty_kill(sess, ids[i], &err), &err);
+    sbx_session_pty_kill_all(sess);
+    CHECK_EQ_INT(sbx_session_pty_count(sess), 0);
+}
+
+struct thread_arg {
+    int ok;
+};
+
+static void *worker(void *p)
+{
+    struct thread_arg *a = p;
+    for (int i = 0; i < 20; i++) {
+        struct sbx_error err = SBX_ERROR_INIT;
+        struct sbx_exec_result r;
+        char *cmd = sbx_xasprintf("echo %d", i);
+        struct sbx_exec_spec spec = {.command = cmd};
+        if (sbx_session_exec(sess, &spec, &r, &err) == 0) {
+            char *want = sbx_xasprintf("%d\n", i);
+            a->ok += strcmp(r.out.data, want) == 0;
+            free(want);
+            sbx_exec_result_release(&r);
+        }
+        char *path = sbx_xasprintf("t/%p-%d", p, i);
+        if (sbx_session_write(sess, path, cmd, strlen(cmd), 0, SBX_WRITE_PARENTS, &err) == 0)
+            a->ok++;
+        free(path);
+        free(cmd);
+    }
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    pthread_t t[8];
+    struct thread_arg a[8] = {{0}};
+    for (int i = 0; i < 8; i++)
+        pthread_create(&t[i], NULL, worker, &a[i]);
+    int total = 0;
+    for (int i = 0; i < 8; i++) {
+        pthread_join(t[i], NULL);
+        total += a[i].ok;
+    }
+    CHECK_EQ_INT(total, 8 * 20 * 2);
+}
+
+static void test_attach_list_remove(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_session *a = NULL, *b = NULL;
+    json_t *list = NULL, *state = NULL;
+    CHECK_OK(sbx_client_create(client, NULL, &a, &err), &err);
+    if (!a)
+        return;
+    char id[64];
+    snprintf(id, sizeof(id), "%s", sbx_session_id(a));
+    CHECK_EQ_INT(strlen(id), 16);
+    struct sbx_exec_result r;
+    struct sbx_exec_spec mark = {.command = "echo m > marker"};
+    CHECK_OK(sbx_session_exec(a, &mark, &r, &err), &err);
+    sbx_exec_result_release(&r);
+
+    /* attach by a prefix, see the same workspace */
+    char prefix[9];
+    snprintf(prefix, sizeof(prefix), "%s", id);
+    CHECK_OK(sbx_client_attach(client, prefix, &b, &err), &err);
+    if (b) {
+        CHECK_EQ_STR(sbx_session_id(b), id);
+        struct sbx_exec_spec test = {.command = "test -f marker"};
+        CHECK_OK(sbx_session_exec(b, &test, &r, &err), &err);
+        CHECK_EQ_INT(r.status.code, 0);
+        sbx_exec_result_release(&r);
+        sbx_session_free(b);
+        b = NULL;
+    }
+    /* resume from the state */
+    CHECK_OK(sbx_session_state(a, &state, &err), &err);
+    CHECK_EQ_STR(json_string_value(json_object_get(state, "provider")), "local");
+    CHECK_EQ_INT(json_integer_value(json_object_get(state, "version")), 1);
+    CHECK_OK(sbx_client_resume(client, state, &b, &err), &err);
+    sbx_session_free(b);
+    b = NULL;
+    json_object_set_new(state, "provider", json_string("docker"));
+    CHECK_ERR(sbx_client_resume(client, state, &b, &err), SBX_E_INVAL, &err, "'docker'");
+    json_decref(state);
+
+    CHECK_OK(sbx_client_list(client, &list, &err), &err);
+    int found = 0;
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v) found +=
+            strcmp(json_string_value(json_object_get(v, "id")), id) == 0;
+    CHECK_EQ_INT(found, 1);
+    json_decref(list);
+
+    CHECK_ERR(sbx_client_attach(client, "../etc", &b, &err), SBX_E_INVAL, &err, "not a sandbox id");
+    CHECK_ERR(sbx_client_attach(client, "ffffffffffffffff", &b, &err), SBX_E_NOTFOUND, &err,
+              "no sandbox 'ffffffffffffffff'");
+
+    CHECK_OK(sbx_client_remove(client, id, 0, &err), &err);
+    CHECK_ERR(sbx_client_attach(client, id, &b, &err), SBX_E_NOTFOUND, &err, NULL);
+    /* the old handle now reports the sandbox gone, it does not hang */
+    struct sbx_exec_spec spec = {.command = "true"};
+    CHECK_ERR(sbx_session_exec(a, &spec, &r, &err), SBX_E_SANDBOX, &err, "is gone");
+    sbx_session_free(a);
+    char *ws = sbx_xasprintf("%s/%s", ws_dir, id);
+    struct stat st;
+    CHECK(stat(ws, &st) < 0 && errno == ENOENT);
+    free(ws);
+}
+
+static void test_workspace_kept(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_session *a = NULL;
+    char *dir = sbx_xasprintf("%s/mine", tmp);
+    mkdir(dir, 0755);
+    struct sbx_create_spec spec = {.workspace = dir};
+    CHECK_OK(sbx_client_create(client, &spec, &a, &err), &err);
+    if (a) {
+        struct sbx_exec_result r;
+        struct sbx_exec_spec touch = {.command = "echo k > kept"};
+        CHECK_OK(sbx_session_exec(a, &touch, &r, &err), &err);
+        sbx_exec_result_release(&r);
+        CHECK_OK(sbx_session_delete(a, &err), &err);
+        sbx_session_free(a);
+    }
+    char *f = sbx_xasprintf("%s/kept", dir);
+    struct stat st;
+    CHECK(stat(f, &st) == 0);
+    free(f);
+    spec.workspace = "/nonexistent/sbx";
+    CHECK_ERR(sbx_client_create(client, &spec, &a, &err), SBX_E_NOTFOUND, &err, "workspace");
+    free(dir);
+}
+
+static void test_ports(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    char *url = NULL;
+    CHECK_ERR(sbx_session_resolve_port(sess, 0, &url, &err), SBX_E_INVAL, &err, NULL);
+    CHECK_ERR(sbx_session_resolve_port(sess, 1, &url, &err), SBX_E_NOTFOUND, &err,
+              "nothing listens on port 1");
+    /* a listener started inside the sandbox */
+    struct sbx_pty_update u;
+    struct sbx_exec_spec spec = {
+            .command = "exec python3 -c 'import socket,sys,time; s=socket.socket(); "
+                       "s.bind((\"127.0.0.1\",0)); s.listen(); print(s.getsockname()[1], "
+                       "flush=True); time.sleep(100)'"};
+    if (sbx_session_pty_start(sess, &spec, 2000, &u, &err) < 0 || u.id == 0) {
+        printf("# skipping the listener check: python3 unavailable (%s)\n", err.msg);
+        sbx_pty_update_release(&u);
+        return;
+    }
+    int port = (int)strtol(u.output.data, NULL, 10);
+    CHECK_OK(sbx_session_resolve_port(sess, port, &url, &err), &err);
+    char *want = sbx_xasprintf("http://127.0.0.1:%d", port);
+    CHECK_EQ_STR(url, want);
+    free(want);
+    free(url);
+    CHECK_OK(sbx_session_pty_kill(sess, u.id, &err), &err);
+    sbx_pty_update_release(&u);
+}
+
+static void digest_of(int variant, const char *secret, char out[65])
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_manifest *m = sbx_manifest_new();
+    CHECK_OK(sbx_manifest_add_file(m, "a.txt", variant ? "y" : "x", 1, NULL, &err), &err);
+    CHECK_OK(sbx_manifest_add_dir(m, "d", NULL, &err), &err);
+    CHECK_OK(sbx_manifest_set_env(m, "TOKEN", secret, SBX_MANIFEST_ENV_SECRET, &err), &err);
+    CHECK_OK(sbx__manifest_digest(m, out, &err), &err);
+    sbx_manifest_free(m);
+}
+
+static void test_manifest_digest(void)
+{
+    char a[65], b[65], c[65], d[65];
+    digest_of(0, "s1", a);
+    digest_of(0, "s1", b);
+    digest_of(1, "s1", c);
+    digest_of(0, "s2", d);
+    CHECK_EQ_INT(strlen(a), 64);
+    CHECK_EQ_STR(a, b);
+    CHECK(strcmp(a, c) != 0);
+    CHECK_EQ_STR(a, d); /* a secret's value never shows in the digest */
+}
+
+static void collect_event(const struct sbx_session_event *ev, void *data)
+{
+    json_array_append_new((json_t *)data, sbx_session_event_json(ev));
+}
+
+static void test_events(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_exec_result r;
+    json_t *events = json_array();
+    sbx_session_set_event_fn(sess, collect_event, events);
+    struct sbx_exec_spec spec = {.command = "exit 2"};
+    CHECK_OK(sbx_session_exec(sess, &spec, &r, &err), &err);
+    sbx_exec_result_release(&r);
+    struct sbx_buf b;
+    sbx_buf_init(&b, 100);
+    CHECK_ERR(sbx_session_read(sess, "../nope", 0, &b, &err), SBX_E_INVAL, &err, NULL);
+    sbx_buf_release(&b);
+    sbx_session_set_event_fn(sess, NULL, NULL);
+    CHECK_EQ_INT(json_array_size(events), 4);
+    char *text = sbx_json_dumps(events, SBX_JSON_SORTED);
+    CHECK_CONTAINS(text, "\"op\":\"exec\",\"phase\":\"start\"");
+    CHECK_CONTAINS(text, "\"exit_code\":2");
+    CHECK_CONTAINS(text, "\"ok\":false");
+    CHECK_CONTAINS(text, "\"command\":\"exit 2\"");
+    CHECK_CONTAINS(text, "\"error_code\":\"invalid\"");
+    CHECK_CONTAINS(text, "\"path\":\"../nope\"");
+    json_t *last = json_array_get(events, 3), *first = json_array_get(events, 0);
+    CHECK(json_integer_value(json_object_get(last, "seq")) >
+          json_integer_value(json_object_get(first, "seq")));
+    free(text);
+    json_decref(events);
+}
+
+int main(void)
+{
+    signal(SIGPIPE, SIG_DFL); /* prove the library never raises it */
+    TAP_START();
+    setup();
+    TAP_RUN(test_exec_basics);
+    TAP_RUN(test_stdin);
+    TAP_RUN(test_cwd);
+    TAP_RUN(test_timeout);
+    TAP_RUN(test_huge_output);
+    TAP_RUN(test_daemon_killed_on_close);
+    TAP_RUN(test_files);
+    TAP_RUN(test_pty);
+    TAP_RUN(test_pty_prune);
+    TAP_RUN(test_threads);
+    TAP_RUN(test_attach_list_remove);
+    TAP_RUN(test_workspace_kept);
+    TAP_RUN(test_ports);
+    TAP_RUN(test_events);
+    TAP_RUN(test_manifest_digest);
+    teardown();
+    return TAP_DONE();
+}
