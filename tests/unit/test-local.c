@@ -406,7 +406,7 @@ static void test_pty(void)
     CHECK_EQ_INT(sbx_session_pty_count(sess), 1);
 
     const char *cmd = "echo $((6*7)); tty\n";
-    CHECK_OK(sbx_session_pty_write(sess, id, cmd, strlen(cmd), 500, 0, &u, &err), &err);
+    CHECK_OK(sbx_session_pty_write(sess, id, cmd, strlen(cmd), 1500, 0, &u, &err), &err);
     CHECK_CONTAINS(u.output.data, "42");
     CHECK_CONTAINS(u.output.data, "/dev/pts/");
     CHECK_EQ_INT(u.id, id);
@@ -414,18 +414,19 @@ static void test_pty(void)
 
     CHECK_OK(sbx_session_pty_resize(sess, id, 33, 111, &err), &err);
     cmd = "stty size\n";
-    CHECK_OK(sbx_session_pty_write(sess, id, cmd, strlen(cmd), 500, 0, &u, &err), &err);
+    CHECK_OK(sbx_session_pty_write(sess, id, cmd, strlen(cmd), 1500, 0, &u, &err), &err);
     CHECK_CONTAINS(u.output.data, "33 111");
     sbx_pty_update_release(&u);
 
     /* Ctrl-C reaches the foreground job */
-    cmd = "sleep 100; echo slept\n";
-    CHECK_OK(sbx_session_pty_write(sess, id, cmd, strlen(cmd), 250, 0, &u, &err), &err);
+    cmd = "echo sleep-$((2+2)); sleep 100; echo slept\n";
+    CHECK_OK(sbx_session_pty_write(sess, id, cmd, strlen(cmd), 1500, 0, &u, &err), &err);
+    CHECK_CONTAINS(u.output.data, "sleep-4"); /* the job is running */
     sbx_pty_update_release(&u);
     CHECK_OK(sbx_session_pty_write(sess, id, "\003", 1, 250, 0, &u, &err), &err);
     sbx_pty_update_release(&u);
     cmd = "echo after-$((1+1))\n";
-    CHECK_OK(sbx_session_pty_write(sess, id, cmd, strlen(cmd), 500, 0, &u, &err), &err);
+    CHECK_OK(sbx_session_pty_write(sess, id, cmd, strlen(cmd), 1500, 0, &u, &err), &err);
     CHECK_CONTAINS(u.output.data, "after-2");
     CHECK(!strstr(u.output.data, "slept"));
     sbx_pty_update_release(&u);
