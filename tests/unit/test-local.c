@@ -189,7 +189,7 @@ static void test_timeout(void)
     struct sbx_exec_result r;
     /* The process ignores SIGTERM: SIGKILL after the grace period ends it. */
     struct sbx_exec_spec spec = {.command = "trap '' TERM; echo ready; sleep 30; echo never",
-                                 .timeout_ms = 300,
+                                 .timeout_ms = 1000,
                                  .kill_grace_ms = 200};
     CHECK_OK(sbx_session_exec(sess, &spec, &r, &err), &err);
     CHECK(r.status.timed_out);
