@@ -46,10 +46,12 @@ struct sbx_output {
 };
 
 /* Head + tail capture with a fixed memory bound: the first limit/2 bytes are kept, then a ring
- * keeps the last limit - limit/2 bytes. Memory never exceeds limit however much is added. */
+ * keeps the last limit - limit/2 bytes. Memory grows with the output and never exceeds limit
+ * however much is added. Fields are private. */
 struct sbx_capture {
     size_t limit, head_max, tail_max;
-    char *head, *tail; /* private */
+    char *head, *tail;
+    size_t head_cap, tail_cap;
     size_t head_len, tail_len, tail_pos;
     uint64_t total;
 };
