@@ -578,7 +578,7 @@ static void test_attach_list_remove(void)
 
     /* attach by a prefix, see the same workspace */
     char prefix[9];
-    snprintf(prefix, sizeof(prefix), "%s", id);
+    snprintf(prefix, sizeof(prefix), "%.8s", id);
     CHECK_OK(sbx_client_attach(client, prefix, &b, &err), &err);
     if (b) {
         CHECK_EQ_STR(sbx_session_id(b), id);
