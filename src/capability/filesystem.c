@@ -330,7 +330,8 @@ static int fs_tools(struct sbx_capability *c, const struct sbx_capability_env *e
             .data = bound(env->session),
             .free_data = free,
     };
-    rc = add(out, sbx_tool_new_item(&item, &t, err), t, tr == SBX_PATCH_TRANSPORT_BUILTIN);
+    rc = sbx_tool_new_item(&item, &t, err);
+    rc = add(out, rc, t, tr == SBX_PATCH_TRANSPORT_BUILTIN);
     json_decref(def);
     if (rc < 0)
         return rc;
@@ -345,7 +346,8 @@ static int fs_tools(struct sbx_capability *c, const struct sbx_capability_env *e
             .data = bound(env->session),
             .free_data = free,
     };
-    rc = add(out, sbx_tool_new_custom(&custom, &t, err), t, tr == SBX_PATCH_TRANSPORT_CUSTOM);
+    rc = sbx_tool_new_custom(&custom, &t, err);
+    rc = add(out, rc, t, tr == SBX_PATCH_TRANSPORT_CUSTOM);
     json_decref(fmt);
     if (rc < 0)
         return rc;
@@ -363,7 +365,8 @@ static int fs_tools(struct sbx_capability *c, const struct sbx_capability_env *e
             .data = bound(env->session),
             .free_data = free,
     };
-    rc = add(out, sbx_tool_new_function(&fn, &t, err), t, tr == SBX_PATCH_TRANSPORT_FUNCTION);
+    rc = sbx_tool_new_function(&fn, &t, err);
+    rc = add(out, rc, t, tr == SBX_PATCH_TRANSPORT_FUNCTION);
     json_decref(params);
     if (rc < 0)
         return rc;
@@ -380,7 +383,8 @@ static int fs_tools(struct sbx_capability *c, const struct sbx_capability_env *e
             .data = bound(env->session),
             .free_data = free,
     };
-    rc = add(out, sbx_tool_new_function(&img, &t, err), t, 1);
+    rc = sbx_tool_new_function(&img, &t, err);
+    rc = add(out, rc, t, 1);
     json_decref(params);
     return rc;
 }
