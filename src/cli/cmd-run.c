@@ -92,8 +92,16 @@ static void on_event(const struct sbx_event *ev, void *data)
         json_t *a = json_object_get(ev->item, "arguments");
         if (!a)
             a = json_object_get(ev->item, "input");
+        json_t *op = json_object_get(ev->item, "operation");
+        const char *ot = json_string_value(json_object_get(op, "type"));
+        const char *op_path = json_string_value(json_object_get(op, "path"));
+        if (!a && ot && op_path) /* a built-in apply_patch call: show the operation */
+            a = json_pack("s++", ot, " ", op_path);
+        else
+            json_incref(a);
         if (id && json_is_string(a))
             sbx_json_set(r->args, id, json_incref(a));
+        json_decref(a);
         break;
     }
     case SBX_EVENT_TOOL_OUTPUT: {
@@ -101,6 +109,10 @@ static void on_event(const struct sbx_event *ev, void *data)
         const char *id = json_string_value(json_object_get(ev->item, "call_id"));
         const char *args = id ? json_string_value(json_object_get(r->args, id)) : NULL;
         const char *out = ev->text ? ev->text : "";
+        /* Shell tool answers start with a chunk id and a wall time: show the status line. */
+        const char *status = strncmp(out, "Chunk ID:", 9) == 0 ? strstr(out, "\nProcess ") : NULL;
+        if (status)
+            out = status + 1;
         size_t olen = strcspn(out, "\n");
         fprintf(stderr, "  tool %s(%.200s) %s %.*s%s (%.1f ms)\n", ev->tool ? ev->tool : "?",
                 args ? args : "", ev->failed ? "failed:" : "->", (int)(olen > 200 ? 200 : olen),
@@ -279,6 +291,8 @@ int cmd_run(int argc, char **argv)
     if (scfg.manifest_path && scfg.session_id)
         return cli_usage("run ", "--manifest makes a fresh sandbox; it cannot be used with "
                                  "--session");
+    if (scfg.keep && !agent_path && !scfg.manifest_path)
+        return cli_usage("run ", "--keep needs a sandbox: give an agent file (-a) or --manifest");
     if (scfg.keep && scfg.session_id)
         return cli_usage("run ", "--keep applies to sandboxes the run creates, not to --session");
     if (argc - optind == 0)

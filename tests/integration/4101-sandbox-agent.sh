@@ -126,6 +126,36 @@ run "$SBX" run --base-url "$FAKE_URL" -a "$T/bad.yaml" "hi"
 expect_rc 1 "an unknown capability fails the run"
 expect_in "$T/err" "unknown capability 'telepathy'" "naming it"
 
+# --- Chat Completions: apply_patch offered as a function tool with one string input ---------
+cat >"$T/ch.yaml" <<'EOF'
+name: ChatPatcher
+manifest: {entries: {a.txt: {type: file, content: "one\n"}}}
+EOF
+python3 - "$T/s2c.json" <<'EOF'
+import json, sys
+patch = "*** Begin Patch\n*** Update File: a.txt\n@@\n-one\n+uno\n*** End Patch\n"
+def chat(msg):
+    return {"chat": {"id": "cc", "object": "chat.completion", "model": "m",
+                     "choices": [{"index": 0, "message": msg, "finish_reason": "stop"}]}}
+turns = [
+  chat({"role": "assistant", "content": None, "tool_calls": [{"id": "t1", "type": "function",
+        "function": {"name": "apply_patch", "arguments": json.dumps({"input": patch})}}]}),
+  chat({"role": "assistant", "content": None, "tool_calls": [{"id": "t2", "type": "function",
+        "function": {"name": "exec_command", "arguments": json.dumps({"cmd": "cat a.txt"})}}]}),
+  chat({"role": "assistant", "content": "patched"})]
+json.dump({"turns": turns}, open(sys.argv[1], "w"))
+EOF
+start_fake "$T/s2c.json"
+run "$SBX" run --api chat --base-url "$FAKE_URL" -a "$T/ch.yaml" "patch it"
+expect_rc 0 "a sandbox agent runs on Chat Completions"
+expect_eq "$(fake_query '[(t["function"]["name"], sorted(t["function"]["parameters"]["properties"])) for t in reqs[0]["body"]["tools"]][0]')" \
+    "('apply_patch', ['input'])" "apply_patch is a function tool with one string input on chat"
+expect_eq "$(fake_query '"context_management" in reqs[0]["body"]')" False "no compaction field on chat"
+expect_eq "$(fake_query '[m["content"] for m in reqs[1]["body"]["messages"] if m["role"]=="tool"]')" \
+    "['Updated a.txt']" "the function-form patch applied"
+fake_query '[m["content"] for m in reqs[2]["body"]["messages"] if m["role"]=="tool"][-1]' >"$T/chat2"
+expect_in "$T/chat2" "uno" "and the file really changed"
+
 # --- every transport of apply_patch; a failing patch leaves every file untouched; escapes ----
 cat >"$T/p.yaml" <<'EOF'
 name: Patcher
