@@ -239,7 +239,9 @@ mk "$T/s5.json" "[
  resp(6, fcall(6, 'write_stdin', '{\"session_id\": 999, \"chars\": \"x\"}')),
  resp(7, fcall(7, 'exec_command', {'cmd': 'echo not a tty; sleep 30', 'yield_time_ms': 300})),
  resp(8, fcall(8, 'write_stdin', '{\"session_id\": @SESSION_ID@, \"chars\": \"x\"}')),
- resp(9, msg('ok'))]"
+ resp(9, fcall(9, 'exec_command', {'cmd': 'sleep 1; echo late', 'yield_time_ms': 250})),
+ resp(10, fcall(10, 'write_stdin', '{\"session_id\": @SESSION_ID@}')),
+ resp(11, msg('ok'))]"
 start_fake "$T/s5.json"
 run "$SBX" run --max-turns 20 --base-url "$FAKE_URL" -a "$T/sh.yaml" "repl"
 expect_rc 0 "PTY run succeeds"
@@ -258,6 +260,11 @@ outputs 6 >"$T/p6"
 expect_in "$T/p6" "no process with id 999" "an unknown session id is an error for the model"
 outputs 8 >"$T/p8"
 expect_in "$T/p8" "stdin is not available" "writing to a command started without a tty is refused"
+outputs 9 >"$T/p9"
+expect_in "$T/p9" "Process running with session ID" "a command outliving its yield time keeps running"
+outputs 10 >"$T/p10"
+tr '\n' '|' <"$T/p10" >"$T/p10l"
+expect_in "$T/p10l" "Process exited with code 0|Output:|late|" "polling it (empty chars) returns its later output and exit"
 expect_eq "$(live)" 0 "the sandbox (and the sleeping command) is gone after the run"
 
 # --- view_image of a PNG made inside the sandbox ----------------------------------------------
