@@ -1,5 +1,6 @@
 /* The filesystem capability: apply_patch (three wire forms, one handler) and view_image, both
  * working through the session's file operations. */
+#include <errno.h>
 #include <string.h>
 
 #include "capability/capability-internal.h"
@@ -44,7 +45,8 @@ static int sess_exists(struct sbx_patch_fs *fs, const char *path, enum sbx_patch
     struct sbx_dirent d = {0};
     struct sbx_error e = SBX_ERROR_INIT;
     int rc = sbx_session_stat(fs->ctx, path, &d, &e);
-    if (rc == -SBX_E_NOTFOUND || (rc < 0 && e.code == SBX_E_NOTFOUND)) {
+    /* A parent that is missing or not a directory: nothing there, as for a missing file. */
+    if (rc < 0 && (e.code == SBX_E_NOTFOUND || e.sys_errno == ENOTDIR || e.sys_errno == ENOENT)) {
         *kind = SBX_PATCH_FILE_NONE;
         return 0;
     }
