@@ -152,8 +152,10 @@ SBX_API int sbx_sandbox_run(struct sbx_sandbox_run *sr, struct sbx_agent *agent,
                             const json_t *input, const struct sbx_run_options *opt,
                             struct sbx_run_result **out, struct sbx_error *err);
 
-/* Sessions used by the run, in the order agents first took a turn. Borrowed strings, valid
- * until sbx_sandbox_run_free. created: the run created it (and, with keep, left it running). */
+/* The sandbox agents that took a turn, in that order, with the id of the session each used
+ * (agents sharing a session list the same id). Borrowed strings, valid until
+ * sbx_sandbox_run_free. created: the run created that agent's session (and, with keep, left it
+ * running). */
 SBX_API size_t sbx_sandbox_run_count(const struct sbx_sandbox_run *sr);
 SBX_API const char *sbx_sandbox_run_session_id(const struct sbx_sandbox_run *sr, size_t i);
 SBX_API const char *sbx_sandbox_run_agent(const struct sbx_sandbox_run *sr, size_t i);
