@@ -46,10 +46,12 @@ struct sbx_output {
 };
 
 /* Head + tail capture with a fixed memory bound: the first limit/2 bytes are kept, then a ring
- * keeps the last limit - limit/2 bytes. Memory never exceeds limit however much is added. */
+ * keeps the last limit - limit/2 bytes. Memory grows with the output and never exceeds limit
+ * however much is added. Fields are private. */
 struct sbx_capture {
     size_t limit, head_max, tail_max;
-    char *head, *tail; /* private */
+    char *head, *tail;
+    size_t head_cap, tail_cap;
     size_t head_len, tail_len, tail_pos;
     uint64_t total;
 };
@@ -73,7 +75,7 @@ SBX_API void sbx_output_release(struct sbx_output *out);
 enum sbx_exec_flags {
     SBX_EXEC_TTY = 1 << 0,          /* run on a new pseudo-terminal (its own session); output and
                                        input both go through the terminal master */
-    SBX_EXEC_STDIN = 1 << 1,        /* give the caller a pipe to stdin (otherwise /dev/null) */
+    SBX_EXEC_STDIN = 1 << 1,        /* give the caller a socket to stdin (else /dev/null) */
     SBX_EXEC_MERGE_STDERR = 1 << 2, /* stderr goes to the stdout pipe, in arrival order */
 };
 
@@ -89,7 +91,8 @@ struct sbx_exec_spec {
     int flags;                 /* enum sbx_exec_flags */
     unsigned short rows, cols; /* terminal size with SBX_EXEC_TTY; 0: 24 x 80 */
     /* Used by sbx_session_exec only: */
-    const void *input; /* bytes written to the command's stdin, which is then closed */
+    const void *input; /* bytes written to stdin, which is then closed (with SBX_EXEC_TTY they
+                          are typed on the terminal and nothing is closed) */
     size_t input_len;
     size_t output_limit; /* bytes kept per stream (head + tail); 0: SBX_OUTPUT_DEFAULT_LIMIT */
 };
@@ -109,8 +112,9 @@ struct sbx_exec_result {
 SBX_API void sbx_exec_result_release(struct sbx_exec_result *r);
 
 /* Run a command to completion and capture its output within spec->output_limit per stream.
- * A non-zero exit is not an error: look at res->status. Errors: SBX_E_INVAL (bad spec, cwd
- * outside the workspace), SBX_E_NOTFOUND (command or cwd not found), SBX_E_SANDBOX (the sandbox
+ * Returns when the command exits, even if a background process it started still holds the
+ * output open. A non-zero exit is not an error: look at res->status. Errors: SBX_E_INVAL (bad spec,
+ * cwd outside the workspace), SBX_E_NOTFOUND (command or cwd not found), SBX_E_SANDBOX (the sandbox
  * is gone). Blocks until the command exits (or the timeout kills it). On success *res is filled
  * (release with sbx_exec_result_release). */
 SBX_API int sbx_session_exec(struct sbx_session *s, const struct sbx_exec_spec *spec,
@@ -133,8 +137,8 @@ struct sbx_proc {
     const struct sbx_proc_ops *ops; /* provider's */
 };
 
-/* Start a command without waiting. *out: caller owns (sbx_proc_free). Errors as sbx_session_exec.
- */
+/* Start a command without waiting. *out: caller owns (sbx_proc_free). Errors as for
+ * sbx_session_exec. */
 SBX_API int sbx_session_exec_start(struct sbx_session *s, const struct sbx_exec_spec *spec,
                                    struct sbx_proc **out, struct sbx_error *err);
 /* Wait up to timeout_ms (< 0: forever) for the exit status. SBX_E_TIMEOUT if still running,

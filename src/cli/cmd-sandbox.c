@@ -404,6 +404,10 @@ static int cmd_exec(int argc, char **argv)
         sbx_strv_release(&env);
         return cli_usage(VERB, "exec: --max-output cannot be combined with -i or -t");
     }
+    /* On a terminal, the command learns what kind: the caller's own TERM, as docker exec -t. */
+    const char *term = getenv("TERM");
+    if ((spec.flags & SBX_EXEC_TTY) && term && term[0] && !sbx_strv_getenv(&env, "TERM"))
+        sbx_strv_setenv(&env, "TERM", term);
     spec.argv = (const char *const *)(argv + i);
     spec.env = (const char *const *)env.v;
     if (interactive && !(spec.flags & SBX_EXEC_TTY))

@@ -1,4 +1,5 @@
-/* Head + tail output capture with a fixed memory bound. */
+/* Head + tail output capture with a fixed memory bound. Memory grows with the output up to the
+ * limit, so a large limit costs nothing for a command that prints little. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,20 @@ void sbx_capture_init(struct sbx_capture *c, size_t limit)
     c->tail_max = limit - c->head_max;
 }
 
+/* Grow *buf (capacity *cap) to hold at least need bytes, doubling, never past max. */
+static void grow(char **buf, size_t *cap, size_t need, size_t max)
+{
+    if (need <= *cap)
+        return;
+    size_t n = *cap ? *cap : 4096;
+    while (n < need)
+        n = n > max / 2 ? max : n * 2;
+    if (n > max)
+        n = max;
+    *buf = sbx_xrealloc(*buf, n);
+    *cap = n;
+}
+
 void sbx_capture_add(struct sbx_capture *c, const void *p, size_t n)
 {
     const char *s = p;
@@ -24,8 +39,7 @@ void sbx_capture_add(struct sbx_capture *c, const void *p, size_t n)
         size_t k = c->head_max - c->head_len;
         if (k > n)
             k = n;
-        if (!c->head)
-            c->head = sbx_xmalloc(c->head_max);
+        grow(&c->head, &c->head_cap, c->head_len + k, c->head_max);
         memcpy(c->head + c->head_len, s, k);
         c->head_len += k;
         s += k;
@@ -33,8 +47,15 @@ void sbx_capture_add(struct sbx_capture *c, const void *p, size_t n)
     }
     if (n == 0 || c->tail_max == 0)
         return;
-    if (!c->tail)
-        c->tail = sbx_xmalloc(c->tail_max);
+    if (c->tail_len < c->tail_max && c->tail_len + n <= c->tail_max) {
+        /* Not full yet: the ring is still a plain buffer starting at 0. */
+        grow(&c->tail, &c->tail_cap, c->tail_len + n, c->tail_max);
+        memcpy(c->tail + c->tail_len, s, n);
+        c->tail_len += n;
+        c->tail_pos = c->tail_len % c->tail_max;
+        return;
+    }
+    grow(&c->tail, &c->tail_cap, c->tail_max, c->tail_max);
     if (n >= c->tail_max) {
         /* Only the last tail_max bytes of this chunk can survive. */
         memcpy(c->tail, s + n - c->tail_max, c->tail_max);
@@ -58,7 +79,7 @@ void sbx_capture_take(struct sbx_capture *c, struct sbx_output *out)
     if (c->head_len)
         memcpy(d, c->head, c->head_len);
     if (c->tail_len) {
-        /* The ring's oldest byte is at tail_pos once it has wrapped, else at 0. */
+        /* The ring's oldest byte is at tail_pos once it is full, else at 0. */
         size_t start = c->tail_len == c->tail_max ? c->tail_pos : 0;
         size_t first = c->tail_max - start;
         if (first > c->tail_len)
@@ -82,6 +103,7 @@ void sbx_capture_release(struct sbx_capture *c)
     free(c->head);
     free(c->tail);
     c->head = c->tail = NULL;
+    c->head_cap = c->tail_cap = 0;
     c->head_len = c->tail_len = c->tail_pos = 0;
     c->total = 0;
 }

@@ -53,10 +53,12 @@ expect_eq "$(cat "$T/out")" "piped" "-i forwards stdin"
 run "$SBX" sandbox exec "$id" -- cat
 expect_rc 0 "without -i stdin is empty"
 
-run "$SBX" sandbox exec -t "$id" -- sh -c 'tty; echo $TERM'
+TERM=vt100 run "$SBX" sandbox exec -t "$id" -- sh -c 'tty; echo $TERM'
 expect_rc 0 "exec -t succeeds"
 expect_in "$T/out" "/dev/pts/" "exec -t runs on a terminal"
-expect_in "$T/out" "xterm" "exec -t sets TERM"
+expect_in "$T/out" "vt100" "exec -t passes the caller's TERM"
+TERM= run "$SBX" sandbox exec -t "$id" -- sh -c 'echo $TERM'
+expect_in "$T/out" "xterm-256color" "exec -t has a TERM even when the caller has none"
 printf 'echo $((40+2))\nexit 4\n' > "$T/stdin"
 run "$SBX" sandbox shell "$id" < "$T/stdin"
 expect_rc 4 "shell exits with the shell's status"

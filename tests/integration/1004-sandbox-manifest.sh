@@ -128,6 +128,11 @@ YAML
     expect_in "$T/err" "entry 'r'" "the failing entry is named"
 fi
 
+printf 'entries:\n  r:\n    type: git_repo\n    repo: https://user:s3cret@127.0.0.1:1/x.git\n' > "$T/m/cred.yaml"
+run "$SBX" sandbox create --manifest "$T/m/cred.yaml"
+expect_rc 1 "a repository URL carrying credentials is refused"
+expect_not_in "$T/err" "s3cret" "the credential is not echoed"
+
 printf 'entries:\n  ../x:\n    type: file\n    content: x\n' > "$T/m/escape.yaml"
 run "$SBX" sandbox create --manifest "$T/m/escape.yaml"
 expect_rc 1 "a manifest path with '..' is refused"

@@ -83,6 +83,22 @@ static void test_head_tail(void)
     check_against_reference(7, 999, 5);
     check_against_reference(4096, 100000, 6);
     check_against_reference(1, 50, 7);
+    check_against_reference(20000, 30000, 8);   /* tail partly filled, never wrapped */
+    check_against_reference(20000, 1000000, 9); /* tail grown, then wrapped many times */
+}
+
+static void test_memory_follows_output(void)
+{
+    struct sbx_capture c;
+    struct sbx_output o;
+    sbx_capture_init(&c, SBX_OUTPUT_MAX_LIMIT);
+    sbx_capture_add(&c, "tiny", 4);
+    CHECK(c.head_cap < 65536); /* a 1 GiB limit does not mean 1 GiB allocated */
+    CHECK_EQ_INT(c.tail_cap, 0);
+    sbx_capture_take(&c, &o);
+    CHECK_EQ_STR(o.data, "tiny");
+    sbx_output_release(&o);
+    sbx_capture_release(&c);
 }
 
 static void test_clamp(void)
@@ -99,6 +115,7 @@ int main(void)
     TAP_RUN(test_fits);
     TAP_RUN(test_empty);
     TAP_RUN(test_head_tail);
+    TAP_RUN(test_memory_follows_output);
     TAP_RUN(test_clamp);
     return TAP_DONE();
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -15,6 +16,7 @@
 #include "sbx/json.h"
 #include "sbx/local.h"
 #include "sbx/manifest.h"
+#include "sandbox/local/local.h"
 #include "sandbox/session-internal.h"
 #include "sbx/session.h"
 #include "sbx/time.h"
@@ -189,7 +191,7 @@ static void test_timeout(void)
     struct sbx_exec_result r;
     /* The process ignores SIGTERM: SIGKILL after the grace period ends it. */
     struct sbx_exec_spec spec = {.command = "trap '' TERM; echo ready; sleep 30; echo never",
-                                 .timeout_ms = 300,
+                                 .timeout_ms = 1000,
                                  .kill_grace_ms = 200};
     CHECK_OK(sbx_session_exec(sess, &spec, &r, &err), &err);
     CHECK(r.status.timed_out);
@@ -406,7 +408,7 @@ static void test_pty(void)
     CHECK_EQ_INT(sbx_session_pty_count(sess), 1);
 
     const char *cmd = "echo $((6*7)); tty\n";
-    CHECK_OK(sbx_session_pty_write(sess, id, cmd, strlen(cmd), 500, 0, &u, &err), &err);
+    CHECK_OK(sbx_session_pty_write(sess, id, cmd, strlen(cmd), 1500, 0, &u, &err), &err);
     CHECK_CONTAINS(u.output.data, "42");
     CHECK_CONTAINS(u.output.data, "/dev/pts/");
     CHECK_EQ_INT(u.id, id);
@@ -414,18 +416,19 @@ static void test_pty(void)
 
     CHECK_OK(sbx_session_pty_resize(sess, id, 33, 111, &err), &err);
     cmd = "stty size\n";
-    CHECK_OK(sbx_session_pty_write(sess, id, cmd, strlen(cmd), 500, 0, &u, &err), &err);
+    CHECK_OK(sbx_session_pty_write(sess, id, cmd, strlen(cmd), 1500, 0, &u, &err), &err);
     CHECK_CONTAINS(u.output.data, "33 111");
     sbx_pty_update_release(&u);
 
     /* Ctrl-C reaches the foreground job */
-    cmd = "sleep 100; echo slept\n";
-    CHECK_OK(sbx_session_pty_write(sess, id, cmd, strlen(cmd), 250, 0, &u, &err), &err);
+    cmd = "echo sleep-$((2+2)); sleep 100; echo slept\n";
+    CHECK_OK(sbx_session_pty_write(sess, id, cmd, strlen(cmd), 1500, 0, &u, &err), &err);
+    CHECK_CONTAINS(u.output.data, "sleep-4"); /* the job is running */
     sbx_pty_update_release(&u);
     CHECK_OK(sbx_session_pty_write(sess, id, "\003", 1, 250, 0, &u, &err), &err);
     sbx_pty_update_release(&u);
     cmd = "echo after-$((1+1))\n";
-    CHECK_OK(sbx_session_pty_write(sess, id, cmd, strlen(cmd), 500, 0, &u, &err), &err);
+    CHECK_OK(sbx_session_pty_write(sess, id, cmd, strlen(cmd), 1500, 0, &u, &err), &err);
     CHECK_CONTAINS(u.output.data, "after-2");
     CHECK(!strstr(u.output.data, "slept"));
     sbx_pty_update_release(&u);
@@ -492,9 +495,11 @@ static void test_pty_prune(void)
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx_pty_update u;
     struct sbx_exec_spec spec = {.command = "exec sleep 1000"};
+    struct sbx_exec_spec brief = {.command = "exec sleep 1"};
     int ids[SBX_PTY_MAX + 2];
     for (int i = 0; i < SBX_PTY_MAX + 2; i++) {
-        CHECK_OK(sbx_session_pty_start(sess, &spec, 0, &u, &err), &err);
+        /* ids[5] exits on its own a second later, long before the table is full */
+        CHECK_OK(sbx_session_pty_start(sess, i == 5 ? &brief : &spec, 0, &u, &err), &err);
         ids[i] = u.id;
         sbx_pty_update_release(&u);
         if (i == 10) /* touch the first one: now ids[1] and ids[2] are the oldest */
@@ -502,9 +507,11 @@ static void test_pty_prune(void)
                       "no terminal");
     }
     CHECK_EQ_INT(sbx_session_pty_count(sess), SBX_PTY_MAX);
-    /* The two least recently used went; the touched one and the newest are all there. */
+    /* The first prune took the exited one although older ones were live, the second the least
+     * recently used live one; the touched one and the newest are all there. */
+    CHECK_ERR(sbx_session_pty_kill(sess, ids[5], &err), SBX_E_NOTFOUND, &err, NULL);
     CHECK_ERR(sbx_session_pty_kill(sess, ids[1], &err), SBX_E_NOTFOUND, &err, NULL);
-    CHECK_ERR(sbx_session_pty_kill(sess, ids[2], &err), SBX_E_NOTFOUND, &err, NULL);
+    CHECK_OK(sbx_session_pty_kill(sess, ids[2], &err), &err);
     CHECK_OK(sbx_session_pty_kill(sess, ids[0], &err), &err);
     for (int i = SBX_PTY_MAX + 2 - SBX_PTY_PROTECTED; i < SBX_PTY_MAX + 2; i++)
         CHECK_OK(sbx_session_pty_kill(sess, ids[i], &err), &err);
@@ -695,6 +702,82 @@ static void test_manifest_digest(void)
     CHECK_EQ_STR(a, d); /* a secret's value never shows in the digest */
 }
 
+/* Send raw bytes on a fresh control connection and return the reply (NULL if none). */
+static json_t *raw_request(const void *bytes, size_t n)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    char *dir = sbx_xasprintf("%s/%s", run_dir, sbx_session_id(sess));
+    int fd = -1;
+    json_t *reply = NULL;
+    if (sbx__local_connect(dir, sbx_session_id(sess), &fd, &err) == 0) {
+        /* The half-close tells the supervisor nothing more is coming. */
+        if (sbx_fd_write_all(fd, bytes, n, &err) == 0 && shutdown(fd, SHUT_WR) == 0)
+            (void)sbx__proto_recv(fd, &reply, NULL, 0, NULL, sbx_deadline_after_ms(10000), &err);
+        close(fd);
+    }
+    free(dir);
+    return reply;
+}
+
+static void expect_refusal(const char *what, const void *bytes, size_t n, const char *needle)
+{
+    json_t *r = raw_request(bytes, n);
+    const char *msg = json_string_value(json_object_get(r, "error"));
+    int ok = r && json_is_false(json_object_get(r, "ok")) && msg && strstr(msg, needle);
+    if (!tap__result(ok, __FILE__, __LINE__, what))
+        printf("#   reply: %s\n", r ? sbx_json_dumps(r, 0) : "(none)");
+    json_decref(r);
+}
+
+static void frame(const char *json, struct sbx_buf *b)
+{
+    size_t n = strlen(json);
+    unsigned char h[4] = {(unsigned char)(n >> 24), (unsigned char)(n >> 16),
+                          (unsigned char)(n >> 8), (unsigned char)n};
+    sbx_buf_reset(b);
+    if (sbx_buf_add(b, h, 4, NULL) < 0 || sbx_buf_add(b, json, n, NULL) < 0)
+        abort();
+}
+
+static void test_protocol_abuse(void)
+{
+    struct sbx_buf b;
+    sbx_buf_init(&b, 1 << 20);
+    const unsigned char huge[4] = {0x7f, 0xff, 0xff, 0xff};
+    expect_refusal("an oversized frame is refused", huge, 4, "exceeds the limit");
+    frame("{not json", &b);
+    expect_refusal("malformed JSON is refused", b.data, b.len, "");
+    frame("[1,2]", &b);
+    expect_refusal("a non-object is refused", b.data, b.len, "not a JSON object");
+    frame("{\"op\":\"format-disk\"}", &b);
+    expect_refusal("an unknown operation is refused", b.data, b.len, "unknown operation");
+    frame("{\"nop\":1}", &b);
+    expect_refusal("a missing op is refused", b.data, b.len, "'op'");
+    frame("{\"op\":\"exec\",\"argv\":[1]}", &b);
+    expect_refusal("argv of numbers is refused", b.data, b.len, "must hold strings");
+    frame("{\"op\":\"exec\",\"argv\":[]}", &b);
+    expect_refusal("an empty argv is refused", b.data, b.len, "empty command");
+    frame("{\"op\":\"exec\",\"argv\":[\"true\"],\"cwd\":\"../..\"}", &b);
+    expect_refusal("a cwd with '..' is refused", b.data, b.len, "'..'");
+    frame("{\"op\":\"exec\",\"argv\":[\"true\"],\"rows\":70000}", &b);
+    expect_refusal("a terminal size out of range is refused", b.data, b.len, "out of range");
+    frame("{\"op\":\"exec\",\"argv\":[\"true\"],\"env\":[\"=x\"]}", &b);
+    expect_refusal("a bad environment entry is refused", b.data, b.len, "KEY=VALUE");
+    frame("{\"op\":\"port\",\"port\":0}", &b);
+    expect_refusal("port 0 is refused", b.data, b.len, "1..65535");
+    /* A half-sent frame then a hang-up leaves the supervisor serving. */
+    frame("{\"op\":\"info\"}", &b);
+    json_t *r = raw_request(b.data, 3);
+    CHECK(r == NULL);
+    json_decref(r);
+    sbx_buf_release(&b);
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_exec_result res;
+    CHECK_OK(sh("echo still here", &res, &err), &err);
+    CHECK_EQ_STR(res.out.data, "still here\n");
+    sbx_exec_result_release(&res);
+}
+
 static void collect_event(const struct sbx_session_event *ev, void *data)
 {
     json_array_append_new((json_t *)data, sbx_session_event_json(ev));
@@ -748,6 +831,7 @@ int main(void)
     TAP_RUN(test_workspace_kept);
     TAP_RUN(test_ports);
     TAP_RUN(test_events);
+    TAP_RUN(test_protocol_abuse);
     TAP_RUN(test_manifest_digest);
     teardown();
     return TAP_DONE();

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -31,7 +32,7 @@
 #include "sbx/strv.h"
 #include "sbx/time.h"
 
-#define MAX_CONNS      1024
+#define MAX_CONNS      4096
 #define CONFIG_MAX     ((size_t)16 << 20)
 #define SEND_DEADLINE  1000
 #define DEFAULT_ROWS   24
@@ -68,6 +69,7 @@ struct sup {
     size_t n_children;
     int stopping;
     int stop_conn; /* the connection that asked for shutdown, or -1 */
+    int spare_fd;  /* held back to refuse connections when out of descriptors */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -740,6 +742,14 @@ static void serve(struct sup *s)
         }
         if (pfd[1].revents & POLLIN) {
             int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+            if (fd < 0 && (errno == EMFILE || errno == ENFILE) && s->spare_fd >= 0) {
+                /* Out of descriptors: refuse this one cleanly rather than spin on it. */
+                sbx_fd_close(&s->spare_fd);
+                fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+                sbx_fd_close(&fd);
+                s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+                sbx_log(SBX_LOG_WARN, "out of file descriptors: a connection was refused");
+            }
             if (fd >= 0 && add_conn(s, fd) < 0)
                 close(fd);
         }
@@ -810,6 +820,14 @@ static int start(struct sup *s, struct sbx_error *err)
         close(logfd);
     }
 
+    /* Every exec holds a connection: allow as many as the hard limit does. */
+    struct rlimit nofile;
+    if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+        nofile.rlim_cur = nofile.rlim_max;
+        (void)setrlimit(RLIMIT_NOFILE, &nofile);
+    }
+    s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+
     /* Orphans of the commands become our children, so we reap them and can kill them. */
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
         return sbx_error_errno(err, errno, "cannot become a child subreaper");
@@ -853,7 +871,12 @@ static int start(struct sup *s, struct sbx_error *err)
 
 int sbx_local_supervise_main(int argc, char **argv)
 {
-    struct sup s = {.listen_fd = -1, .sig_fd = -1, .root_fd = -1, .dir_fd = -1, .stop_conn = -1};
+    struct sup s = {.listen_fd = -1,
+                    .sig_fd = -1,
+                    .root_fd = -1,
+                    .dir_fd = -1,
+                    .stop_conn = -1,
+                    .spare_fd = -1};
     struct sbx_error err = SBX_ERROR_INIT;
     int rc;
 
@@ -916,6 +939,7 @@ int sbx_local_supervise_main(int argc, char **argv)
     sbx_fd_close(&s.sig_fd);
     sbx_fd_close(&s.root_fd);
     sbx_fd_close(&s.dir_fd);
+    sbx_fd_close(&s.spare_fd);
     sbx_strv_release(&s.env);
     free(s.id);
     free(s.dir);
