@@ -30,7 +30,7 @@ static void usage(FILE *f)
     fputs("usage: sbx run [-a AGENT_FILE] [-m MODEL] [--base-url URL] [--api responses|chat]\n"
           "               [--max-turns N] [--json] [--record FILE] [--no-stream]\n"
           "               [--timeout DURATION] [--retries N] [--use-previous-response-id]\n"
-          "               [--manifest FILE | --session ID] [--keep] [PROMPT | -]\n"
+          "               [--manifest FILE | --session ID] [--keep] [--share] [PROMPT | -]\n"
           "\n"
           "Runs an agent on PROMPT (or standard input with '-') and prints the final output.\n"
           "Progress goes to stderr; --json writes one event per line to stdout instead.\n"
@@ -39,7 +39,8 @@ static void usage(FILE *f)
           "Sandbox agents (agent files with manifest / capabilities) run in a fresh local\n"
           "sandbox made from their manifest, removed at the end; --manifest FILE replaces the\n"
           "manifest, --session ID runs in an existing sandbox instead, --keep leaves the\n"
-          "sandboxes the run created running and prints their ids on stderr.\n"
+          "sandboxes the run created running and prints their ids on stderr, --share gives\n"
+          "every sandbox agent of the run (handoffs) one sandbox instead of one each.\n"
           "Environment: OPENAI_BASE_URL, OPENAI_API_KEY, SBX_MODEL (default model name).\n"
           "Exit status: 0 done, 1 error, 2 usage, 3 max turns exceeded.\n",
           f);
@@ -188,6 +189,7 @@ int cmd_run(int argc, char **argv)
         OPT_MANIFEST,
         OPT_SESSION,
         OPT_KEEP,
+        OPT_SHARE,
     };
     static const struct option longopts[] = {
             {"agent", required_argument, NULL, 'a'},
@@ -204,6 +206,7 @@ int cmd_run(int argc, char **argv)
             {"manifest", required_argument, NULL, OPT_MANIFEST},
             {"session", required_argument, NULL, OPT_SESSION},
             {"keep", no_argument, NULL, OPT_KEEP},
+            {"share", no_argument, NULL, OPT_SHARE},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0},
     };
@@ -278,6 +281,9 @@ int cmd_run(int argc, char **argv)
             break;
         case OPT_KEEP:
             scfg.keep = 1;
+            break;
+        case OPT_SHARE:
+            scfg.share = 1;
             break;
         case 'h':
             usage(stdout);

@@ -327,6 +327,13 @@ expect_eq "$(live)" 2 "and both are left running"
 for id in $(sed -n 's/^kept sandbox \([0-9a-f]*\) .*/\1/p' "$T/err"); do "$SBX" sandbox rm "$id" >/dev/null; done
 expect_eq "$(live)" 0 "removed"
 
+start_fake "$T/s7.json"
+run "$SBX" run --share --base-url "$FAKE_URL" -a "$T/h1.yaml" "go"
+expect_rc 0 "--share run succeeds"
+fake_query "[i.get('output') for i in reqs[3]['body']['input'] if i.get('call_id')=='c3' and 'output' in i]" >"$T/h3s"
+expect_in "$T/h3s" "intake.txt" "with --share the second agent works in the first agent's sandbox"
+expect_eq "$(live)" 0 "the shared sandbox is removed once"
+
 # --- --manifest overrides the agent's; a plain agent file is untouched by sandboxes ----------
 mk "$T/s8.json" "[resp(1, fcall(1, 'exec_command', {'cmd': 'ls'})), resp(2, msg('ok'))]"
 start_fake "$T/s8.json"
