@@ -124,6 +124,10 @@ SBX_API int sbx_agent_new(const char *name, struct sbx_agent **out, struct sbx_e
 SBX_API void sbx_agent_free(struct sbx_agent *a);
 
 SBX_API const char *sbx_agent_name(const struct sbx_agent *a);
+/* Borrowed; NULL when not set. */
+SBX_API const char *sbx_agent_instructions(const struct sbx_agent *a);
+SBX_API const char *sbx_agent_model(const struct sbx_agent *a);
+SBX_API const json_t *sbx_agent_model_settings(const struct sbx_agent *a);
 /* Strings are copied; NULL clears. */
 SBX_API void sbx_agent_set_instructions(struct sbx_agent *a, const char *instructions);
 SBX_API void sbx_agent_set_model(struct sbx_agent *a, const char *model);
@@ -150,8 +154,10 @@ SBX_API void sbx_agent_set_tool_choice(struct sbx_agent *a, const char *choice);
 /* Whether tool_choice falls back to "auto" after a tool ran (default 1: prevents a forced
  * tool from looping forever). */
 SBX_API void sbx_agent_set_reset_tool_choice(struct sbx_agent *a, int reset);
-/* The sandbox part of an agent definition ({"manifest", "capabilities", "run_as"}), kept for
- * the sandbox layer; copied. Borrowed getter; NULL when none. */
+/* The sandbox part of an agent definition, read by the sandbox layer (capability.h):
+ * {"manifest": path or inline document, "base_dir": where an inline manifest's local sources
+ * resolve, "capabilities": [...], "run_as": name, "base_instructions": text}. An agent with a
+ * sandbox part is a sandbox agent. Copied. Borrowed getter; NULL when none. */
 SBX_API void sbx_agent_set_sandbox_spec(struct sbx_agent *a, const json_t *spec);
 SBX_API const json_t *sbx_agent_sandbox_spec(const struct sbx_agent *a);
 

@@ -58,6 +58,27 @@ SBX_API json_t *sbx_event_to_json(const struct sbx_event *ev);
 
 #define SBX_RUN_DEFAULT_MAX_TURNS 10
 
+/* What a turn hook changes about the current agent for one model call (the sandbox layer uses
+ * it to add capability tools, instructions and settings). Everything the hook sets is borrowed
+ * by the runner until the next hook call or the end of the run, except input. */
+struct sbx_turn_prep {
+    const char *instructions;      /* replaces the agent's instructions; NULL: the agent's */
+    struct sbx_tool *const *tools; /* offered and dispatched after the agent's own tools */
+    size_t ntools;
+    struct sbx_tool *const *hidden; /* dispatched but not offered (other transports of a tool) */
+    size_t nhidden;
+    const json_t *settings; /* replaces the agent's model settings; NULL: the agent's */
+    json_t *input;          /* taken by the runner: the model input for this turn instead of
+                               the whole conversation (e.g. cut at a compaction item); NULL:
+                               the conversation */
+};
+
+/* Called before every turn (and before every turn of a nested agent-as-tool run, possibly from
+ * a tool thread) with the agent whose turn it is and the conversation so far (borrowed). *out
+ * is zeroed before the call. An error ends the run. */
+typedef int sbx_turn_hook_fn(void *data, struct sbx_agent *agent, const json_t *items,
+                             struct sbx_turn_prep *out, struct sbx_error *err);
+
 /* All-zero except `model` is a valid default. */
 struct sbx_run_options {
     struct sbx_model *model;      /* required; borrowed; shared with nested runs */
@@ -72,7 +93,9 @@ struct sbx_run_options {
     /* Checked between steps (and while waiting on the model): when non-zero the run stops
      * with SBX_E_CANCELLED and a message naming the turn and step. Borrowed. */
     const volatile sig_atomic_t *cancel;
-    void *context; /* handed to tools as call->context */
+    void *context;               /* handed to tools as call->context */
+    sbx_turn_hook_fn *turn_hook; /* NULL: agents run as they are */
+    void *turn_hook_data;
 };
 
 struct sbx_run_result; /* opaque */

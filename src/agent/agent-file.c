@@ -38,6 +38,7 @@ static const char *const keys[] = {
         "manifest",
         "capabilities",
         "run_as",
+        "base_instructions",
         NULL,
 };
 
@@ -127,6 +128,41 @@ static int add_agent_tool(struct sbx_agent_file *f, struct sbx_agent *a, const c
     return rc;
 }
 
+/* Check the shape of the sandbox fields and anchor a manifest path at the agent file. */
+static int sandbox_fields(json_t *spec, const char *path, struct sbx_error *err)
+{
+    json_t *m = json_object_get(spec, "manifest");
+    json_t *caps = json_object_get(spec, "capabilities");
+    json_t *v;
+    size_t i;
+    if (m && !json_is_string(m) && !json_is_object(m))
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "field 'manifest' must be a file name or a manifest document");
+    if (caps && !json_is_array(caps))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "field 'capabilities' must be a list");
+    json_array_foreach(caps, i, v)
+    {
+        if (!json_is_string(v) && !json_is_string(json_object_get(v, "type")))
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "field 'capabilities': entry %zu must be a name or an object "
+                                 "with a 'type'",
+                                 i);
+    }
+    if ((v = json_object_get(spec, "run_as")) && !json_is_string(v))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "field 'run_as' must be a user name");
+    if ((v = json_object_get(spec, "base_instructions")) && !json_is_string(v))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "field 'base_instructions' must be a string");
+    if (json_is_string(m)) {
+        char *mp = relative_to(path, json_string_value(m));
+        sbx_json_set(spec, "manifest", sbx_json_str(mp));
+        free(mp);
+    }
+    char *dir = relative_to(path, ".");
+    sbx_json_set(spec, "base_dir", sbx_json_str(dir));
+    free(dir);
+    return 0;
+}
+
 static int configure(struct sbx_agent_file *f, struct sbx_agent *a, const char *path,
                      const json_t *doc, struct sbx_error *err)
 {
@@ -202,7 +238,8 @@ static int configure(struct sbx_agent_file *f, struct sbx_agent *a, const char *
         if ((rc = add_agent_tool(f, a, path, e, err)) < 0)
             return rc;
     }
-    static const char *const sandbox_keys[] = {"manifest", "capabilities", "run_as"};
+    static const char *const sandbox_keys[] = {"manifest", "capabilities", "run_as",
+                                               "base_instructions"};
     json_t *spec = NULL;
     for (i = 0; i < SBX_ARRAY_LEN(sandbox_keys); i++) {
         json_t *sv = json_object_get(doc, sandbox_keys[i]);
@@ -211,6 +248,10 @@ static int configure(struct sbx_agent_file *f, struct sbx_agent *a, const char *
         if (!spec)
             spec = json_object();
         sbx_json_set(spec, sandbox_keys[i], json_incref(sv));
+    }
+    if (spec && (rc = sandbox_fields(spec, path, err)) < 0) {
+        json_decref(spec);
+        return rc;
     }
     sbx_agent_set_sandbox_spec(a, spec);
     json_decref(spec);

@@ -46,6 +46,21 @@ const char *sbx_agent_name(const struct sbx_agent *a)
     return a->name;
 }
 
+const char *sbx_agent_instructions(const struct sbx_agent *a)
+{
+    return a->instructions;
+}
+
+const char *sbx_agent_model(const struct sbx_agent *a)
+{
+    return a->model;
+}
+
+const json_t *sbx_agent_model_settings(const struct sbx_agent *a)
+{
+    return a->settings;
+}
+
 static void set_str(char **dst, const char *s)
 {
     free(*dst);

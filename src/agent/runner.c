@@ -31,6 +31,9 @@ struct run {
     size_t nused;
     char *prev_id;
     size_t sent_upto;
+    /* This turn's tools: the agent's, then a turn hook's offered ones, then its hidden ones. */
+    struct sbx_tool **tv;
+    size_t ntv, noffered;
 };
 
 struct job {
@@ -86,11 +89,25 @@ static void on_stream(const json_t *event, void *data)
     }
 }
 
-static struct sbx_tool *find_tool(const struct sbx_agent *a, const char *item_type,
-                                  const char *name)
+static void set_turn_tools(struct run *r, const struct sbx_agent *a,
+                           const struct sbx_turn_prep *prep)
 {
-    for (size_t i = 0; i < a->ntools; i++) {
-        struct sbx_tool *t = a->tools[i];
+    size_t n = a->ntools + prep->ntools + prep->nhidden, k = 0;
+    r->tv = sbx_xrealloc(r->tv, (n ? n : 1) * sizeof(*r->tv));
+    for (size_t i = 0; i < a->ntools; i++)
+        r->tv[k++] = a->tools[i];
+    for (size_t i = 0; i < prep->ntools; i++)
+        r->tv[k++] = prep->tools[i];
+    r->noffered = k;
+    for (size_t i = 0; i < prep->nhidden; i++)
+        r->tv[k++] = prep->hidden[i];
+    r->ntv = k;
+}
+
+static struct sbx_tool *find_tool(const struct run *r, const char *item_type, const char *name)
+{
+    for (size_t i = 0; i < r->ntv; i++) {
+        struct sbx_tool *t = r->tv[i];
         if (!streq(t->item_type, item_type))
             continue;
         if (t->kind == SBX__TOOL_ITEM || streq(t->name, name))
@@ -111,11 +128,11 @@ static struct sbx_agent *find_handoff(const struct sbx_agent *a, const char *nam
     return NULL;
 }
 
-static json_t *build_tools(const struct sbx_agent *a)
+static json_t *build_tools(const struct run *r, const struct sbx_agent *a)
 {
     json_t *tools = json_array();
-    for (size_t i = 0; i < a->ntools; i++)
-        sbx_json_append(tools, json_incref(a->tools[i]->definition));
+    for (size_t i = 0; i < r->noffered; i++)
+        sbx_json_append(tools, json_incref(r->tv[i]->definition));
     for (size_t i = 0; i < a->nhandoffs; i++) {
         const struct sbx_agent *t = a->handoffs[i];
         char *name = sbx__agent_handoff_tool_name(t);
@@ -143,8 +160,8 @@ static json_t *tool_choice_of(struct run *r, const struct sbx_agent *a)
     if (streq(a->tool_choice, "auto") || streq(a->tool_choice, "required") ||
         streq(a->tool_choice, "none"))
         return sbx_json_str(a->tool_choice);
-    for (size_t i = 0; i < a->ntools; i++)
-        if (a->tools[i]->kind == SBX__TOOL_CUSTOM && streq(a->tools[i]->name, a->tool_choice))
+    for (size_t i = 0; i < r->noffered; i++)
+        if (r->tv[i]->kind == SBX__TOOL_CUSTOM && streq(r->tv[i]->name, a->tool_choice))
             return json_pack("{s:s, s:s}", "type", "custom", "name", a->tool_choice);
     return json_pack("{s:s, s:s}", "type", "function", "name", a->tool_choice);
 }
@@ -410,6 +427,7 @@ static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *er
 {
     struct sbx_agent *a = r->agent;
     json_t *tools = NULL, *choice = NULL, *fmt = NULL, *response = NULL, *input = NULL;
+    struct sbx_turn_prep prep = {0};
     struct job *jobs = NULL;
     size_t njobs = 0;
     char *last_text = NULL;
@@ -426,25 +444,36 @@ static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *er
     struct sbx_event tev = {.type = SBX_EVENT_TURN_START};
     emit(r, &tev);
 
-    tools = build_tools(a);
+    if (r->opt->turn_hook &&
+        (rc = r->opt->turn_hook(r->opt->turn_hook_data, a, r->items, &prep, err)) < 0) {
+        json_decref(prep.input);
+        sbx_error_prefix(err, "agent '%s' turn %d", a->name, r->turn);
+        return rc;
+    }
+    set_turn_tools(r, a, &prep);
+    tools = build_tools(r, a);
     choice = tool_choice_of(r, a);
     if (a->output_schema)
         fmt = json_pack("{s:s, s:s, s:O, s:b}", "type", "json_schema", "name", "final_output",
                         "schema", a->output_schema, "strict", 1);
     int delta_mode = r->opt->use_previous_response_id && r->prev_id;
     if (delta_mode) {
+        json_decref(prep.input);
+        prep.input = NULL;
         input = json_array();
         for (size_t i = r->sent_upto; i < json_array_size(r->items); i++)
             sbx_json_append(input, json_incref(json_array_get(r->items, i)));
     }
     struct sbx_model_request req = {
             .model = r->opt->model_name ? r->opt->model_name : a->model,
-            .instructions = a->instructions,
-            .input = delta_mode ? input : r->items,
+            .instructions = prep.instructions ? prep.instructions : a->instructions,
+            .input = delta_mode   ? input
+                     : prep.input ? prep.input
+                                  : r->items,
             .tools = tools,
             .tool_choice = choice,
             .text_format = fmt,
-            .settings = a->settings,
+            .settings = prep.settings ? prep.settings : a->settings,
             .previous_response_id = delta_mode ? r->prev_id : NULL,
     };
     int64_t t0 = sbx_time_mono_ns();
@@ -483,7 +512,7 @@ static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *er
         }
         if (!type || streq(type, "reasoning") || !json_object_get(item, "call_id"))
             continue;
-        if (!find_tool(a, type, json_string_value(json_object_get(item, "name"))) &&
+        if (!find_tool(r, type, json_string_value(json_object_get(item, "name"))) &&
             !streq(type, "function_call") && !streq(type, "custom_tool_call")) {
             /* A call kind nobody here handles, e.g. a hosted tool the server ran itself. */
             sbx_log(SBX_LOG_WARN,
@@ -501,7 +530,7 @@ static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *er
         if (streq(type, "function_call"))
             j->handoff = find_handoff(a, j->name);
         if (!j->handoff)
-            j->tool = find_tool(a, type, j->name);
+            j->tool = find_tool(r, type, j->name);
         if (!j->name && j->tool)
             j->name = j->tool->name;
         njobs++;
@@ -621,6 +650,7 @@ out:
     json_decref(choice);
     json_decref(fmt);
     json_decref(input);
+    json_decref(prep.input);
     json_decref(response);
     return rc;
 }
@@ -670,6 +700,7 @@ out:
     json_decref(r.usage);
     free(r.used_tools);
     free(r.prev_id);
+    free(r.tv);
     return rc;
 }
 

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "sbx/capability.h"
 #include "sbx/json.h"
 #include "sbx/runner.h"
 #include "sbx/time.h"
@@ -29,12 +30,17 @@ static void usage(FILE *f)
     fputs("usage: sbx run [-a AGENT_FILE] [-m MODEL] [--base-url URL] [--api responses|chat]\n"
           "               [--max-turns N] [--json] [--record FILE] [--no-stream]\n"
           "               [--timeout DURATION] [--retries N] [--use-previous-response-id]\n"
-          "               [PROMPT | -]\n"
+          "               [--manifest FILE | --session ID] [--keep] [--share] [PROMPT | -]\n"
           "\n"
           "Runs an agent on PROMPT (or standard input with '-') and prints the final output.\n"
           "Progress goes to stderr; --json writes one event per line to stdout instead.\n"
           "MODEL 'replay:FILE' answers from a recording made with --record.\n"
           "--use-previous-response-id sends only new items and lets the server keep the rest.\n"
+          "Sandbox agents (agent files with manifest / capabilities) run in a fresh local\n"
+          "sandbox made from their manifest, removed at the end; --manifest FILE replaces the\n"
+          "manifest, --session ID runs in an existing sandbox instead, --keep leaves the\n"
+          "sandboxes the run created running and prints their ids on stderr, --share gives\n"
+          "every sandbox agent of the run (handoffs) one sandbox instead of one each.\n"
           "Environment: OPENAI_BASE_URL, OPENAI_API_KEY, SBX_MODEL (default model name).\n"
           "Exit status: 0 done, 1 error, 2 usage, 3 max turns exceeded.\n",
           f);
@@ -87,8 +93,16 @@ static void on_event(const struct sbx_event *ev, void *data)
         json_t *a = json_object_get(ev->item, "arguments");
         if (!a)
             a = json_object_get(ev->item, "input");
+        json_t *op = json_object_get(ev->item, "operation");
+        const char *ot = json_string_value(json_object_get(op, "type"));
+        const char *op_path = json_string_value(json_object_get(op, "path"));
+        if (!a && ot && op_path) /* a built-in apply_patch call: show the operation */
+            a = json_pack("s++", ot, " ", op_path);
+        else
+            json_incref(a);
         if (id && json_is_string(a))
             sbx_json_set(r->args, id, json_incref(a));
+        json_decref(a);
         break;
     }
     case SBX_EVENT_TOOL_OUTPUT: {
@@ -96,6 +110,10 @@ static void on_event(const struct sbx_event *ev, void *data)
         const char *id = json_string_value(json_object_get(ev->item, "call_id"));
         const char *args = id ? json_string_value(json_object_get(r->args, id)) : NULL;
         const char *out = ev->text ? ev->text : "";
+        /* Shell tool answers start with a chunk id and a wall time: show the status line. */
+        const char *status = strncmp(out, "Chunk ID:", 9) == 0 ? strstr(out, "\nProcess ") : NULL;
+        if (status)
+            out = status + 1;
         size_t olen = strcspn(out, "\n");
         fprintf(stderr, "  tool %s(%.200s) %s %.*s%s (%.1f ms)\n", ev->tool ? ev->tool : "?",
                 args ? args : "", ev->failed ? "failed:" : "->", (int)(olen > 200 ? 200 : olen),
@@ -168,6 +186,10 @@ int cmd_run(int argc, char **argv)
         OPT_TIMEOUT,
         OPT_RETRIES,
         OPT_PREVID,
+        OPT_MANIFEST,
+        OPT_SESSION,
+        OPT_KEEP,
+        OPT_SHARE,
     };
     static const struct option longopts[] = {
             {"agent", required_argument, NULL, 'a'},
@@ -181,6 +203,10 @@ int cmd_run(int argc, char **argv)
             {"timeout", required_argument, NULL, OPT_TIMEOUT},
             {"retries", required_argument, NULL, OPT_RETRIES},
             {"use-previous-response-id", no_argument, NULL, OPT_PREVID},
+            {"manifest", required_argument, NULL, OPT_MANIFEST},
+            {"session", required_argument, NULL, OPT_SESSION},
+            {"keep", no_argument, NULL, OPT_KEEP},
+            {"share", no_argument, NULL, OPT_SHARE},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0},
     };
@@ -193,6 +219,8 @@ int cmd_run(int argc, char **argv)
     struct sbx_agent *agent = NULL, *own_agent = NULL;
     struct sbx_model *model = NULL;
     struct sbx_run_result *res = NULL;
+    struct sbx_run_config scfg = {0};
+    struct sbx_sandbox_run *sr = NULL;
     char *prompt = NULL;
     json_t *input = NULL;
     int rc = CLI_FAIL, c;
@@ -245,6 +273,18 @@ int cmd_run(int argc, char **argv)
         case OPT_PREVID:
             ropt.use_previous_response_id = 1;
             break;
+        case OPT_MANIFEST:
+            scfg.manifest_path = optarg;
+            break;
+        case OPT_SESSION:
+            scfg.session_id = optarg;
+            break;
+        case OPT_KEEP:
+            scfg.keep = 1;
+            break;
+        case OPT_SHARE:
+            scfg.share = 1;
+            break;
         case 'h':
             usage(stdout);
             return CLI_OK;
@@ -254,6 +294,13 @@ int cmd_run(int argc, char **argv)
     }
     if (argc - optind > 1)
         return cli_usage("run ", "give the prompt as one argument (quote it)");
+    if (scfg.manifest_path && scfg.session_id)
+        return cli_usage("run ", "--manifest makes a fresh sandbox; it cannot be used with "
+                                 "--session");
+    if (scfg.keep && !agent_path && !scfg.manifest_path)
+        return cli_usage("run ", "--keep needs a sandbox: give an agent file (-a) or --manifest");
+    if (scfg.keep && scfg.session_id)
+        return cli_usage("run ", "--keep applies to sandboxes the run creates, not to --session");
     if (argc - optind == 0)
         return cli_usage("run ", "missing prompt (give '-' to read it from standard input)");
     const char *p = argv[optind];
@@ -300,7 +347,28 @@ int cmd_run(int argc, char **argv)
     ropt.event_data = &rd;
     ropt.cancel = &interrupted;
     input = sbx_json_str(p);
-    if (sbx_run(agent, input, &ropt, &res, &err) < 0) {
+    /* Plain agents run as before; sandbox agents (or any agent, with --session / --manifest)
+     * get their sandbox when they first take a turn. */
+    scfg.all_agents = scfg.session_id || scfg.manifest_path;
+    int sandboxed = agent_path || scfg.all_agents;
+    if (sandboxed && sbx_sandbox_run_new(&scfg, &sr, &err) < 0)
+        goto out;
+    int run_rc = sandboxed ? sbx_sandbox_run(sr, agent, input, &ropt, &res, &err)
+                           : sbx_run(agent, input, &ropt, &res, &err);
+    for (size_t i = 0; sr && scfg.keep && i < sbx_sandbox_run_count(sr); i++) {
+        if (!sbx_sandbox_run_created(sr, i))
+            continue;
+        if (rd.json) {
+            json_t *o = json_pack("{s:s, s:s, s:s}", "type", "sandbox_kept", "id",
+                                  sbx_sandbox_run_session_id(sr, i), "agent",
+                                  sbx_sandbox_run_agent(sr, i));
+            print_json(o);
+            json_decref(o);
+        }
+        fprintf(stderr, "kept sandbox %s (agent '%s')\n", sbx_sandbox_run_session_id(sr, i),
+                sbx_sandbox_run_agent(sr, i));
+    }
+    if (run_rc < 0) {
         rc = err.code == SBX_E_MAXTURNS ? CLI_MAXTURNS : CLI_FAIL;
         cli_fail(&err);
         goto out_quiet;
@@ -317,6 +385,7 @@ out:
 out_quiet:
     signal(SIGINT, SIG_DFL);
     sbx_run_result_free(res);
+    sbx_sandbox_run_free(sr);
     sbx_model_free(model);
     sbx_agent_file_free(file);
     sbx_agent_free(own_agent);

@@ -15,10 +15,13 @@ SCRIPT is a JSON file: {"turns": [TURN, ...]}. Each POST consumes the next TURN:
   sse        a list of events sent verbatim as SSE: objects become "event:"/"data:" pairs,
              strings are written as they are (to test CRLF, comments, split data lines)
   cut_after  close the connection after this many body bytes
+In a "response", the text @SESSION_ID@ is replaced by the last "session ID <n>" found in the
+request (the shell tool's running-process id, which a script cannot know in advance).
 When the turns run out the server answers 500. Every request is appended to LOG as one JSON
 line {"path", "headers", "body"}. The server prints its port on the first line of stdout.
 """
 import json
+import re
 import sys
 import threading
 import time
@@ -104,6 +107,11 @@ class Handler(BaseHTTPRequestHandler):
         stream = isinstance(body, dict) and body.get("stream") is True
         ctype = "application/json"
         if "response" in t:
+            text = json.dumps(t["response"])
+            if "@SESSION_ID@" in text:
+                ids = re.findall(r"session ID (\d+)", raw)
+                text = text.replace("@SESSION_ID@", ids[-1] if ids else "0")
+                t["response"] = json.loads(text)
             if stream:
                 payload, ctype = response_events(t["response"]), "text/event-stream"
             else:

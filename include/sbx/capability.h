@@ -1,0 +1,179 @@
+/* sbx: capabilities and sandbox runs (SandboxAgent end to end).
+ *
+ * A sandbox agent is an ordinary struct sbx_agent whose sandbox part (sbx_agent_set_sandbox_spec,
+ * or the agent file's manifest / capabilities / run_as / base_instructions fields) says what
+ * workspace it starts from and which capabilities it has. A capability contributes, for one agent
+ * in one run: changes to the manifest before a fresh session starts, an instructions fragment,
+ * tools bound to the live session, extra model request fields, a filter over the model input, and
+ * a hook at the end of the run. The built-in ones are
+ *
+ *   "filesystem"  apply_patch (V4A patches, all or nothing) and view_image
+ *   "shell"       exec_command and write_stdin
+ *   "compaction"  server-side context compaction (Responses API context_management)
+ *
+ * and the default list is filesystem, shell, compaction; an explicit list replaces it.
+ *
+ * A run with a sandbox (sbx_sandbox_run) resolves one session per sandbox agent the first time
+ * that agent takes a turn: the live session of the run configuration (shared by every agent,
+ * never closed by the run), else the sandbox whose id the configuration names (shared, left
+ * running), else a fresh sandbox from the per-run manifest or the agent's own (one per agent,
+ * unless the configuration asks to share one). Sandboxes the run created are deleted at its
+ * end unless the configuration keeps them. docs/internals/capabilities.md has the details. */
+#ifndef SBX_CAPABILITY_H
+#define SBX_CAPABILITY_H
+
+#include <jansson.h>
+
+#include "agent.h"
+#include "buf.h"
+#include "common.h"
+#include "error.h"
+#include "manifest.h"
+#include "runner.h"
+#include "session.h"
+
+struct sbx_capability; /* refcounted */
+
+/* Which wire form the apply_patch tool is offered in. Whatever is offered, calls in all three
+ * forms are accepted. */
+enum sbx_patch_transport {
+    SBX_PATCH_TRANSPORT_AUTO = 0, /* built-in on the Responses API, function on Chat */
+    SBX_PATCH_TRANSPORT_BUILTIN,  /* {"type":"apply_patch"}: apply_patch_call items */
+    SBX_PATCH_TRANSPORT_CUSTOM,   /* custom (freeform) tool "apply_patch" with a grammar */
+    SBX_PATCH_TRANSPORT_FUNCTION, /* function tool "apply_patch" {"input": string} */
+};
+
+/* What a capability sees of the agent it serves in one run. Borrowed for the call. */
+struct sbx_capability_env {
+    struct sbx_session *session; /* the agent's live session (NULL in process_manifest) */
+    struct sbx_agent *agent;
+    const char *model_name; /* the model name the requests carry; may be NULL */
+    enum sbx_model_api api; /* the wire API of the run's model (replay counts as Responses) */
+};
+
+/* Tools a capability adds: offered ones are sent to the model; hidden ones are only dispatched
+ * (another wire form of an offered tool). The set holds one reference to each. */
+struct sbx_toolset {
+    struct sbx_tool **offered;
+    size_t noffered;
+    struct sbx_tool **hidden;
+    size_t nhidden;
+};
+
+/* Add t to the set (takes a new reference). */
+SBX_API void sbx_toolset_add(struct sbx_toolset *ts, struct sbx_tool *t, int offered);
+SBX_API void sbx_toolset_release(struct sbx_toolset *ts);
+
+/* Every hook may be NULL. Hooks of one capability object may be called for several agents and
+ * from several threads (nested agent-as-tool runs): keep per-agent state in the tools' data. */
+struct sbx_capability_ops {
+    /* Before a fresh session is created from m (owned by the run). */
+    int (*process_manifest)(struct sbx_capability *c, struct sbx_manifest *m,
+                            struct sbx_error *err);
+    /* Append an instructions fragment (nothing: no fragment). Called once per agent and
+     * session. */
+    int (*instructions)(struct sbx_capability *c, const struct sbx_capability_env *env,
+                        struct sbx_buf *out, struct sbx_error *err);
+    /* Add tools bound to env->session. Called once per agent and session. */
+    int (*tools)(struct sbx_capability *c, const struct sbx_capability_env *env,
+                 struct sbx_toolset *out, struct sbx_error *err);
+    /* Add or change top-level request fields in settings (a copy of the agent's settings). */
+    int (*model_settings)(struct sbx_capability *c, const struct sbx_capability_env *env,
+                          json_t *settings, struct sbx_error *err);
+    /* Every turn: the model input (borrowed). Set *out to a new array to replace it, or leave
+     * it NULL. */
+    int (*process_input)(struct sbx_capability *c, const json_t *items, json_t **out,
+                         struct sbx_error *err);
+    /* At the end of the run, before the session is closed (whether the run succeeded or not).
+     * Errors are logged, not returned to the run. */
+    int (*run_end)(struct sbx_capability *c, const struct sbx_capability_env *env,
+                   struct sbx_error *err);
+    void (*free_data)(void *data);
+};
+
+/* Make a capability of type (a short name such as "shell") from ops and data (data is owned by
+ * the capability and freed with ops->free_data, also on failure). *out: caller owns one
+ * reference (sbx_capability_unref). */
+SBX_API int sbx_capability_new(const char *type, const struct sbx_capability_ops *ops, void *data,
+                               struct sbx_capability **out, struct sbx_error *err);
+SBX_API struct sbx_capability *sbx_capability_ref(struct sbx_capability *c);
+SBX_API void sbx_capability_unref(struct sbx_capability *c);
+SBX_API const char *sbx_capability_type(const struct sbx_capability *c);
+SBX_API void *sbx_capability_data(const struct sbx_capability *c);
+
+/* Built-in capabilities from their agent-file form: a type name ("shell") or an object
+ *   {"type": "filesystem", "apply_patch": "builtin" | "custom" | "function" | "auto"}
+ *   {"type": "shell", "max_output_tokens": N, "default_yield_ms": N}
+ *   {"type": "compaction", "threshold": N (tokens) | "ratio": 0.5..1, "context_window": N}
+ * SBX_E_NOTFOUND for an unknown type (naming the known ones), SBX_E_INVAL for a bad field.
+ * *out: caller owns a reference. */
+SBX_API int sbx_capability_from_json(const json_t *spec, struct sbx_capability **out,
+                                     struct sbx_error *err);
+
+/* The compaction threshold for a model: 90% of its context window from the built-in table
+ * (names compared lower-case without "openai/", "." and "-"), or 240000 when unknown. */
+SBX_API long sbx_compaction_threshold(const char *model_name);
+
+/* Per-run sandbox choices. All-zero is valid: a fresh local sandbox per sandbox agent from its
+ * own manifest, deleted at the end. All pointers borrowed for the run. */
+struct sbx_run_config {
+    struct sbx_session *session; /* a live session every sandbox agent uses; never closed */
+    const char *session_id;      /* else: attach to this live sandbox; left running */
+    struct sbx_client *client;   /* creates / attaches; NULL: sbx_client_new("local", NULL) */
+    /* Per-run manifest for fresh sessions, instead of each agent's: a file (YAML or JSON;
+     * local sources relative to it), or a parsed document with base_dir for local sources. */
+    const char *manifest_path;
+    const json_t *manifest_doc;
+    const char *base_dir;
+    int keep;  /* leave sandboxes the run created running (their ids: sbx_sandbox_run_*) */
+    int share; /* every sandbox agent shares the first fresh sandbox */
+    /* Treat agents with no sandbox fields as sandbox agents with the default capabilities
+     * (for `sbx run --session` / `--manifest` on a plain agent file). */
+    int all_agents;
+    /* Extra capabilities by type: an agent whose capability list names one of these types
+     * gets this object instead of a built-in (borrowed; the run takes references). */
+    struct sbx_capability *const *custom;
+    size_t ncustom;
+};
+
+struct sbx_sandbox_run; /* opaque: the sessions of one run */
+
+/* Prepare a sandbox run. *out: caller owns (sbx_sandbox_run_free). Errors: SBX_E_INVAL for a
+ * contradictory configuration. */
+SBX_API int sbx_sandbox_run_new(const struct sbx_run_config *cfg, struct sbx_sandbox_run **out,
+                                struct sbx_error *err);
+
+/* Run agent like sbx_run() (opt is copied and gets the turn hook), giving every sandbox agent
+ * its session, capabilities, tools and instructions. When the run ends (successfully or not)
+ * the capabilities' end hooks run and sessions the run created are deleted unless cfg->keep.
+ * Errors as sbx_run(), plus session and manifest errors naming the agent. Blocks. A
+ * sandbox run object serves one sbx_sandbox_run() call. */
+SBX_API int sbx_sandbox_run(struct sbx_sandbox_run *sr, struct sbx_agent *agent,
+                            const json_t *input, const struct sbx_run_options *opt,
+                            struct sbx_run_result **out, struct sbx_error *err);
+
+/* The sandbox agents that took a turn, in that order, with the id of the session each used
+ * (agents sharing a session list the same id). Borrowed strings, valid until
+ * sbx_sandbox_run_free. created: the run created that agent's session (and, with keep, left it
+ * running). */
+SBX_API size_t sbx_sandbox_run_count(const struct sbx_sandbox_run *sr);
+SBX_API const char *sbx_sandbox_run_session_id(const struct sbx_sandbox_run *sr, size_t i);
+SBX_API const char *sbx_sandbox_run_agent(const struct sbx_sandbox_run *sr, size_t i);
+SBX_API int sbx_sandbox_run_created(const struct sbx_sandbox_run *sr, size_t i);
+
+/* Free the run's handles (sandboxes already deleted or kept stay as they are). NULL ok. */
+SBX_API void sbx_sandbox_run_free(struct sbx_sandbox_run *sr);
+
+/* The instructions a sandbox agent gets, in this order, separated by blank lines: the base
+ * prompt (the agent's base_instructions, else sbx's own), "# Agent instructions" with the
+ * agent's, "# Sandbox capability instructions" with the fragments in capability order,
+ * "# Workspace" with the tree of the actual files (depth 3, at most 5000 bytes), and
+ * "# AGENTS.md" with that file at the workspace root (at most 16 KiB). Appends to out. */
+SBX_API int sbx_sandbox_instructions(struct sbx_session *s, struct sbx_agent *agent,
+                                     const char *fragments, struct sbx_buf *out,
+                                     struct sbx_error *err);
+
+/* The base prompt sbx gives sandbox agents (static). */
+SBX_API const char *sbx_sandbox_base_prompt(void);
+
+#endif

@@ -1,0 +1,565 @@
+/* Sandbox runs: one session per sandbox agent, capabilities bound to it, the instructions, and
+ * the runner's turn hook that puts them in front of the model. */
+#include <pthread.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "capability/capability-internal.h"
+#include "sbx/json.h"
+#include "sbx/fs.h"
+#include "sbx/log.h"
+
+#define TREE_DEPTH     3
+#define TREE_MAX_BYTES 5000
+#define TREE_DIR_MAX   40
+#define AGENTS_MD_MAX  ((size_t)16 << 10)
+
+struct agent_env {
+    struct sbx_agent *agent;
+    int sandboxed;
+    struct sbx_session *session; /* NULL for a plain agent */
+    int created;                 /* the run created session */
+    int owner;                   /* this env frees the handle (shared ones have one owner) */
+    char *session_id;
+    struct sbx_capability **caps;
+    size_t ncaps;
+    struct sbx_toolset tools;
+    char *instructions;
+    json_t *settings;
+};
+
+struct sbx_sandbox_run {
+    struct sbx_run_config cfg;
+    struct sbx_client *client;
+    int own_client;
+    pthread_mutex_t lock;
+    struct agent_env **envs;
+    size_t n;
+    struct sbx_session *shared; /* attached by id, or the first fresh one with share */
+    const struct sbx_run_options *opt;
+    enum sbx_model_api api;
+    int used;
+};
+
+static const char base_prompt[] =
+        "You are an agent working in a sandbox: an isolated workspace directory with its own "
+        "files and processes. The task comes from the user; the files it is about are in the "
+        "workspace.\n"
+        "\n"
+        "How to work:\n"
+        "- Look before you answer. List and read the relevant files first; do not guess what "
+        "a file says.\n"
+        "- Make changes with the tools you are given: edit files with apply_patch, run "
+        "commands (tests, builds, scripts) with exec_command. Check the result of each step "
+        "and fix what fails.\n"
+        "- Paths are relative to the workspace root. Nothing outside the workspace is yours to "
+        "read or change.\n"
+        "- Keep changes small and focused on the task. Do not delete or rewrite files you were "
+        "not asked to touch.\n"
+        "- When you are done, answer briefly: what you found or changed, and the files that "
+        "support it.";
+
+const char *sbx_sandbox_base_prompt(void)
+{
+    return base_prompt;
+}
+
+/* ---- instructions --------------------------------------------------------------------------- */
+
+static int skip_dir(const char *name)
+{
+    return strcmp(name, ".git") == 0 || strcmp(name, "node_modules") == 0 ||
+           strcmp(name, "__pycache__") == 0;
+}
+
+static void human_size(uint64_t n, char *buf, size_t len)
+{
+    if (n < 1024)
+        snprintf(buf, len, "%llu B", (unsigned long long)n);
+    else if (n < 1024 * 1024)
+        snprintf(buf, len, "%.1f KiB", (double)n / 1024.0);
+    else
+        snprintf(buf, len, "%.1f MiB", (double)n / (1024.0 * 1024.0));
+}
+
+/* Append the listing of dir (workspace path) to out, indented by depth. Stops quietly when the
+ * buffer limit is hit (*full). */
+static void tree(struct sbx_session *s, const char *dir, int depth, struct sbx_buf *out, int *full)
+{
+    struct sbx_dirlist l = {0};
+    if (*full || sbx_session_ls(s, dir, &l, NULL) < 0)
+        return;
+    for (size_t i = 0; i < l.n && !*full; i++) {
+        const struct sbx_dirent *e = &l.v[i];
+        char size[32];
+        int rc;
+        if (i == TREE_DIR_MAX) {
+            rc = sbx_buf_addf(out, NULL, "%*s... %zu more entries (use ls)\n", depth * 2, "",
+                              l.n - i);
+            *full = rc < 0;
+            break;
+        }
+        if (e->type == SBX_FILE_DIR) {
+            int descend = depth + 1 < TREE_DEPTH && !skip_dir(e->name);
+            rc = sbx_buf_addf(out, NULL, "%*s%s/%s\n", depth * 2, "", e->name,
+                              descend || skip_dir(e->name) ? "" : " ...");
+            if (rc == 0 && descend) {
+                char *sub = dir[0] ? sbx_xasprintf("%s/%s", dir, e->name) : sbx_xstrdup(e->name);
+                tree(s, sub, depth + 1, out, full);
+                free(sub);
+            }
+        } else if (e->type == SBX_FILE_SYMLINK) {
+            rc = sbx_buf_addf(out, NULL, "%*s%s -> %s\n", depth * 2, "", e->name,
+                              e->target ? e->target : "?");
+        } else {
+            human_size(e->size, size, sizeof(size));
+            rc = sbx_buf_addf(out, NULL, "%*s%s (%s)\n", depth * 2, "", e->name, size);
+        }
+        if (rc < 0)
+            *full = 1;
+    }
+    sbx_dirlist_release(&l);
+}
+
+static int add_agents_md(struct sbx_session *s, struct sbx_buf *out, struct sbx_error *err)
+{
+    int fd = -1;
+    uint64_t size = 0;
+    struct sbx_buf text;
+    sbx_buf_init(&text, AGENTS_MD_MAX);
+    int rc = 0;
+    if (sbx_session_read_open(s, "AGENTS.md", &fd, &size, NULL) < 0)
+        return 0; /* none, or not readable: nothing to add */
+    while (text.len < AGENTS_MD_MAX) {
+        if ((rc = sbx_buf_reserve(&text, AGENTS_MD_MAX - text.len, err)) < 0)
+            goto out;
+        ssize_t n = read(fd, text.data + text.len, AGENTS_MD_MAX - text.len);
+        if (n <= 0)
+            break;
+        sbx_buf_setlen(&text, text.len + (size_t)n);
+    }
+    if (text.len == 0)
+        goto out;
+    rc = sbx_buf_addf(out, err, "\n\n# AGENTS.md\n\nThe workspace's AGENTS.md says:\n\n%s",
+                      text.data);
+    if (rc == 0 && size > text.len)
+        rc = sbx_buf_addf(out, err, "\n\n(AGENTS.md continues: %llu more bytes; read the file)",
+                          (unsigned long long)(size - text.len));
+out:
+    sbx_fd_close(&fd);
+    sbx_buf_release(&text);
+    return rc;
+}
+
+int sbx_sandbox_instructions(struct sbx_session *s, struct sbx_agent *agent, const char *fragments,
+                             struct sbx_buf *out, struct sbx_error *err)
+{
+    const json_t *spec = sbx_agent_sandbox_spec(agent);
+    const char *base = json_string_value(json_object_get(spec, "base_instructions"));
+    const char *own = sbx_agent_instructions(agent);
+    struct sbx_buf t;
+    int full = 0, rc;
+    if ((rc = sbx_buf_adds(out, base ? base : base_prompt, err)) < 0)
+        return rc;
+    if (own && own[0] && (rc = sbx_buf_addf(out, err, "\n\n# Agent instructions\n\n%s", own)) < 0)
+        return rc;
+    if (fragments && fragments[0] &&
+        (rc = sbx_buf_addf(out, err, "\n\n# Sandbox capability instructions\n\n%s", fragments)) < 0)
+        return rc;
+    sbx_buf_init(&t, TREE_MAX_BYTES);
+    tree(s, "", 0, &t, &full);
+    rc = sbx_buf_addf(out, err,
+                      "\n\n# Workspace\n\nThe workspace root is %s; commands start there. It "
+                      "held these files when you started:\n\n%s%s%s",
+                      sbx_session_root(s), sbx_session_root(s), t.len ? "\n" : " (empty)\n",
+                      t.data);
+    if (rc == 0 && full)
+        rc = sbx_buf_adds(out, "(the listing was cut short; use ls to see the rest)\n", err);
+    sbx_buf_release(&t);
+    if (rc == 0)
+        rc = add_agents_md(s, out, err);
+    return rc;
+}
+
+/* ---- environments ---------------------------------------------------------------------------- */
+
+static int load_manifest(struct sbx_sandbox_run *sr, const json_t *spec, struct sbx_manifest **out,
+                         struct sbx_error *err)
+{
+    const struct sbx_run_config *cfg = &sr->cfg;
+    const json_t *m = json_object_get(spec, "manifest");
+    struct sbx_manifest_load_opts lo = {0};
+    int rc;
+    if (cfg->manifest_path) {
+        rc = sbx_manifest_load_file(cfg->manifest_path, NULL, out, err);
+        if (rc < 0)
+            sbx_error_prefix(err, "manifest '%s'", cfg->manifest_path);
+        return rc;
+    }
+    if (cfg->manifest_doc) {
+        lo.base_dir = cfg->base_dir;
+        return sbx_manifest_from_json(cfg->manifest_doc, &lo, out, err);
+    }
+    if (json_is_string(m)) {
+        rc = sbx_manifest_load_file(json_string_value(m), NULL, out, err);
+        if (rc < 0)
+            sbx_error_prefix(err, "manifest '%s'", json_string_value(m));
+        return rc;
+    }
+    if (json_is_object(m)) {
+        lo.base_dir = json_string_value(json_object_get(spec, "base_dir"));
+        rc = sbx_manifest_from_json(m, &lo, out, err);
+        if (rc < 0)
+            sbx_error_prefix(err, "manifest");
+        return rc;
+    }
+    *out = sbx_manifest_new();
+    return 0;
+}
+
+static int make_caps(struct sbx_sandbox_run *sr, struct agent_env *e, const json_t *spec,
+                     struct sbx_error *err)
+{
+    static const char *const defaults[] = {"filesystem", "shell", "compaction"};
+    const json_t *list = json_object_get(spec, "capabilities");
+    json_t *def = NULL;
+    size_t i;
+    json_t *v;
+    int rc = 0;
+    if (!list) {
+        def = json_array();
+        for (i = 0; i < SBX_ARRAY_LEN(defaults); i++)
+            sbx_json_append(def, sbx_json_str(defaults[i]));
+        list = def;
+    }
+    e->caps = sbx_xcalloc(json_array_size(list) + 1, sizeof(*e->caps));
+    json_array_foreach(list, i, v)
+    {
+        const char *type = json_is_string(v) ? json_string_value(v)
+                                             : json_string_value(json_object_get(v, "type"));
+        struct sbx_capability *c = NULL;
+        for (size_t k = 0; type && k < sr->cfg.ncustom; k++)
+            if (strcmp(sbx_capability_type(sr->cfg.custom[k]), type) == 0)
+                c = sbx_capability_ref(sr->cfg.custom[k]);
+        for (size_t k = 0; type && k < e->ncaps; k++)
+            if (strcmp(sbx_capability_type(e->caps[k]), type) == 0) {
+                sbx_capability_unref(c);
+                rc = sbx_error_set(err, SBX_E_INVAL, 0, "capability '%s' is listed twice", type);
+                goto out;
+            }
+        if (!c && (rc = sbx_capability_from_json(v, &c, err)) < 0)
+            goto out;
+        e->caps[e->ncaps++] = c;
+    }
+out:
+    json_decref(def);
+    return rc;
+}
+
+static int open_session(struct sbx_sandbox_run *sr, struct agent_env *e, const json_t *spec,
+                        struct sbx_error *err)
+{
+    const struct sbx_run_config *cfg = &sr->cfg;
+    struct sbx_manifest *m = NULL;
+    int rc = 0;
+    if (cfg->session) {
+        e->session = cfg->session;
+        goto out;
+    }
+    if (cfg->session_id || (cfg->share && sr->shared)) {
+        if (!sr->shared) {
+            if ((rc = sbx_client_attach(sr->client, cfg->session_id, &sr->shared, err)) < 0)
+                goto out;
+            e->owner = 1;
+        }
+        e->session = sr->shared;
+        goto out;
+    }
+    if ((rc = load_manifest(sr, spec, &m, err)) < 0)
+        goto out;
+    for (size_t i = 0; i < e->ncaps; i++) {
+        const struct sbx_capability_ops *ops = sbx__capability_ops(e->caps[i]);
+        if (ops->process_manifest && (rc = ops->process_manifest(e->caps[i], m, err)) < 0) {
+            sbx_error_prefix(err, "capability '%s'", sbx_capability_type(e->caps[i]));
+            goto out;
+        }
+    }
+    const char *base = cfg->manifest_path || cfg->manifest_doc
+                               ? cfg->base_dir
+                               : json_string_value(json_object_get(spec, "base_dir"));
+    struct sbx_create_spec cs = {.manifest = m, .base_dir = base};
+    if ((rc = sbx_client_create(sr->client, &cs, &e->session, err)) < 0)
+        goto out;
+    e->created = 1;
+    e->owner = 1;
+    if (cfg->share)
+        sr->shared = e->session;
+out:
+    if (rc == 0)
+        e->session_id = sbx_xstrdup(sbx_session_id(e->session));
+    sbx_manifest_free(m);
+    return rc;
+}
+
+static int bind(struct sbx_sandbox_run *sr, struct agent_env *e, struct sbx_error *err)
+{
+    const struct sbx_run_options *opt = sr->opt;
+    const char *model = opt->model_name ? opt->model_name : sbx_agent_model(e->agent);
+    struct sbx_capability_env env = {
+            .session = e->session,
+            .agent = e->agent,
+            .model_name = model ? model : sbx_model_name(opt->model),
+            .api = sr->api,
+    };
+    struct sbx_buf frag, text;
+    const json_t *own = sbx_agent_model_settings(e->agent);
+    int rc = 0;
+    sbx_buf_init(&frag, SBX_BUF_NOLIMIT);
+    sbx_buf_init(&text, SBX_BUF_NOLIMIT);
+    e->settings = own ? json_deep_copy(own) : json_object();
+    for (size_t i = 0; i < e->ncaps && rc == 0; i++) {
+        struct sbx_capability *c = e->caps[i];
+        const struct sbx_capability_ops *ops = sbx__capability_ops(c);
+        size_t before = frag.len;
+        if (ops->tools)
+            rc = ops->tools(c, &env, &e->tools, err);
+        if (rc == 0 && ops->instructions) {
+            if (before && (rc = sbx_buf_adds(&frag, "\n\n", err)) < 0)
+                break;
+            rc = ops->instructions(c, &env, &frag, err);
+            if (rc == 0 && frag.len == before + (before ? 2 : 0))
+                sbx_buf_setlen(&frag, before); /* it had nothing to say */
+        }
+        if (rc == 0 && ops->model_settings)
+            rc = ops->model_settings(c, &env, e->settings, err);
+        if (rc < 0)
+            sbx_error_prefix(err, "capability '%s'", sbx_capability_type(c));
+    }
+    if (rc == 0)
+        rc = sbx_sandbox_instructions(e->session, e->agent, frag.data, &text, err);
+    if (rc == 0)
+        e->instructions = sbx_buf_detach(&text, NULL);
+    sbx_buf_release(&frag);
+    sbx_buf_release(&text);
+    return rc;
+}
+
+static int make_env(struct sbx_sandbox_run *sr, struct sbx_agent *agent, struct agent_env **out,
+                    struct sbx_error *err)
+{
+    const json_t *spec = sbx_agent_sandbox_spec(agent);
+    struct agent_env *e = sbx_xcalloc(1, sizeof(*e));
+    int rc = 0;
+    e->agent = agent;
+    sr->envs = sbx_xrealloc(sr->envs, (sr->n + 1) * sizeof(*sr->envs));
+    sr->envs[sr->n++] = e;
+    if (!spec && !sr->cfg.all_agents)
+        goto out;
+    e->sandboxed = 1;
+    const char *run_as = json_string_value(json_object_get(spec, "run_as"));
+    if (run_as) {
+        rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                           "run_as '%s': the '%s' provider runs commands as the caller and has "
+                           "no per-agent users yet",
+                           run_as, sbx_client_provider(sr->client));
+        goto out;
+    }
+    if ((rc = make_caps(sr, e, spec, err)) < 0 || (rc = open_session(sr, e, spec, err)) < 0 ||
+        (rc = bind(sr, e, err)) < 0)
+        goto out;
+out:
+    if (rc < 0)
+        sbx_error_prefix(err, "sandbox agent '%s'", sbx_agent_name(agent));
+    else
+        *out = e;
+    return rc;
+}
+
+static int turn_hook(void *data, struct sbx_agent *agent, const json_t *items,
+                     struct sbx_turn_prep *out, struct sbx_error *err)
+{
+    struct sbx_sandbox_run *sr = data;
+    struct agent_env *e = NULL;
+    int rc = 0;
+    pthread_mutex_lock(&sr->lock);
+    for (size_t i = 0; i < sr->n; i++)
+        if (sr->envs[i]->agent == agent)
+            e = sr->envs[i];
+    if (!e)
+        rc = make_env(sr, agent, &e, err);
+    pthread_mutex_unlock(&sr->lock);
+    if (rc < 0 || !e->sandboxed)
+        return rc;
+    if (!e->session) /* an earlier turn failed to set it up */
+        return sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox agent '%s' has no session",
+                             sbx_agent_name(agent));
+    out->instructions = e->instructions;
+    out->tools = e->tools.offered;
+    out->ntools = e->tools.noffered;
+    out->hidden = e->tools.hidden;
+    out->nhidden = e->tools.nhidden;
+    out->settings = e->settings;
+    json_t *cur = NULL;
+    for (size_t i = 0; i < e->ncaps; i++) {
+        const struct sbx_capability_ops *ops = sbx__capability_ops(e->caps[i]);
+        json_t *next = NULL;
+        if (!ops->process_input)
+            continue;
+        rc = ops->process_input(e->caps[i], cur ? cur : items, &next, err);
+        if (rc < 0) {
+            json_decref(cur);
+            return rc;
+        }
+        if (next) {
+            json_decref(cur);
+            cur = next;
+        }
+    }
+    out->input = cur;
+    return 0;
+}
+
+/* ---- the run --------------------------------------------------------------------------------- */
+
+int sbx_sandbox_run_new(const struct sbx_run_config *cfg, struct sbx_sandbox_run **out,
+                        struct sbx_error *err)
+{
+    struct sbx_run_config zero = {0};
+    if (!cfg)
+        cfg = &zero;
+    if (cfg->session && cfg->session_id)
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "give either a live session or a session id, not both");
+    if (cfg->manifest_path && cfg->manifest_doc)
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "give either a manifest file or a manifest document, not both");
+    if ((cfg->session || cfg->session_id) && (cfg->manifest_path || cfg->manifest_doc))
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "a manifest applies only to fresh sandboxes, not to an existing one");
+    struct sbx_sandbox_run *sr = sbx_xcalloc(1, sizeof(*sr));
+    sr->cfg = *cfg;
+    pthread_mutex_init(&sr->lock, NULL);
+    if (cfg->client) {
+        sr->client = cfg->client;
+    } else {
+        int rc = sbx_client_new("local", NULL, &sr->client, err);
+        if (rc < 0) {
+            sbx_sandbox_run_free(sr);
+            return rc;
+        }
+        sr->own_client = 1;
+    }
+    *out = sr;
+    return 0;
+}
+
+static void end_env(struct sbx_sandbox_run *sr, struct agent_env *e)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    if (!e->session)
+        return;
+    struct sbx_capability_env env = {.session = e->session, .agent = e->agent, .api = sr->api};
+    for (size_t i = 0; i < e->ncaps; i++) {
+        const struct sbx_capability_ops *ops = sbx__capability_ops(e->caps[i]);
+        if (ops->run_end && ops->run_end(e->caps[i], &env, &err) < 0)
+            sbx_log(SBX_LOG_WARN, "capability '%s' of agent '%s' at the end of the run: %s",
+                    sbx_capability_type(e->caps[i]), sbx_agent_name(e->agent), err.msg);
+    }
+}
+
+static void close_env(struct sbx_sandbox_run *sr, struct agent_env *e)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    if (!e->session || !e->owner)
+        return;
+    if (e->created && !sr->cfg.keep && sbx_session_delete(e->session, &err) < 0)
+        sbx_log(SBX_LOG_WARN, "cannot remove sandbox '%s' of agent '%s': %s", e->session_id,
+                sbx_agent_name(e->agent), err.msg);
+    sbx_session_free(e->session);
+    if (sr->shared == e->session)
+        sr->shared = NULL;
+}
+
+int sbx_sandbox_run(struct sbx_sandbox_run *sr, struct sbx_agent *agent, const json_t *input,
+                    const struct sbx_run_options *opt, struct sbx_run_result **out,
+                    struct sbx_error *err)
+{
+    if (sr->used)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "a sandbox run serves one run");
+    if (!opt || !opt->model)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "a run needs a model");
+    sr->used = 1;
+    struct sbx_run_options o = *opt;
+    o.turn_hook = turn_hook;
+    o.turn_hook_data = sr;
+    sr->opt = &o;
+    sr->api = strcmp(sbx_model_provider(opt->model), "chat") == 0 ? SBX_MODEL_API_CHAT
+                                                                  : SBX_MODEL_API_RESPONSES;
+    int rc = sbx_run(agent, input, &o, out, err);
+    for (size_t i = 0; i < sr->n; i++)
+        end_env(sr, sr->envs[i]);
+    for (size_t i = 0; i < sr->n; i++)
+        close_env(sr, sr->envs[i]);
+    sr->opt = NULL;
+    return rc;
+}
+
+/* The sandboxed environments, i.e. those listed. */
+static const struct agent_env *listed(const struct sbx_sandbox_run *sr, size_t i)
+{
+    for (size_t k = 0; k < sr->n; k++) {
+        if (!sr->envs[k]->session_id)
+            continue;
+        if (i-- == 0)
+            return sr->envs[k];
+    }
+    return NULL;
+}
+
+size_t sbx_sandbox_run_count(const struct sbx_sandbox_run *sr)
+{
+    size_t n = 0;
+    for (size_t k = 0; k < sr->n; k++)
+        n += sr->envs[k]->session_id != NULL;
+    return n;
+}
+
+const char *sbx_sandbox_run_session_id(const struct sbx_sandbox_run *sr, size_t i)
+{
+    const struct agent_env *e = listed(sr, i);
+    return e ? e->session_id : NULL;
+}
+
+const char *sbx_sandbox_run_agent(const struct sbx_sandbox_run *sr, size_t i)
+{
+    const struct agent_env *e = listed(sr, i);
+    return e ? sbx_agent_name(e->agent) : NULL;
+}
+
+int sbx_sandbox_run_created(const struct sbx_sandbox_run *sr, size_t i)
+{
+    const struct agent_env *e = listed(sr, i);
+    return e ? e->created : 0;
+}
+
+void sbx_sandbox_run_free(struct sbx_sandbox_run *sr)
+{
+    if (!sr)
+        return;
+    for (size_t i = 0; i < sr->n; i++) {
+        struct agent_env *e = sr->envs[i];
+        for (size_t k = 0; k < e->ncaps; k++)
+            sbx_capability_unref(e->caps[k]);
+        free(e->caps);
+        sbx_toolset_release(&e->tools);
+        free(e->instructions);
+        free(e->session_id);
+        json_decref(e->settings);
+        free(e);
+    }
+    free(sr->envs);
+    if (sr->own_client)
+        sbx_client_free(sr->client);
+    pthread_mutex_destroy(&sr->lock);
+    free(sr);
+}
