@@ -17,6 +17,7 @@
 
 #include "sandbox/local/net.h"
 #include "sbx/common.h"
+#include "sbx/log.h"
 #include "tap.h"
 
 /* ------------------------------------------------------------ host names ---- */
@@ -449,10 +450,10 @@ static void upstream_main(int lfd)
 }
 
 /* Inside the private namespace: one proxy request, the whole answer back to the parent. */
-static void ask(int out, const char *request, const char *tunnelled)
+static void ask_at(int port, int out, const char *request, const char *tunnelled)
 {
     char *resp = NULL;
-    int fd = connect_local(SBX__PROXY_DEFAULT_PORT);
+    int fd = connect_local(port);
     if (fd < 0) {
         resp = sbx_xasprintf("cannot connect to the proxy: %s", strerror(errno));
     } else {
@@ -475,6 +476,11 @@ static void ask(int out, const char *request, const char *tunnelled)
     (void)write_all(out, &n, sizeof(n));
     (void)write_all(out, resp, n);
     free(resp);
+}
+
+static void ask(int out, const char *request, const char *tunnelled)
+{
+    ask_at(SBX__PROXY_DEFAULT_PORT, out, request, tunnelled);
 }
 
 static char *answer(int in)
@@ -555,6 +561,12 @@ static void sandbox_main(int ctl_in, int ctl_out, int upstream_port)
     memset(req + 38, 'a', SBX__PROXY_MAX_HEAD);
     ask(ctl_out, req, NULL);
     free(req);
+    /* a name resolved by the system resolver (a lookup thread), then the same name through a
+     * proxy that refuses loopback */
+    req = sbx_xasprintf("GET http://localhost:%d/dns HTTP/1.1\r\n\r\n", upstream_port);
+    ask(ctl_out, req, NULL);
+    ask_at(SBX__PROXY_DEFAULT_PORT + 1, ctl_out, req, NULL);
+    free(req);
     /* nothing but the proxy gets out: the host upstream is not reachable directly */
     int direct = connect_local(upstream_port);
     (void)!write(ctl_out, direct < 0 ? "N" : "Y", 1);
@@ -605,7 +617,7 @@ static void test_end_to_end(void)
     int netns = open(path, O_RDONLY | O_CLOEXEC);
     CHECK(userns >= 0 && netns >= 0);
 
-    const char *patterns[] = {"allowed.test", "meta.test", "10.0.0.1"};
+    const char *patterns[] = {"allowed.test", "meta.test", "10.0.0.1", "localhost"};
     int ports[] = {upstream_port, 443, 80};
     char *map = sbx_xasprintf("allowed.test=127.0.0.1");
     const char *test_hosts[] = {map, "meta.test=169.254.169.254", NULL};
@@ -613,7 +625,7 @@ static void test_end_to_end(void)
             .userns_fd = userns,
             .netns_fd = netns,
             .patterns = patterns,
-            .npatterns = 3,
+            .npatterns = 4,
             .ports = ports,
             .nports = 3,
             .test_allow_loopback = 1,
@@ -621,6 +633,10 @@ static void test_end_to_end(void)
     };
     struct sbx__net *net = NULL;
     CHECK_OK(sbx__net_new(&cfg, &net, &err), &err);
+    struct sbx__net *strict = NULL;
+    cfg.proxy_port = SBX__PROXY_DEFAULT_PORT + 1;
+    cfg.test_allow_loopback = 0;
+    CHECK_OK(sbx__net_new(&cfg, &strict, &err), &err);
     close(userns);
     close(netns);
     free(map);
@@ -697,6 +713,15 @@ static void test_end_to_end(void)
     CHECK_CONTAINS(a, "HTTP/1.1 431 ");
     free(a);
 
+    a = answer(from_child[0]);
+    CHECK_CONTAINS(a, "HTTP/1.1 200 OK");
+    CHECK_CONTAINS(a, "GET /dns HTTP/1.1");
+    free(a);
+    a = answer(from_child[0]);
+    CHECK_CONTAINS(a, "X-Sbx-Proxy-Refused: address");
+    CHECK_CONTAINS(a, "is in a refused range: loopback");
+    free(a);
+
     c = 0;
     struct pollfd p = {.fd = from_child[0], .events = POLLIN};
     CHECK(poll(&p, 1, 20000) == 1 && read(from_child[0], &c, 1) == 1);
@@ -706,6 +731,7 @@ static void test_end_to_end(void)
     CHECK(waitpid(box, &st, 0) == box);
     CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     sbx__net_free(net);
+    sbx__net_free(strict);
     kill(up, SIGKILL);
     waitpid(up, NULL, 0);
     close(to_child[1]);
@@ -756,6 +782,7 @@ static void test_config_errors(void)
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
+    sbx_log_set_handler(sbx_log_stderr, NULL, SBX_LOG_WARN);
     TAP_START();
     TAP_RUN(test_host_normalize);
     TAP_RUN(test_patterns);

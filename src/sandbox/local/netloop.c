@@ -226,6 +226,7 @@ static void refuse_buf(struct conn *c, int status, const char *rule, struct sbx_
 }
 
 static void start_connect(struct conn *c);
+static void conn_update(struct conn *c);
 
 /* Filter the candidate addresses, then connect or refuse. */
 static void addresses_ready(struct conn *c)
@@ -336,6 +337,8 @@ static void job_done(struct sbx__net *net, struct job *j)
             addresses_ready(c);
         }
     }
+    if (c && !c->dead)
+        conn_update(c);
     if (j->res)
         freeaddrinfo(j->res);
     free(j->host);
