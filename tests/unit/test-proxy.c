@@ -621,7 +621,10 @@ static void test_end_to_end(void)
     int ports[] = {upstream_port, 443, 80};
     char *map = sbx_xasprintf("allowed.test=127.0.0.1");
     const char *test_hosts[] = {map, "meta.test=169.254.169.254", NULL};
+    int ctl[2] = {-1, -1};
+    CHECK(socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, ctl) == 0);
     struct sbx__net_config cfg = {
+            .control_fd = ctl[1],
             .userns_fd = userns,
             .netns_fd = netns,
             .patterns = patterns,
@@ -636,6 +639,7 @@ static void test_end_to_end(void)
     struct sbx__net *strict = NULL;
     cfg.proxy_port = SBX__PROXY_DEFAULT_PORT + 1;
     cfg.test_allow_loopback = 0;
+    cfg.control_fd = -1;
     CHECK_OK(sbx__net_new(&cfg, &strict, &err), &err);
     close(userns);
     close(netns);
@@ -653,6 +657,20 @@ static void test_end_to_end(void)
         CHECK_ERR(sbx__net_forward_add(net, &fwd, &again, &err), SBX_E_EXISTS, &err,
                   "port 8000 is forwarded already");
     CHECK_EQ_INT(again, host_port);
+
+    /* the control channel: PID 1's requests for forwarders */
+    struct sbx__net_reply reply;
+    int port = 8000;
+    memset(&reply, 0, sizeof(reply));
+    CHECK(send(ctl[0], &port, sizeof(port), 0) == (ssize_t)sizeof(port));
+    CHECK(recv(ctl[0], &reply, sizeof(reply), 0) == (ssize_t)sizeof(reply));
+    CHECK_EQ_INT(reply.host_port, host_port);
+    port = 70000;
+    CHECK(send(ctl[0], &port, sizeof(port), 0) == (ssize_t)sizeof(port));
+    CHECK(recv(ctl[0], &reply, sizeof(reply), 0) == (ssize_t)sizeof(reply));
+    CHECK_EQ_INT(reply.host_port, 0);
+    CHECK_EQ_STR(reply.msg, "port 70000 out of range");
+    close(ctl[0]);
 
     /* the forwarder: host connection -> 127.0.0.1:8000 inside */
     int f = connect_local(host_port);
@@ -743,7 +761,7 @@ static void test_config_errors(void)
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx__net *net = NULL;
     const char *bad[] = {"*"};
-    struct sbx__net_config cfg = {.userns_fd = -1, .netns_fd = -1};
+    struct sbx__net_config cfg = {.userns_fd = -1, .netns_fd = -1, .control_fd = -1};
     CHECK_ERR(sbx__net_new(&cfg, &net, &err), SBX_E_INVAL, &err, "no sandbox network namespace");
     int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
     cfg.netns_fd = self;

@@ -8,6 +8,8 @@
 #include "net.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <sched.h>
 #include <signal.h>
 #include <string.h>
@@ -110,4 +112,23 @@ out:
             ;
     }
     return rc;
+}
+
+int sbx__netns_open(pid_t pid, int *userns, int *netns, struct sbx_error *err)
+{
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/ns/user", (int)pid);
+    int u = open(path, O_RDONLY | O_CLOEXEC);
+    if (u < 0)
+        return sbx_error_errno(err, errno, "cannot open the sandbox user namespace");
+    snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
+    int n = open(path, O_RDONLY | O_CLOEXEC);
+    if (n < 0) {
+        int rc = sbx_error_errno(err, errno, "cannot open the sandbox network namespace");
+        close(u);
+        return rc;
+    }
+    *userns = u;
+    *netns = n;
+    return 0;
 }

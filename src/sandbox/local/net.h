@@ -22,6 +22,7 @@
 #include <netinet/in.h>
 #include <stddef.h>
 #include <sys/socket.h>
+#include <sys/types.h>
 
 #include "sbx/buf.h"
 #include "sbx/error.h"
@@ -126,6 +127,10 @@ int sbx__proxy_refusal_port(const char *host, int port, const int *ports, size_t
  * child (about a millisecond). *out: caller owns (close). */
 int sbx__netns_socket(int userns_fd, int netns_fd, int *out, struct sbx_error *err);
 
+/* Open the user and network namespaces of process pid (/proc/<pid>/ns/...). *userns and *netns:
+ * caller owns (close); set only on success. */
+int sbx__netns_open(pid_t pid, int *userns, int *netns, struct sbx_error *err);
+
 /* ---- the event loop: proxy and forwarders (netloop.c) ---- */
 
 #define SBX__NET_MAX_CONNS_DEFAULT 256
@@ -155,6 +160,16 @@ struct sbx__net_config {
      * given address without DNS. */
     int test_allow_loopback;
     const char *const *test_hosts;
+    /* Forwarders requested at run time (the supervisor's PID 1 asks for them): a SOCK_SEQPACKET
+     * socket, taken over by the loop (closed by sbx__net_free, also on failure of new); -1 =
+     * none. A message is the sandbox port (int); the answer a struct sbx__net_reply. */
+    int control_fd;
+    const char *forward_bind; /* host address of those forwarders; NULL = "127.0.0.1" */
+};
+
+struct sbx__net_reply {
+    int host_port; /* > 0, or 0 with msg */
+    char msg[256];
 };
 
 struct sbx__net;

@@ -14,6 +14,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -28,7 +29,7 @@
 #define MAX_ADDRS 8
 #define LINGER_MS 2000
 
-enum kind { K_PROXY_LISTEN, K_FWD_LISTEN, K_CONN, K_WAKE, K_RESOLVED };
+enum kind { K_PROXY_LISTEN, K_FWD_LISTEN, K_CONN, K_WAKE, K_RESOLVED, K_CONTROL };
 enum state { C_HEAD, C_RESOLVE, C_CONNECT, C_SPLICE, C_REFUSE, C_LINGER };
 
 struct conn;
@@ -94,6 +95,8 @@ struct sbx__net {
     size_t nfwds_loop; /* forwards registered with epoll (loop only) */
     int userns_fd, netns_fd;
     struct handle proxy;
+    struct handle control;
+    char *forward_bind;
     char **patterns;
     size_t npatterns;
     int *ports;
@@ -645,6 +648,28 @@ static void accept_forward(struct sbx__net *net, struct handle *h)
     conn_update(c);
 }
 
+static void serve_control(struct sbx__net *net)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx__net_reply r;
+    int port = 0;
+    ssize_t n = recv(net->control.fd, &port, sizeof(port), MSG_DONTWAIT);
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+        close_handle(net, &net->control); /* the other side is gone */
+        return;
+    }
+    if (n != (ssize_t)sizeof(port))
+        return;
+    memset(&r, 0, sizeof(r));
+    struct sbx__net_forward fwd = {.port = port, .bind = net->forward_bind};
+    int rc = sbx__net_forward_add(net, &fwd, &r.host_port, &err);
+    if (rc < 0 && rc != -SBX_E_EXISTS) {
+        r.host_port = 0;
+        snprintf(r.msg, sizeof(r.msg), "%.255s", err.msg);
+    }
+    (void)!send(net->control.fd, &r, sizeof(r), MSG_NOSIGNAL | MSG_DONTWAIT);
+}
+
 static void sweep(struct sbx__net *net)
 {
     int64_t now = now_ms();
@@ -697,6 +722,9 @@ static void *loop_main(void *arg)
                 break;
             case K_FWD_LISTEN:
                 accept_forward(net, h);
+                break;
+            case K_CONTROL:
+                serve_control(net);
                 break;
             case K_WAKE: {
                 uint64_t v;
@@ -782,6 +810,9 @@ int sbx__net_new(const struct sbx__net_config *cfg, struct sbx__net **out, struc
     net->resolve_w = -1;
     net->proxy.kind = K_PROXY_LISTEN;
     net->proxy.fd = -1;
+    net->control.kind = K_CONTROL;
+    net->control.fd = cfg->control_fd;
+    net->forward_bind = cfg->forward_bind ? sbx_xstrdup(cfg->forward_bind) : NULL;
     net->userns_fd = -1;
     net->netns_fd = -1;
     net->max_conns = cfg->max_conns ? cfg->max_conns : SBX__NET_MAX_CONNS_DEFAULT;
@@ -849,6 +880,7 @@ int sbx__net_new(const struct sbx__net_config *cfg, struct sbx__net **out, struc
     pipefd[0] = pipefd[1] = -1;
     set_events(net, &net->wake, EPOLLIN);
     set_events(net, &net->resolved, EPOLLIN);
+    set_events(net, &net->control, EPOLLIN);
     if (net->npatterns > 0) {
         int port = cfg->proxy_port ? cfg->proxy_port : SBX__PROXY_DEFAULT_PORT;
         rc = listen_inside(net, port, err);
@@ -989,6 +1021,8 @@ void sbx__net_free(struct sbx__net *net)
     for (size_t i = 0; i < net->nfwds; i++)
         close_handle(net, &net->fwds[i].h);
     close_handle(net, &net->proxy);
+    close_handle(net, &net->control);
+    free(net->forward_bind);
     close_handle(net, &net->wake);
     close_handle(net, &net->resolved);
     if (net->resolve_w >= 0)
