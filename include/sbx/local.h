@@ -32,7 +32,13 @@ enum sbx_local_network {
     SBX_LOCAL_NETWORK_DEFAULT = 0, /* none with isolation; the host's without */
     SBX_LOCAL_NETWORK_HOST,        /* "full": the host network (dangerous, opt-in) */
     SBX_LOCAL_NETWORK_NONE,        /* an empty network namespace, loopback only */
+    SBX_LOCAL_NETWORK_ALLOW,       /* "allow:<domains>": the empty namespace plus HTTP(S) to the
+                                      allow_domains only, through a proxy the supervisor runs on
+                                      the host and serves at 127.0.0.1:3128 inside (HTTP_PROXY,
+                                      HTTPS_PROXY... set for commands); needs isolation */
 };
+
+#define SBX_LOCAL_MAX_ALLOW_DOMAINS 256
 
 /* Limit value meaning "no limit at all". */
 #define SBX_LOCAL_LIMIT_NONE UINT64_MAX
@@ -76,6 +82,19 @@ struct sbx_local_options {
     size_t n_grants;
     const int *exposed_ports; /* when n_exposed_ports > 0, only these resolve */
     size_t n_exposed_ports;
+    /* Network allow: host patterns, "pypi.org" or "*.pypi.org" (every name below, not the apex);
+     * ASCII (xn--) names or IP literals. At least one. */
+    const char *const *allow_domains;
+    size_t n_allow_domains;
+    /* Network allow: the destination ports the proxy connects to; none given: 80 and 443. */
+    const int *allow_ports;
+    size_t n_allow_ports;
+    /* Host address the port forwarders of an isolated sandbox listen on; NULL: "127.0.0.1". */
+    const char *port_bind;
+    /* Test only (the CLI sets it from $SBX_TEST_PROXY_HOSTS, never from a manifest or an agent
+     * file): "name=ip" entries the proxy resolves without DNS, and loopback upstreams allowed.
+     * NULL-terminated; NULL = none. */
+    const char *const *test_proxy_hosts;
     int64_t start_timeout_ms; /* how long create waits for the supervisor; 0: 10 s */
 };
 

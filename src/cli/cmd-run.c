@@ -32,7 +32,8 @@ static void usage(FILE *f)
           "               [--max-turns N] [--json] [--record FILE] [--no-stream]\n"
           "               [--timeout DURATION] [--retries N] [--use-previous-response-id]\n"
           "               [--manifest FILE | --session ID] [--keep] [--share] [PROMPT | -]\n"
-          "               [--isolation namespaces|none] [--network none|full] [--memory SIZE]\n"
+          "               [--isolation namespaces|none] [--network none|full|allow:DOMAINS]\n"
+          "               [--memory SIZE] [--port-bind ADDR] [--allow-port N]...\n"
           "               [--pids N] [--cpus N] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
           "\n"
           "Runs an agent on PROMPT (or standard input with '-') and prints the final output.\n"
@@ -220,6 +221,8 @@ int cmd_run(int argc, char **argv)
             {"cpus", required_argument, NULL, OPT_LOCAL},
             {"ro", required_argument, NULL, OPT_LOCAL},
             {"rw", required_argument, NULL, OPT_LOCAL},
+            {"port-bind", required_argument, NULL, OPT_LOCAL},
+            {"allow-port", required_argument, NULL, OPT_LOCAL},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0},
     };

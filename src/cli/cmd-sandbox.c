@@ -30,10 +30,14 @@ static const char usage_text[] =
         "\n"
         "commands:\n"
         "  create [--manifest FILE] [--workspace DIR] [--port N]... [--json]\n"
-        "         [--isolation namespaces|none] [--network none|full] [--memory SIZE]\n"
-        "         [--pids N] [--cpus N] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
+        "         [--isolation namespaces|none] [--network none|full|allow:DOMAINS]\n"
+        "         [--memory SIZE] [--pids N] [--cpus N] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
+        "         [--port-bind ADDR] [--allow-port N]...\n"
         "                          create a sandbox and print its id (--json: its state);\n"
-        "                          isolated with no network unless told otherwise\n"
+        "                          isolated with no network unless told otherwise;\n"
+        "                          allow:a.org,*.b.org lets HTTP(S) to those names through\n"
+        "                          a proxy (ports 80, 443 or --allow-port); --port-bind:\n"
+        "                          host address of port forwards (default 127.0.0.1)\n"
         "  exec [-t] [-i] [--cwd DIR] [--env K=V]... [--user NAME] [--timeout S]\n"
         "       [--max-output BYTES] ID -- CMD...\n"
         "                          run a command; exits with its status\n"
@@ -89,12 +93,57 @@ int cli_parse_size(const char *s, uint64_t *out)
     return 0;
 }
 
+/* Split a comma-separated list in place into items (at most max), skipping empty ones. */
+static size_t split_commas(char *s, const char **items, size_t max)
+{
+    size_t n = 0;
+    for (char *p = s; p && *p;) {
+        char *comma = strchr(p, ',');
+        if (comma)
+            *comma = '\0';
+        if (*p && n < max)
+            items[n++] = p;
+        else if (*p)
+            return max + 1;
+        p = comma ? comma + 1 : NULL;
+    }
+    return n;
+}
+
+/* --network allow:a.com,*.b.org (the value is cut in place). $SBX_TEST_PROXY_HOSTS
+ * ("name=ip,...") is for the test suite only: it lets the proxy reach a local upstream. */
+static int network_allow(char *list, struct sbx_local_options *o)
+{
+    static const char *domains[SBX_LOCAL_MAX_ALLOW_DOMAINS];
+    static char test_text[4096];
+    static const char *test_hosts[65];
+    size_t n = split_commas(list, domains, SBX_LOCAL_MAX_ALLOW_DOMAINS);
+    if (n == 0)
+        return cli_usage(VERB, "--network allow: wants domains, such as allow:pypi.org,*.pypi.org");
+    if (n > SBX_LOCAL_MAX_ALLOW_DOMAINS)
+        return cli_usage(VERB, "more than %d allowed domains", SBX_LOCAL_MAX_ALLOW_DOMAINS);
+    o->network = SBX_LOCAL_NETWORK_ALLOW;
+    o->allow_domains = domains;
+    o->n_allow_domains = n;
+    const char *t = getenv("SBX_TEST_PROXY_HOSTS");
+    if (t && *t && strlen(t) < sizeof(test_text)) {
+        memcpy(test_text, t, strlen(t) + 1);
+        size_t nt = split_commas(test_text, test_hosts, 64);
+        if (nt <= 64) {
+            test_hosts[nt] = NULL;
+            o->test_proxy_hosts = test_hosts;
+        }
+    }
+    return 1;
+}
+
 int cli_local_option(int argc, char **argv, int *i, struct sbx_local_options *o,
                      struct sbx_local_grant *grants)
 {
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
-    static const char *const names[] = {"--isolation", "--network", "--memory", "--pids",
-                                        "--cpus",      "--ro",      "--rw",     NULL};
+    static const char *const names[] = {"--isolation",  "--network", "--memory", "--pids",
+                                        "--cpus",       "--ro",      "--rw",     "--port-bind",
+                                        "--allow-port", NULL};
     int k = 0;
     while (names[k] && strcmp(names[k], a) != 0)
         k++;
@@ -118,8 +167,10 @@ int cli_local_option(int argc, char **argv, int *i, struct sbx_local_options *o,
             o->network = SBX_LOCAL_NETWORK_NONE;
         else if (strcmp(v, "full") == 0)
             o->network = SBX_LOCAL_NETWORK_HOST;
+        else if (strncmp(v, "allow:", 6) == 0)
+            return network_allow(argv[*i] + 6, o);
         else
-            return cli_usage(VERB, "unknown network mode '%s' (none, full)", v);
+            return cli_usage(VERB, "unknown network mode '%s' (none, full, allow:DOMAINS)", v);
         return 1;
     case 2:
         if (cli_parse_size(v, &n) < 0 || n == 0)
@@ -137,6 +188,21 @@ int cli_local_option(int argc, char **argv, int *i, struct sbx_local_options *o,
         if (*end || end == v || !(d > 0) || d > 4096)
             return cli_usage(VERB, "--cpus wants a number of CPUs such as 1.5, not '%s'", v);
         o->limits.cpu_millis = (uint64_t)(d * 1000 + 0.5);
+        return 1;
+    }
+    case 7:
+        o->port_bind = v;
+        return 1;
+    case 8: {
+        static int ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
+        char *end;
+        long p = strtol(v, &end, 10);
+        if (*end || end == v || p < 1 || p > 65535)
+            return cli_usage(VERB, "--allow-port wants a port number, not '%s'", v);
+        if (o->n_allow_ports >= SBX_LOCAL_MAX_EXPOSED_PORTS)
+            return cli_usage(VERB, "more than %d allowed ports", SBX_LOCAL_MAX_EXPOSED_PORTS);
+        ports[o->n_allow_ports++] = (int)p;
+        o->allow_ports = ports;
         return 1;
     }
     default:

@@ -671,6 +671,7 @@ static void test_end_to_end(void)
     CHECK_EQ_INT(reply.host_port, 0);
     CHECK_EQ_STR(reply.msg, "port 70000 out of range");
     close(ctl[0]);
+    close(ctl[1]);
 
     /* the forwarder: host connection -> 127.0.0.1:8000 inside */
     int f = connect_local(host_port);

@@ -12,12 +12,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "sandbox/local/local.h"
+#include "sandbox/local/net.h"
 #include "sandbox/session-internal.h"
 #include "sbx/fs.h"
 #include "sbx/hash.h"
@@ -60,7 +62,14 @@ struct local_client {
     int ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
     size_t n_ports;
     int64_t start_timeout_ms;
+    struct sbx_strv allow; /* network allow: the normalized patterns */
+    char *port_bind;       /* NULL: 127.0.0.1 */
+    int allow_ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
+    size_t n_allow_ports;
+    struct sbx_strv test_hosts; /* test only: "name=ip" */
 };
+
+static void add_network_config(const struct local_client *c, json_t *sb);
 
 struct local_session {
     struct sbx_session base;
@@ -1159,7 +1168,9 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     const char *root = !c->isolated             ? ws
                        : spec && spec->manifest ? sbx_manifest_root(spec->manifest)
                                                 : "/workspace";
-    const char *net = !c->isolated || c->network == SBX_LOCAL_NETWORK_HOST ? "full" : "none";
+    const char *net = !c->isolated || c->network == SBX_LOCAL_NETWORK_HOST ? "full"
+                      : c->network == SBX_LOCAL_NETWORK_ALLOW              ? "allow"
+                                                                           : "none";
     sbx_json_set(state, "root", sbx_json_str(root));
     sbx_json_set(state, "created", sbx_json_str(created));
     sbx_json_set(state, "isolation", sbx_json_str(c->isolated ? "namespaces" : "none"));
@@ -1233,6 +1244,7 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
         sbx_json_set(sb, "groups", groups);
         sbx_json_set(sb, "grants", grants);
         sbx_json_set(sb, "limits", lim);
+        add_network_config(c, sb);
         sbx_json_set(cfg, "sandbox", sb);
     }
     if (spec && spec->manifest) {
@@ -1426,6 +1438,9 @@ static void lc_free(struct sbx_client *bc)
         free((char *)c->grants[i].dst);
     }
     free(c->grants);
+    sbx_strv_release(&c->allow);
+    sbx_strv_release(&c->test_hosts);
+    free(c->port_bind);
     free(c);
 }
 
@@ -1437,6 +1452,71 @@ static const struct sbx_client_ops client_ops = {
         .free = lc_free,
 };
 
+/* Network mode allow and the forwarders' address: checked here, so a bad pattern fails the
+ * client, not the supervisor. *allow gets the normalized patterns. */
+static int check_network_options(const struct sbx_local_options *o, int isolated,
+                                 struct sbx_strv *allow, struct sbx_error *err)
+{
+    if (o->network != SBX_LOCAL_NETWORK_ALLOW) {
+        if (o->n_allow_domains || o->n_allow_ports)
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "allowed domains and ports need network 'allow'");
+        return 0;
+    }
+    if (!isolated)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "network 'allow' needs isolation, not 'none'");
+    if (o->n_allow_domains == 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "network 'allow' needs at least one domain");
+    if (o->n_allow_domains > SBX_LOCAL_MAX_ALLOW_DOMAINS)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d allowed domains",
+                             SBX_LOCAL_MAX_ALLOW_DOMAINS);
+    for (size_t i = 0; i < o->n_allow_domains; i++) {
+        char *p = NULL;
+        int rc = sbx__proxy_pattern_normalize(o->allow_domains[i] ? o->allow_domains[i] : "", &p,
+                                              err);
+        if (rc < 0)
+            return rc;
+        sbx_strv_push_take(allow, p);
+    }
+    if (o->n_allow_ports > SBX_LOCAL_MAX_EXPOSED_PORTS)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d allowed ports",
+                             SBX_LOCAL_MAX_EXPOSED_PORTS);
+    for (size_t i = 0; i < o->n_allow_ports; i++)
+        if (o->allow_ports[i] < 1 || o->allow_ports[i] > 65535)
+            return sbx_error_set(err, SBX_E_INVAL, 0, "allowed port %d is not in 1..65535",
+                                 o->allow_ports[i]);
+    struct in6_addr a6;
+    if (o->port_bind && inet_pton(AF_INET, o->port_bind, &a6) != 1 &&
+        inet_pton(AF_INET6, o->port_bind, &a6) != 1)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "port bind address '%s' is not an IP address",
+                             o->port_bind);
+    return 0;
+}
+
+static void add_network_config(const struct local_client *c, json_t *sb)
+{
+    if (c->allow.n) {
+        json_t *a = json_array();
+        for (size_t i = 0; i < c->allow.n; i++)
+            sbx_json_append(a, sbx_json_str(c->allow.v[i]));
+        sbx_json_set(sb, "allow", a);
+    }
+    if (c->test_hosts.n) {
+        json_t *a = json_array();
+        for (size_t i = 0; i < c->test_hosts.n; i++)
+            sbx_json_append(a, sbx_json_str(c->test_hosts.v[i]));
+        sbx_json_set(sb, "test_proxy_hosts", a);
+    }
+    if (c->port_bind)
+        sbx_json_set(sb, "port_bind", sbx_json_str(c->port_bind));
+    if (c->n_allow_ports) {
+        json_t *a = json_array();
+        for (size_t i = 0; i < c->n_allow_ports; i++)
+            sbx_json_append(a, json_integer(c->allow_ports[i]));
+        sbx_json_set(sb, "allow_ports", a);
+    }
+}
+
 int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_error *err)
 {
     const struct sbx_local_options *o = opts;
@@ -1447,7 +1527,7 @@ int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_
         o->isolation != SBX_LOCAL_ISOLATION_NAMESPACES && o->isolation != SBX_LOCAL_ISOLATION_NONE)
         return sbx_error_set(err, SBX_E_INVAL, 0, "unknown isolation mode %d", (int)o->isolation);
     if (o->network != SBX_LOCAL_NETWORK_DEFAULT && o->network != SBX_LOCAL_NETWORK_HOST &&
-        o->network != SBX_LOCAL_NETWORK_NONE)
+        o->network != SBX_LOCAL_NETWORK_NONE && o->network != SBX_LOCAL_NETWORK_ALLOW)
         return sbx_error_set(err, SBX_E_INVAL, 0, "unknown network mode %d", (int)o->network);
     int isolated = o->isolation != SBX_LOCAL_ISOLATION_NONE;
     const struct sbx_local_limits *l = &o->limits;
@@ -1473,6 +1553,13 @@ int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_
         if (o->exposed_ports[i] < 1 || o->exposed_ports[i] > 65535)
             return sbx_error_set(err, SBX_E_INVAL, 0, "exposed port %d is not in 1..65535",
                                  o->exposed_ports[i]);
+    struct sbx_strv allow;
+    sbx_strv_init(&allow);
+    int rc = check_network_options(o, isolated, &allow, err);
+    if (rc < 0) {
+        sbx_strv_release(&allow);
+        return rc;
+    }
     struct local_client *c = sbx_xcalloc(1, sizeof(*c));
     c->base.ops = &client_ops;
     c->base.provider = "local";
@@ -1493,6 +1580,13 @@ int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_
     for (size_t i = 0; i < o->n_exposed_ports; i++)
         c->ports[i] = o->exposed_ports[i];
     c->start_timeout_ms = o->start_timeout_ms > 0 ? o->start_timeout_ms : START_TIMEOUT_MS;
+    c->allow = allow;
+    c->port_bind = o->port_bind ? sbx_xstrdup(o->port_bind) : NULL;
+    c->n_allow_ports = o->n_allow_ports;
+    for (size_t i = 0; i < o->n_allow_ports; i++)
+        c->allow_ports[i] = o->allow_ports[i];
+    sbx_strv_init(&c->test_hosts);
+    sbx_strv_pushv(&c->test_hosts, o->test_proxy_hosts);
     *out = &c->base;
     return 0;
 }

@@ -161,8 +161,8 @@ struct sbx__net_config {
     int test_allow_loopback;
     const char *const *test_hosts;
     /* Forwarders requested at run time (the supervisor's PID 1 asks for them): a SOCK_SEQPACKET
-     * socket, taken over by the loop (closed by sbx__net_free, also on failure of new); -1 =
-     * none. A message is the sandbox port (int); the answer a struct sbx__net_reply. */
+     * socket (borrowed: the loop serves a duplicate); -1 = none. A message is the sandbox port
+     * (int); the answer a struct sbx__net_reply. */
     int control_fd;
     const char *forward_bind; /* host address of those forwarders; NULL = "127.0.0.1" */
 };

@@ -811,7 +811,7 @@ int sbx__net_new(const struct sbx__net_config *cfg, struct sbx__net **out, struc
     net->proxy.kind = K_PROXY_LISTEN;
     net->proxy.fd = -1;
     net->control.kind = K_CONTROL;
-    net->control.fd = cfg->control_fd;
+    net->control.fd = -1;
     net->forward_bind = cfg->forward_bind ? sbx_xstrdup(cfg->forward_bind) : NULL;
     net->userns_fd = -1;
     net->netns_fd = -1;
@@ -866,6 +866,13 @@ int sbx__net_new(const struct sbx__net_config *cfg, struct sbx__net **out, struc
         net->userns_fd = fcntl(cfg->userns_fd, F_DUPFD_CLOEXEC, 3);
         if (net->userns_fd < 0) {
             rc = sbx_error_errno(err, errno, "cannot keep the sandbox user namespace");
+            goto out;
+        }
+    }
+    if (cfg->control_fd >= 0) {
+        net->control.fd = fcntl(cfg->control_fd, F_DUPFD_CLOEXEC, 3);
+        if (net->control.fd < 0) {
+            rc = sbx_error_errno(err, errno, "cannot keep the network control channel");
             goto out;
         }
     }

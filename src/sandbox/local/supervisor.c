@@ -26,6 +26,7 @@
 
 #include "sandbox/local/isolate.h"
 #include "sandbox/local/local.h"
+#include "sandbox/local/net.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
 #include "sbx/log.h"
@@ -73,6 +74,16 @@ struct sup {
     int stopping;
     int stop_conn; /* the connection that asked for shutdown, or -1 */
     int spare_fd;  /* held back to refuse connections when out of descriptors */
+    /* Network of an isolated sandbox with its own namespace (modes none and allow): the outer
+     * process runs the proxy and the port forwarders (net.h); PID 1 asks it for forwarders over
+     * net_chan (outer end [0], inner end [1]). */
+    int own_netns;
+    int net_chan[2];
+    struct sbx_strv allow;      /* mode allow: the patterns */
+    struct sbx_strv test_hosts; /* test only: "name=ip" resolved without DNS */
+    char *port_bind;            /* forwarders' host address; NULL = 127.0.0.1 */
+    int allow_ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
+    size_t n_allow_ports; /* 0: the proxy's default (80, 443) */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -551,6 +562,28 @@ out:
 
 /* Is something listening on TCP port in our network namespace? Returns the address family seen
  * (4 or 6), or 0. */
+/* PID 1: the host port forwarding to port, from the outer process. *out: caller owns. */
+static int forward_url(struct sup *s, int port, char **out, struct sbx_error *err)
+{
+    struct sbx__net_reply r;
+    struct pollfd p = {.fd = s->net_chan[1], .events = POLLIN};
+    memset(&r, 0, sizeof(r));
+    if (send(s->net_chan[1], &port, sizeof(port), MSG_NOSIGNAL) != (ssize_t)sizeof(port) ||
+        poll(&p, 1, 5000) != 1 || recv(s->net_chan[1], &r, sizeof(r), 0) != (ssize_t)sizeof(r))
+        return sbx_error_set(err, SBX_E_SANDBOX, 0, "no port forwarder for port %d", port);
+    r.msg[sizeof(r.msg) - 1] = '\0';
+    if (r.host_port <= 0)
+        return sbx_error_set(err, SBX_E_SANDBOX, 0, "cannot forward port %d: %s", port, r.msg);
+    const char *h = s->port_bind ? s->port_bind : "127.0.0.1";
+    if (strcmp(h, "0.0.0.0") == 0)
+        h = "127.0.0.1";
+    else if (strcmp(h, "::") == 0)
+        h = "::1";
+    int v6 = strchr(h, ':') != NULL;
+    *out = sbx_xasprintf("http://%s%s%s:%d", v6 ? "[" : "", h, v6 ? "]" : "", r.host_port);
+    return 0;
+}
+
 static int listening(int port)
 {
     static const char *const files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
@@ -595,13 +628,18 @@ static void do_port(struct sup *s, int ci, const json_t *req)
     if (rc == 0 && !fam)
         rc = sbx_error_set(&err, SBX_E_NOTFOUND, 0, "nothing listens on port %lld in sandbox '%s'",
                            (long long)port, s->id);
+    char *url = NULL;
+    /* In a network namespace of its own, through a forwarder of the outer process. */
+    if (rc == 0 && s->net_chan[1] >= 0)
+        rc = forward_url(s, (int)port, &url, &err);
     if (rc < 0) {
         reply_err(s, ci, &err);
     } else {
         /* Without a network namespace the service listens on the host itself. */
         json_t *m = ok_msg();
-        char *url = fam == 4 ? sbx_xasprintf("http://127.0.0.1:%lld", (long long)port)
-                             : sbx_xasprintf("http://[::1]:%lld", (long long)port);
+        if (!url)
+            url = fam == 4 ? sbx_xasprintf("http://127.0.0.1:%lld", (long long)port)
+                           : sbx_xasprintf("http://[::1]:%lld", (long long)port);
         sbx_json_set(m, "url", sbx_json_str(url));
         free(url);
         reply(s, ci, m, NULL, 0);
@@ -864,7 +902,7 @@ static int load_isolation(struct sup *s, const json_t *cfg, struct sbx_error *er
     if ((rc = sbx_json_get_string(sb, "net", 0, &net, err)) < 0 ||
         (rc = sbx_json_get_string(sb, "host_home", 0, &spec.host_home, err)) < 0)
         goto out;
-    if (strcmp(net, "none") == 0)
+    if (strcmp(net, "none") == 0 || strcmp(net, "allow") == 0)
         spec.net = SBX__NET_NONE;
     else if (strcmp(net, "full") == 0)
         spec.net = SBX__NET_FULL;
@@ -942,6 +980,95 @@ out:
     return rc;
 }
 
+/* The network part of the "sandbox" object: mode allow's patterns (and the proxy variables in
+ * every command's environment), the forwarders' address, the test-only host map. */
+static int load_network(struct sup *s, const json_t *cfg, struct sbx_error *err)
+{
+    json_t *sb = json_object_get(cfg, "sandbox");
+    const char *net = "none", *bind = NULL;
+    int rc;
+    if (!json_is_object(sb))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "field 'sandbox' must be an object");
+    if ((rc = sbx_json_get_string(sb, "net", 0, &net, err)) < 0 ||
+        (rc = sbx_json_get_string(sb, "port_bind", 0, &bind, err)) < 0 ||
+        (rc = parse_strv(sb, "allow", 0, SBX_LOCAL_MAX_ALLOW_DOMAINS, &s->allow, err)) < 0 ||
+        (rc = parse_strv(sb, "test_proxy_hosts", 0, 64, &s->test_hosts, err)) < 0)
+        return rc;
+    json_t *ports = json_object_get(sb, "allow_ports"), *v;
+    size_t i;
+    json_array_foreach(ports, i, v)
+    {
+        if (!json_is_integer(v) || s->n_allow_ports >= SBX_LOCAL_MAX_EXPOSED_PORTS)
+            return sbx_error_set(err, SBX_E_INVAL, 0, "bad allowed port list");
+        s->allow_ports[s->n_allow_ports++] = (int)json_integer_value(v);
+    }
+    s->own_netns = strcmp(net, "full") != 0;
+    s->port_bind = bind ? sbx_xstrdup(bind) : NULL;
+    if (strcmp(net, "allow") == 0) {
+        if (s->allow.n == 0)
+            return sbx_error_set(err, SBX_E_INVAL, 0, "network 'allow' needs at least one domain");
+        sbx__net_proxy_env(0, &s->env);
+    } else if (s->allow.n) {
+        return sbx_error_set(err, SBX_E_INVAL, 0, "allowed domains need network 'allow'");
+    }
+    return 0;
+}
+
+/* PID 1: wait until the outer process has the network up (the proxy listening), so that the
+ * first command finds it. */
+static int wait_network(struct sup *s, struct sbx_error *err)
+{
+    struct sbx__net_reply r;
+    struct pollfd p = {.fd = s->net_chan[1], .events = POLLIN};
+    memset(&r, 0, sizeof(r));
+    if (poll(&p, 1, 10000) != 1 || recv(s->net_chan[1], &r, sizeof(r), 0) != (ssize_t)sizeof(r))
+        return sbx_error_set(err, SBX_E_SANDBOX, 0,
+                             "the sandbox network was not set up (no answer from the host side)");
+    r.msg[sizeof(r.msg) - 1] = '\0';
+    if (r.host_port != 1)
+        return sbx_error_set(err, SBX_E_SANDBOX, 0, "the sandbox network was not set up: %s",
+                             r.msg);
+    return 0;
+}
+
+/* OUTER: start the proxy and the forwarders' loop, tell PID 1 how it went. */
+static struct sbx__net *start_network(struct sup *s)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx__net *net = NULL;
+    struct sbx__net_reply r;
+    int userns = -1, netns = -1;
+    int rc = sbx__netns_open(sbx__isolation_inner_pid(s->iso), &userns, &netns, &err);
+    if (rc == 0) {
+        struct sbx__net_config cfg = {
+                .userns_fd = userns,
+                .netns_fd = netns,
+                .patterns = (const char *const *)s->allow.v,
+                .npatterns = s->allow.n,
+                .ports = s->n_allow_ports ? s->allow_ports : NULL,
+                .nports = s->n_allow_ports,
+                .test_allow_loopback = s->test_hosts.n > 0,
+                .test_hosts = (const char *const *)s->test_hosts.v,
+                .control_fd = s->net_chan[0],
+                .forward_bind = s->port_bind,
+        };
+        rc = sbx__net_new(&cfg, &net, &err);
+    }
+    memset(&r, 0, sizeof(r));
+    r.host_port = rc == 0 ? 1 : 0;
+    if (rc < 0) {
+        snprintf(r.msg, sizeof(r.msg), "%.255s", err.msg);
+        sbx_log(SBX_LOG_ERROR, "sandbox '%s': %s", s->id, err.msg);
+    }
+    (void)!send(s->net_chan[0], &r, sizeof(r), MSG_NOSIGNAL);
+    sbx_fd_close(&s->net_chan[0]);
+    if (userns >= 0)
+        close(userns);
+    if (netns >= 0)
+        close(netns);
+    return net;
+}
+
 static int load_config(struct sup *s, json_t *cfg, struct sbx_error *err)
 {
     const char *id, *dir, *ws, *root, *iso = "none";
@@ -969,8 +1096,10 @@ static int load_config(struct sup *s, json_t *cfg, struct sbx_error *err)
             return sbx_error_set(err, SBX_E_INVAL, 0, "bad exposed port list");
         s->ports[s->n_ports++] = (int)json_integer_value(v);
     }
-    if (strcmp(iso, "namespaces") == 0)
-        return load_isolation(s, cfg, err);
+    if (strcmp(iso, "namespaces") == 0) {
+        rc = load_network(s, cfg, err);
+        return rc < 0 ? rc : load_isolation(s, cfg, err);
+    }
     return 0;
 }
 
@@ -1029,13 +1158,19 @@ static int start(struct sup *s, int *outer, struct sbx_error *err)
          * nothing, and serves; this process stays on the host (OUTER). Set-up errors come back
          * here, naming the missing kernel feature. */
         enum sbx__isolation_role role = 0;
+        if (s->own_netns && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, s->net_chan) < 0)
+            return sbx_error_errno(err, errno, "cannot create the network channel");
         rc = sbx__isolation_enter(s->iso, &role, err);
         if (rc < 0)
             return rc;
         if (role == SBX__ISOLATION_OUTER) {
+            sbx_fd_close(&s->net_chan[1]);
             *outer = 1;
             return 0;
         }
+        sbx_fd_close(&s->net_chan[0]);
+        if (s->net_chan[1] >= 0 && (rc = wait_network(s, err)) < 0)
+            return rc;
         /* Inside, the runtime directory's descriptor leads into the detached host tree: let
          * go of it (the outer process removes the socket at the end). */
         sbx_fd_close(&s->dir_fd);
@@ -1081,7 +1216,9 @@ static int run_outer(struct sup *s)
         dup2(devnull, 1);
         close(devnull);
     }
+    struct sbx__net *net = s->net_chan[0] >= 0 ? start_network(s) : NULL;
     int rc = sbx__isolation_outer_wait(s->iso, &status, &err);
+    sbx__net_free(net);
     if (rc < 0)
         sbx_log(SBX_LOG_WARN, "sandbox '%s': %s", s->id, err.msg);
     if (s->dir_fd >= 0)
@@ -1096,7 +1233,8 @@ int sbx_local_supervise_main(int argc, char **argv)
                     .root_fd = -1,
                     .dir_fd = -1,
                     .stop_conn = -1,
-                    .spare_fd = -1};
+                    .spare_fd = -1,
+                    .net_chan = {-1, -1}};
     struct sbx_error err = SBX_ERROR_INIT;
     int rc;
 
@@ -1168,6 +1306,11 @@ out:
     sbx_fd_close(&s.dir_fd);
     sbx_fd_close(&s.spare_fd);
     sbx_strv_release(&s.env);
+    sbx_strv_release(&s.allow);
+    sbx_strv_release(&s.test_hosts);
+    free(s.port_bind);
+    sbx_fd_close(&s.net_chan[0]);
+    sbx_fd_close(&s.net_chan[1]);
     free(s.id);
     free(s.dir);
     free(s.workspace);
