@@ -1457,6 +1457,11 @@ static const struct sbx_client_ops client_ops = {
 static int check_network_options(const struct sbx_local_options *o, int isolated,
                                  struct sbx_strv *allow, struct sbx_error *err)
 {
+    struct in6_addr a6;
+    if (o->port_bind && inet_pton(AF_INET, o->port_bind, &a6) != 1 &&
+        inet_pton(AF_INET6, o->port_bind, &a6) != 1)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "port bind address '%s' is not an IP address",
+                             o->port_bind);
     if (o->network != SBX_LOCAL_NETWORK_ALLOW) {
         if (o->n_allow_domains || o->n_allow_ports)
             return sbx_error_set(err, SBX_E_INVAL, 0,
@@ -1485,11 +1490,6 @@ static int check_network_options(const struct sbx_local_options *o, int isolated
         if (o->allow_ports[i] < 1 || o->allow_ports[i] > 65535)
             return sbx_error_set(err, SBX_E_INVAL, 0, "allowed port %d is not in 1..65535",
                                  o->allow_ports[i]);
-    struct in6_addr a6;
-    if (o->port_bind && inet_pton(AF_INET, o->port_bind, &a6) != 1 &&
-        inet_pton(AF_INET6, o->port_bind, &a6) != 1)
-        return sbx_error_set(err, SBX_E_INVAL, 0, "port bind address '%s' is not an IP address",
-                             o->port_bind);
     return 0;
 }
 
