@@ -650,6 +650,14 @@ static void test_workspace_kept(void)
     free(dir);
 }
 
+/* 1 when s is a port number and nothing else */
+static int atoi_ok(const char *s)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    return end != s && *end == '\0' && v > 0 && v < 65536;
+}
+
 static void test_ports(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -670,9 +678,8 @@ static void test_ports(void)
     }
     int port = (int)strtol(u.output.data, NULL, 10);
     CHECK_OK(sbx_session_resolve_port(sess, port, &url, &err), &err);
-    char *want = sbx_xasprintf("http://127.0.0.1:%d", port);
-    CHECK_EQ_STR(url, want);
-    free(want);
+    /* a host-side forward into the sandbox's network namespace: a host port of its own */
+    CHECK(url && strncmp(url, "http://127.0.0.1:", 17) == 0 && atoi_ok(url + 17));
     free(url);
     CHECK_OK(sbx_session_pty_kill(sess, u.id, &err), &err);
     sbx_pty_update_release(&u);
