@@ -360,7 +360,7 @@ int sbx__proxy_parse(const char *data, size_t len, struct sbx__proxy_request *ou
     size_t nheaders = 0;
 
     memset(&r, 0, sizeof(r));
-    sbx_buf_init(&head, SBX__PROXY_MAX_HEAD + 64);
+    sbx_buf_init(&head, SBX__PROXY_MAX_HEAD + 1024);
     if (len > SBX__PROXY_MAX_HEAD) {
         rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "request head over %d bytes", SBX__PROXY_MAX_HEAD);
         goto out;
