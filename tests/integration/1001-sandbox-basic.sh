@@ -28,7 +28,7 @@ expect_eq "$(cat "$T/out")" "$SBX_WORKSPACES/$idn" "an unconfined command starts
 run "$SBX" sandbox exec --user sandbox "$idn" -- true
 expect_rc 1 "--user is refused without isolation"
 expect_in "$T/err" "isolation 'none'" "the refusal says why"
-"$SBX" sandbox rm "$idn"
+"$SBX" sandbox rm "$idn" >/dev/null
 run "$SBX" sandbox create --isolation none --memory 64M
 expect_rc 1 "limits without isolation fail"
 expect_in "$T/err" "need isolation" "the error says limits need isolation"
@@ -137,7 +137,7 @@ c, _ = s.accept(); c.sendall(b"pong\n"); time.sleep(30)' >/dev/null 2>&1 &
     reply=$(python3 -c 'import socket,sys; s=socket.create_connection(("127.0.0.1", int(sys.argv[1]))); print(s.recv(10).decode().strip())' "$port")
     expect_eq "$reply" "pong" "the URL reaches the service"
 fi
-"$SBX" sandbox rm "$idf"
+"$SBX" sandbox rm "$idf" >/dev/null
 
 run "$SBX" sandbox ps --json
 expect_rc 0 "ps --json succeeds"
