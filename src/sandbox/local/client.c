@@ -33,6 +33,9 @@
 #ifndef SBX_BINDIR
 #    define SBX_BINDIR "/usr/local/bin"
 #endif
+#ifndef SBX_LIBEXECDIR
+#    define SBX_LIBEXECDIR "/usr/local/libexec"
+#endif
 
 #define ID_BYTES            8 /* 16 hex characters */
 #define ID_MAX_LEN          64
@@ -874,6 +877,15 @@ out:
 /* ---------------------------------------------------------------------------------------------
  * Client */
 
+static int executable(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+/* The supervisor program: the configured one, $SBX_SUPERVISOR, sbx-supervisor next to the
+ * running program (an sbx binary, a build directory), the installed one in libexecdir, and
+ * last an sbx binary (it serves too, but links every layer and libcurl). */
 static int find_supervisor(const struct local_client *c, char **out, struct sbx_error *err)
 {
     const char *env = getenv("SBX_SUPERVISOR");
@@ -885,19 +897,29 @@ static int find_supervisor(const struct local_client *c, char **out, struct sbx_
         path = sbx_xstrdup(env);
     } else {
         ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        const char *base = NULL;
         if (n > 0) {
             self[n] = '\0';
-            const char *base = strrchr(self, '/');
-            if (base && strcmp(base + 1, "sbx") == 0)
-                path = sbx_xstrdup(self);
+            base = strrchr(self, '/');
         }
+        if (base) {
+            char *next = sbx_xasprintf("%.*s/sbx-supervisor", (int)(base - self), self);
+            if (executable(next))
+                path = next;
+            else
+                free(next);
+        }
+        if (!path && executable(SBX_LIBEXECDIR "/sbx-supervisor"))
+            path = sbx_xstrdup(SBX_LIBEXECDIR "/sbx-supervisor");
+        if (!path && base && strcmp(base + 1, "sbx") == 0)
+            path = sbx_xstrdup(self);
         if (!path)
             path = sbx_xstrdup(SBX_BINDIR "/sbx");
     }
     if (access(path, X_OK) < 0) {
         int rc = sbx_error_errno(err, errno,
-                                 "cannot run the supervisor '%s' (set SBX_SUPERVISOR to the sbx "
-                                 "binary)",
+                                 "cannot run the supervisor '%s' (set SBX_SUPERVISOR to the "
+                                 "sbx-supervisor program)",
                                  path);
         free(path);
         return rc;
