@@ -72,6 +72,13 @@ run "$SBX" sandbox exec "$ID" -- curl -sS -m 10 "http://up.test:$UP/index.html"
 expect_rc 0 "curl to an allowed name works"
 expect_in "$T/out" "upstream-marker-7d41" "the upstream's page comes back through the proxy"
 
+run "$SBX" sandbox exec "$ID" -- curl -sS -m 10 -p "http://up.test:$UP/index.html"
+expect_in "$T/out" "upstream-marker-7d41" "a CONNECT tunnel to an allowed name works"
+
+run "$SBX" sandbox exec "$ID" -- curl -sS -m 10 --noproxy "" "http://2130706433:$UP/index.html"
+expect_in "$T/out" "the domain '127.0.0.1' is not in the sandbox's allow list" \
+    "an IPv4 literal in decimal form is normalized and checked against the list"
+
 run "$SBX" sandbox exec "$ID" -- curl -sS -m 10 "http://sub.up.test:$UP/index.html"
 expect_in "$T/out" "upstream-marker-7d41" "a name below a wildcard pattern works"
 

@@ -17,6 +17,7 @@
 
 #include "sandbox/local/net.h"
 #include "sbx/common.h"
+#include "sbx/local.h"
 #include "sbx/log.h"
 #include "tap.h"
 
@@ -798,6 +799,42 @@ static void test_config_errors(void)
     close(self);
 }
 
+/* The local provider's options for network allow, checked when the client is made. */
+static void test_client_options(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_client *c = NULL;
+    const char *good[] = {"PyPI.org", "*.pypi.org"};
+    const char *bad[] = {"pypi.org", "*"};
+    const int ports[] = {8080};
+    const int bad_ports[] = {0};
+    struct sbx_local_options o = {.network = SBX_LOCAL_NETWORK_ALLOW};
+    CHECK_ERR(sbx_client_new("local", &o, &c, &err), SBX_E_INVAL, &err,
+              "network 'allow' needs at least one domain");
+    o.allow_domains = bad;
+    o.n_allow_domains = 2;
+    CHECK_ERR(sbx_client_new("local", &o, &c, &err), SBX_E_INVAL, &err, "allow-list pattern '*'");
+    o.allow_domains = good;
+    o.allow_ports = bad_ports;
+    o.n_allow_ports = 1;
+    CHECK_ERR(sbx_client_new("local", &o, &c, &err), SBX_E_INVAL, &err,
+              "allowed port 0 is not in 1..65535");
+    o.allow_ports = ports;
+    o.port_bind = "::ffff:zz";
+    CHECK_ERR(sbx_client_new("local", &o, &c, &err), SBX_E_INVAL, &err,
+              "port bind address '::ffff:zz' is not an IP address");
+    o.port_bind = "::1";
+    CHECK_OK(sbx_client_new("local", &o, &c, &err), &err);
+    sbx_client_free(c);
+    c = NULL;
+    o.isolation = SBX_LOCAL_ISOLATION_NONE;
+    CHECK_ERR(sbx_client_new("local", &o, &c, &err), SBX_E_INVAL, &err,
+              "network 'allow' needs isolation");
+    struct sbx_local_options n = {.allow_domains = good, .n_allow_domains = 1};
+    CHECK_ERR(sbx_client_new("local", &n, &c, &err), SBX_E_INVAL, &err,
+              "allowed domains and ports need network 'allow'");
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -812,6 +849,7 @@ int main(void)
     TAP_RUN(test_parse);
     TAP_RUN(test_texts);
     TAP_RUN(test_config_errors);
+    TAP_RUN(test_client_options);
     TAP_RUN(test_end_to_end);
     return TAP_DONE();
 }
