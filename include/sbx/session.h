@@ -339,8 +339,11 @@ SBX_API json_t *sbx_session_event_json(const struct sbx_session_event *ev);
  * Ports, state, lifetime */
 
 /* The host URL ("http://127.0.0.1:8000") at which a service listening on port inside the
- * sandbox is reached. *out_url: caller owns (free). SBX_E_NOTFOUND when nothing listens there,
- * SBX_E_PERM when the port is not among the exposed ports the sandbox was created with. */
+ * sandbox is reached. A sandbox with a network namespace of its own (local isolation, network
+ * none or allow) is reached through a host-side forwarder on a host port of its own
+ * ("http://127.0.0.1:40123"), made at the first call and kept until the sandbox ends.
+ * *out_url: caller owns (free). SBX_E_NOTFOUND when nothing listens there, SBX_E_PERM when the
+ * port is not among the exposed ports the sandbox was created with. */
 SBX_API int sbx_session_resolve_port(struct sbx_session *s, int port, char **out_url,
                                      struct sbx_error *err);
 
