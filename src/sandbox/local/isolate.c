@@ -996,17 +996,10 @@ static int middle_main(struct sbx__isolation *iso, pid_t outer, int go_fd, int u
         return 0;
     }
     /* Only waits: the sandbox ends when the inner process does, or when this one is killed.
-     * It keeps none of the supervisor's descriptors but stderr, so a pipe or socket the caller
-     * watches reports the end of PID 1, not of this process. */
+     * It keeps none of the supervisor's descriptors, so a pipe or socket the caller watches
+     * reports the end of PID 1, not of this process. */
     if (syscall(SYS_close_range, 3, ~0U, 0) < 0)
         close(res_fd);
-    /* Nor its stdin and stdout: the supervisor's creator reads its report until they close. */
-    int dn = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (dn >= 0) {
-        dup2(dn, 0);
-        dup2(dn, 1);
-        close(dn);
-    }
     for (;;) {
         int st;
         pid_t w = waitpid(inner, &st, 0);

@@ -73,6 +73,7 @@ struct sup {
     int stopping;
     int stop_conn; /* the connection that asked for shutdown, or -1 */
     int spare_fd;  /* held back to refuse connections when out of descriptors */
+    int report_fd; /* the creator's socket (our stdout at start), until the report is sent */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -992,6 +993,12 @@ static int start(struct sup *s, int *outer, struct sbx_error *err)
         sbx_error_prefix(err, "supervisor configuration");
         return rc;
     }
+    /* Done with stdin: no process of the sandbox keeps the creator's socket as stdio. */
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (devnull < 0)
+        return sbx_error_errno(err, errno, "cannot open '/dev/null'");
+    dup2(devnull, 0);
+    close(devnull);
 
     s->dir_fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     if (s->dir_fd < 0)
@@ -1075,12 +1082,7 @@ static int run_outer(struct sup *s)
     struct sbx_error err = SBX_ERROR_INIT;
     int status = 0;
     sbx_fd_close(&s->listen_fd);
-    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (devnull >= 0) {
-        dup2(devnull, 0);
-        dup2(devnull, 1);
-        close(devnull);
-    }
+    sbx_fd_close(&s->report_fd); /* PID 1 reports */
     int rc = sbx__isolation_outer_wait(s->iso, &status, &err);
     if (rc < 0)
         sbx_log(SBX_LOG_WARN, "sandbox '%s': %s", s->id, err.msg);
@@ -1096,7 +1098,8 @@ int sbx_local_supervise_main(int argc, char **argv)
                     .root_fd = -1,
                     .dir_fd = -1,
                     .stop_conn = -1,
-                    .spare_fd = -1};
+                    .spare_fd = -1,
+                    .report_fd = -1};
     struct sbx_error err = SBX_ERROR_INIT;
     int rc;
 
@@ -1117,6 +1120,17 @@ int sbx_local_supervise_main(int argc, char **argv)
         _exit(0);
     sbx_strv_init(&s.env);
     sbx_log_set_handler(sbx_log_stderr, NULL, SBX_LOG_INFO);
+    /* The report leaves on a close-on-exec copy of stdout; stdout itself becomes /dev/null, so
+     * that only the processes that report (or fail to) hold the creator's socket, which it
+     * reads until every holder let go. */
+    s.report_fd = fcntl(1, F_DUPFD_CLOEXEC, 3);
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (s.report_fd < 0 || devnull < 0) {
+        fprintf(stderr, "sbx: supervisor: %s\n", strerror(errno));
+        return 1;
+    }
+    dup2(devnull, 1);
+    close(devnull);
     int outer = 0;
     rc = start(&s, &outer, &err);
     if (rc == 0 && outer) {
@@ -1124,21 +1138,16 @@ int sbx_local_supervise_main(int argc, char **argv)
         goto out;
     }
 
-    /* Report to the creator on stdout, then let go of stdin/stdout. */
+    /* Report to the creator, then let go of its socket. */
     json_t *m = rc < 0 ? sbx__proto_error(&err) : ok_msg();
     if (rc == 0)
         sbx_json_set(m, "pid", json_integer(getpid()));
     char *text = sbx_json_dumps(m, SBX_JSON_COMPACT);
     json_decref(m);
     signal(SIGPIPE, SIG_IGN);
-    int wrc = sbx_fd_write_all(1, text, strlen(text), NULL);
+    int wrc = sbx_fd_write_all(s.report_fd, text, strlen(text), NULL);
     free(text);
-    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (devnull >= 0) {
-        dup2(devnull, 0);
-        dup2(devnull, 1);
-        close(devnull);
-    }
+    sbx_fd_close(&s.report_fd);
     if (rc == 0 && wrc < 0) {
         /* The creator gave up waiting: nobody knows about this sandbox. */
         sbx_log(SBX_LOG_WARN, "creator went away during start-up");
@@ -1167,6 +1176,7 @@ out:
     sbx_fd_close(&s.root_fd);
     sbx_fd_close(&s.dir_fd);
     sbx_fd_close(&s.spare_fd);
+    sbx_fd_close(&s.report_fd);
     sbx_strv_release(&s.env);
     free(s.id);
     free(s.dir);
