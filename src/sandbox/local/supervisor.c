@@ -1035,6 +1035,11 @@ static int start(struct sup *s, int *outer, struct sbx_error *err)
         /* Isolation: a descendant becomes PID 1 of the new namespaces, in a root built from
          * nothing, and serves; this process stays on the host (OUTER). Set-up errors come back
          * here, naming the missing kernel feature. */
+        /* What supervisors killed with SIGKILL left: their empty cgroups. */
+        unsigned stale = 0;
+        struct sbx_error ignored = SBX_ERROR_INIT;
+        if (sbx__cgroup_remove_stale("sbx-", 60, &stale, &ignored) == 0 && stale)
+            sbx_log(SBX_LOG_INFO, "removed %u stale sandbox cgroups", stale);
         enum sbx__isolation_role role = 0;
         rc = sbx__isolation_enter(s->iso, &role, err);
         if (rc < 0)
