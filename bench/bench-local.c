@@ -1,7 +1,8 @@
 /* bench-local: latency of local sandbox operations. Prints median and p95 over N runs.
  *
- *   bench-local [N [DIR]]    N runs (default 30); runtime and workspaces under DIR (default
- *                            /tmp); SBX_SUPERVISOR names the sbx binary
+ *   bench-local [N [DIR [MODE]]]  N runs (default 30); runtime and workspaces under DIR
+ *                                 (default /tmp); MODE isolated, none or both (default);
+ *                                 SBX_SUPERVISOR names the supervisor program
  *
  * Numbers only: nothing here passes or fails. */
 #include <dirent.h>
@@ -73,13 +74,14 @@ static struct sbx_manifest *files_manifest(int n)
     return m;
 }
 
-/* RSS in KiB of the process whose cmdline is "… __supervise <id>". */
+/* RSS in KiB of the processes whose cmdline is "… __supervise <id>" (an isolated sandbox has
+ * three: host side, middle, PID 1), summed. */
 static long supervisor_rss(const char *id)
 {
     DIR *d = opendir("/proc");
     struct dirent *e;
-    long rss = -1;
-    while (d && (e = readdir(d)) && rss < 0) {
+    long rss = 0;
+    while (d && (e = readdir(d))) {
         char path[300], buf[4096];
         snprintf(path, sizeof(path), "/proc/%s/cmdline", e->d_name);
         int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -96,9 +98,12 @@ static long supervisor_rss(const char *id)
             continue;
         snprintf(path, sizeof(path), "/proc/%s/status", e->d_name);
         FILE *f = fopen(path, "re");
+        long one;
         while (f && fgets(buf, sizeof(buf), f))
-            if (sscanf(buf, "VmRSS: %ld", &rss) == 1)
+            if (sscanf(buf, "VmRSS: %ld", &one) == 1) {
+                rss += one;
                 break;
+            }
         if (f)
             fclose(f);
     }
@@ -107,24 +112,25 @@ static long supervisor_rss(const char *id)
     return rss;
 }
 
-int main(int argc, char **argv)
+static int bench(int runs, const char *under, enum sbx_local_isolation iso)
 {
-    int runs = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 30;
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx_client *c = NULL;
     char tmp[256];
-    snprintf(tmp, sizeof(tmp), "%s/sbx-bench.XXXXXX", argc > 2 ? argv[2] : "/tmp");
-    if (runs < 1 || !mkdtemp(tmp))
+    snprintf(tmp, sizeof(tmp), "%s/sbx-bench.XXXXXX", under);
+    if (!mkdtemp(tmp))
         return 2;
     char run[300], ws[300];
     snprintf(run, sizeof(run), "%s/run", tmp);
     snprintf(ws, sizeof(ws), "%s/ws", tmp);
     mkdir(run, 0700);
-    struct sbx_local_options o = {.runtime_dir = run, .workspace_dir = ws};
+    struct sbx_local_options o = {.runtime_dir = run, .workspace_dir = ws, .isolation = iso};
     if (sbx_client_new("local", &o, &c, &err) < 0)
         die("client", &err);
-    for (int m = 0; m < M_COUNT; m++)
+    for (int m = 0; m < M_COUNT; m++) {
         samples[m] = calloc((size_t)runs, sizeof(double));
+        nsamples[m] = 0;
+    }
     struct sbx_manifest *m200 = files_manifest(200), *m2000 = files_manifest(2000);
     char *mb = malloc(1 << 20);
     memset(mb, 'y', 1 << 20);
@@ -201,8 +207,8 @@ int main(int argc, char **argv)
         sbx_session_free(s2);
     }
 
-    printf("%-30s %10s %10s   (ms, %d runs, under %s)\n", "operation", "median", "p95", runs,
-           argc > 2 ? argv[2] : "/tmp");
+    printf("%-30s %10s %10s   (ms, %d runs, under %s, isolation %s)\n", "operation", "median",
+           "p95", runs, under, iso == SBX_LOCAL_ISOLATION_NONE ? "none" : "namespaces");
     for (int m = 0; m < M_COUNT; m++) {
         qsort(samples[m], (size_t)nsamples[m], sizeof(double), cmp);
         int n = nsamples[m];
@@ -221,4 +227,21 @@ int main(int argc, char **argv)
     rmdir(run);
     rmdir(tmp);
     return 0;
+}
+
+int main(int argc, char **argv)
+{
+    int runs = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 30;
+    const char *under = argc > 2 ? argv[2] : "/tmp", *mode = argc > 3 ? argv[3] : "both";
+    int rc = 0;
+    if (runs < 1)
+        return 2;
+    if (strcmp(mode, "isolated") == 0 || strcmp(mode, "both") == 0)
+        rc = bench(runs, under, SBX_LOCAL_ISOLATION_DEFAULT);
+    if (rc == 0 && (strcmp(mode, "none") == 0 || strcmp(mode, "both") == 0)) {
+        if (strcmp(mode, "both") == 0)
+            printf("\n");
+        rc = bench(runs, under, SBX_LOCAL_ISOLATION_NONE);
+    }
+    return rc;
 }

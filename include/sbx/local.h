@@ -16,17 +16,31 @@
 #include "error.h"
 #include "session.h"
 
+/* Isolation is the default: the all-zero options struct gives a sandbox in new user, mount, pid,
+ * ipc, uts, cgroup and (network none) net namespaces, with a root built from nothing, the
+ * workspace at the manifest root (default /workspace), cgroup and rlimit limits, capabilities
+ * dropped and a seccomp allowlist (docs/internals/isolation.md). Where that cannot be set up,
+ * create fails naming the missing kernel feature; it never falls back to running unconfined. */
 enum sbx_local_isolation {
-    SBX_LOCAL_ISOLATION_NONE = 0, /* commands run as the caller, on the host file system */
+    SBX_LOCAL_ISOLATION_DEFAULT = 0, /* namespaces */
+    SBX_LOCAL_ISOLATION_NAMESPACES,
+    SBX_LOCAL_ISOLATION_NONE, /* unconfined: commands run as the caller, on the host file system,
+                                 with the host network. Logged as a warning at every create */
 };
 
 enum sbx_local_network {
-    SBX_LOCAL_NETWORK_DEFAULT = 0, /* what the isolation mode implies (none: the host's) */
-    SBX_LOCAL_NETWORK_HOST,
-    SBX_LOCAL_NETWORK_NONE,
+    SBX_LOCAL_NETWORK_DEFAULT = 0, /* none with isolation; the host's without */
+    SBX_LOCAL_NETWORK_HOST,        /* "full": the host network (dangerous, opt-in) */
+    SBX_LOCAL_NETWORK_NONE,        /* an empty network namespace, loopback only */
 };
 
-/* Resource limits applied to the sandbox; 0 means no limit. */
+/* Limit value meaning "no limit at all". */
+#define SBX_LOCAL_LIMIT_NONE UINT64_MAX
+
+/* Resource limits applied to the sandbox (isolation only); 0 means the default: memory 2 GiB
+ * (cgroup), pids 1024 (cgroup), no CPU quota, file size 16 GiB and 4096 open files (rlimits per
+ * command). A limit given explicitly must be enforced: create fails when the cgroup controller
+ * is not usable (e.g. an unprivileged caller on cgroup v1); a default one is then only logged. */
 struct sbx_local_limits {
     uint64_t memory_bytes;
     uint64_t pids;
@@ -35,19 +49,33 @@ struct sbx_local_limits {
     uint64_t open_files;
 };
 
+/* A host path shown inside an isolated sandbox (read-only unless writable). Never "/", never a
+ * home directory itself, never overlapping the workspace or the system paths. */
+struct sbx_local_grant {
+    const char *src; /* absolute host path */
+    const char *dst; /* absolute sandbox path; NULL: the same as src */
+    int writable;
+};
+
+#define SBX_LOCAL_MAX_GRANTS 64
+
 #define SBX_LOCAL_MAX_EXPOSED_PORTS 64
 
 /* All zero is the default. Strings are borrowed for the duration of sbx_client_new (copied). */
 struct sbx_local_options {
-    const char *supervisor_path; /* the sbx binary to re-execute; NULL: $SBX_SUPERVISOR, else
-                                    /proc/self/exe when this program is sbx, else the installed
-                                    sbx */
+    const char *supervisor_path; /* the supervisor program (sbx-supervisor, or an sbx binary,
+                                    which serves too); NULL: $SBX_SUPERVISOR, else
+                                    sbx-supervisor next to the running program, else the
+                                    installed <libexecdir>/sbx-supervisor, else this program
+                                    when it is sbx, else the installed sbx */
     const char *runtime_dir;     /* base of the runtime directories; NULL: see above */
     const char *workspace_dir;   /* where fresh workspaces are made; NULL: $SBX_WORKSPACES, else
                                     ${XDG_STATE_HOME:-~/.local/state}/sbx/workspaces */
     enum sbx_local_isolation isolation;
     enum sbx_local_network network;
     struct sbx_local_limits limits;
+    const struct sbx_local_grant *grants; /* extra path grants (isolation only) */
+    size_t n_grants;
     const int *exposed_ports; /* when n_exposed_ports > 0, only these resolve */
     size_t n_exposed_ports;
     int64_t start_timeout_ms; /* how long create waits for the supervisor; 0: 10 s */

@@ -90,6 +90,9 @@ struct sbx_exec_spec {
     int64_t kill_grace_ms;     /* 0: SBX_EXEC_DEFAULT_GRACE_MS */
     int flags;                 /* enum sbx_exec_flags */
     unsigned short rows, cols; /* terminal size with SBX_EXEC_TTY; 0: 24 x 80 */
+    const char *user;          /* manifest user to run as (run_as); NULL: the default user (the
+                                  first manifest user). SBX_E_NOTFOUND for an unknown user,
+                                  SBX_E_UNSUPPORTED where the provider cannot switch users */
     /* Used by sbx_session_exec only: */
     const void *input; /* bytes written to stdin, which is then closed (with SBX_EXEC_TTY they
                           are typed on the terminal and nothing is closed) */
@@ -98,9 +101,14 @@ struct sbx_exec_spec {
 };
 
 struct sbx_exit {
-    int code;      /* exit status, or -1 when killed by a signal */
-    int signal;    /* the signal that killed it, or 0 */
-    int timed_out; /* killed because timeout_ms passed */
+    int code;       /* exit status, or -1 when killed by a signal */
+    int signal;     /* the signal that killed it, or 0 */
+    int timed_out;  /* killed because timeout_ms passed */
+    int oom;        /* a process of the command was killed by the sandbox's memory limit */
+    int pids_limit; /* the sandbox's process limit refused a fork while the command ran */
+    /* When a limit explains the end, how: "killed: out of memory (limit 512 MiB)", "exited
+     * with status 137 (a process was killed: out of memory, limit 512 MiB)"; else "". */
+    char reason[160];
 };
 
 struct sbx_exec_result {

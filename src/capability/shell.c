@@ -19,6 +19,7 @@ struct shell {
 struct shell_tool {
     struct sbx_session *session; /* borrowed: lives as long as the run's agent environment */
     struct shell cfg;
+    char user[64]; /* the agent's run_as (a manifest user), "" = the sandbox's default user */
 };
 
 static const char exec_schema[] =
@@ -123,6 +124,7 @@ static int exec_command(const json_t *args, const struct sbx_tool_call *call,
             .cwd = opt_str(args, "workdir"),
             .flags = json_is_true(json_object_get(args, "tty")) ? SBX_EXEC_TTY : 0,
             .output_limit = SHELL_CAPTURE_BYTES,
+            .user = st->user[0] ? st->user : NULL,
     };
     if (!cmd || !cmd[0])
         return sbx_error_set(err, SBX_E_INVAL, 0, "'cmd' must be a non-empty string");
@@ -158,15 +160,23 @@ static int write_stdin(const json_t *args, const struct sbx_tool_call *call,
 }
 
 static int new_tool(const char *name, const char *desc, const char *schema, sbx_tool_fn *fn,
-                    const struct shell *cfg, struct sbx_session *s, struct sbx_tool **out,
-                    struct sbx_error *err)
+                    const struct shell *cfg, const struct sbx_capability_env *env,
+                    struct sbx_tool **out, struct sbx_error *err)
 {
+    struct sbx_session *s = env->session;
+    const char *run_as = env->agent ? json_string_value(json_object_get(
+                                              sbx_agent_sandbox_spec(env->agent), "run_as"))
+                                    : NULL;
+    if (run_as && strlen(run_as) >= sizeof(((struct shell_tool *)NULL)->user))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "run_as '%.32s...' is too long", run_as);
     json_t *params = json_loads(schema, 0, NULL);
     if (!params)
         SBX_BUG("shell tool schema does not parse");
     struct shell_tool *st = sbx_xcalloc(1, sizeof(*st));
     st->session = s;
     st->cfg = *cfg;
+    if (run_as)
+        snprintf(st->user, sizeof(st->user), "%s", run_as);
     struct sbx_function_tool spec = {
             .name = name,
             .description = desc,
@@ -188,7 +198,7 @@ static int shell_tools(struct sbx_capability *c, const struct sbx_capability_env
     int rc = new_tool("exec_command",
                       "Runs a shell command in the sandbox workspace and returns its output, or a "
                       "session ID when it is still running after the yield time.",
-                      exec_schema, exec_command, cfg, env->session, &t, err);
+                      exec_schema, exec_command, cfg, env, &t, err);
     if (rc < 0)
         return rc;
     sbx_toolset_add(out, t, 1);
@@ -196,7 +206,7 @@ static int shell_tools(struct sbx_capability *c, const struct sbx_capability_env
     rc = new_tool("write_stdin",
                   "Types characters into a running command started by exec_command (or polls "
                   "it with empty chars) and returns the output since the last call.",
-                  write_schema, write_stdin, cfg, env->session, &t, err);
+                  write_schema, write_stdin, cfg, env, &t, err);
     if (rc < 0)
         return rc;
     sbx_toolset_add(out, t, 1);

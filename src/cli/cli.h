@@ -3,6 +3,8 @@
 #ifndef SBX_CLI_H
 #define SBX_CLI_H
 
+#include <stdint.h>
+
 #include "sbx/error.h"
 
 /* Exit statuses shared by every verb. */
@@ -22,6 +24,17 @@ int cmd_sandbox(int argc, char **argv); /* cmd-sandbox.c */
 int cli_fail(const struct sbx_error *err);
 /* Print "sbx: <formatted>" plus a hint to run --help, return CLI_USAGE. */
 int cli_usage(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+struct sbx_local_options;
+struct sbx_local_grant;
+/* A size with an optional K/M/G suffix (powers of 1024). Returns 0 or -1. */
+int cli_parse_size(const char *s, uint64_t *out);
+/* The local sandbox options shared by `sandbox create` and `run`: --isolation, --network,
+ * --memory, --pids, --cpus, --ro PATH[:DST], --rw PATH[:DST] at argv[*i] (advancing *i past its
+ * value). grants: room for SBX_LOCAL_MAX_GRANTS. Returns 1 when consumed, 0 when argv[*i] is
+ * none of them, or CLI_USAGE after printing why. */
+int cli_local_option(int argc, char **argv, int *i, struct sbx_local_options *o,
+                     struct sbx_local_grant *grants);
 
 int cmd_manifest(int argc, char **argv); /* cmd-manifest.c */
 /* Hidden verbs. */

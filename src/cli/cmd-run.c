@@ -11,6 +11,7 @@
 #include "cli/cli.h"
 #include "sbx/capability.h"
 #include "sbx/json.h"
+#include "sbx/local.h"
 #include "sbx/runner.h"
 #include "sbx/time.h"
 
@@ -31,6 +32,8 @@ static void usage(FILE *f)
           "               [--max-turns N] [--json] [--record FILE] [--no-stream]\n"
           "               [--timeout DURATION] [--retries N] [--use-previous-response-id]\n"
           "               [--manifest FILE | --session ID] [--keep] [--share] [PROMPT | -]\n"
+          "               [--isolation namespaces|none] [--network none|full] [--memory SIZE]\n"
+          "               [--pids N] [--cpus N] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
           "\n"
           "Runs an agent on PROMPT (or standard input with '-') and prints the final output.\n"
           "Progress goes to stderr; --json writes one event per line to stdout instead.\n"
@@ -41,6 +44,8 @@ static void usage(FILE *f)
           "manifest, --session ID runs in an existing sandbox instead, --keep leaves the\n"
           "sandboxes the run created running and prints their ids on stderr, --share gives\n"
           "every sandbox agent of the run (handoffs) one sandbox instead of one each.\n"
+          "The sandboxes are isolated (no network) unless told otherwise; the isolation\n"
+          "options are those of 'sbx sandbox create'.\n"
           "Environment: OPENAI_BASE_URL, OPENAI_API_KEY, SBX_MODEL (default model name).\n"
           "Exit status: 0 done, 1 error, 2 usage, 3 max turns exceeded.\n",
           f);
@@ -190,6 +195,7 @@ int cmd_run(int argc, char **argv)
         OPT_SESSION,
         OPT_KEEP,
         OPT_SHARE,
+        OPT_LOCAL,
     };
     static const struct option longopts[] = {
             {"agent", required_argument, NULL, 'a'},
@@ -207,6 +213,13 @@ int cmd_run(int argc, char **argv)
             {"session", required_argument, NULL, OPT_SESSION},
             {"keep", no_argument, NULL, OPT_KEEP},
             {"share", no_argument, NULL, OPT_SHARE},
+            {"isolation", required_argument, NULL, OPT_LOCAL},
+            {"network", required_argument, NULL, OPT_LOCAL},
+            {"memory", required_argument, NULL, OPT_LOCAL},
+            {"pids", required_argument, NULL, OPT_LOCAL},
+            {"cpus", required_argument, NULL, OPT_LOCAL},
+            {"ro", required_argument, NULL, OPT_LOCAL},
+            {"rw", required_argument, NULL, OPT_LOCAL},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0},
     };
@@ -223,11 +236,23 @@ int cmd_run(int argc, char **argv)
     struct sbx_sandbox_run *sr = NULL;
     char *prompt = NULL;
     json_t *input = NULL;
-    int rc = CLI_FAIL, c;
+    struct sbx_local_options lopt = {0};
+    struct sbx_local_grant grants[SBX_LOCAL_MAX_GRANTS];
+    struct sbx_client *client = NULL;
+    int rc = CLI_FAIL, c, li = 0;
 
     optind = 1;
-    while ((c = getopt_long(argc, argv, "+a:m:h", longopts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "+a:m:h", longopts, &li)) != -1) {
         switch (c) {
+        case OPT_LOCAL: {
+            char name[32];
+            snprintf(name, sizeof(name), "--%s", longopts[li].name);
+            char *pair[] = {name, optarg};
+            int j = 0, r = cli_local_option(2, pair, &j, &lopt, grants);
+            if (r != 1)
+                return r ? r : CLI_USAGE;
+            break;
+        }
         case 'a':
             agent_path = optarg;
             break;
@@ -351,6 +376,11 @@ int cmd_run(int argc, char **argv)
      * get their sandbox when they first take a turn. */
     scfg.all_agents = scfg.session_id || scfg.manifest_path;
     int sandboxed = agent_path || scfg.all_agents;
+    if (sandboxed && !scfg.session_id) {
+        if (sbx_client_new("local", &lopt, &client, &err) < 0)
+            goto out;
+        scfg.client = client;
+    }
     if (sandboxed && sbx_sandbox_run_new(&scfg, &sr, &err) < 0)
         goto out;
     int run_rc = sandboxed ? sbx_sandbox_run(sr, agent, input, &ropt, &res, &err)
@@ -386,6 +416,7 @@ out_quiet:
     signal(SIGINT, SIG_DFL);
     sbx_run_result_free(res);
     sbx_sandbox_run_free(sr);
+    sbx_client_free(client);
     sbx_model_free(model);
     sbx_agent_file_free(file);
     sbx_agent_free(own_agent);

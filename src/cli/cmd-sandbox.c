@@ -30,9 +30,12 @@ static const char usage_text[] =
         "\n"
         "commands:\n"
         "  create [--manifest FILE] [--workspace DIR] [--port N]... [--json]\n"
-        "                          create a sandbox and print its id (--json: its state)\n"
-        "  exec [-t] [-i] [--cwd DIR] [--env K=V]... [--timeout S] [--max-output BYTES] ID -- "
-        "CMD...\n"
+        "         [--isolation namespaces|none] [--network none|full] [--memory SIZE]\n"
+        "         [--pids N] [--cpus N] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
+        "                          create a sandbox and print its id (--json: its state);\n"
+        "                          isolated with no network unless told otherwise\n"
+        "  exec [-t] [-i] [--cwd DIR] [--env K=V]... [--user NAME] [--timeout S]\n"
+        "       [--max-output BYTES] ID -- CMD...\n"
         "                          run a command; exits with its status\n"
         "  shell ID                an interactive shell on a terminal\n"
         "  cp SRC DST              copy a file; ID:PATH names a path in a sandbox\n"
@@ -66,6 +69,94 @@ static int print_json(const json_t *v)
 /* ---------------------------------------------------------------------------------------------
  * create */
 
+int cli_parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || s[0] == '-')
+        return -1;
+    unsigned long long mul = 1;
+    if (*end == 'k' || *end == 'K')
+        mul = 1024ull, end++;
+    else if (*end == 'm' || *end == 'M')
+        mul = 1024ull * 1024, end++;
+    else if (*end == 'g' || *end == 'G')
+        mul = 1024ull * 1024 * 1024, end++;
+    if (*end || v > UINT64_MAX / mul)
+        return -1;
+    *out = v * mul;
+    return 0;
+}
+
+int cli_local_option(int argc, char **argv, int *i, struct sbx_local_options *o,
+                     struct sbx_local_grant *grants)
+{
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    static const char *const names[] = {"--isolation", "--network", "--memory", "--pids",
+                                        "--cpus",      "--ro",      "--rw",     NULL};
+    int k = 0;
+    while (names[k] && strcmp(names[k], a) != 0)
+        k++;
+    if (!names[k])
+        return 0;
+    if (!v)
+        return cli_usage(VERB, "option '%s' needs a value", a);
+    (*i)++;
+    uint64_t n = 0;
+    switch (k) {
+    case 0:
+        if (strcmp(v, "none") == 0)
+            o->isolation = SBX_LOCAL_ISOLATION_NONE;
+        else if (strcmp(v, "namespaces") == 0)
+            o->isolation = SBX_LOCAL_ISOLATION_NAMESPACES;
+        else
+            return cli_usage(VERB, "unknown isolation '%s' (namespaces, none)", v);
+        return 1;
+    case 1:
+        if (strcmp(v, "none") == 0)
+            o->network = SBX_LOCAL_NETWORK_NONE;
+        else if (strcmp(v, "full") == 0)
+            o->network = SBX_LOCAL_NETWORK_HOST;
+        else
+            return cli_usage(VERB, "unknown network mode '%s' (none, full)", v);
+        return 1;
+    case 2:
+        if (cli_parse_size(v, &n) < 0 || n == 0)
+            return cli_usage(VERB, "--memory wants a size such as 512M, not '%s'", v);
+        o->limits.memory_bytes = n;
+        return 1;
+    case 3:
+        if (cli_parse_size(v, &n) < 0 || n == 0)
+            return cli_usage(VERB, "--pids wants a positive count, not '%s'", v);
+        o->limits.pids = n;
+        return 1;
+    case 4: {
+        char *end;
+        double d = strtod(v, &end);
+        if (*end || end == v || !(d > 0) || d > 4096)
+            return cli_usage(VERB, "--cpus wants a number of CPUs such as 1.5, not '%s'", v);
+        o->limits.cpu_millis = (uint64_t)(d * 1000 + 0.5);
+        return 1;
+    }
+    default:
+        if (o->n_grants >= SBX_LOCAL_MAX_GRANTS)
+            return cli_usage(VERB, "more than %d path grants", SBX_LOCAL_MAX_GRANTS);
+        if (v[0] != '/')
+            return cli_usage(VERB, "%s wants an absolute path, not '%s'", a, v);
+        struct sbx_local_grant *g = &grants[o->n_grants++];
+        /* PATH[:DST]: argv strings are ours to cut. */
+        char *colon = strchr(argv[*i], ':');
+        if (colon)
+            *colon = '\0';
+        g->src = argv[*i];
+        g->dst = colon ? colon + 1 : NULL;
+        g->writable = k == 6;
+        o->grants = grants;
+        return 1;
+    }
+}
+
 static int cmd_create(int argc, char **argv)
 {
     const char *manifest_path = NULL;
@@ -73,6 +164,7 @@ static int cmd_create(int argc, char **argv)
     struct sbx_create_spec spec = {0};
     struct sbx_local_options opts = {0};
     int ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
+    struct sbx_local_grant grants[SBX_LOCAL_MAX_GRANTS];
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx_client *c = NULL;
     struct sbx_session *s = NULL;
@@ -97,7 +189,11 @@ static int cmd_create(int argc, char **argv)
                 return cli_usage(VERB, "too many ports");
             ports[opts.n_exposed_ports++] = (int)p;
         } else {
-            return cli_usage(VERB, "create: unexpected argument '%s'", a);
+            int r = cli_local_option(argc, argv, &i, &opts, grants);
+            if (r == 0)
+                return cli_usage(VERB, "create: unexpected argument '%s'", a);
+            if (r != 1)
+                return r;
         }
     }
     opts.exposed_ports = ports;
@@ -114,6 +210,11 @@ static int cmd_create(int argc, char **argv)
         rc = sbx_client_create(c, &spec, &s, &err);
     if (rc == 0)
         rc = sbx_session_state(s, &state, &err);
+    if (rc == 0 && opts.network == SBX_LOCAL_NETWORK_HOST)
+        fprintf(stderr,
+                "sbx: warning: sandbox '%s' has network 'full': DANGEROUS, its commands "
+                "reach everything this host can (local services, metadata endpoints)\n",
+                sbx_session_id(s));
     if (rc == 0) {
         if (json)
             print_json(state);
@@ -295,6 +396,8 @@ static int stream(struct sbx_proc *p, int forward_stdin, const char *id)
         fprintf(stderr, "sbx: command in sandbox '%s' timed out\n", id);
         return 124;
     }
+    if (st.reason[0])
+        fprintf(stderr, "sbx: %s\n", st.reason);
     return st.signal ? 128 + st.signal : st.code;
 }
 
@@ -330,6 +433,8 @@ static int run_exec(const char *id, const struct sbx_exec_spec *spec, int forwar
                                           : res.status.code;
             if (res.status.timed_out)
                 fprintf(stderr, "sbx: command in sandbox '%s' timed out\n", id);
+            else if (res.status.reason[0])
+                fprintf(stderr, "sbx: %s\n", res.status.reason);
             sbx_exec_result_release(&res);
         }
     } else if (rc == 0) {
@@ -360,6 +465,8 @@ static int cmd_exec(int argc, char **argv)
         } else if (strcmp(a, "-it") == 0 || strcmp(a, "-ti") == 0) {
             interactive = 1;
             spec.flags |= SBX_EXEC_TTY;
+        } else if ((strcmp(a, "--user") == 0 || strcmp(a, "-u") == 0) && i + 1 < argc) {
+            spec.user = argv[++i];
         } else if ((strcmp(a, "--cwd") == 0 || strcmp(a, "-w") == 0) && i + 1 < argc) {
             spec.cwd = argv[++i];
         } else if ((strcmp(a, "--env") == 0 || strcmp(a, "-e") == 0) && i + 1 < argc) {

@@ -11,9 +11,50 @@ expect_eq "$(printf %s "$id" | grep -cE '^[0-9a-f]{16}$')" 1 "create prints a 16
 run "$SBX" sandbox create --json
 expect_rc 0 "create --json succeeds"
 id2=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["id"])' "$T/out")
-expect_eq "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["version"], d["provider"], d["workspace"] == d["root"], sorted(d))' "$T/out")" \
-    "1 local True ['created', 'id', 'isolation', 'manifest_digest', 'provider', 'root', 'version', 'workspace', 'workspace_owned']" \
-    "the session state is versioned and holds only what it should"
+expect_eq "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["version"], d["provider"], d["root"], d["isolation"], d["network"], sorted(d))' "$T/out")" \
+    "1 local /workspace namespaces none ['created', 'id', 'isolation', 'manifest_digest', 'network', 'provider', 'root', 'version', 'workspace', 'workspace_owned']" \
+    "the session state is versioned, isolated with no network by default, and holds only what it should"
+expect_eq "$(cat "$T/err")" "" "an isolated create warns about nothing"
+
+# Unconfined only when asked, with a warning every time.
+run "$SBX" sandbox create --isolation none --json
+expect_rc 0 "create --isolation none succeeds"
+expect_in "$T/err" "UNCONFINED" "--isolation none warns"
+idn=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["id"])' "$T/out")
+expect_eq "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["workspace"] == d["root"], d["isolation"], d["network"])' "$T/out")" \
+    "True none full" "without isolation commands see the host path and network"
+run "$SBX" sandbox exec "$idn" -- pwd
+expect_eq "$(cat "$T/out")" "$SBX_WORKSPACES/$idn" "an unconfined command starts in the host workspace"
+run "$SBX" sandbox exec --user sandbox "$idn" -- true
+expect_rc 1 "--user is refused without isolation"
+expect_in "$T/err" "isolation 'none'" "the refusal says why"
+"$SBX" sandbox rm "$idn" >/dev/null
+run "$SBX" sandbox create --isolation none --memory 64M
+expect_rc 1 "limits without isolation fail"
+expect_in "$T/err" "need isolation" "the error says limits need isolation"
+run "$SBX" sandbox create --isolation maybe
+expect_rc 2 "an unknown isolation mode is a usage error"
+run "$SBX" sandbox create --network some
+expect_rc 2 "an unknown network mode is a usage error"
+run "$SBX" sandbox create --ro /
+expect_rc 1 "a grant of / is refused"
+expect_in "$T/err" "'/'" "the refusal names the path"
+printf 'users: [alice, bob]\n' > "$T/users.yaml"
+run "$SBX" sandbox create --manifest "$T/users.yaml"
+expect_rc 0 "create with manifest users succeeds"
+idu=$(cat "$T/out")
+run "$SBX" sandbox exec "$idu" -- id -un
+expect_eq "$(cat "$T/out")" "alice" "commands run as the first manifest user"
+run "$SBX" sandbox exec --user mallory "$idu" -- id -un
+expect_rc 1 "--user of an unknown user fails"
+expect_in "$T/err" "mallory" "the error names the user"
+if [ "$(id -u)" = 0 ]; then
+    run "$SBX" sandbox exec --user bob "$idu" -- id -un
+    expect_eq "$(cat "$T/out")" "bob" "--user picks a manifest user"
+fi
+"$SBX" sandbox rm "$idu" >/dev/null
+run "$SBX" sandbox create --ro relative
+expect_rc 2 "a relative grant is a usage error"
 
 run "$SBX" sandbox ps
 expect_rc 0 "ps succeeds"
@@ -23,7 +64,8 @@ expect_in "$T/out" "$id2" "ps lists the second sandbox"
 # A sandbox survives the process that created it: each call here is a new process.
 run "$SBX" sandbox exec "$id" -- sh -c 'echo hello > note; pwd'
 expect_rc 0 "exec succeeds"
-expect_in "$T/out" "$SBX_WORKSPACES/$id" "commands start in the workspace"
+expect_eq "$(cat "$T/out")" "/workspace" "commands start in the workspace, at the manifest root"
+expect_eq "$(cat "$SBX_WORKSPACES/$id/note")" "hello" "the workspace is the host directory"
 run "$SBX" sandbox exec "$id" -- cat note
 expect_eq "$(cat "$T/out")" "hello" "a later exec sees the same live workspace"
 
@@ -41,7 +83,7 @@ expect_eq "$(cat "$T/out")" "[]" "the harness environment never reaches the sand
 
 run "$SBX" sandbox exec "$id" -- mkdir -p a/b
 run "$SBX" sandbox exec --cwd a/b "$id" -- pwd
-expect_eq "$(cat "$T/out")" "$SBX_WORKSPACES/$id/a/b" "--cwd is relative to the workspace"
+expect_eq "$(cat "$T/out")" "/workspace/a/b" "--cwd is relative to the workspace"
 
 run "$SBX" sandbox exec --timeout 0.3 "$id" -- sleep 30
 expect_rc 124 "a timeout exits 124"
@@ -90,20 +132,26 @@ expect_rc 1 "port without a listener fails"
 expect_in "$T/err" "nothing listens on port 1" "port says nothing listens"
 run "$SBX" sandbox port "$id" 70000
 expect_rc 2 "a port out of range is a usage error"
+# The host reaches a service inside only in network mode full until the port forwarder lands.
+run "$SBX" sandbox create --network full
+expect_rc 0 "create --network full succeeds"
+expect_in "$T/err" "DANGEROUS" "network full is reported as dangerous"
+idf=$(cat "$T/out")
 if command -v python3 >/dev/null; then
-    "$SBX" sandbox exec "$id" -- python3 -c '
+    "$SBX" sandbox exec "$idf" -- python3 -c '
 import socket, time
 s = socket.socket(); s.bind(("127.0.0.1", 0)); s.listen()
 open("port", "w").write(str(s.getsockname()[1]))
 c, _ = s.accept(); c.sendall(b"pong\n"); time.sleep(30)' >/dev/null 2>&1 &
-    wait_until "$SBX" sandbox exec "$id" -- test -s port
-    port=$("$SBX" sandbox exec "$id" -- cat port)
-    run "$SBX" sandbox port "$id" "$port"
+    wait_until "$SBX" sandbox exec "$idf" -- test -s port
+    port=$("$SBX" sandbox exec "$idf" -- cat port)
+    run "$SBX" sandbox port "$idf" "$port"
     expect_rc 0 "port of a listening service succeeds"
     expect_eq "$(cat "$T/out")" "http://127.0.0.1:$port" "port prints the host URL"
     reply=$(python3 -c 'import socket,sys; s=socket.create_connection(("127.0.0.1", int(sys.argv[1]))); print(s.recv(10).decode().strip())' "$port")
     expect_eq "$reply" "pong" "the URL reaches the service"
 fi
+"$SBX" sandbox rm "$idf" >/dev/null
 
 run "$SBX" sandbox ps --json
 expect_rc 0 "ps --json succeeds"

@@ -3,7 +3,9 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sandbox-lib.sh"
 
-id=$("$SBX" sandbox create)
+# Host pids of commands are checked below: this sandbox runs unconfined (in an isolated one
+# they live in a pid namespace of their own); the isolated case follows at the end.
+id=$("$SBX" sandbox create --isolation none 2>/dev/null)
 [ -n "$id" ] && ok "create" || { not_ok "create"; done_testing; exit; }
 
 # Path escapes through '..', absolute paths and planted symlinks.
@@ -88,5 +90,33 @@ run "$SBX" sandbox rm "$id"
 expect_rc 0 "rm of a dead sandbox succeeds"
 [ ! -e "$RUNBASE/$id" ] && [ ! -e "$SBX_WORKSPACES/$id" ] && ok "rm cleans up a dead sandbox" \
     || not_ok "rm cleans up a dead sandbox"
+
+# Isolated: rm and a killed supervisor end every process of the sandbox (the pid namespace dies
+# with its PID 1), even a daemon that left the command's session.
+id=$("$SBX" sandbox create)
+sup=$(supervisor_pid "$id")
+[ -n "$sup" ] && ok "the isolated supervisor (PID 1 of the sandbox) runs" \
+    || not_ok "the isolated supervisor (PID 1 of the sandbox) runs"
+"$SBX" sandbox exec "$id" -- sh -c 'setsid sleep 1357 >/dev/null 2>&1 < /dev/null &'
+wait_until eval '[ "$(pgrep -f "^sleep 1357$" | wc -l)" -ge 1 ]'
+expect_eq "$(pgrep -f '^sleep 1357$' | wc -l)" 1 "the isolated daemon runs"
+run "$SBX" sandbox rm "$id"
+expect_rc 0 "rm of an isolated sandbox succeeds"
+wait_until eval '[ -z "$(pgrep -f "^sleep 1357$")" ]'
+expect_eq "$(pgrep -f '^sleep 1357$' | wc -l)" 0 "rm kills the isolated daemon"
+id=$("$SBX" sandbox create)
+sup=$(supervisor_pid "$id")
+"$SBX" sandbox exec "$id" -- sh -c 'setsid sleep 1358 >/dev/null 2>&1 < /dev/null &'
+wait_until eval '[ "$(pgrep -f "^sleep 1358$" | wc -l)" -ge 1 ]'
+kill -9 "$sup"
+wait_until eval '[ -z "$(pgrep -f "^sleep 1358$")" ]'
+expect_eq "$(pgrep -f '^sleep 1358$' | wc -l)" 0 "a killed isolated supervisor takes its daemon along"
+wait_until eval '[ -z "$(pgrep -f "__supervise $id")" ]'
+expect_eq "$(pgrep -f "__supervise $id" | wc -l)" 0 "no process of the killed sandbox is left"
+run timeout 10 "$SBX" sandbox exec "$id" -- true
+expect_rc 1 "exec in an isolated sandbox whose PID 1 died fails"
+expect_in "$T/err" "is gone" "the error says the sandbox is gone"
+run "$SBX" sandbox rm "$id"
+expect_rc 0 "rm of a dead isolated sandbox succeeds"
 
 done_testing

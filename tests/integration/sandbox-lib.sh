@@ -12,12 +12,22 @@ sandbox_cleanup() {
 }
 trap sandbox_cleanup EXIT
 
-# The pid of sandbox ID's supervisor (not a zombie), or nothing.
+# The host pid of sandbox ID's serving supervisor (not a zombie), or nothing. An isolated
+# sandbox has three processes of that name: the host-side one, the middle one and PID 1 of the
+# sandbox's pid namespace, which serves (its NSpid ends in 1).
 supervisor_pid() {
-    local p
+    local p ns only=
     for p in $(pgrep -f -- "__supervise $1" 2>/dev/null); do
-        [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] && echo "$p"
+        [ "$(awk '{print $3}' "/proc/$p/stat" 2>/dev/null)" != Z ] || continue
+        ns=$(awk '/^NSpid:/ {print NF - 1, $NF}' "/proc/$p/status" 2>/dev/null)
+        case "$ns" in
+        "2 1") echo "$p"; return ;;
+        "1 "*) only="$only $p" ;;
+        esac
     done
+    # Without isolation there is one.
+    set -- $only
+    [ $# -eq 1 ] && echo "$1"
 }
 
 # alive PID: the process exists and is not a zombie.

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Run an escape-suite script again as an unprivileged user (default: nobody), so that the
+# Run an escape-suite script again as an unprivileged user ($SBX_TEST_USER, which scripts/check
+# sets to its dedicated sbx-ci; default: nobody), so that the
 # suite covers both runner modes when the tests run as root.
 set -u
 user=${SBX_TEST_USER:-nobody}

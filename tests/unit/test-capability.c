@@ -293,22 +293,38 @@ static void test_config_errors(void)
     struct sbx_run_config c2 = {.session_id = "x", .manifest_path = "m.yaml"};
     CHECK_ERR(sbx_sandbox_run_new(&c2, &sr, &err), SBX_E_INVAL, &err,
               "a manifest applies only to fresh sandboxes");
-    /* run_as is refused clearly by the local provider. */
+    /* run_as picks the manifest user the agent's shell commands run as. An unprivileged
+     * caller maps only the sandbox's default user (the first), so there the command is refused
+     * with the reason. */
     struct sbx_agent *a = NULL;
     CHECK_OK(sbx_agent_new("runner", &a, &err), &err);
-    json_t *spec = json_loads("{\"run_as\":\"alice\"}", 0, NULL);
+    json_t *spec = json_loads("{\"capabilities\":[\"shell\"],\"run_as\":\"bob\","
+                              "\"manifest\":{\"users\":[\"alice\",\"bob\"]}}",
+                              0, NULL);
     sbx_agent_set_sandbox_spec(a, spec);
     json_decref(spec);
-    static const char *const r[] = {"{\"id\":\"r1\",\"output\":[]}", NULL};
+    static const char *const r[] = {
+            "{\"id\":\"r1\",\"output\":[{\"type\":\"function_call\",\"call_id\":\"c1\",\"name\":"
+            "\"exec_command\",\"arguments\":\"{\\\"cmd\\\":\\\"id -un\\\"}\"}]}",
+            "{\"id\":\"r2\",\"output\":[{\"type\":\"message\",\"role\":\"assistant\",\"content\":"
+            "[{\"type\":\"output_text\",\"text\":\"ok\"}]}]}",
+            NULL};
     struct sbx_model *m = replay(r);
     struct sbx_run_config cfg = {.client = client};
     CHECK_OK(sbx_sandbox_run_new(&cfg, &sr, &err), &err);
     struct sbx_run_options o = {.model = m};
     struct sbx_run_result *res = NULL;
     json_t *in = json_string("go");
-    CHECK_ERR(sbx_sandbox_run(sr, a, in, &o, &res, &err), SBX_E_UNSUPPORTED, &err,
-              "run_as 'alice'");
+    CHECK_OK(sbx_sandbox_run(sr, a, in, &o, &res, &err), &err);
+    const json_t *items = res ? sbx_run_result_items(res) : NULL;
+    const char *out = json_string_value(
+            json_object_get(json_array_get(items, json_array_size(items) - 2), "output"));
+    if (geteuid() == 0)
+        CHECK_CONTAINS(out, "Output:\nbob\n");
+    else
+        CHECK_CONTAINS(out, "maps only");
     json_decref(in);
+    sbx_run_result_free(res);
     sbx_sandbox_run_free(sr);
     sbx_model_free(m);
     sbx_agent_free(a);

@@ -31,6 +31,9 @@
 #ifndef SBX_BINDIR
 #    define SBX_BINDIR "/usr/local/bin"
 #endif
+#ifndef SBX_LIBEXECDIR
+#    define SBX_LIBEXECDIR "/usr/local/libexec"
+#endif
 
 #define ID_BYTES            8 /* 16 hex characters */
 #define ID_MAX_LEN          64
@@ -52,7 +55,11 @@ struct local_client {
     char *supervisor_path; /* may be NULL: resolved at create */
     char *runtime_dir;     /* configured base or NULL */
     char *workspace_dir;   /* configured base or NULL */
-    enum sbx_local_isolation isolation;
+    int isolated;          /* namespaces (the default) */
+    enum sbx_local_network network;
+    struct sbx_local_limits limits;
+    struct sbx_local_grant *grants; /* strings owned */
+    size_t n_grants;
     int ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
     size_t n_ports;
     int64_t start_timeout_ms;
@@ -305,8 +312,15 @@ static int proc_wait(struct sbx_proc *bp, int64_t timeout_ms, struct sbx_exit *o
             json_decref(m);
             return rc;
         }
+        p->status = (struct sbx_exit){.code = (int)code,
+                                      .signal = (int)sig,
+                                      .timed_out = to,
+                                      .oom = json_is_true(json_object_get(m, "oom")),
+                                      .pids_limit = json_is_true(json_object_get(m, "pids_limit"))};
+        const char *why = json_string_value(json_object_get(m, "reason"));
+        if (why)
+            snprintf(p->status.reason, sizeof(p->status.reason), "%s", why);
         json_decref(m);
-        p->status = (struct sbx_exit){.code = (int)code, .signal = (int)sig, .timed_out = to};
         p->have_status = 1;
     }
     *out = p->status;
@@ -354,6 +368,8 @@ static int sess_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *s
     sbx_json_set(req, "argv", argv);
     sbx_json_set(req, "env", env);
     sbx_json_set(req, "cwd", sbx_json_str(cwd));
+    if (spec->user)
+        sbx_json_set(req, "user", sbx_json_str(spec->user));
     sbx_json_set(req, "timeout_ms", json_integer(spec->timeout_ms));
     sbx_json_set(req, "grace_ms", json_integer(spec->kill_grace_ms));
     sbx_json_set(req, "tty", json_boolean(tty));
@@ -409,7 +425,15 @@ static int root_fd(struct local_session *s, int *out, struct sbx_error *err)
 {
     int rc = 0;
     pthread_mutex_lock(&s->root_lock);
-    if (s->root_fd < 0) {
+    const char *iso = json_string_value(json_object_get(s->state, "isolation"));
+    if (s->root_fd < 0 && iso && strcmp(iso, "none") != 0 && s->workspace) {
+        /* An isolated workspace is a host directory bound into the sandbox: reach it on the
+         * host, as the caller (the supervisor's descriptor may be an idmapped mount, where the
+         * caller's ids have no mapping). */
+        s->root_fd = open(s->workspace, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (s->root_fd < 0)
+            rc = sbx_error_errno(err, errno, "cannot open workspace '%s'", s->workspace);
+    } else if (s->root_fd < 0) {
         json_t *req = json_pack("{s:s}", "op", "root"), *reply = NULL;
         int fds[1];
         size_t nfds = 0;
@@ -813,17 +837,10 @@ static struct local_session *session_from_state(const char *rundir, const char *
 
 static int check_state(const json_t *st, const char *id, struct sbx_error *err)
 {
-    static const char *const keys[] = {"version",
-                                       "provider",
-                                       "id",
-                                       "workspace",
-                                       "root",
-                                       "created",
-                                       "isolation",
-                                       "workspace_owned",
-                                       "manifest_digest",
-                                       "materialized",
-                                       NULL};
+    static const char *const keys[] = {"version",         "provider",     "id",
+                                       "workspace",       "root",         "created",
+                                       "isolation",       "network",      "workspace_owned",
+                                       "manifest_digest", "materialized", NULL};
     int64_t version = 0;
     const char *provider = NULL, *sid = NULL, *ws = NULL, *root = NULL;
     int rc;
@@ -851,6 +868,15 @@ out:
 /* ---------------------------------------------------------------------------------------------
  * Client */
 
+static int executable(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
+}
+
+/* The supervisor program: the configured one, $SBX_SUPERVISOR, sbx-supervisor next to the
+ * running program (an sbx binary, a build directory), the installed one in libexecdir, and
+ * last an sbx binary (it serves too, but links every layer and libcurl). */
 static int find_supervisor(const struct local_client *c, char **out, struct sbx_error *err)
 {
     const char *env = getenv("SBX_SUPERVISOR");
@@ -862,19 +888,29 @@ static int find_supervisor(const struct local_client *c, char **out, struct sbx_
         path = sbx_xstrdup(env);
     } else {
         ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+        const char *base = NULL;
         if (n > 0) {
             self[n] = '\0';
-            const char *base = strrchr(self, '/');
-            if (base && strcmp(base + 1, "sbx") == 0)
-                path = sbx_xstrdup(self);
+            base = strrchr(self, '/');
         }
+        if (base) {
+            char *next = sbx_xasprintf("%.*s/sbx-supervisor", (int)(base - self), self);
+            if (executable(next))
+                path = next;
+            else
+                free(next);
+        }
+        if (!path && executable(SBX_LIBEXECDIR "/sbx-supervisor"))
+            path = sbx_xstrdup(SBX_LIBEXECDIR "/sbx-supervisor");
+        if (!path && base && strcmp(base + 1, "sbx") == 0)
+            path = sbx_xstrdup(self);
         if (!path)
             path = sbx_xstrdup(SBX_BINDIR "/sbx");
     }
     if (access(path, X_OK) < 0) {
         int rc = sbx_error_errno(err, errno,
-                                 "cannot run the supervisor '%s' (set SBX_SUPERVISOR to the sbx "
-                                 "binary)",
+                                 "cannot run the supervisor '%s' (set SBX_SUPERVISOR to the "
+                                 "sbx-supervisor program)",
                                  path);
         free(path);
         return rc;
@@ -1140,25 +1176,87 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     sbx_json_set(state, "provider", sbx_json_str("local"));
     sbx_json_set(state, "id", sbx_json_str(id));
     sbx_json_set(state, "workspace", sbx_json_str(ws));
-    /* Without isolation commands see the workspace at its host path. */
-    sbx_json_set(state, "root", sbx_json_str(ws));
+    /* Without isolation commands see the workspace at its host path; with it, at the manifest
+     * root. */
+    const char *root = !c->isolated             ? ws
+                       : spec && spec->manifest ? sbx_manifest_root(spec->manifest)
+                                                : "/workspace";
+    const char *net = !c->isolated || c->network == SBX_LOCAL_NETWORK_HOST ? "full" : "none";
+    sbx_json_set(state, "root", sbx_json_str(root));
     sbx_json_set(state, "created", sbx_json_str(created));
-    sbx_json_set(state, "isolation", sbx_json_str("none"));
+    sbx_json_set(state, "isolation", sbx_json_str(c->isolated ? "namespaces" : "none"));
+    sbx_json_set(state, "network", sbx_json_str(net));
     sbx_json_set(state, "workspace_owned", json_boolean(owned));
     cfg = json_object();
     json_t *env = json_array(), *ports = json_array();
-    for (const char *const *e = base_env; *e; e++)
-        sbx_json_append(env, sbx_json_str(*e));
-    char *home = sbx_xasprintf("HOME=%s", ws);
-    sbx_json_append(env, sbx_json_str(home));
-    free(home);
-    if (spec && spec->manifest &&
-        ((sbx_manifest_users(spec->manifest) && sbx_manifest_users(spec->manifest)->n) ||
-         sbx_manifest_group_count(spec->manifest)))
+    if (!c->isolated) {
         sbx_log(SBX_LOG_WARN,
-                "sandbox '%s': manifest users and groups need isolation; "
-                "commands run as the calling user",
+                "sandbox '%s' runs UNCONFINED (isolation 'none'): its commands run as you, "
+                "see your files and use your network",
                 id);
+        for (const char *const *e = base_env; *e; e++)
+            sbx_json_append(env, sbx_json_str(*e));
+        char *home = sbx_xasprintf("HOME=%s", ws);
+        sbx_json_append(env, sbx_json_str(home));
+        free(home);
+        if (spec && spec->manifest &&
+            ((sbx_manifest_users(spec->manifest) && sbx_manifest_users(spec->manifest)->n) ||
+             sbx_manifest_group_count(spec->manifest)))
+            sbx_log(SBX_LOG_WARN,
+                    "sandbox '%s': manifest users and groups need isolation; "
+                    "commands run as the calling user",
+                    id);
+    } else {
+        json_t *sb = json_object(), *users = json_array(), *groups = json_array();
+        json_t *grants = json_array(), *lim = json_object();
+        const char *hh = getenv("HOME");
+        sbx_json_set(sb, "net", sbx_json_str(net));
+        if (hh && hh[0] == '/')
+            sbx_json_set(sb, "host_home", sbx_json_str(hh));
+        if (spec && spec->manifest) {
+            struct sbx_strv names;
+            sbx_strv_init(&names);
+            sbx_manifest_account_users(spec->manifest, &names);
+            for (size_t i = 0; i < names.n; i++)
+                sbx_json_append(users, sbx_json_str(names.v[i]));
+            sbx_strv_release(&names);
+            for (size_t i = 0; i < sbx_manifest_group_count(spec->manifest); i++) {
+                const struct sbx_manifest_group *g = sbx_manifest_group_at(spec->manifest, i);
+                json_t *go = json_object(), *mem = json_array();
+                for (size_t j = 0; g->users && j < g->users->n; j++)
+                    sbx_json_append(mem, sbx_json_str(g->users->v[j]));
+                sbx_json_set(go, "name", sbx_json_str(g->name));
+                sbx_json_set(go, "members", mem);
+                sbx_json_append(groups, go);
+            }
+        }
+        for (size_t i = 0; i < c->n_grants; i++) {
+            json_t *go = json_object();
+            sbx_json_set(go, "src", sbx_json_str(c->grants[i].src));
+            if (c->grants[i].dst)
+                sbx_json_set(go, "dst", sbx_json_str(c->grants[i].dst));
+            sbx_json_set(go, "rw", json_boolean(c->grants[i].writable));
+            sbx_json_append(grants, go);
+        }
+        const struct sbx_local_limits *l = &c->limits;
+        const uint64_t vals[] = {l->memory_bytes, l->pids, l->cpu_millis, l->file_size_bytes,
+                                 l->open_files};
+        static const char *const names[] = {"memory", "pids", "cpu_millis", "file_size",
+                                            "open_files"};
+        for (size_t i = 0; i < 5; i++) {
+            if (!vals[i])
+                continue;
+            /* "no limit" does not fit a signed JSON integer: it travels as a real. */
+            sbx_json_set(lim, names[i],
+                         vals[i] == SBX_LOCAL_LIMIT_NONE ? json_real(1.8446744073709552e19)
+                                                         : json_integer((json_int_t)vals[i]));
+        }
+        sbx_json_set(sb, "users", users);
+        sbx_json_set(sb, "groups", groups);
+        sbx_json_set(sb, "grants", grants);
+        sbx_json_set(sb, "limits", lim);
+        sbx_json_set(cfg, "sandbox", sb);
+    }
     if (spec && spec->manifest) {
         struct sbx_strv menv;
         sbx_strv_init(&menv);
@@ -1180,8 +1278,8 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     sbx_json_set(cfg, "id", sbx_json_str(id));
     sbx_json_set(cfg, "dir", sbx_json_str(dir));
     sbx_json_set(cfg, "workspace", sbx_json_str(ws));
-    sbx_json_set(cfg, "root", sbx_json_str(ws));
-    sbx_json_set(cfg, "isolation", sbx_json_str("none"));
+    sbx_json_set(cfg, "root", sbx_json_str(root));
+    sbx_json_set(cfg, "isolation", sbx_json_str(c->isolated ? "namespaces" : "none"));
     sbx_json_set(cfg, "env", env);
     sbx_json_set(cfg, "ports", ports);
     struct state_job job = {.dir = dir, .state = state, .manifest = spec ? spec->manifest : NULL};
@@ -1345,6 +1443,11 @@ static void lc_free(struct sbx_client *bc)
     free(c->supervisor_path);
     free(c->runtime_dir);
     free(c->workspace_dir);
+    for (size_t i = 0; i < c->n_grants; i++) {
+        free((char *)c->grants[i].src);
+        free((char *)c->grants[i].dst);
+    }
+    free(c->grants);
     free(c);
 }
 
@@ -1362,16 +1465,29 @@ int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_
     struct sbx_local_options dflt = {0};
     if (!o)
         o = &dflt;
-    if (o->isolation != SBX_LOCAL_ISOLATION_NONE)
-        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "unknown isolation mode %d",
-                             (int)o->isolation);
+    if (o->isolation != SBX_LOCAL_ISOLATION_DEFAULT &&
+        o->isolation != SBX_LOCAL_ISOLATION_NAMESPACES && o->isolation != SBX_LOCAL_ISOLATION_NONE)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "unknown isolation mode %d", (int)o->isolation);
+    if (o->network != SBX_LOCAL_NETWORK_DEFAULT && o->network != SBX_LOCAL_NETWORK_HOST &&
+        o->network != SBX_LOCAL_NETWORK_NONE)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "unknown network mode %d", (int)o->network);
+    int isolated = o->isolation != SBX_LOCAL_ISOLATION_NONE;
     const struct sbx_local_limits *l = &o->limits;
-    if (l->memory_bytes || l->pids || l->cpu_millis || l->file_size_bytes || l->open_files)
-        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                             "resource limits need isolation, which is not available");
-    if (o->network == SBX_LOCAL_NETWORK_NONE)
-        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                             "network 'none' needs isolation, which is not available");
+    if (!isolated &&
+        (l->memory_bytes || l->pids || l->cpu_millis || l->file_size_bytes || l->open_files))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "resource limits need isolation, not 'none'");
+    if (!isolated && o->network == SBX_LOCAL_NETWORK_NONE)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "network 'none' needs isolation, not 'none'");
+    if (!isolated && o->n_grants)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "path grants need isolation, not 'none'");
+    if (o->n_grants > SBX_LOCAL_MAX_GRANTS)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d path grants",
+                             SBX_LOCAL_MAX_GRANTS);
+    for (size_t i = 0; i < o->n_grants; i++)
+        if (!o->grants[i].src || o->grants[i].src[0] != '/' ||
+            (o->grants[i].dst && o->grants[i].dst[0] != '/'))
+            return sbx_error_set(err, SBX_E_INVAL, 0, "path grant '%s' must be an absolute path",
+                                 o->grants[i].src ? o->grants[i].src : "");
     if (o->n_exposed_ports > SBX_LOCAL_MAX_EXPOSED_PORTS)
         return sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d exposed ports",
                              SBX_LOCAL_MAX_EXPOSED_PORTS);
@@ -1385,7 +1501,16 @@ int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_
     c->supervisor_path = o->supervisor_path ? sbx_xstrdup(o->supervisor_path) : NULL;
     c->runtime_dir = o->runtime_dir ? sbx_xstrdup(o->runtime_dir) : NULL;
     c->workspace_dir = o->workspace_dir ? sbx_xstrdup(o->workspace_dir) : NULL;
-    c->isolation = o->isolation;
+    c->isolated = isolated;
+    c->network = o->network;
+    c->limits = o->limits;
+    c->n_grants = o->n_grants;
+    c->grants = o->n_grants ? sbx_xcalloc(o->n_grants, sizeof(*c->grants)) : NULL;
+    for (size_t i = 0; i < o->n_grants; i++) {
+        c->grants[i].src = sbx_xstrdup(o->grants[i].src);
+        c->grants[i].dst = o->grants[i].dst ? sbx_xstrdup(o->grants[i].dst) : NULL;
+        c->grants[i].writable = o->grants[i].writable;
+    }
     c->n_ports = o->n_exposed_ports;
     for (size_t i = 0; i < o->n_exposed_ports; i++)
         c->ports[i] = o->exposed_ports[i];

@@ -24,6 +24,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "sandbox/local/isolate.h"
 #include "sandbox/local/local.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
@@ -49,6 +50,7 @@ struct child {
     int64_t kill_at;  /* SIGKILL at after SIGTERM, INT64_MAX: not yet */
     int64_t grace_ms;
     int timed_out;
+    struct sbx__cgroup_events before; /* the sandbox's limit counters when it started */
 };
 
 struct conn {
@@ -62,7 +64,8 @@ struct sup {
     int listen_fd, sig_fd, root_fd, dir_fd;
     int ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
     size_t n_ports;
-    struct sbx_strv env; /* base environment of every command */
+    struct sbx_strv env;        /* base environment of every command (isolation: the manifest's) */
+    struct sbx__isolation *iso; /* NULL: isolation "none" */
     struct conn *conns;
     size_t n_conns;
     struct child *children;
@@ -70,6 +73,7 @@ struct sup {
     int stopping;
     int stop_conn; /* the connection that asked for shutdown, or -1 */
     int spare_fd;  /* held back to refuse connections when out of descriptors */
+    int report_fd; /* the creator's socket (our stdout at start), until the report is sent */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -217,7 +221,7 @@ static json_t *ok_msg(void)
 
 struct exec_req {
     struct sbx_strv argv, env;
-    const char *cwd;
+    const char *cwd, *user;
     int64_t timeout_ms, grace_ms;
     int tty, want_stdin, merge;
     int64_t rows, cols;
@@ -249,6 +253,7 @@ static int parse_exec(const json_t *req, struct exec_req *x, struct sbx_error *e
     if ((rc = parse_strv(req, "argv", 1, SBX_EXEC_MAX_ARGS, &x->argv, err)) < 0 ||
         (rc = parse_strv(req, "env", 0, SBX_EXEC_MAX_ENV, &x->env, err)) < 0 ||
         (rc = sbx_json_get_string(req, "cwd", 0, &x->cwd, err)) < 0 ||
+        (rc = sbx_json_get_string(req, "user", 0, &x->user, err)) < 0 ||
         (rc = sbx_json_get_int(req, "timeout_ms", 0, &x->timeout_ms, err)) < 0 ||
         (rc = sbx_json_get_int(req, "grace_ms", 0, &x->grace_ms, err)) < 0 ||
         (rc = sbx_json_get_bool(req, "tty", 0, &x->tty, err)) < 0 ||
@@ -278,9 +283,11 @@ static int add_child(struct sup *s)
 
 /* In the forked child: never returns. Only async-signal-safe calls: the supervisor is single
  * threaded, but keeping to them keeps this path valid if that ever changes. */
-static SBX_NORETURN void child_main(const struct exec_req *x, char **envp, int cwd_fd, int in_fd,
+static SBX_NORETURN void child_main(const struct sup *s, const struct sbx__run_as *user,
+                                    const struct exec_req *x, char **envp, int cwd_fd, int in_fd,
                                     int out_fd, int err_fd, int pty_slave, int errpipe)
 {
+    struct sbx_error err = SBX_ERROR_INIT;
     /* The supervisor changes only SIGPIPE's disposition (ignored: that would survive exec) and
      * the mask (its signals go to a signalfd); everything else is at the default already. */
     sigset_t none;
@@ -301,14 +308,21 @@ static SBX_NORETURN void child_main(const struct exec_req *x, char **envp, int c
         goto fail;
     if (fchdir(cwd_fd) < 0)
         goto fail;
-    /* Isolation hook (2): the isolation module applies no_new_privs, capability drop, rlimits,
-     * seccomp and the run_as user here, between fork and exec. With isolation "none" there is
-     * nothing to apply. */
+    /* The run_as user, capability drop, no_new_privs, rlimits and seccomp last; it allocates
+     * nothing. With isolation "none" there is nothing to apply. */
+    if (s->iso && sbx__isolation_child(s->iso, user, &err) < 0) {
+        errno = err.sys_errno ? err.sys_errno : EPERM;
+        goto fail;
+    }
     environ = envp;
     execvp(x->argv.v[0], x->argv.v);
-fail:;
-    int e = errno;
-    ssize_t w = write(errpipe, &e, sizeof(e));
+fail:
+    if (err.code == SBX_OK) {
+        int e = errno;
+        err.code = e == ENOENT ? SBX_E_NOTFOUND : SBX_E_SYS;
+        err.sys_errno = e;
+    }
+    ssize_t w = write(errpipe, &err, sizeof(err));
     (void)w;
     _exit(127);
 }
@@ -318,6 +332,8 @@ static void do_exec(struct sup *s, int ci, const json_t *req)
     struct sbx_error err = SBX_ERROR_INIT;
     struct exec_req x = {0};
     struct sbx_strv env;
+    struct sbx__run_as user = {0};
+    struct sbx__cgroup_events before = {0};
     int cwd_fd = -1, out_r = -1, out_w = -1, err_r = -1, err_w = -1, in_c = -1, in_s = -1;
     int master = -1, slave = -1, devnull = -1, ep[2] = {-1, -1};
     int rc;
@@ -344,24 +360,45 @@ static void do_exec(struct sup *s, int ci, const json_t *req)
         goto out;
     }
 
-    for (size_t i = 0; i < s->env.n; i++)
-        sbx_strv_push(&env, s->env.v[i]);
     char *pwd = rel[0] ? sbx_xasprintf("%s/%s", s->root, rel) : sbx_xstrdup(s->root);
-    sbx_strv_setenv(&env, "PWD", pwd);
-    free(pwd);
     free(rel);
-    if (x.tty && !sbx_strv_getenv(&env, "TERM"))
-        sbx_strv_setenv(&env, "TERM", "xterm-256color");
-    for (size_t i = 0; i < x.env.n; i++) {
-        char *eq = strchr(x.env.v[i], '=');
-        if (!eq || eq == x.env.v[i]) {
-            rc = sbx_error_set(&err, SBX_E_INVAL, 0, "environment entry '%s' must be KEY=VALUE",
-                               x.env.v[i]);
+    if (s->iso) {
+        /* A fresh environment (nothing of ours), the manifest's, then the request's. */
+        rc = sbx__isolation_user(s->iso, x.user, &user, &err);
+        if (rc == 0)
+            rc = sbx__isolation_env(s->iso, &user, x.tty ? "xterm-256color" : NULL,
+                                    (const char *const *)x.env.v, &env, &err);
+        if (rc == 0)
+            sbx_strv_setenv(&env, "PWD", pwd);
+        free(pwd);
+        if (rc < 0)
+            goto out;
+    } else {
+        if (x.user) {
+            free(pwd);
+            rc = sbx_error_set(&err, SBX_E_UNSUPPORTED, 0,
+                               "user '%s': sandbox '%s' has isolation 'none' and runs every "
+                               "command as the caller",
+                               x.user, s->id);
             goto out;
         }
-        *eq = '\0';
-        sbx_strv_setenv(&env, x.env.v[i], eq + 1);
-        *eq = '=';
+        for (size_t i = 0; i < s->env.n; i++)
+            sbx_strv_push(&env, s->env.v[i]);
+        sbx_strv_setenv(&env, "PWD", pwd);
+        free(pwd);
+        if (x.tty && !sbx_strv_getenv(&env, "TERM"))
+            sbx_strv_setenv(&env, "TERM", "xterm-256color");
+        for (size_t i = 0; i < x.env.n; i++) {
+            char *eq = strchr(x.env.v[i], '=');
+            if (!eq || eq == x.env.v[i]) {
+                rc = sbx_error_set(&err, SBX_E_INVAL, 0, "environment entry '%s' must be KEY=VALUE",
+                                   x.env.v[i]);
+                goto out;
+            }
+            *eq = '\0';
+            sbx_strv_setenv(&env, x.env.v[i], eq + 1);
+            *eq = '=';
+        }
     }
 
     int p[2];
@@ -378,6 +415,10 @@ static void do_exec(struct sup *s, int ci, const json_t *req)
             rc = sbx_error_errno(&err, errno, "cannot open terminal '%s'", name);
             goto out;
         }
+        /* The command's user owns its terminal, as login(1) would arrange. */
+        if (s->iso && fchown(slave, user.uid, user.gid) < 0)
+            sbx_log(SBX_LOG_WARN, "cannot give terminal '%s' to uid %d: %s", name, (int)user.uid,
+                    strerror(errno));
         struct winsize ws = {.ws_row = x.rows ? (unsigned short)x.rows : DEFAULT_ROWS,
                              .ws_col = x.cols ? (unsigned short)x.cols : DEFAULT_COLS};
         (void)ioctl(master, TIOCSWINSZ, &ws);
@@ -419,6 +460,8 @@ static void do_exec(struct sup *s, int ci, const json_t *req)
         rc = sbx_error_errno(&err, errno, "pipe");
         goto out;
     }
+    if (s->iso)
+        (void)sbx__isolation_events(s->iso, &before, NULL);
     char **envp = env.v;
     pid_t pid = fork();
     if (pid < 0) {
@@ -426,8 +469,8 @@ static void do_exec(struct sup *s, int ci, const json_t *req)
         goto out;
     }
     if (pid == 0)
-        child_main(&x, envp, cwd_fd, x.want_stdin ? in_s : devnull, out_w, x.merge ? out_w : err_w,
-                   slave, ep[1]);
+        child_main(s, &user, &x, envp, cwd_fd, x.want_stdin ? in_s : devnull, out_w,
+                   x.merge ? out_w : err_w, slave, ep[1]);
     if (!x.tty)
         (void)setpgid(pid, pid); /* also here, so a kill right away cannot miss the group */
     sbx_fd_close(&ep[1]);
@@ -435,20 +478,23 @@ static void do_exec(struct sup *s, int ci, const json_t *req)
     sbx_fd_close(&err_w);
     sbx_fd_close(&in_s);
     sbx_fd_close(&slave);
-    int child_errno = 0;
+    struct sbx_error cerr = SBX_ERROR_INIT;
     ssize_t n;
     do
-        n = read(ep[0], &child_errno, sizeof(child_errno));
+        n = read(ep[0], &cerr, sizeof(cerr));
     while (n < 0 && errno == EINTR);
-    if (n == (ssize_t)sizeof(child_errno)) {
+    if (n == (ssize_t)sizeof(cerr)) {
         /* exec failed: the child is gone already */
         int st;
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
             ;
-        if (child_errno == ENOENT)
+        cerr.msg[sizeof(cerr.msg) - 1] = '\0';
+        if (cerr.msg[0])
+            rc = sbx_error_copy(&err, &cerr);
+        else if (cerr.sys_errno == ENOENT)
             rc = sbx_error_set(&err, SBX_E_NOTFOUND, ENOENT, "command '%s' not found", x.argv.v[0]);
         else
-            rc = sbx_error_errno(&err, child_errno, "cannot run '%s'", x.argv.v[0]);
+            rc = sbx_error_errno(&err, cerr.sys_errno, "cannot run '%s'", x.argv.v[0]);
         goto out;
     }
 
@@ -460,6 +506,7 @@ static void do_exec(struct sup *s, int ci, const json_t *req)
             .deadline = x.timeout_ms > 0 ? sbx_deadline_after_ms(x.timeout_ms) : INT64_MAX,
             .kill_at = INT64_MAX,
             .grace_ms = x.grace_ms > 0 ? x.grace_ms : SBX_EXEC_DEFAULT_GRACE_MS,
+            .before = before,
     };
     s->conns[ci].child = ch;
 
@@ -645,6 +692,21 @@ static void on_exit_status(struct sup *s, pid_t pid, int status)
             sbx_json_set(m, "code", json_integer(WIFEXITED(status) ? WEXITSTATUS(status) : -1));
             sbx_json_set(m, "signal", json_integer(WIFSIGNALED(status) ? WTERMSIG(status) : 0));
             sbx_json_set(m, "timed_out", json_boolean(c->timed_out));
+            struct sbx__cgroup_events after;
+            if (s->iso && sbx__isolation_events(s->iso, &after, NULL) == 0 &&
+                (after.oom_kills > c->before.oom_kills ||
+                 after.pids_max_hits > c->before.pids_max_hits)) {
+                /* A limit explains the end: say which, not only "137". */
+                struct sbx_buf why;
+                sbx_buf_init(&why, 1024);
+                if (sbx__isolation_describe_exit(s->iso, status, &c->before, &after, &why, NULL) ==
+                    0)
+                    sbx_json_set(m, "reason", sbx_json_str(why.data));
+                sbx_buf_release(&why);
+                sbx_json_set(m, "oom", json_boolean(after.oom_kills > c->before.oom_kills));
+                sbx_json_set(m, "pids_limit",
+                             json_boolean(after.pids_max_hits > c->before.pids_max_hits));
+            }
             int ci = c->conn;
             reply(s, ci, m, NULL, 0);
             s->conns[ci].child = -1;
@@ -728,7 +790,9 @@ static void serve(struct sup *s)
         if (pfd[0].revents) {
             struct signalfd_siginfo si;
             while (read(s->sig_fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
-                if (si.ssi_signo != SIGCHLD) {
+                /* As PID 1 of an isolated sandbox, a stop request comes from outside the pid
+                 * namespace (sender pid 0 here); a command signalling PID 1 is ignored. */
+                if (si.ssi_signo != SIGCHLD && (!s->iso || si.ssi_pid == 0)) {
                     sbx_log(SBX_LOG_INFO, "signal %u: shutting down", si.ssi_signo);
                     s->stopping = 1;
                 }
@@ -760,6 +824,125 @@ static void serve(struct sup *s)
 /* ---------------------------------------------------------------------------------------------
  * Start-up */
 
+static int get_u64(const json_t *o, const char *key, uint64_t *out, struct sbx_error *err)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v)
+        return 0;
+    if (!json_is_integer(v) && !json_is_real(v))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "field '%s' must be a number", key);
+    double d = json_number_value(v);
+    if (d < 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "field '%s' must not be negative", key);
+    /* Jansson integers are signed: "no limit" travels as -1 is refused above, so as a real. */
+    *out = d >= 18446744073709551615.0 ? SBX__LIMIT_NONE
+           : json_is_integer(v)        ? (uint64_t)json_integer_value(v)
+                                       : (uint64_t)d;
+    return 0;
+}
+
+/* The isolation spec of the configuration's "sandbox" object, turned into an isolation object
+ * (sbx__isolation_new copies what it keeps). */
+static int load_isolation(struct sup *s, const json_t *cfg, struct sbx_error *err)
+{
+    json_t *sb = json_object_get(cfg, "sandbox"), *a, *v;
+    struct sbx__isolation_spec spec = {0};
+    struct sbx__isolation_user *users = NULL;
+    struct sbx__isolation_group *groups = NULL;
+    struct sbx__isolation_grant *grants = NULL;
+    const char ***members = NULL;
+    const char *net = "none";
+    size_t i, ng = 0;
+    int rc = 0;
+
+    if (!json_is_object(sb))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "field 'sandbox' must be an object");
+    spec.workspace = s->workspace;
+    spec.root = s->root;
+    spec.env = (const char *const *)s->env.v;
+    char *cg = sbx_xasprintf("sbx-%s", s->id);
+    spec.cgroup_name = cg;
+    if ((rc = sbx_json_get_string(sb, "net", 0, &net, err)) < 0 ||
+        (rc = sbx_json_get_string(sb, "host_home", 0, &spec.host_home, err)) < 0)
+        goto out;
+    if (strcmp(net, "none") == 0)
+        spec.net = SBX__NET_NONE;
+    else if (strcmp(net, "full") == 0)
+        spec.net = SBX__NET_FULL;
+    else {
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "unknown network mode '%s'", net);
+        goto out;
+    }
+    json_t *lim = json_object_get(sb, "limits");
+    if (lim && ((rc = get_u64(lim, "memory", &spec.limits.memory_bytes, err)) < 0 ||
+                (rc = get_u64(lim, "pids", &spec.limits.pids, err)) < 0 ||
+                (rc = get_u64(lim, "cpu_millis", &spec.limits.cpu_millis, err)) < 0 ||
+                (rc = get_u64(lim, "file_size", &spec.limits.fsize_bytes, err)) < 0 ||
+                (rc = get_u64(lim, "open_files", &spec.limits.nofile, err)) < 0))
+        goto out;
+    a = json_object_get(sb, "users");
+    if (json_array_size(a) > SBX__ISOLATION_MAX_USERS) {
+        rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d users", SBX__ISOLATION_MAX_USERS);
+        goto out;
+    }
+    users = sbx_xcalloc(json_array_size(a) + 1, sizeof(*users));
+    json_array_foreach(a, i, v) users[spec.nusers++].name = json_string_value(v);
+    spec.users = users;
+    a = json_object_get(sb, "groups");
+    ng = json_array_size(a);
+    if (ng > SBX__ISOLATION_MAX_GROUPS) {
+        rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d groups", SBX__ISOLATION_MAX_GROUPS);
+        goto out;
+    }
+    groups = sbx_xcalloc(ng + 1, sizeof(*groups));
+    members = sbx_xcalloc(ng + 1, sizeof(*members));
+    json_array_foreach(a, i, v)
+    {
+        json_t *mem = json_object_get(v, "members"), *u;
+        size_t j;
+        members[i] = sbx_xcalloc(json_array_size(mem) + 1, sizeof(**members));
+        json_array_foreach(mem, j, u) members[i][j] = json_string_value(u);
+        groups[i].name = json_string_value(json_object_get(v, "name"));
+        groups[i].members = members[i];
+    }
+    spec.groups = groups;
+    spec.ngroups = ng;
+    a = json_object_get(sb, "grants");
+    if (json_array_size(a) > SBX__ISOLATION_MAX_GRANTS) {
+        rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d grants", SBX__ISOLATION_MAX_GRANTS);
+        goto out;
+    }
+    grants = sbx_xcalloc(json_array_size(a) + 1, sizeof(*grants));
+    json_array_foreach(a, i, v)
+    {
+        grants[i].src = json_string_value(json_object_get(v, "src"));
+        grants[i].dst = json_string_value(json_object_get(v, "dst"));
+        grants[i].writable = json_is_true(json_object_get(v, "rw"));
+    }
+    spec.grants = grants;
+    spec.ngrants = json_array_size(a);
+    for (i = 0; i < spec.nusers; i++)
+        if (!users[i].name)
+            rc = sbx_error_set(err, SBX_E_INVAL, 0, "users must be names");
+    for (i = 0; i < ng; i++)
+        if (!groups[i].name)
+            rc = sbx_error_set(err, SBX_E_INVAL, 0, "groups must have names");
+    for (i = 0; i < spec.ngrants; i++)
+        if (!grants[i].src)
+            rc = sbx_error_set(err, SBX_E_INVAL, 0, "grants must have a source");
+    if (rc == 0)
+        rc = sbx__isolation_new(&spec, &s->iso, err);
+out:
+    for (i = 0; members && i < ng; i++)
+        free(members[i]);
+    free(members);
+    free(users);
+    free(groups);
+    free(grants);
+    free(cg);
+    return rc;
+}
+
 static int load_config(struct sup *s, json_t *cfg, struct sbx_error *err)
 {
     const char *id, *dir, *ws, *root, *iso = "none";
@@ -773,8 +956,8 @@ static int load_config(struct sup *s, json_t *cfg, struct sbx_error *err)
         (rc = sbx_json_get_array(cfg, "ports", 0, &ports, err)) < 0 ||
         (rc = parse_strv(cfg, "env", 0, SBX_EXEC_MAX_ENV, &s->env, err)) < 0)
         return rc;
-    if (strcmp(iso, "none") != 0)
-        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "isolation '%s' is not available", iso);
+    if (strcmp(iso, "none") != 0 && strcmp(iso, "namespaces") != 0)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "unknown isolation '%s'", iso);
     s->id = sbx_xstrdup(id);
     s->dir = sbx_xstrdup(dir);
     s->workspace = sbx_xstrdup(ws);
@@ -787,10 +970,12 @@ static int load_config(struct sup *s, json_t *cfg, struct sbx_error *err)
             return sbx_error_set(err, SBX_E_INVAL, 0, "bad exposed port list");
         s->ports[s->n_ports++] = (int)json_integer_value(v);
     }
+    if (strcmp(iso, "namespaces") == 0)
+        return load_isolation(s, cfg, err);
     return 0;
 }
 
-static int start(struct sup *s, struct sbx_error *err)
+static int start(struct sup *s, int *outer, struct sbx_error *err)
 {
     struct sbx_buf cfgtext;
     json_t *cfg = NULL;
@@ -808,6 +993,12 @@ static int start(struct sup *s, struct sbx_error *err)
         sbx_error_prefix(err, "supervisor configuration");
         return rc;
     }
+    /* Done with stdin: no process of the sandbox keeps the creator's socket as stdio. */
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (devnull < 0)
+        return sbx_error_errno(err, errno, "cannot open '/dev/null'");
+    dup2(devnull, 0);
+    close(devnull);
 
     s->dir_fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     if (s->dir_fd < 0)
@@ -828,8 +1019,43 @@ static int start(struct sup *s, struct sbx_error *err)
     }
     s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
-    /* Orphans of the commands become our children, so we reap them and can kill them. */
-    if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+    s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s->listen_fd < 0)
+        return sbx_error_errno(err, errno, "socket");
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", s->dir_fd,
+             SBX_PROTO_SOCKNAME);
+    mode_t old = umask(077);
+    int b = bind(s->listen_fd, (struct sockaddr *)&sa, sizeof(sa));
+    umask(old);
+    if (b < 0 || listen(s->listen_fd, 128) < 0)
+        return sbx_error_errno(err, errno, "cannot listen on '%s/%s'", s->dir, SBX_PROTO_SOCKNAME);
+
+    if (s->iso) {
+        /* Isolation: a descendant becomes PID 1 of the new namespaces, in a root built from
+         * nothing, and serves; this process stays on the host (OUTER). Set-up errors come back
+         * here, naming the missing kernel feature. */
+        /* What supervisors killed with SIGKILL left: their empty cgroups. */
+        unsigned stale = 0;
+        struct sbx_error ignored = SBX_ERROR_INIT;
+        if (sbx__cgroup_remove_stale("sbx-", 60, &stale, &ignored) == 0 && stale)
+            sbx_log(SBX_LOG_INFO, "removed %u stale sandbox cgroups", stale);
+        enum sbx__isolation_role role = 0;
+        rc = sbx__isolation_enter(s->iso, &role, err);
+        if (rc < 0)
+            return rc;
+        if (role == SBX__ISOLATION_OUTER) {
+            *outer = 1;
+            return 0;
+        }
+        /* Inside, the runtime directory's descriptor leads into the detached host tree: let
+         * go of it (the outer process removes the socket at the end). */
+        sbx_fd_close(&s->dir_fd);
+    }
+
+    /* Orphans of the commands become our children, so we reap them and can kill them (inside
+     * a pid namespace we are PID 1 and get them anyway). */
+    if (!s->iso && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
         return sbx_error_errno(err, errno, "cannot become a child subreaper");
 
     sigset_t set;
@@ -844,29 +1070,30 @@ static int start(struct sup *s, struct sbx_error *err)
     if (s->sig_fd < 0)
         return sbx_error_errno(err, errno, "signalfd");
 
-    s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (s->listen_fd < 0)
-        return sbx_error_errno(err, errno, "socket");
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", s->dir_fd,
-             SBX_PROTO_SOCKNAME);
-    mode_t old = umask(077);
-    int b = bind(s->listen_fd, (struct sockaddr *)&sa, sizeof(sa));
-    umask(old);
-    if (b < 0 || listen(s->listen_fd, 128) < 0)
-        return sbx_error_errno(err, errno, "cannot listen on '%s/%s'", s->dir, SBX_PROTO_SOCKNAME);
-
-    /* Isolation hook (1): here, with the control socket bound and before serving, the isolation
-     * module may move the supervisor into new namespaces (forking so that the serving process is
-     * PID 1 of a new pid namespace) and pivot into a root where the workspace is mounted at the
-     * manifest root. With isolation "none" the supervisor stays on the host. */
-
     /* Opened by its sandbox path, after any pivot: commands and clients must see the workspace
      * the sandbox sees. */
     s->root_fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (s->root_fd < 0)
         return sbx_error_errno(err, errno, "cannot open workspace '%s'", s->root);
     return 0;
+}
+
+/* The host side of an isolated sandbox: wait for PID 1 to end (killing it when told to stop),
+ * then remove what it cannot: the cgroups and the control socket. Host-side helpers that need
+ * the host network (the allow-list proxy, port forwarders via sbx__isolation_netns_fd) belong
+ * in this process. */
+static int run_outer(struct sup *s)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    int status = 0;
+    sbx_fd_close(&s->listen_fd);
+    sbx_fd_close(&s->report_fd); /* PID 1 reports */
+    int rc = sbx__isolation_outer_wait(s->iso, &status, &err);
+    if (rc < 0)
+        sbx_log(SBX_LOG_WARN, "sandbox '%s': %s", s->id, err.msg);
+    if (s->dir_fd >= 0)
+        unlinkat(s->dir_fd, SBX_PROTO_SOCKNAME, 0);
+    return rc < 0 ? 1 : 0;
 }
 
 int sbx_local_supervise_main(int argc, char **argv)
@@ -876,7 +1103,8 @@ int sbx_local_supervise_main(int argc, char **argv)
                     .root_fd = -1,
                     .dir_fd = -1,
                     .stop_conn = -1,
-                    .spare_fd = -1};
+                    .spare_fd = -1,
+                    .report_fd = -1};
     struct sbx_error err = SBX_ERROR_INIT;
     int rc;
 
@@ -897,23 +1125,34 @@ int sbx_local_supervise_main(int argc, char **argv)
         _exit(0);
     sbx_strv_init(&s.env);
     sbx_log_set_handler(sbx_log_stderr, NULL, SBX_LOG_INFO);
-    rc = start(&s, &err);
+    /* The report leaves on a close-on-exec copy of stdout; stdout itself becomes /dev/null, so
+     * that only the processes that report (or fail to) hold the creator's socket, which it
+     * reads until every holder let go. */
+    s.report_fd = fcntl(1, F_DUPFD_CLOEXEC, 3);
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (s.report_fd < 0 || devnull < 0) {
+        fprintf(stderr, "sbx: supervisor: %s\n", strerror(errno));
+        return 1;
+    }
+    dup2(devnull, 1);
+    close(devnull);
+    int outer = 0;
+    rc = start(&s, &outer, &err);
+    if (rc == 0 && outer) {
+        rc = run_outer(&s) == 0 ? 0 : -1;
+        goto out;
+    }
 
-    /* Report to the creator on stdout, then let go of stdin/stdout. */
+    /* Report to the creator, then let go of its socket. */
     json_t *m = rc < 0 ? sbx__proto_error(&err) : ok_msg();
     if (rc == 0)
         sbx_json_set(m, "pid", json_integer(getpid()));
     char *text = sbx_json_dumps(m, SBX_JSON_COMPACT);
     json_decref(m);
     signal(SIGPIPE, SIG_IGN);
-    int wrc = sbx_fd_write_all(1, text, strlen(text), NULL);
+    int wrc = sbx_fd_write_all(s.report_fd, text, strlen(text), NULL);
     free(text);
-    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (devnull >= 0) {
-        dup2(devnull, 0);
-        dup2(devnull, 1);
-        close(devnull);
-    }
+    sbx_fd_close(&s.report_fd);
     if (rc == 0 && wrc < 0) {
         /* The creator gave up waiting: nobody knows about this sandbox. */
         sbx_log(SBX_LOG_WARN, "creator went away during start-up");
@@ -930,9 +1169,11 @@ int sbx_local_supervise_main(int argc, char **argv)
     } else if (s.dir_fd >= 0) {
         unlinkat(s.dir_fd, SBX_PROTO_SOCKNAME, 0);
     }
+out:
     for (size_t i = 0; i < s.n_conns; i++)
         if (s.conns[i].fd >= 0)
             drop_conn(&s, (int)i);
+    sbx__isolation_free(s.iso);
     free(s.conns);
     free(s.children);
     sbx_fd_close(&s.listen_fd);
@@ -940,6 +1181,7 @@ int sbx_local_supervise_main(int argc, char **argv)
     sbx_fd_close(&s.root_fd);
     sbx_fd_close(&s.dir_fd);
     sbx_fd_close(&s.spare_fd);
+    sbx_fd_close(&s.report_fd);
     sbx_strv_release(&s.env);
     free(s.id);
     free(s.dir);
