@@ -69,9 +69,11 @@ struct sbx_local_grant {
 
 /* All zero is the default. Strings are borrowed for the duration of sbx_client_new (copied). */
 struct sbx_local_options {
-    const char *supervisor_path; /* the sbx binary to re-execute; NULL: $SBX_SUPERVISOR, else
-                                    /proc/self/exe when this program is sbx, else the installed
-                                    sbx */
+    const char *supervisor_path; /* the supervisor program (sbx-supervisor, or an sbx binary,
+                                    which serves too); NULL: $SBX_SUPERVISOR, else
+                                    sbx-supervisor next to the running program, else the
+                                    installed <libexecdir>/sbx-supervisor, else this program
+                                    when it is sbx, else the installed sbx */
     const char *runtime_dir;     /* base of the runtime directories; NULL: see above */
     const char *workspace_dir;   /* where fresh workspaces are made; NULL: $SBX_WORKSPACES, else
                                     ${XDG_STATE_HOME:-~/.local/state}/sbx/workspaces */

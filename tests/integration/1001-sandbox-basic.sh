@@ -39,6 +39,20 @@ expect_rc 2 "an unknown network mode is a usage error"
 run "$SBX" sandbox create --ro /
 expect_rc 1 "a grant of / is refused"
 expect_in "$T/err" "'/'" "the refusal names the path"
+printf 'users: [alice, bob]\n' > "$T/users.yaml"
+run "$SBX" sandbox create --manifest "$T/users.yaml"
+expect_rc 0 "create with manifest users succeeds"
+idu=$(cat "$T/out")
+run "$SBX" sandbox exec "$idu" -- id -un
+expect_eq "$(cat "$T/out")" "alice" "commands run as the first manifest user"
+run "$SBX" sandbox exec --user mallory "$idu" -- id -un
+expect_rc 1 "--user of an unknown user fails"
+expect_in "$T/err" "mallory" "the error names the user"
+if [ "$(id -u)" = 0 ]; then
+    run "$SBX" sandbox exec --user bob "$idu" -- id -un
+    expect_eq "$(cat "$T/out")" "bob" "--user picks a manifest user"
+fi
+"$SBX" sandbox rm "$idu" >/dev/null
 run "$SBX" sandbox create --ro relative
 expect_rc 2 "a relative grant is a usage error"
 

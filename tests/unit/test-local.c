@@ -553,6 +553,92 @@ static void *worker(void *p)
     return NULL;
 }
 
+/* Isolation is the default: the workspace at /workspace, users from the manifest, run_as, the
+ * terminal owned by the command's user, limits reported as such, bad options refused. */
+static void test_isolation(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_exec_result r;
+    CHECK_EQ_STR(sbx_session_root(sess), "/workspace");
+    CHECK_OK(sh("pwd; id -un; cat /proc/1/cmdline >/dev/null 2>&1 && echo sees-pid1; "
+                "ls /sys 2>&1 >/dev/null | head -c 0; test -e /sys || echo no-sys",
+                &r, &err),
+             &err);
+    CHECK_EQ_STR(r.out.data, "/workspace\nsandbox\nno-sys\n");
+    sbx_exec_result_release(&r);
+
+    /* Users and run_as. */
+    struct sbx_manifest *m = sbx_manifest_new();
+    CHECK_OK(sbx_manifest_add_user(m, "alice", &err), &err);
+    CHECK_OK(sbx_manifest_add_user(m, "bob", &err), &err);
+    struct sbx_session *s2 = NULL;
+    CHECK_OK(sbx_client_create(client, &(struct sbx_create_spec){.manifest = m}, &s2, &err), &err);
+    sbx_manifest_free(m);
+    if (!s2)
+        return;
+    struct sbx_exec_spec spec = {.command = "id -un; stat -c %U \"$(tty)\""};
+    spec.flags = SBX_EXEC_TTY;
+    CHECK_OK(sbx_session_exec(s2, &spec, &r, &err), &err);
+    CHECK_EQ_STR(r.out.data, "alice\r\nalice\r\n");
+    sbx_exec_result_release(&r);
+    spec = (struct sbx_exec_spec){.command = "id -un", .user = "bob"};
+    if (geteuid() == 0) {
+        CHECK_OK(sbx_session_exec(s2, &spec, &r, &err), &err);
+        CHECK_EQ_STR(r.out.data, "bob\n");
+        sbx_exec_result_release(&r);
+    } else {
+        CHECK_ERR(sbx_session_exec(s2, &spec, &r, &err), SBX_E_UNSUPPORTED, &err, "maps only");
+    }
+    spec.user = "mallory";
+    CHECK_ERR(sbx_session_exec(s2, &spec, &r, &err), SBX_E_NOTFOUND, &err, "mallory");
+    CHECK_OK(sbx_session_delete(s2, &err), &err);
+    sbx_session_free(s2);
+
+    /* An OOM kill is reported as such (where this caller may create cgroups). */
+    struct sbx_client *lim = NULL;
+    struct sbx_local_options o = {.runtime_dir = run_dir,
+                                  .workspace_dir = ws_dir,
+                                  .limits = {.memory_bytes = 64ull << 20}};
+    CHECK_OK(sbx_client_new("local", &o, &lim, &err), &err);
+    s2 = NULL;
+    int rc = sbx_client_create(lim, NULL, &s2, &err);
+    if (rc < 0) {
+        /* cgroup v1 has no delegation: an unprivileged caller cannot have an explicit limit */
+        CHECK(geteuid() != 0 && strstr(err.msg, "cgroup"));
+    } else {
+        spec = (struct sbx_exec_spec){
+                .command = "exec python3 -c 'a = []\nwhile True: a.append(bytearray(16 << 20))'"};
+        CHECK_OK(sbx_session_exec(s2, &spec, &r, &err), &err);
+        CHECK_EQ_INT(r.status.signal, SIGKILL);
+        CHECK(r.status.oom);
+        CHECK_EQ_STR(r.status.reason, "killed: out of memory (limit 64 MiB)");
+        sbx_exec_result_release(&r);
+        CHECK_OK(sbx_session_delete(s2, &err), &err);
+        sbx_session_free(s2);
+    }
+    sbx_client_free(lim);
+
+    /* Options that make no sense are refused when the client is made. */
+    struct sbx_local_options bad = {.isolation = SBX_LOCAL_ISOLATION_NONE,
+                                    .network = SBX_LOCAL_NETWORK_NONE};
+    CHECK_ERR(sbx_client_new("local", &bad, &lim, &err), SBX_E_INVAL, &err, "network 'none'");
+    bad = (struct sbx_local_options){.isolation = SBX_LOCAL_ISOLATION_NONE, .limits.pids = 5};
+    CHECK_ERR(sbx_client_new("local", &bad, &lim, &err), SBX_E_INVAL, &err, "limits");
+    bad = (struct sbx_local_options){.isolation = 42};
+    CHECK_ERR(sbx_client_new("local", &bad, &lim, &err), SBX_E_INVAL, &err, "isolation mode 42");
+    struct sbx_local_grant g = {.src = "relative"};
+    bad = (struct sbx_local_options){.grants = &g, .n_grants = 1};
+    CHECK_ERR(sbx_client_new("local", &bad, &lim, &err), SBX_E_INVAL, &err, "absolute");
+    /* A grant the isolation refuses fails at create, naming it. */
+    g.src = "/";
+    bad = (struct sbx_local_options){
+            .runtime_dir = run_dir, .workspace_dir = ws_dir, .grants = &g, .n_grants = 1};
+    CHECK_OK(sbx_client_new("local", &bad, &lim, &err), &err);
+    s2 = NULL;
+    CHECK_ERR(sbx_client_create(lim, NULL, &s2, &err), SBX_E_INVAL, &err, "'/'");
+    sbx_client_free(lim);
+}
+
 static void test_threads(void)
 {
     pthread_t t[8];
@@ -840,6 +926,7 @@ int main(void)
     TAP_RUN(test_files);
     TAP_RUN(test_pty);
     TAP_RUN(test_pty_prune);
+    TAP_RUN(test_isolation);
     TAP_RUN(test_threads);
     TAP_RUN(test_attach_list_remove);
     TAP_RUN(test_workspace_kept);

@@ -965,10 +965,6 @@ static int middle_main(struct sbx__isolation *iso, pid_t outer, int go_fd, int u
             goto fail;
         }
     }
-    /* Opened before the fork: once the inner process starts building the root, this process's
-     * root moves with its pivots and has no /dev/null for a while (a failed open here left the
-     * creator's report socket open, and the creator waiting for it to close). */
-    int dn = open("/dev/null", O_RDWR | O_CLOEXEC);
     pid_t inner = fork();
     if (inner < 0) {
         sbx_error_errno(&e, errno, "cannot fork the sandbox init process");
@@ -976,8 +972,6 @@ static int middle_main(struct sbx__isolation *iso, pid_t outer, int go_fd, int u
     }
     if (inner == 0) {
         /* PID 1 of the new pid namespace; its parent is outside, so getppid() is 0. */
-        if (dn >= 0)
-            close(dn);
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
             _exit(1);
         if (build_root(iso, &e) < 0)
@@ -1002,13 +996,8 @@ static int middle_main(struct sbx__isolation *iso, pid_t outer, int go_fd, int u
         return 0;
     }
     /* Only waits: the sandbox ends when the inner process does, or when this one is killed.
-     * It keeps none of the supervisor's descriptors but stderr, so a pipe or socket the caller
-     * watches reports the end of PID 1, not of this process. */
-    /* Nor its stdin and stdout: the supervisor's creator reads its report until they close. */
-    if (dn < 0 || dup2(dn, 0) < 0 || dup2(dn, 1) < 0) {
-        close(0);
-        close(1);
-    }
+     * It keeps none of the supervisor's descriptors, so a pipe or socket the caller watches
+     * reports the end of PID 1, not of this process. */
     if (syscall(SYS_close_range, 3, ~0U, 0) < 0)
         close(res_fd);
     for (;;) {

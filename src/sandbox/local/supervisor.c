@@ -84,6 +84,7 @@ struct sup {
     char *port_bind;            /* forwarders' host address; NULL = 127.0.0.1 */
     int allow_ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
     size_t n_allow_ports; /* 0: the proxy's default (80, 443) */
+    int report_fd;        /* the creator's socket (our stdout at start), until the report is sent */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -1121,6 +1122,12 @@ static int start(struct sup *s, int *outer, struct sbx_error *err)
         sbx_error_prefix(err, "supervisor configuration");
         return rc;
     }
+    /* Done with stdin: no process of the sandbox keeps the creator's socket as stdio. */
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (devnull < 0)
+        return sbx_error_errno(err, errno, "cannot open '/dev/null'");
+    dup2(devnull, 0);
+    close(devnull);
 
     s->dir_fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     if (s->dir_fd < 0)
@@ -1157,6 +1164,11 @@ static int start(struct sup *s, int *outer, struct sbx_error *err)
         /* Isolation: a descendant becomes PID 1 of the new namespaces, in a root built from
          * nothing, and serves; this process stays on the host (OUTER). Set-up errors come back
          * here, naming the missing kernel feature. */
+        /* What supervisors killed with SIGKILL left: their empty cgroups. */
+        unsigned stale = 0;
+        struct sbx_error ignored = SBX_ERROR_INIT;
+        if (sbx__cgroup_remove_stale("sbx-", 60, &stale, &ignored) == 0 && stale)
+            sbx_log(SBX_LOG_INFO, "removed %u stale sandbox cgroups", stale);
         enum sbx__isolation_role role = 0;
         if (s->own_netns && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, s->net_chan) < 0)
             return sbx_error_errno(err, errno, "cannot create the network channel");
@@ -1210,12 +1222,7 @@ static int run_outer(struct sup *s)
     struct sbx_error err = SBX_ERROR_INIT;
     int status = 0;
     sbx_fd_close(&s->listen_fd);
-    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (devnull >= 0) {
-        dup2(devnull, 0);
-        dup2(devnull, 1);
-        close(devnull);
-    }
+    sbx_fd_close(&s->report_fd); /* PID 1 reports */
     struct sbx__net *net = s->net_chan[0] >= 0 ? start_network(s) : NULL;
     int rc = sbx__isolation_outer_wait(s->iso, &status, &err);
     sbx__net_free(net);
@@ -1234,6 +1241,7 @@ int sbx_local_supervise_main(int argc, char **argv)
                     .dir_fd = -1,
                     .stop_conn = -1,
                     .spare_fd = -1,
+                    .report_fd = -1,
                     .net_chan = {-1, -1}};
     struct sbx_error err = SBX_ERROR_INIT;
     int rc;
@@ -1255,6 +1263,17 @@ int sbx_local_supervise_main(int argc, char **argv)
         _exit(0);
     sbx_strv_init(&s.env);
     sbx_log_set_handler(sbx_log_stderr, NULL, SBX_LOG_INFO);
+    /* The report leaves on a close-on-exec copy of stdout; stdout itself becomes /dev/null, so
+     * that only the processes that report (or fail to) hold the creator's socket, which it
+     * reads until every holder let go. */
+    s.report_fd = fcntl(1, F_DUPFD_CLOEXEC, 3);
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (s.report_fd < 0 || devnull < 0) {
+        fprintf(stderr, "sbx: supervisor: %s\n", strerror(errno));
+        return 1;
+    }
+    dup2(devnull, 1);
+    close(devnull);
     int outer = 0;
     rc = start(&s, &outer, &err);
     if (rc == 0 && outer) {
@@ -1262,21 +1281,16 @@ int sbx_local_supervise_main(int argc, char **argv)
         goto out;
     }
 
-    /* Report to the creator on stdout, then let go of stdin/stdout. */
+    /* Report to the creator, then let go of its socket. */
     json_t *m = rc < 0 ? sbx__proto_error(&err) : ok_msg();
     if (rc == 0)
         sbx_json_set(m, "pid", json_integer(getpid()));
     char *text = sbx_json_dumps(m, SBX_JSON_COMPACT);
     json_decref(m);
     signal(SIGPIPE, SIG_IGN);
-    int wrc = sbx_fd_write_all(1, text, strlen(text), NULL);
+    int wrc = sbx_fd_write_all(s.report_fd, text, strlen(text), NULL);
     free(text);
-    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (devnull >= 0) {
-        dup2(devnull, 0);
-        dup2(devnull, 1);
-        close(devnull);
-    }
+    sbx_fd_close(&s.report_fd);
     if (rc == 0 && wrc < 0) {
         /* The creator gave up waiting: nobody knows about this sandbox. */
         sbx_log(SBX_LOG_WARN, "creator went away during start-up");
@@ -1305,6 +1319,7 @@ out:
     sbx_fd_close(&s.root_fd);
     sbx_fd_close(&s.dir_fd);
     sbx_fd_close(&s.spare_fd);
+    sbx_fd_close(&s.report_fd);
     sbx_strv_release(&s.env);
     sbx_strv_release(&s.allow);
     sbx_strv_release(&s.test_hosts);
