@@ -121,7 +121,7 @@ expect_not_in "$T/out" "eth" "the sandbox's namespace has no interface but loopb
 "$SBX" sandbox rm "$ID" >/dev/null 2>&1
 
 # ---- mode none and port forwards
-run "$SBX" sandbox create --port 8000
+run "$SBX" sandbox create --port 8000 --port 8001
 expect_rc 0 "create a sandbox with network none"
 ID=$(cat "$T/out")
 run "$SBX" sandbox exec "$ID" -- sh -c 'env'
@@ -153,14 +153,24 @@ if "$SBX" sandbox exec "$ID" -- sh -c 'command -v python3' >/dev/null 2>&1; then
     expect_in "$T/out" "inside-marker-52c9" "the host reaches the server inside through the forward"
     run "$SBX" sandbox port "$ID" 8000
     expect_eq "$(cat "$T/out")" "$URL" "resolving again gives the same forward"
-    run "$SBX" sandbox port "$ID" 8001
+    run "$SBX" sandbox port "$ID" 8002
     expect_rc 1 "a port that is not exposed does not resolve"
+    # a service on the IPv6 loopback only
+    "$SBX" sandbox exec "$ID" -- sh -c 'cd /tmp/www && exec python3 -m http.server 8001 --bind ::1 >/dev/null 2>&1' 2>/dev/null &
+    EXEC6_PID=$!
+    listening6() { "$SBX" sandbox port "$ID" 8001 >/dev/null 2>&1; }
+    wait_until listening6
+    run "$SBX" sandbox port "$ID" 8001
+    expect_rc 0 "a port listening on ::1 resolves"
+    URL6=$(cat "$T/out")
+    run curl -sS -m 10 "$URL6/index.html"
+    expect_in "$T/out" "inside-marker-52c9" "the forward reaches a service on ::1 inside"
     "$SBX" sandbox rm "$ID" >/dev/null 2>&1
-    wait "$EXEC_PID" 2>/dev/null
+    wait "$EXEC_PID" "$EXEC6_PID" 2>/dev/null
     run curl -sS -m 5 "$URL/index.html"
     expect_not_in "$T/out" "inside-marker-52c9" "the forward ends with the sandbox"
 else
-    for i in 1 2 3 4 5 6 7; do ok "# SKIP no python3 inside the sandbox to serve a port"; done
+    for i in 1 2 3 4 5 6 7 8 9 10; do ok "# SKIP no python3 inside the sandbox to serve a port"; done
     "$SBX" sandbox rm "$ID" >/dev/null 2>&1
 fi
 

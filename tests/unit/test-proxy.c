@@ -661,13 +661,13 @@ static void test_end_to_end(void)
 
     /* the control channel: PID 1's requests for forwarders */
     struct sbx__net_reply reply;
-    int port = 8000;
+    struct sbx__net_request q = {.port = 8000};
     memset(&reply, 0, sizeof(reply));
-    CHECK(send(ctl[0], &port, sizeof(port), 0) == (ssize_t)sizeof(port));
+    CHECK(send(ctl[0], &q, sizeof(q), 0) == (ssize_t)sizeof(q));
     CHECK(recv(ctl[0], &reply, sizeof(reply), 0) == (ssize_t)sizeof(reply));
     CHECK_EQ_INT(reply.host_port, host_port);
-    port = 70000;
-    CHECK(send(ctl[0], &port, sizeof(port), 0) == (ssize_t)sizeof(port));
+    q.port = 70000;
+    CHECK(send(ctl[0], &q, sizeof(q), 0) == (ssize_t)sizeof(q));
     CHECK(recv(ctl[0], &reply, sizeof(reply), 0) == (ssize_t)sizeof(reply));
     CHECK_EQ_INT(reply.host_port, 0);
     CHECK_EQ_STR(reply.msg, "port 70000 out of range");

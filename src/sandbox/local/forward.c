@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static void child_make(int chan, int userns_fd, int netns_fd)
+static void child_make(int chan, int userns_fd, int netns_fd, int family)
 {
     int e = 0;
     int s = -1;
@@ -27,7 +27,7 @@ static void child_make(int chan, int userns_fd, int netns_fd)
     if (!e && setns(netns_fd, CLONE_NEWNET) < 0)
         e = errno;
     if (!e) {
-        s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        s = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (s < 0)
             e = errno;
     }
@@ -50,7 +50,7 @@ static void child_make(int chan, int userns_fd, int netns_fd)
     _exit(sendmsg(chan, &msg, MSG_NOSIGNAL) < 0 ? 1 : 0);
 }
 
-int sbx__netns_socket(int userns_fd, int netns_fd, int *out, struct sbx_error *err)
+int sbx__netns_socket(int userns_fd, int netns_fd, int family, int *out, struct sbx_error *err)
 {
     int sv[2] = {-1, -1};
     int fd = -1;
@@ -66,7 +66,7 @@ int sbx__netns_socket(int userns_fd, int netns_fd, int *out, struct sbx_error *e
     }
     if (pid == 0) {
         close(sv[0]);
-        child_make(sv[1], userns_fd, netns_fd);
+        child_make(sv[1], userns_fd, netns_fd, family);
     }
     close(sv[1]);
     sv[1] = -1;

@@ -120,12 +120,12 @@ int sbx__proxy_refusal_port(const char *host, int port, const int *ports, size_t
 
 /* ---- sockets in the sandbox's network namespace (forward.c) ---- */
 
-/* Create a TCP socket (AF_INET, SOCK_STREAM | SOCK_CLOEXEC, blocking) inside the network
- * namespace netns_fd, joining the user namespace userns_fd first (-1: do not; root can join a
- * network namespace without it). A short-lived child does the setns and sends the socket back;
+/* Create a TCP socket (family AF_INET or AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, blocking) in the
+ * network namespace netns_fd, joining the user namespace userns_fd first (-1: do not; root can join
+ * a network namespace without it). A short-lived child does the setns and sends the socket back;
  * this process's own namespaces never change, so it may be multi-threaded. Blocks for the
  * child (about a millisecond). *out: caller owns (close). */
-int sbx__netns_socket(int userns_fd, int netns_fd, int *out, struct sbx_error *err);
+int sbx__netns_socket(int userns_fd, int netns_fd, int family, int *out, struct sbx_error *err);
 
 /* Open the user and network namespaces of process pid (/proc/<pid>/ns/...). *userns and *netns:
  * caller owns (close); set only on success. */
@@ -138,6 +138,7 @@ int sbx__netns_open(pid_t pid, int *userns, int *netns, struct sbx_error *err);
 
 struct sbx__net_forward {
     int port;         /* port inside the sandbox */
+    int v6;           /* 1: the service listens on ::1 inside, 0: on 127.0.0.1 */
     const char *bind; /* host address to listen on; NULL = "127.0.0.1" */
     int host_port;    /* 0 = any free port (see sbx__net_forward_port) */
 };
@@ -161,10 +162,15 @@ struct sbx__net_config {
     int test_allow_loopback;
     const char *const *test_hosts;
     /* Forwarders requested at run time (the supervisor's PID 1 asks for them): a SOCK_SEQPACKET
-     * socket (borrowed: the loop serves a duplicate); -1 = none. A message is the sandbox port
-     * (int); the answer a struct sbx__net_reply. */
+     * socket (borrowed: the loop serves a duplicate); -1 = none. A message is a struct
+     * sbx__net_request; the answer a struct sbx__net_reply. */
     int control_fd;
     const char *forward_bind; /* host address of those forwarders; NULL = "127.0.0.1" */
+};
+
+struct sbx__net_request {
+    int port; /* the sandbox port */
+    int v6;   /* the service listens on ::1 (1) or on 127.0.0.1 (0) */
 };
 
 struct sbx__net_reply {

@@ -41,6 +41,7 @@ struct handle {
     int side;          /* K_CONN: 0 client, 1 upstream */
     int fd;
     int port;        /* K_FWD_LISTEN: the sandbox port */
+    int v6;          /* K_FWD_LISTEN: the sandbox address is ::1, not 127.0.0.1 */
     uint32_t events; /* registered events, 0 = not registered */
 };
 
@@ -629,16 +630,21 @@ static void accept_forward(struct sbx__net *net, struct handle *h)
         close(fd);
         return;
     }
-    if (sbx__netns_socket(net->userns_fd, net->netns_fd, &in, &err) < 0) {
+    if (sbx__netns_socket(net->userns_fd, net->netns_fd, h->v6 ? AF_INET6 : AF_INET, &in, &err) <
+        0) {
         sbx_log(SBX_LOG_WARN, "forward of port %d: %s", h->port, err.msg);
         close(fd);
         return;
     }
     int fl = fcntl(in, F_GETFL);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)h->port)};
+    struct sockaddr_in6 a6 = {.sin6_family = AF_INET6, .sin6_port = htons((uint16_t)h->port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (fl < 0 || fcntl(in, F_SETFL, fl | O_NONBLOCK) < 0 ||
-        (connect(in, (struct sockaddr *)&a, sizeof(a)) < 0 && errno != EINPROGRESS)) {
+    a6.sin6_addr = in6addr_loopback;
+    int cr = fl < 0 || fcntl(in, F_SETFL, fl | O_NONBLOCK) < 0 ? -1
+             : h->v6 ? connect(in, (struct sockaddr *)&a6, sizeof(a6))
+                     : connect(in, (struct sockaddr *)&a, sizeof(a));
+    if (cr < 0 && (fl < 0 || errno != EINPROGRESS)) {
         close(in);
         close(fd);
         return;
@@ -652,16 +658,16 @@ static void serve_control(struct sbx__net *net)
 {
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx__net_reply r;
-    int port = 0;
-    ssize_t n = recv(net->control.fd, &port, sizeof(port), MSG_DONTWAIT);
+    struct sbx__net_request q = {0};
+    ssize_t n = recv(net->control.fd, &q, sizeof(q), MSG_DONTWAIT);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
         close_handle(net, &net->control); /* the other side is gone */
         return;
     }
-    if (n != (ssize_t)sizeof(port))
+    if (n != (ssize_t)sizeof(q))
         return;
     memset(&r, 0, sizeof(r));
-    struct sbx__net_forward fwd = {.port = port, .bind = net->forward_bind};
+    struct sbx__net_forward fwd = {.port = q.port, .v6 = q.v6 != 0, .bind = net->forward_bind};
     int rc = sbx__net_forward_add(net, &fwd, &r.host_port, &err);
     if (rc < 0 && rc != -SBX_E_EXISTS) {
         r.host_port = 0;
@@ -758,7 +764,7 @@ static void *loop_main(void *arg)
 static int listen_inside(struct sbx__net *net, int port, struct sbx_error *err)
 {
     int fd = -1;
-    int rc = sbx__netns_socket(net->userns_fd, net->netns_fd, &fd, err);
+    int rc = sbx__netns_socket(net->userns_fd, net->netns_fd, AF_INET, &fd, err);
     if (rc < 0)
         return rc;
     int one = 1;
@@ -974,6 +980,7 @@ int sbx__net_forward_add(struct sbx__net *net, const struct sbx__net_forward *fw
     f->h.kind = K_FWD_LISTEN;
     f->h.fd = fd;
     f->h.port = fwd->port;
+    f->h.v6 = fwd->v6;
     f->host_port = ntohs(ss.ss_family == AF_INET ? s4->sin_port : s6->sin6_port);
     fd = -1;
     net->nfwds++;

@@ -564,12 +564,13 @@ out:
 /* Is something listening on TCP port in our network namespace? Returns the address family seen
  * (4 or 6), or 0. */
 /* PID 1: the host port forwarding to port, from the outer process. *out: caller owns. */
-static int forward_url(struct sup *s, int port, char **out, struct sbx_error *err)
+static int forward_url(struct sup *s, int port, int v6, char **out, struct sbx_error *err)
 {
+    struct sbx__net_request q = {.port = port, .v6 = v6};
     struct sbx__net_reply r;
     struct pollfd p = {.fd = s->net_chan[1], .events = POLLIN};
     memset(&r, 0, sizeof(r));
-    if (send(s->net_chan[1], &port, sizeof(port), MSG_NOSIGNAL) != (ssize_t)sizeof(port) ||
+    if (send(s->net_chan[1], &q, sizeof(q), MSG_NOSIGNAL) != (ssize_t)sizeof(q) ||
         poll(&p, 1, 5000) != 1 || recv(s->net_chan[1], &r, sizeof(r), 0) != (ssize_t)sizeof(r))
         return sbx_error_set(err, SBX_E_SANDBOX, 0, "no port forwarder for port %d", port);
     r.msg[sizeof(r.msg) - 1] = '\0';
@@ -580,8 +581,9 @@ static int forward_url(struct sup *s, int port, char **out, struct sbx_error *er
         h = "127.0.0.1";
     else if (strcmp(h, "::") == 0)
         h = "::1";
-    int v6 = strchr(h, ':') != NULL;
-    *out = sbx_xasprintf("http://%s%s%s:%d", v6 ? "[" : "", h, v6 ? "]" : "", r.host_port);
+    int bracket = strchr(h, ':') != NULL;
+    *out = sbx_xasprintf("http://%s%s%s:%d", bracket ? "[" : "", h, bracket ? "]" : "",
+                         r.host_port);
     return 0;
 }
 
@@ -632,7 +634,7 @@ static void do_port(struct sup *s, int ci, const json_t *req)
     char *url = NULL;
     /* In a network namespace of its own, through a forwarder of the outer process. */
     if (rc == 0 && s->net_chan[1] >= 0)
-        rc = forward_url(s, (int)port, &url, &err);
+        rc = forward_url(s, (int)port, fam == 6, &url, &err);
     if (rc < 0) {
         reply_err(s, ci, &err);
     } else {
