@@ -367,6 +367,10 @@ int sbx_fd_read_all(int fd, size_t max, struct sbx_buf *out, struct sbx_error *e
     size_t start = out->len;
     size_t got = 0;
     int rc = 0;
+    /* The buffer's own limit bounds the read too; reserving whole chunks past it would fail
+     * even for a small file. */
+    if (max > out->max - out->len)
+        max = out->max - out->len;
     for (;;) {
         size_t want = READ_CHUNK;
         if (got < max && max - got < want)

@@ -535,6 +535,24 @@ static void test_fd_loops(void)
     CHECK_EQ_STR(b.data, "0123456789");
     sbx_fd_close(&p[0]);
 
+    /* a buffer whose own limit is below the read chunk still takes a small file */
+    struct sbx_buf small;
+    sbx_buf_init(&small, 16);
+    CHECK(pipe2(p, O_CLOEXEC) == 0);
+    CHECK_OK(sbx_fd_write_all(p[1], "abc", 3, &err), &err);
+    sbx_fd_close(&p[1]);
+    CHECK_OK(sbx_fd_read_all(p[0], 1 << 20, &small, &err), &err);
+    CHECK_EQ_STR(small.data, "abc");
+    sbx_fd_close(&p[0]);
+    /* and more than the buffer's limit is SBX_E_TOOBIG naming that limit */
+    CHECK(pipe2(p, O_CLOEXEC) == 0);
+    CHECK_OK(sbx_fd_write_all(p[1], "0123456789abcdefXYZ", 19, &err), &err);
+    sbx_fd_close(&p[1]);
+    CHECK_ERR(sbx_fd_read_all(p[0], 1 << 20, &small, &err), SBX_E_TOOBIG, &err, "limit of 13");
+    CHECK_EQ_STR(small.data, "abc");
+    sbx_fd_close(&p[0]);
+    sbx_buf_release(&small);
+
     CHECK_ERR(sbx_fd_write_all(-1, "x", 1, &err), SBX_E_SYS, &err, "write failed");
     CHECK_ERR(sbx_fd_read_all(-1, 10, &b, &err), SBX_E_SYS, &err, "read failed");
     int none = -1;
