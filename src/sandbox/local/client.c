@@ -1116,13 +1116,23 @@ struct state_job {
     const char *dir;
     json_t *state;
     const struct sbx_manifest *manifest;
+    struct sbx_session *session; /* materialise through it now (isolated: the host directory) */
 };
 
-/* The manifest digest and state.json; run while the supervisor starts. */
+/* The manifest digest and state.json; run while the supervisor starts. An isolated workspace is
+ * reached on the host (see root_fd), so its manifest is materialised meanwhile too: the
+ * supervisor's start-up (cgroup attach, namespaces, the new root) and the copy overlap. */
 static int write_initial_state(void *ctx, struct sbx_error *err)
 {
     struct state_job *j = ctx;
     int rc = 0;
+    if (j->session && j->manifest) {
+        json_t *records = NULL;
+        rc = sbx__materialize(j->session, j->manifest, &records, err);
+        if (rc < 0)
+            return rc;
+        sbx_json_set(j->state, "materialized", records);
+    }
     if (j->manifest) {
         char hex[SBX_SHA256_HEX_LEN + 1];
         rc = sbx__manifest_digest(j->manifest, hex, err);
@@ -1294,16 +1304,19 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     sbx_json_set(cfg, "isolation", sbx_json_str(c->isolated ? "namespaces" : "none"));
     sbx_json_set(cfg, "env", env);
     sbx_json_set(cfg, "ports", ports);
-    struct state_job job = {.dir = dir, .state = state, .manifest = spec ? spec->manifest : NULL};
+    ls = session_from_state(rundir, dir, state);
+    state = NULL;
+    struct state_job job = {.dir = dir,
+                            .state = ls->state,
+                            .manifest = spec ? spec->manifest : NULL,
+                            .session = c->isolated ? &ls->base : NULL};
     struct while_starting ws_job = {write_initial_state, &job};
     rc = spawn_supervisor(sup, id, cfg, c->start_timeout_ms, &ws_job, err);
     if (rc < 0)
         goto out;
     started = 1;
 
-    ls = session_from_state(rundir, dir, state);
-    state = NULL;
-    if (spec && spec->manifest) {
+    if (!c->isolated && spec && spec->manifest) {
         json_t *records = NULL;
         rc = sbx__materialize(&ls->base, spec->manifest, &records, err);
         if (rc < 0)
