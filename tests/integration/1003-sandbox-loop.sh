@@ -36,7 +36,9 @@ stray=$(pgrep -f '^sleep 1359$' | wc -l)
 expect_eq "$stray" 0 "no background command of a removed sandbox survives"
 
 "$SBX" sandbox rm "$keep" >/dev/null
-[ -z "$(supervisor_pid "$keep")" ] && ok "the last supervisor is gone" || not_ok "the last supervisor is gone"
+# rm returns when PID 1 lets go; the host-side (outer) process exits right after it.
+keep_gone() { [ -z "$(supervisor_pid "$keep")" ]; }
+wait_until keep_gone && ok "the last supervisor is gone" || not_ok "the last supervisor is gone"
 expect_eq "$(ls "$RUNBASE" | wc -l)" 0 "the runtime base is empty"
 
 done_testing
