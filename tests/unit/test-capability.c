@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "tap.h"
+#include "replay-model.h"
 #include "capability/capability-internal.h"
 #include "sbx/json.h"
 #include "sbx/local.h"
@@ -19,21 +20,7 @@ static int file_no;
 
 static struct sbx_model *replay(const char *const *responses)
 {
-    char *path = sbx_xasprintf("%s/r%d.jsonl", tmp, file_no++);
-    FILE *f = fopen(path, "w");
-    for (size_t i = 0; responses[i]; i++)
-        fprintf(f, "%s\n", responses[i]);
-    fclose(f);
-    char *name = sbx_xasprintf("replay:%s", path);
-    struct sbx_model *m = NULL;
-    struct sbx_error err = SBX_ERROR_INIT;
-    if (sbx_model_new(name, NULL, &m, &err) < 0) {
-        printf("# %s\n", err.msg);
-        abort();
-    }
-    free(name);
-    free(path);
-    return m;
+    return test_model_from_responses(tmp, &file_no, responses);
 }
 
 static void test_registry(void)

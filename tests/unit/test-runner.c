@@ -6,30 +6,16 @@
 #include <time.h>
 
 #include "tap.h"
+#include "replay-model.h"
 #include "sbx/json.h"
 #include "sbx/runner.h"
 
 static char dir[] = "/tmp/sbx-test-runner.XXXXXX";
 static int file_no;
 
-/* A replay model answering with the given response objects (JSON text, one per call). */
 static struct sbx_model *replay(const char *const *responses)
 {
-    char *path = sbx_xasprintf("%s/r%d.jsonl", dir, file_no++);
-    FILE *f = fopen(path, "w");
-    for (size_t i = 0; responses[i]; i++)
-        fprintf(f, "%s\n", responses[i]);
-    fclose(f);
-    char *name = sbx_xasprintf("replay:%s", path);
-    struct sbx_model *m = NULL;
-    struct sbx_error err = SBX_ERROR_INIT;
-    if (sbx_model_new(name, NULL, &m, &err) < 0) {
-        printf("# %s\n", err.msg);
-        abort();
-    }
-    free(name);
-    free(path);
-    return m;
+    return test_model_from_responses(dir, &file_no, responses);
 }
 
 struct rendezvous {
