@@ -37,6 +37,12 @@ enum sbx_fs_flags {
     SBX_FS_APPEND = 1 << 5,    /* write: append instead of truncating */
 };
 
+/* The mode bits sbx gives anything it creates or chmods (in a workspace or on the host): the
+ * permissions and the sticky bit, never S_ISUID or S_ISGID. A file that came from a sandbox, a
+ * manifest or an archive must not run with its owner's identity on the host, and the owner of
+ * a workspace may be root. Every mode sbx_fs applies is masked with it. */
+#define SBX_FS_MODE_MASK 01777
+
 /* openat2 beneath dirfd. flags are open(2) flags (O_CLOEXEC is added); fsflags SBX_FS_NOFOLLOW.
  * *out_fd: caller owns (close). path "" or "." opens dirfd's directory itself. Symlinks inside
  * the tree are followed unless SBX_FS_NOFOLLOW; magic links (/proc/PID/fd/N, /proc/PID/root)
@@ -55,7 +61,8 @@ SBX_API int sbx_fs_open(int dirfd, const char *path, int oflags, mode_t mode, in
 SBX_API int sbx_fs_read(int dirfd, const char *path, size_t max, struct sbx_buf *out,
                         struct sbx_error *err);
 
-/* Write data to path beneath dirfd with mode (applied exactly, umask ignored) for new files.
+/* Write data to path beneath dirfd with mode (applied exactly, umask ignored, masked with
+ * SBX_FS_MODE_MASK) for new files.
  * fsflags: SBX_FS_PARENTS, SBX_FS_EXCL, SBX_FS_ATOMIC, SBX_FS_APPEND, SBX_FS_NOFOLLOW.
  * - In place (default): an existing regular file is truncated (or appended to) and keeps its
  *   mode; a final symlink is refused with SBX_E_PERM "'x' is a symlink", never written through;
@@ -70,7 +77,8 @@ SBX_API int sbx_fs_read(int dirfd, const char *path, size_t max, struct sbx_buf 
 SBX_API int sbx_fs_write(int dirfd, const char *path, const void *data, size_t n, mode_t mode,
                          int fsflags, struct sbx_error *err);
 
-/* mkdir beneath dirfd; every directory created gets mode exactly (umask ignored). With
+/* mkdir beneath dirfd; every directory created gets mode exactly (umask ignored; masked with
+ * SBX_FS_MODE_MASK, so a setgid parent does not pass S_ISGID on either). With
  * SBX_FS_PARENTS missing parents are created and an existing directory is not an error (unless
  * SBX_FS_EXCL); an existing non-directory on the way is SBX_E_EXISTS "'x' exists and is not a
  * directory". Without it an existing path is SBX_E_EXISTS. */

@@ -234,7 +234,8 @@ SBX_API int sbx_session_read(struct sbx_session *s, const char *path, uint64_t m
 SBX_API int sbx_session_read_open(struct sbx_session *s, const char *path, int *out_fd,
                                   uint64_t *out_size, struct sbx_error *err);
 /* Replace (or with SBX_WRITE_APPEND extend) a file with data[0..n). New files get mode
- * (0: 0644). A replacement is atomic: readers see the old or the new content, never half. */
+ * (0: 0644) without S_ISUID and S_ISGID, which are dropped (SBX_FS_MODE_MASK). A replacement is
+ * atomic: readers see the old or the new content, never half. */
 SBX_API int sbx_session_write(struct sbx_session *s, const char *path, const void *data, size_t n,
                               mode_t mode, int flags, struct sbx_error *err);
 /* The same, streaming from fd until EOF, at most max bytes (0: SBX_FILE_DEFAULT_MAX; past it
@@ -291,7 +292,8 @@ enum sbx_rm_flags {
 /* Remove a file, symlink (never its target) or directory. The root itself cannot be removed. */
 SBX_API int sbx_session_rm(struct sbx_session *s, const char *path, int flags,
                            struct sbx_error *err);
-/* Set the permission bits (07777) of a file or directory; a symlink is refused. */
+/* Set the permission bits (07777) of a file or directory; a symlink is refused. S_ISUID and
+ * S_ISGID are dropped: nothing the harness puts in a workspace is setuid or setgid. */
 SBX_API int sbx_session_chmod(struct sbx_session *s, const char *path, mode_t mode,
                               struct sbx_error *err);
 

@@ -134,7 +134,7 @@ static int stage(struct sbx_patch_fs *fs, const struct sbx_patch_change *c, stru
             goto out;
         }
         s->has_tmp = 1;
-        mode = c->mode ? (mode_t)c->mode : exists ? st.st_mode & 07777 : 0644;
+        mode = (c->mode ? (mode_t)c->mode : exists ? st.st_mode : 0644) & SBX_FS_MODE_MASK;
         if ((rc = sbx_fd_write_all(fd, c->data, c->len, err)) < 0) {
             sbx_error_prefix(err, "cannot write '%s'", c->path);
             goto out;

@@ -695,6 +695,14 @@ static int cmd_cp(int argc, char **argv)
             rc = sbx_error_errno(&err, errno, "cannot open '%s'", dst_path ? dst_path : "-");
             goto out;
         }
+        /* A privileged writer keeps S_ISUID/S_ISGID of an existing file it overwrites: the
+         * sandbox's bytes must not become a setuid program on the host. */
+        struct stat ost;
+        if (fstat(out, &ost) == 0 && S_ISREG(ost.st_mode) && (ost.st_mode & (S_ISUID | S_ISGID)) &&
+            fchmod(out, ost.st_mode & SBX_FS_MODE_MASK) < 0) {
+            rc = sbx_error_errno(&err, errno, "cannot clear the setuid bits of '%s'", dst_path);
+            goto out;
+        }
         char buf[65536];
         for (;;) {
             ssize_t n = read(fd, buf, sizeof(buf));

@@ -299,7 +299,7 @@ static struct open_how make_how(int oflags, mode_t mode, int fsflags)
     how.flags = (uint64_t)(oflags | O_CLOEXEC);
     /* openat2 refuses a mode unless a file may be created */
     if (oflags & (O_CREAT | __O_TMPFILE))
-        how.mode = mode & 07777;
+        how.mode = mode & SBX_FS_MODE_MASK;
     how.resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS;
     if (fsflags & SBX_FS_NOFOLLOW)
         how.resolve |= RESOLVE_NO_SYMLINKS;
@@ -507,7 +507,7 @@ static int make_one_dir(int parentfd, const char *name, const char *shownpath, m
         return open_error(parentfd, shownpath, O_NOFOLLOW, SBX_FS_NOFOLLOW, errno, err);
     fd = (int)r;
     int rc = 0;
-    if (fchmod(fd, mode & 07777) < 0)
+    if (fchmod(fd, mode & SBX_FS_MODE_MASK) < 0)
         rc = sbx_error_errno(err, errno, "cannot set the mode of '%s'", shownpath);
     sbx_fd_close(&fd);
     return rc;
@@ -619,7 +619,7 @@ static int write_in_place(int parentfd, const char *path, const char *base, cons
     rc = check_regular(fd, path, err);
     if (rc < 0)
         goto out;
-    if (created && fchmod(fd, mode & 07777) < 0) {
+    if (created && fchmod(fd, mode & SBX_FS_MODE_MASK) < 0) {
         rc = sbx_error_errno(err, errno, "cannot set the mode of '%s'", path);
         goto out;
     }
@@ -661,7 +661,7 @@ static int write_and_rename(int parentfd, const char *tmp, const char *name, con
         sbx_error_prefix(err, "'%s'", path);
         goto out;
     }
-    if (fchmod(fd, mode & 07777) < 0) {
+    if (fchmod(fd, mode & SBX_FS_MODE_MASK) < 0) {
         rc = sbx_error_errno(err, errno, "cannot set the mode of '%s'", path);
         goto out;
     }
@@ -779,7 +779,7 @@ int sbx_fs_mkdir(int dirfd, const char *path, mode_t mode, int fsflags, struct s
         goto out;
     }
     fd = (int)r;
-    if (fchmod(fd, mode & 07777) < 0)
+    if (fchmod(fd, mode & SBX_FS_MODE_MASK) < 0)
         rc = sbx_error_errno(err, errno, "cannot set the mode of '%s'", path);
     sbx_fd_close(&fd);
 out:

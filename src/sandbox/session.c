@@ -500,7 +500,7 @@ static int do_write(struct sbx_session *s, const char *path, const struct sbx_fi
         rc = sbx_error_set(err, SBX_E_INVAL, 0, "mode %o is not a permission mode", (unsigned)mode);
         goto out;
     }
-    rc = s->ops->write(s, rel, r, max, mode, flags, err);
+    rc = s->ops->write(s, rel, r, max, mode & SBX_FS_MODE_MASK, flags, err);
 out:
     free(rel);
     return rc;
@@ -615,7 +615,7 @@ int sbx_session_chmod(struct sbx_session *s, const char *path, mode_t mode, stru
                              (unsigned)mode);
     int rc = sbx__session_path(s, path, 1, &rel, err);
     if (rc == 0)
-        rc = s->ops->chmod(s, rel, mode, err);
+        rc = s->ops->chmod(s, rel, mode & SBX_FS_MODE_MASK, err);
     free(rel);
     return rc;
 }

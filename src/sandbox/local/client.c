@@ -538,7 +538,8 @@ static int sess_write(struct sbx_session *bs, const char *path, const struct sbx
     if (rc < 0)
         goto out;
     if (flags & SBX_WRITE_APPEND) {
-        fd = openat(pfd, leaf, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode);
+        fd = openat(pfd, leaf, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+                    mode & SBX_FS_MODE_MASK);
         if (fd < 0) {
             rc = errno == ELOOP ? sbx_error_set(err, SBX_E_PERM, ELOOP,
                                                 "refusing to write through symlink '%s'", path)
@@ -572,7 +573,7 @@ static int sess_write(struct sbx_session *bs, const char *path, const struct sbx
         goto out;
     }
     rc = copy_in(fd, r, max, path, err);
-    if (rc == 0 && fchmod(fd, mode) < 0)
+    if (rc == 0 && fchmod(fd, mode & SBX_FS_MODE_MASK) < 0)
         rc = sbx_error_errno(err, errno, "cannot set the mode of '%s'", path);
     if (rc < 0)
         goto out;
@@ -756,7 +757,7 @@ static int sess_chmod(struct sbx_session *bs, const char *path, mode_t mode, str
         /* An O_PATH descriptor cannot fchmod; its /proc link names exactly that inode. */
         char proc[64];
         snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
-        if (chmod(proc, mode) < 0)
+        if (chmod(proc, mode & SBX_FS_MODE_MASK) < 0)
             rc = sbx_error_errno(err, errno, "cannot change the mode of '%s'", path);
     }
     close(fd);

@@ -196,7 +196,8 @@ struct sbx__bpf {
 
 /* Compile the two sandbox filters for the native architecture: allow is the allowlist (default
  * ENOSYS, EPERM for the dangerous calls, socket families), ioctl is a default-allow filter that
- * refuses TIOCSTI/TIOCLINUX with any high bits. SBX_E_SYS with libseccomp's error. */
+ * refuses TIOCSTI/TIOCLINUX with any high bits and (EPERM) every chmod, creating open, creat
+ * and mknod with S_ISUID or S_ISGID in the mode. SBX_E_SYS with libseccomp's error. */
 int sbx__seccomp_build(struct sbx__bpf *allow, struct sbx__bpf *ioctl, struct sbx_error *err);
 /* Compile the filter of the sandbox's PID 1: default-allow, refusing the mount API, new
  * namespaces, ptrace, keyrings, bpf, perf, modules and the other host-wide calls. */

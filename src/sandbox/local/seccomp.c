@@ -6,12 +6,15 @@
  *    shared state fail with EPERM; socket() only for the families a workspace needs. Only the
  *    native architecture is in the filter, so 32-bit entry points and x32 system call numbers
  *    kill the process (libseccomp's bad-architecture action).
- *  - ioctl: default-allow, refusing TIOCSTI, TIOCLINUX, TIOCSETD and TIOCCONS compared on the
- *    low 32 bits, so the
- *    high-bit variant (CVE-2019-10063) is refused too. It is a separate program because
- *    libseccomp lets an unconditional allow rule override conditional ones on the same call;
- *    stacked filters combine to the most restrictive answer. */
+ *  - arguments ("ioctl" in isolate.h): default-allow, refusing TIOCSTI, TIOCLINUX, TIOCSETD and
+ *    TIOCCONS compared on the low 32 bits, so the high-bit variant (CVE-2019-10063) is refused
+ *    too, and every chmod, open, creat and mknod whose mode carries S_ISUID or S_ISGID (a file
+ *    the sandbox writes lands on the host owned by the workspace owner, who may be root). It is
+ *    a separate program because libseccomp lets an unconditional allow rule override
+ *    conditional ones on the same call; stacked filters combine to the most restrictive
+ *    answer. */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
@@ -22,6 +25,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -63,8 +67,8 @@ static const char *const allowed[] = {
         "pkey_free", "pkey_mprotect",
         /* files */
         "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2",
-        "pwritev2", "open", "openat", "openat2", "creat", "close", "close_range", "lseek", "dup",
-        "dup2", "dup3", "fcntl", "flock", "fsync", "fdatasync", "sync", "syncfs", "sync_file_range",
+        "pwritev2", "open", "openat", "creat", "close", "close_range", "lseek", "dup", "dup2",
+        "dup3", "fcntl", "flock", "fsync", "fdatasync", "sync", "syncfs", "sync_file_range",
         "truncate", "ftruncate", "fallocate", "fadvise64", "readahead", "stat", "fstat", "lstat",
         "newfstatat", "statx", "statfs", "fstatfs", "access", "faccessat", "faccessat2", "readlink",
         "readlinkat", "getdents", "getdents64", "getcwd", "chdir", "fchdir", "mkdir", "mkdirat",
@@ -147,8 +151,11 @@ static const char *const refused[] = {"ptrace",
 
 /* Not in either list, so refused with the default ENOSYS, which libc and runtimes read as
  * "use the fallback": clone3 (its flags cannot be inspected), io_uring_setup/enter/register
- * (it would open sockets without socket()), and the new mount API (open_tree, move_mount,
- * fsopen, fsconfig, fsmount, fspick, mount_setattr). */
+ * (it would open sockets and create files without the calls filtered here), openat2 (its mode
+ * sits in memory the filter cannot read, so it could create a setuid file; libc falls back to
+ * openat), fchmodat2 when this libseccomp does not know it (otherwise its mode is checked
+ * below), and the new mount API (open_tree, move_mount, fsopen, fsconfig, fsmount, fspick,
+ * mount_setattr). */
 
 static int lib_error(struct sbx_error *err, int rc, const char *what, const char *name)
 {
@@ -234,6 +241,46 @@ static int add_main_rules(scmp_filter_ctx ctx, struct sbx_error *err)
     return 0;
 }
 
+/* The calls that take a file mode, with the position of the mode and of the open flags (-1:
+ * the call always creates or changes the mode). */
+static const struct mode_call {
+    const char *name;
+    int mode_arg;
+    int flags_arg;
+} mode_calls[] = {{"chmod", 1, -1},     {"fchmod", 1, -1}, {"fchmodat", 2, -1},
+                  {"fchmodat2", 2, -1}, {"creat", 1, -1},  {"mknod", 1, -1},
+                  {"mknodat", 2, -1},   {"open", 2, 1},    {"openat", 3, 2}};
+
+/* S_ISUID or S_ISGID in the mode, each tested on its own (a rule is a conjunction), and for the
+ * open calls only together with O_CREAT or O_TMPFILE: otherwise the mode is ignored. Only the
+ * low bits of the mode are compared, as the kernel reads them. */
+static int add_mode_rules(scmp_filter_ctx ctx, struct sbx_error *err)
+{
+    const uint64_t bits[] = {S_ISUID, S_ISGID};
+    const uint64_t creating[] = {O_CREAT, __O_TMPFILE};
+    for (size_t i = 0; i < SBX_ARRAY_LEN(mode_calls); i++) {
+        const struct mode_call *c = &mode_calls[i];
+        int nr = seccomp_syscall_resolve_name(c->name);
+        if (nr == __NR_SCMP_ERROR)
+            continue; /* not in the allowlist either: ENOSYS */
+        for (size_t b = 0; b < SBX_ARRAY_LEN(bits); b++) {
+            struct scmp_arg_cmp mode = {(unsigned)c->mode_arg, SCMP_CMP_MASKED_EQ, bits[b],
+                                        bits[b]};
+            int rc = 0;
+            if (c->flags_arg < 0)
+                rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 1, mode);
+            for (size_t f = 0; rc == 0 && c->flags_arg >= 0 && f < SBX_ARRAY_LEN(creating); f++) {
+                struct scmp_arg_cmp flag = {(unsigned)c->flags_arg, SCMP_CMP_MASKED_EQ, creating[f],
+                                            creating[f]};
+                rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), nr, 2, flag, mode);
+            }
+            if (rc < 0)
+                return lib_error(err, rc, "system call", c->name);
+        }
+    }
+    return 0;
+}
+
 static int add_ioctl_rules(scmp_filter_ctx ctx, struct sbx_error *err)
 {
     /* TIOCSETD can make the kernel load a line discipline module; TIOCCONS redirects the
@@ -245,7 +292,7 @@ static int add_ioctl_rules(scmp_filter_ctx ctx, struct sbx_error *err)
         if (rc < 0)
             return lib_error(err, rc, "system call", "ioctl");
     }
-    return 0;
+    return add_mode_rules(ctx, err);
 }
 
 /* What the sandbox's PID 1 (the supervisor) gives up once the root is built: it keeps its
