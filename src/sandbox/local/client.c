@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sandbox/local/isolate.h"
 #include "sandbox/local/local.h"
 #include "sandbox/local/net.h"
 #include "sandbox/session-internal.h"
@@ -42,6 +43,7 @@
 #define STATE_MAX           ((size_t)1 << 20)
 #define REQUEST_DEADLINE_MS 10000
 #define SHUTDOWN_WAIT_MS    30000
+#define IDRANGE_WAIT_MS     10000
 #define START_TIMEOUT_MS    10000
 #define COPY_CHUNK          65536
 
@@ -1413,6 +1415,10 @@ static int lc_list(struct sbx_client *bc, json_t **out, struct sbx_error *err)
             check_state(state, e->d_name, &ignored) == 0 &&
             request(dir, e->d_name, req, &reply, NULL, 0, NULL, REQUEST_DEADLINE_MS, &ignored) ==
                     0) {
+            /* Live facts come from the supervisor: the host ids it holds (root runners). */
+            json_t *ids = json_object_get(reply, "host_ids");
+            if (json_is_object(ids))
+                sbx_json_set(state, "host_ids", json_incref(ids));
             items = sbx_xrealloc(items, (n + 1) * sizeof(*items));
             items[n++] = state;
             state = NULL;
@@ -1452,7 +1458,18 @@ static int lc_remove(struct sbx_client *bc, const char *prefix, int keep_workspa
         ws = json_string_value(json_object_get(state, "workspace"));
         owned = json_is_true(json_object_get(state, "workspace_owned"));
     }
+    /* The host id range is freed by the host-side supervisor, which may outlive PID 1 by a
+     * moment: rm returns once the range is free. */
+    json_t *req = json_pack("{s:s}", "op", "info"), *reply = NULL;
+    json_int_t first = 0;
+    if (request(dir, id, req, &reply, NULL, 0, NULL, REQUEST_DEADLINE_MS, NULL) == 0)
+        first = json_integer_value(json_object_get(json_object_get(reply, "host_ids"), "first"));
+    json_decref(req);
+    json_decref(reply);
     rc = stop_and_clean(dir, id, ws, owned && !keep_workspace, err);
+    if (rc == 0 && first > 0 && first <= UINT32_MAX &&
+        !sbx__idrange_wait_free(NULL, (uint32_t)first, id, IDRANGE_WAIT_MS))
+        sbx_log(SBX_LOG_WARN, "sandbox '%s': its host id range is still held", id);
 out:
     if (rc < 0)
         sbx_error_prefix(err, "cannot remove sandbox '%s'", prefix);

@@ -78,6 +78,9 @@ struct sbx__isolation {
     int privileged; /* caller is host root: range maps, setgroups allowed */
     int dedicated;  /* privileged, and commands run as dedicated host ids (idmapped workspace) */
     int ws_tree;    /* detached idmapped mount of the workspace, -1 = bind it by path */
+    struct sbx__idrange idr; /* privileged: the sandbox's own host ids */
+    char *id;                /* sandbox id, for the range's record */
+    char *idrange_dir;       /* NULL = SBX__IDRANGE_DIR */
     struct sbx__cgroup cg;
     pid_t middle;
 };
@@ -188,6 +191,7 @@ int sbx__isolation_new(const struct sbx__isolation_spec *spec, struct sbx__isola
     sbx__cgroup_init(&iso->cg);
     iso->middle = -1;
     iso->ws_tree = -1;
+    iso->idr.fd = iso->idr.dir_fd = -1;
     /* The plan's rules apply to what the paths are, not to how they are spelled: a symlink to
      * /root or to / must meet the same refusal. */
     struct sbx__isolation_spec resolved = *spec;
@@ -207,6 +211,8 @@ int sbx__isolation_new(const struct sbx__isolation_spec *spec, struct sbx__isola
     iso->net = spec->net;
     iso->limits = spec->limits;
     iso->cgroup_name = spec->cgroup_name ? sbx_xstrdup(spec->cgroup_name) : NULL;
+    iso->id = sbx_xstrdup(spec->id ? spec->id : "");
+    iso->idrange_dir = spec->idrange_dir ? sbx_xstrdup(spec->idrange_dir) : NULL;
     if (spec->nusers == 0)
         sbx_strv_push(&iso->users, SBX__ISOLATION_DEFAULT_USER);
     for (size_t i = 0; i < spec->nusers; i++)
@@ -260,6 +266,9 @@ void sbx__isolation_free(struct sbx__isolation *iso)
     free(iso->workspace);
     free(iso->hostname);
     free(iso->cgroup_name);
+    free(iso->id);
+    free(iso->idrange_dir);
+    sbx__idrange_release(&iso->idr);
     sbx_strv_release(&iso->users);
     sbx_strv_release(&iso->env);
     sbx__bpf_release(&iso->bpf_main);
@@ -269,6 +278,15 @@ void sbx__isolation_free(struct sbx__isolation *iso)
     if (iso->ws_tree >= 0)
         close(iso->ws_tree);
     free(iso);
+}
+
+int sbx__isolation_host_ids(const struct sbx__isolation *iso, uint32_t *first, uint32_t *count)
+{
+    if (!iso->privileged || iso->idr.first == 0)
+        return 0;
+    *first = iso->idr.first;
+    *count = SBX__IDRANGE_SIZE;
+    return 1;
 }
 
 pid_t sbx__isolation_inner_pid(const struct sbx__isolation *iso)
@@ -793,12 +811,12 @@ static int write_proc(pid_t pid, const char *file, const char *text, struct sbx_
 
 /* Id maps of the sandbox. Unprivileged: the default user is the caller (one id each).
  * Root with an idmapped workspace: inside 0 is host 0 (PID 1 only; commands never hold it) and
- * the users and groups are dedicated host ids (100000 + sandbox id). Root without: the default
- * user is the caller, the others dedicated ids. */
+ * the users and groups are ids of the sandbox's own host range (first + sandbox id). Root
+ * without: the default user is the caller, the others ids of the range. */
 static void id_maps(const struct sbx__isolation *iso, char **uid_map, char **gid_map)
 {
     const unsigned fu = SBX__ISOLATION_FIRST_UID, fg = SBX__ISOLATION_FIRST_GID;
-    const unsigned base = SBX__ISOLATION_HOST_ID_BASE;
+    const unsigned base = iso->idr.first;
     size_t nu = iso->users.n, ng = iso->ngroups;
     if (!iso->privileged) {
         *uid_map = sbx_xasprintf("%u %u 1\n", fu, (unsigned)iso->host_uid);
@@ -835,16 +853,20 @@ static int write_maps(const struct sbx__isolation *iso, pid_t pid, struct sbx_er
     return rc;
 }
 
-/* A user namespace whose maps turn on-disk owner 0 into the default user's dedicated host id
- * (and the other users' and groups' dedicated ids into themselves): the idmapping of the
- * workspace mount. *out: an fd on it, caller owns. */
+/* A user namespace whose maps turn the workspace owner's on-disk ids into the default user's
+ * host id, and the other users' and groups' on-disk ids (100000 + sandbox id, the same in
+ * every sandbox) into their ids in this sandbox's range: the idmapping of the workspace mount.
+ * *out: an fd on it, caller owns. */
 static int idmap_userns(const struct sbx__isolation *iso, int *out, struct sbx_error *err)
 {
     const unsigned fu = SBX__ISOLATION_FIRST_UID, fg = SBX__ISOLATION_FIRST_GID;
-    const unsigned base = SBX__ISOLATION_HOST_ID_BASE;
+    const unsigned disk = SBX__ISOLATION_HOST_ID_BASE, base = iso->idr.first;
     size_t nu = iso->users.n, ng = iso->ngroups;
     int sync[2] = {-1, -1}, rc = 0, fd = -1;
     char c, path[64];
+    struct stat ws;
+    if (stat(iso->workspace, &ws) < 0)
+        return sbx_error_errno(err, errno, "workspace '%s'", iso->workspace);
     if (pipe2(sync, O_CLOEXEC) < 0)
         return sbx_error_errno(err, errno, "cannot create a pipe");
     pid_t pid = fork();
@@ -865,11 +887,11 @@ static int idmap_userns(const struct sbx__isolation *iso, int *out, struct sbx_e
         rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "cannot create the workspace id mapping");
         goto out;
     }
-    char *rest = nu > 1 ? sbx_xasprintf("%u %u %zu\n", base + fu + 1, base + fu + 1, nu - 1)
+    char *rest = nu > 1 ? sbx_xasprintf("%u %u %zu\n", disk + fu + 1, base + fu + 1, nu - 1)
                         : sbx_xstrdup("");
-    char *groups = ng ? sbx_xasprintf("%u %u %zu\n", base + fg, base + fg, ng) : sbx_xstrdup("");
-    char *uid_map = sbx_xasprintf("0 %u 1\n%s", base + fu, rest);
-    char *gid_map = sbx_xasprintf("0 %u 1\n%s%s", base + fu, rest, groups);
+    char *groups = ng ? sbx_xasprintf("%u %u %zu\n", disk + fg, base + fg, ng) : sbx_xstrdup("");
+    char *uid_map = sbx_xasprintf("%u %u 1\n%s", (unsigned)ws.st_uid, base + fu, rest);
+    char *gid_map = sbx_xasprintf("%u %u 1\n%s%s", (unsigned)ws.st_gid, base + fu, rest, groups);
     rc = write_proc(pid, "uid_map", uid_map, err);
     if (rc == 0)
         rc = write_proc(pid, "gid_map", gid_map, err);
@@ -981,6 +1003,7 @@ static int middle_main(struct sbx__isolation *iso, pid_t outer, int go_fd, int u
             goto fail;
         }
         close_fd(&iso->ws_tree);
+        sbx__idrange_drop(&iso->idr); /* the outer process holds the range */
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
             sbx_error_errno(&e, errno, "cannot set no_new_privs on the sandbox init");
             goto fail;
@@ -1036,6 +1059,11 @@ int sbx__isolation_enter(struct sbx__isolation *iso, enum sbx__isolation_role *r
 
     if (iso->middle > 0)
         return sbx_error_set(err, SBX_E_INVAL, 0, "the sandbox isolation was already entered");
+    /* Before anything runs as the range's ids; a root runner never falls back to ids that
+     * other sandboxes share. */
+    if (iso->privileged && iso->idr.fd < 0 &&
+        (rc = sbx__idrange_acquire(iso->idrange_dir, iso->id, &iso->idr, err)) < 0)
+        return rc;
     if (iso->privileged && iso->ws_tree < 0) {
         struct sbx_error e = SBX_ERROR_INIT;
         iso->dedicated = idmapped_workspace(iso, &e) == 0;
@@ -1049,8 +1077,10 @@ int sbx__isolation_enter(struct sbx__isolation *iso, enum sbx__isolation_role *r
         if (!l.pids)
             l.pids = 1024;
         if ((rc = sbx__cgroup_create(iso->cgroup_name, &l, required_mask(&iso->limits), &iso->cg,
-                                     err)) < 0)
+                                     err)) < 0) {
+            sbx__idrange_release(&iso->idr);
             return rc;
+        }
     }
     if (pipe2(go, O_CLOEXEC) < 0 || pipe2(up, O_CLOEXEC) < 0 || pipe2(res, O_CLOEXEC) < 0) {
         rc = sbx_error_errno(err, errno, "cannot create pipes");
@@ -1117,6 +1147,7 @@ fail:
     close_fd(&res[0]);
     close_fd(&res[1]);
     sbx__cgroup_destroy(&iso->cg);
+    sbx__idrange_release(&iso->idr);
     return rc;
 }
 
@@ -1147,6 +1178,8 @@ int sbx__isolation_outer_wait(struct sbx__isolation *iso, int *status, struct sb
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     iso->middle = -1;
     sbx__cgroup_destroy(&iso->cg);
+    /* The processes are gone with the cgroups (or with the pid namespace): the ids are free. */
+    sbx__idrange_release(&iso->idr);
     if (rc == 0)
         *status = st;
     return rc;

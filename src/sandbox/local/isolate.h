@@ -100,6 +100,8 @@ struct sbx__isolation_spec {
     struct sbx__isolation_limits limits;
     const char *cgroup_name; /* leaf name of the sandbox cgroups, e.g. "sbx-<id>"; NULL = none */
     const char *host_home;   /* caller's home directory, refused as a grant source; may be NULL */
+    const char *id;          /* sandbox id, recorded with its host id range; may be NULL */
+    const char *idrange_dir; /* NULL = SBX__IDRANGE_DIR */
 };
 
 #define SBX__ISOLATION_DEFAULT_ROOT     "/workspace"
@@ -114,8 +116,50 @@ struct sbx__isolation_spec {
 #define SBX__ISOLATION_MAX_ENV_BYTES    (256 * 1024)
 /* RLIMIT_NPROC of commands when no pids cgroup limits the sandbox. */
 #define SBX__ISOLATION_NPROC_FALLBACK 4096
-/* Host ids of the non-default users when the caller is root: 100000 + sandbox id. */
+/* On-disk ids, in an idmapped workspace, of the non-default users and of the groups when the
+ * caller is root: 100000 + sandbox id, the same for every sandbox (a kept workspace keeps its
+ * owners), while the processes run as ids of the sandbox's own host id range. */
 #define SBX__ISOLATION_HOST_ID_BASE 100000
+
+/* ---- host id ranges of root-run sandboxes (idrange.c) ----
+ *
+ * A root-run sandbox's ids k (1 <= k < 65536; users 1000 + i, groups 2000 + i) are host ids
+ * first + k of a range that no other live sandbox holds: slot n is [BASE + n * SIZE, +SIZE).
+ * BASE is above systemd's container range (524288..1879048191) and the slots stop below its
+ * "foreign" range (2147352576..), and below 2^31, where tools that read ids as signed break.
+ * Slots whose ids meet a user or group of /etc/passwd and /etc/group, or a range of
+ * /etc/subuid or /etc/subgid, are skipped. */
+#define SBX__IDRANGE_DIR   "/run/sbx-idranges"
+#define SBX__IDRANGE_BASE  0x70000000u /* 1879048192 */
+#define SBX__IDRANGE_SIZE  65536u
+#define SBX__IDRANGE_SLOTS 4094u /* the last id is 0x7ffdffff */
+
+struct sbx__idrange {
+    uint32_t first; /* host id of sandbox id 0 (never mapped: 0 is host root for PID 1) */
+    unsigned slot;
+    int fd;     /* the locked slot file, -1 = none */
+    int dir_fd; /* the slot directory, -1 = none */
+};
+
+/* What sbx__idrange_overlaps parses: passwd (uid and gid fields), group (gid), subuid/subgid
+ * (first and count). */
+enum { SBX__IDRANGE_PASSWD, SBX__IDRANGE_GROUP, SBX__IDRANGE_SUBID };
+/* Whether [first, first + count) meets an id of the text of an id file of kind. Pure. */
+int sbx__idrange_overlaps(const char *text, int kind, uint64_t first, uint64_t count);
+/* Take the first free slot in dir (NULL = SBX__IDRANGE_DIR; created 0700, refused with
+ * SBX_E_PERM unless a root-owned directory closed to others), record "id pid" in it and keep
+ * it locked. Never blocks. SBX_E_TOOBIG when every slot is taken. *out: release with
+ * sbx__idrange_release (the holder) or sbx__idrange_drop (a forked copy). */
+int sbx__idrange_acquire(const char *dir, const char *id, struct sbx__idrange *out,
+                         struct sbx_error *err);
+/* Free the slot: remove its file and unlock. r is left empty. */
+void sbx__idrange_release(struct sbx__idrange *r);
+/* Close this process's descriptors of r without freeing the slot (another copy holds it). */
+void sbx__idrange_drop(struct sbx__idrange *r);
+/* After a sandbox was stopped: wait up to timeout_ms until the range starting at first is no
+ * longer held for sandbox id (its supervisor may still be exiting), removing a file nobody
+ * holds. 1 when it is free, 0 when it is still held at the deadline. */
+int sbx__idrange_wait_free(const char *dir, uint32_t first, const char *id, int timeout_ms);
 
 /* ---- the plan: pure data ---- */
 
@@ -289,6 +333,9 @@ int sbx__isolation_enter(struct sbx__isolation *iso, enum sbx__isolation_role *r
  * process. Blocks. Blocks those signals in the calling thread while it waits (other threads of
  * the outer process, such as a proxy, should keep them blocked). */
 int sbx__isolation_outer_wait(struct sbx__isolation *iso, int *status, struct sbx_error *err);
+/* The sandbox's host id range (privileged runners, once entered): 1 with *first and *count
+ * set, 0 when commands run as the caller's ids. */
+int sbx__isolation_host_ids(const struct sbx__isolation *iso, uint32_t *first, uint32_t *count);
 /* OUTER only: host pid of the middle process, which shares every namespace of the sandbox
  * except the pid namespace (kill it to end the sandbox). */
 pid_t sbx__isolation_inner_pid(const struct sbx__isolation *iso);

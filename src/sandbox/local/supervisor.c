@@ -669,6 +669,11 @@ static void handle(struct sup *s, int ci, json_t *req)
         sbx_json_set(m, "id", sbx_json_str(s->id));
         sbx_json_set(m, "pid", json_integer(getpid()));
         sbx_json_set(m, "root", sbx_json_str(s->root));
+        uint32_t first, count;
+        if (s->iso && sbx__isolation_host_ids(s->iso, &first, &count))
+            sbx_json_set(
+                    m, "host_ids",
+                    json_pack("{s:I,s:I}", "first", (json_int_t)first, "count", (json_int_t)count));
         reply(s, ci, m, NULL, 0);
         drop_conn(s, ci);
     } else if (strcmp(op, "root") == 0) {
@@ -902,6 +907,7 @@ static int load_isolation(struct sup *s, const json_t *cfg, struct sbx_error *er
     spec.env = (const char *const *)s->env.v;
     char *cg = sbx_xasprintf("sbx-%s", s->id);
     spec.cgroup_name = cg;
+    spec.id = s->id;
     if ((rc = sbx_json_get_string(sb, "net", 0, &net, err)) < 0 ||
         (rc = sbx_json_get_string(sb, "host_home", 0, &spec.host_home, err)) < 0)
         goto out;
