@@ -424,6 +424,83 @@ static void test_names_and_cgroup_parse(void)
               "cgroup controller pids is not mounted");
 }
 
+static void test_idrange_overlaps(void)
+{
+    const uint64_t b = SBX__IDRANGE_BASE, n = SBX__IDRANGE_SIZE;
+    const char *passwd = "root:x:0:0:root:/root:/bin/sh\nbig:x:1879048200:5:x:/:/bin/sh\n"
+                         "bad:x:18790482000000000000000:1:x:/:/bin/sh\nshort:x\n";
+    CHECK(sbx__idrange_overlaps(passwd, SBX__IDRANGE_PASSWD, b, n));
+    CHECK(!sbx__idrange_overlaps(passwd, SBX__IDRANGE_PASSWD, b + n, n));
+    CHECK(sbx__idrange_overlaps("g:x:1879113728:\n", SBX__IDRANGE_GROUP, b + n, n));
+    CHECK(!sbx__idrange_overlaps("g:x:1879113728:\n", SBX__IDRANGE_GROUP, b, n));
+    /* subuid: a range that starts below and reaches into the slot, and one that just ends */
+    CHECK(sbx__idrange_overlaps("u:1879000000:100000\n", SBX__IDRANGE_SUBID, b, n));
+    CHECK(!sbx__idrange_overlaps("u:1878982656:65536\n", SBX__IDRANGE_SUBID, b, n));
+    CHECK(!sbx__idrange_overlaps("u:100000:65536\nv:165536:0\n", SBX__IDRANGE_SUBID, b, n));
+    CHECK(!sbx__idrange_overlaps("", SBX__IDRANGE_SUBID, b, n));
+}
+
+/* Slots are exclusive while held, reusable once released or when their holder is gone, and
+ * the directory must be root's alone. */
+static void test_idrange_slots(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    char dir[] = "/tmp/sbx-idrange-test.XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char *slots = sbx_xasprintf("%s/slots", dir);
+    struct sbx__idrange a = {.fd = -1, .dir_fd = -1}, b = a, c = a;
+    if (geteuid() != 0) {
+        CHECK_ERR(sbx__idrange_acquire(slots, "a", &a, &err), SBX_E_PERM, &err,
+                  "owned by root with mode 0700");
+        goto out;
+    }
+    CHECK_OK(sbx__idrange_acquire(slots, "a", &a, &err), &err);
+    CHECK_OK(sbx__idrange_acquire(slots, "b", &b, &err), &err);
+    CHECK(a.first != b.first);
+    CHECK((a.first - SBX__IDRANGE_BASE) % SBX__IDRANGE_SIZE == 0);
+    unsigned a_slot = a.slot;
+    /* A forked holder that dies (SIGKILL of a supervisor) frees its slot by dying. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct sbx__idrange k = {.fd = -1, .dir_fd = -1};
+        struct sbx_error e = SBX_ERROR_INIT;
+        _exit(sbx__idrange_acquire(slots, "killed", &k, &e) == 0 ? (int)k.slot : 255);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    CHECK(WIFEXITED(st) && WEXITSTATUS(st) != 255);
+    char *stale = sbx_xasprintf("%s/slot-%d", slots, WEXITSTATUS(st));
+    CHECK(access(stale, F_OK) == 0); /* its file stays, unlocked */
+    CHECK_OK(sbx__idrange_acquire(slots, "c", &c, &err), &err);
+    CHECK_EQ_INT(c.slot, WEXITSTATUS(st)); /* and is taken again */
+    free(stale);
+    sbx__idrange_release(&c);
+    char *path = sbx_xasprintf("%s/slot-%u", slots, a_slot);
+    sbx__idrange_release(&a);
+    CHECK(access(path, F_OK) < 0 && errno == ENOENT);
+    CHECK_OK(sbx__idrange_acquire(slots, "again", &a, &err), &err);
+    CHECK_EQ_INT(a.slot, a_slot);
+    CHECK(sbx__idrange_wait_free(slots, b.first, "not-b", 0) == 1); /* held, but for b */
+    CHECK(sbx__idrange_wait_free(slots, b.first, "b", 0) == 0);     /* still held for b */
+    free(path);
+    /* A directory others can enter is refused. */
+    CHECK(chmod(slots, 0711) == 0);
+    CHECK_ERR(sbx__idrange_acquire(slots, "x", &c, &err), SBX_E_PERM, &err, "mode 0700");
+    CHECK(chmod(slots, 0700) == 0);
+    /* So is a symlink to a directory. */
+    char *link = sbx_xasprintf("%s/link", dir);
+    CHECK(symlink(slots, link) == 0);
+    CHECK(sbx__idrange_acquire(link, "x", &c, &err) < 0);
+    unlink(link);
+    free(link);
+out:
+    sbx__idrange_release(&a);
+    sbx__idrange_release(&b);
+    CHECK(rmdir(slots) == 0); /* every slot file went with its release */
+    CHECK(rmdir(dir) == 0);
+    free(slots);
+}
+
 static void test_env_and_users(void)
 {
     struct sbx__isolation_spec s = {0};
@@ -504,10 +581,17 @@ static void test_identity_and_namespaces(void)
     const char *preload = getenv("LD_PRELOAD");
     int valgrind = preload && strstr(preload, "vgpreload");
     int fallback = privileged() && valgrind;
-    unsigned want = privileged() ? (valgrind ? 0u : 101000u) : (unsigned)geteuid();
-    char map_check[128];
-    snprintf(map_check, sizeof(map_check),
-             "test \"$(awk '$1 == 1000 {print $2}' /proc/self/uid_map)\" = %u", want);
+    unsigned want = privileged() ? (valgrind ? 0u : 1000u) : (unsigned)geteuid();
+    char map_check[256];
+    if (privileged() && !valgrind) /* an id of the sandbox's own range: first + 1000 */
+        snprintf(map_check, sizeof(map_check),
+                 "awk '$1 == 1000 {h = $2} END {exit !(h >= %u && h < %u && (h - %u) %% %u == "
+                 "%u)}' /proc/self/uid_map",
+                 SBX__IDRANGE_BASE, SBX__IDRANGE_BASE + SBX__IDRANGE_SLOTS * SBX__IDRANGE_SIZE,
+                 SBX__IDRANGE_BASE, SBX__IDRANGE_SIZE, want);
+    else
+        snprintf(map_check, sizeof(map_check),
+                 "test \"$(awk '$1 == 1000 {print $2}' /proc/self/uid_map)\" = %u", want);
     warnings.len = 0;
     sbx_log_set_handler(capture_log, NULL, SBX_LOG_WARN);
     int st = sh(map_check);
@@ -955,6 +1039,8 @@ int main(int argc, char **argv)
     TAP_RUN(test_plan_errors);
     TAP_RUN(test_names_and_cgroup_parse);
     TAP_RUN(test_env_and_users);
+    TAP_RUN(test_idrange_overlaps);
+    TAP_RUN(test_idrange_slots);
 
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
