@@ -968,6 +968,21 @@ static int middle_main(struct sbx__isolation *iso, pid_t outer, int go_fd, int u
     char c = 0;
     if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != outer)
         _exit(1);
+    /* The kernel charges the per-user counts of everything in a user namespace (inotify
+     * instances, processes, namespaces) to the namespace's owner in the parent, not to the
+     * mapped ids: a root-run sandbox's namespace is owned by the first id of its range, which
+     * no process holds (sandbox id 0 is host 0), so no two sandboxes share those counts. */
+    if (iso->privileged && iso->idr.first) {
+        uid_t owner = (uid_t)iso->idr.first;
+        if (setgroups(0, NULL) < 0 || setresgid(owner, owner, owner) < 0 ||
+            setresuid(owner, owner, owner) < 0) {
+            sbx_error_errno(&e, errno, "cannot switch to the owner id of the sandbox");
+            goto fail;
+        }
+        /* A change of identity clears the parent-death signal. */
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != outer)
+            _exit(1);
+    }
     if (unshare(CLONE_NEWUSER) < 0) {
         sbx_error_errno(&e, errno,
                         "cannot create a user namespace (kernel feature CONFIG_USER_NS; check "
@@ -979,6 +994,15 @@ static int middle_main(struct sbx__isolation *iso, pid_t outer, int go_fd, int u
         _exit(1);
     close(up_fd);
     close(go_fd);
+    /* Back to root of the new namespace (host root, mapped 0 to 0) for building the root. */
+    if (iso->privileged && iso->idr.first) {
+        if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0) {
+            sbx_error_errno(&e, errno, "cannot become root of the sandbox's user namespace");
+            goto fail;
+        }
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != outer)
+            _exit(1);
+    }
     for (size_t i = 0; i < SBX_ARRAY_LEN(ns_steps); i++) {
         if (ns_steps[i].flag == CLONE_NEWNET && iso->net != SBX__NET_NONE)
             continue;
