@@ -1194,6 +1194,25 @@ static void test_dir_apply(void)
     }
 }
 
+/* A patch never leaves a setuid or setgid file: the harness may be root and the workspace
+ * root's, so an updated file drops the bits its old version had. */
+static void test_dir_no_setuid(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_patch_result res;
+    put(ws, "suid.sh", "#!/bin/sh\necho one\n");
+    char *f = sbx_xasprintf("%s/suid.sh", ws);
+    CHECK(chmod(f, 06755) == 0);
+    free(f);
+    CHECK_OK(dir_apply("*** Begin Patch\n*** Update File: suid.sh\n-echo one\n+echo two\n"
+                       "*** End Patch\n",
+                       &res, &err),
+             &err);
+    CHECK_EQ_STR(get(ws, "suid.sh"), "#!/bin/sh\necho two\n");
+    CHECK_EQ_INT(mode_of("suid.sh"), 0755);
+    sbx_patch_result_release(&res);
+}
+
 static void test_dir_symlinks_refused(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -1278,6 +1297,7 @@ static void test_dir(void)
         return;
     }
     TAP_RUN(test_dir_apply);
+    TAP_RUN(test_dir_no_setuid);
     TAP_RUN(test_dir_symlinks_refused);
     TAP_RUN(test_dir_failure_half_way);
     dir_teardown();
