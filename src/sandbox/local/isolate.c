@@ -994,9 +994,11 @@ static int middle_main(struct sbx__isolation *iso, pid_t outer, int go_fd, int u
         _exit(1);
     close(up_fd);
     close(go_fd);
-    /* Back to root of the new namespace (host root, mapped 0 to 0) for building the root. */
+    /* Back to host root for building the root: sandbox id 0, or the default user's id in the
+     * fallback without an idmapped workspace, where host root is the default user. */
     if (iso->privileged && iso->idr.first) {
-        if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0) {
+        uid_t back = iso->dedicated ? 0 : SBX__ISOLATION_FIRST_UID;
+        if (setresgid(back, back, back) < 0 || setresuid(back, back, back) < 0) {
             sbx_error_errno(&e, errno, "cannot become root of the sandbox's user namespace");
             goto fail;
         }
