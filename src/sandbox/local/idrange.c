@@ -233,7 +233,7 @@ int sbx__idrange_wait_free(const char *dir, uint32_t first, const char *id, int 
     snprintf(name, sizeof(name), "slot-%u", (first - SBX__IDRANGE_BASE) / SBX__IDRANGE_SIZE);
     int dfd = open(dir ? dir : SBX__IDRANGE_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dfd < 0)
-        return 0;
+        return errno == ENOENT; /* no directory: no slot either */
     int freed = 0;
     int64_t deadline = sbx_deadline_after_ms(timeout_ms);
     for (;;) {
