@@ -473,8 +473,13 @@ static void test_idrange_slots(void)
     CHECK(access(stale, F_OK) == 0); /* its file stays, unlocked */
     CHECK_OK(sbx__idrange_acquire(slots, "c", &c, &err), &err);
     CHECK_EQ_INT(c.slot, WEXITSTATUS(st)); /* and is taken again */
+    /* Prune removes a stale file and nothing that is held. */
+    sbx__idrange_drop(&c); /* as if c's holder had died */
+    unsigned pruned = 0;
+    CHECK_OK(sbx__idrange_prune(slots, &pruned, &err), &err);
+    CHECK_EQ_INT(pruned, 1);
+    CHECK(access(stale, F_OK) < 0);
     free(stale);
-    sbx__idrange_release(&c);
     char *path = sbx_xasprintf("%s/slot-%u", slots, a_slot);
     sbx__idrange_release(&a);
     CHECK(access(path, F_OK) < 0 && errno == ENOENT);

@@ -10,6 +10,7 @@
  * Releasing unlinks the file while the lock is still held. A process that opened the old file
  * just before may get the lock after that; it then sees that the name no longer leads to the
  * inode it locked and tries again, so two holders of one slot never coexist. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -260,4 +261,41 @@ int sbx__idrange_wait_free(const char *dir, uint32_t first, const char *id, int 
     }
     close(dfd);
     return freed;
+}
+
+int sbx__idrange_prune(const char *dir, unsigned *removed, struct sbx_error *err)
+{
+    int dfd, rc;
+    unsigned n = 0;
+    if ((rc = open_dir(dir ? dir : SBX__IDRANGE_DIR, &dfd, err)) < 0)
+        return rc;
+    int lfd = dup(dfd);
+    DIR *d = lfd >= 0 ? fdopendir(lfd) : NULL;
+    if (!d) {
+        rc = sbx_error_errno(err, errno, "cannot list the host id range directory");
+        if (lfd >= 0)
+            close(lfd);
+        close(dfd);
+        return rc;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (strncmp(e->d_name, "slot-", 5) != 0)
+            continue;
+        int fd = openat(dfd, e->d_name, O_RDWR | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0)
+            continue;
+        struct stat a, b;
+        /* The same protocol as an allocation: only a file nobody holds, still under its name. */
+        if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &a) == 0 &&
+            fstatat(dfd, e->d_name, &b, AT_SYMLINK_NOFOLLOW) == 0 && a.st_ino == b.st_ino &&
+            a.st_dev == b.st_dev && unlinkat(dfd, e->d_name, 0) == 0)
+            n++;
+        close(fd);
+    }
+    closedir(d);
+    close(dfd);
+    if (removed)
+        *removed = n;
+    return 0;
 }

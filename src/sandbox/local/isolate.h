@@ -160,6 +160,10 @@ void sbx__idrange_drop(struct sbx__idrange *r);
  * longer held for sandbox id (its supervisor may still be exiting), removing a file nobody
  * holds. 1 when it is free, 0 when it is still held at the deadline. */
 int sbx__idrange_wait_free(const char *dir, uint32_t first, const char *id, int timeout_ms);
+/* Remove every slot file of dir (NULL = SBX__IDRANGE_DIR) that no live supervisor holds:
+ * what killed supervisors left (harmless, since allocation takes them again, but clutter).
+ * *removed (may be NULL) gets the count. Errors as sbx__idrange_acquire's directory checks. */
+int sbx__idrange_prune(const char *dir, unsigned *removed, struct sbx_error *err);
 
 /* ---- the plan: pure data ---- */
 
