@@ -18,6 +18,7 @@ fi
 bg=()
 cleanup() {
     for p in "${bg[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+    for id in $(ls "$T/run2/sbx" 2>/dev/null); do XDG_RUNTIME_DIR=$T/run2 "$SBX" sandbox rm "$id" >/dev/null 2>&1; done
     sandbox_cleanup
 }
 trap cleanup EXIT
@@ -75,6 +76,13 @@ if [ -n "$fa" ] && [ -n "$fb" ] && [ $(((fa - BASE) % SIZE)) = 0 ] && [ $(((fb -
 else
     not_ok "two live sandboxes hold disjoint host id ranges"; diag "a=$fa b=$fb"
 fi
+# Another runtime directory (another user's sbx, say) still gets a range of its own.
+mkdir -m 0700 "$T/run2"
+o=$(XDG_RUNTIME_DIR=$T/run2 "$SBX" sandbox create)
+fo=$(XDG_RUNTIME_DIR=$T/run2 field "$o" first)
+if [ -n "$fo" ] && [ "$fo" != "$fa" ] && [ "$fo" != "$fb" ]; then ok "a sandbox of another runtime directory gets another range ($fo)"; else
+    not_ok "a sandbox of another runtime directory gets another range"; diag "a=$fa b=$fb other=$fo"; fi
+XDG_RUNTIME_DIR=$T/run2 "$SBX" sandbox rm "$o" >/dev/null 2>&1
 start_sleep "$a" 1$$
 start_sleep "$b" 2$$
 ua=$(host_uid 1$$) ub=$(host_uid 2$$)
