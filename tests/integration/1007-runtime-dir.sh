@@ -57,10 +57,14 @@ chown "$user" "$T/xdg"
 run as_user env XDG_RUNTIME_DIR="$T/xdg" "$SBX" sandbox ps
 expect_rc 1 "a runtime dir owned by another user is refused"
 expect_in "$T/err" "'$T/xdg/sbx' is not a directory owned by uid $uid" "the error names it"
-# Our own directory with loose permissions is closed down, not refused.
+# Our own directory that others can enter is closed down; one they can write is refused.
 chown "$user" "$T/xdg/sbx"
-chmod 0777 "$T/xdg/sbx"
+chmod 0755 "$T/xdg/sbx"
 run as_user env XDG_RUNTIME_DIR="$T/xdg" "$SBX" sandbox ps
-expect_rc 0 "our own runtime dir with loose bits is accepted"
+expect_rc 0 "our own runtime dir with read bits for others is accepted"
 expect_eq "$(stat -c %a "$T/xdg/sbx")" 700 "and made 0700"
+chmod 0733 "$T/xdg/sbx"
+run as_user env XDG_RUNTIME_DIR="$T/xdg" "$SBX" sandbox ps
+expect_rc 1 "our own runtime dir writable by others is refused"
+expect_in "$T/err" "writable by others" "the error says why"
 done_testing

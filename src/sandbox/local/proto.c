@@ -288,8 +288,8 @@ out:
 }
 
 /* A runtime base candidate: made 0700 if missing, then it must be a real directory (lstat: no
- * symlink) owned by us; group/other bits are cleared on our own directory. One that another
- * user owns is refused, never used: they could read the sockets or swap the contents. */
+ * symlink) owned by us and writable by no one else; read/search bits for others are cleared.
+ * One that another user owns is refused, never used: they could swap the contents. */
 static int check_runtime_dir(const char *path, struct sbx_error *err)
 {
     struct stat st;
@@ -302,6 +302,12 @@ static int check_runtime_dir(const char *path, struct sbx_error *err)
                              "runtime directory '%s' is not a directory owned by uid %u (set "
                              "XDG_RUNTIME_DIR to a private directory)",
                              path, (unsigned)geteuid());
+    /* Writable by others: anything in it may have been planted; only readable: close it. */
+    if (st.st_mode & 022)
+        return sbx_error_set(err, SBX_E_PERM, 0,
+                             "runtime directory '%s' is writable by others (mode 0%o): remove it "
+                             "or set XDG_RUNTIME_DIR to a private directory",
+                             path, (unsigned)(st.st_mode & 07777));
     if ((st.st_mode & 077) && chmod(path, 0700) < 0)
         return sbx_error_errno(err, errno, "cannot make runtime directory '%s' private", path);
     return 0;
