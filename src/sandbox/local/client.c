@@ -1532,8 +1532,15 @@ static int lc_list(struct sbx_client *bc, json_t **out, struct sbx_error *err)
         char *dir = sbx_xasprintf("%s/%s", rundir, e->d_name);
         json_t *state = NULL, *req = json_pack("{s:s}", "op", "info"), *reply = NULL;
         struct sbx_error ignored = SBX_ERROR_INIT;
-        /* Listed only when its supervisor answers: a dead sandbox is not live. */
-        if (read_state(dir, e->d_name, &state, &ignored) == 0 &&
+        /* Listed only when its supervisor answers: a dead sandbox is not live. A stopped one
+         * would not answer: it is not asked (ps --all shows it). */
+        struct sbx__local_record rec;
+        int stopped = 0;
+        sbx__local_record_init(&rec);
+        if (sbx__local_record_read(dir, e->d_name, &rec) == 0)
+            sbx__local_record_alive(&rec, e->d_name, &stopped);
+        sbx__local_record_release(&rec);
+        if (!stopped && read_state(dir, e->d_name, &state, &ignored) == 0 &&
             check_state(state, e->d_name, &ignored) == 0 &&
             request(dir, e->d_name, req, &reply, NULL, 0, NULL, REQUEST_DEADLINE_MS, &ignored) ==
                     0) {
