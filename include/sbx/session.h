@@ -398,7 +398,8 @@ SBX_API int sbx_client_attach(struct sbx_client *c, const char *id, struct sbx_s
 SBX_API int sbx_client_resume(struct sbx_client *c, const json_t *state, struct sbx_session **out,
                               struct sbx_error *err);
 /* The state objects of every live sandbox, as a JSON array sorted by creation time. Sandboxes
- * whose supervisor died are cleaned up and not listed. *out: caller owns (json_decref). */
+ * whose supervisor died are not listed (sbx_client_list_all shows them). *out: caller owns
+ * (json_decref). */
 SBX_API int sbx_client_list(struct sbx_client *c, json_t **out, struct sbx_error *err);
 /* Stop and remove a sandbox by id (or unique prefix), live or dead; keep_workspace keeps even a
  * workspace the sandbox created. */
