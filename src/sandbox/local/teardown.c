@@ -374,9 +374,12 @@ int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err)
             note(t->removed, t->id, "supervisor", pid);
         }
     } else if (polite < 0 && !have) {
-        /* No record (a supervisor of an older sbx, or one killed before it wrote it) and no
-         * answer: nothing more can be stopped by pid. */
-        sbx_log(SBX_LOG_WARN, "sandbox '%s' did not answer its shutdown request", t->id);
+        /* No record (a supervisor of an older sbx) and no answer: it cannot be found to be
+         * killed, and removing its directory would hide it. */
+        rc = sbx_error_set(err, SBX_E_SANDBOX, 0,
+                           "sandbox '%s' does not answer and has no supervisor record (%s)", t->id,
+                           SBX_PROTO_RECORD);
+        goto out;
     }
 
     /* 2. The cgroups: a killed host-side supervisor could not remove them. */
