@@ -3,7 +3,10 @@
  * A sandbox is a detached supervisor (the sbx binary re-executed with a hidden verb) that owns
  * the workspace and every process started in it. It listens on a control socket in the runtime
  * directory <runtime>/<id>/ (mode 0700) where <runtime> is options.runtime_dir, else
- * $XDG_RUNTIME_DIR/sbx, else /run/sbx for root, else /tmp/sbx-$UID. A sandbox survives the
+ * $XDG_RUNTIME_DIR/sbx, else /run/sbx for root, else /run/user/$UID/sbx when that user dir is
+ * ours and private, else ${XDG_STATE_HOME:-$HOME/.local/state}/sbx/run; never a shared place
+ * such as /tmp, and each is refused unless it is a real directory owned by the caller (made
+ * 0700). A sandbox survives the
  * process that created it; any later process attaches to it by id. docs/internals/
  * local-provider.md describes the protocol and the lifetimes. */
 #ifndef SBX_LOCAL_H
@@ -97,7 +100,10 @@ struct sbx_local_options {
      * file): "name=ip" entries the proxy resolves without DNS, and loopback upstreams allowed.
      * NULL-terminated; NULL = none. */
     const char *const *test_proxy_hosts;
-    int64_t start_timeout_ms; /* how long create waits for the supervisor; 0: 10 s */
+    /* Safety bound on create's wait for the supervisor's report; 0: 300 s. The report comes
+     * (ok or an error) or the supervisor is dead (its socket closes): create never races a
+     * short timer. */
+    int64_t start_timeout_ms;
 };
 
 /* The hidden CLI verb "__supervise ID": the supervisor process itself (argv[0] is the verb,

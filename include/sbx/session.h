@@ -400,12 +400,26 @@ SBX_API int sbx_client_attach(struct sbx_client *c, const char *id, struct sbx_s
 SBX_API int sbx_client_resume(struct sbx_client *c, const json_t *state, struct sbx_session **out,
                               struct sbx_error *err);
 /* The state objects of every live sandbox, as a JSON array sorted by creation time. Sandboxes
- * whose supervisor died are cleaned up and not listed. *out: caller owns (json_decref). */
+ * whose supervisor died are not listed (sbx_client_list_all shows them). *out: caller owns
+ * (json_decref). */
 SBX_API int sbx_client_list(struct sbx_client *c, json_t **out, struct sbx_error *err);
 /* Stop and remove a sandbox by id (or unique prefix), live or dead; keep_workspace keeps even a
  * workspace the sandbox created. */
 SBX_API int sbx_client_remove(struct sbx_client *c, const char *id, int keep_workspace,
                               struct sbx_error *err);
+/* Every sandbox of the caller the provider knows of, live or not, sorted by creation time: the
+ * live ones' state objects with "status":"live", and for the others {"id", "status", "state"
+ * (the state object or null), "leftovers": {"runtime_dir", "workspace" (null when gone),
+ * "cgroups": [...], "supervisor_pid" (null when dead)}}. status: "live", "stopped" (a process
+ * of it is stopped), "creating" (its creator is still at work) or "dead". SBX_E_UNSUPPORTED for
+ * a provider without leftovers. *out: caller owns (json_decref). */
+SBX_API int sbx_client_list_all(struct sbx_client *c, json_t **out, struct sbx_error *err);
+/* Remove every leftover of the caller's dead sandboxes (status "dead" above: runtime dirs,
+ * their workspaces unless keep_workspace, cgroups, processes) and stale empty sandbox cgroups;
+ * never a live, stopped or creating sandbox, never another user's. *out (may be NULL) receives
+ * an array of {"sandbox" (id or null), "kind", "path"}, one per thing removed; caller owns. */
+SBX_API int sbx_client_prune(struct sbx_client *c, int keep_workspace, json_t **out,
+                             struct sbx_error *err);
 
 /* ---------------------------------------------------------------------------------------------
  * Provider interface. A provider allocates a struct that starts with struct sbx_session (or
@@ -475,6 +489,9 @@ struct sbx_client_ops {
                   struct sbx_error *err);
     int (*list)(struct sbx_client *c, json_t **out, struct sbx_error *err);
     int (*remove)(struct sbx_client *c, const char *id, int keep_workspace, struct sbx_error *err);
+    /* Optional (NULL: SBX_E_UNSUPPORTED). */
+    int (*list_all)(struct sbx_client *c, json_t **out, struct sbx_error *err);
+    int (*prune)(struct sbx_client *c, int keep_workspace, json_t **out, struct sbx_error *err);
     void (*free)(struct sbx_client *c);
 };
 

@@ -43,10 +43,15 @@ static const char usage_text[] =
         "                          run a command; exits with its status\n"
         "  shell ID                an interactive shell on a terminal\n"
         "  cp SRC DST              copy a file; ID:PATH names a path in a sandbox\n"
-        "  ps [--json]             list live sandboxes\n"
+        "  ps [--all] [--json]     list live sandboxes (--all: also dead, stopped and\n"
+        "                          half-created ones, with what they left behind)\n"
         "  port ID PORT            the host URL of a port a service listens on\n"
         "  rm [--keep-workspace] ID...\n"
-        "                          stop sandboxes and remove their workspaces\n";
+        "                          stop sandboxes and remove their workspaces (a sandbox\n"
+        "                          that does not answer is killed)\n"
+        "  prune [--keep-workspace] [--json]\n"
+        "                          remove what dead sandboxes left (runtime dirs, their\n"
+        "                          workspaces, cgroups); one line per thing removed\n";
 
 static int new_client(struct sbx_client **c, struct sbx_error *err)
 {
@@ -738,28 +743,53 @@ static int cmd_ps(int argc, char **argv)
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx_client *c = NULL;
     json_t *list = NULL;
-    int json = 0;
+    int json = 0, all = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--json") == 0)
             json = 1;
+        else if (strcmp(argv[i], "--all") == 0 || strcmp(argv[i], "-a") == 0)
+            all = 1;
         else
             return cli_usage(VERB, "ps: unexpected argument '%s'", argv[i]);
     }
     int rc = new_client(&c, &err);
     if (rc == 0)
-        rc = sbx_client_list(c, &list, &err);
+        rc = all ? sbx_client_list_all(c, &list, &err) : sbx_client_list(c, &list, &err);
     if (rc == 0) {
         if (json) {
             print_json(list);
         } else {
             size_t i;
             json_t *v;
-            printf("%-16s  %-24s  %s\n", "ID", "CREATED", "WORKSPACE");
+            if (all)
+                printf("%-16s  %-12s  %-24s  %s\n", "ID", "STATUS", "CREATED", "WORKSPACE");
+            else
+                printf("%-16s  %-24s  %s\n", "ID", "CREATED", "WORKSPACE");
             json_array_foreach(list, i, v)
             {
-                printf("%-16s  %-24s  %s\n", json_string_value(json_object_get(v, "id")),
-                       json_string_value(json_object_get(v, "created")),
-                       json_string_value(json_object_get(v, "workspace")));
+                const char *created = json_string_value(json_object_get(v, "created"));
+                const char *ws = json_string_value(json_object_get(v, "workspace"));
+                json_t *left = json_object_get(v, "leftovers");
+                if (left)
+                    ws = json_string_value(json_object_get(left, "workspace"));
+                if (all)
+                    printf("%-16s  %-12s  %-24s  %s\n", json_string_value(json_object_get(v, "id")),
+                           json_string_value(json_object_get(v, "status")), created ? created : "-",
+                           ws ? ws : "-");
+                else
+                    printf("%-16s  %-24s  %s\n", json_string_value(json_object_get(v, "id")),
+                           created, ws);
+                /* What a sandbox that is not live leaves: one indented line each. */
+                size_t k;
+                json_t *cg;
+                if (left && json_string_value(json_object_get(left, "runtime_dir")))
+                    printf("  runtime_dir %s\n",
+                           json_string_value(json_object_get(left, "runtime_dir")));
+                json_array_foreach(json_object_get(left, "cgroups"), k, cg)
+                        printf("  cgroup %s\n", json_string_value(cg));
+                if (json_is_integer(json_object_get(left, "supervisor_pid")))
+                    printf("  supervisor %lld\n",
+                           (long long)json_integer_value(json_object_get(left, "supervisor_pid")));
             }
         }
     }
@@ -815,14 +845,49 @@ static int cmd_rm(int argc, char **argv)
     return status;
 }
 
+static int cmd_prune(int argc, char **argv)
+{
+    struct sbx_client *c = NULL;
+    struct sbx_error err = SBX_ERROR_INIT;
+    json_t *removed = NULL, *v;
+    int keep = 0, json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--keep-workspace") == 0)
+            keep = 1;
+        else if (strcmp(argv[i], "--json") == 0)
+            json = 1;
+        else
+            return cli_usage(VERB, "prune: unexpected argument '%s'", argv[i]);
+    }
+    int rc = new_client(&c, &err);
+    if (rc == 0)
+        rc = sbx_client_prune(c, keep, &removed, &err);
+    if (rc == 0 && json) {
+        print_json(removed);
+    } else if (rc == 0) {
+        size_t i;
+        json_array_foreach(removed, i, v)
+        {
+            const char *id = json_string_value(json_object_get(v, "sandbox"));
+            printf("removed %s %s%s%s\n", json_string_value(json_object_get(v, "kind")),
+                   json_string_value(json_object_get(v, "path")), id ? " of sandbox " : "",
+                   id ? id : "");
+        }
+    }
+    json_decref(removed);
+    sbx_client_free(c);
+    return rc < 0 ? cli_fail(&err) : CLI_OK;
+}
+
 int cmd_sandbox(int argc, char **argv)
 {
     static const struct {
         const char *name;
         cli_verb_fn *fn;
     } subs[] = {
-            {"create", cmd_create}, {"exec", cmd_exec}, {"shell", cmd_shell}, {"cp", cmd_cp},
-            {"ps", cmd_ps},         {"ls", cmd_ps},     {"port", cmd_port},   {"rm", cmd_rm},
+            {"create", cmd_create}, {"exec", cmd_exec}, {"shell", cmd_shell},
+            {"cp", cmd_cp},         {"ps", cmd_ps},     {"ls", cmd_ps},
+            {"port", cmd_port},     {"rm", cmd_rm},     {"prune", cmd_prune},
     };
     if (argc < 2)
         return cli_usage(VERB, "sandbox: missing command");

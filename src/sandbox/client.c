@@ -77,3 +77,18 @@ int sbx_client_remove(struct sbx_client *c, const char *id, int keep_workspace,
         return sbx_error_set(err, SBX_E_INVAL, 0, "missing sandbox id");
     return c->ops->remove(c, id, keep_workspace, err);
 }
+
+int sbx_client_list_all(struct sbx_client *c, json_t **out, struct sbx_error *err)
+{
+    if (!c->ops->list_all)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "provider '%s' cannot list leftovers",
+                             c->provider);
+    return c->ops->list_all(c, out, err);
+}
+
+int sbx_client_prune(struct sbx_client *c, int keep_workspace, json_t **out, struct sbx_error *err)
+{
+    if (!c->ops->prune)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "provider '%s' cannot prune", c->provider);
+    return c->ops->prune(c, keep_workspace, out, err);
+}

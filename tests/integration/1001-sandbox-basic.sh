@@ -178,12 +178,16 @@ expect_in "$T/err" "port 9999 is not exposed" "the refusal names the port"
 run "$SBX" sandbox create --port 0
 expect_rc 2 "an exposed port out of range is a usage error"
 
-# a runtime base that others could enter is refused
+# a runtime base that others could write is refused; one they could only enter is closed
 mkdir -p "$T/badrun/sbx"
-chmod 0755 "$T/badrun/sbx"
+chmod 0777 "$T/badrun/sbx"
 XDG_RUNTIME_DIR="$T/badrun" run "$SBX" sandbox ps
 expect_rc 1 "a runtime directory open to others is refused"
-expect_in "$T/err" "mode 0700" "the refusal says what is wrong"
+expect_in "$T/err" "writable by others" "the refusal says what is wrong"
+chmod 0755 "$T/badrun/sbx"
+XDG_RUNTIME_DIR="$T/badrun" run "$SBX" sandbox ps
+expect_rc 0 "a runtime directory others can only enter is accepted"
+expect_eq "$(stat -c %a "$T/badrun/sbx")" 700 "and made 0700"
 
 # errors
 run "$SBX" sandbox exec ffffffffffffffff -- true

@@ -813,7 +813,7 @@ static void test_remove_stale_cgroups(void)
     unsigned removed = 99;
     char prefix[64];
     snprintf(prefix, sizeof(prefix), "sbx-stale-%d-", (int)getpid());
-    CHECK_OK(sbx__cgroup_remove_stale(prefix, 0, &removed, &err), &err);
+    CHECK_OK(sbx__cgroup_remove_stale(prefix, 0, &removed, NULL, &err), &err);
     CHECK_EQ_INT(removed, 0);
     if (!privileged())
         return;
@@ -837,10 +837,10 @@ static void test_remove_stale_cgroups(void)
     struct sbx__cgroup again;
     CHECK_ERR(sbx__cgroup_create(name, &l, 1u << SBX__CG_MEMORY, &again, &err), SBX_E_EXISTS, &err,
               "cannot create cgroup");
-    CHECK_OK(sbx__cgroup_remove_stale(prefix, 3600, &removed, &err), &err);
+    CHECK_OK(sbx__cgroup_remove_stale(prefix, 3600, &removed, NULL, &err), &err);
     CHECK_EQ_INT(removed, 0);
     CHECK(access(empty.dir[SBX__CG_MEMORY], F_OK) == 0);
-    CHECK_OK(sbx__cgroup_remove_stale(prefix, 0, &removed, &err), &err);
+    CHECK_OK(sbx__cgroup_remove_stale(prefix, 0, &removed, NULL, &err), &err);
     CHECK_EQ_INT(removed, 1);
     CHECK(access(empty.dir[SBX__CG_MEMORY], F_OK) != 0);
     CHECK(access(busy.dir[SBX__CG_MEMORY], F_OK) == 0);

@@ -496,7 +496,7 @@ static int own_dirs(struct sbx_strv *out, struct sbx_error *err)
 }
 
 int sbx__cgroup_remove_stale(const char *prefix, unsigned min_age_s, unsigned *removed,
-                             struct sbx_error *err)
+                             struct sbx_strv *paths, struct sbx_error *err)
 {
     struct sbx_strv dirs;
     unsigned n = 0;
@@ -517,8 +517,11 @@ int sbx__cgroup_remove_stale(const char *prefix, unsigned min_age_s, unsigned *r
                 continue;
             /* rmdir refuses a cgroup that still has processes or children: a live sandbox is
              * never touched. */
-            if (unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR) == 0)
+            if (unlinkat(dirfd(d), e->d_name, AT_REMOVEDIR) == 0) {
                 n++;
+                if (paths)
+                    sbx_strv_pushf(paths, "%s/%s", dirs.v[i], e->d_name);
+            }
         }
         closedir(d);
     }
@@ -526,4 +529,37 @@ int sbx__cgroup_remove_stale(const char *prefix, unsigned min_age_s, unsigned *r
     if (rc == 0 && removed)
         *removed = n;
     return rc;
+}
+
+int sbx__cgroup_dirs_for(const char *name, struct sbx_strv *out, struct sbx_error *err)
+{
+    struct sbx_strv dirs;
+    sbx_strv_init(&dirs);
+    int rc = own_dirs(&dirs, err);
+    for (size_t i = 0; rc == 0 && i < dirs.n; i++)
+        sbx_strv_pushf(out, "%s/%s", dirs.v[i], name);
+    sbx_strv_release(&dirs);
+    return rc;
+}
+
+#define REMOVE_TRIES 400 /* 5 ms apart: 2 s for the kernel to reap what was killed */
+
+int sbx__cgroup_remove_path(const char *dir, struct sbx_error *err)
+{
+    char *kill_file = sbx_xasprintf("%s/cgroup.kill", dir);
+    int has_kill = access(kill_file, F_OK) == 0;
+    free(kill_file);
+    if (has_kill)
+        (void)write_file(dir, "cgroup.kill", "1", NULL);
+    for (int i = 0; i < REMOVE_TRIES; i++) {
+        if (rmdir(dir) == 0 || errno == ENOENT)
+            return 0;
+        if (errno != EBUSY)
+            break;
+        /* v1 has no cgroup.kill; and a fork racing cgroup.kill can leave a new member. */
+        kill_members(dir);
+        struct timespec ts = {0, 5 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return sbx_error_errno(err, errno, "cannot remove cgroup '%s'", dir);
 }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
+#include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -42,10 +43,11 @@
 #define ID_MAX_LEN          64
 #define STATE_MAX           ((size_t)1 << 20)
 #define REQUEST_DEADLINE_MS 10000
-#define SHUTDOWN_WAIT_MS    30000
 #define IDRANGE_WAIT_MS     10000
-#define START_TIMEOUT_MS    10000
-#define COPY_CHUNK          65536
+/* Create waits for the supervisor's report, which comes (ok or an error) or the socket closes
+ * when it died: this is only a safety bound, so creates under load queue rather than fail. */
+#define START_TIMEOUT_MS 300000
+#define COPY_CHUNK       65536
 
 static const char *const base_env[] = {
         "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -197,101 +199,15 @@ static int read_state(const char *dir, const char *id, json_t **out, struct sbx_
     return rc;
 }
 
-#define RM_MAX_DEPTH 4096
-
-/* Remove name beneath dfd, never following a symlink: each directory is opened with O_NOFOLLOW
- * relative to its parent, so a link swapped in meanwhile is refused rather than followed. The
- * tree may be written by the sandbox, so this must not trust it. */
-static int rm_at(int dfd, const char *name, int depth, struct sbx_error *err)
-{
-    if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
-        return 0;
-    if (errno != EISDIR && errno != EPERM)
-        return sbx_error_errno(err, errno, "cannot remove '%s'", name);
-    if (depth > RM_MAX_DEPTH)
-        return sbx_error_set(err, SBX_E_TOOBIG, 0, "'%s' nests too deep to remove", name);
-    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return sbx_error_errno(err, errno, "cannot open '%s'", name);
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        int rc = sbx_error_errno(err, errno, "cannot list '%s'", name);
-        close(fd);
-        return rc;
-    }
-    int rc = 0;
-    struct dirent *e;
-    while (rc == 0 && (e = readdir(d))) {
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            rc = rm_at(dirfd(d), e->d_name, depth + 1, err);
-    }
-    closedir(d);
-    if (rc == 0 && unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-        rc = sbx_error_errno(err, errno, "cannot remove '%s'", name);
-    return rc;
-}
-
-/* Remove an absolute host directory tree without following symlinks. */
-static int remove_tree(const char *path, struct sbx_error *err)
-{
-    char *copy = sbx_xstrdup(path);
-    char *slash = strrchr(copy, '/');
-    int rc = 0, pfd = -1;
-    if (!slash || slash[1] == '\0' || path[0] != '/') {
-        rc = sbx_error_set(err, SBX_E_INVAL, 0, "refusing to remove '%s'", path);
-        goto out;
-    }
-    *slash = '\0';
-    pfd = open(copy[0] ? copy : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (pfd < 0) {
-        rc = errno == ENOENT ? 0 : sbx_error_errno(err, errno, "cannot open '%s'", copy);
-        goto out;
-    }
-    rc = rm_at(pfd, slash + 1, 0, err);
-    if (rc < 0)
-        sbx_error_prefix(err, "removing '%s'", path);
-out:
-    sbx_fd_close(&pfd);
-    free(copy);
-    return rc;
-}
-
-/* Shut the supervisor down (if alive), then remove the runtime dir and, if asked, the
- * workspace. */
+/* Take sandbox id down (teardown.c); its workspace too when remove_workspace. */
 static int stop_and_clean(const char *dir, const char *id, const char *workspace,
-                          int remove_workspace, struct sbx_error *err)
+                          int remove_workspace, json_t *removed, struct sbx_error *err)
 {
-    int sock = -1;
-    int rc = sbx__local_connect(dir, id, &sock, err);
-    if (rc == 0) {
-        json_t *req = json_pack("{s:s}", "op", "shutdown"), *reply = NULL;
-        int64_t deadline = sbx_deadline_after_ms(SHUTDOWN_WAIT_MS);
-        rc = sbx__proto_send(sock, req, NULL, 0, deadline, err);
-        if (rc == 0)
-            rc = sbx__proto_recv(sock, &reply, NULL, 0, NULL, deadline, err);
-        json_decref(req);
-        json_decref(reply);
-        if (rc == 0) {
-            /* Wait for the supervisor to let go of the connection: it is exiting. */
-            char c;
-            struct pollfd pfd = {.fd = sock, .events = POLLIN};
-            while (poll(&pfd, 1, sbx_deadline_poll_ms(deadline)) > 0 && recv(sock, &c, 1, 0) > 0)
-                ;
-        } else if (rc == -SBX_E_SANDBOX) {
-            rc = 0; /* it died meanwhile: nothing left to stop */
-        }
-        sbx_fd_close(&sock);
-        if (rc < 0)
-            return rc;
-    } else if (rc == -SBX_E_SANDBOX) {
-        rc = 0;
-    } else {
-        return rc;
-    }
-    rc = remove_tree(dir, err);
-    if (rc == 0 && remove_workspace && workspace)
-        rc = remove_tree(workspace, err);
-    return rc;
+    struct sbx__teardown t = {.dir = dir,
+                              .id = id,
+                              .workspace = remove_workspace ? workspace : NULL,
+                              .removed = removed};
+    return sbx__local_teardown(&t, err);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -795,7 +711,7 @@ static int sess_close(struct sbx_session *bs, int delete_workspace, struct sbx_e
     pthread_mutex_lock(&s->root_lock);
     sbx_fd_close(&s->root_fd);
     pthread_mutex_unlock(&s->root_lock);
-    int rc = stop_and_clean(s->dir, bs->id, s->workspace, delete_workspace && s->owned, err);
+    int rc = stop_and_clean(s->dir, bs->id, s->workspace, delete_workspace && s->owned, NULL, err);
     if (rc == 0)
         s->closed = 1;
     return rc;
@@ -1150,13 +1066,39 @@ static int write_initial_state(void *ctx, struct sbx_error *err)
     return write_state(j->dir, j->state, err);
 }
 
+/* Hold an exclusive flock on the runtime dir of a sandbox being created. The descriptor is
+ * close-on-exec, so no supervisor or git child inherits the lease. */
+static int create_lease(const char *dir, struct sbx_error *err)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return sbx_error_errno(err, errno, "cannot open runtime directory '%s'", dir);
+    if (flock(fd, LOCK_EX) < 0) {
+        int rc = sbx_error_errno(err, errno, "cannot lock runtime directory '%s'", dir);
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+/* 1 while a creator holds the lease on dir. */
+static int being_created(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int busy = flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+    close(fd); /* drops our lock, if we got it */
+    return busy;
+}
+
 static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
                      struct sbx_session **out, struct sbx_error *err)
 {
     struct local_client *c = (struct local_client *)bc;
     char *rundir = NULL, *dir = NULL, *ws = NULL, *wsbase = NULL, *sup = NULL;
     char id[2 * ID_BYTES + 1];
-    int owned = 0, made_dir = 0, made_ws = 0, started = 0, rc;
+    int owned = 0, made_dir = 0, made_ws = 0, started = 0, lock_fd = -1, rc;
     json_t *state = NULL, *cfg = NULL;
     struct local_session *ls = NULL;
 
@@ -1170,6 +1112,13 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
         goto out;
     }
     made_dir = 1;
+    /* The create lease: while we hold it, ps --all says "creating" and prune keeps off. It goes
+     * with us however we end, so a creator killed mid-create leaves a dir prune can take. */
+    lock_fd = create_lease(dir, err);
+    if (lock_fd < 0) {
+        rc = lock_fd;
+        goto out;
+    }
 
     if (spec && spec->workspace) {
         ws = realpath(spec->workspace, NULL);
@@ -1184,11 +1133,7 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
         if (rc < 0)
             goto out;
         ws = sbx_xasprintf("%s/%s", wsbase, id);
-        if (mkdir(ws, 0755) < 0) {
-            rc = sbx_error_errno(err, errno, "cannot create workspace '%s'", ws);
-            goto out;
-        }
-        owned = made_ws = 1;
+        owned = 1;
     }
 
     char created[SBX_TIME_RFC3339_LEN];
@@ -1211,6 +1156,18 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     sbx_json_set(state, "isolation", sbx_json_str(c->isolated ? "namespaces" : "none"));
     sbx_json_set(state, "network", sbx_json_str(net));
     sbx_json_set(state, "workspace_owned", json_boolean(owned));
+    sbx_json_set(state, "manifest_digest", json_null());
+    /* Written before the workspace exists: whatever a killed create leaves, the state names it
+     * (ps --all, prune). */
+    if ((rc = write_state(dir, state, err)) < 0)
+        goto out;
+    if (owned) {
+        if (mkdir(ws, 0755) < 0) {
+            rc = sbx_error_errno(err, errno, "cannot create workspace '%s'", ws);
+            goto out;
+        }
+        made_ws = 1;
+    }
     cfg = json_object();
     json_t *env = json_array(), *ports = json_array();
     if (!c->isolated) {
@@ -1303,6 +1260,7 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     sbx_json_set(cfg, "id", sbx_json_str(id));
     sbx_json_set(cfg, "dir", sbx_json_str(dir));
     sbx_json_set(cfg, "workspace", sbx_json_str(ws));
+    sbx_json_set(cfg, "workspace_owned", json_boolean(owned));
     sbx_json_set(cfg, "root", sbx_json_str(root));
     sbx_json_set(cfg, "isolation", sbx_json_str(c->isolated ? "namespaces" : "none"));
     sbx_json_set(cfg, "env", env);
@@ -1336,11 +1294,10 @@ out:
     if (rc < 0) {
         struct sbx_error ignored = SBX_ERROR_INIT;
         if (started || made_dir)
-            stop_and_clean(dir, id, NULL, 0, &ignored);
-        if (made_ws)
-            remove_tree(ws, &ignored);
+            stop_and_clean(dir, id, ws, made_ws, NULL, &ignored);
         sbx_error_prefix(err, "cannot create sandbox");
     }
+    sbx_fd_close(&lock_fd);
     if (ls)
         sess_free(&ls->base);
     json_decref(state);
@@ -1386,7 +1343,181 @@ static int cmp_created(const void *a, const void *b)
 {
     const char *x = json_string_value(json_object_get(*(json_t *const *)a, "created"));
     const char *y = json_string_value(json_object_get(*(json_t *const *)b, "created"));
+    if (!x)
+        x = json_string_value(
+                json_object_get(json_object_get(*(json_t *const *)a, "state"), "created"));
+    if (!y)
+        y = json_string_value(
+                json_object_get(json_object_get(*(json_t *const *)b, "state"), "created"));
     return strcmp(x ? x : "", y ? y : "");
+}
+
+/* One runtime dir entry as sbx_client_list_all describes it; *dead says prune may take it, and
+ * *ws_out (borrowed from the result) is the workspace prune removes, NULL for none. NULL when
+ * the entry is not a directory of ours. */
+static json_t *describe(const char *rundir, const char *id, int *dead, const char **ws_out)
+{
+    char *dir = sbx_xasprintf("%s/%s", rundir, id);
+    json_t *state = NULL, *out = NULL, *req = NULL, *reply = NULL;
+    struct sbx__local_record rec;
+    struct sbx_error ignored = SBX_ERROR_INIT;
+    struct stat st;
+    int stopped = 0, alive = 0;
+    const char *status = "dead";
+    sbx__local_record_init(&rec);
+    *dead = 0;
+    *ws_out = NULL;
+    if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+        goto out;
+    if (read_state(dir, id, &state, &ignored) < 0 || check_state(state, id, &ignored) < 0) {
+        json_decref(state);
+        state = NULL;
+    }
+    if (sbx__local_record_read(dir, id, &rec) == 0)
+        alive = sbx__local_record_alive(&rec, id, &stopped);
+    req = json_pack("{s:s}", "op", "info");
+    if (being_created(dir))
+        status = "creating";
+    else if (stopped)
+        status = "stopped"; /* it would not answer: do not wait for it */
+    else if (state &&
+             request(dir, id, req, &reply, NULL, 0, NULL, REQUEST_DEADLINE_MS, &ignored) == 0)
+        status = "live";
+    else if (alive)
+        status = "unresponsive"; /* a process of it runs: rm, not prune, decides */
+    if (strcmp(status, "live") == 0) {
+        out = json_deep_copy(state);
+        sbx_json_set(out, "status", sbx_json_str(status));
+        goto out;
+    }
+    json_t *left = json_object(), *cgs = json_array();
+    const char *ws = state ? json_string_value(json_object_get(state, "workspace")) : NULL;
+    int owned = state && json_is_true(json_object_get(state, "workspace_owned"));
+    sbx_json_set(left, "runtime_dir", sbx_json_str(dir));
+    sbx_json_set(left, "workspace", ws && lstat(ws, &st) == 0 ? sbx_json_str(ws) : json_null());
+    sbx_json_set(left, "workspace_owned", json_boolean(owned));
+    for (size_t i = 0; i < rec.cgroups.n; i++)
+        if (lstat(rec.cgroups.v[i], &st) == 0)
+            sbx_json_append(cgs, sbx_json_str(rec.cgroups.v[i]));
+    sbx_json_set(left, "cgroups", cgs);
+    sbx_json_set(left, "supervisor_pid", alive ? json_integer(rec.pid) : json_null());
+    out = json_object();
+    sbx_json_set(out, "id", sbx_json_str(id));
+    sbx_json_set(out, "status", sbx_json_str(status));
+    if (state && json_object_get(state, "created"))
+        sbx_json_set(out, "created", json_deep_copy(json_object_get(state, "created")));
+    sbx_json_set(out, "state", state ? json_incref(state) : json_null());
+    sbx_json_set(out, "leftovers", left);
+    *dead = strcmp(status, "dead") == 0;
+    if (owned)
+        *ws_out = json_string_value(json_object_get(state, "workspace"));
+out:
+    sbx__local_record_release(&rec);
+    json_decref(state);
+    json_decref(req);
+    json_decref(reply);
+    free(dir);
+    return out;
+}
+
+/* Every entry of the runtime base, described; *out sorted by creation time. */
+static int list_entries(struct local_client *c, char **rundir_out, json_t **out,
+                        struct sbx_error *err)
+{
+    char *rundir = NULL;
+    json_t **items = NULL;
+    size_t n = 0;
+    int rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err);
+    if (rc < 0)
+        return rc;
+    DIR *d = opendir(rundir);
+    if (!d) {
+        rc = sbx_error_errno(err, errno, "cannot list '%s'", rundir);
+        free(rundir);
+        return rc;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int dead;
+        const char *ws;
+        json_t *item = valid_id(e->d_name) ? describe(rundir, e->d_name, &dead, &ws) : NULL;
+        if (!item)
+            continue;
+        items = sbx_xrealloc(items, (n + 1) * sizeof(*items));
+        items[n++] = item;
+    }
+    closedir(d);
+    if (n)
+        qsort(items, n, sizeof(*items), cmp_created);
+    json_t *arr = json_array();
+    for (size_t i = 0; i < n; i++)
+        sbx_json_append(arr, items[i]);
+    free(items);
+    *out = arr;
+    *rundir_out = rundir;
+    return 0;
+}
+
+static int lc_list_all(struct sbx_client *bc, json_t **out, struct sbx_error *err)
+{
+    char *rundir = NULL;
+    int rc = list_entries((struct local_client *)bc, &rundir, out, err);
+    free(rundir);
+    return rc;
+}
+
+#define STALE_CGROUP_AGE_S 60 /* younger ones may belong to a create in progress */
+
+static int lc_prune(struct sbx_client *bc, int keep_workspace, json_t **out, struct sbx_error *err)
+{
+    struct local_client *c = (struct local_client *)bc;
+    char *rundir = NULL;
+    json_t *all = NULL, *removed = json_array(), *v;
+    size_t i;
+    int rc = list_entries(c, &rundir, &all, err);
+    if (rc < 0) {
+        json_decref(removed);
+        return rc;
+    }
+    json_array_foreach(all, i, v)
+    {
+        const char *id = json_string_value(json_object_get(v, "id"));
+        int dead;
+        const char *ws;
+        /* Described again: it may have come to life (or died) since the listing. */
+        json_t *now = id ? describe(rundir, id, &dead, &ws) : NULL;
+        if (now && dead) {
+            struct sbx_error e = SBX_ERROR_INIT;
+            char *dir = sbx_xasprintf("%s/%s", rundir, id);
+            if (stop_and_clean(dir, id, ws, ws && !keep_workspace, removed, &e) < 0 && rc == 0)
+                rc = sbx_error_copy(err, &e);
+            free(dir);
+        }
+        json_decref(now);
+    }
+    /* Empty sandbox cgroups nobody records any more (rmdir refuses one with processes). */
+    struct sbx_strv stale;
+    struct sbx_error e = SBX_ERROR_INIT;
+    sbx_strv_init(&stale);
+    if (sbx__cgroup_remove_stale("sbx-", STALE_CGROUP_AGE_S, NULL, &stale, &e) == 0)
+        for (size_t k = 0; k < stale.n; k++)
+            sbx_json_append(removed, json_pack("{s:n,s:s,s:s}", "sandbox", "kind", "cgroup", "path",
+                                               stale.v[k]));
+    sbx_strv_release(&stale);
+    /* Host id range slots of root-run sandboxes whose supervisor is gone (nobody holds their
+     * lock); allocation would take them again anyway, this removes the clutter. */
+    unsigned slots = 0;
+    if (geteuid() == 0 && sbx__idrange_prune(NULL, &slots, &e) == 0)
+        for (unsigned k = 0; k < slots; k++)
+            sbx_json_append(removed, json_pack("{s:n,s:s,s:s}", "sandbox", "kind", "id_range_slot",
+                                               "path", SBX__IDRANGE_DIR));
+    json_decref(all);
+    free(rundir);
+    if (rc == 0 && out)
+        *out = removed;
+    else
+        json_decref(removed);
+    return rc;
 }
 
 static int lc_list(struct sbx_client *bc, json_t **out, struct sbx_error *err)
@@ -1410,8 +1541,15 @@ static int lc_list(struct sbx_client *bc, json_t **out, struct sbx_error *err)
         char *dir = sbx_xasprintf("%s/%s", rundir, e->d_name);
         json_t *state = NULL, *req = json_pack("{s:s}", "op", "info"), *reply = NULL;
         struct sbx_error ignored = SBX_ERROR_INIT;
-        /* Listed only when its supervisor answers: a dead sandbox is not live. */
-        if (read_state(dir, e->d_name, &state, &ignored) == 0 &&
+        /* Listed only when its supervisor answers: a dead sandbox is not live. A stopped one
+         * would not answer: it is not asked (ps --all shows it). */
+        struct sbx__local_record rec;
+        int stopped = 0;
+        sbx__local_record_init(&rec);
+        if (sbx__local_record_read(dir, e->d_name, &rec) == 0)
+            sbx__local_record_alive(&rec, e->d_name, &stopped);
+        sbx__local_record_release(&rec);
+        if (!stopped && read_state(dir, e->d_name, &state, &ignored) == 0 &&
             check_state(state, e->d_name, &ignored) == 0 &&
             request(dir, e->d_name, req, &reply, NULL, 0, NULL, REQUEST_DEADLINE_MS, &ignored) ==
                     0) {
@@ -1459,14 +1597,23 @@ static int lc_remove(struct sbx_client *bc, const char *prefix, int keep_workspa
         owned = json_is_true(json_object_get(state, "workspace_owned"));
     }
     /* The host id range is freed by the host-side supervisor, which may outlive PID 1 by a
-     * moment: rm returns once the range is free. */
-    json_t *req = json_pack("{s:s}", "op", "info"), *reply = NULL;
+     * moment: rm returns once the range is free. Only a supervisor that runs and is not stopped
+     * is asked which range it holds (a stopped one would not answer). */
     json_int_t first = 0;
-    if (request(dir, id, req, &reply, NULL, 0, NULL, REQUEST_DEADLINE_MS, NULL) == 0)
-        first = json_integer_value(json_object_get(json_object_get(reply, "host_ids"), "first"));
-    json_decref(req);
-    json_decref(reply);
-    rc = stop_and_clean(dir, id, ws, owned && !keep_workspace, err);
+    struct sbx__local_record rec;
+    int stopped = 0;
+    if (sbx__local_record_read(dir, id, &rec) == 0) {
+        if (sbx__local_record_alive(&rec, id, &stopped) && !stopped) {
+            json_t *req = json_pack("{s:s}", "op", "info"), *reply = NULL;
+            if (request(dir, id, req, &reply, NULL, 0, NULL, REQUEST_DEADLINE_MS, NULL) == 0)
+                first = json_integer_value(
+                        json_object_get(json_object_get(reply, "host_ids"), "first"));
+            json_decref(req);
+            json_decref(reply);
+        }
+        sbx__local_record_release(&rec);
+    }
+    rc = stop_and_clean(dir, id, ws, owned && !keep_workspace, NULL, err);
     if (rc == 0 && first > 0 && first <= UINT32_MAX &&
         !sbx__idrange_wait_free(NULL, (uint32_t)first, id, IDRANGE_WAIT_MS))
         sbx_log(SBX_LOG_WARN, "sandbox '%s': its host id range is still held", id);
@@ -1502,6 +1649,8 @@ static const struct sbx_client_ops client_ops = {
         .attach = lc_attach,
         .list = lc_list,
         .remove = lc_remove,
+        .list_all = lc_list_all,
+        .prune = lc_prune,
         .free = lc_free,
 };
 

@@ -303,9 +303,16 @@ int sbx__cgroup_read_events(const struct sbx__cgroup *cg, struct sbx__cgroup_eve
  * cgroups, created at least min_age_s seconds ago: what a supervisor killed with SIGKILL left
  * behind. A cgroup with processes is never removed (the kernel refuses), and the age keeps a
  * sandbox being created right now (directory made, process not yet attached) safe. *removed
- * (may be NULL) gets the count. */
+ * (may be NULL) gets the count, paths (may be NULL) the removed directories. */
 int sbx__cgroup_remove_stale(const char *prefix, unsigned min_age_s, unsigned *removed,
-                             struct sbx_error *err);
+                             struct sbx_strv *paths, struct sbx_error *err);
+/* The directories that sbx__cgroup_create(name, ...) uses when called now: name under the
+ * caller's own cgroup of every hierarchy sbx uses (whether or not they exist yet). */
+int sbx__cgroup_dirs_for(const char *name, struct sbx_strv *out, struct sbx_error *err);
+/* Kill every process in the cgroup directory dir (cgroup.kill where the kernel has it, else
+ * SIGKILL of each member until it is empty), then remove it. A missing dir is fine. Errors:
+ * the cgroup could not be emptied or removed. */
+int sbx__cgroup_remove_path(const char *dir, struct sbx_error *err);
 /* Owner: kill what is left in the cgroups and remove them. Every process: close the fds and
  * free the memory; cg is left empty (as after sbx__cgroup_init). Errors are logged. */
 void sbx__cgroup_destroy(struct sbx__cgroup *cg);

@@ -5,11 +5,13 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 #include <jansson.h>
 
 #include "sbx/error.h"
 #include "sbx/local.h"
 #include "sbx/session.h"
+#include "sbx/strv.h"
 
 /* The client registry's constructor: opts may be NULL. */
 int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_error *err);
@@ -21,6 +23,7 @@ int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_
 #define SBX_PROTO_SOCKNAME "ctl.sock"
 #define SBX_PROTO_STATE    "state.json"
 #define SBX_PROTO_LOG      "supervisor.log"
+#define SBX_PROTO_RECORD   "supervisor.json"
 
 /* Send msg with nfds descriptors (borrowed; the caller closes its copies afterwards). Blocks up
  * to the deadline (sbx_deadline_after_ms). Never raises SIGPIPE. */
@@ -48,5 +51,49 @@ int sbx__local_connect(const char *dir, const char *id, int *out_fd, struct sbx_
 /* The base runtime directory per the rules in sbx/local.h, created 0700 and checked to be ours.
  * *out: caller owns (free). */
 int sbx__local_runtime_base(const char *configured, char **out, struct sbx_error *err);
+
+/* ---- teardown.c: taking a sandbox down, whatever state it is in ---- */
+
+/* What the supervisor records in SBX_PROTO_RECORD of its runtime dir before it serves. */
+struct sbx__local_record {
+    pid_t pid;                /* the supervisor (the host-side one when isolated) */
+    unsigned long long start; /* its start time (clock ticks since boot, /proc/PID/stat) */
+    pid_t inner;              /* PID 1 of the sandbox as a host pid; 0 = none */
+    unsigned long long inner_start;
+    struct sbx_strv cgroups; /* cgroup directories of the sandbox ("/sys/fs/cgroup/.../sbx-ID") */
+};
+void sbx__local_record_init(struct sbx__local_record *r);
+void sbx__local_record_release(struct sbx__local_record *r);
+/* Write the record atomically into the runtime dir (dir_fd borrowed). */
+int sbx__local_record_write(int dir_fd, const struct sbx__local_record *r, struct sbx_error *err);
+/* Read the record of sandbox id in runtime dir dir; -1 when there is none (or it is unreadable).
+ * Cgroup paths that do not name this sandbox's cgroups are dropped. */
+int sbx__local_record_read(const char *dir, const char *id, struct sbx__local_record *out);
+/* 1 when a recorded process still runs (same start time and command line); *stopped (may be
+ * NULL) is set when one of them is stopped (SIGSTOP). */
+int sbx__local_record_alive(const struct sbx__local_record *r, const char *id, int *stopped);
+/* The start time (clock ticks since boot) and state letter of pid from /proc; -1 if gone. Either
+ * output may be NULL. */
+int sbx__proc_stat(pid_t pid, unsigned long long *start, char *state);
+
+/* Remove an absolute host directory tree without following symlinks; a missing one is fine. */
+int sbx__local_remove_tree(const char *path, struct sbx_error *err);
+
+/* Taking one sandbox down: a short polite shutdown request, then SIGKILL by the recorded pids
+ * (verified, so a reused pid is never hit) when it does not answer or a process of it is
+ * stopped, then its recorded cgroups (killing what is left in them), then the workspace when
+ * asked, then the runtime dir. rm, close, a failed create and prune all end here, so a resource
+ * a sandbox gains later (id ranges, disk images) is released in this one place. */
+struct sbx__teardown {
+    const char *dir;       /* runtime dir of the sandbox */
+    const char *id;        /* its id */
+    const char *workspace; /* host path to remove; NULL keeps the workspace */
+    json_t *removed;       /* NULL, or an array that receives {"sandbox","kind","path"} for
+                              each thing removed; kind: supervisor (path: its pid), cgroup,
+                              workspace, runtime_dir */
+};
+/* Errors: the supervisor would not die, a cgroup or directory could not be removed (what was
+ * not removed stays, so that another attempt can finish). */
+int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err);
 
 #endif

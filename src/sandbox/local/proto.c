@@ -287,36 +287,89 @@ out:
     return rc;
 }
 
+/* A runtime base candidate: made 0700 if missing, then it must be a real directory (lstat: no
+ * symlink) owned by us and writable by no one else; read/search bits for others are cleared.
+ * One that another user owns is refused, never used: they could swap the contents. */
+static int check_runtime_dir(const char *path, struct sbx_error *err)
+{
+    struct stat st;
+    if (mkdir(path, 0700) < 0 && errno != EEXIST)
+        return sbx_error_errno(err, errno, "cannot create runtime directory '%s'", path);
+    if (lstat(path, &st) < 0)
+        return sbx_error_errno(err, errno, "cannot stat runtime directory '%s'", path);
+    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
+        return sbx_error_set(err, SBX_E_PERM, 0,
+                             "runtime directory '%s' is not a directory owned by uid %u (set "
+                             "XDG_RUNTIME_DIR to a private directory)",
+                             path, (unsigned)geteuid());
+    /* Writable by others: anything in it may have been planted; only readable: close it. */
+    if (st.st_mode & 022)
+        return sbx_error_set(err, SBX_E_PERM, 0,
+                             "runtime directory '%s' is writable by others (mode 0%o): remove it "
+                             "or set XDG_RUNTIME_DIR to a private directory",
+                             path, (unsigned)(st.st_mode & 07777));
+    if ((st.st_mode & 077) && chmod(path, 0700) < 0)
+        return sbx_error_errno(err, errno, "cannot make runtime directory '%s' private", path);
+    return 0;
+}
+
+/* /run/user/<uid> as systemd-logind makes it: a directory of ours, closed to others. */
+static int private_user_run(const char *path)
+{
+    struct stat st;
+    return lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() &&
+           !(st.st_mode & 022);
+}
+
+/* mkdir -p of the levels below home (private to us) for the per-user state fallback. */
+static int make_parents(char *path, size_t from, struct sbx_error *err)
+{
+    for (size_t i = from; path[i]; i++) {
+        if (path[i] != '/')
+            continue;
+        path[i] = '\0';
+        int r = mkdir(path, 0700);
+        int e = errno;
+        path[i] = '/';
+        if (r < 0 && e != EEXIST)
+            return sbx_error_errno(err, e, "cannot create '%.*s'", (int)i, path);
+    }
+    return 0;
+}
+
 int sbx__local_runtime_base(const char *configured, char **out, struct sbx_error *err)
 {
-    char *base;
+    char *base = NULL;
     const char *xdg = getenv("XDG_RUNTIME_DIR");
-    if (configured && configured[0])
+    int rc = 0;
+    /* No shared, world-writable place (/tmp) is ever a candidate: another user could make the
+     * directory first and lock us out. */
+    if (configured && configured[0]) {
         base = sbx_xstrdup(configured);
-    else if (xdg && xdg[0] == '/')
+    } else if (xdg && xdg[0] == '/') {
         base = sbx_xasprintf("%s/sbx", xdg);
-    else if (geteuid() == 0)
+    } else if (geteuid() == 0) {
         base = sbx_xstrdup("/run/sbx");
-    else
-        base = sbx_xasprintf("/tmp/sbx-%u", (unsigned)geteuid());
-    if (mkdir(base, 0700) < 0 && errno != EEXIST) {
-        int rc = sbx_error_errno(err, errno, "cannot create runtime directory '%s'", base);
-        free(base);
-        return rc;
+    } else {
+        char user_run[64];
+        snprintf(user_run, sizeof(user_run), "/run/user/%u", (unsigned)geteuid());
+        const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+        if (private_user_run(user_run)) {
+            base = sbx_xasprintf("%s/sbx", user_run);
+        } else if (state && state[0] == '/') {
+            base = sbx_xasprintf("%s/sbx/run", state);
+            rc = make_parents(base, 1, err);
+        } else if (home && home[0] == '/' && strcmp(home, "/") != 0) {
+            base = sbx_xasprintf("%s/.local/state/sbx/run", home);
+            rc = make_parents(base, strlen(home), err);
+        } else {
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "no private runtime directory: set XDG_RUNTIME_DIR (or HOME)");
+        }
     }
-    /* In a shared place such as /tmp another user could have made it first: it must be ours,
-     * a real directory, and closed to others. */
-    struct stat st;
-    if (lstat(base, &st) < 0) {
-        int rc = sbx_error_errno(err, errno, "cannot stat runtime directory '%s'", base);
-        free(base);
-        return rc;
-    }
-    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
-        int rc = sbx_error_set(err, SBX_E_PERM, 0,
-                               "runtime directory '%s' must be a directory owned by uid %u with "
-                               "mode 0700",
-                               base, (unsigned)geteuid());
+    if (rc == 0)
+        rc = check_runtime_dir(base, err);
+    if (rc < 0) {
         free(base);
         return rc;
     }

@@ -40,6 +40,12 @@
 #define DEFAULT_ROWS   24
 #define DEFAULT_COLS   80
 #define KILL_ALL_LOOPS 10000
+/* PID 1 waits this long for the host side to set up the network: only a safety bound, since
+ * a dead host side closes the channel at once. */
+#define NETWORK_WAIT_MS 300000
+/* Exit status of a supervisor whose creator went away before the report: nobody knows about
+ * the sandbox, so what the create made is removed (remove_unclaimed). */
+#define EXIT_UNCLAIMED 3
 
 extern char **environ;
 
@@ -85,6 +91,9 @@ struct sup {
     int allow_ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
     size_t n_allow_ports; /* 0: the proxy's default (80, 443) */
     int report_fd;        /* the creator's socket (our stdout at start), until the report is sent */
+    int workspace_owned;  /* the create made the workspace (a fresh one) */
+    int inner;            /* this process is PID 1 of an isolated sandbox */
+    struct sbx__local_record record; /* what rm needs when this process cannot answer */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -1030,7 +1039,8 @@ static int wait_network(struct sup *s, struct sbx_error *err)
     struct sbx__net_reply r;
     struct pollfd p = {.fd = s->net_chan[1], .events = POLLIN};
     memset(&r, 0, sizeof(r));
-    if (poll(&p, 1, 10000) != 1 || recv(s->net_chan[1], &r, sizeof(r), 0) != (ssize_t)sizeof(r))
+    if (poll(&p, 1, NETWORK_WAIT_MS) != 1 ||
+        recv(s->net_chan[1], &r, sizeof(r), 0) != (ssize_t)sizeof(r))
         return sbx_error_set(err, SBX_E_SANDBOX, 0,
                              "the sandbox network was not set up (no answer from the host side)");
     r.msg[sizeof(r.msg) - 1] = '\0';
@@ -1083,6 +1093,8 @@ static int load_config(struct sup *s, json_t *cfg, struct sbx_error *err)
     const char *id, *dir, *ws, *root, *iso = "none";
     json_t *ports = NULL;
     int rc;
+    if ((rc = sbx_json_get_bool(cfg, "workspace_owned", 0, &s->workspace_owned, err)) < 0)
+        return rc;
     if ((rc = sbx_json_get_string(cfg, "id", 1, &id, err)) < 0 ||
         (rc = sbx_json_get_string(cfg, "dir", 1, &dir, err)) < 0 ||
         (rc = sbx_json_get_string(cfg, "workspace", 1, &ws, err)) < 0 ||
@@ -1110,6 +1122,56 @@ static int load_config(struct sup *s, json_t *cfg, struct sbx_error *err)
         return rc < 0 ? rc : load_isolation(s, cfg, err);
     }
     return 0;
+}
+
+/* The supervisor record (teardown.c): this process, and the cgroups the isolation will make,
+ * written before anything else exists that rm might have to kill or remove. */
+static int write_record(struct sup *s, struct sbx_error *err)
+{
+    s->record.pid = getpid();
+    if (sbx__proc_stat(s->record.pid, &s->record.start, NULL) < 0)
+        return sbx_error_errno(err, errno, "cannot read the start time of pid %d",
+                               (int)s->record.pid);
+    if (s->iso) {
+        char *cg = sbx_xasprintf("sbx-%s", s->id);
+        struct sbx_error e = SBX_ERROR_INIT;
+        /* Without cgroups (an unprivileged caller on v1) the list is just empty. */
+        if (sbx__cgroup_dirs_for(cg, &s->record.cgroups, &e) < 0)
+            sbx_log(SBX_LOG_WARN, "sandbox cgroups not recorded: %s", e.msg);
+        free(cg);
+    }
+    return sbx__local_record_write(s->dir_fd, &s->record, err);
+}
+
+/* PID 1 of the sandbox as a host pid: the only child of the middle process (which has forked
+ * it by the time enter returns). The middle process itself when /proc cannot tell. */
+static pid_t sandbox_init_pid(pid_t middle)
+{
+    char path[96], buf[64];
+    snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)middle, (int)middle);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return middle;
+    buf[n] = '\0';
+    long pid = strtol(buf, NULL, 10);
+    return pid > 0 ? (pid_t)pid : middle;
+}
+
+/* The creator went away before the report: nobody learnt the sandbox's id, nobody can have put
+ * work into its workspace. Remove what the create made, on the host. */
+static void remove_unclaimed(struct sup *s)
+{
+    struct sbx_error e = SBX_ERROR_INIT;
+    sbx_log(SBX_LOG_WARN, "sandbox '%s': the creator went away during start-up; removing it",
+            s->id);
+    if (s->workspace_owned && sbx__local_remove_tree(s->workspace, &e) < 0)
+        sbx_log(SBX_LOG_WARN, "%s", e.msg);
+    sbx_fd_close(&s->dir_fd);
+    if (sbx__local_remove_tree(s->dir, &e) < 0)
+        sbx_log(SBX_LOG_WARN, "%s", e.msg);
 }
 
 static int start(struct sup *s, int *outer, struct sbx_error *err)
@@ -1140,6 +1202,9 @@ static int start(struct sup *s, int *outer, struct sbx_error *err)
     s->dir_fd = open(s->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     if (s->dir_fd < 0)
         return sbx_error_errno(err, errno, "cannot open runtime directory '%s'", s->dir);
+
+    if ((rc = write_record(s, err)) < 0)
+        return rc;
 
     /* Log next to the socket from here on. */
     int logfd = openat(s->dir_fd, SBX_PROTO_LOG, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
@@ -1175,7 +1240,7 @@ static int start(struct sup *s, int *outer, struct sbx_error *err)
         /* What supervisors killed with SIGKILL left: their empty cgroups. */
         unsigned stale = 0;
         struct sbx_error ignored = SBX_ERROR_INIT;
-        if (sbx__cgroup_remove_stale("sbx-", 60, &stale, &ignored) == 0 && stale)
+        if (sbx__cgroup_remove_stale("sbx-", 60, &stale, NULL, &ignored) == 0 && stale)
             sbx_log(SBX_LOG_INFO, "removed %u stale sandbox cgroups", stale);
         enum sbx__isolation_role role = 0;
         if (s->own_netns && socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, s->net_chan) < 0)
@@ -1183,6 +1248,8 @@ static int start(struct sup *s, int *outer, struct sbx_error *err)
         rc = sbx__isolation_enter(s->iso, &role, err);
         if (rc < 0)
             return rc;
+        if (role == SBX__ISOLATION_INNER)
+            s->inner = 1;
         if (role == SBX__ISOLATION_OUTER) {
             sbx_fd_close(&s->net_chan[1]);
             *outer = 1;
@@ -1231,6 +1298,11 @@ static int run_outer(struct sup *s)
     int status = 0;
     sbx_fd_close(&s->listen_fd);
     sbx_fd_close(&s->report_fd); /* PID 1 reports */
+    s->record.inner = sandbox_init_pid(sbx__isolation_inner_pid(s->iso));
+    if (sbx__proc_stat(s->record.inner, &s->record.inner_start, NULL) < 0 ||
+        sbx__local_record_write(s->dir_fd, &s->record, &err) < 0)
+        sbx_log(SBX_LOG_WARN, "sandbox '%s': PID 1 not recorded: %s", s->id, err.msg);
+    sbx_error_clear(&err);
     struct sbx__net *net = s->net_chan[0] >= 0 ? start_network(s) : NULL;
     int rc = sbx__isolation_outer_wait(s->iso, &status, &err);
     sbx__net_free(net);
@@ -1238,6 +1310,14 @@ static int run_outer(struct sup *s)
         sbx_log(SBX_LOG_WARN, "sandbox '%s': %s", s->id, err.msg);
     if (s->dir_fd >= 0)
         unlinkat(s->dir_fd, SBX_PROTO_SOCKNAME, 0);
+    /* The cgroups are gone (outer_wait). A PID 1 that died otherwise than by a shutdown
+     * request leaves the runtime dir (state and log, no socket) and the workspace: ps --all
+     * shows it, rm or prune removes it, and the user's work in the workspace is kept. */
+    if (rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == EXIT_UNCLAIMED)
+        remove_unclaimed(s);
+    else if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
+        sbx_log(SBX_LOG_WARN, "sandbox '%s': PID 1 ended unexpectedly (status 0x%x)", s->id,
+                (unsigned)status);
     return rc < 0 ? 1 : 0;
 }
 
@@ -1252,7 +1332,7 @@ int sbx_local_supervise_main(int argc, char **argv)
                     .report_fd = -1,
                     .net_chan = {-1, -1}};
     struct sbx_error err = SBX_ERROR_INIT;
-    int rc;
+    int rc, unclaimed = 0;
 
     /* argv[1] is the sandbox id: unused but for ps(1), where it tells supervisors apart. */
     if (argc != 2 || !argv[1][0]) {
@@ -1270,6 +1350,7 @@ int sbx_local_supervise_main(int argc, char **argv)
     if (first > 0)
         _exit(0);
     sbx_strv_init(&s.env);
+    sbx__local_record_init(&s.record);
     sbx_log_set_handler(sbx_log_stderr, NULL, SBX_LOG_INFO);
     /* The report leaves on a close-on-exec copy of stdout; stdout itself becomes /dev/null, so
      * that only the processes that report (or fail to) hold the creator's socket, which it
@@ -1299,11 +1380,9 @@ int sbx_local_supervise_main(int argc, char **argv)
     int wrc = sbx_fd_write_all(s.report_fd, text, strlen(text), NULL);
     free(text);
     sbx_fd_close(&s.report_fd);
-    if (rc == 0 && wrc < 0) {
-        /* The creator gave up waiting: nobody knows about this sandbox. */
-        sbx_log(SBX_LOG_WARN, "creator went away during start-up");
+    unclaimed = wrc < 0 && s.id;
+    if (rc == 0 && wrc < 0)
         rc = -1;
-    }
     if (rc == 0) {
         sbx_log(SBX_LOG_INFO, "sandbox '%s' serving (pid %d)", s.id, (int)getpid());
         serve(&s);
@@ -1315,6 +1394,9 @@ int sbx_local_supervise_main(int argc, char **argv)
     } else if (s.dir_fd >= 0) {
         unlinkat(s.dir_fd, SBX_PROTO_SOCKNAME, 0);
     }
+    /* Inside, PID 1 cannot reach the host paths: the host side removes them on this status. */
+    if (unclaimed && !s.inner)
+        remove_unclaimed(&s);
 out:
     for (size_t i = 0; i < s.n_conns; i++)
         if (s.conns[i].fd >= 0)
@@ -1338,5 +1420,6 @@ out:
     free(s.dir);
     free(s.workspace);
     free(s.root);
-    return rc < 0 ? 1 : 0;
+    sbx__local_record_release(&s.record);
+    return unclaimed ? EXIT_UNCLAIMED : rc < 0 ? 1 : 0;
 }
