@@ -1602,17 +1602,17 @@ static int lc_remove(struct sbx_client *bc, const char *prefix, int keep_workspa
     json_int_t first = 0;
     struct sbx__local_record rec;
     int stopped = 0;
-    if (sbx__local_record_read(dir, id, &rec) == 0) {
-        if (sbx__local_record_alive(&rec, id, &stopped) && !stopped) {
-            json_t *req = json_pack("{s:s}", "op", "info"), *reply = NULL;
-            if (request(dir, id, req, &reply, NULL, 0, NULL, REQUEST_DEADLINE_MS, NULL) == 0)
-                first = json_integer_value(
-                        json_object_get(json_object_get(reply, "host_ids"), "first"));
-            json_decref(req);
-            json_decref(reply);
-        }
-        sbx__local_record_release(&rec);
+    sbx__local_record_init(&rec);
+    if (sbx__local_record_read(dir, id, &rec) == 0 && sbx__local_record_alive(&rec, id, &stopped) &&
+        !stopped) {
+        json_t *req = json_pack("{s:s}", "op", "info"), *reply = NULL;
+        if (request(dir, id, req, &reply, NULL, 0, NULL, REQUEST_DEADLINE_MS, NULL) == 0)
+            first = json_integer_value(
+                    json_object_get(json_object_get(reply, "host_ids"), "first"));
+        json_decref(req);
+        json_decref(reply);
     }
+    sbx__local_record_release(&rec);
     rc = stop_and_clean(dir, id, ws, owned && !keep_workspace, NULL, err);
     if (rc == 0 && first > 0 && first <= UINT32_MAX &&
         !sbx__idrange_wait_free(NULL, (uint32_t)first, id, IDRANGE_WAIT_MS))
