@@ -98,6 +98,12 @@ struct sbx_local_options {
      * NULL-terminated; NULL = none. */
     const char *const *test_proxy_hosts;
     int64_t start_timeout_ms; /* how long create waits for the supervisor; 0: 10 s */
+    /* Non-zero: every sandbox this client creates is tied to the calling process. When the
+     * process ends, however it ends (SIGKILL included), the supervisor removes the sandbox as
+     * rm would: its processes, cgroups, runtime directory and the workspace it made (a given
+     * workspace is left as it is). The supervisor watches a pidfd of the creator (Linux 5.3+;
+     * without pidfd_open create fails with SBX_E_UNSUPPORTED). */
+    int tied;
 };
 
 /* The hidden CLI verb "__supervise ID": the supervisor process itself (argv[0] is the verb,
