@@ -101,8 +101,9 @@ struct sbx_local_options {
     /* Non-zero: every sandbox this client creates is tied to the calling process. When the
      * process ends, however it ends (SIGKILL included), the supervisor removes the sandbox as
      * rm would: its processes, cgroups, runtime directory and the workspace it made (a given
-     * workspace is left as it is). The supervisor watches a pidfd of the creator (Linux 5.3+;
-     * without pidfd_open create fails with SBX_E_UNSUPPORTED). */
+     * workspace is left as it is). The supervisor watches a pidfd of the creator; without
+     * pidfd_open (Linux < 5.3), a pipe the process holds, which a child it forks without exec
+     * also holds: such a child keeps the sandbox alive until it ends too. */
     int tied;
 };
 

@@ -944,15 +944,29 @@ struct while_starting {
 
 /* ws->fn runs while the supervisor boots (it takes a few milliseconds to exec and link); its
  * error is returned after the supervisor has reported, so the caller can shut it down. */
-/* A pidfd of this process for a tied sandbox's supervisor to watch: unlike a pid, it can never
- * come to name another process. */
+/* Without pidfd_open (Linux < 5.3, valgrind, a seccomp filter that refuses it): the read end
+ * of a pipe whose write end this process holds, close-on-exec, until it ends. */
+static int tie_pipe[2] = {-1, -1};
+static pthread_once_t tie_pipe_once = PTHREAD_ONCE_INIT;
+
+static void make_tie_pipe(void)
+{
+    if (pipe2(tie_pipe, O_CLOEXEC) < 0)
+        tie_pipe[0] = tie_pipe[1] = -1;
+}
+
+/* What a tied sandbox's supervisor watches: a pidfd of this process, which unlike a pid can
+ * never come to name another process, else the pipe above. */
 static int open_tie(int *out, struct sbx_error *err)
 {
     int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+    if (fd < 0 && (errno == ENOSYS || errno == EPERM)) {
+        pthread_once(&tie_pipe_once, make_tie_pipe);
+        errno = EMFILE;
+        fd = tie_pipe[0] >= 0 ? fcntl(tie_pipe[0], F_DUPFD_CLOEXEC, 0) : -1;
+    }
     if (fd < 0)
-        return sbx_error_set(err, errno == ENOSYS ? SBX_E_UNSUPPORTED : SBX_E_IO, errno,
-                             "cannot tie the sandbox to this process: pidfd_open: %s",
-                             strerror(errno));
+        return sbx_error_errno(err, errno, "cannot tie the sandbox to this process");
     *out = fd;
     return 0;
 }

@@ -1089,9 +1089,13 @@ static struct sbx__net *start_network(struct sup *s)
 /* Before anything else opens a descriptor: take the creator's pidfd if it is there. */
 static void tie_claim(struct sup *s)
 {
-    /* Signal 0 through it tells a pidfd (even of a process already gone) from anything else. */
+    /* A pidfd (signal 0 through it works, or the process is gone already), or on kernels
+     * without them a pipe whose write end the creator holds: either polls readable (a pipe:
+     * hung up) once the creator is gone. */
+    struct stat st;
     int r = (int)syscall(SYS_pidfd_send_signal, SBX_PROTO_TIE_FD, 0, NULL, 0);
-    if ((r == 0 || errno == ESRCH || errno == EPERM) &&
+    int pidfd = r == 0 || errno == ESRCH || errno == EPERM;
+    if ((pidfd || (fstat(SBX_PROTO_TIE_FD, &st) == 0 && S_ISFIFO(st.st_mode))) &&
         fcntl(SBX_PROTO_TIE_FD, F_SETFD, FD_CLOEXEC) == 0)
         s->tie_fd = SBX_PROTO_TIE_FD;
 }
