@@ -78,7 +78,7 @@ static void catch_signals(int on)
     sa.sa_handler = on ? on_signal : SIG_DFL;
     sa.sa_flags = on ? SA_RESETHAND : 0;
     sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < sizeof(end_signals) / sizeof(end_signals[0]); i++)
+    for (size_t i = 0; i < SBX_ARRAY_LEN(end_signals); i++)
         sigaction(end_signals[i], &sa, NULL);
     signal(SIGPIPE, on ? SIG_IGN : SIG_DFL);
 }
