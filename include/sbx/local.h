@@ -104,6 +104,13 @@ struct sbx_local_options {
      * (ok or an error) or the supervisor is dead (its socket closes): create never races a
      * short timer. */
     int64_t start_timeout_ms;
+    /* Non-zero: every sandbox this client creates is tied to the calling process. When the
+     * process ends, however it ends (SIGKILL included), the supervisor removes the sandbox as
+     * rm would: its processes, cgroups, runtime directory and the workspace it made (a given
+     * workspace is left as it is). The supervisor watches a pidfd of the creator; without
+     * pidfd_open (Linux < 5.3), a pipe the process holds, which a child it forks without exec
+     * also holds: such a child keeps the sandbox alive until it ends too. */
+    int tied;
 };
 
 /* The hidden CLI verb "__supervise ID": the supervisor process itself (argv[0] is the verb,

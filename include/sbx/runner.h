@@ -90,7 +90,8 @@ struct sbx_run_options {
     int use_previous_response_id; /* send only new items plus previous_response_id */
     sbx_event_fn *on_event;
     void *event_data;
-    /* Checked between steps (and while waiting on the model): when non-zero the run stops
+    /* Checked between steps, while waiting on the model and by tools through call->run (the
+     * shell capability's commands are killed when it is set): when non-zero the run stops
      * with SBX_E_CANCELLED and a message naming the turn and step. Borrowed. */
     const volatile sig_atomic_t *cancel;
     void *context;               /* handed to tools as call->context */

@@ -19,6 +19,7 @@
 #define SBX_SESSION_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <sys/types.h>
 #include <jansson.h>
@@ -71,6 +72,7 @@ SBX_API void sbx_output_release(struct sbx_output *out);
 #define SBX_EXEC_DEFAULT_GRACE_MS 2000
 #define SBX_EXEC_MAX_ARGS         4096
 #define SBX_EXEC_MAX_ENV          4096
+#define SBX_EXEC_CANCEL_POLL_MS   100
 
 enum sbx_exec_flags {
     SBX_EXEC_TTY = 1 << 0,          /* run on a new pseudo-terminal (its own session); output and
@@ -93,6 +95,12 @@ struct sbx_exec_spec {
     const char *user;          /* manifest user to run as (run_as); NULL: the default user (the
                                   first manifest user). SBX_E_NOTFOUND for an unknown user,
                                   SBX_E_UNSUPPORTED where the provider cannot switch users */
+    /* Watched while sbx_session_exec and the interactive-process calls wait (and by the later
+     * sbx_session_pty_write calls on a process this spec started): once it is non-zero the
+     * command is killed and the call fails with SBX_E_CANCELLED "command cancelled". A signal
+     * handler sets it; the wait notices within SBX_EXEC_CANCEL_POLL_MS, at once in the thread
+     * the signal interrupted. Borrowed: it must outlive the command; NULL: never cancelled. */
+    const volatile sig_atomic_t *cancel;
     /* Used by sbx_session_exec only: */
     const void *input; /* bytes written to stdin, which is then closed (with SBX_EXEC_TTY they
                           are typed on the terminal and nothing is closed) */
@@ -200,7 +208,8 @@ SBX_API int sbx_session_pty_start(struct sbx_session *s, const struct sbx_exec_s
  * (yield_ms < 0: SBX_PTY_WRITE_YIELD_MS; an empty write is a poll of at least
  * SBX_PTY_POLL_MIN_MS). Errors: SBX_E_NOTFOUND "no process with id N" (unknown or already
  * reported exited), SBX_E_INVAL "stdin is not available for this process" (started without a
- * tty). Writing to a process that exited meanwhile is not an error: the update reports the exit. */
+ * tty), SBX_E_CANCELLED once the starting spec's cancel flag is set (the process is killed).
+ * Writing to a process that exited meanwhile is not an error: the update reports the exit. */
 SBX_API int sbx_session_pty_write(struct sbx_session *s, int id, const void *data, size_t n,
                                   int64_t yield_ms, size_t output_limit, struct sbx_pty_update *out,
                                   struct sbx_error *err);

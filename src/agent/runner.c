@@ -545,6 +545,12 @@ static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *er
     for (size_t k = 0; k < njobs; k++) {
         struct job *j = &jobs[k];
         if (j->fatal) {
+            char *where = sbx_xasprintf("while running tool '%s'", j->name ? j->name : "?");
+            /* A tool that stopped because the run was cancelled says so like every step does. */
+            rc = j->err.code == SBX_E_CANCELLED ? cancelled(r, where, err) : 0;
+            free(where);
+            if (rc < 0)
+                goto out;
             rc = sbx_error_copy(err, &j->err);
             sbx_error_prefix(err, "tool '%s'", j->name ? j->name : "?");
             goto out;

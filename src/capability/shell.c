@@ -125,6 +125,7 @@ static int exec_command(const json_t *args, const struct sbx_tool_call *call,
             .flags = json_is_true(json_object_get(args, "tty")) ? SBX_EXEC_TTY : 0,
             .output_limit = SHELL_CAPTURE_BYTES,
             .user = st->user[0] ? st->user : NULL,
+            .cancel = call->run ? call->run->cancel : NULL,
     };
     if (!cmd || !cmd[0])
         return sbx_error_set(err, SBX_E_INVAL, 0, "'cmd' must be a non-empty string");

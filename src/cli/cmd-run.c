@@ -2,11 +2,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "sbx/capability.h"
@@ -18,12 +21,66 @@
 #define PROMPT_MAX   ((size_t)1 << 20)
 #define CLI_MAXTURNS 3
 
+/* The signal that ends the run (SIGPIPE also when stdout's reader went away), 0 while none did:
+ * the run's cancellation flag. */
 static volatile sig_atomic_t interrupted;
+static const int end_signals[] = {SIGINT, SIGTERM, SIGHUP};
 
-static void on_sigint(int sig)
+static void on_signal(int sig)
 {
-    (void)sig;
-    interrupted = 1;
+    interrupted = sig;
+}
+
+static void flush(FILE *f)
+{
+    if (fflush(f) == EOF && errno == EPIPE && !interrupted)
+        interrupted = SIGPIPE;
+}
+
+/* Output written to a pipe or socket nobody reads any more fails only at the next write, which
+ * a run busy in a long tool call may not make for minutes: notice the reader going away (the
+ * write end polls POLLERR, a socket POLLHUP) and end the run then. */
+static void *watch_stdout(void *unused)
+{
+    (void)unused;
+    struct pollfd p = {.fd = 1, .events = 0};
+    while (poll(&p, 1, -1) < 0 && errno == EINTR)
+        ;
+    if ((p.revents & (POLLERR | POLLHUP)) && !interrupted)
+        interrupted = SIGPIPE;
+    return NULL;
+}
+
+static void start_stdout_watch(void)
+{
+    struct stat st;
+    if (fstat(1, &st) < 0 || !(S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)))
+        return;
+    pthread_attr_t attr;
+    pthread_t t;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* signals stay with the threads that run */
+    (void)pthread_create(&t, &attr, watch_stdout, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    pthread_attr_destroy(&attr);
+}
+
+/* SIGINT, SIGTERM and SIGHUP cancel the run (a second one ends the process at once: the
+ * sandboxes the run made are tied to it and go away anyway); SIGPIPE is ignored and a broken
+ * stdout ends the run instead. */
+static void catch_signals(int on)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on ? on_signal : SIG_DFL;
+    sa.sa_flags = on ? SA_RESETHAND : 0;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < SBX_ARRAY_LEN(end_signals); i++)
+        sigaction(end_signals[i], &sa, NULL);
+    signal(SIGPIPE, on ? SIG_IGN : SIG_DFL);
 }
 
 static void usage(FILE *f)
@@ -48,7 +105,10 @@ static void usage(FILE *f)
           "The sandboxes are isolated (no network) unless told otherwise; the isolation\n"
           "options are those of 'sbx sandbox create'.\n"
           "Environment: OPENAI_BASE_URL, OPENAI_API_KEY, SBX_MODEL (default model name).\n"
-          "Exit status: 0 done, 1 error, 2 usage, 3 max turns exceeded.\n",
+          "A sandbox the run created without --keep is removed however the run ends (also\n"
+          "when sbx itself is killed).\n"
+          "Exit status: 0 done, 1 error or Ctrl-C, 2 usage, 3 max turns exceeded, 128+N when\n"
+          "signal N ended the run (143 SIGTERM, 129 SIGHUP, 141 when stdout's reader is gone).\n",
           f);
 }
 
@@ -63,7 +123,7 @@ static void print_json(const json_t *v)
     char *s = sbx_json_dumps(v, SBX_JSON_COMPACT);
     fputs(s, stdout);
     fputc('\n', stdout);
-    fflush(stdout);
+    flush(stdout);
     free(s);
 }
 
@@ -141,7 +201,7 @@ static void on_event(const struct sbx_event *ev, void *data)
     case SBX_EVENT_MODEL_DONE:
         break;
     }
-    fflush(stderr);
+    flush(stderr);
 }
 
 static int read_stdin(char **out, struct sbx_error *err)
@@ -360,12 +420,8 @@ int cmd_run(int argc, char **argv)
     if (sbx_model_new(name, &mopt, &model, &err) < 0)
         goto out;
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_sigint;
-    sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C ends the process at once */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
+    catch_signals(1);
+    start_stdout_watch();
 
     rd.args = json_object();
     ropt.model = model;
@@ -380,6 +436,7 @@ int cmd_run(int argc, char **argv)
     scfg.all_agents = scfg.session_id || scfg.manifest_path;
     int sandboxed = agent_path || scfg.all_agents;
     if (sandboxed && !scfg.session_id) {
+        lopt.tied = !scfg.keep;
         if (sbx_client_new("local", &lopt, &client, &err) < 0)
             goto out;
         scfg.client = client;
@@ -409,6 +466,7 @@ int cmd_run(int argc, char **argv)
     if (!rd.json) {
         fputs(sbx_run_result_text(res), stdout);
         fputc('\n', stdout);
+        flush(stdout);
     }
     rc = CLI_OK;
     goto out_quiet;
@@ -416,7 +474,7 @@ out:
     if (rc == CLI_FAIL && err.code != SBX_OK)
         cli_fail(&err);
 out_quiet:
-    signal(SIGINT, SIG_DFL);
+    catch_signals(0);
     sbx_run_result_free(res);
     sbx_sandbox_run_free(sr);
     sbx_client_free(client);
@@ -426,5 +484,7 @@ out_quiet:
     json_decref(input);
     json_decref(rd.args);
     free(prompt);
+    if (interrupted && interrupted != SIGINT)
+        rc = 128 + interrupted;
     return rc;
 }

@@ -25,6 +25,7 @@ struct sbx_pty_entry {
     uint64_t used; /* session clock at the last use */
     struct sbx_exit status;
     struct sbx_proc *proc;
+    const volatile sig_atomic_t *cancel; /* the starting spec's: every wait on it watches it */
 };
 
 int sbx__tty_resize(int master, unsigned short rows, unsigned short cols, struct sbx_error *err)
@@ -69,7 +70,9 @@ static int collect(struct sbx_pty_entry *e, int64_t yield_ms, size_t limit,
             pfd[n++] = (struct pollfd){.fd = fd, .events = POLLIN};
         pfd[n++] = (struct pollfd){.fd = e->proc->status_fd, .events = POLLIN};
         int wait = sbx_deadline_poll_ms(deadline);
-        int r = poll(pfd, (nfds_t)n, wait);
+        int r = poll(pfd, (nfds_t)n, sbx__cancel_poll_ms(e->cancel, wait));
+        if ((rc = sbx__cancel_check(e->cancel, err)) < 0)
+            goto out;
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0) {
@@ -196,6 +199,7 @@ int sbx_session_pty_start(struct sbx_session *s, const struct sbx_exec_spec *spe
     rc = sbx_session_exec_start(s, &sp, &e.proc, err);
     if (rc < 0)
         return rc;
+    e.cancel = sp.cancel;
     rc = collect(&e, clamp_yield(yield_ms, SBX_PTY_START_YIELD_MS), sp.output_limit, &u, err);
     if (rc < 0)
         goto fail;
@@ -317,7 +321,7 @@ int sbx_session_pty_write(struct sbx_session *s, int id, const void *data, size_
     }
     rc = collect(e, yield, output_limit, &u, err);
     if (rc < 0) {
-        release(s, id, 0);
+        release(s, id, rc == -SBX_E_CANCELLED); /* a cancelled command is killed */
         return rc;
     }
     u.id = e->exited ? 0 : id;

@@ -18,6 +18,11 @@ void sbx__set_nonblock(int fd);
  * EOF or a terminal's EIO (without closing it). Returns the bytes read. */
 size_t sbx__pump(int *fd, struct sbx_capture *c);
 
+/* Cancellation of a wait (sbx_exec_spec.cancel, may be NULL): the poll timeout to use instead of
+ * ms (-1: none) so that a set flag is seen in time, and SBX_E_CANCELLED once it is set. */
+int sbx__cancel_poll_ms(const volatile sig_atomic_t *cancel, int ms);
+int sbx__cancel_check(const volatile sig_atomic_t *cancel, struct sbx_error *err);
+
 /* TIOCSWINSZ on a terminal master. */
 int sbx__tty_resize(int master, unsigned short rows, unsigned short cols, struct sbx_error *err);
 

@@ -271,6 +271,20 @@ size_t sbx__pump(int *fd, struct sbx_capture *c)
     }
 }
 
+int sbx__cancel_poll_ms(const volatile sig_atomic_t *cancel, int ms)
+{
+    if (!cancel || (ms >= 0 && ms <= SBX_EXEC_CANCEL_POLL_MS))
+        return ms;
+    return SBX_EXEC_CANCEL_POLL_MS;
+}
+
+int sbx__cancel_check(const volatile sig_atomic_t *cancel, struct sbx_error *err)
+{
+    if (cancel && *cancel)
+        return sbx_error_set(err, SBX_E_CANCELLED, 0, "command cancelled");
+    return 0;
+}
+
 static int exec_body(struct sbx_session *s, const struct sbx_exec_spec *spec,
                      struct sbx_exec_result *res, struct sbx_error *err)
 {
@@ -327,7 +341,11 @@ static int exec_body(struct sbx_session *s, const struct sbx_exec_spec *spec,
         }
         is = n;
         pfd[n++] = (struct pollfd){.fd = p->status_fd, .events = POLLIN};
-        if (poll(pfd, (nfds_t)n, -1) < 0) {
+        int r = poll(pfd, (nfds_t)n, sbx__cancel_poll_ms(sp.cancel, -1));
+        /* Freeing the process below kills it. */
+        if ((rc = sbx__cancel_check(sp.cancel, err)) < 0)
+            goto out;
+        if (r < 0) {
             if (errno == EINTR)
                 continue;
             rc = sbx_error_errno(err, errno, "poll");

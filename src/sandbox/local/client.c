@@ -16,6 +16,7 @@
 #include <sys/file.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -74,6 +75,7 @@ struct local_client {
     int allow_ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
     size_t n_allow_ports;
     struct sbx_strv test_hosts; /* test only: "name=ip" */
+    int tied;                   /* sandboxes go away with the calling process */
 };
 
 static void add_network_config(const struct local_client *c, json_t *sb);
@@ -856,8 +858,36 @@ struct while_starting {
 
 /* ws->fn runs while the supervisor boots (it takes a few milliseconds to exec and link); its
  * error is returned after the supervisor has reported, so the caller can shut it down. */
+/* Without pidfd_open (Linux < 5.3, valgrind, a seccomp filter that refuses it): the read end
+ * of a pipe whose write end this process holds, close-on-exec, until it ends. */
+static int tie_pipe[2] = {-1, -1};
+static pthread_once_t tie_pipe_once = PTHREAD_ONCE_INIT;
+
+static void make_tie_pipe(void)
+{
+    if (pipe2(tie_pipe, O_CLOEXEC) < 0)
+        tie_pipe[0] = tie_pipe[1] = -1;
+}
+
+/* What a tied sandbox's supervisor watches: a pidfd of this process, which unlike a pid can
+ * never come to name another process, else the pipe above. */
+static int open_tie(int *out, struct sbx_error *err)
+{
+    int fd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+    if (fd < 0 && (errno == ENOSYS || errno == EPERM)) {
+        pthread_once(&tie_pipe_once, make_tie_pipe);
+        errno = EMFILE;
+        fd = tie_pipe[0] >= 0 ? fcntl(tie_pipe[0], F_DUPFD_CLOEXEC, 0) : -1;
+    }
+    if (fd < 0)
+        return sbx_error_errno(err, errno, "cannot tie the sandbox to this process");
+    *out = fd;
+    return 0;
+}
+
+/* tie_fd (>= 0): handed to the supervisor as SBX_PROTO_TIE_FD. */
 static int spawn_supervisor(const char *path, const char *id, const json_t *cfg, int64_t timeout_ms,
-                            const struct while_starting *ws, struct sbx_error *err)
+                            const struct while_starting *ws, int tie_fd, struct sbx_error *err)
 {
     struct sbx_error werr = SBX_ERROR_INIT;
     int wrc = 0;
@@ -885,7 +915,9 @@ static int spawn_supervisor(const char *path, const char *id, const json_t *cfg,
     posix_spawn_file_actions_adddup2(&fa, sp[1], 0);
     posix_spawn_file_actions_adddup2(&fa, sp[1], 1);
     posix_spawn_file_actions_adddup2(&fa, devnull, 2);
-    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
+    if (tie_fd >= 0)
+        posix_spawn_file_actions_adddup2(&fa, tie_fd, SBX_PROTO_TIE_FD);
+    posix_spawn_file_actions_addclosefrom_np(&fa, tie_fd >= 0 ? SBX_PROTO_TIE_FD + 1 : 3);
     posix_spawnattr_init(&attr);
     posix_spawnattr_setflags(&attr,
                              POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
@@ -1098,7 +1130,7 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     struct local_client *c = (struct local_client *)bc;
     char *rundir = NULL, *dir = NULL, *ws = NULL, *wsbase = NULL, *sup = NULL;
     char id[2 * ID_BYTES + 1];
-    int owned = 0, made_dir = 0, made_ws = 0, started = 0, lock_fd = -1, rc;
+    int owned = 0, made_dir = 0, made_ws = 0, started = 0, lock_fd = -1, tie_fd = -1, rc;
     json_t *state = NULL, *cfg = NULL;
     struct local_session *ls = NULL;
 
@@ -1265,6 +1297,12 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     sbx_json_set(cfg, "isolation", sbx_json_str(c->isolated ? "namespaces" : "none"));
     sbx_json_set(cfg, "env", env);
     sbx_json_set(cfg, "ports", ports);
+    if (c->tied) {
+        if ((rc = open_tie(&tie_fd, err)) < 0)
+            goto out;
+        sbx_json_set(cfg, "tied", json_true());
+        sbx_json_set(cfg, "workspace_owned", json_boolean(owned));
+    }
     ls = session_from_state(rundir, dir, state);
     state = NULL;
     struct state_job job = {.dir = dir,
@@ -1272,7 +1310,8 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
                             .manifest = spec ? spec->manifest : NULL,
                             .session = c->isolated ? &ls->base : NULL};
     struct while_starting ws_job = {write_initial_state, &job};
-    rc = spawn_supervisor(sup, id, cfg, c->start_timeout_ms, &ws_job, err);
+    rc = spawn_supervisor(sup, id, cfg, c->start_timeout_ms, &ws_job, tie_fd, err);
+    sbx_fd_close(&tie_fd);
     if (rc < 0)
         goto out;
     started = 1;
@@ -1300,6 +1339,7 @@ out:
     sbx_fd_close(&lock_fd);
     if (ls)
         sess_free(&ls->base);
+    sbx_fd_close(&tie_fd);
     json_decref(state);
     json_decref(cfg);
     free(rundir);
@@ -1789,6 +1829,7 @@ int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_
         c->allow_ports[i] = o->allow_ports[i];
     sbx_strv_init(&c->test_hosts);
     sbx_strv_pushv(&c->test_hosts, o->test_proxy_hosts);
+    c->tied = o->tied != 0;
     *out = &c->base;
     return 0;
 }

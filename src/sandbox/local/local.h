@@ -24,6 +24,9 @@ int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_
 #define SBX_PROTO_STATE    "state.json"
 #define SBX_PROTO_LOG      "supervisor.log"
 #define SBX_PROTO_RECORD   "supervisor.json"
+/* A tied sandbox's supervisor finds a pidfd of its creator at this descriptor ("tied" in its
+ * configuration); when that process ends, the supervisor removes the sandbox. */
+#define SBX_PROTO_TIE_FD 3
 
 /* Send msg with nfds descriptors (borrowed; the caller closes its copies afterwards). Blocks up
  * to the deadline (sbx_deadline_after_ms). Never raises SIGPIPE. */
@@ -47,6 +50,9 @@ int sbx__proto_check(const json_t *reply, struct sbx_error *err);
 /* Connect to the control socket in runtime directory dir. A missing socket or a refused
  * connection is SBX_E_SANDBOX "sandbox 'id' is gone". *out_fd: caller owns. */
 int sbx__local_connect(const char *dir, const char *id, int *out_fd, struct sbx_error *err);
+
+/* Remove an absolute host directory tree, never following a symlink in it (as rm does). */
+int sbx__local_remove_tree(const char *path, struct sbx_error *err);
 
 /* The base runtime directory per the rules in sbx/local.h, created 0700 and checked to be ours.
  * *out: caller owns (free). */

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -94,6 +96,12 @@ struct sup {
     int workspace_owned;  /* the create made the workspace (a fresh one) */
     int inner;            /* this process is PID 1 of an isolated sandbox */
     struct sbx__local_record record; /* what rm needs when this process cannot answer */
+    /* A tied sandbox: a pidfd of the creator, which a thread watches (host side only), and
+     * whether the workspace is the sandbox's own to remove. */
+    int tie_fd;
+    int tie_owned_ws;
+    int tie_watching;
+    pthread_t tie_thread;
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -1088,6 +1096,91 @@ static struct sbx__net *start_network(struct sup *s)
     return net;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * A sandbox tied to its creator (sbx_local_options.tied): when that process ends, however it
+ * ends, the sandbox is removed as rm would remove it. The host-side process (the only one
+ * without isolation, the outer one with it) watches the creator's pidfd; the end is a SIGTERM
+ * to itself, so the usual shutdown runs, and the removal follows once everything is dead. */
+
+/* Before anything else opens a descriptor: take the creator's pidfd if it is there. */
+static void tie_claim(struct sup *s)
+{
+    /* A pidfd (signal 0 through it works, or the process is gone already), or on kernels
+     * without them a pipe whose write end the creator holds: either polls readable (a pipe:
+     * hung up) once the creator is gone. */
+    struct stat st;
+    int r = (int)syscall(SYS_pidfd_send_signal, SBX_PROTO_TIE_FD, 0, NULL, 0);
+    int pidfd = r == 0 || errno == ESRCH || errno == EPERM;
+    if ((pidfd || (fstat(SBX_PROTO_TIE_FD, &st) == 0 && S_ISFIFO(st.st_mode))) &&
+        fcntl(SBX_PROTO_TIE_FD, F_SETFD, FD_CLOEXEC) == 0)
+        s->tie_fd = SBX_PROTO_TIE_FD;
+}
+
+static int tie_config(struct sup *s, const json_t *cfg, struct sbx_error *err)
+{
+    int tied = json_is_true(json_object_get(cfg, "tied"));
+    if (!tied) {
+        sbx_fd_close(&s->tie_fd);
+        return 0;
+    }
+    if (s->tie_fd < 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "a tied sandbox needs its creator's pidfd");
+    s->tie_owned_ws = json_is_true(json_object_get(cfg, "workspace_owned"));
+    return 0;
+}
+
+static void *tie_main(void *arg)
+{
+    struct pollfd pfd = {.fd = *(const int *)arg, .events = POLLIN};
+    while (poll(&pfd, 1, -1) < 0 && errno == EINTR)
+        ;
+    kill(getpid(), SIGTERM);
+    return NULL;
+}
+
+/* The watch. The shutdown signals are blocked first, so that the SIGTERM reaches the signalfd
+ * (or the outer process's wait) and never kills this process before it cleaned up. */
+static int tie_watch(struct sup *s, struct sbx_error *err)
+{
+    sigset_t stop, all, old;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGTERM);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGHUP);
+    pthread_sigmask(SIG_BLOCK, &stop, NULL);
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    int e = pthread_create(&s->tie_thread, NULL, tie_main, &s->tie_fd);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (e != 0) {
+        /* Unwatched, the sandbox could outlive its creator: end it now instead. */
+        kill(getpid(), SIGTERM);
+        return sbx_error_errno(err, e, "cannot watch the creating process");
+    }
+    s->tie_watching = 1;
+    return 0;
+}
+
+/* At the end, with every process of the sandbox dead: if the creator is gone, remove the
+ * runtime directory and an owned workspace (a given one stays as it is). */
+static void tie_end(struct sup *s)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    if (s->tie_watching) {
+        pthread_cancel(s->tie_thread);
+        pthread_join(s->tie_thread, NULL);
+        s->tie_watching = 0;
+    }
+    struct pollfd pfd = {.fd = s->tie_fd, .events = POLLIN};
+    if (s->tie_fd < 0 || !s->dir || poll(&pfd, 1, 0) <= 0)
+        return;
+    sbx_log(SBX_LOG_INFO, "sandbox '%s': its creator ended: removing the sandbox", s->id);
+    if (s->tie_owned_ws && sbx__local_remove_tree(s->workspace, &err) < 0)
+        sbx_log(SBX_LOG_WARN, "sandbox '%s': %s", s->id, err.msg);
+    if (sbx__local_remove_tree(s->dir, &err) < 0)
+        sbx_log(SBX_LOG_WARN, "sandbox '%s': %s", s->id, err.msg);
+}
+
 static int load_config(struct sup *s, json_t *cfg, struct sbx_error *err)
 {
     const char *id, *dir, *ws, *root, *iso = "none";
@@ -1117,6 +1210,8 @@ static int load_config(struct sup *s, json_t *cfg, struct sbx_error *err)
             return sbx_error_set(err, SBX_E_INVAL, 0, "bad exposed port list");
         s->ports[s->n_ports++] = (int)json_integer_value(v);
     }
+    if ((rc = tie_config(s, cfg, err)) < 0)
+        return rc;
     if (strcmp(iso, "namespaces") == 0) {
         rc = load_network(s, cfg, err);
         return rc < 0 ? rc : load_isolation(s, cfg, err);
@@ -1330,7 +1425,8 @@ int sbx_local_supervise_main(int argc, char **argv)
                     .stop_conn = -1,
                     .spare_fd = -1,
                     .report_fd = -1,
-                    .net_chan = {-1, -1}};
+                    .net_chan = {-1, -1},
+                    .tie_fd = -1};
     struct sbx_error err = SBX_ERROR_INIT;
     int rc, unclaimed = 0;
 
@@ -1339,6 +1435,7 @@ int sbx_local_supervise_main(int argc, char **argv)
         fprintf(stderr, "sbx: %s is internal to sbx\n", SBX_LOCAL_SUPERVISE_VERB);
         return 2;
     }
+    tie_claim(&s);
     /* Detach: the creator started us as a session leader and waits for this first process;
      * the supervisor proper is its child, which is no session leader (so it can never acquire
      * a controlling terminal) and is reparented once this process exits. */
@@ -1365,6 +1462,14 @@ int sbx_local_supervise_main(int argc, char **argv)
     close(devnull);
     int outer = 0;
     rc = start(&s, &outer, &err);
+    if (s.iso && !outer)
+        sbx_fd_close(&s.tie_fd); /* PID 1 (or a set-up failure): the host side watches */
+    if (rc == 0 && s.tie_fd >= 0 && (rc = tie_watch(&s, &err)) < 0 && outer) {
+        /* PID 1 reports; this process can only log (the sandbox is ending already). */
+        sbx_log(SBX_LOG_ERROR, "sandbox '%s': %s", s.id, err.msg);
+        sbx_error_clear(&err);
+        rc = 0;
+    }
     if (rc == 0 && outer) {
         rc = run_outer(&s) == 0 ? 0 : -1;
         goto out;
@@ -1398,6 +1503,7 @@ int sbx_local_supervise_main(int argc, char **argv)
     if (unclaimed && !s.inner)
         remove_unclaimed(&s);
 out:
+    tie_end(&s);
     for (size_t i = 0; i < s.n_conns; i++)
         if (s.conns[i].fd >= 0)
             drop_conn(&s, (int)i);
@@ -1410,6 +1516,7 @@ out:
     sbx_fd_close(&s.dir_fd);
     sbx_fd_close(&s.spare_fd);
     sbx_fd_close(&s.report_fd);
+    sbx_fd_close(&s.tie_fd);
     sbx_strv_release(&s.env);
     sbx_strv_release(&s.allow);
     sbx_strv_release(&s.test_hosts);
