@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "sandbox/local/isolate.h"
+#include "sandbox/local/logcap.h"
 #include "sandbox/local/local.h"
 #include "sandbox/local/net.h"
 #include "sbx/fs.h"
@@ -1264,7 +1265,9 @@ int sbx_local_supervise_main(int argc, char **argv)
     if (first > 0)
         _exit(0);
     sbx_strv_init(&s.env);
-    sbx_log_set_handler(sbx_log_stderr, NULL, SBX_LOG_INFO);
+    /* fd 2 becomes the log in the runtime directory: bounded, since a sandbox can fill it. */
+    static struct sbx__logcap log = {.fd = 2};
+    sbx_log_set_handler(sbx__logcap_handler, &log, SBX_LOG_INFO);
     /* The report leaves on a close-on-exec copy of stdout; stdout itself becomes /dev/null, so
      * that only the processes that report (or fail to) hold the creator's socket, which it
      * reads until every holder let go. */
