@@ -56,11 +56,15 @@ struct sbx_local_limits {
 };
 
 /* A host path shown inside an isolated sandbox (read-only unless writable). Never "/", never a
- * home directory itself, never overlapping the workspace or the system paths. */
+ * home directory itself, never overlapping the workspace or the system paths; not /proc, /sys,
+ * /dev, /run or a tree with unix sockets unless marked dangerous. */
 struct sbx_local_grant {
     const char *src; /* absolute host path */
     const char *dst; /* absolute sandbox path; NULL: the same as src */
     int writable;
+    /* Accept a dangerous source: /proc, /sys, /dev, /run (or below) or a tree holding unix
+     * sockets, refused otherwise (the sandbox could reach host services through it). */
+    int dangerous;
 };
 
 #define SBX_LOCAL_MAX_GRANTS 64

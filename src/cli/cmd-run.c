@@ -13,6 +13,7 @@
 #include "sbx/json.h"
 #include "sbx/local.h"
 #include "sbx/runner.h"
+#include "sbx/strv.h"
 #include "sbx/time.h"
 
 #define PROMPT_MAX   ((size_t)1 << 20)
@@ -35,6 +36,7 @@ static void usage(FILE *f)
           "               [--isolation namespaces|none] [--network none|full|allow:DOMAINS]\n"
           "               [--memory SIZE] [--port-bind ADDR] [--allow-port N]...\n"
           "               [--pids N] [--cpus N] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
+          "               [--allow-dangerous-grant PATH]... [--pass-secret NAME]...\n"
           "\n"
           "Runs an agent on PROMPT (or standard input with '-') and prints the final output.\n"
           "Progress goes to stderr; --json writes one event per line to stdout instead.\n"
@@ -46,7 +48,9 @@ static void usage(FILE *f)
           "sandboxes the run created running and prints their ids on stderr, --share gives\n"
           "every sandbox agent of the run (handoffs) one sandbox instead of one each.\n"
           "The sandboxes are isolated (no network) unless told otherwise; the isolation\n"
-          "options are those of 'sbx sandbox create'.\n"
+          "options are those of 'sbx sandbox create'. --pass-secret OPENAI_API_KEY lets a\n"
+          "manifest's {type: secret, env: OPENAI_API_KEY} read the model's key (refused\n"
+          "otherwise).\n"
           "Environment: OPENAI_BASE_URL, OPENAI_API_KEY, SBX_MODEL (default model name).\n"
           "Exit status: 0 done, 1 error, 2 usage, 3 max turns exceeded.\n",
           f);
@@ -197,6 +201,7 @@ int cmd_run(int argc, char **argv)
         OPT_KEEP,
         OPT_SHARE,
         OPT_LOCAL,
+        OPT_PASS,
     };
     static const struct option longopts[] = {
             {"agent", required_argument, NULL, 'a'},
@@ -223,6 +228,8 @@ int cmd_run(int argc, char **argv)
             {"rw", required_argument, NULL, OPT_LOCAL},
             {"port-bind", required_argument, NULL, OPT_LOCAL},
             {"allow-port", required_argument, NULL, OPT_LOCAL},
+            {"allow-dangerous-grant", required_argument, NULL, OPT_LOCAL},
+            {"pass-secret", required_argument, NULL, OPT_PASS},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0},
     };
@@ -242,7 +249,10 @@ int cmd_run(int argc, char **argv)
     struct sbx_local_options lopt = {0};
     struct sbx_local_grant grants[SBX_LOCAL_MAX_GRANTS];
     struct sbx_client *client = NULL;
+    struct sbx_strv pass;
     int rc = CLI_FAIL, c, li = 0;
+
+    sbx_strv_init(&pass);
 
     optind = 1;
     while ((c = getopt_long(argc, argv, "+a:m:h", longopts, &li)) != -1) {
@@ -254,6 +264,14 @@ int cmd_run(int argc, char **argv)
             int j = 0, r = cli_local_option(2, pair, &j, &lopt, grants);
             if (r != 1)
                 return r ? r : CLI_USAGE;
+            break;
+        }
+        case OPT_PASS: {
+            int r = cli_pass_secret(optarg, &pass);
+            if (r != 1) {
+                sbx_strv_release(&pass);
+                return r;
+            }
             break;
         }
         case 'a':
@@ -320,6 +338,10 @@ int cmd_run(int argc, char **argv)
             return cli_usage("run ", "invalid option");
         }
     }
+    scfg.pass_secrets = &pass;
+    if ((rc = cli_local_finish(&lopt, grants)) != CLI_OK)
+        goto out_quiet;
+    rc = CLI_FAIL;
     if (argc - optind > 1)
         return cli_usage("run ", "give the prompt as one argument (quote it)");
     if (scfg.manifest_path && scfg.session_id)
@@ -426,5 +448,6 @@ out_quiet:
     json_decref(input);
     json_decref(rd.args);
     free(prompt);
+    sbx_strv_release(&pass);
     return rc;
 }

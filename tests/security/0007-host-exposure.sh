@@ -50,4 +50,61 @@ else
     ok "# SKIP no python3 inside the sandbox"
 fi
 
+# ---- item 8: dangerous grant sources ---------------------------------------------------------
+for src in /proc /sys /dev /run /var/run /proc/self; do
+    run "$SBX" sandbox create --ro "$src:/x"
+    expect_rc 1 "a grant of '$src' is refused"
+    expect_in "$T/err" "--allow-dangerous-grant" "the refusal of '$src' names the override"
+done
+expect_in "$T/err" "shows the host's own processes" "and says why"
+mkdir -p "$T/svc/deep/er"
+if command -v python3 >/dev/null; then
+    python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])' "$T/svc/deep/er/agent.sock"
+else
+    ok "# SKIP no python3 on the host"; ok "# SKIP"; ok "# SKIP"; ok "# SKIP"
+fi
+if [ -S "$T/svc/deep/er/agent.sock" ]; then
+    run "$SBX" sandbox create --ro "$T/svc:/x"
+    expect_rc 1 "a grant holding a unix socket is refused"
+    expect_in "$T/err" "holds the unix socket '$T/svc/deep/er/agent.sock'" "the socket is named"
+    run "$SBX" sandbox create --ro "$T/svc:/x" --allow-dangerous-grant "$T/svc"
+    expect_rc 0 "the override lets it through"
+    expect_in "$T/err" "'$T/svc' is allowed although it is DANGEROUS" "with a loud warning"
+    "$SBX" sandbox rm "$(cat "$T/out")" >/dev/null 2>&1
+fi
+run "$SBX" sandbox create --ro /proc:/x --allow-dangerous-grant /var/run
+expect_rc 2 "an override naming no grant is a usage error"
+expect_in "$T/err" "names no --ro or --rw source" "and says so"
+run "$SBX" sandbox create --ro /var/run:/hostrun --allow-dangerous-grant /run
+expect_rc 0 "the override matches a grant by where it leads"
+expect_in "$T/err" "DANGEROUS" "and warns"
+"$SBX" sandbox rm "$(cat "$T/out")" >/dev/null 2>&1
+mkdir -p "$T/plain/sub"
+echo tool >"$T/plain/sub/f"
+run "$SBX" sandbox create --ro "$T/plain:/opt/plain"
+expect_rc 0 "a plain directory is still granted"
+expect_not_in "$T/err" "DANGEROUS" "without a warning"
+"$SBX" sandbox rm "$(cat "$T/out")" >/dev/null 2>&1
+
+# ---- item 9: the harness's own credentials stay out unless passed ---------------------------
+KEY=sk-canary-$(od -An -N8 -tx1 /dev/urandom | tr -d ' \n')
+cat >"$T/m.yaml" <<'YAML'
+environment:
+  STOLEN: {type: secret, env: OPENAI_API_KEY}
+YAML
+OPENAI_API_KEY=$KEY run "$SBX" sandbox create --manifest "$T/m.yaml"
+expect_rc 1 "a manifest asking for OPENAI_API_KEY is refused"
+expect_in "$T/err" "harness variable 'OPENAI_API_KEY'" "the variable is named"
+expect_in "$T/err" "--pass-secret OPENAI_API_KEY" "the opt-in is named"
+expect_not_in "$T/out" "$KEY" "the key is not printed"
+[ -s "$T/out" ] && "$SBX" sandbox rm "$(cat "$T/out")" >/dev/null 2>&1
+OPENAI_API_KEY=$KEY run "$SBX" sandbox create --pass-secret OPENAI_API_KEY --manifest "$T/m.yaml"
+expect_rc 0 "with --pass-secret the sandbox is made"
+ID=$(cat "$T/out")
+run "$SBX" sandbox exec "$ID" -- printenv STOLEN
+expect_in "$T/out" "$KEY" "and the key is inside, as asked"
+"$SBX" sandbox rm "$ID" >/dev/null 2>&1
+run "$SBX" sandbox create --pass-secret HOME
+expect_rc 2 "--pass-secret of a variable that is no credential of sbx is a usage error"
+
 done_testing

@@ -1257,6 +1257,8 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
             if (c->grants[i].dst)
                 sbx_json_set(go, "dst", sbx_json_str(c->grants[i].dst));
             sbx_json_set(go, "rw", json_boolean(c->grants[i].writable));
+            if (c->grants[i].dangerous)
+                sbx_json_set(go, "dangerous", json_true());
             sbx_json_append(grants, go);
         }
         const struct sbx_local_limits *l = &c->limits;
@@ -1282,7 +1284,7 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     if (spec && spec->manifest) {
         struct sbx_strv menv;
         sbx_strv_init(&menv);
-        rc = sbx_manifest_env_resolve(spec->manifest, &menv, err);
+        rc = sbx_manifest_env_resolve(spec->manifest, spec->pass_secrets, &menv, err);
         for (size_t i = 0; rc == 0 && i < menv.n; i++)
             sbx_json_append(env, sbx_json_str(menv.v[i]));
         /* Secret values are in there: wipe our copies. */
@@ -1610,6 +1612,7 @@ int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_
         c->grants[i].src = sbx_xstrdup(o->grants[i].src);
         c->grants[i].dst = o->grants[i].dst ? sbx_xstrdup(o->grants[i].dst) : NULL;
         c->grants[i].writable = o->grants[i].writable;
+        c->grants[i].dangerous = o->grants[i].dangerous;
     }
     c->n_ports = o->n_exposed_ports;
     for (size_t i = 0; i < o->n_exposed_ports; i++)

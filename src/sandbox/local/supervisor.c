@@ -959,6 +959,7 @@ static int load_isolation(struct sup *s, const json_t *cfg, struct sbx_error *er
         grants[i].src = json_string_value(json_object_get(v, "src"));
         grants[i].dst = json_string_value(json_object_get(v, "dst"));
         grants[i].writable = json_is_true(json_object_get(v, "rw"));
+        grants[i].dangerous = json_is_true(json_object_get(v, "dangerous"));
     }
     spec.grants = grants;
     spec.ngrants = json_array_size(a);
