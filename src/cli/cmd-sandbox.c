@@ -48,7 +48,10 @@ static const char usage_text[] =
         "  shell ID                an interactive shell on a terminal\n"
         "  cp SRC DST              copy a file; ID:PATH names a path in a sandbox\n"
         "  ps [--json]             list live sandboxes\n"
-        "  port ID PORT            the host URL of a port a service listens on\n"
+        "  port [--unix] ID PORT   the host URL of a port a service listens on (on\n"
+        "                          127.0.0.1, reachable by every local user); --unix: the\n"
+        "                          path of a unix socket only you can reach, forwarding\n"
+        "                          to it (curl --unix-socket PATH http://x/)\n"
         "  rm [--keep-workspace] ID...\n"
         "                          stop sandboxes and remove their workspaces\n";
 
@@ -834,14 +837,18 @@ static int cmd_port(int argc, char **argv)
     struct sbx_client *c = NULL;
     struct sbx_session *s = NULL;
     char *url = NULL, *end;
+    int unix_sock = argc > 1 && strcmp(argv[1], "--unix") == 0;
+    argc -= unix_sock;
+    argv += unix_sock;
     if (argc != 3)
-        return cli_usage(VERB, "port: want ID and PORT");
+        return cli_usage(VERB, "port: want [--unix] ID and PORT");
     long port = strtol(argv[2], &end, 10);
     if (*end || end == argv[2] || port < 1 || port > 65535)
         return cli_usage(VERB, "port: bad port '%s'", argv[2]);
     int rc = attach(argv[1], &c, &s, &err);
     if (rc == 0)
-        rc = sbx_session_resolve_port(s, (int)port, &url, &err);
+        rc = unix_sock ? sbx_local_session_port_unix(s, (int)port, &url, &err)
+                       : sbx_session_resolve_port(s, (int)port, &url, &err);
     if (rc == 0)
         printf("%s\n", url);
     free(url);

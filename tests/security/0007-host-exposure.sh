@@ -107,4 +107,53 @@ expect_in "$T/out" "$KEY" "and the key is inside, as asked"
 run "$SBX" sandbox create --pass-secret HOME
 expect_rc 2 "--pass-secret of a variable that is no credential of sbx is a usage error"
 
+# ---- item 14: a port forward only the caller can reach ---------------------------------------
+if [ "$HAVE_PY" = 1 ]; then
+    run "$SBX" sandbox create
+    ID=$(cat "$T/out")
+    "$SBX" sandbox exec "$ID" -- sh -c 'mkdir -p /tmp/www && echo unix-forward-5e1 >/tmp/www/index.html &&
+        cd /tmp/www && (python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &)' >/dev/null 2>&1
+    port_unix() { "$SBX" sandbox port --unix "$ID" 8000 >"$T/sock" 2>"$T/sockerr"; }
+    wait_until port_unix
+    SOCK=$(cat "$T/sock")
+    case "$SOCK" in
+    "$RUNBASE/$ID/"*) ok "port --unix answers a socket in the caller's runtime directory" ;;
+    *) not_ok "port --unix answers a socket in the caller's runtime directory"; diag "$SOCK" "$(cat "$T/sockerr")" ;;
+    esac
+    expect_eq "$(stat -c %a "$(dirname "$SOCK")")" 700 "the socket's directory is 0700"
+    expect_eq "$(stat -c %a "$SOCK" 2>/dev/null)" 600 "the socket is 0600"
+    if command -v curl >/dev/null; then
+        run curl -sS -m 10 --unix-socket "$SOCK" http://sandbox/index.html
+        expect_in "$T/out" "unix-forward-5e1" "curl --unix-socket reaches the service inside"
+    else
+        ok "# SKIP no curl on the host"
+    fi
+    run "$SBX" sandbox port --unix "$ID" 8000
+    expect_in "$T/out" "$SOCK" "asking again answers the same socket"
+    if [ "$(id -u)" = 0 ] && id sbx-ci >/dev/null 2>&1 && command -v setpriv >/dev/null; then
+        run setpriv --reuid=sbx-ci --regid="$(id -g sbx-ci)" --clear-groups env -i PATH=/usr/local/bin:/usr/bin:/bin python3 -c '
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+try:
+    s.connect(sys.argv[1])
+    print("connected")
+except PermissionError:
+    print("permission denied")
+except OSError as e:
+    print("error", e)' "$SOCK"
+        expect_in "$T/out" "permission denied" "another local user cannot connect to the socket"
+    else
+        ok "# SKIP another user's view needs root and the user sbx-ci"
+    fi
+    "$SBX" sandbox rm "$ID" >/dev/null 2>&1
+    if [ -e "$SOCK" ]; then not_ok "rm removes the socket"; else ok "rm removes the socket"; fi
+    run "$SBX" sandbox create --network full
+    ID=$(cat "$T/out")
+    run "$SBX" sandbox port --unix "$ID" 8000
+    expect_rc 1 "port --unix on a sandbox without a network of its own fails"
+    "$SBX" sandbox rm "$ID" >/dev/null 2>&1
+else
+    for i in 1 2 3 4 5 6 7 8 9; do ok "# SKIP no python3 inside the sandbox"; done
+fi
+
 done_testing

@@ -826,6 +826,27 @@ static const struct sbx_session_ops session_ops = {
         .free = sess_free,
 };
 
+int sbx_local_session_port_unix(struct sbx_session *bs, int port, char **out_path,
+                                struct sbx_error *err)
+{
+    if (bs->ops != &session_ops)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                             "unix socket port forwards are a feature of local sandboxes");
+    if (port < 1 || port > 65535)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "port %d is not in 1..65535", port);
+    struct local_session *s = (struct local_session *)bs;
+    json_t *req = json_pack("{s:s,s:i,s:b}", "op", "port", "port", port, "unix", 1), *reply = NULL;
+    int rc = request(s->dir, bs->id, req, &reply, NULL, 0, NULL, REQUEST_DEADLINE_MS, err);
+    const char *path = NULL;
+    if (rc == 0)
+        rc = sbx_json_get_string(reply, "path", 1, &path, err);
+    if (rc == 0)
+        *out_path = sbx_xstrdup(path);
+    json_decref(req);
+    json_decref(reply);
+    return rc;
+}
+
 static struct local_session *session_from_state(const char *rundir, const char *dir,
                                                 json_t *take_state)
 {
