@@ -106,6 +106,13 @@ expect_in "$T/out" "$KEY" "and the key is inside, as asked"
 "$SBX" sandbox rm "$ID" >/dev/null 2>&1
 run "$SBX" sandbox create --pass-secret HOME
 expect_rc 2 "--pass-secret of a variable that is no credential of sbx is a usage error"
+# The same through `sbx run --manifest`, with a one-answer recording.
+echo '{"id":"r1","object":"response","status":"completed","model":"m","output":[{"type":"message","id":"m1","role":"assistant","status":"completed","content":[{"type":"output_text","text":"done-9c2","annotations":[]}]}]}' >"$T/one.jsonl"
+OPENAI_API_KEY=$KEY run "$SBX" run -m "replay:$T/one.jsonl" --manifest "$T/m.yaml" go
+expect_rc 1 "sbx run with that manifest fails"
+expect_in "$T/err" "--pass-secret OPENAI_API_KEY" "naming the opt-in"
+OPENAI_API_KEY=$KEY run "$SBX" run --pass-secret OPENAI_API_KEY -m "replay:$T/one.jsonl" --manifest "$T/m.yaml" go
+expect_rc 0 "sbx run --pass-secret OPENAI_API_KEY runs"
 
 # ---- item 14: a port forward only the caller can reach ---------------------------------------
 if [ "$HAVE_PY" = 1 ]; then
