@@ -116,6 +116,7 @@ SBX_API long sbx_compaction_threshold(const char *model_name);
 
 /* Per-run sandbox choices. All-zero is valid: a fresh local sandbox per sandbox agent from its
  * own manifest, deleted at the end. All pointers borrowed for the run. */
+struct sbx_strv;
 struct sbx_run_config {
     struct sbx_session *session; /* a live session every sandbox agent uses; never closed */
     const char *session_id;      /* else: attach to this live sandbox; left running */
@@ -134,6 +135,8 @@ struct sbx_run_config {
      * gets this object instead of a built-in (borrowed; the run takes references). */
     struct sbx_capability *const *custom;
     size_t ncustom;
+    /* Harness credentials fresh sandboxes' manifests may read (sbx_create_spec); borrowed. */
+    const struct sbx_strv *pass_secrets;
 };
 
 struct sbx_sandbox_run; /* opaque: the sessions of one run */

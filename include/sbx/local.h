@@ -59,11 +59,15 @@ struct sbx_local_limits {
 };
 
 /* A host path shown inside an isolated sandbox (read-only unless writable). Never "/", never a
- * home directory itself, never overlapping the workspace or the system paths. */
+ * home directory itself, never overlapping the workspace or the system paths; not /proc, /sys,
+ * /dev, /run or a tree with unix sockets unless marked dangerous. */
 struct sbx_local_grant {
     const char *src; /* absolute host path */
     const char *dst; /* absolute sandbox path; NULL: the same as src */
     int writable;
+    /* Accept a dangerous source: /proc, /sys, /dev, /run (or below) or a tree holding unix
+     * sockets, refused otherwise (the sandbox could reach host services through it). */
+    int dangerous;
 };
 
 #define SBX_LOCAL_MAX_GRANTS 64
@@ -117,6 +121,16 @@ struct sbx_local_options {
  * argv[1] the sandbox id, shown by ps). The configuration arrives as JSON on stdin; the readiness
  * report (JSON) leaves on stdout. Returns the exit status. Only the sbx binary calls this. */
 SBX_API int sbx_local_supervise_main(int argc, char **argv);
+
+/* A per-user alternative to the TCP port forwards of sbx_session_resolve_port, which listen on
+ * 127.0.0.1 where every local user can connect: a unix socket in the sandbox's runtime
+ * directory (0700, the caller's; socket 0600), forwarding to port inside. Only for sandboxes
+ * with a network namespace of their own (network none or allow). *out_path: its host path,
+ * caller owns (free); clients connect with e.g. `curl --unix-socket PATH http://x/`. Errors:
+ * those of sbx_session_resolve_port, SBX_E_UNSUPPORTED for another provider or the host's
+ * network, SBX_E_TOOBIG when the runtime path is too long for a socket address (108 bytes). */
+SBX_API int sbx_local_session_port_unix(struct sbx_session *s, int port, char **out_path,
+                                        struct sbx_error *err);
 
 /* The name of the hidden verb. */
 #define SBX_LOCAL_SUPERVISE_VERB "__supervise"

@@ -129,10 +129,15 @@ struct sbx_manifest_env {
 SBX_API size_t sbx_manifest_env_count(const struct sbx_manifest *m);
 SBX_API const struct sbx_manifest_env *sbx_manifest_env_at(const struct sbx_manifest *m, size_t i);
 /* Append "NAME=VALUE" for every variable to out, in declared order, revealing secrets and
- * reading host references with getenv(). Errors: SBX_E_NOTFOUND when a referenced harness
- * variable is not set ("environment 'K': harness variable 'H' is not set"). */
-SBX_API int sbx_manifest_env_resolve(const struct sbx_manifest *m, struct sbx_strv *out,
-                                     struct sbx_error *err);
+ * reading host references with getenv(). A reference to one of sbx's own credentials
+ * (sbx_manifest_harness_credential) is refused unless pass (may be NULL) names it: a manifest,
+ * which may come from anywhere, never pulls the model's key into a sandbox by itself.
+ * Errors: SBX_E_NOTFOUND when a referenced harness variable is not set ("environment 'K':
+ * harness variable 'H' is not set"); SBX_E_PERM for a credential not let through. */
+SBX_API int sbx_manifest_env_resolve(const struct sbx_manifest *m, const struct sbx_strv *pass,
+                                     struct sbx_strv *out, struct sbx_error *err);
+/* True when name is a variable sbx itself reads for credentials (OPENAI_API_KEY). */
+SBX_API int sbx_manifest_harness_credential(const char *name);
 
 /* Users and groups to provision. Borrowed. */
 struct sbx_manifest_group {

@@ -380,11 +380,15 @@ SBX_API void sbx_session_free(struct sbx_session *s);
 /* ---------------------------------------------------------------------------------------------
  * Clients */
 
+struct sbx_strv;
 struct sbx_create_spec {
     const struct sbx_manifest *manifest; /* borrowed; NULL: an empty manifest */
     const char *workspace;               /* existing host directory to use as the workspace (it
                                             is never deleted); NULL: a fresh one */
     const char *base_dir; /* where manifest local_* sources are resolved; NULL: cwd */
+    /* Harness credentials (sbx_manifest_harness_credential) the manifest's environment may
+     * read; NULL: none. Borrowed. */
+    const struct sbx_strv *pass_secrets;
 };
 
 /* Make a client for provider ("local"). options: the provider's options struct (for "local",

@@ -287,7 +287,8 @@ static int open_session(struct sbx_sandbox_run *sr, struct agent_env *e, const j
     const char *base = cfg->manifest_path || cfg->manifest_doc
                                ? cfg->base_dir
                                : json_string_value(json_object_get(spec, "base_dir"));
-    struct sbx_create_spec cs = {.manifest = m, .base_dir = base};
+    struct sbx_create_spec cs = {
+            .manifest = m, .base_dir = base, .pass_secrets = cfg->pass_secrets};
     if ((rc = sbx_client_create(sr->client, &cs, &e->session, err)) < 0)
         goto out;
     e->created = 1;

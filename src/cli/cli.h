@@ -35,6 +35,13 @@ int cli_parse_size(const char *s, uint64_t *out);
  * none of them, or CLI_USAGE after printing why. */
 int cli_local_option(int argc, char **argv, int *i, struct sbx_local_options *o,
                      struct sbx_local_grant *grants);
+/* After the options: apply --allow-dangerous-grant PATH to the grants with that source and warn
+ * on stderr for each. Returns CLI_OK, or CLI_USAGE when PATH names no grant. */
+int cli_local_finish(struct sbx_local_options *o, struct sbx_local_grant *grants);
+struct sbx_strv;
+/* --pass-secret NAME: add NAME to pass after checking it is one of sbx's own credentials
+ * (sbx_manifest_harness_credential). Returns 1, or CLI_USAGE after printing why. */
+int cli_pass_secret(const char *name, struct sbx_strv *pass);
 
 int cmd_manifest(int argc, char **argv); /* cmd-manifest.c */
 /* Hidden verbs. */

@@ -16,6 +16,8 @@
 #include "sbx/json.h"
 #include "sbx/local.h"
 #include "sbx/runner.h"
+#include "sbx/strv.h"
+#include "sbx/term.h"
 #include "sbx/time.h"
 
 #define PROMPT_MAX   ((size_t)1 << 20)
@@ -92,6 +94,7 @@ static void usage(FILE *f)
           "               [--isolation namespaces|none] [--network none|full|allow:DOMAINS]\n"
           "               [--memory SIZE] [--port-bind ADDR] [--allow-port N]...\n"
           "               [--pids N] [--cpus N] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
+          "               [--allow-dangerous-grant PATH]... [--pass-secret NAME]...\n"
           "\n"
           "Runs an agent on PROMPT (or standard input with '-') and prints the final output.\n"
           "Progress goes to stderr; --json writes one event per line to stdout instead.\n"
@@ -103,7 +106,9 @@ static void usage(FILE *f)
           "sandboxes the run created running and prints their ids on stderr, --share gives\n"
           "every sandbox agent of the run (handoffs) one sandbox instead of one each.\n"
           "The sandboxes are isolated (no network) unless told otherwise; the isolation\n"
-          "options are those of 'sbx sandbox create'.\n"
+          "options are those of 'sbx sandbox create'. --pass-secret OPENAI_API_KEY lets a\n"
+          "manifest's {type: secret, env: OPENAI_API_KEY} read the model's key (refused\n"
+          "otherwise).\n"
           "Environment: OPENAI_BASE_URL, OPENAI_API_KEY, SBX_MODEL (default model name).\n"
           "A sandbox the run created without --keep is removed however the run ends (also\n"
           "when sbx itself is killed).\n"
@@ -116,19 +121,74 @@ struct render {
     int json;
     int mid_line; /* streamed text without a final newline on stderr */
     json_t *args; /* call_id -> arguments, for the tool line */
+    /* On a terminal, model text is escaped (sbx_term_escape); a streamed UTF-8 character cut
+     * between two deltas waits in pend for the rest. */
+    int tty_out, tty_err;
+    char pend[4];
+    size_t npend;
 };
+
+/* Text from the model (or a tool) to f: escaped on a terminal, the exact bytes otherwise. */
+static void put_text(FILE *f, int tty, const char *s, size_t n)
+{
+    if (!tty) {
+        fwrite(s, 1, n, f);
+        return;
+    }
+    char *e = sbx_term_escape(s, n, 0, NULL);
+    fputs(e, f);
+    free(e);
+}
+
+static void put_delta(struct render *r, const char *s)
+{
+    size_t n = strlen(s);
+    if (!r->tty_err) {
+        fwrite(s, 1, n, stderr);
+        return;
+    }
+    char *joined = sbx_xmalloc(r->npend + n + 1);
+    memcpy(joined, r->pend, r->npend);
+    memcpy(joined + r->npend, s, n);
+    size_t total = r->npend + n, used = 0;
+    char *e = sbx_term_escape(joined, total, 1, &used);
+    fputs(e, stderr);
+    free(e);
+    /* What is left is a valid start of at most 3 bytes. */
+    r->npend = total - used < sizeof(r->pend) ? total - used : 0;
+    memcpy(r->pend, joined + used, r->npend);
+    free(joined);
+}
+
+static void flush_delta(struct render *r)
+{
+    if (r->npend)
+        put_text(stderr, r->tty_err, r->pend, r->npend);
+    r->npend = 0;
+}
 
 static void print_json(const json_t *v)
 {
     char *s = sbx_json_dumps(v, SBX_JSON_COMPACT);
-    fputs(s, stdout);
+    /* JSON escapes C0 controls; C1 controls (U+0080..U+009F, which some terminals obey) are
+     * escaped too: a JSON line carries no control character, wherever it ends up. */
+    for (const char *p = s; *p; p++) {
+        if ((unsigned char)p[0] == 0xC2 && (unsigned char)p[1] >= 0x80 &&
+            (unsigned char)p[1] <= 0x9F) {
+            printf("\\u%04x", (unsigned char)p[1]);
+            p++;
+        } else {
+            fputc(*p, stdout);
+        }
+    }
+    free(s);
     fputc('\n', stdout);
     flush(stdout);
-    free(s);
 }
 
 static void end_line(struct render *r)
 {
+    flush_delta(r);
     if (r->mid_line) {
         fputc('\n', stderr);
         r->mid_line = 0;
@@ -148,7 +208,7 @@ static void on_event(const struct sbx_event *ev, void *data)
     }
     switch (ev->type) {
     case SBX_EVENT_TEXT_DELTA:
-        fputs(ev->text, stderr);
+        put_delta(r, ev->text);
         r->mid_line = ev->text[0] && ev->text[strlen(ev->text) - 1] != '\n';
         break;
     case SBX_EVENT_MESSAGE:
@@ -181,16 +241,25 @@ static void on_event(const struct sbx_event *ev, void *data)
         if (status)
             out = status + 1;
         size_t olen = strcspn(out, "\n");
-        fprintf(stderr, "  tool %s(%.200s) %s %.*s%s (%.1f ms)\n", ev->tool ? ev->tool : "?",
-                args ? args : "", ev->failed ? "failed:" : "->", (int)(olen > 200 ? 200 : olen),
-                out, olen > 200 || out[olen] ? " ..." : "",
-                (double)ev->duration_ns / (double)SBX_NS_PER_MS);
+        char line[1024];
+        int n = snprintf(line, sizeof(line), "  tool %s(%.200s) %s %.*s%s (%.1f ms)\n",
+                         ev->tool ? ev->tool : "?", args ? args : "", ev->failed ? "failed:" : "->",
+                         (int)(olen > 200 ? 200 : olen), out, olen > 200 || out[olen] ? " ..." : "",
+                         (double)ev->duration_ns / (double)SBX_NS_PER_MS);
+        if (n > 0)
+            put_text(stderr, r->tty_err, line,
+                     (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
         break;
     }
-    case SBX_EVENT_HANDOFF:
+    case SBX_EVENT_HANDOFF: {
         end_line(r);
-        fprintf(stderr, "  handoff %s -> %s\n", ev->agent, ev->text);
+        char line[512];
+        int n = snprintf(line, sizeof(line), "  handoff %s -> %s\n", ev->agent, ev->text);
+        if (n > 0)
+            put_text(stderr, r->tty_err, line,
+                     (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
         break;
+    }
     case SBX_EVENT_ERROR:
     case SBX_EVENT_FINAL:
         end_line(r);
@@ -257,6 +326,7 @@ int cmd_run(int argc, char **argv)
         OPT_KEEP,
         OPT_SHARE,
         OPT_LOCAL,
+        OPT_PASS,
     };
     static const struct option longopts[] = {
             {"agent", required_argument, NULL, 'a'},
@@ -283,6 +353,8 @@ int cmd_run(int argc, char **argv)
             {"rw", required_argument, NULL, OPT_LOCAL},
             {"port-bind", required_argument, NULL, OPT_LOCAL},
             {"allow-port", required_argument, NULL, OPT_LOCAL},
+            {"allow-dangerous-grant", required_argument, NULL, OPT_LOCAL},
+            {"pass-secret", required_argument, NULL, OPT_PASS},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0},
     };
@@ -302,7 +374,10 @@ int cmd_run(int argc, char **argv)
     struct sbx_local_options lopt = {0};
     struct sbx_local_grant grants[SBX_LOCAL_MAX_GRANTS];
     struct sbx_client *client = NULL;
+    struct sbx_strv pass;
     int rc = CLI_FAIL, c, li = 0;
+
+    sbx_strv_init(&pass);
 
     optind = 1;
     while ((c = getopt_long(argc, argv, "+a:m:h", longopts, &li)) != -1) {
@@ -314,6 +389,14 @@ int cmd_run(int argc, char **argv)
             int j = 0, r = cli_local_option(2, pair, &j, &lopt, grants);
             if (r != 1)
                 return r ? r : CLI_USAGE;
+            break;
+        }
+        case OPT_PASS: {
+            int r = cli_pass_secret(optarg, &pass);
+            if (r != 1) {
+                sbx_strv_release(&pass);
+                return r;
+            }
             break;
         }
         case 'a':
@@ -380,6 +463,10 @@ int cmd_run(int argc, char **argv)
             return cli_usage("run ", "invalid option");
         }
     }
+    scfg.pass_secrets = &pass;
+    if ((rc = cli_local_finish(&lopt, grants)) != CLI_OK)
+        goto out_quiet;
+    rc = CLI_FAIL;
     if (argc - optind > 1)
         return cli_usage("run ", "give the prompt as one argument (quote it)");
     if (scfg.manifest_path && scfg.session_id)
@@ -424,6 +511,8 @@ int cmd_run(int argc, char **argv)
     start_stdout_watch();
 
     rd.args = json_object();
+    rd.tty_out = isatty(1);
+    rd.tty_err = isatty(2);
     ropt.model = model;
     ropt.model_name = model_name && strncmp(model_name, "replay:", 7) != 0 ? model_name : NULL;
     ropt.stream = 1;
@@ -464,7 +553,8 @@ int cmd_run(int argc, char **argv)
         goto out_quiet;
     }
     if (!rd.json) {
-        fputs(sbx_run_result_text(res), stdout);
+        const char *text = sbx_run_result_text(res);
+        put_text(stdout, rd.tty_out, text, strlen(text));
         fputc('\n', stdout);
         flush(stdout);
     }
@@ -486,5 +576,6 @@ out_quiet:
     free(prompt);
     if (interrupted && interrupted != SIGINT)
         rc = 128 + interrupted;
+    sbx_strv_release(&pass);
     return rc;
 }

@@ -32,12 +32,16 @@ static const char usage_text[] =
         "  create [--manifest FILE] [--workspace DIR] [--port N]... [--json]\n"
         "         [--isolation namespaces|none] [--network none|full|allow:DOMAINS]\n"
         "         [--memory SIZE] [--pids N] [--cpus N] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
-        "         [--port-bind ADDR] [--allow-port N]...\n"
+        "         [--port-bind ADDR] [--allow-port N]... [--allow-dangerous-grant PATH]...\n"
+        "         [--pass-secret NAME]...\n"
         "                          create a sandbox and print its id (--json: its state);\n"
         "                          isolated with no network unless told otherwise;\n"
         "                          allow:a.org,*.b.org lets HTTP(S) to those names through\n"
         "                          a proxy (ports 80, 443 or --allow-port); --port-bind:\n"
-        "                          host address of port forwards (default 127.0.0.1)\n"
+        "                          host address of port forwards (default 127.0.0.1);\n"
+        "                          grants of /proc /sys /dev /run or of trees with unix\n"
+        "                          sockets are refused unless --allow-dangerous-grant PATH;\n"
+        "                          --pass-secret OPENAI_API_KEY lets the manifest read it\n"
         "  exec [-t] [-i] [--cwd DIR] [--env K=V]... [--user NAME] [--timeout S]\n"
         "       [--max-output BYTES] ID -- CMD...\n"
         "                          run a command; exits with its status\n"
@@ -45,7 +49,10 @@ static const char usage_text[] =
         "  cp SRC DST              copy a file; ID:PATH names a path in a sandbox\n"
         "  ps [--all] [--json]     list live sandboxes (--all: also dead, stopped and\n"
         "                          half-created ones, with what they left behind)\n"
-        "  port ID PORT            the host URL of a port a service listens on\n"
+        "  port [--unix] ID PORT   the host URL of a port a service listens on (on\n"
+        "                          127.0.0.1, reachable by every local user); --unix: the\n"
+        "                          path of a unix socket only you can reach, forwarding\n"
+        "                          to it (curl --unix-socket PATH http://x/)\n"
         "  rm [--keep-workspace] ID...\n"
         "                          stop sandboxes and remove their workspaces (a sandbox\n"
         "                          that does not answer is killed)\n"
@@ -142,13 +149,57 @@ static int network_allow(char *list, struct sbx_local_options *o)
     return 1;
 }
 
+/* --allow-dangerous-grant paths, matched against the grant sources by cli_local_finish. */
+static const char *dangerous[SBX_LOCAL_MAX_GRANTS];
+static size_t n_dangerous;
+
+int cli_local_finish(struct sbx_local_options *o, struct sbx_local_grant *grants)
+{
+    for (size_t d = 0; d < n_dangerous; d++) {
+        int found = 0;
+        /* As spelled, or where it leads: refusals name the resolved path. */
+        char *want = realpath(dangerous[d], NULL);
+        for (size_t g = 0; g < o->n_grants; g++) {
+            char *real = want ? realpath(grants[g].src, NULL) : NULL;
+            int same = strcmp(grants[g].src, dangerous[d]) == 0 || (real && !strcmp(real, want));
+            free(real);
+            if (!same)
+                continue;
+            grants[g].dangerous = 1;
+            found = 1;
+        }
+        free(want);
+        if (!found)
+            return cli_usage(VERB, "--allow-dangerous-grant '%s' names no --ro or --rw source",
+                             dangerous[d]);
+        fprintf(stderr,
+                "sbx: warning: grant source '%s' is allowed although it is DANGEROUS: a system "
+                "directory (/proc, /sys, /dev, /run) or unix sockets of host services may let "
+                "the sandbox reach the host\n",
+                dangerous[d]);
+    }
+    return CLI_OK;
+}
+
+int cli_pass_secret(const char *name, struct sbx_strv *pass)
+{
+    if (!sbx_manifest_harness_credential(name))
+        return cli_usage(VERB,
+                         "--pass-secret '%s' is not one of sbx's own credentials "
+                         "(OPENAI_API_KEY); manifests read other variables without it",
+                         name);
+    sbx_strv_push(pass, name);
+    return 1;
+}
+
 int cli_local_option(int argc, char **argv, int *i, struct sbx_local_options *o,
                      struct sbx_local_grant *grants)
 {
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
-    static const char *const names[] = {"--isolation",  "--network", "--memory", "--pids",
-                                        "--cpus",       "--ro",      "--rw",     "--port-bind",
-                                        "--allow-port", NULL};
+    static const char *const names[] = {
+            "--isolation", "--network", "--memory",    "--pids",       "--cpus",
+            "--ro",        "--rw",      "--port-bind", "--allow-port", "--allow-dangerous-grant",
+            NULL};
     int k = 0;
     while (names[k] && strcmp(names[k], a) != 0)
         k++;
@@ -210,12 +261,18 @@ int cli_local_option(int argc, char **argv, int *i, struct sbx_local_options *o,
         o->allow_ports = ports;
         return 1;
     }
+    case 9:
+        if (n_dangerous >= SBX_LOCAL_MAX_GRANTS)
+            return cli_usage(VERB, "more than %d dangerous grants", SBX_LOCAL_MAX_GRANTS);
+        dangerous[n_dangerous++] = v;
+        return 1;
     default:
         if (o->n_grants >= SBX_LOCAL_MAX_GRANTS)
             return cli_usage(VERB, "more than %d path grants", SBX_LOCAL_MAX_GRANTS);
         if (v[0] != '/')
             return cli_usage(VERB, "%s wants an absolute path, not '%s'", a, v);
         struct sbx_local_grant *g = &grants[o->n_grants++];
+        *g = (struct sbx_local_grant){0};
         /* PATH[:DST]: argv strings are ours to cut. */
         char *colon = strchr(argv[*i], ':');
         if (colon)
@@ -241,12 +298,20 @@ static int cmd_create(int argc, char **argv)
     struct sbx_session *s = NULL;
     json_t *state = NULL;
     struct sbx_manifest *m = NULL;
+    struct sbx_strv pass;
     int rc;
 
+    sbx_strv_init(&pass);
+    spec.pass_secrets = &pass;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--json") == 0) {
             json = 1;
+        } else if (strcmp(a, "--pass-secret") == 0 && i + 1 < argc) {
+            if ((rc = cli_pass_secret(argv[++i], &pass)) != 1) {
+                sbx_strv_release(&pass);
+                return rc;
+            }
         } else if ((strcmp(a, "--manifest") == 0 || strcmp(a, "-m") == 0) && i + 1 < argc) {
             manifest_path = argv[++i];
         } else if ((strcmp(a, "--workspace") == 0 || strcmp(a, "-w") == 0) && i + 1 < argc) {
@@ -268,10 +333,15 @@ static int cmd_create(int argc, char **argv)
         }
     }
     opts.exposed_ports = ports;
+    if ((rc = cli_local_finish(&opts, grants)) != CLI_OK) {
+        sbx_strv_release(&pass);
+        return rc;
+    }
     if (manifest_path) {
         rc = sbx_manifest_load_file(manifest_path, NULL, &m, &err);
         if (rc < 0) {
             sbx_error_prefix(&err, "manifest '%s'", manifest_path);
+            sbx_strv_release(&pass);
             return cli_fail(&err);
         }
         spec.manifest = m;
@@ -296,6 +366,7 @@ static int cmd_create(int argc, char **argv)
     sbx_session_free(s);
     sbx_client_free(c);
     sbx_manifest_free(m);
+    sbx_strv_release(&pass);
     return rc < 0 ? cli_fail(&err) : CLI_OK;
 }
 
@@ -804,14 +875,18 @@ static int cmd_port(int argc, char **argv)
     struct sbx_client *c = NULL;
     struct sbx_session *s = NULL;
     char *url = NULL, *end;
+    int unix_sock = argc > 1 && strcmp(argv[1], "--unix") == 0;
+    argc -= unix_sock;
+    argv += unix_sock;
     if (argc != 3)
-        return cli_usage(VERB, "port: want ID and PORT");
+        return cli_usage(VERB, "port: want [--unix] ID and PORT");
     long port = strtol(argv[2], &end, 10);
     if (*end || end == argv[2] || port < 1 || port > 65535)
         return cli_usage(VERB, "port: bad port '%s'", argv[2]);
     int rc = attach(argv[1], &c, &s, &err);
     if (rc == 0)
-        rc = sbx_session_resolve_port(s, (int)port, &url, &err);
+        rc = unix_sock ? sbx_local_session_port_unix(s, (int)port, &url, &err)
+                       : sbx_session_resolve_port(s, (int)port, &url, &err);
     if (rc == 0)
         printf("%s\n", url);
     free(url);

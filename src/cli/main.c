@@ -1,11 +1,14 @@
 /* sbx: command-line entry point. Dispatches to one file per verb. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "sbx/local.h"
 #include "sbx/log.h"
+#include "sbx/term.h"
 
 struct verb {
     const char *name;
@@ -26,7 +29,11 @@ static const struct verb verbs[] = {
 
 int cli_fail(const struct sbx_error *err)
 {
-    fprintf(stderr, "sbx: %s\n", err->msg[0] ? err->msg : sbx_strerror(err->code));
+    /* Messages may quote what a model or a sandbox said: no escape sequences on a terminal. */
+    const char *msg = err->msg[0] ? err->msg : sbx_strerror(err->code);
+    char *safe = isatty(2) ? sbx_term_escape(msg, strlen(msg), 0, NULL) : NULL;
+    fprintf(stderr, "sbx: %s\n", safe ? safe : msg);
+    free(safe);
     return CLI_FAIL;
 }
 

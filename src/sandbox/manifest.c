@@ -257,8 +257,19 @@ const struct sbx_manifest_env *sbx_manifest_env_at(const struct sbx_manifest *m,
     return i < m->nenv ? &m->env[i]->pub : NULL;
 }
 
-int sbx_manifest_env_resolve(const struct sbx_manifest *m, struct sbx_strv *out,
-                             struct sbx_error *err)
+/* The variables sbx reads its own secrets from (src/model: the model's API key). */
+static const char *const harness_credentials[] = {"OPENAI_API_KEY"};
+
+int sbx_manifest_harness_credential(const char *name)
+{
+    for (size_t i = 0; i < sizeof(harness_credentials) / sizeof(*harness_credentials); i++)
+        if (strcmp(name, harness_credentials[i]) == 0)
+            return 1;
+    return 0;
+}
+
+int sbx_manifest_env_resolve(const struct sbx_manifest *m, const struct sbx_strv *pass,
+                             struct sbx_strv *out, struct sbx_error *err)
 {
     struct sbx_strv tmp;
     sbx_strv_init(&tmp);
@@ -268,6 +279,15 @@ int sbx_manifest_env_resolve(const struct sbx_manifest *m, struct sbx_strv *out,
         if (v->secret)
             val = sbx_secret_reveal(v->secret, NULL);
         if (v->host_env) {
+            if (sbx_manifest_harness_credential(v->host_env) &&
+                !(pass && sbx_strv_find(pass, v->host_env) >= 0)) {
+                sbx_strv_release(&tmp);
+                return sbx_error_set(err, SBX_E_PERM, 0,
+                                     "environment '%s': harness variable '%s' holds sbx's own "
+                                     "credentials and is not passed into a sandbox unless "
+                                     "asked for on the command line (--pass-secret %s)",
+                                     v->name, v->host_env, v->host_env);
+            }
             val = getenv(v->host_env);
             if (!val) {
                 sbx_strv_release(&tmp);

@@ -343,6 +343,23 @@ static void test_plan_errors(void)
     g.src = "/srv/me";
     s.host_home = "/srv/me";
     CHECK_ERR(sbx__isolation_plan_build(&s, &p, &err), SBX_E_INVAL, &err, "home directory");
+    s.host_home = NULL;
+    const char *views[] = {"/proc", "/proc/1",     "/sys/fs", "/dev",
+                           "/run",  "/run/user/0", "/var/run"};
+    g.dst = "/opt/x";
+    for (size_t i = 0; i < sizeof(views) / sizeof(*views); i++) {
+        g.src = views[i];
+        CHECK_ERR(sbx__isolation_plan_build(&s, &p, &err), SBX_E_PERM, &err,
+                  "--allow-dangerous-grant");
+    }
+    g.src = "/run";
+    g.dangerous = 1;
+    CHECK_OK(sbx__isolation_plan_build(&s, &p, &err), &err);
+    sbx__isolation_plan_release(&p);
+    g.dangerous = 0;
+    g.src = "/runner";
+    CHECK_OK(sbx__isolation_plan_build(&s, &p, &err), &err);
+    sbx__isolation_plan_release(&p);
     g.src = "/root/.cargo";
     g.dst = "/usr/local/cargo";
     CHECK_ERR(sbx__isolation_plan_build(&s, &p, &err), SBX_E_INVAL, &err, "inside '/usr'");

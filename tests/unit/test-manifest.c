@@ -442,13 +442,13 @@ static void test_secrets(void)
     CHECK(v->value == NULL && v->secret != NULL);
     struct sbx_strv env;
     sbx_strv_init(&env);
-    CHECK_OK(sbx_manifest_env_resolve(m, &env, &err), &err);
+    CHECK_OK(sbx_manifest_env_resolve(m, NULL, &env, &err), &err);
     CHECK_EQ_STR(sbx_strv_getenv(&env, "API_KEY"), "sk-live-123");
     CHECK_EQ_STR(sbx_strv_getenv(&env, "FROM_HOST"), "from-host");
     CHECK_EQ_STR(sbx_strv_getenv(&env, "PLAIN"), "hello");
     sbx_strv_release(&env);
     unsetenv("SBX_TEST_HOST_TOKEN");
-    CHECK_ERR(sbx_manifest_env_resolve(m, &env, &err), SBX_E_NOTFOUND, &err,
+    CHECK_ERR(sbx_manifest_env_resolve(m, NULL, &env, &err), SBX_E_NOTFOUND, &err,
               "environment 'FROM_HOST': harness variable 'SBX_TEST_HOST_TOKEN' is not set");
     CHECK_EQ_INT(env.n, 0);
     sbx_manifest_free(m);
@@ -479,6 +479,27 @@ static void test_environment_forms(void)
         CHECK_EQ_INT(sbx_manifest_env_count(m), 1);
         CHECK_EQ_STR(sbx_manifest_env_at(m, 0)->name, "value");
         CHECK_EQ_STR(sbx_manifest_env_at(m, 0)->host_env, "HOME");
+    }
+    sbx_manifest_free(m);
+    /* The model's key reaches a sandbox only when the caller names it. */
+    CHECK_OK(load("environment: {K: {type: secret, env: OPENAI_API_KEY}}\n", &m, &err), &err);
+    if (m) {
+        struct sbx_strv env, pass;
+        sbx_strv_init(&env);
+        sbx_strv_init(&pass);
+        setenv("OPENAI_API_KEY", "sk-harness", 1);
+        CHECK_ERR(sbx_manifest_env_resolve(m, NULL, &env, &err), SBX_E_PERM, &err,
+                  "--pass-secret OPENAI_API_KEY");
+        sbx_strv_push(&pass, "OTHER");
+        CHECK_ERR(sbx_manifest_env_resolve(m, &pass, &env, &err), SBX_E_PERM, &err,
+                  "harness variable 'OPENAI_API_KEY'");
+        CHECK_EQ_INT(env.n, 0);
+        sbx_strv_push(&pass, "OPENAI_API_KEY");
+        CHECK_OK(sbx_manifest_env_resolve(m, &pass, &env, &err), &err);
+        CHECK_EQ_STR(sbx_strv_getenv(&env, "K"), "sk-harness");
+        unsetenv("OPENAI_API_KEY");
+        sbx_strv_release(&env);
+        sbx_strv_release(&pass);
     }
     sbx_manifest_free(m);
     bad("environment: {\"1BAD\": x}\n", SBX_E_INVAL, "environment '1BAD': not a valid variable");

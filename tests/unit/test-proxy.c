@@ -649,13 +649,13 @@ static void test_end_to_end(void)
     int host_port = 0;
     struct sbx__net_forward fwd = {.port = 8000};
     if (net)
-        CHECK_OK(sbx__net_forward_add(net, &fwd, &host_port, &err), &err);
+        CHECK_OK(sbx__net_forward_add(net, &fwd, &host_port, NULL, 0, &err), &err);
     CHECK(host_port > 0);
     CHECK_EQ_INT(net ? sbx__net_forward_port(net, 8000) : 0, host_port);
     CHECK_EQ_INT(net ? sbx__net_forward_port(net, 8001) : -1, 0);
     int again = 0;
     if (net)
-        CHECK_ERR(sbx__net_forward_add(net, &fwd, &again, &err), SBX_E_EXISTS, &err,
+        CHECK_ERR(sbx__net_forward_add(net, &fwd, &again, NULL, 0, &err), SBX_E_EXISTS, &err,
                   "port 8000 is forwarded already");
     CHECK_EQ_INT(again, host_port);
 
@@ -788,11 +788,11 @@ static void test_config_errors(void)
     CHECK_OK(sbx__net_new(&cfg, &net, &err), &err);
     struct sbx__net_forward fwd = {.port = 0};
     if (net) {
-        CHECK_ERR(sbx__net_forward_add(net, &fwd, NULL, &err), SBX_E_INVAL, &err,
+        CHECK_ERR(sbx__net_forward_add(net, &fwd, NULL, NULL, 0, &err), SBX_E_INVAL, &err,
                   "port 0 out of range");
         fwd.port = 80;
         fwd.bind = "localhost";
-        CHECK_ERR(sbx__net_forward_add(net, &fwd, NULL, &err), SBX_E_INVAL, &err,
+        CHECK_ERR(sbx__net_forward_add(net, &fwd, NULL, NULL, 0, &err), SBX_E_INVAL, &err,
                   "bind address 'localhost' is not an IP address");
     }
     sbx__net_free(net);

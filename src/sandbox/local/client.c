@@ -747,6 +747,27 @@ static const struct sbx_session_ops session_ops = {
         .free = sess_free,
 };
 
+int sbx_local_session_port_unix(struct sbx_session *bs, int port, char **out_path,
+                                struct sbx_error *err)
+{
+    if (bs->ops != &session_ops)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                             "unix socket port forwards are a feature of local sandboxes");
+    if (port < 1 || port > 65535)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "port %d is not in 1..65535", port);
+    struct local_session *s = (struct local_session *)bs;
+    json_t *req = json_pack("{s:s,s:i,s:b}", "op", "port", "port", port, "unix", 1), *reply = NULL;
+    int rc = request(s->dir, bs->id, req, &reply, NULL, 0, NULL, REQUEST_DEADLINE_MS, err);
+    const char *path = NULL;
+    if (rc == 0)
+        rc = sbx_json_get_string(reply, "path", 1, &path, err);
+    if (rc == 0)
+        *out_path = sbx_xstrdup(path);
+    json_decref(req);
+    json_decref(reply);
+    return rc;
+}
+
 static struct local_session *session_from_state(const char *rundir, const char *dir,
                                                 json_t *take_state)
 {
@@ -1249,6 +1270,8 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
             if (c->grants[i].dst)
                 sbx_json_set(go, "dst", sbx_json_str(c->grants[i].dst));
             sbx_json_set(go, "rw", json_boolean(c->grants[i].writable));
+            if (c->grants[i].dangerous)
+                sbx_json_set(go, "dangerous", json_true());
             sbx_json_append(grants, go);
         }
         const struct sbx_local_limits *l = &c->limits;
@@ -1274,7 +1297,7 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     if (spec && spec->manifest) {
         struct sbx_strv menv;
         sbx_strv_init(&menv);
-        rc = sbx_manifest_env_resolve(spec->manifest, &menv, err);
+        rc = sbx_manifest_env_resolve(spec->manifest, spec->pass_secrets, &menv, err);
         for (size_t i = 0; rc == 0 && i < menv.n; i++)
             sbx_json_append(env, sbx_json_str(menv.v[i]));
         /* Secret values are in there: wipe our copies. */
@@ -1817,6 +1840,7 @@ int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_
         c->grants[i].src = sbx_xstrdup(o->grants[i].src);
         c->grants[i].dst = o->grants[i].dst ? sbx_xstrdup(o->grants[i].dst) : NULL;
         c->grants[i].writable = o->grants[i].writable;
+        c->grants[i].dangerous = o->grants[i].dangerous;
     }
     c->n_ports = o->n_exposed_ports;
     for (size_t i = 0; i < o->n_exposed_ports; i++)

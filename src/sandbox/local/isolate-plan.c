@@ -49,6 +49,9 @@ static const char *const etc_files[] = {"ld.so.cache",
                                         "gitconfig",
                                         "manpath.config"};
 
+/* Grant sources refused unless the grant is marked dangerous. */
+static const char *const host_views[] = {"/proc", "/sys", "/dev", "/run", "/var/run"};
+
 static const char *const sys_dirs[] = {"/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"};
 
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
@@ -194,6 +197,15 @@ static int check_grant(const struct sbx__isolation_spec *spec, const struct sbx_
         return sbx_error_set(err, SBX_E_INVAL, 0,
                              "grant source '%s' is a home directory; grant a directory inside it",
                              g->src);
+    /* Kernel and runtime views of the host: host processes, devices, service sockets. The
+     * executor resolves sources first, so a symlink into one meets the same refusal. */
+    for (size_t i = 0; !g->dangerous && i < sizeof(host_views) / sizeof(*host_views); i++)
+        if (within(g->src, host_views[i]))
+            return sbx_error_set(err, SBX_E_PERM, 0,
+                                 "grant source '%s' is in '%s', which shows the host's own "
+                                 "processes, devices or service sockets; refused unless "
+                                 "allowed as dangerous (--allow-dangerous-grant %s)",
+                                 g->src, host_views[i], g->src);
     return check_sandbox_dst("grant destination", g->dst ? g->dst : g->src, err);
 }
 

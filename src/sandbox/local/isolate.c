@@ -175,6 +175,14 @@ static int resolve_paths(const struct sbx__isolation_spec *spec, struct sbx__iso
             if (!(real_src[i] = realpath(grants[i].src, NULL)))
                 return sbx_error_errno(err, errno, "grant source '%s'", grants[i].src);
             grants[i].src = real_src[i];
+            char sock[PATH_MAX];
+            if (!grants[i].dangerous && sbx__grant_find_socket(real_src[i], sock, sizeof(sock)))
+                return sbx_error_set(err, SBX_E_PERM, 0,
+                                     "grant source '%s' holds the unix socket '%s%s%s', through "
+                                     "which the sandbox could reach a host service; refused "
+                                     "unless allowed as dangerous (--allow-dangerous-grant %s)",
+                                     spec->grants[i].src, real_src[i], sock[0] ? "/" : "", sock,
+                                     spec->grants[i].src);
         }
     }
     out->grants = grants;

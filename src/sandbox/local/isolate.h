@@ -67,7 +67,16 @@ struct sbx__isolation_grant {
                       * overlapping the workspace (checked on its realpath) */
     const char *dst; /* absolute sandbox path; NULL = same as src */
     int writable;
+    int dangerous; /* accept a source below /proc /sys /dev /run or holding unix sockets */
 };
+
+/* Whether the tree at src (a directory or a file, symlinks not followed) holds a unix socket,
+ * looking at most SBX__GRANT_SCAN_MAX_DEPTH levels deep and SBX__GRANT_SCAN_MAX_ENTRIES entries:
+ * 1 with its path relative to src in found ("" when src is one), else 0 (also for what it could
+ * not read). Sockets made later, or beyond the bounds, are not seen. */
+#define SBX__GRANT_SCAN_MAX_DEPTH   8
+#define SBX__GRANT_SCAN_MAX_ENTRIES 20000
+int sbx__grant_find_socket(const char *src, char *found, size_t n);
 
 /* Limit values: 0 = the default, SBX__LIMIT_NONE = no limit. A value given explicitly must be
  * enforced (enter fails when the cgroup controller is not usable); a default limit is applied

@@ -141,6 +141,9 @@ struct sbx__net_forward {
     int v6;           /* 1: the service listens on ::1 inside, 0: on 127.0.0.1 */
     const char *bind; /* host address to listen on; NULL = "127.0.0.1" */
     int host_port;    /* 0 = any free port (see sbx__net_forward_port) */
+    /* 1: listen on the unix socket "port-<port>.sock" in the config's unix_dir instead of TCP
+     * (bind and host_port unused): only the caller can reach it through that 0700 dir. */
+    int unix_sock;
 };
 
 /* All zero plus netns_fd/userns_fd = no proxy, no forwarders. Strings are copied. */
@@ -166,16 +169,23 @@ struct sbx__net_config {
      * sbx__net_request; the answer a struct sbx__net_reply. */
     int control_fd;
     const char *forward_bind; /* host address of those forwarders; NULL = "127.0.0.1" */
+    /* Where unix socket forwarders listen: a directory only the caller can enter (the runtime
+     * directory), as a descriptor (borrowed, duplicated) and as a path (copied) for answers;
+     * -1 / NULL = unix socket forwards are refused. */
+    int unix_dir_fd;
+    const char *unix_dir;
 };
 
 struct sbx__net_request {
-    int port; /* the sandbox port */
-    int v6;   /* the service listens on ::1 (1) or on 127.0.0.1 (0) */
+    int port;      /* the sandbox port */
+    int v6;        /* the service listens on ::1 (1) or on 127.0.0.1 (0) */
+    int unix_sock; /* forward from a unix socket (the reply's path), not a TCP port */
 };
 
 struct sbx__net_reply {
-    int host_port; /* > 0, or 0 with msg */
+    int host_port; /* > 0 (a unix socket forward: 1, with path), or 0 with msg */
     char msg[256];
+    char path[108]; /* unix socket forwards: the socket's host path */
 };
 
 struct sbx__net;
@@ -184,10 +194,13 @@ struct sbx__net;
  * given, and start the event loop in a thread of its own (which blocks every signal). *out:
  * caller owns (sbx__net_free). */
 int sbx__net_new(const struct sbx__net_config *cfg, struct sbx__net **out, struct sbx_error *err);
-/* Add a forwarder; *host_port (may be NULL) receives the host port it listens on. Thread-safe
- * towards the loop. SBX_E_EXISTS if port is forwarded already (its host port is returned). */
+/* Add a forwarder; *host_port (may be NULL) receives the host port it listens on (1 for a unix
+ * socket, whose host path goes to path, of size npath, when not NULL). Thread-safe towards the
+ * loop. SBX_E_EXISTS if port is forwarded already in that form (its host port and path are
+ * returned). SBX_E_UNSUPPORTED for a unix socket without a unix_dir, SBX_E_TOOBIG when its path
+ * does not fit a socket address. */
 int sbx__net_forward_add(struct sbx__net *net, const struct sbx__net_forward *fwd, int *host_port,
-                         struct sbx_error *err);
+                         char *path, size_t npath, struct sbx_error *err);
 /* The host port forwarding to sandbox port, or 0. */
 int sbx__net_forward_port(struct sbx__net *net, int port);
 /* Stop the loop, close every connection and listener, free. Accepts NULL. */

@@ -19,6 +19,8 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -80,6 +82,8 @@ struct conn {
 struct fwd {
     struct handle h;
     int host_port;
+    int unix_sock;
+    char path[108]; /* unix_sock: host path, for answers */
 };
 
 struct sbx__net {
@@ -98,6 +102,8 @@ struct sbx__net {
     struct handle proxy;
     struct handle control;
     char *forward_bind;
+    int unix_dir_fd;
+    char *unix_dir;
     char **patterns;
     size_t npatterns;
     int *ports;
@@ -667,8 +673,11 @@ static void serve_control(struct sbx__net *net)
     if (n != (ssize_t)sizeof(q))
         return;
     memset(&r, 0, sizeof(r));
-    struct sbx__net_forward fwd = {.port = q.port, .v6 = q.v6 != 0, .bind = net->forward_bind};
-    int rc = sbx__net_forward_add(net, &fwd, &r.host_port, &err);
+    struct sbx__net_forward fwd = {.port = q.port,
+                                   .v6 = q.v6 != 0,
+                                   .bind = net->forward_bind,
+                                   .unix_sock = q.unix_sock != 0};
+    int rc = sbx__net_forward_add(net, &fwd, &r.host_port, r.path, sizeof(r.path), &err);
     if (rc < 0 && rc != -SBX_E_EXISTS) {
         r.host_port = 0;
         snprintf(r.msg, sizeof(r.msg), "%.255s", err.msg);
@@ -819,6 +828,11 @@ int sbx__net_new(const struct sbx__net_config *cfg, struct sbx__net **out, struc
     net->control.kind = K_CONTROL;
     net->control.fd = -1;
     net->forward_bind = cfg->forward_bind ? sbx_xstrdup(cfg->forward_bind) : NULL;
+    net->unix_dir_fd = -1;
+    if (cfg->unix_dir && cfg->unix_dir_fd >= 0) {
+        net->unix_dir_fd = fcntl(cfg->unix_dir_fd, F_DUPFD_CLOEXEC, 3);
+        net->unix_dir = sbx_xstrdup(cfg->unix_dir);
+    }
     net->userns_fd = -1;
     net->netns_fd = -1;
     net->max_conns = cfg->max_conns ? cfg->max_conns : SBX__NET_MAX_CONNS_DEFAULT;
@@ -923,8 +937,83 @@ out:
     return rc;
 }
 
+/* A unix socket listener "port-<port>.sock" in the unix dir, mode 0600 (the dir is 0700). The
+ * name is bound through /proc/self/fd, so a long runtime path does not limit it; the path
+ * answered must fit a socket address for clients, though. */
+static int listen_unix(struct sbx__net *net, int port, char *path, size_t npath, int *out,
+                       struct sbx_error *err)
+{
+    char name[32];
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(name, sizeof(name), "port-%d.sock", port);
+    if (net->unix_dir_fd < 0)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                             "unix socket forwards need the sandbox's runtime directory");
+    if ((size_t)snprintf(path, npath, "%s/%s", net->unix_dir, name) >= npath ||
+        strlen(path) >= sizeof(sa.sun_path))
+        return sbx_error_set(err, SBX_E_TOOBIG, 0,
+                             "the socket path '%s/%s' is too long for a unix socket address",
+                             net->unix_dir, name);
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", net->unix_dir_fd, name);
+    (void)unlinkat(net->unix_dir_fd, name, 0); /* a listener of an earlier supervisor */
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+        fchmodat(net->unix_dir_fd, name, 0600, 0) < 0 || listen(fd, 128) < 0) {
+        int rc = sbx_error_errno(err, errno, "cannot listen on '%s'", path);
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    *out = fd;
+    return 0;
+}
+
+static int add_unix(struct sbx__net *net, const struct sbx__net_forward *fwd, int *host_port,
+                    char *path, size_t npath, struct sbx_error *err)
+{
+    char p[108];
+    int fd = -1, rc = 0;
+    pthread_mutex_lock(&net->lock);
+    for (size_t i = 0; i < net->nfwds; i++) {
+        if (net->fwds[i].h.port == fwd->port && net->fwds[i].unix_sock) {
+            if (host_port)
+                *host_port = 1;
+            if (path)
+                snprintf(path, npath, "%s", net->fwds[i].path);
+            rc = sbx_error_set(err, SBX_E_EXISTS, 0, "port %d is forwarded already", fwd->port);
+            goto out;
+        }
+    }
+    if (net->nfwds >= SBX__NET_MAX_FORWARDS) {
+        rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d forwarded ports",
+                           SBX__NET_MAX_FORWARDS);
+        goto out;
+    }
+    if ((rc = listen_unix(net, fwd->port, p, sizeof(p), &fd, err)) < 0)
+        goto out;
+    struct fwd *f = &net->fwds[net->nfwds];
+    memset(f, 0, sizeof(*f));
+    f->h.kind = K_FWD_LISTEN;
+    f->h.fd = fd;
+    f->h.port = fwd->port;
+    f->h.v6 = fwd->v6;
+    f->host_port = 1;
+    f->unix_sock = 1;
+    snprintf(f->path, sizeof(f->path), "%s", p);
+    net->nfwds++;
+    if (host_port)
+        *host_port = 1;
+    if (path)
+        snprintf(path, npath, "%s", p);
+    uint64_t one64 = 1;
+    (void)!write(net->wake.fd, &one64, sizeof(one64));
+out:
+    pthread_mutex_unlock(&net->lock);
+    return rc;
+}
+
 int sbx__net_forward_add(struct sbx__net *net, const struct sbx__net_forward *fwd, int *host_port,
-                         struct sbx_error *err)
+                         char *path, size_t npath, struct sbx_error *err)
 {
     const char *bind_addr = fwd->bind ? fwd->bind : "127.0.0.1";
     struct sockaddr_storage ss;
@@ -935,6 +1024,8 @@ int sbx__net_forward_add(struct sbx__net *net, const struct sbx__net_forward *fw
 
     if (fwd->port < 1 || fwd->port > 65535)
         return sbx_error_set(err, SBX_E_INVAL, 0, "port %d out of range", fwd->port);
+    if (fwd->unix_sock)
+        return add_unix(net, fwd, host_port, path, npath, err);
     if (fwd->host_port < 0 || fwd->host_port > 65535)
         return sbx_error_set(err, SBX_E_INVAL, 0, "host port %d out of range", fwd->host_port);
     memset(&ss, 0, sizeof(ss));
@@ -955,7 +1046,7 @@ int sbx__net_forward_add(struct sbx__net *net, const struct sbx__net_forward *fw
 
     pthread_mutex_lock(&net->lock);
     for (size_t i = 0; i < net->nfwds; i++) {
-        if (net->fwds[i].h.port == fwd->port) {
+        if (net->fwds[i].h.port == fwd->port && !net->fwds[i].unix_sock) {
             if (host_port)
                 *host_port = net->fwds[i].host_port;
             rc = sbx_error_set(err, SBX_E_EXISTS, 0, "port %d is forwarded already", fwd->port);
@@ -1000,7 +1091,7 @@ int sbx__net_forward_port(struct sbx__net *net, int port)
     int hp = 0;
     pthread_mutex_lock(&net->lock);
     for (size_t i = 0; i < net->nfwds; i++) {
-        if (net->fwds[i].h.port == port)
+        if (net->fwds[i].h.port == port && !net->fwds[i].unix_sock)
             hp = net->fwds[i].host_port;
     }
     pthread_mutex_unlock(&net->lock);
@@ -1032,8 +1123,17 @@ void sbx__net_free(struct sbx__net *net)
         else if (n < 0 && errno != EINTR)
             break;
     }
-    for (size_t i = 0; i < net->nfwds; i++)
+    for (size_t i = 0; i < net->nfwds; i++) {
         close_handle(net, &net->fwds[i].h);
+        if (net->fwds[i].unix_sock) {
+            char name[32];
+            snprintf(name, sizeof(name), "port-%d.sock", net->fwds[i].h.port);
+            (void)unlinkat(net->unix_dir_fd, name, 0);
+        }
+    }
+    if (net->unix_dir_fd >= 0)
+        close(net->unix_dir_fd);
+    free(net->unix_dir);
     close_handle(net, &net->proxy);
     close_handle(net, &net->control);
     free(net->forward_bind);

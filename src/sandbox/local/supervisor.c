@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "sandbox/local/isolate.h"
+#include "sandbox/local/logcap.h"
 #include "sandbox/local/local.h"
 #include "sandbox/local/net.h"
 #include "sbx/fs.h"
@@ -581,9 +582,10 @@ out:
 /* Is something listening on TCP port in our network namespace? Returns the address family seen
  * (4 or 6), or 0. */
 /* PID 1: the host port forwarding to port, from the outer process. *out: caller owns. */
-static int forward_url(struct sup *s, int port, int v6, char **out, struct sbx_error *err)
+static int forward_url(struct sup *s, int port, int v6, int unix_sock, char **out,
+                       struct sbx_error *err)
 {
-    struct sbx__net_request q = {.port = port, .v6 = v6};
+    struct sbx__net_request q = {.port = port, .v6 = v6, .unix_sock = unix_sock};
     struct sbx__net_reply r;
     struct pollfd p = {.fd = s->net_chan[1], .events = POLLIN};
     memset(&r, 0, sizeof(r));
@@ -593,6 +595,11 @@ static int forward_url(struct sup *s, int port, int v6, char **out, struct sbx_e
     r.msg[sizeof(r.msg) - 1] = '\0';
     if (r.host_port <= 0)
         return sbx_error_set(err, SBX_E_SANDBOX, 0, "cannot forward port %d: %s", port, r.msg);
+    if (unix_sock) {
+        r.path[sizeof(r.path) - 1] = '\0';
+        *out = sbx_xstrdup(r.path);
+        return 0;
+    }
     const char *h = s->port_bind ? s->port_bind : "127.0.0.1";
     if (strcmp(h, "0.0.0.0") == 0)
         h = "127.0.0.1";
@@ -644,6 +651,11 @@ static void do_port(struct sup *s, int ci, const json_t *req)
             rc = sbx_error_set(&err, SBX_E_PERM, 0, "port %lld is not exposed by sandbox '%s'",
                                (long long)port, s->id);
     }
+    int unix_sock = json_is_true(json_object_get(req, "unix"));
+    if (rc == 0 && unix_sock && s->net_chan[1] < 0)
+        rc = sbx_error_set(&err, SBX_E_UNSUPPORTED, 0,
+                           "unix socket forwards need a sandbox with a network of its own "
+                           "(network none or allow), not one on the host's network");
     int fam = rc == 0 ? listening((int)port) : 0;
     if (rc == 0 && !fam)
         rc = sbx_error_set(&err, SBX_E_NOTFOUND, 0, "nothing listens on port %lld in sandbox '%s'",
@@ -651,9 +663,14 @@ static void do_port(struct sup *s, int ci, const json_t *req)
     char *url = NULL;
     /* In a network namespace of its own, through a forwarder of the outer process. */
     if (rc == 0 && s->net_chan[1] >= 0)
-        rc = forward_url(s, (int)port, fam == 6, &url, &err);
+        rc = forward_url(s, (int)port, fam == 6, unix_sock, &url, &err);
     if (rc < 0) {
         reply_err(s, ci, &err);
+    } else if (unix_sock) {
+        json_t *m = ok_msg();
+        sbx_json_set(m, "path", sbx_json_str(url));
+        free(url);
+        reply(s, ci, m, NULL, 0);
     } else {
         /* Without a network namespace the service listens on the host itself. */
         json_t *m = ok_msg();
@@ -981,6 +998,7 @@ static int load_isolation(struct sup *s, const json_t *cfg, struct sbx_error *er
         grants[i].src = json_string_value(json_object_get(v, "src"));
         grants[i].dst = json_string_value(json_object_get(v, "dst"));
         grants[i].writable = json_is_true(json_object_get(v, "rw"));
+        grants[i].dangerous = json_is_true(json_object_get(v, "dangerous"));
     }
     spec.grants = grants;
     spec.ngrants = json_array_size(a);
@@ -1078,6 +1096,8 @@ static struct sbx__net *start_network(struct sup *s)
                 .test_hosts = (const char *const *)s->test_hosts.v,
                 .control_fd = s->net_chan[0],
                 .forward_bind = s->port_bind,
+                .unix_dir_fd = s->dir_fd,
+                .unix_dir = s->dir,
         };
         rc = sbx__net_new(&cfg, &net, &err);
     }
@@ -1448,7 +1468,9 @@ int sbx_local_supervise_main(int argc, char **argv)
         _exit(0);
     sbx_strv_init(&s.env);
     sbx__local_record_init(&s.record);
-    sbx_log_set_handler(sbx_log_stderr, NULL, SBX_LOG_INFO);
+    /* fd 2 becomes the log in the runtime directory: bounded, since a sandbox can fill it. */
+    static struct sbx__logcap log = {.fd = 2};
+    sbx_log_set_handler(sbx__logcap_handler, &log, SBX_LOG_INFO);
     /* The report leaves on a close-on-exec copy of stdout; stdout itself becomes /dev/null, so
      * that only the processes that report (or fail to) hold the creator's socket, which it
      * reads until every holder let go. */
