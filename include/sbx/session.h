@@ -420,6 +420,10 @@ struct sbx_file_reader {
     /* Fill buf with up to n bytes; return the count, 0 at the end, or -code on error. */
     long (*read)(void *ctx, void *buf, size_t n, struct sbx_error *err);
     void *ctx;
+    /* Optional (NULL: none): skip the hole at the current position, *hole = its length (0 at
+     * data). A provider that can make sparse files leaves that many bytes as a hole; holes do
+     * not count against a write's max. A hole at the end makes a read return 0 next. */
+    int (*skip_hole)(void *ctx, uint64_t *hole, struct sbx_error *err);
 };
 
 struct sbx_session_ops {

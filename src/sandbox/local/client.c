@@ -487,13 +487,26 @@ static int sess_read_open(struct sbx_session *bs, const char *path, int *out_fd,
     return rc;
 }
 
+/* holes: fd is a fresh file we may seek in (not O_APPEND), so the reader's holes stay holes. */
 static int copy_in(int fd, const struct sbx_file_reader *r, uint64_t max, const char *path,
-                   struct sbx_error *err)
+                   int holes, struct sbx_error *err)
 {
     char *buf = sbx_xmalloc(COPY_CHUNK);
     uint64_t total = 0;
-    int rc = 0;
+    int rc = 0, sparse = 0;
     for (;;) {
+        if (holes && r->skip_hole) {
+            uint64_t hole = 0;
+            rc = r->skip_hole(r->ctx, &hole, err);
+            if (rc < 0)
+                break;
+            if (hole > INT64_MAX || (hole && lseek(fd, (off_t)hole, SEEK_CUR) < 0)) {
+                rc = sbx_error_errno(err, hole > INT64_MAX ? EFBIG : errno,
+                                     "cannot leave a hole in '%s'", path);
+                break;
+            }
+            sparse |= hole > 0;
+        }
         long n = r->read(r->ctx, buf, COPY_CHUNK, err);
         if (n < 0) {
             rc = (int)n;
@@ -510,6 +523,12 @@ static int copy_in(int fd, const struct sbx_file_reader *r, uint64_t max, const 
         rc = sbx_fd_write_all(fd, buf, (size_t)n, err);
         if (rc < 0)
             break;
+    }
+    if (rc == 0 && sparse) {
+        /* A trailing hole only moved the offset: give the file its length. */
+        off_t end = lseek(fd, 0, SEEK_CUR);
+        if (end < 0 || ftruncate(fd, end) < 0)
+            rc = sbx_error_errno(err, errno, "cannot set the length of '%s'", path);
     }
     free(buf);
     return rc;
@@ -545,7 +564,7 @@ static int sess_write(struct sbx_session *bs, const char *path, const struct sbx
                                 : sbx_error_errno(err, errno, "cannot open '%s'", path);
             goto out;
         }
-        rc = copy_in(fd, r, max, path, err);
+        rc = copy_in(fd, r, max, path, 0, err);
         goto out;
     }
     /* A temporary file next to the target, renamed over it: readers never see half a file, and
@@ -571,7 +590,7 @@ static int sess_write(struct sbx_session *bs, const char *path, const struct sbx
         tmp[0] = '\0';
         goto out;
     }
-    rc = copy_in(fd, r, max, path, err);
+    rc = copy_in(fd, r, max, path, 1, err);
     if (rc == 0 && fchmod(fd, mode) < 0)
         rc = sbx_error_errno(err, errno, "cannot set the mode of '%s'", path);
     if (rc < 0)
