@@ -35,6 +35,7 @@ static void usage(FILE *f)
           "               [--isolation namespaces|none] [--network none|full|allow:DOMAINS]\n"
           "               [--memory SIZE] [--port-bind ADDR] [--allow-port N]...\n"
           "               [--pids N] [--cpus N] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
+          "               [--disk SIZE|none]\n"
           "\n"
           "Runs an agent on PROMPT (or standard input with '-') and prints the final output.\n"
           "Progress goes to stderr; --json writes one event per line to stdout instead.\n"
@@ -223,6 +224,7 @@ int cmd_run(int argc, char **argv)
             {"rw", required_argument, NULL, OPT_LOCAL},
             {"port-bind", required_argument, NULL, OPT_LOCAL},
             {"allow-port", required_argument, NULL, OPT_LOCAL},
+            {"disk", required_argument, NULL, OPT_LOCAL},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0},
     };

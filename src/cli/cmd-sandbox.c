@@ -32,12 +32,13 @@ static const char usage_text[] =
         "  create [--manifest FILE] [--workspace DIR] [--port N]... [--json]\n"
         "         [--isolation namespaces|none] [--network none|full|allow:DOMAINS]\n"
         "         [--memory SIZE] [--pids N] [--cpus N] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
-        "         [--port-bind ADDR] [--allow-port N]...\n"
+        "         [--port-bind ADDR] [--allow-port N]... [--disk SIZE|none]\n"
         "                          create a sandbox and print its id (--json: its state);\n"
         "                          isolated with no network unless told otherwise;\n"
         "                          allow:a.org,*.b.org lets HTTP(S) to those names through\n"
         "                          a proxy (ports 80, 443 or --allow-port); --port-bind:\n"
-        "                          host address of port forwards (default 127.0.0.1)\n"
+        "                          host address of port forwards (default 127.0.0.1);\n"
+        "                          --disk: workspace size limit (default 8G; needs root)\n"
         "  exec [-t] [-i] [--cwd DIR] [--env K=V]... [--user NAME] [--timeout S]\n"
         "       [--max-output BYTES] ID -- CMD...\n"
         "                          run a command; exits with its status\n"
@@ -143,7 +144,7 @@ int cli_local_option(int argc, char **argv, int *i, struct sbx_local_options *o,
     const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
     static const char *const names[] = {"--isolation",  "--network", "--memory", "--pids",
                                         "--cpus",       "--ro",      "--rw",     "--port-bind",
-                                        "--allow-port", NULL};
+                                        "--allow-port", "--disk",    NULL};
     int k = 0;
     while (names[k] && strcmp(names[k], a) != 0)
         k++;
@@ -205,6 +206,19 @@ int cli_local_option(int argc, char **argv, int *i, struct sbx_local_options *o,
         o->allow_ports = ports;
         return 1;
     }
+    case 9:
+        if (strcmp(v, "none") == 0) {
+            o->disk_bytes = SBX_LOCAL_LIMIT_NONE;
+            return 1;
+        }
+        if (cli_parse_size(v, &n) < 0 || n == 0)
+            return cli_usage(VERB, "--disk wants a size such as 8G, or 'none', not '%s'", v);
+        if (n < SBX_LOCAL_DISK_MIN || n > SBX_LOCAL_DISK_MAX)
+            return cli_usage(VERB, "--disk %s is outside %lluM..%lluT", v,
+                             (unsigned long long)(SBX_LOCAL_DISK_MIN >> 20),
+                             (unsigned long long)(SBX_LOCAL_DISK_MAX >> 40));
+        o->disk_bytes = n;
+        return 1;
     default:
         if (o->n_grants >= SBX_LOCAL_MAX_GRANTS)
             return cli_usage(VERB, "more than %d path grants", SBX_LOCAL_MAX_GRANTS);

@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sandbox/local/disk.h"
 #include "sandbox/local/local.h"
 #include "sandbox/local/net.h"
 #include "sandbox/session-internal.h"
@@ -70,6 +71,8 @@ struct local_client {
     int allow_ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
     size_t n_allow_ports;
     struct sbx_strv test_hosts; /* test only: "name=ip" */
+    uint64_t disk_bytes;        /* resolved: SBX_LOCAL_LIMIT_NONE = no limit */
+    int disk_explicit;          /* given by the caller: must be enforced */
 };
 
 static void add_network_config(const struct local_client *c, json_t *sb);
@@ -254,10 +257,23 @@ out:
     return rc;
 }
 
-/* Shut the supervisor down (if alive), then remove the runtime dir and, if asked, the
- * workspace. */
+/* Unmount and delete a workspace's disk image (state "disk"; NULL or without an image: none),
+ * keeping its files as a plain directory unless the workspace goes too. */
+static int release_disk(const json_t *disk, const char *workspace, int remove_workspace,
+                        struct sbx_error *err)
+{
+    const char *image = json_string_value(json_object_get(disk, "image"));
+    if (!image || !workspace)
+        return 0;
+    return sbx__disk_detach(image, json_string_value(json_object_get(disk, "loop")), workspace,
+                            !remove_workspace, err);
+}
+
+/* Shut the supervisor down (if alive), then release the workspace's disk image (disk: the
+ * state's "disk", may be NULL), remove the runtime dir and, if asked, the workspace. The runtime
+ * dir, with the state that names the image, goes only once the image is gone. */
 static int stop_and_clean(const char *dir, const char *id, const char *workspace,
-                          int remove_workspace, struct sbx_error *err)
+                          int remove_workspace, const json_t *disk, struct sbx_error *err)
 {
     int sock = -1;
     int rc = sbx__local_connect(dir, id, &sock, err);
@@ -286,7 +302,9 @@ static int stop_and_clean(const char *dir, const char *id, const char *workspace
     } else {
         return rc;
     }
-    rc = remove_tree(dir, err);
+    rc = release_disk(disk, workspace, remove_workspace, err);
+    if (rc == 0)
+        rc = remove_tree(dir, err);
     if (rc == 0 && remove_workspace && workspace)
         rc = remove_tree(workspace, err);
     return rc;
@@ -811,7 +829,8 @@ static int sess_close(struct sbx_session *bs, int delete_workspace, struct sbx_e
     pthread_mutex_lock(&s->root_lock);
     sbx_fd_close(&s->root_fd);
     pthread_mutex_unlock(&s->root_lock);
-    int rc = stop_and_clean(s->dir, bs->id, s->workspace, delete_workspace && s->owned, err);
+    int rc = stop_and_clean(s->dir, bs->id, s->workspace, delete_workspace && s->owned,
+                            json_object_get(s->state, "disk"), err);
     if (rc == 0)
         s->closed = 1;
     return rc;
@@ -865,10 +884,10 @@ static struct local_session *session_from_state(const char *rundir, const char *
 
 static int check_state(const json_t *st, const char *id, struct sbx_error *err)
 {
-    static const char *const keys[] = {"version",         "provider",     "id",
-                                       "workspace",       "root",         "created",
-                                       "isolation",       "network",      "workspace_owned",
-                                       "manifest_digest", "materialized", NULL};
+    static const char *const keys[] = {
+            "version",      "provider",  "id",      "workspace",       "root",
+            "created",      "isolation", "network", "workspace_owned", "manifest_digest",
+            "materialized", "disk",      NULL};
     int64_t version = 0;
     const char *provider = NULL, *sid = NULL, *ws = NULL, *root = NULL;
     int rc;
@@ -1166,11 +1185,78 @@ static int write_initial_state(void *ctx, struct sbx_error *err)
     return write_state(j->dir, j->state, err);
 }
 
+static void format_size(uint64_t n, char *out, size_t len)
+{
+    static const char units[] = "KMGT";
+    int u = -1;
+    while (u < 3 && n >= 1024 && n % 1024 == 0) {
+        n /= 1024;
+        u++;
+    }
+    if (u < 0)
+        snprintf(out, len, "%llu bytes", (unsigned long long)n);
+    else
+        snprintf(out, len, "%llu %ciB", (unsigned long long)n, units[u]);
+}
+
+/* The size limit of a new workspace: a disk image when this process can make one for a fresh
+ * workspace (wsbase: where it is; NULL for a given directory). *disk_out: the state's "disk";
+ * *image_out, *loop_out: set when an image was mounted (the caller detaches it on failure). */
+static int workspace_disk(const struct local_client *c, const char *id, const char *wsbase,
+                          const char *ws, char **image_out, char **loop_out, json_t **disk_out,
+                          struct sbx_error *err)
+{
+    json_t *d = json_object();
+    struct sbx_error why = SBX_ERROR_INIT;
+    int rc = 0;
+    if (c->disk_bytes == SBX_LOCAL_LIMIT_NONE) {
+        sbx_json_set(d, "limit", json_null());
+        sbx_json_set(d, "enforced", json_false());
+        *disk_out = d;
+        return 0;
+    }
+    sbx_json_set(d, "limit", json_integer((json_int_t)c->disk_bytes));
+    if (!wsbase)
+        rc = sbx_error_set(&why, SBX_E_UNSUPPORTED, 0,
+                           "a given workspace directory is used in place, on the host's file "
+                           "system");
+    else
+        rc = sbx__disk_usable(&why);
+    if (rc == 0) {
+        char *image = sbx_xasprintf("%s/%s.img", wsbase, id), *loop = NULL;
+        rc = sbx__disk_attach(image, ws, c->disk_bytes, &loop, &why);
+        if (rc == 0) {
+            sbx_json_set(d, "enforced", json_true());
+            sbx_json_set(d, "image", sbx_json_str(image));
+            sbx_json_set(d, "loop", sbx_json_str(loop));
+            *image_out = image;
+            *loop_out = loop;
+            *disk_out = d;
+            return 0;
+        }
+        free(image);
+    }
+    char size[32];
+    format_size(c->disk_bytes, size, sizeof(size));
+    if (c->disk_explicit) {
+        json_decref(d);
+        rc = sbx_error_copy(err, &why);
+        sbx_error_prefix(err, "disk limit %s cannot be enforced", size);
+        return rc;
+    }
+    sbx_log(SBX_LOG_WARN, "sandbox '%s': disk limit %s is not enforced: %s", id, size, why.msg);
+    sbx_json_set(d, "enforced", json_false());
+    sbx_json_set(d, "reason", sbx_json_str(why.msg));
+    *disk_out = d;
+    return 0;
+}
+
 static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
                      struct sbx_session **out, struct sbx_error *err)
 {
     struct local_client *c = (struct local_client *)bc;
     char *rundir = NULL, *dir = NULL, *ws = NULL, *wsbase = NULL, *sup = NULL;
+    char *image = NULL, *loop = NULL;
     char id[2 * ID_BYTES + 1];
     int owned = 0, made_dir = 0, made_ws = 0, started = 0, rc;
     json_t *state = NULL, *cfg = NULL;
@@ -1206,6 +1292,10 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
         }
         owned = made_ws = 1;
     }
+    json_t *disk = NULL;
+    rc = workspace_disk(c, id, owned ? wsbase : NULL, ws, &image, &loop, &disk, err);
+    if (rc < 0)
+        goto out;
 
     char created[SBX_TIME_RFC3339_LEN];
     sbx_time_rfc3339(sbx_time_real_ns(), created);
@@ -1227,6 +1317,7 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     sbx_json_set(state, "isolation", sbx_json_str(c->isolated ? "namespaces" : "none"));
     sbx_json_set(state, "network", sbx_json_str(net));
     sbx_json_set(state, "workspace_owned", json_boolean(owned));
+    sbx_json_set(state, "disk", disk);
     cfg = json_object();
     json_t *env = json_array(), *ports = json_array();
     if (!c->isolated) {
@@ -1352,7 +1443,9 @@ out:
     if (rc < 0) {
         struct sbx_error ignored = SBX_ERROR_INIT;
         if (started || made_dir)
-            stop_and_clean(dir, id, NULL, 0, &ignored);
+            stop_and_clean(dir, id, NULL, 0, NULL, &ignored);
+        if (image)
+            sbx__disk_detach(image, loop, ws, 0, &ignored);
         if (made_ws)
             remove_tree(ws, &ignored);
         sbx_error_prefix(err, "cannot create sandbox");
@@ -1366,6 +1459,8 @@ out:
     free(ws);
     free(wsbase);
     free(sup);
+    free(image);
+    free(loop);
     return rc;
 }
 
@@ -1470,7 +1565,7 @@ static int lc_remove(struct sbx_client *bc, const char *prefix, int keep_workspa
         ws = json_string_value(json_object_get(state, "workspace"));
         owned = json_is_true(json_object_get(state, "workspace_owned"));
     }
-    rc = stop_and_clean(dir, id, ws, owned && !keep_workspace, err);
+    rc = stop_and_clean(dir, id, ws, owned && !keep_workspace, json_object_get(state, "disk"), err);
 out:
     if (rc < 0)
         sbx_error_prefix(err, "cannot remove sandbox '%s'", prefix);
@@ -1607,6 +1702,12 @@ int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_
         if (o->exposed_ports[i] < 1 || o->exposed_ports[i] > 65535)
             return sbx_error_set(err, SBX_E_INVAL, 0, "exposed port %d is not in 1..65535",
                                  o->exposed_ports[i]);
+    if (o->disk_bytes && o->disk_bytes != SBX_LOCAL_LIMIT_NONE &&
+        (o->disk_bytes < SBX_LOCAL_DISK_MIN || o->disk_bytes > SBX_LOCAL_DISK_MAX))
+        return sbx_error_set(
+                err, SBX_E_INVAL, 0, "disk limit %llu bytes is outside %llu MiB .. %llu TiB",
+                (unsigned long long)o->disk_bytes, (unsigned long long)(SBX_LOCAL_DISK_MIN >> 20),
+                (unsigned long long)(SBX_LOCAL_DISK_MAX >> 40));
     struct sbx_strv allow;
     sbx_strv_init(&allow);
     int rc = check_network_options(o, isolated, &allow, err);
@@ -1641,6 +1742,8 @@ int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_
         c->allow_ports[i] = o->allow_ports[i];
     sbx_strv_init(&c->test_hosts);
     sbx_strv_pushv(&c->test_hosts, o->test_proxy_hosts);
+    c->disk_bytes = o->disk_bytes ? o->disk_bytes : SBX_LOCAL_DISK_DEFAULT;
+    c->disk_explicit = o->disk_bytes != 0 && o->disk_bytes != SBX_LOCAL_LIMIT_NONE;
     *out = &c->base;
     return 0;
 }
