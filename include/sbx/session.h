@@ -238,7 +238,8 @@ SBX_API int sbx_session_read_open(struct sbx_session *s, const char *path, int *
 SBX_API int sbx_session_write(struct sbx_session *s, const char *path, const void *data, size_t n,
                               mode_t mode, int flags, struct sbx_error *err);
 /* The same, streaming from fd until EOF, at most max bytes (0: SBX_FILE_DEFAULT_MAX; past it
- * SBX_E_TOOBIG and nothing is replaced). */
+ * SBX_E_TOOBIG and nothing is replaced). Holes of a regular file fd stay holes where the
+ * provider can make them (local) and do not count against max. */
 SBX_API int sbx_session_write_fd(struct sbx_session *s, const char *path, int fd, uint64_t max,
                                  mode_t mode, int flags, struct sbx_error *err);
 
