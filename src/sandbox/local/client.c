@@ -1223,7 +1223,7 @@ static int workspace_disk(const struct local_client *c, const char *id, const ch
     else
         rc = sbx__disk_usable(&why);
     if (rc == 0) {
-        char *image = sbx_xasprintf("%s/%s.img", wsbase, id), *loop = NULL;
+        char *image = sbx_xasprintf("%s" SBX__DISK_IMAGE_SUFFIX, ws), *loop = NULL;
         rc = sbx__disk_attach(image, ws, c->disk_bytes, &loop, &why);
         if (rc == 0) {
             sbx_json_set(d, "enforced", json_true());

@@ -9,6 +9,12 @@
 
 #include "sbx/error.h"
 
+/* The image of a fresh workspace W is always W + this suffix (<workspaces>/<id>.img), so that
+ * clean-up of leftovers finds it even without the state that records it (a create killed
+ * between the mount and writing state.json). Only ever derive it for a workspace sbx made: next
+ * to a user's --workspace DIR a file of that name is the user's. */
+#define SBX__DISK_IMAGE_SUFFIX ".img"
+
 /* Can this process back a workspace with an image? 0, or -SBX_E_UNSUPPORTED with a message
  * that says why not (not root, no /dev/loop-control, no mke2fs), for the "not enforced"
  * warning. Does not block. */
