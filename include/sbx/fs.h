@@ -110,6 +110,17 @@ SBX_API int sbx_fs_write_state(int dirfd, const char *name, const void *data, si
  * SBX_E_TOOBIG (and out is left as it was). EAGAIN on a non-blocking fd is an error. */
 SBX_API int sbx_fd_read_all(int fd, size_t max, struct sbx_buf *out, struct sbx_error *err);
 SBX_API int sbx_fd_write_all(int fd, const void *p, size_t n, struct sbx_error *err);
+/* Holes, for copies that keep files sparse. At fd's current offset: *hole gets the length of the
+ * hole there (0 at data, and always 0 when fd cannot tell: a pipe, a file system without
+ * SEEK_HOLE) and the offset moves past it; *data gets the length of the data that follows, up to
+ * the next hole or EOF (UINT64_MAX when unknown). A hole that runs to EOF counts as hole. */
+SBX_API int sbx_fd_next_extent(int fd, uint64_t *hole, uint64_t *data, struct sbx_error *err);
+/* Copy from in to out, from their current offsets until EOF, keeping in's holes as holes in out
+ * (seek over them, then ftruncate to the final length); out must not be O_APPEND. When out cannot
+ * seek (a pipe), holes are written as zeros. At most max data bytes (holes do not count; 0: no
+ * limit; SBX_E_TOOBIG past it). *copied (may be NULL) gets the data bytes written. */
+SBX_API int sbx_fd_copy_sparse(int in, int out, uint64_t max, uint64_t *copied,
+                               struct sbx_error *err);
 /* close(2) that keeps errno and accepts -1; sets *fd to -1. */
 SBX_API void sbx_fd_close(int *fd);
 

@@ -74,6 +74,11 @@ struct sbx_local_grant {
 
 #define SBX_LOCAL_MAX_EXPOSED_PORTS 64
 
+/* Workspace size limits (sbx_local_options.disk_bytes). */
+#define SBX_LOCAL_DISK_DEFAULT ((uint64_t)8 << 30)  /* 8 GiB */
+#define SBX_LOCAL_DISK_MIN     ((uint64_t)16 << 20) /* 16 MiB */
+#define SBX_LOCAL_DISK_MAX     ((uint64_t)16 << 40) /* 16 TiB */
+
 /* All zero is the default. Strings are borrowed for the duration of sbx_client_new (copied). */
 struct sbx_local_options {
     const char *supervisor_path; /* the supervisor program (sbx-supervisor, or an sbx binary,
@@ -115,6 +120,14 @@ struct sbx_local_options {
      * pidfd_open (Linux < 5.3), a pipe the process holds, which a child it forks without exec
      * also holds: such a child keeps the sandbox alive until it ends too. */
     int tied;
+    /* Size limit of a fresh workspace in bytes: 0 is SBX_LOCAL_DISK_DEFAULT, SBX_LOCAL_LIMIT_NONE
+     * none; else SBX_LOCAL_DISK_MIN..SBX_LOCAL_DISK_MAX. Enforced by the kernel for a root
+     * caller: the workspace is an ext4 file system in a sparse image file of that size,
+     * loop-mounted at the workspace path; writes past it fail with ENOSPC. Where it cannot be
+     * enforced (an unprivileged caller, a given workspace directory, no loop devices or mke2fs)
+     * a limit given explicitly fails create; the default one is logged as a warning. Either way
+     * state.json says what holds: "disk": {"limit", "enforced", "reason" | "image", "loop"}. */
+    uint64_t disk_bytes;
 };
 
 /* The hidden CLI verb "__supervise ID": the supervisor process itself (argv[0] is the verb,

@@ -248,7 +248,8 @@ SBX_API int sbx_session_read_open(struct sbx_session *s, const char *path, int *
 SBX_API int sbx_session_write(struct sbx_session *s, const char *path, const void *data, size_t n,
                               mode_t mode, int flags, struct sbx_error *err);
 /* The same, streaming from fd until EOF, at most max bytes (0: SBX_FILE_DEFAULT_MAX; past it
- * SBX_E_TOOBIG and nothing is replaced). */
+ * SBX_E_TOOBIG and nothing is replaced). Holes of a regular file fd stay holes where the
+ * provider can make them (local) and do not count against max. */
 SBX_API int sbx_session_write_fd(struct sbx_session *s, const char *path, int fd, uint64_t max,
                                  mode_t mode, int flags, struct sbx_error *err);
 
@@ -449,6 +450,10 @@ struct sbx_file_reader {
     /* Fill buf with up to n bytes; return the count, 0 at the end, or -code on error. */
     long (*read)(void *ctx, void *buf, size_t n, struct sbx_error *err);
     void *ctx;
+    /* Optional (NULL: none): skip the hole at the current position, *hole = its length (0 at
+     * data). A provider that can make sparse files leaves that many bytes as a hole; holes do
+     * not count against a write's max. A hole at the end makes a read return 0 next. */
+    int (*skip_hole)(void *ctx, uint64_t *hole, struct sbx_error *err);
 };
 
 struct sbx_session_ops {

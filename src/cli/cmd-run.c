@@ -95,6 +95,7 @@ static void usage(FILE *f)
           "               [--memory SIZE] [--port-bind ADDR] [--allow-port N]...\n"
           "               [--pids N] [--cpus N] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
           "               [--allow-dangerous-grant PATH]... [--pass-secret NAME]...\n"
+          "               [--disk SIZE|none]\n"
           "\n"
           "Runs an agent on PROMPT (or standard input with '-') and prints the final output.\n"
           "Progress goes to stderr; --json writes one event per line to stdout instead.\n"
@@ -355,6 +356,7 @@ int cmd_run(int argc, char **argv)
             {"allow-port", required_argument, NULL, OPT_LOCAL},
             {"allow-dangerous-grant", required_argument, NULL, OPT_LOCAL},
             {"pass-secret", required_argument, NULL, OPT_PASS},
+            {"disk", required_argument, NULL, OPT_LOCAL},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0},
     };

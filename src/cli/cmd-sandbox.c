@@ -32,8 +32,8 @@ static const char usage_text[] =
         "  create [--manifest FILE] [--workspace DIR] [--port N]... [--json]\n"
         "         [--isolation namespaces|none] [--network none|full|allow:DOMAINS]\n"
         "         [--memory SIZE] [--pids N] [--cpus N] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
-        "         [--port-bind ADDR] [--allow-port N]... [--allow-dangerous-grant PATH]...\n"
-        "         [--pass-secret NAME]...\n"
+        "         [--port-bind ADDR] [--allow-port N]... [--disk SIZE|none]\n"
+        "         [--allow-dangerous-grant PATH]... [--pass-secret NAME]...\n"
         "                          create a sandbox and print its id (--json: its state);\n"
         "                          isolated with no network unless told otherwise;\n"
         "                          allow:a.org,*.b.org lets HTTP(S) to those names through\n"
@@ -41,7 +41,8 @@ static const char usage_text[] =
         "                          host address of port forwards (default 127.0.0.1);\n"
         "                          grants of /proc /sys /dev /run or of trees with unix\n"
         "                          sockets are refused unless --allow-dangerous-grant PATH;\n"
-        "                          --pass-secret OPENAI_API_KEY lets the manifest read it\n"
+        "                          --pass-secret OPENAI_API_KEY lets the manifest read it;\n"
+        "                          --disk: workspace size limit (default 8G; needs root)\n"
         "  exec [-t] [-i] [--cwd DIR] [--env K=V]... [--user NAME] [--timeout S]\n"
         "       [--max-output BYTES] ID -- CMD...\n"
         "                          run a command; exits with its status\n"
@@ -199,7 +200,7 @@ int cli_local_option(int argc, char **argv, int *i, struct sbx_local_options *o,
     static const char *const names[] = {
             "--isolation", "--network", "--memory",    "--pids",       "--cpus",
             "--ro",        "--rw",      "--port-bind", "--allow-port", "--allow-dangerous-grant",
-            NULL};
+            "--disk",      NULL};
     int k = 0;
     while (names[k] && strcmp(names[k], a) != 0)
         k++;
@@ -265,6 +266,19 @@ int cli_local_option(int argc, char **argv, int *i, struct sbx_local_options *o,
         if (n_dangerous >= SBX_LOCAL_MAX_GRANTS)
             return cli_usage(VERB, "more than %d dangerous grants", SBX_LOCAL_MAX_GRANTS);
         dangerous[n_dangerous++] = v;
+        return 1;
+    case 10:
+        if (strcmp(v, "none") == 0) {
+            o->disk_bytes = SBX_LOCAL_LIMIT_NONE;
+            return 1;
+        }
+        if (cli_parse_size(v, &n) < 0 || n == 0)
+            return cli_usage(VERB, "--disk wants a size such as 8G, or 'none', not '%s'", v);
+        if (n < SBX_LOCAL_DISK_MIN || n > SBX_LOCAL_DISK_MAX)
+            return cli_usage(VERB, "--disk %s is outside %lluM..%lluT", v,
+                             (unsigned long long)(SBX_LOCAL_DISK_MIN >> 20),
+                             (unsigned long long)(SBX_LOCAL_DISK_MAX >> 40));
+        o->disk_bytes = n;
         return 1;
     default:
         if (o->n_grants >= SBX_LOCAL_MAX_GRANTS)
@@ -779,21 +793,10 @@ static int cmd_cp(int argc, char **argv)
             rc = sbx_error_errno(&err, errno, "cannot clear the setuid bits of '%s'", dst_path);
             goto out;
         }
-        char buf[65536];
-        for (;;) {
-            ssize_t n = read(fd, buf, sizeof(buf));
-            if (n < 0 && errno == EINTR)
-                continue;
-            if (n < 0) {
-                rc = sbx_error_errno(&err, errno, "cannot read '%s'", spath);
-                break;
-            }
-            if (n == 0)
-                break;
-            rc = sbx_fd_write_all(out, buf, (size_t)n, &err);
-            if (rc < 0)
-                break;
-        }
+        /* Holes stay holes: a sparse file made inside costs the host only its data. */
+        rc = sbx_fd_copy_sparse(fd, out, 0, NULL, &err);
+        if (rc < 0)
+            sbx_error_prefix(&err, "copying '%s'", spath);
     }
 out:
     sbx_fd_close(&fd);

@@ -426,6 +426,116 @@ int sbx_fd_write_all(int fd, const void *p, size_t n, struct sbx_error *err)
     return 0;
 }
 
+int sbx_fd_next_extent(int fd, uint64_t *hole, uint64_t *data, struct sbx_error *err)
+{
+    *hole = 0;
+    *data = UINT64_MAX;
+    off_t pos = lseek(fd, 0, SEEK_CUR);
+    if (pos < 0)
+        return 0; /* a pipe or a socket: no holes to see */
+    off_t d = lseek(fd, pos, SEEK_DATA);
+    if (d < 0 && errno == ENXIO) {
+        /* No data after pos: the rest of the file, if any, is a hole. */
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+            return sbx_error_errno(err, errno, "cannot stat a file being copied");
+        if (st.st_size > pos) {
+            *hole = (uint64_t)(st.st_size - pos);
+            if (lseek(fd, st.st_size, SEEK_SET) < 0)
+                return sbx_error_errno(err, errno, "cannot seek in a file being copied");
+        }
+        *data = 0;
+        return 0;
+    }
+    if (d < 0) {
+        /* The file system cannot say (EINVAL): copy everything as data. */
+        if (lseek(fd, pos, SEEK_SET) < 0)
+            return sbx_error_errno(err, errno, "cannot seek in a file being copied");
+        return 0;
+    }
+    *hole = (uint64_t)(d - pos);
+    off_t h = lseek(fd, d, SEEK_HOLE);
+    if (h >= d)
+        *data = (uint64_t)(h - d);
+    if (lseek(fd, d, SEEK_SET) < 0)
+        return sbx_error_errno(err, errno, "cannot seek in a file being copied");
+    return 0;
+}
+
+/* Leave n bytes of hole at out's offset; zeros where out cannot seek. */
+static int write_hole(int out, uint64_t n, int *seekable, char *zeros, size_t zlen,
+                      struct sbx_error *err)
+{
+    if (*seekable && n <= INT64_MAX && lseek(out, (off_t)n, SEEK_CUR) >= 0)
+        return 0;
+    *seekable = 0;
+    memset(zeros, 0, zlen);
+    while (n > 0) {
+        size_t k = n < zlen ? (size_t)n : zlen;
+        int rc = sbx_fd_write_all(out, zeros, k, err);
+        if (rc < 0)
+            return rc;
+        n -= k;
+    }
+    return 0;
+}
+
+#define COPY_CHUNK ((size_t)1 << 16)
+
+int sbx_fd_copy_sparse(int in, int out, uint64_t max, uint64_t *copied, struct sbx_error *err)
+{
+    char *buf = sbx_xmalloc(COPY_CHUNK);
+    uint64_t total = 0;
+    /* With O_APPEND every write lands at the end whatever the offset: zeros, then. */
+    int fl = fcntl(out, F_GETFL);
+    int seekable = fl >= 0 && !(fl & O_APPEND) && lseek(out, 0, SEEK_CUR) >= 0;
+    int holes = 0, rc = 0;
+    for (;;) {
+        uint64_t hole, data;
+        rc = sbx_fd_next_extent(in, &hole, &data, err);
+        if (rc < 0)
+            break;
+        if (hole) {
+            holes = 1;
+            rc = write_hole(out, hole, &seekable, buf, COPY_CHUNK, err);
+            if (rc < 0)
+                break;
+        }
+        if (data == 0)
+            break;
+        /* Read only up to the next hole, so the zeros of a hole are never read as data. */
+        size_t want = data < COPY_CHUNK ? (size_t)data : COPY_CHUNK;
+        ssize_t n = read(in, buf, want);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            rc = sbx_error_errno(err, errno, "cannot read a file being copied");
+            break;
+        }
+        if (n == 0)
+            break;
+        total += (uint64_t)n;
+        if (max && total > max) {
+            rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %llu bytes of data",
+                               (unsigned long long)max);
+            break;
+        }
+        rc = sbx_fd_write_all(out, buf, (size_t)n, err);
+        if (rc < 0)
+            break;
+    }
+    if (rc == 0 && holes && seekable) {
+        /* A trailing hole moved the offset only: give the file its length. */
+        off_t end = lseek(out, 0, SEEK_CUR);
+        if (end < 0 || ftruncate(out, end) < 0)
+            rc = sbx_error_errno(err, errno, "cannot set the length of a copied file");
+    }
+    if (rc == 0 && copied)
+        *copied = total;
+    free(buf);
+    return rc;
+}
+
 /* Read an open regular file into out, checking the size before and while reading. */
 static int read_open_file(int fd, const char *name, size_t max, struct sbx_buf *out,
                           struct sbx_error *err)

@@ -28,19 +28,131 @@
 
 extern char **environ;
 
-/* Copy one regular file (open fd) to dest with mode. */
-static int copy_file_fd(struct sbx_session *s, int fd, const char *dest, mode_t mode,
-                        struct sbx_error *err)
+/* ---------------------------------------------------------------------------------------------
+ * Undo: what materialisation changed, so that a failure leaves a given workspace as it was. */
+
+enum undo_kind { UNDO_REMOVE, UNDO_MODE };
+
+struct undo_step {
+    enum undo_kind kind;
+    char *path;  /* workspace-relative, as given to the session */
+    mode_t mode; /* UNDO_MODE: the mode before */
+};
+
+struct undo {
+    struct undo_step *v;
+    size_t n, cap;
+};
+
+static void undo_push(struct undo *u, enum undo_kind kind, const char *path, size_t len,
+                      mode_t mode)
 {
+    if (u->n == u->cap) {
+        u->cap = u->cap ? u->cap * 2 : 16;
+        u->v = sbx_xrealloc(u->v, u->cap * sizeof(*u->v));
+    }
+    u->v[u->n++] = (struct undo_step){kind, sbx_xstrndup(path, len), mode};
+}
+
+/* Before an operation that may create path and its missing parents: note the topmost component
+ * that does not exist yet. Everything beneath it is then ours, and removing it removes all we
+ * made there; what existed before is never in the log. Returns 1 when path is new. */
+static int undo_note_new(struct sbx_session *s, struct undo *u, const char *path)
+{
+    size_t len = strlen(path);
+    for (size_t i = 0; i <= len; i++) {
+        if (path[i] != '/' && path[i] != '\0')
+            continue;
+        if (i == 0)
+            continue;
+        char *prefix = sbx_xstrndup(path, i);
+        struct sbx_dirent d = {0};
+        struct sbx_error ignored = SBX_ERROR_INIT;
+        int rc = sbx_session_stat(s, prefix, &d, &ignored);
+        sbx_dirent_release(&d);
+        free(prefix);
+        if (rc == -SBX_E_NOTFOUND) {
+            undo_push(u, UNDO_REMOVE, path, i, 0);
+            return 1;
+        }
+        if (rc < 0)
+            return 0;
+    }
+    return 0;
+}
+
+/* Before a chmod: the mode to put back, when the path existed. */
+static void undo_note_mode(struct sbx_session *s, struct undo *u, const char *path)
+{
+    struct sbx_dirent d = {0};
+    struct sbx_error ignored = SBX_ERROR_INIT;
+    if (sbx_session_stat(s, path, &d, &ignored) == 0 && d.type == SBX_FILE_DIR)
+        undo_push(u, UNDO_MODE, path, strlen(path), d.mode);
+    sbx_dirent_release(&d);
+}
+
+/* Undo in reverse order. Best effort: the first error of materialisation is what the caller
+ * reports. */
+static void undo_run(struct sbx_session *s, struct undo *u)
+{
+    for (size_t i = u->n; i-- > 0;) {
+        struct sbx_error ignored = SBX_ERROR_INIT;
+        if (u->v[i].kind == UNDO_REMOVE)
+            sbx_session_rm(s, u->v[i].path, SBX_RM_RECURSIVE | SBX_RM_FORCE, &ignored);
+        else
+            sbx_session_chmod(s, u->v[i].path, u->v[i].mode, &ignored);
+    }
+}
+
+static void undo_release(struct undo *u)
+{
+    for (size_t i = 0; i < u->n; i++)
+        free(u->v[i].path);
+    free(u->v);
+    *u = (struct undo){0};
+}
+
+static int mat_write(struct sbx_session *s, struct undo *u, const char *path, const void *data,
+                     size_t n, mode_t mode, struct sbx_error *err)
+{
+    undo_note_new(s, u, path);
+    return sbx_session_write(s, path, data, n, mode, SBX_WRITE_PARENTS, err);
+}
+
+/* *fresh (may be NULL): set when the directory is new, so nothing inside needs noting. */
+static int mat_mkdir(struct sbx_session *s, struct undo *u, const char *path, int *fresh,
+                     struct sbx_error *err)
+{
+    int isnew = undo_note_new(s, u, path);
+    if (fresh)
+        *fresh = isnew;
+    return sbx_session_mkdir(s, path, SBX_MKDIR_PARENTS, err);
+}
+
+static int mat_chmod(struct sbx_session *s, struct undo *u, const char *path, mode_t mode,
+                     struct sbx_error *err)
+{
+    if (u)
+        undo_note_mode(s, u, path);
+    return sbx_session_chmod(s, path, mode, err);
+}
+
+/* Copy one regular file (open fd) to dest with mode. */
+static int copy_file_fd(struct sbx_session *s, struct undo *u, int fd, const char *dest,
+                        mode_t mode, struct sbx_error *err)
+{
+    if (u)
+        undo_note_new(s, u, dest);
     return sbx_session_write_fd(s, dest, fd, SBX_MANIFEST_DEFAULT_MAX_TOTAL_BYTES, mode & 07777,
                                 SBX_WRITE_PARENTS, err);
 }
 
 /* Copy the directory open at dfd into dest, never following a symlink: every level is opened
  * relative to its parent with O_NOFOLLOW. A symlink inside is an error (it could point anywhere
- * on the host); sockets, fifos and devices are skipped. skip_git leaves out ".git" at the top. */
-static int copy_tree(struct sbx_session *s, int dfd, const char *shown, const char *dest, int depth,
-                     int skip_git, struct sbx_error *err)
+ * on the host); sockets, fifos and devices are skipped. skip_git leaves out ".git" at the top.
+ * u: the undo log, NULL when dest is new (then all beneath it is ours already). */
+static int copy_tree(struct sbx_session *s, struct undo *u, int dfd, const char *shown,
+                     const char *dest, int depth, int skip_git, struct sbx_error *err)
 {
     DIR *d = NULL;
     int rc = 0;
@@ -72,12 +184,15 @@ static int copy_tree(struct sbx_session *s, int dfd, const char *shown, const ch
             int cfd = openat(dirfd(d), n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (cfd < 0)
                 rc = sbx_error_errno(err, errno, "cannot open '%s'", sub_shown);
-            if (rc == 0)
+            int fresh = 0;
+            if (rc == 0 && u)
+                rc = mat_mkdir(s, u, sub_dest, &fresh, err);
+            else if (rc == 0)
                 rc = sbx_session_mkdir(s, sub_dest, SBX_MKDIR_PARENTS, err);
             if (rc == 0)
-                rc = sbx_session_chmod(s, sub_dest, st.st_mode & 07777, err);
+                rc = mat_chmod(s, u, sub_dest, st.st_mode & 07777, err);
             if (rc == 0)
-                rc = copy_tree(s, cfd, sub_shown, sub_dest, depth + 1, 0, err);
+                rc = copy_tree(s, fresh ? NULL : u, cfd, sub_shown, sub_dest, depth + 1, 0, err);
             if (cfd >= 0)
                 close(cfd);
         } else if (S_ISREG(st.st_mode)) {
@@ -90,7 +205,7 @@ static int copy_tree(struct sbx_session *s, int dfd, const char *shown, const ch
                 rc = sbx_error_set(err, SBX_E_INVAL, 0, "'%s' changed while being copied",
                                    sub_shown);
             else
-                rc = copy_file_fd(s, ffd, sub_dest, st.st_mode, err);
+                rc = copy_file_fd(s, u, ffd, sub_dest, st.st_mode, err);
             if (ffd >= 0)
                 close(ffd);
         }
@@ -216,8 +331,9 @@ static void rm_host_tree(const char *path)
     }
 }
 
-static int materialize_git(struct sbx_session *s, const struct sbx_manifest_entry *e,
-                           json_t *record, struct sbx_error *err)
+static int materialize_git(struct sbx_session *s, struct undo *u,
+                           const struct sbx_manifest_entry *e, json_t *record,
+                           struct sbx_error *err)
 {
     const char *t = getenv("TMPDIR");
     char *tmp = sbx_xasprintf("%s/sbx-git-......", t && t[0] == '/' ? t : "/tmp");
@@ -303,9 +419,10 @@ static int materialize_git(struct sbx_session *s, const struct sbx_manifest_entr
     } else {
         dfd = root;
     }
-    rc = sbx_session_mkdir(s, e->path, SBX_MKDIR_PARENTS, err);
+    int fresh = 0;
+    rc = mat_mkdir(s, u, e->path, &fresh, err);
     if (rc == 0)
-        rc = copy_tree(s, dfd, e->subpath ? e->subpath : ".", e->path, 0, 1, err);
+        rc = copy_tree(s, fresh ? NULL : u, dfd, e->subpath ? e->subpath : ".", e->path, 0, 1, err);
     if (rc == 0) {
         sbx_json_set(record, "commit", sbx_json_strn(head.data, head.len));
         if (e->ref)
@@ -322,18 +439,18 @@ out:
 /* ---------------------------------------------------------------------------------------------
  * Entries */
 
-static int materialize_entry(struct sbx_session *s, const struct sbx_manifest_entry *e,
-                             json_t *records, struct sbx_error *err)
+static int materialize_entry(struct sbx_session *s, struct undo *u,
+                             const struct sbx_manifest_entry *e, json_t *records,
+                             struct sbx_error *err)
 {
     int rc = 0, fd = -1;
     switch (e->type) {
     case SBX_ENTRY_FILE:
-        return sbx_session_write(s, e->path, e->content, e->content_len, e->mode ? e->mode : 0644,
-                                 SBX_WRITE_PARENTS, err);
+        return mat_write(s, u, e->path, e->content, e->content_len, e->mode ? e->mode : 0644, err);
     case SBX_ENTRY_DIR:
-        rc = sbx_session_mkdir(s, e->path, SBX_MKDIR_PARENTS, err);
+        rc = mat_mkdir(s, u, e->path, NULL, err);
         if (rc == 0 && e->mode)
-            rc = sbx_session_chmod(s, e->path, e->mode, err);
+            rc = mat_chmod(s, u, e->path, e->mode, err);
         return rc;
     case SBX_ENTRY_LOCAL_FILE: {
         struct stat st;
@@ -345,12 +462,13 @@ static int materialize_entry(struct sbx_session *s, const struct sbx_manifest_en
         if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
             rc = sbx_error_set(err, SBX_E_INVAL, 0, "source '%s' is not a regular file", e->src);
         else
-            rc = copy_file_fd(s, fd, e->path, e->mode ? e->mode : 0644, err);
+            rc = copy_file_fd(s, u, fd, e->path, e->mode ? e->mode : 0644, err);
         close(fd);
         return rc;
     }
-    case SBX_ENTRY_LOCAL_DIR:
-        rc = sbx_session_mkdir(s, e->path, SBX_MKDIR_PARENTS, err);
+    case SBX_ENTRY_LOCAL_DIR: {
+        int fresh = 0;
+        rc = mat_mkdir(s, u, e->path, &fresh, err);
         if (rc == 0 && e->src_path) {
             fd = open(e->src_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
             if (fd < 0)
@@ -360,17 +478,18 @@ static int materialize_entry(struct sbx_session *s, const struct sbx_manifest_en
                                              e->src)
                              : sbx_error_errno(err, errno, "cannot open source '%s'", e->src);
             else
-                rc = copy_tree(s, fd, e->src, e->path, 0, 0, err);
+                rc = copy_tree(s, fresh ? NULL : u, fd, e->src, e->path, 0, 0, err);
             sbx_fd_close(&fd);
         }
         if (rc == 0 && e->mode)
-            rc = sbx_session_chmod(s, e->path, e->mode, err);
+            rc = mat_chmod(s, u, e->path, e->mode, err);
         return rc;
+    }
     case SBX_ENTRY_GIT_REPO: {
         json_t *rec = json_object();
         sbx_json_set(rec, "path", sbx_json_str(e->path));
         sbx_json_set(rec, "repo", sbx_json_str(e->repo));
-        rc = materialize_git(s, e, rec, err);
+        rc = materialize_git(s, u, e, rec, err);
         if (rc == 0)
             sbx_json_append(records, rec);
         else
@@ -394,16 +513,21 @@ int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, json_t
                      struct sbx_error *err)
 {
     json_t *records = json_array();
+    struct undo u = {0};
     size_t n = sbx_manifest_entry_count(m);
     for (size_t i = 0; i < n; i++) {
         const struct sbx_manifest_entry *e = sbx_manifest_entry_at(m, i);
-        int rc = materialize_entry(s, e, records, err);
+        int rc = materialize_entry(s, &u, e, records, err);
         if (rc < 0) {
             sbx_error_prefix(err, "entry '%s'", e->path);
+            /* A given workspace must be as it was, or the retry trips over our leftovers. */
+            undo_run(s, &u);
+            undo_release(&u);
             json_decref(records);
             return rc;
         }
     }
+    undo_release(&u);
     *out_records = records;
     return 0;
 }

@@ -28,7 +28,10 @@ int sbx__tty_resize(int master, unsigned short rows, unsigned short cols, struct
 
 /* Materialise manifest m into the fresh workspace of s, entry by entry in declared order.
  * *out_records: a JSON array describing what was fetched (git_repo: path, repo, ref, resolved
- * commit); caller owns. Errors name the entry. */
+ * commit); caller owns. Errors name the entry. On failure what it created (files, directories,
+ * missing parents) is removed and the modes it changed on existing directories are put back,
+ * so a given workspace is left as it was; a pre-existing file that an entry replaced keeps the
+ * new content. */
 int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, json_t **out_records,
                      struct sbx_error *err);
 

@@ -476,6 +476,7 @@ struct mem_reader {
 struct fd_reader {
     int fd;
     uint64_t count;
+    uint64_t data_left; /* bytes before the next hole; UINT64_MAX: unknown */
 };
 
 static long mem_read(void *ctx, void *buf, size_t n, struct sbx_error *err)
@@ -494,15 +495,28 @@ static long mem_read(void *ctx, void *buf, size_t n, struct sbx_error *err)
 static long fd_read(void *ctx, void *buf, size_t n, struct sbx_error *err)
 {
     struct fd_reader *f = ctx;
+    /* Stop at the next hole, so that its zeros are skipped rather than read as data. */
+    if (f->data_left < n)
+        n = (size_t)f->data_left;
+    if (n == 0)
+        return 0;
     for (;;) {
         ssize_t r = read(f->fd, buf, n);
         if (r >= 0) {
             f->count += (uint64_t)r;
+            if (f->data_left != UINT64_MAX)
+                f->data_left -= (uint64_t)r;
             return (long)r;
         }
         if (errno != EINTR)
             return sbx_error_errno(err, errno, "read");
     }
+}
+
+static int fd_skip_hole(void *ctx, uint64_t *hole, struct sbx_error *err)
+{
+    struct fd_reader *f = ctx;
+    return sbx_fd_next_extent(f->fd, hole, &f->data_left, err);
 }
 
 static int do_write(struct sbx_session *s, const char *path, const struct sbx_file_reader *r,
@@ -548,8 +562,8 @@ int sbx_session_write(struct sbx_session *s, const char *path, const void *data,
 int sbx_session_write_fd(struct sbx_session *s, const char *path, int fd, uint64_t max, mode_t mode,
                          int flags, struct sbx_error *err)
 {
-    struct fd_reader f = {fd, 0};
-    struct sbx_file_reader r = {fd_read, &f};
+    struct fd_reader f = {fd, 0, UINT64_MAX};
+    struct sbx_file_reader r = {fd_read, &f, fd_skip_hole};
     return traced_write(s, path, &r, max ? max : SBX_FILE_DEFAULT_MAX, mode, flags, &f.count, err);
 }
 

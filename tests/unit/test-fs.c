@@ -563,6 +563,93 @@ static void test_fd_loops(void)
     sbx_buf_release(&b);
 }
 
+/* Copies keep holes: a file with data at 0, 1 MiB and a trailing hole copies to one with the
+ * same bytes and blocks only for the data; a pipe or an O_APPEND target gets zeros instead. */
+static void test_copy_sparse(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    char dir[] = "/tmp/sbx-test-sparse-XXXXXX", src[64], dst[64];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(src, sizeof(src), "%s/src", dir);
+    snprintf(dst, sizeof(dst), "%s/dst", dir);
+    int in = open(src, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    CHECK(in >= 0);
+    CHECK(pwrite(in, "head", 4, 0) == 4);
+    CHECK(pwrite(in, "middle", 6, 1 << 20) == 6);
+    CHECK(ftruncate(in, 8 << 20) == 0);
+    struct stat st;
+    CHECK(fstat(in, &st) == 0);
+    if (st.st_blocks > 1024) {
+        tap__result(1, __FILE__, __LINE__, "the file system keeps no holes: skipped");
+        goto out;
+    }
+    uint64_t hole = 1, data = 0, copied = 0;
+    CHECK_OK(sbx_fd_next_extent(in, &hole, &data, &err), &err); /* at 0: data */
+    CHECK_EQ_INT(hole, 0);
+    CHECK(data > 0 && data < (1 << 20));
+
+    int out = open(dst, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    CHECK_OK(sbx_fd_copy_sparse(in, out, 0, &copied, &err), &err);
+    CHECK(copied >= 10 && copied < (1 << 20));
+    close(out);
+    struct stat dstst;
+    CHECK(stat(dst, &dstst) == 0);
+    CHECK_EQ_INT(dstst.st_size, 8 << 20);
+    CHECK(dstst.st_blocks < 1024);
+    char buf[8] = "";
+    out = open(dst, O_RDONLY | O_CLOEXEC);
+    CHECK(pread(out, buf, 6, 1 << 20) == 6);
+    CHECK_EQ_MEM(buf, 6, "middle", 6);
+    CHECK(pread(out, buf, 4, 4096) == 4);
+    CHECK_EQ_MEM(buf, 4, "\0\0\0\0", 4);
+    close(out);
+
+    /* Appending: the holes become zeros at the end, after what was there. */
+    out = open(dst, O_WRONLY | O_TRUNC | O_APPEND | O_CLOEXEC);
+    CHECK(write(out, "X", 1) == 1);
+    CHECK(lseek(in, 0, SEEK_SET) == 0);
+    CHECK_OK(sbx_fd_copy_sparse(in, out, 0, NULL, &err), &err);
+    close(out);
+    CHECK(stat(dst, &dstst) == 0);
+    CHECK_EQ_INT(dstst.st_size, (8 << 20) + 1);
+
+    /* A pipe: every byte, zeros included, counted by a child. */
+    int p[2];
+    CHECK(pipe2(p, O_CLOEXEC) == 0);
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(p[1]);
+        long long n = 0;
+        ssize_t r;
+        char b[65536];
+        while ((r = read(p[0], b, sizeof(b))) > 0)
+            n += r;
+        _exit(n == (8 << 20) ? 0 : 1);
+    }
+    close(p[0]);
+    CHECK(lseek(in, 0, SEEK_SET) == 0);
+    CHECK_OK(sbx_fd_copy_sparse(in, p[1], 0, NULL, &err), &err);
+    close(p[1]);
+    int wst = 0;
+    waitpid(pid, &wst, 0);
+    CHECK(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+
+    /* The limit counts data only (whole blocks of it, two here): 8 MiB of file pass a limit of
+     * 1 MiB; one block's worth fails. */
+    out = open(dst, O_WRONLY | O_TRUNC | O_CLOEXEC);
+    CHECK(lseek(in, 0, SEEK_SET) == 0);
+    CHECK_OK(sbx_fd_copy_sparse(in, out, 1 << 20, NULL, &err), &err);
+    CHECK(lseek(in, 0, SEEK_SET) == 0);
+    CHECK(lseek(out, 0, SEEK_SET) == 0);
+    CHECK_ERR(sbx_fd_copy_sparse(in, out, 4096, NULL, &err), SBX_E_TOOBIG, &err, "bytes of data");
+    close(out);
+out:
+    close(in);
+    unlink(src);
+    unlink(dst);
+    rmdir(dir);
+}
+
 static void test_dotdot_beneath(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -878,5 +965,6 @@ int main(void)
     run_suite(1);
     sbx__fs_set_force_fallback(0);
     TAP_RUN(test_fd_loops);
+    TAP_RUN(test_copy_sparse);
     return TAP_DONE();
 }

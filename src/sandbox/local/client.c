@@ -20,6 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sandbox/local/disk.h"
 #include "sandbox/local/isolate.h"
 #include "sandbox/local/local.h"
 #include "sandbox/local/net.h"
@@ -76,6 +77,8 @@ struct local_client {
     size_t n_allow_ports;
     struct sbx_strv test_hosts; /* test only: "name=ip" */
     int tied;                   /* sandboxes go away with the calling process */
+    uint64_t disk_bytes;        /* resolved: SBX_LOCAL_LIMIT_NONE = no limit */
+    int disk_explicit;          /* given by the caller: must be enforced */
 };
 
 static void add_network_config(const struct local_client *c, json_t *sb);
@@ -201,15 +204,33 @@ static int read_state(const char *dir, const char *id, json_t **out, struct sbx_
     return rc;
 }
 
-/* Take sandbox id down (teardown.c); its workspace too when remove_workspace. */
+/* Take sandbox id down (teardown.c): its workspace's disk image (disk: the state's "disk", may
+ * be NULL; for a workspace sbx made, owned, an image at the derived path is found without it),
+ * and the workspace too when remove_workspace. */
 static int stop_and_clean(const char *dir, const char *id, const char *workspace,
-                          int remove_workspace, json_t *removed, struct sbx_error *err)
+                          int remove_workspace, const json_t *disk, int owned, json_t *removed,
+                          struct sbx_error *err)
 {
-    struct sbx__teardown t = {.dir = dir,
-                              .id = id,
-                              .workspace = remove_workspace ? workspace : NULL,
-                              .removed = removed};
-    return sbx__local_teardown(&t, err);
+    const char *image = json_string_value(json_object_get(disk, "image"));
+    char *derived = NULL;
+    struct stat st;
+    if (!image && owned && workspace) {
+        /* A create killed between mounting the image and recording it in the state. */
+        derived = sbx_xasprintf("%s" SBX__DISK_IMAGE_SUFFIX, workspace);
+        if (lstat(derived, &st) == 0 && S_ISREG(st.st_mode))
+            image = derived;
+    }
+    struct sbx__teardown t = {
+            .dir = dir,
+            .id = id,
+            .workspace = remove_workspace ? workspace : NULL,
+            .removed = removed,
+            .disk_image = image,
+            .disk_loop = image == derived ? NULL : json_string_value(json_object_get(disk, "loop")),
+            .mount = workspace};
+    int rc = sbx__local_teardown(&t, err);
+    free(derived);
+    return rc;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -407,13 +428,26 @@ static int sess_read_open(struct sbx_session *bs, const char *path, int *out_fd,
     return rc;
 }
 
+/* holes: fd is a fresh file we may seek in (not O_APPEND), so the reader's holes stay holes. */
 static int copy_in(int fd, const struct sbx_file_reader *r, uint64_t max, const char *path,
-                   struct sbx_error *err)
+                   int holes, struct sbx_error *err)
 {
     char *buf = sbx_xmalloc(COPY_CHUNK);
     uint64_t total = 0;
-    int rc = 0;
+    int rc = 0, sparse = 0;
     for (;;) {
+        if (holes && r->skip_hole) {
+            uint64_t hole = 0;
+            rc = r->skip_hole(r->ctx, &hole, err);
+            if (rc < 0)
+                break;
+            if (hole > INT64_MAX || (hole && lseek(fd, (off_t)hole, SEEK_CUR) < 0)) {
+                rc = sbx_error_errno(err, hole > INT64_MAX ? EFBIG : errno,
+                                     "cannot leave a hole in '%s'", path);
+                break;
+            }
+            sparse |= hole > 0;
+        }
         long n = r->read(r->ctx, buf, COPY_CHUNK, err);
         if (n < 0) {
             rc = (int)n;
@@ -430,6 +464,12 @@ static int copy_in(int fd, const struct sbx_file_reader *r, uint64_t max, const 
         rc = sbx_fd_write_all(fd, buf, (size_t)n, err);
         if (rc < 0)
             break;
+    }
+    if (rc == 0 && sparse) {
+        /* A trailing hole only moved the offset: give the file its length. */
+        off_t end = lseek(fd, 0, SEEK_CUR);
+        if (end < 0 || ftruncate(fd, end) < 0)
+            rc = sbx_error_errno(err, errno, "cannot set the length of '%s'", path);
     }
     free(buf);
     return rc;
@@ -466,7 +506,7 @@ static int sess_write(struct sbx_session *bs, const char *path, const struct sbx
                                 : sbx_error_errno(err, errno, "cannot open '%s'", path);
             goto out;
         }
-        rc = copy_in(fd, r, max, path, err);
+        rc = copy_in(fd, r, max, path, 0, err);
         goto out;
     }
     /* A temporary file next to the target, renamed over it: readers never see half a file, and
@@ -492,7 +532,7 @@ static int sess_write(struct sbx_session *bs, const char *path, const struct sbx
         tmp[0] = '\0';
         goto out;
     }
-    rc = copy_in(fd, r, max, path, err);
+    rc = copy_in(fd, r, max, path, 1, err);
     if (rc == 0 && fchmod(fd, mode & SBX_FS_MODE_MASK) < 0)
         rc = sbx_error_errno(err, errno, "cannot set the mode of '%s'", path);
     if (rc < 0)
@@ -713,7 +753,8 @@ static int sess_close(struct sbx_session *bs, int delete_workspace, struct sbx_e
     pthread_mutex_lock(&s->root_lock);
     sbx_fd_close(&s->root_fd);
     pthread_mutex_unlock(&s->root_lock);
-    int rc = stop_and_clean(s->dir, bs->id, s->workspace, delete_workspace && s->owned, NULL, err);
+    int rc = stop_and_clean(s->dir, bs->id, s->workspace, delete_workspace && s->owned,
+                            json_object_get(s->state, "disk"), s->owned, NULL, err);
     if (rc == 0)
         s->closed = 1;
     return rc;
@@ -788,10 +829,10 @@ static struct local_session *session_from_state(const char *rundir, const char *
 
 static int check_state(const json_t *st, const char *id, struct sbx_error *err)
 {
-    static const char *const keys[] = {"version",         "provider",     "id",
-                                       "workspace",       "root",         "created",
-                                       "isolation",       "network",      "workspace_owned",
-                                       "manifest_digest", "materialized", NULL};
+    static const char *const keys[] = {
+            "version",      "provider",  "id",      "workspace",       "root",
+            "created",      "isolation", "network", "workspace_owned", "manifest_digest",
+            "materialized", "disk",      NULL};
     int64_t version = 0;
     const char *provider = NULL, *sid = NULL, *ws = NULL, *root = NULL;
     int rc;
@@ -1145,11 +1186,78 @@ static int being_created(const char *dir)
     return busy;
 }
 
+static void format_size(uint64_t n, char *out, size_t len)
+{
+    static const char units[] = "KMGT";
+    int u = -1;
+    while (u < 3 && n >= 1024 && n % 1024 == 0) {
+        n /= 1024;
+        u++;
+    }
+    if (u < 0)
+        snprintf(out, len, "%llu bytes", (unsigned long long)n);
+    else
+        snprintf(out, len, "%llu %ciB", (unsigned long long)n, units[u]);
+}
+
+/* The size limit of a new workspace: a disk image when this process can make one for a fresh
+ * workspace (wsbase: where it is; NULL for a given directory). *disk_out: the state's "disk";
+ * *image_out, *loop_out: set when an image was mounted (the caller detaches it on failure). */
+static int workspace_disk(const struct local_client *c, const char *id, const char *wsbase,
+                          const char *ws, char **image_out, char **loop_out, json_t **disk_out,
+                          struct sbx_error *err)
+{
+    json_t *d = json_object();
+    struct sbx_error why = SBX_ERROR_INIT;
+    int rc = 0;
+    if (c->disk_bytes == SBX_LOCAL_LIMIT_NONE) {
+        sbx_json_set(d, "limit", json_null());
+        sbx_json_set(d, "enforced", json_false());
+        *disk_out = d;
+        return 0;
+    }
+    sbx_json_set(d, "limit", json_integer((json_int_t)c->disk_bytes));
+    if (!wsbase)
+        rc = sbx_error_set(&why, SBX_E_UNSUPPORTED, 0,
+                           "a given workspace directory is used in place, on the host's file "
+                           "system");
+    else
+        rc = sbx__disk_usable(&why);
+    if (rc == 0) {
+        char *image = sbx_xasprintf("%s" SBX__DISK_IMAGE_SUFFIX, ws), *loop = NULL;
+        rc = sbx__disk_attach(image, ws, c->disk_bytes, &loop, &why);
+        if (rc == 0) {
+            sbx_json_set(d, "enforced", json_true());
+            sbx_json_set(d, "image", sbx_json_str(image));
+            sbx_json_set(d, "loop", sbx_json_str(loop));
+            *image_out = image;
+            *loop_out = loop;
+            *disk_out = d;
+            return 0;
+        }
+        free(image);
+    }
+    char size[32];
+    format_size(c->disk_bytes, size, sizeof(size));
+    if (c->disk_explicit) {
+        json_decref(d);
+        rc = sbx_error_copy(err, &why);
+        sbx_error_prefix(err, "disk limit %s cannot be enforced", size);
+        return rc;
+    }
+    sbx_log(SBX_LOG_WARN, "sandbox '%s': disk limit %s is not enforced: %s", id, size, why.msg);
+    sbx_json_set(d, "enforced", json_false());
+    sbx_json_set(d, "reason", sbx_json_str(why.msg));
+    *disk_out = d;
+    return 0;
+}
+
 static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
                      struct sbx_session **out, struct sbx_error *err)
 {
     struct local_client *c = (struct local_client *)bc;
     char *rundir = NULL, *dir = NULL, *ws = NULL, *wsbase = NULL, *sup = NULL;
+    char *image = NULL, *loop = NULL;
     char id[2 * ID_BYTES + 1];
     int owned = 0, made_dir = 0, made_ws = 0, started = 0, lock_fd = -1, tie_fd = -1, rc;
     json_t *state = NULL, *cfg = NULL;
@@ -1188,7 +1296,6 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
         ws = sbx_xasprintf("%s/%s", wsbase, id);
         owned = 1;
     }
-
     char created[SBX_TIME_RFC3339_LEN];
     sbx_time_rfc3339(sbx_time_real_ns(), created);
     state = json_object();
@@ -1221,6 +1328,13 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
         }
         made_ws = 1;
     }
+    json_t *disk = NULL;
+    rc = workspace_disk(c, id, owned ? wsbase : NULL, ws, &image, &loop, &disk, err);
+    if (rc < 0)
+        goto out;
+    sbx_json_set(state, "disk", disk);
+    if ((rc = write_state(dir, state, err)) < 0)
+        goto out;
     cfg = json_object();
     json_t *env = json_array(), *ports = json_array();
     if (!c->isolated) {
@@ -1355,8 +1469,13 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
 out:
     if (rc < 0) {
         struct sbx_error ignored = SBX_ERROR_INIT;
-        if (started || made_dir)
-            stop_and_clean(dir, id, ws, made_ws, NULL, &ignored);
+        if (started || made_dir) {
+            json_t *dj = image ? json_pack("{s:s,s:s*}", "image", image, "loop", loop) : NULL;
+            stop_and_clean(dir, id, ws, made_ws, dj, made_ws, NULL, &ignored);
+            json_decref(dj);
+        } else if (image) {
+            sbx__disk_detach(image, loop, ws, 0, &ignored);
+        }
         sbx_error_prefix(err, "cannot create sandbox");
     }
     sbx_fd_close(&lock_fd);
@@ -1370,6 +1489,8 @@ out:
     free(ws);
     free(wsbase);
     free(sup);
+    free(image);
+    free(loop);
     return rc;
 }
 
@@ -1463,6 +1584,11 @@ static json_t *describe(const char *rundir, const char *id, int *dead, const cha
         if (lstat(rec.cgroups.v[i], &st) == 0)
             sbx_json_append(cgs, sbx_json_str(rec.cgroups.v[i]));
     sbx_json_set(left, "cgroups", cgs);
+    const char *image =
+            state ? json_string_value(json_object_get(json_object_get(state, "disk"), "image"))
+                  : NULL;
+    sbx_json_set(left, "disk_image",
+                 image && lstat(image, &st) == 0 ? sbx_json_str(image) : json_null());
     sbx_json_set(left, "supervisor_pid", alive ? json_integer(rec.pid) : json_null());
     out = json_object();
     sbx_json_set(out, "id", sbx_json_str(id));
@@ -1552,7 +1678,10 @@ static int lc_prune(struct sbx_client *bc, int keep_workspace, json_t **out, str
         if (now && dead) {
             struct sbx_error e = SBX_ERROR_INIT;
             char *dir = sbx_xasprintf("%s/%s", rundir, id);
-            if (stop_and_clean(dir, id, ws, ws && !keep_workspace, removed, &e) < 0 && rc == 0)
+            const json_t *disk = json_object_get(json_object_get(now, "state"), "disk");
+            if (stop_and_clean(dir, id, ws, ws && !keep_workspace, disk, ws != NULL, removed, &e) <
+                        0 &&
+                rc == 0)
                 rc = sbx_error_copy(err, &e);
             free(dir);
         }
@@ -1676,7 +1805,8 @@ static int lc_remove(struct sbx_client *bc, const char *prefix, int keep_workspa
         json_decref(reply);
     }
     sbx__local_record_release(&rec);
-    rc = stop_and_clean(dir, id, ws, owned && !keep_workspace, NULL, err);
+    rc = stop_and_clean(dir, id, ws, owned && !keep_workspace, json_object_get(state, "disk"),
+                        owned, NULL, err);
     if (rc == 0 && first > 0 && first <= UINT32_MAX &&
         !sbx__idrange_wait_free(NULL, (uint32_t)first, id, IDRANGE_WAIT_MS))
         sbx_log(SBX_LOG_WARN, "sandbox '%s': its host id range is still held", id);
@@ -1818,6 +1948,12 @@ int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_
         if (o->exposed_ports[i] < 1 || o->exposed_ports[i] > 65535)
             return sbx_error_set(err, SBX_E_INVAL, 0, "exposed port %d is not in 1..65535",
                                  o->exposed_ports[i]);
+    if (o->disk_bytes && o->disk_bytes != SBX_LOCAL_LIMIT_NONE &&
+        (o->disk_bytes < SBX_LOCAL_DISK_MIN || o->disk_bytes > SBX_LOCAL_DISK_MAX))
+        return sbx_error_set(
+                err, SBX_E_INVAL, 0, "disk limit %llu bytes is outside %llu MiB .. %llu TiB",
+                (unsigned long long)o->disk_bytes, (unsigned long long)(SBX_LOCAL_DISK_MIN >> 20),
+                (unsigned long long)(SBX_LOCAL_DISK_MAX >> 40));
     struct sbx_strv allow;
     sbx_strv_init(&allow);
     int rc = check_network_options(o, isolated, &allow, err);
@@ -1854,6 +1990,8 @@ int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_
     sbx_strv_init(&c->test_hosts);
     sbx_strv_pushv(&c->test_hosts, o->test_proxy_hosts);
     c->tied = o->tied != 0;
+    c->disk_bytes = o->disk_bytes ? o->disk_bytes : SBX_LOCAL_DISK_DEFAULT;
+    c->disk_explicit = o->disk_bytes != 0 && o->disk_bytes != SBX_LOCAL_LIMIT_NONE;
     *out = &c->base;
     return 0;
 }

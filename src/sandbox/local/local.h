@@ -96,7 +96,12 @@ struct sbx__teardown {
     const char *workspace; /* host path to remove; NULL keeps the workspace */
     json_t *removed;       /* NULL, or an array that receives {"sandbox","kind","path"} for
                               each thing removed; kind: supervisor (path: its pid), cgroup,
-                              workspace, runtime_dir */
+                              disk_image, workspace, runtime_dir */
+    /* The workspace's disk image (disk.h) mounted at mount, the workspace's host path, which
+     * stays a plain directory with the files when workspace is NULL; NULL: none. */
+    const char *disk_image;
+    const char *disk_loop; /* may be NULL */
+    const char *mount;
 };
 /* Errors: the supervisor would not die, a cgroup or directory could not be removed (what was
  * not removed stays, so that another attempt can finish). */

@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "sandbox/local/isolate.h"
+#include "sandbox/local/disk.h"
 #include "sandbox/local/local.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
@@ -392,7 +393,18 @@ int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err)
         note(t->removed, t->id, "cgroup", rec.cgroups.v[i]);
     }
 
-    /* 3. The workspace (when asked), then the runtime dir with the record: last, so that a
+    /* 3. The workspace's disk image: unmounted (its files copied out first when the workspace
+     * stays) once no sandbox process holds it, and deleted. */
+    if (t->disk_image && t->mount) {
+        struct stat st;
+        int there = lstat(t->disk_image, &st) == 0;
+        if ((rc = sbx__disk_detach(t->disk_image, t->disk_loop, t->mount, !t->workspace, err)) < 0)
+            goto out;
+        if (there)
+            note(t->removed, t->id, "disk_image", t->disk_image);
+    }
+
+    /* 4. The workspace (when asked), then the runtime dir with the record: last, so that a
      * failure above leaves what a retry needs. */
     if (t->workspace) {
         struct stat st;

@@ -1,0 +1,40 @@
+/* Workspace size limits of the local provider: a fresh workspace of a root caller is an ext4
+ * file system in a sparse image file, loop-mounted at the workspace path in the host mount
+ * namespace, so a sandbox that fills it gets ENOSPC and the host loses at most the limit.
+ * docs/internals/isolation.md ("Disk") has the design and what is not covered. */
+#ifndef SBX_SANDBOX_LOCAL_DISK_H
+#define SBX_SANDBOX_LOCAL_DISK_H
+
+#include <stdint.h>
+
+#include "sbx/error.h"
+
+/* The image of a fresh workspace W is always W + this suffix (<workspaces>/<id>.img), so that
+ * clean-up of leftovers finds it even without the state that records it (a create killed
+ * between the mount and writing state.json). Only ever derive it for a workspace sbx made: next
+ * to a user's --workspace DIR a file of that name is the user's. */
+#define SBX__DISK_IMAGE_SUFFIX ".img"
+
+/* Can this process back a workspace with an image? 0, or -SBX_E_UNSUPPORTED with a message
+ * that says why not (not root, no /dev/loop-control, no mke2fs), for the "not enforced"
+ * warning. Does not block. */
+int sbx__disk_usable(struct sbx_error *err);
+
+/* Create image (a new sparse file of bytes, mode 0600; it must not exist), format it ext4, attach
+ * it to a free loop device (detached automatically at the last unmount) and mount it at ws (an
+ * empty directory we made) nosuid, nodev. *loop_out: the device, "/dev/loopN" (caller frees).
+ * On failure nothing is left: no mount, no device, no image. Blocks for mke2fs (tens of ms). */
+int sbx__disk_attach(const char *image, const char *ws, uint64_t bytes, char **loop_out,
+                     struct sbx_error *err);
+
+/* Undo sbx__disk_attach, for rm, a failed create and clean-up of leftovers (the image and loop
+ * paths come from the sandbox's state.json; loop may be NULL). With keep_files the workspace's
+ * files are first copied out (cp -a, holes kept), so ws stays a plain directory with them;
+ * otherwise ws is left an empty directory. Only a mount at ws whose loop device is backed by
+ * image is unmounted; a missing mount or image is not an error, so this can be repeated. Call
+ * it once no sandbox process holds the file system (after the supervisor stopped); a file
+ * system still busy is detached lazily and freed by the kernel when its last user goes. */
+int sbx__disk_detach(const char *image, const char *loop, const char *ws, int keep_files,
+                     struct sbx_error *err);
+
+#endif
