@@ -26,6 +26,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "sandbox/local/disk.h"
 #include "sandbox/local/isolate.h"
 #include "sandbox/local/logcap.h"
 #include "sandbox/local/local.h"
@@ -1183,9 +1184,28 @@ static int tie_watch(struct sup *s, struct sbx_error *err)
 
 /* At the end, with every process of the sandbox dead: if the creator is gone, remove the
  * runtime directory and an owned workspace (a given one stays as it is). */
+/* The host side of a sandbox going away with nobody to run rm: the workspace when it is the
+ * sandbox's own (after unmounting and deleting its disk image, whose path is derived: only ever
+ * for a workspace sbx made), then the runtime directory. */
+static void remove_sandbox_files(struct sup *s, int owned_ws)
+{
+    struct sbx_error e = SBX_ERROR_INIT;
+    if (owned_ws) {
+        char *image = sbx_xasprintf("%s" SBX__DISK_IMAGE_SUFFIX, s->workspace);
+        struct stat st;
+        if (lstat(image, &st) == 0 && S_ISREG(st.st_mode) &&
+            sbx__disk_detach(image, NULL, s->workspace, 0, &e) < 0)
+            sbx_log(SBX_LOG_WARN, "sandbox '%s': %s", s->id, e.msg);
+        free(image);
+        if (sbx__local_remove_tree(s->workspace, &e) < 0)
+            sbx_log(SBX_LOG_WARN, "sandbox '%s': %s", s->id, e.msg);
+    }
+    if (sbx__local_remove_tree(s->dir, &e) < 0)
+        sbx_log(SBX_LOG_WARN, "sandbox '%s': %s", s->id, e.msg);
+}
+
 static void tie_end(struct sup *s)
 {
-    struct sbx_error err = SBX_ERROR_INIT;
     if (s->tie_watching) {
         pthread_cancel(s->tie_thread);
         pthread_join(s->tie_thread, NULL);
@@ -1195,10 +1215,7 @@ static void tie_end(struct sup *s)
     if (s->tie_fd < 0 || !s->dir || poll(&pfd, 1, 0) <= 0)
         return;
     sbx_log(SBX_LOG_INFO, "sandbox '%s': its creator ended: removing the sandbox", s->id);
-    if (s->tie_owned_ws && sbx__local_remove_tree(s->workspace, &err) < 0)
-        sbx_log(SBX_LOG_WARN, "sandbox '%s': %s", s->id, err.msg);
-    if (sbx__local_remove_tree(s->dir, &err) < 0)
-        sbx_log(SBX_LOG_WARN, "sandbox '%s': %s", s->id, err.msg);
+    remove_sandbox_files(s, s->tie_owned_ws);
 }
 
 static int load_config(struct sup *s, json_t *cfg, struct sbx_error *err)
@@ -1279,14 +1296,10 @@ static pid_t sandbox_init_pid(pid_t middle)
  * work into its workspace. Remove what the create made, on the host. */
 static void remove_unclaimed(struct sup *s)
 {
-    struct sbx_error e = SBX_ERROR_INIT;
     sbx_log(SBX_LOG_WARN, "sandbox '%s': the creator went away during start-up; removing it",
             s->id);
-    if (s->workspace_owned && sbx__local_remove_tree(s->workspace, &e) < 0)
-        sbx_log(SBX_LOG_WARN, "%s", e.msg);
     sbx_fd_close(&s->dir_fd);
-    if (sbx__local_remove_tree(s->dir, &e) < 0)
-        sbx_log(SBX_LOG_WARN, "%s", e.msg);
+    remove_sandbox_files(s, s->workspace_owned);
 }
 
 static int start(struct sup *s, int *outer, struct sbx_error *err)
