@@ -8,6 +8,12 @@ RUNBASE="$XDG_RUNTIME_DIR/sbx"
 sandbox_cleanup() {
     local id
     for id in $(ls "$RUNBASE" 2>/dev/null); do "$SBX" sandbox rm "$id" >/dev/null 2>&1; done
+    "$SBX" sandbox prune >/dev/null 2>&1
+    # A failed test may leave a workspace's disk image mounted under $T: never let it outlive us.
+    local m
+    for m in $(awk -v t="$T/" 'index($5, t) == 1 {print $5}' /proc/self/mountinfo 2>/dev/null | sort -r); do
+        umount -l "$m" 2>/dev/null
+    done
     rm -rf "$T"
 }
 trap sandbox_cleanup EXIT
