@@ -384,6 +384,7 @@ static int sess_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *s
     sbx_json_set(req, "tty", json_boolean(tty));
     sbx_json_set(req, "stdin", json_boolean(want_stdin));
     sbx_json_set(req, "merge", json_boolean(merge));
+    sbx_json_set(req, "keep_background", json_boolean(spec->flags & SBX_EXEC_KEEP_BACKGROUND));
     sbx_json_set(req, "rows", json_integer(spec->rows));
     sbx_json_set(req, "cols", json_integer(spec->cols));
 

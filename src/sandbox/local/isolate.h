@@ -76,11 +76,16 @@ struct sbx__isolation_grant {
 
 struct sbx__isolation_limits {
     uint64_t memory_bytes; /* cgroup memory (+swap) limit; default 2 GiB */
-    uint64_t pids;         /* cgroup pids.max; default 1024 */
-    uint64_t cpu_millis;   /* cgroup CPU quota in thousandths of a CPU; default none */
+    uint64_t pids;         /* processes of the commands (RLIMIT_NPROC; cgroup pids.max is this
+                            * plus SBX__ISOLATION_PIDS_HEADROOM); default 1024 */
+    uint64_t cpu_millis;   /* cgroup CPU quota in thousandths of a CPU; default
+                            * sbx__isolation_default_cpu_millis() */
     uint64_t fsize_bytes;  /* RLIMIT_FSIZE per command; default 16 GiB */
     uint64_t nofile;       /* RLIMIT_NOFILE per command; default 4096 */
     uint64_t tmp_bytes;    /* size of the private /tmp and /dev/shm tmpfs; default 1 GiB */
+    uint64_t ptys;         /* max= of the sandbox's own devpts instance: terminals the sandbox
+                            * can hold open at once, the supervisor's PTY sessions included
+                            * (SBX_PTY_MAX of them); default SBX__ISOLATION_DEFAULT_PTYS */
 };
 
 struct sbx__isolation_spec {
@@ -112,10 +117,20 @@ struct sbx__isolation_spec {
 #define SBX__ISOLATION_MAX_GRANTS       64
 #define SBX__ISOLATION_MAX_ENV          1024
 #define SBX__ISOLATION_MAX_ENV_BYTES    (256 * 1024)
+/* Terminals of one sandbox: the supervisor's 64 PTY sessions and as many for the commands' own
+ * (script, tmux, expect). The host's kernel.pty.max is shared by every devpts instance. */
+#define SBX__ISOLATION_DEFAULT_PTYS 128
+/* Processes of the commands by default; the pids cgroup allows the headroom on top, for the
+ * supervisor and the exec reapers. */
+#define SBX__ISOLATION_DEFAULT_PIDS  1024
+#define SBX__ISOLATION_PIDS_HEADROOM 64
 /* RLIMIT_NPROC of commands when no pids cgroup limits the sandbox. */
 #define SBX__ISOLATION_NPROC_FALLBACK 4096
 /* Host ids of the non-default users when the caller is root: 100000 + sandbox id. */
 #define SBX__ISOLATION_HOST_ID_BASE 100000
+
+/* The default CPU quota: half the host's online CPUs, at least one CPU. */
+uint64_t sbx__isolation_default_cpu_millis(void);
 
 /* ---- the plan: pure data ---- */
 
@@ -129,7 +144,7 @@ enum sbx__op_kind {
     SBX__OP_SYMLINK, /* symlink dst -> target */
     SBX__OP_FILE,    /* write content to dst with mode */
     SBX__OP_PROC,    /* fresh procfs at dst (hidepid=invisible where the kernel has it) */
-    SBX__OP_DEVPTS,  /* new devpts instance at dst */
+    SBX__OP_DEVPTS,  /* new devpts instance at dst, at most size terminals (0 = no max=) */
     SBX__OP_PROC_RO, /* bind dst onto itself read-only if it exists */
     SBX__OP_PROC_MASK, /* hide dst if it exists: /dev/null over a file, empty RO tmpfs over a dir */
     SBX__OP_REMOUNT_RO /* make the mount at dst read-only (after its contents were built) */
