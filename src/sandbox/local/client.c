@@ -847,10 +847,20 @@ static struct local_session *session_from_state(const char *rundir, const char *
 
 static int check_state(const json_t *st, const char *id, struct sbx_error *err)
 {
-    static const char *const keys[] = {"version",         "provider",     "id",
-                                       "workspace",       "root",         "created",
-                                       "isolation",       "network",      "workspace_owned",
-                                       "manifest_digest", "materialized", NULL};
+    static const char *const keys[] = {"version",
+                                       "provider",
+                                       "id",
+                                       "workspace",
+                                       "root",
+                                       "created",
+                                       "isolation",
+                                       "network",
+                                       "workspace_owned",
+                                       "manifest_digest",
+                                       "materialized",
+                                       "limits",
+                                       "unenforced",
+                                       NULL};
     int64_t version = 0;
     const char *provider = NULL, *sid = NULL, *ws = NULL, *root = NULL;
     int rc;
@@ -939,7 +949,8 @@ struct while_starting {
 /* ws->fn runs while the supervisor boots (it takes a few milliseconds to exec and link); its
  * error is returned after the supervisor has reported, so the caller can shut it down. */
 static int spawn_supervisor(const char *path, const char *id, const json_t *cfg, int64_t timeout_ms,
-                            const struct while_starting *ws, struct sbx_error *err)
+                            const struct while_starting *ws, json_t **report_out,
+                            struct sbx_error *err)
 {
     struct sbx_error werr = SBX_ERROR_INIT;
     int wrc = 0;
@@ -1037,6 +1048,8 @@ static int spawn_supervisor(const char *path, const char *id, const json_t *cfg,
         goto out;
     }
     rc = sbx__proto_check(report, err);
+    if (rc == 0 && report_out)
+        *report_out = json_incref(report);
     json_decref(report);
     if (rc == 0 && wrc < 0)
         rc = sbx_error_copy(err, &werr);
@@ -1146,6 +1159,46 @@ static int write_initial_state(void *ctx, struct sbx_error *err)
         sbx_json_set(j->state, "manifest_digest", json_null());
     }
     return write_state(j->dir, j->state, err);
+}
+
+/* The limits the supervisor reported into the state ("limits" in force, "unenforced": name and
+ * reason of each one the host could not apply), and one warning line naming the unenforced:
+ * a caller must not believe in a limit that is not there. */
+static int record_limits(const char *dir, const char *id, json_t *state, const json_t *report,
+                         struct sbx_error *err)
+{
+    json_t *lim = json_object_get(report, "limits"), *un = json_object_get(report, "unenforced");
+    if (!json_is_object(lim) || !json_is_array(un))
+        return 0;
+    sbx_json_set(state, "limits", json_deep_copy(lim));
+    sbx_json_set(state, "unenforced", json_deep_copy(un));
+    size_t n = json_array_size(un), i;
+    if (n) {
+        struct sbx_buf names;
+        sbx_buf_init(&names, 1024);
+        const char *reason = NULL;
+        int same = 1;
+        json_t *u;
+        json_array_foreach(un, i, u)
+        {
+            const char *nm = json_string_value(json_object_get(u, "name"));
+            const char *why = json_string_value(json_object_get(u, "reason"));
+            (void)sbx_buf_addf(&names, NULL, "%s%s",
+                               i == 0       ? ""
+                               : i + 1 == n ? " and "
+                                            : ", ",
+                               nm ? nm : "?");
+            if (!reason)
+                reason = why;
+            else if (!why || strcmp(reason, why) != 0)
+                same = 0;
+        }
+        sbx_log(SBX_LOG_WARN, "sandbox '%s': %s limit%s %s not enforced: %s", id, names.data,
+                n > 1 ? "s" : "", n > 1 ? "are" : "is",
+                same && reason ? reason : "see 'sbx sandbox ps --json'");
+        sbx_buf_release(&names);
+    }
+    return write_state(dir, state, err);
 }
 
 static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
@@ -1312,10 +1365,15 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
                             .manifest = spec ? spec->manifest : NULL,
                             .session = c->isolated ? &ls->base : NULL};
     struct while_starting ws_job = {write_initial_state, &job};
-    rc = spawn_supervisor(sup, id, cfg, c->start_timeout_ms, &ws_job, err);
+    json_t *report = NULL;
+    rc = spawn_supervisor(sup, id, cfg, c->start_timeout_ms, &ws_job, &report, err);
     if (rc < 0)
         goto out;
     started = 1;
+    rc = record_limits(dir, id, ls->state, report, err);
+    json_decref(report);
+    if (rc < 0)
+        goto out;
 
     if (!c->isolated && spec && spec->manifest) {
         json_t *records = NULL;

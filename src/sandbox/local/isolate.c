@@ -278,6 +278,11 @@ void sbx__isolation_free(struct sbx__isolation *iso)
     free(iso);
 }
 
+const struct sbx__cgroup *sbx__isolation_cgroup(const struct sbx__isolation *iso)
+{
+    return &iso->cg;
+}
+
 pid_t sbx__isolation_inner_pid(const struct sbx__isolation *iso)
 {
     return iso->middle;

@@ -237,6 +237,9 @@ struct sbx__cgroup {
     uint64_t pids_limit;      /* 0 = none */
     int oom_fd;               /* memory.oom_control (v1) or memory.events (v2), -1 = none */
     int pids_fd;              /* pids.events, -1 = none */
+    uint64_t cpu_millis;      /* quota set, 0 = none */
+    unsigned unenforced;      /* controllers wanted but not usable: (1 << enum sbx__cgroup_ctrl) */
+    char why[SBX__CG_NCTRL][160]; /* the reason of each unenforced controller */
 };
 
 /* Counters read from the cgroup files, to explain why a command died. */
@@ -261,6 +264,8 @@ int sbx__cgroup_own_dir(const char *mountinfo, const char *self, const char *ctr
  * those controllers must work, the others are skipped with a log message when unusable. */
 int sbx__cgroup_create(const char *name, const struct sbx__isolation_limits *limits,
                        unsigned required, struct sbx__cgroup *out, struct sbx_error *err);
+/* "memory", "pids", "cpu". */
+const char *sbx__cgroup_ctrl_name(enum sbx__cgroup_ctrl c);
 /* Move pid into every created cgroup. */
 int sbx__cgroup_attach(const struct sbx__cgroup *cg, pid_t pid, struct sbx_error *err);
 int sbx__cgroup_read_events(const struct sbx__cgroup *cg, struct sbx__cgroup_events *out,
@@ -290,6 +295,9 @@ enum sbx__isolation_role {
 int sbx__isolation_new(const struct sbx__isolation_spec *spec, struct sbx__isolation **out,
                        struct sbx_error *err);
 void sbx__isolation_free(struct sbx__isolation *iso);
+/* The sandbox's cgroups after enter: the limits in force and the controllers that are not
+ * enforced, with their reasons (borrowed). */
+const struct sbx__cgroup *sbx__isolation_cgroup(const struct sbx__isolation *iso);
 
 /* Create the cgroups, fork into the new namespaces and build the root (see the top of this
  * file). Must be called while the process is single-threaded. Returns 0 twice: in the caller

@@ -1470,6 +1470,31 @@ static int run_outer(struct sup *s)
     return rc < 0 ? 1 : 0;
 }
 
+/* The start-up report's "limits" (in force) and "unenforced" (name and reason of each limit the
+ * host could not apply): the creator records them in the state and warns. */
+static void add_limits(const struct sup *s, json_t *m)
+{
+    const struct sbx__cgroup *cg = sbx__isolation_cgroup(s->iso);
+    json_t *lim = json_object(), *un = json_array();
+    if (cg->memory_limit)
+        sbx_json_set(lim, "memory", json_integer((json_int_t)cg->memory_limit));
+    if (cg->pids_limit)
+        sbx_json_set(lim, "pids", json_integer((json_int_t)cg->pids_limit));
+    if (cg->cpu_millis)
+        sbx_json_set(lim, "cpu_millis", json_integer((json_int_t)cg->cpu_millis));
+    sbx_json_set(lim, "ptys", json_integer(SBX__ISOLATION_DEFAULT_PTYS));
+    for (int c = 0; c < SBX__CG_NCTRL; c++) {
+        if (!(cg->unenforced & (1u << c)))
+            continue;
+        json_t *u = json_object();
+        sbx_json_set(u, "name", sbx_json_str(sbx__cgroup_ctrl_name((enum sbx__cgroup_ctrl)c)));
+        sbx_json_set(u, "reason", sbx_json_str(cg->why[c]));
+        sbx_json_append(un, u);
+    }
+    sbx_json_set(m, "limits", lim);
+    sbx_json_set(m, "unenforced", un);
+}
+
 int sbx_local_supervise_main(int argc, char **argv)
 {
     struct sup s = {.listen_fd = -1,
@@ -1522,6 +1547,8 @@ int sbx_local_supervise_main(int argc, char **argv)
     json_t *m = rc < 0 ? sbx__proto_error(&err) : ok_msg();
     if (rc == 0)
         sbx_json_set(m, "pid", json_integer(getpid()));
+    if (rc == 0 && s.iso)
+        add_limits(&s, m);
     char *text = sbx_json_dumps(m, SBX_JSON_COMPACT);
     json_decref(m);
     signal(SIGPIPE, SIG_IGN);
