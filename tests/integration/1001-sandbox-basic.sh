@@ -12,7 +12,7 @@ run "$SBX" sandbox create --json
 expect_rc 0 "create --json succeeds"
 id2=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["id"])' "$T/out")
 expect_eq "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["version"], d["provider"], d["root"], d["isolation"], d["network"], sorted(d))' "$T/out")" \
-    "1 local /workspace namespaces none ['created', 'id', 'isolation', 'manifest_digest', 'network', 'provider', 'root', 'version', 'workspace', 'workspace_owned']" \
+    "1 local /workspace namespaces none ['created', 'id', 'isolation', 'limits', 'manifest_digest', 'network', 'provider', 'root', 'unenforced', 'version', 'workspace', 'workspace_owned']" \
     "the session state is versioned, isolated with no network by default, and holds only what it should"
 expect_eq "$(cat "$T/err")" "" "an isolated create warns about nothing"
 

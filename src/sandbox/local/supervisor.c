@@ -52,9 +52,12 @@ extern char **environ;
  * Should a command kill its reaper, the orphans reach the supervisor, which kills every child
  * that is not a live reaper (sweep_orphans). */
 struct child {
-    pid_t pid;        /* the reaper; 0: free slot */
-    pid_t cmd;        /* the command (its group and session leader); 0: it has ended */
-    int status_fd;    /* the reaper reports the command's wait status here; -1: reported */
+    pid_t pid;       /* the reaper; 0: free slot */
+    pid_t cmd;       /* the command (its group and session leader); 0: it has ended */
+    int status_fd;   /* the reaper reports the command's wait status here; -1: read */
+    int have_status; /* status holds what the reaper reported */
+    int status;
+    int keep;         /* keep_background: answered at the report, not when the reaper ends */
     int tty;          /* leads its own session: kill the session, not only the group */
     int conn;         /* index of the connection waiting for its exit, or -1 */
     int64_t deadline; /* SIGTERM at, INT64_MAX: none */
@@ -392,9 +395,11 @@ static SBX_NORETURN void child_main(const struct sup *s, const struct sbx__run_a
     sigemptyset(&none);
     signal(SIGPIPE, SIG_DFL);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    /* Should the reaper die (SIGKILL), the command goes with it; its descendants reach the
-     * supervisor, which kills them. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* Unconfined, the command dies with its reaper, which dies with the supervisor. Isolated,
+     * the pid namespace ends everything with the supervisor, and a reaper killed by a command of
+     * the same uid (kill -9 -1) leaves its command to the supervisor, which adopts it. */
+    if (!s->iso)
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (pty_slave >= 0) {
         if (setsid() < 0 || ioctl(pty_slave, TIOCSCTTY, 0) < 0)
             goto fail;
@@ -455,20 +460,30 @@ static SBX_NORETURN void reaper_main(const struct sup *s, const struct sbx__run_
     if (status_w != 3 && dup2(status_w, 3) < 0)
         _exit(127);
     syscall(SYS_close_range, 4, ~0U, 0);
+    /* The command's status is reported before it is reaped: should we be killed in between, the
+     * supervisor inherits the command (a zombie then) and still learns how it ended. */
     int st = 0;
     for (;;) {
-        pid_t w = waitpid(-1, &st, 0);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w < 0)
+        siginfo_t si;
+        memset(&si, 0, sizeof(si));
+        if (waitid(P_ALL, 0, &si, WEXITED | WNOWAIT) < 0) {
+            if (errno == EINTR)
+                continue;
             _exit(127);
-        if (w == cmd)
+        }
+        if (si.si_pid == cmd) {
+            st = si.si_code == CLD_EXITED   ? (si.si_status & 0xff) << 8
+                 : si.si_code == CLD_DUMPED ? si.si_status | 0x80
+                                            : si.si_status;
             break;
+        }
+        (void)waitpid(si.si_pid, NULL, 0);
     }
-    if (!x->keep_background)
-        kill_subtree();
     (void)!write(3, &st, sizeof(st));
     close(3);
+    (void)waitpid(cmd, NULL, 0);
+    if (!x->keep_background)
+        kill_subtree();
     /* keep_background: the rest ends by itself, or with the sandbox. */
     while (x->keep_background && (waitpid(-1, &st, 0) > 0 || errno == EINTR))
         ;
@@ -667,6 +682,7 @@ static void do_exec(struct sup *s, int ci, const json_t *req)
             .pid = pid,
             .cmd = cmd,
             .status_fd = sp[0],
+            .keep = x.keep_background,
             .tty = x.tty,
             .conn = ci,
             .deadline = x.timeout_ms > 0 ? sbx_deadline_after_ms(x.timeout_ms) : INT64_MAX,
@@ -917,9 +933,14 @@ static void read_status(struct sup *s, struct child *c)
     do
         n = read(c->status_fd, &st, sizeof(st));
     while (n < 0 && errno == EINTR);
-    if (n == (ssize_t)sizeof(st))
-        report_exit(s, c, st);
-    else if (n == 0 || (n < 0 && errno != EAGAIN))
+    if (n == (ssize_t)sizeof(st)) {
+        sbx_fd_close(&c->status_fd);
+        c->have_status = 1;
+        c->status = st;
+        /* Without keep_background the answer waits until the reaper has killed the rest. */
+        if (c->keep)
+            report_exit(s, c, st);
+    } else if (n == 0 || (n < 0 && errno != EAGAIN))
         sbx_fd_close(&c->status_fd); /* the reaper is ending without a report */
 }
 
@@ -971,11 +992,29 @@ static void on_exit_status(struct sup *s, pid_t pid, int status)
             continue;
         if (c->status_fd >= 0)
             read_status(s, c);
-        if (c->status_fd >= 0 || c->cmd > 0)
-            report_exit(s, c, status); /* killed before it could report */
+        sbx_fd_close(&c->status_fd);
+        pid_t pp, pg, sid;
+        if (c->cmd > 0 && !c->have_status && c->cmd != pid &&
+            proc_stat(c->cmd, &pp, &pg, &sid) == 0 && pp == getpid()) {
+            /* The reaper was killed and its command came to us: wait for it ourselves. */
+            c->pid = c->cmd;
+            sweep_orphans(s);
+            return;
+        }
+        /* What a killed reaper left goes first, so that the answer means "all gone". */
         c->pid = 0;
         sweep_orphans(s);
+        if (c->cmd > 0)
+            report_exit(s, c, c->have_status ? c->status : status);
         return;
+    }
+    for (size_t i = 0; i < s->n_children; i++) {
+        struct child *c = &s->children[i];
+        if (c->pid > 0 && c->cmd == pid) {
+            /* An adopted command reaped before its dead reaper. */
+            report_exit(s, c, status);
+            return;
+        }
     }
     /* An orphan reparented to us: reaping it is all there is to do. */
 }
