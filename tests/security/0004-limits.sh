@@ -112,6 +112,17 @@ run "$SBX" sandbox create
 id=$(cat "$T/out")
 cp "$T/err" "$T/create.err"
 unenforced=$(state "$id" '",".join(u["name"] for u in s["unenforced"])')
+expect_eq "$(state "$id" '"limits" in s and isinstance(s.get("unenforced"), list)')" True \
+    "6 ps --json shows the limits in force and those not enforced"
+memdir=/sys/fs/cgroup/memory$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {print $3}' /proc/self/cgroup)
+if ! privileged && [ -d "$memdir" ] && [ ! -w "$memdir" ]; then
+    # cgroup v1 without delegation: the memory limit cannot be enforced, and that is said.
+    case ",$unenforced," in
+    *,memory,*) ok "6 unprivileged on cgroup v1: the memory limit is listed as not enforced" ;;
+    *) not_ok "6 unprivileged on cgroup v1: the memory limit is listed as not enforced"
+       diag "unenforced: '$unenforced'" ;;
+    esac
+fi
 if [ -n "$unenforced" ]; then
     expect_in "$T/create.err" "not enforced" "6 create warns on stderr about the limits it cannot enforce"
     for name in ${unenforced//,/ }; do

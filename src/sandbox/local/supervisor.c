@@ -944,18 +944,20 @@ static void read_status(struct sup *s, struct child *c)
         sbx_fd_close(&c->status_fd); /* the reaper is ending without a report */
 }
 
+/* A live reaper, or the command of one (which a killed reaper leaves to us to adopt). */
 static int is_reaper(const struct sup *s, pid_t pid)
 {
     for (size_t i = 0; i < s->n_children; i++)
-        if (s->children[i].pid == pid)
+        if (s->children[i].pid > 0 && (s->children[i].pid == pid || s->children[i].cmd == pid))
             return 1;
     return 0;
 }
 
 static void on_exit_status(struct sup *s, pid_t pid, int status);
 
-/* Kill every child of ours that is not a live reaper: the orphans of a reaper that was killed
- * (by a command of the same uid, say). Their children come to us too and meet the next pass. */
+/* Kill every child of ours that is not a live reaper or its command: the orphans of a reaper that
+ * was killed (by a command of the same uid, say). Their children come to us too and meet the next
+ * pass. */
 static void sweep_orphans(struct sup *s)
 {
     for (int loop = 0; loop < KILL_ALL_LOOPS; loop++) {
