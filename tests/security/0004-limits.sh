@@ -136,6 +136,16 @@ fi
 if privileged; then
     expect_eq "$unenforced" "" "6 as root every default limit is enforced"
 fi
+# sbx run creates its sandbox the same way and says the same (an offline replayed model).
+EX=${SBX_SRCDIR:-}/examples/coding-task
+if [ -r "$EX/run.jsonl" ]; then
+    run "$SBX" run -m "replay:$EX/run.jsonl" -a "$EX/agent.yaml" "Do the task in TASK.md."
+    if [ -n "$unenforced" ]; then
+        expect_in "$T/err" "limits are not enforced" "6 sbx run warns about the limits it cannot enforce"
+    else
+        expect_not_in "$T/err" "not enforced" "6 sbx run where every limit is enforced warns about nothing"
+    fi
+fi
 cpus=$(nproc)
 want=$((cpus * 500 < 1000 ? 1000 : cpus * 500))
 case ",$unenforced," in
