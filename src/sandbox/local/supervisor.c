@@ -158,7 +158,8 @@ static int signal_procs(pid_t parent, pid_t leader, int sig)
  * foreground job runs in a group of its own). */
 static void kill_child(const struct child *c, int sig)
 {
-    if (c->cmd <= 0)
+    /* Once reported, the command is reaped and its pid may belong to someone else. */
+    if (c->cmd <= 0 || c->have_status)
         return;
     kill(-c->cmd, sig);
     kill(c->cmd, sig);
@@ -218,19 +219,21 @@ static int signal_subtree(pid_t root, int sig)
 
 /* In a reaper: SIGKILL the whole subtree and reap it until nothing is left. Killed processes
  * cannot fork, and their children come to us (subreaper), so this converges. */
-static void kill_subtree(void)
+static int kill_subtree(void)
 {
     for (int loop = 0; loop < KILL_ALL_LOOPS; loop++) {
-        int hits = signal_subtree(getpid(), SIGKILL);
-        int st, more = 0;
+        int st;
         pid_t w;
         while ((w = waitpid(-1, &st, WNOHANG)) > 0)
-            more = 1;
-        if (w < 0 && errno == ECHILD && hits == 0)
-            return;
-        if (!more && w == 0)
-            (void)waitpid(-1, &st, 0);
+            ;
+        /* Every descendant descends from a child: none left, nothing left (and no /proc pass
+         * for the common command that leaves nothing behind). */
+        if (w < 0 && errno == ECHILD)
+            return 0;
+        signal_subtree(getpid(), SIGKILL);
+        (void)waitpid(-1, &st, 0);
     }
+    return -1;
 }
 
 /* Kill everything we ever spawned. As a child subreaper every orphan of ours is reparented to
@@ -459,7 +462,12 @@ static SBX_NORETURN void reaper_main(const struct sup *s, const struct sbx__run_
      * status pipe. */
     if (status_w != 3 && dup2(status_w, 3) < 0)
         _exit(127);
-    syscall(SYS_close_range, 4, ~0U, 0);
+    if (syscall(SYS_close_range, 4, ~0U, 0) < 0) {
+        struct rlimit nofile = {1024, 1024};
+        getrlimit(RLIMIT_NOFILE, &nofile);
+        for (rlim_t fd = 4; fd < nofile.rlim_cur && fd < 65536; fd++)
+            close((int)fd);
+    }
     /* The command's status is reported before it is reaped: should we be killed in between, the
      * supervisor inherits the command (a zombie then) and still learns how it ended. */
     int st = 0;
@@ -482,8 +490,9 @@ static SBX_NORETURN void reaper_main(const struct sup *s, const struct sbx__run_
     (void)!write(3, &st, sizeof(st));
     close(3);
     (void)waitpid(cmd, NULL, 0);
-    if (!x->keep_background)
-        kill_subtree();
+    /* Exiting 0 tells the supervisor that nothing is left; otherwise it sweeps. */
+    if (!x->keep_background && kill_subtree() < 0)
+        _exit(1);
     /* keep_background: the rest ends by itself, or with the sandbox. */
     while (x->keep_background && (waitpid(-1, &st, 0) > 0 || errno == EINTR))
         ;
@@ -1003,9 +1012,12 @@ static void on_exit_status(struct sup *s, pid_t pid, int status)
             sweep_orphans(s);
             return;
         }
-        /* What a killed reaper left goes first, so that the answer means "all gone". */
+        /* What a killed reaper left goes first, so that the answer means "all gone". A reaper
+         * that reported and exited normally has killed its subtree itself. */
+        int clean = c->have_status && WIFEXITED(status) && WEXITSTATUS(status) == 0;
         c->pid = 0;
-        sweep_orphans(s);
+        if (!clean)
+            sweep_orphans(s);
         if (c->cmd > 0)
             report_exit(s, c, c->have_status ? c->status : status);
         return;
@@ -1037,7 +1049,7 @@ static int64_t check_timers(struct sup *s)
     int64_t now = sbx_time_mono_ns(), next = INT64_MAX;
     for (size_t i = 0; i < s->n_children; i++) {
         struct child *c = &s->children[i];
-        if (c->pid <= 0 || c->cmd <= 0)
+        if (c->pid <= 0 || c->cmd <= 0 || c->have_status)
             continue;
         if (c->kill_at != INT64_MAX) {
             if (now >= c->kill_at) {
