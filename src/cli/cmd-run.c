@@ -34,7 +34,7 @@ static void usage(FILE *f)
           "               [--manifest FILE | --session ID] [--keep] [--share] [PROMPT | -]\n"
           "               [--isolation namespaces|none] [--network none|full|allow:DOMAINS]\n"
           "               [--memory SIZE] [--port-bind ADDR] [--allow-port N]...\n"
-          "               [--pids N] [--cpus N] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
+          "               [--pids N] [--cpus N|none] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
           "\n"
           "Runs an agent on PROMPT (or standard input with '-') and prints the final output.\n"
           "Progress goes to stderr; --json writes one event per line to stdout instead.\n"
