@@ -47,9 +47,11 @@ enum sbx_local_network {
 #define SBX_LOCAL_LIMIT_NONE UINT64_MAX
 
 /* Resource limits applied to the sandbox (isolation only); 0 means the default: memory 2 GiB
- * (cgroup), pids 1024 (cgroup), no CPU quota, file size 16 GiB and 4096 open files (rlimits per
- * command). A limit given explicitly must be enforced: create fails when the cgroup controller
- * is not usable (e.g. an unprivileged caller on cgroup v1); a default one is then only logged. */
+ * (cgroup), pids 1024 (commands; the cgroup allows the supervisor a little more), a CPU quota of
+ * half the host's CPUs but at least one (cgroup; SBX_LOCAL_LIMIT_NONE: unlimited), file size
+ * 16 GiB and 4096 open files (rlimits per command). A limit given explicitly must be enforced:
+ * create fails when the cgroup controller is not usable (e.g. an unprivileged caller on cgroup v1);
+ * a default one is then only logged. */
 struct sbx_local_limits {
     uint64_t memory_bytes;
     uint64_t pids;

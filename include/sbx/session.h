@@ -75,10 +75,13 @@ SBX_API void sbx_output_release(struct sbx_output *out);
 #define SBX_EXEC_CANCEL_POLL_MS   100
 
 enum sbx_exec_flags {
-    SBX_EXEC_TTY = 1 << 0,          /* run on a new pseudo-terminal (its own session); output and
-                                       input both go through the terminal master */
-    SBX_EXEC_STDIN = 1 << 1,        /* give the caller a socket to stdin (else /dev/null) */
-    SBX_EXEC_MERGE_STDERR = 1 << 2, /* stderr goes to the stdout pipe, in arrival order */
+    SBX_EXEC_TTY = 1 << 0,             /* run on a new pseudo-terminal (its own session); output and
+                                          input both go through the terminal master */
+    SBX_EXEC_STDIN = 1 << 1,           /* give the caller a socket to stdin (else /dev/null) */
+    SBX_EXEC_MERGE_STDERR = 1 << 2,    /* stderr goes to the stdout pipe, in arrival order */
+    SBX_EXEC_KEEP_BACKGROUND = 1 << 3, /* processes the command leaves behind keep running until
+                                          the sandbox is removed; without it, everything the
+                                          command started is killed when it ends or times out */
 };
 
 struct sbx_exec_spec {

@@ -93,7 +93,7 @@ static void usage(FILE *f)
           "               [--manifest FILE | --session ID] [--keep] [--share] [PROMPT | -]\n"
           "               [--isolation namespaces|none] [--network none|full|allow:DOMAINS]\n"
           "               [--memory SIZE] [--port-bind ADDR] [--allow-port N]...\n"
-          "               [--pids N] [--cpus N] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
+          "               [--pids N] [--cpus N|none] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
           "               [--allow-dangerous-grant PATH]... [--pass-secret NAME]...\n"
           "               [--disk SIZE|none]\n"
           "\n"

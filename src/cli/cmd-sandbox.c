@@ -31,7 +31,7 @@ static const char usage_text[] =
         "commands:\n"
         "  create [--manifest FILE] [--workspace DIR] [--port N]... [--json]\n"
         "         [--isolation namespaces|none] [--network none|full|allow:DOMAINS]\n"
-        "         [--memory SIZE] [--pids N] [--cpus N] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
+        "         [--memory SIZE] [--pids N] [--cpus N|none] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
         "         [--port-bind ADDR] [--allow-port N]... [--disk SIZE|none]\n"
         "         [--allow-dangerous-grant PATH]... [--pass-secret NAME]...\n"
         "                          create a sandbox and print its id (--json: its state);\n"
@@ -44,8 +44,9 @@ static const char usage_text[] =
         "                          --pass-secret OPENAI_API_KEY lets the manifest read it;\n"
         "                          --disk: workspace size limit (default 8G; needs root)\n"
         "  exec [-t] [-i] [--cwd DIR] [--env K=V]... [--user NAME] [--timeout S]\n"
-        "       [--max-output BYTES] ID -- CMD...\n"
-        "                          run a command; exits with its status\n"
+        "       [--max-output BYTES] [--keep-background] ID -- CMD...\n"
+        "                          run a command; exits with its status; what it leaves\n"
+        "                          running dies with it unless --keep-background (then at rm)\n"
         "  shell ID                an interactive shell on a terminal\n"
         "  cp SRC DST              copy a file; ID:PATH names a path in a sandbox\n"
         "  ps [--all] [--json]     list live sandboxes (--all: also dead, stopped and\n"
@@ -241,9 +242,14 @@ int cli_local_option(int argc, char **argv, int *i, struct sbx_local_options *o,
         return 1;
     case 4: {
         char *end;
+        if (strcmp(v, "none") == 0 || strcmp(v, "0") == 0) {
+            o->limits.cpu_millis = SBX_LOCAL_LIMIT_NONE;
+            return 1;
+        }
         double d = strtod(v, &end);
         if (*end || end == v || !(d > 0) || d > 4096)
-            return cli_usage(VERB, "--cpus wants a number of CPUs such as 1.5, not '%s'", v);
+            return cli_usage(VERB, "--cpus wants a number of CPUs such as 1.5 (or none), not '%s'",
+                             v);
         o->limits.cpu_millis = (uint64_t)(d * 1000 + 0.5);
         return 1;
     }
@@ -616,6 +622,8 @@ static int cmd_exec(int argc, char **argv)
         const char *a = argv[i];
         if (strcmp(a, "-t") == 0 || strcmp(a, "--tty") == 0) {
             spec.flags |= SBX_EXEC_TTY;
+        } else if (strcmp(a, "--keep-background") == 0) {
+            spec.flags |= SBX_EXEC_KEEP_BACKGROUND;
         } else if (strcmp(a, "-i") == 0 || strcmp(a, "--interactive") == 0) {
             interactive = 1;
         } else if (strcmp(a, "-it") == 0 || strcmp(a, "-ti") == 0) {

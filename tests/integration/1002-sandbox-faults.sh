@@ -33,11 +33,18 @@ run "$SBX" sandbox exec --cwd /etc "$id" -- pwd
 expect_rc 1 "--cwd outside the workspace fails"
 expect_in "$T/err" "working directory" "the refusal names the working directory"
 
-# A command that forks a daemon and exits: rm still kills the daemon.
+# A command that forks a daemon and exits: the daemon dies with it, unless the exec keeps its
+# background processes, which then live until rm.
 run "$SBX" sandbox exec "$id" -- sh -c 'setsid sleep 1000 >/dev/null 2>&1 < /dev/null & echo $!'
 expect_rc 0 "a command that leaves a daemon returns"
 daemon=$(cat "$T/out")
-alive "$daemon" && ok "the daemon runs" || not_ok "the daemon runs"
+alive "$daemon" && not_ok "the daemon dies when its exec ends" \
+    || ok "the daemon dies when its exec ends"
+run "$SBX" sandbox exec --keep-background "$id" -- \
+    sh -c 'setsid sleep 1000 >/dev/null 2>&1 < /dev/null & echo $!'
+expect_rc 0 "a command that keeps a daemon returns"
+daemon=$(cat "$T/out")
+alive "$daemon" && ok "a kept daemon runs" || not_ok "a kept daemon runs"
 
 # 1 GiB of output: head and tail are kept, the rest is counted.
 run "$SBX" sandbox exec --max-output 65536 "$id" -- sh -c 'echo FIRST; head -c 1073741824 /dev/zero; echo; echo LAST'
@@ -66,16 +73,18 @@ expect_eq "$(cat "$T/out")" "$(printf 'y\ny')" "the output before that arrives"
 # rm kills the daemon.
 run "$SBX" sandbox rm "$id"
 expect_rc 0 "rm succeeds"
-alive "$daemon" && not_ok "rm kills the daemon" || ok "rm kills the daemon"
+alive "$daemon" && not_ok "rm kills the kept daemon" || ok "rm kills the kept daemon"
 
 # The supervisor killed with SIGKILL: clean errors, ps stops listing it, rm cleans up.
 id=$("$SBX" sandbox create)
 sup=$(supervisor_pid "$id")
 [ -n "$sup" ] && ok "the supervisor runs" || not_ok "the supervisor runs"
-"$SBX" sandbox exec "$id" -- sh -c 'sleep 1000 >/dev/null 2>&1 & echo $!' > "$T/child"
+"$SBX" sandbox exec --keep-background "$id" -- sh -c 'sleep 1000 >/dev/null 2>&1 & echo $!' \
+    > "$T/child"
 timeout 20 "$SBX" sandbox exec "$id" -- sleep 1000 > /dev/null 2> "$T/inflight.err" &
 inflight=$!
-wait_until eval '[ "$(pgrep -P '"$sup"' -x sleep | wc -l)" -ge 2 ]'
+# Each exec runs under a reaper, a child of the supervisor.
+wait_until eval '[ "$(for r in $(pgrep -P '"$sup"'); do pgrep -P $r -x sleep; done | wc -l)" -ge 2 ]'
 kill -9 "$sup"
 wait_until eval '! alive '"$sup"
 wait "$inflight"
@@ -97,7 +106,8 @@ id=$("$SBX" sandbox create)
 sup=$(supervisor_pid "$id")
 [ -n "$sup" ] && ok "the isolated supervisor (PID 1 of the sandbox) runs" \
     || not_ok "the isolated supervisor (PID 1 of the sandbox) runs"
-"$SBX" sandbox exec "$id" -- sh -c 'setsid sleep 1357 >/dev/null 2>&1 < /dev/null &'
+"$SBX" sandbox exec --keep-background "$id" -- \
+    sh -c 'setsid sleep 1357 >/dev/null 2>&1 < /dev/null &'
 wait_until eval '[ "$(pgrep -f "^sleep 1357$" | wc -l)" -ge 1 ]'
 expect_eq "$(pgrep -f '^sleep 1357$' | wc -l)" 1 "the isolated daemon runs"
 run "$SBX" sandbox rm "$id"
@@ -106,7 +116,8 @@ wait_until eval '[ -z "$(pgrep -f "^sleep 1357$")" ]'
 expect_eq "$(pgrep -f '^sleep 1357$' | wc -l)" 0 "rm kills the isolated daemon"
 id=$("$SBX" sandbox create)
 sup=$(supervisor_pid "$id")
-"$SBX" sandbox exec "$id" -- sh -c 'setsid sleep 1358 >/dev/null 2>&1 < /dev/null &'
+"$SBX" sandbox exec --keep-background "$id" -- \
+    sh -c 'setsid sleep 1358 >/dev/null 2>&1 < /dev/null &'
 wait_until eval '[ "$(pgrep -f "^sleep 1358$" | wc -l)" -ge 1 ]'
 kill -9 "$sup"
 wait_until eval '[ -z "$(pgrep -f "^sleep 1358$")" ]'

@@ -219,7 +219,9 @@ static void test_plan_default(void)
     CHECK(sbx__isolation_plan_find(&p, SBX__OP_PROC, "/proc") != NULL);
     CHECK(sbx__isolation_plan_find(&p, SBX__OP_PROC_RO, "/proc/sys") != NULL);
     CHECK(sbx__isolation_plan_find(&p, SBX__OP_PROC_MASK, "/proc/kcore") != NULL);
-    CHECK(sbx__isolation_plan_find(&p, SBX__OP_DEVPTS, "/dev/pts") != NULL);
+    CHECK(sbx__isolation_plan_find(&p, SBX__OP_PROC_MASK, "/proc/cmdline") != NULL);
+    const struct sbx__op *pts = sbx__isolation_plan_find(&p, SBX__OP_DEVPTS, "/dev/pts");
+    CHECK(pts && pts->size == SBX__ISOLATION_DEFAULT_PTYS);
     CHECK(sbx__isolation_plan_find(&p, SBX__OP_DEVNODE, "/dev/null") != NULL);
     CHECK(sbx__isolation_plan_find(&p, SBX__OP_TMPFS, "/tmp") != NULL);
     CHECK(sbx__isolation_plan_find(&p, SBX__OP_REMOUNT_RO, "/etc") != NULL);

@@ -285,14 +285,23 @@ static void test_daemon_killed_on_close(void)
         return;
     struct sbx_session *keep = sess;
     sess = s2;
-    /* A double-forked daemon in its own session, holding the output pipe open. */
-    CHECK_OK(sh("setsid sh -c 'echo $$ > daemon.pid; exec sleep 1000' & "
-                "while [ ! -s daemon.pid ]; do sleep 0.01; done; echo started",
-                &r, &err),
-             &err);
+    /* A double-forked daemon in its own session, holding the output pipe open: by default it
+     * dies when its command ends. */
+    const char *daemon_cmd = "setsid sh -c 'echo $$ > daemon.pid; exec sleep 1000' & "
+                             "while [ ! -s daemon.pid ]; do sleep 0.01; done; echo started";
+    CHECK_OK(sh(daemon_cmd, &r, &err), &err);
     CHECK_EQ_STR(r.out.data, "started\n");
     sbx_exec_result_release(&r);
     pid_t daemon = read_pid("daemon.pid");
+    CHECK(daemon > 0 && !alive(daemon));
+    CHECK_OK(sbx_session_rm(s2, "daemon.pid", 0, &err), &err);
+    /* Kept on purpose, it lives until the sandbox goes. */
+    struct sbx_exec_spec kept = {.command = daemon_cmd, .flags = SBX_EXEC_KEEP_BACKGROUND};
+    memset(&r, 0, sizeof(r));
+    CHECK_OK(sbx_session_exec(s2, &kept, &r, &err), &err);
+    CHECK_EQ_STR(r.out.data, "started\n");
+    sbx_exec_result_release(&r);
+    daemon = read_pid("daemon.pid");
     CHECK(daemon > 0 && alive(daemon));
     CHECK_OK(sbx_session_delete(s2, &err), &err);
     CHECK(!alive(daemon));

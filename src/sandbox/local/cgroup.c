@@ -24,6 +24,28 @@
 
 static const char *const ctrl_names[SBX__CG_NCTRL] = {"memory", "pids", "cpu"};
 
+const char *sbx__cgroup_ctrl_name(enum sbx__cgroup_ctrl c)
+{
+    return c < SBX__CG_NCTRL ? ctrl_names[c] : "";
+}
+
+/* Why controller c cannot be used, for the user: the common case in words. */
+static void note_unenforced(struct sbx__cgroup *cg, unsigned mask, int v1,
+                            const struct sbx_error *e)
+{
+    int denied = e->sys_errno == EACCES || e->sys_errno == EPERM;
+    for (int c = 0; c < SBX__CG_NCTRL; c++) {
+        if (!(mask & (1u << c)))
+            continue;
+        cg->unenforced |= 1u << c;
+        if (denied && v1 && geteuid() != 0)
+            snprintf(cg->why[c], sizeof(cg->why[c]),
+                     "cgroup v1 has no delegation for unprivileged users");
+        else
+            snprintf(cg->why[c], sizeof(cg->why[c]), "%.159s", e->msg);
+    }
+}
+
 static int read_file(const char *path, struct sbx_buf *out, struct sbx_error *err)
 {
     return sbx_fs_read_path(path, 16 * CG_FILE_MAX, out, err);
@@ -266,6 +288,7 @@ int sbx__cgroup_create(const char *name, const struct sbx__isolation_limits *lim
         want |= 1u << SBX__CG_CPU;
     cg.memory_limit = limit_set(limits->memory_bytes) ? limits->memory_bytes : 0;
     cg.pids_limit = limit_set(limits->pids) ? limits->pids : 0;
+    cg.cpu_millis = limit_set(limits->cpu_millis) ? limits->cpu_millis : 0;
 
     if ((rc = read_file("/proc/self/cgroup", &self, err)) < 0 ||
         (rc = read_file("/proc/self/mountinfo", &mi, err)) < 0)
@@ -300,6 +323,7 @@ int sbx__cgroup_create(const char *name, const struct sbx__isolation_limits *lim
         sbx_log(SBX_LOG_WARN, "sandbox limits not applied: %s", e.msg);
         sbx__cgroup_destroy(&cg);
         cg.owner = 1;
+        note_unenforced(&cg, want, 0, &e);
         goto done;
     }
 
@@ -327,6 +351,7 @@ int sbx__cgroup_create(const char *name, const struct sbx__isolation_limits *lim
                 goto fail;
             }
             sbx_log(SBX_LOG_WARN, "sandbox %s limit not applied: %s", ctrl_names[c], e.msg);
+            note_unenforced(&cg, 1u << c, 1, &e);
             if (cg.dir[c]) {
                 rmdir(cg.dir[c]);
                 free(cg.dir[c]);
@@ -336,6 +361,8 @@ int sbx__cgroup_create(const char *name, const struct sbx__isolation_limits *lim
                 cg.memory_limit = 0;
             if (c == SBX__CG_PIDS)
                 cg.pids_limit = 0;
+            if (c == SBX__CG_CPU)
+                cg.cpu_millis = 0;
         }
     }
 done:

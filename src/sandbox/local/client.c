@@ -325,6 +325,7 @@ static int sess_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *s
     sbx_json_set(req, "tty", json_boolean(tty));
     sbx_json_set(req, "stdin", json_boolean(want_stdin));
     sbx_json_set(req, "merge", json_boolean(merge));
+    sbx_json_set(req, "keep_background", json_boolean(spec->flags & SBX_EXEC_KEEP_BACKGROUND));
     sbx_json_set(req, "rows", json_integer(spec->rows));
     sbx_json_set(req, "cols", json_integer(spec->cols));
 
@@ -832,7 +833,7 @@ static int check_state(const json_t *st, const char *id, struct sbx_error *err)
     static const char *const keys[] = {
             "version",      "provider",  "id",      "workspace",       "root",
             "created",      "isolation", "network", "workspace_owned", "manifest_digest",
-            "materialized", "disk",      NULL};
+            "materialized", "disk",      "limits",  "unenforced",      NULL};
     int64_t version = 0;
     const char *provider = NULL, *sid = NULL, *ws = NULL, *root = NULL;
     int rc;
@@ -949,7 +950,8 @@ static int open_tie(int *out, struct sbx_error *err)
 
 /* tie_fd (>= 0): handed to the supervisor as SBX_PROTO_TIE_FD. */
 static int spawn_supervisor(const char *path, const char *id, const json_t *cfg, int64_t timeout_ms,
-                            const struct while_starting *ws, int tie_fd, struct sbx_error *err)
+                            const struct while_starting *ws, int tie_fd, json_t **report_out,
+                            struct sbx_error *err)
 {
     struct sbx_error werr = SBX_ERROR_INIT;
     int wrc = 0;
@@ -1049,6 +1051,8 @@ static int spawn_supervisor(const char *path, const char *id, const json_t *cfg,
         goto out;
     }
     rc = sbx__proto_check(report, err);
+    if (rc == 0 && report_out)
+        *report_out = json_incref(report);
     json_decref(report);
     if (rc == 0 && wrc < 0)
         rc = sbx_error_copy(err, &werr);
@@ -1252,6 +1256,54 @@ static int workspace_disk(const struct local_client *c, const char *id, const ch
     return 0;
 }
 
+/* The limits the supervisor reported into the state ("limits" in force, "unenforced": name and
+ * reason of each one the host could not apply), and one warning line naming the unenforced:
+ * a caller must not believe in a limit that is not there. */
+static int record_limits(const char *dir, const char *id, json_t *state, const json_t *report,
+                         struct sbx_error *err)
+{
+    json_t *lim = json_object_get(report, "limits"), *un = json_object_get(report, "unenforced");
+    if (!json_is_object(lim) || !json_is_array(un))
+        return 0;
+    sbx_json_set(state, "limits", json_deep_copy(lim));
+    sbx_json_set(state, "unenforced", json_deep_copy(un));
+    size_t n = json_array_size(un), i;
+    if (n) {
+        struct sbx_buf names;
+        sbx_buf_init(&names, 1024);
+        const char *reason = NULL;
+        int same = 1;
+        json_t *u;
+        json_array_foreach(un, i, u)
+        {
+            const char *nm = json_string_value(json_object_get(u, "name"));
+            const char *why = json_string_value(json_object_get(u, "reason"));
+            (void)sbx_buf_addf(&names, NULL, "%s%s",
+                               i == 0       ? ""
+                               : i + 1 == n ? " and "
+                                            : ", ",
+                               nm ? nm : "?");
+            if (!reason)
+                reason = why;
+            else if (!why || strcmp(reason, why) != 0)
+                same = 0;
+        }
+        sbx_log(SBX_LOG_WARN, "sandbox '%s': %s limit%s %s not enforced: %s", id, names.data,
+                n > 1 ? "s" : "", n > 1 ? "are" : "is",
+                same && reason ? reason : "see 'sbx sandbox ps --json'");
+        sbx_buf_release(&names);
+    }
+    /* The workspace's size limit is decided (and warned about) before the supervisor starts;
+     * it is listed with the others. */
+    const json_t *disk = json_object_get(state, "disk");
+    if (json_is_integer(json_object_get(disk, "limit")) &&
+        json_is_false(json_object_get(disk, "enforced")))
+        sbx_json_append(
+                json_object_get(state, "unenforced"),
+                json_pack("{s:s,s:O?}", "name", "disk", "reason", json_object_get(disk, "reason")));
+    return write_state(dir, state, err);
+}
+
 static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
                      struct sbx_session **out, struct sbx_error *err)
 {
@@ -1447,11 +1499,16 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
                             .manifest = spec ? spec->manifest : NULL,
                             .session = c->isolated ? &ls->base : NULL};
     struct while_starting ws_job = {write_initial_state, &job};
-    rc = spawn_supervisor(sup, id, cfg, c->start_timeout_ms, &ws_job, tie_fd, err);
+    json_t *report = NULL;
+    rc = spawn_supervisor(sup, id, cfg, c->start_timeout_ms, &ws_job, tie_fd, &report, err);
     sbx_fd_close(&tie_fd);
     if (rc < 0)
         goto out;
     started = 1;
+    rc = record_limits(dir, id, ls->state, report, err);
+    json_decref(report);
+    if (rc < 0)
+        goto out;
 
     if (!c->isolated && spec && spec->manifest) {
         json_t *records = NULL;

@@ -62,7 +62,8 @@ static const char *const proc_ro[] = {"/proc/sys", "/proc/sysrq-trigger", "/proc
 static const char *const proc_mask[] = {
         "/proc/kcore",       "/proc/keys",          "/proc/key-users", "/proc/timer_list",
         "/proc/sched_debug", "/proc/latency_stats", "/proc/kmsg",      "/proc/acpi",
-        "/proc/scsi",        "/proc/config.gz"};
+        "/proc/scsi",        "/proc/config.gz",     "/proc/cmdline",   "/proc/swaps",
+        "/proc/modules"};
 
 static struct sbx__op *push(struct sbx__isolation_plan *p, enum sbx__op_kind kind, const char *dst)
 {
@@ -320,7 +321,7 @@ out:
     return rc;
 }
 
-static void plan_dev(uint64_t tmp_bytes, struct sbx__isolation_plan *p)
+static void plan_dev(uint64_t tmp_bytes, uint64_t ptys, struct sbx__isolation_plan *p)
 {
     push_tmpfs(p, "/dev", 0755, 64 * 1024);
     for (size_t i = 0; i < SBX_ARRAY_LEN(dev_nodes); i++) {
@@ -328,7 +329,7 @@ static void plan_dev(uint64_t tmp_bytes, struct sbx__isolation_plan *p)
         push_src(p, SBX__OP_DEVNODE, path, path);
         free(path);
     }
-    push(p, SBX__OP_DEVPTS, "/dev/pts");
+    push(p, SBX__OP_DEVPTS, "/dev/pts")->size = ptys;
     push_symlink(p, "/dev/ptmx", "pts/ptmx");
     push_tmpfs(p, "/dev/shm", 01777, tmp_bytes);
     push_symlink(p, "/dev/fd", "/proc/self/fd");
@@ -412,7 +413,10 @@ int sbx__isolation_plan_build(const struct sbx__isolation_spec *spec,
     push_symlink(&p, "/var/tmp", "../tmp");
     push_tmpfs(&p, "/run", 0755, 1 * MiB);
     plan_proc(&p);
-    plan_dev(tmp_bytes, &p);
+    uint64_t ptys = spec->limits.ptys == SBX__LIMIT_NONE ? 0
+                    : spec->limits.ptys                  ? spec->limits.ptys
+                                                         : SBX__ISOLATION_DEFAULT_PTYS;
+    plan_dev(tmp_bytes, ptys, &p);
     push(&p, SBX__OP_REMOUNT_RO, "/");
 out:
     if (rc < 0) {

@@ -124,6 +124,13 @@ static struct rlimit capped(int resource, uint64_t want, uint64_t dflt)
     return r;
 }
 
+uint64_t sbx__isolation_default_cpu_millis(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    uint64_t half = n > 0 ? (uint64_t)n * 500 : 1000;
+    return half < 1000 ? 1000 : half;
+}
+
 /* Root of the initial user namespace (the identity map over all ids) can write any id map;
  * root of a container's user namespace cannot, and is treated like an unprivileged caller. */
 static int initial_userns(void)
@@ -295,6 +302,11 @@ int sbx__isolation_host_ids(const struct sbx__isolation *iso, uint32_t *first, u
     *first = iso->idr.first;
     *count = SBX__IDRANGE_SIZE;
     return 1;
+}
+
+const struct sbx__cgroup *sbx__isolation_cgroup(const struct sbx__isolation *iso)
+{
+    return &iso->cg;
 }
 
 pid_t sbx__isolation_inner_pid(const struct sbx__isolation *iso)
@@ -657,13 +669,19 @@ static int apply_op(const struct sbx__op *op, int ws_tree, struct sbx_error *err
     case SBX__OP_PROC:
         rc = mount_proc(dst, err);
         break;
-    case SBX__OP_DEVPTS:
+    case SBX__OP_DEVPTS: {
+        /* max= bounds this instance: without it one sandbox could take every terminal of the
+         * host (kernel.pty.max is shared by all instances). */
+        char data[96] = "newinstance,ptmxmode=0666,mode=620";
+        if (op->size)
+            snprintf(data, sizeof(data), "newinstance,ptmxmode=0666,mode=620,max=%llu",
+                     (unsigned long long)op->size);
         if (mkdir_p(dst, 0755) < 0)
             rc = sys_err(err, "create directory", op->dst);
-        else if (mount("devpts", dst, "devpts", MS_NOSUID | MS_NOEXEC,
-                       "newinstance,ptmxmode=0666,mode=620") < 0)
+        else if (mount("devpts", dst, "devpts", MS_NOSUID | MS_NOEXEC, data) < 0)
             rc = sbx_error_errno(err, errno, "cannot mount a new devpts instance at '%s'", op->dst);
         break;
+    }
     case SBX__OP_PROC_RO:
         if (lstat(dst, &st) < 0)
             break;
@@ -1106,14 +1124,24 @@ int sbx__isolation_enter(struct sbx__isolation *iso, enum sbx__isolation_role *r
     }
     if (iso->cgroup_name) {
         struct sbx__isolation_limits l = iso->limits;
+        uint64_t pids = l.pids ? l.pids : SBX__ISOLATION_DEFAULT_PIDS;
         if (!l.memory_bytes)
             l.memory_bytes = 2048 * MiB;
-        if (!l.pids)
-            l.pids = 1024;
+        /* The commands get pids (RLIMIT_NPROC, counted per uid in the sandbox's user
+         * namespace); the cgroup allows the supervisor and the exec reapers a headroom above,
+         * so a fork bomb at its limit cannot keep the next exec from starting. */
+        if (pids != SBX__LIMIT_NONE)
+            l.pids = pids + SBX__ISOLATION_PIDS_HEADROOM;
+        if (!l.cpu_millis)
+            l.cpu_millis = sbx__isolation_default_cpu_millis();
         if ((rc = sbx__cgroup_create(iso->cgroup_name, &l, required_mask(&iso->limits), &iso->cg,
                                      err)) < 0) {
             sbx__idrange_release(&iso->idr);
             return rc;
+        }
+        if (iso->cg.pids_limit) {
+            iso->cg.pids_limit = pids;
+            iso->rl_nproc = capped(RLIMIT_NPROC, pids, 0);
         }
     }
     if (pipe2(go, O_CLOEXEC) < 0 || pipe2(up, O_CLOEXEC) < 0 || pipe2(res, O_CLOEXEC) < 0) {
@@ -1247,10 +1275,10 @@ int sbx__isolation_child(const struct sbx__isolation *iso, const struct sbx__run
     struct rlimit zero = {0, 0};
     if (setrlimit(RLIMIT_CORE, &zero) < 0 || setrlimit(RLIMIT_FSIZE, &iso->rl_fsize) < 0)
         return sbx_error_errno(err, errno, "cannot set the resource limits");
-    /* Without a pids cgroup (an unprivileged runner on cgroup v1) a fork bomb would only meet
-     * the per-user process limit: set one. It counts every process of the host uid, so it is
-     * generous, and it is not set when the cgroup does the job. */
-    if (iso->cg.pids_limit == 0 && setrlimit(RLIMIT_NPROC, &iso->rl_nproc) < 0)
+    /* With a pids cgroup, RLIMIT_NPROC is the commands' share of it (the cgroup keeps headroom
+     * for the supervisor). Without one (an unprivileged runner on cgroup v1) it is the only
+     * bound of a fork bomb; it then counts every process of the host uid, hence generous. */
+    if (setrlimit(RLIMIT_NPROC, &iso->rl_nproc) < 0)
         return sbx_error_errno(err, errno, "cannot set the process limit");
     if (setrlimit(RLIMIT_NOFILE, &iso->rl_nofile) < 0) {
         /* Some environments (valgrind) pin the hard limit: lower only the soft one. */

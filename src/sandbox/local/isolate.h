@@ -85,11 +85,16 @@ int sbx__grant_find_socket(const char *src, char *found, size_t n);
 
 struct sbx__isolation_limits {
     uint64_t memory_bytes; /* cgroup memory (+swap) limit; default 2 GiB */
-    uint64_t pids;         /* cgroup pids.max; default 1024 */
-    uint64_t cpu_millis;   /* cgroup CPU quota in thousandths of a CPU; default none */
+    uint64_t pids;         /* processes of the commands (RLIMIT_NPROC; cgroup pids.max is this
+                            * plus SBX__ISOLATION_PIDS_HEADROOM); default 1024 */
+    uint64_t cpu_millis;   /* cgroup CPU quota in thousandths of a CPU; default
+                            * sbx__isolation_default_cpu_millis() */
     uint64_t fsize_bytes;  /* RLIMIT_FSIZE per command; default 16 GiB */
     uint64_t nofile;       /* RLIMIT_NOFILE per command; default 4096 */
     uint64_t tmp_bytes;    /* size of the private /tmp and /dev/shm tmpfs; default 1 GiB */
+    uint64_t ptys;         /* max= of the sandbox's own devpts instance: terminals the sandbox
+                            * can hold open at once, the supervisor's PTY sessions included
+                            * (SBX_PTY_MAX of them); default SBX__ISOLATION_DEFAULT_PTYS */
 };
 
 struct sbx__isolation_spec {
@@ -123,6 +128,13 @@ struct sbx__isolation_spec {
 #define SBX__ISOLATION_MAX_GRANTS       64
 #define SBX__ISOLATION_MAX_ENV          1024
 #define SBX__ISOLATION_MAX_ENV_BYTES    (256 * 1024)
+/* Terminals of one sandbox: the supervisor's 64 PTY sessions and as many for the commands' own
+ * (script, tmux, expect). The host's kernel.pty.max is shared by every devpts instance. */
+#define SBX__ISOLATION_DEFAULT_PTYS 128
+/* Processes of the commands by default; the pids cgroup allows the headroom on top, for the
+ * supervisor and the exec reapers. */
+#define SBX__ISOLATION_DEFAULT_PIDS  1024
+#define SBX__ISOLATION_PIDS_HEADROOM 64
 /* RLIMIT_NPROC of commands when no pids cgroup limits the sandbox. */
 #define SBX__ISOLATION_NPROC_FALLBACK 4096
 /* On-disk ids, in an idmapped workspace, of the non-default users and of the groups when the
@@ -174,6 +186,9 @@ int sbx__idrange_wait_free(const char *dir, uint32_t first, const char *id, int 
  * *removed (may be NULL) gets the count. Errors as sbx__idrange_acquire's directory checks. */
 int sbx__idrange_prune(const char *dir, unsigned *removed, struct sbx_error *err);
 
+/* The default CPU quota: half the host's online CPUs, at least one CPU. */
+uint64_t sbx__isolation_default_cpu_millis(void);
+
 /* ---- the plan: pure data ---- */
 
 enum sbx__op_kind {
@@ -186,7 +201,7 @@ enum sbx__op_kind {
     SBX__OP_SYMLINK, /* symlink dst -> target */
     SBX__OP_FILE,    /* write content to dst with mode */
     SBX__OP_PROC,    /* fresh procfs at dst (hidepid=invisible where the kernel has it) */
-    SBX__OP_DEVPTS,  /* new devpts instance at dst */
+    SBX__OP_DEVPTS,  /* new devpts instance at dst, at most size terminals (0 = no max=) */
     SBX__OP_PROC_RO, /* bind dst onto itself read-only if it exists */
     SBX__OP_PROC_MASK, /* hide dst if it exists: /dev/null over a file, empty RO tmpfs over a dir */
     SBX__OP_REMOUNT_RO /* make the mount at dst read-only (after its contents were built) */
@@ -280,6 +295,9 @@ struct sbx__cgroup {
     uint64_t pids_limit;      /* 0 = none */
     int oom_fd;               /* memory.oom_control (v1) or memory.events (v2), -1 = none */
     int pids_fd;              /* pids.events, -1 = none */
+    uint64_t cpu_millis;      /* quota set, 0 = none */
+    unsigned unenforced;      /* controllers wanted but not usable: (1 << enum sbx__cgroup_ctrl) */
+    char why[SBX__CG_NCTRL][160]; /* the reason of each unenforced controller */
 };
 
 /* Counters read from the cgroup files, to explain why a command died. */
@@ -304,6 +322,8 @@ int sbx__cgroup_own_dir(const char *mountinfo, const char *self, const char *ctr
  * those controllers must work, the others are skipped with a log message when unusable. */
 int sbx__cgroup_create(const char *name, const struct sbx__isolation_limits *limits,
                        unsigned required, struct sbx__cgroup *out, struct sbx_error *err);
+/* "memory", "pids", "cpu". */
+const char *sbx__cgroup_ctrl_name(enum sbx__cgroup_ctrl c);
 /* Move pid into every created cgroup. */
 int sbx__cgroup_attach(const struct sbx__cgroup *cg, pid_t pid, struct sbx_error *err);
 int sbx__cgroup_read_events(const struct sbx__cgroup *cg, struct sbx__cgroup_events *out,
@@ -340,6 +360,9 @@ enum sbx__isolation_role {
 int sbx__isolation_new(const struct sbx__isolation_spec *spec, struct sbx__isolation **out,
                        struct sbx_error *err);
 void sbx__isolation_free(struct sbx__isolation *iso);
+/* The sandbox's cgroups after enter: the limits in force and the controllers that are not
+ * enforced, with their reasons (borrowed). */
+const struct sbx__cgroup *sbx__isolation_cgroup(const struct sbx__isolation *iso);
 
 /* Create the cgroups, fork into the new namespaces and build the root (see the top of this
  * file). Must be called while the process is single-threaded. Returns 0 twice: in the caller

@@ -18,6 +18,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -53,8 +54,20 @@
 
 extern char **environ;
 
+/* Every exec runs under a reaper of its own: a process forked from the supervisor that is a
+ * child subreaper, forks the command and waits. Whatever the command leaves behind (a daemon that
+ * left its group and session too) is reparented to the reaper, so when the command ends the
+ * reaper kills its whole subtree until nothing is left and only then reports the status; with
+ * keep_background it reports at once and keeps reaping until the rest ends by itself (or rm).
+ * Should a command kill its reaper, the orphans reach the supervisor, which kills every child
+ * that is not a live reaper (sweep_orphans). */
 struct child {
-    pid_t pid;
+    pid_t pid;       /* the reaper; 0: free slot */
+    pid_t cmd;       /* the command (its group and session leader); 0: it has ended */
+    int status_fd;   /* the reaper reports the command's wait status here; -1: read */
+    int have_status; /* status holds what the reaper reported */
+    int status;
+    int keep;         /* keep_background: answered at the report, not when the reaper ends */
     int tty;          /* leads its own session: kill the session, not only the group */
     int conn;         /* index of the connection waiting for its exit, or -1 */
     int64_t deadline; /* SIGTERM at, INT64_MAX: none */
@@ -164,10 +177,82 @@ static int signal_procs(pid_t parent, pid_t leader, int sig)
  * foreground job runs in a group of its own). */
 static void kill_child(const struct child *c, int sig)
 {
-    kill(-c->pid, sig);
-    kill(c->pid, sig);
+    /* Once reported, the command is reaped and its pid may belong to someone else. */
+    if (c->cmd <= 0 || c->have_status)
+        return;
+    kill(-c->cmd, sig);
+    kill(c->cmd, sig);
     if (c->tty)
-        signal_procs(0, c->pid, sig);
+        signal_procs(0, c->cmd, sig);
+}
+
+/* Every process below root in the process tree: one pass over /proc collects (pid, parent)
+ * pairs, then descendants are marked until no more are found. Returns the number of live
+ * (not zombie) descendants signalled with sig. */
+static int signal_subtree(pid_t root, int sig)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    size_t n = 0, cap = 256;
+    pid_t *pid = sbx_xmalloc(cap * sizeof(*pid)), *ppid = sbx_xmalloc(cap * sizeof(*ppid));
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long p = strtol(e->d_name, &end, 10);
+        pid_t pp, pg, sid;
+        if (*end || p <= 1 || proc_stat((pid_t)p, &pp, &pg, &sid) < 0)
+            continue;
+        if (n == cap) {
+            cap *= 2;
+            pid = sbx_xrealloc(pid, cap * sizeof(*pid));
+            ppid = sbx_xrealloc(ppid, cap * sizeof(*ppid));
+        }
+        pid[n] = (pid_t)p;
+        ppid[n++] = pp;
+    }
+    closedir(d);
+    unsigned char *in = sbx_xcalloc(n ? n : 1, 1);
+    int changed = 1, hits = 0;
+    while (changed) {
+        changed = 0;
+        for (size_t i = 0; i < n; i++) {
+            if (in[i])
+                continue;
+            int below = ppid[i] == root;
+            for (size_t j = 0; !below && j < n; j++)
+                below = in[j] && pid[j] == ppid[i];
+            if (below) {
+                in[i] = 1;
+                changed = 1;
+                if (kill(pid[i], sig) == 0)
+                    hits++;
+            }
+        }
+    }
+    free(in);
+    free(pid);
+    free(ppid);
+    return hits;
+}
+
+/* In a reaper: SIGKILL the whole subtree and reap it until nothing is left. Killed processes
+ * cannot fork, and their children come to us (subreaper), so this converges. */
+static int kill_subtree(void)
+{
+    for (int loop = 0; loop < KILL_ALL_LOOPS; loop++) {
+        int st;
+        pid_t w;
+        while ((w = waitpid(-1, &st, WNOHANG)) > 0)
+            ;
+        /* Every descendant descends from a child: none left, nothing left (and no /proc pass
+         * for the common command that leaves nothing behind). */
+        if (w < 0 && errno == ECHILD)
+            return 0;
+        signal_subtree(getpid(), SIGKILL);
+        (void)waitpid(-1, &st, 0);
+    }
+    return -1;
 }
 
 /* Kill everything we ever spawned. As a child subreaper every orphan of ours is reparented to
@@ -184,8 +269,11 @@ static void kill_everything(struct sup *s)
         if (p < 0 && errno == ECHILD)
             break;
     }
-    for (size_t i = 0; i < s->n_children; i++)
+    for (size_t i = 0; i < s->n_children; i++) {
         s->children[i].pid = 0;
+        s->children[i].cmd = 0;
+        sbx_fd_close(&s->children[i].status_fd);
+    }
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -217,8 +305,7 @@ static void drop_conn(struct sup *s, int ci)
         /* The client went away while its command runs: the command goes too. */
         struct child *ch = &s->children[c->child];
         ch->conn = -1;
-        if (ch->pid > 0)
-            kill_child(ch, SIGKILL);
+        kill_child(ch, SIGKILL);
     }
     sbx_fd_close(&c->fd);
     sbx_buf_release(&c->in);
@@ -253,7 +340,7 @@ struct exec_req {
     struct sbx_strv argv, env;
     const char *cwd, *user;
     int64_t timeout_ms, grace_ms;
-    int tty, want_stdin, merge;
+    int tty, want_stdin, merge, keep_background;
     int64_t rows, cols;
 };
 
@@ -289,6 +376,7 @@ static int parse_exec(const json_t *req, struct exec_req *x, struct sbx_error *e
         (rc = sbx_json_get_bool(req, "tty", 0, &x->tty, err)) < 0 ||
         (rc = sbx_json_get_bool(req, "stdin", 0, &x->want_stdin, err)) < 0 ||
         (rc = sbx_json_get_bool(req, "merge", 0, &x->merge, err)) < 0 ||
+        (rc = sbx_json_get_bool(req, "keep_background", 0, &x->keep_background, err)) < 0 ||
         (rc = sbx_json_get_int(req, "rows", 0, &x->rows, err)) < 0 ||
         (rc = sbx_json_get_int(req, "cols", 0, &x->cols, err)) < 0)
         return rc;
@@ -308,6 +396,7 @@ static int add_child(struct sup *s)
             return (int)i;
     s->children = sbx_xrealloc(s->children, (s->n_children + 1) * sizeof(*s->children));
     s->children[s->n_children].pid = 0;
+    s->children[s->n_children].status_fd = -1;
     return (int)s->n_children++;
 }
 
@@ -318,15 +407,21 @@ static SBX_NORETURN void child_main(const struct sup *s, const struct sbx__run_a
                                     int out_fd, int err_fd, int pty_slave, int errpipe)
 {
     struct sbx_error err = SBX_ERROR_INIT;
+    /* First on the error pipe: our pid, for the supervisor (our parent is the reaper). */
+    pid_t self = getpid();
+    if (write(errpipe, &self, sizeof(self)) != (ssize_t)sizeof(self))
+        _exit(127);
     /* The supervisor changes only SIGPIPE's disposition (ignored: that would survive exec) and
      * the mask (its signals go to a signalfd); everything else is at the default already. */
     sigset_t none;
     sigemptyset(&none);
     signal(SIGPIPE, SIG_DFL);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    /* Should the supervisor die without a chance to clean up (SIGKILL), its direct children go
-     * with it; deeper descendants are only contained by the pid namespace of isolation. */
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    /* Unconfined, the command dies with its reaper, which dies with the supervisor. Isolated,
+     * the pid namespace ends everything with the supervisor, and a reaper killed by a command of
+     * the same uid (kill -9 -1) leaves its command to the supervisor, which adopts it. */
+    if (!s->iso)
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (pty_slave >= 0) {
         if (setsid() < 0 || ioctl(pty_slave, TIOCSCTTY, 0) < 0)
             goto fail;
@@ -357,6 +452,72 @@ fail:
     _exit(127);
 }
 
+/* The reaper of one exec (see struct child): never returns. */
+static SBX_NORETURN void reaper_main(const struct sup *s, const struct sbx__run_as *user,
+                                     const struct exec_req *x, char **envp, int cwd_fd, int in_fd,
+                                     int out_fd, int err_fd, int pty_slave, int errpipe,
+                                     int status_w)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    struct sbx_error err = SBX_ERROR_INIT;
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
+        pid_t none = 0;
+        sbx_error_errno(&err, errno, "cannot become a child subreaper");
+        (void)!write(errpipe, &none, sizeof(none));
+        (void)!write(errpipe, &err, sizeof(err));
+        _exit(127);
+    }
+    pid_t cmd = fork();
+    if (cmd < 0) {
+        pid_t none = 0;
+        sbx_error_errno(&err, errno, "cannot fork the command");
+        (void)!write(errpipe, &none, sizeof(none));
+        (void)!write(errpipe, &err, sizeof(err));
+        _exit(127);
+    }
+    if (cmd == 0)
+        child_main(s, user, x, envp, cwd_fd, in_fd, out_fd, err_fd, pty_slave, errpipe);
+    /* Hold nothing of the supervisor's (client connections, other execs' pipes): only the
+     * status pipe. */
+    if (status_w != 3 && dup2(status_w, 3) < 0)
+        _exit(127);
+    if (syscall(SYS_close_range, 4, ~0U, 0) < 0) {
+        struct rlimit nofile = {1024, 1024};
+        getrlimit(RLIMIT_NOFILE, &nofile);
+        for (rlim_t fd = 4; fd < nofile.rlim_cur && fd < 65536; fd++)
+            close((int)fd);
+    }
+    /* The command's status is reported before it is reaped: should we be killed in between, the
+     * supervisor inherits the command (a zombie then) and still learns how it ended. */
+    int st = 0;
+    for (;;) {
+        siginfo_t si;
+        memset(&si, 0, sizeof(si));
+        if (waitid(P_ALL, 0, &si, WEXITED | WNOWAIT) < 0) {
+            if (errno == EINTR)
+                continue;
+            _exit(127);
+        }
+        if (si.si_pid == cmd) {
+            st = si.si_code == CLD_EXITED   ? (si.si_status & 0xff) << 8
+                 : si.si_code == CLD_DUMPED ? si.si_status | 0x80
+                                            : si.si_status;
+            break;
+        }
+        (void)waitpid(si.si_pid, NULL, 0);
+    }
+    (void)!write(3, &st, sizeof(st));
+    close(3);
+    (void)waitpid(cmd, NULL, 0);
+    /* Exiting 0 tells the supervisor that nothing is left; otherwise it sweeps. */
+    if (!x->keep_background && kill_subtree() < 0)
+        _exit(1);
+    /* keep_background: the rest ends by itself, or with the sandbox. */
+    while (x->keep_background && (waitpid(-1, &st, 0) > 0 || errno == EINTR))
+        ;
+    _exit(0);
+}
+
 static void do_exec(struct sup *s, int ci, const json_t *req)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -365,7 +526,7 @@ static void do_exec(struct sup *s, int ci, const json_t *req)
     struct sbx__run_as user = {0};
     struct sbx__cgroup_events before = {0};
     int cwd_fd = -1, out_r = -1, out_w = -1, err_r = -1, err_w = -1, in_c = -1, in_s = -1;
-    int master = -1, slave = -1, devnull = -1, ep[2] = {-1, -1};
+    int master = -1, slave = -1, devnull = -1, ep[2] = {-1, -1}, sp[2] = {-1, -1};
     int rc;
 
     sbx_strv_init(&x.argv);
@@ -490,6 +651,10 @@ static void do_exec(struct sup *s, int ci, const json_t *req)
         rc = sbx_error_errno(&err, errno, "pipe");
         goto out;
     }
+    if (pipe2(sp, O_CLOEXEC) < 0) {
+        rc = sbx_error_errno(&err, errno, "pipe");
+        goto out;
+    }
     if (s->iso)
         (void)sbx__isolation_events(s->iso, &before, NULL);
     char **envp = env.v;
@@ -499,22 +664,32 @@ static void do_exec(struct sup *s, int ci, const json_t *req)
         goto out;
     }
     if (pid == 0)
-        child_main(s, &user, &x, envp, cwd_fd, x.want_stdin ? in_s : devnull, out_w,
-                   x.merge ? out_w : err_w, slave, ep[1]);
-    if (!x.tty)
-        (void)setpgid(pid, pid); /* also here, so a kill right away cannot miss the group */
+        reaper_main(s, &user, &x, envp, cwd_fd, x.want_stdin ? in_s : devnull, out_w,
+                    x.merge ? out_w : err_w, slave, ep[1], sp[1]);
+    sbx_fd_close(&sp[1]);
     sbx_fd_close(&ep[1]);
     sbx_fd_close(&out_w);
     sbx_fd_close(&err_w);
     sbx_fd_close(&in_s);
     sbx_fd_close(&slave);
     struct sbx_error cerr = SBX_ERROR_INIT;
+    pid_t cmd = 0;
     ssize_t n;
     do
-        n = read(ep[0], &cerr, sizeof(cerr));
+        n = read(ep[0], &cmd, sizeof(cmd));
     while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)sizeof(cmd)) {
+        do
+            n = read(ep[0], &cerr, sizeof(cerr));
+        while (n < 0 && errno == EINTR);
+    } else {
+        /* the reaper died before the command could start */
+        cmd = 0;
+        n = sizeof(cerr);
+        sbx_error_set(&cerr, SBX_E_SANDBOX, 0, "the command could not be started");
+    }
     if (n == (ssize_t)sizeof(cerr)) {
-        /* exec failed: the child is gone already */
+        /* exec failed: the command is gone already, its reaper follows */
         int st;
         while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
             ;
@@ -529,8 +704,13 @@ static void do_exec(struct sup *s, int ci, const json_t *req)
     }
 
     int ch = add_child(s);
+    if (!x.tty)
+        (void)setpgid(cmd, cmd); /* also here, so a kill right away cannot miss the group */
     s->children[ch] = (struct child){
             .pid = pid,
+            .cmd = cmd,
+            .status_fd = sp[0],
+            .keep = x.keep_background,
             .tty = x.tty,
             .conn = ci,
             .deadline = x.timeout_ms > 0 ? sbx_deadline_after_ms(x.timeout_ms) : INT64_MAX,
@@ -538,10 +718,11 @@ static void do_exec(struct sup *s, int ci, const json_t *req)
             .grace_ms = x.grace_ms > 0 ? x.grace_ms : SBX_EXEC_DEFAULT_GRACE_MS,
             .before = before,
     };
+    sp[0] = -1;
     s->conns[ci].child = ch;
 
     json_t *m = ok_msg();
-    sbx_json_set(m, "pid", json_integer(pid));
+    sbx_json_set(m, "pid", json_integer(cmd));
     int fds[3];
     size_t nfds = 0;
     if (x.tty) {
@@ -560,6 +741,8 @@ out:
         reply_err(s, ci, &err);
     sbx_fd_close(&ep[0]);
     sbx_fd_close(&ep[1]);
+    sbx_fd_close(&sp[0]);
+    sbx_fd_close(&sp[1]);
     sbx_fd_close(&cwd_fd);
     sbx_fd_close(&out_r);
     sbx_fd_close(&out_w);
@@ -760,40 +943,132 @@ static void on_readable(struct sup *s, int ci)
     json_decref(req);
 }
 
+/* The command of c ended with status (as its reaper saw it): answer its client. */
+static void report_exit(struct sup *s, struct child *c, int status)
+{
+    sbx_fd_close(&c->status_fd);
+    c->cmd = 0;
+    if (c->conn < 0)
+        return;
+    json_t *m = json_object();
+    sbx_json_set(m, "exit", json_true());
+    sbx_json_set(m, "code", json_integer(WIFEXITED(status) ? WEXITSTATUS(status) : -1));
+    sbx_json_set(m, "signal", json_integer(WIFSIGNALED(status) ? WTERMSIG(status) : 0));
+    sbx_json_set(m, "timed_out", json_boolean(c->timed_out));
+    struct sbx__cgroup_events after;
+    if (s->iso && sbx__isolation_events(s->iso, &after, NULL) == 0 &&
+        (after.oom_kills > c->before.oom_kills || after.pids_max_hits > c->before.pids_max_hits)) {
+        /* A limit explains the end: say which, not only "137". */
+        struct sbx_buf why;
+        sbx_buf_init(&why, 1024);
+        if (sbx__isolation_describe_exit(s->iso, status, &c->before, &after, &why, NULL) == 0)
+            sbx_json_set(m, "reason", sbx_json_str(why.data));
+        sbx_buf_release(&why);
+        sbx_json_set(m, "oom", json_boolean(after.oom_kills > c->before.oom_kills));
+        sbx_json_set(m, "pids_limit", json_boolean(after.pids_max_hits > c->before.pids_max_hits));
+    }
+    int ci = c->conn;
+    c->conn = -1;
+    reply(s, ci, m, NULL, 0);
+    s->conns[ci].child = -1;
+    drop_conn(s, ci);
+}
+
+/* The status the reaper of c wrote, if it did. */
+static void read_status(struct sup *s, struct child *c)
+{
+    int st;
+    ssize_t n;
+    do
+        n = read(c->status_fd, &st, sizeof(st));
+    while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)sizeof(st)) {
+        sbx_fd_close(&c->status_fd);
+        c->have_status = 1;
+        c->status = st;
+        /* Without keep_background the answer waits until the reaper has killed the rest. */
+        if (c->keep)
+            report_exit(s, c, st);
+    } else if (n == 0 || (n < 0 && errno != EAGAIN))
+        sbx_fd_close(&c->status_fd); /* the reaper is ending without a report */
+}
+
+/* A live reaper, or the command of one (which a killed reaper leaves to us to adopt). */
+static int is_reaper(const struct sup *s, pid_t pid)
+{
+    for (size_t i = 0; i < s->n_children; i++)
+        if (s->children[i].pid > 0 && (s->children[i].pid == pid || s->children[i].cmd == pid))
+            return 1;
+    return 0;
+}
+
+static void on_exit_status(struct sup *s, pid_t pid, int status);
+
+/* Kill every child of ours that is not a live reaper or its command: the orphans of a reaper that
+ * was killed (by a command of the same uid, say). Their children come to us too and meet the next
+ * pass. */
+static void sweep_orphans(struct sup *s)
+{
+    for (int loop = 0; loop < KILL_ALL_LOOPS; loop++) {
+        DIR *d = opendir("/proc");
+        int hits = 0;
+        if (!d)
+            return;
+        struct dirent *e;
+        while ((e = readdir(d))) {
+            char *end;
+            long p = strtol(e->d_name, &end, 10);
+            pid_t pp, pg, sid;
+            if (*end || p <= 1 || p == getpid() || proc_stat((pid_t)p, &pp, &pg, &sid) < 0 ||
+                pp != getpid() || is_reaper(s, (pid_t)p))
+                continue;
+            if (kill((pid_t)p, SIGKILL) == 0)
+                hits++;
+        }
+        closedir(d);
+        if (!hits)
+            return;
+        int st;
+        pid_t w;
+        while ((w = waitpid(-1, &st, WNOHANG)) > 0)
+            on_exit_status(s, w, st);
+    }
+}
+
 static void on_exit_status(struct sup *s, pid_t pid, int status)
 {
     for (size_t i = 0; i < s->n_children; i++) {
         struct child *c = &s->children[i];
         if (c->pid != pid)
             continue;
-        if (c->conn >= 0) {
-            json_t *m = json_object();
-            sbx_json_set(m, "exit", json_true());
-            sbx_json_set(m, "code", json_integer(WIFEXITED(status) ? WEXITSTATUS(status) : -1));
-            sbx_json_set(m, "signal", json_integer(WIFSIGNALED(status) ? WTERMSIG(status) : 0));
-            sbx_json_set(m, "timed_out", json_boolean(c->timed_out));
-            struct sbx__cgroup_events after;
-            if (s->iso && sbx__isolation_events(s->iso, &after, NULL) == 0 &&
-                (after.oom_kills > c->before.oom_kills ||
-                 after.pids_max_hits > c->before.pids_max_hits)) {
-                /* A limit explains the end: say which, not only "137". */
-                struct sbx_buf why;
-                sbx_buf_init(&why, 1024);
-                if (sbx__isolation_describe_exit(s->iso, status, &c->before, &after, &why, NULL) ==
-                    0)
-                    sbx_json_set(m, "reason", sbx_json_str(why.data));
-                sbx_buf_release(&why);
-                sbx_json_set(m, "oom", json_boolean(after.oom_kills > c->before.oom_kills));
-                sbx_json_set(m, "pids_limit",
-                             json_boolean(after.pids_max_hits > c->before.pids_max_hits));
-            }
-            int ci = c->conn;
-            reply(s, ci, m, NULL, 0);
-            s->conns[ci].child = -1;
-            drop_conn(s, ci);
+        if (c->status_fd >= 0)
+            read_status(s, c);
+        sbx_fd_close(&c->status_fd);
+        pid_t pp, pg, sid;
+        if (c->cmd > 0 && !c->have_status && c->cmd != pid &&
+            proc_stat(c->cmd, &pp, &pg, &sid) == 0 && pp == getpid()) {
+            /* The reaper was killed and its command came to us: wait for it ourselves. */
+            c->pid = c->cmd;
+            sweep_orphans(s);
+            return;
         }
+        /* What a killed reaper left goes first, so that the answer means "all gone". A reaper
+         * that reported and exited normally has killed its subtree itself. */
+        int clean = c->have_status && WIFEXITED(status) && WEXITSTATUS(status) == 0;
         c->pid = 0;
+        if (!clean)
+            sweep_orphans(s);
+        if (c->cmd > 0)
+            report_exit(s, c, c->have_status ? c->status : status);
         return;
+    }
+    for (size_t i = 0; i < s->n_children; i++) {
+        struct child *c = &s->children[i];
+        if (c->pid > 0 && c->cmd == pid) {
+            /* An adopted command reaped before its dead reaper. */
+            report_exit(s, c, status);
+            return;
+        }
     }
     /* An orphan reparented to us: reaping it is all there is to do. */
 }
@@ -814,11 +1089,14 @@ static int64_t check_timers(struct sup *s)
     int64_t now = sbx_time_mono_ns(), next = INT64_MAX;
     for (size_t i = 0; i < s->n_children; i++) {
         struct child *c = &s->children[i];
-        if (c->pid <= 0)
+        if (c->pid <= 0 || c->cmd <= 0 || c->have_status)
             continue;
         if (c->kill_at != INT64_MAX) {
             if (now >= c->kill_at) {
                 kill_child(c, SIGKILL);
+                /* A reaper that does not report (stopped by a command) goes too; its orphans
+                 * are swept when it is reaped. */
+                kill(c->pid, SIGKILL);
                 c->kill_at = INT64_MAX - 1; /* sent; wait for the reap */
             } else if (c->kill_at < next) {
                 next = c->kill_at;
@@ -828,6 +1106,7 @@ static int64_t check_timers(struct sup *s)
                 c->timed_out = 1;
                 kill_child(c, SIGTERM);
                 kill_child(c, SIGCONT);
+                kill(c->pid, SIGCONT);
                 c->kill_at = now + c->grace_ms * SBX_NS_PER_MS;
                 if (c->kill_at < next)
                     next = c->kill_at;
@@ -844,7 +1123,7 @@ static void serve(struct sup *s)
     struct pollfd *pfd = NULL;
     size_t pcap = 0;
     while (!s->stopping) {
-        size_t need = 2 + s->n_conns;
+        size_t need = 2 + s->n_conns + s->n_children;
         if (need > pcap) {
             pcap = need;
             pfd = sbx_xrealloc(pfd, pcap * sizeof(*pfd));
@@ -854,6 +1133,10 @@ static void serve(struct sup *s)
         pfd[n++] = (struct pollfd){.fd = s->listen_fd, .events = POLLIN};
         for (size_t i = 0; i < s->n_conns; i++)
             pfd[n++] = (struct pollfd){.fd = s->conns[i].fd, .events = POLLIN};
+        size_t first_child = n;
+        for (size_t i = 0; i < s->n_children; i++)
+            pfd[n++] = (struct pollfd){.fd = s->children[i].pid > 0 ? s->children[i].status_fd : -1,
+                                       .events = POLLIN};
         int64_t next = check_timers(s);
         int timeout = -1;
         if (next != INT64_MAX) {
@@ -879,7 +1162,12 @@ static void serve(struct sup *s)
             }
             reap(s);
         }
-        for (size_t i = 2; i < n; i++) {
+        for (size_t i = first_child; i < n; i++) {
+            struct child *c = &s->children[i - first_child];
+            if (pfd[i].revents && pfd[i].fd >= 0 && c->status_fd == pfd[i].fd)
+                read_status(s, c);
+        }
+        for (size_t i = 2; i < first_child; i++) {
             size_t ci = i - 2;
             if (pfd[i].revents && s->conns[ci].fd == pfd[i].fd && pfd[i].fd >= 0)
                 on_readable(s, (int)ci);
@@ -1449,6 +1737,31 @@ static int run_outer(struct sup *s)
     return rc < 0 ? 1 : 0;
 }
 
+/* The start-up report's "limits" (in force) and "unenforced" (name and reason of each limit the
+ * host could not apply): the creator records them in the state and warns. */
+static void add_limits(const struct sup *s, json_t *m)
+{
+    const struct sbx__cgroup *cg = sbx__isolation_cgroup(s->iso);
+    json_t *lim = json_object(), *un = json_array();
+    if (cg->memory_limit)
+        sbx_json_set(lim, "memory", json_integer((json_int_t)cg->memory_limit));
+    if (cg->pids_limit)
+        sbx_json_set(lim, "pids", json_integer((json_int_t)cg->pids_limit));
+    if (cg->cpu_millis)
+        sbx_json_set(lim, "cpu_millis", json_integer((json_int_t)cg->cpu_millis));
+    sbx_json_set(lim, "ptys", json_integer(SBX__ISOLATION_DEFAULT_PTYS));
+    for (int c = 0; c < SBX__CG_NCTRL; c++) {
+        if (!(cg->unenforced & (1u << c)))
+            continue;
+        json_t *u = json_object();
+        sbx_json_set(u, "name", sbx_json_str(sbx__cgroup_ctrl_name((enum sbx__cgroup_ctrl)c)));
+        sbx_json_set(u, "reason", sbx_json_str(cg->why[c]));
+        sbx_json_append(un, u);
+    }
+    sbx_json_set(m, "limits", lim);
+    sbx_json_set(m, "unenforced", un);
+}
+
 int sbx_local_supervise_main(int argc, char **argv)
 {
     struct sup s = {.listen_fd = -1,
@@ -1514,6 +1827,8 @@ int sbx_local_supervise_main(int argc, char **argv)
     json_t *m = rc < 0 ? sbx__proto_error(&err) : ok_msg();
     if (rc == 0)
         sbx_json_set(m, "pid", json_integer(getpid()));
+    if (rc == 0 && s.iso)
+        add_limits(&s, m);
     char *text = sbx_json_dumps(m, SBX_JSON_COMPACT);
     json_decref(m);
     signal(SIGPIPE, SIG_IGN);
