@@ -675,11 +675,14 @@ static void test_seccomp_probes(void)
  * itself does with the other ABIs, before any filter. */
 static int probe_outside(const char *arg)
 {
+    /* By path, not /proc/self/exe: under valgrind that is the valgrind tool itself. */
+    char path[PATH_MAX + 16];
+    snprintf(path, sizeof(path), "%s/test-isolate", probe_dir);
     fflush(stdout);
     pid_t pid = fork();
     if (pid == 0) {
-        char *argv[] = {"test-isolate", (char *)arg, NULL};
-        execv("/proc/self/exe", argv);
+        char *argv[] = {path, (char *)arg, NULL};
+        execv(path, argv);
         _exit(127);
     }
     int status = -1;
