@@ -14,7 +14,7 @@ void sbx_error_clear(struct sbx_error *err)
     err->msg[0] = '\0';
 }
 
-static void vformat(struct sbx_error *err, const char *fmt, va_list ap)
+SBX_PRINTF(2, 0) static void vformat(struct sbx_error *err, const char *fmt, va_list ap)
 {
     int n = vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
     if (n < 0)

@@ -118,10 +118,13 @@ const char *sbx_json_typename(const json_t *v)
     return "unknown";
 }
 
-/* Look up key; 1 when present (and not null), 0 when absent or null and optional, <0 error. */
+/* Look up key; 1 when present (and not null), 0 when absent or null and optional, <0 error.
+ * *v is set on every path: the compiler cannot tell that sbx_error_set returns a negative
+ * code, so the callers' "rc <= 0" test does not prove to it that v was written. */
 static int lookup(const json_t *obj, const char *key, int required, json_t **v,
                   struct sbx_error *err)
 {
+    *v = NULL;
     if (!json_is_object(obj))
         return sbx_error_set(err, SBX_E_INVAL, 0, "expected an object, not %s",
                              obj ? sbx_json_typename(obj) : "nothing");

@@ -446,21 +446,37 @@ static int finish_plain(void *ud, const struct sbx__http_resp *resp, json_t **ou
     return 0;
 }
 
+static void chat_init(struct chat_stream *s, struct sbx_model *m, const json_t *tools,
+                      sbx_model_stream_fn *cb, void *cb_data)
+{
+    *s = (struct chat_stream){
+            .m = m, .tools = tools, .cb = cb, .cb_data = cb_data, .calls = json_array()};
+    sbx_buf_init(&s->text, m->max_response_bytes);
+    sbx__sse_init(&s->sse, m->max_event_bytes, on_chunk, s);
+}
+
+static void chat_release(struct chat_stream *s)
+{
+    sbx__sse_release(&s->sse);
+    sbx_buf_release(&s->text);
+    json_decref(s->calls);
+    json_decref(s->id);
+    json_decref(s->usage);
+}
+
 static int chat_respond(struct sbx_model *m, const struct sbx_model_request *req,
                         sbx_model_stream_fn *cb, void *cb_data, json_t **out, struct sbx_error *err)
 {
     int stream = cb && !m->no_stream;
     json_t *body = NULL;
-    struct chat_stream s = {.m = m, .tools = req->tools, .cb = cb, .cb_data = cb_data};
+    struct chat_stream s;
     if (req->previous_response_id)
         return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
                              "previous_response_id needs the Responses API");
     int rc = build_body(m, req, stream, &body, err);
     if (rc < 0)
         return rc;
-    sbx_buf_init(&s.text, m->max_response_bytes);
-    s.calls = json_array();
-    sbx__sse_init(&s.sse, m->max_event_bytes, on_chunk, &s);
+    chat_init(&s, m, req->tools, cb, cb_data);
     struct sbx__attempt_ops ops = {
             .sink = sink,
             .reset = reset,
@@ -470,16 +486,30 @@ static int chat_respond(struct sbx_model *m, const struct sbx_model_request *req
     rc = sbx__model_call(m, "/chat/completions", body, stream, &ops, &s, out, err);
     if (rc == 0 && cb && !stream)
         sbx__model_synth_events(*out, cb, cb_data);
-    sbx__sse_release(&s.sse);
-    sbx_buf_release(&s.text);
-    json_decref(s.calls);
-    json_decref(s.id);
-    json_decref(s.usage);
+    chat_release(&s);
     json_decref(body);
+    return rc;
+}
+
+static int chat_decode(struct sbx_model *m, const json_t *tools, const char *body, size_t n,
+                       int stream, sbx_model_stream_fn *cb, void *cb_data, json_t **out,
+                       struct sbx_error *err)
+{
+    struct chat_stream s;
+    struct sbx__http_resp resp;
+    chat_init(&s, m, tools, cb, cb_data);
+    sbx__http_resp_init(&resp);
+    resp.status = 200;
+    int rc = stream ? sink(body, n, &s, err) : sbx_buf_add(&resp.body, body, n, err);
+    if (rc == 0)
+        rc = stream ? finish_stream(&s, &resp, out, err) : finish_plain(&s, &resp, out, err);
+    sbx__http_resp_release(&resp);
+    chat_release(&s);
     return rc;
 }
 
 const struct sbx__model_vt sbx__model_chat_vt = {
         .provider = "chat",
         .respond = chat_respond,
+        .decode = chat_decode,
 };

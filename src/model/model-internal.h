@@ -12,6 +12,11 @@ struct sbx__model_vt {
     const char *provider;
     int (*respond)(struct sbx_model *m, const struct sbx_model_request *req,
                    sbx_model_stream_fn *cb, void *cb_data, json_t **out, struct sbx_error *err);
+    /* Decode a whole answer body already in memory (an SSE stream when stream, else one JSON
+     * document) as respond does after a successful HTTP exchange; tools as in the request.
+     * NULL for providers without a wire format (replay). */
+    int (*decode)(struct sbx_model *m, const json_t *tools, const char *body, size_t n, int stream,
+                  sbx_model_stream_fn *cb, void *cb_data, json_t **out, struct sbx_error *err);
 };
 
 struct sbx_model {
@@ -51,6 +56,12 @@ struct sbx__attempt_ops {
 int sbx__model_call(struct sbx_model *m, const char *path, const json_t *body, int stream,
                     const struct sbx__attempt_ops *ops, void *ud, json_t **out,
                     struct sbx_error *err);
+
+/* m's decoder on an answer body in memory (see sbx__model_vt.decode): the same code as a live
+ * call, without the network, for the fuzz targets. SBX_E_UNSUPPORTED for replay models. */
+int sbx__model_decode(struct sbx_model *m, const json_t *tools, const char *body, size_t n,
+                      int stream, sbx_model_stream_fn *cb, void *cb_data, json_t **out,
+                      struct sbx_error *err);
 
 /* Mask every occurrence of the API key in err's message (a server may echo it back). */
 void sbx__model_scrub(const struct sbx_model *m, struct sbx_error *err);

@@ -227,6 +227,16 @@ char *sbx_model_response_text(const json_t *response)
     return sbx_buf_detach(&b, NULL);
 }
 
+int sbx__model_decode(struct sbx_model *m, const json_t *tools, const char *body, size_t n,
+                      int stream, sbx_model_stream_fn *cb, void *cb_data, json_t **out,
+                      struct sbx_error *err)
+{
+    if (!m->vt->decode)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "provider '%s' has no wire format",
+                             m->vt->provider);
+    return m->vt->decode(m, tools, body, n, stream, cb, cb_data, out, err);
+}
+
 int sbx__model_parse(struct sbx_model *m, const char *what, const char *data, size_t n,
                      json_t **out, struct sbx_error *err)
 {

@@ -171,18 +171,31 @@ static int finish_plain(void *ud, const struct sbx__http_resp *resp, json_t **ou
     return 0;
 }
 
+static void stream_init(struct stream *s, struct sbx_model *m, sbx_model_stream_fn *cb,
+                        void *cb_data)
+{
+    *s = (struct stream){.m = m, .cb = cb, .cb_data = cb_data, .items = json_array()};
+    sbx__sse_init(&s->sse, m->max_event_bytes, on_event, s);
+}
+
+static void stream_release(struct stream *s)
+{
+    sbx__sse_release(&s->sse);
+    json_decref(s->final);
+    json_decref(s->items);
+}
+
 static int responses_respond(struct sbx_model *m, const struct sbx_model_request *req,
                              sbx_model_stream_fn *cb, void *cb_data, json_t **out,
                              struct sbx_error *err)
 {
     int stream = cb && !m->no_stream;
     json_t *body = NULL;
-    struct stream s = {.m = m, .cb = cb, .cb_data = cb_data};
+    struct stream s;
     int rc = build_body(m, req, stream, &body, err);
     if (rc < 0)
         return rc;
-    s.items = json_array();
-    sbx__sse_init(&s.sse, m->max_event_bytes, on_event, &s);
+    stream_init(&s, m, cb, cb_data);
     struct sbx__attempt_ops ops = {
             .sink = sink,
             .reset = reset,
@@ -192,14 +205,30 @@ static int responses_respond(struct sbx_model *m, const struct sbx_model_request
     rc = sbx__model_call(m, "/responses", body, stream, &ops, &s, out, err);
     if (rc == 0 && cb && !stream)
         sbx__model_synth_events(*out, cb, cb_data);
-    sbx__sse_release(&s.sse);
-    json_decref(s.final);
-    json_decref(s.items);
+    stream_release(&s);
     json_decref(body);
+    return rc;
+}
+
+static int responses_decode(struct sbx_model *m, const json_t *tools, const char *body, size_t n,
+                            int stream, sbx_model_stream_fn *cb, void *cb_data, json_t **out,
+                            struct sbx_error *err)
+{
+    struct stream s;
+    struct sbx__http_resp resp;
+    stream_init(&s, m, cb, cb_data);
+    sbx__http_resp_init(&resp);
+    resp.status = 200;
+    int rc = stream ? sink(body, n, &s, err) : sbx_buf_add(&resp.body, body, n, err);
+    if (rc == 0)
+        rc = stream ? finish_stream(&s, &resp, out, err) : finish_plain(&s, &resp, out, err);
+    sbx__http_resp_release(&resp);
+    stream_release(&s);
     return rc;
 }
 
 const struct sbx__model_vt sbx__model_responses_vt = {
         .provider = "responses",
         .respond = responses_respond,
+        .decode = responses_decode,
 };

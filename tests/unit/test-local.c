@@ -537,7 +537,15 @@ static void test_pty_prune(void)
 
 struct thread_arg {
     int ok;
+    int failed;
+    char first[SBX_ERROR_MSG_MAX + 64]; /* the first failure, for the report */
 };
+
+static void thread_failed(struct thread_arg *a, const char *what, int i, const char *why)
+{
+    if (a->failed++ == 0)
+        snprintf(a->first, sizeof(a->first), "%s %d: %s", what, i, why);
+}
 
 static void *worker(void *p)
 {
@@ -549,13 +557,20 @@ static void *worker(void *p)
         struct sbx_exec_spec spec = {.command = cmd};
         if (sbx_session_exec(sess, &spec, &r, &err) == 0) {
             char *want = sbx_xasprintf("%d\n", i);
-            a->ok += strcmp(r.out.data, want) == 0;
+            if (strcmp(r.out.data, want) == 0 && r.status.code == 0)
+                a->ok++;
+            else
+                thread_failed(a, "exec", i, r.out.data);
             free(want);
             sbx_exec_result_release(&r);
+        } else {
+            thread_failed(a, "exec", i, err.msg);
         }
         char *path = sbx_xasprintf("t/%p-%d", p, i);
         if (sbx_session_write(sess, path, cmd, strlen(cmd), 0, SBX_WRITE_PARENTS, &err) == 0)
             a->ok++;
+        else
+            thread_failed(a, "write", i, err.msg);
         free(path);
         free(cmd);
     }
@@ -658,6 +673,8 @@ static void test_threads(void)
     for (int i = 0; i < 8; i++) {
         pthread_join(t[i], NULL);
         total += a[i].ok;
+        if (a[i].failed)
+            printf("# thread %d: %d failed, first: %s\n", i, a[i].failed, a[i].first);
     }
     CHECK_EQ_INT(total, 8 * 20 * 2);
 }
