@@ -102,26 +102,28 @@ expect_rc 0 "rm of a dead sandbox succeeds"
 
 # Isolated: rm and a killed supervisor end every process of the sandbox (the pid namespace dies
 # with its PID 1), even a daemon that left the command's session.
+# Durations unique to this run: another run of this test on the machine has daemons too.
+D1=$((1000000 + $$)) D2=$((2000000 + $$))
 id=$("$SBX" sandbox create)
 sup=$(supervisor_pid "$id")
 [ -n "$sup" ] && ok "the isolated supervisor (PID 1 of the sandbox) runs" \
     || not_ok "the isolated supervisor (PID 1 of the sandbox) runs"
 "$SBX" sandbox exec --keep-background "$id" -- \
-    sh -c 'setsid sleep 1357 >/dev/null 2>&1 < /dev/null &'
-wait_until eval '[ "$(pgrep -f "^sleep 1357$" | wc -l)" -ge 1 ]'
-expect_eq "$(pgrep -f '^sleep 1357$' | wc -l)" 1 "the isolated daemon runs"
+    sh -c "setsid sleep $D1 >/dev/null 2>&1 < /dev/null &"
+wait_until eval '[ "$(pgrep -f "^sleep $D1$" | wc -l)" -ge 1 ]'
+expect_eq "$(pgrep -f "^sleep $D1$" | wc -l)" 1 "the isolated daemon runs"
 run "$SBX" sandbox rm "$id"
 expect_rc 0 "rm of an isolated sandbox succeeds"
-wait_until eval '[ -z "$(pgrep -f "^sleep 1357$")" ]'
-expect_eq "$(pgrep -f '^sleep 1357$' | wc -l)" 0 "rm kills the isolated daemon"
+wait_until eval '[ -z "$(pgrep -f "^sleep $D1$")" ]'
+expect_eq "$(pgrep -f "^sleep $D1$" | wc -l)" 0 "rm kills the isolated daemon"
 id=$("$SBX" sandbox create)
 sup=$(supervisor_pid "$id")
 "$SBX" sandbox exec --keep-background "$id" -- \
-    sh -c 'setsid sleep 1358 >/dev/null 2>&1 < /dev/null &'
-wait_until eval '[ "$(pgrep -f "^sleep 1358$" | wc -l)" -ge 1 ]'
+    sh -c "setsid sleep $D2 >/dev/null 2>&1 < /dev/null &"
+wait_until eval '[ "$(pgrep -f "^sleep $D2$" | wc -l)" -ge 1 ]'
 kill -9 "$sup"
-wait_until eval '[ -z "$(pgrep -f "^sleep 1358$")" ]'
-expect_eq "$(pgrep -f '^sleep 1358$' | wc -l)" 0 "a killed isolated supervisor takes its daemon along"
+wait_until eval '[ -z "$(pgrep -f "^sleep $D2$")" ]'
+expect_eq "$(pgrep -f "^sleep $D2$" | wc -l)" 0 "a killed isolated supervisor takes its daemon along"
 wait_until eval '[ -z "$(pgrep -f "__supervise $id")" ]'
 expect_eq "$(pgrep -f "__supervise $id" | wc -l)" 0 "no process of the killed sandbox is left"
 run timeout 10 "$SBX" sandbox exec "$id" -- true

@@ -118,7 +118,7 @@ expect_rc 0 "sbx run --pass-secret OPENAI_API_KEY runs"
 if [ "$HAVE_PY" = 1 ]; then
     run "$SBX" sandbox create
     ID=$(cat "$T/out")
-    "$SBX" sandbox exec "$ID" -- sh -c 'mkdir -p /tmp/www && echo unix-forward-5e1 >/tmp/www/index.html &&
+    "$SBX" sandbox exec --keep-background "$ID" -- sh -c 'mkdir -p /tmp/www && echo unix-forward-5e1 >/tmp/www/index.html &&
         cd /tmp/www && (python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &)' >/dev/null 2>&1
     port_unix() { "$SBX" sandbox port --unix "$ID" 8000 >"$T/sock" 2>"$T/sockerr"; }
     wait_until port_unix

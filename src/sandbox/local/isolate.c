@@ -1038,6 +1038,15 @@ static int middle_main(struct sbx__isolation *iso, pid_t outer, int go_fd, int u
             sbx_error_errno(&e, errno, "cannot create a %s", ns_steps[i].name);
             goto fail;
         }
+        /* unshare moved our working directory into the new namespace's copy of the host tree.
+         * pivot_root moves it to the new root only if it is the old root itself: anywhere else
+         * it would pin the detached host tree, and with it every mount copied from the host
+         * (other sandboxes' workspace disk images: their file systems could not be freed
+         * until this sandbox ends). */
+        if (ns_steps[i].flag == CLONE_NEWNS && chdir("/") < 0) {
+            sbx_error_errno(&e, errno, "cannot chdir to '/'");
+            goto fail;
+        }
     }
     pid_t inner = fork();
     if (inner < 0) {
