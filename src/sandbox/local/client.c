@@ -725,20 +725,29 @@ static int sess_chmod(struct sbx_session *bs, const char *path, mode_t mode, str
     return rc;
 }
 
-static int sess_resolve_port(struct sbx_session *bs, int port, char **out_url,
-                             struct sbx_error *err)
+/* Ask the supervisor for a forward of port: a TCP URL ("url"), or with unix_socket the path of
+ * a unix socket in the runtime dir ("path"). *out: caller frees. */
+static int port_request(struct sbx_session *bs, int port, int unix_socket, char **out,
+                        struct sbx_error *err)
 {
     struct local_session *s = (struct local_session *)bs;
-    json_t *req = json_pack("{s:s,s:i}", "op", "port", "port", port), *reply = NULL;
+    json_t *req = json_pack("{s:s,s:i,s:b}", "op", "port", "port", port, "unix", unix_socket),
+           *reply = NULL;
     int rc = request(s->dir, bs->id, req, &reply, NULL, 0, NULL, REQUEST_DEADLINE_MS, err);
-    const char *url = NULL;
+    const char *v = NULL;
     if (rc == 0)
-        rc = sbx_json_get_string(reply, "url", 1, &url, err);
+        rc = sbx_json_get_string(reply, unix_socket ? "path" : "url", 1, &v, err);
     if (rc == 0)
-        *out_url = sbx_xstrdup(url);
+        *out = sbx_xstrdup(v);
     json_decref(req);
     json_decref(reply);
     return rc;
+}
+
+static int sess_resolve_port(struct sbx_session *bs, int port, char **out_url,
+                             struct sbx_error *err)
+{
+    return port_request(bs, port, 0, out_url, err);
 }
 
 static int sess_state(struct sbx_session *bs, json_t **out, struct sbx_error *err)
@@ -797,17 +806,7 @@ int sbx_local_session_port_unix(struct sbx_session *bs, int port, char **out_pat
                              "unix socket port forwards are a feature of local sandboxes");
     if (port < 1 || port > 65535)
         return sbx_error_set(err, SBX_E_INVAL, 0, "port %d is not in 1..65535", port);
-    struct local_session *s = (struct local_session *)bs;
-    json_t *req = json_pack("{s:s,s:i,s:b}", "op", "port", "port", port, "unix", 1), *reply = NULL;
-    int rc = request(s->dir, bs->id, req, &reply, NULL, 0, NULL, REQUEST_DEADLINE_MS, err);
-    const char *path = NULL;
-    if (rc == 0)
-        rc = sbx_json_get_string(reply, "path", 1, &path, err);
-    if (rc == 0)
-        *out_path = sbx_xstrdup(path);
-    json_decref(req);
-    json_decref(reply);
-    return rc;
+    return port_request(bs, port, 1, out_path, err);
 }
 
 static struct local_session *session_from_state(const char *rundir, const char *dir,
