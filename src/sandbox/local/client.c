@@ -1050,11 +1050,11 @@ static int spawn_supervisor(const char *path, const char *id, const json_t *cfg,
         goto out;
     }
     rc = sbx__proto_check(report, err);
+    if (rc == 0 && wrc < 0)
+        rc = sbx_error_copy(err, &werr);
     if (rc == 0 && report_out)
         *report_out = json_incref(report);
     json_decref(report);
-    if (rc == 0 && wrc < 0)
-        rc = sbx_error_copy(err, &werr);
 out:
     if (pid > 0) {
         /* Gave up waiting: the supervisor, finding nobody to report to, exits by itself. */
