@@ -32,7 +32,7 @@ int sbx__disk_attach(const char *image, const char *ws, uint64_t bytes, char **l
  * files are first copied out (cp -a, holes kept), so ws stays a plain directory with them;
  * otherwise ws is left an empty directory. Only a mount at ws whose loop device is backed by
  * image is unmounted; a missing mount or image is not an error, so this can be repeated. Call
- * it once no sandbox process holds the file system (after the supervisor stopped); a file
+ * it once no sandbox process holds the filesystem (after the supervisor stopped); a file
  * system still busy is detached lazily and freed by the kernel when its last user goes. */
 int sbx__disk_detach(const char *image, const char *loop, const char *ws, int keep_files,
                      struct sbx_error *err);
