@@ -1665,27 +1665,19 @@ out:
     return out;
 }
 
-/* Every entry of the runtime base, described; *out sorted by creation time. */
-static int list_entries(struct local_client *c, char **rundir_out, json_t **out,
-                        struct sbx_error *err)
+/* Each sandbox id of the runtime base rundir through fn (NULL: not listed), into *out sorted by
+ * creation time. */
+static int scan_runtime(const char *rundir, json_t *(*fn)(const char *rundir, const char *id),
+                        json_t **out, struct sbx_error *err)
 {
-    char *rundir = NULL;
+    DIR *d = opendir(rundir);
+    if (!d)
+        return sbx_error_errno(err, errno, "cannot list '%s'", rundir);
     json_t **items = NULL;
     size_t n = 0;
-    int rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err);
-    if (rc < 0)
-        return rc;
-    DIR *d = opendir(rundir);
-    if (!d) {
-        rc = sbx_error_errno(err, errno, "cannot list '%s'", rundir);
-        free(rundir);
-        return rc;
-    }
     struct dirent *e;
     while ((e = readdir(d))) {
-        int dead;
-        const char *ws;
-        json_t *item = valid_id(e->d_name) ? describe(rundir, e->d_name, &dead, &ws) : NULL;
+        json_t *item = valid_id(e->d_name) ? fn(rundir, e->d_name) : NULL;
         if (!item)
             continue;
         items = sbx_xrealloc(items, (n + 1) * sizeof(*items));
@@ -1699,8 +1691,29 @@ static int list_entries(struct local_client *c, char **rundir_out, json_t **out,
         sbx_json_append(arr, items[i]);
     free(items);
     *out = arr;
-    *rundir_out = rundir;
     return 0;
+}
+
+static json_t *describe_entry(const char *rundir, const char *id)
+{
+    int dead;
+    const char *ws;
+    return describe(rundir, id, &dead, &ws);
+}
+
+/* Every entry of the runtime base, described; *out sorted by creation time. */
+static int list_entries(struct local_client *c, char **rundir_out, json_t **out,
+                        struct sbx_error *err)
+{
+    char *rundir = NULL;
+    int rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err);
+    if (rc == 0)
+        rc = scan_runtime(rundir, describe_entry, out, err);
+    if (rc == 0)
+        *rundir_out = rundir;
+    else
+        free(rundir);
+    return rc;
 }
 
 static int lc_list_all(struct sbx_client *bc, json_t **out, struct sbx_error *err)
@@ -1768,61 +1781,43 @@ static int lc_prune(struct sbx_client *bc, int keep_workspace, json_t **out, str
     return rc;
 }
 
+/* The state of sandbox id when its supervisor answers, with the host ids it holds; else NULL.
+ * A stopped supervisor would not answer: it is not asked (ps --all shows it). */
+static json_t *live_state(const char *rundir, const char *id)
+{
+    char *dir = sbx_xasprintf("%s/%s", rundir, id);
+    json_t *state = NULL, *req = json_pack("{s:s}", "op", "info"), *reply = NULL, *out = NULL;
+    struct sbx_error ignored = SBX_ERROR_INIT;
+    struct sbx__local_record rec;
+    int stopped = 0;
+    sbx__local_record_init(&rec);
+    if (sbx__local_record_read(dir, id, &rec) == 0)
+        sbx__local_record_alive(&rec, id, &stopped);
+    sbx__local_record_release(&rec);
+    if (!stopped && read_state(dir, id, &state, &ignored) == 0 &&
+        check_state(state, id, &ignored) == 0 &&
+        request(dir, id, req, &reply, NULL, 0, NULL, REQUEST_DEADLINE_MS, &ignored) == 0) {
+        /* Live facts come from the supervisor: the host ids it holds (root runners). */
+        json_t *ids = json_object_get(reply, "host_ids");
+        if (json_is_object(ids))
+            sbx_json_set(state, "host_ids", json_incref(ids));
+        out = state;
+        state = NULL;
+    }
+    json_decref(state);
+    json_decref(req);
+    json_decref(reply);
+    free(dir);
+    return out;
+}
+
 static int lc_list(struct sbx_client *bc, json_t **out, struct sbx_error *err)
 {
     struct local_client *c = (struct local_client *)bc;
     char *rundir = NULL;
-    json_t **items = NULL;
-    size_t n = 0;
     int rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err);
-    if (rc < 0)
-        return rc;
-    DIR *d = opendir(rundir);
-    if (!d) {
-        rc = sbx_error_errno(err, errno, "cannot list '%s'", rundir);
-        goto out;
-    }
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        if (!valid_id(e->d_name))
-            continue;
-        char *dir = sbx_xasprintf("%s/%s", rundir, e->d_name);
-        json_t *state = NULL, *req = json_pack("{s:s}", "op", "info"), *reply = NULL;
-        struct sbx_error ignored = SBX_ERROR_INIT;
-        /* Listed only when its supervisor answers: a dead sandbox is not live. A stopped one
-         * would not answer: it is not asked (ps --all shows it). */
-        struct sbx__local_record rec;
-        int stopped = 0;
-        sbx__local_record_init(&rec);
-        if (sbx__local_record_read(dir, e->d_name, &rec) == 0)
-            sbx__local_record_alive(&rec, e->d_name, &stopped);
-        sbx__local_record_release(&rec);
-        if (!stopped && read_state(dir, e->d_name, &state, &ignored) == 0 &&
-            check_state(state, e->d_name, &ignored) == 0 &&
-            request(dir, e->d_name, req, &reply, NULL, 0, NULL, REQUEST_DEADLINE_MS, &ignored) ==
-                    0) {
-            /* Live facts come from the supervisor: the host ids it holds (root runners). */
-            json_t *ids = json_object_get(reply, "host_ids");
-            if (json_is_object(ids))
-                sbx_json_set(state, "host_ids", json_incref(ids));
-            items = sbx_xrealloc(items, (n + 1) * sizeof(*items));
-            items[n++] = state;
-            state = NULL;
-        }
-        json_decref(state);
-        json_decref(req);
-        json_decref(reply);
-        free(dir);
-    }
-    closedir(d);
-    if (n)
-        qsort(items, n, sizeof(*items), cmp_created);
-    json_t *arr = json_array();
-    for (size_t i = 0; i < n; i++)
-        sbx_json_append(arr, items[i]);
-    *out = arr;
-out:
-    free(items);
+    if (rc == 0)
+        rc = scan_runtime(rundir, live_state, out, err);
     free(rundir);
     return rc;
 }
