@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "sandbox/local/disk.h"
+#include "sandbox/local/local.h"
 #include "sbx/common.h"
 #include "sbx/fs.h"
 
@@ -44,7 +45,6 @@ static const char *find_tool(const char *const *candidates)
 
 static const char *const mke2fs_paths[] = {"/usr/sbin/mke2fs", "/sbin/mke2fs", NULL};
 static const char *const cp_paths[] = {"/usr/bin/cp", "/bin/cp", NULL};
-static const char *const rm_paths[] = {"/usr/bin/rm", "/bin/rm", NULL};
 
 /* Run a tool with an empty stdin and an environment of our own; its first line of output goes
  * into the error when it fails. */
@@ -351,14 +351,8 @@ int sbx__disk_detach(const char *image, const char *loop, const char *ws, int ke
         kept = sbx_xasprintf("%s" KEPT_SUFFIX, ws);
         if (lstat(kept, &st) == 0) {
             /* Left by an earlier attempt that failed half-way: ours to replace. */
-            const char *rmp = find_tool(rm_paths);
-            char *const rargv[] = {(char *)"rm", (char *)"-rf", (char *)"--one-file-system",
-                                   (char *)"--", kept,          NULL};
-            if (!rmp || (rc = run_tool(rmp, rargv, err)) < 0) {
-                if (!rmp)
-                    rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "no 'rm' program");
+            if ((rc = sbx__local_remove_tree(kept, err)) < 0)
                 goto out;
-            }
         }
         if (!cp) {
             rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "no 'cp' program");
