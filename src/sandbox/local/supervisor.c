@@ -111,10 +111,8 @@ struct sup {
     int workspace_owned;  /* the create made the workspace (a fresh one) */
     int inner;            /* this process is PID 1 of an isolated sandbox */
     struct sbx__local_record record; /* what rm needs when this process cannot answer */
-    /* A tied sandbox: a pidfd of the creator, which a thread watches (host side only), and
-     * whether the workspace is the sandbox's own to remove. */
+    /* A tied sandbox: a pidfd of the creator, which a thread watches (host side only). */
     int tie_fd;
-    int tie_owned_ws;
     int tie_watching;
     pthread_t tie_thread;
 };
@@ -1434,7 +1432,6 @@ static int tie_config(struct sup *s, const json_t *cfg, struct sbx_error *err)
     }
     if (s->tie_fd < 0)
         return sbx_error_set(err, SBX_E_INVAL, 0, "a tied sandbox needs its creator's pidfd");
-    s->tie_owned_ws = json_is_true(json_object_get(cfg, "workspace_owned"));
     return 0;
 }
 
@@ -1503,7 +1500,7 @@ static void tie_end(struct sup *s)
     if (s->tie_fd < 0 || !s->dir || poll(&pfd, 1, 0) <= 0)
         return;
     sbx_log(SBX_LOG_INFO, "sandbox '%s': its creator ended: removing the sandbox", s->id);
-    remove_sandbox_files(s, s->tie_owned_ws);
+    remove_sandbox_files(s, s->workspace_owned);
 }
 
 static int load_config(struct sup *s, json_t *cfg, struct sbx_error *err)
