@@ -115,6 +115,14 @@ struct sbx_local_options {
      * (ok or an error) or the supervisor is dead (its socket closes): create never races a
      * short timer. */
     int64_t start_timeout_ms;
+    /* A request to a sandbox's supervisor fails (SBX_E_TIMEOUT) when the supervisor accepts and
+     * answers nobody for this long; 0: 10 s. While it answers other clients first (many
+     * concurrent callers, a loaded host) the request waits on, up to a safety bound of 300 s
+     * (or this, if longer): a fixed deadline would fail requests queued behind others. */
+    int64_t request_idle_ms;
+    /* Test only: the supervisor pauses this long (at most 10 s) before it handles each
+     * request, to make a slow supervisor on purpose. 0: none. */
+    int64_t test_request_delay_ms;
     /* Non-zero: every sandbox this client creates is tied to the calling process. When the
      * process ends, however it ends (SIGKILL included), the supervisor removes the sandbox as
      * rm would: its processes, cgroups, runtime directory and the workspace it made (a given

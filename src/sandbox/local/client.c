@@ -41,11 +41,14 @@
 #    define SBX_LIBEXECDIR "/usr/local/libexec"
 #endif
 
-#define ID_BYTES            8 /* 16 hex characters */
-#define ID_MAX_LEN          64
-#define STATE_MAX           ((size_t)1 << 20)
-#define REQUEST_DEADLINE_MS 10000
-#define IDRANGE_WAIT_MS     10000
+#define ID_BYTES   8 /* 16 hex characters */
+#define ID_MAX_LEN 64
+#define STATE_MAX  ((size_t)1 << 20)
+/* A request fails when the supervisor answers nobody for this long; while it answers others
+ * (a queue of clients on a loaded host) the wait goes on, up to REQUEST_LIMIT_MS. */
+#define REQUEST_IDLE_MS  10000
+#define REQUEST_LIMIT_MS 300000
+#define IDRANGE_WAIT_MS  10000
 /* Create waits for the supervisor's report, which comes (ok or an error) or the socket closes
  * when it died: this is only a safety bound, so creates under load queue rather than fail. */
 #define START_TIMEOUT_MS 300000
@@ -71,6 +74,8 @@ struct local_client {
     int ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
     size_t n_ports;
     int64_t start_timeout_ms;
+    int64_t request_idle_ms;
+    int64_t test_delay_ms; /* test only: the supervisor's pause before each request */
     struct sbx_strv allow; /* network allow: the normalized patterns */
     char *port_bind;       /* NULL: 127.0.0.1 */
     int allow_ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
@@ -93,6 +98,7 @@ struct local_session {
     pthread_mutex_t root_lock;
     int root_fd; /* workspace dir fd from the supervisor, -1 until first use */
     int closed;
+    int64_t idle_ms; /* requests: how long the supervisor may answer nobody */
 };
 
 struct local_proc {
@@ -106,17 +112,35 @@ struct local_proc {
 /* ---------------------------------------------------------------------------------------------
  * Helpers */
 
+/* Start waiting for the supervisor in runtime dir dir: idle_ms without progress, at most
+ * REQUEST_LIMIT_MS. Returns the progress counter's descriptor (the caller closes it) or -1 (a
+ * supervisor without one: idle_ms is then a plain deadline). */
+static int wait_begin(const char *dir, int64_t idle_ms, struct sbx__proto_wait *w)
+{
+    int64_t limit_ms = idle_ms > REQUEST_LIMIT_MS ? idle_ms : REQUEST_LIMIT_MS;
+    sbx__proto_wait_init(w, sbx_deadline_after_ms(idle_ms));
+    w->idle_ms = idle_ms;
+    w->limit = sbx_deadline_after_ms(limit_ms);
+    char *path = sbx_xasprintf("%s/%s", dir, SBX_PROTO_PROGRESS);
+    w->progress_fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    free(path);
+    if (w->progress_fd >= 0 && sbx__proto_progress_read(w->progress_fd, &w->seen) < 0)
+        sbx_fd_close(&w->progress_fd);
+    return w->progress_fd;
+}
+
 static int request(const char *dir, const char *id, const json_t *req, json_t **reply, int *fds,
-                   size_t max_fds, size_t *nfds, int64_t timeout_ms, struct sbx_error *err)
+                   size_t max_fds, size_t *nfds, int64_t idle_ms, struct sbx_error *err)
 {
     int sock = -1;
+    struct sbx__proto_wait w;
+    int progress = wait_begin(dir, idle_ms, &w);
     int rc = sbx__local_connect(dir, id, &sock, err);
     if (rc < 0)
-        return rc;
-    int64_t deadline = sbx_deadline_after_ms(timeout_ms);
-    rc = sbx__proto_send(sock, req, NULL, 0, deadline, err);
+        goto out;
+    rc = sbx__proto_send_wait(sock, req, NULL, 0, &w, err);
     if (rc == 0)
-        rc = sbx__proto_recv(sock, reply, fds, max_fds, nfds, deadline, err);
+        rc = sbx__proto_recv_wait(sock, reply, fds, max_fds, nfds, &w, err);
     if (rc == -SBX_E_SANDBOX)
         rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox '%s' is gone", id);
     if (rc == 0) {
@@ -128,7 +152,9 @@ static int request(const char *dir, const char *id, const json_t *req, json_t **
                 close(fds[i]);
         }
     }
+out:
     sbx_fd_close(&sock);
+    sbx_fd_close(&progress);
     return rc;
 }
 
@@ -250,8 +276,8 @@ static int proc_wait(struct sbx_proc *bp, int64_t timeout_ms, struct sbx_exit *o
         if (r == 0)
             return sbx_error_set(err, SBX_E_TIMEOUT, 0, "the command is still running");
         json_t *m = NULL;
-        int rc = sbx__proto_recv(p->ctl, &m, NULL, 0, NULL,
-                                 sbx_deadline_after_ms(REQUEST_DEADLINE_MS), err);
+        int rc = sbx__proto_recv(p->ctl, &m, NULL, 0, NULL, sbx_deadline_after_ms(REQUEST_IDLE_MS),
+                                 err);
         if (rc < 0)
             return sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox '%s' is gone", p->id);
         int64_t code = -1, sig = 0;
@@ -299,7 +325,7 @@ static int sess_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *s
     json_t *req = json_object(), *argv = json_array(), *env = json_array(), *reply = NULL;
     int fds[SBX_PROTO_MAX_FDS];
     size_t nfds = 0;
-    int sock = -1, rc;
+    int sock = -1, progress = -1, rc;
     int tty = !!(spec->flags & SBX_EXEC_TTY);
     int want_stdin = !tty && (spec->flags & SBX_EXEC_STDIN);
     int merge = !tty && (spec->flags & SBX_EXEC_MERGE_STDERR);
@@ -329,13 +355,14 @@ static int sess_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *s
     sbx_json_set(req, "rows", json_integer(spec->rows));
     sbx_json_set(req, "cols", json_integer(spec->cols));
 
+    struct sbx__proto_wait w;
+    progress = wait_begin(s->dir, s->idle_ms, &w);
     rc = sbx__local_connect(s->dir, bs->id, &sock, err);
     if (rc < 0)
         goto out;
-    int64_t deadline = sbx_deadline_after_ms(REQUEST_DEADLINE_MS);
-    rc = sbx__proto_send(sock, req, NULL, 0, deadline, err);
+    rc = sbx__proto_send_wait(sock, req, NULL, 0, &w, err);
     if (rc == 0)
-        rc = sbx__proto_recv(sock, &reply, fds, SBX_PROTO_MAX_FDS, &nfds, deadline, err);
+        rc = sbx__proto_recv_wait(sock, &reply, fds, SBX_PROTO_MAX_FDS, &nfds, &w, err);
     if (rc == -SBX_E_SANDBOX)
         rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox '%s' is gone", bs->id);
     if (rc < 0)
@@ -364,6 +391,7 @@ static int sess_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *s
     *out = &p->base;
 out:
     sbx_fd_close(&sock);
+    sbx_fd_close(&progress);
     json_decref(req);
     json_decref(reply);
     return rc;
@@ -388,7 +416,7 @@ static int root_fd(struct local_session *s, int *out, struct sbx_error *err)
         json_t *req = json_pack("{s:s}", "op", "root"), *reply = NULL;
         int fds[1];
         size_t nfds = 0;
-        rc = request(s->dir, s->base.id, req, &reply, fds, 1, &nfds, REQUEST_DEADLINE_MS, err);
+        rc = request(s->dir, s->base.id, req, &reply, fds, 1, &nfds, s->idle_ms, err);
         if (rc == 0 && nfds != 1)
             rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox '%s' sent no workspace", s->base.id);
         if (rc == 0)
@@ -733,7 +761,7 @@ static int port_request(struct sbx_session *bs, int port, int unix_socket, char 
     struct local_session *s = (struct local_session *)bs;
     json_t *req = json_pack("{s:s,s:i,s:b}", "op", "port", "port", port, "unix", unix_socket),
            *reply = NULL;
-    int rc = request(s->dir, bs->id, req, &reply, NULL, 0, NULL, REQUEST_DEADLINE_MS, err);
+    int rc = request(s->dir, bs->id, req, &reply, NULL, 0, NULL, s->idle_ms, err);
     const char *v = NULL;
     if (rc == 0)
         rc = sbx_json_get_string(reply, unix_socket ? "path" : "url", 1, &v, err);
@@ -823,6 +851,7 @@ static struct local_session *session_from_state(const char *rundir, const char *
     s->owned = json_is_true(json_object_get(take_state, "workspace_owned"));
     s->state = take_state;
     s->root_fd = -1;
+    s->idle_ms = REQUEST_IDLE_MS;
     pthread_mutex_init(&s->root_lock, NULL);
     return s;
 }
@@ -1485,6 +1514,8 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     sbx_json_set(cfg, "isolation", sbx_json_str(c->isolated ? "namespaces" : "none"));
     sbx_json_set(cfg, "env", env);
     sbx_json_set(cfg, "ports", ports);
+    if (c->test_delay_ms)
+        sbx_json_set(cfg, "test_delay_ms", json_integer(c->test_delay_ms));
     if (c->tied) {
         if ((rc = open_tie(&tie_fd, err)) < 0)
             goto out;
@@ -1492,6 +1523,7 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
         sbx_json_set(cfg, "workspace_owned", json_boolean(owned));
     }
     ls = session_from_state(rundir, dir, state);
+    ls->idle_ms = c->request_idle_ms;
     state = NULL;
     struct state_job job = {.dir = dir,
                             .state = ls->state,
@@ -1564,10 +1596,12 @@ static int lc_attach(struct sbx_client *bc, const char *prefix, struct sbx_sessi
     if ((rc = read_state(dir, id, &state, err)) < 0 || (rc = check_state(state, id, err)) < 0)
         goto out;
     req = json_pack("{s:s}", "op", "info");
-    rc = request(dir, id, req, &reply, NULL, 0, NULL, REQUEST_DEADLINE_MS, err);
+    rc = request(dir, id, req, &reply, NULL, 0, NULL, c->request_idle_ms, err);
     if (rc < 0)
         goto out;
-    *out = &session_from_state(rundir, dir, state)->base;
+    struct local_session *ls = session_from_state(rundir, dir, state);
+    ls->idle_ms = c->request_idle_ms;
+    *out = &ls->base;
     state = NULL;
 out:
     json_decref(state);
@@ -1620,8 +1654,7 @@ static json_t *describe(const char *rundir, const char *id, int *dead, const cha
         status = "creating";
     else if (stopped)
         status = "stopped"; /* it would not answer: do not wait for it */
-    else if (state &&
-             request(dir, id, req, &reply, NULL, 0, NULL, REQUEST_DEADLINE_MS, &ignored) == 0)
+    else if (state && request(dir, id, req, &reply, NULL, 0, NULL, REQUEST_IDLE_MS, &ignored) == 0)
         status = "live";
     else if (alive)
         status = "unresponsive"; /* a process of it runs: rm, not prune, decides */
@@ -1796,7 +1829,7 @@ static json_t *live_state(const char *rundir, const char *id)
     sbx__local_record_release(&rec);
     if (!stopped && read_state(dir, id, &state, &ignored) == 0 &&
         check_state(state, id, &ignored) == 0 &&
-        request(dir, id, req, &reply, NULL, 0, NULL, REQUEST_DEADLINE_MS, &ignored) == 0) {
+        request(dir, id, req, &reply, NULL, 0, NULL, REQUEST_IDLE_MS, &ignored) == 0) {
         /* Live facts come from the supervisor: the host ids it holds (root runners). */
         json_t *ids = json_object_get(reply, "host_ids");
         if (json_is_object(ids))
@@ -1849,7 +1882,7 @@ static int lc_remove(struct sbx_client *bc, const char *prefix, int keep_workspa
     if (sbx__local_record_read(dir, id, &rec) == 0 && sbx__local_record_alive(&rec, id, &stopped) &&
         !stopped) {
         json_t *req = json_pack("{s:s}", "op", "info"), *reply = NULL;
-        if (request(dir, id, req, &reply, NULL, 0, NULL, REQUEST_DEADLINE_MS, NULL) == 0)
+        if (request(dir, id, req, &reply, NULL, 0, NULL, REQUEST_IDLE_MS, NULL) == 0)
             first = json_integer_value(
                     json_object_get(json_object_get(reply, "host_ids"), "first"));
         json_decref(req);
@@ -2033,6 +2066,8 @@ int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_
     for (size_t i = 0; i < o->n_exposed_ports; i++)
         c->ports[i] = o->exposed_ports[i];
     c->start_timeout_ms = o->start_timeout_ms > 0 ? o->start_timeout_ms : START_TIMEOUT_MS;
+    c->request_idle_ms = o->request_idle_ms > 0 ? o->request_idle_ms : REQUEST_IDLE_MS;
+    c->test_delay_ms = o->test_request_delay_ms > 0 ? o->test_request_delay_ms : 0;
     c->allow = allow;
     c->port_bind = o->port_bind ? sbx_xstrdup(o->port_bind) : NULL;
     c->n_allow_ports = o->n_allow_ports;

@@ -24,6 +24,9 @@ int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_
 #define SBX_PROTO_STATE    "state.json"
 #define SBX_PROTO_LOG      "supervisor.log"
 #define SBX_PROTO_RECORD   "supervisor.json"
+/* The serving supervisor's progress counter: 8 bytes (a native uint64) that it rewrites each
+ * time it accepts a connection or sends an answer. */
+#define SBX_PROTO_PROGRESS "progress"
 /* A tied sandbox's supervisor finds a pidfd of its creator at this descriptor ("tied" in its
  * configuration); when that process ends, the supervisor removes the sandbox. */
 #define SBX_PROTO_TIE_FD 3
@@ -37,6 +40,24 @@ int sbx__proto_send(int sock, const json_t *msg, const int *fds, size_t nfds, in
  * A closed connection is SBX_E_SANDBOX "connection closed"; the deadline SBX_E_TIMEOUT. */
 int sbx__proto_recv(int sock, json_t **out, int *fds, size_t max_fds, size_t *nfds,
                     int64_t deadline, struct sbx_error *err);
+/* How long to wait for a peer: until deadline; when that passes and the peer's progress counter
+ * (progress_fd, -1: none) moved since seen, another idle_ms, never past limit. A busy peer that
+ * answers others first is waited for; one that answers nobody fails after idle_ms. */
+struct sbx__proto_wait {
+    int64_t deadline; /* monotonic ns (sbx_deadline_after_ms) */
+    int64_t limit;    /* the safety bound */
+    int64_t idle_ms;
+    int progress_fd; /* borrowed */
+    uint64_t seen;
+};
+/* A plain deadline, no progress counter. */
+void sbx__proto_wait_init(struct sbx__proto_wait *w, int64_t deadline);
+/* Read the counter at fd; -1 when it cannot be read. */
+int sbx__proto_progress_read(int fd, uint64_t *out);
+int sbx__proto_send_wait(int sock, const json_t *msg, const int *fds, size_t nfds,
+                         struct sbx__proto_wait *w, struct sbx_error *err);
+int sbx__proto_recv_wait(int sock, json_t **out, int *fds, size_t max_fds, size_t *nfds,
+                         struct sbx__proto_wait *w, struct sbx_error *err);
 /* Encode a frame (length prefix + JSON) into out. */
 int sbx__proto_frame(const json_t *msg, struct sbx_buf *out, struct sbx_error *err);
 /* Decode the frame at the start of data[0..len): returns 1 and *out (and *used) when a whole

@@ -60,22 +60,59 @@ int sbx__proto_parse(const char *data, size_t len, json_t **out, size_t *used,
     return 1;
 }
 
-static int wait_fd(int fd, short events, int64_t deadline, struct sbx_error *err)
+/* Wait for fd until w's deadline. When it passes and the peer's progress counter moved since the
+ * last look, the peer is alive and busy (answering others first): wait another idle period, up
+ * to w->limit. */
+static int wait_fd(int fd, short events, struct sbx__proto_wait *w, struct sbx_error *err)
 {
     for (;;) {
         struct pollfd pfd = {.fd = fd, .events = events};
-        int r = poll(&pfd, 1, sbx_deadline_poll_ms(deadline));
+        int r = poll(&pfd, 1, sbx_deadline_poll_ms(w->deadline));
         if (r > 0)
             return 0;
-        if (r == 0)
-            return sbx_error_set(err, SBX_E_TIMEOUT, 0, "the sandbox did not answer in time");
-        if (errno != EINTR)
+        if (r < 0 && errno != EINTR)
             return sbx_error_errno(err, errno, "poll");
+        if (r < 0 || sbx_time_mono_ns() < w->deadline)
+            continue;
+        uint64_t now = 0;
+        if (w->progress_fd < 0 || sbx__proto_progress_read(w->progress_fd, &now) < 0 ||
+            now == w->seen || w->deadline >= w->limit)
+            return sbx_error_set(err, SBX_E_TIMEOUT, 0, "the sandbox did not answer in time");
+        w->seen = now;
+        w->deadline = sbx_deadline_after_ms(w->idle_ms);
+        if (w->deadline > w->limit)
+            w->deadline = w->limit;
     }
+}
+
+void sbx__proto_wait_init(struct sbx__proto_wait *w, int64_t deadline)
+{
+    *w = (struct sbx__proto_wait){.deadline = deadline, .limit = deadline, .progress_fd = -1};
+}
+
+int sbx__proto_progress_read(int fd, uint64_t *out)
+{
+    uint64_t v;
+    ssize_t n;
+    do
+        n = pread(fd, &v, sizeof(v), 0);
+    while (n < 0 && errno == EINTR);
+    if (n != (ssize_t)sizeof(v))
+        return -1;
+    *out = v;
+    return 0;
 }
 
 int sbx__proto_send(int sock, const json_t *msg, const int *fds, size_t nfds, int64_t deadline,
                     struct sbx_error *err)
+{
+    struct sbx__proto_wait w;
+    sbx__proto_wait_init(&w, deadline);
+    return sbx__proto_send_wait(sock, msg, fds, nfds, &w, err);
+}
+
+int sbx__proto_send_wait(int sock, const json_t *msg, const int *fds, size_t nfds,
+                         struct sbx__proto_wait *w, struct sbx_error *err)
 {
     struct sbx_buf b;
     int rc;
@@ -104,20 +141,20 @@ int sbx__proto_send(int sock, const json_t *msg, const int *fds, size_t nfds, in
             c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
             memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
         }
-        ssize_t w = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (w > 0) {
-            off += (size_t)w;
+        ssize_t sent = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (sent > 0) {
+            off += (size_t)sent;
             continue;
         }
-        if (w < 0 && errno == EINTR)
+        if (sent < 0 && errno == EINTR)
             continue;
-        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            rc = wait_fd(sock, POLLOUT, deadline, err);
+        if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            rc = wait_fd(sock, POLLOUT, w, err);
             if (rc < 0)
                 goto out;
             continue;
         }
-        if (w < 0 && (errno == EPIPE || errno == ECONNRESET)) {
+        if (sent < 0 && (errno == EPIPE || errno == ECONNRESET)) {
             rc = sbx_error_set(err, SBX_E_SANDBOX, errno, "connection closed");
             goto out;
         }
@@ -132,7 +169,7 @@ out:
 
 /* Read exactly n bytes; descriptors that come along are appended to fds. */
 static int recv_exact(int sock, char *p, size_t n, int *fds, size_t max_fds, size_t *nfds,
-                      int64_t deadline, struct sbx_error *err)
+                      struct sbx__proto_wait *w, struct sbx_error *err)
 {
     union {
         struct cmsghdr h;
@@ -148,7 +185,7 @@ static int recv_exact(int sock, char *p, size_t n, int *fds, size_t max_fds, siz
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            int rc = wait_fd(sock, POLLIN, deadline, err);
+            int rc = wait_fd(sock, POLLIN, w, err);
             if (rc < 0)
                 return rc;
             continue;
@@ -178,6 +215,14 @@ static int recv_exact(int sock, char *p, size_t n, int *fds, size_t max_fds, siz
 int sbx__proto_recv(int sock, json_t **out, int *fds, size_t max_fds, size_t *nfds,
                     int64_t deadline, struct sbx_error *err)
 {
+    struct sbx__proto_wait w;
+    sbx__proto_wait_init(&w, deadline);
+    return sbx__proto_recv_wait(sock, out, fds, max_fds, nfds, &w, err);
+}
+
+int sbx__proto_recv_wait(int sock, json_t **out, int *fds, size_t max_fds, size_t *nfds,
+                         struct sbx__proto_wait *w, struct sbx_error *err)
+{
     unsigned char hdr[4];
     size_t got = 0;
     char *body = NULL;
@@ -187,7 +232,7 @@ int sbx__proto_recv(int sock, json_t **out, int *fds, size_t max_fds, size_t *nf
     if (!nfds)
         nfds = &got;
     *nfds = 0;
-    rc = recv_exact(sock, (char *)hdr, 4, fds, max_fds, nfds, deadline, err);
+    rc = recv_exact(sock, (char *)hdr, 4, fds, max_fds, nfds, w, err);
     if (rc < 0)
         goto out;
     size_t n = ((size_t)hdr[0] << 24) | ((size_t)hdr[1] << 16) | ((size_t)hdr[2] << 8) | hdr[3];
@@ -197,7 +242,7 @@ int sbx__proto_recv(int sock, json_t **out, int *fds, size_t max_fds, size_t *nf
         goto out;
     }
     body = sbx_xmalloc(n + 1);
-    rc = recv_exact(sock, body, n, fds, max_fds, nfds, deadline, err);
+    rc = recv_exact(sock, body, n, fds, max_fds, nfds, w, err);
     if (rc < 0)
         goto out;
     struct sbx_json_limits lim = {.max_bytes = SBX_PROTO_MAX_MSG, .max_depth = 16};

@@ -95,8 +95,11 @@ struct sup {
     struct child *children;
     size_t n_children;
     int stopping;
-    int stop_conn; /* the connection that asked for shutdown, or -1 */
-    int spare_fd;  /* held back to refuse connections when out of descriptors */
+    int stop_conn;   /* the connection that asked for shutdown, or -1 */
+    int spare_fd;    /* held back to refuse connections when out of descriptors */
+    int progress_fd; /* SBX_PROTO_PROGRESS in the runtime dir, -1: none */
+    uint64_t progress;
+    int64_t test_delay_ms; /* test only: a slow supervisor, paused before each request */
     /* Network of an isolated sandbox with its own namespace (modes none and allow): the outer
      * process runs the proxy and the port forwarders (net.h); PID 1 asks it for forwarders over
      * net_chan (outer end [0], inner end [1]). */
@@ -277,6 +280,18 @@ static void kill_everything(struct sup *s)
 /* ---------------------------------------------------------------------------------------------
  * Connections */
 
+/* Tell waiting clients that we move (see struct sbx__proto_wait): a client queued behind others
+ * keeps waiting while we accept and answer. */
+static void progressed(struct sup *s)
+{
+    if (s->progress_fd < 0)
+        return;
+    s->progress++;
+    if (pwrite(s->progress_fd, &s->progress, sizeof(s->progress), 0) !=
+        (ssize_t)sizeof(s->progress))
+        sbx_fd_close(&s->progress_fd);
+}
+
 static int add_conn(struct sup *s, int fd)
 {
     for (size_t i = 0; i < s->n_conns; i++) {
@@ -313,6 +328,7 @@ static void drop_conn(struct sup *s, int ci)
 static void reply(struct sup *s, int ci, json_t *take_msg, const int *fds, size_t nfds)
 {
     struct sbx_error err = SBX_ERROR_INIT;
+    progressed(s);
     if (sbx__proto_send(s->conns[ci].fd, take_msg, fds, nfds, sbx_deadline_after_ms(SEND_DEADLINE),
                         &err) < 0)
         sbx_log(SBX_LOG_WARN, "cannot answer a client: %s", err.msg);
@@ -878,6 +894,8 @@ static void handle(struct sup *s, int ci, json_t *req)
         drop_conn(s, ci);
         return;
     }
+    if (s->test_delay_ms)
+        sbx_sleep_ms(s->test_delay_ms);
     if (strcmp(op, "exec") == 0) {
         do_exec(s, ci, req);
     } else if (strcmp(op, "info") == 0) {
@@ -1182,6 +1200,8 @@ static void serve(struct sup *s)
             }
             if (fd >= 0 && add_conn(s, fd) < 0)
                 close(fd);
+            else if (fd >= 0)
+                progressed(s);
         }
     }
     free(pfd);
@@ -1516,8 +1536,11 @@ static int load_config(struct sup *s, json_t *cfg, struct sbx_error *err)
         (rc = sbx_json_get_string(cfg, "root", 1, &root, err)) < 0 ||
         (rc = sbx_json_get_string(cfg, "isolation", 0, &iso, err)) < 0 ||
         (rc = sbx_json_get_array(cfg, "ports", 0, &ports, err)) < 0 ||
-        (rc = parse_strv(cfg, "env", 0, SBX_EXEC_MAX_ENV, &s->env, err)) < 0)
+        (rc = parse_strv(cfg, "env", 0, SBX_EXEC_MAX_ENV, &s->env, err)) < 0 ||
+        (rc = sbx_json_get_int(cfg, "test_delay_ms", 0, &s->test_delay_ms, err)) < 0)
         return rc;
+    if (s->test_delay_ms < 0 || s->test_delay_ms > 10000)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "field 'test_delay_ms' must be in 0..10000");
     if (strcmp(iso, "none") != 0 && strcmp(iso, "namespaces") != 0)
         return sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "unknown isolation '%s'", iso);
     s->id = sbx_xstrdup(id);
@@ -1634,6 +1657,16 @@ static int start(struct sup *s, int *outer, struct sbx_error *err)
     }
     s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 
+    /* Made here, before PID 1 exists: inside, it writes through this descriptor. Without it
+     * clients wait for a plain deadline. */
+    uint64_t zero = 0;
+    s->progress_fd = openat(s->dir_fd, SBX_PROTO_PROGRESS,
+                            O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (s->progress_fd >= 0 && pwrite(s->progress_fd, &zero, sizeof(zero), 0) != sizeof(zero))
+        sbx_fd_close(&s->progress_fd);
+    if (s->progress_fd < 0)
+        sbx_log(SBX_LOG_WARN, "no progress counter: %s", strerror(errno));
+
     s->listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (s->listen_fd < 0)
         return sbx_error_errno(err, errno, "socket");
@@ -1710,7 +1743,8 @@ static int run_outer(struct sup *s)
     struct sbx_error err = SBX_ERROR_INIT;
     int status = 0;
     sbx_fd_close(&s->listen_fd);
-    sbx_fd_close(&s->report_fd); /* PID 1 reports */
+    sbx_fd_close(&s->progress_fd); /* PID 1 serves */
+    sbx_fd_close(&s->report_fd);   /* PID 1 reports */
     s->record.inner = sandbox_init_pid(sbx__isolation_inner_pid(s->iso));
     if (sbx__proc_stat(s->record.inner, &s->record.inner_start, NULL) < 0 ||
         sbx__local_record_write(s->dir_fd, &s->record, &err) < 0)
@@ -1767,6 +1801,7 @@ int sbx_local_supervise_main(int argc, char **argv)
                     .dir_fd = -1,
                     .stop_conn = -1,
                     .spare_fd = -1,
+                    .progress_fd = -1,
                     .report_fd = -1,
                     .net_chan = {-1, -1},
                     .tie_fd = -1};
@@ -1862,6 +1897,7 @@ out:
     sbx_fd_close(&s.root_fd);
     sbx_fd_close(&s.dir_fd);
     sbx_fd_close(&s.spare_fd);
+    sbx_fd_close(&s.progress_fd);
     sbx_fd_close(&s.report_fd);
     sbx_fd_close(&s.tie_fd);
     sbx_strv_release(&s.env);
