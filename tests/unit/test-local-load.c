@@ -1,11 +1,15 @@
 /* The local provider under load: requests queued behind others at a busy supervisor wait, a
  * supervisor that answers nobody still fails them (SBX_SUPERVISOR names the built sbx). */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -119,6 +123,92 @@ static void test_stopped_supervisor_times_out(void)
     sbx_exec_result_release(&r);
 }
 
+struct exec_arg {
+    int rc;
+    enum sbx_errcode code;
+    int done;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+};
+
+static void *one_exec(void *p)
+{
+    struct exec_arg *a = p;
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_exec_result r;
+    struct sbx_exec_spec spec = {.command = "true"};
+    int rc = sbx_session_exec(sess, &spec, &r, &err);
+    if (rc == 0)
+        sbx_exec_result_release(&r);
+    pthread_mutex_lock(&a->lock);
+    a->rc = rc;
+    a->code = err.code;
+    a->done = 1;
+    pthread_cond_signal(&a->cond);
+    pthread_mutex_unlock(&a->lock);
+    return NULL;
+}
+
+/* A supervisor that accepts nothing, with its listen backlog full: a request fails after the idle
+ * time instead of blocking in connect() for ever. */
+static void test_full_backlog(void)
+{
+    enum { MAX_FILL = 512 };
+    static int fill[MAX_FILL];
+    int nfill = 0, full = 0;
+    pid_t pid = serving_pid();
+    CHECK(pid > 0);
+    if (pid <= 0)
+        return;
+    CHECK(kill(pid, SIGSTOP) == 0);
+    char dir[400];
+    snprintf(dir, sizeof(dir), "%s/%s", run_dir, sbx_session_id(sess));
+    int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    CHECK(dfd >= 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "/proc/self/fd/%d/%s", dfd, SBX_PROTO_SOCKNAME);
+    while (nfill < MAX_FILL) {
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+            break;
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+            full = errno == EAGAIN;
+            close(fd);
+            break;
+        }
+        fill[nfill++] = fd;
+    }
+    CHECK(full);
+
+    struct exec_arg a = {.done = 0};
+    pthread_mutex_init(&a.lock, NULL);
+    pthread_cond_init(&a.cond, NULL);
+    pthread_t t;
+    if (pthread_create(&t, NULL, one_exec, &a) != 0)
+        abort();
+    /* A bound far past the idle time: a blocking connect would still be waiting. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 5 * IDLE_MS / 1000;
+    pthread_mutex_lock(&a.lock);
+    while (!a.done && pthread_cond_timedwait(&a.cond, &a.lock, &until) == 0)
+        ;
+    int done = a.done;
+    pthread_mutex_unlock(&a.lock);
+    CHECK(done);
+    /* Let it run again (which also frees a request still stuck), then clean up. */
+    kill(pid, SIGCONT);
+    pthread_join(t, NULL);
+    CHECK(a.rc < 0);
+    CHECK_EQ_INT(a.code, SBX_E_TIMEOUT);
+    for (int i = 0; i < nfill; i++)
+        close(fill[i]);
+    if (dfd >= 0)
+        close(dfd);
+    pthread_mutex_destroy(&a.lock);
+    pthread_cond_destroy(&a.cond);
+}
+
 int main(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -145,6 +235,7 @@ int main(void)
     }
     TAP_RUN(test_queue_behind_busy_supervisor);
     TAP_RUN(test_stopped_supervisor_times_out);
+    TAP_RUN(test_full_backlog);
     CHECK_OK(sbx_session_delete(sess, &err), &err);
     sbx_session_free(sess);
     sbx_client_free(client);

@@ -835,7 +835,7 @@ static json_t *raw_request(const void *bytes, size_t n)
     char *dir = sbx_xasprintf("%s/%s", run_dir, sbx_session_id(sess));
     int fd = -1;
     json_t *reply = NULL;
-    if (sbx__local_connect(dir, sbx_session_id(sess), &fd, &err) == 0) {
+    if (sbx__local_connect(dir, sbx_session_id(sess), NULL, &fd, &err) == 0) {
         /* The half-close tells the supervisor nothing more is coming. */
         if (sbx_fd_write_all(fd, bytes, n, &err) == 0 && shutdown(fd, SHUT_WR) == 0)
             (void)sbx__proto_recv(fd, &reply, NULL, 0, NULL, sbx_deadline_after_ms(10000), &err);

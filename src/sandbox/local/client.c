@@ -135,7 +135,7 @@ static int request(const char *dir, const char *id, const json_t *req, json_t **
     int sock = -1;
     struct sbx__proto_wait w;
     int progress = wait_begin(dir, idle_ms, &w);
-    int rc = sbx__local_connect(dir, id, &sock, err);
+    int rc = sbx__local_connect(dir, id, &w, &sock, err);
     if (rc < 0)
         goto out;
     rc = sbx__proto_send_wait(sock, req, NULL, 0, &w, err);
@@ -357,7 +357,7 @@ static int sess_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *s
 
     struct sbx__proto_wait w;
     progress = wait_begin(s->dir, s->idle_ms, &w);
-    rc = sbx__local_connect(s->dir, bs->id, &sock, err);
+    rc = sbx__local_connect(s->dir, bs->id, &w, &sock, err);
     if (rc < 0)
         goto out;
     rc = sbx__proto_send_wait(sock, req, NULL, 0, &w, err);

@@ -52,6 +52,8 @@ struct sbx__proto_wait {
 };
 /* A plain deadline, no progress counter. */
 void sbx__proto_wait_init(struct sbx__proto_wait *w, int64_t deadline);
+/* 1 while w allows more waiting (extending its deadline when the peer moved), else 0. */
+int sbx__proto_wait_more(struct sbx__proto_wait *w);
 /* Read the counter at fd; -1 when it cannot be read. */
 int sbx__proto_progress_read(int fd, uint64_t *out);
 int sbx__proto_send_wait(int sock, const json_t *msg, const int *fds, size_t nfds,
@@ -68,9 +70,12 @@ int sbx__proto_parse(const char *data, size_t len, json_t **out, size_t *used,
 json_t *sbx__proto_error(const struct sbx_error *e);
 int sbx__proto_check(const json_t *reply, struct sbx_error *err);
 
-/* Connect to the control socket in runtime directory dir. A missing socket or a refused
- * connection is SBX_E_SANDBOX "sandbox 'id' is gone". *out_fd: caller owns. */
-int sbx__local_connect(const char *dir, const char *id, int *out_fd, struct sbx_error *err);
+/* Connect to the control socket in runtime directory dir (a blocking socket). A missing socket
+ * or a refused connection is SBX_E_SANDBOX "sandbox 'id' is gone"; a backlog that stays full
+ * for as long as w allows (NULL: SBX_PROTO_CONNECT_MS) SBX_E_TIMEOUT. *out_fd: caller owns. */
+#define SBX_PROTO_CONNECT_MS 10000
+int sbx__local_connect(const char *dir, const char *id, struct sbx__proto_wait *w, int *out_fd,
+                       struct sbx_error *err);
 
 /* Remove an absolute host directory tree, never following a symlink in it (as rm does). */
 int sbx__local_remove_tree(const char *path, struct sbx_error *err);

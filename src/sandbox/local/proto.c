@@ -14,6 +14,9 @@
 #include "sbx/json.h"
 #include "sbx/time.h"
 
+/* A full backlog is tried again this often. */
+#define CONNECT_RETRY_MS 20
+
 int sbx__proto_frame(const json_t *msg, struct sbx_buf *out, struct sbx_error *err)
 {
     char *text = sbx_json_dumps(msg, SBX_JSON_COMPACT);
@@ -60,9 +63,22 @@ int sbx__proto_parse(const char *data, size_t len, json_t **out, size_t *used,
     return 1;
 }
 
-/* Wait for fd until w's deadline. When it passes and the peer's progress counter moved since the
- * last look, the peer is alive and busy (answering others first): wait another idle period, up
- * to w->limit. */
+int sbx__proto_wait_more(struct sbx__proto_wait *w)
+{
+    if (sbx_time_mono_ns() < w->deadline)
+        return 1;
+    uint64_t now = 0;
+    if (w->progress_fd < 0 || sbx__proto_progress_read(w->progress_fd, &now) < 0 ||
+        now == w->seen || w->deadline >= w->limit)
+        return 0;
+    /* The peer moved since the last look: alive and busy (answering others first). */
+    w->seen = now;
+    w->deadline = sbx_deadline_after_ms(w->idle_ms);
+    if (w->deadline > w->limit)
+        w->deadline = w->limit;
+    return 1;
+}
+
 static int wait_fd(int fd, short events, struct sbx__proto_wait *w, struct sbx_error *err)
 {
     for (;;) {
@@ -72,16 +88,8 @@ static int wait_fd(int fd, short events, struct sbx__proto_wait *w, struct sbx_e
             return 0;
         if (r < 0 && errno != EINTR)
             return sbx_error_errno(err, errno, "poll");
-        if (r < 0 || sbx_time_mono_ns() < w->deadline)
-            continue;
-        uint64_t now = 0;
-        if (w->progress_fd < 0 || sbx__proto_progress_read(w->progress_fd, &now) < 0 ||
-            now == w->seen || w->deadline >= w->limit)
+        if (!sbx__proto_wait_more(w))
             return sbx_error_set(err, SBX_E_TIMEOUT, 0, "the sandbox did not answer in time");
-        w->seen = now;
-        w->deadline = sbx_deadline_after_ms(w->idle_ms);
-        if (w->deadline > w->limit)
-            w->deadline = w->limit;
     }
 }
 
@@ -290,10 +298,16 @@ int sbx__proto_check(const json_t *reply, struct sbx_error *err)
                          msg ? msg : "the sandbox refused the request");
 }
 
-int sbx__local_connect(const char *dir, const char *id, int *out_fd, struct sbx_error *err)
+int sbx__local_connect(const char *dir, const char *id, struct sbx__proto_wait *w, int *out_fd,
+                       struct sbx_error *err)
 {
     int dfd = -1, sock = -1, rc;
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    struct sbx__proto_wait plain;
+    if (!w) {
+        sbx__proto_wait_init(&plain, sbx_deadline_after_ms(SBX_PROTO_CONNECT_MS));
+        w = &plain;
+    }
 
     dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
     if (dfd < 0) {
@@ -309,7 +323,9 @@ int sbx__local_connect(const char *dir, const char *id, int *out_fd, struct sbx_
                        SBX_PROTO_SOCKNAME);
     if (len < 0 || (size_t)len >= sizeof(sa.sun_path))
         SBX_BUG("socket address too long");
-    sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    /* Non-blocking: a blocking connect to a full backlog (a stopped or hung supervisor with
+     * many clients queued) waits without any bound. EAGAIN is retried as long as w allows. */
+    sock = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (sock < 0) {
         rc = sbx_error_errno(err, errno, "socket");
         goto out;
@@ -317,10 +333,24 @@ int sbx__local_connect(const char *dir, const char *id, int *out_fd, struct sbx_
     while (connect(sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
         if (errno == EINTR)
             continue;
+        if (errno == EAGAIN) {
+            if (!sbx__proto_wait_more(w)) {
+                rc = sbx_error_set(err, SBX_E_TIMEOUT, EAGAIN,
+                                   "sandbox '%s' accepts no connection (its queue is full)", id);
+                goto out;
+            }
+            sbx_sleep_ms(CONNECT_RETRY_MS);
+            continue;
+        }
         if (errno == ENOENT || errno == ECONNREFUSED)
             rc = sbx_error_set(err, SBX_E_SANDBOX, errno, "sandbox '%s' is gone", id);
         else
             rc = sbx_error_errno(err, errno, "cannot connect to sandbox '%s'", id);
+        goto out;
+    }
+    int fl = fcntl(sock, F_GETFL);
+    if (fl < 0 || fcntl(sock, F_SETFL, fl & ~O_NONBLOCK) < 0) {
+        rc = sbx_error_errno(err, errno, "fcntl");
         goto out;
     }
     *out_fd = sock;

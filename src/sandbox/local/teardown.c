@@ -317,11 +317,13 @@ static int polite_stop(const char *dir, const char *id)
 {
     struct sbx_error err = SBX_ERROR_INIT;
     int sock = -1;
-    int rc = sbx__local_connect(dir, id, &sock, &err);
+    int64_t deadline = sbx_deadline_after_ms(POLITE_MS);
+    struct sbx__proto_wait w;
+    sbx__proto_wait_init(&w, deadline);
+    int rc = sbx__local_connect(dir, id, &w, &sock, &err);
     if (rc < 0)
         return rc == -SBX_E_SANDBOX ? 0 : rc;
     json_t *req = json_pack("{s:s}", "op", "shutdown"), *reply = NULL;
-    int64_t deadline = sbx_deadline_after_ms(POLITE_MS);
     rc = sbx__proto_send(sock, req, NULL, 0, deadline, &err);
     if (rc == 0)
         rc = sbx__proto_recv(sock, &reply, NULL, 0, NULL, deadline, &err);
