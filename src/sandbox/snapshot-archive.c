@@ -218,7 +218,7 @@ static int import_file(struct import *im, struct archive_entry *ae, const char *
         int r = archive_read_data_block(im->a, &buf, &len, &off);
         if (r == ARCHIVE_EOF)
             break;
-        if (r < ARCHIVE_WARN) {
+        if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
             rc = arc_error(im->a, path, err);
             break;
         }
@@ -239,7 +239,8 @@ static int import_file(struct import *im, struct archive_entry *ae, const char *
             break;
         if (len && (rc = sbx__snap_blob_write(&bw, buf, len, err)) < 0)
             break;
-        im->expanded += hole + len;
+        /* Holes of a sparse member cost neither disk nor (much) time: only data counts. */
+        im->expanded += len;
         if ((rc = check_ratio(im, path, err)) < 0)
             break;
     }
@@ -247,9 +248,6 @@ static int import_file(struct import *im, struct archive_entry *ae, const char *
         /* A sparse member may end in a hole that libarchive does not hand out as data. */
         uint64_t hole = (uint64_t)declared - bw.size;
         rc = sbx__snap_blob_hole(&bw, hole, err);
-        im->expanded += hole;
-        if (rc == 0)
-            rc = check_ratio(im, path, err);
     }
     if (rc < 0) {
         sbx__snap_blob_abort(im->st, &bw);
@@ -413,10 +411,11 @@ int sbx_snapshot_import(struct sbx_snapshot_store *st, int archive_fd,
         int r = archive_read_next_header(im.a, &ae);
         if (r == ARCHIVE_EOF)
             break;
-        if (r < ARCHIVE_WARN) {
-            rc = arc_error(im.a, im.tree.n ? im.tree.v[im.tree.n - 1].path : NULL, err);
-            if (im.tree.n)
-                sbx_error_prefix(err, "after");
+        /* ARCHIVE_RETRY (a damaged header libarchive would skip) is an error here too. */
+        if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
+            const char *msg = archive_error_string(im.a);
+            rc = sbx_error_set(err, SBX_E_PARSE, 0, "corrupt archive after %llu members: %s",
+                               (unsigned long long)im.members, msg ? msg : "unknown error");
             goto out;
         }
         if ((rc = import_member(&im, ae, err)) < 0)
@@ -480,6 +479,44 @@ static int write_header(struct archive *a, struct archive_entry *ae, const char 
     return 0;
 }
 
+/* A blob with holes becomes a sparse member (pax GNU.sparse): the archive carries only data. */
+static int write_file_header(struct archive *a, struct archive_entry *ae, const char *name,
+                             const struct snap_entry *e, int bfd, time_t mtime,
+                             struct sbx_error *err)
+{
+    archive_entry_clear(ae);
+    archive_entry_set_pathname_utf8(ae, name);
+    archive_entry_set_filetype(ae, AE_IFREG);
+    archive_entry_set_perm(ae, e->mode);
+    archive_entry_set_size(ae, (int64_t)e->size);
+    archive_entry_set_mtime(ae, mtime, 0);
+    off_t pos = 0, end = (off_t)e->size;
+    int holes = 0;
+    while (pos < end) {
+        off_t d = lseek(bfd, pos, SEEK_DATA);
+        if (d < 0 || d >= end) {
+            holes = holes || pos < end;
+            break;
+        }
+        off_t h = lseek(bfd, d, SEEK_HOLE);
+        if (h < 0 || h > end)
+            h = end;
+        holes = holes || d > pos || h < end;
+        archive_entry_sparse_add_entry(ae, d, h - d);
+        pos = h;
+    }
+    if (!holes)
+        archive_entry_sparse_clear(ae);
+    else if (archive_entry_sparse_count(ae) == 0)
+        archive_entry_sparse_add_entry(ae, end, 0);
+    if (lseek(bfd, 0, SEEK_SET) < 0)
+        return sbx_error_errno(err, errno, "cannot seek in blob '%.12s'", e->sha);
+    if (archive_write_header(a, ae) != ARCHIVE_OK)
+        return sbx_error_set(err, SBX_E_IO, 0, "cannot write member '%s': %s", name,
+                             archive_error_string(a) ? archive_error_string(a) : "?");
+    return 0;
+}
+
 int sbx_snapshot_export(struct sbx_snapshot_store *st, const char *ref, int out_fd,
                         struct sbx_error *err)
 {
@@ -532,9 +569,9 @@ int sbx_snapshot_export(struct sbx_snapshot_store *st, const char *ref, int out_
             rc = write_header(a, ae, mname, AE_IFLNK, 0777, 0, mtime, e->target, err);
         } else {
             int bfd = -1;
-            rc = write_header(a, ae, mname, AE_IFREG, e->mode, (int64_t)e->size, mtime, NULL, err);
+            rc = sbx__snap_blob_open(st, e->sha, &bfd, err);
             if (rc == 0)
-                rc = sbx__snap_blob_open(st, e->sha, &bfd, err);
+                rc = write_file_header(a, ae, mname, e, bfd, mtime, err);
             if (rc == 0)
                 rc = sbx__snap_blob_copy(bfd, e->sha, e->size, -1, write_sink, &s, err);
             sbx_fd_close(&bfd);
