@@ -262,6 +262,29 @@ static int import_file(struct import *im, struct archive_entry *ae, const char *
     return 0;
 }
 
+/* The earlier regular file a hardlink member names; anything else (outside the archive, a
+ * directory, a symlink, a later member) is refused. */
+static int hardlink_source(struct import *im, const char *raw, const char *link, long *out,
+                           struct sbx_error *err)
+{
+    char *target = NULL;
+    int is_root = 0;
+    struct sbx_error lerr = SBX_ERROR_INIT;
+    if (member_path(im, link, 0, &target, &is_root, &lerr) < 0)
+        return sbx_error_set(err, SBX_E_PERM, 0,
+                             "member '%s' is a hardlink to '%s', outside the archive", raw, link);
+    json_t *v = json_object_get(im->index, target);
+    free(target);
+    long idx = v ? (long)json_integer_value(json_array_get(v, 0)) : -1;
+    if (idx < 0 || im->tree.v[idx].type != SNAP_FILE)
+        return sbx_error_set(err, SBX_E_PERM, 0,
+                             "member '%s' is a hardlink to '%s', which is no earlier file of the "
+                             "archive",
+                             raw, link);
+    *out = idx;
+    return 0;
+}
+
 static int import_member(struct import *im, struct archive_entry *ae, struct sbx_error *err)
 {
     const char *raw = archive_entry_pathname_utf8(ae);
@@ -278,11 +301,9 @@ static int import_member(struct import *im, struct archive_entry *ae, struct sbx
     if (im->members == 1 && strcmp(raw, SBX_SNAPSHOT_HEADER_MEMBER) == 0 && ft == AE_IFREG &&
         !archive_entry_hardlink(ae))
         return read_header_member(im, ae, err);
-    if (archive_entry_hardlink(ae))
-        return sbx_error_set(err, SBX_E_PERM, 0, "member '%s' is a hardlink (to '%s')", raw,
-                             archive_entry_hardlink(ae));
     enum snap_type type;
-    switch (ft) {
+    const char *link = archive_entry_hardlink(ae);
+    switch (link ? AE_IFREG : ft) {
     case AE_IFREG:
         type = SNAP_FILE;
         break;
@@ -362,10 +383,21 @@ static int import_member(struct import *im, struct archive_entry *ae, struct sbx
         free(key);
         return 0;
     }
+    long linked = -1;
+    if (link && (rc = hardlink_source(im, raw, link, &linked, err)) < 0) {
+        free(path);
+        return rc;
+    }
     char *key = sbx_xstrdup(path);
     int idx = add_entry(im, path, type, mode);
     sbx_json_set(im->index, key, json_pack("[ib]", idx, 1));
     free(key);
+    if (linked >= 0) {
+        /* A hardlink to an earlier file of the archive is stored as a copy of it. */
+        im->tree.v[idx].size = im->tree.v[linked].size;
+        memcpy(im->tree.v[idx].sha, im->tree.v[linked].sha, sizeof(im->tree.v[idx].sha));
+        return 0;
+    }
     if (type == SNAP_FILE)
         return import_file(im, ae, im->tree.v[idx].path, &im->tree.v[idx], err);
     return 0;

@@ -637,7 +637,11 @@ static void test_hostile(void)
     }
     {
         struct member m[] = {{.name = "f", .data = "x"}, {.name = "h", .hardlink = "/etc/passwd"}};
-        hostile("hardlink out", m, 2, NULL, SBX_E_PERM, "'h' is a hardlink");
+        hostile("hardlink out", m, 2, NULL, SBX_E_PERM, "'h' is a hardlink to '/etc/passwd'");
+        struct member m2[] = {{.name = "h", .hardlink = "later"}, {.name = "later", .data = "x"}};
+        hostile("hardlink to a later member", m2, 2, NULL, SBX_E_PERM, "no earlier file");
+        struct member m3[] = {{.name = "d", .type = AE_IFDIR}, {.name = "h", .hardlink = "d"}};
+        hostile("hardlink to a directory", m3, 2, NULL, SBX_E_PERM, "no earlier file");
     }
     {
         struct member m[] = {{.name = "null", .type = AE_IFCHR, .perm = 0666}};
@@ -786,9 +790,10 @@ static void test_hostile(void)
                              {.name = "src/main.c", .data = "int main;", .perm = 04755},
                              {.name = "src/", .type = AE_IFDIR, .perm = 0750},
                              {.name = "lib/x/y.txt", .data = "y"},
-                             {.name = "lnk", .type = AE_IFLNK, .target = "src/main.c"}};
+                             {.name = "lnk", .type = AE_IFLNK, .target = "src/main.c"},
+                             {.name = "hard", .hardlink = "src/main.c", .perm = 0600}};
         snprintf(path, sizeof(path), "%s/plain.tar", top);
-        write_archive(path, 0, m, 5);
+        write_archive(path, 0, m, 6);
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         char *ref = NULL;
         CHECK_OK(sbx_snapshot_import(st, fd, NULL, &ref, &err), &err);
@@ -801,6 +806,7 @@ static void test_hostile(void)
         CHECK_CONTAINS(got, "src/main.c file 755 9 ");
         CHECK_CONTAINS(got, "lib/x dir 755\n");
         CHECK_CONTAINS(got, "lnk symlink src/main.c\n");
+        CHECK_CONTAINS(got, "hard file 600 9 ");
         free(got);
         free(ref);
         close(dst);
