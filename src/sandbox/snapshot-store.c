@@ -761,14 +761,19 @@ int sbx__snap_blob_finish(struct sbx_snapshot_store *st, struct snap_blob_writer
         goto fail;
     }
     char sub[3] = {hex[0], hex[1], 0};
-    if (mkdirat(st->blobs_fd, sub, 0700) < 0 && errno != EEXIST) {
-        rc = sbx_error_errno(err, errno, "cannot create blob directory '%s'", sub);
-        goto fail;
-    }
     char name[SBX_SHA256_HEX_LEN + 4];
     blob_name(hex, name);
     *created = 1;
-    if (renameat2(st->tmp_fd, w->tmpname, st->blobs_fd, name, RENAME_NOREPLACE) < 0) {
+    int r = renameat2(st->tmp_fd, w->tmpname, st->blobs_fd, name, RENAME_NOREPLACE);
+    if (r < 0 && errno == ENOENT) {
+        /* the first blob of its two-hex directory */
+        if (mkdirat(st->blobs_fd, sub, 0700) < 0 && errno != EEXIST) {
+            rc = sbx_error_errno(err, errno, "cannot create blob directory '%s'", sub);
+            goto fail;
+        }
+        r = renameat2(st->tmp_fd, w->tmpname, st->blobs_fd, name, RENAME_NOREPLACE);
+    }
+    if (r < 0) {
         if (errno != EEXIST) {
             rc = sbx_error_errno(err, errno, "cannot store blob '%.12s'", hex);
             goto fail;
@@ -869,7 +874,10 @@ int sbx__snap_blob_copy(int blobfd, const char *hex, uint64_t size, int out, sna
         if (r != 0)
             rc = sbx_error_set(err, SBX_E_IO, 0, "blob '%.12s' is longer than its entry", hex);
     }
-    if (rc == 0 && !sink && ftruncate(out, (off_t)size) < 0)
+    struct stat osb;
+    /* seeking over a final hole does not extend the file */
+    if (rc == 0 && !sink && (fstat(out, &osb) < 0 || osb.st_size != (off_t)size) &&
+        ftruncate(out, (off_t)size) < 0)
         rc = sbx_error_errno(err, errno, "cannot size a restored file");
     if (rc == 0) {
         uint8_t d[SBX_SHA256_LEN];

@@ -23,6 +23,9 @@
  * the file system's clock without its stat changing: it is read, never trusted. */
 #define RACY_WINDOW_NS ((int64_t)2000000000)
 #define COPY_CHUNK     (1 << 17)
+/* Files up to this size are read into memory and hashed first: a blob the store already has
+ * then costs no temp file at all. */
+#define SMALL_FILE ((size_t)1 << 20)
 
 struct walk {
     struct sbx_snapshot_store *st;
@@ -37,6 +40,7 @@ struct walk {
     struct sbx_snapshot_take_stats stats;
     uint64_t sk_excluded, sk_mounts, sk_devices, sk_fifos, sk_sockets, sk_symlinks, sk_names;
     char *buf;
+    char *small; /* SMALL_FILE + 1 bytes */
 };
 
 static int64_t ts_ns(struct statx_timestamp t)
@@ -71,6 +75,54 @@ static const char *cache_lookup(struct walk *w, const char *path, const struct s
     if (!same || !sha || strlen(sha) != SBX_SHA256_HEX_LEN || !sbx__snap_blob_exists(w->st, sha))
         return NULL;
     return sha;
+}
+
+/* A small file read whole: 1 and its hash and size when it fits, 0 when it grew past
+ * SMALL_FILE meanwhile (then it is read again from the start, streamed). */
+static int read_small(struct walk *w, int fd, const char *path, char sha[SBX_SHA256_HEX_LEN + 1],
+                      uint64_t *size, struct sbx_error *err)
+{
+    size_t n = 0;
+    while (n <= SMALL_FILE) {
+        ssize_t r = read(fd, w->small + n, SMALL_FILE + 1 - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
+            return sbx_error_errno(err, errno, "cannot read '%s'", path);
+        if (r == 0)
+            break;
+        n += (size_t)r;
+    }
+    w->stats.read_bytes += n;
+    if (n > SMALL_FILE) {
+        if (lseek(fd, 0, SEEK_SET) < 0)
+            return sbx_error_errno(err, errno, "cannot seek in '%s'", path);
+        return 0;
+    }
+    if (n > w->lim.max_file_bytes)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0, "file '%s' is over the limit of %llu bytes",
+                             path, (unsigned long long)w->lim.max_file_bytes);
+    uint8_t d[SBX_SHA256_LEN];
+    int rc = sbx_sha256(w->small, n, d, err);
+    if (rc < 0)
+        return rc;
+    sbx_hex(d, sizeof(d), sha);
+    *size = n;
+    if (sbx__snap_blob_exists(w->st, sha))
+        return 1;
+    struct snap_blob_writer bw;
+    char check[SBX_SHA256_HEX_LEN + 1];
+    int created = 0;
+    if ((rc = sbx__snap_blob_begin(w->st, &bw, err)) < 0)
+        return rc;
+    if ((rc = sbx__snap_blob_write(&bw, w->small, n, err)) < 0) {
+        sbx__snap_blob_abort(w->st, &bw);
+        return rc;
+    }
+    if ((rc = sbx__snap_blob_finish(w->st, &bw, check, &created, err)) < 0)
+        return rc;
+    w->stats.new_blobs += (uint64_t)created;
+    return 1;
 }
 
 /* Read the file once through fd, copying it to a temp blob while hashing: the blob is exactly
@@ -153,8 +205,13 @@ static int take_file(struct walk *w, int dfd, const char *name, char *path, stru
                          : 0;
         if (rc == 0 && !S_ISREG(now.stx_mode))
             rc = sbx_error_set(err, SBX_E_IO, 0, "'%s' changed type while being read", path);
-        if (rc == 0)
+        int done = 0;
+        if (rc == 0 && (uint64_t)now.stx_size <= SMALL_FILE)
+            rc = done = read_small(w, fd, path, sha, &size, err);
+        if (rc == 0 && !done)
             rc = read_file(w, fd, path, sha, &size, err);
+        if (rc > 0)
+            rc = 0;
         sbx_fd_close(&fd);
         if (rc < 0) {
             free(path);
@@ -374,6 +431,7 @@ int sbx_snapshot_take(struct sbx_snapshot_store *st, int dirfd,
         w.new_cache = json_object();
     }
     w.buf = sbx_xmalloc(COPY_CHUNK);
+    w.small = sbx_xmalloc(SMALL_FILE + 1);
     w.scan_start_ns = sbx_time_real_ns();
     if ((rc = walk_dir(&w, dirfd, "", 1, err)) < 0)
         goto out;
@@ -410,5 +468,6 @@ out:
     sbx__snap_tree_release(&w.tree);
     sbx_strv_release(&w.exclude);
     free(w.buf);
+    free(w.small);
     return rc;
 }
