@@ -1,0 +1,169 @@
+/* bench-snapshot: the snapshot store on workspaces of 200 and 2000 files of 4 KB. Prints the
+ * median and p95 (ms) over RUNS runs of: a full take into an empty store, a restore into an
+ * empty directory, an incremental take after a one-file change (stat cache warm), and an
+ * export to tar.zst. "same" workspaces have identical files (as the reference JS SDK's
+ * benchmark writes them: 4096 'x'), "distinct" ones a different content per file.
+ *
+ *   build/bench/bench-snapshot [RUNS [DIR]]     (default 10 runs under /tmp) */
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sbx/fs.h"
+#include "sbx/snapshot.h"
+#include "sbx/time.h"
+
+static void die(const char *what, const struct sbx_error *err)
+{
+    fprintf(stderr, "bench-snapshot: %s: %s\n", what, err ? err->msg : "failed");
+    exit(1);
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int type, struct FTW *f)
+{
+    return remove(p);
+}
+
+static void rm_tree(const char *p)
+{
+    nftw(p, rm_entry, 64, FTW_DEPTH | FTW_PHYS);
+}
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void report(const char *name, double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp);
+    int p95 = (int)((n - 1) * 0.95 + 0.5);
+    printf("%-36s median %8.2f ms   p95 %8.2f ms\n", name, v[n / 2], v[p95]);
+}
+
+static double ms_since(int64_t t0)
+{
+    return (double)(sbx_time_mono_ns() - t0) / 1e6;
+}
+
+static int open_dir(const char *p)
+{
+    mkdir(p, 0755);
+    int fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        die(p, NULL);
+    return fd;
+}
+
+static void bench(const char *base, int nfiles, int distinct, int runs)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    char ws[512], path[600];
+    snprintf(ws, sizeof(ws), "%s/ws", base);
+    int wfd = open_dir(ws);
+    char data[4096];
+    memset(data, 'x', sizeof(data));
+    for (int i = 0; i < nfiles; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "data/f%d.txt", i);
+        if (distinct)
+            snprintf(data, sizeof(data), "file %d\n", i);
+        if (sbx_fs_write(wfd, name, data, sizeof(data), 0644, SBX_FS_PARENTS, &err) < 0)
+            die("write", &err);
+    }
+    sbx_fs_mkdir(wfd, "out", 0755, 0, NULL);
+    /* Past the stat cache's racy window (2 s), as a workspace a while after its last change. */
+    sleep(3);
+    double *take = calloc((size_t)runs, sizeof(double)), *rest = calloc((size_t)runs, 8),
+           *incr = calloc((size_t)runs, 8), *exp = calloc((size_t)runs, 8);
+    uint64_t read_files = 0, size = 0;
+    for (int r = 0; r < runs; r++) {
+        snprintf(path, sizeof(path), "%s/store%d", base, r);
+        struct sbx_snapshot_store *st = NULL;
+        if (sbx_snapshot_store_open(path, &st, &err) < 0)
+            die("store", &err);
+        struct sbx_snapshot_take_stats stats = {0};
+        struct sbx_snapshot_take_opts o = {.source = "bench", .out_stats = &stats};
+        char *ref = NULL, *ref2 = NULL;
+        int64_t t0 = sbx_time_mono_ns();
+        if (sbx_snapshot_take(st, wfd, &o, &ref, &err) < 0)
+            die("take", &err);
+        take[r] = ms_since(t0);
+
+        snprintf(path, sizeof(path), "%s/restore%d", base, r);
+        int rfd = open_dir(path);
+        t0 = sbx_time_mono_ns();
+        if (sbx_snapshot_restore(st, ref, rfd, &err) < 0)
+            die("restore", &err);
+        rest[r] = ms_since(t0);
+        close(rfd);
+        rm_tree(path);
+
+        snprintf(data, sizeof(data), "changed in run %d\n", r);
+        if (sbx_fs_write(wfd, "data/f7.txt", data, sizeof(data), 0644, 0, &err) < 0)
+            die("write", &err);
+        t0 = sbx_time_mono_ns();
+        if (sbx_snapshot_take(st, wfd, &o, &ref2, &err) < 0)
+            die("incremental take", &err);
+        incr[r] = ms_since(t0);
+        read_files = stats.read_files;
+
+        snprintf(path, sizeof(path), "%s/export%d.tar.zst", base, r);
+        int efd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        t0 = sbx_time_mono_ns();
+        if (sbx_snapshot_export(st, ref, efd, &err) < 0)
+            die("export", &err);
+        exp[r] = ms_since(t0);
+        struct stat sb;
+        fstat(efd, &sb);
+        size = (uint64_t)sb.st_size;
+        close(efd);
+        unlink(path);
+        free(ref);
+        free(ref2);
+        sbx_snapshot_store_free(st);
+        snprintf(path, sizeof(path), "%s/store%d", base, r);
+        rm_tree(path);
+    }
+    char name[96];
+    const char *kind = distinct ? "distinct" : "same";
+    snprintf(name, sizeof(name), "take %d files (%s)", nfiles, kind);
+    report(name, take, runs);
+    snprintf(name, sizeof(name), "restore %d files (%s)", nfiles, kind);
+    report(name, rest, runs);
+    snprintf(name, sizeof(name), "incremental take %d (%s)", nfiles, kind);
+    report(name, incr, runs);
+    printf("%-36s %llu file(s) read\n", "", (unsigned long long)read_files);
+    snprintf(name, sizeof(name), "export %d tar.zst (%s)", nfiles, kind);
+    report(name, exp, runs);
+    printf("%-36s %llu bytes\n", "", (unsigned long long)size);
+    free(take);
+    free(rest);
+    free(incr);
+    free(exp);
+    close(wfd);
+    rm_tree(ws);
+}
+
+int main(int argc, char **argv)
+{
+    int runs = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 10;
+    const char *dir = argc > 2 ? argv[2] : "/tmp";
+    if (runs < 1)
+        runs = 1;
+    char base[512];
+    snprintf(base, sizeof(base), "%s/sbx-bench-snapshot-XXXXXX", dir);
+    if (!mkdtemp(base))
+        die("mkdtemp", NULL);
+    for (int distinct = 0; distinct < 2; distinct++) {
+        bench(base, 200, distinct, runs);
+        bench(base, 2000, distinct, runs);
+    }
+    rm_tree(base);
+    return 0;
+}
