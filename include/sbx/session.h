@@ -497,12 +497,14 @@ SBX_API int sbx_client_state(struct sbx_client *c, const char *id, int snapshot,
 SBX_API int sbx_client_start(struct sbx_client *c, const char *id,
                              const struct sbx_resume_opts *opts, struct sbx_session **out,
                              struct sbx_error *err);
-/* The state objects of every live sandbox, as a JSON array sorted by creation time. Sandboxes
- * whose supervisor died are not listed (sbx_client_list_all shows them). *out: caller owns
- * (json_decref). */
+/* The state objects of every live sandbox, and of every stopped one (its record, with
+ * "status": "stopped" and the snapshot's "snapshot_bytes"), as a JSON array sorted by creation
+ * time. Sandboxes whose supervisor died are not listed (sbx_client_list_all shows them). *out:
+ * caller owns (json_decref). */
 SBX_API int sbx_client_list(struct sbx_client *c, json_t **out, struct sbx_error *err);
-/* Stop and remove a sandbox by id (or unique prefix), live or dead; keep_workspace keeps even a
- * workspace the sandbox created. */
+/* Stop and remove a sandbox by id (or unique prefix), live, dead or stopped (its record goes
+ * and its snapshot is no longer held); keep_workspace keeps even a workspace the sandbox
+ * created. */
 SBX_API int sbx_client_remove(struct sbx_client *c, const char *id, int keep_workspace,
                               struct sbx_error *err);
 /* Every sandbox of the caller the provider knows of, live or not, sorted by creation time: the

@@ -2367,10 +2367,11 @@ static int rebuild(struct local_client *c, const json_t *state, const struct sbx
         for (size_t k = 0; k < sbx_manifest_entry_count(m) && rc == 0; k++) {
             const struct sbx_manifest_entry *e = sbx_manifest_entry_at(m, k);
             int covered = 0;
-            for (size_t j = 0; j < eph.n && !covered; j++)
-                covered = host_within(e->path, eph.v[j]) ||
-                          (strncmp(e->path, eph.v[j], strlen(eph.v[j])) == 0 &&
-                           e->path[strlen(eph.v[j])] == '/');
+            for (size_t j = 0; j < eph.n && !covered; j++) {
+                size_t n = strlen(eph.v[j]);
+                covered = strncmp(e->path, eph.v[j], n) == 0 &&
+                          (e->path[n] == '\0' || e->path[n] == '/');
+            }
             if (covered && e->src_path && !host_within(e->src_path, base))
                 rc = sbx_error_set(err, SBX_E_PERM, 0,
                                    "session state manifest: entry '%s': local source '%s' is "
