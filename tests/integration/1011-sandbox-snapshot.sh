@@ -123,4 +123,22 @@ expect_in "$T/err" ".." "the error names the member"
 [ -e "$T/escaped.txt" ] || [ -e "$SBX_WORKSPACES/escaped.txt" ] && not_ok "nothing written outside" || ok "nothing written outside"
 nothing_left "a hostile archive creates nothing"
 
+# A restore that fails half-way (the snapshot does not fit a small workspace disk, root only)
+# rolls back like any failed create.
+run "$SBX" sandbox create --disk 16M
+if [ "$rc" = 0 ]; then
+    small=$(cat "$T/out")
+    "$SBX" sandbox rm "$small" >/dev/null
+    run "$SBX" sandbox create
+    big=$(cat "$T/out")
+    "$SBX" sandbox exec "$big" -- sh -c 'head -c 40000000 /dev/urandom > big.bin'
+    bigref=$("$SBX" sandbox snapshot "$big")
+    "$SBX" sandbox rm "$big" >/dev/null
+    run "$SBX" sandbox create --disk 16M --snapshot "$bigref"
+    expect_rc 1 "a snapshot larger than the workspace disk fails the create"
+    nothing_left "the failed restore is rolled back: no runtime dir, workspace or image"
+else
+    diag "no enforceable disk limit here: $(cat "$T/err")"
+fi
+
 done_testing
