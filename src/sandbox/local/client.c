@@ -45,6 +45,7 @@
 #define ID_BYTES            8 /* 16 hex characters */
 #define ID_MAX_LEN          64
 #define STATE_MAX           SBX_SESSION_STATE_MAX
+#define MANIFEST_STATE_MAX  (SBX_SESSION_STATE_MAX / 2)
 #define REQUEST_DEADLINE_MS 10000
 #define IDRANGE_WAIT_MS     10000
 /* Create waits for the supervisor's report, which comes (ok or an error) or the socket closes
@@ -1583,6 +1584,19 @@ static int create_impl(struct local_client *c, const struct sbx_create_spec *spe
         goto out;
     if (spec->manifest && (rc = sbx_manifest_to_json(spec->manifest, 0, &mjson, NULL, err)) < 0)
         goto out;
+    if (mjson) {
+        /* The state must stay readable: its manifest (file contents included) has a bound. */
+        char *text = sbx_json_dumps(mjson, SBX_JSON_COMPACT);
+        size_t n = strlen(text);
+        free(text);
+        if (n > MANIFEST_STATE_MAX) {
+            rc = sbx_error_set(err, SBX_E_TOOBIG, 0,
+                               "the manifest takes %zu bytes in the session state, more than %zu "
+                               "(large files belong in local_file entries)",
+                               n, MANIFEST_STATE_MAX);
+            goto out;
+        }
+    }
     if ((rc = find_supervisor(c, &sup, err)) < 0 ||
         (rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err)) < 0)
         goto out;
