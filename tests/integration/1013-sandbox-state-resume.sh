@@ -135,4 +135,12 @@ bad "a state with a bad port" "exposed_ports"
 run "$SBX" sandbox resume "$T/does-not-exist.json"
 expect_rc 1 "a missing file is refused"
 
+# A manifest too large to record in a session state is refused at create, not written into a
+# state.json that could not be read back.
+python3 -c 'import json; print(json.dumps({"entries": {"big.txt": {"type": "file", "content": "x" * (9 << 20)}}}))' > "$T/big.json"
+run "$SBX" sandbox create --manifest "$T/big.json"
+expect_rc 1 "a manifest too large for the session state is refused"
+expect_in "$T/err" "session state" "saying why"
+nothing_left "and nothing is created"
+
 done_testing
