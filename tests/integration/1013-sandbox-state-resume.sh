@@ -73,6 +73,8 @@ nothing_left "a refused rebuild creates nothing"
 # Stopped: the state of a stopped sandbox brings it back; its record goes.
 run "$SBX" sandbox resume --pass-secret OPENAI_API_KEY "$T/state.json"
 "$SBX" sandbox stop "$id" >/dev/null
+expect_not_in "$SBX_STOPPED/$id.json" "hunter2-secret-value" "a secret value is not in the stopped record"
+expect_not_in "$SBX_STOPPED/$id.json" "sk-test-harness-credential-4711" "nor a harness credential"
 run "$SBX" sandbox resume --pass-secret OPENAI_API_KEY "$T/state.json"
 expect_rc 0 "resume of a stopped sandbox"
 expect_eq "$(cat "$T/out")" "$id" "same id"
