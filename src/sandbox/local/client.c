@@ -2470,7 +2470,20 @@ static int lc_start(struct sbx_client *bc, const char *prefix, const struct sbx_
         rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "no stopped sandbox '%s'", prefix);
     if (rc < 0)
         goto out;
-    if ((rc = read_stopped(sdir, id, &rec, err)) < 0 ||
+    char *rundir = NULL;
+    if ((rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err)) < 0)
+        goto out;
+    char *dir = sbx_xasprintf("%s/%s", rundir, id);
+    struct stat st;
+    if (lstat(dir, &st) == 0)
+        /* A stop that did not finish: the sandbox (or what it left) is still there. */
+        rc = sbx_error_set(err, SBX_E_EXISTS, 0,
+                           "sandbox '%s' still has a runtime directory (its stop did not "
+                           "finish): stop it again, or 'sbx sandbox rm %s' and start",
+                           id, id);
+    free(dir);
+    free(rundir);
+    if (rc < 0 || (rc = read_stopped(sdir, id, &rec, err)) < 0 ||
         (rc = rebuild(c, rec, ro, 1, id, out, err)) < 0)
         goto out;
     drop_stopped(sdir, id, json_string_value(json_object_get(rec, "snapshot")));
