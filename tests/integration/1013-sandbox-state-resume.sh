@@ -105,6 +105,30 @@ if id=$("$SBX" sandbox create --ro "$T/shared" 2>/dev/null); then
     "$SBX" sandbox rm "$(cat "$T/out")" >/dev/null
 fi
 
+# What weakens a sandbox is not accepted from a state file by itself.
+opt_in() { # DESC NEEDLE CREATE-OPTION... -- RESUME-OPTION...
+    local desc=$1 needle=$2 copts=() ropts=()
+    shift 2
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do copts+=("$1"); shift; done
+    shift
+    ropts=("$@")
+    if ! id=$("$SBX" sandbox create "${copts[@]}" 2>"$T/opt.err"); then
+        diag "$desc: cannot create here: $(cat "$T/opt.err")"
+        return
+    fi
+    "$SBX" sandbox state "$id" > "$T/opt.json"
+    "$SBX" sandbox rm "$id" >/dev/null
+    run "$SBX" sandbox resume "$T/opt.json"
+    expect_rc 1 "$desc: not rebuilt without the opt-in"
+    expect_in "$T/err" "$needle" "$desc: the error says what to give"
+    nothing_left "$desc: nothing is created"
+    run "$SBX" sandbox resume "${ropts[@]}" "$T/opt.json"
+    expect_rc 0 "$desc: rebuilt when the resume asks for it too"
+    "$SBX" sandbox rm "$id" >/dev/null 2>&1
+}
+opt_in "no isolation" "--isolation none" --isolation none -- --isolation none
+opt_in "an allowed domain" "--network allow:example.com" --network allow:example.com -- --network allow:example.com
+
 # Bad state files: a clear error naming what is wrong, and nothing created.
 nothing_left "no sandbox before the bad files"
 bad() { # DESC NEEDLE: resume $T/bad.json

@@ -2268,6 +2268,53 @@ static int host_within(const char *path, const char *base)
     return strncmp(path, base, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
+/* A state file is no opt-in: what weakens the sandbox (no isolation, the host's network, a
+ * network allow list) is rebuilt only when the resuming client itself asks for as much. */
+static int check_opt_in(const struct local_client *c, const json_t *o, struct sbx_error *err)
+{
+    const char *iso = json_string_value(json_object_get(o, "isolation"));
+    const char *net = json_string_value(json_object_get(o, "network"));
+    const json_t *v;
+    size_t i;
+    if (strcmp(iso, "none") == 0 && c->isolated)
+        return sbx_error_set(err, SBX_E_PERM, 0,
+                             "the sandbox ran without isolation; a session state cannot ask for "
+                             "that by itself: resume with --isolation none to accept it");
+    if (strcmp(iso, "none") == 0)
+        return 0;
+    if (strcmp(net, "full") == 0 && c->network != SBX_LOCAL_NETWORK_HOST)
+        return sbx_error_set(err, SBX_E_PERM, 0,
+                             "the sandbox had the host's network; a session state cannot ask for "
+                             "that by itself: resume with --network full to accept it");
+    if (strcmp(net, "allow") != 0)
+        return 0;
+    if (c->network == SBX_LOCAL_NETWORK_HOST)
+        return 0;
+    json_array_foreach(json_object_get(o, "allow_domains"), i, v)
+    {
+        if (c->network != SBX_LOCAL_NETWORK_ALLOW ||
+            sbx_strv_find(&c->allow, json_string_value(v)) < 0)
+            return sbx_error_set(err, SBX_E_PERM, 0,
+                                 "the sandbox's network allowed '%s'; a session state cannot allow "
+                                 "a domain by itself: resume with --network allow:%s (and the "
+                                 "others it allowed) to accept it",
+                                 json_string_value(v), json_string_value(v));
+    }
+    json_array_foreach(json_object_get(o, "allow_ports"), i, v)
+    {
+        int port = (int)json_integer_value(v),
+            found = c->n_allow_ports == 0 && (port == 80 || port == 443);
+        for (size_t k = 0; k < c->n_allow_ports && !found; k++)
+            found = c->allow_ports[k] == port;
+        if (!found)
+            return sbx_error_set(err, SBX_E_PERM, 0,
+                                 "the sandbox's network allowed port %d; resume with "
+                                 "--allow-port %d to accept it",
+                                 port, port);
+    }
+    return 0;
+}
+
 /* A new sandbox from state: its options with this client's own places, programs and tie, and
  * (trusted: the user's own stopped record) the recorded grants, else this client's grants,
  * which must include every recorded one. id: the id to use, NULL for a fresh one. */
@@ -2299,6 +2346,8 @@ static int rebuild(struct local_client *c, const json_t *state, const struct sbx
     lo.network = network_of(json_string_value(json_object_get(o, "network")));
     if (lo.isolation == SBX_LOCAL_ISOLATION_NONE)
         lo.network = SBX_LOCAL_NETWORK_DEFAULT;
+    if (!trusted && (rc = check_opt_in(c, o, err)) < 0)
+        goto out;
     const json_t *lim = json_object_get(o, "limits");
     lo.limits.memory_bytes = amount_of(json_object_get(lim, "memory"));
     lo.limits.pids = amount_of(json_object_get(lim, "pids"));
