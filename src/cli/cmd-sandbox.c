@@ -68,7 +68,8 @@ static const char usage_text[] =
         "                          print its session state (JSON) after a snapshot, so that\n"
         "                          it can be rebuilt (--no-snapshot: as it is)\n"
         "  resume [--pass-secret NAME]... [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
-        "         [--isolation none] [--network full|allow:DOMAINS] [--allow-port N]... FILE\n"
+        "         [--isolation none] [--network full|allow:DOMAINS] [--allow-port N]...\n"
+        "         [--cpus none] FILE\n"
         "                          reconnect to the sandbox of a saved state (- for stdin)\n"
         "                          if it runs, else rebuild it from its snapshot; print the\n"
         "                          id; host path grants are never taken from a state,\n"
@@ -1152,7 +1153,8 @@ static int cmd_resume(int argc, char **argv)
                 rc = CLI_OK;
         } else if (strcmp(a, "--ro") == 0 || strcmp(a, "--rw") == 0 ||
                    strcmp(a, "--allow-dangerous-grant") == 0 || strcmp(a, "--isolation") == 0 ||
-                   strcmp(a, "--network") == 0 || strcmp(a, "--allow-port") == 0) {
+                   strcmp(a, "--network") == 0 || strcmp(a, "--allow-port") == 0 ||
+                   strcmp(a, "--cpus") == 0) {
             /* The trusted configuration a state cannot grant by itself: host paths, and what
              * weakens the sandbox (these only accept what the state asks for). */
             int r = cli_local_option(argc, argv, &i, &opts, grants);

@@ -127,6 +127,7 @@ opt_in() { # DESC NEEDLE CREATE-OPTION... -- RESUME-OPTION...
     "$SBX" sandbox rm "$id" >/dev/null 2>&1
 }
 opt_in "no isolation" "--isolation none" --isolation none -- --isolation none
+opt_in "no CPU limit" "--cpus none" --cpus none -- --cpus none
 opt_in "an allowed domain" "--network allow:example.com" --network allow:example.com -- --network allow:example.com
 
 # Bad state files: a clear error naming what is wrong, and nothing created.

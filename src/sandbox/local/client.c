@@ -2282,6 +2282,16 @@ static int check_opt_in(const struct local_client *c, const json_t *o, struct sb
                              "that by itself: resume with --isolation none to accept it");
     if (strcmp(iso, "none") == 0)
         return 0;
+    const json_t *lim = json_object_get(o, "limits");
+    const uint64_t mine[] = {c->limits.memory_bytes, c->limits.pids, c->limits.cpu_millis,
+                             c->limits.file_size_bytes, c->limits.open_files};
+    static const char *const names[] = {"memory", "pids", "cpu_millis", "file_size", "open_files"};
+    for (size_t k = 0; k < 5; k++)
+        if (json_is_string(json_object_get(lim, names[k])) && mine[k] != SBX_LOCAL_LIMIT_NONE)
+            return sbx_error_set(err, SBX_E_PERM, 0,
+                                 "the sandbox had no %s limit; a session state cannot lift a "
+                                 "limit by itself: resume with the same limit%s to accept it",
+                                 names[k], k == 2 ? " (--cpus none)" : "");
     if (strcmp(net, "full") == 0 && c->network != SBX_LOCAL_NETWORK_HOST)
         return sbx_error_set(err, SBX_E_PERM, 0,
                              "the sandbox had the host's network; a session state cannot ask for "
