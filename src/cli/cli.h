@@ -44,6 +44,7 @@ struct sbx_strv;
 int cli_pass_secret(const char *name, struct sbx_strv *pass);
 
 int cmd_manifest(int argc, char **argv); /* cmd-manifest.c */
+int cmd_snapshot(int argc, char **argv); /* cmd-snapshot.c */
 /* Hidden verbs. */
 int cmd_isolate_run(int argc, char **argv); /* cmd-isolate.c */
 

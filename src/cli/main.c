@@ -24,6 +24,7 @@ static const struct verb verbs[] = {
         {"manifest", cmd_manifest, "check a workspace manifest or show its tree"},
         {"run", cmd_run, "run an agent against a model"},
         {"sandbox", cmd_sandbox, "create and use local sandboxes"},
+        {"snapshot", cmd_snapshot, "list, inspect, remove, export and import snapshots"},
         {"version", cmd_version, "print the version"},
 };
 

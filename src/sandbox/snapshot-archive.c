@@ -218,7 +218,7 @@ static int import_file(struct import *im, struct archive_entry *ae, const char *
         int r = archive_read_data_block(im->a, &buf, &len, &off);
         if (r == ARCHIVE_EOF)
             break;
-        if (r < ARCHIVE_WARN) {
+        if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
             rc = arc_error(im->a, path, err);
             break;
         }
@@ -239,7 +239,8 @@ static int import_file(struct import *im, struct archive_entry *ae, const char *
             break;
         if (len && (rc = sbx__snap_blob_write(&bw, buf, len, err)) < 0)
             break;
-        im->expanded += hole + len;
+        /* Holes of a sparse member cost neither disk nor (much) time: only data counts. */
+        im->expanded += len;
         if ((rc = check_ratio(im, path, err)) < 0)
             break;
     }
@@ -247,9 +248,6 @@ static int import_file(struct import *im, struct archive_entry *ae, const char *
         /* A sparse member may end in a hole that libarchive does not hand out as data. */
         uint64_t hole = (uint64_t)declared - bw.size;
         rc = sbx__snap_blob_hole(&bw, hole, err);
-        im->expanded += hole;
-        if (rc == 0)
-            rc = check_ratio(im, path, err);
     }
     if (rc < 0) {
         sbx__snap_blob_abort(im->st, &bw);
@@ -261,6 +259,29 @@ static int import_file(struct import *im, struct archive_entry *ae, const char *
         return rc;
     if (created)
         sbx_strv_push(&im->created, e->sha);
+    return 0;
+}
+
+/* The earlier regular file a hardlink member names; anything else (outside the archive, a
+ * directory, a symlink, a later member) is refused. */
+static int hardlink_source(struct import *im, const char *raw, const char *link, long *out,
+                           struct sbx_error *err)
+{
+    char *target = NULL;
+    int is_root = 0;
+    struct sbx_error lerr = SBX_ERROR_INIT;
+    if (member_path(im, link, 0, &target, &is_root, &lerr) < 0)
+        return sbx_error_set(err, SBX_E_PERM, 0,
+                             "member '%s' is a hardlink to '%s', outside the archive", raw, link);
+    json_t *v = json_object_get(im->index, target);
+    free(target);
+    long idx = v ? (long)json_integer_value(json_array_get(v, 0)) : -1;
+    if (idx < 0 || im->tree.v[idx].type != SNAP_FILE)
+        return sbx_error_set(err, SBX_E_PERM, 0,
+                             "member '%s' is a hardlink to '%s', which is no earlier file of the "
+                             "archive",
+                             raw, link);
+    *out = idx;
     return 0;
 }
 
@@ -280,11 +301,9 @@ static int import_member(struct import *im, struct archive_entry *ae, struct sbx
     if (im->members == 1 && strcmp(raw, SBX_SNAPSHOT_HEADER_MEMBER) == 0 && ft == AE_IFREG &&
         !archive_entry_hardlink(ae))
         return read_header_member(im, ae, err);
-    if (archive_entry_hardlink(ae))
-        return sbx_error_set(err, SBX_E_PERM, 0, "member '%s' is a hardlink (to '%s')", raw,
-                             archive_entry_hardlink(ae));
     enum snap_type type;
-    switch (ft) {
+    const char *link = archive_entry_hardlink(ae);
+    switch (link ? AE_IFREG : ft) {
     case AE_IFREG:
         type = SNAP_FILE;
         break;
@@ -364,10 +383,21 @@ static int import_member(struct import *im, struct archive_entry *ae, struct sbx
         free(key);
         return 0;
     }
+    long linked = -1;
+    if (link && (rc = hardlink_source(im, raw, link, &linked, err)) < 0) {
+        free(path);
+        return rc;
+    }
     char *key = sbx_xstrdup(path);
     int idx = add_entry(im, path, type, mode);
     sbx_json_set(im->index, key, json_pack("[ib]", idx, 1));
     free(key);
+    if (linked >= 0) {
+        /* A hardlink to an earlier file of the archive is stored as a copy of it. */
+        im->tree.v[idx].size = im->tree.v[linked].size;
+        memcpy(im->tree.v[idx].sha, im->tree.v[linked].sha, sizeof(im->tree.v[idx].sha));
+        return 0;
+    }
     if (type == SNAP_FILE)
         return import_file(im, ae, im->tree.v[idx].path, &im->tree.v[idx], err);
     return 0;
@@ -413,10 +443,11 @@ int sbx_snapshot_import(struct sbx_snapshot_store *st, int archive_fd,
         int r = archive_read_next_header(im.a, &ae);
         if (r == ARCHIVE_EOF)
             break;
-        if (r < ARCHIVE_WARN) {
-            rc = arc_error(im.a, im.tree.n ? im.tree.v[im.tree.n - 1].path : NULL, err);
-            if (im.tree.n)
-                sbx_error_prefix(err, "after");
+        /* ARCHIVE_RETRY (a damaged header libarchive would skip) is an error here too. */
+        if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
+            const char *msg = archive_error_string(im.a);
+            rc = sbx_error_set(err, SBX_E_PARSE, 0, "corrupt archive after %llu members: %s",
+                               (unsigned long long)im.members, msg ? msg : "unknown error");
             goto out;
         }
         if ((rc = import_member(&im, ae, err)) < 0)
@@ -480,6 +511,44 @@ static int write_header(struct archive *a, struct archive_entry *ae, const char 
     return 0;
 }
 
+/* A blob with holes becomes a sparse member (pax GNU.sparse): the archive carries only data. */
+static int write_file_header(struct archive *a, struct archive_entry *ae, const char *name,
+                             const struct snap_entry *e, int bfd, time_t mtime,
+                             struct sbx_error *err)
+{
+    archive_entry_clear(ae);
+    archive_entry_set_pathname_utf8(ae, name);
+    archive_entry_set_filetype(ae, AE_IFREG);
+    archive_entry_set_perm(ae, e->mode);
+    archive_entry_set_size(ae, (int64_t)e->size);
+    archive_entry_set_mtime(ae, mtime, 0);
+    off_t pos = 0, end = (off_t)e->size;
+    int holes = 0;
+    while (pos < end) {
+        off_t d = lseek(bfd, pos, SEEK_DATA);
+        if (d < 0 || d >= end) {
+            holes = holes || pos < end;
+            break;
+        }
+        off_t h = lseek(bfd, d, SEEK_HOLE);
+        if (h < 0 || h > end)
+            h = end;
+        holes = holes || d > pos || h < end;
+        archive_entry_sparse_add_entry(ae, d, h - d);
+        pos = h;
+    }
+    if (!holes)
+        archive_entry_sparse_clear(ae);
+    else if (archive_entry_sparse_count(ae) == 0)
+        archive_entry_sparse_add_entry(ae, end, 0);
+    if (lseek(bfd, 0, SEEK_SET) < 0)
+        return sbx_error_errno(err, errno, "cannot seek in blob '%.12s'", e->sha);
+    if (archive_write_header(a, ae) != ARCHIVE_OK)
+        return sbx_error_set(err, SBX_E_IO, 0, "cannot write member '%s': %s", name,
+                             archive_error_string(a) ? archive_error_string(a) : "?");
+    return 0;
+}
+
 int sbx_snapshot_export(struct sbx_snapshot_store *st, const char *ref, int out_fd,
                         struct sbx_error *err)
 {
@@ -532,9 +601,9 @@ int sbx_snapshot_export(struct sbx_snapshot_store *st, const char *ref, int out_
             rc = write_header(a, ae, mname, AE_IFLNK, 0777, 0, mtime, e->target, err);
         } else {
             int bfd = -1;
-            rc = write_header(a, ae, mname, AE_IFREG, e->mode, (int64_t)e->size, mtime, NULL, err);
+            rc = sbx__snap_blob_open(st, e->sha, &bfd, err);
             if (rc == 0)
-                rc = sbx__snap_blob_open(st, e->sha, &bfd, err);
+                rc = write_file_header(a, ae, mname, e, bfd, mtime, err);
             if (rc == 0)
                 rc = sbx__snap_blob_copy(bfd, e->sha, e->size, -1, write_sink, &s, err);
             sbx_fd_close(&bfd);

@@ -21,6 +21,7 @@
 /* A tree document of a million entries is about 150 MB of JSON. */
 #define TREE_DOC_MAX ((size_t)512 << 20)
 #define HOLDER_MAX   1024
+#define SNAP_BLOCK   4096
 
 void sbx__snap_limits(const struct sbx_snapshot_limits *lim, struct sbx_snapshot_limits *out)
 {
@@ -671,13 +672,47 @@ int sbx__snap_blob_begin(struct sbx_snapshot_store *st, struct snap_blob_writer 
     return 0;
 }
 
+static int all_zero(const char *p, size_t n)
+{
+    static const char zeros[4096];
+    while (n) {
+        size_t k = n < sizeof(zeros) ? n : sizeof(zeros);
+        if (memcmp(p, zeros, k) != 0)
+            return 0;
+        p += k;
+        n -= k;
+    }
+    return 1;
+}
+
+/* Blocks of zeros become holes (as cp --sparse=always does): a blob of a zero-filled file costs
+ * no disk, and its export is a sparse member whose holes do not count as expansion. */
 int sbx__snap_blob_write(struct snap_blob_writer *w, const void *p, size_t n, struct sbx_error *err)
 {
+    const char *c = p;
     int rc = sbx_sha256_update(w->h, p, n, err);
-    if (rc == 0)
-        rc = sbx_fd_write_all(w->fd, p, n, err);
-    if (rc == 0)
-        w->size += n;
+    while (rc == 0 && n) {
+        /* one run of whole zero blocks, or of everything else */
+        size_t first = SNAP_BLOCK - (size_t)(w->size % SNAP_BLOCK);
+        int zero = first == SNAP_BLOCK && n >= SNAP_BLOCK && all_zero(c, SNAP_BLOCK);
+        size_t k = first < n ? first : n;
+        while (k < n) {
+            size_t next = n - k < SNAP_BLOCK ? n - k : SNAP_BLOCK;
+            int z = next == SNAP_BLOCK && all_zero(c + k, SNAP_BLOCK);
+            if (z != zero)
+                break;
+            k += next;
+        }
+        if (zero) {
+            if (lseek(w->fd, (off_t)k, SEEK_CUR) < 0)
+                rc = sbx_error_errno(err, errno, "cannot seek in a blob");
+        } else {
+            rc = sbx_fd_write_all(w->fd, c, k, err);
+        }
+        c += k;
+        n -= k;
+        w->size += k;
+    }
     return rc;
 }
 

@@ -1,0 +1,206 @@
+/* sbx snapshot: manage the local snapshot store (ls, inspect, rm, export, import). */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "sbx/fs.h"
+#include "sbx/json.h"
+#include "sbx/snapshot.h"
+
+static const char usage_text[] =
+        "usage: sbx snapshot ls [--json]\n"
+        "       sbx snapshot inspect REF\n"
+        "       sbx snapshot rm [--force] REF...\n"
+        "       sbx snapshot export REF [FILE|-]\n"
+        "       sbx snapshot import [limits] FILE|-\n"
+        "\n"
+        "The store is $SBX_SNAPSHOTS, else ${XDG_STATE_HOME:-~/.local/state}/sbx/snapshots.\n"
+        "REF is sha256:<hex> or a unique prefix of at least 12 hex digits.\n"
+        "\n"
+        "ls       list snapshots: reference, created, files, bytes, holders, label\n"
+        "inspect  print a snapshot's header as JSON\n"
+        "rm       remove snapshots (refused while a stopped sandbox holds one, unless --force)\n"
+        "         and every stored file no other snapshot uses\n"
+        "export   write a tar archive compressed with zstd (to stdout with '-' or no FILE)\n"
+        "import   read a tar archive (zstd, gzip, xz, bzip2 or none) and print its reference\n"
+        "\n"
+        "  --store DIR          use the store at DIR\n"
+        "  --max-entries N      import: most members (default 1000000)\n"
+        "  --max-bytes SIZE     import: most file bytes in all (default 64G)\n"
+        "  --max-file-bytes SIZE  import: most bytes of one file (default: --max-bytes)\n"
+        "  --max-ratio N        import: most expansion over the archive's size (default 1000)\n";
+
+static int parse_u64(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || *end || s[0] == '-' || v == 0)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static void print_list(const json_t *list)
+{
+    printf("%-19s  %-20s  %7s  %12s  %-6s  %s\n", "REF", "CREATED", "FILES", "BYTES", "HOLDS",
+           "LABEL");
+    size_t i;
+    json_t *h;
+    json_array_foreach(list, i, h)
+    {
+        const char *ref = json_string_value(json_object_get(h, "content_digest"));
+        const char *err = json_string_value(json_object_get(h, "error"));
+        if (err) {
+            printf("%.19s  (damaged: %s)\n", ref ? ref : "?", err);
+            continue;
+        }
+        const char *created = json_string_value(json_object_get(h, "created"));
+        const char *label = json_string_value(json_object_get(h, "label"));
+        printf("%.19s  %-20.20s  %7lld  %12lld  %-6zu  %s\n", ref ? ref : "?",
+               created ? created : "", (long long)json_integer_value(json_object_get(h, "files")),
+               (long long)json_integer_value(json_object_get(h, "bytes")),
+               json_array_size(json_object_get(h, "holds")), label ? label : "");
+    }
+}
+
+static int do_export(struct sbx_snapshot_store *st, const char *ref, const char *file,
+                     struct sbx_error *err)
+{
+    if (!file || strcmp(file, "-") == 0) {
+        if (isatty(STDOUT_FILENO))
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "refusing to write an archive to a terminal (give FILE)");
+        return sbx_snapshot_export(st, ref, STDOUT_FILENO, err);
+    }
+    /* A failed export leaves no half archive behind: written beside FILE, then renamed. */
+    char *tmp = sbx_xasprintf("%s.sbx-export.tmp", file);
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) {
+        int rc = sbx_error_errno(err, errno, "cannot create '%s'", tmp);
+        free(tmp);
+        return rc;
+    }
+    int rc = sbx_snapshot_export(st, ref, fd, err);
+    if (rc == 0 && fsync(fd) < 0)
+        rc = sbx_error_errno(err, errno, "cannot sync '%s'", tmp);
+    close(fd);
+    if (rc == 0 && rename(tmp, file) < 0)
+        rc = sbx_error_errno(err, errno, "cannot rename '%s' to '%s'", tmp, file);
+    if (rc < 0)
+        unlink(tmp);
+    free(tmp);
+    return rc;
+}
+
+int cmd_snapshot(int argc, char **argv)
+{
+    if (argc < 2)
+        return cli_usage("snapshot ", "missing subcommand (ls, inspect, rm, export, import)");
+    const char *sub = argv[1];
+    if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 || strcmp(sub, "help") == 0) {
+        fputs(usage_text, stdout);
+        return CLI_OK;
+    }
+    const char *store = NULL;
+    int json = 0, force = 0;
+    struct sbx_snapshot_limits lim = {0};
+    const char *args[64];
+    int nargs = 0;
+    for (int i = 2; i < argc; i++) {
+        const char *a = argv[i];
+        uint64_t v = 0;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            fputs(usage_text, stdout);
+            return CLI_OK;
+        } else if (strcmp(a, "--store") == 0) {
+            if (++i >= argc)
+                return cli_usage("snapshot ", "--store needs a directory");
+            store = argv[i];
+        } else if (strcmp(a, "--json") == 0) {
+            json = 1;
+        } else if (strcmp(a, "--force") == 0 || strcmp(a, "-f") == 0) {
+            force = 1;
+        } else if (strcmp(a, "--max-entries") == 0 || strcmp(a, "--max-ratio") == 0) {
+            if (++i >= argc || parse_u64(argv[i], &v) || (a[6] == 'r' && v > UINT32_MAX))
+                return cli_usage("snapshot ", "%s needs a positive number", a);
+            if (a[6] == 'r')
+                lim.max_ratio = (uint32_t)v;
+            else
+                lim.max_entries = v;
+        } else if (strcmp(a, "--max-bytes") == 0 || strcmp(a, "--max-file-bytes") == 0) {
+            if (++i >= argc || cli_parse_size(argv[i], &v) || v == 0)
+                return cli_usage("snapshot ", "%s needs a size (e.g. 512M)", a);
+            if (a[6] == 'f')
+                lim.max_file_bytes = v;
+            else
+                lim.max_bytes = v;
+        } else if (a[0] == '-' && a[1]) {
+            return cli_usage("snapshot ", "unknown option '%s'", a);
+        } else if (nargs < (int)SBX_ARRAY_LEN(args)) {
+            args[nargs++] = a;
+        } else {
+            return cli_usage("snapshot ", "too many arguments");
+        }
+    }
+    int is_ls = strcmp(sub, "ls") == 0, is_inspect = strcmp(sub, "inspect") == 0,
+        is_rm = strcmp(sub, "rm") == 0, is_export = strcmp(sub, "export") == 0,
+        is_import = strcmp(sub, "import") == 0;
+    if (!is_ls && !is_inspect && !is_rm && !is_export && !is_import)
+        return cli_usage("snapshot ", "unknown subcommand '%s'", sub);
+    if ((is_ls && nargs) || ((is_inspect || is_import) && nargs != 1) || (is_rm && !nargs) ||
+        (is_export && (nargs < 1 || nargs > 2)))
+        return cli_usage("snapshot ", "wrong number of arguments for '%s'", sub);
+
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_snapshot_store *st = NULL;
+    if (sbx_snapshot_store_open(store, &st, &err) < 0)
+        return cli_fail(&err);
+    int status = CLI_OK;
+    if (is_ls || is_inspect) {
+        json_t *v = NULL;
+        int rc = is_ls ? sbx_snapshot_list(st, &v, &err)
+                       : sbx_snapshot_inspect(st, args[0], &v, &err);
+        if (rc < 0) {
+            status = cli_fail(&err);
+        } else if (is_ls && !json) {
+            print_list(v);
+        } else {
+            char *s = sbx_json_dumps(v, SBX_JSON_PRETTY | SBX_JSON_SORTED);
+            puts(s);
+            free(s);
+        }
+        json_decref(v);
+    } else if (is_rm) {
+        for (int i = 0; i < nargs; i++) {
+            if (sbx_snapshot_remove(st, args[i], force, &err) < 0)
+                status = cli_fail(&err);
+        }
+    } else if (is_export) {
+        if (do_export(st, args[0], nargs > 1 ? args[1] : NULL, &err) < 0)
+            status = cli_fail(&err);
+    } else {
+        int fd = STDIN_FILENO;
+        if (strcmp(args[0], "-") != 0 && (fd = open(args[0], O_RDONLY | O_CLOEXEC)) < 0) {
+            sbx_error_errno(&err, errno, "cannot open '%s'", args[0]);
+            status = cli_fail(&err);
+        } else {
+            char *ref = NULL;
+            if (sbx_snapshot_import(st, fd, &lim, &ref, &err) < 0) {
+                sbx_error_prefix(&err, "'%s'", args[0]);
+                status = cli_fail(&err);
+            } else {
+                puts(ref);
+            }
+            free(ref);
+            if (fd != STDIN_FILENO)
+                close(fd);
+        }
+    }
+    sbx_snapshot_store_free(st);
+    return status;
+}

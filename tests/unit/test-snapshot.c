@@ -1,0 +1,829 @@
+/* The snapshot store: take, restore, incremental cache, dedup, holds, collection, tampering,
+ * export and the hostile importer. Hostile archives are built here with libarchive's writer
+ * (and raw ustar headers where the writer would not produce the trick). */
+#include <archive.h>
+#include <archive_entry.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "tap.h"
+#include "sbx/fs.h"
+#include "sbx/hash.h"
+#include "sbx/json.h"
+#include "sbx/snapshot.h"
+#include "sbx/strv.h"
+
+static char top[64];
+static struct sbx_snapshot_store *st;
+static int nws;
+
+static int chmod_entry(const char *p, const struct stat *sb, int type, struct FTW *f)
+{
+    if (type == FTW_D)
+        chmod(p, 0700);
+    return 0;
+}
+
+static int rm_entry(const char *p, const struct stat *sb, int type, struct FTW *f)
+{
+    return remove(p);
+}
+
+static void rm_tree(const char *path)
+{
+    nftw(path, chmod_entry, 64, FTW_PHYS);
+    nftw(path, rm_entry, 64, FTW_DEPTH | FTW_PHYS);
+}
+
+/* A fresh empty directory under top; *fd: its fd. Returns its path (static storage rotates). */
+static const char *new_dir(int *fd)
+{
+    static char paths[8][128];
+    char *p = paths[nws % 8];
+    snprintf(p, 128, "%s/ws%d", top, nws++);
+    mkdir(p, 0755);
+    *fd = open(p, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    return p;
+}
+
+static void put(int dfd, const char *path, const char *data, mode_t mode)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    if (sbx_fs_write(dfd, path, data, strlen(data), mode, SBX_FS_PARENTS, &err) < 0) {
+        printf("# put %s: %s\n", path, err.msg);
+        abort();
+    }
+    if (fchmodat(dfd, path, mode, 0) < 0)
+        abort();
+}
+
+/* One line per entry below dfd, sorted: "path type mode size sha|target". */
+static void listing_rec(int dfd, const char *prefix, struct sbx_strv *out)
+{
+    int d2 = dup(dfd);
+    DIR *d = fdopendir(d2);
+    rewinddir(d);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+            continue;
+        char path[4200];
+        snprintf(path, sizeof(path), "%s%s%s", prefix, prefix[0] ? "/" : "", de->d_name);
+        struct stat sb;
+        fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW);
+        if (S_ISDIR(sb.st_mode)) {
+            sbx_strv_pushf(out, "%s dir %o", path, sb.st_mode & 07777);
+            int sub = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+            listing_rec(sub, path, out);
+            close(sub);
+        } else if (S_ISLNK(sb.st_mode)) {
+            char t[4200];
+            ssize_t n = readlinkat(dfd, de->d_name, t, sizeof(t) - 1);
+            t[n < 0 ? 0 : n] = 0;
+            sbx_strv_pushf(out, "%s symlink %s", path, t);
+        } else if (S_ISREG(sb.st_mode)) {
+            struct sbx_buf b;
+            sbx_buf_init(&b, SBX_BUF_NOLIMIT);
+            int fd = openat(dfd, de->d_name, O_RDONLY | O_CLOEXEC);
+            sbx_fd_read_all(fd, (size_t)1 << 30, &b, NULL);
+            close(fd);
+            uint8_t dg[32];
+            char hex[65];
+            sbx_sha256(b.data, b.len, dg, NULL);
+            sbx_hex(dg, 32, hex);
+            sbx_strv_pushf(out, "%s file %o %zu %s", path, sb.st_mode & 07777, b.len, hex);
+            sbx_buf_release(&b);
+        } else {
+            sbx_strv_pushf(out, "%s other", path);
+        }
+    }
+    closedir(d);
+}
+
+static int cmpstr(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static char *listing(int dfd)
+{
+    struct sbx_strv sv;
+    sbx_strv_init(&sv);
+    listing_rec(dfd, "", &sv);
+    if (sv.n)
+        qsort(sv.v, sv.n, sizeof(char *), cmpstr);
+    struct sbx_buf b;
+    sbx_buf_init(&b, SBX_BUF_NOLIMIT);
+    for (size_t i = 0; i < sv.n; i++) {
+        if (sbx_buf_addf(&b, NULL, "%s\n", sv.v[i]) < 0)
+            abort();
+    }
+    sbx_strv_release(&sv);
+    return sbx_buf_detach(&b, NULL);
+}
+
+/* Files in the store's dir sub (recursive). */
+static int count_files(const char *sub)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "%s/%s", sbx_snapshot_store_path(st), sub);
+    int n = 0;
+    DIR *d = opendir(path);
+    if (!d)
+        return 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        if (de->d_type == DT_DIR) {
+            char s2[300];
+            snprintf(s2, sizeof(s2), "%s/%s", sub, de->d_name);
+            n += count_files(s2);
+        } else {
+            n++;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+static int is_empty_dir(int dfd)
+{
+    char *l = listing(dfd);
+    int e = l[0] == 0;
+    free(l);
+    return e;
+}
+
+static void setup(void)
+{
+    snprintf(top, sizeof(top), "/tmp/sbx-test-snapshot-XXXXXX");
+    if (!mkdtemp(top))
+        abort();
+    char path[128];
+    snprintf(path, sizeof(path), "%s/store", top);
+    struct sbx_error err = SBX_ERROR_INIT;
+    if (sbx_snapshot_store_open(path, &st, &err) < 0) {
+        printf("# %s\n", err.msg);
+        abort();
+    }
+}
+
+static void test_store_open(void)
+{
+    struct stat sb;
+    CHECK(stat(sbx_snapshot_store_path(st), &sb) == 0 && (sb.st_mode & 0777) == 0700);
+    struct sbx_error err = SBX_ERROR_INIT;
+    json_t *l = NULL;
+    CHECK_OK(sbx_snapshot_list(st, &l, &err), &err);
+    CHECK_EQ_INT(json_array_size(l), 0);
+    json_decref(l);
+    /* $SBX_SNAPSHOTS when no path is given */
+    char env[128];
+    snprintf(env, sizeof(env), "%s/envstore", top);
+    setenv("SBX_SNAPSHOTS", env, 1);
+    struct sbx_snapshot_store *s2 = NULL;
+    CHECK_OK(sbx_snapshot_store_open(NULL, &s2, &err), &err);
+    CHECK_EQ_STR(s2 ? sbx_snapshot_store_path(s2) : NULL, env);
+    sbx_snapshot_store_free(s2);
+    unsetenv("SBX_SNAPSHOTS");
+}
+
+static void test_round_trip(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    int src, dst;
+    new_dir(&src);
+    put(src, "a.txt", "hello\n", 0644);
+    put(src, "empty", "", 0600);
+    put(src, "bin/run.sh", "#!/bin/sh\necho hi\n", 0755);
+    put(src, "deep/er/still/f", "x", 0640);
+    char binary[256];
+    for (int i = 0; i < 256; i++)
+        binary[i] = (char)i;
+    int fd = openat(src, "binary", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    CHECK_EQ_INT(write(fd, binary, 256), 256);
+    close(fd);
+    /* sparse: 8 MiB with one byte in the middle */
+    fd = openat(src, "sparse", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    CHECK_EQ_INT(pwrite(fd, "z", 1, 4 << 20), 1);
+    CHECK_EQ_INT(ftruncate(fd, 8 << 20), 0);
+    struct stat ssb;
+    fstat(fd, &ssb);
+    close(fd);
+    put(src, "ro/inside", "read-only dir\n", 0444);
+    CHECK_EQ_INT(fchmodat(src, "ro", 0555, 0), 0);
+    put(src, "setuid", "s", 0755);
+    CHECK_EQ_INT(fchmodat(src, "setuid", 04755, 0), 0);
+    mkdirat(src, "tight", 0700);
+    CHECK_EQ_INT(symlinkat("a.txt", src, "link"), 0);
+    CHECK_EQ_INT(symlinkat("../a.txt", src, "bin/up"), 0);
+    CHECK_EQ_INT(symlinkat("missing", src, "dangling"), 0);
+    CHECK_EQ_INT(symlinkat("/etc/passwd", src, "abs"), 0);
+    CHECK_EQ_INT(symlinkat("../../etc", src, "bin/escape"), 0);
+    CHECK_EQ_INT(symlinkat("bin/../../x", src, "sneaky"), 0);
+    CHECK_EQ_INT(mkfifoat(src, "fifo", 0644), 0);
+    int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/ws%d/sock", top, nws - 1);
+    CHECK_EQ_INT(bind(sock, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    close(sock);
+    int devices = geteuid() == 0 && mknodat(src, "null", S_IFCHR | 0666, makedev(1, 3)) == 0;
+
+    char *ref = NULL;
+    struct sbx_snapshot_take_stats stats = {0};
+    struct sbx_snapshot_take_opts o = {
+            .label = "round trip", .out_stats = &stats, .manifest_digest = "sha256:abc"};
+    CHECK_OK(sbx_snapshot_take(st, src, &o, &ref, &err), &err);
+    CHECK(ref && strncmp(ref, "sha256:", 7) == 0 && strlen(ref) == 71);
+    CHECK_EQ_INT(stats.read_files, stats.files);
+    CHECK_EQ_INT(stats.files, 8);
+
+    json_t *h = NULL;
+    CHECK_OK(sbx_snapshot_inspect(st, ref, &h, &err), &err);
+    CHECK_EQ_INT(json_integer_value(json_object_get(h, "format")), 1);
+    CHECK_EQ_STR(json_string_value(json_object_get(h, "content_digest")), ref);
+    CHECK_EQ_STR(json_string_value(json_object_get(h, "label")), "round trip");
+    CHECK_EQ_STR(json_string_value(json_object_get(h, "manifest_digest")), "sha256:abc");
+    json_t *sk = json_object_get(h, "skipped");
+    CHECK_EQ_INT(json_integer_value(json_object_get(sk, "symlinks")), 3);
+    CHECK_EQ_INT(json_integer_value(json_object_get(sk, "fifos")), 1);
+    CHECK_EQ_INT(json_integer_value(json_object_get(sk, "sockets")), 1);
+    CHECK_EQ_INT(json_integer_value(json_object_get(sk, "devices")), devices);
+    CHECK_EQ_INT(json_integer_value(json_object_get(h, "files")), 8);
+    json_decref(h);
+
+    /* Restore: the expected listing is the source minus what a snapshot never holds. */
+    int dst_ok;
+    new_dir(&dst);
+    CHECK_OK(dst_ok = sbx_snapshot_restore(st, ref, dst, &err), &err);
+    unlinkat(src, "abs", 0);
+    unlinkat(src, "bin/escape", 0);
+    unlinkat(src, "sneaky", 0);
+    unlinkat(src, "fifo", 0);
+    unlinkat(src, "sock", 0);
+    unlinkat(src, "null", 0);
+    CHECK_EQ_INT(fchmodat(src, "setuid", 0755, 0), 0);
+    char *want = listing(src), *got = listing(dst);
+    CHECK_EQ_STR(got, want);
+    struct stat dsb;
+    CHECK(fstatat(dst, "setuid", &dsb, 0) == 0 && (dsb.st_mode & 07777) == 0755);
+    /* holes kept where the file system keeps them */
+    CHECK(fstatat(dst, "sparse", &dsb, 0) == 0 && dsb.st_size == 8 << 20);
+    if (ssb.st_blocks < 64)
+        CHECK(dsb.st_blocks < 64);
+    free(want);
+    free(got);
+
+    /* Not into a non-empty directory */
+    CHECK_ERR(sbx_snapshot_restore(st, ref, dst, &err), SBX_E_EXISTS, &err, "not empty");
+
+    /* export, import: the same reference */
+    char path[128];
+    snprintf(path, sizeof(path), "%s/rt.tar.zst", top);
+    int out = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    CHECK_OK(sbx_snapshot_export(st, ref, out, &err), &err);
+    close(out);
+    /* first member is the header, then "." */
+    struct archive *a = archive_read_new();
+    archive_read_support_filter_zstd(a);
+    archive_read_support_format_tar(a);
+    CHECK_EQ_INT(archive_read_open_filename(a, path, 10240), ARCHIVE_OK);
+    struct archive_entry *ae;
+    CHECK_EQ_INT(archive_read_next_header(a, &ae), ARCHIVE_OK);
+    CHECK_EQ_STR(archive_entry_pathname(ae), ".sbx-snapshot.json");
+    CHECK_EQ_INT(archive_read_next_header(a, &ae), ARCHIVE_OK);
+    CHECK_EQ_STR(archive_entry_pathname(ae), "./");
+    archive_read_free(a);
+    int trees = count_files("trees");
+    int in = open(path, O_RDONLY | O_CLOEXEC);
+    char *ref2 = NULL;
+    CHECK_OK(sbx_snapshot_import(st, in, NULL, &ref2, &err), &err);
+    close(in);
+    CHECK_EQ_STR(ref2, ref);
+    CHECK_EQ_INT(count_files("trees"), trees);
+    free(ref2);
+    /* resolve: a file is imported, a prefix resolved */
+    ref2 = NULL;
+    CHECK_OK(sbx_snapshot_resolve(st, path, NULL, &ref2, &err), &err);
+    CHECK_EQ_STR(ref2, ref);
+    free(ref2);
+    char prefix[32];
+    snprintf(prefix, sizeof(prefix), "%.19s", ref + 7);
+    ref2 = NULL;
+    CHECK_OK(sbx_snapshot_resolve(st, prefix, NULL, &ref2, &err), &err);
+    CHECK_EQ_STR(ref2, ref);
+    free(ref2);
+    CHECK_ERR(sbx_snapshot_resolve(st, "0123", NULL, &ref2, &err), SBX_E_NOTFOUND, &err, "neither");
+    CHECK_ERR(sbx_snapshot_resolve(st, "sha256:000000000000", NULL, &ref2, &err), SBX_E_NOTFOUND,
+              &err, "no snapshot");
+    free(ref);
+    close(src);
+    close(dst);
+}
+
+static void test_exclude(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    int src, dst;
+    new_dir(&src);
+    put(src, "keep", "k", 0644);
+    put(src, "cache/big", "c", 0644);
+    put(src, "tmp/x", "x", 0644);
+    put(src, "tmp/y", "y", 0644);
+    const char *ex[] = {"cache", "tmp/x", NULL};
+    struct sbx_snapshot_take_opts o = {.exclude = ex};
+    char *ref = NULL;
+    CHECK_OK(sbx_snapshot_take(st, src, &o, &ref, &err), &err);
+    new_dir(&dst);
+    CHECK_OK(sbx_snapshot_restore(st, ref, dst, &err), &err);
+    char *got = listing(dst);
+    CHECK_EQ_STR(got, "keep file 644 1 " /* sha of "k" */
+                      "8254c329a92850f6d539dd376f4816ee2764517da5e0235514af433164480d7a\n"
+                      "tmp dir 755\n"
+                      "tmp/y file 644 1 "
+                      "a1fce4363854ff888cff4b8e7875d600c2682390412a8cf79b37d0b11148b0fa\n");
+    free(got);
+    const char *bad[] = {"../x", NULL};
+    o.exclude = bad;
+    char *r2 = NULL;
+    CHECK_ERR(sbx_snapshot_take(st, src, &o, &r2, &err), SBX_E_INVAL, &err, "excluded path");
+    free(ref);
+    close(src);
+    close(dst);
+}
+
+static void test_incremental_and_dedup(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    int src;
+    new_dir(&src);
+    for (int i = 0; i < 200; i++) {
+        char name[32], data[64];
+        snprintf(name, sizeof(name), "d%d/f%d", i % 10, i);
+        snprintf(data, sizeof(data), "content of file %d\n", i);
+        put(src, name, data, 0644);
+    }
+    struct sbx_snapshot_take_stats s = {0};
+    struct sbx_snapshot_take_opts o = {.source = "sandbox-incr", .out_stats = &s};
+    char *r1 = NULL, *r2 = NULL, *r3 = NULL, *r4 = NULL;
+    CHECK_OK(sbx_snapshot_take(st, src, &o, &r1, &err), &err);
+    CHECK_EQ_INT(s.read_files, 200);
+    CHECK_EQ_INT(s.new_blobs, 200);
+    /* Racy-clean guard: files changed within 2 s of the scan are read again, never trusted. */
+    CHECK_OK(sbx_snapshot_take(st, src, &o, &r2, &err), &err);
+    CHECK_EQ_INT(s.read_files, 200);
+    CHECK_EQ_INT(s.new_blobs, 0);
+    CHECK_EQ_STR(r2, r1);
+    free(r2);
+    sleep(3);
+    put(src, "d3/f33", "changed\n", 0644);
+    CHECK_OK(sbx_snapshot_take(st, src, &o, &r3, &err), &err);
+    CHECK_EQ_INT(s.read_files, 1);
+    CHECK_EQ_INT(s.new_blobs, 1);
+    CHECK_EQ_INT(s.files, 200);
+    CHECK(r3 && strcmp(r3, r1) != 0);
+    /* a mode change alone is seen (ctime moves) */
+    CHECK_EQ_INT(fchmodat(src, "d4/f44", 0600, 0), 0);
+    CHECK_OK(sbx_snapshot_take(st, src, &o, &r4, &err), &err);
+    CHECK(r4 && strcmp(r4, r3) != 0);
+
+    /* Same content elsewhere: same reference, no new blob. */
+    int other;
+    new_dir(&other);
+    for (int i = 0; i < 200; i++) {
+        char name[32], data[64];
+        snprintf(name, sizeof(name), "d%d/f%d", i % 10, i);
+        snprintf(data, sizeof(data), "content of file %d\n", i);
+        put(other, name, data, 0644);
+    }
+    struct sbx_snapshot_take_opts o2 = {.out_stats = &s};
+    char *r5 = NULL;
+    CHECK_OK(sbx_snapshot_take(st, other, &o2, &r5, &err), &err);
+    CHECK_EQ_STR(r5, r1);
+    CHECK_EQ_INT(s.new_blobs, 0);
+
+    /* Holds keep a snapshot from rm; rm collects blobs no other tree uses. */
+    int blobs = count_files("blobs");
+    CHECK_OK(sbx_snapshot_hold(st, r3, "sandbox-a", &err), &err);
+    CHECK_OK(sbx_snapshot_hold(st, r3, "sandbox-a", &err), &err);
+    json_t *h = NULL;
+    CHECK_OK(sbx_snapshot_inspect(st, r3, &h, &err), &err);
+    CHECK_EQ_INT(json_array_size(json_object_get(h, "holds")), 1);
+    CHECK_EQ_STR(json_string_value(json_array_get(json_object_get(h, "holds"), 0)), "sandbox-a");
+    json_decref(h);
+    CHECK_ERR(sbx_snapshot_remove(st, r3, 0, &err), SBX_E_PERM, &err, "held by 'sandbox-a'");
+    CHECK_ERR(sbx_snapshot_release(st, r3, "sandbox-b", &err), SBX_E_NOTFOUND, &err, NULL);
+    CHECK_OK(sbx_snapshot_release(st, r3, "sandbox-a", &err), &err);
+    CHECK_OK(sbx_snapshot_remove(st, r3, 0, &err), &err);
+    /* r3's changed file is still used by r4 */
+    CHECK_EQ_INT(count_files("blobs"), blobs);
+    CHECK_OK(sbx_snapshot_remove(st, r4, 0, &err), &err);
+    CHECK_EQ_INT(count_files("blobs"), blobs - 1);
+    CHECK_ERR(sbx_snapshot_inspect(st, r4, &h, &err), SBX_E_NOTFOUND, &err, "no snapshot");
+    CHECK_OK(sbx_snapshot_hold(st, r1, "x", &err), &err);
+    CHECK_OK(sbx_snapshot_remove(st, r1, 1, &err), &err);
+    CHECK_EQ_INT(count_files("blobs"), blobs - 201 + 0 > 0 ? blobs - 201 : 0);
+    free(r1);
+    free(r3);
+    free(r4);
+    free(r5);
+    close(src);
+    close(other);
+}
+
+/* Tampering with the store on disk: restore refuses and leaves the directory empty. */
+static void test_tampered(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    int src, dst;
+    new_dir(&src);
+    put(src, "a", "aaa", 0644);
+    put(src, "z/b", "bbb", 0644);
+    char *ref = NULL;
+    CHECK_OK(sbx_snapshot_take(st, src, NULL, &ref, &err), &err);
+    char path[256];
+    snprintf(path, sizeof(path), "%s/trees/%s.json", sbx_snapshot_store_path(st), ref + 7);
+    struct sbx_buf b;
+    sbx_buf_init(&b, SBX_BUF_NOLIMIT);
+    CHECK_OK(sbx_fs_read_path(path, 1 << 20, &b, &err), &err);
+    char *orig = sbx_buf_detach(&b, NULL);
+    /* a path climbing out, with the digest still the old one */
+    char *evil = sbx_xstrdup(orig);
+    char *p = strstr(evil, "\"path\":\"z/b\"");
+    CHECK(p != NULL);
+    if (p)
+        memcpy(p, "\"path\":\"../\"", 12);
+    chmod(path, 0600);
+    FILE *f = fopen(path, "w");
+    fputs(evil, f);
+    fclose(f);
+    new_dir(&dst);
+    CHECK_ERR(sbx_snapshot_restore(st, ref, dst, &err), SBX_E_PARSE, &err, "'..");
+    CHECK(is_empty_dir(dst));
+    /* content changed but valid paths: the digest no longer matches */
+    p = strstr(evil, "\"path\":\"../\"");
+    if (p)
+        memcpy(p, "\"path\":\"z/c\"", 12);
+    f = fopen(path, "w");
+    fputs(evil, f);
+    fclose(f);
+    CHECK_ERR(sbx_snapshot_restore(st, ref, dst, &err), SBX_E_PARSE, &err, "do not match");
+    CHECK(is_empty_dir(dst));
+    f = fopen(path, "w");
+    fputs(orig, f);
+    fclose(f);
+    /* a corrupted blob: restore fails part way and removes what it made */
+    char sha[65];
+    uint8_t d[32];
+    sbx_sha256("bbb", 3, d, NULL);
+    sbx_hex(d, 32, sha);
+    snprintf(path, sizeof(path), "%s/blobs/%.2s/%s", sbx_snapshot_store_path(st), sha, sha);
+    chmod(path, 0600);
+    f = fopen(path, "w");
+    fputs("BBB", f);
+    fclose(f);
+    CHECK_ERR(sbx_snapshot_restore(st, ref, dst, &err), SBX_E_IO, &err, "corrupt");
+    CHECK(is_empty_dir(dst));
+    f = fopen(path, "w");
+    fputs("bbb", f);
+    fclose(f);
+    CHECK_OK(sbx_snapshot_restore(st, ref, dst, &err), &err);
+    free(orig);
+    free(evil);
+    free(ref);
+    close(src);
+    close(dst);
+}
+
+/* ---- hostile archives ---- */
+
+struct member {
+    const char *name;
+    mode_t type; /* AE_IF*; 0: regular */
+    mode_t perm;
+    const char *data;
+    const char *target;   /* symlink */
+    const char *hardlink; /* hardlink to */
+};
+
+static void write_archive(const char *path, int zstd, const struct member *m, size_t n)
+{
+    struct archive *a = archive_write_new();
+    archive_write_set_format_pax_restricted(a);
+    if (zstd)
+        archive_write_add_filter_zstd(a);
+    archive_write_open_filename(a, path);
+    struct archive_entry *ae = archive_entry_new();
+    for (size_t i = 0; i < n; i++) {
+        archive_entry_clear(ae);
+        archive_entry_set_pathname(ae, m[i].name);
+        archive_entry_set_filetype(ae, m[i].type ? m[i].type : AE_IFREG);
+        archive_entry_set_perm(ae, m[i].perm ? m[i].perm : 0644);
+        if (m[i].target)
+            archive_entry_set_symlink(ae, m[i].target);
+        if (m[i].hardlink)
+            archive_entry_set_hardlink(ae, m[i].hardlink);
+        if (m[i].type == AE_IFCHR)
+            archive_entry_set_rdev(ae, makedev(1, 3));
+        size_t len = m[i].data ? strlen(m[i].data) : 0;
+        archive_entry_set_size(ae, (int64_t)len);
+        archive_write_header(a, ae);
+        if (len)
+            archive_write_data(a, m[i].data, len);
+    }
+    archive_entry_free(ae);
+    archive_write_close(a);
+    archive_write_free(a);
+}
+
+/* Import path; must fail with code and a message containing needle, and leave the store as it
+ * was. */
+static void refuse(const char *what, const char *path, const struct sbx_snapshot_limits *lim,
+                   enum sbx_errcode code, const char *needle)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    int trees = count_files("trees"), blobs = count_files("blobs"), tmp = count_files("tmp");
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    char *ref = NULL;
+    printf("# hostile: %s\n", what);
+    CHECK_ERR(sbx_snapshot_import(st, fd, lim, &ref, &err), code, &err, needle);
+    close(fd);
+    CHECK(ref == NULL);
+    CHECK_EQ_INT(count_files("trees"), trees);
+    CHECK_EQ_INT(count_files("blobs"), blobs);
+    CHECK_EQ_INT(count_files("tmp"), tmp);
+}
+
+static void hostile(const char *what, const struct member *m, size_t n,
+                    const struct sbx_snapshot_limits *lim, enum sbx_errcode code,
+                    const char *needle)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/hostile.tar", top);
+    write_archive(path, 1, m, n);
+    refuse(what, path, lim, code, needle);
+}
+
+/* A raw ustar header, for what libarchive's writer will not produce. */
+static void ustar(char h[512], const char *name, char type, unsigned long long size)
+{
+    memset(h, 0, 512);
+    snprintf(h, 100, "%s", name);
+    snprintf(h + 100, 8, "%07o", 0644);
+    snprintf(h + 108, 8, "%07o", 0);
+    snprintf(h + 116, 8, "%07o", 0);
+    char num[32];
+    snprintf(num, sizeof(num), "%011llo", size);
+    memcpy(h + 124, num, 11);
+    snprintf(h + 136, 12, "%011o", 0);
+    h[156] = type;
+    memcpy(h + 257, "ustar", 6);
+    memcpy(h + 263, "00", 2);
+    memset(h + 148, ' ', 8);
+    unsigned sum = 0;
+    for (int i = 0; i < 512; i++)
+        sum += (unsigned char)h[i];
+    snprintf(h + 148, 8, "%06o", sum);
+}
+
+static void test_hostile(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    char outside[128];
+    snprintf(outside, sizeof(outside), "%s/escaped", top);
+    {
+        struct member m[] = {{.name = "./ok", .data = "fine"}, {.name = "../escaped", .data = "x"}};
+        hostile("dot-dot", m, 2, NULL, SBX_E_PERM, "'../escaped'");
+    }
+    {
+        struct member m[] = {{.name = "a/../../escaped", .data = "x"}};
+        hostile("inner dot-dot", m, 1, NULL, SBX_E_PERM, "a/../../escaped");
+    }
+    {
+        char abs[160];
+        snprintf(abs, sizeof(abs), "%s", outside);
+        struct member m[] = {{.name = abs, .data = "x"}};
+        hostile("absolute", m, 1, NULL, SBX_E_PERM, "absolute name");
+    }
+    {
+        struct member m[] = {{.name = "l", .type = AE_IFLNK, .target = "."},
+                             {.name = "l/x", .data = "through"}};
+        hostile("symlink then file through it", m, 2, NULL, SBX_E_PERM, "under the symlink 'l'");
+    }
+    {
+        struct member m[] = {{.name = "f", .data = "file"}, {.name = "f/x", .data = "x"}};
+        hostile("member under a file", m, 2, NULL, SBX_E_PERM, "under the file 'f'");
+    }
+    {
+        struct member m[] = {{.name = "out", .type = AE_IFLNK, .target = "/etc"}};
+        hostile("absolute symlink", m, 1, NULL, SBX_E_PERM, "absolute target");
+    }
+    {
+        struct member m[] = {{.name = "d", .type = AE_IFDIR, .perm = 0755},
+                             {.name = "d/out", .type = AE_IFLNK, .target = "../.."}};
+        hostile("escaping symlink", m, 2, NULL, SBX_E_PERM, "leaves the workspace");
+    }
+    {
+        struct member m[] = {{.name = "f", .data = "x"}, {.name = "h", .hardlink = "/etc/passwd"}};
+        hostile("hardlink out", m, 2, NULL, SBX_E_PERM, "'h' is a hardlink to '/etc/passwd'");
+        struct member m2[] = {{.name = "h", .hardlink = "later"}, {.name = "later", .data = "x"}};
+        hostile("hardlink to a later member", m2, 2, NULL, SBX_E_PERM, "no earlier file");
+        struct member m3[] = {{.name = "d", .type = AE_IFDIR}, {.name = "h", .hardlink = "d"}};
+        hostile("hardlink to a directory", m3, 2, NULL, SBX_E_PERM, "no earlier file");
+    }
+    {
+        struct member m[] = {{.name = "null", .type = AE_IFCHR, .perm = 0666}};
+        hostile("device node", m, 1, NULL, SBX_E_PERM, "'null' is a device node");
+    }
+    {
+        struct member m[] = {{.name = "p", .type = AE_IFIFO}};
+        hostile("fifo", m, 1, NULL, SBX_E_PERM, "'p' is a fifo");
+    }
+    {
+        struct member m[] = {{.name = "f", .data = "1"}, {.name = "f", .data = "2"}};
+        hostile("duplicate", m, 2, NULL, SBX_E_PERM, "'f' is a duplicate");
+    }
+    {
+        struct member m[] = {{.name = "d", .type = AE_IFDIR}, {.name = "d", .data = "2"}};
+        hostile("dir then file", m, 2, NULL, SBX_E_PERM, "'d' is a duplicate");
+    }
+    {
+        struct member m[] = {{.name = ".sbx-snapshot.json", .data = "{\"format\": 2}"},
+                             {.name = "f", .data = "x"}};
+        hostile("wrong format version", m, 2, NULL, SBX_E_UNSUPPORTED, "format version 2");
+    }
+    {
+        struct member m[] = {{.name = ".sbx-snapshot.json", .data = "{\"format\": "}};
+        hostile("bad header", m, 1, NULL, SBX_E_PARSE, ".sbx-snapshot.json");
+    }
+    {
+        struct member m[40];
+        char names[40][16];
+        for (int i = 0; i < 40; i++) {
+            snprintf(names[i], sizeof(names[i]), "f%d", i);
+            m[i] = (struct member){.name = names[i], .data = names[i]};
+        }
+        struct sbx_snapshot_limits lim = {.max_entries = 10};
+        hostile("too many entries", m, 40, &lim, SBX_E_TOOBIG, "max_entries");
+    }
+    {
+        static char longname[5001];
+        memset(longname, 'n', 5000);
+        struct member m[] = {{.name = longname, .data = "x"}};
+        hostile("long name", m, 1, NULL, SBX_E_TOOBIG, "max_path");
+    }
+    {
+        static char deep[600];
+        size_t k = 0;
+        for (int i = 0; i < 200; i++) {
+            deep[k++] = 'd';
+            deep[k++] = '/';
+        }
+        deep[k++] = 'f';
+        struct member m[] = {{.name = deep, .data = "x"}};
+        hostile("deep path", m, 1, NULL, SBX_E_TOOBIG, "max_depth");
+    }
+    {
+        struct member m[] = {{.name = "big", .data = "0123456789"}};
+        struct sbx_snapshot_limits lim = {.max_file_bytes = 5};
+        hostile("file over the limit", m, 1, &lim, SBX_E_TOOBIG, "max_file_bytes");
+        struct sbx_snapshot_limits lim2 = {.max_bytes = 5, .max_file_bytes = 100};
+        hostile("bytes over the limit", m, 1, &lim2, SBX_E_TOOBIG, "max_bytes");
+    }
+    char path[128];
+    snprintf(path, sizeof(path), "%s/raw.tar", top);
+    {
+        /* huge declared size with no data behind it */
+        char h[512 * 3];
+        ustar(h, "huge", '0', (1ULL << 33) - 1);
+        memset(h + 512, 'x', 1024);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        CHECK_EQ_INT(write(fd, h, sizeof(h)), (ssize_t)sizeof(h));
+        close(fd);
+        struct sbx_snapshot_limits lim = {.max_bytes = 1 << 30};
+        refuse("huge declared size", path, &lim, SBX_E_TOOBIG, "'huge' declares 8589934591");
+        refuse("huge declared size, default limits", path, NULL, SBX_E_PARSE, "huge");
+    }
+    {
+        char h[512 * 4];
+        memset(h, 0, sizeof(h));
+        ustar(h, "", '0', 0);
+        int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        CHECK_EQ_INT(write(fd, h, sizeof(h)), (ssize_t)sizeof(h));
+        close(fd);
+        struct sbx_error e2 = SBX_ERROR_INIT;
+        int fd2 = open(path, O_RDONLY | O_CLOEXEC);
+        char *ref = NULL;
+        int rc = sbx_snapshot_import(st, fd2, NULL, &ref, &e2);
+        close(fd2);
+        printf("# empty name: %s\n", e2.msg);
+        CHECK(rc == -SBX_E_PERM || rc == -SBX_E_PARSE);
+        free(ref);
+    }
+    {
+        /* truncated in the middle of a file's data, and corrupt header bytes */
+        struct member m[] = {{.name = "a", .data = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"},
+                             {.name = "b", .data = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"}};
+        write_archive(path, 0, m, 2);
+        struct stat sb;
+        stat(path, &sb);
+        CHECK_EQ_INT(truncate(path, 512 + 512 + 512 + 20), 0);
+        refuse("truncated", path, NULL, SBX_E_PARSE, "corrupt archive");
+        write_archive(path, 0, m, 2);
+        int fd = open(path, O_RDWR | O_CLOEXEC);
+        CHECK_EQ_INT(pwrite(fd, "\xff\xfe\xfd\xfc", 4, 1024 + 148), 4);
+        close(fd);
+        refuse("corrupt header bytes", path, NULL, SBX_E_PARSE, "corrupt archive");
+        write_archive(path, 1, m, 2);
+        fd = open(path, O_RDWR | O_CLOEXEC);
+        stat(path, &sb);
+        CHECK_EQ_INT(pwrite(fd, "\x00\x01\x02\x03\x04\x05\x06\x07", 8, sb.st_size / 2), 8);
+        close(fd);
+        refuse("corrupt zstd bytes", path, NULL, SBX_E_PARSE, "corrupt archive");
+    }
+    {
+        /* ratio bomb: 200 MB of zeros, zstd-compressed */
+        snprintf(path, sizeof(path), "%s/bomb.tar.zst", top);
+        struct archive *a = archive_write_new();
+        archive_write_set_format_pax_restricted(a);
+        archive_write_add_filter_zstd(a);
+        archive_write_open_filename(a, path);
+        struct archive_entry *ae = archive_entry_new();
+        archive_entry_set_pathname(ae, "zeros");
+        archive_entry_set_filetype(ae, AE_IFREG);
+        archive_entry_set_perm(ae, 0644);
+        archive_entry_set_size(ae, 200 << 20);
+        archive_write_header(a, ae);
+        char *z = calloc(1, 1 << 20);
+        for (int i = 0; i < 200; i++)
+            archive_write_data(a, z, 1 << 20);
+        free(z);
+        archive_entry_free(ae);
+        archive_write_close(a);
+        archive_write_free(a);
+        struct stat sb;
+        stat(path, &sb);
+        printf("# bomb: %lld bytes\n", (long long)sb.st_size);
+        struct sbx_snapshot_limits lim = {.max_ratio = 100};
+        refuse("ratio bomb", path, &lim, SBX_E_TOOBIG, "max_ratio");
+        unlink(path);
+    }
+    struct stat sb;
+    CHECK(stat(outside, &sb) < 0 && errno == ENOENT);
+
+    /* What import accepts: a plain tar of a directory (no header, no ".", implicit parents),
+     * dir + dir duplicates, setuid bits dropped. */
+    {
+        struct member m[] = {{.name = "src/", .type = AE_IFDIR, .perm = 0750},
+                             {.name = "src/main.c", .data = "int main;", .perm = 04755},
+                             {.name = "src/", .type = AE_IFDIR, .perm = 0750},
+                             {.name = "lib/x/y.txt", .data = "y"},
+                             {.name = "lnk", .type = AE_IFLNK, .target = "src/main.c"},
+                             {.name = "hard", .hardlink = "src/main.c", .perm = 0600}};
+        snprintf(path, sizeof(path), "%s/plain.tar", top);
+        write_archive(path, 0, m, 6);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        char *ref = NULL;
+        CHECK_OK(sbx_snapshot_import(st, fd, NULL, &ref, &err), &err);
+        close(fd);
+        int dst;
+        new_dir(&dst);
+        CHECK_OK(sbx_snapshot_restore(st, ref, dst, &err), &err);
+        char *got = listing(dst);
+        CHECK_CONTAINS(got, "src dir 750\n");
+        CHECK_CONTAINS(got, "src/main.c file 755 9 ");
+        CHECK_CONTAINS(got, "lib/x dir 755\n");
+        CHECK_CONTAINS(got, "lnk symlink src/main.c\n");
+        CHECK_CONTAINS(got, "hard file 600 9 ");
+        free(got);
+        free(ref);
+        close(dst);
+    }
+}
+
+int main(void)
+{
+    TAP_START();
+    setup();
+    TAP_RUN(test_store_open);
+    TAP_RUN(test_round_trip);
+    TAP_RUN(test_exclude);
+    TAP_RUN(test_incremental_and_dedup);
+    TAP_RUN(test_tampered);
+    TAP_RUN(test_hostile);
+    sbx_snapshot_store_free(st);
+    rm_tree(top);
+    return TAP_DONE();
+}
