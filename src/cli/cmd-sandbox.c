@@ -1008,7 +1008,7 @@ static int cmd_prune(int argc, char **argv)
 /* ---------------------------------------------------------------------------------------------
  * snapshot, stop, start, state, resume */
 
-static int cmd_snapshot(int argc, char **argv)
+static int cmd_take_snapshot(int argc, char **argv)
 {
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx_client *c = NULL;
@@ -1208,7 +1208,7 @@ int cmd_sandbox(int argc, char **argv)
             {"shell", cmd_shell},   {"cp", cmd_cp},
             {"ps", cmd_ps},         {"ls", cmd_ps},
             {"port", cmd_port},     {"rm", cmd_rm},
-            {"prune", cmd_prune},   {"snapshot", cmd_snapshot},
+            {"prune", cmd_prune},   {"snapshot", cmd_take_snapshot},
             {"stop", cmd_stop},     {"start", cmd_start},
             {"state", cmd_state},   {"resume", cmd_resume},
     };
