@@ -49,6 +49,11 @@ print(s["status"], s["snapshot_bytes"] > 0)' "$T/out" "$id")
 expect_eq "$size" "stopped True" "ps --json says stopped and gives the snapshot's size"
 run "$SBX" sandbox ps --all
 expect_in "$T/out" "stopped" "ps --all lists it as stopped"
+ref=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["snapshot"])' "$SBX_STOPPED/$id.json")
+run "$SBX" snapshot rm "$ref"
+expect_rc 1 "the stopped sandbox's snapshot is held: snapshot rm refuses it"
+run "$SBX" snapshot inspect "$ref"
+expect_in "$T/out" "sandbox-$id" "the hold names the sandbox"
 
 run "$SBX" sandbox exec "$id" -- true
 expect_rc 1 "a stopped sandbox runs nothing"
@@ -90,9 +95,12 @@ expect_rc 0 "then start works"
 
 # rm of a stopped sandbox: the record goes.
 "$SBX" sandbox stop "$id" >/dev/null
+ref=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["snapshot"])' "$SBX_STOPPED/$id.json")
 run "$SBX" sandbox rm "$id"
 expect_rc 0 "rm of a stopped sandbox"
 nothing_left "rm of a stopped sandbox leaves nothing"
+run "$SBX" snapshot inspect "$ref"
+expect_not_in "$T/out" "sandbox-$id" "rm released the hold on its snapshot"
 run "$SBX" sandbox start "$id"
 expect_rc 1 "start of a removed sandbox fails"
 expect_in "$T/err" "no stopped sandbox" "clearly"
