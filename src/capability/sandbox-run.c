@@ -18,8 +18,10 @@ struct agent_env {
     struct sbx_agent *agent;
     int sandboxed;
     struct sbx_session *session; /* NULL for a plain agent */
-    int created;                 /* the run created session */
-    int owner;                   /* this env frees the handle (shared ones have one owner) */
+    enum sbx_session_source source;
+    const json_t *state; /* the session state it was resumed from (borrowed from the config) */
+    int created;         /* the run created or resumed session: it deletes it */
+    int owner;           /* this env frees the handle (shared ones have one owner) */
     char *session_id;
     struct sbx_capability **caps;
     size_t ncaps;
@@ -256,22 +258,111 @@ out:
     return rc;
 }
 
+/* The session state agent resumes from a run state's sandbox payload, or NULL. */
+static const json_t *run_state_entry(const json_t *rs, const char *name)
+{
+    const json_t *by = json_object_get(rs, "sessions_by_agent"), *v, *hit = NULL;
+    const char *key;
+    hit = json_object_get(by, name);
+    json_object_foreach((json_t *)by, key, v)
+    {
+        if (hit)
+            break;
+        const char *an = json_string_value(json_object_get(v, "agent_name"));
+        if (an && strcmp(an, name) == 0)
+            hit = v;
+    }
+    if (hit)
+        return json_object_get(hit, "session_state");
+    return json_object_get(rs, "session_state");
+}
+
+static int check_run_state(const json_t *rs, struct sbx_error *err)
+{
+    static const char what[] = "run state sandbox payload";
+    const json_t *st = json_object_get(rs, "session_state");
+    const json_t *by = json_object_get(rs, "sessions_by_agent"), *v;
+    const char *key;
+    if (!json_is_object(rs))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "%s must be an object, not %s", what,
+                             sbx_json_typename(rs));
+    if (st && !json_is_object(st))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "%s: 'session_state' must be an object, not %s",
+                             what, sbx_json_typename(st));
+    if (by && !json_is_object(by))
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "%s: 'sessions_by_agent' must be an object, not %s", what,
+                             sbx_json_typename(by));
+    json_object_foreach((json_t *)by, key, v)
+    {
+        const json_t *an = json_object_get(v, "agent_name");
+        if (!json_is_object(v) || !json_is_object(json_object_get(v, "session_state")) ||
+            (an && !json_is_string(an)))
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "%s: sessions_by_agent '%s' must be an object with a "
+                                 "'session_state' object and a string 'agent_name'",
+                                 what, key);
+    }
+    return 0;
+}
+
+/* Resume e's session from state. Agents resolving to the same state object share one session,
+ * owned by the first. */
+static int resume(struct sbx_sandbox_run *sr, struct agent_env *e, const json_t *state,
+                  enum sbx_session_source source, struct sbx_error *err)
+{
+    e->source = source;
+    e->state = state;
+    for (size_t i = 0; i < sr->n; i++)
+        if (sr->envs[i] != e && sr->envs[i]->state == state && sr->envs[i]->session) {
+            e->session = sr->envs[i]->session;
+            return 0;
+        }
+    int rc = sbx_client_resume(sr->client, state, &e->session, err);
+    if (rc < 0) {
+        sbx_error_prefix(err, source == SBX_SESSION_RUN_STATE
+                                      ? "cannot resume the session of the run state"
+                                      : "cannot resume the session state");
+        return rc;
+    }
+    e->created = 1;
+    e->owner = 1;
+    return 0;
+}
+
 static int open_session(struct sbx_sandbox_run *sr, struct agent_env *e, const json_t *spec,
                         struct sbx_error *err)
 {
     const struct sbx_run_config *cfg = &sr->cfg;
     struct sbx_manifest *m = NULL;
+    const json_t *state = NULL;
     int rc = 0;
     if (cfg->session) {
         e->session = cfg->session;
+        e->source = SBX_SESSION_LIVE;
         goto out;
     }
-    if (cfg->session_id || (cfg->share && sr->shared)) {
+    if (cfg->session_id) {
         if (!sr->shared) {
             if ((rc = sbx_client_attach(sr->client, cfg->session_id, &sr->shared, err)) < 0)
                 goto out;
             e->owner = 1;
         }
+        e->session = sr->shared;
+        e->source = SBX_SESSION_ATTACHED;
+        goto out;
+    }
+    if (cfg->run_state_sandbox &&
+        (state = run_state_entry(cfg->run_state_sandbox, sbx_agent_name(e->agent)))) {
+        rc = resume(sr, e, state, SBX_SESSION_RUN_STATE, err);
+        goto out;
+    }
+    if (cfg->session_state) {
+        rc = resume(sr, e, cfg->session_state, SBX_SESSION_STATE, err);
+        goto out;
+    }
+    e->source = SBX_SESSION_FRESH;
+    if (cfg->share && sr->shared) {
         e->session = sr->shared;
         goto out;
     }
@@ -428,16 +519,23 @@ int sbx_sandbox_run_new(const struct sbx_run_config *cfg, struct sbx_sandbox_run
     if (cfg->manifest_path && cfg->manifest_doc)
         return sbx_error_set(err, SBX_E_INVAL, 0,
                              "give either a manifest file or a manifest document, not both");
-    if ((cfg->session || cfg->session_id) && (cfg->manifest_path || cfg->manifest_doc))
+    int every = cfg->session || cfg->session_id || cfg->session_state;
+    if (every && (cfg->manifest_path || cfg->manifest_doc))
         return sbx_error_set(err, SBX_E_INVAL, 0,
                              "a manifest applies only to fresh sandboxes, not to an existing one");
+    if (cfg->session_state && !json_is_object(cfg->session_state))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "session state must be an object, not %s",
+                             sbx_json_typename(cfg->session_state));
+    int rc;
+    if (cfg->run_state_sandbox && (rc = check_run_state(cfg->run_state_sandbox, err)) < 0)
+        return rc;
     struct sbx_sandbox_run *sr = sbx_xcalloc(1, sizeof(*sr));
     sr->cfg = *cfg;
     pthread_mutex_init(&sr->lock, NULL);
     if (cfg->client) {
         sr->client = cfg->client;
     } else {
-        int rc = sbx_client_new("local", NULL, &sr->client, err);
+        rc = sbx_client_new("local", NULL, &sr->client, err);
         if (rc < 0) {
             sbx_sandbox_run_free(sr);
             return rc;
@@ -535,6 +633,12 @@ int sbx_sandbox_run_created(const struct sbx_sandbox_run *sr, size_t i)
 {
     const struct agent_env *e = listed(sr, i);
     return e ? e->created : 0;
+}
+
+enum sbx_session_source sbx_sandbox_run_source(const struct sbx_sandbox_run *sr, size_t i)
+{
+    const struct agent_env *e = listed(sr, i);
+    return e ? e->source : 0;
 }
 
 void sbx_sandbox_run_free(struct sbx_sandbox_run *sr)

@@ -13,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "sbx/capability.h"
+#include "sbx/fs.h"
 #include "sbx/json.h"
 #include "sbx/local.h"
 #include "sbx/runner.h"
@@ -21,6 +22,7 @@
 #include "sbx/time.h"
 
 #define PROMPT_MAX   ((size_t)1 << 20)
+#define STATE_MAX    ((size_t)1 << 20)
 #define CLI_MAXTURNS 3
 
 /* The signal that ends the run (SIGPIPE also when stdout's reader went away), 0 while none did:
@@ -90,7 +92,8 @@ static void usage(FILE *f)
     fputs("usage: sbx run [-a AGENT_FILE] [-m MODEL] [--base-url URL] [--api responses|chat]\n"
           "               [--max-turns N] [--json] [--record FILE] [--no-stream]\n"
           "               [--timeout DURATION] [--retries N] [--use-previous-response-id]\n"
-          "               [--manifest FILE | --session ID] [--keep] [--share] [PROMPT | -]\n"
+          "               [--manifest FILE | --session ID | --session-state FILE]\n"
+          "               [--keep] [--share] [PROMPT | -]\n"
           "               [--isolation namespaces|none] [--network none|full|allow:DOMAINS]\n"
           "               [--memory SIZE] [--port-bind ADDR] [--allow-port N]...\n"
           "               [--pids N] [--cpus N|none] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
@@ -103,9 +106,12 @@ static void usage(FILE *f)
           "--use-previous-response-id sends only new items and lets the server keep the rest.\n"
           "Sandbox agents (agent files with manifest / capabilities) run in a fresh local\n"
           "sandbox made from their manifest, removed at the end; --manifest FILE replaces the\n"
-          "manifest, --session ID runs in an existing sandbox instead, --keep leaves the\n"
-          "sandboxes the run created running and prints their ids on stderr, --share gives\n"
-          "every sandbox agent of the run (handoffs) one sandbox instead of one each.\n"
+          "manifest, --session ID runs in an existing sandbox instead (left running),\n"
+          "--session-state FILE resumes the sandbox a state file from 'sbx sandbox state'\n"
+          "describes (the run's own then: removed at the end unless --keep), --keep leaves the\n"
+          "sandboxes the run created or resumed running and prints their ids on stderr,\n"
+          "--share gives every sandbox agent of the run (handoffs) one sandbox instead of one\n"
+          "each.\n"
           "The sandboxes are isolated (no network) unless told otherwise; the isolation\n"
           "options are those of 'sbx sandbox create'. --pass-secret OPENAI_API_KEY lets a\n"
           "manifest's {type: secret, env: OPENAI_API_KEY} read the model's key (refused\n"
@@ -299,6 +305,20 @@ static int read_stdin(char **out, struct sbx_error *err)
     return 0;
 }
 
+/* A session state file (sbx sandbox state ID > FILE). */
+static int read_state(const char *path, json_t **out, struct sbx_error *err)
+{
+    struct sbx_buf b;
+    sbx_buf_init(&b, STATE_MAX);
+    int rc = sbx_fs_read_path(path, STATE_MAX, &b, err);
+    if (rc == 0)
+        rc = sbx_json_parse(b.data, b.len, NULL, out, err);
+    if (rc < 0)
+        sbx_error_prefix(err, "session state '%s'", path);
+    sbx_buf_release(&b);
+    return rc;
+}
+
 static int parse_count(const char *s, int lo, int hi, int *out)
 {
     char *end;
@@ -324,6 +344,7 @@ int cmd_run(int argc, char **argv)
         OPT_PREVID,
         OPT_MANIFEST,
         OPT_SESSION,
+        OPT_STATE,
         OPT_KEEP,
         OPT_SHARE,
         OPT_LOCAL,
@@ -343,6 +364,7 @@ int cmd_run(int argc, char **argv)
             {"use-previous-response-id", no_argument, NULL, OPT_PREVID},
             {"manifest", required_argument, NULL, OPT_MANIFEST},
             {"session", required_argument, NULL, OPT_SESSION},
+            {"session-state", required_argument, NULL, OPT_STATE},
             {"keep", no_argument, NULL, OPT_KEEP},
             {"share", no_argument, NULL, OPT_SHARE},
             {"isolation", required_argument, NULL, OPT_LOCAL},
@@ -364,7 +386,7 @@ int cmd_run(int argc, char **argv)
     struct sbx_model_options mopt = {0};
     struct sbx_run_options ropt = {0};
     struct render rd = {0};
-    const char *agent_path = NULL, *model_name = NULL;
+    const char *agent_path = NULL, *model_name = NULL, *state_path = NULL;
     struct sbx_agent_file *file = NULL;
     struct sbx_agent *agent = NULL, *own_agent = NULL;
     struct sbx_model *model = NULL;
@@ -372,7 +394,7 @@ int cmd_run(int argc, char **argv)
     struct sbx_run_config scfg = {0};
     struct sbx_sandbox_run *sr = NULL;
     char *prompt = NULL;
-    json_t *input = NULL;
+    json_t *input = NULL, *state = NULL;
     struct sbx_local_options lopt = {0};
     struct sbx_local_grant grants[SBX_LOCAL_MAX_GRANTS];
     struct sbx_client *client = NULL;
@@ -452,6 +474,9 @@ int cmd_run(int argc, char **argv)
         case OPT_SESSION:
             scfg.session_id = optarg;
             break;
+        case OPT_STATE:
+            state_path = optarg;
+            break;
         case OPT_KEEP:
             scfg.keep = 1;
             break;
@@ -474,8 +499,12 @@ int cmd_run(int argc, char **argv)
     if (scfg.manifest_path && scfg.session_id)
         return cli_usage("run ", "--manifest makes a fresh sandbox; it cannot be used with "
                                  "--session");
-    if (scfg.keep && !agent_path && !scfg.manifest_path)
-        return cli_usage("run ", "--keep needs a sandbox: give an agent file (-a) or --manifest");
+    if (state_path && (scfg.session_id || scfg.manifest_path))
+        return cli_usage("run ", "--session-state resumes a sandbox; it cannot be used with %s",
+                         scfg.session_id ? "--session" : "--manifest");
+    if (scfg.keep && !agent_path && !scfg.manifest_path && !state_path)
+        return cli_usage("run ", "--keep needs a sandbox: give an agent file (-a), --manifest "
+                                 "or --session-state");
     if (scfg.keep && scfg.session_id)
         return cli_usage("run ", "--keep applies to sandboxes the run creates, not to --session");
     if (argc - optind == 0)
@@ -490,6 +519,10 @@ int cmd_run(int argc, char **argv)
         rc = cli_usage("run ", "the prompt is empty");
         goto out;
     }
+    /* Read before anything is made, so a bad file leaves nothing behind. */
+    if (state_path && read_state(state_path, &state, &err) < 0)
+        goto out;
+    scfg.session_state = state;
 
     if (agent_path) {
         if (sbx_agent_file_load(agent_path, &file, &err) < 0)
@@ -524,7 +557,7 @@ int cmd_run(int argc, char **argv)
     input = sbx_json_str(p);
     /* Plain agents run as before; sandbox agents (or any agent, with --session / --manifest)
      * get their sandbox when they first take a turn. */
-    scfg.all_agents = scfg.session_id || scfg.manifest_path;
+    scfg.all_agents = scfg.session_id || scfg.manifest_path || state_path;
     int sandboxed = agent_path || scfg.all_agents;
     if (sandboxed && !scfg.session_id) {
         lopt.tied = !scfg.keep;
@@ -574,6 +607,7 @@ out_quiet:
     sbx_agent_file_free(file);
     sbx_agent_free(own_agent);
     json_decref(input);
+    json_decref(state);
     json_decref(rd.args);
     free(prompt);
     if (interrupted && interrupted != SIGINT)
