@@ -31,6 +31,7 @@
 struct sbx_manifest;
 struct sbx_session;
 struct sbx_client;
+struct sbx_snapshot_store; /* snapshot.h */
 
 /* ---------------------------------------------------------------------------------------------
  * Captured output: the first and last bytes of a stream, with a count of what was cut between. */
@@ -368,10 +369,40 @@ SBX_API const char *sbx_session_provider(const struct sbx_session *s);
 /* The workspace root as commands see it (their default cwd). */
 SBX_API const char *sbx_session_root(const struct sbx_session *s);
 
-/* The session state: a versioned JSON object from which the client attaches again
- * ({"version":1,"provider":"local","id":...}). Holds no credentials. *out: caller owns
- * (json_decref). */
+/* The session state: a versioned JSON document from which a client attaches again, or
+ * rebuilds the sandbox when it is gone (sbx_client_resume): {"version": 1, "provider", "id",
+ * "created", "options" (what the sandbox was created with: isolation, network, limits asked
+ * for, grants...), "limits" (in force), "manifest" (sbx_manifest_to_json: no secret values;
+ * references to harness variables stay references), "snapshot" (the last snapshot's reference
+ * or null), "exposed_ports", "workspace_owned", plus provider facts (host paths) that a rebuild
+ * does not use}. Holds no credentials. *out: caller owns (json_decref). */
 SBX_API int sbx_session_state(struct sbx_session *s, json_t **out, struct sbx_error *err);
+
+/* The largest session state document read or written (SBX_E_TOOBIG past it). */
+#define SBX_SESSION_STATE_MAX     ((size_t)16 << 20)
+#define SBX_SESSION_STATE_VERSION 1
+
+/* state as text (pretty JSON and a newline), after the checks of sbx_session_state_parse: what
+ * is written can be read back. *out: caller owns (free). */
+SBX_API int sbx_session_state_serialize(const json_t *state, char **out, struct sbx_error *err);
+/* Parse and validate a session state document: one JSON object of at most
+ * SBX_SESSION_STATE_MAX bytes, version SBX_SESSION_STATE_VERSION, a known provider, an id the
+ * provider could have made, and every field of the right type and range (the manifest is
+ * checked as a manifest, the snapshot as a "sha256:<64 hex>" reference). Errors name the
+ * field: "session state: field 'exposed_ports' must be an array", SBX_E_UNSUPPORTED for
+ * another version, SBX_E_PARSE for text that is not JSON (a truncated file). *out: caller
+ * owns (json_decref). */
+SBX_API int sbx_session_state_parse(const char *text, size_t n, json_t **out,
+                                    struct sbx_error *err);
+
+/* Snapshot the workspace into st (NULL: the default store, sbx_snapshot_store_open(NULL)):
+ * its files, directories and symlinks, without the manifest's ephemeral entries, incremental
+ * against the previous snapshot of this session. The reference is recorded in the session
+ * state ("snapshot"). *out_ref: "sha256:<64 hex>", caller owns (free). SBX_E_UNSUPPORTED for a
+ * provider whose workspace is not on this host. Consistent per file, not across files: see
+ * docs/internals/snapshots.md. */
+SBX_API int sbx_session_snapshot(struct sbx_session *s, struct sbx_snapshot_store *st,
+                                 char **out_ref, struct sbx_error *err);
 
 /* Stop the sandbox: kill every process in it, release its runtime resources; the workspace is
  * kept. The handle stays valid only for sbx_session_free. */
@@ -393,6 +424,14 @@ struct sbx_create_spec {
     /* Harness credentials (sbx_manifest_harness_credential) the manifest's environment may
      * read; NULL: none. Borrowed. */
     const struct sbx_strv *pass_secrets;
+    /* A snapshot to start from: an archive FILE (imported into the default store) or a
+     * reference (prefix) in it, resolved by sbx_snapshot_resolve. Its content is restored into
+     * the fresh workspace, then only the manifest's ephemeral entries are materialised. A
+     * snapshot that cannot be restored fails the create and leaves nothing. NULL: none. */
+    const char *snapshot;
+    /* The sandbox id to use (the provider's id syntax; SBX_E_EXISTS when in use). NULL: a
+     * random one. For start and resume, which bring a sandbox back under its id. */
+    const char *id;
 };
 
 /* Make a client for provider ("local"). options: the provider's options struct (for "local",
@@ -413,28 +452,74 @@ SBX_API int sbx_client_create(struct sbx_client *c, const struct sbx_create_spec
  * 'x'", SBX_E_SANDBOX "sandbox 'x' is gone" when its supervisor died. */
 SBX_API int sbx_client_attach(struct sbx_client *c, const char *id, struct sbx_session **out,
                               struct sbx_error *err);
-/* Attach from a session state object (sbx_session_state). */
+/* What a rebuild takes from the caller rather than from the state (trusted configuration). */
+struct sbx_resume_opts {
+    /* Harness credentials the manifest's environment references may read (as for create);
+     * NULL: none. Borrowed. */
+    const struct sbx_strv *pass_secrets;
+    /* Where the manifest's ephemeral local_* sources are resolved; NULL: cwd. */
+    const char *base_dir;
+};
+
+/* Reconnect to, or rebuild, the sandbox of a session state (sbx_session_state, or
+ * sbx_session_state_parse of a saved one; checked again here). When the sandbox with that id is
+ * live: attach. Else, when the state has a snapshot: a new sandbox with the same id (a fresh
+ * one when the id is taken by a leftover), the options, limits and exposed ports of the state
+ * and its manifest, the content restored from the snapshot and the ephemeral entries
+ * materialised again. Path grants are trusted configuration, never taken from a state: the
+ * client's own grants apply, and a state that records a grant the client does not give fails
+ * (SBX_E_PERM, naming it). A state of a stopped sandbox brings that sandbox back (as
+ * sbx_client_start). SBX_E_NOTFOUND "sandbox 'x' is gone and its state has no snapshot".
+ * opts may be NULL. *out: caller owns (sbx_session_free). */
+SBX_API int sbx_client_resume_with(struct sbx_client *c, const json_t *state,
+                                   const struct sbx_resume_opts *opts, struct sbx_session **out,
+                                   struct sbx_error *err);
+/* sbx_client_resume_with without options. */
 SBX_API int sbx_client_resume(struct sbx_client *c, const json_t *state, struct sbx_session **out,
                               struct sbx_error *err);
-/* The state objects of every live sandbox, as a JSON array sorted by creation time. Sandboxes
- * whose supervisor died are not listed (sbx_client_list_all shows them). *out: caller owns
- * (json_decref). */
+
+/* Stop a live sandbox (id or unique prefix): snapshot its workspace into the default store,
+ * hold the snapshot, record the session state as a stopped record, then end the sandbox and
+ * free everything else (processes, runtime dir, cgroups, the workspace it made). It is then
+ * listed with status "stopped" and comes back with sbx_client_start. A given workspace
+ * directory is left where it is. *out_ref (may be NULL): the snapshot, caller frees.
+ * SBX_E_UNSUPPORTED for a provider without stop. */
+SBX_API int sbx_client_stop(struct sbx_client *c, const char *id, char **out_ref,
+                            struct sbx_error *err);
+/* The session state of sandbox id (or unique prefix): for a live one, sbx_session_state after
+ * sbx_session_snapshot when snapshot is non-zero (so that the state can rebuild it once it is
+ * gone); for a stopped one, its record. *out: caller owns (json_decref). */
+SBX_API int sbx_client_state(struct sbx_client *c, const char *id, int snapshot, json_t **out,
+                             struct sbx_error *err);
+/* Bring a stopped sandbox back: the same id, options, limits, grants (its record is this
+ * user's own trusted file), manifest and workspace content; then its stopped record and the
+ * hold on its snapshot go. opts may be NULL. */
+SBX_API int sbx_client_start(struct sbx_client *c, const char *id,
+                             const struct sbx_resume_opts *opts, struct sbx_session **out,
+                             struct sbx_error *err);
+/* The state objects of every live sandbox, and of every stopped one (its record, with
+ * "status": "stopped" and the snapshot's "snapshot_bytes"), as a JSON array sorted by creation
+ * time. Sandboxes whose supervisor died are not listed (sbx_client_list_all shows them). *out:
+ * caller owns (json_decref). */
 SBX_API int sbx_client_list(struct sbx_client *c, json_t **out, struct sbx_error *err);
-/* Stop and remove a sandbox by id (or unique prefix), live or dead; keep_workspace keeps even a
- * workspace the sandbox created. */
+/* Stop and remove a sandbox by id (or unique prefix), live, dead or stopped (its record goes
+ * and its snapshot is no longer held); keep_workspace keeps even a workspace the sandbox
+ * created. */
 SBX_API int sbx_client_remove(struct sbx_client *c, const char *id, int keep_workspace,
                               struct sbx_error *err);
 /* Every sandbox of the caller the provider knows of, live or not, sorted by creation time: the
  * live ones' state objects with "status":"live", and for the others {"id", "status", "state"
  * (the state object or null), "leftovers": {"runtime_dir", "workspace" (null when gone),
- * "cgroups": [...], "supervisor_pid" (null when dead)}}. status: "live", "stopped" (a process
- * of it is stopped), "creating" (its creator is still at work) or "dead". SBX_E_UNSUPPORTED for
- * a provider without leftovers. *out: caller owns (json_decref). */
+ * "cgroups": [...], "supervisor_pid" (null when dead)}}. status: "live", "suspended" (a
+ * process of it is stopped by a signal), "creating" (its creator is still at work), "dead", or
+ * "stopped" (sbx_client_stop: the stopped record's state with "snapshot_bytes"). SBX_E_UNSUPPORTED
+ * for a provider without leftovers. *out: caller owns (json_decref). */
 SBX_API int sbx_client_list_all(struct sbx_client *c, json_t **out, struct sbx_error *err);
 /* Remove every leftover of the caller's dead sandboxes (status "dead" above: runtime dirs,
  * their workspaces unless keep_workspace, cgroups, processes) and stale empty sandbox cgroups;
- * never a live, stopped or creating sandbox, never another user's. *out (may be NULL) receives
- * an array of {"sandbox" (id or null), "kind", "path"}, one per thing removed; caller owns. */
+ * never a live, suspended, stopped or creating sandbox, never another user's. *out (may be NULL)
+ * receives an array of {"sandbox" (id or null), "kind", "path"}, one per thing removed; caller
+ * owns. */
 SBX_API int sbx_client_prune(struct sbx_client *c, int keep_workspace, json_t **out,
                              struct sbx_error *err);
 
@@ -476,6 +561,11 @@ struct sbx_session_ops {
     int (*resolve_port)(struct sbx_session *s, int port, char **out_url, struct sbx_error *err);
     int (*state)(struct sbx_session *s, json_t **out, struct sbx_error *err);
     int (*close)(struct sbx_session *s, int delete_workspace, struct sbx_error *err);
+    /* Optional (NULL: snapshots unsupported): a directory fd of the workspace on this host,
+     * borrowed (valid until the session is freed), and the recording of a snapshot reference
+     * taken of it in the session state. */
+    int (*workspace_fd)(struct sbx_session *s, int *out, struct sbx_error *err);
+    int (*record_snapshot)(struct sbx_session *s, const char *ref, struct sbx_error *err);
     void (*free)(struct sbx_session *s);
 };
 
@@ -513,6 +603,14 @@ struct sbx_client_ops {
     /* Optional (NULL: SBX_E_UNSUPPORTED). */
     int (*list_all)(struct sbx_client *c, json_t **out, struct sbx_error *err);
     int (*prune)(struct sbx_client *c, int keep_workspace, json_t **out, struct sbx_error *err);
+    /* Required: state is a checked session state of this provider. */
+    int (*resume)(struct sbx_client *c, const json_t *state, const struct sbx_resume_opts *opts,
+                  struct sbx_session **out, struct sbx_error *err);
+    /* Optional (NULL: SBX_E_UNSUPPORTED). */
+    int (*stop)(struct sbx_client *c, const char *id, char **out_ref, struct sbx_error *err);
+    int (*start)(struct sbx_client *c, const char *id, const struct sbx_resume_opts *opts,
+                 struct sbx_session **out, struct sbx_error *err);
+    int (*stopped_state)(struct sbx_client *c, const char *id, json_t **out, struct sbx_error *err);
     void (*free)(struct sbx_client *c);
 };
 

@@ -20,6 +20,7 @@
 #include "sbx/local.h"
 #include "sbx/manifest.h"
 #include "sbx/session.h"
+#include "sbx/snapshot.h"
 #include "sbx/strv.h"
 #include "sbx/time.h"
 
@@ -29,7 +30,8 @@ static const char usage_text[] =
         "usage: sbx sandbox <command> [options]\n"
         "\n"
         "commands:\n"
-        "  create [--manifest FILE] [--workspace DIR] [--port N]... [--json]\n"
+        "  create [--manifest FILE] [--workspace DIR] [--snapshot FILE|REF] [--port N]...\n"
+        "         [--json]\n"
         "         [--isolation namespaces|none] [--network none|full|allow:DOMAINS]\n"
         "         [--memory SIZE] [--pids N] [--cpus N|none] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
         "         [--port-bind ADDR] [--allow-port N]... [--disk SIZE|none]\n"
@@ -42,22 +44,41 @@ static const char usage_text[] =
         "                          grants of /proc /sys /dev /run or of trees with unix\n"
         "                          sockets are refused unless --allow-dangerous-grant PATH;\n"
         "                          --pass-secret OPENAI_API_KEY lets the manifest read it;\n"
-        "                          --disk: workspace size limit (default 8G; needs root)\n"
+        "                          --disk: workspace size limit (default 8G; needs root);\n"
+        "                          --snapshot: start from a snapshot (an archive or a\n"
+        "                          store reference), then apply the manifest's ephemeral\n"
+        "                          entries\n"
         "  exec [-t] [-i] [--cwd DIR] [--env K=V]... [--user NAME] [--timeout S]\n"
         "       [--max-output BYTES] [--keep-background] ID -- CMD...\n"
         "                          run a command; exits with its status; what it leaves\n"
         "                          running dies with it unless --keep-background (then at rm)\n"
         "  shell ID                an interactive shell on a terminal\n"
         "  cp SRC DST              copy a file; ID:PATH names a path in a sandbox\n"
-        "  ps [--all] [--json]     list live sandboxes (--all: also dead, stopped and\n"
-        "                          half-created ones, with what they left behind)\n"
+        "  ps [--all] [--json]     list live and stopped sandboxes (--all: also dead,\n"
+        "                          suspended and half-created ones, with what they left)\n"
+        "  snapshot ID [FILE]      snapshot the workspace into the store (incremental) and\n"
+        "                          print its reference; with FILE also export it there\n"
+        "                          (tar + zstd)\n"
+        "  stop ID...              snapshot, then end the sandbox: nothing runs, only the\n"
+        "                          snapshot and its state are kept\n"
+        "  start [--pass-secret NAME]... ID\n"
+        "                          bring a stopped sandbox back: same id, content, manifest,\n"
+        "                          options and limits\n"
+        "  state [--no-snapshot] ID\n"
+        "                          print its session state (JSON) after a snapshot, so that\n"
+        "                          it can be rebuilt (--no-snapshot: as it is)\n"
+        "  resume [--pass-secret NAME]... [--ro PATH[:DST]]... [--rw PATH[:DST]]... FILE\n"
+        "                          reconnect to the sandbox of a saved state (- for stdin)\n"
+        "                          if it runs, else rebuild it from its snapshot; print the\n"
+        "                          id. Grants are never taken from a state: give them again\n"
         "  port [--unix] ID PORT   the host URL of a port a service listens on (on\n"
         "                          127.0.0.1, reachable by every local user); --unix: the\n"
         "                          path of a unix socket only you can reach, forwarding\n"
         "                          to it (curl --unix-socket PATH http://x/)\n"
         "  rm [--keep-workspace] ID...\n"
         "                          stop sandboxes and remove their workspaces (a sandbox\n"
-        "                          that does not answer is killed)\n"
+        "                          that does not answer is killed; a stopped one's record\n"
+        "                          goes and its snapshot is no longer held)\n"
         "  prune [--keep-workspace] [--json]\n"
         "                          remove what dead sandboxes left (runtime dirs, their\n"
         "                          workspaces, cgroups); one line per thing removed\n";
@@ -336,6 +357,8 @@ static int cmd_create(int argc, char **argv)
             manifest_path = argv[++i];
         } else if ((strcmp(a, "--workspace") == 0 || strcmp(a, "-w") == 0) && i + 1 < argc) {
             spec.workspace = argv[++i];
+        } else if (strcmp(a, "--snapshot") == 0 && i + 1 < argc) {
+            spec.snapshot = argv[++i];
         } else if (strcmp(a, "--port") == 0 && i + 1 < argc) {
             char *end;
             long p = strtol(argv[++i], &end, 10);
@@ -852,8 +875,21 @@ static int cmd_ps(int argc, char **argv)
                 const char *created = json_string_value(json_object_get(v, "created"));
                 const char *ws = json_string_value(json_object_get(v, "workspace"));
                 json_t *left = json_object_get(v, "leftovers");
+                const char *status = json_string_value(json_object_get(v, "status"));
+                char where[160];
                 if (left)
                     ws = json_string_value(json_object_get(left, "workspace"));
+                if (status && strcmp(status, "stopped") == 0) {
+                    /* Nothing of it runs or has a workspace: its snapshot is what it is. */
+                    const json_t *b = json_object_get(v, "snapshot_bytes");
+                    char size[32] = "size unknown";
+                    if (json_is_integer(b))
+                        snprintf(size, sizeof(size), "%lld bytes",
+                                 (long long)json_integer_value(b));
+                    snprintf(where, sizeof(where), "(stopped: snapshot %.19s, %s)",
+                             json_string_value(json_object_get(v, "snapshot")), size);
+                    ws = where;
+                }
                 if (all)
                     printf("%-16s  %-12s  %-24s  %s\n", json_string_value(json_object_get(v, "id")),
                            json_string_value(json_object_get(v, "status")), created ? created : "-",
@@ -965,15 +1001,209 @@ static int cmd_prune(int argc, char **argv)
     return rc < 0 ? cli_fail(&err) : CLI_OK;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * snapshot, stop, start, state, resume */
+
+static int cmd_snapshot(int argc, char **argv)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_client *c = NULL;
+    struct sbx_session *s = NULL;
+    struct sbx_snapshot_store *st = NULL;
+    char *ref = NULL, *tmp = NULL;
+    int fd = -1;
+    if (argc < 2 || argc > 3)
+        return cli_usage(VERB, "snapshot: want ID and an optional FILE");
+    const char *file = argc == 3 ? argv[2] : NULL;
+    int rc = attach(argv[1], &c, &s, &err);
+    if (rc == 0)
+        rc = sbx_snapshot_store_open(NULL, &st, &err);
+    if (rc == 0)
+        rc = sbx_session_snapshot(s, st, &ref, &err);
+    if (rc == 0 && file) {
+        /* Next to FILE, renamed over it when complete: a failed export leaves no half file. */
+        tmp = sbx_xasprintf("%s.sbx-tmp", file);
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0)
+            rc = sbx_error_errno(&err, errno, "cannot create '%s'", tmp);
+        if (rc == 0)
+            rc = sbx_snapshot_export(st, ref, fd, &err);
+        if (rc == 0 && fsync(fd) < 0)
+            rc = sbx_error_errno(&err, errno, "cannot write '%s'", tmp);
+        if (fd >= 0 && close(fd) < 0 && rc == 0)
+            rc = sbx_error_errno(&err, errno, "cannot write '%s'", tmp);
+        if (rc == 0 && rename(tmp, file) < 0)
+            rc = sbx_error_errno(&err, errno, "cannot rename '%s' to '%s'", tmp, file);
+        if (rc < 0 && fd >= 0)
+            unlink(tmp);
+    }
+    if (rc == 0)
+        printf("%s\n", ref);
+    free(ref);
+    free(tmp);
+    sbx_snapshot_store_free(st);
+    sbx_session_free(s);
+    sbx_client_free(c);
+    return rc < 0 ? cli_fail(&err) : CLI_OK;
+}
+
+static int cmd_stop(int argc, char **argv)
+{
+    struct sbx_client *c = NULL;
+    struct sbx_error err = SBX_ERROR_INIT;
+    int status = CLI_OK;
+    if (argc < 2)
+        return cli_usage(VERB, "stop: missing sandbox id");
+    if (new_client(&c, &err) < 0)
+        return cli_fail(&err);
+    for (int i = 1; i < argc; i++) {
+        if (sbx_client_stop(c, argv[i], NULL, &err) < 0)
+            status = cli_fail(&err);
+        else
+            printf("%s\n", argv[i]);
+    }
+    sbx_client_free(c);
+    return status;
+}
+
+static int cmd_start(int argc, char **argv)
+{
+    struct sbx_client *c = NULL;
+    struct sbx_session *s = NULL;
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_strv pass;
+    const char *id = NULL;
+    int rc = CLI_OK;
+    sbx_strv_init(&pass);
+    for (int i = 1; i < argc && rc == CLI_OK; i++) {
+        if (strcmp(argv[i], "--pass-secret") == 0 && i + 1 < argc) {
+            if ((rc = cli_pass_secret(argv[++i], &pass)) == 1)
+                rc = CLI_OK;
+        } else if (argv[i][0] == '-' || id) {
+            rc = cli_usage(VERB, "start: unexpected argument '%s'", argv[i]);
+        } else {
+            id = argv[i];
+        }
+    }
+    if (rc == CLI_OK && !id)
+        rc = cli_usage(VERB, "start: missing sandbox id");
+    if (rc != CLI_OK) {
+        sbx_strv_release(&pass);
+        return rc;
+    }
+    struct sbx_resume_opts ro = {.pass_secrets = &pass};
+    int r = new_client(&c, &err);
+    if (r == 0)
+        r = sbx_client_start(c, id, &ro, &s, &err);
+    if (r == 0)
+        printf("%s\n", sbx_session_id(s));
+    sbx_session_free(s);
+    sbx_client_free(c);
+    sbx_strv_release(&pass);
+    return r < 0 ? cli_fail(&err) : CLI_OK;
+}
+
+static int cmd_state(int argc, char **argv)
+{
+    struct sbx_client *c = NULL;
+    struct sbx_error err = SBX_ERROR_INIT;
+    json_t *state = NULL;
+    char *text = NULL;
+    int snapshot = 1, i = 1;
+    if (i < argc && strcmp(argv[i], "--no-snapshot") == 0) {
+        snapshot = 0;
+        i++;
+    }
+    if (argc - i != 1)
+        return cli_usage(VERB, "state: want [--no-snapshot] and one sandbox id");
+    int rc = new_client(&c, &err);
+    if (rc == 0)
+        rc = sbx_client_state(c, argv[i], snapshot, &state, &err);
+    if (rc == 0)
+        rc = sbx_session_state_serialize(state, &text, &err);
+    if (rc == 0)
+        fputs(text, stdout);
+    free(text);
+    json_decref(state);
+    sbx_client_free(c);
+    return rc < 0 ? cli_fail(&err) : CLI_OK;
+}
+
+static int cmd_resume(int argc, char **argv)
+{
+    struct sbx_local_options opts = {0};
+    struct sbx_local_grant grants[SBX_LOCAL_MAX_GRANTS];
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_client *c = NULL;
+    struct sbx_session *s = NULL;
+    struct sbx_strv pass;
+    struct sbx_buf text;
+    json_t *state = NULL;
+    const char *file = NULL;
+    int rc = CLI_OK;
+    sbx_strv_init(&pass);
+    for (int i = 1; i < argc && rc == CLI_OK; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--pass-secret") == 0 && i + 1 < argc) {
+            if ((rc = cli_pass_secret(argv[++i], &pass)) == 1)
+                rc = CLI_OK;
+        } else if (strcmp(a, "--ro") == 0 || strcmp(a, "--rw") == 0 ||
+                   strcmp(a, "--allow-dangerous-grant") == 0) {
+            /* The trusted configuration a state never carries: host path grants. */
+            int r = cli_local_option(argc, argv, &i, &opts, grants);
+            rc = r == 1 ? CLI_OK : r;
+        } else if ((a[0] == '-' && a[1]) || file) {
+            rc = cli_usage(VERB, "resume: unexpected argument '%s'", a);
+        } else {
+            file = a;
+        }
+    }
+    if (rc == CLI_OK && !file)
+        rc = cli_usage(VERB, "resume: missing state FILE");
+    if (rc == CLI_OK)
+        rc = cli_local_finish(&opts, grants);
+    if (rc != CLI_OK) {
+        sbx_strv_release(&pass);
+        return rc;
+    }
+    sbx_buf_init(&text, SBX_SESSION_STATE_MAX + 1);
+    int fd = strcmp(file, "-") == 0 ? dup(0) : open(file, O_RDONLY | O_CLOEXEC);
+    int r = fd < 0 ? sbx_error_errno(&err, errno, "cannot open '%s'", file)
+                   : sbx_fd_read_all(fd, SBX_SESSION_STATE_MAX, &text, &err);
+    if (fd >= 0)
+        close(fd);
+    if (r == 0)
+        r = sbx_session_state_parse(text.data, text.len, &state, &err);
+    if (r < 0)
+        sbx_error_prefix(&err, "'%s'", file);
+    struct sbx_resume_opts ro = {.pass_secrets = &pass};
+    if (r == 0)
+        r = sbx_client_new("local", &opts, &c, &err);
+    if (r == 0)
+        r = sbx_client_resume_with(c, state, &ro, &s, &err);
+    if (r == 0)
+        printf("%s\n", sbx_session_id(s));
+    sbx_session_free(s);
+    sbx_client_free(c);
+    json_decref(state);
+    sbx_buf_release(&text);
+    sbx_strv_release(&pass);
+    return r < 0 ? cli_fail(&err) : CLI_OK;
+}
+
 int cmd_sandbox(int argc, char **argv)
 {
     static const struct {
         const char *name;
         cli_verb_fn *fn;
     } subs[] = {
-            {"create", cmd_create}, {"exec", cmd_exec}, {"shell", cmd_shell},
-            {"cp", cmd_cp},         {"ps", cmd_ps},     {"ls", cmd_ps},
-            {"port", cmd_port},     {"rm", cmd_rm},     {"prune", cmd_prune},
+            {"create", cmd_create}, {"exec", cmd_exec},
+            {"shell", cmd_shell},   {"cp", cmd_cp},
+            {"ps", cmd_ps},         {"ls", cmd_ps},
+            {"port", cmd_port},     {"rm", cmd_rm},
+            {"prune", cmd_prune},   {"snapshot", cmd_snapshot},
+            {"stop", cmd_stop},     {"start", cmd_start},
+            {"state", cmd_state},   {"resume", cmd_resume},
     };
     if (argc < 2)
         return cli_usage(VERB, "sandbox: missing command");

@@ -1,4 +1,5 @@
 /* The client registry and the provider-independent half of sbx_client. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "sandbox/local/local.h"
@@ -8,11 +9,22 @@
 struct provider {
     const char *name;
     int (*make)(const void *opts, struct sbx_client **out, struct sbx_error *err);
+    int (*check_state)(const json_t *state, struct sbx_error *err);
 };
 
 static const struct provider providers[] = {
-        {"local", sbx__local_client_new},
+        {"local", sbx__local_client_new, sbx__local_state_check},
 };
+
+int sbx__provider_check_state(const json_t *state, struct sbx_error *err)
+{
+    const char *name = json_string_value(json_object_get(state, "provider"));
+    for (size_t i = 0; name && i < SBX_ARRAY_LEN(providers); i++)
+        if (strcmp(providers[i].name, name) == 0)
+            return providers[i].check_state(state, err);
+    return sbx_error_set(err, SBX_E_INVAL, 0, "field 'provider': unknown provider '%s'",
+                         name ? name : "");
+}
 
 int sbx_client_new(const char *provider, const void *options, struct sbx_client **out,
                    struct sbx_error *err)
@@ -51,18 +63,79 @@ int sbx_client_attach(struct sbx_client *c, const char *id, struct sbx_session *
     return c->ops->attach(c, id, out, err);
 }
 
-int sbx_client_resume(struct sbx_client *c, const json_t *state, struct sbx_session **out,
-                      struct sbx_error *err)
+int sbx_client_resume_with(struct sbx_client *c, const json_t *state,
+                           const struct sbx_resume_opts *opts, struct sbx_session **out,
+                           struct sbx_error *err)
 {
+    struct sbx_resume_opts none = {0};
+    /* A state made in this process or read from anywhere: checked the same way. */
+    int rc = state ? 0 : sbx_error_set(err, SBX_E_INVAL, 0, "missing session state");
+    if (rc == 0 && (rc = sbx__session_state_check(state, err)) < 0)
+        sbx_error_prefix(err, "session state");
+    if (rc < 0)
+        return rc;
     const char *provider = json_string_value(json_object_get(state, "provider"));
-    const char *id = json_string_value(json_object_get(state, "id"));
-    if (!json_is_object(state) || !provider || !id)
-        return sbx_error_set(err, SBX_E_INVAL, 0,
-                             "session state must be an object with 'provider' and 'id'");
     if (strcmp(provider, c->provider) != 0)
         return sbx_error_set(err, SBX_E_INVAL, 0, "session state is for provider '%s', not '%s'",
                              provider, c->provider);
-    return c->ops->attach(c, id, out, err);
+    return c->ops->resume(c, state, opts ? opts : &none, out, err);
+}
+
+int sbx_client_resume(struct sbx_client *c, const json_t *state, struct sbx_session **out,
+                      struct sbx_error *err)
+{
+    return sbx_client_resume_with(c, state, NULL, out, err);
+}
+
+int sbx_client_stop(struct sbx_client *c, const char *id, char **out_ref, struct sbx_error *err)
+{
+    if (!id)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "missing sandbox id");
+    if (!c->ops->stop)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "provider '%s' cannot stop sandboxes",
+                             c->provider);
+    char *ref = NULL;
+    int rc = c->ops->stop(c, id, &ref, err);
+    if (rc == 0 && out_ref)
+        *out_ref = ref;
+    else
+        free(ref);
+    return rc;
+}
+
+int sbx_client_start(struct sbx_client *c, const char *id, const struct sbx_resume_opts *opts,
+                     struct sbx_session **out, struct sbx_error *err)
+{
+    struct sbx_resume_opts none = {0};
+    if (!id)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "missing sandbox id");
+    if (!c->ops->start)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "provider '%s' cannot start sandboxes",
+                             c->provider);
+    return c->ops->start(c, id, opts ? opts : &none, out, err);
+}
+
+int sbx_client_state(struct sbx_client *c, const char *id, int snapshot, json_t **out,
+                     struct sbx_error *err)
+{
+    struct sbx_session *s = NULL;
+    char *ref = NULL;
+    struct sbx_error aerr = SBX_ERROR_INIT;
+    int rc = sbx_client_attach(c, id, &s, &aerr);
+    if (rc == -SBX_E_NOTFOUND && c->ops->stopped_state) {
+        rc = c->ops->stopped_state(c, id, out, err);
+        if (rc != -SBX_E_NOTFOUND)
+            return rc;
+    }
+    if (rc < 0)
+        return sbx_error_copy(err, &aerr);
+    if (snapshot)
+        rc = sbx_session_snapshot(s, NULL, &ref, err);
+    if (rc == 0)
+        rc = sbx_session_state(s, out, err);
+    free(ref);
+    sbx_session_free(s);
+    return rc;
 }
 
 int sbx_client_list(struct sbx_client *c, json_t **out, struct sbx_error *err)

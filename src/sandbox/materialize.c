@@ -509,25 +509,61 @@ static int materialize_entry(struct sbx_session *s, struct undo *u,
     return sbx_error_set(err, SBX_E_INVAL, 0, "unknown entry type %d", (int)e->type);
 }
 
-int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, json_t **out_records,
-                     struct sbx_error *err)
+/* 1 when path is prefix itself or lies beneath it. */
+static int path_within(const char *path, const char *prefix)
+{
+    size_t n = strlen(prefix);
+    return strncmp(path, prefix, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+void sbx__manifest_ephemeral_paths(const struct sbx_manifest *m, struct sbx_strv *out)
+{
+    size_t n = m ? sbx_manifest_entry_count(m) : 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct sbx_manifest_entry *e = sbx_manifest_entry_at(m, i);
+        if (!e->ephemeral)
+            continue;
+        int covered = 0;
+        for (size_t k = 0; k < out->n && !covered; k++)
+            covered = path_within(e->path, out->v[k]);
+        if (!covered)
+            sbx_strv_push(out, e->path);
+    }
+}
+
+int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, int flags,
+                     json_t **out_records, struct sbx_error *err)
 {
     json_t *records = json_array();
     struct undo u = {0};
+    struct sbx_strv eph;
     size_t n = sbx_manifest_entry_count(m);
+    sbx_strv_init(&eph);
+    if (flags & SBX__MATERIALIZE_EPHEMERAL_ONLY)
+        sbx__manifest_ephemeral_paths(m, &eph);
     for (size_t i = 0; i < n; i++) {
         const struct sbx_manifest_entry *e = sbx_manifest_entry_at(m, i);
+        if (flags & SBX__MATERIALIZE_EPHEMERAL_ONLY) {
+            /* The rest came from the snapshot. */
+            int covered = 0;
+            for (size_t k = 0; k < eph.n && !covered; k++)
+                covered = path_within(e->path, eph.v[k]);
+            if (!covered)
+                continue;
+        }
         int rc = materialize_entry(s, &u, e, records, err);
         if (rc < 0) {
             sbx_error_prefix(err, "entry '%s'", e->path);
             /* A given workspace must be as it was, or the retry trips over our leftovers. */
             undo_run(s, &u);
             undo_release(&u);
+            sbx_strv_release(&eph);
             json_decref(records);
             return rc;
         }
     }
     undo_release(&u);
+    sbx_strv_release(&eph);
     *out_records = records;
     return 0;
 }

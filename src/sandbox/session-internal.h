@@ -32,8 +32,24 @@ int sbx__tty_resize(int master, unsigned short rows, unsigned short cols, struct
  * missing parents) is removed and the modes it changed on existing directories are put back,
  * so a given workspace is left as it was; a pre-existing file that an entry replaced keeps the
  * new content. */
-int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, json_t **out_records,
-                     struct sbx_error *err);
+enum {
+    /* Only the ephemeral entries (and what lies beneath them): the rest of the workspace came
+     * from a snapshot. */
+    SBX__MATERIALIZE_EPHEMERAL_ONLY = 1 << 0,
+};
+int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, int flags,
+                     json_t **out_records, struct sbx_error *err);
+
+/* The workspace paths of m's ephemeral entries, topmost only (one beneath another ephemeral
+ * entry is covered by it), appended to out: what a snapshot leaves out. m may be NULL. */
+struct sbx_strv;
+void sbx__manifest_ephemeral_paths(const struct sbx_manifest *m, struct sbx_strv *out);
+
+/* Check the provider-specific part of a session state (the generic fields are checked by
+ * sbx_session_state_parse): the provider named in it must be known. */
+int sbx__provider_check_state(const json_t *state, struct sbx_error *err);
+/* The checks of sbx_session_state_parse on a parsed document (no "session state" prefix). */
+int sbx__session_state_check(const json_t *state, struct sbx_error *err);
 
 /* A stable fingerprint of m (sha256, lowercase hex): root, entries in order with every field
  * and the file bytes, environment (secret values only as "a secret is set"), users, groups —

@@ -12,7 +12,7 @@ run "$SBX" sandbox create --json
 expect_rc 0 "create --json succeeds"
 id2=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["id"])' "$T/out")
 expect_eq "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(d["version"], d["provider"], d["root"], d["isolation"], d["network"], sorted(d))' "$T/out")" \
-    "1 local /workspace namespaces none ['created', 'disk', 'id', 'isolation', 'limits', 'manifest_digest', 'network', 'provider', 'root', 'unenforced', 'version', 'workspace', 'workspace_owned']" \
+    "1 local /workspace namespaces none ['created', 'disk', 'exposed_ports', 'id', 'isolation', 'limits', 'manifest', 'manifest_digest', 'network', 'options', 'provider', 'root', 'snapshot', 'unenforced', 'version', 'workspace', 'workspace_owned']" \
     "the session state is versioned, isolated with no network by default, and holds only what it should"
 # Only the workspace size limit may be reported (unenforceable without root: 0006-disk.sh).
 expect_eq "$(grep -v "^sbx: warning: sandbox '[0-9a-f]*': disk limit .* is not enforced: " "$T/err")" "" \

@@ -133,7 +133,7 @@ outer=$(outer_pid "$id")
 stopped_pids+=("$p1")
 kill -STOP "$p1"
 run "$SBX" sandbox ps --all
-expect_in "$T/out" "stopped" "ps --all says the sandbox is stopped"
+expect_in "$T/out" "suspended" "ps --all says the sandbox is suspended (a signal stopped it)"
 run "$SBX" sandbox rm "$id"
 expect_rc 0 "rm of a stopped supervisor succeeds"
 alive "$p1" && not_ok "the stopped supervisor was killed" || ok "the stopped supervisor was killed"

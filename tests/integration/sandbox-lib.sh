@@ -2,12 +2,15 @@
 # Every test gets its own runtime and workspace directories under $T, so it never touches the
 # real ones and never sees another test's sandboxes; every sandbox left is removed on exit.
 export XDG_RUNTIME_DIR="$T/run" SBX_WORKSPACES="$T/ws"
+# Stopped sandboxes and snapshots too: never the user's own.
+export SBX_STOPPED="$T/stopped" SBX_SNAPSHOTS="$T/snapshots"
 mkdir -m 0700 "$XDG_RUNTIME_DIR"
 RUNBASE="$XDG_RUNTIME_DIR/sbx"
 
 sandbox_cleanup() {
     local id
     for id in $(ls "$RUNBASE" 2>/dev/null); do "$SBX" sandbox rm "$id" >/dev/null 2>&1; done
+    for id in $(ls "$SBX_STOPPED" 2>/dev/null); do "$SBX" sandbox rm "${id%.json}" >/dev/null 2>&1; done
     "$SBX" sandbox prune >/dev/null 2>&1
     # A failed test may leave a workspace's disk image mounted under $T: never let it outlive us.
     local m
@@ -48,4 +51,14 @@ wait_until() {
     local i
     for i in $(seq 1 200); do "$@" && return 0; sleep 0.05; done
     return 1
+}
+
+# nothing_left DESC: no sandbox of this test exists in any form (runtime dirs, workspaces,
+# stopped records): what a failed create or resume must leave.
+nothing_left() {
+    local what
+    what=$(ls -A "$RUNBASE" "$SBX_WORKSPACES" 2>/dev/null | grep -v -e '^$' -e ':$')
+    if [ -z "$what" ] && [ "$("$SBX" sandbox ps --all --json | tr -d ' \n')" = "[]" ]; then ok "$1"; else
+        not_ok "$1"; diag "left: $what" "$("$SBX" sandbox ps --all 2>&1)"
+    fi
 }

@@ -31,6 +31,7 @@
 #include "sbx/log.h"
 #include "sbx/manifest.h"
 #include "sbx/path.h"
+#include "sbx/snapshot.h"
 #include "sbx/strv.h"
 #include "sbx/time.h"
 
@@ -43,7 +44,7 @@
 
 #define ID_BYTES            8 /* 16 hex characters */
 #define ID_MAX_LEN          64
-#define STATE_MAX           ((size_t)1 << 20)
+#define STATE_MAX           SBX_SESSION_STATE_MAX
 #define REQUEST_DEADLINE_MS 10000
 #define IDRANGE_WAIT_MS     10000
 /* Create waits for the supervisor's report, which comes (ok or an error) or the socket closes
@@ -82,6 +83,7 @@ struct local_client {
 };
 
 static void add_network_config(const struct local_client *c, json_t *sb);
+static int write_state(const char *dir, const json_t *state, struct sbx_error *err);
 
 struct local_session {
     struct sbx_session base;
@@ -757,6 +759,18 @@ static int sess_state(struct sbx_session *bs, json_t **out, struct sbx_error *er
     return 0;
 }
 
+static int sess_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err)
+{
+    return root_fd((struct local_session *)bs, out, err);
+}
+
+static int sess_record_snapshot(struct sbx_session *bs, const char *ref, struct sbx_error *err)
+{
+    struct local_session *s = (struct local_session *)bs;
+    sbx_json_set(s->state, "snapshot", sbx_json_str(ref));
+    return write_state(s->dir, s->state, err);
+}
+
 static int sess_close(struct sbx_session *bs, int delete_workspace, struct sbx_error *err)
 {
     struct local_session *s = (struct local_session *)bs;
@@ -795,6 +809,8 @@ static const struct sbx_session_ops session_ops = {
         .resolve_port = sess_resolve_port,
         .state = sess_state,
         .close = sess_close,
+        .workspace_fd = sess_workspace_fd,
+        .record_snapshot = sess_record_snapshot,
         .free = sess_free,
 };
 
@@ -829,10 +845,26 @@ static struct local_session *session_from_state(const char *rundir, const char *
 
 static int check_state(const json_t *st, const char *id, struct sbx_error *err)
 {
-    static const char *const keys[] = {
-            "version",      "provider",  "id",      "workspace",       "root",
-            "created",      "isolation", "network", "workspace_owned", "manifest_digest",
-            "materialized", "disk",      "limits",  "unenforced",      NULL};
+    static const char *const keys[] = {"version",
+                                       "provider",
+                                       "id",
+                                       "workspace",
+                                       "root",
+                                       "created",
+                                       "isolation",
+                                       "network",
+                                       "workspace_owned",
+                                       "manifest_digest",
+                                       "materialized",
+                                       "disk",
+                                       "limits",
+                                       "unenforced",
+                                       "options",
+                                       "manifest",
+                                       "snapshot",
+                                       "exposed_ports",
+                                       "stopped",
+                                       NULL};
     int64_t version = 0;
     const char *provider = NULL, *sid = NULL, *ws = NULL, *root = NULL;
     int rc;
@@ -1132,6 +1164,7 @@ struct state_job {
     const char *dir;
     json_t *state;
     const struct sbx_manifest *manifest;
+    int materialize_flags;
     struct sbx_session *session; /* materialise through it now (isolated: the host directory) */
 };
 
@@ -1144,7 +1177,7 @@ static int write_initial_state(void *ctx, struct sbx_error *err)
     int rc = 0;
     if (j->session && j->manifest) {
         json_t *records = NULL;
-        rc = sbx__materialize(j->session, j->manifest, &records, err);
+        rc = sbx__materialize(j->session, j->manifest, j->materialize_flags, &records, err);
         if (rc < 0)
             return rc;
         sbx_json_set(j->state, "materialized", records);
@@ -1303,24 +1336,265 @@ static int record_limits(const char *dir, const char *id, json_t *state, const j
     return write_state(dir, state, err);
 }
 
-static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
-                     struct sbx_session **out, struct sbx_error *err)
+/* A limit or size as the session state records it: the number, or "none". */
+static json_t *amount_json(uint64_t v)
 {
-    struct local_client *c = (struct local_client *)bc;
+    return v == SBX_LOCAL_LIMIT_NONE ? sbx_json_str("none") : json_integer((json_int_t)v);
+}
+
+/* What this client creates sandboxes with, as the session state's "options": everything a
+ * rebuild needs and nothing of the caller's environment. Grants are recorded (a reader sees
+ * what the sandbox could reach), but a rebuild from a state file takes them only from its own
+ * client: see sbx_client_resume_with. */
+static json_t *options_json(const struct local_client *c)
+{
+    json_t *o = json_object(), *lim = json_object(), *grants = json_array();
+    sbx_json_set(o, "isolation", sbx_json_str(c->isolated ? "namespaces" : "none"));
+    sbx_json_set(o, "network",
+                 sbx_json_str(!c->isolated || c->network == SBX_LOCAL_NETWORK_HOST ? "full"
+                              : c->network == SBX_LOCAL_NETWORK_ALLOW              ? "allow"
+                                                                                   : "none"));
+    const struct sbx_local_limits *l = &c->limits;
+    const uint64_t vals[] = {l->memory_bytes, l->pids, l->cpu_millis, l->file_size_bytes,
+                             l->open_files};
+    static const char *const names[] = {"memory", "pids", "cpu_millis", "file_size", "open_files"};
+    for (size_t i = 0; i < 5; i++)
+        if (vals[i])
+            sbx_json_set(lim, names[i], amount_json(vals[i]));
+    sbx_json_set(o, "limits", lim);
+    sbx_json_set(o, "disk",
+                 c->disk_bytes == SBX_LOCAL_LIMIT_NONE ? sbx_json_str("none")
+                 : c->disk_explicit                    ? json_integer((json_int_t)c->disk_bytes)
+                                                       : json_null());
+    for (size_t i = 0; i < c->n_grants; i++) {
+        json_t *g = json_object();
+        sbx_json_set(g, "src", sbx_json_str(c->grants[i].src));
+        if (c->grants[i].dst)
+            sbx_json_set(g, "dst", sbx_json_str(c->grants[i].dst));
+        sbx_json_set(g, "writable", json_boolean(c->grants[i].writable));
+        sbx_json_set(g, "dangerous", json_boolean(c->grants[i].dangerous));
+        sbx_json_append(grants, g);
+    }
+    sbx_json_set(o, "grants", grants);
+    if (c->allow.n) {
+        json_t *a = json_array(), *p = json_array();
+        for (size_t i = 0; i < c->allow.n; i++)
+            sbx_json_append(a, sbx_json_str(c->allow.v[i]));
+        for (size_t i = 0; i < c->n_allow_ports; i++)
+            sbx_json_append(p, json_integer(c->allow_ports[i]));
+        sbx_json_set(o, "allow_domains", a);
+        sbx_json_set(o, "allow_ports", p);
+    }
+    if (c->port_bind)
+        sbx_json_set(o, "port_bind", sbx_json_str(c->port_bind));
+    return o;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Stopped sandboxes: <stopped>/<id>.json holds the session state (with its snapshot, held in
+ * the store) of a sandbox that sbx_client_stop ended. */
+
+#define STOPPED_SUFFIX ".json"
+#define HOLDER_PREFIX  "sandbox-"
+
+/* $SBX_STOPPED, else ${XDG_STATE_HOME:-~/.local/state}/sbx/stopped; made 0700 when make. */
+static int stopped_dir(int make, char **out, struct sbx_error *err)
+{
+    const char *env = getenv("SBX_STOPPED"), *state = getenv("XDG_STATE_HOME");
+    const char *home = getenv("HOME");
+    char *dir;
+    if (env && env[0] == '/')
+        dir = sbx_xstrdup(env);
+    else if (state && state[0] == '/')
+        dir = sbx_xasprintf("%s/sbx/stopped", state);
+    else if (home && home[0] == '/')
+        dir = sbx_xasprintf("%s/.local/state/sbx/stopped", home);
+    else
+        return sbx_error_set(err, SBX_E_INVAL, 0, "no place for stopped sandboxes: set HOME");
+    for (char *p = dir + 1; make; p++) {
+        if (*p == '/' || *p == '\0') {
+            char c0 = *p;
+            *p = '\0';
+            if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+                int rc = sbx_error_errno(err, errno, "cannot create '%s'", dir);
+                free(dir);
+                return rc;
+            }
+            *p = c0;
+            if (!c0)
+                break;
+        }
+    }
+    *out = dir;
+    return 0;
+}
+
+/* The full id of the stopped sandbox prefix names: 1 found, 0 none (or no such directory),
+ * -code when ambiguous. */
+static int find_stopped(const char *sdir, const char *prefix, char **out, struct sbx_error *err)
+{
+    if (!valid_id(prefix))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "'%s' is not a sandbox id", prefix);
+    DIR *d = opendir(sdir);
+    if (!d)
+        return 0;
+    char *found = NULL;
+    int many = 0;
+    size_t n = strlen(prefix), sl = strlen(STOPPED_SUFFIX);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len <= sl || strcmp(e->d_name + len - sl, STOPPED_SUFFIX) != 0)
+            continue;
+        char *id = sbx_xstrndup(e->d_name, len - sl);
+        if (!valid_id(id) || strncmp(id, prefix, n) != 0) {
+            free(id);
+            continue;
+        }
+        if (strcmp(id, prefix) == 0) {
+            free(found);
+            found = id;
+            many = 0;
+            break;
+        }
+        if (found) {
+            many = 1;
+            free(id);
+        } else {
+            found = id;
+        }
+    }
+    closedir(d);
+    if (many) {
+        free(found);
+        return sbx_error_set(err, SBX_E_INVAL, 0, "sandbox id '%s' is ambiguous", prefix);
+    }
+    if (!found)
+        return 0;
+    *out = found;
+    return 1;
+}
+
+/* The stopped record of id, checked as any saved session state. */
+static int read_stopped(const char *sdir, const char *id, json_t **out, struct sbx_error *err)
+{
+    char *path = sbx_xasprintf("%s/%s" STOPPED_SUFFIX, sdir, id);
+    struct sbx_buf b;
+    json_t *st = NULL;
+    sbx_buf_init(&b, SBX_SESSION_STATE_MAX + 1);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int rc = fd < 0 ? sbx_error_errno(err, errno, "cannot open '%s'", path)
+                    : sbx_fd_read_all(fd, SBX_SESSION_STATE_MAX, &b, err);
+    if (fd >= 0)
+        close(fd);
+    if (rc == 0)
+        rc = sbx_session_state_parse(b.data, b.len, &st, err);
+    if (rc == 0 && strcmp(json_string_value(json_object_get(st, "id")), id) != 0)
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "it names another sandbox");
+    if (rc == 0 && !json_is_string(json_object_get(st, "snapshot")))
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "it has no snapshot");
+    if (rc < 0) {
+        json_decref(st);
+        sbx_error_prefix(err, "stopped sandbox '%s'", id);
+    } else {
+        *out = st;
+    }
+    sbx_buf_release(&b);
+    free(path);
+    return rc;
+}
+
+static int write_stopped(const char *sdir, const char *id, const json_t *state,
+                         struct sbx_error *err)
+{
+    char *text = NULL, *name = sbx_xasprintf("%s" STOPPED_SUFFIX, id);
+    int dfd = open(sdir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    int rc = dfd < 0 ? sbx_error_errno(err, errno, "cannot open '%s'", sdir) : 0;
+    if (rc == 0)
+        rc = sbx_session_state_serialize(state, &text, err);
+    if (rc == 0)
+        rc = sbx_fs_write_state(dfd, name, text, strlen(text), 0600, err);
+    if (dfd >= 0)
+        close(dfd);
+    free(text);
+    free(name);
+    return rc;
+}
+
+/* Forget the stopped record of id and let go of its snapshot (which stays in the store until
+ * sbx snapshot rm). Errors are logged: the sandbox they were about is gone either way. */
+static void drop_stopped(const char *sdir, const char *id, const char *ref)
+{
+    char *path = sbx_xasprintf("%s/%s" STOPPED_SUFFIX, sdir, id);
+    char *holder = sbx_xasprintf(HOLDER_PREFIX "%s", id);
+    struct sbx_snapshot_store *st = NULL;
+    struct sbx_error e = SBX_ERROR_INIT;
+    if (unlink(path) < 0 && errno != ENOENT)
+        sbx_log(SBX_LOG_WARN, "cannot remove '%s': %s", path, strerror(errno));
+    if (ref && (sbx_snapshot_store_open(NULL, &st, &e) < 0 ||
+                sbx_snapshot_release(st, ref, holder, &e) < 0))
+        sbx_log(SBX_LOG_WARN, "sandbox '%s': cannot release its snapshot: %s", id, e.msg);
+    sbx_snapshot_store_free(st);
+    free(holder);
+    free(path);
+}
+
+/* 1 when a stopped record of exactly id exists. */
+static int is_stopped(const char *id)
+{
+    char *sdir = NULL, *path;
+    struct stat st;
+    if (stopped_dir(0, &sdir, NULL) < 0)
+        return 0;
+    path = sbx_xasprintf("%s/%s" STOPPED_SUFFIX, sdir, id);
+    int yes = lstat(path, &st) == 0;
+    free(path);
+    free(sdir);
+    return yes;
+}
+
+/* allow_stopped: spec->id may name a stopped sandbox (start brings it back). */
+static int create_impl(struct local_client *c, const struct sbx_create_spec *spec,
+                       int allow_stopped, struct sbx_session **out, struct sbx_error *err)
+{
     char *rundir = NULL, *dir = NULL, *ws = NULL, *wsbase = NULL, *sup = NULL;
-    char *image = NULL, *loop = NULL;
+    char *image = NULL, *loop = NULL, *snap_ref = NULL;
     char id[2 * ID_BYTES + 1];
     int owned = 0, made_dir = 0, made_ws = 0, started = 0, lock_fd = -1, tie_fd = -1, rc;
-    json_t *state = NULL, *cfg = NULL;
+    int ws_fd = -1;
+    json_t *state = NULL, *cfg = NULL, *mjson = NULL;
     struct local_session *ls = NULL;
+    struct sbx_snapshot_store *store = NULL;
 
+    if (spec->id && (strlen(spec->id) != 2 * ID_BYTES || !valid_id(spec->id))) {
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "'%s' is not a sandbox id (16 hex digits)",
+                           spec->id);
+        goto out;
+    }
+    if (spec->id && !allow_stopped && is_stopped(spec->id)) {
+        rc = sbx_error_set(err, SBX_E_EXISTS, 0, "sandbox '%s' exists and is stopped", spec->id);
+        goto out;
+    }
+    /* A snapshot (an archive to import, or a reference) is found and checked before anything
+     * of the sandbox exists: a bad one creates nothing. */
+    if (spec->snapshot &&
+        ((rc = sbx_snapshot_store_open(NULL, &store, err)) < 0 ||
+         (rc = sbx_snapshot_resolve(store, spec->snapshot, NULL, &snap_ref, err)) < 0))
+        goto out;
+    if (spec->manifest && (rc = sbx_manifest_to_json(spec->manifest, 0, &mjson, NULL, err)) < 0)
+        goto out;
     if ((rc = find_supervisor(c, &sup, err)) < 0 ||
-        (rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err)) < 0 ||
-        (rc = sbx_random_hex(id, ID_BYTES, err)) < 0)
+        (rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err)) < 0)
+        goto out;
+    if (spec->id)
+        memcpy(id, spec->id, sizeof(id));
+    else if ((rc = sbx_random_hex(id, ID_BYTES, err)) < 0)
         goto out;
     dir = sbx_xasprintf("%s/%s", rundir, id);
     if (mkdir(dir, 0700) < 0) {
-        rc = sbx_error_errno(err, errno, "cannot create runtime directory '%s'", dir);
+        rc = errno == EEXIST && spec->id
+                     ? sbx_error_set(err, SBX_E_EXISTS, EEXIST, "sandbox '%s' already exists", id)
+                     : sbx_error_errno(err, errno, "cannot create runtime directory '%s'", dir);
         goto out;
     }
     made_dir = 1;
@@ -1332,7 +1606,7 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
         goto out;
     }
 
-    if (spec && spec->workspace) {
+    if (spec->workspace) {
         ws = realpath(spec->workspace, NULL);
         struct stat st;
         if (!ws || stat(ws, &st) < 0 || !S_ISDIR(st.st_mode)) {
@@ -1368,6 +1642,16 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     sbx_json_set(state, "network", sbx_json_str(net));
     sbx_json_set(state, "workspace_owned", json_boolean(owned));
     sbx_json_set(state, "manifest_digest", json_null());
+    /* What a rebuild needs (sbx_client_resume): the manifest without secret values, the
+     * options, the ports; the snapshot it came from, until one is taken of it. */
+    sbx_json_set(state, "options", options_json(c));
+    json_t *eports = json_array();
+    for (size_t i = 0; i < c->n_ports; i++)
+        sbx_json_append(eports, json_integer(c->ports[i]));
+    sbx_json_set(state, "exposed_ports", eports);
+    sbx_json_set(state, "manifest", mjson ? mjson : json_null());
+    mjson = NULL;
+    sbx_json_set(state, "snapshot", snap_ref ? sbx_json_str(snap_ref) : json_null());
     /* Written before the workspace exists: whatever a killed create leaves, the state names it
      * (ps --all, prune). */
     if ((rc = write_state(dir, state, err)) < 0)
@@ -1386,6 +1670,21 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     sbx_json_set(state, "disk", disk);
     if ((rc = write_state(dir, state, err)) < 0)
         goto out;
+    if (snap_ref) {
+        /* Into the workspace as it will be seen (the mounted image, if any); a failed restore
+         * removes what it wrote, and the rollback below the rest. */
+        ws_fd = open(ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (ws_fd < 0) {
+            rc = sbx_error_errno(err, errno, "cannot open workspace '%s'", ws);
+            goto out;
+        }
+        rc = sbx_snapshot_restore(store, snap_ref, ws_fd, err);
+        sbx_fd_close(&ws_fd);
+        if (rc < 0) {
+            sbx_error_prefix(err, "snapshot '%s'", spec->snapshot);
+            goto out;
+        }
+    }
     cfg = json_object();
     json_t *env = json_array(), *ports = json_array();
     if (!c->isolated) {
@@ -1493,9 +1792,11 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     }
     ls = session_from_state(rundir, dir, state);
     state = NULL;
+    int mflags = snap_ref ? SBX__MATERIALIZE_EPHEMERAL_ONLY : 0;
     struct state_job job = {.dir = dir,
                             .state = ls->state,
-                            .manifest = spec ? spec->manifest : NULL,
+                            .manifest = spec->manifest,
+                            .materialize_flags = mflags,
                             .session = c->isolated ? &ls->base : NULL};
     struct while_starting ws_job = {write_initial_state, &job};
     json_t *report = NULL;
@@ -1509,9 +1810,9 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     if (rc < 0)
         goto out;
 
-    if (!c->isolated && spec && spec->manifest) {
+    if (!c->isolated && spec->manifest) {
         json_t *records = NULL;
-        rc = sbx__materialize(&ls->base, spec->manifest, &records, err);
+        rc = sbx__materialize(&ls->base, spec->manifest, mflags, &records, err);
         if (rc < 0)
             goto out;
         sbx_json_set(ls->state, "materialized", records);
@@ -1547,7 +1848,17 @@ out:
     free(sup);
     free(image);
     free(loop);
+    free(snap_ref);
+    sbx_fd_close(&ws_fd);
+    json_decref(mjson);
+    sbx_snapshot_store_free(store);
     return rc;
+}
+
+static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
+                     struct sbx_session **out, struct sbx_error *err)
+{
+    return create_impl((struct local_client *)bc, spec, 0, out, err);
 }
 
 static int lc_attach(struct sbx_client *bc, const char *prefix, struct sbx_session **out,
@@ -1557,8 +1868,17 @@ static int lc_attach(struct sbx_client *bc, const char *prefix, struct sbx_sessi
     char *rundir = NULL, *id = NULL, *dir = NULL;
     json_t *state = NULL, *req = NULL, *reply = NULL;
     int rc;
-    if ((rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err)) < 0 ||
-        (rc = resolve_id(rundir, prefix, &id, err)) < 0)
+    if ((rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err)) < 0)
+        goto out;
+    if ((rc = resolve_id(rundir, prefix, &id, err)) == -SBX_E_NOTFOUND) {
+        char *sdir = NULL, *sid = NULL;
+        if (stopped_dir(0, &sdir, NULL) == 0 && find_stopped(sdir, prefix, &sid, NULL) == 1)
+            rc = sbx_error_set(err, SBX_E_NOTFOUND, 0,
+                               "sandbox '%s' is stopped (sbx sandbox start %s)", sid, sid);
+        free(sdir);
+        free(sid);
+    }
+    if (rc < 0)
         goto out;
     dir = sbx_xasprintf("%s/%s", rundir, id);
     if ((rc = read_state(dir, id, &state, err)) < 0 || (rc = check_state(state, id, err)) < 0)
@@ -1619,7 +1939,7 @@ static json_t *describe(const char *rundir, const char *id, int *dead, const cha
     if (being_created(dir))
         status = "creating";
     else if (stopped)
-        status = "stopped"; /* it would not answer: do not wait for it */
+        status = "suspended"; /* SIGSTOPped: it would not answer, do not wait for it */
     else if (state &&
              request(dir, id, req, &reply, NULL, 0, NULL, REQUEST_DEADLINE_MS, &ignored) == 0)
         status = "live";
@@ -1716,10 +2036,17 @@ static int list_entries(struct local_client *c, char **rundir_out, json_t **out,
     return rc;
 }
 
+static void add_stopped(json_t *arr);
+static void sort_created(json_t *arr);
+
 static int lc_list_all(struct sbx_client *bc, json_t **out, struct sbx_error *err)
 {
     char *rundir = NULL;
     int rc = list_entries((struct local_client *)bc, &rundir, out, err);
+    if (rc == 0) {
+        add_stopped(*out);
+        sort_created(*out);
+    }
     free(rundir);
     return rc;
 }
@@ -1818,6 +2145,10 @@ static int lc_list(struct sbx_client *bc, json_t **out, struct sbx_error *err)
     int rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err);
     if (rc == 0)
         rc = scan_runtime(rundir, live_state, out, err);
+    if (rc == 0) {
+        add_stopped(*out);
+        sort_created(*out);
+    }
     free(rundir);
     return rc;
 }
@@ -1829,8 +2160,25 @@ static int lc_remove(struct sbx_client *bc, const char *prefix, int keep_workspa
     char *rundir = NULL, *id = NULL, *dir = NULL;
     json_t *state = NULL;
     int rc;
-    if ((rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err)) < 0 ||
-        (rc = resolve_id(rundir, prefix, &id, err)) < 0)
+    if ((rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err)) < 0)
+        goto out;
+    if ((rc = resolve_id(rundir, prefix, &id, err)) == -SBX_E_NOTFOUND) {
+        /* A stopped sandbox is its record and the hold on its snapshot. */
+        char *sdir = NULL, *sid = NULL;
+        if (stopped_dir(0, &sdir, NULL) == 0 && find_stopped(sdir, prefix, &sid, NULL) == 1) {
+            json_t *rec = NULL;
+            struct sbx_error ignored = SBX_ERROR_INIT;
+            read_stopped(sdir, sid, &rec, &ignored);
+            drop_stopped(sdir, sid, json_string_value(json_object_get(rec, "snapshot")));
+            json_decref(rec);
+            sbx_error_clear(err);
+            rc = 0;
+        }
+        free(sdir);
+        free(sid);
+        goto out;
+    }
+    if (rc < 0)
         goto out;
     dir = sbx_xasprintf("%s/%s", rundir, id);
     const char *ws = NULL;
@@ -1871,6 +2219,383 @@ out:
     return rc;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Rebuilding a sandbox from its session state: resume, start */
+
+static enum sbx_local_network network_of(const char *name)
+{
+    return strcmp(name, "full") == 0    ? SBX_LOCAL_NETWORK_HOST
+           : strcmp(name, "allow") == 0 ? SBX_LOCAL_NETWORK_ALLOW
+                                        : SBX_LOCAL_NETWORK_NONE;
+}
+
+static uint64_t amount_of(const json_t *v)
+{
+    if (json_is_string(v))
+        return SBX_LOCAL_LIMIT_NONE;
+    return json_is_integer(v) ? (uint64_t)json_integer_value(v) : 0;
+}
+
+static int same_grant(const struct sbx_local_grant *g, const json_t *j)
+{
+    const char *src = json_string_value(json_object_get(j, "src"));
+    const char *dst = json_string_value(json_object_get(j, "dst"));
+    return src && strcmp(g->src, src) == 0 &&
+           (g->dst && dst ? strcmp(g->dst, dst) == 0 : !g->dst == !dst) &&
+           !!g->writable == json_is_true(json_object_get(j, "writable"));
+}
+
+/* 1 when path lies beneath (or is) base; both absolute and normalised. */
+static int host_within(const char *path, const char *base)
+{
+    size_t n = strlen(base);
+    if (n == 1)
+        return 1;
+    return strncmp(path, base, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* A new sandbox from state: its options with this client's own places, programs and tie, and
+ * (trusted: the user's own stopped record) the recorded grants, else this client's grants,
+ * which must include every recorded one. id: the id to use, NULL for a fresh one. */
+static int rebuild(struct local_client *c, const json_t *state, const struct sbx_resume_opts *ro,
+                   int trusted, const char *id, struct sbx_session **out, struct sbx_error *err)
+{
+    const json_t *o = json_object_get(state, "options");
+    const char *ref = json_string_value(json_object_get(state, "snapshot"));
+    const json_t *ga = json_object_get(o, "grants"), *v;
+    struct sbx_local_options lo = {0};
+    struct sbx_local_grant grants[SBX_LOCAL_MAX_GRANTS];
+    const char *domains[SBX_LOCAL_MAX_ALLOW_DOMAINS];
+    int aports[SBX_LOCAL_MAX_EXPOSED_PORTS], eports[SBX_LOCAL_MAX_EXPOSED_PORTS];
+    struct sbx_client *tmp = NULL;
+    struct sbx_manifest *m = NULL;
+    char *base = NULL;
+    size_t i;
+    int rc = 0;
+
+    lo.supervisor_path = c->supervisor_path;
+    lo.runtime_dir = c->runtime_dir;
+    lo.workspace_dir = c->workspace_dir;
+    lo.start_timeout_ms = c->start_timeout_ms;
+    lo.tied = c->tied;
+    lo.test_proxy_hosts = c->test_hosts.n ? (const char *const *)c->test_hosts.v : NULL;
+    lo.isolation = strcmp(json_string_value(json_object_get(o, "isolation")), "none") == 0
+                           ? SBX_LOCAL_ISOLATION_NONE
+                           : SBX_LOCAL_ISOLATION_NAMESPACES;
+    lo.network = network_of(json_string_value(json_object_get(o, "network")));
+    if (lo.isolation == SBX_LOCAL_ISOLATION_NONE)
+        lo.network = SBX_LOCAL_NETWORK_DEFAULT;
+    const json_t *lim = json_object_get(o, "limits");
+    lo.limits.memory_bytes = amount_of(json_object_get(lim, "memory"));
+    lo.limits.pids = amount_of(json_object_get(lim, "pids"));
+    lo.limits.cpu_millis = amount_of(json_object_get(lim, "cpu_millis"));
+    lo.limits.file_size_bytes = amount_of(json_object_get(lim, "file_size"));
+    lo.limits.open_files = amount_of(json_object_get(lim, "open_files"));
+    lo.disk_bytes = amount_of(json_object_get(o, "disk"));
+    json_array_foreach(json_object_get(o, "allow_domains"), i, v) domains[i] = json_string_value(v);
+    lo.allow_domains = domains;
+    lo.n_allow_domains = json_array_size(json_object_get(o, "allow_domains"));
+    json_array_foreach(json_object_get(o, "allow_ports"), i, v) aports[i] =
+            (int)json_integer_value(v);
+    lo.allow_ports = aports;
+    lo.n_allow_ports = json_array_size(json_object_get(o, "allow_ports"));
+    lo.port_bind = json_string_value(json_object_get(o, "port_bind"));
+    json_array_foreach(json_object_get(state, "exposed_ports"), i, v) eports[i] =
+            (int)json_integer_value(v);
+    lo.exposed_ports = eports;
+    lo.n_exposed_ports = json_array_size(json_object_get(state, "exposed_ports"));
+    if (trusted) {
+        json_array_foreach(ga, i, v)
+        {
+            grants[i] = (struct sbx_local_grant){
+                    .src = json_string_value(json_object_get(v, "src")),
+                    .dst = json_string_value(json_object_get(v, "dst")),
+                    .writable = json_is_true(json_object_get(v, "writable")),
+                    .dangerous = json_is_true(json_object_get(v, "dangerous"))};
+        }
+        lo.grants = grants;
+        lo.n_grants = json_array_size(ga);
+    } else {
+        /* Host paths are trusted configuration: a state file from anywhere must not open the
+         * host to the sandbox. The caller grants again what the sandbox had. */
+        json_array_foreach(ga, i, v)
+        {
+            size_t k = 0;
+            while (k < c->n_grants && !same_grant(&c->grants[k], v))
+                k++;
+            if (k == c->n_grants) {
+                rc = sbx_error_set(err, SBX_E_PERM, 0,
+                                   "the sandbox had %s grant of host path '%s'; a session state "
+                                   "never grants host paths: give it again (--%s %s) to resume",
+                                   json_is_true(json_object_get(v, "writable")) ? "a writable"
+                                                                                : "a read-only",
+                                   json_string_value(json_object_get(v, "src")),
+                                   json_is_true(json_object_get(v, "writable")) ? "rw" : "ro",
+                                   json_string_value(json_object_get(v, "src")));
+                goto out;
+            }
+        }
+        lo.grants = c->grants;
+        lo.n_grants = c->n_grants;
+    }
+    if ((rc = sbx__local_client_new(&lo, &tmp, err)) < 0) {
+        sbx_error_prefix(err, "session state options");
+        goto out;
+    }
+    /* The state's manifest is as trusted as a manifest file: its ephemeral host sources are
+     * materialised again only from beneath the base directory. */
+    char cwd[PATH_MAX];
+    if (!ro->base_dir && !getcwd(cwd, sizeof(cwd))) {
+        rc = sbx_error_errno(err, errno, "cannot find the current directory");
+        goto out;
+    }
+    base = realpath(ro->base_dir ? ro->base_dir : cwd, NULL);
+    if (!base) {
+        rc = sbx_error_errno(err, errno, "base directory '%s'", ro->base_dir ? ro->base_dir : cwd);
+        goto out;
+    }
+    const json_t *mj = json_object_get(state, "manifest");
+    if (json_is_object(mj)) {
+        struct sbx_manifest_load_opts mo = {.base_dir = base, .flags = SBX_MANIFEST_NO_HOST_CHECKS};
+        struct sbx_strv eph;
+        if ((rc = sbx_manifest_from_json(mj, &mo, &m, err)) < 0) {
+            sbx_error_prefix(err, "session state manifest");
+            goto out;
+        }
+        sbx_strv_init(&eph);
+        sbx__manifest_ephemeral_paths(m, &eph);
+        for (size_t k = 0; k < sbx_manifest_entry_count(m) && rc == 0; k++) {
+            const struct sbx_manifest_entry *e = sbx_manifest_entry_at(m, k);
+            int covered = 0;
+            for (size_t j = 0; j < eph.n && !covered; j++) {
+                size_t n = strlen(eph.v[j]);
+                covered = strncmp(e->path, eph.v[j], n) == 0 &&
+                          (e->path[n] == '\0' || e->path[n] == '/');
+            }
+            if (covered && e->src_path && !host_within(e->src_path, base))
+                rc = sbx_error_set(err, SBX_E_PERM, 0,
+                                   "session state manifest: entry '%s': local source '%s' is "
+                                   "outside the base directory '%s'",
+                                   e->path, e->src, base);
+        }
+        sbx_strv_release(&eph);
+        if (rc < 0)
+            goto out;
+    }
+    struct sbx_create_spec spec = {.manifest = m,
+                                   .base_dir = base,
+                                   .pass_secrets = ro->pass_secrets,
+                                   .snapshot = ref,
+                                   .id = id};
+    rc = create_impl((struct local_client *)tmp, &spec, 1, out, err);
+out:
+    sbx_manifest_free(m);
+    sbx_client_free(tmp);
+    free(base);
+    return rc;
+}
+
+static int lc_resume(struct sbx_client *bc, const json_t *state, const struct sbx_resume_opts *ro,
+                     struct sbx_session **out, struct sbx_error *err)
+{
+    struct local_client *c = (struct local_client *)bc;
+    const char *id = json_string_value(json_object_get(state, "id"));
+    char *rundir = NULL, *sdir = NULL, *sid = NULL;
+    struct stat st;
+    int rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err);
+    if (rc < 0)
+        return rc;
+    char *dir = sbx_xasprintf("%s/%s", rundir, id);
+    int present = lstat(dir, &st) == 0;
+    const char *use_id = id;
+    if (present) {
+        struct sbx_error aerr = SBX_ERROR_INIT;
+        rc = lc_attach(bc, id, out, &aerr);
+        if (rc == 0 || rc != -SBX_E_SANDBOX) {
+            if (rc < 0)
+                sbx_error_copy(err, &aerr);
+            goto out;
+        }
+        /* Its leftovers keep the id: the rebuild gets a fresh one. */
+        use_id = NULL;
+    }
+    if (!json_is_string(json_object_get(state, "snapshot"))) {
+        rc = sbx_error_set(err, SBX_E_NOTFOUND, 0,
+                           "sandbox '%s' is gone and its state has no snapshot", id);
+        goto out;
+    }
+    int stopped = use_id && stopped_dir(0, &sdir, NULL) == 0 &&
+                  find_stopped(sdir, id, &sid, NULL) == 1 && strcmp(sid, id) == 0;
+    rc = rebuild(c, state, ro, 0, use_id, out, err);
+    if (rc == 0 && stopped) {
+        json_t *rec = NULL;
+        struct sbx_error ignored = SBX_ERROR_INIT;
+        /* The stopped sandbox is back: its record and hold go, as with start. */
+        read_stopped(sdir, id, &rec, &ignored);
+        drop_stopped(sdir, id, json_string_value(json_object_get(rec, "snapshot")));
+        json_decref(rec);
+    }
+out:
+    if (rc < 0)
+        sbx_error_prefix(err, "cannot resume sandbox '%s'", id);
+    free(dir);
+    free(rundir);
+    free(sdir);
+    free(sid);
+    return rc;
+}
+
+static int lc_start(struct sbx_client *bc, const char *prefix, const struct sbx_resume_opts *ro,
+                    struct sbx_session **out, struct sbx_error *err)
+{
+    struct local_client *c = (struct local_client *)bc;
+    char *sdir = NULL, *id = NULL;
+    json_t *rec = NULL;
+    int rc = stopped_dir(0, &sdir, err);
+    if (rc == 0 && (rc = find_stopped(sdir, prefix, &id, err)) == 0)
+        rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "no stopped sandbox '%s'", prefix);
+    if (rc < 0)
+        goto out;
+    if ((rc = read_stopped(sdir, id, &rec, err)) < 0 ||
+        (rc = rebuild(c, rec, ro, 1, id, out, err)) < 0)
+        goto out;
+    drop_stopped(sdir, id, json_string_value(json_object_get(rec, "snapshot")));
+out:
+    if (rc < 0)
+        sbx_error_prefix(err, "cannot start sandbox '%s'", prefix);
+    json_decref(rec);
+    free(sdir);
+    free(id);
+    return rc;
+}
+
+static int lc_stop(struct sbx_client *bc, const char *prefix, char **out_ref, struct sbx_error *err)
+{
+    struct sbx_session *s = NULL;
+    struct sbx_snapshot_store *store = NULL;
+    char *sdir = NULL, *ref = NULL, *holder = NULL;
+    json_t *state = NULL;
+    int held = 0, recorded = 0;
+    int rc = lc_attach(bc, prefix, &s, err);
+    if (rc < 0)
+        goto out;
+    const char *id = sbx_session_id(s);
+    holder = sbx_xasprintf(HOLDER_PREFIX "%s", id);
+    if ((rc = stopped_dir(1, &sdir, err)) < 0 ||
+        (rc = sbx_snapshot_store_open(NULL, &store, err)) < 0 ||
+        (rc = sbx_session_snapshot(s, store, &ref, err)) < 0 ||
+        (rc = sbx_snapshot_hold(store, ref, holder, err)) < 0)
+        goto out;
+    held = 1;
+    if ((rc = sbx_session_state(s, &state, err)) < 0)
+        goto out;
+    char now[SBX_TIME_RFC3339_LEN];
+    sbx_time_rfc3339(sbx_time_real_ns(), now);
+    sbx_json_set(state, "stopped", sbx_json_str(now));
+    /* The record first: a stop killed after it leaves a sandbox start can bring back, plus
+     * leftovers prune removes; never a sandbox with neither. */
+    if ((rc = write_stopped(sdir, id, state, err)) < 0)
+        goto out;
+    recorded = 1;
+    rc = sbx_session_delete(s, err);
+    if (rc == 0) {
+        held = recorded = 0;
+        *out_ref = ref;
+        ref = NULL;
+    }
+out:
+    if (recorded) {
+        char *path = sbx_xasprintf("%s/%s" STOPPED_SUFFIX, sdir, sbx_session_id(s));
+        unlink(path);
+        free(path);
+    }
+    if (held) {
+        struct sbx_error ignored = SBX_ERROR_INIT;
+        sbx_snapshot_release(store, ref, holder, &ignored);
+    }
+    if (rc < 0)
+        sbx_error_prefix(err, "cannot stop sandbox '%s'", prefix);
+    json_decref(state);
+    sbx_session_free(s);
+    sbx_snapshot_store_free(store);
+    free(sdir);
+    free(ref);
+    free(holder);
+    return rc;
+}
+
+static int lc_stopped_state(struct sbx_client *bc, const char *prefix, json_t **out,
+                            struct sbx_error *err)
+{
+    (void)bc;
+    char *sdir = NULL, *id = NULL;
+    int rc = stopped_dir(0, &sdir, err);
+    if (rc == 0 && (rc = find_stopped(sdir, prefix, &id, err)) == 0)
+        rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "no sandbox '%s'", prefix);
+    if (rc > 0)
+        rc = read_stopped(sdir, id, out, err);
+    free(sdir);
+    free(id);
+    return rc;
+}
+
+/* Every stopped record as ps lists it: the state with "status": "stopped" and the snapshot's
+ * size ("snapshot_bytes", null when the store cannot say), appended to arr. */
+static void add_stopped(json_t *arr)
+{
+    char *sdir = NULL;
+    struct sbx_snapshot_store *store = NULL;
+    struct sbx_error ignored = SBX_ERROR_INIT;
+    if (stopped_dir(0, &sdir, NULL) < 0)
+        return;
+    DIR *d = opendir(sdir);
+    if (!d) {
+        free(sdir);
+        return;
+    }
+    if (sbx_snapshot_store_open(NULL, &store, &ignored) < 0)
+        store = NULL;
+    size_t sl = strlen(STOPPED_SUFFIX);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len <= sl || strcmp(e->d_name + len - sl, STOPPED_SUFFIX) != 0)
+            continue;
+        char *id = sbx_xstrndup(e->d_name, len - sl);
+        json_t *rec = NULL, *hdr = NULL;
+        if (valid_id(id) && read_stopped(sdir, id, &rec, &ignored) == 0) {
+            const char *ref = json_string_value(json_object_get(rec, "snapshot"));
+            json_t *bytes = NULL;
+            if (store && sbx_snapshot_inspect(store, ref, &hdr, &ignored) == 0)
+                bytes = json_incref(json_object_get(hdr, "bytes"));
+            sbx_json_set(rec, "status", sbx_json_str("stopped"));
+            sbx_json_set(rec, "snapshot_bytes", bytes ? bytes : json_null());
+            sbx_json_append(arr, rec);
+        }
+        json_decref(hdr);
+        free(id);
+    }
+    closedir(d);
+    sbx_snapshot_store_free(store);
+    free(sdir);
+}
+
+/* arr sorted by creation time again, after add_stopped. */
+static void sort_created(json_t *arr)
+{
+    size_t n = json_array_size(arr);
+    if (n < 2)
+        return;
+    json_t **items = sbx_xcalloc(n, sizeof(*items));
+    for (size_t i = 0; i < n; i++)
+        items[i] = json_incref(json_array_get(arr, i));
+    qsort(items, n, sizeof(*items), cmp_created);
+    json_array_clear(arr);
+    for (size_t i = 0; i < n; i++)
+        sbx_json_append(arr, items[i]);
+    free(items);
+}
+
 static void lc_free(struct sbx_client *bc)
 {
     struct local_client *c = (struct local_client *)bc;
@@ -1895,6 +2620,10 @@ static const struct sbx_client_ops client_ops = {
         .remove = lc_remove,
         .list_all = lc_list_all,
         .prune = lc_prune,
+        .resume = lc_resume,
+        .stop = lc_stop,
+        .start = lc_start,
+        .stopped_state = lc_stopped_state,
         .free = lc_free,
 };
 

@@ -1,0 +1,1164 @@
+/* The snapshot store: its directories and lock, tree documents, blobs, references, holds and
+ * collection. docs/internals/snapshots.md describes the layout. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sbx/buf.h"
+#include "sbx/fs.h"
+#include "sbx/json.h"
+#include "sbx/path.h"
+#include "sbx/strv.h"
+#include "sbx/time.h"
+#include "snapshot-internal.h"
+
+/* A tree document of a million entries is about 150 MB of JSON. */
+#define TREE_DOC_MAX ((size_t)512 << 20)
+#define HOLDER_MAX   1024
+
+void sbx__snap_limits(const struct sbx_snapshot_limits *lim, struct sbx_snapshot_limits *out)
+{
+    static const struct sbx_snapshot_limits zero;
+    *out = lim ? *lim : zero;
+    if (!out->max_entries)
+        out->max_entries = SBX_SNAPSHOT_DEFAULT_MAX_ENTRIES;
+    if (!out->max_bytes)
+        out->max_bytes = SBX_SNAPSHOT_DEFAULT_MAX_BYTES;
+    if (!out->max_file_bytes)
+        out->max_file_bytes = out->max_bytes;
+    if (!out->max_ratio)
+        out->max_ratio = SBX_SNAPSHOT_DEFAULT_MAX_RATIO;
+    if (!out->max_path)
+        out->max_path = SBX_SNAPSHOT_DEFAULT_MAX_PATH;
+    if (!out->max_depth)
+        out->max_depth = SBX_SNAPSHOT_DEFAULT_MAX_DEPTH;
+}
+
+/* ---- store ---- */
+
+static int open_subdir(int dirfd, const char *name, int *out, struct sbx_error *err)
+{
+    if (mkdirat(dirfd, name, 0700) < 0 && errno != EEXIST)
+        return sbx_error_errno(err, errno, "cannot create '%s'", name);
+    int fd = openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return sbx_error_errno(err, errno, "cannot open '%s'", name);
+    *out = fd;
+    return 0;
+}
+
+/* mkdir -p of an absolute or relative host path; the last component gets 0700. */
+static int make_store_dir(const char *path, struct sbx_error *err)
+{
+    char *p = sbx_xstrdup(path);
+    int rc = 0;
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/')
+            continue;
+        *s = 0;
+        if (mkdir(p, 0755) < 0 && errno != EEXIST)
+            rc = sbx_error_errno(err, errno, "cannot create '%s'", p);
+        *s = '/';
+        if (rc < 0)
+            goto out;
+    }
+    if (mkdir(p, 0700) < 0 && errno != EEXIST)
+        rc = sbx_error_errno(err, errno, "cannot create '%s'", p);
+out:
+    free(p);
+    return rc;
+}
+
+int sbx_snapshot_store_open(const char *path, struct sbx_snapshot_store **out,
+                            struct sbx_error *err)
+{
+    char *dir = NULL;
+    if (path)
+        dir = sbx_xstrdup(path);
+    else if (getenv("SBX_SNAPSHOTS") && getenv("SBX_SNAPSHOTS")[0])
+        dir = sbx_xstrdup(getenv("SBX_SNAPSHOTS"));
+    else if (getenv("XDG_STATE_HOME") && getenv("XDG_STATE_HOME")[0] == '/')
+        dir = sbx_xasprintf("%s/sbx/snapshots", getenv("XDG_STATE_HOME"));
+    else if (getenv("HOME") && getenv("HOME")[0] == '/')
+        dir = sbx_xasprintf("%s/.local/state/sbx/snapshots", getenv("HOME"));
+    else
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "no snapshot store: set SBX_SNAPSHOTS, XDG_STATE_HOME or HOME");
+    if (!dir[0]) {
+        free(dir);
+        return sbx_error_set(err, SBX_E_INVAL, 0, "snapshot store path is empty");
+    }
+    struct sbx_snapshot_store *st = sbx_xcalloc(1, sizeof(*st));
+    st->path = dir;
+    st->dirfd = st->lockfd = st->blobs_fd = st->trees_fd = st->holds_fd = st->cache_fd =
+            st->tmp_fd = -1;
+    int rc = make_store_dir(dir, err);
+    if (rc < 0)
+        goto out;
+    st->dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (st->dirfd < 0) {
+        rc = sbx_error_errno(err, errno, "cannot open '%s'", dir);
+        goto out;
+    }
+    struct stat sb;
+    if (fstat(st->dirfd, &sb) < 0) {
+        rc = sbx_error_errno(err, errno, "cannot stat '%s'", dir);
+        goto out;
+    }
+    /* The store holds other users' workspace contents when shared by mistake: keep it 0700. */
+    if ((sb.st_mode & 077) && sb.st_uid == geteuid() && fchmod(st->dirfd, 0700) < 0) {
+        rc = sbx_error_errno(err, errno, "cannot chmod '%s'", dir);
+        goto out;
+    }
+    st->lockfd = openat(st->dirfd, "lock", O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (st->lockfd < 0) {
+        rc = sbx_error_errno(err, errno, "cannot open '%s/lock'", dir);
+        goto out;
+    }
+    if ((rc = open_subdir(st->dirfd, "blobs", &st->blobs_fd, err)) < 0 ||
+        (rc = open_subdir(st->dirfd, "trees", &st->trees_fd, err)) < 0 ||
+        (rc = open_subdir(st->dirfd, "holds", &st->holds_fd, err)) < 0 ||
+        (rc = open_subdir(st->dirfd, "cache", &st->cache_fd, err)) < 0 ||
+        (rc = open_subdir(st->dirfd, "tmp", &st->tmp_fd, err)) < 0) {
+        sbx_error_prefix(err, "snapshot store '%s'", dir);
+        goto out;
+    }
+out:
+    if (rc < 0) {
+        sbx_snapshot_store_free(st);
+        return rc;
+    }
+    *out = st;
+    return 0;
+}
+
+void sbx_snapshot_store_free(struct sbx_snapshot_store *st)
+{
+    if (!st)
+        return;
+    sbx_fd_close(&st->dirfd);
+    sbx_fd_close(&st->lockfd);
+    sbx_fd_close(&st->blobs_fd);
+    sbx_fd_close(&st->trees_fd);
+    sbx_fd_close(&st->holds_fd);
+    sbx_fd_close(&st->cache_fd);
+    sbx_fd_close(&st->tmp_fd);
+    free(st->path);
+    free(st);
+}
+
+const char *sbx_snapshot_store_path(const struct sbx_snapshot_store *st)
+{
+    return st->path;
+}
+
+int sbx__snap_lock(struct sbx_snapshot_store *st, int exclusive, struct sbx_error *err)
+{
+    while (flock(st->lockfd, exclusive ? LOCK_EX : LOCK_SH) < 0) {
+        if (errno != EINTR)
+            return sbx_error_errno(err, errno, "cannot lock the snapshot store '%s'", st->path);
+    }
+    return 0;
+}
+
+void sbx__snap_unlock(struct sbx_snapshot_store *st)
+{
+    flock(st->lockfd, LOCK_UN);
+}
+
+int sbx__snap_sync(struct sbx_snapshot_store *st, struct sbx_error *err)
+{
+    if (syncfs(st->dirfd) < 0)
+        return sbx_error_errno(err, errno, "cannot sync the snapshot store '%s'", st->path);
+    return 0;
+}
+
+/* ---- trees in memory ---- */
+
+void sbx__snap_tree_release(struct snap_tree *t)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        free(t->v[i].path);
+        free(t->v[i].target);
+    }
+    free(t->v);
+    memset(t, 0, sizeof(*t));
+}
+
+struct snap_entry *sbx__snap_tree_add(struct snap_tree *t, char *path, enum snap_type type,
+                                      uint32_t mode)
+{
+    if (t->n == t->cap) {
+        t->cap = t->cap ? t->cap * 2 : 64;
+        t->v = sbx_xrealloc(t->v, t->cap * sizeof(*t->v));
+    }
+    struct snap_entry *e = &t->v[t->n++];
+    memset(e, 0, sizeof(*e));
+    e->path = path;
+    e->type = type;
+    e->mode = mode & 0777;
+    return e;
+}
+
+static int entry_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct snap_entry *)a)->path, ((const struct snap_entry *)b)->path);
+}
+
+void sbx__snap_tree_sort(struct snap_tree *t)
+{
+    if (t->n > 1)
+        qsort(t->v, t->n, sizeof(*t->v), entry_cmp);
+}
+
+long sbx__snap_tree_find(const struct snap_tree *t, const char *path)
+{
+    size_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(t->v[mid].path, path);
+        if (c == 0)
+            return (long)mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+static const char *type_name(enum snap_type t)
+{
+    switch (t) {
+    case SNAP_DIR:
+        return "dir";
+    case SNAP_FILE:
+        return "file";
+    case SNAP_SYMLINK:
+        return "symlink";
+    }
+    return "?";
+}
+
+int sbx__snap_check_target(const char *path, const char *target, struct sbx_error *err)
+{
+    size_t tl = strlen(target);
+    if (!tl || tl > SBX_PATH_MAX)
+        return sbx_error_set(err, SBX_E_PERM, 0, "symlink '%s' has an empty or too long target",
+                             path);
+    if (target[0] == '/')
+        return sbx_error_set(err, SBX_E_PERM, 0, "symlink '%s' has an absolute target '%s'", path,
+                             target);
+    long depth = 0;
+    for (const char *p = path; *p; p++)
+        depth += *p == '/';
+    /* ".." is allowed only before every other component: after a component that is itself a
+     * symlink, ".." would climb from wherever that link leads, which a lexical check cannot
+     * see. Leading ".." climbs from the link's own directory, a real one. */
+    int down = 0;
+    const char *c = target;
+    while (*c) {
+        const char *e = strchrnul(c, '/');
+        size_t n = (size_t)(e - c);
+        if (n == 2 && c[0] == '.' && c[1] == '.') {
+            if (down || --depth < 0)
+                return sbx_error_set(err, SBX_E_PERM, 0,
+                                     "symlink '%s' target '%s' leaves the workspace", path, target);
+        } else if (n && !(n == 1 && c[0] == '.')) {
+            down = 1;
+        }
+        c = *e ? e + 1 : e;
+    }
+    return 0;
+}
+
+static int is_hex64(const char *s)
+{
+    size_t i = 0;
+    for (; s[i]; i++) {
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+            return 0;
+    }
+    return i == SBX_SHA256_HEX_LEN;
+}
+
+int sbx__snap_tree_validate(const struct snap_tree *t, const struct sbx_snapshot_limits *lim,
+                            struct sbx_error *err)
+{
+    struct sbx_snapshot_limits l;
+    sbx__snap_limits(lim, &l);
+    if (t->n > l.max_entries)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0,
+                             "snapshot has %zu entries, over the limit of %llu", t->n,
+                             (unsigned long long)l.max_entries);
+    uint64_t total = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        const struct snap_entry *e = &t->v[i];
+        size_t len = strlen(e->path);
+        char *norm = NULL;
+        struct sbx_error perr = SBX_ERROR_INIT;
+        if (sbx_path_normalize(e->path, len, 0, NULL, &norm, &perr) < 0 ||
+            strcmp(norm, e->path) != 0) {
+            free(norm);
+            return sbx_error_set(err, SBX_E_PARSE, 0, "entry '%s' is not a normalised path",
+                                 e->path);
+        }
+        free(norm);
+        if (len > l.max_path)
+            return sbx_error_set(err, SBX_E_TOOBIG, 0,
+                                 "entry '%s' path is %zu bytes, over the limit of %u", e->path, len,
+                                 l.max_path);
+        uint32_t depth = 1;
+        for (const char *p = e->path; *p; p++)
+            depth += *p == '/';
+        if (depth > l.max_depth)
+            return sbx_error_set(err, SBX_E_TOOBIG, 0,
+                                 "entry '%s' is %u components deep, over the limit of %u", e->path,
+                                 depth, l.max_depth);
+        if (i > 0 && strcmp(t->v[i - 1].path, e->path) >= 0)
+            return sbx_error_set(err, SBX_E_PARSE, 0, "entry '%s' is duplicated or out of order",
+                                 e->path);
+        if (e->mode & ~0777u)
+            return sbx_error_set(err, SBX_E_PARSE, 0, "entry '%s' has mode %o", e->path, e->mode);
+        const char *slash = strrchr(e->path, '/');
+        if (slash) {
+            char *parent = sbx_xstrndup(e->path, (size_t)(slash - e->path));
+            long pi = sbx__snap_tree_find(t, parent);
+            int ok = pi >= 0 && t->v[pi].type == SNAP_DIR;
+            free(parent);
+            if (!ok)
+                return sbx_error_set(err, SBX_E_PARSE, 0,
+                                     "entry '%s' is not under a directory entry", e->path);
+        }
+        switch (e->type) {
+        case SNAP_DIR:
+            break;
+        case SNAP_FILE:
+            if (!is_hex64(e->sha))
+                return sbx_error_set(err, SBX_E_PARSE, 0, "file '%s' has no valid sha256", e->path);
+            if (e->size > l.max_file_bytes)
+                return sbx_error_set(
+                        err, SBX_E_TOOBIG, 0, "file '%s' has %llu bytes, over the limit of %llu",
+                        e->path, (unsigned long long)e->size, (unsigned long long)l.max_file_bytes);
+            total += e->size;
+            if (total > l.max_bytes)
+                return sbx_error_set(err, SBX_E_TOOBIG, 0,
+                                     "snapshot has more than %llu file bytes at '%s'",
+                                     (unsigned long long)l.max_bytes, e->path);
+            break;
+        case SNAP_SYMLINK: {
+            if (!e->target)
+                return sbx_error_set(err, SBX_E_PARSE, 0, "symlink '%s' has no target", e->path);
+            struct sbx_error terr = SBX_ERROR_INIT;
+            if (sbx__snap_check_target(e->path, e->target, &terr) < 0)
+                return sbx_error_set(err, SBX_E_PARSE, 0, "%s", terr.msg);
+            break;
+        }
+        default:
+            return sbx_error_set(err, SBX_E_PARSE, 0, "entry '%s' has an unknown type", e->path);
+        }
+    }
+    return 0;
+}
+
+/* ---- tree documents ---- */
+
+static json_t *entry_json(const struct snap_entry *e)
+{
+    json_t *o = json_object();
+    sbx_json_set(o, "path", sbx_json_str(e->path));
+    sbx_json_set(o, "type", sbx_json_str(type_name(e->type)));
+    if (e->type != SNAP_SYMLINK)
+        sbx_json_set(o, "mode", json_integer(e->mode));
+    if (e->type == SNAP_FILE) {
+        sbx_json_set(o, "size", json_integer((json_int_t)e->size));
+        sbx_json_set(o, "sha256", sbx_json_str(e->sha));
+    }
+    if (e->type == SNAP_SYMLINK)
+        sbx_json_set(o, "target", sbx_json_str(e->target));
+    return o;
+}
+
+static json_t *entries_json(const struct snap_tree *t)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < t->n; i++)
+        sbx_json_append(a, entry_json(&t->v[i]));
+    return a;
+}
+
+/* The reference: sha256 of the compact, key-sorted JSON of the sorted entries. */
+static int entries_digest(json_t *entries, char hex[SBX_SHA256_HEX_LEN + 1], struct sbx_error *err)
+{
+    char *s = sbx_json_dumps(entries, SBX_JSON_COMPACT | SBX_JSON_SORTED);
+    uint8_t d[SBX_SHA256_LEN];
+    int rc = sbx_sha256(s, strlen(s), d, err);
+    free(s);
+    if (rc == 0)
+        sbx_hex(d, sizeof(d), hex);
+    return rc;
+}
+
+static int write_tmp_and_link(struct sbx_snapshot_store *st, int dirfd, const char *name,
+                              const void *data, size_t n, mode_t mode, struct sbx_error *err)
+{
+    char tmp[48];
+    int rc = sbx_random_hex(tmp, 8, err);
+    if (rc < 0)
+        return rc;
+    memcpy(tmp + 16, ".tmp", 5);
+    int fd = openat(st->tmp_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (fd < 0)
+        return sbx_error_errno(err, errno, "cannot create a temp file in '%s'", st->path);
+    rc = sbx_fd_write_all(fd, data, n, err);
+    if (rc == 0 && fsync(fd) < 0)
+        rc = sbx_error_errno(err, errno, "cannot sync '%s'", name);
+    sbx_fd_close(&fd);
+    if (rc == 0 && renameat2(st->tmp_fd, tmp, dirfd, name, RENAME_NOREPLACE) < 0) {
+        if (errno != EEXIST)
+            rc = sbx_error_errno(err, errno, "cannot store '%s'", name);
+    }
+    unlinkat(st->tmp_fd, tmp, 0);
+    if (rc == 0 && fsync(dirfd) < 0)
+        rc = sbx_error_errno(err, errno, "cannot sync the store");
+    return rc;
+}
+
+int sbx__snap_tree_commit(struct sbx_snapshot_store *st, struct snap_tree *t,
+                          const char *manifest_digest, const char *label, json_t *skipped,
+                          char **out_ref, struct sbx_error *err)
+{
+    sbx__snap_tree_sort(t);
+    int rc = sbx__snap_tree_validate(t, NULL, err);
+    if (rc < 0)
+        return rc;
+    json_t *entries = entries_json(t);
+    char hex[SBX_SHA256_HEX_LEN + 1];
+    json_t *doc = NULL;
+    char *text = NULL;
+    rc = entries_digest(entries, hex, err);
+    if (rc < 0)
+        goto out;
+    uint64_t files = 0, bytes = 0;
+    for (size_t i = 0; i < t->n; i++) {
+        if (t->v[i].type == SNAP_FILE) {
+            files++;
+            bytes += t->v[i].size;
+        }
+    }
+    char created[SBX_TIME_RFC3339_LEN];
+    sbx_time_rfc3339(sbx_time_real_ns(), created);
+    json_t *h = json_object();
+    sbx_json_set(h, "format", json_integer(SBX_SNAPSHOT_FORMAT));
+    sbx_json_set(h, "sbx_version", sbx_json_str(SBX_VERSION));
+    sbx_json_set(h, "created", sbx_json_str(created));
+    sbx_json_set(h, "manifest_digest",
+                 manifest_digest ? sbx_json_str(manifest_digest) : json_null());
+    sbx_json_set(h, "label", label ? sbx_json_str(label) : json_null());
+    sbx_json_set(h, "entries", json_integer((json_int_t)t->n));
+    sbx_json_set(h, "files", json_integer((json_int_t)files));
+    sbx_json_set(h, "bytes", json_integer((json_int_t)bytes));
+    char *ref = sbx_xasprintf("sha256:%s", hex);
+    sbx_json_set(h, "content_digest", sbx_json_str(ref));
+    sbx_json_set(h, "skipped", skipped ? json_incref(skipped) : json_object());
+    doc = json_object();
+    sbx_json_set(doc, "header", h);
+    sbx_json_set(doc, "entries", json_incref(entries));
+    text = sbx_json_dumps(doc, SBX_JSON_COMPACT | SBX_JSON_SORTED);
+    char name[SBX_SHA256_HEX_LEN + 8];
+    snprintf(name, sizeof(name), "%s.json", hex);
+    rc = write_tmp_and_link(st, st->trees_fd, name, text, strlen(text), 0400, err);
+    if (rc < 0) {
+        free(ref);
+        goto out;
+    }
+    *out_ref = ref;
+out:
+    free(text);
+    json_decref(doc);
+    json_decref(entries);
+    return rc;
+}
+
+static int parse_type(const char *s, enum snap_type *out)
+{
+    if (strcmp(s, "dir") == 0)
+        *out = SNAP_DIR;
+    else if (strcmp(s, "file") == 0)
+        *out = SNAP_FILE;
+    else if (strcmp(s, "symlink") == 0)
+        *out = SNAP_SYMLINK;
+    else
+        return -1;
+    return 0;
+}
+
+static int parse_entry(json_t *o, size_t i, struct snap_tree *t, struct sbx_error *err)
+{
+    static const char *const keys[] = {"path", "type", "mode", "size", "sha256", "target", NULL};
+    const char *path = NULL, *type = NULL, *sha = NULL, *target = NULL;
+    int64_t mode = 0, size = 0;
+    enum snap_type ty;
+    int rc;
+    if (!json_is_object(o))
+        return sbx_error_set(err, SBX_E_PARSE, 0, "entry %zu is not an object", i);
+    if ((rc = sbx_json_check_keys(o, keys, err)) < 0 ||
+        (rc = sbx_json_get_string(o, "path", 1, &path, err)) < 0 ||
+        (rc = sbx_json_get_string(o, "type", 1, &type, err)) < 0)
+        goto bad;
+    if (parse_type(type, &ty) < 0) {
+        rc = sbx_error_set(err, SBX_E_PARSE, 0, "unknown type '%s'", type);
+        goto bad;
+    }
+    if ((rc = sbx_json_get_int(o, "mode", ty != SNAP_SYMLINK, &mode, err)) < 0 ||
+        (rc = sbx_json_get_int(o, "size", ty == SNAP_FILE, &size, err)) < 0 ||
+        (rc = sbx_json_get_string(o, "sha256", ty == SNAP_FILE, &sha, err)) < 0 ||
+        (rc = sbx_json_get_string(o, "target", ty == SNAP_SYMLINK, &target, err)) < 0)
+        goto bad;
+    if (mode < 0 || mode > 0777 || size < 0 || (sha && strlen(sha) != SBX_SHA256_HEX_LEN) ||
+        (ty != SNAP_FILE && (json_object_get(o, "size") || sha)) ||
+        (ty != SNAP_SYMLINK && target) || (ty == SNAP_SYMLINK && json_object_get(o, "mode"))) {
+        rc = sbx_error_set(err, SBX_E_PARSE, 0, "entry '%s' has inconsistent fields", path);
+        goto bad;
+    }
+    struct snap_entry *e = sbx__snap_tree_add(t, sbx_xstrdup(path), ty, (uint32_t)mode);
+    e->size = (uint64_t)size;
+    if (sha)
+        memcpy(e->sha, sha, SBX_SHA256_HEX_LEN + 1);
+    if (target)
+        e->target = sbx_xstrdup(target);
+    return 0;
+bad:
+    return -SBX_E_PARSE;
+}
+
+int sbx__snap_tree_load(struct sbx_snapshot_store *st, const char *hex, struct snap_tree *t,
+                        json_t **out_header, struct sbx_error *err)
+{
+    char name[SBX_SHA256_HEX_LEN + 8];
+    snprintf(name, sizeof(name), "%s.json", hex);
+    struct sbx_buf b;
+    sbx_buf_init(&b, TREE_DOC_MAX);
+    json_t *doc = NULL;
+    struct snap_tree tree = {0};
+    int rc = sbx_fs_read(st->trees_fd, name, TREE_DOC_MAX, &b, err);
+    if (rc < 0)
+        goto out;
+    struct sbx_json_limits jl = {TREE_DOC_MAX, 8};
+    rc = sbx_json_parse(b.data, b.len, &jl, &doc, err);
+    if (rc < 0)
+        goto out;
+    static const char *const keys[] = {"header", "entries", NULL};
+    json_t *h = NULL, *entries = NULL;
+    int64_t format = 0;
+    const char *digest = NULL;
+    if (!json_is_object(doc) || (rc = sbx_json_check_keys(doc, keys, err)) < 0 ||
+        (rc = sbx_json_get_object(doc, "header", 1, &h, err)) < 0 ||
+        (rc = sbx_json_get_array(doc, "entries", 1, &entries, err)) < 0 ||
+        (rc = sbx_json_get_int(h, "format", 1, &format, err)) < 0 ||
+        (rc = sbx_json_get_string(h, "content_digest", 1, &digest, err)) < 0) {
+        if (rc == 0)
+            sbx_error_set(err, SBX_E_PARSE, 0, "not a tree document");
+        rc = -SBX_E_PARSE;
+        goto out;
+    }
+    if (format != SBX_SNAPSHOT_FORMAT) {
+        rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "format version %lld is not supported",
+                           (long long)format);
+        goto out;
+    }
+    size_t i;
+    json_t *o;
+    json_array_foreach(entries, i, o)
+    {
+        if ((rc = parse_entry(o, i, &tree, err)) < 0)
+            goto out;
+    }
+    if ((rc = sbx__snap_tree_validate(&tree, NULL, err)) < 0)
+        goto out;
+    char check[SBX_SHA256_HEX_LEN + 1];
+    if ((rc = entries_digest(entries, check, err)) < 0)
+        goto out;
+    if (strcmp(check, hex) != 0 || strncmp(digest, "sha256:", 7) != 0 ||
+        strcmp(digest + 7, hex) != 0) {
+        rc = sbx_error_set(err, SBX_E_PARSE, 0, "its entries do not match its reference");
+        goto out;
+    }
+    if (out_header)
+        *out_header = json_incref(h);
+    *t = tree;
+    memset(&tree, 0, sizeof(tree));
+out:
+    if (rc < 0)
+        sbx_error_prefix(err, "snapshot 'sha256:%.12s'", hex);
+    sbx__snap_tree_release(&tree);
+    json_decref(doc);
+    sbx_buf_release(&b);
+    return rc;
+}
+
+/* ---- references ---- */
+
+int sbx__snap_resolve_ref(struct sbx_snapshot_store *st, const char *ref,
+                          char hex[SBX_SHA256_HEX_LEN + 1], struct sbx_error *err)
+{
+    const char *p = strncmp(ref, "sha256:", 7) == 0 ? ref + 7 : ref;
+    size_t n = strlen(p);
+    int ok = n >= 12 && n <= SBX_SHA256_HEX_LEN;
+    for (size_t i = 0; ok && i < n; i++)
+        ok = (p[i] >= '0' && p[i] <= '9') || (p[i] >= 'a' && p[i] <= 'f');
+    if (!ok)
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "'%s' is not a snapshot reference (sha256: and at least 12 hex)", ref);
+    int dfd = dup(st->trees_fd);
+    if (dfd < 0)
+        return sbx_error_errno(err, errno, "cannot read the snapshot store");
+    DIR *d = fdopendir(dfd);
+    if (!d) {
+        close(dfd);
+        return sbx_error_errno(err, errno, "cannot read the snapshot store");
+    }
+    rewinddir(d);
+    int found = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        if (l != SBX_SHA256_HEX_LEN + 5 || strcmp(de->d_name + SBX_SHA256_HEX_LEN, ".json") != 0)
+            continue;
+        if (strncmp(de->d_name, p, n) != 0)
+            continue;
+        if (found++ == 0) {
+            memcpy(hex, de->d_name, SBX_SHA256_HEX_LEN);
+            hex[SBX_SHA256_HEX_LEN] = 0;
+        }
+    }
+    closedir(d);
+    if (!found)
+        return sbx_error_set(err, SBX_E_NOTFOUND, 0, "no snapshot '%s'", ref);
+    if (found > 1)
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "snapshot reference '%s' is ambiguous (%d snapshots match)", ref,
+                             found);
+    return 0;
+}
+
+/* ---- blobs ---- */
+
+int sbx__snap_blob_begin(struct sbx_snapshot_store *st, struct snap_blob_writer *w,
+                         struct sbx_error *err)
+{
+    memset(w, 0, sizeof(*w));
+    w->fd = -1;
+    int rc = sbx_random_hex(w->tmpname, 8, err);
+    if (rc < 0)
+        return rc;
+    memcpy(w->tmpname + 16, ".blob", 6);
+    if ((rc = sbx_sha256_new(&w->h, err)) < 0)
+        return rc;
+    w->fd = openat(st->tmp_fd, w->tmpname, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (w->fd < 0) {
+        rc = sbx_error_errno(err, errno, "cannot create a blob in '%s'", st->path);
+        sbx_sha256_free(w->h);
+        w->h = NULL;
+        return rc;
+    }
+    return 0;
+}
+
+int sbx__snap_blob_write(struct snap_blob_writer *w, const void *p, size_t n, struct sbx_error *err)
+{
+    int rc = sbx_sha256_update(w->h, p, n, err);
+    if (rc == 0)
+        rc = sbx_fd_write_all(w->fd, p, n, err);
+    if (rc == 0)
+        w->size += n;
+    return rc;
+}
+
+int sbx__snap_blob_hole(struct snap_blob_writer *w, uint64_t n, struct sbx_error *err)
+{
+    static const char zeros[65536];
+    uint64_t left = n;
+    while (left) {
+        size_t k = left < sizeof(zeros) ? (size_t)left : sizeof(zeros);
+        int rc = sbx_sha256_update(w->h, zeros, k, err);
+        if (rc < 0)
+            return rc;
+        left -= k;
+    }
+    if (lseek(w->fd, (off_t)n, SEEK_CUR) < 0)
+        return sbx_error_errno(err, errno, "cannot seek in a blob");
+    w->size += n;
+    return 0;
+}
+
+void sbx__snap_blob_abort(struct sbx_snapshot_store *st, struct snap_blob_writer *w)
+{
+    if (w->fd >= 0) {
+        sbx_fd_close(&w->fd);
+        unlinkat(st->tmp_fd, w->tmpname, 0);
+    }
+    sbx_sha256_free(w->h);
+    w->h = NULL;
+}
+
+static void blob_name(const char *hex, char out[SBX_SHA256_HEX_LEN + 4])
+{
+    snprintf(out, SBX_SHA256_HEX_LEN + 4, "%.2s/%s", hex, hex);
+}
+
+int sbx__snap_blob_finish(struct sbx_snapshot_store *st, struct snap_blob_writer *w,
+                          char hex[SBX_SHA256_HEX_LEN + 1], int *created, struct sbx_error *err)
+{
+    uint8_t d[SBX_SHA256_LEN];
+    int rc = sbx_sha256_final(w->h, d, err);
+    if (rc < 0)
+        goto fail;
+    sbx_hex(d, sizeof(d), hex);
+    if (ftruncate(w->fd, (off_t)w->size) < 0 || fchmod(w->fd, 0400) < 0) {
+        rc = sbx_error_errno(err, errno, "cannot finish a blob");
+        goto fail;
+    }
+    char sub[3] = {hex[0], hex[1], 0};
+    if (mkdirat(st->blobs_fd, sub, 0700) < 0 && errno != EEXIST) {
+        rc = sbx_error_errno(err, errno, "cannot create blob directory '%s'", sub);
+        goto fail;
+    }
+    char name[SBX_SHA256_HEX_LEN + 4];
+    blob_name(hex, name);
+    *created = 1;
+    if (renameat2(st->tmp_fd, w->tmpname, st->blobs_fd, name, RENAME_NOREPLACE) < 0) {
+        if (errno != EEXIST) {
+            rc = sbx_error_errno(err, errno, "cannot store blob '%.12s'", hex);
+            goto fail;
+        }
+        *created = 0;
+        unlinkat(st->tmp_fd, w->tmpname, 0);
+    }
+    sbx_fd_close(&w->fd);
+    sbx_sha256_free(w->h);
+    w->h = NULL;
+    return 0;
+fail:
+    sbx__snap_blob_abort(st, w);
+    return rc;
+}
+
+int sbx__snap_blob_open(struct sbx_snapshot_store *st, const char *hex, int *out_fd,
+                        struct sbx_error *err)
+{
+    char name[SBX_SHA256_HEX_LEN + 4];
+    blob_name(hex, name);
+    int fd = openat(st->blobs_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return sbx_error_errno(err, errno, "cannot open blob '%.12s'", hex);
+    *out_fd = fd;
+    return 0;
+}
+
+int sbx__snap_blob_exists(struct sbx_snapshot_store *st, const char *hex)
+{
+    char name[SBX_SHA256_HEX_LEN + 4];
+    blob_name(hex, name);
+    struct stat sb;
+    return fstatat(st->blobs_fd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode);
+}
+
+void sbx__snap_blob_unlink(struct sbx_snapshot_store *st, const char *hex)
+{
+    char name[SBX_SHA256_HEX_LEN + 4];
+    blob_name(hex, name);
+    unlinkat(st->blobs_fd, name, 0);
+}
+
+int sbx__snap_blob_copy(int blobfd, const char *hex, uint64_t size, int out, snap_sink_fn sink,
+                        void *ctx, struct sbx_error *err)
+{
+    static const char zeros[65536];
+    char *buf = sbx_xmalloc(1 << 17);
+    struct sbx_sha256 *h = NULL;
+    uint64_t done = 0;
+    int rc = sbx_sha256_new(&h, err);
+    while (rc == 0 && done < size) {
+        uint64_t hole = 0, data = UINT64_MAX;
+        if ((rc = sbx_fd_next_extent(blobfd, &hole, &data, err)) < 0)
+            break;
+        if (hole > size - done) {
+            rc = sbx_error_set(err, SBX_E_IO, 0, "blob '%.12s' is longer than its entry", hex);
+            break;
+        }
+        done += hole;
+        for (uint64_t left = hole; rc == 0 && left;) {
+            size_t k = left < sizeof(zeros) ? (size_t)left : sizeof(zeros);
+            rc = sbx_sha256_update(h, zeros, k, err);
+            if (rc == 0 && sink)
+                rc = sink(ctx, zeros, k, err);
+            left -= k;
+        }
+        if (rc == 0 && hole && !sink && lseek(out, (off_t)hole, SEEK_CUR) < 0)
+            rc = sbx_error_errno(err, errno, "cannot seek in a restored file");
+        if (rc < 0)
+            break;
+        if (data > size - done)
+            data = size - done;
+        while (rc == 0 && data) {
+            size_t want = data < (1 << 17) ? (size_t)data : (1 << 17);
+            ssize_t r = read(blobfd, buf, want);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r < 0) {
+                rc = sbx_error_errno(err, errno, "cannot read blob '%.12s'", hex);
+                break;
+            }
+            if (r == 0) {
+                rc = sbx_error_set(err, SBX_E_IO, 0, "blob '%.12s' is shorter than its entry", hex);
+                break;
+            }
+            rc = sbx_sha256_update(h, buf, (size_t)r, err);
+            if (rc == 0)
+                rc = sink ? sink(ctx, buf, (size_t)r, err)
+                          : sbx_fd_write_all(out, buf, (size_t)r, err);
+            data -= (uint64_t)r;
+            done += (uint64_t)r;
+        }
+    }
+    if (rc == 0) {
+        char extra;
+        ssize_t r = read(blobfd, &extra, 1);
+        if (r != 0)
+            rc = sbx_error_set(err, SBX_E_IO, 0, "blob '%.12s' is longer than its entry", hex);
+    }
+    if (rc == 0 && !sink && ftruncate(out, (off_t)size) < 0)
+        rc = sbx_error_errno(err, errno, "cannot size a restored file");
+    if (rc == 0) {
+        uint8_t d[SBX_SHA256_LEN];
+        char got[SBX_SHA256_HEX_LEN + 1];
+        rc = sbx_sha256_final(h, d, err);
+        if (rc == 0) {
+            sbx_hex(d, sizeof(d), got);
+            if (strcmp(got, hex) != 0)
+                rc = sbx_error_set(err, SBX_E_IO, 0, "blob '%.12s' is corrupt", hex);
+        }
+    }
+    sbx_sha256_free(h);
+    free(buf);
+    return rc;
+}
+
+/* ---- holds ---- */
+
+static void holder_name(const char *holder, char out[33])
+{
+    uint8_t d[SBX_SHA256_LEN];
+    sbx_sha256(holder, strlen(holder), d, NULL);
+    sbx_hex(d, 16, out);
+}
+
+/* The holders of hex, as an array of strings. */
+static json_t *read_holds(struct sbx_snapshot_store *st, const char *hex)
+{
+    json_t *a = json_array();
+    int fd = openat(st->holds_fd, hex, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return a;
+    DIR *d = fdopendir(fd);
+    if (!d) {
+        close(fd);
+        return a;
+    }
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        struct sbx_buf b;
+        sbx_buf_init(&b, HOLDER_MAX);
+        if (sbx_fs_read(dirfd(d), de->d_name, HOLDER_MAX, &b, NULL) == 0)
+            sbx_json_append(a, sbx_json_strn(b.data, b.len));
+        sbx_buf_release(&b);
+    }
+    closedir(d);
+    return a;
+}
+
+static int check_holder(const char *holder, struct sbx_error *err)
+{
+    if (!holder || !holder[0] || strlen(holder) > HOLDER_MAX)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "a snapshot holder must be 1 to %d bytes",
+                             HOLDER_MAX);
+    return 0;
+}
+
+int sbx_snapshot_hold(struct sbx_snapshot_store *st, const char *ref, const char *holder,
+                      struct sbx_error *err)
+{
+    char hex[SBX_SHA256_HEX_LEN + 1], name[33];
+    int rc = check_holder(holder, err);
+    if (rc < 0 || (rc = sbx__snap_lock(st, 0, err)) < 0)
+        return rc;
+    if ((rc = sbx__snap_resolve_ref(st, ref, hex, err)) < 0)
+        goto out;
+    int fd = -1;
+    if ((rc = open_subdir(st->holds_fd, hex, &fd, err)) < 0)
+        goto out;
+    holder_name(holder, name);
+    rc = sbx_fs_write_state(fd, name, holder, strlen(holder), 0600, err);
+    sbx_fd_close(&fd);
+out:
+    sbx__snap_unlock(st);
+    if (rc < 0)
+        sbx_error_prefix(err, "cannot hold snapshot '%s'", ref);
+    return rc;
+}
+
+int sbx_snapshot_release(struct sbx_snapshot_store *st, const char *ref, const char *holder,
+                         struct sbx_error *err)
+{
+    char hex[SBX_SHA256_HEX_LEN + 1], name[33];
+    int rc = check_holder(holder, err);
+    if (rc < 0 || (rc = sbx__snap_lock(st, 0, err)) < 0)
+        return rc;
+    if ((rc = sbx__snap_resolve_ref(st, ref, hex, err)) < 0)
+        goto out;
+    holder_name(holder, name);
+    int fd = openat(st->holds_fd, hex, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || unlinkat(fd, name, 0) < 0) {
+        rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "'%s' holds no snapshot '%s'", holder, ref);
+    } else {
+        fsync(fd);
+        unlinkat(st->holds_fd, hex, AT_REMOVEDIR); /* fails while others hold it: fine */
+    }
+    sbx_fd_close(&fd);
+out:
+    sbx__snap_unlock(st);
+    return rc;
+}
+
+/* ---- list, inspect ---- */
+
+static int header_with_holds(struct sbx_snapshot_store *st, const char *hex, json_t **out,
+                             struct sbx_error *err)
+{
+    struct snap_tree t = {0};
+    json_t *h = NULL;
+    int rc = sbx__snap_tree_load(st, hex, &t, &h, err);
+    sbx__snap_tree_release(&t);
+    if (rc < 0)
+        return rc;
+    json_t *copy = json_deep_copy(h);
+    json_decref(h);
+    if (!copy)
+        SBX_BUG("out of memory");
+    sbx_json_set(copy, "holds", read_holds(st, hex));
+    *out = copy;
+    return 0;
+}
+
+int sbx_snapshot_inspect(struct sbx_snapshot_store *st, const char *ref, json_t **out_header,
+                         struct sbx_error *err)
+{
+    char hex[SBX_SHA256_HEX_LEN + 1];
+    int rc = sbx__snap_lock(st, 0, err);
+    if (rc < 0)
+        return rc;
+    rc = sbx__snap_resolve_ref(st, ref, hex, err);
+    if (rc == 0)
+        rc = header_with_holds(st, hex, out_header, err);
+    sbx__snap_unlock(st);
+    return rc;
+}
+
+/* The hex names of every tree in the store. */
+static int list_trees(struct sbx_snapshot_store *st, struct sbx_strv *out, struct sbx_error *err)
+{
+    int dfd = dup(st->trees_fd);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        int e = errno;
+        sbx_fd_close(&dfd);
+        return sbx_error_errno(err, e, "cannot read the snapshot store '%s'", st->path);
+    }
+    rewinddir(d);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        if (l == SBX_SHA256_HEX_LEN + 5 && strcmp(de->d_name + SBX_SHA256_HEX_LEN, ".json") == 0)
+            sbx_strv_push_take(out, sbx_xstrndup(de->d_name, SBX_SHA256_HEX_LEN));
+    }
+    closedir(d);
+    return 0;
+}
+
+static int by_created(const void *a, const void *b)
+{
+    const char *ca = json_string_value(json_object_get(*(json_t *const *)a, "created"));
+    const char *cb = json_string_value(json_object_get(*(json_t *const *)b, "created"));
+    int c = strcmp(ca ? ca : "", cb ? cb : "");
+    if (c)
+        return c;
+    ca = json_string_value(json_object_get(*(json_t *const *)a, "content_digest"));
+    cb = json_string_value(json_object_get(*(json_t *const *)b, "content_digest"));
+    return strcmp(ca ? ca : "", cb ? cb : "");
+}
+
+int sbx_snapshot_list(struct sbx_snapshot_store *st, json_t **out, struct sbx_error *err)
+{
+    struct sbx_strv names;
+    sbx_strv_init(&names);
+    int rc = sbx__snap_lock(st, 0, err);
+    if (rc < 0)
+        return rc;
+    rc = list_trees(st, &names, err);
+    json_t **v = sbx_xcalloc(names.n + 1, sizeof(*v));
+    size_t n = 0;
+    for (size_t i = 0; rc == 0 && i < names.n; i++) {
+        struct sbx_error e = SBX_ERROR_INIT;
+        /* A damaged tree is listed by its reference with the error, so that `rm` can reach it. */
+        if (header_with_holds(st, names.v[i], &v[n], &e) < 0) {
+            v[n] = json_object();
+            char *ref = sbx_xasprintf("sha256:%s", names.v[i]);
+            sbx_json_set(v[n], "content_digest", sbx_json_str(ref));
+            sbx_json_set(v[n], "error", sbx_json_str(e.msg));
+            sbx_json_set(v[n], "holds", read_holds(st, names.v[i]));
+            free(ref);
+        }
+        n++;
+    }
+    sbx__snap_unlock(st);
+    if (rc == 0) {
+        qsort(v, n, sizeof(*v), by_created);
+        json_t *a = json_array();
+        for (size_t i = 0; i < n; i++)
+            sbx_json_append(a, v[i]);
+        *out = a;
+    } else {
+        for (size_t i = 0; i < n; i++)
+            json_decref(v[i]);
+    }
+    free(v);
+    sbx_strv_release(&names);
+    return rc;
+}
+
+/* ---- remove and collection ---- */
+
+static int blob_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Remove every blob no tree uses, and temp files left by crashed takes. Runs under the
+ * exclusive lock, so nothing is being written. A tree that cannot be read keeps nothing alive
+ * but stops the collection: its blobs may be the only copy of someone's work. */
+static int collect(struct sbx_snapshot_store *st, struct sbx_error *err)
+{
+    struct sbx_strv names, used;
+    sbx_strv_init(&names);
+    sbx_strv_init(&used);
+    int rc = list_trees(st, &names, err);
+    for (size_t i = 0; rc == 0 && i < names.n; i++) {
+        struct snap_tree t = {0};
+        rc = sbx__snap_tree_load(st, names.v[i], &t, NULL, err);
+        for (size_t j = 0; rc == 0 && j < t.n; j++) {
+            if (t.v[j].type == SNAP_FILE)
+                sbx_strv_push(&used, t.v[j].sha);
+        }
+        sbx__snap_tree_release(&t);
+    }
+    if (rc < 0) {
+        sbx_error_prefix(err, "blobs not collected");
+        goto out;
+    }
+    if (used.n > 1)
+        qsort(used.v, used.n, sizeof(char *), blob_cmp);
+    int bfd = dup(st->blobs_fd);
+    DIR *d = bfd >= 0 ? fdopendir(bfd) : NULL;
+    if (!d) {
+        sbx_fd_close(&bfd);
+        rc = sbx_error_errno(err, errno, "cannot read the blobs of '%s'", st->path);
+        goto out;
+    }
+    rewinddir(d);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] == '.')
+            continue;
+        int sfd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        DIR *sd = sfd >= 0 ? fdopendir(sfd) : NULL;
+        if (!sd) {
+            sbx_fd_close(&sfd);
+            continue;
+        }
+        struct dirent *be;
+        int left = 0;
+        while ((be = readdir(sd))) {
+            if (be->d_name[0] == '.')
+                continue;
+            const char *key = be->d_name;
+            if (used.n && bsearch(&key, used.v, used.n, sizeof(char *), blob_cmp))
+                left = 1;
+            else
+                unlinkat(dirfd(sd), be->d_name, 0);
+        }
+        closedir(sd);
+        if (!left)
+            unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+    }
+    closedir(d);
+    int tfd = dup(st->tmp_fd);
+    d = tfd >= 0 ? fdopendir(tfd) : NULL;
+    if (d) {
+        rewinddir(d);
+        while ((de = readdir(d))) {
+            if (de->d_name[0] != '.')
+                unlinkat(dirfd(d), de->d_name, 0);
+        }
+        closedir(d);
+    } else {
+        sbx_fd_close(&tfd);
+    }
+out:
+    sbx_strv_release(&names);
+    sbx_strv_release(&used);
+    return rc;
+}
+
+int sbx_snapshot_remove(struct sbx_snapshot_store *st, const char *ref, int force,
+                        struct sbx_error *err)
+{
+    char hex[SBX_SHA256_HEX_LEN + 1];
+    int rc = sbx__snap_lock(st, 1, err);
+    if (rc < 0)
+        return rc;
+    if ((rc = sbx__snap_resolve_ref(st, ref, hex, err)) < 0)
+        goto out;
+    json_t *holds = read_holds(st, hex);
+    if (json_array_size(holds) && !force) {
+        rc = sbx_error_set(err, SBX_E_PERM, 0, "snapshot '%s' is held by '%s'", ref,
+                           json_string_value(json_array_get(holds, 0)));
+        json_decref(holds);
+        goto out;
+    }
+    json_decref(holds);
+    int hfd = openat(st->holds_fd, hex, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (hfd >= 0) {
+        sbx_fs_remove(st->holds_fd, hex, SBX_FS_RECURSIVE, NULL);
+        sbx_fd_close(&hfd);
+    }
+    char name[SBX_SHA256_HEX_LEN + 8];
+    snprintf(name, sizeof(name), "%s.json", hex);
+    if (unlinkat(st->trees_fd, name, 0) < 0) {
+        rc = sbx_error_errno(err, errno, "cannot remove snapshot '%s'", ref);
+        goto out;
+    }
+    fsync(st->trees_fd);
+    rc = collect(st, err);
+out:
+    sbx__snap_unlock(st);
+    return rc;
+}
