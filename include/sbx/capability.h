@@ -156,6 +156,15 @@ struct sbx_run_config {
     size_t ncustom;
     /* Harness credentials fresh sandboxes' manifests may read (sbx_create_spec); borrowed. */
     const struct sbx_strv *pass_secrets;
+    /* Fresh sandboxes start from this snapshot (a snapshot file or a store reference, resolved
+     * once by sbx_sandbox_run_new), then get the manifest's ephemeral entries. */
+    const char *snapshot;
+    /* At the end of the run (also a failed one), after the capabilities' end hooks and before
+     * any session is deleted, snapshot every session the run used, live ones included (reading a
+     * workspace changes nothing in it): "store" keeps them in the snapshot store; any other
+     * value is a file the first one is also exported to (made at sbx_sandbox_run_new, filled
+     * in at the end, removed when nothing was exported). Refs: sbx_sandbox_run_snapshot_ref. */
+    const char *snapshot_out;
 };
 
 struct sbx_sandbox_run; /* opaque: the sessions of one run */
@@ -167,8 +176,10 @@ SBX_API int sbx_sandbox_run_new(const struct sbx_run_config *cfg, struct sbx_san
 
 /* Run agent like sbx_run() (opt is copied and gets the turn hook), giving every sandbox agent
  * its session, capabilities, tools and instructions. When the run ends (successfully or not)
- * the capabilities' end hooks run and sessions the run created or resumed are deleted unless
- * cfg->keep. Errors as sbx_run(), plus session and manifest errors naming the agent. Blocks. A
+ * the capabilities' end hooks run, cfg->snapshot_out is taken, and sessions the run created or
+ * resumed are deleted unless cfg->keep. Errors as sbx_run(), plus session and manifest errors
+ * naming the agent; a run that succeeded but whose snapshot_out failed returns that error (and
+ * no result). Blocks. A
  * sandbox run object serves one sbx_sandbox_run() call. */
 SBX_API int sbx_sandbox_run(struct sbx_sandbox_run *sr, struct sbx_agent *agent,
                             const json_t *input, const struct sbx_run_options *opt,
@@ -187,12 +198,14 @@ enum sbx_session_source {
  * (agents sharing a session list the same id). Borrowed strings, valid until
  * sbx_sandbox_run_free. created: the session is the run's own, created or resumed by it (the
  * first agent of those sharing it), and was deleted at the end unless keep left it running.
- * source: 0 for an index out of range. */
+ * snapshot_ref: the reference of its snapshot with cfg.snapshot_out ("sha256:..."; NULL
+ * without, or when taking it failed). source: 0 for an index out of range. */
 SBX_API size_t sbx_sandbox_run_count(const struct sbx_sandbox_run *sr);
 SBX_API const char *sbx_sandbox_run_session_id(const struct sbx_sandbox_run *sr, size_t i);
 SBX_API const char *sbx_sandbox_run_agent(const struct sbx_sandbox_run *sr, size_t i);
 SBX_API int sbx_sandbox_run_created(const struct sbx_sandbox_run *sr, size_t i);
 SBX_API enum sbx_session_source sbx_sandbox_run_source(const struct sbx_sandbox_run *sr, size_t i);
+SBX_API const char *sbx_sandbox_run_snapshot_ref(const struct sbx_sandbox_run *sr, size_t i);
 
 /* Free the run's handles (sandboxes already deleted or kept stay as they are). NULL ok. */
 SBX_API void sbx_sandbox_run_free(struct sbx_sandbox_run *sr);

@@ -1,6 +1,10 @@
 /* Sandbox runs: one session per sandbox agent, capabilities bound to it, the instructions, and
  * the runner's turn hook that puts them in front of the model. */
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -8,6 +12,7 @@
 #include "sbx/json.h"
 #include "sbx/fs.h"
 #include "sbx/log.h"
+#include "sbx/snapshot.h"
 
 #define TREE_DEPTH     3
 #define TREE_MAX_BYTES 5000
@@ -23,6 +28,7 @@ struct agent_env {
     int created;         /* the run created or resumed session: it deletes it */
     int owner;           /* this env frees the handle (shared ones have one owner) */
     char *session_id;
+    char *snapshot_ref; /* taken at the end with cfg.snapshot_out */
     struct sbx_capability **caps;
     size_t ncaps;
     struct sbx_toolset tools;
@@ -41,6 +47,10 @@ struct sbx_sandbox_run {
     const struct sbx_run_options *opt;
     enum sbx_model_api api;
     int used;
+    struct sbx_snapshot_store *store; /* with cfg.snapshot or cfg.snapshot_out */
+    char *snapshot;                   /* cfg.snapshot resolved to a full reference */
+    char *out_tmp;                    /* where a snapshot_out file is written, then renamed */
+    int out_fd;
 };
 
 static const char base_prompt[] =
@@ -318,7 +328,9 @@ static int resume(struct sbx_sandbox_run *sr, struct agent_env *e, const json_t 
             e->session = sr->envs[i]->session;
             return 0;
         }
-    int rc = sbx_client_resume(sr->client, state, &e->session, err);
+    struct sbx_resume_opts ro = {.pass_secrets = sr->cfg.pass_secrets,
+                                 .base_dir = sr->cfg.base_dir};
+    int rc = sbx_client_resume_with(sr->client, state, &ro, &e->session, err);
     if (rc < 0) {
         sbx_error_prefix(err, source == SBX_SESSION_RUN_STATE
                                       ? "cannot resume the session of the run state"
@@ -378,8 +390,10 @@ static int open_session(struct sbx_sandbox_run *sr, struct agent_env *e, const j
     const char *base = cfg->manifest_path || cfg->manifest_doc
                                ? cfg->base_dir
                                : json_string_value(json_object_get(spec, "base_dir"));
-    struct sbx_create_spec cs = {
-            .manifest = m, .base_dir = base, .pass_secrets = cfg->pass_secrets};
+    struct sbx_create_spec cs = {.manifest = m,
+                                 .base_dir = base,
+                                 .pass_secrets = cfg->pass_secrets,
+                                 .snapshot = sr->snapshot};
     if ((rc = sbx_client_create(sr->client, &cs, &e->session, err)) < 0)
         goto out;
     e->created = 1;
@@ -523,6 +537,11 @@ int sbx_sandbox_run_new(const struct sbx_run_config *cfg, struct sbx_sandbox_run
     if (every && (cfg->manifest_path || cfg->manifest_doc))
         return sbx_error_set(err, SBX_E_INVAL, 0,
                              "a manifest applies only to fresh sandboxes, not to an existing one");
+    if (every && cfg->snapshot)
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "a snapshot applies only to fresh sandboxes, not to an existing one");
+    if (cfg->snapshot_out && !cfg->snapshot_out[0])
+        return sbx_error_set(err, SBX_E_INVAL, 0, "snapshot_out is empty: give 'store' or a file");
     if (cfg->session_state && !json_is_object(cfg->session_state))
         return sbx_error_set(err, SBX_E_INVAL, 0, "session state must be an object, not %s",
                              sbx_json_typename(cfg->session_state));
@@ -531,19 +550,40 @@ int sbx_sandbox_run_new(const struct sbx_run_config *cfg, struct sbx_sandbox_run
         return rc;
     struct sbx_sandbox_run *sr = sbx_xcalloc(1, sizeof(*sr));
     sr->cfg = *cfg;
+    sr->out_fd = -1;
     pthread_mutex_init(&sr->lock, NULL);
     if (cfg->client) {
         sr->client = cfg->client;
+    } else if ((rc = sbx_client_new("local", NULL, &sr->client, err)) < 0) {
+        goto fail;
     } else {
-        rc = sbx_client_new("local", NULL, &sr->client, err);
-        if (rc < 0) {
-            sbx_sandbox_run_free(sr);
-            return rc;
-        }
         sr->own_client = 1;
+    }
+    /* Everything the user named is checked before the first turn: a bad snapshot or an
+     * unwritable output file fails here, not after the work is done. */
+    if ((cfg->snapshot || cfg->snapshot_out) &&
+        (rc = sbx_snapshot_store_open(NULL, &sr->store, err)) < 0)
+        goto fail;
+    if (cfg->snapshot &&
+        (rc = sbx_snapshot_resolve(sr->store, cfg->snapshot, NULL, &sr->snapshot, err)) < 0) {
+        sbx_error_prefix(err, "snapshot '%s'", cfg->snapshot);
+        goto fail;
+    }
+    if (cfg->snapshot_out && strcmp(cfg->snapshot_out, "store") != 0) {
+        sr->out_tmp = sbx_xasprintf("%s.tmp.XXXXXX", cfg->snapshot_out);
+        sr->out_fd = mkostemp(sr->out_tmp, O_CLOEXEC);
+        if (sr->out_fd < 0) {
+            rc = sbx_error_errno(err, errno, "cannot create '%s'", sr->out_tmp);
+            free(sr->out_tmp);
+            sr->out_tmp = NULL;
+            goto fail;
+        }
     }
     *out = sr;
     return 0;
+fail:
+    sbx_sandbox_run_free(sr);
+    return rc;
 }
 
 static void end_env(struct sbx_sandbox_run *sr, struct agent_env *e)
@@ -573,6 +613,65 @@ static void close_env(struct sbx_sandbox_run *sr, struct agent_env *e)
         sr->shared = NULL;
 }
 
+/* Export ref into the snapshot_out file: the temp file, synced, then renamed over the name. */
+static int export_out(struct sbx_sandbox_run *sr, const char *ref, struct sbx_error *err)
+{
+    const char *name = sr->cfg.snapshot_out;
+    int rc = sbx_snapshot_export(sr->store, ref, sr->out_fd, err);
+    if (rc == 0 && fsync(sr->out_fd) < 0)
+        rc = sbx_error_errno(err, errno, "cannot write '%s'", sr->out_tmp);
+    if (rc == 0 && rename(sr->out_tmp, name) < 0)
+        rc = sbx_error_errno(err, errno, "cannot rename '%s' to '%s'", sr->out_tmp, name);
+    if (rc < 0) {
+        sbx_error_prefix(err, "export of snapshot '%s' to '%s'", ref, name);
+        return rc;
+    }
+    free(sr->out_tmp);
+    sr->out_tmp = NULL;
+    return 0;
+}
+
+/* Snapshot every session the run used, once each (agents sharing one share its reference);
+ * the first one also goes to the snapshot_out file. Returns the first error; the others are
+ * logged. */
+static int take_snapshots(struct sbx_sandbox_run *sr, struct sbx_error *err)
+{
+    struct sbx_error e2 = SBX_ERROR_INIT;
+    const char *first = NULL;
+    int rc = 0;
+    for (size_t i = 0; i < sr->n; i++) {
+        struct agent_env *e = sr->envs[i];
+        size_t j;
+        if (!e->session || !e->session_id)
+            continue;
+        for (j = 0; j < i && sr->envs[j]->session != e->session; j++)
+            ;
+        if (j < i) {
+            if (sr->envs[j]->snapshot_ref)
+                e->snapshot_ref = sbx_xstrdup(sr->envs[j]->snapshot_ref);
+            continue;
+        }
+        int r = sbx_session_snapshot(e->session, sr->store, &e->snapshot_ref, &e2);
+        if (r < 0) {
+            sbx_error_prefix(&e2, "snapshot of sandbox '%s' (agent '%s')", e->session_id,
+                             sbx_agent_name(e->agent));
+            sbx_log(SBX_LOG_WARN, "%s", e2.msg);
+            if (rc == 0) {
+                *err = e2;
+                rc = r;
+            }
+            continue;
+        }
+        if (!first)
+            first = e->snapshot_ref;
+    }
+    if (rc == 0 && first && sr->out_fd >= 0 && (rc = export_out(sr, first, &e2)) < 0) {
+        sbx_log(SBX_LOG_WARN, "%s", e2.msg);
+        *err = e2;
+    }
+    return rc;
+}
+
 int sbx_sandbox_run(struct sbx_sandbox_run *sr, struct sbx_agent *agent, const json_t *input,
                     const struct sbx_run_options *opt, struct sbx_run_result **out,
                     struct sbx_error *err)
@@ -591,6 +690,16 @@ int sbx_sandbox_run(struct sbx_sandbox_run *sr, struct sbx_agent *agent, const j
     int rc = sbx_run(agent, input, &o, out, err);
     for (size_t i = 0; i < sr->n; i++)
         end_env(sr, sr->envs[i]);
+    if (sr->cfg.snapshot_out) {
+        struct sbx_error serr = SBX_ERROR_INIT;
+        /* A failed run still leaves work worth keeping; its own error is the one reported. */
+        if (take_snapshots(sr, &serr) < 0 && rc == 0) {
+            sbx_run_result_free(*out);
+            *out = NULL;
+            *err = serr;
+            rc = -serr.code;
+        }
+    }
     for (size_t i = 0; i < sr->n; i++)
         close_env(sr, sr->envs[i]);
     sr->opt = NULL;
@@ -641,6 +750,12 @@ enum sbx_session_source sbx_sandbox_run_source(const struct sbx_sandbox_run *sr,
     return e ? e->source : 0;
 }
 
+const char *sbx_sandbox_run_snapshot_ref(const struct sbx_sandbox_run *sr, size_t i)
+{
+    const struct agent_env *e = listed(sr, i);
+    return e ? e->snapshot_ref : NULL;
+}
+
 void sbx_sandbox_run_free(struct sbx_sandbox_run *sr)
 {
     if (!sr)
@@ -653,10 +768,17 @@ void sbx_sandbox_run_free(struct sbx_sandbox_run *sr)
         sbx_toolset_release(&e->tools);
         free(e->instructions);
         free(e->session_id);
+        free(e->snapshot_ref);
         json_decref(e->settings);
         free(e);
     }
     free(sr->envs);
+    if (sr->out_tmp)
+        unlink(sr->out_tmp); /* nothing was exported */
+    sbx_fd_close(&sr->out_fd);
+    free(sr->out_tmp);
+    free(sr->snapshot);
+    sbx_snapshot_store_free(sr->store);
     if (sr->own_client)
         sbx_client_free(sr->client);
     pthread_mutex_destroy(&sr->lock);

@@ -3,7 +3,9 @@
  * passes, which beats a fresh sandbox. Each case proves which sandbox an agent used (a file
  * naming it, read by the agent's command) and that the sources below it were not touched (their
  * sandboxes still live, without the file the run writes). Local provider, replay models. */
+#include <dirent.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,6 +15,7 @@
 #include "sbx/capability.h"
 #include "sbx/json.h"
 #include "sbx/local.h"
+#include "sbx/snapshot.h"
 
 static char tmp[] = "/tmp/sbx-test-resolve.XXXXXX";
 static struct sbx_client *client;
@@ -362,12 +365,183 @@ static void test_config_errors(void)
     json_decref(state);
 }
 
+/* Entries of dir whose name starts with prefix. */
+static int count_prefix(const char *dir, const char *prefix)
+{
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int n = 0;
+    while (d && (de = readdir(d)))
+        n += strncmp(de->d_name, prefix, strlen(prefix)) == 0;
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static int is_ref(const char *r)
+{
+    if (!r || strncmp(r, "sha256:", 7) != 0 || strlen(r) != 7 + 64)
+        return 0;
+    return strspn(r + 7, "0123456789abcdef") == 64;
+}
+
+/* What file "who" holds in a sandbox made from snapshot ref ("" when it has none). */
+static char *who_in_snapshot(const char *ref)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_session *s = NULL;
+    struct sbx_buf b;
+    sbx_buf_init(&b, SBX_BUF_NOLIMIT);
+    CHECK_OK(sbx_client_create(client, &(struct sbx_create_spec){.snapshot = ref}, &s, &err), &err);
+    if (s)
+        (void)sbx_session_read(s, "who", 0, &b, NULL);
+    if (s)
+        drop(s);
+    return sbx_buf_detach(&b, NULL);
+}
+
+/* snapshot_out: every session the run used, live ones too, taken before the run's own are
+ * deleted; the agents sharing one share its reference. */
+static void test_snapshot_out(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_session *live = labelled("LIVE");
+    struct sbx_agent *a = sandbox_agent("coder", "{\"capabilities\":[\"shell\"],\"manifest\":"
+                                                 "{\"entries\":{\"who\":{\"type\":\"file\","
+                                                 "\"content\":\"FRESH\"}}}}");
+    static const char *const r[] = {EXEC("1", "echo changed > who"), DONE("2"), NULL};
+    struct sbx_run_config cfg = {.client = client, .snapshot_out = "store"};
+    struct sbx_sandbox_run *sr = NULL;
+    json_t *outs = NULL;
+    CHECK_OK(run(a, &cfg, r, &sr, &outs, &err), &err);
+    const char *ref = sbx_sandbox_run_snapshot_ref(sr, 0);
+    CHECK(is_ref(ref));
+    CHECK_EQ_INT(live_count(), 1); /* the fresh one was still deleted */
+    char *who = who_in_snapshot(ref);
+    CHECK_EQ_STR(who, "changed\n"); /* taken after the run's change, before the delete */
+    free(who);
+    sbx_sandbox_run_free(sr);
+    json_decref(outs);
+
+    /* A live session: snapshotted, left alone. A file: the export of the first. */
+    char *file = sbx_xasprintf("%s/out.tar.zst", tmp);
+    struct sbx_run_config c2 = {.client = client, .session = live, .snapshot_out = file};
+    CHECK_OK(run(a, &c2, r, &sr, &outs, &err), &err);
+    ref = sbx_sandbox_run_snapshot_ref(sr, 0);
+    CHECK(is_ref(ref));
+    CHECK(is_live(sbx_session_id(live)));
+    struct sbx_snapshot_store *st = NULL;
+    char *imported = NULL;
+    CHECK_OK(sbx_snapshot_store_open(NULL, &st, &err), &err);
+    CHECK_OK(sbx_snapshot_resolve(st, file, NULL, &imported, &err), &err);
+    CHECK_EQ_STR(imported, ref);
+    who = who_in_snapshot(ref);
+    CHECK_EQ_STR(who, "changed\n");
+    free(who);
+    free(imported);
+    sbx_snapshot_store_free(st);
+    sbx_sandbox_run_free(sr);
+    json_decref(outs);
+
+    /* A failed run (max turns) is snapshotted too, and its own error is the one returned. */
+    static const char *const loop[] = {EXEC("1", "echo again > who"), EXEC("2", "true"), NULL};
+    struct sbx_run_config c3 = {.client = client, .snapshot_out = "store"};
+    struct sbx_model *m = test_model_from_responses(tmp, &file_no, loop);
+    struct sbx_run_options o = {.model = m, .max_turns = 1};
+    struct sbx_run_result *res = NULL;
+    json_t *in = json_string("go");
+    CHECK_OK(sbx_sandbox_run_new(&c3, &sr, &err), &err);
+    CHECK_ERR(sbx_sandbox_run(sr, a, in, &o, &res, &err), SBX_E_MAXTURNS, &err, "max turns");
+    ref = sbx_sandbox_run_snapshot_ref(sr, 0);
+    CHECK(is_ref(ref));
+    who = who_in_snapshot(ref);
+    CHECK_EQ_STR(who, "again\n");
+    free(who);
+    CHECK_EQ_INT(live_count(), 1);
+    sbx_sandbox_run_free(sr);
+    sbx_model_free(m);
+    json_decref(in);
+
+    /* A file that cannot be made fails before the first turn; nothing is left of it. */
+    char *bad = sbx_xasprintf("%s/no/such/dir/out.tar.zst", tmp);
+    struct sbx_run_config c4 = {.client = client, .snapshot_out = bad};
+    CHECK_ERR(sbx_sandbox_run_new(&c4, &sr, &err), SBX_E_NOTFOUND, &err, "cannot create");
+    /* The temp file is gone when nothing was exported (no sandbox agent took a turn). */
+    char *unused = sbx_xasprintf("%s/unused.tar.zst", tmp);
+    struct sbx_run_config c5 = {.client = client, .snapshot_out = unused};
+    CHECK_OK(sbx_sandbox_run_new(&c5, &sr, &err), &err);
+    sbx_sandbox_run_free(sr);
+    CHECK_EQ_INT(count_prefix(tmp, "unused.tar.zst"), 0);
+    free(unused);
+    free(bad);
+    free(file);
+    sbx_agent_free(a);
+    drop(live);
+}
+
+/* snapshot: fresh sandboxes start from it; it is not for sessions from another source. */
+static void test_snapshot_in(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_session *src = labelled("SNAP"), *other = labelled("RUNSTATE");
+    struct sbx_snapshot_store *st = NULL;
+    char *ref = NULL;
+    CHECK_OK(sbx_snapshot_store_open(NULL, &st, &err), &err);
+    CHECK_OK(sbx_session_snapshot(src, st, &ref, &err), &err);
+    drop(src);
+    json_t *payload = json_pack("{s:{s:{s:o}}}", "sessions_by_agent", "second", "session_state",
+                                state_of(other));
+    sbx_session_free(other);
+    struct sbx_agent *a = sandbox_agent("first", "{\"capabilities\":[\"shell\"]}");
+    struct sbx_agent *b = sandbox_agent("second", "{\"capabilities\":[\"shell\"]}");
+    CHECK_OK(sbx_agent_add_handoff(a, b, &err), &err);
+    static const char *const r[] = {EXEC("1", "cat who"), HANDOFF("2", "second"),
+                                    EXEC("3", "cat who"), DONE("4"), NULL};
+    /* A prefix of the reference will do. */
+    char prefix[7 + 16 + 1];
+    snprintf(prefix, sizeof(prefix), "%s", ref);
+    struct sbx_run_config cfg = {
+            .client = client, .snapshot = prefix, .run_state_sandbox = payload};
+    struct sbx_sandbox_run *sr = NULL;
+    json_t *outs = NULL;
+    CHECK_OK(run(a, &cfg, r, &sr, &outs, &err), &err);
+    CHECK_CONTAINS(output(outs, 0), "Output:\nSNAP");
+    CHECK_CONTAINS(output(outs, 2), "Output:\nRUNSTATE"); /* the run state's, not the snapshot */
+    CHECK_EQ_INT(sbx_sandbox_run_source(sr, 0), SBX_SESSION_FRESH);
+    CHECK_EQ_INT(sbx_sandbox_run_source(sr, 1), SBX_SESSION_RUN_STATE);
+    CHECK_EQ_INT(live_count(), 0);
+    sbx_sandbox_run_free(sr);
+    json_decref(outs);
+
+    struct sbx_session *fake = (struct sbx_session *)&err; /* never dereferenced */
+    json_t *state = json_pack("{s:i, s:s, s:s}", "version", 1, "provider", "local", "id",
+                              "0123456789abcdef");
+    struct sbx_run_config c1 = {.session = fake, .snapshot = ref};
+    CHECK_ERR(sbx_sandbox_run_new(&c1, &sr, &err), SBX_E_INVAL, &err,
+              "a snapshot applies only to fresh sandboxes");
+    struct sbx_run_config c2 = {.session_state = state, .snapshot = ref};
+    CHECK_ERR(sbx_sandbox_run_new(&c2, &sr, &err), SBX_E_INVAL, &err,
+              "a snapshot applies only to fresh sandboxes");
+    struct sbx_run_config c3 = {.client = client, .snapshot = "sha256:0000000000000000"};
+    CHECK_ERR(sbx_sandbox_run_new(&c3, &sr, &err), SBX_E_NOTFOUND, &err,
+              "snapshot 'sha256:0000000000000000'");
+    CHECK_EQ_INT(live_count(), 0);
+    json_decref(state);
+    json_decref(payload);
+    sbx_snapshot_store_free(st);
+    free(ref);
+    sbx_agent_free(a);
+    sbx_agent_free(b);
+}
+
 int main(void)
 {
     TAP_START();
     if (!mkdtemp(tmp))
         abort();
     char *run_dir = sbx_xasprintf("%s/run", tmp), *ws_dir = sbx_xasprintf("%s/ws", tmp);
+    char *snap_dir = sbx_xasprintf("%s/snapshots", tmp);
+    setenv("SBX_SNAPSHOTS", snap_dir, 1);
     struct sbx_local_options lo = {.runtime_dir = run_dir, .workspace_dir = ws_dir};
     struct sbx_error err = SBX_ERROR_INIT;
     if (sbx_client_new("local", &lo, &client, &err) < 0) {
@@ -379,6 +553,8 @@ int main(void)
     TAP_RUN(test_run_state_per_agent);
     TAP_RUN(test_session_state_beats_fresh);
     TAP_RUN(test_config_errors);
+    TAP_RUN(test_snapshot_out);
+    TAP_RUN(test_snapshot_in);
     sbx_client_free(client);
     char *cmd[] = {"rm", "-rf", tmp, NULL};
     pid_t pid = fork();
@@ -390,5 +566,6 @@ int main(void)
     waitpid(pid, &st, 0);
     free(run_dir);
     free(ws_dir);
+    free(snap_dir);
     return TAP_DONE();
 }
