@@ -1,0 +1,593 @@
+/* Export of a snapshot to a tar archive and import of a (hostile) one, through libarchive.
+ * Import never creates a path taken from the archive: it writes blobs by hash and one tree. */
+#include <archive.h>
+#include <archive_entry.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sbx/buf.h"
+#include "sbx/fs.h"
+#include "sbx/json.h"
+#include "sbx/path.h"
+#include "sbx/strv.h"
+#include "snapshot-internal.h"
+
+#define HEADER_MAX ((size_t)64 << 10)
+/* Below this many expanded bytes the ratio is not checked: a small archive of a few empty or
+ * repetitive files compresses far better than 1000:1 and is harmless. */
+#define RATIO_FLOOR ((uint64_t)1 << 20)
+#define READ_BLOCK  65536
+
+struct import {
+    struct sbx_snapshot_store *st;
+    struct archive *a;
+    struct sbx_snapshot_limits lim;
+    struct snap_tree tree;
+    json_t *index; /* path -> [entry index, explicit] */
+    struct sbx_strv created;
+    uint64_t declared, expanded, members;
+    char *label, *manifest_digest;
+};
+
+static int arc_error(struct archive *a, const char *member, struct sbx_error *err)
+{
+    const char *msg = archive_error_string(a);
+    if (member)
+        return sbx_error_set(err, SBX_E_PARSE, 0, "corrupt archive at member '%s': %s", member,
+                             msg ? msg : "unknown error");
+    return sbx_error_set(err, SBX_E_PARSE, 0, "corrupt archive: %s", msg ? msg : "unknown error");
+}
+
+static int check_ratio(struct import *im, const char *member, struct sbx_error *err)
+{
+    if (im->expanded <= RATIO_FLOOR)
+        return 0;
+    int64_t raw = archive_filter_bytes(im->a, -1);
+    if (raw > 0 && im->expanded / (uint64_t)raw >= im->lim.max_ratio)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0,
+                             "archive expands more than %u times its size (limit max_ratio) at "
+                             "member '%s'",
+                             im->lim.max_ratio, member);
+    return 0;
+}
+
+static int read_header_member(struct import *im, struct archive_entry *ae, struct sbx_error *err)
+{
+    if (archive_entry_size(ae) > (int64_t)HEADER_MAX)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0, "header member '%s' is over %zu bytes",
+                             SBX_SNAPSHOT_HEADER_MEMBER, HEADER_MAX);
+    struct sbx_buf b;
+    sbx_buf_init(&b, HEADER_MAX);
+    char chunk[4096];
+    la_ssize_t n;
+    int rc = 0;
+    while ((n = archive_read_data(im->a, chunk, sizeof(chunk))) > 0) {
+        if ((rc = sbx_buf_add(&b, chunk, (size_t)n, err)) < 0)
+            goto out;
+    }
+    if (n < 0) {
+        rc = arc_error(im->a, SBX_SNAPSHOT_HEADER_MEMBER, err);
+        goto out;
+    }
+    json_t *h = NULL;
+    struct sbx_json_limits jl = {HEADER_MAX, 8};
+    if ((rc = sbx_json_parse(b.data, b.len, &jl, &h, err)) < 0) {
+        sbx_error_prefix(err, "header member '%s'", SBX_SNAPSHOT_HEADER_MEMBER);
+        rc = -SBX_E_PARSE;
+        goto out;
+    }
+    int64_t format = 0;
+    const char *label = NULL, *md = NULL;
+    if (!json_is_object(h) || sbx_json_get_int(h, "format", 1, &format, err) < 0) {
+        rc = sbx_error_set(err, SBX_E_PARSE, 0, "header member '%s' has no integer 'format'",
+                           SBX_SNAPSHOT_HEADER_MEMBER);
+    } else if (format != SBX_SNAPSHOT_FORMAT) {
+        rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                           "header member '%s' has format version %lld; this sbx reads %d",
+                           SBX_SNAPSHOT_HEADER_MEMBER, (long long)format, SBX_SNAPSHOT_FORMAT);
+    } else {
+        json_t *v = json_object_get(h, "label");
+        if (json_is_string(v))
+            label = json_string_value(v);
+        v = json_object_get(h, "manifest_digest");
+        if (json_is_string(v))
+            md = json_string_value(v);
+        im->label = label ? sbx_xstrdup(label) : NULL;
+        im->manifest_digest = md ? sbx_xstrdup(md) : NULL;
+    }
+    json_decref(h);
+out:
+    sbx_buf_release(&b);
+    return rc;
+}
+
+/* The member's name as a normalised workspace path; *is_root for "." itself. *out: caller owns. */
+static int member_path(struct import *im, const char *raw, int is_dir, char **out, int *is_root,
+                       struct sbx_error *err)
+{
+    *is_root = 0;
+    if (!raw[0])
+        return sbx_error_set(err, SBX_E_PERM, 0, "a member has an empty name");
+    if (raw[0] == '/')
+        return sbx_error_set(err, SBX_E_PERM, 0, "member '%s' has an absolute name", raw);
+    const char *p = raw;
+    while (p[0] == '.' && p[1] == '/')
+        p += 2;
+    size_t len = strlen(p);
+    while (is_dir && len && p[len - 1] == '/')
+        len--;
+    if (len == 0 || (len == 1 && p[0] == '.')) {
+        if (!is_dir)
+            return sbx_error_set(err, SBX_E_PERM, 0,
+                                 "member '%s' names the workspace root but is not a directory",
+                                 raw);
+        *is_root = 1;
+        return 0;
+    }
+    if (len > im->lim.max_path)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0,
+                             "member '%.200s...' name is %zu bytes, over the limit max_path of %u",
+                             raw, len, im->lim.max_path);
+    char *norm = NULL;
+    struct sbx_error perr = SBX_ERROR_INIT;
+    if (sbx_path_normalize(p, len, 0, NULL, &norm, &perr) < 0)
+        return sbx_error_set(err, SBX_E_PERM, 0, "member '%s' is refused: %s", raw, perr.msg);
+    if (strlen(norm) != len || memcmp(norm, p, len) != 0) {
+        free(norm);
+        return sbx_error_set(err, SBX_E_PERM, 0, "member '%s' is not a normal path", raw);
+    }
+    uint32_t depth = 1;
+    for (const char *c = norm; *c; c++)
+        depth += *c == '/';
+    if (depth > im->lim.max_depth) {
+        free(norm);
+        return sbx_error_set(err, SBX_E_TOOBIG, 0,
+                             "member '%.200s' is %u components deep, over the limit max_depth "
+                             "of %u",
+                             raw, depth, im->lim.max_depth);
+    }
+    *out = norm;
+    return 0;
+}
+
+static int add_entry(struct import *im, char *path, enum snap_type type, uint32_t mode)
+{
+    sbx__snap_tree_add(&im->tree, path, type, mode);
+    return (int)(im->tree.n - 1);
+}
+
+/* Every ancestor of path must be a directory: one that appeared as a member, or one made
+ * implicitly here (GNU tar with a file list omits them). */
+static int check_parents(struct import *im, const char *path, struct sbx_error *err)
+{
+    for (const char *s = strchr(path, '/'); s; s = strchr(s + 1, '/')) {
+        char *parent = sbx_xstrndup(path, (size_t)(s - path));
+        json_t *v = json_object_get(im->index, parent);
+        if (v) {
+            const struct snap_entry *pe = &im->tree.v[json_integer_value(json_array_get(v, 0))];
+            if (pe->type != SNAP_DIR) {
+                int rc = sbx_error_set(err, SBX_E_PERM, 0, "member '%s' is under the %s '%s'", path,
+                                       pe->type == SNAP_SYMLINK ? "symlink" : "file", parent);
+                free(parent);
+                return rc;
+            }
+            free(parent);
+            continue;
+        }
+        if (im->tree.n >= im->lim.max_entries) {
+            free(parent);
+            return sbx_error_set(err, SBX_E_TOOBIG, 0,
+                                 "archive has more than %llu entries (limit max_entries) at '%s'",
+                                 (unsigned long long)im->lim.max_entries, path);
+        }
+        int idx = add_entry(im, sbx_xstrdup(parent), SNAP_DIR, 0755);
+        sbx_json_set(im->index, parent, json_pack("[ib]", idx, 0));
+        free(parent);
+    }
+    return 0;
+}
+
+static int import_file(struct import *im, struct archive_entry *ae, const char *path,
+                       struct snap_entry *e, struct sbx_error *err)
+{
+    int64_t declared = archive_entry_size_is_set(ae) ? archive_entry_size(ae) : 0;
+    if (declared < 0 || (uint64_t)declared > im->lim.max_file_bytes)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0,
+                             "member '%s' declares %lld bytes, over the limit max_file_bytes of "
+                             "%llu",
+                             path, (long long)declared, (unsigned long long)im->lim.max_file_bytes);
+    im->declared += (uint64_t)declared;
+    if (im->declared > im->lim.max_bytes)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0,
+                             "archive declares more than %llu file bytes (limit max_bytes) at "
+                             "member '%s'",
+                             (unsigned long long)im->lim.max_bytes, path);
+    struct snap_blob_writer bw;
+    int rc = sbx__snap_blob_begin(im->st, &bw, err);
+    if (rc < 0)
+        return rc;
+    for (;;) {
+        const void *buf;
+        size_t len;
+        la_int64_t off;
+        int r = archive_read_data_block(im->a, &buf, &len, &off);
+        if (r == ARCHIVE_EOF)
+            break;
+        if (r < ARCHIVE_WARN) {
+            rc = arc_error(im->a, path, err);
+            break;
+        }
+        if (off < 0 || (uint64_t)off < bw.size) {
+            rc = sbx_error_set(err, SBX_E_PARSE, 0, "member '%s' has overlapping data", path);
+            break;
+        }
+        uint64_t hole = (uint64_t)off - bw.size;
+        if (hole + len > im->lim.max_file_bytes - bw.size ||
+            bw.size + hole + len > (uint64_t)declared) {
+            rc = sbx_error_set(err, SBX_E_TOOBIG, 0,
+                               "member '%s' holds more bytes than it declares or than the limit "
+                               "max_file_bytes of %llu",
+                               path, (unsigned long long)im->lim.max_file_bytes);
+            break;
+        }
+        if (hole && (rc = sbx__snap_blob_hole(&bw, hole, err)) < 0)
+            break;
+        if (len && (rc = sbx__snap_blob_write(&bw, buf, len, err)) < 0)
+            break;
+        im->expanded += hole + len;
+        if ((rc = check_ratio(im, path, err)) < 0)
+            break;
+    }
+    if (rc == 0 && bw.size < (uint64_t)declared) {
+        /* A sparse member may end in a hole that libarchive does not hand out as data. */
+        uint64_t hole = (uint64_t)declared - bw.size;
+        rc = sbx__snap_blob_hole(&bw, hole, err);
+        im->expanded += hole;
+        if (rc == 0)
+            rc = check_ratio(im, path, err);
+    }
+    if (rc < 0) {
+        sbx__snap_blob_abort(im->st, &bw);
+        return rc;
+    }
+    e->size = bw.size;
+    int created = 0;
+    if ((rc = sbx__snap_blob_finish(im->st, &bw, e->sha, &created, err)) < 0)
+        return rc;
+    if (created)
+        sbx_strv_push(&im->created, e->sha);
+    return 0;
+}
+
+static int import_member(struct import *im, struct archive_entry *ae, struct sbx_error *err)
+{
+    const char *raw = archive_entry_pathname_utf8(ae);
+    if (!raw)
+        raw = archive_entry_pathname(ae);
+    if (!raw)
+        return sbx_error_set(err, SBX_E_PERM, 0, "member %llu has no name",
+                             (unsigned long long)im->members);
+    if (++im->members > im->lim.max_entries)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0,
+                             "archive has more than %llu members (limit max_entries) at '%s'",
+                             (unsigned long long)im->lim.max_entries, raw);
+    mode_t ft = archive_entry_filetype(ae);
+    if (im->members == 1 && strcmp(raw, SBX_SNAPSHOT_HEADER_MEMBER) == 0 && ft == AE_IFREG &&
+        !archive_entry_hardlink(ae))
+        return read_header_member(im, ae, err);
+    if (archive_entry_hardlink(ae))
+        return sbx_error_set(err, SBX_E_PERM, 0, "member '%s' is a hardlink (to '%s')", raw,
+                             archive_entry_hardlink(ae));
+    enum snap_type type;
+    switch (ft) {
+    case AE_IFREG:
+        type = SNAP_FILE;
+        break;
+    case AE_IFDIR:
+        type = SNAP_DIR;
+        break;
+    case AE_IFLNK:
+        type = SNAP_SYMLINK;
+        break;
+    case AE_IFCHR:
+    case AE_IFBLK:
+        return sbx_error_set(err, SBX_E_PERM, 0, "member '%s' is a device node", raw);
+    case AE_IFIFO:
+        return sbx_error_set(err, SBX_E_PERM, 0, "member '%s' is a fifo", raw);
+    case AE_IFSOCK:
+        return sbx_error_set(err, SBX_E_PERM, 0, "member '%s' is a socket", raw);
+    default:
+        return sbx_error_set(err, SBX_E_PERM, 0, "member '%s' has an unsupported type", raw);
+    }
+    char *path = NULL;
+    int is_root = 0;
+    int rc = member_path(im, raw, type == SNAP_DIR, &path, &is_root, err);
+    if (rc < 0 || is_root)
+        return rc;
+    if (strcmp(path, SBX_SNAPSHOT_HEADER_MEMBER) == 0) {
+        free(path);
+        return sbx_error_set(err, SBX_E_PERM, 0, "member '%s' must be the first member", raw);
+    }
+    if ((rc = check_parents(im, path, err)) < 0) {
+        free(path);
+        return rc;
+    }
+    uint32_t mode = (uint32_t)archive_entry_perm(ae) & 0777;
+    json_t *seen = json_object_get(im->index, path);
+    if (seen) {
+        struct snap_entry *pe = &im->tree.v[json_integer_value(json_array_get(seen, 0))];
+        if (pe->type == SNAP_DIR && type == SNAP_DIR && !(json_is_true(json_array_get(seen, 1)))) {
+            /* A directory first made implicitly gets its own mode now. */
+            pe->mode = mode;
+            json_array_set_new(seen, 1, json_true());
+            free(path);
+            return 0;
+        }
+        if (pe->type == SNAP_DIR && type == SNAP_DIR) {
+            free(path);
+            return 0;
+        }
+        rc = sbx_error_set(err, SBX_E_PERM, 0, "member '%s' is a duplicate", raw);
+        free(path);
+        return rc;
+    }
+    if (im->tree.n >= im->lim.max_entries) {
+        rc = sbx_error_set(err, SBX_E_TOOBIG, 0,
+                           "archive has more than %llu entries (limit max_entries) at '%s'",
+                           (unsigned long long)im->lim.max_entries, raw);
+        free(path);
+        return rc;
+    }
+    if (type == SNAP_SYMLINK) {
+        const char *target = archive_entry_symlink_utf8(ae);
+        if (!target)
+            target = archive_entry_symlink(ae);
+        if (!target || !sbx_utf8_valid(target, strlen(target))) {
+            rc = sbx_error_set(err, SBX_E_PERM, 0, "member '%s' has no valid symlink target", raw);
+            free(path);
+            return rc;
+        }
+        if ((rc = sbx__snap_check_target(path, target, err)) < 0) {
+            sbx_error_prefix(err, "member '%s'", raw);
+            free(path);
+            return rc;
+        }
+        char *key = sbx_xstrdup(path);
+        int idx = add_entry(im, path, SNAP_SYMLINK, 0);
+        im->tree.v[idx].target = sbx_xstrdup(target);
+        sbx_json_set(im->index, key, json_pack("[ib]", idx, 1));
+        free(key);
+        return 0;
+    }
+    char *key = sbx_xstrdup(path);
+    int idx = add_entry(im, path, type, mode);
+    sbx_json_set(im->index, key, json_pack("[ib]", idx, 1));
+    free(key);
+    if (type == SNAP_FILE)
+        return import_file(im, ae, im->tree.v[idx].path, &im->tree.v[idx], err);
+    return 0;
+}
+
+static void enable_filter(struct archive *a, int (*fn)(struct archive *))
+{
+    /* ARCHIVE_WARN means libarchive would run an external program: never for hostile input. */
+    if (fn(a) != ARCHIVE_OK)
+        archive_read_support_filter_none(a);
+}
+
+int sbx_snapshot_import(struct sbx_snapshot_store *st, int archive_fd,
+                        const struct sbx_snapshot_limits *lim, char **out_ref,
+                        struct sbx_error *err)
+{
+    struct import im;
+    memset(&im, 0, sizeof(im));
+    im.st = st;
+    sbx__snap_limits(lim, &im.lim);
+    sbx_strv_init(&im.created);
+    im.index = json_object();
+    int rc = sbx__snap_lock(st, 0, err);
+    if (rc < 0) {
+        json_decref(im.index);
+        return rc;
+    }
+    im.a = archive_read_new();
+    if (!im.a)
+        SBX_BUG("out of memory");
+    archive_read_support_format_tar(im.a);
+    archive_read_support_filter_none(im.a);
+    enable_filter(im.a, archive_read_support_filter_gzip);
+    enable_filter(im.a, archive_read_support_filter_zstd);
+    enable_filter(im.a, archive_read_support_filter_xz);
+    enable_filter(im.a, archive_read_support_filter_bzip2);
+    if (archive_read_open_fd(im.a, archive_fd, READ_BLOCK) != ARCHIVE_OK) {
+        rc = arc_error(im.a, NULL, err);
+        goto out;
+    }
+    for (;;) {
+        struct archive_entry *ae;
+        int r = archive_read_next_header(im.a, &ae);
+        if (r == ARCHIVE_EOF)
+            break;
+        if (r < ARCHIVE_WARN) {
+            rc = arc_error(im.a, im.tree.n ? im.tree.v[im.tree.n - 1].path : NULL, err);
+            if (im.tree.n)
+                sbx_error_prefix(err, "after");
+            goto out;
+        }
+        if ((rc = import_member(&im, ae, err)) < 0)
+            goto out;
+    }
+    if (im.created.n && (rc = sbx__snap_sync(st, err)) < 0)
+        goto out;
+    rc = sbx__snap_tree_commit(st, &im.tree, im.manifest_digest, im.label, NULL, out_ref, err);
+out:
+    if (rc < 0) {
+        for (size_t i = 0; i < im.created.n; i++)
+            sbx__snap_blob_unlink(st, im.created.v[i]);
+        sbx_error_prefix(err, "cannot import snapshot");
+    }
+    sbx__snap_unlock(st);
+    archive_read_free(im.a);
+    sbx__snap_tree_release(&im.tree);
+    sbx_strv_release(&im.created);
+    json_decref(im.index);
+    free(im.label);
+    free(im.manifest_digest);
+    return rc;
+}
+
+/* ---- export ---- */
+
+struct sink {
+    struct archive *a;
+};
+
+static int write_sink(void *ctx, const void *p, size_t n, struct sbx_error *err)
+{
+    struct sink *s = ctx;
+    const char *c = p;
+    while (n) {
+        la_ssize_t w = archive_write_data(s->a, c, n);
+        if (w <= 0)
+            return sbx_error_set(err, SBX_E_IO, 0, "cannot write the archive: %s",
+                                 archive_error_string(s->a) ? archive_error_string(s->a) : "?");
+        c += w;
+        n -= (size_t)w;
+    }
+    return 0;
+}
+
+static int write_header(struct archive *a, struct archive_entry *ae, const char *name, mode_t type,
+                        mode_t perm, int64_t size, time_t mtime, const char *target,
+                        struct sbx_error *err)
+{
+    archive_entry_clear(ae);
+    archive_entry_set_pathname_utf8(ae, name);
+    archive_entry_set_filetype(ae, type);
+    archive_entry_set_perm(ae, perm);
+    archive_entry_set_size(ae, size);
+    archive_entry_set_mtime(ae, mtime, 0);
+    if (target)
+        archive_entry_set_symlink_utf8(ae, target);
+    if (archive_write_header(a, ae) != ARCHIVE_OK)
+        return sbx_error_set(err, SBX_E_IO, 0, "cannot write member '%s': %s", name,
+                             archive_error_string(a) ? archive_error_string(a) : "?");
+    return 0;
+}
+
+int sbx_snapshot_export(struct sbx_snapshot_store *st, const char *ref, int out_fd,
+                        struct sbx_error *err)
+{
+    char hex[SBX_SHA256_HEX_LEN + 1];
+    struct snap_tree t = {0};
+    json_t *h = NULL;
+    char *htext = NULL;
+    struct archive *a = NULL;
+    struct archive_entry *ae = NULL;
+    int rc = sbx__snap_lock(st, 0, err);
+    if (rc < 0)
+        return rc;
+    if ((rc = sbx__snap_resolve_ref(st, ref, hex, err)) < 0 ||
+        (rc = sbx__snap_tree_load(st, hex, &t, &h, err)) < 0)
+        goto out;
+    struct stat sb;
+    char name[SBX_SHA256_HEX_LEN + 8];
+    snprintf(name, sizeof(name), "%s.json", hex);
+    time_t mtime = fstatat(st->trees_fd, name, &sb, 0) == 0 ? sb.st_mtime : 0;
+    a = archive_write_new();
+    ae = archive_entry_new();
+    if (!a || !ae)
+        SBX_BUG("out of memory");
+    if (archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
+        archive_write_add_filter_zstd(a) != ARCHIVE_OK) {
+        rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "libarchive cannot write tar with zstd: %s",
+                           archive_error_string(a) ? archive_error_string(a) : "?");
+        goto out;
+    }
+    archive_write_set_bytes_in_last_block(a, 1);
+    if (archive_write_open_fd(a, out_fd) != ARCHIVE_OK) {
+        rc = sbx_error_set(err, SBX_E_IO, 0, "cannot write the archive: %s",
+                           archive_error_string(a) ? archive_error_string(a) : "?");
+        goto out;
+    }
+    htext = sbx_json_dumps(h, SBX_JSON_PRETTY | SBX_JSON_SORTED);
+    size_t hlen = strlen(htext);
+    struct sink s = {a};
+    if ((rc = write_header(a, ae, SBX_SNAPSHOT_HEADER_MEMBER, AE_IFREG, 0644, (int64_t)hlen, mtime,
+                           NULL, err)) < 0 ||
+        (rc = write_sink(&s, htext, hlen, err)) < 0 ||
+        (rc = write_header(a, ae, ".", AE_IFDIR, 0755, 0, mtime, NULL, err)) < 0)
+        goto out;
+    for (size_t i = 0; i < t.n; i++) {
+        const struct snap_entry *e = &t.v[i];
+        char *mname = sbx_xasprintf("./%s", e->path);
+        if (e->type == SNAP_DIR) {
+            rc = write_header(a, ae, mname, AE_IFDIR, e->mode, 0, mtime, NULL, err);
+        } else if (e->type == SNAP_SYMLINK) {
+            rc = write_header(a, ae, mname, AE_IFLNK, 0777, 0, mtime, e->target, err);
+        } else {
+            int bfd = -1;
+            rc = write_header(a, ae, mname, AE_IFREG, e->mode, (int64_t)e->size, mtime, NULL, err);
+            if (rc == 0)
+                rc = sbx__snap_blob_open(st, e->sha, &bfd, err);
+            if (rc == 0)
+                rc = sbx__snap_blob_copy(bfd, e->sha, e->size, -1, write_sink, &s, err);
+            sbx_fd_close(&bfd);
+        }
+        free(mname);
+        if (rc < 0) {
+            sbx_error_prefix(err, "'%s'", e->path);
+            goto out;
+        }
+    }
+    if (archive_write_close(a) != ARCHIVE_OK)
+        rc = sbx_error_set(err, SBX_E_IO, 0, "cannot finish the archive: %s",
+                           archive_error_string(a) ? archive_error_string(a) : "?");
+out:
+    if (rc < 0)
+        sbx_error_prefix(err, "cannot export snapshot '%s'", ref);
+    sbx__snap_unlock(st);
+    if (a)
+        archive_write_free(a);
+    if (ae)
+        archive_entry_free(ae);
+    free(htext);
+    json_decref(h);
+    sbx__snap_tree_release(&t);
+    return rc;
+}
+
+/* ---- resolve ---- */
+
+int sbx_snapshot_resolve(struct sbx_snapshot_store *st, const char *file_or_ref,
+                         const struct sbx_snapshot_limits *lim, char **out_ref,
+                         struct sbx_error *err)
+{
+    struct stat sb;
+    if (stat(file_or_ref, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+        int fd = open(file_or_ref, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+            return sbx_error_errno(err, errno, "cannot open '%s'", file_or_ref);
+        int rc = sbx_snapshot_import(st, fd, lim, out_ref, err);
+        close(fd);
+        if (rc < 0)
+            sbx_error_prefix(err, "'%s'", file_or_ref);
+        return rc;
+    }
+    char hex[SBX_SHA256_HEX_LEN + 1];
+    struct sbx_error rerr = SBX_ERROR_INIT;
+    int rc = sbx__snap_resolve_ref(st, file_or_ref, hex, &rerr);
+    if (rc == -SBX_E_INVAL && !strstr(rerr.msg, "ambiguous"))
+        return sbx_error_set(err, SBX_E_NOTFOUND, 0,
+                             "'%s' is neither a snapshot file nor a snapshot reference",
+                             file_or_ref);
+    if (rc < 0)
+        return sbx_error_copy(err, &rerr);
+    *out_ref = sbx_xasprintf("sha256:%s", hex);
+    return 0;
+}

@@ -1,0 +1,414 @@
+/* Taking a snapshot of a directory fd into the store, with the incremental stat cache. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "sbx/buf.h"
+#include "sbx/fs.h"
+#include "sbx/json.h"
+#include "sbx/path.h"
+#include "sbx/strv.h"
+#include "sbx/time.h"
+#include "snapshot-internal.h"
+
+#define CACHE_MAX     ((size_t)512 << 20)
+#define CACHE_VERSION 1
+/* A file whose ctime is this close to the scan start may change again within the same tick of
+ * the file system's clock without its stat changing: it is read, never trusted. */
+#define RACY_WINDOW_NS ((int64_t)2000000000)
+#define COPY_CHUNK     (1 << 17)
+
+struct walk {
+    struct sbx_snapshot_store *st;
+    struct snap_tree tree;
+    struct sbx_snapshot_limits lim;
+    json_t *old_cache; /* borrowed from cache_doc; NULL: none */
+    json_t *new_cache; /* NULL: no source */
+    int64_t scan_start_ns;
+    struct sbx_strv exclude;
+    dev_t root_dev;
+    uint64_t bytes;
+    struct sbx_snapshot_take_stats stats;
+    uint64_t sk_excluded, sk_mounts, sk_devices, sk_fifos, sk_sockets, sk_symlinks, sk_names;
+    char *buf;
+};
+
+static int64_t ts_ns(struct statx_timestamp t)
+{
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* The stat cache is trusted only when everything that changes with a write matches. */
+static json_t *cache_key(const struct statx *sx)
+{
+    return json_pack("[IIIIII]", (json_int_t)makedev(sx->stx_dev_major, sx->stx_dev_minor),
+                     (json_int_t)sx->stx_ino, (json_int_t)sx->stx_size,
+                     (json_int_t)ts_ns(sx->stx_mtime), (json_int_t)ts_ns(sx->stx_ctime),
+                     (json_int_t)sx->stx_mode);
+}
+
+static const char *cache_lookup(struct walk *w, const char *path, const struct statx *sx)
+{
+    if (!w->old_cache || ts_ns(sx->stx_ctime) >= w->scan_start_ns - RACY_WINDOW_NS)
+        return NULL;
+    json_t *v = json_object_get(w->old_cache, path);
+    if (!json_is_array(v) || json_array_size(v) != 7)
+        return NULL;
+    json_t *key = cache_key(sx);
+    int same = 1;
+    for (size_t i = 0; same && i < 6; i++)
+        same = json_is_integer(json_array_get(v, i)) &&
+               json_integer_value(json_array_get(v, i)) ==
+                       json_integer_value(json_array_get(key, i));
+    json_decref(key);
+    const char *sha = json_string_value(json_array_get(v, 6));
+    if (!same || !sha || strlen(sha) != SBX_SHA256_HEX_LEN || !sbx__snap_blob_exists(w->st, sha))
+        return NULL;
+    return sha;
+}
+
+/* Read the file once through fd, copying it to a temp blob while hashing: the blob is exactly
+ * the bytes hashed, whatever the file does meanwhile. Holes stay holes. */
+static int read_file(struct walk *w, int fd, const char *path, char sha[SBX_SHA256_HEX_LEN + 1],
+                     uint64_t *size, struct sbx_error *err)
+{
+    struct snap_blob_writer bw;
+    int rc = sbx__snap_blob_begin(w->st, &bw, err);
+    if (rc < 0)
+        return rc;
+    for (;;) {
+        uint64_t hole = 0, data = UINT64_MAX;
+        if ((rc = sbx_fd_next_extent(fd, &hole, &data, err)) < 0)
+            break;
+        if (hole && (rc = sbx__snap_blob_hole(&bw, hole, err)) < 0)
+            break;
+        if (!data)
+            break;
+        ssize_t r = 0;
+        while (data) {
+            size_t want = data < COPY_CHUNK ? (size_t)data : COPY_CHUNK;
+            r = read(fd, w->buf, want);
+            if (r < 0 && errno == EINTR)
+                continue;
+            if (r <= 0)
+                break;
+            w->stats.read_bytes += (uint64_t)r;
+            if ((rc = sbx__snap_blob_write(&bw, w->buf, (size_t)r, err)) < 0)
+                break;
+            data -= data == UINT64_MAX ? 0 : (uint64_t)r;
+            if (bw.size > w->lim.max_file_bytes) {
+                rc = sbx_error_set(err, SBX_E_TOOBIG, 0,
+                                   "file '%s' is over the limit of %llu bytes", path,
+                                   (unsigned long long)w->lim.max_file_bytes);
+                break;
+            }
+        }
+        if (rc < 0)
+            break;
+        if (r < 0) {
+            rc = sbx_error_errno(err, errno, "cannot read '%s'", path);
+            break;
+        }
+        if (r == 0)
+            break;
+    }
+    if (rc < 0) {
+        sbx__snap_blob_abort(w->st, &bw);
+        return rc;
+    }
+    *size = bw.size;
+    int created = 0;
+    if ((rc = sbx__snap_blob_finish(w->st, &bw, sha, &created, err)) < 0)
+        return rc;
+    w->stats.new_blobs += (uint64_t)created;
+    return 0;
+}
+
+static int take_file(struct walk *w, int dfd, const char *name, char *path, struct statx *sx,
+                     struct sbx_error *err)
+{
+    char sha[SBX_SHA256_HEX_LEN + 1];
+    uint64_t size = sx->stx_size;
+    const char *cached = cache_lookup(w, path, sx);
+    struct statx now = *sx;
+    if (cached) {
+        memcpy(sha, cached, sizeof(sha));
+    } else {
+        int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) {
+            int rc = sbx_error_errno(err, errno, "cannot open '%s'", path);
+            free(path);
+            return rc;
+        }
+        /* The cache records the stat of the file as opened: a change while it is read moves
+         * its ctime, so the next take reads it again. */
+        int rc = statx(fd, "", AT_EMPTY_PATH, STATX_BASIC_STATS, &now) < 0
+                         ? sbx_error_errno(err, errno, "cannot stat '%s'", path)
+                         : 0;
+        if (rc == 0 && !S_ISREG(now.stx_mode))
+            rc = sbx_error_set(err, SBX_E_IO, 0, "'%s' changed type while being read", path);
+        if (rc == 0)
+            rc = read_file(w, fd, path, sha, &size, err);
+        sbx_fd_close(&fd);
+        if (rc < 0) {
+            free(path);
+            return rc;
+        }
+        w->stats.read_files++;
+    }
+    w->bytes += size;
+    if (w->bytes > w->lim.max_bytes) {
+        int rc = sbx_error_set(err, SBX_E_TOOBIG, 0,
+                               "workspace has more than %llu file bytes at '%s'",
+                               (unsigned long long)w->lim.max_bytes, path);
+        free(path);
+        return rc;
+    }
+    if (w->new_cache) {
+        json_t *v = cache_key(&now);
+        sbx_json_append(v, sbx_json_str(sha));
+        sbx_json_set(w->new_cache, path, v);
+    }
+    struct snap_entry *e = sbx__snap_tree_add(&w->tree, path, SNAP_FILE, now.stx_mode);
+    e->size = size;
+    memcpy(e->sha, sha, sizeof(sha));
+    w->stats.files++;
+    return 0;
+}
+
+static int walk_dir(struct walk *w, int dfd, const char *prefix, uint32_t depth,
+                    struct sbx_error *err);
+
+static int take_one(struct walk *w, int dfd, const char *name, const char *prefix, uint32_t depth,
+                    struct sbx_error *err)
+{
+    char *path = prefix[0] ? sbx_xasprintf("%s/%s", prefix, name) : sbx_xstrdup(name);
+    size_t len = strlen(path);
+    if (sbx_strv_find(&w->exclude, path) >= 0) {
+        w->sk_excluded++;
+        free(path);
+        return 0;
+    }
+    char *norm = NULL;
+    if (sbx_path_normalize(path, len, 0, NULL, &norm, NULL) < 0 || strcmp(norm, path) != 0) {
+        /* Not valid UTF-8 or a control character: no portable archive can carry it. */
+        free(norm);
+        free(path);
+        w->sk_names++;
+        return 0;
+    }
+    free(norm);
+    if (len > w->lim.max_path || depth > w->lim.max_depth) {
+        int rc = sbx_error_set(err, SBX_E_TOOBIG, 0,
+                               "'%s' is over the path limit (%u bytes, %u components)", path,
+                               w->lim.max_path, w->lim.max_depth);
+        free(path);
+        return rc;
+    }
+    if (w->tree.n >= w->lim.max_entries) {
+        int rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "workspace has more than %llu entries at '%s'",
+                               (unsigned long long)w->lim.max_entries, path);
+        free(path);
+        return rc;
+    }
+    struct statx sx;
+    if (statx(dfd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_BASIC_STATS, &sx) < 0) {
+        int rc = errno == ENOENT ? 0 : sbx_error_errno(err, errno, "cannot stat '%s'", path);
+        free(path);
+        return rc;
+    }
+    dev_t dev = makedev(sx.stx_dev_major, sx.stx_dev_minor);
+    int mount_root = (sx.stx_attributes_mask & STATX_ATTR_MOUNT_ROOT) &&
+                     (sx.stx_attributes & STATX_ATTR_MOUNT_ROOT);
+    if (dev != w->root_dev || mount_root) {
+        w->sk_mounts++;
+        free(path);
+        return 0;
+    }
+    switch (sx.stx_mode & S_IFMT) {
+    case S_IFDIR: {
+        int sub = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sub < 0) {
+            int rc = errno == ENOENT ? 0 : sbx_error_errno(err, errno, "cannot open '%s'", path);
+            free(path);
+            return rc;
+        }
+        sbx__snap_tree_add(&w->tree, path, SNAP_DIR, sx.stx_mode);
+        int rc = walk_dir(w, sub, path, depth + 1, err);
+        close(sub);
+        return rc;
+    }
+    case S_IFREG:
+        return take_file(w, dfd, name, path, &sx, err);
+    case S_IFLNK: {
+        char target[SBX_PATH_MAX + 2];
+        ssize_t n = readlinkat(dfd, name, target, sizeof(target) - 1);
+        if (n < 0 || (size_t)n > SBX_PATH_MAX) {
+            w->sk_symlinks++;
+            free(path);
+            return 0;
+        }
+        target[n] = 0;
+        if (memchr(target, 0, (size_t)n) || !sbx_utf8_valid(target, (size_t)n) ||
+            sbx__snap_check_target(path, target, NULL) < 0) {
+            w->sk_symlinks++;
+            free(path);
+            return 0;
+        }
+        struct snap_entry *e = sbx__snap_tree_add(&w->tree, path, SNAP_SYMLINK, 0);
+        e->target = sbx_xstrdup(target);
+        return 0;
+    }
+    case S_IFCHR:
+    case S_IFBLK:
+        w->sk_devices++;
+        break;
+    case S_IFIFO:
+        w->sk_fifos++;
+        break;
+    default:
+        w->sk_sockets++;
+        break;
+    }
+    free(path);
+    return 0;
+}
+
+static int walk_dir(struct walk *w, int dfd, const char *prefix, uint32_t depth,
+                    struct sbx_error *err)
+{
+    int dup_fd = dup(dfd);
+    DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+    if (!d) {
+        int e = errno;
+        sbx_fd_close(&dup_fd);
+        return sbx_error_errno(err, e, "cannot read directory '%s'", prefix[0] ? prefix : ".");
+    }
+    rewinddir(d);
+    int rc = 0;
+    struct dirent *de;
+    errno = 0;
+    while (rc == 0 && (de = readdir(d))) {
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+            continue;
+        rc = take_one(w, dfd, de->d_name, prefix, depth, err);
+    }
+    closedir(d);
+    return rc;
+}
+
+static void cache_name(const char *source, char out[SBX_SHA256_HEX_LEN + 8])
+{
+    uint8_t d[SBX_SHA256_LEN];
+    char hex[SBX_SHA256_HEX_LEN + 1];
+    sbx_sha256(source, strlen(source), d, NULL);
+    sbx_hex(d, sizeof(d), hex);
+    snprintf(out, SBX_SHA256_HEX_LEN + 8, "%s.json", hex);
+}
+
+/* A missing or unreadable cache is no error: every file is read instead. */
+static json_t *load_cache(struct sbx_snapshot_store *st, const char *name)
+{
+    struct sbx_buf b;
+    sbx_buf_init(&b, CACHE_MAX);
+    json_t *doc = NULL;
+    struct sbx_json_limits jl = {CACHE_MAX, 8};
+    if (sbx_fs_read(st->cache_fd, name, CACHE_MAX, &b, NULL) == 0)
+        sbx_json_parse(b.data, b.len, &jl, &doc, NULL);
+    sbx_buf_release(&b);
+    json_t *v = json_object_get(doc, "version");
+    if (!json_is_object(doc) || !json_is_integer(v) || json_integer_value(v) != CACHE_VERSION ||
+        !json_is_object(json_object_get(doc, "files"))) {
+        json_decref(doc);
+        return NULL;
+    }
+    return doc;
+}
+
+int sbx_snapshot_take(struct sbx_snapshot_store *st, int dirfd,
+                      const struct sbx_snapshot_take_opts *o, char **out_ref, struct sbx_error *err)
+{
+    static const struct sbx_snapshot_take_opts none;
+    if (!o)
+        o = &none;
+    struct walk w;
+    memset(&w, 0, sizeof(w));
+    w.st = st;
+    sbx__snap_limits(o->limits, &w.lim);
+    sbx_strv_init(&w.exclude);
+    json_t *cache_doc = NULL, *skipped = NULL;
+    char cname[SBX_SHA256_HEX_LEN + 8];
+    int rc = 0, locked = 0;
+    for (size_t i = 0; o->exclude && o->exclude[i]; i++) {
+        char *norm = NULL;
+        rc = sbx_path_normalize(o->exclude[i], strlen(o->exclude[i]), 0, NULL, &norm, err);
+        if (rc < 0) {
+            sbx_error_prefix(err, "excluded path");
+            goto out;
+        }
+        sbx_strv_push_take(&w.exclude, norm);
+    }
+    struct statx root;
+    if (statx(dirfd, "", AT_EMPTY_PATH, STATX_BASIC_STATS, &root) < 0) {
+        rc = sbx_error_errno(err, errno, "cannot stat the workspace");
+        goto out;
+    }
+    if (!S_ISDIR(root.stx_mode)) {
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "the workspace to snapshot is not a directory");
+        goto out;
+    }
+    w.root_dev = makedev(root.stx_dev_major, root.stx_dev_minor);
+    if ((rc = sbx__snap_lock(st, 0, err)) < 0)
+        goto out;
+    locked = 1;
+    if (o->source) {
+        cache_name(o->source, cname);
+        cache_doc = load_cache(st, cname);
+        w.old_cache = json_object_get(cache_doc, "files");
+        w.new_cache = json_object();
+    }
+    w.buf = sbx_xmalloc(COPY_CHUNK);
+    w.scan_start_ns = sbx_time_real_ns();
+    if ((rc = walk_dir(&w, dirfd, "", 1, err)) < 0)
+        goto out;
+    if (w.stats.new_blobs && (rc = sbx__snap_sync(st, err)) < 0)
+        goto out;
+    skipped = json_pack("{sIsIsIsIsIsIsI}", "excluded", (json_int_t)w.sk_excluded, "mounts",
+                        (json_int_t)w.sk_mounts, "devices", (json_int_t)w.sk_devices, "fifos",
+                        (json_int_t)w.sk_fifos, "sockets", (json_int_t)w.sk_sockets, "symlinks",
+                        (json_int_t)w.sk_symlinks, "names", (json_int_t)w.sk_names);
+    w.stats.entries = w.tree.n;
+    char *ref = NULL;
+    rc = sbx__snap_tree_commit(st, &w.tree, o->manifest_digest, o->label, skipped, &ref, err);
+    if (rc < 0)
+        goto out;
+    if (w.new_cache) {
+        json_t *doc = json_pack("{sisO}", "version", CACHE_VERSION, "files", w.new_cache);
+        char *text = sbx_json_dumps(doc, SBX_JSON_COMPACT);
+        json_decref(doc);
+        /* The cache only saves work: a failure to write it costs the next take time. */
+        sbx_fs_write_state(st->cache_fd, cname, text, strlen(text), 0600, NULL);
+        free(text);
+    }
+    if (o->out_stats)
+        *o->out_stats = w.stats;
+    *out_ref = ref;
+out:
+    if (locked)
+        sbx__snap_unlock(st);
+    if (rc < 0)
+        sbx_error_prefix(err, "cannot snapshot");
+    json_decref(skipped);
+    json_decref(cache_doc);
+    json_decref(w.new_cache);
+    sbx__snap_tree_release(&w.tree);
+    sbx_strv_release(&w.exclude);
+    free(w.buf);
+    return rc;
+}
