@@ -63,6 +63,18 @@ expect_in "$T/out" "run" "the kept sandbox has the run's change"
 expect_eq "$(live)" 1 "only that sandbox is live"
 "$SBX" sandbox rm "$(cat "$T/B.id")" >/dev/null
 
+# --- a removed sandbox whose state has a snapshot is rebuilt from it --------------------------
+labelled C
+"$SBX" sandbox state "$(cat "$T/C.id")" >"$T/C.json"
+"$SBX" sandbox rm "$(cat "$T/C.id")" >/dev/null
+start_fake "$T/s.json"
+run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" --session-state "$T/C.json" "go"
+expect_rc 0 "a run from the state of a removed sandbox succeeds"
+outputs 1 >"$T/o"
+expect_in "$T/o" "C" "it was rebuilt from the state's snapshot"
+expect_not_in "$T/o" "fresh.txt" "not made from the agent's manifest"
+expect_eq "$(live)" 0 "and removed at the end like any sandbox the run owns"
+
 # --- bad input: a clear error, nothing created -----------------------------------------------
 start_fake "$T/s.json"
 run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" --session-state "$T/nope.json" "go"
