@@ -462,6 +462,40 @@ static void test_snapshot_out(void)
     sbx_model_free(m);
     json_decref(in);
 
+    /* Two sandboxes (a handoff): one snapshot each, the file gets the first agent's; with
+     * share, the agents share one sandbox and one reference. */
+    struct sbx_agent *b = sandbox_agent("second", "{\"capabilities\":[\"shell\"],\"manifest\":"
+                                                  "{\"entries\":{\"who\":{\"type\":\"file\","
+                                                  "\"content\":\"SECOND\"}}}}");
+    CHECK_OK(sbx_agent_add_handoff(a, b, &err), &err);
+    static const char *const two[] = {EXEC("1", "true"), HANDOFF("2", "second"), DONE("3"), NULL};
+    char *file2 = sbx_xasprintf("%s/two.tar.zst", tmp);
+    struct sbx_run_config c6 = {.client = client, .snapshot_out = file2};
+    CHECK_OK(run(a, &c6, two, &sr, &outs, &err), &err);
+    CHECK_EQ_INT(sbx_sandbox_run_count(sr), 2);
+    const char *r0 = sbx_sandbox_run_snapshot_ref(sr, 0), *r1 = sbx_sandbox_run_snapshot_ref(sr, 1);
+    CHECK(is_ref(r0) && is_ref(r1) && strcmp(r0, r1) != 0);
+    who = who_in_snapshot(r1);
+    CHECK_EQ_STR(who, "SECOND");
+    free(who);
+    CHECK_OK(sbx_snapshot_store_open(NULL, &st, &err), &err);
+    CHECK_OK(sbx_snapshot_resolve(st, file2, NULL, &imported, &err), &err);
+    CHECK_EQ_STR(imported, r0);
+    free(imported);
+    sbx_snapshot_store_free(st);
+    sbx_sandbox_run_free(sr);
+    json_decref(outs);
+    struct sbx_run_config c7 = {.client = client, .snapshot_out = "store", .share = 1};
+    CHECK_OK(run(a, &c7, two, &sr, &outs, &err), &err);
+    CHECK_EQ_INT(sbx_sandbox_run_count(sr), 2);
+    CHECK(is_ref(sbx_sandbox_run_snapshot_ref(sr, 0)));
+    CHECK_EQ_STR(sbx_sandbox_run_snapshot_ref(sr, 0), sbx_sandbox_run_snapshot_ref(sr, 1));
+    CHECK_EQ_INT(live_count(), 1);
+    sbx_sandbox_run_free(sr);
+    json_decref(outs);
+    free(file2);
+    sbx_agent_free(b);
+
     /* A file that cannot be made fails before the first turn; nothing is left of it. */
     char *bad = sbx_xasprintf("%s/no/such/dir/out.tar.zst", tmp);
     struct sbx_run_config c4 = {.client = client, .snapshot_out = bad};
