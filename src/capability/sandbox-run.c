@@ -337,6 +337,15 @@ static int resume(struct sbx_sandbox_run *sr, struct agent_env *e, const json_t 
                                       : "cannot resume the session state");
         return rc;
     }
+    /* Two state documents of one live sandbox (a run state's and the caller's): one handle,
+     * one owner, one delete. */
+    for (size_t i = 0; i < sr->n; i++)
+        if (sr->envs[i] != e && sr->envs[i]->session && sr->envs[i]->created &&
+            strcmp(sbx_session_id(sr->envs[i]->session), sbx_session_id(e->session)) == 0) {
+            sbx_session_free(e->session);
+            e->session = sr->envs[i]->session;
+            return 0;
+        }
     e->created = 1;
     e->owner = 1;
     return 0;

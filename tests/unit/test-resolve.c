@@ -259,6 +259,44 @@ static void test_run_state_per_agent(void)
     drop(ss);
 }
 
+/* The run state's entry for one agent and the caller's state for the other are two documents
+ * of the same live sandbox: the agents share one handle and it is deleted once. */
+static void test_same_sandbox_twice(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_session *s = labelled("ONE");
+    json_t *payload =
+            json_pack("{s:{s:{s:o}}}", "sessions_by_agent", "first", "session_state", state_of(s));
+    json_t *state = state_of(s);
+    char *id = sbx_xstrdup(sbx_session_id(s));
+    sbx_session_free(s);
+    struct sbx_agent *a = sandbox_agent("first", "{\"capabilities\":[\"shell\"]}");
+    struct sbx_agent *b = sandbox_agent("second", "{\"capabilities\":[\"shell\"]}");
+    CHECK_OK(sbx_agent_add_handoff(a, b, &err), &err);
+    static const char *const r[] = {EXEC("1", "echo one > mark"), HANDOFF("2", "second"),
+                                    EXEC("3", "cat who mark"), DONE("4"), NULL};
+    struct sbx_run_config cfg = {
+            .client = client, .run_state_sandbox = payload, .session_state = state};
+    struct sbx_sandbox_run *sr = NULL;
+    json_t *outs = NULL;
+    CHECK_OK(run(a, &cfg, r, &sr, &outs, &err), &err);
+    CHECK_CONTAINS(output(outs, 2), "Output:\nONEone");
+    CHECK_EQ_INT(sbx_sandbox_run_source(sr, 0), SBX_SESSION_RUN_STATE);
+    CHECK_EQ_INT(sbx_sandbox_run_source(sr, 1), SBX_SESSION_STATE);
+    CHECK_EQ_STR(sbx_sandbox_run_session_id(sr, 1), id);
+    CHECK(sbx_sandbox_run_created(sr, 0));
+    CHECK(!sbx_sandbox_run_created(sr, 1));
+    CHECK(!is_live(id));
+    CHECK_EQ_INT(live_count(), 0);
+    sbx_sandbox_run_free(sr);
+    json_decref(outs);
+    json_decref(payload);
+    json_decref(state);
+    free(id);
+    sbx_agent_free(a);
+    sbx_agent_free(b);
+}
+
 static void test_session_state_beats_fresh(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -585,6 +623,7 @@ int main(void)
     TAP_RUN(test_live_beats_all);
     TAP_RUN(test_run_state_beats_session_state);
     TAP_RUN(test_run_state_per_agent);
+    TAP_RUN(test_same_sandbox_twice);
     TAP_RUN(test_session_state_beats_fresh);
     TAP_RUN(test_config_errors);
     TAP_RUN(test_snapshot_out);
