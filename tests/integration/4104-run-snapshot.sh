@@ -85,6 +85,15 @@ expect_in "$T/err" "sandbox $ID" "naming it"
 expect_eq "$(live)" 1 "and left running"
 "$SBX" sandbox rm "$ID" >/dev/null
 
+# --- a run that fails still leaves its snapshot -------------------------------------------------
+run "$SBX" run --max-turns 3 --snapshot-out store -m "replay:$EX/run.jsonl" -a "$EX/agent.yaml" \
+    "Do the task in TASK.md."
+expect_rc 3 "a run past its max turns exits 3"
+MREF=$(ref_of "$T/err")
+expect_eq "${#MREF}" 71 "and still prints the snapshot of the work so far"
+expect_in "$T/err" "max turns (3) exceeded" "after its own error"
+expect_eq "$(live)" 0 "its sandbox is removed"
+
 # --- bad input: clear errors, nothing made ------------------------------------------------------
 run "$SBX" run --snapshot sha256:0123456789abcdef -m "replay:$EX/run.jsonl" -a "$EX/agent.yaml" "x"
 expect_rc 1 "an unknown snapshot reference fails"
