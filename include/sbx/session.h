@@ -468,9 +468,10 @@ struct sbx_resume_opts {
  * and its manifest, the content restored from the snapshot and the ephemeral entries
  * materialised again. Path grants are trusted configuration, never taken from a state: the
  * client's own grants apply, and a state that records a grant the client does not give fails
- * (SBX_E_PERM, naming it). A state of a stopped sandbox brings that sandbox back (as
- * sbx_client_start). SBX_E_NOTFOUND "sandbox 'x' is gone and its state has no snapshot".
- * opts may be NULL. *out: caller owns (sbx_session_free). */
+ * (SBX_E_PERM, naming it). Likewise no isolation, the host's network or a network allow list
+ * are rebuilt only when the client's own options ask for as much (local provider). A state of a
+ * stopped sandbox brings that sandbox back (as sbx_client_start). SBX_E_NOTFOUND "sandbox 'x' is
+ * gone and its state has no snapshot". opts may be NULL. *out: caller owns (sbx_session_free). */
 SBX_API int sbx_client_resume_with(struct sbx_client *c, const json_t *state,
                                    const struct sbx_resume_opts *opts, struct sbx_session **out,
                                    struct sbx_error *err);

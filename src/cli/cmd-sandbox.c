@@ -67,11 +67,13 @@ static const char usage_text[] =
         "  state [--no-snapshot] ID\n"
         "                          print its session state (JSON) after a snapshot, so that\n"
         "                          it can be rebuilt (--no-snapshot: as it is)\n"
-        "  resume [--pass-secret NAME]... [--ro PATH[:DST]]... [--rw PATH[:DST]]... FILE\n"
+        "  resume [--pass-secret NAME]... [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
+        "         [--isolation none] [--network full|allow:DOMAINS] [--allow-port N]... FILE\n"
         "                          reconnect to the sandbox of a saved state (- for stdin)\n"
         "                          if it runs, else rebuild it from its snapshot; print the\n"
-        "                          id; host path grants are never taken from a state:\n"
-        "                          give them again\n"
+        "                          id; host path grants are never taken from a state,\n"
+        "                          and no isolation or more network only when accepted\n"
+        "                          with the same options\n"
         "  port [--unix] ID PORT   the host URL of a port a service listens on (on\n"
         "                          127.0.0.1, reachable by every local user); --unix: the\n"
         "                          path of a unix socket only you can reach, forwarding\n"
@@ -1149,8 +1151,10 @@ static int cmd_resume(int argc, char **argv)
             if ((rc = cli_pass_secret(argv[++i], &pass)) == 1)
                 rc = CLI_OK;
         } else if (strcmp(a, "--ro") == 0 || strcmp(a, "--rw") == 0 ||
-                   strcmp(a, "--allow-dangerous-grant") == 0) {
-            /* The trusted configuration a state never carries: host path grants. */
+                   strcmp(a, "--allow-dangerous-grant") == 0 || strcmp(a, "--isolation") == 0 ||
+                   strcmp(a, "--network") == 0 || strcmp(a, "--allow-port") == 0) {
+            /* The trusted configuration a state cannot grant by itself: host paths, and what
+             * weakens the sandbox (these only accept what the state asks for). */
             int r = cli_local_option(argc, argv, &i, &opts, grants);
             rc = r == 1 ? CLI_OK : r;
         } else if ((a[0] == '-' && a[1]) || file) {

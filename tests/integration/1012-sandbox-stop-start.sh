@@ -75,6 +75,19 @@ if [ ${#limits[@]} -gt 0 ]; then
     expect_eq "$lim" "268435456 268435456 200" "the limits are back"
 fi
 
+# A stop that did not finish leaves its runtime dir: start refuses to make a second sandbox of
+# that id, rm takes the leftover away, then start works.
+"$SBX" sandbox stop "$id" >/dev/null
+mkdir -m 0700 "$RUNBASE/$id"
+run "$SBX" sandbox start "$id"
+expect_rc 1 "start refuses while a runtime dir of the id is left"
+expect_in "$T/err" "still has a runtime directory" "and says so"
+run "$SBX" sandbox rm "$id"
+expect_rc 0 "rm removes the leftover"
+[ -f "$SBX_STOPPED/$id.json" ] && ok "the stopped record survives that rm" || not_ok "the stopped record survives that rm"
+run "$SBX" sandbox start "$id"
+expect_rc 0 "then start works"
+
 # rm of a stopped sandbox: the record goes.
 "$SBX" sandbox stop "$id" >/dev/null
 run "$SBX" sandbox rm "$id"

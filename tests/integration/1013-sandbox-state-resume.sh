@@ -73,6 +73,8 @@ nothing_left "a refused rebuild creates nothing"
 # Stopped: the state of a stopped sandbox brings it back; its record goes.
 run "$SBX" sandbox resume --pass-secret OPENAI_API_KEY "$T/state.json"
 "$SBX" sandbox stop "$id" >/dev/null
+expect_not_in "$SBX_STOPPED/$id.json" "hunter2-secret-value" "a secret value is not in the stopped record"
+expect_not_in "$SBX_STOPPED/$id.json" "sk-test-harness-credential-4711" "nor a harness credential"
 run "$SBX" sandbox resume --pass-secret OPENAI_API_KEY "$T/state.json"
 expect_rc 0 "resume of a stopped sandbox"
 expect_eq "$(cat "$T/out")" "$id" "same id"
@@ -102,6 +104,30 @@ if id=$("$SBX" sandbox create --ro "$T/shared" 2>/dev/null); then
     expect_rc 0 "given again, the grant applies"
     "$SBX" sandbox rm "$(cat "$T/out")" >/dev/null
 fi
+
+# What weakens a sandbox is not accepted from a state file by itself.
+opt_in() { # DESC NEEDLE CREATE-OPTION... -- RESUME-OPTION...
+    local desc=$1 needle=$2 copts=() ropts=()
+    shift 2
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do copts+=("$1"); shift; done
+    shift
+    ropts=("$@")
+    if ! id=$("$SBX" sandbox create "${copts[@]}" 2>"$T/opt.err"); then
+        diag "$desc: cannot create here: $(cat "$T/opt.err")"
+        return
+    fi
+    "$SBX" sandbox state "$id" > "$T/opt.json"
+    "$SBX" sandbox rm "$id" >/dev/null
+    run "$SBX" sandbox resume "$T/opt.json"
+    expect_rc 1 "$desc: not rebuilt without the opt-in"
+    expect_in "$T/err" "$needle" "$desc: the error says what to give"
+    nothing_left "$desc: nothing is created"
+    run "$SBX" sandbox resume "${ropts[@]}" "$T/opt.json"
+    expect_rc 0 "$desc: rebuilt when the resume asks for it too"
+    "$SBX" sandbox rm "$id" >/dev/null 2>&1
+}
+opt_in "no isolation" "--isolation none" --isolation none -- --isolation none
+opt_in "an allowed domain" "--network allow:example.com" --network allow:example.com -- --network allow:example.com
 
 # Bad state files: a clear error naming what is wrong, and nothing created.
 nothing_left "no sandbox before the bad files"
@@ -134,5 +160,13 @@ mutate 's["exposed_ports"] = [0]'
 bad "a state with a bad port" "exposed_ports"
 run "$SBX" sandbox resume "$T/does-not-exist.json"
 expect_rc 1 "a missing file is refused"
+
+# A manifest too large to record in a session state is refused at create, not written into a
+# state.json that could not be read back.
+python3 -c 'import json; print(json.dumps({"entries": {"big.txt": {"type": "file", "content": "x" * (9 << 20)}}}))' > "$T/big.json"
+run "$SBX" sandbox create --manifest "$T/big.json"
+expect_rc 1 "a manifest too large for the session state is refused"
+expect_in "$T/err" "session state" "saying why"
+nothing_left "and nothing is created"
 
 done_testing

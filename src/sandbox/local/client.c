@@ -45,6 +45,7 @@
 #define ID_BYTES            8 /* 16 hex characters */
 #define ID_MAX_LEN          64
 #define STATE_MAX           SBX_SESSION_STATE_MAX
+#define MANIFEST_STATE_MAX  (SBX_SESSION_STATE_MAX / 2)
 #define REQUEST_DEADLINE_MS 10000
 #define IDRANGE_WAIT_MS     10000
 /* Create waits for the supervisor's report, which comes (ok or an error) or the socket closes
@@ -1583,6 +1584,19 @@ static int create_impl(struct local_client *c, const struct sbx_create_spec *spe
         goto out;
     if (spec->manifest && (rc = sbx_manifest_to_json(spec->manifest, 0, &mjson, NULL, err)) < 0)
         goto out;
+    if (mjson) {
+        /* The state must stay readable: its manifest (file contents included) has a bound. */
+        char *text = sbx_json_dumps(mjson, SBX_JSON_COMPACT);
+        size_t n = strlen(text);
+        free(text);
+        if (n > MANIFEST_STATE_MAX) {
+            rc = sbx_error_set(err, SBX_E_TOOBIG, 0,
+                               "the manifest takes %zu bytes in the session state, more than %zu "
+                               "(large files belong in local_file entries)",
+                               n, MANIFEST_STATE_MAX);
+            goto out;
+        }
+    }
     if ((rc = find_supervisor(c, &sup, err)) < 0 ||
         (rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err)) < 0)
         goto out;
@@ -2254,6 +2268,53 @@ static int host_within(const char *path, const char *base)
     return strncmp(path, base, n) == 0 && (path[n] == '\0' || path[n] == '/');
 }
 
+/* A state file is no opt-in: what weakens the sandbox (no isolation, the host's network, a
+ * network allow list) is rebuilt only when the resuming client itself asks for as much. */
+static int check_opt_in(const struct local_client *c, const json_t *o, struct sbx_error *err)
+{
+    const char *iso = json_string_value(json_object_get(o, "isolation"));
+    const char *net = json_string_value(json_object_get(o, "network"));
+    const json_t *v;
+    size_t i;
+    if (strcmp(iso, "none") == 0 && c->isolated)
+        return sbx_error_set(err, SBX_E_PERM, 0,
+                             "the sandbox ran without isolation; a session state cannot ask for "
+                             "that by itself: resume with --isolation none to accept it");
+    if (strcmp(iso, "none") == 0)
+        return 0;
+    if (strcmp(net, "full") == 0 && c->network != SBX_LOCAL_NETWORK_HOST)
+        return sbx_error_set(err, SBX_E_PERM, 0,
+                             "the sandbox had the host's network; a session state cannot ask for "
+                             "that by itself: resume with --network full to accept it");
+    if (strcmp(net, "allow") != 0)
+        return 0;
+    if (c->network == SBX_LOCAL_NETWORK_HOST)
+        return 0;
+    json_array_foreach(json_object_get(o, "allow_domains"), i, v)
+    {
+        if (c->network != SBX_LOCAL_NETWORK_ALLOW ||
+            sbx_strv_find(&c->allow, json_string_value(v)) < 0)
+            return sbx_error_set(err, SBX_E_PERM, 0,
+                                 "the sandbox's network allowed '%s'; a session state cannot allow "
+                                 "a domain by itself: resume with --network allow:%s (and the "
+                                 "others it allowed) to accept it",
+                                 json_string_value(v), json_string_value(v));
+    }
+    json_array_foreach(json_object_get(o, "allow_ports"), i, v)
+    {
+        int port = (int)json_integer_value(v),
+            found = c->n_allow_ports == 0 && (port == 80 || port == 443);
+        for (size_t k = 0; k < c->n_allow_ports && !found; k++)
+            found = c->allow_ports[k] == port;
+        if (!found)
+            return sbx_error_set(err, SBX_E_PERM, 0,
+                                 "the sandbox's network allowed port %d; resume with "
+                                 "--allow-port %d to accept it",
+                                 port, port);
+    }
+    return 0;
+}
+
 /* A new sandbox from state: its options with this client's own places, programs and tie, and
  * (trusted: the user's own stopped record) the recorded grants, else this client's grants,
  * which must include every recorded one. id: the id to use, NULL for a fresh one. */
@@ -2285,6 +2346,8 @@ static int rebuild(struct local_client *c, const json_t *state, const struct sbx
     lo.network = network_of(json_string_value(json_object_get(o, "network")));
     if (lo.isolation == SBX_LOCAL_ISOLATION_NONE)
         lo.network = SBX_LOCAL_NETWORK_DEFAULT;
+    if (!trusted && (rc = check_opt_in(c, o, err)) < 0)
+        goto out;
     const json_t *lim = json_object_get(o, "limits");
     lo.limits.memory_bytes = amount_of(json_object_get(lim, "memory"));
     lo.limits.pids = amount_of(json_object_get(lim, "pids"));
@@ -2456,7 +2519,20 @@ static int lc_start(struct sbx_client *bc, const char *prefix, const struct sbx_
         rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "no stopped sandbox '%s'", prefix);
     if (rc < 0)
         goto out;
-    if ((rc = read_stopped(sdir, id, &rec, err)) < 0 ||
+    char *rundir = NULL;
+    if ((rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err)) < 0)
+        goto out;
+    char *dir = sbx_xasprintf("%s/%s", rundir, id);
+    struct stat st;
+    if (lstat(dir, &st) == 0)
+        /* A stop that did not finish: the sandbox (or what it left) is still there. */
+        rc = sbx_error_set(err, SBX_E_EXISTS, 0,
+                           "sandbox '%s' still has a runtime directory (its stop did not "
+                           "finish): stop it again, or 'sbx sandbox rm %s' and start",
+                           id, id);
+    free(dir);
+    free(rundir);
+    if (rc < 0 || (rc = read_stopped(sdir, id, &rec, err)) < 0 ||
         (rc = rebuild(c, rec, ro, 1, id, out, err)) < 0)
         goto out;
     drop_stopped(sdir, id, json_string_value(json_object_get(rec, "snapshot")));
