@@ -158,6 +158,23 @@ static void test_live_beats_all(void)
     CHECK_EQ_INT(live_count(), 3); /* nothing fresh */
     sbx_sandbox_run_free(sr);
     json_decref(outs);
+
+    /* The same by id: attached, left running, the others untouched. */
+    CHECK_OK(sbx_session_rm(live, "mark", 0, &err), &err);
+    struct sbx_run_config by_id = {.client = client,
+                                   .session_id = sbx_session_id(live),
+                                   .run_state_sandbox = payload,
+                                   .session_state = state};
+    CHECK_OK(run(a, &by_id, mark_run, &sr, &outs, &err), &err);
+    CHECK_CONTAINS(output(outs, 0), "Output:\nLIVE");
+    CHECK_EQ_INT(sbx_sandbox_run_source(sr, 0), SBX_SESSION_ATTACHED);
+    CHECK(!sbx_sandbox_run_created(sr, 0));
+    CHECK(is_live(sbx_session_id(live)));
+    untouched(rs);
+    untouched(ss);
+    CHECK_EQ_INT(live_count(), 3);
+    sbx_sandbox_run_free(sr);
+    json_decref(outs);
     json_decref(payload);
     json_decref(state);
     sbx_agent_free(a);
