@@ -568,6 +568,34 @@ static void test_snapshot_out(void)
     drop(live);
 }
 
+/* A run state whose sandbox is gone is rebuilt from the snapshot its state names. */
+static void test_run_state_rebuild(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_session *s = labelled("GONE");
+    char *id = sbx_xstrdup(sbx_session_id(s));
+    json_t *st = NULL;
+    sbx_session_free(s);
+    CHECK_OK(sbx_client_state(client, id, 1, &st, &err), &err);
+    CHECK_OK(sbx_client_remove(client, id, 0, &err), &err);
+    CHECK_EQ_INT(live_count(), 0);
+    json_t *payload = json_pack("{s:o}", "session_state", st);
+    struct sbx_agent *a = sandbox_agent("coder", "{\"capabilities\":[\"shell\"]}");
+    struct sbx_run_config cfg = {.client = client, .run_state_sandbox = payload};
+    struct sbx_sandbox_run *sr = NULL;
+    json_t *outs = NULL;
+    CHECK_OK(run(a, &cfg, mark_run, &sr, &outs, &err), &err);
+    CHECK_CONTAINS(output(outs, 0), "Output:\nGONE");
+    CHECK_EQ_INT(sbx_sandbox_run_source(sr, 0), SBX_SESSION_RUN_STATE);
+    CHECK(sbx_sandbox_run_created(sr, 0));
+    CHECK_EQ_INT(live_count(), 0);
+    sbx_sandbox_run_free(sr);
+    json_decref(outs);
+    json_decref(payload);
+    free(id);
+    sbx_agent_free(a);
+}
+
 /* snapshot: fresh sandboxes start from it; it is not for sessions from another source. */
 static void test_snapshot_in(void)
 {
@@ -645,6 +673,7 @@ int main(void)
     TAP_RUN(test_config_errors);
     TAP_RUN(test_snapshot_out);
     TAP_RUN(test_snapshot_in);
+    TAP_RUN(test_run_state_rebuild);
     sbx_client_free(client);
     char *cmd[] = {"rm", "-rf", tmp, NULL};
     pid_t pid = fork();
