@@ -116,5 +116,11 @@ run "$SBX" run --snapshot "$REF" --session-state "$T/x.json" "x"
 expect_rc 2 "--snapshot with --session-state is a usage error"
 run "$SBX" run --snapshot-out store -m "replay:$EX/run.jsonl" "x"
 expect_rc 2 "--snapshot-out without a sandbox is a usage error"
+# An agent file without sandbox fields: the run works, but there was nothing to snapshot.
+echo '{"id": "r1", "object": "response", "status": "completed", "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "hi"}]}]}' >"$T/plain.jsonl"
+run "$SBX" run --snapshot-out store -m "replay:$T/plain.jsonl" \
+    -a "$SBX_SRCDIR/examples/shopping/agent.yaml" "x"
+expect_rc 1 "--snapshot-out on a run no sandbox agent took part in fails"
+expect_in "$T/err" "nothing to snapshot" "saying so"
 
 done_testing
