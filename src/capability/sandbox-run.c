@@ -1,6 +1,10 @@
 /* Sandbox runs: one session per sandbox agent, capabilities bound to it, the instructions, and
  * the runner's turn hook that puts them in front of the model. */
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -8,6 +12,7 @@
 #include "sbx/json.h"
 #include "sbx/fs.h"
 #include "sbx/log.h"
+#include "sbx/snapshot.h"
 
 #define TREE_DEPTH     3
 #define TREE_MAX_BYTES 5000
@@ -18,9 +23,12 @@ struct agent_env {
     struct sbx_agent *agent;
     int sandboxed;
     struct sbx_session *session; /* NULL for a plain agent */
-    int created;                 /* the run created session */
-    int owner;                   /* this env frees the handle (shared ones have one owner) */
+    enum sbx_session_source source;
+    const json_t *state; /* the session state it was resumed from (borrowed from the config) */
+    int created;         /* the run created or resumed session: it deletes it */
+    int owner;           /* this env frees the handle (shared ones have one owner) */
     char *session_id;
+    char *snapshot_ref; /* taken at the end with cfg.snapshot_out */
     struct sbx_capability **caps;
     size_t ncaps;
     struct sbx_toolset tools;
@@ -39,6 +47,10 @@ struct sbx_sandbox_run {
     const struct sbx_run_options *opt;
     enum sbx_model_api api;
     int used;
+    struct sbx_snapshot_store *store; /* with cfg.snapshot or cfg.snapshot_out */
+    char *snapshot;                   /* cfg.snapshot resolved to a full reference */
+    char *out_tmp;                    /* where a snapshot_out file is written, then renamed */
+    int out_fd;
 };
 
 static const char base_prompt[] =
@@ -256,22 +268,122 @@ out:
     return rc;
 }
 
+/* The session state agent resumes from a run state's sandbox payload, or NULL. */
+static const json_t *run_state_entry(const json_t *rs, const char *name)
+{
+    const json_t *by = json_object_get(rs, "sessions_by_agent"), *v, *hit = NULL;
+    const char *key;
+    hit = json_object_get(by, name);
+    json_object_foreach((json_t *)by, key, v)
+    {
+        if (hit)
+            break;
+        const char *an = json_string_value(json_object_get(v, "agent_name"));
+        if (an && strcmp(an, name) == 0)
+            hit = v;
+    }
+    if (hit)
+        return json_object_get(hit, "session_state");
+    return json_object_get(rs, "session_state");
+}
+
+static int check_run_state(const json_t *rs, struct sbx_error *err)
+{
+    static const char what[] = "run state sandbox payload";
+    const json_t *st = json_object_get(rs, "session_state");
+    const json_t *by = json_object_get(rs, "sessions_by_agent"), *v;
+    const char *key;
+    if (!json_is_object(rs))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "%s must be an object, not %s", what,
+                             sbx_json_typename(rs));
+    if (st && !json_is_object(st))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "%s: 'session_state' must be an object, not %s",
+                             what, sbx_json_typename(st));
+    if (by && !json_is_object(by))
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "%s: 'sessions_by_agent' must be an object, not %s", what,
+                             sbx_json_typename(by));
+    json_object_foreach((json_t *)by, key, v)
+    {
+        const json_t *an = json_object_get(v, "agent_name");
+        if (!json_is_object(v) || !json_is_object(json_object_get(v, "session_state")) ||
+            (an && !json_is_string(an)))
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "%s: sessions_by_agent '%s' must be an object with a "
+                                 "'session_state' object and a string 'agent_name'",
+                                 what, key);
+    }
+    return 0;
+}
+
+/* Resume e's session from state. Agents resolving to the same state object share one session,
+ * owned by the first. */
+static int resume(struct sbx_sandbox_run *sr, struct agent_env *e, const json_t *state,
+                  enum sbx_session_source source, struct sbx_error *err)
+{
+    e->source = source;
+    e->state = state;
+    for (size_t i = 0; i < sr->n; i++)
+        if (sr->envs[i] != e && sr->envs[i]->state == state && sr->envs[i]->session) {
+            e->session = sr->envs[i]->session;
+            return 0;
+        }
+    struct sbx_resume_opts ro = {.pass_secrets = sr->cfg.pass_secrets,
+                                 .base_dir = sr->cfg.base_dir};
+    int rc = sbx_client_resume_with(sr->client, state, &ro, &e->session, err);
+    if (rc < 0) {
+        sbx_error_prefix(err, source == SBX_SESSION_RUN_STATE
+                                      ? "cannot resume the session of the run state"
+                                      : "cannot resume the session state");
+        return rc;
+    }
+    /* Two state documents of one live sandbox (a run state's and the caller's): one handle,
+     * one owner, one delete. */
+    for (size_t i = 0; i < sr->n; i++)
+        if (sr->envs[i] != e && sr->envs[i]->session && sr->envs[i]->created &&
+            strcmp(sbx_session_id(sr->envs[i]->session), sbx_session_id(e->session)) == 0) {
+            sbx_session_free(e->session);
+            e->session = sr->envs[i]->session;
+            return 0;
+        }
+    e->created = 1;
+    e->owner = 1;
+    return 0;
+}
+
 static int open_session(struct sbx_sandbox_run *sr, struct agent_env *e, const json_t *spec,
                         struct sbx_error *err)
 {
     const struct sbx_run_config *cfg = &sr->cfg;
     struct sbx_manifest *m = NULL;
+    const json_t *state = NULL;
     int rc = 0;
     if (cfg->session) {
         e->session = cfg->session;
+        e->source = SBX_SESSION_LIVE;
         goto out;
     }
-    if (cfg->session_id || (cfg->share && sr->shared)) {
+    if (cfg->session_id) {
         if (!sr->shared) {
             if ((rc = sbx_client_attach(sr->client, cfg->session_id, &sr->shared, err)) < 0)
                 goto out;
             e->owner = 1;
         }
+        e->session = sr->shared;
+        e->source = SBX_SESSION_ATTACHED;
+        goto out;
+    }
+    if (cfg->run_state_sandbox &&
+        (state = run_state_entry(cfg->run_state_sandbox, sbx_agent_name(e->agent)))) {
+        rc = resume(sr, e, state, SBX_SESSION_RUN_STATE, err);
+        goto out;
+    }
+    if (cfg->session_state) {
+        rc = resume(sr, e, cfg->session_state, SBX_SESSION_STATE, err);
+        goto out;
+    }
+    e->source = SBX_SESSION_FRESH;
+    if (cfg->share && sr->shared) {
         e->session = sr->shared;
         goto out;
     }
@@ -287,8 +399,10 @@ static int open_session(struct sbx_sandbox_run *sr, struct agent_env *e, const j
     const char *base = cfg->manifest_path || cfg->manifest_doc
                                ? cfg->base_dir
                                : json_string_value(json_object_get(spec, "base_dir"));
-    struct sbx_create_spec cs = {
-            .manifest = m, .base_dir = base, .pass_secrets = cfg->pass_secrets};
+    struct sbx_create_spec cs = {.manifest = m,
+                                 .base_dir = base,
+                                 .pass_secrets = cfg->pass_secrets,
+                                 .snapshot = sr->snapshot};
     if ((rc = sbx_client_create(sr->client, &cs, &e->session, err)) < 0)
         goto out;
     e->created = 1;
@@ -428,24 +542,57 @@ int sbx_sandbox_run_new(const struct sbx_run_config *cfg, struct sbx_sandbox_run
     if (cfg->manifest_path && cfg->manifest_doc)
         return sbx_error_set(err, SBX_E_INVAL, 0,
                              "give either a manifest file or a manifest document, not both");
-    if ((cfg->session || cfg->session_id) && (cfg->manifest_path || cfg->manifest_doc))
+    int every = cfg->session || cfg->session_id || cfg->session_state;
+    if (every && (cfg->manifest_path || cfg->manifest_doc))
         return sbx_error_set(err, SBX_E_INVAL, 0,
                              "a manifest applies only to fresh sandboxes, not to an existing one");
+    if (every && cfg->snapshot)
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "a snapshot applies only to fresh sandboxes, not to an existing one");
+    if (cfg->snapshot_out && !cfg->snapshot_out[0])
+        return sbx_error_set(err, SBX_E_INVAL, 0, "snapshot_out is empty: give 'store' or a file");
+    if (cfg->session_state && !json_is_object(cfg->session_state))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "session state must be an object, not %s",
+                             sbx_json_typename(cfg->session_state));
+    int rc;
+    if (cfg->run_state_sandbox && (rc = check_run_state(cfg->run_state_sandbox, err)) < 0)
+        return rc;
     struct sbx_sandbox_run *sr = sbx_xcalloc(1, sizeof(*sr));
     sr->cfg = *cfg;
+    sr->out_fd = -1;
     pthread_mutex_init(&sr->lock, NULL);
     if (cfg->client) {
         sr->client = cfg->client;
+    } else if ((rc = sbx_client_new("local", NULL, &sr->client, err)) < 0) {
+        goto fail;
     } else {
-        int rc = sbx_client_new("local", NULL, &sr->client, err);
-        if (rc < 0) {
-            sbx_sandbox_run_free(sr);
-            return rc;
-        }
         sr->own_client = 1;
+    }
+    /* Everything the user named is checked before the first turn: a bad snapshot or an
+     * unwritable output file fails here, not after the work is done. */
+    if ((cfg->snapshot || cfg->snapshot_out) &&
+        (rc = sbx_snapshot_store_open(NULL, &sr->store, err)) < 0)
+        goto fail;
+    if (cfg->snapshot &&
+        (rc = sbx_snapshot_resolve(sr->store, cfg->snapshot, NULL, &sr->snapshot, err)) < 0) {
+        sbx_error_prefix(err, "snapshot '%s'", cfg->snapshot);
+        goto fail;
+    }
+    if (cfg->snapshot_out && strcmp(cfg->snapshot_out, "store") != 0) {
+        sr->out_tmp = sbx_xasprintf("%s.tmp.XXXXXX", cfg->snapshot_out);
+        sr->out_fd = mkostemp(sr->out_tmp, O_CLOEXEC);
+        if (sr->out_fd < 0) {
+            rc = sbx_error_errno(err, errno, "cannot create '%s'", sr->out_tmp);
+            free(sr->out_tmp);
+            sr->out_tmp = NULL;
+            goto fail;
+        }
     }
     *out = sr;
     return 0;
+fail:
+    sbx_sandbox_run_free(sr);
+    return rc;
 }
 
 static void end_env(struct sbx_sandbox_run *sr, struct agent_env *e)
@@ -475,6 +622,65 @@ static void close_env(struct sbx_sandbox_run *sr, struct agent_env *e)
         sr->shared = NULL;
 }
 
+/* Export ref into the snapshot_out file: the temp file, synced, then renamed over the name. */
+static int export_out(struct sbx_sandbox_run *sr, const char *ref, struct sbx_error *err)
+{
+    const char *name = sr->cfg.snapshot_out;
+    int rc = sbx_snapshot_export(sr->store, ref, sr->out_fd, err);
+    if (rc == 0 && fsync(sr->out_fd) < 0)
+        rc = sbx_error_errno(err, errno, "cannot write '%s'", sr->out_tmp);
+    if (rc == 0 && rename(sr->out_tmp, name) < 0)
+        rc = sbx_error_errno(err, errno, "cannot rename '%s' to '%s'", sr->out_tmp, name);
+    if (rc < 0) {
+        sbx_error_prefix(err, "export of snapshot '%s' to '%s'", ref, name);
+        return rc;
+    }
+    free(sr->out_tmp);
+    sr->out_tmp = NULL;
+    return 0;
+}
+
+/* Snapshot every session the run used, once each (agents sharing one share its reference);
+ * the first one also goes to the snapshot_out file. Returns the first error; the others are
+ * logged. */
+static int take_snapshots(struct sbx_sandbox_run *sr, struct sbx_error *err)
+{
+    struct sbx_error e2 = SBX_ERROR_INIT;
+    const char *first = NULL;
+    int rc = 0;
+    for (size_t i = 0; i < sr->n; i++) {
+        struct agent_env *e = sr->envs[i];
+        size_t j;
+        if (!e->session || !e->session_id)
+            continue;
+        for (j = 0; j < i && sr->envs[j]->session != e->session; j++)
+            ;
+        if (j < i) {
+            if (sr->envs[j]->snapshot_ref)
+                e->snapshot_ref = sbx_xstrdup(sr->envs[j]->snapshot_ref);
+            continue;
+        }
+        int r = sbx_session_snapshot(e->session, sr->store, &e->snapshot_ref, &e2);
+        if (r < 0) {
+            sbx_error_prefix(&e2, "snapshot of sandbox '%s' (agent '%s')", e->session_id,
+                             sbx_agent_name(e->agent));
+            sbx_log(SBX_LOG_WARN, "%s", e2.msg);
+            if (rc == 0) {
+                *err = e2;
+                rc = r;
+            }
+            continue;
+        }
+        if (!first)
+            first = e->snapshot_ref;
+    }
+    if (rc == 0 && first && sr->out_fd >= 0 && (rc = export_out(sr, first, &e2)) < 0) {
+        sbx_log(SBX_LOG_WARN, "%s", e2.msg);
+        *err = e2;
+    }
+    return rc;
+}
+
 int sbx_sandbox_run(struct sbx_sandbox_run *sr, struct sbx_agent *agent, const json_t *input,
                     const struct sbx_run_options *opt, struct sbx_run_result **out,
                     struct sbx_error *err)
@@ -493,6 +699,16 @@ int sbx_sandbox_run(struct sbx_sandbox_run *sr, struct sbx_agent *agent, const j
     int rc = sbx_run(agent, input, &o, out, err);
     for (size_t i = 0; i < sr->n; i++)
         end_env(sr, sr->envs[i]);
+    if (sr->cfg.snapshot_out) {
+        struct sbx_error serr = SBX_ERROR_INIT;
+        /* A failed run still leaves work worth keeping; its own error is the one reported. */
+        if (take_snapshots(sr, &serr) < 0 && rc == 0) {
+            sbx_run_result_free(*out);
+            *out = NULL;
+            *err = serr;
+            rc = -serr.code;
+        }
+    }
     for (size_t i = 0; i < sr->n; i++)
         close_env(sr, sr->envs[i]);
     sr->opt = NULL;
@@ -537,6 +753,18 @@ int sbx_sandbox_run_created(const struct sbx_sandbox_run *sr, size_t i)
     return e ? e->created : 0;
 }
 
+enum sbx_session_source sbx_sandbox_run_source(const struct sbx_sandbox_run *sr, size_t i)
+{
+    const struct agent_env *e = listed(sr, i);
+    return e ? e->source : 0;
+}
+
+const char *sbx_sandbox_run_snapshot_ref(const struct sbx_sandbox_run *sr, size_t i)
+{
+    const struct agent_env *e = listed(sr, i);
+    return e ? e->snapshot_ref : NULL;
+}
+
 void sbx_sandbox_run_free(struct sbx_sandbox_run *sr)
 {
     if (!sr)
@@ -549,10 +777,17 @@ void sbx_sandbox_run_free(struct sbx_sandbox_run *sr)
         sbx_toolset_release(&e->tools);
         free(e->instructions);
         free(e->session_id);
+        free(e->snapshot_ref);
         json_decref(e->settings);
         free(e);
     }
     free(sr->envs);
+    if (sr->out_tmp)
+        unlink(sr->out_tmp); /* nothing was exported */
+    sbx_fd_close(&sr->out_fd);
+    free(sr->out_tmp);
+    free(sr->snapshot);
+    sbx_snapshot_store_free(sr->store);
     if (sr->own_client)
         sbx_client_free(sr->client);
     pthread_mutex_destroy(&sr->lock);

@@ -13,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "sbx/capability.h"
+#include "sbx/fs.h"
 #include "sbx/json.h"
 #include "sbx/local.h"
 #include "sbx/runner.h"
@@ -90,7 +91,9 @@ static void usage(FILE *f)
     fputs("usage: sbx run [-a AGENT_FILE] [-m MODEL] [--base-url URL] [--api responses|chat]\n"
           "               [--max-turns N] [--json] [--record FILE] [--no-stream]\n"
           "               [--timeout DURATION] [--retries N] [--use-previous-response-id]\n"
-          "               [--manifest FILE | --session ID] [--keep] [--share] [PROMPT | -]\n"
+          "               [--manifest FILE | --session ID | --session-state FILE]\n"
+          "               [--snapshot FILE|REF] [--snapshot-out FILE|store]\n"
+          "               [--keep] [--share] [PROMPT | -]\n"
           "               [--isolation namespaces|none] [--network none|full|allow:DOMAINS]\n"
           "               [--memory SIZE] [--port-bind ADDR] [--allow-port N]...\n"
           "               [--pids N] [--cpus N|none] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
@@ -103,9 +106,16 @@ static void usage(FILE *f)
           "--use-previous-response-id sends only new items and lets the server keep the rest.\n"
           "Sandbox agents (agent files with manifest / capabilities) run in a fresh local\n"
           "sandbox made from their manifest, removed at the end; --manifest FILE replaces the\n"
-          "manifest, --session ID runs in an existing sandbox instead, --keep leaves the\n"
-          "sandboxes the run created running and prints their ids on stderr, --share gives\n"
-          "every sandbox agent of the run (handoffs) one sandbox instead of one each.\n"
+          "manifest, --session ID runs in an existing sandbox instead (left running),\n"
+          "--session-state FILE resumes the sandbox a state file from 'sbx sandbox state'\n"
+          "describes (the run's own then: removed at the end unless --keep), --keep leaves the\n"
+          "sandboxes the run created or resumed running and prints their ids on stderr,\n"
+          "--share gives every sandbox agent of the run (handoffs) one sandbox instead of one\n"
+          "each. --snapshot FILE|REF starts fresh sandboxes from a snapshot (a file, or a\n"
+          "reference in the snapshot store) with the manifest's ephemeral entries on top;\n"
+          "--snapshot-out store|FILE snapshots every sandbox the run used at its end, before\n"
+          "any is removed, into the store (FILE: and exports the first to FILE), printing\n"
+          "'snapshot sha256:... (agent 'NAME', sandbox ID)' on stderr for each.\n"
           "The sandboxes are isolated (no network) unless told otherwise; the isolation\n"
           "options are those of 'sbx sandbox create'. --pass-secret OPENAI_API_KEY lets a\n"
           "manifest's {type: secret, env: OPENAI_API_KEY} read the model's key (refused\n"
@@ -299,6 +309,53 @@ static int read_stdin(char **out, struct sbx_error *err)
     return 0;
 }
 
+/* One line per snapshot taken (agents sharing a sandbox share one), on stderr and, with json,
+ * as a "snapshot" event; the first one is the one exported to a file. Returns how many. */
+static size_t report_snapshots(const struct sbx_sandbox_run *sr, const char *out, int json)
+{
+    const char *file = strcmp(out, "store") == 0 ? NULL : out;
+    size_t n = 0;
+    for (size_t i = 0; i < sbx_sandbox_run_count(sr); i++) {
+        const char *ref = sbx_sandbox_run_snapshot_ref(sr, i),
+                   *id = sbx_sandbox_run_session_id(sr, i);
+        size_t j;
+        if (!ref)
+            continue;
+        for (j = 0; j < i && strcmp(sbx_sandbox_run_session_id(sr, j), id) != 0; j++)
+            ;
+        if (j < i)
+            continue;
+        const char *agent = sbx_sandbox_run_agent(sr, i), *to = n == 0 ? file : NULL;
+        if (json) {
+            json_t *o = json_pack("{s:s, s:s, s:s, s:s, s:s?}", "type", "snapshot", "ref", ref,
+                                  "agent", agent, "sandbox", id, "file", to);
+            print_json(o);
+            json_decref(o);
+        }
+        if (to)
+            fprintf(stderr, "snapshot %s (agent '%s', sandbox %s) exported to '%s'\n", ref, agent,
+                    id, to);
+        else
+            fprintf(stderr, "snapshot %s (agent '%s', sandbox %s)\n", ref, agent, id);
+        n++;
+    }
+    return n;
+}
+
+/* A session state file (sbx sandbox state ID > FILE). */
+static int read_state(const char *path, json_t **out, struct sbx_error *err)
+{
+    struct sbx_buf b;
+    sbx_buf_init(&b, SBX_SESSION_STATE_MAX);
+    int rc = sbx_fs_read_path(path, SBX_SESSION_STATE_MAX, &b, err);
+    if (rc == 0)
+        rc = sbx_session_state_parse(b.data, b.len, out, err);
+    if (rc < 0)
+        sbx_error_prefix(err, "session state '%s'", path);
+    sbx_buf_release(&b);
+    return rc;
+}
+
 static int parse_count(const char *s, int lo, int hi, int *out)
 {
     char *end;
@@ -324,6 +381,9 @@ int cmd_run(int argc, char **argv)
         OPT_PREVID,
         OPT_MANIFEST,
         OPT_SESSION,
+        OPT_STATE,
+        OPT_SNAPSHOT,
+        OPT_SNAPOUT,
         OPT_KEEP,
         OPT_SHARE,
         OPT_LOCAL,
@@ -343,6 +403,9 @@ int cmd_run(int argc, char **argv)
             {"use-previous-response-id", no_argument, NULL, OPT_PREVID},
             {"manifest", required_argument, NULL, OPT_MANIFEST},
             {"session", required_argument, NULL, OPT_SESSION},
+            {"session-state", required_argument, NULL, OPT_STATE},
+            {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
+            {"snapshot-out", required_argument, NULL, OPT_SNAPOUT},
             {"keep", no_argument, NULL, OPT_KEEP},
             {"share", no_argument, NULL, OPT_SHARE},
             {"isolation", required_argument, NULL, OPT_LOCAL},
@@ -364,7 +427,7 @@ int cmd_run(int argc, char **argv)
     struct sbx_model_options mopt = {0};
     struct sbx_run_options ropt = {0};
     struct render rd = {0};
-    const char *agent_path = NULL, *model_name = NULL;
+    const char *agent_path = NULL, *model_name = NULL, *state_path = NULL;
     struct sbx_agent_file *file = NULL;
     struct sbx_agent *agent = NULL, *own_agent = NULL;
     struct sbx_model *model = NULL;
@@ -372,7 +435,7 @@ int cmd_run(int argc, char **argv)
     struct sbx_run_config scfg = {0};
     struct sbx_sandbox_run *sr = NULL;
     char *prompt = NULL;
-    json_t *input = NULL;
+    json_t *input = NULL, *state = NULL;
     struct sbx_local_options lopt = {0};
     struct sbx_local_grant grants[SBX_LOCAL_MAX_GRANTS];
     struct sbx_client *client = NULL;
@@ -452,6 +515,17 @@ int cmd_run(int argc, char **argv)
         case OPT_SESSION:
             scfg.session_id = optarg;
             break;
+        case OPT_STATE:
+            state_path = optarg;
+            break;
+        case OPT_SNAPSHOT:
+            scfg.snapshot = optarg;
+            break;
+        case OPT_SNAPOUT:
+            if (!optarg[0])
+                return cli_usage("run ", "--snapshot-out needs 'store' or a file name");
+            scfg.snapshot_out = optarg;
+            break;
         case OPT_KEEP:
             scfg.keep = 1;
             break;
@@ -474,8 +548,19 @@ int cmd_run(int argc, char **argv)
     if (scfg.manifest_path && scfg.session_id)
         return cli_usage("run ", "--manifest makes a fresh sandbox; it cannot be used with "
                                  "--session");
-    if (scfg.keep && !agent_path && !scfg.manifest_path)
-        return cli_usage("run ", "--keep needs a sandbox: give an agent file (-a) or --manifest");
+    if (state_path && (scfg.session_id || scfg.manifest_path))
+        return cli_usage("run ", "--session-state resumes a sandbox; it cannot be used with %s",
+                         scfg.session_id ? "--session" : "--manifest");
+    if (scfg.snapshot && (scfg.session_id || state_path))
+        return cli_usage("run ", "--snapshot makes a fresh sandbox; it cannot be used with %s",
+                         scfg.session_id ? "--session" : "--session-state");
+    if (scfg.keep && !agent_path && !scfg.manifest_path && !state_path && !scfg.snapshot)
+        return cli_usage("run ", "--keep needs a sandbox: give an agent file (-a), --manifest, "
+                                 "--snapshot or --session-state");
+    if (scfg.snapshot_out && !agent_path && !scfg.manifest_path && !state_path && !scfg.snapshot &&
+        !scfg.session_id)
+        return cli_usage("run ", "--snapshot-out needs a sandbox: give an agent file (-a), "
+                                 "--manifest, --snapshot, --session or --session-state");
     if (scfg.keep && scfg.session_id)
         return cli_usage("run ", "--keep applies to sandboxes the run creates, not to --session");
     if (argc - optind == 0)
@@ -490,6 +575,10 @@ int cmd_run(int argc, char **argv)
         rc = cli_usage("run ", "the prompt is empty");
         goto out;
     }
+    /* Read before anything is made, so a bad file leaves nothing behind. */
+    if (state_path && read_state(state_path, &state, &err) < 0)
+        goto out;
+    scfg.session_state = state;
 
     if (agent_path) {
         if (sbx_agent_file_load(agent_path, &file, &err) < 0)
@@ -524,7 +613,7 @@ int cmd_run(int argc, char **argv)
     input = sbx_json_str(p);
     /* Plain agents run as before; sandbox agents (or any agent, with --session / --manifest)
      * get their sandbox when they first take a turn. */
-    scfg.all_agents = scfg.session_id || scfg.manifest_path;
+    scfg.all_agents = scfg.session_id || scfg.manifest_path || state_path || scfg.snapshot;
     int sandboxed = agent_path || scfg.all_agents;
     if (sandboxed && !scfg.session_id) {
         lopt.tied = !scfg.keep;
@@ -548,6 +637,13 @@ int cmd_run(int argc, char **argv)
         }
         fprintf(stderr, "kept sandbox %s (agent '%s')\n", sbx_sandbox_run_session_id(sr, i),
                 sbx_sandbox_run_agent(sr, i));
+    }
+    if (sr && scfg.snapshot_out && report_snapshots(sr, scfg.snapshot_out, rd.json) == 0 &&
+        run_rc == 0) {
+        sbx_error_set(&err, SBX_E_INVAL, 0,
+                      "--snapshot-out: no sandbox agent took a turn, so there was nothing to "
+                      "snapshot");
+        run_rc = -SBX_E_INVAL;
     }
     if (run_rc < 0) {
         rc = err.code == SBX_E_MAXTURNS ? CLI_MAXTURNS : CLI_FAIL;
@@ -574,6 +670,7 @@ out_quiet:
     sbx_agent_file_free(file);
     sbx_agent_free(own_agent);
     json_decref(input);
+    json_decref(state);
     json_decref(rd.args);
     free(prompt);
     if (interrupted && interrupted != SIGINT)
