@@ -875,30 +875,10 @@ static struct local_session *session_from_state(const char *rundir, const char *
 
 static int check_state(const json_t *st, const char *id, struct sbx_error *err)
 {
-    static const char *const keys[] = {"version",
-                                       "provider",
-                                       "id",
-                                       "workspace",
-                                       "root",
-                                       "created",
-                                       "isolation",
-                                       "network",
-                                       "workspace_owned",
-                                       "manifest_digest",
-                                       "materialized",
-                                       "disk",
-                                       "limits",
-                                       "unenforced",
-                                       "options",
-                                       "manifest",
-                                       "snapshot",
-                                       "exposed_ports",
-                                       "stopped",
-                                       NULL};
     int64_t version = 0;
     const char *provider = NULL, *sid = NULL, *ws = NULL, *root = NULL;
     int rc;
-    if ((rc = sbx_json_check_keys(st, keys, err)) < 0 ||
+    if ((rc = sbx_json_check_keys(st, sbx__local_state_keys, err)) < 0 ||
         (rc = sbx_json_get_int(st, "version", 1, &version, err)) < 0 ||
         (rc = sbx_json_get_string(st, "provider", 1, &provider, err)) < 0 ||
         (rc = sbx_json_get_string(st, "id", 1, &sid, err)) < 0 ||
@@ -1131,38 +1111,56 @@ out:
     return rc;
 }
 
+/* mkdir -p path (absolute), each new level private to us (0700). */
+static int mkdir_private(char *path, struct sbx_error *err)
+{
+    for (char *p = path + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char c0 = *p;
+        *p = '\0';
+        if (mkdir(path, 0700) < 0 && errno != EEXIST) {
+            int rc = sbx_error_errno(err, errno, "cannot create '%s'", path);
+            *p = c0;
+            return rc;
+        }
+        *p = c0;
+        if (!c0)
+            return 0;
+    }
+}
+
+/* given, else $env_name, else ${XDG_STATE_HOME:-~/.local/state}/sbx/sub; made 0700 (each new
+ * level) when make. */
+static int state_subdir(const char *given, const char *env_name, const char *sub, int make,
+                        char **out, struct sbx_error *err)
+{
+    const char *env = getenv(env_name), *state = getenv("XDG_STATE_HOME");
+    const char *home = getenv("HOME");
+    char *dir;
+    if (given)
+        dir = sbx_xstrdup(given);
+    else if (env && env[0] == '/')
+        dir = sbx_xstrdup(env);
+    else if (state && state[0] == '/')
+        dir = sbx_xasprintf("%s/sbx/%s", state, sub);
+    else if (home && home[0] == '/')
+        dir = sbx_xasprintf("%s/.local/state/sbx/%s", home, sub);
+    else
+        return sbx_error_set(err, SBX_E_INVAL, 0, "no place for sbx/%s: set HOME or XDG_STATE_HOME",
+                             sub);
+    int rc = make ? mkdir_private(dir, err) : 0;
+    if (rc < 0) {
+        free(dir);
+        return rc;
+    }
+    *out = dir;
+    return 0;
+}
+
 static int workspace_base(const struct local_client *c, char **out, struct sbx_error *err)
 {
-    const char *env = getenv("SBX_WORKSPACES"), *state = getenv("XDG_STATE_HOME");
-    const char *home = getenv("HOME");
-    char *base;
-    if (c->workspace_dir)
-        base = sbx_xstrdup(c->workspace_dir);
-    else if (env && env[0] == '/')
-        base = sbx_xstrdup(env);
-    else if (state && state[0] == '/')
-        base = sbx_xasprintf("%s/sbx/workspaces", state);
-    else if (home && home[0] == '/')
-        base = sbx_xasprintf("%s/.local/state/sbx/workspaces", home);
-    else
-        return sbx_error_set(err, SBX_E_INVAL, 0, "no place for workspaces: set HOME");
-    /* mkdir -p, each new level private to us */
-    for (char *p = base + 1;; p++) {
-        if (*p == '/' || *p == '\0') {
-            char c0 = *p;
-            *p = '\0';
-            if (mkdir(base, 0700) < 0 && errno != EEXIST) {
-                int rc = sbx_error_errno(err, errno, "cannot create '%s'", base);
-                free(base);
-                return rc;
-            }
-            *p = c0;
-            if (!c0)
-                break;
-        }
-    }
-    *out = base;
-    return 0;
+    return state_subdir(c->workspace_dir, "SBX_WORKSPACES", "workspaces", 1, out, err);
 }
 
 /* state.json in the new runtime directory: written whole before the supervisor exists, so a
@@ -1430,33 +1428,7 @@ static json_t *options_json(const struct local_client *c)
 /* $SBX_STOPPED, else ${XDG_STATE_HOME:-~/.local/state}/sbx/stopped; made 0700 when make. */
 static int stopped_dir(int make, char **out, struct sbx_error *err)
 {
-    const char *env = getenv("SBX_STOPPED"), *state = getenv("XDG_STATE_HOME");
-    const char *home = getenv("HOME");
-    char *dir;
-    if (env && env[0] == '/')
-        dir = sbx_xstrdup(env);
-    else if (state && state[0] == '/')
-        dir = sbx_xasprintf("%s/sbx/stopped", state);
-    else if (home && home[0] == '/')
-        dir = sbx_xasprintf("%s/.local/state/sbx/stopped", home);
-    else
-        return sbx_error_set(err, SBX_E_INVAL, 0, "no place for stopped sandboxes: set HOME");
-    for (char *p = dir + 1; make; p++) {
-        if (*p == '/' || *p == '\0') {
-            char c0 = *p;
-            *p = '\0';
-            if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
-                int rc = sbx_error_errno(err, errno, "cannot create '%s'", dir);
-                free(dir);
-                return rc;
-            }
-            *p = c0;
-            if (!c0)
-                break;
-        }
-    }
-    *out = dir;
-    return 0;
+    return state_subdir(NULL, "SBX_STOPPED", "stopped", make, out, err);
 }
 
 /* The full id of the stopped sandbox prefix names: 1 found, 0 none (or no such directory),

@@ -135,34 +135,36 @@ static int check_options(const json_t *o, struct sbx_error *err)
     return 0;
 }
 
+/* Every field a local session state may have. */
+const char *const sbx__local_state_keys[] = {"version",
+                                             "provider",
+                                             "id",
+                                             "workspace",
+                                             "root",
+                                             "created",
+                                             "isolation",
+                                             "network",
+                                             "workspace_owned",
+                                             "manifest_digest",
+                                             "materialized",
+                                             "disk",
+                                             "limits",
+                                             "unenforced",
+                                             "options",
+                                             "manifest",
+                                             "snapshot",
+                                             "exposed_ports",
+                                             "stopped",
+                                             NULL};
+
 int sbx__local_state_check(const json_t *st, struct sbx_error *err)
 {
-    static const char *const keys[] = {"version",
-                                       "provider",
-                                       "id",
-                                       "workspace",
-                                       "root",
-                                       "created",
-                                       "isolation",
-                                       "network",
-                                       "workspace_owned",
-                                       "manifest_digest",
-                                       "materialized",
-                                       "disk",
-                                       "limits",
-                                       "unenforced",
-                                       "options",
-                                       "manifest",
-                                       "snapshot",
-                                       "exposed_ports",
-                                       "stopped",
-                                       NULL};
     static const char *const isolations[] = {"namespaces", "none", NULL};
     static const char *const networks[] = {"none", "full", "allow", NULL};
     const char *id = NULL, *digest = NULL, *stopped = NULL;
     json_t *v = NULL;
     int rc;
-    if ((rc = sbx_json_check_keys(st, keys, err)) < 0 ||
+    if ((rc = sbx_json_check_keys(st, sbx__local_state_keys, err)) < 0 ||
         (rc = sbx_json_get_string(st, "id", 1, &id, err)) < 0)
         return rc;
     if (!is_id(id))
