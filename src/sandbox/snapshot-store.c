@@ -1153,6 +1153,20 @@ static int collect(struct sbx_snapshot_store *st, struct sbx_error *err)
             unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
     }
     closedir(d);
+    /* A stat cache may name a blob just removed: every cache goes (the next take of each
+     * source reads its files once). */
+    int cfd = dup(st->cache_fd);
+    d = cfd >= 0 ? fdopendir(cfd) : NULL;
+    if (d) {
+        rewinddir(d);
+        while ((de = readdir(d))) {
+            if (de->d_name[0] != '.')
+                unlinkat(dirfd(d), de->d_name, 0);
+        }
+        closedir(d);
+    } else {
+        sbx_fd_close(&cfd);
+    }
     int tfd = dup(st->tmp_fd);
     d = tfd >= 0 ? fdopendir(tfd) : NULL;
     if (d) {
