@@ -347,6 +347,9 @@ int sbx__snap_tree_validate(const struct snap_tree *t, const struct sbx_snapshot
                 return sbx_error_set(
                         err, SBX_E_TOOBIG, 0, "file '%s' has %llu bytes, over the limit of %llu",
                         e->path, (unsigned long long)e->size, (unsigned long long)l.max_file_bytes);
+            if (total + e->size < total)
+                return sbx_error_set(err, SBX_E_PARSE, 0, "file '%s' has an impossible size",
+                                     e->path);
             total += e->size;
             if (total > l.max_bytes)
                 return sbx_error_set(err, SBX_E_TOOBIG, 0,
@@ -369,6 +372,16 @@ int sbx__snap_tree_validate(const struct snap_tree *t, const struct sbx_snapshot
 }
 
 /* ---- tree documents ---- */
+
+/* A stored tree is checked for its structure, not against the caller's limits: take and import
+ * applied those (possibly raised ones) while building it, and it must restore later. */
+static const struct sbx_snapshot_limits structural = {
+        .max_entries = UINT64_MAX,
+        .max_bytes = UINT64_MAX,
+        .max_file_bytes = UINT64_MAX,
+        .max_path = SBX_PATH_MAX,
+        .max_depth = SBX_PATH_MAX,
+};
 
 static json_t *entry_json(const struct snap_entry *e)
 {
@@ -436,7 +449,7 @@ int sbx__snap_tree_commit(struct sbx_snapshot_store *st, struct snap_tree *t,
                           char **out_ref, struct sbx_error *err)
 {
     sbx__snap_tree_sort(t);
-    int rc = sbx__snap_tree_validate(t, NULL, err);
+    int rc = sbx__snap_tree_validate(t, &structural, err);
     if (rc < 0)
         return rc;
     json_t *entries = entries_json(t);
@@ -581,7 +594,7 @@ int sbx__snap_tree_load(struct sbx_snapshot_store *st, const char *hex, struct s
         if ((rc = parse_entry(o, i, &tree, err)) < 0)
             goto out;
     }
-    if ((rc = sbx__snap_tree_validate(&tree, NULL, err)) < 0)
+    if ((rc = sbx__snap_tree_validate(&tree, &structural, err)) < 0)
         goto out;
     char check[SBX_SHA256_HEX_LEN + 1];
     if ((rc = entries_digest(entries, check, err)) < 0)
