@@ -86,7 +86,7 @@ static int restore_file(struct sbx_snapshot_store *st, int dirfd, const struct s
 static int restore_symlink(int dirfd, const struct snap_entry *e, struct sbx_error *err)
 {
     const char *slash = strrchr(e->path, '/');
-    char *parent = slash ? strndup(e->path, (size_t)(slash - e->path)) : strdup("");
+    char *parent = slash ? sbx_xstrndup(e->path, (size_t)(slash - e->path)) : sbx_xstrdup("");
     int pfd = -1;
     int rc = sbx_fs_open(dirfd, parent, O_PATH | O_DIRECTORY, 0, SBX_FS_NOFOLLOW, &pfd, err);
     if (rc == 0 && symlinkat(e->target, pfd, slash ? slash + 1 : e->path) < 0)
