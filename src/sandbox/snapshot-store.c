@@ -792,6 +792,14 @@ int sbx__snap_blob_finish(struct sbx_snapshot_store *st, struct snap_blob_writer
             goto fail;
         }
         *created = 0;
+        if (!sbx__snap_blob_exists(st, hex, w->size)) {
+            /* a torn blob of a crash: this one has the right content, so it replaces it */
+            if (renameat(st->tmp_fd, w->tmpname, st->blobs_fd, name) < 0) {
+                rc = sbx_error_errno(err, errno, "cannot store blob '%.12s'", hex);
+                goto fail;
+            }
+            *created = 1;
+        }
         unlinkat(st->tmp_fd, w->tmpname, 0);
     }
     sbx_fd_close(&w->fd);
@@ -815,12 +823,13 @@ int sbx__snap_blob_open(struct sbx_snapshot_store *st, const char *hex, int *out
     return 0;
 }
 
-int sbx__snap_blob_exists(struct sbx_snapshot_store *st, const char *hex)
+int sbx__snap_blob_exists(struct sbx_snapshot_store *st, const char *hex, uint64_t size)
 {
     char name[SBX_SHA256_HEX_LEN + 4];
     blob_name(hex, name);
     struct stat sb;
-    return fstatat(st->blobs_fd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode);
+    return fstatat(st->blobs_fd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode) &&
+           (uint64_t)sb.st_size == size;
 }
 
 void sbx__snap_blob_unlink(struct sbx_snapshot_store *st, const char *hex)

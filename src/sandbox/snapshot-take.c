@@ -114,7 +114,7 @@ static int read_small(struct walk *w, int fd, const char *path, char sha[SBX_SHA
         return rc;
     sbx_hex(d, sizeof(d), sha);
     *size = n;
-    if (sbx__snap_blob_exists(w->st, sha))
+    if (sbx__snap_blob_exists(w->st, sha, n))
         return 1;
     struct snap_blob_writer bw;
     char check[SBX_SHA256_HEX_LEN + 1];
