@@ -75,6 +75,7 @@ struct snap_blob_writer {
     char tmpname[48];
     struct sbx_sha256 *h;
     uint64_t size;
+    int tail_hole; /* the last bytes were skipped, not written: the file needs its length set */
 };
 int sbx__snap_blob_begin(struct sbx_snapshot_store *st, struct snap_blob_writer *w,
                          struct sbx_error *err);

@@ -675,7 +675,8 @@ int sbx__snap_blob_begin(struct sbx_snapshot_store *st, struct snap_blob_writer 
     memcpy(w->tmpname + 16, ".blob", 6);
     if ((rc = sbx_sha256_new(&w->h, err)) < 0)
         return rc;
-    w->fd = openat(st->tmp_fd, w->tmpname, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    /* Created read-only: the fd still writes, and no chmod is needed once it is complete. */
+    w->fd = openat(st->tmp_fd, w->tmpname, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
     if (w->fd < 0) {
         rc = sbx_error_errno(err, errno, "cannot create a blob in '%s'", st->path);
         sbx_sha256_free(w->h);
@@ -722,6 +723,7 @@ int sbx__snap_blob_write(struct snap_blob_writer *w, const void *p, size_t n, st
         } else {
             rc = sbx_fd_write_all(w->fd, c, k, err);
         }
+        w->tail_hole = zero;
         c += k;
         n -= k;
         w->size += k;
@@ -743,6 +745,7 @@ int sbx__snap_blob_hole(struct snap_blob_writer *w, uint64_t n, struct sbx_error
     if (lseek(w->fd, (off_t)n, SEEK_CUR) < 0)
         return sbx_error_errno(err, errno, "cannot seek in a blob");
     w->size += n;
+    w->tail_hole = w->tail_hole || n > 0;
     return 0;
 }
 
@@ -769,7 +772,7 @@ int sbx__snap_blob_finish(struct sbx_snapshot_store *st, struct snap_blob_writer
     if (rc < 0)
         goto fail;
     sbx_hex(d, sizeof(d), hex);
-    if (ftruncate(w->fd, (off_t)w->size) < 0 || fchmod(w->fd, 0400) < 0) {
+    if (w->tail_hole && ftruncate(w->fd, (off_t)w->size) < 0) {
         rc = sbx_error_errno(err, errno, "cannot finish a blob");
         goto fail;
     }
