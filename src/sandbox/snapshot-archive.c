@@ -298,6 +298,8 @@ static int import_member(struct import *im, struct archive_entry *ae, struct sbx
                              "archive has more than %llu members (limit max_entries) at '%s'",
                              (unsigned long long)im->lim.max_entries, raw);
     mode_t ft = archive_entry_filetype(ae);
+    /* Only the first member is the header: a workspace's own file of that name comes later in
+     * an export (as "./.sbx-snapshot.json") and is content like any other. */
     if (im->members == 1 && strcmp(raw, SBX_SNAPSHOT_HEADER_MEMBER) == 0 && ft == AE_IFREG &&
         !archive_entry_hardlink(ae))
         return read_header_member(im, ae, err);
@@ -328,10 +330,6 @@ static int import_member(struct import *im, struct archive_entry *ae, struct sbx
     int rc = member_path(im, raw, type == SNAP_DIR, &path, &is_root, err);
     if (rc < 0 || is_root)
         return rc;
-    if (strcmp(path, SBX_SNAPSHOT_HEADER_MEMBER) == 0) {
-        free(path);
-        return sbx_error_set(err, SBX_E_PERM, 0, "member '%s' must be the first member", raw);
-    }
     if ((rc = check_parents(im, path, err)) < 0) {
         free(path);
         return rc;

@@ -75,6 +75,7 @@ struct snap_blob_writer {
     char tmpname[48];
     struct sbx_sha256 *h;
     uint64_t size;
+    int tail_hole; /* the last bytes were skipped, not written: the file needs its length set */
 };
 int sbx__snap_blob_begin(struct sbx_snapshot_store *st, struct snap_blob_writer *w,
                          struct sbx_error *err);
@@ -90,7 +91,9 @@ void sbx__snap_blob_abort(struct sbx_snapshot_store *st, struct snap_blob_writer
 /* Open blob hex read-only; *out_fd: caller owns. */
 int sbx__snap_blob_open(struct sbx_snapshot_store *st, const char *hex, int *out_fd,
                         struct sbx_error *err);
-int sbx__snap_blob_exists(struct sbx_snapshot_store *st, const char *hex);
+/* The store has blob hex of that size. A blob renamed into place but torn by a crash before the
+ * store was synced has the wrong size (usually 0): it counts as missing and is replaced. */
+int sbx__snap_blob_exists(struct sbx_snapshot_store *st, const char *hex, uint64_t size);
 void sbx__snap_blob_unlink(struct sbx_snapshot_store *st, const char *hex);
 /* Make the store's new files durable (one syncfs for all the blobs of a take or an import). */
 int sbx__snap_sync(struct sbx_snapshot_store *st, struct sbx_error *err);

@@ -347,6 +347,9 @@ int sbx__snap_tree_validate(const struct snap_tree *t, const struct sbx_snapshot
                 return sbx_error_set(
                         err, SBX_E_TOOBIG, 0, "file '%s' has %llu bytes, over the limit of %llu",
                         e->path, (unsigned long long)e->size, (unsigned long long)l.max_file_bytes);
+            if (total + e->size < total)
+                return sbx_error_set(err, SBX_E_PARSE, 0, "file '%s' has an impossible size",
+                                     e->path);
             total += e->size;
             if (total > l.max_bytes)
                 return sbx_error_set(err, SBX_E_TOOBIG, 0,
@@ -369,6 +372,16 @@ int sbx__snap_tree_validate(const struct snap_tree *t, const struct sbx_snapshot
 }
 
 /* ---- tree documents ---- */
+
+/* A stored tree is checked for its structure, not against the caller's limits: take and import
+ * applied those (possibly raised ones) while building it, and it must restore later. */
+static const struct sbx_snapshot_limits structural = {
+        .max_entries = UINT64_MAX,
+        .max_bytes = UINT64_MAX,
+        .max_file_bytes = UINT64_MAX,
+        .max_path = SBX_PATH_MAX,
+        .max_depth = SBX_PATH_MAX,
+};
 
 static json_t *entry_json(const struct snap_entry *e)
 {
@@ -436,7 +449,7 @@ int sbx__snap_tree_commit(struct sbx_snapshot_store *st, struct snap_tree *t,
                           char **out_ref, struct sbx_error *err)
 {
     sbx__snap_tree_sort(t);
-    int rc = sbx__snap_tree_validate(t, NULL, err);
+    int rc = sbx__snap_tree_validate(t, &structural, err);
     if (rc < 0)
         return rc;
     json_t *entries = entries_json(t);
@@ -581,7 +594,7 @@ int sbx__snap_tree_load(struct sbx_snapshot_store *st, const char *hex, struct s
         if ((rc = parse_entry(o, i, &tree, err)) < 0)
             goto out;
     }
-    if ((rc = sbx__snap_tree_validate(&tree, NULL, err)) < 0)
+    if ((rc = sbx__snap_tree_validate(&tree, &structural, err)) < 0)
         goto out;
     char check[SBX_SHA256_HEX_LEN + 1];
     if ((rc = entries_digest(entries, check, err)) < 0)
@@ -662,7 +675,8 @@ int sbx__snap_blob_begin(struct sbx_snapshot_store *st, struct snap_blob_writer 
     memcpy(w->tmpname + 16, ".blob", 6);
     if ((rc = sbx_sha256_new(&w->h, err)) < 0)
         return rc;
-    w->fd = openat(st->tmp_fd, w->tmpname, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    /* Created read-only: the fd still writes, and no chmod is needed once it is complete. */
+    w->fd = openat(st->tmp_fd, w->tmpname, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
     if (w->fd < 0) {
         rc = sbx_error_errno(err, errno, "cannot create a blob in '%s'", st->path);
         sbx_sha256_free(w->h);
@@ -709,6 +723,7 @@ int sbx__snap_blob_write(struct snap_blob_writer *w, const void *p, size_t n, st
         } else {
             rc = sbx_fd_write_all(w->fd, c, k, err);
         }
+        w->tail_hole = zero;
         c += k;
         n -= k;
         w->size += k;
@@ -730,6 +745,7 @@ int sbx__snap_blob_hole(struct snap_blob_writer *w, uint64_t n, struct sbx_error
     if (lseek(w->fd, (off_t)n, SEEK_CUR) < 0)
         return sbx_error_errno(err, errno, "cannot seek in a blob");
     w->size += n;
+    w->tail_hole = w->tail_hole || n > 0;
     return 0;
 }
 
@@ -756,7 +772,7 @@ int sbx__snap_blob_finish(struct sbx_snapshot_store *st, struct snap_blob_writer
     if (rc < 0)
         goto fail;
     sbx_hex(d, sizeof(d), hex);
-    if (ftruncate(w->fd, (off_t)w->size) < 0 || fchmod(w->fd, 0400) < 0) {
+    if (w->tail_hole && ftruncate(w->fd, (off_t)w->size) < 0) {
         rc = sbx_error_errno(err, errno, "cannot finish a blob");
         goto fail;
     }
@@ -779,6 +795,14 @@ int sbx__snap_blob_finish(struct sbx_snapshot_store *st, struct snap_blob_writer
             goto fail;
         }
         *created = 0;
+        if (!sbx__snap_blob_exists(st, hex, w->size)) {
+            /* a torn blob of a crash: this one has the right content, so it replaces it */
+            if (renameat(st->tmp_fd, w->tmpname, st->blobs_fd, name) < 0) {
+                rc = sbx_error_errno(err, errno, "cannot store blob '%.12s'", hex);
+                goto fail;
+            }
+            *created = 1;
+        }
         unlinkat(st->tmp_fd, w->tmpname, 0);
     }
     sbx_fd_close(&w->fd);
@@ -802,12 +826,13 @@ int sbx__snap_blob_open(struct sbx_snapshot_store *st, const char *hex, int *out
     return 0;
 }
 
-int sbx__snap_blob_exists(struct sbx_snapshot_store *st, const char *hex)
+int sbx__snap_blob_exists(struct sbx_snapshot_store *st, const char *hex, uint64_t size)
 {
     char name[SBX_SHA256_HEX_LEN + 4];
     blob_name(hex, name);
     struct stat sb;
-    return fstatat(st->blobs_fd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode);
+    return fstatat(st->blobs_fd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode) &&
+           (uint64_t)sb.st_size == size;
 }
 
 void sbx__snap_blob_unlink(struct sbx_snapshot_store *st, const char *hex)
@@ -1153,6 +1178,20 @@ static int collect(struct sbx_snapshot_store *st, struct sbx_error *err)
             unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
     }
     closedir(d);
+    /* A stat cache may name a blob just removed: every cache goes (the next take of each
+     * source reads its files once). */
+    int cfd = dup(st->cache_fd);
+    d = cfd >= 0 ? fdopendir(cfd) : NULL;
+    if (d) {
+        rewinddir(d);
+        while ((de = readdir(d))) {
+            if (de->d_name[0] != '.')
+                unlinkat(dirfd(d), de->d_name, 0);
+        }
+        closedir(d);
+    } else {
+        sbx_fd_close(&cfd);
+    }
     int tfd = dup(st->tmp_fd);
     d = tfd >= 0 ? fdopendir(tfd) : NULL;
     if (d) {

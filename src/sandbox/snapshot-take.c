@@ -57,6 +57,8 @@ static json_t *cache_key(const struct statx *sx)
                      (json_int_t)sx->stx_mode);
 }
 
+/* The cache's hash for path when its stat matches in full and the file is older than the racy
+ * window; NULL otherwise. Blobs it names exist: collection drops every cache. */
 static const char *cache_lookup(struct walk *w, const char *path, const struct statx *sx)
 {
     if (!w->old_cache || ts_ns(sx->stx_ctime) >= w->scan_start_ns - RACY_WINDOW_NS)
@@ -64,15 +66,19 @@ static const char *cache_lookup(struct walk *w, const char *path, const struct s
     json_t *v = json_object_get(w->old_cache, path);
     if (!json_is_array(v) || json_array_size(v) != 7)
         return NULL;
-    json_t *key = cache_key(sx);
-    int same = 1;
-    for (size_t i = 0; same && i < 6; i++)
-        same = json_is_integer(json_array_get(v, i)) &&
-               json_integer_value(json_array_get(v, i)) ==
-                       json_integer_value(json_array_get(key, i));
-    json_decref(key);
+    const int64_t want[6] = {(int64_t)makedev(sx->stx_dev_major, sx->stx_dev_minor),
+                             (int64_t)sx->stx_ino,
+                             (int64_t)sx->stx_size,
+                             ts_ns(sx->stx_mtime),
+                             ts_ns(sx->stx_ctime),
+                             (int64_t)sx->stx_mode};
+    for (size_t i = 0; i < 6; i++) {
+        json_t *f = json_array_get(v, i);
+        if (!json_is_integer(f) || json_integer_value(f) != want[i])
+            return NULL;
+    }
     const char *sha = json_string_value(json_array_get(v, 6));
-    if (!same || !sha || strlen(sha) != SBX_SHA256_HEX_LEN || !sbx__snap_blob_exists(w->st, sha))
+    if (!sha || strlen(sha) != SBX_SHA256_HEX_LEN)
         return NULL;
     return sha;
 }
@@ -108,7 +114,7 @@ static int read_small(struct walk *w, int fd, const char *path, char sha[SBX_SHA
         return rc;
     sbx_hex(d, sizeof(d), sha);
     *size = n;
-    if (sbx__snap_blob_exists(w->st, sha))
+    if (sbx__snap_blob_exists(w->st, sha, n))
         return 1;
     struct snap_blob_writer bw;
     char check[SBX_SHA256_HEX_LEN + 1];
@@ -388,6 +394,19 @@ static json_t *load_cache(struct sbx_snapshot_store *st, const char *name)
     return doc;
 }
 
+static void write_cache(struct sbx_snapshot_store *st, const char *name, const char *text)
+{
+    char tmp[SBX_SHA256_HEX_LEN + 16];
+    snprintf(tmp, sizeof(tmp), "%s.%d.tmp", name, (int)getpid());
+    int fd = openat(st->cache_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return;
+    int rc = sbx_fd_write_all(fd, text, strlen(text), NULL);
+    close(fd);
+    if (rc < 0 || renameat(st->cache_fd, tmp, st->cache_fd, name) < 0)
+        unlinkat(st->cache_fd, tmp, 0);
+}
+
 int sbx_snapshot_take(struct sbx_snapshot_store *st, int dirfd,
                       const struct sbx_snapshot_take_opts *o, char **out_ref, struct sbx_error *err)
 {
@@ -450,8 +469,9 @@ int sbx_snapshot_take(struct sbx_snapshot_store *st, int dirfd,
         json_t *doc = json_pack("{sisO}", "version", CACHE_VERSION, "files", w.new_cache);
         char *text = sbx_json_dumps(doc, SBX_JSON_COMPACT);
         json_decref(doc);
-        /* The cache only saves work: a failure to write it costs the next take time. */
-        sbx_fs_write_state(st->cache_fd, cname, text, strlen(text), 0600, NULL);
+        /* The cache only saves work: a failure to write it costs the next take time, and a
+         * torn one after a crash fails to parse and is ignored, so it is not fsynced. */
+        write_cache(st, cname, text);
         free(text);
     }
     if (o->out_stats)
