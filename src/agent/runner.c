@@ -491,6 +491,12 @@ static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *er
     free(r->prev_id);
     r->prev_id = rid ? sbx_xstrdup(rid) : NULL;
 
+    /* A response cut short (output limit, content filter) is not an answer: its text is
+     * partial and its calls may be truncated. Its items are recorded and its messages reported,
+     * so the partial text stays visible, but nothing runs and the run fails; sending the same
+     * request again would most likely be cut at the same place. */
+    int incomplete = streq(json_string_value(json_object_get(response, "status")), "incomplete");
+
     /* Record the output items and collect the calls, in order. */
     json_t *output = json_object_get(response, "output");
     size_t i;
@@ -510,7 +516,7 @@ static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *er
             emit(r, &ev);
             continue;
         }
-        if (!type || streq(type, "reasoning") || !json_object_get(item, "call_id"))
+        if (incomplete || !type || streq(type, "reasoning") || !json_object_get(item, "call_id"))
             continue;
         if (!find_tool(r, type, json_string_value(json_object_get(item, "name"))) &&
             !streq(type, "function_call") && !streq(type, "custom_tool_call")) {
@@ -538,6 +544,14 @@ static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *er
         emit(r, &ev);
     }
     r->sent_upto = json_array_size(r->items);
+    if (incomplete) {
+        const char *why = json_string_value(
+                json_object_get(json_object_get(response, "incomplete_details"), "reason"));
+        rc = sbx_error_set(err, SBX_E_API, 0, "model response is incomplete: %.200s",
+                           why && why[0] ? why : "no reason given");
+        sbx_error_prefix(err, "agent '%s' turn %d", a->name, r->turn);
+        goto out;
+    }
 
     /* Run the tools; handoffs and unknown names are answered here. */
     run_jobs(r, jobs, njobs);

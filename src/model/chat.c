@@ -242,16 +242,32 @@ static json_t *usage_of(const json_t *u)
                      in + outp);
 }
 
+/* The Responses incomplete_details.reason for a Chat finish_reason that cut the answer short,
+ * or NULL when the answer is whole. */
+static const char *incomplete_reason(const char *finish_reason)
+{
+    if (!finish_reason)
+        return NULL;
+    if (strcmp(finish_reason, "length") == 0)
+        return "max_output_tokens";
+    if (strcmp(finish_reason, "content_filter") == 0)
+        return "content_filter";
+    return NULL;
+}
+
 /* Build a Responses response object from an assistant message's text and tool calls. */
 static json_t *make_response(const json_t *id, const char *text, size_t text_len,
-                             const json_t *calls, const json_t *tools, const json_t *usage)
+                             const json_t *calls, const json_t *tools, const json_t *usage,
+                             const char *finish_reason)
 {
+    const char *cut = incomplete_reason(finish_reason);
+    const char *status = cut ? "incomplete" : "completed";
     json_t *output = json_array();
     size_t i;
     json_t *c;
     if (text && text_len)
         sbx_json_append(output, json_pack("{s:s, s:s, s:s, s:[{s:s, s:o, s:[]}]}", "type",
-                                          "message", "role", "assistant", "status", "completed",
+                                          "message", "role", "assistant", "status", status,
                                           "content", "type", "output_text", "text",
                                           sbx_json_strn(text, text_len), "annotations"));
     json_array_foreach(calls, i, c)
@@ -275,11 +291,13 @@ static json_t *make_response(const json_t *id, const char *text, size_t text_len
             sbx_json_append(output,
                             json_pack("{s:s, s:O?, s:O?, s:O?, s:s}", "type", "function_call",
                                       "call_id", call_id, "name", json_object_get(fn, "name"),
-                                      "arguments", args, "status", "completed"));
+                                      "arguments", args, "status", status));
         }
     }
-    json_t *r = json_pack("{s:O?, s:s, s:s, s:o}", "id", id, "object", "response", "status",
-                          "completed", "output", output);
+    json_t *r = json_pack("{s:O?, s:s, s:s, s:o}", "id", id, "object", "response", "status", status,
+                          "output", output);
+    if (cut)
+        sbx_json_set(r, "incomplete_details", json_pack("{s:s}", "reason", cut));
     json_t *u = usage_of(usage);
     if (u)
         sbx_json_set(r, "usage", u);
@@ -296,6 +314,7 @@ struct chat_stream {
     struct sbx_buf text;
     json_t *calls; /* [{id, type, function:{name, arguments}}] in index order */
     json_t *usage;
+    json_t *finish_reason; /* choices[0].finish_reason of the last chunk that had one */
     size_t delivered;
     int done;
 };
@@ -334,6 +353,10 @@ static int on_chunk(const char *name, const char *data, size_t n, void *ud, stru
         s->usage = json_incref(json_object_get(ch, "usage"));
     }
     json_t *choice = json_array_get(json_object_get(ch, "choices"), 0);
+    if (json_is_string(json_object_get(choice, "finish_reason"))) {
+        json_decref(s->finish_reason);
+        s->finish_reason = json_incref(json_object_get(choice, "finish_reason"));
+    }
     json_t *delta = json_object_get(choice, "delta");
     const char *text = str(delta, "content");
     if (text && text[0]) {
@@ -395,7 +418,8 @@ static void reset(void *ud)
     json_array_clear(s->calls);
     json_decref(s->id);
     json_decref(s->usage);
-    s->id = s->usage = NULL;
+    json_decref(s->finish_reason);
+    s->id = s->usage = s->finish_reason = NULL;
     s->delivered = 0;
     s->done = 0;
 }
@@ -412,7 +436,8 @@ static int finish_stream(void *ud, const struct sbx__http_resp *resp, json_t **o
     if (!s->done)
         return sbx_error_set(err, SBX_E_HTTP, 0,
                              "model stream ended before the response completed");
-    json_t *r = make_response(s->id, s->text.data, s->text.len, s->calls, s->tools, s->usage);
+    json_t *r = make_response(s->id, s->text.data, s->text.len, s->calls, s->tools, s->usage,
+                              json_string_value(s->finish_reason));
     size_t i;
     json_t *item;
     json_array_foreach(json_object_get(r, "output"), i, item)
@@ -420,7 +445,11 @@ static int finish_stream(void *ud, const struct sbx__http_resp *resp, json_t **o
         emit(s, json_pack("{s:s, s:i, s:O}", "type", "response.output_item.done", "output_index",
                           (json_int_t)i, "item", item));
     }
-    emit(s, json_pack("{s:s, s:O}", "type", "response.completed", "response", r));
+    const char *status = json_string_value(json_object_get(r, "status"));
+    emit(s,
+         json_pack("{s:s, s:O}", "type",
+                   strcmp(status, "incomplete") == 0 ? "response.incomplete" : "response.completed",
+                   "response", r));
     *out = r;
     return 0;
 }
@@ -433,7 +462,8 @@ static int finish_plain(void *ud, const struct sbx__http_resp *resp, json_t **ou
     int rc = sbx__model_parse(s->m, "model response", resp->body.data, resp->body.len, &body, err);
     if (rc < 0)
         return rc;
-    json_t *msg = json_object_get(json_array_get(json_object_get(body, "choices"), 0), "message");
+    json_t *choice = json_array_get(json_object_get(body, "choices"), 0);
+    json_t *msg = json_object_get(choice, "message");
     if (!json_is_object(msg)) {
         json_decref(body);
         return sbx_error_set(err, SBX_E_PARSE, 0, "model response has no choices[0].message");
@@ -441,7 +471,8 @@ static int finish_plain(void *ud, const struct sbx__http_resp *resp, json_t **ou
     const char *text = str(msg, "content");
     *out = make_response(json_object_get(body, "id"), text, text ? strlen(text) : 0,
                          json_object_get(msg, "tool_calls"), s->tools,
-                         json_object_get(body, "usage"));
+                         json_object_get(body, "usage"),
+                         json_string_value(json_object_get(choice, "finish_reason")));
     json_decref(body);
     return 0;
 }
@@ -462,6 +493,7 @@ static void chat_release(struct chat_stream *s)
     json_decref(s->calls);
     json_decref(s->id);
     json_decref(s->usage);
+    json_decref(s->finish_reason);
 }
 
 static int chat_respond(struct sbx_model *m, const struct sbx_model_request *req,

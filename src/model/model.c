@@ -460,6 +460,10 @@ void sbx__model_synth_events(const json_t *response, sbx_model_stream_fn *cb, vo
                        (json_int_t)i, "item", item),
              &seq);
     }
-    emit(cb, cb_data, json_pack("{s:s, s:O}", "type", "response.completed", "response", response),
+    const char *status = json_string_value(json_object_get(response, "status"));
+    int incomplete = status && strcmp(status, "incomplete") == 0;
+    emit(cb, cb_data,
+         json_pack("{s:s, s:O}", "type", incomplete ? "response.incomplete" : "response.completed",
+                   "response", response),
          &seq);
 }

@@ -82,7 +82,10 @@ static int on_event(const char *name, const char *data, size_t n, void *ud, stru
         json_t *r = json_object_get(ev, "response");
         if (json_is_object(r)) {
             json_decref(s->final);
-            s->final = json_incref(r);
+            s->final = json_deep_copy(r);
+            /* The event type is the authority; the runner reads only the status. */
+            if (strcmp(type, "response.incomplete") == 0)
+                sbx_json_set(s->final, "status", sbx_json_str("incomplete"));
         }
     } else if (strcmp(type, "response.failed") == 0 || strcmp(type, "error") == 0) {
         if (!s->failed)
