@@ -334,6 +334,91 @@ static void test_refusal(void)
     sbx_agent_free(a);
 }
 
+static int calls_made;
+
+static int count_fn(const json_t *args, const struct sbx_tool_call *call,
+                    struct sbx_tool_output *out, struct sbx_error *err)
+{
+    calls_made++;
+    return sbx_buf_adds(&out->text, "counted", err);
+}
+
+struct incomplete_trace {
+    struct trace tr;
+    char last_stream[64]; /* type of the last raw stream event */
+};
+
+static void on_incomplete_event(const struct sbx_event *ev, void *data)
+{
+    struct incomplete_trace *t = data;
+    if (ev->type == SBX_EVENT_MODEL_STREAM)
+        snprintf(t->last_stream, sizeof(t->last_stream), "%s",
+                 json_string_value(json_object_get(ev->item, "type")));
+    on_event(ev, &t->tr);
+}
+
+#define INCOMPLETE(id, reason, items)                                                           \
+    "{\"id\":\"" id "\",\"status\":\"incomplete\",\"incomplete_details\":{\"reason\":\"" reason \
+    "\"},\"output\":[" items "],\"usage\":{\"input_tokens\":1,\"output_tokens\":1,"             \
+    "\"total_tokens\":2}}"
+
+/* An incomplete response ends the run: no tool call of it runs, nothing is sent again, and a
+ * reasoning-only truncation does not loop until max turns. */
+static void test_incomplete(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    static const char *const cut_call[] = {
+            INCOMPLETE("r1", "max_output_tokens", MSG("half") "," FC("c1", "count", "{}")),
+            RESP("r2", MSG("never"), "1"), NULL};
+    static const char *const reasoning[] = {
+            INCOMPLETE("r1", "max_output_tokens", "{\"type\":\"reasoning\",\"summary\":[]}"),
+            INCOMPLETE("r2", "max_output_tokens", "{\"type\":\"reasoning\",\"summary\":[]}"),
+            RESP("r3", MSG("never"), "1"), NULL};
+    static const char *const no_reason[] = {
+            "{\"id\":\"r1\",\"status\":\"incomplete\",\"output\":[]}", NULL};
+    struct sbx_agent *a = NULL;
+    struct sbx_run_result *res = NULL;
+    json_t *input = sbx_json_str("go");
+    struct incomplete_trace t = {0};
+    sbx_buf_init(&t.tr.names, 1 << 16);
+
+    CHECK_OK(sbx_agent_new("cut", &a, &err), &err);
+    struct sbx_tool *count = fn_tool("count", count_fn, NULL);
+    CHECK_OK(sbx_agent_add_tool(a, count, &err), &err);
+
+    struct sbx_model *m = replay(cut_call);
+    struct sbx_run_options o = {
+            .model = m, .on_event = on_incomplete_event, .event_data = &t, .stream = 1};
+    CHECK_ERR(sbx_run(a, input, &o, &res, &err), SBX_E_API, &err,
+              "agent 'cut' turn 1: model response is incomplete: max_output_tokens");
+    CHECK(res == NULL);
+    CHECK_EQ_INT(calls_made, 0);
+    CHECK_EQ_STR(t.last_stream, "response.incomplete");
+    CHECK_EQ_STR(t.tr.names.data, "agent_start turn_start model_done message error");
+    sbx_model_free(m);
+
+    sbx_buf_reset(&t.tr.names);
+    m = replay(reasoning);
+    o.model = m;
+    o.stream = 0;
+    o.max_turns = 3;
+    CHECK_ERR(sbx_run(a, input, &o, &res, &err), SBX_E_API, &err,
+              "model response is incomplete: max_output_tokens");
+    CHECK_EQ_STR(t.tr.names.data, "agent_start turn_start model_done error");
+    sbx_model_free(m);
+
+    m = replay(no_reason);
+    o.model = m;
+    CHECK_ERR(sbx_run(a, input, &o, &res, &err), SBX_E_API, &err,
+              "model response is incomplete: no reason given");
+    sbx_model_free(m);
+
+    json_decref(input);
+    sbx_buf_release(&t.tr.names);
+    sbx_tool_unref(count);
+    sbx_agent_free(a);
+}
+
 static void test_tool_and_agent_errors(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -388,6 +473,7 @@ int main(void)
     TAP_RUN(test_fatal_cancel_maxturns);
     TAP_RUN(test_structured_wrapped);
     TAP_RUN(test_refusal);
+    TAP_RUN(test_incomplete);
     TAP_RUN(test_tool_and_agent_errors);
     TAP_RUN(test_replay_model);
     char *cmd[] = {"rm", "-rf", dir, NULL};
