@@ -86,7 +86,10 @@ typedef void sbx_model_stream_fn(const json_t *event, void *data);
 
 /* Call the model. With a callback the call streams (unless no_stream was set) and every event
  * is passed to it. *response_out: the Responses API response object ({"id","output":[...],
- * "usage",...}); caller owns (json_decref).
+ * "usage",...}); caller owns (json_decref). A response cut short is still a success here:
+ * its "status" is "incomplete" with "incomplete_details":{"reason":..} (the chat provider maps
+ * finish_reason "length" to "max_output_tokens" and "content_filter" to itself); the runner
+ * decides what that means.
  *
  * Retries: 408, 409, 429, 5xx answers and connection failures are retried with jittered
  * exponential backoff, honouring "retry-after" / "retry-after-ms" (capped at retry_max_ms). A

@@ -104,8 +104,10 @@ struct sbx_run_result; /* opaque */
 /* Run agent on input: a JSON string (one user message) or an array of Responses input items
  * (borrowed). Blocks until the run ends. *out: caller owns (sbx_run_result_free).
  * Errors: SBX_E_MAXTURNS "max turns (N) exceeded", SBX_E_CANCELLED, model errors, SBX_E_INVAL
- * (bad input; a structured final output that does not match the schema). An ERROR event is
- * emitted before any error return. */
+ * (bad input; a structured final output that does not match the schema), SBX_E_API "model
+ * response is incomplete: <reason>" (a response with status "incomplete": none of its calls
+ * run, its messages are still reported as MESSAGE events). An ERROR event is emitted before
+ * any error return. */
 SBX_API int sbx_run(struct sbx_agent *agent, const json_t *input, const struct sbx_run_options *opt,
                     struct sbx_run_result **out, struct sbx_error *err);
 
