@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "agent.h"
+#include "conversation.h"
 #include "common.h"
 #include "error.h"
 #include "model.h"
@@ -97,6 +98,12 @@ struct sbx_run_options {
     void *context;               /* handed to tools as call->context */
     sbx_turn_hook_fn *turn_hook; /* NULL: agents run as they are */
     void *turn_hook_data;
+    /* Conversation memory (include/sbx/conversation.h): when both are set the conversation's
+     * items are put before the input, and after every completed turn the run's new items (the
+     * input first, then what the turn produced) are appended to it, so a run that dies keeps
+     * its completed turns. Not passed on to nested agent-as-tool runs. Borrowed. */
+    struct sbx_conversation_store *conversation_store;
+    const char *conversation;
 };
 
 struct sbx_run_result; /* opaque */
