@@ -10,6 +10,7 @@
 #include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -422,18 +423,28 @@ static int sq_open(struct sqlite_store *s, struct sbx_error *err)
         close(fd);
         return sbx_error_set(err, SBX_E_INVAL, 0, "'%s' is not a regular file", s->path);
     }
-    close(fd);
+    /* Switching to WAL needs the database to itself and does not wait on the busy handler, so
+     * two runs opening at once take turns here. flock does not touch SQLite's fcntl locks. */
+    while (flock(fd, LOCK_EX) < 0) {
+        if (errno != EINTR) {
+            rc = sbx_error_errno(err, errno, "cannot lock '%s'", s->path);
+            close(fd);
+            return rc;
+        }
+    }
     rc = sqlite3_open_v2(s->path, &s->db,
                          SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_FULLMUTEX,
                          NULL);
-    if (rc != SQLITE_OK)
+    if (rc != SQLITE_OK) {
+        close(fd);
         return sq_fail(s, rc, "open", err);
+    }
     sqlite3_extended_result_codes(s->db, 1);
     sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
     if ((rc = sq_exec(s, "PRAGMA journal_mode = WAL", err)) < 0 ||
         (rc = sq_exec(s, "PRAGMA synchronous = NORMAL", err)) < 0 ||
         (rc = sq_exec(s, "BEGIN IMMEDIATE", err)) < 0)
-        return rc;
+        goto out;
     sqlite3_stmt *st = NULL;
     if ((rc = sq_prepare(s, "PRAGMA user_version", &st, err)) < 0)
         goto out;
@@ -461,6 +472,7 @@ static int sq_open(struct sqlite_store *s, struct sbx_error *err)
 out:
     if (rc < 0)
         sq_rollback(s);
+    close(fd);
     return rc;
 }
 
