@@ -95,10 +95,12 @@ static void show_item(const json_t *it)
         fputs(": ", stdout);
         put_content(json_object_get(it, "content"));
     } else if (strcmp(type, "function_call") == 0) {
+        const char *fn = json_string_value(json_object_get(it, "name"));
+        const char *args = json_string_value(json_object_get(it, "arguments"));
         fputs("call ", stdout);
-        put_safe(json_string_value(json_object_get(it, "name")) ?: "?");
+        put_safe(fn ? fn : "?");
         fputs(" ", stdout);
-        put_safe(json_string_value(json_object_get(it, "arguments")) ?: "");
+        put_safe(args ? args : "");
     } else if (strstr(type, "_output")) {
         put_safe(type);
         fputs(": ", stdout);
