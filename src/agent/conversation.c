@@ -25,6 +25,11 @@ struct sqlite_store {
     struct sbx_conversation_store base;
     sqlite3 *db;
     char *path;
+    /* Our own descriptor of the database, kept until after sqlite3_close: closing any
+     * descriptor of a file drops every fcntl lock this process holds on it, SQLite's too, and
+     * a connection that lost its lock lets another believe it is the last one and remove the
+     * WAL under it. */
+    int fd;
 };
 
 int sbx_conversation_name_check(const char *name, struct sbx_error *err)
@@ -353,6 +358,8 @@ static void sq_free(struct sbx_conversation_store *base)
 {
     struct sqlite_store *s = (struct sqlite_store *)base;
     sqlite3_close_v2(s->db);
+    if (s->fd >= 0)
+        close(s->fd);
     free(s->path);
     free(s);
 }
@@ -415,30 +422,22 @@ static int sq_open(struct sqlite_store *s, struct sbx_error *err)
     if ((rc = make_dirs(s->path, err)) < 0)
         return rc;
     /* Created here so the mode is 0600 whatever the umask lets SQLite use; never a symlink. */
-    int fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
-    if (fd < 0)
+    s->fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);
+    if (s->fd < 0)
         return sbx_error_errno(err, errno, "cannot open '%s'", s->path);
     struct stat sb;
-    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
+    if (fstat(s->fd, &sb) < 0 || !S_ISREG(sb.st_mode))
         return sbx_error_set(err, SBX_E_INVAL, 0, "'%s' is not a regular file", s->path);
-    }
     /* Switching to WAL needs the database to itself and does not wait on the busy handler, so
      * two runs opening at once take turns here. flock does not touch SQLite's fcntl locks. */
-    while (flock(fd, LOCK_EX) < 0) {
-        if (errno != EINTR) {
-            rc = sbx_error_errno(err, errno, "cannot lock '%s'", s->path);
-            close(fd);
-            return rc;
-        }
-    }
+    while (flock(s->fd, LOCK_EX) < 0)
+        if (errno != EINTR)
+            return sbx_error_errno(err, errno, "cannot lock '%s'", s->path);
     rc = sqlite3_open_v2(s->path, &s->db,
                          SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_FULLMUTEX,
                          NULL);
-    if (rc != SQLITE_OK) {
-        close(fd);
+    if (rc != SQLITE_OK)
         return sq_fail(s, rc, "open", err);
-    }
     sqlite3_extended_result_codes(s->db, 1);
     sqlite3_busy_timeout(s->db, BUSY_TIMEOUT_MS);
     if ((rc = sq_exec(s, "PRAGMA journal_mode = WAL", err)) < 0 ||
@@ -472,7 +471,7 @@ static int sq_open(struct sqlite_store *s, struct sbx_error *err)
 out:
     if (rc < 0)
         sq_rollback(s);
-    close(fd);
+    flock(s->fd, LOCK_UN);
     return rc;
 }
 
@@ -489,6 +488,7 @@ int sbx_conversation_store_open(const char *path, struct sbx_conversation_store 
     struct sqlite_store *s = sbx_xcalloc(1, sizeof(*s));
     s->base.ops = &sqlite_ops;
     s->path = p;
+    s->fd = -1;
     int rc = sq_open(s, err);
     if (rc < 0) {
         sq_free(&s->base);

@@ -244,27 +244,28 @@ static void test_default_path_modes(void)
 #define BATCHES   150
 #define PER_BATCH 3
 
+/* Each batch opens and closes the store, as separate runs do: a close in one process while the
+ * other writes is where a lost WAL would drop items. */
 static int writer(const char *p, int w)
 {
     struct sbx_error err = SBX_ERROR_INIT;
-    struct sbx_conversation_store *s = NULL;
-    if (sbx_conversation_store_open(p, &s, &err) < 0) {
-        fprintf(stderr, "writer %d: %s\n", w, err.msg);
-        return 1;
-    }
     for (int b = 0; b < BATCHES; b++) {
+        struct sbx_conversation_store *s = NULL;
+        if (sbx_conversation_store_open(p, &s, &err) < 0) {
+            fprintf(stderr, "writer %d: %s\n", w, err.msg);
+            return 1;
+        }
         json_t *items = json_array();
         for (int k = 0; k < PER_BATCH; k++)
             json_array_append_new(items, json_pack("{s:i, s:i, s:i}", "w", w, "b", b, "k", k));
         int rc = sbx_conversation_add(s, "shared", items, &err);
         json_decref(items);
+        sbx_conversation_store_free(s);
         if (rc < 0) {
             fprintf(stderr, "writer %d: %s\n", w, err.msg);
-            sbx_conversation_store_free(s);
             return 1;
         }
     }
-    sbx_conversation_store_free(s);
     return 0;
 }
 
