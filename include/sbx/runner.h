@@ -121,7 +121,8 @@ SBX_API void sbx_run_result_free(struct sbx_run_result *r);
 SBX_API const char *sbx_run_result_text(const struct sbx_run_result *r);
 /* The parsed structured output when the final agent has an output schema, else NULL. */
 SBX_API const json_t *sbx_run_result_json(const struct sbx_run_result *r);
-/* The whole conversation: the input items followed by every generated item (borrowed). */
+/* The whole conversation: the stored conversation's items when the run had one, the input
+ * items, then every generated item (borrowed). */
 SBX_API const json_t *sbx_run_result_items(const struct sbx_run_result *r);
 /* The agent that produced the final output (borrowed). */
 SBX_API struct sbx_agent *sbx_run_result_last_agent(const struct sbx_run_result *r);
