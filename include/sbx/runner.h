@@ -16,6 +16,7 @@
 #include <jansson.h>
 
 #include "agent.h"
+#include "conversation.h"
 #include "common.h"
 #include "error.h"
 #include "model.h"
@@ -97,6 +98,12 @@ struct sbx_run_options {
     void *context;               /* handed to tools as call->context */
     sbx_turn_hook_fn *turn_hook; /* NULL: agents run as they are */
     void *turn_hook_data;
+    /* Conversation memory (include/sbx/conversation.h): when both are set the conversation's
+     * items are put before the input, and after every completed turn the run's new items (the
+     * input first, then what the turn produced) are appended to it, so a run that dies keeps
+     * its completed turns. Not passed on to nested agent-as-tool runs. Borrowed. */
+    struct sbx_conversation_store *conversation_store;
+    const char *conversation;
 };
 
 struct sbx_run_result; /* opaque */
@@ -116,7 +123,8 @@ SBX_API void sbx_run_result_free(struct sbx_run_result *r);
 SBX_API const char *sbx_run_result_text(const struct sbx_run_result *r);
 /* The parsed structured output when the final agent has an output schema, else NULL. */
 SBX_API const json_t *sbx_run_result_json(const struct sbx_run_result *r);
-/* The whole conversation: the input items followed by every generated item (borrowed). */
+/* The whole conversation: the stored conversation's items when the run had one, the input
+ * items, then every generated item (borrowed). */
 SBX_API const json_t *sbx_run_result_items(const struct sbx_run_result *r);
 /* The agent that produced the final output (borrowed). */
 SBX_API struct sbx_agent *sbx_run_result_last_agent(const struct sbx_run_result *r);

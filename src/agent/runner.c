@@ -34,6 +34,7 @@ struct run {
     /* This turn's tools: the agent's, then a turn hook's offered ones, then its hidden ones. */
     struct sbx_tool **tv;
     size_t ntv, noffered;
+    size_t saved_upto; /* items before this are in the conversation store */
 };
 
 struct job {
@@ -675,6 +676,39 @@ out:
     return rc;
 }
 
+/* The conversation's history goes before the run's input items. */
+static int load_conversation(struct run *r, struct sbx_error *err)
+{
+    if (!r->opt->conversation_store || !r->opt->conversation)
+        return 0;
+    json_t *hist = NULL;
+    int rc = sbx_conversation_get(r->opt->conversation_store, r->opt->conversation, 0, &hist, err);
+    if (rc < 0)
+        return rc;
+    r->saved_upto = json_array_size(hist);
+    json_array_extend(hist, r->items);
+    json_decref(r->items);
+    r->items = hist;
+    return 0;
+}
+
+static int save_conversation(struct run *r, struct sbx_error *err)
+{
+    if (!r->opt->conversation_store || !r->opt->conversation)
+        return 0;
+    size_t n = json_array_size(r->items);
+    if (r->saved_upto >= n)
+        return 0;
+    json_t *fresh = json_array();
+    for (size_t i = r->saved_upto; i < n; i++)
+        sbx_json_append(fresh, json_incref(json_array_get(r->items, i)));
+    int rc = sbx_conversation_add(r->opt->conversation_store, r->opt->conversation, fresh, err);
+    json_decref(fresh);
+    if (rc == 0)
+        r->saved_upto = n;
+    return rc;
+}
+
 int sbx_run(struct sbx_agent *agent, const json_t *input, const struct sbx_run_options *opt,
             struct sbx_run_result **out, struct sbx_error *err)
 {
@@ -704,10 +738,20 @@ int sbx_run(struct sbx_agent *agent, const json_t *input, const struct sbx_run_o
         rc = sbx_error_set(err, SBX_E_INVAL, 0, "run input must be a string or an array of items");
         goto out;
     }
+    if ((rc = load_conversation(&r, err)) < 0)
+        goto out;
     struct sbx_event aev = {.type = SBX_EVENT_AGENT_START};
     emit(&r, &aev);
     for (;;) {
         rc = turn(&r, out, err);
+        int src = rc >= 0 ? save_conversation(&r, err) : 0;
+        if (src < 0) {
+            if (rc > 0) {
+                sbx_run_result_free(*out);
+                *out = NULL;
+            }
+            rc = src;
+        }
         if (rc != 0)
             break;
     }
@@ -783,6 +827,8 @@ static int agent_tool_fn(const json_t *args, const struct sbx_tool_call *call,
     o.stream = 0;
     o.max_turns = at->max_turns;
     o.use_previous_response_id = 0;
+    o.conversation_store = NULL;
+    o.conversation = NULL;
     json_t *input = json_object_get(args, "input");
     int rc = sbx_run(at->agent, input, &o, &res, err);
     if (rc < 0) {

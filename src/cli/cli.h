@@ -43,8 +43,9 @@ struct sbx_strv;
  * (sbx_manifest_harness_credential). Returns 1, or CLI_USAGE after printing why. */
 int cli_pass_secret(const char *name, struct sbx_strv *pass);
 
-int cmd_manifest(int argc, char **argv); /* cmd-manifest.c */
-int cmd_snapshot(int argc, char **argv); /* cmd-snapshot.c */
+int cmd_manifest(int argc, char **argv);     /* cmd-manifest.c */
+int cmd_snapshot(int argc, char **argv);     /* cmd-snapshot.c */
+int cmd_conversation(int argc, char **argv); /* cmd-conversation.c */
 /* Hidden verbs. */
 int cmd_isolate_run(int argc, char **argv); /* cmd-isolate.c */
 

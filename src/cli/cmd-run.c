@@ -93,7 +93,7 @@ static void usage(FILE *f)
           "               [--timeout DURATION] [--retries N] [--use-previous-response-id]\n"
           "               [--manifest FILE | --session ID | --session-state FILE]\n"
           "               [--snapshot FILE|REF] [--snapshot-out FILE|store]\n"
-          "               [--keep] [--share] [PROMPT | -]\n"
+          "               [--keep] [--share] [--conversation NAME] [PROMPT | -]\n"
           "               [--isolation namespaces|none] [--network none|full|allow:DOMAINS]\n"
           "               [--memory SIZE] [--port-bind ADDR] [--allow-port N]...\n"
           "               [--pids N] [--cpus N|none] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
@@ -104,6 +104,8 @@ static void usage(FILE *f)
           "Progress goes to stderr; --json writes one event per line to stdout instead.\n"
           "MODEL 'replay:FILE' answers from a recording made with --record.\n"
           "--use-previous-response-id sends only new items and lets the server keep the rest.\n"
+          "--conversation NAME continues a stored conversation: its items go before PROMPT and\n"
+          "the run's items are added after every turn ('sbx conversation' lists them).\n"
           "Sandbox agents (agent files with manifest / capabilities) run in a fresh local\n"
           "sandbox made from their manifest, removed at the end; --manifest FILE replaces the\n"
           "manifest, --session ID runs in an existing sandbox instead (left running),\n"
@@ -386,6 +388,7 @@ int cmd_run(int argc, char **argv)
         OPT_SNAPOUT,
         OPT_KEEP,
         OPT_SHARE,
+        OPT_CONVERSATION,
         OPT_LOCAL,
         OPT_PASS,
     };
@@ -408,6 +411,7 @@ int cmd_run(int argc, char **argv)
             {"snapshot-out", required_argument, NULL, OPT_SNAPOUT},
             {"keep", no_argument, NULL, OPT_KEEP},
             {"share", no_argument, NULL, OPT_SHARE},
+            {"conversation", required_argument, NULL, OPT_CONVERSATION},
             {"isolation", required_argument, NULL, OPT_LOCAL},
             {"network", required_argument, NULL, OPT_LOCAL},
             {"memory", required_argument, NULL, OPT_LOCAL},
@@ -439,6 +443,7 @@ int cmd_run(int argc, char **argv)
     struct sbx_local_options lopt = {0};
     struct sbx_local_grant grants[SBX_LOCAL_MAX_GRANTS];
     struct sbx_client *client = NULL;
+    struct sbx_conversation_store *conv = NULL;
     struct sbx_strv pass;
     int rc = CLI_FAIL, c, li = 0;
 
@@ -532,6 +537,11 @@ int cmd_run(int argc, char **argv)
         case OPT_SHARE:
             scfg.share = 1;
             break;
+        case OPT_CONVERSATION:
+            if (sbx_conversation_name_check(optarg, &err) < 0)
+                return cli_usage("run ", "--conversation: %s", err.msg);
+            ropt.conversation = optarg;
+            break;
         case 'h':
             usage(stdout);
             return CLI_OK;
@@ -597,6 +607,9 @@ int cmd_run(int argc, char **argv)
     mopt.cancel = &interrupted;
     if (sbx_model_new(name, &mopt, &model, &err) < 0)
         goto out;
+    if (ropt.conversation && sbx_conversation_store_open(NULL, &conv, &err) < 0)
+        goto out;
+    ropt.conversation_store = conv;
 
     catch_signals(1);
     start_stdout_watch();
@@ -666,6 +679,7 @@ out_quiet:
     sbx_run_result_free(res);
     sbx_sandbox_run_free(sr);
     sbx_client_free(client);
+    sbx_conversation_store_free(conv);
     sbx_model_free(model);
     sbx_agent_file_free(file);
     sbx_agent_free(own_agent);

@@ -20,6 +20,7 @@ static int cmd_version(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
 
 static const struct verb verbs[] = {
+        {"conversation", cmd_conversation, "list, show and remove stored conversations"},
         {"help", cmd_help, "show this help"},
         {"manifest", cmd_manifest, "check a workspace manifest or show its tree"},
         {"run", cmd_run, "run an agent against a model"},
@@ -63,7 +64,7 @@ static int cmd_help(int argc, char **argv)
     (void)argv;
     printf("usage: sbx <command> [options]\n\ncommands:\n");
     for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
-        printf("  %-10s %s\n", verbs[i].name, verbs[i].summary);
+        printf("  %-12s %s\n", verbs[i].name, verbs[i].summary);
     return CLI_OK;
 }
 
