@@ -1123,6 +1123,24 @@ static int blob_cmp(const void *a, const void *b)
 /* Remove every blob no tree uses, and temp files left by crashed takes. Runs under the
  * exclusive lock, so nothing is being written. A tree that cannot be read keeps nothing alive
  * but stops the collection: its blobs may be the only copy of someone's work. */
+/* Remove every file of the store directory fd (its own descriptor stays open). */
+static void clear_dir(int fd)
+{
+    int dfd = dup(fd);
+    DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+    if (!d) {
+        sbx_fd_close(&dfd);
+        return;
+    }
+    rewinddir(d);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (de->d_name[0] != '.')
+            unlinkat(dirfd(d), de->d_name, 0);
+    }
+    closedir(d);
+}
+
 static int collect(struct sbx_snapshot_store *st, struct sbx_error *err)
 {
     struct sbx_strv names, used;
@@ -1180,30 +1198,8 @@ static int collect(struct sbx_snapshot_store *st, struct sbx_error *err)
     closedir(d);
     /* A stat cache may name a blob just removed: every cache goes (the next take of each
      * source reads its files once). */
-    int cfd = dup(st->cache_fd);
-    d = cfd >= 0 ? fdopendir(cfd) : NULL;
-    if (d) {
-        rewinddir(d);
-        while ((de = readdir(d))) {
-            if (de->d_name[0] != '.')
-                unlinkat(dirfd(d), de->d_name, 0);
-        }
-        closedir(d);
-    } else {
-        sbx_fd_close(&cfd);
-    }
-    int tfd = dup(st->tmp_fd);
-    d = tfd >= 0 ? fdopendir(tfd) : NULL;
-    if (d) {
-        rewinddir(d);
-        while ((de = readdir(d))) {
-            if (de->d_name[0] != '.')
-                unlinkat(dirfd(d), de->d_name, 0);
-        }
-        closedir(d);
-    } else {
-        sbx_fd_close(&tfd);
-    }
+    clear_dir(st->cache_fd);
+    clear_dir(st->tmp_fd);
 out:
     sbx_strv_release(&names);
     sbx_strv_release(&used);
