@@ -161,4 +161,34 @@ SBX_API void sbx_agent_set_reset_tool_choice(struct sbx_agent *a, int reset);
 SBX_API void sbx_agent_set_sandbox_spec(struct sbx_agent *a, const json_t *spec);
 SBX_API const json_t *sbx_agent_sandbox_spec(const struct sbx_agent *a);
 
+/* Approval policy: which of the agent's tool calls need a human's approval before they run.
+ * policy (copied; NULL or false clears) is the agent-file form of needs_approval:
+ *   true                      every call
+ *   [rule, ...]               a call needs approval when any rule says so; a rule is
+ *     "exec_command"          a tool-name glob (fnmatch, no flags): every call of those tools
+ *     {"tool": glob,          the same, narrowed by argument globs:
+ *      "when": {arg: glob | [glob, ...], ...},    every listed argument matches one of its globs
+ *      "unless": {arg: glob | [glob, ...], ...}}  ... and not every listed one of these does
+ * Arguments are those of sbx_approval_args(). A string argument is matched as it is, an array
+ * when any element (as text) matches, anything else as compact JSON; a missing argument never
+ * matches. SBX_E_INVAL naming the rule and key for a bad policy:
+ * "needs_approval: rule 2: unknown key 'wen' (known: tool, when, unless)". */
+SBX_API int sbx_agent_set_needs_approval(struct sbx_agent *a, const json_t *policy,
+                                         struct sbx_error *err);
+/* The policy as set (borrowed), NULL when none. */
+SBX_API const json_t *sbx_agent_needs_approval(const struct sbx_agent *a);
+/* 1 when policy requires approval for a call of tool with arguments args, else 0. */
+SBX_API int sbx_approval_policy_match(const json_t *policy, const char *tool, const json_t *args);
+/* The arguments an approval decision looks at, for a call item: a function call's parsed
+ * arguments object; {"input": text} for a custom tool call; the "operation" object of an
+ * apply_patch_call (type, path, diff); the item itself for other item tools. Caller owns; NULL
+ * when a function call's arguments are not a JSON object (the call then runs without an
+ * approval check and the model reads the parse error). */
+SBX_API json_t *sbx_approval_args(const json_t *call_item);
+
+/* Where an agent came from: the canonical path of its agent file and "sha256:<hex>" of that
+ * file's bytes (set by sbx_agent_file_load); NULL for agents made in code. Borrowed. */
+SBX_API const char *sbx_agent_source_file(const struct sbx_agent *a);
+SBX_API const char *sbx_agent_source_digest(const struct sbx_agent *a);
+
 #endif

@@ -165,6 +165,14 @@ struct sbx_run_config {
      * value is a file the first one is also exported to (made at sbx_sandbox_run_new, filled
      * in at the end, removed when nothing was exported). Refs: sbx_sandbox_run_snapshot_ref. */
     const char *snapshot_out;
+    /* The run can be continued from its run state (runstate.h; `sbx run --state`): the sessions
+     * the run creates or resumes must outlive the calling process (its local client must not be
+     * tied: SBX_E_INVAL otherwise), sbx_sandbox_run sets the run's state hook so that every
+     * checkpoint records them, and they are deleted only when the run completes (unless keep).
+     * A run that is interrupted for approval, fails or is cancelled leaves them running,
+     * snapshots each (held as "runstate-<id>" in the store, so that the state can rebuild a
+     * sandbox that is gone meanwhile) and records those states in the final checkpoint. */
+    int resumable;
 };
 
 struct sbx_sandbox_run; /* opaque: the sessions of one run */
@@ -206,6 +214,13 @@ SBX_API const char *sbx_sandbox_run_agent(const struct sbx_sandbox_run *sr, size
 SBX_API int sbx_sandbox_run_created(const struct sbx_sandbox_run *sr, size_t i);
 SBX_API enum sbx_session_source sbx_sandbox_run_source(const struct sbx_sandbox_run *sr, size_t i);
 SBX_API const char *sbx_sandbox_run_snapshot_ref(const struct sbx_sandbox_run *sr, size_t i);
+
+/* Remove what a resumable run left for its state: for each session in the state's "sandbox"
+ * payload that the run owned, delete the sandbox if it is still live (or its stopped record)
+ * and release its "runstate-<id>" snapshot hold. Sessions it only attached to are left alone.
+ * Used by `sbx state rm`. client NULL: a local client. */
+SBX_API int sbx_sandbox_run_state_discard(struct sbx_client *client, const json_t *sandbox,
+                                          struct sbx_error *err);
 
 /* Free the run's handles (sandboxes already deleted or kept stay as they are). NULL ok. */
 SBX_API void sbx_sandbox_run_free(struct sbx_sandbox_run *sr);

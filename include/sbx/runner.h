@@ -33,6 +33,8 @@ enum sbx_event_type {
     SBX_EVENT_HANDOFF,      /* agent: from; text: to */
     SBX_EVENT_FINAL,        /* text: the final output; item: its parsed JSON when structured */
     SBX_EVENT_ERROR,        /* error: why the run ends */
+    SBX_EVENT_INTERRUPTION, /* item: the pending calls (sbx_run_result_interruptions form) */
+    SBX_EVENT_NOTICE,       /* text: something the user must know, e.g. a repeated turn */
 };
 
 struct sbx_event {
@@ -80,6 +82,32 @@ struct sbx_turn_prep {
 typedef int sbx_turn_hook_fn(void *data, struct sbx_agent *agent, const json_t *items,
                              struct sbx_turn_prep *out, struct sbx_error *err);
 
+/* Approvals. Asked for each tool call of a turn (handoffs are never asked), in call order,
+ * before any of the turn's calls runs. */
+struct sbx_approval_request {
+    struct sbx_agent *agent;
+    const char *tool; /* the tool's name */
+    const char *call_id;
+    const json_t *item; /* the call item */
+    const json_t *args; /* sbx_approval_args(item); NULL when it has none */
+    int policy;         /* what the agent's needs_approval says: 1 needs approval */
+};
+/* Return 1: the call needs approval; 0: it runs; -code with err set: the run ends. */
+typedef int sbx_approval_fn(void *data, const struct sbx_approval_request *rq,
+                            struct sbx_error *err);
+
+/* Called with the run state (runstate.h; borrowed for the call) at every checkpoint: after the
+ * model's response is recorded and before its tool calls run (status "running", "open_calls"
+ * listing them), after every completed turn, and once at the end (status "interrupted",
+ * "completed" or "failed"). An error ends the run (a run that cannot save its state must not
+ * go on as if it could), except at the final "failed" call. */
+typedef int sbx_checkpoint_fn(void *data, const json_t *state, struct sbx_error *err);
+
+/* Fills the run state's "sandbox" member (*out: a new reference, or NULL for none). final is
+ * non-zero for the last checkpoint of an interrupted or failed run (the sandbox layer then
+ * snapshots its live sessions so that the state can rebuild them). Set by sbx_sandbox_run. */
+typedef int sbx_state_hook_fn(void *data, int final, json_t **out, struct sbx_error *err);
+
 /* All-zero except `model` is a valid default. */
 struct sbx_run_options {
     struct sbx_model *model;      /* required; borrowed; shared with nested runs */
@@ -104,6 +132,31 @@ struct sbx_run_options {
      * its completed turns. Not passed on to nested agent-as-tool runs. Borrowed. */
     struct sbx_conversation_store *conversation_store;
     const char *conversation;
+    /* Approvals: NULL: each agent's needs_approval policy decides; else this decides (it is
+     * told the policy's verdict). Not used by nested agent-as-tool runs, whose calls that need
+     * approval fail with a tool error the model reads. */
+    sbx_approval_fn *approve;
+    void *approve_data;
+    /* Continue a run from a run state (sbx_run_state_parse'd; input must then be NULL; agent
+     * is the state's start agent; the state's current agent is found by name among the agents
+     * reachable from it through handoffs). decisions: {"<call id>" | "*": {"approved": true} |
+     * {"approved": false, "message": text}} for the state's pending calls ("*": every pending
+     * call without its own entry). A decision for a call that is not pending is SBX_E_INVAL
+     * "no pending call 'x' (pending: a, b)"; pending calls without a decision interrupt the run
+     * again at once. Open calls of a state saved while they ran run again, each reported by a
+     * NOTICE event; a turn whose model call was in flight is repeated and reported likewise.
+     * Borrowed. */
+    const json_t *resume;
+    const json_t *decisions;
+    sbx_checkpoint_fn *checkpoint;
+    void *checkpoint_data;
+    sbx_state_hook_fn *state_hook;
+    void *state_hook_data;
+    /* Copied into the run state's "agent_files" (sbx_agent_file_sources) and "meta" (the
+     * caller's own, e.g. the CLI's model and options), carried verbatim across resumes when
+     * NULL. Borrowed. */
+    const json_t *agent_files;
+    const json_t *meta;
 };
 
 struct sbx_run_result; /* opaque */
@@ -131,6 +184,13 @@ SBX_API struct sbx_agent *sbx_run_result_last_agent(const struct sbx_run_result 
 /* Summed usage {"input_tokens","output_tokens","total_tokens","requests"} (borrowed). */
 SBX_API const json_t *sbx_run_result_usage(const struct sbx_run_result *r);
 SBX_API int sbx_run_result_turns(const struct sbx_run_result *r);
+/* Non-zero when the run stopped for approvals (sbx_run returned 0; the text is ""). */
+SBX_API int sbx_run_result_interrupted(const struct sbx_run_result *r);
+/* The pending calls, in call order: [{"agent", "tool", "call_id", "type" (the item type),
+ * "arguments" (sbx_approval_args)}] (borrowed; empty when not interrupted). */
+SBX_API const json_t *sbx_run_result_interruptions(const struct sbx_run_result *r);
+/* The run state at the end (runstate.h): status "interrupted" or "completed" (borrowed). */
+SBX_API const json_t *sbx_run_result_state(const struct sbx_run_result *r);
 
 /* An agent as a tool: a function tool {"input": string} whose call runs agent in a nested run
  * (same model and options, its own turn budget max_turns, 0 for the default) and returns that
@@ -144,15 +204,18 @@ SBX_API int sbx_tool_new_agent(struct sbx_agent *agent, const char *name, const 
  *   names), handoffs (agent file paths), agents_as_tools (paths, or {file, name,
  *   description, max_turns}), output_schema, handoff_description, tool_choice,
  *   tool_use_behavior ("run_llm_again" | "stop_on_first_tool" | {"stop_at_tool_names":[..]}),
- *   and the sandbox fields manifest, capabilities, run_as (kept for the sandbox layer).
- * Relative paths are relative to the file's directory; files that refer to each other are
- * loaded once. Unknown fields are errors. */
+ *   needs_approval (sbx_agent_set_needs_approval), and the sandbox fields manifest, capabilities,
+ * run_as (kept for the sandbox layer). Relative paths are relative to the file's directory; files
+ * that refer to each other are loaded once. Unknown fields are errors. */
 struct sbx_agent_file; /* opaque: owns every agent it loaded */
 
 SBX_API int sbx_agent_file_load(const char *path, struct sbx_agent_file **out,
                                 struct sbx_error *err);
 /* The agent of the named file itself (borrowed, lives as long as f). */
 SBX_API struct sbx_agent *sbx_agent_file_agent(const struct sbx_agent_file *f);
+/* Every file the load read: [{"path": canonical path, "digest": "sha256:<hex>"}] in load
+ * order. Caller owns. */
+SBX_API json_t *sbx_agent_file_sources(const struct sbx_agent_file *f);
 SBX_API void sbx_agent_file_free(struct sbx_agent_file *f);
 
 #endif

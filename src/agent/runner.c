@@ -882,6 +882,8 @@ static const char *const event_names[] = {
         [SBX_EVENT_HANDOFF] = "handoff",
         [SBX_EVENT_FINAL] = "final",
         [SBX_EVENT_ERROR] = "error",
+        [SBX_EVENT_INTERRUPTION] = "interruption",
+        [SBX_EVENT_NOTICE] = "notice",
 };
 
 const char *sbx_event_name(enum sbx_event_type type)
@@ -932,6 +934,12 @@ json_t *sbx_event_to_json(const struct sbx_event *ev)
             sbx_json_set(o, "code", sbx_json_str(sbx_strerror(ev->error->code)));
             sbx_json_set(o, "message", sbx_json_str(ev->error->msg));
         }
+        break;
+    case SBX_EVENT_INTERRUPTION:
+        sbx_json_set(o, "pending", ev->item ? json_deep_copy(ev->item) : json_array());
+        break;
+    case SBX_EVENT_NOTICE:
+        sbx_json_set(o, "text", sbx_json_str(ev->text ? ev->text : ""));
         break;
     case SBX_EVENT_AGENT_START:
     case SBX_EVENT_TURN_START:

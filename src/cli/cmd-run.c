@@ -273,8 +273,15 @@ static void on_event(const struct sbx_event *ev, void *data)
                      (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
         break;
     }
+    case SBX_EVENT_NOTICE:
+        end_line(r);
+        put_text(stderr, r->tty_err, "sbx: ", 5);
+        put_text(stderr, r->tty_err, ev->text, strlen(ev->text));
+        fputc('\n', stderr);
+        break;
     case SBX_EVENT_ERROR:
     case SBX_EVENT_FINAL:
+    case SBX_EVENT_INTERRUPTION:
         end_line(r);
         break;
     case SBX_EVENT_AGENT_START:

@@ -1,0 +1,69 @@
+/* sbx: run states — what a run needs to continue later (pause for approval, crash resume).
+ *
+ * A run state is a versioned JSON document made by the runner (sbx_run_result_state and every
+ * checkpoint, runner.h) and read back to continue the run (sbx_run_options.resume). Format
+ * (docs/internals/runstate.md):
+ *   {"format": "sbx-run-state", "version": 1, "digest": "sha256:<hex>",
+ *    "status": "running" | "interrupted" | "completed" | "failed", "error": text | null,
+ *    "updated_at": RFC 3339, "start_agent": name, "current_agent": name,
+ *    "agents": [{"name", "file": path | null, "digest": "sha256:.." | null}] (reachable ones),
+ *    "agent_files": [{"path", "digest"}] | null, "turn": N, "max_turns": N,
+ *    "items": [...] (the whole conversation), "input_items": N (how many of them were input),
+ *    "usage": {...}, "model": name | null, "model_settings": {...} | null,
+ *    "previous_response_id": id | null, "sent_upto": N, "tools_used": [agent name, ...],
+ *    "conversation": {"name", "saved_upto": N} | null,
+ *    "open_calls": [call id, ...] (the last response's calls without output yet),
+ *    "pending": [{"agent", "tool", "call_id", "type", "arguments"}] (needing approval),
+ *    "decisions": {call id: {"approved": bool, "message"?: text}} (given so far),
+ *    "final_output": text | null, "sandbox": {...} | null (sbx_run_config.run_state_sandbox
+ *    form), "meta": {...} | null (the caller's, verbatim)}
+ * "digest" is sha256 over the canonical text (keys sorted, compact, UTF-8) of the document
+ * without "digest": an edited or damaged file is refused. Holds no credentials: the sandbox
+ * part holds session states (which never do), and serialising scrubs given secret values. */
+#ifndef SBX_RUNSTATE_H
+#define SBX_RUNSTATE_H
+
+#include <stddef.h>
+#include <jansson.h>
+
+#include "common.h"
+#include "error.h"
+#include "strv.h"
+
+#define SBX_RUN_STATE_FORMAT  "sbx-run-state"
+#define SBX_RUN_STATE_VERSION 1
+/* The largest run state read or written (SBX_E_TOOBIG past it). */
+#define SBX_RUN_STATE_MAX ((size_t)256 << 20)
+
+struct sbx_agent;
+struct sbx_agent_file;
+
+/* Parse and check a run state: one JSON object of at most SBX_RUN_STATE_MAX bytes, format
+ * SBX_RUN_STATE_FORMAT, version at most SBX_RUN_STATE_VERSION (a newer one is SBX_E_UNSUPPORTED
+ * "run state: version 2 is newer than this sbx reads (1)"), a matching digest (SBX_E_INVAL
+ * "run state: its digest does not match its content (the file was edited or damaged)"), every
+ * field of the right type; errors name the field ("run state: field 'turn' must be a
+ * non-negative integer"). SBX_E_PARSE for text that is not JSON. *out: caller owns. */
+SBX_API int sbx_run_state_parse(const char *text, size_t n, json_t **out, struct sbx_error *err);
+
+/* The document as text (pretty JSON and a newline) with its digest computed afresh, after
+ * replacing every occurrence of each value in secrets (those of at least 4 bytes) inside any
+ * string with "[redacted]". secrets may be NULL. *out: caller owns (free). */
+SBX_API int sbx_run_state_serialize(const json_t *state, const struct sbx_strv *secrets, char **out,
+                                    struct sbx_error *err);
+
+/* Read / write a run state file. Writing is atomic: a new file beside path (mode 0600) is
+ * written, fsynced and renamed over path, and the directory fsynced, so a reader (or a crash)
+ * sees the old or the new state, never a mix. */
+SBX_API int sbx_run_state_read_file(const char *path, json_t **out, struct sbx_error *err);
+SBX_API int sbx_run_state_write_file(const char *path, const json_t *state,
+                                     const struct sbx_strv *secrets, struct sbx_error *err);
+
+/* Check that the agent files a state was made with are unchanged: f is the start agent's file
+ * loaded afresh; every file in the state's "agent_files" must be in f with the same digest
+ * unless allow_changed (SBX_E_INVAL "run state: agent file '/p/a.yaml' changed since the run
+ * was saved (sha256:1a2b3c4d.. then, sha256:5e6f.. now); allow it with --allow-agent-change"). */
+SBX_API int sbx_run_state_check_agent_files(const json_t *state, const struct sbx_agent_file *f,
+                                            int allow_changed, struct sbx_error *err);
+
+#endif
