@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "capability/capability-internal.h"
+#include "sandbox/session-internal.h"
 #include "sbx/json.h"
 #include "sbx/fs.h"
 #include "sbx/log.h"
@@ -18,6 +19,8 @@
 #define TREE_MAX_BYTES 5000
 #define TREE_DIR_MAX   40
 #define AGENTS_MD_MAX  ((size_t)16 << 10)
+/* The snapshot store's holder name of a resumable run's final snapshot of a sandbox. */
+#define RUNSTATE_HOLDER "runstate-"
 
 struct agent_env {
     struct sbx_agent *agent;
@@ -51,6 +54,7 @@ struct sbx_sandbox_run {
     char *snapshot;                   /* cfg.snapshot resolved to a full reference */
     char *out_tmp;                    /* where a snapshot_out file is written, then renamed */
     int out_fd;
+    int unfinished; /* the state hook saw the final checkpoint of an interrupted or failed run */
 };
 
 static const char base_prompt[] =
@@ -568,6 +572,12 @@ int sbx_sandbox_run_new(const struct sbx_run_config *cfg, struct sbx_sandbox_run
     } else {
         sr->own_client = 1;
     }
+    if (cfg->resumable && sbx__client_tied(sr->client)) {
+        rc = sbx_error_set(err, SBX_E_INVAL, 0,
+                           "a resumable run needs sandboxes that outlive this process, but the "
+                           "client ties them to it");
+        goto fail;
+    }
     /* Everything the user named is checked before the first turn: a bad snapshot or an
      * unwritable output file fails here, not after the work is done. */
     if ((cfg->snapshot || cfg->snapshot_out) &&
@@ -609,12 +619,12 @@ static void end_env(struct sbx_sandbox_run *sr, struct agent_env *e)
     }
 }
 
-static void close_env(struct sbx_sandbox_run *sr, struct agent_env *e)
+static void close_env(struct sbx_sandbox_run *sr, struct agent_env *e, int keep)
 {
     struct sbx_error err = SBX_ERROR_INIT;
     if (!e->session || !e->owner)
         return;
-    if (e->created && !sr->cfg.keep && sbx_session_delete(e->session, &err) < 0)
+    if (e->created && !keep && sbx_session_delete(e->session, &err) < 0)
         sbx_log(SBX_LOG_WARN, "cannot remove sandbox '%s' of agent '%s': %s", e->session_id,
                 sbx_agent_name(e->agent), err.msg);
     sbx_session_free(e->session);
@@ -681,6 +691,192 @@ static int take_snapshots(struct sbx_sandbox_run *sr, struct sbx_error *err)
     return rc;
 }
 
+/* ---- run states ------------------------------------------------------------------------------ */
+
+static int open_store(struct sbx_sandbox_run *sr, struct sbx_error *err)
+{
+    return sr->store ? 0 : sbx_snapshot_store_open(NULL, &sr->store, err);
+}
+
+/* Drop the hold a run state had on the snapshot of state (its "snapshot", holder named after
+ * its "id"), if any: that state is replaced or its run is over. */
+static void release_hold(struct sbx_snapshot_store *st, const json_t *state)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    const char *ref = json_string_value(json_object_get(state, "snapshot"));
+    const char *id = json_string_value(json_object_get(state, "id"));
+    if (!st || !ref || !id)
+        return;
+    char *holder = sbx_xasprintf(RUNSTATE_HOLDER "%s", id);
+    if (sbx_snapshot_release(st, ref, holder, &err) < 0 && err.code != SBX_E_NOTFOUND)
+        sbx_log(SBX_LOG_WARN, "cannot release snapshot '%s' held by '%s': %s", ref, holder,
+                err.msg);
+    free(holder);
+}
+
+static void release_runstate_holds(struct sbx_sandbox_run *sr)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    for (size_t i = 0; i < sr->n; i++) {
+        const json_t *st = sr->envs[i]->state;
+        if (!sr->envs[i]->created || !json_is_string(json_object_get(st, "snapshot")))
+            continue;
+        if (open_store(sr, &err) < 0) {
+            sbx_log(SBX_LOG_WARN, "cannot release the run state's snapshots: %s", err.msg);
+            return;
+        }
+        release_hold(sr->store, st);
+    }
+}
+
+/* Snapshot e's session and hold the snapshot for the run state, so that the state can rebuild
+ * the sandbox if it is gone before the run is continued; the hold of the state it was resumed
+ * from goes. The reference lands in the session state. */
+static int hold_final_snapshot(struct sbx_sandbox_run *sr, struct agent_env *e,
+                               struct sbx_error *err)
+{
+    char *ref = NULL, *holder = NULL;
+    int rc;
+    if ((rc = open_store(sr, err)) < 0 ||
+        (rc = sbx_session_snapshot(e->session, sr->store, &ref, err)) < 0)
+        goto out;
+    holder = sbx_xasprintf(RUNSTATE_HOLDER "%s", e->session_id);
+    if ((rc = sbx_snapshot_hold(sr->store, ref, holder, err)) < 0)
+        goto out;
+    const char *prev = json_string_value(json_object_get(e->state, "snapshot"));
+    if (prev && strcmp(prev, ref) != 0)
+        release_hold(sr->store, e->state);
+out:
+    if (rc < 0)
+        sbx_error_prefix(err, "snapshot of sandbox '%s' (agent '%s') for the run state",
+                         e->session_id, sbx_agent_name(e->agent));
+    free(ref);
+    free(holder);
+    return rc;
+}
+
+/* The session state of e for the run state. At the final checkpoint its sandbox is snapshotted
+ * first; when that or the state fails there, the state it was resumed from (if any) is kept,
+ * so that the run state still names the sandbox. */
+static int env_state(struct sbx_sandbox_run *sr, struct agent_env *e, int owned, int final,
+                     json_t **out, struct sbx_error *err)
+{
+    struct sbx_error e2 = SBX_ERROR_INIT;
+    int rc = 0;
+    if (final && owned)
+        rc = hold_final_snapshot(sr, e, &e2);
+    if (rc == 0)
+        rc = sbx_session_state(e->session, out, &e2);
+    if (rc == 0)
+        return 0;
+    if (!final) {
+        *err = e2;
+        return rc;
+    }
+    sbx_log(SBX_LOG_WARN, "%s", e2.msg);
+    *out = e->state ? json_deep_copy(e->state) : NULL;
+    return 0;
+}
+
+/* sbx_state_hook_fn: {"sessions_by_agent": {"<agent>": {"agent_name", "session_state",
+ * "owned"}}}, and with share also the shared sandbox's "session_state" for agents that have
+ * not taken a turn yet (without share such an agent gets a fresh sandbox, as it would have). */
+static int state_hook(void *data, int final, json_t **out, struct sbx_error *err)
+{
+    struct sbx_sandbox_run *sr = data;
+    json_t *by = json_object(), *top = NULL;
+    int rc = 0;
+    pthread_mutex_lock(&sr->lock);
+    sr->unfinished |= final;
+    for (size_t i = 0; i < sr->n && rc == 0; i++) {
+        struct agent_env *e = sr->envs[i];
+        json_t *st = NULL;
+        size_t j;
+        if (!e->session || !e->session_id)
+            continue;
+        /* Agents sharing a sandbox: the first one made or resumed it and owns it. */
+        for (j = 0; j < i && sr->envs[j]->session != e->session; j++)
+            ;
+        const struct agent_env *first = sr->envs[j];
+        int owned = first->created;
+        if (j < i) {
+            json_t *prev = json_object_get(by, sbx_agent_name(first->agent));
+            st = json_incref(json_object_get(prev, "session_state"));
+        } else if ((rc = env_state(sr, e, owned, final, &st, err)) < 0) {
+            break;
+        }
+        if (!st)
+            continue;
+        if (sr->cfg.share && e->session == sr->shared && !top)
+            top = json_incref(st);
+        sbx_json_set(by, sbx_agent_name(e->agent),
+                     json_pack("{s:s, s:o, s:b}", "agent_name", sbx_agent_name(e->agent),
+                               "session_state", st, "owned", owned));
+    }
+    pthread_mutex_unlock(&sr->lock);
+    if (rc < 0 || json_object_size(by) == 0) {
+        json_decref(by);
+        json_decref(top);
+        *out = NULL;
+        return rc;
+    }
+    *out = top ? json_pack("{s:o, s:o}", "session_state", top, "sessions_by_agent", by)
+               : json_pack("{s:o}", "sessions_by_agent", by);
+    return 0;
+}
+
+int sbx_sandbox_run_state_discard(struct sbx_client *client, const json_t *sandbox,
+                                  struct sbx_error *err)
+{
+    struct sbx_client *own = NULL;
+    struct sbx_snapshot_store *store = NULL;
+    struct sbx_strv done;
+    const json_t *by = json_object_get(sandbox, "sessions_by_agent"), *v;
+    const char *key;
+    int rc = 0;
+    if (!sandbox || json_is_null(sandbox))
+        return 0;
+    if ((rc = check_run_state(sandbox, err)) < 0)
+        return rc;
+    if (!client && (rc = sbx_client_new("local", NULL, &own, err)) < 0)
+        return rc;
+    if (!client)
+        client = own;
+    sbx_strv_init(&done);
+    json_object_foreach((json_t *)by, key, v)
+    {
+        const json_t *st = json_object_get(v, "session_state");
+        const char *id = json_string_value(json_object_get(st, "id"));
+        struct sbx_error e2 = SBX_ERROR_INIT;
+        if (!json_is_true(json_object_get(v, "owned")) || !id || sbx_strv_find(&done, id) >= 0)
+            continue;
+        sbx_strv_push(&done, id);
+        /* A full id from a checked state: never a prefix that could name another sandbox. */
+        int r = sbx__session_state_check(st, &e2);
+        if (r == 0 && strcmp(sbx_client_provider(client),
+                             json_string_value(json_object_get(st, "provider"))) != 0)
+            r = sbx_error_set(&e2, SBX_E_INVAL, 0, "its provider is not the client's");
+        if (r == 0 && (r = sbx_client_remove(client, id, 0, &e2)) < 0 && e2.code == SBX_E_NOTFOUND)
+            r = 0;
+        if (r == 0 && json_is_string(json_object_get(st, "snapshot")) &&
+            (store || (r = sbx_snapshot_store_open(NULL, &store, &e2)) == 0))
+            release_hold(store, st);
+        if (r < 0) {
+            sbx_error_prefix(&e2, "sandbox '%s' of agent '%s'", id, key);
+            if (rc == 0) {
+                *err = e2;
+                rc = r;
+            } else {
+                sbx_log(SBX_LOG_WARN, "%s", e2.msg);
+            }
+        }
+    }
+    sbx_strv_release(&done);
+    sbx_snapshot_store_free(store);
+    sbx_client_free(own);
+    return rc;
+}
+
 int sbx_sandbox_run(struct sbx_sandbox_run *sr, struct sbx_agent *agent, const json_t *input,
                     const struct sbx_run_options *opt, struct sbx_run_result **out,
                     struct sbx_error *err)
@@ -693,6 +889,10 @@ int sbx_sandbox_run(struct sbx_sandbox_run *sr, struct sbx_agent *agent, const j
     struct sbx_run_options o = *opt;
     o.turn_hook = turn_hook;
     o.turn_hook_data = sr;
+    if (sr->cfg.resumable) {
+        o.state_hook = state_hook;
+        o.state_hook_data = sr;
+    }
     sr->opt = &o;
     sr->api = strcmp(sbx_model_provider(opt->model), "chat") == 0 ? SBX_MODEL_API_CHAT
                                                                   : SBX_MODEL_API_RESPONSES;
@@ -709,8 +909,13 @@ int sbx_sandbox_run(struct sbx_sandbox_run *sr, struct sbx_agent *agent, const j
             rc = -serr.code;
         }
     }
+    /* A resumable run that did not complete leaves its sandboxes for the run state. */
+    int done = rc == 0 && !sr->unfinished;
+    int keep = sr->cfg.keep || (sr->cfg.resumable && !done);
+    if (sr->cfg.resumable && done)
+        release_runstate_holds(sr);
     for (size_t i = 0; i < sr->n; i++)
-        close_env(sr, sr->envs[i]);
+        close_env(sr, sr->envs[i], keep);
     sr->opt = NULL;
     return rc;
 }

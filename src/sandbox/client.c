@@ -26,6 +26,11 @@ int sbx__provider_check_state(const json_t *state, struct sbx_error *err)
                          name ? name : "");
 }
 
+int sbx__client_tied(const struct sbx_client *c)
+{
+    return strcmp(c->provider, "local") == 0 && sbx__local_client_tied(c);
+}
+
 int sbx_client_new(const char *provider, const void *options, struct sbx_client **out,
                    struct sbx_error *err)
 {

@@ -48,6 +48,9 @@ void sbx__manifest_ephemeral_paths(const struct sbx_manifest *m, struct sbx_strv
 /* Check the provider-specific part of a session state (the generic fields are checked by
  * sbx_session_state_parse): the provider named in it must be known. */
 int sbx__provider_check_state(const json_t *state, struct sbx_error *err);
+/* Non-zero when the sandboxes c creates end with the calling process (sbx_local_options.tied):
+ * a run that must outlive the process cannot use such a client. */
+int sbx__client_tied(const struct sbx_client *c);
 /* The checks of sbx_session_state_parse on a parsed document (no "session state" prefix). */
 int sbx__session_state_check(const json_t *state, struct sbx_error *err);
 

@@ -2704,6 +2704,11 @@ static void lc_free(struct sbx_client *bc)
     free(c);
 }
 
+int sbx__local_client_tied(const struct sbx_client *c)
+{
+    return ((const struct local_client *)c)->tied;
+}
+
 static const struct sbx_client_ops client_ops = {
         .create = lc_create,
         .attach = lc_attach,

@@ -18,6 +18,8 @@ int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_
 /* The local fields of a session state (state.c): the generic ones are checked by the caller. */
 int sbx__local_state_check(const json_t *state, struct sbx_error *err);
 extern const char *const sbx__local_state_keys[];
+/* Non-zero when c (a local client) ties the sandboxes it creates to the calling process. */
+int sbx__local_client_tied(const struct sbx_client *c);
 
 /* Control protocol: each message is a 4-byte big-endian length followed by that many bytes of
  * JSON (one object). File descriptors travel with a message as SCM_RIGHTS. */
