@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "agent/agent-internal.h"
+#include "sbx/fs.h"
+#include "sbx/hash.h"
 #include "sbx/json.h"
 #include "sbx/runner.h"
 #include "sbx/yaml.h"
@@ -13,7 +15,8 @@
 #define FILE_MAX  ((size_t)4 << 20)
 
 struct loaded {
-    char *path; /* canonical */
+    char *path;   /* canonical */
+    char *digest; /* "sha256:<hex>" of the bytes read */
     struct sbx_agent *agent;
 };
 
@@ -39,6 +42,7 @@ static const char *const keys[] = {
         "capabilities",
         "run_as",
         "base_instructions",
+        "needs_approval",
         NULL,
 };
 
@@ -195,6 +199,9 @@ static int configure(struct sbx_agent_file *f, struct sbx_agent *a, const char *
         return rc;
     if ((v = json_object_get(doc, "tool_use_behavior")) && (rc = set_tool_use(a, v, err)) < 0)
         return rc;
+    if ((v = json_object_get(doc, "needs_approval")) &&
+        (rc = sbx_agent_set_needs_approval(a, v, err)) < 0)
+        return rc;
     v = NULL;
     if ((rc = sbx_json_get_array(doc, "tools", 0, &v, err)) < 0)
         return rc;
@@ -265,7 +272,11 @@ static int load(struct sbx_agent_file *f, const char *path, struct sbx_agent **o
     json_t *doc = NULL;
     struct sbx_agent *a = NULL;
     const char *name = NULL;
+    struct sbx_buf text;
+    uint8_t d[SBX_SHA256_LEN];
+    char digest[8 + SBX_SHA256_HEX_LEN];
     int rc = 0;
+    sbx_buf_init(&text, SBX_BUF_NOLIMIT);
     if (!realpath(path, canon))
         return sbx_error_errno(err, errno, "cannot open agent file '%s'", path);
     for (size_t i = 0; i < f->n; i++) {
@@ -276,8 +287,14 @@ static int load(struct sbx_agent_file *f, const char *path, struct sbx_agent **o
     }
     if (f->n >= MAX_FILES)
         return sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d agent files", MAX_FILES);
+    /* Parse the very bytes that are hashed, so the digest names what was loaded. */
     struct sbx_yaml_limits lim = {.max_bytes = FILE_MAX};
-    rc = sbx_doc_load_file(path, &lim, &doc, err);
+    if ((rc = sbx_fs_read_path(canon, FILE_MAX, &text, err)) < 0 ||
+        (rc = sbx_sha256(text.data, text.len, d, err)) < 0)
+        goto out;
+    memcpy(digest, "sha256:", 7);
+    sbx_hex(d, sizeof(d), digest + 7);
+    rc = sbx_doc_parse(path, text.data, text.len, &lim, &doc, err);
     if (rc < 0)
         goto out;
     if (!json_is_object(doc)) {
@@ -291,8 +308,10 @@ static int load(struct sbx_agent_file *f, const char *path, struct sbx_agent **o
     /* Register before following references, so files that refer to each other terminate. */
     f->v = sbx_xrealloc(f->v, (f->n + 1) * sizeof(*f->v));
     f->v[f->n].path = sbx_xstrdup(canon);
+    f->v[f->n].digest = sbx_xstrdup(digest);
     f->v[f->n].agent = a;
     f->n++;
+    sbx__agent_set_source(a, canon, digest);
     rc = configure(f, a, path, doc, err);
     if (rc < 0)
         goto fail;
@@ -301,6 +320,7 @@ static int load(struct sbx_agent_file *f, const char *path, struct sbx_agent **o
 fail:
     sbx_error_prefix(err, "agent file '%s'", path);
 out:
+    sbx_buf_release(&text);
     json_decref(doc);
     return rc;
 }
@@ -322,6 +342,14 @@ struct sbx_agent *sbx_agent_file_agent(const struct sbx_agent_file *f)
     return f->top;
 }
 
+json_t *sbx_agent_file_sources(const struct sbx_agent_file *f)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < f->n; i++)
+        sbx_json_append(a, json_pack("{s:s, s:s}", "path", f->v[i].path, "digest", f->v[i].digest));
+    return a;
+}
+
 void sbx_agent_file_free(struct sbx_agent_file *f)
 {
     if (!f)
@@ -329,6 +357,7 @@ void sbx_agent_file_free(struct sbx_agent_file *f)
     for (size_t i = 0; i < f->n; i++) {
         sbx_agent_free(f->v[i].agent);
         free(f->v[i].path);
+        free(f->v[i].digest);
     }
     free(f->v);
     free(f);

@@ -43,8 +43,13 @@ struct sbx_agent {
     char *tool_choice;
     int reset_tool_choice;
     json_t *sandbox_spec;
+    json_t *needs_approval; /* validated policy, NULL: none */
+    char *source_file;      /* canonical agent file path, NULL: made in code */
+    char *source_digest;    /* "sha256:<hex>" of that file's bytes */
 };
 
+/* Record where an agent was loaded from (agent files). */
+void sbx__agent_set_source(struct sbx_agent *a, const char *file, const char *digest);
 /* "transfer_to_<name>" for a handoff target; caller owns (free). */
 char *sbx__agent_handoff_tool_name(const struct sbx_agent *target);
 /* Make a string usable as a tool name: [A-Za-z0-9_-], lower-cased when lower is set. */

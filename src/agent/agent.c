@@ -1,4 +1,5 @@
 /* Agents: a plain description the runner reads. */
+#include <fnmatch.h>
 #include <string.h>
 
 #include "agent/agent-internal.h"
@@ -37,6 +38,9 @@ void sbx_agent_free(struct sbx_agent *a)
     json_decref(a->settings);
     json_decref(a->output_schema);
     json_decref(a->sandbox_spec);
+    json_decref(a->needs_approval);
+    free(a->source_file);
+    free(a->source_digest);
     sbx_strv_release(&a->stop_at);
     free(a);
 }
@@ -201,4 +205,212 @@ void sbx_agent_set_sandbox_spec(struct sbx_agent *a, const json_t *spec)
 const json_t *sbx_agent_sandbox_spec(const struct sbx_agent *a)
 {
     return a->sandbox_spec;
+}
+
+void sbx__agent_set_source(struct sbx_agent *a, const char *file, const char *digest)
+{
+    set_str(&a->source_file, file);
+    set_str(&a->source_digest, digest);
+}
+
+const char *sbx_agent_source_file(const struct sbx_agent *a)
+{
+    return a->source_file;
+}
+
+const char *sbx_agent_source_digest(const struct sbx_agent *a)
+{
+    return a->source_digest;
+}
+
+/* Approval policies. */
+
+static int check_globs(const json_t *map, size_t rule, const char *key, struct sbx_error *err)
+{
+    const char *arg;
+    json_t *g;
+    if (!json_is_object(map))
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "needs_approval: rule %zu: '%s' must map argument names to globs",
+                             rule, key);
+    json_object_foreach((json_t *)map, arg, g)
+    {
+        int ok = json_is_string(g) || (json_is_array(g) && json_array_size(g) > 0);
+        size_t i;
+        json_t *e;
+        json_array_foreach(g, i, e)
+        {
+            ok &= json_is_string(e);
+        }
+        if (!ok)
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "needs_approval: rule %zu: '%s.%s' must be a glob or a list of "
+                                 "globs",
+                                 rule, key, arg);
+    }
+    return 0;
+}
+
+static int check_rule(const json_t *r, size_t no, struct sbx_error *err)
+{
+    static const char *const known[] = {"tool", "when", "unless"};
+    if (json_is_string(r))
+        return 0;
+    if (!json_is_object(r))
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "needs_approval: rule %zu: must be a tool name or a mapping with "
+                             "'tool'",
+                             no);
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)r, k, v)
+    {
+        int ok = 0;
+        for (size_t i = 0; i < SBX_ARRAY_LEN(known); i++)
+            ok |= strcmp(k, known[i]) == 0;
+        if (!ok)
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "needs_approval: rule %zu: unknown key '%s' (known: tool, when, "
+                                 "unless)",
+                                 no, k);
+    }
+    if (!json_is_string(json_object_get(r, "tool")))
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "needs_approval: rule %zu: 'tool' must be a tool name or glob", no);
+    int rc = 0;
+    if ((v = json_object_get(r, "when")) && (rc = check_globs(v, no, "when", err)) < 0)
+        return rc;
+    if ((v = json_object_get(r, "unless")) && (rc = check_globs(v, no, "unless", err)) < 0)
+        return rc;
+    return 0;
+}
+
+int sbx_agent_set_needs_approval(struct sbx_agent *a, const json_t *policy, struct sbx_error *err)
+{
+    if (policy && !json_is_boolean(policy) && !json_is_array(policy))
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "needs_approval: must be true, false or a list of rules");
+    size_t i;
+    json_t *r;
+    json_array_foreach(policy, i, r)
+    {
+        int rc = check_rule(r, i + 1, err);
+        if (rc < 0)
+            return rc;
+    }
+    json_decref(a->needs_approval);
+    a->needs_approval = policy && !json_is_false(policy) ? json_deep_copy(policy) : NULL;
+    return 0;
+}
+
+const json_t *sbx_agent_needs_approval(const struct sbx_agent *a)
+{
+    return a->needs_approval;
+}
+
+static int glob_one(const json_t *globs, const char *text)
+{
+    if (json_is_string(globs))
+        return fnmatch(json_string_value(globs), text, 0) == 0;
+    size_t i;
+    json_t *g;
+    json_array_foreach(globs, i, g)
+    {
+        if (json_is_string(g) && fnmatch(json_string_value(g), text, 0) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static int text_matches(const json_t *globs, const json_t *v)
+{
+    if (json_is_string(v))
+        return glob_one(globs, json_string_value(v));
+    char *s = sbx_json_dumps(v, SBX_JSON_COMPACT);
+    int m = glob_one(globs, s);
+    free(s);
+    return m;
+}
+
+static int value_matches(const json_t *globs, const json_t *v)
+{
+    if (!json_is_array(v))
+        return text_matches(globs, v);
+    size_t i;
+    json_t *e;
+    json_array_foreach(v, i, e)
+    {
+        if (text_matches(globs, e))
+            return 1;
+    }
+    return 0;
+}
+
+/* Every argument listed in map is present and matches one of its globs. */
+static int all_match(const json_t *map, const json_t *args)
+{
+    const char *k;
+    json_t *g;
+    json_object_foreach((json_t *)map, k, g)
+    {
+        json_t *v = json_is_object(args) ? json_object_get(args, k) : NULL;
+        if (!v || !value_matches(g, v))
+            return 0;
+    }
+    return 1;
+}
+
+int sbx_approval_policy_match(const json_t *policy, const char *tool, const json_t *args)
+{
+    if (json_is_true(policy))
+        return 1;
+    size_t i;
+    json_t *r;
+    json_array_foreach(policy, i, r)
+    {
+        if (json_is_string(r)) {
+            if (tool && fnmatch(json_string_value(r), tool, 0) == 0)
+                return 1;
+            continue;
+        }
+        const char *glob = json_string_value(json_object_get(r, "tool"));
+        if (!glob || !tool || fnmatch(glob, tool, 0) != 0)
+            continue;
+        json_t *when = json_object_get(r, "when");
+        json_t *unless = json_object_get(r, "unless");
+        if (when && !all_match(when, args))
+            continue;
+        if (unless && all_match(unless, args))
+            continue;
+        return 1;
+    }
+    return 0;
+}
+
+json_t *sbx_approval_args(const json_t *item)
+{
+    const char *type = json_string_value(json_object_get(item, "type"));
+    if (type && strcmp(type, "function_call") == 0) {
+        const char *a = json_string_value(json_object_get(item, "arguments"));
+        json_t *v = NULL;
+        if (!a || !a[0])
+            return json_object();
+        struct sbx_json_limits lim = {.max_bytes = (size_t)16 << 20, .max_depth = 64};
+        struct sbx_error err = SBX_ERROR_INIT;
+        if (sbx_json_parse(a, strlen(a), &lim, &v, &err) < 0)
+            return NULL;
+        if (!json_is_object(v)) {
+            json_decref(v);
+            return NULL;
+        }
+        return v;
+    }
+    if (type && strcmp(type, "custom_tool_call") == 0) {
+        const char *in = json_string_value(json_object_get(item, "input"));
+        return json_pack("{s:s}", "input", in ? in : "");
+    }
+    json_t *op = json_object_get(item, "operation");
+    if (type && strcmp(type, "apply_patch_call") == 0 && json_is_object(op))
+        return json_deep_copy(op);
+    return json_deep_copy(item);
 }
