@@ -2,11 +2,12 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "agent/agent-internal.h"
+#include "agent/runner-internal.h"
 #include "agent/schema.h"
 #include "sbx/json.h"
 #include "sbx/log.h"
 #include "sbx/runner.h"
+#include "sbx/runstate.h"
 #include "sbx/time.h"
 
 #define ARGS_MAX ((size_t)16 << 20)
@@ -18,23 +19,9 @@ struct sbx_run_result {
     struct sbx_agent *last;
     json_t *usage;
     int turns;
-};
-
-struct run {
-    const struct sbx_run_options *opt;
-    struct sbx_agent *agent;
-    json_t *items; /* the conversation */
-    json_t *usage;
-    int turn;
-    int max_turns;
-    struct sbx_agent **used_tools; /* agents that have used a tool (tool_choice reset) */
-    size_t nused;
-    char *prev_id;
-    size_t sent_upto;
-    /* This turn's tools: the agent's, then a turn hook's offered ones, then its hidden ones. */
-    struct sbx_tool **tv;
-    size_t ntv, noffered;
-    size_t saved_upto; /* items before this are in the conversation store */
+    int interrupted;
+    json_t *interruptions;
+    json_t *state;
 };
 
 struct job {
@@ -52,6 +39,10 @@ struct job {
     int fatal;
     struct sbx_error err;
     int64_t duration_ns;
+    json_t *args; /* sbx_approval_args, for the approval check */
+    int now;      /* handled in this pass (not held back by an interruption) */
+    int rejected; /* the user rejected it: it gets the rejection text and never runs */
+    int pending;  /* needs approval and has no decision */
 };
 
 static int streq(const char *a, const char *b)
@@ -321,7 +312,7 @@ static void run_jobs(struct run *r, struct job *jobs, size_t n)
     struct job **todo = sbx_xcalloc(n ? n : 1, sizeof(*todo));
     size_t nt = 0;
     for (size_t i = 0; i < n; i++)
-        if (jobs[i].tool)
+        if (jobs[i].tool && jobs[i].now && !jobs[i].rejected)
             todo[nt++] = &jobs[i];
     if (nt <= 1) {
         if (nt == 1)
@@ -408,7 +399,7 @@ static int structured_final(struct run *r, const char *text, json_t **out, struc
     return 0;
 }
 
-static int finish(struct run *r, const char *text, json_t *json, struct sbx_run_result **out)
+static struct sbx_run_result *make_result(struct run *r, const char *text, json_t *json)
 {
     struct sbx_run_result *res = sbx_xcalloc(1, sizeof(*res));
     res->text = sbx_xstrdup(text);
@@ -417,13 +408,307 @@ static int finish(struct run *r, const char *text, json_t *json, struct sbx_run_
     res->last = r->agent;
     res->usage = json_incref(r->usage);
     res->turns = r->turn;
+    res->interruptions = json_array();
+    return res;
+}
+
+static int finish(struct run *r, const char *text, json_t *json, struct sbx_run_result **out)
+{
+    struct sbx_run_result *res = make_result(r, text, json);
     struct sbx_event ev = {.type = SBX_EVENT_FINAL, .text = res->text, .item = json};
     emit(r, &ev);
     *out = res;
     return 0;
 }
 
-/* One turn: returns 1 when the run has a final output in *out, 0 to go on, or an error. */
+static int checkpoint(struct run *r, struct sbx_error *err)
+{
+    if (r->nested || !r->opt->checkpoint)
+        return 0;
+    json_t *st = NULL;
+    int rc = sbx__run_state_build(r, "running", NULL, NULL, 0, 1, &st, err);
+    if (rc == 0)
+        rc = r->opt->checkpoint(r->opt->checkpoint_data, st, err);
+    json_decref(st);
+    if (rc < 0)
+        sbx_error_prefix(err, "checkpoint after turn %d", r->turn);
+    return rc;
+}
+
+static void drop_open_call(struct run *r, const char *id)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(r->open_calls, i, v)
+    {
+        if (streq(json_string_value(v), id)) {
+            json_array_remove(r->open_calls, i);
+            return;
+        }
+    }
+}
+
+static void job_reject(struct job *j, const char *message)
+{
+    char *text = sbx_xasprintf("The user did not approve this tool call.%s%s",
+                               message && message[0] ? " Reason: " : "",
+                               message && message[0] ? message : "");
+    if (j->tool->kind == SBX__TOOL_ITEM) {
+        char *otype = sbx_xasprintf("%s_output", j->tool->item_type);
+        j->output = json_pack("{s:s, s:s, s:s, s:s}", "type", otype, "call_id",
+                              j->call_id ? j->call_id : "", "status", "failed", "output", text);
+        j->text = text;
+        j->failed = 1;
+        free(otype);
+        return;
+    }
+    job_output(j, sbx_json_str(text), 1);
+    free(text);
+}
+
+/* Whether a call needs approval: the caller's callback, told the policy, else the policy. A
+ * function call whose arguments are not an object runs unasked: the model reads the error. */
+static int needs_approval(struct run *r, struct job *j, struct sbx_error *err)
+{
+    j->args = sbx_approval_args(j->item);
+    if (!j->args && streq(j->type, "function_call"))
+        return 0;
+    int policy = sbx_approval_policy_match(r->agent->needs_approval, j->name, j->args);
+    if (r->nested || !r->opt->approve)
+        return policy;
+    struct sbx_approval_request rq = {
+            .agent = r->agent,
+            .tool = j->name,
+            .call_id = j->call_id,
+            .item = j->item,
+            .args = j->args,
+            .policy = policy,
+    };
+    int rc = r->opt->approve(r->opt->approve_data, &rq, err);
+    if (rc < 0)
+        sbx_error_prefix(err, "approval of tool call '%s'", j->call_id ? j->call_id : "");
+    return rc < 0 ? rc : rc > 0;
+}
+
+/* Decide which calls run: decisions answer first, then the approval check. Returns the index
+ * of the first call that waits for approval (njobs when none does), or an error. */
+static long approval_check(struct run *r, struct job *jobs, size_t njobs, struct sbx_error *err)
+{
+    size_t stop = njobs;
+    for (size_t k = 0; k < njobs; k++) {
+        struct job *j = &jobs[k];
+        if (!j->tool)
+            continue;
+        json_t *d = j->call_id ? json_object_get(r->decisions, j->call_id) : NULL;
+        if (d) {
+            j->rejected = !json_is_true(json_object_get(d, "approved"));
+            continue;
+        }
+        int need = needs_approval(r, j, err);
+        if (need < 0)
+            return need;
+        if (!need)
+            continue;
+        if (r->nested)
+            return sbx_error_set(err, SBX_E_PERM, 0,
+                                 "tool '%s' needs approval, which a nested agent run cannot ask "
+                                 "for",
+                                 j->name ? j->name : "");
+        j->pending = 1;
+        if (stop == njobs)
+            stop = k;
+    }
+    return (long)stop;
+}
+
+static void interrupt(struct run *r, struct job *jobs, size_t njobs)
+{
+    json_decref(r->pending);
+    r->pending = json_array();
+    for (size_t k = 0; k < njobs; k++) {
+        struct job *j = &jobs[k];
+        if (!j->pending || j->now)
+            continue;
+        sbx_json_append(r->pending, json_pack("{s:s, s:s, s:s, s:s, s:O?}", "agent", r->agent->name,
+                                              "tool", j->name ? j->name : "", "call_id", j->call_id,
+                                              "type", j->type, "arguments", j->args));
+    }
+    struct sbx_event ev = {.type = SBX_EVENT_INTERRUPTION, .item = r->pending};
+    emit(r, &ev);
+}
+
+/* Run a response's calls (or a resumed state's open ones): returns 1 when the run has a final
+ * output in *out, 2 when it waits for approvals, 0 to go on, or an error. */
+static int settle(struct run *r, struct job *jobs, size_t njobs, const char *last_text,
+                  const char *refusal, struct sbx_run_result **out, struct sbx_error *err)
+{
+    struct sbx_agent *a = r->agent;
+    long stop = approval_check(r, jobs, njobs, err);
+    if (stop < 0)
+        return (int)stop;
+    int interrupted = (size_t)stop < njobs;
+    /* An interrupted turn holds back its handoffs too: the agent changes only once every call
+     * of the turn is answered. */
+    for (size_t k = 0; k < njobs; k++)
+        jobs[k].now = !interrupted || ((long)k < stop && !jobs[k].handoff);
+    for (size_t k = 0; k < njobs; k++) {
+        struct job *j = &jobs[k];
+        if (j->now && j->rejected)
+            job_reject(j, json_string_value(json_object_get(
+                                  json_object_get(r->decisions, j->call_id), "message")));
+    }
+
+    /* Run the tools; handoffs and unknown names are answered here. */
+    run_jobs(r, jobs, njobs);
+    struct sbx_agent *next = NULL;
+    int rc;
+    for (size_t k = 0; k < njobs; k++) {
+        struct job *j = &jobs[k];
+        if (!j->now)
+            continue;
+        if (j->fatal) {
+            char *where = sbx_xasprintf("while running tool '%s'", j->name ? j->name : "?");
+            /* A tool that stopped because the run was cancelled says so like every step does. */
+            rc = j->err.code == SBX_E_CANCELLED ? cancelled(r, where, err) : 0;
+            free(where);
+            if (rc < 0)
+                return rc;
+            rc = sbx_error_copy(err, &j->err);
+            sbx_error_prefix(err, "tool '%s'", j->name ? j->name : "?");
+            return rc;
+        }
+        if (j->handoff) {
+            if (!next) {
+                next = j->handoff;
+                json_t *o = json_pack("{s:s}", "assistant", next->name);
+                char *s = sbx_json_dumps(o, SBX_JSON_COMPACT);
+                job_output(j, sbx_json_str(s), 0);
+                free(s);
+                json_decref(o);
+            } else {
+                job_output(j, sbx_json_str("Multiple handoffs detected, ignoring this one."), 1);
+            }
+        } else if (!j->tool) {
+            char *msg = sbx_xasprintf("tool '%s' not found", j->name ? j->name : "");
+            job_error(j, "", msg);
+            free(msg);
+        }
+    }
+    int ran_tools = 0;
+    for (size_t k = 0; k < njobs; k++) {
+        struct job *j = &jobs[k];
+        if (!j->now)
+            continue;
+        ran_tools |= j->tool && !j->rejected;
+        sbx_json_append(r->items, json_incref(j->output));
+        drop_open_call(r, j->call_id);
+        struct sbx_event ev = {.type = SBX_EVENT_TOOL_OUTPUT,
+                               .item = j->output,
+                               .tool = j->name,
+                               .text = j->text,
+                               .duration_ns = j->duration_ns,
+                               .failed = j->failed};
+        emit(r, &ev);
+    }
+    if (ran_tools)
+        mark_used(r, a);
+    if (interrupted) {
+        interrupt(r, jobs, njobs);
+        return 2;
+    }
+    json_decref(r->pending);
+    r->pending = json_array();
+
+    if (next) {
+        struct sbx_event hev = {.type = SBX_EVENT_HANDOFF, .text = next->name};
+        emit(r, &hev);
+        r->agent = next;
+        struct sbx_event aev = {.type = SBX_EVENT_AGENT_START};
+        emit(r, &aev);
+        return 0;
+    }
+    if (ran_tools) {
+        for (size_t k = 0; k < njobs; k++) {
+            struct job *j = &jobs[k];
+            if (!j->tool || j->rejected)
+                continue;
+            if (a->tool_use == SBX_TOOL_USE_STOP_ON_FIRST ||
+                (a->tool_use == SBX_TOOL_USE_STOP_AT_NAMES && j->name &&
+                 sbx_strv_find(&a->stop_at, j->name) >= 0))
+                return finish(r, j->text, NULL, out) == 0 ? 1 : -1;
+        }
+        return cancelled(r, "after running tools", err);
+    }
+    if (njobs) {
+        /* Only unknown or rejected tools were called: let the model read the outputs. */
+        return 0;
+    }
+    if ((!last_text || !last_text[0]) && refusal)
+        return sbx_error_set(err, SBX_E_API, 0, "the model refused: %s", refusal);
+    if (a->output_schema) {
+        if (!last_text || !last_text[0])
+            return 0;
+        json_t *v = NULL;
+        rc = structured_final(r, last_text, &v, err);
+        if (rc < 0)
+            return rc;
+        char *s = sbx_json_dumps(v, SBX_JSON_COMPACT);
+        finish(r, s, v, out);
+        free(s);
+        return 1;
+    }
+    if (last_text) {
+        finish(r, last_text, NULL, out);
+        return 1;
+    }
+    return 0;
+}
+
+static void add_job(struct run *r, struct job *jobs, size_t *n, const json_t *item,
+                    const char *type)
+{
+    struct job *j = &jobs[(*n)++];
+    j->run = r;
+    j->agent = r->agent;
+    j->item = item;
+    j->type = type;
+    j->call_id = json_string_value(json_object_get(item, "call_id"));
+    j->name = json_string_value(json_object_get(item, "name"));
+    if (streq(type, "function_call"))
+        j->handoff = find_handoff(r->agent, j->name);
+    if (!j->handoff)
+        j->tool = find_tool(r, type, j->name);
+    if (!j->name && j->tool)
+        j->name = j->tool->name;
+}
+
+static void free_jobs(struct job *jobs, size_t njobs)
+{
+    for (size_t k = 0; k < njobs; k++) {
+        json_decref(jobs[k].output);
+        json_decref(jobs[k].args);
+        free(jobs[k].text);
+    }
+    free(jobs);
+}
+
+static int prepare_tools(struct run *r, struct sbx_turn_prep *prep, struct sbx_error *err)
+{
+    struct sbx_agent *a = r->agent;
+    int rc;
+    if (r->opt->turn_hook &&
+        (rc = r->opt->turn_hook(r->opt->turn_hook_data, a, r->items, prep, err)) < 0) {
+        json_decref(prep->input);
+        prep->input = NULL;
+        sbx_error_prefix(err, "agent '%s' turn %d", a->name, r->turn);
+        return rc;
+    }
+    set_turn_tools(r, a, prep);
+    return 0;
+}
+
+/* One turn: returns 1 when the run has a final output in *out, 2 when it waits for approvals,
+ * 0 to go on, or an error. */
 static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *err)
 {
     struct sbx_agent *a = r->agent;
@@ -445,13 +730,8 @@ static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *er
     struct sbx_event tev = {.type = SBX_EVENT_TURN_START};
     emit(r, &tev);
 
-    if (r->opt->turn_hook &&
-        (rc = r->opt->turn_hook(r->opt->turn_hook_data, a, r->items, &prep, err)) < 0) {
-        json_decref(prep.input);
-        sbx_error_prefix(err, "agent '%s' turn %d", a->name, r->turn);
+    if ((rc = prepare_tools(r, &prep, err)) < 0)
         return rc;
-    }
-    set_turn_tools(r, a, &prep);
     tools = build_tools(r, a);
     choice = tool_choice_of(r, a);
     if (a->output_schema)
@@ -527,24 +807,17 @@ static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *er
                     type);
             continue;
         }
-        struct job *j = &jobs[njobs];
-        j->run = r;
-        j->agent = a;
-        j->item = item;
-        j->type = type;
-        j->call_id = json_string_value(json_object_get(item, "call_id"));
-        j->name = json_string_value(json_object_get(item, "name"));
-        if (streq(type, "function_call"))
-            j->handoff = find_handoff(a, j->name);
-        if (!j->handoff)
-            j->tool = find_tool(r, type, j->name);
-        if (!j->name && j->tool)
-            j->name = j->tool->name;
-        njobs++;
-        struct sbx_event ev = {.type = SBX_EVENT_TOOL_CALL, .item = item, .tool = j->name};
+        add_job(r, jobs, &njobs, item, type);
+        struct sbx_event ev = {
+                .type = SBX_EVENT_TOOL_CALL, .item = item, .tool = jobs[njobs - 1].name};
         emit(r, &ev);
     }
     r->sent_upto = json_array_size(r->items);
+    r->done_turn = r->turn;
+    json_decref(r->open_calls);
+    r->open_calls = json_array();
+    for (size_t k = 0; k < njobs; k++)
+        sbx_json_append(r->open_calls, sbx_json_str(jobs[k].call_id));
     if (incomplete) {
         const char *why = json_string_value(
                 json_object_get(json_object_get(response, "incomplete_details"), "reason"));
@@ -553,119 +826,11 @@ static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *er
         sbx_error_prefix(err, "agent '%s' turn %d", a->name, r->turn);
         goto out;
     }
-
-    /* Run the tools; handoffs and unknown names are answered here. */
-    run_jobs(r, jobs, njobs);
-    struct sbx_agent *next = NULL;
-    for (size_t k = 0; k < njobs; k++) {
-        struct job *j = &jobs[k];
-        if (j->fatal) {
-            char *where = sbx_xasprintf("while running tool '%s'", j->name ? j->name : "?");
-            /* A tool that stopped because the run was cancelled says so like every step does. */
-            rc = j->err.code == SBX_E_CANCELLED ? cancelled(r, where, err) : 0;
-            free(where);
-            if (rc < 0)
-                goto out;
-            rc = sbx_error_copy(err, &j->err);
-            sbx_error_prefix(err, "tool '%s'", j->name ? j->name : "?");
-            goto out;
-        }
-        if (j->handoff) {
-            if (!next) {
-                next = j->handoff;
-                json_t *o = json_pack("{s:s}", "assistant", next->name);
-                char *s = sbx_json_dumps(o, SBX_JSON_COMPACT);
-                job_output(j, sbx_json_str(s), 0);
-                free(s);
-                json_decref(o);
-            } else {
-                job_output(j, sbx_json_str("Multiple handoffs detected, ignoring this one."), 1);
-            }
-        } else if (!j->tool) {
-            char *msg = sbx_xasprintf("tool '%s' not found", j->name ? j->name : "");
-            job_error(j, "", msg);
-            free(msg);
-        }
-    }
-    for (size_t k = 0; k < njobs; k++) {
-        struct job *j = &jobs[k];
-        sbx_json_append(r->items, json_incref(j->output));
-        struct sbx_event ev = {.type = SBX_EVENT_TOOL_OUTPUT,
-                               .item = j->output,
-                               .tool = j->name,
-                               .text = j->text,
-                               .duration_ns = j->duration_ns,
-                               .failed = j->failed};
-        emit(r, &ev);
-    }
-    if (njobs)
-        mark_used(r, a);
-
-    if (next) {
-        struct sbx_event hev = {.type = SBX_EVENT_HANDOFF, .text = next->name};
-        emit(r, &hev);
-        r->agent = next;
-        struct sbx_event aev = {.type = SBX_EVENT_AGENT_START};
-        emit(r, &aev);
-        rc = 0;
+    if (njobs && (rc = checkpoint(r, err)) < 0)
         goto out;
-    }
-    int ran_tools = 0;
-    for (size_t k = 0; k < njobs; k++)
-        ran_tools |= jobs[k].tool != NULL;
-    if (ran_tools) {
-        for (size_t k = 0; k < njobs; k++) {
-            struct job *j = &jobs[k];
-            if (!j->tool)
-                continue;
-            if (a->tool_use == SBX_TOOL_USE_STOP_ON_FIRST ||
-                (a->tool_use == SBX_TOOL_USE_STOP_AT_NAMES && j->name &&
-                 sbx_strv_find(&a->stop_at, j->name) >= 0)) {
-                rc = finish(r, j->text, NULL, out) == 0 ? 1 : -1;
-                goto out;
-            }
-        }
-        if ((rc = cancelled(r, "after running tools", err)) < 0)
-            goto out;
-        rc = 0;
-        goto out;
-    }
-    if (njobs) {
-        /* Only unknown tools were called: let the model read the errors. */
-        rc = 0;
-        goto out;
-    }
-    if ((!last_text || !last_text[0]) && refusal) {
-        rc = sbx_error_set(err, SBX_E_API, 0, "the model refused: %s", refusal);
-        goto out;
-    }
-    if (a->output_schema) {
-        if (!last_text || !last_text[0]) {
-            rc = 0;
-            goto out;
-        }
-        json_t *v = NULL;
-        rc = structured_final(r, last_text, &v, err);
-        if (rc == 0) {
-            char *s = sbx_json_dumps(v, SBX_JSON_COMPACT);
-            finish(r, s, v, out);
-            free(s);
-            rc = 1;
-        }
-        goto out;
-    }
-    if (last_text) {
-        finish(r, last_text, NULL, out);
-        rc = 1;
-        goto out;
-    }
-    rc = 0;
+    rc = settle(r, jobs, njobs, last_text, refusal, out, err);
 out:
-    for (size_t k = 0; k < njobs; k++) {
-        json_decref(jobs[k].output);
-        free(jobs[k].text);
-    }
-    free(jobs);
+    free_jobs(jobs, njobs);
     free(last_text);
     json_decref(tools);
     json_decref(choice);
@@ -673,6 +838,58 @@ out:
     json_decref(input);
     json_decref(prep.input);
     json_decref(response);
+    return rc;
+}
+
+/* The call item of an open call: the last item with that call id that is not an output. */
+static const json_t *find_call(const json_t *items, const char *id)
+{
+    for (size_t i = json_array_size(items); i-- > 0;) {
+        const json_t *it = json_array_get(items, i);
+        const char *type = json_string_value(json_object_get(it, "type"));
+        size_t tl = type ? strlen(type) : 0;
+        if (streq(json_string_value(json_object_get(it, "call_id")), id) &&
+            !(tl >= 7 && strcmp(type + tl - 7, "_output") == 0))
+            return it;
+    }
+    return NULL;
+}
+
+/* Continue a saved run's open calls, without a model call. */
+static int resume_open_calls(struct run *r, struct sbx_run_result **out, struct sbx_error *err)
+{
+    struct sbx_turn_prep prep = {0};
+    size_t n = json_array_size(r->open_calls), njobs = 0, i;
+    struct job *jobs = sbx_xcalloc(n + 1, sizeof(*jobs));
+    int again = streq(r->resumed_status, "running") || streq(r->resumed_status, "failed");
+    json_t *v;
+    int rc = prepare_tools(r, &prep, err);
+    if (rc < 0)
+        goto out;
+    json_array_foreach(r->open_calls, i, v)
+    {
+        const json_t *item = find_call(r->items, json_string_value(v));
+        if (!item) {
+            rc = sbx_error_set(err, SBX_E_INVAL, 0,
+                               "run state: open call '%s' is not among its items",
+                               json_string_value(v));
+            goto out;
+        }
+        add_job(r, jobs, &njobs, item, json_string_value(json_object_get(item, "type")));
+        if (again) {
+            char *text = sbx_xasprintf(
+                    "tool call %s (%s) was running when the run stopped; running it again",
+                    json_string_value(v), jobs[njobs - 1].name ? jobs[njobs - 1].name : "?");
+            struct sbx_event ev = {.type = SBX_EVENT_NOTICE, .text = text};
+            emit(r, &ev);
+            free(text);
+        }
+    }
+    rc = settle(r, jobs, njobs, NULL, NULL, out, err);
+out:
+    r->resumed_status = NULL;
+    json_decref(prep.input);
+    free_jobs(jobs, njobs);
     return rc;
 }
 
@@ -709,63 +926,151 @@ static int save_conversation(struct run *r, struct sbx_error *err)
     return rc;
 }
 
-int sbx_run(struct sbx_agent *agent, const json_t *input, const struct sbx_run_options *opt,
-            struct sbx_run_result **out, struct sbx_error *err)
+/* The final checkpoint (c): the state of a run that ended (rc < 0: failed), kept in res. */
+static int end_state(struct run *r, int rc, struct sbx_run_result *res, struct sbx_error *err)
 {
-    int rc = 0;
-    struct run r = {.opt = opt, .agent = agent};
+    const struct sbx_run_options *opt = r->opt;
+    json_t *st = NULL;
+    if (rc < 0) {
+        /* The run failed already: its state is saved as well as it can be, errors ignored. */
+        struct sbx_error e2 = SBX_ERROR_INIT;
+        const char *why = err ? err->msg : "the run failed";
+        if (sbx__run_state_build(r, "failed", why, NULL, 1, 1, &st, &e2) < 0)
+            sbx__run_state_build(r, "failed", why, NULL, 1, 0, &st, &e2);
+        if (opt->checkpoint)
+            opt->checkpoint(opt->checkpoint_data, st, &e2);
+        json_decref(st);
+        return rc;
+    }
+    const char *status = res->interrupted ? "interrupted" : "completed";
+    int src = sbx__run_state_build(r, status, NULL, res->interrupted ? NULL : res->text,
+                                   res->interrupted, 1, &st, err);
+    if (src == 0 && opt->checkpoint)
+        src = opt->checkpoint(opt->checkpoint_data, st, err);
+    if (src < 0) {
+        json_decref(st);
+        sbx_error_prefix(err, "final checkpoint");
+        return src;
+    }
+    res->state = st;
+    return 0;
+}
+
+static int run_input(struct run *r, const json_t *input, struct sbx_error *err)
+{
+    if (json_is_string(input)) {
+        sbx_json_append(r->items, json_pack("{s:s, s:s, s:O}", "type", "message", "role", "user",
+                                            "content", input));
+    } else if (json_is_array(input)) {
+        size_t i;
+        json_t *it;
+        json_array_foreach(input, i, it)
+        {
+            if (!json_is_object(it))
+                return sbx_error_set(err, SBX_E_INVAL, 0, "input item %zu must be an object", i);
+            sbx_json_append(r->items, json_deep_copy(it));
+        }
+    } else {
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "run input must be a string or an array of items");
+    }
+    int rc = load_conversation(r, err);
+    r->input_items = json_array_size(r->items);
+    return rc;
+}
+
+static int run_internal(struct sbx_agent *agent, const json_t *input,
+                        const struct sbx_run_options *opt, int nested, struct sbx_run_result **out,
+                        struct sbx_error *err)
+{
+    int rc = 0, open_first = 0;
+    struct sbx_run_result *res = NULL;
+    struct run r = {.opt = opt, .start = agent, .agent = agent, .nested = nested};
     if (!opt || !opt->model)
         return sbx_error_set(err, SBX_E_INVAL, 0, "a run needs a model");
     r.max_turns = opt->max_turns == 0 ? SBX_RUN_DEFAULT_MAX_TURNS : opt->max_turns;
     r.items = json_array();
     r.usage = json_pack("{s:i, s:i, s:i, s:i}", "input_tokens", 0, "output_tokens", 0,
                         "total_tokens", 0, "requests", 0);
-    if (json_is_string(input)) {
-        sbx_json_append(r.items, json_pack("{s:s, s:s, s:O}", "type", "message", "role", "user",
-                                           "content", input));
-    } else if (json_is_array(input)) {
-        size_t i;
-        json_t *it;
-        json_array_foreach(input, i, it)
-        {
-            if (!json_is_object(it)) {
-                rc = sbx_error_set(err, SBX_E_INVAL, 0, "input item %zu must be an object", i);
-                goto out;
-            }
-            sbx_json_append(r.items, json_deep_copy(it));
+    r.open_calls = json_array();
+    r.pending = json_array();
+    r.decisions = json_object();
+    r.agent_files = opt->agent_files;
+    r.meta = opt->meta;
+    if (opt->resume && !nested) {
+        if (input) {
+            rc = sbx_error_set(err, SBX_E_INVAL, 0, "a resumed run takes no new input");
+            goto out;
         }
-    } else {
-        rc = sbx_error_set(err, SBX_E_INVAL, 0, "run input must be a string or an array of items");
+        if ((rc = sbx__run_state_restore(&r, err)) < 0)
+            goto out;
+    } else if ((rc = run_input(&r, input, err)) < 0) {
+        goto out;
+    } else if (opt->decisions && !nested) {
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "decisions need a run state to resume");
         goto out;
     }
-    if ((rc = load_conversation(&r, err)) < 0)
-        goto out;
     struct sbx_event aev = {.type = SBX_EVENT_AGENT_START};
     emit(&r, &aev);
+    if (json_array_size(r.open_calls)) {
+        open_first = 1;
+    } else if (streq(r.resumed_status, "running") || streq(r.resumed_status, "failed")) {
+        char *text = sbx_xasprintf("turn %d was in flight when the run stopped; repeating it",
+                                   r.turn + 1);
+        struct sbx_event ev = {.type = SBX_EVENT_NOTICE, .text = text};
+        emit(&r, &ev);
+        free(text);
+        r.resumed_status = NULL;
+    }
     for (;;) {
-        rc = turn(&r, out, err);
-        int src = rc >= 0 ? save_conversation(&r, err) : 0;
-        if (src < 0) {
-            if (rc > 0) {
-                sbx_run_result_free(*out);
-                *out = NULL;
-            }
-            rc = src;
+        rc = open_first ? resume_open_calls(&r, &res, err) : turn(&r, &res, err);
+        open_first = 0;
+        if (rc == 2) {
+            res = make_result(&r, "", NULL);
+            res->interrupted = 1;
+            json_decref(res->interruptions);
+            res->interruptions = json_deep_copy(r.pending);
+            break;
         }
+        int src = rc >= 0 ? save_conversation(&r, err) : 0;
+        if (src == 0 && rc == 0)
+            src = checkpoint(&r, err);
+        if (src < 0)
+            rc = src;
         if (rc != 0)
             break;
     }
-    if (rc > 0)
+    if (rc < 0) {
+        sbx_run_result_free(res);
+        res = NULL;
+    }
+    if (!nested)
+        rc = end_state(&r, rc, res, err);
+    if (rc >= 0) {
+        *out = res;
+        res = NULL;
         rc = 0;
+    }
 out:
+    sbx_run_result_free(res);
     if (rc < 0)
         fail_run(&r, rc, err);
     json_decref(r.items);
     json_decref(r.usage);
+    json_decref(r.open_calls);
+    json_decref(r.pending);
+    json_decref(r.decisions);
+    json_decref(r.sandbox);
     free(r.used_tools);
     free(r.prev_id);
     free(r.tv);
     return rc;
+}
+
+int sbx_run(struct sbx_agent *agent, const json_t *input, const struct sbx_run_options *opt,
+            struct sbx_run_result **out, struct sbx_error *err)
+{
+    return run_internal(agent, input, opt, 0, out, err);
 }
 
 void sbx_run_result_free(struct sbx_run_result *r)
@@ -776,7 +1081,24 @@ void sbx_run_result_free(struct sbx_run_result *r)
     json_decref(r->json);
     json_decref(r->items);
     json_decref(r->usage);
+    json_decref(r->interruptions);
+    json_decref(r->state);
     free(r);
+}
+
+int sbx_run_result_interrupted(const struct sbx_run_result *r)
+{
+    return r->interrupted;
+}
+
+const json_t *sbx_run_result_interruptions(const struct sbx_run_result *r)
+{
+    return r->interruptions;
+}
+
+const json_t *sbx_run_result_state(const struct sbx_run_result *r)
+{
+    return r->state;
 }
 
 const char *sbx_run_result_text(const struct sbx_run_result *r)
@@ -830,7 +1152,12 @@ static int agent_tool_fn(const json_t *args, const struct sbx_tool_call *call,
     o.conversation_store = NULL;
     o.conversation = NULL;
     json_t *input = json_object_get(args, "input");
-    int rc = sbx_run(at->agent, input, &o, &res, err);
+    o.resume = NULL;
+    o.decisions = NULL;
+    o.checkpoint = NULL;
+    o.state_hook = NULL;
+    o.approve = NULL;
+    int rc = run_internal(at->agent, input, &o, 1, &res, err);
     if (rc < 0) {
         sbx_error_prefix(err, "agent '%s'", at->agent->name);
         return rc;

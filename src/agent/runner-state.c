@@ -1,0 +1,255 @@
+/* The runner's run states: building one from a run, and setting a run up from one. */
+#include <string.h>
+
+#include "agent/runner-internal.h"
+#include "sbx/json.h"
+#include "sbx/runstate.h"
+#include "sbx/time.h"
+
+size_t sbx__run_reachable(struct sbx_agent *start, struct sbx_agent ***out)
+{
+    size_t n = 0, cap = 8;
+    struct sbx_agent **v = sbx_xcalloc(cap, sizeof(*v));
+    v[n++] = start;
+    for (size_t i = 0; i < n; i++) {
+        for (size_t h = 0; h < v[i]->nhandoffs; h++) {
+            struct sbx_agent *t = v[i]->handoffs[h];
+            int seen = 0;
+            for (size_t k = 0; k < n && !seen; k++)
+                seen = v[k] == t;
+            if (seen)
+                continue;
+            if (n == cap) {
+                cap *= 2;
+                v = sbx_xrealloc(v, cap * sizeof(*v));
+            }
+            v[n++] = t;
+        }
+    }
+    *out = v;
+    return n;
+}
+
+static json_t *str_or_null(const char *s)
+{
+    return s ? sbx_json_str(s) : json_null();
+}
+
+static json_t *copy_or_null(const json_t *v)
+{
+    return v ? json_deep_copy(v) : json_null();
+}
+
+int sbx__run_state_build(struct run *r, const char *status, const char *error,
+                         const char *final_output, int final, int hook, json_t **out,
+                         struct sbx_error *err)
+{
+    const struct sbx_run_options *opt = r->opt;
+    if (hook && opt->state_hook) {
+        json_t *sb = NULL;
+        int rc = opt->state_hook(opt->state_hook_data, final, &sb, err);
+        if (rc < 0) {
+            sbx_error_prefix(err, "run state");
+            return rc;
+        }
+        json_decref(r->sandbox);
+        r->sandbox = sb;
+    }
+    char when[SBX_TIME_RFC3339_LEN];
+    sbx_time_rfc3339(sbx_time_real_ns(), when);
+    json_t *agents = json_array();
+    struct sbx_agent **reach = NULL;
+    size_t nreach = sbx__run_reachable(r->start, &reach);
+    for (size_t i = 0; i < nreach; i++)
+        sbx_json_append(agents, json_pack("{s:s, s:o, s:o}", "name", reach[i]->name, "file",
+                                          str_or_null(reach[i]->source_file), "digest",
+                                          str_or_null(reach[i]->source_digest)));
+    free(reach);
+    json_t *used = json_array();
+    for (size_t i = 0; i < r->nused; i++)
+        sbx_json_append(used, sbx_json_str(r->used_tools[i]->name));
+    json_t *conv = json_null();
+    if (opt->conversation_store && opt->conversation) {
+        json_decref(conv);
+        conv = json_pack("{s:s, s:I}", "name", opt->conversation, "saved_upto",
+                         (json_int_t)r->saved_upto);
+    }
+    const char *model = opt->model_name ? opt->model_name : r->agent->model;
+    json_t *items = json_copy(r->items);
+    if (!items)
+        SBX_BUG("out of memory copying the items");
+    json_t *st = json_object();
+    sbx_json_set(st, "format", sbx_json_str(SBX_RUN_STATE_FORMAT));
+    sbx_json_set(st, "version", json_integer(SBX_RUN_STATE_VERSION));
+    sbx_json_set(st, "status", sbx_json_str(status));
+    sbx_json_set(st, "error", str_or_null(error));
+    sbx_json_set(st, "updated_at", sbx_json_str(when));
+    sbx_json_set(st, "start_agent", sbx_json_str(r->start->name));
+    sbx_json_set(st, "current_agent", sbx_json_str(r->agent->name));
+    sbx_json_set(st, "agents", agents);
+    sbx_json_set(st, "agent_files", copy_or_null(r->agent_files));
+    sbx_json_set(st, "turn", json_integer(r->done_turn));
+    sbx_json_set(st, "max_turns", json_integer(r->max_turns));
+    sbx_json_set(st, "items", items);
+    sbx_json_set(st, "input_items", json_integer((json_int_t)r->input_items));
+    sbx_json_set(st, "usage", json_deep_copy(r->usage));
+    sbx_json_set(st, "model", str_or_null(model));
+    sbx_json_set(st, "model_settings", copy_or_null(r->agent->settings));
+    sbx_json_set(st, "previous_response_id", str_or_null(r->prev_id));
+    sbx_json_set(st, "sent_upto", json_integer((json_int_t)r->sent_upto));
+    sbx_json_set(st, "tools_used", used);
+    sbx_json_set(st, "conversation", conv);
+    sbx_json_set(st, "open_calls", json_deep_copy(r->open_calls));
+    sbx_json_set(st, "pending", json_deep_copy(r->pending));
+    sbx_json_set(st, "decisions", json_deep_copy(r->decisions));
+    sbx_json_set(st, "final_output", str_or_null(final_output));
+    sbx_json_set(st, "sandbox", copy_or_null(r->sandbox));
+    sbx_json_set(st, "meta", copy_or_null(r->meta));
+    *out = st;
+    return 0;
+}
+
+static int is_pending(const json_t *pending, const char *id)
+{
+    size_t i;
+    json_t *p;
+    json_array_foreach(pending, i, p)
+    {
+        const char *c = json_string_value(json_object_get(p, "call_id"));
+        if (c && strcmp(c, id) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+static int not_pending(const json_t *pending, const char *id, struct sbx_error *err)
+{
+    struct sbx_buf b;
+    size_t i;
+    json_t *p;
+    sbx_buf_init(&b, 4096);
+    json_array_foreach(pending, i, p)
+    {
+        if (sbx_buf_addf(&b, NULL, "%s%s", i ? ", " : "",
+                         json_string_value(json_object_get(p, "call_id"))) < 0)
+            break;
+    }
+    int rc = sbx_error_set(err, SBX_E_INVAL, 0, "no pending call '%s' (pending: %s)", id,
+                           b.len ? b.data : "none");
+    sbx_buf_release(&b);
+    return rc;
+}
+
+/* Check the caller's decisions and record those for pending calls ("*" fills the gaps). */
+static int merge_decisions(struct run *r, const json_t *given, struct sbx_error *err)
+{
+    const char *id;
+    json_t *d;
+    if (!given)
+        return 0;
+    if (!json_is_object(given))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "decisions must be an object of call ids");
+    json_object_foreach((json_t *)given, id, d)
+    {
+        json_t *m = json_object_get(d, "message");
+        if (!json_is_boolean(json_object_get(d, "approved")) || (m && !json_is_string(m)))
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "decision for '%s' must be {\"approved\": true|false, "
+                                 "\"message\"?: text}",
+                                 id);
+        if (strcmp(id, "*") != 0 && !is_pending(r->pending, id))
+            return not_pending(r->pending, id, err);
+    }
+    size_t i;
+    json_t *p;
+    json_array_foreach(r->pending, i, p)
+    {
+        const char *c = json_string_value(json_object_get(p, "call_id"));
+        d = json_object_get(given, c);
+        if (!d)
+            d = json_object_get(given, "*");
+        if (!d)
+            continue;
+        json_t *rec = json_pack("{s:O}", "approved", json_object_get(d, "approved"));
+        if (json_is_false(json_object_get(d, "approved")) && json_object_get(d, "message"))
+            sbx_json_set(rec, "message", json_incref(json_object_get(d, "message")));
+        sbx_json_set(r->decisions, c, rec);
+    }
+    return 0;
+}
+
+static size_t count(const json_t *st, const char *key)
+{
+    return (size_t)json_integer_value(json_object_get(st, key));
+}
+
+int sbx__run_state_restore(struct run *r, struct sbx_error *err)
+{
+    const json_t *st = r->opt->resume;
+    const char *status = json_string_value(json_object_get(st, "status"));
+    const char *start = json_string_value(json_object_get(st, "start_agent"));
+    const char *cur = json_string_value(json_object_get(st, "current_agent"));
+    if (!json_is_object(st) || !status || !start || !cur)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "run state: not a parsed run state");
+    if (strcmp(status, "completed") == 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "run state: the run already completed");
+    if (strcmp(start, r->start->name) != 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "run state: the run started with agent '%s', not '%s'", start,
+                             r->start->name);
+    struct sbx_agent **reach = NULL;
+    size_t nreach = sbx__run_reachable(r->start, &reach);
+    struct sbx_agent *current = NULL;
+    for (size_t i = 0; i < nreach && !current; i++)
+        if (strcmp(reach[i]->name, cur) == 0)
+            current = reach[i];
+    if (!current) {
+        free(reach);
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "run state: its current agent '%s' is not reachable from agent '%s'",
+                             cur, start);
+    }
+    r->agent = current;
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(st, "tools_used"), i, v)
+    {
+        for (size_t k = 0; k < nreach; k++) {
+            if (strcmp(reach[k]->name, json_string_value(v)) != 0)
+                continue;
+            r->used_tools = sbx_xrealloc(r->used_tools, (r->nused + 1) * sizeof(*r->used_tools));
+            r->used_tools[r->nused++] = reach[k];
+            break;
+        }
+    }
+    free(reach);
+    json_decref(r->pending);
+    r->pending = json_deep_copy(json_object_get(st, "pending"));
+    json_decref(r->decisions);
+    r->decisions = json_deep_copy(json_object_get(st, "decisions"));
+    int rc = merge_decisions(r, r->opt->decisions, err);
+    if (rc < 0)
+        return rc;
+    json_decref(r->items);
+    r->items = json_deep_copy(json_object_get(st, "items"));
+    json_decref(r->usage);
+    r->usage = json_deep_copy(json_object_get(st, "usage"));
+    json_decref(r->open_calls);
+    r->open_calls = json_deep_copy(json_object_get(st, "open_calls"));
+    r->input_items = count(st, "input_items");
+    r->turn = r->done_turn = (int)count(st, "turn");
+    if (r->opt->max_turns == 0)
+        r->max_turns = (int)json_integer_value(json_object_get(st, "max_turns"));
+    const char *prev = json_string_value(json_object_get(st, "previous_response_id"));
+    free(r->prev_id);
+    r->prev_id = prev ? sbx_xstrdup(prev) : NULL;
+    r->sent_upto = count(st, "sent_upto");
+    r->saved_upto = count(json_object_get(st, "conversation"), "saved_upto");
+    r->agent_files = r->opt->agent_files ? r->opt->agent_files : json_object_get(st, "agent_files");
+    r->meta = r->opt->meta ? r->opt->meta : json_object_get(st, "meta");
+    json_t *sb = json_object_get(st, "sandbox");
+    json_decref(r->sandbox);
+    r->sandbox = json_is_object(sb) ? json_deep_copy(sb) : NULL;
+    r->resumed_status = status;
+    return 0;
+}
