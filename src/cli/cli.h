@@ -46,6 +46,7 @@ int cli_pass_secret(const char *name, struct sbx_strv *pass);
 int cmd_manifest(int argc, char **argv);     /* cmd-manifest.c */
 int cmd_snapshot(int argc, char **argv);     /* cmd-snapshot.c */
 int cmd_conversation(int argc, char **argv); /* cmd-conversation.c */
+int cmd_run_state(int argc, char **argv);    /* cmd-state.c */
 /* Hidden verbs. */
 int cmd_isolate_run(int argc, char **argv); /* cmd-isolate.c */
 

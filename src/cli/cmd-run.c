@@ -12,11 +12,13 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "cli/run-state.h"
 #include "sbx/capability.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
 #include "sbx/local.h"
 #include "sbx/runner.h"
+#include "sbx/runstate.h"
 #include "sbx/strv.h"
 #include "sbx/term.h"
 #include "sbx/time.h"
@@ -98,7 +100,9 @@ static void usage(FILE *f)
           "               [--memory SIZE] [--port-bind ADDR] [--allow-port N]...\n"
           "               [--pids N] [--cpus N|none] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
           "               [--allow-dangerous-grant PATH]... [--pass-secret NAME]...\n"
-          "               [--disk SIZE|none]\n"
+          "               [--disk SIZE|none] [--state FILE]\n"
+          "       sbx run --resume FILE [--approve CALL_ID|all]... [--reject CALL_ID\n"
+          "               [--reason TEXT]]... [--allow-agent-change] [options]\n"
           "\n"
           "Runs an agent on PROMPT (or standard input with '-') and prints the final output.\n"
           "Progress goes to stderr; --json writes one event per line to stdout instead.\n"
@@ -122,18 +126,27 @@ static void usage(FILE *f)
           "options are those of 'sbx sandbox create'. --pass-secret OPENAI_API_KEY lets a\n"
           "manifest's {type: secret, env: OPENAI_API_KEY} read the model's key (refused\n"
           "otherwise).\n"
+          "--state FILE saves the run's state to FILE after every turn (a new file) and keeps\n"
+          "its sandboxes until it completes. A tool call that needs approval (needs_approval in\n"
+          "the agent file) stops the run with status 4, listing the pending calls; --resume\n"
+          "FILE continues it (no prompt; agent file and model as saved unless given), running\n"
+          "the calls --approve names and telling the model of those --reject names. A run\n"
+          "that failed, was cancelled or killed continues from its last checkpoint, repeating\n"
+          "at most the turn that was in flight. 'sbx state show FILE' summarises a state.\n"
           "Environment: OPENAI_BASE_URL, OPENAI_API_KEY, SBX_MODEL (default model name).\n"
           "A sandbox the run created without --keep is removed however the run ends (also\n"
           "when sbx itself is killed).\n"
-          "Exit status: 0 done, 1 error or Ctrl-C, 2 usage, 3 max turns exceeded, 128+N when\n"
-          "signal N ended the run (143 SIGTERM, 129 SIGHUP, 141 when stdout's reader is gone).\n",
+          "Exit status: 0 done, 1 error or Ctrl-C, 2 usage, 3 max turns exceeded, 4 waiting\n"
+          "for approval, 128+N when signal N ended the run (143 SIGTERM, 129 SIGHUP, 141 when\n"
+          "stdout's reader is gone).\n",
           f);
 }
 
 struct render {
     int json;
-    int mid_line; /* streamed text without a final newline on stderr */
-    json_t *args; /* call_id -> arguments, for the tool line */
+    const char *state_file; /* added to the interruption event */
+    int mid_line;           /* streamed text without a final newline on stderr */
+    json_t *args;           /* call_id -> arguments, for the tool line */
     /* On a terminal, model text is escaped (sbx_term_escape); a streamed UTF-8 character cut
      * between two deltas waits in pend for the rest. */
     int tty_out, tty_err;
@@ -215,6 +228,8 @@ static void on_event(const struct sbx_event *ev, void *data)
         if (ev->type == SBX_EVENT_MODEL_STREAM)
             return;
         json_t *o = sbx_event_to_json(ev);
+        if (ev->type == SBX_EVENT_INTERRUPTION && r->state_file)
+            sbx_json_set(o, "state", sbx_json_str(r->state_file));
         print_json(o);
         json_decref(o);
         return;
@@ -352,7 +367,7 @@ static size_t report_snapshots(const struct sbx_sandbox_run *sr, const char *out
 }
 
 /* A session state file (sbx sandbox state ID > FILE). */
-static int read_state(const char *path, json_t **out, struct sbx_error *err)
+static int read_session_state(const char *path, json_t **out, struct sbx_error *err)
 {
     struct sbx_buf b;
     sbx_buf_init(&b, SBX_SESSION_STATE_MAX);
@@ -376,6 +391,105 @@ static int parse_count(const char *s, int lo, int hi, int *out)
     return 0;
 }
 
+/* --state / --resume against the other options. Returns CLI_OK or CLI_USAGE after printing. */
+static int check_run_state_options(struct cli_run_state *rs, const char *state_file,
+                                   const struct sbx_run_config *scfg,
+                                   const char *session_state_path, int nargs)
+{
+    if (state_file && rs->resume && strcmp(state_file, rs->path) != 0)
+        return cli_usage("run ", "--resume FILE saves the run to FILE again; --state cannot "
+                                 "name another file");
+    if (state_file)
+        rs->path = state_file;
+    if (!rs->resume && (json_object_size(rs->decisions) || rs->allow_agent_change))
+        return cli_usage("run ", "--approve, --reject and --allow-agent-change continue a saved "
+                                 "run: they need --resume FILE");
+    if (!rs->resume)
+        return nargs ? CLI_OK
+                     : cli_usage("run ", "missing prompt (give '-' to read it from standard "
+                                         "input)");
+    if (nargs)
+        return cli_usage("run ", "--resume continues the saved run: give no prompt");
+    const char *other = scfg->manifest_path  ? "--manifest"
+                        : scfg->session_id   ? "--session"
+                        : scfg->snapshot     ? "--snapshot"
+                        : session_state_path ? "--session-state"
+                                             : NULL;
+    if (other)
+        return cli_usage("run ",
+                         "--resume continues the saved run in its own sandboxes; it "
+                         "cannot be used with %s",
+                         other);
+    return CLI_OK;
+}
+
+/* A resumed run takes the options it was started with unless given again. */
+static void saved_options(const struct cli_run_state *rs, const char **agent_path,
+                          const char **model_name, struct sbx_model_options *mopt, int api_given,
+                          struct sbx_run_options *ropt, struct sbx_run_config *scfg)
+{
+    const json_t *cli = cli_run_state_saved_options(rs);
+    const char *api = json_string_value(json_object_get(cli, "api"));
+    if (!cli)
+        return;
+    if (!*agent_path)
+        *agent_path = json_string_value(json_object_get(cli, "agent_file"));
+    if (!*model_name)
+        *model_name = json_string_value(json_object_get(cli, "model"));
+    if (!api_given && api)
+        mopt->api = strcmp(api, "chat") == 0 ? SBX_MODEL_API_CHAT : SBX_MODEL_API_RESPONSES;
+    if (!mopt->base_url)
+        mopt->base_url = json_string_value(json_object_get(cli, "base_url"));
+    if (json_is_true(json_object_get(cli, "use_previous_response_id")))
+        ropt->use_previous_response_id = 1;
+    if (!ropt->conversation)
+        ropt->conversation = json_string_value(json_object_get(cli, "conversation"));
+    if (json_is_false(json_object_get(cli, "stream")))
+        mopt->no_stream = 1;
+    if (json_is_true(json_object_get(cli, "all_agents")))
+        scfg->all_agents = 1;
+}
+
+/* The run state's "meta": what `sbx run --resume` needs to run the same way. */
+static json_t *run_meta(const char *agent_path, const char *model_name,
+                        const struct sbx_model_options *mopt, const struct sbx_run_options *ropt,
+                        const struct sbx_run_config *scfg)
+{
+    char *abs = agent_path ? realpath(agent_path, NULL) : NULL;
+    json_t *cli = json_object();
+    sbx_json_set(cli, "agent_file", abs ? sbx_json_str(abs) : json_null());
+    sbx_json_set(cli, "model", model_name ? sbx_json_str(model_name) : json_null());
+    sbx_json_set(cli, "api", sbx_json_str(mopt->api == SBX_MODEL_API_CHAT ? "chat" : "responses"));
+    sbx_json_set(cli, "base_url", mopt->base_url ? sbx_json_str(mopt->base_url) : json_null());
+    sbx_json_set(cli, "use_previous_response_id",
+                 json_boolean(ropt->use_previous_response_id != 0));
+    sbx_json_set(cli, "max_turns", ropt->max_turns ? json_integer(ropt->max_turns) : json_null());
+    sbx_json_set(cli, "conversation",
+                 ropt->conversation ? sbx_json_str(ropt->conversation) : json_null());
+    sbx_json_set(cli, "stream", json_boolean(!mopt->no_stream));
+    sbx_json_set(cli, "all_agents", json_boolean(scfg->all_agents != 0));
+    free(abs);
+    return json_pack("{s:o}", "cli", cli);
+}
+
+static void use_run_state(struct cli_run_state *rs, struct sbx_run_config *scfg,
+                          struct sbx_run_options *ropt, const json_t *agent_files,
+                          const json_t *meta)
+{
+    scfg->resumable = 1;
+    ropt->checkpoint = cli_run_state_checkpoint;
+    ropt->checkpoint_data = rs;
+    ropt->agent_files = agent_files;
+    ropt->meta = meta;
+    if (!rs->resume)
+        return;
+    ropt->resume = rs->doc;
+    ropt->decisions = json_object_size(rs->decisions) ? rs->decisions : NULL;
+    const json_t *sandbox = json_object_get(rs->doc, "sandbox");
+    if (json_is_object(sandbox))
+        scfg->run_state_sandbox = sandbox;
+}
+
 int cmd_run(int argc, char **argv)
 {
     enum {
@@ -390,7 +504,7 @@ int cmd_run(int argc, char **argv)
         OPT_PREVID,
         OPT_MANIFEST,
         OPT_SESSION,
-        OPT_STATE,
+        OPT_SESSION_STATE,
         OPT_SNAPSHOT,
         OPT_SNAPOUT,
         OPT_KEEP,
@@ -398,6 +512,10 @@ int cmd_run(int argc, char **argv)
         OPT_CONVERSATION,
         OPT_LOCAL,
         OPT_PASS,
+        OPT_RUNSTATE,
+        OPT_RESUME,
+        OPT_DECISION,
+        OPT_AGENTCHANGE,
     };
     static const struct option longopts[] = {
             {"agent", required_argument, NULL, 'a'},
@@ -413,7 +531,7 @@ int cmd_run(int argc, char **argv)
             {"use-previous-response-id", no_argument, NULL, OPT_PREVID},
             {"manifest", required_argument, NULL, OPT_MANIFEST},
             {"session", required_argument, NULL, OPT_SESSION},
-            {"session-state", required_argument, NULL, OPT_STATE},
+            {"session-state", required_argument, NULL, OPT_SESSION_STATE},
             {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
             {"snapshot-out", required_argument, NULL, OPT_SNAPOUT},
             {"keep", no_argument, NULL, OPT_KEEP},
@@ -431,6 +549,12 @@ int cmd_run(int argc, char **argv)
             {"allow-dangerous-grant", required_argument, NULL, OPT_LOCAL},
             {"pass-secret", required_argument, NULL, OPT_PASS},
             {"disk", required_argument, NULL, OPT_LOCAL},
+            {"state", required_argument, NULL, OPT_RUNSTATE},
+            {"resume", required_argument, NULL, OPT_RESUME},
+            {"approve", required_argument, NULL, OPT_DECISION},
+            {"reject", required_argument, NULL, OPT_DECISION},
+            {"reason", required_argument, NULL, OPT_DECISION},
+            {"allow-agent-change", no_argument, NULL, OPT_AGENTCHANGE},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0},
     };
@@ -438,7 +562,7 @@ int cmd_run(int argc, char **argv)
     struct sbx_model_options mopt = {0};
     struct sbx_run_options ropt = {0};
     struct render rd = {0};
-    const char *agent_path = NULL, *model_name = NULL, *state_path = NULL;
+    const char *agent_path = NULL, *model_name = NULL, *session_state_path = NULL;
     struct sbx_agent_file *file = NULL;
     struct sbx_agent *agent = NULL, *own_agent = NULL;
     struct sbx_model *model = NULL;
@@ -446,15 +570,18 @@ int cmd_run(int argc, char **argv)
     struct sbx_run_config scfg = {0};
     struct sbx_sandbox_run *sr = NULL;
     char *prompt = NULL;
-    json_t *input = NULL, *state = NULL;
+    json_t *input = NULL, *session_state = NULL, *agent_files = NULL, *meta = NULL;
     struct sbx_local_options lopt = {0};
     struct sbx_local_grant grants[SBX_LOCAL_MAX_GRANTS];
     struct sbx_client *client = NULL;
     struct sbx_conversation_store *conv = NULL;
     struct sbx_strv pass;
-    int rc = CLI_FAIL, c, li = 0;
+    struct cli_run_state rs;
+    const char *runstate_path = NULL;
+    int rc = CLI_FAIL, c, li = 0, api_given = 0;
 
     sbx_strv_init(&pass);
+    cli_run_state_init(&rs);
 
     optind = 1;
     while ((c = getopt_long(argc, argv, "+a:m:h", longopts, &li)) != -1) {
@@ -471,11 +598,29 @@ int cmd_run(int argc, char **argv)
         case OPT_PASS: {
             int r = cli_pass_secret(optarg, &pass);
             if (r != 1) {
-                sbx_strv_release(&pass);
-                return r;
+                rc = r;
+                goto out_quiet;
             }
             break;
         }
+        case OPT_RUNSTATE:
+            runstate_path = optarg;
+            break;
+        case OPT_RESUME:
+            rs.path = optarg;
+            rs.resume = 1;
+            break;
+        case OPT_DECISION: {
+            int r = cli_run_state_decision(&rs, longopts[li].name, optarg);
+            if (r != 1) {
+                rc = r;
+                goto out_quiet;
+            }
+            break;
+        }
+        case OPT_AGENTCHANGE:
+            rs.allow_agent_change = 1;
+            break;
         case 'a':
             agent_path = optarg;
             break;
@@ -492,6 +637,7 @@ int cmd_run(int argc, char **argv)
                 mopt.api = SBX_MODEL_API_CHAT;
             else
                 return cli_usage("run ", "--api must be 'responses' or 'chat', not '%s'", optarg);
+            api_given = 1;
             break;
         case OPT_MAXTURNS:
             if (parse_count(optarg, 1, 1000000, &ropt.max_turns) < 0)
@@ -527,8 +673,8 @@ int cmd_run(int argc, char **argv)
         case OPT_SESSION:
             scfg.session_id = optarg;
             break;
-        case OPT_STATE:
-            state_path = optarg;
+        case OPT_SESSION_STATE:
+            session_state_path = optarg;
             break;
         case OPT_SNAPSHOT:
             scfg.snapshot = optarg;
@@ -565,42 +711,54 @@ int cmd_run(int argc, char **argv)
     if (scfg.manifest_path && scfg.session_id)
         return cli_usage("run ", "--manifest makes a fresh sandbox; it cannot be used with "
                                  "--session");
-    if (state_path && (scfg.session_id || scfg.manifest_path))
+    if (session_state_path && (scfg.session_id || scfg.manifest_path))
         return cli_usage("run ", "--session-state resumes a sandbox; it cannot be used with %s",
                          scfg.session_id ? "--session" : "--manifest");
-    if (scfg.snapshot && (scfg.session_id || state_path))
+    if (scfg.snapshot && (scfg.session_id || session_state_path))
         return cli_usage("run ", "--snapshot makes a fresh sandbox; it cannot be used with %s",
                          scfg.session_id ? "--session" : "--session-state");
-    if (scfg.keep && !agent_path && !scfg.manifest_path && !state_path && !scfg.snapshot)
+    if (scfg.keep && !rs.resume && !agent_path && !scfg.manifest_path && !session_state_path &&
+        !scfg.snapshot)
         return cli_usage("run ", "--keep needs a sandbox: give an agent file (-a), --manifest, "
                                  "--snapshot or --session-state");
-    if (scfg.snapshot_out && !agent_path && !scfg.manifest_path && !state_path && !scfg.snapshot &&
-        !scfg.session_id)
+    if (scfg.snapshot_out && !rs.resume && !agent_path && !scfg.manifest_path &&
+        !session_state_path && !scfg.snapshot && !scfg.session_id)
         return cli_usage("run ", "--snapshot-out needs a sandbox: give an agent file (-a), "
                                  "--manifest, --snapshot, --session or --session-state");
     if (scfg.keep && scfg.session_id)
         return cli_usage("run ", "--keep applies to sandboxes the run creates, not to --session");
-    if (argc - optind == 0)
-        return cli_usage("run ", "missing prompt (give '-' to read it from standard input)");
-    const char *p = argv[optind];
-    if (strcmp(p, "-") == 0) {
+    if ((rc = check_run_state_options(&rs, runstate_path, &scfg, session_state_path,
+                                      argc - optind)) != CLI_OK)
+        goto out_quiet;
+    rc = CLI_FAIL;
+    const char *p = rs.resume ? NULL : argv[optind];
+    if (p && strcmp(p, "-") == 0) {
         if (read_stdin(&prompt, &err) < 0)
             goto out;
         p = prompt;
     }
-    if (!p[0]) {
+    if (p && !p[0]) {
         rc = cli_usage("run ", "the prompt is empty");
         goto out;
     }
     /* Read before anything is made, so a bad file leaves nothing behind. */
-    if (state_path && read_state(state_path, &state, &err) < 0)
+    if (session_state_path && read_session_state(session_state_path, &session_state, &err) < 0)
         goto out;
-    scfg.session_state = state;
+    scfg.session_state = session_state;
+    if (rs.path) {
+        if (cli_run_state_prepare(&rs, &err) < 0)
+            goto out;
+        saved_options(&rs, &agent_path, &model_name, &mopt, api_given, &ropt, &scfg);
+        cli_run_state_add_secrets(&rs, &pass);
+    }
 
     if (agent_path) {
         if (sbx_agent_file_load(agent_path, &file, &err) < 0)
             goto out;
         agent = sbx_agent_file_agent(file);
+        if (rs.resume &&
+            sbx_run_state_check_agent_files(rs.doc, file, rs.allow_agent_change, &err) < 0)
+            goto out;
     } else {
         if (sbx_agent_new("assistant", &own_agent, &err) < 0)
             goto out;
@@ -630,13 +788,21 @@ int cmd_run(int argc, char **argv)
     ropt.on_event = on_event;
     ropt.event_data = &rd;
     ropt.cancel = &interrupted;
-    input = sbx_json_str(p);
+    if (rs.path) {
+        agent_files = file ? sbx_agent_file_sources(file) : NULL;
+        meta = run_meta(agent_path, model_name, &mopt, &ropt, &scfg);
+        use_run_state(&rs, &scfg, &ropt, agent_files, meta);
+        rd.state_file = rs.path;
+    }
+    input = p ? sbx_json_str(p) : NULL;
     /* Plain agents run as before; sandbox agents (or any agent, with --session / --manifest)
      * get their sandbox when they first take a turn. */
-    scfg.all_agents = scfg.session_id || scfg.manifest_path || state_path || scfg.snapshot;
+    scfg.all_agents = scfg.all_agents || scfg.session_id || scfg.manifest_path ||
+                      session_state_path || scfg.snapshot;
     int sandboxed = agent_path || scfg.all_agents;
     if (sandboxed && !scfg.session_id) {
-        lopt.tied = !scfg.keep;
+        /* A run that can be continued keeps its sandboxes beyond this process. */
+        lopt.tied = !scfg.keep && !scfg.resumable;
         if (sbx_client_new("local", &lopt, &client, &err) < 0)
             goto out;
         scfg.client = client;
@@ -668,6 +834,13 @@ int cmd_run(int argc, char **argv)
     if (run_rc < 0) {
         rc = err.code == SBX_E_MAXTURNS ? CLI_MAXTURNS : CLI_FAIL;
         cli_fail(&err);
+        if (rs.path)
+            cli_run_state_report_unfinished(&rs);
+        goto out_quiet;
+    }
+    if (sbx_run_result_interrupted(res)) {
+        cli_run_state_report_waiting(&rs, res);
+        rc = CLI_WAITING;
         goto out_quiet;
     }
     if (!rd.json) {
@@ -691,11 +864,14 @@ out_quiet:
     sbx_agent_file_free(file);
     sbx_agent_free(own_agent);
     json_decref(input);
-    json_decref(state);
+    json_decref(session_state);
+    json_decref(agent_files);
+    json_decref(meta);
     json_decref(rd.args);
     free(prompt);
     if (interrupted && interrupted != SIGINT)
         rc = 128 + interrupted;
     sbx_strv_release(&pass);
+    cli_run_state_release(&rs);
     return rc;
 }

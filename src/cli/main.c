@@ -26,6 +26,7 @@ static const struct verb verbs[] = {
         {"run", cmd_run, "run an agent against a model"},
         {"sandbox", cmd_sandbox, "create and use local sandboxes"},
         {"snapshot", cmd_snapshot, "list, inspect, remove, export and import snapshots"},
+        {"state", cmd_run_state, "show and remove the run states 'sbx run --state' saves"},
         {"version", cmd_version, "print the version"},
 };
 
