@@ -49,6 +49,26 @@ expect_in "$T/o" "before" "whose files written before the kill are intact"
 expect_eq "$(fake_query 'len(reqs)')" 2 "the model call that had completed was not repeated"
 expect_eq "$(live)" 0 "the completed run removed its sandbox"
 
+# --- a run that failed (the model server answers 500) continues where it stopped -------------
+mk "$T/s.json" '[resp(1, sh(1, "echo one >> log.txt"))]'
+start_fake "$T/s.json"
+run "$SBX" run --retries 0 --base-url "$FAKE_URL" -a "$T/a.yaml" --state "$T/F.json" "go"
+expect_rc 1 "the run fails when the model call fails"
+expect_in "$T/err" "sbx: the run can be continued: sbx run --resume $T/F.json" "and says it can be continued"
+expect_eq "$(sfield "$T/F.json" '(s["status"], s["turn"])')" "('failed', 1)" "the state says failed after turn 1"
+expect_eq "$(live)" 1 "its sandbox stays"
+mk "$T/s.json" '[resp(2, sh(2, "cat log.txt")), resp(3, msg("recovered"))]'
+start_fake "$T/s.json"
+run "$SBX" run --resume "$T/F.json" --base-url "$FAKE_URL"
+expect_rc 0 "--resume continues the failed run"
+expect_in "$T/err" "sbx: turn 2 was in flight when the run stopped; repeating it" "repeating the failed turn, and saying so"
+expect_eq "$(fake_query '[i.get("call_id") for i in reqs[0]["body"]["input"] if i.get("type") == "function_call_output"]')" \
+    "['c1']" "the repeated request carries the completed call's output"
+outputs 1 >"$T/o"
+expect_eq "$(grep -c one "$T/o")" 1 "the completed call did not run again"
+expect_in "$T/out" "recovered" "and the run finishes"
+expect_eq "$(live)" 0 "then its sandbox goes"
+
 # --- a sandbox removed while the run waits is rebuilt from the state's snapshot ---------------
 cat >"$T/w.yaml" <<'EOF'
 name: Careful

@@ -317,6 +317,32 @@ static void test_config_errors(void)
     sbx_agent_free(a);
 }
 
+/* A resumable run's sandboxes must outlive the process: a tied client is refused up front. */
+static void test_resumable(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_sandbox_run *sr = NULL;
+    char *run_dir = sbx_xasprintf("%s/run", tmp), *ws_dir = sbx_xasprintf("%s/ws", tmp);
+    struct sbx_local_options lo = {.runtime_dir = run_dir, .workspace_dir = ws_dir, .tied = 1};
+    struct sbx_client *tied = NULL;
+    CHECK_OK(sbx_client_new("local", &lo, &tied, &err), &err);
+    struct sbx_run_config cfg = {.client = tied, .resumable = 1};
+    CHECK_ERR(sbx_sandbox_run_new(&cfg, &sr, &err), SBX_E_INVAL, &err,
+              "needs sandboxes that outlive this process");
+    cfg.client = client;
+    CHECK_OK(sbx_sandbox_run_new(&cfg, &sr, &err), &err);
+    sbx_sandbox_run_free(sr);
+    /* Nothing to discard; a malformed payload is refused before anything is removed. */
+    CHECK_OK(sbx_sandbox_run_state_discard(client, NULL, &err), &err);
+    json_t *bad = json_pack("{s:[]}", "sessions_by_agent");
+    CHECK_ERR(sbx_sandbox_run_state_discard(client, bad, &err), SBX_E_INVAL, &err,
+              "'sessions_by_agent' must be an object");
+    json_decref(bad);
+    sbx_client_free(tied);
+    free(run_dir);
+    free(ws_dir);
+}
+
 int main(void)
 {
     TAP_START();
@@ -334,6 +360,7 @@ int main(void)
     TAP_RUN(test_custom_capability);
     TAP_RUN(test_live_session);
     TAP_RUN(test_config_errors);
+    TAP_RUN(test_resumable);
     sbx_client_free(client);
     char *cmd[] = {"rm", "-rf", tmp, NULL};
     pid_t pid = fork();
