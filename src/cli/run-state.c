@@ -19,7 +19,6 @@
 void cli_run_state_init(struct cli_run_state *rs)
 {
     memset(rs, 0, sizeof(*rs));
-    rs->decisions = json_object();
     sbx_strv_init(&rs->secrets);
 }
 
@@ -49,6 +48,8 @@ int cli_run_state_decision(struct cli_run_state *rs, const char *opt, const char
     if (!arg[0])
         return cli_usage("run ", "--%s needs a call id%s", opt, approve ? " or 'all'" : "");
     const char *key = approve && strcmp(arg, "all") == 0 ? "*" : arg;
+    if (!rs->decisions)
+        rs->decisions = json_object();
     if (json_object_get(rs->decisions, key))
         return cli_usage("run ", "call '%s' is decided twice (--approve / --reject)", arg);
     sbx_json_set(rs->decisions, key, json_pack("{s:b}", "approved", approve));

@@ -15,7 +15,8 @@ struct sbx_run_result;
 struct cli_run_state {
     const char *path; /* --state FILE, or the --resume FILE (written again) */
     int resume;
-    json_t *decisions; /* --approve / --reject: {"<call id>" | "*": {"approved", "message"?}} */
+    /* --approve / --reject: {"<call id>" | "*": {"approved", "message"?}}; NULL: none */
+    json_t *decisions;
     char *last_reject; /* the call id --reason applies to */
     int allow_agent_change;
     json_t *doc;             /* the state resumed from */
