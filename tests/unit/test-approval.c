@@ -1,5 +1,7 @@
 /* Approvals and resume: policy matching, bad policies, interruptions, decisions, checkpoints,
  * run states carried across resumes, nested agent runs. Driven by replay models. */
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/wait.h>
 
 #include "tap.h"
@@ -745,6 +747,139 @@ static void test_nested(void)
     sbx_agent_free(inner);
 }
 
+/* The same state through the Chat Completions transport: the fake model server plays a turn
+ * with three tool calls, the run interrupts, and the resumed run sends the tool outputs as chat
+ * tool messages. */
+static const char chat_script[] =
+        "{\"turns\": ["
+        "{\"chat\": {\"id\": \"k1\", \"object\": \"chat.completion\", \"choices\": [{\"index\": 0,"
+        " \"finish_reason\": \"tool_calls\", \"message\": {\"role\": \"assistant\", \"content\":"
+        " null, \"tool_calls\": ["
+        "{\"id\": \"c1\", \"type\": \"function\", \"function\": {\"name\": \"echo\", \"arguments\":"
+        " \"{\\\"t\\\":\\\"a\\\"}\"}},"
+        "{\"id\": \"c2\", \"type\": \"function\", \"function\": {\"name\": \"danger\", "
+        "\"arguments\": \"{}\"}},"
+        "{\"id\": \"c3\", \"type\": \"function\", \"function\": {\"name\": \"echo\", \"arguments\":"
+        " \"{\\\"t\\\":\\\"c\\\"}\"}}]}}],"
+        " \"usage\": {\"prompt_tokens\": 10, \"completion_tokens\": 1, \"total_tokens\": 11}}},"
+        "{\"chat\": {\"id\": \"k2\", \"object\": \"chat.completion\", \"choices\": [{\"index\": 0,"
+        " \"finish_reason\": \"stop\", \"message\": {\"role\": \"assistant\", \"content\": "
+        "\"chat done\"}}],"
+        " \"usage\": {\"prompt_tokens\": 10, \"completion_tokens\": 1, \"total_tokens\": 11}}}"
+        "]}";
+
+static pid_t start_fake(const char *script, const char *log, char *url, size_t urlsz)
+{
+    const char *src = getenv("SBX_SRCDIR");
+    if (!src)
+        return -1;
+    char *server = sbx_xasprintf("%s/tests/fake-model/fake-model.py", src);
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        abort();
+    pid_t pid = fork();
+    if (pid == 0) {
+        dup2(p[1], 1);
+        execlp("python3", "python3", server, script, log, (char *)NULL);
+        _exit(127);
+    }
+    close(p[1]);
+    free(server);
+    char port[16] = {0};
+    ssize_t n = read(p[0], port, sizeof(port) - 1);
+    close(p[0]);
+    if (n <= 0) {
+        kill(pid, SIGTERM);
+        waitpid(pid, NULL, 0);
+        return -1;
+    }
+    port[strcspn(port, "\n")] = '\0';
+    snprintf(url, urlsz, "http://127.0.0.1:%s/v1", port);
+    return pid;
+}
+
+static void test_chat_transport(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    char *script = sbx_xasprintf("%s/chat.json", dir);
+    char *log = sbx_xasprintf("%s/chat-requests.jsonl", dir);
+    FILE *f = fopen(script, "w");
+    fputs(chat_script, f);
+    fclose(f);
+    char url[128];
+    pid_t server = start_fake(script, log, url, sizeof(url));
+    CHECK(server > 0);
+    if (server <= 0) {
+        printf("# the fake model server did not start (python3 and SBX_SRCDIR are needed)\n");
+        free(script);
+        free(log);
+        return;
+    }
+    struct sbx_agent *a = make_agent("worker", "[\"danger\"]");
+    struct seen s;
+    seen_init(&s);
+    echo_runs = danger_runs = 0;
+    struct sbx_model_options mo = {
+            .base_url = url, .api_key = "sk-test-chat", .api = SBX_MODEL_API_CHAT, .retries = -1};
+    struct sbx_model *m = NULL;
+    CHECK_OK(sbx_model_new("gpt-test", &mo, &m, &err), &err);
+    struct sbx_run_options o = options(m, &s);
+    struct sbx_run_result *res = NULL;
+    json_t *input = sbx_json_str("go"), *state = NULL;
+    CHECK_OK(sbx_run(a, input, &o, &res, &err), &err);
+    if (res) {
+        CHECK_EQ_INT(sbx_run_result_interrupted(res), 1);
+        state = saved(sbx_run_result_state(res));
+    }
+    sbx_run_result_free(res);
+    res = NULL;
+    sbx_model_free(m);
+    m = NULL;
+    CHECK_EQ_INT(echo_runs, 1);
+    CHECK_EQ_INT(danger_runs, 0);
+
+    CHECK_OK(sbx_model_new("gpt-test", &mo, &m, &err), &err);
+    o = options(m, &s);
+    json_t *dec = J("{\"*\": {\"approved\": true}}");
+    o.resume = state;
+    o.decisions = dec;
+    if (state)
+        CHECK_OK(sbx_run(a, NULL, &o, &res, &err), &err);
+    if (res)
+        CHECK_EQ_STR(sbx_run_result_text(res), "chat done");
+    CHECK_EQ_INT(danger_runs, 1);
+    CHECK_EQ_INT(echo_runs, 2);
+    sbx_run_result_free(res);
+    kill(server, SIGTERM);
+    waitpid(server, NULL, 0);
+
+    /* The second request carried the three tool outputs as tool messages. */
+    struct sbx_buf b;
+    sbx_buf_init(&b, SBX_BUF_NOLIMIT);
+    f = fopen(log, "r");
+    char line[65536];
+    int lines = 0;
+    while (f && fgets(line, sizeof(line), f))
+        if (++lines == 2 && sbx_buf_adds(&b, line, NULL) < 0)
+            abort();
+    if (f)
+        fclose(f);
+    CHECK_EQ_INT(lines, 2);
+    CHECK_CONTAINS(sbx_buf_cstr(&b), "\"tool_call_id\": \"c2\"");
+    CHECK_CONTAINS(sbx_buf_cstr(&b), "boom");
+    CHECK_CONTAINS(sbx_buf_cstr(&b), "echo:a");
+    CHECK_CONTAINS(sbx_buf_cstr(&b), "echo:c");
+    sbx_buf_release(&b);
+    json_decref(dec);
+    json_decref(state);
+    json_decref(input);
+    sbx_model_free(m);
+    seen_release(&s);
+    sbx_agent_free(a);
+    free(script);
+    free(log);
+}
+
 int main(void)
 {
     TAP_START();
@@ -758,6 +893,7 @@ int main(void)
     TAP_RUN(test_crash_resume);
     TAP_RUN(test_failures);
     TAP_RUN(test_nested);
+    TAP_RUN(test_chat_transport);
     char *cmd[] = {"rm", "-rf", dir, NULL};
     pid_t pid = fork();
     if (pid == 0) {
