@@ -768,6 +768,9 @@ static const char chat_script[] =
         " \"usage\": {\"prompt_tokens\": 10, \"completion_tokens\": 1, \"total_tokens\": 11}}}"
         "]}";
 
+/* The server's stdout stays open while it runs: it dies of EPIPE otherwise. */
+static int fake_out = -1;
+
 static pid_t start_fake(const char *script, const char *log, char *url, size_t urlsz)
 {
     const char *src = getenv("SBX_SRCDIR");
@@ -786,9 +789,15 @@ static pid_t start_fake(const char *script, const char *log, char *url, size_t u
     close(p[1]);
     free(server);
     char port[16] = {0};
-    ssize_t n = read(p[0], port, sizeof(port) - 1);
-    close(p[0]);
-    if (n <= 0) {
+    size_t got = 0;
+    ssize_t n = 1;
+    while (got < sizeof(port) - 1 && !strchr(port, '\n') &&
+           (n = read(p[0], port + got, sizeof(port) - 1 - got)) > 0)
+        got += (size_t)n;
+    fake_out = p[0];
+    if (!strchr(port, '\n')) {
+        close(fake_out);
+        fake_out = -1;
         kill(pid, SIGTERM);
         waitpid(pid, NULL, 0);
         return -1;
@@ -852,6 +861,8 @@ static void test_chat_transport(void)
     sbx_run_result_free(res);
     kill(server, SIGTERM);
     waitpid(server, NULL, 0);
+    close(fake_out);
+    fake_out = -1;
 
     /* The second request carried the three tool outputs as tool messages. */
     struct sbx_buf b;
