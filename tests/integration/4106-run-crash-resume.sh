@@ -49,6 +49,26 @@ expect_in "$T/o" "before" "whose files written before the kill are intact"
 expect_eq "$(fake_query 'len(reqs)')" 2 "the model call that had completed was not repeated"
 expect_eq "$(live)" 0 "the completed run removed its sandbox"
 
+# --- SIGTERM while the tool call runs: cancelled, and it can be continued ----------------------
+mk "$T/s.json" '[resp(1, fcall(1, "exec_command", {"cmd": E["CMD"], "yield_time_ms": 30000})), resp(2, msg("finished after the cancel"))]'
+start_fake "$T/s.json"
+"$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" --state "$T/C.json" "go" >"$T/out" 2>"$T/err" &
+RUN_PID=$!
+wait_until napping
+kill -TERM "$RUN_PID"
+wait_until eval '! alive $RUN_PID'
+wait "$RUN_PID"
+rc=$?
+RUN_PID=
+expect_eq "$rc" 143 "SIGTERM ends the run with 143"
+expect_in "$T/err" "sbx: the run can be continued: sbx run --resume $T/C.json" "saying it can be continued"
+expect_eq "$(live)" 1 "its sandbox stays"
+run "$SBX" run --resume "$T/C.json"
+expect_rc 0 "--resume continues the cancelled run"
+expect_in "$T/err" "was running when the run stopped; running it again" "repeating the cancelled call, and saying so"
+expect_in "$T/out" "finished after the cancel" "to the end"
+expect_eq "$(live)" 0 "then its sandbox goes"
+
 # --- a run that failed (the model server answers 500) continues where it stopped -------------
 mk "$T/s.json" '[resp(1, sh(1, "echo one >> log.txt"))]'
 start_fake "$T/s.json"
