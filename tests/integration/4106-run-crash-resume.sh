@@ -49,6 +49,27 @@ expect_in "$T/o" "before" "whose files written before the kill are intact"
 expect_eq "$(fake_query 'len(reqs)')" 2 "the model call that had completed was not repeated"
 expect_eq "$(live)" 0 "the completed run removed its sandbox"
 
+# --- SIGKILL while the model call of turn 2 is in flight --------------------------------------
+# The second answer comes only after far longer than any wait below.
+mk "$T/s.json" '[resp(1, sh(1, "echo one >> log.txt")), dict(resp(2, msg("too late")), delay_ms=30000), resp(3, sh(3, "cat log.txt")), resp(4, msg("finished after the crash"))]'
+start_fake "$T/s.json"
+asked_twice() { [ -s "$FAKE_LOG" ] && [ "$(wc -l <"$FAKE_LOG")" -ge 2 ]; }
+"$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" --state "$T/M.json" "go" >"$T/out" 2>"$T/err" &
+RUN_PID=$!
+wait_until asked_twice
+kill -KILL "$RUN_PID"
+wait "$RUN_PID" 2>/dev/null
+RUN_PID=
+expect_eq "$(sfield "$T/M.json" '(s["status"], s["turn"], s["open_calls"])')" "('running', 1, [])" \
+    "the checkpoint after turn 1 is the last one"
+run "$SBX" run --resume "$T/M.json"
+expect_rc 0 "--resume continues a run killed during a model call"
+expect_in "$T/err" "sbx: turn 2 was in flight when the run stopped; repeating it" "repeating that turn, and saying so"
+outputs 3 >"$T/o"
+expect_eq "$(grep -c one "$T/o")" 1 "the completed tool call did not run again"
+expect_in "$T/out" "finished after the crash" "and finishes"
+expect_eq "$(live)" 0 "then its sandbox goes"
+
 # --- SIGTERM while the tool call runs: cancelled, and it can be continued ----------------------
 mk "$T/s.json" '[resp(1, fcall(1, "exec_command", {"cmd": E["CMD"], "yield_time_ms": 30000})), resp(2, msg("finished after the cancel"))]'
 start_fake "$T/s.json"

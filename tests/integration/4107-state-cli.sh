@@ -106,5 +106,13 @@ run "$SBX" run --resume "$T/G.json" --approve c1 --allow-agent-change
 expect_rc 0 "--allow-agent-change resumes it"
 expect_in "$T/out" "the end" "to the end"
 
+run "$SBX" state --help
+expect_rc 0 "state --help"
+expect_in "$T/out" "usage: sbx state show [--json] FILE" "prints the usage"
+run "$SBX" state frobnicate x
+expect_rc 2 "an unknown subcommand is a usage error"
+run "$SBX" state show
+expect_rc 2 "show without a file is a usage error"
+
 expect_eq "$(live)" 0 "no sandbox is left"
 done_testing
