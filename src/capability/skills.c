@@ -154,17 +154,31 @@ void sbx__skill_list_release(struct sbx__skill_list *l)
     l->n = 0;
 }
 
-/* Add a skill (taking name and desc) unless its name is taken or the list is full. */
+/* Add a skill (taking name and desc) unless its name is taken or the list is full. Of two
+ * skills with one name, the one in the folder of that name wins, else the first. */
 static void list_add(struct sbx__skill_list *l, const char *shown, const char *dir, char *name,
                      char *desc)
 {
-    for (size_t i = 0; i < l->n; i++)
-        if (strcmp(l->v[i].name, name) == 0) {
+    for (size_t i = 0; i < l->n; i++) {
+        struct sbx__skill *k = &l->v[i];
+        if (strcmp(k->name, name) != 0)
+            continue;
+        if (strcmp(dir, name) == 0 && strcmp(k->dir, name) != 0) {
             sbx_log(SBX_LOG_WARN,
-                    "skills: skipped '%s' in '%s': the name '%s' is already taken by '%s'", dir,
-                    shown, name, l->v[i].dir);
-            goto drop;
+                    "skills: skipped '%s' in '%s': the name '%s' belongs to folder '%s'", k->dir,
+                    shown, name, dir);
+            free(k->description);
+            free(k->dir);
+            free(name);
+            k->description = desc;
+            k->dir = sbx_xstrdup(dir);
+            return;
         }
+        sbx_log(SBX_LOG_WARN,
+                "skills: skipped '%s' in '%s': the name '%s' is already taken by '%s'", dir, shown,
+                name, k->dir);
+        goto drop;
+    }
     if (l->n == SBX_SKILLS_MAX) {
         sbx_log(SBX_LOG_WARN, "skills: skipped '%s' in '%s': a source holds at most %d skills", dir,
                 shown, SBX_SKILLS_MAX);
@@ -275,7 +289,10 @@ static int walk(struct walk *w, int dfd, const char *rel, const char *dest, int 
         return sbx_error_set(err, SBX_E_TOOBIG, 0, "'%s' nests deeper than %d folders", rel,
                              SBX_SKILL_MAX_DEPTH);
     sbx_strv_init(&names);
-    if ((rc = list_names(dfd, rel, SBX_SKILL_MAX_ENTRIES + 1, &names, err)) < 0)
+    if ((rc = list_names(dfd, rel, SBX_SKILL_MAX_ENTRIES + 1, &names, err)) == -SBX_E_TOOBIG)
+        rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "it holds more than %d files and folders",
+                           SBX_SKILL_MAX_ENTRIES);
+    if (rc < 0)
         goto out;
     for (size_t i = 0; i < names.n && rc == 0; i++) {
         const char *n = names.v[i];
