@@ -156,17 +156,18 @@ void sbx__skill_list_release(struct sbx__skill_list *l)
 
 /* Add a skill (taking name and desc) unless its name is taken or the list is full. Of two
  * skills with one name, the one in the folder of that name wins, else the first. */
-static void list_add(struct sbx__skill_list *l, const char *shown, const char *dir, char *name,
-                     char *desc)
+static void list_add(struct sbx__skill_list *l, const char *shown, int quiet, const char *dir,
+                     char *name, char *desc)
 {
     for (size_t i = 0; i < l->n; i++) {
         struct sbx__skill *k = &l->v[i];
         if (strcmp(k->name, name) != 0)
             continue;
         if (strcmp(dir, name) == 0 && strcmp(k->dir, name) != 0) {
-            sbx_log(SBX_LOG_WARN,
-                    "skills: skipped '%s' in '%s': the name '%s' belongs to folder '%s'", k->dir,
-                    shown, name, dir);
+            if (!quiet)
+                sbx_log(SBX_LOG_WARN,
+                        "skills: skipped '%s' in '%s': the name '%s' belongs to folder '%s'",
+                        k->dir, shown, name, dir);
             free(k->description);
             free(k->dir);
             free(name);
@@ -174,14 +175,16 @@ static void list_add(struct sbx__skill_list *l, const char *shown, const char *d
             k->dir = sbx_xstrdup(dir);
             return;
         }
-        sbx_log(SBX_LOG_WARN,
-                "skills: skipped '%s' in '%s': the name '%s' is already taken by '%s'", dir, shown,
-                name, k->dir);
+        if (!quiet)
+            sbx_log(SBX_LOG_WARN,
+                    "skills: skipped '%s' in '%s': the name '%s' is already taken by '%s'", dir,
+                    shown, name, k->dir);
         goto drop;
     }
     if (l->n == SBX_SKILLS_MAX) {
-        sbx_log(SBX_LOG_WARN, "skills: skipped '%s' in '%s': a source holds at most %d skills", dir,
-                shown, SBX_SKILLS_MAX);
+        if (!quiet)
+            sbx_log(SBX_LOG_WARN, "skills: skipped '%s' in '%s': a source holds at most %d skills",
+                    dir, shown, SBX_SKILLS_MAX);
         goto drop;
     }
     l->v = sbx_xrealloc(l->v, (l->n + 1) * sizeof(*l->v));
@@ -442,7 +445,7 @@ int sbx__skills_scan_host(int dfd, const char *shown, struct sbx__skill_list *ou
         if (r < 0)
             sbx_log(SBX_LOG_WARN, "skills: skipped '%s' in '%s': %s", dir, shown, why.msg);
         else if (r == 0)
-            list_add(&l, shown, dir, name, desc);
+            list_add(&l, shown, 0, dir, name, desc);
     }
     sbx_strv_release(&names);
     if (rc < 0) {
@@ -478,9 +481,10 @@ int sbx__skill_copy(struct sbx_session *s, int dfd, const char *dir, const char 
  */
 
 /* The skills in workspace folder path: the same front matter rules, read through the session
- * (which never leaves the workspace); a skill folder or SKILL.md that is a symlink is skipped. */
-static int scan_workspace(struct sbx_session *s, const char *path, struct sbx__skill_list *out,
-                          struct sbx_error *err)
+ * (which never leaves the workspace); a skill folder or SKILL.md that is a symlink is skipped,
+ * with a warning unless quiet. */
+static int scan_workspace(struct sbx_session *s, const char *path, int quiet,
+                          struct sbx__skill_list *out, struct sbx_error *err)
 {
     struct sbx_dirlist dl = {0};
     struct sbx__skill_list l = {0};
@@ -518,11 +522,11 @@ static int scan_workspace(struct sbx_session *s, const char *path, struct sbx__s
             r = sbx__skill_front_matter(text.data, text.len, &name, &desc, &why);
         if (r == -SBX_E_SANDBOX) {
             rc = sbx_error_copy(err, &why);
-        } else if (r < 0) {
+        } else if (r < 0 && !quiet) {
             sbx_log(SBX_LOG_WARN, "skills: skipped '%s' in workspace folder '%s': %s", e->name,
                     path[0] ? path : ".", why.msg);
-        } else {
-            list_add(&l, path[0] ? path : ".", e->name, name, desc);
+        } else if (r == 0) {
+            list_add(&l, path[0] ? path : ".", quiet, e->name, name, desc);
         }
         sbx_dirent_release(&md);
         sbx_buf_release(&text);
@@ -638,15 +642,16 @@ static int prepare(struct skills *d, struct sbx_error *err)
 }
 
 /* The index for one session: host sources' shared list, or the workspace folder scanned now
- * (into *tmp). */
-static int get_index(struct skills *d, struct sbx_session *s, struct sbx__skill_list *tmp,
-                     const struct sbx__skill_list **out, struct sbx_error *err)
+ * (into *tmp; quiet: without warnings, which the other hook gives). */
+static int get_index(struct skills *d, struct sbx_session *s, int quiet,
+                     struct sbx__skill_list *tmp, const struct sbx__skill_list **out,
+                     struct sbx_error *err)
 {
     int rc;
     if (d->kind == SRC_WORKSPACE) {
-        if ((rc = scan_workspace(s, d->ws_path, tmp, err)) < 0)
+        if ((rc = scan_workspace(s, d->ws_path, quiet, tmp, err)) < 0)
             return rc;
-        if (tmp->n == 0)
+        if (tmp->n == 0 && !quiet)
             sbx_log(SBX_LOG_WARN, "skills: no skills found in workspace folder '%s'",
                     d->ws_path[0] ? d->ws_path : ".");
         *out = tmp;
@@ -739,12 +744,12 @@ static int skills_tools(struct sbx_capability *c, const struct sbx_capability_en
     struct skills *d = sbx_capability_data(c);
     struct sbx__skill_list tmp = {0};
     const struct sbx__skill_list *l = NULL;
-    int rc = get_index(d, env->session, &tmp, &l, err);
-    if (rc < 0 || l->n == 0)
+    int rc = 0;
+    if (!d->lazy && d->kind == SRC_WORKSPACE)
+        return 0; /* already where they are listed */
+    if ((rc = get_index(d, env->session, 1, &tmp, &l, err)) < 0 || l->n == 0)
         goto out;
     if (!d->lazy) {
-        if (d->kind == SRC_WORKSPACE)
-            goto out; /* already where they are listed */
         for (size_t i = 0; i < l->n && rc == 0; i++) {
             char *path = skill_path(d, &l->v[i]);
             if ((rc = sbx__skill_copy(env->session, d->fd, l->v[i].dir, path, err)) < 0)
@@ -790,7 +795,7 @@ static int skills_instructions(struct sbx_capability *c, const struct sbx_capabi
     struct skills *d = sbx_capability_data(c);
     struct sbx__skill_list tmp = {0};
     const struct sbx__skill_list *l = NULL;
-    int rc = get_index(d, env->session, &tmp, &l, err);
+    int rc = get_index(d, env->session, 0, &tmp, &l, err);
     if (rc < 0 || l->n == 0)
         goto out;
     rc = sbx_buf_adds(out,

@@ -199,6 +199,10 @@ manifest:
       children:
         SKILL.md: {type: file, content: "---\nname: lint\ndescription: Lints the code.\n---\n"}
     tools/skills/half: {type: dir, children: {notes.txt: {type: file, content: "x"}}}
+    tools/skills/linty:
+      type: dir
+      children:
+        SKILL.md: {type: file, content: "---\nname: lint\ndescription: Another lint.\n---\n"}
 capabilities: [shell, {type: skills, from: {type: workspace, path: tools/skills}, lazy: true}]
 EOF
 mk "$T/w.json" '[load(1, "lint"), load(2, "lint"), resp(3, msg("ok"))]'
@@ -212,6 +216,10 @@ expect_in <(outputs 1) '"status":"loaded","skill_name":"lint","path":"tools/skil
 expect_in <(outputs 2) '"status":"already_loaded"' "workspace: and then says it is loaded"
 expect_in "$T/err" "skipped 'half' in workspace folder 'tools/skills': it has no SKILL.md" \
     "workspace: a folder without SKILL.md is skipped with a warning"
+expect_eq "$(grep -c "skipped 'half'" "$T/err")" 1 "workspace: warned once, not once per hook"
+expect_in "$T/err" "skipped 'linty' in 'tools/skills': the name 'lint' is already taken by 'lint'" \
+    "workspace: a duplicate name is skipped"
+expect_eq "$(grep -c "skipped 'linty'" "$T/err")" 1 "workspace: and warned once"
 
 # --- configuration errors ---------------------------------------------------------------------
 printf 'name: A\nmanifest: {entries: {}}\ncapabilities: [{type: skills, from: ./nope}]\n' >"$T/agent/nope.yaml"
