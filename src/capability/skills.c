@@ -237,8 +237,7 @@ int sbx__skills_find(const struct sbx__skill_list *l, const char *q, size_t *idx
                          l->n ? known : "none");
 }
 
-/* ---- host folders -----------------------------------------------------------------------------
- */
+/* ---- host folders ---------------------------------------------------------------------------- */
 
 struct walk {
     struct sbx_session *s; /* NULL: only check */
@@ -477,8 +476,7 @@ int sbx__skill_copy(struct sbx_session *s, int dfd, const char *dir, const char 
     return rc;
 }
 
-/* ---- the workspace as a source -----------------------------------------------------------------
- */
+/* ---- the workspace as a source --------------------------------------------------------------- */
 
 /* The skills in workspace folder path: the same front matter rules, read through the session
  * (which never leaves the workspace); a skill folder or SKILL.md that is a symlink is skipped,
@@ -543,8 +541,7 @@ static int scan_workspace(struct sbx_session *s, const char *path, int quiet,
     return 0;
 }
 
-/* ---- the capability ----------------------------------------------------------------------------
- */
+/* ---- the capability -------------------------------------------------------------------------- */
 
 enum source { SRC_HOST, SRC_GIT, SRC_WORKSPACE };
 
@@ -670,8 +667,7 @@ static char *skill_path(const struct skills *d, const struct sbx__skill *k)
     return base[0] ? sbx_xasprintf("%s/%s", base, k->dir) : sbx_xstrdup(k->dir);
 }
 
-/* ---- load_skill --------------------------------------------------------------------------------
- */
+/* ---- load_skill ------------------------------------------------------------------------------ */
 
 static const char load_schema[] = "{\"type\":\"object\",\"required\":[\"skill_name\"],"
                                   "\"properties\":{\"skill_name\":{\"type\":\"string\"}}}";
@@ -735,8 +731,7 @@ static int load_skill(const json_t *args, const struct sbx_tool_call *call,
     return rc;
 }
 
-/* ---- hooks -------------------------------------------------------------------------------------
- */
+/* ---- hooks ----------------------------------------------------------------------------------- */
 
 static int skills_tools(struct sbx_capability *c, const struct sbx_capability_env *env,
                         struct sbx_toolset *out, struct sbx_error *err)
@@ -851,8 +846,7 @@ static const struct sbx_capability_ops skills_ops = {
         .free_data = skills_free,
 };
 
-/* ---- configuration -----------------------------------------------------------------------------
- */
+/* ---- configuration --------------------------------------------------------------------------- */
 
 /* A host source ({type: local_dir, src} or {type: git_repo, ...}) as a one-entry manifest, so
  * it is checked by the manifest's own rules; the host is read only when a session is bound. */
