@@ -10,6 +10,8 @@
  *   "filesystem"  apply_patch (V4A patches, all or nothing) and view_image
  *   "shell"       exec_command and write_stdin
  *   "compaction"  server-side context compaction (Responses API context_management)
+ *   "skills"      folders with a SKILL.md copied into the workspace and listed, or (lazy)
+ *                 indexed and copied one at a time by load_skill
  *
  * and the default list is filesystem, shell, compaction; an explicit list replaces it.
  *
@@ -108,6 +110,11 @@ SBX_API void *sbx_capability_data(const struct sbx_capability *c);
  *   {"type": "filesystem", "apply_patch": "builtin" | "custom" | "function" | "auto"}
  *   {"type": "shell", "max_output_tokens": N, "default_yield_ms": N}
  *   {"type": "compaction", "threshold": N (tokens) | "ratio": 0.5..1, "context_window": N}
+ *   {"type": "skills", "from": FOLDER | {"type": "local_dir", "src": FOLDER}
+ *        | {"type": "git_repo", "repo", "ref", "host", "subpath"} | {"type": "workspace",
+ *        "path": P}, "lazy": false, "skills_path": ".agents"} (a relative FOLDER resolves
+ *        against the current directory here, against the agent file's in agent files; the host
+ *        is read only when a session is bound)
  * SBX_E_NOTFOUND for an unknown type (naming the known ones), SBX_E_INVAL for a bad field.
  * *out: caller owns a reference. */
 SBX_API int sbx_capability_from_json(const json_t *spec, struct sbx_capability **out,

@@ -201,16 +201,26 @@ static int new_compaction(const json_t *spec, struct sbx_capability **out, struc
 
 /* ---- registry ------------------------------------------------------------------------------ */
 
+/* make_at: for types whose fields name host paths, relative to the agent file. */
 static const struct {
     const char *type;
     int (*make)(const json_t *spec, struct sbx_capability **out, struct sbx_error *err);
+    int (*make_at)(const json_t *spec, const char *base_dir, struct sbx_capability **out,
+                   struct sbx_error *err);
 } builtins[] = {
         {"filesystem", sbx__capability_filesystem},
         {"shell", sbx__capability_shell},
         {"compaction", new_compaction},
+        {"skills", NULL, sbx__capability_skills},
 };
 
 int sbx_capability_from_json(const json_t *spec, struct sbx_capability **out, struct sbx_error *err)
+{
+    return sbx__capability_from_json_at(spec, NULL, out, err);
+}
+
+int sbx__capability_from_json_at(const json_t *spec, const char *base_dir,
+                                 struct sbx_capability **out, struct sbx_error *err)
 {
     const char *type = json_string_value(spec);
     const json_t *obj = NULL;
@@ -226,11 +236,13 @@ int sbx_capability_from_json(const json_t *spec, struct sbx_capability **out, st
     for (size_t i = 0; i < SBX_ARRAY_LEN(builtins); i++) {
         if (strcmp(builtins[i].type, type) != 0)
             continue;
-        int rc = builtins[i].make(obj, out, err);
+        int rc = builtins[i].make ? builtins[i].make(obj, out, err)
+                                  : builtins[i].make_at(obj, base_dir, out, err);
         if (rc < 0)
             sbx_error_prefix(err, "capability '%s'", type);
         return rc;
     }
     return sbx_error_set(err, SBX_E_NOTFOUND, 0,
-                         "unknown capability '%s' (known: filesystem, shell, compaction)", type);
+                         "unknown capability '%s' (known: filesystem, shell, compaction, skills)",
+                         type);
 }

@@ -263,7 +263,8 @@ static int make_caps(struct sbx_sandbox_run *sr, struct agent_env *e, const json
                 rc = sbx_error_set(err, SBX_E_INVAL, 0, "capability '%s' is listed twice", type);
                 goto out;
             }
-        if (!c && (rc = sbx_capability_from_json(v, &c, err)) < 0)
+        if (!c && (rc = sbx__capability_from_json_at(
+                           v, json_string_value(json_object_get(spec, "base_dir")), &c, err)) < 0)
             goto out;
         e->caps[e->ncaps++] = c;
     }

@@ -1,4 +1,5 @@
-/* sbx: manifest internals shared by manifest.c and manifest-render.c. */
+/* sbx: manifest internals shared by manifest.c, manifest-render.c and materialize.c (and the
+ * skills capability, which fetches git sources the way git_repo entries are). */
 #ifndef SBX_SANDBOX_MANIFEST_INTERNAL_H
 #define SBX_SANDBOX_MANIFEST_INTERNAL_H
 
@@ -19,5 +20,14 @@ void sbx__pathmap_release(struct sbx__pathmap *pm);
 size_t sbx__pathmap_get(const struct sbx__pathmap *pm, const char *key, size_t klen);
 /* Insert or replace. */
 void sbx__pathmap_put(struct sbx__pathmap *pm, const char *key, size_t klen, size_t val);
+
+/* Fetch the repository of git_repo entry e (its url, ref) on the host into a new temporary
+ * directory: a shallow clone of the ref, or exactly the commit when ref is one. *out_dir: the
+ * checkout, caller owns (sbx__host_rm_tree, then free); *out_commit: the commit checked out
+ * (caller frees). Nothing is left on failure. Blocks while git runs. */
+int sbx__git_checkout(const struct sbx_manifest_entry *e, char **out_dir, char **out_commit,
+                      struct sbx_error *err);
+/* rm -rf path on the host; best effort. */
+void sbx__host_rm_tree(const char *path);
 
 #endif

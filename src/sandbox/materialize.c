@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sandbox/manifest-internal.h"
 #include "sandbox/session-internal.h"
 #include "sbx/buf.h"
 #include "sbx/fs.h"
@@ -320,7 +321,7 @@ static int is_commitish(const char *ref)
     return 1;
 }
 
-static void rm_host_tree(const char *path)
+void sbx__host_rm_tree(const char *path)
 {
     const char *const args[] = {"rm", "-rf", "--", path, NULL};
     pid_t pid;
@@ -331,15 +332,14 @@ static void rm_host_tree(const char *path)
     }
 }
 
-static int materialize_git(struct sbx_session *s, struct undo *u,
-                           const struct sbx_manifest_entry *e, json_t *record,
-                           struct sbx_error *err)
+int sbx__git_checkout(const struct sbx_manifest_entry *e, char **out_dir, char **out_commit,
+                      struct sbx_error *err)
 {
     const char *t = getenv("TMPDIR");
     char *tmp = sbx_xasprintf("%s/sbx-git-......", t && t[0] == '/' ? t : "/tmp");
     memset(tmp + strlen(tmp) - 6, 'X', 6); /* the template mkdtemp fills in */
     struct sbx_buf head;
-    int rc = 0, dfd = -1;
+    int rc = 0;
 
     sbx_buf_init(&head, 256);
     if (!mkdtemp(tmp)) {
@@ -365,7 +365,7 @@ static int materialize_git(struct sbx_session *s, struct undo *u,
         if (rc < 0) {
             struct sbx_error first;
             sbx_error_copy(&first, err);
-            rm_host_tree(tmp);
+            sbx__host_rm_tree(tmp);
             if (mkdir(tmp, 0700) < 0) {
                 rc = sbx_error_errno(err, errno, "cannot recreate '%s'", tmp);
                 goto out;
@@ -401,7 +401,27 @@ static int materialize_git(struct sbx_session *s, struct undo *u,
         goto out;
     while (head.len && (head.data[head.len - 1] == '\n'))
         sbx_buf_setlen(&head, head.len - 1);
+out:
+    if (rc < 0) {
+        sbx__host_rm_tree(tmp);
+        free(tmp);
+    } else {
+        *out_dir = tmp;
+        *out_commit = sbx_buf_detach(&head, NULL);
+    }
+    sbx_buf_release(&head);
+    return rc;
+}
 
+static int materialize_git(struct sbx_session *s, struct undo *u,
+                           const struct sbx_manifest_entry *e, json_t *record,
+                           struct sbx_error *err)
+{
+    char *tmp = NULL, *commit = NULL;
+    int rc, dfd = -1;
+
+    if ((rc = sbx__git_checkout(e, &tmp, &commit, err)) < 0)
+        return rc;
     /* Copy the checkout (or its subpath) without .git: the sandbox gets files, not the remote's
      * configuration. */
     int root = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -424,15 +444,15 @@ static int materialize_git(struct sbx_session *s, struct undo *u,
     if (rc == 0)
         rc = copy_tree(s, fresh ? NULL : u, dfd, e->subpath ? e->subpath : ".", e->path, 0, 1, err);
     if (rc == 0) {
-        sbx_json_set(record, "commit", sbx_json_strn(head.data, head.len));
+        sbx_json_set(record, "commit", sbx_json_str(commit));
         if (e->ref)
             sbx_json_set(record, "ref", sbx_json_str(e->ref));
     }
 out:
     sbx_fd_close(&dfd);
-    rm_host_tree(tmp);
+    sbx__host_rm_tree(tmp);
     free(tmp);
-    sbx_buf_release(&head);
+    free(commit);
     return rc;
 }
 

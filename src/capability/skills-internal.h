@@ -1,0 +1,68 @@
+/* sbx internal: the pieces of the skills capability that unit tests reach directly (front
+ * matter, scanning a host skills folder, matching a name). */
+#ifndef SBX_CAPABILITY_SKILLS_INTERNAL_H
+#define SBX_CAPABILITY_SKILLS_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sbx/error.h"
+#include "sbx/session.h"
+
+/* Limits. A skill that passes one is skipped with a warning, never cut. */
+#define SBX_SKILLS_MAX        100                  /* skills per source */
+#define SBX_SKILLS_SCAN_MAX   1000                 /* entries looked at in a source folder */
+#define SBX_SKILL_NAME_MAX    64                   /* name and folder name */
+#define SBX_SKILL_DESC_MAX    1024                 /* description, after whitespace is folded */
+#define SBX_SKILL_MD_MAX      (256u << 10)         /* SKILL.md */
+#define SBX_SKILL_FRONT_MAX   (8u << 10)           /* its front matter */
+#define SBX_SKILL_MAX_ENTRIES 256                  /* files and folders in one skill */
+#define SBX_SKILL_MAX_FILE    ((uint64_t)4 << 20)  /* one file */
+#define SBX_SKILL_MAX_BYTES   ((uint64_t)16 << 20) /* all files of one skill */
+#define SBX_SKILL_MAX_DEPTH   8                    /* folder nesting inside a skill */
+
+struct sbx__skill {
+    char *name;        /* from the front matter */
+    char *description; /* from the front matter, whitespace folded to single spaces */
+    char *dir;         /* the skill's folder name in its source */
+};
+
+struct sbx__skill_list {
+    struct sbx__skill *v; /* sorted by folder name */
+    size_t n;
+};
+
+void sbx__skill_list_release(struct sbx__skill_list *l);
+
+/* Parse a SKILL.md's front matter: a first line "---", YAML up to the next "---" line (at most
+ * SBX_SKILL_FRONT_MAX bytes), a mapping with string 'name' (1 to SBX_SKILL_NAME_MAX of
+ * [A-Za-z0-9._-], not starting with '.' or '-') and 'description' (not empty, at most
+ * SBX_SKILL_DESC_MAX bytes once whitespace runs are folded to one space). Other keys are
+ * ignored. *name, *desc: caller frees. SBX_E_PARSE / SBX_E_INVAL / SBX_E_TOOBIG saying what is
+ * wrong. */
+int sbx__skill_front_matter(const char *text, size_t len, char **name, char **desc,
+                            struct sbx_error *err);
+
+/* The skills of the host folder open at dfd (shown: how to name it in messages): each
+ * subfolder whose name is valid and that holds a valid SKILL.md, and nothing a skill may not
+ * hold: symlinks (never followed), other non-regular files, more than SBX_SKILL_MAX_ENTRIES
+ * entries, files over SBX_SKILL_MAX_FILE, more than SBX_SKILL_MAX_BYTES in all, folders deeper
+ * than SBX_SKILL_MAX_DEPTH. Folders starting with '.' and plain files are passed over; every
+ * other folder that is not a usable skill, a duplicate name, and the skills past SBX_SKILLS_MAX
+ * are skipped with a warning (sbx_log) naming the skill and the reason. *out: release with
+ * sbx__skill_list_release. Errors only for a folder that cannot be read at all. */
+int sbx__skills_scan_host(int dfd, const char *shown, struct sbx__skill_list *out,
+                          struct sbx_error *err);
+
+/* Copy the skill folder dir of the host folder open at dfd to dest in the workspace, under the
+ * same rules as the scan (checked again while copying: the host folder may have changed). On
+ * failure dest is removed again. */
+int sbx__skill_copy(struct sbx_session *s, int dfd, const char *dir, const char *dest,
+                    struct sbx_error *err);
+
+/* The skill whose name or folder name is q: *idx. SBX_E_NOTFOUND naming the known skills,
+ * SBX_E_INVAL when two skills match. */
+int sbx__skills_find(const struct sbx__skill_list *l, const char *q, size_t *idx,
+                     struct sbx_error *err);
+
+#endif
