@@ -38,7 +38,7 @@ enum sbx_model_api {
 /* All-zero is a valid default. Strings are copied by sbx_model_new. */
 struct sbx_model_options {
     const char *base_url;       /* NULL: $OPENAI_BASE_URL, else SBX_MODEL_DEFAULT_BASE_URL */
-    const char *api_key;        /* NULL: $OPENAI_API_KEY (may be unset for local servers) */
+    const char *api_key;        /* NULL: $OPENAI_API_KEY; needed for the default base URL */
     enum sbx_model_api api;     /* ignored for "replay:" models */
     int no_stream;              /* ask for a plain JSON answer even when a callback is given */
     int64_t timeout_ms;         /* per attempt, whole request; 0: 600000 */

@@ -23,7 +23,8 @@ struct xfer {
     size_t total;
     int streaming; /* decided at the first body byte */
     int decided;
-    int rc; /* error from a callback */
+    int not_sse; /* the last answer's Content-Type names something else than an event stream */
+    int rc;      /* error from a callback */
     struct sbx_error cb_err;
 };
 
@@ -31,6 +32,7 @@ void sbx__http_resp_init(struct sbx__http_resp *r)
 {
     r->status = 0;
     r->retry_after_ms = -1;
+    r->plain = 0;
     sbx_buf_init(&r->body, SBX_BUF_NOLIMIT);
 }
 
@@ -46,7 +48,9 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
     if (!x->decided) {
         long status = 0;
         curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &status);
-        x->streaming = x->req->sink && status >= 200 && status < 300;
+        int ok = status >= 200 && status < 300;
+        x->streaming = x->req->sink && ok && !x->not_sse;
+        x->resp->plain = x->req->sink && ok && x->not_sse;
         x->decided = 1;
     }
     if (n > x->req->max_body - x->total) {
@@ -97,8 +101,10 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
     struct xfer *x = ud;
     size_t n = size * nmemb;
     /* A new status line (redirect, 100-continue) resets what we learnt. */
-    if (n >= 5 && memcmp(p, "HTTP/", 5) == 0)
+    if (n >= 5 && memcmp(p, "HTTP/", 5) == 0) {
         x->resp->retry_after_ms = -1;
+        x->not_sse = 0;
+    }
     const char *colon = memchr(p, ':', n);
     if (!colon)
         return n;
@@ -118,6 +124,9 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
     } else if (klen == 11 && strncasecmp(p, "retry-after", 11) == 0 &&
                x->resp->retry_after_ms < 0) {
         x->resp->retry_after_ms = parse_retry_after(v, vlen, 0);
+    } else if (klen == 12 && strncasecmp(p, "content-type", 12) == 0) {
+        /* Without the header the body is taken for what was asked. */
+        x->not_sse = !(vlen >= 17 && strncasecmp(v, "text/event-stream", 17) == 0);
     }
     return n;
 }
@@ -146,6 +155,7 @@ int sbx__http_post(const struct sbx__http_req *req, struct sbx__http_resp *resp,
     sbx_buf_init(&resp->body, req->max_body);
     resp->status = 0;
     resp->retry_after_ms = -1;
+    resp->plain = 0;
     x.curl = curl_easy_init();
     if (!x.curl)
         return sbx_error_set(err, SBX_E_HTTP, 0, "cannot start an HTTP client");

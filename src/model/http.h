@@ -31,6 +31,10 @@ struct sbx__http_resp {
     long status;            /* 0 when no answer arrived */
     int64_t retry_after_ms; /* from retry-after-ms / retry-after; -1 when absent */
     struct sbx_buf body;    /* the body when buffered (always for non-2xx answers) */
+    /* A streaming request answered 2xx with a body that says it is not an event stream (a
+     * Content-Type other than text/event-stream): the body was buffered, not given to the
+     * sink. Some OpenAI-compatible servers answer every request with plain JSON. */
+    int plain;
 };
 
 void sbx__http_resp_init(struct sbx__http_resp *r);

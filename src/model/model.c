@@ -113,6 +113,16 @@ int sbx_model_new(const char *name, const struct sbx_model_options *opt, struct 
         const char *key = opt->api_key ? opt->api_key : getenv("OPENAI_API_KEY");
         if (key && key[0])
             m->api_key = sbx_xstrdup(key);
+        else if (strcmp(m->base_url, SBX_MODEL_DEFAULT_BASE_URL) == 0) {
+            /* The OpenAI API refuses every keyless request; say so now rather than after a
+             * round of retries. Other servers (local ones) may need no key. */
+            rc = sbx_error_set(err, SBX_E_INVAL, 0,
+                               "no API key for %s: set OPENAI_API_KEY (a server that needs no "
+                               "key: give its base URL, e.g. OPENAI_BASE_URL or sbx run "
+                               "--base-url)",
+                               m->base_url);
+            goto out;
+        }
     }
     if (opt->record_path) {
         int fd = open(opt->record_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -314,7 +324,7 @@ static int sleep_cancellable(const struct sbx_model *m, int64_t ms, struct sbx_e
 }
 
 int sbx__model_call(struct sbx_model *m, const char *path, const json_t *body, int stream,
-                    const struct sbx__attempt_ops *ops, void *ud, json_t **out,
+                    const struct sbx__attempt_ops *ops, void *ud, json_t **out, int *plain,
                     struct sbx_error *err)
 {
     struct sbx__http_resp resp;
@@ -340,13 +350,20 @@ int sbx__model_call(struct sbx_model *m, const char *path, const json_t *body, i
         ops->reset(ud);
         rc = sbx__http_post(&hreq, &resp, err);
         if (rc == 0 && resp.status >= 200 && resp.status < 300) {
-            rc = ops->finish(ud, &resp, out, err);
-            if (rc == 0)
+            rc = resp.plain ? ops->finish_plain(ud, &resp, out, err)
+                            : ops->finish(ud, &resp, out, err);
+            if (rc == 0) {
+                if (plain)
+                    *plain = resp.plain;
                 break;
+            }
             retry = rc == -SBX_E_HTTP && ops->delivered(ud) == 0;
         } else if (rc == 0) {
             char *msg = sbx__model_error_message(resp.body.data, resp.body.len);
-            rc = sbx_error_set(err, SBX_E_API, 0, "model API answered %ld: %s", resp.status, msg);
+            rc = sbx_error_set(err, SBX_E_API, 0, "model API answered %ld: %s%s", resp.status, msg,
+                               resp.status == 401 && !m->api_key
+                                       ? " (no API key was sent: set OPENAI_API_KEY)"
+                                       : "");
             free(msg);
             retry = retryable_status(resp.status);
         } else {
