@@ -8,6 +8,7 @@
 #include <curl/curl.h>
 
 #include "model/http.h"
+#include "sbx/time.h"
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 
@@ -25,6 +26,9 @@ struct xfer {
     int decided;
     int not_sse; /* the last answer's Content-Type names something else than an event stream */
     int rc;      /* error from a callback */
+    int64_t start_ns, last_byte_ns, last_wait_ns;
+    curl_off_t seen; /* body bytes counted by the progress callback */
+    int waiting;     /* on_wait was told of a wait not yet ended */
     struct sbx_error cb_err;
 };
 
@@ -131,13 +135,47 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
+static void end_wait(struct xfer *x)
+{
+    if (x->waiting && x->req->on_wait)
+        x->req->on_wait(x->req->on_wait_data, -1, x->req->attempt);
+    x->waiting = 0;
+}
+
+/* libcurl calls this at least once a second: cancellation, the first-byte and idle limits, and
+ * the wait reports. */
 static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
 {
     struct xfer *x = ud;
-    if (x->req->cancel && *x->req->cancel) {
-        x->rc = sbx_error_set(&x->cb_err, SBX_E_CANCELLED, 0, "request to '%s' cancelled",
-                              x->req->url);
+    const struct sbx__http_req *q = x->req;
+    if (q->cancel && *q->cancel) {
+        x->rc = sbx_error_set(&x->cb_err, SBX_E_CANCELLED, 0, "request to '%s' cancelled", q->url);
         return 1;
+    }
+    int64_t now = sbx_time_mono_ns();
+    if (dn > x->seen) {
+        x->seen = dn;
+        x->last_byte_ns = now;
+        end_wait(x);
+        return 0;
+    }
+    int64_t since_ms = (now - (x->seen ? x->last_byte_ns : x->start_ns)) / SBX_NS_PER_MS;
+    if (!x->seen && q->first_byte_ms && since_ms >= q->first_byte_ms) {
+        x->rc = sbx_error_set(&x->cb_err, SBX_E_TIMEOUT, 0,
+                              "no answer from '%s' within %lld ms of the request", q->url,
+                              (long long)q->first_byte_ms);
+        return 1;
+    }
+    if (x->seen && q->idle_ms && since_ms >= q->idle_ms) {
+        x->rc = sbx_error_set(&x->cb_err, SBX_E_TIMEOUT, 0,
+                              "the answer from '%s' stalled: nothing for %lld ms", q->url,
+                              (long long)q->idle_ms);
+        return 1;
+    }
+    if (!x->seen && q->on_wait && now - x->last_wait_ns >= SBX_NS_PER_S) {
+        x->last_wait_ns = now;
+        x->waiting = 1;
+        q->on_wait(q->on_wait_data, since_ms, q->attempt);
     }
     return 0;
 }
@@ -194,7 +232,9 @@ int sbx__http_post(const struct sbx__http_req *req, struct sbx__http_resp *resp,
     /* The key must never follow a redirect to another host. */
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
 
+    x.start_ns = x.last_wait_ns = sbx_time_mono_ns();
     CURLcode cc = curl_easy_perform(c);
+    end_wait(&x);
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp->status);
     if (x.rc < 0) {
         rc = sbx_error_copy(err, &x.cb_err);

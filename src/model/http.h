@@ -21,6 +21,11 @@ struct sbx__http_req {
     int stream; /* adds "Accept: text/event-stream" */
     int64_t timeout_ms;
     int64_t connect_timeout_ms;
+    int64_t first_byte_ms; /* 0: none; no body byte this long after the start: SBX_E_TIMEOUT */
+    int64_t idle_ms;       /* 0: none; no body byte this long after the last one: likewise */
+    void (*on_wait)(void *data, int64_t waited_ms, int attempt); /* see sbx_model_options */
+    void *on_wait_data;
+    int attempt;
     size_t max_body;      /* limit on a buffered body and on all streamed bytes */
     sbx__http_sink *sink; /* NULL: buffer the body */
     void *ud;

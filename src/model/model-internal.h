@@ -25,7 +25,9 @@ struct sbx_model {
     char *base_url; /* no trailing slash */
     char *api_key;  /* NULL when none */
     int no_stream;
-    int64_t timeout_ms, connect_timeout_ms;
+    int64_t timeout_ms, connect_timeout_ms, first_byte_timeout_ms, idle_timeout_ms, deadline_ms;
+    void (*on_wait)(void *data, int64_t waited_ms, int attempt);
+    void *on_wait_data;
     int retries;
     int64_t retry_base_ms, retry_max_ms;
     size_t max_response_bytes, max_event_bytes;

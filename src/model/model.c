@@ -79,7 +79,12 @@ int sbx_model_new(const char *name, const struct sbx_model_options *opt, struct 
     pthread_mutex_init(&m->lock, NULL);
     m->no_stream = opt->no_stream;
     m->timeout_ms = opt->timeout_ms > 0 ? opt->timeout_ms : 600000;
-    m->connect_timeout_ms = opt->connect_timeout_ms > 0 ? opt->connect_timeout_ms : 30000;
+    m->connect_timeout_ms = opt->connect_timeout_ms > 0 ? opt->connect_timeout_ms : 15000;
+    m->first_byte_timeout_ms = opt->first_byte_timeout_ms > 0 ? opt->first_byte_timeout_ms : 60000;
+    m->idle_timeout_ms = opt->idle_timeout_ms > 0 ? opt->idle_timeout_ms : 300000;
+    m->deadline_ms = opt->deadline_ms > 0 ? opt->deadline_ms : 900000;
+    m->on_wait = opt->on_wait;
+    m->on_wait_data = opt->on_wait_data;
     m->retries = opt->retries == 0 ? 3 : opt->retries < 0 ? 0 : opt->retries;
     m->retry_base_ms = opt->retry_base_ms > 0 ? opt->retry_base_ms : 500;
     m->retry_max_ms = opt->retry_max_ms > 0 ? opt->retry_max_ms : 30000;
@@ -340,13 +345,21 @@ int sbx__model_call(struct sbx_model *m, const char *path, const json_t *body, i
             .stream = stream,
             .timeout_ms = m->timeout_ms,
             .connect_timeout_ms = m->connect_timeout_ms,
+            .first_byte_ms = stream ? m->first_byte_timeout_ms : 0,
+            .idle_ms = stream ? m->idle_timeout_ms : 0,
+            .on_wait = m->on_wait,
+            .on_wait_data = m->on_wait_data,
             .max_body = m->max_response_bytes,
             .sink = stream ? ops->sink : NULL,
             .ud = ud,
             .cancel = m->cancel,
     };
+    int64_t deadline = sbx_time_mono_ns() + m->deadline_ms * SBX_NS_PER_MS;
     for (int attempt = 0;; attempt++) {
         int retry = 0;
+        int64_t left_ms = (deadline - sbx_time_mono_ns()) / SBX_NS_PER_MS;
+        hreq.timeout_ms = m->timeout_ms < left_ms ? m->timeout_ms : left_ms > 1 ? left_ms : 1;
+        hreq.attempt = attempt + 1;
         ops->reset(ud);
         rc = sbx__http_post(&hreq, &resp, err);
         if (rc == 0 && resp.status >= 200 && resp.status < 300) {
@@ -376,6 +389,11 @@ int sbx__model_call(struct sbx_model *m, const char *path, const json_t *body, i
             break;
         }
         int64_t wait = backoff_ms(m, attempt, resp.retry_after_ms);
+        if (sbx_time_mono_ns() + wait * SBX_NS_PER_MS >= deadline) {
+            sbx_error_prefix(err, "model call deadline (%lld ms) passed after %d attempt%s",
+                             (long long)m->deadline_ms, attempt + 1, attempt ? "s" : "");
+            break;
+        }
         sbx_log(SBX_LOG_WARN, "%s; retrying in %lld ms (attempt %d of %d)", err ? err->msg : "",
                 (long long)wait, attempt + 2, m->retries + 1);
         rc = sleep_cancellable(m, wait, err);

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Model transport conformance through the real binary: a streaming request answered with one
-# plain JSON body (Responses and Chat), and a missing API key named at once.
+# plain JSON body (Responses and Chat), a server that never answers (--deadline), and a missing
+# API key named at once.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/model-lib.sh"
 
@@ -46,6 +47,33 @@ run "$SBX" run --base-url "$FAKE_URL" "hi"
 expect_rc 1 "a broken plain body to a streaming request fails"
 expect_in "$T/err" "model response" "the error names the response"
 expect_eq "$(fake_query 'len(reqs)')" "1" "a broken plain body is not retried"
+
+# --- a server that never answers: --deadline bounds the call, all attempts together ----------
+cat >"$T/p6.json" <<'EOF'
+{"turns": [{"delay_ms": 30000, "response": {"id": "late", "output": []}}, {"delay_ms": 30000, "response": {"id": "late", "output": []}}]}
+EOF
+start_fake "$T/p6.json"
+run "$SBX" run --deadline 2s --base-url "$FAKE_URL" "hi"
+expect_rc 1 "a model that never answers fails at the deadline"
+expect_in "$T/err" "model call deadline (2000 ms) passed" "the error names the deadline"
+run "$SBX" run --deadline soon "hi"
+expect_rc 2 "a bad --deadline is a usage error"
+expect_in "$T/err" "--deadline must be a duration like 5m, not 'soon'" "the usage error names the value"
+
+# --- on a terminal a slow model shows a waiting line, erased when the answer starts; a pipe
+# shows nothing ----------------------------------------------------------------------------------
+cat >"$T/p7.json" <<EOF
+{"turns": [{"delay_ms": 3500, "response": {"id": "r1", "object": "response", "status": "completed", "output": [$(msg '"slow answer"')]}}]}
+EOF
+start_fake "$T/p7.json"
+on_tty "$T/tty" "$SBX" run --base-url "$FAKE_URL" "hi"
+expect_eq "$?" 0 "a slow answer on a terminal succeeds"
+expect_in "$T/tty" "waiting for the model: 2s" "the terminal shows how long the model has been waited for"
+expect_in "$T/tty" "slow answer" "and then the answer"
+start_fake "$T/p7.json"
+run "$SBX" run --base-url "$FAKE_URL" "hi"
+expect_rc 0 "a slow answer on a pipe succeeds"
+expect_not_in "$T/err" "waiting for the model" "a pipe gets no waiting line"
 
 # --- no API key ----------------------------------------------------------------------------------
 unset OPENAI_API_KEY OPENAI_BASE_URL
