@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The capability tools' schemas as a sandbox agent sends them: strict mode (every property
 # required, optional ones nullable, objects closed, no keyword strict mode lacks), and calls in
-# both forms run: the strict one with nulls and a lenient one that leaves optional fields out.
+# both forms run: the strict one with nulls and a lenient one that leaves optional fields out;
+# and the base prompt's sections in the instructions.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/model-lib.sh"
 . "$(dirname "$0")/sandbox-lib.sh"
@@ -50,6 +51,12 @@ expect_eq "$(fake_query "[t for t in reqs[0]['body']['tools'] if t.get('name') =
     "['boolean', 'null']" "an optional boolean is nullable"
 expect_eq "$(fake_query "[t for t in reqs[0]['body']['tools'] if t.get('name') == 'exec_command'][0]['parameters']['properties']['cmd']['type']")" \
     "string" "the mandatory cmd is not"
+
+# The base prompt's sections reach the model.
+fake_query 'reqs[0]["body"]["instructions"]' >"$T/instr"
+for section in "Untrusted content:" "Secrets:" "Checking your work:" "The final answer:"; do
+    expect_in "$T/instr" "$section" "the instructions have the section '$section'"
+done
 
 # The tool outputs the model read.
 out_of() { fake_query "[i for i in reqs[$1]['body']['input'] if i.get('type') == 'function_call_output'][-1]['output']"; }
