@@ -64,7 +64,10 @@ struct sbx_function_tool {
     const char *name;         /* [A-Za-z0-9_-]{1,64} */
     const char *description;  /* may be NULL */
     const json_t *parameters; /* JSON schema of the arguments object (copied); NULL: none */
-    int strict;               /* make the schema strict (all properties required, no extras) */
+    /* Strict mode: the model gets the schema in strict form (no extra properties, all of them
+     * required, the optional ones nullable, keywords strict mode lacks left out); arguments are
+     * still checked against the schema as written, null standing for an optional one left out. */
+    int strict;
     sbx_tool_fn *fn;
     void *data;                    /* passed as call->data */
     void (*free_data)(void *data); /* called when the tool is freed; may be NULL */

@@ -31,7 +31,10 @@ enum sbx_errcode {
     SBX_E_UNSUPPORTED, /* a feature is not available here */
     SBX_E_CANCELLED,   /* the operation was cancelled by the caller */
     SBX_E_MAXTURNS,    /* an agent run exceeded its turn budget */
+    SBX_E_EXEC,        /* a command could not be executed: not found (sys_errno ENOENT) or
+                          not runnable (EACCES, ENOEXEC, EISDIR, ...) */
 };
+#define SBX_E_LAST SBX_E_EXEC
 
 #define SBX_ERROR_MSG_MAX 1024
 

@@ -38,17 +38,32 @@ enum sbx_model_api {
 /* All-zero is a valid default. Strings are copied by sbx_model_new. */
 struct sbx_model_options {
     const char *base_url;       /* NULL: $OPENAI_BASE_URL, else SBX_MODEL_DEFAULT_BASE_URL */
-    const char *api_key;        /* NULL: $OPENAI_API_KEY (may be unset for local servers) */
+    const char *api_key;        /* NULL: $OPENAI_API_KEY; needed for the default base URL */
     enum sbx_model_api api;     /* ignored for "replay:" models */
     int no_stream;              /* ask for a plain JSON answer even when a callback is given */
     int64_t timeout_ms;         /* per attempt, whole request; 0: 600000 */
-    int64_t connect_timeout_ms; /* 0: 30000 */
-    int retries;                /* extra attempts after the first; 0: 3; negative: none */
-    int64_t retry_base_ms;      /* first backoff; doubles each try; 0: 500 */
-    int64_t retry_max_ms;       /* cap on one backoff and on a server's retry-after; 0: 30000 */
-    size_t max_response_bytes;  /* one response body or SSE stream; 0: 64 MiB */
-    size_t max_event_bytes;     /* one SSE event; 0: 16 MiB */
-    const char *record_path;    /* append every response object to this JSONL file */
+    int64_t connect_timeout_ms; /* 0: 15000 */
+    /* Streaming attempts only: no byte of the answer this long after the request was sent
+     * (0: 60000), or nothing more this long once it streams (0: 300000), fails the attempt
+     * with SBX_E_TIMEOUT (retried like other timeouts). A plain answer comes whole, so only
+     * timeout_ms bounds it. */
+    int64_t first_byte_timeout_ms;
+    int64_t idle_timeout_ms;
+    /* One call, all attempts and backoffs together (0: 900000): no attempt starts, or lasts,
+     * past it, and the error says the deadline passed. */
+    int64_t deadline_ms;
+    /* Called about once a second on the calling thread while an attempt waits for the first
+     * byte of its answer (waited_ms since the request was sent, attempt 1-based), and once
+     * with waited_ms -1 when the wait ends, so a terminal can show and clear a progress line.
+     * NULL: none. */
+    void (*on_wait)(void *data, int64_t waited_ms, int attempt);
+    void *on_wait_data;
+    int retries;               /* extra attempts after the first; 0: 3; negative: none */
+    int64_t retry_base_ms;     /* first backoff; doubles each try; 0: 500 */
+    int64_t retry_max_ms;      /* cap on one backoff and on a server's retry-after; 0: 30000 */
+    size_t max_response_bytes; /* one response body or SSE stream; 0: 64 MiB */
+    size_t max_event_bytes;    /* one SSE event; 0: 16 MiB */
+    const char *record_path;   /* append every response object to this JSONL file */
     /* Polled while waiting on the network and between retries: when it becomes non-zero the
      * call fails with SBX_E_CANCELLED. Borrowed; may be NULL. */
     const volatile sig_atomic_t *cancel;

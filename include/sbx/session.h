@@ -133,10 +133,11 @@ SBX_API void sbx_exec_result_release(struct sbx_exec_result *r);
 
 /* Run a command to completion and capture its output within spec->output_limit per stream.
  * Returns when the command exits, even if a background process it started still holds the
- * output open. A non-zero exit is not an error: look at res->status. Errors: SBX_E_INVAL (bad spec,
- * cwd outside the workspace), SBX_E_NOTFOUND (command or cwd not found), SBX_E_SANDBOX (the sandbox
- * is gone). Blocks until the command exits (or the timeout kills it). On success *res is filled
- * (release with sbx_exec_result_release). */
+ * output open. A non-zero exit is not an error: look at res->status. Errors: SBX_E_EXEC (the
+ * command could not be executed: sys_errno ENOENT "command 'x' not found", else "cannot run
+ * 'x': <why>"), SBX_E_INVAL (bad spec, cwd outside the workspace), SBX_E_NOTFOUND (cwd not
+ * found), SBX_E_SANDBOX (the sandbox is gone). Blocks until the command exits (or the timeout kills
+ * it). On success *res is filled (release with sbx_exec_result_release). */
 SBX_API int sbx_session_exec(struct sbx_session *s, const struct sbx_exec_spec *spec,
                              struct sbx_exec_result *res, struct sbx_error *err);
 

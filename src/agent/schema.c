@@ -84,6 +84,143 @@ int sbx__schema_strict(const json_t *schema, json_t **out, struct sbx_error *err
     return 0;
 }
 
+static const char *const dropped_keywords[] = {
+        "default",          "minLength",        "maxLength",  "minimum",  "maximum",
+        "exclusiveMinimum", "exclusiveMaximum", "multipleOf", "minItems", "maxItems",
+        "pattern",          "format",           "title",
+};
+
+/* Let a property schema also accept null, as strict mode spells an optional field. */
+static void nullable(json_t *p)
+{
+    json_t *type = json_object_get(p, "type");
+    json_t *any = json_object_get(p, "anyOf");
+    size_t i;
+    json_t *v;
+    if (json_is_string(type)) {
+        if (strcmp(json_string_value(type), "null") != 0)
+            sbx_json_set(p, "type", json_pack("[O, s]", type, "null"));
+        return;
+    }
+    if (json_is_array(type)) {
+        json_array_foreach(type, i, v)
+        {
+            if (json_is_string(v) && strcmp(json_string_value(v), "null") == 0)
+                return;
+        }
+        sbx_json_append(type, sbx_json_str("null"));
+        return;
+    }
+    if (json_is_array(any)) {
+        json_array_foreach(any, i, v)
+        {
+            const char *t = json_string_value(json_object_get(v, "type"));
+            if (t && strcmp(t, "null") == 0)
+                return;
+        }
+        sbx_json_append(any, json_pack("{s:s}", "type", "null"));
+        return;
+    }
+    if (json_object_get(p, "$ref")) {
+        json_t *ref = json_deep_copy(p);
+        json_object_clear(p);
+        sbx_json_set(p, "anyOf", json_pack("[o, {s:s}]", ref, "type", "null"));
+    }
+    /* Anything else (no type at all) already accepts null. */
+}
+
+/* sent: the model's form; else the checking form (see sbx__schema_tool_strict). */
+static int tool_strict(json_t *s, int sent, int depth, struct sbx_error *err)
+{
+    if (depth > MAX_DEPTH)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0, "schema nests deeper than %d", MAX_DEPTH);
+    if (!json_is_object(s))
+        return 0;
+    int rc;
+    const char *k;
+    json_t *v;
+    json_t *props = json_object_get(s, "properties");
+    const char *type = json_string_value(json_object_get(s, "type"));
+    if ((type && strcmp(type, "object") == 0) || json_is_object(props)) {
+        json_t *ap = json_object_get(s, "additionalProperties");
+        if (ap && !json_is_false(ap))
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "strict schemas need 'additionalProperties' to be false");
+        sbx_json_set(s, "additionalProperties", json_false());
+        if (!props)
+            sbx_json_set(s, "properties", (props = json_object()));
+        json_t *req = json_object_get(s, "required");
+        json_t *all = json_array();
+        json_object_foreach(props, k, v)
+        {
+            int mandatory = 0;
+            size_t i;
+            json_t *r;
+            json_array_foreach(req, i, r)
+            {
+                mandatory |= json_is_string(r) && strcmp(json_string_value(r), k) == 0;
+            }
+            if (!mandatory && json_is_object(v))
+                nullable(v);
+            sbx_json_append(all, sbx_json_str(k));
+            if ((rc = tool_strict(v, sent, depth + 1, err)) < 0) {
+                json_decref(all);
+                return rc;
+            }
+        }
+        if (sent)
+            sbx_json_set(s, "required", all);
+        else
+            json_decref(all);
+    }
+    if (sent)
+        for (size_t i = 0; i < SBX_ARRAY_LEN(dropped_keywords); i++)
+            json_object_del(s, dropped_keywords[i]);
+    static const char *const maps[] = {"$defs", "definitions"};
+    for (size_t i = 0; i < 2; i++) {
+        json_object_foreach(json_object_get(s, maps[i]), k, v)
+        {
+            if ((rc = tool_strict(v, sent, depth + 1, err)) < 0)
+                return rc;
+        }
+    }
+    static const char *const lists[] = {"anyOf", "allOf", "oneOf"};
+    for (size_t i = 0; i < 3; i++) {
+        size_t j;
+        json_array_foreach(json_object_get(s, lists[i]), j, v)
+        {
+            if ((rc = tool_strict(v, sent, depth + 1, err)) < 0)
+                return rc;
+        }
+    }
+    json_t *items = json_object_get(s, "items");
+    if (items && (rc = tool_strict(items, sent, depth + 1, err)) < 0)
+        return rc;
+    return 0;
+}
+
+int sbx__schema_tool_strict(const json_t *schema, json_t **sent, json_t **check,
+                            struct sbx_error *err)
+{
+    json_t *forms[2];
+    if (schema && !json_is_object(schema))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "a schema must be an object");
+    for (int i = 0; i < 2; i++) {
+        forms[i] = schema && json_object_size(schema) ? json_deep_copy(schema)
+                                                      : json_pack("{s:s}", "type", "object");
+        int rc = tool_strict(forms[i], i == 0, 0, err);
+        if (rc < 0) {
+            json_decref(forms[0]);
+            if (i == 1)
+                json_decref(forms[1]);
+            return rc;
+        }
+    }
+    *sent = forms[0];
+    *check = forms[1];
+    return 0;
+}
+
 struct vctx {
     const json_t *root;
     char path[512];

@@ -52,7 +52,7 @@ static struct sbx_tool *tool_alloc(enum sbx__tool_kind kind, const char *name, v
 int sbx_tool_new_function(const struct sbx_function_tool *spec, struct sbx_tool **out,
                           struct sbx_error *err)
 {
-    json_t *schema = NULL;
+    json_t *schema = NULL, *sent = NULL;
     int rc = check_name(spec->name, err);
     if (rc == 0 && !spec->fn)
         rc = sbx_error_set(err, SBX_E_INVAL, 0, "tool '%s' needs a callback", spec->name);
@@ -61,7 +61,7 @@ int sbx_tool_new_function(const struct sbx_function_tool *spec, struct sbx_tool 
                            spec->name);
     if (rc == 0) {
         if (spec->strict) {
-            rc = sbx__schema_strict(spec->parameters, &schema, err);
+            rc = sbx__schema_tool_strict(spec->parameters, &sent, &schema, err);
         } else {
             schema = spec->parameters ? json_deep_copy(spec->parameters)
                                       : json_pack("{s:s, s:{}}", "type", "object", "properties");
@@ -79,7 +79,8 @@ int sbx_tool_new_function(const struct sbx_function_tool *spec, struct sbx_tool 
     t->fn = spec->fn;
     t->schema = schema;
     t->definition = json_pack("{s:s, s:s, s:O, s:b}", "type", "function", "name", spec->name,
-                              "parameters", schema, "strict", spec->strict ? 1 : 0);
+                              "parameters", sent ? sent : schema, "strict", spec->strict ? 1 : 0);
+    json_decref(sent);
     if (spec->description)
         sbx_json_set(t->definition, "description", sbx_json_str(spec->description));
     *out = t;

@@ -381,6 +381,7 @@ static int fs_tools(struct sbx_capability *c, const struct sbx_capability_env *e
             .description = "Shows you an image file from the workspace (PNG, JPEG, GIF or "
                            "WebP, at most 10MB).",
             .parameters = params,
+            .strict = 1,
             .fn = view_image,
             .data = bound(env->session),
             .free_data = free,

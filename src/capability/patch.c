@@ -43,6 +43,7 @@ struct op {
     struct pline *add; /* SBX_PATCH_ADD: the file's lines */
     size_t nadd, addalloc;
     int crlf; /* the patch text used CRLF: the ending for new files and for files without any */
+    int no_final_eol; /* SBX_PATCH_ADD: the last line gets no line ending */
     struct hunk *hunks;
     size_t nhunks, hunkalloc;
 };
@@ -611,6 +612,13 @@ static int parse_diff(struct sbx_patch *p, struct op *op, const char *text, size
             goto out;
         }
     }
+    /* The operations form follows the Responses API's own tool: the "+" lines are joined with
+     * line endings between them, so the file ends with one only when the diff ends with a bare
+     * "+" line (that empty last line is the final newline). */
+    if (op->nadd && L[n - 1].len == 1 && L[n - 1].s[0] == '+')
+        op->nadd--;
+    else if (op->nadd)
+        op->no_final_eol = 1;
     rc = 0;
 out:
     free(L);
@@ -1101,8 +1109,11 @@ static int build_added(const struct op *op, struct sbx_buf *out, struct sbx_erro
 {
     int rc;
     for (size_t k = 0; k < op->nadd; k++) {
-        if ((rc = sbx_buf_add(out, op->add[k].s, op->add[k].len, err)) < 0 ||
-            (rc = sbx_buf_adds(out, op->crlf ? "\r\n" : "\n", err)) < 0)
+        if ((rc = sbx_buf_add(out, op->add[k].s, op->add[k].len, err)) < 0)
+            return rc;
+        if (k + 1 == op->nadd && op->no_final_eol)
+            break;
+        if ((rc = sbx_buf_adds(out, op->crlf ? "\r\n" : "\n", err)) < 0)
             return rc;
     }
     return 0;

@@ -182,6 +182,7 @@ static int new_tool(const char *name, const char *desc, const char *schema, sbx_
             .name = name,
             .description = desc,
             .parameters = params,
+            .strict = 1,
             .fn = fn,
             .data = st,
             .free_data = free,

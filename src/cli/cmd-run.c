@@ -92,7 +92,8 @@ static void usage(FILE *f)
 {
     fputs("usage: sbx run [-a AGENT_FILE] [-m MODEL] [--base-url URL] [--api responses|chat]\n"
           "               [--max-turns N] [--json] [--record FILE] [--no-stream]\n"
-          "               [--timeout DURATION] [--retries N] [--use-previous-response-id]\n"
+          "               [--timeout DURATION] [--deadline DURATION] [--retries N]\n"
+          "               [--use-previous-response-id]\n"
           "               [--manifest FILE | --session ID | --session-state FILE]\n"
           "               [--snapshot FILE|REF] [--snapshot-out FILE|store]\n"
           "               [--keep] [--share] [--conversation NAME] [PROMPT | -]\n"
@@ -108,6 +109,9 @@ static void usage(FILE *f)
           "Progress goes to stderr; --json writes one event per line to stdout instead.\n"
           "MODEL 'replay:FILE' answers from a recording made with --record.\n"
           "--use-previous-response-id sends only new items and lets the server keep the rest.\n"
+          "A model call gives up when no answer starts within 60 s of a streamed request, when\n"
+          "a stream stalls for 5 min, after --timeout per attempt (default 10 min) and after\n"
+          "--deadline for all its attempts together (default 15 min).\n"
           "--conversation NAME continues a stored conversation: its items go before PROMPT and\n"
           "the run's items are added after every turn ('sbx conversation' lists them).\n"
           "Sandbox agents (agent files with manifest / capabilities) run in a fresh local\n"
@@ -152,6 +156,7 @@ struct render {
     int tty_out, tty_err;
     char pend[4];
     size_t npend;
+    int waiting; /* a "waiting for the model" line is shown */
 };
 
 /* Text from the model (or a tool) to f: escaped on a terminal, the exact bytes otherwise. */
@@ -219,6 +224,28 @@ static void end_line(struct render *r)
         fputc('\n', stderr);
         r->mid_line = 0;
     }
+}
+
+/* While the model has not begun to answer: a progress line on a terminal (after 2 s, so quick
+ * answers show nothing), erased when the answer starts or the attempt ends. */
+static void on_model_wait(void *data, int64_t waited_ms, int attempt)
+{
+    struct render *r = data;
+    if (r->json || !r->tty_err)
+        return;
+    if (waited_ms < 0) {
+        if (r->waiting)
+            fputs("\r\033[K", stderr);
+        r->waiting = 0;
+    } else if (waited_ms >= 2000) {
+        if (!r->waiting)
+            end_line(r);
+        r->waiting = 1;
+        fprintf(stderr, "\r\033[K  waiting for the model: %llds", (long long)(waited_ms / 1000));
+        if (attempt > 1)
+            fprintf(stderr, " (attempt %d)", attempt);
+    }
+    flush(stderr);
 }
 
 static void on_event(const struct sbx_event *ev, void *data)
@@ -500,6 +527,7 @@ int cmd_run(int argc, char **argv)
         OPT_RECORD,
         OPT_NOSTREAM,
         OPT_TIMEOUT,
+        OPT_DEADLINE,
         OPT_RETRIES,
         OPT_PREVID,
         OPT_MANIFEST,
@@ -527,6 +555,7 @@ int cmd_run(int argc, char **argv)
             {"record", required_argument, NULL, OPT_RECORD},
             {"no-stream", no_argument, NULL, OPT_NOSTREAM},
             {"timeout", required_argument, NULL, OPT_TIMEOUT},
+            {"deadline", required_argument, NULL, OPT_DEADLINE},
             {"retries", required_argument, NULL, OPT_RETRIES},
             {"use-previous-response-id", no_argument, NULL, OPT_PREVID},
             {"manifest", required_argument, NULL, OPT_MANIFEST},
@@ -657,6 +686,10 @@ int cmd_run(int argc, char **argv)
             if (sbx_duration_parse_ms(optarg, &mopt.timeout_ms) < 0 || mopt.timeout_ms <= 0)
                 return cli_usage("run ", "--timeout must be a duration like 30s, not '%s'", optarg);
             break;
+        case OPT_DEADLINE:
+            if (sbx_duration_parse_ms(optarg, &mopt.deadline_ms) < 0 || mopt.deadline_ms <= 0)
+                return cli_usage("run ", "--deadline must be a duration like 5m, not '%s'", optarg);
+            break;
         case OPT_RETRIES: {
             int n;
             if (parse_count(optarg, 0, 100, &n) < 0)
@@ -770,6 +803,8 @@ int cmd_run(int argc, char **argv)
     if (!name || !name[0])
         name = "gpt-4.1";
     mopt.cancel = &interrupted;
+    mopt.on_wait = on_model_wait;
+    mopt.on_wait_data = &rd;
     if (sbx_model_new(name, &mopt, &model, &err) < 0)
         goto out;
     if (ropt.conversation && sbx_conversation_store_open(NULL, &conv, &err) < 0)

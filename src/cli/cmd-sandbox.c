@@ -50,8 +50,10 @@ static const char usage_text[] =
         "                          entries\n"
         "  exec [-t] [-i] [--cwd DIR] [--env K=V]... [--user NAME] [--timeout S]\n"
         "       [--max-output BYTES] [--keep-background] ID -- CMD...\n"
-        "                          run a command; exits with its status; what it leaves\n"
-        "                          running dies with it unless --keep-background (then at rm)\n"
+        "                          run a command; exits with its status (128+N for signal\n"
+        "                          N; 124 timed out, 125 sbx failed, 126 cannot run, 127 not\n"
+        "                          found); what it leaves running dies with it unless\n"
+        "                          --keep-background (then at rm)\n"
         "  shell ID                an interactive shell on a terminal\n"
         "  cp SRC DST              copy a file; ID:PATH names a path in a sandbox\n"
         "  ps [--all] [--json]     list live and stopped sandboxes (--all: also dead,\n"
@@ -468,6 +470,27 @@ static int copy_out(int *fd, int to)
     return 0;
 }
 
+/* `sbx sandbox exec` exit statuses, as shells and container tools use them, so that sbx's own
+ * failures never look like the command's: the command's status, 128+N for signal N, 124 when
+ * --timeout killed it, and (docs/internals/local-provider.md has the table): */
+enum {
+    EXEC_SBX_FAILED = 125, /* sbx failed: usage, no such sandbox, gone, bad --cwd or --user */
+    EXEC_CANNOT_RUN = 126, /* the command exists but cannot be run */
+    EXEC_NOT_FOUND = 127,  /* the command was not found */
+};
+
+/* Print the error and return the exec status for it. */
+static int exec_fail(const struct sbx_error *err)
+{
+    cli_fail(err);
+    if (err->code == SBX_E_EXEC)
+        return err->sys_errno == ENOENT ? EXEC_NOT_FOUND : EXEC_CANNOT_RUN;
+    return EXEC_SBX_FAILED;
+}
+
+/* A usage error of exec or shell: said as everywhere, with the status of an sbx failure. */
+#define exec_usage(...) (cli_usage(__VA_ARGS__), EXEC_SBX_FAILED)
+
 /* Stream a started command to our stdio until it exits. Returns the exit status to use. */
 static int stream(struct sbx_proc *p, int forward_stdin, const char *id)
 {
@@ -568,7 +591,7 @@ static int stream(struct sbx_proc *p, int forward_stdin, const char *id)
                 restore_tty();
                 if (sigfd >= 0)
                     close(sigfd);
-                return cli_fail(&err);
+                return exec_fail(&err);
             }
             have = 1;
         }
@@ -634,7 +657,7 @@ static int run_exec(const char *id, const struct sbx_exec_spec *spec, int forwar
     sbx_proc_free(p);
     sbx_session_free(s);
     sbx_client_free(c);
-    return rc < 0 ? cli_fail(&err) : status;
+    return rc < 0 ? exec_fail(&err) : status;
 }
 
 static int cmd_exec(int argc, char **argv)
@@ -664,14 +687,14 @@ static int cmd_exec(int argc, char **argv)
             const char *kv = argv[++i];
             if (!strchr(kv, '=') || kv[0] == '=') {
                 sbx_strv_release(&env);
-                return cli_usage(VERB, "--env wants KEY=VALUE, not '%s'", kv);
+                return exec_usage(VERB, "--env wants KEY=VALUE, not '%s'", kv);
             }
             sbx_strv_push(&env, kv);
         } else if (strcmp(a, "--timeout") == 0 && i + 1 < argc) {
             int64_t ms;
             if (sbx_duration_parse_ms(argv[++i], &ms) < 0 || ms <= 0) {
                 sbx_strv_release(&env);
-                return cli_usage(VERB, "bad timeout '%s'", argv[i]);
+                return exec_usage(VERB, "bad timeout '%s'", argv[i]);
             }
             spec.timeout_ms = ms;
         } else if (strcmp(a, "--max-output") == 0 && i + 1 < argc) {
@@ -679,28 +702,28 @@ static int cmd_exec(int argc, char **argv)
             unsigned long long n = strtoull(argv[++i], &end, 10);
             if (*end || n == 0 || n > SBX_OUTPUT_MAX_LIMIT) {
                 sbx_strv_release(&env);
-                return cli_usage(VERB, "bad --max-output '%s'", argv[i]);
+                return exec_usage(VERB, "bad --max-output '%s'", argv[i]);
             }
             max_output = (size_t)n;
         } else {
             sbx_strv_release(&env);
-            return cli_usage(VERB, "exec: unknown option '%s'", a);
+            return exec_usage(VERB, "exec: unknown option '%s'", a);
         }
     }
     if (i >= argc) {
         sbx_strv_release(&env);
-        return cli_usage(VERB, "exec: missing sandbox id");
+        return exec_usage(VERB, "exec: missing sandbox id");
     }
     const char *id = argv[i++];
     if (i < argc && strcmp(argv[i], "--") == 0)
         i++;
     if (i >= argc) {
         sbx_strv_release(&env);
-        return cli_usage(VERB, "exec: missing command");
+        return exec_usage(VERB, "exec: missing command");
     }
     if (max_output && (interactive || (spec.flags & SBX_EXEC_TTY))) {
         sbx_strv_release(&env);
-        return cli_usage(VERB, "exec: --max-output cannot be combined with -i or -t");
+        return exec_usage(VERB, "exec: --max-output cannot be combined with -i or -t");
     }
     /* On a terminal, the command learns what kind: the caller's own TERM, as docker exec -t. */
     const char *term = getenv("TERM");
@@ -718,7 +741,7 @@ static int cmd_exec(int argc, char **argv)
 static int cmd_shell(int argc, char **argv)
 {
     if (argc != 2)
-        return cli_usage(VERB, "shell: want exactly one sandbox id");
+        return exec_usage(VERB, "shell: want exactly one sandbox id");
     const char *const sh[] = {"/bin/sh", "-i", NULL};
     struct sbx_exec_spec spec = {.argv = sh, .flags = SBX_EXEC_TTY};
     return run_exec(argv[1], &spec, 1, 0);

@@ -157,6 +157,8 @@ const char *sbx_strerror(enum sbx_errcode code)
         return "cancelled";
     case SBX_E_MAXTURNS:
         return "max turns exceeded";
+    case SBX_E_EXEC:
+        return "cannot execute";
     }
     return "unknown error";
 }

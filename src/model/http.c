@@ -8,6 +8,7 @@
 #include <curl/curl.h>
 
 #include "model/http.h"
+#include "sbx/time.h"
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 
@@ -23,7 +24,11 @@ struct xfer {
     size_t total;
     int streaming; /* decided at the first body byte */
     int decided;
-    int rc; /* error from a callback */
+    int not_sse; /* the last answer's Content-Type names something else than an event stream */
+    int rc;      /* error from a callback */
+    int64_t start_ns, last_byte_ns, last_wait_ns;
+    curl_off_t seen; /* body bytes counted by the progress callback */
+    int waiting;     /* on_wait was told of a wait not yet ended */
     struct sbx_error cb_err;
 };
 
@@ -31,6 +36,7 @@ void sbx__http_resp_init(struct sbx__http_resp *r)
 {
     r->status = 0;
     r->retry_after_ms = -1;
+    r->plain = 0;
     sbx_buf_init(&r->body, SBX_BUF_NOLIMIT);
 }
 
@@ -46,7 +52,9 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
     if (!x->decided) {
         long status = 0;
         curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &status);
-        x->streaming = x->req->sink && status >= 200 && status < 300;
+        int ok = status >= 200 && status < 300;
+        x->streaming = x->req->sink && ok && !x->not_sse;
+        x->resp->plain = x->req->sink && ok && x->not_sse;
         x->decided = 1;
     }
     if (n > x->req->max_body - x->total) {
@@ -97,8 +105,10 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
     struct xfer *x = ud;
     size_t n = size * nmemb;
     /* A new status line (redirect, 100-continue) resets what we learnt. */
-    if (n >= 5 && memcmp(p, "HTTP/", 5) == 0)
+    if (n >= 5 && memcmp(p, "HTTP/", 5) == 0) {
         x->resp->retry_after_ms = -1;
+        x->not_sse = 0;
+    }
     const char *colon = memchr(p, ':', n);
     if (!colon)
         return n;
@@ -118,17 +128,54 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
     } else if (klen == 11 && strncasecmp(p, "retry-after", 11) == 0 &&
                x->resp->retry_after_ms < 0) {
         x->resp->retry_after_ms = parse_retry_after(v, vlen, 0);
+    } else if (klen == 12 && strncasecmp(p, "content-type", 12) == 0) {
+        /* Without the header the body is taken for what was asked. */
+        x->not_sse = !(vlen >= 17 && strncasecmp(v, "text/event-stream", 17) == 0);
     }
     return n;
 }
 
+static void end_wait(struct xfer *x)
+{
+    if (x->waiting && x->req->on_wait)
+        x->req->on_wait(x->req->on_wait_data, -1, x->req->attempt);
+    x->waiting = 0;
+}
+
+/* libcurl calls this at least once a second: cancellation, the first-byte and idle limits, and
+ * the wait reports. */
 static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
 {
     struct xfer *x = ud;
-    if (x->req->cancel && *x->req->cancel) {
-        x->rc = sbx_error_set(&x->cb_err, SBX_E_CANCELLED, 0, "request to '%s' cancelled",
-                              x->req->url);
+    const struct sbx__http_req *q = x->req;
+    if (q->cancel && *q->cancel) {
+        x->rc = sbx_error_set(&x->cb_err, SBX_E_CANCELLED, 0, "request to '%s' cancelled", q->url);
         return 1;
+    }
+    int64_t now = sbx_time_mono_ns();
+    if (dn > x->seen) {
+        x->seen = dn;
+        x->last_byte_ns = now;
+        end_wait(x);
+        return 0;
+    }
+    int64_t since_ms = (now - (x->seen ? x->last_byte_ns : x->start_ns)) / SBX_NS_PER_MS;
+    if (!x->seen && q->first_byte_ms && since_ms >= q->first_byte_ms) {
+        x->rc = sbx_error_set(&x->cb_err, SBX_E_TIMEOUT, 0,
+                              "no answer from '%s' within %lld ms of the request", q->url,
+                              (long long)q->first_byte_ms);
+        return 1;
+    }
+    if (x->seen && q->idle_ms && since_ms >= q->idle_ms) {
+        x->rc = sbx_error_set(&x->cb_err, SBX_E_TIMEOUT, 0,
+                              "the answer from '%s' stalled: nothing for %lld ms", q->url,
+                              (long long)q->idle_ms);
+        return 1;
+    }
+    if (!x->seen && q->on_wait && now - x->last_wait_ns >= SBX_NS_PER_S) {
+        x->last_wait_ns = now;
+        x->waiting = 1;
+        q->on_wait(q->on_wait_data, since_ms, q->attempt);
     }
     return 0;
 }
@@ -146,6 +193,7 @@ int sbx__http_post(const struct sbx__http_req *req, struct sbx__http_resp *resp,
     sbx_buf_init(&resp->body, req->max_body);
     resp->status = 0;
     resp->retry_after_ms = -1;
+    resp->plain = 0;
     x.curl = curl_easy_init();
     if (!x.curl)
         return sbx_error_set(err, SBX_E_HTTP, 0, "cannot start an HTTP client");
@@ -184,7 +232,9 @@ int sbx__http_post(const struct sbx__http_req *req, struct sbx__http_resp *resp,
     /* The key must never follow a redirect to another host. */
     curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
 
+    x.start_ns = x.last_wait_ns = sbx_time_mono_ns();
     CURLcode cc = curl_easy_perform(c);
+    end_wait(&x);
     curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp->status);
     if (x.rc < 0) {
         rc = sbx_error_copy(err, &x.cb_err);

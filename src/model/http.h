@@ -21,6 +21,11 @@ struct sbx__http_req {
     int stream; /* adds "Accept: text/event-stream" */
     int64_t timeout_ms;
     int64_t connect_timeout_ms;
+    int64_t first_byte_ms; /* 0: none; no body byte this long after the start: SBX_E_TIMEOUT */
+    int64_t idle_ms;       /* 0: none; no body byte this long after the last one: likewise */
+    void (*on_wait)(void *data, int64_t waited_ms, int attempt); /* see sbx_model_options */
+    void *on_wait_data;
+    int attempt;
     size_t max_body;      /* limit on a buffered body and on all streamed bytes */
     sbx__http_sink *sink; /* NULL: buffer the body */
     void *ud;
@@ -31,6 +36,10 @@ struct sbx__http_resp {
     long status;            /* 0 when no answer arrived */
     int64_t retry_after_ms; /* from retry-after-ms / retry-after; -1 when absent */
     struct sbx_buf body;    /* the body when buffered (always for non-2xx answers) */
+    /* A streaming request answered 2xx with a body that says it is not an event stream (a
+     * Content-Type other than text/event-stream): the body was buffered, not given to the
+     * sink. Some OpenAI-compatible servers answer every request with plain JSON. */
+    int plain;
 };
 
 void sbx__http_resp_init(struct sbx__http_resp *r);

@@ -25,7 +25,9 @@ struct sbx_model {
     char *base_url; /* no trailing slash */
     char *api_key;  /* NULL when none */
     int no_stream;
-    int64_t timeout_ms, connect_timeout_ms;
+    int64_t timeout_ms, connect_timeout_ms, first_byte_timeout_ms, idle_timeout_ms, deadline_ms;
+    void (*on_wait)(void *data, int64_t waited_ms, int attempt);
+    void *on_wait_data;
     int retries;
     int64_t retry_base_ms, retry_max_ms;
     size_t max_response_bytes, max_event_bytes;
@@ -50,11 +52,17 @@ struct sbx__attempt_ops {
     /* A 2xx answer arrived: produce the Responses API response object. A SBX_E_HTTP return
      * means "the stream broke" and may be retried when nothing was delivered. */
     int (*finish)(void *ud, const struct sbx__http_resp *resp, json_t **out, struct sbx_error *err);
+    /* A streaming request answered with plain JSON (resp->plain): decode the buffered body as
+     * a non-streaming answer. The caller then synthesises the stream events. */
+    int (*finish_plain)(void *ud, const struct sbx__http_resp *resp, json_t **out,
+                        struct sbx_error *err);
 };
 
-/* POST body to {base}{path} with retries. *out as finish produced it. */
+/* POST body to {base}{path} with retries. *out as finish (or finish_plain) produced it;
+ * *plain (may be NULL) tells which: 1 when a streaming request got a plain JSON answer, so no
+ * stream event reached the caller yet. */
 int sbx__model_call(struct sbx_model *m, const char *path, const json_t *body, int stream,
-                    const struct sbx__attempt_ops *ops, void *ud, json_t **out,
+                    const struct sbx__attempt_ops *ops, void *ud, json_t **out, int *plain,
                     struct sbx_error *err);
 
 /* m's decoder on an answer body in memory (see sbx__model_vt.decode): the same code as a live

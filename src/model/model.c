@@ -79,7 +79,12 @@ int sbx_model_new(const char *name, const struct sbx_model_options *opt, struct 
     pthread_mutex_init(&m->lock, NULL);
     m->no_stream = opt->no_stream;
     m->timeout_ms = opt->timeout_ms > 0 ? opt->timeout_ms : 600000;
-    m->connect_timeout_ms = opt->connect_timeout_ms > 0 ? opt->connect_timeout_ms : 30000;
+    m->connect_timeout_ms = opt->connect_timeout_ms > 0 ? opt->connect_timeout_ms : 15000;
+    m->first_byte_timeout_ms = opt->first_byte_timeout_ms > 0 ? opt->first_byte_timeout_ms : 60000;
+    m->idle_timeout_ms = opt->idle_timeout_ms > 0 ? opt->idle_timeout_ms : 300000;
+    m->deadline_ms = opt->deadline_ms > 0 ? opt->deadline_ms : 900000;
+    m->on_wait = opt->on_wait;
+    m->on_wait_data = opt->on_wait_data;
     m->retries = opt->retries == 0 ? 3 : opt->retries < 0 ? 0 : opt->retries;
     m->retry_base_ms = opt->retry_base_ms > 0 ? opt->retry_base_ms : 500;
     m->retry_max_ms = opt->retry_max_ms > 0 ? opt->retry_max_ms : 30000;
@@ -113,6 +118,16 @@ int sbx_model_new(const char *name, const struct sbx_model_options *opt, struct 
         const char *key = opt->api_key ? opt->api_key : getenv("OPENAI_API_KEY");
         if (key && key[0])
             m->api_key = sbx_xstrdup(key);
+        else if (strcmp(m->base_url, SBX_MODEL_DEFAULT_BASE_URL) == 0) {
+            /* The OpenAI API refuses every keyless request; say so now rather than after a
+             * round of retries. Other servers (local ones) may need no key. */
+            rc = sbx_error_set(err, SBX_E_INVAL, 0,
+                               "no API key for %s: set OPENAI_API_KEY (a server that needs no "
+                               "key: give its base URL, e.g. OPENAI_BASE_URL or sbx run "
+                               "--base-url)",
+                               m->base_url);
+            goto out;
+        }
     }
     if (opt->record_path) {
         int fd = open(opt->record_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
@@ -314,7 +329,7 @@ static int sleep_cancellable(const struct sbx_model *m, int64_t ms, struct sbx_e
 }
 
 int sbx__model_call(struct sbx_model *m, const char *path, const json_t *body, int stream,
-                    const struct sbx__attempt_ops *ops, void *ud, json_t **out,
+                    const struct sbx__attempt_ops *ops, void *ud, json_t **out, int *plain,
                     struct sbx_error *err)
 {
     struct sbx__http_resp resp;
@@ -330,23 +345,38 @@ int sbx__model_call(struct sbx_model *m, const char *path, const json_t *body, i
             .stream = stream,
             .timeout_ms = m->timeout_ms,
             .connect_timeout_ms = m->connect_timeout_ms,
+            .first_byte_ms = stream ? m->first_byte_timeout_ms : 0,
+            .idle_ms = stream ? m->idle_timeout_ms : 0,
+            .on_wait = m->on_wait,
+            .on_wait_data = m->on_wait_data,
             .max_body = m->max_response_bytes,
             .sink = stream ? ops->sink : NULL,
             .ud = ud,
             .cancel = m->cancel,
     };
+    int64_t deadline = sbx_time_mono_ns() + m->deadline_ms * SBX_NS_PER_MS;
     for (int attempt = 0;; attempt++) {
         int retry = 0;
+        int64_t left_ms = (deadline - sbx_time_mono_ns()) / SBX_NS_PER_MS;
+        hreq.timeout_ms = m->timeout_ms < left_ms ? m->timeout_ms : left_ms > 1 ? left_ms : 1;
+        hreq.attempt = attempt + 1;
         ops->reset(ud);
         rc = sbx__http_post(&hreq, &resp, err);
         if (rc == 0 && resp.status >= 200 && resp.status < 300) {
-            rc = ops->finish(ud, &resp, out, err);
-            if (rc == 0)
+            rc = resp.plain ? ops->finish_plain(ud, &resp, out, err)
+                            : ops->finish(ud, &resp, out, err);
+            if (rc == 0) {
+                if (plain)
+                    *plain = resp.plain;
                 break;
+            }
             retry = rc == -SBX_E_HTTP && ops->delivered(ud) == 0;
         } else if (rc == 0) {
             char *msg = sbx__model_error_message(resp.body.data, resp.body.len);
-            rc = sbx_error_set(err, SBX_E_API, 0, "model API answered %ld: %s", resp.status, msg);
+            rc = sbx_error_set(err, SBX_E_API, 0, "model API answered %ld: %s%s", resp.status, msg,
+                               resp.status == 401 && !m->api_key
+                                       ? " (no API key was sent: set OPENAI_API_KEY)"
+                                       : "");
             free(msg);
             retry = retryable_status(resp.status);
         } else {
@@ -359,6 +389,11 @@ int sbx__model_call(struct sbx_model *m, const char *path, const json_t *body, i
             break;
         }
         int64_t wait = backoff_ms(m, attempt, resp.retry_after_ms);
+        if (sbx_time_mono_ns() + wait * SBX_NS_PER_MS >= deadline) {
+            sbx_error_prefix(err, "model call deadline (%lld ms) passed after %d attempt%s",
+                             (long long)m->deadline_ms, attempt + 1, attempt ? "s" : "");
+            break;
+        }
         sbx_log(SBX_LOG_WARN, "%s; retrying in %lld ms (attempt %d of %d)", err ? err->msg : "",
                 (long long)wait, attempt + 2, m->retries + 1);
         rc = sleep_cancellable(m, wait, err);

@@ -204,9 +204,11 @@ static int responses_respond(struct sbx_model *m, const struct sbx_model_request
             .reset = reset,
             .delivered = delivered,
             .finish = stream ? finish_stream : finish_plain,
+            .finish_plain = finish_plain,
     };
-    rc = sbx__model_call(m, "/responses", body, stream, &ops, &s, out, err);
-    if (rc == 0 && cb && !stream)
+    int plain = 0;
+    rc = sbx__model_call(m, "/responses", body, stream, &ops, &s, out, &plain, err);
+    if (rc == 0 && cb && (!stream || plain))
         sbx__model_synth_events(*out, cb, cb_data);
     stream_release(&s);
     json_decref(body);

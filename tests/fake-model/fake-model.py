@@ -15,6 +15,8 @@ SCRIPT is a JSON file: {"turns": [TURN, ...]}. Each POST consumes the next TURN:
   sse        a list of events sent verbatim as SSE: objects become "event:"/"data:" pairs,
              strings are written as they are (to test CRLF, comments, split data lines)
   cut_after  close the connection after this many body bytes
+  plain      true: send "response" / "chat" as one JSON body even when the request asked to
+             stream (as some OpenAI-compatible servers do)
 In a "response", the text @SESSION_ID@ is replaced by the last "session ID <n>" found in the
 request (the shell tool's running-process id, which a script cannot know in advance).
 When the turns run out the server answers 500. Every request is appended to LOG as one JSON
@@ -104,7 +106,7 @@ class Handler(BaseHTTPRequestHandler):
             return
         if t.get("delay_ms"):
             time.sleep(t["delay_ms"] / 1000.0)
-        stream = isinstance(body, dict) and body.get("stream") is True
+        stream = isinstance(body, dict) and body.get("stream") is True and not t.get("plain")
         ctype = "application/json"
         if "response" in t:
             text = json.dumps(t["response"])

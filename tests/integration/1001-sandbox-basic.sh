@@ -28,7 +28,7 @@ expect_eq "$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(
 run "$SBX" sandbox exec "$idn" -- pwd
 expect_eq "$(cat "$T/out")" "$SBX_WORKSPACES/$idn" "an unconfined command starts in the host workspace"
 run "$SBX" sandbox exec --user sandbox "$idn" -- true
-expect_rc 1 "--user is refused without isolation"
+expect_rc 125 "--user is refused without isolation (an sbx failure: 125)"
 expect_in "$T/err" "isolation 'none'" "the refusal says why"
 "$SBX" sandbox rm "$idn" >/dev/null
 run "$SBX" sandbox create --isolation none --memory 64M
@@ -48,7 +48,7 @@ idu=$(cat "$T/out")
 run "$SBX" sandbox exec "$idu" -- id -un
 expect_eq "$(cat "$T/out")" "alice" "commands run as the first manifest user"
 run "$SBX" sandbox exec --user mallory "$idu" -- id -un
-expect_rc 1 "--user of an unknown user fails"
+expect_rc 125 "--user of an unknown user fails with 125"
 expect_in "$T/err" "mallory" "the error names the user"
 if [ "$(id -u)" = 0 ]; then
     run "$SBX" sandbox exec --user bob "$idu" -- id -un
@@ -193,24 +193,38 @@ expect_eq "$(stat -c %a "$T/badrun/sbx")" 700 "and made 0700"
 
 # errors
 run "$SBX" sandbox exec ffffffffffffffff -- true
-expect_rc 1 "exec in an unknown sandbox fails"
+expect_rc 125 "exec in an unknown sandbox fails with 125, not a status the command could give"
 expect_in "$T/err" "sbx: no sandbox 'ffffffffffffffff'" "the unknown id is named"
 run "$SBX" sandbox exec ../etc -- true
-expect_rc 1 "a malformed id fails"
+expect_rc 125 "a malformed id fails with 125"
 expect_in "$T/err" "not a sandbox id" "a malformed id is called so"
 run "$SBX" sandbox exec "$id"
-expect_rc 2 "exec without a command is a usage error"
+expect_rc 125 "exec without a command is a usage error (125)"
 run "$SBX" sandbox exec
-expect_rc 2 "exec without an id is a usage error"
+expect_rc 125 "exec without an id is a usage error (125)"
 run "$SBX" sandbox exec --timeout soon "$id" -- true
-expect_rc 2 "a bad timeout is a usage error"
+expect_rc 125 "a bad timeout is a usage error (125)"
 run "$SBX" sandbox exec --frob "$id" -- true
-expect_rc 2 "an unknown option is a usage error"
+expect_rc 125 "an unknown option is a usage error (125)"
 run "$SBX" sandbox frob
 expect_rc 2 "an unknown sandbox command is a usage error"
 run "$SBX" sandbox exec "$id" -- no-such-command-sbx
-expect_rc 1 "a missing command fails"
+expect_rc 127 "a missing command fails with 127"
 expect_in "$T/err" "command 'no-such-command-sbx' not found" "a missing command is named"
+run "$SBX" sandbox exec -i "$id" -- no-such-command-sbx </dev/null
+expect_rc 127 "a missing command fails with 127 when streamed too"
+run "$SBX" sandbox exec "$id" -- sh -c 'printf "#!/bin/sh\n" > noexec; chmod 644 noexec'
+run "$SBX" sandbox exec "$id" -- ./noexec
+expect_rc 126 "a command that cannot be run (not executable) fails with 126"
+expect_in "$T/err" "cannot run './noexec': permission denied" "and says why"
+run "$SBX" sandbox exec "$id" -- /
+expect_rc 126 "a directory as the command fails with 126"
+for code in 1 2 124 125 126 127; do
+    run "$SBX" sandbox exec "$id" -- sh -c "exit $code"
+    expect_rc "$code" "the command's own status $code passes through"
+done
+run "$SBX" sandbox exec "$id" -- sh -c 'kill -TERM $$'
+expect_rc 143 "a command killed by SIGTERM gives 128+15"
 
 # rm
 ws2=$(python3 -c 'import json; print(json.load(open("'"$RUNBASE/$id2/state.json"'"))["workspace"])')

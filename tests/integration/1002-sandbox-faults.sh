@@ -26,11 +26,11 @@ run "$SBX" sandbox cp "$T/outside" "$id:outdir/planted"
 expect_rc 1 "cp into a symlinked directory outside fails"
 [ ! -e "$T/planted" ] && ok "nothing was written outside" || not_ok "nothing was written outside"
 run "$SBX" sandbox exec --cwd root "$id" -- pwd
-expect_rc 1 "--cwd through a planted symlink fails"
+expect_rc 125 "--cwd through a planted symlink fails"
 run "$SBX" sandbox exec --cwd .. "$id" -- pwd
-expect_rc 1 "--cwd '..' fails"
+expect_rc 125 "--cwd '..' fails"
 run "$SBX" sandbox exec --cwd /etc "$id" -- pwd
-expect_rc 1 "--cwd outside the workspace fails"
+expect_rc 125 "--cwd outside the workspace fails"
 expect_in "$T/err" "working directory" "the refusal names the working directory"
 
 # A command that forks a daemon and exits: the daemon dies with it, unless the exec keeps its
@@ -88,10 +88,10 @@ wait_until eval '[ "$(for r in $(pgrep -P '"$sup"'); do pgrep -P $r -x sleep; do
 kill -9 "$sup"
 wait_until eval '! alive '"$sup"
 wait "$inflight"
-expect_eq "$?" 1 "an exec in flight when the supervisor dies fails (no hang)"
+expect_eq "$?" 125 "an exec in flight when the supervisor dies fails (no hang)"
 expect_in "$T/inflight.err" "is gone" "the exec in flight says the sandbox is gone"
 run timeout 10 "$SBX" sandbox exec "$id" -- true
-expect_rc 1 "exec in a sandbox whose supervisor died fails"
+expect_rc 125 "exec in a sandbox whose supervisor died fails"
 expect_in "$T/err" "sandbox '$id' is gone" "the error says the sandbox is gone"
 run "$SBX" sandbox ps
 expect_not_in "$T/out" "$id" "ps stops listing it"
@@ -127,7 +127,7 @@ expect_eq "$(pgrep -f "^sleep $D2$" | wc -l)" 0 "a killed isolated supervisor ta
 wait_until eval '[ -z "$(pgrep -f "__supervise $id")" ]'
 expect_eq "$(pgrep -f "__supervise $id" | wc -l)" 0 "no process of the killed sandbox is left"
 run timeout 10 "$SBX" sandbox exec "$id" -- true
-expect_rc 1 "exec in an isolated sandbox whose PID 1 died fails"
+expect_rc 125 "exec in an isolated sandbox whose PID 1 died fails"
 expect_in "$T/err" "is gone" "the error says the sandbox is gone"
 run "$SBX" sandbox rm "$id"
 expect_rc 0 "rm of a dead isolated sandbox succeeds"

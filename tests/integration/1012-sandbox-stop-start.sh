@@ -56,7 +56,7 @@ run "$SBX" snapshot inspect "$ref"
 expect_in "$T/out" "sandbox-$id" "the hold names the sandbox"
 
 run "$SBX" sandbox exec "$id" -- true
-expect_rc 1 "a stopped sandbox runs nothing"
+expect_rc 125 "a stopped sandbox runs nothing"
 expect_in "$T/err" "is stopped" "and says it is stopped"
 run "$SBX" sandbox stop "$id"
 expect_rc 1 "stopping it again fails"

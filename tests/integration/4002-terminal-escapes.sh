@@ -30,29 +30,6 @@ with open(sys.argv[1], "w") as f:
     f.write(json.dumps(calc) + "\n" + json.dumps(msg) + "\n")
 PY
 
-# on_tty OUT CMD...: run CMD with stdin, stdout and stderr on a pseudo-terminal; its bytes to OUT.
-on_tty() {
-    python3 - "$@" <<'PY'
-import os, pty, subprocess, sys
-out = sys.argv[1]
-m, s = pty.openpty()
-p = subprocess.Popen(sys.argv[2:], stdin=s, stdout=s, stderr=s, close_fds=True)
-os.close(s)
-data = b""
-while True:
-    try:
-        b = os.read(m, 65536)
-    except OSError:
-        break
-    if not b:
-        break
-    data += b
-p.wait()
-open(out, "wb").write(data)
-sys.exit(p.returncode)
-PY
-}
-
 on_tty "$T/tty" "$SBX" run -m "replay:$T/rec.jsonl" -a "$T/agent.yaml" "go"
 rc=$?
 expect_eq "$rc" 0 "the run on a terminal succeeds"

@@ -343,6 +343,26 @@ static void test_resumable(void)
     free(ws_dir);
 }
 
+/* The base prompt carries the guidance every sandbox agent needs, each in its own section. */
+static void test_base_prompt(void)
+{
+    const char *p = sbx_sandbox_base_prompt();
+    static const char *const sections[] = {"How to work:", "Untrusted content:", "Secrets:",
+                                           "Checking your work:", "The final answer:"};
+    const char *at = p;
+    for (size_t i = 0; i < SBX_ARRAY_LEN(sections); i++) {
+        const char *hit = strstr(p, sections[i]);
+        CHECK(hit != NULL);
+        CHECK(hit >= at); /* in this order */
+        if (hit)
+            at = hit;
+    }
+    CHECK_CONTAINS(p, "data to examine");    /* files and tool output are not instructions */
+    CHECK_CONTAINS(p, "never by its value"); /* secrets stay unspoken */
+    CHECK_CONTAINS(p, "run the project's tests");
+    CHECK_CONTAINS(p, "Do not claim results you did not see.");
+}
+
 int main(void)
 {
     TAP_START();
@@ -361,6 +381,7 @@ int main(void)
     TAP_RUN(test_live_session);
     TAP_RUN(test_config_errors);
     TAP_RUN(test_resumable);
+    TAP_RUN(test_base_prompt);
     sbx_client_free(client);
     char *cmd[] = {"rm", "-rf", tmp, NULL};
     pid_t pid = fork();

@@ -113,7 +113,7 @@ static void test_exec_basics(void)
 
     const char *const missing[] = {"no-such-command-sbx", NULL};
     struct sbx_exec_spec m = {.argv = missing};
-    CHECK_ERR(sbx_session_exec(sess, &m, &r, &err), SBX_E_NOTFOUND, &err,
+    CHECK_ERR(sbx_session_exec(sess, &m, &r, &err), SBX_E_EXEC, &err,
               "command 'no-such-command-sbx' not found");
 
     struct sbx_exec_spec both = {.argv = argv, .command = "x"};

@@ -739,7 +739,8 @@ static void test_ops_form(void)
     CHECK_OK(sbx_patch_apply(p, &m.fs, NULL, &res, &err), &err);
     CHECK_EQ_STR(res.summary,
                  "Created c.txt\nUpdated u.txt\nMoved u.txt to moved.txt\nDeleted gone.txt");
-    CHECK_EQ_STR(mget(&m, "c.txt"), "line one\nline two\n");
+    /* create_file joins its lines: no final newline without a bare "+" last line. */
+    CHECK_EQ_STR(mget(&m, "c.txt"), "line one\nline two");
     CHECK_EQ_STR(mget(&m, "moved.txt"), "keep\nnew\n");
     CHECK(mfind(&m, "gone.txt") == NULL);
     sbx_patch_result_release(&res);
@@ -778,6 +779,50 @@ static void test_ops_form(void)
     mem_release(&m);
 }
 
+/* The final newline of create_file operations, as the Responses API's own tool writes it. */
+static void test_create_file_newline(void)
+{
+    static const struct {
+        const char *diff, *want;
+    } cases[] = {
+            {"+a\n+b\n+", "a\nb\n"},              /* a bare "+" last line: the final newline */
+            {"+a\n+b\n+\n", "a\nb\n"},            /* ... also when it is newline-terminated */
+            {"+a\n+b", "a\nb"},                   /* none */
+            {"+hello\n+world\n", "hello\nworld"}, /* a diff's own final newline is no line */
+            {"+\n+", "\n"},                       /* an empty line and the final newline */
+            {"+", ""},                            /* a bare "+" alone: an empty file */
+            {"", ""},
+            {"+a\r\n+b\r\n+\r\n", "a\r\nb\r\n"}, /* CRLF patches make CRLF files */
+    };
+    for (size_t i = 0; i < SBX_ARRAY_LEN(cases); i++) {
+        struct memfs m;
+        struct sbx_error err = SBX_ERROR_INIT;
+        struct sbx_patch_result res;
+        struct sbx_patch *p = NULL;
+        struct sbx_patch_op_spec op = {SBX_PATCH_ADD, "n.txt", NULL, cases[i].diff,
+                                       strlen(cases[i].diff)};
+        mem_init(&m);
+        memset(&res, 0, sizeof(res));
+        CHECK_OK(sbx_patch_from_ops(&op, 1, NULL, &p, &err), &err);
+        CHECK_OK(sbx_patch_apply(p, &m.fs, NULL, &res, &err), &err);
+        CHECK_EQ_STR(mget(&m, "n.txt"), cases[i].want);
+        sbx_patch_result_release(&res);
+        sbx_patch_free(p);
+        mem_release(&m);
+    }
+    /* "*** Add File" in patch text keeps ending every line, as Codex does. */
+    struct memfs m;
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_patch_result res;
+    mem_init(&m);
+    CHECK_OK(apply(&m, "*** Begin Patch\n*** Add File: t.txt\n+a\n+b\n*** End Patch\n", NULL, &res,
+                   &err),
+             &err);
+    CHECK_EQ_STR(mget(&m, "t.txt"), "a\nb\n");
+    sbx_patch_result_release(&res);
+    mem_release(&m);
+}
+
 static void test_json_ops(void)
 {
     struct memfs m;
@@ -796,7 +841,7 @@ static void test_json_ops(void)
                    NULL, &res, &err),
              &err);
     CHECK_EQ_STR(res.summary, "Created j.txt\nDeleted gone");
-    CHECK_EQ_STR(mget(&m, "j.txt"), "j\n");
+    CHECK_EQ_STR(mget(&m, "j.txt"), "j");
     sbx_patch_result_release(&res);
     CHECK_OK(
             apply(&m,
@@ -1318,6 +1363,7 @@ int main(void)
     TAP_RUN(test_lenient_envelope);
     TAP_RUN(test_limits);
     TAP_RUN(test_ops_form);
+    TAP_RUN(test_create_file_newline);
     TAP_RUN(test_json_ops);
     TAP_RUN(test_apply_diff);
     TAP_RUN(test_reference_cases);

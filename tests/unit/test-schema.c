@@ -91,10 +91,72 @@ static void test_strict(void)
     json_decref(s);
 }
 
+/* A function tool in strict mode: the model's form and the checking form. */
+static void test_tool_strict(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    json_t *s = J("{\"type\":\"object\",\"required\":[\"cmd\"],\"properties\":{"
+                  "\"cmd\":{\"type\":\"string\",\"minLength\":1},"
+                  "\"workdir\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}],"
+                  "\"default\":null},"
+                  "\"login\":{\"type\":\"boolean\",\"default\":true},"
+                  "\"yield_time_ms\":{\"type\":\"integer\",\"minimum\":0,\"default\":10000},"
+                  "\"env\":{\"type\":\"object\",\"properties\":{\"k\":{\"type\":\"string\"}}}}}");
+    json_t *sent = NULL, *check = NULL;
+    CHECK_OK(sbx__schema_tool_strict(s, &sent, &check, &err), &err);
+    char *d = sbx_json_dumps(sent, SBX_JSON_SORTED);
+    CHECK_CONTAINS(d, "\"required\":[\"cmd\",\"workdir\",\"login\",\"yield_time_ms\",\"env\"]");
+    CHECK_CONTAINS(d, "\"login\":{\"type\":[\"boolean\",\"null\"]}");
+    CHECK_CONTAINS(d, "\"yield_time_ms\":{\"type\":[\"integer\",\"null\"]}");
+    CHECK_CONTAINS(d, "\"cmd\":{\"type\":\"string\"}"); /* mandatory: not nullable */
+    CHECK_CONTAINS(d, "\"workdir\":{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]}");
+    CHECK_CONTAINS(d, "\"required\":[\"k\"]"); /* nested objects too */
+    CHECK(strstr(d, "default") == NULL);
+    CHECK(strstr(d, "minimum") == NULL);
+    CHECK(strstr(d, "minLength") == NULL);
+    free(d);
+
+    /* The checking form: optional properties may be absent or null, the rest as written. */
+    static const char *const good[] = {
+            "{\"cmd\":\"ls\"}",
+            "{\"cmd\":\"ls\",\"workdir\":null,\"login\":null,\"yield_time_ms\":null,"
+            "\"env\":null}",
+            "{\"cmd\":\"ls\",\"login\":false,\"yield_time_ms\":5}",
+    };
+    for (size_t i = 0; i < SBX_ARRAY_LEN(good); i++) {
+        json_t *v = J(good[i]);
+        CHECK_OK(sbx__schema_validate(check, v, &err), &err);
+        json_decref(v);
+    }
+    static const struct {
+        const char *args, *needle;
+    } bad[] = {
+            {"{\"cmd\":\"\"}", "shorter than the minimum length"},
+            {"{\"cmd\":null}", "$.cmd"},
+            {"{\"login\":true}", "cmd"},
+            {"{\"cmd\":\"ls\",\"yield_time_ms\":-1}", "$.yield_time_ms"},
+            {"{\"cmd\":\"ls\",\"extra\":1}", "extra"},
+    };
+    for (size_t i = 0; i < SBX_ARRAY_LEN(bad); i++) {
+        json_t *v = J(bad[i].args);
+        CHECK_ERR(sbx__schema_validate(check, v, &err), SBX_E_INVAL, &err, bad[i].needle);
+        json_decref(v);
+    }
+    json_decref(sent);
+    json_decref(check);
+    json_decref(s);
+
+    s = J("{\"type\":\"object\",\"additionalProperties\":{}}");
+    CHECK_ERR(sbx__schema_tool_strict(s, &sent, &check, &err), SBX_E_INVAL, &err,
+              "'additionalProperties'");
+    json_decref(s);
+}
+
 int main(void)
 {
     TAP_START();
     TAP_RUN(test_validate);
     TAP_RUN(test_strict);
+    TAP_RUN(test_tool_strict);
     return TAP_DONE();
 }

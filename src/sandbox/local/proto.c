@@ -291,7 +291,7 @@ int sbx__proto_check(const json_t *reply, struct sbx_error *err)
         return 0;
     json_int_t code = json_integer_value(json_object_get(reply, "code"));
     const char *msg = json_string_value(json_object_get(reply, "error"));
-    if (code <= 0 || code > SBX_E_MAXTURNS)
+    if (code <= 0 || code > SBX_E_LAST)
         code = SBX_E_SANDBOX;
     return sbx_error_set(err, (enum sbx_errcode)code,
                          (int)json_integer_value(json_object_get(reply, "errno")), "%s",

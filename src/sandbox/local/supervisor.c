@@ -711,9 +711,12 @@ static void do_exec(struct sup *s, int ci, const json_t *req)
         if (cerr.msg[0])
             rc = sbx_error_copy(&err, &cerr);
         else if (cerr.sys_errno == ENOENT)
-            rc = sbx_error_set(&err, SBX_E_NOTFOUND, ENOENT, "command '%s' not found", x.argv.v[0]);
-        else
-            rc = sbx_error_errno(&err, cerr.sys_errno, "cannot run '%s'", x.argv.v[0]);
+            rc = sbx_error_set(&err, SBX_E_EXEC, ENOENT, "command '%s' not found", x.argv.v[0]);
+        else {
+            sbx_error_errno(&err, cerr.sys_errno, "cannot run '%s'", x.argv.v[0]);
+            err.code = SBX_E_EXEC;
+            rc = -SBX_E_EXEC;
+        }
         goto out;
     }
 
