@@ -402,8 +402,15 @@ static int materialize_git(struct sbx_session *s, struct undo *u,
     while (head.len && (head.data[head.len - 1] == '\n'))
         sbx_buf_setlen(&head, head.len - 1);
 
-    /* Copy the checkout (or its subpath) without .git: the sandbox gets files, not the remote's
-     * configuration. */
+    /* The repository goes with a whole checkout, so git log and git diff work inside; its
+     * remote does not: the URL may be a host path, and the sandbox has no business fetching.
+     * A subpath is a part of the tree without its repository: files only. */
+    int keep_git = !(e->subpath && e->subpath[0]);
+    if (keep_git) {
+        const char *const unremote[] = {"remote", "remove", "origin", NULL};
+        if ((rc = run_git(tmp, unremote, NULL, err)) < 0)
+            goto out;
+    }
     int root = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (root < 0) {
         rc = sbx_error_errno(err, errno, "cannot open '%s'", tmp);
@@ -422,7 +429,8 @@ static int materialize_git(struct sbx_session *s, struct undo *u,
     int fresh = 0;
     rc = mat_mkdir(s, u, e->path, &fresh, err);
     if (rc == 0)
-        rc = copy_tree(s, fresh ? NULL : u, dfd, e->subpath ? e->subpath : ".", e->path, 0, 1, err);
+        rc = copy_tree(s, fresh ? NULL : u, dfd, e->subpath ? e->subpath : ".", e->path, 0,
+                       !keep_git, err);
     if (rc == 0) {
         sbx_json_set(record, "commit", sbx_json_strn(head.data, head.len));
         if (e->ref)
@@ -552,6 +560,12 @@ int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, int fl
                 continue;
         }
         int rc = materialize_entry(s, &u, e, records, err);
+        /* As the reference does: the entry itself, not what lies beneath it. */
+        if (rc == 0 && e->group && !sbx_entry_type_is_mount(e->type))
+            rc = s->ops->chgrp ? s->ops->chgrp(s, e->path, e->group, err)
+                               : sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                                               "provider '%s' cannot set the group '%s'",
+                                               s->provider, e->group);
         if (rc < 0) {
             sbx_error_prefix(err, "entry '%s'", e->path);
             /* A given workspace must be as it was, or the retry trips over our leftovers. */
