@@ -459,6 +459,10 @@ struct sbx_resume_opts {
     const struct sbx_strv *pass_secrets;
     /* Where the manifest's ephemeral local_* sources are resolved; NULL: cwd. */
     const char *base_dir;
+    /* The trusted manifest the sandbox was made from, or NULL. A session state never holds
+     * the values of ephemeral environment variables (nor secrets); a rebuilt sandbox gets
+     * this manifest's ephemeral variables instead. Borrowed. */
+    const struct sbx_manifest *manifest;
 };
 
 /* Reconnect to, or rebuild, the sandbox of a session state (sbx_session_state, or

@@ -445,9 +445,16 @@ static int resume(struct sbx_sandbox_run *sr, struct agent_env *e, const json_t 
             e->session = sr->envs[i]->session;
             return 0;
         }
-    struct sbx_resume_opts ro = {.pass_secrets = sr->cfg.pass_secrets,
-                                 .base_dir = sr->cfg.base_dir};
-    int rc = sbx_client_resume_with(sr->client, state, &ro, &e->session, err);
+    /* The agent's manifest is trusted configuration: a rebuilt sandbox gets its ephemeral
+     * variables, which the state does not hold. */
+    struct sbx_manifest *m = NULL;
+    int rc = agent_manifest(sbx_agent_sandbox_spec(e->agent), &m, err);
+    if (rc < 0)
+        return rc;
+    struct sbx_resume_opts ro = {
+            .pass_secrets = sr->cfg.pass_secrets, .base_dir = sr->cfg.base_dir, .manifest = m};
+    rc = sbx_client_resume_with(sr->client, state, &ro, &e->session, err);
+    sbx_manifest_free(m);
     if (rc < 0) {
         sbx_error_prefix(err, source == SBX_SESSION_RUN_STATE
                                       ? "cannot resume the session of the run state"

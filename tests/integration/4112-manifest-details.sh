@@ -212,4 +212,81 @@ else
     ok "# SKIP git is not installed on the host"
 fi
 
+# --- ephemeral entries and variables: never saved, applied again ----------------------------
+mkdir "$T/eph"
+cat >"$T/eph/m.yaml" <<'YAML'
+entries:
+  keep.txt: {type: file, content: "kept\n"}
+  cache: {type: dir, ephemeral: true, children: {seed.txt: {type: file, content: "seed\n"}}}
+  token.txt: {type: file, content: "tok\n", ephemeral: true}
+environment:
+  PLAIN: plain-value
+  EPH: {value: eph-value-123, ephemeral: true}
+YAML
+lookcmd='for f in keep.txt work.txt token.txt cache/seed.txt cache/junk.txt; do printf "%s=%s " "$f" "$(cat "$f" 2>/dev/null || echo -)"; done; echo "PLAIN=${PLAIN-unset} EPH=${EPH-unset}"'
+# look ID: what the workspace and environment show
+look() { "$SBX" sandbox exec "$1" -- sh -c "$lookcmd"; }
+full="keep.txt=kept work.txt=work token.txt=tok cache/seed.txt=seed cache/junk.txt=- PLAIN=plain-value EPH=eph-value-123"
+noeph="keep.txt=kept work.txt=work token.txt=tok cache/seed.txt=seed cache/junk.txt=- PLAIN=plain-value EPH=unset"
+run "$SBX" sandbox create --manifest "$T/eph/m.yaml"
+expect_rc 0 "a manifest with ephemeral entries and variables creates"
+e1=$(cat "$T/out")
+"$SBX" sandbox exec "$e1" -- sh -c 'echo work > work.txt; echo changed > token.txt; echo junk > cache/junk.txt'
+expect_eq "$(look "$e1")" \
+    "keep.txt=kept work.txt=work token.txt=changed cache/seed.txt=seed cache/junk.txt=junk PLAIN=plain-value EPH=eph-value-123" \
+    "the sandbox has them all"
+run "$SBX" sandbox state "$e1"
+expect_rc 0 "its session state is printed"
+cp "$T/out" "$T/eph/state.json"
+expect_not_in "$T/eph/state.json" "eph-value-123" "the session state holds no ephemeral variable's value"
+expect_in "$T/eph/state.json" "plain-value" "but the others"
+snap=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["snapshot"])' "$T/eph/state.json")
+run "$SBX" sandbox create --snapshot "$snap"
+expect_rc 0 "its snapshot restores without a manifest"
+e2=$(cat "$T/out")
+expect_eq "$(look "$e2")" \
+    "keep.txt=kept work.txt=work token.txt=- cache/seed.txt=- cache/junk.txt=- PLAIN=unset EPH=unset" \
+    "the snapshot holds no ephemeral entry (and nothing of what was written into them)"
+"$SBX" sandbox rm "$e2" >/dev/null
+run "$SBX" sandbox create --snapshot "$snap" --manifest "$T/eph/m.yaml"
+expect_rc 0 "restore with the manifest"
+e2=$(cat "$T/out")
+expect_eq "$(look "$e2")" "$full" "the ephemeral entries and variables are applied again on restore"
+"$SBX" sandbox rm "$e2" >/dev/null
+
+run "$SBX" sandbox stop "$e1"
+expect_rc 0 "stop"
+expect_not_in "$SBX_STOPPED/$e1.json" "eph-value-123" "the stopped record holds no ephemeral value"
+run "$SBX" sandbox start "$e1"
+expect_rc 0 "start"
+expect_eq "$(look "$e1")" "$noeph" "start applies the ephemeral entries again; the variable's value was not saved"
+"$SBX" sandbox stop "$e1" >/dev/null
+run "$SBX" sandbox start --manifest "$T/eph/m.yaml" "$e1"
+expect_rc 0 "start --manifest"
+expect_eq "$(look "$e1")" "$full" "start --manifest sets the ephemeral variables again"
+
+"$SBX" sandbox rm "$e1" >/dev/null
+run "$SBX" sandbox resume --manifest "$T/eph/m.yaml" "$T/eph/state.json"
+expect_rc 0 "resume --manifest rebuilds from the state"
+e3=$(cat "$T/out")
+expect_eq "$(look "$e3")" "$full" "with the ephemeral entries and variables again"
+"$SBX" sandbox rm "$e3" >/dev/null
+
+# Through sbx run: --snapshot and --session-state with the agent's manifest (trusted).
+cat >"$T/eph/agent.yaml" <<'YAML'
+name: Ephemeral
+manifest: m.yaml
+YAML
+LOOKCMD=$lookcmd mk "$T/s4.json" '[resp(1, fcall(1, "exec_command", {"cmd": __import__("os").environ["LOOKCMD"]})), resp(2, msg("ok"))]'
+start_fake "$T/s4.json"
+run "$SBX" run --base-url "$FAKE_URL" --snapshot "$snap" -a "$T/eph/agent.yaml" "look"
+expect_rc 0 "sbx run --snapshot"
+outputs 1 >"$T/o"
+expect_in "$T/o" "$full" "the run's sandbox has the snapshot and the ephemeral entries and variables"
+start_fake "$T/s4.json"
+run "$SBX" run --base-url "$FAKE_URL" --session-state "$T/eph/state.json" -a "$T/eph/agent.yaml" "look"
+expect_rc 0 "sbx run --session-state (the sandbox is gone: rebuilt)"
+outputs 1 >"$T/o"
+expect_in "$T/o" "$full" "the rebuilt sandbox gets the agent manifest's ephemeral variables"
+
 done_testing

@@ -31,6 +31,7 @@
 #include "sbx/log.h"
 #include "sbx/manifest.h"
 #include "sbx/path.h"
+#include "sbx/secret.h"
 #include "sbx/snapshot.h"
 #include "sbx/strv.h"
 #include "sbx/time.h"
@@ -753,6 +754,32 @@ static int sess_chmod(struct sbx_session *bs, const char *path, mode_t mode, str
             rc = sbx_error_errno(err, errno, "cannot change the mode of '%s'", path);
     }
     close(fd);
+    return rc;
+}
+
+/* Copy the ephemeral environment variables of the trusted manifest from into to: a session
+ * state never holds their values. */
+static int ephemeral_env(const struct sbx_manifest *from, struct sbx_manifest *to,
+                         struct sbx_error *err)
+{
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < sbx_manifest_env_count(from); i++) {
+        const struct sbx_manifest_env *v = sbx_manifest_env_at(from, i);
+        if (!v->ephemeral)
+            continue;
+        int flags = SBX_MANIFEST_ENV_EPHEMERAL;
+        const char *value = v->value;
+        if (v->host_env) {
+            flags |= SBX_MANIFEST_ENV_HOST;
+            value = v->host_env;
+        } else if (v->secret) {
+            flags |= SBX_MANIFEST_ENV_SECRET;
+            value = sbx_secret_reveal(v->secret, NULL);
+        }
+        rc = sbx_manifest_set_env(to, v->name, value, flags, err);
+    }
+    if (rc < 0)
+        sbx_error_prefix(err, "the ephemeral environment of the given manifest");
     return rc;
 }
 
@@ -1661,7 +1688,9 @@ static int create_impl(struct local_client *c, const struct sbx_create_spec *spe
         ((rc = sbx_snapshot_store_open(NULL, &store, err)) < 0 ||
          (rc = sbx_snapshot_resolve(store, spec->snapshot, NULL, &snap_ref, err)) < 0))
         goto out;
-    if (spec->manifest && (rc = sbx_manifest_to_json(spec->manifest, 0, &mjson, NULL, err)) < 0)
+    if (spec->manifest &&
+        (rc = sbx_manifest_to_json(spec->manifest, SBX_MANIFEST_JSON_NO_EPHEMERAL_ENV, &mjson, NULL,
+                                   err)) < 0)
         goto out;
     if (mjson) {
         /* The state must stay readable: its manifest (file contents included) has a bound. */
@@ -2538,6 +2567,9 @@ static int rebuild(struct local_client *c, const json_t *state, const struct sbx
         if (rc < 0)
             goto out;
     }
+    if (ro->manifest &&
+        (rc = ephemeral_env(ro->manifest, m ? m : (m = sbx_manifest_new()), err)) < 0)
+        goto out;
     struct sbx_create_spec spec = {.manifest = m,
                                    .base_dir = base,
                                    .pass_secrets = ro->pass_secrets,
