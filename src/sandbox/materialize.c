@@ -551,15 +551,28 @@ int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, int fl
         sbx__manifest_ephemeral_paths(m, &eph);
     for (size_t i = 0; i < n; i++) {
         const struct sbx_manifest_entry *e = sbx_manifest_entry_at(m, i);
+        int covered = 1;
         if (flags & SBX__MATERIALIZE_EPHEMERAL_ONLY) {
-            /* The rest came from the snapshot. */
-            int covered = 0;
+            /* The rest came from the snapshot, which keeps no owners: only its group is set
+             * again, on what is still there. */
+            covered = 0;
             for (size_t k = 0; k < eph.n && !covered; k++)
                 covered = path_within(e->path, eph.v[k]);
-            if (!covered)
-                continue;
         }
-        int rc = materialize_entry(s, &u, e, records, err);
+        int rc = 0;
+        if (covered) {
+            rc = materialize_entry(s, &u, e, records, err);
+        } else if (e->group) {
+            struct sbx_dirent d = {0};
+            struct sbx_error ignored = SBX_ERROR_INIT;
+            int there =
+                    sbx_session_stat(s, e->path, &d, &ignored) == 0 && d.type != SBX_FILE_SYMLINK;
+            sbx_dirent_release(&d);
+            if (!there)
+                continue;
+        } else {
+            continue;
+        }
         /* As the reference does: the entry itself, not what lies beneath it. */
         if (rc == 0 && e->group && !sbx_entry_type_is_mount(e->type))
             rc = s->ops->chgrp ? s->ops->chgrp(s, e->path, e->group, err)

@@ -147,6 +147,13 @@ if [ "$(id -u)" = 0 ]; then
     expect_eq "$(cat "$T/out")" "secret table" "a member of the group reads the 0640 file"
     run "$SBX" sandbox exec -u bob "$gid" -- cat data/r.csv
     expect_rc 1 "a user outside the group cannot"
+    "$SBX" sandbox exec "$gid" -- rm mine.txt
+    "$SBX" sandbox stop "$gid" >/dev/null && "$SBX" sandbox start "$gid" >/dev/null
+    run "$SBX" sandbox exec "$gid" -- stat -c '%n %G' data data/r.csv plain.txt
+    expect_eq "$(tr '\n' ';' <"$T/out")" "data analysts;data/r.csv analysts;plain.txt owner;" \
+        "stop and start set the groups again (a snapshot keeps no owners)"
+    run "$SBX" sandbox exec "$gid" -- test -e mine.txt
+    expect_rc 1 "without bringing back an entry the sandbox removed"
     "$SBX" sandbox rm "$gid" >/dev/null
 else
     run "$SBX" sandbox create --manifest "$T/g.yaml"
