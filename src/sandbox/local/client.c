@@ -103,6 +103,8 @@ struct local_session {
     int root_fd; /* workspace dir fd from the supervisor, -1 until first use */
     int closed;
     int64_t idle_ms; /* requests: how long the supervisor may answer nobody */
+    /* The state's manifest, parsed at the first chgrp (its users and groups); NULL before. */
+    struct sbx_manifest *accounts;
 };
 
 struct local_proc {
@@ -785,15 +787,18 @@ static int ephemeral_env(const struct sbx_manifest *from, struct sbx_manifest *t
 
 /* The sandbox's gid of group name: a manifest group (2000 + i) or the private group of an
  * account user (1000 + i), as /etc/group inside lists them. */
-static int sandbox_gid(const json_t *state, const char *name, unsigned *out, struct sbx_error *err)
+static int sandbox_gid(struct local_session *s, const char *name, unsigned *out,
+                       struct sbx_error *err)
 {
-    const json_t *mj = json_object_get(state, "manifest");
+    const json_t *mj = json_object_get(s->state, "manifest");
     struct sbx_manifest_load_opts lo = {.base_dir = "/", .flags = SBX_MANIFEST_NO_HOST_CHECKS};
-    struct sbx_manifest *m = NULL;
     struct sbx_strv users;
-    int rc = json_is_object(mj) ? sbx_manifest_from_json(mj, &lo, &m, err) : 0;
-    if (rc < 0)
+    int rc = 0;
+    /* Parsed once: materialisation asks for every entry with a group. */
+    if (!s->accounts && json_is_object(mj) &&
+        (rc = sbx_manifest_from_json(mj, &lo, &s->accounts, err)) < 0)
         return rc;
+    const struct sbx_manifest *m = s->accounts;
     sbx_strv_init(&users);
     if (m)
         sbx_manifest_account_users(m, &users);
@@ -817,7 +822,6 @@ static int sandbox_gid(const json_t *state, const char *name, unsigned *out, str
     if (rc == 0)
         sbx_error_clear(err);
     sbx_strv_release(&users);
-    sbx_manifest_free(m);
     return rc;
 }
 
@@ -829,7 +833,7 @@ static int sess_chgrp(struct sbx_session *bs, const char *path, const char *grou
     unsigned gid = 0;
     int dfd, fd = -1;
     struct stat ws, st;
-    int rc = sandbox_gid(s->state, group, &gid, err);
+    int rc = sandbox_gid(s, group, &gid, err);
     if (rc < 0)
         return rc;
     /* Only a root runner's isolated sandbox maps more than its default user's group. */
@@ -924,6 +928,7 @@ static void sess_free(struct sbx_session *bs)
     sbx_fd_close(&s->root_fd);
     pthread_mutex_destroy(&s->root_lock);
     json_decref(s->state);
+    sbx_manifest_free(s->accounts);
     free(s->dir);
     free(s->rundir);
     free(s->workspace);
