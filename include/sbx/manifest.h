@@ -203,6 +203,9 @@ SBX_API void sbx_manifest_free(struct sbx_manifest *m);
 
 enum sbx_manifest_json_flags {
     SBX_MANIFEST_JSON_BASE64 = 1 << 0, /* write every file content as base64, even text */
+    /* Leave out ephemeral environment variables that hold a value (a harness reference holds
+     * none and stays): what a session state keeps. */
+    SBX_MANIFEST_JSON_NO_EPHEMERAL_ENV = 1 << 1,
 };
 
 /* The normalised document: version, root, entries (declared order and nesting, defaults made

@@ -199,14 +199,23 @@ SBX_API const json_t *sbx_run_result_state(const struct sbx_run_result *r);
 SBX_API int sbx_tool_new_agent(struct sbx_agent *agent, const char *name, const char *description,
                                int max_turns, struct sbx_tool **out, struct sbx_error *err);
 
+/* Call fn once for start and once for every agent it can reach through handoffs and agents as
+ * tools (each agent once, start first), stopping at the first error, which it returns. For
+ * checks that must see a whole agent graph before the run's first model call. */
+SBX_API int sbx_agent_walk(struct sbx_agent *start,
+                           int (*fn)(struct sbx_agent *a, void *data, struct sbx_error *err),
+                           void *data, struct sbx_error *err);
+
 /* Agent files (YAML or JSON):
  *   name (required), model, instructions, model_settings (object), tools (built-in tool
  *   names), handoffs (agent file paths), agents_as_tools (paths, or {file, name,
  *   description, max_turns}), output_schema, handoff_description, tool_choice,
  *   tool_use_behavior ("run_llm_again" | "stop_on_first_tool" | {"stop_at_tool_names":[..]}),
- *   needs_approval (sbx_agent_set_needs_approval), and the sandbox fields manifest, capabilities,
- * run_as (kept for the sandbox layer). Relative paths are relative to the file's directory; files
- * that refer to each other are loaded once. Unknown fields are errors. */
+ *   needs_approval (sbx_agent_set_needs_approval), and the sandbox fields manifest (or its SDK
+ *   name default_manifest, not both), capabilities, run_as, base_instructions (kept for the
+ *   sandbox layer, which checks them before a run starts).
+ * Relative paths are relative to the file's directory; files that refer to each other are
+ * loaded once. Unknown fields are errors. */
 struct sbx_agent_file; /* opaque: owns every agent it loaded */
 
 SBX_API int sbx_agent_file_load(const char *path, struct sbx_agent_file **out,

@@ -460,6 +460,10 @@ struct sbx_resume_opts {
     const struct sbx_strv *pass_secrets;
     /* Where the manifest's ephemeral local_* sources are resolved; NULL: cwd. */
     const char *base_dir;
+    /* The trusted manifest the sandbox was made from, or NULL. A session state never holds
+     * the values of ephemeral environment variables (nor secrets); a rebuilt sandbox gets
+     * this manifest's ephemeral variables instead. Borrowed. */
+    const struct sbx_manifest *manifest;
 };
 
 /* Reconnect to, or rebuild, the sandbox of a session state (sbx_session_state, or
@@ -560,6 +564,11 @@ struct sbx_session_ops {
     int (*mkdir)(struct sbx_session *s, const char *path, int flags, struct sbx_error *err);
     int (*rm)(struct sbx_session *s, const char *path, int flags, struct sbx_error *err);
     int (*chmod)(struct sbx_session *s, const char *path, mode_t mode, struct sbx_error *err);
+    /* Optional (NULL: the provider cannot set groups): give path (never followed if a symlink)
+     * the group named group, a group or user of the sandbox's manifest as the sandbox sees it.
+     * SBX_E_NOTFOUND for a name the sandbox does not have, SBX_E_UNSUPPORTED where the sandbox
+     * maps no such group. */
+    int (*chgrp)(struct sbx_session *s, const char *path, const char *group, struct sbx_error *err);
     int (*resolve_port)(struct sbx_session *s, int port, char **out_url, struct sbx_error *err);
     int (*state)(struct sbx_session *s, json_t **out, struct sbx_error *err);
     int (*close)(struct sbx_session *s, int delete_workspace, struct sbx_error *err);

@@ -39,6 +39,7 @@ static const char *const keys[] = {
         "tool_choice",
         "tool_use_behavior",
         "manifest",
+        "default_manifest",
         "capabilities",
         "run_as",
         "base_instructions",
@@ -163,6 +164,7 @@ static int sandbox_fields(json_t *spec, const char *path, struct sbx_error *err)
     }
     char *dir = relative_to(path, ".");
     sbx_json_set(spec, "base_dir", sbx_json_str(dir));
+    sbx_json_set(spec, "agent_file", sbx_json_str(path));
     free(dir);
     return 0;
 }
@@ -248,8 +250,16 @@ static int configure(struct sbx_agent_file *f, struct sbx_agent *a, const char *
     static const char *const sandbox_keys[] = {"manifest", "capabilities", "run_as",
                                                "base_instructions"};
     json_t *spec = NULL;
+    /* The SDK's field name; one agent must not say it twice. */
+    json_t *dm = json_object_get(doc, "default_manifest");
+    if (dm && json_object_get(doc, "manifest"))
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "fields 'manifest' and 'default_manifest' are the same field: "
+                             "give one");
     for (i = 0; i < SBX_ARRAY_LEN(sandbox_keys); i++) {
         json_t *sv = json_object_get(doc, sandbox_keys[i]);
+        if (!sv && i == 0)
+            sv = dm;
         if (!sv)
             continue;
         if (!spec)

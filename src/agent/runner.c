@@ -1195,6 +1195,42 @@ int sbx_tool_new_agent(struct sbx_agent *agent, const char *name, const char *de
     return rc;
 }
 
+int sbx_agent_walk(struct sbx_agent *start,
+                   int (*fn)(struct sbx_agent *a, void *data, struct sbx_error *err), void *data,
+                   struct sbx_error *err)
+{
+    /* Breadth first over a visited list: graphs are small (agent files allow 64) but may
+     * have cycles. */
+    struct sbx_agent **seen = sbx_xcalloc(1, sizeof(*seen));
+    size_t n = 0, cap = 1;
+    int rc = 0;
+    seen[n++] = start;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        struct sbx_agent *a = seen[i];
+        if ((rc = fn(a, data, err)) < 0)
+            break;
+        for (size_t k = 0; k < a->nhandoffs + a->ntools; k++) {
+            struct sbx_agent *next = NULL;
+            if (k < a->nhandoffs)
+                next = a->handoffs[k];
+            else if (a->tools[k - a->nhandoffs]->fn == agent_tool_fn)
+                next = ((struct agent_tool *)a->tools[k - a->nhandoffs]->data)->agent;
+            size_t j = 0;
+            while (next && j < n && seen[j] != next)
+                j++;
+            if (!next || j < n)
+                continue;
+            if (n == cap) {
+                cap *= 2;
+                seen = sbx_xrealloc(seen, cap * sizeof(*seen));
+            }
+            seen[n++] = next;
+        }
+    }
+    free(seen);
+    return rc;
+}
+
 /* Events as JSON. */
 
 static const char *const event_names[] = {

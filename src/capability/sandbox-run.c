@@ -21,6 +21,9 @@
 #define AGENTS_MD_MAX  ((size_t)16 << 10)
 /* The snapshot store's holder name of a resumable run's final snapshot of a sandbox. */
 #define RUNSTATE_HOLDER "runstate-"
+/* Bytes of one entry description shown in the listing: descriptions are user input going into
+ * a prompt, so one of them must not crowd out the listing. */
+#define DESC_MAX 200
 
 struct agent_env {
     struct sbx_agent *agent;
@@ -117,9 +120,58 @@ static void human_size(uint64_t n, char *buf, size_t len)
         snprintf(buf, len, "%.1f MiB", (double)n / (1024.0 * 1024.0));
 }
 
-/* Append the listing of dir (workspace path) to out, indented by depth. Stops quietly when the
- * buffer limit is hit (*full). */
-static void tree(struct sbx_session *s, const char *dir, int depth, struct sbx_buf *out, int *full)
+/* "  # description" on one line: control characters (C0, DEL, C1) become spaces, and a
+ * description longer than DESC_MAX is cut at a character boundary and marked. */
+static int add_description(struct sbx_buf *out, const char *d)
+{
+    size_t n = strlen(d), cut = n > DESC_MAX ? DESC_MAX : n;
+    while (cut < n && cut > 0 && ((unsigned char)d[cut] & 0xc0) == 0x80)
+        cut--;
+    int rc = sbx_buf_adds(out, "  # ", NULL);
+    for (size_t i = 0; rc == 0 && i < cut; i++) {
+        unsigned char c = (unsigned char)d[i];
+        if (c == 0xc2 && i + 1 < cut && (unsigned char)d[i + 1] >= 0x80 &&
+            (unsigned char)d[i + 1] <= 0x9f) {
+            i++;
+            c = ' ';
+        } else if (c < 0x20 || c == 0x7f) {
+            c = ' ';
+        }
+        rc = sbx_buf_addch(out, (char)c, NULL);
+    }
+    if (rc == 0 && cut < n)
+        rc = sbx_buf_addf(out, NULL, " [... %zu more bytes]", n - cut);
+    return rc;
+}
+
+/* The described entry at path, or NULL. */
+static const struct sbx_manifest_entry *described(const struct sbx_manifest *m, const char *path)
+{
+    const struct sbx_manifest_entry *e = m ? sbx_manifest_find(m, path) : NULL;
+    return e && e->description && e->description[0] ? e : NULL;
+}
+
+/* The manifest the session was made from (its state keeps it), for the entry descriptions;
+ * NULL when there is none or it cannot be read: the listing is then plain. */
+static struct sbx_manifest *session_manifest(struct sbx_session *s)
+{
+    json_t *st = NULL;
+    struct sbx_manifest *m = NULL;
+    if (sbx_session_state(s, &st, NULL) == 0) {
+        const json_t *mj = json_object_get(st, "manifest");
+        struct sbx_manifest_load_opts lo = {.base_dir = "/", .flags = SBX_MANIFEST_NO_HOST_CHECKS};
+        if (json_is_object(mj) && sbx_manifest_from_json(mj, &lo, &m, NULL) < 0)
+            m = NULL;
+    }
+    json_decref(st);
+    return m;
+}
+
+/* Append the listing of dir (workspace path) to out, indented by depth, with the descriptions
+ * of m's entries; the described paths shown go to shown. Stops quietly when the buffer limit is
+ * hit (*full). */
+static void tree(struct sbx_session *s, const struct sbx_manifest *m, const char *dir, int depth,
+                 struct sbx_strv *shown, struct sbx_buf *out, int *full)
 {
     struct sbx_dirlist l = {0};
     if (*full || sbx_session_ls(s, dir, &l, NULL) < 0)
@@ -134,22 +186,32 @@ static void tree(struct sbx_session *s, const char *dir, int depth, struct sbx_b
             *full = rc < 0;
             break;
         }
+        char *sub = dir[0] ? sbx_xasprintf("%s/%s", dir, e->name) : sbx_xstrdup(e->name);
+        const struct sbx_manifest_entry *me = described(m, sub);
+        size_t start = out->len; /* a line that does not fit goes entirely */
+        int descend = 0;
         if (e->type == SBX_FILE_DIR) {
-            int descend = depth + 1 < TREE_DEPTH && !skip_dir(e->name);
-            rc = sbx_buf_addf(out, NULL, "%*s%s/%s\n", depth * 2, "", e->name,
+            descend = depth + 1 < TREE_DEPTH && !skip_dir(e->name);
+            rc = sbx_buf_addf(out, NULL, "%*s%s/%s", depth * 2, "", e->name,
                               descend || skip_dir(e->name) ? "" : " ...");
-            if (rc == 0 && descend) {
-                char *sub = dir[0] ? sbx_xasprintf("%s/%s", dir, e->name) : sbx_xstrdup(e->name);
-                tree(s, sub, depth + 1, out, full);
-                free(sub);
-            }
         } else if (e->type == SBX_FILE_SYMLINK) {
-            rc = sbx_buf_addf(out, NULL, "%*s%s -> %s\n", depth * 2, "", e->name,
+            rc = sbx_buf_addf(out, NULL, "%*s%s -> %s", depth * 2, "", e->name,
                               e->target ? e->target : "?");
         } else {
             human_size(e->size, size, sizeof(size));
-            rc = sbx_buf_addf(out, NULL, "%*s%s (%s)\n", depth * 2, "", e->name, size);
+            rc = sbx_buf_addf(out, NULL, "%*s%s (%s)", depth * 2, "", e->name, size);
         }
+        if (rc == 0 && me)
+            rc = add_description(out, me->description);
+        if (rc == 0)
+            rc = sbx_buf_addch(out, '\n', NULL);
+        if (rc == 0 && me)
+            sbx_strv_push(shown, sub);
+        if (rc == 0 && descend)
+            tree(s, m, sub, depth + 1, shown, out, full);
+        else if (rc < 0)
+            sbx_buf_setlen(out, start);
+        free(sub);
         if (rc < 0)
             *full = 1;
     }
@@ -201,8 +263,26 @@ int sbx_sandbox_instructions(struct sbx_session *s, struct sbx_agent *agent, con
     if (fragments && fragments[0] &&
         (rc = sbx_buf_addf(out, err, "\n\n# Sandbox capability instructions\n\n%s", fragments)) < 0)
         return rc;
+    struct sbx_manifest *m = session_manifest(s);
+    struct sbx_strv shown;
+    sbx_strv_init(&shown);
     sbx_buf_init(&t, TREE_MAX_BYTES);
-    tree(s, "", 0, &t, &full);
+    tree(s, m, "", 0, &shown, &t, &full);
+    /* Described entries the listing did not reach (deeper, or folded) still get their line. */
+    size_t ne = m ? sbx_manifest_entry_count(m) : 0;
+    for (size_t i = 0; i < ne && !full; i++) {
+        const struct sbx_manifest_entry *e = sbx_manifest_entry_at(m, i);
+        if (!described(m, e->path) || sbx_strv_find(&shown, e->path) >= 0)
+            continue;
+        size_t start = t.len;
+        if (sbx_buf_addf(&t, NULL, "%s", e->path) < 0 || add_description(&t, e->description) < 0 ||
+            sbx_buf_addch(&t, '\n', NULL) < 0) {
+            sbx_buf_setlen(&t, start);
+            full = 1;
+        }
+    }
+    sbx_strv_release(&shown);
+    sbx_manifest_free(m);
     rc = sbx_buf_addf(out, err,
                       "\n\n# Workspace\n\nThe workspace root is %s; commands start there. It "
                       "held these files when you started:\n\n%s%s%s",
@@ -218,23 +298,12 @@ int sbx_sandbox_instructions(struct sbx_session *s, struct sbx_agent *agent, con
 
 /* ---- environments ---------------------------------------------------------------------------- */
 
-static int load_manifest(struct sbx_sandbox_run *sr, const json_t *spec, struct sbx_manifest **out,
-                         struct sbx_error *err)
+/* The agent's own manifest (a file or an inline document), or an empty one. */
+static int agent_manifest(const json_t *spec, struct sbx_manifest **out, struct sbx_error *err)
 {
-    const struct sbx_run_config *cfg = &sr->cfg;
     const json_t *m = json_object_get(spec, "manifest");
     struct sbx_manifest_load_opts lo = {0};
     int rc;
-    if (cfg->manifest_path) {
-        rc = sbx_manifest_load_file(cfg->manifest_path, NULL, out, err);
-        if (rc < 0)
-            sbx_error_prefix(err, "manifest '%s'", cfg->manifest_path);
-        return rc;
-    }
-    if (cfg->manifest_doc) {
-        lo.base_dir = cfg->base_dir;
-        return sbx_manifest_from_json(cfg->manifest_doc, &lo, out, err);
-    }
     if (json_is_string(m)) {
         rc = sbx_manifest_load_file(json_string_value(m), NULL, out, err);
         if (rc < 0)
@@ -250,6 +319,25 @@ static int load_manifest(struct sbx_sandbox_run *sr, const json_t *spec, struct 
     }
     *out = sbx_manifest_new();
     return 0;
+}
+
+static int load_manifest(struct sbx_sandbox_run *sr, const json_t *spec, struct sbx_manifest **out,
+                         struct sbx_error *err)
+{
+    const struct sbx_run_config *cfg = &sr->cfg;
+    struct sbx_manifest_load_opts lo = {0};
+    int rc;
+    if (cfg->manifest_path) {
+        rc = sbx_manifest_load_file(cfg->manifest_path, NULL, out, err);
+        if (rc < 0)
+            sbx_error_prefix(err, "manifest '%s'", cfg->manifest_path);
+        return rc;
+    }
+    if (cfg->manifest_doc) {
+        lo.base_dir = cfg->base_dir;
+        return sbx_manifest_from_json(cfg->manifest_doc, &lo, out, err);
+    }
+    return agent_manifest(spec, out, err);
 }
 
 static int make_caps(struct sbx_sandbox_run *sr, struct agent_env *e, const json_t *spec,
@@ -289,6 +377,35 @@ static int make_caps(struct sbx_sandbox_run *sr, struct agent_env *e, const json
     }
 out:
     json_decref(def);
+    return rc;
+}
+
+/* Everything in a sandbox agent's definition that can be wrong, checked for every agent the
+ * run can reach before its first model call: a handoff's bad manifest must not surface only
+ * when the model hands off. Sessions are not touched. */
+static int check_agent(struct sbx_agent *agent, void *data, struct sbx_error *err)
+{
+    struct sbx_sandbox_run *sr = data;
+    const json_t *spec = sbx_agent_sandbox_spec(agent);
+    struct agent_env e = {.agent = agent};
+    struct sbx_manifest *m = NULL;
+    int rc;
+    if (!spec)
+        return 0;
+    /* agent_manifest's messages already start with the field's name. */
+    if ((rc = agent_manifest(spec, &m, err)) == 0 && (rc = make_caps(sr, &e, spec, err)) < 0)
+        sbx_error_prefix(err, "field 'capabilities'");
+    for (size_t i = 0; i < e.ncaps; i++)
+        sbx_capability_unref(e.caps[i]);
+    free(e.caps);
+    sbx_manifest_free(m);
+    if (rc < 0) {
+        const char *file = json_string_value(json_object_get(spec, "agent_file"));
+        if (file)
+            sbx_error_prefix(err, "agent file '%s'", file);
+        else
+            sbx_error_prefix(err, "sandbox agent '%s'", sbx_agent_name(agent));
+    }
     return rc;
 }
 
@@ -352,9 +469,16 @@ static int resume(struct sbx_sandbox_run *sr, struct agent_env *e, const json_t 
             e->session = sr->envs[i]->session;
             return 0;
         }
-    struct sbx_resume_opts ro = {.pass_secrets = sr->cfg.pass_secrets,
-                                 .base_dir = sr->cfg.base_dir};
-    int rc = sbx_client_resume_with(sr->client, state, &ro, &e->session, err);
+    /* The agent's manifest is trusted configuration: a rebuilt sandbox gets its ephemeral
+     * variables, which the state does not hold. */
+    struct sbx_manifest *m = NULL;
+    int rc = agent_manifest(sbx_agent_sandbox_spec(e->agent), &m, err);
+    if (rc < 0)
+        return rc;
+    struct sbx_resume_opts ro = {
+            .pass_secrets = sr->cfg.pass_secrets, .base_dir = sr->cfg.base_dir, .manifest = m};
+    rc = sbx_client_resume_with(sr->client, state, &ro, &e->session, err);
+    sbx_manifest_free(m);
     if (rc < 0) {
         sbx_error_prefix(err, source == SBX_SESSION_RUN_STATE
                                       ? "cannot resume the session of the run state"
@@ -916,7 +1040,10 @@ int sbx_sandbox_run(struct sbx_sandbox_run *sr, struct sbx_agent *agent, const j
     sr->opt = &o;
     sr->api = strcmp(sbx_model_provider(opt->model), "chat") == 0 ? SBX_MODEL_API_CHAT
                                                                   : SBX_MODEL_API_RESPONSES;
-    int rc = sbx_run(agent, input, &o, out, err);
+    int rc = sbx_agent_walk(agent, check_agent, sr, err);
+    if (rc < 0)
+        return rc;
+    rc = sbx_run(agent, input, &o, out, err);
     for (size_t i = 0; i < sr->n; i++)
         end_env(sr, sr->envs[i]);
     if (sr->cfg.snapshot_out) {

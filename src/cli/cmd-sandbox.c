@@ -63,20 +63,21 @@ static const char usage_text[] =
         "                          (tar + zstd)\n"
         "  stop ID...              snapshot, then end the sandbox: nothing runs, only the\n"
         "                          snapshot and its state are kept\n"
-        "  start [--pass-secret NAME]... ID\n"
+        "  start [--pass-secret NAME]... [--manifest FILE] ID\n"
         "                          bring a stopped sandbox back: same id, content, manifest,\n"
-        "                          options and limits\n"
+        "                          options and limits; --manifest: the manifest it was made\n"
+        "                          from, whose ephemeral variables (never saved) are set again\n"
         "  state [--no-snapshot] ID\n"
         "                          print its session state (JSON) after a snapshot, so that\n"
         "                          it can be rebuilt (--no-snapshot: as it is)\n"
         "  resume [--pass-secret NAME]... [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
         "         [--isolation none] [--network full|allow:DOMAINS] [--allow-port N]...\n"
-        "         [--cpus none] FILE\n"
+        "         [--cpus none] [--manifest FILE] FILE\n"
         "                          reconnect to the sandbox of a saved state (- for stdin)\n"
         "                          if it runs, else rebuild it from its snapshot; print the\n"
         "                          id; host path grants are never taken from a state,\n"
         "                          and no isolation or more network only when accepted\n"
-        "                          with the same options\n"
+        "                          with the same options; --manifest as for start\n"
         "  port [--unix] ID PORT   the host URL of a port a service listens on (on\n"
         "                          127.0.0.1, reachable by every local user); --unix: the\n"
         "                          path of a unix socket only you can reach, forwarding\n"
@@ -1093,19 +1094,36 @@ static int cmd_stop(int argc, char **argv)
     return status;
 }
 
+/* --manifest of start and resume: the manifest the sandbox was made from, whose ephemeral
+ * variables a rebuilt sandbox gets again. NULL path: none. */
+static int load_trusted_manifest(const char *path, struct sbx_manifest **out, struct sbx_error *err)
+{
+    *out = NULL;
+    if (!path)
+        return 0;
+    int rc = sbx_manifest_load_file(path, NULL, out, err);
+    if (rc < 0)
+        sbx_error_prefix(err, "manifest '%s'", path);
+    return rc;
+}
+
 static int cmd_start(int argc, char **argv)
 {
     struct sbx_client *c = NULL;
     struct sbx_session *s = NULL;
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx_strv pass;
-    const char *id = NULL;
+    struct sbx_manifest *m = NULL;
+    const char *id = NULL, *manifest_path = NULL;
     int rc = CLI_OK;
     sbx_strv_init(&pass);
     for (int i = 1; i < argc && rc == CLI_OK; i++) {
         if (strcmp(argv[i], "--pass-secret") == 0 && i + 1 < argc) {
             if ((rc = cli_pass_secret(argv[++i], &pass)) == 1)
                 rc = CLI_OK;
+        } else if ((strcmp(argv[i], "--manifest") == 0 || strcmp(argv[i], "-m") == 0) &&
+                   i + 1 < argc) {
+            manifest_path = argv[++i];
         } else if (argv[i][0] == '-' || id) {
             rc = cli_usage(VERB, "start: unexpected argument '%s'", argv[i]);
         } else {
@@ -1119,13 +1137,17 @@ static int cmd_start(int argc, char **argv)
         return rc;
     }
     struct sbx_resume_opts ro = {.pass_secrets = &pass};
-    int r = new_client(&c, &err);
+    int r = load_trusted_manifest(manifest_path, &m, &err);
+    ro.manifest = m;
+    if (r == 0)
+        r = new_client(&c, &err);
     if (r == 0)
         r = sbx_client_start(c, id, &ro, &s, &err);
     if (r == 0)
         printf("%s\n", sbx_session_id(s));
     sbx_session_free(s);
     sbx_client_free(c);
+    sbx_manifest_free(m);
     sbx_strv_release(&pass);
     return r < 0 ? cli_fail(&err) : CLI_OK;
 }
@@ -1166,7 +1188,8 @@ static int cmd_resume(int argc, char **argv)
     struct sbx_strv pass;
     struct sbx_buf text;
     json_t *state = NULL;
-    const char *file = NULL;
+    struct sbx_manifest *m = NULL;
+    const char *file = NULL, *manifest_path = NULL;
     int rc = CLI_OK;
     sbx_strv_init(&pass);
     for (int i = 1; i < argc && rc == CLI_OK; i++) {
@@ -1174,6 +1197,8 @@ static int cmd_resume(int argc, char **argv)
         if (strcmp(a, "--pass-secret") == 0 && i + 1 < argc) {
             if ((rc = cli_pass_secret(argv[++i], &pass)) == 1)
                 rc = CLI_OK;
+        } else if ((strcmp(a, "--manifest") == 0 || strcmp(a, "-m") == 0) && i + 1 < argc) {
+            manifest_path = argv[++i];
         } else if (strcmp(a, "--ro") == 0 || strcmp(a, "--rw") == 0 ||
                    strcmp(a, "--allow-dangerous-grant") == 0 || strcmp(a, "--isolation") == 0 ||
                    strcmp(a, "--network") == 0 || strcmp(a, "--allow-port") == 0 ||
@@ -1206,7 +1231,9 @@ static int cmd_resume(int argc, char **argv)
         r = sbx_session_state_parse(text.data, text.len, &state, &err);
     if (r < 0)
         sbx_error_prefix(&err, "'%s'", file);
-    struct sbx_resume_opts ro = {.pass_secrets = &pass};
+    if (r == 0)
+        r = load_trusted_manifest(manifest_path, &m, &err);
+    struct sbx_resume_opts ro = {.pass_secrets = &pass, .manifest = m};
     if (r == 0)
         r = sbx_client_new("local", &opts, &c, &err);
     if (r == 0)
@@ -1215,6 +1242,7 @@ static int cmd_resume(int argc, char **argv)
         printf("%s\n", sbx_session_id(s));
     sbx_session_free(s);
     sbx_client_free(c);
+    sbx_manifest_free(m);
     json_decref(state);
     sbx_buf_release(&text);
     sbx_strv_release(&pass);

@@ -2232,6 +2232,8 @@ int sbx_manifest_to_json(const struct sbx_manifest *m, int flags, json_t **out,
             omitted++;
             continue;
         }
+        if ((flags & SBX_MANIFEST_JSON_NO_EPHEMERAL_ENV) && v->pub.ephemeral && !v->host_env)
+            continue;
         json_t *val;
         if (v->host_env) {
             val = json_object();

@@ -422,8 +422,15 @@ static int materialize_git(struct sbx_session *s, struct undo *u,
 
     if ((rc = sbx__git_checkout(e, &tmp, &commit, err)) < 0)
         return rc;
-    /* Copy the checkout (or its subpath) without .git: the sandbox gets files, not the remote's
-     * configuration. */
+    /* The repository goes with a whole checkout, so git log and git diff work inside; its
+     * remote does not: the URL may be a host path, and the sandbox has no business fetching.
+     * A subpath is a part of the tree without its repository: files only. */
+    int keep_git = !(e->subpath && e->subpath[0]);
+    if (keep_git) {
+        const char *const unremote[] = {"remote", "remove", "origin", NULL};
+        if ((rc = run_git(tmp, unremote, NULL, err)) < 0)
+            goto out;
+    }
     int root = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (root < 0) {
         rc = sbx_error_errno(err, errno, "cannot open '%s'", tmp);
@@ -442,7 +449,8 @@ static int materialize_git(struct sbx_session *s, struct undo *u,
     int fresh = 0;
     rc = mat_mkdir(s, u, e->path, &fresh, err);
     if (rc == 0)
-        rc = copy_tree(s, fresh ? NULL : u, dfd, e->subpath ? e->subpath : ".", e->path, 0, 1, err);
+        rc = copy_tree(s, fresh ? NULL : u, dfd, e->subpath ? e->subpath : ".", e->path, 0,
+                       !keep_git, err);
     if (rc == 0) {
         sbx_json_set(record, "commit", sbx_json_str(commit));
         if (e->ref)
@@ -563,15 +571,34 @@ int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, int fl
         sbx__manifest_ephemeral_paths(m, &eph);
     for (size_t i = 0; i < n; i++) {
         const struct sbx_manifest_entry *e = sbx_manifest_entry_at(m, i);
+        int covered = 1;
         if (flags & SBX__MATERIALIZE_EPHEMERAL_ONLY) {
-            /* The rest came from the snapshot. */
-            int covered = 0;
+            /* The rest came from the snapshot, which keeps no owners: only its group is set
+             * again, on what is still there. */
+            covered = 0;
             for (size_t k = 0; k < eph.n && !covered; k++)
                 covered = path_within(e->path, eph.v[k]);
-            if (!covered)
-                continue;
         }
-        int rc = materialize_entry(s, &u, e, records, err);
+        int rc = 0;
+        if (covered) {
+            rc = materialize_entry(s, &u, e, records, err);
+        } else if (e->group) {
+            struct sbx_dirent d = {0};
+            struct sbx_error ignored = SBX_ERROR_INIT;
+            int there =
+                    sbx_session_stat(s, e->path, &d, &ignored) == 0 && d.type != SBX_FILE_SYMLINK;
+            sbx_dirent_release(&d);
+            if (!there)
+                continue;
+        } else {
+            continue;
+        }
+        /* As the reference does: the entry itself, not what lies beneath it. */
+        if (rc == 0 && e->group && !sbx_entry_type_is_mount(e->type))
+            rc = s->ops->chgrp ? s->ops->chgrp(s, e->path, e->group, err)
+                               : sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                                               "provider '%s' cannot set the group '%s'",
+                                               s->provider, e->group);
         if (rc < 0) {
             sbx_error_prefix(err, "entry '%s'", e->path);
             /* A given workspace must be as it was, or the retry trips over our leftovers. */

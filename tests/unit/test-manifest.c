@@ -423,6 +423,15 @@ static void test_secrets(void)
     CHECK_CONTAINS(s, "\"EPH\":{\"value\":\"v\",\"ephemeral\":true}");
     CHECK(!strstr(s, "API_KEY"));
     free(s);
+    /* What a session state keeps: no ephemeral value, the plain ones and references stay. */
+    json_t *doc = NULL;
+    CHECK_OK(sbx_manifest_to_json(m, SBX_MANIFEST_JSON_NO_EPHEMERAL_ENV, &doc, NULL, &err), &err);
+    s = doc ? sbx_json_dumps(doc, SBX_JSON_COMPACT) : NULL;
+    CHECK(s && !strstr(s, "EPH"));
+    CHECK_CONTAINS(s, "\"PLAIN\":\"hello\"");
+    CHECK_CONTAINS(s, "\"FROM_HOST\":{\"type\":\"secret\"");
+    free(s);
+    json_decref(doc);
     const struct sbx_manifest_entry *e = sbx_manifest_find(m, "data");
     CHECK_EQ_STR(sbx_manifest_entry_field(e, "bucket"), "reports");
     CHECK(sbx_manifest_entry_field(e, "secret_access_key") == NULL);

@@ -464,6 +464,53 @@ static void test_replay_model(void)
     free(path);
 }
 
+static int visit(struct sbx_agent *a, void *data, struct sbx_error *err)
+{
+    struct sbx_buf *b = data;
+    if (strcmp(sbx_agent_name(a), "stop") == 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "stopped at '%s'", sbx_agent_name(a));
+    return sbx_buf_addf(b, err, "%s ", sbx_agent_name(a));
+}
+
+/* Every agent reachable through handoffs and agents as tools, once each, cycles included. */
+static void test_walk(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_agent *a = NULL, *b = NULL, *c = NULL, *d = NULL, *stop = NULL;
+    struct sbx_tool *t = NULL;
+    struct sbx_buf seen;
+    sbx_buf_init(&seen, 1024);
+    CHECK_OK(sbx_agent_new("a", &a, &err), &err);
+    CHECK_OK(sbx_agent_new("b", &b, &err), &err);
+    CHECK_OK(sbx_agent_new("c", &c, &err), &err);
+    CHECK_OK(sbx_agent_new("d", &d, &err), &err);
+    CHECK_OK(sbx_agent_new("stop", &stop, &err), &err);
+    if (!a || !b || !c || !d || !stop)
+        goto out;
+    CHECK_OK(sbx_agent_add_handoff(a, b, &err), &err);
+    CHECK_OK(sbx_agent_add_handoff(b, a, &err), &err); /* a cycle */
+    CHECK_OK(sbx_tool_new_agent(c, NULL, NULL, 0, &t, &err), &err);
+    CHECK_OK(sbx_agent_add_tool(b, t, &err), &err);
+    sbx_tool_unref(t);
+    t = NULL;
+    CHECK_OK(sbx_tool_new_agent(d, NULL, NULL, 0, &t, &err), &err);
+    CHECK_OK(sbx_agent_add_tool(c, t, &err), &err);
+    CHECK_OK(sbx_agent_add_handoff(c, a, &err), &err);
+    CHECK_OK(sbx_agent_walk(a, visit, &seen, &err), &err);
+    CHECK_EQ_STR(seen.data, "a b c d ");
+    CHECK_OK(sbx_agent_add_handoff(d, stop, &err), &err);
+    sbx_buf_setlen(&seen, 0);
+    CHECK_ERR(sbx_agent_walk(a, visit, &seen, &err), SBX_E_INVAL, &err, "stopped at 'stop'");
+out:
+    sbx_tool_unref(t);
+    sbx_buf_release(&seen);
+    sbx_agent_free(a);
+    sbx_agent_free(b);
+    sbx_agent_free(c);
+    sbx_agent_free(d);
+    sbx_agent_free(stop);
+}
+
 int main(void)
 {
     TAP_START();
@@ -476,6 +523,7 @@ int main(void)
     TAP_RUN(test_incomplete);
     TAP_RUN(test_tool_and_agent_errors);
     TAP_RUN(test_replay_model);
+    TAP_RUN(test_walk);
     char *cmd[] = {"rm", "-rf", dir, NULL};
     pid_t pid = fork();
     if (pid == 0) {

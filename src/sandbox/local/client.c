@@ -31,6 +31,7 @@
 #include "sbx/log.h"
 #include "sbx/manifest.h"
 #include "sbx/path.h"
+#include "sbx/secret.h"
 #include "sbx/snapshot.h"
 #include "sbx/strv.h"
 #include "sbx/time.h"
@@ -102,6 +103,8 @@ struct local_session {
     int root_fd; /* workspace dir fd from the supervisor, -1 until first use */
     int closed;
     int64_t idle_ms; /* requests: how long the supervisor may answer nobody */
+    /* The state's manifest, parsed at the first chgrp (its users and groups); NULL before. */
+    struct sbx_manifest *accounts;
 };
 
 struct local_proc {
@@ -756,6 +759,111 @@ static int sess_chmod(struct sbx_session *bs, const char *path, mode_t mode, str
     return rc;
 }
 
+/* Copy the ephemeral environment variables of the trusted manifest from into to: a session
+ * state never holds their values. */
+static int ephemeral_env(const struct sbx_manifest *from, struct sbx_manifest *to,
+                         struct sbx_error *err)
+{
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < sbx_manifest_env_count(from); i++) {
+        const struct sbx_manifest_env *v = sbx_manifest_env_at(from, i);
+        if (!v->ephemeral)
+            continue;
+        int flags = SBX_MANIFEST_ENV_EPHEMERAL;
+        const char *value = v->value;
+        if (v->host_env) {
+            flags |= SBX_MANIFEST_ENV_HOST;
+            value = v->host_env;
+        } else if (v->secret) {
+            flags |= SBX_MANIFEST_ENV_SECRET;
+            value = sbx_secret_reveal(v->secret, NULL);
+        }
+        rc = sbx_manifest_set_env(to, v->name, value, flags, err);
+    }
+    if (rc < 0)
+        sbx_error_prefix(err, "the ephemeral environment of the given manifest");
+    return rc;
+}
+
+/* The sandbox's gid of group name: a manifest group (2000 + i) or the private group of an
+ * account user (1000 + i), as /etc/group inside lists them. */
+static int sandbox_gid(struct local_session *s, const char *name, unsigned *out,
+                       struct sbx_error *err)
+{
+    const json_t *mj = json_object_get(s->state, "manifest");
+    struct sbx_manifest_load_opts lo = {.base_dir = "/", .flags = SBX_MANIFEST_NO_HOST_CHECKS};
+    struct sbx_strv users;
+    int rc = 0;
+    /* Parsed once: materialisation asks for every entry with a group. */
+    if (!s->accounts && json_is_object(mj) &&
+        (rc = sbx_manifest_from_json(mj, &lo, &s->accounts, err)) < 0)
+        return rc;
+    const struct sbx_manifest *m = s->accounts;
+    sbx_strv_init(&users);
+    if (m)
+        sbx_manifest_account_users(m, &users);
+    if (!users.n)
+        sbx_strv_push(&users, SBX__ISOLATION_DEFAULT_USER);
+    rc = sbx_error_set(err, SBX_E_NOTFOUND, 0,
+                       "group '%s' does not exist in the sandbox: declare it in the manifest's "
+                       "groups (or name a user)",
+                       name);
+    for (size_t i = 0; m && i < sbx_manifest_group_count(m); i++)
+        if (strcmp(sbx_manifest_group_at(m, i)->name, name) == 0) {
+            *out = SBX__ISOLATION_FIRST_GID + (unsigned)i;
+            rc = 0;
+            break;
+        }
+    long k = rc < 0 ? sbx_strv_find(&users, name) : -1;
+    if (k >= 0) {
+        *out = SBX__ISOLATION_FIRST_UID + (unsigned)k;
+        rc = 0;
+    }
+    if (rc == 0)
+        sbx_error_clear(err);
+    sbx_strv_release(&users);
+    return rc;
+}
+
+static int sess_chgrp(struct sbx_session *bs, const char *path, const char *group,
+                      struct sbx_error *err)
+{
+    struct local_session *s = (struct local_session *)bs;
+    const char *iso = json_string_value(json_object_get(s->state, "isolation"));
+    unsigned gid = 0;
+    int dfd, fd = -1;
+    struct stat ws, st;
+    int rc = sandbox_gid(s, group, &gid, err);
+    if (rc < 0)
+        return rc;
+    /* Only a root runner's isolated sandbox maps more than its default user's group. */
+    if (gid != SBX__ISOLATION_FIRST_UID && (!iso || strcmp(iso, "none") == 0 || geteuid() != 0))
+        return sbx_error_set(
+                err, SBX_E_UNSUPPORTED, 0,
+                "group '%s': this sandbox maps only its default user's group "
+                "(%s); other groups need an isolated sandbox made by root",
+                group, !iso || strcmp(iso, "none") == 0 ? "isolation none" : "unprivileged runner");
+    if ((rc = root_fd(s, &dfd, err)) < 0)
+        return rc;
+    if (fstat(dfd, &ws) < 0)
+        return sbx_error_errno(err, errno, "cannot stat the workspace");
+    if ((rc = sbx_fs_open(dfd, path, O_PATH | O_NOFOLLOW, 0, 0, &fd, err)) < 0)
+        return rc;
+    /* On disk, the ids the idmapped workspace mount shows inside as gid (isolation.md,
+     * Identities): the workspace owner's group for the default user's, else the fixed base
+     * plus gid, the same in every sandbox so a kept workspace or a snapshot keeps it. */
+    gid_t disk = gid == SBX__ISOLATION_FIRST_UID ? ws.st_gid
+                                                 : (gid_t)(SBX__ISOLATION_HOST_ID_BASE + gid);
+    if (fstat(fd, &st) < 0)
+        rc = sbx_error_errno(err, errno, "cannot stat '%s'", path);
+    else if (S_ISLNK(st.st_mode))
+        rc = sbx_error_set(err, SBX_E_PERM, 0, "'%s' is a symlink", path);
+    else if (st.st_gid != disk && fchownat(fd, "", (uid_t)-1, disk, AT_EMPTY_PATH) < 0)
+        rc = sbx_error_errno(err, errno, "cannot set the group of '%s' to '%s'", path, group);
+    close(fd);
+    return rc;
+}
+
 /* Ask the supervisor for a forward of port: a TCP URL ("url"), or with unix_socket the path of
  * a unix socket in the runtime dir ("path"). *out: caller frees. */
 static int port_request(struct sbx_session *bs, int port, int unix_socket, char **out,
@@ -820,6 +928,7 @@ static void sess_free(struct sbx_session *bs)
     sbx_fd_close(&s->root_fd);
     pthread_mutex_destroy(&s->root_lock);
     json_decref(s->state);
+    sbx_manifest_free(s->accounts);
     free(s->dir);
     free(s->rundir);
     free(s->workspace);
@@ -835,6 +944,7 @@ static const struct sbx_session_ops session_ops = {
         .mkdir = sess_mkdir,
         .rm = sess_rm,
         .chmod = sess_chmod,
+        .chgrp = sess_chgrp,
         .resolve_port = sess_resolve_port,
         .state = sess_state,
         .close = sess_close,
@@ -1583,7 +1693,9 @@ static int create_impl(struct local_client *c, const struct sbx_create_spec *spe
         ((rc = sbx_snapshot_store_open(NULL, &store, err)) < 0 ||
          (rc = sbx_snapshot_resolve(store, spec->snapshot, NULL, &snap_ref, err)) < 0))
         goto out;
-    if (spec->manifest && (rc = sbx_manifest_to_json(spec->manifest, 0, &mjson, NULL, err)) < 0)
+    if (spec->manifest &&
+        (rc = sbx_manifest_to_json(spec->manifest, SBX_MANIFEST_JSON_NO_EPHEMERAL_ENV, &mjson, NULL,
+                                   err)) < 0)
         goto out;
     if (mjson) {
         /* The state must stay readable: its manifest (file contents included) has a bound. */
@@ -2460,6 +2572,9 @@ static int rebuild(struct local_client *c, const json_t *state, const struct sbx
         if (rc < 0)
             goto out;
     }
+    if (ro->manifest &&
+        (rc = ephemeral_env(ro->manifest, m ? m : (m = sbx_manifest_new()), err)) < 0)
+        goto out;
     struct sbx_create_spec spec = {.manifest = m,
                                    .base_dir = base,
                                    .pass_secrets = ro->pass_secrets,
