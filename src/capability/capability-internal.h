@@ -8,6 +8,7 @@
 int sbx__capability_filesystem(const json_t *spec, struct sbx_capability **out,
                                struct sbx_error *err);
 int sbx__capability_shell(const json_t *spec, struct sbx_capability **out, struct sbx_error *err);
+int sbx__capability_memory(const json_t *spec, struct sbx_capability **out, struct sbx_error *err);
 
 const struct sbx_capability_ops *sbx__capability_ops(const struct sbx_capability *c);
 

@@ -208,6 +208,7 @@ static const struct {
         {"filesystem", sbx__capability_filesystem},
         {"shell", sbx__capability_shell},
         {"compaction", new_compaction},
+        {"memory", sbx__capability_memory},
 };
 
 int sbx_capability_from_json(const json_t *spec, struct sbx_capability **out, struct sbx_error *err)
@@ -232,5 +233,6 @@ int sbx_capability_from_json(const json_t *spec, struct sbx_capability **out, st
         return rc;
     }
     return sbx_error_set(err, SBX_E_NOTFOUND, 0,
-                         "unknown capability '%s' (known: filesystem, shell, compaction)", type);
+                         "unknown capability '%s' (known: filesystem, shell, compaction, memory)",
+                         type);
 }

@@ -98,7 +98,7 @@ static void usage(FILE *f)
           "               [--memory SIZE] [--port-bind ADDR] [--allow-port N]...\n"
           "               [--pids N] [--cpus N|none] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
           "               [--allow-dangerous-grant PATH]... [--pass-secret NAME]...\n"
-          "               [--disk SIZE|none]\n"
+          "               [--disk SIZE|none] [--no-memory-update]\n"
           "\n"
           "Runs an agent on PROMPT (or standard input with '-') and prints the final output.\n"
           "Progress goes to stderr; --json writes one event per line to stdout instead.\n"
@@ -122,6 +122,9 @@ static void usage(FILE *f)
           "options are those of 'sbx sandbox create'. --pass-secret OPENAI_API_KEY lets a\n"
           "manifest's {type: secret, env: OPENAI_API_KEY} read the model's key (refused\n"
           "otherwise).\n"
+          "Agents with the memory capability generate memory after the answer is printed\n"
+          "(progress on stderr) in sandboxes that outlive the run (--keep, --session);\n"
+          "--no-memory-update skips that ('sbx memory update ID' does it later).\n"
           "Environment: OPENAI_BASE_URL, OPENAI_API_KEY, SBX_MODEL (default model name).\n"
           "A sandbox the run created without --keep is removed however the run ends (also\n"
           "when sbx itself is killed).\n"
@@ -391,6 +394,7 @@ int cmd_run(int argc, char **argv)
         OPT_CONVERSATION,
         OPT_LOCAL,
         OPT_PASS,
+        OPT_NOMEM,
     };
     static const struct option longopts[] = {
             {"agent", required_argument, NULL, 'a'},
@@ -424,6 +428,7 @@ int cmd_run(int argc, char **argv)
             {"allow-dangerous-grant", required_argument, NULL, OPT_LOCAL},
             {"pass-secret", required_argument, NULL, OPT_PASS},
             {"disk", required_argument, NULL, OPT_LOCAL},
+            {"no-memory-update", no_argument, NULL, OPT_NOMEM},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0},
     };
@@ -445,7 +450,7 @@ int cmd_run(int argc, char **argv)
     struct sbx_client *client = NULL;
     struct sbx_conversation_store *conv = NULL;
     struct sbx_strv pass;
-    int rc = CLI_FAIL, c, li = 0;
+    int rc = CLI_FAIL, c, li = 0, no_memory_update = 0;
 
     sbx_strv_init(&pass);
 
@@ -541,6 +546,9 @@ int cmd_run(int argc, char **argv)
             if (sbx_conversation_name_check(optarg, &err) < 0)
                 return cli_usage("run ", "--conversation: %s", err.msg);
             ropt.conversation = optarg;
+            break;
+        case OPT_NOMEM:
+            no_memory_update = 1;
             break;
         case 'h':
             usage(stdout);
@@ -669,6 +677,8 @@ int cmd_run(int argc, char **argv)
         fputc('\n', stdout);
         flush(stdout);
     }
+    if (sr)
+        cli_memory_after_run(sr, no_memory_update);
     rc = CLI_OK;
     goto out_quiet;
 out:
