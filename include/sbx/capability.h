@@ -247,7 +247,8 @@ SBX_API const char *sbx_sandbox_run_snapshot_ref(const struct sbx_sandbox_run *s
 
 /* After the run's answer was shown: the capabilities' deferred work (memory generation) on the
  * sessions that outlive the run (kept with cfg.keep, attached or live; a sandbox the run
- * removes has no work done for it), with progress lines to progress (may be NULL); skip: none
+ * removes has no work done for it: a progress line says so), with progress lines to progress
+ * (may be NULL); skip: none
  * of it, only release those sessions. Their handles are released here (or by
  * sbx_sandbox_run_free when this is never called). Returns the first error (each is also
  * logged); blocks on model calls. */

@@ -33,6 +33,7 @@ struct agent_env {
     struct sbx_capability **caps;
     size_t ncaps;
     int pending; /* a capability has work for sbx_sandbox_run_after */
+    int dropped; /* it had, but the session is removed with the run */
     int closed;
     struct sbx_toolset tools;
     char *instructions;
@@ -655,6 +656,8 @@ static void end_env(struct sbx_sandbox_run *sr, struct agent_env *e, const struc
                     sbx_capability_type(e->caps[i]), sbx_agent_name(e->agent), err.msg);
         else if (r > 0 && ops->after_run && survives)
             e->pending = 1;
+        else if (r > 0 && ops->after_run)
+            e->dropped = 1;
     }
 }
 
@@ -808,6 +811,15 @@ int sbx_sandbox_run_after(struct sbx_sandbox_run *sr, int skip, sbx_progress_fn 
     int rc = 0;
     for (size_t i = 0; i < sr->n; i++) {
         struct agent_env *e = sr->envs[i];
+        if (e->dropped && !skip && progress) {
+            char line[512];
+            snprintf(line, sizeof(line),
+                     "memory: not generated for agent '%s': its sandbox %s was removed with the "
+                     "run (its rollout was captured in the workspace; keep the sandbox with "
+                     "--keep, or use --session, to generate)",
+                     sbx_agent_name(e->agent), e->session_id ? e->session_id : "?");
+            progress(line, progress_data);
+        }
         if (!e->pending)
             continue;
         struct sbx_capability_env env = {

@@ -179,9 +179,10 @@ static int open_place(const char *what, struct place *p, struct sbx_error *err)
             return sbx_error_errno(err, errno, "cannot open '%s'", what);
         return 0;
     }
+    /* Not a directory: a snapshot file or reference (its error says which it is not). */
     if ((rc = sbx_snapshot_store_open(NULL, &p->store, err)) < 0 ||
         (rc = sbx_snapshot_resolve(p->store, what, NULL, &p->ref, err)) < 0)
-        return sbx_error_prefix(err, "'%s' is neither a directory nor a snapshot", what), rc;
+        return rc;
     const char *base = getenv("TMPDIR");
     p->tmp = sbx_xasprintf("%s/sbx-memory.XXXXXX", base && base[0] ? base : "/tmp");
     if (!mkdtemp(p->tmp)) {

@@ -167,4 +167,38 @@ run "$SBX" sandbox exec "$HID" -- ls
 expect_not_in "$T/out" "memories" "removes the memory folder"
 expect_not_in "$T/out" "sessions" "and the rollouts"
 "$SBX" sandbox rm "$HID" >/dev/null
+# --- through snapshots: a removed sandbox keeps its rollout in --snapshot-out ----------------
+export SBX_CONVERSATIONS="$T/conv/conversations.db"
+printf 'name: Learner\ncapabilities: [filesystem, shell, memory]\n' >"$T/p.yaml"
+mk "$T/s7.json" '[resp(1, msg("ANSWER-S1"))]'
+start_fake "$T/s7.json"
+run "$SBX" run --snapshot-out "$T/snap.tar" --conversation talk --base-url "$FAKE_URL" -a "$T/p.yaml" "snapshot task one"
+expect_rc 0 "a run into --snapshot-out succeeds"
+expect_eq "$(q 'len(reqs)')" 1 "the removed sandbox gets no generation"
+expect_in "$T/err" "memory: not generated for agent 'Learner'" "and stderr says why"
+run "$SBX" memory show "$T/snap.tar"
+expect_rc 0 "sbx memory show on a snapshot file"
+expect_in "$T/out" "1 rollout file(s)" "the snapshot holds the rollout"
+mk "$T/s8.json" '[resp(1, msg("ANSWER-S2")), one("a", "# one", "- snapshot lesson one"),
+  two("# Task Group: snap", "SNAP-LESSON")]'
+start_fake "$T/s8.json"
+run "$SBX" run --snapshot "$T/snap.tar" --keep --conversation talk --base-url "$FAKE_URL" -a "$T/p.yaml" "snapshot task two"
+expect_rc 0 "a kept run from the snapshot succeeds"
+SID=$(kept_id)
+expect_eq "$(q 'len(reqs)')" 3 "one rollout file (one conversation): one phase one, one phase two"
+q 'reqs[1]["body"]["input"][0]["content"][0]["text"]' >"$T/s8p"
+expect_in "$T/s8p" "snapshot task one" "phase one saw the run from before the snapshot"
+expect_in "$T/s8p" "snapshot task two" "and this run, in the same conversation's file"
+run "$SBX" sandbox exec "$SID" -- ls sessions
+expect_eq "$(cat "$T/out")" "talk.jsonl" "the rollout file is named by the conversation"
+"$SBX" sandbox snapshot "$SID" "$T/snap2.tar" >/dev/null
+"$SBX" sandbox rm "$SID" >/dev/null
+run "$SBX" memory show "$T/snap2.tar"
+expect_in "$T/out" "SNAP-LESSON" "the new snapshot has the generated memory"
+run "$SBX" memory rm "$T/snap2.tar"
+expect_rc 0 "sbx memory rm on a snapshot"
+REF=$(head -n1 "$T/out")
+run "$SBX" memory show "$REF"
+expect_in "$T/out" "memory_summary.md: none" "its copy has no memory"
+expect_in "$T/out" "0 rollout file(s)" "and no rollouts"
 done_testing
