@@ -201,4 +201,17 @@ REF=$(head -n1 "$T/out")
 run "$SBX" memory show "$REF"
 expect_in "$T/out" "memory_summary.md: none" "its copy has no memory"
 expect_in "$T/out" "0 rollout file(s)" "and no rollouts"
+# --- the example replays offline: two runs, the second starts from the first's memory ---------
+EX="$SBX_SRCDIR/examples/memory"
+run "$SBX" run --keep -m "replay:$EX/run1.jsonl" -a "$EX/agent.yaml" "Run the project's tests and tell me how to run them."
+expect_rc 0 "the example's first run replays"
+expect_in "$T/out" "sh check.sh" "with its answer"
+EID=$(kept_id)
+run "$SBX" sandbox exec "$EID" -- cat memories/memory_summary.md
+expect_in "$T/out" "do not try \`make test\`" "and leaves the lesson in memory"
+run "$SBX" run --session "$EID" -m "replay:$EX/run2.jsonl" -a "$EX/agent.yaml" "Check that the tests still pass."
+expect_rc 0 "the example's second run replays"
+expect_in "$T/out" "check: ok" "with its answer"
+expect_in "$T/err" "2 raw memories" "and consolidates both runs"
+"$SBX" sandbox rm "$EID" >/dev/null
 done_testing
