@@ -246,12 +246,12 @@ SBX_API enum sbx_session_source sbx_sandbox_run_source(const struct sbx_sandbox_
 SBX_API const char *sbx_sandbox_run_snapshot_ref(const struct sbx_sandbox_run *sr, size_t i);
 
 /* After the run's answer was shown: the capabilities' deferred work (memory generation) on the
- * sessions that outlive the run (kept with cfg.keep, attached or live; a sandbox the run
- * removes has no work done for it: a progress line says so), with progress lines to progress
- * (may be NULL); skip: none
- * of it, only release those sessions. Their handles are released here (or by
- * sbx_sandbox_run_free when this is never called). Returns the first error (each is also
- * logged); blocks on model calls. */
+ * sessions that outlive the run (kept with cfg.keep, attached or live; for a sandbox the run
+ * removes none is done and a progress line says so), with progress lines to progress (may be
+ * NULL); skip: none of it. Then every session of the run is released (sbx_sandbox_run leaves
+ * them open while work is pending; sbx_sandbox_run_free releases them when this is never
+ * called). The run's model (opt->model of sbx_sandbox_run) is used again here: it must still
+ * be valid. Returns the first error (also logged at debug level); blocks on model calls. */
 SBX_API int sbx_sandbox_run_after(struct sbx_sandbox_run *sr, int skip, sbx_progress_fn *progress,
                                   void *progress_data, struct sbx_error *err);
 

@@ -437,13 +437,17 @@ static int memory_check(struct sbx_capability *c, struct sbx_capability *const *
     int fs = !m->live_update || has_type(all, n, "filesystem");
     if (shell && fs)
         return 0;
+    const char *why = !shell && !fs ? "reading memory searches it with the shell, live updates "
+                                      "edit it with apply_patch"
+                      : !shell      ? "reading memory searches it with the shell"
+                                    : "live updates edit it with apply_patch";
     return sbx_error_set(err, SBX_E_INVAL, 0,
-                         "requires missing capabilities: %s%s%s (%s); add %s to 'capabilities', "
-                         "or set %s",
-                         shell ? "" : "shell", !shell && !fs ? ", " : "", fs ? "" : "filesystem",
-                         !shell ? "reading memory searches its files with the shell"
-                                : "live updates edit the memory files",
-                         !shell && !fs ? "them" : "it",
+                         "requires missing capabilities: %s (%s); add %s to 'capabilities', or "
+                         "set %s",
+                         !shell && !fs ? "shell, filesystem"
+                         : !shell      ? "shell"
+                                       : "filesystem",
+                         why, !shell && !fs ? "them" : "it",
                          !shell ? "'read: null' (generate-only)" : "'read: {live_update: false}'");
 }
 
@@ -454,7 +458,6 @@ static int read_bounded(struct sbx_session *s, const char *path, size_t max, str
     uint64_t sz = 0;
     if ((rc = sbx_session_read_open(s, path, &fd, &sz, err)) < 0)
         return rc;
-    rc = sbx_buf_reserve(out, 0, err);
     size_t got = 0;
     char chunk[16384];
     while (rc == 0 && got < max) {

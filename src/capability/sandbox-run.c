@@ -32,8 +32,8 @@ struct agent_env {
     char *snapshot_ref; /* taken at the end with cfg.snapshot_out */
     struct sbx_capability **caps;
     size_t ncaps;
-    int pending; /* a capability has work for sbx_sandbox_run_after */
-    int dropped; /* it had, but the session is removed with the run */
+    int pending;         /* a capability has work for sbx_sandbox_run_after */
+    const char *dropped; /* the type of a capability that had, but the session was removed */
     int closed;
     struct sbx_toolset tools;
     char *instructions;
@@ -657,7 +657,7 @@ static void end_env(struct sbx_sandbox_run *sr, struct agent_env *e, const struc
         else if (r > 0 && ops->after_run && survives)
             e->pending = 1;
         else if (r > 0 && ops->after_run)
-            e->dropped = 1;
+            e->dropped = sbx_capability_type(e->caps[i]);
     }
 }
 
@@ -814,10 +814,10 @@ int sbx_sandbox_run_after(struct sbx_sandbox_run *sr, int skip, sbx_progress_fn 
         if (e->dropped && !skip && progress) {
             char line[512];
             snprintf(line, sizeof(line),
-                     "memory: not generated for agent '%s': its sandbox %s was removed with the "
-                     "run (its rollout was captured in the workspace; keep the sandbox with "
+                     "%s: not generated for agent '%s': its sandbox %s was removed with the "
+                     "run (what it needs was captured in the workspace; keep the sandbox with "
                      "--keep, or use --session, to generate)",
-                     sbx_agent_name(e->agent), e->session_id ? e->session_id : "?");
+                     e->dropped, sbx_agent_name(e->agent), e->session_id ? e->session_id : "?");
             progress(line, progress_data);
         }
         if (!e->pending)
