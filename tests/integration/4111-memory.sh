@@ -119,6 +119,20 @@ run "$SBX" run --session "$ID" --no-memory-update --base-url "$FAKE_URL" -a "$T/
 expect_rc 0 "a generate-only run succeeds"
 q 'reqs[0]["body"]["instructions"]' >"$T/i5"
 expect_not_in "$T/i5" "LESSON-43" "generate-only mode does not read memory"
+
+# --- a second agent in the same workspace with its own layout keeps its own memory -----------
+printf 'name: Other\ncapabilities: [filesystem, shell, {type: memory, layout: {memories_dir: other/memories, sessions_dir: other/sessions}}]\n' >"$T/b.yaml"
+"$SBX" sandbox exec "$ID" -- sh -c 'mkdir -p other/memories && echo OTHER-LESSON > other/memories/memory_summary.md'
+start_fake "$T/s4.json"
+run "$SBX" run --session "$ID" --no-memory-update --base-url "$FAKE_URL" -a "$T/b.yaml" "other agent task"
+expect_rc 0 "an agent with another layout runs in the same sandbox"
+q 'reqs[0]["body"]["instructions"]' >"$T/i6"
+expect_in "$T/i6" "OTHER-LESSON" "it reads its own summary"
+expect_not_in "$T/i6" "LESSON-43" "not the first agent's"
+run "$SBX" sandbox exec "$ID" -- sh -c 'ls other/sessions | wc -l; grep -l "other agent task" sessions/* | wc -l'
+expect_eq "$(tr '\n' ' ' <"$T/out")" "1 0 " "its rollout goes to its own sessions folder only"
+run "$SBX" memory show -a "$T/b.yaml" "$SBX_WORKSPACES/$ID"
+expect_in "$T/out" "OTHER-LESSON" "sbx memory show -a follows the agent's layout"
 "$SBX" sandbox rm "$ID" >/dev/null
 
 # --- missing required capabilities: a clear error before any model call ----------------------
