@@ -942,14 +942,12 @@ static char *header_value(const char *doc, const char *key)
 {
     size_t kl = strlen(key);
     for (const char *p = doc; *p && *p != '\n';) {
-        const char *nl = strchr(p, '\n');
-        size_t n = nl ? (size_t)(nl - p) : strlen(p);
-        if (n > kl + 1 && strncmp(p, key, kl) == 0 && p[kl] == ':')
-            return sbx_xstrndup(p + kl + 2 > p + n ? p + n : p + kl + 2,
-                                n - (kl + 2 > n ? n : kl + 2));
-        if (!nl)
+        size_t n = strcspn(p, "\n");
+        if (n >= kl + 2 && strncmp(p, key, kl) == 0 && p[kl] == ':' && p[kl + 1] == ' ')
+            return sbx_xstrndup(p + kl + 2, n - kl - 2);
+        if (!p[n])
             break;
-        p = nl + 1;
+        p += n + 1;
     }
     return NULL;
 }
@@ -1138,7 +1136,7 @@ static int generate(struct gen *g, struct sbx_error *err)
 {
     struct sbx_dirlist l = {0};
     json_t *seen = NULL;
-    int rc, done = 0, failed = 0;
+    int rc, done = 0, failed = 0, consolidate = 0;
     struct sbx_error first = SBX_ERROR_INIT;
     if ((rc = ensure_layout(g, err)) < 0 ||
         (rc = sbx_session_ls(g->s, g->m->sessions_dir, &l, err)) < 0)
@@ -1186,13 +1184,21 @@ static int generate(struct gen *g, struct sbx_error *err)
         free(file);
         free(id);
     }
-    if (calls && (rc = save_json(g, "rollouts_seen.json", seen, err)) < 0)
+    /* A phase two that fails is tried again at the next update, new rollouts or not. */
+    consolidate = done || json_is_true(json_object_get(seen, "consolidate"));
+    sbx_json_set(seen, "consolidate", json_boolean(consolidate));
+    if ((calls || consolidate) && (rc = save_json(g, "rollouts_seen.json", seen, err)) < 0)
         goto out;
-    if (done && (rc = phase_two(g, err)) < 0) {
+    if (consolidate && (rc = phase_two(g, err)) < 0) {
         sbx_error_prefix(err, "memory: phase two");
         goto out;
     }
-    if (!calls)
+    if (consolidate) {
+        sbx_json_set(seen, "consolidate", json_false());
+        if ((rc = save_json(g, "rollouts_seen.json", seen, err)) < 0)
+            goto out;
+    }
+    if (!calls && !consolidate)
         say(g, "memory: no new rollouts in %s", g->m->sessions_dir);
     if (failed) {
         *err = first;

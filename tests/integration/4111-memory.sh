@@ -215,6 +215,23 @@ REF=$(head -n1 "$T/out")
 run "$SBX" memory show "$REF"
 expect_in "$T/out" "memory_summary.md: none" "its copy has no memory"
 expect_in "$T/out" "0 rollout file(s)" "and no rollouts"
+# --- a failed generation: the answer stands, and the next update finishes the job ------------
+mk "$T/s9.json" '[resp(1, msg("ANSWER-F")), one("f", "# f", "- retry lesson")]'
+start_fake "$T/s9.json"
+run "$SBX" run --keep --retries 0 --base-url "$FAKE_URL" -a "$T/p.yaml" "a task whose phase two fails"
+expect_rc 0 "a run whose generation fails still succeeds"
+expect_in "$T/out" "ANSWER-F" "with its answer printed"
+expect_in "$T/err" "warning: memory update failed" "and a warning on stderr"
+FID=$(kept_id)
+mk "$T/s10.json" '[two("# Task Group: retry", "RETRY-LESSON")]'
+start_fake "$T/s10.json"
+run "$SBX" memory update --base-url "$FAKE_URL" -a "$T/p.yaml" "$FID"
+expect_rc 0 "the next update succeeds"
+expect_eq "$(q 'len(reqs)')" 1 "with phase two only (phase one was done)"
+run "$SBX" sandbox exec "$FID" -- cat memories/memory_summary.md
+expect_in "$T/out" "RETRY-LESSON" "and finishes the consolidation"
+"$SBX" sandbox rm "$FID" >/dev/null
+
 # --- the example replays offline: two runs, the second starts from the first's memory ---------
 EX="$SBX_SRCDIR/examples/memory"
 run "$SBX" run --keep -m "replay:$EX/run1.jsonl" -a "$EX/agent.yaml" "Run the project's tests and tell me how to run them."
