@@ -12,6 +12,9 @@
  *   "compaction"  server-side context compaction (Responses API context_management)
  *   "skills"      folders with a SKILL.md copied into the workspace and listed, or (lazy)
  *                 indexed and copied one at a time by load_skill
+ *   "memory"      memory across runs: a summary in the instructions, each run's conversation
+ *                 captured into the workspace, and memory files generated from them after the
+ *                 run (sbx_sandbox_run_after, sbx_memory_update)
  *
  * and the default list is filesystem, shell, compaction; an explicit list replaces it.
  *
@@ -48,12 +51,33 @@ enum sbx_patch_transport {
     SBX_PATCH_TRANSPORT_FUNCTION, /* function tool "apply_patch" {"input": string} */
 };
 
+/* Progress of work done after a run, one line at a time (borrowed for the call). */
+typedef void sbx_progress_fn(const char *line, void *data);
+
+struct sbx_strv;
+
 /* What a capability sees of the agent it serves in one run. Borrowed for the call. */
 struct sbx_capability_env {
     struct sbx_session *session; /* the agent's live session (NULL in process_manifest) */
     struct sbx_agent *agent;
     const char *model_name; /* the model name the requests carry; may be NULL */
     enum sbx_model_api api; /* the wire API of the run's model (replay counts as Responses) */
+    /* The run's model client: in run_end and after_run (NULL elsewhere). */
+    struct sbx_model *model;
+    /* In run_end only (NULL / 0 elsewhere): the run's input items and the items it produced
+     * (also for a failed run: what it got to), the conversation name (NULL: none), the run's
+     * result (0 or its -code, with the error message), its final output text (NULL: none), and
+     * the values of the harness secrets handed to the run's sandboxes. */
+    const json_t *input_items;
+    const json_t *generated_items;
+    const char *conversation;
+    int run_status;
+    const char *run_error;
+    const char *final_output;
+    const struct sbx_strv *secrets;
+    /* In after_run: where progress lines go (may be NULL). */
+    sbx_progress_fn *progress;
+    void *progress_data;
 };
 
 /* Tools a capability adds: offered ones are sent to the model; hidden ones are only dispatched
@@ -90,9 +114,18 @@ struct sbx_capability_ops {
     int (*process_input)(struct sbx_capability *c, const json_t *items, json_t **out,
                          struct sbx_error *err);
     /* At the end of the run, before the session is closed (whether the run succeeded or not).
-     * Errors are logged, not returned to the run. */
+     * Errors are logged, not returned to the run. Returns 1 when after_run has work to do. */
     int (*run_end)(struct sbx_capability *c, const struct sbx_capability_env *env,
                    struct sbx_error *err);
+    /* Work that must not delay the run's answer (memory generation): run by
+     * sbx_sandbox_run_after with the session still open, after run_end returned 1 ("work
+     * pending") instead of 0. */
+    int (*after_run)(struct sbx_capability *c, const struct sbx_capability_env *env,
+                     struct sbx_error *err);
+    /* At the first turn, with the agent's whole capability list: refuse a combination that
+     * cannot work (a missing required capability). */
+    int (*check)(struct sbx_capability *c, struct sbx_capability *const *all, size_t n,
+                 struct sbx_error *err);
     void (*free_data)(void *data);
 };
 
@@ -115,6 +148,11 @@ SBX_API void *sbx_capability_data(const struct sbx_capability *c);
  *        "path": P}, "lazy": false, "skills_path": ".agents"} (a relative FOLDER resolves
  *        against the current directory here, against the agent file's in agent files; the host
  *        is read only when a session is bound)
+ *   {"type": "memory", "layout": {"memories_dir": "memories", "sessions_dir": "sessions"},
+ *    "read": true | null | {"live_update": bool}, "generate": true | null |
+ *    {"max_raw_memories_for_consolidation": 1..4096, "phase_one_model": NAME,
+ *     "phase_two_model": NAME, "extra_prompt": TEXT}}   (read null: generate-only; generate
+ *    null: read-only; false is taken as null; both null is SBX_E_INVAL)
  * SBX_E_NOTFOUND for an unknown type (naming the known ones), SBX_E_INVAL for a bad field.
  * *out: caller owns a reference. */
 SBX_API int sbx_capability_from_json(const json_t *spec, struct sbx_capability **out,
@@ -228,6 +266,30 @@ SBX_API const char *sbx_sandbox_run_snapshot_ref(const struct sbx_sandbox_run *s
  * Used by `sbx state rm`. client NULL: a local client. */
 SBX_API int sbx_sandbox_run_state_discard(struct sbx_client *client, const json_t *sandbox,
                                           struct sbx_error *err);
+
+/* After the run's answer was shown: the capabilities' deferred work (memory generation) on the
+ * sessions that outlive the run (kept with cfg.keep, attached or live; for a sandbox the run
+ * removes none is done and a progress line says so), with progress lines to progress (may be
+ * NULL); skip: none of it. Then every session of the run is released (sbx_sandbox_run leaves
+ * them open while work is pending; sbx_sandbox_run_free releases them when this is never
+ * called). The run's model (opt->model of sbx_sandbox_run) is used again here: it must still
+ * be valid. Returns the first error (also logged at debug level); blocks on model calls. */
+SBX_API int sbx_sandbox_run_after(struct sbx_sandbox_run *sr, int skip, sbx_progress_fn *progress,
+                                  void *progress_data, struct sbx_error *err);
+
+/* Memory generation for one workspace, as sbx_sandbox_run_after does it: phase one for every
+ * rollout file in the layout's sessions folder that is new or grew since the last update (one
+ * model call each, no tools), then phase two (one model call) consolidating the raw memories
+ * into MEMORY.md and memory_summary.md. memory: a "memory" capability (SBX_E_INVAL otherwise,
+ * or when its generate is off). Writes only under the memories folder. Blocks. */
+SBX_API int sbx_memory_update(struct sbx_capability *memory, struct sbx_session *s,
+                              struct sbx_model *model, const char *model_name,
+                              sbx_progress_fn *progress, void *progress_data,
+                              struct sbx_error *err);
+
+/* The layout of a "memory" capability (borrowed strings); SBX_E_INVAL for another type. */
+SBX_API int sbx_memory_layout(const struct sbx_capability *memory, const char **memories_dir,
+                              const char **sessions_dir, struct sbx_error *err);
 
 /* Free the run's handles (sandboxes already deleted or kept stay as they are). NULL ok. */
 SBX_API void sbx_sandbox_run_free(struct sbx_sandbox_run *sr);

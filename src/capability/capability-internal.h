@@ -16,6 +16,7 @@ int sbx__capability_skills(const json_t *spec, const char *base_dir, struct sbx_
  * folder relative host paths in capability fields resolve against. */
 int sbx__capability_from_json_at(const json_t *spec, const char *base_dir,
                                  struct sbx_capability **out, struct sbx_error *err);
+int sbx__capability_memory(const json_t *spec, struct sbx_capability **out, struct sbx_error *err);
 
 const struct sbx_capability_ops *sbx__capability_ops(const struct sbx_capability *c);
 

@@ -212,6 +212,7 @@ static const struct {
         {"shell", sbx__capability_shell},
         {"compaction", new_compaction},
         {"skills", NULL, sbx__capability_skills},
+        {"memory", sbx__capability_memory},
 };
 
 int sbx_capability_from_json(const json_t *spec, struct sbx_capability **out, struct sbx_error *err)
@@ -243,6 +244,7 @@ int sbx__capability_from_json_at(const json_t *spec, const char *base_dir,
         return rc;
     }
     return sbx_error_set(err, SBX_E_NOTFOUND, 0,
-                         "unknown capability '%s' (known: filesystem, shell, compaction, skills)",
+                         "unknown capability '%s' (known: filesystem, shell, compaction, skills, "
+                         "memory)",
                          type);
 }

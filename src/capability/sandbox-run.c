@@ -14,6 +14,7 @@
 #include "sbx/fs.h"
 #include "sbx/log.h"
 #include "sbx/snapshot.h"
+#include "sbx/strv.h"
 
 #define TREE_DEPTH     3
 #define TREE_MAX_BYTES 5000
@@ -37,6 +38,9 @@ struct agent_env {
     char *snapshot_ref; /* taken at the end with cfg.snapshot_out */
     struct sbx_capability **caps;
     size_t ncaps;
+    int pending;         /* a capability has work for sbx_sandbox_run_after */
+    const char *dropped; /* the type of a capability that had, but the session was removed */
+    int closed;
     struct sbx_toolset tools;
     char *instructions;
     json_t *settings;
@@ -58,6 +62,15 @@ struct sbx_sandbox_run {
     char *out_tmp;                    /* where a snapshot_out file is written, then renamed */
     int out_fd;
     int unfinished; /* the state hook saw the final checkpoint of an interrupted or failed run */
+    /* For the end hooks: the top-level run's conversation (the first array a turn hook saw),
+     * where its new input starts, and what after_run needs once opt is gone. */
+    json_t *items;
+    size_t input_at, ninput;
+    struct sbx_model *model;
+    char *model_name;
+    /* Sessions the run created stay when it ends (cfg.keep, or a resumable run that did not
+     * complete): set at the end of sbx_sandbox_run, read by every later close. */
+    int keep_sessions;
 };
 
 static const char base_prompt[] =
@@ -375,6 +388,13 @@ static int make_caps(struct sbx_sandbox_run *sr, struct agent_env *e, const json
             goto out;
         e->caps[e->ncaps++] = c;
     }
+    for (i = 0; i < e->ncaps; i++) {
+        const struct sbx_capability_ops *ops = sbx__capability_ops(e->caps[i]);
+        if (ops->check && (rc = ops->check(e->caps[i], e->caps, e->ncaps, err)) < 0) {
+            sbx_error_prefix(err, "capability '%s'", sbx_capability_type(e->caps[i]));
+            goto out;
+        }
+    }
 out:
     json_decref(def);
     return rc;
@@ -639,6 +659,12 @@ static int turn_hook(void *data, struct sbx_agent *agent, const json_t *items,
     struct agent_env *e = NULL;
     int rc = 0;
     pthread_mutex_lock(&sr->lock);
+    /* The first turn is the top-level run's: its conversation array grows through the run. */
+    if (!sr->items) {
+        sr->items = json_incref((json_t *)items);
+        size_t n = json_array_size(items);
+        sr->input_at = n > sr->ninput ? n - sr->ninput : 0;
+    }
     for (size_t i = 0; i < sr->n; i++)
         if (sr->envs[i]->agent == agent)
             e = sr->envs[i];
@@ -749,26 +775,87 @@ fail:
     return rc;
 }
 
-static void end_env(struct sbx_sandbox_run *sr, struct agent_env *e)
+/* The run's outcome as the end hooks see it. */
+struct run_end {
+    json_t *input, *generated;
+    int status;
+    const char *error;
+    const char *final_output;
+    struct sbx_strv secrets;
+};
+
+static void end_env(struct sbx_sandbox_run *sr, struct agent_env *e, const struct run_end *re)
 {
     struct sbx_error err = SBX_ERROR_INIT;
     if (!e->session)
         return;
-    struct sbx_capability_env env = {.session = e->session, .agent = e->agent, .api = sr->api};
+    struct sbx_capability_env env = {
+            .session = e->session,
+            .agent = e->agent,
+            .model_name = sr->model_name,
+            .api = sr->api,
+            .model = sr->model,
+            .input_items = re->input,
+            .generated_items = re->generated,
+            .conversation = sr->opt->conversation,
+            .run_status = re->status,
+            .run_error = re->error,
+            .final_output = re->final_output,
+            .secrets = &re->secrets,
+    };
+    /* Deferred work only pays off where the workspace outlives the run. */
+    int survives = !e->created || sr->cfg.keep ||
+                   (sr->cfg.resumable && (re->status < 0 || sr->unfinished));
     for (size_t i = 0; i < e->ncaps; i++) {
         const struct sbx_capability_ops *ops = sbx__capability_ops(e->caps[i]);
-        if (ops->run_end && ops->run_end(e->caps[i], &env, &err) < 0)
+        int r = ops->run_end ? ops->run_end(e->caps[i], &env, &err) : 0;
+        if (r < 0)
             sbx_log(SBX_LOG_WARN, "capability '%s' of agent '%s' at the end of the run: %s",
                     sbx_capability_type(e->caps[i]), sbx_agent_name(e->agent), err.msg);
+        else if (r > 0 && ops->after_run && survives)
+            e->pending = 1;
+        else if (r > 0 && ops->after_run)
+            e->dropped = sbx_capability_type(e->caps[i]);
     }
 }
 
-static void close_env(struct sbx_sandbox_run *sr, struct agent_env *e, int keep)
+static json_t *slice(const json_t *items, size_t from, size_t to)
+{
+    json_t *out = json_array();
+    for (size_t i = from; i < to && i < json_array_size(items); i++)
+        sbx_json_append(out, json_incref(json_array_get(items, i)));
+    return out;
+}
+
+static void end_all(struct sbx_sandbox_run *sr, int rc, const struct sbx_run_result *res,
+                    const struct sbx_error *err)
+{
+    struct run_end re = {.status = rc, .error = rc < 0 ? err->msg : NULL};
+    size_t n = json_array_size(sr->items), gen_at = sr->input_at + sr->ninput;
+    re.input = slice(sr->items, sr->input_at, gen_at);
+    re.generated = slice(sr->items, gen_at, n);
+    re.final_output = rc == 0 && res ? sbx_run_result_text(res) : NULL;
+    sbx_strv_init(&re.secrets);
+    /* What the run handed to sandboxes is what could come back in their output. */
+    for (size_t i = 0; sr->cfg.pass_secrets && i < sr->cfg.pass_secrets->n; i++) {
+        const char *v = getenv(sr->cfg.pass_secrets->v[i]);
+        if (v && v[0])
+            sbx_strv_push(&re.secrets, v);
+    }
+    for (size_t i = 0; i < sr->n; i++)
+        end_env(sr, sr->envs[i], &re);
+    json_decref(re.input);
+    json_decref(re.generated);
+    sbx_strv_release(&re.secrets);
+}
+
+static void close_env(struct sbx_sandbox_run *sr, struct agent_env *e)
 {
     struct sbx_error err = SBX_ERROR_INIT;
-    if (!e->session || !e->owner)
+    if (!e->session || !e->owner || e->closed)
         return;
-    if (e->created && !keep && sbx_session_delete(e->session, &err) < 0)
+    e->closed = 1;
+    if (e->created && !sr->keep_sessions && sbx_session_delete(e->session, &err) < 0)
         sbx_log(SBX_LOG_WARN, "cannot remove sandbox '%s' of agent '%s': %s", e->session_id,
                 sbx_agent_name(e->agent), err.msg);
     sbx_session_free(e->session);
@@ -1043,9 +1130,12 @@ int sbx_sandbox_run(struct sbx_sandbox_run *sr, struct sbx_agent *agent, const j
     int rc = sbx_agent_walk(agent, check_agent, sr, err);
     if (rc < 0)
         return rc;
+    sr->model = opt->model;
+    const char *mname = opt->model_name ? opt->model_name : sbx_agent_model(agent);
+    sr->model_name = sbx_xstrdup(mname ? mname : sbx_model_name(opt->model));
+    sr->ninput = json_is_array(input) ? json_array_size(input) : 1;
     rc = sbx_run(agent, input, &o, out, err);
-    for (size_t i = 0; i < sr->n; i++)
-        end_env(sr, sr->envs[i]);
+    end_all(sr, rc, rc == 0 ? *out : NULL, err);
     if (sr->cfg.snapshot_out) {
         struct sbx_error serr = SBX_ERROR_INIT;
         /* A failed run still leaves work worth keeping; its own error is the one reported. */
@@ -1058,12 +1148,62 @@ int sbx_sandbox_run(struct sbx_sandbox_run *sr, struct sbx_agent *agent, const j
     }
     /* A resumable run that did not complete leaves its sandboxes for the run state. */
     int done = rc == 0 && !sr->unfinished;
-    int keep = sr->cfg.keep || (sr->cfg.resumable && !done);
+    sr->keep_sessions = sr->cfg.keep || (sr->cfg.resumable && !done);
     if (sr->cfg.resumable && done)
         release_runstate_holds(sr);
+    /* With work pending every session stays open until it is done: agents may share one. */
+    int pending = 0;
     for (size_t i = 0; i < sr->n; i++)
-        close_env(sr, sr->envs[i], keep);
+        pending |= sr->envs[i]->pending;
+    for (size_t i = 0; !pending && i < sr->n; i++)
+        close_env(sr, sr->envs[i]);
     sr->opt = NULL;
+    return rc;
+}
+
+int sbx_sandbox_run_after(struct sbx_sandbox_run *sr, int skip, sbx_progress_fn *progress,
+                          void *progress_data, struct sbx_error *err)
+{
+    int rc = 0;
+    for (size_t i = 0; i < sr->n; i++) {
+        struct agent_env *e = sr->envs[i];
+        if (e->dropped && !skip && progress) {
+            char line[512];
+            snprintf(line, sizeof(line),
+                     "%s: not generated for agent '%s': its sandbox %s was removed with the "
+                     "run (what it needs was captured in the workspace; keep the sandbox with "
+                     "--keep, or use --session, to generate)",
+                     e->dropped, sbx_agent_name(e->agent), e->session_id ? e->session_id : "?");
+            progress(line, progress_data);
+        }
+        if (!e->pending)
+            continue;
+        struct sbx_capability_env env = {
+                .session = e->session,
+                .agent = e->agent,
+                .model_name = sr->model_name,
+                .api = sr->api,
+                .model = sr->model,
+                .progress = progress,
+                .progress_data = progress_data,
+        };
+        for (size_t k = 0; !skip && k < e->ncaps; k++) {
+            const struct sbx_capability_ops *ops = sbx__capability_ops(e->caps[k]);
+            struct sbx_error e2 = SBX_ERROR_INIT;
+            if (!ops->after_run || ops->after_run(e->caps[k], &env, &e2) == 0)
+                continue;
+            sbx_error_prefix(&e2, "capability '%s' of agent '%s'", sbx_capability_type(e->caps[k]),
+                             sbx_agent_name(e->agent));
+            sbx_log(SBX_LOG_DEBUG, "%s", e2.msg);
+            if (rc == 0) {
+                *err = e2;
+                rc = -e2.code;
+            }
+        }
+        e->pending = 0;
+    }
+    for (size_t i = 0; i < sr->n; i++)
+        close_env(sr, sr->envs[i]);
     return rc;
 }
 
@@ -1121,6 +1261,8 @@ void sbx_sandbox_run_free(struct sbx_sandbox_run *sr)
 {
     if (!sr)
         return;
+    for (size_t i = 0; i < sr->n; i++)
+        close_env(sr, sr->envs[i]);
     for (size_t i = 0; i < sr->n; i++) {
         struct agent_env *e = sr->envs[i];
         for (size_t k = 0; k < e->ncaps; k++)
@@ -1134,6 +1276,8 @@ void sbx_sandbox_run_free(struct sbx_sandbox_run *sr)
         free(e);
     }
     free(sr->envs);
+    json_decref(sr->items);
+    free(sr->model_name);
     if (sr->out_tmp)
         unlink(sr->out_tmp); /* nothing was exported */
     sbx_fd_close(&sr->out_fd);

@@ -47,6 +47,12 @@ int cmd_manifest(int argc, char **argv);     /* cmd-manifest.c */
 int cmd_snapshot(int argc, char **argv);     /* cmd-snapshot.c */
 int cmd_conversation(int argc, char **argv); /* cmd-conversation.c */
 int cmd_run_state(int argc, char **argv);    /* cmd-state.c */
+int cmd_memory(int argc, char **argv);       /* cmd-memory.c */
+
+struct sbx_sandbox_run;
+/* After a run's answer was printed: its memory generation (progress on stderr), or with skip
+ * none. A failure is a warning on stderr: the run's answer and exit status stand. */
+void cli_memory_after_run(struct sbx_sandbox_run *sr, int skip);
 /* Hidden verbs. */
 int cmd_isolate_run(int argc, char **argv); /* cmd-isolate.c */
 

@@ -101,7 +101,7 @@ static void usage(FILE *f)
           "               [--memory SIZE] [--port-bind ADDR] [--allow-port N]...\n"
           "               [--pids N] [--cpus N|none] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
           "               [--allow-dangerous-grant PATH]... [--pass-secret NAME]...\n"
-          "               [--disk SIZE|none] [--state FILE]\n"
+          "               [--disk SIZE|none] [--state FILE] [--no-memory-update]\n"
           "       sbx run --resume FILE [--approve CALL_ID|all]... [--reject CALL_ID\n"
           "               [--reason TEXT]]... [--allow-agent-change] [options]\n"
           "\n"
@@ -137,6 +137,9 @@ static void usage(FILE *f)
           "the calls --approve names and telling the model of those --reject names. A run\n"
           "that failed, was cancelled or killed continues from its last checkpoint, repeating\n"
           "at most the turn that was in flight. 'sbx state show FILE' summarises a state.\n"
+          "Agents with the memory capability generate memory after the answer is printed\n"
+          "(progress on stderr) in sandboxes that outlive the run (--keep, --session);\n"
+          "--no-memory-update skips that ('sbx memory update ID' does it later).\n"
           "Environment: OPENAI_BASE_URL, OPENAI_API_KEY, SBX_MODEL (default model name).\n"
           "A sandbox the run created without --keep is removed however the run ends (also\n"
           "when sbx itself is killed).\n"
@@ -544,6 +547,7 @@ int cmd_run(int argc, char **argv)
         OPT_RESUME,
         OPT_DECISION,
         OPT_AGENTCHANGE,
+        OPT_NOMEM,
     };
     static const struct option longopts[] = {
             {"agent", required_argument, NULL, 'a'},
@@ -584,6 +588,7 @@ int cmd_run(int argc, char **argv)
             {"reject", required_argument, NULL, OPT_DECISION},
             {"reason", required_argument, NULL, OPT_DECISION},
             {"allow-agent-change", no_argument, NULL, OPT_AGENTCHANGE},
+            {"no-memory-update", no_argument, NULL, OPT_NOMEM},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0},
     };
@@ -607,7 +612,7 @@ int cmd_run(int argc, char **argv)
     struct sbx_strv pass;
     struct cli_run_state rs;
     const char *runstate_path = NULL;
-    int rc = CLI_FAIL, c, li = 0, api_given = 0;
+    int rc = CLI_FAIL, c, li = 0, api_given = 0, no_memory_update = 0;
 
     sbx_strv_init(&pass);
     cli_run_state_init(&rs);
@@ -727,6 +732,9 @@ int cmd_run(int argc, char **argv)
             if (sbx_conversation_name_check(optarg, &err) < 0)
                 return cli_usage("run ", "--conversation: %s", err.msg);
             ropt.conversation = optarg;
+            break;
+        case OPT_NOMEM:
+            no_memory_update = 1;
             break;
         case 'h':
             usage(stdout);
@@ -884,6 +892,8 @@ int cmd_run(int argc, char **argv)
         fputc('\n', stdout);
         flush(stdout);
     }
+    if (sr)
+        cli_memory_after_run(sr, no_memory_update);
     rc = CLI_OK;
     goto out_quiet;
 out:

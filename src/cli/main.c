@@ -23,6 +23,7 @@ static const struct verb verbs[] = {
         {"conversation", cmd_conversation, "list, show and remove stored conversations"},
         {"help", cmd_help, "show this help"},
         {"manifest", cmd_manifest, "check a workspace manifest or show its tree"},
+        {"memory", cmd_memory, "update, show and remove an agent's memory"},
         {"run", cmd_run, "run an agent against a model"},
         {"sandbox", cmd_sandbox, "create and use local sandboxes"},
         {"snapshot", cmd_snapshot, "list, inspect, remove, export and import snapshots"},
