@@ -65,7 +65,8 @@ struct sbx_function_tool {
     const char *description;  /* may be NULL */
     const json_t *parameters; /* JSON schema of the arguments object (copied); NULL: none */
     /* Strict mode: the model gets the schema in strict form (no extra properties, all of them
-     * required, the optional ones nullable, keywords strict mode lacks left out); arguments are
+     * required, the optional ones — those an object's "required" list leaves out, when it has
+     * one — nullable, keywords strict mode lacks left out); arguments are
      * still checked against the schema as written, null standing for an optional one left out. */
     int strict;
     sbx_tool_fn *fn;

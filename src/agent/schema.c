@@ -153,7 +153,8 @@ static int tool_strict(json_t *s, int sent, int depth, struct sbx_error *err)
         json_t *all = json_array();
         json_object_foreach(props, k, v)
         {
-            int mandatory = 0;
+            /* Without a "required" list every property is mandatory, as strict mode reads it. */
+            int mandatory = !json_is_array(req);
             size_t i;
             json_t *r;
             json_array_foreach(req, i, r)

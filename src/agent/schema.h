@@ -19,7 +19,8 @@
 int sbx__schema_strict(const json_t *schema, json_t **out, struct sbx_error *err);
 
 /* The two forms of a function tool's schema with strict mode on. schema is written as usual:
- * "required" names the mandatory properties, others are optional and may carry "default",
+ * "required" names the mandatory properties (an object without the list has only mandatory
+ * ones, as strict mode reads it), others are optional and may carry "default",
  * "minimum", "minLength" and the like. *sent is what goes to the model: every object closed
  * (additionalProperties:false) with all its properties required, the optional ones made
  * nullable (null stands for "not given"), and the keywords strict mode does not take dropped

@@ -146,6 +146,20 @@ static void test_tool_strict(void)
     json_decref(check);
     json_decref(s);
 
+    /* An object without a "required" list: every property mandatory, none nullable. */
+    s = J("{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"number\"}}}");
+    CHECK_OK(sbx__schema_tool_strict(s, &sent, &check, &err), &err);
+    d = sbx_json_dumps(sent, SBX_JSON_SORTED);
+    CHECK_CONTAINS(d, "\"a\":{\"type\":\"number\"}");
+    CHECK_CONTAINS(d, "\"required\":[\"a\"]");
+    free(d);
+    json_t *none = J("{}");
+    CHECK_ERR(sbx__schema_validate(check, none, &err), SBX_E_INVAL, &err, "a");
+    json_decref(none);
+    json_decref(sent);
+    json_decref(check);
+    json_decref(s);
+
     s = J("{\"type\":\"object\",\"additionalProperties\":{}}");
     CHECK_ERR(sbx__schema_tool_strict(s, &sent, &check, &err), SBX_E_INVAL, &err,
               "'additionalProperties'");
