@@ -169,7 +169,7 @@ static int tool_strict(json_t *s, int sent, int depth, struct sbx_error *err)
                 return rc;
             }
         }
-        if (sent)
+        if (sent || !json_is_array(req))
             sbx_json_set(s, "required", all);
         else
             json_decref(all);
