@@ -26,6 +26,7 @@
 
 #define COPY_MAX_DEPTH 256
 #define GIT_ERR_MAX    4096
+#define GIT_MSG_MAX    600 /* bytes of git's reason in an error */
 
 extern char **environ;
 
@@ -221,6 +222,56 @@ static int copy_tree(struct sbx_session *s, struct undo *u, int dfd, const char 
  * git */
 
 /* Run git with argv (NULL-terminated, without "git") in cwd; stderr is kept for the message. */
+/* What git said when it failed, as one line: from its first "fatal:" or "error:" line on
+ * (everything when there is none), without progress and hint lines, lines joined by spaces and
+ * control characters made spaces, at most GIT_MSG_MAX bytes. Git often spreads one reason over
+ * several lines ("fatal: Could not read from remote repository." and a paragraph on access
+ * rights), so no single line explains. Caller owns. */
+static char *git_failure(const char *t, size_t n)
+{
+    char out[GIT_MSG_MAX + 8];
+    size_t o = 0;
+    int started = 0, cut = 0;
+    for (int pass = 0; pass < 2 && o == 0; pass++) {
+        const char *p = t, *end = t + n;
+        while (p < end && !cut) {
+            const char *nl = memchr(p, '\n', (size_t)(end - p));
+            size_t len = nl ? (size_t)(nl - p) : (size_t)(end - p);
+            while (len && (p[len - 1] == '\r' || p[len - 1] == ' '))
+                len--;
+            /* The second pass takes everything: git said no fatal or error line. */
+            started |= pass == 1 ||
+                       (len >= 6 && (memcmp(p, "fatal:", 6) == 0 || memcmp(p, "error:", 6) == 0));
+            int noise = len == 0 || (len >= 5 && memcmp(p, "hint:", 5) == 0) ||
+                        (len >= 12 && memcmp(p, "Cloning into", 12) == 0);
+            if (started && !noise) {
+                if (o + 1 >= GIT_MSG_MAX) {
+                    cut = 1;
+                    break;
+                }
+                if (o)
+                    out[o++] = ' ';
+                size_t room = GIT_MSG_MAX - o;
+                if (len > room) {
+                    while (room && ((unsigned char)p[room] & 0xC0) == 0x80)
+                        room--;
+                    len = room;
+                    cut = 1;
+                }
+                memcpy(out + o, p, len);
+                o += len;
+            }
+            p = nl ? nl + 1 : end;
+        }
+    }
+    for (size_t i = 0; i < o; i++)
+        if ((unsigned char)out[i] < 0x20 || out[i] == 0x7f)
+            out[i] = ' ';
+    if (!o)
+        return sbx_xstrdup("(git printed nothing)");
+    return sbx_xasprintf("%.*s%s", (int)o, out, cut ? " ..." : "");
+}
+
 static int run_git(const char *cwd, const char *const *args, struct sbx_buf *out,
                    struct sbx_error *err)
 {
@@ -287,16 +338,9 @@ static int run_git(const char *cwd, const char *const *args, struct sbx_buf *out
     while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        /* git's own last line says what went wrong */
-        char *t = errtext.data;
-        size_t n = errtext.len;
-        while (n && (t[n - 1] == '\n' || t[n - 1] == '\r'))
-            n--;
-        size_t start = n;
-        while (start && t[start - 1] != '\n')
-            start--;
-        rc = sbx_error_set(err, SBX_E_IO, 0, "git %s failed: %.*s", args[0], (int)(n - start),
-                           t + start);
+        char *why = git_failure(errtext.data, errtext.len);
+        rc = sbx_error_set(err, SBX_E_IO, 0, "git %s failed: %s", args[0], why);
+        free(why);
     }
 out:
     sbx_fd_close(&op[0]);

@@ -126,6 +126,15 @@ YAML
     run "$SBX" sandbox create --manifest "$T/m/badref.yaml"
     expect_rc 1 "an unknown ref fails"
     expect_in "$T/err" "entry 'r'" "the failing entry is named"
+    # Git spreads its reason over several lines: all of them reach the error, on one line.
+    mkdir -p "$T/notrepo"
+    printf 'entries:\n  r:\n    type: git_repo\n    repo: file://%s\n' "$T/notrepo" > "$T/m/notrepo.yaml"
+    run "$SBX" sandbox create --manifest "$T/m/notrepo.yaml"
+    expect_rc 1 "a folder that is no repository fails"
+    expect_in "$T/err" "does not appear to be a git repository" "git's first reason is kept"
+    expect_in "$T/err" "Could not read from remote repository. Please make sure you have the correct access rights and the repository exists." \
+        "and the lines after it, joined"
+    expect_eq "$(wc -l < "$T/err")" 1 "the error is one line"
 fi
 
 printf 'entries:\n  r:\n    type: git_repo\n    repo: https://user:s3cret@127.0.0.1:1/x.git\n' > "$T/m/cred.yaml"
