@@ -2,6 +2,7 @@
  * operations (commands through the control socket, files through a workspace directory fd that
  * the supervisor hands out). */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -38,6 +39,12 @@
 
 #ifndef SBX_BINDIR
 #    define SBX_BINDIR "/usr/local/bin"
+#endif
+#ifndef SBX_LIBDIR_REL
+#    define SBX_LIBDIR_REL "lib"
+#endif
+#ifndef SBX_LIBEXECDIR_REL
+#    define SBX_LIBEXECDIR_REL "libexec"
 #endif
 #ifndef SBX_LIBEXECDIR
 #    define SBX_LIBEXECDIR "/usr/local/libexec"
@@ -1018,9 +1025,42 @@ static int executable(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
 }
 
+/* Where a program linked with libsbx.so finds the supervisor: next to the library (a build
+ * directory), then in the libexecdir of the tree the library sits in (an installed tree, also
+ * when moved or installed with DESTDIR). *out NULL when neither has one. */
+static void supervisor_by_library(char **out)
+{
+    Dl_info info;
+    *out = NULL;
+    if (!dladdr((void *)supervisor_by_library, &info) || !info.dli_fname ||
+        info.dli_fname[0] != '/')
+        return;
+    const char *slash = strrchr(info.dli_fname, '/');
+    int dlen = (int)(slash - info.dli_fname);
+    char *p = sbx_xasprintf("%.*s/sbx-supervisor", dlen, info.dli_fname);
+    if (executable(p)) {
+        *out = p;
+        return;
+    }
+    free(p);
+    size_t rel = strlen(SBX_LIBDIR_REL);
+    if (SBX_LIBDIR_REL[0] != '/' && (size_t)dlen > rel &&
+        memcmp(info.dli_fname + dlen - rel, SBX_LIBDIR_REL, rel) == 0 &&
+        info.dli_fname[dlen - rel - 1] == '/') {
+        p = sbx_xasprintf("%.*s/%s/sbx-supervisor", (int)(dlen - rel - 1), info.dli_fname,
+                          SBX_LIBEXECDIR_REL);
+        if (executable(p)) {
+            *out = p;
+            return;
+        }
+        free(p);
+    }
+}
+
 /* The supervisor program: the configured one, $SBX_SUPERVISOR, sbx-supervisor next to the
- * running program (an sbx binary, a build directory), the installed one in libexecdir, and
- * last an sbx binary (it serves too, but links every layer and libcurl). */
+ * running program (an sbx binary, a build directory), next to libsbx.so or in its tree's
+ * libexecdir, the installed one in libexecdir, and last an sbx binary (it serves too, but
+ * links every layer and libcurl). */
 static int find_supervisor(const struct local_client *c, char **out, struct sbx_error *err)
 {
     const char *env = getenv("SBX_SUPERVISOR");
@@ -1044,6 +1084,8 @@ static int find_supervisor(const struct local_client *c, char **out, struct sbx_
             else
                 free(next);
         }
+        if (!path)
+            supervisor_by_library(&path);
         if (!path && executable(SBX_LIBEXECDIR "/sbx-supervisor"))
             path = sbx_xstrdup(SBX_LIBEXECDIR "/sbx-supervisor");
         if (!path && base && strcmp(base + 1, "sbx") == 0)
