@@ -13,8 +13,11 @@ done
 DEST="$T/dest"
 run meson install -C "$SBX_BUILDDIR" --no-rebuild --quiet --destdir "$DEST"
 expect_rc 0 "meson install into a DESTDIR succeeds"
-prefix=$(meson introspect "$SBX_BUILDDIR" --buildoptions | python3 -c 'import json,sys; o={x["name"]: x["value"] for x in json.load(sys.stdin)}; print(o["prefix"], o["libdir"], o["libexecdir"], o["bindir"], o["includedir"])')
-read -r PREFIX LIBDIR LIBEXECDIR BINDIR INCDIR <<<"$prefix"
+prefix=$(meson introspect "$SBX_BUILDDIR" --buildoptions | python3 -c 'import json,sys; o={x["name"]: x["value"] for x in json.load(sys.stdin)}; print(o["prefix"], o["libdir"], o["libexecdir"], o["bindir"], o["includedir"], o["b_sanitize"])')
+read -r PREFIX LIBDIR LIBEXECDIR BINDIR INCDIR SANITIZE <<<"$prefix"
+# A library built with sanitizers needs their runtime in the program too.
+CFLAGS_SAN=
+[ "$SANITIZE" = none ] || CFLAGS_SAN="-fsanitize=$SANITIZE"
 ROOT="$DEST$PREFIX"
 case $LIBDIR in /*) LIB="$DEST$LIBDIR" ;; *) LIB="$ROOT/$LIBDIR" ;; esac
 
@@ -32,7 +35,7 @@ PC="$LIB/pkgconfig/libsbx.pc"
 # Build the example against the installed tree only: pkg-config with the tree's prefix, no
 # source or build directory on the include or library path.
 pc() { PKG_CONFIG_PATH="$LIB/pkgconfig" pkg-config --define-variable=prefix="$ROOT" "$@" libsbx; }
-run cc -o "$T/hello" "$SBX_SRCDIR/examples/c-api/hello-sandbox.c" $(pc --cflags) $(pc --libs)
+run cc $CFLAGS_SAN -o "$T/hello" "$SBX_SRCDIR/examples/c-api/hello-sandbox.c" $(pc --cflags) $(pc --libs)
 expect_rc 0 "the example builds with pkg-config --cflags --libs libsbx"
 expect_not_in "$T/err" "warning" "without warnings"
 expect_eq "$(pc --cflags | grep -c "$SBX_SRCDIR\|$SBX_BUILDDIR")" 0 "the flags name only the installed tree"
@@ -49,7 +52,7 @@ expect_eq "$(env LD_LIBRARY_PATH="$LIB" ldd "$T/hello" | grep -c "$LIB/libsbx.so
 # From the build tree, as the guide says: the uninstalled libsbx.pc and the supervisor found
 # next to libsbx.so.
 cd "$T" || exit 1
-run cc -o "$T/hello-build" "$SBX_SRCDIR/examples/c-api/hello-sandbox.c" \
+run cc $CFLAGS_SAN -o "$T/hello-build" "$SBX_SRCDIR/examples/c-api/hello-sandbox.c" \
     $(PKG_CONFIG_PATH="$SBX_BUILDDIR/meson-uninstalled" pkg-config --cflags --libs libsbx)
 expect_rc 0 "the example builds against the build tree"
 cd "$T/elsewhere" || exit 1
