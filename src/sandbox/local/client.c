@@ -188,6 +188,11 @@ static int resolve_id(const char *base, const char *prefix, char **out, struct s
     if (!valid_id(prefix))
         return sbx_error_set(err, SBX_E_INVAL, 0, "'%s' is not a sandbox id", prefix);
     DIR *d = opendir(base);
+    if (!d && (errno == EMFILE || errno == ENFILE)) {
+        int rc = sbx_error_errno(err, errno, "cannot look for sandbox '%s'", prefix);
+        sbx__proto_fd_hint(err);
+        return rc;
+    }
     if (!d)
         return sbx_error_set(err, SBX_E_NOTFOUND, 0, "no sandbox '%s'", prefix);
     char *found = NULL;
@@ -223,13 +228,24 @@ static int read_state(const char *dir, const char *id, json_t **out, struct sbx_
 {
     struct sbx_buf b;
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (dfd < 0 && (errno == EMFILE || errno == ENFILE)) {
+        int rc = sbx_error_errno(err, errno, "cannot read the state of sandbox '%s'", id);
+        sbx__proto_fd_hint(err);
+        return rc;
+    }
     if (dfd < 0)
         return sbx_error_set(err, SBX_E_NOTFOUND, errno, "no sandbox '%s'", id);
     sbx_buf_init(&b, STATE_MAX);
     /* The runtime directory is ours alone (0700): plain openat is enough here. */
     int fd = openat(dfd, SBX_PROTO_STATE, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    int rc = fd < 0 ? sbx_error_set(err, SBX_E_SANDBOX, errno, "sandbox '%s' is gone", id)
+    int rc = 0;
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+        rc = sbx_error_errno(err, errno, "cannot read the state of sandbox '%s'", id);
+        sbx__proto_fd_hint(err);
+    } else {
+        rc = fd < 0 ? sbx_error_set(err, SBX_E_SANDBOX, errno, "sandbox '%s' is gone", id)
                     : sbx_fd_read_all(fd, STATE_MAX, &b, err);
+    }
     if (fd >= 0)
         close(fd);
     if (rc == 0)
@@ -2160,12 +2176,42 @@ out:
 
 /* Each sandbox id of the runtime base rundir through fn (NULL: not listed), into *out sorted by
  * creation time. */
+/* Describing a sandbox takes a few descriptors at a time, and one that cannot be read is
+ * taken for dead; without them a listing would quietly lose the live ones. Check that they are
+ * there first. */
+#define SCAN_FDS 4
+static int fd_headroom(const char *what, struct sbx_error *err)
+{
+    int fds[SCAN_FDS], n = 0, rc = 0;
+    for (; n < SCAN_FDS; n++) {
+        fds[n] = fcntl(2, F_DUPFD_CLOEXEC, 3);
+        if (fds[n] < 0 && errno == EBADF)
+            fds[n] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fds[n] < 0) {
+            if (errno == EMFILE || errno == ENFILE) {
+                rc = sbx_error_errno(err, errno, "cannot %s", what);
+                sbx__proto_fd_hint(err);
+            }
+            break;
+        }
+    }
+    while (n > 0)
+        close(fds[--n]);
+    return rc;
+}
+
 static int scan_runtime(const char *rundir, json_t *(*fn)(const char *rundir, const char *id),
                         json_t **out, struct sbx_error *err)
 {
+    int rc = fd_headroom("list sandboxes", err);
+    if (rc < 0)
+        return rc;
     DIR *d = opendir(rundir);
-    if (!d)
-        return sbx_error_errno(err, errno, "cannot list '%s'", rundir);
+    if (!d) {
+        rc = sbx_error_errno(err, errno, "cannot list '%s'", rundir);
+        sbx__proto_fd_hint(err);
+        return rc;
+    }
     json_t **items = NULL;
     size_t n = 0;
     struct dirent *e;

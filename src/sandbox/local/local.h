@@ -79,6 +79,9 @@ int sbx__proto_check(const json_t *reply, struct sbx_error *err);
  * or a refused connection is SBX_E_SANDBOX "sandbox 'id' is gone"; a backlog that stays full
  * for as long as w allows (NULL: SBX_PROTO_CONNECT_MS) SBX_E_TIMEOUT. *out_fd: caller owns. */
 #define SBX_PROTO_CONNECT_MS 10000
+/* When err is about running out of descriptors (EMFILE, ENFILE), add what the limit is and how
+ * to raise it: the bare errno text sends people looking for a sandbox fault. */
+void sbx__proto_fd_hint(struct sbx_error *err);
 int sbx__local_connect(const char *dir, const char *id, struct sbx__proto_wait *w, int *out_fd,
                        struct sbx_error *err);
 

@@ -4,6 +4,7 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -175,6 +176,21 @@ out:
     return rc;
 }
 
+void sbx__proto_fd_hint(struct sbx_error *err)
+{
+    if (!err || (err->sys_errno != EMFILE && err->sys_errno != ENFILE))
+        return;
+    size_t len = strlen(err->msg);
+    struct rlimit rl;
+    if (err->sys_errno == ENFILE)
+        snprintf(err->msg + len, sizeof(err->msg) - len,
+                 " (the system's table of open files is full)");
+    else if (getrlimit(RLIMIT_NOFILE, &rl) == 0)
+        snprintf(err->msg + len, sizeof(err->msg) - len,
+                 " (this process may have at most %llu open: raise it with ulimit -n)",
+                 (unsigned long long)rl.rlim_cur);
+}
+
 /* Read exactly n bytes; descriptors that come along are appended to fds. */
 static int recv_exact(int sock, char *p, size_t n, int *fds, size_t max_fds, size_t *nfds,
                       struct sbx__proto_wait *w, struct sbx_error *err)
@@ -200,6 +216,9 @@ static int recv_exact(int sock, char *p, size_t n, int *fds, size_t max_fds, siz
         }
         if (r < 0 && errno != ECONNRESET)
             return sbx_error_errno(err, errno, "receive");
+        /* The kernel drops descriptors it cannot install: our descriptor table is full. The
+         * ones that did arrive are closed by the caller with the error. */
+        int truncated = r > 0 && (mh.msg_flags & MSG_CTRUNC);
         for (struct cmsghdr *c = r > 0 ? CMSG_FIRSTHDR(&mh) : NULL; c; c = CMSG_NXTHDR(&mh, c)) {
             if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
                 continue;
@@ -212,6 +231,12 @@ static int recv_exact(int sock, char *p, size_t n, int *fds, size_t max_fds, siz
                 else
                     close(fd);
             }
+        }
+        if (truncated) {
+            sbx_error_set(err, SBX_E_SYS, EMFILE,
+                          "descriptors sent along with the answer were lost: too many open files");
+            sbx__proto_fd_hint(err);
+            return -SBX_E_SYS;
         }
         if (r <= 0)
             return sbx_error_set(err, SBX_E_SANDBOX, 0, "connection closed");
@@ -316,6 +341,7 @@ int sbx__local_connect(const char *dir, const char *id, struct sbx__proto_wait *
         else
             rc = sbx_error_errno(err, errno, "cannot open the runtime directory of sandbox '%s'",
                                  id);
+        sbx__proto_fd_hint(err);
         goto out;
     }
     /* Through the directory fd the address stays short whatever the runtime path's length. */
@@ -327,7 +353,8 @@ int sbx__local_connect(const char *dir, const char *id, struct sbx__proto_wait *
      * many clients queued) waits without any bound. EAGAIN is retried as long as w allows. */
     sock = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (sock < 0) {
-        rc = sbx_error_errno(err, errno, "socket");
+        rc = sbx_error_errno(err, errno, "cannot connect to sandbox '%s'", id);
+        sbx__proto_fd_hint(err);
         goto out;
     }
     while (connect(sock, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
