@@ -25,6 +25,16 @@ int cli_fail(const struct sbx_error *err);
 /* Print "sbx: <formatted>" plus a hint to run --help, return CLI_USAGE. */
 int cli_usage(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+struct option;
+/* Before getopt_long(argc, argv, "+...", longopts): refuse a long option that is not spelled out
+ * in full. getopt_long takes any unambiguous prefix, so `--port 8000` would silently be
+ * `--port-bind 8000`; sbx wants options to mean what they say. Scans up to the first argument
+ * that is not an option (the "+" mode) or "--", skipping the values of options that take one.
+ * Returns CLI_OK, or CLI_USAGE after printing "unknown option '--port' (did you mean
+ * --port-bind?)" for verb. */
+int cli_long_options_exact(int argc, char **argv, const char *shortopts,
+                           const struct option *longopts, const char *verb);
+
 struct sbx_local_options;
 struct sbx_local_grant;
 /* A size with an optional K/M/G suffix (powers of 1024). Returns 0 or -1. */

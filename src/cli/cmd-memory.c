@@ -109,6 +109,8 @@ static int cmd_update(int argc, char **argv, const char *agent_path)
     struct sbx_session *s = NULL;
     struct sbx_model *model = NULL;
     int c, rc = CLI_FAIL;
+    if (cli_long_options_exact(argc, argv, "+a:m:", longopts, "memory update ") != CLI_OK)
+        return CLI_USAGE;
     optind = 1;
     while ((c = getopt_long(argc, argv, "+a:m:", longopts, NULL)) != -1) {
         switch (c) {
@@ -255,6 +257,8 @@ static int cmd_show_rm(int argc, char **argv, int rm)
     struct sbx_capability *mem = NULL;
     struct place p = {.fd = -1};
     int c, rc = CLI_FAIL;
+    if (cli_long_options_exact(argc, argv, "+a:", longopts, verb) != CLI_OK)
+        return CLI_USAGE;
     optind = 1;
     while ((c = getopt_long(argc, argv, "+a:", longopts, NULL)) != -1) {
         if (c != 'a')

@@ -614,6 +614,8 @@ int cmd_run(int argc, char **argv)
     const char *runstate_path = NULL;
     int rc = CLI_FAIL, c, li = 0, api_given = 0, no_memory_update = 0;
 
+    if (cli_long_options_exact(argc, argv, "+a:m:h", longopts, "run ") != CLI_OK)
+        return CLI_USAGE;
     sbx_strv_init(&pass);
     cli_run_state_init(&rs);
 
@@ -758,6 +760,8 @@ int cmd_run(int argc, char **argv)
     if (scfg.snapshot && (scfg.session_id || session_state_path))
         return cli_usage("run ", "--snapshot makes a fresh sandbox; it cannot be used with %s",
                          scfg.session_id ? "--session" : "--session-state");
+    if (scfg.keep && scfg.session_id)
+        return cli_usage("run ", "--keep applies to sandboxes the run creates, not to --session");
     if (scfg.keep && !rs.resume && !agent_path && !scfg.manifest_path && !session_state_path &&
         !scfg.snapshot)
         return cli_usage("run ", "--keep needs a sandbox: give an agent file (-a), --manifest, "
@@ -766,8 +770,6 @@ int cmd_run(int argc, char **argv)
         !session_state_path && !scfg.snapshot && !scfg.session_id)
         return cli_usage("run ", "--snapshot-out needs a sandbox: give an agent file (-a), "
                                  "--manifest, --snapshot, --session or --session-state");
-    if (scfg.keep && scfg.session_id)
-        return cli_usage("run ", "--keep applies to sandboxes the run creates, not to --session");
     if ((rc = check_run_state_options(&rs, runstate_path, &scfg, session_state_path,
                                       argc - optind)) != CLI_OK)
         goto out_quiet;

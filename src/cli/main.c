@@ -1,5 +1,6 @@
 /* sbx: command-line entry point. Dispatches to one file per verb. */
 #include <stdarg.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,40 @@ struct verb {
     cli_verb_fn *fn;
     const char *summary;
 };
+
+int cli_long_options_exact(int argc, char **argv, const char *shortopts,
+                           const struct option *longopts, const char *verb)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0 || a[0] != '-' || a[1] == '\0')
+            return CLI_OK;
+        if (a[1] != '-') {
+            /* A short option cluster: the last one may take the next argument. */
+            const char *o = strchr(shortopts, a[strlen(a) - 1]);
+            if (strlen(a) == 2 && o && o[1] == ':')
+                i++;
+            continue;
+        }
+        size_t n = strcspn(a + 2, "=");
+        const struct option *hit = NULL, *near = NULL;
+        for (const struct option *o = longopts; o->name; o++) {
+            if (strlen(o->name) == n && strncmp(o->name, a + 2, n) == 0)
+                hit = o;
+            else if (!near && strncmp(o->name, a + 2, n) == 0)
+                near = o;
+        }
+        if (!hit) {
+            if (near)
+                return cli_usage(verb, "unknown option '%.*s' (did you mean --%s?)", (int)(n + 2),
+                                 a, near->name);
+            return cli_usage(verb, "unknown option '%.*s'", (int)(n + 2), a);
+        }
+        if (hit->has_arg == required_argument && !a[2 + n])
+            i++;
+    }
+    return CLI_OK;
+}
 
 static int cmd_version(int argc, char **argv);
 static int cmd_help(int argc, char **argv);
