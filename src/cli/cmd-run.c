@@ -159,8 +159,18 @@ struct render {
     int tty_out, tty_err;
     char pend[4];
     size_t npend;
-    int waiting; /* a "waiting for the model" line is shown */
+    int waiting;  /* a "waiting for the model" line is shown */
+    int streamed; /* text deltas of the current message were shown */
+    char *shown;  /* the last message whose text was streamed to stderr */
 };
+
+/* stdout and stderr are the same terminal: what was streamed to one is on the other. */
+static int same_terminal(void)
+{
+    struct stat a, b;
+    return isatty(1) && isatty(2) && fstat(1, &a) == 0 && fstat(2, &b) == 0 && S_ISCHR(a.st_mode) &&
+           S_ISCHR(b.st_mode) && a.st_rdev == b.st_rdev;
+}
 
 /* Text from the model (or a tool) to f: escaped on a terminal, the exact bytes otherwise. */
 static void put_text(FILE *f, int tty, const char *s, size_t n)
@@ -268,9 +278,15 @@ static void on_event(const struct sbx_event *ev, void *data)
     case SBX_EVENT_TEXT_DELTA:
         put_delta(r, ev->text);
         r->mid_line = ev->text[0] && ev->text[strlen(ev->text) - 1] != '\n';
+        r->streamed = 1;
         break;
     case SBX_EVENT_MESSAGE:
         end_line(r);
+        if (r->streamed) {
+            free(r->shown);
+            r->shown = sbx_xstrdup(ev->text ? ev->text : "");
+        }
+        r->streamed = 0;
         break;
     case SBX_EVENT_TOOL_CALL: {
         const char *id = json_string_value(json_object_get(ev->item, "call_id"));
@@ -888,8 +904,12 @@ int cmd_run(int argc, char **argv)
         rc = CLI_WAITING;
         goto out_quiet;
     }
-    if (!rd.json) {
-        const char *text = sbx_run_result_text(res);
+    /* On one terminal the streamed answer is already on screen (a structured one as the model
+     * wrote it): printing it again only doubles it. Anywhere else stdout gets it, for scripts. */
+    const char *text = sbx_run_result_text(res);
+    int on_screen = rd.shown && same_terminal() &&
+                    (strcmp(rd.shown, text) == 0 || sbx_run_result_json(res));
+    if (!rd.json && !on_screen) {
         put_text(stdout, rd.tty_out, text, strlen(text));
         fputc('\n', stdout);
         flush(stdout);
@@ -915,6 +935,7 @@ out_quiet:
     json_decref(agent_files);
     json_decref(meta);
     json_decref(rd.args);
+    free(rd.shown);
     free(prompt);
     if (interrupted && interrupted != SIGINT)
         rc = 128 + interrupted;

@@ -69,4 +69,28 @@ else
 fi
 expect_in "$T/tty2" "tool 'evil\x1b]0;t\x07' not found" "the tool output quoting the name shows it escaped"
 
+# --- the answer is shown once on a terminal ----------------------------------------------------
+cat >"$T/once.jsonl" <<'EOF'
+{"id":"r1","object":"response","status":"completed","output":[{"type":"message","id":"m","role":"assistant","status":"completed","content":[{"type":"output_text","text":"the answer is 42","annotations":[]}]}]}
+EOF
+count() { python3 -c 'import sys; print(open(sys.argv[1], "rb").read().count(sys.argv[2].encode()))' "$@"; }
+on_tty "$T/once" "$SBX" run -m "replay:$T/once.jsonl" "q"
+expect_eq "$?" 0 "a plain run on a terminal succeeds"
+expect_eq "$(count "$T/once" "the answer is 42")" 1 "stdout and stderr on one terminal: the answer appears once"
+ON_TTY_STDOUT="$T/answer" on_tty "$T/once2" "$SBX" run -m "replay:$T/once.jsonl" "q"
+expect_eq "$(cat "$T/answer")" "the answer is 42" "stdout redirected from the terminal still gets the answer"
+expect_eq "$(count "$T/once2" "the answer is 42")" 1 "and the terminal shows it as it streamed"
+cat >"$T/st.yaml" <<'YAML'
+name: st
+instructions: answer
+output_schema: {type: object, properties: {n: {type: integer}}, required: [n]}
+YAML
+cat >"$T/st.jsonl" <<'EOF'
+{"id":"r1","object":"response","status":"completed","output":[{"type":"message","id":"m","role":"assistant","status":"completed","content":[{"type":"output_text","text":"{ \"n\" : 42 }","annotations":[]}]}]}
+EOF
+on_tty "$T/st" "$SBX" run -m "replay:$T/st.jsonl" -a "$T/st.yaml" "q"
+expect_eq "$?" 0 "a structured run on a terminal succeeds"
+expect_eq "$(count "$T/st" '"n"')" 1 "a structured answer is shown once, not again in another form"
+run "$SBX" run -m "replay:$T/st.jsonl" -a "$T/st.yaml" "q"
+expect_eq "$(cat "$T/out")" '{"n":42}' "on a pipe stdout gets the structured answer as compact JSON"
 done_testing

@@ -53,12 +53,14 @@ expect_eq() {
 }
 
 # on_tty OUT CMD...: run CMD with stdin, stdout and stderr on a pseudo-terminal; its bytes to OUT.
+# With ON_TTY_STDOUT=FILE, stdout goes to FILE instead (a terminal user redirecting the answer).
 on_tty() {
     python3 - "$@" <<'PY'
 import os, pty, subprocess, sys
 out = sys.argv[1]
 m, s = pty.openpty()
-p = subprocess.Popen(sys.argv[2:], stdin=s, stdout=s, stderr=s, close_fds=True)
+so = open(os.environ["ON_TTY_STDOUT"], "wb") if os.environ.get("ON_TTY_STDOUT") else s
+p = subprocess.Popen(sys.argv[2:], stdin=s, stdout=so, stderr=s, close_fds=True)
 os.close(s)
 data = b""
 while True:
