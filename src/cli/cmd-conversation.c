@@ -9,19 +9,6 @@
 #include "sbx/json.h"
 #include "sbx/term.h"
 
-static void usage(FILE *f)
-{
-    fputs("usage: sbx conversation ls [--json]\n"
-          "       sbx conversation show [--json] [--last N] NAME\n"
-          "       sbx conversation rm NAME\n"
-          "\n"
-          "Conversations are the item histories 'sbx run --conversation NAME' continues.\n"
-          "ls lists names, item counts and last updates; show prints the items (--json: as a\n"
-          "JSON array); rm deletes one. The database is $SBX_CONVERSATIONS, else\n"
-          "${XDG_STATE_HOME:-~/.local/state}/sbx/conversations.db.\n",
-          f);
-}
-
 /* Text from a model or a tool: escaped so it cannot drive the terminal. */
 static void put_safe(const char *s)
 {
@@ -169,10 +156,6 @@ int cmd_conversation(int argc, char **argv)
     size_t last = 0;
     if (!verb)
         return cli_usage("conversation ", "missing subcommand (ls, show or rm)");
-    if (strcmp(verb, "--help") == 0 || strcmp(verb, "-h") == 0) {
-        usage(stdout);
-        return CLI_OK;
-    }
     int is_ls = strcmp(verb, "ls") == 0, is_show = strcmp(verb, "show") == 0,
         is_rm = strcmp(verb, "rm") == 0;
     if (!is_ls && !is_show && !is_rm)

@@ -9,19 +9,6 @@
 #include "sbx/json.h"
 #include "sbx/manifest.h"
 
-static const char usage_text[] =
-        "usage: sbx manifest check [--no-host-checks] [--base-dir DIR] FILE\n"
-        "       sbx manifest tree [--depth N] [--max-bytes N] [--no-host-checks] FILE\n"
-        "\n"
-        "check  validate FILE (YAML or JSON) and print the normalised manifest as JSON;\n"
-        "       secret values are left out (a note on stderr says how many)\n"
-        "tree   print the workspace tree the agent is shown (default depth 4, 5000 bytes)\n"
-        "\n"
-        "  --no-host-checks  do not look at local_file / local_dir sources on this machine\n"
-        "  --base-dir DIR    resolve relative sources against DIR (default: FILE's directory)\n"
-        "  --depth N         tree levels to show (0: all)\n"
-        "  --max-bytes N     cap on the tree text\n";
-
 static int parse_num(const char *s, long max, long *out)
 {
     char *end;
@@ -38,10 +25,6 @@ int cmd_manifest(int argc, char **argv)
     if (argc < 2)
         return cli_usage("manifest ", "missing subcommand (check or tree)");
     const char *sub = argv[1];
-    if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 || strcmp(sub, "help") == 0) {
-        fputs(usage_text, stdout);
-        return CLI_OK;
-    }
     int is_tree = strcmp(sub, "tree") == 0;
     if (!is_tree && strcmp(sub, "check") != 0)
         return cli_usage("manifest ", "unknown subcommand '%s'", sub);
@@ -51,10 +34,7 @@ int cmd_manifest(int argc, char **argv)
     const char *file = NULL;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(usage_text, stdout);
-            return CLI_OK;
-        } else if (strcmp(a, "--no-host-checks") == 0) {
+        if (strcmp(a, "--no-host-checks") == 0) {
             opts.flags |= SBX_MANIFEST_NO_HOST_CHECKS;
         } else if (strcmp(a, "--base-dir") == 0) {
             if (++i >= argc)

@@ -20,23 +20,6 @@
 
 #define SHOW_MAX ((size_t)1 << 20)
 
-static const char usage_text[] =
-        "usage: sbx memory update [-a AGENT_FILE] [-m MODEL] [--base-url URL]\n"
-        "                         [--api responses|chat] SANDBOX_ID\n"
-        "       sbx memory show [-a AGENT_FILE] WORKSPACE_DIR|SNAPSHOT\n"
-        "       sbx memory rm [-a AGENT_FILE] WORKSPACE_DIR|SNAPSHOT\n"
-        "\n"
-        "An agent with the memory capability keeps, inside its workspace, the conversation of\n"
-        "each run (sessions/) and memory generated from them (memories/); -a AGENT_FILE takes\n"
-        "the folders from the agent's memory capability (its 'layout'), else the defaults.\n"
-        "\n"
-        "update  generate memory in a running sandbox from its new rollouts (what 'sbx run'\n"
-        "        does after the answer unless --no-memory-update); progress on stderr\n"
-        "show    print memory_summary.md and MEMORY.md and count the rollouts of a workspace\n"
-        "        directory or a snapshot (a file or a reference in the snapshot store)\n"
-        "rm      remove the memory and rollout folders from a workspace directory; for a\n"
-        "        snapshot, store a copy without them and print its reference\n";
-
 static volatile sig_atomic_t interrupted;
 
 static void on_signal(int sig)
@@ -307,11 +290,8 @@ out:
 
 int cmd_memory(int argc, char **argv)
 {
-    if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0 ||
-        strcmp(argv[1], "help") == 0) {
-        fputs(usage_text, argc < 2 ? stderr : stdout);
-        return argc < 2 ? CLI_USAGE : CLI_OK;
-    }
+    if (argc < 2)
+        return cli_usage("memory ", "missing command (update, show, rm)");
     if (strcmp(argv[1], "update") == 0)
         return cmd_update(argc - 1, argv + 1, NULL);
     if (strcmp(argv[1], "show") == 0)

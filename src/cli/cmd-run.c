@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "cli/help.h"
 #include "cli/run-state.h"
 #include "sbx/capability.h"
 #include "sbx/fs.h"
@@ -86,67 +87,6 @@ static void catch_signals(int on)
     for (size_t i = 0; i < SBX_ARRAY_LEN(end_signals); i++)
         sigaction(end_signals[i], &sa, NULL);
     signal(SIGPIPE, on ? SIG_IGN : SIG_DFL);
-}
-
-static void usage(FILE *f)
-{
-    fputs("usage: sbx run [-a AGENT_FILE] [-m MODEL] [--base-url URL] [--api responses|chat]\n"
-          "               [--max-turns N] [--json] [--record FILE] [--no-stream]\n"
-          "               [--timeout DURATION] [--deadline DURATION] [--retries N]\n"
-          "               [--use-previous-response-id]\n"
-          "               [--manifest FILE | --session ID | --session-state FILE]\n"
-          "               [--snapshot FILE|REF] [--snapshot-out FILE|store]\n"
-          "               [--keep] [--share] [--conversation NAME] [PROMPT | -]\n"
-          "               [--isolation namespaces|none] [--network none|full|allow:DOMAINS]\n"
-          "               [--memory SIZE] [--port-bind ADDR] [--allow-port N]...\n"
-          "               [--pids N] [--cpus N|none] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
-          "               [--allow-dangerous-grant PATH]... [--pass-secret NAME]...\n"
-          "               [--disk SIZE|none] [--state FILE] [--no-memory-update]\n"
-          "       sbx run --resume FILE [--approve CALL_ID|all]... [--reject CALL_ID\n"
-          "               [--reason TEXT]]... [--allow-agent-change] [options]\n"
-          "\n"
-          "Runs an agent on PROMPT (or standard input with '-') and prints the final output.\n"
-          "Progress goes to stderr; --json writes one event per line to stdout instead.\n"
-          "MODEL 'replay:FILE' answers from a recording made with --record.\n"
-          "--use-previous-response-id sends only new items and lets the server keep the rest.\n"
-          "A model call gives up when no answer starts within 60 s of a streamed request, when\n"
-          "a stream stalls for 5 min, after --timeout per attempt (default 10 min) and after\n"
-          "--deadline for all its attempts together (default 15 min).\n"
-          "--conversation NAME continues a stored conversation: its items go before PROMPT and\n"
-          "the run's items are added after every turn ('sbx conversation' lists them).\n"
-          "Sandbox agents (agent files with manifest / capabilities) run in a fresh local\n"
-          "sandbox made from their manifest, removed at the end; --manifest FILE replaces the\n"
-          "manifest, --session ID runs in an existing sandbox instead (left running),\n"
-          "--session-state FILE resumes the sandbox a state file from 'sbx sandbox state'\n"
-          "describes (the run's own then: removed at the end unless --keep), --keep leaves the\n"
-          "sandboxes the run created or resumed running and prints their ids on stderr,\n"
-          "--share gives every sandbox agent of the run (handoffs) one sandbox instead of one\n"
-          "each. --snapshot FILE|REF starts fresh sandboxes from a snapshot (a file, or a\n"
-          "reference in the snapshot store) with the manifest's ephemeral entries on top;\n"
-          "--snapshot-out store|FILE snapshots every sandbox the run used at its end, before\n"
-          "any is removed, into the store (FILE: and exports the first to FILE), printing\n"
-          "'snapshot sha256:... (agent 'NAME', sandbox ID)' on stderr for each.\n"
-          "The sandboxes are isolated (no network) unless told otherwise; the isolation\n"
-          "options are those of 'sbx sandbox create'. --pass-secret OPENAI_API_KEY lets a\n"
-          "manifest's {type: secret, env: OPENAI_API_KEY} read the model's key (refused\n"
-          "otherwise).\n"
-          "--state FILE saves the run's state to FILE after every turn (a new file) and keeps\n"
-          "its sandboxes until it completes. A tool call that needs approval (needs_approval in\n"
-          "the agent file) stops the run with status 4, listing the pending calls; --resume\n"
-          "FILE continues it (no prompt; agent file and model as saved unless given), running\n"
-          "the calls --approve names and telling the model of those --reject names. A run\n"
-          "that failed, was cancelled or killed continues from its last checkpoint, repeating\n"
-          "at most the turn that was in flight. 'sbx state show FILE' summarises a state.\n"
-          "Agents with the memory capability generate memory after the answer is printed\n"
-          "(progress on stderr) in sandboxes that outlive the run (--keep, --session);\n"
-          "--no-memory-update skips that ('sbx memory update ID' does it later).\n"
-          "Environment: OPENAI_BASE_URL, OPENAI_API_KEY, SBX_MODEL (default model name).\n"
-          "A sandbox the run created without --keep is removed however the run ends (also\n"
-          "when sbx itself is killed).\n"
-          "Exit status: 0 done, 1 error or Ctrl-C, 2 usage, 3 max turns exceeded, 4 waiting\n"
-          "for approval, 128+N when signal N ended the run (143 SIGTERM, 129 SIGHUP, 141 when\n"
-          "stdout's reader is gone).\n",
-          f);
 }
 
 struct render {
@@ -755,8 +695,7 @@ int cmd_run(int argc, char **argv)
             no_memory_update = 1;
             break;
         case 'h':
-            usage(stdout);
-            return CLI_OK;
+            return cli_help_print_path("run");
         default:
             return cli_usage("run ", "invalid option");
         }

@@ -26,70 +26,6 @@
 
 #define VERB "sandbox "
 
-static const char usage_text[] =
-        "usage: sbx sandbox <command> [options]\n"
-        "\n"
-        "commands:\n"
-        "  create [--manifest FILE] [--workspace DIR] [--snapshot FILE|REF]\n"
-        "         [--port N]... [--json]\n"
-        "         [--isolation namespaces|none] [--network none|full|allow:DOMAINS]\n"
-        "         [--memory SIZE] [--pids N] [--cpus N|none] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
-        "         [--port-bind ADDR] [--allow-port N]... [--disk SIZE|none]\n"
-        "         [--allow-dangerous-grant PATH]... [--pass-secret NAME]...\n"
-        "                          create a sandbox and print its id (--json: its state);\n"
-        "                          isolated with no network unless told otherwise;\n"
-        "                          allow:a.org,*.b.org lets HTTP(S) to those names through\n"
-        "                          a proxy (ports 80, 443 or --allow-port); --port-bind:\n"
-        "                          host address of port forwards (default 127.0.0.1);\n"
-        "                          grants of /proc /sys /dev /run or of trees with unix\n"
-        "                          sockets are refused unless --allow-dangerous-grant PATH;\n"
-        "                          --pass-secret OPENAI_API_KEY lets the manifest read it;\n"
-        "                          --disk: workspace size limit (default 8G; needs root);\n"
-        "                          --snapshot: start from a snapshot (an archive or a\n"
-        "                          store reference), then apply the manifest's ephemeral\n"
-        "                          entries\n"
-        "  exec [-t] [-i] [--cwd DIR] [--env K=V]... [--user NAME] [--timeout S]\n"
-        "       [--max-output BYTES] [--keep-background] ID -- CMD...\n"
-        "                          run a command; exits with its status (128+N for signal\n"
-        "                          N; 124 timed out, 125 sbx failed, 126 cannot run, 127 not\n"
-        "                          found); what it leaves running dies with it unless\n"
-        "                          --keep-background (then at rm)\n"
-        "  shell ID                an interactive shell on a terminal\n"
-        "  cp SRC DST              copy a file; ID:PATH names a path in a sandbox\n"
-        "  ps [--all] [--json]     list live and stopped sandboxes (--all: also dead,\n"
-        "                          suspended and half-created ones, with what they left)\n"
-        "  snapshot ID [FILE]      snapshot the workspace into the store (incremental) and\n"
-        "                          print its reference; with FILE also export it there\n"
-        "                          (tar + zstd)\n"
-        "  stop ID...              snapshot, then end the sandbox: nothing runs, only the\n"
-        "                          snapshot and its state are kept\n"
-        "  start [--pass-secret NAME]... [--manifest FILE] ID\n"
-        "                          bring a stopped sandbox back: same id, content, manifest,\n"
-        "                          options and limits; --manifest: the manifest it was made\n"
-        "                          from, whose ephemeral variables (never saved) are set again\n"
-        "  state [--no-snapshot] ID\n"
-        "                          print its session state (JSON) after a snapshot, so that\n"
-        "                          it can be rebuilt (--no-snapshot: as it is)\n"
-        "  resume [--pass-secret NAME]... [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
-        "         [--isolation none] [--network full|allow:DOMAINS] [--allow-port N]...\n"
-        "         [--cpus none] [--manifest FILE] FILE\n"
-        "                          reconnect to the sandbox of a saved state (- for stdin)\n"
-        "                          if it runs, else rebuild it from its snapshot; print the\n"
-        "                          id; host path grants are never taken from a state,\n"
-        "                          and no isolation or more network only when accepted\n"
-        "                          with the same options; --manifest as for start\n"
-        "  port [--unix] ID PORT   the host URL of a port a service listens on (on\n"
-        "                          127.0.0.1, reachable by every local user); --unix: the\n"
-        "                          path of a unix socket only you can reach, forwarding\n"
-        "                          to it (curl --unix-socket PATH http://x/)\n"
-        "  rm [--keep-workspace] ID...\n"
-        "                          stop sandboxes and remove their workspaces (a sandbox\n"
-        "                          that does not answer is killed; a stopped one's record\n"
-        "                          goes and its snapshot is no longer held)\n"
-        "  prune [--keep-workspace] [--json]\n"
-        "                          remove what dead sandboxes left (runtime dirs, their\n"
-        "                          workspaces, cgroups); one line per thing removed\n";
-
 static int new_client(struct sbx_client **c, struct sbx_error *err)
 {
     return sbx_client_new("local", NULL, c, err);
@@ -1265,11 +1201,6 @@ int cmd_sandbox(int argc, char **argv)
     };
     if (argc < 2)
         return cli_usage(VERB, "sandbox: missing command");
-    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
-        strcmp(argv[1], "help") == 0) {
-        fputs(usage_text, stdout);
-        return CLI_OK;
-    }
     for (size_t i = 0; i < SBX_ARRAY_LEN(subs); i++)
         if (strcmp(argv[1], subs[i].name) == 0)
             return subs[i].fn(argc - 1, argv + 1);

@@ -11,29 +11,6 @@
 #include "sbx/json.h"
 #include "sbx/snapshot.h"
 
-static const char usage_text[] =
-        "usage: sbx snapshot ls [--json]\n"
-        "       sbx snapshot inspect REF\n"
-        "       sbx snapshot rm [--force] REF...\n"
-        "       sbx snapshot export REF [FILE|-]\n"
-        "       sbx snapshot import [limits] FILE|-\n"
-        "\n"
-        "The store is $SBX_SNAPSHOTS, else ${XDG_STATE_HOME:-~/.local/state}/sbx/snapshots.\n"
-        "REF is sha256:<hex> or a unique prefix of at least 12 hex digits.\n"
-        "\n"
-        "ls       list snapshots: reference, created, files, bytes, holders, label\n"
-        "inspect  print a snapshot's header as JSON\n"
-        "rm       remove snapshots (refused while a stopped sandbox holds one, unless --force)\n"
-        "         and every stored file no other snapshot uses\n"
-        "export   write a tar archive compressed with zstd (to stdout with '-' or no FILE)\n"
-        "import   read a tar archive (zstd, gzip, xz, bzip2 or none) and print its reference\n"
-        "\n"
-        "  --store DIR          use the store at DIR\n"
-        "  --max-entries N      import: most members (default 1000000)\n"
-        "  --max-bytes SIZE     import: most file bytes in all (default 64G)\n"
-        "  --max-file-bytes SIZE  import: most bytes of one file (default: --max-bytes)\n"
-        "  --max-ratio N        import: most expansion over the archive's size (default 1000)\n";
-
 static int parse_u64(const char *s, uint64_t *out)
 {
     char *end;
@@ -102,10 +79,6 @@ int cmd_snapshot(int argc, char **argv)
     if (argc < 2)
         return cli_usage("snapshot ", "missing subcommand (ls, inspect, rm, export, import)");
     const char *sub = argv[1];
-    if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 || strcmp(sub, "help") == 0) {
-        fputs(usage_text, stdout);
-        return CLI_OK;
-    }
     const char *store = NULL;
     int json = 0, force = 0;
     struct sbx_snapshot_limits lim = {0};
@@ -114,10 +87,7 @@ int cmd_snapshot(int argc, char **argv)
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         uint64_t v = 0;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            fputs(usage_text, stdout);
-            return CLI_OK;
-        } else if (strcmp(a, "--store") == 0) {
+        if (strcmp(a, "--store") == 0) {
             if (++i >= argc)
                 return cli_usage("snapshot ", "--store needs a directory");
             store = argv[i];

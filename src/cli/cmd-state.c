@@ -14,20 +14,6 @@
 
 #define SHOWN_MAX 200
 
-static void usage(FILE *f)
-{
-    fputs("usage: sbx state show [--json] FILE\n"
-          "       sbx state rm FILE\n"
-          "\n"
-          "Run states are the files 'sbx run --state FILE' saves: the conversation, the pending\n"
-          "tool calls and the sandboxes of a run that can be continued with 'sbx run --resume\n"
-          "FILE'. show prints a summary: status, agents, turn, usage, pending calls, each\n"
-          "sandbox (live, stopped or gone) and the final output or error (--json: as one JSON\n"
-          "object). rm removes the sandboxes the run made and their snapshot holds, then FILE.\n"
-          "A file that was edited, damaged or written by a newer sbx is refused.\n",
-          f);
-}
-
 /* Text from a model, a tool or the file: escaped on a terminal. */
 static void put_safe(FILE *f, const char *s)
 {
@@ -236,10 +222,6 @@ int cmd_run_state(int argc, char **argv)
     if (argc < 2)
         return cli_usage("state ", "missing subcommand (show, rm)");
     const char *sub = argv[1];
-    if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0) {
-        usage(stdout);
-        return CLI_OK;
-    }
     if (strcmp(sub, "show") == 0)
         return cmd_show(argc - 2, argv + 2);
     if (strcmp(sub, "rm") == 0)

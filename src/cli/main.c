@@ -7,14 +7,15 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/help.h"
 #include "sbx/local.h"
 #include "sbx/log.h"
 #include "sbx/term.h"
 
+/* The summaries and the rest of the help are in the help table (help-table.c). */
 struct verb {
     const char *name;
     cli_verb_fn *fn;
-    const char *summary;
 };
 
 int cli_long_options_exact(int argc, char **argv, const char *shortopts,
@@ -52,18 +53,17 @@ int cli_long_options_exact(int argc, char **argv, const char *shortopts,
 }
 
 static int cmd_version(int argc, char **argv);
-static int cmd_help(int argc, char **argv);
 
 static const struct verb verbs[] = {
-        {"conversation", cmd_conversation, "list, show and remove stored conversations"},
-        {"help", cmd_help, "show this help"},
-        {"manifest", cmd_manifest, "check a workspace manifest or show its tree"},
-        {"memory", cmd_memory, "update, show and remove an agent's memory"},
-        {"run", cmd_run, "run an agent against a model"},
-        {"sandbox", cmd_sandbox, "create and use local sandboxes"},
-        {"snapshot", cmd_snapshot, "list, inspect, remove, export and import snapshots"},
-        {"state", cmd_run_state, "show and remove the run states 'sbx run --state' saves"},
-        {"version", cmd_version, "print the version"},
+        {"conversation", cmd_conversation},
+        {"help", cli_help_main},
+        {"manifest", cmd_manifest},
+        {"memory", cmd_memory},
+        {"run", cmd_run},
+        {"sandbox", cmd_sandbox},
+        {"snapshot", cmd_snapshot},
+        {"state", cmd_run_state},
+        {"version", cmd_version},
 };
 
 int cli_fail(const struct sbx_error *err)
@@ -95,16 +95,6 @@ static int cmd_version(int argc, char **argv)
     return CLI_OK;
 }
 
-static int cmd_help(int argc, char **argv)
-{
-    (void)argc;
-    (void)argv;
-    printf("usage: sbx <command> [options]\n\ncommands:\n");
-    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
-        printf("  %-12s %s\n", verbs[i].name, verbs[i].summary);
-    return CLI_OK;
-}
-
 int main(int argc, char **argv)
 {
     sbx_log_set_handler(sbx_log_stderr, NULL, SBX_LOG_WARN);
@@ -115,13 +105,22 @@ int main(int argc, char **argv)
     if (strcmp(name, SBX_LOCAL_SUPERVISE_VERB) == 0)
         return sbx_local_supervise_main(argc - 1, argv + 1);
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0)
-        return cmd_help(argc - 1, argv + 1);
+        return cli_help_main(1, argv + 1);
     if (strcmp(name, "--version") == 0)
         return cmd_version(argc - 1, argv + 1);
-    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
-        if (strcmp(name, verbs[i].name) == 0)
-            return verbs[i].fn(argc - 1, argv + 1);
-    /* Hidden internal verbs: not listed by help. */
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
+        if (strcmp(name, verbs[i].name) != 0)
+            continue;
+        /* --help and -h wherever the verb's parser takes options: one answer for every verb. */
+        int rc;
+        if (verbs[i].fn != cli_help_main && cli_help_intercept(argc - 1, argv + 1, &rc))
+            return rc;
+        return verbs[i].fn(argc - 1, argv + 1);
+    }
+    /* Hidden internal verbs: not listed by help. The man pages and completions are generated
+     * from the help table by running sbx (meson.build). */
+    if (strcmp(name, "__gen") == 0)
+        return cli_help_gen_main(argc - 1, argv + 1);
     if (strcmp(name, "__isolate-run") == 0)
         return cmd_isolate_run(argc - 1, argv + 1);
     return cli_usage(NULL, "unknown command '%s'", name);

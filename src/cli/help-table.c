@@ -1,0 +1,523 @@
+/* The help of every command and subcommand: one table that `--help`, `sbx help`, the man pages
+ * and the shell completions are made from (help.c renders it). Text is written unwrapped: a
+ * blank line ("\n\n") starts a paragraph, a single "\n" breaks a line. */
+#include "cli/help.h"
+
+#include "sbx/common.h"
+
+/* The local sandbox options shared by `sandbox create` and `run` (cli_local_option). */
+#define LOCAL_OPTIONS                                                                              \
+    {0, "isolation", "namespaces|none",                                                            \
+     "namespaces (the default) isolates the sandbox; none runs its commands as host processes"},   \
+            {0, "network", "none|full|allow:DOMAINS",                                              \
+             "none (the default): no network; full: the host's network (DANGEROUS); "              \
+             "allow:a.org,*.b.org lets HTTP(S) to those names through a proxy (ports 80, 443 or "  \
+             "--allow-port)"},                                                                     \
+            {0, "memory", "SIZE", "memory limit, such as 512M"},                                   \
+            {0, "pids", "N", "most processes at once"},                                            \
+            {0, "cpus", "N|none", "CPU limit, such as 1.5 (none: no limit)"},                      \
+            {0, "ro", "PATH[:DST]", "grant the host path PATH read-only (at DST in the sandbox)"}, \
+            {0, "rw", "PATH[:DST]", "grant the host path PATH writable (at DST in the sandbox)"},  \
+            {0, "port-bind", "ADDR", "host address of port forwards (default 127.0.0.1)"},         \
+            {0, "allow-port", "N", "with --network allow: also let this port through the proxy"},  \
+            {0, "disk", "SIZE|none", "workspace size limit (default 8G; needs root)"},             \
+            {0, "allow-dangerous-grant", "PATH",                                                   \
+             "grants of /proc /sys /dev /run or of trees with unix sockets are refused unless "    \
+             "named here"},                                                                        \
+    {                                                                                              \
+        0, "pass-secret", "NAME",                                                                  \
+                "let a manifest's {type: secret, env: NAME} read one of sbx's own credentials "    \
+                "(OPENAI_API_KEY); refused otherwise"                                              \
+    }
+
+static const struct cli_help_opt top_opts[] = {
+        {'h', "help", NULL, "show this help"},
+        {0, "version", NULL, "print the version"},
+        {0},
+};
+
+static const struct cli_help_opt help_only[] = {
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt run_opts[] = {
+        {'a', "agent", "AGENT_FILE", "the agent file (YAML or JSON) to run"},
+        {'m', "model", "MODEL",
+         "the model name (default $SBX_MODEL); 'replay:FILE' answers from a recording made with "
+         "--record"},
+        {0, "base-url", "URL", "the model server (default $OPENAI_BASE_URL)"},
+        {0, "api", "responses|chat", "the model API to speak"},
+        {0, "max-turns", "N", "most model turns of the run"},
+        {0, "json", NULL, "write one event per line to stdout instead of progress on stderr"},
+        {0, "record", "FILE", "record the model's answers to FILE (for -m replay:FILE)"},
+        {0, "no-stream", NULL, "ask for whole answers, not streamed ones"},
+        {0, "timeout", "DURATION", "give up on a model call attempt after this (default 10 min)"},
+        {0, "deadline", "DURATION",
+         "give up on a model call after this for all its attempts together (default 15 min)"},
+        {0, "retries", "N", "retries of a failed model call (0 to 100)"},
+        {0, "use-previous-response-id", NULL,
+         "send only new items and let the server keep the rest"},
+        {0, "manifest", "FILE", "replace the agent's manifest"},
+        {0, "session", "ID", "run in an existing sandbox instead (left running)"},
+        {0, "session-state", "FILE",
+         "resume the sandbox a state file from 'sbx sandbox state' describes (the run's own "
+         "then: removed at the end unless --keep)"},
+        {0, "snapshot", "FILE|REF",
+         "start fresh sandboxes from a snapshot (a file, or a reference in the snapshot store) "
+         "with the manifest's ephemeral entries on top"},
+        {0, "snapshot-out", "FILE|store",
+         "snapshot every sandbox the run used at its end, before any is removed, into the store "
+         "(FILE: and export the first to FILE)"},
+        {0, "keep", NULL,
+         "leave the sandboxes the run created or resumed running and print their ids on stderr"},
+        {0, "share", NULL,
+         "give every sandbox agent of the run (handoffs) one sandbox instead of one each"},
+        {0, "conversation", "NAME", "continue a stored conversation"},
+        LOCAL_OPTIONS,
+        {0, "state", "FILE",
+         "save the run's state to FILE after every turn (a new file) and keep its sandboxes "
+         "until it completes"},
+        {0, "resume", "FILE", "continue the run saved in FILE (no prompt)"},
+        {0, "approve", "CALL_ID|all", "with --resume: run this pending tool call"},
+        {0, "reject", "CALL_ID|all", "with --resume: tell the model this call was refused"},
+        {0, "reason", "TEXT", "after --reject: the reason the model is told"},
+        {0, "allow-agent-change", NULL, "with --resume: accept an agent file that changed"},
+        {0, "no-memory-update", NULL, "skip generating memory after the answer"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt create_opts[] = {
+        {'m', "manifest", "FILE", "make the workspace from this manifest"},
+        {'w', "workspace", "DIR", "the workspace directory to use"},
+        {0, "snapshot", "FILE|REF",
+         "start from a snapshot (an archive or a store reference), then apply the manifest's "
+         "ephemeral entries"},
+        {0, "port", "N", "forward this port of the sandbox to the host (repeatable)"},
+        {0, "json", NULL, "print the sandbox's state instead of its id"},
+        LOCAL_OPTIONS,
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt exec_opts[] = {
+        {'t', "tty", NULL, "run the command on a terminal"},
+        {'i', "interactive", NULL, "forward standard input"},
+        {'w', "cwd", "DIR", "the working directory"},
+        {'e', "env", "KEY=VALUE", "set an environment variable (repeatable)"},
+        {'u', "user", "NAME", "run as this user"},
+        {0, "timeout", "SECONDS", "kill the command after this long"},
+        {0, "max-output", "BYTES", "most bytes of output kept (not with -i or -t)"},
+        {0, "keep-background", NULL, "what the command leaves running lives on until rm"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt ps_opts[] = {
+        {'a', "all", NULL, "also dead, suspended and half-created sandboxes, with what they left"},
+        {0, "json", NULL, "print JSON"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt port_opts[] = {
+        {0, "unix", NULL,
+         "print the path of a unix socket only you can reach, forwarding to the port (curl "
+         "--unix-socket PATH http://x/)"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt rm_opts[] = {
+        {0, "keep-workspace", NULL, "leave the workspaces in place"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt prune_opts[] = {
+        {0, "keep-workspace", NULL, "leave the workspaces of dead sandboxes in place"},
+        {0, "json", NULL, "print JSON"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt start_opts[] = {
+        {0, "pass-secret", "NAME", "as for create"},
+        {'m', "manifest", "FILE",
+         "the manifest the sandbox was made from, whose ephemeral variables (never saved) are "
+         "set again"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt sbstate_opts[] = {
+        {0, "no-snapshot", NULL, "print the state as it is, without a snapshot first"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt resume_opts[] = {
+        {0, "pass-secret", "NAME", "as for create"},
+        {'m', "manifest", "FILE", "as for start"},
+        {0, "ro", "PATH[:DST]", "a read-only host path grant (never taken from a state)"},
+        {0, "rw", "PATH[:DST]", "a writable host path grant (never taken from a state)"},
+        {0, "allow-dangerous-grant", "PATH", "as for create"},
+        {0, "isolation", "none", "accept a state that asks for no isolation"},
+        {0, "network", "full|allow:DOMAINS", "accept a state that asks for this network"},
+        {0, "allow-port", "N", "accept a state that allows this port through the proxy"},
+        {0, "cpus", "none", "accept a state without a CPU limit"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt snap_store[] = {
+        {0, "store", "DIR", "use the store at DIR"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt snap_ls_opts[] = {
+        {0, "json", NULL, "print JSON"},
+        {0, "store", "DIR", "use the store at DIR"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt snap_rm_opts[] = {
+        {'f', "force", NULL, "remove snapshots a stopped sandbox holds too"},
+        {0, "store", "DIR", "use the store at DIR"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt snap_import_opts[] = {
+        {0, "store", "DIR", "use the store at DIR"},
+        {0, "max-entries", "N", "most members (default 1000000)"},
+        {0, "max-bytes", "SIZE", "most file bytes in all (default 64G)"},
+        {0, "max-file-bytes", "SIZE", "most bytes of one file (default: --max-bytes)"},
+        {0, "max-ratio", "N", "most expansion over the archive's size (default 1000)"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt json_opts[] = {
+        {0, "json", NULL, "print JSON"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt conv_show_opts[] = {
+        {0, "json", NULL, "print the items as a JSON array"},
+        {0, "last", "N", "only the last N items"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt mem_update_opts[] = {
+        {'a', "agent", "AGENT_FILE", "take the folders from this agent's memory capability"},
+        {'m', "model", "MODEL", "the model that writes the memory"},
+        {0, "base-url", "URL", "the model server"},
+        {0, "api", "responses|chat", "the model API to speak"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt mem_agent_opts[] = {
+        {'a', "agent", "AGENT_FILE", "take the folders from this agent's memory capability"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt mf_check_opts[] = {
+        {0, "no-host-checks", NULL,
+         "do not look at local_file / local_dir sources on this machine"},
+        {0, "base-dir", "DIR", "resolve relative sources against DIR (default: FILE's directory)"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt mf_tree_opts[] = {
+        {0, "depth", "N", "tree levels to show (0: all; default 4)"},
+        {0, "max-bytes", "N", "cap on the tree text (default 5000)"},
+        {0, "no-host-checks", NULL,
+         "do not look at local_file / local_dir sources on this machine"},
+        {0, "base-dir", "DIR", "resolve relative sources against DIR (default: FILE's directory)"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+#define STATUS_COMMON "0 done, 1 error, 2 usage error."
+
+const struct cli_help cli_help_table[] = {
+        {"", NULL, "sbx <command> [options]\nsbx help [COMMAND [SUBCOMMAND]]\nsbx --version",
+         "sandbox agents: run AI agents in isolated local sandboxes",
+         "sbx runs AI agents against a model in isolated, resumable local sandboxes: a workspace "
+         "made from a manifest, commands run inside it, snapshots and saved state come out.\n\n"
+         "Every command and subcommand answers --help (or -h); 'sbx help COMMAND [SUBCOMMAND]' "
+         "shows the same text.",
+         top_opts, STATUS_COMMON " A command's own page lists its other statuses.", NULL,
+         CLI_HELP_ANYWHERE},
+
+        {"conversation", NULL,
+         "sbx conversation ls [--json]\nsbx conversation show [--json] [--last N] NAME\n"
+         "sbx conversation rm NAME",
+         "list, show and remove stored conversations",
+         "Conversations are the item histories 'sbx run --conversation NAME' continues. The "
+         "database is $SBX_CONVERSATIONS, else ${XDG_STATE_HOME:-~/.local/state}/sbx/"
+         "conversations.db.",
+         help_only, STATUS_COMMON, "run", 0},
+        {"conversation ls", NULL, "sbx conversation ls [--json]", "list the stored conversations",
+         "Lists names, item counts and last updates.", json_opts, STATUS_COMMON, "conversation",
+         CLI_HELP_ANYWHERE},
+        {"conversation show", NULL, "sbx conversation show [--json] [--last N] NAME",
+         "print a conversation's items", "Prints the items (--json: as a JSON array).",
+         conv_show_opts, STATUS_COMMON, "conversation", CLI_HELP_ANYWHERE},
+        {"conversation rm", NULL, "sbx conversation rm NAME", "delete a conversation",
+         "Deletes one conversation.", help_only, STATUS_COMMON, "conversation", CLI_HELP_ANYWHERE},
+
+        {"help", NULL, "sbx help [COMMAND [SUBCOMMAND]]", "show this help",
+         "Without a topic: the commands. With one: the help of that command or subcommand, as "
+         "its --help shows it.",
+         help_only, "0 done, 2 unknown topic (the known ones are named).", NULL, CLI_HELP_ANYWHERE},
+
+        {"manifest", NULL,
+         "sbx manifest check [--no-host-checks] [--base-dir DIR] FILE\n"
+         "sbx manifest tree [--depth N] [--max-bytes N] [--no-host-checks] FILE",
+         "check a workspace manifest or show its tree", NULL, help_only, STATUS_COMMON,
+         "run sandbox-create", 0},
+        {"manifest check", NULL, "sbx manifest check [--no-host-checks] [--base-dir DIR] FILE",
+         "validate a manifest",
+         "Validates FILE (YAML or JSON) and prints the normalised manifest as JSON; secret "
+         "values are left out (a note on stderr says how many).",
+         mf_check_opts, STATUS_COMMON, "manifest", CLI_HELP_ANYWHERE},
+        {"manifest tree", NULL,
+         "sbx manifest tree [--depth N] [--max-bytes N] [--no-host-checks] FILE",
+         "print the workspace tree the agent is shown",
+         "Prints the workspace tree the agent is shown (default depth 4, 5000 bytes).",
+         mf_tree_opts, STATUS_COMMON, "manifest", CLI_HELP_ANYWHERE},
+
+        {"memory", NULL,
+         "sbx memory update [-a AGENT_FILE] [-m MODEL] [--base-url URL]\n"
+         "                  [--api responses|chat] SANDBOX_ID\n"
+         "sbx memory show [-a AGENT_FILE] WORKSPACE_DIR|SNAPSHOT\n"
+         "sbx memory rm [-a AGENT_FILE] WORKSPACE_DIR|SNAPSHOT",
+         "update, show and remove an agent's memory",
+         "An agent with the memory capability keeps, inside its workspace, the conversation of "
+         "each run (sessions/) and memory generated from them (memories/); -a AGENT_FILE takes "
+         "the folders from the agent's memory capability (its 'layout'), else the defaults.",
+         help_only, STATUS_COMMON, "run", 0},
+        {"memory update", NULL,
+         "sbx memory update [-a AGENT_FILE] [-m MODEL] [--base-url URL]\n"
+         "                  [--api responses|chat] SANDBOX_ID",
+         "generate memory in a running sandbox",
+         "Generates memory in a running sandbox from its new rollouts (what 'sbx run' does "
+         "after the answer unless --no-memory-update); progress on stderr.",
+         mem_update_opts, STATUS_COMMON, "memory run", 0},
+        {"memory show", NULL, "sbx memory show [-a AGENT_FILE] WORKSPACE_DIR|SNAPSHOT",
+         "print an agent's memory",
+         "Prints memory_summary.md and MEMORY.md and counts the rollouts of a workspace "
+         "directory or a snapshot (a file or a reference in the snapshot store).",
+         mem_agent_opts, STATUS_COMMON, "memory", 0},
+        {"memory rm", NULL, "sbx memory rm [-a AGENT_FILE] WORKSPACE_DIR|SNAPSHOT",
+         "remove an agent's memory",
+         "Removes the memory and rollout folders from a workspace directory; for a snapshot, "
+         "stores a copy without them and prints its reference.",
+         mem_agent_opts, STATUS_COMMON, "memory", 0},
+
+        {"run", NULL,
+         "sbx run [-a AGENT_FILE] [-m MODEL] [--base-url URL] [--api responses|chat]\n"
+         "        [--max-turns N] [--json] [--record FILE] [--no-stream]\n"
+         "        [--timeout DURATION] [--deadline DURATION] [--retries N]\n"
+         "        [--use-previous-response-id]\n"
+         "        [--manifest FILE | --session ID | --session-state FILE]\n"
+         "        [--snapshot FILE|REF] [--snapshot-out FILE|store]\n"
+         "        [--keep] [--share] [--conversation NAME] [PROMPT | -]\n"
+         "        [--isolation namespaces|none] [--network none|full|allow:DOMAINS]\n"
+         "        [--memory SIZE] [--port-bind ADDR] [--allow-port N]...\n"
+         "        [--pids N] [--cpus N|none] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
+         "        [--allow-dangerous-grant PATH]... [--pass-secret NAME]...\n"
+         "        [--disk SIZE|none] [--state FILE] [--no-memory-update]\n"
+         "sbx run --resume FILE [--approve CALL_ID|all]... [--reject CALL_ID\n"
+         "        [--reason TEXT]]... [--allow-agent-change] [options]",
+         "run an agent against a model",
+         "Runs an agent on PROMPT (or standard input with '-') and prints the final output. "
+         "Progress goes to stderr; --json writes one event per line to stdout instead. MODEL "
+         "'replay:FILE' answers from a recording made with --record. "
+         "--use-previous-response-id sends only new items and lets the server keep the rest.\n\n"
+         "A model call gives up when no answer starts within 60 s of a streamed request, when a "
+         "stream stalls for 5 min, after --timeout per attempt (default 10 min) and after "
+         "--deadline for all its attempts together (default 15 min).\n\n"
+         "--conversation NAME continues a stored conversation: its items go before PROMPT and "
+         "the run's items are added after every turn ('sbx conversation' lists them).\n\n"
+         "Sandbox agents (agent files with manifest / capabilities) run in a fresh local sandbox "
+         "made from their manifest, removed at the end; --manifest FILE replaces the manifest, "
+         "--session ID runs in an existing sandbox instead (left running), --session-state FILE "
+         "resumes the sandbox a state file from 'sbx sandbox state' describes (the run's own "
+         "then: removed at the end unless --keep), --keep leaves the sandboxes the run created "
+         "or resumed running and prints their ids on stderr, --share gives every sandbox agent "
+         "of the run (handoffs) one sandbox instead of one each. --snapshot FILE|REF starts "
+         "fresh sandboxes from a snapshot (a file, or a reference in the snapshot store) with "
+         "the manifest's ephemeral entries on top; --snapshot-out store|FILE snapshots every "
+         "sandbox the run used at its end, before any is removed, into the store (FILE: and "
+         "exports the first to FILE), printing 'snapshot sha256:... (agent 'NAME', sandbox ID)' "
+         "on stderr for each.\n\n"
+         "The sandboxes are isolated (no network) unless told otherwise; the isolation options "
+         "are those of 'sbx sandbox create'. --pass-secret OPENAI_API_KEY lets a manifest's "
+         "{type: secret, env: OPENAI_API_KEY} read the model's key (refused otherwise).\n\n"
+         "--state FILE saves the run's state to FILE after every turn (a new file) and keeps its "
+         "sandboxes until it completes. A tool call that needs approval (needs_approval in the "
+         "agent file) stops the run with status 4, listing the pending calls; --resume FILE "
+         "continues it (no prompt; agent file and model as saved unless given), running the "
+         "calls --approve names and telling the model of those --reject names. A run that "
+         "failed, was cancelled or killed continues from its last checkpoint, repeating at most "
+         "the turn that was in flight. 'sbx state show FILE' summarises a state.\n\n"
+         "Agents with the memory capability generate memory after the answer is printed "
+         "(progress on stderr) in sandboxes that outlive the run (--keep, --session); "
+         "--no-memory-update skips that ('sbx memory update ID' does it later).\n\n"
+         "Environment: OPENAI_BASE_URL, OPENAI_API_KEY, SBX_MODEL (default model name).\n\n"
+         "A sandbox the run created without --keep is removed however the run ends (also when "
+         "sbx itself is killed).",
+         run_opts,
+         "0 done, 1 error or Ctrl-C, 2 usage, 3 max turns exceeded, 4 waiting for approval, "
+         "128+N when signal N ended the run (143 SIGTERM, 129 SIGHUP, 141 when stdout's reader "
+         "is gone).",
+         "sandbox conversation state memory snapshot", 0},
+
+        {"sandbox", NULL, "sbx sandbox <command> [options]", "create and use local sandboxes",
+         "Local sandboxes with Docker's habits: create one, run commands in it, copy files in "
+         "and out, snapshot, stop, start and remove it.",
+         help_only, STATUS_COMMON, "run snapshot", 0},
+        {"sandbox create", NULL,
+         "sbx sandbox create [--manifest FILE] [--workspace DIR] [--snapshot FILE|REF]\n"
+         "                   [--port N]... [--json]\n"
+         "                   [--isolation namespaces|none] [--network none|full|allow:DOMAINS]\n"
+         "                   [--memory SIZE] [--pids N] [--cpus N|none]\n"
+         "                   [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
+         "                   [--port-bind ADDR] [--allow-port N]... [--disk SIZE|none]\n"
+         "                   [--allow-dangerous-grant PATH]... [--pass-secret NAME]...",
+         "create a sandbox and print its id",
+         "Creates a sandbox and prints its id (--json: its state). It is isolated with no "
+         "network unless told otherwise; allow:a.org,*.b.org lets HTTP(S) to those names "
+         "through a proxy (ports 80, 443 or --allow-port); --port-bind: host address of port "
+         "forwards (default 127.0.0.1); grants of /proc /sys /dev /run or of trees with unix "
+         "sockets are refused unless --allow-dangerous-grant PATH; --pass-secret "
+         "OPENAI_API_KEY lets the manifest read it; --disk: workspace size limit (default 8G; "
+         "needs root); --snapshot: start from a snapshot (an archive or a store reference), "
+         "then apply the manifest's ephemeral entries.",
+         create_opts, STATUS_COMMON, "sandbox run manifest", CLI_HELP_ANYWHERE},
+        {"sandbox exec", NULL,
+         "sbx sandbox exec [-t] [-i] [--cwd DIR] [--env K=V]... [--user NAME] [--timeout S]\n"
+         "                 [--max-output BYTES] [--keep-background] ID -- CMD...",
+         "run a command in a sandbox",
+         "Runs a command; exits with its status. What it leaves running dies with it unless "
+         "--keep-background (then at rm).",
+         exec_opts,
+         "the command's status; 128+N for signal N; 124 timed out, 125 sbx failed (usage, no "
+         "such sandbox, gone, bad --cwd or --user), 126 cannot run, 127 not found.",
+         "sandbox-shell sandbox", 0},
+        {"sandbox shell", NULL, "sbx sandbox shell ID", "an interactive shell on a terminal",
+         "Runs /bin/sh -i in the sandbox on a terminal.", help_only,
+         "the shell's status; 125 sbx failed.", "sandbox-exec", 0},
+        {"sandbox cp", NULL, "sbx sandbox cp SRC DST", "copy a file in or out",
+         "Copies a file; ID:PATH names a path in a sandbox, exactly one of SRC and DST is one. "
+         "'-' is standard input or output.",
+         help_only, STATUS_COMMON, "sandbox", 0},
+        {"sandbox ps", "ls", "sbx sandbox ps [--all] [--json]", "list sandboxes",
+         "Lists live and stopped sandboxes (--all: also dead, suspended and half-created ones, "
+         "with what they left). 'sbx sandbox ls' is the same.",
+         ps_opts, STATUS_COMMON, "sandbox-prune sandbox", CLI_HELP_ANYWHERE},
+        {"sandbox snapshot", NULL, "sbx sandbox snapshot ID [FILE]", "snapshot a workspace",
+         "Snapshots the workspace into the store (incremental) and prints its reference; with "
+         "FILE also exports it there (tar + zstd).",
+         help_only, STATUS_COMMON, "snapshot sandbox-stop", 0},
+        {"sandbox stop", NULL, "sbx sandbox stop ID...", "snapshot, then end a sandbox",
+         "Snapshots, then ends the sandbox: nothing runs, only the snapshot and its state are "
+         "kept.",
+         help_only, STATUS_COMMON, "sandbox-start sandbox-rm", 0},
+        {"sandbox start", NULL, "sbx sandbox start [--pass-secret NAME]... [--manifest FILE] ID",
+         "bring a stopped sandbox back",
+         "Brings a stopped sandbox back: same id, content, manifest, options and limits; "
+         "--manifest: the manifest it was made from, whose ephemeral variables (never saved) "
+         "are set again.",
+         start_opts, STATUS_COMMON, "sandbox-stop", CLI_HELP_ANYWHERE},
+        {"sandbox state", NULL, "sbx sandbox state [--no-snapshot] ID",
+         "print a sandbox's session state",
+         "Prints its session state (JSON) after a snapshot, so that it can be rebuilt "
+         "(--no-snapshot: as it is).",
+         sbstate_opts, STATUS_COMMON, "sandbox-resume run", 0},
+        {"sandbox resume", NULL,
+         "sbx sandbox resume [--pass-secret NAME]... [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
+         "                   [--isolation none] [--network full|allow:DOMAINS]\n"
+         "                   [--allow-port N]... [--cpus none] [--manifest FILE] FILE",
+         "reconnect to or rebuild the sandbox of a saved state",
+         "Reconnects to the sandbox of a saved state (- for stdin) if it runs, else rebuilds it "
+         "from its snapshot; prints the id. Host path grants are never taken from a state, and "
+         "no isolation or more network only when accepted with the same options; --manifest as "
+         "for start.",
+         resume_opts, STATUS_COMMON, "sandbox-state sandbox-start", CLI_HELP_ANYWHERE},
+        {"sandbox port", NULL, "sbx sandbox port [--unix] ID PORT",
+         "the host URL of a sandbox port",
+         "Prints the host URL of a port a service listens on (on 127.0.0.1, reachable by every "
+         "local user); --unix: the path of a unix socket only you can reach, forwarding to it "
+         "(curl --unix-socket PATH http://x/).",
+         port_opts, STATUS_COMMON, "sandbox-create", 0},
+        {"sandbox rm", NULL, "sbx sandbox rm [--keep-workspace] ID...", "remove sandboxes",
+         "Stops sandboxes and removes their workspaces (a sandbox that does not answer is "
+         "killed; a stopped one's record goes and its snapshot is no longer held).",
+         rm_opts, STATUS_COMMON, "sandbox-prune sandbox-stop", 0},
+        {"sandbox prune", NULL, "sbx sandbox prune [--keep-workspace] [--json]",
+         "remove what dead sandboxes left",
+         "Removes what dead sandboxes left (runtime dirs, their workspaces, cgroups); one line "
+         "per thing removed.",
+         prune_opts, STATUS_COMMON, "sandbox-rm sandbox-ps", CLI_HELP_ANYWHERE},
+
+        {"snapshot", NULL,
+         "sbx snapshot ls [--json]\nsbx snapshot inspect REF\nsbx snapshot rm [--force] REF...\n"
+         "sbx snapshot export REF [FILE|-]\nsbx snapshot import [limits] FILE|-",
+         "list, inspect, remove, export and import snapshots",
+         "The store is $SBX_SNAPSHOTS, else ${XDG_STATE_HOME:-~/.local/state}/sbx/snapshots; "
+         "every subcommand takes --store DIR to use another. REF is sha256:<hex> or a unique "
+         "prefix of at least 12 hex digits.",
+         help_only, STATUS_COMMON, "sandbox-snapshot run", 0},
+        {"snapshot ls", NULL, "sbx snapshot ls [--json] [--store DIR]", "list snapshots",
+         "Lists snapshots: reference, created, files, bytes, holders, label.", snap_ls_opts,
+         STATUS_COMMON, "snapshot", CLI_HELP_ANYWHERE},
+        {"snapshot inspect", NULL, "sbx snapshot inspect [--store DIR] REF",
+         "print a snapshot's header", "Prints a snapshot's header as JSON.", snap_store,
+         STATUS_COMMON, "snapshot", CLI_HELP_ANYWHERE},
+        {"snapshot rm", NULL, "sbx snapshot rm [--force] [--store DIR] REF...", "remove snapshots",
+         "Removes snapshots (refused while a stopped sandbox holds one, unless --force) and every "
+         "stored file no other snapshot uses.",
+         snap_rm_opts, STATUS_COMMON, "snapshot", CLI_HELP_ANYWHERE},
+        {"snapshot export", NULL, "sbx snapshot export [--store DIR] REF [FILE|-]",
+         "write a snapshot as an archive",
+         "Writes a tar archive compressed with zstd (to stdout with '-' or no FILE).", snap_store,
+         STATUS_COMMON, "snapshot-import", CLI_HELP_ANYWHERE},
+        {"snapshot import", NULL,
+         "sbx snapshot import [--store DIR] [--max-entries N] [--max-bytes SIZE]\n"
+         "                    [--max-file-bytes SIZE] [--max-ratio N] FILE|-",
+         "read an archive into the store",
+         "Reads a tar archive (zstd, gzip, xz, bzip2 or none) and prints its reference.",
+         snap_import_opts, STATUS_COMMON, "snapshot-export", CLI_HELP_ANYWHERE},
+
+        {"state", NULL, "sbx state show [--json] FILE\nsbx state rm FILE",
+         "show and remove the run states 'sbx run --state' saves",
+         "Run states are the files 'sbx run --state FILE' saves: the conversation, the pending "
+         "tool calls and the sandboxes of a run that can be continued with 'sbx run --resume "
+         "FILE'. A file that was edited, damaged or written by a newer sbx is refused.",
+         help_only, STATUS_COMMON, "run", 0},
+        {"state show", NULL, "sbx state show [--json] FILE", "summarise a run state",
+         "Prints a summary: status, agents, turn, usage, pending calls, each sandbox (live, "
+         "stopped or gone) and the final output or error (--json: as one JSON object).",
+         json_opts, STATUS_COMMON, "state run", CLI_HELP_ANYWHERE},
+        {"state rm", NULL, "sbx state rm FILE", "remove a run state and its sandboxes",
+         "Removes the sandboxes the run made and their snapshot holds, then FILE.", help_only,
+         STATUS_COMMON, "state", CLI_HELP_ANYWHERE},
+
+        {"version", NULL, "sbx version", "print the version", "Prints 'sbx VERSION'.", help_only,
+         "0.", NULL, CLI_HELP_ANYWHERE},
+        {NULL},
+};
+
+const size_t cli_help_count = SBX_ARRAY_LEN(cli_help_table) - 1;
