@@ -276,7 +276,7 @@ const struct cli_help cli_help_table[] = {
         {"conversation rm", NULL, "sbx conversation rm NAME", "delete a conversation",
          "Deletes one conversation.", help_only, STATUS_COMMON, "conversation", CLI_HELP_ANYWHERE},
 
-        {"help", NULL, "sbx help [COMMAND [SUBCOMMAND]]", "show this help",
+        {"help", NULL, "sbx help [COMMAND [SUBCOMMAND]]", "show the help of sbx or of a command",
          "Without a topic: the commands. With one: the help of that command or subcommand, as "
          "its --help shows it.",
          help_only, "0 done, 2 unknown topic (the known ones are named).", NULL, CLI_HELP_ANYWHERE},
@@ -407,8 +407,9 @@ const struct cli_help cli_help_table[] = {
          "then apply the manifest's ephemeral entries.",
          create_opts, STATUS_COMMON, "sandbox run manifest", CLI_HELP_ANYWHERE},
         {"sandbox exec", NULL,
-         "sbx sandbox exec [-t] [-i] [--cwd DIR] [--env K=V]... [--user NAME] [--timeout S]\n"
-         "                 [--max-output BYTES] [--keep-background] ID -- CMD...",
+         "sbx sandbox exec [-t] [-i] [--cwd DIR] [--env KEY=VALUE]... [--user NAME]\n"
+         "                 [--timeout SECONDS] [--max-output BYTES] [--keep-background]\n"
+         "                 ID -- CMD...",
          "run a command in a sandbox",
          "Runs a command; exits with its status. What it leaves running dies with it unless "
          "--keep-background (then at rm).",

@@ -10,9 +10,9 @@
 #include "cli/help.h"
 #include "sbx/common.h"
 
-#define WIDTH          79
-#define OPT_COL        28
-#define PATH_MAX_WORDS 4
+#define WIDTH           79
+#define OPT_COL         28
+#define TOPIC_MAX_WORDS 4
 
 static int is_help_word(const char *a)
 {
@@ -278,7 +278,7 @@ int cli_help_main(int argc, char **argv)
         return cli_help_print_path("help");
     if (argc <= 1)
         return cli_help_print(&cli_help_table[0]);
-    if (argc - 1 > PATH_MAX_WORDS)
+    if (argc - 1 > TOPIC_MAX_WORDS)
         return cli_usage("help ", "too many words for a help topic");
     const struct cli_help *h = cli_help_find(argv + 1, (size_t)argc - 1);
     if (h)
