@@ -313,7 +313,7 @@ static int cmd_create(int argc, char **argv)
         } else {
             int r = cli_local_option(argc, argv, &i, &opts, grants);
             if (r == 0)
-                return cli_usage(VERB, "create: unexpected argument '%s'", a);
+                return cli_usage(VERB "create ", "create: unexpected argument '%s'", a);
             if (r != 1)
                 return r;
         }
@@ -644,23 +644,23 @@ static int cmd_exec(int argc, char **argv)
             max_output = (size_t)n;
         } else {
             sbx_strv_release(&env);
-            return exec_usage(VERB, "exec: unknown option '%s'", a);
+            return exec_usage(VERB "exec ", "exec: unknown option '%s'", a);
         }
     }
     if (i >= argc) {
         sbx_strv_release(&env);
-        return exec_usage(VERB, "exec: missing sandbox id");
+        return exec_usage(VERB "exec ", "exec: missing sandbox id");
     }
     const char *id = argv[i++];
     if (i < argc && strcmp(argv[i], "--") == 0)
         i++;
     if (i >= argc) {
         sbx_strv_release(&env);
-        return exec_usage(VERB, "exec: missing command");
+        return exec_usage(VERB "exec ", "exec: missing command");
     }
     if (max_output && (interactive || (spec.flags & SBX_EXEC_TTY))) {
         sbx_strv_release(&env);
-        return exec_usage(VERB, "exec: --max-output cannot be combined with -i or -t");
+        return exec_usage(VERB "exec ", "exec: --max-output cannot be combined with -i or -t");
     }
     /* On a terminal, the command learns what kind: the caller's own TERM, as docker exec -t. */
     const char *term = getenv("TERM");
@@ -678,7 +678,7 @@ static int cmd_exec(int argc, char **argv)
 static int cmd_shell(int argc, char **argv)
 {
     if (argc != 2)
-        return exec_usage(VERB, "shell: want exactly one sandbox id");
+        return exec_usage(VERB "shell ", "shell: want exactly one sandbox id");
     const char *const sh[] = {"/bin/sh", "-i", NULL};
     struct sbx_exec_spec spec = {.argv = sh, .flags = SBX_EXEC_TTY};
     return run_exec(argv[1], &spec, 1, 0);
@@ -724,13 +724,13 @@ static int cmd_cp(int argc, char **argv)
     int fd = -1, out = -1, rc = 0;
 
     if (argc != 3)
-        return cli_usage(VERB, "cp: want SRC and DST");
+        return cli_usage(VERB "cp ", "cp: want SRC and DST");
     int src_remote = split_remote(argv[1], &h1, &sid, &spath);
     int dst_remote = split_remote(argv[2], &h2, &did, &dpath);
     if (src_remote == dst_remote) {
         free(h1);
         free(h2);
-        return cli_usage(VERB, "cp: exactly one of SRC and DST must be ID:PATH");
+        return cli_usage(VERB "cp ", "cp: exactly one of SRC and DST must be ID:PATH");
     }
     if (dst_remote) {
         /* host -> sandbox */
@@ -819,7 +819,7 @@ static int cmd_ps(int argc, char **argv)
         else if (strcmp(argv[i], "--all") == 0 || strcmp(argv[i], "-a") == 0)
             all = 1;
         else
-            return cli_usage(VERB, "ps: unexpected argument '%s'", argv[i]);
+            return cli_usage(VERB "ps ", "ps: unexpected argument '%s'", argv[i]);
     }
     int rc = new_client(&c, &err);
     if (rc == 0)
@@ -890,10 +890,10 @@ static int cmd_port(int argc, char **argv)
     argc -= unix_sock;
     argv += unix_sock;
     if (argc != 3)
-        return cli_usage(VERB, "port: want [--unix] ID and PORT");
+        return cli_usage(VERB "port ", "port: want [--unix] ID and PORT");
     long port = strtol(argv[2], &end, 10);
     if (*end || end == argv[2] || port < 1 || port > 65535)
-        return cli_usage(VERB, "port: bad port '%s'", argv[2]);
+        return cli_usage(VERB "port ", "port: bad port '%s'", argv[2]);
     int rc = attach(argv[1], &c, &s, &err);
     if (rc == 0)
         rc = unix_sock ? sbx_local_session_port_unix(s, (int)port, &url, &err)
@@ -915,10 +915,10 @@ static int cmd_rm(int argc, char **argv)
         if (strcmp(argv[i], "--keep-workspace") == 0)
             keep = 1;
         else
-            return cli_usage(VERB, "rm: unknown option '%s'", argv[i]);
+            return cli_usage(VERB "rm ", "rm: unknown option '%s'", argv[i]);
     }
     if (i >= argc)
-        return cli_usage(VERB, "rm: missing sandbox id");
+        return cli_usage(VERB "rm ", "rm: missing sandbox id");
     if (new_client(&c, &err) < 0)
         return cli_fail(&err);
     for (; i < argc; i++) {
@@ -943,7 +943,7 @@ static int cmd_prune(int argc, char **argv)
         else if (strcmp(argv[i], "--json") == 0)
             json = 1;
         else
-            return cli_usage(VERB, "prune: unexpected argument '%s'", argv[i]);
+            return cli_usage(VERB "prune ", "prune: unexpected argument '%s'", argv[i]);
     }
     int rc = new_client(&c, &err);
     if (rc == 0)
@@ -977,7 +977,7 @@ static int cmd_take_snapshot(int argc, char **argv)
     char *ref = NULL, *tmp = NULL;
     int fd = -1;
     if (argc < 2 || argc > 3)
-        return cli_usage(VERB, "snapshot: want ID and an optional FILE");
+        return cli_usage(VERB "snapshot ", "snapshot: want ID and an optional FILE");
     const char *file = argc == 3 ? argv[2] : NULL;
     int rc = attach(argv[1], &c, &s, &err);
     if (rc == 0)
@@ -1017,7 +1017,7 @@ static int cmd_stop(int argc, char **argv)
     struct sbx_error err = SBX_ERROR_INIT;
     int status = CLI_OK;
     if (argc < 2)
-        return cli_usage(VERB, "stop: missing sandbox id");
+        return cli_usage(VERB "stop ", "stop: missing sandbox id");
     if (new_client(&c, &err) < 0)
         return cli_fail(&err);
     for (int i = 1; i < argc; i++) {
@@ -1061,13 +1061,13 @@ static int cmd_start(int argc, char **argv)
                    i + 1 < argc) {
             manifest_path = argv[++i];
         } else if (argv[i][0] == '-' || id) {
-            rc = cli_usage(VERB, "start: unexpected argument '%s'", argv[i]);
+            rc = cli_usage(VERB "start ", "start: unexpected argument '%s'", argv[i]);
         } else {
             id = argv[i];
         }
     }
     if (rc == CLI_OK && !id)
-        rc = cli_usage(VERB, "start: missing sandbox id");
+        rc = cli_usage(VERB "start ", "start: missing sandbox id");
     if (rc != CLI_OK) {
         sbx_strv_release(&pass);
         return rc;
@@ -1100,7 +1100,7 @@ static int cmd_state(int argc, char **argv)
         i++;
     }
     if (argc - i != 1)
-        return cli_usage(VERB, "state: want [--no-snapshot] and one sandbox id");
+        return cli_usage(VERB "state ", "state: want [--no-snapshot] and one sandbox id");
     int rc = new_client(&c, &err);
     if (rc == 0)
         rc = sbx_client_state(c, argv[i], snapshot, &state, &err);
@@ -1144,13 +1144,13 @@ static int cmd_resume(int argc, char **argv)
             int r = cli_local_option(argc, argv, &i, &opts, grants);
             rc = r == 1 ? CLI_OK : r;
         } else if ((a[0] == '-' && a[1]) || file) {
-            rc = cli_usage(VERB, "resume: unexpected argument '%s'", a);
+            rc = cli_usage(VERB "resume ", "resume: unexpected argument '%s'", a);
         } else {
             file = a;
         }
     }
     if (rc == CLI_OK && !file)
-        rc = cli_usage(VERB, "resume: missing state FILE");
+        rc = cli_usage(VERB "resume ", "resume: missing state FILE");
     if (rc == CLI_OK)
         rc = cli_local_finish(&opts, grants);
     if (rc != CLI_OK) {

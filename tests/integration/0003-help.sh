@@ -57,6 +57,10 @@ run "$SBX" snapshot nope --help
 expect_rc 0 "help asked of an unknown subcommand shows the command's help"
 expect_in "$T/out" "usage: sbx snapshot ls" "the snapshot help"
 
+run "$SBX" sandbox create --bogus
+expect_rc 2 "a subcommand's usage error"
+expect_in "$T/err" "Try 'sbx sandbox create --help'." "points to the subcommand's help"
+
 run "$SBX" help nope
 expect_rc 2 "an unknown help topic is a usage error"
 expect_in "$T/err" "unknown help topic 'nope'" "naming it"
