@@ -469,15 +469,31 @@ static int check_run_state_options(struct cli_run_state *rs, const char *state_f
     return CLI_OK;
 }
 
-/* A resumed run takes the options it was started with unless given again. */
-static void saved_options(const struct cli_run_state *rs, const char **agent_path,
-                          const char **model_name, struct sbx_model_options *mopt, int api_given,
-                          struct sbx_run_options *ropt, struct sbx_run_config *scfg)
+/* A resumed run takes the options it was started with unless given again, except that the
+ * API key never goes to a model server named only by the state file: a state is a file anyone
+ * could have written (its digest is no signature), so a saved base URL is taken as it is only
+ * when no key would be sent or it is the one OPENAI_BASE_URL names; else --base-url must say
+ * it. Returns CLI_OK or CLI_USAGE after saying so. */
+static int saved_options(const struct cli_run_state *rs, const char **agent_path,
+                         const char **model_name, struct sbx_model_options *mopt, int api_given,
+                         struct sbx_run_options *ropt, struct sbx_run_config *scfg)
 {
     const json_t *cli = cli_run_state_saved_options(rs);
     const char *api = json_string_value(json_object_get(cli, "api"));
     if (!cli)
-        return;
+        return CLI_OK;
+    const char *saved_url = json_string_value(json_object_get(cli, "base_url"));
+    const char *key = getenv("OPENAI_API_KEY"), *env_url = getenv("OPENAI_BASE_URL");
+    const char *model =
+            *model_name ? *model_name : json_string_value(json_object_get(cli, "model"));
+    int replay = model && strncmp(model, "replay:", 7) == 0;
+    if (!mopt->base_url && saved_url && !replay && key && key[0] &&
+        !(env_url && strcmp(env_url, saved_url) == 0))
+        return cli_usage("run ",
+                         "the saved run used the model server '%s': give --base-url '%s' to "
+                         "resume against it (sbx does not send your API key to a server that "
+                         "only a state file names)",
+                         saved_url, saved_url);
     if (!*agent_path)
         *agent_path = json_string_value(json_object_get(cli, "agent_file"));
     if (!*model_name)
@@ -494,6 +510,7 @@ static void saved_options(const struct cli_run_state *rs, const char **agent_pat
         mopt->no_stream = 1;
     if (json_is_true(json_object_get(cli, "all_agents")))
         scfg->all_agents = 1;
+    return CLI_OK;
 }
 
 /* The run state's "meta": what `sbx run --resume` needs to run the same way. */
@@ -807,7 +824,10 @@ int cmd_run(int argc, char **argv)
     if (rs.path) {
         if (cli_run_state_prepare(&rs, &err) < 0)
             goto out;
-        saved_options(&rs, &agent_path, &model_name, &mopt, api_given, &ropt, &scfg);
+        if ((rc = saved_options(&rs, &agent_path, &model_name, &mopt, api_given, &ropt, &scfg)) !=
+            CLI_OK)
+            goto out_quiet;
+        rc = CLI_FAIL;
         cli_run_state_add_secrets(&rs, &pass);
     }
 
