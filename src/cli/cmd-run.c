@@ -101,7 +101,7 @@ static void usage(FILE *f)
           "               [--memory SIZE] [--port-bind ADDR] [--allow-port N]...\n"
           "               [--pids N] [--cpus N|none] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
           "               [--allow-dangerous-grant PATH]... [--pass-secret NAME]...\n"
-          "               [--disk SIZE|none] [--state FILE] [--no-memory-update]\n"
+          "               [--disk SIZE|none] [--state FILE] [--no-memory-update] [--port N]...\n"
           "       sbx run --resume FILE [--approve CALL_ID|all]... [--reject CALL_ID\n"
           "               [--reason TEXT]]... [--allow-agent-change] [options]\n"
           "\n"
@@ -109,6 +109,9 @@ static void usage(FILE *f)
           "Progress goes to stderr; --json writes one event per line to stdout instead.\n"
           "MODEL 'replay:FILE' answers from a recording made with --record.\n"
           "--use-previous-response-id sends only new items and lets the server keep the rest.\n"
+          "--port N prints the host URL of port N of the run's sandboxes (on stderr, or as a\n"
+          "'port' event with --json) as soon as something listens there, e.g. a preview server\n"
+          "the agent started.\n"
           "A model call gives up when no answer starts within 60 s of a streamed request, when\n"
           "a stream stalls for 5 min, after --timeout per attempt (default 10 min) and after\n"
           "--deadline for all its attempts together (default 15 min).\n"
@@ -149,8 +152,17 @@ static void usage(FILE *f)
           f);
 }
 
+#define CLI_MAX_PORTS 8
+
 struct render {
     int json;
+    /* --port: the ports to tell the URL of once something listens on them in a sandbox of
+     * the run; done holds "id:port" of those told. */
+    struct sbx_sandbox_run *sr;
+    struct sbx_client *client;
+    int ports[CLI_MAX_PORTS];
+    size_t nports;
+    json_t *ports_done;
     const char *state_file; /* added to the interruption event */
     int mid_line;           /* streamed text without a final newline on stderr */
     json_t *args;           /* call_id -> arguments, for the tool line */
@@ -261,9 +273,55 @@ static void on_model_wait(void *data, int64_t waited_ms, int attempt)
     flush(stderr);
 }
 
+/* After a tool ran (it may have started a server) and at the end: for each --port not yet told
+ * of in each sandbox of the run, its host URL once something listens there, on stderr (and as
+ * a "port" event with --json). Runs on the run's thread, between its steps. */
+static void report_ports(struct render *r)
+{
+    for (size_t i = 0; r->sr && r->nports && i < sbx_sandbox_run_count(r->sr); i++) {
+        const char *id = sbx_sandbox_run_session_id(r->sr, i);
+        struct sbx_session *s = NULL;
+        struct sbx_error err = SBX_ERROR_INIT;
+        for (size_t k = 0; id && k < r->nports; k++) {
+            char key[64];
+            snprintf(key, sizeof(key), "%s:%d", id, r->ports[k]);
+            if (json_object_get(r->ports_done, key))
+                continue;
+            if (!s && (!r->client || sbx_client_attach(r->client, id, &s, &err) < 0))
+                break;
+            char *url = NULL;
+            if (sbx_session_resolve_port(s, r->ports[k], &url, &err) < 0)
+                continue; /* nothing listens yet: try again after the next tool */
+            sbx_json_set(r->ports_done, key, json_true());
+            if (r->json) {
+                json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:s?}", "type", "port", "port",
+                                      r->ports[k], "url", url, "sandbox", id, "agent",
+                                      sbx_sandbox_run_agent(r->sr, i));
+                print_json(o);
+                json_decref(o);
+            } else {
+                end_line(r);
+                fprintf(stderr, "  port %d of sandbox %s: %s\n", r->ports[k], id, url);
+                flush(stderr);
+            }
+            free(url);
+        }
+        sbx_session_free(s);
+    }
+}
+
+static void render_event(const struct sbx_event *ev, struct render *r);
+
 static void on_event(const struct sbx_event *ev, void *data)
 {
     struct render *r = data;
+    render_event(ev, r);
+    if (ev->type == SBX_EVENT_TOOL_OUTPUT)
+        report_ports(r); /* after the tool's own line */
+}
+
+static void render_event(const struct sbx_event *ev, struct render *r)
+{
     if (r->json) {
         if (ev->type == SBX_EVENT_MODEL_STREAM)
             return;
@@ -581,6 +639,7 @@ int cmd_run(int argc, char **argv)
         OPT_DECISION,
         OPT_AGENTCHANGE,
         OPT_NOMEM,
+        OPT_PORT,
     };
     static const struct option longopts[] = {
             {"agent", required_argument, NULL, 'a'},
@@ -622,6 +681,7 @@ int cmd_run(int argc, char **argv)
             {"reason", required_argument, NULL, OPT_DECISION},
             {"allow-agent-change", no_argument, NULL, OPT_AGENTCHANGE},
             {"no-memory-update", no_argument, NULL, OPT_NOMEM},
+            {"port", required_argument, NULL, OPT_PORT},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0},
     };
@@ -640,7 +700,7 @@ int cmd_run(int argc, char **argv)
     json_t *input = NULL, *session_state = NULL, *agent_files = NULL, *meta = NULL;
     struct sbx_local_options lopt = {0};
     struct sbx_local_grant grants[SBX_LOCAL_MAX_GRANTS];
-    struct sbx_client *client = NULL;
+    struct sbx_client *client = NULL, *port_client = NULL;
     struct sbx_conversation_store *conv = NULL;
     struct sbx_strv pass;
     struct cli_run_state rs;
@@ -768,6 +828,19 @@ int cmd_run(int argc, char **argv)
                 return cli_usage("run ", "--conversation: %s", err.msg);
             ropt.conversation = optarg;
             break;
+        case OPT_PORT: {
+            int port;
+            if (parse_count(optarg, 1, 65535, &port) < 0) {
+                rc = cli_usage("run ", "--port wants a port number 1 to 65535, not '%s'", optarg);
+                goto out_quiet;
+            }
+            if (rd.nports >= CLI_MAX_PORTS) {
+                rc = cli_usage("run ", "at most %d --port options", CLI_MAX_PORTS);
+                goto out_quiet;
+            }
+            rd.ports[rd.nports++] = port;
+            break;
+        }
         case OPT_NOMEM:
             no_memory_update = 1;
             break;
@@ -795,6 +868,10 @@ int cmd_run(int argc, char **argv)
                          scfg.session_id ? "--session" : "--session-state");
     if (scfg.keep && scfg.session_id)
         return cli_usage("run ", "--keep applies to sandboxes the run creates, not to --session");
+    if (rd.nports && !rs.resume && !agent_path && !scfg.manifest_path && !session_state_path &&
+        !scfg.snapshot && !scfg.session_id)
+        return cli_usage("run ", "--port needs a sandbox: give an agent file (-a), --manifest, "
+                                 "--snapshot, --session or --session-state");
     if (scfg.keep && !rs.resume && !agent_path && !scfg.manifest_path && !session_state_path &&
         !scfg.snapshot)
         return cli_usage("run ", "--keep needs a sandbox: give an agent file (-a), --manifest, "
@@ -861,6 +938,7 @@ int cmd_run(int argc, char **argv)
     start_stdout_watch();
 
     rd.args = json_object();
+    rd.ports_done = json_object();
     rd.tty_out = isatty(1);
     rd.tty_err = isatty(2);
     ropt.model = model;
@@ -890,8 +968,16 @@ int cmd_run(int argc, char **argv)
     }
     if (sandboxed && sbx_sandbox_run_new(&scfg, &sr, &err) < 0)
         goto out;
+    rd.sr = sr;
+    rd.client = client;
+    if (rd.nports && !client && sbx_client_new("local", NULL, &port_client, &err) < 0)
+        goto out;
+    if (port_client)
+        rd.client = port_client;
     int run_rc = sandboxed ? sbx_sandbox_run(sr, agent, input, &ropt, &res, &err)
                            : sbx_run(agent, input, &ropt, &res, &err);
+    if (scfg.keep)
+        report_ports(&rd); /* kept sandboxes serve on after the run */
     for (size_t i = 0; sr && scfg.keep && i < sbx_sandbox_run_count(sr); i++) {
         if (!sbx_sandbox_run_created(sr, i))
             continue;
@@ -956,6 +1042,8 @@ out_quiet:
     json_decref(meta);
     json_decref(rd.args);
     free(rd.shown);
+    json_decref(rd.ports_done);
+    sbx_client_free(port_client);
     free(prompt);
     if (interrupted && interrupted != SIGINT)
         rc = 128 + interrupted;
