@@ -8,28 +8,6 @@
 . "$(dirname "$0")/sandbox-lib.sh"
 trap 'stop_fake; sandbox_cleanup' EXIT
 
-# Scripts are written in Python: mk OUT 'TURNS' where TURNS is a list built with the helpers.
-cat >"$T/mk.py" <<'EOF'
-import json, sys
-def resp(i, *items):
-    return {"response": {"id": "r%s" % i, "object": "response", "status": "completed",
-                         "output": list(items)}}
-def fcall(i, name, args):
-    a = args if isinstance(args, str) else json.dumps(args)
-    return {"type": "function_call", "id": "fc_%s" % i, "call_id": "c%s" % i, "name": name,
-            "arguments": a, "status": "completed"}
-def ccall(i, name, text):
-    return {"type": "custom_tool_call", "id": "ct_%s" % i, "call_id": "c%s" % i, "name": name,
-            "input": text}
-def pcall(i, op):
-    return {"type": "apply_patch_call", "id": "ap_%s" % i, "call_id": "c%s" % i,
-            "status": "completed", "operation": op}
-def msg(text):
-    return {"type": "message", "id": "m", "role": "assistant", "status": "completed",
-            "content": [{"type": "output_text", "text": text, "annotations": []}]}
-json.dump({"turns": eval(sys.argv[2])}, open(sys.argv[1], "w"))
-EOF
-mk() { python3 "$T/mk.py" "$@"; }
 # The output of the last tool call the model saw in request N (0-based).
 outputs() { fake_query "reqs[$1]['body']['input'][-1].get('output')"; }
 live() { ls "$RUNBASE" 2>/dev/null | wc -l; }
