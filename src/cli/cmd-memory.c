@@ -122,11 +122,7 @@ static int cmd_update(int argc, char **argv, const char *agent_path)
             mopt.base_url = optarg;
             break;
         case 'p':
-            if (strcmp(optarg, "responses") == 0)
-                mopt.api = SBX_MODEL_API_RESPONSES;
-            else if (strcmp(optarg, "chat") == 0)
-                mopt.api = SBX_MODEL_API_CHAT;
-            else
+            if (cli_parse_api(optarg, &mopt.api) < 0)
                 return cli_usage("memory update ", "--api must be 'responses' or 'chat'");
             break;
         default:
@@ -135,9 +131,7 @@ static int cmd_update(int argc, char **argv, const char *agent_path)
     }
     if (argc - optind != 1)
         return cli_usage("memory update ", "give one sandbox id");
-    const char *name = model_name ? model_name : getenv("SBX_MODEL");
-    if (!name || !name[0])
-        name = "gpt-4.1";
+    const char *name = cli_model_name(model_name);
     mopt.cancel = &interrupted;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
