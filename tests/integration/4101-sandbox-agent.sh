@@ -250,9 +250,11 @@ PNG_PY='import zlib,struct
 def chunk(t,d): return struct.pack(">I",len(d))+t+d+struct.pack(">I",zlib.crc32(t+d))
 raw=b"\\x00\\xff\\x00\\x00"
 open("dot.png","wb").write(b"\\x89PNG\\r\\n\\x1a\\n"+chunk(b"IHDR",struct.pack(">IIBBBBB",1,1,8,2,0,0,0))+chunk(b"IDAT",zlib.compress(raw))+chunk(b"IEND",b""))'
-python3 - "$T/s6.json" "$PNG_PY" "$T/mk.py" <<'EOF'
+python3 - "$T/s6.json" "$PNG_PY" "$SBX_SRCDIR/tests/fake-model" <<'EOF'
 import json, sys
-exec(open(sys.argv[3]).read().split("json.dump(")[0])
+sys.dont_write_bytecode = True
+sys.path.insert(0, sys.argv[3])
+from turns import resp, fcall, msg
 code = sys.argv[2].replace("\\\\", "\\")
 turns = [
  resp(1, fcall(1, "exec_command", {"cmd": "python3 - <<'PYEOF'\n" + code + "\nPYEOF\necho hi > dot.txt"})),
