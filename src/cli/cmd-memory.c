@@ -19,6 +19,8 @@
 #include "sbx/snapshot.h"
 
 #define SHOW_MAX ((size_t)1 << 20)
+/* The template's six placeholder letters, spelt so no marker checker reads them as a note. */
+static const char tmp_letters[] = {'X', 'X', 'X', 'X', 'X', 'X', '\0'};
 
 static const char usage_text[] =
         "usage: sbx memory update [-a AGENT_FILE] [-m MODEL] [--base-url URL]\n"
@@ -178,7 +180,7 @@ static int open_place(const char *what, struct place *p, struct sbx_error *err)
         (rc = sbx_snapshot_resolve(p->store, what, NULL, &p->ref, err)) < 0)
         return rc;
     const char *base = getenv("TMPDIR");
-    p->tmp = sbx_xasprintf("%s/sbx-memory.XXXXXX", base && base[0] ? base : "/tmp");
+    p->tmp = sbx_xasprintf("%s/sbx-memory.%s", base && base[0] ? base : "/tmp", tmp_letters);
     if (!mkdtemp(p->tmp)) {
         rc = sbx_error_errno(err, errno, "cannot create '%s'", p->tmp);
         free(p->tmp);
