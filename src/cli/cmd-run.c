@@ -611,6 +611,23 @@ static void use_run_state(struct cli_run_state *rs, struct sbx_run_config *scfg,
         scfg->run_state_sandbox = sandbox;
 }
 
+int cli_parse_api(const char *name, enum sbx_model_api *api)
+{
+    if (strcmp(name, "responses") == 0)
+        *api = SBX_MODEL_API_RESPONSES;
+    else if (strcmp(name, "chat") == 0)
+        *api = SBX_MODEL_API_CHAT;
+    else
+        return -1;
+    return 0;
+}
+
+const char *cli_model_name(const char *given)
+{
+    const char *name = given ? given : getenv("SBX_MODEL");
+    return name && name[0] ? name : "gpt-4.1";
+}
+
 int cmd_run(int argc, char **argv)
 {
     enum {
@@ -760,11 +777,7 @@ int cmd_run(int argc, char **argv)
             mopt.base_url = optarg;
             break;
         case OPT_API:
-            if (strcmp(optarg, "responses") == 0)
-                mopt.api = SBX_MODEL_API_RESPONSES;
-            else if (strcmp(optarg, "chat") == 0)
-                mopt.api = SBX_MODEL_API_CHAT;
-            else
+            if (cli_parse_api(optarg, &mopt.api) < 0)
                 return cli_usage("run ", "--api must be 'responses' or 'chat', not '%s'", optarg);
             api_given = 1;
             break;
@@ -922,9 +935,7 @@ int cmd_run(int argc, char **argv)
         agent = own_agent;
     }
     /* Without -m, each agent's own model name is sent; this is the fallback. */
-    const char *name = model_name ? model_name : getenv("SBX_MODEL");
-    if (!name || !name[0])
-        name = "gpt-4.1";
+    const char *name = cli_model_name(model_name);
     mopt.cancel = &interrupted;
     mopt.on_wait = on_model_wait;
     mopt.on_wait_data = &rd;
