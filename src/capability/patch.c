@@ -1080,13 +1080,20 @@ static int apply_hunks(const struct op *op, const char *old, size_t old_len, str
         for (size_t k = done; k < pos; k++)
             ftext_push(&res, t.v[k].s, t.v[k].len, t.v[k].cr);
         size_t p = pos;
+        /* Lines replacing removed ones take the ending of the last line removed (a CRLF line
+         * in a mixed file stays CRLF, as Codex does); other new lines the dominant one. */
+        unsigned char new_cr = t.dominant_cr;
         for (size_t k = 0; k < nlines; k++) {
             const struct pline *l = &h->lines[k];
             if (l->op == '+') {
-                ftext_push(&res, l->s, l->len, t.dominant_cr);
+                ftext_push(&res, l->s, l->len, new_cr);
             } else {
-                if (l->op == ' ')
+                if (l->op == ' ') {
                     ftext_push(&res, t.v[p].s, t.v[p].len, t.v[p].cr);
+                    new_cr = t.dominant_cr;
+                } else {
+                    new_cr = t.v[p].cr;
+                }
                 p++;
             }
         }
