@@ -6,7 +6,8 @@
 #   <!-- runnable -->  it runs as written from the top of a fresh checkout, offline (recordings
 #                      via -m replay:..., no network, no API key), with `sbx` on PATH; or
 #   <!-- template -->  it shows commands with placeholders (ID, FILE, $id, an API key), needs
-#                      root, the network or an installed sbx, or is interactive.
+#                      root, the network or an installed sbx, or is interactive. Its first
+#                      line says so where a reader sees it: "# template: WHY".
 # A block with neither fails this test, so nothing is skipped silently. Each runnable block runs
 # under `bash -e -o pipefail`, bounded in time, in a fresh directory holding a copy of examples/
 # (so what it writes never lands in the source tree), with HOME and the sandbox runtime and
@@ -66,6 +67,8 @@ with open(out + "/index", "w") as index:
             n += 1
             with open("%s/%d.sh" % (out, n), "w") as b:
                 b.write("\n".join(body) + "\n")
+            if mark == "template" and not (body and body[0].startswith("# template: ")):
+                mark = "unexplained"
             index.write("%d\t%s:%d\t%s\n" % (n, f, start + 1, mark))
 PY
 
@@ -73,6 +76,10 @@ runnable=0
 while IFS=$'\t' read -r n where mark; do
     case "$mark" in
     template) continue ;;
+    unexplained)
+        not_ok "$where: template block says why on its first line"
+        diag "start it with '# template: WHY' (placeholders, root, network, a model)"
+        continue ;;
     none)
         not_ok "$where: sh block is marked runnable or template"
         diag "put <!-- runnable --> or <!-- template --> on the line before the fence"
