@@ -174,4 +174,18 @@ tool_out '/srv/files/../../etc/passwd -> /etc/passwd' "repo-code-review: it is r
 tool_out '/srv/files-old/x True' "repo-code-review: the prefix match is really shown"
 final 'repo/fileserve.py:19' "repo-code-review: the answer cites file and line"
 
+cd "$T" || exit 1
+"$SBX" run --json -m "replay:$SBX_SRCDIR/examples/approval/run.jsonl" --state "$T/rs.json" \
+    -a "$SBX_SRCDIR/examples/approval/agent.yaml" "Tidy up the workspace." >"$T/ev" 2>"$T/err"
+rc=$?
+expect_rc 4 "approval: the replay stops for approval"
+tool_out './build:\nstats.o' "approval: ls -R really shows the build output"
+"$SBX" run --json --resume "$T/rs.json" --approve call_ap2 \
+    -m "replay:$SBX_SRCDIR/examples/approval/resume.jsonl" >"$T/ev" 2>"$T/err"
+rc=$?
+expect_rc 0 "approval: the approved run goes on"
+tool_out 'Output:\nnotes.txt\n' "approval: the approved rm really ran: only notes.txt is left"
+final 'notes.txt is kept' "approval: the answer says so"
+"$SBX" state rm "$T/rs.json" >/dev/null 2>&1
+
 done_testing
