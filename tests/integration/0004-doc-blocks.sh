@@ -188,4 +188,20 @@ tool_out 'Output:\nnotes.txt\n' "approval: the approved rm really ran: only note
 final 'notes.txt is kept' "approval: the answer says so"
 "$SBX" state rm "$T/rs.json" >/dev/null 2>&1
 
+export SBX_CONVERSATIONS="$T/conv.db"
+for q in "1 What is the capital of France?" "2 How many people live there?"; do
+    "$SBX" run --conversation trip -m "replay:$SBX_SRCDIR/examples/conversation/trip${q%% *}.jsonl" \
+        -a "$SBX_SRCDIR/examples/conversation/agent.yaml" "${q#* }" >"$T/out" 2>"$T/err"
+    rc=$?
+    expect_rc 0 "conversation: run ${q%% *} replays"
+done
+"$SBX" conversation show --json trip >"$T/out" 2>"$T/err"
+python3 - "$T/out" <<'PY' && ok "conversation: the second run continued the first" || { not_ok "conversation: the second run continued the first"; diag "$(cat "$T/out")"; }
+import json, sys
+text = json.dumps(json.load(open(sys.argv[1])))
+want = ["What is the capital of France?", "Paris.", "How many people live there?", "2.1 million"]
+pos = [text.find(w) for w in want]
+sys.exit(0 if -1 not in pos and pos == sorted(pos) else 1)
+PY
+
 done_testing
