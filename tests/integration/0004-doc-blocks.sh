@@ -98,8 +98,6 @@ while IFS=$'\t' read -r n where mark; do
             "block:" "$(cat "$T/blocks/$n.sh")" \
             "stdout: $(tail -c 2000 "$T/out")" "stderr: $(tail -c 2000 "$T/err")"
     fi
-    cp "$T/out" "$T/out$n"
-    cp "$T/err" "$T/err$n"
     # No block leaves a sandbox behind.
     left=$("$SBX" sandbox ps --all --json | tr -d ' \n')
     expect_eq "$left" "[]" "$where: no sandbox left"
@@ -124,7 +122,7 @@ done
 # --- the recordings answer their own questions with what really ran ---
 # run_json EXAMPLE PROMPT: replay EXAMPLE's run.jsonl with --json; events in $T/ev.
 run_json() {
-    (cd "$SBX_SRCDIR" && "$SBX" run --json -m "replay:examples/$1/run.jsonl" \
+    (cd "$SBX_SRCDIR" && timeout -k 5 "$BLOCK_TIMEOUT" "$SBX" run --json -m "replay:examples/$1/run.jsonl" \
         -a "examples/$1/agent.yaml" "$2") >"$T/ev" 2>"$T/err"
     rc=$?
 }
@@ -175,12 +173,12 @@ tool_out '/srv/files-old/x True' "repo-code-review: the prefix match is really s
 final 'repo/fileserve.py:19' "repo-code-review: the answer cites file and line"
 
 cd "$T" || exit 1
-"$SBX" run --json -m "replay:$SBX_SRCDIR/examples/approval/run.jsonl" --state "$T/rs.json" \
+timeout -k 5 "$BLOCK_TIMEOUT" "$SBX" run --json -m "replay:$SBX_SRCDIR/examples/approval/run.jsonl" --state "$T/rs.json" \
     -a "$SBX_SRCDIR/examples/approval/agent.yaml" "Tidy up the workspace." >"$T/ev" 2>"$T/err"
 rc=$?
 expect_rc 4 "approval: the replay stops for approval"
 tool_out './build:\nstats.o' "approval: ls -R really shows the build output"
-"$SBX" run --json --resume "$T/rs.json" --approve call_ap2 \
+timeout -k 5 "$BLOCK_TIMEOUT" "$SBX" run --json --resume "$T/rs.json" --approve call_ap2 \
     -m "replay:$SBX_SRCDIR/examples/approval/resume.jsonl" >"$T/ev" 2>"$T/err"
 rc=$?
 expect_rc 0 "approval: the approved run goes on"
@@ -190,7 +188,7 @@ final 'notes.txt is kept' "approval: the answer says so"
 
 export SBX_CONVERSATIONS="$T/conv.db"
 for q in "1 What is the capital of France?" "2 How many people live there?"; do
-    "$SBX" run --conversation trip -m "replay:$SBX_SRCDIR/examples/conversation/trip${q%% *}.jsonl" \
+    timeout -k 5 "$BLOCK_TIMEOUT" "$SBX" run --conversation trip -m "replay:$SBX_SRCDIR/examples/conversation/trip${q%% *}.jsonl" \
         -a "$SBX_SRCDIR/examples/conversation/agent.yaml" "${q#* }" >"$T/out" 2>"$T/err"
     rc=$?
     expect_rc 0 "conversation: run ${q%% *} replays"
