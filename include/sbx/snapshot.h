@@ -26,6 +26,7 @@
 
 #include "common.h"
 #include "error.h"
+#include "progress.h"
 
 /* Version of the tree document and of the archive header ("format"). */
 #define SBX_SNAPSHOT_FORMAT 1
@@ -66,6 +67,9 @@ struct sbx_snapshot_take_opts {
     const char *label;           /* free text recorded in the header (e.g. "stop of <id>") */
     const struct sbx_snapshot_limits *limits;  /* NULL: defaults (entries, bytes, depth) */
     struct sbx_snapshot_take_stats *out_stats; /* NULL, or filled in on success */
+    /* Progress (step "snapshot", done = entries so far, what = the path): NULL: none. */
+    sbx_progress_fn *progress;
+    void *progress_data;
 };
 
 /* Open (creating it 0700 if missing) the store at path; path NULL: $SBX_SNAPSHOTS when set,

@@ -497,8 +497,11 @@ static int resume(struct sbx_sandbox_run *sr, struct agent_env *e, const json_t 
     int rc = agent_manifest(sbx_agent_sandbox_spec(e->agent), &m, err);
     if (rc < 0)
         return rc;
-    struct sbx_resume_opts ro = {
-            .pass_secrets = sr->cfg.pass_secrets, .base_dir = sr->cfg.base_dir, .manifest = m};
+    struct sbx_resume_opts ro = {.pass_secrets = sr->cfg.pass_secrets,
+                                 .base_dir = sr->cfg.base_dir,
+                                 .manifest = m,
+                                 .progress = sr->cfg.progress,
+                                 .progress_data = sr->cfg.progress_data};
     rc = sbx_client_resume_with(sr->client, state, &ro, &e->session, err);
     sbx_manifest_free(m);
     if (rc < 0) {
@@ -572,7 +575,9 @@ static int open_session(struct sbx_sandbox_run *sr, struct agent_env *e, const j
     struct sbx_create_spec cs = {.manifest = m,
                                  .base_dir = base,
                                  .pass_secrets = cfg->pass_secrets,
-                                 .snapshot = sr->snapshot};
+                                 .snapshot = sr->snapshot,
+                                 .progress = cfg->progress,
+                                 .progress_data = cfg->progress_data};
     if ((rc = sbx_client_create(sr->client, &cs, &e->session, err)) < 0)
         goto out;
     e->created = 1;
@@ -1170,7 +1175,7 @@ int sbx_sandbox_run(struct sbx_sandbox_run *sr, struct sbx_agent *agent, const j
     return rc;
 }
 
-int sbx_sandbox_run_after(struct sbx_sandbox_run *sr, int skip, sbx_progress_fn *progress,
+int sbx_sandbox_run_after(struct sbx_sandbox_run *sr, int skip, sbx_progress_line_fn *progress,
                           void *progress_data, struct sbx_error *err)
 {
     int rc = 0;

@@ -36,6 +36,13 @@ struct option;
 int cli_long_options_exact(int argc, char **argv, const char *shortopts,
                            const struct option *longopts, const char *verb);
 
+struct sbx_progress;
+/* A status line on stderr for long steps (materialising, fetching, snapshotting), erased when
+ * they end: the progress callback to give sbx when stderr is a terminal (cli_progress_fn()
+ * returns it then, NULL on a pipe or file, so that logs stay clean). data is unused. */
+typedef void cli_progress_cb(void *data, const struct sbx_progress *p);
+cli_progress_cb *cli_progress_fn(void);
+
 struct sbx_local_options;
 struct sbx_local_grant;
 /* A size with an optional K/M/G suffix (powers of 1024). Returns 0 or -1. */

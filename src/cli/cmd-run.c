@@ -865,6 +865,8 @@ int cmd_run(int argc, char **argv)
         }
     }
     scfg.pass_secrets = &pass;
+    if (!rd.json)
+        scfg.progress = cli_progress_fn();
     if ((rc = cli_local_finish(&lopt, grants)) != CLI_OK)
         goto out_quiet;
     rc = CLI_FAIL;
