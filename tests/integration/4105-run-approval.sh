@@ -38,6 +38,8 @@ expect_rc 0 "the command did not run (and the test writes a file into the sandbo
 run "$SBX" run --base-url "$FAKE_URL" --resume "$T/S.json" --approve all
 expect_rc 0 "--resume --approve all finishes the run"
 expect_in "$T/out" "all done" "with the model's final answer"
+expect_in "$T/err" 'tool exec_command({"cmd": "cat before.txt; echo ran > ran.txt"})' \
+    "the approved call's line shows its arguments"
 outputs 1 >"$T/o"
 expect_in "$T/o" "before" "the approved command ran in the same sandbox"
 expect_eq "$(fake_query 'len(reqs)')" 2 "the model was asked once more, not from the start"
