@@ -120,6 +120,11 @@ SBX_API int sbx_snapshot_export(struct sbx_snapshot_store *st, const char *ref, 
  * last); files keep holes; modes are masked with 0777. On failure removes what it made. */
 SBX_API int sbx_snapshot_restore(struct sbx_snapshot_store *st, const char *ref, int dirfd,
                                  struct sbx_error *err);
+/* The same, reporting its progress (step "restore", done/total entries); progress may be
+ * NULL. */
+SBX_API int sbx_snapshot_restore_progress(struct sbx_snapshot_store *st, const char *ref, int dirfd,
+                                          sbx_progress_fn *progress, void *progress_data,
+                                          struct sbx_error *err);
 
 /* "FILE|REF" as a user types it: an existing file is imported (with lim, may be NULL), else a
  * reference ("sha256:<hex>" or a prefix of at least 12 hex) is resolved. *out_ref: the full

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Long steps show progress on a terminal and nothing on a pipe: materialising a manifest, fetching
-# a git_repo entry, snapshotting a workspace. SBX_PROGRESS_AFTER_MS=0 shows every step at once
-# (by default only steps that take half a second do).
+# Long steps show progress on a terminal and nothing on a pipe: materialising a manifest,
+# fetching a git_repo entry, snapshotting a workspace, restoring a snapshot.
+# SBX_PROGRESS_AFTER_MS=0 shows every step at once (by default only those over half a second).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sandbox-lib.sh"
 command -v python3 >/dev/null || skip_all "python3 runs the terminal"
@@ -29,6 +29,10 @@ expect_eq "$?" 0 "snapshot on a terminal"
 expect_in "$T/snap" "snapshot: " "the terminal shows the snapshot step"
 run "$SBX" sandbox snapshot "$id"
 expect_not_in "$T/err" "snapshot: " "a pipe gets none"
+ref=$(grep -o 'sha256:[0-9a-f]*' "$T/out" | head -n1)
+on_tty "$T/restore" "$SBX" sandbox create --snapshot "$ref"
+expect_eq "$?" 0 "create from the snapshot on a terminal"
+expect_in "$T/restore" "restore: " "the terminal shows the restore step"
 
 if command -v git >/dev/null; then
     git init -q "$T/repo" && git -C "$T/repo" -c user.name=t -c user.email=t@x commit -q --allow-empty -m one

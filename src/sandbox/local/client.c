@@ -1865,7 +1865,8 @@ static int create_impl(struct local_client *c, const struct sbx_create_spec *spe
             rc = sbx_error_errno(err, errno, "cannot open workspace '%s'", ws);
             goto out;
         }
-        rc = sbx_snapshot_restore(store, snap_ref, ws_fd, err);
+        rc = sbx_snapshot_restore_progress(store, snap_ref, ws_fd, spec->progress,
+                                           spec->progress_data, err);
         sbx_fd_close(&ws_fd);
         if (rc < 0) {
             sbx_error_prefix(err, "snapshot '%s'", spec->snapshot);
