@@ -12,11 +12,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "sbx/json.h"
 #include "sbx/runner.h"
+#include "sbx/runstate.h"
 #include "sbx/time.h"
 
 #define TURNS 200
@@ -81,7 +83,14 @@ static void *serve(void *p)
     }
 }
 
-static double run_turns(struct sbx_model *m, int turns)
+/* With a path: every checkpoint of the run is written there as `sbx run --state` does
+ * (serialised with its digest, written beside, fsynced, renamed). */
+static int write_checkpoint(void *data, const json_t *state, struct sbx_error *err)
+{
+    return sbx_run_state_write_file(data, state, NULL, err);
+}
+
+static double run_turns_state(struct sbx_model *m, int turns, const char *state_path)
 {
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx_agent *a = NULL;
@@ -93,6 +102,10 @@ static double run_turns(struct sbx_model *m, int turns)
         exit(1);
     }
     struct sbx_run_options o = {.model = m, .max_turns = turns, .stream = 1};
+    if (state_path) {
+        o.checkpoint = write_checkpoint;
+        o.checkpoint_data = (void *)state_path;
+    }
     json_t *input = sbx_json_str("add forever");
     int64_t t0 = sbx_time_mono_ns();
     int rc = sbx_run(a, input, &o, &res, &err);
@@ -106,6 +119,11 @@ static double run_turns(struct sbx_model *m, int turns)
     sbx_tool_unref(t);
     sbx_agent_free(a);
     return (double)dt / turns / 1e6;
+}
+
+static double run_turns(struct sbx_model *m, int turns)
+{
+    return run_turns_state(m, turns, NULL);
 }
 
 static void bench_http(int stream)
@@ -182,6 +200,46 @@ static void bench_replay(void)
     free(name);
 }
 
+/* The cost of checkpoints (`sbx run --state`): the same replayed run with and without a run
+ * state written at every checkpoint (two per turn), interleaved, in dir. */
+static void bench_checkpoints(int turns, const char *dir)
+{
+    char path[] = "/tmp/sbx-bench-XXXXXX";
+    int fd = mkstemp(path);
+    FILE *f = fdopen(fd, "w");
+    for (int i = 0; i < turns; i++)
+        fprintf(f, "%s\n", answer_json);
+    fclose(f);
+    char *name = sbx_xasprintf("replay:%s", path);
+    char *state = sbx_xasprintf("%s/sbx-bench-state-%d.json", dir, (int)getpid());
+    double with = 1e30, without = 1e30;
+    for (int rep = 0; rep < 5; rep++) {
+        for (int k = 0; k < 2; k++) {
+            struct sbx_model *m = NULL;
+            struct sbx_error err = SBX_ERROR_INIT;
+            if (sbx_model_new(name, NULL, &m, &err) < 0) {
+                fprintf(stderr, "bench: %s\n", err.msg);
+                exit(1);
+            }
+            double t = run_turns_state(m, turns, k ? state : NULL);
+            if (k && t < with)
+                with = t;
+            if (!k && t < without)
+                without = t;
+            sbx_model_free(m);
+        }
+    }
+    struct stat st;
+    long long size = stat(state, &st) == 0 ? (long long)st.st_size : -1;
+    printf("checkpoints  %d turns in %s: %.3f ms/turn with, %.3f without (x%.1f); last state "
+           "%lld bytes\n",
+           turns, dir, with, without, with / without, size);
+    unlink(state);
+    unlink(path);
+    free(state);
+    free(name);
+}
+
 static void bench_json(void)
 {
     json_t *items = json_array();
@@ -241,5 +299,8 @@ int main(void)
     bench_http(0);
     bench_http(1);
     bench_json();
+    const char *dir = getenv("SBX_BENCH_DIR");
+    bench_checkpoints(20, dir ? dir : "/tmp");
+    bench_checkpoints(TURNS, dir ? dir : "/tmp");
     return 0;
 }

@@ -37,6 +37,7 @@
 #include "common.h"
 #include "error.h"
 #include "manifest.h"
+#include "progress.h"
 #include "runner.h"
 #include "session.h"
 
@@ -52,7 +53,7 @@ enum sbx_patch_transport {
 };
 
 /* Progress of work done after a run, one line at a time (borrowed for the call). */
-typedef void sbx_progress_fn(const char *line, void *data);
+typedef void sbx_progress_line_fn(const char *line, void *data);
 
 struct sbx_strv;
 
@@ -76,7 +77,7 @@ struct sbx_capability_env {
     const char *final_output;
     const struct sbx_strv *secrets;
     /* In after_run: where progress lines go (may be NULL). */
-    sbx_progress_fn *progress;
+    sbx_progress_line_fn *progress;
     void *progress_data;
 };
 
@@ -218,6 +219,9 @@ struct sbx_run_config {
      * snapshots each (held as "runstate-<id>" in the store, so that the state can rebuild a
      * sandbox that is gone meanwhile) and records those states in the final checkpoint. */
     int resumable;
+    /* Progress of making and rebuilding the run's sandboxes (sbx_create_spec.progress). */
+    sbx_progress_fn *progress;
+    void *progress_data;
 };
 
 struct sbx_sandbox_run; /* opaque: the sessions of one run */
@@ -274,8 +278,9 @@ SBX_API int sbx_sandbox_run_state_discard(struct sbx_client *client, const json_
  * them open while work is pending; sbx_sandbox_run_free releases them when this is never
  * called). The run's model (opt->model of sbx_sandbox_run) is used again here: it must still
  * be valid. Returns the first error (also logged at debug level); blocks on model calls. */
-SBX_API int sbx_sandbox_run_after(struct sbx_sandbox_run *sr, int skip, sbx_progress_fn *progress,
-                                  void *progress_data, struct sbx_error *err);
+SBX_API int sbx_sandbox_run_after(struct sbx_sandbox_run *sr, int skip,
+                                  sbx_progress_line_fn *progress, void *progress_data,
+                                  struct sbx_error *err);
 
 /* Memory generation for one workspace, as sbx_sandbox_run_after does it: phase one for every
  * rollout file in the layout's sessions folder that is new or grew since the last update (one
@@ -284,7 +289,7 @@ SBX_API int sbx_sandbox_run_after(struct sbx_sandbox_run *sr, int skip, sbx_prog
  * or when its generate is off). Writes only under the memories folder. Blocks. */
 SBX_API int sbx_memory_update(struct sbx_capability *memory, struct sbx_session *s,
                               struct sbx_model *model, const char *model_name,
-                              sbx_progress_fn *progress, void *progress_data,
+                              sbx_progress_line_fn *progress, void *progress_data,
                               struct sbx_error *err);
 
 /* The layout of a "memory" capability (borrowed strings); SBX_E_INVAL for another type. */

@@ -195,7 +195,8 @@ SBX_API int sbx_patch_apply_text(const char *text, size_t len, struct sbx_patch_
 
 /* Apply one file's content in memory: the update body diff (V4A hunks) against the text
  * old[0..old_len). Keeps the file's line endings (CRLF lines stay CRLF, new lines take the
- * file's dominant ending) and its final newline or the lack of one. path only labels errors.
+ * ending of the line they replace, else the file's dominant one) and its final newline or the
+ * lack of one. path only labels errors.
  * *out: caller owns (free); *out_len its length. *fuzzy (may be NULL) receives the number of
  * hunks matched with whitespace or punctuation tolerance. */
 SBX_API int sbx_patch_apply_diff(const char *old, size_t old_len, const char *diff, size_t diff_len,

@@ -27,6 +27,7 @@
 #include "buf.h"
 #include "common.h"
 #include "error.h"
+#include "progress.h"
 
 struct sbx_manifest;
 struct sbx_session;
@@ -404,6 +405,8 @@ SBX_API int sbx_session_state_parse(const char *text, size_t n, json_t **out,
  * docs/internals/snapshots.md. */
 SBX_API int sbx_session_snapshot(struct sbx_session *s, struct sbx_snapshot_store *st,
                                  char **out_ref, struct sbx_error *err);
+/* Where sbx_session_snapshot reports its progress (step "snapshot"); fn NULL: nowhere. */
+SBX_API void sbx_session_set_progress(struct sbx_session *s, sbx_progress_fn *fn, void *data);
 
 /* Stop the sandbox: kill every process in it, release its runtime resources; the workspace is
  * kept. The handle stays valid only for sbx_session_free. */
@@ -433,6 +436,10 @@ struct sbx_create_spec {
     /* The sandbox id to use (the provider's id syntax; SBX_E_EXISTS when in use). NULL: a
      * random one. For start and resume, which bring a sandbox back under its id. */
     const char *id;
+    /* Progress of materialising the manifest (step "materialise", done/total entries; "fetch"
+     * for each git_repo entry) and of restoring a snapshot. NULL: none. */
+    sbx_progress_fn *progress;
+    void *progress_data;
 };
 
 /* Make a client for provider ("local"). options: the provider's options struct (for "local",
@@ -460,6 +467,9 @@ struct sbx_resume_opts {
     const struct sbx_strv *pass_secrets;
     /* Where the manifest's ephemeral local_* sources are resolved; NULL: cwd. */
     const char *base_dir;
+    /* Progress of a rebuild (as sbx_create_spec.progress). NULL: none. */
+    sbx_progress_fn *progress;
+    void *progress_data;
     /* The trusted manifest the sandbox was made from, or NULL. A session state never holds
      * the values of ephemeral environment variables (nor secrets); a rebuilt sandbox gets
      * this manifest's ephemeral variables instead. Borrowed. */
@@ -587,6 +597,9 @@ struct sbx_session {
     const char *provider;
     char *id;   /* owned */
     char *root; /* owned */
+    /* private: progress of long operations (sbx_session_set_progress) */
+    sbx_progress_fn *progress_fn;
+    void *progress_data;
     /* private: events */
     sbx_session_event_fn *event_fn;
     void *event_data;

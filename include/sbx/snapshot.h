@@ -26,6 +26,7 @@
 
 #include "common.h"
 #include "error.h"
+#include "progress.h"
 
 /* Version of the tree document and of the archive header ("format"). */
 #define SBX_SNAPSHOT_FORMAT 1
@@ -66,6 +67,9 @@ struct sbx_snapshot_take_opts {
     const char *label;           /* free text recorded in the header (e.g. "stop of <id>") */
     const struct sbx_snapshot_limits *limits;  /* NULL: defaults (entries, bytes, depth) */
     struct sbx_snapshot_take_stats *out_stats; /* NULL, or filled in on success */
+    /* Progress (step "snapshot", done = entries so far, what = the path): NULL: none. */
+    sbx_progress_fn *progress;
+    void *progress_data;
 };
 
 /* Open (creating it 0700 if missing) the store at path; path NULL: $SBX_SNAPSHOTS when set,
@@ -116,6 +120,11 @@ SBX_API int sbx_snapshot_export(struct sbx_snapshot_store *st, const char *ref, 
  * last); files keep holes; modes are masked with 0777. On failure removes what it made. */
 SBX_API int sbx_snapshot_restore(struct sbx_snapshot_store *st, const char *ref, int dirfd,
                                  struct sbx_error *err);
+/* The same, reporting its progress (step "restore", done/total entries); progress may be
+ * NULL. */
+SBX_API int sbx_snapshot_restore_progress(struct sbx_snapshot_store *st, const char *ref, int dirfd,
+                                          sbx_progress_fn *progress, void *progress_data,
+                                          struct sbx_error *err);
 
 /* "FILE|REF" as a user types it: an existing file is imported (with lim, may be NULL), else a
  * reference ("sha256:<hex>" or a prefix of at least 12 hex) is resolved. *out_ref: the full

@@ -884,6 +884,11 @@ static int resume_open_calls(struct run *r, struct sbx_run_result **out, struct 
             emit(r, &ev);
             free(text);
         }
+        /* This process has not reported the call yet: its output needs it (the CLI's tool
+         * line shows the arguments, a --json reader pairs the output with its call). */
+        struct sbx_event cev = {
+                .type = SBX_EVENT_TOOL_CALL, .item = item, .tool = jobs[njobs - 1].name};
+        emit(r, &cev);
     }
     rc = settle(r, jobs, njobs, NULL, NULL, out, err);
 out:

@@ -9,21 +9,32 @@
 
 #define MAX_DEPTH 64
 
+/* Closes s if it is an object schema (by its type or by having properties), as strict mode
+ * requires: 1 if it is one, 0 if not, -code if it allows additional properties. */
+static int close_object(json_t *s, json_t *props, struct sbx_error *err)
+{
+    const char *type = json_string_value(json_object_get(s, "type"));
+    if (!(type && strcmp(type, "object") == 0) && !json_is_object(props))
+        return 0;
+    json_t *ap = json_object_get(s, "additionalProperties");
+    if (ap && !json_is_false(ap))
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "strict schemas need 'additionalProperties' to be false");
+    sbx_json_set(s, "additionalProperties", json_false());
+    return 1;
+}
+
 static int strictify(json_t *s, int depth, struct sbx_error *err)
 {
     if (depth > MAX_DEPTH)
         return sbx_error_set(err, SBX_E_TOOBIG, 0, "schema nests deeper than %d", MAX_DEPTH);
     if (!json_is_object(s))
         return 0;
-    int rc;
     json_t *props = json_object_get(s, "properties");
-    const char *type = json_string_value(json_object_get(s, "type"));
-    if ((type && strcmp(type, "object") == 0) || json_is_object(props)) {
-        json_t *ap = json_object_get(s, "additionalProperties");
-        if (ap && !json_is_false(ap))
-            return sbx_error_set(err, SBX_E_INVAL, 0,
-                                 "strict schemas need 'additionalProperties' to be false");
-        sbx_json_set(s, "additionalProperties", json_false());
+    int rc = close_object(s, props, err);
+    if (rc < 0)
+        return rc;
+    if (rc) {
         json_t *req = json_array();
         const char *k;
         json_t *v;
@@ -136,17 +147,13 @@ static int tool_strict(json_t *s, int sent, int depth, struct sbx_error *err)
         return sbx_error_set(err, SBX_E_TOOBIG, 0, "schema nests deeper than %d", MAX_DEPTH);
     if (!json_is_object(s))
         return 0;
-    int rc;
     const char *k;
     json_t *v;
     json_t *props = json_object_get(s, "properties");
-    const char *type = json_string_value(json_object_get(s, "type"));
-    if ((type && strcmp(type, "object") == 0) || json_is_object(props)) {
-        json_t *ap = json_object_get(s, "additionalProperties");
-        if (ap && !json_is_false(ap))
-            return sbx_error_set(err, SBX_E_INVAL, 0,
-                                 "strict schemas need 'additionalProperties' to be false");
-        sbx_json_set(s, "additionalProperties", json_false());
+    int rc = close_object(s, props, err);
+    if (rc < 0)
+        return rc;
+    if (rc) {
         if (!props)
             sbx_json_set(s, "properties", (props = json_object()));
         json_t *req = json_object_get(s, "required");

@@ -616,7 +616,7 @@ struct gen {
     struct sbx_session *s;
     struct sbx_model *model;
     const char *model_name;
-    sbx_progress_fn *progress;
+    sbx_progress_line_fn *progress;
     void *pdata;
 };
 
@@ -1248,7 +1248,7 @@ int sbx__capability_memory(const json_t *spec, struct sbx_capability **out, stru
 }
 
 int sbx_memory_update(struct sbx_capability *memory, struct sbx_session *s, struct sbx_model *model,
-                      const char *model_name, sbx_progress_fn *progress, void *progress_data,
+                      const char *model_name, sbx_progress_line_fn *progress, void *progress_data,
                       struct sbx_error *err)
 {
     if (!memory || sbx__capability_ops(memory) != &memory_ops)

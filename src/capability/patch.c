@@ -44,6 +44,7 @@ struct op {
     size_t nadd, addalloc;
     int crlf; /* the patch text used CRLF: the ending for new files and for files without any */
     int no_final_eol; /* SBX_PATCH_ADD: the last line gets no line ending */
+    int from_text;    /* parsed from "*** Begin Patch" text, where Codex's rules apply */
     struct hunk *hunks;
     size_t nhunks, hunkalloc;
 };
@@ -553,8 +554,10 @@ int sbx_patch_parse(const char *text, size_t len, const struct sbx_patch_options
         rc = sbx_error_set(err, SBX_E_PARSE, 0, "patch has no file operations");
         goto out;
     }
-    for (size_t k = 0; k < p->n; k++)
+    for (size_t k = 0; k < p->n; k++) {
         p->ops[k].crlf = crlf;
+        p->ops[k].from_text = 1;
+    }
     *out = p;
     p = NULL;
     rc = 0;
@@ -1053,7 +1056,11 @@ static int apply_hunks(const struct op *op, const char *old, size_t old_len, str
             if (h->lines[k].op != '+')
                 ctx[m++] = (struct span){h->lines[k].s, h->lines[k].len};
         if (!m) {
-            pos = h->eof ? t.n : cursor;
+            /* Codex appends an unanchored first insertion to the file (models trained on it
+             * write "@@ +lines" to add at the end); the operations form follows the SDK's
+             * differ, which inserts at the cursor. */
+            int append = h->eof || (op->from_text && hi == 0 && !h->nanchors);
+            pos = append ? t.n : cursor;
         } else if (!find_ctx(&t, ctx, m, cursor, h->eof, &pos, &level)) {
             /* A trailing empty context line often stands for the final newline. */
             size_t m2 = m, n2 = h->n;
@@ -1073,13 +1080,20 @@ static int apply_hunks(const struct op *op, const char *old, size_t old_len, str
         for (size_t k = done; k < pos; k++)
             ftext_push(&res, t.v[k].s, t.v[k].len, t.v[k].cr);
         size_t p = pos;
+        /* Lines replacing removed ones take the ending of the last line removed (a CRLF line
+         * in a mixed file stays CRLF, as Codex does); other new lines the dominant one. */
+        unsigned char new_cr = t.dominant_cr;
         for (size_t k = 0; k < nlines; k++) {
             const struct pline *l = &h->lines[k];
             if (l->op == '+') {
-                ftext_push(&res, l->s, l->len, t.dominant_cr);
+                ftext_push(&res, l->s, l->len, new_cr);
             } else {
-                if (l->op == ' ')
+                if (l->op == ' ') {
                     ftext_push(&res, t.v[p].s, t.v[p].len, t.v[p].cr);
+                    new_cr = t.dominant_cr;
+                } else {
+                    new_cr = t.v[p].cr;
+                }
                 p++;
             }
         }

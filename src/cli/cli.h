@@ -6,6 +6,7 @@
 #include <stdint.h>
 
 #include "sbx/error.h"
+#include "sbx/model.h"
 
 /* Exit statuses shared by every verb. */
 enum {
@@ -35,6 +36,13 @@ struct option;
 int cli_long_options_exact(int argc, char **argv, const char *shortopts,
                            const struct option *longopts, const char *verb);
 
+struct sbx_progress;
+/* A status line on stderr for long steps (materialising, fetching, snapshotting), erased when
+ * they end: the progress callback to give sbx when stderr is a terminal (cli_progress_fn()
+ * returns it then, NULL on a pipe or file, so that logs stay clean). data is unused. */
+typedef void cli_progress_cb(void *data, const struct sbx_progress *p);
+cli_progress_cb *cli_progress_fn(void);
+
 struct sbx_local_options;
 struct sbx_local_grant;
 /* A size with an optional K/M/G suffix (powers of 1024). Returns 0 or -1. */
@@ -52,6 +60,10 @@ struct sbx_strv;
 /* --pass-secret NAME: add NAME to pass after checking it is one of sbx's own credentials
  * (sbx_manifest_harness_credential). Returns 1, or CLI_USAGE after printing why. */
 int cli_pass_secret(const char *name, struct sbx_strv *pass);
+/* --api NAME ("responses" or "chat") into *api. Returns 0, or -1 for any other name. */
+int cli_parse_api(const char *name, enum sbx_model_api *api);
+/* The model name to use: -m's value (given, may be NULL), else $SBX_MODEL, else the default. */
+const char *cli_model_name(const char *given);
 
 int cmd_manifest(int argc, char **argv);     /* cmd-manifest.c */
 int cmd_snapshot(int argc, char **argv);     /* cmd-snapshot.c */

@@ -89,8 +89,17 @@ static void catch_signals(int on)
     signal(SIGPIPE, on ? SIG_IGN : SIG_DFL);
 }
 
+#define CLI_MAX_PORTS 8
+
 struct render {
     int json;
+    /* --port: the ports to tell the URL of once something listens on them in a sandbox of
+     * the run; done holds "id:port" of those told. */
+    struct sbx_sandbox_run *sr;
+    struct sbx_client *client;
+    int ports[CLI_MAX_PORTS];
+    size_t nports;
+    json_t *ports_done;
     const char *state_file; /* added to the interruption event */
     int mid_line;           /* streamed text without a final newline on stderr */
     json_t *args;           /* call_id -> arguments, for the tool line */
@@ -201,9 +210,55 @@ static void on_model_wait(void *data, int64_t waited_ms, int attempt)
     flush(stderr);
 }
 
+/* After a tool ran (it may have started a server) and at the end: for each --port not yet told
+ * of in each sandbox of the run, its host URL once something listens there, on stderr (and as
+ * a "port" event with --json). Runs on the run's thread, between its steps. */
+static void report_ports(struct render *r)
+{
+    for (size_t i = 0; r->sr && r->nports && i < sbx_sandbox_run_count(r->sr); i++) {
+        const char *id = sbx_sandbox_run_session_id(r->sr, i);
+        struct sbx_session *s = NULL;
+        struct sbx_error err = SBX_ERROR_INIT;
+        for (size_t k = 0; id && k < r->nports; k++) {
+            char key[64];
+            snprintf(key, sizeof(key), "%s:%d", id, r->ports[k]);
+            if (json_object_get(r->ports_done, key))
+                continue;
+            if (!s && (!r->client || sbx_client_attach(r->client, id, &s, &err) < 0))
+                break;
+            char *url = NULL;
+            if (sbx_session_resolve_port(s, r->ports[k], &url, &err) < 0)
+                continue; /* nothing listens yet: try again after the next tool */
+            sbx_json_set(r->ports_done, key, json_true());
+            if (r->json) {
+                json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:s?}", "type", "port", "port",
+                                      r->ports[k], "url", url, "sandbox", id, "agent",
+                                      sbx_sandbox_run_agent(r->sr, i));
+                print_json(o);
+                json_decref(o);
+            } else {
+                end_line(r);
+                fprintf(stderr, "  port %d of sandbox %s: %s\n", r->ports[k], id, url);
+                flush(stderr);
+            }
+            free(url);
+        }
+        sbx_session_free(s);
+    }
+}
+
+static void render_event(const struct sbx_event *ev, struct render *r);
+
 static void on_event(const struct sbx_event *ev, void *data)
 {
     struct render *r = data;
+    render_event(ev, r);
+    if (ev->type == SBX_EVENT_TOOL_OUTPUT)
+        report_ports(r); /* after the tool's own line */
+}
+
+static void render_event(const struct sbx_event *ev, struct render *r)
+{
     if (r->json) {
         if (ev->type == SBX_EVENT_MODEL_STREAM)
             return;
@@ -409,15 +464,31 @@ static int check_run_state_options(struct cli_run_state *rs, const char *state_f
     return CLI_OK;
 }
 
-/* A resumed run takes the options it was started with unless given again. */
-static void saved_options(const struct cli_run_state *rs, const char **agent_path,
-                          const char **model_name, struct sbx_model_options *mopt, int api_given,
-                          struct sbx_run_options *ropt, struct sbx_run_config *scfg)
+/* A resumed run takes the options it was started with unless given again, except that the
+ * API key never goes to a model server named only by the state file: a state is a file anyone
+ * could have written (its digest is no signature), so a saved base URL is taken as it is only
+ * when no key would be sent or it is the one OPENAI_BASE_URL names; else --base-url must say
+ * it. Returns CLI_OK or CLI_USAGE after saying so. */
+static int saved_options(const struct cli_run_state *rs, const char **agent_path,
+                         const char **model_name, struct sbx_model_options *mopt, int api_given,
+                         struct sbx_run_options *ropt, struct sbx_run_config *scfg)
 {
     const json_t *cli = cli_run_state_saved_options(rs);
     const char *api = json_string_value(json_object_get(cli, "api"));
     if (!cli)
-        return;
+        return CLI_OK;
+    const char *saved_url = json_string_value(json_object_get(cli, "base_url"));
+    const char *key = getenv("OPENAI_API_KEY"), *env_url = getenv("OPENAI_BASE_URL");
+    const char *model =
+            *model_name ? *model_name : json_string_value(json_object_get(cli, "model"));
+    int replay = model && strncmp(model, "replay:", 7) == 0;
+    if (!mopt->base_url && saved_url && !replay && key && key[0] &&
+        !(env_url && strcmp(env_url, saved_url) == 0))
+        return cli_usage("run ",
+                         "the saved run used the model server '%s': give --base-url '%s' to "
+                         "resume against it (sbx does not send your API key to a server that "
+                         "only a state file names)",
+                         saved_url, saved_url);
     if (!*agent_path)
         *agent_path = json_string_value(json_object_get(cli, "agent_file"));
     if (!*model_name)
@@ -434,6 +505,7 @@ static void saved_options(const struct cli_run_state *rs, const char **agent_pat
         mopt->no_stream = 1;
     if (json_is_true(json_object_get(cli, "all_agents")))
         scfg->all_agents = 1;
+    return CLI_OK;
 }
 
 /* The run state's "meta": what `sbx run --resume` needs to run the same way. */
@@ -476,6 +548,23 @@ static void use_run_state(struct cli_run_state *rs, struct sbx_run_config *scfg,
         scfg->run_state_sandbox = sandbox;
 }
 
+int cli_parse_api(const char *name, enum sbx_model_api *api)
+{
+    if (strcmp(name, "responses") == 0)
+        *api = SBX_MODEL_API_RESPONSES;
+    else if (strcmp(name, "chat") == 0)
+        *api = SBX_MODEL_API_CHAT;
+    else
+        return -1;
+    return 0;
+}
+
+const char *cli_model_name(const char *given)
+{
+    const char *name = given ? given : getenv("SBX_MODEL");
+    return name && name[0] ? name : "gpt-4.1";
+}
+
 int cmd_run(int argc, char **argv)
 {
     enum {
@@ -504,6 +593,7 @@ int cmd_run(int argc, char **argv)
         OPT_DECISION,
         OPT_AGENTCHANGE,
         OPT_NOMEM,
+        OPT_PORT,
     };
     static const struct option longopts[] = {
             {"agent", required_argument, NULL, 'a'},
@@ -545,6 +635,7 @@ int cmd_run(int argc, char **argv)
             {"reason", required_argument, NULL, OPT_DECISION},
             {"allow-agent-change", no_argument, NULL, OPT_AGENTCHANGE},
             {"no-memory-update", no_argument, NULL, OPT_NOMEM},
+            {"port", required_argument, NULL, OPT_PORT},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0},
     };
@@ -563,7 +654,7 @@ int cmd_run(int argc, char **argv)
     json_t *input = NULL, *session_state = NULL, *agent_files = NULL, *meta = NULL;
     struct sbx_local_options lopt = {0};
     struct sbx_local_grant grants[SBX_LOCAL_MAX_GRANTS];
-    struct sbx_client *client = NULL;
+    struct sbx_client *client = NULL, *port_client = NULL;
     struct sbx_conversation_store *conv = NULL;
     struct sbx_strv pass;
     struct cli_run_state rs;
@@ -623,11 +714,7 @@ int cmd_run(int argc, char **argv)
             mopt.base_url = optarg;
             break;
         case OPT_API:
-            if (strcmp(optarg, "responses") == 0)
-                mopt.api = SBX_MODEL_API_RESPONSES;
-            else if (strcmp(optarg, "chat") == 0)
-                mopt.api = SBX_MODEL_API_CHAT;
-            else
+            if (cli_parse_api(optarg, &mopt.api) < 0)
                 return cli_usage("run ", "--api must be 'responses' or 'chat', not '%s'", optarg);
             api_given = 1;
             break;
@@ -691,6 +778,19 @@ int cmd_run(int argc, char **argv)
                 return cli_usage("run ", "--conversation: %s", err.msg);
             ropt.conversation = optarg;
             break;
+        case OPT_PORT: {
+            int port;
+            if (parse_count(optarg, 1, 65535, &port) < 0) {
+                rc = cli_usage("run ", "--port wants a port number 1 to 65535, not '%s'", optarg);
+                goto out_quiet;
+            }
+            if (rd.nports >= CLI_MAX_PORTS) {
+                rc = cli_usage("run ", "at most %d --port options", CLI_MAX_PORTS);
+                goto out_quiet;
+            }
+            rd.ports[rd.nports++] = port;
+            break;
+        }
         case OPT_NOMEM:
             no_memory_update = 1;
             break;
@@ -701,6 +801,8 @@ int cmd_run(int argc, char **argv)
         }
     }
     scfg.pass_secrets = &pass;
+    if (!rd.json)
+        scfg.progress = cli_progress_fn();
     if ((rc = cli_local_finish(&lopt, grants)) != CLI_OK)
         goto out_quiet;
     rc = CLI_FAIL;
@@ -717,6 +819,10 @@ int cmd_run(int argc, char **argv)
                          scfg.session_id ? "--session" : "--session-state");
     if (scfg.keep && scfg.session_id)
         return cli_usage("run ", "--keep applies to sandboxes the run creates, not to --session");
+    if (rd.nports && !rs.resume && !agent_path && !scfg.manifest_path && !session_state_path &&
+        !scfg.snapshot && !scfg.session_id)
+        return cli_usage("run ", "--port needs a sandbox: give an agent file (-a), --manifest, "
+                                 "--snapshot, --session or --session-state");
     if (scfg.keep && !rs.resume && !agent_path && !scfg.manifest_path && !session_state_path &&
         !scfg.snapshot)
         return cli_usage("run ", "--keep needs a sandbox: give an agent file (-a), --manifest, "
@@ -746,7 +852,10 @@ int cmd_run(int argc, char **argv)
     if (rs.path) {
         if (cli_run_state_prepare(&rs, &err) < 0)
             goto out;
-        saved_options(&rs, &agent_path, &model_name, &mopt, api_given, &ropt, &scfg);
+        if ((rc = saved_options(&rs, &agent_path, &model_name, &mopt, api_given, &ropt, &scfg)) !=
+            CLI_OK)
+            goto out_quiet;
+        rc = CLI_FAIL;
         cli_run_state_add_secrets(&rs, &pass);
     }
 
@@ -764,9 +873,7 @@ int cmd_run(int argc, char **argv)
         agent = own_agent;
     }
     /* Without -m, each agent's own model name is sent; this is the fallback. */
-    const char *name = model_name ? model_name : getenv("SBX_MODEL");
-    if (!name || !name[0])
-        name = "gpt-4.1";
+    const char *name = cli_model_name(model_name);
     mopt.cancel = &interrupted;
     mopt.on_wait = on_model_wait;
     mopt.on_wait_data = &rd;
@@ -780,6 +887,7 @@ int cmd_run(int argc, char **argv)
     start_stdout_watch();
 
     rd.args = json_object();
+    rd.ports_done = json_object();
     rd.tty_out = isatty(1);
     rd.tty_err = isatty(2);
     ropt.model = model;
@@ -809,8 +917,16 @@ int cmd_run(int argc, char **argv)
     }
     if (sandboxed && sbx_sandbox_run_new(&scfg, &sr, &err) < 0)
         goto out;
+    rd.sr = sr;
+    rd.client = client;
+    if (rd.nports && !client && sbx_client_new("local", NULL, &port_client, &err) < 0)
+        goto out;
+    if (port_client)
+        rd.client = port_client;
     int run_rc = sandboxed ? sbx_sandbox_run(sr, agent, input, &ropt, &res, &err)
                            : sbx_run(agent, input, &ropt, &res, &err);
+    if (scfg.keep)
+        report_ports(&rd); /* kept sandboxes serve on after the run */
     for (size_t i = 0; sr && scfg.keep && i < sbx_sandbox_run_count(sr); i++) {
         if (!sbx_sandbox_run_created(sr, i))
             continue;
@@ -875,6 +991,8 @@ out_quiet:
     json_decref(meta);
     json_decref(rd.args);
     free(rd.shown);
+    json_decref(rd.ports_done);
+    sbx_client_free(port_client);
     free(prompt);
     if (interrupted && interrupted != SIGINT)
         rc = 128 + interrupted;

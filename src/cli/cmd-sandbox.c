@@ -273,7 +273,7 @@ static int cmd_create(int argc, char **argv)
 {
     const char *manifest_path = NULL;
     int json = 0;
-    struct sbx_create_spec spec = {0};
+    struct sbx_create_spec spec = {.progress = cli_progress_fn()};
     struct sbx_local_options opts = {0};
     int ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
     struct sbx_local_grant grants[SBX_LOCAL_MAX_GRANTS];
@@ -982,8 +982,10 @@ static int cmd_take_snapshot(int argc, char **argv)
     int rc = attach(argv[1], &c, &s, &err);
     if (rc == 0)
         rc = sbx_snapshot_store_open(NULL, &st, &err);
-    if (rc == 0)
+    if (rc == 0) {
+        sbx_session_set_progress(s, cli_progress_fn(), NULL);
         rc = sbx_session_snapshot(s, st, &ref, &err);
+    }
     if (rc == 0 && file) {
         /* Next to FILE, renamed over it when complete: a failed export leaves no half file. */
         tmp = sbx_xasprintf("%s.sbx-tmp", file);
@@ -1072,7 +1074,7 @@ static int cmd_start(int argc, char **argv)
         sbx_strv_release(&pass);
         return rc;
     }
-    struct sbx_resume_opts ro = {.pass_secrets = &pass};
+    struct sbx_resume_opts ro = {.pass_secrets = &pass, .progress = cli_progress_fn()};
     int r = load_trusted_manifest(manifest_path, &m, &err);
     ro.manifest = m;
     if (r == 0)
@@ -1169,7 +1171,8 @@ static int cmd_resume(int argc, char **argv)
         sbx_error_prefix(&err, "'%s'", file);
     if (r == 0)
         r = load_trusted_manifest(manifest_path, &m, &err);
-    struct sbx_resume_opts ro = {.pass_secrets = &pass, .manifest = m};
+    struct sbx_resume_opts ro = {
+            .pass_secrets = &pass, .manifest = m, .progress = cli_progress_fn()};
     if (r == 0)
         r = sbx_client_new("local", &opts, &c, &err);
     if (r == 0)

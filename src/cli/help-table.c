@@ -84,6 +84,9 @@ static const struct cli_help_opt run_opts[] = {
         {0, "reason", "TEXT", "after --reject: the reason the model is told"},
         {0, "allow-agent-change", NULL, "with --resume: accept an agent file that changed"},
         {0, "no-memory-update", NULL, "skip generating memory after the answer"},
+        {0, "port", "N",
+         "print the host URL of port N of the run's sandboxes (on stderr, or as a 'port' event "
+         "with --json) as soon as something listens there (repeatable)"},
         {'h', "help", NULL, "show this help"},
         {0},
 };
@@ -337,7 +340,7 @@ const struct cli_help cli_help_table[] = {
          "        [--memory SIZE] [--port-bind ADDR] [--allow-port N]...\n"
          "        [--pids N] [--cpus N|none] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
          "        [--allow-dangerous-grant PATH]... [--pass-secret NAME]...\n"
-         "        [--disk SIZE|none] [--state FILE] [--no-memory-update]\n"
+         "        [--disk SIZE|none] [--state FILE] [--no-memory-update] [--port N]...\n"
          "sbx run --resume FILE [--approve CALL_ID|all]... [--reject CALL_ID\n"
          "        [--reason TEXT]]... [--allow-agent-change] [options]",
          "run an agent against a model",
@@ -375,6 +378,9 @@ const struct cli_help cli_help_table[] = {
          "Agents with the memory capability generate memory after the answer is printed "
          "(progress on stderr) in sandboxes that outlive the run (--keep, --session); "
          "--no-memory-update skips that ('sbx memory update ID' does it later).\n\n"
+         "--port N prints the host URL of port N of the run's sandboxes (on stderr, or as a "
+         "'port' event with --json) as soon as something listens there, e.g. a preview server "
+         "the agent started.\n\n"
          "Environment: OPENAI_BASE_URL, OPENAI_API_KEY, SBX_MODEL (default model name).\n\n"
          "A sandbox the run created without --keep is removed however the run ends (also when "
          "sbx itself is killed).",

@@ -10,6 +10,7 @@
 #include "cli/help.h"
 #include "sbx/local.h"
 #include "sbx/log.h"
+#include "sbx/progress.h"
 #include "sbx/term.h"
 
 /* The summaries and the rest of the help are in the help table (help-table.c). */
@@ -50,6 +51,32 @@ int cli_long_options_exact(int argc, char **argv, const char *shortopts,
             i++;
     }
     return CLI_OK;
+}
+
+static void cli_progress(void *data, const struct sbx_progress *p)
+{
+    (void)data;
+    if (p->finished) {
+        fputs("\r\033[K", stderr);
+    } else {
+        char what[64];
+        /* The path or repository comes from a manifest: keep it printable and short. */
+        size_t n = 0;
+        for (const char *s = p->what ? p->what : ""; *s && n < sizeof(what) - 1; s++)
+            what[n++] = (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s;
+        what[n] = '\0';
+        if (p->total)
+            fprintf(stderr, "\r\033[K  %s: %llu of %llu %s", p->step, (unsigned long long)p->done,
+                    (unsigned long long)p->total, what);
+        else
+            fprintf(stderr, "\r\033[K  %s: %llu %s", p->step, (unsigned long long)p->done, what);
+    }
+    fflush(stderr);
+}
+
+cli_progress_cb *cli_progress_fn(void)
+{
+    return isatty(2) ? cli_progress : NULL;
 }
 
 static int cmd_version(int argc, char **argv);

@@ -604,7 +604,8 @@ void sbx__manifest_ephemeral_paths(const struct sbx_manifest *m, struct sbx_strv
 }
 
 int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, int flags,
-                     json_t **out_records, struct sbx_error *err)
+                     struct sbx_progress_sink *progress, json_t **out_records,
+                     struct sbx_error *err)
 {
     json_t *records = json_array();
     struct undo u = {0};
@@ -625,6 +626,9 @@ int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, int fl
         }
         int rc = 0;
         if (covered) {
+            int fetch = e->type == SBX_ENTRY_GIT_REPO;
+            sbx_progress_report(progress, fetch ? "fetch" : "materialise",
+                                fetch ? e->repo : e->path, i, n, fetch);
             rc = materialize_entry(s, &u, e, records, err);
         } else if (e->group) {
             struct sbx_dirent d = {0};
@@ -645,6 +649,7 @@ int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, int fl
                                                s->provider, e->group);
         if (rc < 0) {
             sbx_error_prefix(err, "entry '%s'", e->path);
+            sbx_progress_end(progress, "materialise", i, n);
             /* A given workspace must be as it was, or the retry trips over our leftovers. */
             undo_run(s, &u);
             undo_release(&u);
@@ -655,6 +660,7 @@ int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, int fl
     }
     undo_release(&u);
     sbx_strv_release(&eph);
+    sbx_progress_end(progress, "materialise", n, n);
     *out_records = records;
     return 0;
 }

@@ -38,7 +38,8 @@ enum {
     SBX__MATERIALIZE_EPHEMERAL_ONLY = 1 << 0,
 };
 int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, int flags,
-                     json_t **out_records, struct sbx_error *err);
+                     struct sbx_progress_sink *progress, json_t **out_records,
+                     struct sbx_error *err);
 
 /* The workspace paths of m's ephemeral entries, topmost only (one beneath another ephemeral
  * entry is covered by it), appended to out: what a snapshot leaves out. m may be NULL. */

@@ -184,6 +184,8 @@ int sbx_session_snapshot(struct sbx_session *s, struct sbx_snapshot_store *st, c
             .manifest_digest = json_string_value(json_object_get(state, "manifest_digest")),
             .exclude = exclude.n ? (const char *const *)exclude.v : NULL,
             .label = label,
+            .progress = s->progress_fn,
+            .progress_data = s->progress_data,
     };
     if ((rc = sbx_snapshot_take(st, fd, &o, &ref, err)) < 0 ||
         (rc = s->ops->record_snapshot(s, ref, err)) < 0)

@@ -33,6 +33,8 @@ void sbx_session_init_base(struct sbx_session *s, const struct sbx_session_ops *
     s->pty_clock = 0;
     s->event_fn = NULL;
     s->event_data = NULL;
+    s->progress_fn = NULL;
+    s->progress_data = NULL;
     s->event_seq = 0;
 }
 
@@ -695,4 +697,10 @@ void sbx_session_free(struct sbx_session *s)
 {
     if (s)
         s->ops->free(s);
+}
+
+void sbx_session_set_progress(struct sbx_session *s, sbx_progress_fn *fn, void *data)
+{
+    s->progress_fn = fn;
+    s->progress_data = data;
 }

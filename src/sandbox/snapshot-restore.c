@@ -123,6 +123,15 @@ static void undo(int dirfd, const struct snap_tree *t)
 int sbx_snapshot_restore(struct sbx_snapshot_store *st, const char *ref, int dirfd,
                          struct sbx_error *err)
 {
+    return sbx_snapshot_restore_progress(st, ref, dirfd, NULL, NULL, err);
+}
+
+int sbx_snapshot_restore_progress(struct sbx_snapshot_store *st, const char *ref, int dirfd,
+                                  sbx_progress_fn *progress, void *progress_data,
+                                  struct sbx_error *err)
+{
+    struct sbx_progress_sink sink;
+    sbx_progress_sink_init(&sink, progress, progress_data);
     char hex[SBX_SHA256_HEX_LEN + 1];
     struct snap_tree t = {0};
     size_t i = 0;
@@ -140,6 +149,7 @@ int sbx_snapshot_restore(struct sbx_snapshot_store *st, const char *ref, int dir
     const struct snap_entry *failed = NULL;
     for (i = 0; i < t.n && !failed; i++) {
         const struct snap_entry *e = &t.v[i];
+        sbx_progress_report(&sink, "restore", e->path, i, t.n, 0);
         if (e->type == SNAP_DIR)
             rc = sbx_fs_mkdir(dirfd, e->path, 0700, SBX_FS_NOFOLLOW, err);
         else if (e->type == SNAP_FILE)
@@ -155,6 +165,7 @@ int sbx_snapshot_restore(struct sbx_snapshot_store *st, const char *ref, int dir
         if (t.v[i].type == SNAP_DIR && (rc = chmod_dir(dirfd, t.v[i].path, t.v[i].mode, err)) < 0)
             failed = &t.v[i];
     }
+    sbx_progress_end(&sink, "restore", i, t.n);
     if (failed) {
         sbx_error_prefix(err, "'%s'", failed->path);
         undo(dirfd, &t);

@@ -41,6 +41,7 @@ struct walk {
     uint64_t sk_excluded, sk_mounts, sk_devices, sk_fifos, sk_sockets, sk_symlinks, sk_names;
     char *buf;
     char *small; /* SMALL_FILE + 1 bytes */
+    struct sbx_progress_sink progress;
 };
 
 static int64_t ts_ns(struct statx_timestamp t)
@@ -253,6 +254,7 @@ static int take_one(struct walk *w, int dfd, const char *name, const char *prefi
 {
     char *path = prefix[0] ? sbx_xasprintf("%s/%s", prefix, name) : sbx_xstrdup(name);
     size_t len = strlen(path);
+    sbx_progress_report(&w->progress, "snapshot", path, w->tree.n, 0, 0);
     if (sbx_strv_find(&w->exclude, path) >= 0) {
         w->sk_excluded++;
         free(path);
@@ -452,7 +454,10 @@ int sbx_snapshot_take(struct sbx_snapshot_store *st, int dirfd,
     w.buf = sbx_xmalloc(COPY_CHUNK);
     w.small = sbx_xmalloc(SMALL_FILE + 1);
     w.scan_start_ns = sbx_time_real_ns();
-    if ((rc = walk_dir(&w, dirfd, "", 1, err)) < 0)
+    sbx_progress_sink_init(&w.progress, o->progress, o->progress_data);
+    rc = walk_dir(&w, dirfd, "", 1, err);
+    sbx_progress_end(&w.progress, "snapshot", w.tree.n, w.tree.n);
+    if (rc < 0)
         goto out;
     if (w.stats.new_blobs && (rc = sbx__snap_sync(st, err)) < 0)
         goto out;

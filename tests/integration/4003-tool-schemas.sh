@@ -14,23 +14,11 @@ instructions: Do the work.
 manifest: {entries: {notes.txt: {type: file, content: "alpha\n"}}}
 capabilities: [{type: filesystem, apply_patch: function}, shell]
 EOF
-python3 - "$T/s.json" <<'EOF'
-import json, sys
-def resp(i, *items):
-    return {"response": {"id": "r%d" % i, "object": "response", "status": "completed",
-                         "output": list(items)}}
-def fcall(i, name, args):
-    return {"type": "function_call", "id": "fc_%d" % i, "call_id": "c%d" % i, "name": name,
-            "arguments": json.dumps(args), "status": "completed"}
-msg = {"type": "message", "id": "m", "role": "assistant", "status": "completed",
-       "content": [{"type": "output_text", "text": "done", "annotations": []}]}
-strict = {"cmd": "cat notes.txt", "workdir": None, "shell": None, "login": None, "tty": None,
-          "yield_time_ms": None, "max_output_tokens": None}
-json.dump({"turns": [resp(1, fcall(1, "exec_command", strict)),
-                     resp(2, fcall(2, "exec_command", {"cmd": "echo lenient"})),
-                     resp(3, fcall(3, "exec_command", {"cmd": "true", "bogus": 1})),
-                     resp(4, msg)]}, open(sys.argv[1], "w"))
-EOF
+strict='{"cmd": "cat notes.txt", "workdir": None, "shell": None, "login": None, "tty": None, "yield_time_ms": None, "max_output_tokens": None}'
+mk "$T/s.json" "[resp(1, fcall(1, 'exec_command', $strict)),
+    resp(2, fcall(2, 'exec_command', {'cmd': 'echo lenient'})),
+    resp(3, fcall(3, 'exec_command', {'cmd': 'true', 'bogus': 1})),
+    resp(4, msg('done'))]"
 start_fake "$T/s.json"
 run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" "go"
 expect_rc 0 "the run with strict tool calls succeeds"

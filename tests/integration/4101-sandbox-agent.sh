@@ -8,28 +8,6 @@
 . "$(dirname "$0")/sandbox-lib.sh"
 trap 'stop_fake; sandbox_cleanup' EXIT
 
-# Scripts are written in Python: mk OUT 'TURNS' where TURNS is a list built with the helpers.
-cat >"$T/mk.py" <<'EOF'
-import json, sys
-def resp(i, *items):
-    return {"response": {"id": "r%s" % i, "object": "response", "status": "completed",
-                         "output": list(items)}}
-def fcall(i, name, args):
-    a = args if isinstance(args, str) else json.dumps(args)
-    return {"type": "function_call", "id": "fc_%s" % i, "call_id": "c%s" % i, "name": name,
-            "arguments": a, "status": "completed"}
-def ccall(i, name, text):
-    return {"type": "custom_tool_call", "id": "ct_%s" % i, "call_id": "c%s" % i, "name": name,
-            "input": text}
-def pcall(i, op):
-    return {"type": "apply_patch_call", "id": "ap_%s" % i, "call_id": "c%s" % i,
-            "status": "completed", "operation": op}
-def msg(text):
-    return {"type": "message", "id": "m", "role": "assistant", "status": "completed",
-            "content": [{"type": "output_text", "text": text, "annotations": []}]}
-json.dump({"turns": eval(sys.argv[2])}, open(sys.argv[1], "w"))
-EOF
-mk() { python3 "$T/mk.py" "$@"; }
 # The output of the last tool call the model saw in request N (0-based).
 outputs() { fake_query "reqs[$1]['body']['input'][-1].get('output')"; }
 live() { ls "$RUNBASE" 2>/dev/null | wc -l; }
@@ -272,9 +250,11 @@ PNG_PY='import zlib,struct
 def chunk(t,d): return struct.pack(">I",len(d))+t+d+struct.pack(">I",zlib.crc32(t+d))
 raw=b"\\x00\\xff\\x00\\x00"
 open("dot.png","wb").write(b"\\x89PNG\\r\\n\\x1a\\n"+chunk(b"IHDR",struct.pack(">IIBBBBB",1,1,8,2,0,0,0))+chunk(b"IDAT",zlib.compress(raw))+chunk(b"IEND",b""))'
-python3 - "$T/s6.json" "$PNG_PY" "$T/mk.py" <<'EOF'
+python3 - "$T/s6.json" "$PNG_PY" "$SBX_SRCDIR/tests/fake-model" <<'EOF'
 import json, sys
-exec(open(sys.argv[3]).read().split("json.dump(")[0])
+sys.dont_write_bytecode = True
+sys.path.insert(0, sys.argv[3])
+from turns import resp, fcall, msg
 code = sys.argv[2].replace("\\\\", "\\")
 turns = [
  resp(1, fcall(1, "exec_command", {"cmd": "python3 - <<'PYEOF'\n" + code + "\nPYEOF\necho hi > dot.txt"})),

@@ -8,20 +8,6 @@
 trap 'stop_fake; sandbox_cleanup' EXIT
 export SBX_SNAPSHOTS="$T/snapshots" SBX_STOPPED="$T/stopped"
 
-cat >"$T/mk.py" <<'EOF'
-import json, sys
-def resp(i, *items):
-    return {"response": {"id": "r%s" % i, "object": "response", "status": "completed",
-                         "output": list(items)}}
-def fcall(i, name, args):
-    return {"type": "function_call", "id": "fc_%s" % i, "call_id": "c%s" % i, "name": name,
-            "arguments": json.dumps(args), "status": "completed"}
-def msg(text):
-    return {"type": "message", "id": "m", "role": "assistant", "status": "completed",
-            "content": [{"type": "output_text", "text": text, "annotations": []}]}
-json.dump({"turns": eval(sys.argv[2])}, open(sys.argv[1], "w"))
-EOF
-mk() { python3 "$T/mk.py" "$@"; }
 outputs() { fake_query "reqs[$1]['body']['input'][-1].get('output')"; }
 live() { ls "$RUNBASE" 2>/dev/null | wc -l; }
 # A sandbox whose file "who" says $1; its state in $T/$1.json, its id in $T/$1.id.

@@ -35,9 +35,11 @@ expect_eq "$(sfield "$T/S.json" 's["sandbox"]["sessions_by_agent"]["Worker"]["se
 run "$SBX" sandbox exec "$ID" -- sh -c 'test ! -e ran.txt && echo before > before.txt'
 expect_rc 0 "the command did not run (and the test writes a file into the sandbox)"
 
-run "$SBX" run --resume "$T/S.json" --approve all
+run "$SBX" run --base-url "$FAKE_URL" --resume "$T/S.json" --approve all
 expect_rc 0 "--resume --approve all finishes the run"
 expect_in "$T/out" "all done" "with the model's final answer"
+expect_in "$T/err" 'tool exec_command({"cmd": "cat before.txt; echo ran > ran.txt"})' \
+    "the approved call's line shows its arguments"
 outputs 1 >"$T/o"
 expect_in "$T/o" "before" "the approved command ran in the same sandbox"
 expect_eq "$(fake_query 'len(reqs)')" 2 "the model was asked once more, not from the start"
@@ -50,7 +52,7 @@ start_fake "$T/s.json"
 run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" --state "$T/R.json" "go"
 expect_rc 4 "the second run waits too"
 ID=$(the_id)
-run "$SBX" run --resume "$T/R.json" --keep --reject c1 --reason "too risky today"
+run "$SBX" run --base-url "$FAKE_URL" --resume "$T/R.json" --keep --reject c1 --reason "too risky today"
 expect_rc 0 "--reject finishes the run"
 outputs 1 >"$T/o"
 expect_in "$T/o" "The user did not approve this tool call." "the model was told of the rejection"
@@ -65,16 +67,16 @@ start_fake "$T/s.json"
 run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" --state "$T/P.json" "go"
 expect_rc 4 "a third run waits"
 cp "$T/P.json" "$T/P.copy"
-run "$SBX" run --resume "$T/P.json" --approve nope
+run "$SBX" run --base-url "$FAKE_URL" --resume "$T/P.json" --approve nope
 expect_rc 1 "approving a call that is not pending fails"
 expect_in "$T/err" "no pending call 'nope' (pending: c1)" "naming it and the pending ones"
 if cmp -s "$T/P.json" "$T/P.copy"; then ok "the state file is untouched"; else not_ok "the state file is untouched"; fi
 expect_eq "$(fake_query 'len(reqs)')" 1 "the model was not asked"
 run "$SBX" run --approve c1 "go"
 expect_rc 2 "--approve without --resume is a usage error"
-run "$SBX" run --resume "$T/P.json" "a prompt"
+run "$SBX" run --base-url "$FAKE_URL" --resume "$T/P.json" "a prompt"
 expect_rc 2 "--resume with a prompt is a usage error"
-run "$SBX" run --resume "$T/P.json" --reason "why"
+run "$SBX" run --base-url "$FAKE_URL" --resume "$T/P.json" --reason "why"
 expect_rc 2 "--reason without --reject is a usage error"
 run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" --state "$T/P.json" "go"
 expect_rc 1 "--state refuses an existing file"
@@ -99,7 +101,7 @@ expect_eq "$(sfield "$T/W.json" '[p["call_id"] for p in s["pending"]]')" "['c2']
 ID=$(the_id)
 run "$SBX" sandbox exec "$ID" -- cat before.txt
 expect_in "$T/out" "before" "the command that needed no approval ran before the interruption"
-run "$SBX" run --resume "$T/W.json" --reject c2
+run "$SBX" run --base-url "$FAKE_URL" --resume "$T/W.json" --reject c2
 expect_rc 0 "rejecting it finishes the run"
 expect_in "$T/out" "kept it" "with the final answer"
 

@@ -10,24 +10,13 @@
 . "$(dirname "$0")/sandbox-lib.sh"
 trap 'stop_fake; sandbox_cleanup' EXIT
 
-cat >"$T/mk.py" <<'EOF'
-import json, sys
-def resp(i, *items):
-    return {"response": {"id": "r%s" % i, "object": "response", "status": "completed",
-                         "output": list(items)}}
-def fcall(i, name, args):
-    return {"type": "function_call", "id": "fc_%s" % i, "call_id": "c%s" % i, "name": name,
-            "arguments": json.dumps(args), "status": "completed"}
-def msg(text):
-    return {"type": "message", "id": "m", "role": "assistant", "status": "completed",
-            "content": [{"type": "output_text", "text": text, "annotations": []}]}
-def sh(i, cmd):
-    return resp(i, fcall(i, "exec_command", {"cmd": cmd}))
+# load(i, name): a turn calling load_skill.
+cat >"$T/mk-extra.py" <<'EOF'
 def load(i, name):
     return resp(i, fcall(i, "load_skill", {"skill_name": name}))
-json.dump({"turns": eval(sys.argv[2])}, open(sys.argv[1], "w"))
 EOF
-mk() { python3 "$T/mk.py" "$@"; }
+MK_EXTRA="$T/mk-extra.py"
+
 # The output of the last tool call the model saw in request N (0-based).
 outputs() { fake_query "reqs[$1]['body']['input'][-1].get('output')"; }
 instr() { fake_query 'reqs[0]["body"]["instructions"]' >"$T/instr"; }
@@ -73,7 +62,7 @@ capabilities: [shell, {type: skills, from: ./skills}]
 EOF
 
 # --- eager: listed, copied, the script runs; hostile folders skipped ---------------------------
-mk "$T/e.json" '[sh(1, "sh .agents/hello/scripts/hello.sh world"), sh(2, "ls .agents; cat .agents/evil/passwd .agents/evil-dir/etc/hostname 2>&1; ls .agents/hello/scripts"), resp(3, msg("greeted"))]'
+mk "$T/e.json" '[resp(1, sh(1, "sh .agents/hello/scripts/hello.sh world")), resp(2, sh(2, "ls .agents; cat .agents/evil/passwd .agents/evil-dir/etc/hostname 2>&1; ls .agents/hello/scripts")), resp(3, msg("greeted"))]'
 start_fake "$T/e.json"
 cd "$T" && run "$SBX" run --base-url "$FAKE_URL" -a agent/eager.yaml "greet the world"
 cd - >/dev/null
@@ -122,7 +111,7 @@ name: Lazy
 manifest: {entries: {}}
 capabilities: [shell, {type: skills, from: ./skills, lazy: true}]
 EOF
-mk "$T/l.json" '[load(1, "hello"), sh(2, "cat .agents/hello/SKILL.md; ls .agents"), load(3, "hello"), load(4, "nope"), load(5, "memo"), load(6, "memo-pad"), resp(7, msg("loaded"))]'
+mk "$T/l.json" '[load(1, "hello"), resp(2, sh(2, "cat .agents/hello/SKILL.md; ls .agents")), load(3, "hello"), load(4, "nope"), load(5, "memo"), load(6, "memo-pad"), resp(7, msg("loaded"))]'
 start_fake "$T/l.json"
 run "$SBX" run --base-url "$FAKE_URL" -a "$T/agent/lazy.yaml" "use hello"
 expect_rc 0 "an agent with lazy skills runs"
@@ -166,7 +155,7 @@ name: Git
 manifest: {entries: {}}
 capabilities: [shell, {type: skills, from: {type: git_repo, repo: "$R", ref: v1, subpath: skills}}]
 EOF
-    mk "$T/g.json" '[sh(1, "sh .agents/deploy/run.sh; ls -a .agents/deploy"), resp(2, msg("deployed"))]'
+    mk "$T/g.json" '[resp(1, sh(1, "sh .agents/deploy/run.sh; ls -a .agents/deploy")), resp(2, msg("deployed"))]'
     start_fake "$T/g.json"
     run "$SBX" run --base-url "$FAKE_URL" -a "$T/agent/git.yaml" "deploy"
     expect_rc 0 "skills from a git repository"

@@ -10,25 +10,15 @@
 . "$(dirname "$0")/sandbox-lib.sh"
 trap 'stop_fake; sandbox_cleanup' EXIT
 
-cat >"$T/mk.py" <<'PY'
-import json, sys
-def resp(i, *items):
-    return {"response": {"id": "r%s" % i, "object": "response", "status": "completed",
-                         "output": list(items)}}
-def fcall(i, name, args):
-    return {"type": "function_call", "id": "fc_%s" % i, "call_id": "c%s" % i, "name": name,
-            "arguments": json.dumps(args), "status": "completed"}
-def msg(text):
-    return {"type": "message", "id": "m", "role": "assistant", "status": "completed",
-            "content": [{"type": "output_text", "text": text, "annotations": []}]}
+# one / two: the answers of memory generation's two model calls.
+cat >"$T/mk-extra.py" <<'PY'
 def one(slug, summary, raw):
     return resp(90, msg(json.dumps({"rollout_slug": slug, "rollout_summary": summary,
                                     "raw_memory": raw})))
 def two(md, summary):
     return resp(91, msg(json.dumps({"memory_md": md, "memory_summary": summary})))
-json.dump({"turns": eval(sys.argv[2])}, open(sys.argv[1], "w"))
 PY
-mk() { python3 "$T/mk.py" "$@"; }
+MK_EXTRA="$T/mk-extra.py"
 q() { fake_query "$1"; }
 kept_id() { sed -n 's/^kept sandbox \([0-9a-f]*\).*/\1/p' "$T/err" | head -n1; }
 

@@ -9,20 +9,6 @@
 . "$(dirname "$0")/sandbox-lib.sh"
 trap 'stop_fake; sandbox_cleanup' EXIT
 
-cat >"$T/mk.py" <<'PY'
-import json, sys
-def resp(i, *items):
-    return {"response": {"id": "r%s" % i, "object": "response", "status": "completed",
-                         "output": list(items)}}
-def fcall(i, name, args):
-    return {"type": "function_call", "id": "fc_%s" % i, "call_id": "c%s" % i, "name": name,
-            "arguments": json.dumps(args), "status": "completed"}
-def msg(text):
-    return {"type": "message", "id": "m", "role": "assistant", "status": "completed",
-            "content": [{"type": "output_text", "text": text, "annotations": []}]}
-json.dump({"turns": eval(sys.argv[2])}, open(sys.argv[1], "w"))
-PY
-mk() { python3 "$T/mk.py" "$@"; }
 # The output of the last tool call the model saw in request N (0-based).
 outputs() { fake_query "reqs[$1]['body']['input'][-1].get('output')"; }
 nreqs() { if [ -f "$FAKE_LOG" ]; then wc -l <"$FAKE_LOG" | tr -d ' '; else echo 0; fi; }

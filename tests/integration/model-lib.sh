@@ -32,3 +32,7 @@ fake_query() {
 # Common environment: no real credentials leak into tests, a fixed test key.
 export OPENAI_API_KEY=sk-test-SECRET-0123456789
 unset OPENAI_BASE_URL
+
+# mk OUT 'TURNS': a fake-model script from a Python expression over the helpers of
+# tests/fake-model/turns.py; a test's own helpers go in the file $MK_EXTRA, if set.
+mk() { python3 "$SBX_SRCDIR/tests/fake-model/turns.py" "$1" "$2" ${MK_EXTRA:+"$MK_EXTRA"}; }

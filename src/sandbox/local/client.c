@@ -1362,6 +1362,7 @@ struct state_job {
     const struct sbx_manifest *manifest;
     int materialize_flags;
     struct sbx_session *session; /* materialise through it now (isolated: the host directory) */
+    struct sbx_progress_sink *progress;
 };
 
 /* The manifest digest and state.json; run while the supervisor starts. An isolated workspace is
@@ -1373,7 +1374,8 @@ static int write_initial_state(void *ctx, struct sbx_error *err)
     int rc = 0;
     if (j->session && j->manifest) {
         json_t *records = NULL;
-        rc = sbx__materialize(j->session, j->manifest, j->materialize_flags, &records, err);
+        rc = sbx__materialize(j->session, j->manifest, j->materialize_flags, j->progress, &records,
+                              err);
         if (rc < 0)
             return rc;
         sbx_json_set(j->state, "materialized", records);
@@ -1863,7 +1865,8 @@ static int create_impl(struct local_client *c, const struct sbx_create_spec *spe
             rc = sbx_error_errno(err, errno, "cannot open workspace '%s'", ws);
             goto out;
         }
-        rc = sbx_snapshot_restore(store, snap_ref, ws_fd, err);
+        rc = sbx_snapshot_restore_progress(store, snap_ref, ws_fd, spec->progress,
+                                           spec->progress_data, err);
         sbx_fd_close(&ws_fd);
         if (rc < 0) {
             sbx_error_prefix(err, "snapshot '%s'", spec->snapshot);
@@ -1981,11 +1984,14 @@ static int create_impl(struct local_client *c, const struct sbx_create_spec *spe
     ls->idle_ms = c->request_idle_ms;
     state = NULL;
     int mflags = snap_ref ? SBX__MATERIALIZE_EPHEMERAL_ONLY : 0;
+    struct sbx_progress_sink progress;
+    sbx_progress_sink_init(&progress, spec->progress, spec->progress_data);
     struct state_job job = {.dir = dir,
                             .state = ls->state,
                             .manifest = spec->manifest,
                             .materialize_flags = mflags,
-                            .session = c->isolated ? &ls->base : NULL};
+                            .session = c->isolated ? &ls->base : NULL,
+                            .progress = &progress};
     struct while_starting ws_job = {write_initial_state, &job};
     json_t *report = NULL;
     rc = spawn_supervisor(sup, id, cfg, c->start_timeout_ms, &ws_job, tie_fd, &report, err);
@@ -2000,7 +2006,7 @@ static int create_impl(struct local_client *c, const struct sbx_create_spec *spe
 
     if (!c->isolated && spec->manifest) {
         json_t *records = NULL;
-        rc = sbx__materialize(&ls->base, spec->manifest, mflags, &records, err);
+        rc = sbx__materialize(&ls->base, spec->manifest, mflags, &progress, &records, err);
         if (rc < 0)
             goto out;
         sbx_json_set(ls->state, "materialized", records);
@@ -2667,7 +2673,9 @@ static int rebuild(struct local_client *c, const json_t *state, const struct sbx
                                    .base_dir = base,
                                    .pass_secrets = ro->pass_secrets,
                                    .snapshot = ref,
-                                   .id = id};
+                                   .id = id,
+                                   .progress = ro->progress,
+                                   .progress_data = ro->progress_data};
     rc = create_impl((struct local_client *)tmp, &spec, 1, out, err);
 out:
     sbx_manifest_free(m);
