@@ -6,100 +6,8 @@
 #include <string.h>
 
 #include "sbx/patch.h"
+#include "memfs.h"
 #include "tap.h"
-
-/* ---- a small in-memory file provider (data NULL: a directory) ------------------------------ */
-
-struct mfile {
-    char *path;
-    char *data;
-    size_t len;
-};
-
-struct memfs {
-    struct sbx_patch_fs fs;
-    struct mfile f[16];
-    size_t n;
-};
-
-static struct mfile *mfind(struct memfs *m, const char *path)
-{
-    for (size_t i = 0; i < m->n; i++)
-        if (!strcmp(m->f[i].path, path))
-            return &m->f[i];
-    return NULL;
-}
-
-static void mput(struct memfs *m, const char *path, const char *data, size_t len)
-{
-    struct mfile *f = mfind(m, path);
-    if (!f) {
-        f = &m->f[m->n++];
-        f->path = sbx_xstrdup(path);
-    } else {
-        free(f->data);
-    }
-    f->data = data ? sbx_xstrndup(data, len) : NULL;
-    f->len = data ? len : 0;
-}
-
-static int m_read(struct sbx_patch_fs *fs, const char *path, size_t max, struct sbx_buf *out,
-                  unsigned *mode, struct sbx_error *err)
-{
-    struct mfile *f = mfind(fs->ctx, path);
-    if (!f || !f->data)
-        return sbx_error_set(err, SBX_E_NOTFOUND, ENOENT, "'%s' not found", path);
-    if (f->len > max)
-        return sbx_error_set(err, SBX_E_TOOBIG, 0, "'%s' is too big", path);
-    *mode = 0644;
-    return sbx_buf_add(out, f->data, f->len, err);
-}
-
-static int m_exists(struct sbx_patch_fs *fs, const char *path, enum sbx_patch_file_kind *kind,
-                    struct sbx_error *err)
-{
-    (void)err;
-    struct mfile *f = mfind(fs->ctx, path);
-    *kind = !f ? SBX_PATCH_FILE_NONE : f->data ? SBX_PATCH_FILE_REGULAR : SBX_PATCH_FILE_DIR;
-    return 0;
-}
-
-static int m_commit(struct sbx_patch_fs *fs, const struct sbx_patch_change *c, size_t n,
-                    struct sbx_error *err)
-{
-    (void)err;
-    struct memfs *m = fs->ctx;
-    for (size_t i = 0; i < n; i++) {
-        if (c[i].data) {
-            mput(m, c[i].path, c[i].data, c[i].len);
-        } else {
-            struct mfile *f = mfind(m, c[i].path);
-            free(f->path);
-            free(f->data);
-            *f = m->f[--m->n];
-        }
-    }
-    return 0;
-}
-
-static const struct sbx_patch_fs_ops m_ops = {m_read, m_exists, m_commit};
-
-static void mem_init(struct memfs *m)
-{
-    memset(m, 0, sizeof(*m));
-    m->fs.ops = &m_ops;
-    m->fs.ctx = m;
-    m->fs.dirfd = -1;
-}
-
-static void mem_release(struct memfs *m)
-{
-    for (size_t i = 0; i < m->n; i++) {
-        free(m->f[i].path);
-        free(m->f[i].data);
-    }
-    m->n = 0;
-}
 
 /* ---- patch text against a tree ----------------------------------------------------------- */
 
@@ -126,7 +34,7 @@ static void run_text_case(const struct text_case *c)
     mem_init(&m);
     for (size_t i = 0; c->before[i][0]; i++) {
         const char *d = c->before[i][1] == DIRECTORY ? NULL : c->before[i][1];
-        mput(&m, c->before[i][0], d, d ? strlen(d) : 0);
+        mputn(&m, c->before[i][0], d, d ? strlen(d) : 0);
     }
     memset(&res, 0, sizeof(res));
     int rc = sbx_patch_apply_text(c->patch, strlen(c->patch), &m.fs, NULL, &res, &err);
@@ -401,9 +309,9 @@ static void test_create_file(void)
             rc = sbx_patch_apply(p, &m.fs, NULL, &res, &err);
         if (cases[i].out) {
             CHECK_OK(rc, &err);
-            CHECK(m.n == 1 && m.f[0].data);
+            CHECK(m.n == 1 && m.files[0].data);
             if (m.n == 1)
-                CHECK_EQ_STR(m.f[0].data, cases[i].out);
+                CHECK_EQ_STR(m.files[0].data, cases[i].out);
             sbx_patch_result_release(&res);
         } else {
             CHECK(rc < 0);
@@ -425,7 +333,7 @@ static void test_update_file_insertion(void)
     const char *diff = "@@\n+top\n";
     struct sbx_patch_op_spec op = {SBX_PATCH_UPDATE, "o.txt", NULL, diff, strlen(diff)};
     mem_init(&m);
-    mput(&m, "o.txt", "body\n", 5);
+    mputn(&m, "o.txt", "body\n", 5);
     memset(&res, 0, sizeof(res));
     CHECK_OK(sbx_patch_from_ops(&op, 1, NULL, &p, &err), &err);
     CHECK_OK(sbx_patch_apply(p, &m.fs, NULL, &res, &err), &err);
