@@ -22,8 +22,8 @@ static int fail(const struct sbx_error *err)
 static int hello(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
-    json_t *doc = json_pack("{s:{s:{s:s, s:s}}}", "entries", "notes.txt", "type", "file",
-                            "content", "hello from the workspace\n");
+    json_t *doc = json_pack("{s:{s:{s:s, s:s}}}", "entries", "notes.txt", "type", "file", "content",
+                            "hello from the workspace\n");
     struct sbx_manifest *m = NULL;
     struct sbx_client *client = NULL;
     struct sbx_session *s = NULL;
