@@ -96,11 +96,12 @@ struct sbx_approval_request {
 typedef int sbx_approval_fn(void *data, const struct sbx_approval_request *rq,
                             struct sbx_error *err);
 
-/* Called with the run state (runstate.h; borrowed for the call) at every checkpoint: after the
- * model's response is recorded and before its tool calls run (status "running", "open_calls"
- * listing them), after every completed turn, and once at the end (status "interrupted",
- * "completed" or "failed"). An error ends the run (a run that cannot save its state must not
- * go on as if it could), except at the final "failed" call. */
+/* Called with the run state (runstate.h, without "digest": serialising adds it; borrowed for
+ * the call) at every checkpoint: after a model response with tool calls is recorded and before
+ * they run (status "running", "open_calls" listing them), after every completed turn that does
+ * not end the run (status "running"), and once at the end (status "interrupted", "completed"
+ * or "failed"). An error ends the run (a run that cannot save its state must not go on as if
+ * it could), except at the final "failed" call. */
 typedef int sbx_checkpoint_fn(void *data, const json_t *state, struct sbx_error *err);
 
 /* Fills the run state's "sandbox" member (*out: a new reference, or NULL for none). final is

@@ -672,7 +672,10 @@ static void add_job(struct run *r, struct job *jobs, size_t *n, const json_t *it
     j->agent = r->agent;
     j->item = item;
     j->type = type;
+    /* A model may send a call id that is not a string: it is then "" everywhere. */
     j->call_id = json_string_value(json_object_get(item, "call_id"));
+    if (!j->call_id)
+        j->call_id = "";
     j->name = json_string_value(json_object_get(item, "name"));
     if (streq(type, "function_call"))
         j->handoff = find_handoff(r->agent, j->name);

@@ -711,6 +711,59 @@ static void test_failures(void)
     sbx_agent_free(a);
 }
 
+static void test_handoff_held_back(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_agent *a = make_agent("worker", "[\"danger\"]");
+    struct sbx_agent *h = NULL;
+    CHECK_OK(sbx_agent_new("helper", &h, &err), &err);
+    CHECK_OK(sbx_agent_add_handoff(a, h, &err), &err);
+    struct seen s;
+    seen_init(&s);
+    danger_runs = 0;
+    static const char *const r1[] = {
+            RESP("r1", FC("h1", "transfer_to_helper", "{}") "," FC("c1", "danger", "{}")), NULL};
+    struct sbx_model *m = test_model_from_responses(dir, &file_no, r1);
+    struct sbx_run_options o = options(m, &s);
+    struct sbx_run_result *res = NULL;
+    json_t *input = sbx_json_str("go"), *state = NULL;
+    CHECK_OK(sbx_run(a, input, &o, &res, &err), &err);
+    if (res) {
+        const json_t *st = sbx_run_result_state(res);
+        /* The handoff waits with the call that needs approval: the agent has not changed. */
+        CHECK_EQ_STR(json_string_value(json_object_get(st, "current_agent")), "worker");
+        char *oc = sbx_json_dumps(json_object_get(st, "open_calls"), 0);
+        CHECK_EQ_STR(oc, "[\"h1\",\"c1\"]");
+        free(oc);
+        state = saved(st);
+    }
+    sbx_run_result_free(res);
+    res = NULL;
+    sbx_model_free(m);
+    static const char *const r2[] = {RESP("r2", MSG("helped")), NULL};
+    m = test_model_from_responses(dir, &file_no, r2);
+    o = options(m, &s);
+    json_t *dec = J("{\"c1\": {\"approved\": true}}");
+    o.resume = state;
+    o.decisions = dec;
+    CHECK_OK(sbx_run(a, NULL, &o, &res, &err), &err);
+    CHECK_EQ_INT(danger_runs, 1);
+    if (res) {
+        CHECK_EQ_STR(sbx_run_result_text(res), "helped");
+        CHECK_EQ_STR(sbx_agent_name(sbx_run_result_last_agent(res)), "helper");
+        CHECK_EQ_STR(json_string_value(json_object_get(sbx_run_result_state(res), "current_agent")),
+                     "helper");
+    }
+    sbx_run_result_free(res);
+    json_decref(dec);
+    json_decref(state);
+    json_decref(input);
+    sbx_model_free(m);
+    seen_release(&s);
+    sbx_agent_free(a);
+    sbx_agent_free(h);
+}
+
 static void test_nested(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -903,6 +956,7 @@ int main(void)
     TAP_RUN(test_callback);
     TAP_RUN(test_crash_resume);
     TAP_RUN(test_failures);
+    TAP_RUN(test_handoff_held_back);
     TAP_RUN(test_nested);
     TAP_RUN(test_chat_transport);
     char *cmd[] = {"rm", "-rf", dir, NULL};
