@@ -1,6 +1,6 @@
 /* sbx: the local provider ("local"): one supervisor process per sandbox on this machine.
  *
- * A sandbox is a detached supervisor (the sbx binary re-executed with a hidden verb) that owns
+ * A sandbox is a detached supervisor (the sbx-supervisor program, see supervisor_path) that owns
  * the workspace and every process started in it. It listens on a control socket in the runtime
  * directory <runtime>/<id>/ (mode 0700) where <runtime> is options.runtime_dir, else
  * $XDG_RUNTIME_DIR/sbx, else /run/sbx for root, else /run/user/$UID/sbx when that user dir is
@@ -144,6 +144,10 @@ struct sbx_local_options {
  * argv[1] the sandbox id, shown by ps). The configuration arrives as JSON on stdin; the readiness
  * report (JSON) leaves on stdout. Returns the exit status. Only the sbx binary calls this. */
 SBX_API int sbx_local_supervise_main(int argc, char **argv);
+
+/* The hidden CLI verb "__isolate-run": a test driver that runs one command in a fresh isolated
+ * sandbox and exits with its status (docs/internals/isolation.md). argv[0] is the verb. */
+SBX_API int sbx_local_isolate_run_main(int argc, char **argv);
 
 /* A per-user alternative to the TCP port forwards of sbx_session_resolve_port, which listen on
  * 127.0.0.1 where every local user can connect: a unix socket in the sandbox's runtime

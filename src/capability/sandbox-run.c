@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include "capability/capability-internal.h"
-#include "sandbox/session-internal.h"
+#include "sandbox/session/internal.h"
 #include "sbx/json.h"
 #include "sbx/fs.h"
 #include "sbx/log.h"

@@ -17,7 +17,7 @@
 
 #include "capability/capability-internal.h"
 #include "capability/skills-internal.h"
-#include "sandbox/manifest-internal.h"
+#include "sandbox/manifest/internal.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
 #include "sbx/log.h"

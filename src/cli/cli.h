@@ -76,6 +76,5 @@ struct sbx_sandbox_run;
  * none. A failure is a warning on stderr: the run's answer and exit status stand. */
 void cli_memory_after_run(struct sbx_sandbox_run *sr, int skip);
 /* Hidden verbs. */
-int cmd_isolate_run(int argc, char **argv); /* cmd-isolate.c */
 
 #endif

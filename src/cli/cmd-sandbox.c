@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "sandbox/session-internal.h"
+#include "sandbox/session/internal.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
 #include "sbx/local.h"

@@ -149,6 +149,6 @@ int main(int argc, char **argv)
     if (strcmp(name, "__gen") == 0)
         return cli_help_gen_main(argc - 1, argv + 1);
     if (strcmp(name, "__isolate-run") == 0)
-        return cmd_isolate_run(argc - 1, argv + 1);
+        return sbx_local_isolate_run_main(argc - 1, argv + 1);
     return cli_usage(NULL, "unknown command '%s'", name);
 }

@@ -17,7 +17,7 @@
 #include "sbx/local.h"
 #include "sbx/manifest.h"
 #include "sandbox/local/local.h"
-#include "sandbox/session-internal.h"
+#include "sandbox/session/internal.h"
 #include "sbx/session.h"
 #include "sbx/time.h"
 

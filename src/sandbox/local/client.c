@@ -25,7 +25,7 @@
 #include "sandbox/local/isolate.h"
 #include "sandbox/local/local.h"
 #include "sandbox/local/net.h"
-#include "sandbox/session-internal.h"
+#include "sandbox/session/internal.h"
 #include "sbx/fs.h"
 #include "sbx/hash.h"
 #include "sbx/json.h"
@@ -2915,7 +2915,7 @@ static void lc_free(struct sbx_client *bc)
     free(c);
 }
 
-int sbx__local_client_tied(const struct sbx_client *c)
+static int lc_tied(const struct sbx_client *c)
 {
     return ((const struct local_client *)c)->tied;
 }
@@ -2931,6 +2931,7 @@ static const struct sbx_client_ops client_ops = {
         .stop = lc_stop,
         .start = lc_start,
         .stopped_state = lc_stopped_state,
+        .tied = lc_tied,
         .free = lc_free,
 };
 
@@ -3084,3 +3085,9 @@ int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_
     *out = &c->base;
     return 0;
 }
+
+const struct sbx__provider_def sbx__provider_local = {
+        .name = "local",
+        .client_new = sbx__local_client_new,
+        .check_state = sbx__local_state_check,
+};

@@ -1,5 +1,5 @@
 /* Internal interface of the local provider (src/sandbox/local). Nothing outside this folder
- * includes it except the client registry. */
+ * includes it: the registry knows the provider by sbx__provider_local (sandbox/provider.h). */
 #ifndef SBX_SANDBOX_LOCAL_LOCAL_H
 #define SBX_SANDBOX_LOCAL_LOCAL_H
 
@@ -12,14 +12,13 @@
 #include "sbx/local.h"
 #include "sbx/session.h"
 #include "sbx/strv.h"
+#include "sandbox/provider.h"
 
-/* The client registry's constructor: opts may be NULL. */
+/* The client constructor (sbx__provider_local.client_new): opts may be NULL. */
 int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_error *err);
 /* The local fields of a session state (state.c): the generic ones are checked by the caller. */
 int sbx__local_state_check(const json_t *state, struct sbx_error *err);
 extern const char *const sbx__local_state_keys[];
-/* Non-zero when c (a local client) ties the sandboxes it creates to the calling process. */
-int sbx__local_client_tied(const struct sbx_client *c);
 
 /* Control protocol: each message is a 4-byte big-endian length followed by that many bytes of
  * JSON (one object). File descriptors travel with a message as SCM_RIGHTS. */

@@ -2,43 +2,38 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sandbox/local/local.h"
-#include "sandbox/session-internal.h"
+#include "sandbox/provider.h"
+#include "sandbox/session/internal.h"
 #include "sbx/session.h"
 
-struct provider {
-    const char *name;
-    int (*make)(const void *opts, struct sbx_client **out, struct sbx_error *err);
-    int (*check_state)(const json_t *state, struct sbx_error *err);
-};
-
-static const struct provider providers[] = {
-        {"local", sbx__local_client_new, sbx__local_state_check},
+/* Every provider, by name; the first is the default. */
+static const struct sbx__provider_def *const providers[] = {
+        &sbx__provider_local,
 };
 
 int sbx__provider_check_state(const json_t *state, struct sbx_error *err)
 {
     const char *name = json_string_value(json_object_get(state, "provider"));
     for (size_t i = 0; name && i < SBX_ARRAY_LEN(providers); i++)
-        if (strcmp(providers[i].name, name) == 0)
-            return providers[i].check_state(state, err);
+        if (strcmp(providers[i]->name, name) == 0)
+            return providers[i]->check_state(state, err);
     return sbx_error_set(err, SBX_E_INVAL, 0, "field 'provider': unknown provider '%s'",
                          name ? name : "");
 }
 
 int sbx__client_tied(const struct sbx_client *c)
 {
-    return strcmp(c->provider, "local") == 0 && sbx__local_client_tied(c);
+    return c->ops->tied && c->ops->tied(c);
 }
 
 int sbx_client_new(const char *provider, const void *options, struct sbx_client **out,
                    struct sbx_error *err)
 {
     if (!provider)
-        provider = "local";
+        provider = providers[0]->name;
     for (size_t i = 0; i < SBX_ARRAY_LEN(providers); i++)
-        if (strcmp(providers[i].name, provider) == 0)
-            return providers[i].make(options, out, err);
+        if (strcmp(providers[i]->name, provider) == 0)
+            return providers[i]->client_new(options, out, err);
     return sbx_error_set(err, SBX_E_NOTFOUND, 0, "unknown sandbox provider '%s'", provider);
 }
 

@@ -8,7 +8,7 @@
 #include <unistd.h>
 
 #include "sbx/fs.h"
-#include "snapshot-internal.h"
+#include "sandbox/snapshot/internal.h"
 
 #define SMALL_BLOB ((uint64_t)1 << 16)
 

@@ -7,7 +7,8 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "sandbox/session-internal.h"
+#include "sandbox/provider.h"
+#include "sandbox/session/internal.h"
 #include "sbx/hash.h"
 #include "sbx/log.h"
 #include "sbx/session.h"

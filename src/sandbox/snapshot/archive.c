@@ -15,7 +15,7 @@
 #include "sbx/json.h"
 #include "sbx/path.h"
 #include "sbx/strv.h"
-#include "snapshot-internal.h"
+#include "sandbox/snapshot/internal.h"
 
 #define HEADER_MAX ((size_t)64 << 10)
 /* Below this many expanded bytes the ratio is not checked: a small archive of a few empty or

@@ -8,7 +8,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "sandbox/session-internal.h"
+#include "sandbox/provider.h"
+#include "sandbox/session/internal.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
 #include "sbx/path.h"

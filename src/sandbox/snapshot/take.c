@@ -15,7 +15,7 @@
 #include "sbx/path.h"
 #include "sbx/strv.h"
 #include "sbx/time.h"
-#include "snapshot-internal.h"
+#include "sandbox/snapshot/internal.h"
 
 #define CACHE_MAX     ((size_t)512 << 20)
 #define CACHE_VERSION 1

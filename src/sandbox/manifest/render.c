@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sandbox/manifest-internal.h"
+#include "sandbox/manifest/internal.h"
 
 struct node {
     char *name;   /* one path component */

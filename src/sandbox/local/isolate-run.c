@@ -1,17 +1,45 @@
 /* sbx __isolate-run: hidden test driver of the local sandbox isolation. Runs one command in a
  * freshly isolated sandbox (the same namespaces, root, seccomp and limits a local sandbox gets)
  * and exits with its status. Documented in docs/internals/isolation.md; used by the escape
- * suite in tests/security/ until it can drive `sbx sandbox exec`. */
+ * suite in tests/security/. It lives in the local provider's folder, so the CLI reaches the
+ * isolation code only through sbx_local_isolate_run_main (sbx/local.h). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
-#include "cli/cli.h"
-#include "sandbox/local/isolate.h"
+#include <stdarg.h>
+#include <unistd.h>
 
-#define VERB "__isolate-run "
+#include "sandbox/local/isolate.h"
+#include "sbx/local.h"
+#include "sbx/term.h"
+
+#define RUN_OK    0
+#define RUN_FAIL  1
+#define RUN_USAGE 2
+
+static int usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("sbx: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputs("\nTry 'sbx __isolate-run --help'.\n", stderr);
+    return RUN_USAGE;
+}
+
+static int fail(const struct sbx_error *err)
+{
+    const char *msg = err->msg[0] ? err->msg : sbx_strerror(err->code);
+    char *safe = isatty(2) ? sbx_term_escape(msg, strlen(msg), 0, NULL) : NULL;
+    fprintf(stderr, "sbx: %s\n", safe ? safe : msg);
+    free(safe);
+    return RUN_FAIL;
+}
 
 static int parse_size(const char *s, uint64_t *out)
 {
@@ -46,7 +74,7 @@ static const char usage_text[] =
         "  --cgroup NAME        leaf name of the sandbox cgroups\n"
         "  --hostname NAME\n";
 
-int cmd_isolate_run(int argc, char **argv)
+int sbx_local_isolate_run_main(int argc, char **argv)
 {
     struct sbx__isolation_spec spec = {0};
     struct sbx__isolation_user users[SBX__ISOLATION_MAX_USERS];
@@ -55,7 +83,7 @@ int cmd_isolate_run(int argc, char **argv)
     const char *members[SBX__ISOLATION_MAX_GROUPS][SBX__ISOLATION_MAX_USERS + 1];
     struct sbx_strv env, words;
     const char *run_as = NULL;
-    int i, ret = CLI_USAGE;
+    int i, ret = RUN_USAGE;
     sbx_strv_init(&env);
     sbx_strv_init(&words);
 
@@ -68,11 +96,11 @@ int cmd_isolate_run(int argc, char **argv)
         }
         if (strcmp(a, "--help") == 0) {
             fputs(usage_text, stdout);
-            ret = CLI_OK;
+            ret = RUN_OK;
             goto out;
         }
         if (!v) {
-            ret = cli_usage(VERB, "option '%s' needs a value", a);
+            ret = usage("option '%s' needs a value", a);
             goto out;
         }
         i++;
@@ -94,7 +122,7 @@ int cmd_isolate_run(int argc, char **argv)
             else if (strcmp(v, "full") == 0)
                 spec.net = SBX__NET_FULL;
             else {
-                ret = cli_usage(VERB, "unknown network mode '%s' (none, full)", v);
+                ret = usage("unknown network mode '%s' (none, full)", v);
                 goto out;
             }
         } else if (strcmp(a, "--users") == 0) {
@@ -105,7 +133,7 @@ int cmd_isolate_run(int argc, char **argv)
             spec.users = users;
         } else if (strcmp(a, "--group") == 0) {
             if (spec.ngroups == SBX__ISOLATION_MAX_GROUPS) {
-                ret = cli_usage(VERB, "too many groups");
+                ret = usage("too many groups");
                 goto out;
             }
             char *copy = (char *)sbx_strv_push(&words, v), *colon = strchr(copy, ':');
@@ -122,7 +150,7 @@ int cmd_isolate_run(int argc, char **argv)
             spec.groups = groups;
         } else if (strcmp(a, "--grant") == 0) {
             if (spec.ngrants == SBX__ISOLATION_MAX_GRANTS) {
-                ret = cli_usage(VERB, "too many grants");
+                ret = usage("too many grants");
                 goto out;
             }
             char *copy = (char *)sbx_strv_push(&words, v);
@@ -134,7 +162,7 @@ int cmd_isolate_run(int argc, char **argv)
             if (copy && strcmp(copy, "rw") == 0)
                 g->writable = 1;
             else if (copy) {
-                ret = cli_usage(VERB, "grant mode '%s' must be 'rw'", copy);
+                ret = usage("grant mode '%s' must be 'rw'", copy);
                 goto out;
             }
             spec.grants = grants;
@@ -147,21 +175,21 @@ int cmd_isolate_run(int argc, char **argv)
                             : strcmp(a, "--tmp") == 0    ? &spec.limits.tmp_bytes
                                                          : NULL;
             if (!lim) {
-                ret = cli_usage(VERB, "unknown option '%s'", a);
+                ret = usage("unknown option '%s'", a);
                 goto out;
             }
             if (parse_size(v, lim) < 0) {
-                ret = cli_usage(VERB, "option '%s' needs a size or count, not '%s'", a, v);
+                ret = usage("option '%s' needs a size or count, not '%s'", a, v);
                 goto out;
             }
         }
     }
     if (!spec.workspace) {
-        ret = cli_usage(VERB, "missing --workspace");
+        ret = usage("missing --workspace");
         goto out;
     }
     if (i >= argc) {
-        ret = cli_usage(VERB, "missing command after '--'");
+        ret = usage("missing command after '--'");
         goto out;
     }
     spec.env = (const char *const *)env.v;
@@ -174,7 +202,7 @@ int cmd_isolate_run(int argc, char **argv)
     fflush(stdout);
     fflush(stderr);
     if (sbx__isolation_run(&spec, run_as, argv + i, &status, &describe, &err) < 0) {
-        ret = cli_fail(&err);
+        ret = fail(&err);
     } else if (WIFEXITED(status)) {
         /* a plain "exited with status N" needs no words; a limit that was hit does */
         if (strchr(describe.data, '('))

@@ -13,8 +13,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sandbox/manifest-internal.h"
-#include "sandbox/session-internal.h"
+#include "sandbox/provider.h"
+#include "sandbox/manifest/internal.h"
+#include "sandbox/session/internal.h"
 #include "sbx/buf.h"
 #include "sbx/fs.h"
 #include "sbx/hash.h"

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sandbox/manifest-internal.h"
+#include "sandbox/manifest/internal.h"
 #include "sbx/b64.h"
 #include "sbx/json.h"
 #include "sbx/path.h"

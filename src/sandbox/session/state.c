@@ -3,7 +3,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sandbox/session-internal.h"
+#include "sandbox/provider.h"
+#include "sandbox/session/internal.h"
 #include "sbx/json.h"
 #include "sbx/manifest.h"
 #include "sbx/session.h"

@@ -16,7 +16,7 @@
 #include "sbx/path.h"
 #include "sbx/strv.h"
 #include "sbx/time.h"
-#include "snapshot-internal.h"
+#include "sandbox/snapshot/internal.h"
 
 /* A tree document of a million entries is about 150 MB of JSON. */
 #define TREE_DOC_MAX ((size_t)512 << 20)

@@ -1,0 +1,139 @@
+/* sbx: the provider interface, private to the source tree (never installed).
+ *
+ * Every provider lives in a leaf folder of its own under src/sandbox/ (local/, docker/) and
+ * implements the vtables below; the provider-independent half (session/, manifest/,
+ * materialize/, snapshot/) is written once over them. A provider makes itself known with one
+ * struct sbx__provider_def, listed in the registry's table (session/registry.c): nothing
+ * outside a provider's folder includes that provider's own headers. */
+#ifndef SBX_SANDBOX_PROVIDER_H
+#define SBX_SANDBOX_PROVIDER_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <jansson.h>
+
+#include "sbx/progress.h"
+#include "sbx/session.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * Provider interface. A provider allocates a struct that starts with struct sbx_session (or
+ * struct sbx_client), calls the _init_base function and fills in its ops. Paths reaching the
+ * ops are normalised workspace-relative paths ("" is the root). */
+
+struct sbx_proc_ops {
+    int (*wait)(struct sbx_proc *p, int64_t timeout_ms, struct sbx_exit *out,
+                struct sbx_error *err);
+    void (*free)(struct sbx_proc *p);
+};
+
+struct sbx_file_reader {
+    /* Fill buf with up to n bytes; return the count, 0 at the end, or -code on error. */
+    long (*read)(void *ctx, void *buf, size_t n, struct sbx_error *err);
+    void *ctx;
+    /* Optional (NULL: none): skip the hole at the current position, *hole = its length (0 at
+     * data). A provider that can make sparse files leaves that many bytes as a hole; holes do
+     * not count against a write's max. A hole at the end makes a read return 0 next. */
+    int (*skip_hole)(void *ctx, uint64_t *hole, struct sbx_error *err);
+};
+
+struct sbx_session_ops {
+    int (*exec_start)(struct sbx_session *s, const struct sbx_exec_spec *spec, const char *cwd,
+                      struct sbx_proc **out, struct sbx_error *err);
+    int (*read_open)(struct sbx_session *s, const char *path, int *out_fd, uint64_t *out_size,
+                     struct sbx_error *err);
+    int (*write)(struct sbx_session *s, const char *path, const struct sbx_file_reader *r,
+                 uint64_t max, mode_t mode, int flags, struct sbx_error *err);
+    int (*ls)(struct sbx_session *s, const char *path, struct sbx_dirlist *out,
+              struct sbx_error *err);
+    int (*stat)(struct sbx_session *s, const char *path, struct sbx_dirent *out,
+                struct sbx_error *err);
+    int (*mkdir)(struct sbx_session *s, const char *path, int flags, struct sbx_error *err);
+    int (*rm)(struct sbx_session *s, const char *path, int flags, struct sbx_error *err);
+    int (*chmod)(struct sbx_session *s, const char *path, mode_t mode, struct sbx_error *err);
+    /* Optional (NULL: the provider cannot set groups): give path (never followed if a symlink)
+     * the group named group, a group or user of the sandbox's manifest as the sandbox sees it.
+     * SBX_E_NOTFOUND for a name the sandbox does not have, SBX_E_UNSUPPORTED where the sandbox
+     * maps no such group. */
+    int (*chgrp)(struct sbx_session *s, const char *path, const char *group, struct sbx_error *err);
+    int (*resolve_port)(struct sbx_session *s, int port, char **out_url, struct sbx_error *err);
+    int (*state)(struct sbx_session *s, json_t **out, struct sbx_error *err);
+    int (*close)(struct sbx_session *s, int delete_workspace, struct sbx_error *err);
+    /* Optional (NULL: snapshots unsupported): a directory fd of the workspace on this host,
+     * borrowed (valid until the session is freed), and the recording of a snapshot reference
+     * taken of it in the session state. */
+    int (*workspace_fd)(struct sbx_session *s, int *out, struct sbx_error *err);
+    int (*record_snapshot)(struct sbx_session *s, const char *ref, struct sbx_error *err);
+    void (*free)(struct sbx_session *s);
+};
+
+struct sbx_pty_entry; /* private */
+
+struct sbx_session {
+    const struct sbx_session_ops *ops;
+    const char *provider;
+    char *id;   /* owned */
+    char *root; /* owned */
+    /* private: progress of long operations (sbx_session_set_progress) */
+    sbx_progress_fn *progress_fn;
+    void *progress_data;
+    /* private: events */
+    sbx_session_event_fn *event_fn;
+    void *event_data;
+    uint64_t event_seq; /* atomic */
+    /* private: the interactive-process table */
+    pthread_mutex_t lock;
+    struct sbx_pty_entry **ptys;
+    size_t n_ptys;
+    uint64_t pty_clock;
+};
+
+/* Initialise the shared part (copies id and root). */
+void sbx_session_init_base(struct sbx_session *s, const struct sbx_session_ops *ops,
+                                   const char *provider, const char *id, const char *root);
+/* Release the shared part (kills interactive processes, frees id and root). */
+void sbx_session_release_base(struct sbx_session *s);
+
+struct sbx_client_ops {
+    int (*create)(struct sbx_client *c, const struct sbx_create_spec *spec,
+                  struct sbx_session **out, struct sbx_error *err);
+    int (*attach)(struct sbx_client *c, const char *id, struct sbx_session **out,
+                  struct sbx_error *err);
+    int (*list)(struct sbx_client *c, json_t **out, struct sbx_error *err);
+    int (*remove)(struct sbx_client *c, const char *id, int keep_workspace, struct sbx_error *err);
+    /* Optional (NULL: SBX_E_UNSUPPORTED). */
+    int (*list_all)(struct sbx_client *c, json_t **out, struct sbx_error *err);
+    int (*prune)(struct sbx_client *c, int keep_workspace, json_t **out, struct sbx_error *err);
+    /* Required: state is a checked session state of this provider. */
+    int (*resume)(struct sbx_client *c, const json_t *state, const struct sbx_resume_opts *opts,
+                  struct sbx_session **out, struct sbx_error *err);
+    /* Optional (NULL: SBX_E_UNSUPPORTED). */
+    int (*stop)(struct sbx_client *c, const char *id, char **out_ref, struct sbx_error *err);
+    int (*start)(struct sbx_client *c, const char *id, const struct sbx_resume_opts *opts,
+                 struct sbx_session **out, struct sbx_error *err);
+    int (*stopped_state)(struct sbx_client *c, const char *id, json_t **out, struct sbx_error *err);
+    /* Optional (NULL: never): non-zero when the sandboxes c creates end with the calling
+     * process (sbx_local_options.tied), so a run that must outlive it cannot use c. */
+    int (*tied)(const struct sbx_client *c);
+    void (*free)(struct sbx_client *c);
+};
+
+struct sbx_client {
+    const struct sbx_client_ops *ops;
+    const char *provider;
+};
+
+
+/* One provider, as the registry knows it. */
+struct sbx__provider_def {
+    const char *name; /* "local", "docker" */
+    /* A client with the provider's options struct (NULL: defaults). */
+    int (*client_new)(const void *opts, struct sbx_client **out, struct sbx_error *err);
+    /* Check the provider-specific part of a session state it made. */
+    int (*check_state)(const json_t *state, struct sbx_error *err);
+};
+
+/* The providers (one per leaf folder). */
+extern const struct sbx__provider_def sbx__provider_local;
+
+#endif
