@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sandbox/local/config.h"
 #include "sandbox/local/disk.h"
 #include "sandbox/local/isolate.h"
 #include "sandbox/local/local.h"
@@ -96,7 +97,6 @@ struct local_client {
     int disk_explicit;          /* given by the caller: must be enforced */
 };
 
-static void add_network_config(const struct local_client *c, json_t *sb);
 static int write_state(const char *dir, const json_t *state, struct sbx_error *err);
 
 struct local_session {
@@ -1725,109 +1725,152 @@ static int is_stopped(const char *id)
     return yes;
 }
 
-/* allow_stopped: spec->id may name a stopped sandbox (start brings it back). */
-static int create_impl(struct local_client *c, const struct sbx_create_spec *spec,
-                       int allow_stopped, struct sbx_session **out, struct sbx_error *err)
-{
-    char *rundir = NULL, *dir = NULL, *ws = NULL, *wsbase = NULL, *sup = NULL;
-    char *image = NULL, *loop = NULL, *snap_ref = NULL;
+/* One create in progress: what the steps below make, and so what rollback undoes. */
+struct create_job {
+    struct local_client *c;
+    const struct sbx_create_spec *spec;
     char id[2 * ID_BYTES + 1];
-    int owned = 0, made_dir = 0, made_ws = 0, started = 0, lock_fd = -1, tie_fd = -1, rc;
-    int ws_fd = -1;
-    json_t *state = NULL, *cfg = NULL, *mjson = NULL;
-    struct local_session *ls = NULL;
-    struct sbx_snapshot_store *store = NULL;
+    char *sup;        /* the supervisor program */
+    char *rundir;     /* the runtime base */
+    char *dir;        /* this sandbox's runtime directory */
+    char *ws;         /* the workspace */
+    char *wsbase;     /* where a fresh workspace is made; NULL for a given one */
+    char *image;      /* the workspace's disk image, once mounted */
+    char *loop;       /* its loop device */
+    char *snap_ref;   /* the snapshot to restore */
+    const char *root; /* where commands see the workspace (borrowed) */
+    const char *net;  /* the state's network mode */
+    int owned;        /* a fresh workspace */
+    int made_dir, made_ws, started;
+    int lock_fd;   /* the create lease on dir */
+    int tie_fd;    /* the creator's pidfd for a tied sandbox */
+    json_t *mjson; /* the manifest as the state records it, until the state takes it */
+    json_t *state; /* until the session takes it */
+    json_t *cfg;   /* the supervisor's configuration */
+    struct local_session *ls;
+    struct sbx_snapshot_store *store;
+    struct sbx_progress_sink progress;
+    int mflags; /* how the manifest is materialised */
+};
 
-    if (spec->id && (strlen(spec->id) != 2 * ID_BYTES || !valid_id(spec->id))) {
-        rc = sbx_error_set(err, SBX_E_INVAL, 0, "'%s' is not a sandbox id (16 hex digits)",
-                           spec->id);
-        goto out;
-    }
-    if (spec->id && !allow_stopped && is_stopped(spec->id)) {
-        rc = sbx_error_set(err, SBX_E_EXISTS, 0, "sandbox '%s' exists and is stopped", spec->id);
-        goto out;
-    }
-    /* A snapshot (an archive to import, or a reference) is found and checked before anything
-     * of the sandbox exists: a bad one creates nothing. */
+/* A bad id, a stopped one, a bad snapshot or a manifest too large for the state: refused before
+ * anything of the sandbox exists. */
+static int check_spec(struct create_job *j, int allow_stopped, struct sbx_error *err)
+{
+    const struct sbx_create_spec *spec = j->spec;
+    int rc;
+    if (spec->id && (strlen(spec->id) != 2 * ID_BYTES || !valid_id(spec->id)))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "'%s' is not a sandbox id (16 hex digits)",
+                             spec->id);
+    if (spec->id && !allow_stopped && is_stopped(spec->id))
+        return sbx_error_set(err, SBX_E_EXISTS, 0, "sandbox '%s' exists and is stopped", spec->id);
     if (spec->snapshot &&
-        ((rc = sbx_snapshot_store_open(NULL, &store, err)) < 0 ||
-         (rc = sbx_snapshot_resolve(store, spec->snapshot, NULL, &snap_ref, err)) < 0))
-        goto out;
+        ((rc = sbx_snapshot_store_open(NULL, &j->store, err)) < 0 ||
+         (rc = sbx_snapshot_resolve(j->store, spec->snapshot, NULL, &j->snap_ref, err)) < 0))
+        return rc;
+    j->mflags = j->snap_ref ? SBX__MATERIALIZE_EPHEMERAL_ONLY : 0;
     if (spec->manifest &&
-        (rc = sbx_manifest_to_json(spec->manifest, SBX_MANIFEST_JSON_NO_EPHEMERAL_ENV, &mjson, NULL,
-                                   err)) < 0)
-        goto out;
-    if (mjson) {
+        (rc = sbx_manifest_to_json(spec->manifest, SBX_MANIFEST_JSON_NO_EPHEMERAL_ENV, &j->mjson,
+                                   NULL, err)) < 0)
+        return rc;
+    if (j->mjson) {
         /* The state must stay readable: its manifest (file contents included) has a bound. */
-        char *text = sbx_json_dumps(mjson, SBX_JSON_COMPACT);
+        char *text = sbx_json_dumps(j->mjson, SBX_JSON_COMPACT);
         size_t n = strlen(text);
         free(text);
-        if (n > MANIFEST_STATE_MAX) {
-            rc = sbx_error_set(err, SBX_E_TOOBIG, 0,
-                               "the manifest takes %zu bytes in the session state, more than %zu "
-                               "(large files belong in local_file entries)",
-                               n, MANIFEST_STATE_MAX);
-            goto out;
-        }
+        if (n > MANIFEST_STATE_MAX)
+            return sbx_error_set(err, SBX_E_TOOBIG, 0,
+                                 "the manifest takes %zu bytes in the session state, more than "
+                                 "%zu (large files belong in local_file entries)",
+                                 n, MANIFEST_STATE_MAX);
     }
-    if ((rc = find_supervisor(c, &sup, err)) < 0 ||
-        (rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err)) < 0)
-        goto out;
-    if (spec->id)
-        memcpy(id, spec->id, sizeof(id));
-    else if ((rc = sbx_random_hex(id, ID_BYTES, err)) < 0)
-        goto out;
-    dir = sbx_xasprintf("%s/%s", rundir, id);
-    if (mkdir(dir, 0700) < 0) {
-        rc = errno == EEXIST && spec->id
-                     ? sbx_error_set(err, SBX_E_EXISTS, EEXIST, "sandbox '%s' already exists", id)
-                     : sbx_error_errno(err, errno, "cannot create runtime directory '%s'", dir);
-        goto out;
-    }
-    made_dir = 1;
+    return 0;
+}
+
+/* path made absolute (it exists): the supervisor is given absolute paths only. */
+static int absolute_dir(char **path, struct sbx_error *err)
+{
+    if ((*path)[0] == '/')
+        return 0;
+    char *abs = realpath(*path, NULL);
+    if (!abs)
+        return sbx_error_errno(err, errno, "cannot resolve '%s'", *path);
+    free(*path);
+    *path = abs;
+    return 0;
+}
+
+/* The supervisor program, the id, and the runtime directory under its create lease. */
+static int make_runtime_dir(struct create_job *j, struct sbx_error *err)
+{
+    int rc;
+    if ((rc = find_supervisor(j->c, &j->sup, err)) < 0 ||
+        (rc = sbx__local_runtime_base(j->c->runtime_dir, &j->rundir, err)) < 0 ||
+        (rc = absolute_dir(&j->rundir, err)) < 0)
+        return rc;
+    if (j->spec->id)
+        memcpy(j->id, j->spec->id, sizeof(j->id));
+    else if ((rc = sbx_random_hex(j->id, ID_BYTES, err)) < 0)
+        return rc;
+    j->dir = sbx_xasprintf("%s/%s", j->rundir, j->id);
+    if (mkdir(j->dir, 0700) < 0)
+        return errno == EEXIST && j->spec->id
+                       ? sbx_error_set(err, SBX_E_EXISTS, EEXIST, "sandbox '%s' already exists",
+                                       j->id)
+                       : sbx_error_errno(err, errno, "cannot create runtime directory '%s'",
+                                         j->dir);
+    j->made_dir = 1;
     /* The create lease: while we hold it, ps --all says "creating" and prune keeps off. It goes
      * with us however we end, so a creator killed mid-create leaves a dir prune can take. */
-    lock_fd = create_lease(dir, err);
-    if (lock_fd < 0) {
-        rc = lock_fd;
-        goto out;
-    }
+    j->lock_fd = create_lease(j->dir, err);
+    return j->lock_fd < 0 ? j->lock_fd : 0;
+}
 
-    if (spec->workspace) {
-        ws = realpath(spec->workspace, NULL);
+/* The given workspace (an existing directory), else the path of a fresh one. */
+static int choose_workspace(struct create_job *j, struct sbx_error *err)
+{
+    int rc;
+    if (j->spec->workspace) {
         struct stat st;
-        if (!ws || stat(ws, &st) < 0 || !S_ISDIR(st.st_mode)) {
-            rc = sbx_error_set(err, SBX_E_NOTFOUND, errno,
-                               "workspace '%s' is not an existing directory", spec->workspace);
-            goto out;
-        }
+        j->ws = realpath(j->spec->workspace, NULL);
+        if (!j->ws || stat(j->ws, &st) < 0 || !S_ISDIR(st.st_mode))
+            return sbx_error_set(err, SBX_E_NOTFOUND, errno,
+                                 "workspace '%s' is not an existing directory", j->spec->workspace);
     } else {
-        rc = workspace_base(c, &wsbase, err);
-        if (rc < 0)
-            goto out;
-        ws = sbx_xasprintf("%s/%s", wsbase, id);
-        owned = 1;
+        if ((rc = workspace_base(j->c, &j->wsbase, err)) < 0 ||
+            (rc = absolute_dir(&j->wsbase, err)) < 0)
+            return rc;
+        j->ws = sbx_xasprintf("%s/%s", j->wsbase, j->id);
+        j->owned = 1;
     }
-    char created[SBX_TIME_RFC3339_LEN];
-    sbx_time_rfc3339(sbx_time_real_ns(), created);
-    state = json_object();
-    sbx_json_set(state, "version", json_integer(1));
-    sbx_json_set(state, "provider", sbx_json_str("local"));
-    sbx_json_set(state, "id", sbx_json_str(id));
-    sbx_json_set(state, "workspace", sbx_json_str(ws));
     /* Without isolation commands see the workspace at its host path; with it, at the manifest
      * root. */
-    const char *root = !c->isolated             ? ws
-                       : spec && spec->manifest ? sbx_manifest_root(spec->manifest)
-                                                : "/workspace";
-    const char *net = !c->isolated || c->network == SBX_LOCAL_NETWORK_HOST ? "full"
-                      : c->network == SBX_LOCAL_NETWORK_ALLOW              ? "allow"
-                                                                           : "none";
-    sbx_json_set(state, "root", sbx_json_str(root));
+    j->root = !j->c->isolated     ? j->ws
+              : j->spec->manifest ? sbx_manifest_root(j->spec->manifest)
+                                  : "/workspace";
+    return 0;
+}
+
+/* The first state.json, written before the workspace exists: whatever a killed create leaves,
+ * the state names it (ps --all, prune). */
+static int record_state(struct create_job *j, struct sbx_error *err)
+{
+    const struct local_client *c = j->c;
+    char created[SBX_TIME_RFC3339_LEN];
+    sbx_time_rfc3339(sbx_time_real_ns(), created);
+    j->net = !c->isolated || c->network == SBX_LOCAL_NETWORK_HOST ? "full"
+             : c->network == SBX_LOCAL_NETWORK_ALLOW              ? "allow"
+                                                                  : "none";
+    json_t *state = j->state = json_object();
+    sbx_json_set(state, "version", json_integer(1));
+    sbx_json_set(state, "provider", sbx_json_str("local"));
+    sbx_json_set(state, "id", sbx_json_str(j->id));
+    sbx_json_set(state, "workspace", sbx_json_str(j->ws));
+    sbx_json_set(state, "root", sbx_json_str(j->root));
     sbx_json_set(state, "created", sbx_json_str(created));
     sbx_json_set(state, "isolation", sbx_json_str(c->isolated ? "namespaces" : "none"));
-    sbx_json_set(state, "network", sbx_json_str(net));
-    sbx_json_set(state, "workspace_owned", json_boolean(owned));
+    sbx_json_set(state, "network", sbx_json_str(j->net));
+    sbx_json_set(state, "workspace_owned", json_boolean(j->owned));
     sbx_json_set(state, "manifest_digest", json_null());
     /* What a rebuild needs (sbx_client_resume): the manifest without secret values, the
      * options, the ports; the snapshot it came from, until one is taken of it. */
@@ -1836,216 +1879,236 @@ static int create_impl(struct local_client *c, const struct sbx_create_spec *spe
     for (size_t i = 0; i < c->n_ports; i++)
         sbx_json_append(eports, json_integer(c->ports[i]));
     sbx_json_set(state, "exposed_ports", eports);
-    sbx_json_set(state, "manifest", mjson ? mjson : json_null());
-    mjson = NULL;
-    sbx_json_set(state, "snapshot", snap_ref ? sbx_json_str(snap_ref) : json_null());
-    /* Written before the workspace exists: whatever a killed create leaves, the state names it
-     * (ps --all, prune). */
-    if ((rc = write_state(dir, state, err)) < 0)
-        goto out;
-    if (owned) {
-        if (mkdir(ws, 0755) < 0) {
-            rc = sbx_error_errno(err, errno, "cannot create workspace '%s'", ws);
-            goto out;
-        }
-        made_ws = 1;
-    }
+    sbx_json_set(state, "manifest", j->mjson ? j->mjson : json_null());
+    j->mjson = NULL;
+    sbx_json_set(state, "snapshot", j->snap_ref ? sbx_json_str(j->snap_ref) : json_null());
+    return write_state(j->dir, state, err);
+}
+
+/* A fresh workspace made, its size limit decided (and recorded), the snapshot restored into it
+ * as it will be seen (the mounted image, if any); a failed restore removes what it wrote. */
+static int prepare_workspace(struct create_job *j, struct sbx_error *err)
+{
     json_t *disk = NULL;
-    rc = workspace_disk(c, id, owned ? wsbase : NULL, ws, &image, &loop, &disk, err);
+    int rc;
+    if (j->owned) {
+        if (mkdir(j->ws, 0755) < 0)
+            return sbx_error_errno(err, errno, "cannot create workspace '%s'", j->ws);
+        j->made_ws = 1;
+    }
+    rc = workspace_disk(j->c, j->id, j->owned ? j->wsbase : NULL, j->ws, &j->image, &j->loop, &disk,
+                        err);
     if (rc < 0)
-        goto out;
-    sbx_json_set(state, "disk", disk);
-    if ((rc = write_state(dir, state, err)) < 0)
-        goto out;
-    if (snap_ref) {
-        /* Into the workspace as it will be seen (the mounted image, if any); a failed restore
-         * removes what it wrote, and the rollback below the rest. */
-        ws_fd = open(ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (ws_fd < 0) {
-            rc = sbx_error_errno(err, errno, "cannot open workspace '%s'", ws);
-            goto out;
-        }
-        rc = sbx_snapshot_restore_progress(store, snap_ref, ws_fd, spec->progress,
-                                           spec->progress_data, err);
-        sbx_fd_close(&ws_fd);
-        if (rc < 0) {
-            sbx_error_prefix(err, "snapshot '%s'", spec->snapshot);
-            goto out;
-        }
-    }
-    cfg = json_object();
-    json_t *env = json_array(), *ports = json_array();
-    if (!c->isolated) {
+        return rc;
+    sbx_json_set(j->state, "disk", disk);
+    if ((rc = write_state(j->dir, j->state, err)) < 0 || !j->snap_ref)
+        return rc;
+    int ws_fd = open(j->ws, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (ws_fd < 0)
+        return sbx_error_errno(err, errno, "cannot open workspace '%s'", j->ws);
+    rc = sbx_snapshot_restore_progress(j->store, j->snap_ref, ws_fd, j->spec->progress,
+                                       j->spec->progress_data, err);
+    close(ws_fd);
+    if (rc < 0)
+        sbx_error_prefix(err, "snapshot '%s'", j->spec->snapshot);
+    return rc;
+}
+
+/* Without isolation: the warning, and the base environment with HOME the workspace. */
+static void unconfined_config(const struct create_job *j, struct sbx__local_config *cfg)
+{
+    const struct sbx_manifest *m = j->spec->manifest;
+    sbx_log(SBX_LOG_WARN,
+            "sandbox '%s' runs UNCONFINED (isolation 'none'): its commands run as you, "
+            "see your files and use your network",
+            j->id);
+    sbx_strv_pushv(&cfg->env, base_env);
+    sbx_strv_pushf(&cfg->env, "HOME=%s", j->ws);
+    if (m && ((sbx_manifest_users(m) && sbx_manifest_users(m)->n) || sbx_manifest_group_count(m)))
         sbx_log(SBX_LOG_WARN,
-                "sandbox '%s' runs UNCONFINED (isolation 'none'): its commands run as you, "
-                "see your files and use your network",
-                id);
-        for (const char *const *e = base_env; *e; e++)
-            sbx_json_append(env, sbx_json_str(*e));
-        char *home = sbx_xasprintf("HOME=%s", ws);
-        sbx_json_append(env, sbx_json_str(home));
-        free(home);
-        if (spec && spec->manifest &&
-            ((sbx_manifest_users(spec->manifest) && sbx_manifest_users(spec->manifest)->n) ||
-             sbx_manifest_group_count(spec->manifest)))
-            sbx_log(SBX_LOG_WARN,
-                    "sandbox '%s': manifest users and groups need isolation; "
-                    "commands run as the calling user",
-                    id);
-    } else {
-        json_t *sb = json_object(), *users = json_array(), *groups = json_array();
-        json_t *grants = json_array(), *lim = json_object();
-        const char *hh = getenv("HOME");
-        sbx_json_set(sb, "net", sbx_json_str(net));
-        if (hh && hh[0] == '/')
-            sbx_json_set(sb, "host_home", sbx_json_str(hh));
-        if (spec && spec->manifest) {
-            struct sbx_strv names;
-            sbx_strv_init(&names);
-            sbx_manifest_account_users(spec->manifest, &names);
-            for (size_t i = 0; i < names.n; i++)
-                sbx_json_append(users, sbx_json_str(names.v[i]));
-            sbx_strv_release(&names);
-            for (size_t i = 0; i < sbx_manifest_group_count(spec->manifest); i++) {
-                const struct sbx_manifest_group *g = sbx_manifest_group_at(spec->manifest, i);
-                json_t *go = json_object(), *mem = json_array();
-                for (size_t j = 0; g->users && j < g->users->n; j++)
-                    sbx_json_append(mem, sbx_json_str(g->users->v[j]));
-                sbx_json_set(go, "name", sbx_json_str(g->name));
-                sbx_json_set(go, "members", mem);
-                sbx_json_append(groups, go);
-            }
-        }
-        for (size_t i = 0; i < c->n_grants; i++) {
-            json_t *go = json_object();
-            sbx_json_set(go, "src", sbx_json_str(c->grants[i].src));
-            if (c->grants[i].dst)
-                sbx_json_set(go, "dst", sbx_json_str(c->grants[i].dst));
-            sbx_json_set(go, "rw", json_boolean(c->grants[i].writable));
-            if (c->grants[i].dangerous)
-                sbx_json_set(go, "dangerous", json_true());
-            sbx_json_append(grants, go);
-        }
-        const struct sbx_local_limits *l = &c->limits;
-        const uint64_t vals[] = {l->memory_bytes, l->pids, l->cpu_millis, l->file_size_bytes,
-                                 l->open_files};
-        static const char *const names[] = {"memory", "pids", "cpu_millis", "file_size",
-                                            "open_files"};
-        for (size_t i = 0; i < 5; i++) {
-            if (!vals[i])
-                continue;
-            /* "no limit" does not fit a signed JSON integer: it travels as a real. */
-            sbx_json_set(lim, names[i],
-                         vals[i] == SBX_LOCAL_LIMIT_NONE ? json_real(1.8446744073709552e19)
-                                                         : json_integer((json_int_t)vals[i]));
-        }
-        sbx_json_set(sb, "users", users);
-        sbx_json_set(sb, "groups", groups);
-        sbx_json_set(sb, "grants", grants);
-        sbx_json_set(sb, "limits", lim);
-        add_network_config(c, sb);
-        sbx_json_set(cfg, "sandbox", sb);
-    }
-    if (spec && spec->manifest) {
-        struct sbx_strv menv;
-        sbx_strv_init(&menv);
-        rc = sbx_manifest_env_resolve(spec->manifest, spec->pass_secrets, &menv, err);
-        for (size_t i = 0; rc == 0 && i < menv.n; i++)
-            sbx_json_append(env, sbx_json_str(menv.v[i]));
-        /* Secret values are in there: wipe our copies. */
-        for (size_t i = 0; i < menv.n; i++)
-            explicit_bzero(menv.v[i], strlen(menv.v[i]));
-        sbx_strv_release(&menv);
-        if (rc < 0) {
-            json_decref(env);
-            json_decref(ports);
-            goto out;
+                "sandbox '%s': manifest users and groups need isolation; "
+                "commands run as the calling user",
+                j->id);
+}
+
+/* With isolation: the manifest's accounts, the client's grants, limits and network. */
+static void isolated_config(const struct create_job *j, struct sbx__local_config *cfg)
+{
+    const struct local_client *c = j->c;
+    const struct sbx_manifest *m = j->spec->manifest;
+    const char *hh = getenv("HOME");
+    cfg->net = c->network == SBX_LOCAL_NETWORK_HOST    ? SBX__LOCAL_CONFIG_NET_FULL
+               : c->network == SBX_LOCAL_NETWORK_ALLOW ? SBX__LOCAL_CONFIG_NET_ALLOW
+                                                       : SBX__LOCAL_CONFIG_NET_NONE;
+    if (hh && hh[0] == '/')
+        cfg->host_home = sbx_xstrdup(hh);
+    if (m) {
+        sbx_manifest_account_users(m, &cfg->users);
+        cfg->n_groups = sbx_manifest_group_count(m);
+        cfg->groups = cfg->n_groups ? sbx_xcalloc(cfg->n_groups, sizeof(*cfg->groups)) : NULL;
+        for (size_t i = 0; i < cfg->n_groups; i++) {
+            const struct sbx_manifest_group *g = sbx_manifest_group_at(m, i);
+            cfg->groups[i].name = sbx_xstrdup(g->name);
+            sbx_strv_init(&cfg->groups[i].members);
+            for (size_t k = 0; g->users && k < g->users->n; k++)
+                sbx_strv_push(&cfg->groups[i].members, g->users->v[k]);
         }
     }
-    for (size_t i = 0; i < c->n_ports; i++)
-        sbx_json_append(ports, json_integer(c->ports[i]));
-    sbx_json_set(cfg, "id", sbx_json_str(id));
-    sbx_json_set(cfg, "dir", sbx_json_str(dir));
-    sbx_json_set(cfg, "workspace", sbx_json_str(ws));
-    sbx_json_set(cfg, "workspace_owned", json_boolean(owned));
-    sbx_json_set(cfg, "root", sbx_json_str(root));
-    sbx_json_set(cfg, "isolation", sbx_json_str(c->isolated ? "namespaces" : "none"));
-    sbx_json_set(cfg, "env", env);
-    sbx_json_set(cfg, "ports", ports);
-    if (c->test_delay_ms)
-        sbx_json_set(cfg, "test_delay_ms", json_integer(c->test_delay_ms));
-    if (c->tied) {
-        if ((rc = open_tie(&tie_fd, err)) < 0)
-            goto out;
-        sbx_json_set(cfg, "tied", json_true());
-        sbx_json_set(cfg, "workspace_owned", json_boolean(owned));
+    cfg->n_grants = c->n_grants;
+    cfg->grants = c->n_grants ? sbx_xcalloc(c->n_grants, sizeof(*cfg->grants)) : NULL;
+    for (size_t i = 0; i < c->n_grants; i++) {
+        cfg->grants[i].src = sbx_xstrdup(c->grants[i].src);
+        cfg->grants[i].dst = c->grants[i].dst ? sbx_xstrdup(c->grants[i].dst) : NULL;
+        cfg->grants[i].writable = c->grants[i].writable;
+        cfg->grants[i].dangerous = c->grants[i].dangerous;
     }
-    ls = session_from_state(rundir, dir, state);
-    ls->idle_ms = c->request_idle_ms;
-    state = NULL;
-    int mflags = snap_ref ? SBX__MATERIALIZE_EPHEMERAL_ONLY : 0;
-    struct sbx_progress_sink progress;
-    sbx_progress_sink_init(&progress, spec->progress, spec->progress_data);
-    struct state_job job = {.dir = dir,
-                            .state = ls->state,
-                            .manifest = spec->manifest,
-                            .materialize_flags = mflags,
-                            .session = c->isolated ? &ls->base : NULL,
-                            .progress = &progress};
+    cfg->limits = c->limits;
+    for (size_t i = 0; i < c->allow.n; i++)
+        sbx_strv_push(&cfg->allow, c->allow.v[i]);
+    for (size_t i = 0; i < c->test_hosts.n; i++)
+        sbx_strv_push(&cfg->test_hosts, c->test_hosts.v[i]);
+    cfg->port_bind = c->port_bind ? sbx_xstrdup(c->port_bind) : NULL;
+    memcpy(cfg->allow_ports, c->allow_ports, sizeof(cfg->allow_ports));
+    cfg->n_allow_ports = c->n_allow_ports;
+}
+
+/* The manifest's environment (secret values resolved) after the base one. */
+static int manifest_env(const struct create_job *j, struct sbx_strv *env, struct sbx_error *err)
+{
+    struct sbx_strv menv;
+    sbx_strv_init(&menv);
+    int rc = sbx_manifest_env_resolve(j->spec->manifest, j->spec->pass_secrets, &menv, err);
+    for (size_t i = 0; rc == 0 && i < menv.n; i++)
+        sbx_strv_push(env, menv.v[i]);
+    /* Secret values are in there: wipe our copies. */
+    for (size_t i = 0; i < menv.n; i++)
+        explicit_bzero(menv.v[i], strlen(menv.v[i]));
+    sbx_strv_release(&menv);
+    return rc;
+}
+
+/* The supervisor's configuration (config.h) as JSON in j->cfg; the tie for a tied sandbox. */
+static int build_config(struct create_job *j, struct sbx_error *err)
+{
+    const struct local_client *c = j->c;
+    struct sbx__local_config cfg;
+    int rc = 0;
+    sbx__local_config_init(&cfg);
+    cfg.id = sbx_xstrdup(j->id);
+    cfg.dir = sbx_xstrdup(j->dir);
+    cfg.workspace = sbx_xstrdup(j->ws);
+    cfg.root = sbx_xstrdup(j->root);
+    cfg.workspace_owned = j->owned;
+    cfg.isolated = c->isolated;
+    memcpy(cfg.ports, c->ports, sizeof(cfg.ports));
+    cfg.n_ports = c->n_ports;
+    cfg.test_delay_ms = c->test_delay_ms;
+    cfg.tied = c->tied;
+    if (c->isolated)
+        isolated_config(j, &cfg);
+    else
+        unconfined_config(j, &cfg);
+    if (j->spec->manifest)
+        rc = manifest_env(j, &cfg.env, err);
+    if (rc == 0)
+        rc = sbx__local_config_to_json(&cfg, &j->cfg, err);
+    sbx__local_config_release(&cfg);
+    if (rc == 0 && c->tied)
+        rc = open_tie(&j->tie_fd, err);
+    return rc;
+}
+
+/* The supervisor started and serving; meanwhile the initial state is written (and an isolated
+ * workspace materialised: see write_initial_state). The limits it reports go into the state. */
+static int start_supervisor(struct create_job *j, struct sbx_error *err)
+{
+    j->ls = session_from_state(j->rundir, j->dir, j->state);
+    j->ls->idle_ms = j->c->request_idle_ms;
+    j->state = NULL;
+    struct state_job job = {.dir = j->dir,
+                            .state = j->ls->state,
+                            .manifest = j->spec->manifest,
+                            .materialize_flags = j->mflags,
+                            .session = j->c->isolated ? &j->ls->base : NULL,
+                            .progress = &j->progress};
     struct while_starting ws_job = {write_initial_state, &job};
     json_t *report = NULL;
-    rc = spawn_supervisor(sup, id, cfg, c->start_timeout_ms, &ws_job, tie_fd, &report, err);
-    sbx_fd_close(&tie_fd);
+    int rc = spawn_supervisor(j->sup, j->id, j->cfg, j->c->start_timeout_ms, &ws_job, j->tie_fd,
+                              &report, err);
+    sbx_fd_close(&j->tie_fd);
     if (rc < 0)
-        goto out;
-    started = 1;
-    rc = record_limits(dir, id, ls->state, report, err);
+        return rc;
+    j->started = 1;
+    rc = record_limits(j->dir, j->id, j->ls->state, report, err);
     json_decref(report);
-    if (rc < 0)
-        goto out;
+    return rc;
+}
 
-    if (!c->isolated && spec->manifest) {
-        json_t *records = NULL;
-        rc = sbx__materialize(&ls->base, spec->manifest, mflags, &progress, &records, err);
-        if (rc < 0)
-            goto out;
-        sbx_json_set(ls->state, "materialized", records);
-        rc = write_state(dir, ls->state, err);
-        if (rc < 0)
-            goto out;
+/* Without isolation the manifest is materialised through the serving supervisor. */
+static int materialize(struct create_job *j, struct sbx_error *err)
+{
+    json_t *records = NULL;
+    if (j->c->isolated || !j->spec->manifest)
+        return 0;
+    int rc = sbx__materialize(&j->ls->base, j->spec->manifest, j->mflags, &j->progress, &records,
+                              err);
+    if (rc < 0)
+        return rc;
+    sbx_json_set(j->ls->state, "materialized", records);
+    return write_state(j->dir, j->ls->state, err);
+}
+
+/* Undo a failed create: the supervisor, the runtime directory, a fresh workspace, the disk. */
+static void rollback(struct create_job *j)
+{
+    struct sbx_error ignored = SBX_ERROR_INIT;
+    if (j->started || j->made_dir) {
+        json_t *dj = j->image ? json_pack("{s:s,s:s*}", "image", j->image, "loop", j->loop) : NULL;
+        stop_and_clean(j->dir, j->id, j->ws, j->made_ws, dj, j->made_ws, NULL, &ignored);
+        json_decref(dj);
+    } else if (j->image) {
+        sbx__disk_detach(j->image, j->loop, j->ws, 0, &ignored);
     }
-    *out = &ls->base;
-    ls = NULL;
-    rc = 0;
-out:
-    if (rc < 0) {
-        struct sbx_error ignored = SBX_ERROR_INIT;
-        if (started || made_dir) {
-            json_t *dj = image ? json_pack("{s:s,s:s*}", "image", image, "loop", loop) : NULL;
-            stop_and_clean(dir, id, ws, made_ws, dj, made_ws, NULL, &ignored);
-            json_decref(dj);
-        } else if (image) {
-            sbx__disk_detach(image, loop, ws, 0, &ignored);
-        }
+}
+
+static void create_job_release(struct create_job *j)
+{
+    sbx_fd_close(&j->lock_fd);
+    if (j->ls)
+        sess_free(&j->ls->base);
+    sbx_fd_close(&j->tie_fd);
+    json_decref(j->state);
+    json_decref(j->cfg);
+    json_decref(j->mjson);
+    free(j->rundir);
+    free(j->dir);
+    free(j->ws);
+    free(j->wsbase);
+    free(j->sup);
+    free(j->image);
+    free(j->loop);
+    free(j->snap_ref);
+    sbx_snapshot_store_free(j->store);
+}
+
+/* allow_stopped: spec->id may name a stopped sandbox (start brings it back). */
+static int create_impl(struct local_client *c, const struct sbx_create_spec *spec,
+                       int allow_stopped, struct sbx_session **out, struct sbx_error *err)
+{
+    struct create_job j = {.c = c, .spec = spec, .lock_fd = -1, .tie_fd = -1};
+    int rc;
+    sbx_progress_sink_init(&j.progress, spec->progress, spec->progress_data);
+    if ((rc = check_spec(&j, allow_stopped, err)) < 0 || (rc = make_runtime_dir(&j, err)) < 0 ||
+        (rc = choose_workspace(&j, err)) < 0 || (rc = record_state(&j, err)) < 0 ||
+        (rc = prepare_workspace(&j, err)) < 0 || (rc = build_config(&j, err)) < 0 ||
+        (rc = start_supervisor(&j, err)) < 0 || (rc = materialize(&j, err)) < 0) {
+        rollback(&j);
         sbx_error_prefix(err, "cannot create sandbox");
+    } else {
+        *out = &j.ls->base;
+        j.ls = NULL;
     }
-    sbx_fd_close(&lock_fd);
-    if (ls)
-        sess_free(&ls->base);
-    sbx_fd_close(&tie_fd);
-    json_decref(state);
-    json_decref(cfg);
-    free(rundir);
-    free(dir);
-    free(ws);
-    free(wsbase);
-    free(sup);
-    free(image);
-    free(loop);
-    free(snap_ref);
-    sbx_fd_close(&ws_fd);
-    json_decref(mjson);
-    sbx_snapshot_store_free(store);
+    create_job_release(&j);
     return rc;
 }
 
@@ -2974,30 +3037,6 @@ static int check_network_options(const struct sbx_local_options *o, int isolated
             return sbx_error_set(err, SBX_E_INVAL, 0, "allowed port %d is not in 1..65535",
                                  o->allow_ports[i]);
     return 0;
-}
-
-static void add_network_config(const struct local_client *c, json_t *sb)
-{
-    if (c->allow.n) {
-        json_t *a = json_array();
-        for (size_t i = 0; i < c->allow.n; i++)
-            sbx_json_append(a, sbx_json_str(c->allow.v[i]));
-        sbx_json_set(sb, "allow", a);
-    }
-    if (c->test_hosts.n) {
-        json_t *a = json_array();
-        for (size_t i = 0; i < c->test_hosts.n; i++)
-            sbx_json_append(a, sbx_json_str(c->test_hosts.v[i]));
-        sbx_json_set(sb, "test_proxy_hosts", a);
-    }
-    if (c->port_bind)
-        sbx_json_set(sb, "port_bind", sbx_json_str(c->port_bind));
-    if (c->n_allow_ports) {
-        json_t *a = json_array();
-        for (size_t i = 0; i < c->n_allow_ports; i++)
-            sbx_json_append(a, json_integer(c->allow_ports[i]));
-        sbx_json_set(sb, "allow_ports", a);
-    }
 }
 
 int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_error *err)

@@ -27,6 +27,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "sandbox/local/config.h"
 #include "sandbox/local/disk.h"
 #include "sandbox/local/isolate.h"
 #include "sandbox/local/logcap.h"
@@ -1213,120 +1214,51 @@ static void serve(struct sup *s)
 /* ---------------------------------------------------------------------------------------------
  * Start-up */
 
-static int get_u64(const json_t *o, const char *key, uint64_t *out, struct sbx_error *err)
+/* The isolation spec of the configuration, turned into an isolation object (sbx__isolation_new
+ * copies what it keeps and checks the names, grants and environment). */
+static int load_isolation(struct sup *s, const struct sbx__local_config *cfg, struct sbx_error *err)
 {
-    json_t *v = json_object_get(o, key);
-    if (!v)
-        return 0;
-    if (!json_is_integer(v) && !json_is_real(v))
-        return sbx_error_set(err, SBX_E_INVAL, 0, "field '%s' must be a number", key);
-    double d = json_number_value(v);
-    if (d < 0)
-        return sbx_error_set(err, SBX_E_INVAL, 0, "field '%s' must not be negative", key);
-    /* Jansson integers are signed: "no limit" travels as -1 is refused above, so as a real. */
-    *out = d >= 18446744073709551615.0 ? SBX__LIMIT_NONE
-           : json_is_integer(v)        ? (uint64_t)json_integer_value(v)
-                                       : (uint64_t)d;
-    return 0;
-}
-
-/* The isolation spec of the configuration's "sandbox" object, turned into an isolation object
- * (sbx__isolation_new copies what it keeps). */
-static int load_isolation(struct sup *s, const json_t *cfg, struct sbx_error *err)
-{
-    json_t *sb = json_object_get(cfg, "sandbox"), *a, *v;
     struct sbx__isolation_spec spec = {0};
     struct sbx__isolation_user *users = NULL;
     struct sbx__isolation_group *groups = NULL;
     struct sbx__isolation_grant *grants = NULL;
-    const char ***members = NULL;
-    const char *net = "none";
-    size_t i, ng = 0;
-    int rc = 0;
+    size_t i;
 
-    if (!json_is_object(sb))
-        return sbx_error_set(err, SBX_E_INVAL, 0, "field 'sandbox' must be an object");
     spec.workspace = s->workspace;
     spec.root = s->root;
     spec.env = (const char *const *)s->env.v;
     char *cg = sbx_xasprintf("sbx-%s", s->id);
     spec.cgroup_name = cg;
     spec.id = s->id;
-    if ((rc = sbx_json_get_string(sb, "net", 0, &net, err)) < 0 ||
-        (rc = sbx_json_get_string(sb, "host_home", 0, &spec.host_home, err)) < 0)
-        goto out;
-    if (strcmp(net, "none") == 0 || strcmp(net, "allow") == 0)
-        spec.net = SBX__NET_NONE;
-    else if (strcmp(net, "full") == 0)
-        spec.net = SBX__NET_FULL;
-    else {
-        rc = sbx_error_set(err, SBX_E_INVAL, 0, "unknown network mode '%s'", net);
-        goto out;
-    }
-    json_t *lim = json_object_get(sb, "limits");
-    if (lim && ((rc = get_u64(lim, "memory", &spec.limits.memory_bytes, err)) < 0 ||
-                (rc = get_u64(lim, "pids", &spec.limits.pids, err)) < 0 ||
-                (rc = get_u64(lim, "cpu_millis", &spec.limits.cpu_millis, err)) < 0 ||
-                (rc = get_u64(lim, "file_size", &spec.limits.fsize_bytes, err)) < 0 ||
-                (rc = get_u64(lim, "open_files", &spec.limits.nofile, err)) < 0))
-        goto out;
-    a = json_object_get(sb, "users");
-    if (json_array_size(a) > SBX__ISOLATION_MAX_USERS) {
-        rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d users", SBX__ISOLATION_MAX_USERS);
-        goto out;
-    }
-    users = sbx_xcalloc(json_array_size(a) + 1, sizeof(*users));
-    json_array_foreach(a, i, v) users[spec.nusers++].name = json_string_value(v);
+    spec.host_home = cfg->host_home;
+    spec.net = cfg->net == SBX__LOCAL_CONFIG_NET_FULL ? SBX__NET_FULL : SBX__NET_NONE;
+    spec.limits.memory_bytes = cfg->limits.memory_bytes;
+    spec.limits.pids = cfg->limits.pids;
+    spec.limits.cpu_millis = cfg->limits.cpu_millis;
+    spec.limits.fsize_bytes = cfg->limits.file_size_bytes;
+    spec.limits.nofile = cfg->limits.open_files;
+    users = sbx_xcalloc(cfg->users.n + 1, sizeof(*users));
+    for (i = 0; i < cfg->users.n; i++)
+        users[i].name = cfg->users.v[i];
     spec.users = users;
-    a = json_object_get(sb, "groups");
-    ng = json_array_size(a);
-    if (ng > SBX__ISOLATION_MAX_GROUPS) {
-        rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d groups", SBX__ISOLATION_MAX_GROUPS);
-        goto out;
-    }
-    groups = sbx_xcalloc(ng + 1, sizeof(*groups));
-    members = sbx_xcalloc(ng + 1, sizeof(*members));
-    json_array_foreach(a, i, v)
-    {
-        json_t *mem = json_object_get(v, "members"), *u;
-        size_t j;
-        members[i] = sbx_xcalloc(json_array_size(mem) + 1, sizeof(**members));
-        json_array_foreach(mem, j, u) members[i][j] = json_string_value(u);
-        groups[i].name = json_string_value(json_object_get(v, "name"));
-        groups[i].members = members[i];
+    spec.nusers = cfg->users.n;
+    groups = sbx_xcalloc(cfg->n_groups + 1, sizeof(*groups));
+    for (i = 0; i < cfg->n_groups; i++) {
+        groups[i].name = cfg->groups[i].name;
+        groups[i].members = (const char *const *)cfg->groups[i].members.v;
     }
     spec.groups = groups;
-    spec.ngroups = ng;
-    a = json_object_get(sb, "grants");
-    if (json_array_size(a) > SBX__ISOLATION_MAX_GRANTS) {
-        rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d grants", SBX__ISOLATION_MAX_GRANTS);
-        goto out;
-    }
-    grants = sbx_xcalloc(json_array_size(a) + 1, sizeof(*grants));
-    json_array_foreach(a, i, v)
-    {
-        grants[i].src = json_string_value(json_object_get(v, "src"));
-        grants[i].dst = json_string_value(json_object_get(v, "dst"));
-        grants[i].writable = json_is_true(json_object_get(v, "rw"));
-        grants[i].dangerous = json_is_true(json_object_get(v, "dangerous"));
+    spec.ngroups = cfg->n_groups;
+    grants = sbx_xcalloc(cfg->n_grants + 1, sizeof(*grants));
+    for (i = 0; i < cfg->n_grants; i++) {
+        grants[i].src = cfg->grants[i].src;
+        grants[i].dst = cfg->grants[i].dst;
+        grants[i].writable = cfg->grants[i].writable;
+        grants[i].dangerous = cfg->grants[i].dangerous;
     }
     spec.grants = grants;
-    spec.ngrants = json_array_size(a);
-    for (i = 0; i < spec.nusers; i++)
-        if (!users[i].name)
-            rc = sbx_error_set(err, SBX_E_INVAL, 0, "users must be names");
-    for (i = 0; i < ng; i++)
-        if (!groups[i].name)
-            rc = sbx_error_set(err, SBX_E_INVAL, 0, "groups must have names");
-    for (i = 0; i < spec.ngrants; i++)
-        if (!grants[i].src)
-            rc = sbx_error_set(err, SBX_E_INVAL, 0, "grants must have a source");
-    if (rc == 0)
-        rc = sbx__isolation_new(&spec, &s->iso, err);
-out:
-    for (i = 0; members && i < ng; i++)
-        free(members[i]);
-    free(members);
+    spec.ngrants = cfg->n_grants;
+    int rc = sbx__isolation_new(&spec, &s->iso, err);
     free(users);
     free(groups);
     free(grants);
@@ -1334,38 +1266,21 @@ out:
     return rc;
 }
 
-/* The network part of the "sandbox" object: mode allow's patterns (and the proxy variables in
- * every command's environment), the forwarders' address, the test-only host map. */
-static int load_network(struct sup *s, const json_t *cfg, struct sbx_error *err)
+/* The network of an isolated sandbox: mode allow's patterns (and the proxy variables in every
+ * command's environment), the forwarders' address, the test-only host map. */
+static void load_network(struct sup *s, struct sbx__local_config *cfg)
 {
-    json_t *sb = json_object_get(cfg, "sandbox");
-    const char *net = "none", *bind = NULL;
-    int rc;
-    if (!json_is_object(sb))
-        return sbx_error_set(err, SBX_E_INVAL, 0, "field 'sandbox' must be an object");
-    if ((rc = sbx_json_get_string(sb, "net", 0, &net, err)) < 0 ||
-        (rc = sbx_json_get_string(sb, "port_bind", 0, &bind, err)) < 0 ||
-        (rc = parse_strv(sb, "allow", 0, SBX_LOCAL_MAX_ALLOW_DOMAINS, &s->allow, err)) < 0 ||
-        (rc = parse_strv(sb, "test_proxy_hosts", 0, 64, &s->test_hosts, err)) < 0)
-        return rc;
-    json_t *ports = json_object_get(sb, "allow_ports"), *v;
-    size_t i;
-    json_array_foreach(ports, i, v)
-    {
-        if (!json_is_integer(v) || s->n_allow_ports >= SBX_LOCAL_MAX_EXPOSED_PORTS)
-            return sbx_error_set(err, SBX_E_INVAL, 0, "bad allowed port list");
-        s->allow_ports[s->n_allow_ports++] = (int)json_integer_value(v);
-    }
-    s->own_netns = strcmp(net, "full") != 0;
-    s->port_bind = bind ? sbx_xstrdup(bind) : NULL;
-    if (strcmp(net, "allow") == 0) {
-        if (s->allow.n == 0)
-            return sbx_error_set(err, SBX_E_INVAL, 0, "network 'allow' needs at least one domain");
+    s->allow = cfg->allow;
+    sbx_strv_init(&cfg->allow);
+    s->test_hosts = cfg->test_hosts;
+    sbx_strv_init(&cfg->test_hosts);
+    s->port_bind = cfg->port_bind;
+    cfg->port_bind = NULL;
+    memcpy(s->allow_ports, cfg->allow_ports, sizeof(s->allow_ports));
+    s->n_allow_ports = cfg->n_allow_ports;
+    s->own_netns = cfg->net != SBX__LOCAL_CONFIG_NET_FULL;
+    if (cfg->net == SBX__LOCAL_CONFIG_NET_ALLOW)
         sbx__net_proxy_env(0, &s->env);
-    } else if (s->allow.n) {
-        return sbx_error_set(err, SBX_E_INVAL, 0, "allowed domains need network 'allow'");
-    }
-    return 0;
 }
 
 /* PID 1: wait until the outer process has the network up (the proxy listening), so that the
@@ -1446,9 +1361,8 @@ static void tie_claim(struct sup *s)
         s->tie_fd = SBX_PROTO_TIE_FD;
 }
 
-static int tie_config(struct sup *s, const json_t *cfg, struct sbx_error *err)
+static int tie_config(struct sup *s, int tied, struct sbx_error *err)
 {
-    int tied = json_is_true(json_object_get(cfg, "tied"));
     if (!tied) {
         sbx_fd_close(&s->tie_fd);
         return 0;
@@ -1526,45 +1440,26 @@ static void tie_end(struct sup *s)
     remove_sandbox_files(s, s->workspace_owned);
 }
 
-static int load_config(struct sup *s, json_t *cfg, struct sbx_error *err)
+/* Take what the process keeps from the parsed configuration (cfg is left to release). */
+static int load_config(struct sup *s, struct sbx__local_config *cfg, struct sbx_error *err)
 {
-    const char *id, *dir, *ws, *root, *iso = "none";
-    json_t *ports = NULL;
     int rc;
-    if ((rc = sbx_json_get_bool(cfg, "workspace_owned", 0, &s->workspace_owned, err)) < 0)
+    s->workspace_owned = cfg->workspace_owned;
+    s->test_delay_ms = cfg->test_delay_ms;
+    s->id = sbx_xstrdup(cfg->id);
+    s->dir = sbx_xstrdup(cfg->dir);
+    s->workspace = sbx_xstrdup(cfg->workspace);
+    s->root = sbx_xstrdup(cfg->root);
+    s->env = cfg->env;
+    sbx_strv_init(&cfg->env);
+    memcpy(s->ports, cfg->ports, sizeof(s->ports));
+    s->n_ports = cfg->n_ports;
+    if ((rc = tie_config(s, cfg->tied, err)) < 0)
         return rc;
-    if ((rc = sbx_json_get_string(cfg, "id", 1, &id, err)) < 0 ||
-        (rc = sbx_json_get_string(cfg, "dir", 1, &dir, err)) < 0 ||
-        (rc = sbx_json_get_string(cfg, "workspace", 1, &ws, err)) < 0 ||
-        (rc = sbx_json_get_string(cfg, "root", 1, &root, err)) < 0 ||
-        (rc = sbx_json_get_string(cfg, "isolation", 0, &iso, err)) < 0 ||
-        (rc = sbx_json_get_array(cfg, "ports", 0, &ports, err)) < 0 ||
-        (rc = parse_strv(cfg, "env", 0, SBX_EXEC_MAX_ENV, &s->env, err)) < 0 ||
-        (rc = sbx_json_get_int(cfg, "test_delay_ms", 0, &s->test_delay_ms, err)) < 0)
-        return rc;
-    if (s->test_delay_ms < 0 || s->test_delay_ms > 10000)
-        return sbx_error_set(err, SBX_E_INVAL, 0, "field 'test_delay_ms' must be in 0..10000");
-    if (strcmp(iso, "none") != 0 && strcmp(iso, "namespaces") != 0)
-        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "unknown isolation '%s'", iso);
-    s->id = sbx_xstrdup(id);
-    s->dir = sbx_xstrdup(dir);
-    s->workspace = sbx_xstrdup(ws);
-    s->root = sbx_xstrdup(root);
-    size_t i;
-    json_t *v;
-    json_array_foreach(ports, i, v)
-    {
-        if (!json_is_integer(v) || s->n_ports >= SBX_LOCAL_MAX_EXPOSED_PORTS)
-            return sbx_error_set(err, SBX_E_INVAL, 0, "bad exposed port list");
-        s->ports[s->n_ports++] = (int)json_integer_value(v);
-    }
-    if ((rc = tie_config(s, cfg, err)) < 0)
-        return rc;
-    if (strcmp(iso, "namespaces") == 0) {
-        rc = load_network(s, cfg, err);
-        return rc < 0 ? rc : load_isolation(s, cfg, err);
-    }
-    return 0;
+    if (!cfg->isolated)
+        return 0;
+    load_network(s, cfg);
+    return load_isolation(s, cfg, err);
 }
 
 /* The supervisor record (teardown.c): this process, and the cgroups the isolation will make,
@@ -1616,16 +1511,23 @@ static void remove_unclaimed(struct sup *s)
 static int start(struct sup *s, int *outer, struct sbx_error *err)
 {
     struct sbx_buf cfgtext;
-    json_t *cfg = NULL;
-    int rc;
+    struct sbx__local_config cfg;
+    json_t *cfgjson = NULL;
+    int rc, parsed = 0;
 
     sbx_buf_init(&cfgtext, CONFIG_MAX);
     rc = sbx_fd_read_all(0, CONFIG_MAX, &cfgtext, err);
     if (rc == 0)
-        rc = sbx_json_parse(cfgtext.data, cfgtext.len, NULL, &cfg, err);
+        rc = sbx_json_parse(cfgtext.data, cfgtext.len, NULL, &cfgjson, err);
     if (rc == 0)
-        rc = load_config(s, cfg, err);
-    json_decref(cfg);
+        parsed = (rc = sbx__local_config_from_json(cfgjson, &cfg, err)) == 0;
+    if (rc == 0)
+        rc = load_config(s, &cfg, err);
+    if (parsed)
+        sbx__local_config_release(&cfg);
+    json_decref(cfgjson);
+    if (cfgtext.data)
+        explicit_bzero(cfgtext.data, cfgtext.len);
     sbx_buf_release(&cfgtext);
     if (rc < 0) {
         sbx_error_prefix(err, "supervisor configuration");
