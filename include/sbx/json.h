@@ -64,6 +64,27 @@ SBX_API int sbx_json_get_object(const json_t *obj, const char *key, int required
 SBX_API int sbx_json_get_array(const json_t *obj, const char *key, int required, json_t **out,
                                struct sbx_error *err);
 
+/* Flags of sbx_json_get_text. */
+enum sbx_json_text_flags {
+    SBX_JSON_REQUIRED = 1 << 0,      /* absent or null: "missing required field 'k'" */
+    SBX_JSON_NONEMPTY = 1 << 1,      /* "": "field 'k' must not be empty" */
+    SBX_JSON_ALLOW_CONTROL = 1 << 2, /* control characters allowed (a multi-line description) */
+};
+
+/* A string field that is text to be used elsewhere (a name, a URL, an option for a helper):
+ * sbx_json_get_string, but a NUL byte inside fails "field 'k' must not contain a NUL byte", and
+ * unless SBX_JSON_ALLOW_CONTROL a control character (C0 or DEL) fails "field 'k' must not
+ * contain control characters" -- such a value could inject lines into a configuration file or
+ * a terminal. *len (may be NULL) gets the length; both are set only when the field is there. */
+SBX_API int sbx_json_get_text(const json_t *obj, const char *key, int flags, const char **out,
+                              size_t *len, struct sbx_error *err);
+
+/* An optional array field of text strings: "field 'k' must be an array, not an object" for
+ * another type, "field 'k' must be an array of strings without control characters" for a bad
+ * item. *out is borrowed from obj and left unchanged when the field is absent or null. */
+SBX_API int sbx_json_get_text_array(const json_t *obj, const char *key, json_t **out,
+                                    struct sbx_error *err);
+
 /* Fail with SBX_E_INVAL "unknown field 'k'" when obj has a key not in the NULL-terminated list
  * allowed. Catches typos in hand-written documents. */
 SBX_API int sbx_json_check_keys(const json_t *obj, const char *const *allowed,

@@ -37,6 +37,9 @@ SBX_API int sbx_path_within(const char *a, const char *b);
 /* True when data[0..n) is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
 SBX_API int sbx_utf8_valid(const char *data, size_t n);
 
+/* True when data[0..n) holds a C0 control character (NUL included) or DEL. */
+SBX_API int sbx_text_has_control(const char *data, size_t n);
+
 /* Check an absolute in-sandbox root such as "/workspace": absolute, normalised, not "/", no
  * "..", valid UTF-8. */
 SBX_API int sbx_path_check_root(const char *root, struct sbx_error *err);

@@ -5,15 +5,14 @@
 #include "agent/agent-internal.h"
 #include "agent/schema.h"
 #include "sbx/json.h"
+#include "sbx/path.h"
 
 int sbx_agent_new(const char *name, struct sbx_agent **out, struct sbx_error *err)
 {
     if (!name || !name[0] || strlen(name) > 128)
         return sbx_error_set(err, SBX_E_INVAL, 0, "agent name must be 1 to 128 bytes");
-    for (const char *p = name; *p; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            return sbx_error_set(err, SBX_E_INVAL, 0,
-                                 "agent name must not contain control characters");
+    if (sbx_text_has_control(name, strlen(name)))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "agent name must not contain control characters");
     struct sbx_agent *a = sbx_xcalloc(1, sizeof(*a));
     a->name = sbx_xstrdup(name);
     a->reset_tool_choice = 1;

@@ -220,6 +220,50 @@ int sbx_json_get_array(const json_t *obj, const char *key, int required, json_t 
     return 0;
 }
 
+int sbx_json_get_text(const json_t *obj, const char *key, int flags, const char **out, size_t *len,
+                      struct sbx_error *err)
+{
+    json_t *v;
+    int rc = lookup(obj, key, flags & SBX_JSON_REQUIRED, &v, err);
+    if (rc <= 0)
+        return rc;
+    if (!json_is_string(v))
+        return wrong_type(key, "a string", v, err);
+    const char *s = json_string_value(v);
+    size_t n = json_string_length(v);
+    if (memchr(s, '\0', n))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "field '%s' must not contain a NUL byte", key);
+    if (!(flags & SBX_JSON_ALLOW_CONTROL) && sbx_text_has_control(s, n))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "field '%s' must not contain control characters",
+                             key);
+    if ((flags & SBX_JSON_NONEMPTY) && n == 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "field '%s' must not be empty", key);
+    *out = s;
+    if (len)
+        *len = n;
+    return 0;
+}
+
+int sbx_json_get_text_array(const json_t *obj, const char *key, json_t **out, struct sbx_error *err)
+{
+    json_t *a = NULL;
+    int rc = sbx_json_get_array(obj, key, 0, &a, err);
+    if (rc < 0 || !a)
+        return rc;
+    size_t i;
+    json_t *x;
+    json_array_foreach(a, i, x)
+    {
+        if (!json_is_string(x) || sbx_text_has_control(json_string_value(x), json_string_length(x)))
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "field '%s' must be an array of strings without control "
+                                 "characters",
+                                 key);
+    }
+    *out = a;
+    return 0;
+}
+
 int sbx_json_check_keys(const json_t *obj, const char *const *allowed, struct sbx_error *err)
 {
     const char *key;

@@ -43,6 +43,14 @@ int sbx_utf8_valid(const char *data, size_t n)
     return 1;
 }
 
+int sbx_text_has_control(const char *data, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)data[i] < 0x20 || data[i] == 0x7f)
+            return 1;
+    return 0;
+}
+
 /* Quote about the first 200 bytes of a path for a message, escaping every byte that is not
  * printable ASCII, so a hostile name cannot put raw bytes into logs or terminals. */
 static void quote(const char *in, size_t len, char *out, size_t outsz)
@@ -73,10 +81,7 @@ static int bad(struct sbx_error *err, const char *in, size_t len, const char *ru
     char q[256];
     /* Valid UTF-8 is shown as is; anything else escaped so the message stays printable. */
     if (sbx_utf8_valid(in, len) && !memchr(in, '\0', len) && len < 200) {
-        int ctl = 0;
-        for (size_t i = 0; i < len; i++)
-            ctl |= (unsigned char)in[i] < 0x20 || in[i] == 0x7f;
-        if (!ctl)
+        if (!sbx_text_has_control(in, len))
             return sbx_error_set(err, SBX_E_INVAL, 0, "path '%.*s' %s", (int)len, in, rule);
     }
     quote(in, len, q, sizeof(q));
@@ -92,9 +97,8 @@ int sbx_path_normalize(const char *in, size_t len, int flags, const char *root, 
         return bad(err, in, len, "is longer than 4095 bytes");
     if (!sbx_utf8_valid(in, len))
         return bad(err, in, len, "is not valid UTF-8");
-    for (size_t i = 0; i < len; i++)
-        if ((unsigned char)in[i] < 0x20 || in[i] == 0x7f)
-            return bad(err, in, len, "must not contain control characters");
+    if (sbx_text_has_control(in, len))
+        return bad(err, in, len, "must not contain control characters");
     const char *p = in;
     size_t plen = len;
     if (plen > 0 && p[0] == '/') {

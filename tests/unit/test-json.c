@@ -66,6 +66,77 @@ static void test_getters(void)
     json_decref(o);
 }
 
+/* The text getters refuse what a loader must not pass on: NUL bytes, control characters (unless
+ * allowed), empty required values, arrays holding anything but clean strings. */
+static void test_text_getters(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    json_t *o = json_object();
+    sbx_json_set(o, "s", sbx_json_str("v"));
+    sbx_json_set(o, "e", sbx_json_str(""));
+    sbx_json_set(o, "nl", sbx_json_str("a\nb"));
+    sbx_json_set(o, "del", sbx_json_str("a\x7f"));
+    sbx_json_set(o, "nul", json_stringn("a\0b", 3));
+    sbx_json_set(o, "i", json_integer(1));
+    sbx_json_set(o, "z", json_null());
+    json_t *good = json_array(), *bad = json_array(), *ctl = json_array();
+    sbx_json_append(good, sbx_json_str("x"));
+    sbx_json_append(bad, sbx_json_str("x"));
+    sbx_json_append(bad, json_integer(2));
+    sbx_json_append(ctl, sbx_json_str("x\ty"));
+    sbx_json_set(o, "good", good);
+    sbx_json_set(o, "bad", bad);
+    sbx_json_set(o, "ctl", ctl);
+
+    const char *s = NULL;
+    size_t len = 99;
+    CHECK_OK(sbx_json_get_text(o, "s", SBX_JSON_REQUIRED | SBX_JSON_NONEMPTY, &s, &len, &err),
+             &err);
+    CHECK_EQ_STR(s, "v");
+    CHECK_EQ_INT(len, 1);
+    s = "unchanged";
+    len = 99;
+    CHECK_OK(sbx_json_get_text(o, "missing", 0, &s, &len, &err), &err);
+    CHECK_OK(sbx_json_get_text(o, "z", SBX_JSON_NONEMPTY, &s, &len, &err), &err);
+    CHECK_EQ_STR(s, "unchanged");
+    CHECK_EQ_INT(len, 99);
+    CHECK_OK(sbx_json_get_text(o, "e", 0, &s, NULL, &err), &err);
+    CHECK_EQ_STR(s, "");
+    CHECK_OK(sbx_json_get_text(o, "nl", SBX_JSON_ALLOW_CONTROL, &s, NULL, &err), &err);
+    CHECK_EQ_STR(s, "a\nb");
+    CHECK_ERR(sbx_json_get_text(o, "missing", SBX_JSON_REQUIRED, &s, NULL, &err), SBX_E_INVAL, &err,
+              "missing required field 'missing'");
+    CHECK_ERR(sbx_json_get_text(o, "z", SBX_JSON_REQUIRED, &s, NULL, &err), SBX_E_INVAL, &err,
+              "missing required field 'z'");
+    CHECK_ERR(sbx_json_get_text(o, "e", SBX_JSON_NONEMPTY, &s, NULL, &err), SBX_E_INVAL, &err,
+              "field 'e' must not be empty");
+    CHECK_ERR(sbx_json_get_text(o, "i", 0, &s, NULL, &err), SBX_E_INVAL, &err,
+              "field 'i' must be a string, not integer");
+    CHECK_ERR(sbx_json_get_text(o, "nl", 0, &s, NULL, &err), SBX_E_INVAL, &err,
+              "field 'nl' must not contain control characters");
+    CHECK_ERR(sbx_json_get_text(o, "del", 0, &s, NULL, &err), SBX_E_INVAL, &err,
+              "field 'del' must not contain control characters");
+    CHECK_ERR(sbx_json_get_text(o, "nul", SBX_JSON_ALLOW_CONTROL, &s, NULL, &err), SBX_E_INVAL,
+              &err, "field 'nul' must not contain a NUL byte");
+
+    json_t *a = NULL;
+    CHECK_OK(sbx_json_get_text_array(o, "missing", &a, &err), &err);
+    CHECK(a == NULL);
+    CHECK_OK(sbx_json_get_text_array(o, "z", &a, &err), &err);
+    CHECK(a == NULL);
+    CHECK_OK(sbx_json_get_text_array(o, "good", &a, &err), &err);
+    CHECK(a == good);
+    a = NULL;
+    CHECK_ERR(sbx_json_get_text_array(o, "s", &a, &err), SBX_E_INVAL, &err,
+              "field 's' must be an array, not string");
+    CHECK_ERR(sbx_json_get_text_array(o, "bad", &a, &err), SBX_E_INVAL, &err,
+              "field 'bad' must be an array of strings without control characters");
+    CHECK_ERR(sbx_json_get_text_array(o, "ctl", &a, &err), SBX_E_INVAL, &err,
+              "field 'ctl' must be an array of strings without control characters");
+    CHECK(a == NULL);
+    json_decref(o);
+}
+
 static void test_dump_and_strings(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -95,6 +166,7 @@ int main(void)
     TAP_START();
     TAP_RUN(test_parse_and_limits);
     TAP_RUN(test_getters);
+    TAP_RUN(test_text_getters);
     TAP_RUN(test_dump_and_strings);
     return TAP_DONE();
 }

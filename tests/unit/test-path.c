@@ -94,6 +94,17 @@ static void test_utf8(void)
     CHECK(!sbx_utf8_valid("\xe0\x80\x80", 3));     /* overlong */
 }
 
+static void test_control(void)
+{
+    CHECK(!sbx_text_has_control("", 0));
+    CHECK(!sbx_text_has_control("plain \xc3\xa9 text~", 14));
+    CHECK(sbx_text_has_control("a\nb", 3));
+    CHECK(sbx_text_has_control("a\0b", 3)); /* NUL inside the length counts */
+    CHECK(sbx_text_has_control("\x1b[2J", 4));
+    CHECK(sbx_text_has_control("x\x7f", 2));
+    CHECK(!sbx_text_has_control("a\nb", 1)); /* only data[0..n) is looked at */
+}
+
 int main(void)
 {
     TAP_START();
@@ -101,5 +112,6 @@ int main(void)
     TAP_RUN(test_rejections);
     TAP_RUN(test_within_and_root);
     TAP_RUN(test_utf8);
+    TAP_RUN(test_control);
     return TAP_DONE();
 }

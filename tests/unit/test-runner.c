@@ -439,6 +439,7 @@ static void test_tool_and_agent_errors(void)
     struct sbx_agent *a = NULL;
     CHECK_ERR(sbx_agent_new("", &a, &err), SBX_E_INVAL, &err, "agent name");
     CHECK_ERR(sbx_agent_new("a\nb", &a, &err), SBX_E_INVAL, &err, "control characters");
+    CHECK_ERR(sbx_agent_new("a\x7f", &a, &err), SBX_E_INVAL, &err, "control characters");
     CHECK_OK(sbx_agent_new("Sales Team", &a, &err), &err);
     CHECK_OK(sbx_tool_new_agent(a, NULL, NULL, 0, &t, &err), &err);
     CHECK_EQ_STR(sbx_tool_name(t), "sales_team");

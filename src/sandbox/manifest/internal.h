@@ -1,5 +1,6 @@
-/* sbx: manifest internals shared by manifest.c, manifest-render.c and materialize.c (and the
- * skills capability, which fetches git sources the way git_repo entries are). */
+/* sbx: manifest internals shared with materialize.c and render.c (and the skills capability,
+ * which fetches git sources the way git_repo entries are). The manifest's own layout is in
+ * model.h, which only this folder includes. */
 #ifndef SBX_SANDBOX_MANIFEST_INTERNAL_H
 #define SBX_SANDBOX_MANIFEST_INTERNAL_H
 

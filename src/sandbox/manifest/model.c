@@ -1,0 +1,450 @@
+/* sbx: the manifest model: its lifecycle, the entry accessors, the path index with the overlap
+ * rules, and the C builders (sbx_manifest_add_*), which apply the loader's rules. See
+ * include/sbx/manifest.h and docs/internals/manifest.md. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sandbox/manifest/model.h"
+#include "sbx/json.h"
+#include "sbx/path.h"
+
+static const char *const type_names[] = {
+        [SBX_ENTRY_FILE] = "file",
+        [SBX_ENTRY_DIR] = "dir",
+        [SBX_ENTRY_LOCAL_FILE] = "local_file",
+        [SBX_ENTRY_LOCAL_DIR] = "local_dir",
+        [SBX_ENTRY_GIT_REPO] = "git_repo",
+        [SBX_ENTRY_S3_MOUNT] = "s3_mount",
+        [SBX_ENTRY_GCS_MOUNT] = "gcs_mount",
+        [SBX_ENTRY_R2_MOUNT] = "r2_mount",
+        [SBX_ENTRY_AZURE_BLOB_MOUNT] = "azure_blob_mount",
+        [SBX_ENTRY_BOX_MOUNT] = "box_mount",
+        [SBX_ENTRY_S3_FILES_MOUNT] = "s3_files_mount",
+};
+
+const char *sbx_entry_type_name(enum sbx_entry_type t)
+{
+    if ((size_t)t < SBX_ARRAY_LEN(type_names))
+        return type_names[t];
+    return "unknown";
+}
+
+int sbx_entry_type_is_mount(enum sbx_entry_type t)
+{
+    return t >= SBX_ENTRY_S3_MOUNT && t <= SBX_ENTRY_S3_FILES_MOUNT;
+}
+
+/* Entries nothing may be declared under. */
+static int is_leaf_type(enum sbx_entry_type t)
+{
+    return t == SBX_ENTRY_FILE || t == SBX_ENTRY_LOCAL_FILE || sbx_entry_type_is_mount(t);
+}
+
+void sbx__manifest_entry_free(struct entry *e)
+{
+    if (!e)
+        return;
+    free(e->path);
+    free(e->key);
+    free(e->description);
+    free(e->group);
+    free(e->content);
+    free(e->src);
+    free(e->src_path);
+    free(e->repo);
+    free(e->host);
+    free(e->ref);
+    free(e->subpath);
+    free(e->url);
+    free(e->mount_path);
+    json_decref(e->strategy);
+    for (size_t i = 0; i < e->nfields; i++) {
+        free(e->fields[i].name);
+        free(e->fields[i].value);
+    }
+    free(e->fields);
+    for (size_t i = 0; i < e->nsecrets; i++)
+        sbx_secret_free(e->secrets[i]);
+    free(e->secrets);
+    free(e);
+}
+
+/* Point the public view at the owned strings. */
+static void entry_sync(struct entry *e)
+{
+    struct sbx_manifest_entry *p = &e->pub;
+    p->path = e->path;
+    p->key = e->key;
+    p->description = e->description;
+    p->group = e->group;
+    p->content = e->content;
+    p->src = e->src;
+    p->src_path = e->src_path;
+    p->repo = e->repo;
+    p->host = e->host;
+    p->ref = e->ref;
+    p->subpath = e->subpath;
+    p->url = e->url;
+    p->mount_path = e->mount_path;
+    p->mount_strategy = e->strategy;
+}
+
+struct entry *sbx__manifest_entry_new(enum sbx_entry_type t)
+{
+    struct entry *e = sbx_xcalloc(1, sizeof(*e));
+    e->pub.type = t;
+    e->pub.parent = SBX_MANIFEST_NONE;
+    e->pub.mode = (t == SBX_ENTRY_FILE || t == SBX_ENTRY_LOCAL_FILE) ? 0644 : 0755;
+    e->pub.ephemeral = sbx_entry_type_is_mount(t);
+    e->pub.read_only = 1;
+    return e;
+}
+
+int sbx__manifest_type_from_name(const char *s, enum sbx_entry_type *out)
+{
+    for (size_t i = 0; i < SBX_ARRAY_LEN(type_names); i++) {
+        if (strcmp(type_names[i], s) == 0) {
+            *out = (enum sbx_entry_type)i;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+struct sbx_manifest *sbx_manifest_new(void)
+{
+    struct sbx_manifest *m = sbx_xcalloc(1, sizeof(*m));
+    m->root = sbx_xstrdup("/workspace");
+    sbx_strv_init(&m->users);
+    sbx_strv_init(&m->allowlist);
+    return m;
+}
+
+void sbx_manifest_free(struct sbx_manifest *m)
+{
+    if (!m)
+        return;
+    free(m->root);
+    for (size_t i = 0; i < m->n; i++)
+        sbx__manifest_entry_free(m->entries[i]);
+    free(m->entries);
+    for (size_t i = 0; i < m->nenv; i++)
+        sbx__manifest_env_free(m->env[i]);
+    free(m->env);
+    sbx_strv_release(&m->users);
+    for (size_t i = 0; i < m->ngroups; i++)
+        sbx__manifest_group_free(m->groups[i]);
+    free(m->groups);
+    sbx_strv_release(&m->allowlist);
+    sbx__pathmap_release(&m->paths);
+    sbx__pathmap_release(&m->prefixes);
+    free(m);
+}
+
+/* ---- accessors -------------------------------------------------------------------------- */
+
+size_t sbx_manifest_entry_count(const struct sbx_manifest *m)
+{
+    return m->n;
+}
+
+const struct sbx_manifest_entry *sbx_manifest_entry_at(const struct sbx_manifest *m, size_t i)
+{
+    return i < m->n ? &m->entries[i]->pub : NULL;
+}
+
+const struct sbx_manifest_entry *sbx_manifest_find(const struct sbx_manifest *m, const char *path)
+{
+    size_t i = sbx__pathmap_get(&m->paths, path, strlen(path));
+    return i == SBX_MANIFEST_NONE ? NULL : &m->entries[i]->pub;
+}
+
+const char *sbx_manifest_entry_field(const struct sbx_manifest_entry *pe, const char *name)
+{
+    const struct entry *e = (const struct entry *)pe;
+    for (size_t i = 0; i < e->nfields; i++)
+        if (strcmp(e->fields[i].name, name) == 0)
+            return e->fields[i].value;
+    return NULL;
+}
+
+const struct sbx_secret *sbx_manifest_entry_secret(const struct sbx_manifest_entry *pe,
+                                                   const char *name)
+{
+    const struct entry *e = (const struct entry *)pe;
+    for (size_t i = 0; i < e->nsecrets; i++)
+        if (strcmp(sbx_secret_name(e->secrets[i]), name) == 0)
+            return e->secrets[i];
+    return NULL;
+}
+
+const char *sbx_manifest_root(const struct sbx_manifest *m)
+{
+    return m->root;
+}
+
+/* ---- messages ---------------------------------------------------------------------------- */
+
+/* A printable rendering of a name from outside for messages: control bytes, NUL and invalid
+ * UTF-8 become \xNN, long names are cut with "...". */
+void sbx__manifest_quote_name(const char *s, size_t len, char *out, size_t outsz)
+{
+    size_t o = 0;
+    size_t i = 0;
+    while (i < len && o + 8 < outsz) {
+        unsigned char c = (unsigned char)s[i];
+        size_t n = 1;
+        if (c >= 0x80) {
+            n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+            if (i + n > len || !sbx_utf8_valid(s + i, n))
+                n = 0;
+        }
+        if (c < 0x20 || c == 0x7f || n == 0) {
+            static const char hex[] = "0123456789abcdef";
+            out[o++] = '\\';
+            out[o++] = 'x';
+            out[o++] = hex[c >> 4];
+            out[o++] = hex[c & 15];
+            i++;
+            continue;
+        }
+        if (o + n + 4 >= outsz)
+            break;
+        memcpy(out + o, s + i, n);
+        o += n;
+        i += n;
+    }
+    if (i < len && o + 4 <= outsz) {
+        memcpy(out + o, "...", 3);
+        o += 3;
+    }
+    out[o] = '\0';
+}
+
+/* Rewrite a path-module message "path '<p>' <rule>" to "path <rule>": the caller names the
+ * entry already. */
+void sbx__manifest_strip_path_quote(struct sbx_error *err)
+{
+    if (!err || strncmp(err->msg, "path '", 6) != 0)
+        return;
+    char *last = NULL;
+    for (char *p = strstr(err->msg + 6, "' "); p; p = strstr(p + 1, "' "))
+        last = p;
+    if (!last)
+        return;
+    memmove(err->msg + 5, last + 2, strlen(last + 2) + 1);
+}
+
+/* ---- path index and overlap rules ---------------------------------------------------------- */
+
+/* Can an entry of type t at path p be added? Duplicates, anything under a leaf entry, and a
+ * leaf entry over existing entries are refused. Messages name p. */
+int sbx__manifest_check_overlap(const struct sbx_manifest *m, const char *p, enum sbx_entry_type t,
+                                struct sbx_error *err)
+{
+    size_t plen = strlen(p);
+    size_t i = sbx__pathmap_get(&m->paths, p, plen);
+    if (i != SBX_MANIFEST_NONE)
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "entry '%s': path is declared twice (first as a %s entry)", p,
+                             sbx_entry_type_name(m->entries[i]->pub.type));
+    for (size_t k = 0; k < plen; k++) {
+        if (p[k] != '/')
+            continue;
+        i = sbx__pathmap_get(&m->paths, p, k);
+        if (i != SBX_MANIFEST_NONE && is_leaf_type(m->entries[i]->pub.type))
+            return sbx_error_set(err, SBX_E_INVAL, 0, "entry '%s': lies under %s entry '%s'", p,
+                                 sbx_entry_type_name(m->entries[i]->pub.type), m->entries[i]->path);
+    }
+    if (is_leaf_type(t)) {
+        i = sbx__pathmap_get(&m->prefixes, p, plen);
+        if (i != SBX_MANIFEST_NONE)
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "entry '%s': a %s entry cannot contain entry '%s'", p,
+                                 sbx_entry_type_name(t), m->entries[i]->path);
+    }
+    return 0;
+}
+
+/* Append e (already checked with check_overlap). Takes ownership. */
+void sbx__manifest_append_entry(struct sbx_manifest *m, struct entry *e)
+{
+    if (m->n == m->alloc) {
+        m->alloc = m->alloc ? m->alloc * 2 : 16;
+        m->entries = sbx_xrealloc(m->entries, m->alloc * sizeof(*m->entries));
+    }
+    size_t idx = m->n++;
+    m->entries[idx] = e;
+    size_t plen = strlen(e->path);
+    sbx__pathmap_put(&m->paths, e->path, plen, idx);
+    for (size_t k = 0; k < plen; k++)
+        if (e->path[k] == '/' && sbx__pathmap_get(&m->prefixes, e->path, k) == SBX_MANIFEST_NONE)
+            sbx__pathmap_put(&m->prefixes, e->path, k, idx);
+    if (e->pub.type == SBX_ENTRY_FILE)
+        m->total_content += e->pub.content_len;
+    entry_sync(e);
+}
+
+/* ---- building from C ------------------------------------------------------------------------ */
+
+int sbx_manifest_set_root(struct sbx_manifest *m, const char *root, struct sbx_error *err)
+{
+    int rc = sbx_path_check_root(root, err);
+    if (rc) {
+        sbx_error_prefix(err, "field 'root'");
+        return rc;
+    }
+    free(m->root);
+    m->root = sbx_xstrdup(root);
+    return 0;
+}
+
+/* Normalise path, apply o, run fill (type-specific, may fail), check overlap, append. */
+static int add_top(struct sbx_manifest *m, const char *path, enum sbx_entry_type t,
+                   const struct sbx_manifest_entry_opts *o, struct entry **ep,
+                   struct sbx_error *err)
+{
+    char *norm = NULL;
+    int rc = sbx_path_normalize(path, strlen(path), 0, NULL, &norm, err);
+    if (rc) {
+        char q[300];
+        sbx__manifest_quote_name(path, strlen(path), q, sizeof(q));
+        sbx__manifest_strip_path_quote(err);
+        sbx_error_prefix(err, "entry '%s'", q);
+        return rc;
+    }
+    struct entry *e = sbx__manifest_entry_new(t);
+    e->path = norm;
+    e->key = sbx_xstrdup(norm);
+    if (o) {
+        if (o->mode) {
+            if (o->mode > 0777) {
+                sbx__manifest_entry_free(e);
+                return sbx_error_set(err, SBX_E_INVAL, 0, "entry '%s': mode %o is not within 0777",
+                                     norm, (unsigned)o->mode);
+            }
+            e->pub.mode = o->mode;
+        }
+        e->pub.ephemeral = o->ephemeral || sbx_entry_type_is_mount(t);
+        if (o->description)
+            e->description = sbx_xstrdup(o->description);
+    }
+    *ep = e;
+    return 0;
+}
+
+static int finish_add(struct sbx_manifest *m, struct entry *e, int rc, struct sbx_error *err)
+{
+    if (rc == 0 && m->n >= SBX_MANIFEST_DEFAULT_MAX_ENTRIES)
+        rc = sbx_error_set(err, SBX_E_TOOBIG, 0,
+                           "entry '%s': the manifest has more than %d entries", e->path,
+                           SBX_MANIFEST_DEFAULT_MAX_ENTRIES);
+    else if (rc == 0)
+        rc = sbx__manifest_check_overlap(m, e->path, e->pub.type, err);
+    else
+        sbx_error_prefix(err, "entry '%s'", e->path);
+    if (rc) {
+        sbx__manifest_entry_free(e);
+        return rc;
+    }
+    sbx__manifest_append_entry(m, e);
+    return 0;
+}
+
+int sbx_manifest_add_file(struct sbx_manifest *m, const char *path, const void *data, size_t len,
+                          const struct sbx_manifest_entry_opts *o, struct sbx_error *err)
+{
+    struct entry *e = NULL;
+    int rc = add_top(m, path, SBX_ENTRY_FILE, o, &e, err);
+    if (rc)
+        return rc;
+    if (len > SBX_MANIFEST_DEFAULT_MAX_FILE_BYTES)
+        rc = sbx_error_set(err, SBX_E_TOOBIG, 0,
+                           "content of %zu bytes exceeds the limit of %zu "
+                           "bytes",
+                           len, SBX_MANIFEST_DEFAULT_MAX_FILE_BYTES);
+    else if (m->total_content + len > SBX_MANIFEST_DEFAULT_MAX_TOTAL_BYTES)
+        rc = sbx_error_set(err, SBX_E_TOOBIG, 0,
+                           "file contents add up to more than the limit of %zu bytes",
+                           SBX_MANIFEST_DEFAULT_MAX_TOTAL_BYTES);
+    if (rc == 0) {
+        e->content = sbx_xmalloc(len + 1);
+        if (len)
+            memcpy(e->content, data, len);
+        e->content[len] = '\0';
+        e->pub.content_len = len;
+    }
+    return finish_add(m, e, rc, err);
+}
+
+int sbx_manifest_add_dir(struct sbx_manifest *m, const char *path,
+                         const struct sbx_manifest_entry_opts *o, struct sbx_error *err)
+{
+    struct entry *e = NULL;
+    int rc = add_top(m, path, SBX_ENTRY_DIR, o, &e, err);
+    if (rc)
+        return rc;
+    return finish_add(m, e, 0, err);
+}
+
+static int add_local(struct sbx_manifest *m, const char *path, const char *src, int is_dir,
+                     const struct sbx_manifest_entry_opts *o, struct sbx_error *err)
+{
+    struct entry *e = NULL;
+    int rc = add_top(m, path, is_dir ? SBX_ENTRY_LOCAL_DIR : SBX_ENTRY_LOCAL_FILE, o, &e, err);
+    if (rc)
+        return rc;
+    if (!src || !*src) {
+        if (!is_dir)
+            rc = sbx_error_set(err, SBX_E_INVAL, 0, "missing required field 'src'");
+        return finish_add(m, e, rc, err);
+    }
+    char *cwd = sbx__manifest_cwd();
+    e->src = sbx_xstrdup(src);
+    e->src_path = sbx__manifest_host_absolute(cwd, src);
+    free(cwd);
+    /* Only the source itself is checked: the caller chose the path, so its ancestors are
+     * trusted; what lies inside a directory is not. */
+    char *parent = sbx_xstrdup(e->src_path);
+    char *slash = strrchr(parent, '/');
+    if (slash == parent)
+        parent[1] = '\0';
+    else if (slash)
+        *slash = '\0';
+    rc = sbx__manifest_check_local_src(parent, e->src_path, src, is_dir, err);
+    free(parent);
+    return finish_add(m, e, rc, err);
+}
+
+int sbx_manifest_add_local_file(struct sbx_manifest *m, const char *path, const char *src,
+                                const struct sbx_manifest_entry_opts *o, struct sbx_error *err)
+{
+    return add_local(m, path, src, 0, o, err);
+}
+
+int sbx_manifest_add_local_dir(struct sbx_manifest *m, const char *path, const char *src,
+                               const struct sbx_manifest_entry_opts *o, struct sbx_error *err)
+{
+    return add_local(m, path, src, 1, o, err);
+}
+
+int sbx_manifest_add_git_repo(struct sbx_manifest *m, const char *path, const char *repo,
+                              const char *ref, const char *subpath,
+                              const struct sbx_manifest_entry_opts *o, struct sbx_error *err)
+{
+    struct entry *e = NULL;
+    int rc = add_top(m, path, SBX_ENTRY_GIT_REPO, o, &e, err);
+    if (rc)
+        return rc;
+    json_t *spec = json_object();
+    sbx_json_set(spec, "type", sbx_json_str("git_repo"));
+    if (repo)
+        sbx_json_set(spec, "repo", sbx_json_str(repo));
+    if (ref)
+        sbx_json_set(spec, "ref", sbx_json_str(ref));
+    if (subpath)
+        sbx_json_set(spec, "subpath", sbx_json_str(subpath));
+    rc = sbx__manifest_parse_git(e, spec, err);
+    json_decref(spec);
+    return finish_add(m, e, rc, err);
+}

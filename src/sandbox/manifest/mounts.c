@@ -1,0 +1,423 @@
+/* sbx: mount entries (s3, gcs, r2, azure_blob, box, s3_files): the table of kinds with their
+ * fields and credentials, endpoint rules, and the mount strategies each kind supports. The
+ * fields are validated here; nothing is mounted yet. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sandbox/manifest/model.h"
+#include "sbx/json.h"
+#include "sbx/path.h"
+
+#define MOUNT_KEYS SBX__MANIFEST_COMMON_KEYS, "mount_path", "read_only", "mount_strategy"
+
+/* Mount kinds: their own fields, which are required, which are credentials. */
+enum { MF_REQ = 1, MF_SECRET = 2, MF_URL = 4 };
+struct mount_field {
+    const char *name;
+    int flags;
+};
+struct mount_kind {
+    enum sbx_entry_type type;
+    const struct mount_field *fields;
+    const char *patterns[3]; /* in_container patterns this kind supports */
+    const char *drivers[3];  /* docker volume drivers */
+    const char *pair[2];     /* credentials that go together, or NULL */
+};
+
+static const struct mount_field s3_fields[] = {{"bucket", MF_REQ},
+                                               {"access_key_id", MF_SECRET},
+                                               {"secret_access_key", MF_SECRET},
+                                               {"session_token", MF_SECRET},
+                                               {"prefix", 0},
+                                               {"region", 0},
+                                               {"endpoint_url", MF_URL},
+                                               {"s3_provider", 0},
+                                               {NULL, 0}};
+static const struct mount_field r2_fields[] = {
+        {"bucket", MF_REQ},           {"account_id", MF_REQ},
+        {"access_key_id", MF_SECRET}, {"secret_access_key", MF_SECRET},
+        {"custom_domain", MF_URL},    {NULL, 0}};
+static const struct mount_field gcs_fields[] = {{"bucket", MF_REQ},
+                                                {"access_id", MF_SECRET},
+                                                {"secret_access_key", MF_SECRET},
+                                                {"prefix", 0},
+                                                {"region", 0},
+                                                {"endpoint_url", MF_URL},
+                                                {"service_account_file", 0},
+                                                {"service_account_credentials", MF_SECRET},
+                                                {"access_token", MF_SECRET},
+                                                {NULL, 0}};
+static const struct mount_field azure_fields[] = {
+        {"account", MF_REQ},       {"container", MF_REQ},      {"endpoint", MF_URL},
+        {"identity_client_id", 0}, {"account_key", MF_SECRET}, {NULL, 0}};
+static const struct mount_field box_fields[] = {{"path", 0},
+                                                {"client_id", 0},
+                                                {"client_secret", MF_SECRET},
+                                                {"access_token", MF_SECRET},
+                                                {"token", MF_SECRET},
+                                                {"box_config_file", 0},
+                                                {"config_credentials", MF_SECRET},
+                                                {"box_sub_type", 0},
+                                                {"root_folder_id", 0},
+                                                {"impersonate", 0},
+                                                {"owned_by", 0},
+                                                {NULL, 0}};
+static const struct mount_field s3files_fields[] = {
+        {"file_system_id", MF_REQ}, {"subpath", 0}, {"mount_target_ip", 0},
+        {"access_point", 0},        {"region", 0},  {NULL, 0}};
+
+static const struct mount_kind mount_kinds[] = {
+        {SBX_ENTRY_S3_MOUNT,
+         s3_fields,
+         {"rclone", "mountpoint"},
+         {"rclone", "mountpoint"},
+         {"access_key_id", "secret_access_key"}},
+        {SBX_ENTRY_GCS_MOUNT,
+         gcs_fields,
+         {"rclone", "mountpoint"},
+         {"rclone", "mountpoint"},
+         {"access_id", "secret_access_key"}},
+        {SBX_ENTRY_R2_MOUNT,
+         r2_fields,
+         {"rclone"},
+         {"rclone"},
+         {"access_key_id", "secret_access_key"}},
+        {SBX_ENTRY_AZURE_BLOB_MOUNT, azure_fields, {"rclone", "fuse"}, {"rclone"}, {NULL, NULL}},
+        {SBX_ENTRY_BOX_MOUNT, box_fields, {"rclone"}, {"rclone"}, {NULL, NULL}},
+        {SBX_ENTRY_S3_FILES_MOUNT, s3files_fields, {"s3files"}, {NULL}, {NULL, NULL}},
+};
+
+static const struct mount_kind *mount_kind_of(enum sbx_entry_type t)
+{
+    for (size_t i = 0; i < SBX_ARRAY_LEN(mount_kinds); i++)
+        if (mount_kinds[i].type == t)
+            return &mount_kinds[i];
+    return NULL;
+}
+
+static int in_list(const char *const *list, size_t n, const char *s)
+{
+    for (size_t i = 0; i < n && list[i]; i++)
+        if (strcmp(list[i], s) == 0)
+            return 1;
+    return 0;
+}
+
+/* URLs from outside that end up in helper configuration: http(s) only, no user:password@,
+ * no query (where signed-URL credentials live). Credentials belong in credential fields. */
+static int check_endpoint(const char *key, const char *s, struct sbx_error *err)
+{
+    const char *rest = NULL;
+    if (strncmp(s, "https://", 8) == 0)
+        rest = s + 8;
+    else if (strncmp(s, "http://", 7) == 0)
+        rest = s + 7;
+    if (!rest || !*rest)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "field '%s' must be an http(s) URL", key);
+    size_t hostlen = strcspn(rest, "/");
+    if (memchr(rest, '@', hostlen) || strchr(rest, '?') || strchr(rest, ' '))
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "field '%s' must not carry credentials or a query; put credentials "
+                             "in the mount's credential fields",
+                             key);
+    return 0;
+}
+
+static void add_field(struct entry *e, const char *name, const char *value)
+{
+    e->fields = sbx_xrealloc(e->fields, (e->nfields + 1) * sizeof(*e->fields));
+    e->fields[e->nfields].name = sbx_xstrdup(name);
+    e->fields[e->nfields].value = sbx_xstrdup(value);
+    e->nfields++;
+}
+
+static void add_secret(struct entry *e, const char *name, const char *value, size_t len)
+{
+    e->secrets = sbx_xrealloc(e->secrets, (e->nsecrets + 1) * sizeof(*e->secrets));
+    e->secrets[e->nsecrets++] = sbx_secret_new(name, value, len);
+}
+
+/* The object field prefix of parent holding credentials (driver_options, extra_options): each
+ * string value becomes the secret "<prefix>.<key>"; null becomes an empty secret (an option
+ * without a value). */
+static int parse_secret_map(struct entry *e, const json_t *parent, const char *prefix,
+                            struct sbx_error *err)
+{
+    json_t *obj = NULL;
+    int rc = sbx_json_get_object(parent, prefix, 0, &obj, err);
+    if (rc < 0 || !obj)
+        return rc;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)obj, k, v)
+    {
+        if (!*k || sbx_text_has_control(k, strlen(k)) || strchr(k, '='))
+            return sbx_error_set(err, SBX_E_INVAL, 0, "field '%s': bad option name", prefix);
+        if (!json_is_string(v) && !json_is_null(v))
+            return sbx_error_set(err, SBX_E_INVAL, 0, "field '%s.%s' must be a string, not %s",
+                                 prefix, k, sbx_json_typename(v));
+        const char *s = json_is_string(v) ? json_string_value(v) : "";
+        size_t len = json_is_string(v) ? json_string_length(v) : 0;
+        if (sbx_text_has_control(s, len))
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "field '%s.%s' must not contain control characters", prefix, k);
+        char *name = sbx_xasprintf("%s.%s", prefix, k);
+        add_secret(e, name, s, len);
+        free(name);
+    }
+    return 0;
+}
+
+/* mount_strategy: {"type": "in_container", "pattern": {...}}, {"type": "docker_volume",
+ * "driver": ..., "driver_options": {...}} or {"type": "local_bind"} (the JS SDK's). Keys are
+ * checked per pattern; docker driver options become secrets; the rest is kept as JSON for the
+ * mount code. */
+static int parse_strategy(struct entry *e, const struct mount_kind *mk, const json_t *raw,
+                          struct sbx_error *err)
+{
+    static const char *const in_keys[] = {"type", "pattern", NULL};
+    static const char *const dv_keys[] = {"type", "driver", "driver_options", NULL};
+    static const char *const lb_keys[] = {"type", NULL};
+    static const char *const rclone_keys[] = {"type",
+                                              "mode",
+                                              "remote_name",
+                                              "extra_args",
+                                              "nfs_addr",
+                                              "nfs_mount_options",
+                                              "config_file_path",
+                                              NULL};
+    static const char *const opt_pattern_keys[] = {"type", "options", NULL};
+    static const char *const fuse_keys[] = {"type",
+                                            "allow_other",
+                                            "log_type",
+                                            "log_level",
+                                            "cache_type",
+                                            "cache_path",
+                                            "cache_size_mb",
+                                            "block_cache_block_size_mb",
+                                            "block_cache_disk_timeout_sec",
+                                            "file_cache_timeout_sec",
+                                            "file_cache_max_size_mb",
+                                            "attr_cache_timeout_sec",
+                                            "entry_cache_timeout_sec",
+                                            "negative_entry_cache_timeout_sec",
+                                            NULL};
+    static const char *const mp_opt_keys[] = {"prefix", "region", "endpoint_url", NULL};
+    static const char *const s3f_opt_keys[] = {"mount_target_ip", "access_point", "region",
+                                               "extra_options", NULL};
+    json_t *s = NULL, *pat = NULL, *opts = NULL;
+    const char *type = NULL;
+    int rc;
+    if (!json_is_object(raw)) {
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "must be an object, not %s",
+                           sbx_json_typename(raw));
+        goto fail;
+    }
+    rc = sbx__manifest_snake_keys(raw, &s, err);
+    if (rc == 0)
+        rc = sbx_json_get_text(s, "type", SBX_JSON_REQUIRED | SBX_JSON_NONEMPTY, &type, NULL, err);
+    if (rc)
+        goto fail;
+    if (strcmp(type, "in_container") == 0) {
+        if ((rc = sbx_json_check_keys(s, in_keys, err)))
+            goto fail;
+        json_t *p = NULL;
+        const char *pt = NULL;
+        if ((rc = sbx_json_get_object(s, "pattern", 1, &p, err)) ||
+            (rc = sbx__manifest_snake_keys(p, &pat, err)) ||
+            (rc = sbx_json_get_text(pat, "type", SBX_JSON_REQUIRED | SBX_JSON_NONEMPTY, &pt, NULL,
+                                    err)))
+            goto fail;
+        const char *const *keys = NULL;
+        const char *const *okeys = NULL;
+        if (strcmp(pt, "rclone") == 0)
+            keys = rclone_keys;
+        else if (strcmp(pt, "fuse") == 0)
+            keys = fuse_keys;
+        else if (strcmp(pt, "mountpoint") == 0)
+            keys = opt_pattern_keys, okeys = mp_opt_keys;
+        else if (strcmp(pt, "s3files") == 0)
+            keys = opt_pattern_keys, okeys = s3f_opt_keys;
+        if (!keys) {
+            rc = sbx_error_set(err, SBX_E_INVAL, 0,
+                               "unknown mount pattern '%s' (known: rclone, mountpoint, fuse, "
+                               "s3files)",
+                               pt);
+            goto fail;
+        }
+        if (!in_list(mk->patterns, 3, pt)) {
+            rc = sbx_error_set(err, SBX_E_INVAL, 0, "mount pattern '%s' cannot mount a %s", pt,
+                               sbx_entry_type_name(mk->type));
+            goto fail;
+        }
+        if ((rc = sbx_json_check_keys(pat, keys, err)))
+            goto fail;
+        if (strcmp(pt, "rclone") == 0) {
+            const char *mode = NULL;
+            if ((rc = sbx_json_get_text(pat, "mode", 0, &mode, NULL, err)))
+                goto fail;
+            if (mode && strcmp(mode, "fuse") != 0 && strcmp(mode, "nfs") != 0) {
+                rc = sbx_error_set(err, SBX_E_INVAL, 0,
+                                   "field 'mode' must be \"fuse\" or \"nfs\", not '%s'", mode);
+                goto fail;
+            }
+            json_t *list = NULL;
+            if ((rc = sbx_json_get_text_array(pat, "extra_args", &list, err)) ||
+                (rc = sbx_json_get_text_array(pat, "nfs_mount_options", &list, err)))
+                goto fail;
+        }
+        if (okeys) {
+            json_t *o = NULL;
+            if ((rc = sbx_json_get_object(pat, "options", 0, &o, err)))
+                goto fail;
+            if (o) {
+                if ((rc = sbx__manifest_snake_keys(o, &opts, err)) ||
+                    (rc = sbx_json_check_keys(opts, okeys, err)))
+                    goto fail;
+                const char *ep = NULL;
+                if ((rc = sbx_json_get_text(opts, "endpoint_url", 0, &ep, NULL, err)) ||
+                    (ep && (rc = check_endpoint("endpoint_url", ep, err))))
+                    goto fail;
+                if ((rc = parse_secret_map(e, opts, "extra_options", err)))
+                    goto fail;
+                json_object_del(opts, "extra_options");
+                json_object_set(pat, "options", opts);
+            }
+        }
+        json_object_set(s, "pattern", pat);
+    } else if (strcmp(type, "docker_volume") == 0) {
+        const char *drv = NULL;
+        if ((rc = sbx_json_check_keys(s, dv_keys, err)) ||
+            (rc = sbx_json_get_text(s, "driver", SBX_JSON_REQUIRED | SBX_JSON_NONEMPTY, &drv, NULL,
+                                    err)))
+            goto fail;
+        if (!in_list(mk->drivers, 3, drv)) {
+            rc = sbx_error_set(err, SBX_E_INVAL, 0, "docker volume driver '%s' cannot mount a %s",
+                               drv, sbx_entry_type_name(mk->type));
+            goto fail;
+        }
+        if ((rc = parse_secret_map(e, s, "driver_options", err)))
+            goto fail;
+        json_object_del(s, "driver_options");
+    } else if (strcmp(type, "local_bind") == 0) {
+        if ((rc = sbx_json_check_keys(s, lb_keys, err)))
+            goto fail;
+    } else {
+        rc = sbx_error_set(err, SBX_E_INVAL, 0,
+                           "unknown mount strategy '%s' (known: in_container, docker_volume, "
+                           "local_bind)",
+                           type);
+        goto fail;
+    }
+    e->strategy = s;
+    json_decref(pat);
+    json_decref(opts);
+    return 0;
+fail:
+    sbx_error_prefix(err, "field 'mount_strategy'");
+    json_decref(s);
+    json_decref(pat);
+    json_decref(opts);
+    return rc;
+}
+
+int sbx__manifest_parse_mount(struct entry *e, const json_t *o, struct sbx_error *err)
+{
+    const struct mount_kind *mk = mount_kind_of(e->pub.type);
+    const char *allowed[32];
+    size_t na = 0;
+    static const char *const mkeys[] = {MOUNT_KEYS, NULL};
+    for (size_t i = 0; mkeys[i]; i++)
+        allowed[na++] = mkeys[i];
+    for (size_t i = 0; mk->fields[i].name; i++)
+        allowed[na++] = mk->fields[i].name;
+    if (e->pub.type == SBX_ENTRY_S3_FILES_MOUNT)
+        allowed[na++] = "extra_options";
+    allowed[na] = NULL;
+    int rc = sbx_json_check_keys(o, allowed, err);
+    if (rc)
+        return rc;
+    for (size_t i = 0; mk->fields[i].name; i++) {
+        const struct mount_field *f = &mk->fields[i];
+        const char *v = NULL;
+        size_t vlen = 0;
+        int want = f->flags & MF_REQ ? SBX_JSON_REQUIRED | SBX_JSON_NONEMPTY : 0;
+        if ((rc = sbx_json_get_text(o, f->name, want, &v, &vlen, err)))
+            return rc;
+        if (!v)
+            continue;
+        if ((f->flags & MF_URL) && (rc = check_endpoint(f->name, v, err)))
+            return rc;
+        if (f->flags & MF_SECRET) {
+            if (!*v)
+                return sbx_error_set(err, SBX_E_INVAL, 0, "credential '%s' must not be empty",
+                                     f->name);
+            add_secret(e, f->name, v, vlen);
+        } else {
+            add_field(e, f->name, v);
+        }
+    }
+    if (mk->pair[0] && (!!sbx_manifest_entry_secret(&e->pub, mk->pair[0]) !=
+                        !!sbx_manifest_entry_secret(&e->pub, mk->pair[1])))
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "credentials '%s' and '%s' go together: give "
+                             "both or neither",
+                             mk->pair[0], mk->pair[1]);
+    const char *st = sbx_manifest_entry_field(&e->pub, "box_sub_type");
+    if (st && strcmp(st, "user") != 0 && strcmp(st, "enterprise") != 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "field 'box_sub_type' must be \"user\" or \"enterprise\", not '%s'",
+                             st);
+    const char *sub = sbx_manifest_entry_field(&e->pub, "subpath");
+    if (sub && *sub && e->pub.type == SBX_ENTRY_S3_FILES_MOUNT) {
+        char *norm = NULL;
+        if ((rc = sbx_path_normalize(sub, strlen(sub), SBX_PATH_ALLOW_ROOT, NULL, &norm, err))) {
+            sbx__manifest_strip_path_quote(err);
+            sbx_error_prefix(err, "field 'subpath'");
+            return rc;
+        }
+        free(norm);
+    }
+    if (e->pub.type == SBX_ENTRY_S3_FILES_MOUNT &&
+        (rc = parse_secret_map(e, o, "extra_options", err)))
+        return rc;
+
+    const char *mp = NULL;
+    if ((rc = sbx_json_get_text(o, "mount_path", 0, &mp, NULL, err)))
+        return rc;
+    if (mp) {
+        if (mp[0] == '/') {
+            char *n = sbx__manifest_host_normalize(mp);
+            int dots = strcmp(n, "/") == 0;
+            for (const char *c = mp; *c && !dots; c++)
+                dots = c[0] == '/' && c[1] == '.' && c[2] == '.' && (c[3] == '/' || !c[3]);
+            if (dots) {
+                free(n);
+                return sbx_error_set(err, SBX_E_INVAL, 0,
+                                     "field 'mount_path' must not be '/' or contain '..'");
+            }
+            e->mount_path = n;
+        } else {
+            char *n = NULL;
+            if ((rc = sbx_path_normalize(mp, strlen(mp), 0, NULL, &n, err))) {
+                sbx__manifest_strip_path_quote(err);
+                sbx_error_prefix(err, "field 'mount_path'");
+                return rc;
+            }
+            e->mount_path = n;
+        }
+    }
+    if ((rc = sbx_json_get_bool(o, "read_only", 0, &e->pub.read_only, err)))
+        return rc;
+    int eph = 1;
+    if ((rc = sbx_json_get_bool(o, "ephemeral", 0, &eph, err)))
+        return rc;
+    if (!eph)
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "mounts are always ephemeral; remove 'ephemeral: false'");
+    e->pub.ephemeral = 1;
+    json_t *strat = json_object_get(o, "mount_strategy");
+    if (strat && !json_is_null(strat) && (rc = parse_strategy(e, mk, strat, err)))
+        return rc;
+    return 0;
+}

@@ -1,0 +1,217 @@
+/* sbx: the normalised manifest document (sbx_manifest_to_json): what loads again to the same
+ * manifest, with secret values left out and counted. */
+#include <string.h>
+
+#include "sandbox/manifest/model.h"
+#include "sbx/b64.h"
+#include "sbx/json.h"
+#include "sbx/path.h"
+
+static json_t *mode_json(mode_t mode, int dir)
+{
+    json_t *p = json_object();
+    sbx_json_set(p, "owner", json_integer((mode >> 6) & 7));
+    sbx_json_set(p, "group", json_integer((mode >> 3) & 7));
+    sbx_json_set(p, "other", json_integer(mode & 7));
+    sbx_json_set(p, "directory", json_boolean(dir));
+    return p;
+}
+
+static void set_opt_str(json_t *o, const char *key, const char *v)
+{
+    if (v)
+        sbx_json_set(o, key, sbx_json_str(v));
+}
+
+static int content_json(const struct entry *e, int flags, json_t **out, struct sbx_error *err)
+{
+    size_t n = e->pub.content_len;
+    const char *c = (const char *)e->content;
+    if (!(flags & SBX_MANIFEST_JSON_BASE64) && !memchr(c, '\0', n) && sbx_utf8_valid(c, n)) {
+        *out = sbx_json_strn(c, n);
+        return 0;
+    }
+    struct sbx_buf b;
+    sbx_buf_init(&b, SBX_BUF_NOLIMIT);
+    int rc = sbx_b64_encode(c, n, &b, err);
+    if (rc) {
+        sbx_buf_release(&b);
+        return rc;
+    }
+    json_t *o = json_object();
+    sbx_json_set(o, "type", sbx_json_str("base64"));
+    sbx_json_set(o, "data", sbx_json_strn(b.data, b.len));
+    sbx_buf_release(&b);
+    *out = o;
+    return 0;
+}
+
+static int entry_json(const struct sbx_manifest *m, size_t idx, int flags, size_t *omitted,
+                      json_t **out, struct sbx_error *err);
+
+/* Children of the dir at idx are the later entries declared with parent == idx, up to the end
+ * of its subtree. */
+static int children_json(const struct sbx_manifest *m, size_t idx, int flags, size_t *omitted,
+                         json_t *obj, struct sbx_error *err)
+{
+    int d = m->entries[idx]->depth;
+    for (size_t j = idx + 1; j < m->n && m->entries[j]->depth > d; j++) {
+        if (m->entries[j]->pub.parent != idx)
+            continue;
+        json_t *c = NULL;
+        int rc = entry_json(m, j, flags, omitted, &c, err);
+        if (rc)
+            return rc;
+        sbx_json_set(obj, m->entries[j]->key, c);
+    }
+    return 0;
+}
+
+static int entry_json(const struct sbx_manifest *m, size_t idx, int flags, size_t *omitted,
+                      json_t **out, struct sbx_error *err)
+{
+    const struct entry *e = m->entries[idx];
+    enum sbx_entry_type t = e->pub.type;
+    json_t *o = json_object();
+    int rc = 0;
+    sbx_json_set(o, "type", sbx_json_str(sbx_entry_type_name(t)));
+    set_opt_str(o, "description", e->description);
+    if (e->pub.ephemeral && !sbx_entry_type_is_mount(t))
+        sbx_json_set(o, "ephemeral", json_true());
+    if (e->group) {
+        json_t *g = json_object();
+        sbx_json_set(g, "name", sbx_json_str(e->group));
+        sbx_json_set(o, "group", g);
+    }
+    sbx_json_set(o, "permissions",
+                 mode_json(e->pub.mode, t != SBX_ENTRY_FILE && t != SBX_ENTRY_LOCAL_FILE));
+    switch (t) {
+    case SBX_ENTRY_FILE: {
+        json_t *c = NULL;
+        if ((rc = content_json(e, flags, &c, err)))
+            goto out;
+        sbx_json_set(o, "content", c);
+        break;
+    }
+    case SBX_ENTRY_DIR: {
+        json_t *ch = json_object();
+        sbx_json_set(o, "children", ch);
+        rc = children_json(m, idx, flags, omitted, ch, err);
+        break;
+    }
+    case SBX_ENTRY_LOCAL_FILE:
+    case SBX_ENTRY_LOCAL_DIR:
+        set_opt_str(o, "src", e->src);
+        break;
+    case SBX_ENTRY_GIT_REPO:
+        set_opt_str(o, "host", e->host);
+        set_opt_str(o, "repo", e->repo);
+        set_opt_str(o, "ref", e->ref);
+        set_opt_str(o, "subpath", e->subpath);
+        break;
+    case SBX_ENTRY_S3_MOUNT:
+    case SBX_ENTRY_GCS_MOUNT:
+    case SBX_ENTRY_R2_MOUNT:
+    case SBX_ENTRY_AZURE_BLOB_MOUNT:
+    case SBX_ENTRY_BOX_MOUNT:
+    case SBX_ENTRY_S3_FILES_MOUNT:
+        for (size_t i = 0; i < e->nfields; i++)
+            sbx_json_set(o, e->fields[i].name, sbx_json_str(e->fields[i].value));
+        set_opt_str(o, "mount_path", e->mount_path);
+        sbx_json_set(o, "read_only", json_boolean(e->pub.read_only));
+        if (e->strategy)
+            sbx_json_set(o, "mount_strategy", json_deep_copy(e->strategy));
+        *omitted += e->nsecrets;
+        break;
+    }
+out:
+    if (rc) {
+        json_decref(o);
+        return rc;
+    }
+    *out = o;
+    return 0;
+}
+
+int sbx_manifest_to_json(const struct sbx_manifest *m, int flags, json_t **out,
+                         size_t *omitted_secrets, struct sbx_error *err)
+{
+    size_t omitted = 0;
+    json_t *doc = json_object();
+    json_t *entries = json_object();
+    int rc = 0;
+    sbx_json_set(doc, "version", json_integer(1));
+    sbx_json_set(doc, "root", sbx_json_str(m->root));
+    sbx_json_set(doc, "entries", entries);
+    for (size_t i = 0; i < m->n && rc == 0; i++) {
+        if (m->entries[i]->pub.parent != SBX_MANIFEST_NONE)
+            continue;
+        json_t *e = NULL;
+        rc = entry_json(m, i, flags, &omitted, &e, err);
+        if (rc == 0)
+            sbx_json_set(entries, m->entries[i]->key, e);
+    }
+    if (rc) {
+        json_decref(doc);
+        return rc;
+    }
+    json_t *env = json_object();
+    for (size_t i = 0; i < m->nenv; i++) {
+        const struct env *v = m->env[i];
+        if (v->secret) {
+            omitted++;
+            continue;
+        }
+        if ((flags & SBX_MANIFEST_JSON_NO_EPHEMERAL_ENV) && v->pub.ephemeral && !v->host_env)
+            continue;
+        json_t *val;
+        if (v->host_env) {
+            val = json_object();
+            sbx_json_set(val, "type", sbx_json_str("secret"));
+            sbx_json_set(val, "env", sbx_json_str(v->host_env));
+        } else if (v->description || v->pub.ephemeral) {
+            val = json_object();
+            sbx_json_set(val, "value", sbx_json_str(v->value));
+        } else {
+            val = sbx_json_str(v->value);
+        }
+        if (json_is_object(val)) {
+            set_opt_str(val, "description", v->description);
+            if (v->pub.ephemeral)
+                sbx_json_set(val, "ephemeral", json_true());
+        }
+        sbx_json_set(env, v->name, val);
+    }
+    sbx_json_set(doc, "environment", env);
+    json_t *users = json_array();
+    for (size_t i = 0; i < m->users.n; i++) {
+        json_t *u = json_object();
+        sbx_json_set(u, "name", sbx_json_str(m->users.v[i]));
+        sbx_json_append(users, u);
+    }
+    sbx_json_set(doc, "users", users);
+    json_t *groups = json_array();
+    for (size_t i = 0; i < m->ngroups; i++) {
+        json_t *g = json_object();
+        json_t *mem = json_array();
+        sbx_json_set(g, "name", sbx_json_str(m->groups[i]->name));
+        for (size_t j = 0; j < m->groups[i]->users.n; j++) {
+            json_t *u = json_object();
+            sbx_json_set(u, "name", sbx_json_str(m->groups[i]->users.v[j]));
+            sbx_json_append(mem, u);
+        }
+        sbx_json_set(g, "users", mem);
+        sbx_json_append(groups, g);
+    }
+    sbx_json_set(doc, "groups", groups);
+    if (m->has_allowlist) {
+        json_t *a = json_array();
+        for (size_t i = 0; i < m->allowlist.n; i++)
+            sbx_json_append(a, sbx_json_str(m->allowlist.v[i]));
+        sbx_json_set(doc, "remote_mount_command_allowlist", a);
+    }
+    *out = doc;
+    if (omitted_secrets)
+        *omitted_secrets = omitted;
+    return 0;
+}
