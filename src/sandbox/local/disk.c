@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/fs-internal.h"
 #include "sandbox/local/disk.h"
 #include "sandbox/local/local.h"
 #include "sbx/common.h"
@@ -351,7 +352,7 @@ int sbx__disk_detach(const char *image, const char *loop, const char *ws, int ke
         kept = sbx_xasprintf("%s" KEPT_SUFFIX, ws);
         if (lstat(kept, &st) == 0) {
             /* Left by an earlier attempt that failed half-way: ours to replace. */
-            if ((rc = sbx__local_remove_tree(kept, err)) < 0)
+            if ((rc = sbx__fs_remove_tree(kept, err)) < 0)
                 goto out;
         }
         if (!cp) {

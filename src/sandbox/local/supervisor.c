@@ -27,6 +27,7 @@
 #include <termios.h>
 #include <unistd.h>
 
+#include "core/fs-internal.h"
 #include "sandbox/local/disk.h"
 #include "sandbox/local/isolate.h"
 #include "sandbox/local/logcap.h"
@@ -1505,10 +1506,10 @@ static void remove_sandbox_files(struct sup *s, int owned_ws)
             sbx__disk_detach(image, NULL, s->workspace, 0, &e) < 0)
             sbx_log(SBX_LOG_WARN, "sandbox '%s': %s", s->id, e.msg);
         free(image);
-        if (sbx__local_remove_tree(s->workspace, &e) < 0)
+        if (sbx__fs_remove_tree(s->workspace, &e) < 0)
             sbx_log(SBX_LOG_WARN, "sandbox '%s': %s", s->id, e.msg);
     }
-    if (sbx__local_remove_tree(s->dir, &e) < 0)
+    if (sbx__fs_remove_tree(s->dir, &e) < 0)
         sbx_log(SBX_LOG_WARN, "sandbox '%s': %s", s->id, e.msg);
 }
 
