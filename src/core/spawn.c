@@ -34,6 +34,14 @@ static int resolve(const struct sbx__spawn *sp, const char *name, char **out, st
         if (p[0] != '/')
             return sbx_error_set(err, SBX_E_INVAL, 0, "cannot run '%s': not an absolute path",
                                  name);
+        /* posix_spawn reports these too, but not everywhere (under valgrind the child is a
+         * plain fork and an exec failure only shows as status 127): say it clearly first. */
+        struct stat st;
+        if (stat(p, &st) < 0)
+            return sbx_error_errno(err, errno, "cannot run '%s'", name);
+        if (!S_ISREG(st.st_mode) || access(p, X_OK) < 0)
+            return sbx_error_errno(err, S_ISREG(st.st_mode) ? errno : EACCES, "cannot run '%s'",
+                                   name);
         *out = sbx_xstrdup(p);
         return 0;
     }
@@ -89,6 +97,14 @@ int sbx__spawn_start(const struct sbx__spawn *sp, struct sbx__child *c, struct s
     }
     if ((rc = resolve(sp, name, &path, err)) < 0)
         return rc;
+    struct stat cst;
+    if (sp->cwd) {
+        int e = stat(sp->cwd, &cst) < 0 ? errno : S_ISDIR(cst.st_mode) ? 0 : ENOTDIR;
+        if (e) {
+            free(path);
+            return sbx_error_errno(err, e, "cannot run '%s' in '%s'", name, sp->cwd);
+        }
+    }
     posix_spawn_file_actions_init(&fa);
     fa_ok = 1;
     posix_spawnattr_init(&attr);

@@ -143,10 +143,11 @@ static void test_mount_inside(void)
     pid_t pid = fork();
     if (pid == 0) {
         struct sbx_error err = SBX_ERROR_INIT;
-        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+        if (unshare(CLONE_NEWNS) < 0 || mount("none", "/", "none", MS_REC | MS_PRIVATE, NULL) < 0 ||
             mount("tmpfs", mnt, "tmpfs", 0, "size=64k") < 0)
             _exit(77);
-        char *f = sbx_xasprintf("%s/mounted", mnt);
+        char f[512];
+        snprintf(f, sizeof(f), "%s/mounted", mnt);
         int fd = open(f, O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
         if (fd < 0)
             _exit(2);
