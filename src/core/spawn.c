@@ -131,24 +131,17 @@ int sbx__spawn_start(const struct sbx__spawn *sp, struct sbx__child *c, struct s
             }
             ends[i] = i == 0 ? p[1] : p[0];
             src = i == 0 ? p[0] : p[1];
-            int h = fcntl(src, F_DUPFD_CLOEXEC, top + 1);
-            int e = errno;
-            close(src);
-            if (h < 0) {
-                rc = sbx_error_errno(err, e, "cannot run '%s'", name);
-                goto out;
-            }
-            high[nhigh++] = h;
-            posix_spawn_file_actions_adddup2(&fa, h, i);
-            continue;
+            break;
         }
         default:
             rc = sbx_error_set(err, SBX_E_INVAL, 0, "cannot run '%s': bad stdio", name);
             goto out;
         }
-        int h = fcntl(src, F_DUPFD_CLOEXEC, top + 1);
+        int h = fcntl(src, F_DUPFD_CLOEXEC, top + 1), e = errno;
+        if (io[i]->how == SBX__SPAWN_PIPE)
+            close(src); /* the child's end lives on as h */
         if (h < 0) {
-            rc = sbx_error_errno(err, errno, "cannot run '%s': fd %d", name, src);
+            rc = sbx_error_errno(err, e, "cannot run '%s': fd %d", name, src);
             goto out;
         }
         high[nhigh++] = h;
