@@ -87,7 +87,8 @@ SBX_API int sbx_fs_mkdir(int dirfd, const char *path, mode_t mode, int fsflags,
 
 /* Remove a file, symlink (never its target) or empty directory; with SBX_FS_RECURSIVE a whole
  * tree, never following symlinks and never descending into another mount (a mount point inside
- * the tree is SBX_E_PERM "it is a mount point"), at most 256 directories deep (SBX_E_TOOBIG).
+ * the tree is SBX_E_PERM "it is a mount point"), at most 256 directories deep (SBX_E_TOOBIG);
+ * a directory in it that its owner may not read, search or write gets u+rwx on the way.
  * Removing "" (the directory itself) is SBX_E_INVAL. A missing path is SBX_E_NOTFOUND; a
  * non-empty directory without SBX_FS_RECURSIVE is SBX_E_INVAL. A failed recursive remove may
  * have removed part of the tree. */

@@ -573,7 +573,7 @@ static void skills_free(void *data)
     sbx_manifest_free(d->m);
     sbx_fd_close(&d->fd);
     if (d->checkout)
-        sbx__host_rm_tree(d->checkout);
+        sbx__checkout_remove(d->checkout);
     free(d->checkout);
     sbx__skill_list_release(&d->list);
     pthread_mutex_destroy(&d->lock);

@@ -26,8 +26,11 @@
 #include "sbx/fs.h"
 #include "sbx/hash.h"
 
-/* Deepest directory nesting sbx_fs_remove descends into; each level holds one fd. */
+/* Deepest directory nesting sbx_fs_remove descends into; each level holds one fd. Host trees
+ * (sbx__fs_remove_tree: workspaces, runtime dirs, checkouts) may be nested deeper by whatever
+ * ran in them, and are bounded by the fd limit long before this one. */
 #define REMOVE_MAX_DEPTH  256
+#define TREE_MAX_DEPTH    4096
 #define REMOVE_MAX_PASSES 16
 /* openat2 returns EAGAIN when a concurrent rename or mount races a ".." lookup. */
 #define OPENAT2_RETRIES 8
@@ -898,15 +901,43 @@ out:
     return rc;
 }
 
+/* Give the owner back rwx on the directory at fd (borrowed; any kind of fd, O_PATH too) so it
+ * can be emptied: a tree that is being removed may hold directories made unreadable or
+ * read-only, by the sandbox or by a tool. Through /proc/self/fd the mode change reaches exactly
+ * the inode open at fd, never a name that could have been swapped. -1 when it cannot. */
+static int let_owner_in(int fd)
+{
+    struct stat st;
+    char proc[64];
+    if (fstat(fd, &st) < 0 || !S_ISDIR(st.st_mode))
+        return -1;
+    if ((st.st_mode & S_IRWXU) == S_IRWXU)
+        return -1; /* it was not the mode */
+    snprintf(proc, sizeof(proc), "/proc/self/fd/%d", fd);
+    return chmod(proc, (st.st_mode & 07777) | S_IRWXU);
+}
+
 /* Open directory name in dfd to empty it: no symlink, and no crossing into another mount, so
- * a bind mount inside the tree (a host directory mounted into a workspace) is never emptied. */
+ * a bind mount inside the tree (a host directory mounted into a workspace) is never emptied. A
+ * directory its owner may not read is opened after giving the owner access. 1: it vanished. */
 static int open_subdir_for_removal(int dfd, const char *name, const char *path, int *out_fd,
                                    struct sbx_error *err)
 {
     struct open_how how = make_how(O_RDONLY | O_DIRECTORY | O_NOFOLLOW, 0, SBX_FS_NOFOLLOW);
     how.resolve |= RESOLVE_NO_XDEV;
     long r = open_beneath(dfd, name, &how);
+    if (r < 0 && errno == EACCES) {
+        struct open_how ph = make_how(O_PATH | O_DIRECTORY | O_NOFOLLOW, 0, SBX_FS_NOFOLLOW);
+        ph.resolve |= RESOLVE_NO_XDEV;
+        long pfd = open_beneath(dfd, name, &ph);
+        int fixed = pfd >= 0 && let_owner_in((int)pfd) == 0;
+        if (pfd >= 0)
+            close((int)pfd);
+        r = fixed ? open_beneath(dfd, name, &how) : fail(EACCES);
+    }
     if (r < 0) {
+        if (errno == ENOENT)
+            return 1;
         if (errno == EXDEV)
             return sbx_error_set(err, SBX_E_PERM, EXDEV, "cannot remove '%s': it is a mount point",
                                  path);
@@ -916,24 +947,26 @@ static int open_subdir_for_removal(int dfd, const char *name, const char *path, 
     return 0;
 }
 
-/* Empty the directory open at dfd (fd borrowed). Never follows a symlink: entries are examined
- * with AT_SYMLINK_NOFOLLOW and subdirectories opened with O_NOFOLLOW relative to their parent. */
-static int remove_contents(int dfd, const char *path, int depth, struct sbx_error *err)
+/* Empty the directory open at fd (taken: it becomes the directory stream, so each level of the
+ * tree holds one fd). Never follows a symlink: entries are examined with AT_SYMLINK_NOFOLLOW
+ * and subdirectories opened with O_NOFOLLOW relative to their parent. Entries that vanish
+ * meanwhile (another remover at work) are fine. */
+static int remove_contents(int fd, const char *path, int depth, int max_depth,
+                           struct sbx_error *err)
 {
-    if (depth > REMOVE_MAX_DEPTH)
+    if (depth > max_depth) {
+        close(fd);
         return sbx_error_set(err, SBX_E_TOOBIG, 0,
                              "cannot remove '%s': nested deeper than %d directories", path,
-                             REMOVE_MAX_DEPTH);
-    int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
-    if (fd < 0)
-        return sbx_error_errno(err, errno, "cannot remove '%s'", path);
+                             max_depth);
+    }
     DIR *d = fdopendir(fd);
     if (!d) {
         int rc = sbx_error_errno(err, errno, "cannot read directory '%s'", path);
-        sbx_fd_close(&fd);
+        close(fd);
         return rc;
     }
-    int rc = 0;
+    int dfd = dirfd(d), rc = 0, tried_mode = 0;
     /* Entries removed during readdir may shift the stream on some filesystems: scan again until
      * a pass finds nothing left. The passes are bounded so a process that keeps creating files
      * cannot keep us here; the final rmdir then reports the directory as not empty. */
@@ -952,33 +985,40 @@ static int remove_contents(int dfd, const char *path, int depth, struct sbx_erro
                 continue;
             found = 1;
             struct stat st;
-            if (fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+            int r = fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW);
+            if (r < 0 && errno == EACCES && !tried_mode++ && let_owner_in(dfd) == 0)
+                r = fstatat(dfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW);
+            if (r < 0) {
                 if (errno == ENOENT)
                     continue;
                 rc = sbx_error_errno(err, errno, "cannot stat '%s/%s'", path, e->d_name);
                 break;
             }
-            if (S_ISDIR(st.st_mode)) {
-                char *sub = sbx_xasprintf("%s/%s", path, e->d_name);
+            int dir = S_ISDIR(st.st_mode);
+            char *sub = sbx_xasprintf("%s/%s", path, e->d_name);
+            if (dir) {
                 int cfd = -1;
                 rc = open_subdir_for_removal(dfd, e->d_name, sub, &cfd, err);
-                if (rc == 0) {
-                    rc = remove_contents(cfd, sub, depth + 1, err);
-                    sbx_fd_close(&cfd);
-                }
-                if (rc == 0 && unlinkat(dfd, e->d_name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-                    rc = sbx_error_errno(err, errno, "cannot remove '%s'", sub);
-                free(sub);
-            } else if (unlinkat(dfd, e->d_name, 0) < 0 && errno != ENOENT) {
-                rc = sbx_error_errno(err, errno, "cannot remove '%s/%s'", path, e->d_name);
+                if (rc == 0)
+                    rc = remove_contents(cfd, sub, depth + 1, max_depth, err);
+                else if (rc == 1)
+                    rc = 0;
             }
+            if (rc == 0) {
+                r = unlinkat(dfd, e->d_name, dir ? AT_REMOVEDIR : 0);
+                if (r < 0 && errno == EACCES && !tried_mode++ && let_owner_in(dfd) == 0)
+                    r = unlinkat(dfd, e->d_name, dir ? AT_REMOVEDIR : 0);
+                if (r < 0 && errno != ENOENT)
+                    rc = sbx_error_errno(err, errno, "cannot remove '%s'", sub);
+            }
+            free(sub);
         }
     }
     closedir(d);
     return rc;
 }
 
-int sbx_fs_remove(int dirfd, const char *path, int fsflags, struct sbx_error *err)
+static int remove_at(int dirfd, const char *path, int fsflags, int max_depth, struct sbx_error *err)
 {
     char *parent = NULL;
     const char *base = NULL;
@@ -1007,9 +1047,12 @@ int sbx_fs_remove(int dirfd, const char *path, int fsflags, struct sbx_error *er
     }
     if (fsflags & SBX_FS_RECURSIVE) {
         rc = open_subdir_for_removal(parentfd, base, path, &fd, err);
+        if (rc == 1)
+            rc = sbx_error_set(err, SBX_E_NOTFOUND, ENOENT, "'%s' does not exist", path);
         if (rc < 0)
             goto out;
-        rc = remove_contents(fd, path, 1, err);
+        rc = remove_contents(fd, path, 1, max_depth, err);
+        fd = -1;
         if (rc < 0)
             goto out;
     }
@@ -1022,6 +1065,35 @@ int sbx_fs_remove(int dirfd, const char *path, int fsflags, struct sbx_error *er
 out:
     sbx_fd_close(&fd);
     sbx_fd_close(&parentfd);
+    free(parent);
+    return rc;
+}
+
+int sbx_fs_remove(int dirfd, const char *path, int fsflags, struct sbx_error *err)
+{
+    return remove_at(dirfd, path, fsflags, REMOVE_MAX_DEPTH, err);
+}
+
+int sbx__fs_remove_tree(const char *path, struct sbx_error *err)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : "";
+    int rc = 0, pfd = -1;
+    if (path[0] != '/' || !base[0] || strcmp(base, ".") == 0 || strcmp(base, "..") == 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "refusing to remove '%s'", path);
+    char *parent = sbx_xstrndup(path, (size_t)(slash - path));
+    pfd = open(parent[0] ? parent : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (pfd < 0) {
+        rc = errno == ENOENT ? 0 : sbx_error_errno(err, errno, "cannot open '%s'", parent);
+        goto out;
+    }
+    rc = remove_at(pfd, base, SBX_FS_RECURSIVE | SBX_FS_NOFOLLOW, TREE_MAX_DEPTH, err);
+    if (rc == -SBX_E_NOTFOUND)
+        rc = 0;
+    else if (rc < 0)
+        sbx_error_prefix(err, "removing '%s'", path);
+out:
+    sbx_fd_close(&pfd);
     free(parent);
     return rc;
 }

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "tap.h"
+#include "rmtree.h"
 #include "sbx/local.h"
 #include "sandbox/local/local.h"
 #include "sbx/session.h"
@@ -30,17 +31,6 @@ static char tmp[256];
 static char run_dir[300], ws_dir[300];
 static struct sbx_client *client;
 static struct sbx_session *sess;
-
-static void rm_rf(const char *path)
-{
-    pid_t p = fork();
-    if (p == 0) {
-        execlp("rm", "rm", "-rf", path, (char *)NULL);
-        _exit(127);
-    }
-    int st;
-    waitpid(p, &st, 0);
-}
 
 struct worker_arg {
     int n;
@@ -230,7 +220,7 @@ int main(void)
     if (!sess) {
         printf("Bail out! cannot create a sandbox: %s\n", err.msg);
         sbx_client_free(client);
-        rm_rf(tmp);
+        rm_tree(tmp);
         return 1;
     }
     TAP_RUN(test_queue_behind_busy_supervisor);
@@ -239,6 +229,6 @@ int main(void)
     CHECK_OK(sbx_session_delete(sess, &err), &err);
     sbx_session_free(sess);
     sbx_client_free(client);
-    rm_rf(tmp);
+    rm_tree(tmp);
     return TAP_DONE();
 }

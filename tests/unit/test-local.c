@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "tap.h"
+#include "rmtree.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
 #include "sbx/local.h"
@@ -25,17 +26,6 @@ static char tmp[256];
 static char run_dir[300], ws_dir[300];
 static struct sbx_client *client;
 static struct sbx_session *sess;
-
-static void rm_rf(const char *path)
-{
-    pid_t p = fork();
-    if (p == 0) {
-        execlp("rm", "rm", "-rf", path, (char *)NULL);
-        _exit(127);
-    }
-    int st;
-    waitpid(p, &st, 0);
-}
 
 static void setup(void)
 {
@@ -62,7 +52,7 @@ static void teardown(void)
     CHECK_OK(sbx_session_delete(sess, &err), &err);
     sbx_session_free(sess);
     sbx_client_free(client);
-    rm_rf(tmp);
+    rm_tree(tmp);
 }
 
 /* Run a shell command, return the result (release it). */

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "tap.h"
+#include "rmtree.h"
 #include "capability/capability-internal.h"
 #include "capability/memory-internal.h"
 #include "sbx/json.h"
@@ -353,14 +354,7 @@ int main(void)
     TAP_RUN(test_modes);
     TAP_RUN(test_session);
     sbx_client_free(client);
-    char *cmd[] = {"rm", "-rf", tmp, NULL};
-    pid_t pid = fork();
-    if (pid == 0) {
-        execvp("rm", cmd);
-        _exit(127);
-    }
-    int st;
-    waitpid(pid, &st, 0);
+    rm_tree(tmp);
     free(run_dir);
     free(ws_dir);
     return TAP_DONE();

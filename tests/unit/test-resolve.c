@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "tap.h"
+#include "rmtree.h"
 #include "replay-model.h"
 #include "sbx/capability.h"
 #include "sbx/json.h"
@@ -675,14 +676,7 @@ int main(void)
     TAP_RUN(test_snapshot_in);
     TAP_RUN(test_run_state_rebuild);
     sbx_client_free(client);
-    char *cmd[] = {"rm", "-rf", tmp, NULL};
-    pid_t pid = fork();
-    if (pid == 0) {
-        execvp("rm", cmd);
-        _exit(127);
-    }
-    int st;
-    waitpid(pid, &st, 0);
+    rm_tree(tmp);
     free(run_dir);
     free(ws_dir);
     free(snap_dir);

@@ -15,6 +15,7 @@
 #include "sbx/json.h"
 #include "sbx/log.h"
 #include "tap.h"
+#include "rmtree.h"
 
 static char tmp[] = "/tmp/sbx-test-skills.XXXXXX";
 static struct sbx_buf logged;
@@ -417,13 +418,6 @@ int main(void)
     TAP_RUN(test_config);
     sbx_log_set_handler(NULL, NULL, SBX_LOG_ERROR);
     sbx_buf_release(&logged);
-    char *cmd[] = {"rm", "-rf", tmp, NULL};
-    pid_t pid = fork();
-    if (pid == 0) {
-        execvp("rm", cmd);
-        _exit(127);
-    }
-    int st;
-    waitpid(pid, &st, 0);
+    rm_tree(tmp);
     return TAP_DONE();
 }

@@ -6,7 +6,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <ftw.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +17,7 @@
 #include <unistd.h>
 
 #include "tap.h"
+#include "rmtree.h"
 #include "sbx/fs.h"
 #include "sbx/hash.h"
 #include "sbx/json.h"
@@ -27,24 +27,6 @@
 static char top[64];
 static struct sbx_snapshot_store *st;
 static int nws;
-
-static int chmod_entry(const char *p, const struct stat *sb, int type, struct FTW *f)
-{
-    if (type == FTW_D)
-        chmod(p, 0700);
-    return 0;
-}
-
-static int rm_entry(const char *p, const struct stat *sb, int type, struct FTW *f)
-{
-    return remove(p);
-}
-
-static void rm_tree(const char *path)
-{
-    nftw(path, chmod_entry, 64, FTW_PHYS);
-    nftw(path, rm_entry, 64, FTW_DEPTH | FTW_PHYS);
-}
 
 /* A fresh empty directory under top; *fd: its fd. Returns its path (static storage rotates). */
 static const char *new_dir(int *fd)

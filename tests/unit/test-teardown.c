@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/fs-internal.h"
 #include "tap.h"
 #include "sandbox/local/local.h"
 #include "sbx/fs.h"
@@ -151,6 +152,6 @@ int main(void)
     TAP_RUN(test_record_round_trip);
     TAP_RUN(test_reused_pid_untouched);
     struct sbx_error err = SBX_ERROR_INIT;
-    sbx__local_remove_tree(dir, &err);
+    sbx__fs_remove_tree(dir, &err);
     return TAP_DONE();
 }

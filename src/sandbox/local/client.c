@@ -8,7 +8,6 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,10 +17,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "sandbox/local/config.h"
+#include "core/spawn.h"
 #include "sandbox/local/disk.h"
 #include "sandbox/local/isolate.h"
 #include "sandbox/local/local.h"
@@ -1164,46 +1163,24 @@ static int spawn_supervisor(const char *path, const char *id, const json_t *cfg,
 {
     struct sbx_error werr = SBX_ERROR_INIT;
     int wrc = 0;
-    int sp[2] = {-1, -1}, devnull = -1, rc;
-    pid_t pid = -1;
+    int sp[2] = {-1, -1}, rc;
+    struct sbx__child child = {.pid = -1, .in = -1, .out = -1, .err = -1};
     struct sbx_buf text;
-    char *const argv[] = {(char *)path, (char *)SBX_LOCAL_SUPERVISE_VERB, (char *)id, NULL};
-    char *const envp[] = {NULL};
+    const char *const argv[] = {path, SBX_LOCAL_SUPERVISE_VERB, id, NULL};
 
     sbx_buf_init(&text, 65536);
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sp) < 0)
         return sbx_error_errno(err, errno, "socketpair");
-    devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-    if (devnull < 0) {
-        rc = sbx_error_errno(err, errno, "cannot open '/dev/null'");
-        goto out;
-    }
-    /* posix_spawn (vfork-like: cheap however large the caller is) into a new session; the
-     * supervisor forks once more itself and this first process exits at once, so the
+    /* Into a new session, with an empty environment and nothing of ours but the socket (and the
+     * tie); the supervisor forks once more itself and this first process exits at once, so the
      * supervisor ends up detached: no session leader, parent gone. */
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    int st;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, sp[1], 0);
-    posix_spawn_file_actions_adddup2(&fa, sp[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, devnull, 2);
+    struct sbx__spawn spec = {.program = path, .argv = argv, .new_session = 1, .name = path};
+    spec.in = spec.out = (struct sbx__spawn_stdio){.how = SBX__SPAWN_FD, .fd = sp[1]};
     if (tie_fd >= 0)
-        posix_spawn_file_actions_adddup2(&fa, tie_fd, SBX_PROTO_TIE_FD);
-    posix_spawn_file_actions_addclosefrom_np(&fa, tie_fd >= 0 ? SBX_PROTO_TIE_FD + 1 : 3);
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr,
-                             POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    sigset_t none, all;
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    int e = posix_spawn(&pid, path, &fa, &attr, argv, envp);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    if (e != 0) {
-        rc = sbx_error_errno(err, e, "cannot run the supervisor '%s'", path);
+        spec.keep[spec.nkeep++] = (struct sbx__spawn_keep){.fd = tie_fd, .at = SBX_PROTO_TIE_FD};
+    rc = sbx__spawn_start(&spec, &child, err);
+    if (rc < 0) {
+        sbx_error_prefix(err, "the supervisor");
         goto out;
     }
     sbx_fd_close(&sp[1]);
@@ -1248,9 +1225,7 @@ static int spawn_supervisor(const char *path, const char *id, const json_t *cfg,
         }
     }
     /* The first process has forked the supervisor and exited by now (or died): reap it. */
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    pid = -1;
+    (void)sbx__child_wait(&child, -1, NULL, NULL);
     json_t *report = NULL;
     if (text.len == 0 || sbx_json_parse(text.data, text.len, NULL, &report, NULL) < 0 ||
         !json_is_object(report)) {
@@ -1266,16 +1241,11 @@ static int spawn_supervisor(const char *path, const char *id, const json_t *cfg,
         *report_out = json_incref(report);
     json_decref(report);
 out:
-    if (pid > 0) {
-        /* Gave up waiting: the supervisor, finding nobody to report to, exits by itself. */
-        kill(pid, SIGKILL);
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-            ;
-    }
+    /* Gave up waiting: the supervisor, finding nobody to report to, exits by itself. */
+    sbx__child_kill(&child);
     sbx_buf_release(&text);
     sbx_fd_close(&sp[0]);
     sbx_fd_close(&sp[1]);
-    sbx_fd_close(&devnull);
     return rc;
 }
 

@@ -4,8 +4,6 @@
 #include <limits.h>
 #include <linux/loop.h>
 #include <poll.h>
-#include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +14,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/fs-internal.h"
+#include "core/spawn.h"
 #include "sandbox/local/disk.h"
 #include "sandbox/local/local.h"
 #include "sbx/common.h"
@@ -46,69 +46,28 @@ static const char *find_tool(const char *const *candidates)
 static const char *const mke2fs_paths[] = {"/usr/sbin/mke2fs", "/sbin/mke2fs", NULL};
 static const char *const cp_paths[] = {"/usr/bin/cp", "/bin/cp", NULL};
 
-/* Run a tool with an empty stdin and an environment of our own; its first line of output goes
- * into the error when it fails. */
+/* Run a tool with an empty stdin and an environment of our own; the first line of what it
+ * said (on stderr, else stdout) goes into the error when it fails. */
 static int run_tool(const char *path, char *const argv[], struct sbx_error *err)
 {
-    int out[2] = {-1, -1}, devnull = -1, rc = 0, st = 0;
-    pid_t pid = -1;
-    char msg[TOOL_OUTPUT_MAX] = "";
-    size_t len = 0;
-    if (pipe2(out, O_CLOEXEC) < 0)
-        return sbx_error_errno(err, errno, "pipe");
-    devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-    if (devnull < 0) {
-        rc = sbx_error_errno(err, errno, "cannot open '/dev/null'");
-        goto out;
-    }
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    sigset_t all, none;
-    sigfillset(&all);
-    sigemptyset(&none);
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, devnull, 0);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, out[1], 2);
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    int e = posix_spawn(&pid, path, &fa, &attr, argv, tool_env);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    sbx_fd_close(&out[1]);
-    if (e != 0) {
-        pid = -1;
-        rc = sbx_error_errno(err, e, "cannot run '%s'", path);
-        goto out;
-    }
-    /* Keep the start of the output, drain the rest so the tool never blocks on a full pipe. */
-    for (;;) {
-        char buf[4096];
-        ssize_t n = read(out[0], buf, sizeof(buf));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        size_t k = (size_t)n < sizeof(msg) - 1 - len ? (size_t)n : sizeof(msg) - 1 - len;
-        memcpy(msg + len, buf, k);
-        len += k;
-    }
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    pid = -1;
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        msg[len] = '\0';
+    struct sbx_buf out, errout;
+    struct sbx__spawn_capture cap = {.out = &out, .err = &errout};
+    struct sbx__spawn sp = {.program = path,
+                            .argv = (const char *const *)argv,
+                            .env = (const char *const *)tool_env};
+    sp.out.how = sp.err.how = SBX__SPAWN_PIPE;
+    sbx_buf_init(&out, TOOL_OUTPUT_MAX);
+    sbx_buf_init(&errout, TOOL_OUTPUT_MAX);
+    int rc = sbx__spawn_run(&sp, -1, &cap, err);
+    if (rc == 0 && (!WIFEXITED(cap.status) || WEXITSTATUS(cap.status) != 0)) {
+        char *msg = errout.len ? errout.data : out.data, how[32];
         msg[strcspn(msg, "\n")] = '\0';
-        rc = sbx_error_set(err, SBX_E_IO, 0, "'%s' failed (%s %d)%s%s", argv[0],
-                           WIFEXITED(st) ? "status" : "signal",
-                           WIFEXITED(st) ? WEXITSTATUS(st) : WTERMSIG(st), msg[0] ? ": " : "", msg);
+        sbx__spawn_describe(cap.status, how, sizeof(how));
+        rc = sbx_error_set(err, SBX_E_IO, 0, "'%s' failed (%s)%s%s", argv[0], how,
+                           msg[0] ? ": " : "", msg);
     }
-out:
-    sbx_fd_close(&out[0]);
-    sbx_fd_close(&out[1]);
-    sbx_fd_close(&devnull);
+    sbx_buf_release(&out);
+    sbx_buf_release(&errout);
     return rc;
 }
 
@@ -351,7 +310,7 @@ int sbx__disk_detach(const char *image, const char *loop, const char *ws, int ke
         kept = sbx_xasprintf("%s" KEPT_SUFFIX, ws);
         if (lstat(kept, &st) == 0) {
             /* Left by an earlier attempt that failed half-way: ours to replace. */
-            if ((rc = sbx__local_remove_tree(kept, err)) < 0)
+            if ((rc = sbx__fs_remove_tree(kept, err)) < 0)
                 goto out;
         }
         if (!cp) {

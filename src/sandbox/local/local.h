@@ -84,9 +84,6 @@ void sbx__proto_fd_hint(struct sbx_error *err);
 int sbx__local_connect(const char *dir, const char *id, struct sbx__proto_wait *w, int *out_fd,
                        struct sbx_error *err);
 
-/* Remove an absolute host directory tree, never following a symlink in it (as rm does). */
-int sbx__local_remove_tree(const char *path, struct sbx_error *err);
-
 /* The base runtime directory per the rules in sbx/local.h, created 0700 and checked to be ours.
  * *out: caller owns (free). */
 int sbx__local_runtime_base(const char *configured, char **out, struct sbx_error *err);
@@ -114,9 +111,6 @@ int sbx__local_record_alive(const struct sbx__local_record *r, const char *id, i
 /* The start time (clock ticks since boot) and state letter of pid from /proc; -1 if gone. Either
  * output may be NULL. */
 int sbx__proc_stat(pid_t pid, unsigned long long *start, char *state);
-
-/* Remove an absolute host directory tree without following symlinks; a missing one is fine. */
-int sbx__local_remove_tree(const char *path, struct sbx_error *err);
 
 /* Taking one sandbox down: a short polite shutdown request, then SIGKILL by the recorded pids
  * (verified, so a reused pid is never hit) when it does not answer or a process of it is

@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "sandbox/local/config.h"
+#include "core/fs-internal.h"
 #include "sandbox/local/disk.h"
 #include "sandbox/local/isolate.h"
 #include "sandbox/local/logcap.h"
@@ -416,7 +417,13 @@ static int add_child(struct sup *s)
 }
 
 /* In the forked child: never returns. Only async-signal-safe calls: the supervisor is single
- * threaded, but keeping to them keeps this path valid if that ever changes. */
+ * threaded, but keeping to them keeps this path valid if that ever changes.
+ * This is the one place sbx starts a program without core/spawn.h, isolated or not: between
+ * fork and exec it needs what posix_spawn file actions cannot express — PR_SET_PDEATHSIG (an
+ * unconfined command dies with its reaper), TIOCSCTTY on the pty, and for isolation the user
+ * switch, capability drop, rlimits and seccomp — and execvp's lookup of a relative or bare
+ * name in the command's own PATH (and its /bin/sh fallback for scripts without #!), which
+ * commands in a sandbox rely on. */
 static SBX_NORETURN void child_main(const struct sup *s, const struct sbx__run_as *user,
                                     const struct exec_req *x, char **envp, int cwd_fd, int in_fd,
                                     int out_fd, int err_fd, int pty_slave, int errpipe)
@@ -1419,10 +1426,10 @@ static void remove_sandbox_files(struct sup *s, int owned_ws)
             sbx__disk_detach(image, NULL, s->workspace, 0, &e) < 0)
             sbx_log(SBX_LOG_WARN, "sandbox '%s': %s", s->id, e.msg);
         free(image);
-        if (sbx__local_remove_tree(s->workspace, &e) < 0)
+        if (sbx__fs_remove_tree(s->workspace, &e) < 0)
             sbx_log(SBX_LOG_WARN, "sandbox '%s': %s", s->id, e.msg);
     }
-    if (sbx__local_remove_tree(s->dir, &e) < 0)
+    if (sbx__fs_remove_tree(s->dir, &e) < 0)
         sbx_log(SBX_LOG_WARN, "sandbox '%s': %s", s->id, e.msg);
 }
 

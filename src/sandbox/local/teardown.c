@@ -5,7 +5,6 @@
  * start time, PID 1's (host) pid and start time once it exists, and the cgroup directories the
  * sandbox uses. A pid is trusted only while its start time and command line still match, so a
  * reused pid is never signalled. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -18,6 +17,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/fs-internal.h"
 #include "sandbox/local/isolate.h"
 #include "sandbox/local/disk.h"
 #include "sandbox/local/local.h"
@@ -27,71 +27,10 @@
 #include "sbx/time.h"
 
 #define RECORD_MAX     ((size_t)64 << 10)
-#define RM_MAX_DEPTH   4096
 #define POLITE_MS      10000 /* a shutdown request that gets no answer by then is given up */
 #define EXIT_WAIT_MS   10000 /* after the answer (or SIGKILL), for the supervisor to exit */
 #define PROC_STAT_MAX  4096
 #define PROC_CMDLN_MAX 4096
-
-/* ---------------------------------------------------------------------------------------------
- * Removing trees */
-
-/* Remove name beneath dfd, never following a symlink: each directory is opened with O_NOFOLLOW
- * relative to its parent, so a link swapped in meanwhile is refused rather than followed. The
- * tree may be written by the sandbox, so this must not trust it. Entries that vanish meanwhile
- * (another remover: the supervisor cleaning up after itself) are fine. */
-static int rm_at(int dfd, const char *name, int depth, struct sbx_error *err)
-{
-    if (unlinkat(dfd, name, 0) == 0 || errno == ENOENT)
-        return 0;
-    if (errno != EISDIR && errno != EPERM)
-        return sbx_error_errno(err, errno, "cannot remove '%s'", name);
-    if (depth > RM_MAX_DEPTH)
-        return sbx_error_set(err, SBX_E_TOOBIG, 0, "'%s' nests too deep to remove", name);
-    int fd = openat(dfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0)
-        return errno == ENOENT ? 0 : sbx_error_errno(err, errno, "cannot open '%s'", name);
-    DIR *d = fdopendir(fd);
-    if (!d) {
-        int rc = sbx_error_errno(err, errno, "cannot list '%s'", name);
-        close(fd);
-        return rc;
-    }
-    int rc = 0;
-    struct dirent *e;
-    while (rc == 0 && (e = readdir(d))) {
-        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
-            rc = rm_at(dirfd(d), e->d_name, depth + 1, err);
-    }
-    closedir(d);
-    if (rc == 0 && unlinkat(dfd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
-        rc = sbx_error_errno(err, errno, "cannot remove '%s'", name);
-    return rc;
-}
-
-int sbx__local_remove_tree(const char *path, struct sbx_error *err)
-{
-    char *copy = sbx_xstrdup(path);
-    char *slash = strrchr(copy, '/');
-    int rc = 0, pfd = -1;
-    if (!slash || slash[1] == '\0' || path[0] != '/') {
-        rc = sbx_error_set(err, SBX_E_INVAL, 0, "refusing to remove '%s'", path);
-        goto out;
-    }
-    *slash = '\0';
-    pfd = open(copy[0] ? copy : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (pfd < 0) {
-        rc = errno == ENOENT ? 0 : sbx_error_errno(err, errno, "cannot open '%s'", copy);
-        goto out;
-    }
-    rc = rm_at(pfd, slash + 1, 0, err);
-    if (rc < 0)
-        sbx_error_prefix(err, "removing '%s'", path);
-out:
-    sbx_fd_close(&pfd);
-    free(copy);
-    return rc;
-}
 
 /* ---------------------------------------------------------------------------------------------
  * Processes */
@@ -411,12 +350,12 @@ int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err)
     if (t->workspace) {
         struct stat st;
         int there = lstat(t->workspace, &st) == 0;
-        if ((rc = sbx__local_remove_tree(t->workspace, err)) < 0)
+        if ((rc = sbx__fs_remove_tree(t->workspace, err)) < 0)
             goto out;
         if (there)
             note(t->removed, t->id, "workspace", t->workspace);
     }
-    if ((rc = sbx__local_remove_tree(t->dir, err)) < 0)
+    if ((rc = sbx__fs_remove_tree(t->dir, err)) < 0)
         goto out;
     note(t->removed, t->id, "runtime_dir", t->dir);
 out:

@@ -24,11 +24,12 @@ void sbx__pathmap_put(struct sbx__pathmap *pm, const char *key, size_t klen, siz
 
 /* Fetch the repository of git_repo entry e (its url, ref) on the host into a new temporary
  * directory: a shallow clone of the ref, or exactly the commit when ref is one. *out_dir: the
- * checkout, caller owns (sbx__host_rm_tree, then free); *out_commit: the commit checked out
+ * checkout, caller owns (sbx__checkout_remove, then free); *out_commit: the commit checked out
  * (caller frees). Nothing is left on failure. Blocks while git runs. */
 int sbx__git_checkout(const struct sbx_manifest_entry *e, char **out_dir, char **out_commit,
                       struct sbx_error *err);
-/* rm -rf path on the host; best effort. */
-void sbx__host_rm_tree(const char *path);
+/* Remove a checkout sbx__git_checkout made (sbx__fs_remove_tree); best effort: a failure is
+ * logged as a warning. */
+void sbx__checkout_remove(const char *dir);
 
 #endif

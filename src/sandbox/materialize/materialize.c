@@ -4,8 +4,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +11,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/fs-internal.h"
+#include "core/spawn.h"
 #include "sandbox/provider.h"
 #include "sandbox/manifest/internal.h"
 #include "sandbox/session/internal.h"
@@ -20,6 +20,7 @@
 #include "sbx/fs.h"
 #include "sbx/hash.h"
 #include "sbx/json.h"
+#include "sbx/log.h"
 #include "sbx/manifest.h"
 #include "sbx/path.h"
 #include "sbx/session.h"
@@ -28,8 +29,6 @@
 #define COPY_MAX_DEPTH 256
 #define GIT_ERR_MAX    4096
 #define GIT_MSG_MAX    600 /* bytes of git's reason in an error */
-
-extern char **environ;
 
 /* ---------------------------------------------------------------------------------------------
  * Undo: what materialisation changed, so that a failure leaves a given workspace as it was. */
@@ -273,14 +272,19 @@ static char *git_failure(const char *t, size_t n)
     return sbx_xasprintf("%.*s%s", (int)o, out, cut ? " ..." : "");
 }
 
+/* What git gets of the harness's environment: the way out to the network (proxies, the ssh
+ * agent), nothing else, so no API key or token of the harness reaches git or its helpers. */
+static const char *const git_pass_env[] = {"http_proxy", "https_proxy",   "HTTPS_PROXY",
+                                           "all_proxy",  "ALL_PROXY",     "no_proxy",
+                                           "NO_PROXY",   "SSH_AUTH_SOCK", NULL};
+
 static int run_git(const char *cwd, const char *const *args, struct sbx_buf *out,
                    struct sbx_error *err)
 {
     struct sbx_strv argv, env;
-    posix_spawn_file_actions_t fa;
-    int op[2] = {-1, -1}, ep[2] = {-1, -1}, rc = 0;
     struct sbx_buf errtext;
-    pid_t pid;
+    struct sbx__spawn_capture cap = {.out = out, .err = &errtext};
+    int rc;
 
     sbx_strv_init(&argv);
     sbx_strv_init(&env);
@@ -291,63 +295,36 @@ static int run_git(const char *cwd, const char *const *args, struct sbx_buf *out
         sbx_strv_push(&argv, cwd);
     }
     sbx_strv_pushv(&argv, args);
-    /* The harness environment (credential helpers, proxies) but never an interactive prompt. */
-    for (char **e = environ; *e; e++)
-        sbx_strv_push(&env, *e);
+    /* No configuration but the repository's own (no system or user file: their credential
+     * helpers, hooks paths or fsmonitor commands are the harness user's, not this fetch's),
+     * never a prompt, messages in English for git_failure. HOME leads nowhere: a temporary
+     * one would be empty anyway, and the checkout itself must never serve as one. */
+    sbx_strv_setenv(&env, "PATH", SBX__SPAWN_PATH);
+    sbx_strv_setenv(&env, "HOME", "/nonexistent");
+    sbx_strv_setenv(&env, "XDG_CONFIG_HOME", "/nonexistent");
+    sbx_strv_setenv(&env, "GIT_CONFIG_NOSYSTEM", "1");
+    sbx_strv_setenv(&env, "GIT_CONFIG_GLOBAL", "/dev/null");
     sbx_strv_setenv(&env, "GIT_TERMINAL_PROMPT", "0");
+    sbx_strv_setenv(&env, "GIT_SSH_COMMAND", "ssh -o BatchMode=yes");
     sbx_strv_setenv(&env, "LC_ALL", "C");
-    if (pipe2(op, O_CLOEXEC) < 0 || pipe2(ep, O_CLOEXEC) < 0) {
-        rc = sbx_error_errno(err, errno, "pipe");
-        goto out;
+    for (size_t i = 0; git_pass_env[i]; i++) {
+        const char *v = getenv(git_pass_env[i]);
+        if (v)
+            sbx_strv_setenv(&env, git_pass_env[i], v);
     }
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    posix_spawn_file_actions_adddup2(&fa, op[1], 1);
-    posix_spawn_file_actions_adddup2(&fa, ep[1], 2);
-    int e = posix_spawnp(&pid, "git", &fa, NULL, argv.v, env.v);
-    posix_spawn_file_actions_destroy(&fa);
-    sbx_fd_close(&op[1]);
-    sbx_fd_close(&ep[1]);
-    if (e != 0) {
-        rc = sbx_error_errno(err, e, "cannot run git");
-        goto out;
-    }
-    /* Read both pipes to the end; stdout is small (rev-parse), stderr is bounded. */
-    struct pollfd pfd[2] = {{.fd = op[0], .events = POLLIN}, {.fd = ep[0], .events = POLLIN}};
-    while (pfd[0].fd >= 0 || pfd[1].fd >= 0) {
-        if (poll(pfd, 2, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
-        }
-        for (int i = 0; i < 2; i++) {
-            if (pfd[i].fd < 0 || !pfd[i].revents)
-                continue;
-            char buf[4096];
-            ssize_t n = read(pfd[i].fd, buf, sizeof(buf));
-            if (n <= 0) {
-                pfd[i].fd = -1;
-                continue;
-            }
-            struct sbx_buf *b = i == 0 ? out : &errtext;
-            /* Past the limit the rest is read and dropped, so git never blocks on us. */
-            if (b && b->len + (size_t)n <= b->max && sbx_buf_add(b, buf, (size_t)n, NULL) < 0)
-                continue;
-        }
-    }
-    int st;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+    struct sbx__spawn sp = {.program = "git",
+                            .argv = (const char *const *)argv.v,
+                            .env = (const char *const *)env.v};
+    /* stdout is small (rev-parse) and stderr bounded: past their bounds output is dropped. */
+    if (out)
+        sp.out.how = SBX__SPAWN_PIPE;
+    sp.err.how = SBX__SPAWN_PIPE;
+    rc = sbx__spawn_run(&sp, -1, &cap, err);
+    if (rc == 0 && (!WIFEXITED(cap.status) || WEXITSTATUS(cap.status) != 0)) {
         char *why = git_failure(errtext.data, errtext.len);
         rc = sbx_error_set(err, SBX_E_IO, 0, "git %s failed: %s", args[0], why);
         free(why);
     }
-out:
-    sbx_fd_close(&op[0]);
-    sbx_fd_close(&op[1]);
-    sbx_fd_close(&ep[0]);
-    sbx_fd_close(&ep[1]);
     sbx_buf_release(&errtext);
     sbx_strv_release(&argv);
     sbx_strv_release(&env);
@@ -366,15 +343,11 @@ static int is_commitish(const char *ref)
     return 1;
 }
 
-void sbx__host_rm_tree(const char *path)
+void sbx__checkout_remove(const char *dir)
 {
-    const char *const args[] = {"rm", "-rf", "--", path, NULL};
-    pid_t pid;
-    if (posix_spawnp(&pid, "rm", NULL, NULL, (char *const *)args, environ) == 0) {
-        int st;
-        while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-            ;
-    }
+    struct sbx_error err = SBX_ERROR_INIT;
+    if (sbx__fs_remove_tree(dir, &err) < 0)
+        sbx_log(SBX_LOG_WARN, "%s", err.msg);
 }
 
 int sbx__git_checkout(const struct sbx_manifest_entry *e, char **out_dir, char **out_commit,
@@ -410,7 +383,7 @@ int sbx__git_checkout(const struct sbx_manifest_entry *e, char **out_dir, char *
         if (rc < 0) {
             struct sbx_error first;
             sbx_error_copy(&first, err);
-            sbx__host_rm_tree(tmp);
+            sbx__checkout_remove(tmp);
             if (mkdir(tmp, 0700) < 0) {
                 rc = sbx_error_errno(err, errno, "cannot recreate '%s'", tmp);
                 goto out;
@@ -448,7 +421,7 @@ int sbx__git_checkout(const struct sbx_manifest_entry *e, char **out_dir, char *
         sbx_buf_setlen(&head, head.len - 1);
 out:
     if (rc < 0) {
-        sbx__host_rm_tree(tmp);
+        sbx__checkout_remove(tmp);
         free(tmp);
     } else {
         *out_dir = tmp;
@@ -503,7 +476,7 @@ static int materialize_git(struct sbx_session *s, struct undo *u,
     }
 out:
     sbx_fd_close(&dfd);
-    sbx__host_rm_tree(tmp);
+    sbx__checkout_remove(tmp);
     free(tmp);
     free(commit);
     return rc;
