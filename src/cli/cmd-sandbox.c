@@ -1,20 +1,17 @@
 /* sbx sandbox: create, exec, shell, cp, ps, port, rm — local sandboxes with Docker's habits. */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "sandbox/session/internal.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
 #include "sbx/local.h"
