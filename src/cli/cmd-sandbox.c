@@ -379,7 +379,7 @@ static void raw_tty(void)
 
 /* `sbx sandbox exec` exit statuses, as shells and container tools use them, so that sbx's own
  * failures never look like the command's: the command's status, 128+N for signal N, 124 when
- * --timeout killed it, and (docs/internals/local-provider.md has the table): */
+ * --timeout killed it, and (README.md has the table): */
 enum {
     EXEC_SBX_FAILED = 125, /* sbx failed: usage, no such sandbox, gone, bad --cwd or --user */
     EXEC_CANNOT_RUN = 126, /* the command exists but cannot be run */
