@@ -142,7 +142,8 @@ struct sbx_local_options {
 
 /* The hidden CLI verb "__supervise ID": the supervisor process itself (argv[0] is the verb,
  * argv[1] the sandbox id, shown by ps). The configuration arrives as JSON on stdin; the readiness
- * report (JSON) leaves on stdout. Returns the exit status. Only the sbx binary calls this. */
+ * report (JSON) leaves on stdout. Returns the exit status. Called by the sbx-supervisor
+ * program's main, and by the sbx binary, which can serve too. */
 SBX_API int sbx_local_supervise_main(int argc, char **argv);
 
 /* The hidden CLI verb "__isolate-run": a test driver that runs one command in a fresh isolated

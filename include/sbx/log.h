@@ -1,6 +1,7 @@
-/* sbx: logging. The library never prints; it hands messages to a process-wide handler the
- * application sets. The default handler discards everything. This handler is the one mutable
- * global of the library; set it before starting threads. */
+/* sbx: logging. The library's calls never print (the exceptions, allocation failure, SBX_BUG
+ * and the program entry points of local.h, are listed in docs/internals/core.md); it hands
+ * messages to a process-wide handler the application sets. The default handler discards everything.
+ * This handler is the one mutable global of the library; set it before starting threads. */
 #ifndef SBX_LOG_H
 #define SBX_LOG_H
 

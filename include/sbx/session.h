@@ -100,11 +100,12 @@ struct sbx_exec_spec {
     const char *user;          /* manifest user to run as (run_as); NULL: the default user (the
                                   first manifest user). SBX_E_NOTFOUND for an unknown user,
                                   SBX_E_UNSUPPORTED where the provider cannot switch users */
-    /* Watched while sbx_session_exec and the interactive-process calls wait (and by the later
-     * sbx_session_pty_write calls on a process this spec started): once it is non-zero the
-     * command is killed and the call fails with SBX_E_CANCELLED "command cancelled". A signal
-     * handler sets it; the wait notices within SBX_EXEC_CANCEL_POLL_MS, at once in the thread
-     * the signal interrupted. Borrowed: it must outlive the command; NULL: never cancelled. */
+    /* Watched while sbx_session_exec, sbx_session_exec_stream and the interactive-process
+     * calls wait (and by the later sbx_session_pty_write calls on a process this spec
+     * started): once it is non-zero the command is killed and the call fails with
+     * SBX_E_CANCELLED "command cancelled". A signal handler sets it; the wait notices within
+     * SBX_EXEC_CANCEL_POLL_MS, at once in the thread the signal interrupted. Borrowed: it
+     * must outlive the command; NULL: never cancelled. */
     const volatile sig_atomic_t *cancel;
     /* Used by sbx_session_exec only: */
     const void *input; /* bytes written to stdin, which is then closed (with SBX_EXEC_TTY they
@@ -141,6 +142,49 @@ SBX_API void sbx_exec_result_release(struct sbx_exec_result *r);
  * it). On success *res is filled (release with sbx_exec_result_release). */
 SBX_API int sbx_session_exec(struct sbx_session *s, const struct sbx_exec_spec *spec,
                              struct sbx_exec_result *res, struct sbx_error *err);
+
+/* Where a streamed command's output goes and where its input comes from
+ * (sbx_session_exec_stream). An all-zero struct is not valid: set stdin_fd and resize_fd to -1
+ * when unused. */
+struct sbx_exec_stream {
+    /* Called with each chunk of output as it arrives, in the order the command wrote it within a
+     * stream: stream 1 is stdout (everything with SBX_EXEC_TTY or SBX_EXEC_MERGE_STDERR), 2 is
+     * stderr. p is borrowed for the call. Return 0 to go on; a negative -code (with err filled,
+     * e.g. by sbx_error_set) stops the command: it is killed and sbx_session_exec_stream returns
+     * that code with err as the callback left it (SBX_E_IO "output callback failed" when it
+     * left err empty). NULL: output is discarded. */
+    int (*output)(void *ctx, int stream, const void *p, size_t n, struct sbx_error *err);
+    /* What the command reads on stdin: read and forwarded while the command runs; at its end
+     * (EOF or a read error) the command's stdin is closed, or with SBX_EXEC_TTY the terminal's
+     * EOF character (^D) is typed. A terminal, pipe, socket, regular file or /dev/null; it is
+     * read only when the command has taken what was read before, so a command that stops
+     * reading leaves the rest unread and its output still flows; a command that closes its
+     * stdin ends the forwarding. Borrowed, never closed, its file status flags are not changed
+     * (a blocking descriptor is read only when poll says it is readable). -1: none (stdin is
+     * /dev/null; with SBX_EXEC_TTY the terminal gets no input). */
+    int stdin_fd;
+    /* With SBX_EXEC_TTY: readable when the terminal size may have changed (a signalfd for
+     * SIGWINCH, the read end of a self-pipe). Then resize is called: it consumes what made the
+     * descriptor readable (reads the signalfd), sets *rows and *cols and returns 1 to apply
+     * that size to the command's terminal (sbx_proc_resize), 0 to leave it. Borrowed, never
+     * closed; -1 (or resize NULL): the size stays spec->rows x spec->cols. Ignored without a
+     * tty. */
+    int resize_fd;
+    int (*resize)(void *ctx, unsigned short *rows, unsigned short *cols);
+    void *ctx; /* passed to output and resize */
+};
+
+/* Run a command to completion, streaming its output to io->output as it arrives and its input
+ * from io->stdin_fd, with memory bounded by a few fixed buffers however much it writes (no
+ * output is kept: spec->input and spec->output_limit are not used; SBX_EXEC_STDIN is implied
+ * by io->stdin_fd >= 0). spec->timeout_ms kills it at the deadline (out->timed_out), and
+ * spec->cancel as for sbx_session_exec (SBX_E_CANCELLED, the command killed). Returns when the
+ * exit status is known and the output then buffered has been delivered, even if a background
+ * process the command started still holds the output open. A non-zero exit is not an error:
+ * look at *out. Errors: those of sbx_session_exec, and the output callback's. Blocks. */
+SBX_API int sbx_session_exec_stream(struct sbx_session *s, const struct sbx_exec_spec *spec,
+                                    const struct sbx_exec_stream *io, struct sbx_exit *out,
+                                    struct sbx_error *err);
 
 /* A started command. The caller reads stdout_fd/stderr_fd (set them non-blocking if it polls)
  * and writes stdin_fd itself; the descriptors belong to the proc (do not close them, except

@@ -1,20 +1,17 @@
 /* sbx sandbox: create, exec, shell, cp, ps, port, rm — local sandboxes with Docker's habits. */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/signalfd.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include "cli/cli.h"
-#include "sandbox/session/internal.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
 #include "sbx/local.h"
@@ -380,36 +377,9 @@ static void raw_tty(void)
         tio_saved = 1;
 }
 
-#define DRAIN_MAX ((size_t)1 << 20)
-
-/* Copy what is available from *fd to fd `to`. *fd becomes -1 at EOF. Returns -1 when `to` is
- * gone (a closed pipe), else 0. At most DRAIN_MAX bytes per call, so a writer that never stops
- * cannot keep us here. */
-static int copy_out(int *fd, int to)
-{
-    char buf[65536];
-    size_t moved = 0;
-    while (moved < DRAIN_MAX) {
-        ssize_t n = read(*fd, buf, sizeof(buf));
-        if (n > 0) {
-            if (sbx_fd_write_all(to, buf, (size_t)n, NULL) < 0)
-                return -1;
-            moved += (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && errno == EAGAIN)
-            return 0;
-        *fd = -1;
-        return 0;
-    }
-    return 0;
-}
-
 /* `sbx sandbox exec` exit statuses, as shells and container tools use them, so that sbx's own
  * failures never look like the command's: the command's status, 128+N for signal N, 124 when
- * --timeout killed it, and (docs/internals/local-provider.md has the table): */
+ * --timeout killed it, and (README.md has the table): */
 enum {
     EXEC_SBX_FAILED = 125, /* sbx failed: usage, no such sandbox, gone, bad --cwd or --user */
     EXEC_CANNOT_RUN = 126, /* the command exists but cannot be run */
@@ -428,119 +398,72 @@ static int exec_fail(const struct sbx_error *err)
 /* A usage error of exec or shell: said as everywhere, with the status of an sbx failure. */
 #define exec_usage(...) (cli_usage(__VA_ARGS__), EXEC_SBX_FAILED)
 
-/* Stream a started command to our stdio until it exits. Returns the exit status to use. */
-static int stream(struct sbx_proc *p, int forward_stdin, const char *id)
+struct exec_io {
+    int sigfd;       /* SIGWINCH, -1 without a tty */
+    int output_gone; /* a write to our stdout or stderr failed */
+};
+
+static int exec_output(void *ctx, int stream, const void *p, size_t n, struct sbx_error *err)
+{
+    struct exec_io *x = ctx;
+    int rc = sbx_fd_write_all(stream, p, n, err);
+    if (rc < 0)
+        x->output_gone = 1;
+    return rc;
+}
+
+static int exec_resize(void *ctx, unsigned short *rows, unsigned short *cols)
+{
+    struct exec_io *x = ctx;
+    struct signalfd_siginfo si;
+    struct winsize ws;
+    while (read(x->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
+        ;
+    if (ioctl(1, TIOCGWINSZ, &ws) < 0)
+        return 0;
+    *rows = ws.ws_row;
+    *cols = ws.ws_col;
+    return 1;
+}
+
+/* Run spec with its output on our stdio (and our stdin forwarded when forward_stdin) until it
+ * exits. Returns the exit status to use. */
+static int stream(struct sbx_session *s, const struct sbx_exec_spec *spec, int forward_stdin,
+                  const char *id)
 {
     struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_exec_spec sp = *spec;
     struct sbx_exit st = {0};
-    int ofd = p->stdout_fd, efd = p->stderr_fd, ifd = forward_stdin ? 0 : -1;
-    int have = 0, sigfd = -1;
-    sigset_t set;
+    struct exec_io x = {.sigfd = -1};
+    struct sbx_exec_stream io = {.output = exec_output,
+                                 .stdin_fd = forward_stdin ? 0 : -1,
+                                 .resize_fd = -1,
+                                 .resize = exec_resize,
+                                 .ctx = &x};
 
-    if (p->tty) {
+    if (sp.flags & SBX_EXEC_TTY) {
+        sigset_t set;
         sigemptyset(&set);
         sigaddset(&set, SIGWINCH);
         sigprocmask(SIG_BLOCK, &set, NULL);
-        sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+        io.resize_fd = x.sigfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
         struct winsize ws;
-        if (isatty(1) && ioctl(1, TIOCGWINSZ, &ws) == 0)
-            sbx_proc_resize(p, ws.ws_row, ws.ws_col, NULL);
+        if (isatty(1) && ioctl(1, TIOCGWINSZ, &ws) == 0) {
+            sp.rows = ws.ws_row;
+            sp.cols = ws.ws_col;
+        }
         if (forward_stdin)
             raw_tty();
     }
-    sbx__set_nonblock(ofd);
-    if (efd >= 0)
-        sbx__set_nonblock(efd);
-    while (!have) {
-        struct pollfd pfd[5];
-        int n = 0, io = -1, ie = -1, ii = -1, iw = -1;
-        if (ofd >= 0) {
-            io = n;
-            pfd[n++] = (struct pollfd){.fd = ofd, .events = POLLIN};
-        }
-        if (efd >= 0) {
-            ie = n;
-            pfd[n++] = (struct pollfd){.fd = efd, .events = POLLIN};
-        }
-        if (ifd >= 0) {
-            ii = n;
-            pfd[n++] = (struct pollfd){.fd = ifd, .events = POLLIN};
-        }
-        if (sigfd >= 0) {
-            iw = n;
-            pfd[n++] = (struct pollfd){.fd = sigfd, .events = POLLIN};
-        }
-        int is = n;
-        pfd[n++] = (struct pollfd){.fd = p->status_fd, .events = POLLIN};
-        if (poll(pfd, (nfds_t)n, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            break;
-        }
-        if ((io >= 0 && pfd[io].revents && copy_out(&ofd, 1) < 0) ||
-            (ie >= 0 && pfd[ie].revents && copy_out(&efd, 2) < 0)) {
-            /* Our output is gone (`sbx sandbox exec … | head`): like SIGPIPE, stop the command
-             * (the caller frees the proc, which kills it). */
-            restore_tty();
-            if (sigfd >= 0)
-                close(sigfd);
-            return 128 + SIGPIPE;
-        }
-        if (ii >= 0 && pfd[ii].revents) {
-            char buf[65536];
-            ssize_t r = read(ifd, buf, sizeof(buf));
-            if (r > 0) {
-                /* The command's stdin is a socket (or the terminal master). */
-                size_t off = 0;
-                while (off < (size_t)r) {
-                    ssize_t w =
-                            p->tty ? write(p->stdin_fd, buf + off, (size_t)r - off)
-                                   : send(p->stdin_fd, buf + off, (size_t)r - off, MSG_NOSIGNAL);
-                    if (w < 0 && errno == EINTR)
-                        continue;
-                    if (w < 0 && errno == EAGAIN) {
-                        struct pollfd wp = {.fd = p->stdin_fd, .events = POLLOUT};
-                        poll(&wp, 1, -1);
-                        continue;
-                    }
-                    if (w <= 0)
-                        break;
-                    off += (size_t)w;
-                }
-            } else if (r == 0 || (r < 0 && errno != EINTR && errno != EAGAIN)) {
-                ifd = -1;
-                if (p->tty)
-                    sbx_fd_write_all(p->stdin_fd, "\004", 1, NULL); /* the terminal's EOF */
-                else
-                    sbx_proc_close_stdin(p);
-            }
-        }
-        if (iw >= 0 && pfd[iw].revents) {
-            struct signalfd_siginfo si;
-            while (read(sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si))
-                ;
-            struct winsize ws;
-            if (ioctl(1, TIOCGWINSZ, &ws) == 0)
-                sbx_proc_resize(p, ws.ws_row, ws.ws_col, NULL);
-        }
-        if (pfd[is].revents) {
-            if (sbx_proc_wait(p, 0, &st, &err) < 0) {
-                restore_tty();
-                if (sigfd >= 0)
-                    close(sigfd);
-                return exec_fail(&err);
-            }
-            have = 1;
-        }
-    }
-    /* What the command left in the pipes. */
-    if (ofd >= 0)
-        (void)copy_out(&ofd, 1);
-    if (efd >= 0)
-        (void)copy_out(&efd, 2);
+    int rc = sbx_session_exec_stream(s, &sp, &io, &st, &err);
     restore_tty();
-    if (sigfd >= 0)
-        close(sigfd);
+    if (x.sigfd >= 0)
+        close(x.sigfd);
+    /* Our output is gone (`sbx sandbox exec … | head`): like SIGPIPE; the command was killed. */
+    if (rc < 0 && x.output_gone)
+        return 128 + SIGPIPE;
+    if (rc < 0)
+        return exec_fail(&err);
     if (st.timed_out) {
         fprintf(stderr, "sbx: command in sandbox '%s' timed out\n", id);
         return 124;
@@ -556,7 +479,6 @@ static int run_exec(const char *id, const struct sbx_exec_spec *spec, int forwar
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx_client *c = NULL;
     struct sbx_session *s = NULL;
-    struct sbx_proc *p = NULL;
     int status = CLI_FAIL;
 
     signal(SIGPIPE, SIG_IGN);
@@ -587,11 +509,8 @@ static int run_exec(const char *id, const struct sbx_exec_spec *spec, int forwar
             sbx_exec_result_release(&res);
         }
     } else if (rc == 0) {
-        rc = sbx_session_exec_start(s, spec, &p, &err);
-        if (rc == 0)
-            status = stream(p, forward_stdin, id);
+        status = stream(s, spec, forward_stdin, id);
     }
-    sbx_proc_free(p);
     sbx_session_free(s);
     sbx_client_free(c);
     return rc < 0 ? exec_fail(&err) : status;

@@ -128,7 +128,9 @@ int main(int argc, char **argv)
     if (argc < 2)
         return cli_usage(NULL, "missing command");
     const char *name = argv[1];
-    /* Hidden: the supervisor of a local sandbox is this binary re-executed. */
+    /* Hidden: sbx can serve as a local sandbox's supervisor, which the local client runs only
+     * when it finds no sbx-supervisor program (next to the running program, next to libsbx,
+     * in libexecdir). */
     if (strcmp(name, SBX_LOCAL_SUPERVISE_VERB) == 0)
         return sbx_local_supervise_main(argc - 1, argv + 1);
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0)

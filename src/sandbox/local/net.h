@@ -1,7 +1,8 @@
 /* sbx local provider: the sandbox's network from the host side (internal).
  *
  * Two services run in the OUTER process of an isolated sandbox (the one that stays in the host
- * namespaces, see isolate.h), in one single-threaded, non-blocking event loop:
+ * namespaces, see isolate.h), in one non-blocking event loop on a thread of its own (name
+ * lookups run in short detached threads, netloop.c):
  *
  *   - the allow-list proxy of network mode allow:<domains>. Its listening socket is created
  *     INSIDE the sandbox's network namespace (127.0.0.1:3128 by default) by a short-lived child

@@ -1,10 +1,12 @@
-/* The supervisor: one detached, single-threaded process per local sandbox.
+/* The supervisor: one detached process per local sandbox.
  *
- * It reads its configuration (JSON) on stdin, binds the control socket in the runtime directory,
- * reports readiness on stdout, and then serves: one request per connection, commands forked into
- * their own process group with stdio pipes handed to the client, every child reaped, timeouts
- * enforced, and on shutdown every process it ever spawned killed. See
- * docs/internals/local-provider.md. */
+ * One thread serves requests, one after another; the others never serve: a tied sandbox's
+ * watch of its creator (tie_main) and, in the outer process of an isolated sandbox, the network
+ * loop (netloop.c) with its short name-lookup threads. It reads its configuration (JSON) on stdin,
+ * binds the control socket in the runtime directory, reports readiness on stdout, and then serves:
+ * one request per connection, commands forked into their own process group with stdio pipes handed
+ * to the client, every child reaped, timeouts enforced, and on shutdown every process it ever
+ * spawned killed. See docs/internals/local-provider.md. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -11,6 +11,16 @@
 int sbx__session_path(struct sbx_session *s, const char *path, int allow_root, char **out,
                       struct sbx_error *err);
 
+/* After the exit status arrives, output still buffered in the pipes is read, but a background
+ * process that keeps the pipe open and keeps writing must not hold the caller for ever: at most
+ * this much is read per stream. */
+#define SBX__DRAIN_AFTER_EXIT_MAX ((size_t)1 << 20)
+
+/* The body of sbx_session_exec_stream (stream.c), without the session events. */
+struct sbx_exec_stream;
+int sbx__exec_stream(struct sbx_session *s, const struct sbx_exec_spec *spec,
+                     const struct sbx_exec_stream *io, struct sbx_exit *out, struct sbx_error *err);
+
 /* Set O_NONBLOCK on fd. */
 void sbx__set_nonblock(int fd);
 

@@ -16,10 +16,7 @@
 #include "sbx/session.h"
 #include "sbx/time.h"
 
-/* After the exit status arrives, output still buffered in the pipes is read, but a background
- * process that keeps the pipe open and keeps writing must not hold the caller forever. */
-#define DRAIN_AFTER_EXIT_MAX ((size_t)1 << 20)
-#define READ_CHUNK           65536
+#define READ_CHUNK 65536
 
 void sbx_session_init_base(struct sbx_session *s, const struct sbx_session_ops *ops,
                            const char *provider, const char *id, const char *root)
@@ -261,7 +258,7 @@ size_t sbx__pump(int *fd, struct sbx_capture *c)
         if (r > 0) {
             sbx_capture_add(c, buf, (size_t)r);
             got += (size_t)r;
-            if (got >= DRAIN_AFTER_EXIT_MAX)
+            if (got >= SBX__DRAIN_AFTER_EXIT_MAX)
                 return got;
             continue;
         }
@@ -406,6 +403,26 @@ int sbx_session_exec(struct sbx_session *s, const struct sbx_exec_spec *spec,
     int rc = exec_body(s, spec, res, err);
     if (rc == 0)
         ev.exit = &res->status;
+    ev_finish(s, &ev, rc, err);
+    return rc;
+}
+
+int sbx_session_exec_stream(struct sbx_session *s, const struct sbx_exec_spec *spec,
+                            const struct sbx_exec_stream *io, struct sbx_exit *out,
+                            struct sbx_error *err)
+{
+    struct sbx_session_event ev;
+    struct sbx_exit st = {0};
+    ev_start(s, &ev, "exec");
+    if (spec) {
+        ev.argv = spec->argv;
+        ev.command = spec->command;
+    }
+    int rc = sbx__exec_stream(s, spec, io, &st, err);
+    if (rc == 0) {
+        *out = st;
+        ev.exit = &st;
+    }
     ev_finish(s, &ev, rc, err);
     return rc;
 }
