@@ -337,7 +337,9 @@ int main(void)
                    "SBX_TEST_DOCKER_IMAGE is unset\n1..1\n");
             return 1;
         }
-        TAP_SKIP_ALL("no docker engine");
+        /* A skip meson's TAP reader takes as one (it reads exit status 77 as an error). */
+        printf("1..0 # SKIP no docker engine\n");
+        return 0;
     }
     TAP_START();
     struct sbx_error err = SBX_ERROR_INIT;
