@@ -357,6 +357,8 @@ static void test_users_background(void)
     CHECK_EQ_STR(r.out.data, "sleep 302\nsleep 303\n");
     sbx_exec_result_release(&r);
     CHECK_OK(sbx_session_delete(s, &err), &err);
+    /* The container is gone: a command on the old handle says so. */
+    CHECK_ERR(sh(s, "true", NULL, 0, &r, &err), SBX_E_SANDBOX, &err, "gone");
     sbx_session_free(s);
 }
 

@@ -129,10 +129,13 @@ static int exec_create(const struct sbx__dk_engine *e, const char *container, js
         rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "the Docker engine made an exec without an id");
     if (rc == 0)
         *out = sbx_xstrdup(id);
-    if (rc == -SBX_E_NOTFOUND || rc == -SBX_E_EXISTS)
+    if (rc == -SBX_E_NOTFOUND || rc == -SBX_E_EXISTS) {
         /* 404: no such container; 409: it is not running. */
+        char why[SBX_ERROR_MSG_MAX];
+        snprintf(why, sizeof(why), "%s", err ? err->msg : "");
         rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "the container '%.12s' is gone or stopped: %s",
-                           container, err->msg);
+                           container, why);
+    }
     free(path);
     json_decref(body);
     json_decref(reply);
