@@ -463,6 +463,11 @@ int main(void)
     if (!mkdtemp(store))
         return 1;
     setenv("SBX_SNAPSHOTS", store, 1);
+    /* And the provider's host-side copies to a TMPDIR of its own, checked empty at the end. */
+    char tmpd[] = "/tmp/sbx-test-docker-tmp-XXXXXX";
+    if (!mkdtemp(tmpd))
+        return 1;
+    setenv("TMPDIR", tmpd, 1);
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx_docker_options o = {.host = host, .image = image};
     CHECK_OK(sbx_client_new("docker", &o, &client, &err), &err);
@@ -485,6 +490,12 @@ int main(void)
     }
     free(sid);
     sbx_client_free(client);
-    (void)sbx_fs_remove(AT_FDCWD, store, SBX_FS_RECURSIVE, &err);
+    int tmp = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    CHECK_OK(sbx_fs_remove(tmp, store + 5, SBX_FS_RECURSIVE, &err), &err);
+    /* rmdir fails on anything left inside. */
+    CHECK(unlinkat(tmp, tmpd + 5, AT_REMOVEDIR) == 0);
+    if (unlinkat(tmp, tmpd + 5, AT_REMOVEDIR) < 0 && errno != ENOENT)
+        (void)sbx_fs_remove(tmp, tmpd + 5, SBX_FS_RECURSIVE, &err);
+    close(tmp);
     return TAP_DONE();
 }

@@ -871,11 +871,23 @@ out:
     return rc;
 }
 
+/* Remove the private directory path (made by mkdtemp) and everything in it. */
+static void remove_tree(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    char *parent = sbx_xstrndup(path, slash && slash != path ? (size_t)(slash - path) : 1);
+    int pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    struct sbx_error ignored = SBX_ERROR_INIT;
+    if (pfd >= 0)
+        (void)sbx_fs_remove(pfd, slash ? slash + 1 : path, SBX_FS_RECURSIVE, &ignored);
+    sbx_fd_close(&pfd);
+    free(parent);
+}
+
 void sbx__dk_workspace_drop(struct sbx__dk_session *s)
 {
     if (s->ws_dir) {
-        struct sbx_error ignored = SBX_ERROR_INIT;
-        (void)sbx_fs_remove(AT_FDCWD, s->ws_dir, SBX_FS_RECURSIVE, &ignored);
+        remove_tree(s->ws_dir);
         free(s->ws_dir);
         s->ws_dir = NULL;
     }
@@ -1041,8 +1053,7 @@ int sbx__dk_workspace_restore(struct sbx__dk_session *s, struct sbx_snapshot_sto
 out:
     sbx_fd_close(&tar);
     sbx_fd_close(&dfd);
-    struct sbx_error ignored = SBX_ERROR_INIT;
-    (void)sbx_fs_remove(AT_FDCWD, dir, SBX_FS_RECURSIVE, &ignored);
+    remove_tree(dir);
     free(dir);
     return rc;
 }
