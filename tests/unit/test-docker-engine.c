@@ -440,6 +440,27 @@ static void test_errors(void)
     sbx_session_free(s);
     sbx_manifest_free(m);
     sbx_client_free(c);
+    c = NULL;
+    s = NULL;
+
+    /* A create the engine refuses (or whose container cannot start) leaves no container. */
+    struct sbx_docker_options o3 = {.host = host, .image = image, .memory_bytes = 4096};
+    CHECK_OK(sbx_client_new("docker", &o3, &c, &err), &err);
+    struct sbx_create_spec sp3 = {.id = "00000000000000fd"};
+    if (c) {
+        CHECK(sbx_client_create(c, &sp3, &s, &err) < 0);
+        CHECK_CONTAINS(err.msg, "cannot create sandbox");
+        json_t *list = NULL;
+        CHECK_OK(sbx_client_list(c, &list, &err), &err);
+        size_t i, found = 0;
+        json_t *v;
+        json_array_foreach(list, i, v) found +=
+                strcmp(json_string_value(json_object_get(v, "id")) ?: "", "00000000000000fd") == 0;
+        CHECK_EQ_INT(found, 0);
+        json_decref(list);
+    }
+    sbx_session_free(s);
+    sbx_client_free(c);
 }
 
 int main(void)
