@@ -565,6 +565,14 @@ const char *cli_model_name(const char *given)
     return name && name[0] ? name : "gpt-4.1";
 }
 
+static int session_probe(struct sbx_client *c, const char *id, void *data, struct sbx_error *err)
+{
+    struct sbx_session *s = NULL;
+    int rc = sbx_client_attach(c, id, &s, err);
+    sbx_session_free(s);
+    return rc;
+}
+
 /* The sandbox options of the command line, kept to be applied over an agent file's. */
 struct sandbox_args {
     char name[24][32];
@@ -969,7 +977,17 @@ int cmd_run(int argc, char **argv)
     if (sandboxed && !scfg.session_id) {
         /* A run that can be continued keeps its sandboxes beyond this process. */
         so.local.tied = !scfg.keep && !scfg.resumable;
+        /* A saved docker sandbox is resumed through the engine, as by-id commands find it. */
+        const char *sp = json_string_value(json_object_get(session_state, "provider"));
+        if (!so.provider && sp && strcmp(sp, "docker") == 0)
+            so.provider = "docker";
         if (cli_sandbox_client(&so, &client, &err) < 0)
+            goto out;
+        scfg.client = client;
+    }
+    /* --session ID: through the client of the provider that has it. */
+    if (sandboxed && scfg.session_id) {
+        if (cli_sandbox_by_id(scfg.session_id, session_probe, NULL, &client, &err) < 0)
             goto out;
         scfg.client = client;
     }

@@ -1264,7 +1264,11 @@ static int cmd_resume(int argc, char **argv)
         r = load_trusted_manifest(manifest_path, &m, &err);
     struct sbx_resume_opts ro = {
             .pass_secrets = &pass, .manifest = m, .progress = cli_progress_fn()};
-    if (r == 0)
+    /* A docker sandbox's state is resumed through the engine (the local options are moot). */
+    const char *sp = json_string_value(json_object_get(state, "provider"));
+    if (r == 0 && sp && strcmp(sp, "docker") == 0)
+        r = cli_client_new("docker", &c, &err);
+    else if (r == 0)
         r = sbx_client_new("local", &opts, &c, &err);
     if (r == 0)
         r = sbx_client_resume_with(c, state, &ro, &s, &err);
