@@ -84,6 +84,11 @@ int sbx__docker_relay_forget(const char *id, struct sbx_error *err)
         rc = sbx_error_errno(err, errno, "cannot remove '%s/ports'", box);
     if (rc == 0 && dfd >= 0 && rmdir(box) < 0 && errno != ENOENT)
         rc = sbx_error_errno(err, errno, "cannot remove '%s'", box);
+    /* The docker level too once no sandbox has records: the runtime base is shared. */
+    char *docker = sbx_xasprintf("%s/docker", base);
+    if (rc == 0 && rmdir(docker) < 0 && errno != ENOENT && errno != ENOTEMPTY && errno != EEXIST)
+        rc = sbx_error_errno(err, errno, "cannot remove '%s'", docker);
+    free(docker);
     if (dfd >= 0)
         close(dfd);
     free(base);
