@@ -433,9 +433,11 @@ const struct cli_help cli_help_table[] = {
          "is gone).",
          "sandbox conversation state memory snapshot", 0},
 
-        {"sandbox", NULL, "sbx sandbox <command> [options]", "create and use local sandboxes",
-         "Local sandboxes with Docker's habits: create one, run commands in it, copy files in "
-         "and out, snapshot, stop, start and remove it.",
+        {"sandbox", NULL, "sbx sandbox <command> [options]", "create and use sandboxes",
+         "Sandboxes with Docker's habits: create one, run commands in it, copy files in and "
+         "out, snapshot, stop, start and remove it. They are local (a supervisor on this host) "
+         "or, with --provider docker, containers of a Docker engine or podman; the commands "
+         "that take an id find either kind.",
          help_only, STATUS_COMMON, "run snapshot", 0},
         {"sandbox create", NULL,
          "sbx sandbox create [--manifest FILE] [--workspace DIR] [--snapshot FILE|REF]\n"

@@ -405,6 +405,11 @@ int sbx__relay_main(int argc, char **argv)
     }
     close(FD_NETNS);
     signal(SIGPIPE, SIG_IGN);
+    /* Long-lived: it must not keep the caller's working directory (a mount) busy. */
+    if (chdir("/") < 0) {
+        status("chdir / failed");
+        return 1;
+    }
     pid_t pid = fork();
     if (pid < 0) {
         status("fork failed");
