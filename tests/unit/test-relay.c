@@ -169,6 +169,7 @@ static void test_bad_input(void)
               "bad port");
     CHECK_ERR(sbx__docker_relay_forget("a/b", &err), SBX_E_INVAL, &err, "bad sandbox id");
     CHECK(url == NULL);
+    CHECK_OK(sbx__docker_relay_forget("abc", &err), &err);
 }
 
 int main(void)
