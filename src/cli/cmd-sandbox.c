@@ -826,8 +826,10 @@ static int list_provider(const char *provider, int all, json_t *list, struct sbx
     if (rc == 0)
         rc = all ? sbx_client_list_all(c, &got, err) : sbx_client_list(c, &got, err);
     /* A provider that keeps no leftovers has only its live ones to show. */
-    if (rc == -SBX_E_UNSUPPORTED && all)
+    if (rc == -SBX_E_UNSUPPORTED && all) {
+        sbx_error_clear(err);
         rc = sbx_client_list(c, &got, err);
+    }
     json_array_foreach(got, i, v)
     {
         if (!json_object_get(v, "provider"))

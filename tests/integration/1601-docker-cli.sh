@@ -101,6 +101,11 @@ expect_rc 0 "ps"
 if grep -E "^$id +docker " "$T/out" >/dev/null; then ok "ps lists it with provider docker"; else
     not_ok "ps lists it with provider docker"; diag "$(cat "$T/out")"
 fi
+run "$SBX" sandbox ps --all
+expect_rc 0 "ps --all (a provider without leftovers lists its live ones)"
+if grep -E "^$id +docker " "$T/out" >/dev/null; then ok "ps --all lists it too"; else
+    not_ok "ps --all lists it too"; diag "$(cat "$T/out" "$T/err")"
+fi
 run "$SBX" sandbox ps --json --provider docker
 expect_rc 0 "ps --json --provider docker"
 got=$(python3 -c 'import json,sys; l=json.load(open(sys.argv[1])); print([e.get("provider") for e in l if e.get("id")==sys.argv[2]])' "$T/out" "$id" 2>&1)
