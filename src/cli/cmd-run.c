@@ -619,7 +619,13 @@ static int sandbox_options(struct cli_sandbox_opts *o, struct sandbox_args *sa,
     }
     for (size_t i = 0; i < sa->n && rc == CLI_OK; i++)
         rc = apply_option(o, sa->name[i], sa->value[i]);
-    return rc == CLI_OK ? cli_sandbox_finish(o, "run ") : rc;
+    if (rc == CLI_OK)
+        rc = cli_sandbox_finish(o, "run ");
+    if (rc == CLI_OK && strcmp(cli_sandbox_provider(o), "docker") == 0 && !o->docker.image)
+        rc = cli_usage("run ", "--provider docker needs --image IMAGE (or image: in the agent "
+                               "file's sandbox: section; an image the engine has: sbx never "
+                               "pulls)");
+    return rc;
 }
 
 int cmd_run(int argc, char **argv)
