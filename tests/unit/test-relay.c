@@ -21,9 +21,11 @@
 #include <unistd.h>
 
 #include "sandbox/docker/relay.h"
+#include "sbx/fs.h"
 #include "tap.h"
 
 #define PORT 8123
+#define BIG  (1 << 20)
 
 static char rundir[256];
 
@@ -69,12 +71,19 @@ static pid_t start_server(void)
     if (write(ready[1], "y", 1) != 1)
         _exit(1);
     close(ready[1]);
+    /* Everything up to the client's end of input, then the answer: the relay must pass a
+     * half-close on. */
+    static char buf[5 + BIG + 1];
+    memcpy(buf, "pong:", 5);
     for (;;) {
         int c = accept(l, NULL, NULL);
-        char buf[256] = "pong:";
-        ssize_t n = c >= 0 ? read(c, buf + 5, sizeof(buf) - 6) : -1;
-        if (n > 0 && write(c, buf, (size_t)n + 5) < 0)
-            _exit(1);
+        size_t len = 5;
+        ssize_t n = 1;
+        while (c >= 0 && len < sizeof(buf) && (n = read(c, buf + len, sizeof(buf) - len)) > 0)
+            len += (size_t)n;
+        for (size_t off = 0; c >= 0 && n == 0 && off < len; off += (size_t)n)
+            if ((n = write(c, buf + off, len - off)) <= 0)
+                break;
         if (c >= 0)
             close(c);
     }
@@ -86,8 +95,17 @@ static int url_port(const char *url)
     return p ? atoi(p + 1) : -1;
 }
 
-/* Send msg through 127.0.0.1:port and read the answer into out. */
+/* Send msg (n bytes) through 127.0.0.1:port and read the answer into out (NUL-terminated),
+ * *got its length. */
+static int ask_n(int port, const char *msg, size_t n, char *out, size_t max, size_t *got);
+
 static int ask(int port, const char *msg, char *out, size_t max)
+{
+    size_t got;
+    return ask_n(port, msg, strlen(msg), out, max, &got);
+}
+
+static int ask_n(int port, const char *msg, size_t mlen, char *out, size_t max, size_t *got)
 {
     struct sockaddr_in a = {.sin_family = AF_INET,
                             .sin_port = htons((uint16_t)port),
@@ -96,7 +114,7 @@ static int ask(int port, const char *msg, char *out, size_t max)
     size_t len = 0;
     ssize_t n;
     if (s < 0 || connect(s, (struct sockaddr *)&a, sizeof(a)) < 0 ||
-        write(s, msg, strlen(msg)) != (ssize_t)strlen(msg)) {
+        sbx_fd_write_all(s, msg, mlen, NULL) < 0) {
         if (s >= 0)
             close(s);
         return -1;
@@ -105,6 +123,7 @@ static int ask(int port, const char *msg, char *out, size_t max)
     while (len < max - 1 && (n = read(s, out + len, max - 1 - len)) > 0)
         len += (size_t)n;
     out[len] = '\0';
+    *got = len;
     close(s);
     return 0;
 }
@@ -139,6 +158,16 @@ static void test_relay(void)
     CHECK(ask(url_port(again), "twice", answer, sizeof(answer)) == 0);
     CHECK_EQ_STR(answer, "pong:twice");
     CHECK(relay_alive("abc123"));
+    /* A megabyte each way, past every buffer of the relay. */
+    char *big = malloc(BIG), *back = malloc(BIG + 16);
+    size_t got = 0;
+    for (size_t i = 0; big && i < BIG; i++)
+        big[i] = (char)('a' + i % 26);
+    CHECK(big && back && ask_n(url_port(url), big, BIG, back, BIG + 16, &got) == 0);
+    CHECK_EQ_INT(got, BIG + 5);
+    CHECK(back && got == BIG + 5 && memcmp(back + 5, big, BIG) == 0);
+    free(big);
+    free(back);
     /* Its init gone, the relay ends (bounded wait for the exit to be seen). */
     kill(pid, SIGKILL);
     waitpid(pid, NULL, 0);

@@ -337,12 +337,15 @@ static void conn_events(const struct conn *c, struct pollfd *p)
         p[d].revents = 0;
         if (c->connecting) {
             p[d].events = d == 1 ? POLLOUT : 0;
-            continue;
+        } else {
+            if (!c->eof[d] && !c->len[d])
+                p[d].events |= POLLIN;
+            if (c->len[!d])
+                p[d].events |= POLLOUT;
         }
-        if (!c->eof[d] && !c->len[d])
-            p[d].events |= POLLIN;
-        if (c->len[!d])
-            p[d].events |= POLLOUT;
+        /* Waiting for nothing on this end: its hangup must not wake the loop over and over. */
+        if (!p[d].events)
+            p[d].fd = -1;
     }
 }
 
