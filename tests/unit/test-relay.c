@@ -92,7 +92,7 @@ static pid_t start_server(void)
 static int url_port(const char *url)
 {
     const char *p = url ? strrchr(url, ':') : NULL;
-    return p ? atoi(p + 1) : -1;
+    return p ? (int)strtol(p + 1, NULL, 10) : -1;
 }
 
 /* Send msg (n bytes) through 127.0.0.1:port and read the answer into out (NUL-terminated),

@@ -22,7 +22,7 @@
 #include "sbx/fs.h"
 
 /* The descriptors a relay process starts with. */
-enum { FD_LISTEN = 3, FD_NETNS, FD_PIDFD, FD_LOCK, FD_STATUS, FD_FIRST_FREE };
+enum { FD_LISTEN = 3, FD_NETNS, FD_LOCK, FD_STATUS, FD_FIRST_FREE };
 
 #define RECORD_MAX 128
 
@@ -43,36 +43,56 @@ static int read_record(int fd, pid_t *pid, int *hostport)
     return 0;
 }
 
-static int pidfd_exited(int pidfd)
+/* The start time of process pid (field 22 of /proc/PID/stat, after the command name, which may
+ * hold anything): with the pid it names one process for good, whatever pids are reused. */
+static int proc_start(pid_t pid, unsigned long long *out)
 {
-    struct pollfd p = {.fd = pidfd, .events = POLLIN};
-    return poll(&p, 1, 0) != 0;
+    char path[64], buf[1024];
+    snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    if (fd >= 0)
+        close(fd);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    return p && sscanf(p + 1, "%llu", out) == 1 ? 0 : -1;
+}
+
+static int same_process(pid_t pid, unsigned long long start)
+{
+    unsigned long long now;
+    return proc_start(pid, &now) == 0 && now == start;
+}
+
+static int exited(pid_t pid, struct sbx_error *err)
+{
+    return sbx_error_set(err, SBX_E_SANDBOX, ESRCH,
+                         "process %d of the sandbox exited: is the sandbox running?", (int)pid);
 }
 
 /* What a relay needs from this side: a listening socket on the host's loopback and the
- * namespace, taken while pid (watched through its pidfd) is alive so it is the right one. */
-static int open_ends(pid_t pid, int *lsock, int *netns, int *pidfd, int *hostport,
+ * namespace, taken while pid is the same process before and after (*start), so that the
+ * namespace is that process's. */
+static int open_ends(pid_t pid, int *lsock, int *netns, int *hostport, unsigned long long *start,
                      struct sbx_error *err)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t alen = sizeof(a);
     char path[64];
-    *pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    if (*pidfd < 0 && errno == ENOSYS)
-        return sbx_error_set(err, SBX_E_UNSUPPORTED, ENOSYS,
-                             "port relays need pidfd_open (Linux 5.3 or later)");
-    if (*pidfd < 0 && errno == ESRCH)
-        return sbx_error_set(err, SBX_E_SANDBOX, ESRCH,
-                             "process %d of the sandbox exited: is the sandbox running?", (int)pid);
-    if (*pidfd < 0)
-        return sbx_error_errno(err, errno, "cannot watch process %d of the sandbox", (int)pid);
+    if (proc_start(pid, start) < 0)
+        return exited(pid, err);
     snprintf(path, sizeof(path), "/proc/%d/ns/net", (int)pid);
     *netns = open(path, O_RDONLY | O_CLOEXEC);
+    if (*netns < 0 && errno == ENOENT)
+        return exited(pid, err);
     if (*netns < 0)
         return sbx_error_errno(err, errno, "cannot open the network namespace '%s'", path);
-    if (pidfd_exited(*pidfd))
-        return sbx_error_set(err, SBX_E_SANDBOX, 0,
-                             "process %d of the sandbox exited: is the sandbox running?", (int)pid);
+    if (!same_process(pid, *start))
+        return exited(pid, err);
     *lsock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (*lsock < 0)
         return sbx_error_errno(err, errno, "socket");
@@ -85,10 +105,10 @@ static int open_ends(pid_t pid, int *lsock, int *netns, int *pidfd, int *hostpor
 
 /* Run the relay detached (a new session; its first process forks the relay and exits) and
  * read its status: "ok" once it is in the namespace, else why not. */
-static int spawn_relay(const char *tag, int port, const int fds[FD_FIRST_FREE],
-                       struct sbx_error *err)
+static int spawn_relay(const char *tag, int port, pid_t target, unsigned long long start,
+                       const int fds[FD_FIRST_FREE], struct sbx_error *err)
 {
-    char *prog = NULL, portarg[16];
+    char *prog = NULL, portarg[16], pidarg[16], startarg[32];
     int status[2] = {-1, -1}, devnull = -1, rc, st;
     pid_t pid;
     posix_spawn_file_actions_t fa;
@@ -99,9 +119,12 @@ static int spawn_relay(const char *tag, int port, const int fds[FD_FIRST_FREE],
     if ((rc = sbx__supervisor_program(NULL, &prog, err)) < 0)
         return rc;
     snprintf(portarg, sizeof(portarg), "%d", port);
-    char *const argv[] = {prog, (char *)SBX__RELAY_VERB, (char *)tag, portarg, NULL};
+    snprintf(pidarg, sizeof(pidarg), "%d", (int)target);
+    snprintf(startarg, sizeof(startarg), "%llu", start);
+    char *const argv[] = {prog, (char *)SBX__RELAY_VERB, (char *)tag, portarg, pidarg, startarg,
+                          NULL};
     /* Every source above the targets, so that no dup2 below overwrites a later source. */
-    int src[FD_FIRST_FREE] = {-1, -1, -1, -1, -1, -1, -1, -1};
+    int src[FD_FIRST_FREE] = {-1, -1, -1, -1, -1, -1, -1};
     int sp[2] = {-1, -1};
     rc = pipe2(sp, O_CLOEXEC);
     status[0] = rc == 0 ? fcntl(sp[0], F_DUPFD_CLOEXEC, FD_FIRST_FREE) : -1;
@@ -173,8 +196,9 @@ out:
 int sbx__relay_start(const char *dir, const char *tag, pid_t pid, int port, char **out_url,
                      struct sbx_error *err)
 {
-    int fds[FD_FIRST_FREE] = {-1, -1, -1, -1, -1, -1, -1, -1};
+    int fds[FD_FIRST_FREE] = {-1, -1, -1, -1, -1, -1, -1};
     int dfd = -1, rc = 0, hostport = 0;
+    unsigned long long start = 0;
     char name[16];
     if (port < 1 || port > 65535 || pid <= 0)
         return sbx_error_set(err, SBX_E_INVAL, 0, "bad port %d", port);
@@ -215,9 +239,9 @@ int sbx__relay_start(const char *dir, const char *tag, pid_t pid, int port, char
         rc = sbx_error_errno(err, errno, "cannot write '%s/%s'", dir, name);
         goto out;
     }
-    rc = open_ends(pid, &fds[FD_LISTEN], &fds[FD_NETNS], &fds[FD_PIDFD], &hostport, err);
+    rc = open_ends(pid, &fds[FD_LISTEN], &fds[FD_NETNS], &hostport, &start, err);
     if (rc == 0)
-        rc = spawn_relay(tag, port, fds, err);
+        rc = spawn_relay(tag, port, pid, start, fds, err);
     if (rc == 0) {
         char rec[RECORD_MAX];
         int n = snprintf(rec, sizeof(rec), "%d %d\n", (int)pid, hostport);
@@ -349,23 +373,25 @@ static void conn_events(const struct conn *c, struct pollfd *p)
     }
 }
 
-static int relay_loop(int port)
+/* pidfd: of the namespace's process (pid, start), or -1 where pidfd_open is refused: then
+ * checked once a second. */
+static int relay_loop(int port, int pidfd, pid_t pid, unsigned long long start)
 {
     static struct conn *conns[RELAY_MAX_CONNS];
     static struct pollfd p[2 + 2 * RELAY_MAX_CONNS];
     size_t n = 0;
     for (;;) {
-        p[0] = (struct pollfd){.fd = FD_PIDFD, .events = POLLIN};
+        p[0] = (struct pollfd){.fd = pidfd, .events = POLLIN};
         p[1] = (struct pollfd){.fd = FD_LISTEN, .events = n < RELAY_MAX_CONNS ? POLLIN : 0};
         for (size_t i = 0; i < n; i++)
             conn_events(conns[i], &p[2 + 2 * i]);
-        if (poll(p, 2 + 2 * n, -1) < 0) {
+        if (poll(p, 2 + 2 * n, pidfd >= 0 ? -1 : 1000) < 0) {
             if (errno == EINTR)
                 continue;
             return 1;
         }
         /* The namespace's process is gone: so is what the relay served. */
-        if (p[0].revents)
+        if (pidfd >= 0 ? p[0].revents != 0 : !same_process(pid, start))
             return 0;
         for (size_t i = 0; i < n;) {
             if (conn_step(conns[i], &p[2 + 2 * i]) < 0) {
@@ -392,9 +418,12 @@ static void status(const char *msg)
 
 int sbx__relay_main(int argc, char **argv)
 {
-    char *end;
-    long port = argc == 3 ? strtol(argv[2], &end, 10) : 0;
-    if (argc != 3 || *end || port < 1 || port > 65535 || fcntl(FD_STATUS, F_GETFD) < 0) {
+    char *e1 = NULL, *e2 = NULL, *e3 = NULL;
+    long port = argc == 5 ? strtol(argv[2], &e1, 10) : 0;
+    long pid = argc == 5 ? strtol(argv[3], &e2, 10) : 0;
+    unsigned long long start = argc == 5 ? strtoull(argv[4], &e3, 10) : 0;
+    if (argc != 5 || *e1 || *e2 || *e3 || port < 1 || port > 65535 || pid <= 0 ||
+        fcntl(FD_STATUS, F_GETFD) < 0) {
         fprintf(stderr, "sbx: %s is internal to sbx (run by port resolution)\n", SBX__RELAY_VERB);
         return 2;
     }
@@ -413,15 +442,22 @@ int sbx__relay_main(int argc, char **argv)
         status("chdir / failed");
         return 1;
     }
-    pid_t pid = fork();
-    if (pid < 0) {
+    /* A pidfd never comes to name another process; taken, then the process checked to be the
+     * one whose namespace this is. */
+    int pidfd = (int)syscall(SYS_pidfd_open, (pid_t)pid, 0);
+    if (!same_process((pid_t)pid, start)) {
+        status("the sandbox's process exited");
+        return 1;
+    }
+    pid_t child = fork();
+    if (child < 0) {
         status("fork failed");
         return 1;
     }
-    if (pid > 0)
+    if (child > 0)
         _exit(0);
     /* The lock on the record (FD_LOCK) is held for as long as this process lives. */
     status("ok");
     close(FD_STATUS);
-    return relay_loop((int)port);
+    return relay_loop((int)port, pidfd, (pid_t)pid, start);
 }
