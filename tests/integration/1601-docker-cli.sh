@@ -123,6 +123,17 @@ expect_rc 0 "start"
 run "$SBX" sandbox exec "$id" -- cat in.txt
 expect_eq "$(cat "$T/out")" "copied in" "after start the workspace is as it was"
 
+# The old relay's record is stale now (another init): a new relay serves the port.
+run "$SBX" sandbox exec --keep-background "$id" -- \
+    sh -c 'python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &'
+run "$SBX" sandbox port "$id" 8000
+expect_rc 0 "port after start"
+url=$(cat "$T/out")
+if wait_until fetch; then ok "a new relay reaches the restarted server"; else
+    not_ok "a new relay reaches the restarted server"; diag "$url" "$(cat "$T/page" 2>/dev/null)"
+fi
+expect_eq "$(relays_of "$id" | wc -l)" 1 "one relay process again"
+
 run "$SBX" sandbox rm "$id"
 expect_rc 0 "rm"
 expect_eq "$(containers_of "$id" | tr -d ' \n')" "[]" "no container with its label is left"
