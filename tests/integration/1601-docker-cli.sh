@@ -95,6 +95,13 @@ fi
 run "$SBX" sandbox port "$id" 8000
 expect_eq "$(cat "$T/out")" "$url" "the same port again: the same relay"
 expect_eq "$(relays_of "$id" | wc -l)" 1 "one relay process"
+# Two resolves of a new port at once: one relay, both get its URL.
+"$SBX" sandbox port "$id" 8001 >"$T/p1" 2>&1 &
+p1=$!
+"$SBX" sandbox port "$id" 8001 >"$T/p2" 2>&1
+wait "$p1"
+expect_eq "$(cat "$T/p1")" "$(cat "$T/p2")" "two concurrent resolves of a port agree"
+expect_eq "$(relays_of "$id" | wc -l)" 2 "and started one relay for it"
 
 run "$SBX" sandbox ps
 expect_rc 0 "ps"
