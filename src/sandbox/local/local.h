@@ -84,9 +84,6 @@ void sbx__proto_fd_hint(struct sbx_error *err);
 int sbx__local_connect(const char *dir, const char *id, struct sbx__proto_wait *w, int *out_fd,
                        struct sbx_error *err);
 
-/* The base runtime directory per the rules in sbx/local.h, created 0700 and checked to be ours.
- * *out: caller owns (free). */
-int sbx__local_runtime_base(const char *configured, char **out, struct sbx_error *err);
 
 /* ---- teardown.c: taking a sandbox down, whatever state it is in ---- */
 
