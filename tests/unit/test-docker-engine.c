@@ -131,6 +131,11 @@ static void test_exec(void)
     CHECK_EQ_STR(r.out.data, "hi x\n");
     sbx_exec_result_release(&r);
 
+    struct sbx_exec_spec nocwd = {.command = "pwd", .cwd = "no/such/dir"};
+    CHECK_ERR(sbx_session_exec(sess, &nocwd, &r, &err), SBX_E_NOTFOUND, &err, "no/such/dir");
+    struct sbx_exec_spec dotdot = {.command = "pwd", .cwd = "../etc"};
+    CHECK_ERR(sbx_session_exec(sess, &dotdot, &r, &err), SBX_E_INVAL, &err, NULL);
+
     struct sbx_exec_spec cwd = {.command = "pwd", .cwd = "out"};
     memset(&r, 0, sizeof(r));
     CHECK_OK(sbx_session_exec(sess, &cwd, &r, &err), &err);
