@@ -64,6 +64,16 @@ echo "$id" >>"$T/ids"
 [ -n "$id" ] && ok "create printed an id ($id)" || not_ok "create printed an id"
 expect_eq "$(containers_of "$id" | grep -c "\"io.sbx.id\":\"$id\"")" 1 "one container carries its label"
 
+# What the container may do to the host, as the engine was told: no logs kept on the host disk,
+# no network, no privilege gain, the limits.
+api "http://d/v1.41/containers/sbx-$id/json" >"$T/inspect.json"
+hc() { python3 -c 'import json,sys; h=json.load(open(sys.argv[1]))["HostConfig"]; print(eval(sys.argv[2]))' "$T/inspect.json" "$1"; }
+expect_eq "$(hc 'h["LogConfig"]["Type"]')" "none" "the engine keeps no log of the sandbox on the host"
+expect_eq "$(hc 'h["NetworkMode"]')" "none" "network none by default"
+expect_eq "$(hc '"no-new-privileges" in " ".join(h["SecurityOpt"] or [])')" "True" "no-new-privileges"
+expect_eq "$(hc 'h["PidsLimit"]')" "1024" "the default process limit"
+expect_eq "$(hc 'h["Privileged"]')" "False" "not privileged"
+
 run "$SBX" sandbox exec "$id" -- cat hello.txt
 expect_rc 0 "exec by id (found through DOCKER_HOST)"
 expect_eq "$(cat "$T/out")" "hello from the manifest" "the manifest was materialised in the container"

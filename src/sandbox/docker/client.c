@@ -494,6 +494,9 @@ static json_t *host_config(const struct dk_client *c)
     sbx_json_set(hc, "CapAdd", add);
     sbx_json_set(hc, "SecurityOpt", json_pack("[s]", "no-new-privileges"));
     sbx_json_set(hc, "ReadonlyRootfs", json_false());
+    /* Nothing of the sandbox in the engine's logs on the host disk: its init's output would
+     * otherwise be kept there (json-file, k8s-file) with no bound sbx sets, and outlive it. */
+    sbx_json_set(hc, "LogConfig", json_pack("{s:s,s:{}}", "Type", "none", "Config"));
     /* Explicit, because an engine's own defaults may exceed the limits it runs under
      * (podman's nproc), and then the container cannot start. */
     uint64_t nf = 0, np = 0;
