@@ -98,7 +98,10 @@ SBX_API int sbx_trace_add_exporter(struct sbx_trace *t, const struct sbx_trace_e
  * owns, free; NULL when none was dropped). Every span must have ended. */
 SBX_API void sbx_trace_shutdown(struct sbx_trace *t, char **report);
 SBX_API void sbx_trace_free(struct sbx_trace *t);
+/* Non-zero when t records content (sbx_span_set_content keeps it). */
 SBX_API int sbx_trace_content(const struct sbx_trace *t);
+/* The tracer of s (borrowed; NULL for a NULL span). */
+SBX_API struct sbx_trace *sbx_span_tracer(const struct sbx_span *s);
 
 /* The root span of the trace (child of the traceparent's span when one was given). */
 SBX_API struct sbx_span *sbx_trace_root(struct sbx_trace *t, const char *name);
@@ -140,5 +143,13 @@ SBX_API int sbx_trace_jsonl_exporter(const char *path, struct sbx_trace_exporter
 SBX_API int sbx_trace_otlp_encode(const struct sbx_span_data *const *spans, size_t n,
                                   const char *service_version, struct sbx_buf *out,
                                   struct sbx_error *err);
+
+/* An exporter POSTing batches (OTLP/HTTP, application/x-protobuf) to url, the full traces
+ * endpoint (".../v1/traces"). Each request gives up after timeout_ms (0: 1500); a failed
+ * batch is dropped, not retried, so a collector that is down or slow costs the run nothing but
+ * its spans. Part of libsbx (libcurl), not of the base library. Errors: SBX_E_INVAL (url not
+ * http(s)). */
+SBX_API int sbx_trace_otlp_exporter(const char *url, int64_t timeout_ms,
+                                    struct sbx_trace_exporter *out, struct sbx_error *err);
 
 #endif

@@ -191,6 +191,11 @@ struct sbx_span *sbx_trace_set_current(struct sbx_span *s)
     return prev;
 }
 
+struct sbx_trace *sbx_span_tracer(const struct sbx_span *s)
+{
+    return s ? s->t : NULL;
+}
+
 int sbx_trace_content(const struct sbx_trace *t)
 {
     return t && t->content;
@@ -510,6 +515,8 @@ void sbx_trace_free(struct sbx_trace *t)
         free(e->q);
         free(e);
     }
+    for (size_t i = 0; i < t->secrets.n; i++)
+        explicit_bzero(t->secrets.v[i], strlen(t->secrets.v[i]));
     sbx_strv_release(&t->secrets);
     pthread_mutex_destroy(&t->mu);
     free(t);
