@@ -152,4 +152,12 @@ SBX_API int sbx_trace_otlp_encode(const struct sbx_span_data *const *spans, size
 SBX_API int sbx_trace_otlp_exporter(const char *url, int64_t timeout_ms,
                                     struct sbx_trace_exporter *out, struct sbx_error *err);
 
+/* An exporter POSTing spans in the OpenAI traces ingest format to url (default endpoint:
+ * SBX_TRACE_OPENAI_URL) with api_key as the bearer token: a "trace" object first, then one
+ * "trace.span" per span (the run span is a top-level custom span). Same batching, timeouts and
+ * drop policy as OTLP. Part of libsbx. Errors: SBX_E_INVAL (url, no key). */
+#define SBX_TRACE_OPENAI_URL "https://api.openai.com/v1/traces/ingest"
+SBX_API int sbx_trace_openai_exporter(const char *url, const char *api_key, int64_t timeout_ms,
+                                      struct sbx_trace_exporter *out, struct sbx_error *err);
+
 #endif

@@ -642,6 +642,7 @@ int cmd_run(int argc, char **argv)
             {"trace-otlp", required_argument, NULL, OPT_TRACE},
             {"trace-parent", required_argument, NULL, OPT_TRACE},
             {"trace-content", no_argument, NULL, OPT_TRACE},
+            {"trace-openai", no_argument, NULL, OPT_TRACE},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0},
     };

@@ -96,6 +96,9 @@ static const struct cli_help_opt run_opts[] = {
         {0, "trace-content", NULL,
          "also record prompts, tool arguments and outputs in the spans (bounded; secrets "
          "redacted)"},
+        {0, "trace-openai", NULL,
+         "send the run's spans to the OpenAI traces dashboard with $OPENAI_API_KEY (endpoint "
+         "$SBX_TRACE_OPENAI_URL, default https://api.openai.com/v1/traces/ingest)"},
         {'h', "help", NULL, "show this help"},
         {0},
 };
@@ -351,7 +354,7 @@ const struct cli_help cli_help_table[] = {
          "        [--allow-dangerous-grant PATH]... [--pass-secret NAME]...\n"
          "        [--disk SIZE|none] [--state FILE] [--no-memory-update] [--port N]...\n"
          "        [--trace FILE] [--trace-otlp URL] [--trace-parent TRACEPARENT]\n"
-         "        [--trace-content]\n"
+         "        [--trace-content] [--trace-openai]\n"
          "sbx run --resume FILE [--approve CALL_ID|all]... [--reject CALL_ID\n"
          "        [--reason TEXT]]... [--allow-agent-change] [options]",
          "run an agent against a model",
@@ -394,12 +397,14 @@ const struct cli_help cli_help_table[] = {
          "the agent started.\n\n"
          "--trace FILE writes the run's spans (run, agent, turn, model call, tool call, handoff, "
          "sandbox operations) to FILE as JSON lines ('sbx trace show FILE' prints the tree); "
-         "--trace-otlp URL sends them to an OpenTelemetry collector; the model server gets a "
+         "--trace-otlp URL sends them to an OpenTelemetry collector, --trace-openai to the OpenAI "
+         "traces dashboard (with OPENAI_API_KEY); the model server gets a "
          "traceparent header. Prompts, tool arguments and outputs are recorded only with "
          "--trace-content. Spans a collector could not take are dropped and counted on stderr; "
          "the run goes on.\n\n"
          "Environment: OPENAI_BASE_URL, OPENAI_API_KEY, SBX_MODEL (default model name), "
-         "OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TIMEOUT (ms), TRACEPARENT.\n\n"
+         "OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TIMEOUT (ms), TRACEPARENT, "
+         "SBX_TRACE_OPENAI_URL.\n\n"
          "A sandbox the run created without --keep is removed however the run ends (also when "
          "sbx itself is killed).",
          run_opts,

@@ -26,6 +26,8 @@ int cli_trace_option(struct cli_trace *ct, const char *name, const char *arg)
         ct->parent = arg;
     else if (strcmp(name, "trace-content") == 0)
         ct->content = 1;
+    else if (strcmp(name, "trace-openai") == 0)
+        ct->openai = 1;
     else
         return 0;
     return 1;
@@ -52,7 +54,7 @@ int cli_trace_start(struct cli_trace *ct, const struct sbx_strv *pass, struct sb
         ct->parent = env_tp;
         tp_from = "TRACEPARENT";
     }
-    if (!ct->file && !ct->otlp) {
+    if (!ct->file && !ct->otlp && !ct->openai) {
         if (ct->content || ct->parent) {
             uint8_t tid[SBX_TRACE_ID_LEN], pid[SBX_SPAN_ID_LEN];
             /* A bad value is an error even when nothing is exported: it was meant. */
@@ -63,7 +65,8 @@ int cli_trace_start(struct cli_trace *ct, const struct sbx_strv *pass, struct sb
         }
         if (ct->content)
             return sbx_error_set(err, SBX_E_INVAL, 0,
-                                 "--trace-content needs --trace FILE or --trace-otlp URL");
+                                 "--trace-content needs --trace FILE, --trace-otlp URL or "
+                                 "--trace-openai");
         return 0;
     }
     /* The values of the run's secrets (as the run state scrubs them): the model's key and the
@@ -94,8 +97,8 @@ int cli_trace_start(struct cli_trace *ct, const struct sbx_strv *pass, struct sb
             (rc = sbx_trace_add_exporter(ct->t, &ex, err)) < 0)
             goto fail;
     }
-    if (ct->otlp) {
-        int64_t timeout = 0;
+    int64_t timeout = 0;
+    if (ct->otlp || ct->openai) {
         const char *t = getenv("OTEL_EXPORTER_OTLP_TIMEOUT");
         if (t && t[0]) {
             char *end;
@@ -109,10 +112,19 @@ int cli_trace_start(struct cli_trace *ct, const struct sbx_strv *pass, struct sb
             }
             timeout = v;
         }
+    }
+    if (ct->otlp) {
         char *url = traces_url(ct->otlp);
         rc = sbx_trace_otlp_exporter(url, timeout, &ex, err);
         free(url);
         if (rc < 0 || (rc = sbx_trace_add_exporter(ct->t, &ex, err)) < 0)
+            goto fail;
+    }
+    if (ct->openai) {
+        const char *url = getenv("SBX_TRACE_OPENAI_URL");
+        if ((rc = sbx_trace_openai_exporter(url && url[0] ? url : SBX_TRACE_OPENAI_URL, key,
+                                            timeout, &ex, err)) < 0 ||
+            (rc = sbx_trace_add_exporter(ct->t, &ex, err)) < 0)
             goto fail;
     }
     ct->run = sbx_trace_root(ct->t, "run");

@@ -12,6 +12,7 @@ struct cli_trace {
     const char *otlp;   /* --trace-otlp, else $OTEL_EXPORTER_OTLP_ENDPOINT */
     const char *parent; /* --trace-parent, else $TRACEPARENT */
     int content;        /* --trace-content */
+    int openai;         /* --trace-openai: to $SBX_TRACE_OPENAI_URL or the ingest endpoint */
     int otlp_is_base;   /* otlp names the collector, "/v1/traces" is appended */
     struct sbx_trace *t;
     struct sbx_span *run;

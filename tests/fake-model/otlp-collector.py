@@ -2,9 +2,10 @@
 """A test OTLP/HTTP collector on 127.0.0.1: otlp-collector.py MODE DIR
 
 MODE ok: every POST body is saved as DIR/N.bin (N from 1) with its path and content type in
-DIR/N.meta, answered 200; MODE 500: answered 500; MODE slow: answered 200 after 30 s. Prints its
+DIR/N.meta and its headers in DIR/N.headers (JSON), answered 200; MODE 500: answered 500; MODE slow: answered 200 after 30 s. Prints its
 port on the first line of stdout and exits by itself after 120 s.
 """
+import json
 import os
 import sys
 import threading
@@ -31,6 +32,8 @@ class Handler(BaseHTTPRequestHandler):
             f.write(body)
         with open(os.path.join(DIR, "%d.meta" % k), "w") as f:
             f.write("%s %s\n" % (self.path, self.headers.get("content-type", "")))
+        with open(os.path.join(DIR, "%d.headers" % k), "w") as f:
+            json.dump({h.lower(): v for h, v in self.headers.items()}, f)
         if MODE == "slow":
             time.sleep(30)
         status = 500 if MODE == "500" else 200

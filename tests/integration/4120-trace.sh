@@ -141,7 +141,7 @@ expect_rc 1 "a bad TRACEPARENT is refused"
 expect_in "$T/err" "TRACEPARENT: bad traceparent 'garbage'" "naming the variable"
 run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" --trace-content "go"
 expect_rc 1 "--trace-content alone is refused"
-expect_in "$T/err" "--trace-content needs --trace FILE or --trace-otlp URL" "and says why"
+expect_in "$T/err" "--trace-content needs --trace FILE, --trace-otlp URL or --trace-openai" "and says why"
 
 # --- the trace file is never written through a symlink ----------------------------------------
 ln -s "$T/target" "$T/link.jsonl"
@@ -215,6 +215,27 @@ expect_in "$T/err" "otlp=" "its spans are counted as dropped"
 # The bound is the drain time (2 s) plus one request's timeout; the collector sleeps 30 s.
 [ "$took" -lt 20 ] && ok "the run does not wait for the slow collector" || not_ok "the run does not wait for the slow collector ($took s)"
 stop_collector
+
+# --- --trace-openai: the OpenAI traces ingest format, with the same API key ---------------------
+start_fake "$T/s.json"
+start_collector ok
+SBX_TRACE_OPENAI_URL="$COL_URL/v1/traces/ingest" run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" \
+    --trace "$T/oa.jsonl" --trace-openai "go"
+expect_rc 0 "a run with --trace-openai"
+expect_not_in "$T/err" "dropped" "no span dropped"
+expect_eq "$(cat "$COL"/*.meta | sort -u)" "/v1/traces/ingest application/json" "POST JSON to the ingest endpoint"
+python3 -c '
+import glob, json, sys
+hs = [json.load(open(f)) for f in glob.glob(sys.argv[1] + "/*.headers")]
+print(sorted({(h.get("authorization"), h.get("openai-beta")) for h in hs}))' "$COL" >"$T/h"
+expect_eq "$(cat "$T/h")" "[('Bearer sk-test-SECRET-0123456789', 'traces=v1')]" "with the API key and OpenAI-Beta: traces=v1"
+python3 "$CHECK" openai "$T/oa.jsonl" "$COL"/*.bin >"$T/bad"
+expect_eq "$(cat "$T/bad")" "" "the trace and every span, with parents and the SDK's span types"
+if grep -q "SECRET-0123456789" "$COL"/*.bin; then not_ok "the key is in no span"; else ok "the key is in no span"; fi
+stop_collector
+OPENAI_API_KEY= run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" --trace-openai "go"
+expect_rc 1 "--trace-openai without a key is refused"
+expect_in "$T/err" "--trace-openai needs an API key" "and says why"
 
 nothing_left "no sandbox left"
 done_testing

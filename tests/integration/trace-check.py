@@ -6,6 +6,8 @@
   trace-check.py decode TEXT...        protoc --decode text of ExportTraceServiceRequests as
                                        JSONL spans (the field names of `sbx run --trace`)
   trace-check.py same A B              the spans of JSONL files A and B are the same
+  trace-check.py openai JSONL BODY...  the OpenAI traces ingest bodies hold the JSONL file's
+                                       trace and spans; one line per problem
 """
 import codecs
 import json
@@ -165,6 +167,55 @@ def same(a, b):
             print(("only in A: " if x in sa else "only in B: ") + x[:600])
 
 
+def openai(jsonl, bodies):
+    spans = load(jsonl)
+    items = [i for b in bodies for i in json.load(open(b))["data"]]
+    bad = []
+    tid = spans[0]["trace_id"]
+    traces = [i for i in items if i.get("object") == "trace"]
+    if len(traces) != 1 or traces[0]["id"] != "trace_" + tid or \
+            traces[0].get("workflow_name") != "sbx run":
+        bad.append("trace objects: %s" % traces)
+    got = {i["id"]: i for i in items if i.get("object") == "trace.span"}
+    if len(got) != len(spans):
+        bad.append("%d spans sent, %d in the file" % (len(got), len(spans)))
+
+    def oid(sid):
+        return "span_" + sid + tid[:8]
+
+    types = {"agent": "agent", "model_call": "generation", "tool_call": "function",
+             "handoff": "handoff"}
+    for s in spans:
+        o = got.get(oid(s["span_id"]))
+        if not o:
+            bad.append("span %s (%s) not sent" % (s["span_id"], s["name"]))
+            continue
+        want_parent = None if s["name"] == "run" or not s["parent_span_id"] \
+            else oid(s["parent_span_id"])
+        if o["parent_id"] != want_parent or o["trace_id"] != "trace_" + tid:
+            bad.append("%s: parent %s, want %s" % (s["name"], o["parent_id"], want_parent))
+        d = o["span_data"]
+        if d["type"] != types.get(s["name"], "custom"):
+            bad.append("%s: span_data type %s" % (s["name"], d["type"]))
+        a = s["attributes"]
+        if d["type"] == "agent" and d["name"] != a["gen_ai.agent.name"]:
+            bad.append("agent name %s" % d["name"])
+        if d["type"] == "generation" and (d["model"] != a["gen_ai.request.model"] or d["usage"] != {
+                "input_tokens": a["gen_ai.usage.input_tokens"],
+                "output_tokens": a["gen_ai.usage.output_tokens"]}):
+            bad.append("generation %s" % d)
+        if d["type"] == "function" and d["name"] != a["gen_ai.tool.name"]:
+            bad.append("function %s" % d)
+        if d["type"] == "custom" and (d["name"] != s["name"] or d["data"] != a):
+            bad.append("custom %s" % d)
+        if (o["error"] is not None) != (s["status"] == "error"):
+            bad.append("%s: error %s, status %s" % (s["name"], o["error"], s["status"]))
+        for k in ("started_at", "ended_at"):
+            if not o[k].endswith("Z") or "T" not in o[k]:
+                bad.append("%s: %s %s" % (s["name"], k, o[k]))
+    return bad
+
+
 if __name__ == "__main__":
     cmd = sys.argv[1]
     if cmd == "tree":
@@ -174,3 +225,6 @@ if __name__ == "__main__":
         decode(sys.argv[2:])
     elif cmd == "same":
         same(sys.argv[2], sys.argv[3])
+    elif cmd == "openai":
+        for b in openai(sys.argv[2], sys.argv[3:]):
+            print(b)
