@@ -22,6 +22,7 @@ CHECK="$SBX_SRCDIR/tests/integration/trace-check.py"
 start_collector() {
     stop_collector
     COL="$T/col-$1"
+    rm -rf "$COL"
     mkdir -p "$COL"
     rm -f "$T/cport"
     python3 "$SBX_SRCDIR/tests/fake-model/otlp-collector.py" "$1" "$COL" >"$T/cport" &
