@@ -161,7 +161,7 @@ expect_eq "$(cat "$COL"/*.meta | sort -u)" "/v1/traces application/x-protobuf" "
 PROTOS=
 if command -v protoc >/dev/null && command -v npm >/dev/null; then
     # Fetched at test time, never committed: a package that ships opentelemetry-proto's files.
-    (cd "$T" && timeout 120 npm pack --silent @opentelemetry/exporter-collector-proto@0.25.0 >/dev/null 2>&1 &&
+    (cd "$T" && npm_config_cache="$T/npm-cache" timeout 120 npm pack --silent @opentelemetry/exporter-collector-proto@0.25.0 >/dev/null 2>&1 &&
         mkdir -p npm && tar xzf opentelemetry-exporter-collector-proto-0.25.0.tgz -C npm) &&
         PROTOS="$T/npm/package/build/protos"
 fi
