@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "sbx/time.h"
-#include "sbx/trace.h"
+#include "sbx/trace-export.h"
 
 static void spans(struct sbx_span *root, int n)
 {

@@ -1,6 +1,7 @@
 /* sbx: tracing. A run is recorded as a tree of spans (docs/internals/tracing.md): ids in the W3C
  * Trace Context format, attributes as a flat JSON object, and exporters that receive each span
  * once it has ended, on a thread of their own, so exporting never blocks the span's thread.
+ * The network exporters (OTLP/HTTP, OpenAI traces) are in trace-export.h.
  *
  * Every span function accepts a NULL span and then does nothing: code below the agent layer
  * (the sandbox operations, the model client) starts its spans under the calling thread's
@@ -143,21 +144,5 @@ SBX_API int sbx_trace_jsonl_exporter(const char *path, struct sbx_trace_exporter
 SBX_API int sbx_trace_otlp_encode(const struct sbx_span_data *const *spans, size_t n,
                                   const char *service_version, struct sbx_buf *out,
                                   struct sbx_error *err);
-
-/* An exporter POSTing batches (OTLP/HTTP, application/x-protobuf) to url, the full traces
- * endpoint (".../v1/traces"). Each request gives up after timeout_ms (0: 1500); a failed
- * batch is dropped, not retried, so a collector that is down or slow costs the run nothing but
- * its spans. Part of libsbx (libcurl), not of the base library. Errors: SBX_E_INVAL (url not
- * http(s)). */
-SBX_API int sbx_trace_otlp_exporter(const char *url, int64_t timeout_ms,
-                                    struct sbx_trace_exporter *out, struct sbx_error *err);
-
-/* An exporter POSTing spans in the OpenAI traces ingest format to url (default endpoint:
- * SBX_TRACE_OPENAI_URL) with api_key as the bearer token: a "trace" object first, then one
- * "trace.span" per span (the run span is a top-level custom span). Same batching, timeouts and
- * drop policy as OTLP. Part of libsbx. Errors: SBX_E_INVAL (url, no key). */
-#define SBX_TRACE_OPENAI_URL "https://api.openai.com/v1/traces/ingest"
-SBX_API int sbx_trace_openai_exporter(const char *url, const char *api_key, int64_t timeout_ms,
-                                      struct sbx_trace_exporter *out, struct sbx_error *err);
 
 #endif

@@ -5,7 +5,7 @@
 
 #include "sbx/error.h"
 #include "sbx/strv.h"
-#include "sbx/trace.h"
+#include "sbx/trace-export.h"
 
 struct cli_trace {
     const char *file;   /* --trace */

@@ -10,7 +10,7 @@
 #include "sbx/buf.h"
 #include "sbx/json.h"
 #include "sbx/time.h"
-#include "sbx/trace.h"
+#include "sbx/trace-export.h"
 
 struct oai {
     char *url;

@@ -7,7 +7,7 @@
 #include <curl/curl.h>
 
 #include "sbx/buf.h"
-#include "sbx/trace.h"
+#include "sbx/trace-export.h"
 
 struct otlp {
     char *url;
