@@ -144,6 +144,37 @@ run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" --trace-content "go"
 expect_rc 1 "--trace-content alone is refused"
 expect_in "$T/err" "--trace-content needs --trace FILE, --trace-otlp URL or --trace-openai" "and says why"
 
+# --- retries and failures: a plain agent, a 429 first; then a run whose model always fails -------
+cat >"$T/r.json" <<'EOF'
+{"turns": [{"status": 429, "headers": {"retry-after": "0"}, "body": {"error": {"message": "slow down"}}},
+           {"response": {"id": "r1", "object": "response", "status": "completed", "output": [{"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "fine"}]}]}}]}
+EOF
+start_fake "$T/r.json"
+run "$SBX" run --base-url "$FAKE_URL" -m gpt-4.1 --trace "$T/r.jsonl" "hi"
+expect_rc 0 "a plain agent's traced run with a retried model call"
+python3 -c '
+import json, sys
+spans = {s["name"]: s for s in map(json.loads, open(sys.argv[1]))}
+m = spans["model_call"]["attributes"]
+print(sorted(spans), m["sbx.model.retries"], spans["agent"]["parent_span_id"] == spans["run"]["span_id"])' "$T/r.jsonl" >"$T/p"
+expect_eq "$(cat "$T/p")" "['agent', 'model_call', 'run', 'turn'] 1 True" "run > agent > turn > model call, one retry"
+fake_query "len({r['headers']['traceparent'] for r in reqs})" >"$T/n"
+expect_eq "$(cat "$T/n")" 1 "the retry carries the same traceparent"
+cat >"$T/f.json" <<'EOF'
+{"turns": [{"status": 500, "headers": {"retry-after": "0"}, "body": {"error": {"message": "down"}}},
+           {"status": 500, "headers": {"retry-after": "0"}, "body": {"error": {"message": "down"}}}]}
+EOF
+start_fake "$T/f.json"
+run "$SBX" run --base-url "$FAKE_URL" -m gpt-4.1 --retries 1 --trace "$T/f.jsonl" "hi"
+expect_rc 1 "a run whose model fails"
+python3 -c '
+import json, sys
+spans = {s["name"]: s for s in map(json.loads, open(sys.argv[1]))}
+print(" ".join("%s=%s" % (n, spans[n]["status"]) for n in ("run", "agent", "turn", "model_call")),
+      spans["model_call"]["attributes"].get("http.response.status_code"),
+      "down" in spans["model_call"].get("status_message", ""))' "$T/f.jsonl" >"$T/p"
+expect_eq "$(cat "$T/p")" "run=error agent=error turn=error model_call=error 500 True" "still writes every span, with the error"
+
 # --- the trace file is never written through a symlink ----------------------------------------
 ln -s "$T/target" "$T/link.jsonl"
 run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" --trace "$T/link.jsonl" "go"
