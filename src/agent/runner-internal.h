@@ -30,7 +30,10 @@ struct run {
     json_t *sandbox;    /* the last "sandbox" member the state hook gave (or the resumed one) */
     const json_t *agent_files; /* borrowed: the options' or the resumed state's */
     const json_t *meta;
-    const char *resumed_status; /* while continuing a saved state's open calls */
+    const char *resumed_status;  /* while continuing a saved state's open calls */
+    struct sbx_span *agent_span; /* tracing (sbx/trace.h): the current agent's and turn's */
+    struct sbx_span *turn_span;
+    int next_agent_pending; /* a handoff happened: the agent span changes after the turn */
 };
 
 /* Agents reachable from start through handoffs, start first; *out: caller frees the array. */

@@ -9,6 +9,7 @@
 #include "sbx/runner.h"
 #include "sbx/runstate.h"
 #include "sbx/time.h"
+#include "sbx/trace.h"
 
 #define ARGS_MAX ((size_t)16 << 20)
 
@@ -39,10 +40,11 @@ struct job {
     int fatal;
     struct sbx_error err;
     int64_t duration_ns;
-    json_t *args; /* sbx_approval_args, for the approval check */
-    int now;      /* handled in this pass (not held back by an interruption) */
-    int rejected; /* the user rejected it: it gets the rejection text and never runs */
-    int pending;  /* needs approval and has no decision */
+    json_t *args;          /* sbx_approval_args, for the approval check */
+    int now;               /* handled in this pass (not held back by an interruption) */
+    int rejected;          /* the user rejected it: it gets the rejection text and never runs */
+    int pending;           /* needs approval and has no decision */
+    struct sbx_span *span; /* tracing: the tool call's span, ended with its output event */
 };
 
 static int streq(const char *a, const char *b)
@@ -58,6 +60,52 @@ static void emit(struct run *r, struct sbx_event *ev)
     if (!ev->agent)
         ev->agent = r->agent->name;
     r->opt->on_event(ev, r->opt->event_data);
+}
+
+/* Tracing (docs/internals/tracing.md): the agent span lasts from its AGENT_START to a handoff
+ * or the end of the run; its parent is the span current when the run started (the caller's
+ * run span, or the tool call of an agent-as-tool). */
+static void agent_span_begin(struct run *r, struct sbx_span *parent)
+{
+    r->agent_span = sbx_span_start(parent, "agent", SBX_SPAN_INTERNAL);
+    sbx_span_set_str(r->agent_span, "gen_ai.agent.name", r->agent->name);
+    sbx_span_set_str(r->agent_span, "gen_ai.operation.name", "invoke_agent");
+}
+
+static void agent_span_end(struct run *r, int rc, const struct sbx_error *err)
+{
+    if (rc < 0)
+        sbx_span_set_status(r->agent_span, 0, err ? err->msg : "failed");
+    sbx_span_end(r->agent_span);
+    r->agent_span = NULL;
+}
+
+static void content_json(struct sbx_span *s, const char *key, const json_t *v)
+{
+    if (!s || !v || !sbx_trace_content(sbx_span_tracer(s)))
+        return;
+    char *text = sbx_json_dumps(v, SBX_JSON_COMPACT);
+    sbx_span_set_content(s, key, text, strlen(text));
+    free(text);
+}
+
+static void model_span_usage(struct sbx_span *s, const json_t *response)
+{
+    const json_t *u = json_object_get(response, "usage");
+    sbx_span_set_str(s, "gen_ai.response.id", json_string_value(json_object_get(response, "id")));
+    sbx_span_set_str(s, "gen_ai.response.model",
+                     json_string_value(json_object_get(response, "model")));
+    static const char *const keys[][2] = {{"input_tokens", "gen_ai.usage.input_tokens"},
+                                          {"output_tokens", "gen_ai.usage.output_tokens"}};
+    for (size_t i = 0; i < SBX_ARRAY_LEN(keys); i++) {
+        const json_t *v = json_object_get(u, keys[i][0]);
+        if (json_is_integer(v))
+            sbx_span_set_int(s, keys[i][1], json_integer_value(v));
+    }
+    const json_t *cached =
+            json_object_get(json_object_get(u, "input_tokens_details"), "cached_tokens");
+    if (json_is_integer(cached))
+        sbx_span_set_int(s, "gen_ai.usage.cached_input_tokens", json_integer_value(cached));
 }
 
 static int fail_run(struct run *r, int rc, struct sbx_error *err)
@@ -231,6 +279,8 @@ static void run_job(struct job *j)
             .data = t->data,
     };
     int64_t start = sbx_time_mono_ns();
+    struct sbx_span *prev_span = sbx_trace_set_current(j->span);
+    sbx_span_set_start(j->span, sbx_time_real_ns());
     if (t->kind == SBX__TOOL_ITEM) {
         json_t *out = NULL;
         int rc = t->item_fn(&call, &out, &err);
@@ -254,6 +304,7 @@ static void run_job(struct job *j)
             j->text = output_text(json_object_get(out, "output"));
         }
         j->duration_ns = sbx_time_mono_ns() - start;
+        sbx_trace_set_current(prev_span);
         return;
     }
 
@@ -298,6 +349,7 @@ static void run_job(struct job *j)
 out:
     json_decref(args);
     j->duration_ns = sbx_time_mono_ns() - start;
+    sbx_trace_set_current(prev_span);
 }
 
 static void *job_thread(void *p)
@@ -567,6 +619,7 @@ static int settle(struct run *r, struct job *jobs, size_t njobs, const char *las
         if (!j->now)
             continue;
         if (j->fatal) {
+            sbx_span_set_status(j->span, 0, j->err.msg);
             char *where = sbx_xasprintf("while running tool '%s'", j->name ? j->name : "?");
             /* A tool that stopped because the run was cancelled says so like every step does. */
             rc = j->err.code == SBX_E_CANCELLED ? cancelled(r, where, err) : 0;
@@ -602,6 +655,15 @@ static int settle(struct run *r, struct job *jobs, size_t njobs, const char *las
         ran_tools |= j->tool && !j->rejected;
         sbx_json_append(r->items, json_incref(j->output));
         drop_open_call(r, j->call_id);
+        if (j->span) {
+            sbx_span_set_bool(j->span, "sbx.tool.failed", j->failed);
+            if (j->text)
+                sbx_span_set_content(j->span, "sbx.tool.output", j->text, strlen(j->text));
+            if (j->failed)
+                sbx_span_set_status(j->span, 0, "the tool reported an error");
+            sbx_span_end(j->span);
+            j->span = NULL;
+        }
         struct sbx_event ev = {.type = SBX_EVENT_TOOL_OUTPUT,
                                .item = j->output,
                                .tool = j->name,
@@ -622,7 +684,12 @@ static int settle(struct run *r, struct job *jobs, size_t njobs, const char *las
     if (next) {
         struct sbx_event hev = {.type = SBX_EVENT_HANDOFF, .text = next->name};
         emit(r, &hev);
+        struct sbx_span *hs = sbx_span_start(r->turn_span, "handoff", SBX_SPAN_INTERNAL);
+        sbx_span_set_str(hs, "sbx.handoff.from", a->name);
+        sbx_span_set_str(hs, "sbx.handoff.to", next->name);
+        sbx_span_end(hs);
         r->agent = next;
+        r->next_agent_pending = 1;
         struct sbx_event aev = {.type = SBX_EVENT_AGENT_START};
         emit(r, &aev);
         return 0;
@@ -683,11 +750,28 @@ static void add_job(struct run *r, struct job *jobs, size_t *n, const json_t *it
         j->tool = find_tool(r, type, j->name);
     if (!j->name && j->tool)
         j->name = j->tool->name;
+    if (j->handoff)
+        return;
+    j->span = sbx_span_start(r->turn_span ? r->turn_span : r->agent_span, "tool_call",
+                             SBX_SPAN_INTERNAL);
+    sbx_span_set_str(j->span, "gen_ai.operation.name", "execute_tool");
+    sbx_span_set_str(j->span, "gen_ai.tool.name", j->name ? j->name : "");
+    sbx_span_set_str(j->span, "gen_ai.tool.call.id", j->call_id);
+    const json_t *args = json_object_get(item, "arguments");
+    if (!json_is_string(args))
+        args = json_object_get(item, "input");
+    if (json_is_string(args))
+        sbx_span_set_content(j->span, "sbx.tool.arguments", json_string_value(args),
+                             json_string_length(args));
+    else
+        content_json(j->span, "sbx.tool.arguments", item);
 }
 
 static void free_jobs(struct job *jobs, size_t njobs)
 {
     for (size_t k = 0; k < njobs; k++) {
+        /* Calls that did not run (held for approval, or the turn failed first). */
+        sbx_span_end(jobs[k].span);
         json_decref(jobs[k].output);
         json_decref(jobs[k].args);
         free(jobs[k].text);
@@ -732,9 +816,12 @@ static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *er
         return rc;
     struct sbx_event tev = {.type = SBX_EVENT_TURN_START};
     emit(r, &tev);
+    r->turn_span = sbx_span_start(r->agent_span, "turn", SBX_SPAN_INTERNAL);
+    sbx_span_set_int(r->turn_span, "sbx.turn", r->turn);
+    struct sbx_span *prev_span = sbx_trace_set_current(r->turn_span);
 
     if ((rc = prepare_tools(r, &prep, err)) < 0)
-        return rc;
+        goto out;
     tools = build_tools(r, a);
     choice = tool_choice_of(r, a);
     if (a->output_schema)
@@ -760,9 +847,28 @@ static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *er
             .settings = prep.settings ? prep.settings : a->settings,
             .previous_response_id = delta_mode ? r->prev_id : NULL,
     };
+    struct sbx_span *ms = sbx_span_start(r->turn_span, "model_call", SBX_SPAN_CLIENT);
+    sbx_span_set_str(ms, "gen_ai.operation.name", "chat");
+    sbx_span_set_str(ms, "gen_ai.system", "openai");
+    sbx_span_set_str(ms, "gen_ai.request.model", req.model ? req.model : "");
+    if (ms && sbx_trace_content(sbx_span_tracer(ms))) {
+        if (req.instructions)
+            sbx_span_set_content(ms, "sbx.model.instructions", req.instructions,
+                                 strlen(req.instructions));
+        content_json(ms, "sbx.model.input", req.input);
+    }
+    sbx_trace_set_current(ms);
     int64_t t0 = sbx_time_mono_ns();
     rc = sbx_model_respond(r->opt->model, &req, r->opt->stream ? on_stream : NULL, r, &response,
                            err);
+    sbx_trace_set_current(r->turn_span);
+    if (rc < 0)
+        sbx_span_set_status(ms, 0, err->msg);
+    else
+        model_span_usage(ms, response);
+    if (rc == 0)
+        content_json(ms, "sbx.model.output", json_object_get(response, "output"));
+    sbx_span_end(ms);
     if (rc < 0) {
         sbx_error_prefix(err, "agent '%s' turn %d", a->name, r->turn);
         goto out;
@@ -841,6 +947,11 @@ out:
     json_decref(input);
     json_decref(prep.input);
     json_decref(response);
+    if (rc < 0)
+        sbx_span_set_status(r->turn_span, 0, err->msg);
+    sbx_span_end(r->turn_span);
+    r->turn_span = NULL;
+    sbx_trace_set_current(prev_span);
     return rc;
 }
 
@@ -1020,6 +1131,8 @@ static int run_internal(struct sbx_agent *agent, const json_t *input,
     }
     struct sbx_event aev = {.type = SBX_EVENT_AGENT_START};
     emit(&r, &aev);
+    struct sbx_span *run_parent = sbx_trace_current();
+    agent_span_begin(&r, run_parent);
     if (json_array_size(r.open_calls)) {
         open_first = 1;
     } else if (streq(r.resumed_status, "running") || streq(r.resumed_status, "failed")) {
@@ -1033,6 +1146,11 @@ static int run_internal(struct sbx_agent *agent, const json_t *input,
     for (;;) {
         rc = open_first ? resume_open_calls(&r, &res, err) : turn(&r, &res, err);
         open_first = 0;
+        if (r.next_agent_pending) {
+            r.next_agent_pending = 0;
+            agent_span_end(&r, 0, NULL);
+            agent_span_begin(&r, run_parent);
+        }
         if (rc == 2) {
             res = make_result(&r, "", NULL);
             res->interrupted = 1;
@@ -1061,6 +1179,7 @@ static int run_internal(struct sbx_agent *agent, const json_t *input,
     }
 out:
     sbx_run_result_free(res);
+    agent_span_end(&r, rc, err);
     if (rc < 0)
         fail_run(&r, rc, err);
     json_decref(r.items);

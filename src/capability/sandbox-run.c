@@ -10,6 +10,7 @@
 
 #include "capability/capability-internal.h"
 #include "sandbox/session/internal.h"
+#include "sbx/trace.h"
 #include "sbx/json.h"
 #include "sbx/fs.h"
 #include "sbx/log.h"
@@ -524,6 +525,42 @@ static int resume(struct sbx_sandbox_run *sr, struct agent_env *e, const json_t 
     return 0;
 }
 
+/* Tracing: every finished session operation becomes a span under the span current on the
+ * thread that did it (a tool call, or the turn). Runs on that thread. */
+static void trace_session_event(const struct sbx_session_event *ev, void *data)
+{
+    static const char *const names[][2] = {
+            {"exec", "sandbox.exec"},   {"read", "sandbox.read"},
+            {"write", "sandbox.write"}, {"ls", "sandbox.ls"},
+            {"mkdir", "sandbox.mkdir"}, {"rm", "sandbox.rm_path"},
+            {"close", "sandbox.close"}, {"resolve_port", "sandbox.resolve_port"}};
+    const char *name = NULL;
+    if (ev->phase != SBX_EVENT_FINISH || !sbx_trace_current())
+        return;
+    for (size_t i = 0; i < SBX_ARRAY_LEN(names) && !name; i++)
+        if (strcmp(ev->op, names[i][0]) == 0)
+            name = names[i][1];
+    struct sbx_span *span =
+            sbx_span_start(sbx_trace_current(), name ? name : "sandbox.op", SBX_SPAN_INTERNAL);
+    sbx_span_set_start(span, ev->ts_ns - ev->duration_ns);
+    sbx_span_set_str(span, "sbx.sandbox.id", ev->session_id);
+    sbx_span_set_str(span, "sbx.sandbox.provider", ev->provider);
+    sbx_span_set_str(span, "sbx.sandbox.path", ev->path);
+    if (ev->command)
+        sbx_span_set_content(span, "sbx.sandbox.command", ev->command, strlen(ev->command));
+    if (ev->exit)
+        sbx_span_set_int(span, "sbx.sandbox.exit_code",
+                         ev->exit->code >= 0 ? ev->exit->code : 128 + ev->exit->signal);
+    if (ev->bytes)
+        sbx_span_set_int(span, "sbx.sandbox.bytes", (int64_t)ev->bytes);
+    if (!ev->ok)
+        sbx_span_set_status(span, 0,
+                            ev->error  ? ev->error->msg
+                            : ev->exit ? "the command failed"
+                                       : "failed");
+    sbx_span_end_at(span, ev->ts_ns);
+}
+
 static int open_session(struct sbx_sandbox_run *sr, struct agent_env *e, const json_t *spec,
                         struct sbx_error *err)
 {
@@ -578,7 +615,19 @@ static int open_session(struct sbx_sandbox_run *sr, struct agent_env *e, const j
                                  .snapshot = sr->snapshot,
                                  .progress = cfg->progress,
                                  .progress_data = cfg->progress_data};
-    if ((rc = sbx_client_create(sr->client, &cs, &e->session, err)) < 0)
+    struct sbx_span *span =
+            sbx_span_start(sbx_trace_current(), "sandbox.create", SBX_SPAN_INTERNAL);
+    /* Materialising is part of creating: its span goes under this one. */
+    struct sbx_span *prev_span = span ? sbx_trace_set_current(span) : sbx_trace_current();
+    rc = sbx_client_create(sr->client, &cs, &e->session, err);
+    sbx_trace_set_current(prev_span);
+    if (rc < 0)
+        sbx_span_set_status(span, 0, err->msg);
+    else
+        sbx_span_set_str(span, "sbx.sandbox.id", sbx_session_id(e->session));
+    sbx_span_set_bool(span, "sbx.sandbox.from_snapshot", sr->snapshot != NULL);
+    sbx_span_end(span);
+    if (rc < 0)
         goto out;
     e->created = 1;
     e->owner = 1;
@@ -587,6 +636,8 @@ static int open_session(struct sbx_sandbox_run *sr, struct agent_env *e, const j
 out:
     if (rc == 0)
         e->session_id = sbx_xstrdup(sbx_session_id(e->session));
+    if (rc == 0 && e->owner && sbx_trace_current())
+        sbx_session_set_event_fn(e->session, trace_session_event, NULL);
     sbx_manifest_free(m);
     return rc;
 }
@@ -869,7 +920,18 @@ static void close_env(struct sbx_sandbox_run *sr, struct agent_env *e)
     if (!e->session || !e->owner || e->closed)
         return;
     e->closed = 1;
-    if (e->created && !sr->keep_sessions && sbx_session_delete(e->session, &err) < 0)
+    struct sbx_span *span =
+            e->created && !sr->keep_sessions
+                    ? sbx_span_start(sbx_trace_current(), "sandbox.rm", SBX_SPAN_INTERNAL)
+                    : NULL;
+    sbx_span_set_str(span, "sbx.sandbox.id", e->session_id);
+    int rm_failed = e->created && !sr->keep_sessions && sbx_session_delete(e->session, &err) < 0;
+    if (rm_failed)
+        sbx_span_set_status(span, 0, err.msg);
+    /* Not a session operation of the run any more: no spans from its teardown. */
+    sbx_session_set_event_fn(e->session, NULL, NULL);
+    sbx_span_end(span);
+    if (rm_failed)
         sbx_log(SBX_LOG_WARN, "cannot remove sandbox '%s' of agent '%s': %s", e->session_id,
                 sbx_agent_name(e->agent), err.msg);
     sbx_session_free(e->session);
@@ -915,7 +977,13 @@ static int take_snapshots(struct sbx_sandbox_run *sr, struct sbx_error *err)
                 e->snapshot_ref = sbx_xstrdup(sr->envs[j]->snapshot_ref);
             continue;
         }
+        struct sbx_span *span =
+                sbx_span_start(sbx_trace_current(), "sandbox.snapshot", SBX_SPAN_INTERNAL);
+        sbx_span_set_str(span, "sbx.sandbox.id", e->session_id);
         int r = sbx_session_snapshot(e->session, sr->store, &e->snapshot_ref, &e2);
+        if (r < 0)
+            sbx_span_set_status(span, 0, e2.msg);
+        sbx_span_end(span);
         if (r < 0) {
             sbx_error_prefix(&e2, "snapshot of sandbox '%s' (agent '%s')", e->session_id,
                              sbx_agent_name(e->agent));

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "capability/capability-internal.h"
+#include "sbx/trace.h"
 #include "sbx/json.h"
 #include "sbx/time.h"
 #include "sbx/truncate.h"
@@ -103,7 +104,31 @@ static int respond(const struct sbx_pty_update *u, int64_t t0, size_t max_tokens
             .output_len = u->output.len,
             .max_tokens = max_tokens,
     };
+    /* The tool call's span (current on the tool's thread) records how the command ended. */
+    if (u->exited)
+        sbx_span_set_int(sbx_trace_current(), "sbx.tool.exit_code", r.exit_code);
     return sbx_truncate_format_response(&r, &out->text, err);
+}
+
+/* The command's span under the tool call's (the current span on the tool's thread). */
+static struct sbx_span *exec_span_start(const char *name, const struct shell_tool *st)
+{
+    struct sbx_span *span = sbx_span_start(sbx_trace_current(), name, SBX_SPAN_INTERNAL);
+    sbx_span_set_str(span, "sbx.sandbox.id", sbx_session_id(st->session));
+    return span;
+}
+
+static void exec_span_end(struct sbx_span *span, int rc, const struct sbx_pty_update *u,
+                          const struct sbx_error *err)
+{
+    if (rc < 0)
+        sbx_span_set_status(span, 0, err->msg);
+    else if (u->exited)
+        sbx_span_set_int(span, "sbx.sandbox.exit_code",
+                         u->status.code >= 0 ? u->status.code : 128 + u->status.signal);
+    else
+        sbx_span_set_bool(span, "sbx.sandbox.running", 1);
+    sbx_span_end(span);
 }
 
 static int exec_command(const json_t *args, const struct sbx_tool_call *call,
@@ -130,7 +155,10 @@ static int exec_command(const json_t *args, const struct sbx_tool_call *call,
     if (!cmd || !cmd[0])
         return sbx_error_set(err, SBX_E_INVAL, 0, "'cmd' must be a non-empty string");
     int64_t t0 = sbx_time_mono_ns();
+    struct sbx_span *span = exec_span_start("sandbox.exec", st);
+    sbx_span_set_content(span, "sbx.sandbox.command", cmd, strlen(cmd));
     int rc = sbx_session_pty_start(st->session, &spec, yield, &u, err);
+    exec_span_end(span, rc, &u, err);
     if (rc < 0)
         return rc;
     rc = respond(&u, t0, budget(st, args), out, err);
@@ -151,8 +179,11 @@ static int write_stdin(const json_t *args, const struct sbx_tool_call *call,
     if (id <= 0 || id > 0x7fffffff)
         return sbx_error_set(err, SBX_E_INVAL, 0, "no process with id %lld", (long long)id);
     int64_t t0 = sbx_time_mono_ns();
+    struct sbx_span *span = exec_span_start("sandbox.exec_write", st);
+    sbx_span_set_int(span, "sbx.sandbox.process", id);
     int rc = sbx_session_pty_write(st->session, (int)id, chars ? chars : "", n, yield,
                                    SHELL_CAPTURE_BYTES, &u, err);
+    exec_span_end(span, rc, &u, err);
     if (rc < 0)
         return rc;
     rc = respond(&u, t0, budget(st, args), out, err);

@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "cli/run-trace.h"
 #include "cli/cli.h"
 #include "cli/help.h"
 #include "cli/run-state.h"
@@ -657,6 +658,7 @@ int cmd_run(int argc, char **argv)
         OPT_AGENTCHANGE,
         OPT_NOMEM,
         OPT_PORT,
+        OPT_TRACE,
     };
     static const struct option longopts[] = {
             {"agent", required_argument, NULL, 'a'},
@@ -705,6 +707,11 @@ int cmd_run(int argc, char **argv)
             {"allow-agent-change", no_argument, NULL, OPT_AGENTCHANGE},
             {"no-memory-update", no_argument, NULL, OPT_NOMEM},
             {"port", required_argument, NULL, OPT_PORT},
+            {"trace", required_argument, NULL, OPT_TRACE},
+            {"trace-otlp", required_argument, NULL, OPT_TRACE},
+            {"trace-parent", required_argument, NULL, OPT_TRACE},
+            {"trace-content", no_argument, NULL, OPT_TRACE},
+            {"trace-openai", no_argument, NULL, OPT_TRACE},
             {"help", no_argument, NULL, 'h'},
             {NULL, 0, NULL, 0},
     };
@@ -729,6 +736,7 @@ int cmd_run(int argc, char **argv)
     struct cli_run_state rs;
     const char *runstate_path = NULL;
     int rc = CLI_FAIL, c, li = 0, api_given = 0, no_memory_update = 0;
+    struct cli_trace trace = {0};
 
     if (cli_long_options_exact(argc, argv, "+a:m:h", longopts, "run ") != CLI_OK)
         return CLI_USAGE;
@@ -860,6 +868,9 @@ int cmd_run(int argc, char **argv)
         case OPT_NOMEM:
             no_memory_update = 1;
             break;
+        case OPT_TRACE:
+            cli_trace_option(&trace, longopts[li].name, optarg);
+            break;
         case 'h':
             return cli_help_print_path("run");
         default:
@@ -955,6 +966,9 @@ int cmd_run(int argc, char **argv)
         goto out;
     ropt.conversation_store = conv;
 
+    /* After the secrets are known (the scrubber's list) and before any sandbox exists. */
+    if (cli_trace_start(&trace, &pass, &err) < 0)
+        goto out;
     catch_signals(1);
     start_stdout_watch();
 
@@ -1030,6 +1044,7 @@ int cmd_run(int argc, char **argv)
         run_rc = -SBX_E_INVAL;
     }
     if (run_rc < 0) {
+        sbx_span_set_status(trace.run, 0, err.msg);
         rc = err.code == SBX_E_MAXTURNS ? CLI_MAXTURNS : CLI_FAIL;
         cli_fail(&err);
         if (rs.path)
@@ -1061,7 +1076,8 @@ out:
 out_quiet:
     catch_signals(0);
     sbx_run_result_free(res);
-    sbx_sandbox_run_free(sr);
+    sbx_sandbox_run_free(sr); /* its sandboxes' removal is part of the run's trace */
+    cli_trace_finish(&trace, NULL);
     sbx_client_free(client);
     sbx_conversation_store_free(conv);
     sbx_model_free(model);

@@ -112,6 +112,18 @@ static const struct cli_help_opt run_opts[] = {
         {0, "port", "N",
          "print the host URL of port N of the run's sandboxes (on stderr, or as a 'port' event "
          "with --json) as soon as something listens there (repeatable)"},
+        {0, "trace", "FILE", "write the run's spans to FILE, one JSON object per line"},
+        {0, "trace-otlp", "URL",
+         "send the run's spans to an OpenTelemetry collector (OTLP/HTTP protobuf, POST "
+         "URL/v1/traces; default $OTEL_EXPORTER_OTLP_ENDPOINT)"},
+        {0, "trace-parent", "TRACEPARENT",
+         "join the W3C trace context TRACEPARENT (default $TRACEPARENT)"},
+        {0, "trace-content", NULL,
+         "also record prompts, tool arguments and outputs in the spans (bounded; secrets "
+         "redacted)"},
+        {0, "trace-openai", NULL,
+         "send the run's spans to the OpenAI traces dashboard with $OPENAI_API_KEY (endpoint "
+         "$SBX_TRACE_OPENAI_URL, default https://api.openai.com/v1/traces/ingest)"},
         {'h', "help", NULL, "show this help"},
         {0},
 };
@@ -383,6 +395,8 @@ const struct cli_help cli_help_table[] = {
          "        [--disk SIZE|none] [--state FILE] [--no-memory-update] [--port N]...\n"
          "        [--provider local|docker] [--image IMAGE] [--docker-host URL]\n"
          "        [--user USER] [--cap-add CAP]... [--allow-cap-add]\n"
+         "        [--trace FILE] [--trace-otlp URL] [--trace-parent TRACEPARENT]\n"
+         "        [--trace-content] [--trace-openai]\n"
          "sbx run --resume FILE [--approve CALL_ID|all]... [--reject CALL_ID\n"
          "        [--reason TEXT]]... [--allow-agent-change] [options]",
          "run an agent against a model",
@@ -425,14 +439,23 @@ const struct cli_help cli_help_table[] = {
          "--port N prints the host URL of port N of the run's sandboxes (on stderr, or as a "
          "'port' event with --json) as soon as something listens there, e.g. a preview server "
          "the agent started.\n\n"
-         "Environment: OPENAI_BASE_URL, OPENAI_API_KEY, SBX_MODEL (default model name).\n\n"
+         "--trace FILE writes the run's spans (run, agent, turn, model call, tool call, handoff, "
+         "sandbox operations) to FILE as JSON lines ('sbx trace show FILE' prints the tree); "
+         "--trace-otlp URL sends them to an OpenTelemetry collector, --trace-openai to the OpenAI "
+         "traces dashboard (with OPENAI_API_KEY); the model server gets a "
+         "traceparent header. Prompts, tool arguments and outputs are recorded only with "
+         "--trace-content. Spans a collector could not take are dropped and counted on stderr; "
+         "the run goes on.\n\n"
+         "Environment: OPENAI_BASE_URL, OPENAI_API_KEY, SBX_MODEL (default model name), "
+         "OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TIMEOUT (ms), TRACEPARENT, "
+         "SBX_TRACE_OPENAI_URL.\n\n"
          "A sandbox the run created without --keep is removed however the run ends (also when "
          "sbx itself is killed).",
          run_opts,
          "0 done, 1 error or Ctrl-C, 2 usage, 3 max turns exceeded, 4 waiting for approval, "
          "128+N when signal N ended the run (143 SIGTERM, 129 SIGHUP, 141 when stdout's reader "
          "is gone).",
-         "sandbox conversation state memory snapshot", 0},
+         "sandbox conversation state memory snapshot trace", 0},
 
         {"sandbox", NULL, "sbx sandbox <command> [options]", "create and use sandboxes",
          "Sandboxes with Docker's habits: create one, run commands in it, copy files in and "
@@ -583,6 +606,16 @@ const struct cli_help cli_help_table[] = {
         {"state rm", NULL, "sbx state rm FILE", "remove a run state and its sandboxes",
          "Removes the sandboxes the run made and their snapshot holds, then FILE.", help_only,
          STATUS_COMMON, "state", CLI_HELP_ANYWHERE},
+
+        {"trace", NULL, "sbx trace show FILE", "show the spans 'sbx run --trace' wrote",
+         "Trace files are the JSON lines 'sbx run --trace FILE' writes, one span each "
+         "(docs/internals/tracing.md).",
+         help_only, STATUS_COMMON, "run", 0},
+        {"trace show", NULL, "sbx trace show FILE|-", "print a trace as a tree",
+         "Prints the spans of FILE (- for standard input) as a tree in start order with their "
+         "durations, token counts, exit codes and errors, then the totals. Lines that are not "
+         "spans are reported on stderr with their line numbers (status 1); the rest is shown.",
+         help_only, STATUS_COMMON, "run", CLI_HELP_ANYWHERE},
 
         {"version", NULL, "sbx version", "print the version", "Prints 'sbx VERSION'.", help_only,
          "0.", NULL, CLI_HELP_ANYWHERE},

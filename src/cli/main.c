@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cli/run-trace.h"
 #include "cli/cli.h"
 #include "cli/help.h"
 #include "sandbox/session/relay.h"
@@ -91,6 +92,7 @@ static const struct verb verbs[] = {
         {"sandbox", cmd_sandbox},
         {"snapshot", cmd_snapshot},
         {"state", cmd_run_state},
+        {"trace", cmd_trace},
         {"version", cmd_version},
 };
 

@@ -9,6 +9,7 @@
 
 #include "model/http.h"
 #include "sbx/time.h"
+#include "sbx/trace.h"
 
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
 
@@ -50,6 +51,9 @@ static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
     struct xfer *x = ud;
     size_t n = size * nmemb;
     if (!x->decided) {
+        /* Latency to the first byte of the body, for the model call's span. */
+        sbx_span_set_int(sbx_trace_current(), "sbx.model.first_byte_ns",
+                         sbx_time_mono_ns() - x->start_ns);
         long status = 0;
         curl_easy_getinfo(x->curl, CURLINFO_RESPONSE_CODE, &status);
         int ok = status >= 200 && status < 300;
@@ -204,6 +208,14 @@ int sbx__http_post(const struct sbx__http_req *req, struct sbx__http_resp *resp,
     hdrs = curl_slist_append(hdrs, "User-Agent: sbx/" SBX_VERSION);
     /* No "Expect: 100-continue" round trip before large bodies. */
     hdrs = curl_slist_append(hdrs, "Expect:");
+    /* W3C Trace Context: the server's spans join the run's trace under the model call. */
+    struct sbx_span *span = sbx_trace_current();
+    if (span) {
+        char tp[sizeof("traceparent: ") + SBX_TRACEPARENT_LEN];
+        memcpy(tp, "traceparent: ", sizeof("traceparent: ") - 1);
+        sbx_span_traceparent(span, tp + sizeof("traceparent: ") - 1);
+        hdrs = curl_slist_append(hdrs, tp);
+    }
     if (req->bearer && req->bearer[0]) {
         auth = sbx_xasprintf("Authorization: Bearer %s", req->bearer);
         hdrs = curl_slist_append(hdrs, auth);

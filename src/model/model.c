@@ -11,6 +11,7 @@
 #include "sbx/json.h"
 #include "sbx/log.h"
 #include "sbx/time.h"
+#include "sbx/trace.h"
 
 #define REPLAY_FILE_MAX ((size_t)64 << 20)
 
@@ -368,6 +369,7 @@ int sbx__model_call(struct sbx_model *m, const char *path, const json_t *body, i
             if (rc == 0) {
                 if (plain)
                     *plain = resp.plain;
+                sbx_span_set_int(sbx_trace_current(), "sbx.model.retries", attempt);
                 break;
             }
             retry = rc == -SBX_E_HTTP && ops->delivered(ud) == 0;
@@ -383,6 +385,9 @@ int sbx__model_call(struct sbx_model *m, const char *path, const json_t *body, i
             retry = (rc == -SBX_E_HTTP || rc == -SBX_E_TIMEOUT) && ops->delivered(ud) == 0;
         }
         sbx__model_scrub(m, err);
+        sbx_span_set_int(sbx_trace_current(), "sbx.model.retries", attempt);
+        if (resp.status)
+            sbx_span_set_int(sbx_trace_current(), "http.response.status_code", resp.status);
         if (!retry || attempt >= m->retries) {
             if (attempt > 0)
                 sbx_error_prefix(err, "after %d attempts", attempt + 1);

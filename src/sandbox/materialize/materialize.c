@@ -16,6 +16,7 @@
 #include "sandbox/provider.h"
 #include "sandbox/manifest/internal.h"
 #include "sandbox/session/internal.h"
+#include "sbx/trace.h"
 #include "sbx/buf.h"
 #include "sbx/fs.h"
 #include "sbx/hash.h"
@@ -577,9 +578,9 @@ void sbx__manifest_ephemeral_paths(const struct sbx_manifest *m, struct sbx_strv
     }
 }
 
-int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, int flags,
-                     struct sbx_progress_sink *progress, json_t **out_records,
-                     struct sbx_error *err)
+static int materialize_entries(struct sbx_session *s, const struct sbx_manifest *m, int flags,
+                               struct sbx_progress_sink *progress, json_t **out_records,
+                               struct sbx_error *err)
 {
     json_t *records = json_array();
     struct undo u = {0};
@@ -718,5 +719,20 @@ int sbx__manifest_digest(const struct sbx_manifest *m, char out[SBX_SHA256_HEX_L
     sbx_sha256_free(h);
     if (rc == 0)
         sbx_hex(d, sizeof(d), out);
+    return rc;
+}
+
+int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, int flags,
+                     struct sbx_progress_sink *progress, json_t **out_records,
+                     struct sbx_error *err)
+{
+    /* A span under the caller's (tracing, sbx/trace.h): a no-op when nothing traces. */
+    struct sbx_span *span =
+            sbx_span_start(sbx_trace_current(), "sandbox.materialize", SBX_SPAN_INTERNAL);
+    sbx_span_set_int(span, "sbx.manifest.entries", (int64_t)sbx_manifest_entry_count(m));
+    int rc = materialize_entries(s, m, flags, progress, out_records, err);
+    if (rc < 0)
+        sbx_span_set_status(span, 0, err->msg);
+    sbx_span_end(span);
     return rc;
 }

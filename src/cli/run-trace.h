@@ -1,0 +1,33 @@
+/* sbx CLI: tracing of `sbx run` (--trace FILE, --trace-otlp URL, --trace-content,
+ * --trace-parent) and `sbx trace show`. See docs/internals/tracing.md. */
+#ifndef SBX_CLI_RUN_TRACE_H
+#define SBX_CLI_RUN_TRACE_H
+
+#include "sbx/error.h"
+#include "sbx/strv.h"
+#include "sbx/trace-export.h"
+
+struct cli_trace {
+    const char *file;   /* --trace */
+    const char *otlp;   /* --trace-otlp, else $OTEL_EXPORTER_OTLP_ENDPOINT */
+    const char *parent; /* --trace-parent, else $TRACEPARENT */
+    int content;        /* --trace-content */
+    int openai;         /* --trace-openai: to $SBX_TRACE_OPENAI_URL or the ingest endpoint */
+    int otlp_is_base;   /* otlp names the collector, "/v1/traces" is appended */
+    struct sbx_trace *t;
+    struct sbx_span *run;
+};
+
+/* One of the trace options of `sbx run` (name without "--"). Returns 1 when it was one. */
+int cli_trace_option(struct cli_trace *ct, const char *name, const char *arg);
+/* After the options: the environment's defaults, the tracer, its exporters and the run span,
+ * made the current span. Nothing is traced when no exporter is configured. pass: the
+ * --pass-secret names, whose values (and $OPENAI_API_KEY's) are redacted from every span. */
+int cli_trace_start(struct cli_trace *ct, const struct sbx_strv *pass, struct sbx_error *err);
+/* End the run span (err: why the run failed, or NULL), flush the exporters and report dropped
+ * spans on stderr as one line. */
+void cli_trace_finish(struct cli_trace *ct, const struct sbx_error *err);
+
+int cmd_trace(int argc, char **argv);
+
+#endif

@@ -1,0 +1,195 @@
+/* The OpenAI traces exporter: spans in the traces ingest format (POST {"data": [trace,
+ * spans...]} as the reference Agents SDK's backend exporter sends them), from the exporter's
+ * own thread (docs/internals/tracing.md). */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include <curl/curl.h>
+
+#include "sbx/buf.h"
+#include "sbx/json.h"
+#include "sbx/time.h"
+#include "sbx/trace-export.h"
+
+struct oai {
+    char *url;
+    char *auth; /* "Authorization: Bearer KEY": zeroed before it is freed */
+    CURL *curl;
+    struct curl_slist *hdrs;
+    int trace_sent; /* the trace object went with an earlier batch */
+    char trace_hex[2 * SBX_TRACE_ID_LEN + 1];
+};
+
+static size_t discard(char *p, size_t size, size_t nmemb, void *ud)
+{
+    return size * nmemb;
+}
+
+static int zero_id(const uint8_t *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i])
+            return 0;
+    return 1;
+}
+
+/* "span_" and 24 hex digits, the ingest's id form: the W3C span id and the first 4 bytes of
+ * the trace id, so every id maps to one ingest id and back. */
+static json_t *span_id(const uint8_t *sid, const uint8_t *tid)
+{
+    char a[2 * SBX_SPAN_ID_LEN + 1], b[9], out[5 + 24 + 1];
+    sbx_trace_hex(sid, SBX_SPAN_ID_LEN, a);
+    sbx_trace_hex(tid, 4, b);
+    snprintf(out, sizeof(out), "span_%s%s", a, b);
+    return sbx_json_str(out);
+}
+
+static json_t *attr(const json_t *a, const char *k)
+{
+    const json_t *v = json_object_get(a, k);
+    return v ? json_incref((json_t *)v) : json_null();
+}
+
+/* The span_data of d: the SDK's agent / generation / function / handoff types, custom for
+ * the rest (the run, turns, sandbox operations) with the attributes as data. */
+static json_t *span_data(const struct sbx_span_data *d)
+{
+    const json_t *a = d->attrs;
+    if (strcmp(d->name, "agent") == 0)
+        return json_pack("{s:s, s:o, s:n, s:n, s:n}", "type", "agent", "name",
+                         attr(a, "gen_ai.agent.name"), "handoffs", "tools", "output_type");
+    if (strcmp(d->name, "model_call") == 0) {
+        json_t *usage = json_object();
+        if (json_object_get(a, "gen_ai.usage.input_tokens"))
+            sbx_json_set(usage, "input_tokens", attr(a, "gen_ai.usage.input_tokens"));
+        if (json_object_get(a, "gen_ai.usage.output_tokens"))
+            sbx_json_set(usage, "output_tokens", attr(a, "gen_ai.usage.output_tokens"));
+        return json_pack("{s:s, s:o, s:o, s:o, s:{}, s:o}", "type", "generation", "input",
+                         attr(a, "sbx.model.input"), "output", attr(a, "sbx.model.output"), "model",
+                         attr(a, "gen_ai.request.model"), "model_config", "usage", usage);
+    }
+    if (strcmp(d->name, "tool_call") == 0)
+        return json_pack("{s:s, s:o, s:o, s:o, s:n}", "type", "function", "name",
+                         attr(a, "gen_ai.tool.name"), "input", attr(a, "sbx.tool.arguments"),
+                         "output", attr(a, "sbx.tool.output"), "mcp_data");
+    if (strcmp(d->name, "handoff") == 0)
+        return json_pack("{s:s, s:o, s:o}", "type", "handoff", "from_agent",
+                         attr(a, "sbx.handoff.from"), "to_agent", attr(a, "sbx.handoff.to"));
+    return json_pack("{s:s, s:s, s:O}", "type", "custom", "name", d->name, "data", a);
+}
+
+static json_t *span_json(const struct sbx_span_data *d)
+{
+    char start[SBX_TIME_RFC3339_LEN], end[SBX_TIME_RFC3339_LEN], tid[2 * SBX_TRACE_ID_LEN + 1];
+    sbx_time_rfc3339(d->start_ns, start);
+    sbx_time_rfc3339(d->end_ns, end);
+    sbx_trace_hex(d->trace_id, SBX_TRACE_ID_LEN, tid);
+    /* The run span's parent is a caller's span (--trace-parent) that is not in this trace's
+     * spans: the run is then a top span too. */
+    int top = zero_id(d->parent_id, SBX_SPAN_ID_LEN) || strcmp(d->name, "run") == 0;
+    json_t *o = json_object();
+    sbx_json_set(o, "object", sbx_json_str("trace.span"));
+    sbx_json_set(o, "id", span_id(d->span_id, d->trace_id));
+    sbx_json_set(o, "trace_id", json_sprintf("trace_%s", tid));
+    sbx_json_set(o, "parent_id", top ? json_null() : span_id(d->parent_id, d->trace_id));
+    sbx_json_set(o, "started_at", sbx_json_str(start));
+    sbx_json_set(o, "ended_at", sbx_json_str(end));
+    sbx_json_set(o, "span_data", span_data(d));
+    sbx_json_set(o, "error",
+                 d->status == SBX_SPAN_ERROR
+                         ? json_pack("{s:s, s:n}", "message",
+                                     d->status_message ? d->status_message : "", "data")
+                         : json_null());
+    return o;
+}
+
+static int oai_export(void *data, const struct sbx_span_data *const *spans, size_t n)
+{
+    struct oai *o = data;
+    json_t *items = json_array();
+    if (!o->trace_sent && n) {
+        sbx_trace_hex(spans[0]->trace_id, SBX_TRACE_ID_LEN, o->trace_hex);
+        sbx_json_append(items, json_pack("{s:s, s:o, s:s, s:n, s:n}", "object", "trace", "id",
+                                         json_sprintf("trace_%s", o->trace_hex), "workflow_name",
+                                         "sbx run", "group_id", "metadata"));
+    }
+    for (size_t i = 0; i < n; i++)
+        sbx_json_append(items, span_json(spans[i]));
+    json_t *body = json_pack("{s:o}", "data", items);
+    char *text = sbx_json_dumps(body, SBX_JSON_COMPACT);
+    json_decref(body);
+    CURL *c = o->curl;
+    curl_easy_setopt(c, CURLOPT_POSTFIELDS, text);
+    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(text));
+    long status = 0;
+    CURLcode cc = curl_easy_perform(c);
+    free(text);
+    if (cc == CURLE_OK)
+        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
+    if (cc != CURLE_OK || status < 200 || status >= 300)
+        return (int)n;
+    o->trace_sent = 1;
+    return 0;
+}
+
+static void oai_close(void *data)
+{
+    struct oai *o = data;
+    curl_easy_cleanup(o->curl);
+    curl_slist_free_all(o->hdrs);
+    if (o->auth) {
+        explicit_bzero(o->auth, strlen(o->auth));
+        free(o->auth);
+    }
+    free(o->url);
+    free(o);
+}
+
+int sbx_trace_openai_exporter(const char *url, const char *api_key, int64_t timeout_ms,
+                              struct sbx_trace_exporter *out, struct sbx_error *err)
+{
+    if (strncasecmp(url, "http://", 7) != 0 && strncasecmp(url, "https://", 8) != 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "traces endpoint '%s' must be an http:// or https:// URL", url);
+    if (!api_key || !api_key[0])
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "--trace-openai needs an API key: set OPENAI_API_KEY");
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    struct oai *o = sbx_xcalloc(1, sizeof(*o));
+    o->url = sbx_xstrdup(url);
+    o->auth = sbx_xasprintf("Authorization: Bearer %s", api_key);
+    o->curl = curl_easy_init();
+    if (!o->curl) {
+        oai_close(o);
+        return sbx_error_set(err, SBX_E_HTTP, 0, "cannot start an HTTP client");
+    }
+    o->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
+    o->hdrs = curl_slist_append(o->hdrs, "OpenAI-Beta: traces=v1");
+    o->hdrs = curl_slist_append(o->hdrs, o->auth);
+    o->hdrs = curl_slist_append(o->hdrs, "User-Agent: sbx/" SBX_VERSION);
+    o->hdrs = curl_slist_append(o->hdrs, "Expect:");
+    if (!o->hdrs)
+        SBX_BUG("curl_slist_append failed");
+    int64_t t = timeout_ms > 0 ? timeout_ms : 1500;
+    CURL *c = o->curl;
+    curl_easy_setopt(c, CURLOPT_URL, o->url);
+    curl_easy_setopt(c, CURLOPT_HTTPHEADER, o->hdrs);
+    curl_easy_setopt(c, CURLOPT_POST, 1L);
+    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
+    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)t);
+    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)t);
+    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    /* The key must never follow a redirect to another host. */
+    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
+    *out = (struct sbx_trace_exporter){.name = "openai",
+                                       .export_batch = oai_export,
+                                       .close = oai_close,
+                                       .data = o,
+                                       .queue_max = 2048,
+                                       .batch_max = 256,
+                                       .batch_wait_ms = 200,
+                                       .drain_ms = 2000};
+    return 0;
+}
