@@ -256,26 +256,22 @@ static void check_gone(const char *id)
     }
 }
 
-/* At exit, whatever failed: remove every sandbox made here, then (docker) any container a
- * failed remove left, then the temporary directory. */
-static void cleanup(void)
+/* Remove every sandbox made here through c, then (docker) any container a failed remove left,
+ * then the temporary directory. */
+static void remove_everything(struct sbx_client *c)
 {
     struct sbx_error err = SBX_ERROR_INIT;
-    if (sess) {
-        sbx_session_free(sess);
-        sess = NULL;
-    }
-    for (size_t i = 0; client && i < n_created; i++)
-        (void)sbx_client_remove(client, created[i], 0, &err);
+    for (size_t i = 0; c && i < n_created; i++)
+        (void)sbx_client_remove(c, created[i], 0, &err);
     for (size_t i = 0; is_docker() && i < n_created; i++) {
         json_t *left = engine_containers(created[i]);
         size_t j;
-        json_t *c;
-        json_array_foreach(left, j, c)
+        json_t *id;
+        json_array_foreach(left, j, id)
         {
             struct sbx_buf b;
             sbx_buf_init(&b, HTTP_MAX);
-            char *path = sbx_xasprintf("/v1.41/containers/%s?force=1&v=1", json_string_value(c));
+            char *path = sbx_xasprintf("/v1.41/containers/%s?force=1&v=1", json_string_value(id));
             (void)engine_request("DELETE", path, &b);
             free(path);
             sbx_buf_release(&b);
@@ -283,8 +279,6 @@ static void cleanup(void)
         json_decref(left);
     }
     n_created = 0;
-    sbx_client_free(client);
-    client = NULL;
     if (tmp[0]) {
         char *slash = strrchr(tmp, '/');
         *slash = '\0';
@@ -295,6 +289,54 @@ static void cleanup(void)
         }
         tmp[0] = '\0';
     }
+}
+
+/* At exit, whatever failed. */
+static void cleanup(void)
+{
+    sbx_session_free(sess);
+    sess = NULL;
+    remove_everything(client);
+    sbx_client_free(client);
+    client = NULL;
+}
+
+/* SIGTERM (meson's timeout) or SIGINT: the handler only writes the signal to a pipe; this
+ * thread then cleans up with a client of its own (the main thread may be inside a call on the
+ * shared ones) and exits. */
+static int signal_pipe[2] = {-1, -1};
+
+static void on_signal(int sig)
+{
+    unsigned char c = (unsigned char)sig;
+    ssize_t n = write(signal_pipe[1], &c, 1);
+    (void)n;
+}
+
+static void *signal_watcher(void *arg)
+{
+    (void)arg;
+    unsigned char c = 0;
+    while (read(signal_pipe[0], &c, 1) < 0 && errno == EINTR)
+        ;
+    printf("Bail out! signal %d: removing what the tests made\n", c);
+    fflush(stdout);
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_client *c2 = NULL;
+    if (prov && new_client(&c2, &err) == 0)
+        remove_everything(c2);
+    _exit(1);
+}
+
+static void watch_signals(void)
+{
+    pthread_t t;
+    if (pipe2(signal_pipe, O_CLOEXEC) < 0 || pthread_create(&t, NULL, signal_watcher, NULL))
+        abort();
+    pthread_detach(t);
+    struct sigaction sa = {.sa_handler = on_signal};
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
 }
 
 static void setup(void)
@@ -986,6 +1028,7 @@ static void test_delete(void)
 int main(void)
 {
     signal(SIGPIPE, SIG_DFL); /* the library must never raise it */
+    watch_signals();
     TAP_START();
     setup();
     TAP_RUN(test_create_from_manifest);
