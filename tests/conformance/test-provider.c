@@ -959,7 +959,13 @@ static void test_snapshot(void)
         CHECK_EQ_INT(rc, -SBX_E_UNSUPPORTED);
         CHECK(err.msg[0] != '\0');
         printf("# snapshot unsupported by '%s': %s\n", prov->name, err.msg);
-        /* nor can a sandbox start from a snapshot it cannot make */
+        /* nor can a sandbox start from one */
+        struct sbx_session *s = NULL;
+        struct sbx_create_spec from = {
+                .snapshot =
+                        "sha256:0000000000000000000000000000000000000000000000000000000000000000"};
+        CHECK_ERR(create(&from, &s, &err), SBX_E_UNSUPPORTED, &err, "snapshot");
+        sbx_session_free(s);
         sbx_snapshot_store_free(st);
         CHECK_OK(sbx_session_rm(sess, "snap", SBX_RM_RECURSIVE, &err), &err);
         return;
