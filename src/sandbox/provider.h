@@ -90,7 +90,7 @@ struct sbx_session {
 
 /* Initialise the shared part (copies id and root). */
 void sbx_session_init_base(struct sbx_session *s, const struct sbx_session_ops *ops,
-                                   const char *provider, const char *id, const char *root);
+                           const char *provider, const char *id, const char *root);
 /* Release the shared part (kills interactive processes, frees id and root). */
 void sbx_session_release_base(struct sbx_session *s);
 
@@ -123,7 +123,6 @@ struct sbx_client {
     const char *provider;
 };
 
-
 /* One provider, as the registry knows it. */
 struct sbx__provider_def {
     const char *name; /* "local", "docker" */
@@ -135,5 +134,10 @@ struct sbx__provider_def {
 
 /* The providers (one per leaf folder). */
 extern const struct sbx__provider_def sbx__provider_local;
+extern const struct sbx__provider_def sbx__provider_docker;
+
+/* Every provider, by name, the first the default (session/providers.c, in libsbx only). */
+extern const struct sbx__provider_def *const sbx__providers[];
+extern const size_t sbx__n_providers;
 
 #endif

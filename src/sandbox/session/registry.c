@@ -6,17 +6,16 @@
 #include "sandbox/session/internal.h"
 #include "sbx/session.h"
 
-/* Every provider, by name; the first is the default. */
-static const struct sbx__provider_def *const providers[] = {
-        &sbx__provider_local,
-};
+/* The table of providers (sbx__providers, providers.c) is compiled into libsbx only: a
+ * provider may need what the supervisor program must not link (docker needs libcurl), and the
+ * supervisor never looks providers up. */
 
 int sbx__provider_check_state(const json_t *state, struct sbx_error *err)
 {
     const char *name = json_string_value(json_object_get(state, "provider"));
-    for (size_t i = 0; name && i < SBX_ARRAY_LEN(providers); i++)
-        if (strcmp(providers[i]->name, name) == 0)
-            return providers[i]->check_state(state, err);
+    for (size_t i = 0; name && i < sbx__n_providers; i++)
+        if (strcmp(sbx__providers[i]->name, name) == 0)
+            return sbx__providers[i]->check_state(state, err);
     return sbx_error_set(err, SBX_E_INVAL, 0, "field 'provider': unknown provider '%s'",
                          name ? name : "");
 }
@@ -30,10 +29,10 @@ int sbx_client_new(const char *provider, const void *options, struct sbx_client 
                    struct sbx_error *err)
 {
     if (!provider)
-        provider = providers[0]->name;
-    for (size_t i = 0; i < SBX_ARRAY_LEN(providers); i++)
-        if (strcmp(providers[i]->name, provider) == 0)
-            return providers[i]->client_new(options, out, err);
+        provider = sbx__providers[0]->name;
+    for (size_t i = 0; i < sbx__n_providers; i++)
+        if (strcmp(sbx__providers[i]->name, provider) == 0)
+            return sbx__providers[i]->client_new(options, out, err);
     return sbx_error_set(err, SBX_E_NOTFOUND, 0, "unknown sandbox provider '%s'", provider);
 }
 

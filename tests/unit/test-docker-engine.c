@@ -1,0 +1,364 @@
+/* The Docker provider against a real engine (dockerd or podman's service): through the public
+ * session API only. SBX_TEST_DOCKER_HOST (a unix socket path) and SBX_TEST_DOCKER_IMAGE name
+ * them; without them this skips, or fails when SBX_TEST_DOCKER_REQUIRED=1. */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "sbx/docker.h"
+#include "sbx/json.h"
+#include "sbx/manifest.h"
+#include "sbx/session.h"
+#include "tap.h"
+
+static const char *host, *image;
+static struct sbx_client *client;
+static struct sbx_session *sess;
+static char *sid;
+
+static int run(const char *cmd, struct sbx_exec_result *r, struct sbx_error *err)
+{
+    struct sbx_exec_spec sp = {.command = cmd};
+    memset(r, 0, sizeof(*r));
+    return sbx_session_exec(sess, &sp, r, err);
+}
+
+static void test_create(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_manifest *m = sbx_manifest_new();
+    CHECK_OK(sbx_manifest_add_file(m, "hello.txt", "hi\n", 3, NULL, &err), &err);
+    struct sbx_manifest_entry_opts x = {.mode = 0755};
+    CHECK_OK(sbx_manifest_add_file(m, "bin/run.sh", "#!/bin/sh\necho ran\n", 19, &x, &err), &err);
+    CHECK_OK(sbx_manifest_add_dir(m, "out", NULL, &err), &err);
+    CHECK_OK(sbx_manifest_set_env(m, "GREETING", "bonjour", 0, &err), &err);
+    struct sbx_create_spec spec = {.manifest = m};
+    CHECK_OK(sbx_client_create(client, &spec, &sess, &err), &err);
+    sbx_manifest_free(m);
+    if (!sess)
+        return;
+    sid = sbx_xstrdup(sbx_session_id(sess));
+    CHECK_EQ_STR(sbx_session_root(sess), "/workspace");
+    struct sbx_buf b;
+    sbx_buf_init(&b, SBX_BUF_NOLIMIT);
+    CHECK_OK(sbx_session_read(sess, "hello.txt", 0, &b, &err), &err);
+    CHECK_EQ_STR(sbx_buf_cstr(&b), "hi\n");
+    sbx_buf_release(&b);
+    struct sbx_dirent d = {0};
+    CHECK_OK(sbx_session_stat(sess, "bin/run.sh", &d, &err), &err);
+    CHECK_EQ_INT(d.mode, 0755);
+    CHECK_EQ_INT(d.type, SBX_FILE_REGULAR);
+    sbx_dirent_release(&d);
+    CHECK_OK(sbx_session_stat(sess, "out", &d, &err), &err);
+    CHECK_EQ_INT(d.type, SBX_FILE_DIR);
+    sbx_dirent_release(&d);
+}
+
+static void test_exec(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_exec_result r;
+    CHECK_OK(run("echo out; echo err >&2; exit 3", &r, &err), &err);
+    CHECK_EQ_INT(r.status.code, 3);
+    CHECK_EQ_STR(r.out.data, "out\n");
+    CHECK_EQ_STR(r.err.data, "err\n");
+    sbx_exec_result_release(&r);
+    CHECK_OK(run("pwd; echo $GREETING; ./bin/run.sh", &r, &err), &err);
+    CHECK_EQ_STR(r.out.data, "/workspace\nbonjour\nran\n");
+    sbx_exec_result_release(&r);
+
+    const char *argv[] = {"no-such-program", NULL};
+    struct sbx_exec_spec nf = {.argv = argv};
+    memset(&r, 0, sizeof(r));
+    CHECK_ERR(sbx_session_exec(sess, &nf, &r, &err), SBX_E_EXEC, &err, "not found");
+    CHECK_EQ_INT(err.sys_errno, ENOENT);
+    const char *argv2[] = {"./hello.txt", NULL};
+    struct sbx_exec_spec nx = {.argv = argv2};
+    CHECK_ERR(sbx_session_exec(sess, &nx, &r, &err), SBX_E_EXEC, &err, "cannot run");
+
+    /* 8 MiB through the multiplexed stream, counted inside. */
+    struct sbx_exec_spec big = {.command = "head -c 8388608 /dev/zero | tr '\\0' x",
+                                .output_limit = 16u << 20};
+    memset(&r, 0, sizeof(r));
+    CHECK_OK(sbx_session_exec(sess, &big, &r, &err), &err);
+    CHECK_EQ_INT(r.out.total, 8388608);
+    CHECK_EQ_INT(r.out.len, 8388608);
+    CHECK(r.out.len == 8388608 && r.out.data[0] == 'x' && r.out.data[8388607] == 'x');
+    sbx_exec_result_release(&r);
+
+    struct sbx_exec_spec in = {.command = "wc -c; cat", .input = "abcdef", .input_len = 6};
+    memset(&r, 0, sizeof(r));
+    CHECK_OK(sbx_session_exec(sess, &in, &r, &err), &err);
+    CHECK_CONTAINS(r.out.data, "6");
+    sbx_exec_result_release(&r);
+
+    struct sbx_exec_spec to = {
+            .command = "echo started; sleep 30", .timeout_ms = 500, .kill_grace_ms = 500};
+    memset(&r, 0, sizeof(r));
+    CHECK_OK(sbx_session_exec(sess, &to, &r, &err), &err);
+    CHECK(r.status.timed_out);
+    CHECK_EQ_STR(r.out.data, "started\n");
+    sbx_exec_result_release(&r);
+
+    struct sbx_exec_spec tty = {.command = "test -t 0 && echo tty; stty size",
+                                .flags = SBX_EXEC_TTY,
+                                .rows = 33,
+                                .cols = 101};
+    memset(&r, 0, sizeof(r));
+    CHECK_OK(sbx_session_exec(sess, &tty, &r, &err), &err);
+    CHECK_CONTAINS(r.out.data, "tty");
+    CHECK_CONTAINS(r.out.data, "33 101");
+    sbx_exec_result_release(&r);
+
+    struct sbx_exec_spec cwd = {.command = "pwd", .cwd = "out"};
+    memset(&r, 0, sizeof(r));
+    CHECK_OK(sbx_session_exec(sess, &cwd, &r, &err), &err);
+    CHECK_EQ_STR(r.out.data, "/workspace/out\n");
+    sbx_exec_result_release(&r);
+}
+
+static volatile sig_atomic_t cancel_flag;
+
+static void test_cancel_and_stream(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_exec_spec sp = {.command = "cat; echo done", .flags = SBX_EXEC_STDIN};
+    struct sbx_proc *p = NULL;
+    CHECK_OK(sbx_session_exec_start(sess, &sp, &p, &err), &err);
+    if (!p)
+        return;
+    CHECK(send(p->stdin_fd, "streamed\n", 9, MSG_NOSIGNAL) == 9);
+    sbx_proc_close_stdin(p);
+    struct sbx_exit st;
+    CHECK_OK(sbx_proc_wait(p, 20000, &st, &err), &err);
+    CHECK_EQ_INT(st.code, 0);
+    char buf[64] = {0};
+    ssize_t n = read(p->stdout_fd, buf, sizeof(buf) - 1);
+    CHECK(n > 0 && strcmp(buf, "streamed\ndone\n") == 0);
+    sbx_proc_free(p);
+
+    /* Cancel: the command is killed and the call says so. */
+    cancel_flag = 1;
+    struct sbx_exec_spec cs = {.command = "sleep 30", .cancel = &cancel_flag};
+    struct sbx_exec_result r = {0};
+    CHECK_ERR(sbx_session_exec(sess, &cs, &r, &err), SBX_E_CANCELLED, &err, "cancelled");
+    cancel_flag = 0;
+    struct sbx_exec_result ps = {0};
+    CHECK_OK(run("ps -o args | grep -c '^sleep 30' || true", &ps, &err), &err);
+    CHECK_EQ_STR(ps.out.data, "0\n");
+    sbx_exec_result_release(&ps);
+}
+
+static void test_files(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_buf b;
+    sbx_buf_init(&b, SBX_BUF_NOLIMIT);
+    CHECK_OK(sbx_session_write(sess, "deep/er/f.txt", "data", 4, 0600, SBX_WRITE_PARENTS, &err),
+             &err);
+    CHECK_OK(sbx_session_read(sess, "deep/er/f.txt", 0, &b, &err), &err);
+    CHECK_EQ_STR(sbx_buf_cstr(&b), "data");
+    sbx_buf_reset(&b);
+    CHECK_ERR(sbx_session_write(sess, "deep/er/f.txt", "x", 1, 0, SBX_WRITE_EXCL, &err),
+              SBX_E_EXISTS, &err, NULL);
+    CHECK_OK(sbx_session_write(sess, "deep/er/f.txt", "+more", 5, 0, SBX_WRITE_APPEND, &err), &err);
+    CHECK_OK(sbx_session_read(sess, "deep/er/f.txt", 0, &b, &err), &err);
+    CHECK_EQ_STR(sbx_buf_cstr(&b), "data+more");
+    sbx_buf_reset(&b);
+    CHECK_ERR(sbx_session_write(sess, "nodir/f", "x", 1, 0, 0, &err), SBX_E_NOTFOUND, &err, NULL);
+    CHECK_ERR(sbx_session_read(sess, "missing", 0, &b, &err), SBX_E_NOTFOUND, &err, NULL);
+    CHECK_ERR(sbx_session_read(sess, "deep/er/f.txt", 3, &b, &err), SBX_E_TOOBIG, &err, NULL);
+    sbx_buf_reset(&b);
+
+    struct sbx_dirent d = {0};
+    CHECK_OK(sbx_session_stat(sess, "deep/er/f.txt", &d, &err), &err);
+    CHECK_EQ_INT(d.mode, 0600);
+    CHECK_EQ_INT(d.size, 9);
+    sbx_dirent_release(&d);
+    CHECK_OK(sbx_session_chmod(sess, "deep/er/f.txt", 0640, &err), &err);
+    CHECK_OK(sbx_session_stat(sess, "deep/er/f.txt", &d, &err), &err);
+    CHECK_EQ_INT(d.mode, 0640);
+    sbx_dirent_release(&d);
+
+    CHECK_OK(sbx_session_mkdir(sess, "m/n/o", SBX_MKDIR_PARENTS, &err), &err);
+    CHECK_ERR(sbx_session_mkdir(sess, "m", 0, &err), SBX_E_EXISTS, &err, NULL);
+    CHECK_ERR(sbx_session_mkdir(sess, "x/y", 0, &err), SBX_E_NOTFOUND, &err, NULL);
+    /* A name a shell line would split or expand. */
+    CHECK_OK(sbx_session_write(sess, "m/we ird'\"$(x)*", "w", 1, 0, 0, &err), &err);
+    struct sbx_dirlist l = {0};
+    CHECK_OK(sbx_session_ls(sess, "m", &l, &err), &err);
+    CHECK_EQ_INT(l.n, 2);
+    if (l.n == 2) {
+        CHECK_EQ_STR(l.v[0].name, "n");
+        CHECK_EQ_INT(l.v[0].type, SBX_FILE_DIR);
+        CHECK_EQ_STR(l.v[1].name, "we ird'\"$(x)*");
+        CHECK_EQ_INT(l.v[1].size, 1);
+    }
+    sbx_dirlist_release(&l);
+    CHECK_ERR(sbx_session_rm(sess, "m", 0, &err), SBX_E_INVAL, &err, NULL);
+    CHECK_OK(sbx_session_rm(sess, "m", SBX_RM_RECURSIVE, &err), &err);
+    CHECK_ERR(sbx_session_stat(sess, "m", &d, &err), SBX_E_NOTFOUND, &err, NULL);
+    CHECK_ERR(sbx_session_rm(sess, "m", 0, &err), SBX_E_NOTFOUND, &err, NULL);
+    CHECK_OK(sbx_session_rm(sess, "m", SBX_RM_FORCE, &err), &err);
+
+    /* Symlinks planted inside: out of the workspace refused, inside followed. */
+    struct sbx_exec_result r;
+    CHECK_OK(run("ln -s /etc esc && ln -s out inside && ln -s /etc/passwd pw", &r, &err), &err);
+    sbx_exec_result_release(&r);
+    CHECK_ERR(sbx_session_read(sess, "esc/passwd", 0, &b, &err), SBX_E_PERM, &err, "out of");
+    CHECK_ERR(sbx_session_read(sess, "pw", 0, &b, &err), SBX_E_PERM, &err, "out of");
+    CHECK_ERR(sbx_session_write(sess, "esc/evil", "x", 1, 0, 0, &err), SBX_E_PERM, &err, NULL);
+    CHECK_ERR(sbx_session_ls(sess, "esc", &l, &err), SBX_E_PERM, &err, NULL);
+    CHECK_ERR(sbx_session_mkdir(sess, "esc/d", 0, &err), SBX_E_PERM, &err, NULL);
+    struct sbx_exec_spec ec = {.command = "pwd", .cwd = "esc"};
+    CHECK_ERR(sbx_session_exec(sess, &ec, &r, &err), SBX_E_PERM, &err, NULL);
+    CHECK_OK(sbx_session_write(sess, "inside/via-link", "ok", 2, 0, 0, &err), &err);
+    CHECK_OK(sbx_session_read(sess, "out/via-link", 0, &b, &err), &err);
+    CHECK_EQ_STR(sbx_buf_cstr(&b), "ok");
+    CHECK_OK(sbx_session_stat(sess, "esc", &d, &err), &err);
+    CHECK_EQ_INT(d.type, SBX_FILE_SYMLINK);
+    CHECK_EQ_STR(d.target, "/etc");
+    sbx_dirent_release(&d);
+    CHECK_OK(sbx_session_rm(sess, "esc", 0, &err), &err);
+    CHECK_OK(run("test -d /etc && echo kept", &r, &err), &err);
+    CHECK_EQ_STR(r.out.data, "kept\n");
+    sbx_exec_result_release(&r);
+    sbx_buf_release(&b);
+}
+
+static void test_state_attach(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    json_t *st = NULL;
+    CHECK_OK(sbx_session_state(sess, &st, &err), &err);
+    char *text = NULL;
+    CHECK_OK(sbx_session_state_serialize(st, &text, &err), &err);
+    CHECK(text && !strstr(text, host));
+    json_t *back = NULL;
+    CHECK_OK(sbx_session_state_parse(text, text ? strlen(text) : 0, &back, &err), &err);
+    free(text);
+    json_decref(back);
+    json_decref(st);
+
+    char prefix[7];
+    memcpy(prefix, sid, 6);
+    prefix[6] = '\0';
+    struct sbx_session *again = NULL;
+    CHECK_OK(sbx_client_attach(client, prefix, &again, &err), &err);
+    if (again) {
+        CHECK_EQ_STR(sbx_session_id(again), sid);
+        struct sbx_exec_spec sp = {.command = "cat hello.txt"};
+        struct sbx_exec_result r = {0};
+        CHECK_OK(sbx_session_exec(again, &sp, &r, &err), &err);
+        CHECK_EQ_STR(r.out.data, "hi\n");
+        sbx_exec_result_release(&r);
+        sbx_session_free(again);
+    }
+    json_t *list = NULL;
+    CHECK_OK(sbx_client_list(client, &list, &err), &err);
+    size_t i, found = 0;
+    json_t *v;
+    json_array_foreach(list, i, v) found +=
+            strcmp(json_string_value(json_object_get(v, "id")) ?: "", sid) == 0;
+    CHECK_EQ_INT(found, 1);
+    json_decref(list);
+
+    CHECK_OK(sbx_client_stop(client, sid, NULL, &err), &err);
+    CHECK_ERR(sbx_client_attach(client, sid, &again, &err), SBX_E_NOTFOUND, &err, "stopped");
+    CHECK_OK(sbx_client_start(client, sid, NULL, &again, &err), &err);
+    if (again) {
+        struct sbx_buf b;
+        sbx_buf_init(&b, SBX_BUF_NOLIMIT);
+        CHECK_OK(sbx_session_read(again, "hello.txt", 0, &b, &err), &err);
+        CHECK_EQ_STR(sbx_buf_cstr(&b), "hi\n");
+        sbx_buf_release(&b);
+        sbx_session_free(again);
+    }
+}
+
+static void test_remove(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    sbx_session_free(sess);
+    sess = NULL;
+    CHECK_OK(sbx_client_remove(client, sid, 0, &err), &err);
+    struct sbx_session *s = NULL;
+    CHECK_ERR(sbx_client_attach(client, sid, &s, &err), SBX_E_NOTFOUND, &err, "no sandbox");
+    json_t *list = NULL;
+    CHECK_OK(sbx_client_list(client, &list, &err), &err);
+    size_t i, found = 0;
+    json_t *v;
+    json_array_foreach(list, i, v) found +=
+            strcmp(json_string_value(json_object_get(v, "id")) ?: "", sid) == 0;
+    CHECK_EQ_INT(found, 0);
+    json_decref(list);
+}
+
+static void test_errors(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_client *c = NULL;
+    struct sbx_docker_options o = {.host = host, .image = "sbx-no-such-image:0"};
+    CHECK_OK(sbx_client_new("docker", &o, &c, &err), &err);
+    struct sbx_session *s = NULL;
+    struct sbx_create_spec spec = {0};
+    if (c)
+        CHECK_ERR(sbx_client_create(c, &spec, &s, &err), SBX_E_NOTFOUND, &err, "sbx never pulls");
+    sbx_client_free(c);
+    c = NULL;
+    /* An id in use. */
+    struct sbx_docker_options o2 = {.host = host, .image = image};
+    CHECK_OK(sbx_client_new("docker", &o2, &c, &err), &err);
+    struct sbx_manifest *m = sbx_manifest_new();
+    CHECK_OK(sbx_manifest_add_file(m, "a", "x", 1, NULL, &err), &err);
+    struct sbx_create_spec sp2 = {.manifest = m, .id = "00000000000000fe"};
+    if (c) {
+        CHECK_OK(sbx_client_create(c, &sp2, &s, &err), &err);
+        struct sbx_session *s2 = NULL;
+        CHECK_ERR(sbx_client_create(c, &sp2, &s2, &err), SBX_E_EXISTS, &err, "already exists");
+        CHECK_OK(sbx_client_remove(c, "00000000000000fe", 0, &err), &err);
+    }
+    sbx_session_free(s);
+    sbx_manifest_free(m);
+    sbx_client_free(c);
+}
+
+int main(void)
+{
+    host = getenv("SBX_TEST_DOCKER_HOST");
+    image = getenv("SBX_TEST_DOCKER_IMAGE");
+    if (!host || !*host || !image || !*image) {
+        const char *req = getenv("SBX_TEST_DOCKER_REQUIRED");
+        if (req && strcmp(req, "1") == 0) {
+            printf("not ok 1 - SBX_TEST_DOCKER_REQUIRED=1 but SBX_TEST_DOCKER_HOST or "
+                   "SBX_TEST_DOCKER_IMAGE is unset\n1..1\n");
+            return 1;
+        }
+        TAP_SKIP_ALL("no docker engine");
+    }
+    TAP_START();
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_docker_options o = {.host = host, .image = image};
+    CHECK_OK(sbx_client_new("docker", &o, &client, &err), &err);
+    if (!client)
+        return TAP_DONE();
+    TAP_RUN(test_create);
+    if (sess) {
+        TAP_RUN(test_exec);
+        TAP_RUN(test_cancel_and_stream);
+        TAP_RUN(test_files);
+        TAP_RUN(test_state_attach);
+        TAP_RUN(test_remove);
+    }
+    TAP_RUN(test_errors);
+    if (sess) {
+        sbx_session_delete(sess, &err);
+        sbx_session_free(sess);
+    }
+    free(sid);
+    sbx_client_free(client);
+    return TAP_DONE();
+}

@@ -1,0 +1,279 @@
+/* The Docker provider without an engine: the multiplexed stream parser (split, short and
+ * hostile input), the path-stat decoder, option checks, and the errors for an engine that
+ * cannot be reached (no socket, nobody listening, a socket we may not use). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "sandbox/docker/docker.h"
+#include "sbx/b64.h"
+#include "sbx/docker.h"
+#include "sbx/session.h"
+#include "tap.h"
+
+/* Feed p[0..n) in pieces of step bytes; collect stdout and stderr. */
+static int demux_all(const uint8_t *p, size_t n, size_t step, struct sbx_buf *out,
+                     struct sbx_buf *errb, struct sbx__dk_demux *d, struct sbx_error *err)
+{
+    sbx__dk_demux_init(d);
+    for (size_t off = 0; off < n;) {
+        size_t k = n - off < step ? n - off : step;
+        size_t used_total = 0;
+        while (used_total < k) {
+            int stream;
+            const uint8_t *pl;
+            size_t plen;
+            long used = sbx__dk_demux_feed(d, p + off + used_total, k - used_total, &stream, &pl,
+                                           &plen, err);
+            if (used <= 0)
+                return used < 0 ? (int)used : -1;
+            used_total += (size_t)used;
+            if (plen && sbx_buf_add(stream == 2 ? errb : out, pl, plen, err) < 0)
+                return -1;
+        }
+        off += k;
+    }
+    return 0;
+}
+
+static void test_demux(void)
+{
+    static const uint8_t s[] = {1, 0, 0, 0, 0, 0, 0,   3,   'a', 'b', 'c', 2,  0,
+                                0, 0, 0, 0, 0, 2, 'E', 'R', 1,   0,   0,   0,  0,
+                                0, 0, 0, 1, 0, 0, 0,   0,   0,   0,   1,   'd'};
+    for (size_t step = 1; step <= sizeof(s); step++) {
+        struct sbx_buf out, errb;
+        struct sbx__dk_demux d;
+        struct sbx_error err = SBX_ERROR_INIT;
+        sbx_buf_init(&out, 64);
+        sbx_buf_init(&errb, 64);
+        int rc = demux_all(s, sizeof(s), step, &out, &errb, &d, &err);
+        CHECK(rc == 0 && strcmp(sbx_buf_cstr(&out), "abcd") == 0 &&
+              strcmp(sbx_buf_cstr(&errb), "ER") == 0 && sbx__dk_demux_idle(&d));
+        sbx_buf_release(&out);
+        sbx_buf_release(&errb);
+    }
+    /* A stream cut inside a header or a payload is not idle: the caller knows it was cut. */
+    struct sbx__dk_demux d;
+    struct sbx_buf out, errb;
+    struct sbx_error err = SBX_ERROR_INIT;
+    sbx_buf_init(&out, 64);
+    sbx_buf_init(&errb, 64);
+    CHECK_OK(demux_all(s, 5, 5, &out, &errb, &d, &err), &err);
+    CHECK(!sbx__dk_demux_idle(&d));
+    CHECK_OK(demux_all(s, 9, 9, &out, &errb, &d, &err), &err);
+    CHECK(!sbx__dk_demux_idle(&d));
+    sbx_buf_release(&out);
+    sbx_buf_release(&errb);
+}
+
+static void test_demux_hostile(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx__dk_demux d;
+    int stream;
+    const uint8_t *pl;
+    size_t plen;
+    /* A frame claiming 4 GiB: nothing is allocated, the bytes that come are handed out. */
+    static const uint8_t big[] = {1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 'x', 'y'};
+    sbx__dk_demux_init(&d);
+    CHECK_EQ_INT(sbx__dk_demux_feed(&d, big, sizeof(big), &stream, &pl, &plen, &err), 8);
+    CHECK_EQ_INT(d.left, 0xffffffffu);
+    CHECK_EQ_INT(sbx__dk_demux_feed(&d, big + 8, 2, &stream, &pl, &plen, &err), 2);
+    CHECK(plen == 2 && pl == big + 8 && stream == 1);
+    CHECK_EQ_INT(d.left, 0xffffffffu - 2);
+    /* Not a header: an unknown stream, or padding bytes set. */
+    static const uint8_t bad1[] = {3, 0, 0, 0, 0, 0, 0, 1};
+    static const uint8_t bad2[] = {1, 0, 1, 0, 0, 0, 0, 1};
+    sbx__dk_demux_init(&d);
+    CHECK_ERR((int)sbx__dk_demux_feed(&d, bad1, 8, &stream, &pl, &plen, &err), SBX_E_PARSE, &err,
+              "frame header");
+    sbx__dk_demux_init(&d);
+    CHECK_ERR((int)sbx__dk_demux_feed(&d, bad2, 8, &stream, &pl, &plen, &err), SBX_E_PARSE, &err,
+              "frame header");
+    /* An empty frame is fine. */
+    static const uint8_t empty[] = {2, 0, 0, 0, 0, 0, 0, 0};
+    sbx__dk_demux_init(&d);
+    CHECK_EQ_INT(sbx__dk_demux_feed(&d, empty, 8, &stream, &pl, &plen, &err), 8);
+    CHECK(sbx__dk_demux_idle(&d) && plen == 0);
+}
+
+static char *b64(const char *s)
+{
+    struct sbx_buf b;
+    sbx_buf_init(&b, SBX_BUF_NOLIMIT);
+    if (sbx_b64_encode(s, strlen(s), &b, NULL) < 0)
+        return NULL;
+    return sbx_buf_detach(&b, NULL);
+}
+
+static void test_pstat(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx__dk_pstat st = {0};
+    char *h = b64("{\"name\":\"out\",\"size\":4,\"mode\":134218239,"
+                  "\"mtime\":\"2026-12-02T05:34:29.5Z\",\"linkTarget\":\"/etc\"}");
+    CHECK_OK(sbx__dk_pstat_decode(h, &st, &err), &err);
+    CHECK_EQ_INT(st.type, SBX_FILE_SYMLINK);
+    CHECK_EQ_INT(st.mode, 0777);
+    CHECK_EQ_STR(st.link_target, "/etc");
+    CHECK_EQ_INT(st.mtime_ns % 1000000000, 500000000);
+    sbx__dk_pstat_release(&st);
+    free(h);
+    /* podman: a directory with a "linkTarget" of itself is not a symlink. */
+    h = b64("{\"name\":\"d\",\"size\":4096,\"mode\":2147484141,\"isDir\":true,"
+            "\"linkTarget\":\"/workspace/d\"}");
+    CHECK_OK(sbx__dk_pstat_decode(h, &st, &err), &err);
+    CHECK_EQ_INT(st.type, SBX_FILE_DIR);
+    CHECK_EQ_INT(st.mode, 0755);
+    CHECK(st.link_target == NULL);
+    sbx__dk_pstat_release(&st);
+    free(h);
+    /* setuid + 0755 regular file: special bits kept (the session layer drops them). */
+    h = b64("{\"name\":\"f\",\"size\":1,\"mode\":8389101}");
+    CHECK_OK(sbx__dk_pstat_decode(h, &st, &err), &err);
+    CHECK_EQ_INT(st.mode, 04755);
+    CHECK_EQ_INT(st.type, SBX_FILE_REGULAR);
+    sbx__dk_pstat_release(&st);
+    free(h);
+    static const char *const bad[] = {"{}", "[1]", "{\"mode\":-1,\"size\":1}",
+                                      "{\"mode\":1,\"size\":\"x\"}", "not json"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        h = b64(bad[i]);
+        int rc = sbx__dk_pstat_decode(h, &st, &err);
+        CHECK(rc == -SBX_E_PARSE);
+        free(h);
+    }
+    CHECK_ERR(sbx__dk_pstat_decode("!!!", &st, &err), SBX_E_PARSE, &err, NULL);
+    CHECK_ERR(sbx__dk_pstat_decode(NULL, &st, &err), SBX_E_PARSE, &err, NULL);
+}
+
+static void test_version(void)
+{
+    CHECK(sbx__dk_version_ok("1.41"));
+    CHECK(sbx__dk_version_ok("1.43"));
+    CHECK(sbx__dk_version_ok("2.0"));
+    CHECK(!sbx__dk_version_ok("1.40"));
+    CHECK(!sbx__dk_version_ok("1.4"));
+    CHECK(!sbx__dk_version_ok("1"));
+    CHECK(!sbx__dk_version_ok("1.41x"));
+    CHECK(!sbx__dk_version_ok(NULL));
+}
+
+static void test_options(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_client *c = NULL;
+    const char *caps[] = {"NET_ADMIN"};
+    struct sbx_docker_options o = {.host = "/nonexistent.sock", .cap_add = caps, .n_cap_add = 1};
+    CHECK_ERR(sbx_client_new("docker", &o, &c, &err), SBX_E_PERM, &err, "NET_ADMIN");
+    const char *badcap[] = {"net admin"};
+    struct sbx_docker_options o2 = {
+            .host = "/x.sock", .cap_add = badcap, .n_cap_add = 1, .allow_cap_add = 1};
+    CHECK_ERR(sbx_client_new("docker", &o2, &c, &err), SBX_E_INVAL, &err, "capability");
+    struct sbx_docker_options o3 = {.host = "tcp://127.0.0.1:2375"};
+    CHECK_ERR(sbx_client_new("docker", &o3, &c, &err), SBX_E_UNSUPPORTED, &err, "unix");
+    struct sbx_docker_options o4 = {.host = "relative.sock"};
+    CHECK_ERR(sbx_client_new("docker", &o4, &c, &err), SBX_E_INVAL, &err, "absolute");
+    int ports[] = {0};
+    struct sbx_docker_options o5 = {
+            .host = "/x.sock", .exposed_ports = ports, .n_exposed_ports = 1};
+    CHECK_ERR(sbx_client_new("docker", &o5, &c, &err), SBX_E_INVAL, &err, "port");
+    struct sbx_docker_options o6 = {.host = "/x.sock", .network = (enum sbx_docker_network)9};
+    CHECK_ERR(sbx_client_new("docker", &o6, &c, &err), SBX_E_INVAL, &err, "network");
+    /* No image: create says so before it talks to any engine. */
+    struct sbx_docker_options o7 = {.host = "unix:///nonexistent.sock"};
+    CHECK_OK(sbx_client_new("docker", &o7, &c, &err), &err);
+    struct sbx_session *s = NULL;
+    struct sbx_create_spec spec = {0};
+    if (c)
+        CHECK_ERR(sbx_client_create(c, &spec, &s, &err), SBX_E_INVAL, &err, "no image");
+    sbx_client_free(c);
+}
+
+static void test_unreachable(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    char dir[] = "/tmp/sbx-test-docker-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char *missing = sbx_xasprintf("%s/none.sock", dir);
+    char *dead = sbx_xasprintf("%s/dead.sock", dir);
+    struct sbx_client *c = NULL;
+    struct sbx_session *s = NULL;
+    struct sbx_docker_options o = {.host = missing, .image = "img"};
+    CHECK_OK(sbx_client_new("docker", &o, &c, &err), &err);
+    struct sbx_create_spec spec = {0};
+    if (c)
+        CHECK_ERR(sbx_client_create(c, &spec, &s, &err), SBX_E_SANDBOX, &err,
+                  "is dockerd or `podman system service` running?");
+    CHECK_CONTAINS(err.msg, missing);
+    sbx_client_free(c);
+    c = NULL;
+
+    /* A socket nobody listens on any more. */
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path, dead, strlen(dead) + 1);
+    CHECK(bind(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0);
+    close(fd);
+    struct sbx_docker_options o2 = {.host = dead};
+    CHECK_OK(sbx_client_new("docker", &o2, &c, &err), &err);
+    json_t *list = NULL;
+    if (c)
+        CHECK_ERR(sbx_client_list(c, &list, &err), SBX_E_SANDBOX, &err, "cannot reach");
+    sbx_client_free(c);
+    c = NULL;
+
+    /* A socket of mode 0000: as root permissions do not apply, so only as another user. */
+    if (geteuid() != 0) {
+        int l = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        char *locked = sbx_xasprintf("%s/locked.sock", dir);
+        struct sockaddr_un sb = {.sun_family = AF_UNIX};
+        memcpy(sb.sun_path, locked, strlen(locked) + 1);
+        CHECK(bind(l, (struct sockaddr *)&sb, sizeof(sb)) == 0 && listen(l, 1) == 0);
+        CHECK(chmod(locked, 0) == 0);
+        struct sbx_docker_options o3 = {.host = locked};
+        CHECK_OK(sbx_client_new("docker", &o3, &c, &err), &err);
+        if (c)
+            CHECK_ERR(sbx_client_list(c, &list, &err), SBX_E_PERM, &err,
+                      "add your user to the docker group");
+        sbx_client_free(c);
+        close(l);
+        unlink(locked);
+        free(locked);
+    } else {
+        /* The message itself, as the connect error maps it. */
+        struct sbx__dk_engine e = {.sock = dead, .timeout_ms = 1000};
+        CHECK_ERR(sbx__dk_connect_error(&e, EACCES, &err), SBX_E_PERM, &err,
+                  "add your user to the docker group, or use podman's rootless socket");
+        CHECK_CONTAINS(err.msg, dead);
+    }
+    unlink(dead);
+    rmdir(dir);
+    free(missing);
+    free(dead);
+}
+
+static void test_escape(void)
+{
+    char *q = sbx__dk_escape("/work space/a&b=c%#?");
+    CHECK_EQ_STR(q, "/work%20space/a%26b%3Dc%25%23%3F");
+    free(q);
+}
+
+int main(void)
+{
+    TAP_START();
+    TAP_RUN(test_demux);
+    TAP_RUN(test_demux_hostile);
+    TAP_RUN(test_pstat);
+    TAP_RUN(test_version);
+    TAP_RUN(test_options);
+    TAP_RUN(test_unreachable);
+    TAP_RUN(test_escape);
+    return TAP_DONE();
+}
