@@ -191,7 +191,18 @@ static json_t *engine_containers(const char *id)
     return out;
 }
 
-/* 1 when a host process's command line mentions s (the local supervisor is "__supervise ID"). */
+/* The engine's own per-container processes: podman's conmon stays up to 300 s after an exec
+ * (and names the container), which no client can change; sbx's own processes (a supervisor,
+ * a port relay) must be gone. */
+static int engine_process(const char *argv0)
+{
+    const char *base = strrchr(argv0, '/');
+    base = base ? base + 1 : argv0;
+    return strcmp(base, "conmon") == 0 || strncmp(base, "containerd-shim", 15) == 0;
+}
+
+/* 1 when a host process's command line mentions s (the local supervisor is "__supervise ID"),
+ * other than an engine's (engine_process). */
 static int process_mentions(const char *s)
 {
     DIR *d = opendir("/proc");
@@ -211,6 +222,11 @@ static int process_mentions(const char *s)
             continue;
         ssize_t n = read(fd, buf, sizeof(buf) - 1);
         close(fd);
+        if (n > 0 && is_docker()) {
+            buf[n] = '\0';
+            if (engine_process(buf))
+                continue;
+        }
         for (ssize_t i = 0; i < n; i++)
             if (buf[i] == '\0')
                 buf[i] = ' ';
