@@ -297,6 +297,67 @@ static void test_remove(void)
     json_decref(list);
 }
 
+static int sh(struct sbx_session *s, const char *cmd, const char *user, int flags,
+              struct sbx_exec_result *r, struct sbx_error *err)
+{
+    struct sbx_exec_spec sp = {.command = cmd, .user = user, .flags = flags};
+    memset(r, 0, sizeof(*r));
+    return sbx_session_exec(s, &sp, r, err);
+}
+
+/* Manifest users and groups; what commands leave behind. */
+static void test_users_background(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    static const char doc[] =
+            "{\"version\":1,\"root\":\"/home/work\",\"entries\":{\"a.txt\":{\"type\":\"file\","
+            "\"content\":\"x\",\"group\":{\"name\":\"devs\"}}},\"users\":[{\"name\":\"alice\"},"
+            "{\"name\":\"bob\"}],\"groups\":[{\"name\":\"devs\",\"users\":[{\"name\":\"alice\"}]}]}";
+    json_t *j = json_loads(doc, 0, NULL);
+    struct sbx_manifest *m = NULL;
+    struct sbx_manifest_load_opts lo = {.base_dir = "/"};
+    CHECK_OK(sbx_manifest_from_json(j, &lo, &m, &err), &err);
+    json_decref(j);
+    struct sbx_session *s = NULL;
+    struct sbx_create_spec spec = {.manifest = m};
+    if (m)
+        CHECK_OK(sbx_client_create(client, &spec, &s, &err), &err);
+    sbx_manifest_free(m);
+    if (!s)
+        return;
+    struct sbx_exec_result r;
+    CHECK_OK(sh(s, "id -un; pwd; stat -c '%U %G' a.txt", NULL, 0, &r, &err), &err);
+    CHECK_EQ_STR(r.out.data, "alice\n/home/work\nalice devs\n");
+    sbx_exec_result_release(&r);
+    CHECK_OK(sh(s, "id -un", "bob", 0, &r, &err), &err);
+    CHECK_EQ_STR(r.out.data, "bob\n");
+    sbx_exec_result_release(&r);
+    CHECK_ERR(sh(s, "id -un", "mallory", 0, &r, &err), SBX_E_NOTFOUND, &err, "mallory");
+    CHECK_OK(sbx_session_write(s, "new.txt", "n", 1, 0, 0, &err), &err);
+    CHECK_OK(sh(s, "stat -c %U new.txt", NULL, 0, &r, &err), &err);
+    CHECK_EQ_STR(r.out.data, "alice\n");
+    sbx_exec_result_release(&r);
+
+    /* Without KEEP_BACKGROUND what the command started ends with it; with it, it stays. */
+    CHECK_OK(sh(s, "sleep 301 & echo started", NULL, 0, &r, &err), &err);
+    CHECK_EQ_STR(r.out.data, "started\n");
+    sbx_exec_result_release(&r);
+    CHECK_OK(sh(s, "sleep 302 >/dev/null 2>&1 & echo kept", NULL, SBX_EXEC_KEEP_BACKGROUND, &r,
+                &err),
+             &err);
+    CHECK_EQ_STR(r.out.data, "kept\n");
+    sbx_exec_result_release(&r);
+    /* Held output does not hold the caller once the command is gone. */
+    CHECK_OK(sh(s, "sleep 303 & echo held", NULL, SBX_EXEC_KEEP_BACKGROUND, &r, &err), &err);
+    CHECK_EQ_STR(r.out.data, "held\n");
+    sbx_exec_result_release(&r);
+    CHECK_OK(sh(s, "ps -o args | grep '^sleep 30[123]' | sort", NULL, 0, &r, &err), &err);
+    CHECK_EQ_STR(r.out.data, "sleep 302\nsleep 303\n");
+    sbx_exec_result_release(&r);
+    CHECK_OK(sbx_session_delete(s, &err), &err);
+    sbx_session_free(s);
+}
+
 static void test_errors(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -337,7 +398,9 @@ int main(void)
                    "SBX_TEST_DOCKER_IMAGE is unset\n1..1\n");
             return 1;
         }
-        TAP_SKIP_ALL("no docker engine");
+        /* A skip meson's TAP reader takes as one (it reads exit status 77 as an error). */
+        printf("1..0 # SKIP no docker engine\n");
+        return 0;
     }
     TAP_START();
     struct sbx_error err = SBX_ERROR_INIT;
@@ -354,6 +417,7 @@ int main(void)
         TAP_RUN(test_remove);
     }
     TAP_RUN(test_errors);
+    TAP_RUN(test_users_background);
     if (sess) {
         sbx_session_delete(sess, &err);
         sbx_session_free(sess);

@@ -12,6 +12,7 @@
 #include "sandbox/docker/docker.h"
 #include "sbx/b64.h"
 #include "sbx/docker.h"
+#include "sbx/fs.h"
 #include "sbx/session.h"
 #include "tap.h"
 
@@ -265,6 +266,21 @@ static void test_escape(void)
     free(q);
 }
 
+/* The supervisor program links sbx-base only: the docker provider's libcurl stays out. */
+static void test_supervisor_layering(void)
+{
+    const char *sup = getenv("SBX_SUPERVISOR");
+    struct sbx_buf b;
+    struct sbx_error err = SBX_ERROR_INIT;
+    if (!sup)
+        return;
+    sbx_buf_init(&b, SBX_BUF_NOLIMIT);
+    CHECK_OK(sbx_fs_read_path(sup, (size_t)256 << 20, &b, &err), &err);
+    CHECK(b.len > 0 && !memmem(b.data, b.len, "libcurl", 7));
+    CHECK(b.len > 0 && !memmem(b.data, b.len, "sbx__provider_docker", 20));
+    sbx_buf_release(&b);
+}
+
 int main(void)
 {
     TAP_START();
@@ -275,5 +291,6 @@ int main(void)
     TAP_RUN(test_options);
     TAP_RUN(test_unreachable);
     TAP_RUN(test_escape);
+    TAP_RUN(test_supervisor_layering);
     return TAP_DONE();
 }

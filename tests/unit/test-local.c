@@ -715,7 +715,12 @@ static void test_attach_list_remove(void)
     CHECK_OK(sbx_client_resume(client, state, &b, &err), &err);
     sbx_session_free(b);
     b = NULL;
+    /* A valid state of another provider (docker's fields added) is still not local's. */
     json_object_set_new(state, "provider", json_string("docker"));
+    json_object_set_new(state, "container",
+                        json_string("0123456789abcdef0123456789abcdef"
+                                    "0123456789abcdef0123456789abcdef"));
+    json_object_set_new(state, "image", json_string("img"));
     CHECK_ERR(sbx_client_resume(client, state, &b, &err), SBX_E_INVAL, &err, "'docker'");
     json_decref(state);
 

@@ -70,6 +70,7 @@ struct dk_proc {
     pid_t pid;
     int64_t deadline, kill_at, grace_ms;
     struct sbx_buf pre, pre_err; /* output that came with the verdict, delivered first */
+    struct sbx__dk_demux dm;     /* the stream's parser, from the verdict on to the relay */
     pthread_t thread;
     int thread_started;
     pthread_mutex_t lock;
@@ -91,7 +92,7 @@ void sbx__dk_run_release(struct sbx__dk_run *r)
     sbx_buf_release(&r->err);
 }
 
-/* Into an unbounded buffer, or a bounded diagnostic whose overflow is dropped. */
+/* Into a buffer without a limit: sbx_buf_add cannot fail then (allocation failure aborts). */
 static void buf_put(struct sbx_buf *b, const void *p, size_t n)
 {
     int rc = sbx_buf_add(b, p, n, NULL);
@@ -375,11 +376,9 @@ static void flush_to(int fd, int sock, struct sbx_buf *buf)
 static void *relay_main(void *arg)
 {
     struct dk_proc *p = arg;
-    struct sbx__dk_demux dm;
     struct sbx_buf pend_out, pend_err, pend_in;
     uint8_t buf[CHUNK];
     int sock_open = 1, in_open = !p->tty && p->in_r >= 0, stop = 0;
-    sbx__dk_demux_init(&dm);
     sbx_buf_init(&pend_out, SBX_BUF_NOLIMIT);
     sbx_buf_init(&pend_err, SBX_BUF_NOLIMIT);
     sbx_buf_init(&pend_in, SBX_BUF_NOLIMIT);
@@ -480,7 +479,7 @@ static void *relay_main(void *arg)
                 int stream;
                 const uint8_t *pl;
                 size_t plen;
-                long used = sbx__dk_demux_feed(&dm, buf + off, (size_t)got - off, &stream, &pl,
+                long used = sbx__dk_demux_feed(&p->dm, buf + off, (size_t)got - off, &stream, &pl,
                                                &plen, &ignored);
                 if (used < 0) {
                     sock_open = 0;
@@ -586,18 +585,18 @@ static const struct sbx_proc_ops proc_ops = {proc_wait, proc_free};
 
 /* Read the preamble's verdict: "S<pid>\n", or one letter for a command that cannot start.
  * Output of the command that came with it is kept in p->pre and p->pre_err (the stream is
- * left at a frame boundary for the relay); engine messages before it (a user that does not
- * exist) in *diag. */
+ * left at a frame boundary for the relay). stderr may come first (the engine copies the two
+ * streams independently): it goes to p->pre_err too, where an engine's message about a
+ * command it could not start (a user that does not exist) also lands. */
 static int read_verdict(struct dk_proc *p, struct sbx_buf *rbuf, char *mark, size_t *mark_len,
-                        struct sbx_buf *diag, struct sbx_error *err)
+                        struct sbx_error *err)
 {
-    struct sbx__dk_demux dm;
     uint8_t buf[CHUNK];
     int64_t deadline = sbx_deadline_after_ms(p->eng.timeout_ms);
     const uint8_t *src = (const uint8_t *)rbuf->data;
     size_t n = rbuf->len, off = 0;
     int have = 0;
-    sbx__dk_demux_init(&dm);
+    sbx__dk_demux_init(&p->dm);
     *mark_len = 0;
     for (;;) {
         while (off < n) {
@@ -607,7 +606,8 @@ static int read_verdict(struct dk_proc *p, struct sbx_buf *rbuf, char *mark, siz
             if (p->tty) {
                 off = n;
             } else {
-                long used = sbx__dk_demux_feed(&dm, src + off, n - off, &stream, &pl, &plen, err);
+                long used =
+                        sbx__dk_demux_feed(&p->dm, src + off, n - off, &stream, &pl, &plen, err);
                 if (used < 0)
                     return (int)used;
                 off += (size_t)used;
@@ -615,7 +615,7 @@ static int read_verdict(struct dk_proc *p, struct sbx_buf *rbuf, char *mark, siz
             if (!plen)
                 continue;
             if (have || stream == 2) {
-                struct sbx_buf *to = !have ? diag : stream == 2 ? &p->pre_err : &p->pre;
+                struct sbx_buf *to = stream == 2 ? &p->pre_err : &p->pre;
                 buf_put(to, pl, plen);
                 continue;
             }
@@ -636,7 +636,7 @@ static int read_verdict(struct dk_proc *p, struct sbx_buf *rbuf, char *mark, siz
             if (i < plen)
                 buf_put(&p->pre, pl + i, plen - i);
         }
-        if (have && (p->tty || sbx__dk_demux_idle(&dm)))
+        if (have)
             break;
         struct pollfd pf = {.fd = p->sock, .events = POLLIN};
         int ms = sbx_deadline_poll_ms(deadline);
@@ -682,10 +682,9 @@ int sbx__dk_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec,
     int want_in = tty || (spec->flags & SBX_EXEC_STDIN);
     int pair_out[2] = {-1, -1}, pair_err[2] = {-1, -1}, pair_in[2] = {-1, -1}, sp[2], wp[2];
     const char *user = NULL;
-    struct sbx_buf rbuf, diag;
+    struct sbx_buf rbuf;
     int rc;
     sbx_buf_init(&rbuf, SBX_BUF_NOLIMIT);
-    sbx_buf_init(&diag, PRE_ERR_MAX);
     sbx_buf_init(&p->pre, SBX_BUF_NOLIMIT);
     sbx_buf_init(&p->pre_err, SBX_BUF_NOLIMIT);
     pthread_mutex_init(&p->lock, NULL);
@@ -741,14 +740,14 @@ int sbx__dk_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec,
         goto out;
     char mark[MARK_MAX];
     size_t mark_len = 0;
-    if ((rc = read_verdict(p, &rbuf, mark, &mark_len, &diag, err)) < 0)
+    if ((rc = read_verdict(p, &rbuf, mark, &mark_len, err)) < 0)
         goto out;
     if (mark_len == 0 || (mark[0] != 'S' && mark_len != 1)) {
         int code = -1;
         struct sbx_error ignored = SBX_ERROR_INIT;
         (void)exec_exit_code(&s->eng, p->eid, &code, &ignored);
         /* The engine could not run the preamble (no /bin/sh, an unknown user): its words. */
-        const char *why = diag.len ? diag.data : p->pre.len ? p->pre.data : "";
+        const char *why = p->pre_err.len ? p->pre_err.data : p->pre.len ? p->pre.data : "";
         rc = sbx_error_set(err, SBX_E_EXEC, 0, "cannot run '%s': %.*s%s(exit status %d)", p->name,
                            (int)strcspn(why, "\r\n"), why, why[0] ? " " : "", code);
         goto out;
@@ -844,6 +843,5 @@ out:
         proc_free(&p->base);
     }
     sbx_buf_release(&rbuf);
-    sbx_buf_release(&diag);
     return rc;
 }
