@@ -2,6 +2,7 @@
  * session API only. SBX_TEST_DOCKER_HOST (a unix socket path) and SBX_TEST_DOCKER_IMAGE name
  * them; without them this skips, or fails when SBX_TEST_DOCKER_REQUIRED=1. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "sbx/docker.h"
+#include "sbx/fs.h"
 #include "sbx/json.h"
 #include "sbx/manifest.h"
 #include "sbx/session.h"
@@ -355,7 +357,60 @@ static void test_users_background(void)
     CHECK_EQ_STR(r.out.data, "sleep 302\nsleep 303\n");
     sbx_exec_result_release(&r);
     CHECK_OK(sbx_session_delete(s, &err), &err);
+    /* The container is gone: a command on the old handle says so. */
+    CHECK_ERR(sh(s, "true", NULL, 0, &r, &err), SBX_E_SANDBOX, &err, "gone");
     sbx_session_free(s);
+}
+
+/* A snapshot of the workspace (copied out through the archive API), and a sandbox rebuilt from
+ * its state once the container is gone. */
+static void test_snapshot(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_manifest *m = sbx_manifest_new();
+    CHECK_OK(sbx_manifest_add_file(m, "from-manifest", "m", 1, NULL, &err), &err);
+    struct sbx_session *s = NULL;
+    struct sbx_create_spec spec = {.manifest = m};
+    CHECK_OK(sbx_client_create(client, &spec, &s, &err), &err);
+    sbx_manifest_free(m);
+    if (!s)
+        return;
+    struct sbx_exec_result r;
+    CHECK_OK(sh(s, "mkdir -p d/e && echo made > d/e/later && ln -s d/e link && chmod 0700 d", NULL,
+                0, &r, &err),
+             &err);
+    sbx_exec_result_release(&r);
+    char *ref = NULL;
+    CHECK_OK(sbx_session_snapshot(s, NULL, &ref, &err), &err);
+    json_t *st = NULL;
+    CHECK_OK(sbx_session_state(s, &st, &err), &err);
+    CHECK_EQ_STR(json_string_value(json_object_get(st, "snapshot")), ref);
+    char *id = sbx_xstrdup(sbx_session_id(s));
+    CHECK_OK(sbx_session_delete(s, &err), &err);
+    sbx_session_free(s);
+    s = NULL;
+
+    CHECK_OK(sbx_client_resume(client, st, &s, &err), &err);
+    if (s) {
+        CHECK_EQ_STR(sbx_session_id(s), id);
+        CHECK_OK(sh(s, "cat from-manifest d/e/later; readlink link; stat -c %a d", NULL, 0, &r,
+                    &err),
+                 &err);
+        CHECK_EQ_STR(r.out.data, "mmade\nd/e\n700\n");
+        sbx_exec_result_release(&r);
+        json_t *st2 = NULL;
+        CHECK_OK(sbx_session_state(s, &st2, &err), &err);
+        CHECK_EQ_STR(json_string_value(json_object_get(st2, "snapshot")), ref);
+        json_decref(st2);
+        CHECK_OK(sbx_session_delete(s, &err), &err);
+        sbx_session_free(s);
+    }
+    /* Live: resume attaches; gone without a snapshot: says so. */
+    json_object_set_new(st, "snapshot", json_null());
+    CHECK_ERR(sbx_client_resume(client, st, &s, &err), SBX_E_NOTFOUND, &err, "no snapshot");
+    json_decref(st);
+    free(ref);
+    free(id);
 }
 
 static void test_errors(void)
@@ -385,6 +440,27 @@ static void test_errors(void)
     sbx_session_free(s);
     sbx_manifest_free(m);
     sbx_client_free(c);
+    c = NULL;
+    s = NULL;
+
+    /* A create the engine refuses (or whose container cannot start) leaves no container. */
+    struct sbx_docker_options o3 = {.host = host, .image = image, .memory_bytes = 4096};
+    CHECK_OK(sbx_client_new("docker", &o3, &c, &err), &err);
+    struct sbx_create_spec sp3 = {.id = "00000000000000fd"};
+    if (c) {
+        CHECK(sbx_client_create(c, &sp3, &s, &err) < 0);
+        CHECK_CONTAINS(err.msg, "cannot create sandbox");
+        json_t *list = NULL;
+        CHECK_OK(sbx_client_list(c, &list, &err), &err);
+        size_t i, found = 0;
+        json_t *v;
+        json_array_foreach(list, i, v) found +=
+                strcmp(json_string_value(json_object_get(v, "id")) ?: "", "00000000000000fd") == 0;
+        CHECK_EQ_INT(found, 0);
+        json_decref(list);
+    }
+    sbx_session_free(s);
+    sbx_client_free(c);
 }
 
 int main(void)
@@ -403,6 +479,16 @@ int main(void)
         return 0;
     }
     TAP_START();
+    /* Snapshots go to a store of this test's own. */
+    char store[] = "/tmp/sbx-test-docker-store-XXXXXX";
+    if (!mkdtemp(store))
+        return 1;
+    setenv("SBX_SNAPSHOTS", store, 1);
+    /* And the provider's host-side copies to a TMPDIR of its own, checked empty at the end. */
+    char tmpd[] = "/tmp/sbx-test-docker-tmp-XXXXXX";
+    if (!mkdtemp(tmpd))
+        return 1;
+    setenv("TMPDIR", tmpd, 1);
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx_docker_options o = {.host = host, .image = image};
     CHECK_OK(sbx_client_new("docker", &o, &client, &err), &err);
@@ -418,11 +504,19 @@ int main(void)
     }
     TAP_RUN(test_errors);
     TAP_RUN(test_users_background);
+    TAP_RUN(test_snapshot);
     if (sess) {
         sbx_session_delete(sess, &err);
         sbx_session_free(sess);
     }
     free(sid);
     sbx_client_free(client);
+    int tmp = open("/tmp", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    CHECK_OK(sbx_fs_remove(tmp, store + 5, SBX_FS_RECURSIVE, &err), &err);
+    /* rmdir fails on anything left inside. */
+    CHECK(unlinkat(tmp, tmpd + 5, AT_REMOVEDIR) == 0);
+    if (unlinkat(tmp, tmpd + 5, AT_REMOVEDIR) < 0 && errno != ENOENT)
+        (void)sbx_fs_remove(tmp, tmpd + 5, SBX_FS_RECURSIVE, &err);
+    close(tmp);
     return TAP_DONE();
 }

@@ -18,6 +18,7 @@
 #include "sbx/hash.h"
 #include "sbx/json.h"
 #include "sbx/manifest.h"
+#include "sbx/snapshot.h"
 #include "sbx/strv.h"
 #include "sbx/time.h"
 
@@ -142,11 +143,20 @@ static int sess_close(struct sbx_session *bs, int delete_workspace, struct sbx_e
     return rc;
 }
 
+static int sess_record_snapshot(struct sbx_session *bs, const char *ref, struct sbx_error *err)
+{
+    struct sbx__dk_session *s = (struct sbx__dk_session *)bs;
+    (void)err;
+    sbx_json_set(s->state, "snapshot", sbx_json_str(ref));
+    return 0;
+}
+
 static void sess_free(struct sbx_session *bs)
 {
     struct sbx__dk_session *s = (struct sbx__dk_session *)bs;
     if (!s)
         return;
+    sbx__dk_workspace_drop(s);
     sbx_session_release_base(&s->base);
     sbx__dk_engine_release(&s->eng);
     free(s->container);
@@ -170,6 +180,8 @@ static const struct sbx_session_ops session_ops = {
         .resolve_port = sess_resolve_port,
         .state = sess_state,
         .close = sess_close,
+        .workspace_fd = sbx__dk_workspace_fd,
+        .record_snapshot = sess_record_snapshot,
         .free = sess_free,
 };
 
@@ -199,6 +211,7 @@ static int session_from_inspect(const struct sbx__dk_engine *e, const json_t *in
     sbx_session_init_base(&s->base, &session_ops, "docker", id, root);
     sbx__dk_engine_copy(&s->eng, e);
     s->container = sbx_xstrdup(cid);
+    s->ws_fd = -1;
     s->image = sbx_xstrdup(image);
     s->owner = sbx_xstrdup(owner ? owner : "");
     sbx_strv_init(&s->users);
@@ -233,7 +246,11 @@ static int session_from_inspect(const struct sbx__dk_engine *e, const json_t *in
     sbx_json_set(st, "manifest", json_is_object(manifest) ? manifest : json_null());
     if (!json_is_object(manifest))
         json_decref(manifest);
-    sbx_json_set(st, "snapshot", json_null());
+    const char *snap = json_string_value(json_object_get(labels, "io.sbx.snapshot"));
+    /* The snapshot it was made from, until one is taken of it. */
+    sbx_json_set(st, "snapshot",
+                 snap && strncmp(snap, "sha256:", 7) == 0 && strlen(snap) == 71 ? sbx_json_str(snap)
+                                                                                : json_null());
     s->state = st;
     *out = s;
     return 0;
@@ -514,6 +531,8 @@ static int dc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     json_t *body = NULL, *reply = NULL, *mjson = NULL, *records = NULL;
     struct sbx_strv env, users;
     struct sbx__dk_session *s = NULL;
+    struct sbx_snapshot_store *store = NULL;
+    char *snap_ref = NULL;
     int rc;
     sbx_strv_init(&env);
     sbx_strv_init(&users);
@@ -525,11 +544,11 @@ static int dc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
                            spec->workspace);
         goto out;
     }
-    if (spec->snapshot) {
-        rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                           "docker sandboxes cannot start from a snapshot");
+    /* A snapshot is found and checked before anything exists: a bad one creates nothing. */
+    if (spec->snapshot &&
+        ((rc = sbx_snapshot_store_open(NULL, &store, err)) < 0 ||
+         (rc = sbx_snapshot_resolve(store, spec->snapshot, NULL, &snap_ref, err)) < 0))
         goto out;
-    }
     if (!c->image) {
         rc = sbx_error_set(err, SBX_E_INVAL, 0,
                            "no image: the docker provider needs one (--image, or the "
@@ -584,6 +603,8 @@ static int dc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     set_label(labels, "io.sbx.options", opts);
     set_label(labels, "io.sbx.ports", ports);
     set_label(labels, "io.sbx.users", uj);
+    if (snap_ref)
+        sbx_json_set(labels, "io.sbx.snapshot", sbx_json_str(snap_ref));
     json_decref(opts);
     json_decref(ports);
     json_decref(uj);
@@ -633,10 +654,16 @@ static int dc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     s = (struct sbx__dk_session *)bs;
     if ((rc = setup(s, m, err)) < 0)
         goto out;
+    if (snap_ref && (rc = sbx__dk_workspace_restore(s, store, snap_ref, spec->progress,
+                                                    spec->progress_data, err)) < 0) {
+        sbx_error_prefix(err, "snapshot '%s'", spec->snapshot);
+        goto out;
+    }
     if (m) {
         struct sbx_progress_sink progress;
         sbx_progress_sink_init(&progress, spec->progress, spec->progress_data);
-        if ((rc = sbx__materialize(&s->base, m, 0, &progress, &records, err)) < 0)
+        int mflags = snap_ref ? SBX__MATERIALIZE_EPHEMERAL_ONLY : 0;
+        if ((rc = sbx__materialize(&s->base, m, mflags, &progress, &records, err)) < 0)
             goto out;
         sbx_json_set(s->state, "materialized", records);
         records = NULL;
@@ -662,6 +689,8 @@ out:
     free(img_user);
     free(name);
     free(path);
+    free(snap_ref);
+    sbx_snapshot_store_free(store);
     return rc;
 }
 
@@ -805,6 +834,38 @@ static int dc_stopped_state(struct sbx_client *bc, const char *prefix, json_t **
     return rc;
 }
 
+/* A gone sandbox made again from its state: the same id, the state's manifest (or the
+ * caller's trusted one), the snapshot's content; the client's own options (trusted
+ * configuration) rather than the state's. */
+static int rebuild(struct sbx_client *bc, const json_t *state, const char *snap,
+                   const struct sbx_resume_opts *opts, struct sbx_session **out,
+                   struct sbx_error *err)
+{
+    struct sbx_manifest *m = NULL;
+    const json_t *mj = json_object_get(state, "manifest");
+    int rc = 0;
+    if (!opts->manifest && json_is_object(mj)) {
+        struct sbx_manifest_load_opts lo = {.base_dir = opts->base_dir ? opts->base_dir : ".",
+                                            .flags = SBX_MANIFEST_NO_HOST_CHECKS};
+        if ((rc = sbx_manifest_from_json(mj, &lo, &m, err)) < 0) {
+            sbx_error_prefix(err, "session state: field 'manifest'");
+            return rc;
+        }
+    }
+    struct sbx_create_spec spec = {
+            .manifest = opts->manifest ? opts->manifest : m,
+            .base_dir = opts->base_dir,
+            .pass_secrets = opts->pass_secrets,
+            .snapshot = snap,
+            .id = json_string_value(json_object_get(state, "id")),
+            .progress = opts->progress,
+            .progress_data = opts->progress_data,
+    };
+    rc = dc_create(bc, &spec, out, err);
+    sbx_manifest_free(m);
+    return rc;
+}
+
 static int dc_resume(struct sbx_client *bc, const json_t *state, const struct sbx_resume_opts *opts,
                      struct sbx_session **out, struct sbx_error *err)
 {
@@ -815,11 +876,15 @@ static int dc_resume(struct sbx_client *bc, const json_t *state, const struct sb
     int rc = sbx__dk_check_version(&c->eng, err);
     if (rc == 0)
         rc = find(c, id, &cid, &fid, &running, err);
+    const char *snap = json_string_value(json_object_get(state, "snapshot"));
+    if (rc == -SBX_E_NOTFOUND && snap) {
+        free(cid);
+        free(fid);
+        return rebuild(bc, state, snap, opts, out, err);
+    }
     if (rc == -SBX_E_NOTFOUND)
         rc = sbx_error_set(err, SBX_E_NOTFOUND, 0,
-                           "sandbox '%s' is gone and its state has no "
-                           "snapshot",
-                           id);
+                           "sandbox '%s' is gone and its state has no snapshot", id);
     if (rc == 0 && strcmp(fid, id) != 0)
         rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "sandbox '%s' is gone", id);
     if (rc == 0)

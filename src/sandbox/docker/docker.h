@@ -124,6 +124,8 @@ struct sbx__dk_session {
     char *owner; /* who owns what sbx writes and runs commands by default ("" : the image's) */
     json_t *state;
     struct sbx_strv users; /* the manifest's account users (run_as), may be empty */
+    char *ws_dir;          /* the workspace copied to this host for a snapshot, or NULL */
+    int ws_fd;             /* its fd, -1 */
 };
 
 /* A short command run to completion as root (fixed argv, never a shell line built from
@@ -154,6 +156,17 @@ int sbx__dk_rm(struct sbx_session *bs, const char *path, int flags, struct sbx_e
 int sbx__dk_chmod(struct sbx_session *bs, const char *path, mode_t mode, struct sbx_error *err);
 int sbx__dk_chgrp(struct sbx_session *bs, const char *path, const char *group,
                   struct sbx_error *err);
+
+/* Snapshots: the workspace copied out into a private host directory (the fd is borrowed until
+ * the next call or the session's end); drop removes the copy. */
+int sbx__dk_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err);
+void sbx__dk_workspace_drop(struct sbx__dk_session *s);
+/* Snapshot ref of st restored into the (fresh) workspace: into a host directory, then one tar
+ * PUT into the root, then given to the session's user. */
+struct sbx_snapshot_store;
+int sbx__dk_workspace_restore(struct sbx__dk_session *s, struct sbx_snapshot_store *st,
+                              const char *ref, sbx_progress_fn *progress, void *progress_data,
+                              struct sbx_error *err);
 
 /* Resolve the workspace path rel inside the container, following symlinks the engine reports
  * only while they stay in the workspace (SBX_E_PERM for one leading out). follow_final: also

@@ -29,6 +29,7 @@
 #define CHUNK        65536
 #define MARK_MAX     32
 #define POLL_TICK_MS 200
+#define DRAIN_MS     500
 #define EXIT_WAIT_MS 5000
 #define PRE_ERR_MAX  4096
 
@@ -128,10 +129,13 @@ static int exec_create(const struct sbx__dk_engine *e, const char *container, js
         rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "the Docker engine made an exec without an id");
     if (rc == 0)
         *out = sbx_xstrdup(id);
-    if (rc == -SBX_E_NOTFOUND || rc == -SBX_E_EXISTS)
+    if (rc == -SBX_E_NOTFOUND || rc == -SBX_E_EXISTS) {
         /* 404: no such container; 409: it is not running. */
+        char why[SBX_ERROR_MSG_MAX];
+        snprintf(why, sizeof(why), "%s", err ? err->msg : "");
         rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "the container '%.12s' is gone or stopped: %s",
-                           container, err->msg);
+                           container, why);
+    }
     free(path);
     json_decref(body);
     json_decref(reply);
@@ -393,7 +397,7 @@ static void *relay_main(void *arg)
         sbx__set_nonblock(err_fd);
     if (in_open)
         sbx__set_nonblock(p->in_r);
-    int64_t next_check = sbx_time_mono_ns();
+    int64_t next_check = sbx_time_mono_ns(), drain_until = INT64_MAX;
     while (!stop) {
         if (p->tty)
             tty_sync_size(p);
@@ -426,12 +430,17 @@ static void *relay_main(void *arg)
         pf[n++] = (struct pollfd){.fd = p->wake_r, .events = POLLIN};
         int ms = timer_step(p);
         if (p->keep && !p->tty) {
-            /* A background process may hold the stream open after the command ended. */
-            if (sbx_time_mono_ns() >= next_check) {
-                next_check = sbx_time_mono_ns() + (int64_t)POLL_TICK_MS * 1000000;
+            /* A background process may hold the stream open after the command ended: once
+             * the exec no longer runs, what the command wrote still in flight gets
+             * DRAIN_MS to arrive, then the stream is left to the background. */
+            int64_t now = sbx_time_mono_ns();
+            if (drain_until == INT64_MAX && now >= next_check) {
+                next_check = now + (int64_t)POLL_TICK_MS * 1000000;
                 if (!exec_running(&p->eng, p->eid))
-                    break;
+                    drain_until = now + (int64_t)DRAIN_MS * 1000000;
             }
+            if (drain_until != INT64_MAX && now >= drain_until)
+                break;
         }
         int r = poll(pf, (nfds_t)n, ms);
         if (r < 0 && errno != EINTR)
