@@ -38,11 +38,14 @@
 struct provider {
     const char *name;
     int no_snapshot; /* sbx_session_snapshot: "a provider whose workspace is not on this host" */
+    /* A command that dies of a signal on its own shows as exit status 128+N (the engine's
+     * ExitCode; docs/internals/docker-provider.md), not as code -1 and the signal. */
+    int signal_as_status;
 };
 
 static const struct provider providers[] = {
         {.name = "local"},
-        {.name = "docker", .no_snapshot = 1},
+        {.name = "docker", .signal_as_status = 1},
 };
 
 static const struct provider *prov;
@@ -523,8 +526,9 @@ static void test_exit_codes(void)
     sbx_exec_result_release(&r);
 
     CHECK_OK(sh_in(sess, "kill -USR1 $$", &r, &err), &err);
-    CHECK_EQ_INT(r.status.code, -1);
-    CHECK_EQ_INT(r.status.signal, SIGUSR1);
+    CHECK_EQ_INT(r.status.code, prov->signal_as_status ? 128 + SIGUSR1 : -1);
+    CHECK_EQ_INT(r.status.signal, prov->signal_as_status ? 0 : SIGUSR1);
+    CHECK(!r.status.timed_out);
     sbx_exec_result_release(&r);
 
     CHECK_OK(sh_in(sess, "no-such-program-sbx", &r, &err), &err);
