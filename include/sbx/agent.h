@@ -160,9 +160,10 @@ SBX_API void sbx_agent_set_tool_choice(struct sbx_agent *a, const char *choice);
 SBX_API void sbx_agent_set_reset_tool_choice(struct sbx_agent *a, int reset);
 /* The sandbox part of an agent definition, read by the sandbox layer (capability.h):
  * {"manifest": path or inline document, "base_dir": where an inline manifest's local sources
- * resolve, "capabilities": [...], "run_as": name, "base_instructions": text, "agent_file": the
- * file it came from, for messages}. An agent with a
- * sandbox part is a sandbox agent. Copied. Borrowed getter; NULL when none. */
+ * resolve, "capabilities": [...], "run_as": name, "base_instructions": text, "sandbox": the
+ * provider of its sandboxes and its options ({"provider": "docker", "image": ...}; sbx run
+ * applies them), "agent_file": the file it came from, for messages}. An agent with a sandbox
+ * part is a sandbox agent. Copied. Borrowed getter; NULL when none. */
 SBX_API void sbx_agent_set_sandbox_spec(struct sbx_agent *a, const json_t *spec);
 SBX_API const json_t *sbx_agent_sandbox_spec(const struct sbx_agent *a);
 

@@ -44,6 +44,7 @@ static const char *const keys[] = {
         "run_as",
         "base_instructions",
         "needs_approval",
+        "sandbox",
         NULL,
 };
 
@@ -133,6 +134,40 @@ static int add_agent_tool(struct sbx_agent_file *f, struct sbx_agent *a, const c
     return rc;
 }
 
+/* The sandbox section: which provider makes the agent's sandboxes, with its options (the
+ * names of the sbx sandbox create options; sbx run's options override them). */
+static int sandbox_section(const json_t *sec, struct sbx_error *err)
+{
+    static const char *const section_keys[] = {"provider", "image",  "host", "user",
+                                               "network",  "memory", "pids", "cpus"};
+    const char *k;
+    const json_t *v;
+    if (!json_is_object(sec))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "field 'sandbox' must be an object");
+    json_object_foreach((json_t *)sec, k, v)
+    {
+        size_t i = 0;
+        while (i < SBX_ARRAY_LEN(section_keys) && strcmp(section_keys[i], k) != 0)
+            i++;
+        if (i == SBX_ARRAY_LEN(section_keys))
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "field 'sandbox': unknown key '%s' (provider, image, host, user, "
+                                 "network, memory, pids, cpus)",
+                                 k);
+        /* memory: a size ("2G") or bytes; pids: a count; cpus: a number or "none". */
+        int ok = json_is_string(v) || (i >= 5 && json_is_integer(v) && json_integer_value(v) > 0) ||
+                 (i == 7 && json_is_real(v) && json_real_value(v) > 0);
+        if (!ok)
+            return sbx_error_set(err, SBX_E_INVAL, 0, "field 'sandbox': key '%s' has a bad value",
+                                 k);
+    }
+    const char *p = json_string_value(json_object_get(sec, "provider"));
+    if (p && strcmp(p, "local") != 0 && strcmp(p, "docker") != 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "field 'sandbox': unknown provider '%s' (local, docker)", p);
+    return 0;
+}
+
 /* Check the shape of the sandbox fields and anchor a manifest path at the agent file. */
 static int sandbox_fields(json_t *spec, const char *path, struct sbx_error *err)
 {
@@ -157,6 +192,9 @@ static int sandbox_fields(json_t *spec, const char *path, struct sbx_error *err)
         return sbx_error_set(err, SBX_E_INVAL, 0, "field 'run_as' must be a user name");
     if ((v = json_object_get(spec, "base_instructions")) && !json_is_string(v))
         return sbx_error_set(err, SBX_E_INVAL, 0, "field 'base_instructions' must be a string");
+    int rc;
+    if ((v = json_object_get(spec, "sandbox")) && (rc = sandbox_section(v, err)) < 0)
+        return rc;
     if (json_is_string(m)) {
         char *mp = relative_to(path, json_string_value(m));
         sbx_json_set(spec, "manifest", sbx_json_str(mp));
@@ -248,7 +286,7 @@ static int configure(struct sbx_agent_file *f, struct sbx_agent *a, const char *
             return rc;
     }
     static const char *const sandbox_keys[] = {"manifest", "capabilities", "run_as",
-                                               "base_instructions"};
+                                               "base_instructions", "sandbox"};
     json_t *spec = NULL;
     /* The SDK's field name; one agent must not say it twice. */
     json_t *dm = json_object_get(doc, "default_manifest");

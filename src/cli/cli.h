@@ -5,7 +5,9 @@
 
 #include <stdint.h>
 
+#include "sbx/docker.h"
 #include "sbx/error.h"
+#include "sbx/local.h"
 #include "sbx/model.h"
 
 /* Exit statuses shared by every verb. */
@@ -43,8 +45,6 @@ struct sbx_progress;
 typedef void cli_progress_cb(void *data, const struct sbx_progress *p);
 cli_progress_cb *cli_progress_fn(void);
 
-struct sbx_local_options;
-struct sbx_local_grant;
 /* A size with an optional K/M/G suffix (powers of 1024). Returns 0 or -1. */
 int cli_parse_size(const char *s, uint64_t *out);
 /* The local sandbox options shared by `sandbox create` and `run`: --isolation, --network,
@@ -56,6 +56,55 @@ int cli_local_option(int argc, char **argv, int *i, struct sbx_local_options *o,
 /* After the options: apply --allow-dangerous-grant PATH to the grants with that source and warn
  * on stderr for each. Returns CLI_OK, or CLI_USAGE when PATH names no grant. */
 int cli_local_finish(struct sbx_local_options *o, struct sbx_local_grant *grants);
+/* The provider of a new sandbox and its options (`sandbox create`, `run`): --provider
+ * local|docker, the local options above, the docker ones (--image, --docker-host, --user,
+ * --cap-add, --allow-cap-add); --network, --memory, --pids and --cpus serve both, --network
+ * with each provider's modes. Initialise with cli_sandbox_opts_init; never copied (local.grants
+ * points into it). */
+struct cli_sandbox_opts {
+    const char *provider; /* as given; NULL: local */
+    struct sbx_local_options local;
+    struct sbx_local_grant grants[SBX_LOCAL_MAX_GRANTS];
+    struct sbx_docker_options docker;
+    const char *caps[SBX_DOCKER_MAX_CAPS];
+    char *network;           /* --network's value (read by cli_sandbox_finish) */
+    const char *local_only;  /* the first local-only option given, for the usage error */
+    const char *docker_only; /* the first docker-only option given */
+};
+void cli_sandbox_opts_init(struct cli_sandbox_opts *o);
+/* An option of a new sandbox at argv[*i] (its value at argv[*i + 1]; argc 1: a flag alone):
+ * 1 consumed (*i past its value), 0 none of them, or CLI_USAGE after printing why. */
+int cli_sandbox_option(int argc, char **argv, int *i, struct cli_sandbox_opts *o);
+/* After the options: the provider is known ("unknown provider" lists them), options of the
+ * other provider are refused naming them, --network is read, the limits go to the docker
+ * options, and cli_local_finish runs. verb as for cli_usage. Returns CLI_OK or CLI_USAGE. */
+int cli_sandbox_finish(struct cli_sandbox_opts *o, const char *verb);
+/* The name of o's provider ("local" or "docker"). */
+const char *cli_sandbox_provider(const struct cli_sandbox_opts *o);
+/* A client of o's provider with its options. */
+int cli_sandbox_client(struct cli_sandbox_opts *o, struct sbx_client **out, struct sbx_error *err);
+
+/* By-id commands (sandbox-provider.c): an id is looked up in the local provider first, then
+ * through the docker engine when one is configured (--docker-host, $DOCKER_HOST, or
+ * /var/run/docker.sock exists). */
+struct sbx_client;
+struct sbx_session;
+/* --docker-host URL at argv[*i]: 1 consumed, 0 not it, CLI_USAGE without a value. */
+int cli_docker_host_option(int argc, char **argv, int *i, const char *verb);
+/* The engine of by-id commands, or NULL when none is configured. */
+const char *cli_docker_host(void);
+/* A client of provider ("local", "docker") for by-id commands. */
+int cli_client_new(const char *provider, struct sbx_client **out, struct sbx_error *err);
+/* op on the sandbox id through the client of the provider that has it: each provider in turn
+ * until op fails with anything but SBX_E_NOTFOUND. *out: that client (caller frees; NULL on
+ * failure). */
+typedef int cli_sandbox_op(struct sbx_client *c, const char *id, void *data, struct sbx_error *err);
+int cli_sandbox_by_id(const char *id, cli_sandbox_op *op, void *data, struct sbx_client **out,
+                      struct sbx_error *err);
+/* Attach to sandbox id, whichever provider has it. */
+int cli_sandbox_attach(const char *id, struct sbx_client **c, struct sbx_session **s,
+                       struct sbx_error *err);
+
 struct sbx_strv;
 /* --pass-secret NAME: add NAME to pass after checking it is one of sbx's own credentials
  * (sbx_manifest_harness_credential). Returns 1, or CLI_USAGE after printing why. */

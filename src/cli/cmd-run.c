@@ -565,6 +565,69 @@ const char *cli_model_name(const char *given)
     return name && name[0] ? name : "gpt-4.1";
 }
 
+static int session_probe(struct sbx_client *c, const char *id, void *data, struct sbx_error *err)
+{
+    struct sbx_session *s = NULL;
+    int rc = sbx_client_attach(c, id, &s, err);
+    sbx_session_free(s);
+    return rc;
+}
+
+/* The sandbox options of the command line, kept to be applied over an agent file's. */
+struct sandbox_args {
+    char name[24][32];
+    char *value[24]; /* NULL: a flag */
+    size_t n;
+    char *held[8]; /* values made from the agent file */
+    size_t n_held;
+    int done;
+};
+
+static int apply_option(struct cli_sandbox_opts *o, const char *name, char *value)
+{
+    char *pair[] = {(char *)name, value};
+    int j = 0, r = cli_sandbox_option(value ? 2 : 1, pair, &j, o);
+    return r == 1 ? CLI_OK : r ? r : cli_usage("run ", "unknown sandbox option '%s'", name);
+}
+
+/* o from the sandbox section of agent's file (agent NULL: none) under the command line's
+ * options: those win, and a --provider other than the file's leaves the file's options out. */
+static int sandbox_options(struct cli_sandbox_opts *o, struct sandbox_args *sa,
+                           const struct sbx_agent *agent)
+{
+    static const char *const keys[][2] = {{"provider", "--provider"}, {"image", "--image"},
+                                          {"host", "--docker-host"},  {"user", "--user"},
+                                          {"network", "--network"},   {"memory", "--memory"},
+                                          {"pids", "--pids"},         {"cpus", "--cpus"}};
+    const json_t *sec = agent ? json_object_get(sbx_agent_sandbox_spec(agent), "sandbox") : NULL;
+    const char *file_provider = json_string_value(json_object_get(sec, "provider"));
+    int rc = CLI_OK;
+    cli_sandbox_opts_init(o);
+    for (size_t i = 0; i < sa->n; i++)
+        if (strcmp(sa->name[i], "--provider") == 0 && file_provider &&
+            strcmp(sa->value[i], file_provider) != 0)
+            sec = NULL;
+    for (size_t k = 0; sec && k < SBX_ARRAY_LEN(keys) && rc == CLI_OK; k++) {
+        const json_t *v = json_object_get(sec, keys[k][0]);
+        if (!v || sa->n_held >= SBX_ARRAY_LEN(sa->held))
+            continue;
+        char *text = json_is_string(v)    ? sbx_xstrdup(json_string_value(v))
+                     : json_is_integer(v) ? sbx_xasprintf("%lld", (long long)json_integer_value(v))
+                                          : sbx_xasprintf("%g", json_real_value(v));
+        sa->held[sa->n_held++] = text;
+        rc = apply_option(o, keys[k][1], text);
+    }
+    for (size_t i = 0; i < sa->n && rc == CLI_OK; i++)
+        rc = apply_option(o, sa->name[i], sa->value[i]);
+    if (rc == CLI_OK)
+        rc = cli_sandbox_finish(o, "run ");
+    if (rc == CLI_OK && strcmp(cli_sandbox_provider(o), "docker") == 0 && !o->docker.image)
+        rc = cli_usage("run ", "--provider docker needs --image IMAGE (or image: in the agent "
+                               "file's sandbox: section; an image the engine has: sbx never "
+                               "pulls)");
+    return rc;
+}
+
 int cmd_run(int argc, char **argv)
 {
     enum {
@@ -628,6 +691,12 @@ int cmd_run(int argc, char **argv)
             {"allow-dangerous-grant", required_argument, NULL, OPT_LOCAL},
             {"pass-secret", required_argument, NULL, OPT_PASS},
             {"disk", required_argument, NULL, OPT_LOCAL},
+            {"provider", required_argument, NULL, OPT_LOCAL},
+            {"image", required_argument, NULL, OPT_LOCAL},
+            {"docker-host", required_argument, NULL, OPT_LOCAL},
+            {"user", required_argument, NULL, OPT_LOCAL},
+            {"cap-add", required_argument, NULL, OPT_LOCAL},
+            {"allow-cap-add", no_argument, NULL, OPT_LOCAL},
             {"state", required_argument, NULL, OPT_RUNSTATE},
             {"resume", required_argument, NULL, OPT_RESUME},
             {"approve", required_argument, NULL, OPT_DECISION},
@@ -652,8 +721,8 @@ int cmd_run(int argc, char **argv)
     struct sbx_sandbox_run *sr = NULL;
     char *prompt = NULL;
     json_t *input = NULL, *session_state = NULL, *agent_files = NULL, *meta = NULL;
-    struct sbx_local_options lopt = {0};
-    struct sbx_local_grant grants[SBX_LOCAL_MAX_GRANTS];
+    static struct cli_sandbox_opts so;
+    struct sandbox_args sa = {0};
     struct sbx_client *client = NULL, *port_client = NULL;
     struct sbx_conversation_store *conv = NULL;
     struct sbx_strv pass;
@@ -669,15 +738,12 @@ int cmd_run(int argc, char **argv)
     optind = 1;
     while ((c = getopt_long(argc, argv, "+a:m:h", longopts, &li)) != -1) {
         switch (c) {
-        case OPT_LOCAL: {
-            char name[32];
-            snprintf(name, sizeof(name), "--%s", longopts[li].name);
-            char *pair[] = {name, optarg};
-            int j = 0, r = cli_local_option(2, pair, &j, &lopt, grants);
-            if (r != 1)
-                return r ? r : CLI_USAGE;
+        case OPT_LOCAL:
+            if (sa.n >= SBX_ARRAY_LEN(sa.name))
+                return cli_usage("run ", "too many sandbox options");
+            snprintf(sa.name[sa.n], sizeof(sa.name[0]), "--%s", longopts[li].name);
+            sa.value[sa.n++] = optarg;
             break;
-        }
         case OPT_PASS: {
             int r = cli_pass_secret(optarg, &pass);
             if (r != 1) {
@@ -803,8 +869,11 @@ int cmd_run(int argc, char **argv)
     scfg.pass_secrets = &pass;
     if (!rd.json)
         scfg.progress = cli_progress_fn();
-    if ((rc = cli_local_finish(&lopt, grants)) != CLI_OK)
+    /* Without an agent file now, so that a usage error comes before anything is read; with one,
+     * under its sandbox section once it is loaded (once only: the parsers cut values). */
+    if (!agent_path && (rc = sandbox_options(&so, &sa, NULL)) != CLI_OK)
         goto out_quiet;
+    sa.done = !agent_path;
     rc = CLI_FAIL;
     if (argc - optind > 1)
         return cli_usage("run ", "give the prompt as one argument (quote it)");
@@ -872,6 +941,9 @@ int cmd_run(int argc, char **argv)
         sbx_agent_set_instructions(own_agent, "You are a helpful assistant.");
         agent = own_agent;
     }
+    if (!sa.done && (rc = sandbox_options(&so, &sa, file ? agent : NULL)) != CLI_OK)
+        goto out_quiet;
+    rc = CLI_FAIL;
     /* Without -m, each agent's own model name is sent; this is the fallback. */
     const char *name = cli_model_name(model_name);
     mopt.cancel = &interrupted;
@@ -910,8 +982,18 @@ int cmd_run(int argc, char **argv)
     int sandboxed = agent_path || scfg.all_agents;
     if (sandboxed && !scfg.session_id) {
         /* A run that can be continued keeps its sandboxes beyond this process. */
-        lopt.tied = !scfg.keep && !scfg.resumable;
-        if (sbx_client_new("local", &lopt, &client, &err) < 0)
+        so.local.tied = !scfg.keep && !scfg.resumable;
+        /* A saved docker sandbox is resumed through the engine, as by-id commands find it. */
+        const char *sp = json_string_value(json_object_get(session_state, "provider"));
+        if (!so.provider && sp && strcmp(sp, "docker") == 0)
+            so.provider = "docker";
+        if (cli_sandbox_client(&so, &client, &err) < 0)
+            goto out;
+        scfg.client = client;
+    }
+    /* --session ID: through the client of the provider that has it. */
+    if (sandboxed && scfg.session_id) {
+        if (cli_sandbox_by_id(scfg.session_id, session_probe, NULL, &client, &err) < 0)
             goto out;
         scfg.client = client;
     }
@@ -998,5 +1080,7 @@ out_quiet:
         rc = 128 + interrupted;
     sbx_strv_release(&pass);
     cli_run_state_release(&rs);
+    for (size_t i = 0; i < sa.n_held; i++)
+        free(sa.held[i]);
     return rc;
 }

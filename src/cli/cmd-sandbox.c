@@ -26,20 +26,6 @@
 
 #define VERB "sandbox "
 
-static int new_client(struct sbx_client **c, struct sbx_error *err)
-{
-    return sbx_client_new("local", NULL, c, err);
-}
-
-static int attach(const char *id, struct sbx_client **c, struct sbx_session **s,
-                  struct sbx_error *err)
-{
-    int rc = new_client(c, err);
-    if (rc == 0)
-        rc = sbx_client_attach(*c, id, s, err);
-    return rc;
-}
-
 static int print_json(const json_t *v)
 {
     char *text = sbx_json_dumps(v, SBX_JSON_PRETTY);
@@ -274,9 +260,9 @@ static int cmd_create(int argc, char **argv)
     const char *manifest_path = NULL;
     int json = 0;
     struct sbx_create_spec spec = {.progress = cli_progress_fn()};
-    struct sbx_local_options opts = {0};
+    static struct cli_sandbox_opts so;
+    struct sbx_local_options *opts = &so.local;
     int ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
-    struct sbx_local_grant grants[SBX_LOCAL_MAX_GRANTS];
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx_client *c = NULL;
     struct sbx_session *s = NULL;
@@ -285,6 +271,7 @@ static int cmd_create(int argc, char **argv)
     struct sbx_strv pass;
     int rc;
 
+    cli_sandbox_opts_init(&so);
     sbx_strv_init(&pass);
     spec.pass_secrets = &pass;
     for (int i = 1; i < argc; i++) {
@@ -307,19 +294,23 @@ static int cmd_create(int argc, char **argv)
             long p = strtol(argv[++i], &end, 10);
             if (*end || p < 1 || p > 65535)
                 return cli_usage(VERB, "bad port '%s'", argv[i]);
-            if (opts.n_exposed_ports >= SBX_LOCAL_MAX_EXPOSED_PORTS)
+            if (opts->n_exposed_ports >= SBX_LOCAL_MAX_EXPOSED_PORTS)
                 return cli_usage(VERB, "too many ports");
-            ports[opts.n_exposed_ports++] = (int)p;
+            ports[opts->n_exposed_ports++] = (int)p;
         } else {
-            int r = cli_local_option(argc, argv, &i, &opts, grants);
+            int r = cli_sandbox_option(argc, argv, &i, &so);
             if (r == 0)
                 return cli_usage(VERB "create ", "create: unexpected argument '%s'", a);
             if (r != 1)
                 return r;
         }
     }
-    opts.exposed_ports = ports;
-    if ((rc = cli_local_finish(&opts, grants)) != CLI_OK) {
+    opts->exposed_ports = ports;
+    int docker = strcmp(cli_sandbox_provider(&so), "docker") == 0;
+    if ((rc = cli_sandbox_finish(&so, VERB "create ")) == CLI_OK && docker && !so.docker.image)
+        rc = cli_usage(VERB "create ", "create: --provider docker needs --image IMAGE (an image "
+                                       "the engine has: sbx never pulls)");
+    if (rc != CLI_OK) {
         sbx_strv_release(&pass);
         return rc;
     }
@@ -332,12 +323,17 @@ static int cmd_create(int argc, char **argv)
         }
         spec.manifest = m;
     }
-    rc = sbx_client_new("local", &opts, &c, &err);
+    rc = cli_sandbox_client(&so, &c, &err);
     if (rc == 0)
         rc = sbx_client_create(c, &spec, &s, &err);
     if (rc == 0)
         rc = sbx_session_state(s, &state, &err);
-    if (rc == 0 && opts.network == SBX_LOCAL_NETWORK_HOST)
+    if (rc == 0 && docker && so.docker.network == SBX_DOCKER_NETWORK_HOST)
+        fprintf(stderr,
+                "sbx: warning: sandbox '%s' has network 'host': DANGEROUS, its commands "
+                "reach everything this host can (local services, metadata endpoints)\n",
+                sbx_session_id(s));
+    if (rc == 0 && !docker && opts->network == SBX_LOCAL_NETWORK_HOST)
         fprintf(stderr,
                 "sbx: warning: sandbox '%s' has network 'full': DANGEROUS, its commands "
                 "reach everything this host can (local services, metadata endpoints)\n",
@@ -560,7 +556,7 @@ static int run_exec(const char *id, const struct sbx_exec_spec *spec, int forwar
     int status = CLI_FAIL;
 
     signal(SIGPIPE, SIG_IGN);
-    int rc = attach(id, &c, &s, &err);
+    int rc = cli_sandbox_attach(id, &c, &s, &err);
     if (rc == 0 && max_output) {
         struct sbx_exec_spec sp = *spec;
         struct sbx_exec_result res = {0};
@@ -634,6 +630,11 @@ static int cmd_exec(int argc, char **argv)
                 return exec_usage(VERB, "bad timeout '%s'", argv[i]);
             }
             spec.timeout_ms = ms;
+        } else if ((rc = cli_docker_host_option(argc, argv, &i, VERB "exec ")) != 0) {
+            if (rc != 1) {
+                sbx_strv_release(&env);
+                return EXEC_SBX_FAILED;
+            }
         } else if (strcmp(a, "--max-output") == 0 && i + 1 < argc) {
             char *end;
             unsigned long long n = strtoull(argv[++i], &end, 10);
@@ -723,6 +724,14 @@ static int cmd_cp(int argc, char **argv)
     const char *sid = NULL, *spath = NULL, *did = NULL, *dpath = NULL;
     int fd = -1, out = -1, rc = 0;
 
+    int i = 1;
+    while (i < argc && (rc = cli_docker_host_option(argc, argv, &i, VERB "cp ")) == 1)
+        i++;
+    if (rc != 0 && rc != 1)
+        return rc;
+    rc = 0;
+    argc -= i - 1;
+    argv += i - 1;
     if (argc != 3)
         return cli_usage(VERB "cp ", "cp: want SRC and DST");
     int src_remote = split_remote(argv[1], &h1, &sid, &spath);
@@ -745,7 +754,7 @@ static int cmd_cp(int argc, char **argv)
                                argv[1]);
             goto out;
         }
-        rc = attach(did, &c, &s, &err);
+        rc = cli_sandbox_attach(did, &c, &s, &err);
         if (rc < 0)
             goto out;
         /* Into a directory: keep the source's name, as cp does. */
@@ -762,7 +771,7 @@ static int cmd_cp(int argc, char **argv)
                                   0, &err);
     } else {
         /* sandbox -> host */
-        rc = attach(sid, &c, &s, &err);
+        rc = cli_sandbox_attach(sid, &c, &s, &err);
         if (rc == 0)
             rc = sbx_session_read_open(s, spath, &fd, NULL, &err);
         if (rc < 0)
@@ -807,23 +816,66 @@ out:
 /* ---------------------------------------------------------------------------------------------
  * ps, port, rm */
 
+/* The sandboxes of provider, each marked with it, appended to list. */
+static int list_provider(const char *provider, int all, json_t *list, struct sbx_error *err)
+{
+    struct sbx_client *c = NULL;
+    json_t *got = NULL, *v;
+    size_t i;
+    int rc = cli_client_new(provider, &c, err);
+    if (rc == 0)
+        rc = all ? sbx_client_list_all(c, &got, err) : sbx_client_list(c, &got, err);
+    /* A provider that keeps no leftovers has only its live ones to show. */
+    if (rc == -SBX_E_UNSUPPORTED && all) {
+        sbx_error_clear(err);
+        rc = sbx_client_list(c, &got, err);
+    }
+    json_array_foreach(got, i, v)
+    {
+        if (!json_object_get(v, "provider"))
+            sbx_json_set(v, "provider", sbx_json_str(provider));
+        json_array_append(list, v);
+    }
+    json_decref(got);
+    sbx_client_free(c);
+    return rc;
+}
+
 static int cmd_ps(int argc, char **argv)
 {
     struct sbx_error err = SBX_ERROR_INIT;
-    struct sbx_client *c = NULL;
-    json_t *list = NULL;
-    int json = 0, all = 0;
+    json_t *list = json_array();
+    const char *only = NULL;
+    int json = 0, all = 0, rc = 0;
     for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0)
+        if (strcmp(argv[i], "--json") == 0) {
             json = 1;
-        else if (strcmp(argv[i], "--all") == 0 || strcmp(argv[i], "-a") == 0)
+        } else if (strcmp(argv[i], "--all") == 0 || strcmp(argv[i], "-a") == 0) {
             all = 1;
-        else
-            return cli_usage(VERB "ps ", "ps: unexpected argument '%s'", argv[i]);
+        } else if (strcmp(argv[i], "--provider") == 0 && i + 1 < argc) {
+            only = argv[++i];
+            if (strcmp(only, "local") != 0 && strcmp(only, "docker") != 0)
+                rc = cli_usage(VERB "ps ", "ps: unknown provider '%s' (local, docker)", only);
+        } else if ((rc = cli_docker_host_option(argc, argv, &i, VERB "ps ")) == 1) {
+            rc = 0;
+        } else {
+            rc = rc ? rc : cli_usage(VERB "ps ", "ps: unexpected argument '%s'", argv[i]);
+        }
+        if (rc != 0) {
+            json_decref(list);
+            return rc;
+        }
     }
-    int rc = new_client(&c, &err);
-    if (rc == 0)
-        rc = all ? sbx_client_list_all(c, &list, &err) : sbx_client_list(c, &list, &err);
+    if (!only || strcmp(only, "local") == 0)
+        rc = list_provider("local", all, list, &err);
+    if (rc == 0 && (only ? strcmp(only, "docker") == 0 : cli_docker_host() != NULL)) {
+        struct sbx_error derr = SBX_ERROR_INIT;
+        /* Asked for: a failure. Only found: its engine may be down, the local list stands. */
+        if (list_provider("docker", all, list, &derr) < 0 && !only)
+            fprintf(stderr, "sbx: warning: docker sandboxes not listed: %s\n", derr.msg);
+        else if (derr.code != SBX_OK)
+            rc = sbx_error_copy(&err, &derr);
+    }
     if (rc == 0) {
         if (json) {
             print_json(list);
@@ -831,15 +883,17 @@ static int cmd_ps(int argc, char **argv)
             size_t i;
             json_t *v;
             if (all)
-                printf("%-16s  %-12s  %-24s  %s\n", "ID", "STATUS", "CREATED", "WORKSPACE");
+                printf("%-16s  %-8s  %-12s  %-24s  %s\n", "ID", "PROVIDER", "STATUS", "CREATED",
+                       "WORKSPACE");
             else
-                printf("%-16s  %-24s  %s\n", "ID", "CREATED", "WORKSPACE");
+                printf("%-16s  %-8s  %-24s  %s\n", "ID", "PROVIDER", "CREATED", "WORKSPACE");
             json_array_foreach(list, i, v)
             {
                 const char *created = json_string_value(json_object_get(v, "created"));
                 const char *ws = json_string_value(json_object_get(v, "workspace"));
                 json_t *left = json_object_get(v, "leftovers");
                 const char *status = json_string_value(json_object_get(v, "status"));
+                const char *prov = json_string_value(json_object_get(v, "provider"));
                 char where[160];
                 if (left)
                     ws = json_string_value(json_object_get(left, "workspace"));
@@ -855,12 +909,12 @@ static int cmd_ps(int argc, char **argv)
                     ws = where;
                 }
                 if (all)
-                    printf("%-16s  %-12s  %-24s  %s\n", json_string_value(json_object_get(v, "id")),
-                           json_string_value(json_object_get(v, "status")), created ? created : "-",
-                           ws ? ws : "-");
+                    printf("%-16s  %-8s  %-12s  %-24s  %s\n",
+                           json_string_value(json_object_get(v, "id")), prov ? prov : "-",
+                           status ? status : "-", created ? created : "-", ws ? ws : "-");
                 else
-                    printf("%-16s  %-24s  %s\n", json_string_value(json_object_get(v, "id")),
-                           created, ws);
+                    printf("%-16s  %-8s  %-24s  %s\n", json_string_value(json_object_get(v, "id")),
+                           prov ? prov : "-", created ? created : "-", ws ? ws : "-");
                 /* What a sandbox that is not live leaves: one indented line each. */
                 size_t k;
                 json_t *cg;
@@ -876,7 +930,6 @@ static int cmd_ps(int argc, char **argv)
         }
     }
     json_decref(list);
-    sbx_client_free(c);
     return rc < 0 ? cli_fail(&err) : CLI_OK;
 }
 
@@ -886,15 +939,23 @@ static int cmd_port(int argc, char **argv)
     struct sbx_client *c = NULL;
     struct sbx_session *s = NULL;
     char *url = NULL, *end;
-    int unix_sock = argc > 1 && strcmp(argv[1], "--unix") == 0;
-    argc -= unix_sock;
-    argv += unix_sock;
+    int unix_sock = 0, i = 1, rc = 0;
+    for (; i < argc; i++) {
+        if (strcmp(argv[i], "--unix") == 0)
+            unix_sock = 1;
+        else if ((rc = cli_docker_host_option(argc, argv, &i, VERB "port ")) != 1)
+            break;
+    }
+    if (rc != 0 && rc != 1)
+        return rc;
+    argc -= i - 1;
+    argv += i - 1;
     if (argc != 3)
         return cli_usage(VERB "port ", "port: want [--unix] ID and PORT");
     long port = strtol(argv[2], &end, 10);
     if (*end || end == argv[2] || port < 1 || port > 65535)
         return cli_usage(VERB "port ", "port: bad port '%s'", argv[2]);
-    int rc = attach(argv[1], &c, &s, &err);
+    rc = cli_sandbox_attach(argv[1], &c, &s, &err);
     if (rc == 0)
         rc = unix_sock ? sbx_local_session_port_unix(s, (int)port, &url, &err)
                        : sbx_session_resolve_port(s, (int)port, &url, &err);
@@ -906,28 +967,31 @@ static int cmd_port(int argc, char **argv)
     return rc < 0 ? cli_fail(&err) : CLI_OK;
 }
 
+static int remove_op(struct sbx_client *c, const char *id, void *data, struct sbx_error *err)
+{
+    return sbx_client_remove(c, id, *(int *)data, err);
+}
+
 static int cmd_rm(int argc, char **argv)
 {
     struct sbx_client *c = NULL;
     struct sbx_error err = SBX_ERROR_INIT;
-    int keep = 0, i, status = CLI_OK;
+    int keep = 0, i, r, status = CLI_OK;
     for (i = 1; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--keep-workspace") == 0)
             keep = 1;
-        else
-            return cli_usage(VERB "rm ", "rm: unknown option '%s'", argv[i]);
+        else if ((r = cli_docker_host_option(argc, argv, &i, VERB "rm ")) != 1)
+            return r ? r : cli_usage(VERB "rm ", "rm: unknown option '%s'", argv[i]);
     }
     if (i >= argc)
         return cli_usage(VERB "rm ", "rm: missing sandbox id");
-    if (new_client(&c, &err) < 0)
-        return cli_fail(&err);
     for (; i < argc; i++) {
-        if (sbx_client_remove(c, argv[i], keep, &err) < 0)
+        if (cli_sandbox_by_id(argv[i], remove_op, &keep, &c, &err) < 0)
             status = cli_fail(&err);
         else
             printf("%s\n", argv[i]);
+        sbx_client_free(c);
     }
-    sbx_client_free(c);
     return status;
 }
 
@@ -945,7 +1009,7 @@ static int cmd_prune(int argc, char **argv)
         else
             return cli_usage(VERB "prune ", "prune: unexpected argument '%s'", argv[i]);
     }
-    int rc = new_client(&c, &err);
+    int rc = cli_client_new("local", &c, &err);
     if (rc == 0)
         rc = sbx_client_prune(c, keep, &removed, &err);
     if (rc == 0 && json) {
@@ -979,7 +1043,7 @@ static int cmd_take_snapshot(int argc, char **argv)
     if (argc < 2 || argc > 3)
         return cli_usage(VERB "snapshot ", "snapshot: want ID and an optional FILE");
     const char *file = argc == 3 ? argv[2] : NULL;
-    int rc = attach(argv[1], &c, &s, &err);
+    int rc = cli_sandbox_attach(argv[1], &c, &s, &err);
     if (rc == 0)
         rc = sbx_snapshot_store_open(NULL, &st, &err);
     if (rc == 0) {
@@ -1013,22 +1077,29 @@ static int cmd_take_snapshot(int argc, char **argv)
     return rc < 0 ? cli_fail(&err) : CLI_OK;
 }
 
+static int stop_op(struct sbx_client *c, const char *id, void *data, struct sbx_error *err)
+{
+    return sbx_client_stop(c, id, NULL, err);
+}
+
 static int cmd_stop(int argc, char **argv)
 {
     struct sbx_client *c = NULL;
     struct sbx_error err = SBX_ERROR_INIT;
-    int status = CLI_OK;
-    if (argc < 2)
+    int status = CLI_OK, i = 1, r = 0;
+    while (i < argc && (r = cli_docker_host_option(argc, argv, &i, VERB "stop ")) == 1)
+        i++;
+    if (r != 0 && r != 1)
+        return r;
+    if (i >= argc)
         return cli_usage(VERB "stop ", "stop: missing sandbox id");
-    if (new_client(&c, &err) < 0)
-        return cli_fail(&err);
-    for (int i = 1; i < argc; i++) {
-        if (sbx_client_stop(c, argv[i], NULL, &err) < 0)
+    for (; i < argc; i++) {
+        if (cli_sandbox_by_id(argv[i], stop_op, NULL, &c, &err) < 0)
             status = cli_fail(&err);
         else
             printf("%s\n", argv[i]);
+        sbx_client_free(c);
     }
-    sbx_client_free(c);
     return status;
 }
 
@@ -1043,6 +1114,17 @@ static int load_trusted_manifest(const char *path, struct sbx_manifest **out, st
     if (rc < 0)
         sbx_error_prefix(err, "manifest '%s'", path);
     return rc;
+}
+
+struct start_data {
+    const struct sbx_resume_opts *ro;
+    struct sbx_session **s;
+};
+
+static int start_op(struct sbx_client *c, const char *id, void *data, struct sbx_error *err)
+{
+    struct start_data *sd = data;
+    return sbx_client_start(c, id, sd->ro, sd->s, err);
 }
 
 static int cmd_start(int argc, char **argv)
@@ -1062,6 +1144,8 @@ static int cmd_start(int argc, char **argv)
         } else if ((strcmp(argv[i], "--manifest") == 0 || strcmp(argv[i], "-m") == 0) &&
                    i + 1 < argc) {
             manifest_path = argv[++i];
+        } else if ((rc = cli_docker_host_option(argc, argv, &i, VERB "start ")) != 0) {
+            rc = rc == 1 ? CLI_OK : rc;
         } else if (argv[i][0] == '-' || id) {
             rc = cli_usage(VERB "start ", "start: unexpected argument '%s'", argv[i]);
         } else {
@@ -1077,10 +1161,9 @@ static int cmd_start(int argc, char **argv)
     struct sbx_resume_opts ro = {.pass_secrets = &pass, .progress = cli_progress_fn()};
     int r = load_trusted_manifest(manifest_path, &m, &err);
     ro.manifest = m;
+    struct start_data sd = {&ro, &s};
     if (r == 0)
-        r = new_client(&c, &err);
-    if (r == 0)
-        r = sbx_client_start(c, id, &ro, &s, &err);
+        r = cli_sandbox_by_id(id, start_op, &sd, &c, &err);
     if (r == 0)
         printf("%s\n", sbx_session_id(s));
     sbx_session_free(s);
@@ -1088,6 +1171,17 @@ static int cmd_start(int argc, char **argv)
     sbx_manifest_free(m);
     sbx_strv_release(&pass);
     return r < 0 ? cli_fail(&err) : CLI_OK;
+}
+
+struct state_data {
+    int snapshot;
+    json_t **out;
+};
+
+static int state_op(struct sbx_client *c, const char *id, void *data, struct sbx_error *err)
+{
+    struct state_data *sd = data;
+    return sbx_client_state(c, id, sd->snapshot, sd->out, err);
 }
 
 static int cmd_state(int argc, char **argv)
@@ -1103,9 +1197,8 @@ static int cmd_state(int argc, char **argv)
     }
     if (argc - i != 1)
         return cli_usage(VERB "state ", "state: want [--no-snapshot] and one sandbox id");
-    int rc = new_client(&c, &err);
-    if (rc == 0)
-        rc = sbx_client_state(c, argv[i], snapshot, &state, &err);
+    struct state_data sd = {snapshot, &state};
+    int rc = cli_sandbox_by_id(argv[i], state_op, &sd, &c, &err);
     if (rc == 0)
         rc = sbx_session_state_serialize(state, &text, &err);
     if (rc == 0)
@@ -1173,7 +1266,11 @@ static int cmd_resume(int argc, char **argv)
         r = load_trusted_manifest(manifest_path, &m, &err);
     struct sbx_resume_opts ro = {
             .pass_secrets = &pass, .manifest = m, .progress = cli_progress_fn()};
-    if (r == 0)
+    /* A docker sandbox's state is resumed through the engine (the local options are moot). */
+    const char *sp = json_string_value(json_object_get(state, "provider"));
+    if (r == 0 && sp && strcmp(sp, "docker") == 0)
+        r = cli_client_new("docker", &c, &err);
+    else if (r == 0)
         r = sbx_client_new("local", &opts, &c, &err);
     if (r == 0)
         r = sbx_client_resume_with(c, state, &ro, &s, &err);

@@ -30,6 +30,30 @@
                 "(OPENAI_API_KEY); refused otherwise"                                              \
     }
 
+/* The provider of a new sandbox and the docker options (cli_sandbox_option). */
+#define DOCKER_OPTIONS                                                                             \
+    {0, "provider", "local|docker", "make the sandbox with this provider (default local)"},        \
+            {0, "image", "IMAGE",                                                                  \
+             "docker: the image of the container (required; one the engine has: sbx never "        \
+             "pulls)"},                                                                            \
+            {0, "docker-host", "URL",                                                              \
+             "docker: the engine's socket, unix:///PATH or /PATH (default $DOCKER_HOST, else "     \
+             "/var/run/docker.sock)"},                                                             \
+            {0, "user", "USER", "docker: the user commands run as (default the image's)"},         \
+            {0, "cap-add", "CAP",                                                                  \
+             "docker: a capability beyond the engine's default set (with --allow-cap-add)"},       \
+    {                                                                                              \
+        0, "allow-cap-add", NULL, "docker: accept --cap-add (each widens what the sandbox can do)" \
+    }
+
+/* --docker-host of the commands that find a sandbox by id. */
+#define DOCKER_HOST_OPTION                                                                        \
+    {                                                                                             \
+        0, "docker-host", "URL",                                                                  \
+                "also look for docker sandboxes through this engine (default $DOCKER_HOST, else " \
+                "/var/run/docker.sock when it exists)"                                            \
+    }
+
 static const struct cli_help_opt top_opts[] = {
         {'h', "help", NULL, "show this help"},
         {0, "version", NULL, "print the version"},
@@ -75,6 +99,7 @@ static const struct cli_help_opt run_opts[] = {
          "give every sandbox agent of the run (handoffs) one sandbox instead of one each"},
         {0, "conversation", "NAME", "continue a stored conversation"},
         LOCAL_OPTIONS,
+        DOCKER_OPTIONS,
         {0, "state", "FILE",
          "save the run's state to FILE after every turn (a new file) and keep its sandboxes "
          "until it completes"},
@@ -100,6 +125,7 @@ static const struct cli_help_opt create_opts[] = {
         {0, "port", "N", "forward this port of the sandbox to the host (repeatable)"},
         {0, "json", NULL, "print the sandbox's state instead of its id"},
         LOCAL_OPTIONS,
+        DOCKER_OPTIONS,
         {'h', "help", NULL, "show this help"},
         {0},
 };
@@ -113,6 +139,7 @@ static const struct cli_help_opt exec_opts[] = {
         {0, "timeout", "SECONDS", "kill the command after this long"},
         {0, "max-output", "BYTES", "most bytes of output kept (not with -i or -t)"},
         {0, "keep-background", NULL, "what the command leaves running lives on until rm"},
+        DOCKER_HOST_OPTION,
         {'h', "help", NULL, "show this help"},
         {0},
 };
@@ -120,6 +147,10 @@ static const struct cli_help_opt exec_opts[] = {
 static const struct cli_help_opt ps_opts[] = {
         {'a', "all", NULL, "also dead, suspended and half-created sandboxes, with what they left"},
         {0, "json", NULL, "print JSON"},
+        {0, "provider", "local|docker",
+         "list only this provider's sandboxes (docker: an engine that cannot be reached is an "
+         "error, not a warning)"},
+        DOCKER_HOST_OPTION,
         {'h', "help", NULL, "show this help"},
         {0},
 };
@@ -128,12 +159,14 @@ static const struct cli_help_opt port_opts[] = {
         {0, "unix", NULL,
          "print the path of a unix socket only you can reach, forwarding to the port (curl "
          "--unix-socket PATH http://x/)"},
+        DOCKER_HOST_OPTION,
         {'h', "help", NULL, "show this help"},
         {0},
 };
 
 static const struct cli_help_opt rm_opts[] = {
         {0, "keep-workspace", NULL, "leave the workspaces in place"},
+        DOCKER_HOST_OPTION,
         {'h', "help", NULL, "show this help"},
         {0},
 };
@@ -150,6 +183,13 @@ static const struct cli_help_opt start_opts[] = {
         {'m', "manifest", "FILE",
          "the manifest the sandbox was made from, whose ephemeral variables (never saved) are "
          "set again"},
+        DOCKER_HOST_OPTION,
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt by_id_opts[] = {
+        DOCKER_HOST_OPTION,
         {'h', "help", NULL, "show this help"},
         {0},
 };
@@ -341,6 +381,8 @@ const struct cli_help cli_help_table[] = {
          "        [--pids N] [--cpus N|none] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
          "        [--allow-dangerous-grant PATH]... [--pass-secret NAME]...\n"
          "        [--disk SIZE|none] [--state FILE] [--no-memory-update] [--port N]...\n"
+         "        [--provider local|docker] [--image IMAGE] [--docker-host URL]\n"
+         "        [--user USER] [--cap-add CAP]... [--allow-cap-add]\n"
          "sbx run --resume FILE [--approve CALL_ID|all]... [--reject CALL_ID\n"
          "        [--reason TEXT]]... [--allow-agent-change] [options]",
          "run an agent against a model",
@@ -366,8 +408,10 @@ const struct cli_help cli_help_table[] = {
          "exports the first to FILE), printing 'snapshot sha256:... (agent 'NAME', sandbox ID)' "
          "on stderr for each.\n\n"
          "The sandboxes are isolated (no network) unless told otherwise; the isolation options "
-         "are those of 'sbx sandbox create'. --pass-secret OPENAI_API_KEY lets a manifest's "
-         "{type: secret, env: OPENAI_API_KEY} read the model's key (refused otherwise).\n\n"
+         "are those of 'sbx sandbox create', --provider docker --image IMAGE included (or the "
+         "agent file's sandbox: section, which they override). --pass-secret OPENAI_API_KEY "
+         "lets a manifest's {type: secret, env: OPENAI_API_KEY} read the model's key (refused "
+         "otherwise).\n\n"
          "--state FILE saves the run's state to FILE after every turn (a new file) and keeps its "
          "sandboxes until it completes. A tool call that needs approval (needs_approval in the "
          "agent file) stops the run with status 4, listing the pending calls; --resume FILE "
@@ -390,9 +434,11 @@ const struct cli_help cli_help_table[] = {
          "is gone).",
          "sandbox conversation state memory snapshot", 0},
 
-        {"sandbox", NULL, "sbx sandbox <command> [options]", "create and use local sandboxes",
-         "Local sandboxes with Docker's habits: create one, run commands in it, copy files in "
-         "and out, snapshot, stop, start and remove it.",
+        {"sandbox", NULL, "sbx sandbox <command> [options]", "create and use sandboxes",
+         "Sandboxes with Docker's habits: create one, run commands in it, copy files in and "
+         "out, snapshot, stop, start and remove it. They are local (a supervisor on this host) "
+         "or, with --provider docker, containers of a Docker engine or podman; the commands "
+         "that take an id find either kind.",
          help_only, STATUS_COMMON, "run snapshot", 0},
         {"sandbox create", NULL,
          "sbx sandbox create [--manifest FILE] [--workspace DIR] [--snapshot FILE|REF]\n"
@@ -401,7 +447,11 @@ const struct cli_help cli_help_table[] = {
          "                   [--memory SIZE] [--pids N] [--cpus N|none]\n"
          "                   [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
          "                   [--port-bind ADDR] [--allow-port N]... [--disk SIZE|none]\n"
-         "                   [--allow-dangerous-grant PATH]... [--pass-secret NAME]...",
+         "                   [--allow-dangerous-grant PATH]... [--pass-secret NAME]...\n"
+         "sbx sandbox create --provider docker --image IMAGE [--docker-host URL]\n"
+         "                   [--user USER] [--network none|bridge|host] [--memory SIZE]\n"
+         "                   [--pids N] [--cpus N|none] [--cap-add CAP]... [--allow-cap-add]\n"
+         "                   [--manifest FILE] [--port N]... [--json]",
          "create a sandbox and print its id",
          "Creates a sandbox and prints its id (--json: its state). It is isolated with no "
          "network unless told otherwise; allow:a.org,*.b.org lets HTTP(S) to those names "
@@ -410,12 +460,17 @@ const struct cli_help cli_help_table[] = {
          "sockets are refused unless --allow-dangerous-grant PATH; --pass-secret "
          "OPENAI_API_KEY lets the manifest read it; --disk: workspace size limit (default 8G; "
          "needs root); --snapshot: start from a snapshot (an archive or a store reference), "
-         "then apply the manifest's ephemeral entries.",
+         "then apply the manifest's ephemeral entries.\n\n"
+         "--provider docker makes the sandbox a container of a Docker engine (or podman's "
+         "Docker-compatible service) from an image it already has (sbx never pulls), with the "
+         "manifest materialised into its workspace; network none unless --network bridge or "
+         "host (DANGEROUS); ports resolve through a relay on 127.0.0.1. The local-only options "
+         "(--isolation, --ro, --rw, --disk, --workspace...) are refused with it.",
          create_opts, STATUS_COMMON, "sandbox run manifest", CLI_HELP_ANYWHERE},
         {"sandbox exec", NULL,
          "sbx sandbox exec [-t] [-i] [--cwd DIR] [--env KEY=VALUE]... [--user NAME]\n"
          "                 [--timeout SECONDS] [--max-output BYTES] [--keep-background]\n"
-         "                 ID -- CMD...",
+         "                 [--docker-host URL] ID -- CMD...",
          "run a command in a sandbox",
          "Runs a command; exits with its status. What it leaves running dies with it unless "
          "--keep-background (then at rm).",
@@ -426,23 +481,29 @@ const struct cli_help cli_help_table[] = {
         {"sandbox shell", NULL, "sbx sandbox shell ID", "an interactive shell on a terminal",
          "Runs /bin/sh -i in the sandbox on a terminal.", help_only,
          "the shell's status; 125 sbx failed.", "sandbox-exec", 0},
-        {"sandbox cp", NULL, "sbx sandbox cp SRC DST", "copy a file in or out",
+        {"sandbox cp", NULL, "sbx sandbox cp [--docker-host URL] SRC DST", "copy a file in or out",
          "Copies a file; ID:PATH names a path in a sandbox, exactly one of SRC and DST is one. "
          "'-' is standard input or output.",
-         help_only, STATUS_COMMON, "sandbox", 0},
-        {"sandbox ps", "ls", "sbx sandbox ps [--all] [--json]", "list sandboxes",
+         by_id_opts, STATUS_COMMON, "sandbox", 0},
+        {"sandbox ps", "ls",
+         "sbx sandbox ps [--all] [--json] [--provider local|docker] [--docker-host URL]",
+         "list sandboxes",
          "Lists live and stopped sandboxes (--all: also dead, suspended and half-created ones, "
-         "with what they left). 'sbx sandbox ls' is the same.",
+         "with what they left), local ones and those of the docker engine when one is "
+         "configured (PROVIDER column; an engine that does not answer is a warning). 'sbx "
+         "sandbox ls' is the same.",
          ps_opts, STATUS_COMMON, "sandbox-prune sandbox", CLI_HELP_ANYWHERE},
         {"sandbox snapshot", NULL, "sbx sandbox snapshot ID [FILE]", "snapshot a workspace",
          "Snapshots the workspace into the store (incremental) and prints its reference; with "
          "FILE also exports it there (tar + zstd).",
          help_only, STATUS_COMMON, "snapshot sandbox-stop", 0},
-        {"sandbox stop", NULL, "sbx sandbox stop ID...", "snapshot, then end a sandbox",
+        {"sandbox stop", NULL, "sbx sandbox stop [--docker-host URL] ID...",
+         "snapshot, then end a sandbox",
          "Snapshots, then ends the sandbox: nothing runs, only the snapshot and its state are "
          "kept.",
-         help_only, STATUS_COMMON, "sandbox-start sandbox-rm", 0},
-        {"sandbox start", NULL, "sbx sandbox start [--pass-secret NAME]... [--manifest FILE] ID",
+         by_id_opts, STATUS_COMMON, "sandbox-start sandbox-rm", 0},
+        {"sandbox start", NULL,
+         "sbx sandbox start [--pass-secret NAME]... [--manifest FILE] [--docker-host URL] ID",
          "bring a stopped sandbox back",
          "Brings a stopped sandbox back: same id, content, manifest, options and limits; "
          "--manifest: the manifest it was made from, whose ephemeral variables (never saved) "
@@ -463,13 +524,14 @@ const struct cli_help cli_help_table[] = {
          "no isolation or more network only when accepted with the same options; --manifest as "
          "for start.",
          resume_opts, STATUS_COMMON, "sandbox-state sandbox-start", CLI_HELP_ANYWHERE},
-        {"sandbox port", NULL, "sbx sandbox port [--unix] ID PORT",
+        {"sandbox port", NULL, "sbx sandbox port [--unix] [--docker-host URL] ID PORT",
          "the host URL of a sandbox port",
          "Prints the host URL of a port a service listens on (on 127.0.0.1, reachable by every "
          "local user); --unix: the path of a unix socket only you can reach, forwarding to it "
          "(curl --unix-socket PATH http://x/).",
          port_opts, STATUS_COMMON, "sandbox-create", 0},
-        {"sandbox rm", NULL, "sbx sandbox rm [--keep-workspace] ID...", "remove sandboxes",
+        {"sandbox rm", NULL, "sbx sandbox rm [--keep-workspace] [--docker-host URL] ID...",
+         "remove sandboxes",
          "Stops sandboxes and removes their workspaces (a sandbox that does not answer is "
          "killed; a stopped one's record goes and its snapshot is no longer held).",
          rm_opts, STATUS_COMMON, "sandbox-prune sandbox-stop", 0},

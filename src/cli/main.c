@@ -8,6 +8,7 @@
 
 #include "cli/cli.h"
 #include "cli/help.h"
+#include "sandbox/session/relay.h"
 #include "sbx/local.h"
 #include "sbx/log.h"
 #include "sbx/progress.h"
@@ -131,6 +132,8 @@ int main(int argc, char **argv)
     /* Hidden: the supervisor of a local sandbox is this binary re-executed. */
     if (strcmp(name, SBX_LOCAL_SUPERVISE_VERB) == 0)
         return sbx_local_supervise_main(argc - 1, argv + 1);
+    if (strcmp(name, SBX__RELAY_VERB) == 0)
+        return sbx__relay_main(argc - 1, argv + 1);
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0)
         return cli_help_main(1, argv + 1);
     if (strcmp(name, "--version") == 0)

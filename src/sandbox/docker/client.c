@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "sandbox/docker/docker.h"
+#include "sandbox/docker/relay.h"
 #include "sandbox/session/internal.h"
 #include "sbx/hash.h"
 #include "sbx/json.h"
@@ -86,6 +87,9 @@ static int valid_container_id(const char *id)
     return 1;
 }
 
+static int inspect(const struct sbx__dk_engine *e, const char *container, json_t **out,
+                   struct sbx_error *err);
+
 /* ---------------------------------------------------------------------------------------------
  * Sessions */
 
@@ -100,9 +104,17 @@ static int sess_resolve_port(struct sbx_session *bs, int port, char **out_url,
     json_array_foreach(ports, i, v) listed |= json_integer_value(v) == port;
     if (!listed)
         return sbx_error_set(err, SBX_E_PERM, 0, "port %d is not among the exposed ports", port);
-    (void)out_url;
-    return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                         "sandbox '%s': ports of docker sandboxes need the port relay", s->base.id);
+    /* The relay enters the network namespace of the container's init, seen from this host. */
+    json_t *insp = NULL;
+    int rc = inspect(&s->eng, s->container, &insp, err);
+    json_t *st = json_object_get(insp, "State");
+    json_int_t pid = json_integer_value(json_object_get(st, "Pid"));
+    if (rc == 0 && (!json_is_true(json_object_get(st, "Running")) || pid <= 0))
+        rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox '%s' is not running", s->base.id);
+    if (rc == 0)
+        rc = sbx__docker_relay_start(s->base.id, (pid_t)pid, port, out_url, err);
+    json_decref(insp);
+    return rc;
 }
 
 static int sess_state(struct sbx_session *bs, json_t **out, struct sbx_error *err)
@@ -759,6 +771,9 @@ static int dc_remove(struct sbx_client *bc, const char *prefix, int keep_workspa
         rc = find(c, prefix, &cid, &id, &running, err);
     if (rc == 0)
         rc = remove_container(&c->eng, cid, err);
+    /* Its relays end with its init; their records go with it. */
+    if (rc == 0)
+        rc = sbx__docker_relay_forget(id, err);
     free(cid);
     free(id);
     return rc;

@@ -2,7 +2,6 @@
  * operations (commands through the control socket, files through a workspace directory fd that
  * the supervisor hands out). */
 #include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -25,6 +24,7 @@
 #include "sandbox/local/isolate.h"
 #include "sandbox/local/local.h"
 #include "sandbox/local/net.h"
+#include "sandbox/session/host.h"
 #include "sandbox/session/internal.h"
 #include "sbx/fs.h"
 #include "sbx/hash.h"
@@ -1035,92 +1035,6 @@ out:
 /* ---------------------------------------------------------------------------------------------
  * Client */
 
-static int executable(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
-}
-
-/* Where a program linked with libsbx.so finds the supervisor: next to the library (a build
- * directory), then in the libexecdir of the tree the library sits in (an installed tree, also
- * when moved or installed with DESTDIR). *out NULL when neither has one. */
-static void supervisor_by_library(char **out)
-{
-    Dl_info info;
-    *out = NULL;
-    if (!dladdr((void *)supervisor_by_library, &info) || !info.dli_fname ||
-        info.dli_fname[0] != '/')
-        return;
-    const char *slash = strrchr(info.dli_fname, '/');
-    int dlen = (int)(slash - info.dli_fname);
-    char *p = sbx_xasprintf("%.*s/sbx-supervisor", dlen, info.dli_fname);
-    if (executable(p)) {
-        *out = p;
-        return;
-    }
-    free(p);
-    size_t rel = strlen(SBX_LIBDIR_REL);
-    if (SBX_LIBDIR_REL[0] != '/' && (size_t)dlen > rel &&
-        memcmp(info.dli_fname + dlen - rel, SBX_LIBDIR_REL, rel) == 0 &&
-        info.dli_fname[dlen - rel - 1] == '/') {
-        p = sbx_xasprintf("%.*s/%s/sbx-supervisor", (int)(dlen - rel - 1), info.dli_fname,
-                          SBX_LIBEXECDIR_REL);
-        if (executable(p)) {
-            *out = p;
-            return;
-        }
-        free(p);
-    }
-}
-
-/* The supervisor program: the configured one, $SBX_SUPERVISOR, sbx-supervisor next to the
- * running program (an sbx binary, a build directory), next to libsbx.so or in its tree's
- * libexecdir, the installed one in libexecdir, and last an sbx binary (it serves too, but
- * links every layer and libcurl). */
-static int find_supervisor(const struct local_client *c, char **out, struct sbx_error *err)
-{
-    const char *env = getenv("SBX_SUPERVISOR");
-    char self[PATH_MAX];
-    char *path = NULL;
-    if (c->supervisor_path) {
-        path = sbx_xstrdup(c->supervisor_path);
-    } else if (env && env[0]) {
-        path = sbx_xstrdup(env);
-    } else {
-        ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-        const char *base = NULL;
-        if (n > 0) {
-            self[n] = '\0';
-            base = strrchr(self, '/');
-        }
-        if (base) {
-            char *next = sbx_xasprintf("%.*s/sbx-supervisor", (int)(base - self), self);
-            if (executable(next))
-                path = next;
-            else
-                free(next);
-        }
-        if (!path)
-            supervisor_by_library(&path);
-        if (!path && executable(SBX_LIBEXECDIR "/sbx-supervisor"))
-            path = sbx_xstrdup(SBX_LIBEXECDIR "/sbx-supervisor");
-        if (!path && base && strcmp(base + 1, "sbx") == 0)
-            path = sbx_xstrdup(self);
-        if (!path)
-            path = sbx_xstrdup(SBX_BINDIR "/sbx");
-    }
-    if (access(path, X_OK) < 0) {
-        int rc = sbx_error_errno(err, errno,
-                                 "cannot run the supervisor '%s' (set SBX_SUPERVISOR to the "
-                                 "sbx-supervisor program)",
-                                 path);
-        free(path);
-        return rc;
-    }
-    *out = path;
-    return 0;
-}
-
 /* Start the supervisor detached (its own session, reparented away from us) and wait until it
  * reports that it serves. */
 struct while_starting {
@@ -1770,8 +1684,8 @@ static int create_impl(struct local_client *c, const struct sbx_create_spec *spe
             goto out;
         }
     }
-    if ((rc = find_supervisor(c, &sup, err)) < 0 ||
-        (rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err)) < 0)
+    if ((rc = sbx__supervisor_program(c->supervisor_path, &sup, err)) < 0 ||
+        (rc = sbx__runtime_base(c->runtime_dir, &rundir, err)) < 0)
         goto out;
     if (spec->id)
         memcpy(id, spec->id, sizeof(id));
@@ -2062,7 +1976,7 @@ static int lc_attach(struct sbx_client *bc, const char *prefix, struct sbx_sessi
     char *rundir = NULL, *id = NULL, *dir = NULL;
     json_t *state = NULL, *req = NULL, *reply = NULL;
     int rc;
-    if ((rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err)) < 0)
+    if ((rc = sbx__runtime_base(c->runtime_dir, &rundir, err)) < 0)
         goto out;
     if ((rc = resolve_id(rundir, prefix, &id, err)) == -SBX_E_NOTFOUND) {
         char *sdir = NULL, *sid = NULL;
@@ -2251,7 +2165,7 @@ static int list_entries(struct local_client *c, char **rundir_out, json_t **out,
                         struct sbx_error *err)
 {
     char *rundir = NULL;
-    int rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err);
+    int rc = sbx__runtime_base(c->runtime_dir, &rundir, err);
     if (rc == 0)
         rc = scan_runtime(rundir, describe_entry, out, err);
     if (rc == 0)
@@ -2367,7 +2281,7 @@ static int lc_list(struct sbx_client *bc, json_t **out, struct sbx_error *err)
 {
     struct local_client *c = (struct local_client *)bc;
     char *rundir = NULL;
-    int rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err);
+    int rc = sbx__runtime_base(c->runtime_dir, &rundir, err);
     if (rc == 0)
         rc = scan_runtime(rundir, live_state, out, err);
     if (rc == 0) {
@@ -2385,7 +2299,7 @@ static int lc_remove(struct sbx_client *bc, const char *prefix, int keep_workspa
     char *rundir = NULL, *id = NULL, *dir = NULL;
     json_t *state = NULL;
     int rc;
-    if ((rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err)) < 0)
+    if ((rc = sbx__runtime_base(c->runtime_dir, &rundir, err)) < 0)
         goto out;
     if ((rc = resolve_id(rundir, prefix, &id, err)) == -SBX_E_NOTFOUND) {
         /* A stopped sandbox is its record and the hold on its snapshot. */
@@ -2691,7 +2605,7 @@ static int lc_resume(struct sbx_client *bc, const json_t *state, const struct sb
     const char *id = json_string_value(json_object_get(state, "id"));
     char *rundir = NULL, *sdir = NULL, *sid = NULL;
     struct stat st;
-    int rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err);
+    int rc = sbx__runtime_base(c->runtime_dir, &rundir, err);
     if (rc < 0)
         return rc;
     char *dir = sbx_xasprintf("%s/%s", rundir, id);
@@ -2746,7 +2660,7 @@ static int lc_start(struct sbx_client *bc, const char *prefix, const struct sbx_
     if (rc < 0)
         goto out;
     char *rundir = NULL;
-    if ((rc = sbx__local_runtime_base(c->runtime_dir, &rundir, err)) < 0)
+    if ((rc = sbx__runtime_base(c->runtime_dir, &rundir, err)) < 0)
         goto out;
     char *dir = sbx_xasprintf("%s/%s", rundir, id);
     struct stat st;

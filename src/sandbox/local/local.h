@@ -87,10 +87,6 @@ int sbx__local_connect(const char *dir, const char *id, struct sbx__proto_wait *
 /* Remove an absolute host directory tree, never following a symlink in it (as rm does). */
 int sbx__local_remove_tree(const char *path, struct sbx_error *err);
 
-/* The base runtime directory per the rules in sbx/local.h, created 0700 and checked to be ours.
- * *out: caller owns (free). */
-int sbx__local_runtime_base(const char *configured, char **out, struct sbx_error *err);
-
 /* ---- teardown.c: taking a sandbox down, whatever state it is in ---- */
 
 /* What the supervisor records in SBX_PROTO_RECORD of its runtime dir before it serves. */

@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# The Docker provider through the real binary: sbx sandbox create --provider docker --image IMG,
+# then exec, cp in and out, port (a relay into the container's network namespace), ps, stop,
+# start and rm by id, and the errors users hit. Against the engine at $SBX_TEST_DOCKER_HOST (a
+# socket path) with the image $SBX_TEST_DOCKER_IMAGE (tests/docker/mkimage.sh); without them
+# the test skips, unless SBX_TEST_DOCKER_REQUIRED=1. Traffic goes only to 127.0.0.1.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sandbox-lib.sh"
+
+H=${SBX_TEST_DOCKER_HOST:-}
+IMG=${SBX_TEST_DOCKER_IMAGE:-}
+if [ -z "$H" ] || [ -z "$IMG" ] || [ ! -S "$H" ]; then
+    if [ "${SBX_TEST_DOCKER_REQUIRED:-0}" = 1 ]; then
+        not_ok "SBX_TEST_DOCKER_REQUIRED=1 but no engine: SBX_TEST_DOCKER_HOST='$H' (a socket), SBX_TEST_DOCKER_IMAGE='$IMG'"
+        done_testing
+        exit 1
+    fi
+    # Exit 0: meson takes a TAP plan of 1..0 with SKIP as a skip only then.
+    echo "1..0 # SKIP no docker engine (set SBX_TEST_DOCKER_HOST and SBX_TEST_DOCKER_IMAGE)"
+    exit 0
+fi
+command -v curl >/dev/null || skip_all "curl is not installed"
+
+# By-id commands find docker sandboxes through DOCKER_HOST.
+export DOCKER_HOST="unix://$H"
+api() { curl -s --max-time 20 --unix-socket "$H" "$@"; }
+# The containers labelled with sandbox id $1, as the engine lists them (JSON).
+containers_of() {
+    api -G "http://d/v1.41/containers/json" --data-urlencode all=1 \
+        --data-urlencode "filters={\"label\":[\"io.sbx.id=$1\"]}"
+}
+# Host pids of the port relays of sandbox $1.
+relays_of() { pgrep -f -- "__relay $1 " 2>/dev/null; }
+no_relay() { [ -z "$(relays_of "$1")" ]; }
+
+: >"$T/ids"
+docker_cleanup() {
+    local id p
+    while read -r id; do
+        [ -n "$id" ] || continue
+        "$SBX" sandbox rm "$id" >/dev/null 2>&1
+        for c in $(containers_of "$id" | grep -o '"Id":"[0-9a-f]*"' | cut -d'"' -f4); do
+            api -X DELETE "http://d/v1.41/containers/$c?force=1" >/dev/null
+        done
+        for p in $(relays_of "$id"); do kill "$p" 2>/dev/null; done
+    done <"$T/ids"
+    sandbox_cleanup
+}
+trap docker_cleanup EXIT
+
+cat >"$T/m.yaml" <<'EOF'
+version: 1
+entries:
+  hello.txt:
+    type: file
+    content: "hello from the manifest\n"
+EOF
+
+run "$SBX" sandbox create --provider docker --image "$IMG" --docker-host "unix://$H" \
+    --manifest "$T/m.yaml"
+expect_rc 0 "create --provider docker --image IMG --manifest M"
+id=$(head -n1 "$T/out")
+echo "$id" >>"$T/ids"
+[ -n "$id" ] && ok "create printed an id ($id)" || not_ok "create printed an id"
+expect_eq "$(containers_of "$id" | grep -c "\"io.sbx.id\":\"$id\"")" 1 "one container carries its label"
+
+run "$SBX" sandbox exec "$id" -- cat hello.txt
+expect_rc 0 "exec by id (found through DOCKER_HOST)"
+expect_eq "$(cat "$T/out")" "hello from the manifest" "the manifest was materialised in the container"
+run "$SBX" sandbox exec "$id" -- sh -c 'echo out; echo err >&2; exit 3'
+expect_rc 3 "exec passes the command's status"
+expect_eq "$(cat "$T/out")/$(cat "$T/err")" "out/err" "and its stdout and stderr apart"
+
+printf 'copied in\n' >"$T/in.txt"
+run "$SBX" sandbox cp "$T/in.txt" "$id:in.txt"
+expect_rc 0 "cp host -> sandbox"
+run "$SBX" sandbox exec "$id" -- cat in.txt
+expect_eq "$(cat "$T/out")" "copied in" "the file is in the container"
+run "$SBX" sandbox cp --docker-host "unix://$H" "$id:hello.txt" "$T/back.txt"
+expect_rc 0 "cp sandbox -> host (--docker-host)"
+expect_eq "$(cat "$T/back.txt" 2>/dev/null)" "hello from the manifest" "with the file's content"
+
+# A server on 127.0.0.1:8000 inside; the URL is a relay on this host's loopback.
+run "$SBX" sandbox exec --keep-background "$id" -- \
+    sh -c 'python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &'
+expect_rc 0 "a server started in the sandbox"
+run "$SBX" sandbox port "$id" 8000
+expect_rc 0 "port ID 8000"
+url=$(cat "$T/out")
+case $url in http://127.0.0.1:[0-9]*) ok "the URL is on 127.0.0.1 ($url)" ;; *) not_ok "the URL is on 127.0.0.1 ($url)" ;; esac
+fetch() { curl -s --max-time 5 "$url/hello.txt" >"$T/page" 2>/dev/null && grep -q "hello from" "$T/page"; }
+if wait_until fetch; then ok "curl through the relay reaches the server inside"; else
+    not_ok "curl through the relay reaches the server inside"; diag "$(cat "$T/page" 2>/dev/null)"
+fi
+run "$SBX" sandbox port "$id" 8000
+expect_eq "$(cat "$T/out")" "$url" "the same port again: the same relay"
+expect_eq "$(relays_of "$id" | wc -l)" 1 "one relay process"
+# Two resolves of a new port at once: one relay, both get its URL.
+"$SBX" sandbox port "$id" 8001 >"$T/p1" 2>&1 &
+p1=$!
+"$SBX" sandbox port "$id" 8001 >"$T/p2" 2>&1
+wait "$p1"
+expect_eq "$(cat "$T/p1")" "$(cat "$T/p2")" "two concurrent resolves of a port agree"
+expect_eq "$(relays_of "$id" | wc -l)" 2 "and started one relay for it"
+
+run "$SBX" sandbox ps
+expect_rc 0 "ps"
+if grep -E "^$id +docker " "$T/out" >/dev/null; then ok "ps lists it with provider docker"; else
+    not_ok "ps lists it with provider docker"; diag "$(cat "$T/out")"
+fi
+run "$SBX" sandbox ps --all
+expect_rc 0 "ps --all (a provider without leftovers lists its live ones)"
+if grep -E "^$id +docker " "$T/out" >/dev/null; then ok "ps --all lists it too"; else
+    not_ok "ps --all lists it too"; diag "$(cat "$T/out" "$T/err")"
+fi
+run "$SBX" sandbox ps --json --provider docker
+expect_rc 0 "ps --json --provider docker"
+got=$(python3 -c 'import json,sys; l=json.load(open(sys.argv[1])); print([e.get("provider") for e in l if e.get("id")==sys.argv[2]])' "$T/out" "$id" 2>&1)
+expect_eq "$got" "['docker']" "its entry has \"provider\": \"docker\""
+
+run "$SBX" sandbox stop "$id"
+expect_rc 0 "stop"
+if wait_until no_relay "$id"; then ok "the relay ended with the container's init"; else
+    not_ok "the relay ended with the container's init"; diag "$(relays_of "$id")"
+fi
+run "$SBX" sandbox exec "$id" -- true
+[ "$rc" != 0 ] && ok "a stopped sandbox runs nothing" || not_ok "a stopped sandbox runs nothing"
+run "$SBX" sandbox start "$id"
+expect_rc 0 "start"
+run "$SBX" sandbox exec "$id" -- cat in.txt
+expect_eq "$(cat "$T/out")" "copied in" "after start the workspace is as it was"
+
+# The old relay's record is stale now (another init): a new relay serves the port.
+run "$SBX" sandbox exec --keep-background "$id" -- \
+    sh -c 'python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &'
+run "$SBX" sandbox port "$id" 8000
+expect_rc 0 "port after start"
+url=$(cat "$T/out")
+if wait_until fetch; then ok "a new relay reaches the restarted server"; else
+    not_ok "a new relay reaches the restarted server"; diag "$url" "$(cat "$T/page" 2>/dev/null)"
+fi
+expect_eq "$(relays_of "$id" | wc -l)" 1 "one relay process again"
+
+run "$SBX" sandbox rm "$id"
+expect_rc 0 "rm"
+expect_eq "$(containers_of "$id" | tr -d ' \n')" "[]" "no container with its label is left"
+if wait_until no_relay "$id"; then ok "no relay process is left"; else not_ok "no relay process is left"; fi
+run "$SBX" sandbox ps --json
+if grep -q "\"$id\"" "$T/out"; then not_ok "ps no longer lists it"; else ok "ps no longer lists it"; fi
+run "$SBX" sandbox exec "$id" -- true
+expect_rc 125 "exec of the removed id fails"
+expect_in "$T/err" "$id" "naming the id"
+
+# Errors.
+run "$SBX" sandbox create --provider docker
+expect_rc 2 "--provider docker without --image is a usage error"
+expect_in "$T/err" "--image" "naming --image"
+run "$SBX" sandbox create --provider nope --image "$IMG"
+expect_rc 2 "an unknown provider is a usage error"
+expect_in "$T/err" "unknown provider 'nope' (local, docker)" "listing the providers"
+run "$SBX" sandbox create --provider docker --image "$IMG" --ro /tmp
+expect_rc 2 "a local-only option with --provider docker is a usage error"
+expect_in "$T/err" "'--ro'" "naming the option"
+run "$SBX" sandbox create --image "$IMG"
+expect_rc 2 "a docker option without --provider docker is a usage error"
+expect_in "$T/err" "'--image'" "naming the option"
+run "$SBX" sandbox create --provider docker --image "$IMG" --docker-host "unix://$T/no-engine.sock"
+expect_rc 1 "an engine that is not there"
+expect_in "$T/err" "$T/no-engine.sock" "is named in the message"
+run "$SBX" sandbox create --provider docker --image sbx-no-such-image:0
+expect_rc 1 "an image the engine does not have"
+expect_in "$T/err" "sbx-no-such-image:0" "is named"
+if grep -qi "pull" "$T/err"; then ok "and the message says sbx never pulls and how to get it"; else
+    not_ok "and the message says sbx never pulls and how to get it"; diag "$(cat "$T/err")"
+fi
+run env DOCKER_HOST="unix://$T/no-engine.sock" "$SBX" sandbox ps
+expect_rc 0 "ps with an engine that does not answer still lists the local sandboxes"
+expect_eq "$(grep -c 'warning: docker sandboxes not listed' "$T/err")" 1 "with a one-line warning"
+run env DOCKER_HOST="unix://$T/no-engine.sock" "$SBX" sandbox ps --provider docker
+expect_rc 1 "ps --provider docker with that engine fails"
+DOCKER_HOST= nothing_left "nothing of the test's local sandboxes is left"
+
+done_testing
