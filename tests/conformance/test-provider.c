@@ -870,6 +870,8 @@ static void test_ports(void)
     char *url = NULL;
     CHECK_ERR(sbx_session_resolve_port(sess, 0, &url, &err), SBX_E_INVAL, &err, NULL);
     CHECK_ERR(sbx_session_resolve_port(sess, 7, &url, &err), SBX_E_NOTFOUND, &err, NULL);
+    free(url); /* set only when the check above failed */
+    url = NULL;
     CHECK_OK(sbx_session_write(sess, "www/hello.txt", "hello over http\n", 16, 0, SBX_WRITE_PARENTS,
                                &err),
              &err);
@@ -882,15 +884,17 @@ static void test_ports(void)
     if (id == 0)
         printf("#   the server ended: %s\n", u.output.data);
     sbx_pty_update_release(&u);
-    /* wait (bounded) until it listens */
-    int rc = -SBX_E_NOTFOUND;
-    for (int i = 0; i < 100 && rc == -SBX_E_NOTFOUND && id > 0; i++) {
-        rc = sbx_session_resolve_port(sess, 8731, &url, &err);
-        if (rc == -SBX_E_NOTFOUND) {
-            struct timespec d = {.tv_nsec = 100 * 1000 * 1000};
-            nanosleep(&d, NULL);
-        }
-    }
+    /* wait (bounded, 10 s) until it listens, from inside */
+    struct sbx_exec_result r;
+    CHECK_OK(sh_in(sess,
+                   "i=0; while [ $i -lt 100 ]; do python3 -c 'import socket; "
+                   "socket.create_connection((\"127.0.0.1\", 8731))' 2>/dev/null && exit 0; "
+                   "i=$((i+1)); sleep 0.1; done; exit 1",
+                   &r, &err),
+             &err);
+    CHECK_EQ_INT(r.status.code, 0);
+    sbx_exec_result_release(&r);
+    int rc = sbx_session_resolve_port(sess, 8731, &url, &err);
     CHECK_OK(rc, &err);
     if (rc == 0) {
         CHECK(strncmp(url, "http://127.0.0.1:", 17) == 0);
@@ -1029,7 +1033,11 @@ static void test_remove_leaves_nothing(void)
     CHECK_OK(sbx_session_exec(s, &bg, &r, &err), &err);
     CHECK_EQ_STR(r.out.data, "started\n");
     sbx_exec_result_release(&r);
-    CHECK_OUT(s, "ps -A -o args | grep -c '^[s]leep 1000'; true", "1\n");
+    /* (bounded: the background shell may not have become sleep yet) */
+    CHECK_OUT(s,
+              "i=0; until ps -A -o args | grep -q '^[s]leep 1000'; do i=$((i+1)); "
+              "[ $i -lt 50 ] || exit 1; sleep 0.1; done; echo running",
+              "running\n");
     CHECK_OK(sbx_client_remove(client, id, 0, &err), &err);
     /* the old handle reports the sandbox gone rather than hanging */
     struct sbx_exec_spec t = {.command = "true"};
