@@ -93,15 +93,19 @@ remove_containers() { # remove_containers SOCK
     done
 }
 
-stop_pid() { # stop_pid PID: TERM, up to 15 s, then KILL
-    local pid=$1 i
-    kill -0 "$pid" 2>/dev/null || return 0
-    kill -TERM "$pid" 2>/dev/null || true
+stop_pids() { # stop_pids PID...: TERM to all, up to 15 s for all of them, then KILL the rest
+    local pid i left
+    [ $# -gt 0 ] || return 0
+    kill -TERM "$@" 2>/dev/null || true
     for ((i = 0; i < 150; i++)); do
-        kill -0 "$pid" 2>/dev/null || return 0
+        left=()
+        for pid in "$@"; do kill -0 "$pid" 2>/dev/null && left+=("$pid"); done
+        [ ${#left[@]} -gt 0 ] || return 0
+        set -- "${left[@]}"
         sleep 0.1
     done
-    kill -KILL "$pid" 2>/dev/null || true
+    kill -KILL "$@" 2>/dev/null || true
+    sleep 0.5
 }
 
 # Processes that name DIR on their command line: the engines' containerd, shims and conmons.
@@ -128,11 +132,13 @@ stop() {
     [ -d "$dir" ] || return 0
     remove_containers "$dir/docker.sock"
     remove_containers "$dir/podman.sock"
-    local f pid
+    local f engines=()
     for f in dockerd.started podman.started; do
-        [ -f "$dir/$f" ] && stop_pid "$(cat "$dir/$f")"
+        [ -f "$dir/$f" ] && engines+=("$(cat "$dir/$f")")
     done
-    for pid in $(dir_pids); do stop_pid "$pid"; done
+    stop_pids "${engines[@]}"
+    # shellcheck disable=SC2046 # one pid per word
+    stop_pids $(dir_pids)
     unmount_all || echo "engines: mounts left under '$dir'" >&2
     rm -rf --one-file-system "$dir"
     [ ! -e "$dir" ] || { echo "engines: cannot remove '$dir'" >&2; exit 1; }
