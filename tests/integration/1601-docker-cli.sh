@@ -1,52 +1,11 @@
 #!/usr/bin/env bash
 # The Docker provider through the real binary: sbx sandbox create --provider docker --image IMG,
 # then exec, cp in and out, port (a relay into the container's network namespace), ps, stop,
-# start and rm by id, and the errors users hit. Against the engine at $SBX_TEST_DOCKER_HOST (a
-# socket path) with the image $SBX_TEST_DOCKER_IMAGE (tests/docker/mkimage.sh); without them
-# the test skips, unless SBX_TEST_DOCKER_REQUIRED=1. Traffic goes only to 127.0.0.1.
+# start and rm by id, and the errors users hit. Engine and image: docker-lib.sh (run once
+# against dockerd and once against podman). Traffic goes only to 127.0.0.1.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sandbox-lib.sh"
-
-H=${SBX_TEST_DOCKER_HOST:-}
-IMG=${SBX_TEST_DOCKER_IMAGE:-}
-if [ -z "$H" ] || [ -z "$IMG" ] || [ ! -S "$H" ]; then
-    if [ "${SBX_TEST_DOCKER_REQUIRED:-0}" = 1 ]; then
-        not_ok "SBX_TEST_DOCKER_REQUIRED=1 but no engine: SBX_TEST_DOCKER_HOST='$H' (a socket), SBX_TEST_DOCKER_IMAGE='$IMG'"
-        done_testing
-        exit 1
-    fi
-    # Exit 0: meson takes a TAP plan of 1..0 with SKIP as a skip only then.
-    echo "1..0 # SKIP no docker engine (set SBX_TEST_DOCKER_HOST and SBX_TEST_DOCKER_IMAGE)"
-    exit 0
-fi
-command -v curl >/dev/null || skip_all "curl is not installed"
-
-# By-id commands find docker sandboxes through DOCKER_HOST.
-export DOCKER_HOST="unix://$H"
-api() { curl -s --max-time 20 --unix-socket "$H" "$@"; }
-# The containers labelled with sandbox id $1, as the engine lists them (JSON).
-containers_of() {
-    api -G "http://d/v1.41/containers/json" --data-urlencode all=1 \
-        --data-urlencode "filters={\"label\":[\"io.sbx.id=$1\"]}"
-}
-# Host pids of the port relays of sandbox $1.
-relays_of() { pgrep -f -- "__relay $1 " 2>/dev/null; }
-no_relay() { [ -z "$(relays_of "$1")" ]; }
-
-: >"$T/ids"
-docker_cleanup() {
-    local id p
-    while read -r id; do
-        [ -n "$id" ] || continue
-        "$SBX" sandbox rm "$id" >/dev/null 2>&1
-        for c in $(containers_of "$id" | grep -o '"Id":"[0-9a-f]*"' | cut -d'"' -f4); do
-            api -X DELETE "http://d/v1.41/containers/$c?force=1" >/dev/null
-        done
-        for p in $(relays_of "$id"); do kill "$p" 2>/dev/null; done
-    done <"$T/ids"
-    sandbox_cleanup
-}
-trap docker_cleanup EXIT
+. "$(dirname "$0")/docker-lib.sh"
 
 cat >"$T/m.yaml" <<'EOF'
 version: 1

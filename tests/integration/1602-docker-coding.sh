@@ -2,42 +2,10 @@
 # The coding example (examples/coding-task) with --provider docker --image IMG yields what it
 # yields locally: the same patched stats.py and the same final test run (the last tool output
 # the agent saw, timings left out), and the same answer. Engine and image as in 1601
-# (SBX_TEST_DOCKER_HOST, SBX_TEST_DOCKER_IMAGE; SBX_TEST_DOCKER_REQUIRED=1 fails without).
+# (docker-lib.sh).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sandbox-lib.sh"
-
-H=${SBX_TEST_DOCKER_HOST:-}
-IMG=${SBX_TEST_DOCKER_IMAGE:-}
-if [ -z "$H" ] || [ -z "$IMG" ] || [ ! -S "$H" ]; then
-    if [ "${SBX_TEST_DOCKER_REQUIRED:-0}" = 1 ]; then
-        not_ok "SBX_TEST_DOCKER_REQUIRED=1 but no engine: SBX_TEST_DOCKER_HOST='$H' (a socket), SBX_TEST_DOCKER_IMAGE='$IMG'"
-        done_testing
-        exit 1
-    fi
-    # Exit 0: meson takes a TAP plan of 1..0 with SKIP as a skip only then.
-    echo "1..0 # SKIP no docker engine (set SBX_TEST_DOCKER_HOST and SBX_TEST_DOCKER_IMAGE)"
-    exit 0
-fi
-command -v curl >/dev/null || skip_all "curl is not installed"
-export DOCKER_HOST="unix://$H"
-api() { curl -s --max-time 20 --unix-socket "$H" "$@"; }
-containers_of() {
-    api -G "http://d/v1.41/containers/json" --data-urlencode all=1 \
-        --data-urlencode "filters={\"label\":[\"io.sbx.id=$1\"]}"
-}
-: >"$T/ids"
-docker_cleanup() {
-    local id c
-    while read -r id; do
-        [ -n "$id" ] || continue
-        "$SBX" sandbox rm "$id" >/dev/null 2>&1
-        for c in $(containers_of "$id" | grep -o '"Id":"[0-9a-f]*"' | cut -d'"' -f4); do
-            api -X DELETE "http://d/v1.41/containers/$c?force=1" >/dev/null
-        done
-    done <"$T/ids"
-    sandbox_cleanup
-}
-trap docker_cleanup EXIT
+. "$(dirname "$0")/docker-lib.sh"
 
 EX="$SBX_SRCDIR/examples/coding-task"
 # run_example NAME OPTION...: the example, kept; NAME.id, NAME.answer, NAME.stats, NAME.tests.
