@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -114,6 +115,26 @@ static void test_exec(void)
     CHECK_CONTAINS(r.out.data, "tty");
     CHECK_CONTAINS(r.out.data, "33 101");
     sbx_exec_result_release(&r);
+
+    struct sbx_exec_spec merged = {.command = "echo a; sleep 0.1; echo b >&2",
+                                   .flags = SBX_EXEC_MERGE_STDERR};
+    memset(&r, 0, sizeof(r));
+    CHECK_OK(sbx_session_exec(sess, &merged, &r, &err), &err);
+    CHECK_EQ_STR(r.out.data, "a\nb\n");
+    CHECK_EQ_INT(r.err.len, 0);
+    sbx_exec_result_release(&r);
+
+    struct sbx_exec_spec env = {.command = "echo $GREETING $EXTRA",
+                                .env = (const char *[]){"EXTRA=x", "GREETING=hi", NULL}};
+    memset(&r, 0, sizeof(r));
+    CHECK_OK(sbx_session_exec(sess, &env, &r, &err), &err);
+    CHECK_EQ_STR(r.out.data, "hi x\n");
+    sbx_exec_result_release(&r);
+
+    struct sbx_exec_spec nocwd = {.command = "pwd", .cwd = "no/such/dir"};
+    CHECK_ERR(sbx_session_exec(sess, &nocwd, &r, &err), SBX_E_NOTFOUND, &err, "no/such/dir");
+    struct sbx_exec_spec dotdot = {.command = "pwd", .cwd = "../etc"};
+    CHECK_ERR(sbx_session_exec(sess, &dotdot, &r, &err), SBX_E_INVAL, &err, NULL);
 
     struct sbx_exec_spec cwd = {.command = "pwd", .cwd = "out"};
     memset(&r, 0, sizeof(r));
@@ -229,6 +250,47 @@ static void test_files(void)
     CHECK_EQ_STR(r.out.data, "kept\n");
     sbx_exec_result_release(&r);
     sbx_buf_release(&b);
+}
+
+/* Interactive processes (the shell tool) and a large file both ways. */
+static void test_pty_bigfile(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_exec_spec sp = {.command = "read x; echo got:$x", .flags = SBX_EXEC_TTY};
+    struct sbx_pty_update u = {0};
+    CHECK_OK(sbx_session_pty_start(sess, &sp, 300, &u, &err), &err);
+    int id = u.id;
+    CHECK(id > 0);
+    sbx_pty_update_release(&u);
+    memset(&u, 0, sizeof(u));
+    CHECK_OK(sbx_session_pty_write(sess, id, "hello\n", 6, 3000, 0, &u, &err), &err);
+    CHECK_CONTAINS(u.output.data, "got:hello");
+    sbx_pty_update_release(&u);
+
+    size_t n = (size_t)20 << 20;
+    char *big = sbx_xmalloc(n);
+    for (size_t i = 0; i < n; i++)
+        big[i] = (char)('a' + i % 26);
+    CHECK_OK(sbx_session_write(sess, "big.bin", big, n, 0, 0, &err), &err);
+    struct sbx_exec_result r = {0};
+    CHECK_OK(run("wc -c < big.bin", &r, &err), &err);
+    CHECK_EQ_STR(r.out.data, "20971520\n");
+    sbx_exec_result_release(&r);
+    struct sbx_buf b;
+    sbx_buf_init(&b, SBX_BUF_NOLIMIT);
+    CHECK_OK(sbx_session_read(sess, "big.bin", n, &b, &err), &err);
+    CHECK(b.len == n && memcmp(b.data, big, n) == 0);
+    sbx_buf_release(&b);
+    /* Past the caller's max nothing is written. */
+    int fd = memfd_create("big", MFD_CLOEXEC);
+    CHECK(fd >= 0 && write(fd, big, 4096) == 4096 && lseek(fd, 0, SEEK_SET) == 0);
+    CHECK_ERR(sbx_session_write_fd(sess, "capped.bin", fd, 1000, 0, 0, &err), SBX_E_TOOBIG, &err,
+              NULL);
+    close(fd);
+    struct sbx_dirent d = {0};
+    CHECK_ERR(sbx_session_stat(sess, "capped.bin", &d, &err), SBX_E_NOTFOUND, &err, NULL);
+    free(big);
+    CHECK_OK(sbx_session_rm(sess, "big.bin", 0, &err), &err);
 }
 
 static void test_state_attach(void)
@@ -499,6 +561,7 @@ int main(void)
         TAP_RUN(test_exec);
         TAP_RUN(test_cancel_and_stream);
         TAP_RUN(test_files);
+        TAP_RUN(test_pty_bigfile);
         TAP_RUN(test_state_attach);
         TAP_RUN(test_remove);
     }

@@ -2,6 +2,7 @@
  * hostile input), the path-stat decoder, option checks, and the errors for an engine that
  * cannot be reached (no socket, nobody listening, a socket we may not use). */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -259,6 +260,88 @@ static void test_unreachable(void)
     free(dead);
 }
 
+/* A fake engine on a unix socket: answers /version with api_version, images with 404. */
+struct fake {
+    int listen_fd;
+    const char *api_version;
+    int served;
+};
+
+static void *fake_main(void *arg)
+{
+    struct fake *f = arg;
+    for (;;) {
+        int c = accept4(f->listen_fd, NULL, NULL, SOCK_CLOEXEC);
+        if (c < 0)
+            return NULL;
+        char req[8192];
+        size_t n = 0;
+        while (n < sizeof(req) - 1) {
+            ssize_t r = read(c, req + n, sizeof(req) - 1 - n);
+            if (r <= 0)
+                break;
+            n += (size_t)r;
+            req[n] = '\0';
+            if (strstr(req, "\r\n\r\n"))
+                break;
+        }
+        req[n] = '\0';
+        char body[256], resp[512];
+        const char *status = "200 OK";
+        if (strstr(req, " /v1.41/version ")) {
+            snprintf(body, sizeof(body), "{\"ApiVersion\":\"%s\"}", f->api_version);
+        } else {
+            status = "404 Not Found";
+            snprintf(body, sizeof(body), "{\"message\":\"No such image: x\"}");
+        }
+        int k = snprintf(resp, sizeof(resp),
+                         "HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: "
+                         "%zu\r\nConnection: close\r\n\r\n%s",
+                         status, strlen(body), body);
+        if (write(c, resp, (size_t)k) != k)
+            f->served = -1;
+        close(c);
+        f->served++;
+    }
+}
+
+static void test_fake_engine(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    char dir[] = "/tmp/sbx-test-docker-XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char *path = sbx_xasprintf("%s/engine.sock", dir);
+    struct fake f = {.api_version = "1.40"};
+    f.listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    CHECK(bind(f.listen_fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 &&
+          listen(f.listen_fd, 8) == 0);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, fake_main, &f) == 0);
+    struct sbx_client *c = NULL;
+    struct sbx_docker_options o = {.host = path, .image = "x"};
+    CHECK_OK(sbx_client_new("docker", &o, &c, &err), &err);
+    json_t *list = NULL;
+    struct sbx_session *s = NULL;
+    struct sbx_create_spec spec = {0};
+    if (c) {
+        CHECK_ERR(sbx_client_list(c, &list, &err), SBX_E_UNSUPPORTED, &err, "1.40");
+        CHECK_CONTAINS(err.msg, "sbx needs 1.41 or later");
+        f.api_version = "1.41";
+        CHECK_ERR(sbx_client_create(c, &spec, &s, &err), SBX_E_NOTFOUND, &err,
+                  "image 'x' is not in the engine's store (sbx never pulls: docker pull x, or "
+                  "podman pull x, or load it)");
+    }
+    sbx_client_free(c);
+    shutdown(f.listen_fd, SHUT_RDWR);
+    pthread_join(t, NULL);
+    close(f.listen_fd);
+    unlink(path);
+    rmdir(dir);
+    free(path);
+}
+
 static void test_escape(void)
 {
     char *q = sbx__dk_escape("/work space/a&b=c%#?");
@@ -290,6 +373,7 @@ int main(void)
     TAP_RUN(test_version);
     TAP_RUN(test_options);
     TAP_RUN(test_unreachable);
+    TAP_RUN(test_fake_engine);
     TAP_RUN(test_escape);
     TAP_RUN(test_supervisor_layering);
     return TAP_DONE();

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -450,4 +451,58 @@ char *sbx__dk_escape(const char *s)
     }
     *o = '\0';
     return out;
+}
+
+/* "Max open files            20000                20000                files" */
+static uint64_t limit_of(const char *text, const char *name)
+{
+    const char *line = strstr(text, name);
+    if (!line)
+        return 0;
+    const char *p = line + strlen(name);
+    char *end = NULL;
+    while (*p == ' ')
+        p++;
+    (void)strtoull(p, &end, 10); /* soft */
+    if (end == p)
+        return 0;
+    p = end;
+    while (*p == ' ')
+        p++;
+    if (strncmp(p, "unlimited", 9) == 0)
+        return UINT64_MAX;
+    uint64_t hard = strtoull(p, &end, 10);
+    return end == p ? 0 : hard;
+}
+
+void sbx__dk_engine_limits(const struct sbx__dk_engine *e, uint64_t *nofile, uint64_t *nproc)
+{
+    struct rlimit nf = {0}, np = {0};
+    (void)getrlimit(RLIMIT_NOFILE, &nf);
+    (void)getrlimit(RLIMIT_NPROC, &np);
+    *nofile = nf.rlim_max;
+    *nproc = np.rlim_max;
+    /* The engine's own hard limits, when it runs here and we may read them (root, or the same
+     * user as a rootless service): what it is allowed to give a container. */
+    int fd = -1;
+    struct ucred cred = {0};
+    socklen_t len = sizeof(cred);
+    if (unix_connect(e, &fd, NULL) < 0)
+        return;
+    int ok = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid > 0;
+    close(fd);
+    if (!ok)
+        return;
+    char path[64];
+    snprintf(path, sizeof(path), "/proc/%d/limits", (int)cred.pid);
+    struct sbx_buf b;
+    sbx_buf_init(&b, 65536);
+    if (sbx_fs_read_path(path, 65536, &b, NULL) == 0 && b.data) {
+        uint64_t f = limit_of(b.data, "Max open files"), pr = limit_of(b.data, "Max processes");
+        if (f && f < *nofile)
+            *nofile = f;
+        if (pr && pr < *nproc)
+            *nproc = pr;
+    }
+    sbx_buf_release(&b);
 }

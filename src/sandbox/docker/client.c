@@ -10,7 +10,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <unistd.h>
 
 #include "sandbox/docker/docker.h"
@@ -496,12 +495,11 @@ static json_t *host_config(const struct dk_client *c)
     sbx_json_set(hc, "SecurityOpt", json_pack("[s]", "no-new-privileges"));
     sbx_json_set(hc, "ReadonlyRootfs", json_false());
     /* Explicit, because an engine's own defaults may exceed the limits it runs under
-     * (podman's nproc): capped by this process's, the engine being on this host. */
-    struct rlimit nf = {0}, np = {0};
-    (void)getrlimit(RLIMIT_NOFILE, &nf);
-    (void)getrlimit(RLIMIT_NPROC, &np);
-    json_int_t nofile = nf.rlim_max > NOFILE_MAX ? NOFILE_MAX : (json_int_t)nf.rlim_max;
-    json_int_t nproc = np.rlim_max > NPROC_MAX ? NPROC_MAX : (json_int_t)np.rlim_max;
+     * (podman's nproc), and then the container cannot start. */
+    uint64_t nf = 0, np = 0;
+    sbx__dk_engine_limits(&c->eng, &nf, &np);
+    json_int_t nofile = nf > NOFILE_MAX ? NOFILE_MAX : (json_int_t)nf;
+    json_int_t nproc = np > NPROC_MAX ? NPROC_MAX : (json_int_t)np;
     if (nofile > 0)
         sbx_json_append(
                 ul, json_pack("{s:s,s:I,s:I}", "Name", "nofile", "Soft", nofile, "Hard", nofile));

@@ -38,6 +38,10 @@ void sbx__dk_engine_release(struct sbx__dk_engine *e);
 /* Copy of e (for a session that outlives its client). */
 void sbx__dk_engine_copy(struct sbx__dk_engine *dst, const struct sbx__dk_engine *src);
 
+/* The hard limits of open files and processes a container may be given: this process's, and
+ * the engine's own when it runs on this host and is readable (its peer credentials). */
+void sbx__dk_engine_limits(const struct sbx__dk_engine *e, uint64_t *nofile, uint64_t *nproc);
+
 /* The error for a failed connection to e's socket (errnum from connect): daemon not running,
  * socket missing, permission denied. */
 int sbx__dk_connect_error(const struct sbx__dk_engine *e, int errnum, struct sbx_error *err);
