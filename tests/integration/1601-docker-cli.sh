@@ -49,11 +49,17 @@ run "$SBX" sandbox cp --docker-host "unix://$H" "$id:hello.txt" "$T/back.txt"
 expect_rc 0 "cp sandbox -> host (--docker-host)"
 expect_eq "$(cat "$T/back.txt" 2>/dev/null)" "hello from the manifest" "with the file's content"
 
-# A server on 127.0.0.1:8000 inside; the URL is a relay on this host's loopback.
-run "$SBX" sandbox exec --keep-background "$id" -- \
-    sh -c 'python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &'
-expect_rc 0 "a server started in the sandbox"
 run "$SBX" sandbox port "$id" 8000
+expect_rc 1 "port of a port nothing listens on fails"
+expect_in "$T/err" "nothing listens on port 8000" "and says so"
+expect_eq "$(relays_of "$id" | wc -l)" 0 "and starts no relay"
+
+# Servers on 127.0.0.1:8000 and 8001 inside; the URL is a relay on this host's loopback.
+run "$SBX" sandbox exec --keep-background "$id" -- \
+    sh -c 'for p in 8000 8001; do python3 -m http.server $p --bind 127.0.0.1 >/dev/null 2>&1 & done'
+expect_rc 0 "servers started in the sandbox"
+resolved() { "$SBX" sandbox port "$id" "$1" >"$T/out" 2>"$T/err"; }
+wait_until resolved 8000; rc=$?
 expect_rc 0 "port ID 8000"
 url=$(cat "$T/out")
 case $url in http://127.0.0.1:[0-9]*) ok "the URL is on 127.0.0.1 ($url)" ;; *) not_ok "the URL is on 127.0.0.1 ($url)" ;; esac
@@ -64,7 +70,9 @@ fi
 run "$SBX" sandbox port "$id" 8000
 expect_eq "$(cat "$T/out")" "$url" "the same port again: the same relay"
 expect_eq "$(relays_of "$id" | wc -l)" 1 "one relay process"
-# Two resolves of a new port at once: one relay, both get its URL.
+# Two resolves of a new port at once: one relay, both get its URL. (8001 is 1F41 in the table.)
+listens_8001() { "$SBX" sandbox exec "$id" -- grep -q ':1F41 00000000:0000 0A' /proc/net/tcp; }
+wait_until listens_8001
 "$SBX" sandbox port "$id" 8001 >"$T/p1" 2>&1 &
 p1=$!
 "$SBX" sandbox port "$id" 8001 >"$T/p2" 2>&1
@@ -102,7 +110,7 @@ expect_eq "$(cat "$T/out")" "copied in" "after start the workspace is as it was"
 # The old relay's record is stale now (another init): a new relay serves the port.
 run "$SBX" sandbox exec --keep-background "$id" -- \
     sh -c 'python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &'
-run "$SBX" sandbox port "$id" 8000
+wait_until resolved 8000; rc=$?
 expect_rc 0 "port after start"
 url=$(cat "$T/out")
 if wait_until fetch; then ok "a new relay reaches the restarted server"; else

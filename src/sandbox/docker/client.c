@@ -92,6 +92,21 @@ static int inspect(const struct sbx__dk_engine *e, const char *container, json_t
 /* ---------------------------------------------------------------------------------------------
  * Sessions */
 
+/* Whether something in the container listens on port, from its own socket tables (the
+ * container's network namespace, whatever the network mode). */
+static int port_listens(struct sbx__dk_session *s, int port, int *out, struct sbx_error *err)
+{
+    static const char *const argv[] = {"cat", "/proc/net/tcp", "/proc/net/tcp6", NULL};
+    struct sbx__dk_run r;
+    sbx__dk_run_init(&r, (size_t)16 << 20);
+    /* cat fails on a kernel without IPv6 (no tcp6) but has printed tcp: the text decides. */
+    int rc = sbx__dk_exec_run(s, argv, NULL, 0, &r, err);
+    if (rc == 0)
+        *out = sbx__net_table_listens(r.out.data, r.out.len, port);
+    sbx__dk_run_release(&r);
+    return rc;
+}
+
 static int sess_resolve_port(struct sbx_session *bs, int port, char **out_url,
                              struct sbx_error *err)
 {
@@ -110,6 +125,10 @@ static int sess_resolve_port(struct sbx_session *bs, int port, char **out_url,
     json_int_t pid = json_integer_value(json_object_get(st, "Pid"));
     if (rc == 0 && (!json_is_true(json_object_get(st, "Running")) || pid <= 0))
         rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox '%s' is not running", s->base.id);
+    int listens = 0;
+    if (rc == 0 && (rc = port_listens(s, port, &listens, err)) == 0 && !listens)
+        rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "nothing listens on port %d in sandbox '%s'",
+                           port, s->base.id);
     if (rc == 0)
         rc = sbx__docker_relay_start(s->base.id, (pid_t)pid, port, out_url, err);
     json_decref(insp);

@@ -33,7 +33,11 @@
 #define EXIT_WAIT_MS 5000
 #define PRE_ERR_MAX  4096
 
-/* $1 workspace root, $2 working directory, $3 keep background processes (1/0), $4 $5 the
+/* The shell stays until the command ends, whatever the timeout's SIGTERM does to it ("trap :"
+ * is reset to the default in the command; an ignored signal would be inherited): the exec's
+ * status is the command's, and the stream lasts as long as the command (podman ends it when
+ * this shell exits).
+ * $1 workspace root, $2 working directory, $3 keep background processes (1/0), $4 $5 the
  * terminal's rows and columns (set before the command runs: a resize through the API could
  * come after it looked), then argv.
  * The first bytes on stdout are the verdict: "S<pid>\n" started, "N" not found, "X" not
@@ -50,6 +54,7 @@ static const char WRAPPER[] =
         "esac\n"
         "printf 'S%d\\n' \"$$\"\n"
         "if [ \"$keep\" = 1 ]; then exec \"$@\"; fi\n"
+        "trap : TERM\n"
         "\"$@\"\n"
         "r=$?\n"
         "trap '' TERM\n"
@@ -199,7 +204,11 @@ static void kill_group(const struct sbx__dk_engine *e, const char *container, pi
     if (exec_create(e, container, strv_json(argv), NULL, "0", 0, 0, 0, &eid, &ignored) == 0) {
         json_t *body = json_pack("{s:b}", "Detach", 1);
         char *path = sbx_xasprintf("/exec/%s/start", eid);
-        (void)sbx__dk_json(e, "POST", path, body, NULL, NULL, &ignored);
+        int code;
+        /* A detached start returns before kill has run (podman): wait until it has, so the
+         * group is gone when the caller goes on (a timeout reported, a cancel returned). */
+        if (sbx__dk_json(e, "POST", path, body, NULL, NULL, &ignored) == 0)
+            (void)exec_exit_code(e, eid, &code, &ignored);
         free(path);
         json_decref(body);
     }

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "sandbox/local/config.h"
+#include "sandbox/session/internal.h"
 #include "core/fs-internal.h"
 #include "sandbox/local/disk.h"
 #include "sandbox/local/isolate.h"
@@ -822,25 +823,21 @@ static int forward_url(struct sup *s, int port, int v6, int unix_sock, char **ou
     return 0;
 }
 
+/* A table of 16 MiB holds some 100000 sockets: more is not a sandbox's. */
+#define NET_TABLE_MAX ((size_t)16 << 20)
+
 static int listening(int port)
 {
     static const char *const files[] = {"/proc/net/tcp", "/proc/net/tcp6"};
     for (int f = 0; f < 2; f++) {
-        FILE *fp = fopen(files[f], "re");
-        if (!fp)
-            continue;
-        char line[512];
-        int found = 0;
-        while (!found && fgets(line, sizeof(line), fp)) {
-            char local[128];
-            unsigned st;
-            if (sscanf(line, " %*d: %127s %*s %x", local, &st) != 2)
-                continue;
-            char *colon = strrchr(local, ':');
-            if (colon && st == 0x0A && strtoul(colon + 1, NULL, 16) == (unsigned long)port)
-                found = 1;
-        }
-        fclose(fp);
+        struct sbx_buf b;
+        sbx_buf_init(&b, SBX_BUF_NOLIMIT);
+        int fd = open(files[f], O_RDONLY | O_CLOEXEC);
+        int found = fd >= 0 && sbx_fd_read_all(fd, NET_TABLE_MAX, &b, NULL) == 0 &&
+                    sbx__net_table_listens(b.data, b.len, port);
+        if (fd >= 0)
+            close(fd);
+        sbx_buf_release(&b);
         if (found)
             return f == 0 ? 4 : 6;
     }

@@ -70,4 +70,9 @@ int sbx__session_state_check(const json_t *state, struct sbx_error *err);
  * each field length-prefixed. Cheap: no JSON is built. */
 int sbx__manifest_digest(const struct sbx_manifest *m, char out[65], struct sbx_error *err);
 
+/* Whether the text of a /proc/net/tcp or /proc/net/tcp6 table (n bytes) has a socket listening
+ * on port: non-zero if so. How a provider answers "nothing listens there" (SBX_E_NOTFOUND of
+ * sbx_session_resolve_port) from inside the sandbox's network namespace. */
+int sbx__net_table_listens(const char *text, size_t n, int port);
+
 #endif
