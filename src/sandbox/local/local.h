@@ -84,7 +84,6 @@ void sbx__proto_fd_hint(struct sbx_error *err);
 int sbx__local_connect(const char *dir, const char *id, struct sbx__proto_wait *w, int *out_fd,
                        struct sbx_error *err);
 
-
 /* ---- teardown.c: taking a sandbox down, whatever state it is in ---- */
 
 /* What the supervisor records in SBX_PROTO_RECORD of its runtime dir before it serves. */
