@@ -19,10 +19,12 @@
 #include <archive.h>
 #include <archive_entry.h>
 
+#include "core/fs-internal.h"
 #include "sandbox/docker/docker.h"
 #include "sbx/fs.h"
 #include "sbx/hash.h"
 #include "sbx/json.h"
+#include "sbx/log.h"
 #include "sbx/snapshot.h"
 #include "sbx/strv.h"
 
@@ -871,17 +873,13 @@ out:
     return rc;
 }
 
-/* Remove the private directory path (made by mkdtemp) and everything in it. */
+/* Remove the private directory path (made by mkdtemp) and everything in it: the one host tree
+ * remover (core/fs-internal.h); a copy-out that cannot be removed is only logged. */
 static void remove_tree(const char *path)
 {
-    const char *slash = strrchr(path, '/');
-    char *parent = sbx_xstrndup(path, slash && slash != path ? (size_t)(slash - path) : 1);
-    int pfd = open(parent, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    struct sbx_error ignored = SBX_ERROR_INIT;
-    if (pfd >= 0)
-        (void)sbx_fs_remove(pfd, slash ? slash + 1 : path, SBX_FS_RECURSIVE, &ignored);
-    sbx_fd_close(&pfd);
-    free(parent);
+    struct sbx_error e = SBX_ERROR_INIT;
+    if (sbx__fs_remove_tree(path, &e) < 0)
+        sbx_log(SBX_LOG_WARN, "cannot remove '%s': %s", path, e.msg);
 }
 
 void sbx__dk_workspace_drop(struct sbx__dk_session *s)
