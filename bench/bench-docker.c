@@ -191,8 +191,8 @@ out:
 
 static struct column *col(const char *name)
 {
-    for (int i = 0; i < ncols; i++)
-        if (strcmp(cols[i].name, name) == 0 && cols[i].ok)
+    for (int i = 0; i < ncols && i < MAX_COLS; i++)
+        if (cols[i].ok && strcmp(cols[i].name, name) == 0)
             return &cols[i];
     return NULL;
 }
