@@ -66,7 +66,7 @@ content=$(printf 'x%.0s' $(seq 1 4096))
     sed 's/^/  /' "$T/manifest.yaml"
 } >"$T/agent.yaml"
 
-ms() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f", (b - a) * 1000}'; }
+ms() { awk -v a="$1" -v b="$2" 'BEGIN {printf "%.3f\n", (b - a) * 1000}'; }
 median() { sort -n "$1" | awk '{v[NR] = $1} END {if (NR) print v[int((NR + 1) / 2)]}'; }
 
 # Run node SCRIPT ARGS... in $PEER until it prints its JSON line, then end it: the SDK leaves a
