@@ -7,7 +7,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <sqlite3.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -15,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/dl-sqlite.h"
 #include "sbx/conversation.h"
 #include "sbx/json.h"
 
@@ -419,7 +419,7 @@ static char *default_path(struct sbx_error *err)
 static int sq_open(struct sqlite_store *s, struct sbx_error *err)
 {
     int rc;
-    if ((rc = make_dirs(s->path, err)) < 0)
+    if ((rc = sbx__sqlite_load(err)) < 0 || (rc = make_dirs(s->path, err)) < 0)
         return rc;
     /* Created here so the mode is 0600 whatever the umask lets SQLite use; never a symlink. */
     s->fd = open(s->path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0600);

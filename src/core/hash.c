@@ -1,9 +1,9 @@
 /* SHA-256 over OpenSSL's EVP interface, hex encoding, and kernel randomness. */
 #include <errno.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <sys/random.h>
 
+#include "core/dl-crypto.h"
 #include "sbx/hash.h"
 
 struct sbx_sha256 {
@@ -13,6 +13,9 @@ struct sbx_sha256 {
 
 int sbx_sha256_new(struct sbx_sha256 **out, struct sbx_error *err)
 {
+    int rc = sbx__crypto_load(err);
+    if (rc < 0)
+        return rc;
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     if (!ctx)
         return sbx_error_set(err, SBX_E_SYS, 0, "cannot create a sha256 context");

@@ -1,22 +1,13 @@
 /* HTTP POST over libcurl's easy interface. */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
 
-#include <curl/curl.h>
-
+#include "core/dl-curl.h"
 #include "model/http.h"
 #include "sbx/time.h"
 #include "sbx/trace.h"
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-
-static void curl_init_once(void)
-{
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-}
 
 struct xfer {
     const struct sbx__http_req *req;
@@ -192,7 +183,9 @@ int sbx__http_post(const struct sbx__http_req *req, struct sbx__http_resp *resp,
     char *auth = NULL;
     struct xfer x = {.req = req, .resp = resp};
 
-    pthread_once(&curl_once, curl_init_once);
+    rc = sbx__curl_load(err);
+    if (rc < 0)
+        return rc;
     sbx_buf_release(&resp->body);
     sbx_buf_init(&resp->body, req->max_body);
     resp->status = 0;

@@ -5,8 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include <curl/curl.h>
-
+#include "core/dl-curl.h"
 #include "sbx/buf.h"
 #include "sbx/json.h"
 #include "sbx/time.h"
@@ -155,7 +154,9 @@ int sbx_trace_openai_exporter(const char *url, const char *api_key, int64_t time
     if (!api_key || !api_key[0])
         return sbx_error_set(err, SBX_E_INVAL, 0,
                              "--trace-openai needs an API key: set OPENAI_API_KEY");
-    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int rc = sbx__curl_load(err);
+    if (rc < 0)
+        return rc;
     struct oai *o = sbx_xcalloc(1, sizeof(*o));
     o->url = sbx_xstrdup(url);
     o->auth = sbx_xasprintf("Authorization: Bearer %s", api_key);

@@ -4,8 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include <curl/curl.h>
-
+#include "core/dl-curl.h"
 #include "sbx/buf.h"
 #include "sbx/trace-export.h"
 
@@ -54,10 +53,9 @@ int sbx_trace_otlp_exporter(const char *url, int64_t timeout_ms, struct sbx_trac
     if (strncasecmp(url, "http://", 7) != 0 && strncasecmp(url, "https://", 8) != 0)
         return sbx_error_set(err, SBX_E_INVAL, 0,
                              "OTLP endpoint '%s' must be an http:// or https:// URL", url);
-    /* The model client initialised libcurl's globals before any tracer exists (sbx_model_new
-     * runs first in every caller), but an embedding may trace without a model: init is
-     * reference counted by libcurl itself. */
-    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int rc = sbx__curl_load(err);
+    if (rc < 0)
+        return rc;
     struct otlp *o = sbx_xcalloc(1, sizeof(*o));
     o->url = sbx_xstrdup(url);
     o->timeout_ms = timeout_ms > 0 ? timeout_ms : 1500;

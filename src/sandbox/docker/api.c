@@ -3,7 +3,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -14,8 +13,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include <curl/curl.h>
-
+#include "core/dl-curl.h"
 #include "sandbox/docker/docker.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
@@ -23,13 +21,6 @@
 
 #define DEFAULT_SOCK    "/var/run/docker.sock"
 #define HIJACK_HEAD_MAX 16384
-
-static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-
-static void curl_init_once(void)
-{
-    curl_global_init(CURL_GLOBAL_DEFAULT);
-}
 
 int sbx__dk_engine_init(struct sbx__dk_engine *e, const char *host, int64_t timeout_ms,
                         struct sbx_error *err)
@@ -190,14 +181,15 @@ static size_t on_upload(char *p, size_t size, size_t nmemb, void *ud)
 int sbx__dk_call(const struct sbx__dk_engine *e, const struct sbx__dk_req *req,
                  struct sbx__dk_resp *resp, struct sbx_error *err)
 {
-    pthread_once(&curl_once, curl_init_once);
+    int rc = sbx__curl_load(err);
+    if (rc < 0)
+        return rc;
     CURL *c = curl_easy_init();
     struct curl_slist *hdrs = NULL;
     char *url = sbx_xasprintf("http://docker" SBX__DK_API "%s", req->path);
     char *body = req->json ? sbx_json_dumps(req->json, SBX_JSON_COMPACT) : NULL;
     char cerr[CURL_ERROR_SIZE] = "";
     struct xfer x = {req, resp, 0, req->max_body ? req->max_body : SBX__DK_BODY_MAX, 0, 0};
-    int rc = 0;
     if (!c)
         sbx__bug(__FILE__, __LINE__, "curl_easy_init failed");
     curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, e->sock);

@@ -16,9 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <archive.h>
-#include <archive_entry.h>
-
+#include "core/dl-archive.h"
 #include "core/fs-internal.h"
 #include "sandbox/docker/docker.h"
 #include "sbx/fs.h"
@@ -544,10 +542,12 @@ static int archive_fail(struct archive *a, const char *what, struct sbx_error *e
 static int make_tar(int data, uint64_t size, const char *name, mode_t mode, int tar,
                     struct sbx_error *err)
 {
+    int rc = sbx__archive_load(err);
+    if (rc < 0)
+        return rc;
     struct archive *a = archive_write_new();
     struct archive_entry *e = archive_entry_new();
     char buf[COPY_CHUNK];
-    int rc = 0;
     if (archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
         archive_write_open_fd(a, tar) != ARCHIVE_OK) {
         rc = archive_fail(a, "cannot write an archive", err);
@@ -713,7 +713,8 @@ int sbx__dk_read_open(struct sbx_session *bs, const char *path, int *out_fd, uin
     int exists = 0, tar = -1, data = -1, rc;
     struct sbx__dk_pstat st = {0};
     struct archive *a = NULL;
-    if ((rc = sbx__dk_resolve(s, path, 1, &abs, &exists, err)) < 0)
+    if ((rc = sbx__archive_load(err)) < 0 ||
+        (rc = sbx__dk_resolve(s, path, 1, &abs, &exists, err)) < 0)
         goto out;
     if (!exists) {
         rc = sbx_error_set(err, SBX_E_NOTFOUND, ENOENT, "no such file '%s'", path);
@@ -812,9 +813,11 @@ static const char *below_top(const char *name)
 
 static int extract_into(int tar, const char *dir, struct sbx_error *err)
 {
+    int rc = sbx__archive_load(err);
+    if (rc < 0)
+        return rc;
     struct archive *in = archive_read_new(), *out = archive_write_disk_new();
     struct archive_entry *e = NULL;
-    int rc = 0;
     archive_read_support_format_tar(in);
     /* Never through a symlink, never a device or owner from the archive: only files,
      * directories and symlinks, as the snapshot keeps them. */
@@ -948,10 +951,12 @@ out:
  * symlinks (what a snapshot holds); owners are the container's root until the caller chowns. */
 static int tar_tree(const char *dir, int tar, struct sbx_error *err)
 {
+    int rc = sbx__archive_load(err);
+    if (rc < 0)
+        return rc;
     struct archive *in = archive_read_disk_new(), *out = archive_write_new();
     struct archive_entry *e = NULL;
     size_t dlen = strlen(dir);
-    int rc = 0;
     archive_read_disk_set_symlink_physical(in);
     archive_read_disk_set_behavior(in, ARCHIVE_READDISK_NO_XATTR | ARCHIVE_READDISK_NO_ACL |
                                                ARCHIVE_READDISK_NO_FFLAGS);

@@ -1,7 +1,5 @@
 /* Export of a snapshot to a tar archive and import of a (hostile) one, through libarchive.
  * Import never creates a path taken from the archive: it writes blobs by hash and one tree. */
-#include <archive.h>
-#include <archive_entry.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -10,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/dl-archive.h"
 #include "sbx/buf.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
@@ -412,13 +411,16 @@ int sbx_snapshot_import(struct sbx_snapshot_store *st, int archive_fd,
                         const struct sbx_snapshot_limits *lim, char **out_ref,
                         struct sbx_error *err)
 {
+    int rc = sbx__archive_load(err);
+    if (rc < 0)
+        return rc;
     struct import im;
     memset(&im, 0, sizeof(im));
     im.st = st;
     sbx__snap_limits(lim, &im.lim);
     sbx_strv_init(&im.created);
     im.index = json_object();
-    int rc = sbx__snap_lock(st, 0, err);
+    rc = sbx__snap_lock(st, 0, err);
     if (rc < 0) {
         json_decref(im.index);
         return rc;
@@ -556,8 +558,8 @@ int sbx_snapshot_export(struct sbx_snapshot_store *st, const char *ref, int out_
     char *htext = NULL;
     struct archive *a = NULL;
     struct archive_entry *ae = NULL;
-    int rc = sbx__snap_lock(st, 0, err);
-    if (rc < 0)
+    int rc = sbx__archive_load(err);
+    if (rc < 0 || (rc = sbx__snap_lock(st, 0, err)) < 0)
         return rc;
     if ((rc = sbx__snap_resolve_ref(st, ref, hex, err)) < 0 ||
         (rc = sbx__snap_tree_load(st, hex, &t, &h, err)) < 0)

@@ -1,0 +1,34 @@
+/* libarchive, opened on first use (src/core/dl-archive.h). */
+#include <pthread.h>
+#include <string.h>
+
+#include "core/dl-archive.h"
+
+struct sbx__archive_fns sbx__archive;
+
+static const char *const names[] = {SBX__ARCHIVE_FUNCS(SBX__DL_NAME)};
+#define N (sizeof(names) / sizeof(names[0]))
+/* The table is filled from an array of pointers: it must be exactly that. */
+_Static_assert(sizeof(struct sbx__archive_fns) == N * sizeof(void *), "a table of pointers");
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static struct sbx_error load_err;
+static int load_rc;
+
+static void load(void)
+{
+    void *syms[N];
+    load_rc = sbx__dl_load("libarchive.so.13", "to read and write tar archives", names, N, syms,
+                           &load_err);
+    if (load_rc < 0)
+        return;
+    memcpy(&sbx__archive, syms, sizeof(sbx__archive));
+}
+
+int sbx__archive_load(struct sbx_error *err)
+{
+    pthread_once(&once, load);
+    if (load_rc < 0 && err)
+        *err = load_err;
+    return load_rc;
+}

@@ -1,0 +1,34 @@
+/* Private: OpenSSL libcrypto, opened on first use (src/core/dl.h). Include this instead of
+ * <openssl/evp.h>; call sbx__crypto_load() before the first call. */
+#ifndef SBX_CORE_DL_CRYPTO_H
+#define SBX_CORE_DL_CRYPTO_H
+
+#include <openssl/evp.h>
+
+#include "core/dl.h"
+
+#define SBX__CRYPTO_FUNCS(X) \
+    X(EVP_DigestFinal_ex)    \
+    X(EVP_DigestInit_ex)     \
+    X(EVP_DigestUpdate)      \
+    X(EVP_MD_CTX_free)       \
+    X(EVP_MD_CTX_new)        \
+    X(EVP_sha256)
+
+struct sbx__crypto_fns {
+    SBX__CRYPTO_FUNCS(SBX__DL_MEMBER)
+};
+extern struct sbx__crypto_fns sbx__crypto;
+
+/* Load libcrypto.so.3 once per process; SBX_E_UNSUPPORTED naming it when it is missing.
+ * Thread-safe. */
+int sbx__crypto_load(struct sbx_error *err);
+
+#define EVP_DigestFinal_ex (sbx__crypto.EVP_DigestFinal_ex)
+#define EVP_DigestInit_ex  (sbx__crypto.EVP_DigestInit_ex)
+#define EVP_DigestUpdate   (sbx__crypto.EVP_DigestUpdate)
+#define EVP_MD_CTX_free    (sbx__crypto.EVP_MD_CTX_free)
+#define EVP_MD_CTX_new     (sbx__crypto.EVP_MD_CTX_new)
+#define EVP_sha256         (sbx__crypto.EVP_sha256)
+
+#endif

@@ -1,0 +1,43 @@
+/* Private: libcurl, opened on first use (src/core/dl.h). Include this instead of
+ * <curl/curl.h>; call sbx__curl_load() before the first call. */
+#ifndef SBX_CORE_DL_CURL_H
+#define SBX_CORE_DL_CURL_H
+
+#include <curl/curl.h>
+
+#include "core/dl.h"
+
+#define SBX__CURL_FUNCS(X) \
+    X(curl_easy_cleanup)   \
+    X(curl_easy_getinfo)   \
+    X(curl_easy_init)      \
+    X(curl_easy_perform)   \
+    X(curl_easy_setopt)    \
+    X(curl_easy_strerror)  \
+    X(curl_global_init)    \
+    X(curl_slist_append)   \
+    X(curl_slist_free_all)
+
+struct sbx__curl_fns {
+    SBX__CURL_FUNCS(SBX__DL_MEMBER)
+};
+extern struct sbx__curl_fns sbx__curl;
+
+/* Load libcurl.so.4 once per process and run curl_global_init; SBX_E_UNSUPPORTED naming it when it
+ * is missing. Thread-safe. */
+int sbx__curl_load(struct sbx_error *err);
+
+/* libcurl's own type-checking wrappers are macros of these names: the table replaces them. */
+#undef curl_easy_setopt
+#undef curl_easy_getinfo
+#define curl_easy_cleanup   (sbx__curl.curl_easy_cleanup)
+#define curl_easy_getinfo   (sbx__curl.curl_easy_getinfo)
+#define curl_easy_init      (sbx__curl.curl_easy_init)
+#define curl_easy_perform   (sbx__curl.curl_easy_perform)
+#define curl_easy_setopt    (sbx__curl.curl_easy_setopt)
+#define curl_easy_strerror  (sbx__curl.curl_easy_strerror)
+#define curl_global_init    (sbx__curl.curl_global_init)
+#define curl_slist_append   (sbx__curl.curl_slist_append)
+#define curl_slist_free_all (sbx__curl.curl_slist_free_all)
+
+#endif

@@ -1,0 +1,33 @@
+/* sqlite, opened on first use (src/core/dl-sqlite.h). */
+#include <pthread.h>
+#include <string.h>
+
+#include "core/dl-sqlite.h"
+
+struct sbx__sqlite_fns sbx__sqlite;
+
+static const char *const names[] = {SBX__SQLITE_FUNCS(SBX__DL_NAME)};
+#define N (sizeof(names) / sizeof(names[0]))
+/* The table is filled from an array of pointers: it must be exactly that. */
+_Static_assert(sizeof(struct sbx__sqlite_fns) == N * sizeof(void *), "a table of pointers");
+
+static pthread_once_t once = PTHREAD_ONCE_INIT;
+static struct sbx_error load_err;
+static int load_rc;
+
+static void load(void)
+{
+    void *syms[N];
+    load_rc = sbx__dl_load("libsqlite3.so.0", "for conversations", names, N, syms, &load_err);
+    if (load_rc < 0)
+        return;
+    memcpy(&sbx__sqlite, syms, sizeof(sbx__sqlite));
+}
+
+int sbx__sqlite_load(struct sbx_error *err)
+{
+    pthread_once(&once, load);
+    if (load_rc < 0 && err)
+        *err = load_err;
+    return load_rc;
+}
