@@ -357,7 +357,9 @@ out:
 static void sq_free(struct sbx_conversation_store *base)
 {
     struct sqlite_store *s = (struct sqlite_store *)base;
-    sqlite3_close_v2(s->db);
+    /* NULL when sqlite could not be loaded: the table's pointers are not set then. */
+    if (s->db)
+        sqlite3_close_v2(s->db);
     if (s->fd >= 0)
         close(s->fd);
     free(s->path);

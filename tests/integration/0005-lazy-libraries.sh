@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# libcurl, libarchive, sqlite and libcrypto are opened on first use (src/core/dl.h): commands
+# that do not need them never map them, and a command that needs one it cannot load says which
+# library it is instead of sbx failing to start at all.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sandbox-lib.sh"
+
+heavy="libcurl.so.4 libarchive.so.13 libsqlite3.so.0 libcrypto.so.3"
+
+# maps_ok FILE DESC: FILE (an LD_DEBUG=files log or a /proc/PID/maps copy) shows libjansson (so
+# it is the right process's) and none of the heavy libraries.
+maps_ok() {
+    local lib
+    expect_in "$1" libjansson "$2: the file lists sbx's libraries"
+    for lib in $heavy; do expect_not_in "$1" "${lib%%.so*}.so" "$2: does not load $lib"; done
+}
+
+for cmd in "version" "help sandbox" "sandbox ls"; do
+    # shellcheck disable=SC2086
+    LD_DEBUG=files "$SBX" $cmd >/dev/null 2>"$T/ld"
+    maps_ok "$T/ld" "sbx $cmd"
+done
+
+mkdir "$T/w"
+run "$SBX" sandbox create --workspace "$T/w"
+expect_rc 0 "create a sandbox"
+id=$(cat "$T/out")
+
+# A client that is running a command: everything it will load is loaded by then.
+"$SBX" sandbox exec "$id" -- sh -c ': >started; i=0; while [ ! -e done ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done' \
+    >/dev/null 2>&1 &
+client=$!
+if wait_until test -e "$T/w/started"; then
+    cp "/proc/$client/maps" "$T/maps"
+    maps_ok "$T/maps" "sbx sandbox exec (running)"
+else
+    not_ok "the command of sbx sandbox exec started"
+fi
+: >"$T/w/done"
+wait "$client"
+rc=$?
+expect_rc 0 "sbx sandbox exec ends with its command"
+
+# Libraries that cannot be loaded: a file of each name that is not a library, found first.
+mkdir "$T/bad"
+for lib in $heavy; do : >"$T/bad/$lib"; done
+bad() { LD_LIBRARY_PATH="$T/bad" "$@"; }
+
+run bad "$SBX" version
+expect_rc 0 "sbx version starts without them"
+expect_in "$T/out" "sbx " "sbx version prints the version"
+run bad "$SBX" sandbox exec "$id" -- echo hi
+expect_rc 0 "sbx sandbox exec runs without them"
+expect_in "$T/out" "hi" "sbx sandbox exec prints the command's output"
+
+export SBX_CONVERSATIONS="$T/conv.db"
+run bad "$SBX" conversation ls
+expect_rc 1 "conversation ls fails without sqlite"
+expect_in "$T/err" "cannot load 'libsqlite3.so.0' (needed for conversations)" "and names sqlite"
+[ -e "$T/conv.db" ] && not_ok "no database is made" || ok "no database is made"
+
+printf 'not a tar' >"$T/x.tar"
+run bad "$SBX" snapshot import "$T/x.tar"
+expect_rc 1 "snapshot import fails without libarchive"
+expect_in "$T/err" "cannot load 'libarchive.so.13' (needed to read and write tar archives)" \
+    "and names libarchive"
+
+run bad "$SBX" sandbox snapshot "$id" "$T/snap.tar"
+expect_rc 1 "sandbox snapshot fails without libcrypto"
+expect_in "$T/err" "cannot load 'libcrypto.so.3' (needed for sha-256)" "and names libcrypto"
+
+run bad "$SBX" sandbox ls --docker-host "unix://$T/none.sock"
+expect_rc 0 "sandbox ls with a docker host still lists the local sandboxes"
+expect_in "$T/out" "$id" "the local sandbox is listed"
+expect_in "$T/err" "cannot load 'libcurl.so.4' (needed to talk HTTP" "and the warning names libcurl"
+
+# The same commands find the real libraries.
+run "$SBX" conversation ls
+expect_rc 0 "conversation ls works with sqlite"
+run "$SBX" sandbox snapshot "$id" "$T/snap.tar"
+expect_rc 0 "sandbox snapshot works with libcrypto and libarchive"
+
+run "$SBX" sandbox rm "$id"
+expect_rc 0 "remove the sandbox"
+done_testing
