@@ -5,6 +5,7 @@
  *   sbx version                                the CLI's own start-up
  *   sbx sandbox exec ID -- true                exec on a warm sandbox (made here, default
  *                                              isolation, removed at the end)
+ *   the same, --isolation none                 what of it is the isolation's (no target)
  * Each sample is one posix_spawn + waitpid timed by the monotonic clock; the rows run
  * interleaved (A B C D A B C D ...) and report medians, so a machine that slows down mid-run
  * slows every row alike. Prints TABLE lines for issue 15's targets (bench/README.md).
@@ -25,7 +26,7 @@
 
 extern char **environ;
 
-#define ROWS 4
+#define ROWS 5
 
 static volatile sig_atomic_t stop;
 static char tmp[] = "/tmp/sbx-bench-cli.XXXXXX";
@@ -71,6 +72,25 @@ static int run(char *const *argv, int out_fd)
         if (errno != EINTR)
             return -1;
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* sbx sandbox create [--isolation ISOLATION] into id (size 128); 0 or -1. */
+static int create(char *sbx, char *isolation, const char *idfile, char *id)
+{
+    char *argv[] = {sbx, "sandbox", "create", isolation ? "--isolation" : NULL, isolation, NULL};
+    int fd = open(idfile, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || run(argv, fd) != 0) {
+        fprintf(stderr, "bench-cli-startup: '%s sandbox create' (isolation %s) failed\n", sbx,
+                isolation ? isolation : "default");
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    ssize_t got = pread(fd, id, 127, 0);
+    close(fd);
+    id[got > 0 ? got : 0] = '\0';
+    id[strcspn(id, "\n")] = '\0';
+    return id[0] ? 0 : -1;
 }
 
 static int rm_entry(const char *p, const struct stat *sb, int flag, struct FTW *ftw)
@@ -125,16 +145,9 @@ int main(int argc, char **argv)
     sigaction(SIGHUP, &sa, NULL);
 
     int status = 1;
-    char id[128] = "";
-    int fd = open(idfile, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    char *create[] = {sbx, "sandbox", "create", NULL};
-    if (fd < 0 || run(create, fd) != 0) {
-        fprintf(stderr, "bench-cli-startup: '%s sandbox create' failed\n", sbx);
+    char id[128] = "", id_none[128] = "";
+    if (create(sbx, NULL, idfile, id) < 0 || create(sbx, "none", idfile, id_none) < 0)
         goto out;
-    }
-    ssize_t got = pread(fd, id, sizeof(id) - 1, 0);
-    id[got > 0 ? got : 0] = '\0';
-    id[strcspn(id, "\n")] = '\0';
 
     int have_bwrap = on_path("bwrap");
     char *bwrap[] = {"bwrap", "--unshare-all", "--ro-bind", "/", "/", "/bin/true", NULL};
@@ -149,9 +162,11 @@ int main(int argc, char **argv)
     char *truecmd[] = {"/bin/true", NULL};
     char *version[] = {sbx, "version", NULL};
     char *exec[] = {sbx, "sandbox", "exec", id, "--", "true", NULL};
-    char *const *cmds[ROWS] = {truecmd, bwrap, version, exec};
+    char *exec_none[] = {sbx, "sandbox", "exec", id_none, "--", "true", NULL};
+    char *const *cmds[ROWS] = {truecmd, bwrap, version, exec, exec_none};
     const char *names[ROWS] = {"posix_spawn /bin/true", "bwrap --unshare-all /bin/true",
-                               "sbx version", "sbx sandbox exec ID -- true"};
+                               "sbx version", "sbx sandbox exec ID -- true",
+                               "  the same, --isolation none"};
     double *t[ROWS];
     for (int r = 0; r < ROWS; r++)
         t[r] = calloc((size_t)n, sizeof(double));
@@ -198,13 +213,11 @@ int main(int argc, char **argv)
     }
     status = 0;
 out:
-    if (id[0]) {
-        char *rm[] = {sbx, "sandbox", "rm", id, NULL};
-        if (run(rm, -1) != 0)
-            fprintf(stderr, "bench-cli-startup: cannot remove sandbox '%s'\n", id);
+    for (char *ids[] = {id, id_none, NULL}, **p = ids; *p; p++) {
+        char *rm[] = {sbx, "sandbox", "rm", *p, NULL};
+        if ((*p)[0] && run(rm, -1) != 0)
+            fprintf(stderr, "bench-cli-startup: cannot remove sandbox '%s'\n", *p);
     }
-    if (fd >= 0)
-        close(fd);
     nftw(tmp, rm_entry, 16, FTW_DEPTH | FTW_PHYS);
     return stop ? 130 : status;
 }
