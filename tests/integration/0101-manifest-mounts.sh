@@ -70,6 +70,15 @@ check '  docs: {type: s3_mount, bucket: b, access_key_id: {type: secret, env: OP
 expect_rc 1 "sbx's own API key is refused as a storage credential"
 expect_in "$T/err" "entry 'docs': credential 'access_key_id': harness variable 'OPENAI_API_KEY' holds sbx's own credentials" \
     "the refusal names the entry"
+printf 'version: 1\nentries:\n%s\n' "$REF" >"$T/m.yaml"
+SBX_T_KEY=$'line1\nline2' SBX_T_SECRET=s run "$SBX" manifest check "$T/m.yaml"
+expect_rc 1 "a referenced value with a newline fails (it would inject helper configuration)"
+expect_in "$T/err" "entry 'docs': credential 'access_key_id': harness variable 'SBX_T_KEY' must not contain control characters" \
+    "the control-character error names the entry and the variable"
+SBX_T_KEY= SBX_T_SECRET=s run "$SBX" manifest check "$T/m.yaml"
+expect_rc 1 "an empty referenced value fails"
+expect_in "$T/err" "entry 'docs': credential 'access_key_id': harness variable 'SBX_T_KEY' is empty" \
+    "the empty-value error names the entry"
 check '  docs: {type: s3_mount, bucket: b, access_key_id: {type: secret, env: SBX_T_KEY}}'
 SBX_T_KEY=k run "$SBX" manifest check "$T/m.yaml"
 expect_rc 1 "a referenced key without its secret fails"

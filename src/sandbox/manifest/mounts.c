@@ -184,6 +184,13 @@ static int parse_cred_ref(struct entry *e, const char *field, const json_t *raw,
         rc = sbx_error_set(err, SBX_E_INVAL, 0, "harness variable '%s' is empty", var);
         goto out;
     }
+    /* The same rule as for literal fields: a newline would inject lines into the helper's
+     * configuration. */
+    if (val && sbx_text_has_control(val, strlen(val))) {
+        rc = sbx_error_set(err, SBX_E_INVAL, 0,
+                           "harness variable '%s' must not contain control characters", var);
+        goto out;
+    }
     e->cred_refs = sbx_xrealloc(e->cred_refs, (e->ncred_refs + 1) * sizeof(*e->cred_refs));
     e->cred_refs[e->ncred_refs].name = sbx_xstrdup(field);
     e->cred_refs[e->ncred_refs].value = sbx_xstrdup(var);
