@@ -286,7 +286,8 @@ static const struct cli_help_opt mem_agent_opts[] = {
 
 static const struct cli_help_opt mf_check_opts[] = {
         {0, "no-host-checks", NULL,
-         "do not look at local_file / local_dir sources on this machine"},
+         "do not look at local_file / local_dir sources on this machine, nor require the "
+         "variables mount credentials refer to; allow mount targets outside the root"},
         {0, "base-dir", "DIR", "resolve relative sources against DIR (default: FILE's directory)"},
         {'h', "help", NULL, "show this help"},
         {0},
@@ -344,7 +345,9 @@ const struct cli_help cli_help_table[] = {
         {"manifest check", NULL, "sbx manifest check [--no-host-checks] [--base-dir DIR] FILE",
          "validate a manifest",
          "Validates FILE (YAML or JSON) and prints the normalised manifest as JSON; secret "
-         "values are left out (a note on stderr says how many).",
+         "values are left out (a note on stderr says how many). For each mount entry a line on "
+         "stderr gives its type, target, read-only or read-write, and whether sbx's tests mount "
+         "that type against a real server or it is configured only.",
          mf_check_opts, STATUS_COMMON, "manifest", CLI_HELP_ANYWHERE},
         {"manifest tree", NULL,
          "sbx manifest tree [--depth N] [--max-bytes N] [--no-host-checks] FILE",

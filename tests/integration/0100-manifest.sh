@@ -5,6 +5,8 @@
 . "$(dirname "$0")/lib.sh"
 
 EX="$SBX_SRCDIR/examples"
+# examples/dataroom/manifest-s3.yaml takes its credentials by reference from these.
+export DATAROOM_S3_ACCESS_KEY=example-key DATAROOM_S3_SECRET_KEY=example-secret
 DATA="$SBX_SRCDIR/tests/data/manifest"
 
 # --- the examples round-trip ----------------------------------------------------------------

@@ -594,6 +594,48 @@ static void test_git_repo(void)
         SBX_E_INVAL, "field 'host' cannot be combined");
 }
 
+/* A credential reference reads the harness variable when the manifest loads: the provider's
+ * mount helper sees the value through sbx_manifest_entry_secret; unset, it is simply absent
+ * when host checks are off (a stored manifest reloaded where the variable is not set). */
+static void test_mount_credential_refs(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_manifest *m = NULL;
+    const char *doc = "entries:\n"
+                      "  d: {type: s3_mount, bucket: b,\n"
+                      "      access_key_id: {type: secret, env: SBX_UT_KEY},\n"
+                      "      secret_access_key: {type: secret, env: SBX_UT_SECRET}}\n";
+    setenv("SBX_UT_KEY", "key-value", 1);
+    setenv("SBX_UT_SECRET", "secret-value", 1);
+    CHECK_OK(load(doc, &m, &err), &err);
+    if (m) {
+        const struct sbx_secret *s =
+                sbx_manifest_entry_secret(sbx_manifest_entry_at(m, 0), "access_key_id");
+        CHECK(s != NULL);
+        if (s)
+            CHECK_EQ_STR(sbx_secret_reveal(s, NULL), "key-value");
+        size_t omitted = 0;
+        char *t = to_text(m, &omitted);
+        CHECK_EQ_INT(omitted, 0);
+        CHECK_CONTAINS(t, "\"access_key_id\":{\"type\":\"secret\",\"env\":\"SBX_UT_KEY\"}");
+        CHECK(strstr(t, "key-value") == NULL);
+        free(t);
+    }
+    sbx_manifest_free(m);
+    m = NULL;
+    unsetenv("SBX_UT_KEY");
+    unsetenv("SBX_UT_SECRET");
+    CHECK_OK(load(doc, &m, &err), &err);
+    if (m)
+        CHECK(sbx_manifest_entry_secret(sbx_manifest_entry_at(m, 0), "access_key_id") == NULL);
+    sbx_manifest_free(m);
+    m = NULL;
+    struct sbx_manifest_load_opts host = {0};
+    CHECK_ERR(load_opts(doc, &host, &m, &err), SBX_E_NOTFOUND, &err,
+              "entry 'd': credential 'access_key_id': unknown credential reference");
+    CHECK(m == NULL);
+}
+
 static void test_mounts(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -874,6 +916,7 @@ int main(void)
     TAP_RUN(test_accounts);
     TAP_RUN(test_git_repo);
     TAP_RUN(test_mounts);
+    TAP_RUN(test_mount_credential_refs);
     TAP_RUN(test_local_sources);
     TAP_RUN(test_builders);
     TAP_RUN(test_render_tree);

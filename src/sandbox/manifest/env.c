@@ -90,8 +90,7 @@ int sbx_manifest_env_resolve(const struct sbx_manifest *m, const struct sbx_strv
     return 0;
 }
 
-/* [A-Za-z_][A-Za-z0-9_]*, at most 255 bytes. */
-static int valid_env_name(const char *s, size_t n)
+int sbx__manifest_valid_env_name(const char *s, size_t n)
 {
     if (n == 0 || n > 255 || !(isalpha((unsigned char)s[0]) || s[0] == '_'))
         return 0;
@@ -200,7 +199,7 @@ static int parse_env_value(struct env *v, const json_t *raw, int nested, struct 
             rc = sbx_error_set(err, SBX_E_INVAL, 0, "give 'value' or 'env', not both");
             goto out;
         }
-        if (!valid_env_name(host, strlen(host))) {
+        if (!sbx__manifest_valid_env_name(host, strlen(host))) {
             rc = sbx_error_set(err, SBX_E_INVAL, 0,
                                "field 'env': '%s' is not a valid variable name", host);
             goto out;
@@ -245,7 +244,7 @@ int sbx__manifest_parse_environment(struct sbx_manifest *m, const json_t *doc,
     json_t *v;
     json_object_keylen_foreach((json_t *)envj, k, kl, v)
     {
-        if (!valid_env_name(k, kl)) {
+        if (!sbx__manifest_valid_env_name(k, kl)) {
             char q[300];
             sbx__manifest_quote_name(k, kl, q, sizeof(q));
             return sbx_error_set(err, SBX_E_INVAL, 0,
@@ -270,13 +269,14 @@ int sbx__manifest_parse_environment(struct sbx_manifest *m, const json_t *doc,
 int sbx_manifest_set_env(struct sbx_manifest *m, const char *name, const char *value, int flags,
                          struct sbx_error *err)
 {
-    if (!valid_env_name(name, strlen(name)))
+    if (!sbx__manifest_valid_env_name(name, strlen(name)))
         return sbx_error_set(
                 err, SBX_E_INVAL, 0,
                 "environment '%s': not a valid variable name ([A-Za-z_][A-Za-z0-9_]*)",
                 strlen(name) < 200 && !sbx_text_has_control(name, strlen(name)) ? name : "...");
     int rc = check_env_value(value, strlen(value), err);
-    if (rc == 0 && (flags & SBX_MANIFEST_ENV_HOST) && !valid_env_name(value, strlen(value)))
+    if (rc == 0 && (flags & SBX_MANIFEST_ENV_HOST) &&
+        !sbx__manifest_valid_env_name(value, strlen(value)))
         rc = sbx_error_set(err, SBX_E_INVAL, 0, "'%s' is not a valid variable name",
                            strlen(value) < 200 ? value : "...");
     if (rc) {

@@ -352,7 +352,7 @@ static int parse_entry_body(struct loader *L, struct entry *e, const json_t *o,
             return sbx_error_set(err, SBX_E_INVAL, 0,
                                  "mount permissions are not enforced; configure access at the "
                                  "storage provider and remove 'permissions'");
-        return sbx__manifest_parse_mount(e, o, err);
+        return sbx__manifest_parse_mount(e, o, L->flags, err);
     }
     return 0;
 }
@@ -506,6 +506,8 @@ static int parse_top(struct loader *L, const json_t *doc, struct sbx_error *err)
                 return rc;
         }
     }
+    if ((rc = sbx__manifest_check_mount_targets(L->m, L->flags, err)))
+        return rc;
     if ((rc = sbx__manifest_parse_environment(L->m, doc, err)))
         return rc;
     return sbx__manifest_parse_accounts(L->m, doc, err);

@@ -63,6 +63,11 @@ void sbx__manifest_entry_free(struct entry *e)
         free(e->fields[i].value);
     }
     free(e->fields);
+    for (size_t i = 0; i < e->ncred_refs; i++) {
+        free(e->cred_refs[i].name);
+        free(e->cred_refs[i].value);
+    }
+    free(e->cred_refs);
     for (size_t i = 0; i < e->nsecrets; i++)
         sbx_secret_free(e->secrets[i]);
     free(e->secrets);

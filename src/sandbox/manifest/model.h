@@ -31,6 +31,10 @@ struct entry {
     size_t nfields;
     struct sbx_secret **secrets;
     size_t nsecrets;
+    /* mount credentials given as {"type": "secret", "env": VAR}: name = field, value = VAR.
+     * Serialised as the reference; the value read from VAR (when set) is in secrets. */
+    struct kv *cred_refs;
+    size_t ncred_refs;
 };
 
 struct env {
@@ -111,12 +115,21 @@ int sbx__manifest_parse_git(struct entry *e, const json_t *o, struct sbx_error *
 
 /* ---- mounts.c ---- */
 
-/* Fill the mount fields, credentials and strategy of mount entry e from its object o. */
-int sbx__manifest_parse_mount(struct entry *e, const json_t *o, struct sbx_error *err);
+/* Fill the mount fields, credentials and strategy of mount entry e from its object o. flags:
+ * SBX_MANIFEST_NO_HOST_CHECKS skips the check that referenced credential variables are set. */
+int sbx__manifest_parse_mount(struct entry *e, const json_t *o, int flags, struct sbx_error *err);
+/* After all entries are in: every mount target (mount_path, or the entry path) lies in the
+ * workspace (absolute targets outside root are refused unless flags has
+ * SBX_MANIFEST_NO_HOST_CHECKS: the reference allows them, sbx's providers mount only inside the
+ * workspace) and overlaps no other entry or mount target. Messages name the entry. */
+int sbx__manifest_check_mount_targets(const struct sbx_manifest *m, int flags,
+                                      struct sbx_error *err);
 
 /* ---- env.c ---- */
 
 void sbx__manifest_env_free(struct env *v);
+/* [A-Za-z_][A-Za-z0-9_]*, at most 255 bytes. */
+int sbx__manifest_valid_env_name(const char *s, size_t n);
 /* The "environment" of a document. */
 int sbx__manifest_parse_environment(struct sbx_manifest *m, const json_t *doc,
                                     struct sbx_error *err);

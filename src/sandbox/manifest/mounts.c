@@ -1,6 +1,6 @@
 /* sbx: mount entries (s3, gcs, r2, azure_blob, box, s3_files): the table of kinds with their
  * fields and credentials, endpoint rules, and the mount strategies each kind supports. The
- * fields are validated here; nothing is mounted yet. */
+ * fields and mount targets are validated here; the providers mount them. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -135,6 +135,83 @@ static void add_secret(struct entry *e, const char *name, const char *value, siz
 {
     e->secrets = sbx_xrealloc(e->secrets, (e->nsecrets + 1) * sizeof(*e->secrets));
     e->secrets[e->nsecrets++] = sbx_secret_new(name, value, len);
+}
+
+/* A credential given by reference, {"type": "secret", "env": "VAR"}: the value is read from
+ * the harness environment now (the mount helper runs on the host side, so the value never
+ * enters the sandbox). sbx's own credentials are refused: a storage server must never see the
+ * model's API key. */
+static int parse_cred_ref(struct entry *e, const char *field, const json_t *raw, int flags,
+                          struct sbx_error *err)
+{
+    static const char *const keys[] = {"type", "env", NULL};
+    json_t *o = NULL;
+    const char *type = NULL, *var = NULL;
+    int rc = sbx__manifest_snake_keys(raw, &o, err);
+    if (rc == 0)
+        rc = sbx_json_check_keys(o, keys, err);
+    if (rc == 0)
+        rc = sbx_json_get_text(o, "type", SBX_JSON_REQUIRED | SBX_JSON_NONEMPTY, &type, NULL, err);
+    if (rc == 0)
+        rc = sbx_json_get_text(o, "env", SBX_JSON_REQUIRED | SBX_JSON_NONEMPTY, &var, NULL, err);
+    if (rc)
+        goto out;
+    if (strcmp(type, "secret") != 0) {
+        rc = sbx_error_set(err, SBX_E_INVAL, 0,
+                           "unknown credential reference type '%s' (known: secret)",
+                           sbx__manifest_shown_name(type));
+        goto out;
+    }
+    if (!sbx__manifest_valid_env_name(var, strlen(var))) {
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "field 'env': '%s' is not a valid variable name",
+                           sbx__manifest_shown_name(var));
+        goto out;
+    }
+    if (sbx_manifest_harness_credential(var)) {
+        rc = sbx_error_set(err, SBX_E_PERM, 0,
+                           "harness variable '%s' holds sbx's own credentials and is never "
+                           "given to a storage server",
+                           var);
+        goto out;
+    }
+    const char *val = getenv(var);
+    if (!val && !(flags & SBX_MANIFEST_NO_HOST_CHECKS)) {
+        rc = sbx_error_set(err, SBX_E_NOTFOUND, 0,
+                           "unknown credential reference: harness variable '%s' is not set", var);
+        goto out;
+    }
+    if (val && !*val) {
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "harness variable '%s' is empty", var);
+        goto out;
+    }
+    /* The same rule as for literal fields: a newline would inject lines into the helper's
+     * configuration. */
+    if (val && sbx_text_has_control(val, strlen(val))) {
+        rc = sbx_error_set(err, SBX_E_INVAL, 0,
+                           "harness variable '%s' must not contain control characters", var);
+        goto out;
+    }
+    e->cred_refs = sbx_xrealloc(e->cred_refs, (e->ncred_refs + 1) * sizeof(*e->cred_refs));
+    e->cred_refs[e->ncred_refs].name = sbx_xstrdup(field);
+    e->cred_refs[e->ncred_refs].value = sbx_xstrdup(var);
+    e->ncred_refs++;
+    if (val)
+        add_secret(e, field, val, strlen(val));
+out:
+    json_decref(o);
+    if (rc)
+        sbx_error_prefix(err, "credential '%s'", field);
+    return rc;
+}
+
+static int has_cred(const struct entry *e, const char *field)
+{
+    if (sbx_manifest_entry_secret(&e->pub, field))
+        return 1;
+    for (size_t i = 0; i < e->ncred_refs; i++)
+        if (strcmp(e->cred_refs[i].name, field) == 0)
+            return 1;
+    return 0;
 }
 
 /* The object field prefix of parent holding credentials (driver_options, extra_options): each
@@ -321,7 +398,7 @@ fail:
     return rc;
 }
 
-int sbx__manifest_parse_mount(struct entry *e, const json_t *o, struct sbx_error *err)
+int sbx__manifest_parse_mount(struct entry *e, const json_t *o, int flags, struct sbx_error *err)
 {
     const struct mount_kind *mk = mount_kind_of(e->pub.type);
     const char *allowed[32];
@@ -342,6 +419,12 @@ int sbx__manifest_parse_mount(struct entry *e, const json_t *o, struct sbx_error
         const char *v = NULL;
         size_t vlen = 0;
         int want = f->flags & MF_REQ ? SBX_JSON_REQUIRED | SBX_JSON_NONEMPTY : 0;
+        const json_t *raw = json_object_get(o, f->name);
+        if ((f->flags & MF_SECRET) && json_is_object(raw)) {
+            if ((rc = parse_cred_ref(e, f->name, raw, flags, err)))
+                return rc;
+            continue;
+        }
         if ((rc = sbx_json_get_text(o, f->name, want, &v, &vlen, err)))
             return rc;
         if (!v)
@@ -357,8 +440,7 @@ int sbx__manifest_parse_mount(struct entry *e, const json_t *o, struct sbx_error
             add_field(e, f->name, v);
         }
     }
-    if (mk->pair[0] && (!!sbx_manifest_entry_secret(&e->pub, mk->pair[0]) !=
-                        !!sbx_manifest_entry_secret(&e->pub, mk->pair[1])))
+    if (mk->pair[0] && has_cred(e, mk->pair[0]) != has_cred(e, mk->pair[1]))
         return sbx_error_set(err, SBX_E_INVAL, 0,
                              "credentials '%s' and '%s' go together: give "
                              "both or neither",
@@ -420,4 +502,95 @@ int sbx__manifest_parse_mount(struct entry *e, const json_t *o, struct sbx_error
     if (strat && !json_is_null(strat) && (rc = parse_strategy(e, mk, strat, err)))
         return rc;
     return 0;
+}
+
+/* The target of mount entry e relative to root ("" for root itself), or NULL when it lies
+ * outside root. Caller owns. */
+static char *mount_target(const struct sbx_manifest *m, const struct entry *e)
+{
+    const char *mp = e->mount_path;
+    if (!mp)
+        return sbx_xstrdup(e->path);
+    if (mp[0] != '/')
+        return sbx_xstrdup(mp);
+    const char *root = sbx_manifest_root(m);
+    size_t rl = strlen(root);
+    while (rl > 1 && root[rl - 1] == '/')
+        rl--;
+    if (rl == 1)
+        return sbx_xstrdup(mp + 1);
+    if (strncmp(mp, root, rl) != 0 || (mp[rl] && mp[rl] != '/'))
+        return NULL;
+    return sbx_xstrdup(mp[rl] ? mp + rl + 1 : "");
+}
+
+/* a is b, or an ancestor of b ("" is the ancestor of all). */
+static int path_covers(const char *a, const char *b)
+{
+    size_t al = strlen(a);
+    if (!al)
+        return 1;
+    return strncmp(a, b, al) == 0 && (b[al] == '\0' || b[al] == '/');
+}
+
+int sbx__manifest_check_mount_targets(const struct sbx_manifest *m, int flags,
+                                      struct sbx_error *err)
+{
+    size_t nm = 0;
+    for (size_t i = 0; i < m->n; i++)
+        nm += sbx_entry_type_is_mount(m->entries[i]->pub.type);
+    if (!nm)
+        return 0;
+    /* targets[i]: the mount target of entry i, NULL for entries that are not mounts */
+    char **targets = sbx_xcalloc(m->n, sizeof(*targets));
+    int rc = 0;
+    for (size_t i = 0; i < m->n && rc == 0; i++) {
+        const struct entry *e = m->entries[i];
+        if (!sbx_entry_type_is_mount(e->pub.type))
+            continue;
+        targets[i] = mount_target(m, e);
+        if (!targets[i] && !(flags & SBX_MANIFEST_NO_HOST_CHECKS))
+            rc = sbx_error_set(err, SBX_E_INVAL, 0,
+                               "entry '%s': mount target '%s' lies outside the workspace root "
+                               "'%s' (sbx mounts only inside the workspace)",
+                               e->path, e->mount_path, sbx_manifest_root(m));
+    }
+    for (size_t i = 0; i < m->n && rc == 0; i++) {
+        const char *t = targets[i];
+        if (!t)
+            continue;
+        const struct entry *e = m->entries[i];
+        for (size_t j = 0; j < m->n && rc == 0; j++) {
+            const struct entry *o = m->entries[j];
+            if (j == i)
+                continue;
+            const char *ot = targets[j];
+            if (ot && (path_covers(t, ot) || path_covers(ot, t))) {
+                /* report each pair once, from the entry declared first */
+                if (j > i)
+                    rc = sbx_error_set(err, SBX_E_INVAL, 0,
+                                       "entry '%s': mount target '%s' overlaps the target '%s' "
+                                       "of mount entry '%s'",
+                                       e->path, *t ? t : "/", *ot ? ot : "/", o->path);
+                continue;
+            }
+            /* An entry the mount would hide, or a non-directory entry holding the mount. A
+             * mount's own declaration path (when mount_path moves it) holds nothing. */
+            if (sbx_entry_type_is_mount(o->pub.type))
+                continue;
+            if (path_covers(t, o->path))
+                rc = sbx_error_set(err, SBX_E_INVAL, 0,
+                                   "entry '%s': mount target '%s' would hide %s entry '%s'",
+                                   e->path, *t ? t : "/", sbx_entry_type_name(o->pub.type),
+                                   o->path);
+            else if (o->pub.type != SBX_ENTRY_DIR && path_covers(o->path, t))
+                rc = sbx_error_set(err, SBX_E_INVAL, 0,
+                                   "entry '%s': mount target '%s' lies inside %s entry '%s'",
+                                   e->path, t, sbx_entry_type_name(o->pub.type), o->path);
+        }
+    }
+    for (size_t i = 0; i < m->n; i++)
+        free(targets[i]);
+    free(targets);
+    return rc;
 }

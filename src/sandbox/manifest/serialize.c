@@ -121,7 +121,16 @@ static int entry_json(const struct sbx_manifest *m, size_t idx, int flags, size_
         sbx_json_set(o, "read_only", json_boolean(e->pub.read_only));
         if (e->strategy)
             sbx_json_set(o, "mount_strategy", json_deep_copy(e->strategy));
-        *omitted += e->nsecrets;
+        /* A credential given by reference is written as the reference (no value in it);
+         * only literal credentials are left out. */
+        for (size_t i = 0; i < e->ncred_refs; i++) {
+            json_t *ref = json_object();
+            sbx_json_set(ref, "type", sbx_json_str("secret"));
+            sbx_json_set(ref, "env", sbx_json_str(e->cred_refs[i].value));
+            sbx_json_set(o, e->cred_refs[i].name, ref);
+        }
+        for (size_t i = 0; i < e->nsecrets; i++)
+            *omitted += !json_object_get(o, sbx_secret_name(e->secrets[i]));
         break;
     }
 out:
