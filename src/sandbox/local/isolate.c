@@ -1285,9 +1285,11 @@ int sbx__isolation_child(const struct sbx__isolation *iso, const struct sbx__run
     if (syscall(SYS_getcwd, cwd, sizeof(cwd)) < 0 || cwd[0] != '/')
         return sbx_error_set(err, SBX_E_SANDBOX, 0,
                              "the command's working directory is outside the sandbox root");
-    if (iso->privileged && setgroups(user->ngroups, user->groups) < 0)
+    /* Raw system calls for the ids: libc's wrappers may signal every thread of the process
+     * to switch them all, and the supervisor runs this in a child that shares its memory. */
+    if (iso->privileged && syscall(SYS_setgroups, user->ngroups, user->groups) < 0)
         return sbx_error_errno(err, errno, "cannot set the groups of user '%s'", user->name);
-    if (setresgid(user->gid, user->gid, user->gid) < 0)
+    if (syscall(SYS_setresgid, user->gid, user->gid, user->gid) < 0)
         return sbx_error_errno(err, errno, "cannot switch to the group of user '%s'", user->name);
     /* The kernel's OOM killer takes a command before the supervisor. */
     int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
@@ -1332,7 +1334,7 @@ int sbx__isolation_child(const struct sbx__isolation *iso, const struct sbx__run
                       SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
               0, 0, 0) < 0)
         return sbx_error_errno(err, errno, "cannot lock the securebits");
-    if (setresuid(user->uid, user->uid, user->uid) < 0)
+    if (syscall(SYS_setresuid, user->uid, user->uid, user->uid) < 0)
         return sbx_error_errno(err, errno, "cannot switch to user '%s'", user->name);
     struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
     struct __user_cap_data_struct data[2];
