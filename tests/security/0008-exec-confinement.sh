@@ -22,6 +22,7 @@ report='
 grep -E "^(Uid|Gid|Groups|NoNewPrivs|Seccomp|Seccomp_filters|CapInh|CapPrm|CapEff|CapBnd|CapAmb):" /proc/self/status
 sed "s/  */ /g" /proc/self/limits
 echo "oom_score_adj $(cat /proc/self/oom_score_adj)"
+if cat /proc/$PPID/environ /proc/$PPID/mem >/dev/null 2>&1; then echo "reaper readable"; else echo "reaper unreadable"; fi
 python3 /probe/probe.py mount unshare_user setns clone3 open_tree io_uring_setup keyctl bpf \
     ptrace_attach_1 af_vsock af_packet netlink_audit netlink_route af_inet tiocsti_high
 python3 /probe/probe.py x32 >/dev/null 2>&1; echo "x32 exit $?"
@@ -83,6 +84,10 @@ has "af_inet=0" "allowed: af_inet"
 has "x32 exit 159" "an x32 system call number kills the process (SIGSYS)"
 has "int80 exit 159" "the 32-bit entry point (int 0x80) kills the process (SIGSYS)"
 has "suid open errno 1" "creating a setuid file is refused (EPERM)"
+# The reaper (the command's parent) shares its memory with the command until the exec and must
+# stay as unreachable as PID 1: hidden (hidepid), not dumpable, and holding capabilities the
+# command lacks.
+has "reaper unreadable" "the command cannot read its reaper's environ or memory"
 if "$SBX" sandbox exec "$id" -- grep -q "^Uid:	0	" /proc/self/status; then
     not_ok "the command does not run as uid 0 inside"
 else ok "the command does not run as uid 0 inside"; fi

@@ -502,8 +502,8 @@ static int child_entry(void *p)
  * for the id switch (no libc thread broadcast), allocates nothing, and writes the reaper's
  * memory only in environ (which the reaper never reads again) and errno (read only when clone
  * failed). The credential switch marks the shared memory with the host's suid_dumpable: the
- * reaper makes itself non-dumpable again before it does anything else. Where clone with
- * CLONE_VM is refused (valgrind), a plain fork does the same. */
+ * reaper restores its own flag (PID 1's: not dumpable) before it does anything else. Where clone
+ * with CLONE_VM is refused (valgrind), a plain fork does the same. */
 #define CHILD_STACK ((size_t)8 << 20)
 static pid_t spawn_command(const struct sup *s, const struct sbx__run_as *user,
                            const struct exec_req *x, char **envp, int cwd_fd, int in_fd, int out_fd,
@@ -514,10 +514,11 @@ static pid_t spawn_command(const struct sup *s, const struct sbx__run_as *user,
     char *stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
                        MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
     pid_t cmd = -1;
+    int dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
     if (stack != MAP_FAILED && mprotect(stack, 4096, PROT_NONE) == 0) {
         cmd = clone(child_entry, stack + CHILD_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
-        if (cmd > 0)
-            (void)prctl(PR_SET_DUMPABLE, 0);
+        if (cmd > 0 && dumpable >= 0 && prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != dumpable)
+            (void)prctl(PR_SET_DUMPABLE, dumpable, 0, 0, 0);
     }
     int e = errno;
     if (stack != MAP_FAILED)
