@@ -73,6 +73,7 @@ struct sbx__isolation {
     struct sbx__bpf bpf_main, bpf_ioctl, bpf_init;
     struct rlimit rl_fsize, rl_nofile, rl_nproc;
     int cap_last;
+    int bset_empty; /* set in PID 1 once it emptied its bounding set, which children inherit */
     uid_t host_uid;
     gid_t host_gid;
     int privileged; /* caller is host root: range maps, setgroups allowed */
@@ -158,6 +159,17 @@ static int read_cap_last(void)
         close(fd);
     }
     return v > 0 && v < 64 ? v : 63;
+}
+
+/* Empty the capability bounding set (CAP_SETPCAP must still be held). No process can add to
+ * its bounding set again, and fork copies it. */
+static int drop_bounding_set(const struct sbx__isolation *iso, struct sbx_error *err)
+{
+    for (int cap = 0; cap <= iso->cap_last; cap++)
+        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
+            return sbx_error_errno(err, errno, "cannot drop capability %d from the bounding set",
+                                   cap);
+    return 0;
 }
 
 /* realpath() of the workspace and of every grant source into *out (a copy of spec); a missing
@@ -1065,6 +1077,11 @@ static int middle_main(struct sbx__isolation *iso, pid_t outer, int go_fd, int u
         }
         close_fd(&iso->ws_tree);
         sbx__idrange_drop(&iso->idr); /* the outer process holds the range */
+        /* Once here rather than in every command child: PID 1 never executes a program, so its
+         * bounding set limits nothing it does, and each command inherits the empty set. */
+        if (drop_bounding_set(iso, &e) < 0)
+            goto fail;
+        iso->bset_empty = 1;
         if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0) {
             sbx_error_errno(&e, errno, "cannot set no_new_privs on the sandbox init");
             goto fail;
@@ -1268,9 +1285,11 @@ int sbx__isolation_child(const struct sbx__isolation *iso, const struct sbx__run
     if (syscall(SYS_getcwd, cwd, sizeof(cwd)) < 0 || cwd[0] != '/')
         return sbx_error_set(err, SBX_E_SANDBOX, 0,
                              "the command's working directory is outside the sandbox root");
-    if (iso->privileged && setgroups(user->ngroups, user->groups) < 0)
+    /* Raw system calls for the ids: libc's wrappers may signal every thread of the process
+     * to switch them all, and the supervisor runs this in a child that shares its memory. */
+    if (iso->privileged && syscall(SYS_setgroups, user->ngroups, user->groups) < 0)
         return sbx_error_errno(err, errno, "cannot set the groups of user '%s'", user->name);
-    if (setresgid(user->gid, user->gid, user->gid) < 0)
+    if (syscall(SYS_setresgid, user->gid, user->gid, user->gid) < 0)
         return sbx_error_errno(err, errno, "cannot switch to the group of user '%s'", user->name);
     /* The kernel's OOM killer takes a command before the supervisor. */
     int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
@@ -1304,10 +1323,9 @@ int sbx__isolation_child(const struct sbx__isolation *iso, const struct sbx__run
 
     /* Capabilities go while CAP_SETPCAP is still held: a root runner's PID 1 is root inside,
      * and switching to the user would clear it. The uid switch comes after the securebits. */
-    for (int cap = 0; cap <= iso->cap_last; cap++)
-        if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-            return sbx_error_errno(err, errno, "cannot drop capability %d from the bounding set",
-                                   cap);
+    int rc;
+    if (!iso->bset_empty && (rc = drop_bounding_set(iso, err)) < 0)
+        return rc;
     if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0 && errno != EINVAL)
         return sbx_error_errno(err, errno, "cannot clear the ambient capabilities");
     if (prctl(PR_SET_SECUREBITS,
@@ -1316,7 +1334,7 @@ int sbx__isolation_child(const struct sbx__isolation *iso, const struct sbx__run
                       SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED,
               0, 0, 0) < 0)
         return sbx_error_errno(err, errno, "cannot lock the securebits");
-    if (setresuid(user->uid, user->uid, user->uid) < 0)
+    if (syscall(SYS_setresuid, user->uid, user->uid, user->uid) < 0)
         return sbx_error_errno(err, errno, "cannot switch to user '%s'", user->name);
     struct __user_cap_header_struct hdr = {_LINUX_CAPABILITY_VERSION_3, 0};
     struct __user_cap_data_struct data[2];
@@ -1335,7 +1353,7 @@ int sbx__isolation_child(const struct sbx__isolation *iso, const struct sbx__run
         return sbx_error_errno(err, errno,
                                "cannot mark descriptors close-on-exec (kernel feature "
                                "close_range, Linux 5.11)");
-    int rc = sbx__seccomp_load(&iso->bpf_ioctl, err);
+    rc = sbx__seccomp_load(&iso->bpf_ioctl, err);
     if (rc == 0)
         rc = sbx__seccomp_load(&iso->bpf_main, err);
     return rc;

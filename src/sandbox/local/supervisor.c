@@ -8,6 +8,7 @@
  * to the client, every child reaped, timeouts enforced, and on shutdown every process it ever
  * spawned killed. See docs/internals/local-provider.md. */
 #include <dirent.h>
+#include <sched.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
@@ -477,6 +479,62 @@ fail:
     _exit(127);
 }
 
+struct child_args {
+    const struct sup *s;
+    const struct sbx__run_as *user;
+    const struct exec_req *x;
+    char **envp;
+    int cwd_fd, in_fd, out_fd, err_fd, pty_slave, errpipe;
+};
+
+static int child_entry(void *p)
+{
+    const struct child_args *a = p;
+    child_main(a->s, a->user, a->x, a->envp, a->cwd_fd, a->in_fd, a->out_fd, a->err_fd,
+               a->pty_slave, a->errpipe);
+}
+
+/* Start the command from the reaper. The child shares the reaper's memory and the reaper
+ * sleeps until it has executed the command or exited (vfork semantics): no page tables are
+ * copied. That is sound because the child keeps to what is safe there: it has its own stack
+ * (below), file table, working directory, signal dispositions, credentials, rlimits and seccomp
+ * filters (none of CLONE_FILES, CLONE_FS, CLONE_SIGHAND, CLONE_THREAD), makes raw system calls
+ * for the id switch (no libc thread broadcast), allocates nothing, and writes the reaper's
+ * memory only in environ (which the reaper never reads again) and errno (read only when clone
+ * failed). The credential switch marks the shared memory with the host's suid_dumpable: the
+ * reaper restores its own flag (PID 1's: not dumpable) before it does anything else. Where clone
+ * with CLONE_VM is refused (valgrind), a plain fork does the same. */
+#define CHILD_STACK ((size_t)8 << 20)
+static pid_t spawn_command(const struct sup *s, const struct sbx__run_as *user,
+                           const struct exec_req *x, char **envp, int cwd_fd, int in_fd, int out_fd,
+                           int err_fd, int pty_slave, int errpipe)
+{
+    struct child_args a = {s, user, x, envp, cwd_fd, in_fd, out_fd, err_fd, pty_slave, errpipe};
+    /* Lazily backed, and a guard page below: execvp's buffers for a long PATH stay bounded. */
+    char *stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+    pid_t cmd = -1;
+    int dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+    if (stack != MAP_FAILED && mprotect(stack, 4096, PROT_NONE) == 0) {
+        cmd = clone(child_entry, stack + CHILD_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &a);
+        if (cmd > 0 && dumpable >= 0 && prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != dumpable)
+            (void)prctl(PR_SET_DUMPABLE, dumpable, 0, 0, 0);
+    }
+    int e = errno;
+    if (stack != MAP_FAILED)
+        munmap(stack, CHILD_STACK);
+    if (cmd > 0)
+        return cmd;
+    if (stack != MAP_FAILED && e != EINVAL && e != ENOSYS) {
+        errno = e;
+        return -1;
+    }
+    cmd = fork();
+    if (cmd == 0)
+        child_main(s, user, x, envp, cwd_fd, in_fd, out_fd, err_fd, pty_slave, errpipe);
+    return cmd;
+}
+
 /* The reaper of one exec (see struct child): never returns. */
 static SBX_NORETURN void reaper_main(const struct sup *s, const struct sbx__run_as *user,
                                      const struct exec_req *x, char **envp, int cwd_fd, int in_fd,
@@ -492,7 +550,7 @@ static SBX_NORETURN void reaper_main(const struct sup *s, const struct sbx__run_
         (void)!write(errpipe, &err, sizeof(err));
         _exit(127);
     }
-    pid_t cmd = fork();
+    pid_t cmd = spawn_command(s, user, x, envp, cwd_fd, in_fd, out_fd, err_fd, pty_slave, errpipe);
     if (cmd < 0) {
         pid_t none = 0;
         sbx_error_errno(&err, errno, "cannot fork the command");
@@ -500,8 +558,6 @@ static SBX_NORETURN void reaper_main(const struct sup *s, const struct sbx__run_
         (void)!write(errpipe, &err, sizeof(err));
         _exit(127);
     }
-    if (cmd == 0)
-        child_main(s, user, x, envp, cwd_fd, in_fd, out_fd, err_fd, pty_slave, errpipe);
     /* Hold nothing of the supervisor's (client connections, other execs' pipes): only the
      * status pipe. */
     if (status_w != 3 && dup2(status_w, 3) < 0)

@@ -1,0 +1,167 @@
+/* bench-exec: the library exec round trip of /bin/true in an isolated local sandbox against
+ * the bare spawn floor, measured interleaved (A B A B ...) in one run.
+ *
+ *   bench-exec [N [DIR [none]]]  N runs of each (default 300, 60 with SBX_BENCH_QUICK=1);
+ *                                runtime and workspaces under DIR (default /tmp); "none": the
+ *                                sandbox runs unconfined (--isolation none), for comparison;
+ *                                SBX_SUPERVISOR names the supervisor program
+ *
+ *   sbx:   sbx_session_exec(argv {"/bin/true"}) on one warm sandbox (default isolation): the
+ *          request over the supervisor socket, the per-exec set-up, the exit status back
+ *   floor: posix_spawn("/bin/true") + waitpid from this process; fork + execve + waitpid is
+ *          printed too
+ *
+ * Prints medians and p95 and one TABLE line (target: sbx <= 1.5x the posix_spawn floor).
+ * Numbers only: nothing here passes or fails. */
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sbx/local.h"
+#include "sbx/session.h"
+#include "sbx/time.h"
+
+extern char **environ;
+
+enum { S_SBX, S_SPAWN, S_FORK, S_COUNT };
+
+static int cmp(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(*v), cmp);
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+static void die(const char *what, const struct sbx_error *err)
+{
+    fprintf(stderr, "bench-exec: %s: %s\n", what, err->msg);
+    exit(1);
+}
+
+static char *const true_argv[] = {"/bin/true", NULL};
+
+static int64_t spawn_true(void)
+{
+    int64_t t0 = sbx_time_mono_ns();
+    pid_t pid;
+    int st;
+    if (posix_spawn(&pid, true_argv[0], NULL, NULL, true_argv, environ) != 0 ||
+        waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "bench-exec: posix_spawn of /bin/true failed\n");
+        exit(1);
+    }
+    return sbx_time_mono_ns() - t0;
+}
+
+static int64_t fork_true(void)
+{
+    int64_t t0 = sbx_time_mono_ns();
+    int st;
+    pid_t pid = fork();
+    if (pid == 0) {
+        execve(true_argv[0], true_argv, environ);
+        _exit(127);
+    }
+    if (pid < 0 || waitpid(pid, &st, 0) != pid || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        fprintf(stderr, "bench-exec: fork + exec of /bin/true failed\n");
+        exit(1);
+    }
+    return sbx_time_mono_ns() - t0;
+}
+
+static int64_t sbx_true(struct sbx_session *s)
+{
+    static const char *const argv[] = {"/bin/true", NULL};
+    struct sbx_exec_spec spec = {.argv = argv};
+    struct sbx_exec_result res;
+    struct sbx_error err = SBX_ERROR_INIT;
+    int64_t t0 = sbx_time_mono_ns();
+    if (sbx_session_exec(s, &spec, &res, &err) < 0)
+        die("exec", &err);
+    int64_t dt = sbx_time_mono_ns() - t0;
+    if (res.status.code != 0) {
+        fprintf(stderr, "bench-exec: /bin/true in the sandbox exited with %d\n", res.status.code);
+        exit(1);
+    }
+    sbx_exec_result_release(&res);
+    return dt;
+}
+
+int main(int argc, char **argv)
+{
+    const char *quick = getenv("SBX_BENCH_QUICK");
+    int n = argc > 1 ? (int)strtol(argv[1], NULL, 10) : quick && *quick == '1' ? 60 : 300;
+    const char *under = argc > 2 ? argv[2] : "/tmp";
+    int unconfined = argc > 3 && strcmp(argv[3], "none") == 0;
+    if (n < 1)
+        return 2;
+    struct sbx_error err = SBX_ERROR_INIT;
+    char tmp[256], run[300], ws[300];
+    snprintf(tmp, sizeof(tmp), "%s/sbx-bench-exec.XXXXXX", under);
+    if (!mkdtemp(tmp))
+        return 2;
+    snprintf(run, sizeof(run), "%s/run", tmp);
+    snprintf(ws, sizeof(ws), "%s/ws", tmp);
+    mkdir(run, 0700);
+    struct sbx_local_options o = {.runtime_dir = run,
+                                  .workspace_dir = ws,
+                                  .isolation = unconfined ? SBX_LOCAL_ISOLATION_NONE
+                                                          : SBX_LOCAL_ISOLATION_DEFAULT};
+    struct sbx_client *c = NULL;
+    struct sbx_session *s = NULL;
+    if (sbx_client_new("local", &o, &c, &err) < 0)
+        die("client", &err);
+    if (sbx_client_create(c, NULL, &s, &err) < 0)
+        die("create", &err);
+
+    double *v[S_COUNT];
+    for (int k = 0; k < S_COUNT; k++)
+        v[k] = calloc((size_t)n, sizeof(double));
+    /* warm both sides (page cache, the supervisor's first exec) */
+    for (int i = 0; i < 5; i++) {
+        sbx_true(s);
+        spawn_true();
+        fork_true();
+    }
+    for (int i = 0; i < n; i++) {
+        v[S_SBX][i] = (double)sbx_true(s) / 1e6;
+        v[S_SPAWN][i] = (double)spawn_true() / 1e6;
+        v[S_FORK][i] = (double)fork_true() / 1e6;
+    }
+    if (sbx_session_delete(s, &err) < 0)
+        die("delete", &err);
+    sbx_session_free(s);
+    sbx_client_free(c);
+    rmdir(ws);
+    rmdir(run);
+    rmdir(tmp);
+
+    const char *names[S_COUNT] = {unconfined ? "sbx_session_exec /bin/true (isolation none)"
+                                             : "sbx_session_exec /bin/true (isolated)",
+                                  "posix_spawn /bin/true + waitpid",
+                                  "fork + execve /bin/true + waitpid"};
+    double med[S_COUNT];
+    printf("%-40s %10s %10s   (ms, %d interleaved runs)\n", "operation", "median", "p95", n);
+    for (int k = 0; k < S_COUNT; k++) {
+        med[k] = median(v[k], n);
+        int i95 = (int)(0.95 * (n - 1) + 0.5);
+        printf("%-40s %10.3f %10.3f\n", names[k], med[k], v[k][i95]);
+        free(v[k]);
+    }
+    double ratio = med[S_SBX] / med[S_SPAWN];
+    if (unconfined)
+        return 0;
+    printf("TABLE|library exec round trip of /bin/true (isolated sandbox)|%.3f ms|bare posix_spawn "
+           "/bin/true|%.3f ms|%.2fx|<= 1.5x|%s\n",
+           med[S_SBX], med[S_SPAWN], ratio, ratio <= 1.5 ? "met" : "missed");
+    return 0;
+}
