@@ -47,7 +47,7 @@ struct sbx__local_config_grant {
  * "isolated" are only carried (and only accepted) when isolated is set. */
 /* A storage mount (docs/internals/mounts.md): rclone, started by the supervisor on the host. */
 struct sbx__local_config_mount {
-    char *entry;  /* the manifest entry's path and type, for messages: "data (s3_mount)" */
+    char *entry;  /* the manifest entry's path and type, for messages: 'data' (s3_mount)" */
     char *dst;    /* absolute sandbox path of the mount point */
     char *remote; /* what rclone mounts: "m:bucket/prefix" */
     char *check;  /* what is listed first to check endpoint, credentials, bucket: "m:bucket" */

@@ -84,14 +84,18 @@ static void log_tail(const char *path, char *out, size_t outsz)
     buf[n] = '\0';
     while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
         buf[--n] = '\0';
-    /* The last line that says what went wrong; rclone prefixes them with a timestamp. */
-    char *line = strrchr(buf, '\n');
-    line = line ? line + 1 : buf;
-    if (strncmp(line, "2", 1) == 0 && strlen(line) > 20 && line[4] == '/')
+    /* The last record, with its continuation lines: rclone starts each record with a
+     * "YYYY/MM/DD HH:MM:SS " timestamp, which is left out. */
+    char *line = buf;
+    for (char *p = buf; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+        if (strlen(p) > 20 && p[4] == '/' && p[7] == '/' && p[13] == ':')
+            line = p;
+    if (strlen(line) > 20 && line[4] == '/' && line[7] == '/')
         line += 20;
     size_t k = 0;
     for (; *line && k + 1 < outsz; line++)
-        out[k++] = (*line == '\t' || (unsigned char)*line < 0x20) ? ' ' : *line;
+        if (!(k && out[k - 1] == ' ' && ((unsigned char)*line <= 0x20)))
+            out[k++] = (unsigned char)*line < 0x20 ? ' ' : *line;
     out[k] = '\0';
 }
 
@@ -163,7 +167,7 @@ static int start_one(struct sbx__mount_proc *mp, const char *dir, size_t i,
     const char *rclone = rclone_path();
     if (!rclone)
         return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                             "entry '%s': rclone is not installed (apt-get install rclone fuse3)",
+                             "entry %s: rclone is not installed (apt-get install rclone fuse3)",
                              m->entry);
     char *conf = sbx_xasprintf("%s/mounts/%zu.conf", dir, i);
     char *log = sbx_xasprintf("%s/mounts/%zu.log", dir, i);
@@ -173,14 +177,14 @@ static int start_one(struct sbx__mount_proc *mp, const char *dir, size_t i,
     int rc = 0, st = 0, fd = -1;
     fd = open(conf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
     if (fd < 0 || sbx_fd_write_all(fd, m->config, strlen(m->config), err) < 0) {
-        rc = fd < 0 ? sbx_error_errno(err, errno, "entry '%s': cannot write the rclone config",
+        rc = fd < 0 ? sbx_error_errno(err, errno, "entry %s: cannot write the rclone config",
                                       m->entry)
                     : -1;
         goto out;
     }
     sbx_fd_close(&fd);
     if (mkdir(mp->staging, 0700) < 0) {
-        rc = sbx_error_errno(err, errno, "entry '%s': cannot create '%s'", m->entry, mp->staging);
+        rc = sbx_error_errno(err, errno, "entry %s: cannot create '%s'", m->entry, mp->staging);
         goto out;
     }
     char *check_argv[] = {(char *)rclone,
@@ -208,7 +212,7 @@ static int start_one(struct sbx__mount_proc *mp, const char *dir, size_t i,
         kill(pid, SIGKILL);
         waitpid(pid, NULL, 0);
         rc = sbx_error_set(err, SBX_E_TIMEOUT, 0,
-                           "entry '%s': the storage did not answer within %d s (check the "
+                           "entry %s: the storage did not answer within %d s (check the "
                            "endpoint)",
                            m->entry, CHECK_WAIT_MS / 1000);
         goto out;
@@ -216,7 +220,7 @@ static int start_one(struct sbx__mount_proc *mp, const char *dir, size_t i,
     if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         log_tail(log, tail, sizeof(tail));
         rc = sbx_error_set(err, SBX_E_SANDBOX, 0,
-                           "entry '%s': cannot list '%s' (check the endpoint, the credentials "
+                           "entry %s: cannot list '%s' (check the endpoint, the credentials "
                            "and the bucket): %s",
                            m->entry, m->check, tail[0] ? tail : "rclone failed");
         goto out;
@@ -263,13 +267,13 @@ static int start_one(struct sbx__mount_proc *mp, const char *dir, size_t i,
         if (wait_exit(mp->pid, 0, &st)) {
             mp->pid = 0;
             log_tail(log, tail, sizeof(tail));
-            rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "entry '%s': rclone mount failed: %s",
-                               m->entry, tail[0] ? tail : "it exited");
+            rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "entry %s: rclone mount failed: %s", m->entry,
+                               tail[0] ? tail : "it exited");
             goto out;
         }
         if (t >= MOUNT_WAIT_MS) {
             rc = sbx_error_set(err, SBX_E_TIMEOUT, 0,
-                               "entry '%s': the mount was not ready within %d s", m->entry,
+                               "entry %s: the mount was not ready within %d s", m->entry,
                                MOUNT_WAIT_MS / 1000);
             goto out;
         }

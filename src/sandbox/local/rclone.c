@@ -250,7 +250,7 @@ int sbx__rclone_mount(const struct sbx_manifest_entry *e, const char *root,
         out->dst = mp[0] == '/'             ? sbx_xstrdup(mp)
                    : strcmp(root, "/") == 0 ? sbx_xasprintf("/%s", mp)
                                             : sbx_xasprintf("%s/%s", root, mp);
-        out->entry = sbx_xasprintf("%s' (%s", e->path, sbx_entry_type_name(e->type));
+        out->entry = sbx_xasprintf("'%s' (%s)", e->path, sbx_entry_type_name(e->type));
         out->writable = !e->read_only;
     }
     if (sas)

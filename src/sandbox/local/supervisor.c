@@ -92,6 +92,7 @@ struct conn {
 struct sup {
     char *id, *dir, *workspace, *root;
     struct sbx__mounts mounts; /* storage mounts (outer process) */
+    int mount_failed;          /* the start error is a mount's, which names its entry */
     int listen_fd, sig_fd, root_fd, dir_fd;
     int ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
     size_t n_ports;
@@ -1511,8 +1512,10 @@ static int load_config(struct sup *s, struct sbx__local_config *cfg, struct sbx_
     for (size_t i = 0; i < cfg->n_mounts; i++)
         if ((rc = make_mount_point(s, cfg->mounts[i].dst, err)) < 0)
             return rc;
-    if ((rc = sbx__mounts_start(&s->mounts, s->dir, cfg->mounts, cfg->n_mounts, err)) < 0)
+    if ((rc = sbx__mounts_start(&s->mounts, s->dir, cfg->mounts, cfg->n_mounts, err)) < 0) {
+        s->mount_failed = 1;
         return rc;
+    }
     return load_isolation(s, cfg, err);
 }
 
@@ -1584,7 +1587,8 @@ static int start(struct sup *s, int *outer, struct sbx_error *err)
         explicit_bzero(cfgtext.data, cfgtext.len);
     sbx_buf_release(&cfgtext);
     if (rc < 0) {
-        sbx_error_prefix(err, "supervisor configuration");
+        if (!s->mount_failed)
+            sbx_error_prefix(err, "supervisor configuration");
         return rc;
     }
     /* Done with stdin: no process of the sandbox keeps the creator's socket as stdio. */
