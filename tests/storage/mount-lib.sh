@@ -9,6 +9,19 @@ for p in rclone fusermount3 node npm; do
         exit 1
     fi
 done
+# Without access to /dev/fuse (a 0600 device and no root) mounts cannot work: what sbx owes then
+# is a clear error naming the entry, and nothing left behind.
+if [ ! -r /dev/fuse ] || [ ! -w /dev/fuse ]; then
+    printf '{"entries": {"data": {"type": "s3_mount", "bucket": "b", "endpoint_url": "http://127.0.0.1:9"}}}\n' >"$T/nofuse.json"
+    run "$SBX" sandbox create --manifest "$T/nofuse.json"
+    if [ "$rc" != 0 ] && grep -q "entry 'data' (s3_mount): FUSE is not available to this user" "$T/err"; then
+        ok "without access to /dev/fuse create fails naming the entry"; else
+        not_ok "without access to /dev/fuse create fails naming the entry"; diag "$(cat "$T/err")"; fi
+    nothing_left "and leaves nothing"
+    diag "/dev/fuse is not readable and writable by $(id -un): mounts need it (mode 0666) without root"
+    done_testing
+    exit $?
+fi
 mount_cleanup() {
     "$STORAGE_DIR/servers.sh" stop "$T/servers" >/dev/null 2>&1
     sandbox_cleanup

@@ -169,6 +169,12 @@ static int start_one(struct sbx__mount_proc *mp, const char *dir, size_t i,
         return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
                              "entry %s: rclone is not installed (apt-get install rclone fuse3)",
                              m->entry);
+    /* fusermount3 opens the device as the caller: a 0600 /dev/fuse means no FUSE for users. */
+    if (access("/dev/fuse", R_OK | W_OK) < 0)
+        return sbx_error_errno(err, errno,
+                               "entry %s: FUSE is not available to this user ('/dev/fuse' must be "
+                               "readable and writable, mode 0666, for mounts without root)",
+                               m->entry);
     char *conf = sbx_xasprintf("%s/mounts/%zu.conf", dir, i);
     char *log = sbx_xasprintf("%s/mounts/%zu.log", dir, i);
     char *cache = sbx_xasprintf("%s/mounts/%zu.cache", dir, i);
