@@ -106,4 +106,14 @@ bad "a wrong endpoint" "{\"type\": \"s3_mount\", \"bucket\": \"inputs\", \"endpo
 bad "a wrong key" "{\"type\": \"s3_mount\", \"bucket\": \"inputs\", \"endpoint_url\": \"$ep\", \"access_key_id\": \"NOSUCHKEY\", \"secret_access_key\": \"$sk\"}" "InvalidAccessKeyId\|access key"
 bad "a missing bucket" "{\"type\": \"s3_mount\", \"bucket\": \"nosuchbucket\", \"endpoint_url\": \"$ep\", \"access_key_id\": \"$ak\", \"secret_access_key\": \"$sk\"}" "not found\|nosuchbucket"
 
+# What the local provider cannot do is refused before anything exists, naming the entry.
+run "$SBX" sandbox create --isolation none --manifest "$T/m.json"
+if [ "$rc" != 0 ] && grep -q "entry 'data' (s3_mount): needs isolation" "$T/err"; then
+    ok "isolation none refuses mounts"; else not_ok "isolation none refuses mounts"; diag "$(cat "$T/err")"; fi
+printf '{"entries": {"fs": {"type": "s3_files_mount", "file_system_id": "fs-1"}}}\n' >"$T/s3f.json"
+run "$SBX" sandbox create --manifest "$T/s3f.json"
+if [ "$rc" != 0 ] && grep -q "entry 'fs' (s3_files_mount): not supported by the local provider" "$T/err"; then
+    ok "s3_files_mount is refused"; else not_ok "s3_files_mount is refused"; diag "$(cat "$T/err")"; fi
+nothing_left "the refused creates leave nothing"
+
 done_testing
