@@ -72,6 +72,25 @@ if [ "$rc" = 0 ] && ! tar -tf "$T/snap.tar" 2>/dev/null | grep -q report.txt; th
     ok "a snapshot holds no mounted content"; else
     not_ok "a snapshot holds no mounted content"; diag "$(cat "$T/err")"; fi
 
+# The rclone config: 0600 in the runtime dir, with the key. Stop and start bring the mounts
+# back; the saved manifest has no credentials, the manifest given to start gives them again.
+conf="$RUNBASE/$id/mounts/0.conf"
+if [ "$(stat -c %a "$conf" 2>/dev/null)" = 600 ] && grep -q "secret_access_key = $sk" "$conf"; then
+    ok "the rclone config is 0600 in the runtime dir"; else not_ok "the rclone config is 0600 in the runtime dir"; fi
+run "$SBX" sandbox stop "$id"
+expect_rc 0 "stop"
+run "$SBX" sandbox start --manifest "$T/m.json" "$id"
+expect_rc 0 "start with the manifest"
+run "$SBX" sandbox exec "$id" -- cat /workspace/data/docs/report.txt
+if grep -q 'quarterly numbers' "$T/out" && grep -q "secret_access_key = $sk" "$conf"; then
+    ok "after stop and start the mount is back, with the given manifest's credentials"; else
+    not_ok "after stop and start the mount is back"; diag "$(cat "$T/err")"; fi
+run "$SBX" sandbox stop "$id"
+run "$SBX" sandbox start "$id"
+if [ "$rc" = 0 ] && ! grep -q "secret_access_key" "$conf"; then
+    ok "start without the manifest mounts without credentials (none were saved)"; else
+    not_ok "start without the manifest mounts without credentials"; diag "$(cat "$T/err")"; fi
+
 run "$SBX" sandbox rm "$id"
 expect_rc 0 "rm"
 if wait_until no_rclone && [ -z "$(host_fuse_under "$T/")" ]; then

@@ -2652,6 +2652,8 @@ static int rebuild(struct local_client *c, const json_t *state, const struct sbx
     if (ro->manifest &&
         (rc = ephemeral_env(ro->manifest, m ? m : (m = sbx_manifest_new()), err)) < 0)
         goto out;
+    if (ro->manifest)
+        sbx_manifest_copy_mount_secrets(ro->manifest, m);
     struct sbx_create_spec spec = {.manifest = m,
                                    .base_dir = base,
                                    .pass_secrets = ro->pass_secrets,
