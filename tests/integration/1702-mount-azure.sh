@@ -72,6 +72,8 @@ for c in "wrong key:inputs:$badkey" "missing container:nosuchcontainer:$key"; do
     run timeout 60 "$SBX" sandbox create --manifest "$T/bad.json"
     if [ "$rc" != 0 ] && [ "$rc" != 124 ] && grep -q "entry 'bad' (azure_blob_mount)" "$T/err"; then
         ok "a $what fails create naming the entry"; else not_ok "a $what fails create naming the entry"; diag "rc=$rc $(cat "$T/err")"; fi
+    if ! grep -q -e "sig=[^*]" -e "${k:0:24}" "$T/err"; then ok "the error shows neither the key nor a signature"; else
+        not_ok "the error shows neither the key nor a signature"; diag "$(cat "$T/err")"; fi
     nothing_left "a $what leaves no sandbox"
     if [ -z "$(host_fuse_under "$T/")" ] && no_rclone; then ok "a $what leaves no FUSE mount"; else
         not_ok "a $what leaves no FUSE mount"; fi

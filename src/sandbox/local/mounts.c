@@ -93,9 +93,19 @@ static void log_tail(const char *path, char *out, size_t outsz)
     if (strlen(line) > 20 && line[4] == '/' && line[7] == '/')
         line += 20;
     size_t k = 0;
-    for (; *line && k + 1 < outsz; line++)
+    for (; *line && k + 1 < outsz; line++) {
+        /* URLs in rclone's errors carry a SAS signature (Azure with an endpoint): cut it. */
+        if (strncmp(line, "sig=", 4) == 0 && k + 5 < outsz) {
+            memcpy(out + k, "sig=*", 5);
+            k += 5;
+            line += 3;
+            while (line[1] && !strchr("&\" \n", line[1]))
+                line++;
+            continue;
+        }
         if (!(k && out[k - 1] == ' ' && ((unsigned char)*line <= 0x20)))
             out[k++] = (unsigned char)*line < 0x20 ? ' ' : *line;
+    }
     out[k] = '\0';
 }
 
