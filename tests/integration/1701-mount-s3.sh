@@ -133,6 +133,10 @@ printf '{"entries": {"fs": {"type": "s3_files_mount", "file_system_id": "fs-1"}}
 run "$SBX" sandbox create --manifest "$T/s3f.json"
 if [ "$rc" != 0 ] && grep -q "entry 'fs' (s3_files_mount): not supported by the local provider" "$T/err"; then
     ok "s3_files_mount is refused"; else not_ok "s3_files_mount is refused"; diag "$(cat "$T/err")"; fi
+printf '{"entries": {"x": {"type": "s3_mount", "bucket": "b", "mount_strategy": {"type": "in_container", "pattern": {"type": "rclone", "extra_args": ["--config", "/etc/other"]}}}}}\n' >"$T/xa.json"
+run "$SBX" sandbox create --manifest "$T/xa.json"
+if [ "$rc" != 0 ] && grep -q "entry 'x' (s3_mount): field 'mount_strategy.pattern.extra_args' is not supported" "$T/err"; then
+    ok "rclone extra_args are refused"; else not_ok "rclone extra_args are refused"; diag "$(cat "$T/err")"; fi
 nothing_left "the refused creates leave nothing"
 
 done_testing

@@ -155,6 +155,17 @@ int sbx__rclone_mount(const struct sbx_manifest_entry *e, const char *root,
                                  "mount pattern '%s' is not supported by the local provider "
                                  "(it mounts with rclone on the host)",
                                  pt);
+        const json_t *pat = json_object_get(ms, "pattern");
+        static const char *const unsupported[] = {"extra_args",  "mode",
+                                                  "nfs_addr",    "nfs_mount_options",
+                                                  "remote_name", "config_file_path"};
+        for (size_t i = 0; i < SBX_ARRAY_LEN(unsupported); i++)
+            if (json_object_get(pat, unsupported[i]))
+                return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                                     "field 'mount_strategy.pattern.%s' is not supported by the "
+                                     "local provider (it runs rclone itself, with its own "
+                                     "config)",
+                                     unsupported[i]);
     }
     sbx_buf_init(&b, CONFIG_MAX);
     rc = sbx_buf_adds(&b, "[m]\n", err);
