@@ -203,22 +203,10 @@ static int start_one(struct sbx__mount_proc *mp, const char *dir, size_t i,
         rc = sbx_error_errno(err, errno, "entry %s: cannot create '%s'", m->entry, mp->staging);
         goto out;
     }
-    char *check_argv[] = {(char *)rclone,
-                          "--config",
-                          conf,
-                          "--contimeout",
-                          "5s",
-                          "--timeout",
-                          "10s",
-                          "--retries",
-                          "1",
-                          "--low-level-retries",
-                          "1",
-                          "lsf",
-                          "--max-depth",
-                          "1",
-                          m->check,
-                          NULL};
+    char *check_argv[] = {
+            (char *)rclone, "--config",  conf, "--contimeout",        "5s", "--timeout",
+            "10s",          "--retries", "1",  "--low-level-retries", "1",  "lsjson",
+            "--stat",       m->check,    NULL};
     pid_t pid = spawn(rclone, check_argv, log, err);
     if (pid < 0) {
         rc = -1;
