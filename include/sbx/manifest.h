@@ -267,6 +267,11 @@ SBX_API int sbx_manifest_add_git_repo(struct sbx_manifest *m, const char *path, 
                                       const struct sbx_manifest_entry_opts *o,
                                       struct sbx_error *err);
 
+/* Give the mount entries of m the credentials of the same entries of the trusted manifest
+ * from (same path, type and non-secret fields): a saved manifest never holds them, so start and
+ * resume take them from the manifest the user gives again. Returns how many entries got some. */
+SBX_API size_t sbx_manifest_copy_mount_secrets(const struct sbx_manifest *from,
+                                               struct sbx_manifest *m);
 enum sbx_manifest_env_flags {
     SBX_MANIFEST_ENV_SECRET = 1 << 0,    /* hold the value as a secret; never serialised */
     SBX_MANIFEST_ENV_EPHEMERAL = 1 << 1, /* rebuild instead of persisting */

@@ -193,8 +193,8 @@ static const struct cli_help_opt prune_opts[] = {
 static const struct cli_help_opt start_opts[] = {
         {0, "pass-secret", "NAME", "as for create"},
         {'m', "manifest", "FILE",
-         "the manifest the sandbox was made from, whose ephemeral variables (never saved) are "
-         "set again"},
+         "the manifest the sandbox was made from, whose ephemeral variables and mount "
+         "credentials (never saved) are set again"},
         DOCKER_HOST_OPTION,
         {'h', "help", NULL, "show this help"},
         {0},
@@ -532,8 +532,8 @@ const struct cli_help cli_help_table[] = {
          "sbx sandbox start [--pass-secret NAME]... [--manifest FILE] [--docker-host URL] ID",
          "bring a stopped sandbox back",
          "Brings a stopped sandbox back: same id, content, manifest, options and limits; "
-         "--manifest: the manifest it was made from, whose ephemeral variables (never saved) "
-         "are set again.",
+         "--manifest: the manifest it was made from, whose ephemeral variables and mount "
+         "credentials (never saved) are set again.",
          start_opts, STATUS_COMMON, "sandbox-stop", CLI_HELP_ANYWHERE},
         {"sandbox state", NULL, "sbx sandbox state [--no-snapshot] ID",
          "print a sandbox's session state",

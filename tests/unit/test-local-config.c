@@ -58,6 +58,14 @@ static void fill(struct sbx__local_config *c)
     c->allow_ports[0] = 443;
     c->allow_ports[1] = 8443;
     c->n_allow_ports = 2;
+    c->n_mounts = 1;
+    c->mounts = sbx_xcalloc(1, sizeof(*c->mounts));
+    c->mounts[0].entry = sbx_xstrdup("'data' (s3_mount)");
+    c->mounts[0].dst = sbx_xstrdup("/work/data");
+    c->mounts[0].remote = sbx_xstrdup("m:bucket/prefix");
+    c->mounts[0].check = sbx_xstrdup("m:bucket");
+    c->mounts[0].config = sbx_xstrdup("[m]\ntype = s3\nsecret_access_key = k\n");
+    c->mounts[0].writable = 1;
 }
 
 static void check_strv(const struct sbx_strv *a, const struct sbx_strv *b, const char *what)
@@ -96,6 +104,15 @@ static void check_same(const struct sbx__local_config *a, const struct sbx__loca
         CHECK_EQ_STR(a->grants[i].dst, b->grants[i].dst);
         CHECK_EQ_INT(a->grants[i].writable, b->grants[i].writable);
         CHECK_EQ_INT(a->grants[i].dangerous, b->grants[i].dangerous);
+    }
+    CHECK_EQ_INT(a->n_mounts, b->n_mounts);
+    for (size_t i = 0; i < a->n_mounts && i < b->n_mounts; i++) {
+        CHECK_EQ_STR(a->mounts[i].entry, b->mounts[i].entry);
+        CHECK_EQ_STR(a->mounts[i].dst, b->mounts[i].dst);
+        CHECK_EQ_STR(a->mounts[i].remote, b->mounts[i].remote);
+        CHECK_EQ_STR(a->mounts[i].check, b->mounts[i].check);
+        CHECK_EQ_STR(a->mounts[i].config, b->mounts[i].config);
+        CHECK_EQ_INT(a->mounts[i].writable, b->mounts[i].writable);
     }
     CHECK(a->limits.memory_bytes == b->limits.memory_bytes);
     CHECK(a->limits.pids == b->limits.pids);
@@ -257,6 +274,11 @@ static const struct bad_case bad_cases[] = {
         {"sandbox.grants.0", "mode", "\"rw\"", SBX_E_INVAL,
          "unknown field 'sandbox.grants[0].mode'"},
         {"sandbox.groups.0", "gid", "1", SBX_E_INVAL, "unknown field 'sandbox.groups[0].gid'"},
+        {"sandbox.mounts.0", "args", "1", SBX_E_INVAL, "unknown field 'sandbox.mounts[0].args'"},
+        {"sandbox.mounts.0", "config", NULL, SBX_E_INVAL,
+         "field 'sandbox.mounts[0].config' is missing"},
+        {"sandbox.mounts.0", "dst", "\"data\"", SBX_E_INVAL,
+         "field 'sandbox.mounts[0].dst' must be an absolute path"},
         {"", "id", "42", SBX_E_INVAL, "field 'id' must be a string"},
         {"", "id", "\"../../etc\"", SBX_E_INVAL, "field 'id' must be a sandbox id"},
         {"", "id", "\"0123456789ABCDEF\"", SBX_E_INVAL, "field 'id' must be a sandbox id"},

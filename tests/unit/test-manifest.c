@@ -463,6 +463,39 @@ static void test_secrets(void)
     sbx_manifest_free(m);
 }
 
+/* A saved manifest (credentials left out) gets them back from the given one, entry by entry,
+ * only where path, type and every other field agree. */
+static void test_copy_mount_secrets(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_manifest *given = NULL, *saved = NULL;
+    const char *text =
+            "entries:\n"
+            "  a: {type: s3_mount, bucket: b1, access_key_id: AK, secret_access_key: SK}\n"
+            "  b: {type: s3_mount, bucket: b2, access_key_id: AK2, secret_access_key: SK2}\n"
+            "  c: {type: azure_blob_mount, account: x, container: y, account_key: K}\n";
+    CHECK_OK(load(text, &given, &err), &err);
+    CHECK_OK(load("entries:\n"
+                  "  a: {type: s3_mount, bucket: b1}\n"
+                  "  b: {type: s3_mount, bucket: other}\n"
+                  "  c: {type: s3_mount, bucket: y}\n",
+                  &saved, &err),
+             &err);
+    if (!given || !saved)
+        goto out;
+    CHECK_EQ_INT(sbx_manifest_copy_mount_secrets(given, saved), 1);
+    const struct sbx_manifest_entry *a = sbx_manifest_entry_at(saved, 0);
+    const struct sbx_secret *sk = sbx_manifest_entry_secret(a, "secret_access_key");
+    CHECK(sk && strcmp(sbx_secret_reveal(sk, NULL), "SK") == 0);
+    CHECK(!sbx_manifest_entry_secret(sbx_manifest_entry_at(saved, 1), "secret_access_key"));
+    CHECK(!sbx_manifest_entry_secret(sbx_manifest_entry_at(saved, 2), "account_key"));
+    /* Entries that have credentials keep their own. */
+    CHECK_EQ_INT(sbx_manifest_copy_mount_secrets(given, saved), 0);
+out:
+    sbx_manifest_free(given);
+    sbx_manifest_free(saved);
+}
+
 static void test_environment_forms(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -917,6 +950,7 @@ int main(void)
     TAP_RUN(test_git_repo);
     TAP_RUN(test_mounts);
     TAP_RUN(test_mount_credential_refs);
+    TAP_RUN(test_copy_mount_secrets);
     TAP_RUN(test_local_sources);
     TAP_RUN(test_builders);
     TAP_RUN(test_render_tree);

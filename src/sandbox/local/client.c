@@ -24,6 +24,7 @@
 #include "sandbox/local/isolate.h"
 #include "sandbox/local/local.h"
 #include "sandbox/local/net.h"
+#include "sandbox/local/rclone.h"
 #include "sandbox/session/host.h"
 #include "sandbox/session/internal.h"
 #include "sbx/fs.h"
@@ -1856,6 +1857,39 @@ static void isolated_config(const struct create_job *j, struct sbx__local_config
     cfg->n_allow_ports = c->n_allow_ports;
 }
 
+/* The manifest's storage mounts, for the supervisor to start (docs/internals/mounts.md). */
+static int mount_config(const struct create_job *j, struct sbx__local_config *cfg,
+                        struct sbx_error *err)
+{
+    const struct sbx_manifest *m = j->spec->manifest;
+    size_t n = m ? sbx_manifest_entry_count(m) : 0, k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += sbx_entry_type_is_mount(sbx_manifest_entry_at(m, i)->type) != 0;
+    if (!k)
+        return 0;
+    if (k > SBX__LOCAL_CONFIG_MAX_MOUNTS)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d mount entries",
+                             SBX__LOCAL_CONFIG_MAX_MOUNTS);
+    cfg->mounts = sbx_xcalloc(k, sizeof(*cfg->mounts));
+    for (size_t i = 0; i < n; i++) {
+        const struct sbx_manifest_entry *e = sbx_manifest_entry_at(m, i);
+        if (!sbx_entry_type_is_mount(e->type))
+            continue;
+        int rc = j->c->isolated ? 0
+                                : sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                                                "needs isolation: without it nothing keeps the "
+                                                "mount's credentials from the commands");
+        if (rc == 0)
+            rc = sbx__rclone_mount(e, j->root, &cfg->mounts[cfg->n_mounts], err);
+        if (rc < 0) {
+            sbx_error_prefix(err, "entry '%s' (%s)", e->path, sbx_entry_type_name(e->type));
+            return rc;
+        }
+        cfg->n_mounts++;
+    }
+    return 0;
+}
+
 /* The manifest's environment (secret values resolved) after the base one. */
 static int manifest_env(const struct create_job *j, struct sbx_strv *env, struct sbx_error *err)
 {
@@ -1894,6 +1928,8 @@ static int build_config(struct create_job *j, struct sbx_error *err)
         unconfined_config(j, &cfg);
     if (j->spec->manifest)
         rc = manifest_env(j, &cfg.env, err);
+    if (rc == 0)
+        rc = mount_config(j, &cfg, err);
     if (rc == 0)
         rc = sbx__local_config_to_json(&cfg, &j->cfg, err);
     sbx__local_config_release(&cfg);
@@ -2616,6 +2652,8 @@ static int rebuild(struct local_client *c, const json_t *state, const struct sbx
     if (ro->manifest &&
         (rc = ephemeral_env(ro->manifest, m ? m : (m = sbx_manifest_new()), err)) < 0)
         goto out;
+    if (ro->manifest)
+        sbx_manifest_copy_mount_secrets(ro->manifest, m);
     struct sbx_create_spec spec = {.manifest = m,
                                    .base_dir = base,
                                    .pass_secrets = ro->pass_secrets,

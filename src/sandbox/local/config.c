@@ -28,10 +28,11 @@ static const char *const top_keys[] = {
 };
 static const char *const sandbox_keys[] = {
         "net",   "host_home",        "users",     "groups",      "grants", "limits",
-        "allow", "test_proxy_hosts", "port_bind", "allow_ports", NULL,
+        "allow", "test_proxy_hosts", "port_bind", "allow_ports", "mounts", NULL,
 };
 static const char *const group_keys[] = {"name", "members", NULL};
 static const char *const grant_keys[] = {"src", "dst", "rw", "dangerous", NULL};
+static const char *const mount_keys[] = {"entry", "dst", "remote", "check", "config", "rw", NULL};
 static const char *const limit_keys[] = {"memory",    "pids",       "cpu_millis",
                                          "file_size", "open_files", NULL};
 static const char *const net_names[] = {
@@ -67,6 +68,17 @@ void sbx__local_config_release(struct sbx__local_config *c)
         free(c->grants[i].dst);
     }
     free(c->grants);
+    for (size_t i = 0; i < c->n_mounts; i++) {
+        struct sbx__local_config_mount *m = &c->mounts[i];
+        if (m->config)
+            explicit_bzero(m->config, strlen(m->config));
+        free(m->entry);
+        free(m->dst);
+        free(m->remote);
+        free(m->check);
+        free(m->config);
+    }
+    free(c->mounts);
     free(c->id);
     free(c->dir);
     free(c->workspace);
@@ -138,7 +150,7 @@ static int check_config(const struct sbx__local_config *c, struct sbx_error *err
     if (c->test_delay_ms < 0 || c->test_delay_ms > SBX__LOCAL_CONFIG_MAX_DELAY_MS)
         return bad(err, "test_delay_ms", "must be in 0..10000");
     if (!c->isolated) {
-        if (c->host_home || c->users.n || c->n_groups || c->n_grants || c->allow.n ||
+        if (c->host_home || c->users.n || c->n_groups || c->n_grants || c->n_mounts || c->allow.n ||
             c->test_hosts.n || c->port_bind || c->n_allow_ports || c->net != 0 ||
             c->limits.memory_bytes || c->limits.pids || c->limits.cpu_millis ||
             c->limits.file_size_bytes || c->limits.open_files)
@@ -161,8 +173,13 @@ static int check_config(const struct sbx__local_config *c, struct sbx_error *err
         if (c->groups[i].members.n > SBX__LOCAL_CONFIG_MAX_MEMBERS)
             return too_many(err, name, SBX__LOCAL_CONFIG_MAX_MEMBERS);
     }
-    if (c->n_grants > SBX__LOCAL_CONFIG_MAX_GRANTS)
+    if (c->n_grants + c->n_mounts > SBX__LOCAL_CONFIG_MAX_GRANTS)
         return too_many(err, "sandbox.grants", SBX__LOCAL_CONFIG_MAX_GRANTS);
+    for (size_t i = 0; i < c->n_mounts; i++) {
+        snprintf(name, sizeof(name), "sandbox.mounts[%zu].dst", i);
+        if ((rc = check_path(name, c->mounts[i].dst, 1, err)) < 0)
+            return rc;
+    }
     for (size_t i = 0; i < c->n_grants; i++) {
         snprintf(name, sizeof(name), "sandbox.grants[%zu].src", i);
         if ((rc = check_path(name, c->grants[i].src, 1, err)) < 0)
@@ -240,6 +257,21 @@ static json_t *sandbox_json(const struct sbx__local_config *c)
         sbx_json_append(grants, g);
     }
     sbx_json_set(sb, "grants", grants);
+    if (c->n_mounts) {
+        json_t *mounts = json_array();
+        for (size_t i = 0; i < c->n_mounts; i++) {
+            const struct sbx__local_config_mount *m = &c->mounts[i];
+            json_t *o = json_object();
+            sbx_json_set(o, "entry", sbx_json_str(m->entry));
+            sbx_json_set(o, "dst", sbx_json_str(m->dst));
+            sbx_json_set(o, "remote", sbx_json_str(m->remote));
+            sbx_json_set(o, "check", sbx_json_str(m->check));
+            sbx_json_set(o, "config", sbx_json_str(m->config));
+            sbx_json_set(o, "rw", json_boolean(m->writable));
+            sbx_json_append(mounts, o);
+        }
+        sbx_json_set(sb, "mounts", mounts);
+    }
     const uint64_t vals[] = {c->limits.memory_bytes, c->limits.pids, c->limits.cpu_millis,
                              c->limits.file_size_bytes, c->limits.open_files};
     for (size_t i = 0; i < 5; i++) {
@@ -487,6 +519,35 @@ static int read_grants(const json_t *v, struct sbx__local_config *c, struct sbx_
     return 0;
 }
 
+static int read_mounts(const json_t *v, struct sbx__local_config *c, struct sbx_error *err)
+{
+    char name[NAME_MAX_LEN];
+    if (!v)
+        return 0;
+    int n = read_array(v, "sandbox.mounts", SBX__LOCAL_CONFIG_MAX_MOUNTS, err);
+    if (n <= 0)
+        return n;
+    c->mounts = sbx_xcalloc((size_t)n, sizeof(*c->mounts));
+    for (int i = 0; i < n; i++) {
+        const json_t *o = json_array_get(v, (size_t)i);
+        struct sbx__local_config_mount *out = &c->mounts[c->n_mounts++];
+        char **strs[] = {&out->entry, &out->dst, &out->remote, &out->check, &out->config};
+        int rc;
+        snprintf(name, sizeof(name), "sandbox.mounts[%d]", i);
+        if ((rc = read_object(o, name, err)) < 0 || (rc = check_keys(o, name, mount_keys, err)) < 0)
+            return rc;
+        for (size_t k = 0; k < SBX_ARRAY_LEN(strs); k++) {
+            snprintf(name, sizeof(name), "sandbox.mounts[%d].%s", i, mount_keys[k]);
+            if ((rc = read_string(json_object_get(o, mount_keys[k]), name, 1, strs[k], err)) < 0)
+                return rc;
+        }
+        snprintf(name, sizeof(name), "sandbox.mounts[%d].rw", i);
+        if ((rc = read_bool(json_object_get(o, "rw"), name, &out->writable, err)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
 static int read_net(const json_t *v, enum sbx__local_config_net *out, struct sbx_error *err)
 {
     if (!v)
@@ -517,6 +578,7 @@ static int read_sandbox(const json_t *sb, struct sbx__local_config *c, struct sb
                         &c->users, err)) < 0 ||
         (rc = read_groups(json_object_get(sb, "groups"), c, err)) < 0 ||
         (rc = read_grants(json_object_get(sb, "grants"), c, err)) < 0 ||
+        (rc = read_mounts(json_object_get(sb, "mounts"), c, err)) < 0 ||
         (rc = read_strv(json_object_get(sb, "allow"), "sandbox.allow", SBX_LOCAL_MAX_ALLOW_DOMAINS,
                         &c->allow, err)) < 0 ||
         (rc = read_strv(json_object_get(sb, "test_proxy_hosts"), "sandbox.test_proxy_hosts",

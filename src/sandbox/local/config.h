@@ -45,6 +45,17 @@ struct sbx__local_config_grant {
 
 /* Every string is owned by the struct (sbx__local_config_release frees them). Fields marked
  * "isolated" are only carried (and only accepted) when isolated is set. */
+/* A storage mount (docs/internals/mounts.md): rclone, started by the supervisor on the host. */
+struct sbx__local_config_mount {
+    char *entry;  /* the manifest entry's path and type, for messages: 'data' (s3_mount)" */
+    char *dst;    /* absolute sandbox path of the mount point */
+    char *remote; /* what rclone mounts: "m:bucket/prefix" */
+    char *check;  /* what is listed first to check endpoint, credentials, bucket: "m:bucket" */
+    char *config; /* rclone config text; holds credentials */
+    int writable;
+};
+#define SBX__LOCAL_CONFIG_MAX_MOUNTS 16
+
 struct sbx__local_config {
     char *id;            /* the sandbox id: SBX__LOCAL_CONFIG_ID_LEN lowercase hex digits */
     char *dir;           /* its runtime directory, absolute */
@@ -65,6 +76,8 @@ struct sbx__local_config {
     size_t n_groups;
     struct sbx__local_config_grant *grants;
     size_t n_grants;
+    struct sbx__local_config_mount *mounts;
+    size_t n_mounts;
     /* 0: the default, SBX_LOCAL_LIMIT_NONE: no limit; otherwise at most INT64_MAX. */
     struct sbx_local_limits limits;
     struct sbx_strv allow;      /* net allow: the normalized patterns (at least one); else none */

@@ -36,6 +36,7 @@
 #include "core/fs-internal.h"
 #include "sandbox/local/disk.h"
 #include "sandbox/local/isolate.h"
+#include "sandbox/local/mounts.h"
 #include "sandbox/local/logcap.h"
 #include "sandbox/local/local.h"
 #include "sandbox/local/net.h"
@@ -92,6 +93,8 @@ struct conn {
 
 struct sup {
     char *id, *dir, *workspace, *root;
+    struct sbx__mounts mounts; /* storage mounts (outer process) */
+    int mount_failed;          /* the start error is a mount's, which names its entry */
     int listen_fd, sig_fd, root_fd, dir_fd;
     int ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
     size_t n_ports;
@@ -1276,6 +1279,39 @@ static void serve(struct sup *s)
 /* ---------------------------------------------------------------------------------------------
  * Start-up */
 
+/* The mount point of a storage mount, made in the host workspace before the sandbox exists
+ * (inside, an idmapped workspace refuses directories made by unmapped ids). Components are
+ * walked without following symlinks: a given workspace could lead elsewhere. */
+static int make_mount_point(const struct sup *s, const char *dst, struct sbx_error *err)
+{
+    size_t rl = strlen(s->root);
+    const char *rel = strcmp(s->root, "/") == 0                          ? dst + 1
+                      : strncmp(dst, s->root, rl) == 0 && dst[rl] == '/' ? dst + rl + 1
+                                                                         : NULL;
+    if (!rel)
+        return 0; /* outside the workspace: the root build makes it */
+    int fd = open(s->workspace, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return sbx_error_errno(err, errno, "cannot open workspace '%s'", s->workspace);
+    char *copy = sbx_xstrdup(rel), *save = NULL;
+    int rc = 0;
+    for (char *c = strtok_r(copy, "/", &save); c && rc == 0; c = strtok_r(NULL, "/", &save)) {
+        if (mkdirat(fd, c, 0755) < 0 && errno != EEXIST) {
+            rc = sbx_error_errno(err, errno, "cannot create mount point '%s'", dst);
+            break;
+        }
+        int next = openat(fd, c, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (next < 0)
+            rc = sbx_error_errno(err, errno, "mount point '%s' is not a directory", dst);
+        close(fd);
+        fd = next;
+    }
+    if (fd >= 0)
+        close(fd);
+    free(copy);
+    return rc;
+}
+
 /* The isolation spec of the configuration, turned into an isolation object (sbx__isolation_new
  * copies what it keeps and checks the names, grants and environment). */
 static int load_isolation(struct sup *s, const struct sbx__local_config *cfg, struct sbx_error *err)
@@ -1311,15 +1347,23 @@ static int load_isolation(struct sup *s, const struct sbx__local_config *cfg, st
     }
     spec.groups = groups;
     spec.ngroups = cfg->n_groups;
-    grants = sbx_xcalloc(cfg->n_grants + 1, sizeof(*grants));
+    grants = sbx_xcalloc(cfg->n_grants + s->mounts.n + 1, sizeof(*grants));
     for (i = 0; i < cfg->n_grants; i++) {
         grants[i].src = cfg->grants[i].src;
         grants[i].dst = cfg->grants[i].dst;
         grants[i].writable = cfg->grants[i].writable;
         grants[i].dangerous = cfg->grants[i].dangerous;
     }
+    /* A storage mount is a grant of its staging mount point: under the runtime dir (in /run
+     * for root, hence dangerous), never scanned for sockets (it is a bucket). */
+    for (size_t k = 0; k < s->mounts.n; k++, i++) {
+        grants[i].src = s->mounts.v[k].staging;
+        grants[i].dst = cfg->mounts[k].dst;
+        grants[i].writable = cfg->mounts[k].writable;
+        grants[i].dangerous = 1;
+    }
     spec.grants = grants;
-    spec.ngrants = cfg->n_grants;
+    spec.ngrants = i;
     int rc = sbx__isolation_new(&spec, &s->iso, err);
     free(users);
     free(groups);
@@ -1521,6 +1565,13 @@ static int load_config(struct sup *s, struct sbx__local_config *cfg, struct sbx_
     if (!cfg->isolated)
         return 0;
     load_network(s, cfg);
+    for (size_t i = 0; i < cfg->n_mounts; i++)
+        if ((rc = make_mount_point(s, cfg->mounts[i].dst, err)) < 0)
+            return rc;
+    if ((rc = sbx__mounts_start(&s->mounts, s->dir, cfg->mounts, cfg->n_mounts, err)) < 0) {
+        s->mount_failed = 1;
+        return rc;
+    }
     return load_isolation(s, cfg, err);
 }
 
@@ -1592,7 +1643,8 @@ static int start(struct sup *s, int *outer, struct sbx_error *err)
         explicit_bzero(cfgtext.data, cfgtext.len);
     sbx_buf_release(&cfgtext);
     if (rc < 0) {
-        sbx_error_prefix(err, "supervisor configuration");
+        if (!s->mount_failed)
+            sbx_error_prefix(err, "supervisor configuration");
         return rc;
     }
     /* Done with stdin: no process of the sandbox keeps the creator's socket as stdio. */
@@ -1661,8 +1713,11 @@ static int start(struct sup *s, int *outer, struct sbx_error *err)
         rc = sbx__isolation_enter(s->iso, &role, err);
         if (rc < 0)
             return rc;
-        if (role == SBX__ISOLATION_INNER)
+        if (role == SBX__ISOLATION_INNER) {
             s->inner = 1;
+            /* The rclone processes belong to the outer process; their pids mean nothing here. */
+            sbx__mounts_forget(&s->mounts);
+        }
         if (role == SBX__ISOLATION_OUTER) {
             sbx_fd_close(&s->net_chan[1]);
             *outer = 1;
@@ -1717,8 +1772,17 @@ static int run_outer(struct sup *s)
         sbx__local_record_write(s->dir_fd, &s->record, &err) < 0)
         sbx_log(SBX_LOG_WARN, "sandbox '%s': PID 1 not recorded: %s", s->id, err.msg);
     sbx_error_clear(&err);
+    /* Once PID 1 exists its mount namespace holds copies of the staging mounts: the host's
+     * go, so that the FUSE mounts exist only in the sandbox and end with it. */
+    if (s->mounts.n) {
+        pid_t middle = sbx__isolation_inner_pid(s->iso);
+        for (int t = 0; t < 3000 && sandbox_init_pid(middle) == middle && kill(middle, 0) == 0; t++)
+            usleep(10000);
+        sbx__mounts_detach(&s->mounts);
+    }
     struct sbx__net *net = s->net_chan[0] >= 0 ? start_network(s) : NULL;
     int rc = sbx__isolation_outer_wait(s->iso, &status, &err);
+    sbx__mounts_stop(&s->mounts);
     sbx__net_free(net);
     if (rc < 0)
         sbx_log(SBX_LOG_WARN, "sandbox '%s': %s", s->id, err.msg);
@@ -1856,6 +1920,7 @@ out:
     for (size_t i = 0; i < s.n_conns; i++)
         if (s.conns[i].fd >= 0)
             drop_conn(&s, (int)i);
+    sbx__mounts_stop(&s.mounts);
     sbx__isolation_free(s.iso);
     free(s.conns);
     free(s.children);

@@ -21,6 +21,7 @@
 #include "sandbox/local/isolate.h"
 #include "sandbox/local/disk.h"
 #include "sandbox/local/local.h"
+#include "sandbox/local/mounts.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
 #include "sbx/log.h"
@@ -355,6 +356,8 @@ int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err)
         if (there)
             note(t->removed, t->id, "workspace", t->workspace);
     }
+    /* A supervisor killed while it started its storage mounts left them on the host. */
+    sbx__mounts_cleanup_dir(t->dir);
     if ((rc = sbx__fs_remove_tree(t->dir, err)) < 0)
         goto out;
     note(t->removed, t->id, "runtime_dir", t->dir);

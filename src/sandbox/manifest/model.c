@@ -183,6 +183,40 @@ const struct sbx_secret *sbx_manifest_entry_secret(const struct sbx_manifest_ent
     return NULL;
 }
 
+/* Same path, type and non-secret fields, in the same order (both parsed by the same code). */
+static int same_mount(const struct entry *a, const struct entry *b)
+{
+    if (a->pub.type != b->pub.type || strcmp(a->path, b->path) != 0 || a->nfields != b->nfields)
+        return 0;
+    for (size_t i = 0; i < a->nfields; i++)
+        if (strcmp(a->fields[i].name, b->fields[i].name) != 0 ||
+            strcmp(a->fields[i].value, b->fields[i].value) != 0)
+            return 0;
+    return 1;
+}
+
+size_t sbx_manifest_copy_mount_secrets(const struct sbx_manifest *from, struct sbx_manifest *m)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        struct entry *e = m->entries[i];
+        if (!sbx_entry_type_is_mount(e->pub.type) || e->nsecrets)
+            continue;
+        for (size_t k = 0; k < from->n; k++) {
+            const struct entry *f = from->entries[k];
+            if (!f->nsecrets || !same_mount(f, e))
+                continue;
+            e->secrets = sbx_xcalloc(f->nsecrets, sizeof(*e->secrets));
+            for (size_t s = 0; s < f->nsecrets; s++)
+                e->secrets[s] = sbx_secret_dup(f->secrets[s]);
+            e->nsecrets = f->nsecrets;
+            n++;
+            break;
+        }
+    }
+    return n;
+}
+
 const char *sbx_manifest_root(const struct sbx_manifest *m)
 {
     return m->root;

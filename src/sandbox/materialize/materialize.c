@@ -549,9 +549,12 @@ static int materialize_entry(struct sbx_session *s, struct undo *u,
     case SBX_ENTRY_AZURE_BLOB_MOUNT:
     case SBX_ENTRY_BOX_MOUNT:
     case SBX_ENTRY_S3_FILES_MOUNT:
+        /* The local provider mounts them while the sandbox starts (docs/internals/mounts.md). */
+        if (s->provider && strcmp(s->provider, "local") == 0)
+            return 0;
         return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                             "%s entries are not supported by the local provider",
-                             sbx_entry_type_name(e->type));
+                             "%s entries are not supported by the %s provider",
+                             sbx_entry_type_name(e->type), s->provider ? s->provider : "this");
     }
     return sbx_error_set(err, SBX_E_INVAL, 0, "unknown entry type %d", (int)e->type);
 }

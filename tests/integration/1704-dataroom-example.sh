@@ -33,7 +33,7 @@ python3 - "$SBX_SRCDIR/examples/dataroom/README.md" >"$T/block.sh" <<'PY'
 import sys
 lines = open(sys.argv[1], encoding="utf-8").read().split("\n")
 for i, l in enumerate(lines):
-    if l.strip() == "```sh" and i + 1 < len(lines) and "1701-dataroom-example.sh" in lines[i + 1]:
+    if l.strip() == "```sh" and i + 1 < len(lines) and "1704-dataroom-example.sh" in lines[i + 1]:
         j = i + 1
         while lines[j].strip() != "```":
             print(lines[j])
