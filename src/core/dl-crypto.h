@@ -1,9 +1,10 @@
 /* Private: OpenSSL libcrypto, opened on first use (src/core/dl.h). Include this instead of
- * <openssl/evp.h>; call sbx__crypto_load() before the first call. */
+ * <openssl/evp.h> or <openssl/hmac.h>; call sbx__crypto_load() before the first call. */
 #ifndef SBX_CORE_DL_CRYPTO_H
 #define SBX_CORE_DL_CRYPTO_H
 
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 
 #include "core/dl.h"
 
@@ -13,7 +14,8 @@
     X(EVP_DigestUpdate)      \
     X(EVP_MD_CTX_free)       \
     X(EVP_MD_CTX_new)        \
-    X(EVP_sha256)
+    X(EVP_sha256)            \
+    X(HMAC)
 
 struct sbx__crypto_fns {
     SBX__CRYPTO_FUNCS(SBX__DL_MEMBER)
@@ -30,5 +32,6 @@ int sbx__crypto_load(struct sbx_error *err);
 #define EVP_MD_CTX_free    (sbx__crypto.EVP_MD_CTX_free)
 #define EVP_MD_CTX_new     (sbx__crypto.EVP_MD_CTX_new)
 #define EVP_sha256         (sbx__crypto.EVP_sha256)
+#define HMAC               (sbx__crypto.HMAC)
 
 #endif

@@ -137,6 +137,10 @@ printf '{"entries": {"x": {"type": "s3_mount", "bucket": "b", "mount_strategy": 
 run "$SBX" sandbox create --manifest "$T/xa.json"
 if [ "$rc" != 0 ] && grep -q "entry 'x' (s3_mount): field 'mount_strategy.pattern.extra_args' is not supported" "$T/err"; then
     ok "rclone extra_args are refused"; else not_ok "rclone extra_args are refused"; diag "$(cat "$T/err")"; fi
+printf '{"entries": {"x": {"type": "s3_mount", "bucket": "b", "mount_strategy": {"type": "in_container", "pattern": {"type": "rclone", "mode": "nfs"}}}}}\n' >"$T/nfs.json"
+run "$SBX" sandbox create --manifest "$T/nfs.json"
+if [ "$rc" != 0 ] && grep -q "entry 'x' (s3_mount): field 'mount_strategy.pattern.mode' must be 'fuse'" "$T/err"; then
+    ok "an nfs mount mode is refused"; else not_ok "an nfs mount mode is refused"; diag "$(cat "$T/err")"; fi
 nothing_left "the refused creates leave nothing"
 
 done_testing

@@ -1,10 +1,10 @@
 /* The rclone remote of a manifest mount entry (rclone.h, docs/internals/mounts.md). */
-#include <openssl/hmac.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "core/dl-crypto.h"
 #include "sandbox/local/rclone.h"
 #include "sbx/b64.h"
 #include "sbx/buf.h"
@@ -49,7 +49,10 @@ static int azure_sas(const char *endpoint, const char *account, const char *key,
     struct tm tm;
     gmtime_r(&t, &tm);
     strftime(expiry, sizeof(expiry), "%Y-%m-%dT%H:%M:%SZ", &tm);
-    int rc = sbx_b64_decode(key, strlen(key), &raw, err);
+    int rc = sbx__crypto_load(err);
+    if (rc < 0)
+        goto out;
+    rc = sbx_b64_decode(key, strlen(key), &raw, err);
     if (rc < 0) {
         sbx_error_prefix(err, "credential 'account_key'");
         goto out;
@@ -156,8 +159,13 @@ int sbx__rclone_mount(const struct sbx_manifest_entry *e, const char *root,
                                  "(it mounts with rclone on the host)",
                                  pt);
         const json_t *pat = json_object_get(ms, "pattern");
-        static const char *const unsupported[] = {"extra_args",  "mode",
-                                                  "nfs_addr",    "nfs_mount_options",
+        /* The mount is always FUSE: saying so is fine, asking for NFS is not. */
+        const json_t *mode = json_object_get(pat, "mode");
+        if (mode && (!json_is_string(mode) || strcmp(json_string_value(mode), "fuse") != 0))
+            return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                                 "field 'mount_strategy.pattern.mode' must be 'fuse' for the "
+                                 "local provider (it mounts with rclone through FUSE)");
+        static const char *const unsupported[] = {"extra_args", "nfs_addr", "nfs_mount_options",
                                                   "remote_name", "config_file_path"};
         for (size_t i = 0; i < SBX_ARRAY_LEN(unsupported); i++)
             if (json_object_get(pat, unsupported[i]))
