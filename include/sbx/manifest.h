@@ -96,6 +96,12 @@ struct sbx_manifest_entry {
     const char *mount_path;
     int read_only;
     const json_t *mount_strategy;
+
+    /* file recorded by digest only (a session state's manifest, SBX_MANIFEST_CONTENT_DIGESTS):
+     * the SHA-256 of its content_len bytes as 64 lowercase hex digits, content NULL. NULL for
+     * every other entry. Such an entry cannot be materialised: its bytes are in the workspace
+     * or the snapshot it was restored from. */
+    const char *content_sha256;
 };
 
 /* Entries in declared depth-first pre-order: a dir comes before its children, siblings in the
@@ -165,6 +171,10 @@ enum sbx_manifest_load_flags {
     /* Do not look at the host for local_file / local_dir sources (existence, type, symlinks).
      * For tools that only reformat a manifest; materialising re-checks anyway. */
     SBX_MANIFEST_NO_HOST_CHECKS = 1 << 0,
+    /* Accept file content given by digest, {"type": "sha256", "digest": "<64 hex>", "size": N}
+     * (what a session state records, SBX_MANIFEST_JSON_CONTENT_DIGESTS). Without the flag that
+     * form is an error: a manifest must carry its files' bytes. */
+    SBX_MANIFEST_CONTENT_DIGESTS = 1 << 1,
 };
 
 /* All-zero is the default. */
@@ -206,6 +216,11 @@ enum sbx_manifest_json_flags {
     /* Leave out ephemeral environment variables that hold a value (a harness reference holds
      * none and stays): what a session state keeps. */
     SBX_MANIFEST_JSON_NO_EPHEMERAL_ENV = 1 << 1,
+    /* Write the content of non-ephemeral file entries as {"type": "sha256", "digest": ...,
+     * "size": N} instead of the bytes: what a session state keeps, since those files are in the
+     * workspace (and in its snapshots) already; ephemeral files, rebuilt on every start, keep
+     * their bytes. A file recorded by digest is always written so, whatever the flags. */
+    SBX_MANIFEST_JSON_CONTENT_DIGESTS = 1 << 2,
 };
 
 /* The normalised document: version, root, entries (declared order and nesting, defaults made
