@@ -166,6 +166,10 @@ SBX_API const char *sbx_manifest_root(const struct sbx_manifest *m);
 #define SBX_MANIFEST_DEFAULT_MAX_FILE_BYTES  ((size_t)64 << 20)
 #define SBX_MANIFEST_DEFAULT_MAX_TOTAL_BYTES ((size_t)256 << 20)
 #define SBX_MANIFEST_DEFAULT_MAX_ENTRIES     100000
+/* A manifest document (file) is read whole, so it has a bound: past it sbx_manifest_load_file
+ * fails with SBX_E_TOOBIG "the document is N bytes, more than the manifest limit of 64 MiB
+ * (...)" before reading it. Large files belong in local_file entries, which have no such bound. */
+#define SBX_MANIFEST_DEFAULT_MAX_DOC_BYTES ((size_t)64 << 20)
 
 enum sbx_manifest_load_flags {
     /* Do not look at the host for local_file / local_dir sources (existence, type, symlinks).
@@ -185,7 +189,7 @@ struct sbx_manifest_load_opts {
     size_t max_file_bytes;  /* per file entry content; 0: SBX_MANIFEST_DEFAULT_MAX_FILE_BYTES */
     size_t max_total_bytes; /* all file content; 0: SBX_MANIFEST_DEFAULT_MAX_TOTAL_BYTES */
     size_t max_entries;     /* 0: SBX_MANIFEST_DEFAULT_MAX_ENTRIES */
-    size_t max_doc_bytes;   /* document size (load_file); 0: the JSON default (64 MiB) */
+    size_t max_doc_bytes;   /* document size (load_file); 0: SBX_MANIFEST_DEFAULT_MAX_DOC_BYTES */
     int max_depth;          /* document nesting (load_file); 0: the JSON default (64) */
     int flags;              /* enum sbx_manifest_load_flags */
 };

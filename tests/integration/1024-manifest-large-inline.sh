@@ -92,4 +92,15 @@ expect_rc 1 "a manifest with content by digest is refused"
 expect_in "$T/err" "unknown encoding 'sha256'" "saying why"
 nothing_left "and nothing is created"
 
+# The document itself has an explicit bound, 64 MiB, checked before it is read and named.
+truncate -s $(((64 << 20) + 1)) "$T/huge.json"
+run "$SBX" sandbox create --manifest "$T/huge.json"
+expect_rc 1 "a manifest document over 64 MiB is refused"
+expect_in "$T/err" "more than the manifest limit of 67108864 bytes (64 MiB)" "naming the limit"
+nothing_left "and nothing is created"
+python3 -c 'import sys; d = b"{\"entries\": {}}"; open(sys.argv[1], "wb").write(d + b" " * ((64 << 20) - len(d)))' "$T/huge.json"
+run "$SBX" manifest check "$T/huge.json"
+expect_rc 0 "a document of exactly 64 MiB is read"
+rm -f "$T/huge.json"
+
 done_testing

@@ -595,9 +595,18 @@ int sbx_manifest_load_file(const char *path, const struct sbx_manifest_load_opts
     struct sbx_manifest_load_opts o = {0};
     if (opts)
         o = *opts;
-    lim.max_bytes = o.max_doc_bytes;
+    lim.max_bytes = o.max_doc_bytes ? o.max_doc_bytes : SBX_MANIFEST_DEFAULT_MAX_DOC_BYTES;
     lim.max_depth = o.max_depth;
     json_t *doc = NULL;
+    struct stat st;
+    /* The reader refuses it too (a file that grows meanwhile); this says which limit. */
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size > lim.max_bytes)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0,
+                             "the document is %jd bytes, more than the manifest limit of %zu "
+                             "bytes%s: put large files in local_file entries",
+                             (intmax_t)st.st_size, lim.max_bytes,
+                             lim.max_bytes == SBX_MANIFEST_DEFAULT_MAX_DOC_BYTES ? " (64 MiB)"
+                                                                                 : "");
     int rc = sbx_doc_load_file(path, &lim, &doc, err);
     if (rc) {
         /* The reader names the file; our callers do that themselves, once. */
