@@ -165,9 +165,9 @@ static int load_once(const char *path, struct sbx_manifest **out)
 }
 
 /* The floor: the manifest's directories and files written by open/write/close. */
-static double write_loop(const char root[256], size_t nfiles, const char *content)
+static double write_loop(const char *root, size_t nfiles, const char *content)
 {
-    char path[1024];
+    char path[2048];
     double t0 = now_ms();
     mkdir(root, 0755);
     snprintf(path, sizeof(path), "%s/src", root);
@@ -213,12 +213,11 @@ static double create_once(struct sbx_client *c, const char *path)
 
 static int bench_create(const char *dir, int runs, int isolated)
 {
-    char path[256], run[256], ws[256], floor[256];
+    char path[256], run[256], ws[256], floor[1024];
     size_t nfiles = 2000;
     snprintf(path, sizeof(path), "%s/create.json", dir);
     snprintf(run, sizeof(run), "%s/run", dir);
     snprintf(ws, sizeof(ws), "%s/ws", dir);
-    snprintf(floor, sizeof(floor), "%s/floor", dir);
     if (write_manifest(path, nfiles) != 0 || mkdir(run, 0700) != 0)
         return 1;
     char *content = malloc(nfiles * FILE_BYTES);
@@ -234,13 +233,34 @@ static int bench_create(const char *dir, int runs, int isolated)
         fprintf(stderr, "bench-manifest: client: %s\n", err.msg);
         return 1;
     }
+    /* The floor writes into the workspace of an empty sandbox: the same kind of file system as
+     * the created ones (as root, a fresh loop-mounted ext4 image). Removals go through a
+     * directory fd: sbx_fs_remove works beneath one. */
+    struct sbx_session *fs = NULL;
+    struct sbx_create_spec empty = {0};
+    json_t *st = NULL;
+    if (sbx_client_create(c, &empty, &fs, &err) < 0 || sbx_session_state(fs, &st, &err) < 0) {
+        fprintf(stderr, "bench-manifest: create: %s\n", err.msg);
+        return 1;
+    }
+    snprintf(floor, sizeof(floor), "%s/floor", json_string_value(json_object_get(st, "workspace")));
+    int dfd = open(json_string_value(json_object_get(st, "workspace")),
+                   O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    json_decref(st);
+    if (dfd < 0)
+        return 1;
     double *a = calloc((size_t)runs, sizeof(double)), *b = calloc((size_t)runs, sizeof(double));
     for (int r = 0; r < runs; r++) {
         a[r] = create_once(c, path);
         b[r] = write_loop(floor, nfiles, content);
-        if (sbx_fs_remove(AT_FDCWD, floor, SBX_FS_RECURSIVE | SBX_FS_NOFOLLOW, &err) < 0)
+        if (sbx_fs_remove(dfd, "floor", SBX_FS_RECURSIVE | SBX_FS_NOFOLLOW, &err) < 0)
             fprintf(stderr, "bench-manifest: %s\n", err.msg);
     }
+    close(dfd);
+    if (sbx_session_delete(fs, &err) < 0)
+        fprintf(stderr, "bench-manifest: delete: %s\n", err.msg);
+    sbx_session_free(fs);
+    dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     double ma = median(a, runs), mb = median(b, runs);
     printf("create with %zu inline 4 KB files (%s): median %.1f ms; open/write/close loop %.1f ms "
            "(%d runs, interleaved)\n",
@@ -253,9 +273,10 @@ static int bench_create(const char *dir, int runs, int isolated)
     free(b);
     free(content);
     unlink(path);
-    if (sbx_fs_remove(AT_FDCWD, ws, SBX_FS_RECURSIVE | SBX_FS_NOFOLLOW, &err) < 0 ||
-        sbx_fs_remove(AT_FDCWD, run, SBX_FS_RECURSIVE | SBX_FS_NOFOLLOW, &err) < 0)
+    if (sbx_fs_remove(dfd, "ws", SBX_FS_RECURSIVE | SBX_FS_NOFOLLOW, &err) < 0 ||
+        sbx_fs_remove(dfd, "run", SBX_FS_RECURSIVE | SBX_FS_NOFOLLOW, &err) < 0)
         fprintf(stderr, "bench-manifest: %s\n", err.msg);
+    close(dfd);
     return 0;
 }
 
