@@ -566,6 +566,23 @@ static int sess_write(struct sbx_session *bs, const char *path, const struct sbx
         rc = copy_in(fd, r, max, path, 0, err);
         goto out;
     }
+    if (flags & SBX__WRITE_FRESH) {
+        /* Materialisation of a name that did not exist: written in place (O_EXCL never follows
+         * a symlink), removed if the write fails. */
+        fd = openat(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            rc = copy_in(fd, r, max, path, 1, err);
+            if (rc == 0 && fchmod(fd, mode & SBX_FS_MODE_MASK) < 0)
+                rc = sbx_error_errno(err, errno, "cannot set the mode of '%s'", path);
+            if (rc < 0)
+                unlinkat(pfd, leaf, 0);
+            goto out;
+        }
+        if (errno != EEXIST) {
+            rc = sbx_error_errno(err, errno, "cannot create '%s'", path);
+            goto out;
+        }
+    }
     /* A temporary file next to the target, renamed over it: readers never see half a file, and
      * renaming replaces a planted symlink instead of writing through it. */
     /* pid + counter names are unique among writers on this machine; a name planted by the

@@ -45,6 +45,11 @@ struct undo_step {
 struct undo {
     struct undo_step *v;
     size_t n, cap;
+    /* The parent directory of the last path noted, and whether it is new (ours: nothing beneath
+     * needs noting) or was there before. Entries are mostly siblings, so this saves a stat of
+     * every ancestor per file: materialisation only adds, so what was there stays there. */
+    char *parent;
+    int parent_new;
 };
 
 static void undo_push(struct undo *u, enum undo_kind kind, const char *path, size_t len,
@@ -63,7 +68,20 @@ static void undo_push(struct undo *u, enum undo_kind kind, const char *path, siz
 static int undo_note_new(struct sbx_session *s, struct undo *u, const char *path)
 {
     size_t len = strlen(path);
-    for (size_t i = 0; i <= len; i++) {
+    const char *slash = strrchr(path, '/');
+    size_t plen = slash ? (size_t)(slash - path) : 0;
+    size_t from = 0;
+    if (u->parent && plen && strlen(u->parent) == plen && strncmp(path, u->parent, plen) == 0) {
+        if (u->parent_new)
+            return 1;
+        from = len;
+    }
+    if (plen) {
+        free(u->parent);
+        u->parent = sbx_xstrndup(path, plen);
+        u->parent_new = 0;
+    }
+    for (size_t i = from; i <= len; i++) {
         if (path[i] != '/' && path[i] != '\0')
             continue;
         if (i == 0)
@@ -76,6 +94,7 @@ static int undo_note_new(struct sbx_session *s, struct undo *u, const char *path
         free(prefix);
         if (rc == -SBX_E_NOTFOUND) {
             undo_push(u, UNDO_REMOVE, path, i, 0);
+            u->parent_new = i <= plen;
             return 1;
         }
         if (rc < 0)
@@ -112,14 +131,15 @@ static void undo_release(struct undo *u)
     for (size_t i = 0; i < u->n; i++)
         free(u->v[i].path);
     free(u->v);
+    free(u->parent);
     *u = (struct undo){0};
 }
 
 static int mat_write(struct sbx_session *s, struct undo *u, const char *path, const void *data,
                      size_t n, mode_t mode, struct sbx_error *err)
 {
-    undo_note_new(s, u, path);
-    return sbx_session_write(s, path, data, n, mode, SBX_WRITE_PARENTS, err);
+    int fresh = undo_note_new(s, u, path) ? SBX__WRITE_FRESH : 0;
+    return sbx_session_write(s, path, data, n, mode, SBX_WRITE_PARENTS | fresh, err);
 }
 
 /* *fresh (may be NULL): set when the directory is new, so nothing inside needs noting. */
