@@ -1,8 +1,9 @@
 /* sbx: JSON helpers over jansson.
  *
- * Everything that parses JSON from outside the process goes through sbx_json_parse(), which
- * applies a size limit and a nesting-depth limit before jansson sees the text, rejects duplicate
- * object keys and NUL characters in strings, and translates jansson's errors into sbx_error.
+ * Everything that parses JSON from outside the process goes through sbx_json_parse(), our own
+ * reader (src/core/json-parse.c, built for megabyte strings) producing jansson values: it applies
+ * a size limit and a nesting-depth limit, rejects duplicate object keys and NUL characters in
+ * strings, and reports errors with the line and column.
  * The typed getters produce messages that name the field: "field 'mode' must be an integer". */
 #ifndef SBX_JSON_H
 #define SBX_JSON_H

@@ -96,6 +96,12 @@ struct sbx_manifest_entry {
     const char *mount_path;
     int read_only;
     const json_t *mount_strategy;
+
+    /* file recorded by digest only (a session state's manifest, SBX_MANIFEST_CONTENT_DIGESTS):
+     * the SHA-256 of its content_len bytes as 64 lowercase hex digits, content NULL. NULL for
+     * every other entry. Such an entry cannot be materialised: its bytes are in the workspace
+     * or the snapshot it was restored from. */
+    const char *content_sha256;
 };
 
 /* Entries in declared depth-first pre-order: a dir comes before its children, siblings in the
@@ -160,11 +166,19 @@ SBX_API const char *sbx_manifest_root(const struct sbx_manifest *m);
 #define SBX_MANIFEST_DEFAULT_MAX_FILE_BYTES  ((size_t)64 << 20)
 #define SBX_MANIFEST_DEFAULT_MAX_TOTAL_BYTES ((size_t)256 << 20)
 #define SBX_MANIFEST_DEFAULT_MAX_ENTRIES     100000
+/* A manifest document (file) is read whole, so it has a bound: past it sbx_manifest_load_file
+ * fails with SBX_E_TOOBIG "the document is N bytes, more than the manifest limit of 64 MiB
+ * (...)" before reading it. Large files belong in local_file entries, which have no such bound. */
+#define SBX_MANIFEST_DEFAULT_MAX_DOC_BYTES ((size_t)64 << 20)
 
 enum sbx_manifest_load_flags {
     /* Do not look at the host for local_file / local_dir sources (existence, type, symlinks).
      * For tools that only reformat a manifest; materialising re-checks anyway. */
     SBX_MANIFEST_NO_HOST_CHECKS = 1 << 0,
+    /* Accept file content given by digest, {"type": "sha256", "digest": "<64 hex>", "size": N}
+     * (what a session state records, SBX_MANIFEST_JSON_CONTENT_DIGESTS). Without the flag that
+     * form is an error: a manifest must carry its files' bytes. */
+    SBX_MANIFEST_CONTENT_DIGESTS = 1 << 1,
 };
 
 /* All-zero is the default. */
@@ -175,7 +189,7 @@ struct sbx_manifest_load_opts {
     size_t max_file_bytes;  /* per file entry content; 0: SBX_MANIFEST_DEFAULT_MAX_FILE_BYTES */
     size_t max_total_bytes; /* all file content; 0: SBX_MANIFEST_DEFAULT_MAX_TOTAL_BYTES */
     size_t max_entries;     /* 0: SBX_MANIFEST_DEFAULT_MAX_ENTRIES */
-    size_t max_doc_bytes;   /* document size (load_file); 0: the JSON default (64 MiB) */
+    size_t max_doc_bytes;   /* document size (load_file); 0: SBX_MANIFEST_DEFAULT_MAX_DOC_BYTES */
     int max_depth;          /* document nesting (load_file); 0: the JSON default (64) */
     int flags;              /* enum sbx_manifest_load_flags */
 };
@@ -206,6 +220,11 @@ enum sbx_manifest_json_flags {
     /* Leave out ephemeral environment variables that hold a value (a harness reference holds
      * none and stays): what a session state keeps. */
     SBX_MANIFEST_JSON_NO_EPHEMERAL_ENV = 1 << 1,
+    /* Write the content of non-ephemeral file entries as {"type": "sha256", "digest": ...,
+     * "size": N} instead of the bytes: what a session state keeps, since those files are in the
+     * workspace (and in its snapshots) already; ephemeral files, rebuilt on every start, keep
+     * their bytes. A file recorded by digest is always written so, whatever the flags. */
+    SBX_MANIFEST_JSON_CONTENT_DIGESTS = 1 << 2,
 };
 
 /* The normalised document: version, root, entries (declared order and nesting, defaults made

@@ -175,7 +175,9 @@ static struct sbx_manifest *session_manifest(struct sbx_session *s)
     struct sbx_manifest *m = NULL;
     if (sbx_session_state(s, &st, NULL) == 0) {
         const json_t *mj = json_object_get(st, "manifest");
-        struct sbx_manifest_load_opts lo = {.base_dir = "/", .flags = SBX_MANIFEST_NO_HOST_CHECKS};
+        struct sbx_manifest_load_opts lo = {.base_dir = "/",
+                                            .flags = SBX_MANIFEST_NO_HOST_CHECKS |
+                                                     SBX_MANIFEST_CONTENT_DIGESTS};
         if (json_is_object(mj) && sbx_manifest_from_json(mj, &lo, &m, NULL) < 0)
             m = NULL;
     }

@@ -30,31 +30,6 @@ int sbx_json_scan_depth(const char *data, size_t len, int limit)
     return max;
 }
 
-int sbx_json_parse(const char *data, size_t len, const struct sbx_json_limits *lim, json_t **out,
-                   struct sbx_error *err)
-{
-    size_t max_bytes = lim && lim->max_bytes ? lim->max_bytes : SBX_JSON_DEFAULT_MAX_BYTES;
-    int max_depth = lim && lim->max_depth ? lim->max_depth : SBX_JSON_DEFAULT_MAX_DEPTH;
-    if (len > max_bytes)
-        return sbx_error_set(err, SBX_E_TOOBIG, 0,
-                             "json document of %zu bytes exceeds the limit of %zu bytes", len,
-                             max_bytes);
-    if (sbx_json_scan_depth(data, len, max_depth) > max_depth)
-        return sbx_error_set(err, SBX_E_TOOBIG, 0, "json nesting exceeds the depth limit of %d",
-                             max_depth);
-    json_error_t jerr;
-    json_t *v = json_loadb(data, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
-    if (!v) {
-        if (json_error_code(&jerr) == json_error_duplicate_key)
-            return sbx_error_set(err, SBX_E_INVAL, 0, "json line %d column %d: %s", jerr.line,
-                                 jerr.column, jerr.text);
-        return sbx_error_set(err, SBX_E_PARSE, 0, "json line %d column %d: %s", jerr.line,
-                             jerr.column, jerr.text);
-    }
-    *out = v;
-    return 0;
-}
-
 static int dump_cb(const char *buffer, size_t size, void *data)
 {
     void **ctx = data;

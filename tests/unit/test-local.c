@@ -821,6 +821,25 @@ static void test_manifest_digest(void)
     CHECK_EQ_STR(a, b);
     CHECK(strcmp(a, c) != 0);
     CHECK_EQ_STR(a, d); /* a secret's value never shows in the digest */
+    /* A session state's manifest (files by digest) has the digest of the one it came from. */
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_manifest *m = sbx_manifest_new(), *m2 = NULL;
+    CHECK_OK(sbx_manifest_add_file(m, "a.txt", "x", 1, NULL, &err), &err);
+    CHECK_OK(sbx_manifest_add_dir(m, "d", NULL, &err), &err);
+    CHECK_OK(sbx_manifest_set_env(m, "TOKEN", "s1", SBX_MANIFEST_ENV_SECRET, &err), &err);
+    json_t *doc = NULL;
+    CHECK_OK(sbx_manifest_to_json(m, SBX_MANIFEST_JSON_CONTENT_DIGESTS, &doc, NULL, &err), &err);
+    struct sbx_manifest_load_opts lo = {.flags = SBX_MANIFEST_NO_HOST_CHECKS |
+                                                 SBX_MANIFEST_CONTENT_DIGESTS};
+    CHECK_OK(sbx_manifest_from_json(doc, &lo, &m2, &err), &err);
+    CHECK(m2 && sbx_manifest_find(m2, "a.txt")->content_sha256 != NULL);
+    CHECK_OK(sbx_manifest_set_env(m2, "TOKEN", "s1", SBX_MANIFEST_ENV_SECRET, &err), &err);
+    if (m2)
+        CHECK_OK(sbx__manifest_digest(m2, c, &err), &err);
+    CHECK_EQ_STR(c, a);
+    json_decref(doc);
+    sbx_manifest_free(m2);
+    sbx_manifest_free(m);
 }
 
 /* Send raw bytes on a fresh control connection and return the reply (NULL if none). */

@@ -388,6 +388,65 @@ static void test_binary_round_trip(void)
     sbx_manifest_free(m);
 }
 
+/* What a session state keeps: non-ephemeral files by digest, ephemeral ones (and files under
+ * an ephemeral dir) with their bytes; only a state reader accepts the digest form. */
+static void test_content_digests(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_manifest *m = sbx_manifest_new(), *m2 = NULL;
+    struct sbx_manifest_entry_opts eph = {.ephemeral = 1};
+    CHECK_OK(sbx_manifest_add_file(m, "a.txt", "abc", 3, NULL, &err), &err);
+    CHECK_OK(sbx_manifest_add_file(m, "e.txt", "kept", 4, &eph, &err), &err);
+    CHECK_OK(sbx_manifest_add_dir(m, "tmp", &eph, &err), &err);
+    CHECK_OK(sbx_manifest_add_file(m, "tmp/in.txt", "under", 5, NULL, &err), &err);
+    json_t *doc = NULL;
+    CHECK_OK(sbx_manifest_to_json(m, SBX_MANIFEST_JSON_CONTENT_DIGESTS, &doc, NULL, &err), &err);
+    char *s = sbx_json_dumps(doc, SBX_JSON_COMPACT);
+    CHECK_CONTAINS(s, "\"content\":{\"type\":\"sha256\",\"digest\":"
+                      "\"ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\","
+                      "\"size\":3}");
+    CHECK_CONTAINS(s, "\"content\":\"kept\"");
+    CHECK_CONTAINS(s, "\"content\":\"under\"");
+    CHECK_ERR(sbx_manifest_from_json(doc, &no_host, &m2, &err), SBX_E_INVAL, &err,
+              "entry 'a.txt': field 'content': unknown encoding 'sha256'");
+    struct sbx_manifest_load_opts st = {.flags = SBX_MANIFEST_NO_HOST_CHECKS |
+                                                 SBX_MANIFEST_CONTENT_DIGESTS};
+    CHECK_OK(sbx_manifest_from_json(doc, &st, &m2, &err), &err);
+    const struct sbx_manifest_entry *e = m2 ? sbx_manifest_find(m2, "a.txt") : NULL;
+    CHECK(e && !e->content && e->content_len == 3 && e->content_sha256 &&
+          strncmp(e->content_sha256, "ba7816bf", 8) == 0);
+    e = m2 ? sbx_manifest_find(m2, "e.txt") : NULL;
+    CHECK(e && e->content && !e->content_sha256);
+    /* Written again, with or without the flag: the same document. */
+    char *s2 = m2 ? to_text(m2, NULL) : NULL;
+    CHECK_EQ_STR(s2, s);
+    free(s2);
+    free(s);
+    json_decref(doc);
+    sbx_manifest_free(m2);
+    m2 = NULL;
+    /* A state reader still checks the form. */
+    static const char *const bads[][2] = {
+            {"{\"entries\": {\"a\": {\"type\": \"file\", \"content\": {\"type\": \"sha256\", "
+             "\"digest\": \"ABCD\", \"size\": 1}}}}",
+             "64 lowercase hex"},
+            {"{\"entries\": {\"a\": {\"type\": \"file\", \"content\": {\"type\": \"sha256\", "
+             "\"digest\": \"0000000000000000000000000000000000000000000000000000000000000000\"}}}}",
+             "'size'"},
+            {"{\"entries\": {\"a\": {\"type\": \"file\", \"content\": {\"type\": \"sha256\", "
+             "\"digest\": \"0000000000000000000000000000000000000000000000000000000000000000\", "
+             "\"size\": 1, \"data\": \"x\"}}}}",
+             "data"},
+    };
+    for (size_t i = 0; i < sizeof(bads) / sizeof(bads[0]); i++) {
+        CHECK(load_opts(bads[i][0], &st, &m2, &err) != 0);
+        CHECK_CONTAINS(err.msg, bads[i][1]);
+        sbx_manifest_free(m2);
+        m2 = NULL;
+    }
+    sbx_manifest_free(m);
+}
+
 static void test_secrets(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -953,6 +1012,7 @@ int main(void)
     TAP_RUN(test_copy_mount_secrets);
     TAP_RUN(test_local_sources);
     TAP_RUN(test_builders);
+    TAP_RUN(test_content_digests);
     TAP_RUN(test_render_tree);
     return TAP_DONE();
 }

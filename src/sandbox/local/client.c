@@ -567,6 +567,23 @@ static int sess_write(struct sbx_session *bs, const char *path, const struct sbx
         rc = copy_in(fd, r, max, path, 0, err);
         goto out;
     }
+    if (flags & SBX__WRITE_FRESH) {
+        /* Materialisation of a name that did not exist: written in place (O_EXCL never follows
+         * a symlink), removed if the write fails. */
+        fd = openat(pfd, leaf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd >= 0) {
+            rc = copy_in(fd, r, max, path, 1, err);
+            if (rc == 0 && fchmod(fd, mode & SBX_FS_MODE_MASK) < 0)
+                rc = sbx_error_errno(err, errno, "cannot set the mode of '%s'", path);
+            if (rc < 0)
+                unlinkat(pfd, leaf, 0);
+            goto out;
+        }
+        if (errno != EEXIST) {
+            rc = sbx_error_errno(err, errno, "cannot create '%s'", path);
+            goto out;
+        }
+    }
     /* A temporary file next to the target, renamed over it: readers never see half a file, and
      * renaming replaces a planted symlink instead of writing through it. */
     /* pid + counter names are unique among writers on this machine; a name planted by the
@@ -814,7 +831,8 @@ static int sandbox_gid(struct local_session *s, const char *name, unsigned *out,
                        struct sbx_error *err)
 {
     const json_t *mj = json_object_get(s->state, "manifest");
-    struct sbx_manifest_load_opts lo = {.base_dir = "/", .flags = SBX_MANIFEST_NO_HOST_CHECKS};
+    struct sbx_manifest_load_opts lo = {
+            .base_dir = "/", .flags = SBX_MANIFEST_NO_HOST_CHECKS | SBX_MANIFEST_CONTENT_DIGESTS};
     struct sbx_strv users;
     int rc = 0;
     /* Parsed once: materialisation asks for every entry with a group. */
@@ -1654,19 +1672,22 @@ static int check_spec(struct create_job *j, int allow_stopped, struct sbx_error 
          (rc = sbx_snapshot_resolve(j->store, spec->snapshot, NULL, &j->snap_ref, err)) < 0))
         return rc;
     j->mflags = j->snap_ref ? SBX__MATERIALIZE_EPHEMERAL_ONLY : 0;
-    if (spec->manifest &&
-        (rc = sbx_manifest_to_json(spec->manifest, SBX_MANIFEST_JSON_NO_EPHEMERAL_ENV, &j->mjson,
-                                   NULL, err)) < 0)
+    if (spec->manifest && (rc = sbx_manifest_to_json(spec->manifest,
+                                                     SBX_MANIFEST_JSON_NO_EPHEMERAL_ENV |
+                                                             SBX_MANIFEST_JSON_CONTENT_DIGESTS,
+                                                     &j->mjson, NULL, err)) < 0)
         return rc;
     if (j->mjson) {
-        /* The state must stay readable: its manifest (file contents included) has a bound. */
+        /* The state must stay readable: its manifest has a bound. The files a snapshot keeps
+         * count by digest only; the bytes of ephemeral ones, written again on every start, are
+         * there in full. */
         char *text = sbx_json_dumps(j->mjson, SBX_JSON_COMPACT);
         size_t n = strlen(text);
         free(text);
         if (n > MANIFEST_STATE_MAX)
             return sbx_error_set(err, SBX_E_TOOBIG, 0,
                                  "the manifest takes %zu bytes in the session state, more than "
-                                 "%zu (large files belong in local_file entries)",
+                                 "%zu (large ephemeral files belong in local_file entries)",
                                  n, MANIFEST_STATE_MAX);
     }
     return 0;
@@ -2623,7 +2644,9 @@ static int rebuild(struct local_client *c, const json_t *state, const struct sbx
     }
     const json_t *mj = json_object_get(state, "manifest");
     if (json_is_object(mj)) {
-        struct sbx_manifest_load_opts mo = {.base_dir = base, .flags = SBX_MANIFEST_NO_HOST_CHECKS};
+        struct sbx_manifest_load_opts mo = {.base_dir = base,
+                                            .flags = SBX_MANIFEST_NO_HOST_CHECKS |
+                                                     SBX_MANIFEST_CONTENT_DIGESTS};
         struct sbx_strv eph;
         if ((rc = sbx_manifest_from_json(mj, &mo, &m, err)) < 0) {
             sbx_error_prefix(err, "session state manifest");

@@ -167,6 +167,36 @@ static const char *const file_keys[] = {SBX__MANIFEST_COMMON_KEYS, "content", NU
 static const char *const dir_keys[] = {SBX__MANIFEST_COMMON_KEYS, "children", NULL};
 static const char *const local_keys[] = {SBX__MANIFEST_COMMON_KEYS, "src", NULL};
 
+/* {"type": "sha256", "digest": "<64 lowercase hex>", "size": N}: a file a session state
+ * records by digest only. */
+static int parse_content_digest(struct loader *L, struct entry *e, const json_t *c,
+                                struct sbx_error *err)
+{
+    static const char *const keys[] = {"type", "digest", "size", NULL};
+    const char *d = NULL;
+    size_t dlen = 0;
+    int rc;
+    if ((rc = sbx_json_check_keys(c, keys, err)) ||
+        (rc = sbx_json_get_text(c, "digest", SBX_JSON_REQUIRED, &d, &dlen, err)))
+        return rc;
+    int hex = dlen == 64;
+    for (size_t i = 0; hex && i < dlen; i++)
+        hex = (d[i] >= '0' && d[i] <= '9') || (d[i] >= 'a' && d[i] <= 'f');
+    if (!hex)
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "field 'digest' must be 64 lowercase hex digits (a SHA-256)");
+    json_t *sz = json_object_get(c, "size");
+    if (!json_is_integer(sz) || json_integer_value(sz) < 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "field 'size' must be a non-negative integer");
+    if ((unsigned long long)json_integer_value(sz) > L->max_file)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0,
+                             "content of %lld bytes exceeds the limit of %zu bytes",
+                             (long long)json_integer_value(sz), L->max_file);
+    e->content_sha256 = sbx_xstrdup(d);
+    e->pub.content_len = (size_t)json_integer_value(sz);
+    return 0;
+}
+
 static int parse_content(struct loader *L, struct entry *e, const json_t *c, struct sbx_error *err)
 {
     if (!c)
@@ -192,13 +222,18 @@ static int parse_content(struct loader *L, struct entry *e, const json_t *c, str
     const char *t = NULL, *data = NULL;
     size_t dlen = 0;
     int rc;
-    if ((rc = sbx_json_check_keys(c, keys, err)) ||
-        (rc = sbx_json_get_text(c, "type", SBX_JSON_REQUIRED | SBX_JSON_NONEMPTY, &t, NULL, err)))
+    if ((rc = sbx_json_get_text(c, "type", SBX_JSON_REQUIRED | SBX_JSON_NONEMPTY, &t, NULL, err)))
         goto prefix;
+    if (strcmp(t, "sha256") == 0 && (L->flags & SBX_MANIFEST_CONTENT_DIGESTS)) {
+        rc = parse_content_digest(L, e, c, err);
+        goto done;
+    }
     if (strcmp(t, "base64") != 0) {
         rc = sbx_error_set(err, SBX_E_INVAL, 0, "unknown encoding '%s' (known: base64)", t);
         goto prefix;
     }
+    if ((rc = sbx_json_check_keys(c, keys, err)))
+        goto prefix;
     if ((rc = sbx_json_get_text(c, "data", SBX_JSON_ALLOW_CONTROL, &data, &dlen, err)))
         goto prefix;
     if (!data) {
@@ -247,6 +282,9 @@ static int parse_content(struct loader *L, struct entry *e, const json_t *c, str
     e->pub.content_len = b.len;
     e->content = (unsigned char *)sbx_buf_detach(&b, NULL);
     return 0;
+done:
+    if (rc == 0)
+        return 0;
 prefix:
     sbx_error_prefix(err, "field 'content'");
     return rc;
@@ -559,9 +597,18 @@ int sbx_manifest_load_file(const char *path, const struct sbx_manifest_load_opts
     struct sbx_manifest_load_opts o = {0};
     if (opts)
         o = *opts;
-    lim.max_bytes = o.max_doc_bytes;
+    lim.max_bytes = o.max_doc_bytes ? o.max_doc_bytes : SBX_MANIFEST_DEFAULT_MAX_DOC_BYTES;
     lim.max_depth = o.max_depth;
     json_t *doc = NULL;
+    struct stat st;
+    /* The reader refuses it too (a file that grows meanwhile); this says which limit. */
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode) && (size_t)st.st_size > lim.max_bytes)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0,
+                             "the document is %jd bytes, more than the manifest limit of %zu "
+                             "bytes%s: put large files in local_file entries",
+                             (intmax_t)st.st_size, lim.max_bytes,
+                             lim.max_bytes == SBX_MANIFEST_DEFAULT_MAX_DOC_BYTES ? " (64 MiB)"
+                                                                                 : "");
     int rc = sbx_doc_load_file(path, &lim, &doc, err);
     if (rc) {
         /* The reader names the file; our callers do that themselves, once. */

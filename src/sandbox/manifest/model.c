@@ -49,6 +49,7 @@ void sbx__manifest_entry_free(struct entry *e)
     free(e->description);
     free(e->group);
     free(e->content);
+    free(e->content_sha256);
     free(e->src);
     free(e->src_path);
     free(e->repo);
@@ -83,6 +84,7 @@ static void entry_sync(struct entry *e)
     p->description = e->description;
     p->group = e->group;
     p->content = e->content;
+    p->content_sha256 = e->content_sha256;
     p->src = e->src;
     p->src_path = e->src_path;
     p->repo = e->repo;

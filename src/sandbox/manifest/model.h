@@ -23,6 +23,7 @@ struct entry {
     int depth;                     /* nesting level of the declaration (0: top level) */
     char *path, *key, *description, *group;
     unsigned char *content;
+    char *content_sha256;
     char *src, *src_path;
     char *repo, *host, *ref, *subpath, *url;
     char *mount_path;

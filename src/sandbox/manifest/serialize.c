@@ -4,6 +4,7 @@
 
 #include "sandbox/manifest/model.h"
 #include "sbx/b64.h"
+#include "sbx/hash.h"
 #include "sbx/json.h"
 #include "sbx/path.h"
 
@@ -23,10 +24,53 @@ static void set_opt_str(json_t *o, const char *key, const char *v)
         sbx_json_set(o, key, sbx_json_str(v));
 }
 
-static int content_json(const struct entry *e, int flags, json_t **out, struct sbx_error *err)
+/* {"type": "sha256", "digest": ..., "size": N}: the file is in the workspace already. */
+static int digest_json(const struct entry *e, json_t **out, struct sbx_error *err)
+{
+    char hex[SBX_SHA256_HEX_LEN + 1];
+    if (e->content_sha256) {
+        memcpy(hex, e->content_sha256, sizeof(hex));
+    } else {
+        uint8_t d[SBX_SHA256_LEN];
+        int rc = sbx_sha256(e->content, e->pub.content_len, d, err);
+        if (rc)
+            return rc;
+        sbx_hex(d, sizeof(d), hex);
+    }
+    json_t *o = json_object();
+    sbx_json_set(o, "type", sbx_json_str("sha256"));
+    sbx_json_set(o, "digest", sbx_json_str(hex));
+    sbx_json_set(o, "size", json_integer((json_int_t)e->pub.content_len));
+    *out = o;
+    return 0;
+}
+
+/* Is e rebuilt on every start: ephemeral itself or beneath an ephemeral entry? */
+static int rebuilt(const struct sbx_manifest *m, const struct entry *e)
+{
+    if (e->pub.ephemeral)
+        return 1;
+    char buf[SBX_PATH_MAX + 1];
+    size_t n = strlen(e->path);
+    if (n >= sizeof(buf))
+        return 1;
+    memcpy(buf, e->path, n + 1);
+    for (char *slash = strrchr(buf, '/'); slash; slash = strrchr(buf, '/')) {
+        *slash = '\0';
+        const struct sbx_manifest_entry *a = sbx_manifest_find(m, buf);
+        if (a && a->ephemeral)
+            return 1;
+    }
+    return 0;
+}
+
+static int content_json(const struct sbx_manifest *m, const struct entry *e, int flags,
+                        json_t **out, struct sbx_error *err)
 {
     size_t n = e->pub.content_len;
     const char *c = (const char *)e->content;
+    if (e->content_sha256 || ((flags & SBX_MANIFEST_JSON_CONTENT_DIGESTS) && !rebuilt(m, e)))
+        return digest_json(e, out, err);
     if (!(flags & SBX_MANIFEST_JSON_BASE64) && !memchr(c, '\0', n) && sbx_utf8_valid(c, n)) {
         *out = sbx_json_strn(c, n);
         return 0;
@@ -88,7 +132,7 @@ static int entry_json(const struct sbx_manifest *m, size_t idx, int flags, size_
     switch (t) {
     case SBX_ENTRY_FILE: {
         json_t *c = NULL;
-        if ((rc = content_json(e, flags, &c, err)))
+        if ((rc = content_json(m, e, flags, &c, err)))
             goto out;
         sbx_json_set(o, "content", c);
         break;

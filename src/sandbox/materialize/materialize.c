@@ -45,6 +45,11 @@ struct undo_step {
 struct undo {
     struct undo_step *v;
     size_t n, cap;
+    /* The parent directory of the last path noted, and whether it is new (ours: nothing beneath
+     * needs noting) or was there before. Entries are mostly siblings, so this saves a stat of
+     * every ancestor per file: materialisation only adds, so what was there stays there. */
+    char *parent;
+    int parent_new;
 };
 
 static void undo_push(struct undo *u, enum undo_kind kind, const char *path, size_t len,
@@ -63,7 +68,20 @@ static void undo_push(struct undo *u, enum undo_kind kind, const char *path, siz
 static int undo_note_new(struct sbx_session *s, struct undo *u, const char *path)
 {
     size_t len = strlen(path);
-    for (size_t i = 0; i <= len; i++) {
+    const char *slash = strrchr(path, '/');
+    size_t plen = slash ? (size_t)(slash - path) : 0;
+    size_t from = 0;
+    if (u->parent && plen && strlen(u->parent) == plen && strncmp(path, u->parent, plen) == 0) {
+        if (u->parent_new)
+            return 1;
+        from = len;
+    }
+    if (plen) {
+        free(u->parent);
+        u->parent = sbx_xstrndup(path, plen);
+        u->parent_new = 0;
+    }
+    for (size_t i = from; i <= len; i++) {
         if (path[i] != '/' && path[i] != '\0')
             continue;
         if (i == 0)
@@ -76,6 +94,7 @@ static int undo_note_new(struct sbx_session *s, struct undo *u, const char *path
         free(prefix);
         if (rc == -SBX_E_NOTFOUND) {
             undo_push(u, UNDO_REMOVE, path, i, 0);
+            u->parent_new = i <= plen;
             return 1;
         }
         if (rc < 0)
@@ -112,14 +131,15 @@ static void undo_release(struct undo *u)
     for (size_t i = 0; i < u->n; i++)
         free(u->v[i].path);
     free(u->v);
+    free(u->parent);
     *u = (struct undo){0};
 }
 
 static int mat_write(struct sbx_session *s, struct undo *u, const char *path, const void *data,
                      size_t n, mode_t mode, struct sbx_error *err)
 {
-    undo_note_new(s, u, path);
-    return sbx_session_write(s, path, data, n, mode, SBX_WRITE_PARENTS, err);
+    int fresh = undo_note_new(s, u, path) ? SBX__WRITE_FRESH : 0;
+    return sbx_session_write(s, path, data, n, mode, SBX_WRITE_PARENTS | fresh, err);
 }
 
 /* *fresh (may be NULL): set when the directory is new, so nothing inside needs noting. */
@@ -493,6 +513,10 @@ static int materialize_entry(struct sbx_session *s, struct undo *u,
     int rc = 0, fd = -1;
     switch (e->type) {
     case SBX_ENTRY_FILE:
+        if (!e->content)
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "the manifest records this file by digest only (a session "
+                                 "state's manifest): its content is not there to write");
         return mat_write(s, u, e->path, e->content, e->content_len, e->mode ? e->mode : 0644, err);
     case SBX_ENTRY_DIR:
         rc = mat_mkdir(s, u, e->path, NULL, err);
@@ -673,6 +697,29 @@ static int digest_int(struct sbx_sha256 *h, uint64_t v, struct sbx_error *err)
     return digest_field(h, buf, (size_t)n, 1, err);
 }
 
+/* A file's bytes count by their SHA-256, so a manifest whose files a session state records by
+ * digest only (SBX_MANIFEST_CONTENT_DIGESTS) has the digest of the one it came from. */
+static int digest_content(struct sbx_sha256 *h, const struct sbx_manifest_entry *e,
+                          struct sbx_error *err)
+{
+    uint8_t d[SBX_SHA256_LEN];
+    int rc = 0;
+    if (!e->content && !e->content_sha256)
+        return digest_field(h, NULL, 0, 0, err);
+    if (e->content_sha256) {
+        for (size_t i = 0; i < SBX_SHA256_LEN; i++) {
+            const char *x = e->content_sha256 + 2 * i;
+            d[i] = (uint8_t)(((x[0] <= '9' ? x[0] - '0' : x[0] - 'a' + 10) << 4) |
+                             (x[1] <= '9' ? x[1] - '0' : x[1] - 'a' + 10));
+        }
+    } else if ((rc = sbx_sha256(e->content, e->content_len, d, err)) < 0) {
+        return rc;
+    }
+    if ((rc = digest_int(h, e->content_len, err)) < 0)
+        return rc;
+    return digest_field(h, d, sizeof(d), 1, err);
+}
+
 int sbx__manifest_digest(const struct sbx_manifest *m, char out[SBX_SHA256_HEX_LEN + 1],
                          struct sbx_error *err)
 {
@@ -681,7 +728,7 @@ int sbx__manifest_digest(const struct sbx_manifest *m, char out[SBX_SHA256_HEX_L
     int rc = sbx_sha256_new(&h, err);
     if (rc < 0)
         return rc;
-    rc = digest_str(h, "sbx-manifest-digest-v1", err);
+    rc = digest_str(h, "sbx-manifest-digest-v2", err);
     if (rc == 0)
         rc = digest_str(h, sbx_manifest_root(m), err);
     size_t n = sbx_manifest_entry_count(m);
@@ -690,8 +737,7 @@ int sbx__manifest_digest(const struct sbx_manifest *m, char out[SBX_SHA256_HEX_L
         if ((rc = digest_str(h, sbx_entry_type_name(e->type), err)) < 0 ||
             (rc = digest_str(h, e->path, err)) < 0 || (rc = digest_int(h, e->mode, err)) < 0 ||
             (rc = digest_int(h, (uint64_t)e->ephemeral, err)) < 0 ||
-            (rc = digest_str(h, e->group, err)) < 0 ||
-            (rc = digest_field(h, e->content, e->content_len, e->content != NULL, err)) < 0 ||
+            (rc = digest_str(h, e->group, err)) < 0 || (rc = digest_content(h, e, err)) < 0 ||
             (rc = digest_str(h, e->src, err)) < 0 || (rc = digest_str(h, e->url, err)) < 0 ||
             (rc = digest_str(h, e->ref, err)) < 0 || (rc = digest_str(h, e->subpath, err)) < 0 ||
             (rc = digest_str(h, e->mount_path, err)) < 0)

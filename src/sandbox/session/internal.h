@@ -47,6 +47,12 @@ enum {
      * from a snapshot. */
     SBX__MATERIALIZE_EPHEMERAL_ONLY = 1 << 0,
 };
+/* A write flag for materialisation only: the path did not exist a moment ago, so a provider
+ * may create the file in place (O_EXCL, no temporary file and rename) and remove it if the
+ * write fails; nothing reads a workspace being materialised. Where the name exists after all
+ * it writes as usual. Providers that do not know it ignore it. */
+#define SBX__WRITE_FRESH (1 << 30)
+
 int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, int flags,
                      struct sbx_progress_sink *progress, json_t **out_records,
                      struct sbx_error *err);

@@ -89,7 +89,9 @@ int sbx__session_state_check(const json_t *st, struct sbx_error *err)
         /* The whole manifest is checked now, so a bad one is refused before anything is made;
          * its local sources are looked at only when they are materialised. */
         struct sbx_manifest *m = NULL;
-        struct sbx_manifest_load_opts lo = {.base_dir = "/", .flags = SBX_MANIFEST_NO_HOST_CHECKS};
+        struct sbx_manifest_load_opts lo = {.base_dir = "/",
+                                            .flags = SBX_MANIFEST_NO_HOST_CHECKS |
+                                                     SBX_MANIFEST_CONTENT_DIGESTS};
         if (!json_is_object(v))
             return sbx_error_set(err, SBX_E_INVAL, 0, "field 'manifest' must be an object");
         rc = sbx_manifest_from_json(v, &lo, &m, err);
@@ -165,7 +167,9 @@ int sbx_session_snapshot(struct sbx_session *s, struct sbx_snapshot_store *st, c
         goto out;
     const json_t *mj = json_object_get(state, "manifest");
     if (json_is_object(mj)) {
-        struct sbx_manifest_load_opts lo = {.base_dir = "/", .flags = SBX_MANIFEST_NO_HOST_CHECKS};
+        struct sbx_manifest_load_opts lo = {.base_dir = "/",
+                                            .flags = SBX_MANIFEST_NO_HOST_CHECKS |
+                                                     SBX_MANIFEST_CONTENT_DIGESTS};
         if ((rc = sbx_manifest_from_json(mj, &lo, &m, err)) < 0) {
             sbx_error_prefix(err, "the manifest of sandbox '%s'", s->id);
             goto out;
