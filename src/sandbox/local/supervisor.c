@@ -250,23 +250,48 @@ static void children_of(pid_t pid, struct pidv *out)
         children_from_scan(pid, out);
 }
 
+/* Signal pid only while it is still the child of parent (the process whose children file
+ * listed it): a listed process can be reaped by its parent and its pid taken by anyone before
+ * the signal. With a pidfd the check and the signal name the same process; without
+ * pidfd_open (before Linux 5.3) the window is the few instructions between check and kill.
+ * leader != 0: only a process in the group or session of leader. 0 when signalled. */
+static int signal_child(pid_t pid, pid_t parent, pid_t leader, int sig)
+{
+    pid_t pp, pg, sid;
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (fd < 0 && errno != ENOSYS)
+        return -1;
+    int rc = -1;
+    if (proc_stat(pid, &pp, &pg, &sid) == 0 && pp == parent &&
+        (!leader || pg == leader || sid == leader))
+        rc = fd >= 0 ? (int)syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0) : kill(pid, sig);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
 /* Signal every process below root (leader != 0: only those in the process group or session of
  * leader), walking down from root: as a subreaper root has adopted every orphan of its subtree,
- * so the walk reaches a daemon that left its group and session too. Returns how many were
- * signalled. */
+ * so the walk reaches a daemon that left its group and session too. A parent is signalled
+ * before its children file is read, so with SIGKILL it can no longer fork or reap meanwhile;
+ * what it forked at the last moment or what reaches root later is met by the caller's next
+ * pass. Returns how many were signalled. */
 static int signal_subtree(pid_t root, pid_t leader, int sig)
 {
-    struct pidv l = {0};
+    struct pidv l = {0}, parent = {0};
     int hits = 0;
     children_of(root, &l);
+    while (parent.n < l.n)
+        pidv_add(&parent, root);
     for (size_t i = 0; i < l.n; i++) {
-        pid_t pp, pg, sid;
-        if (!leader || (proc_stat(l.v[i], &pp, &pg, &sid) == 0 && (pg == leader || sid == leader)))
-            if (kill(l.v[i], sig) == 0)
-                hits++;
+        if (signal_child(l.v[i], parent.v[i], leader, sig) == 0)
+            hits++;
         children_of(l.v[i], &l);
+        while (parent.n < l.n)
+            pidv_add(&parent, l.v[i]);
     }
     free(l.v);
+    free(parent.v);
     return hits;
 }
 
@@ -1083,7 +1108,7 @@ static void sweep_orphans(struct sup *s)
         int hits = 0;
         children_of(getpid(), &l);
         for (size_t i = 0; i < l.n; i++)
-            if (!is_reaper(s, l.v[i]) && kill(l.v[i], SIGKILL) == 0)
+            if (!is_reaper(s, l.v[i]) && signal_child(l.v[i], getpid(), 0, SIGKILL) == 0)
                 hits++;
         free(l.v);
         if (!hits)
