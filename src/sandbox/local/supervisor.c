@@ -10,6 +10,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -1721,6 +1722,9 @@ static int run_outer(struct sup *s)
         sbx_log(SBX_LOG_WARN, "sandbox '%s': PID 1 not recorded: %s", s->id, err.msg);
     sbx_error_clear(&err);
     struct sbx__net *net = s->net_chan[0] >= 0 ? start_network(s) : NULL;
+    /* This process now mostly waits, one per sandbox: give the start-up's freed heap (the
+     * configuration, the plan) back, so an idle sandbox holds no more than it uses. */
+    malloc_trim(0);
     int rc = sbx__isolation_outer_wait(s->iso, &status, &err);
     sbx__net_free(net);
     if (rc < 0)
@@ -1842,6 +1846,7 @@ int sbx_local_supervise_main(int argc, char **argv)
         rc = -1;
     if (rc == 0) {
         sbx_log(SBX_LOG_INFO, "sandbox '%s' serving (pid %d)", s.id, (int)getpid());
+        malloc_trim(0); /* the start-up's freed heap: an idle sandbox keeps only what it uses */
         serve(&s);
         kill_everything(&s);
         unlinkat(s.dir_fd, SBX_PROTO_SOCKNAME, 0);
