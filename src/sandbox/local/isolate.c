@@ -17,6 +17,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <linux/capability.h>
 #include <net/if.h>
@@ -1101,6 +1102,7 @@ static int middle_main(struct sbx__isolation *iso, pid_t outer, int go_fd, int u
      * reports the end of PID 1, not of this process. */
     if (syscall(SYS_close_range, 3, ~0U, 0) < 0)
         close(res_fd);
+    malloc_trim(0); /* one waiting process per sandbox: it keeps no freed heap */
     for (;;) {
         int st;
         pid_t w = waitpid(inner, &st, 0);

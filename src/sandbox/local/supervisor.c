@@ -11,6 +11,7 @@
 #include <sched.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -159,28 +160,144 @@ static int proc_stat(pid_t pid, pid_t *ppid, pid_t *pgrp, pid_t *sid)
     return 0;
 }
 
-/* Signal every process whose parent is us (who != 0) or whose group or session is leader. */
-static int signal_procs(pid_t parent, pid_t leader, int sig)
+/* A growable list of pids, bounded: no sandbox holds more processes than the kernel's pid limit. */
+#define PIDV_MAX ((size_t)1 << 22)
+struct pidv {
+    pid_t *v;
+    size_t n, cap;
+};
+
+static void pidv_add(struct pidv *l, pid_t p)
 {
-    DIR *d = opendir("/proc");
-    int hits = 0;
+    if (l->n == l->cap) {
+        if (l->cap >= PIDV_MAX)
+            return;
+        l->cap = l->cap ? 2 * l->cap : 64;
+        l->v = sbx_xrealloc(l->v, l->cap * sizeof(*l->v));
+    }
+    l->v[l->n++] = p;
+}
+
+/* 1: the kernel lists a thread's children in /proc/PID/task/TID/children, 0: it does not
+ * (CONFIG_PROC_CHILDREN off), -1: not probed yet. */
+static int have_children_files = -1;
+
+/* Append the children of pid from its threads' children files: what this costs grows with the
+ * sandbox's processes, not the host's. Any thread of a subreaper may adopt an orphan, so every
+ * thread's list is read. */
+static void children_from_files(pid_t pid, struct pidv *out)
+{
+    char path[96];
+    snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+    DIR *d = opendir(path);
     if (!d)
-        return 0;
+        return;
     struct dirent *e;
     while ((e = readdir(d))) {
         char *end;
-        long pid = strtol(e->d_name, &end, 10);
-        if (*end || pid <= 1 || pid == getpid())
+        long tid = strtol(e->d_name, &end, 10);
+        if (*end || tid <= 0)
             continue;
-        pid_t pp, pg, sid;
-        if (proc_stat((pid_t)pid, &pp, &pg, &sid) < 0)
+        snprintf(path, sizeof(path), "/proc/%d/task/%ld/children", (int)pid, tid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
             continue;
-        if ((parent && pp == parent) || (leader && (pg == leader || sid == leader))) {
-            kill((pid_t)pid, sig);
-            hits++;
+        char buf[4096];
+        long cur = -1;
+        ssize_t n;
+        while ((n = read(fd, buf, sizeof(buf))) > 0 || (n < 0 && errno == EINTR)) {
+            for (ssize_t i = 0; i < n; i++) {
+                if (buf[i] >= '0' && buf[i] <= '9') {
+                    cur = (cur < 0 ? 0 : cur * 10) + (buf[i] - '0');
+                    if (cur > INT32_MAX)
+                        cur = INT32_MAX;
+                } else if (cur >= 0) {
+                    pidv_add(out, (pid_t)cur);
+                    cur = -1;
+                }
+            }
         }
+        if (cur >= 0)
+            pidv_add(out, (pid_t)cur);
+        close(fd);
     }
     closedir(d);
+}
+
+/* Without children files: one pass over /proc, which costs what the host runs. */
+static void children_from_scan(pid_t parent, struct pidv *out)
+{
+    DIR *d = opendir("/proc");
+    if (!d)
+        return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char *end;
+        long p = strtol(e->d_name, &end, 10);
+        pid_t pp, pg, sid;
+        if (*end || p <= 1 || proc_stat((pid_t)p, &pp, &pg, &sid) < 0)
+            continue;
+        if (pp == parent)
+            pidv_add(out, (pid_t)p);
+    }
+    closedir(d);
+}
+
+static void children_of(pid_t pid, struct pidv *out)
+{
+    if (have_children_files < 0) {
+        char path[96];
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)getpid(), (int)getpid());
+        have_children_files = access(path, R_OK) == 0;
+    }
+    if (have_children_files)
+        children_from_files(pid, out);
+    else
+        children_from_scan(pid, out);
+}
+
+/* Signal pid only while it is still the child of parent (the process whose children file
+ * listed it): a listed process can be reaped by its parent and its pid taken by anyone before
+ * the signal. With a pidfd the check and the signal name the same process; without
+ * pidfd_open (before Linux 5.3) the window is the few instructions between check and kill.
+ * leader != 0: only a process in the group or session of leader. 0 when signalled. */
+static int signal_child(pid_t pid, pid_t parent, pid_t leader, int sig)
+{
+    pid_t pp, pg, sid;
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (fd < 0 && errno != ENOSYS)
+        return -1;
+    int rc = -1;
+    if (proc_stat(pid, &pp, &pg, &sid) == 0 && pp == parent &&
+        (!leader || pg == leader || sid == leader))
+        rc = fd >= 0 ? (int)syscall(SYS_pidfd_send_signal, fd, sig, NULL, 0) : kill(pid, sig);
+    if (fd >= 0)
+        close(fd);
+    return rc;
+}
+
+/* Signal every process below root (leader != 0: only those in the process group or session of
+ * leader), walking down from root: as a subreaper root has adopted every orphan of its subtree,
+ * so the walk reaches a daemon that left its group and session too. A parent is signalled
+ * before its children file is read, so with SIGKILL it can no longer fork or reap meanwhile;
+ * what it forked at the last moment or what reaches root later is met by the caller's next
+ * pass. Returns how many were signalled. */
+static int signal_subtree(pid_t root, pid_t leader, int sig)
+{
+    struct pidv l = {0}, parent = {0};
+    int hits = 0;
+    children_of(root, &l);
+    while (parent.n < l.n)
+        pidv_add(&parent, root);
+    for (size_t i = 0; i < l.n; i++) {
+        if (signal_child(l.v[i], parent.v[i], leader, sig) == 0)
+            hits++;
+        children_of(l.v[i], &l);
+        while (parent.n < l.n)
+            pidv_add(&parent, l.v[i]);
+    }
+    free(l.v);
+    free(parent.v);
     return hits;
 }
 
@@ -194,57 +311,7 @@ static void kill_child(const struct child *c, int sig)
     kill(-c->cmd, sig);
     kill(c->cmd, sig);
     if (c->tty)
-        signal_procs(0, c->cmd, sig);
-}
-
-/* Every process below root in the process tree: one pass over /proc collects (pid, parent)
- * pairs, then descendants are marked until no more are found. Returns the number of live
- * (not zombie) descendants signalled with sig. */
-static int signal_subtree(pid_t root, int sig)
-{
-    DIR *d = opendir("/proc");
-    if (!d)
-        return 0;
-    size_t n = 0, cap = 256;
-    pid_t *pid = sbx_xmalloc(cap * sizeof(*pid)), *ppid = sbx_xmalloc(cap * sizeof(*ppid));
-    struct dirent *e;
-    while ((e = readdir(d))) {
-        char *end;
-        long p = strtol(e->d_name, &end, 10);
-        pid_t pp, pg, sid;
-        if (*end || p <= 1 || proc_stat((pid_t)p, &pp, &pg, &sid) < 0)
-            continue;
-        if (n == cap) {
-            cap *= 2;
-            pid = sbx_xrealloc(pid, cap * sizeof(*pid));
-            ppid = sbx_xrealloc(ppid, cap * sizeof(*ppid));
-        }
-        pid[n] = (pid_t)p;
-        ppid[n++] = pp;
-    }
-    closedir(d);
-    unsigned char *in = sbx_xcalloc(n ? n : 1, 1);
-    int changed = 1, hits = 0;
-    while (changed) {
-        changed = 0;
-        for (size_t i = 0; i < n; i++) {
-            if (in[i])
-                continue;
-            int below = ppid[i] == root;
-            for (size_t j = 0; !below && j < n; j++)
-                below = in[j] && pid[j] == ppid[i];
-            if (below) {
-                in[i] = 1;
-                changed = 1;
-                if (kill(pid[i], sig) == 0)
-                    hits++;
-            }
-        }
-    }
-    free(in);
-    free(pid);
-    free(ppid);
-    return hits;
+        signal_subtree(getpid(), c->cmd, sig);
 }
 
 /* In a reaper: SIGKILL the whole subtree and reap it until nothing is left. Killed processes
@@ -260,7 +327,7 @@ static int kill_subtree(void)
          * for the common command that leaves nothing behind). */
         if (w < 0 && errno == ECHILD)
             return 0;
-        signal_subtree(getpid(), SIGKILL);
+        signal_subtree(getpid(), 0, SIGKILL);
         (void)waitpid(-1, &st, 0);
     }
     return -1;
@@ -274,11 +341,13 @@ static void kill_everything(struct sup *s)
         if (s->children[i].pid > 0)
             kill_child(&s->children[i], SIGKILL);
     for (int loop = 0; loop < KILL_ALL_LOOPS; loop++) {
-        signal_procs(getpid(), 0, SIGKILL);
+        signal_subtree(getpid(), 0, SIGKILL);
         int status;
         pid_t p = waitpid(-1, &status, 0);
         if (p < 0 && errno == ECHILD)
             break;
+        while (waitpid(-1, &status, WNOHANG) > 0)
+            ;
     }
     for (size_t i = 0; i < s->n_children; i++) {
         s->children[i].pid = 0;
@@ -1095,22 +1164,13 @@ static void on_exit_status(struct sup *s, pid_t pid, int status);
 static void sweep_orphans(struct sup *s)
 {
     for (int loop = 0; loop < KILL_ALL_LOOPS; loop++) {
-        DIR *d = opendir("/proc");
+        struct pidv l = {0};
         int hits = 0;
-        if (!d)
-            return;
-        struct dirent *e;
-        while ((e = readdir(d))) {
-            char *end;
-            long p = strtol(e->d_name, &end, 10);
-            pid_t pp, pg, sid;
-            if (*end || p <= 1 || p == getpid() || proc_stat((pid_t)p, &pp, &pg, &sid) < 0 ||
-                pp != getpid() || is_reaper(s, (pid_t)p))
-                continue;
-            if (kill((pid_t)p, SIGKILL) == 0)
+        children_of(getpid(), &l);
+        for (size_t i = 0; i < l.n; i++)
+            if (!is_reaper(s, l.v[i]) && signal_child(l.v[i], getpid(), 0, SIGKILL) == 0)
                 hits++;
-        }
-        closedir(d);
+        free(l.v);
         if (!hits)
             return;
         int st;
@@ -1781,6 +1841,9 @@ static int run_outer(struct sup *s)
         sbx__mounts_detach(&s->mounts);
     }
     struct sbx__net *net = s->net_chan[0] >= 0 ? start_network(s) : NULL;
+    /* This process now mostly waits, one per sandbox: give the start-up's freed heap (the
+     * configuration, the plan) back, so an idle sandbox holds no more than it uses. */
+    malloc_trim(0);
     int rc = sbx__isolation_outer_wait(s->iso, &status, &err);
     sbx__mounts_stop(&s->mounts);
     sbx__net_free(net);
@@ -1903,6 +1966,7 @@ int sbx_local_supervise_main(int argc, char **argv)
         rc = -1;
     if (rc == 0) {
         sbx_log(SBX_LOG_INFO, "sandbox '%s' serving (pid %d)", s.id, (int)getpid());
+        malloc_trim(0); /* the start-up's freed heap: an idle sandbox keeps only what it uses */
         serve(&s);
         kill_everything(&s);
         unlinkat(s.dir_fd, SBX_PROTO_SOCKNAME, 0);
