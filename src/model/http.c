@@ -18,6 +18,52 @@ static void curl_init_once(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+void sbx__http_pool_init(struct sbx__http_pool *p)
+{
+    pthread_mutex_init(&p->lock, NULL);
+    p->n = 0;
+}
+
+void sbx__http_pool_release(struct sbx__http_pool *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        curl_easy_cleanup(p->idle[i]);
+    p->n = 0;
+    pthread_mutex_destroy(&p->lock);
+}
+
+/* An idle handle of the pool, reset to no options but keeping its open connections and DNS
+ * cache, or a new handle. */
+static CURL *handle_take(struct sbx__http_pool *p)
+{
+    CURL *c = NULL;
+    if (p) {
+        pthread_mutex_lock(&p->lock);
+        if (p->n)
+            c = p->idle[--p->n];
+        pthread_mutex_unlock(&p->lock);
+    }
+    if (c) {
+        curl_easy_reset(c);
+        return c;
+    }
+    return curl_easy_init();
+}
+
+static void handle_put(struct sbx__http_pool *p, CURL *c)
+{
+    if (p) {
+        pthread_mutex_lock(&p->lock);
+        if (p->n < SBX__HTTP_POOL_MAX) {
+            p->idle[p->n++] = c;
+            c = NULL;
+        }
+        pthread_mutex_unlock(&p->lock);
+    }
+    if (c)
+        curl_easy_cleanup(c);
+}
+
 struct xfer {
     const struct sbx__http_req *req;
     struct sbx__http_resp *resp;
@@ -198,7 +244,7 @@ int sbx__http_post(const struct sbx__http_req *req, struct sbx__http_resp *resp,
     resp->status = 0;
     resp->retry_after_ms = -1;
     resp->plain = 0;
-    x.curl = curl_easy_init();
+    x.curl = handle_take(req->pool);
     if (!x.curl)
         return sbx_error_set(err, SBX_E_HTTP, 0, "cannot start an HTTP client");
 
@@ -263,7 +309,9 @@ int sbx__http_post(const struct sbx__http_req *req, struct sbx__http_resp *resp,
         goto out;
     }
 out:
-    curl_easy_cleanup(c);
+    /* A transfer libcurl could not finish cleanly (cancelled, timed out, cut) has had its
+     * connection closed by libcurl, so the handle goes back with only sound ones. */
+    handle_put(req->pool, c);
     curl_slist_free_all(hdrs);
     if (auth) {
         /* Do not leave the key lying in freed heap memory. */

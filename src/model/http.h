@@ -3,6 +3,7 @@
 #ifndef SBX_MODEL_HTTP_H
 #define SBX_MODEL_HTTP_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 
@@ -13,7 +14,23 @@
  * and is returned by sbx__http_post with err as the sink filled it. */
 typedef int sbx__http_sink(const char *p, size_t n, void *ud, struct sbx_error *err);
 
+#define SBX__HTTP_POOL_MAX 8
+
+/* Idle libcurl handles of one model, each keeping its connections open between requests, so a
+ * run talks to its server over one connection instead of one per call. A handle serves one
+ * request at a time; concurrent calls (parallel nested runs) each take their own. */
+struct sbx__http_pool {
+    pthread_mutex_t lock;
+    void *idle[SBX__HTTP_POOL_MAX];
+    size_t n;
+};
+
+void sbx__http_pool_init(struct sbx__http_pool *p);
+/* Closes the kept connections. */
+void sbx__http_pool_release(struct sbx__http_pool *p);
+
 struct sbx__http_req {
+    struct sbx__http_pool *pool; /* NULL: a connection of its own, closed after the request */
     const char *url;
     const char *bearer; /* API key for "Authorization: Bearer"; NULL: no header */
     const char *body;

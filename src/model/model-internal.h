@@ -33,6 +33,7 @@ struct sbx_model {
     size_t max_response_bytes, max_event_bytes;
     const volatile sig_atomic_t *cancel;
     pthread_mutex_t lock; /* guards record and replay_next: nested runs share a model */
+    struct sbx__http_pool pool;
     FILE *record;
     /* replay */
     char *replay_path;

@@ -78,6 +78,7 @@ int sbx_model_new(const char *name, const struct sbx_model_options *opt, struct 
     m = sbx_xcalloc(1, sizeof(*m));
     m->name = sbx_xstrdup(name);
     pthread_mutex_init(&m->lock, NULL);
+    sbx__http_pool_init(&m->pool);
     m->no_stream = opt->no_stream;
     m->timeout_ms = opt->timeout_ms > 0 ? opt->timeout_ms : 600000;
     m->connect_timeout_ms = opt->connect_timeout_ms > 0 ? opt->connect_timeout_ms : 15000;
@@ -164,6 +165,7 @@ void sbx_model_free(struct sbx_model *m)
     free(m->base_url);
     free(m->replay_path);
     json_decref(m->replay);
+    sbx__http_pool_release(&m->pool);
     pthread_mutex_destroy(&m->lock);
     free(m);
 }
@@ -339,6 +341,7 @@ int sbx__model_call(struct sbx_model *m, const char *path, const json_t *body, i
     int rc = 0;
     sbx__http_resp_init(&resp);
     struct sbx__http_req hreq = {
+            .pool = &m->pool,
             .url = url,
             .bearer = m->api_key,
             .body = text,
