@@ -8,9 +8,10 @@
  * wall time mostly measures the other tenants. The wall time minus the server's time is shown
  * too. A flat overhead per turn means nothing the loop does grows with the history.
  *
- * Usage: bench-loop [REPS [STATE_DIR]]   (REPS default 7, 3 with SBX_BENCH_QUICK=1)
+ * Usage: bench-loop [REPS [STATE_DIR [TURNS]]]   (REPS default 7, 3 with SBX_BENCH_QUICK=1)
  *   STATE_DIR: also run each length with a run state written at every checkpoint there (what
- *   `sbx run --state` does), reported on an info line.
+ *   `sbx run --state` does), reported on an info line; "-": none.
+ *   TURNS: one run of that length and nothing else (for callgrind or perf stat).
  * Prints the medians and two TABLE lines. */
 #include <errno.h>
 #include <netinet/in.h>
@@ -222,7 +223,8 @@ int main(int argc, char **argv)
 {
     const char *quick = getenv("SBX_BENCH_QUICK");
     int reps = argc > 1 ? (int)strtol(argv[1], NULL, 10) : quick && quick[0] == '1' ? 3 : 7;
-    const char *state_dir = argc > 2 ? argv[2] : NULL;
+    const char *state_dir = argc > 2 && strcmp(argv[2], "-") != 0 ? argv[2] : NULL;
+    int only = argc > 3 ? (int)strtol(argv[3], NULL, 10) : 0;
     if (reps < 1 || reps > MAX_REPS) {
         fprintf(stderr, "usage: bench-loop [REPS (1..%d) [STATE_DIR]]\n", MAX_REPS);
         return 2;
@@ -248,6 +250,12 @@ int main(int argc, char **argv)
     double plain[NL][MAX_REPS], wall[NL][MAX_REPS], with_state[NL][MAX_REPS], w;
     int conns[NL] = {0};
     int c = 0;
+    if (only > 0) {
+        double cpu = run_once(&s, url, only, state, &c, &w);
+        printf("%d turns: harness CPU %.4f ms/turn, wall minus server %.4f ms/turn\n", only, cpu,
+               w);
+        goto out;
+    }
     run_once(&s, url, 11, NULL, &c, &w); /* warm up */
     for (int r = 0; r < reps; r++) {
         for (int i = 0; i < NL; i++) {
@@ -274,6 +282,7 @@ int main(int argc, char **argv)
            med[2], budget, med[2] / budget, med[2] <= budget ? "met" : "missed");
     printf("TABLE|per-turn overhead, 101 vs 11 turns|%.3f ms|11 turns|%.3f ms|%.2fx|<= 1.2x|%s\n",
            med[2], med[0], ratio, ratio <= 1.2 ? "met" : "missed");
+out:
     if (state)
         unlink(state);
     free(state);

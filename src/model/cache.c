@@ -32,6 +32,31 @@ void sbx_model_cache_free(struct sbx_model_cache *c)
     free(c);
 }
 
+/* The input starts further on in the cached items (a turn hook cut the history at a
+ * compaction item): drop the units before that point, when one starts exactly there. */
+static void drop_front(struct sbx_model_cache *c, const json_t *first)
+{
+    size_t j = 1, u = 0;
+    while (j < c->nitems && c->items[j] != first)
+        j++;
+    while (u < c->nunits && c->unit_start[u] < j)
+        u++;
+    if (j == c->nitems || u == c->nunits || c->unit_start[u] != j)
+        return;
+    size_t off = c->unit_off[u];
+    memmove(c->bytes.data, c->bytes.data + off, c->bytes.len - off);
+    sbx_buf_setlen(&c->bytes, c->bytes.len - off);
+    for (size_t i = u; i < c->nunits; i++) {
+        c->unit_start[i - u] = c->unit_start[i] - j;
+        c->unit_off[i - u] = c->unit_off[i] - off;
+    }
+    c->nunits -= u;
+    for (size_t i = 0; i < j; i++)
+        json_decref(c->items[i]);
+    memmove(c->items, c->items + j, (c->nitems - j) * sizeof(*c->items));
+    c->nitems -= j;
+}
+
 size_t sbx__model_cache_keep(struct sbx_model_cache *c, const struct sbx__model_vt *vt,
                              const json_t *input, int last_open)
 {
@@ -42,6 +67,8 @@ size_t sbx__model_cache_keep(struct sbx_model_cache *c, const struct sbx__model_
         sbx_buf_reset(&c->bytes);
         c->vt = vt;
     }
+    if (n && c->nitems && c->items[0] != json_array_get(input, 0))
+        drop_front(c, json_array_get(input, 0));
     while (k < c->nitems && k < n && c->items[k] == json_array_get(input, k))
         k++;
     size_t kept = 0;

@@ -109,6 +109,20 @@ static void test_growing(enum sbx_model_api api, const char *what)
         }
         free(body);
     }
+    /* A turn hook cuts the history at a compaction item, then the cut input grows. */
+    json_t *cut = json_array();
+    sbx_json_append(cut, item("{\"type\":\"compaction\",\"encrypted_content\":\"z\"}"));
+    for (size_t i = 6; i < json_array_size(input); i++)
+        sbx_json_append(cut, json_incref(json_array_get(input, i)));
+    for (size_t i = 0; i < 4; i++) {
+        free(same_body(m, cut, cache, what, 100 + i));
+        sbx_json_append(cut, item(script[i]));
+    }
+    for (size_t step = 0; step < 3; step++) {
+        json_array_remove(cut, 0);
+        free(same_body(m, cut, cache, what, 200 + step));
+    }
+    json_decref(cut);
     sbx_model_cache_free(cache);
     json_decref(input);
     sbx_model_free(m);
