@@ -5,6 +5,8 @@
 #include <strings.h>
 #include <time.h>
 
+#include <sys/socket.h>
+
 #include <curl/curl.h>
 
 #include "model/http.h"
@@ -18,50 +20,55 @@ static void curl_init_once(void)
     curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *ud)
+{
+    (void)h;
+    (void)access;
+    struct sbx__http_pool *p = ud;
+    pthread_mutex_lock(&p->locks[(size_t)data % 8]);
+}
+
+static void share_unlock(CURL *h, curl_lock_data data, void *ud)
+{
+    (void)h;
+    struct sbx__http_pool *p = ud;
+    pthread_mutex_unlock(&p->locks[(size_t)data % 8]);
+}
+
 void sbx__http_pool_init(struct sbx__http_pool *p)
 {
-    pthread_mutex_init(&p->lock, NULL);
-    p->n = 0;
+    pthread_once(&curl_once, curl_init_once);
+    for (size_t i = 0; i < 8; i++)
+        pthread_mutex_init(&p->locks[i], NULL);
+    CURLSH *sh = curl_share_init();
+    /* Without a share every request opens its own connection, as before: slower, not wrong. */
+    if (sh && (curl_share_setopt(sh, CURLSHOPT_LOCKFUNC, share_lock) != CURLSHE_OK ||
+               curl_share_setopt(sh, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
+               curl_share_setopt(sh, CURLSHOPT_USERDATA, p) != CURLSHE_OK ||
+               curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK ||
+               curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK)) {
+        curl_share_cleanup(sh);
+        sh = NULL;
+    }
+    p->share = sh;
 }
 
 void sbx__http_pool_release(struct sbx__http_pool *p)
 {
-    for (size_t i = 0; i < p->n; i++)
-        curl_easy_cleanup(p->idle[i]);
-    p->n = 0;
-    pthread_mutex_destroy(&p->lock);
+    if (p->share)
+        curl_share_cleanup(p->share);
+    p->share = NULL;
+    for (size_t i = 0; i < 8; i++)
+        pthread_mutex_destroy(&p->locks[i]);
 }
 
-/* An idle handle of the pool, reset to no options but keeping its open connections and DNS
- * cache, or a new handle. */
-static CURL *handle_take(struct sbx__http_pool *p)
+/* libcurl opens its sockets without close-on-exec, and a kept connection stays open while the
+ * run's tools start commands: they must not inherit it. */
+static curl_socket_t open_socket(void *ud, curlsocktype purpose, struct curl_sockaddr *a)
 {
-    CURL *c = NULL;
-    if (p) {
-        pthread_mutex_lock(&p->lock);
-        if (p->n)
-            c = p->idle[--p->n];
-        pthread_mutex_unlock(&p->lock);
-    }
-    if (c) {
-        curl_easy_reset(c);
-        return c;
-    }
-    return curl_easy_init();
-}
-
-static void handle_put(struct sbx__http_pool *p, CURL *c)
-{
-    if (p) {
-        pthread_mutex_lock(&p->lock);
-        if (p->n < SBX__HTTP_POOL_MAX) {
-            p->idle[p->n++] = c;
-            c = NULL;
-        }
-        pthread_mutex_unlock(&p->lock);
-    }
-    if (c)
-        curl_easy_cleanup(c);
+    (void)ud;
+    (void)purpose;
+    return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
 }
 
 struct xfer {
@@ -244,7 +251,7 @@ int sbx__http_post(const struct sbx__http_req *req, struct sbx__http_resp *resp,
     resp->status = 0;
     resp->retry_after_ms = -1;
     resp->plain = 0;
-    x.curl = handle_take(req->pool);
+    x.curl = curl_easy_init();
     if (!x.curl)
         return sbx_error_set(err, SBX_E_HTTP, 0, "cannot start an HTTP client");
 
@@ -270,6 +277,8 @@ int sbx__http_post(const struct sbx__http_req *req, struct sbx__http_resp *resp,
         SBX_BUG("curl_slist_append failed");
 
     CURL *c = x.curl;
+    if (req->pool && req->pool->share)
+        curl_easy_setopt(c, CURLOPT_SHARE, req->pool->share);
     curl_easy_setopt(c, CURLOPT_URL, req->url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(c, CURLOPT_POST, 1L);
@@ -283,6 +292,7 @@ int sbx__http_post(const struct sbx__http_req *req, struct sbx__http_resp *resp,
     curl_easy_setopt(c, CURLOPT_XFERINFODATA, &x);
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)req->timeout_ms);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)req->connect_timeout_ms);
     curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");
@@ -309,9 +319,9 @@ int sbx__http_post(const struct sbx__http_req *req, struct sbx__http_resp *resp,
         goto out;
     }
 out:
-    /* A transfer libcurl could not finish cleanly (cancelled, timed out, cut) has had its
-     * connection closed by libcurl, so the handle goes back with only sound ones. */
-    handle_put(req->pool, c);
+    /* The connection stays in the share unless the transfer did not end cleanly (cancelled,
+     * timed out, cut): libcurl closes those. */
+    curl_easy_cleanup(c);
     curl_slist_free_all(hdrs);
     if (auth) {
         /* Do not leave the key lying in freed heap memory. */

@@ -14,15 +14,13 @@
  * and is returned by sbx__http_post with err as the sink filled it. */
 typedef int sbx__http_sink(const char *p, size_t n, void *ud, struct sbx_error *err);
 
-#define SBX__HTTP_POOL_MAX 8
-
-/* Idle libcurl handles of one model, each keeping its connections open between requests, so a
- * run talks to its server over one connection instead of one per call. A handle serves one
- * request at a time; concurrent calls (parallel nested runs) each take their own. */
+/* The connections of one model, kept open between its requests (a libcurl share of the
+ * connection and DNS caches), so a run talks to its server over one connection instead of one
+ * per call. Each request still has an easy handle of its own: concurrent calls (parallel nested
+ * runs) take different connections, and nothing else of libcurl's stays open between calls. */
 struct sbx__http_pool {
-    pthread_mutex_t lock;
-    void *idle[SBX__HTTP_POOL_MAX];
-    size_t n;
+    pthread_mutex_t locks[8]; /* one per curl_lock_data */
+    void *share;              /* CURLSH */
 };
 
 void sbx__http_pool_init(struct sbx__http_pool *p);
