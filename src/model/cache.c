@@ -123,7 +123,8 @@ char *sbx__model_cache_body(const struct sbx_model_cache *c, const json_t *body,
     sbx_buf_init(&b, SBX_BUF_NOLIMIT);
     size_t units = c->bytes.len ? c->bytes.len - 1 : 0; /* without the last comma */
     char *rest = sbx_json_dumps(body, SBX_JSON_COMPACT);
-    if (sbx_buf_addf(&b, NULL, "{\"%s\":[", key) < 0 ||
+    size_t need = strlen(key) + (prefix ? strlen(prefix) : 0) + units + strlen(rest) + 16;
+    if (sbx_buf_reserve(&b, need, NULL) < 0 || sbx_buf_addf(&b, NULL, "{\"%s\":[", key) < 0 ||
         (prefix && sbx_buf_adds(&b, prefix, NULL) < 0) ||
         (prefix && units && sbx_buf_addch(&b, ',', NULL) < 0) ||
         sbx_buf_add(&b, c->bytes.data, units, NULL) < 0 || sbx_buf_addch(&b, ']', NULL) < 0 ||
