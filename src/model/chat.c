@@ -255,14 +255,14 @@ static int build_body(struct sbx_model *m, const struct sbx_model_request *req, 
         sbx__model_cache_add(cache, starts[i], msg);
     }
     sbx__model_cache_done(cache, req->input);
-    char *system = NULL;
+    char *sys_msg = NULL;
     if (req->instructions) {
         json_t *sm = json_pack("{s:s, s:s}", "role", "system", "content", req->instructions);
-        system = sbx_json_dumps(sm, SBX_JSON_COMPACT);
+        sys_msg = sbx_json_dumps(sm, SBX_JSON_COMPACT);
         json_decref(sm);
     }
-    *out = sbx__model_cache_body(cache, body, "messages", system, out_len);
-    free(system);
+    *out = sbx__model_cache_body(cache, body, "messages", sys_msg, out_len);
+    free(sys_msg);
     free(starts);
     json_decref(msgs);
     json_decref(body);
