@@ -82,6 +82,18 @@ SBX_API const char *sbx_model_name(const struct sbx_model *m);
 /* "responses", "chat" or "replay". */
 SBX_API const char *sbx_model_provider(const struct sbx_model *m);
 
+/* The serialised input items of one conversation, kept between its model calls so that each
+ * call serialises only the items added since the last one (a run's history grows by a few
+ * items a turn; serialising all of it again every turn makes a long run quadratic). Items are
+ * known by identity: the cache holds a reference to every item it serialised and reuses the
+ * bytes while the request's input starts with the same item objects. An item must not be
+ * changed in place after a call that used the cache (append new items, or pass new objects);
+ * a changed input order or a different provider only costs a fresh serialisation. One cache
+ * serves one call at a time. Caller owns (sbx_model_cache_free, accepts NULL). */
+struct sbx_model_cache; /* opaque */
+SBX_API struct sbx_model_cache *sbx_model_cache_new(void);
+SBX_API void sbx_model_cache_free(struct sbx_model_cache *c);
+
 /* One model call. All pointers are borrowed for the duration of the call. */
 struct sbx_model_request {
     const char *model;         /* NULL: the name the model was created with */
@@ -93,6 +105,7 @@ struct sbx_model_request {
     const json_t *text_format; /* {"type":"json_schema","name","schema","strict"}; NULL: text */
     const json_t *settings;    /* extra top-level fields: temperature, top_p, reasoning, ... */
     const char *previous_response_id; /* NULL: none */
+    struct sbx_model_cache *cache;    /* NULL: serialise the whole input (see above) */
 };
 
 /* Stream callback: one Responses API stream event object (borrowed for the call). Called on

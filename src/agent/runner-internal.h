@@ -7,11 +7,12 @@
 
 struct run {
     const struct sbx_run_options *opt;
-    struct sbx_agent *start; /* the run's start agent */
-    struct sbx_agent *agent; /* the current agent */
-    int nested;              /* an agent-as-tool run: no approvals, no states */
-    json_t *items;           /* the conversation */
-    size_t input_items;      /* how many of items were input (history included) */
+    struct sbx_agent *start;       /* the run's start agent */
+    struct sbx_agent *agent;       /* the current agent */
+    int nested;                    /* an agent-as-tool run: no approvals, no states */
+    json_t *items;                 /* the conversation; items are appended, never changed */
+    struct sbx_model_cache *cache; /* the items' serialised bytes, across the run's turns */
+    size_t input_items;            /* how many of items were input (history included) */
     json_t *usage;
     int turn;
     int done_turn; /* the last turn whose model response is recorded */

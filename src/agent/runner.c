@@ -846,6 +846,7 @@ static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *er
             .text_format = fmt,
             .settings = prep.settings ? prep.settings : a->settings,
             .previous_response_id = delta_mode ? r->prev_id : NULL,
+            .cache = r->cache,
     };
     struct sbx_span *ms = sbx_span_start(r->turn_span, "model_call", SBX_SPAN_CLIENT);
     sbx_span_set_str(ms, "gen_ai.operation.name", "chat");
@@ -1109,6 +1110,7 @@ static int run_internal(struct sbx_agent *agent, const json_t *input,
         return sbx_error_set(err, SBX_E_INVAL, 0, "a run needs a model");
     r.max_turns = opt->max_turns == 0 ? SBX_RUN_DEFAULT_MAX_TURNS : opt->max_turns;
     r.items = json_array();
+    r.cache = sbx_model_cache_new();
     r.usage = json_pack("{s:i, s:i, s:i, s:i}", "input_tokens", 0, "output_tokens", 0,
                         "total_tokens", 0, "requests", 0);
     r.open_calls = json_array();
@@ -1183,6 +1185,7 @@ out:
     if (rc < 0)
         fail_run(&r, rc, err);
     json_decref(r.items);
+    sbx_model_cache_free(r.cache);
     json_decref(r.usage);
     json_decref(r.open_calls);
     json_decref(r.pending);

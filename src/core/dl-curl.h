@@ -15,6 +15,9 @@
     X(curl_easy_setopt)    \
     X(curl_easy_strerror)  \
     X(curl_global_init)    \
+    X(curl_share_cleanup)  \
+    X(curl_share_init)     \
+    X(curl_share_setopt)   \
     X(curl_slist_append)   \
     X(curl_slist_free_all)
 
@@ -30,6 +33,7 @@ int sbx__curl_load(struct sbx_error *err);
 /* libcurl's own type-checking wrappers are macros of these names: the table replaces them. */
 #undef curl_easy_setopt
 #undef curl_easy_getinfo
+#undef curl_share_setopt
 #define curl_easy_cleanup   (sbx__curl.curl_easy_cleanup)
 #define curl_easy_getinfo   (sbx__curl.curl_easy_getinfo)
 #define curl_easy_init      (sbx__curl.curl_easy_init)
@@ -37,6 +41,9 @@ int sbx__curl_load(struct sbx_error *err);
 #define curl_easy_setopt    (sbx__curl.curl_easy_setopt)
 #define curl_easy_strerror  (sbx__curl.curl_easy_strerror)
 #define curl_global_init    (sbx__curl.curl_global_init)
+#define curl_share_cleanup  (sbx__curl.curl_share_cleanup)
+#define curl_share_init     (sbx__curl.curl_share_init)
+#define curl_share_setopt   (sbx__curl.curl_share_setopt)
 #define curl_slist_append   (sbx__curl.curl_slist_append)
 #define curl_slist_free_all (sbx__curl.curl_slist_free_all)
 

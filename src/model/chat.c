@@ -5,6 +5,7 @@
  * synthesises Responses stream events from chat chunks. Custom (freeform) tools do not exist
  * in Chat Completions: they are offered as function tools taking {"input": string}, and calls
  * to them come back as custom_tool_call items. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "model/model-internal.h"
@@ -91,16 +92,24 @@ static json_t *last_assistant(json_t *messages)
     return streq(str(last, "role"), "assistant") ? last : NULL;
 }
 
-static json_t *convert_messages(const struct sbx_model_request *req)
+/* Append a new message made from item i on. */
+static void add_message(json_t *msgs, size_t **starts, size_t i, json_t *msg)
+{
+    size_t n = json_array_size(msgs);
+    *starts = sbx_xrealloc(*starts, (n + 1) * sizeof(**starts));
+    (*starts)[n] = i;
+    sbx_json_append(msgs, msg);
+}
+
+/* The chat messages of the input items from `from` on; (*starts)[j]: the item message j was
+ * started by (caller frees). Only the last message may take in later items. */
+static json_t *convert_messages(const json_t *input, size_t from, size_t **starts)
 {
     json_t *msgs = json_array();
-    size_t i;
-    json_t *item;
-    if (req->instructions)
-        sbx_json_append(msgs,
-                        json_pack("{s:s, s:s}", "role", "system", "content", req->instructions));
-    json_array_foreach(req->input, i, item)
-    {
+    size_t n = json_array_size(input);
+    *starts = NULL;
+    for (size_t i = from; i < n; i++) {
+        json_t *item = json_array_get(input, i);
         const char *type = str(item, "type");
         const char *role = str(item, "role");
         if ((!type || streq(type, "message")) && role) {
@@ -109,9 +118,10 @@ static json_t *convert_messages(const struct sbx_model_request *req)
             if (prev && json_is_null(json_object_get(prev, "content")) && json_is_string(content))
                 sbx_json_set(prev, "content", content);
             else
-                sbx_json_append(msgs, json_pack("{s:s, s:o}", "role",
-                                                streq(role, "developer") ? "system" : role,
-                                                "content", content));
+                add_message(msgs, starts, i,
+                            json_pack("{s:s, s:o}", "role",
+                                      streq(role, "developer") ? "system" : role, "content",
+                                      content));
         } else if (streq(type, "function_call") || streq(type, "custom_tool_call")) {
             json_t *args;
             if (streq(type, "function_call")) {
@@ -134,7 +144,7 @@ static json_t *convert_messages(const struct sbx_model_request *req)
             json_t *prev = last_assistant(msgs);
             if (!prev) {
                 prev = json_pack("{s:s, s:n}", "role", "assistant", "content");
-                sbx_json_append(msgs, prev);
+                add_message(msgs, starts, i, prev);
             }
             json_t *calls = json_object_get(prev, "tool_calls");
             if (!calls) {
@@ -143,9 +153,10 @@ static json_t *convert_messages(const struct sbx_model_request *req)
             }
             sbx_json_append(calls, call);
         } else if (streq(type, "function_call_output") || streq(type, "custom_tool_call_output")) {
-            sbx_json_append(msgs, json_pack("{s:s, s:O?, s:o}", "role", "tool", "tool_call_id",
-                                            json_object_get(item, "call_id"), "content",
-                                            convert_tool_output(json_object_get(item, "output"))));
+            add_message(msgs, starts, i,
+                        json_pack("{s:s, s:O?, s:o}", "role", "tool", "tool_call_id",
+                                  json_object_get(item, "call_id"), "content",
+                                  convert_tool_output(json_object_get(item, "output"))));
         }
         /* Reasoning and other Responses-only items have no chat equivalent and are left out. */
     }
@@ -195,12 +206,17 @@ static int is_custom(const json_t *tools, const char *name)
     return 0;
 }
 
+/* The body as text: the messages from the cache (converting only the items it lacks, and the
+ * last message again, which may take in new items), the other fields from a small object.
+ * Caller owns *out (free). */
 static int build_body(struct sbx_model *m, const struct sbx_model_request *req, int stream,
-                      json_t **out, struct sbx_error *err)
+                      struct sbx_model_cache *cache, char **out, size_t *out_len,
+                      struct sbx_error *err)
 {
     json_t *body = json_object();
     sbx_json_set(body, "model", sbx_json_str(req->model ? req->model : m->name));
-    sbx_json_set(body, "messages", convert_messages(req));
+    /* Holds the field's place so that a setting named "messages" is refused as before. */
+    sbx_json_set(body, "messages", json_null());
     if (req->tools && json_array_size(req->tools)) {
         sbx_json_set(body, "tools", convert_tools(req->tools));
         if (req->parallel_tool_calls)
@@ -228,7 +244,28 @@ static int build_body(struct sbx_model *m, const struct sbx_model_request *req, 
         json_decref(body);
         return rc;
     }
-    *out = body;
+    json_object_del(body, "messages");
+    size_t *starts = NULL;
+    size_t from = sbx__model_cache_keep(cache, &sbx__model_chat_vt, req->input, 1);
+    json_t *msgs = convert_messages(req->input, from, &starts);
+    size_t i;
+    json_t *msg;
+    json_array_foreach(msgs, i, msg)
+    {
+        sbx__model_cache_add(cache, starts[i], msg);
+    }
+    sbx__model_cache_done(cache, req->input);
+    char *sys_msg = NULL;
+    if (req->instructions) {
+        json_t *sm = json_pack("{s:s, s:s}", "role", "system", "content", req->instructions);
+        sys_msg = sbx_json_dumps(sm, SBX_JSON_COMPACT);
+        json_decref(sm);
+    }
+    *out = sbx__model_cache_body(cache, body, "messages", sys_msg, out_len);
+    free(sys_msg);
+    free(starts);
+    json_decref(msgs);
+    json_decref(body);
     return 0;
 }
 
@@ -500,12 +537,13 @@ static int chat_respond(struct sbx_model *m, const struct sbx_model_request *req
                         sbx_model_stream_fn *cb, void *cb_data, json_t **out, struct sbx_error *err)
 {
     int stream = cb && !m->no_stream;
-    json_t *body = NULL;
+    char *body = NULL;
+    size_t body_len = 0;
     struct chat_stream s;
     if (req->previous_response_id)
         return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
                              "previous_response_id needs the Responses API");
-    int rc = build_body(m, req, stream, &body, err);
+    int rc = sbx__model_body(m, req, stream, &body, &body_len, err);
     if (rc < 0)
         return rc;
     chat_init(&s, m, req->tools, cb, cb_data);
@@ -517,11 +555,12 @@ static int chat_respond(struct sbx_model *m, const struct sbx_model_request *req
             .finish_plain = finish_plain,
     };
     int plain = 0;
-    rc = sbx__model_call(m, "/chat/completions", body, stream, &ops, &s, out, &plain, err);
+    rc = sbx__model_call(m, "/chat/completions", body, body_len, stream, &ops, &s, out, &plain,
+                         err);
     if (rc == 0 && cb && (!stream || plain))
         sbx__model_synth_events(*out, cb, cb_data);
     chat_release(&s);
-    json_decref(body);
+    free(body);
     return rc;
 }
 
@@ -546,4 +585,5 @@ const struct sbx__model_vt sbx__model_chat_vt = {
         .provider = "chat",
         .respond = chat_respond,
         .decode = chat_decode,
+        .body = build_body,
 };

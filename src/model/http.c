@@ -4,10 +4,78 @@
 #include <strings.h>
 #include <time.h>
 
+#include <sys/socket.h>
+
 #include "core/dl-curl.h"
 #include "model/http.h"
 #include "sbx/time.h"
 #include "sbx/trace.h"
+
+static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, void *ud)
+{
+    (void)h;
+    (void)access;
+    struct sbx__http_pool *p = ud;
+    pthread_mutex_lock(&p->locks[(size_t)data % 8]);
+}
+
+static void share_unlock(CURL *h, curl_lock_data data, void *ud)
+{
+    (void)h;
+    struct sbx__http_pool *p = ud;
+    pthread_mutex_unlock(&p->locks[(size_t)data % 8]);
+}
+
+void sbx__http_pool_init(struct sbx__http_pool *p)
+{
+    for (size_t i = 0; i < 8; i++)
+        pthread_mutex_init(&p->locks[i], NULL);
+    pthread_mutex_init(&p->make, NULL);
+    p->made = 0;
+    p->share = NULL;
+}
+
+/* The pool's share, made on the first request (libcurl is loaded by then). */
+static CURLSH *pool_share(struct sbx__http_pool *p)
+{
+    pthread_mutex_lock(&p->make);
+    if (!p->made) {
+        p->made = 1;
+        CURLSH *sh = curl_share_init();
+        /* Without a share every request opens its own connection: slower, not wrong. */
+        if (sh && (curl_share_setopt(sh, CURLSHOPT_LOCKFUNC, share_lock) != CURLSHE_OK ||
+                   curl_share_setopt(sh, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
+                   curl_share_setopt(sh, CURLSHOPT_USERDATA, p) != CURLSHE_OK ||
+                   curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK ||
+                   curl_share_setopt(sh, CURLSHOPT_SHARE, CURL_LOCK_DATA_DNS) != CURLSHE_OK)) {
+            curl_share_cleanup(sh);
+            sh = NULL;
+        }
+        p->share = sh;
+    }
+    pthread_mutex_unlock(&p->make);
+    return p->share;
+}
+
+void sbx__http_pool_release(struct sbx__http_pool *p)
+{
+    if (p->share)
+        curl_share_cleanup(p->share);
+    p->share = NULL;
+    p->made = 0;
+    for (size_t i = 0; i < 8; i++)
+        pthread_mutex_destroy(&p->locks[i]);
+    pthread_mutex_destroy(&p->make);
+}
+
+/* libcurl opens its sockets without close-on-exec, and a kept connection stays open while the
+ * run's tools start commands: they must not inherit it. */
+static curl_socket_t open_socket(void *ud, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    (void)ud;
+    (void)purpose;
+    return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
 
 struct xfer {
     const struct sbx__http_req *req;
@@ -217,6 +285,9 @@ int sbx__http_post(const struct sbx__http_req *req, struct sbx__http_resp *resp,
         SBX_BUG("curl_slist_append failed");
 
     CURL *c = x.curl;
+    CURLSH *share = req->pool ? pool_share(req->pool) : NULL;
+    if (share)
+        curl_easy_setopt(c, CURLOPT_SHARE, share);
     curl_easy_setopt(c, CURLOPT_URL, req->url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
     curl_easy_setopt(c, CURLOPT_POST, 1L);
@@ -230,6 +301,7 @@ int sbx__http_post(const struct sbx__http_req *req, struct sbx__http_resp *resp,
     curl_easy_setopt(c, CURLOPT_XFERINFODATA, &x);
     curl_easy_setopt(c, CURLOPT_NOPROGRESS, 0L);
     curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)req->timeout_ms);
     curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)req->connect_timeout_ms);
     curl_easy_setopt(c, CURLOPT_ACCEPT_ENCODING, "");
@@ -256,6 +328,8 @@ int sbx__http_post(const struct sbx__http_req *req, struct sbx__http_resp *resp,
         goto out;
     }
 out:
+    /* The connection stays in the share unless the transfer did not end cleanly (cancelled,
+     * timed out, cut): libcurl closes those. */
     curl_easy_cleanup(c);
     curl_slist_free_all(hdrs);
     if (auth) {

@@ -3,6 +3,7 @@
 #ifndef SBX_MODEL_HTTP_H
 #define SBX_MODEL_HTTP_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 
@@ -13,7 +14,23 @@
  * and is returned by sbx__http_post with err as the sink filled it. */
 typedef int sbx__http_sink(const char *p, size_t n, void *ud, struct sbx_error *err);
 
+/* The connections of one model, kept open between its requests (a libcurl share of the
+ * connection and DNS caches), so a run talks to its server over one connection instead of one
+ * per call. Each request still has an easy handle of its own: concurrent calls (parallel nested
+ * runs) take different connections, and nothing else of libcurl's stays open between calls. */
+struct sbx__http_pool {
+    pthread_mutex_t locks[8]; /* one per curl_lock_data */
+    pthread_mutex_t make;     /* guards making the share on the first request */
+    int made;                 /* the share was tried (libcurl is loaded on first use) */
+    void *share;              /* CURLSH; NULL until the first request, or if it cannot be made */
+};
+
+void sbx__http_pool_init(struct sbx__http_pool *p);
+/* Closes the kept connections. */
+void sbx__http_pool_release(struct sbx__http_pool *p);
+
 struct sbx__http_req {
+    struct sbx__http_pool *pool; /* NULL: a connection of its own, closed after the request */
     const char *url;
     const char *bearer; /* API key for "Authorization: Bearer"; NULL: no header */
     const char *body;

@@ -17,6 +17,9 @@ struct sbx__model_vt {
      * NULL for providers without a wire format (replay). */
     int (*decode)(struct sbx_model *m, const json_t *tools, const char *body, size_t n, int stream,
                   sbx_model_stream_fn *cb, void *cb_data, json_t **out, struct sbx_error *err);
+    /* The request body respond sends, through cache; *out: caller owns (free). NULL as decode. */
+    int (*body)(struct sbx_model *m, const struct sbx_model_request *req, int stream,
+                struct sbx_model_cache *cache, char **out, size_t *out_len, struct sbx_error *err);
 };
 
 struct sbx_model {
@@ -33,12 +36,43 @@ struct sbx_model {
     size_t max_response_bytes, max_event_bytes;
     const volatile sig_atomic_t *cancel;
     pthread_mutex_t lock; /* guards record and replay_next: nested runs share a model */
+    struct sbx__http_pool pool;
     FILE *record;
     /* replay */
     char *replay_path;
     json_t *replay; /* array of response objects */
     size_t replay_next;
 };
+
+/* A request body's input as cached units: a unit is one serialised element of the body's
+ * input array (a Responses item; a chat message, which may gather several items), made from
+ * the items from unit_start on. */
+struct sbx_model_cache {
+    const struct sbx__model_vt *vt; /* whose wire format the units are in */
+    json_t **items;                 /* held references: the input the units were made from */
+    size_t nitems, cap_items;
+    size_t common; /* items shared with the request being built (sbx__model_cache_keep) */
+    size_t *unit_start, *unit_off;
+    size_t nunits, cap_units;
+    struct sbx_buf bytes; /* the units, each followed by a comma */
+};
+
+/* Keep the units of c that are still right for input and drop the rest; returns the index of
+ * the first item to convert again. A unit is kept when all of its items are the request's
+ * (same objects, same places); with last_open the last unit may still take later items (a chat
+ * assistant message takes the calls that follow it), so it is kept only once a later unit
+ * started within the shared items. A cache of another provider is emptied. */
+size_t sbx__model_cache_keep(struct sbx_model_cache *c, const struct sbx__model_vt *vt,
+                             const json_t *input, int last_open);
+/* Append unit, made from the items from start_item on. */
+void sbx__model_cache_add(struct sbx_model_cache *c, size_t start_item, const json_t *unit);
+/* The request is built: remember its items (after sbx__model_cache_keep and the adds). */
+void sbx__model_cache_done(struct sbx_model_cache *c, const json_t *input);
+/* The request body: the top-level fields of body (an object, its input field left out) and,
+ * under key, the array of prefix (serialised, may be NULL) then the cached units. Caller owns
+ * (free); *len its length. */
+char *sbx__model_cache_body(const struct sbx_model_cache *c, const json_t *body, const char *key,
+                            const char *prefix, size_t *len);
 
 extern const struct sbx__model_vt sbx__model_responses_vt;
 extern const struct sbx__model_vt sbx__model_chat_vt;
@@ -61,15 +95,20 @@ struct sbx__attempt_ops {
 /* POST body to {base}{path} with retries. *out as finish (or finish_plain) produced it;
  * *plain (may be NULL) tells which: 1 when a streaming request got a plain JSON answer, so no
  * stream event reached the caller yet. */
-int sbx__model_call(struct sbx_model *m, const char *path, const json_t *body, int stream,
-                    const struct sbx__attempt_ops *ops, void *ud, json_t **out, int *plain,
-                    struct sbx_error *err);
+int sbx__model_call(struct sbx_model *m, const char *path, const char *body, size_t body_len,
+                    int stream, const struct sbx__attempt_ops *ops, void *ud, json_t **out,
+                    int *plain, struct sbx_error *err);
 
 /* m's decoder on an answer body in memory (see sbx__model_vt.decode): the same code as a live
  * call, without the network, for the fuzz targets. SBX_E_UNSUPPORTED for replay models. */
 int sbx__model_decode(struct sbx_model *m, const json_t *tools, const char *body, size_t n,
                       int stream, sbx_model_stream_fn *cb, void *cb_data, json_t **out,
                       struct sbx_error *err);
+
+/* The body m's provider would send for req (through req->cache when set, else serialising all
+ * of the input), for the tests. *out: caller owns (free). SBX_E_UNSUPPORTED for replay. */
+int sbx__model_body(struct sbx_model *m, const struct sbx_model_request *req, int stream,
+                    char **out, size_t *out_len, struct sbx_error *err);
 
 /* Mask every occurrence of the API key in err's message (a server may echo it back). */
 void sbx__model_scrub(const struct sbx_model *m, struct sbx_error *err);

@@ -78,6 +78,7 @@ int sbx_model_new(const char *name, const struct sbx_model_options *opt, struct 
     m = sbx_xcalloc(1, sizeof(*m));
     m->name = sbx_xstrdup(name);
     pthread_mutex_init(&m->lock, NULL);
+    sbx__http_pool_init(&m->pool);
     m->no_stream = opt->no_stream;
     m->timeout_ms = opt->timeout_ms > 0 ? opt->timeout_ms : 600000;
     m->connect_timeout_ms = opt->connect_timeout_ms > 0 ? opt->connect_timeout_ms : 15000;
@@ -164,6 +165,7 @@ void sbx_model_free(struct sbx_model *m)
     free(m->base_url);
     free(m->replay_path);
     json_decref(m->replay);
+    sbx__http_pool_release(&m->pool);
     pthread_mutex_destroy(&m->lock);
     free(m);
 }
@@ -253,6 +255,18 @@ int sbx__model_decode(struct sbx_model *m, const json_t *tools, const char *body
     return m->vt->decode(m, tools, body, n, stream, cb, cb_data, out, err);
 }
 
+int sbx__model_body(struct sbx_model *m, const struct sbx_model_request *req, int stream,
+                    char **out, size_t *out_len, struct sbx_error *err)
+{
+    if (!m->vt->body)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "provider '%s' has no wire format",
+                             m->vt->provider);
+    struct sbx_model_cache *own = req->cache ? NULL : sbx_model_cache_new();
+    int rc = m->vt->body(m, req, stream, req->cache ? req->cache : own, out, out_len, err);
+    sbx_model_cache_free(own);
+    return rc;
+}
+
 int sbx__model_parse(struct sbx_model *m, const char *what, const char *data, size_t n,
                      json_t **out, struct sbx_error *err)
 {
@@ -329,20 +343,20 @@ static int sleep_cancellable(const struct sbx_model *m, int64_t ms, struct sbx_e
     }
 }
 
-int sbx__model_call(struct sbx_model *m, const char *path, const json_t *body, int stream,
-                    const struct sbx__attempt_ops *ops, void *ud, json_t **out, int *plain,
-                    struct sbx_error *err)
+int sbx__model_call(struct sbx_model *m, const char *path, const char *body, size_t body_len,
+                    int stream, const struct sbx__attempt_ops *ops, void *ud, json_t **out,
+                    int *plain, struct sbx_error *err)
 {
     struct sbx__http_resp resp;
     char *url = sbx_xasprintf("%s%s", m->base_url, path);
-    char *text = sbx_json_dumps(body, SBX_JSON_COMPACT);
     int rc = 0;
     sbx__http_resp_init(&resp);
     struct sbx__http_req hreq = {
+            .pool = &m->pool,
             .url = url,
             .bearer = m->api_key,
-            .body = text,
-            .body_len = strlen(text),
+            .body = body,
+            .body_len = body_len,
             .stream = stream,
             .timeout_ms = m->timeout_ms,
             .connect_timeout_ms = m->connect_timeout_ms,
@@ -407,7 +421,6 @@ int sbx__model_call(struct sbx_model *m, const char *path, const json_t *body, i
     }
     sbx__http_resp_release(&resp);
     free(url);
-    free(text);
     return rc;
 }
 

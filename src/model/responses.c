@@ -1,4 +1,5 @@
 /* The OpenAI Responses API provider: POST {base}/responses, plain JSON or SSE. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "model/model-internal.h"
@@ -17,14 +18,18 @@ struct stream {
     struct sbx_error fail_err;
 };
 
+/* The body as text: the input items from the cache (serialising only those it lacks), the
+ * other fields from a small object. Caller owns *out (free). */
 static int build_body(struct sbx_model *m, const struct sbx_model_request *req, int stream,
-                      json_t **out, struct sbx_error *err)
+                      struct sbx_model_cache *cache, char **out, size_t *out_len,
+                      struct sbx_error *err)
 {
     json_t *body = json_object();
     sbx_json_set(body, "model", sbx_json_str(req->model ? req->model : m->name));
     if (req->instructions)
         sbx_json_set(body, "instructions", sbx_json_str(req->instructions));
-    sbx_json_set(body, "input", json_deep_copy(req->input));
+    /* Holds the field's place so that a setting named "input" is refused as before. */
+    sbx_json_set(body, "input", json_null());
     if (req->tools && json_array_size(req->tools)) {
         sbx_json_set(body, "tools", json_deep_copy(req->tools));
         if (req->parallel_tool_calls)
@@ -43,7 +48,14 @@ static int build_body(struct sbx_model *m, const struct sbx_model_request *req, 
         json_decref(body);
         return rc;
     }
-    *out = body;
+    json_object_del(body, "input");
+    size_t n = json_array_size(req->input);
+    for (size_t i = sbx__model_cache_keep(cache, &sbx__model_responses_vt, req->input, 0); i < n;
+         i++)
+        sbx__model_cache_add(cache, i, json_array_get(req->input, i));
+    sbx__model_cache_done(cache, req->input);
+    *out = sbx__model_cache_body(cache, body, "input", NULL, out_len);
+    json_decref(body);
     return 0;
 }
 
@@ -193,9 +205,10 @@ static int responses_respond(struct sbx_model *m, const struct sbx_model_request
                              struct sbx_error *err)
 {
     int stream = cb && !m->no_stream;
-    json_t *body = NULL;
+    char *body = NULL;
+    size_t body_len = 0;
     struct stream s;
-    int rc = build_body(m, req, stream, &body, err);
+    int rc = sbx__model_body(m, req, stream, &body, &body_len, err);
     if (rc < 0)
         return rc;
     stream_init(&s, m, cb, cb_data);
@@ -207,11 +220,11 @@ static int responses_respond(struct sbx_model *m, const struct sbx_model_request
             .finish_plain = finish_plain,
     };
     int plain = 0;
-    rc = sbx__model_call(m, "/responses", body, stream, &ops, &s, out, &plain, err);
+    rc = sbx__model_call(m, "/responses", body, body_len, stream, &ops, &s, out, &plain, err);
     if (rc == 0 && cb && (!stream || plain))
         sbx__model_synth_events(*out, cb, cb_data);
     stream_release(&s);
-    json_decref(body);
+    free(body);
     return rc;
 }
 
@@ -236,4 +249,5 @@ const struct sbx__model_vt sbx__model_responses_vt = {
         .provider = "responses",
         .respond = responses_respond,
         .decode = responses_decode,
+        .body = build_body,
 };

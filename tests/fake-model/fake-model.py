@@ -17,10 +17,16 @@ SCRIPT is a JSON file: {"turns": [TURN, ...]}. Each POST consumes the next TURN:
   cut_after  close the connection after this many body bytes
   plain      true: send "response" / "chat" as one JSON body even when the request asked to
              stream (as some OpenAI-compatible servers do)
+  close      with "keep_alive": true: true closes the connection after this answer, saying so
+             ("Connection: close"); "silent" closes it without a word, as a server or a proxy
+             dropping an idle connection does
+A script with "keep_alive": true at the top keeps each connection open for the next request
+(HTTP/1.1 persistent connections) instead of closing it after every answer.
 In a "response", the text @SESSION_ID@ is replaced by the last "session ID <n>" found in the
 request (the shell tool's running-process id, which a script cannot know in advance).
 When the turns run out the server answers 500. Every request is appended to LOG as one JSON
-line {"path", "headers", "body"}. The server prints its port on the first line of stdout.
+line {"path", "headers", "body", "conn"}, conn numbering the TCP connection it came on
+(1 for the first one accepted). The server prints its port on the first line of stdout.
 """
 import json
 import re
@@ -87,6 +93,12 @@ class Handler(BaseHTTPRequestHandler):
     def log_message(self, fmt, *args):
         pass
 
+    def setup(self):
+        super().setup()
+        with self.server.lock:
+            self.server.conns += 1
+            self.conn_no = self.server.conns
+
     def do_POST(self):
         n = int(self.headers.get("content-length", "0"))
         raw = self.rfile.read(n).decode("utf-8")
@@ -98,7 +110,7 @@ class Handler(BaseHTTPRequestHandler):
             with open(self.server.log_path, "a") as f:
                 f.write(json.dumps({"path": self.path,
                                     "headers": {k.lower(): v for k, v in self.headers.items()},
-                                    "body": body}) + "\n")
+                                    "body": body, "conn": self.conn_no}) + "\n")
             t = self.server.turns.pop(0) if self.server.turns else None
         if t is None:
             self.send_body(500, {}, json.dumps({"error": {"message": "fake model: no more scripted turns"}}),
@@ -135,16 +147,18 @@ class Handler(BaseHTTPRequestHandler):
             payload = t["raw"]
         else:
             payload = json.dumps(t.get("body", {}))
-        self.send_body(t.get("status", 200), t.get("headers", {}), payload, ctype, t.get("cut_after"))
+        self.send_body(t.get("status", 200), t.get("headers", {}), payload, ctype, t.get("cut_after"),
+                       t.get("close", False))
 
-    def send_body(self, status, headers, payload, ctype, cut_after):
+    def send_body(self, status, headers, payload, ctype, cut_after, close=False):
+        say_close = close is True or not self.server.keep_alive or cut_after is not None
         try:
-            self.send_payload(status, headers, payload, ctype, cut_after)
+            self.send_payload(status, headers, payload, ctype, cut_after, say_close)
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (a timeout test); nothing to do
-        self.close_connection = True
+        self.close_connection = True if say_close or close else False
 
-    def send_payload(self, status, headers, payload, ctype, cut_after):
+    def send_payload(self, status, headers, payload, ctype, cut_after, close):
         data = payload.encode("utf-8")
         self.send_response(status)
         self.send_header("Content-Type", ctype)
@@ -152,7 +166,8 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header(k, v)
         if cut_after is None:
             self.send_header("Content-Length", str(len(data)))
-        self.send_header("Connection", "close")
+        if close:
+            self.send_header("Connection", "close")
         self.end_headers()
         if cut_after is not None:
             data = data[:cut_after]
@@ -169,6 +184,8 @@ def main():
     server.lock = threading.Lock()
     server.turns = list(doc["turns"] if isinstance(doc, dict) else doc)
     server.log_path = log_path
+    server.keep_alive = isinstance(doc, dict) and doc.get("keep_alive") is True
+    server.conns = 0
     open(log_path, "w").close()
     print(server.server_address[1], flush=True)
     try:
