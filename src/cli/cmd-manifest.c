@@ -57,6 +57,14 @@ static void report_mounts(const struct sbx_manifest *m)
             continue;
         const char *t = e->mount_path ? e->mount_path : e->path;
         const char *tested = mount_tested_against(e->type);
+        if (e->type == SBX_ENTRY_S3_FILES_MOUNT) {
+            fprintf(stderr,
+                    "mount '%s': %s: accepted by the manifest, but the local provider cannot "
+                    "mount it (rclone has no S3 Files backend); not tested against a real "
+                    "server\n",
+                    e->path, sbx_entry_type_name(e->type));
+            continue;
+        }
         fprintf(stderr, "mount '%s': %s at %s%s%s, %s; %s%s%s\n", e->path,
                 sbx_entry_type_name(e->type), t[0] == '/' ? "" : root,
                 t[0] == '/' || (rl && root[rl - 1] == '/') ? "" : "/", t,

@@ -132,7 +132,7 @@ bad_doc "invalid UTF-8 in a name" yaml $'entries:\n  "bad\xff": {type: dir}\n' \
 truncate -s 1G "$T/huge.json"
 run "$SBX" manifest check "$T/huge.json"
 expect_rc 1 "a 1 GiB document: exit status 1"
-expect_in "$T/err" "huge.json': '$T/huge.json' is larger than the limit" "a 1 GiB document: refused by size"
+expect_in "$T/err" "huge.json': the document is 1073741824 bytes, more than the manifest limit of 67108864 bytes (64 MiB)" "a 1 GiB document: refused by size"
 rm -f "$T/huge.json"
 
 # Deep nesting stops at the reader's depth limit.

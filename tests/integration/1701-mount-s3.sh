@@ -96,6 +96,28 @@ expect_rc 0 "rm"
 if wait_until no_rclone && [ -z "$(host_fuse_under "$T/")" ]; then
     ok "rm leaves no rclone and no FUSE mount"; else not_ok "rm leaves no rclone and no FUSE mount"; fi
 
+# Credentials by reference: the saved manifest keeps the reference, so start after stop reads the
+# variable again and the mount comes back without the manifest.
+cat >"$T/ref.json" <<JSON
+{"entries": {"data": {"type": "s3_mount", "bucket": "inputs", "endpoint_url": "$ep",
+  "access_key_id": {"type": "secret", "env": "SBX_T_S3_KEY"},
+  "secret_access_key": {"type": "secret", "env": "SBX_T_S3_SECRET"}}}}
+JSON
+export SBX_T_S3_KEY=$ak SBX_T_S3_SECRET=$sk
+run "$SBX" sandbox create --manifest "$T/ref.json"
+expect_rc 0 "create with credentials by reference"
+rid=$(cat "$T/out")
+run "$SBX" sandbox stop "$rid"
+run "$SBX" sandbox start "$rid"
+expect_rc 0 "start after stop, no manifest given"
+run "$SBX" sandbox exec "$rid" -- cat /workspace/data/docs/report.txt
+st="$RUNBASE/$rid/state.json"
+if grep -q 'quarterly numbers' "$T/out" && grep -q SBX_T_S3_SECRET "$st" && ! grep -q -e "$sk" "$st"; then
+    ok "a referenced credential is read again at start, and not saved"; else
+    not_ok "a referenced credential is read again at start"; diag "$(cat "$T/err")"; fi
+"$SBX" sandbox rm "$rid" >/dev/null 2>&1
+unset SBX_T_S3_KEY SBX_T_S3_SECRET
+
 # SIGKILL of the supervisor (the host side): rclone and the mounts go with it.
 run "$SBX" sandbox create --manifest "$T/m.json"
 id=$(cat "$T/out")
