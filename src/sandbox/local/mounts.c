@@ -254,10 +254,12 @@ static int start_one(struct sbx__mount_proc *mp, const char *dir, size_t i,
     if (geteuid() == 0)
         argv[a++] = "--allow-other";
     if (m->writable) {
+        /* No write cache: a file is uploaded while it is written and close() returns once the
+         * object is in the bucket, so nothing is lost when the sandbox goes right after (a
+         * cached write still uploading would be cut off by the teardown). The price: files are
+         * written front to back, not rewritten in place. */
         argv[a++] = "--vfs-cache-mode";
-        argv[a++] = "writes";
-        argv[a++] = "--vfs-write-back";
-        argv[a++] = "0s";
+        argv[a++] = "off";
     } else {
         argv[a++] = "--read-only";
     }
