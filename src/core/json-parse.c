@@ -130,6 +130,8 @@ static int hex4(const unsigned char *q, const unsigned char *end, unsigned *out)
  * per escape was most of the cost of reading it. */
 static inline void scratch_add(struct reader *R, const void *p, size_t n)
 {
+    if (!n) /* an empty run before an escape: nothing to copy, and scratch may be NULL yet */
+        return;
     if (R->scap - R->slen < n) {
         size_t cap = R->scap ? R->scap : 256;
         while (cap - R->slen < n)
