@@ -7,17 +7,7 @@
 . "$SBX_SRCDIR/tests/storage/mount-lib.sh"
 
 no_rclone() { ! pgrep -f "rclone --config $T/run" >/dev/null; }
-# The host side's view of Azurite: an account SAS signed with the development key.
-sas=$(python3 - "$SBX_TEST_AZURE_ACCOUNT" "$SBX_TEST_AZURE_KEY" "$SBX_TEST_AZURE_ENDPOINT" <<'PY'
-import base64, hashlib, hmac, sys, urllib.parse
-acct, key, ep = sys.argv[1:4]
-f = dict(sv="2019-02-02", ss="b", srt="sco", sp="rwdlacup", se="2099-01-01T00:00:00Z", spr="https,http")
-s = "\n".join([acct, f["sp"], f["ss"], f["srt"], "", f["se"], "", f["spr"], f["sv"], ""])
-f["sig"] = base64.b64encode(hmac.new(base64.b64decode(key), s.encode(), hashlib.sha256).digest()).decode()
-print(ep + "?" + urllib.parse.urlencode(f))
-PY
-)
-printf '[az]\ntype = azureblob\nsas_url = %s\n' "$sas" >>"$RCONF"
+host_azure_remote
 hrclone mkdir az:inputs
 hrclone mkdir az:outputs
 printf 'contract draft\n' >"$T/contract.txt"
