@@ -10,7 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "sandbox/local/isolate.h"
+#include "providers/local/isolate/isolate.h"
 
 static double now_ms(void)
 {

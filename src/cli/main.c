@@ -9,7 +9,7 @@
 #include "cli/run-trace.h"
 #include "cli/cli.h"
 #include "cli/help.h"
-#include "sandbox/session/relay.h"
+#include "sandbox/host/relay.h"
 #include "sbx/local.h"
 #include "sbx/log.h"
 #include "sbx/progress.h"

@@ -132,11 +132,7 @@ struct sbx__provider_def {
     int (*check_state)(const json_t *state, struct sbx_error *err);
 };
 
-/* The providers (one per leaf folder). */
-extern const struct sbx__provider_def sbx__provider_local;
-extern const struct sbx__provider_def sbx__provider_docker;
-
-/* Every provider, by name, the first the default (session/providers.c, in libsbx only). */
+/* Every provider, by name, the first the default (providers/table.c, in libsbx only). */
 extern const struct sbx__provider_def *const sbx__providers[];
 extern const size_t sbx__n_providers;
 

@@ -4,7 +4,7 @@
 #include <jansson.h>
 
 #include "fuzz.h"
-#include "sandbox/local/local.h"
+#include "providers/local/local.h"
 #include "sbx/buf.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "sandbox/local/net.h"
+#include "providers/local/net/net.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The supervisor checks the configuration it reads on stdin (sandbox/local/config.h): a bad one
+# The supervisor checks the configuration it reads on stdin (providers/local/config.h): a bad one
 # is refused with an error naming the field, before anything is bound or started; a good one
 # serves. Through the real sbx-supervisor program, as the client runs it.
 . "$(dirname "$0")/lib.sh"

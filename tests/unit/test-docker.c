@@ -10,7 +10,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "sandbox/docker/docker.h"
+#include "providers/docker/docker.h"
 #include "sbx/b64.h"
 #include "sbx/docker.h"
 #include "sbx/fs.h"

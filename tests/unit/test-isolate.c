@@ -21,7 +21,7 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
-#include "sandbox/local/isolate.h"
+#include "providers/local/isolate/isolate.h"
 #include "sbx/log.h"
 #include "tap.h"
 

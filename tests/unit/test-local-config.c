@@ -1,11 +1,11 @@
-/* The local supervisor's configuration (sandbox/local/config.h): every field survives the trip
+/* The local supervisor's configuration (providers/local/config.h): every field survives the trip
  * through JSON text, and every bad input is refused with a message naming its field. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "tap.h"
-#include "sandbox/local/config.h"
+#include "providers/local/config.h"
 #include "sbx/buf.h"
 #include "sbx/common.h"
 #include "sbx/json.h"

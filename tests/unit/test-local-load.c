@@ -16,7 +16,7 @@
 #include "tap.h"
 #include "rmtree.h"
 #include "sbx/local.h"
-#include "sandbox/local/local.h"
+#include "providers/local/local.h"
 #include "sbx/session.h"
 
 /* The supervisor pauses DELAY_MS before each request and serves one at a time, so the last of

@@ -17,7 +17,7 @@
 #include "sbx/json.h"
 #include "sbx/local.h"
 #include "sbx/manifest.h"
-#include "sandbox/local/local.h"
+#include "providers/local/local.h"
 #include "sandbox/session/internal.h"
 #include "sbx/session.h"
 #include "sbx/time.h"

@@ -4,7 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "sandbox/local/logcap.h"
+#include "providers/local/supervisor/logcap.h"
 #include "tap.h"
 
 static void test_bucket(void)

@@ -15,7 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sandbox/local/net.h"
+#include "providers/local/net/net.h"
 #include "sbx/common.h"
 #include "sbx/local.h"
 #include "sbx/log.h"

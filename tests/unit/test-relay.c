@@ -1,5 +1,5 @@
-/* Port relays into another network namespace (sandbox/session/relay.h) through the Docker
- * provider's entry point (sandbox/docker/relay.h): a child in a network namespace of its own
+/* Port relays into another network namespace (sandbox/host/relay.h) through the Docker
+ * provider's entry point (providers/docker/relay.h): a child in a network namespace of its own
  * stands in for a container's init. Needs the right to make and enter one (root). */
 #include <errno.h>
 #include <fcntl.h>
@@ -20,7 +20,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sandbox/docker/relay.h"
+#include "providers/docker/relay.h"
 #include "sbx/fs.h"
 #include "tap.h"
 

@@ -11,7 +11,7 @@
 
 #include "core/fs-internal.h"
 #include "tap.h"
-#include "sandbox/local/local.h"
+#include "providers/local/local.h"
 #include "sbx/fs.h"
 
 static char dir[64];

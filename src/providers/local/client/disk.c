@@ -1,0 +1,360 @@
+/* Workspace size limits: an ext4 image per sandbox, loop-mounted at the workspace (disk.h). */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/loop.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/fs-internal.h"
+#include "core/spawn.h"
+#include "providers/local/client/disk.h"
+#include "providers/local/local.h"
+#include "sbx/common.h"
+#include "sbx/fs.h"
+
+#define TOOL_OUTPUT_MAX      512
+#define LOOP_ATTEMPTS        16
+#define KEPT_SUFFIX          ".kept"
+#define LOOP_RELEASE_POLLS   500 /* 5 s */
+#define LOOP_RELEASE_POLL_MS 10
+#define EXT4_MOUNT_FLAGS     (MS_NOSUID | MS_NODEV)
+/* No zeroing of inode tables after mount (it would write, and allocate on the host, about 2% of
+ * the limit per sandbox); freed blocks are discarded, which punches holes in the image, so the
+ * host gets back what the sandbox deletes. */
+#define EXT4_MOUNT_DATA "noinit_itable,discard"
+
+static char *const tool_env[] = {(char *)"PATH=/usr/sbin:/usr/bin:/sbin:/bin", (char *)"LC_ALL=C",
+                                 NULL};
+
+static const char *find_tool(const char *const *candidates)
+{
+    for (; *candidates; candidates++)
+        if (access(*candidates, X_OK) == 0)
+            return *candidates;
+    return NULL;
+}
+
+static const char *const mke2fs_paths[] = {"/usr/sbin/mke2fs", "/sbin/mke2fs", NULL};
+static const char *const cp_paths[] = {"/usr/bin/cp", "/bin/cp", NULL};
+
+/* Run a tool with an empty stdin and an environment of our own; the first line of what it
+ * said (on stderr, else stdout) goes into the error when it fails. */
+static int run_tool(const char *path, char *const argv[], struct sbx_error *err)
+{
+    struct sbx_buf out, errout;
+    struct sbx__spawn_capture cap = {.out = &out, .err = &errout};
+    struct sbx__spawn sp = {.program = path,
+                            .argv = (const char *const *)argv,
+                            .env = (const char *const *)tool_env};
+    sp.out.how = sp.err.how = SBX__SPAWN_PIPE;
+    sbx_buf_init(&out, TOOL_OUTPUT_MAX);
+    sbx_buf_init(&errout, TOOL_OUTPUT_MAX);
+    int rc = sbx__spawn_run(&sp, -1, &cap, err);
+    if (rc == 0 && (!WIFEXITED(cap.status) || WEXITSTATUS(cap.status) != 0)) {
+        char *msg = errout.len ? errout.data : out.data, how[32];
+        msg[strcspn(msg, "\n")] = '\0';
+        sbx__spawn_describe(cap.status, how, sizeof(how));
+        rc = sbx_error_set(err, SBX_E_IO, 0, "'%s' failed (%s)%s%s", argv[0], how,
+                           msg[0] ? ": " : "", msg);
+    }
+    sbx_buf_release(&out);
+    sbx_buf_release(&errout);
+    return rc;
+}
+
+int sbx__disk_usable(struct sbx_error *err)
+{
+    if (geteuid() != 0)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                             "a disk image needs root (loop devices and mounts)");
+    if (access("/dev/loop-control", R_OK | W_OK) < 0)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, errno, "no usable '/dev/loop-control'");
+    if (!find_tool(mke2fs_paths))
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                             "mke2fs is not installed (Debian package e2fsprogs)");
+    return 0;
+}
+
+/* Bind image to a free loop device, detached automatically at the last close or unmount.
+ * *fd_out: the open device; *loop_out: its path. */
+static int loop_attach(const char *image, int *fd_out, char **loop_out, struct sbx_error *err)
+{
+    int ctl = -1, ifd = -1, lfd = -1, rc = 0;
+    char *dev = NULL;
+    ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+    if (ctl < 0)
+        return sbx_error_errno(err, errno, "cannot open '/dev/loop-control'");
+    ifd = open(image, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+    if (ifd < 0) {
+        rc = sbx_error_errno(err, errno, "cannot open disk image '%s'", image);
+        goto out;
+    }
+    /* Another process may take the same free device between the two calls: then retry. */
+    for (int attempt = 0;; attempt++) {
+        int n = ioctl(ctl, LOOP_CTL_GET_FREE);
+        if (n < 0) {
+            rc = sbx_error_errno(err, errno, "no free loop device");
+            goto out;
+        }
+        free(dev);
+        dev = sbx_xasprintf("/dev/loop%d", n);
+        lfd = open(dev, O_RDWR | O_CLOEXEC);
+        if (lfd < 0) {
+            rc = sbx_error_errno(err, errno, "cannot open '%s'", dev);
+            goto out;
+        }
+        struct loop_config cfg;
+        memset(&cfg, 0, sizeof(cfg));
+        cfg.fd = (unsigned)ifd;
+        cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+        snprintf((char *)cfg.info.lo_file_name, sizeof(cfg.info.lo_file_name), "%s", image);
+        int r = ioctl(lfd, LOOP_CONFIGURE, &cfg);
+        if (r < 0 && (errno == EINVAL || errno == ENOTTY)) {
+            /* Linux < 5.8: the two-step form. */
+            r = ioctl(lfd, LOOP_SET_FD, ifd);
+            if (r == 0 && ioctl(lfd, LOOP_SET_STATUS64, &cfg.info) < 0) {
+                int e = errno;
+                ioctl(lfd, LOOP_CLR_FD, 0);
+                errno = e;
+                r = -1;
+            }
+        }
+        if (r == 0)
+            break;
+        int e = errno;
+        sbx_fd_close(&lfd);
+        if (e != EBUSY || attempt + 1 >= LOOP_ATTEMPTS) {
+            rc = sbx_error_errno(err, e, "cannot attach disk image '%s' to '%s'", image, dev);
+            goto out;
+        }
+    }
+    *fd_out = lfd;
+    lfd = -1;
+    *loop_out = dev;
+    dev = NULL;
+out:
+    sbx_fd_close(&lfd);
+    sbx_fd_close(&ifd);
+    sbx_fd_close(&ctl);
+    free(dev);
+    return rc;
+}
+
+/* Attach image and mount it at ws. The loop device goes away with the mount. */
+static int mount_image(const char *image, const char *ws, char **loop_out, struct sbx_error *err)
+{
+    int lfd = -1;
+    char *dev = NULL;
+    int rc = loop_attach(image, &lfd, &dev, err);
+    if (rc < 0)
+        return rc;
+    if (mount(dev, ws, "ext4", EXT4_MOUNT_FLAGS, EXT4_MOUNT_DATA) < 0) {
+        rc = sbx_error_errno(err, errno, "cannot mount disk image '%s' at '%s'", image, ws);
+        free(dev);
+    } else if (loop_out) {
+        *loop_out = dev;
+    } else {
+        free(dev);
+    }
+    sbx_fd_close(&lfd); /* autoclear: with no mount, this detaches the device */
+    return rc;
+}
+
+int sbx__disk_attach(const char *image, const char *ws, uint64_t bytes, char **loop_out,
+                     struct sbx_error *err)
+{
+    const char *mke2fs = find_tool(mke2fs_paths);
+    char owner[64], *dev = NULL;
+    int rc = 0, created = 0;
+    if (!mke2fs)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                             "mke2fs is not installed (Debian package e2fsprogs)");
+    if (bytes > (uint64_t)INT64_MAX)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "disk size %llu is too large",
+                             (unsigned long long)bytes);
+    int fd = open(image, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return sbx_error_errno(err, errno, "cannot create disk image '%s'", image);
+    created = 1;
+    if (ftruncate(fd, (off_t)bytes) < 0)
+        rc = sbx_error_errno(err, errno, "cannot size disk image '%s'", image);
+    sbx_fd_close(&fd);
+    if (rc < 0)
+        goto out;
+    /* Lazy inode tables and journal: mke2fs writes a few MiB of metadata, not the whole table;
+     * no reserved blocks (the sandbox gets the whole limit); nodiscard: the file is all hole. */
+    snprintf(owner, sizeof(owner),
+             "lazy_itable_init=1,lazy_journal_init=1,nodiscard,root_owner=%u:%u",
+             (unsigned)geteuid(), (unsigned)getegid());
+    char *const argv[] = {(char *)"mke2fs", (char *)"-q",   (char *)"-F",
+                          (char *)"-t",     (char *)"ext4", (char *)"-m",
+                          (char *)"0",      (char *)"-E",   owner,
+                          (char *)"--",     (char *)image,  NULL};
+    rc = run_tool(mke2fs, argv, err);
+    if (rc < 0)
+        goto out;
+    rc = mount_image(image, ws, &dev, err);
+    if (rc < 0)
+        goto out;
+    /* mke2fs's lost+found would be the first thing in every workspace listing. */
+    char *lf = sbx_xasprintf("%s/lost+found", ws);
+    (void)rmdir(lf);
+    free(lf);
+    *loop_out = dev;
+out:
+    if (rc < 0) {
+        if (created)
+            unlink(image);
+        sbx_error_prefix(err, "workspace disk limit");
+    }
+    return rc;
+}
+
+/* Is the file system at ws the loop device backed by image? */
+static int mounted_from(const char *ws, const char *image)
+{
+    struct stat st, pst;
+    char *parent = sbx_xasprintf("%s/..", ws);
+    int ok = stat(ws, &st) == 0 && stat(parent, &pst) == 0 && st.st_dev != pst.st_dev &&
+             major(st.st_dev) == 7; /* LOOP_MAJOR */
+    free(parent);
+    if (!ok)
+        return 0;
+    char sys[128];
+    snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u/loop/backing_file", major(st.st_dev),
+             minor(st.st_dev));
+    struct sbx_buf b;
+    sbx_buf_init(&b, PATH_MAX + 64);
+    int match = 0;
+    if (sbx_fs_read_path(sys, PATH_MAX + 32, &b, NULL) == 0) {
+        while (b.len && b.data[b.len - 1] == '\n')
+            b.data[--b.len] = '\0';
+        char *real = realpath(image, NULL);
+        size_t n = strlen(image);
+        match = strcmp(b.data, image) == 0 || (real && strcmp(b.data, real) == 0) ||
+                (strncmp(b.data, image, n) == 0 && strcmp(b.data + n, " (deleted)") == 0);
+        free(real);
+    }
+    sbx_buf_release(&b);
+    return match;
+}
+
+/* Is loop ("/dev/loopN") still bound to image? */
+static int loop_bound(const char *loop, const char *image)
+{
+    unsigned n;
+    char tail;
+    if (!loop || sscanf(loop, "/dev/loop%u%c", &n, &tail) != 1)
+        return 0;
+    char sys[128];
+    snprintf(sys, sizeof(sys), "/sys/block/loop%u/loop/backing_file", n);
+    struct sbx_buf b;
+    sbx_buf_init(&b, PATH_MAX + 64);
+    int bound = 0;
+    if (sbx_fs_read_path(sys, PATH_MAX + 32, &b, NULL) == 0) {
+        while (b.len && b.data[b.len - 1] == '\n')
+            b.data[--b.len] = '\0';
+        size_t k = strlen(image);
+        bound = strncmp(b.data, image, k) == 0 && (b.data[k] == '\0' || b.data[k] == ' ');
+    }
+    sbx_buf_release(&b);
+    return bound;
+}
+
+/* After the unmount the device detaches itself (autoclear) once the file system's last user
+ * is gone: the supervisor's host-side process may still hold a detached clone of the mount for
+ * a moment while it exits. Wait for that (bounded), then let go of a device someone keeps
+ * open. */
+static void loop_release(const char *loop, const char *image)
+{
+    for (int i = 0; i < LOOP_RELEASE_POLLS && loop_bound(loop, image); i++)
+        poll(NULL, 0, LOOP_RELEASE_POLL_MS);
+    if (loop_bound(loop, image)) {
+        int fd = open(loop, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            (void)ioctl(fd, LOOP_CLR_FD, 0);
+            close(fd);
+        }
+    }
+}
+
+int sbx__disk_detach(const char *image, const char *loop, const char *ws, int keep_files,
+                     struct sbx_error *err)
+{
+    char *kept = NULL;
+    int rc = 0, copied = 0;
+    struct stat st;
+    if (!image || image[0] != '/' || !ws || ws[0] != '/')
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "disk image '%s' or workspace '%s' is not absolute",
+                             image ? image : "", ws ? ws : "");
+    int mounted = mounted_from(ws, image);
+    if (!mounted && keep_files && lstat(image, &st) == 0 && S_ISREG(st.st_mode)) {
+        /* The mount went (a reboot) but the files are in the image: mount it to copy them. */
+        rc = mount_image(image, ws, NULL, err);
+        if (rc < 0)
+            goto out;
+        mounted = 1;
+    }
+    if (mounted && keep_files) {
+        const char *cp = find_tool(cp_paths);
+        kept = sbx_xasprintf("%s" KEPT_SUFFIX, ws);
+        if (lstat(kept, &st) == 0) {
+            /* Left by an earlier attempt that failed half-way: ours to replace. */
+            if ((rc = sbx__fs_remove_tree(kept, err)) < 0)
+                goto out;
+        }
+        if (!cp) {
+            rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "no 'cp' program");
+            goto out;
+        }
+        if (mkdir(kept, 0700) < 0) {
+            rc = sbx_error_errno(err, errno, "cannot create '%s'", kept);
+            goto out;
+        }
+        char *src = sbx_xasprintf("%s/.", ws);
+        /* -a: symlinks as symlinks (never followed), modes, owners, times, hard links. */
+        char *const argv[] = {(char *)"cp",
+                              (char *)"-a",
+                              (char *)"--sparse=always",
+                              (char *)"--no-target-directory",
+                              (char *)"--",
+                              src,
+                              kept,
+                              NULL};
+        rc = run_tool(cp, argv, err);
+        free(src);
+        if (rc < 0) {
+            sbx_error_prefix(err, "copying the workspace out of its disk image into '%s'", kept);
+            goto out;
+        }
+        copied = 1;
+    }
+    if (mounted && umount2(ws, UMOUNT_NOFOLLOW) < 0) {
+        /* Still busy (a process of a dying sandbox): detach it now, the kernel frees it when the
+         * last user goes; the path is free for the kept copy either way. */
+        if (errno != EBUSY || umount2(ws, UMOUNT_NOFOLLOW | MNT_DETACH) < 0) {
+            rc = sbx_error_errno(err, errno, "cannot unmount the workspace disk '%s'", ws);
+            goto out;
+        }
+    }
+    loop_release(loop, image);
+    if (copied && rename(kept, ws) < 0) {
+        rc = sbx_error_errno(err, errno, "cannot move the kept workspace '%s' to '%s'", kept, ws);
+        goto out;
+    }
+    if (unlink(image) < 0 && errno != ENOENT)
+        rc = sbx_error_errno(err, errno, "cannot remove disk image '%s'", image);
+out:
+    free(kept);
+    return rc;
+}
