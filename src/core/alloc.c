@@ -1,9 +1,11 @@
 /* Allocation that aborts on exhaustion: sbx treats OOM as fatal, like bubblewrap and git. */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "sbx/common.h"
 
 static SBX_NORETURN void oom(size_t n)
@@ -80,4 +82,19 @@ void sbx__bug(const char *file, int line, const char *fmt, ...)
     va_end(ap);
     fputc('\n', stderr);
     abort();
+}
+
+void *sbx__grow(void *p, size_t size, size_t need, size_t *alloc)
+{
+    size_t n = *alloc ? *alloc : 8;
+    while (n < need) {
+        if (n > SIZE_MAX / 2)
+            oom(SIZE_MAX);
+        n *= 2;
+    }
+    if (size && n > SIZE_MAX / size)
+        oom(SIZE_MAX);
+    p = sbx_xrealloc(p, n * size);
+    *alloc = n;
+    return p;
 }
