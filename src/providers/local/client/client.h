@@ -1,0 +1,166 @@
+/* The client room of the local provider (src/providers/local/client/), private to it: what its
+ * files share.
+ *
+ *   client.c   the client vtable: attach, list, prune, remove; the client's options
+ *   create.c   a new sandbox: the create job's steps, the supervisor started and reporting
+ *   ops.c      the session operations: commands through the control socket, files through a
+ *              workspace directory fd
+ *   stopped.c  stop, and the records of stopped sandboxes
+ *   rebuild.c  a sandbox brought back from a session state: resume and start
+ *   runtime.c  a sandbox's runtime directory seen from the client: ids, state.json, requests
+ *   teardown.c, disk.c, state.c   (local.h, disk.h) */
+#ifndef SBX_PROVIDERS_LOCAL_CLIENT_CLIENT_H
+#define SBX_PROVIDERS_LOCAL_CLIENT_CLIENT_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <jansson.h>
+
+#include "providers/local/local.h"
+#include "sbx/local.h"
+#include "sbx/manifest.h"
+#include "sbx/session.h"
+#include "sbx/strv.h"
+
+#define SBX__LOCAL_ID_BYTES   8 /* 16 hex characters */
+#define SBX__LOCAL_ID_MAX_LEN 64
+/* A request fails when the supervisor answers nobody for this long; while it answers others
+ * (a queue of clients on a loaded host) the wait goes on, up to SBX__LOCAL_REQUEST_LIMIT_MS. */
+#define SBX__LOCAL_REQUEST_IDLE_MS  10000
+#define SBX__LOCAL_REQUEST_LIMIT_MS 300000
+
+struct sbx__local_client {
+    struct sbx_client base;
+    char *supervisor_path; /* may be NULL: resolved at create */
+    char *runtime_dir;     /* configured base or NULL */
+    char *workspace_dir;   /* configured base or NULL */
+    int isolated;          /* namespaces (the default) */
+    enum sbx_local_network network;
+    struct sbx_local_limits limits;
+    struct sbx_local_grant *grants; /* strings owned */
+    size_t n_grants;
+    int ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
+    size_t n_ports;
+    int64_t start_timeout_ms;
+    int64_t request_idle_ms;
+    int64_t test_delay_ms; /* test only: the supervisor's pause before each request */
+    struct sbx_strv allow; /* network allow: the normalized patterns */
+    char *port_bind;       /* NULL: 127.0.0.1 */
+    int allow_ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
+    size_t n_allow_ports;
+    struct sbx_strv test_hosts; /* test only: "name=ip" */
+    int tied;                   /* sandboxes go away with the calling process */
+    uint64_t disk_bytes;        /* resolved: SBX_LOCAL_LIMIT_NONE = no limit */
+    int disk_explicit;          /* given by the caller: must be enforced */
+};
+
+struct sbx__local_session {
+    struct sbx_session base;
+    char *dir;       /* runtime directory of this sandbox */
+    char *rundir;    /* the runtime base */
+    char *workspace; /* host path */
+    int owned;       /* workspace created by us */
+    json_t *state;
+    pthread_mutex_t root_lock;
+    int root_fd; /* workspace dir fd from the supervisor, -1 until first use */
+    int closed;
+    int64_t idle_ms; /* requests: how long the supervisor may answer nobody */
+    /* The state's manifest, parsed at the first chgrp (its users and groups); NULL before. */
+    struct sbx_manifest *accounts;
+};
+
+/* ---- runtime.c: the runtime directory of a sandbox, from the client side ---- */
+
+/* Start waiting for the supervisor in runtime dir dir: idle_ms without progress, at most
+ * SBX__LOCAL_REQUEST_LIMIT_MS. Returns the progress counter's descriptor (the caller closes it)
+ * or -1 (a supervisor without one: idle_ms is then a plain deadline). */
+int sbx__local_wait_begin(const char *dir, int64_t idle_ms, struct sbx__proto_wait *w);
+/* One request to the supervisor of sandbox id (runtime dir dir) and its checked reply
+ * (*reply: caller owns); received descriptors as sbx__proto_recv. A supervisor that is not
+ * there is SBX_E_SANDBOX "sandbox 'id' is gone". */
+int sbx__local_request(const char *dir, const char *id, const json_t *req, json_t **reply, int *fds,
+                       size_t max_fds, size_t *nfds, int64_t idle_ms, struct sbx_error *err);
+/* 1 when id is 1 to SBX__LOCAL_ID_MAX_LEN lowercase hex digits. */
+int sbx__local_valid_id(const char *id);
+/* The full id of the entry of dir that prefix names, the name with suffix ("" for none) cut
+ * off and a valid id: 1 with *out (caller frees), 0 when none, -1 when several match and
+ * none exactly. NULL dir or a directory that cannot be read: 0, errno set. */
+int sbx__local_find_id(const char *dir, const char *suffix, const char *prefix, char **out);
+/* An id or unique prefix expanded to the full id of a sandbox in the runtime base. */
+int sbx__local_resolve_id(const char *base, const char *prefix, char **out, struct sbx_error *err);
+/* state.json of sandbox id in runtime dir dir, a JSON object (*out: caller owns). */
+int sbx__local_read_state(const char *dir, const char *id, json_t **out, struct sbx_error *err);
+/* state.json in dir, replaced whole (temp + rename), so a reader never sees it partial. */
+int sbx__local_write_state(const char *dir, const json_t *state, struct sbx_error *err);
+/* The generic fields of a runtime state.json: version 1, provider local, id (equal to id
+ * unless NULL), workspace and root present, no unknown key. */
+int sbx__local_check_state(const json_t *st, const char *id, struct sbx_error *err);
+/* Take sandbox id down (teardown.c): its workspace's disk image (disk: the state's "disk", may
+ * be NULL; for a workspace sbx made, owned, an image at the derived path is found without it),
+ * and the workspace too when remove_workspace. */
+int sbx__local_stop_and_clean(const char *dir, const char *id, const char *workspace,
+                              int remove_workspace, const json_t *disk, int owned, json_t *removed,
+                              struct sbx_error *err);
+/* given, else $env_name, else ${XDG_STATE_HOME:-~/.local/state}/sbx/sub; made 0700 (each new
+ * level) when make. *out: caller frees. */
+int sbx__local_state_subdir(const char *given, const char *env_name, const char *sub, int make,
+                            char **out, struct sbx_error *err);
+/* The create lease: an exclusive flock on the runtime dir of a sandbox being created, on a
+ * close-on-exec descriptor (no supervisor or git child inherits it). Returns the descriptor. */
+int sbx__local_lease_take(const char *dir, struct sbx_error *err);
+/* 1 while a creator holds the lease on dir. */
+int sbx__local_lease_busy(const char *dir);
+
+/* ---- ops.c: the session operations ---- */
+
+/* A session over the runtime dir dir (under the runtime base rundir) of the sandbox whose
+ * state.json take_state holds (taken). */
+struct sbx__local_session *sbx__local_session_new(const char *rundir, const char *dir,
+                                                  json_t *take_state);
+
+/* ---- create.c ---- */
+
+/* Create a sandbox of client c. allow_stopped: spec->id may name a stopped sandbox (start and
+ * resume bring it back). */
+int sbx__local_create(struct sbx__local_client *c, const struct sbx_create_spec *spec,
+                      int allow_stopped, struct sbx_session **out, struct sbx_error *err);
+
+/* ---- client.c ---- */
+
+/* Attach to the live sandbox that prefix names. */
+int sbx__local_attach(struct sbx_client *bc, const char *prefix, struct sbx_session **out,
+                      struct sbx_error *err);
+
+/* ---- stopped.c: <stopped>/<id>.json holds the session state (with its snapshot, held in the
+ * store) of a sandbox that sbx_client_stop ended ---- */
+
+/* $SBX_STOPPED, else ${XDG_STATE_HOME:-~/.local/state}/sbx/stopped; made 0700 when make. */
+int sbx__local_stopped_dir(int make, char **out, struct sbx_error *err);
+/* The full id of the stopped sandbox prefix names in sdir: 1 found (*out: caller frees), 0 none
+ * (or no such directory), -code when ambiguous. */
+int sbx__local_stopped_find(const char *sdir, const char *prefix, char **out,
+                            struct sbx_error *err);
+/* The stopped record of id, checked as any saved session state (*out: caller owns). */
+int sbx__local_stopped_read(const char *sdir, const char *id, json_t **out, struct sbx_error *err);
+/* Forget the stopped record of id and let go of the snapshot it holds (which stays in the store
+ * until sbx snapshot rm). Errors are logged: the sandbox they were about is gone either way. */
+void sbx__local_stopped_forget(const char *sdir, const char *id);
+/* 1 when a stopped record of exactly id exists. */
+int sbx__local_stopped_exists(const char *id);
+/* Every stopped record as ps lists it: the state with "status": "stopped" and the snapshot's
+ * size ("snapshot_bytes", null when the store cannot say), appended to arr. */
+void sbx__local_stopped_list(json_t *arr);
+/* The client ops stop and stopped_state. */
+int sbx__local_stop(struct sbx_client *bc, const char *prefix, char **out_ref,
+                    struct sbx_error *err);
+int sbx__local_stopped_state(struct sbx_client *bc, const char *prefix, json_t **out,
+                             struct sbx_error *err);
+
+/* ---- rebuild.c: the client ops resume and start ---- */
+
+int sbx__local_resume(struct sbx_client *bc, const json_t *state, const struct sbx_resume_opts *ro,
+                      struct sbx_session **out, struct sbx_error *err);
+int sbx__local_start(struct sbx_client *bc, const char *prefix, const struct sbx_resume_opts *ro,
+                     struct sbx_session **out, struct sbx_error *err);
+
+#endif

@@ -1,0 +1,423 @@
+/* The local provider, client side: a sandbox brought back from a session state. Resume (a state
+ * from anywhere, checked against this client) and start (the user's own stopped record, whose
+ * options stand as recorded) take one path, bring_back; they differ in where the state comes
+ * from, whether it is trusted, and which id the sandbox takes again. */
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "providers/local/client/client.h"
+#include "sandbox/host/host.h"
+#include "sandbox/session/internal.h"
+#include "sbx/json.h"
+#include "sbx/manifest.h"
+#include "sbx/secret.h"
+
+static enum sbx_local_network network_of(const char *name)
+{
+    return strcmp(name, "full") == 0    ? SBX_LOCAL_NETWORK_HOST
+           : strcmp(name, "allow") == 0 ? SBX_LOCAL_NETWORK_ALLOW
+                                        : SBX_LOCAL_NETWORK_NONE;
+}
+
+static uint64_t amount_of(const json_t *v)
+{
+    if (json_is_string(v))
+        return SBX_LOCAL_LIMIT_NONE;
+    return json_is_integer(v) ? (uint64_t)json_integer_value(v) : 0;
+}
+
+static int same_grant(const struct sbx_local_grant *g, const json_t *j)
+{
+    const char *src = json_string_value(json_object_get(j, "src"));
+    const char *dst = json_string_value(json_object_get(j, "dst"));
+    return src && strcmp(g->src, src) == 0 &&
+           (g->dst && dst ? strcmp(g->dst, dst) == 0 : !g->dst == !dst) &&
+           !!g->writable == json_is_true(json_object_get(j, "writable"));
+}
+
+/* 1 when path lies beneath (or is) base; both absolute and normalised. */
+static int host_within(const char *path, const char *base)
+{
+    size_t n = strlen(base);
+    if (n == 1)
+        return 1;
+    return strncmp(path, base, n) == 0 && (path[n] == '\0' || path[n] == '/');
+}
+
+/* A state file is no opt-in: what weakens the sandbox (no isolation, the host's network, a
+ * network allow list) is rebuilt only when the resuming client itself asks for as much. */
+static int check_opt_in(const struct sbx__local_client *c, const json_t *o, struct sbx_error *err)
+{
+    const char *iso = json_string_value(json_object_get(o, "isolation"));
+    const char *net = json_string_value(json_object_get(o, "network"));
+    const json_t *v;
+    size_t i;
+    if (strcmp(iso, "none") == 0 && c->isolated)
+        return sbx_error_set(err, SBX_E_PERM, 0,
+                             "the sandbox ran without isolation; a session state cannot ask for "
+                             "that by itself: resume with --isolation none to accept it");
+    if (strcmp(iso, "none") == 0)
+        return 0;
+    const json_t *lim = json_object_get(o, "limits");
+    const uint64_t mine[] = {c->limits.memory_bytes, c->limits.pids, c->limits.cpu_millis,
+                             c->limits.file_size_bytes, c->limits.open_files};
+    static const char *const names[] = {"memory", "pids", "cpu_millis", "file_size", "open_files"};
+    for (size_t k = 0; k < 5; k++)
+        if (json_is_string(json_object_get(lim, names[k])) && mine[k] != SBX_LOCAL_LIMIT_NONE)
+            return sbx_error_set(err, SBX_E_PERM, 0,
+                                 "the sandbox had no %s limit; a session state cannot lift a "
+                                 "limit by itself: resume with the same limit%s to accept it",
+                                 names[k], k == 2 ? " (--cpus none)" : "");
+    if (strcmp(net, "full") == 0 && c->network != SBX_LOCAL_NETWORK_HOST)
+        return sbx_error_set(err, SBX_E_PERM, 0,
+                             "the sandbox had the host's network; a session state cannot ask for "
+                             "that by itself: resume with --network full to accept it");
+    if (strcmp(net, "allow") != 0)
+        return 0;
+    if (c->network == SBX_LOCAL_NETWORK_HOST)
+        return 0;
+    json_array_foreach(json_object_get(o, "allow_domains"), i, v)
+    {
+        if (c->network != SBX_LOCAL_NETWORK_ALLOW ||
+            sbx_strv_find(&c->allow, json_string_value(v)) < 0)
+            return sbx_error_set(err, SBX_E_PERM, 0,
+                                 "the sandbox's network allowed '%s'; a session state cannot allow "
+                                 "a domain by itself: resume with --network allow:%s (and the "
+                                 "others it allowed) to accept it",
+                                 json_string_value(v), json_string_value(v));
+    }
+    json_array_foreach(json_object_get(o, "allow_ports"), i, v)
+    {
+        int port = (int)json_integer_value(v),
+            found = c->n_allow_ports == 0 && (port == 80 || port == 443);
+        for (size_t k = 0; k < c->n_allow_ports && !found; k++)
+            found = c->allow_ports[k] == port;
+        if (!found)
+            return sbx_error_set(err, SBX_E_PERM, 0,
+                                 "the sandbox's network allowed port %d; resume with "
+                                 "--allow-port %d to accept it",
+                                 port, port);
+    }
+    return 0;
+}
+
+/* Copy the ephemeral environment variables of the trusted manifest from into to: a session
+ * state never holds their values. */
+static int ephemeral_env(const struct sbx_manifest *from, struct sbx_manifest *to,
+                         struct sbx_error *err)
+{
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < sbx_manifest_env_count(from); i++) {
+        const struct sbx_manifest_env *v = sbx_manifest_env_at(from, i);
+        if (!v->ephemeral)
+            continue;
+        int flags = SBX_MANIFEST_ENV_EPHEMERAL;
+        const char *value = v->value;
+        if (v->host_env) {
+            flags |= SBX_MANIFEST_ENV_HOST;
+            value = v->host_env;
+        } else if (v->secret) {
+            flags |= SBX_MANIFEST_ENV_SECRET;
+            value = sbx_secret_reveal(v->secret, NULL);
+        }
+        rc = sbx_manifest_set_env(to, v->name, value, flags, err);
+    }
+    if (rc < 0)
+        sbx_error_prefix(err, "the ephemeral environment of the given manifest");
+    return rc;
+}
+
+/* What a rebuild hands sbx__local_client_new: the options and the arrays they point into. */
+struct rebuild_options {
+    struct sbx_local_options lo;
+    struct sbx_local_grant grants[SBX_LOCAL_MAX_GRANTS];
+    const char *domains[SBX_LOCAL_MAX_ALLOW_DOMAINS];
+    int aports[SBX_LOCAL_MAX_EXPOSED_PORTS], eports[SBX_LOCAL_MAX_EXPOSED_PORTS];
+};
+
+/* Host paths are trusted configuration: a state file from anywhere must not open the host to
+ * the sandbox. Trusted (the user's own stopped record), the recorded grants stand; else the
+ * caller grants again what the sandbox had, and the client's grants are used. */
+static int grants_from_state(const struct sbx__local_client *c, const json_t *ga, int trusted,
+                             struct rebuild_options *r, struct sbx_error *err)
+{
+    const json_t *v;
+    size_t i;
+    if (trusted) {
+        json_array_foreach(ga, i, v)
+        {
+            r->grants[i] = (struct sbx_local_grant){
+                    .src = json_string_value(json_object_get(v, "src")),
+                    .dst = json_string_value(json_object_get(v, "dst")),
+                    .writable = json_is_true(json_object_get(v, "writable")),
+                    .dangerous = json_is_true(json_object_get(v, "dangerous"))};
+        }
+        r->lo.grants = r->grants;
+        r->lo.n_grants = json_array_size(ga);
+        return 0;
+    }
+    json_array_foreach(ga, i, v)
+    {
+        size_t k = 0;
+        while (k < c->n_grants && !same_grant(&c->grants[k], v))
+            k++;
+        if (k == c->n_grants) {
+            int w = json_is_true(json_object_get(v, "writable"));
+            const char *src = json_string_value(json_object_get(v, "src"));
+            return sbx_error_set(err, SBX_E_PERM, 0,
+                                 "the sandbox had %s grant of host path '%s'; a session state "
+                                 "never grants host paths: give it again (--%s %s) to resume",
+                                 w ? "a writable" : "a read-only", src, w ? "rw" : "ro", src);
+        }
+    }
+    r->lo.grants = c->grants;
+    r->lo.n_grants = c->n_grants;
+    return 0;
+}
+
+/* The state's options with this client's own places, programs and tie. Untrusted, what weakens
+ * the sandbox must be asked for by this client too (check_opt_in). */
+static int options_from_state(const struct sbx__local_client *c, const json_t *state, int trusted,
+                              struct rebuild_options *r, struct sbx_error *err)
+{
+    const json_t *o = json_object_get(state, "options"), *v;
+    struct sbx_local_options *lo = &r->lo;
+    size_t i;
+    int rc;
+    lo->supervisor_path = c->supervisor_path;
+    lo->runtime_dir = c->runtime_dir;
+    lo->workspace_dir = c->workspace_dir;
+    lo->start_timeout_ms = c->start_timeout_ms;
+    lo->tied = c->tied;
+    lo->test_proxy_hosts = c->test_hosts.n ? (const char *const *)c->test_hosts.v : NULL;
+    lo->isolation = strcmp(json_string_value(json_object_get(o, "isolation")), "none") == 0
+                            ? SBX_LOCAL_ISOLATION_NONE
+                            : SBX_LOCAL_ISOLATION_NAMESPACES;
+    lo->network = network_of(json_string_value(json_object_get(o, "network")));
+    if (lo->isolation == SBX_LOCAL_ISOLATION_NONE)
+        lo->network = SBX_LOCAL_NETWORK_DEFAULT;
+    if (!trusted && (rc = check_opt_in(c, o, err)) < 0)
+        return rc;
+    const json_t *lim = json_object_get(o, "limits");
+    lo->limits.memory_bytes = amount_of(json_object_get(lim, "memory"));
+    lo->limits.pids = amount_of(json_object_get(lim, "pids"));
+    lo->limits.cpu_millis = amount_of(json_object_get(lim, "cpu_millis"));
+    lo->limits.file_size_bytes = amount_of(json_object_get(lim, "file_size"));
+    lo->limits.open_files = amount_of(json_object_get(lim, "open_files"));
+    lo->disk_bytes = amount_of(json_object_get(o, "disk"));
+    json_array_foreach(json_object_get(o, "allow_domains"), i, v) r->domains[i] =
+            json_string_value(v);
+    lo->allow_domains = r->domains;
+    lo->n_allow_domains = json_array_size(json_object_get(o, "allow_domains"));
+    json_array_foreach(json_object_get(o, "allow_ports"), i, v) r->aports[i] =
+            (int)json_integer_value(v);
+    lo->allow_ports = r->aports;
+    lo->n_allow_ports = json_array_size(json_object_get(o, "allow_ports"));
+    lo->port_bind = json_string_value(json_object_get(o, "port_bind"));
+    json_array_foreach(json_object_get(state, "exposed_ports"), i, v) r->eports[i] =
+            (int)json_integer_value(v);
+    lo->exposed_ports = r->eports;
+    lo->n_exposed_ports = json_array_size(json_object_get(state, "exposed_ports"));
+    return grants_from_state(c, json_object_get(o, "grants"), trusted, r, err);
+}
+
+/* The directory a state's manifest is as trusted as a manifest file in: ro->base_dir, else the
+ * current directory; resolved (*out: caller frees). */
+static int base_dir(const struct sbx_resume_opts *ro, char **out, struct sbx_error *err)
+{
+    char cwd[PATH_MAX];
+    if (!ro->base_dir && !getcwd(cwd, sizeof(cwd)))
+        return sbx_error_errno(err, errno, "cannot find the current directory");
+    *out = realpath(ro->base_dir ? ro->base_dir : cwd, NULL);
+    if (!*out)
+        return sbx_error_errno(err, errno, "base directory '%s'",
+                               ro->base_dir ? ro->base_dir : cwd);
+    return 0;
+}
+
+/* The ephemeral entries of m (those materialised again) take host sources only from beneath
+ * base. */
+static int check_ephemeral_sources(const struct sbx_manifest *m, const char *base,
+                                   struct sbx_error *err)
+{
+    struct sbx_strv eph;
+    int rc = 0;
+    sbx_strv_init(&eph);
+    sbx__manifest_ephemeral_paths(m, &eph);
+    for (size_t k = 0; k < sbx_manifest_entry_count(m) && rc == 0; k++) {
+        const struct sbx_manifest_entry *e = sbx_manifest_entry_at(m, k);
+        int covered = 0;
+        for (size_t j = 0; j < eph.n && !covered; j++) {
+            size_t n = strlen(eph.v[j]);
+            covered =
+                    strncmp(e->path, eph.v[j], n) == 0 && (e->path[n] == '\0' || e->path[n] == '/');
+        }
+        if (covered && e->src_path && !host_within(e->src_path, base))
+            rc = sbx_error_set(err, SBX_E_PERM, 0,
+                               "session state manifest: entry '%s': local source '%s' is "
+                               "outside the base directory '%s'",
+                               e->path, e->src, base);
+    }
+    sbx_strv_release(&eph);
+    return rc;
+}
+
+/* The state's manifest (NULL without one and without ro->manifest), with what a state never
+ * holds taken from the trusted ro->manifest: the ephemeral environment, the mount secrets.
+ * *out: caller frees. */
+static int state_manifest(const json_t *state, const struct sbx_resume_opts *ro, const char *base,
+                          struct sbx_manifest **out, struct sbx_error *err)
+{
+    const json_t *mj = json_object_get(state, "manifest");
+    struct sbx_manifest *m = NULL;
+    int rc = 0;
+    if (json_is_object(mj)) {
+        struct sbx_manifest_load_opts mo = {.base_dir = base,
+                                            .flags = SBX_MANIFEST_NO_HOST_CHECKS |
+                                                     SBX_MANIFEST_CONTENT_DIGESTS};
+        if ((rc = sbx_manifest_from_json(mj, &mo, &m, err)) < 0) {
+            sbx_error_prefix(err, "session state manifest");
+            return rc;
+        }
+        rc = check_ephemeral_sources(m, base, err);
+    }
+    if (rc == 0 && ro->manifest &&
+        (rc = ephemeral_env(ro->manifest, m ? m : (m = sbx_manifest_new()), err)) == 0)
+        sbx_manifest_copy_mount_secrets(ro->manifest, m);
+    if (rc < 0)
+        sbx_manifest_free(m);
+    else
+        *out = m;
+    return rc;
+}
+
+/* A new sandbox from state: its options (options_from_state), its manifest, its snapshot's
+ * content. id: the id to use, NULL for a fresh one. */
+static int rebuild(struct sbx__local_client *c, const json_t *state,
+                   const struct sbx_resume_opts *ro, int trusted, const char *id,
+                   struct sbx_session **out, struct sbx_error *err)
+{
+    struct rebuild_options r = {0};
+    struct sbx_client *tmp = NULL;
+    struct sbx_manifest *m = NULL;
+    char *base = NULL;
+    int rc = options_from_state(c, state, trusted, &r, err);
+    if (rc < 0)
+        return rc;
+    if ((rc = sbx__local_client_new(&r.lo, &tmp, err)) < 0) {
+        sbx_error_prefix(err, "session state options");
+        return rc;
+    }
+    /* The state's manifest is as trusted as a manifest file: its ephemeral host sources are
+     * materialised again only from beneath the base directory. */
+    if ((rc = base_dir(ro, &base, err)) == 0 &&
+        (rc = state_manifest(state, ro, base, &m, err)) == 0) {
+        struct sbx_create_spec spec = {
+                .manifest = m,
+                .base_dir = base,
+                .pass_secrets = ro->pass_secrets,
+                .snapshot = json_string_value(json_object_get(state, "snapshot")),
+                .id = id,
+                .progress = ro->progress,
+                .progress_data = ro->progress_data};
+        rc = sbx__local_create((struct sbx__local_client *)tmp, &spec, 1, out, err);
+    }
+    sbx_manifest_free(m);
+    sbx_client_free(tmp);
+    free(base);
+    return rc;
+}
+
+/* Resume and start, one path: the sandbox built again from state (trusted: the user's own
+ * stopped record) under id (NULL: a fresh one). Once it is back under its id, a stopped record
+ * of that id goes, with the hold on its snapshot. */
+static int bring_back(struct sbx__local_client *c, const json_t *state, int trusted, const char *id,
+                      const struct sbx_resume_opts *ro, struct sbx_session **out,
+                      struct sbx_error *err)
+{
+    char *sdir = NULL;
+    int rc = rebuild(c, state, ro, trusted, id, out, err);
+    if (rc == 0 && id && sbx__local_stopped_exists(id) &&
+        sbx__local_stopped_dir(0, &sdir, NULL) == 0)
+        sbx__local_stopped_forget(sdir, id);
+    free(sdir);
+    return rc;
+}
+
+/* *present: sandbox id has a runtime directory (live, or what a dead one left). */
+static int runtime_present(const struct sbx__local_client *c, const char *id, int *present,
+                           struct sbx_error *err)
+{
+    char *rundir = NULL;
+    struct stat st;
+    int rc = sbx__runtime_base(c->runtime_dir, &rundir, err);
+    if (rc < 0)
+        return rc;
+    char *dir = sbx_xasprintf("%s/%s", rundir, id);
+    *present = lstat(dir, &st) == 0;
+    free(dir);
+    free(rundir);
+    return 0;
+}
+
+int sbx__local_resume(struct sbx_client *bc, const json_t *state, const struct sbx_resume_opts *ro,
+                      struct sbx_session **out, struct sbx_error *err)
+{
+    struct sbx__local_client *c = (struct sbx__local_client *)bc;
+    const char *id = json_string_value(json_object_get(state, "id"));
+    int present = 0;
+    int rc = runtime_present(c, id, &present, err);
+    if (rc < 0)
+        return rc;
+    if (present) {
+        struct sbx_error aerr = SBX_ERROR_INIT;
+        rc = sbx__local_attach(bc, id, out, &aerr);
+        if (rc == 0 || rc != -SBX_E_SANDBOX) {
+            if (rc < 0)
+                sbx_error_copy(err, &aerr);
+            goto out;
+        }
+    }
+    if (!json_is_string(json_object_get(state, "snapshot")))
+        rc = sbx_error_set(err, SBX_E_NOTFOUND, 0,
+                           "sandbox '%s' is gone and its state has no snapshot", id);
+    else /* What a dead one left keeps the id: the rebuild then gets a fresh one. */
+        rc = bring_back(c, state, 0, present ? NULL : id, ro, out, err);
+out:
+    if (rc < 0)
+        sbx_error_prefix(err, "cannot resume sandbox '%s'", id);
+    return rc;
+}
+
+int sbx__local_start(struct sbx_client *bc, const char *prefix, const struct sbx_resume_opts *ro,
+                     struct sbx_session **out, struct sbx_error *err)
+{
+    struct sbx__local_client *c = (struct sbx__local_client *)bc;
+    char *sdir = NULL, *id = NULL;
+    json_t *rec = NULL;
+    int present = 0;
+    int rc = sbx__local_stopped_dir(0, &sdir, err);
+    if (rc == 0 && (rc = sbx__local_stopped_find(sdir, prefix, &id, err)) == 0)
+        rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "no stopped sandbox '%s'", prefix);
+    if (rc < 0 || (rc = runtime_present(c, id, &present, err)) < 0)
+        goto out;
+    if (present)
+        /* A stop that did not finish: the sandbox (or what it left) is still there. */
+        rc = sbx_error_set(err, SBX_E_EXISTS, 0,
+                           "sandbox '%s' still has a runtime directory (its stop did not "
+                           "finish): stop it again, or 'sbx sandbox rm %s' and start",
+                           id, id);
+    else if ((rc = sbx__local_stopped_read(sdir, id, &rec, err)) == 0)
+        rc = bring_back(c, rec, 1, id, ro, out, err);
+out:
+    if (rc < 0)
+        sbx_error_prefix(err, "cannot start sandbox '%s'", prefix);
+    json_decref(rec);
+    free(sdir);
+    free(id);
+    return rc;
+}

@@ -1,0 +1,310 @@
+/* The local provider, client side: a sandbox's runtime directory as the client sees it — ids,
+ * state.json, requests to the supervisor, the create lease, and taking a sandbox down. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "providers/local/client/client.h"
+#include "providers/local/client/disk.h"
+#include "sbx/fs.h"
+#include "sbx/json.h"
+#include "sbx/time.h"
+
+#define STATE_MAX SBX_SESSION_STATE_MAX
+
+int sbx__local_wait_begin(const char *dir, int64_t idle_ms, struct sbx__proto_wait *w)
+{
+    int64_t limit_ms =
+            idle_ms > SBX__LOCAL_REQUEST_LIMIT_MS ? idle_ms : SBX__LOCAL_REQUEST_LIMIT_MS;
+    sbx__proto_wait_init(w, sbx_deadline_after_ms(idle_ms));
+    w->idle_ms = idle_ms;
+    w->limit = sbx_deadline_after_ms(limit_ms);
+    char *path = sbx_xasprintf("%s/%s", dir, SBX_PROTO_PROGRESS);
+    w->progress_fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    free(path);
+    if (w->progress_fd >= 0 && sbx__proto_progress_read(w->progress_fd, &w->seen) < 0)
+        sbx_fd_close(&w->progress_fd);
+    return w->progress_fd;
+}
+
+int sbx__local_request(const char *dir, const char *id, const json_t *req, json_t **reply, int *fds,
+                       size_t max_fds, size_t *nfds, int64_t idle_ms, struct sbx_error *err)
+{
+    int sock = -1;
+    struct sbx__proto_wait w;
+    int progress = sbx__local_wait_begin(dir, idle_ms, &w);
+    int rc = sbx__local_connect(dir, id, &w, &sock, err);
+    if (rc < 0)
+        goto out;
+    rc = sbx__proto_send_wait(sock, req, NULL, 0, &w, err);
+    if (rc == 0)
+        rc = sbx__proto_recv_wait(sock, reply, fds, max_fds, nfds, &w, err);
+    if (rc == -SBX_E_SANDBOX)
+        rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox '%s' is gone", id);
+    if (rc == 0) {
+        rc = sbx__proto_check(*reply, err);
+        if (rc < 0) {
+            json_decref(*reply);
+            *reply = NULL;
+            for (size_t i = 0; nfds && i < *nfds; i++)
+                close(fds[i]);
+        }
+    }
+out:
+    sbx_fd_close(&sock);
+    sbx_fd_close(&progress);
+    return rc;
+}
+
+int sbx__local_valid_id(const char *id)
+{
+    size_t n = strlen(id);
+    if (n == 0 || n > SBX__LOCAL_ID_MAX_LEN)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+            return 0;
+    return 1;
+}
+
+int sbx__local_find_id(const char *dir, const char *suffix, const char *prefix, char **out)
+{
+    DIR *d = dir ? opendir(dir) : NULL;
+    if (!d)
+        return -2;
+    char *found = NULL;
+    int many = 0;
+    size_t n = strlen(prefix), sl = strlen(suffix);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t len = strlen(e->d_name);
+        if (len <= sl || strcmp(e->d_name + len - sl, suffix) != 0)
+            continue;
+        char *id = sbx_xstrndup(e->d_name, len - sl);
+        if (!sbx__local_valid_id(id) || strncmp(id, prefix, n) != 0) {
+            free(id);
+            continue;
+        }
+        if (strcmp(id, prefix) == 0) {
+            free(found);
+            found = id;
+            many = 0;
+            break;
+        }
+        if (found) {
+            many = 1;
+            free(id);
+        } else {
+            found = id;
+        }
+    }
+    closedir(d);
+    if (many) {
+        free(found);
+        return -1;
+    }
+    if (!found)
+        return 0;
+    *out = found;
+    return 1;
+}
+
+int sbx__local_resolve_id(const char *base, const char *prefix, char **out, struct sbx_error *err)
+{
+    if (!sbx__local_valid_id(prefix))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "'%s' is not a sandbox id", prefix);
+    int r = sbx__local_find_id(base, "", prefix, out);
+    if (r == -2 && (errno == EMFILE || errno == ENFILE)) {
+        int rc = sbx_error_errno(err, errno, "cannot look for sandbox '%s'", prefix);
+        sbx__proto_fd_hint(err);
+        return rc;
+    }
+    if (r == -1)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "sandbox id '%s' is ambiguous", prefix);
+    if (r != 1)
+        return sbx_error_set(err, SBX_E_NOTFOUND, 0, "no sandbox '%s'", prefix);
+    return 0;
+}
+
+int sbx__local_read_state(const char *dir, const char *id, json_t **out, struct sbx_error *err)
+{
+    struct sbx_buf b;
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (dfd < 0 && (errno == EMFILE || errno == ENFILE)) {
+        int rc = sbx_error_errno(err, errno, "cannot read the state of sandbox '%s'", id);
+        sbx__proto_fd_hint(err);
+        return rc;
+    }
+    if (dfd < 0)
+        return sbx_error_set(err, SBX_E_NOTFOUND, errno, "no sandbox '%s'", id);
+    sbx_buf_init(&b, STATE_MAX);
+    /* The runtime directory is ours alone (0700): plain openat is enough here. */
+    int fd = openat(dfd, SBX_PROTO_STATE, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    int rc = 0;
+    if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+        rc = sbx_error_errno(err, errno, "cannot read the state of sandbox '%s'", id);
+        sbx__proto_fd_hint(err);
+    } else {
+        rc = fd < 0 ? sbx_error_set(err, SBX_E_SANDBOX, errno, "sandbox '%s' is gone", id)
+                    : sbx_fd_read_all(fd, STATE_MAX, &b, err);
+    }
+    if (fd >= 0)
+        close(fd);
+    if (rc == 0)
+        rc = sbx_json_parse(b.data, b.len, NULL, out, err);
+    if (rc == 0 && !json_is_object(*out)) {
+        json_decref(*out);
+        rc = sbx_error_set(err, SBX_E_PARSE, 0, "state of sandbox '%s' is not an object", id);
+    }
+    sbx_buf_release(&b);
+    close(dfd);
+    return rc;
+}
+
+int sbx__local_stop_and_clean(const char *dir, const char *id, const char *workspace,
+                              int remove_workspace, const json_t *disk, int owned, json_t *removed,
+                              struct sbx_error *err)
+{
+    const char *image = json_string_value(json_object_get(disk, "image"));
+    char *derived = NULL;
+    struct stat st;
+    if (!image && owned && workspace) {
+        /* A create killed between mounting the image and recording it in the state. */
+        derived = sbx_xasprintf("%s" SBX__DISK_IMAGE_SUFFIX, workspace);
+        if (lstat(derived, &st) == 0 && S_ISREG(st.st_mode))
+            image = derived;
+    }
+    struct sbx__teardown t = {
+            .dir = dir,
+            .id = id,
+            .workspace = remove_workspace ? workspace : NULL,
+            .removed = removed,
+            .disk_image = image,
+            .disk_loop = image == derived ? NULL : json_string_value(json_object_get(disk, "loop")),
+            .mount = workspace};
+    int rc = sbx__local_teardown(&t, err);
+    free(derived);
+    return rc;
+}
+int sbx__local_check_state(const json_t *st, const char *id, struct sbx_error *err)
+{
+    int64_t version = 0;
+    const char *provider = NULL, *sid = NULL, *ws = NULL, *root = NULL;
+    int rc;
+    if ((rc = sbx_json_check_keys(st, sbx__local_state_keys, err)) < 0 ||
+        (rc = sbx_json_get_int(st, "version", 1, &version, err)) < 0 ||
+        (rc = sbx_json_get_string(st, "provider", 1, &provider, err)) < 0 ||
+        (rc = sbx_json_get_string(st, "id", 1, &sid, err)) < 0 ||
+        (rc = sbx_json_get_string(st, "workspace", 1, &ws, err)) < 0 ||
+        (rc = sbx_json_get_string(st, "root", 1, &root, err)) < 0)
+        goto out;
+    if (version != 1)
+        rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "session state version %lld is not 1",
+                           (long long)version);
+    else if (strcmp(provider, "local") != 0)
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "session state is for provider '%s', not 'local'",
+                           provider);
+    else if (!sbx__local_valid_id(sid) || (id && strcmp(sid, id) != 0))
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "session state has a bad id '%s'", sid);
+out:
+    if (rc < 0)
+        sbx_error_prefix(err, "session state");
+    return rc;
+}
+
+/* mkdir -p path (absolute), each new level private to us (0700). */
+static int mkdir_private(char *path, struct sbx_error *err)
+{
+    for (char *p = path + 1;; p++) {
+        if (*p != '/' && *p != '\0')
+            continue;
+        char c0 = *p;
+        *p = '\0';
+        if (mkdir(path, 0700) < 0 && errno != EEXIST) {
+            int rc = sbx_error_errno(err, errno, "cannot create '%s'", path);
+            *p = c0;
+            return rc;
+        }
+        *p = c0;
+        if (!c0)
+            return 0;
+    }
+}
+
+int sbx__local_state_subdir(const char *given, const char *env_name, const char *sub, int make,
+                            char **out, struct sbx_error *err)
+{
+    const char *env = getenv(env_name), *state = getenv("XDG_STATE_HOME");
+    const char *home = getenv("HOME");
+    char *dir;
+    if (given)
+        dir = sbx_xstrdup(given);
+    else if (env && env[0] == '/')
+        dir = sbx_xstrdup(env);
+    else if (state && state[0] == '/')
+        dir = sbx_xasprintf("%s/sbx/%s", state, sub);
+    else if (home && home[0] == '/')
+        dir = sbx_xasprintf("%s/.local/state/sbx/%s", home, sub);
+    else
+        return sbx_error_set(err, SBX_E_INVAL, 0, "no place for sbx/%s: set HOME or XDG_STATE_HOME",
+                             sub);
+    int rc = make ? mkdir_private(dir, err) : 0;
+    if (rc < 0) {
+        free(dir);
+        return rc;
+    }
+    *out = dir;
+    return 0;
+}
+
+int sbx__local_write_state(const char *dir, const json_t *state, struct sbx_error *err)
+{
+    char *text = sbx_json_dumps(state, SBX_JSON_PRETTY);
+    char *tmp = sbx_xasprintf("%s/%s.tmp", dir, SBX_PROTO_STATE);
+    char *path = sbx_xasprintf("%s/%s", dir, SBX_PROTO_STATE);
+    int rc = 0;
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        rc = sbx_error_errno(err, errno, "cannot create '%s'", tmp);
+    if (rc == 0)
+        rc = sbx_fd_write_all(fd, text, strlen(text), err);
+    if (fd >= 0 && close(fd) < 0 && rc == 0)
+        rc = sbx_error_errno(err, errno, "cannot write '%s'", tmp);
+    if (rc == 0 && rename(tmp, path) < 0)
+        rc = sbx_error_errno(err, errno, "cannot rename '%s'", tmp);
+    if (rc < 0)
+        unlink(tmp);
+    free(text);
+    free(tmp);
+    free(path);
+    return rc;
+}
+
+int sbx__local_lease_take(const char *dir, struct sbx_error *err)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return sbx_error_errno(err, errno, "cannot open runtime directory '%s'", dir);
+    if (flock(fd, LOCK_EX) < 0) {
+        int rc = sbx_error_errno(err, errno, "cannot lock runtime directory '%s'", dir);
+        close(fd);
+        return rc;
+    }
+    return fd;
+}
+
+int sbx__local_lease_busy(const char *dir)
+{
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    int busy = flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+    close(fd); /* drops our lock, if we got it */
+    return busy;
+}
