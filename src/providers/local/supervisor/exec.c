@@ -1,0 +1,566 @@
+/* The local provider's supervisor: one exec request. The command runs under a reaper of its own
+ * (supervisor.h, struct sbx__sup_child): the supervisor forks the reaper, the reaper starts the
+ * command (vfork-like, spawn_command) and reports its status, and the client gets the
+ * command's stdio as descriptors. sbx__sup_exec is the request in four steps: environment
+ * (exec_cwd, exec_env), stdio (exec_stdio), spawn (exec_spawn) and reply (exec_reply). */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <unistd.h>
+
+#include "core/grow.h"
+#include "providers/local/supervisor/supervisor.h"
+#include "sbx/fs.h"
+#include "sbx/json.h"
+#include "sbx/log.h"
+#include "sbx/path.h"
+#include "sbx/time.h"
+
+#define DEFAULT_ROWS 24
+#define DEFAULT_COLS 80
+
+extern char **environ;
+
+struct exec_req {
+    struct sbx_strv argv, env;
+    const char *cwd, *user;
+    int64_t timeout_ms, grace_ms;
+    int tty, want_stdin, merge, keep_background;
+    int64_t rows, cols;
+};
+
+static int parse_strv(const json_t *req, const char *key, int required, size_t max,
+                      struct sbx_strv *out, struct sbx_error *err)
+{
+    json_t *a = NULL;
+    int rc = sbx_json_get_array(req, key, required, &a, err);
+    if (rc < 0 || !a)
+        return rc;
+    if (json_array_size(a) > max)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0, "field '%s' has more than %zu items", key, max);
+    size_t i;
+    json_t *v;
+    json_array_foreach(a, i, v)
+    {
+        if (!json_is_string(v))
+            return sbx_error_set(err, SBX_E_INVAL, 0, "field '%s' must hold strings", key);
+        sbx_strv_push(out, json_string_value(v));
+    }
+    return 0;
+}
+
+static int parse_exec(const json_t *req, struct exec_req *x, struct sbx_error *err)
+{
+    int rc;
+    if ((rc = parse_strv(req, "argv", 1, SBX_EXEC_MAX_ARGS, &x->argv, err)) < 0 ||
+        (rc = parse_strv(req, "env", 0, SBX_EXEC_MAX_ENV, &x->env, err)) < 0 ||
+        (rc = sbx_json_get_string(req, "cwd", 0, &x->cwd, err)) < 0 ||
+        (rc = sbx_json_get_string(req, "user", 0, &x->user, err)) < 0 ||
+        (rc = sbx_json_get_int(req, "timeout_ms", 0, &x->timeout_ms, err)) < 0 ||
+        (rc = sbx_json_get_int(req, "grace_ms", 0, &x->grace_ms, err)) < 0 ||
+        (rc = sbx_json_get_bool(req, "tty", 0, &x->tty, err)) < 0 ||
+        (rc = sbx_json_get_bool(req, "stdin", 0, &x->want_stdin, err)) < 0 ||
+        (rc = sbx_json_get_bool(req, "merge", 0, &x->merge, err)) < 0 ||
+        (rc = sbx_json_get_bool(req, "keep_background", 0, &x->keep_background, err)) < 0 ||
+        (rc = sbx_json_get_int(req, "rows", 0, &x->rows, err)) < 0 ||
+        (rc = sbx_json_get_int(req, "cols", 0, &x->cols, err)) < 0)
+        return rc;
+    if (x->argv.n == 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "empty command");
+    if (x->timeout_ms < 0 || x->grace_ms < 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "timeout must not be negative");
+    if (x->rows < 0 || x->rows > 65535 || x->cols < 0 || x->cols > 65535)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "terminal size out of range");
+    return 0;
+}
+
+static int add_child(struct sbx__sup *s)
+{
+    for (size_t i = 0; i < s->n_children; i++)
+        if (s->children[i].pid == 0)
+            return (int)i;
+    SBX_ALLOC_GROW(s->children, s->n_children + 1, s->alloc_children);
+    s->children[s->n_children].pid = 0;
+    s->children[s->n_children].status_fd = -1;
+    return (int)s->n_children++;
+}
+
+/* What the command's process gets: all borrowed from the reaper, whose memory it shares. */
+struct exec_child {
+    const struct sbx__sup *s;
+    const struct sbx__run_as *user;
+    const struct exec_req *x;
+    char **envp;
+    int cwd_fd, in_fd, out_fd, err_fd;
+    int pty_slave; /* -1: none */
+    int errpipe;   /* the command's pid, then an error if it does not start */
+};
+
+/* In the forked child: never returns. Only async-signal-safe calls: the supervisor is single
+ * threaded, but keeping to them keeps this path valid if that ever changes.
+ * This is the one place sbx starts a program without core/spawn.h, isolated or not: between
+ * fork and exec it needs what posix_spawn file actions cannot express — PR_SET_PDEATHSIG (an
+ * unconfined command dies with its reaper), TIOCSCTTY on the pty, and for isolation the user
+ * switch, capability drop, rlimits and seccomp — and execvp's lookup of a relative or bare
+ * name in the command's own PATH (and its /bin/sh fallback for scripts without #!), which
+ * commands in a sandbox rely on. */
+static SBX_NORETURN void child_main(const struct exec_child *a)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    /* First on the error pipe: our pid, for the supervisor (our parent is the reaper). */
+    pid_t self = getpid();
+    if (write(a->errpipe, &self, sizeof(self)) != (ssize_t)sizeof(self))
+        _exit(127);
+    /* The supervisor changes only SIGPIPE's disposition (ignored: that would survive exec) and
+     * the mask (its signals go to a signalfd); everything else is at the default already. */
+    sigset_t none;
+    sigemptyset(&none);
+    signal(SIGPIPE, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    /* Unconfined, the command dies with its reaper, which dies with the supervisor. Isolated,
+     * the pid namespace ends everything with the supervisor, and a reaper killed by a command of
+     * the same uid (kill -9 -1) leaves its command to the supervisor, which adopts it. */
+    if (!a->s->iso)
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+    int in_fd = a->in_fd, out_fd = a->out_fd, err_fd = a->err_fd;
+    if (a->pty_slave >= 0) {
+        if (setsid() < 0 || ioctl(a->pty_slave, TIOCSCTTY, 0) < 0)
+            goto fail;
+        in_fd = out_fd = err_fd = a->pty_slave;
+    } else if (setpgid(0, 0) < 0) {
+        goto fail;
+    }
+    if (dup2(in_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
+        goto fail;
+    if (fchdir(a->cwd_fd) < 0)
+        goto fail;
+    /* The run_as user, capability drop, no_new_privs, rlimits and seccomp last; it allocates
+     * nothing. With isolation "none" there is nothing to apply. */
+    if (a->s->iso && sbx__isolation_child(a->s->iso, a->user, &err) < 0) {
+        errno = err.sys_errno ? err.sys_errno : EPERM;
+        goto fail;
+    }
+    environ = a->envp;
+    execvp(a->x->argv.v[0], a->x->argv.v);
+fail:
+    if (err.code == SBX_OK) {
+        int e = errno;
+        err.code = e == ENOENT ? SBX_E_NOTFOUND : SBX_E_SYS;
+        err.sys_errno = e;
+    }
+    ssize_t w = write(a->errpipe, &err, sizeof(err));
+    (void)w;
+    _exit(127);
+}
+
+static int child_entry(void *p)
+{
+    child_main(p);
+}
+
+/* Start the command from the reaper. The child shares the reaper's memory and the reaper
+ * sleeps until it has executed the command or exited (vfork semantics): no page tables are
+ * copied. That is sound because the child keeps to what is safe there: it has its own stack
+ * (below), file table, working directory, signal dispositions, credentials, rlimits and seccomp
+ * filters (none of CLONE_FILES, CLONE_FS, CLONE_SIGHAND, CLONE_THREAD), makes raw system calls
+ * for the id switch (no libc thread broadcast), allocates nothing, and writes the reaper's
+ * memory only in environ (which the reaper never reads again) and errno (read only when clone
+ * failed). The credential switch marks the shared memory with the host's suid_dumpable: the
+ * reaper restores its own flag (PID 1's: not dumpable) before it does anything else. Where clone
+ * with CLONE_VM is refused (valgrind), a plain fork does the same. */
+#define CHILD_STACK ((size_t)8 << 20)
+static pid_t spawn_command(const struct exec_child *a)
+{
+    /* Lazily backed, and a guard page below: execvp's buffers for a long PATH stay bounded. */
+    char *stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+    pid_t cmd = -1;
+    int dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+    if (stack != MAP_FAILED && mprotect(stack, 4096, PROT_NONE) == 0) {
+        cmd = clone(child_entry, stack + CHILD_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, (void *)a);
+        if (cmd > 0 && dumpable >= 0 && prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != dumpable)
+            (void)prctl(PR_SET_DUMPABLE, dumpable, 0, 0, 0);
+    }
+    int e = errno;
+    if (stack != MAP_FAILED)
+        munmap(stack, CHILD_STACK);
+    if (cmd > 0)
+        return cmd;
+    if (stack != MAP_FAILED && e != EINVAL && e != ENOSYS) {
+        errno = e;
+        return -1;
+    }
+    cmd = fork();
+    if (cmd == 0)
+        child_main(a);
+    return cmd;
+}
+
+/* The reaper of one exec (see struct sbx__sup_child): never returns. */
+static SBX_NORETURN void reaper_main(const struct exec_child *a, int status_w)
+{
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    struct sbx_error err = SBX_ERROR_INIT;
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
+        pid_t none = 0;
+        sbx_error_errno(&err, errno, "cannot become a child subreaper");
+        (void)!write(a->errpipe, &none, sizeof(none));
+        (void)!write(a->errpipe, &err, sizeof(err));
+        _exit(127);
+    }
+    pid_t cmd = spawn_command(a);
+    if (cmd < 0) {
+        pid_t none = 0;
+        sbx_error_errno(&err, errno, "cannot fork the command");
+        (void)!write(a->errpipe, &none, sizeof(none));
+        (void)!write(a->errpipe, &err, sizeof(err));
+        _exit(127);
+    }
+    /* Hold nothing of the supervisor's (client connections, other execs' pipes): only the
+     * status pipe. */
+    if (status_w != 3 && dup2(status_w, 3) < 0)
+        _exit(127);
+    if (syscall(SYS_close_range, 4, ~0U, 0) < 0) {
+        struct rlimit nofile = {1024, 1024};
+        getrlimit(RLIMIT_NOFILE, &nofile);
+        for (rlim_t fd = 4; fd < nofile.rlim_cur && fd < 65536; fd++)
+            close((int)fd);
+    }
+    /* The command's status is reported before it is reaped: should we be killed in between, the
+     * supervisor inherits the command (a zombie then) and still learns how it ended. */
+    int st = 0;
+    for (;;) {
+        siginfo_t si;
+        memset(&si, 0, sizeof(si));
+        if (waitid(P_ALL, 0, &si, WEXITED | WNOWAIT) < 0) {
+            if (errno == EINTR)
+                continue;
+            _exit(127);
+        }
+        if (si.si_pid == cmd) {
+            st = si.si_code == CLD_EXITED   ? (si.si_status & 0xff) << 8
+                 : si.si_code == CLD_DUMPED ? si.si_status | 0x80
+                                            : si.si_status;
+            break;
+        }
+        (void)waitpid(si.si_pid, NULL, 0);
+    }
+    (void)!write(3, &st, sizeof(st));
+    close(3);
+    (void)waitpid(cmd, NULL, 0);
+    /* Exiting 0 tells the supervisor that nothing is left; otherwise it sweeps. */
+    if (!a->x->keep_background && sbx__sup_kill_subtree() < 0)
+        _exit(1);
+    /* keep_background: the rest ends by itself, or with the sandbox. */
+    while (a->x->keep_background && (waitpid(-1, &st, 0) > 0 || errno == EINTR))
+        ;
+    _exit(0);
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The request: environment, stdio, the reaper, the reply */
+
+/* The descriptors of one exec: the supervisor's ends go to the client, the command's ends to the
+ * command (through the reaper); -1: none. */
+struct exec_io {
+    int cwd_fd;
+    int master, slave;              /* a terminal */
+    int out_r, out_w, err_r, err_w; /* pipes */
+    int in_c, in_s;                 /* stdin: the client's end, the command's end */
+    int devnull;                    /* stdin without one */
+};
+
+static void exec_io_release(struct exec_io *io)
+{
+    int *fds[] = {&io->cwd_fd, &io->master, &io->slave, &io->out_r, &io->out_w,
+                  &io->err_r,  &io->err_w,  &io->in_c,  &io->in_s,  &io->devnull};
+    for (size_t i = 0; i < SBX_ARRAY_LEN(fds); i++)
+        sbx_fd_close(fds[i]);
+}
+
+/* The working directory, resolved beneath the workspace in one step: a planted symlink cannot
+ * lead out. *pwd: its path as the command sees it (caller frees). */
+static int exec_cwd(const struct sbx__sup *s, const struct exec_req *x, int *cwd_fd, char **pwd,
+                    struct sbx_error *err)
+{
+    char *rel = NULL;
+    int rc = sbx_path_normalize(x->cwd ? x->cwd : "", x->cwd ? strlen(x->cwd) : 0,
+                                SBX_PATH_ALLOW_ROOT, NULL, &rel, err);
+    if (rc == 0)
+        rc = sbx_fs_open(s->root_fd, rel, O_RDONLY | O_DIRECTORY, 0, 0, cwd_fd, err);
+    if (rc < 0)
+        sbx_error_prefix(err, "working directory '%s'", x->cwd ? x->cwd : "");
+    else
+        *pwd = rel[0] ? sbx_xasprintf("%s/%s", s->root, rel) : sbx_xstrdup(s->root);
+    free(rel);
+    return rc;
+}
+
+/* The command's environment. Isolated: a fresh one (nothing of ours), the manifest's, then the
+ * request's, for *user (who runs it). Without isolation: the supervisor's base environment,
+ * then the request's; the command runs as the caller. */
+static int exec_env(const struct sbx__sup *s, struct exec_req *x, const char *pwd,
+                    struct sbx__run_as *user, struct sbx_strv *env, struct sbx_error *err)
+{
+    int rc;
+    if (s->iso) {
+        rc = sbx__isolation_user(s->iso, x->user, user, err);
+        if (rc == 0)
+            rc = sbx__isolation_env(s->iso, user, x->tty ? "xterm-256color" : NULL,
+                                    (const char *const *)x->env.v, env, err);
+        if (rc == 0)
+            sbx_strv_setenv(env, "PWD", pwd);
+        return rc;
+    }
+    if (x->user)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                             "user '%s': sandbox '%s' has isolation 'none' and runs every "
+                             "command as the caller",
+                             x->user, s->id);
+    for (size_t i = 0; i < s->env.n; i++)
+        sbx_strv_push(env, s->env.v[i]);
+    sbx_strv_setenv(env, "PWD", pwd);
+    if (x->tty && !sbx_strv_getenv(env, "TERM"))
+        sbx_strv_setenv(env, "TERM", "xterm-256color");
+    for (size_t i = 0; i < x->env.n; i++) {
+        char *eq = strchr(x->env.v[i], '=');
+        if (!eq || eq == x->env.v[i])
+            return sbx_error_set(err, SBX_E_INVAL, 0, "environment entry '%s' must be KEY=VALUE",
+                                 x->env.v[i]);
+        *eq = '\0';
+        sbx_strv_setenv(env, x->env.v[i], eq + 1);
+        *eq = '=';
+    }
+    return 0;
+}
+
+/* A terminal for the command, owned by its user (as login(1) would arrange), at the size asked
+ * for. */
+static int open_tty(const struct sbx__sup *s, const struct exec_req *x,
+                    const struct sbx__run_as *user, struct exec_io *io, struct sbx_error *err)
+{
+    char name[128];
+    io->master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (io->master < 0 || grantpt(io->master) < 0 || unlockpt(io->master) < 0 ||
+        ptsname_r(io->master, name, sizeof(name)) != 0)
+        return sbx_error_errno(err, errno, "cannot allocate a terminal");
+    io->slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (io->slave < 0)
+        return sbx_error_errno(err, errno, "cannot open terminal '%s'", name);
+    if (s->iso && fchown(io->slave, user->uid, user->gid) < 0)
+        sbx_log(SBX_LOG_WARN, "cannot give terminal '%s' to uid %d: %s", name, (int)user->uid,
+                strerror(errno));
+    struct winsize ws = {.ws_row = x->rows ? (unsigned short)x->rows : DEFAULT_ROWS,
+                         .ws_col = x->cols ? (unsigned short)x->cols : DEFAULT_COLS};
+    (void)ioctl(io->master, TIOCSWINSZ, &ws);
+    return 0;
+}
+
+/* The command's stdio: a terminal, or a pipe for stdout and one for stderr (none with merge),
+ * and for stdin a socket when asked for, else /dev/null. */
+static int exec_stdio(const struct sbx__sup *s, const struct exec_req *x,
+                      const struct sbx__run_as *user, struct exec_io *io, struct sbx_error *err)
+{
+    int p[2];
+    if (x->tty)
+        return open_tty(s, x, user, io, err);
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return sbx_error_errno(err, errno, "pipe");
+    io->out_r = p[0];
+    io->out_w = p[1];
+    if (!x->merge) {
+        if (pipe2(p, O_CLOEXEC) < 0)
+            return sbx_error_errno(err, errno, "pipe");
+        io->err_r = p[0];
+        io->err_w = p[1];
+    }
+    if (x->want_stdin) {
+        /* A socket, not a pipe: the client writes with MSG_NOSIGNAL, so a command that stops
+         * reading cannot kill the client with SIGPIPE. */
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, p) < 0)
+            return sbx_error_errno(err, errno, "socketpair");
+        io->in_c = p[0];
+        io->in_s = p[1];
+        shutdown(io->in_s, SHUT_WR);
+        shutdown(io->in_c, SHUT_RD);
+        return 0;
+    }
+    io->devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    if (io->devnull < 0)
+        return sbx_error_errno(err, errno, "cannot open '/dev/null'");
+    return 0;
+}
+
+/* What the command wrote on the error pipe (ep): its pid, then, only when it did not start, an
+ * error. 0 with *cmd_out once it runs; otherwise its reaper (pid reaper) is reaped and the error
+ * names the command. */
+static int read_start(int ep, const struct exec_req *x, pid_t reaper, pid_t *cmd_out,
+                      struct sbx_error *err)
+{
+    struct sbx_error cerr = SBX_ERROR_INIT;
+    pid_t cmd = 0;
+    ssize_t n;
+    do
+        n = read(ep, &cmd, sizeof(cmd));
+    while (n < 0 && errno == EINTR);
+    if (n == (ssize_t)sizeof(cmd)) {
+        do
+            n = read(ep, &cerr, sizeof(cerr));
+        while (n < 0 && errno == EINTR);
+    } else {
+        /* the reaper died before the command could start */
+        n = sizeof(cerr);
+        sbx_error_set(&cerr, SBX_E_SANDBOX, 0, "the command could not be started");
+    }
+    if (n != (ssize_t)sizeof(cerr)) {
+        *cmd_out = cmd;
+        return 0;
+    }
+    /* exec failed: the command is gone already, its reaper follows */
+    int st;
+    while (waitpid(reaper, &st, 0) < 0 && errno == EINTR)
+        ;
+    cerr.msg[sizeof(cerr.msg) - 1] = '\0';
+    if (cerr.msg[0])
+        return sbx_error_copy(err, &cerr);
+    if (cerr.sys_errno == ENOENT)
+        return sbx_error_set(err, SBX_E_EXEC, ENOENT, "command '%s' not found", x->argv.v[0]);
+    sbx_error_errno(err, cerr.sys_errno, "cannot run '%s'", x->argv.v[0]);
+    err->code = SBX_E_EXEC;
+    return -SBX_E_EXEC;
+}
+
+/* The reaper forked, and by it the command: *pid the reaper, *cmd the command, *status_fd where
+ * the reaper reports its status (caller owns). The command's ends of io are closed here. */
+static int exec_spawn(const struct sbx__sup *s, const struct exec_req *x,
+                      const struct sbx__run_as *user, char **envp, struct exec_io *io,
+                      pid_t *pid_out, pid_t *cmd_out, int *status_fd, struct sbx_error *err)
+{
+    int ep[2] = {-1, -1}, sp[2] = {-1, -1}, rc;
+    if (pipe2(ep, O_CLOEXEC) < 0 || pipe2(sp, O_CLOEXEC) < 0) {
+        rc = sbx_error_errno(err, errno, "pipe");
+        goto out;
+    }
+    struct exec_child a = {.s = s,
+                           .user = user,
+                           .x = x,
+                           .envp = envp,
+                           .cwd_fd = io->cwd_fd,
+                           .in_fd = x->want_stdin ? io->in_s : io->devnull,
+                           .out_fd = io->out_w,
+                           .err_fd = x->merge ? io->out_w : io->err_w,
+                           .pty_slave = io->slave,
+                           .errpipe = ep[1]};
+    pid_t pid = fork();
+    if (pid < 0) {
+        rc = sbx_error_errno(err, errno, "fork");
+        goto out;
+    }
+    if (pid == 0)
+        reaper_main(&a, sp[1]);
+    sbx_fd_close(&sp[1]);
+    sbx_fd_close(&ep[1]);
+    sbx_fd_close(&io->out_w);
+    sbx_fd_close(&io->err_w);
+    sbx_fd_close(&io->in_s);
+    sbx_fd_close(&io->slave);
+    rc = read_start(ep[0], x, pid, cmd_out, err);
+    if (rc == 0) {
+        *pid_out = pid;
+        *status_fd = sp[0];
+        sp[0] = -1;
+    }
+out:
+    sbx_fd_close(&ep[0]);
+    sbx_fd_close(&ep[1]);
+    sbx_fd_close(&sp[0]);
+    sbx_fd_close(&sp[1]);
+    return rc;
+}
+
+/* The command started: a child of connection ci from now on, whose client gets the stdio. */
+static void exec_reply(struct sbx__sup *s, int ci, const struct exec_req *x,
+                       const struct exec_io *io, pid_t pid, pid_t cmd, int status_fd,
+                       const struct sbx__cgroup_events *before)
+{
+    int ch = add_child(s);
+    if (!x->tty)
+        (void)setpgid(cmd, cmd); /* also here, so a kill right away cannot miss the group */
+    s->children[ch] = (struct sbx__sup_child){
+            .pid = pid,
+            .cmd = cmd,
+            .status_fd = status_fd,
+            .keep = x->keep_background,
+            .tty = x->tty,
+            .conn = ci,
+            .deadline = x->timeout_ms > 0 ? sbx_deadline_after_ms(x->timeout_ms) : INT64_MAX,
+            .kill_at = INT64_MAX,
+            .grace_ms = x->grace_ms > 0 ? x->grace_ms : SBX_EXEC_DEFAULT_GRACE_MS,
+            .before = *before,
+    };
+    s->conns[ci].child = ch;
+    json_t *m = sbx__sup_ok_msg();
+    sbx_json_set(m, "pid", json_integer(cmd));
+    int fds[3];
+    size_t nfds = 0;
+    if (x->tty) {
+        fds[nfds++] = io->master;
+    } else {
+        fds[nfds++] = io->out_r;
+        if (!x->merge)
+            fds[nfds++] = io->err_r;
+        if (x->want_stdin)
+            fds[nfds++] = io->in_c;
+    }
+    sbx__sup_reply(s, ci, m, fds, nfds);
+}
+
+void sbx__sup_exec(struct sbx__sup *s, int ci, const json_t *req)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct exec_req x = {0};
+    struct exec_io io = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+    struct sbx__run_as user = {0};
+    struct sbx__cgroup_events before = {0};
+    struct sbx_strv env;
+    char *pwd = NULL;
+    pid_t pid = 0, cmd = 0;
+    int status_fd = -1;
+
+    sbx_strv_init(&x.argv);
+    sbx_strv_init(&x.env);
+    sbx_strv_init(&env);
+    int rc = parse_exec(req, &x, &err);
+    if (rc == 0 && s->stopping)
+        rc = sbx_error_set(&err, SBX_E_SANDBOX, 0, "sandbox '%s' is shutting down", s->id);
+    if (rc == 0 && (rc = exec_cwd(s, &x, &io.cwd_fd, &pwd, &err)) == 0 &&
+        (rc = exec_env(s, &x, pwd, &user, &env, &err)) == 0 &&
+        (rc = exec_stdio(s, &x, &user, &io, &err)) == 0) {
+        if (s->iso)
+            (void)sbx__isolation_events(s->iso, &before, NULL);
+        rc = exec_spawn(s, &x, &user, env.v, &io, &pid, &cmd, &status_fd, &err);
+    }
+    if (rc == 0)
+        exec_reply(s, ci, &x, &io, pid, cmd, status_fd, &before);
+    else
+        sbx__sup_reply_err(s, ci, &err);
+    exec_io_release(&io);
+    free(pwd);
+    sbx_strv_release(&x.argv);
+    sbx_strv_release(&x.env);
+    sbx_strv_release(&env);
+    if (rc < 0)
+        sbx__sup_drop_conn(s, ci);
+}
