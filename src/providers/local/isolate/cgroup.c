@@ -267,6 +267,85 @@ static int limit_set(uint64_t v)
     return v != 0 && v != SBX__LIMIT_NONE;
 }
 
+/* The sandbox cgroup name under base in the unified hierarchy, with the limits of want. Where
+ * that fails, a required limit is an error; the others are noted as unenforced (and warned
+ * about), and the sandbox goes on without them. */
+static int create_v2(struct sbx__cgroup *cg, const char *base, const char *name,
+                     const struct sbx__isolation_limits *limits, unsigned want, unsigned required,
+                     struct sbx_error *err)
+{
+    struct sbx_error e = SBX_ERROR_INIT;
+    int r = 0;
+    cg->v2 = 1;
+    cg->v2dir = sbx_xasprintf("%s/%s", base, name);
+    if (make_cgroup(cg->v2dir) < 0) {
+        r = sbx_error_errno(&e, errno, "cannot create cgroup '%s'", cg->v2dir);
+        free(cg->v2dir);
+        cg->v2dir = NULL;
+    }
+    if (r == 0 && (r = write_file(base, "cgroup.subtree_control", "+memory +pids +cpu", &e)) < 0)
+        sbx_error_prefix(&e, "cgroup v2 (the parent must be a delegated cgroup without "
+                             "processes of its own)");
+    if (r == 0)
+        r = set_limits_v2(cg->v2dir, limits, want, &e);
+    if (r == 0)
+        return 0;
+    if (want & required)
+        return sbx_error_copy(err, &e);
+    sbx_log(SBX_LOG_WARN, "sandbox limits not applied: %s", e.msg);
+    sbx__cgroup_destroy(cg);
+    cg->owner = 1;
+    note_unenforced(cg, want, 0, &e);
+    return 0;
+}
+
+/* The sandbox cgroup name in the v1 hierarchy of each controller of want; as create_v2, a
+ * required one that fails is an error and the others are noted as unenforced. */
+static int create_v1(struct sbx__cgroup *cg, const char *mountinfo, const char *self,
+                     const char *name, const struct sbx__isolation_limits *limits, unsigned want,
+                     unsigned required, struct sbx_error *err)
+{
+    for (int c = 0; c < SBX__CG_NCTRL; c++) {
+        if (!(want & (1u << c)))
+            continue;
+        struct sbx_error e = SBX_ERROR_INIT;
+        char *base = NULL;
+        int r = sbx__cgroup_own_dir(mountinfo, self, ctrl_names[c], &base, &e);
+        if (r == 0) {
+            cg->dir[c] = sbx_xasprintf("%s/%s", base, name);
+            if (make_cgroup(cg->dir[c]) < 0) {
+                r = sbx_error_errno(&e, errno, "cannot create cgroup '%s'", cg->dir[c]);
+                free(cg->dir[c]);
+                cg->dir[c] = NULL;
+            }
+        }
+        free(base);
+        if (r == 0)
+            r = set_limits_v1(cg, (enum sbx__cgroup_ctrl)c, limits, &e);
+        if (r == 0)
+            continue;
+        if (required & (1u << c)) {
+            r = sbx_error_copy(err, &e);
+            sbx_error_prefix(err, "cgroup v1 %s controller", ctrl_names[c]);
+            return r;
+        }
+        sbx_log(SBX_LOG_WARN, "sandbox %s limit not applied: %s", ctrl_names[c], e.msg);
+        note_unenforced(cg, 1u << c, 1, &e);
+        if (cg->dir[c]) {
+            rmdir(cg->dir[c]);
+            free(cg->dir[c]);
+            cg->dir[c] = NULL;
+        }
+        if (c == SBX__CG_MEMORY)
+            cg->memory_limit = 0;
+        if (c == SBX__CG_PIDS)
+            cg->pids_limit = 0;
+        if (c == SBX__CG_CPU)
+            cg->cpu_millis = 0;
+    }
+    return 0;
+}
+
 int sbx__cgroup_create(const char *name, const struct sbx__isolation_limits *limits,
                        unsigned required, struct sbx__cgroup *out, struct sbx_error *err)
 {
@@ -293,79 +372,18 @@ int sbx__cgroup_create(const char *name, const struct sbx__isolation_limits *lim
     if ((rc = read_file("/proc/self/cgroup", &self, err)) < 0 ||
         (rc = read_file("/proc/self/mountinfo", &mi, err)) < 0)
         goto out;
-
     /* The unified hierarchy when it has the controllers (pure v2 hosts). Controllers can be
      * enabled for children only in a cgroup without processes of its own, so this works under
      * a delegated cgroup the caller is not in (systemd Delegate=yes). */
     if (want && sbx__cgroup_own_dir(mi.data, self.data, "", &base, NULL) == 0 &&
-        v2_has_controllers(base)) {
-        struct sbx_error e = SBX_ERROR_INIT;
-        int r = 0;
-        cg.v2 = 1;
-        cg.v2dir = sbx_xasprintf("%s/%s", base, name);
-        if (make_cgroup(cg.v2dir) < 0) {
-            r = sbx_error_errno(&e, errno, "cannot create cgroup '%s'", cg.v2dir);
-            free(cg.v2dir);
-            cg.v2dir = NULL;
-        }
-        if (r == 0 &&
-            (r = write_file(base, "cgroup.subtree_control", "+memory +pids +cpu", &e)) < 0)
-            sbx_error_prefix(&e, "cgroup v2 (the parent must be a delegated cgroup without "
-                                 "processes of its own)");
-        if (r == 0)
-            r = set_limits_v2(cg.v2dir, limits, want, &e);
-        if (r == 0)
-            goto done;
-        if (want & required) {
-            rc = sbx_error_copy(err, &e);
-            goto fail;
-        }
-        sbx_log(SBX_LOG_WARN, "sandbox limits not applied: %s", e.msg);
+        v2_has_controllers(base))
+        rc = create_v2(&cg, base, name, limits, want, required, err);
+    else
+        rc = create_v1(&cg, mi.data, self.data, name, limits, want, required, err);
+    if (rc < 0) {
         sbx__cgroup_destroy(&cg);
-        cg.owner = 1;
-        note_unenforced(&cg, want, 0, &e);
-        goto done;
+        goto out;
     }
-
-    for (int c = 0; c < SBX__CG_NCTRL; c++) {
-        if (!(want & (1u << c)))
-            continue;
-        struct sbx_error e = SBX_ERROR_INIT;
-        free(base);
-        base = NULL;
-        int r = sbx__cgroup_own_dir(mi.data, self.data, ctrl_names[c], &base, &e);
-        if (r == 0) {
-            cg.dir[c] = sbx_xasprintf("%s/%s", base, name);
-            if (make_cgroup(cg.dir[c]) < 0) {
-                r = sbx_error_errno(&e, errno, "cannot create cgroup '%s'", cg.dir[c]);
-                free(cg.dir[c]);
-                cg.dir[c] = NULL;
-            }
-        }
-        if (r == 0)
-            r = set_limits_v1(&cg, (enum sbx__cgroup_ctrl)c, limits, &e);
-        if (r < 0) {
-            if (required & (1u << c)) {
-                rc = sbx_error_copy(err, &e);
-                sbx_error_prefix(err, "cgroup v1 %s controller", ctrl_names[c]);
-                goto fail;
-            }
-            sbx_log(SBX_LOG_WARN, "sandbox %s limit not applied: %s", ctrl_names[c], e.msg);
-            note_unenforced(&cg, 1u << c, 1, &e);
-            if (cg.dir[c]) {
-                rmdir(cg.dir[c]);
-                free(cg.dir[c]);
-                cg.dir[c] = NULL;
-            }
-            if (c == SBX__CG_MEMORY)
-                cg.memory_limit = 0;
-            if (c == SBX__CG_PIDS)
-                cg.pids_limit = 0;
-            if (c == SBX__CG_CPU)
-                cg.cpu_millis = 0;
-        }
-    }
-done:
     if (cg.v2) {
         cg.oom_fd = open_counter(cg.v2dir, "memory.events");
         cg.pids_fd = open_counter(cg.v2dir, "pids.events");
@@ -374,10 +392,6 @@ done:
         cg.pids_fd = open_counter(cg.dir[SBX__CG_PIDS], "pids.events");
     }
     *out = cg;
-    rc = 0;
-    goto out;
-fail:
-    sbx__cgroup_destroy(&cg);
 out:
     free(base);
     sbx_buf_release(&self);

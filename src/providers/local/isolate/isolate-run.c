@@ -74,134 +74,129 @@ static const char usage_text[] =
         "  --cgroup NAME        leaf name of the sandbox cgroups\n"
         "  --hostname NAME\n";
 
-int sbx_local_isolate_run_main(int argc, char **argv)
-{
-    struct sbx__isolation_spec spec = {0};
+/* What the options build: the spec and the arrays it points into. */
+struct run_args {
+    struct sbx__isolation_spec spec;
     struct sbx__isolation_user users[SBX__ISOLATION_MAX_USERS];
     struct sbx__isolation_group groups[SBX__ISOLATION_MAX_GROUPS];
     struct sbx__isolation_grant grants[SBX__ISOLATION_MAX_GRANTS];
     const char *members[SBX__ISOLATION_MAX_GROUPS][SBX__ISOLATION_MAX_USERS + 1];
-    struct sbx_strv env, words;
-    const char *run_as = NULL;
-    int i, ret = RUN_USAGE;
-    sbx_strv_init(&env);
-    sbx_strv_init(&words);
+    struct sbx_strv env, words; /* words: the option values cut up in place */
+    const char *run_as;
+};
 
-    for (i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (strcmp(a, "--") == 0) {
-            i++;
-            break;
-        }
-        if (strcmp(a, "--help") == 0) {
-            fputs(usage_text, stdout);
-            ret = RUN_OK;
-            goto out;
-        }
-        if (!v) {
-            ret = usage("option '%s' needs a value", a);
-            goto out;
-        }
-        i++;
-        if (strcmp(a, "--workspace") == 0)
-            spec.workspace = v;
-        else if (strcmp(a, "--root") == 0)
-            spec.root = v;
-        else if (strcmp(a, "--hostname") == 0)
-            spec.hostname = v;
-        else if (strcmp(a, "--cgroup") == 0)
-            spec.cgroup_name = v;
-        else if (strcmp(a, "--user") == 0)
-            run_as = v;
-        else if (strcmp(a, "--env") == 0)
-            sbx_strv_push(&env, v);
-        else if (strcmp(a, "--net") == 0) {
-            if (strcmp(v, "none") == 0)
-                spec.net = SBX__NET_NONE;
-            else if (strcmp(v, "full") == 0)
-                spec.net = SBX__NET_FULL;
-            else {
-                ret = usage("unknown network mode '%s' (none, full)", v);
-                goto out;
-            }
-        } else if (strcmp(a, "--users") == 0) {
-            char *copy = (char *)sbx_strv_push(&words, v), *save = copy, *tok;
-            spec.nusers = 0;
-            while ((tok = strsep(&save, ",")) && spec.nusers < SBX__ISOLATION_MAX_USERS)
-                users[spec.nusers++].name = tok;
-            spec.users = users;
-        } else if (strcmp(a, "--group") == 0) {
-            if (spec.ngroups == SBX__ISOLATION_MAX_GROUPS) {
-                ret = usage("too many groups");
-                goto out;
-            }
-            char *copy = (char *)sbx_strv_push(&words, v), *colon = strchr(copy, ':');
-            size_t g = spec.ngroups++, m = 0;
-            groups[g].name = copy;
-            groups[g].members = members[g];
-            if (colon) {
-                *colon = '\0';
-                char *save = colon + 1, *tok;
-                while ((tok = strsep(&save, ",")) && m < SBX__ISOLATION_MAX_USERS)
-                    members[g][m++] = tok;
-            }
-            members[g][m] = NULL;
-            spec.groups = groups;
-        } else if (strcmp(a, "--grant") == 0) {
-            if (spec.ngrants == SBX__ISOLATION_MAX_GRANTS) {
-                ret = usage("too many grants");
-                goto out;
-            }
-            char *copy = (char *)sbx_strv_push(&words, v);
-            struct sbx__isolation_grant *g = &grants[spec.ngrants++];
-            memset(g, 0, sizeof(*g));
-            g->src = strsep(&copy, ":");
-            char *dst = copy ? strsep(&copy, ":") : NULL;
-            g->dst = dst && *dst ? dst : NULL;
-            if (copy && strcmp(copy, "rw") == 0)
-                g->writable = 1;
-            else if (copy) {
-                ret = usage("grant mode '%s' must be 'rw'", copy);
-                goto out;
-            }
-            spec.grants = grants;
-        } else {
-            uint64_t *lim = strcmp(a, "--memory") == 0   ? &spec.limits.memory_bytes
-                            : strcmp(a, "--pids") == 0   ? &spec.limits.pids
-                            : strcmp(a, "--cpu") == 0    ? &spec.limits.cpu_millis
-                            : strcmp(a, "--fsize") == 0  ? &spec.limits.fsize_bytes
-                            : strcmp(a, "--nofile") == 0 ? &spec.limits.nofile
-                            : strcmp(a, "--tmp") == 0    ? &spec.limits.tmp_bytes
-                                                         : NULL;
-            if (!lim) {
-                ret = usage("unknown option '%s'", a);
-                goto out;
-            }
-            if (parse_size(v, lim) < 0) {
-                ret = usage("option '%s' needs a size or count, not '%s'", a, v);
-                goto out;
-            }
-        }
-    }
-    if (!spec.workspace) {
-        ret = usage("missing --workspace");
-        goto out;
-    }
-    if (i >= argc) {
-        ret = usage("missing command after '--'");
-        goto out;
-    }
-    spec.env = (const char *const *)env.v;
-    spec.host_home = getenv("HOME");
+/* --users A,B */
+static void parse_users(struct run_args *r, const char *v)
+{
+    char *copy = (char *)sbx_strv_push(&r->words, v), *save = copy, *tok;
+    r->spec.nusers = 0;
+    while ((tok = strsep(&save, ",")) && r->spec.nusers < SBX__ISOLATION_MAX_USERS)
+        r->users[r->spec.nusers++].name = tok;
+    r->spec.users = r->users;
+}
 
+/* --group G:A,B */
+static int parse_group(struct run_args *r, const char *v)
+{
+    if (r->spec.ngroups == SBX__ISOLATION_MAX_GROUPS)
+        return usage("too many groups");
+    char *copy = (char *)sbx_strv_push(&r->words, v), *colon = strchr(copy, ':');
+    size_t g = r->spec.ngroups++, m = 0;
+    r->groups[g].name = copy;
+    r->groups[g].members = r->members[g];
+    if (colon) {
+        *colon = '\0';
+        char *save = colon + 1, *tok;
+        while ((tok = strsep(&save, ",")) && m < SBX__ISOLATION_MAX_USERS)
+            r->members[g][m++] = tok;
+    }
+    r->members[g][m] = NULL;
+    r->spec.groups = r->groups;
+    return RUN_OK;
+}
+
+/* --grant SRC[:DST][:rw] */
+static int parse_grant(struct run_args *r, const char *v)
+{
+    if (r->spec.ngrants == SBX__ISOLATION_MAX_GRANTS)
+        return usage("too many grants");
+    char *copy = (char *)sbx_strv_push(&r->words, v);
+    struct sbx__isolation_grant *g = &r->grants[r->spec.ngrants++];
+    memset(g, 0, sizeof(*g));
+    g->src = strsep(&copy, ":");
+    char *dst = copy ? strsep(&copy, ":") : NULL;
+    g->dst = dst && *dst ? dst : NULL;
+    if (copy && strcmp(copy, "rw") == 0)
+        g->writable = 1;
+    else if (copy)
+        return usage("grant mode '%s' must be 'rw'", copy);
+    r->spec.grants = r->grants;
+    return RUN_OK;
+}
+
+/* --memory, --pids, --cpu, --fsize, --nofile, --tmp */
+static int parse_limit(struct run_args *r, const char *a, const char *v)
+{
+    struct sbx__isolation_limits *l = &r->spec.limits;
+    uint64_t *lim = strcmp(a, "--memory") == 0   ? &l->memory_bytes
+                    : strcmp(a, "--pids") == 0   ? &l->pids
+                    : strcmp(a, "--cpu") == 0    ? &l->cpu_millis
+                    : strcmp(a, "--fsize") == 0  ? &l->fsize_bytes
+                    : strcmp(a, "--nofile") == 0 ? &l->nofile
+                    : strcmp(a, "--tmp") == 0    ? &l->tmp_bytes
+                                                 : NULL;
+    if (!lim)
+        return usage("unknown option '%s'", a);
+    if (parse_size(v, lim) < 0)
+        return usage("option '%s' needs a size or count, not '%s'", a, v);
+    return RUN_OK;
+}
+
+/* One option a with its value v. */
+static int parse_option(struct run_args *r, const char *a, const char *v)
+{
+    if (strcmp(a, "--workspace") == 0)
+        r->spec.workspace = v;
+    else if (strcmp(a, "--root") == 0)
+        r->spec.root = v;
+    else if (strcmp(a, "--hostname") == 0)
+        r->spec.hostname = v;
+    else if (strcmp(a, "--cgroup") == 0)
+        r->spec.cgroup_name = v;
+    else if (strcmp(a, "--user") == 0)
+        r->run_as = v;
+    else if (strcmp(a, "--env") == 0)
+        sbx_strv_push(&r->env, v);
+    else if (strcmp(a, "--net") == 0 && strcmp(v, "none") == 0)
+        r->spec.net = SBX__NET_NONE;
+    else if (strcmp(a, "--net") == 0 && strcmp(v, "full") == 0)
+        r->spec.net = SBX__NET_FULL;
+    else if (strcmp(a, "--net") == 0)
+        return usage("unknown network mode '%s' (none, full)", v);
+    else if (strcmp(a, "--users") == 0)
+        parse_users(r, v);
+    else if (strcmp(a, "--group") == 0)
+        return parse_group(r, v);
+    else if (strcmp(a, "--grant") == 0)
+        return parse_grant(r, v);
+    else
+        return parse_limit(r, a, v);
+    return RUN_OK;
+}
+
+/* Run argv in a fresh sandbox of r: its exit status, or 128 + the signal that ended it, with
+ * the reason on stderr when a limit explains the end. */
+static int run(struct run_args *r, char **argv)
+{
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx_buf describe;
+    int status = 0, ret;
+    r->spec.env = (const char *const *)r->env.v;
+    r->spec.host_home = getenv("HOME");
     sbx_buf_init(&describe, 1024);
-    int status = 0;
     fflush(stdout);
     fflush(stderr);
-    if (sbx__isolation_run(&spec, run_as, argv + i, &status, &describe, &err) < 0) {
+    if (sbx__isolation_run(&r->spec, r->run_as, argv, &status, &describe, &err) < 0) {
         ret = fail(&err);
     } else if (WIFEXITED(status)) {
         /* a plain "exited with status N" needs no words; a limit that was hit does */
@@ -213,8 +208,41 @@ int sbx_local_isolate_run_main(int argc, char **argv)
         ret = 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
     }
     sbx_buf_release(&describe);
+    return ret;
+}
+
+int sbx_local_isolate_run_main(int argc, char **argv)
+{
+    struct run_args r;
+    int i, ret = RUN_OK;
+    memset(&r, 0, sizeof(r));
+    sbx_strv_init(&r.env);
+    sbx_strv_init(&r.words);
+    for (i = 1; i < argc && ret == RUN_OK; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) {
+            i++;
+            break;
+        }
+        if (strcmp(a, "--help") == 0) {
+            fputs(usage_text, stdout);
+            goto out;
+        }
+        if (i + 1 >= argc)
+            ret = usage("option '%s' needs a value", a);
+        else
+            ret = parse_option(&r, a, argv[++i]);
+    }
+    if (ret != RUN_OK)
+        goto out;
+    if (!r.spec.workspace)
+        ret = usage("missing --workspace");
+    else if (i >= argc)
+        ret = usage("missing command after '--'");
+    else
+        ret = run(&r, argv + i);
 out:
-    sbx_strv_release(&env);
-    sbx_strv_release(&words);
+    sbx_strv_release(&r.env);
+    sbx_strv_release(&r.words);
     return ret;
 }

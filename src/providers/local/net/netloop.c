@@ -809,13 +809,10 @@ static int parse_test_host(const char *entry, char **name, struct sockaddr_stora
     return rc;
 }
 
-int sbx__net_new(const struct sbx__net_config *cfg, struct sbx__net **out, struct sbx_error *err)
+/* A loop with nothing open yet: every descriptor -1, the limits of cfg (or the defaults). */
+static struct sbx__net *net_alloc(const struct sbx__net_config *cfg)
 {
-    static const int default_ports[] = {80, 443};
     struct sbx__net *net = sbx_xcalloc(1, sizeof(*net));
-    int pipefd[2] = {-1, -1};
-    int rc = 0;
-
     pthread_mutex_init(&net->lock, NULL);
     net->epfd = -1;
     net->wake.kind = K_WAKE;
@@ -839,83 +836,94 @@ int sbx__net_new(const struct sbx__net_config *cfg, struct sbx__net **out, struc
     net->head_timeout_ms = cfg->head_timeout_ms > 0 ? cfg->head_timeout_ms : 10000;
     net->idle_timeout_ms = cfg->idle_timeout_ms > 0 ? cfg->idle_timeout_ms : 300000;
     net->allow_loopback = cfg->test_allow_loopback;
+    return net;
+}
 
-    if (cfg->netns_fd < 0) {
-        rc = sbx_error_set(err, SBX_E_INVAL, 0, "no sandbox network namespace to serve");
-        goto out;
-    }
-    if (cfg->npatterns > SBX__PROXY_MAX_PATTERNS) {
-        rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "allow list of %zu patterns (at most %d)",
-                           cfg->npatterns, SBX__PROXY_MAX_PATTERNS);
-        goto out;
-    }
+/* The proxy's rules: the allow list (normalized), the ports (80 and 443 unless given), the
+ * test-only host map. */
+static int load_rules(struct sbx__net *net, const struct sbx__net_config *cfg,
+                      struct sbx_error *err)
+{
+    static const int default_ports[] = {80, 443};
+    int rc;
+    if (cfg->npatterns > SBX__PROXY_MAX_PATTERNS)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0, "allow list of %zu patterns (at most %d)",
+                             cfg->npatterns, SBX__PROXY_MAX_PATTERNS);
     net->patterns = sbx_xcalloc(cfg->npatterns + 1, sizeof(char *));
     for (size_t i = 0; i < cfg->npatterns; i++) {
-        rc = sbx__proxy_pattern_normalize(cfg->patterns[i], &net->patterns[i], err);
-        if (rc < 0)
-            goto out;
+        if ((rc = sbx__proxy_pattern_normalize(cfg->patterns[i], &net->patterns[i], err)) < 0)
+            return rc;
         net->npatterns++;
     }
     const int *ports = cfg->ports ? cfg->ports : default_ports;
     size_t nports = cfg->ports ? cfg->nports : SBX_ARRAY_LEN(default_ports);
     net->ports = sbx_xcalloc(nports + 1, sizeof(int));
     for (size_t i = 0; i < nports; i++) {
-        if (ports[i] < 1 || ports[i] > 65535) {
-            rc = sbx_error_set(err, SBX_E_INVAL, 0, "proxy port %d out of range", ports[i]);
-            goto out;
-        }
+        if (ports[i] < 1 || ports[i] > 65535)
+            return sbx_error_set(err, SBX_E_INVAL, 0, "proxy port %d out of range", ports[i]);
         net->ports[net->nports++] = ports[i];
     }
     for (const char *const *t = cfg->test_hosts; t && *t; t++)
         net->ntest++;
     net->test_names = sbx_xcalloc(net->ntest + 1, sizeof(char *));
     net->test_addrs = sbx_xcalloc(net->ntest + 1, sizeof(struct sockaddr_storage));
-    for (size_t i = 0; i < net->ntest; i++) {
-        rc = parse_test_host(cfg->test_hosts[i], &net->test_names[i], &net->test_addrs[i], err);
-        if (rc < 0)
-            goto out;
-    }
+    for (size_t i = 0; i < net->ntest; i++)
+        if ((rc = parse_test_host(cfg->test_hosts[i], &net->test_names[i], &net->test_addrs[i],
+                                  err)) < 0)
+            return rc;
+    return 0;
+}
 
-    /* Kept: forwarders added later create their sockets in the namespace. */
+/* Copies of the caller's descriptors the loop keeps: the namespaces (forwarders added later
+ * create their sockets in the sandbox's network namespace) and the control channel. */
+static int keep_fds(struct sbx__net *net, const struct sbx__net_config *cfg, struct sbx_error *err)
+{
     net->netns_fd = fcntl(cfg->netns_fd, F_DUPFD_CLOEXEC, 3);
-    if (net->netns_fd < 0) {
-        rc = sbx_error_errno(err, errno, "cannot keep the sandbox network namespace");
-        goto out;
-    }
-    if (cfg->userns_fd >= 0) {
-        net->userns_fd = fcntl(cfg->userns_fd, F_DUPFD_CLOEXEC, 3);
-        if (net->userns_fd < 0) {
-            rc = sbx_error_errno(err, errno, "cannot keep the sandbox user namespace");
-            goto out;
-        }
-    }
-    if (cfg->control_fd >= 0) {
-        net->control.fd = fcntl(cfg->control_fd, F_DUPFD_CLOEXEC, 3);
-        if (net->control.fd < 0) {
-            rc = sbx_error_errno(err, errno, "cannot keep the network control channel");
-            goto out;
-        }
-    }
+    if (net->netns_fd < 0)
+        return sbx_error_errno(err, errno, "cannot keep the sandbox network namespace");
+    if (cfg->userns_fd >= 0 && (net->userns_fd = fcntl(cfg->userns_fd, F_DUPFD_CLOEXEC, 3)) < 0)
+        return sbx_error_errno(err, errno, "cannot keep the sandbox user namespace");
+    if (cfg->control_fd >= 0 && (net->control.fd = fcntl(cfg->control_fd, F_DUPFD_CLOEXEC, 3)) < 0)
+        return sbx_error_errno(err, errno, "cannot keep the network control channel");
+    return 0;
+}
+
+/* The epoll set: the wake-up eventfd, the resolver's pipe, the control channel, and with an
+ * allow list the proxy listening inside the sandbox. */
+static int open_loop(struct sbx__net *net, const struct sbx__net_config *cfg, struct sbx_error *err)
+{
+    int pipefd[2] = {-1, -1};
     net->epfd = epoll_create1(EPOLL_CLOEXEC);
     net->wake.fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-    if (net->epfd < 0 || net->wake.fd < 0 || pipe2(pipefd, O_CLOEXEC) < 0) {
-        rc = sbx_error_errno(err, errno, "cannot set up the network event loop");
-        goto out;
-    }
+    if (net->epfd < 0 || net->wake.fd < 0 || pipe2(pipefd, O_CLOEXEC) < 0)
+        return sbx_error_errno(err, errno, "cannot set up the network event loop");
     net->resolved.fd = pipefd[0];
     net->resolve_w = pipefd[1];
-    pipefd[0] = pipefd[1] = -1;
     set_events(net, &net->wake, EPOLLIN);
     set_events(net, &net->resolved, EPOLLIN);
     set_events(net, &net->control, EPOLLIN);
     if (net->npatterns > 0) {
         int port = cfg->proxy_port ? cfg->proxy_port : SBX__PROXY_DEFAULT_PORT;
-        rc = listen_inside(net, port, err);
+        int rc = listen_inside(net, port, err);
         if (rc < 0)
-            goto out;
+            return rc;
         set_events(net, &net->proxy, EPOLLIN);
     }
+    return 0;
+}
 
+int sbx__net_new(const struct sbx__net_config *cfg, struct sbx__net **out, struct sbx_error *err)
+{
+    struct sbx__net *net = net_alloc(cfg);
+    int rc;
+    if (cfg->netns_fd < 0) {
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "no sandbox network namespace to serve");
+        goto out;
+    }
+    if ((rc = load_rules(net, cfg, err)) < 0 || (rc = keep_fds(net, cfg, err)) < 0 ||
+        (rc = open_loop(net, cfg, err)) < 0)
+        goto out;
+    /* The loop's thread takes no signal: the outer process waits for them (outer_wait). */
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -929,10 +937,6 @@ int sbx__net_new(const struct sbx__net_config *cfg, struct sbx__net **out, struc
     *out = net;
     net = NULL;
 out:
-    if (pipefd[0] >= 0)
-        close(pipefd[0]);
-    if (pipefd[1] >= 0)
-        close(pipefd[1]);
     sbx__net_free(net);
     return rc;
 }

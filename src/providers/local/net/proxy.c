@@ -351,13 +351,136 @@ static int split_authority(const char *a, size_t n, int default_port, struct sbx
     return sbx__proxy_host_normalize(a, hn, &r->host, &r->literal, &r->addr, err);
 }
 
+/* The request line "METHOD TARGET VERSION" of a head: its three parts, and where the headers
+ * start. */
+struct request_line {
+    const char *method, *target, *version;
+    size_t ml, tl, vl;
+    const char *headers;
+};
+
+static int parse_request_line(const char *data, size_t len, struct request_line *rl,
+                              struct sbx_error *err)
+{
+    const char *eol = memchr(data, '\n', len);
+    if (!eol)
+        return sbx_error_set(err, SBX_E_PARSE, 0, "no request line");
+    size_t ll = (size_t)(eol - data);
+    if (ll > 0 && data[ll - 1] == '\r')
+        ll--;
+    const char *sp1 = memchr(data, ' ', ll);
+    const char *sp2 = sp1 ? memchr(sp1 + 1, ' ', ll - (size_t)(sp1 + 1 - data)) : NULL;
+    if (!sp1 || !sp2 || sp1 == data || sp2 == sp1 + 1)
+        return sbx_error_set(err, SBX_E_PARSE, 0, "malformed request line");
+    rl->method = data;
+    rl->ml = (size_t)(sp1 - data);
+    for (size_t i = 0; i < rl->ml; i++)
+        if (!is_tchar((unsigned char)data[i]))
+            return sbx_error_set(err, SBX_E_PARSE, 0, "malformed method");
+    rl->target = sp1 + 1;
+    rl->tl = (size_t)(sp2 - rl->target);
+    rl->version = sp2 + 1;
+    rl->vl = ll - (size_t)(rl->version - data);
+    if (!(rl->vl == 8 &&
+          (memcmp(rl->version, "HTTP/1.1", 8) == 0 || memcmp(rl->version, "HTTP/1.0", 8) == 0)))
+        return sbx_error_set(err, SBX_E_PARSE, 0, "unsupported HTTP version");
+    for (size_t i = 0; i < rl->tl; i++) {
+        unsigned char c = (unsigned char)rl->target[i];
+        if (c <= 0x20 || c >= 0x7f)
+            return sbx_error_set(err, SBX_E_PARSE, 0, "bad character in the request target");
+    }
+    rl->headers = eol + 1;
+    return 0;
+}
+
+/* An absolute-URI target "http://host[:port][/path]": the destination into r, and into head the
+ * origin-form request line and a Host header made from the target. */
+static int parse_absolute(const struct request_line *rl, struct sbx__proxy_request *r,
+                          struct sbx_buf *head, struct sbx_error *err)
+{
+    const char *target = rl->target, *path = "/";
+    size_t tl = rl->tl, pl = 1;
+    int rc;
+    if (tl < 7 || strncasecmp(target, "http://", 7) != 0) {
+        if (tl > 0 && target[0] == '/')
+            return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                                 "not a proxy request: the target must be an absolute "
+                                 "http:// URI");
+        if (tl >= 8 && strncasecmp(target, "https://", 8) == 0)
+            return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                                 "https:// through a plain request: use CONNECT");
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "unsupported request target");
+    }
+    const char *auth = target + 7;
+    size_t al = tl - 7;
+    size_t an = strcspn(auth, "/?#");
+    if (an > al)
+        an = al;
+    if ((rc = split_authority(auth, an, 80, r, err)) < 0)
+        return rc;
+    if (an < al) {
+        path = auth + an;
+        pl = al - an;
+    }
+    if ((rc = sbx_buf_add(head, rl->method, rl->ml, err)) < 0 ||
+        (rc = sbx_buf_adds(head, path[0] == '/' ? " " : " /", err)) < 0) /* "http://h?q" */
+        return rc;
+    const char *frag = memchr(path, '#', pl);
+    if (frag)
+        pl = (size_t)(frag - path);
+    if ((rc = sbx_buf_add(head, path, pl, err)) < 0 || (rc = sbx_buf_addch(head, ' ', err)) < 0 ||
+        (rc = sbx_buf_add(head, rl->version, rl->vl, err)) < 0 ||
+        (rc = sbx_buf_adds(head, "\r\nHost: ", err)) < 0)
+        return rc;
+    int v6 = strchr(r->host, ':') != NULL;
+    if (r->port == 80)
+        return sbx_buf_addf(head, err, "%s%s%s\r\n", v6 ? "[" : "", r->host, v6 ? "]" : "");
+    return sbx_buf_addf(head, err, "%s%s%s:%d\r\n", v6 ? "[" : "", r->host, v6 ? "]" : "", r->port);
+}
+
+/* The header lines from p to the empty line (before end), checked; those passed upstream are
+ * appended to head (none for a CONNECT). */
+static int parse_headers(const char *p, const char *end, int connect, struct sbx_buf *head,
+                         struct sbx_error *err)
+{
+    size_t nheaders = 0;
+    int rc;
+    for (;;) {
+        const char *e = p < end ? memchr(p, '\n', (size_t)(end - p)) : NULL;
+        if (!e)
+            return sbx_error_set(err, SBX_E_PARSE, 0, "request head without its empty line");
+        size_t hl = (size_t)(e - p);
+        if (hl > 0 && p[hl - 1] == '\r')
+            hl--;
+        if (hl == 0)
+            return 0;
+        if (++nheaders > SBX__PROXY_MAX_HEADERS)
+            return sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d request headers",
+                                 SBX__PROXY_MAX_HEADERS);
+        const char *colon = memchr(p, ':', hl);
+        if (!colon || colon == p)
+            return sbx_error_set(err, SBX_E_PARSE, 0, "malformed header line");
+        for (const char *c = p; c < colon; c++)
+            if (!is_tchar((unsigned char)*c))
+                return sbx_error_set(err, SBX_E_PARSE, 0, "malformed header name");
+        for (size_t i = 0; i < hl; i++)
+            if (p[i] == '\r' || p[i] == '\0')
+                return sbx_error_set(err, SBX_E_PARSE, 0, "bad character in a header");
+        if (!connect && !drop_header(p, (size_t)(colon - p)) &&
+            ((rc = sbx_buf_add(head, p, hl, err)) < 0 ||
+             (rc = sbx_buf_adds(head, "\r\n", err)) < 0))
+            return rc;
+        p = e + 1;
+    }
+}
+
 int sbx__proxy_parse(const char *data, size_t len, struct sbx__proxy_request *out,
                      struct sbx_error *err)
 {
     struct sbx__proxy_request r;
+    struct request_line rl = {0};
     struct sbx_buf head;
-    int rc = 0;
-    size_t nheaders = 0;
+    int rc;
 
     memset(&r, 0, sizeof(r));
     sbx_buf_init(&head, SBX__PROXY_MAX_HEAD + 1024);
@@ -365,147 +488,13 @@ int sbx__proxy_parse(const char *data, size_t len, struct sbx__proxy_request *ou
         rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "request head over %d bytes", SBX__PROXY_MAX_HEAD);
         goto out;
     }
-
-    /* request line */
-    const char *end = data + len;
-    const char *eol = memchr(data, '\n', len);
-    if (!eol) {
-        rc = sbx_error_set(err, SBX_E_PARSE, 0, "no request line");
+    if ((rc = parse_request_line(data, len, &rl, err)) < 0)
         goto out;
-    }
-    size_t ll = (size_t)(eol - data);
-    if (ll > 0 && data[ll - 1] == '\r')
-        ll--;
-    const char *sp1 = memchr(data, ' ', ll);
-    const char *sp2 = sp1 ? memchr(sp1 + 1, ' ', ll - (size_t)(sp1 + 1 - data)) : NULL;
-    if (!sp1 || !sp2 || sp1 == data || sp2 == sp1 + 1) {
-        rc = sbx_error_set(err, SBX_E_PARSE, 0, "malformed request line");
+    r.connect = rl.ml == 7 && memcmp(rl.method, "CONNECT", 7) == 0;
+    rc = r.connect ? split_authority(rl.target, rl.tl, 0, &r, err)
+                   : parse_absolute(&rl, &r, &head, err);
+    if (rc < 0 || (rc = parse_headers(rl.headers, data + len, r.connect, &head, err)) < 0)
         goto out;
-    }
-    size_t ml = (size_t)(sp1 - data);
-    for (size_t i = 0; i < ml; i++) {
-        if (!is_tchar((unsigned char)data[i])) {
-            rc = sbx_error_set(err, SBX_E_PARSE, 0, "malformed method");
-            goto out;
-        }
-    }
-    const char *target = sp1 + 1;
-    size_t tl = (size_t)(sp2 - target);
-    const char *version = sp2 + 1;
-    size_t vl = ll - (size_t)(version - data);
-    if (!(vl == 8 &&
-          (memcmp(version, "HTTP/1.1", 8) == 0 || memcmp(version, "HTTP/1.0", 8) == 0))) {
-        rc = sbx_error_set(err, SBX_E_PARSE, 0, "unsupported HTTP version");
-        goto out;
-    }
-    for (size_t i = 0; i < tl; i++) {
-        unsigned char c = (unsigned char)target[i];
-        if (c <= 0x20 || c >= 0x7f) {
-            rc = sbx_error_set(err, SBX_E_PARSE, 0, "bad character in the request target");
-            goto out;
-        }
-    }
-
-    const char *path = "/";
-    size_t pl = 1;
-    if (ml == 7 && memcmp(data, "CONNECT", 7) == 0) {
-        r.connect = 1;
-        rc = split_authority(target, tl, 0, &r, err);
-        if (rc < 0)
-            goto out;
-    } else {
-        if (tl < 7 || strncasecmp(target, "http://", 7) != 0) {
-            if (tl > 0 && target[0] == '/')
-                rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                                   "not a proxy request: the target must be an absolute "
-                                   "http:// URI");
-            else if (tl >= 8 && strncasecmp(target, "https://", 8) == 0)
-                rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                                   "https:// through a plain request: use CONNECT");
-            else
-                rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "unsupported request target");
-            goto out;
-        }
-        const char *auth = target + 7;
-        size_t al = tl - 7;
-        size_t an = strcspn(auth, "/?#");
-        if (an > al)
-            an = al;
-        rc = split_authority(auth, an, 80, &r, err);
-        if (rc < 0)
-            goto out;
-        if (an < al) {
-            path = auth + an;
-            pl = al - an;
-        }
-        if ((rc = sbx_buf_add(&head, data, ml, err)) < 0 ||
-            (rc = sbx_buf_adds(&head, path[0] == '/' ? " " : " /", err)) < 0) /* "http://h?q" */
-            goto out;
-        const char *frag = memchr(path, '#', pl);
-        if (frag)
-            pl = (size_t)(frag - path);
-        if ((rc = sbx_buf_add(&head, path, pl, err)) < 0 ||
-            (rc = sbx_buf_addch(&head, ' ', err)) < 0 ||
-            (rc = sbx_buf_add(&head, version, vl, err)) < 0 ||
-            (rc = sbx_buf_adds(&head, "\r\nHost: ", err)) < 0)
-            goto out;
-        int v6 = strchr(r.host, ':') != NULL;
-        if (r.port == 80)
-            rc = sbx_buf_addf(&head, err, "%s%s%s\r\n", v6 ? "[" : "", r.host, v6 ? "]" : "");
-        else
-            rc = sbx_buf_addf(&head, err, "%s%s%s:%d\r\n", v6 ? "[" : "", r.host, v6 ? "]" : "",
-                              r.port);
-        if (rc < 0)
-            goto out;
-    }
-
-    /* headers */
-    const char *p = eol + 1;
-    for (;;) {
-        if (p >= end) {
-            rc = sbx_error_set(err, SBX_E_PARSE, 0, "request head without its empty line");
-            goto out;
-        }
-        const char *e = memchr(p, '\n', (size_t)(end - p));
-        if (!e) {
-            rc = sbx_error_set(err, SBX_E_PARSE, 0, "request head without its empty line");
-            goto out;
-        }
-        size_t hl = (size_t)(e - p);
-        if (hl > 0 && p[hl - 1] == '\r')
-            hl--;
-        if (hl == 0)
-            break;
-        if (++nheaders > SBX__PROXY_MAX_HEADERS) {
-            rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d request headers",
-                               SBX__PROXY_MAX_HEADERS);
-            goto out;
-        }
-        const char *colon = memchr(p, ':', hl);
-        if (!colon || colon == p) {
-            rc = sbx_error_set(err, SBX_E_PARSE, 0, "malformed header line");
-            goto out;
-        }
-        for (const char *c = p; c < colon; c++) {
-            if (!is_tchar((unsigned char)*c)) {
-                rc = sbx_error_set(err, SBX_E_PARSE, 0, "malformed header name");
-                goto out;
-            }
-        }
-        for (size_t i = 0; i < hl; i++) {
-            if (p[i] == '\r' || p[i] == '\0') {
-                rc = sbx_error_set(err, SBX_E_PARSE, 0, "bad character in a header");
-                goto out;
-            }
-        }
-        if (!r.connect && !drop_header(p, (size_t)(colon - p))) {
-            if ((rc = sbx_buf_add(&head, p, hl, err)) < 0 ||
-                (rc = sbx_buf_adds(&head, "\r\n", err)) < 0)
-                goto out;
-        }
-        p = e + 1;
-    }
-
     if (!r.connect) {
         if ((rc = sbx_buf_adds(&head, "Connection: close\r\n\r\n", err)) < 0)
             goto out;

@@ -136,127 +136,158 @@ static int s3_remote(const struct sbx_manifest_entry *e, struct sbx_buf *b, cons
     return rc;
 }
 
-int sbx__rclone_mount(const struct sbx_manifest_entry *e, const char *root,
-                      struct sbx__local_config_mount *out, struct sbx_error *err)
+/* The mount strategy of e: none, or rclone in the sandbox's own terms (the local provider runs
+ * rclone itself, on the host, through FUSE, with its own config). */
+static int check_strategy(const struct sbx_manifest_entry *e, struct sbx_error *err)
 {
-    struct sbx_buf b;
-    const char *bucket = NULL, *prefix = NULL, *strat = NULL;
-    char *sas = NULL;
-    int rc = 0;
     const json_t *ms = e->mount_strategy;
-    if (ms)
-        strat = json_string_value(json_object_get(ms, "type"));
+    const char *strat = ms ? json_string_value(json_object_get(ms, "type")) : NULL;
     if (strat && strcmp(strat, "in_container") != 0)
         return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
                              "mount strategy '%s' is not supported by the local provider "
                              "(it mounts with rclone on the host)",
                              strat);
-    if (ms) {
-        const char *pt = json_string_value(json_object_get(json_object_get(ms, "pattern"), "type"));
-        if (pt && strcmp(pt, "rclone") != 0)
+    if (!ms)
+        return 0;
+    const json_t *pat = json_object_get(ms, "pattern");
+    const char *pt = json_string_value(json_object_get(pat, "type"));
+    if (pt && strcmp(pt, "rclone") != 0)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                             "mount pattern '%s' is not supported by the local provider "
+                             "(it mounts with rclone on the host)",
+                             pt);
+    /* The mount is always FUSE: saying so is fine, asking for NFS is not. */
+    const json_t *mode = json_object_get(pat, "mode");
+    if (mode && (!json_is_string(mode) || strcmp(json_string_value(mode), "fuse") != 0))
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                             "field 'mount_strategy.pattern.mode' must be 'fuse' for the "
+                             "local provider (it mounts with rclone through FUSE)");
+    static const char *const unsupported[] = {"extra_args", "nfs_addr", "nfs_mount_options",
+                                              "remote_name", "config_file_path"};
+    for (size_t i = 0; i < SBX_ARRAY_LEN(unsupported); i++)
+        if (json_object_get(pat, unsupported[i]))
             return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                                 "mount pattern '%s' is not supported by the local provider "
-                                 "(it mounts with rclone on the host)",
-                                 pt);
-        const json_t *pat = json_object_get(ms, "pattern");
-        /* The mount is always FUSE: saying so is fine, asking for NFS is not. */
-        const json_t *mode = json_object_get(pat, "mode");
-        if (mode && (!json_is_string(mode) || strcmp(json_string_value(mode), "fuse") != 0))
-            return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                                 "field 'mount_strategy.pattern.mode' must be 'fuse' for the "
-                                 "local provider (it mounts with rclone through FUSE)");
-        static const char *const unsupported[] = {"extra_args", "nfs_addr", "nfs_mount_options",
-                                                  "remote_name", "config_file_path"};
-        for (size_t i = 0; i < SBX_ARRAY_LEN(unsupported); i++)
-            if (json_object_get(pat, unsupported[i]))
-                return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                                     "field 'mount_strategy.pattern.%s' is not supported by the "
-                                     "local provider (it runs rclone itself, with its own "
-                                     "config)",
-                                     unsupported[i]);
+                                 "field 'mount_strategy.pattern.%s' is not supported by the "
+                                 "local provider (it runs rclone itself, with its own "
+                                 "config)",
+                                 unsupported[i]);
+    return 0;
+}
+
+/* GCS: a service account with rclone's own backend, else HMAC keys through S3. */
+static int gcs_remote(const struct sbx_manifest_entry *e, struct sbx_buf *b, const char **bucket,
+                      struct sbx_error *err)
+{
+    int rc;
+    *bucket = field(e, "bucket");
+    if (secret(e, "service_account_credentials") || field(e, "service_account_file")) {
+        rc = sbx_buf_adds(b, "type = google cloud storage\nbucket_policy_only = true\n", err);
+        if (rc == 0)
+            rc = put(b, "service_account_credentials", secret(e, "service_account_credentials"),
+                     err);
+        if (rc == 0)
+            rc = put(b, "service_account_file", field(e, "service_account_file"), err);
+        return rc;
     }
-    sbx_buf_init(&b, CONFIG_MAX);
-    rc = sbx_buf_adds(&b, "[m]\n", err);
+    if (secret(e, "access_token"))
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                             "credential 'access_token' is not supported by the local "
+                             "provider: give HMAC keys or a service account");
+    return s3_remote(e, b, bucket, err);
+}
+
+/* Azure Blob: the account and key (or a managed identity), or with a custom endpoint a SAS URL
+ * made from the key (*sas: caller wipes and frees). */
+static int azure_remote(const struct sbx_manifest_entry *e, struct sbx_buf *b, const char **bucket,
+                        char **sas, struct sbx_error *err)
+{
+    const char *account = field(e, "account"), *key = secret(e, "account_key"),
+               *endpoint = field(e, "endpoint");
+    int rc;
+    *bucket = field(e, "container");
+    if ((rc = sbx_buf_adds(b, "type = azureblob\n", err)) < 0)
+        return rc;
+    if (endpoint && key && (rc = azure_sas(endpoint, account, key, sas, err)) == 0)
+        return put(b, "sas_url", *sas, err);
+    if (rc < 0)
+        return rc;
+    if (endpoint)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                             "field 'endpoint' needs credential 'account_key' here");
+    rc = put(b, "account", account, err);
+    if (rc == 0)
+        rc = put(b, "key", key, err);
+    if (rc == 0 && field(e, "identity_client_id"))
+        rc = sbx_buf_adds(b, "use_msi = true\n", err);
+    if (rc == 0)
+        rc = put(b, "msi_client_id", field(e, "identity_client_id"), err);
+    return rc;
+}
+
+/* Box: its OAuth token (or a bare access token as one), client credentials, settings. */
+static int box_remote(const struct sbx_manifest_entry *e, struct sbx_buf *b, struct sbx_error *err)
+{
+    const char *tok = secret(e, "token");
+    char *tokjson = NULL;
+    if (!tok && secret(e, "access_token"))
+        tok = tokjson = sbx_xasprintf("{\"access_token\":\"%s\"}", secret(e, "access_token"));
+    int rc = sbx_buf_adds(b, "type = box\n", err);
+    const char *keys[] = {"client_id",      "box_config_file", "box_sub_type",
+                          "root_folder_id", "impersonate",     "owned_by"};
+    for (size_t i = 0; rc == 0 && i < SBX_ARRAY_LEN(keys); i++)
+        rc = put(b, keys[i], field(e, keys[i]), err);
+    if (rc == 0)
+        rc = put(b, "client_secret", secret(e, "client_secret"), err);
+    if (rc == 0)
+        rc = put(b, "token", tok, err);
+    if (rc == 0)
+        rc = put(b, "config_credentials", secret(e, "config_credentials"), err);
+    free(tokjson);
+    return rc;
+}
+
+/* The remote "m" of e's type into b; *bucket and *prefix: where in it the mount starts. */
+static int remote(const struct sbx_manifest_entry *e, struct sbx_buf *b, const char **bucket,
+                  const char **prefix, char **sas, struct sbx_error *err)
+{
     switch (e->type) {
     case SBX_ENTRY_S3_MOUNT:
     case SBX_ENTRY_R2_MOUNT:
-        if (rc == 0)
-            rc = s3_remote(e, &b, &bucket, err);
-        prefix = field(e, "prefix");
-        break;
+        *prefix = field(e, "prefix");
+        return s3_remote(e, b, bucket, err);
     case SBX_ENTRY_GCS_MOUNT:
-        bucket = field(e, "bucket");
-        prefix = field(e, "prefix");
-        if (rc == 0 &&
-            (secret(e, "service_account_credentials") || field(e, "service_account_file"))) {
-            rc = sbx_buf_adds(&b, "type = google cloud storage\nbucket_policy_only = true\n", err);
-            if (rc == 0)
-                rc = put(&b, "service_account_credentials",
-                         secret(e, "service_account_credentials"), err);
-            if (rc == 0)
-                rc = put(&b, "service_account_file", field(e, "service_account_file"), err);
-        } else if (rc == 0 && secret(e, "access_token")) {
-            rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                               "credential 'access_token' is not supported by the local "
-                               "provider: give HMAC keys or a service account");
-        } else if (rc == 0) {
-            rc = s3_remote(e, &b, &bucket, err);
-        }
-        break;
-    case SBX_ENTRY_AZURE_BLOB_MOUNT: {
-        const char *account = field(e, "account"), *key = secret(e, "account_key"),
-                   *endpoint = field(e, "endpoint");
-        bucket = field(e, "container");
-        if (rc == 0)
-            rc = sbx_buf_adds(&b, "type = azureblob\n", err);
-        if (rc == 0 && endpoint && key && (rc = azure_sas(endpoint, account, key, &sas, err)) == 0)
-            rc = put(&b, "sas_url", sas, err);
-        else if (rc == 0 && endpoint)
-            rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                               "field 'endpoint' needs credential 'account_key' here");
-        else if (rc == 0) {
-            rc = put(&b, "account", account, err);
-            if (rc == 0)
-                rc = put(&b, "key", key, err);
-            if (rc == 0 && field(e, "identity_client_id"))
-                rc = sbx_buf_adds(&b, "use_msi = true\n", err);
-            if (rc == 0)
-                rc = put(&b, "msi_client_id", field(e, "identity_client_id"), err);
-        }
-        break;
-    }
-    case SBX_ENTRY_BOX_MOUNT: {
-        const char *tok = secret(e, "token");
-        char *tokjson = NULL;
-        if (!tok && secret(e, "access_token"))
-            tok = tokjson = sbx_xasprintf("{\"access_token\":\"%s\"}", secret(e, "access_token"));
-        if (rc == 0)
-            rc = sbx_buf_adds(&b, "type = box\n", err);
-        const char *keys[] = {"client_id",      "box_config_file", "box_sub_type",
-                              "root_folder_id", "impersonate",     "owned_by"};
-        for (size_t i = 0; rc == 0 && i < SBX_ARRAY_LEN(keys); i++)
-            rc = put(&b, keys[i], field(e, keys[i]), err);
-        if (rc == 0)
-            rc = put(&b, "client_secret", secret(e, "client_secret"), err);
-        if (rc == 0)
-            rc = put(&b, "token", tok, err);
-        if (rc == 0)
-            rc = put(&b, "config_credentials", secret(e, "config_credentials"), err);
-        free(tokjson);
-        prefix = field(e, "path");
-        break;
-    }
+        *prefix = field(e, "prefix");
+        return gcs_remote(e, b, bucket, err);
+    case SBX_ENTRY_AZURE_BLOB_MOUNT:
+        return azure_remote(e, b, bucket, sas, err);
+    case SBX_ENTRY_BOX_MOUNT:
+        *prefix = field(e, "path");
+        return box_remote(e, b, err);
     case SBX_ENTRY_FILE:
     case SBX_ENTRY_DIR:
     case SBX_ENTRY_LOCAL_FILE:
     case SBX_ENTRY_LOCAL_DIR:
     case SBX_ENTRY_GIT_REPO:
     case SBX_ENTRY_S3_FILES_MOUNT:
-        rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                           "not supported by the local provider (S3 Files needs its own NFS "
-                           "mount helper; rclone has no backend for it)");
         break;
     }
+    return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                         "not supported by the local provider (S3 Files needs its own NFS "
+                         "mount helper; rclone has no backend for it)");
+}
+
+int sbx__rclone_mount(const struct sbx_manifest_entry *e, const char *root,
+                      struct sbx__local_config_mount *out, struct sbx_error *err)
+{
+    struct sbx_buf b;
+    const char *bucket = NULL, *prefix = NULL;
+    char *sas = NULL;
+    int rc = check_strategy(e, err);
+    if (rc < 0)
+        return rc;
+    sbx_buf_init(&b, CONFIG_MAX);
+    if ((rc = sbx_buf_adds(&b, "[m]\n", err)) == 0)
+        rc = remote(e, &b, &bucket, &prefix, &sas, err);
     if (rc == 0) {
         while (prefix && *prefix == '/')
             prefix++;
