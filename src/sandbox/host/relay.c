@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "sandbox/host/host.h"
+#include "sandbox/host/priv.h"
 #include "sandbox/host/relay.h"
 #include "sbx/fs.h"
 
@@ -429,7 +430,7 @@ int sbx__relay_main(int argc, char **argv)
     }
     /* Connections are made in the namespace the calling thread is in at socket(); the
      * listening socket stays where it was made. */
-    if (setns(FD_NETNS, CLONE_NEWNET) < 0) {
+    if (sbx__priv_setns(FD_NETNS, CLONE_NEWNET) < 0) {
         char msg[128];
         snprintf(msg, sizeof(msg), "%s%s", errno == EPERM ? "perm:" : "setns: ", strerror(errno));
         status(msg);

@@ -18,6 +18,7 @@
 #include "core/spawn.h"
 #include "providers/local/client/disk.h"
 #include "providers/local/local.h"
+#include "sandbox/host/priv.h"
 #include "sbx/common.h"
 #include "sbx/fs.h"
 
@@ -157,7 +158,7 @@ static int mount_image(const char *image, const char *ws, char **loop_out, struc
     int rc = loop_attach(image, &lfd, &dev, err);
     if (rc < 0)
         return rc;
-    if (mount(dev, ws, "ext4", EXT4_MOUNT_FLAGS, EXT4_MOUNT_DATA) < 0) {
+    if (sbx__priv_mount_dev(dev, ws, "ext4", EXT4_MOUNT_FLAGS, EXT4_MOUNT_DATA) < 0) {
         rc = sbx_error_errno(err, errno, "cannot mount disk image '%s' at '%s'", image, ws);
         free(dev);
     } else if (loop_out) {
@@ -339,10 +340,10 @@ int sbx__disk_detach(const char *image, const char *loop, const char *ws, int ke
         }
         copied = 1;
     }
-    if (mounted && umount2(ws, UMOUNT_NOFOLLOW) < 0) {
+    if (mounted && sbx__priv_umount(ws, UMOUNT_NOFOLLOW) < 0) {
         /* Still busy (a process of a dying sandbox): detach it now, the kernel frees it when the
          * last user goes; the path is free for the kept copy either way. */
-        if (errno != EBUSY || umount2(ws, UMOUNT_NOFOLLOW | MNT_DETACH) < 0) {
+        if (errno != EBUSY || sbx__priv_umount(ws, UMOUNT_NOFOLLOW | MNT_DETACH) < 0) {
             rc = sbx_error_errno(err, errno, "cannot unmount the workspace disk '%s'", ws);
             goto out;
         }

@@ -1,6 +1,8 @@
-/* sbx local provider: the isolation executor. Every privileged step of a local sandbox is in
- * this file (plus the seccomp and cgroup helpers it calls): namespaces, id maps, the new root,
- * pivot_root, and the per-command credential, capability, rlimit and seccomp setup.
+/* sbx local provider: the isolation executor. It applies the plan (isolate-plan.c) and decides
+ * every privileged step of a local sandbox: namespaces, id maps, the new root, pivot_root, and
+ * the per-command credential, capability, rlimit and seccomp setup (with the seccomp and cgroup
+ * helpers it calls). The system calls that change a mount or a namespace are not made here but
+ * through src/sandbox/host/priv.c, the one file that makes them for all of sbx.
  *
  * Process layout after sbx__isolation_enter (host pids):
  *
@@ -38,6 +40,7 @@
 #include <unistd.h>
 
 #include "providers/local/isolate/isolate.h"
+#include "sandbox/host/priv.h"
 #include "sbx/fs.h"
 #include "sbx/log.h"
 
@@ -464,7 +467,7 @@ static unsigned long current_flags(const char *path)
 
 static int remount_add(const char *path, unsigned long add)
 {
-    return mount(NULL, path, NULL, MS_REMOUNT | MS_BIND | current_flags(path) | add, NULL);
+    return sbx__priv_remount(path, current_flags(path) | add);
 }
 
 /* Without mount_setattr (Linux < 5.12, or valgrind): bind remounts, and for a recursive change
@@ -496,8 +499,7 @@ static int remount_tree(const char *path, unsigned long add, int recursive)
 static int set_attr(const char *path, uint64_t set, int recursive, struct sbx_error *err)
 {
     struct mount_attr a = {.attr_set = set};
-    if (syscall(SYS_mount_setattr, AT_FDCWD, path, recursive ? AT_RECURSIVE : 0, &a, sizeof(a)) ==
-        0)
+    if (sbx__priv_setattr(AT_FDCWD, path, recursive ? AT_RECURSIVE : 0, &a, sizeof(a)) == 0)
         return 0;
     if (errno == ENOSYS) {
         unsigned long add = (set & MOUNT_ATTR_RDONLY ? MS_RDONLY : 0) |
@@ -533,7 +535,7 @@ static int do_bind(const char *src, const char *dst, int writable, int optional,
             return sys_err(err, "create directory", dst);
     } else if (make_file(dst) < 0)
         return sys_err(err, "create file", dst);
-    if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+    if (sbx__priv_bind(src, dst, 1) < 0)
         return sys_err(err, "bind-mount", src);
     return set_attr(dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (writable ? 0 : MOUNT_ATTR_RDONLY),
                     1, err);
@@ -599,7 +601,7 @@ static int mount_proc(const char *dst, struct sbx_error *err)
     if (r < 0)
         return sys_err(err, "create directory", dst);
     for (size_t i = 0; i < SBX_ARRAY_LEN(opts); i++) {
-        if (mount("proc", dst, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, opts[i]) == 0) {
+        if (sbx__priv_mount_fs("proc", dst, MS_NOSUID | MS_NODEV | MS_NOEXEC, opts[i]) == 0) {
             if (i > 0)
                 sbx_log(SBX_LOG_INFO, "sandbox /proc mounted with '%s'",
                         opts[i] ? opts[i] : "no hidepid");
@@ -633,7 +635,7 @@ static int apply_op(const struct sbx__op *op, int ws_tree, struct sbx_error *err
             snprintf(data, sizeof(data), "mode=%o", (unsigned)op->mode);
         if (mkdir_p(dst, 0755) < 0)
             rc = sys_err(err, "create directory", op->dst);
-        else if (mount("tmpfs", dst, "tmpfs", flags, data) < 0)
+        else if (sbx__priv_mount_fs("tmpfs", dst, flags, data) < 0)
             rc = sys_err(err, "mount a tmpfs at", op->dst);
         break;
     }
@@ -641,8 +643,7 @@ static int apply_op(const struct sbx__op *op, int ws_tree, struct sbx_error *err
         if (op->workspace && ws_tree >= 0) {
             if (mkdir_p(dst, 0755) < 0)
                 rc = sys_err(err, "create directory", op->dst);
-            else if (syscall(SYS_move_mount, ws_tree, "", AT_FDCWD, dst, MOVE_MOUNT_F_EMPTY_PATH) <
-                     0)
+            else if (sbx__priv_attach_tree(ws_tree, dst) < 0)
                 rc = sys_err(err, "attach the workspace at", op->dst);
             break;
         }
@@ -663,7 +664,7 @@ static int apply_op(const struct sbx__op *op, int ws_tree, struct sbx_error *err
     case SBX__OP_DEVNODE:
         if (make_file(dst) < 0)
             rc = sys_err(err, "create file", op->dst);
-        else if (mount(src, dst, NULL, MS_BIND, NULL) < 0)
+        else if (sbx__priv_bind(src, dst, 0) < 0)
             rc = sys_err(err, "bind the device", op->src);
         else
             rc = set_attr(dst, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, 0, err);
@@ -691,14 +692,14 @@ static int apply_op(const struct sbx__op *op, int ws_tree, struct sbx_error *err
                      (unsigned long long)op->size);
         if (mkdir_p(dst, 0755) < 0)
             rc = sys_err(err, "create directory", op->dst);
-        else if (mount("devpts", dst, "devpts", MS_NOSUID | MS_NOEXEC, data) < 0)
+        else if (sbx__priv_mount_fs("devpts", dst, MS_NOSUID | MS_NOEXEC, data) < 0)
             rc = sbx_error_errno(err, errno, "cannot mount a new devpts instance at '%s'", op->dst);
         break;
     }
     case SBX__OP_PROC_RO:
         if (lstat(dst, &st) < 0)
             break;
-        if (mount(dst, dst, NULL, MS_BIND | MS_REC, NULL) < 0)
+        if (sbx__priv_bind(dst, dst, 1) < 0)
             rc = sys_err(err, "bind", op->dst);
         else
             rc = set_attr(dst,
@@ -710,10 +711,10 @@ static int apply_op(const struct sbx__op *op, int ws_tree, struct sbx_error *err
         if (lstat(dst, &st) < 0)
             break;
         if (S_ISDIR(st.st_mode)) {
-            if (mount("tmpfs", dst, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                      "mode=0555,size=4k") < 0)
+            if (sbx__priv_mount_fs("tmpfs", dst, MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                                   "mode=0555,size=4k") < 0)
                 rc = sys_err(err, "mask", op->dst);
-        } else if (mount(OLDROOT "/dev/null", dst, NULL, MS_BIND, NULL) < 0)
+        } else if (sbx__priv_bind(OLDROOT "/dev/null", dst, 0) < 0)
             rc = sys_err(err, "mask", op->dst);
         else
             rc = set_attr(dst, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC, 0, err);
@@ -753,17 +754,17 @@ static int build_root(const struct sbx__isolation *iso, struct sbx_error *err)
     int rc;
     if (iso->net == SBX__NET_NONE && (rc = loopback_up(err)) < 0)
         return rc;
-    if (sethostname(iso->hostname, strlen(iso->hostname)) < 0)
+    if (sbx__priv_sethostname(iso->hostname) < 0)
         return sbx_error_errno(err, errno, "cannot set the hostname");
-    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+    if (sbx__priv_make_private("/") < 0)
         return sbx_error_errno(err, errno, "cannot make the mount tree private");
     /* A scratch tmpfs becomes the root for the time of the build: the host tree is reachable
      * at /oldroot (bind sources), the new root is built at /newroot. */
-    if (mount("tmpfs", "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, "mode=0700,size=65536") < 0)
+    if (sbx__priv_mount_fs("tmpfs", "/tmp", MS_NOSUID | MS_NODEV, "mode=0700,size=65536") < 0)
         return sbx_error_errno(err, errno, "cannot mount the scratch tmpfs");
     if (mkdir("/tmp" NEWROOT, 0755) < 0 || mkdir("/tmp" OLDROOT, 0755) < 0)
         return sbx_error_errno(err, errno, "cannot create the scratch directories");
-    if (syscall(SYS_pivot_root, "/tmp", "/tmp" OLDROOT) < 0)
+    if (sbx__priv_pivot_root("/tmp", "/tmp" OLDROOT) < 0)
         return sbx_error_errno(err, errno, "cannot pivot_root into the scratch tmpfs");
     if (chdir("/") < 0)
         return sbx_error_errno(err, errno, "cannot chdir to '/'");
@@ -775,10 +776,10 @@ static int build_root(const struct sbx__isolation *iso, struct sbx_error *err)
     }
     if (chdir(NEWROOT) < 0)
         return sbx_error_errno(err, errno, "cannot chdir to the new root");
-    if (syscall(SYS_pivot_root, ".", ".") < 0)
+    if (sbx__priv_pivot_root(".", ".") < 0)
         return sbx_error_errno(err, errno, "cannot pivot_root into the new root");
     /* The scratch tmpfs and the whole host tree under it go away here. */
-    if (umount2(".", MNT_DETACH) < 0)
+    if (sbx__priv_umount(".", MNT_DETACH) < 0)
         return sbx_error_errno(err, errno, "cannot detach the old root");
     if (chdir(iso->root) < 0)
         return sbx_error_errno(err, errno, "cannot chdir to '%s'", iso->root);
@@ -915,7 +916,7 @@ static int idmap_userns(const struct sbx__isolation *iso, int *out, struct sbx_e
     }
     if (pid == 0) {
         close(sync[0]);
-        if (unshare(CLONE_NEWUSER) < 0 || write(sync[1], "u", 1) != 1)
+        if (sbx__priv_unshare(CLONE_NEWUSER) < 0 || write(sync[1], "u", 1) != 1)
             _exit(1);
         pause(); /* killed by the parent once it holds the namespace */
         _exit(0);
@@ -965,7 +966,7 @@ static int idmapped_workspace(struct sbx__isolation *iso, struct sbx_error *err)
     int ns = -1, tree = -1, rc;
     if ((rc = idmap_userns(iso, &ns, err)) < 0)
         return rc;
-    tree = (int)syscall(SYS_open_tree, AT_FDCWD, iso->workspace, OPEN_TREE_CLONE | O_CLOEXEC);
+    tree = sbx__priv_clone_tree(iso->workspace);
     if (tree < 0) {
         rc = sbx_error_errno(err, errno, "cannot clone the mount of workspace '%s'",
                              iso->workspace);
@@ -973,7 +974,7 @@ static int idmapped_workspace(struct sbx__isolation *iso, struct sbx_error *err)
     }
     struct mount_attr a = {.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
                            .userns_fd = (uint64_t)ns};
-    if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0) {
+    if (sbx__priv_setattr(tree, "", AT_EMPTY_PATH, &a, sizeof(a)) < 0) {
         rc = sbx_error_errno(err, errno,
                              "cannot make an idmapped mount of workspace '%s' (kernel feature "
                              "idmapped mounts, Linux 5.12, and a filesystem that has them)",
@@ -1022,7 +1023,7 @@ static int middle_main(struct sbx__isolation *iso, pid_t outer, int go_fd, int u
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != outer)
             _exit(1);
     }
-    if (unshare(CLONE_NEWUSER) < 0) {
+    if (sbx__priv_unshare(CLONE_NEWUSER) < 0) {
         sbx_error_errno(&e, errno,
                         "cannot create a user namespace (kernel feature CONFIG_USER_NS; check "
                         "user.max_user_namespaces, kernel.unprivileged_userns_clone and "
@@ -1047,7 +1048,7 @@ static int middle_main(struct sbx__isolation *iso, pid_t outer, int go_fd, int u
     for (size_t i = 0; i < SBX_ARRAY_LEN(ns_steps); i++) {
         if (ns_steps[i].flag == CLONE_NEWNET && iso->net != SBX__NET_NONE)
             continue;
-        if (unshare(ns_steps[i].flag) < 0) {
+        if (sbx__priv_unshare(ns_steps[i].flag) < 0) {
             sbx_error_errno(&e, errno, "cannot create a %s", ns_steps[i].name);
             goto fail;
         }

@@ -6,6 +6,7 @@
  * multi-threaded process may not change its user namespace, hence a child process, not a
  * thread: it joins, creates the socket, passes it back with SCM_RIGHTS and exits. */
 #include "providers/local/net/net.h"
+#include "sandbox/host/priv.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -22,9 +23,9 @@ static void child_make(int chan, int userns_fd, int netns_fd, int family)
 {
     int e = 0;
     int s = -1;
-    if (userns_fd >= 0 && setns(userns_fd, CLONE_NEWUSER) < 0)
+    if (userns_fd >= 0 && sbx__priv_setns(userns_fd, CLONE_NEWUSER) < 0)
         e = errno;
-    if (!e && setns(netns_fd, CLONE_NEWNET) < 0)
+    if (!e && sbx__priv_setns(netns_fd, CLONE_NEWNET) < 0)
         e = errno;
     if (!e) {
         s = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "providers/local/supervisor/mounts.h"
+#include "sandbox/host/priv.h"
 #include "sbx/fs.h"
 #include "sbx/common.h"
 #include "sbx/time.h"
@@ -141,7 +142,7 @@ static void detach_one(const char *path)
 {
     if (!is_mounted(path))
         return;
-    if (umount2(path, MNT_DETACH) == 0 || errno != EPERM)
+    if (sbx__priv_umount(path, MNT_DETACH) == 0 || errno != EPERM)
         return;
     /* Unprivileged: the setuid helper that made the mount undoes it. */
     static const char *const c[] = {"/usr/bin/fusermount3", "/bin/fusermount3",
