@@ -4,17 +4,156 @@
  * suite in tests/security/. It lives in the local provider's folder, so the CLI reaches the
  * isolation code only through sbx_local_isolate_run_main (sbx/local.h). */
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-
-#include <stdarg.h>
 #include <unistd.h>
 
-#include "providers/local/isolate/isolate.h"
+#include "providers/local/isolate/executor.h"
+#include "sbx/fs.h"
 #include "sbx/local.h"
 #include "sbx/term.h"
+
+/* ---------------------------------------------------------------------------------------------
+ * The sandbox: sbx__isolation_run */
+
+/* execve argv[0], searching PATH of env when it has no '/'. Returns only on failure. */
+static void exec_path(char *const *argv, char *const *env)
+{
+    if (strchr(argv[0], '/')) {
+        execve(argv[0], argv, env);
+        return;
+    }
+    const char *path = "/usr/local/bin:/usr/bin:/bin";
+    for (size_t i = 0; env[i]; i++)
+        if (strncmp(env[i], "PATH=", 5) == 0)
+            path = env[i] + 5;
+    while (*path) {
+        const char *colon = strchr(path, ':');
+        size_t len = colon ? (size_t)(colon - path) : strlen(path);
+        char full[PATH_MAX];
+        if (len &&
+            (size_t)snprintf(full, sizeof(full), "%.*s/%s", (int)len, path, argv[0]) < sizeof(full))
+            execve(full, argv, env);
+        path += len + (colon ? 1 : 0);
+    }
+    errno = ENOENT;
+}
+
+struct run_result {
+    int status;
+    char describe[256];
+};
+
+/* PID 1 of the test sandbox: run one command, report, end. */
+static SBX_NORETURN void run_inner(struct sbx__isolation *iso, const char *user, char *const *argv,
+                                   int res_fd)
+{
+    struct sbx_error e = SBX_ERROR_INIT;
+    struct run_result r = {0};
+    struct sbx__run_as ra;
+    struct sbx__cgroup_events before = {0}, after = {0};
+    struct sbx_strv env;
+    sbx_strv_init(&env);
+    if (sbx__isolation_user(iso, user, &ra, &e) < 0 ||
+        sbx__isolation_env(iso, &ra, NULL, NULL, &env, &e) < 0) {
+        r.status = 127 << 8;
+        snprintf(r.describe, sizeof(r.describe), "%.250s", e.msg);
+        goto report;
+    }
+    sbx__isolation_events(iso, &before, NULL);
+    pid_t pid = fork();
+    if (pid < 0) {
+        r.status = 127 << 8;
+        snprintf(r.describe, sizeof(r.describe), "cannot fork: %s", strerror(errno));
+        goto report;
+    }
+    if (pid == 0) {
+        if (sbx__isolation_child(iso, &ra, &e) < 0) {
+            dprintf(2, "sbx: %s\n", e.msg);
+            _exit(126);
+        }
+        exec_path(argv, env.v);
+        dprintf(2, "sbx: cannot run '%s': %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    for (;;) {
+        int st;
+        pid_t w = wait(&st);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            break;
+        if (w == pid) {
+            r.status = st;
+            kill(-1, SIGKILL); /* whatever the command left behind */
+        }
+    }
+    sbx__isolation_events(iso, &after, NULL);
+    struct sbx_buf d;
+    sbx_buf_init(&d, sizeof(r.describe) - 1);
+    if (sbx__isolation_describe_exit(iso, r.status, &before, &after, &d, NULL) == 0)
+        memcpy(r.describe, d.data, d.len + 1);
+    sbx_buf_release(&d);
+report:
+    if (write(res_fd, &r, sizeof(r)) < 0)
+        _exit(1);
+    _exit(0);
+}
+
+int sbx__isolation_run(const struct sbx__isolation_spec *spec, const char *user, char *const *argv,
+                       int *status, struct sbx_buf *describe, struct sbx_error *err)
+{
+    struct sbx__isolation *iso = NULL;
+    enum sbx__isolation_role role;
+    int res[2] = {-1, -1};
+    int rc;
+    if (!argv || !argv[0])
+        return sbx_error_set(err, SBX_E_INVAL, 0, "no command to run");
+    if ((rc = sbx__isolation_new(spec, &iso, err)) < 0)
+        return rc;
+    struct sbx__run_as ra;
+    if ((rc = sbx__isolation_user(iso, user, &ra, err)) < 0)
+        goto out;
+    if (pipe2(res, O_CLOEXEC) < 0) {
+        rc = sbx_error_errno(err, errno, "cannot create a pipe");
+        goto out;
+    }
+    if ((rc = sbx__isolation_enter(iso, &role, err)) < 0)
+        goto out;
+    if (role == SBX__ISOLATION_INNER) {
+        close(res[0]);
+        run_inner(iso, user, argv, res[1]);
+    }
+    sbx_fd_close(&res[1]);
+    struct run_result r;
+    ssize_t n = sbx__iso_read_full(res[0], &r, sizeof(r));
+    int st;
+    if ((rc = sbx__isolation_outer_wait(iso, &st, err)) < 0)
+        goto out;
+    if (n != (ssize_t)sizeof(r)) {
+        rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "the sandbox ended without a result (status %d)",
+                           st);
+        goto out;
+    }
+    r.describe[sizeof(r.describe) - 1] = '\0';
+    *status = r.status;
+    if (describe)
+        rc = sbx_buf_adds(describe, r.describe, err);
+out:
+    sbx_fd_close(&res[0]);
+    sbx_fd_close(&res[1]);
+    sbx__isolation_free(iso);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The verb: sbx_local_isolate_run_main */
 
 #define RUN_OK    0
 #define RUN_FAIL  1

@@ -29,8 +29,10 @@
  *      child of a multi-threaded parent.
  *
  * Plain data first (CONVENTIONS): sbx__isolation_plan_build() turns a spec into an ordered list
- * of mount and file operations without touching the system; the executor in isolate.c applies
- * it. All privileged steps live in isolate.c, seccomp.c and cgroup.c. */
+ * of mount and file operations without touching the system; the executor (isolate.c, enter.c,
+ * root.c: executor.h) applies it. The executor with seccomp.c, cgroup.c and idrange.c decides
+ * every privileged step; the calls among them that change a mount or a namespace are made
+ * through src/sandbox/host/priv.c. */
 #ifndef SBX_SANDBOX_LOCAL_ISOLATE_H
 #define SBX_SANDBOX_LOCAL_ISOLATE_H
 
