@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -71,18 +72,48 @@ static void close_ends(struct sbx__child *c)
     sbx_fd_close(&c->err);
 }
 
-int sbx__spawn_start(const struct sbx__spawn *sp, struct sbx__child *c, struct sbx_error *err)
-{
-    const char *name = sp->name ? sp->name : sp->program ? sp->program : "";
-    const struct sbx__spawn_stdio *io[3] = {&sp->in, &sp->out, &sp->err};
-    int ends[3] = {-1, -1, -1}; /* the caller's pipe ends */
-    int high[3 + SBX__SPAWN_KEEP_MAX];
-    size_t nhigh = 0;
-    char *path = NULL;
-    int rc = 0, top = 2, fa_ok = 0, attr_ok = 0;
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
+/* What the child's descriptors become. Every fd it gets is first copied above all the numbers
+ * it gets them at (from, close-on-exec), so that one dup2 can never overwrite the source of
+ * another; a target without a source (from -1) gets /dev/null opened with null_flags. Fds 0-2
+ * of SBX__SPAWN_INHERIT are not listed: the child has the caller's. */
+struct fd_plan {
+    struct {
+        int from, to, null_flags;
+    } v[3 + SBX__SPAWN_KEEP_MAX];
+    size_t n;
+    int top;     /* the highest fd the child gets: every other one below it is closed */
+    int ends[3]; /* the caller's ends of SBX__SPAWN_PIPE streams */
+};
 
+static void plan_release(struct fd_plan *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (p->v[i].from >= 0)
+            close(p->v[i].from);
+    p->n = 0;
+    for (int i = 0; i < 3; i++)
+        sbx_fd_close(&p->ends[i]);
+}
+
+/* The copy of src above every target, as the source of target to. */
+static int plan_add(struct fd_plan *p, int src, int to, const char *name, struct sbx_error *err)
+{
+    int h = fcntl(src, F_DUPFD_CLOEXEC, p->top + 1);
+    if (h < 0)
+        return sbx_error_errno(err, errno, "cannot run '%s': fd %d", name, src);
+    p->v[p->n].from = h;
+    p->v[p->n].to = to;
+    p->n++;
+    return 0;
+}
+
+static int plan_fds(const struct sbx__spawn *sp, const char *name, struct fd_plan *p,
+                    struct sbx_error *err)
+{
+    const struct sbx__spawn_stdio *io[3] = {&sp->in, &sp->out, &sp->err};
+    memset(p, 0, sizeof(*p));
+    p->ends[0] = p->ends[1] = p->ends[2] = -1;
+    p->top = 2;
     if (sp->nkeep > SBX__SPAWN_KEEP_MAX)
         return sbx_error_set(err, SBX_E_INVAL, 0, "cannot run '%s': too many fds to keep", name);
     for (size_t i = 0; i < sp->nkeep; i++) {
@@ -92,83 +123,75 @@ int sbx__spawn_start(const struct sbx__spawn *sp, struct sbx__child *c, struct s
             if (sp->keep[j].at == sp->keep[i].at)
                 return sbx_error_set(err, SBX_E_INVAL, 0, "cannot run '%s': fd %d kept twice", name,
                                      sp->keep[i].at);
-        if (sp->keep[i].at > top)
-            top = sp->keep[i].at;
+        if (sp->keep[i].at > p->top)
+            p->top = sp->keep[i].at;
     }
-    if ((rc = resolve(sp, name, &path, err)) < 0)
-        return rc;
-    struct stat cst;
-    if (sp->cwd) {
-        int e = stat(sp->cwd, &cst) < 0 ? errno : S_ISDIR(cst.st_mode) ? 0 : ENOTDIR;
-        if (e) {
-            free(path);
-            return sbx_error_errno(err, e, "cannot run '%s' in '%s'", name, sp->cwd);
-        }
-    }
-    posix_spawn_file_actions_init(&fa);
-    fa_ok = 1;
-    posix_spawnattr_init(&attr);
-    attr_ok = 1;
-
-    /* Every fd the child gets is first copied above all the numbers it gets them at, so one
-     * dup2 can never overwrite the source of another; the copies are close-on-exec. */
     for (int i = 0; i < 3; i++) {
-        int src = -1;
+        int rc, pp[2];
         switch (io[i]->how) {
         case SBX__SPAWN_NULL:
-            posix_spawn_file_actions_addopen(&fa, i, "/dev/null", i == 0 ? O_RDONLY : O_WRONLY, 0);
+            p->v[p->n].from = -1;
+            p->v[p->n].to = i;
+            p->v[p->n].null_flags = i == 0 ? O_RDONLY : O_WRONLY;
+            p->n++;
             continue;
         case SBX__SPAWN_INHERIT:
             continue;
         case SBX__SPAWN_FD:
-            src = io[i]->fd;
+            rc = plan_add(p, io[i]->fd, i, name, err);
             break;
-        case SBX__SPAWN_PIPE: {
-            int p[2];
-            if (pipe2(p, O_CLOEXEC) < 0) {
-                rc = sbx_error_errno(err, errno, "cannot run '%s': pipe", name);
-                goto out;
-            }
-            ends[i] = i == 0 ? p[1] : p[0];
-            src = i == 0 ? p[0] : p[1];
+        case SBX__SPAWN_PIPE:
+            if (pipe2(pp, O_CLOEXEC) < 0)
+                return sbx_error_errno(err, errno, "cannot run '%s': pipe", name);
+            p->ends[i] = i == 0 ? pp[1] : pp[0];
+            rc = plan_add(p, i == 0 ? pp[0] : pp[1], i, name, err);
+            close(i == 0 ? pp[0] : pp[1]); /* the child's end lives on as the copy */
             break;
-        }
         default:
-            rc = sbx_error_set(err, SBX_E_INVAL, 0, "cannot run '%s': bad stdio", name);
-            goto out;
+            return sbx_error_set(err, SBX_E_INVAL, 0, "cannot run '%s': bad stdio", name);
         }
-        int h = fcntl(src, F_DUPFD_CLOEXEC, top + 1), e = errno;
-        if (io[i]->how == SBX__SPAWN_PIPE)
-            close(src); /* the child's end lives on as h */
-        if (h < 0) {
-            rc = sbx_error_errno(err, e, "cannot run '%s': fd %d", name, src);
-            goto out;
-        }
-        high[nhigh++] = h;
-        posix_spawn_file_actions_adddup2(&fa, h, i);
+        if (rc < 0)
+            return rc;
     }
     for (size_t i = 0; i < sp->nkeep; i++) {
-        int h = fcntl(sp->keep[i].fd, F_DUPFD_CLOEXEC, top + 1);
-        if (h < 0) {
-            rc = sbx_error_errno(err, errno, "cannot run '%s': fd %d", name, sp->keep[i].fd);
-            goto out;
-        }
-        high[nhigh++] = h;
-        posix_spawn_file_actions_adddup2(&fa, h, sp->keep[i].at);
+        int rc = plan_add(p, sp->keep[i].fd, sp->keep[i].at, name, err);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* 1 when the plan gives the child fd. */
+static int planned(const struct fd_plan *p, int fd)
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (p->v[i].to == fd)
+            return 1;
+    return 0;
+}
+
+/* The common case: posix_spawn, the plan as file actions. */
+static int start_spawn(const struct sbx__spawn *sp, const struct fd_plan *p, const char *path,
+                       char *const *argv, char *const *envp, pid_t *pid)
+{
+    posix_spawn_file_actions_t fa;
+    posix_spawnattr_t attr;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawnattr_init(&attr);
+    for (size_t i = 0; i < p->n; i++) {
+        if (p->v[i].from < 0)
+            posix_spawn_file_actions_addopen(&fa, p->v[i].to, "/dev/null", p->v[i].null_flags, 0);
+        else
+            posix_spawn_file_actions_adddup2(&fa, p->v[i].from, p->v[i].to);
     }
     /* Nothing else crosses, close-on-exec or not: the gaps below the highest kept fd one by one
      * (a close of an fd that is not open is no error in a file action), the rest at once. */
-    for (int fd = 3; fd < top; fd++) {
-        int kept = 0;
-        for (size_t i = 0; i < sp->nkeep; i++)
-            kept |= sp->keep[i].at == fd;
-        if (!kept)
+    for (int fd = 3; fd < p->top; fd++)
+        if (!planned(p, fd))
             posix_spawn_file_actions_addclose(&fa, fd);
-    }
-    posix_spawn_file_actions_addclosefrom_np(&fa, top + 1);
+    posix_spawn_file_actions_addclosefrom_np(&fa, p->top + 1);
     if (sp->cwd)
         posix_spawn_file_actions_addchdir_np(&fa, sp->cwd);
-
     short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF;
     if (sp->new_session)
         flags |= POSIX_SPAWN_SETSID;
@@ -181,36 +204,142 @@ int sbx__spawn_start(const struct sbx__spawn *sp, struct sbx__child *c, struct s
     posix_spawnattr_setsigmask(&attr, &none);
     posix_spawnattr_setsigdefault(&attr, &all);
     posix_spawnattr_setpgroup(&attr, 0);
+    int e = posix_spawn(pid, path, &fa, &attr, argv, envp);
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
+    return e;
+}
 
+/* In the forked child of start_fork: what posix_spawn does, plus the parent-death signal, with
+ * async-signal-safe calls only (the caller may have threads). An error before the exec goes to
+ * the parent as an errno on errpipe, which is above every target and close-on-exec. */
+static SBX_NORETURN void fork_child(const struct sbx__spawn *sp, const struct fd_plan *p,
+                                    const char *path, char *const *argv, char *const *envp,
+                                    pid_t parent, int errpipe)
+{
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    for (int sig = 1; sig < NSIG; sig++)
+        if (sig != SIGKILL && sig != SIGSTOP)
+            (void)sigaction(sig, &dfl, NULL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (prctl(PR_SET_PDEATHSIG, sp->parent_death_signal) < 0)
+        goto fail;
+    /* The parent ended before the prctl took effect: no signal will come, so end now. */
+    if (getppid() != parent)
+        _exit(127);
+    if ((sp->new_session && setsid() < 0) ||
+        (!sp->new_session && sp->new_group && setpgid(0, 0) < 0))
+        goto fail;
+    for (size_t i = 0; i < p->n; i++) {
+        int fd = p->v[i].from;
+        if (fd < 0 && (fd = open("/dev/null", p->v[i].null_flags)) < 0)
+            goto fail;
+        if (fd != p->v[i].to && dup2(fd, p->v[i].to) < 0)
+            goto fail;
+        if (p->v[i].from < 0 && fd != p->v[i].to)
+            close(fd);
+    }
+    for (int fd = 3; fd < p->top; fd++)
+        if (!planned(p, fd))
+            close(fd);
+    /* Everything above the top goes, but the error pipe: moved just above it first. */
+    if (errpipe != p->top + 1 && (errpipe = dup3(errpipe, p->top + 1, O_CLOEXEC)) < 0)
+        goto fail;
+    if (syscall(SYS_close_range, p->top + 2, ~0U, 0) < 0)
+        for (int fd = p->top + 2; fd < 65536; fd++)
+            close(fd);
+    if (sp->cwd && chdir(sp->cwd) < 0)
+        goto fail;
+    execve(path, argv, envp);
+fail:;
+    int e = errno;
+    (void)!write(errpipe, &e, sizeof(e));
+    _exit(127);
+}
+
+/* With a parent-death signal, which posix_spawn has no attribute for: fork, and the plan applied
+ * by hand. Returns 0 or an errno as posix_spawn does (an exec failure included). */
+static int start_fork(const struct sbx__spawn *sp, const struct fd_plan *p, const char *path,
+                      char *const *argv, char *const *envp, pid_t *pid)
+{
+    int ep[2], e = 0;
+    if (pipe2(ep, O_CLOEXEC) < 0)
+        return errno;
+    int ew = fcntl(ep[1], F_DUPFD_CLOEXEC, p->top + 1);
+    e = errno;
+    close(ep[1]);
+    if (ew < 0) {
+        close(ep[0]);
+        return e;
+    }
+    pid_t parent = getpid();
+    pid_t child = fork();
+    e = errno;
+    if (child == 0)
+        fork_child(sp, p, path, argv, envp, parent, ew);
+    close(ew);
+    if (child < 0) {
+        close(ep[0]);
+        return e;
+    }
+    ssize_t n;
+    do
+        n = read(ep[0], &e, sizeof(e));
+    while (n < 0 && errno == EINTR);
+    close(ep[0]);
+    if (n == (ssize_t)sizeof(e)) {
+        while (waitpid(child, NULL, 0) < 0 && errno == EINTR)
+            ;
+        return e;
+    }
+    *pid = child;
+    return 0;
+}
+
+int sbx__spawn_start(const struct sbx__spawn *sp, struct sbx__child *c, struct sbx_error *err)
+{
+    const char *name = sp->name ? sp->name : sp->program ? sp->program : "";
+    struct fd_plan plan;
+    char *path = NULL;
+    int rc;
+
+    if ((rc = plan_fds(sp, name, &plan, err)) < 0)
+        goto out;
+    if ((rc = resolve(sp, name, &path, err)) < 0)
+        goto out;
+    struct stat cst;
+    if (sp->cwd) {
+        int e = stat(sp->cwd, &cst) < 0 ? errno : S_ISDIR(cst.st_mode) ? 0 : ENOTDIR;
+        if (e) {
+            rc = sbx_error_errno(err, e, "cannot run '%s' in '%s'", name, sp->cwd);
+            goto out;
+        }
+    }
     const char *const just[] = {sp->program, NULL};
     const char *const empty[] = {NULL};
-    const char *const *argv = sp->argv ? sp->argv : just;
-    const char *const *envp = sp->inherit_env ? (const char *const *)environ
-                              : sp->env       ? sp->env
-                                              : empty;
+    char *const *argv = (char *const *)(sp->argv ? sp->argv : just);
+    char *const *envp = sp->inherit_env ? environ : (char *const *)(sp->env ? sp->env : empty);
     pid_t pid;
-    int e = posix_spawn(&pid, path, &fa, &attr, (char *const *)argv, (char *const *)envp);
+    int e = sp->parent_death_signal ? start_fork(sp, &plan, path, argv, envp, &pid)
+                                    : start_spawn(sp, &plan, path, argv, envp, &pid);
     if (e != 0) {
         rc = sp->cwd ? sbx_error_errno(err, e, "cannot run '%s' in '%s'", name, sp->cwd)
                      : sbx_error_errno(err, e, "cannot run '%s'", name);
         goto out;
     }
     c->pid = pid;
-    c->in = ends[0];
-    c->out = ends[1];
-    c->err = ends[2];
-    ends[0] = ends[1] = ends[2] = -1;
+    c->in = plan.ends[0];
+    c->out = plan.ends[1];
+    c->err = plan.ends[2];
+    plan.ends[0] = plan.ends[1] = plan.ends[2] = -1;
     c->own_group = sp->new_session || sp->new_group;
     snprintf(c->name, sizeof(c->name), "%s", name);
 out:
-    for (size_t i = 0; i < nhigh; i++)
-        close(high[i]);
-    for (int i = 0; i < 3; i++)
-        sbx_fd_close(&ends[i]);
-    if (fa_ok)
-        posix_spawn_file_actions_destroy(&fa);
-    if (attr_ok)
-        posix_spawnattr_destroy(&attr);
+    plan_release(&plan);
     free(path);
     return rc;
 }

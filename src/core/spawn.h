@@ -1,9 +1,12 @@
 /* sbx: running a host program (private to the source tree; every layer may use it).
  *
  * One description of a child — program, argv, environment, cwd, what its fds 0-2 are, which
- * other fds it keeps — and one way to start it: posix_spawn (glibc's is clone(CLONE_VM |
- * CLONE_VFORK): nothing runs in the child but the file actions, and an exec failure comes back
- * as the error of the call). The child gets exactly the environment given (none by default,
+ * other fds it keeps, whether it dies with its parent — and one way to start it: posix_spawn
+ * (glibc's is clone(CLONE_VM | CLONE_VFORK): nothing runs in the child but the file actions,
+ * and an exec failure comes back as the error of the call). A child with a parent-death signal
+ * is the one exception, since posix_spawn has no attribute for it: fork, then the same steps
+ * by hand (async-signal-safe calls only), the exec failure coming back the same way; it costs
+ * what fork costs the caller. The child gets exactly the environment given (none by default,
  * never the caller's unless asked), an empty signal mask, default dispositions, and no fd of
  * the caller's but the ones named here: everything above them is closed whether or not it was
  * close-on-exec. A bare program name is looked up in a search path given here, never in $PATH.
@@ -53,8 +56,13 @@ struct sbx__spawn {
     struct sbx__spawn_stdio in, out, err;
     struct sbx__spawn_keep keep[SBX__SPAWN_KEEP_MAX];
     size_t nkeep;
-    int new_session;  /* setsid(): its own session and process group, no controlling tty */
-    int new_group;    /* setpgid(0, 0): its own process group */
+    int new_session; /* setsid(): its own session and process group, no controlling tty */
+    int new_group;   /* setpgid(0, 0): its own process group */
+    /* A signal (SIGTERM, SIGKILL) the child gets when the thread that started it ends
+     * (PR_SET_PDEATHSIG; a thread, not the process: start such children from a thread that
+     * lives as long as they should). A child whose parent is gone before it could arrange this
+     * exits at once, status 127. 0: none, the child outlives its parent. */
+    int parent_death_signal;
     const char *name; /* in messages; NULL: program */
 };
 

@@ -1,11 +1,13 @@
 /* The spawn helper (src/core/spawn.c): exit codes, signals, the environment is exactly the one
- * given, cwd, fds, bounded capture, timeouts that kill the group, errors that name the program. */
+ * given, cwd, fds, bounded capture, timeouts that kill the group, errors that name the program,
+ * and a child that dies with its parent (the parent-death signal, started by fork). */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -288,6 +290,130 @@ static void test_missing(void)
     free(prog);
 }
 
+/* The wait status of child pid (ours: this process is a subreaper), waiting at most about 10 s;
+ * -1 if it is still running then (it is killed and reaped). */
+static int status_of(pid_t pid)
+{
+    int st = 0;
+    for (int i = 0; i < 1000; i++) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid)
+            return st;
+        if (w < 0)
+            return -1;
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+/* A process that starts `sleep 100` with the given parent-death signal and exits: the pid of the
+ * sleep (now this process's child: a subreaper adopts orphans), or -1. */
+static pid_t orphan_sleep(int sig)
+{
+    int p[2];
+    pid_t child = -1;
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return -1;
+    pid_t mid = fork();
+    if (mid == 0) {
+        struct sbx_error err = SBX_ERROR_INIT;
+        struct sbx__child c;
+        struct sbx__spawn sp = {.program = "/bin/sleep",
+                                .argv = (const char *const[]){"sleep", "100", NULL},
+                                .parent_death_signal = sig};
+        pid_t got = sbx__spawn_start(&sp, &c, &err) == 0 ? c.pid : -1;
+        _exit(write(p[1], &got, sizeof(got)) == (ssize_t)sizeof(got) ? 0 : 1);
+    }
+    close(p[1]);
+    if (mid > 0 && read(p[0], &child, sizeof(child)) != (ssize_t)sizeof(child))
+        child = -1;
+    close(p[0]);
+    if (mid > 0)
+        waitpid(mid, NULL, 0);
+    return child;
+}
+
+static void test_parent_death(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx__spawn_capture cap = {0};
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
+        CHECK(!"cannot become a subreaper to wait for orphans");
+        return;
+    }
+    /* With the signal: the child gets it once its parent is gone. */
+    pid_t child = orphan_sleep(SIGTERM);
+    CHECK(child > 0);
+    int st = child > 0 ? status_of(child) : -1;
+    CHECK(st != -1 && WIFSIGNALED(st));
+    CHECK_EQ_INT(st != -1 && WIFSIGNALED(st) ? WTERMSIG(st) : 0, SIGTERM);
+    /* Without: it outlives its parent, until we end it. */
+    child = orphan_sleep(0);
+    CHECK(child > 0);
+    CHECK(child > 0 && kill(child, 0) == 0);
+    if (child > 0)
+        kill(child, SIGKILL);
+    st = child > 0 ? status_of(child) : -1;
+    CHECK_EQ_INT(st != -1 && WIFSIGNALED(st) ? WTERMSIG(st) : 0, SIGKILL);
+    prctl(PR_SET_CHILD_SUBREAPER, 0);
+
+    /* Started by fork, the child gets what posix_spawn gives: stdio, kept fds at their numbers,
+     * the cwd, nothing else of ours. */
+    struct sbx_buf out, errout;
+    sbx_buf_init(&out, 4096);
+    sbx_buf_init(&errout, 4096);
+    /* The shell takes single-digit fds in redirections: keep at 9, leak something below. */
+    int leaky = open("/dev/null", O_RDONLY), k[2];
+    CHECK(leaky >= 3 && leaky < 9 && pipe2(k, O_CLOEXEC) == 0);
+    char script[256];
+    snprintf(script, sizeof(script),
+             "echo out; echo err >&2; pwd -P; echo kept >&9; "
+             "test -e /proc/self/fd/%d && echo leaked || echo closed",
+             leaky);
+    const char *const argv[] = {"sh", "-c", script, NULL};
+    struct sbx__spawn sp = {.program = "/bin/sh",
+                            .argv = argv,
+                            .cwd = tmp,
+                            .new_group = 1,
+                            .parent_death_signal = SIGKILL};
+    sp.out.how = sp.err.how = SBX__SPAWN_PIPE;
+    sp.keep[sp.nkeep++] = (struct sbx__spawn_keep){.fd = k[1], .at = 9};
+    cap.out = &out;
+    cap.err = &errout;
+    CHECK_OK(sbx__spawn_run(&sp, 10000, &cap, &err), &err);
+    CHECK_EQ_INT(cap.status, 0);
+    char *real = realpath(tmp, NULL);
+    char *want = sbx_xasprintf("out\n%s\nclosed\n", real);
+    CHECK_EQ_STR(out.data, want);
+    CHECK_EQ_STR(errout.data, "err\n");
+    close(k[1]);
+    char got[8] = "";
+    CHECK_EQ_INT(read(k[0], got, sizeof(got)), 5);
+    CHECK(memcmp(got, "kept\n", 5) == 0);
+    close(k[0]);
+    close(leaky);
+    free(want);
+    free(real);
+
+    /* An exec that fails is the error of the start, as with posix_spawn. */
+    char *prog = sbx_xasprintf("%s/sbx-not-a-program", tmp);
+    int fd = open(prog, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
+    CHECK(fd >= 0 && write(fd, "\x01\x02\x03\x04", 4) == 4);
+    if (fd >= 0)
+        close(fd);
+    struct sbx__spawn bad = {.program = prog, .parent_death_signal = SIGKILL};
+    CHECK_ERR(sbx__spawn_run(&bad, 1000, &cap, &err), SBX_E_SYS, &err, "cannot run '");
+    bad.parent_death_signal = 0;
+    CHECK_ERR(sbx__spawn_run(&bad, 1000, &cap, &err), SBX_E_SYS, &err, "cannot run '");
+    unlink(prog);
+    free(prog);
+    sbx_buf_release(&out);
+    sbx_buf_release(&errout);
+}
+
 int main(void)
 {
     TAP_START();
@@ -303,6 +429,7 @@ int main(void)
     TAP_RUN(test_timeout);
     TAP_RUN(test_session);
     TAP_RUN(test_missing);
+    TAP_RUN(test_parent_death);
     rmdir(tmp);
     return TAP_DONE();
 }

@@ -4,7 +4,6 @@
 #include <poll.h>
 #include <sched.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/spawn.h"
 #include "sandbox/host/host.h"
 #include "sandbox/host/priv.h"
 #include "sandbox/host/relay.h"
@@ -105,75 +105,43 @@ static int open_ends(pid_t pid, int *lsock, int *netns, int *hostport, unsigned 
 }
 
 /* Run the relay detached (a new session; its first process forks the relay and exits) and
- * read its status: "ok" once it is in the namespace, else why not. */
+ * read its status: "ok" once it is in the namespace, else why not. fds: the relay's listening
+ * socket, namespace and record lock at FD_LISTEN, FD_NETNS and FD_LOCK. */
 static int spawn_relay(const char *tag, int port, pid_t target, unsigned long long start,
                        const int fds[FD_FIRST_FREE], struct sbx_error *err)
 {
-    char *prog = NULL, portarg[16], pidarg[16], startarg[32];
-    int status[2] = {-1, -1}, devnull = -1, rc, st;
-    pid_t pid;
-    posix_spawn_file_actions_t fa;
-    posix_spawnattr_t attr;
-    sigset_t none, all;
-    char *const envp[] = {NULL};
+    char *prog = NULL, portarg[16], pidarg[16], startarg[32], msg[256];
+    int status[2] = {-1, -1}, rc, st;
+    struct sbx__child child = {.pid = -1, .in = -1, .out = -1, .err = -1};
 
     if ((rc = sbx__supervisor_program(NULL, &prog, err)) < 0)
         return rc;
     snprintf(portarg, sizeof(portarg), "%d", port);
     snprintf(pidarg, sizeof(pidarg), "%d", (int)target);
     snprintf(startarg, sizeof(startarg), "%llu", start);
-    char *const argv[] = {prog, (char *)SBX__RELAY_VERB, (char *)tag, portarg, pidarg, startarg,
-                          NULL};
-    /* Every source above the targets, so that no dup2 below overwrites a later source. */
-    int src[FD_FIRST_FREE] = {-1, -1, -1, -1, -1, -1, -1};
-    int sp[2] = {-1, -1};
-    rc = pipe2(sp, O_CLOEXEC);
-    status[0] = rc == 0 ? fcntl(sp[0], F_DUPFD_CLOEXEC, FD_FIRST_FREE) : -1;
-    status[1] = rc == 0 ? fcntl(sp[1], F_DUPFD_CLOEXEC, FD_FIRST_FREE) : -1;
-    sbx_fd_close(&sp[0]);
-    sbx_fd_close(&sp[1]);
-    int dn = open("/dev/null", O_RDWR | O_CLOEXEC);
-    devnull = dn >= 0 ? fcntl(dn, F_DUPFD_CLOEXEC, FD_FIRST_FREE) : -1;
-    sbx_fd_close(&dn);
-    int ok = status[0] >= 0 && status[1] >= 0 && devnull >= 0;
-    for (int i = FD_LISTEN; i < FD_STATUS; i++)
-        if ((src[i] = fcntl(fds[i], F_DUPFD_CLOEXEC, FD_FIRST_FREE)) < 0)
-            ok = 0;
-    if (!ok) {
+    const char *const argv[] = {prog, SBX__RELAY_VERB, tag, portarg, pidarg, startarg, NULL};
+    if (pipe2(status, O_CLOEXEC) < 0) {
         rc = sbx_error_errno(err, errno, "cannot start a port relay");
         goto out;
     }
-    posix_spawn_file_actions_init(&fa);
-    for (int i = 0; i < 3; i++)
-        posix_spawn_file_actions_adddup2(&fa, devnull, i);
-    for (int i = FD_LISTEN; i < FD_STATUS; i++)
-        posix_spawn_file_actions_adddup2(&fa, src[i], i);
-    posix_spawn_file_actions_adddup2(&fa, status[1], FD_STATUS);
-    posix_spawn_file_actions_addclosefrom_np(&fa, FD_FIRST_FREE);
-    posix_spawnattr_init(&attr);
-    posix_spawnattr_setflags(&attr,
-                             POSIX_SPAWN_SETSID | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-    sigemptyset(&none);
-    sigfillset(&all);
-    posix_spawnattr_setsigmask(&attr, &none);
-    posix_spawnattr_setsigdefault(&attr, &all);
-    int e = posix_spawn(&pid, prog, &fa, &attr, argv, envp);
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&attr);
-    sbx_fd_close(&status[1]);
-    if (e != 0) {
-        rc = sbx_error_errno(err, e, "cannot run the port relay '%s'", prog);
+    /* Stdio /dev/null, an empty environment, nothing of ours but these four. */
+    struct sbx__spawn sp = {.program = prog, .argv = argv, .new_session = 1, .nkeep = 4};
+    sp.keep[0] = (struct sbx__spawn_keep){.fd = fds[FD_LISTEN], .at = FD_LISTEN};
+    sp.keep[1] = (struct sbx__spawn_keep){.fd = fds[FD_NETNS], .at = FD_NETNS};
+    sp.keep[2] = (struct sbx__spawn_keep){.fd = fds[FD_LOCK], .at = FD_LOCK};
+    sp.keep[3] = (struct sbx__spawn_keep){.fd = status[1], .at = FD_STATUS};
+    if ((rc = sbx__spawn_start(&sp, &child, err)) < 0) {
+        sbx_error_prefix(err, "port relay");
         goto out;
     }
-    char msg[256];
+    sbx_fd_close(&status[1]);
     size_t len = 0;
     ssize_t n;
     while (len < sizeof(msg) - 1 && ((n = read(status[0], msg + len, sizeof(msg) - 1 - len)) > 0 ||
                                      (n < 0 && errno == EINTR)))
         len += n > 0 ? (size_t)n : 0;
     msg[len] = '\0';
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR)
-        ;
+    (void)sbx__child_wait(&child, -1, &st, NULL);
     if (strcmp(msg, "ok") == 0)
         rc = 0;
     else if (strncmp(msg, "perm:", 5) == 0)
@@ -185,11 +153,8 @@ static int spawn_relay(const char *tag, int port, pid_t target, unsigned long lo
         rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "the port relay did not start: %s",
                            len ? msg : "it exited");
 out:
-    for (int i = 0; i < FD_FIRST_FREE; i++)
-        sbx_fd_close(&src[i]);
     sbx_fd_close(&status[0]);
     sbx_fd_close(&status[1]);
-    sbx_fd_close(&devnull);
     free(prog);
     return rc;
 }

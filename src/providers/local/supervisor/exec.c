@@ -111,11 +111,10 @@ struct exec_child {
 /* In the forked child: never returns. Only async-signal-safe calls: the supervisor is single
  * threaded, but keeping to them keeps this path valid if that ever changes.
  * This is the one place sbx starts a program without core/spawn.h, isolated or not: between
- * fork and exec it needs what posix_spawn file actions cannot express — PR_SET_PDEATHSIG (an
- * unconfined command dies with its reaper), TIOCSCTTY on the pty, and for isolation the user
- * switch, capability drop, rlimits and seccomp — and execvp's lookup of a relative or bare
- * name in the command's own PATH (and its /bin/sh fallback for scripts without #!), which
- * commands in a sandbox rely on. */
+ * fork and exec it needs what the spawn helper does not do — TIOCSCTTY on the pty, and for
+ * isolation the user switch, capability drop, rlimits and seccomp — and execvp's lookup of a
+ * relative or bare name in the command's own PATH (and its /bin/sh fallback for scripts
+ * without #!), which commands in a sandbox rely on. */
 static SBX_NORETURN void child_main(const struct exec_child *a)
 {
     struct sbx_error err = SBX_ERROR_INIT;

@@ -1,6 +1,7 @@
 /* Storage mounts on the host side of an isolated sandbox (mounts.h, docs/internals/mounts.md).
  * rclone gets its credentials from a 0600 config file in the runtime directory, never from
- * argv or the environment; it dies with the supervisor (PR_SET_PDEATHSIG). */
+ * argv or the environment; it is started through the spawn helper with a parent-death signal,
+ * so it dies with the supervisor. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -8,12 +9,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
+#include "core/spawn.h"
 #include "providers/local/supervisor/mounts.h"
 #include "sandbox/host/priv.h"
 #include "sbx/fs.h"
@@ -42,30 +43,26 @@ static const char *rclone_path(void)
     return find_program(c);
 }
 
-/* fork + exec argv with stdin/stdout /dev/null and stderr appended to log; the child dies
- * with this process. */
-static pid_t spawn(const char *prog, char *const argv[], const char *log, struct sbx_error *err)
+/* Start prog with argv and the helper environment, stdin and stdout /dev/null, stderr appended
+ * to log; it dies with this process (SIGTERM: the supervisor's main thread starts it and lives
+ * as long as the process). *out: its pid, the caller reaps it. */
+static int spawn(const char *prog, char *const argv[], const char *log, pid_t *out,
+                 struct sbx_error *err)
 {
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        sbx_error_errno(err, errno, "cannot fork '%s'", prog);
-        return -1;
-    }
-    if (pid > 0)
-        return pid;
-    if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != parent)
-        _exit(127);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    int nul = open("/dev/null", O_RDWR);
-    int lf = open(log, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW, 0600);
-    if (nul < 0 || lf < 0 || dup2(nul, 0) < 0 || dup2(nul, 1) < 0 || dup2(lf, 2) < 0)
-        _exit(127);
-    closefrom(3);
-    execve(prog, argv, (char *const *)helper_env);
-    _exit(127);
+    int lf = open(log, O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (lf < 0)
+        return sbx_error_errno(err, errno, "cannot open '%s'", log);
+    struct sbx__spawn sp = {.program = prog,
+                            .argv = (const char *const *)argv,
+                            .env = helper_env,
+                            .parent_death_signal = SIGTERM};
+    sp.err = (struct sbx__spawn_stdio){.how = SBX__SPAWN_FD, .fd = lf};
+    struct sbx__child c;
+    int rc = sbx__spawn_start(&sp, &c, err);
+    close(lf);
+    if (rc == 0)
+        *out = c.pid;
+    return rc;
 }
 
 /* The last lines of the log at path, on one line, for a message. */
@@ -152,11 +149,10 @@ static void detach_one(const char *path)
         return;
     char *argv[] = {(char *)fm, "-u", "-z", (char *)path, NULL};
     struct sbx_error e = SBX_ERROR_INIT;
-    pid_t pid = spawn(fm, argv, "/dev/null", &e);
-    if (pid > 0)
+    pid_t pid;
+    if (spawn(fm, argv, "/dev/null", &pid, &e) == 0)
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
             ;
-    sbx_error_clear(&e);
 }
 
 /* Wait for pid to exit within ms; 1 with *status when it did, 0 when it is still running. */
@@ -170,6 +166,119 @@ static int wait_exit(pid_t pid, long ms, int *status)
             return 0;
         sleep_ms(20);
     }
+}
+
+/* The remote's config (credentials included) into a 0600 file of the runtime directory: rclone
+ * never gets them in argv or the environment. */
+static int write_config(const char *conf, const struct sbx__local_config_mount *m,
+                        struct sbx_error *err)
+{
+    int fd = open(conf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return sbx_error_errno(err, errno, "entry %s: cannot write the rclone config", m->entry);
+    int rc = sbx_fd_write_all(fd, m->config, strlen(m->config), err);
+    close(fd);
+    return rc;
+}
+
+/* Can the remote be listed (endpoint, credentials, bucket)? rclone's answer within
+ * CHECK_WAIT_MS, its last log line when it is no. */
+static int check_remote(const char *rclone, const char *conf, const char *log,
+                        const struct sbx__local_config_mount *m, struct sbx_error *err)
+{
+    char *argv[] = {
+            (char *)rclone, "--config",  (char *)conf, "--contimeout",        "5s", "--timeout",
+            "10s",          "--retries", "1",          "--low-level-retries", "1",  "lsjson",
+            "--stat",       m->check,    NULL};
+    char tail[512];
+    int st = 0;
+    pid_t pid;
+    if (spawn(rclone, argv, log, &pid, err) < 0)
+        return -1;
+    if (!wait_exit(pid, CHECK_WAIT_MS, &st)) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+        return sbx_error_set(err, SBX_E_TIMEOUT, 0,
+                             "entry %s: the storage did not answer within %d s (check the "
+                             "endpoint)",
+                             m->entry, CHECK_WAIT_MS / 1000);
+    }
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+        return 0;
+    log_tail(log, tail, sizeof(tail));
+    return sbx_error_set(err, SBX_E_SANDBOX, 0,
+                         "entry %s: cannot list '%s' (check the endpoint, the credentials "
+                         "and the bucket): %s",
+                         m->entry, m->check, tail[0] ? tail : "rclone failed");
+}
+
+/* `rclone mount` of m's remote at mp->staging, with its cache under cache. */
+static int start_mount(const char *rclone, const char *conf, const char *log, const char *cache,
+                       struct sbx__mount_proc *mp, const struct sbx__local_config_mount *m,
+                       struct sbx_error *err)
+{
+    char *argv[40];
+    size_t a = 0;
+    argv[a++] = (char *)rclone;
+    argv[a++] = "--config";
+    argv[a++] = (char *)conf;
+    argv[a++] = "--log-level";
+    argv[a++] = "NOTICE";
+    argv[a++] = "mount";
+    argv[a++] = m->remote;
+    argv[a++] = mp->staging;
+    argv[a++] = "--contimeout";
+    argv[a++] = "5s";
+    argv[a++] = "--dir-cache-time";
+    argv[a++] = "5s";
+    argv[a++] = "--poll-interval";
+    argv[a++] = "0";
+    argv[a++] = "--attr-timeout";
+    argv[a++] = "1s";
+    argv[a++] = "--umask";
+    argv[a++] = "022";
+    argv[a++] = "--cache-dir";
+    argv[a++] = (char *)cache;
+    if (geteuid() == 0)
+        argv[a++] = "--allow-other";
+    if (m->writable) {
+        /* No write cache: a file is uploaded while it is written and close() returns once the
+         * object is in the bucket, so nothing is lost when the sandbox goes right after (a
+         * cached write still uploading would be cut off by the teardown). The price: files are
+         * written front to back, not rewritten in place. */
+        argv[a++] = "--vfs-cache-mode";
+        argv[a++] = "off";
+    } else {
+        argv[a++] = "--read-only";
+    }
+    argv[a] = NULL;
+    if (spawn(rclone, argv, log, &mp->pid, err) < 0) {
+        mp->pid = 0;
+        return -1;
+    }
+    return 0;
+}
+
+/* Until the staging point is a mount (rclone up), or rclone ended, or MOUNT_WAIT_MS passed. */
+static int wait_mounted(struct sbx__mount_proc *mp, const char *log,
+                        const struct sbx__local_config_mount *m, struct sbx_error *err)
+{
+    char tail[512];
+    int st = 0;
+    for (long t = 0; !is_mounted(mp->staging); t += 20) {
+        if (wait_exit(mp->pid, 0, &st)) {
+            mp->pid = 0;
+            log_tail(log, tail, sizeof(tail));
+            return sbx_error_set(err, SBX_E_SANDBOX, 0, "entry %s: rclone mount failed: %s",
+                                 m->entry, tail[0] ? tail : "it exited");
+        }
+        if (t >= MOUNT_WAIT_MS)
+            return sbx_error_set(err, SBX_E_TIMEOUT, 0,
+                                 "entry %s: the mount was not ready within %d s", m->entry,
+                                 MOUNT_WAIT_MS / 1000);
+        sleep_ms(20);
+    }
+    return 0;
 }
 
 static int start_one(struct sbx__mount_proc *mp, const char *dir, size_t i,
@@ -190,104 +299,15 @@ static int start_one(struct sbx__mount_proc *mp, const char *dir, size_t i,
     char *log = sbx_xasprintf("%s/mounts/%zu.log", dir, i);
     char *cache = sbx_xasprintf("%s/mounts/%zu.cache", dir, i);
     mp->staging = sbx_xasprintf("%s/mounts/%zu", dir, i);
-    char tail[512];
-    int rc = 0, st = 0, fd = -1;
-    fd = open(conf, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0 || sbx_fd_write_all(fd, m->config, strlen(m->config), err) < 0) {
-        rc = fd < 0 ? sbx_error_errno(err, errno, "entry %s: cannot write the rclone config",
-                                      m->entry)
-                    : -1;
-        goto out;
-    }
-    sbx_fd_close(&fd);
-    if (mkdir(mp->staging, 0700) < 0) {
+    int rc = write_config(conf, m, err);
+    if (rc == 0 && mkdir(mp->staging, 0700) < 0)
         rc = sbx_error_errno(err, errno, "entry %s: cannot create '%s'", m->entry, mp->staging);
-        goto out;
-    }
-    char *check_argv[] = {
-            (char *)rclone, "--config",  conf, "--contimeout",        "5s", "--timeout",
-            "10s",          "--retries", "1",  "--low-level-retries", "1",  "lsjson",
-            "--stat",       m->check,    NULL};
-    pid_t pid = spawn(rclone, check_argv, log, err);
-    if (pid < 0) {
-        rc = -1;
-        goto out;
-    }
-    if (!wait_exit(pid, CHECK_WAIT_MS, &st)) {
-        kill(pid, SIGKILL);
-        waitpid(pid, NULL, 0);
-        rc = sbx_error_set(err, SBX_E_TIMEOUT, 0,
-                           "entry %s: the storage did not answer within %d s (check the "
-                           "endpoint)",
-                           m->entry, CHECK_WAIT_MS / 1000);
-        goto out;
-    }
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0) {
-        log_tail(log, tail, sizeof(tail));
-        rc = sbx_error_set(err, SBX_E_SANDBOX, 0,
-                           "entry %s: cannot list '%s' (check the endpoint, the credentials "
-                           "and the bucket): %s",
-                           m->entry, m->check, tail[0] ? tail : "rclone failed");
-        goto out;
-    }
-    char *argv[40];
-    size_t a = 0;
-    argv[a++] = (char *)rclone;
-    argv[a++] = "--config";
-    argv[a++] = conf;
-    argv[a++] = "--log-level";
-    argv[a++] = "NOTICE";
-    argv[a++] = "mount";
-    argv[a++] = m->remote;
-    argv[a++] = mp->staging;
-    argv[a++] = "--contimeout";
-    argv[a++] = "5s";
-    argv[a++] = "--dir-cache-time";
-    argv[a++] = "5s";
-    argv[a++] = "--poll-interval";
-    argv[a++] = "0";
-    argv[a++] = "--attr-timeout";
-    argv[a++] = "1s";
-    argv[a++] = "--umask";
-    argv[a++] = "022";
-    argv[a++] = "--cache-dir";
-    argv[a++] = cache;
-    if (geteuid() == 0)
-        argv[a++] = "--allow-other";
-    if (m->writable) {
-        /* No write cache: a file is uploaded while it is written and close() returns once the
-         * object is in the bucket, so nothing is lost when the sandbox goes right after (a
-         * cached write still uploading would be cut off by the teardown). The price: files are
-         * written front to back, not rewritten in place. */
-        argv[a++] = "--vfs-cache-mode";
-        argv[a++] = "off";
-    } else {
-        argv[a++] = "--read-only";
-    }
-    argv[a] = NULL;
-    if ((mp->pid = spawn(rclone, argv, log, err)) < 0) {
-        mp->pid = 0;
-        rc = -1;
-        goto out;
-    }
-    for (long t = 0; !is_mounted(mp->staging); t += 20) {
-        if (wait_exit(mp->pid, 0, &st)) {
-            mp->pid = 0;
-            log_tail(log, tail, sizeof(tail));
-            rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "entry %s: rclone mount failed: %s", m->entry,
-                               tail[0] ? tail : "it exited");
-            goto out;
-        }
-        if (t >= MOUNT_WAIT_MS) {
-            rc = sbx_error_set(err, SBX_E_TIMEOUT, 0,
-                               "entry %s: the mount was not ready within %d s", m->entry,
-                               MOUNT_WAIT_MS / 1000);
-            goto out;
-        }
-        sleep_ms(20);
-    }
-out:
-    sbx_fd_close(&fd);
+    if (rc == 0)
+        rc = check_remote(rclone, conf, log, m, err);
+    if (rc == 0)
+        rc = start_mount(rclone, conf, log, cache, mp, m, err);
+    if (rc == 0)
+        rc = wait_mounted(mp, log, m, err);
     free(conf);
     free(log);
     free(cache);
