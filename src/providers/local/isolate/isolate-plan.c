@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "providers/local/isolate/isolate.h"
 
 #define MiB (1024ull * 1024)
@@ -67,10 +68,7 @@ static const char *const proc_mask[] = {
 
 static struct sbx__op *push(struct sbx__isolation_plan *p, enum sbx__op_kind kind, const char *dst)
 {
-    if (p->n == p->alloc) {
-        p->alloc = p->alloc ? p->alloc * 2 : 64;
-        p->ops = sbx_xrealloc(p->ops, p->alloc * sizeof(*p->ops));
-    }
+    SBX_ALLOC_GROW(p->ops, p->n + 1, p->alloc);
     struct sbx__op *op = &p->ops[p->n++];
     memset(op, 0, sizeof(*op));
     op->kind = kind;
