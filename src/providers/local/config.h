@@ -45,7 +45,7 @@ struct sbx__local_config_grant {
 
 /* Every string is owned by the struct (sbx__local_config_release frees them). Fields marked
  * "isolated" are only carried (and only accepted) when isolated is set. */
-/* A storage mount (docs/internals/mounts.md): rclone, started by the supervisor on the host. */
+/* A storage mount, docs/internals/mounts.md: rclone, started by the supervisor on the host. */
 struct sbx__local_config_mount {
     char *entry;  /* the manifest entry's path and type, for messages: 'data' (s3_mount)" */
     char *dst;    /* absolute sandbox path of the mount point */

@@ -28,7 +28,7 @@
 #define LOOP_RELEASE_POLLS   500 /* 5 s */
 #define LOOP_RELEASE_POLL_MS 10
 #define EXT4_MOUNT_FLAGS     (MS_NOSUID | MS_NODEV)
-/* No zeroing of inode tables after mount (it would write, and allocate on the host, about 2% of
+/* No zeroing of inode tables after mounting (it would write, and allocate on the host, about 2% of
  * the limit per sandbox); freed blocks are discarded, which punches holes in the image, so the
  * host gets back what the sandbox deletes. */
 #define EXT4_MOUNT_DATA "noinit_itable,discard"

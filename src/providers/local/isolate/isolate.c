@@ -1,6 +1,6 @@
 /* sbx local provider: the isolation executor (executor.h lists its files). It applies the plan
  * (isolate-plan.c) and decides every privileged step of a local sandbox: namespaces and id maps
- * (enter.c), the new root and pivot_root (root.c), and here the isolation object and the
+ * (enter.c), the new root and the pivot into it (root.c), and here the isolation object and the
  * per-command credential, capability, rlimit and seccomp setup (with the seccomp and cgroup
  * helpers it calls). The system calls that change a mount or a namespace are not made in these
  * files but through src/sandbox/host/priv.c, the one file that makes them for all of sbx. */

@@ -259,7 +259,7 @@ static int start_mount(const char *rclone, const char *conf, const char *log, co
     return 0;
 }
 
-/* Until the staging point is a mount (rclone up), or rclone ended, or MOUNT_WAIT_MS passed. */
+/* Until rclone is up (the staging point is mounted), or rclone ended, or MOUNT_WAIT_MS passed. */
 static int wait_mounted(struct sbx__mount_proc *mp, const char *log,
                         const struct sbx__local_config_mount *m, struct sbx_error *err)
 {
