@@ -170,6 +170,9 @@ out:
     return rc;
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * The workspace, the state, the limits */
+
 static int workspace_base(const struct sbx__local_client *c, char **out, struct sbx_error *err)
 {
     return sbx__local_state_subdir(c->workspace_dir, "SBX_WORKSPACES", "workspaces", 1, out, err);
@@ -380,6 +383,9 @@ static json_t *options_json(const struct sbx__local_client *c)
         sbx_json_set(o, "port_bind", sbx_json_str(c->port_bind));
     return o;
 }
+
+/* ---------------------------------------------------------------------------------------------
+ * The create job */
 
 /* One create in progress: what the steps below make, and so what rollback undoes. */
 struct create_job {

@@ -19,9 +19,6 @@
 #define STOPPED_SUFFIX ".json"
 #define HOLDER_PREFIX  "sandbox-"
 
-#define STOPPED_SUFFIX ".json"
-#define HOLDER_PREFIX  "sandbox-"
-
 int sbx__local_stopped_dir(int make, char **out, struct sbx_error *err)
 {
     return sbx__local_state_subdir(NULL, "SBX_STOPPED", "stopped", make, out, err);
