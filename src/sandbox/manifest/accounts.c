@@ -7,15 +7,6 @@
 #include "sbx/json.h"
 #include "sbx/path.h"
 
-void sbx__manifest_group_free(struct group *g)
-{
-    if (!g)
-        return;
-    free(g->name);
-    sbx_strv_release(&g->users);
-    free(g);
-}
-
 const char *sbx__manifest_shown_name(const char *s)
 {
     size_t n = strlen(s);

@@ -10,18 +10,6 @@
 
 #define ENV_VALUE_MAX ((size_t)128 << 10)
 
-void sbx__manifest_env_free(struct env *v)
-{
-    if (!v)
-        return;
-    free(v->name);
-    free(v->value);
-    free(v->host_env);
-    free(v->description);
-    sbx_secret_free(v->secret);
-    free(v);
-}
-
 static void env_sync(struct env *v)
 {
     v->pub.name = v->name;

@@ -18,55 +18,6 @@ struct loader {
     int flags;
 };
 
-/* Copy obj with camelCase keys renamed to snake_case ("mountPath" -> "mount_path"), so a
- * manifest written by the JS SDK reads like one written by the Python SDK. Both spellings of
- * one field is an error. *out: new reference. */
-int sbx__manifest_snake_keys(const json_t *obj, json_t **out, struct sbx_error *err)
-{
-    json_t *res = json_object();
-    const char *key;
-    size_t klen;
-    json_t *v;
-    if (!res)
-        SBX_BUG("out of memory");
-    json_object_keylen_foreach((json_t *)obj, key, klen, v)
-    {
-        char buf[128];
-        size_t o = 0;
-        int changed = 0;
-        for (size_t i = 0; i < klen && o + 2 < sizeof(buf); i++) {
-            unsigned char c = (unsigned char)key[i];
-            if (c >= 'A' && c <= 'Z') {
-                if (o)
-                    buf[o++] = '_';
-                buf[o++] = (char)(c - 'A' + 'a');
-                changed = 1;
-            } else {
-                buf[o++] = (char)c;
-            }
-        }
-        if (!changed || o + 2 >= sizeof(buf)) {
-            if (json_object_getn(res, key, klen)) {
-                char q[160];
-                sbx__manifest_quote_name(key, klen, q, sizeof(q));
-                json_decref(res);
-                return sbx_error_set(err, SBX_E_INVAL, 0, "field '%s' is given twice", q);
-            }
-            json_object_setn_nocheck(res, key, klen, v);
-            continue;
-        }
-        if (json_object_getn(obj, buf, o) || json_object_getn(res, buf, o)) {
-            char q[160];
-            sbx__manifest_quote_name(key, klen, q, sizeof(q));
-            json_decref(res);
-            return sbx_error_set(err, SBX_E_INVAL, 0, "field '%s' repeats '%.*s'", q, (int)o, buf);
-        }
-        json_object_setn_nocheck(res, buf, o, v);
-    }
-    *out = res;
-    return 0;
-}
-
 /* Parse `permissions` / `mode`: an object {owner, group, other, directory} (the reference's
  * shape), an `ls -l` string ("-rw-r--r--"), an octal string ("0644", "0o644") or an integer
  * mode (file-type bits are ignored). */
@@ -157,11 +108,6 @@ static int parse_mode(const json_t *v, const char *key, mode_t *out, struct sbx_
                          "field '%s' must be an object, a string or an integer, not %s", key,
                          sbx_json_typename(v));
 }
-
-/* Fields every entry may carry. `is_dir` is written by the Python SDK and ignored here. */
-#define SBX__MANIFEST_COMMON_KEYS \
-    "type", "description", "ephemeral", "group", "is_dir", "permissions", "mode"
-#define MOUNT_KEYS SBX__MANIFEST_COMMON_KEYS, "mount_path", "read_only", "mount_strategy"
 
 static const char *const file_keys[] = {SBX__MANIFEST_COMMON_KEYS, "content", NULL};
 static const char *const dir_keys[] = {SBX__MANIFEST_COMMON_KEYS, "children", NULL};
