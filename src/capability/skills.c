@@ -17,7 +17,7 @@
 
 #include "capability/capability-internal.h"
 #include "capability/skills-internal.h"
-#include "sandbox/manifest/internal.h"
+#include "sandbox/materialize/git.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
 #include "sbx/log.h"
@@ -573,7 +573,7 @@ static void skills_free(void *data)
     sbx_manifest_free(d->m);
     sbx_fd_close(&d->fd);
     if (d->checkout)
-        sbx__checkout_remove(d->checkout);
+        sbx__git_checkout_remove(d->checkout);
     free(d->checkout);
     sbx__skill_list_release(&d->list);
     pthread_mutex_destroy(&d->lock);

@@ -18,6 +18,7 @@
 #include "sbx/local.h"
 #include "sbx/manifest.h"
 #include "providers/local/local.h"
+#include "sandbox/manifest/internal.h"
 #include "sandbox/session/internal.h"
 #include "sbx/session.h"
 #include "sbx/time.h"

@@ -36,31 +36,11 @@ int sbx__cancel_check(const volatile sig_atomic_t *cancel, struct sbx_error *err
 /* TIOCSWINSZ on a terminal master. */
 int sbx__tty_resize(int master, unsigned short rows, unsigned short cols, struct sbx_error *err);
 
-/* Materialise manifest m into the fresh workspace of s, entry by entry in declared order.
- * *out_records: a JSON array describing what was fetched (git_repo: path, repo, ref, resolved
- * commit); caller owns. Errors name the entry. On failure what it created (files, directories,
- * missing parents) is removed and the modes it changed on existing directories are put back,
- * so a given workspace is left as it was; a pre-existing file that an entry replaced keeps the
- * new content. */
-enum {
-    /* Only the ephemeral entries (and what lies beneath them): the rest of the workspace came
-     * from a snapshot. */
-    SBX__MATERIALIZE_EPHEMERAL_ONLY = 1 << 0,
-};
 /* A write flag for materialisation only: the path did not exist a moment ago, so a provider
  * may create the file in place (O_EXCL, no temporary file and rename) and remove it if the
  * write fails; nothing reads a workspace being materialised. Where the name exists after all
  * it writes as usual. Providers that do not know it ignore it. */
 #define SBX__WRITE_FRESH (1 << 30)
-
-int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, int flags,
-                     struct sbx_progress_sink *progress, json_t **out_records,
-                     struct sbx_error *err);
-
-/* The workspace paths of m's ephemeral entries, topmost only (one beneath another ephemeral
- * entry is covered by it), appended to out: what a snapshot leaves out. m may be NULL. */
-struct sbx_strv;
-void sbx__manifest_ephemeral_paths(const struct sbx_manifest *m, struct sbx_strv *out);
 
 /* Check the provider-specific part of a session state (the generic fields are checked by
  * sbx_session_state_parse): the provider named in it must be known. */
@@ -70,11 +50,6 @@ int sbx__provider_check_state(const json_t *state, struct sbx_error *err);
 int sbx__client_tied(const struct sbx_client *c);
 /* The checks of sbx_session_state_parse on a parsed document (no "session state" prefix). */
 int sbx__session_state_check(const json_t *state, struct sbx_error *err);
-
-/* A stable fingerprint of m (sha256, lowercase hex): root, entries in order with every field
- * and the file bytes, environment (secret values only as "a secret is set"), users, groups —
- * each field length-prefixed. Cheap: no JSON is built. */
-int sbx__manifest_digest(const struct sbx_manifest *m, char out[65], struct sbx_error *err);
 
 /* Whether the text of a /proc/net/tcp or /proc/net/tcp6 table (n bytes) has a socket listening
  * on port: non-zero if so. How a provider answers "nothing listens there" (SBX_E_NOTFOUND of

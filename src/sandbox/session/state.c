@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "sandbox/provider.h"
+#include "sandbox/manifest/internal.h"
 #include "sandbox/session/internal.h"
 #include "sbx/json.h"
 #include "sbx/manifest.h"

@@ -26,6 +26,8 @@
 #include "providers/local/net/net.h"
 #include "providers/local/supervisor/rclone.h"
 #include "sandbox/host/host.h"
+#include "sandbox/manifest/internal.h"
+#include "sandbox/materialize/materialize.h"
 #include "sandbox/session/internal.h"
 #include "sbx/fs.h"
 #include "sbx/hash.h"
