@@ -1,5 +1,7 @@
-/* The provider-independent half of a session: argument checks, path normalisation, the
- * exec-and-capture loop and file helpers built on the provider's vtable. */
+/* The provider-independent half of a session, at the bottom of session/: the shared part
+ * (init_base), events, argument checks, path normalisation, starting a command (struct
+ * sbx_proc), the exec-and-capture loop and the file helpers, all over the provider's vtable.
+ * stream.c and pty.c are loops over the command it starts; close.c ends a session. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -15,8 +17,6 @@
 #include "sbx/path.h"
 #include "sbx/session.h"
 #include "sbx/time.h"
-
-#define READ_CHUNK 65536
 
 void sbx_session_init_base(struct sbx_session *s, const struct sbx_session_ops *ops,
                            const char *provider, const char *id, const char *root)
@@ -34,17 +34,6 @@ void sbx_session_init_base(struct sbx_session *s, const struct sbx_session_ops *
     s->progress_fn = NULL;
     s->progress_data = NULL;
     s->event_seq = 0;
-}
-
-void sbx_session_release_base(struct sbx_session *s)
-{
-    sbx_session_pty_kill_all(s);
-    free(s->ptys);
-    s->ptys = NULL;
-    pthread_mutex_destroy(&s->lock);
-    free(s->id);
-    free(s->root);
-    s->id = s->root = NULL;
 }
 
 const char *sbx_session_id(const struct sbx_session *s)
@@ -71,7 +60,7 @@ void sbx_session_set_event_fn(struct sbx_session *s, sbx_session_event_fn *fn, v
     s->event_data = data;
 }
 
-static void ev_start(struct sbx_session *s, struct sbx_session_event *ev, const char *op)
+void sbx__session_event_start(struct sbx_session *s, struct sbx_session_event *ev, const char *op)
 {
     memset(ev, 0, sizeof(*ev));
     if (!s->event_fn)
@@ -85,8 +74,8 @@ static void ev_start(struct sbx_session *s, struct sbx_session_event *ev, const 
     s->event_fn(ev, s->event_data);
 }
 
-static void ev_finish(struct sbx_session *s, struct sbx_session_event *ev, int rc,
-                      const struct sbx_error *err)
+void sbx__session_event_finish(struct sbx_session *s, struct sbx_session_event *ev, int rc,
+                               const struct sbx_error *err)
 {
     if (!s->event_fn || !ev->op)
         return;
@@ -240,51 +229,6 @@ void sbx_exec_result_release(struct sbx_exec_result *r)
     sbx_output_release(&r->err);
 }
 
-void sbx__set_nonblock(int fd)
-{
-    int fl = fcntl(fd, F_GETFL);
-    if (fl >= 0 && !(fl & O_NONBLOCK))
-        (void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-}
-
-/* Read what is available from *fd into c. Returns bytes read; on EOF or a terminal's EIO sets
- * *fd to -1 (the fd itself stays with its owner). */
-size_t sbx__pump(int *fd, struct sbx_capture *c)
-{
-    char buf[READ_CHUNK];
-    size_t got = 0;
-    for (;;) {
-        ssize_t r = read(*fd, buf, sizeof(buf));
-        if (r > 0) {
-            sbx_capture_add(c, buf, (size_t)r);
-            got += (size_t)r;
-            if (got >= SBX__DRAIN_AFTER_EXIT_MAX)
-                return got;
-            continue;
-        }
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return got;
-        *fd = -1; /* EOF, or EIO once a terminal's last writer is gone */
-        return got;
-    }
-}
-
-int sbx__cancel_poll_ms(const volatile sig_atomic_t *cancel, int ms)
-{
-    if (!cancel || (ms >= 0 && ms <= SBX_EXEC_CANCEL_POLL_MS))
-        return ms;
-    return SBX_EXEC_CANCEL_POLL_MS;
-}
-
-int sbx__cancel_check(const volatile sig_atomic_t *cancel, struct sbx_error *err)
-{
-    if (cancel && *cancel)
-        return sbx_error_set(err, SBX_E_CANCELLED, 0, "command cancelled");
-    return 0;
-}
-
 static int exec_body(struct sbx_session *s, const struct sbx_exec_spec *spec,
                      struct sbx_exec_result *res, struct sbx_error *err)
 {
@@ -395,7 +339,7 @@ int sbx_session_exec(struct sbx_session *s, const struct sbx_exec_spec *spec,
                      struct sbx_exec_result *res, struct sbx_error *err)
 {
     struct sbx_session_event ev;
-    ev_start(s, &ev, "exec");
+    sbx__session_event_start(s, &ev, "exec");
     if (spec) {
         ev.argv = spec->argv;
         ev.command = spec->command;
@@ -403,27 +347,7 @@ int sbx_session_exec(struct sbx_session *s, const struct sbx_exec_spec *spec,
     int rc = exec_body(s, spec, res, err);
     if (rc == 0)
         ev.exit = &res->status;
-    ev_finish(s, &ev, rc, err);
-    return rc;
-}
-
-int sbx_session_exec_stream(struct sbx_session *s, const struct sbx_exec_spec *spec,
-                            const struct sbx_exec_stream *io, struct sbx_exit *out,
-                            struct sbx_error *err)
-{
-    struct sbx_session_event ev;
-    struct sbx_exit st = {0};
-    ev_start(s, &ev, "exec");
-    if (spec) {
-        ev.argv = spec->argv;
-        ev.command = spec->command;
-    }
-    int rc = sbx__exec_stream(s, spec, io, &st, err);
-    if (rc == 0) {
-        *out = st;
-        ev.exit = &st;
-    }
-    ev_finish(s, &ev, rc, err);
+    sbx__session_event_finish(s, &ev, rc, err);
     return rc;
 }
 
@@ -446,13 +370,13 @@ int sbx_session_read_open(struct sbx_session *s, const char *path, int *out_fd, 
 {
     struct sbx_session_event ev;
     uint64_t size = 0;
-    ev_start(s, &ev, "read");
+    sbx__session_event_start(s, &ev, "read");
     ev.path = path;
     int rc = read_open_body(s, path, out_fd, &size, err);
     if (rc == 0 && out_size)
         *out_size = size;
     ev.bytes = size;
-    ev_finish(s, &ev, rc, err);
+    sbx__session_event_finish(s, &ev, rc, err);
     return rc;
 }
 
@@ -465,7 +389,7 @@ int sbx_session_read(struct sbx_session *s, const char *path, uint64_t max, stru
     size_t before = out->len;
     if (max == 0)
         max = SBX_FILE_DEFAULT_MAX;
-    ev_start(s, &ev, "read");
+    sbx__session_event_start(s, &ev, "read");
     ev.path = path;
     int rc = read_open_body(s, path, &fd, &size, err);
     if (rc < 0)
@@ -482,7 +406,7 @@ int sbx_session_read(struct sbx_session *s, const char *path, uint64_t max, stru
     }
 out:
     ev.bytes = out->len - before;
-    ev_finish(s, &ev, rc, err);
+    sbx__session_event_finish(s, &ev, rc, err);
     sbx_fd_close(&fd);
     return rc;
 }
@@ -563,11 +487,11 @@ static int traced_write(struct sbx_session *s, const char *path, const struct sb
                         struct sbx_error *err)
 {
     struct sbx_session_event ev;
-    ev_start(s, &ev, "write");
+    sbx__session_event_start(s, &ev, "write");
     ev.path = path;
     int rc = do_write(s, path, r, max, mode, flags, err);
     ev.bytes = *count;
-    ev_finish(s, &ev, rc, err);
+    sbx__session_event_finish(s, &ev, rc, err);
     return rc;
 }
 
@@ -592,13 +516,13 @@ int sbx_session_ls(struct sbx_session *s, const char *path, struct sbx_dirlist *
 {
     struct sbx_session_event ev;
     char *rel = NULL;
-    ev_start(s, &ev, "ls");
+    sbx__session_event_start(s, &ev, "ls");
     ev.path = path;
     int rc = sbx__session_path(s, path, 1, &rel, err);
     if (rc == 0)
         rc = s->ops->ls(s, rel, out, err);
     free(rel);
-    ev_finish(s, &ev, rc, err);
+    sbx__session_event_finish(s, &ev, rc, err);
     return rc;
 }
 
@@ -633,13 +557,13 @@ int sbx_session_mkdir(struct sbx_session *s, const char *path, int flags, struct
 {
     struct sbx_session_event ev;
     char *rel = NULL;
-    ev_start(s, &ev, "mkdir");
+    sbx__session_event_start(s, &ev, "mkdir");
     ev.path = path;
     int rc = sbx__session_path(s, path, 0, &rel, err);
     if (rc == 0)
         rc = s->ops->mkdir(s, rel, flags, err);
     free(rel);
-    ev_finish(s, &ev, rc, err);
+    sbx__session_event_finish(s, &ev, rc, err);
     return rc;
 }
 
@@ -647,7 +571,7 @@ int sbx_session_rm(struct sbx_session *s, const char *path, int flags, struct sb
 {
     struct sbx_session_event ev;
     char *rel = NULL;
-    ev_start(s, &ev, "rm");
+    sbx__session_event_start(s, &ev, "rm");
     ev.path = path;
     int rc = sbx__session_path(s, path, 1, &rel, err);
     if (rc == 0 && rel[0] == '\0')
@@ -655,7 +579,7 @@ int sbx_session_rm(struct sbx_session *s, const char *path, int flags, struct sb
     else if (rc == 0)
         rc = s->ops->rm(s, rel, flags, err);
     free(rel);
-    ev_finish(s, &ev, rc, err);
+    sbx__session_event_finish(s, &ev, rc, err);
     return rc;
 }
 
@@ -676,45 +600,19 @@ int sbx_session_resolve_port(struct sbx_session *s, int port, char **out_url, st
 {
     struct sbx_session_event ev;
     int rc;
-    ev_start(s, &ev, "resolve_port");
+    sbx__session_event_start(s, &ev, "resolve_port");
     ev.port = port;
     if (port < 1 || port > 65535)
         rc = sbx_error_set(err, SBX_E_INVAL, 0, "port %d is not in 1..65535", port);
     else
         rc = s->ops->resolve_port(s, port, out_url, err);
-    ev_finish(s, &ev, rc, err);
+    sbx__session_event_finish(s, &ev, rc, err);
     return rc;
 }
 
 int sbx_session_state(struct sbx_session *s, json_t **out, struct sbx_error *err)
 {
     return s->ops->state(s, out, err);
-}
-
-static int close_session(struct sbx_session *s, int delete_workspace, struct sbx_error *err)
-{
-    struct sbx_session_event ev;
-    ev_start(s, &ev, "close");
-    sbx_session_pty_kill_all(s);
-    int rc = s->ops->close(s, delete_workspace, err);
-    ev_finish(s, &ev, rc, err);
-    return rc;
-}
-
-int sbx_session_close(struct sbx_session *s, struct sbx_error *err)
-{
-    return close_session(s, 0, err);
-}
-
-int sbx_session_delete(struct sbx_session *s, struct sbx_error *err)
-{
-    return close_session(s, 1, err);
-}
-
-void sbx_session_free(struct sbx_session *s)
-{
-    if (s)
-        s->ops->free(s);
 }
 
 void sbx_session_set_progress(struct sbx_session *s, sbx_progress_fn *fn, void *data)
