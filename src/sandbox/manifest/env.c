@@ -88,14 +88,14 @@ int sbx__manifest_valid_env_name(const char *s, size_t n)
     return 1;
 }
 
-static int set_env(struct sbx_manifest *m, struct env *v)
+void sbx__manifest_env_put(struct sbx_manifest *m, struct env *v)
 {
     for (size_t i = 0; i < m->nenv; i++) {
         if (strcmp(m->env[i]->name, v->name) == 0) {
             sbx__manifest_env_free(m->env[i]);
             m->env[i] = v;
             env_sync(v);
-            return 0;
+            return;
         }
     }
     if (m->nenv == m->envalloc) {
@@ -104,7 +104,6 @@ static int set_env(struct sbx_manifest *m, struct env *v)
     }
     m->env[m->nenv++] = v;
     env_sync(v);
-    return 0;
 }
 
 static int check_env_value(const char *s, size_t len, struct sbx_error *err)
@@ -248,7 +247,7 @@ int sbx__manifest_parse_environment(struct sbx_manifest *m, const json_t *doc,
             sbx_error_prefix(err, "environment '%s'", k);
             return rc;
         }
-        set_env(m, e);
+        sbx__manifest_env_put(m, e);
     }
     return 0;
 }
@@ -280,5 +279,6 @@ int sbx_manifest_set_env(struct sbx_manifest *m, const char *name, const char *v
         v->secret = sbx_secret_new(name, value, strlen(value));
     else
         v->value = sbx_xstrdup(value);
-    return set_env(m, v);
+    sbx__manifest_env_put(m, v);
+    return 0;
 }

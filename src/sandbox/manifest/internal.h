@@ -22,6 +22,11 @@ size_t sbx__pathmap_get(const struct sbx__pathmap *pm, const char *key, size_t k
 /* Insert or replace. */
 void sbx__pathmap_put(struct sbx__pathmap *pm, const char *key, size_t klen, size_t val);
 
+/* ---- copy.c ---- */
+
+/* A deep copy of m (secrets and file contents included); caller owns (sbx_manifest_free). */
+struct sbx_manifest *sbx__manifest_dup(const struct sbx_manifest *m);
+
 /* ---- digest.c ---- */
 
 /* A stable fingerprint of m (sha256, lowercase hex): root, entries in order with every field

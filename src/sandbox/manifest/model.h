@@ -100,6 +100,8 @@ int sbx__manifest_add_finish(struct sbx_manifest *m, struct entry *e, int rc,
 
 /* [A-Za-z_][A-Za-z0-9_]*, at most 255 bytes. */
 int sbx__manifest_valid_env_name(const char *s, size_t n);
+/* Add variable v to m, replacing one of the same name. Takes v. */
+void sbx__manifest_env_put(struct sbx_manifest *m, struct env *v);
 /* The "environment" of a document. */
 int sbx__manifest_parse_environment(struct sbx_manifest *m, const json_t *doc,
                                     struct sbx_error *err);
