@@ -6,6 +6,7 @@
 
 #include "sandbox/provider.h"
 #include "sandbox/session/internal.h"
+#include "sbx/manifest.h"
 #include "sbx/session.h"
 
 void sbx_session_release_base(struct sbx_session *s)
@@ -17,6 +18,8 @@ void sbx_session_release_base(struct sbx_session *s)
     free(s->id);
     free(s->root);
     s->id = s->root = NULL;
+    sbx_manifest_free(s->manifest);
+    s->manifest = NULL;
 }
 
 static int close_session(struct sbx_session *s, int delete_workspace, struct sbx_error *err)

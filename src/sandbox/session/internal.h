@@ -12,6 +12,18 @@
 int sbx__session_path(struct sbx_session *s, const char *path, int allow_root, char **out,
                       struct sbx_error *err);
 
+/* The manifest the sandbox of s was made from: *out borrowed, valid until s is freed; an empty
+ * manifest when it was made without one or its state keeps none. A provider's create hands it
+ * over (sbx__session_set_manifest); else it is read once from the session state (files there
+ * may be recorded by digest, secret values are not kept), so an attached or resumed session
+ * has it too. Errors: the provider's state op, or a state whose manifest cannot be read.
+ * Thread-safe. */
+struct sbx_manifest;
+int sbx__session_manifest(struct sbx_session *s, const struct sbx_manifest **out,
+                          struct sbx_error *err);
+/* At create: s keeps a copy of m (sbx__manifest_dup; NULL: none). */
+void sbx__session_set_manifest(struct sbx_session *s, const struct sbx_manifest *m);
+
 /* Session events around an operation (sbx_session_set_event_fn): start fills ev (op is a
  * static name) and reports it; the caller may then point ev at the operation's details (path,
  * argv, exit, bytes); finish reports the outcome (rc, err). Nothing happens without an event

@@ -10,10 +10,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "sandbox/manifest/internal.h"
 #include "sandbox/provider.h"
 #include "sandbox/session/internal.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
+#include "sbx/manifest.h"
 #include "sbx/path.h"
 #include "sbx/session.h"
 #include "sbx/time.h"
@@ -34,6 +36,7 @@ void sbx_session_init_base(struct sbx_session *s, const struct sbx_session_ops *
     s->progress_fn = NULL;
     s->progress_data = NULL;
     s->event_seq = 0;
+    s->manifest = NULL;
 }
 
 const char *sbx_session_id(const struct sbx_session *s)
@@ -49,6 +52,51 @@ const char *sbx_session_provider(const struct sbx_session *s)
 const char *sbx_session_root(const struct sbx_session *s)
 {
     return s->root;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* The manifest the sandbox was made from */
+
+void sbx__session_set_manifest(struct sbx_session *s, const struct sbx_manifest *m)
+{
+    struct sbx_manifest *copy = m ? sbx__manifest_dup(m) : NULL;
+    pthread_mutex_lock(&s->lock);
+    sbx_manifest_free(s->manifest);
+    s->manifest = copy;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* The session state's manifest (an empty one when it keeps none), as every reader of a state
+ * takes it: host sources are not looked at, files may be recorded by digest. */
+static int read_manifest(struct sbx_session *s, struct sbx_manifest **out, struct sbx_error *err)
+{
+    json_t *st = NULL;
+    int rc = s->ops->state(s, &st, err);
+    const json_t *mj = rc == 0 ? json_object_get(st, "manifest") : NULL;
+    if (json_is_object(mj)) {
+        struct sbx_manifest_load_opts lo = {.base_dir = "/",
+                                            .flags = SBX_MANIFEST_NO_HOST_CHECKS |
+                                                     SBX_MANIFEST_CONTENT_DIGESTS};
+        if ((rc = sbx_manifest_from_json(mj, &lo, out, err)) < 0)
+            sbx_error_prefix(err, "the manifest of sandbox '%s'", s->id);
+    } else if (rc == 0) {
+        *out = sbx_manifest_new();
+    }
+    json_decref(st);
+    return rc;
+}
+
+int sbx__session_manifest(struct sbx_session *s, const struct sbx_manifest **out,
+                          struct sbx_error *err)
+{
+    int rc = 0;
+    pthread_mutex_lock(&s->lock);
+    if (!s->manifest)
+        rc = read_manifest(s, &s->manifest, err);
+    if (rc == 0)
+        *out = s->manifest;
+    pthread_mutex_unlock(&s->lock);
+    return rc;
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -164,7 +164,7 @@ int sbx_session_snapshot(struct sbx_session *s, struct sbx_snapshot_store *st, c
                          struct sbx_error *err)
 {
     struct sbx_snapshot_store *own = NULL;
-    struct sbx_manifest *m = NULL;
+    const struct sbx_manifest *m = NULL;
     struct sbx_strv exclude;
     json_t *state = NULL;
     char *ref = NULL, *label = NULL;
@@ -176,19 +176,9 @@ int sbx_session_snapshot(struct sbx_session *s, struct sbx_snapshot_store *st, c
                            "provider '%s' cannot snapshot a workspace on this host", s->provider);
         goto out;
     }
-    if ((rc = s->ops->state(s, &state, err)) < 0)
+    if ((rc = s->ops->state(s, &state, err)) < 0 || (rc = sbx__session_manifest(s, &m, err)) < 0)
         goto out;
-    const json_t *mj = json_object_get(state, "manifest");
-    if (json_is_object(mj)) {
-        struct sbx_manifest_load_opts lo = {.base_dir = "/",
-                                            .flags = SBX_MANIFEST_NO_HOST_CHECKS |
-                                                     SBX_MANIFEST_CONTENT_DIGESTS};
-        if ((rc = sbx_manifest_from_json(mj, &lo, &m, err)) < 0) {
-            sbx_error_prefix(err, "the manifest of sandbox '%s'", s->id);
-            goto out;
-        }
-        sbx__manifest_ephemeral_paths(m, &exclude);
-    }
+    sbx__manifest_ephemeral_paths(m, &exclude);
     if (!st) {
         if ((rc = sbx_snapshot_store_open(NULL, &own, err)) < 0)
             goto out;
@@ -216,7 +206,6 @@ out:
     free(ref);
     free(label);
     json_decref(state);
-    sbx_manifest_free(m);
     sbx_strv_release(&exclude);
     sbx_snapshot_store_free(own);
     return rc;

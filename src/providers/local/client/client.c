@@ -112,8 +112,6 @@ struct local_session {
     int root_fd; /* workspace dir fd from the supervisor, -1 until first use */
     int closed;
     int64_t idle_ms; /* requests: how long the supervisor may answer nobody */
-    /* The state's manifest, parsed at the first chgrp (its users and groups); NULL before. */
-    struct sbx_manifest *accounts;
 };
 
 struct local_proc {
@@ -832,16 +830,11 @@ static int ephemeral_env(const struct sbx_manifest *from, struct sbx_manifest *t
 static int sandbox_gid(struct local_session *s, const char *name, unsigned *out,
                        struct sbx_error *err)
 {
-    const json_t *mj = json_object_get(s->state, "manifest");
-    struct sbx_manifest_load_opts lo = {
-            .base_dir = "/", .flags = SBX_MANIFEST_NO_HOST_CHECKS | SBX_MANIFEST_CONTENT_DIGESTS};
+    const struct sbx_manifest *m = NULL;
     struct sbx_strv users;
-    int rc = 0;
-    /* Parsed once: materialisation asks for every entry with a group. */
-    if (!s->accounts && json_is_object(mj) &&
-        (rc = sbx_manifest_from_json(mj, &lo, &s->accounts, err)) < 0)
+    int rc = sbx__session_manifest(&s->base, &m, err);
+    if (rc < 0)
         return rc;
-    const struct sbx_manifest *m = s->accounts;
     sbx_strv_init(&users);
     if (m)
         sbx_manifest_account_users(m, &users);
@@ -971,7 +964,6 @@ static void sess_free(struct sbx_session *bs)
     sbx_fd_close(&s->root_fd);
     pthread_mutex_destroy(&s->root_lock);
     json_decref(s->state);
-    sbx_manifest_free(s->accounts);
     free(s->dir);
     free(s->rundir);
     free(s->workspace);
@@ -1967,6 +1959,7 @@ static int start_supervisor(struct create_job *j, struct sbx_error *err)
 {
     j->ls = session_from_state(j->rundir, j->dir, j->state);
     j->ls->idle_ms = j->c->request_idle_ms;
+    sbx__session_set_manifest(&j->ls->base, j->spec->manifest);
     j->state = NULL;
     struct state_job job = {.dir = j->dir,
                             .state = j->ls->state,
