@@ -14,6 +14,7 @@
 #include "sbx/json.h"
 #include "sbx/fs.h"
 #include "sbx/log.h"
+#include "sbx/sandbox-run.h"
 #include "sbx/snapshot.h"
 #include "sbx/strv.h"
 
