@@ -527,7 +527,7 @@ static void trace_session_event(const struct sbx_session_event *ev, void *data)
             {"mkdir", "sandbox.mkdir"}, {"rm", "sandbox.rm_path"},
             {"close", "sandbox.close"}, {"resolve_port", "sandbox.resolve_port"}};
     const char *name = NULL;
-    if (ev->phase != SBX_EVENT_FINISH || !sbx_trace_current())
+    if (ev->phase != SBX_SESSION_EVENT_FINISH || !sbx_trace_current())
         return;
     for (size_t i = 0; i < SBX_ARRAY_LEN(names) && !name; i++)
         if (strcmp(ev->op, names[i][0]) == 0)

@@ -116,7 +116,7 @@ void sbx__session_event_start(struct sbx_session *s, struct sbx_session_event *e
     ev->session_id = s->id;
     ev->provider = s->provider;
     ev->op = op;
-    ev->phase = SBX_EVENT_START;
+    ev->phase = SBX_SESSION_EVENT_START;
     ev->seq = __atomic_add_fetch(&s->event_seq, 1, __ATOMIC_RELAXED);
     ev->ts_ns = sbx_time_real_ns();
     s->event_fn(ev, s->event_data);
@@ -128,7 +128,7 @@ void sbx__session_event_finish(struct sbx_session *s, struct sbx_session_event *
     if (!s->event_fn || !ev->op)
         return;
     int64_t start = ev->ts_ns;
-    ev->phase = SBX_EVENT_FINISH;
+    ev->phase = SBX_SESSION_EVENT_FINISH;
     ev->seq = __atomic_add_fetch(&s->event_seq, 1, __ATOMIC_RELAXED);
     ev->ts_ns = sbx_time_real_ns();
     ev->duration_ns = ev->ts_ns - start;
@@ -146,7 +146,8 @@ json_t *sbx_session_event_json(const struct sbx_session_event *ev)
     sbx_json_set(o, "session_id", sbx_json_str(ev->session_id ? ev->session_id : ""));
     sbx_json_set(o, "seq", json_integer((json_int_t)ev->seq));
     sbx_json_set(o, "op", sbx_json_str(ev->op ? ev->op : ""));
-    sbx_json_set(o, "phase", sbx_json_str(ev->phase == SBX_EVENT_START ? "start" : "finish"));
+    sbx_json_set(o, "phase",
+                 sbx_json_str(ev->phase == SBX_SESSION_EVENT_START ? "start" : "finish"));
     sbx_json_set(o, "ts", sbx_json_str(ts));
     sbx_json_set(data, "sandbox.backend", sbx_json_str(ev->provider ? ev->provider : ""));
     if (ev->path)
@@ -161,7 +162,7 @@ json_t *sbx_session_event_json(const struct sbx_session_event *ev)
     }
     if (ev->port)
         sbx_json_set(data, "port", json_integer(ev->port));
-    if (ev->phase == SBX_EVENT_FINISH) {
+    if (ev->phase == SBX_SESSION_EVENT_FINISH) {
         sbx_json_set(o, "ok", json_boolean(ev->ok));
         sbx_json_set(o, "duration_ms", json_real((double)ev->duration_ns / 1e6));
         if (ev->exit) {
