@@ -1,6 +1,7 @@
 /* The runner's run states: building one from a run, and setting a run up from one. */
 #include <string.h>
 
+#include "core/grow.h"
 #include "agent/runner-internal.h"
 #include "sbx/json.h"
 #include "sbx/runstate.h"
@@ -19,10 +20,7 @@ size_t sbx__run_reachable(struct sbx_agent *start, struct sbx_agent ***out)
                 seen = v[k] == t;
             if (seen)
                 continue;
-            if (n == cap) {
-                cap *= 2;
-                v = sbx_xrealloc(v, cap * sizeof(*v));
-            }
+            SBX_ALLOC_GROW(v, n + 1, cap);
             v[n++] = t;
         }
     }

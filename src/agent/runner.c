@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "agent/runner-internal.h"
 #include "agent/schema.h"
 #include "sbx/json.h"
@@ -1350,10 +1351,7 @@ int sbx_agent_walk(struct sbx_agent *start,
                 j++;
             if (!next || j < n)
                 continue;
-            if (n == cap) {
-                cap *= 2;
-                seen = sbx_xrealloc(seen, cap * sizeof(*seen));
-            }
+            SBX_ALLOC_GROW(seen, n + 1, cap);
             seen[n++] = next;
         }
     }

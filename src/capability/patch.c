@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "sbx/patch.h"
 #include "sbx/path.h"
 
@@ -59,14 +60,11 @@ struct sbx_patch {
 
 static void *grow(void *p, size_t *alloc, size_t need, size_t elsize)
 {
-    if (need <= *alloc)
+    size_t had = *alloc;
+    if (need <= had)
         return p;
-    size_t n = *alloc ? *alloc * 2 : 8;
-    while (n < need)
-        n *= 2;
-    p = sbx_xrealloc(p, n * elsize);
-    memset((char *)p + *alloc * elsize, 0, (n - *alloc) * elsize);
-    *alloc = n;
+    p = sbx__grow(p, elsize, need, alloc);
+    memset((char *)p + had * elsize, 0, (*alloc - had) * elsize);
     return p;
 }
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "sandbox/manifest/model.h"
 #include "sbx/json.h"
 #include "sbx/path.h"
@@ -98,10 +99,7 @@ void sbx__manifest_env_put(struct sbx_manifest *m, struct env *v)
             return;
         }
     }
-    if (m->nenv == m->envalloc) {
-        m->envalloc = m->envalloc ? m->envalloc * 2 : 8;
-        m->env = sbx_xrealloc(m->env, m->envalloc * sizeof(*m->env));
-    }
+    SBX_ALLOC_GROW(m->env, m->nenv + 1, m->envalloc);
     m->env[m->nenv++] = v;
     env_sync(v);
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "sandbox/manifest/model.h"
 #include "sbx/json.h"
 #include "sbx/path.h"
@@ -281,10 +282,7 @@ int sbx__manifest_check_overlap(const struct sbx_manifest *m, const char *p, enu
 /* Append e (already checked with check_overlap). Takes ownership. */
 void sbx__manifest_append_entry(struct sbx_manifest *m, struct entry *e)
 {
-    if (m->n == m->alloc) {
-        m->alloc = m->alloc ? m->alloc * 2 : 16;
-        m->entries = sbx_xrealloc(m->entries, m->alloc * sizeof(*m->entries));
-    }
+    SBX_ALLOC_GROW(m->entries, m->n + 1, m->alloc);
     size_t idx = m->n++;
     m->entries[idx] = e;
     size_t plen = strlen(e->path);

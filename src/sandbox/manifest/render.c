@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "sandbox/manifest/internal.h"
 
 struct node {
@@ -25,10 +26,7 @@ struct tree {
 
 static size_t add_node(struct tree *t, size_t parent, const char *name, size_t nlen)
 {
-    if (t->n == t->alloc) {
-        t->alloc = t->alloc ? t->alloc * 2 : 64;
-        t->nodes = sbx_xrealloc(t->nodes, t->alloc * sizeof(*t->nodes));
-    }
+    SBX_ALLOC_GROW(t->nodes, t->n + 1, t->alloc);
     size_t id = t->n++;
     struct node *nd = &t->nodes[id];
     memset(nd, 0, sizeof(*nd));
@@ -36,10 +34,7 @@ static size_t add_node(struct tree *t, size_t parent, const char *name, size_t n
     nd->entry = SBX_MANIFEST_NONE;
     if (parent != SBX_MANIFEST_NONE) {
         struct node *p = &t->nodes[parent];
-        if (p->nkids == p->kalloc) {
-            p->kalloc = p->kalloc ? p->kalloc * 2 : 4;
-            p->kids = sbx_xrealloc(p->kids, p->kalloc * sizeof(*p->kids));
-        }
+        SBX_ALLOC_GROW(p->kids, p->nkids + 1, p->kalloc);
         p->kids[p->nkids++] = id;
     }
     return id;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/grow.h"
 #include "sandbox/manifest/internal.h"
 #include "sandbox/materialize/git.h"
 #include "sandbox/materialize/materialize.h"
@@ -47,10 +48,7 @@ struct undo {
 static void undo_push(struct undo *u, enum undo_kind kind, const char *path, size_t len,
                       mode_t mode)
 {
-    if (u->n == u->cap) {
-        u->cap = u->cap ? u->cap * 2 : 16;
-        u->v = sbx_xrealloc(u->v, u->cap * sizeof(*u->v));
-    }
+    SBX_ALLOC_GROW(u->v, u->n + 1, u->cap);
     u->v[u->n++] = (struct undo_step){kind, sbx_xstrndup(path, len), mode};
 }
 
