@@ -262,6 +262,44 @@ static int parse_group_ref(const json_t *v, char **out, struct sbx_error *err)
     return 0;
 }
 
+/* The fields of a file entry. */
+static int parse_file(struct loader *L, struct entry *e, const json_t *o, struct sbx_error *err)
+{
+    int rc;
+    if ((rc = sbx_json_check_keys(o, file_keys, err)) ||
+        (rc = parse_content(L, e, json_object_get(o, "content"), err)))
+        return rc;
+    if (L->m->total_content + e->pub.content_len > L->max_total)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0,
+                             "file contents add up to more than the limit of %zu bytes",
+                             L->max_total);
+    return 0;
+}
+
+/* The fields of a local_file or local_dir entry: its source on the host, checked unless the
+ * loader skips host checks. */
+static int parse_local(struct loader *L, struct entry *e, const json_t *o, struct sbx_error *err)
+{
+    int is_dir = e->pub.type == SBX_ENTRY_LOCAL_DIR;
+    const char *src = NULL;
+    int rc;
+    if ((rc = sbx_json_check_keys(o, local_keys, err)))
+        return rc;
+    if (is_dir ? (rc = sbx_json_get_text(o, "src", 0, &src, NULL, err))
+               : (rc = sbx_json_get_text(o, "src", SBX_JSON_REQUIRED | SBX_JSON_NONEMPTY, &src,
+                                         NULL, err)))
+        return rc;
+    if (!src)
+        return 0;
+    if (!*src)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "field 'src' must not be empty");
+    e->src = sbx_xstrdup(src);
+    e->src_path = sbx__manifest_host_absolute(L->base_dir, src);
+    if (!(L->flags & SBX_MANIFEST_NO_HOST_CHECKS))
+        return sbx__manifest_check_local_src(L->base_dir, e->src_path, src, is_dir, err);
+    return 0;
+}
+
 static int parse_entry(struct loader *L, size_t parent, const char *parent_path, int depth,
                        const char *key, size_t klen, const json_t *val, struct sbx_error *err);
 
@@ -292,53 +330,21 @@ static int parse_entry_body(struct loader *L, struct entry *e, const json_t *o,
     if (mode && !json_is_null(mode) && (rc = parse_mode(mode, "mode", &e->pub.mode, err)))
         return rc;
 
-    switch (e->pub.type) {
-    case SBX_ENTRY_FILE:
-        if ((rc = sbx_json_check_keys(o, file_keys, err)) ||
-            (rc = parse_content(L, e, json_object_get(o, "content"), err)))
-            return rc;
-        if (L->m->total_content + e->pub.content_len > L->max_total)
-            return sbx_error_set(err, SBX_E_TOOBIG, 0,
-                                 "file contents add up to more than the limit of %zu bytes",
-                                 L->max_total);
-        return 0;
-    case SBX_ENTRY_DIR:
-        return sbx_json_check_keys(o, dir_keys, err);
-    case SBX_ENTRY_LOCAL_FILE:
-    case SBX_ENTRY_LOCAL_DIR: {
-        int is_dir = e->pub.type == SBX_ENTRY_LOCAL_DIR;
-        const char *src = NULL;
-        if ((rc = sbx_json_check_keys(o, local_keys, err)))
-            return rc;
-        if (is_dir ? (rc = sbx_json_get_text(o, "src", 0, &src, NULL, err))
-                   : (rc = sbx_json_get_text(o, "src", SBX_JSON_REQUIRED | SBX_JSON_NONEMPTY, &src,
-                                             NULL, err)))
-            return rc;
-        if (!src)
-            return 0;
-        if (!*src)
-            return sbx_error_set(err, SBX_E_INVAL, 0, "field 'src' must not be empty");
-        e->src = sbx_xstrdup(src);
-        e->src_path = sbx__manifest_host_absolute(L->base_dir, src);
-        if (!(L->flags & SBX_MANIFEST_NO_HOST_CHECKS))
-            return sbx__manifest_check_local_src(L->base_dir, e->src_path, src, is_dir, err);
-        return 0;
-    }
-    case SBX_ENTRY_GIT_REPO:
-        return sbx__manifest_parse_git(e, o, err);
-    case SBX_ENTRY_S3_MOUNT:
-    case SBX_ENTRY_GCS_MOUNT:
-    case SBX_ENTRY_R2_MOUNT:
-    case SBX_ENTRY_AZURE_BLOB_MOUNT:
-    case SBX_ENTRY_BOX_MOUNT:
-    case SBX_ENTRY_S3_FILES_MOUNT:
+    enum sbx_entry_type t = e->pub.type;
+    if (sbx_entry_type_is_mount(t)) {
         if (e->pub.mode != 0755)
             return sbx_error_set(err, SBX_E_INVAL, 0,
                                  "mount permissions are not enforced; configure access at the "
                                  "storage provider and remove 'permissions'");
         return sbx__manifest_parse_mount(e, o, L->flags, err);
     }
-    return 0;
+    if (t == SBX_ENTRY_FILE)
+        return parse_file(L, e, o, err);
+    if (t == SBX_ENTRY_DIR)
+        return sbx_json_check_keys(o, dir_keys, err);
+    if (t == SBX_ENTRY_GIT_REPO)
+        return sbx__manifest_parse_git(e, o, err);
+    return parse_local(L, e, o, err); /* local_file, local_dir: the types left */
 }
 
 static int parse_children(struct loader *L, size_t idx, const json_t *children,

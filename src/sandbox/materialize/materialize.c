@@ -280,81 +280,94 @@ out:
 /* ---------------------------------------------------------------------------------------------
  * Entries */
 
+static int materialize_local_file(struct sbx_session *s, struct undo *u,
+                                  const struct sbx_manifest_entry *e, struct sbx_error *err)
+{
+    struct stat st;
+    int rc, fd = open(e->src_path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ELOOP
+                       ? sbx_error_set(err, SBX_E_PERM, ELOOP, "source '%s' is a symlink", e->src)
+                       : sbx_error_errno(err, errno, "cannot open source '%s'", e->src);
+    if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "source '%s' is not a regular file", e->src);
+    else
+        rc = copy_file_fd(s, u, fd, e->path, e->mode ? e->mode : 0644, err);
+    close(fd);
+    return rc;
+}
+
+static int materialize_local_dir(struct sbx_session *s, struct undo *u,
+                                 const struct sbx_manifest_entry *e, struct sbx_error *err)
+{
+    int fresh = 0, fd = -1;
+    int rc = mat_mkdir(s, u, e->path, &fresh, err);
+    if (rc == 0 && e->src_path) {
+        fd = open(e->src_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+            rc = errno == ELOOP || errno == ENOTDIR
+                         ? sbx_error_set(err, SBX_E_PERM, errno,
+                                         "source '%s' is not a directory (or is a symlink)", e->src)
+                         : sbx_error_errno(err, errno, "cannot open source '%s'", e->src);
+        else
+            rc = copy_tree(s, fresh ? NULL : u, fd, e->src, e->path, 0, 0, err);
+        sbx_fd_close(&fd);
+    }
+    if (rc == 0 && e->mode)
+        rc = mat_chmod(s, u, e->path, e->mode, err);
+    return rc;
+}
+
+/* A git_repo entry, and its record in records (path, repo, ref, the commit fetched). */
+static int materialize_git_entry(struct sbx_session *s, struct undo *u,
+                                 const struct sbx_manifest_entry *e, json_t *records,
+                                 struct sbx_error *err)
+{
+    json_t *rec = json_object();
+    sbx_json_set(rec, "path", sbx_json_str(e->path));
+    sbx_json_set(rec, "repo", sbx_json_str(e->repo));
+    int rc = materialize_git(s, u, e, rec, err);
+    if (rc == 0)
+        sbx_json_append(records, rec);
+    else
+        json_decref(rec);
+    return rc;
+}
+
 static int materialize_entry(struct sbx_session *s, struct undo *u,
                              const struct sbx_manifest_entry *e, json_t *records,
                              struct sbx_error *err)
 {
-    int rc = 0, fd = -1;
-    switch (e->type) {
-    case SBX_ENTRY_FILE:
-        if (!e->content)
-            return sbx_error_set(err, SBX_E_INVAL, 0,
-                                 "the manifest records this file by digest only (a session "
-                                 "state's manifest): its content is not there to write");
-        return mat_write(s, u, e->path, e->content, e->content_len, e->mode ? e->mode : 0644, err);
-    case SBX_ENTRY_DIR:
-        rc = mat_mkdir(s, u, e->path, NULL, err);
-        if (rc == 0 && e->mode)
-            rc = mat_chmod(s, u, e->path, e->mode, err);
-        return rc;
-    case SBX_ENTRY_LOCAL_FILE: {
-        struct stat st;
-        fd = open(e->src_path, O_RDONLY | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK | O_CLOEXEC);
-        if (fd < 0)
-            return errno == ELOOP ? sbx_error_set(err, SBX_E_PERM, ELOOP,
-                                                  "source '%s' is a symlink", e->src)
-                                  : sbx_error_errno(err, errno, "cannot open source '%s'", e->src);
-        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-            rc = sbx_error_set(err, SBX_E_INVAL, 0, "source '%s' is not a regular file", e->src);
-        else
-            rc = copy_file_fd(s, u, fd, e->path, e->mode ? e->mode : 0644, err);
-        close(fd);
-        return rc;
-    }
-    case SBX_ENTRY_LOCAL_DIR: {
-        int fresh = 0;
-        rc = mat_mkdir(s, u, e->path, &fresh, err);
-        if (rc == 0 && e->src_path) {
-            fd = open(e->src_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-            if (fd < 0)
-                rc = errno == ELOOP || errno == ENOTDIR
-                             ? sbx_error_set(err, SBX_E_PERM, errno,
-                                             "source '%s' is not a directory (or is a symlink)",
-                                             e->src)
-                             : sbx_error_errno(err, errno, "cannot open source '%s'", e->src);
-            else
-                rc = copy_tree(s, fresh ? NULL : u, fd, e->src, e->path, 0, 0, err);
-            sbx_fd_close(&fd);
-        }
-        if (rc == 0 && e->mode)
-            rc = mat_chmod(s, u, e->path, e->mode, err);
-        return rc;
-    }
-    case SBX_ENTRY_GIT_REPO: {
-        json_t *rec = json_object();
-        sbx_json_set(rec, "path", sbx_json_str(e->path));
-        sbx_json_set(rec, "repo", sbx_json_str(e->repo));
-        rc = materialize_git(s, u, e, rec, err);
-        if (rc == 0)
-            sbx_json_append(records, rec);
-        else
-            json_decref(rec);
-        return rc;
-    }
-    case SBX_ENTRY_S3_MOUNT:
-    case SBX_ENTRY_GCS_MOUNT:
-    case SBX_ENTRY_R2_MOUNT:
-    case SBX_ENTRY_AZURE_BLOB_MOUNT:
-    case SBX_ENTRY_BOX_MOUNT:
-    case SBX_ENTRY_S3_FILES_MOUNT:
+    enum sbx_entry_type t = e->type;
+    int rc;
+    if (sbx_entry_type_is_mount(t)) {
         /* The local provider mounts them while the sandbox starts (docs/internals/mounts.md). */
         if (s->provider && strcmp(s->provider, "local") == 0)
             return 0;
         return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
                              "%s entries are not supported by the %s provider",
-                             sbx_entry_type_name(e->type), s->provider ? s->provider : "this");
+                             sbx_entry_type_name(t), s->provider ? s->provider : "this");
     }
-    return sbx_error_set(err, SBX_E_INVAL, 0, "unknown entry type %d", (int)e->type);
+    if (t == SBX_ENTRY_FILE) {
+        if (!e->content)
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "the manifest records this file by digest only (a session "
+                                 "state's manifest): its content is not there to write");
+        return mat_write(s, u, e->path, e->content, e->content_len, e->mode ? e->mode : 0644, err);
+    }
+    if (t == SBX_ENTRY_DIR) {
+        rc = mat_mkdir(s, u, e->path, NULL, err);
+        if (rc == 0 && e->mode)
+            rc = mat_chmod(s, u, e->path, e->mode, err);
+        return rc;
+    }
+    if (t == SBX_ENTRY_LOCAL_FILE)
+        return materialize_local_file(s, u, e, err);
+    if (t == SBX_ENTRY_LOCAL_DIR)
+        return materialize_local_dir(s, u, e, err);
+    if (t == SBX_ENTRY_GIT_REPO)
+        return materialize_git_entry(s, u, e, records, err);
+    return sbx_error_set(err, SBX_E_INVAL, 0, "unknown entry type %d", (int)t);
 }
 
 static int materialize_entries(struct sbx_session *s, const struct sbx_manifest *m, int flags,
