@@ -278,109 +278,125 @@ void sbx_exec_result_release(struct sbx_exec_result *r)
     sbx_output_release(&r->err);
 }
 
+/* One command run to completion with its output captured (sbx_session_exec): the process,
+ * its pipes (-1 once at EOF, or for input once all is written), the captures, the status. */
+struct capture_run {
+    const struct sbx_exec_spec *sp;
+    struct sbx_proc *p;
+    struct sbx_capture out, err;
+    int ofd, efd, ifd;
+    size_t in_off;
+    int have_status;
+    struct sbx_exit st;
+};
+
+/* Write what the command takes of its input; no more input once all of it is written or the
+ * command stopped reading. */
+static void feed_input(struct capture_run *c)
+{
+    const char *from = (const char *)c->sp->input + c->in_off;
+    size_t left = c->sp->input_len - c->in_off;
+    ssize_t w = c->p->tty ? write(c->ifd, from, left)
+                          : send(c->ifd, from, left, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0)
+        c->in_off += (size_t)w;
+    if ((w < 0 && errno != EINTR && errno != EAGAIN) || c->in_off == c->sp->input_len) {
+        if (!c->p->tty)
+            sbx_proc_close_stdin(c->p);
+        c->ifd = -1;
+    }
+}
+
+/* One wait: for output, room for input, the exit status or cancellation; then what is ready
+ * is done. */
+static int capture_step(struct capture_run *c, struct sbx_error *err)
+{
+    struct pollfd pfd[4];
+    int n = 0, io = -1, ie = -1, ii = -1, is, rc;
+    if (c->ofd >= 0) {
+        io = n;
+        pfd[n++] = (struct pollfd){.fd = c->ofd, .events = POLLIN};
+    }
+    if (c->efd >= 0) {
+        ie = n;
+        pfd[n++] = (struct pollfd){.fd = c->efd, .events = POLLIN};
+    }
+    if (c->ifd >= 0) {
+        ii = n;
+        pfd[n++] = (struct pollfd){.fd = c->ifd, .events = POLLOUT};
+    }
+    is = n;
+    pfd[n++] = (struct pollfd){.fd = c->p->status_fd, .events = POLLIN};
+    int r = poll(pfd, (nfds_t)n, sbx__cancel_poll_ms(c->sp->cancel, -1));
+    /* Freeing the process (the caller's) kills it. */
+    if ((rc = sbx__cancel_check(c->sp->cancel, err)) < 0)
+        return rc;
+    if (r < 0)
+        return errno == EINTR ? 0 : sbx_error_errno(err, errno, "poll");
+    if (io >= 0 && pfd[io].revents)
+        sbx__pump(&c->ofd, &c->out);
+    if (ie >= 0 && pfd[ie].revents)
+        sbx__pump(&c->efd, &c->err);
+    if (ii >= 0 && pfd[ii].revents)
+        feed_input(c);
+    if (pfd[is].revents) {
+        if ((rc = sbx_proc_wait(c->p, 0, &c->st, err)) < 0)
+            return rc;
+        c->have_status = 1;
+    }
+    return 0;
+}
+
 static int exec_body(struct sbx_session *s, const struct sbx_exec_spec *spec,
                      struct sbx_exec_result *res, struct sbx_error *err)
 {
     struct sbx_exec_spec sp;
-    struct sbx_proc *p = NULL;
-    struct sbx_capture cout, cerr;
-    struct sbx_exit st = {0};
-    int rc, have_status = 0;
+    struct capture_run c = {.sp = &sp, .ofd = -1, .efd = -1, .ifd = -1};
+    int rc;
 
     if (!spec)
         return check_spec(spec, err);
     sp = *spec;
     if (sp.input)
         sp.flags |= SBX_EXEC_STDIN;
-    sbx_capture_init(&cout, sp.output_limit);
-    sbx_capture_init(&cerr, sp.output_limit);
-    rc = sbx_session_exec_start(s, &sp, &p, err);
+    sbx_capture_init(&c.out, sp.output_limit);
+    sbx_capture_init(&c.err, sp.output_limit);
+    rc = sbx_session_exec_start(s, &sp, &c.p, err);
     if (rc < 0)
         goto out;
-
-    int ofd = p->stdout_fd, efd = p->stderr_fd;
-    int ifd = sp.input ? p->stdin_fd : -1;
-    size_t in_off = 0;
-    if (ofd >= 0)
-        sbx__set_nonblock(ofd);
-    if (efd >= 0)
-        sbx__set_nonblock(efd);
-    if (ifd >= 0 && !p->tty && sp.input_len == 0) {
-        sbx_proc_close_stdin(p);
-        ifd = -1;
+    c.ofd = c.p->stdout_fd;
+    c.efd = c.p->stderr_fd;
+    c.ifd = sp.input ? c.p->stdin_fd : -1;
+    if (c.ofd >= 0)
+        sbx__set_nonblock(c.ofd);
+    if (c.efd >= 0)
+        sbx__set_nonblock(c.efd);
+    if (c.ifd >= 0 && !c.p->tty && sp.input_len == 0) {
+        sbx_proc_close_stdin(c.p);
+        c.ifd = -1;
     }
-    while (!have_status || ofd >= 0 || efd >= 0) {
-        if (have_status) {
+    while (!c.have_status || c.ofd >= 0 || c.efd >= 0) {
+        if (c.have_status) {
             /* The command is gone; take what it left in the pipes and stop. */
-            if (ofd >= 0)
-                sbx__pump(&ofd, &cout);
-            if (efd >= 0)
-                sbx__pump(&efd, &cerr);
+            if (c.ofd >= 0)
+                sbx__pump(&c.ofd, &c.out);
+            if (c.efd >= 0)
+                sbx__pump(&c.efd, &c.err);
             break;
         }
-        struct pollfd pfd[4];
-        int n = 0, io = -1, ie = -1, ii = -1, is;
-        if (ofd >= 0) {
-            io = n;
-            pfd[n++] = (struct pollfd){.fd = ofd, .events = POLLIN};
-        }
-        if (efd >= 0) {
-            ie = n;
-            pfd[n++] = (struct pollfd){.fd = efd, .events = POLLIN};
-        }
-        if (ifd >= 0) {
-            ii = n;
-            pfd[n++] = (struct pollfd){.fd = ifd, .events = POLLOUT};
-        }
-        is = n;
-        pfd[n++] = (struct pollfd){.fd = p->status_fd, .events = POLLIN};
-        int r = poll(pfd, (nfds_t)n, sbx__cancel_poll_ms(sp.cancel, -1));
-        /* Freeing the process below kills it. */
-        if ((rc = sbx__cancel_check(sp.cancel, err)) < 0)
-            goto out;
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = sbx_error_errno(err, errno, "poll");
-            goto out;
-        }
-        if (io >= 0 && pfd[io].revents)
-            sbx__pump(&ofd, &cout);
-        if (ie >= 0 && pfd[ie].revents)
-            sbx__pump(&efd, &cerr);
-        if (ii >= 0 && pfd[ii].revents) {
-            ssize_t w = p->tty ? write(ifd, (const char *)sp.input + in_off, sp.input_len - in_off)
-                               : send(ifd, (const char *)sp.input + in_off, sp.input_len - in_off,
-                                      MSG_NOSIGNAL | MSG_DONTWAIT);
-            if (w > 0)
-                in_off += (size_t)w;
-            if ((w < 0 && errno != EINTR && errno != EAGAIN) || in_off == sp.input_len) {
-                /* Done, or the command stopped reading: either way no more input. */
-                if (!p->tty)
-                    sbx_proc_close_stdin(p);
-                ifd = -1;
-            }
-        }
-        if (pfd[is].revents) {
-            rc = sbx_proc_wait(p, 0, &st, err);
-            if (rc < 0)
-                goto out;
-            have_status = 1;
-        }
-    }
-    if (!have_status) {
-        rc = sbx_proc_wait(p, -1, &st, err);
-        if (rc < 0)
+        if ((rc = capture_step(&c, err)) < 0)
             goto out;
     }
-    res->status = st;
-    sbx_capture_take(&cout, &res->out);
-    sbx_capture_take(&cerr, &res->err);
+    if (!c.have_status && (rc = sbx_proc_wait(c.p, -1, &c.st, err)) < 0)
+        goto out;
+    res->status = c.st;
+    sbx_capture_take(&c.out, &res->out);
+    sbx_capture_take(&c.err, &res->err);
     rc = 0;
 out:
-    sbx_proc_free(p);
-    sbx_capture_release(&cout);
-    sbx_capture_release(&cerr);
+    sbx_proc_free(c.p);
+    sbx_capture_release(&c.out);
+    sbx_capture_release(&c.err);
     return rc;
 }
 
