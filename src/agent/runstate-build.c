@@ -1,4 +1,6 @@
-/* The runner's run states: building one from a run, and setting a run up from one. */
+/* Building the runner's run states: one from a live run (sbx__run_state_build), and a run set
+ * up again from one (sbx__run_state_restore). The format itself (parse, check, files) is
+ * runstate.c. */
 #include <string.h>
 
 #include "core/grow.h"
