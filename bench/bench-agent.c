@@ -16,6 +16,7 @@
 #include "sbx/capability.h"
 #include "sbx/json.h"
 #include "sbx/local.h"
+#include "sbx/sandbox-run.h"
 #include "sbx/time.h"
 
 #define FILES 200

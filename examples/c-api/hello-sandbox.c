@@ -9,8 +9,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include <sbx/capability.h>
+#include <sbx/agent.h>
 #include <sbx/manifest.h>
+#include <sbx/sandbox-run.h>
 #include <sbx/session.h>
 
 static int fail(const struct sbx_error *err)

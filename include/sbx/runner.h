@@ -1,4 +1,5 @@
-/* sbx: the agent runner (the harness loop) and agent files.
+/* sbx: the agent runner (the harness loop). Agents, agents as tools and agent files are in
+ * agent.h.
  *
  * sbx_run() drives one run: build the model input (instructions, the conversation so far),
  * call the model, run the tool calls it asked for (in parallel threads when there are several,
@@ -192,40 +193,5 @@ SBX_API int sbx_run_result_interrupted(const struct sbx_run_result *r);
 SBX_API const json_t *sbx_run_result_interruptions(const struct sbx_run_result *r);
 /* The run state at the end (runstate.h): status "interrupted" or "completed" (borrowed). */
 SBX_API const json_t *sbx_run_result_state(const struct sbx_run_result *r);
-
-/* An agent as a tool: a function tool {"input": string} whose call runs agent in a nested run
- * (same model and options, its own turn budget max_turns, 0 for the default) and returns that
- * run's final output. agent is borrowed and must outlive the tool. *out: caller owns a
- * reference. name NULL: the agent's name made tool-safe. */
-SBX_API int sbx_tool_new_agent(struct sbx_agent *agent, const char *name, const char *description,
-                               int max_turns, struct sbx_tool **out, struct sbx_error *err);
-
-/* Call fn once for start and once for every agent it can reach through handoffs and agents as
- * tools (each agent once, start first), stopping at the first error, which it returns. For
- * checks that must see a whole agent graph before the run's first model call. */
-SBX_API int sbx_agent_walk(struct sbx_agent *start,
-                           int (*fn)(struct sbx_agent *a, void *data, struct sbx_error *err),
-                           void *data, struct sbx_error *err);
-
-/* Agent files (YAML or JSON):
- *   name (required), model, instructions, model_settings (object), tools (built-in tool
- *   names), handoffs (agent file paths), agents_as_tools (paths, or {file, name,
- *   description, max_turns}), output_schema, handoff_description, tool_choice,
- *   tool_use_behavior ("run_llm_again" | "stop_on_first_tool" | {"stop_at_tool_names":[..]}),
- *   needs_approval (sbx_agent_set_needs_approval), and the sandbox fields manifest (or its SDK
- *   name default_manifest, not both), capabilities, run_as, base_instructions (kept for the
- *   sandbox layer, which checks them before a run starts).
- * Relative paths are relative to the file's directory; files that refer to each other are
- * loaded once. Unknown fields are errors. */
-struct sbx_agent_file; /* opaque: owns every agent it loaded */
-
-SBX_API int sbx_agent_file_load(const char *path, struct sbx_agent_file **out,
-                                struct sbx_error *err);
-/* The agent of the named file itself (borrowed, lives as long as f). */
-SBX_API struct sbx_agent *sbx_agent_file_agent(const struct sbx_agent_file *f);
-/* Every file the load read: [{"path": canonical path, "digest": "sha256:<hex>"}] in load
- * order. Caller owns. */
-SBX_API json_t *sbx_agent_file_sources(const struct sbx_agent_file *f);
-SBX_API void sbx_agent_file_free(struct sbx_agent_file *f);
 
 #endif

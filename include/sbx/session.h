@@ -361,9 +361,9 @@ SBX_API int sbx_session_chmod(struct sbx_session *s, const char *path, mode_t mo
  * Events: a start and a finish event per operation (exec, read, write, ls, mkdir, rm,
  * resolve_port, close), for traces and audit logs. Interactive-process calls are not reported. */
 
-enum sbx_event_phase {
-    SBX_EVENT_START,
-    SBX_EVENT_FINISH,
+enum sbx_session_event_phase {
+    SBX_SESSION_EVENT_START,
+    SBX_SESSION_EVENT_FINISH,
 };
 
 /* Everything is borrowed for the duration of the callback. */
@@ -371,7 +371,7 @@ struct sbx_session_event {
     const char *session_id;
     const char *provider;
     const char *op; /* "exec", "read", "write", "ls", "mkdir", "rm", "resolve_port", "close" */
-    enum sbx_event_phase phase;
+    enum sbx_session_event_phase phase;
     uint64_t seq;        /* per session handle, increasing */
     int64_t ts_ns;       /* realtime */
     int64_t duration_ns; /* finish: time since the start event */

@@ -1,5 +1,5 @@
-/* sbx: the network trace exporters, part of libsbx (libcurl) and not of the base library
- * that core and the sandbox layer link (docs/internals/tracing.md). */
+/* sbx: the network trace exporters (src/core/trace/export-*.c), part of libsbx (libcurl) and not
+ * of the base library that core and the sandbox layer link (docs/internals/tracing.md). */
 #ifndef SBX_TRACE_EXPORT_H
 #define SBX_TRACE_EXPORT_H
 

@@ -1,7 +1,8 @@
 /* sbx: tracing. A run is recorded as a tree of spans (docs/internals/tracing.md): ids in the W3C
  * Trace Context format, attributes as a flat JSON object, and exporters that receive each span
  * once it has ended, on a thread of their own, so exporting never blocks the span's thread.
- * The network exporters (OTLP/HTTP, OpenAI traces) are in trace-export.h.
+ * The network exporters (OTLP/HTTP, OpenAI traces) are in trace-export.h. The code of both is
+ * src/core/trace/.
  *
  * Every span function accepts a NULL span and then does nothing: code below the agent layer
  * (the sandbox operations, the model client) starts its spans under the calling thread's

@@ -207,13 +207,12 @@ static int sandbox_fields(json_t *spec, const char *path, struct sbx_error *err)
     return 0;
 }
 
-static int configure(struct sbx_agent_file *f, struct sbx_agent *a, const char *path,
-                     const json_t *doc, struct sbx_error *err)
+/* The agent's own settings: model, instructions, handoff description, tool choice, model
+ * settings, output schema, tool-use behaviour, approvals. */
+static int configure_settings(struct sbx_agent *a, const json_t *doc, struct sbx_error *err)
 {
     const char *s = NULL;
     json_t *v = NULL;
-    size_t i;
-    json_t *e;
     int rc;
     if ((rc = sbx_json_get_string(doc, "model", 0, &s, err)) < 0)
         return rc;
@@ -242,8 +241,16 @@ static int configure(struct sbx_agent_file *f, struct sbx_agent *a, const char *
     if ((v = json_object_get(doc, "needs_approval")) &&
         (rc = sbx_agent_set_needs_approval(a, v, err)) < 0)
         return rc;
-    v = NULL;
-    if ((rc = sbx_json_get_array(doc, "tools", 0, &v, err)) < 0)
+    return 0;
+}
+
+/* "tools": built-in tool names. */
+static int configure_tools(struct sbx_agent *a, const json_t *doc, struct sbx_error *err)
+{
+    json_t *v = NULL, *e;
+    size_t i;
+    int rc = sbx_json_get_array(doc, "tools", 0, &v, err);
+    if (rc < 0)
         return rc;
     json_array_foreach(v, i, e)
     {
@@ -260,8 +267,18 @@ static int configure(struct sbx_agent_file *f, struct sbx_agent *a, const char *
             return rc;
         }
     }
-    v = NULL;
-    if ((rc = sbx_json_get_array(doc, "handoffs", 0, &v, err)) < 0)
+    return 0;
+}
+
+/* "handoffs" and "agents_as_tools": the agent files they name, loaded once (relative to
+ * path's directory). */
+static int configure_agents(struct sbx_agent_file *f, struct sbx_agent *a, const char *path,
+                            const json_t *doc, struct sbx_error *err)
+{
+    json_t *v = NULL, *e;
+    size_t i;
+    int rc = sbx_json_get_array(doc, "handoffs", 0, &v, err);
+    if (rc < 0)
         return rc;
     json_array_foreach(v, i, e)
     {
@@ -285,16 +302,24 @@ static int configure(struct sbx_agent_file *f, struct sbx_agent *a, const char *
         if ((rc = add_agent_tool(f, a, path, e, err)) < 0)
             return rc;
     }
+    return 0;
+}
+
+/* The sandbox fields, kept as the agent's sandbox spec for the sandbox layer. */
+static int configure_sandbox(struct sbx_agent *a, const char *path, const json_t *doc,
+                             struct sbx_error *err)
+{
     static const char *const sandbox_keys[] = {"manifest", "capabilities", "run_as",
                                                "base_instructions", "sandbox"};
     json_t *spec = NULL;
+    int rc;
     /* The SDK's field name; one agent must not say it twice. */
     json_t *dm = json_object_get(doc, "default_manifest");
     if (dm && json_object_get(doc, "manifest"))
         return sbx_error_set(err, SBX_E_INVAL, 0,
                              "fields 'manifest' and 'default_manifest' are the same field: "
                              "give one");
-    for (i = 0; i < SBX_ARRAY_LEN(sandbox_keys); i++) {
+    for (size_t i = 0; i < SBX_ARRAY_LEN(sandbox_keys); i++) {
         json_t *sv = json_object_get(doc, sandbox_keys[i]);
         if (!sv && i == 0)
             sv = dm;
@@ -311,6 +336,16 @@ static int configure(struct sbx_agent_file *f, struct sbx_agent *a, const char *
     sbx_agent_set_sandbox_spec(a, spec);
     json_decref(spec);
     return 0;
+}
+
+static int configure(struct sbx_agent_file *f, struct sbx_agent *a, const char *path,
+                     const json_t *doc, struct sbx_error *err)
+{
+    int rc;
+    if ((rc = configure_settings(a, doc, err)) < 0 || (rc = configure_tools(a, doc, err)) < 0 ||
+        (rc = configure_agents(f, a, path, doc, err)) < 0)
+        return rc;
+    return configure_sandbox(a, path, doc, err);
 }
 
 static int load(struct sbx_agent_file *f, const char *path, struct sbx_agent **out,

@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "agent/runner-internal.h"
 #include "agent/schema.h"
 #include "sbx/json.h"
@@ -589,18 +590,16 @@ static void interrupt(struct run *r, struct job *jobs, size_t njobs)
     emit(r, &ev);
 }
 
-/* Run a response's calls (or a resumed state's open ones): returns 1 when the run has a final
- * output in *out, 2 when it waits for approvals, 0 to go on, or an error. */
-static int settle(struct run *r, struct job *jobs, size_t njobs, const char *last_text,
-                  const char *refusal, struct sbx_run_result **out, struct sbx_error *err)
+/* Which calls run now: all, unless one needs approval; then only those before it, and no
+ * handoff among them (the agent changes only once every call of the turn is answered).
+ * Rejected ones get the decision's message as output. Returns the index of the first call that
+ * waits (njobs: none), or an error. */
+static long plan_jobs(struct run *r, struct job *jobs, size_t njobs, struct sbx_error *err)
 {
-    struct sbx_agent *a = r->agent;
     long stop = approval_check(r, jobs, njobs, err);
     if (stop < 0)
-        return (int)stop;
+        return stop;
     int interrupted = (size_t)stop < njobs;
-    /* An interrupted turn holds back its handoffs too: the agent changes only once every call
-     * of the turn is answered. */
     for (size_t k = 0; k < njobs; k++)
         jobs[k].now = !interrupted || ((long)k < stop && !jobs[k].handoff);
     for (size_t k = 0; k < njobs; k++) {
@@ -609,10 +608,15 @@ static int settle(struct run *r, struct job *jobs, size_t njobs, const char *las
             job_reject(j, json_string_value(json_object_get(
                                   json_object_get(r->decisions, j->call_id), "message")));
     }
+    return stop;
+}
 
-    /* Run the tools; handoffs and unknown names are answered here. */
-    run_jobs(r, jobs, njobs);
-    struct sbx_agent *next = NULL;
+/* The calls of this turn that no tool answered: a tool failure that ends the run (returned as
+ * the error), the first handoff (its agent in *next; later ones are refused), a name that no
+ * tool has. */
+static int answer_jobs(struct run *r, struct job *jobs, size_t njobs, struct sbx_agent **next,
+                       struct sbx_error *err)
+{
     int rc;
     for (size_t k = 0; k < njobs; k++) {
         struct job *j = &jobs[k];
@@ -631,9 +635,9 @@ static int settle(struct run *r, struct job *jobs, size_t njobs, const char *las
             return rc;
         }
         if (j->handoff) {
-            if (!next) {
-                next = j->handoff;
-                json_t *o = json_pack("{s:s}", "assistant", next->name);
+            if (!*next) {
+                *next = j->handoff;
+                json_t *o = json_pack("{s:s}", "assistant", (*next)->name);
                 char *s = sbx_json_dumps(o, SBX_JSON_COMPACT);
                 job_output(j, sbx_json_str(s), 0);
                 free(s);
@@ -647,6 +651,13 @@ static int settle(struct run *r, struct job *jobs, size_t njobs, const char *las
             free(msg);
         }
     }
+    return 0;
+}
+
+/* Every answered call's output into the conversation, its span ended, its event emitted.
+ * Returns 1 when a tool ran (and was not rejected). */
+static int record_outputs(struct run *r, struct job *jobs, size_t njobs)
+{
     int ran_tools = 0;
     for (size_t k = 0; k < njobs; k++) {
         struct job *j = &jobs[k];
@@ -672,51 +683,53 @@ static int settle(struct run *r, struct job *jobs, size_t njobs, const char *las
                                .failed = j->failed};
         emit(r, &ev);
     }
-    if (ran_tools)
-        mark_used(r, a);
-    if (interrupted) {
-        interrupt(r, jobs, njobs);
-        return 2;
-    }
-    json_decref(r->pending);
-    r->pending = json_array();
+    return ran_tools;
+}
 
-    if (next) {
-        struct sbx_event hev = {.type = SBX_EVENT_HANDOFF, .text = next->name};
-        emit(r, &hev);
-        struct sbx_span *hs = sbx_span_start(r->turn_span, "handoff", SBX_SPAN_INTERNAL);
-        sbx_span_set_str(hs, "sbx.handoff.from", a->name);
-        sbx_span_set_str(hs, "sbx.handoff.to", next->name);
-        sbx_span_end(hs);
-        r->agent = next;
-        r->next_agent_pending = 1;
-        struct sbx_event aev = {.type = SBX_EVENT_AGENT_START};
-        emit(r, &aev);
-        return 0;
+static void hand_off(struct run *r, struct sbx_agent *next)
+{
+    struct sbx_event hev = {.type = SBX_EVENT_HANDOFF, .text = next->name};
+    emit(r, &hev);
+    struct sbx_span *hs = sbx_span_start(r->turn_span, "handoff", SBX_SPAN_INTERNAL);
+    sbx_span_set_str(hs, "sbx.handoff.from", r->agent->name);
+    sbx_span_set_str(hs, "sbx.handoff.to", next->name);
+    sbx_span_end(hs);
+    r->agent = next;
+    r->next_agent_pending = 1;
+    struct sbx_event aev = {.type = SBX_EVENT_AGENT_START};
+    emit(r, &aev);
+}
+
+/* After tools ran: 1 with the final output when the agent's tool-use behaviour stops at one
+ * of them, else 0 to go on (unless the run was cancelled meanwhile). */
+static int after_tools(struct run *r, const struct job *jobs, size_t njobs,
+                       struct sbx_run_result **out, struct sbx_error *err)
+{
+    const struct sbx_agent *a = r->agent;
+    for (size_t k = 0; k < njobs; k++) {
+        const struct job *j = &jobs[k];
+        if (!j->tool || j->rejected)
+            continue;
+        if (a->tool_use == SBX_TOOL_USE_STOP_ON_FIRST ||
+            (a->tool_use == SBX_TOOL_USE_STOP_AT_NAMES && j->name &&
+             sbx_strv_find(&a->stop_at, j->name) >= 0))
+            return finish(r, j->text, NULL, out) == 0 ? 1 : -1;
     }
-    if (ran_tools) {
-        for (size_t k = 0; k < njobs; k++) {
-            struct job *j = &jobs[k];
-            if (!j->tool || j->rejected)
-                continue;
-            if (a->tool_use == SBX_TOOL_USE_STOP_ON_FIRST ||
-                (a->tool_use == SBX_TOOL_USE_STOP_AT_NAMES && j->name &&
-                 sbx_strv_find(&a->stop_at, j->name) >= 0))
-                return finish(r, j->text, NULL, out) == 0 ? 1 : -1;
-        }
-        return cancelled(r, "after running tools", err);
-    }
-    if (njobs) {
-        /* Only unknown or rejected tools were called: let the model read the outputs. */
-        return 0;
-    }
+    return cancelled(r, "after running tools", err);
+}
+
+/* A response without calls: 1 with its text as the final output (parsed against the agent's
+ * output schema), an error for a refusal, 0 when there is nothing to finish with. */
+static int final_text(struct run *r, const char *last_text, const char *refusal,
+                      struct sbx_run_result **out, struct sbx_error *err)
+{
     if ((!last_text || !last_text[0]) && refusal)
         return sbx_error_set(err, SBX_E_API, 0, "the model refused: %s", refusal);
-    if (a->output_schema) {
+    if (r->agent->output_schema) {
         if (!last_text || !last_text[0])
             return 0;
         json_t *v = NULL;
-        rc = structured_final(r, last_text, &v, err);
+        int rc = structured_final(r, last_text, &v, err);
         if (rc < 0)
             return rc;
         char *s = sbx_json_dumps(v, SBX_JSON_COMPACT);
@@ -729,6 +742,40 @@ static int settle(struct run *r, struct job *jobs, size_t njobs, const char *las
         return 1;
     }
     return 0;
+}
+
+/* Run a response's calls (or a resumed state's open ones): returns 1 when the run has a final
+ * output in *out, 2 when it waits for approvals, 0 to go on, or an error. */
+static int settle(struct run *r, struct job *jobs, size_t njobs, const char *last_text,
+                  const char *refusal, struct sbx_run_result **out, struct sbx_error *err)
+{
+    struct sbx_agent *next = NULL;
+    long stop = plan_jobs(r, jobs, njobs, err);
+    if (stop < 0)
+        return (int)stop;
+    /* Run the tools; handoffs and unknown names are answered here. */
+    run_jobs(r, jobs, njobs);
+    int rc = answer_jobs(r, jobs, njobs, &next, err);
+    if (rc < 0)
+        return rc;
+    int ran_tools = record_outputs(r, jobs, njobs);
+    if (ran_tools)
+        mark_used(r, r->agent);
+    if ((size_t)stop < njobs) {
+        interrupt(r, jobs, njobs);
+        return 2;
+    }
+    json_decref(r->pending);
+    r->pending = json_array();
+    if (next) {
+        hand_off(r, next);
+        return 0;
+    }
+    if (ran_tools)
+        return after_tools(r, jobs, njobs, out, err);
+    if (njobs) /* only unknown or rejected tools were called: the model reads the outputs */
+        return 0;
+    return final_text(r, last_text, refusal, out, err);
 }
 
 static void add_job(struct run *r, struct job *jobs, size_t *n, const json_t *item,
@@ -1350,10 +1397,7 @@ int sbx_agent_walk(struct sbx_agent *start,
                 j++;
             if (!next || j < n)
                 continue;
-            if (n == cap) {
-                cap *= 2;
-                seen = sbx_xrealloc(seen, cap * sizeof(*seen));
-            }
+            SBX_ALLOC_GROW(seen, n + 1, cap);
             seen[n++] = next;
         }
     }

@@ -23,6 +23,7 @@
 #include "sbx/fs.h"
 #include "sbx/hash.h"
 #include "sbx/json.h"
+#include "sbx/memory.h"
 #include "sbx/model.h"
 #include "sbx/time.h"
 #include "sbx/truncate.h"

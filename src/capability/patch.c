@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "sbx/patch.h"
 #include "sbx/path.h"
 
@@ -59,14 +60,11 @@ struct sbx_patch {
 
 static void *grow(void *p, size_t *alloc, size_t need, size_t elsize)
 {
-    if (need <= *alloc)
+    size_t had = *alloc;
+    if (need <= had)
         return p;
-    size_t n = *alloc ? *alloc * 2 : 8;
-    while (n < need)
-        n *= 2;
-    p = sbx_xrealloc(p, n * elsize);
-    memset((char *)p + *alloc * elsize, 0, (n - *alloc) * elsize);
-    *alloc = n;
+    p = sbx__grow(p, elsize, need, alloc);
+    memset((char *)p + had * elsize, 0, (*alloc - had) * elsize);
     return p;
 }
 
@@ -421,15 +419,135 @@ static int parse_json_text(const char *text, size_t len, const struct sbx_patch_
                            const struct sbx_patch_limits *lim, struct sbx_patch **out,
                            struct sbx_error *err);
 
+/* The lines of the patch proper in L[0..n): blank lines around it and a heredoc wrapper left
+ * out, then '*** Begin Patch' first and '*** End Patch' last: [*first, *last). */
+static int patch_envelope(const struct span *L, size_t n, size_t *first_out, size_t *last_out,
+                          struct sbx_error *err)
+{
+    size_t first = 0, last = n;
+    char q[200];
+    while (first < last && !trim(L[first].s, L[first].len).len)
+        first++;
+    while (last > first && !trim(L[last - 1].s, L[last - 1].len).len)
+        last--;
+    if (last - first >= 4 && is_heredoc_start(trim(L[first].s, L[first].len))) {
+        struct span e = trim(L[last - 1].s, L[last - 1].len);
+        if (e.len >= 3 && memcmp(e.s + e.len - 3, "EOF", 3) == 0) {
+            first++;
+            last--;
+        }
+    }
+    if (first == last)
+        return sbx_error_set(err, SBX_E_PARSE, 0,
+                             "patch is empty: it must start with '*** Begin Patch'");
+    if (!span_eq(trim(L[first].s, L[first].len), "*** Begin Patch")) {
+        struct span t = trim(L[first].s, L[first].len);
+        quote(q, sizeof(q), t.s, t.len);
+        return sbx_error_set(err, SBX_E_PARSE, 0,
+                             "patch must start with '*** Begin Patch', not '%s'", q);
+    }
+    if (last - first < 2 || !span_eq(trim(L[last - 1].s, L[last - 1].len), "*** End Patch"))
+        return sbx_error_set(err, SBX_E_PARSE, 0, "patch must end with '*** End Patch'");
+    *first_out = first;
+    *last_out = last;
+    return 0;
+}
+
+/* The body of an added file after its header at *i: '+' lines up to the next file header. */
+static int parse_add_body(struct op *op, const struct span *L, size_t *i, size_t end,
+                          struct sbx_error *err)
+{
+    char q[200];
+    for ((*i)++; *i < end && L[*i].len && L[*i].s[0] == '+'; (*i)++)
+        add_line(op, (struct span){L[*i].s + 1, L[*i].len - 1});
+    if (*i < end) {
+        struct span nt = trim(L[*i].s, L[*i].len);
+        if (nt.len && !is_file_header(nt)) {
+            quote(q, sizeof(q), L[*i].s, L[*i].len);
+            return sbx_error_set(err, SBX_E_PARSE, 0,
+                                 "line %zu: '%s' in added file '%s' does not start with '+' "
+                                 "(every line of an added file must)",
+                                 *i + 1, q, op->display);
+        }
+    }
+    return 0;
+}
+
+/* After a delete's header at *i: blank lines only, up to the next file header. */
+static int parse_delete_body(struct op *op, const struct span *L, size_t *i, size_t end,
+                             struct sbx_error *err)
+{
+    for ((*i)++; *i < end && !trim(L[*i].s, L[*i].len).len; (*i)++)
+        ;
+    if (*i < end && !is_file_header(trim(L[*i].s, L[*i].len)))
+        return sbx_error_set(err, SBX_E_PARSE, 0, "line %zu: delete of '%s' must not have a body",
+                             *i + 1, op->display);
+    return 0;
+}
+
+/* After an update's header at *i: an optional '*** Move to:', then the hunks. */
+static int parse_update(struct sbx_patch *p, struct op *op, const struct span *L, size_t *i,
+                        size_t end, const struct sbx_patch_options *opts,
+                        const struct sbx_patch_limits *lim, struct sbx_error *err)
+{
+    int rc;
+    (*i)++;
+    if (*i < end) {
+        struct span mt = trim(L[*i].s, L[*i].len);
+        if (span_starts(mt, "*** Move to:")) {
+            if ((rc = header_path(mt, "*** Move to:", *i + 1, opts, &op->move_to, &op->move_display,
+                                  err)) < 0)
+                return rc;
+            (*i)++;
+        }
+    }
+    return parse_update_body(p, op, L, i, end, 0, 1, lim, err);
+}
+
+/* The file operation whose header is line *i (before end): its kind, path and body; *i moves
+ * past it. */
+static int parse_op(struct sbx_patch *p, const struct span *L, size_t *i, size_t end,
+                    const struct sbx_patch_options *opts, const struct sbx_patch_limits *lim,
+                    struct sbx_error *err)
+{
+    static const struct {
+        const char *marker;
+        enum sbx_patch_kind kind;
+    } heads[] = {{"*** Add File:", SBX_PATCH_ADD},
+                 {"*** Delete File:", SBX_PATCH_DELETE},
+                 {"*** Update File:", SBX_PATCH_UPDATE}};
+    struct span t = trim(L[*i].s, L[*i].len);
+    char q[200];
+    int rc;
+    for (size_t k = 0; k < SBX_ARRAY_LEN(heads); k++) {
+        if (!span_starts(t, heads[k].marker))
+            continue;
+        struct op *op = new_op(p, lim, heads[k].kind, err);
+        if (!op)
+            return -SBX_E_TOOBIG;
+        if ((rc = header_path(t, heads[k].marker, *i + 1, opts, &op->path, &op->display, err)) < 0)
+            return rc;
+        if (heads[k].kind == SBX_PATCH_ADD)
+            return parse_add_body(op, L, i, end, err);
+        if (heads[k].kind == SBX_PATCH_DELETE)
+            return parse_delete_body(op, L, i, end, err);
+        return parse_update(p, op, L, i, end, opts, lim, err);
+    }
+    quote(q, sizeof(q), t.s, t.len);
+    return sbx_error_set(err, SBX_E_PARSE, 0,
+                         "line %zu: expected '*** Add File: <path>', '*** Delete File: <path>' "
+                         "or '*** Update File: <path>', not '%s'",
+                         *i + 1, q);
+}
+
 int sbx_patch_parse(const char *text, size_t len, const struct sbx_patch_options *opts,
                     struct sbx_patch **out, struct sbx_error *err)
 {
     struct sbx_patch_limits lim;
     struct sbx_patch *p = NULL;
     struct span *L = NULL;
-    size_t n = 0, first, last;
+    size_t n = 0, first, last = 0;
     int crlf, rc;
-    char q[200];
 
     limits_fill(&lim, opts ? &opts->limits : NULL);
     if (len > lim.max_patch_bytes)
@@ -443,112 +561,14 @@ int sbx_patch_parse(const char *text, size_t len, const struct sbx_patch_options
         return parse_json_text(text, len, opts, &lim, out, err);
     p = sbx_xcalloc(1, sizeof(*p));
     text = keep_text(p, text, len);
-    if ((rc = split_lines(text, len, lim.max_line_bytes, &L, &n, &crlf, err)) < 0)
+    if ((rc = split_lines(text, len, lim.max_line_bytes, &L, &n, &crlf, err)) < 0 ||
+        (rc = patch_envelope(L, n, &first, &last, err)) < 0)
         goto out;
-
-    first = 0;
-    last = n;
-    while (first < last && !trim(L[first].s, L[first].len).len)
-        first++;
-    while (last > first && !trim(L[last - 1].s, L[last - 1].len).len)
-        last--;
-    if (last - first >= 4 && is_heredoc_start(trim(L[first].s, L[first].len))) {
-        struct span e = trim(L[last - 1].s, L[last - 1].len);
-        if (e.len >= 3 && memcmp(e.s + e.len - 3, "EOF", 3) == 0) {
-            first++;
-            last--;
-        }
-    }
-    if (first == last || !span_eq(trim(L[first].s, L[first].len), "*** Begin Patch")) {
-        if (first == last) {
-            rc = sbx_error_set(err, SBX_E_PARSE, 0,
-                               "patch is empty: it must start with '*** Begin Patch'");
-        } else {
-            struct span t = trim(L[first].s, L[first].len);
-            quote(q, sizeof(q), t.s, t.len);
-            rc = sbx_error_set(err, SBX_E_PARSE, 0,
-                               "patch must start with '*** Begin Patch', not '%s'", q);
-        }
-        goto out;
-    }
-    if (last - first < 2 || !span_eq(trim(L[last - 1].s, L[last - 1].len), "*** End Patch")) {
-        rc = sbx_error_set(err, SBX_E_PARSE, 0, "patch must end with '*** End Patch'");
-        goto out;
-    }
-
     for (size_t i = first + 1; i < last - 1;) {
-        struct span t = trim(L[i].s, L[i].len);
-        size_t lineno = i + 1;
-        struct op *op = NULL;
-        if (!t.len) {
+        if (!trim(L[i].s, L[i].len).len)
             i++;
-            continue;
-        }
-        if (span_starts(t, "*** Add File:")) {
-            if (!(op = new_op(p, &lim, SBX_PATCH_ADD, err))) {
-                rc = -SBX_E_TOOBIG;
-                goto out;
-            }
-            if ((rc = header_path(t, "*** Add File:", lineno, opts, &op->path, &op->display, err)) <
-                0)
-                goto out;
-            for (i++; i < last - 1 && L[i].len && L[i].s[0] == '+'; i++)
-                add_line(op, (struct span){L[i].s + 1, L[i].len - 1});
-            if (i < last - 1) {
-                struct span nt = trim(L[i].s, L[i].len);
-                if (nt.len && !is_file_header(nt)) {
-                    quote(q, sizeof(q), L[i].s, L[i].len);
-                    rc = sbx_error_set(err, SBX_E_PARSE, 0,
-                                       "line %zu: '%s' in added file '%s' does not start with "
-                                       "'+' (every line of an added file must)",
-                                       i + 1, q, op->display);
-                    goto out;
-                }
-            }
-        } else if (span_starts(t, "*** Delete File:")) {
-            if (!(op = new_op(p, &lim, SBX_PATCH_DELETE, err))) {
-                rc = -SBX_E_TOOBIG;
-                goto out;
-            }
-            if ((rc = header_path(t, "*** Delete File:", lineno, opts, &op->path, &op->display,
-                                  err)) < 0)
-                goto out;
-            for (i++; i < last - 1 && !trim(L[i].s, L[i].len).len; i++)
-                ;
-            if (i < last - 1 && !is_file_header(trim(L[i].s, L[i].len))) {
-                rc = sbx_error_set(err, SBX_E_PARSE, 0,
-                                   "line %zu: delete of '%s' must not have a body", i + 1,
-                                   op->display);
-                goto out;
-            }
-        } else if (span_starts(t, "*** Update File:")) {
-            if (!(op = new_op(p, &lim, SBX_PATCH_UPDATE, err))) {
-                rc = -SBX_E_TOOBIG;
-                goto out;
-            }
-            if ((rc = header_path(t, "*** Update File:", lineno, opts, &op->path, &op->display,
-                                  err)) < 0)
-                goto out;
-            i++;
-            if (i < last - 1) {
-                struct span mt = trim(L[i].s, L[i].len);
-                if (span_starts(mt, "*** Move to:")) {
-                    if ((rc = header_path(mt, "*** Move to:", i + 1, opts, &op->move_to,
-                                          &op->move_display, err)) < 0)
-                        goto out;
-                    i++;
-                }
-            }
-            if ((rc = parse_update_body(p, op, L, &i, last - 1, 0, 1, &lim, err)) < 0)
-                goto out;
-        } else {
-            quote(q, sizeof(q), t.s, t.len);
-            rc = sbx_error_set(err, SBX_E_PARSE, 0,
-                               "line %zu: expected '*** Add File: <path>', '*** Delete File: "
-                               "<path>' or '*** Update File: <path>', not '%s'",
-                               lineno, q);
+        else if ((rc = parse_op(p, L, &i, last - 1, opts, &lim, err)) < 0)
             goto out;
-        }
     }
     if (!p->n) {
         rc = sbx_error_set(err, SBX_E_PARSE, 0, "patch has no file operations");

@@ -14,6 +14,7 @@
 #include "sbx/json.h"
 #include "sbx/fs.h"
 #include "sbx/log.h"
+#include "sbx/sandbox-run.h"
 #include "sbx/snapshot.h"
 #include "sbx/strv.h"
 
@@ -167,22 +168,12 @@ static const struct sbx_manifest_entry *described(const struct sbx_manifest *m, 
     return e && e->description && e->description[0] ? e : NULL;
 }
 
-/* The manifest the session was made from (its state keeps it), for the entry descriptions;
- * NULL when there is none or it cannot be read: the listing is then plain. */
-static struct sbx_manifest *session_manifest(struct sbx_session *s)
+/* The manifest the session was made from (borrowed from it), for the entry descriptions; NULL
+ * when it cannot be read: the listing is then plain. */
+static const struct sbx_manifest *session_manifest(struct sbx_session *s)
 {
-    json_t *st = NULL;
-    struct sbx_manifest *m = NULL;
-    if (sbx_session_state(s, &st, NULL) == 0) {
-        const json_t *mj = json_object_get(st, "manifest");
-        struct sbx_manifest_load_opts lo = {.base_dir = "/",
-                                            .flags = SBX_MANIFEST_NO_HOST_CHECKS |
-                                                     SBX_MANIFEST_CONTENT_DIGESTS};
-        if (json_is_object(mj) && sbx_manifest_from_json(mj, &lo, &m, NULL) < 0)
-            m = NULL;
-    }
-    json_decref(st);
-    return m;
+    const struct sbx_manifest *m = NULL;
+    return sbx__session_manifest(s, &m, NULL) < 0 ? NULL : m;
 }
 
 /* Append the listing of dir (workspace path) to out, indented by depth, with the descriptions
@@ -281,7 +272,7 @@ int sbx_sandbox_instructions(struct sbx_session *s, struct sbx_agent *agent, con
     if (fragments && fragments[0] &&
         (rc = sbx_buf_addf(out, err, "\n\n# Sandbox capability instructions\n\n%s", fragments)) < 0)
         return rc;
-    struct sbx_manifest *m = session_manifest(s);
+    const struct sbx_manifest *m = session_manifest(s);
     struct sbx_strv shown;
     sbx_strv_init(&shown);
     sbx_buf_init(&t, TREE_MAX_BYTES);
@@ -300,7 +291,6 @@ int sbx_sandbox_instructions(struct sbx_session *s, struct sbx_agent *agent, con
         }
     }
     sbx_strv_release(&shown);
-    sbx_manifest_free(m);
     rc = sbx_buf_addf(out, err,
                       "\n\n# Workspace\n\nThe workspace root is %s; commands start there. It "
                       "held these files when you started:\n\n%s%s%s",
@@ -537,7 +527,7 @@ static void trace_session_event(const struct sbx_session_event *ev, void *data)
             {"mkdir", "sandbox.mkdir"}, {"rm", "sandbox.rm_path"},
             {"close", "sandbox.close"}, {"resolve_port", "sandbox.resolve_port"}};
     const char *name = NULL;
-    if (ev->phase != SBX_EVENT_FINISH || !sbx_trace_current())
+    if (ev->phase != SBX_SESSION_EVENT_FINISH || !sbx_trace_current())
         return;
     for (size_t i = 0; i < SBX_ARRAY_LEN(names) && !name; i++)
         if (strcmp(ev->op, names[i][0]) == 0)

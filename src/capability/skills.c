@@ -17,11 +17,12 @@
 
 #include "capability/capability-internal.h"
 #include "capability/skills-internal.h"
-#include "sandbox/manifest/internal.h"
+#include "sandbox/materialize/git.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
 #include "sbx/log.h"
 #include "sbx/path.h"
+#include "sbx/skills.h"
 #include "sbx/yaml.h"
 
 #define SKILLS_DEFAULT_PATH ".agents"
@@ -573,7 +574,7 @@ static void skills_free(void *data)
     sbx_manifest_free(d->m);
     sbx_fd_close(&d->fd);
     if (d->checkout)
-        sbx__checkout_remove(d->checkout);
+        sbx__git_checkout_remove(d->checkout);
     free(d->checkout);
     sbx__skill_list_release(&d->list);
     pthread_mutex_destroy(&d->lock);
@@ -933,4 +934,66 @@ int sbx__capability_skills(const json_t *spec, const char *base_dir, struct sbx_
 fail:
     skills_free(d);
     return rc;
+}
+
+/* ---- listing skills (skills.h) --------------------------------------------------------------- */
+
+/* The public form of list l of folder shown (taken: l is released). */
+static void to_public(struct sbx__skill_list *l, const char *shown, struct sbx_skill_list *out)
+{
+    out->v = sbx_xcalloc(l->n + 1, sizeof(*out->v));
+    out->n = l->n;
+    for (size_t i = 0; i < l->n; i++) {
+        out->v[i].name = l->v[i].name;
+        out->v[i].description = l->v[i].description;
+        out->v[i].path =
+                shown[0] ? sbx_xasprintf("%s/%s", shown, l->v[i].dir) : sbx_xstrdup(l->v[i].dir);
+        l->v[i].name = l->v[i].description = NULL;
+    }
+    sbx__skill_list_release(l);
+}
+
+int sbx_skills_list_dir(const char *dir, struct sbx_skill_list *out, struct sbx_error *err)
+{
+    struct sbx__skill_list l = {0};
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0)
+        return errno == ENOENT ? sbx_error_set(err, SBX_E_NOTFOUND, ENOENT,
+                                               "skills folder '%s' does not exist", dir)
+                               : sbx_error_errno(err, errno, "cannot open skills folder '%s'", dir);
+    int rc = sbx__skills_scan_host(fd, dir, &l, err);
+    close(fd);
+    if (rc == 0)
+        to_public(&l, strcmp(dir, "/") == 0 ? "" : dir, out);
+    return rc;
+}
+
+int sbx_skills_list_workspace(struct sbx_session *s, const char *path, struct sbx_skill_list *out,
+                              struct sbx_error *err)
+{
+    struct sbx__skill_list l = {0};
+    char *norm = NULL;
+    const char *p = path ? path : "";
+    int rc = sbx_path_normalize(p, strlen(p), SBX_PATH_ALLOW_ABSOLUTE | SBX_PATH_ALLOW_ROOT,
+                                sbx_session_root(s), &norm, err);
+    if (rc < 0) {
+        sbx_error_prefix(err, "skills folder");
+        return rc;
+    }
+    if ((rc = scan_workspace(s, norm, 0, &l, err)) == 0)
+        to_public(&l, norm, out);
+    free(norm);
+    return rc;
+}
+
+void sbx_skill_list_release(struct sbx_skill_list *l)
+{
+    for (size_t i = 0; i < l->n; i++) {
+        free(l->v[i].name);
+        free(l->v[i].description);
+        free(l->v[i].path);
+    }
+    free(l->v);
+    l->v = NULL;
+    l->n = 0;
 }

@@ -14,8 +14,10 @@
 #include "sbx/capability.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
+#include "sbx/memory.h"
 #include "sbx/model.h"
 #include "sbx/runner.h"
+#include "sbx/sandbox-run.h"
 #include "sbx/snapshot.h"
 
 #define SHOW_MAX ((size_t)1 << 20)

@@ -21,6 +21,7 @@
 #include "sbx/local.h"
 #include "sbx/runner.h"
 #include "sbx/runstate.h"
+#include "sbx/sandbox-run.h"
 #include "sbx/strv.h"
 #include "sbx/term.h"
 #include "sbx/time.h"

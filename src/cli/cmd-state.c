@@ -9,6 +9,7 @@
 #include "sbx/capability.h"
 #include "sbx/json.h"
 #include "sbx/runstate.h"
+#include "sbx/sandbox-run.h"
 #include "sbx/session.h"
 #include "sbx/term.h"
 

@@ -22,6 +22,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/grow.h"
 #include "core/fs-internal.h"
 #include "sbx/fs.h"
 #include "sbx/hash.h"
@@ -141,10 +142,7 @@ static int walk_down(struct walk *w, int *fd)
     }
     if (walk_check_mount(w, fd) < 0)
         return -1;
-    if (w->ndirs == w->cap) {
-        w->cap *= 2;
-        w->dirs = sbx_xrealloc(w->dirs, w->cap * sizeof(*w->dirs));
-    }
+    SBX_ALLOC_GROW(w->dirs, w->ndirs + 1, w->cap);
     w->dirs[w->ndirs++] = *fd;
     *fd = -1;
     return 0;

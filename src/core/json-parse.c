@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "sbx/json.h"
 
 /* Recursion bound whatever depth a caller allows; jansson's reader stops at the same depth. */
@@ -132,13 +133,7 @@ static inline void scratch_add(struct reader *R, const void *p, size_t n)
 {
     if (!n) /* an empty run before an escape: nothing to copy, and scratch may be NULL yet */
         return;
-    if (R->scap - R->slen < n) {
-        size_t cap = R->scap ? R->scap : 256;
-        while (cap - R->slen < n)
-            cap *= 2;
-        R->scratch = sbx_xrealloc(R->scratch, cap);
-        R->scap = cap;
-    }
+    SBX_ALLOC_GROW(R->scratch, R->slen + n, R->scap);
     memcpy(R->scratch + R->slen, p, n);
     R->slen += n;
 }

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "sbx/strv.h"
 
 static char *empty_vec[1];
@@ -27,10 +28,9 @@ void sbx_strv_release(struct sbx_strv *sv)
 const char *sbx_strv_push_take(struct sbx_strv *sv, char *s)
 {
     if (sv->n + 2 > sv->alloc) {
-        size_t alloc = sv->alloc ? sv->alloc * 2 : 8;
+        /* Not SBX_ALLOC_GROW: an empty vector points at the static empty_vec, never freed. */
         char **v = sv->alloc ? sv->v : NULL;
-        sv->v = sbx_xrealloc(v, alloc * sizeof(*sv->v));
-        sv->alloc = alloc;
+        sv->v = sbx__grow(v, sizeof(*sv->v), sv->n + 2, &sv->alloc);
     }
     sv->v[sv->n++] = s;
     sv->v[sv->n] = NULL;

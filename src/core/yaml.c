@@ -13,6 +13,7 @@
 #include <string.h>
 #include <yaml.h>
 
+#include "core/grow.h"
 #include "sbx/fs.h"
 #include "sbx/path.h"
 #include "sbx/yaml.h"
@@ -38,7 +39,8 @@ struct loader {
     size_t max_nodes;
     int max_depth;
     struct frame *stack; /* grows up to max_depth entries */
-    int depth, stack_cap;
+    int depth;
+    size_t stack_cap;
     size_t total;         /* nodes so far, aliases counted expanded */
     json_t *anchor_index; /* anchor name -> index into anchors */
     struct anchor *anchors;
@@ -286,10 +288,7 @@ static void register_anchor(struct loader *L, const char *name, json_t *v, size_
         a = &L->anchors[json_integer_value(idx)];
         json_decref(a->v);
     } else {
-        if (L->nanchors == L->anchors_cap) {
-            L->anchors_cap = L->anchors_cap ? 2 * L->anchors_cap : 16;
-            L->anchors = sbx_xrealloc(L->anchors, L->anchors_cap * sizeof(*L->anchors));
-        }
+        SBX_ALLOC_GROW(L->anchors, L->nanchors + 1, L->anchors_cap);
         sbx_json_set(L->anchor_index, name, json_integer((json_int_t)L->nanchors));
         a = &L->anchors[L->nanchors++];
     }
@@ -424,10 +423,7 @@ static int on_start(struct loader *L, const yaml_event_t *ev, int is_map, struct
     int rc = count_node(L, 1, m, err);
     if (rc < 0)
         return rc;
-    if (L->depth == L->stack_cap) {
-        L->stack_cap = L->stack_cap ? 2 * L->stack_cap : 16;
-        L->stack = sbx_xrealloc(L->stack, (size_t)L->stack_cap * sizeof(*L->stack));
-    }
+    SBX_ALLOC_GROW(L->stack, (size_t)L->depth + 1, L->stack_cap);
     struct frame *f = &L->stack[L->depth++];
     memset(f, 0, sizeof(*f));
     f->c = is_map ? json_object() : json_array();

@@ -2,6 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "model/model-internal.h"
 #include "sbx/json.h"
 
@@ -90,11 +91,10 @@ size_t sbx__model_cache_keep(struct sbx_model_cache *c, const struct sbx__model_
 
 void sbx__model_cache_add(struct sbx_model_cache *c, size_t start_item, const json_t *unit)
 {
-    if (c->nunits == c->cap_units) {
-        c->cap_units = c->cap_units ? 2 * c->cap_units : 64;
-        c->unit_start = sbx_xrealloc(c->unit_start, c->cap_units * sizeof(size_t));
-        c->unit_off = sbx_xrealloc(c->unit_off, c->cap_units * sizeof(size_t));
-    }
+    size_t had = c->cap_units;
+    SBX_ALLOC_GROW(c->unit_start, c->nunits + 1, c->cap_units);
+    if (c->cap_units != had) /* its twin: the same count of the same size, checked above */
+        c->unit_off = sbx_xrealloc(c->unit_off, c->cap_units * sizeof(*c->unit_off));
     c->unit_start[c->nunits] = start_item;
     c->unit_off[c->nunits] = c->bytes.len;
     c->nunits++;

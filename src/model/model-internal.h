@@ -99,6 +99,19 @@ int sbx__model_call(struct sbx_model *m, const char *path, const char *body, siz
                     int stream, const struct sbx__attempt_ops *ops, void *ud, json_t **out,
                     int *plain, struct sbx_error *err);
 
+/* What every provider's respond does, over its own stream state ud and ops: build req's body,
+ * POST it to path with retries, and when the answer came as plain JSON (not streamed) hand cb
+ * the stream events a Responses API server would have sent. */
+int sbx__model_exchange(struct sbx_model *m, const struct sbx_model_request *req, const char *path,
+                        int stream, const struct sbx__attempt_ops *ops, void *ud,
+                        sbx_model_stream_fn *cb, void *cb_data, json_t **out,
+                        struct sbx_error *err);
+
+/* What every provider's decode does: an answer body in memory handed to ops as if it had
+ * arrived with status 200 (streamed: through the sink, then finish). */
+int sbx__model_decode_with(const struct sbx__attempt_ops *ops, void *ud, const char *body, size_t n,
+                           int stream, json_t **out, struct sbx_error *err);
+
 /* m's decoder on an answer body in memory (see sbx__model_vt.decode): the same code as a live
  * call, without the network, for the fuzz targets. SBX_E_UNSUPPORTED for replay models. */
 int sbx__model_decode(struct sbx_model *m, const json_t *tools, const char *body, size_t n,

@@ -442,6 +442,36 @@ int sbx__model_merge_settings(json_t *body, const json_t *settings, struct sbx_e
     return 0;
 }
 
+int sbx__model_exchange(struct sbx_model *m, const struct sbx_model_request *req, const char *path,
+                        int stream, const struct sbx__attempt_ops *ops, void *ud,
+                        sbx_model_stream_fn *cb, void *cb_data, json_t **out, struct sbx_error *err)
+{
+    char *body = NULL;
+    size_t body_len = 0;
+    int plain = 0;
+    int rc = sbx__model_body(m, req, stream, &body, &body_len, err);
+    if (rc < 0)
+        return rc;
+    rc = sbx__model_call(m, path, body, body_len, stream, ops, ud, out, &plain, err);
+    if (rc == 0 && cb && (!stream || plain))
+        sbx__model_synth_events(*out, cb, cb_data);
+    free(body);
+    return rc;
+}
+
+int sbx__model_decode_with(const struct sbx__attempt_ops *ops, void *ud, const char *body, size_t n,
+                           int stream, json_t **out, struct sbx_error *err)
+{
+    struct sbx__http_resp resp;
+    sbx__http_resp_init(&resp);
+    resp.status = 200;
+    int rc = stream ? ops->sink(body, n, ud, err) : sbx_buf_add(&resp.body, body, n, err);
+    if (rc == 0)
+        rc = ops->finish(ud, &resp, out, err);
+    sbx__http_resp_release(&resp);
+    return rc;
+}
+
 static void emit(sbx_model_stream_fn *cb, void *data, json_t *ev, int *seq)
 {
     sbx_json_set(ev, "sequence_number", json_integer((*seq)++));

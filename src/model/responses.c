@@ -200,31 +200,27 @@ static void stream_release(struct stream *s)
     json_decref(s->items);
 }
 
-static int responses_respond(struct sbx_model *m, const struct sbx_model_request *req,
-                             sbx_model_stream_fn *cb, void *cb_data, json_t **out,
-                             struct sbx_error *err)
+static struct sbx__attempt_ops attempt_ops(int stream)
 {
-    int stream = cb && !m->no_stream;
-    char *body = NULL;
-    size_t body_len = 0;
-    struct stream s;
-    int rc = sbx__model_body(m, req, stream, &body, &body_len, err);
-    if (rc < 0)
-        return rc;
-    stream_init(&s, m, cb, cb_data);
-    struct sbx__attempt_ops ops = {
+    return (struct sbx__attempt_ops){
             .sink = sink,
             .reset = reset,
             .delivered = delivered,
             .finish = stream ? finish_stream : finish_plain,
             .finish_plain = finish_plain,
     };
-    int plain = 0;
-    rc = sbx__model_call(m, "/responses", body, body_len, stream, &ops, &s, out, &plain, err);
-    if (rc == 0 && cb && (!stream || plain))
-        sbx__model_synth_events(*out, cb, cb_data);
+}
+
+static int responses_respond(struct sbx_model *m, const struct sbx_model_request *req,
+                             sbx_model_stream_fn *cb, void *cb_data, json_t **out,
+                             struct sbx_error *err)
+{
+    int stream = cb && !m->no_stream;
+    struct stream s;
+    stream_init(&s, m, cb, cb_data);
+    struct sbx__attempt_ops ops = attempt_ops(stream);
+    int rc = sbx__model_exchange(m, req, "/responses", stream, &ops, &s, cb, cb_data, out, err);
     stream_release(&s);
-    free(body);
     return rc;
 }
 
@@ -233,14 +229,9 @@ static int responses_decode(struct sbx_model *m, const json_t *tools, const char
                             struct sbx_error *err)
 {
     struct stream s;
-    struct sbx__http_resp resp;
     stream_init(&s, m, cb, cb_data);
-    sbx__http_resp_init(&resp);
-    resp.status = 200;
-    int rc = stream ? sink(body, n, &s, err) : sbx_buf_add(&resp.body, body, n, err);
-    if (rc == 0)
-        rc = stream ? finish_stream(&s, &resp, out, err) : finish_plain(&s, &resp, out, err);
-    sbx__http_resp_release(&resp);
+    struct sbx__attempt_ops ops = attempt_ops(stream);
+    int rc = sbx__model_decode_with(&ops, &s, body, n, stream, out, err);
     stream_release(&s);
     return rc;
 }

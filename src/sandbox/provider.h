@@ -86,6 +86,10 @@ struct sbx_session {
     struct sbx_pty_entry **ptys;
     size_t n_ptys;
     uint64_t pty_clock;
+    /* private: the manifest the sandbox was made from (sbx__session_manifest, session/
+     * internal.h), owned: a copy the provider's create hands over (sbx__session_set_manifest),
+     * else parsed once from the session state when first asked for; NULL until then. */
+    struct sbx_manifest *manifest;
 };
 
 /* Initialise the shared part (copies id and root). */

@@ -19,6 +19,7 @@
 #include "sbx/json.h"
 #include "sbx/local.h"
 #include "sbx/runner.h"
+#include "sbx/sandbox-run.h"
 #include "sbx/time.h"
 
 /* The commands sleep far longer than any bound checked here: a call that returns in time was

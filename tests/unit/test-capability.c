@@ -14,6 +14,7 @@
 #include "sbx/json.h"
 #include "sbx/local.h"
 #include "sbx/manifest.h"
+#include "sbx/sandbox-run.h"
 
 static char tmp[] = "/tmp/sbx-test-capability.XXXXXX";
 static struct sbx_client *client;

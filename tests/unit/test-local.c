@@ -18,6 +18,7 @@
 #include "sbx/local.h"
 #include "sbx/manifest.h"
 #include "providers/local/local.h"
+#include "sandbox/manifest/internal.h"
 #include "sandbox/session/internal.h"
 #include "sbx/session.h"
 #include "sbx/time.h"
@@ -842,6 +843,39 @@ static void test_manifest_digest(void)
     sbx_manifest_free(m);
 }
 
+/* A session hands out the manifest its sandbox was made from: the creator's copy (the caller
+ * frees its own at once), and on an attached session the one its state keeps, read once. */
+static void test_session_manifest(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_manifest *m = sbx_manifest_new();
+    struct sbx_session *a = NULL, *b = NULL;
+    const struct sbx_manifest *got = NULL, *again = NULL;
+    struct sbx_manifest_entry_opts o = {.description = "the notes", .ephemeral = 1};
+    CHECK_OK(sbx_manifest_add_file(m, "notes.md", "n", 1, &o, &err), &err);
+    CHECK_OK(sbx_client_create(client, &(struct sbx_create_spec){.manifest = m}, &a, &err), &err);
+    sbx_manifest_free(m);
+    if (!a)
+        return;
+    CHECK_OK(sbx__session_manifest(a, &got, &err), &err);
+    const struct sbx_manifest_entry *e = got ? sbx_manifest_find(got, "notes.md") : NULL;
+    CHECK(e && strcmp(e->description, "the notes") == 0 && e->content && e->ephemeral);
+    CHECK_OK(sbx_client_attach(client, sbx_session_id(a), &b, &err), &err);
+    if (b) {
+        CHECK_OK(sbx__session_manifest(b, &got, &err), &err);
+        e = got ? sbx_manifest_find(got, "notes.md") : NULL;
+        CHECK(e && strcmp(e->description, "the notes") == 0);
+        CHECK_OK(sbx__session_manifest(b, &again, &err), &err);
+        CHECK(again == got); /* parsed once */
+        sbx_session_free(b);
+    }
+    /* Without a manifest: an empty one. */
+    CHECK_OK(sbx__session_manifest(sess, &got, &err), &err);
+    CHECK(got && sbx_manifest_entry_count(got) == 0);
+    CHECK_OK(sbx_session_delete(a, &err), &err);
+    sbx_session_free(a);
+}
+
 /* Send raw bytes on a fresh control connection and return the reply (NULL if none). */
 static json_t *raw_request(const void *bytes, size_t n)
 {
@@ -974,6 +1008,7 @@ int main(void)
     TAP_RUN(test_events);
     TAP_RUN(test_protocol_abuse);
     TAP_RUN(test_manifest_digest);
+    TAP_RUN(test_session_manifest);
     teardown();
     return TAP_DONE();
 }

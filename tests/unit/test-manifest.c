@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "tap.h"
+#include "sandbox/manifest/internal.h"
 #include "sbx/json.h"
 #include "sbx/manifest.h"
 #include "sbx/yaml.h"
@@ -991,6 +992,63 @@ static void test_render_tree(void)
     sbx_manifest_free(m);
 }
 
+/* A session keeps a copy of the manifest it was made from (sbx__manifest_dup): every part, the
+ * secrets too, and nothing shared with the original, which its creator frees. */
+static void test_dup(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_manifest *m = NULL;
+    CHECK_OK(load("root: /work\n"
+                  "entries:\n"
+                  "  docs: {type: dir, description: the docs, children: {\n"
+                  "    a.md: {type: file, content: hello, mode: \"0600\", group: team},\n"
+                  "    bin: {type: file, content: {type: base64, data: AAEC}}}}\n"
+                  "  repo: {type: git_repo, repo: owner/name, ref: main, subpath: sub,\n"
+                  "         ephemeral: true}\n"
+                  "  data: {type: s3_mount, bucket: b1, access_key_id: AK, secret_access_key: SK,\n"
+                  "         mount_strategy: {type: in_container, pattern: {type: rclone}}}\n"
+                  "environment: {PLAIN: v, TOKEN: {value: s3cret, secret: true},\n"
+                  "              FROM_HOST: {type: secret, env: HOME}}\n"
+                  "users: [alice, bob]\n"
+                  "groups: [{name: team, users: [alice]}]\n"
+                  "remote_mount_command_allowlist: [ls]\n",
+                  &m, &err),
+             &err);
+    if (!m)
+        return;
+    struct sbx_manifest *c = sbx__manifest_dup(m);
+    char a[65], b[65];
+    char *ta = to_text(m, NULL);
+    CHECK_OK(sbx__manifest_digest(m, a, &err), &err);
+    sbx_manifest_free(m); /* the copy must not need it */
+    CHECK_OK(sbx__manifest_digest(c, b, &err), &err);
+    CHECK_EQ_STR(a, b);
+    char *tc = to_text(c, NULL);
+    CHECK_EQ_STR(ta, tc);
+    CHECK_EQ_STR(sbx_manifest_root(c), "/work");
+    const struct sbx_manifest_entry *e = sbx_manifest_find(c, "docs/a.md");
+    CHECK(e && e->parent == 0 && e->mode == 0600 && strcmp(e->group, "team") == 0);
+    CHECK(e && e->content_len == 5 && memcmp(e->content, "hello", 6) == 0);
+    CHECK_EQ_INT(sbx_manifest_entry_at(c, 0)->nchildren, 2);
+    const struct sbx_manifest_entry *d = sbx_manifest_find(c, "data");
+    const struct sbx_secret *sk = d ? sbx_manifest_entry_secret(d, "secret_access_key") : NULL;
+    CHECK(sk && strcmp(sbx_secret_reveal(sk, NULL), "SK") == 0);
+    CHECK(d && d->mount_strategy && strcmp(sbx_manifest_entry_field(d, "bucket"), "b1") == 0);
+    CHECK(sbx_manifest_find(c, "repo") && sbx_manifest_find(c, "repo")->ephemeral);
+    CHECK_EQ_INT(sbx_manifest_env_count(c), 3);
+    const struct sbx_manifest_env *v = sbx_manifest_env_at(c, 1);
+    CHECK(v && v->secret && strcmp(sbx_secret_reveal(v->secret, NULL), "s3cret") == 0);
+    CHECK_EQ_INT(sbx_manifest_users(c)->n, 2);
+    CHECK(sbx_manifest_group_count(c) == 1 &&
+          strcmp(sbx_manifest_group_at(c, 0)->users->v[0], "alice") == 0);
+    /* The copy is a manifest of its own: it grows without touching anything else. */
+    CHECK_OK(sbx_manifest_add_dir(c, "more", NULL, &err), &err);
+    CHECK(sbx_manifest_find(c, "more") != NULL);
+    free(ta);
+    free(tc);
+    sbx_manifest_free(c);
+}
+
 int main(void)
 {
     TAP_START();
@@ -1014,5 +1072,6 @@ int main(void)
     TAP_RUN(test_builders);
     TAP_RUN(test_content_digests);
     TAP_RUN(test_render_tree);
+    TAP_RUN(test_dup);
     return TAP_DONE();
 }

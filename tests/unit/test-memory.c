@@ -13,6 +13,7 @@
 #include "capability/memory-internal.h"
 #include "sbx/json.h"
 #include "sbx/local.h"
+#include "sbx/memory.h"
 
 static char tmp[] = "/tmp/sbx-test-memory.XXXXXX";
 static struct sbx_client *client;

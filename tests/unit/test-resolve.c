@@ -16,6 +16,7 @@
 #include "sbx/capability.h"
 #include "sbx/json.h"
 #include "sbx/local.h"
+#include "sbx/sandbox-run.h"
 #include "sbx/snapshot.h"
 
 static char tmp[] = "/tmp/sbx-test-resolve.XXXXXX";

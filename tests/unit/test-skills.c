@@ -13,7 +13,9 @@
 #include "sbx/buf.h"
 #include "sbx/capability.h"
 #include "sbx/json.h"
+#include "sbx/local.h"
 #include "sbx/log.h"
+#include "sbx/skills.h"
 #include "tap.h"
 #include "rmtree.h"
 
@@ -405,6 +407,88 @@ static void test_config(void)
     }
 }
 
+/* ---- the public listing (skills.h) ----------------------------------------------------------- */
+
+static const struct sbx_skill *public_by_name(const struct sbx_skill_list *l, const char *name)
+{
+    for (size_t i = 0; i < l->n; i++)
+        if (strcmp(l->v[i].name, name) == 0)
+            return &l->v[i];
+    return NULL;
+}
+
+static void test_list_dir(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_skill_list l = {0};
+    dir("pub");
+    skill("pub/alpha", "alpha", "Does   the\n  first thing.");
+    skill("pub/beta-folder", "beta", "Does the second.");
+    dir("pub/no-md");
+    dir("pub/.hidden");
+    put("pub/README.md", "not a skill\n");
+    sbx_buf_setlen(&logged, 0);
+    char *root = at("pub");
+    CHECK_OK(sbx_skills_list_dir(root, &l, &err), &err);
+    CHECK_EQ_INT(l.n, 2);
+    const struct sbx_skill *a = public_by_name(&l, "alpha");
+    const struct sbx_skill *b = public_by_name(&l, "beta");
+    char *want_a = at("pub/alpha"), *want_b = at("pub/beta-folder");
+    CHECK(a && strcmp(a->description, "Does the first thing.") == 0);
+    CHECK(a && strcmp(a->path, want_a) == 0);
+    CHECK(b && strcmp(b->path, want_b) == 0);
+    CHECK_CONTAINS(logged.data, "'no-md'"); /* skipped, and said so */
+    sbx_skill_list_release(&l);
+    CHECK_EQ_INT(l.n, 0);
+    char *gone = at("pub/nothing-here");
+    CHECK_ERR(sbx_skills_list_dir(gone, &l, &err), SBX_E_NOTFOUND, &err, "does not exist");
+    free(gone);
+    free(want_a);
+    free(want_b);
+    free(root);
+}
+
+/* Skills already in a workspace, read through a local session. */
+static void test_list_workspace(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_client *c = NULL;
+    struct sbx_session *s = NULL;
+    struct sbx_skill_list l = {0};
+    char *run = at("run"), *ws = at("ws");
+    struct sbx_local_options o = {.runtime_dir = run, .workspace_dir = ws};
+    dir("run");
+    CHECK_OK(sbx_client_new("local", &o, &c, &err), &err);
+    if (c)
+        CHECK_OK(sbx_client_create(c, NULL, &s, &err), &err);
+    if (!s)
+        goto out;
+    const char *md = "---\nname: gamma\ndescription: Third.\n---\n";
+    CHECK_OK(sbx_session_write(s, "tools/skills/gamma/SKILL.md", md, strlen(md), 0644,
+                               SBX_WRITE_PARENTS, &err),
+             &err);
+    CHECK_OK(sbx_session_mkdir(s, "tools/skills/empty", SBX_MKDIR_PARENTS, &err), &err);
+    CHECK_OK(sbx_skills_list_workspace(s, "tools/./skills/", &l, &err), &err);
+    CHECK_EQ_INT(l.n, 1);
+    if (l.n) {
+        CHECK_EQ_STR(l.v[0].name, "gamma");
+        CHECK_EQ_STR(l.v[0].description, "Third.");
+        CHECK_EQ_STR(l.v[0].path, "tools/skills/gamma");
+    }
+    sbx_skill_list_release(&l);
+    CHECK_ERR(sbx_skills_list_workspace(s, "../x", &l, &err), SBX_E_INVAL, &err, "skills folder");
+    CHECK_ERR(sbx_skills_list_workspace(s, "nowhere", &l, &err), SBX_E_NOTFOUND, &err, NULL);
+    CHECK_OK(sbx_skills_list_workspace(s, NULL, &l, &err), &err);
+    CHECK_EQ_INT(l.n, 0);
+    sbx_skill_list_release(&l);
+    CHECK_OK(sbx_session_delete(s, &err), &err);
+out:
+    sbx_session_free(s);
+    sbx_client_free(c);
+    free(run);
+    free(ws);
+}
+
 int main(void)
 {
     TAP_START();
@@ -416,6 +500,8 @@ int main(void)
     TAP_RUN(test_hostile_folders);
     TAP_RUN(test_find);
     TAP_RUN(test_config);
+    TAP_RUN(test_list_dir);
+    TAP_RUN(test_list_workspace);
     sbx_log_set_handler(NULL, NULL, SBX_LOG_ERROR);
     sbx_buf_release(&logged);
     rm_tree(tmp);

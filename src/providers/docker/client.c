@@ -14,6 +14,7 @@
 
 #include "providers/docker/docker.h"
 #include "providers/docker/relay.h"
+#include "sandbox/materialize/materialize.h"
 #include "sandbox/session/internal.h"
 #include "sbx/hash.h"
 #include "sbx/json.h"

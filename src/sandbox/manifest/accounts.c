@@ -3,18 +3,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "sandbox/manifest/model.h"
 #include "sbx/json.h"
 #include "sbx/path.h"
-
-void sbx__manifest_group_free(struct group *g)
-{
-    if (!g)
-        return;
-    free(g->name);
-    sbx_strv_release(&g->users);
-    free(g);
-}
 
 const char *sbx__manifest_shown_name(const char *s)
 {
@@ -197,10 +189,7 @@ int sbx_manifest_add_group(struct sbx_manifest *m, const char *name, const char 
     }
     g->pub.name = g->name;
     g->pub.users = &g->users;
-    if (m->ngroups == m->galloc) {
-        m->galloc = m->galloc ? m->galloc * 2 : 4;
-        m->groups = sbx_xrealloc(m->groups, m->galloc * sizeof(*m->groups));
-    }
+    SBX_ALLOC_GROW(m->groups, m->ngroups + 1, m->galloc);
     m->groups[m->ngroups++] = g;
     return 0;
 }

@@ -4,23 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "sandbox/manifest/model.h"
 #include "sbx/json.h"
 #include "sbx/path.h"
 
 #define ENV_VALUE_MAX ((size_t)128 << 10)
-
-void sbx__manifest_env_free(struct env *v)
-{
-    if (!v)
-        return;
-    free(v->name);
-    free(v->value);
-    free(v->host_env);
-    free(v->description);
-    sbx_secret_free(v->secret);
-    free(v);
-}
 
 static void env_sync(struct env *v)
 {
@@ -100,23 +89,19 @@ int sbx__manifest_valid_env_name(const char *s, size_t n)
     return 1;
 }
 
-static int set_env(struct sbx_manifest *m, struct env *v)
+void sbx__manifest_env_put(struct sbx_manifest *m, struct env *v)
 {
     for (size_t i = 0; i < m->nenv; i++) {
         if (strcmp(m->env[i]->name, v->name) == 0) {
             sbx__manifest_env_free(m->env[i]);
             m->env[i] = v;
             env_sync(v);
-            return 0;
+            return;
         }
     }
-    if (m->nenv == m->envalloc) {
-        m->envalloc = m->envalloc ? m->envalloc * 2 : 8;
-        m->env = sbx_xrealloc(m->env, m->envalloc * sizeof(*m->env));
-    }
+    SBX_ALLOC_GROW(m->env, m->nenv + 1, m->envalloc);
     m->env[m->nenv++] = v;
     env_sync(v);
-    return 0;
 }
 
 static int check_env_value(const char *s, size_t len, struct sbx_error *err)
@@ -260,7 +245,7 @@ int sbx__manifest_parse_environment(struct sbx_manifest *m, const json_t *doc,
             sbx_error_prefix(err, "environment '%s'", k);
             return rc;
         }
-        set_env(m, e);
+        sbx__manifest_env_put(m, e);
     }
     return 0;
 }
@@ -292,5 +277,6 @@ int sbx_manifest_set_env(struct sbx_manifest *m, const char *name, const char *v
         v->secret = sbx_secret_new(name, value, strlen(value));
     else
         v->value = sbx_xstrdup(value);
-    return set_env(m, v);
+    sbx__manifest_env_put(m, v);
+    return 0;
 }

@@ -1,6 +1,6 @@
-/* sbx: manifest internals shared with materialize.c and render.c (and the skills capability,
- * which fetches git sources the way git_repo entries are). The manifest's own layout is in
- * model.h, which only this folder includes. */
+/* sbx: manifest internals shared with the rest of the sandbox layer (materialisation, sessions,
+ * providers) and render.c: the path map, and what a provider asks of a manifest (digest.c). The
+ * manifest's own layout is in model.h, which only this folder includes. */
 #ifndef SBX_SANDBOX_MANIFEST_INTERNAL_H
 #define SBX_SANDBOX_MANIFEST_INTERNAL_H
 
@@ -22,14 +22,23 @@ size_t sbx__pathmap_get(const struct sbx__pathmap *pm, const char *key, size_t k
 /* Insert or replace. */
 void sbx__pathmap_put(struct sbx__pathmap *pm, const char *key, size_t klen, size_t val);
 
-/* Fetch the repository of git_repo entry e (its url, ref) on the host into a new temporary
- * directory: a shallow clone of the ref, or exactly the commit when ref is one. *out_dir: the
- * checkout, caller owns (sbx__checkout_remove, then free); *out_commit: the commit checked out
- * (caller frees). Nothing is left on failure. Blocks while git runs. */
-int sbx__git_checkout(const struct sbx_manifest_entry *e, char **out_dir, char **out_commit,
-                      struct sbx_error *err);
-/* Remove a checkout sbx__git_checkout made (sbx__fs_remove_tree); best effort: a failure is
- * logged as a warning. */
-void sbx__checkout_remove(const char *dir);
+/* ---- copy.c ---- */
+
+/* A deep copy of m (secrets and file contents included); caller owns (sbx_manifest_free). */
+struct sbx_manifest *sbx__manifest_dup(const struct sbx_manifest *m);
+
+/* ---- digest.c ---- */
+
+/* A stable fingerprint of m (sha256, lowercase hex): root, entries in order with every field
+ * and the file bytes, environment (secret values only as "a secret is set"), users, groups —
+ * each field length-prefixed. Cheap: no JSON is built. */
+int sbx__manifest_digest(const struct sbx_manifest *m, char out[65], struct sbx_error *err);
+
+/* The workspace paths of m's ephemeral entries, topmost only (one beneath another ephemeral
+ * entry is covered by it), appended to out: what a snapshot leaves out. m may be NULL. */
+struct sbx_strv;
+void sbx__manifest_ephemeral_paths(const struct sbx_manifest *m, struct sbx_strv *out);
+/* 1 when workspace path is one of tops or lies beneath one of them. */
+int sbx__manifest_path_under(const char *path, const struct sbx_strv *tops);
 
 #endif

@@ -18,55 +18,6 @@ struct loader {
     int flags;
 };
 
-/* Copy obj with camelCase keys renamed to snake_case ("mountPath" -> "mount_path"), so a
- * manifest written by the JS SDK reads like one written by the Python SDK. Both spellings of
- * one field is an error. *out: new reference. */
-int sbx__manifest_snake_keys(const json_t *obj, json_t **out, struct sbx_error *err)
-{
-    json_t *res = json_object();
-    const char *key;
-    size_t klen;
-    json_t *v;
-    if (!res)
-        SBX_BUG("out of memory");
-    json_object_keylen_foreach((json_t *)obj, key, klen, v)
-    {
-        char buf[128];
-        size_t o = 0;
-        int changed = 0;
-        for (size_t i = 0; i < klen && o + 2 < sizeof(buf); i++) {
-            unsigned char c = (unsigned char)key[i];
-            if (c >= 'A' && c <= 'Z') {
-                if (o)
-                    buf[o++] = '_';
-                buf[o++] = (char)(c - 'A' + 'a');
-                changed = 1;
-            } else {
-                buf[o++] = (char)c;
-            }
-        }
-        if (!changed || o + 2 >= sizeof(buf)) {
-            if (json_object_getn(res, key, klen)) {
-                char q[160];
-                sbx__manifest_quote_name(key, klen, q, sizeof(q));
-                json_decref(res);
-                return sbx_error_set(err, SBX_E_INVAL, 0, "field '%s' is given twice", q);
-            }
-            json_object_setn_nocheck(res, key, klen, v);
-            continue;
-        }
-        if (json_object_getn(obj, buf, o) || json_object_getn(res, buf, o)) {
-            char q[160];
-            sbx__manifest_quote_name(key, klen, q, sizeof(q));
-            json_decref(res);
-            return sbx_error_set(err, SBX_E_INVAL, 0, "field '%s' repeats '%.*s'", q, (int)o, buf);
-        }
-        json_object_setn_nocheck(res, buf, o, v);
-    }
-    *out = res;
-    return 0;
-}
-
 /* Parse `permissions` / `mode`: an object {owner, group, other, directory} (the reference's
  * shape), an `ls -l` string ("-rw-r--r--"), an octal string ("0644", "0o644") or an integer
  * mode (file-type bits are ignored). */
@@ -157,11 +108,6 @@ static int parse_mode(const json_t *v, const char *key, mode_t *out, struct sbx_
                          "field '%s' must be an object, a string or an integer, not %s", key,
                          sbx_json_typename(v));
 }
-
-/* Fields every entry may carry. `is_dir` is written by the Python SDK and ignored here. */
-#define SBX__MANIFEST_COMMON_KEYS \
-    "type", "description", "ephemeral", "group", "is_dir", "permissions", "mode"
-#define MOUNT_KEYS SBX__MANIFEST_COMMON_KEYS, "mount_path", "read_only", "mount_strategy"
 
 static const char *const file_keys[] = {SBX__MANIFEST_COMMON_KEYS, "content", NULL};
 static const char *const dir_keys[] = {SBX__MANIFEST_COMMON_KEYS, "children", NULL};
@@ -316,6 +262,44 @@ static int parse_group_ref(const json_t *v, char **out, struct sbx_error *err)
     return 0;
 }
 
+/* The fields of a file entry. */
+static int parse_file(struct loader *L, struct entry *e, const json_t *o, struct sbx_error *err)
+{
+    int rc;
+    if ((rc = sbx_json_check_keys(o, file_keys, err)) ||
+        (rc = parse_content(L, e, json_object_get(o, "content"), err)))
+        return rc;
+    if (L->m->total_content + e->pub.content_len > L->max_total)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0,
+                             "file contents add up to more than the limit of %zu bytes",
+                             L->max_total);
+    return 0;
+}
+
+/* The fields of a local_file or local_dir entry: its source on the host, checked unless the
+ * loader skips host checks. */
+static int parse_local(struct loader *L, struct entry *e, const json_t *o, struct sbx_error *err)
+{
+    int is_dir = e->pub.type == SBX_ENTRY_LOCAL_DIR;
+    const char *src = NULL;
+    int rc;
+    if ((rc = sbx_json_check_keys(o, local_keys, err)))
+        return rc;
+    if (is_dir ? (rc = sbx_json_get_text(o, "src", 0, &src, NULL, err))
+               : (rc = sbx_json_get_text(o, "src", SBX_JSON_REQUIRED | SBX_JSON_NONEMPTY, &src,
+                                         NULL, err)))
+        return rc;
+    if (!src)
+        return 0;
+    if (!*src)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "field 'src' must not be empty");
+    e->src = sbx_xstrdup(src);
+    e->src_path = sbx__manifest_host_absolute(L->base_dir, src);
+    if (!(L->flags & SBX_MANIFEST_NO_HOST_CHECKS))
+        return sbx__manifest_check_local_src(L->base_dir, e->src_path, src, is_dir, err);
+    return 0;
+}
+
 static int parse_entry(struct loader *L, size_t parent, const char *parent_path, int depth,
                        const char *key, size_t klen, const json_t *val, struct sbx_error *err);
 
@@ -346,53 +330,21 @@ static int parse_entry_body(struct loader *L, struct entry *e, const json_t *o,
     if (mode && !json_is_null(mode) && (rc = parse_mode(mode, "mode", &e->pub.mode, err)))
         return rc;
 
-    switch (e->pub.type) {
-    case SBX_ENTRY_FILE:
-        if ((rc = sbx_json_check_keys(o, file_keys, err)) ||
-            (rc = parse_content(L, e, json_object_get(o, "content"), err)))
-            return rc;
-        if (L->m->total_content + e->pub.content_len > L->max_total)
-            return sbx_error_set(err, SBX_E_TOOBIG, 0,
-                                 "file contents add up to more than the limit of %zu bytes",
-                                 L->max_total);
-        return 0;
-    case SBX_ENTRY_DIR:
-        return sbx_json_check_keys(o, dir_keys, err);
-    case SBX_ENTRY_LOCAL_FILE:
-    case SBX_ENTRY_LOCAL_DIR: {
-        int is_dir = e->pub.type == SBX_ENTRY_LOCAL_DIR;
-        const char *src = NULL;
-        if ((rc = sbx_json_check_keys(o, local_keys, err)))
-            return rc;
-        if (is_dir ? (rc = sbx_json_get_text(o, "src", 0, &src, NULL, err))
-                   : (rc = sbx_json_get_text(o, "src", SBX_JSON_REQUIRED | SBX_JSON_NONEMPTY, &src,
-                                             NULL, err)))
-            return rc;
-        if (!src)
-            return 0;
-        if (!*src)
-            return sbx_error_set(err, SBX_E_INVAL, 0, "field 'src' must not be empty");
-        e->src = sbx_xstrdup(src);
-        e->src_path = sbx__manifest_host_absolute(L->base_dir, src);
-        if (!(L->flags & SBX_MANIFEST_NO_HOST_CHECKS))
-            return sbx__manifest_check_local_src(L->base_dir, e->src_path, src, is_dir, err);
-        return 0;
-    }
-    case SBX_ENTRY_GIT_REPO:
-        return sbx__manifest_parse_git(e, o, err);
-    case SBX_ENTRY_S3_MOUNT:
-    case SBX_ENTRY_GCS_MOUNT:
-    case SBX_ENTRY_R2_MOUNT:
-    case SBX_ENTRY_AZURE_BLOB_MOUNT:
-    case SBX_ENTRY_BOX_MOUNT:
-    case SBX_ENTRY_S3_FILES_MOUNT:
+    enum sbx_entry_type t = e->pub.type;
+    if (sbx_entry_type_is_mount(t)) {
         if (e->pub.mode != 0755)
             return sbx_error_set(err, SBX_E_INVAL, 0,
                                  "mount permissions are not enforced; configure access at the "
                                  "storage provider and remove 'permissions'");
         return sbx__manifest_parse_mount(e, o, L->flags, err);
     }
-    return 0;
+    if (t == SBX_ENTRY_FILE)
+        return parse_file(L, e, o, err);
+    if (t == SBX_ENTRY_DIR)
+        return sbx_json_check_keys(o, dir_keys, err);
+    if (t == SBX_ENTRY_GIT_REPO)
+        return sbx__manifest_parse_git(e, o, err);
+    return parse_local(L, e, o, err); /* local_file, local_dir: the types left */
 }
 
 static int parse_children(struct loader *L, size_t idx, const json_t *children,

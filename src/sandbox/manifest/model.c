@@ -1,9 +1,12 @@
-/* sbx: the manifest model: its lifecycle, the entry accessors, the path index with the overlap
- * rules, and the C builders (sbx_manifest_add_*), which apply the loader's rules. See
- * include/sbx/manifest.h and docs/internals/manifest.md. */
+/* sbx: the manifest model: its lifecycle (and its parts'), the entry accessors, the path index
+ * with the overlap rules, and the C builders of the entries that need nothing from outside
+ * (sbx_manifest_add_file, _dir; sources.c has those of local and git sources). Every other
+ * file of the folder builds on this one; it calls none of them. See include/sbx/manifest.h and
+ * docs/internals/manifest.md. */
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "sandbox/manifest/model.h"
 #include "sbx/json.h"
 #include "sbx/path.h"
@@ -73,6 +76,27 @@ void sbx__manifest_entry_free(struct entry *e)
         sbx_secret_free(e->secrets[i]);
     free(e->secrets);
     free(e);
+}
+
+void sbx__manifest_env_free(struct env *v)
+{
+    if (!v)
+        return;
+    free(v->name);
+    free(v->value);
+    free(v->host_env);
+    free(v->description);
+    sbx_secret_free(v->secret);
+    free(v);
+}
+
+void sbx__manifest_group_free(struct group *g)
+{
+    if (!g)
+        return;
+    free(g->name);
+    sbx_strv_release(&g->users);
+    free(g);
 }
 
 /* Point the public view at the owned strings. */
@@ -224,58 +248,6 @@ const char *sbx_manifest_root(const struct sbx_manifest *m)
     return m->root;
 }
 
-/* ---- messages ---------------------------------------------------------------------------- */
-
-/* A printable rendering of a name from outside for messages: control bytes, NUL and invalid
- * UTF-8 become \xNN, long names are cut with "...". */
-void sbx__manifest_quote_name(const char *s, size_t len, char *out, size_t outsz)
-{
-    size_t o = 0;
-    size_t i = 0;
-    while (i < len && o + 8 < outsz) {
-        unsigned char c = (unsigned char)s[i];
-        size_t n = 1;
-        if (c >= 0x80) {
-            n = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
-            if (i + n > len || !sbx_utf8_valid(s + i, n))
-                n = 0;
-        }
-        if (c < 0x20 || c == 0x7f || n == 0) {
-            static const char hex[] = "0123456789abcdef";
-            out[o++] = '\\';
-            out[o++] = 'x';
-            out[o++] = hex[c >> 4];
-            out[o++] = hex[c & 15];
-            i++;
-            continue;
-        }
-        if (o + n + 4 >= outsz)
-            break;
-        memcpy(out + o, s + i, n);
-        o += n;
-        i += n;
-    }
-    if (i < len && o + 4 <= outsz) {
-        memcpy(out + o, "...", 3);
-        o += 3;
-    }
-    out[o] = '\0';
-}
-
-/* Rewrite a path-module message "path '<p>' <rule>" to "path <rule>": the caller names the
- * entry already. */
-void sbx__manifest_strip_path_quote(struct sbx_error *err)
-{
-    if (!err || strncmp(err->msg, "path '", 6) != 0)
-        return;
-    char *last = NULL;
-    for (char *p = strstr(err->msg + 6, "' "); p; p = strstr(p + 1, "' "))
-        last = p;
-    if (!last)
-        return;
-    memmove(err->msg + 5, last + 2, strlen(last + 2) + 1);
-}
-
 /* ---- path index and overlap rules ---------------------------------------------------------- */
 
 /* Can an entry of type t at path p be added? Duplicates, anything under a leaf entry, and a
@@ -310,10 +282,7 @@ int sbx__manifest_check_overlap(const struct sbx_manifest *m, const char *p, enu
 /* Append e (already checked with check_overlap). Takes ownership. */
 void sbx__manifest_append_entry(struct sbx_manifest *m, struct entry *e)
 {
-    if (m->n == m->alloc) {
-        m->alloc = m->alloc ? m->alloc * 2 : 16;
-        m->entries = sbx_xrealloc(m->entries, m->alloc * sizeof(*m->entries));
-    }
+    SBX_ALLOC_GROW(m->entries, m->n + 1, m->alloc);
     size_t idx = m->n++;
     m->entries[idx] = e;
     size_t plen = strlen(e->path);
@@ -340,10 +309,9 @@ int sbx_manifest_set_root(struct sbx_manifest *m, const char *root, struct sbx_e
     return 0;
 }
 
-/* Normalise path, apply o, run fill (type-specific, may fail), check overlap, append. */
-static int add_top(struct sbx_manifest *m, const char *path, enum sbx_entry_type t,
-                   const struct sbx_manifest_entry_opts *o, struct entry **ep,
-                   struct sbx_error *err)
+int sbx__manifest_add_begin(struct sbx_manifest *m, const char *path, enum sbx_entry_type t,
+                            const struct sbx_manifest_entry_opts *o, struct entry **ep,
+                            struct sbx_error *err)
 {
     char *norm = NULL;
     int rc = sbx_path_normalize(path, strlen(path), 0, NULL, &norm, err);
@@ -374,7 +342,7 @@ static int add_top(struct sbx_manifest *m, const char *path, enum sbx_entry_type
     return 0;
 }
 
-static int finish_add(struct sbx_manifest *m, struct entry *e, int rc, struct sbx_error *err)
+int sbx__manifest_add_finish(struct sbx_manifest *m, struct entry *e, int rc, struct sbx_error *err)
 {
     if (rc == 0 && m->n >= SBX_MANIFEST_DEFAULT_MAX_ENTRIES)
         rc = sbx_error_set(err, SBX_E_TOOBIG, 0,
@@ -396,7 +364,7 @@ int sbx_manifest_add_file(struct sbx_manifest *m, const char *path, const void *
                           const struct sbx_manifest_entry_opts *o, struct sbx_error *err)
 {
     struct entry *e = NULL;
-    int rc = add_top(m, path, SBX_ENTRY_FILE, o, &e, err);
+    int rc = sbx__manifest_add_begin(m, path, SBX_ENTRY_FILE, o, &e, err);
     if (rc)
         return rc;
     if (len > SBX_MANIFEST_DEFAULT_MAX_FILE_BYTES)
@@ -415,77 +383,15 @@ int sbx_manifest_add_file(struct sbx_manifest *m, const char *path, const void *
         e->content[len] = '\0';
         e->pub.content_len = len;
     }
-    return finish_add(m, e, rc, err);
+    return sbx__manifest_add_finish(m, e, rc, err);
 }
 
 int sbx_manifest_add_dir(struct sbx_manifest *m, const char *path,
                          const struct sbx_manifest_entry_opts *o, struct sbx_error *err)
 {
     struct entry *e = NULL;
-    int rc = add_top(m, path, SBX_ENTRY_DIR, o, &e, err);
+    int rc = sbx__manifest_add_begin(m, path, SBX_ENTRY_DIR, o, &e, err);
     if (rc)
         return rc;
-    return finish_add(m, e, 0, err);
-}
-
-static int add_local(struct sbx_manifest *m, const char *path, const char *src, int is_dir,
-                     const struct sbx_manifest_entry_opts *o, struct sbx_error *err)
-{
-    struct entry *e = NULL;
-    int rc = add_top(m, path, is_dir ? SBX_ENTRY_LOCAL_DIR : SBX_ENTRY_LOCAL_FILE, o, &e, err);
-    if (rc)
-        return rc;
-    if (!src || !*src) {
-        if (!is_dir)
-            rc = sbx_error_set(err, SBX_E_INVAL, 0, "missing required field 'src'");
-        return finish_add(m, e, rc, err);
-    }
-    char *cwd = sbx__manifest_cwd();
-    e->src = sbx_xstrdup(src);
-    e->src_path = sbx__manifest_host_absolute(cwd, src);
-    free(cwd);
-    /* Only the source itself is checked: the caller chose the path, so its ancestors are
-     * trusted; what lies inside a directory is not. */
-    char *parent = sbx_xstrdup(e->src_path);
-    char *slash = strrchr(parent, '/');
-    if (slash == parent)
-        parent[1] = '\0';
-    else if (slash)
-        *slash = '\0';
-    rc = sbx__manifest_check_local_src(parent, e->src_path, src, is_dir, err);
-    free(parent);
-    return finish_add(m, e, rc, err);
-}
-
-int sbx_manifest_add_local_file(struct sbx_manifest *m, const char *path, const char *src,
-                                const struct sbx_manifest_entry_opts *o, struct sbx_error *err)
-{
-    return add_local(m, path, src, 0, o, err);
-}
-
-int sbx_manifest_add_local_dir(struct sbx_manifest *m, const char *path, const char *src,
-                               const struct sbx_manifest_entry_opts *o, struct sbx_error *err)
-{
-    return add_local(m, path, src, 1, o, err);
-}
-
-int sbx_manifest_add_git_repo(struct sbx_manifest *m, const char *path, const char *repo,
-                              const char *ref, const char *subpath,
-                              const struct sbx_manifest_entry_opts *o, struct sbx_error *err)
-{
-    struct entry *e = NULL;
-    int rc = add_top(m, path, SBX_ENTRY_GIT_REPO, o, &e, err);
-    if (rc)
-        return rc;
-    json_t *spec = json_object();
-    sbx_json_set(spec, "type", sbx_json_str("git_repo"));
-    if (repo)
-        sbx_json_set(spec, "repo", sbx_json_str(repo));
-    if (ref)
-        sbx_json_set(spec, "ref", sbx_json_str(ref));
-    if (subpath)
-        sbx_json_set(spec, "subpath", sbx_json_str(subpath));
-    rc = sbx__manifest_parse_git(e, spec, err);
-    json_decref(spec);
-    return finish_add(m, e, rc, err);
+    return sbx__manifest_add_finish(m, e, 0, err);
 }

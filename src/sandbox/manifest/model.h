@@ -2,7 +2,10 @@
  * share to fill it. Only files in this folder include it: the rest of sbx reads a manifest
  * through include/sbx/manifest.h, and internal.h is what materialisation and skills see.
  * Declarations are grouped by the file that defines them (docs/internals/manifest.md has the
- * code map). */
+ * code map). The files form a tree, each calling only files listed above it here: keys.c
+ * (keys.h) and pathmap.c (internal.h) at the bottom, then model.c, then env.c, accounts.c,
+ * sources.c and mounts.c, and load.c, which declares nothing here, on top; serialize.c and render.c
+ * only read a finished manifest. */
 #ifndef SBX_SANDBOX_MANIFEST_MODEL_H
 #define SBX_SANDBOX_MANIFEST_MODEL_H
 
@@ -10,6 +13,7 @@
 #include <stddef.h>
 
 #include "sandbox/manifest/internal.h"
+#include "sandbox/manifest/keys.h"
 #include "sbx/manifest.h"
 #include "sbx/strv.h"
 
@@ -66,10 +70,6 @@ struct sbx_manifest {
     size_t total_content;
 };
 
-/* Fields every entry may carry. `is_dir` is written by the Python SDK and ignored here. */
-#define SBX__MANIFEST_COMMON_KEYS \
-    "type", "description", "ephemeral", "group", "is_dir", "permissions", "mode"
-
 /* ---- model.c ---- */
 
 /* A new entry of type t with the type's defaults; caller owns (sbx__manifest_entry_free). */
@@ -83,19 +83,37 @@ int sbx__manifest_check_overlap(const struct sbx_manifest *m, const char *p, enu
                                 struct sbx_error *err);
 /* Append e (already checked with sbx__manifest_check_overlap). Takes ownership. */
 void sbx__manifest_append_entry(struct sbx_manifest *m, struct entry *e);
-/* A printable rendering of a name from outside for messages: control bytes, NUL and invalid
- * UTF-8 become \xNN, long names are cut with "...". */
-void sbx__manifest_quote_name(const char *s, size_t len, char *out, size_t outsz);
-/* Rewrite a path-module message "path '<p>' <rule>" to "path <rule>": the caller names the
- * entry already. */
-void sbx__manifest_strip_path_quote(struct sbx_error *err);
+/* The parts of a manifest, freed (each accepts NULL). */
+void sbx__manifest_env_free(struct env *v);
+void sbx__manifest_group_free(struct group *g);
+/* The first half of every sbx_manifest_add_* builder: normalise path, apply o; *ep: a new
+ * entry of type t (caller fills its type's fields, then calls sbx__manifest_add_finish). */
+int sbx__manifest_add_begin(struct sbx_manifest *m, const char *path, enum sbx_entry_type t,
+                            const struct sbx_manifest_entry_opts *o, struct entry **ep,
+                            struct sbx_error *err);
+/* The second half: with rc 0, check the entry limit and the overlap rules and append e; else
+ * (or when a check fails) prefix err with the entry and free e. Takes e. */
+int sbx__manifest_add_finish(struct sbx_manifest *m, struct entry *e, int rc,
+                             struct sbx_error *err);
 
-/* ---- load.c ---- */
+/* ---- env.c ---- */
 
-/* Copy obj with camelCase keys renamed to snake_case ("mountPath" -> "mount_path"), so a
- * manifest written by the JS SDK reads like one written by the Python SDK. Both spellings of
- * one field is an error. *out: new reference. */
-int sbx__manifest_snake_keys(const json_t *obj, json_t **out, struct sbx_error *err);
+/* [A-Za-z_][A-Za-z0-9_]*, at most 255 bytes. */
+int sbx__manifest_valid_env_name(const char *s, size_t n);
+/* Add variable v to m, replacing one of the same name. Takes v. */
+void sbx__manifest_env_put(struct sbx_manifest *m, struct env *v);
+/* The "environment" of a document. */
+int sbx__manifest_parse_environment(struct sbx_manifest *m, const json_t *doc,
+                                    struct sbx_error *err);
+
+/* ---- accounts.c ---- */
+
+/* [a-z_][a-z0-9_-]{0,31}: portable user and group names. */
+int sbx__manifest_valid_account_name(const char *s);
+/* A rejected name as a message shows it: s when short and printable, else "...". */
+const char *sbx__manifest_shown_name(const char *s);
+/* The "users" and "groups" of a document. */
+int sbx__manifest_parse_accounts(struct sbx_manifest *m, const json_t *doc, struct sbx_error *err);
 
 /* ---- sources.c ---- */
 
@@ -125,24 +143,5 @@ int sbx__manifest_parse_mount(struct entry *e, const json_t *o, int flags, struc
  * workspace) and overlaps no other entry or mount target. Messages name the entry. */
 int sbx__manifest_check_mount_targets(const struct sbx_manifest *m, int flags,
                                       struct sbx_error *err);
-
-/* ---- env.c ---- */
-
-void sbx__manifest_env_free(struct env *v);
-/* [A-Za-z_][A-Za-z0-9_]*, at most 255 bytes. */
-int sbx__manifest_valid_env_name(const char *s, size_t n);
-/* The "environment" of a document. */
-int sbx__manifest_parse_environment(struct sbx_manifest *m, const json_t *doc,
-                                    struct sbx_error *err);
-
-/* ---- accounts.c ---- */
-
-void sbx__manifest_group_free(struct group *g);
-/* [a-z_][a-z0-9_-]{0,31}: portable user and group names. */
-int sbx__manifest_valid_account_name(const char *s);
-/* A rejected name as a message shows it: s when short and printable, else "...". */
-const char *sbx__manifest_shown_name(const char *s);
-/* The "users" and "groups" of a document. */
-int sbx__manifest_parse_accounts(struct sbx_manifest *m, const json_t *doc, struct sbx_error *err);
 
 #endif

@@ -245,6 +245,143 @@ static int parse_secret_map(struct entry *e, const json_t *parent, const char *p
     return 0;
 }
 
+/* The in_container patterns: their keys, and the keys of their options (NULL: none). */
+static const char *const rclone_keys[] = {"type",
+                                          "mode",
+                                          "remote_name",
+                                          "extra_args",
+                                          "nfs_addr",
+                                          "nfs_mount_options",
+                                          "config_file_path",
+                                          NULL};
+static const char *const fuse_keys[] = {"type",
+                                        "allow_other",
+                                        "log_type",
+                                        "log_level",
+                                        "cache_type",
+                                        "cache_path",
+                                        "cache_size_mb",
+                                        "block_cache_block_size_mb",
+                                        "block_cache_disk_timeout_sec",
+                                        "file_cache_timeout_sec",
+                                        "file_cache_max_size_mb",
+                                        "attr_cache_timeout_sec",
+                                        "entry_cache_timeout_sec",
+                                        "negative_entry_cache_timeout_sec",
+                                        NULL};
+static const char *const opt_pattern_keys[] = {"type", "options", NULL};
+static const char *const mp_opt_keys[] = {"prefix", "region", "endpoint_url", NULL};
+static const char *const s3f_opt_keys[] = {"mount_target_ip", "access_point", "region",
+                                           "extra_options", NULL};
+static const struct pattern {
+    const char *name;
+    const char *const *keys;
+    const char *const *okeys;
+} patterns[] = {
+        {"rclone", rclone_keys, NULL},
+        {"mountpoint", opt_pattern_keys, mp_opt_keys},
+        {"fuse", fuse_keys, NULL},
+        {"s3files", opt_pattern_keys, s3f_opt_keys},
+};
+
+/* An rclone pattern's mode (fuse or nfs) and argument lists (strings). */
+static int check_rclone(const json_t *pat, struct sbx_error *err)
+{
+    const char *mode = NULL;
+    json_t *list = NULL;
+    int rc = sbx_json_get_text(pat, "mode", 0, &mode, NULL, err);
+    if (rc)
+        return rc;
+    if (mode && strcmp(mode, "fuse") != 0 && strcmp(mode, "nfs") != 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "field 'mode' must be \"fuse\" or \"nfs\", not '%s'", mode);
+    if ((rc = sbx_json_get_text_array(pat, "extra_args", &list, err)))
+        return rc;
+    return sbx_json_get_text_array(pat, "nfs_mount_options", &list, err);
+}
+
+/* The options of pattern pat (keys okeys): the endpoint checked, extra_options made secrets and
+ * left out; pat gets the snake-cased rest. */
+static int parse_pattern_options(struct entry *e, json_t *pat, const char *const *okeys,
+                                 struct sbx_error *err)
+{
+    json_t *o = NULL, *opts = NULL;
+    const char *ep = NULL;
+    int rc = sbx_json_get_object(pat, "options", 0, &o, err);
+    if (rc || !o)
+        return rc;
+    if ((rc = sbx__manifest_snake_keys(o, &opts, err)) ||
+        (rc = sbx_json_check_keys(opts, okeys, err)) ||
+        (rc = sbx_json_get_text(opts, "endpoint_url", 0, &ep, NULL, err)) ||
+        (ep && (rc = check_endpoint("endpoint_url", ep, err))) ||
+        (rc = parse_secret_map(e, opts, "extra_options", err)))
+        goto out;
+    json_object_del(opts, "extra_options");
+    json_object_set(pat, "options", opts);
+out:
+    json_decref(opts);
+    return rc;
+}
+
+/* {"type": "in_container", "pattern": {...}}: a pattern the mount kind supports, with its own
+ * keys; s gets the snake-cased, checked pattern. */
+static int parse_in_container(struct entry *e, const struct mount_kind *mk, json_t *s,
+                              struct sbx_error *err)
+{
+    static const char *const in_keys[] = {"type", "pattern", NULL};
+    json_t *p = NULL, *pat = NULL;
+    const char *pt = NULL;
+    const struct pattern *k = NULL;
+    int rc;
+    if ((rc = sbx_json_check_keys(s, in_keys, err)) ||
+        (rc = sbx_json_get_object(s, "pattern", 1, &p, err)) ||
+        (rc = sbx__manifest_snake_keys(p, &pat, err)) ||
+        (rc = sbx_json_get_text(pat, "type", SBX_JSON_REQUIRED | SBX_JSON_NONEMPTY, &pt, NULL,
+                                err)))
+        goto out;
+    for (size_t i = 0; i < SBX_ARRAY_LEN(patterns) && !k; i++)
+        if (strcmp(patterns[i].name, pt) == 0)
+            k = &patterns[i];
+    if (!k)
+        rc = sbx_error_set(err, SBX_E_INVAL, 0,
+                           "unknown mount pattern '%s' (known: rclone, mountpoint, fuse, "
+                           "s3files)",
+                           pt);
+    else if (!in_list(mk->patterns, 3, pt))
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "mount pattern '%s' cannot mount a %s", pt,
+                           sbx_entry_type_name(mk->type));
+    else if ((rc = sbx_json_check_keys(pat, k->keys, err)) == 0 && strcmp(pt, "rclone") == 0)
+        rc = check_rclone(pat, err);
+    if (rc == 0 && k->okeys)
+        rc = parse_pattern_options(e, pat, k->okeys, err);
+    if (rc == 0)
+        json_object_set(s, "pattern", pat);
+out:
+    json_decref(pat);
+    return rc;
+}
+
+/* {"type": "docker_volume", "driver": ..., "driver_options": {...}}: a driver the mount kind
+ * supports; the options are secrets, left out of s. */
+static int parse_docker_volume(struct entry *e, const struct mount_kind *mk, json_t *s,
+                               struct sbx_error *err)
+{
+    static const char *const dv_keys[] = {"type", "driver", "driver_options", NULL};
+    const char *drv = NULL;
+    int rc;
+    if ((rc = sbx_json_check_keys(s, dv_keys, err)) ||
+        (rc = sbx_json_get_text(s, "driver", SBX_JSON_REQUIRED | SBX_JSON_NONEMPTY, &drv, NULL,
+                                err)))
+        return rc;
+    if (!in_list(mk->drivers, 3, drv))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "docker volume driver '%s' cannot mount a %s",
+                             drv, sbx_entry_type_name(mk->type));
+    if ((rc = parse_secret_map(e, s, "driver_options", err)))
+        return rc;
+    json_object_del(s, "driver_options");
+    return 0;
+}
+
 /* mount_strategy: {"type": "in_container", "pattern": {...}}, {"type": "docker_volume",
  * "driver": ..., "driver_options": {...}} or {"type": "local_bind"} (the JS SDK's). Keys are
  * checked per pattern; docker driver options become secrets; the rest is kept as JSON for the
@@ -252,168 +389,43 @@ static int parse_secret_map(struct entry *e, const json_t *parent, const char *p
 static int parse_strategy(struct entry *e, const struct mount_kind *mk, const json_t *raw,
                           struct sbx_error *err)
 {
-    static const char *const in_keys[] = {"type", "pattern", NULL};
-    static const char *const dv_keys[] = {"type", "driver", "driver_options", NULL};
     static const char *const lb_keys[] = {"type", NULL};
-    static const char *const rclone_keys[] = {"type",
-                                              "mode",
-                                              "remote_name",
-                                              "extra_args",
-                                              "nfs_addr",
-                                              "nfs_mount_options",
-                                              "config_file_path",
-                                              NULL};
-    static const char *const opt_pattern_keys[] = {"type", "options", NULL};
-    static const char *const fuse_keys[] = {"type",
-                                            "allow_other",
-                                            "log_type",
-                                            "log_level",
-                                            "cache_type",
-                                            "cache_path",
-                                            "cache_size_mb",
-                                            "block_cache_block_size_mb",
-                                            "block_cache_disk_timeout_sec",
-                                            "file_cache_timeout_sec",
-                                            "file_cache_max_size_mb",
-                                            "attr_cache_timeout_sec",
-                                            "entry_cache_timeout_sec",
-                                            "negative_entry_cache_timeout_sec",
-                                            NULL};
-    static const char *const mp_opt_keys[] = {"prefix", "region", "endpoint_url", NULL};
-    static const char *const s3f_opt_keys[] = {"mount_target_ip", "access_point", "region",
-                                               "extra_options", NULL};
-    json_t *s = NULL, *pat = NULL, *opts = NULL;
+    json_t *s = NULL;
     const char *type = NULL;
     int rc;
-    if (!json_is_object(raw)) {
+    if (!json_is_object(raw))
         rc = sbx_error_set(err, SBX_E_INVAL, 0, "must be an object, not %s",
                            sbx_json_typename(raw));
-        goto fail;
-    }
-    rc = sbx__manifest_snake_keys(raw, &s, err);
-    if (rc == 0)
-        rc = sbx_json_get_text(s, "type", SBX_JSON_REQUIRED | SBX_JSON_NONEMPTY, &type, NULL, err);
-    if (rc)
-        goto fail;
-    if (strcmp(type, "in_container") == 0) {
-        if ((rc = sbx_json_check_keys(s, in_keys, err)))
-            goto fail;
-        json_t *p = NULL;
-        const char *pt = NULL;
-        if ((rc = sbx_json_get_object(s, "pattern", 1, &p, err)) ||
-            (rc = sbx__manifest_snake_keys(p, &pat, err)) ||
-            (rc = sbx_json_get_text(pat, "type", SBX_JSON_REQUIRED | SBX_JSON_NONEMPTY, &pt, NULL,
-                                    err)))
-            goto fail;
-        const char *const *keys = NULL;
-        const char *const *okeys = NULL;
-        if (strcmp(pt, "rclone") == 0)
-            keys = rclone_keys;
-        else if (strcmp(pt, "fuse") == 0)
-            keys = fuse_keys;
-        else if (strcmp(pt, "mountpoint") == 0)
-            keys = opt_pattern_keys, okeys = mp_opt_keys;
-        else if (strcmp(pt, "s3files") == 0)
-            keys = opt_pattern_keys, okeys = s3f_opt_keys;
-        if (!keys) {
+    else if ((rc = sbx__manifest_snake_keys(raw, &s, err)) == 0 &&
+             (rc = sbx_json_get_text(s, "type", SBX_JSON_REQUIRED | SBX_JSON_NONEMPTY, &type, NULL,
+                                     err)) == 0) {
+        if (strcmp(type, "in_container") == 0)
+            rc = parse_in_container(e, mk, s, err);
+        else if (strcmp(type, "docker_volume") == 0)
+            rc = parse_docker_volume(e, mk, s, err);
+        else if (strcmp(type, "local_bind") == 0)
+            rc = sbx_json_check_keys(s, lb_keys, err);
+        else
             rc = sbx_error_set(err, SBX_E_INVAL, 0,
-                               "unknown mount pattern '%s' (known: rclone, mountpoint, fuse, "
-                               "s3files)",
-                               pt);
-            goto fail;
-        }
-        if (!in_list(mk->patterns, 3, pt)) {
-            rc = sbx_error_set(err, SBX_E_INVAL, 0, "mount pattern '%s' cannot mount a %s", pt,
-                               sbx_entry_type_name(mk->type));
-            goto fail;
-        }
-        if ((rc = sbx_json_check_keys(pat, keys, err)))
-            goto fail;
-        if (strcmp(pt, "rclone") == 0) {
-            const char *mode = NULL;
-            if ((rc = sbx_json_get_text(pat, "mode", 0, &mode, NULL, err)))
-                goto fail;
-            if (mode && strcmp(mode, "fuse") != 0 && strcmp(mode, "nfs") != 0) {
-                rc = sbx_error_set(err, SBX_E_INVAL, 0,
-                                   "field 'mode' must be \"fuse\" or \"nfs\", not '%s'", mode);
-                goto fail;
-            }
-            json_t *list = NULL;
-            if ((rc = sbx_json_get_text_array(pat, "extra_args", &list, err)) ||
-                (rc = sbx_json_get_text_array(pat, "nfs_mount_options", &list, err)))
-                goto fail;
-        }
-        if (okeys) {
-            json_t *o = NULL;
-            if ((rc = sbx_json_get_object(pat, "options", 0, &o, err)))
-                goto fail;
-            if (o) {
-                if ((rc = sbx__manifest_snake_keys(o, &opts, err)) ||
-                    (rc = sbx_json_check_keys(opts, okeys, err)))
-                    goto fail;
-                const char *ep = NULL;
-                if ((rc = sbx_json_get_text(opts, "endpoint_url", 0, &ep, NULL, err)) ||
-                    (ep && (rc = check_endpoint("endpoint_url", ep, err))))
-                    goto fail;
-                if ((rc = parse_secret_map(e, opts, "extra_options", err)))
-                    goto fail;
-                json_object_del(opts, "extra_options");
-                json_object_set(pat, "options", opts);
-            }
-        }
-        json_object_set(s, "pattern", pat);
-    } else if (strcmp(type, "docker_volume") == 0) {
-        const char *drv = NULL;
-        if ((rc = sbx_json_check_keys(s, dv_keys, err)) ||
-            (rc = sbx_json_get_text(s, "driver", SBX_JSON_REQUIRED | SBX_JSON_NONEMPTY, &drv, NULL,
-                                    err)))
-            goto fail;
-        if (!in_list(mk->drivers, 3, drv)) {
-            rc = sbx_error_set(err, SBX_E_INVAL, 0, "docker volume driver '%s' cannot mount a %s",
-                               drv, sbx_entry_type_name(mk->type));
-            goto fail;
-        }
-        if ((rc = parse_secret_map(e, s, "driver_options", err)))
-            goto fail;
-        json_object_del(s, "driver_options");
-    } else if (strcmp(type, "local_bind") == 0) {
-        if ((rc = sbx_json_check_keys(s, lb_keys, err)))
-            goto fail;
-    } else {
-        rc = sbx_error_set(err, SBX_E_INVAL, 0,
-                           "unknown mount strategy '%s' (known: in_container, docker_volume, "
-                           "local_bind)",
-                           type);
-        goto fail;
+                               "unknown mount strategy '%s' (known: in_container, docker_volume, "
+                               "local_bind)",
+                               type);
+    }
+    if (rc) {
+        sbx_error_prefix(err, "field 'mount_strategy'");
+        json_decref(s);
+        return rc;
     }
     e->strategy = s;
-    json_decref(pat);
-    json_decref(opts);
     return 0;
-fail:
-    sbx_error_prefix(err, "field 'mount_strategy'");
-    json_decref(s);
-    json_decref(pat);
-    json_decref(opts);
-    return rc;
 }
 
-int sbx__manifest_parse_mount(struct entry *e, const json_t *o, int flags, struct sbx_error *err)
+/* The fields of mount kind mk in o: values, credentials (literal or by reference), URLs, the
+ * pairs of credentials that go together, the kind's own rules. */
+static int parse_mount_fields(struct entry *e, const struct mount_kind *mk, const json_t *o,
+                              int flags, struct sbx_error *err)
 {
-    const struct mount_kind *mk = mount_kind_of(e->pub.type);
-    const char *allowed[32];
-    size_t na = 0;
-    static const char *const mkeys[] = {MOUNT_KEYS, NULL};
-    for (size_t i = 0; mkeys[i]; i++)
-        allowed[na++] = mkeys[i];
-    for (size_t i = 0; mk->fields[i].name; i++)
-        allowed[na++] = mk->fields[i].name;
-    if (e->pub.type == SBX_ENTRY_S3_FILES_MOUNT)
-        allowed[na++] = "extra_options";
-    allowed[na] = NULL;
-    int rc = sbx_json_check_keys(o, allowed, err);
-    if (rc)
-        return rc;
+    int rc;
     for (size_t i = 0; mk->fields[i].name; i++) {
         const struct mount_field *f = &mk->fields[i];
         const char *v = NULL;
@@ -460,47 +472,64 @@ int sbx__manifest_parse_mount(struct entry *e, const json_t *o, int flags, struc
         }
         free(norm);
     }
-    if (e->pub.type == SBX_ENTRY_S3_FILES_MOUNT &&
-        (rc = parse_secret_map(e, o, "extra_options", err)))
-        return rc;
+    if (e->pub.type == SBX_ENTRY_S3_FILES_MOUNT)
+        return parse_secret_map(e, o, "extra_options", err);
+    return 0;
+}
 
+/* mount_path: absolute (kept, normalised; not "/", no "..") or workspace-relative. */
+static int parse_mount_path(struct entry *e, const json_t *o, struct sbx_error *err)
+{
     const char *mp = NULL;
-    if ((rc = sbx_json_get_text(o, "mount_path", 0, &mp, NULL, err)))
+    int rc = sbx_json_get_text(o, "mount_path", 0, &mp, NULL, err);
+    if (rc || !mp)
         return rc;
-    if (mp) {
-        if (mp[0] == '/') {
-            char *n = sbx__manifest_host_normalize(mp);
-            int dots = strcmp(n, "/") == 0;
-            for (const char *c = mp; *c && !dots; c++)
-                dots = c[0] == '/' && c[1] == '.' && c[2] == '.' && (c[3] == '/' || !c[3]);
-            if (dots) {
-                free(n);
-                return sbx_error_set(err, SBX_E_INVAL, 0,
-                                     "field 'mount_path' must not be '/' or contain '..'");
-            }
-            e->mount_path = n;
-        } else {
-            char *n = NULL;
-            if ((rc = sbx_path_normalize(mp, strlen(mp), 0, NULL, &n, err))) {
-                sbx__manifest_strip_path_quote(err);
-                sbx_error_prefix(err, "field 'mount_path'");
-                return rc;
-            }
-            e->mount_path = n;
+    if (mp[0] == '/') {
+        char *n = sbx__manifest_host_normalize(mp);
+        int dots = strcmp(n, "/") == 0;
+        for (const char *c = mp; *c && !dots; c++)
+            dots = c[0] == '/' && c[1] == '.' && c[2] == '.' && (c[3] == '/' || !c[3]);
+        if (dots) {
+            free(n);
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "field 'mount_path' must not be '/' or contain '..'");
         }
+        e->mount_path = n;
+        return 0;
     }
-    if ((rc = sbx_json_get_bool(o, "read_only", 0, &e->pub.read_only, err)))
-        return rc;
-    int eph = 1;
-    if ((rc = sbx_json_get_bool(o, "ephemeral", 0, &eph, err)))
+    if ((rc = sbx_path_normalize(mp, strlen(mp), 0, NULL, &e->mount_path, err))) {
+        sbx__manifest_strip_path_quote(err);
+        sbx_error_prefix(err, "field 'mount_path'");
+    }
+    return rc;
+}
+
+int sbx__manifest_parse_mount(struct entry *e, const json_t *o, int flags, struct sbx_error *err)
+{
+    const struct mount_kind *mk = mount_kind_of(e->pub.type);
+    const char *allowed[32];
+    size_t na = 0;
+    static const char *const mkeys[] = {MOUNT_KEYS, NULL};
+    for (size_t i = 0; mkeys[i]; i++)
+        allowed[na++] = mkeys[i];
+    for (size_t i = 0; mk->fields[i].name; i++)
+        allowed[na++] = mk->fields[i].name;
+    if (e->pub.type == SBX_ENTRY_S3_FILES_MOUNT)
+        allowed[na++] = "extra_options";
+    allowed[na] = NULL;
+    int rc, eph = 1;
+    if ((rc = sbx_json_check_keys(o, allowed, err)) ||
+        (rc = parse_mount_fields(e, mk, o, flags, err)) || (rc = parse_mount_path(e, o, err)) ||
+        (rc = sbx_json_get_bool(o, "read_only", 0, &e->pub.read_only, err)) ||
+        (rc = sbx_json_get_bool(o, "ephemeral", 0, &eph, err)))
         return rc;
     if (!eph)
         return sbx_error_set(err, SBX_E_INVAL, 0,
                              "mounts are always ephemeral; remove 'ephemeral: false'");
     e->pub.ephemeral = 1;
     json_t *strat = json_object_get(o, "mount_strategy");
-    if (strat && !json_is_null(strat) && (rc = parse_strategy(e, mk, strat, err)))
-        return rc;
+    if (strat && !json_is_null(strat))
+        return parse_strategy(e, mk, strat, err);
     return 0;
 }
 

@@ -57,6 +57,8 @@ static void pm_insert(struct sbx__pathmap *pm, char *owned, size_t klen, size_t 
 void sbx__pathmap_put(struct sbx__pathmap *pm, const char *key, size_t klen, size_t val)
 {
     if ((pm->n + 1) * 2 > pm->cap) {
+        /* A rehash into fresh zeroed tables, not a growth in place (so not SBX_ALLOC_GROW);
+         * sbx_xcalloc checks the sizes. */
         struct sbx__pathmap old = *pm;
         pm->cap = old.cap ? old.cap * 2 : 64;
         pm->keys = sbx_xcalloc(pm->cap, sizeof(*pm->keys));

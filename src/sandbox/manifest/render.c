@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/grow.h"
 #include "sandbox/manifest/internal.h"
 
 struct node {
@@ -25,10 +26,7 @@ struct tree {
 
 static size_t add_node(struct tree *t, size_t parent, const char *name, size_t nlen)
 {
-    if (t->n == t->alloc) {
-        t->alloc = t->alloc ? t->alloc * 2 : 64;
-        t->nodes = sbx_xrealloc(t->nodes, t->alloc * sizeof(*t->nodes));
-    }
+    SBX_ALLOC_GROW(t->nodes, t->n + 1, t->alloc);
     size_t id = t->n++;
     struct node *nd = &t->nodes[id];
     memset(nd, 0, sizeof(*nd));
@@ -36,10 +34,7 @@ static size_t add_node(struct tree *t, size_t parent, const char *name, size_t n
     nd->entry = SBX_MANIFEST_NONE;
     if (parent != SBX_MANIFEST_NONE) {
         struct node *p = &t->nodes[parent];
-        if (p->nkids == p->kalloc) {
-            p->kalloc = p->kalloc ? p->kalloc * 2 : 4;
-            p->kids = sbx_xrealloc(p->kids, p->kalloc * sizeof(*p->kids));
-        }
+        SBX_ALLOC_GROW(p->kids, p->nkids + 1, p->kalloc);
         p->kids[p->nkids++] = id;
     }
     return id;
@@ -124,6 +119,28 @@ static const char *mount_label(enum sbx_entry_type t)
     return "";
 }
 
+/* What the line of entry e says of it, into info (empty for a plain directory). */
+static void entry_info(const struct sbx_manifest_entry *e, char *info, size_t n)
+{
+    enum sbx_entry_type t = e->type;
+    if (sbx_entry_type_is_mount(t)) {
+        snprintf(info, n, "%s mount, %s%s%.200s", mount_label(t),
+                 e->read_only ? "read-only" : "read-write", e->mount_path ? ", mounted at " : "",
+                 e->mount_path ? e->mount_path : "");
+    } else if (t == SBX_ENTRY_FILE) {
+        human_size(e->content_len, info, n);
+    } else if (t == SBX_ENTRY_LOCAL_FILE || (t == SBX_ENTRY_LOCAL_DIR && e->src)) {
+        snprintf(info, n, "copied from the host");
+    } else if (t == SBX_ENTRY_GIT_REPO) {
+        /* Local repositories would show a host path; name only remote ones. */
+        if (e->host || strncmp(e->repo, "https://", 8) == 0)
+            snprintf(info, n, "git repository %.100s%s%.60s", e->repo, e->ref ? " at " : "",
+                     e->ref ? e->ref : "");
+        else
+            snprintf(info, n, "git repository");
+    }
+}
+
 /* Append one line: name, kind, folded children, description (on one line). */
 static int render_line(struct sbx_buf *b, const struct node *nd, const struct sbx_manifest *m,
                        int folded, struct sbx_error *err)
@@ -135,42 +152,8 @@ static int render_line(struct sbx_buf *b, const struct node *nd, const struct sb
     if (rc == 0 && is_dir)
         rc = sbx_buf_addch(b, '/', err);
     char info[256] = "";
-    char size[32];
-    if (e) {
-        switch (e->type) {
-        case SBX_ENTRY_FILE:
-            human_size(e->content_len, size, sizeof(size));
-            snprintf(info, sizeof(info), "%s", size);
-            break;
-        case SBX_ENTRY_DIR:
-            break;
-        case SBX_ENTRY_LOCAL_FILE:
-            snprintf(info, sizeof(info), "copied from the host");
-            break;
-        case SBX_ENTRY_LOCAL_DIR:
-            if (e->src)
-                snprintf(info, sizeof(info), "copied from the host");
-            break;
-        case SBX_ENTRY_GIT_REPO:
-            /* Local repositories would show a host path; name only remote ones. */
-            if (e->host || strncmp(e->repo, "https://", 8) == 0)
-                snprintf(info, sizeof(info), "git repository %.100s%s%.60s", e->repo,
-                         e->ref ? " at " : "", e->ref ? e->ref : "");
-            else
-                snprintf(info, sizeof(info), "git repository");
-            break;
-        case SBX_ENTRY_S3_MOUNT:
-        case SBX_ENTRY_GCS_MOUNT:
-        case SBX_ENTRY_R2_MOUNT:
-        case SBX_ENTRY_AZURE_BLOB_MOUNT:
-        case SBX_ENTRY_BOX_MOUNT:
-        case SBX_ENTRY_S3_FILES_MOUNT:
-            snprintf(info, sizeof(info), "%s mount, %s%s%.200s", mount_label(e->type),
-                     e->read_only ? "read-only" : "read-write",
-                     e->mount_path ? ", mounted at " : "", e->mount_path ? e->mount_path : "");
-            break;
-        }
-    }
+    if (e)
+        entry_info(e, info, sizeof(info));
     if (rc == 0 && folded) {
         size_t l = strlen(info);
         snprintf(info + l, sizeof(info) - l, "%s%zu entr%s not shown", l ? ", " : "",

@@ -90,6 +90,27 @@ static int content_json(const struct sbx_manifest *m, const struct entry *e, int
     return 0;
 }
 
+/* The fields of mount entry e; the literal credentials left out are counted in *omitted. */
+static void mount_json(json_t *o, const struct entry *e, size_t *omitted)
+{
+    for (size_t i = 0; i < e->nfields; i++)
+        sbx_json_set(o, e->fields[i].name, sbx_json_str(e->fields[i].value));
+    set_opt_str(o, "mount_path", e->mount_path);
+    sbx_json_set(o, "read_only", json_boolean(e->pub.read_only));
+    if (e->strategy)
+        sbx_json_set(o, "mount_strategy", json_deep_copy(e->strategy));
+    /* A credential given by reference is written as the reference (no value in it);
+     * only literal credentials are left out. */
+    for (size_t i = 0; i < e->ncred_refs; i++) {
+        json_t *ref = json_object();
+        sbx_json_set(ref, "type", sbx_json_str("secret"));
+        sbx_json_set(ref, "env", sbx_json_str(e->cred_refs[i].value));
+        sbx_json_set(o, e->cred_refs[i].name, ref);
+    }
+    for (size_t i = 0; i < e->nsecrets; i++)
+        *omitted += !json_object_get(o, sbx_secret_name(e->secrets[i]));
+}
+
 static int entry_json(const struct sbx_manifest *m, size_t idx, int flags, size_t *omitted,
                       json_t **out, struct sbx_error *err);
 
@@ -129,53 +150,24 @@ static int entry_json(const struct sbx_manifest *m, size_t idx, int flags, size_
     }
     sbx_json_set(o, "permissions",
                  mode_json(e->pub.mode, t != SBX_ENTRY_FILE && t != SBX_ENTRY_LOCAL_FILE));
-    switch (t) {
-    case SBX_ENTRY_FILE: {
+    if (sbx_entry_type_is_mount(t)) {
+        mount_json(o, e, omitted);
+    } else if (t == SBX_ENTRY_FILE) {
         json_t *c = NULL;
         if ((rc = content_json(m, e, flags, &c, err)))
             goto out;
         sbx_json_set(o, "content", c);
-        break;
-    }
-    case SBX_ENTRY_DIR: {
+    } else if (t == SBX_ENTRY_DIR) {
         json_t *ch = json_object();
         sbx_json_set(o, "children", ch);
         rc = children_json(m, idx, flags, omitted, ch, err);
-        break;
-    }
-    case SBX_ENTRY_LOCAL_FILE:
-    case SBX_ENTRY_LOCAL_DIR:
+    } else if (t == SBX_ENTRY_LOCAL_FILE || t == SBX_ENTRY_LOCAL_DIR) {
         set_opt_str(o, "src", e->src);
-        break;
-    case SBX_ENTRY_GIT_REPO:
+    } else if (t == SBX_ENTRY_GIT_REPO) {
         set_opt_str(o, "host", e->host);
         set_opt_str(o, "repo", e->repo);
         set_opt_str(o, "ref", e->ref);
         set_opt_str(o, "subpath", e->subpath);
-        break;
-    case SBX_ENTRY_S3_MOUNT:
-    case SBX_ENTRY_GCS_MOUNT:
-    case SBX_ENTRY_R2_MOUNT:
-    case SBX_ENTRY_AZURE_BLOB_MOUNT:
-    case SBX_ENTRY_BOX_MOUNT:
-    case SBX_ENTRY_S3_FILES_MOUNT:
-        for (size_t i = 0; i < e->nfields; i++)
-            sbx_json_set(o, e->fields[i].name, sbx_json_str(e->fields[i].value));
-        set_opt_str(o, "mount_path", e->mount_path);
-        sbx_json_set(o, "read_only", json_boolean(e->pub.read_only));
-        if (e->strategy)
-            sbx_json_set(o, "mount_strategy", json_deep_copy(e->strategy));
-        /* A credential given by reference is written as the reference (no value in it);
-         * only literal credentials are left out. */
-        for (size_t i = 0; i < e->ncred_refs; i++) {
-            json_t *ref = json_object();
-            sbx_json_set(ref, "type", sbx_json_str("secret"));
-            sbx_json_set(ref, "env", sbx_json_str(e->cred_refs[i].value));
-            sbx_json_set(o, e->cred_refs[i].name, ref);
-        }
-        for (size_t i = 0; i < e->nsecrets; i++)
-            *omitted += !json_object_get(o, sbx_secret_name(e->secrets[i]));
-        break;
     }
 out:
     if (rc) {

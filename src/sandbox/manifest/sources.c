@@ -1,5 +1,6 @@
 /* sbx: entries whose contents come from outside the document: local_file / local_dir sources on
- * the host (inside the base directory, no symlinks) and git_repo references. */
+ * the host (inside the base directory, no symlinks) and git_repo references, read from a
+ * document or built from C (sbx_manifest_add_local_file, _local_dir, _git_repo). */
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
@@ -269,4 +270,69 @@ bad_repo:
                          "field 'repo': '%s' is neither \"owner/name\" nor an https:// or file:// "
                          "URL",
                          strlen(repo) < 200 ? repo : "...");
+}
+
+/* ---- building from C (sbx_manifest_add_*, the rest in model.c) ------------------------- */
+
+static int add_local(struct sbx_manifest *m, const char *path, const char *src, int is_dir,
+                     const struct sbx_manifest_entry_opts *o, struct sbx_error *err)
+{
+    struct entry *e = NULL;
+    int rc = sbx__manifest_add_begin(m, path, is_dir ? SBX_ENTRY_LOCAL_DIR : SBX_ENTRY_LOCAL_FILE,
+                                     o, &e, err);
+    if (rc)
+        return rc;
+    if (!src || !*src) {
+        if (!is_dir)
+            rc = sbx_error_set(err, SBX_E_INVAL, 0, "missing required field 'src'");
+        return sbx__manifest_add_finish(m, e, rc, err);
+    }
+    char *cwd = sbx__manifest_cwd();
+    e->src = sbx_xstrdup(src);
+    e->src_path = sbx__manifest_host_absolute(cwd, src);
+    free(cwd);
+    /* Only the source itself is checked: the caller chose the path, so its ancestors are
+     * trusted; what lies inside a directory is not. */
+    char *parent = sbx_xstrdup(e->src_path);
+    char *slash = strrchr(parent, '/');
+    if (slash == parent)
+        parent[1] = '\0';
+    else if (slash)
+        *slash = '\0';
+    rc = sbx__manifest_check_local_src(parent, e->src_path, src, is_dir, err);
+    free(parent);
+    return sbx__manifest_add_finish(m, e, rc, err);
+}
+
+int sbx_manifest_add_local_file(struct sbx_manifest *m, const char *path, const char *src,
+                                const struct sbx_manifest_entry_opts *o, struct sbx_error *err)
+{
+    return add_local(m, path, src, 0, o, err);
+}
+
+int sbx_manifest_add_local_dir(struct sbx_manifest *m, const char *path, const char *src,
+                               const struct sbx_manifest_entry_opts *o, struct sbx_error *err)
+{
+    return add_local(m, path, src, 1, o, err);
+}
+
+int sbx_manifest_add_git_repo(struct sbx_manifest *m, const char *path, const char *repo,
+                              const char *ref, const char *subpath,
+                              const struct sbx_manifest_entry_opts *o, struct sbx_error *err)
+{
+    struct entry *e = NULL;
+    int rc = sbx__manifest_add_begin(m, path, SBX_ENTRY_GIT_REPO, o, &e, err);
+    if (rc)
+        return rc;
+    json_t *spec = json_object();
+    sbx_json_set(spec, "type", sbx_json_str("git_repo"));
+    if (repo)
+        sbx_json_set(spec, "repo", sbx_json_str(repo));
+    if (ref)
+        sbx_json_set(spec, "ref", sbx_json_str(ref));
+    if (subpath)
+        sbx_json_set(spec, "subpath", sbx_json_str(subpath));
+    rc = sbx__manifest_parse_git(e, spec, err);
+    json_decref(spec);
+    return sbx__manifest_add_finish(m, e, rc, err);
 }

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 
+#include "sandbox/session/exec-util.h"
 #include "sbx/session.h"
 
 /* Normalise a workspace path for s (relative, or absolute under the root). allow_root: "" and
@@ -11,70 +12,39 @@
 int sbx__session_path(struct sbx_session *s, const char *path, int allow_root, char **out,
                       struct sbx_error *err);
 
-/* After the exit status arrives, output still buffered in the pipes is read, but a background
- * process that keeps the pipe open and keeps writing must not hold the caller for ever: at most
- * this much is read per stream. */
-#define SBX__DRAIN_AFTER_EXIT_MAX ((size_t)1 << 20)
+/* The manifest the sandbox of s was made from: *out borrowed, valid until s is freed; an empty
+ * manifest when it was made without one or its state keeps none. A provider's create hands it
+ * over (sbx__session_set_manifest); else it is read once from the session state (files there
+ * may be recorded by digest, secret values are not kept), so an attached or resumed session
+ * has it too. Errors: the provider's state op, or a state whose manifest cannot be read.
+ * Thread-safe. */
+struct sbx_manifest;
+int sbx__session_manifest(struct sbx_session *s, const struct sbx_manifest **out,
+                          struct sbx_error *err);
+/* At create: s keeps a copy of m (sbx__manifest_dup; NULL: none). */
+void sbx__session_set_manifest(struct sbx_session *s, const struct sbx_manifest *m);
 
-/* The body of sbx_session_exec_stream (stream.c), without the session events. */
-struct sbx_exec_stream;
-int sbx__exec_stream(struct sbx_session *s, const struct sbx_exec_spec *spec,
-                     const struct sbx_exec_stream *io, struct sbx_exit *out, struct sbx_error *err);
+/* Session events around an operation (sbx_session_set_event_fn): start fills ev (op is a
+ * static name) and reports it; the caller may then point ev at the operation's details (path,
+ * argv, exit, bytes); finish reports the outcome (rc, err). Nothing happens without an event
+ * function. */
+struct sbx_session_event;
+void sbx__session_event_start(struct sbx_session *s, struct sbx_session_event *ev, const char *op);
+void sbx__session_event_finish(struct sbx_session *s, struct sbx_session_event *ev, int rc,
+                               const struct sbx_error *err);
 
-/* Set O_NONBLOCK on fd. */
-void sbx__set_nonblock(int fd);
-
-/* Read what is available from non-blocking *fd into c (at most 1 MiB per call); sets *fd to -1 at
- * EOF or a terminal's EIO (without closing it). Returns the bytes read. */
-size_t sbx__pump(int *fd, struct sbx_capture *c);
-
-/* Cancellation of a wait (sbx_exec_spec.cancel, may be NULL): the poll timeout to use instead of
- * ms (-1: none) so that a set flag is seen in time, and SBX_E_CANCELLED once it is set. */
-int sbx__cancel_poll_ms(const volatile sig_atomic_t *cancel, int ms);
-int sbx__cancel_check(const volatile sig_atomic_t *cancel, struct sbx_error *err);
-
-/* TIOCSWINSZ on a terminal master. */
-int sbx__tty_resize(int master, unsigned short rows, unsigned short cols, struct sbx_error *err);
-
-/* Materialise manifest m into the fresh workspace of s, entry by entry in declared order.
- * *out_records: a JSON array describing what was fetched (git_repo: path, repo, ref, resolved
- * commit); caller owns. Errors name the entry. On failure what it created (files, directories,
- * missing parents) is removed and the modes it changed on existing directories are put back,
- * so a given workspace is left as it was; a pre-existing file that an entry replaced keeps the
- * new content. */
-enum {
-    /* Only the ephemeral entries (and what lies beneath them): the rest of the workspace came
-     * from a snapshot. */
-    SBX__MATERIALIZE_EPHEMERAL_ONLY = 1 << 0,
-};
 /* A write flag for materialisation only: the path did not exist a moment ago, so a provider
  * may create the file in place (O_EXCL, no temporary file and rename) and remove it if the
  * write fails; nothing reads a workspace being materialised. Where the name exists after all
  * it writes as usual. Providers that do not know it ignore it. */
 #define SBX__WRITE_FRESH (1 << 30)
 
-int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, int flags,
-                     struct sbx_progress_sink *progress, json_t **out_records,
-                     struct sbx_error *err);
-
-/* The workspace paths of m's ephemeral entries, topmost only (one beneath another ephemeral
- * entry is covered by it), appended to out: what a snapshot leaves out. m may be NULL. */
-struct sbx_strv;
-void sbx__manifest_ephemeral_paths(const struct sbx_manifest *m, struct sbx_strv *out);
-
-/* Check the provider-specific part of a session state (the generic fields are checked by
- * sbx_session_state_parse): the provider named in it must be known. */
-int sbx__provider_check_state(const json_t *state, struct sbx_error *err);
 /* Non-zero when the sandboxes c creates end with the calling process (sbx_local_options.tied):
  * a run that must outlive the process cannot use such a client. */
 int sbx__client_tied(const struct sbx_client *c);
-/* The checks of sbx_session_state_parse on a parsed document (no "session state" prefix). */
+/* The checks of sbx_session_state_parse on a parsed document (no "session state" prefix): the
+ * generic fields, then the provider's check_state its own (state.c). */
 int sbx__session_state_check(const json_t *state, struct sbx_error *err);
-
-/* A stable fingerprint of m (sha256, lowercase hex): root, entries in order with every field
- * and the file bytes, environment (secret values only as "a secret is set"), users, groups —
- * each field length-prefixed. Cheap: no JSON is built. */
-int sbx__manifest_digest(const struct sbx_manifest *m, char out[65], struct sbx_error *err);
 
 /* Whether the text of a /proc/net/tcp or /proc/net/tcp6 table (n bytes) has a socket listening
  * on port: non-zero if so. How a provider answers "nothing listens there" (SBX_E_NOTFOUND of

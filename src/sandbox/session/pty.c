@@ -3,8 +3,6 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
-#include <termios.h>
 #include <unistd.h>
 
 #include "sandbox/provider.h"
@@ -28,14 +26,6 @@ struct sbx_pty_entry {
     struct sbx_proc *proc;
     const volatile sig_atomic_t *cancel; /* the starting spec's: every wait on it watches it */
 };
-
-int sbx__tty_resize(int master, unsigned short rows, unsigned short cols, struct sbx_error *err)
-{
-    struct winsize ws = {.ws_row = rows ? rows : 24, .ws_col = cols ? cols : 80};
-    if (ioctl(master, TIOCSWINSZ, &ws) < 0)
-        return sbx_error_errno(err, errno, "cannot resize the terminal");
-    return 0;
-}
 
 void sbx_pty_update_release(struct sbx_pty_update *u)
 {

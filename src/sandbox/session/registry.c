@@ -10,16 +10,6 @@
  * provider may need what the supervisor program must not link (docker needs libcurl), and the
  * supervisor never looks providers up. */
 
-int sbx__provider_check_state(const json_t *state, struct sbx_error *err)
-{
-    const char *name = json_string_value(json_object_get(state, "provider"));
-    for (size_t i = 0; name && i < sbx__n_providers; i++)
-        if (strcmp(sbx__providers[i]->name, name) == 0)
-            return sbx__providers[i]->check_state(state, err);
-    return sbx_error_set(err, SBX_E_INVAL, 0, "field 'provider': unknown provider '%s'",
-                         name ? name : "");
-}
-
 int sbx__client_tied(const struct sbx_client *c)
 {
     return c->ops->tied && c->ops->tied(c);

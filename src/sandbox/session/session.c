@@ -1,5 +1,7 @@
-/* The provider-independent half of a session: argument checks, path normalisation, the
- * exec-and-capture loop and file helpers built on the provider's vtable. */
+/* The provider-independent half of a session, at the bottom of session/: the shared part
+ * (init_base), events, argument checks, path normalisation, starting a command (struct
+ * sbx_proc), the exec-and-capture loop and the file helpers, all over the provider's vtable.
+ * stream.c and pty.c are loops over the command it starts; close.c ends a session. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -8,15 +10,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "sandbox/manifest/internal.h"
 #include "sandbox/provider.h"
 #include "sandbox/session/internal.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
+#include "sbx/manifest.h"
 #include "sbx/path.h"
 #include "sbx/session.h"
 #include "sbx/time.h"
-
-#define READ_CHUNK 65536
 
 void sbx_session_init_base(struct sbx_session *s, const struct sbx_session_ops *ops,
                            const char *provider, const char *id, const char *root)
@@ -34,17 +36,7 @@ void sbx_session_init_base(struct sbx_session *s, const struct sbx_session_ops *
     s->progress_fn = NULL;
     s->progress_data = NULL;
     s->event_seq = 0;
-}
-
-void sbx_session_release_base(struct sbx_session *s)
-{
-    sbx_session_pty_kill_all(s);
-    free(s->ptys);
-    s->ptys = NULL;
-    pthread_mutex_destroy(&s->lock);
-    free(s->id);
-    free(s->root);
-    s->id = s->root = NULL;
+    s->manifest = NULL;
 }
 
 const char *sbx_session_id(const struct sbx_session *s)
@@ -63,6 +55,51 @@ const char *sbx_session_root(const struct sbx_session *s)
 }
 
 /* ------------------------------------------------------------------------------------------ */
+/* The manifest the sandbox was made from */
+
+void sbx__session_set_manifest(struct sbx_session *s, const struct sbx_manifest *m)
+{
+    struct sbx_manifest *copy = m ? sbx__manifest_dup(m) : NULL;
+    pthread_mutex_lock(&s->lock);
+    sbx_manifest_free(s->manifest);
+    s->manifest = copy;
+    pthread_mutex_unlock(&s->lock);
+}
+
+/* The session state's manifest (an empty one when it keeps none), as every reader of a state
+ * takes it: host sources are not looked at, files may be recorded by digest. */
+static int read_manifest(struct sbx_session *s, struct sbx_manifest **out, struct sbx_error *err)
+{
+    json_t *st = NULL;
+    int rc = s->ops->state(s, &st, err);
+    const json_t *mj = rc == 0 ? json_object_get(st, "manifest") : NULL;
+    if (json_is_object(mj)) {
+        struct sbx_manifest_load_opts lo = {.base_dir = "/",
+                                            .flags = SBX_MANIFEST_NO_HOST_CHECKS |
+                                                     SBX_MANIFEST_CONTENT_DIGESTS};
+        if ((rc = sbx_manifest_from_json(mj, &lo, out, err)) < 0)
+            sbx_error_prefix(err, "the manifest of sandbox '%s'", s->id);
+    } else if (rc == 0) {
+        *out = sbx_manifest_new();
+    }
+    json_decref(st);
+    return rc;
+}
+
+int sbx__session_manifest(struct sbx_session *s, const struct sbx_manifest **out,
+                          struct sbx_error *err)
+{
+    int rc = 0;
+    pthread_mutex_lock(&s->lock);
+    if (!s->manifest)
+        rc = read_manifest(s, &s->manifest, err);
+    if (rc == 0)
+        *out = s->manifest;
+    pthread_mutex_unlock(&s->lock);
+    return rc;
+}
+
+/* ------------------------------------------------------------------------------------------ */
 /* Events */
 
 void sbx_session_set_event_fn(struct sbx_session *s, sbx_session_event_fn *fn, void *data)
@@ -71,7 +108,7 @@ void sbx_session_set_event_fn(struct sbx_session *s, sbx_session_event_fn *fn, v
     s->event_data = data;
 }
 
-static void ev_start(struct sbx_session *s, struct sbx_session_event *ev, const char *op)
+void sbx__session_event_start(struct sbx_session *s, struct sbx_session_event *ev, const char *op)
 {
     memset(ev, 0, sizeof(*ev));
     if (!s->event_fn)
@@ -79,19 +116,19 @@ static void ev_start(struct sbx_session *s, struct sbx_session_event *ev, const 
     ev->session_id = s->id;
     ev->provider = s->provider;
     ev->op = op;
-    ev->phase = SBX_EVENT_START;
+    ev->phase = SBX_SESSION_EVENT_START;
     ev->seq = __atomic_add_fetch(&s->event_seq, 1, __ATOMIC_RELAXED);
     ev->ts_ns = sbx_time_real_ns();
     s->event_fn(ev, s->event_data);
 }
 
-static void ev_finish(struct sbx_session *s, struct sbx_session_event *ev, int rc,
-                      const struct sbx_error *err)
+void sbx__session_event_finish(struct sbx_session *s, struct sbx_session_event *ev, int rc,
+                               const struct sbx_error *err)
 {
     if (!s->event_fn || !ev->op)
         return;
     int64_t start = ev->ts_ns;
-    ev->phase = SBX_EVENT_FINISH;
+    ev->phase = SBX_SESSION_EVENT_FINISH;
     ev->seq = __atomic_add_fetch(&s->event_seq, 1, __ATOMIC_RELAXED);
     ev->ts_ns = sbx_time_real_ns();
     ev->duration_ns = ev->ts_ns - start;
@@ -109,7 +146,8 @@ json_t *sbx_session_event_json(const struct sbx_session_event *ev)
     sbx_json_set(o, "session_id", sbx_json_str(ev->session_id ? ev->session_id : ""));
     sbx_json_set(o, "seq", json_integer((json_int_t)ev->seq));
     sbx_json_set(o, "op", sbx_json_str(ev->op ? ev->op : ""));
-    sbx_json_set(o, "phase", sbx_json_str(ev->phase == SBX_EVENT_START ? "start" : "finish"));
+    sbx_json_set(o, "phase",
+                 sbx_json_str(ev->phase == SBX_SESSION_EVENT_START ? "start" : "finish"));
     sbx_json_set(o, "ts", sbx_json_str(ts));
     sbx_json_set(data, "sandbox.backend", sbx_json_str(ev->provider ? ev->provider : ""));
     if (ev->path)
@@ -124,7 +162,7 @@ json_t *sbx_session_event_json(const struct sbx_session_event *ev)
     }
     if (ev->port)
         sbx_json_set(data, "port", json_integer(ev->port));
-    if (ev->phase == SBX_EVENT_FINISH) {
+    if (ev->phase == SBX_SESSION_EVENT_FINISH) {
         sbx_json_set(o, "ok", json_boolean(ev->ok));
         sbx_json_set(o, "duration_ms", json_real((double)ev->duration_ns / 1e6));
         if (ev->exit) {
@@ -240,48 +278,72 @@ void sbx_exec_result_release(struct sbx_exec_result *r)
     sbx_output_release(&r->err);
 }
 
-void sbx__set_nonblock(int fd)
-{
-    int fl = fcntl(fd, F_GETFL);
-    if (fl >= 0 && !(fl & O_NONBLOCK))
-        (void)fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-}
+/* One command run to completion with its output captured (sbx_session_exec): the process,
+ * its pipes (-1 once at EOF, or for input once all is written), the captures, the status. */
+struct capture_run {
+    const struct sbx_exec_spec *sp;
+    struct sbx_proc *p;
+    struct sbx_capture out, err;
+    int ofd, efd, ifd;
+    size_t in_off;
+    int have_status;
+    struct sbx_exit st;
+};
 
-/* Read what is available from *fd into c. Returns bytes read; on EOF or a terminal's EIO sets
- * *fd to -1 (the fd itself stays with its owner). */
-size_t sbx__pump(int *fd, struct sbx_capture *c)
+/* Write what the command takes of its input; no more input once all of it is written or the
+ * command stopped reading. */
+static void feed_input(struct capture_run *c)
 {
-    char buf[READ_CHUNK];
-    size_t got = 0;
-    for (;;) {
-        ssize_t r = read(*fd, buf, sizeof(buf));
-        if (r > 0) {
-            sbx_capture_add(c, buf, (size_t)r);
-            got += (size_t)r;
-            if (got >= SBX__DRAIN_AFTER_EXIT_MAX)
-                return got;
-            continue;
-        }
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return got;
-        *fd = -1; /* EOF, or EIO once a terminal's last writer is gone */
-        return got;
+    const char *from = (const char *)c->sp->input + c->in_off;
+    size_t left = c->sp->input_len - c->in_off;
+    ssize_t w = c->p->tty ? write(c->ifd, from, left)
+                          : send(c->ifd, from, left, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (w > 0)
+        c->in_off += (size_t)w;
+    if ((w < 0 && errno != EINTR && errno != EAGAIN) || c->in_off == c->sp->input_len) {
+        if (!c->p->tty)
+            sbx_proc_close_stdin(c->p);
+        c->ifd = -1;
     }
 }
 
-int sbx__cancel_poll_ms(const volatile sig_atomic_t *cancel, int ms)
+/* One wait: for output, room for input, the exit status or cancellation; then what is ready
+ * is done. */
+static int capture_step(struct capture_run *c, struct sbx_error *err)
 {
-    if (!cancel || (ms >= 0 && ms <= SBX_EXEC_CANCEL_POLL_MS))
-        return ms;
-    return SBX_EXEC_CANCEL_POLL_MS;
-}
-
-int sbx__cancel_check(const volatile sig_atomic_t *cancel, struct sbx_error *err)
-{
-    if (cancel && *cancel)
-        return sbx_error_set(err, SBX_E_CANCELLED, 0, "command cancelled");
+    struct pollfd pfd[4];
+    int n = 0, io = -1, ie = -1, ii = -1, is, rc;
+    if (c->ofd >= 0) {
+        io = n;
+        pfd[n++] = (struct pollfd){.fd = c->ofd, .events = POLLIN};
+    }
+    if (c->efd >= 0) {
+        ie = n;
+        pfd[n++] = (struct pollfd){.fd = c->efd, .events = POLLIN};
+    }
+    if (c->ifd >= 0) {
+        ii = n;
+        pfd[n++] = (struct pollfd){.fd = c->ifd, .events = POLLOUT};
+    }
+    is = n;
+    pfd[n++] = (struct pollfd){.fd = c->p->status_fd, .events = POLLIN};
+    int r = poll(pfd, (nfds_t)n, sbx__cancel_poll_ms(c->sp->cancel, -1));
+    /* Freeing the process (the caller's) kills it. */
+    if ((rc = sbx__cancel_check(c->sp->cancel, err)) < 0)
+        return rc;
+    if (r < 0)
+        return errno == EINTR ? 0 : sbx_error_errno(err, errno, "poll");
+    if (io >= 0 && pfd[io].revents)
+        sbx__pump(&c->ofd, &c->out);
+    if (ie >= 0 && pfd[ie].revents)
+        sbx__pump(&c->efd, &c->err);
+    if (ii >= 0 && pfd[ii].revents)
+        feed_input(c);
+    if (pfd[is].revents) {
+        if ((rc = sbx_proc_wait(c->p, 0, &c->st, err)) < 0)
+            return rc;
+        c->have_status = 1;
+    }
     return 0;
 }
 
@@ -289,105 +351,52 @@ static int exec_body(struct sbx_session *s, const struct sbx_exec_spec *spec,
                      struct sbx_exec_result *res, struct sbx_error *err)
 {
     struct sbx_exec_spec sp;
-    struct sbx_proc *p = NULL;
-    struct sbx_capture cout, cerr;
-    struct sbx_exit st = {0};
-    int rc, have_status = 0;
+    struct capture_run c = {.sp = &sp, .ofd = -1, .efd = -1, .ifd = -1};
+    int rc;
 
     if (!spec)
         return check_spec(spec, err);
     sp = *spec;
     if (sp.input)
         sp.flags |= SBX_EXEC_STDIN;
-    sbx_capture_init(&cout, sp.output_limit);
-    sbx_capture_init(&cerr, sp.output_limit);
-    rc = sbx_session_exec_start(s, &sp, &p, err);
+    sbx_capture_init(&c.out, sp.output_limit);
+    sbx_capture_init(&c.err, sp.output_limit);
+    rc = sbx_session_exec_start(s, &sp, &c.p, err);
     if (rc < 0)
         goto out;
-
-    int ofd = p->stdout_fd, efd = p->stderr_fd;
-    int ifd = sp.input ? p->stdin_fd : -1;
-    size_t in_off = 0;
-    if (ofd >= 0)
-        sbx__set_nonblock(ofd);
-    if (efd >= 0)
-        sbx__set_nonblock(efd);
-    if (ifd >= 0 && !p->tty && sp.input_len == 0) {
-        sbx_proc_close_stdin(p);
-        ifd = -1;
+    c.ofd = c.p->stdout_fd;
+    c.efd = c.p->stderr_fd;
+    c.ifd = sp.input ? c.p->stdin_fd : -1;
+    if (c.ofd >= 0)
+        sbx__set_nonblock(c.ofd);
+    if (c.efd >= 0)
+        sbx__set_nonblock(c.efd);
+    if (c.ifd >= 0 && !c.p->tty && sp.input_len == 0) {
+        sbx_proc_close_stdin(c.p);
+        c.ifd = -1;
     }
-    while (!have_status || ofd >= 0 || efd >= 0) {
-        if (have_status) {
+    while (!c.have_status || c.ofd >= 0 || c.efd >= 0) {
+        if (c.have_status) {
             /* The command is gone; take what it left in the pipes and stop. */
-            if (ofd >= 0)
-                sbx__pump(&ofd, &cout);
-            if (efd >= 0)
-                sbx__pump(&efd, &cerr);
+            if (c.ofd >= 0)
+                sbx__pump(&c.ofd, &c.out);
+            if (c.efd >= 0)
+                sbx__pump(&c.efd, &c.err);
             break;
         }
-        struct pollfd pfd[4];
-        int n = 0, io = -1, ie = -1, ii = -1, is;
-        if (ofd >= 0) {
-            io = n;
-            pfd[n++] = (struct pollfd){.fd = ofd, .events = POLLIN};
-        }
-        if (efd >= 0) {
-            ie = n;
-            pfd[n++] = (struct pollfd){.fd = efd, .events = POLLIN};
-        }
-        if (ifd >= 0) {
-            ii = n;
-            pfd[n++] = (struct pollfd){.fd = ifd, .events = POLLOUT};
-        }
-        is = n;
-        pfd[n++] = (struct pollfd){.fd = p->status_fd, .events = POLLIN};
-        int r = poll(pfd, (nfds_t)n, sbx__cancel_poll_ms(sp.cancel, -1));
-        /* Freeing the process below kills it. */
-        if ((rc = sbx__cancel_check(sp.cancel, err)) < 0)
-            goto out;
-        if (r < 0) {
-            if (errno == EINTR)
-                continue;
-            rc = sbx_error_errno(err, errno, "poll");
-            goto out;
-        }
-        if (io >= 0 && pfd[io].revents)
-            sbx__pump(&ofd, &cout);
-        if (ie >= 0 && pfd[ie].revents)
-            sbx__pump(&efd, &cerr);
-        if (ii >= 0 && pfd[ii].revents) {
-            ssize_t w = p->tty ? write(ifd, (const char *)sp.input + in_off, sp.input_len - in_off)
-                               : send(ifd, (const char *)sp.input + in_off, sp.input_len - in_off,
-                                      MSG_NOSIGNAL | MSG_DONTWAIT);
-            if (w > 0)
-                in_off += (size_t)w;
-            if ((w < 0 && errno != EINTR && errno != EAGAIN) || in_off == sp.input_len) {
-                /* Done, or the command stopped reading: either way no more input. */
-                if (!p->tty)
-                    sbx_proc_close_stdin(p);
-                ifd = -1;
-            }
-        }
-        if (pfd[is].revents) {
-            rc = sbx_proc_wait(p, 0, &st, err);
-            if (rc < 0)
-                goto out;
-            have_status = 1;
-        }
-    }
-    if (!have_status) {
-        rc = sbx_proc_wait(p, -1, &st, err);
-        if (rc < 0)
+        if ((rc = capture_step(&c, err)) < 0)
             goto out;
     }
-    res->status = st;
-    sbx_capture_take(&cout, &res->out);
-    sbx_capture_take(&cerr, &res->err);
+    if (!c.have_status && (rc = sbx_proc_wait(c.p, -1, &c.st, err)) < 0)
+        goto out;
+    res->status = c.st;
+    sbx_capture_take(&c.out, &res->out);
+    sbx_capture_take(&c.err, &res->err);
     rc = 0;
 out:
-    sbx_proc_free(p);
-    sbx_capture_release(&cout);
-    sbx_capture_release(&cerr);
+    sbx_proc_free(c.p);
+    sbx_capture_release(&c.out);
+    sbx_capture_release(&c.err);
     return rc;
 }
 
@@ -395,7 +404,7 @@ int sbx_session_exec(struct sbx_session *s, const struct sbx_exec_spec *spec,
                      struct sbx_exec_result *res, struct sbx_error *err)
 {
     struct sbx_session_event ev;
-    ev_start(s, &ev, "exec");
+    sbx__session_event_start(s, &ev, "exec");
     if (spec) {
         ev.argv = spec->argv;
         ev.command = spec->command;
@@ -403,27 +412,7 @@ int sbx_session_exec(struct sbx_session *s, const struct sbx_exec_spec *spec,
     int rc = exec_body(s, spec, res, err);
     if (rc == 0)
         ev.exit = &res->status;
-    ev_finish(s, &ev, rc, err);
-    return rc;
-}
-
-int sbx_session_exec_stream(struct sbx_session *s, const struct sbx_exec_spec *spec,
-                            const struct sbx_exec_stream *io, struct sbx_exit *out,
-                            struct sbx_error *err)
-{
-    struct sbx_session_event ev;
-    struct sbx_exit st = {0};
-    ev_start(s, &ev, "exec");
-    if (spec) {
-        ev.argv = spec->argv;
-        ev.command = spec->command;
-    }
-    int rc = sbx__exec_stream(s, spec, io, &st, err);
-    if (rc == 0) {
-        *out = st;
-        ev.exit = &st;
-    }
-    ev_finish(s, &ev, rc, err);
+    sbx__session_event_finish(s, &ev, rc, err);
     return rc;
 }
 
@@ -446,13 +435,13 @@ int sbx_session_read_open(struct sbx_session *s, const char *path, int *out_fd, 
 {
     struct sbx_session_event ev;
     uint64_t size = 0;
-    ev_start(s, &ev, "read");
+    sbx__session_event_start(s, &ev, "read");
     ev.path = path;
     int rc = read_open_body(s, path, out_fd, &size, err);
     if (rc == 0 && out_size)
         *out_size = size;
     ev.bytes = size;
-    ev_finish(s, &ev, rc, err);
+    sbx__session_event_finish(s, &ev, rc, err);
     return rc;
 }
 
@@ -465,7 +454,7 @@ int sbx_session_read(struct sbx_session *s, const char *path, uint64_t max, stru
     size_t before = out->len;
     if (max == 0)
         max = SBX_FILE_DEFAULT_MAX;
-    ev_start(s, &ev, "read");
+    sbx__session_event_start(s, &ev, "read");
     ev.path = path;
     int rc = read_open_body(s, path, &fd, &size, err);
     if (rc < 0)
@@ -482,7 +471,7 @@ int sbx_session_read(struct sbx_session *s, const char *path, uint64_t max, stru
     }
 out:
     ev.bytes = out->len - before;
-    ev_finish(s, &ev, rc, err);
+    sbx__session_event_finish(s, &ev, rc, err);
     sbx_fd_close(&fd);
     return rc;
 }
@@ -563,11 +552,11 @@ static int traced_write(struct sbx_session *s, const char *path, const struct sb
                         struct sbx_error *err)
 {
     struct sbx_session_event ev;
-    ev_start(s, &ev, "write");
+    sbx__session_event_start(s, &ev, "write");
     ev.path = path;
     int rc = do_write(s, path, r, max, mode, flags, err);
     ev.bytes = *count;
-    ev_finish(s, &ev, rc, err);
+    sbx__session_event_finish(s, &ev, rc, err);
     return rc;
 }
 
@@ -592,13 +581,13 @@ int sbx_session_ls(struct sbx_session *s, const char *path, struct sbx_dirlist *
 {
     struct sbx_session_event ev;
     char *rel = NULL;
-    ev_start(s, &ev, "ls");
+    sbx__session_event_start(s, &ev, "ls");
     ev.path = path;
     int rc = sbx__session_path(s, path, 1, &rel, err);
     if (rc == 0)
         rc = s->ops->ls(s, rel, out, err);
     free(rel);
-    ev_finish(s, &ev, rc, err);
+    sbx__session_event_finish(s, &ev, rc, err);
     return rc;
 }
 
@@ -633,13 +622,13 @@ int sbx_session_mkdir(struct sbx_session *s, const char *path, int flags, struct
 {
     struct sbx_session_event ev;
     char *rel = NULL;
-    ev_start(s, &ev, "mkdir");
+    sbx__session_event_start(s, &ev, "mkdir");
     ev.path = path;
     int rc = sbx__session_path(s, path, 0, &rel, err);
     if (rc == 0)
         rc = s->ops->mkdir(s, rel, flags, err);
     free(rel);
-    ev_finish(s, &ev, rc, err);
+    sbx__session_event_finish(s, &ev, rc, err);
     return rc;
 }
 
@@ -647,7 +636,7 @@ int sbx_session_rm(struct sbx_session *s, const char *path, int flags, struct sb
 {
     struct sbx_session_event ev;
     char *rel = NULL;
-    ev_start(s, &ev, "rm");
+    sbx__session_event_start(s, &ev, "rm");
     ev.path = path;
     int rc = sbx__session_path(s, path, 1, &rel, err);
     if (rc == 0 && rel[0] == '\0')
@@ -655,7 +644,7 @@ int sbx_session_rm(struct sbx_session *s, const char *path, int flags, struct sb
     else if (rc == 0)
         rc = s->ops->rm(s, rel, flags, err);
     free(rel);
-    ev_finish(s, &ev, rc, err);
+    sbx__session_event_finish(s, &ev, rc, err);
     return rc;
 }
 
@@ -676,45 +665,19 @@ int sbx_session_resolve_port(struct sbx_session *s, int port, char **out_url, st
 {
     struct sbx_session_event ev;
     int rc;
-    ev_start(s, &ev, "resolve_port");
+    sbx__session_event_start(s, &ev, "resolve_port");
     ev.port = port;
     if (port < 1 || port > 65535)
         rc = sbx_error_set(err, SBX_E_INVAL, 0, "port %d is not in 1..65535", port);
     else
         rc = s->ops->resolve_port(s, port, out_url, err);
-    ev_finish(s, &ev, rc, err);
+    sbx__session_event_finish(s, &ev, rc, err);
     return rc;
 }
 
 int sbx_session_state(struct sbx_session *s, json_t **out, struct sbx_error *err)
 {
     return s->ops->state(s, out, err);
-}
-
-static int close_session(struct sbx_session *s, int delete_workspace, struct sbx_error *err)
-{
-    struct sbx_session_event ev;
-    ev_start(s, &ev, "close");
-    sbx_session_pty_kill_all(s);
-    int rc = s->ops->close(s, delete_workspace, err);
-    ev_finish(s, &ev, rc, err);
-    return rc;
-}
-
-int sbx_session_close(struct sbx_session *s, struct sbx_error *err)
-{
-    return close_session(s, 0, err);
-}
-
-int sbx_session_delete(struct sbx_session *s, struct sbx_error *err)
-{
-    return close_session(s, 1, err);
-}
-
-void sbx_session_free(struct sbx_session *s)
-{
-    if (s)
-        s->ops->free(s);
 }
 
 void sbx_session_set_progress(struct sbx_session *s, sbx_progress_fn *fn, void *data)

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "sandbox/provider.h"
+#include "sandbox/manifest/internal.h"
 #include "sandbox/session/internal.h"
 #include "sbx/json.h"
 #include "sbx/manifest.h"
@@ -36,6 +37,18 @@ static int is_time(const char *s)
         if (shape[i] == 'd' ? !(s[i] >= '0' && s[i] <= '9') : s[i] != shape[i])
             return 0;
     return 1;
+}
+
+/* The provider-specific part of a session state: the provider named in it must be one of the
+ * registry's table (providers/table.c), whose check_state reads the rest. */
+static int check_provider_part(const json_t *state, struct sbx_error *err)
+{
+    const char *name = json_string_value(json_object_get(state, "provider"));
+    for (size_t i = 0; name && i < sbx__n_providers; i++)
+        if (strcmp(sbx__providers[i]->name, name) == 0)
+            return sbx__providers[i]->check_state(state, err);
+    return sbx_error_set(err, SBX_E_INVAL, 0, "field 'provider': unknown provider '%s'",
+                         name ? name : "");
 }
 
 int sbx__session_state_check(const json_t *st, struct sbx_error *err)
@@ -101,7 +114,7 @@ int sbx__session_state_check(const json_t *st, struct sbx_error *err)
             return rc;
         }
     }
-    return sbx__provider_check_state(st, err);
+    return check_provider_part(st, err);
 }
 
 int sbx_session_state_parse(const char *text, size_t n, json_t **out, struct sbx_error *err)
@@ -151,7 +164,7 @@ int sbx_session_snapshot(struct sbx_session *s, struct sbx_snapshot_store *st, c
                          struct sbx_error *err)
 {
     struct sbx_snapshot_store *own = NULL;
-    struct sbx_manifest *m = NULL;
+    const struct sbx_manifest *m = NULL;
     struct sbx_strv exclude;
     json_t *state = NULL;
     char *ref = NULL, *label = NULL;
@@ -163,19 +176,9 @@ int sbx_session_snapshot(struct sbx_session *s, struct sbx_snapshot_store *st, c
                            "provider '%s' cannot snapshot a workspace on this host", s->provider);
         goto out;
     }
-    if ((rc = s->ops->state(s, &state, err)) < 0)
+    if ((rc = s->ops->state(s, &state, err)) < 0 || (rc = sbx__session_manifest(s, &m, err)) < 0)
         goto out;
-    const json_t *mj = json_object_get(state, "manifest");
-    if (json_is_object(mj)) {
-        struct sbx_manifest_load_opts lo = {.base_dir = "/",
-                                            .flags = SBX_MANIFEST_NO_HOST_CHECKS |
-                                                     SBX_MANIFEST_CONTENT_DIGESTS};
-        if ((rc = sbx_manifest_from_json(mj, &lo, &m, err)) < 0) {
-            sbx_error_prefix(err, "the manifest of sandbox '%s'", s->id);
-            goto out;
-        }
-        sbx__manifest_ephemeral_paths(m, &exclude);
-    }
+    sbx__manifest_ephemeral_paths(m, &exclude);
     if (!st) {
         if ((rc = sbx_snapshot_store_open(NULL, &own, err)) < 0)
             goto out;
@@ -203,7 +206,6 @@ out:
     free(ref);
     free(label);
     json_decref(state);
-    sbx_manifest_free(m);
     sbx_strv_release(&exclude);
     sbx_snapshot_store_free(own);
     return rc;

@@ -187,8 +187,10 @@ static int loop(struct stream *s, const volatile sig_atomic_t *cancel, struct sb
     return 0;
 }
 
-int sbx__exec_stream(struct sbx_session *sess, const struct sbx_exec_spec *spec,
-                     const struct sbx_exec_stream *io, struct sbx_exit *out, struct sbx_error *err)
+/* The body of sbx_session_exec_stream, without the session events. */
+static int exec_stream(struct sbx_session *sess, const struct sbx_exec_spec *spec,
+                       const struct sbx_exec_stream *io, struct sbx_exit *out,
+                       struct sbx_error *err)
 {
     struct sbx_exec_spec sp;
     struct sbx_proc *p = NULL;
@@ -231,5 +233,25 @@ int sbx__exec_stream(struct sbx_session *sess, const struct sbx_exec_spec *spec,
         *out = st;
     free(s);
     sbx_proc_free(p);
+    return rc;
+}
+
+int sbx_session_exec_stream(struct sbx_session *s, const struct sbx_exec_spec *spec,
+                            const struct sbx_exec_stream *io, struct sbx_exit *out,
+                            struct sbx_error *err)
+{
+    struct sbx_session_event ev;
+    struct sbx_exit st = {0};
+    sbx__session_event_start(s, &ev, "exec");
+    if (spec) {
+        ev.argv = spec->argv;
+        ev.command = spec->command;
+    }
+    int rc = exec_stream(s, spec, io, &st, err);
+    if (rc == 0) {
+        *out = st;
+        ev.exit = &st;
+    }
+    sbx__session_event_finish(s, &ev, rc, err);
     return rc;
 }

@@ -284,6 +284,97 @@ static int hardlink_source(struct import *im, const char *raw, const char *link,
     return 0;
 }
 
+/* The kind of entry a member of file type ft makes: files, directories and symlinks only. */
+static int member_type(mode_t ft, const char *raw, enum snap_type *out, struct sbx_error *err)
+{
+    switch (ft) {
+    case AE_IFREG:
+        *out = SNAP_FILE;
+        return 0;
+    case AE_IFDIR:
+        *out = SNAP_DIR;
+        return 0;
+    case AE_IFLNK:
+        *out = SNAP_SYMLINK;
+        return 0;
+    case AE_IFCHR:
+    case AE_IFBLK:
+        return sbx_error_set(err, SBX_E_PERM, 0, "member '%s' is a device node", raw);
+    case AE_IFIFO:
+        return sbx_error_set(err, SBX_E_PERM, 0, "member '%s' is a fifo", raw);
+    case AE_IFSOCK:
+        return sbx_error_set(err, SBX_E_PERM, 0, "member '%s' is a socket", raw);
+    default:
+        return sbx_error_set(err, SBX_E_PERM, 0, "member '%s' has an unsupported type", raw);
+    }
+}
+
+/* A member whose path is in the tree already (seen: its index entry): a directory again is
+ * allowed, and gets its own mode when the first was made implicitly; anything else is a
+ * duplicate. */
+static int member_again(struct import *im, json_t *seen, enum snap_type type, uint32_t mode,
+                        const char *raw, struct sbx_error *err)
+{
+    struct snap_entry *pe = &im->tree.v[json_integer_value(json_array_get(seen, 0))];
+    if (pe->type != SNAP_DIR || type != SNAP_DIR)
+        return sbx_error_set(err, SBX_E_PERM, 0, "member '%s' is a duplicate", raw);
+    if (!json_is_true(json_array_get(seen, 1))) {
+        pe->mode = mode;
+        json_array_set_new(seen, 1, json_true());
+    }
+    return 0;
+}
+
+/* Add the symlink member ae at path (taken), its target checked to stay in the workspace. */
+static int import_symlink(struct import *im, struct archive_entry *ae, char *path, const char *raw,
+                          struct sbx_error *err)
+{
+    const char *target = archive_entry_symlink_utf8(ae);
+    int rc;
+    if (!target)
+        target = archive_entry_symlink(ae);
+    if (!target || !sbx_utf8_valid(target, strlen(target))) {
+        free(path);
+        return sbx_error_set(err, SBX_E_PERM, 0, "member '%s' has no valid symlink target", raw);
+    }
+    if ((rc = sbx__snap_check_target(path, target, err)) < 0) {
+        sbx_error_prefix(err, "member '%s'", raw);
+        free(path);
+        return rc;
+    }
+    char *key = sbx_xstrdup(path);
+    int idx = add_entry(im, path, SNAP_SYMLINK, 0);
+    im->tree.v[idx].target = sbx_xstrdup(target);
+    sbx_json_set(im->index, key, json_pack("[ib]", idx, 1));
+    free(key);
+    return 0;
+}
+
+/* Add the file or directory member ae at path (taken): a hardlink (link) to an earlier file of
+ * the archive is stored as a copy of it, a file's bytes go to the store. */
+static int import_node(struct import *im, struct archive_entry *ae, char *path, enum snap_type type,
+                       uint32_t mode, const char *raw, const char *link, struct sbx_error *err)
+{
+    long linked = -1;
+    int rc;
+    if (link && (rc = hardlink_source(im, raw, link, &linked, err)) < 0) {
+        free(path);
+        return rc;
+    }
+    char *key = sbx_xstrdup(path);
+    int idx = add_entry(im, path, type, mode);
+    sbx_json_set(im->index, key, json_pack("[ib]", idx, 1));
+    free(key);
+    if (linked >= 0) {
+        im->tree.v[idx].size = im->tree.v[linked].size;
+        memcpy(im->tree.v[idx].sha, im->tree.v[linked].sha, sizeof(im->tree.v[idx].sha));
+        return 0;
+    }
+    if (type == SNAP_FILE)
+        return import_file(im, ae, im->tree.v[idx].path, &im->tree.v[idx], err);
+    return 0;
+}
+
 static int import_member(struct import *im, struct archive_entry *ae, struct sbx_error *err)
 {
     const char *raw = archive_entry_pathname_utf8(ae);
@@ -297,107 +388,34 @@ static int import_member(struct import *im, struct archive_entry *ae, struct sbx
                              "archive has more than %llu members (limit max_entries) at '%s'",
                              (unsigned long long)im->lim.max_entries, raw);
     mode_t ft = archive_entry_filetype(ae);
+    const char *link = archive_entry_hardlink(ae);
     /* Only the first member is the header: a workspace's own file of that name comes later in
      * an export (as "./.sbx-snapshot.json") and is content like any other. */
-    if (im->members == 1 && strcmp(raw, SBX_SNAPSHOT_HEADER_MEMBER) == 0 && ft == AE_IFREG &&
-        !archive_entry_hardlink(ae))
+    if (im->members == 1 && strcmp(raw, SBX_SNAPSHOT_HEADER_MEMBER) == 0 && ft == AE_IFREG && !link)
         return read_header_member(im, ae, err);
     enum snap_type type;
-    const char *link = archive_entry_hardlink(ae);
-    switch (link ? AE_IFREG : ft) {
-    case AE_IFREG:
-        type = SNAP_FILE;
-        break;
-    case AE_IFDIR:
-        type = SNAP_DIR;
-        break;
-    case AE_IFLNK:
-        type = SNAP_SYMLINK;
-        break;
-    case AE_IFCHR:
-    case AE_IFBLK:
-        return sbx_error_set(err, SBX_E_PERM, 0, "member '%s' is a device node", raw);
-    case AE_IFIFO:
-        return sbx_error_set(err, SBX_E_PERM, 0, "member '%s' is a fifo", raw);
-    case AE_IFSOCK:
-        return sbx_error_set(err, SBX_E_PERM, 0, "member '%s' is a socket", raw);
-    default:
-        return sbx_error_set(err, SBX_E_PERM, 0, "member '%s' has an unsupported type", raw);
-    }
     char *path = NULL;
     int is_root = 0;
-    int rc = member_path(im, raw, type == SNAP_DIR, &path, &is_root, err);
+    int rc = member_type(link ? AE_IFREG : ft, raw, &type, err);
+    if (rc == 0)
+        rc = member_path(im, raw, type == SNAP_DIR, &path, &is_root, err);
     if (rc < 0 || is_root)
         return rc;
-    if ((rc = check_parents(im, path, err)) < 0) {
-        free(path);
-        return rc;
-    }
     uint32_t mode = (uint32_t)archive_entry_perm(ae) & 0777;
-    json_t *seen = json_object_get(im->index, path);
-    if (seen) {
-        struct snap_entry *pe = &im->tree.v[json_integer_value(json_array_get(seen, 0))];
-        if (pe->type == SNAP_DIR && type == SNAP_DIR && !(json_is_true(json_array_get(seen, 1)))) {
-            /* A directory first made implicitly gets its own mode now. */
-            pe->mode = mode;
-            json_array_set_new(seen, 1, json_true());
-            free(path);
-            return 0;
-        }
-        if (pe->type == SNAP_DIR && type == SNAP_DIR) {
-            free(path);
-            return 0;
-        }
-        rc = sbx_error_set(err, SBX_E_PERM, 0, "member '%s' is a duplicate", raw);
-        free(path);
-        return rc;
-    }
-    if (im->tree.n >= im->lim.max_entries) {
+    json_t *seen = NULL;
+    if ((rc = check_parents(im, path, err)) == 0 && (seen = json_object_get(im->index, path)))
+        rc = member_again(im, seen, type, mode, raw, err);
+    else if (rc == 0 && im->tree.n >= im->lim.max_entries)
         rc = sbx_error_set(err, SBX_E_TOOBIG, 0,
                            "archive has more than %llu entries (limit max_entries) at '%s'",
                            (unsigned long long)im->lim.max_entries, raw);
+    if (rc < 0 || seen) {
         free(path);
         return rc;
     }
-    if (type == SNAP_SYMLINK) {
-        const char *target = archive_entry_symlink_utf8(ae);
-        if (!target)
-            target = archive_entry_symlink(ae);
-        if (!target || !sbx_utf8_valid(target, strlen(target))) {
-            rc = sbx_error_set(err, SBX_E_PERM, 0, "member '%s' has no valid symlink target", raw);
-            free(path);
-            return rc;
-        }
-        if ((rc = sbx__snap_check_target(path, target, err)) < 0) {
-            sbx_error_prefix(err, "member '%s'", raw);
-            free(path);
-            return rc;
-        }
-        char *key = sbx_xstrdup(path);
-        int idx = add_entry(im, path, SNAP_SYMLINK, 0);
-        im->tree.v[idx].target = sbx_xstrdup(target);
-        sbx_json_set(im->index, key, json_pack("[ib]", idx, 1));
-        free(key);
-        return 0;
-    }
-    long linked = -1;
-    if (link && (rc = hardlink_source(im, raw, link, &linked, err)) < 0) {
-        free(path);
-        return rc;
-    }
-    char *key = sbx_xstrdup(path);
-    int idx = add_entry(im, path, type, mode);
-    sbx_json_set(im->index, key, json_pack("[ib]", idx, 1));
-    free(key);
-    if (linked >= 0) {
-        /* A hardlink to an earlier file of the archive is stored as a copy of it. */
-        im->tree.v[idx].size = im->tree.v[linked].size;
-        memcpy(im->tree.v[idx].sha, im->tree.v[linked].sha, sizeof(im->tree.v[idx].sha));
-        return 0;
-    }
-    if (type == SNAP_FILE)
-        return import_file(im, ae, im->tree.v[idx].path, &im->tree.v[idx], err);
-    return 0;
+    if (type == SNAP_SYMLINK)
+        return import_symlink(im, ae, path, raw, err);
+    return import_node(im, ae, path, type, mode, raw, link, err);
 }
 
 static void enable_filter(struct archive *a, int (*fn)(struct archive *))

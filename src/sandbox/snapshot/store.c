@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/grow.h"
 #include "sbx/buf.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
@@ -195,10 +196,7 @@ void sbx__snap_tree_release(struct snap_tree *t)
 struct snap_entry *sbx__snap_tree_add(struct snap_tree *t, char *path, enum snap_type type,
                                       uint32_t mode)
 {
-    if (t->n == t->cap) {
-        t->cap = t->cap ? t->cap * 2 : 64;
-        t->v = sbx_xrealloc(t->v, t->cap * sizeof(*t->v));
-    }
+    SBX_ALLOC_GROW(t->v, t->n + 1, t->cap);
     struct snap_entry *e = &t->v[t->n++];
     memset(e, 0, sizeof(*e));
     e->path = path;

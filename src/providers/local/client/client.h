@@ -65,8 +65,6 @@ struct sbx__local_session {
     int root_fd; /* workspace dir fd from the supervisor, -1 until first use */
     int closed;
     int64_t idle_ms; /* requests: how long the supervisor may answer nobody */
-    /* The state's manifest, parsed at the first chgrp (its users and groups); NULL before. */
-    struct sbx_manifest *accounts;
 };
 
 /* ---- runtime.c: the runtime directory of a sandbox, from the client side ---- */

@@ -21,6 +21,8 @@
 #include "providers/local/isolate/isolate.h"
 #include "providers/local/supervisor/rclone.h"
 #include "sandbox/host/host.h"
+#include "sandbox/manifest/internal.h"
+#include "sandbox/materialize/materialize.h"
 #include "sandbox/session/internal.h"
 #include "sbx/fs.h"
 #include "sbx/hash.h"
@@ -724,6 +726,7 @@ static int start_supervisor(struct create_job *j, struct sbx_error *err)
 {
     j->ls = sbx__local_session_new(j->rundir, j->dir, j->state);
     j->ls->idle_ms = j->c->request_idle_ms;
+    sbx__session_set_manifest(&j->ls->base, j->spec->manifest);
     j->state = NULL;
     struct state_job job = {.dir = j->dir,
                             .state = j->ls->state,

@@ -551,16 +551,11 @@ static int sess_chmod(struct sbx_session *bs, const char *path, mode_t mode, str
 static int sandbox_gid(struct sbx__local_session *s, const char *name, unsigned *out,
                        struct sbx_error *err)
 {
-    const json_t *mj = json_object_get(s->state, "manifest");
-    struct sbx_manifest_load_opts lo = {
-            .base_dir = "/", .flags = SBX_MANIFEST_NO_HOST_CHECKS | SBX_MANIFEST_CONTENT_DIGESTS};
+    const struct sbx_manifest *m = NULL;
     struct sbx_strv users;
-    int rc = 0;
-    /* Parsed once: materialisation asks for every entry with a group. */
-    if (!s->accounts && json_is_object(mj) &&
-        (rc = sbx_manifest_from_json(mj, &lo, &s->accounts, err)) < 0)
+    int rc = sbx__session_manifest(&s->base, &m, err);
+    if (rc < 0)
         return rc;
-    const struct sbx_manifest *m = s->accounts;
     sbx_strv_init(&users);
     if (m)
         sbx_manifest_account_users(m, &users);
@@ -690,7 +685,6 @@ static void sess_free(struct sbx_session *bs)
     sbx_fd_close(&s->root_fd);
     pthread_mutex_destroy(&s->root_lock);
     json_decref(s->state);
-    sbx_manifest_free(s->accounts);
     free(s->dir);
     free(s->rundir);
     free(s->workspace);

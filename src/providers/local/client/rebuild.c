@@ -11,6 +11,7 @@
 
 #include "providers/local/client/client.h"
 #include "sandbox/host/host.h"
+#include "sandbox/manifest/internal.h"
 #include "sandbox/session/internal.h"
 #include "sbx/json.h"
 #include "sbx/manifest.h"

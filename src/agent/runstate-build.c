@@ -1,6 +1,9 @@
-/* The runner's run states: building one from a run, and setting a run up from one. */
+/* Building the runner's run states: one from a live run (sbx__run_state_build), and a run set
+ * up again from one (sbx__run_state_restore). The format itself (parse, check, files) is
+ * runstate.c. */
 #include <string.h>
 
+#include "core/grow.h"
 #include "agent/runner-internal.h"
 #include "sbx/json.h"
 #include "sbx/runstate.h"
@@ -19,10 +22,7 @@ size_t sbx__run_reachable(struct sbx_agent *start, struct sbx_agent ***out)
                 seen = v[k] == t;
             if (seen)
                 continue;
-            if (n == cap) {
-                cap *= 2;
-                v = sbx_xrealloc(v, cap * sizeof(*v));
-            }
+            SBX_ALLOC_GROW(v, n + 1, cap);
             v[n++] = t;
         }
     }

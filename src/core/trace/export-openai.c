@@ -5,25 +5,17 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/dl-curl.h"
+#include "core/trace/export-http.h"
 #include "sbx/buf.h"
 #include "sbx/json.h"
 #include "sbx/time.h"
 #include "sbx/trace-export.h"
 
 struct oai {
-    char *url;
-    char *auth; /* "Authorization: Bearer KEY": zeroed before it is freed */
-    CURL *curl;
-    struct curl_slist *hdrs;
+    struct sbx__trace_post post;
     int trace_sent; /* the trace object went with an earlier batch */
     char trace_hex[2 * SBX_TRACE_ID_LEN + 1];
 };
-
-static size_t discard(char *p, size_t size, size_t nmemb, void *ud)
-{
-    return size * nmemb;
-}
 
 static int zero_id(const uint8_t *p, size_t n)
 {
@@ -118,15 +110,9 @@ static int oai_export(void *data, const struct sbx_span_data *const *spans, size
     json_t *body = json_pack("{s:o}", "data", items);
     char *text = sbx_json_dumps(body, SBX_JSON_COMPACT);
     json_decref(body);
-    CURL *c = o->curl;
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, text);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(text));
-    long status = 0;
-    CURLcode cc = curl_easy_perform(c);
+    int rc = sbx__trace_post(&o->post, text, strlen(text));
     free(text);
-    if (cc == CURLE_OK)
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &status);
-    if (cc != CURLE_OK || status < 200 || status >= 300)
+    if (rc < 0)
         return (int)n;
     o->trace_sent = 1;
     return 0;
@@ -135,55 +121,31 @@ static int oai_export(void *data, const struct sbx_span_data *const *spans, size
 static void oai_close(void *data)
 {
     struct oai *o = data;
-    curl_easy_cleanup(o->curl);
-    curl_slist_free_all(o->hdrs);
-    if (o->auth) {
-        explicit_bzero(o->auth, strlen(o->auth));
-        free(o->auth);
-    }
-    free(o->url);
+    sbx__trace_post_close(&o->post);
     free(o);
 }
 
 int sbx_trace_openai_exporter(const char *url, const char *api_key, int64_t timeout_ms,
                               struct sbx_trace_exporter *out, struct sbx_error *err)
 {
-    if (strncasecmp(url, "http://", 7) != 0 && strncasecmp(url, "https://", 8) != 0)
-        return sbx_error_set(err, SBX_E_INVAL, 0,
-                             "traces endpoint '%s' must be an http:// or https:// URL", url);
+    int rc = sbx__trace_post_check_url("traces endpoint", url, err);
+    if (rc < 0)
+        return rc;
     if (!api_key || !api_key[0])
         return sbx_error_set(err, SBX_E_INVAL, 0,
                              "--trace-openai needs an API key: set OPENAI_API_KEY");
-    int rc = sbx__curl_load(err);
-    if (rc < 0)
-        return rc;
+    /* The key goes only into the handle's headers, which are wiped when it is closed. */
+    char *auth = sbx_xasprintf("Authorization: Bearer %s", api_key);
+    const char *const headers[] = {"Content-Type: application/json", "OpenAI-Beta: traces=v1", auth,
+                                   NULL};
     struct oai *o = sbx_xcalloc(1, sizeof(*o));
-    o->url = sbx_xstrdup(url);
-    o->auth = sbx_xasprintf("Authorization: Bearer %s", api_key);
-    o->curl = curl_easy_init();
-    if (!o->curl) {
-        oai_close(o);
-        return sbx_error_set(err, SBX_E_HTTP, 0, "cannot start an HTTP client");
+    rc = sbx__trace_post_open(&o->post, url, headers, timeout_ms, err);
+    explicit_bzero(auth, strlen(auth));
+    free(auth);
+    if (rc < 0) {
+        free(o);
+        return rc;
     }
-    o->hdrs = curl_slist_append(NULL, "Content-Type: application/json");
-    o->hdrs = curl_slist_append(o->hdrs, "OpenAI-Beta: traces=v1");
-    o->hdrs = curl_slist_append(o->hdrs, o->auth);
-    o->hdrs = curl_slist_append(o->hdrs, "User-Agent: sbx/" SBX_VERSION);
-    o->hdrs = curl_slist_append(o->hdrs, "Expect:");
-    if (!o->hdrs)
-        SBX_BUG("curl_slist_append failed");
-    int64_t t = timeout_ms > 0 ? timeout_ms : 1500;
-    CURL *c = o->curl;
-    curl_easy_setopt(c, CURLOPT_URL, o->url);
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, o->hdrs);
-    curl_easy_setopt(c, CURLOPT_POST, 1L);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, discard);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)t);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, (long)t);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    /* The key must never follow a redirect to another host. */
-    curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 0L);
     *out = (struct sbx_trace_exporter){.name = "openai",
                                        .export_batch = oai_export,
                                        .close = oai_close,
