@@ -573,8 +573,9 @@ static int materialize_entry(struct sbx_session *s, struct undo *u,
     case SBX_ENTRY_AZURE_BLOB_MOUNT:
     case SBX_ENTRY_BOX_MOUNT:
     case SBX_ENTRY_S3_FILES_MOUNT:
-        /* The local provider mounts them while the sandbox starts (docs/internals/mounts.md). */
-        if (s->provider && strcmp(s->provider, "local") == 0)
+        /* A provider with the mounts trait mounts them while the sandbox starts
+         * (docs/internals/mounts.md). */
+        if (sbx__provider_traits(s->provider) & SBX_PROVIDER_MOUNTS)
             return 0;
         return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
                              "%s entries are not supported by the %s provider",
