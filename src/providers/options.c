@@ -175,6 +175,36 @@ static int integer_value(const struct sbx_provider_option *o, const char *name, 
                          name, lo, hi, text);
 }
 
+/* "16M", "16T": bytes with the largest suffix that divides them. */
+static void size_text(long long v, char *buf, size_t size)
+{
+    static const char *const suffix[] = {"", "K", "M", "G", "T"};
+    int k = 0;
+    while (k < 4 && v >= 1024 && v % 1024 == 0) {
+        v /= 1024;
+        k++;
+    }
+    snprintf(buf, size, "%lld%s", v, suffix[k]);
+}
+
+/* A size within the option's bounds (min and max; both 0: any). */
+static int size_value(const struct sbx_provider_option *o, const char *name, long long v,
+                      const char *text, json_t **out, struct sbx_error *err)
+{
+    if ((!o->min && !o->max) || (v >= o->min && v <= o->max)) {
+        *out = json_integer(v);
+        return 0;
+    }
+    char lo[32], hi[32], shown[32];
+    size_text(o->min, lo, sizeof(lo));
+    size_text(o->max, hi, sizeof(hi));
+    if (!text)
+        snprintf(shown, sizeof(shown), "%lld", v);
+    return sbx_error_set(err, SBX_E_INVAL, 0, "%s wants a size from %s to %s%s, not '%s'", name, lo,
+                         hi, o->flags & SBX_OPTION_NONE_OK ? " (or 'none')" : "",
+                         text ? text : shown);
+}
+
 static int cpus_value(const struct sbx_provider_option *o, const char *name, double d,
                       const char *text, json_t **out, struct sbx_error *err)
 {
@@ -258,10 +288,8 @@ static int parse_text(const struct sbx_provider_option *o, const char *name, con
     }
     case SBX_OPTION_SIZE: {
         uint64_t v = 0;
-        if (parse_size(text, &v) == 0 && v > 0) {
-            *out = json_integer((json_int_t)v);
-            return 0;
-        }
+        if (parse_size(text, &v) == 0 && v > 0)
+            return size_value(o, name, (long long)v, text, out, err);
         return sbx_error_set(err, SBX_E_INVAL, 0, "%s wants a size such as 512M%s, not '%s'", name,
                              o->flags & SBX_OPTION_NONE_OK ? ", or 'none'" : "", text);
     }
@@ -342,10 +370,8 @@ static int check_one(const struct sbx_provider_option *o, const char *name, cons
     }
     if ((o->type == SBX_OPTION_INTEGER || o->type == SBX_OPTION_PORT) && json_is_integer(v))
         return integer_value(o, name, json_integer_value(v), NULL, out, err);
-    if (o->type == SBX_OPTION_SIZE && json_is_integer(v) && json_integer_value(v) > 0) {
-        *out = json_incref((json_t *)v);
-        return 0;
-    }
+    if (o->type == SBX_OPTION_SIZE && json_is_integer(v) && json_integer_value(v) > 0)
+        return size_value(o, name, json_integer_value(v), NULL, out, err);
     if (o->type == SBX_OPTION_CPUS && json_is_number(v))
         return cpus_value(o, name, json_number_value(v), NULL, out, err);
     return sbx_error_set(err, SBX_E_INVAL, 0, "%s wants %s, not %s %s", name, type_phrase(o),
@@ -358,8 +384,15 @@ static int check_value(const struct sbx_provider_option *o, const json_t *v, jso
 {
     char name[96];
     snprintf(name, sizeof(name), "option '%s'", o->key);
-    if (!(o->flags & SBX_OPTION_LIST) || !json_is_array(v))
+    if (!(o->flags & SBX_OPTION_LIST))
         return check_one(o, name, v, out, err);
+    if (!json_is_array(v)) { /* one value: a list of one */
+        json_t *one = NULL;
+        int rc = check_one(o, name, v, &one, err);
+        if (rc == 0)
+            *out = json_pack("[o]", one);
+        return rc;
+    }
     if (json_array_size(v) > LIST_MAX)
         return sbx_error_set(err, SBX_E_TOOBIG, 0, "%s has more than %d values", name, LIST_MAX);
     json_t *list = json_array(), *item;
