@@ -336,6 +336,16 @@ static int wants_record(const struct sbx_provider_info *p)
 void cli_record(const struct sbx_provider_info *p, const char *id, const json_t *options)
 {
     struct sbx_error err = SBX_ERROR_INIT;
-    if (wants_record(p) && sbx_sandbox_record_write(p->name, id, options, &err) < 0)
+    json_t *found = NULL, *all;
+    if (!wants_record(p))
+        return;
+    /* What reached it unsaid ($DOCKER_HOST) is written down too: the environment of a later
+     * command may differ. */
+    all = options ? json_deep_copy(options) : json_object();
+    if (sbx_provider_probe(p->name, &found, NULL) == 0)
+        json_object_update_missing(all, found);
+    if (sbx_sandbox_record_write(p->name, id, all, &err) < 0)
         fprintf(stderr, "sbx: warning: %s (commands given only the id may not find it)\n", err.msg);
+    json_decref(found);
+    json_decref(all);
 }

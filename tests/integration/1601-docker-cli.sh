@@ -147,6 +147,13 @@ expect_eq "$(count_in_ps "$id2")" 1 "and once when the engine is also configured
 run env -u DOCKER_HOST "$SBX" sandbox rm "$id2"
 expect_rc 0 "rm by id through the record"
 [ ! -e "$SBX_RECORDS/$id2.json" ] && ok "rm forgets the record" || not_ok "rm forgets the record"
+run "$SBX" sandbox create --provider docker --image "$IMG"
+id4=$(head -n1 "$T/out")
+echo "$id4" >>"$T/ids"
+expect_eq "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["options"])' "$SBX_RECORDS/$id4.json" 2>&1)" \
+    "{'host': 'unix://$H'}" "the engine DOCKER_HOST named is recorded too"
+run env -u DOCKER_HOST "$SBX" sandbox rm "$id4"
+expect_rc 0 "and reaches the sandbox when DOCKER_HOST is gone"
 run env -u DOCKER_HOST "$SBX" sandbox create --provider docker --image "$IMG" --docker-host "unix://$H"
 id3=$(head -n1 "$T/out")
 echo "$id3" >>"$T/ids"
