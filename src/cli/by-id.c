@@ -84,7 +84,9 @@ static int by_record(const char *id, cli_sandbox_op *op, void *data, struct sbx_
     struct sbx_client *c = NULL;
     struct sbx_error e = SBX_ERROR_INIT;
     *rc = sbx_sandbox_record_read(id, &rec, &e);
-    if (*rc == -SBX_E_NOTFOUND)
+    /* Records only shorten the search: one that cannot be read (no descriptor left, a
+     * directory others may write) is looked past, an ambiguous prefix is the answer. */
+    if (*rc < 0 && *rc != -SBX_E_INVAL)
         return 0;
     if (*rc < 0) {
         sbx_error_copy(err, &e);
@@ -92,6 +94,11 @@ static int by_record(const char *id, cli_sandbox_op *op, void *data, struct sbx_
     }
     const char *provider = json_string_value(json_object_get(rec, "provider"));
     *rc = cli_client_with(provider, json_object_get(rec, "options"), &c, &e);
+    if (*rc == -SBX_E_NOTFOUND) {
+        /* A provider this sbx is built without: the record may serve another one. */
+        json_decref(rec);
+        return 0;
+    }
     if (*rc == 0)
         *rc = op(c, id, data, &e);
     if (*rc == -SBX_E_NOTFOUND) {
