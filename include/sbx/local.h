@@ -81,7 +81,10 @@ struct sbx_local_grant {
 #define SBX_LOCAL_DISK_MIN     ((uint64_t)16 << 20) /* 16 MiB */
 #define SBX_LOCAL_DISK_MAX     ((uint64_t)16 << 40) /* 16 TiB */
 
-/* All zero is the default. Strings are borrowed for the duration of sbx_client_new (copied). */
+/* All zero is the default. Strings are borrowed for the duration of sbx_client_new (copied).
+ * Most of them are also the provider's declared options (sbx/provider.h: isolation, network,
+ * memory, pids, cpus, ports, ro, rw, allow_dangerous_grant, port_bind, allow_port, disk, tied),
+ * which sbx_client_new_json takes as JSON. */
 struct sbx_local_options {
     const char *supervisor_path; /* the supervisor program (sbx-supervisor, or an sbx binary,
                                     which serves too); NULL: $SBX_SUPERVISOR, else
