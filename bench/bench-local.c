@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "providers/local/program.h"
 #include "sbx/local.h"
 #include "sbx/manifest.h"
 #include "sbx/session.h"

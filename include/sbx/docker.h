@@ -32,7 +32,9 @@ enum sbx_docker_network {
 /* Limit value meaning "no limit at all". */
 #define SBX_DOCKER_LIMIT_NONE UINT64_MAX
 
-/* All zero is the default. Strings are borrowed for the duration of sbx_client_new (copied). */
+/* All zero is the default. Strings are borrowed for the duration of sbx_client_new (copied).
+ * The provider's declared options (sbx/provider.h: image, host, user, network, memory, pids,
+ * cpus, ports, cap_add, allow_cap_add) are the same, as JSON for sbx_client_new_json. */
 struct sbx_docker_options {
     /* The engine: "unix:///path/to.sock" or an absolute socket path; NULL: $DOCKER_HOST, else
      * unix:///var/run/docker.sock. Other schemes (tcp://, ssh://) are SBX_E_UNSUPPORTED. */

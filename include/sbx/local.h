@@ -81,7 +81,10 @@ struct sbx_local_grant {
 #define SBX_LOCAL_DISK_MIN     ((uint64_t)16 << 20) /* 16 MiB */
 #define SBX_LOCAL_DISK_MAX     ((uint64_t)16 << 40) /* 16 TiB */
 
-/* All zero is the default. Strings are borrowed for the duration of sbx_client_new (copied). */
+/* All zero is the default. Strings are borrowed for the duration of sbx_client_new (copied).
+ * Most of them are also the provider's declared options (sbx/provider.h: isolation, network,
+ * memory, pids, cpus, ports, ro, rw, allow_dangerous_grant, port_bind, allow_port, disk, tied),
+ * which sbx_client_new_json takes as JSON. */
 struct sbx_local_options {
     const char *supervisor_path; /* the supervisor program (sbx-supervisor, or an sbx binary,
                                     which serves too); NULL: $SBX_SUPERVISOR, else
@@ -107,10 +110,6 @@ struct sbx_local_options {
     size_t n_allow_ports;
     /* Host address the port forwarders of an isolated sandbox listen on; NULL: "127.0.0.1". */
     const char *port_bind;
-    /* Test only (the CLI sets it from $SBX_TEST_PROXY_HOSTS, never from a manifest or an agent
-     * file): "name=ip" entries the proxy resolves without DNS, and loopback upstreams allowed.
-     * NULL-terminated; NULL = none. */
-    const char *const *test_proxy_hosts;
     /* Safety bound on create's wait for the supervisor's report; 0: 300 s. The report comes
      * (ok or an error) or the supervisor is dead (its socket closes): create never races a
      * short timer. */
@@ -120,9 +119,6 @@ struct sbx_local_options {
      * concurrent callers, a loaded host) the request waits on, up to a safety bound of 300 s
      * (or this, if longer): a fixed deadline would fail requests queued behind others. */
     int64_t request_idle_ms;
-    /* Test only: the supervisor pauses this long (at most 10 s) before it handles each
-     * request, to make a slow supervisor on purpose. 0: none. */
-    int64_t test_request_delay_ms;
     /* Non-zero: every sandbox this client creates is tied to the calling process. When the
      * process ends, however it ends (SIGKILL included), the supervisor removes the sandbox as
      * rm would: its processes, cgroups, runtime directory and the workspace it made (a given
@@ -140,16 +136,6 @@ struct sbx_local_options {
     uint64_t disk_bytes;
 };
 
-/* The hidden CLI verb "__supervise ID": the supervisor process itself (argv[0] is the verb,
- * argv[1] the sandbox id, shown by ps). The configuration arrives as JSON on stdin; the readiness
- * report (JSON) leaves on stdout. Returns the exit status. Called by the sbx-supervisor
- * program's main, and by the sbx binary, which can serve too. */
-SBX_API int sbx_local_supervise_main(int argc, char **argv);
-
-/* The hidden CLI verb "__isolate-run": a test driver that runs one command in a fresh isolated
- * sandbox and exits with its status (docs/internals/isolation.md). argv[0] is the verb. */
-SBX_API int sbx_local_isolate_run_main(int argc, char **argv);
-
 /* A per-user alternative to the TCP port forwards of sbx_session_resolve_port, which listen on
  * 127.0.0.1 where every local user can connect: a unix socket in the sandbox's runtime
  * directory (0700, the caller's; socket 0600), forwarding to port inside. Only for sandboxes
@@ -159,8 +145,5 @@ SBX_API int sbx_local_isolate_run_main(int argc, char **argv);
  * network, SBX_E_TOOBIG when the runtime path is too long for a socket address (108 bytes). */
 SBX_API int sbx_local_session_port_unix(struct sbx_session *s, int port, char **out_path,
                                         struct sbx_error *err);
-
-/* The name of the hidden verb. */
-#define SBX_LOCAL_SUPERVISE_VERB "__supervise"
 
 #endif

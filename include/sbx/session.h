@@ -486,9 +486,11 @@ struct sbx_create_spec {
     void *progress_data;
 };
 
-/* Make a client for provider ("local"). options: the provider's options struct (for "local",
- * const struct sbx_local_options *), borrowed for the call only; NULL for defaults. *out: caller
- * owns (sbx_client_free). SBX_E_NOTFOUND for an unknown provider. */
+/* Make a client for provider ("local"; NULL: the default one). options: the provider's options
+ * struct (for "local", const struct sbx_local_options *), borrowed for the call only; NULL for
+ * defaults. *out: caller owns (sbx_client_free). SBX_E_NOTFOUND for an unknown provider, naming
+ * the known ones. The same options as JSON, for any provider: sbx_client_new_json
+ * (sbx/provider.h), which also lists the providers, their traits and their options. */
 SBX_API int sbx_client_new(const char *provider, const void *options, struct sbx_client **out,
                            struct sbx_error *err);
 SBX_API void sbx_client_free(struct sbx_client *c);

@@ -8,6 +8,7 @@
 #include "sbx/fs.h"
 #include "sbx/hash.h"
 #include "sbx/json.h"
+#include "sbx/provider.h"
 #include "sbx/runner.h"
 #include "sbx/yaml.h"
 
@@ -134,38 +135,44 @@ static int add_agent_tool(struct sbx_agent_file *f, struct sbx_agent *a, const c
     return rc;
 }
 
-/* The sandbox section: which provider makes the agent's sandboxes, with its options (the
- * names of the sbx sandbox create options; sbx run's options override them). */
+/* The sandbox section: which provider makes the agent's sandboxes (provider; the default
+ * one when absent) and that provider's declared options (sbx/provider.h), checked by the same
+ * table as sbx_client_new_json. The options a provider marks trusted (host paths, weaker
+ * isolation, extra privileges) are the command line's only. sbx run's options override the
+ * section. */
 static int sandbox_section(const json_t *sec, struct sbx_error *err)
 {
-    static const char *const section_keys[] = {"provider", "image",  "host", "user",
-                                               "network",  "memory", "pids", "cpus"};
+    struct sbx_provider_info p;
+    const json_t *pv = json_object_get(sec, "provider");
     const char *k;
-    const json_t *v;
+    json_t *v;
     if (!json_is_object(sec))
         return sbx_error_set(err, SBX_E_INVAL, 0, "field 'sandbox' must be an object");
-    json_object_foreach((json_t *)sec, k, v)
-    {
-        size_t i = 0;
-        while (i < SBX_ARRAY_LEN(section_keys) && strcmp(section_keys[i], k) != 0)
-            i++;
-        if (i == SBX_ARRAY_LEN(section_keys))
-            return sbx_error_set(err, SBX_E_INVAL, 0,
-                                 "field 'sandbox': unknown key '%s' (provider, image, host, user, "
-                                 "network, memory, pids, cpus)",
-                                 k);
-        /* memory: a size ("2G") or bytes; pids: a count; cpus: a number or "none". */
-        int ok = json_is_string(v) || (i >= 5 && json_is_integer(v) && json_integer_value(v) > 0) ||
-                 (i == 7 && json_is_real(v) && json_real_value(v) > 0);
-        if (!ok)
-            return sbx_error_set(err, SBX_E_INVAL, 0, "field 'sandbox': key '%s' has a bad value",
-                                 k);
-    }
-    const char *p = json_string_value(json_object_get(sec, "provider"));
-    if (p && strcmp(p, "local") != 0 && strcmp(p, "docker") != 0)
+    if (pv && !json_is_string(pv))
         return sbx_error_set(err, SBX_E_INVAL, 0,
-                             "field 'sandbox': unknown provider '%s' (local, docker)", p);
-    return 0;
+                             "field 'sandbox': key 'provider' must be a provider's name");
+    int rc = sbx_provider_find(json_string_value(pv), &p, err);
+    json_t *opts = rc == 0 ? json_deep_copy(sec) : NULL;
+    if (opts)
+        json_object_del(opts, "provider");
+    json_object_foreach(opts, k, v)
+    {
+        const struct sbx_provider_option *o = sbx_provider_option(&p, k);
+        if (o && (o->flags & SBX_OPTION_TRUSTED)) {
+            rc = sbx_error_set(err, SBX_E_PERM, 0,
+                               "key '%s' of provider '%s' is trusted host configuration: give it "
+                               "on the command line (%s%s%s)",
+                               k, p.name, o->flag ? "--" : "-o ", o->flag ? o->flag : k,
+                               o->flag ? "" : "=VALUE");
+            break;
+        }
+    }
+    if (rc == 0)
+        rc = sbx_provider_options_check(p.name, opts, NULL, err);
+    json_decref(opts);
+    if (rc < 0)
+        sbx_error_prefix(err, "field 'sandbox'");
+    return rc;
 }
 
 /* Check the shape of the sandbox fields and anchor a manifest path at the agent file. */

@@ -787,7 +787,7 @@ int sbx_sandbox_run_new(const struct sbx_run_config *cfg, struct sbx_sandbox_run
     pthread_mutex_init(&sr->lock, NULL);
     if (cfg->client) {
         sr->client = cfg->client;
-    } else if ((rc = sbx_client_new("local", NULL, &sr->client, err)) < 0) {
+    } else if ((rc = sbx_client_new(NULL, NULL, &sr->client, err)) < 0) {
         goto fail;
     } else {
         sr->own_client = 1;
@@ -1143,7 +1143,7 @@ int sbx_sandbox_run_state_discard(struct sbx_client *client, const json_t *sandb
         return 0;
     if ((rc = check_run_state(sandbox, err)) < 0)
         return rc;
-    if (!client && (rc = sbx_client_new("local", NULL, &own, err)) < 0)
+    if (!client && (rc = sbx_client_new(NULL, NULL, &own, err)) < 0)
         return rc;
     if (!client)
         client = own;

@@ -5,10 +5,11 @@
 
 #include <stdint.h>
 
-#include "sbx/docker.h"
+#include <jansson.h>
+
 #include "sbx/error.h"
-#include "sbx/local.h"
 #include "sbx/model.h"
+#include "sbx/provider.h"
 
 /* Exit statuses shared by every verb. */
 enum {
@@ -20,8 +21,7 @@ enum {
 /* A verb gets argv with argv[0] being the verb name. Returns the process exit status. */
 typedef int cli_verb_fn(int argc, char **argv);
 
-int cmd_run(int argc, char **argv);     /* cmd-run.c */
-int cmd_sandbox(int argc, char **argv); /* cmd-sandbox.c */
+/* ---- common.c: what every verb shares ---- */
 
 /* Print "sbx: <msg>" to stderr and return CLI_FAIL. */
 int cli_fail(const struct sbx_error *err);
@@ -47,64 +47,6 @@ cli_progress_cb *cli_progress_fn(void);
 
 /* A size with an optional K/M/G suffix (powers of 1024). Returns 0 or -1. */
 int cli_parse_size(const char *s, uint64_t *out);
-/* The local sandbox options shared by `sandbox create` and `run`: --isolation, --network,
- * --memory, --pids, --cpus, --ro PATH[:DST], --rw PATH[:DST] at argv[*i] (advancing *i past its
- * value). grants: room for SBX_LOCAL_MAX_GRANTS. Returns 1 when consumed, 0 when argv[*i] is
- * none of them, or CLI_USAGE after printing why. */
-int cli_local_option(int argc, char **argv, int *i, struct sbx_local_options *o,
-                     struct sbx_local_grant *grants);
-/* After the options: apply --allow-dangerous-grant PATH to the grants with that source and warn
- * on stderr for each. Returns CLI_OK, or CLI_USAGE when PATH names no grant. */
-int cli_local_finish(struct sbx_local_options *o, struct sbx_local_grant *grants);
-/* The provider of a new sandbox and its options (`sandbox create`, `run`): --provider
- * local|docker, the local options above, the docker ones (--image, --docker-host, --user,
- * --cap-add, --allow-cap-add); --network, --memory, --pids and --cpus serve both, --network
- * with each provider's modes. Initialise with cli_sandbox_opts_init; never copied (local.grants
- * points into it). */
-struct cli_sandbox_opts {
-    const char *provider; /* as given; NULL: local */
-    struct sbx_local_options local;
-    struct sbx_local_grant grants[SBX_LOCAL_MAX_GRANTS];
-    struct sbx_docker_options docker;
-    const char *caps[SBX_DOCKER_MAX_CAPS];
-    char *network;           /* --network's value (read by cli_sandbox_finish) */
-    const char *local_only;  /* the first local-only option given, for the usage error */
-    const char *docker_only; /* the first docker-only option given */
-};
-void cli_sandbox_opts_init(struct cli_sandbox_opts *o);
-/* An option of a new sandbox at argv[*i] (its value at argv[*i + 1]; argc 1: a flag alone):
- * 1 consumed (*i past its value), 0 none of them, or CLI_USAGE after printing why. */
-int cli_sandbox_option(int argc, char **argv, int *i, struct cli_sandbox_opts *o);
-/* After the options: the provider is known ("unknown provider" lists them), options of the
- * other provider are refused naming them, --network is read, the limits go to the docker
- * options, and cli_local_finish runs. verb as for cli_usage. Returns CLI_OK or CLI_USAGE. */
-int cli_sandbox_finish(struct cli_sandbox_opts *o, const char *verb);
-/* The name of o's provider ("local" or "docker"). */
-const char *cli_sandbox_provider(const struct cli_sandbox_opts *o);
-/* A client of o's provider with its options. */
-int cli_sandbox_client(struct cli_sandbox_opts *o, struct sbx_client **out, struct sbx_error *err);
-
-/* By-id commands (sandbox-provider.c): an id is looked up in the local provider first, then
- * through the docker engine when one is configured (--docker-host, $DOCKER_HOST, or
- * /var/run/docker.sock exists). */
-struct sbx_client;
-struct sbx_session;
-/* --docker-host URL at argv[*i]: 1 consumed, 0 not it, CLI_USAGE without a value. */
-int cli_docker_host_option(int argc, char **argv, int *i, const char *verb);
-/* The engine of by-id commands, or NULL when none is configured. */
-const char *cli_docker_host(void);
-/* A client of provider ("local", "docker") for by-id commands. */
-int cli_client_new(const char *provider, struct sbx_client **out, struct sbx_error *err);
-/* op on the sandbox id through the client of the provider that has it: each provider in turn
- * until op fails with anything but SBX_E_NOTFOUND. *out: that client (caller frees; NULL on
- * failure). */
-typedef int cli_sandbox_op(struct sbx_client *c, const char *id, void *data, struct sbx_error *err);
-int cli_sandbox_by_id(const char *id, cli_sandbox_op *op, void *data, struct sbx_client **out,
-                      struct sbx_error *err);
-/* Attach to sandbox id, whichever provider has it. */
-int cli_sandbox_attach(const char *id, struct sbx_client **c, struct sbx_session **s,
-                       struct sbx_error *err);
-
 struct sbx_strv;
 /* --pass-secret NAME: add NAME to pass after checking it is one of sbx's own credentials
  * (sbx_manifest_harness_credential). Returns 1, or CLI_USAGE after printing why. */
@@ -113,7 +55,92 @@ int cli_pass_secret(const char *name, struct sbx_strv *pass);
 int cli_parse_api(const char *name, enum sbx_model_api *api);
 /* The model name to use: -m's value (given, may be NULL), else $SBX_MODEL, else the default. */
 const char *cli_model_name(const char *given);
+struct sbx_manifest;
+/* --manifest of start and resume: the manifest the sandbox was made from, whose ephemeral
+ * variables a rebuilt sandbox gets again. NULL path: none (*out NULL). */
+int cli_trusted_manifest(const char *path, struct sbx_manifest **out, struct sbx_error *err);
 
+/* ---- options.c: the options of a new sandbox (run, sandbox create, sandbox resume) ---- */
+
+#define CLI_SANDBOX_FLAGS_MAX 128 /* distinct provider flags */
+#define CLI_SANDBOX_GIVEN_MAX 256 /* sandbox options on one command line */
+/* getopt values: --provider, -o/--provider-option, and provider flag i (CLI_SB_FLAG + i). */
+enum { CLI_SB_PROVIDER = 0x1ffe, CLI_SB_OPTION = 0x1fff, CLI_SB_FLAG = 0x2000 };
+/* Modes of cli_sandbox_finish: a new sandbox of `sandbox create` / of `run` (required options
+ * are asked for, naming the agent file's section for run). */
+enum { CLI_SANDBOX_CREATE = 1, CLI_SANDBOX_RUN = 2 };
+
+struct cli_sandbox_arg {
+    int flag;         /* index of the provider flag, -1 for -o KEY=VALUE */
+    const char *text; /* its value (borrowed from argv); NULL for a flag alone */
+};
+/* What the command line says of a new sandbox's provider and options, then (after
+ * cli_sandbox_finish) the provider and its checked options. */
+struct cli_sandbox {
+    const char *provider; /* --provider, NULL: the agent file's, else the default */
+    struct cli_sandbox_arg given[CLI_SANDBOX_GIVEN_MAX];
+    size_t n_given;
+    struct sbx_provider_info info; /* the provider, after finish */
+    json_t *options;               /* its canonical options, after finish; owned */
+};
+void cli_sandbox_init(struct cli_sandbox *sb);
+void cli_sandbox_release(struct cli_sandbox *sb);
+/* The getopt_long table of a command: own (its options, ending with a zero entry) followed by
+ * --provider, --provider-option and every provider flag own does not have; shortopts gets
+ * own_short plus "o:" and the provider flags' short forms. Static storage, rebuilt per call. */
+const struct option *cli_sandbox_longopts(const struct option *own, const char *own_short,
+                                          char *shortopts, size_t size);
+/* getopt_long returned c with arg: 1 when it is a sandbox option (kept in sb), 0 when not,
+ * CLI_USAGE after printing why. */
+int cli_sandbox_getopt(struct cli_sandbox *sb, int c, const char *arg, const char *verb);
+/* After the options: the provider (--provider, else section's, else the default; an unknown
+ * one is a usage error naming the known), section's options when it is that provider's (an
+ * agent file's sandbox: section, may be NULL) under the command line's, each value typed by
+ * the provider's table, a flag of another provider refused naming whose it is, the whole
+ * checked (sbx_provider_options_check), required options asked for (mode), and a warning
+ * printed for each dangerous value. Returns CLI_OK or CLI_USAGE. */
+int cli_sandbox_finish(struct cli_sandbox *sb, const json_t *section, const char *verb, int mode);
+/* The provider's name (after finish). */
+const char *cli_sandbox_provider(const struct cli_sandbox *sb);
+/* Set key (when the provider declares it; value taken) in the finished options: 1 set, 0 not
+ * declared. */
+int cli_sandbox_set(struct cli_sandbox *sb, const char *key, json_t *value);
+/* A client of the finished provider and options. */
+int cli_sandbox_client(const struct cli_sandbox *sb, struct sbx_client **out,
+                       struct sbx_error *err);
+/* Record sandbox id made by provider p with options (canonical), so that a command given only
+ * the id finds it: for a provider that cannot find its sandboxes by itself or needs locator
+ * options to reach them. A failure is a warning on stderr. */
+void cli_record(const struct sbx_provider_info *p, const char *id, const json_t *options);
+
+/* ---- by-id.c: the provider that has a sandbox id ---- */
+
+struct sbx_client;
+struct sbx_session;
+/* A locator flag of a provider (--docker-host URL or --docker-host=URL) at argv[*i]: 1 consumed
+ * (*i past its value), 0 not one, CLI_USAGE after printing why. */
+int cli_locator_arg(int argc, char **argv, int *i, const char *verb);
+/* A client of provider from base options (may be NULL) with the locator flags given. */
+int cli_client_with(const char *provider, const json_t *base, struct sbx_client **out,
+                    struct sbx_error *err);
+/* A client of provider as found here unconfigured (sbx_provider_probe) with the locator flags
+ * given; SBX_E_NOTFOUND when there is nothing to ask, unless asked or a locator flag is. */
+int cli_client_found(const char *provider, int asked, struct sbx_client **out,
+                     struct sbx_error *err);
+/* op on the sandbox id through the client of the provider that has it: the recorded one, else
+ * each provider that lists unconfigured in turn until op fails with anything but
+ * SBX_E_NOTFOUND. *out: that client (caller frees; NULL on failure). */
+typedef int cli_sandbox_op(struct sbx_client *c, const char *id, void *data, struct sbx_error *err);
+int cli_sandbox_by_id(const char *id, cli_sandbox_op *op, void *data, struct sbx_client **out,
+                      struct sbx_error *err);
+/* Attach to sandbox id, whichever provider has it. */
+int cli_sandbox_attach(const char *id, struct sbx_client **c, struct sbx_session **s,
+                       struct sbx_error *err);
+
+/* ---- the verbs ---- */
+
+int cmd_run(int argc, char **argv);          /* cmd-run.c */
+int cmd_sandbox(int argc, char **argv);      /* cmd-sandbox.c */
 int cmd_manifest(int argc, char **argv);     /* cmd-manifest.c */
 int cmd_snapshot(int argc, char **argv);     /* cmd-snapshot.c */
 int cmd_conversation(int argc, char **argv); /* cmd-conversation.c */
@@ -124,6 +151,11 @@ struct sbx_sandbox_run;
 /* After a run's answer was printed: its memory generation (progress on stderr), or with skip
  * none. A failure is a warning on stderr: the run's answer and exit status stand. */
 void cli_memory_after_run(struct sbx_sandbox_run *sr, int skip);
-/* Hidden verbs. */
+
+/* The subcommands of sbx sandbox in files of their own (argv[0] the subcommand). */
+int cmd_sandbox_create(int argc, char **argv);    /* cmd-sandbox-create.c */
+int cmd_sandbox_resume(int argc, char **argv);    /* cmd-sandbox-create.c */
+int cmd_sandbox_ps(int argc, char **argv);        /* cmd-sandbox-ps.c */
+int cmd_sandbox_providers(int argc, char **argv); /* cmd-sandbox-ps.c */
 
 #endif

@@ -18,7 +18,6 @@
 #include "sbx/capability.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
-#include "sbx/local.h"
 #include "sbx/runner.h"
 #include "sbx/runstate.h"
 #include "sbx/sandbox-run.h"
@@ -550,23 +549,6 @@ static void use_run_state(struct cli_run_state *rs, struct sbx_run_config *scfg,
         scfg->run_state_sandbox = sandbox;
 }
 
-int cli_parse_api(const char *name, enum sbx_model_api *api)
-{
-    if (strcmp(name, "responses") == 0)
-        *api = SBX_MODEL_API_RESPONSES;
-    else if (strcmp(name, "chat") == 0)
-        *api = SBX_MODEL_API_CHAT;
-    else
-        return -1;
-    return 0;
-}
-
-const char *cli_model_name(const char *given)
-{
-    const char *name = given ? given : getenv("SBX_MODEL");
-    return name && name[0] ? name : "gpt-4.1";
-}
-
 static int session_probe(struct sbx_client *c, const char *id, void *data, struct sbx_error *err)
 {
     struct sbx_session *s = NULL;
@@ -575,529 +557,526 @@ static int session_probe(struct sbx_client *c, const char *id, void *data, struc
     return rc;
 }
 
-/* The sandbox options of the command line, kept to be applied over an agent file's. */
-struct sandbox_args {
-    char name[24][32];
-    char *value[24]; /* NULL: a flag */
-    size_t n;
-    char *held[8]; /* values made from the agent file */
-    size_t n_held;
-    int done;
+/* ---------------------------------------------------------------------------------------------
+ * The command: parse -> check -> prepare -> build the run configuration -> run -> report */
+
+enum {
+    OPT_BASE = 256,
+    OPT_API,
+    OPT_MAXTURNS,
+    OPT_JSON,
+    OPT_RECORD,
+    OPT_NOSTREAM,
+    OPT_TIMEOUT,
+    OPT_DEADLINE,
+    OPT_RETRIES,
+    OPT_PREVID,
+    OPT_MANIFEST,
+    OPT_SESSION,
+    OPT_SESSION_STATE,
+    OPT_SNAPSHOT,
+    OPT_SNAPOUT,
+    OPT_KEEP,
+    OPT_SHARE,
+    OPT_CONVERSATION,
+    OPT_PASS,
+    OPT_RUNSTATE,
+    OPT_RESUME,
+    OPT_DECISION,
+    OPT_AGENTCHANGE,
+    OPT_NOMEM,
+    OPT_PORT,
+    OPT_TRACE,
 };
 
-static int apply_option(struct cli_sandbox_opts *o, const char *name, char *value)
+/* run's own options; the sandbox's provider and options follow (cli/options.c). */
+static const struct option run_options[] = {
+        {"agent", required_argument, NULL, 'a'},
+        {"model", required_argument, NULL, 'm'},
+        {"base-url", required_argument, NULL, OPT_BASE},
+        {"api", required_argument, NULL, OPT_API},
+        {"max-turns", required_argument, NULL, OPT_MAXTURNS},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"record", required_argument, NULL, OPT_RECORD},
+        {"no-stream", no_argument, NULL, OPT_NOSTREAM},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"deadline", required_argument, NULL, OPT_DEADLINE},
+        {"retries", required_argument, NULL, OPT_RETRIES},
+        {"use-previous-response-id", no_argument, NULL, OPT_PREVID},
+        {"manifest", required_argument, NULL, OPT_MANIFEST},
+        {"session", required_argument, NULL, OPT_SESSION},
+        {"session-state", required_argument, NULL, OPT_SESSION_STATE},
+        {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
+        {"snapshot-out", required_argument, NULL, OPT_SNAPOUT},
+        {"keep", no_argument, NULL, OPT_KEEP},
+        {"share", no_argument, NULL, OPT_SHARE},
+        {"conversation", required_argument, NULL, OPT_CONVERSATION},
+        {"pass-secret", required_argument, NULL, OPT_PASS},
+        {"state", required_argument, NULL, OPT_RUNSTATE},
+        {"resume", required_argument, NULL, OPT_RESUME},
+        {"approve", required_argument, NULL, OPT_DECISION},
+        {"reject", required_argument, NULL, OPT_DECISION},
+        {"reason", required_argument, NULL, OPT_DECISION},
+        {"allow-agent-change", no_argument, NULL, OPT_AGENTCHANGE},
+        {"no-memory-update", no_argument, NULL, OPT_NOMEM},
+        {"port", required_argument, NULL, OPT_PORT},
+        {"trace", required_argument, NULL, OPT_TRACE},
+        {"trace-otlp", required_argument, NULL, OPT_TRACE},
+        {"trace-parent", required_argument, NULL, OPT_TRACE},
+        {"trace-content", no_argument, NULL, OPT_TRACE},
+        {"trace-openai", no_argument, NULL, OPT_TRACE},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+};
+
+/* Everything one `sbx run` holds: what the command line says, then what it made. Released by
+ * run_release whatever step failed. */
+struct run {
+    struct sbx_model_options mopt;
+    struct sbx_run_options ropt;
+    struct sbx_run_config scfg;
+    struct render rd;
+    struct cli_trace trace;
+    struct cli_run_state rs;
+    struct cli_sandbox sb;
+    struct sbx_strv pass;
+    const char *agent_path, *model_name, *session_state_path, *runstate_path, *prompt_arg;
+    int nargs, api_given, no_memory_update, sandbox_done;
+
+    struct sbx_agent_file *file;
+    struct sbx_agent *agent, *own_agent;
+    struct sbx_model *model;
+    struct sbx_run_result *res;
+    struct sbx_sandbox_run *sr;
+    struct sbx_client *client, *port_client;
+    int client_from_options; /* client was made from sb's provider and options */
+    struct sbx_conversation_store *conv;
+    char *prompt;
+    json_t *input, *session_state, *agent_files, *meta;
+    /* A step that returns CLI_FAIL with this set has it printed once, at the end. */
+    struct sbx_error err;
+};
+
+/* One option of run's own (c as getopt_long returned it, name its long name or NULL). Returns
+ * CLI_OK or the status of a usage error it printed. */
+static int run_option(struct run *r, int c, const char *name, const char *arg)
 {
-    char *pair[] = {(char *)name, value};
-    int j = 0, r = cli_sandbox_option(value ? 2 : 1, pair, &j, o);
-    return r == 1 ? CLI_OK : r ? r : cli_usage("run ", "unknown sandbox option '%s'", name);
+    switch (c) {
+    case OPT_PASS:
+        return cli_pass_secret(arg, &r->pass) == 1 ? CLI_OK : CLI_USAGE;
+    case OPT_RUNSTATE:
+        r->runstate_path = arg;
+        return CLI_OK;
+    case OPT_RESUME:
+        r->rs.path = arg;
+        r->rs.resume = 1;
+        return CLI_OK;
+    case OPT_DECISION:
+        return cli_run_state_decision(&r->rs, name, arg) == 1 ? CLI_OK : CLI_USAGE;
+    case OPT_AGENTCHANGE:
+        r->rs.allow_agent_change = 1;
+        return CLI_OK;
+    case 'a':
+        r->agent_path = arg;
+        return CLI_OK;
+    case 'm':
+        r->model_name = arg;
+        return CLI_OK;
+    case OPT_BASE:
+        r->mopt.base_url = arg;
+        return CLI_OK;
+    case OPT_API:
+        if (cli_parse_api(arg, &r->mopt.api) < 0)
+            return cli_usage("run ", "--api must be 'responses' or 'chat', not '%s'", arg);
+        r->api_given = 1;
+        return CLI_OK;
+    case OPT_MAXTURNS:
+        if (parse_count(arg, 1, 1000000, &r->ropt.max_turns) < 0)
+            return cli_usage("run ", "--max-turns must be a positive integer, not '%s'", arg);
+        return CLI_OK;
+    case OPT_JSON:
+        r->rd.json = 1;
+        return CLI_OK;
+    case OPT_RECORD:
+        r->mopt.record_path = arg;
+        return CLI_OK;
+    case OPT_NOSTREAM:
+        r->mopt.no_stream = 1;
+        return CLI_OK;
+    case OPT_PREVID:
+        r->ropt.use_previous_response_id = 1;
+        return CLI_OK;
+    case OPT_NOMEM:
+        r->no_memory_update = 1;
+        return CLI_OK;
+    case OPT_TRACE:
+        cli_trace_option(&r->trace, name, arg);
+        return CLI_OK;
+    default:
+        return -1; /* not one of these */
+    }
 }
 
-/* o from the sandbox section of agent's file (agent NULL: none) under the command line's
- * options: those win, and a --provider other than the file's leaves the file's options out. */
-static int sandbox_options(struct cli_sandbox_opts *o, struct sandbox_args *sa,
-                           const struct sbx_agent *agent)
+/* The options of run's model and sandbox configuration. */
+static int run_config_option(struct run *r, int c, const char *arg)
 {
-    static const char *const keys[][2] = {{"provider", "--provider"}, {"image", "--image"},
-                                          {"host", "--docker-host"},  {"user", "--user"},
-                                          {"network", "--network"},   {"memory", "--memory"},
-                                          {"pids", "--pids"},         {"cpus", "--cpus"}};
-    const json_t *sec = agent ? json_object_get(sbx_agent_sandbox_spec(agent), "sandbox") : NULL;
-    const char *file_provider = json_string_value(json_object_get(sec, "provider"));
-    int rc = CLI_OK;
-    cli_sandbox_opts_init(o);
-    for (size_t i = 0; i < sa->n; i++)
-        if (strcmp(sa->name[i], "--provider") == 0 && file_provider &&
-            strcmp(sa->value[i], file_provider) != 0)
-            sec = NULL;
-    for (size_t k = 0; sec && k < SBX_ARRAY_LEN(keys) && rc == CLI_OK; k++) {
-        const json_t *v = json_object_get(sec, keys[k][0]);
-        if (!v || sa->n_held >= SBX_ARRAY_LEN(sa->held))
-            continue;
-        char *text = json_is_string(v)    ? sbx_xstrdup(json_string_value(v))
-                     : json_is_integer(v) ? sbx_xasprintf("%lld", (long long)json_integer_value(v))
-                                          : sbx_xasprintf("%g", json_real_value(v));
-        sa->held[sa->n_held++] = text;
-        rc = apply_option(o, keys[k][1], text);
+    int n;
+    struct sbx_error err = SBX_ERROR_INIT;
+    switch (c) {
+    case OPT_TIMEOUT:
+        if (sbx_duration_parse_ms(arg, &r->mopt.timeout_ms) < 0 || r->mopt.timeout_ms <= 0)
+            return cli_usage("run ", "--timeout must be a duration like 30s, not '%s'", arg);
+        return CLI_OK;
+    case OPT_DEADLINE:
+        if (sbx_duration_parse_ms(arg, &r->mopt.deadline_ms) < 0 || r->mopt.deadline_ms <= 0)
+            return cli_usage("run ", "--deadline must be a duration like 5m, not '%s'", arg);
+        return CLI_OK;
+    case OPT_RETRIES:
+        if (parse_count(arg, 0, 100, &n) < 0)
+            return cli_usage("run ", "--retries must be an integer 0 to 100, not '%s'", arg);
+        r->mopt.retries = n == 0 ? -1 : n;
+        return CLI_OK;
+    case OPT_MANIFEST:
+        r->scfg.manifest_path = arg;
+        return CLI_OK;
+    case OPT_SESSION:
+        r->scfg.session_id = arg;
+        return CLI_OK;
+    case OPT_SESSION_STATE:
+        r->session_state_path = arg;
+        return CLI_OK;
+    case OPT_SNAPSHOT:
+        r->scfg.snapshot = arg;
+        return CLI_OK;
+    case OPT_SNAPOUT:
+        if (!arg[0])
+            return cli_usage("run ", "--snapshot-out needs 'store' or a file name");
+        r->scfg.snapshot_out = arg;
+        return CLI_OK;
+    case OPT_KEEP:
+        r->scfg.keep = 1;
+        return CLI_OK;
+    case OPT_SHARE:
+        r->scfg.share = 1;
+        return CLI_OK;
+    case OPT_CONVERSATION:
+        if (sbx_conversation_name_check(arg, &err) < 0)
+            return cli_usage("run ", "--conversation: %s", err.msg);
+        r->ropt.conversation = arg;
+        return CLI_OK;
+    case OPT_PORT:
+        if (parse_count(arg, 1, 65535, &n) < 0)
+            return cli_usage("run ", "--port wants a port number 1 to 65535, not '%s'", arg);
+        if (r->rd.nports >= CLI_MAX_PORTS)
+            return cli_usage("run ", "at most %d --port options", CLI_MAX_PORTS);
+        r->rd.ports[r->rd.nports++] = n;
+        return CLI_OK;
+    default:
+        return cli_usage("run ", "invalid option");
     }
-    for (size_t i = 0; i < sa->n && rc == CLI_OK; i++)
-        rc = apply_option(o, sa->name[i], sa->value[i]);
-    if (rc == CLI_OK)
-        rc = cli_sandbox_finish(o, "run ");
-    if (rc == CLI_OK && strcmp(cli_sandbox_provider(o), "docker") == 0 && !o->docker.image)
-        rc = cli_usage("run ", "--provider docker needs --image IMAGE (or image: in the agent "
-                               "file's sandbox: section; an image the engine has: sbx never "
-                               "pulls)");
+}
+
+static int parse_args(struct run *r, int argc, char **argv)
+{
+    char shortopts[64];
+    const struct option *longopts =
+            cli_sandbox_longopts(run_options, "+a:m:h", shortopts, sizeof(shortopts));
+    int c, li = 0, rc = CLI_OK;
+    if (cli_long_options_exact(argc, argv, shortopts, longopts, "run ") != CLI_OK)
+        return CLI_USAGE;
+    optind = 1;
+    while (rc == CLI_OK && (c = getopt_long(argc, argv, shortopts, longopts, &li)) != -1) {
+        const char *name = c > 255 && c == longopts[li].val ? longopts[li].name : NULL;
+        if (c == 'h')
+            return cli_help_print_path("run");
+        if ((rc = cli_sandbox_getopt(&r->sb, c, optarg, "run ")) != 0) {
+            rc = rc == 1 ? CLI_OK : rc;
+            continue;
+        }
+        rc = run_option(r, c, name, optarg);
+        if (rc == -1)
+            rc = run_config_option(r, c, optarg);
+    }
+    r->nargs = argc - optind;
+    r->prompt_arg = optind < argc ? argv[optind] : NULL;
     return rc;
 }
 
-int cmd_run(int argc, char **argv)
+/* The combinations of options: usage errors before anything is read or made. */
+static int check_args(struct run *r)
 {
-    enum {
-        OPT_BASE = 256,
-        OPT_API,
-        OPT_MAXTURNS,
-        OPT_JSON,
-        OPT_RECORD,
-        OPT_NOSTREAM,
-        OPT_TIMEOUT,
-        OPT_DEADLINE,
-        OPT_RETRIES,
-        OPT_PREVID,
-        OPT_MANIFEST,
-        OPT_SESSION,
-        OPT_SESSION_STATE,
-        OPT_SNAPSHOT,
-        OPT_SNAPOUT,
-        OPT_KEEP,
-        OPT_SHARE,
-        OPT_CONVERSATION,
-        OPT_LOCAL,
-        OPT_PASS,
-        OPT_RUNSTATE,
-        OPT_RESUME,
-        OPT_DECISION,
-        OPT_AGENTCHANGE,
-        OPT_NOMEM,
-        OPT_PORT,
-        OPT_TRACE,
-    };
-    static const struct option longopts[] = {
-            {"agent", required_argument, NULL, 'a'},
-            {"model", required_argument, NULL, 'm'},
-            {"base-url", required_argument, NULL, OPT_BASE},
-            {"api", required_argument, NULL, OPT_API},
-            {"max-turns", required_argument, NULL, OPT_MAXTURNS},
-            {"json", no_argument, NULL, OPT_JSON},
-            {"record", required_argument, NULL, OPT_RECORD},
-            {"no-stream", no_argument, NULL, OPT_NOSTREAM},
-            {"timeout", required_argument, NULL, OPT_TIMEOUT},
-            {"deadline", required_argument, NULL, OPT_DEADLINE},
-            {"retries", required_argument, NULL, OPT_RETRIES},
-            {"use-previous-response-id", no_argument, NULL, OPT_PREVID},
-            {"manifest", required_argument, NULL, OPT_MANIFEST},
-            {"session", required_argument, NULL, OPT_SESSION},
-            {"session-state", required_argument, NULL, OPT_SESSION_STATE},
-            {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
-            {"snapshot-out", required_argument, NULL, OPT_SNAPOUT},
-            {"keep", no_argument, NULL, OPT_KEEP},
-            {"share", no_argument, NULL, OPT_SHARE},
-            {"conversation", required_argument, NULL, OPT_CONVERSATION},
-            {"isolation", required_argument, NULL, OPT_LOCAL},
-            {"network", required_argument, NULL, OPT_LOCAL},
-            {"memory", required_argument, NULL, OPT_LOCAL},
-            {"pids", required_argument, NULL, OPT_LOCAL},
-            {"cpus", required_argument, NULL, OPT_LOCAL},
-            {"ro", required_argument, NULL, OPT_LOCAL},
-            {"rw", required_argument, NULL, OPT_LOCAL},
-            {"port-bind", required_argument, NULL, OPT_LOCAL},
-            {"allow-port", required_argument, NULL, OPT_LOCAL},
-            {"allow-dangerous-grant", required_argument, NULL, OPT_LOCAL},
-            {"pass-secret", required_argument, NULL, OPT_PASS},
-            {"disk", required_argument, NULL, OPT_LOCAL},
-            {"provider", required_argument, NULL, OPT_LOCAL},
-            {"image", required_argument, NULL, OPT_LOCAL},
-            {"docker-host", required_argument, NULL, OPT_LOCAL},
-            {"user", required_argument, NULL, OPT_LOCAL},
-            {"cap-add", required_argument, NULL, OPT_LOCAL},
-            {"allow-cap-add", no_argument, NULL, OPT_LOCAL},
-            {"state", required_argument, NULL, OPT_RUNSTATE},
-            {"resume", required_argument, NULL, OPT_RESUME},
-            {"approve", required_argument, NULL, OPT_DECISION},
-            {"reject", required_argument, NULL, OPT_DECISION},
-            {"reason", required_argument, NULL, OPT_DECISION},
-            {"allow-agent-change", no_argument, NULL, OPT_AGENTCHANGE},
-            {"no-memory-update", no_argument, NULL, OPT_NOMEM},
-            {"port", required_argument, NULL, OPT_PORT},
-            {"trace", required_argument, NULL, OPT_TRACE},
-            {"trace-otlp", required_argument, NULL, OPT_TRACE},
-            {"trace-parent", required_argument, NULL, OPT_TRACE},
-            {"trace-content", no_argument, NULL, OPT_TRACE},
-            {"trace-openai", no_argument, NULL, OPT_TRACE},
-            {"help", no_argument, NULL, 'h'},
-            {NULL, 0, NULL, 0},
-    };
-    struct sbx_error err = SBX_ERROR_INIT;
-    struct sbx_model_options mopt = {0};
-    struct sbx_run_options ropt = {0};
-    struct render rd = {0};
-    const char *agent_path = NULL, *model_name = NULL, *session_state_path = NULL;
-    struct sbx_agent_file *file = NULL;
-    struct sbx_agent *agent = NULL, *own_agent = NULL;
-    struct sbx_model *model = NULL;
-    struct sbx_run_result *res = NULL;
-    struct sbx_run_config scfg = {0};
-    struct sbx_sandbox_run *sr = NULL;
-    char *prompt = NULL;
-    json_t *input = NULL, *session_state = NULL, *agent_files = NULL, *meta = NULL;
-    static struct cli_sandbox_opts so;
-    struct sandbox_args sa = {0};
-    struct sbx_client *client = NULL, *port_client = NULL;
-    struct sbx_conversation_store *conv = NULL;
-    struct sbx_strv pass;
-    struct cli_run_state rs;
-    const char *runstate_path = NULL;
-    int rc = CLI_FAIL, c, li = 0, api_given = 0, no_memory_update = 0;
-    struct cli_trace trace = {0};
-
-    if (cli_long_options_exact(argc, argv, "+a:m:h", longopts, "run ") != CLI_OK)
-        return CLI_USAGE;
-    sbx_strv_init(&pass);
-    cli_run_state_init(&rs);
-
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "+a:m:h", longopts, &li)) != -1) {
-        switch (c) {
-        case OPT_LOCAL:
-            if (sa.n >= SBX_ARRAY_LEN(sa.name))
-                return cli_usage("run ", "too many sandbox options");
-            snprintf(sa.name[sa.n], sizeof(sa.name[0]), "--%s", longopts[li].name);
-            sa.value[sa.n++] = optarg;
-            break;
-        case OPT_PASS: {
-            int r = cli_pass_secret(optarg, &pass);
-            if (r != 1) {
-                rc = r;
-                goto out_quiet;
-            }
-            break;
-        }
-        case OPT_RUNSTATE:
-            runstate_path = optarg;
-            break;
-        case OPT_RESUME:
-            rs.path = optarg;
-            rs.resume = 1;
-            break;
-        case OPT_DECISION: {
-            int r = cli_run_state_decision(&rs, longopts[li].name, optarg);
-            if (r != 1) {
-                rc = r;
-                goto out_quiet;
-            }
-            break;
-        }
-        case OPT_AGENTCHANGE:
-            rs.allow_agent_change = 1;
-            break;
-        case 'a':
-            agent_path = optarg;
-            break;
-        case 'm':
-            model_name = optarg;
-            break;
-        case OPT_BASE:
-            mopt.base_url = optarg;
-            break;
-        case OPT_API:
-            if (cli_parse_api(optarg, &mopt.api) < 0)
-                return cli_usage("run ", "--api must be 'responses' or 'chat', not '%s'", optarg);
-            api_given = 1;
-            break;
-        case OPT_MAXTURNS:
-            if (parse_count(optarg, 1, 1000000, &ropt.max_turns) < 0)
-                return cli_usage("run ", "--max-turns must be a positive integer, not '%s'",
-                                 optarg);
-            break;
-        case OPT_JSON:
-            rd.json = 1;
-            break;
-        case OPT_RECORD:
-            mopt.record_path = optarg;
-            break;
-        case OPT_NOSTREAM:
-            mopt.no_stream = 1;
-            break;
-        case OPT_TIMEOUT:
-            if (sbx_duration_parse_ms(optarg, &mopt.timeout_ms) < 0 || mopt.timeout_ms <= 0)
-                return cli_usage("run ", "--timeout must be a duration like 30s, not '%s'", optarg);
-            break;
-        case OPT_DEADLINE:
-            if (sbx_duration_parse_ms(optarg, &mopt.deadline_ms) < 0 || mopt.deadline_ms <= 0)
-                return cli_usage("run ", "--deadline must be a duration like 5m, not '%s'", optarg);
-            break;
-        case OPT_RETRIES: {
-            int n;
-            if (parse_count(optarg, 0, 100, &n) < 0)
-                return cli_usage("run ", "--retries must be an integer 0 to 100, not '%s'", optarg);
-            mopt.retries = n == 0 ? -1 : n;
-            break;
-        }
-        case OPT_PREVID:
-            ropt.use_previous_response_id = 1;
-            break;
-        case OPT_MANIFEST:
-            scfg.manifest_path = optarg;
-            break;
-        case OPT_SESSION:
-            scfg.session_id = optarg;
-            break;
-        case OPT_SESSION_STATE:
-            session_state_path = optarg;
-            break;
-        case OPT_SNAPSHOT:
-            scfg.snapshot = optarg;
-            break;
-        case OPT_SNAPOUT:
-            if (!optarg[0])
-                return cli_usage("run ", "--snapshot-out needs 'store' or a file name");
-            scfg.snapshot_out = optarg;
-            break;
-        case OPT_KEEP:
-            scfg.keep = 1;
-            break;
-        case OPT_SHARE:
-            scfg.share = 1;
-            break;
-        case OPT_CONVERSATION:
-            if (sbx_conversation_name_check(optarg, &err) < 0)
-                return cli_usage("run ", "--conversation: %s", err.msg);
-            ropt.conversation = optarg;
-            break;
-        case OPT_PORT: {
-            int port;
-            if (parse_count(optarg, 1, 65535, &port) < 0) {
-                rc = cli_usage("run ", "--port wants a port number 1 to 65535, not '%s'", optarg);
-                goto out_quiet;
-            }
-            if (rd.nports >= CLI_MAX_PORTS) {
-                rc = cli_usage("run ", "at most %d --port options", CLI_MAX_PORTS);
-                goto out_quiet;
-            }
-            rd.ports[rd.nports++] = port;
-            break;
-        }
-        case OPT_NOMEM:
-            no_memory_update = 1;
-            break;
-        case OPT_TRACE:
-            cli_trace_option(&trace, longopts[li].name, optarg);
-            break;
-        case 'h':
-            return cli_help_print_path("run");
-        default:
-            return cli_usage("run ", "invalid option");
-        }
-    }
-    scfg.pass_secrets = &pass;
-    if (!rd.json)
-        scfg.progress = cli_progress_fn();
-    /* Without an agent file now, so that a usage error comes before anything is read; with one,
-     * under its sandbox section once it is loaded (once only: the parsers cut values). */
-    if (!agent_path && (rc = sandbox_options(&so, &sa, NULL)) != CLI_OK)
-        goto out_quiet;
-    sa.done = !agent_path;
-    rc = CLI_FAIL;
-    if (argc - optind > 1)
+    const struct sbx_run_config *c = &r->scfg;
+    int fresh = r->agent_path || c->manifest_path || r->session_state_path || c->snapshot;
+    /* Without an agent file now, so that a usage error comes before anything is read; with
+     * one, under its sandbox section once it is loaded. */
+    int rc = r->agent_path ? CLI_OK : cli_sandbox_finish(&r->sb, NULL, "run ", CLI_SANDBOX_RUN);
+    r->sandbox_done = !r->agent_path;
+    if (rc != CLI_OK)
+        return rc;
+    if (r->nargs > 1)
         return cli_usage("run ", "give the prompt as one argument (quote it)");
-    if (scfg.manifest_path && scfg.session_id)
+    if (c->manifest_path && c->session_id)
         return cli_usage("run ", "--manifest makes a fresh sandbox; it cannot be used with "
                                  "--session");
-    if (session_state_path && (scfg.session_id || scfg.manifest_path))
+    if (r->session_state_path && (c->session_id || c->manifest_path))
         return cli_usage("run ", "--session-state resumes a sandbox; it cannot be used with %s",
-                         scfg.session_id ? "--session" : "--manifest");
-    if (scfg.snapshot && (scfg.session_id || session_state_path))
+                         c->session_id ? "--session" : "--manifest");
+    if (c->snapshot && (c->session_id || r->session_state_path))
         return cli_usage("run ", "--snapshot makes a fresh sandbox; it cannot be used with %s",
-                         scfg.session_id ? "--session" : "--session-state");
-    if (scfg.keep && scfg.session_id)
+                         c->session_id ? "--session" : "--session-state");
+    if (c->keep && c->session_id)
         return cli_usage("run ", "--keep applies to sandboxes the run creates, not to --session");
-    if (rd.nports && !rs.resume && !agent_path && !scfg.manifest_path && !session_state_path &&
-        !scfg.snapshot && !scfg.session_id)
+    if (r->rd.nports && !r->rs.resume && !fresh && !c->session_id)
         return cli_usage("run ", "--port needs a sandbox: give an agent file (-a), --manifest, "
                                  "--snapshot, --session or --session-state");
-    if (scfg.keep && !rs.resume && !agent_path && !scfg.manifest_path && !session_state_path &&
-        !scfg.snapshot)
+    if (c->keep && !r->rs.resume && !fresh)
         return cli_usage("run ", "--keep needs a sandbox: give an agent file (-a), --manifest, "
                                  "--snapshot or --session-state");
-    if (scfg.snapshot_out && !rs.resume && !agent_path && !scfg.manifest_path &&
-        !session_state_path && !scfg.snapshot && !scfg.session_id)
+    if (c->snapshot_out && !r->rs.resume && !fresh && !c->session_id)
         return cli_usage("run ", "--snapshot-out needs a sandbox: give an agent file (-a), "
                                  "--manifest, --snapshot, --session or --session-state");
-    if ((rc = check_run_state_options(&rs, runstate_path, &scfg, session_state_path,
-                                      argc - optind)) != CLI_OK)
-        goto out_quiet;
-    rc = CLI_FAIL;
-    const char *p = rs.resume ? NULL : argv[optind];
+    return check_run_state_options(&r->rs, r->runstate_path, &r->scfg, r->session_state_path,
+                                   r->nargs);
+}
+
+/* The prompt, the saved state, the run state, the agent and its sandbox options. */
+static int prepare_inputs(struct run *r)
+{
+    const char *p = r->rs.resume ? NULL : r->prompt_arg;
+    int rc;
     if (p && strcmp(p, "-") == 0) {
-        if (read_stdin(&prompt, &err) < 0)
-            goto out;
-        p = prompt;
+        if (read_stdin(&r->prompt, &r->err) < 0)
+            return CLI_FAIL;
+        p = r->prompt;
     }
-    if (p && !p[0]) {
-        rc = cli_usage("run ", "the prompt is empty");
-        goto out;
-    }
+    if (p && !p[0])
+        return cli_usage("run ", "the prompt is empty");
+    r->input = p ? sbx_json_str(p) : NULL;
     /* Read before anything is made, so a bad file leaves nothing behind. */
-    if (session_state_path && read_session_state(session_state_path, &session_state, &err) < 0)
-        goto out;
-    scfg.session_state = session_state;
-    if (rs.path) {
-        if (cli_run_state_prepare(&rs, &err) < 0)
-            goto out;
-        if ((rc = saved_options(&rs, &agent_path, &model_name, &mopt, api_given, &ropt, &scfg)) !=
-            CLI_OK)
-            goto out_quiet;
-        rc = CLI_FAIL;
-        cli_run_state_add_secrets(&rs, &pass);
+    if (r->session_state_path &&
+        read_session_state(r->session_state_path, &r->session_state, &r->err) < 0)
+        return CLI_FAIL;
+    r->scfg.session_state = r->session_state;
+    if (r->rs.path) {
+        if (cli_run_state_prepare(&r->rs, &r->err) < 0)
+            return CLI_FAIL;
+        if ((rc = saved_options(&r->rs, &r->agent_path, &r->model_name, &r->mopt, r->api_given,
+                                &r->ropt, &r->scfg)) != CLI_OK)
+            return rc;
+        cli_run_state_add_secrets(&r->rs, &r->pass);
     }
-
-    if (agent_path) {
-        if (sbx_agent_file_load(agent_path, &file, &err) < 0)
-            goto out;
-        agent = sbx_agent_file_agent(file);
-        if (rs.resume &&
-            sbx_run_state_check_agent_files(rs.doc, file, rs.allow_agent_change, &err) < 0)
-            goto out;
+    if (r->agent_path) {
+        if (sbx_agent_file_load(r->agent_path, &r->file, &r->err) < 0)
+            return CLI_FAIL;
+        r->agent = sbx_agent_file_agent(r->file);
+        if (r->rs.resume && sbx_run_state_check_agent_files(r->rs.doc, r->file,
+                                                            r->rs.allow_agent_change, &r->err) < 0)
+            return CLI_FAIL;
     } else {
-        if (sbx_agent_new("assistant", &own_agent, &err) < 0)
-            goto out;
-        sbx_agent_set_instructions(own_agent, "You are a helpful assistant.");
-        agent = own_agent;
+        if (sbx_agent_new("assistant", &r->own_agent, &r->err) < 0)
+            return CLI_FAIL;
+        sbx_agent_set_instructions(r->own_agent, "You are a helpful assistant.");
+        r->agent = r->own_agent;
     }
-    if (!sa.done && (rc = sandbox_options(&so, &sa, file ? agent : NULL)) != CLI_OK)
-        goto out_quiet;
-    rc = CLI_FAIL;
-    /* Without -m, each agent's own model name is sent; this is the fallback. */
-    const char *name = cli_model_name(model_name);
-    mopt.cancel = &interrupted;
-    mopt.on_wait = on_model_wait;
-    mopt.on_wait_data = &rd;
-    if (sbx_model_new(name, &mopt, &model, &err) < 0)
-        goto out;
-    if (ropt.conversation && sbx_conversation_store_open(NULL, &conv, &err) < 0)
-        goto out;
-    ropt.conversation_store = conv;
+    if (r->sandbox_done)
+        return CLI_OK;
+    const json_t *sec =
+            r->file ? json_object_get(sbx_agent_sandbox_spec(r->agent), "sandbox") : NULL;
+    return cli_sandbox_finish(&r->sb, sec, "run ", CLI_SANDBOX_RUN);
+}
 
+/* The model, the conversation store, the trace, the signals and the event rendering. */
+static int prepare_run(struct run *r)
+{
+    /* Without -m, each agent's own model name is sent; this is the fallback. */
+    const char *name = cli_model_name(r->model_name);
+    r->scfg.pass_secrets = &r->pass;
+    if (!r->rd.json)
+        r->scfg.progress = cli_progress_fn();
+    r->mopt.cancel = &interrupted;
+    r->mopt.on_wait = on_model_wait;
+    r->mopt.on_wait_data = &r->rd;
+    if (sbx_model_new(name, &r->mopt, &r->model, &r->err) < 0)
+        return CLI_FAIL;
+    if (r->ropt.conversation && sbx_conversation_store_open(NULL, &r->conv, &r->err) < 0)
+        return CLI_FAIL;
+    r->ropt.conversation_store = r->conv;
     /* After the secrets are known (the scrubber's list) and before any sandbox exists. */
-    if (cli_trace_start(&trace, &pass, &err) < 0)
-        goto out;
+    if (cli_trace_start(&r->trace, &r->pass, &r->err) < 0)
+        return CLI_FAIL;
     catch_signals(1);
     start_stdout_watch();
-
-    rd.args = json_object();
-    rd.ports_done = json_object();
-    rd.tty_out = isatty(1);
-    rd.tty_err = isatty(2);
-    ropt.model = model;
-    ropt.model_name = model_name && strncmp(model_name, "replay:", 7) != 0 ? model_name : NULL;
-    ropt.stream = 1;
-    ropt.on_event = on_event;
-    ropt.event_data = &rd;
-    ropt.cancel = &interrupted;
-    if (rs.path) {
-        agent_files = file ? sbx_agent_file_sources(file) : NULL;
-        meta = run_meta(agent_path, model_name, &mopt, &ropt, &scfg);
-        use_run_state(&rs, &scfg, &ropt, agent_files, meta);
-        rd.state_file = rs.path;
+    r->rd.args = json_object();
+    r->rd.ports_done = json_object();
+    r->rd.tty_out = isatty(1);
+    r->rd.tty_err = isatty(2);
+    r->ropt.model = r->model;
+    r->ropt.model_name =
+            r->model_name && strncmp(r->model_name, "replay:", 7) != 0 ? r->model_name : NULL;
+    r->ropt.stream = 1;
+    r->ropt.on_event = on_event;
+    r->ropt.event_data = &r->rd;
+    r->ropt.cancel = &interrupted;
+    if (r->rs.path) {
+        r->agent_files = r->file ? sbx_agent_file_sources(r->file) : NULL;
+        r->meta = run_meta(r->agent_path, r->model_name, &r->mopt, &r->ropt, &r->scfg);
+        use_run_state(&r->rs, &r->scfg, &r->ropt, r->agent_files, r->meta);
+        r->rd.state_file = r->rs.path;
     }
-    input = p ? sbx_json_str(p) : NULL;
+    return CLI_OK;
+}
+
+/* The run configuration: which client makes or finds the sandboxes. */
+static int build_config(struct run *r)
+{
+    struct sbx_run_config *c = &r->scfg;
     /* Plain agents run as before; sandbox agents (or any agent, with --session / --manifest)
      * get their sandbox when they first take a turn. */
-    scfg.all_agents = scfg.all_agents || scfg.session_id || scfg.manifest_path ||
-                      session_state_path || scfg.snapshot;
-    int sandboxed = agent_path || scfg.all_agents;
-    if (sandboxed && !scfg.session_id) {
+    c->all_agents = c->all_agents || c->session_id || c->manifest_path || r->session_state_path ||
+                    c->snapshot;
+    int sandboxed = r->agent_path || c->all_agents;
+    const char *sp = json_string_value(json_object_get(r->session_state, "provider"));
+    if (sandboxed && !c->session_id && !r->sb.provider && sp &&
+        strcmp(sp, cli_sandbox_provider(&r->sb)) != 0) {
+        /* A saved sandbox of another provider is resumed through that provider, found as the
+         * by-id commands find it. */
+        if (cli_client_found(sp, 1, &r->client, &r->err) < 0)
+            return CLI_FAIL;
+    } else if (sandboxed && !c->session_id) {
         /* A run that can be continued keeps its sandboxes beyond this process. */
-        so.local.tied = !scfg.keep && !scfg.resumable;
-        /* A saved docker sandbox is resumed through the engine, as by-id commands find it. */
-        const char *sp = json_string_value(json_object_get(session_state, "provider"));
-        if (!so.provider && sp && strcmp(sp, "docker") == 0)
-            so.provider = "docker";
-        if (cli_sandbox_client(&so, &client, &err) < 0)
-            goto out;
-        scfg.client = client;
+        cli_sandbox_set(&r->sb, "tied", json_boolean(!c->keep && !c->resumable));
+        if (cli_sandbox_client(&r->sb, &r->client, &r->err) < 0)
+            return CLI_FAIL;
+        r->client_from_options = 1;
     }
     /* --session ID: through the client of the provider that has it. */
-    if (sandboxed && scfg.session_id) {
-        if (cli_sandbox_by_id(scfg.session_id, session_probe, NULL, &client, &err) < 0)
-            goto out;
-        scfg.client = client;
-    }
-    if (sandboxed && sbx_sandbox_run_new(&scfg, &sr, &err) < 0)
-        goto out;
-    rd.sr = sr;
-    rd.client = client;
-    if (rd.nports && !client && sbx_client_new("local", NULL, &port_client, &err) < 0)
-        goto out;
-    if (port_client)
-        rd.client = port_client;
-    int run_rc = sandboxed ? sbx_sandbox_run(sr, agent, input, &ropt, &res, &err)
-                           : sbx_run(agent, input, &ropt, &res, &err);
-    if (scfg.keep)
-        report_ports(&rd); /* kept sandboxes serve on after the run */
-    for (size_t i = 0; sr && scfg.keep && i < sbx_sandbox_run_count(sr); i++) {
+    if (sandboxed && c->session_id &&
+        cli_sandbox_by_id(c->session_id, session_probe, NULL, &r->client, &r->err) < 0)
+        return CLI_FAIL;
+    c->client = r->client;
+    if (sandboxed && sbx_sandbox_run_new(c, &r->sr, &r->err) < 0)
+        return CLI_FAIL;
+    r->rd.sr = r->sr;
+    r->rd.client = r->client;
+    if (r->rd.nports && !r->client && sbx_client_new(NULL, NULL, &r->port_client, &r->err) < 0)
+        return CLI_FAIL;
+    if (r->port_client)
+        r->rd.client = r->port_client;
+    return CLI_OK;
+}
+
+/* The sandboxes a run leaves running (--keep): told of, and recorded so that their ids find
+ * them later. */
+static void report_kept(struct run *r)
+{
+    struct sbx_sandbox_run *sr = r->sr;
+    report_ports(&r->rd); /* kept sandboxes serve on after the run */
+    for (size_t i = 0; sr && i < sbx_sandbox_run_count(sr); i++) {
         if (!sbx_sandbox_run_created(sr, i))
             continue;
-        if (rd.json) {
-            json_t *o = json_pack("{s:s, s:s, s:s}", "type", "sandbox_kept", "id",
-                                  sbx_sandbox_run_session_id(sr, i), "agent",
-                                  sbx_sandbox_run_agent(sr, i));
+        const char *id = sbx_sandbox_run_session_id(sr, i), *agent = sbx_sandbox_run_agent(sr, i);
+        if (r->rd.json) {
+            json_t *o =
+                    json_pack("{s:s, s:s, s:s}", "type", "sandbox_kept", "id", id, "agent", agent);
             print_json(o);
             json_decref(o);
         }
-        fprintf(stderr, "kept sandbox %s (agent '%s')\n", sbx_sandbox_run_session_id(sr, i),
-                sbx_sandbox_run_agent(sr, i));
+        fprintf(stderr, "kept sandbox %s (agent '%s')\n", id, agent);
+        if (r->client_from_options)
+            cli_record(&r->sb.info, id, r->sb.options);
     }
-    if (sr && scfg.snapshot_out && report_snapshots(sr, scfg.snapshot_out, rd.json) == 0 &&
-        run_rc == 0) {
-        sbx_error_set(&err, SBX_E_INVAL, 0,
+}
+
+/* Run, then report: the answer, kept sandboxes, snapshots, why it stopped. */
+static int run_and_report(struct run *r)
+{
+    int run_rc = r->sr ? sbx_sandbox_run(r->sr, r->agent, r->input, &r->ropt, &r->res, &r->err)
+                       : sbx_run(r->agent, r->input, &r->ropt, &r->res, &r->err);
+    if (r->scfg.keep)
+        report_kept(r);
+    if (r->sr && r->scfg.snapshot_out &&
+        report_snapshots(r->sr, r->scfg.snapshot_out, r->rd.json) == 0 && run_rc == 0) {
+        sbx_error_set(&r->err, SBX_E_INVAL, 0,
                       "--snapshot-out: no sandbox agent took a turn, so there was nothing to "
                       "snapshot");
         run_rc = -SBX_E_INVAL;
     }
     if (run_rc < 0) {
-        sbx_span_set_status(trace.run, 0, err.msg);
-        rc = err.code == SBX_E_MAXTURNS ? CLI_MAXTURNS : CLI_FAIL;
-        cli_fail(&err);
-        if (rs.path)
-            cli_run_state_report_unfinished(&rs);
-        goto out_quiet;
+        sbx_span_set_status(r->trace.run, 0, r->err.msg);
+        int rc = r->err.code == SBX_E_MAXTURNS ? CLI_MAXTURNS : CLI_FAIL;
+        cli_fail(&r->err);
+        sbx_error_clear(&r->err);
+        if (r->rs.path)
+            cli_run_state_report_unfinished(&r->rs);
+        return rc;
     }
-    if (sbx_run_result_interrupted(res)) {
-        cli_run_state_report_waiting(&rs, res);
-        rc = CLI_WAITING;
-        goto out_quiet;
+    if (sbx_run_result_interrupted(r->res)) {
+        cli_run_state_report_waiting(&r->rs, r->res);
+        return CLI_WAITING;
     }
     /* On one terminal the streamed answer is already on screen (a structured one as the model
      * wrote it): printing it again only doubles it. Anywhere else stdout gets it, for scripts. */
-    const char *text = sbx_run_result_text(res);
-    int on_screen = rd.shown && same_terminal() &&
-                    (strcmp(rd.shown, text) == 0 || sbx_run_result_json(res));
-    if (!rd.json && !on_screen) {
-        put_text(stdout, rd.tty_out, text, strlen(text));
+    const char *text = sbx_run_result_text(r->res);
+    int on_screen = r->rd.shown && same_terminal() &&
+                    (strcmp(r->rd.shown, text) == 0 || sbx_run_result_json(r->res));
+    if (!r->rd.json && !on_screen) {
+        put_text(stdout, r->rd.tty_out, text, strlen(text));
         fputc('\n', stdout);
         flush(stdout);
     }
-    if (sr)
-        cli_memory_after_run(sr, no_memory_update);
-    rc = CLI_OK;
-    goto out_quiet;
-out:
-    if (rc == CLI_FAIL && err.code != SBX_OK)
-        cli_fail(&err);
-out_quiet:
+    if (r->sr)
+        cli_memory_after_run(r->sr, r->no_memory_update);
+    return CLI_OK;
+}
+
+static int run_release(struct run *r, int rc)
+{
     catch_signals(0);
-    sbx_run_result_free(res);
-    sbx_sandbox_run_free(sr); /* its sandboxes' removal is part of the run's trace */
-    cli_trace_finish(&trace, NULL);
-    sbx_client_free(client);
-    sbx_conversation_store_free(conv);
-    sbx_model_free(model);
-    sbx_agent_file_free(file);
-    sbx_agent_free(own_agent);
-    json_decref(input);
-    json_decref(session_state);
-    json_decref(agent_files);
-    json_decref(meta);
-    json_decref(rd.args);
-    free(rd.shown);
-    json_decref(rd.ports_done);
-    sbx_client_free(port_client);
-    free(prompt);
+    sbx_run_result_free(r->res);
+    sbx_sandbox_run_free(r->sr); /* its sandboxes' removal is part of the run's trace */
+    cli_trace_finish(&r->trace, NULL);
+    sbx_client_free(r->client);
+    sbx_conversation_store_free(r->conv);
+    sbx_model_free(r->model);
+    sbx_agent_file_free(r->file);
+    sbx_agent_free(r->own_agent);
+    json_decref(r->input);
+    json_decref(r->session_state);
+    json_decref(r->agent_files);
+    json_decref(r->meta);
+    json_decref(r->rd.args);
+    free(r->rd.shown);
+    json_decref(r->rd.ports_done);
+    sbx_client_free(r->port_client);
+    free(r->prompt);
     if (interrupted && interrupted != SIGINT)
         rc = 128 + interrupted;
-    sbx_strv_release(&pass);
-    cli_run_state_release(&rs);
-    for (size_t i = 0; i < sa.n_held; i++)
-        free(sa.held[i]);
+    sbx_strv_release(&r->pass);
+    cli_run_state_release(&r->rs);
+    cli_sandbox_release(&r->sb);
+    free(r);
     return rc;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    struct run *r = sbx_xcalloc(1, sizeof(*r));
+    r->err = (struct sbx_error)SBX_ERROR_INIT;
+    sbx_strv_init(&r->pass);
+    cli_run_state_init(&r->rs);
+    cli_sandbox_init(&r->sb);
+    int rc = parse_args(r, argc, argv);
+    if (rc == CLI_OK)
+        rc = check_args(r);
+    if (rc == CLI_OK)
+        rc = prepare_inputs(r);
+    if (rc == CLI_OK)
+        rc = prepare_run(r);
+    if (rc == CLI_OK)
+        rc = build_config(r);
+    if (rc == CLI_OK)
+        rc = run_and_report(r);
+    if (rc == CLI_FAIL && r->err.code != SBX_OK)
+        cli_fail(&r->err);
+    return run_release(r, rc);
 }

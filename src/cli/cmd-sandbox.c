@@ -1,4 +1,6 @@
-/* sbx sandbox: create, exec, shell, cp, ps, port, rm — local sandboxes with Docker's habits. */
+/* sbx sandbox: the subcommands given a sandbox id (exec, shell, cp, port, rm, snapshot, stop,
+ * start, state) and prune, with Docker's habits; create and resume (the commands that take a
+ * provider's options) are in cmd-sandbox-create.c, ps and providers in cmd-sandbox-ps.c. */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -29,324 +31,6 @@ static int print_json(const json_t *v)
     printf("%s\n", text);
     free(text);
     return CLI_OK;
-}
-
-/* ---------------------------------------------------------------------------------------------
- * create */
-
-int cli_parse_size(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (errno || end == s || s[0] == '-')
-        return -1;
-    unsigned long long mul = 1;
-    if (*end == 'k' || *end == 'K')
-        mul = 1024ull, end++;
-    else if (*end == 'm' || *end == 'M')
-        mul = 1024ull * 1024, end++;
-    else if (*end == 'g' || *end == 'G')
-        mul = 1024ull * 1024 * 1024, end++;
-    if (*end || v > UINT64_MAX / mul)
-        return -1;
-    *out = v * mul;
-    return 0;
-}
-
-/* Split a comma-separated list in place into items (at most max), skipping empty ones. */
-static size_t split_commas(char *s, const char **items, size_t max)
-{
-    size_t n = 0;
-    for (char *p = s; p && *p;) {
-        char *comma = strchr(p, ',');
-        if (comma)
-            *comma = '\0';
-        if (*p && n < max)
-            items[n++] = p;
-        else if (*p)
-            return max + 1;
-        p = comma ? comma + 1 : NULL;
-    }
-    return n;
-}
-
-/* --network allow:a.com,*.b.org (the value is cut in place). $SBX_TEST_PROXY_HOSTS
- * ("name=ip,...") is for the test suite only: it lets the proxy reach a local upstream. */
-static int network_allow(char *list, struct sbx_local_options *o)
-{
-    static const char *domains[SBX_LOCAL_MAX_ALLOW_DOMAINS];
-    static char test_text[4096];
-    static const char *test_hosts[65];
-    size_t n = split_commas(list, domains, SBX_LOCAL_MAX_ALLOW_DOMAINS);
-    if (n == 0)
-        return cli_usage(VERB, "--network allow: wants domains, such as allow:pypi.org,*.pypi.org");
-    if (n > SBX_LOCAL_MAX_ALLOW_DOMAINS)
-        return cli_usage(VERB, "more than %d allowed domains", SBX_LOCAL_MAX_ALLOW_DOMAINS);
-    o->network = SBX_LOCAL_NETWORK_ALLOW;
-    o->allow_domains = domains;
-    o->n_allow_domains = n;
-    const char *t = getenv("SBX_TEST_PROXY_HOSTS");
-    if (t && *t && strlen(t) < sizeof(test_text)) {
-        memcpy(test_text, t, strlen(t) + 1);
-        size_t nt = split_commas(test_text, test_hosts, 64);
-        if (nt <= 64) {
-            test_hosts[nt] = NULL;
-            o->test_proxy_hosts = test_hosts;
-        }
-    }
-    return 1;
-}
-
-/* --allow-dangerous-grant paths, matched against the grant sources by cli_local_finish. */
-static const char *dangerous[SBX_LOCAL_MAX_GRANTS];
-static size_t n_dangerous;
-
-int cli_local_finish(struct sbx_local_options *o, struct sbx_local_grant *grants)
-{
-    for (size_t d = 0; d < n_dangerous; d++) {
-        int found = 0;
-        /* As spelled, or where it leads: refusals name the resolved path. */
-        char *want = realpath(dangerous[d], NULL);
-        for (size_t g = 0; g < o->n_grants; g++) {
-            char *real = want ? realpath(grants[g].src, NULL) : NULL;
-            int same = strcmp(grants[g].src, dangerous[d]) == 0 || (real && !strcmp(real, want));
-            free(real);
-            if (!same)
-                continue;
-            grants[g].dangerous = 1;
-            found = 1;
-        }
-        free(want);
-        if (!found)
-            return cli_usage(VERB, "--allow-dangerous-grant '%s' names no --ro or --rw source",
-                             dangerous[d]);
-        fprintf(stderr,
-                "sbx: warning: grant source '%s' is allowed although it is DANGEROUS: a system "
-                "directory (/proc, /sys, /dev, /run) or unix sockets of host services may let "
-                "the sandbox reach the host\n",
-                dangerous[d]);
-    }
-    return CLI_OK;
-}
-
-int cli_pass_secret(const char *name, struct sbx_strv *pass)
-{
-    if (!sbx_manifest_harness_credential(name))
-        return cli_usage(VERB,
-                         "--pass-secret '%s' is not one of sbx's own credentials "
-                         "(OPENAI_API_KEY); manifests read other variables without it",
-                         name);
-    sbx_strv_push(pass, name);
-    return 1;
-}
-
-int cli_local_option(int argc, char **argv, int *i, struct sbx_local_options *o,
-                     struct sbx_local_grant *grants)
-{
-    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
-    static const char *const names[] = {
-            "--isolation", "--network", "--memory",    "--pids",       "--cpus",
-            "--ro",        "--rw",      "--port-bind", "--allow-port", "--allow-dangerous-grant",
-            "--disk",      NULL};
-    int k = 0;
-    while (names[k] && strcmp(names[k], a) != 0)
-        k++;
-    if (!names[k])
-        return 0;
-    if (!v)
-        return cli_usage(VERB, "option '%s' needs a value", a);
-    (*i)++;
-    uint64_t n = 0;
-    switch (k) {
-    case 0:
-        if (strcmp(v, "none") == 0)
-            o->isolation = SBX_LOCAL_ISOLATION_NONE;
-        else if (strcmp(v, "namespaces") == 0)
-            o->isolation = SBX_LOCAL_ISOLATION_NAMESPACES;
-        else
-            return cli_usage(VERB, "unknown isolation '%s' (namespaces, none)", v);
-        return 1;
-    case 1:
-        if (strcmp(v, "none") == 0)
-            o->network = SBX_LOCAL_NETWORK_NONE;
-        else if (strcmp(v, "full") == 0)
-            o->network = SBX_LOCAL_NETWORK_HOST;
-        else if (strncmp(v, "allow:", 6) == 0)
-            return network_allow(argv[*i] + 6, o);
-        else
-            return cli_usage(VERB, "unknown network mode '%s' (none, full, allow:DOMAINS)", v);
-        return 1;
-    case 2:
-        if (cli_parse_size(v, &n) < 0 || n == 0)
-            return cli_usage(VERB, "--memory wants a size such as 512M, not '%s'", v);
-        o->limits.memory_bytes = n;
-        return 1;
-    case 3:
-        if (cli_parse_size(v, &n) < 0 || n == 0)
-            return cli_usage(VERB, "--pids wants a positive count, not '%s'", v);
-        o->limits.pids = n;
-        return 1;
-    case 4: {
-        char *end;
-        if (strcmp(v, "none") == 0 || strcmp(v, "0") == 0) {
-            o->limits.cpu_millis = SBX_LOCAL_LIMIT_NONE;
-            return 1;
-        }
-        double d = strtod(v, &end);
-        if (*end || end == v || !(d > 0) || d > 4096)
-            return cli_usage(VERB, "--cpus wants a number of CPUs such as 1.5 (or none), not '%s'",
-                             v);
-        o->limits.cpu_millis = (uint64_t)(d * 1000 + 0.5);
-        return 1;
-    }
-    case 7:
-        o->port_bind = v;
-        return 1;
-    case 8: {
-        static int ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
-        char *end;
-        long p = strtol(v, &end, 10);
-        if (*end || end == v || p < 1 || p > 65535)
-            return cli_usage(VERB, "--allow-port wants a port number, not '%s'", v);
-        if (o->n_allow_ports >= SBX_LOCAL_MAX_EXPOSED_PORTS)
-            return cli_usage(VERB, "more than %d allowed ports", SBX_LOCAL_MAX_EXPOSED_PORTS);
-        ports[o->n_allow_ports++] = (int)p;
-        o->allow_ports = ports;
-        return 1;
-    }
-    case 9:
-        if (n_dangerous >= SBX_LOCAL_MAX_GRANTS)
-            return cli_usage(VERB, "more than %d dangerous grants", SBX_LOCAL_MAX_GRANTS);
-        dangerous[n_dangerous++] = v;
-        return 1;
-    case 10:
-        if (strcmp(v, "none") == 0) {
-            o->disk_bytes = SBX_LOCAL_LIMIT_NONE;
-            return 1;
-        }
-        if (cli_parse_size(v, &n) < 0 || n == 0)
-            return cli_usage(VERB, "--disk wants a size such as 8G, or 'none', not '%s'", v);
-        if (n < SBX_LOCAL_DISK_MIN || n > SBX_LOCAL_DISK_MAX)
-            return cli_usage(VERB, "--disk %s is outside %lluM..%lluT", v,
-                             (unsigned long long)(SBX_LOCAL_DISK_MIN >> 20),
-                             (unsigned long long)(SBX_LOCAL_DISK_MAX >> 40));
-        o->disk_bytes = n;
-        return 1;
-    default:
-        if (o->n_grants >= SBX_LOCAL_MAX_GRANTS)
-            return cli_usage(VERB, "more than %d path grants", SBX_LOCAL_MAX_GRANTS);
-        if (v[0] != '/')
-            return cli_usage(VERB, "%s wants an absolute path, not '%s'", a, v);
-        struct sbx_local_grant *g = &grants[o->n_grants++];
-        *g = (struct sbx_local_grant){0};
-        /* PATH[:DST]: argv strings are ours to cut. */
-        char *colon = strchr(argv[*i], ':');
-        if (colon)
-            *colon = '\0';
-        g->src = argv[*i];
-        g->dst = colon ? colon + 1 : NULL;
-        g->writable = k == 6;
-        o->grants = grants;
-        return 1;
-    }
-}
-
-static int cmd_create(int argc, char **argv)
-{
-    const char *manifest_path = NULL;
-    int json = 0;
-    struct sbx_create_spec spec = {.progress = cli_progress_fn()};
-    static struct cli_sandbox_opts so;
-    struct sbx_local_options *opts = &so.local;
-    int ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
-    struct sbx_error err = SBX_ERROR_INIT;
-    struct sbx_client *c = NULL;
-    struct sbx_session *s = NULL;
-    json_t *state = NULL;
-    struct sbx_manifest *m = NULL;
-    struct sbx_strv pass;
-    int rc;
-
-    cli_sandbox_opts_init(&so);
-    sbx_strv_init(&pass);
-    spec.pass_secrets = &pass;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--json") == 0) {
-            json = 1;
-        } else if (strcmp(a, "--pass-secret") == 0 && i + 1 < argc) {
-            if ((rc = cli_pass_secret(argv[++i], &pass)) != 1) {
-                sbx_strv_release(&pass);
-                return rc;
-            }
-        } else if ((strcmp(a, "--manifest") == 0 || strcmp(a, "-m") == 0) && i + 1 < argc) {
-            manifest_path = argv[++i];
-        } else if ((strcmp(a, "--workspace") == 0 || strcmp(a, "-w") == 0) && i + 1 < argc) {
-            spec.workspace = argv[++i];
-        } else if (strcmp(a, "--snapshot") == 0 && i + 1 < argc) {
-            spec.snapshot = argv[++i];
-        } else if (strcmp(a, "--port") == 0 && i + 1 < argc) {
-            char *end;
-            long p = strtol(argv[++i], &end, 10);
-            if (*end || p < 1 || p > 65535)
-                return cli_usage(VERB, "bad port '%s'", argv[i]);
-            if (opts->n_exposed_ports >= SBX_LOCAL_MAX_EXPOSED_PORTS)
-                return cli_usage(VERB, "too many ports");
-            ports[opts->n_exposed_ports++] = (int)p;
-        } else {
-            int r = cli_sandbox_option(argc, argv, &i, &so);
-            if (r == 0)
-                return cli_usage(VERB "create ", "create: unexpected argument '%s'", a);
-            if (r != 1)
-                return r;
-        }
-    }
-    opts->exposed_ports = ports;
-    int docker = strcmp(cli_sandbox_provider(&so), "docker") == 0;
-    if ((rc = cli_sandbox_finish(&so, VERB "create ")) == CLI_OK && docker && !so.docker.image)
-        rc = cli_usage(VERB "create ", "create: --provider docker needs --image IMAGE (an image "
-                                       "the engine has: sbx never pulls)");
-    if (rc != CLI_OK) {
-        sbx_strv_release(&pass);
-        return rc;
-    }
-    if (manifest_path) {
-        rc = sbx_manifest_load_file(manifest_path, NULL, &m, &err);
-        if (rc < 0) {
-            sbx_error_prefix(&err, "manifest '%s'", manifest_path);
-            sbx_strv_release(&pass);
-            return cli_fail(&err);
-        }
-        spec.manifest = m;
-    }
-    rc = cli_sandbox_client(&so, &c, &err);
-    if (rc == 0)
-        rc = sbx_client_create(c, &spec, &s, &err);
-    if (rc == 0)
-        rc = sbx_session_state(s, &state, &err);
-    if (rc == 0 && docker && so.docker.network == SBX_DOCKER_NETWORK_HOST)
-        fprintf(stderr,
-                "sbx: warning: sandbox '%s' has network 'host': DANGEROUS, its commands "
-                "reach everything this host can (local services, metadata endpoints)\n",
-                sbx_session_id(s));
-    if (rc == 0 && !docker && opts->network == SBX_LOCAL_NETWORK_HOST)
-        fprintf(stderr,
-                "sbx: warning: sandbox '%s' has network 'full': DANGEROUS, its commands "
-                "reach everything this host can (local services, metadata endpoints)\n",
-                sbx_session_id(s));
-    if (rc == 0) {
-        if (json)
-            print_json(state);
-        else
-            printf("%s\n", sbx_session_id(s));
-    }
-    json_decref(state);
-    sbx_session_free(s);
-    sbx_client_free(c);
-    sbx_manifest_free(m);
-    sbx_strv_release(&pass);
-    return rc < 0 ? cli_fail(&err) : CLI_OK;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -549,7 +233,7 @@ static int cmd_exec(int argc, char **argv)
                 return exec_usage(VERB, "bad timeout '%s'", argv[i]);
             }
             spec.timeout_ms = ms;
-        } else if ((rc = cli_docker_host_option(argc, argv, &i, VERB "exec ")) != 0) {
+        } else if ((rc = cli_locator_arg(argc, argv, &i, VERB "exec ")) != 0) {
             if (rc != 1) {
                 sbx_strv_release(&env);
                 return EXEC_SBX_FAILED;
@@ -644,7 +328,7 @@ static int cmd_cp(int argc, char **argv)
     int fd = -1, out = -1, rc = 0;
 
     int i = 1;
-    while (i < argc && (rc = cli_docker_host_option(argc, argv, &i, VERB "cp ")) == 1)
+    while (i < argc && (rc = cli_locator_arg(argc, argv, &i, VERB "cp ")) == 1)
         i++;
     if (rc != 0 && rc != 1)
         return rc;
@@ -733,124 +417,7 @@ out:
 }
 
 /* ---------------------------------------------------------------------------------------------
- * ps, port, rm */
-
-/* The sandboxes of provider, each marked with it, appended to list. */
-static int list_provider(const char *provider, int all, json_t *list, struct sbx_error *err)
-{
-    struct sbx_client *c = NULL;
-    json_t *got = NULL, *v;
-    size_t i;
-    int rc = cli_client_new(provider, &c, err);
-    if (rc == 0)
-        rc = all ? sbx_client_list_all(c, &got, err) : sbx_client_list(c, &got, err);
-    /* A provider that keeps no leftovers has only its live ones to show. */
-    if (rc == -SBX_E_UNSUPPORTED && all) {
-        sbx_error_clear(err);
-        rc = sbx_client_list(c, &got, err);
-    }
-    json_array_foreach(got, i, v)
-    {
-        if (!json_object_get(v, "provider"))
-            sbx_json_set(v, "provider", sbx_json_str(provider));
-        json_array_append(list, v);
-    }
-    json_decref(got);
-    sbx_client_free(c);
-    return rc;
-}
-
-static int cmd_ps(int argc, char **argv)
-{
-    struct sbx_error err = SBX_ERROR_INIT;
-    json_t *list = json_array();
-    const char *only = NULL;
-    int json = 0, all = 0, rc = 0;
-    for (int i = 1; i < argc; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
-            json = 1;
-        } else if (strcmp(argv[i], "--all") == 0 || strcmp(argv[i], "-a") == 0) {
-            all = 1;
-        } else if (strcmp(argv[i], "--provider") == 0 && i + 1 < argc) {
-            only = argv[++i];
-            if (strcmp(only, "local") != 0 && strcmp(only, "docker") != 0)
-                rc = cli_usage(VERB "ps ", "ps: unknown provider '%s' (local, docker)", only);
-        } else if ((rc = cli_docker_host_option(argc, argv, &i, VERB "ps ")) == 1) {
-            rc = 0;
-        } else {
-            rc = rc ? rc : cli_usage(VERB "ps ", "ps: unexpected argument '%s'", argv[i]);
-        }
-        if (rc != 0) {
-            json_decref(list);
-            return rc;
-        }
-    }
-    if (!only || strcmp(only, "local") == 0)
-        rc = list_provider("local", all, list, &err);
-    if (rc == 0 && (only ? strcmp(only, "docker") == 0 : cli_docker_host() != NULL)) {
-        struct sbx_error derr = SBX_ERROR_INIT;
-        /* Asked for: a failure. Only found: its engine may be down, the local list stands. */
-        if (list_provider("docker", all, list, &derr) < 0 && !only)
-            fprintf(stderr, "sbx: warning: docker sandboxes not listed: %s\n", derr.msg);
-        else if (derr.code != SBX_OK)
-            rc = sbx_error_copy(&err, &derr);
-    }
-    if (rc == 0) {
-        if (json) {
-            print_json(list);
-        } else {
-            size_t i;
-            json_t *v;
-            if (all)
-                printf("%-16s  %-8s  %-12s  %-24s  %s\n", "ID", "PROVIDER", "STATUS", "CREATED",
-                       "WORKSPACE");
-            else
-                printf("%-16s  %-8s  %-24s  %s\n", "ID", "PROVIDER", "CREATED", "WORKSPACE");
-            json_array_foreach(list, i, v)
-            {
-                const char *created = json_string_value(json_object_get(v, "created"));
-                const char *ws = json_string_value(json_object_get(v, "workspace"));
-                json_t *left = json_object_get(v, "leftovers");
-                const char *status = json_string_value(json_object_get(v, "status"));
-                const char *prov = json_string_value(json_object_get(v, "provider"));
-                char where[160];
-                if (left)
-                    ws = json_string_value(json_object_get(left, "workspace"));
-                if (status && strcmp(status, "stopped") == 0) {
-                    /* Nothing of it runs or has a workspace: its snapshot is what it is. */
-                    const json_t *b = json_object_get(v, "snapshot_bytes");
-                    char size[32] = "size unknown";
-                    if (json_is_integer(b))
-                        snprintf(size, sizeof(size), "%lld bytes",
-                                 (long long)json_integer_value(b));
-                    snprintf(where, sizeof(where), "(stopped: snapshot %.19s, %s)",
-                             json_string_value(json_object_get(v, "snapshot")), size);
-                    ws = where;
-                }
-                if (all)
-                    printf("%-16s  %-8s  %-12s  %-24s  %s\n",
-                           json_string_value(json_object_get(v, "id")), prov ? prov : "-",
-                           status ? status : "-", created ? created : "-", ws ? ws : "-");
-                else
-                    printf("%-16s  %-8s  %-24s  %s\n", json_string_value(json_object_get(v, "id")),
-                           prov ? prov : "-", created ? created : "-", ws ? ws : "-");
-                /* What a sandbox that is not live leaves: one indented line each. */
-                size_t k;
-                json_t *cg;
-                if (left && json_string_value(json_object_get(left, "runtime_dir")))
-                    printf("  runtime_dir %s\n",
-                           json_string_value(json_object_get(left, "runtime_dir")));
-                json_array_foreach(json_object_get(left, "cgroups"), k, cg)
-                        printf("  cgroup %s\n", json_string_value(cg));
-                if (json_is_integer(json_object_get(left, "supervisor_pid")))
-                    printf("  supervisor %lld\n",
-                           (long long)json_integer_value(json_object_get(left, "supervisor_pid")));
-            }
-        }
-    }
-    json_decref(list);
-    return rc < 0 ? cli_fail(&err) : CLI_OK;
-}
+ * port, rm, prune */
 
 static int cmd_port(int argc, char **argv)
 {
@@ -862,7 +429,7 @@ static int cmd_port(int argc, char **argv)
     for (; i < argc; i++) {
         if (strcmp(argv[i], "--unix") == 0)
             unix_sock = 1;
-        else if ((rc = cli_docker_host_option(argc, argv, &i, VERB "port ")) != 1)
+        else if ((rc = cli_locator_arg(argc, argv, &i, VERB "port ")) != 1)
             break;
     }
     if (rc != 0 && rc != 1)
@@ -899,16 +466,23 @@ static int cmd_rm(int argc, char **argv)
     for (i = 1; i < argc && argv[i][0] == '-'; i++) {
         if (strcmp(argv[i], "--keep-workspace") == 0)
             keep = 1;
-        else if ((r = cli_docker_host_option(argc, argv, &i, VERB "rm ")) != 1)
+        else if ((r = cli_locator_arg(argc, argv, &i, VERB "rm ")) != 1)
             return r ? r : cli_usage(VERB "rm ", "rm: unknown option '%s'", argv[i]);
     }
     if (i >= argc)
         return cli_usage(VERB "rm ", "rm: missing sandbox id");
     for (; i < argc; i++) {
-        if (cli_sandbox_by_id(argv[i], remove_op, &keep, &c, &err) < 0)
+        json_t *rec = NULL;
+        if (cli_sandbox_by_id(argv[i], remove_op, &keep, &c, &err) < 0) {
             status = cli_fail(&err);
-        else
+        } else {
             printf("%s\n", argv[i]);
+            /* The record that found it (by the id or a prefix of it) goes with it. */
+            if (sbx_sandbox_record_read(argv[i], &rec, NULL) == 0)
+                (void)sbx_sandbox_record_remove(json_string_value(json_object_get(rec, "id")),
+                                                NULL);
+            json_decref(rec);
+        }
         sbx_client_free(c);
     }
     return status;
@@ -928,9 +502,31 @@ static int cmd_prune(int argc, char **argv)
         else
             return cli_usage(VERB "prune ", "prune: unexpected argument '%s'", argv[i]);
     }
-    int rc = cli_client_new("local", &c, &err);
-    if (rc == 0)
-        rc = sbx_client_prune(c, keep, &removed, &err);
+    /* Each provider that finds its sandboxes here and keeps leftovers of dead ones. */
+    struct sbx_provider_info p;
+    int rc = 0;
+    removed = json_array();
+    for (size_t k = 0; rc == 0 && sbx_provider_at(k, &p) == 0; k++) {
+        json_t *got = NULL;
+        if (!(p.traits & SBX_PROVIDER_LISTS))
+            continue;
+        rc = cli_client_found(p.name, 0, &c, &err);
+        if (rc == -SBX_E_NOTFOUND && !c) { /* nothing of it configured here */
+            rc = 0;
+            sbx_error_clear(&err);
+            continue;
+        }
+        if (rc == 0)
+            rc = sbx_client_prune(c, keep, &got, &err);
+        if (rc == -SBX_E_UNSUPPORTED) {
+            rc = 0;
+            sbx_error_clear(&err);
+        }
+        json_array_extend(removed, got);
+        json_decref(got);
+        sbx_client_free(c);
+        c = NULL;
+    }
     if (rc == 0 && json) {
         print_json(removed);
     } else if (rc == 0) {
@@ -1006,7 +602,7 @@ static int cmd_stop(int argc, char **argv)
     struct sbx_client *c = NULL;
     struct sbx_error err = SBX_ERROR_INIT;
     int status = CLI_OK, i = 1, r = 0;
-    while (i < argc && (r = cli_docker_host_option(argc, argv, &i, VERB "stop ")) == 1)
+    while (i < argc && (r = cli_locator_arg(argc, argv, &i, VERB "stop ")) == 1)
         i++;
     if (r != 0 && r != 1)
         return r;
@@ -1020,19 +616,6 @@ static int cmd_stop(int argc, char **argv)
         sbx_client_free(c);
     }
     return status;
-}
-
-/* --manifest of start and resume: the manifest the sandbox was made from, whose ephemeral
- * variables a rebuilt sandbox gets again. NULL path: none. */
-static int load_trusted_manifest(const char *path, struct sbx_manifest **out, struct sbx_error *err)
-{
-    *out = NULL;
-    if (!path)
-        return 0;
-    int rc = sbx_manifest_load_file(path, NULL, out, err);
-    if (rc < 0)
-        sbx_error_prefix(err, "manifest '%s'", path);
-    return rc;
 }
 
 struct start_data {
@@ -1063,7 +646,7 @@ static int cmd_start(int argc, char **argv)
         } else if ((strcmp(argv[i], "--manifest") == 0 || strcmp(argv[i], "-m") == 0) &&
                    i + 1 < argc) {
             manifest_path = argv[++i];
-        } else if ((rc = cli_docker_host_option(argc, argv, &i, VERB "start ")) != 0) {
+        } else if ((rc = cli_locator_arg(argc, argv, &i, VERB "start ")) != 0) {
             rc = rc == 1 ? CLI_OK : rc;
         } else if (argv[i][0] == '-' || id) {
             rc = cli_usage(VERB "start ", "start: unexpected argument '%s'", argv[i]);
@@ -1078,7 +661,7 @@ static int cmd_start(int argc, char **argv)
         return rc;
     }
     struct sbx_resume_opts ro = {.pass_secrets = &pass, .progress = cli_progress_fn()};
-    int r = load_trusted_manifest(manifest_path, &m, &err);
+    int r = cli_trusted_manifest(manifest_path, &m, &err);
     ro.manifest = m;
     struct start_data sd = {&ro, &s};
     if (r == 0)
@@ -1128,95 +711,27 @@ static int cmd_state(int argc, char **argv)
     return rc < 0 ? cli_fail(&err) : CLI_OK;
 }
 
-static int cmd_resume(int argc, char **argv)
-{
-    struct sbx_local_options opts = {0};
-    struct sbx_local_grant grants[SBX_LOCAL_MAX_GRANTS];
-    struct sbx_error err = SBX_ERROR_INIT;
-    struct sbx_client *c = NULL;
-    struct sbx_session *s = NULL;
-    struct sbx_strv pass;
-    struct sbx_buf text;
-    json_t *state = NULL;
-    struct sbx_manifest *m = NULL;
-    const char *file = NULL, *manifest_path = NULL;
-    int rc = CLI_OK;
-    sbx_strv_init(&pass);
-    for (int i = 1; i < argc && rc == CLI_OK; i++) {
-        const char *a = argv[i];
-        if (strcmp(a, "--pass-secret") == 0 && i + 1 < argc) {
-            if ((rc = cli_pass_secret(argv[++i], &pass)) == 1)
-                rc = CLI_OK;
-        } else if ((strcmp(a, "--manifest") == 0 || strcmp(a, "-m") == 0) && i + 1 < argc) {
-            manifest_path = argv[++i];
-        } else if (strcmp(a, "--ro") == 0 || strcmp(a, "--rw") == 0 ||
-                   strcmp(a, "--allow-dangerous-grant") == 0 || strcmp(a, "--isolation") == 0 ||
-                   strcmp(a, "--network") == 0 || strcmp(a, "--allow-port") == 0 ||
-                   strcmp(a, "--cpus") == 0) {
-            /* The trusted configuration a state cannot grant by itself: host paths, and what
-             * weakens the sandbox (these only accept what the state asks for). */
-            int r = cli_local_option(argc, argv, &i, &opts, grants);
-            rc = r == 1 ? CLI_OK : r;
-        } else if ((a[0] == '-' && a[1]) || file) {
-            rc = cli_usage(VERB "resume ", "resume: unexpected argument '%s'", a);
-        } else {
-            file = a;
-        }
-    }
-    if (rc == CLI_OK && !file)
-        rc = cli_usage(VERB "resume ", "resume: missing state FILE");
-    if (rc == CLI_OK)
-        rc = cli_local_finish(&opts, grants);
-    if (rc != CLI_OK) {
-        sbx_strv_release(&pass);
-        return rc;
-    }
-    sbx_buf_init(&text, SBX_SESSION_STATE_MAX + 1);
-    int fd = strcmp(file, "-") == 0 ? dup(0) : open(file, O_RDONLY | O_CLOEXEC);
-    int r = fd < 0 ? sbx_error_errno(&err, errno, "cannot open '%s'", file)
-                   : sbx_fd_read_all(fd, SBX_SESSION_STATE_MAX, &text, &err);
-    if (fd >= 0)
-        close(fd);
-    if (r == 0)
-        r = sbx_session_state_parse(text.data, text.len, &state, &err);
-    if (r < 0)
-        sbx_error_prefix(&err, "'%s'", file);
-    if (r == 0)
-        r = load_trusted_manifest(manifest_path, &m, &err);
-    struct sbx_resume_opts ro = {
-            .pass_secrets = &pass, .manifest = m, .progress = cli_progress_fn()};
-    /* A docker sandbox's state is resumed through the engine (the local options are moot). */
-    const char *sp = json_string_value(json_object_get(state, "provider"));
-    if (r == 0 && sp && strcmp(sp, "docker") == 0)
-        r = cli_client_new("docker", &c, &err);
-    else if (r == 0)
-        r = sbx_client_new("local", &opts, &c, &err);
-    if (r == 0)
-        r = sbx_client_resume_with(c, state, &ro, &s, &err);
-    if (r == 0)
-        printf("%s\n", sbx_session_id(s));
-    sbx_session_free(s);
-    sbx_client_free(c);
-    sbx_manifest_free(m);
-    json_decref(state);
-    sbx_buf_release(&text);
-    sbx_strv_release(&pass);
-    return r < 0 ? cli_fail(&err) : CLI_OK;
-}
-
 int cmd_sandbox(int argc, char **argv)
 {
     static const struct {
         const char *name;
         cli_verb_fn *fn;
     } subs[] = {
-            {"create", cmd_create}, {"exec", cmd_exec},
-            {"shell", cmd_shell},   {"cp", cmd_cp},
-            {"ps", cmd_ps},         {"ls", cmd_ps},
-            {"port", cmd_port},     {"rm", cmd_rm},
-            {"prune", cmd_prune},   {"snapshot", cmd_take_snapshot},
-            {"stop", cmd_stop},     {"start", cmd_start},
-            {"state", cmd_state},   {"resume", cmd_resume},
+            {"create", cmd_sandbox_create},
+            {"exec", cmd_exec},
+            {"shell", cmd_shell},
+            {"cp", cmd_cp},
+            {"ps", cmd_sandbox_ps},
+            {"ls", cmd_sandbox_ps},
+            {"port", cmd_port},
+            {"rm", cmd_rm},
+            {"prune", cmd_prune},
+            {"snapshot", cmd_take_snapshot},
+            {"stop", cmd_stop},
+            {"start", cmd_start},
+            {"state", cmd_state},
+            {"resume", cmd_sandbox_resume},
+            {"providers", cmd_sandbox_providers},
     };
     if (argc < 2)
         return cli_usage(VERB, "sandbox: missing command");

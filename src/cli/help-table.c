@@ -5,53 +5,21 @@
 
 #include "sbx/common.h"
 
-/* The local sandbox options shared by `sandbox create` and `run` (cli_local_option). */
-#define LOCAL_OPTIONS                                                                              \
-    {0, "isolation", "namespaces|none",                                                            \
-     "namespaces (the default) isolates the sandbox; none runs its commands as host processes"},   \
-            {0, "network", "none|full|allow:DOMAINS",                                              \
-             "none (the default): no network; full: the host's network (DANGEROUS); "              \
-             "allow:a.org,*.b.org lets HTTP(S) to those names through a proxy (ports 80, 443 or "  \
-             "--allow-port)"},                                                                     \
-            {0, "memory", "SIZE", "memory limit, such as 512M"},                                   \
-            {0, "pids", "N", "most processes at once"},                                            \
-            {0, "cpus", "N|none", "CPU limit, such as 1.5 (none: no limit)"},                      \
-            {0, "ro", "PATH[:DST]", "grant the host path PATH read-only (at DST in the sandbox)"}, \
-            {0, "rw", "PATH[:DST]", "grant the host path PATH writable (at DST in the sandbox)"},  \
-            {0, "port-bind", "ADDR", "host address of port forwards (default 127.0.0.1)"},         \
-            {0, "allow-port", "N", "with --network allow: also let this port through the proxy"},  \
-            {0, "disk", "SIZE|none", "workspace size limit (default 8G; needs root)"},             \
-            {0, "allow-dangerous-grant", "PATH",                                                   \
-             "grants of /proc /sys /dev /run or of trees with unix sockets are refused unless "    \
-             "named here"},                                                                        \
-    {                                                                                              \
-        0, "pass-secret", "NAME",                                                                  \
-                "let a manifest's {type: secret, env: NAME} read one of sbx's own credentials "    \
-                "(OPENAI_API_KEY); refused otherwise"                                              \
+/* The options of a new sandbox and the locators of by-id commands come from the providers'
+ * table (help.c expands these markers). */
+#define PROVIDER_OPTIONS                         \
+    {                                            \
+        0, CLI_HELP_PROVIDER_OPTIONS, NULL, NULL \
     }
-
-/* The provider of a new sandbox and the docker options (cli_sandbox_option). */
-#define DOCKER_OPTIONS                                                                             \
-    {0, "provider", "local|docker", "make the sandbox with this provider (default local)"},        \
-            {0, "image", "IMAGE",                                                                  \
-             "docker: the image of the container (required; one the engine has: sbx never "        \
-             "pulls)"},                                                                            \
-            {0, "docker-host", "URL",                                                              \
-             "docker: the engine's socket, unix:///PATH or /PATH (default $DOCKER_HOST, else "     \
-             "/var/run/docker.sock)"},                                                             \
-            {0, "user", "USER", "docker: the user commands run as (default the image's)"},         \
-            {0, "cap-add", "CAP",                                                                  \
-             "docker: a capability beyond the engine's default set (with --allow-cap-add)"},       \
-    {                                                                                              \
-        0, "allow-cap-add", NULL, "docker: accept --cap-add (each widens what the sandbox can do)" \
+#define LOCATOR_OPTIONS                         \
+    {                                           \
+        0, CLI_HELP_LOCATOR_OPTIONS, NULL, NULL \
     }
-
-/* --docker-host of the commands that find a sandbox by id. */
-#define DOCKER_HOST_OPTION                                                                        \
-    {                                                                                             \
-        0, "docker-host", "URL",                                                                  \
-                "also look for docker sandboxes through this engine (default $DOCKER_HOST, else " \
-                "/var/run/docker.sock when it exists)"                                            \
+#define PASS_SECRET                                                                             \
+    {                                                                                           \
+        0, "pass-secret", "NAME",                                                               \
+                "let a manifest's {type: secret, env: NAME} read one of sbx's own credentials " \
+                "(OPENAI_API_KEY); refused otherwise"                                           \
     }
 
 static const struct cli_help_opt top_opts[] = {
@@ -98,8 +66,8 @@ static const struct cli_help_opt run_opts[] = {
         {0, "share", NULL,
          "give every sandbox agent of the run (handoffs) one sandbox instead of one each"},
         {0, "conversation", "NAME", "continue a stored conversation"},
-        LOCAL_OPTIONS,
-        DOCKER_OPTIONS,
+        PASS_SECRET,
+        PROVIDER_OPTIONS,
         {0, "state", "FILE",
          "save the run's state to FILE after every turn (a new file) and keep its sandboxes "
          "until it completes"},
@@ -134,10 +102,9 @@ static const struct cli_help_opt create_opts[] = {
         {0, "snapshot", "FILE|REF",
          "start from a snapshot (an archive or a store reference), then apply the manifest's "
          "ephemeral entries"},
-        {0, "port", "N", "forward this port of the sandbox to the host (repeatable)"},
         {0, "json", NULL, "print the sandbox's state instead of its id"},
-        LOCAL_OPTIONS,
-        DOCKER_OPTIONS,
+        PASS_SECRET,
+        PROVIDER_OPTIONS,
         {'h', "help", NULL, "show this help"},
         {0},
 };
@@ -151,7 +118,7 @@ static const struct cli_help_opt exec_opts[] = {
         {0, "timeout", "SECONDS", "kill the command after this long"},
         {0, "max-output", "BYTES", "most bytes of output kept (not with -i or -t)"},
         {0, "keep-background", NULL, "what the command leaves running lives on until rm"},
-        DOCKER_HOST_OPTION,
+        LOCATOR_OPTIONS,
         {'h', "help", NULL, "show this help"},
         {0},
 };
@@ -159,10 +126,10 @@ static const struct cli_help_opt exec_opts[] = {
 static const struct cli_help_opt ps_opts[] = {
         {'a', "all", NULL, "also dead, suspended and half-created sandboxes, with what they left"},
         {0, "json", NULL, "print JSON"},
-        {0, "provider", "local|docker",
-         "list only this provider's sandboxes (docker: an engine that cannot be reached is an "
-         "error, not a warning)"},
-        DOCKER_HOST_OPTION,
+        {0, "provider", "NAME",
+         "list only this provider's sandboxes (then a server that cannot be reached is an error, "
+         "not a warning)"},
+        LOCATOR_OPTIONS,
         {'h', "help", NULL, "show this help"},
         {0},
 };
@@ -171,14 +138,14 @@ static const struct cli_help_opt port_opts[] = {
         {0, "unix", NULL,
          "print the path of a unix socket only you can reach, forwarding to the port (curl "
          "--unix-socket PATH http://x/)"},
-        DOCKER_HOST_OPTION,
+        LOCATOR_OPTIONS,
         {'h', "help", NULL, "show this help"},
         {0},
 };
 
 static const struct cli_help_opt rm_opts[] = {
         {0, "keep-workspace", NULL, "leave the workspaces in place"},
-        DOCKER_HOST_OPTION,
+        LOCATOR_OPTIONS,
         {'h', "help", NULL, "show this help"},
         {0},
 };
@@ -195,13 +162,13 @@ static const struct cli_help_opt start_opts[] = {
         {'m', "manifest", "FILE",
          "the manifest the sandbox was made from, whose ephemeral variables and mount "
          "credentials (never saved) are set again"},
-        DOCKER_HOST_OPTION,
+        LOCATOR_OPTIONS,
         {'h', "help", NULL, "show this help"},
         {0},
 };
 
 static const struct cli_help_opt by_id_opts[] = {
-        DOCKER_HOST_OPTION,
+        LOCATOR_OPTIONS,
         {'h', "help", NULL, "show this help"},
         {0},
 };
@@ -215,13 +182,13 @@ static const struct cli_help_opt sbstate_opts[] = {
 static const struct cli_help_opt resume_opts[] = {
         {0, "pass-secret", "NAME", "as for create"},
         {'m', "manifest", "FILE", "as for start"},
-        {0, "ro", "PATH[:DST]", "a read-only host path grant (never taken from a state)"},
-        {0, "rw", "PATH[:DST]", "a writable host path grant (never taken from a state)"},
-        {0, "allow-dangerous-grant", "PATH", "as for create"},
-        {0, "isolation", "none", "accept a state that asks for no isolation"},
-        {0, "network", "full|allow:DOMAINS", "accept a state that asks for this network"},
-        {0, "allow-port", "N", "accept a state that allows this port through the proxy"},
-        {0, "cpus", "none", "accept a state without a CPU limit"},
+        PROVIDER_OPTIONS,
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt providers_opts[] = {
+        {0, "json", NULL, "print JSON: name, summary, default, traits and options of each"},
         {'h', "help", NULL, "show this help"},
         {0},
 };
@@ -391,13 +358,8 @@ const struct cli_help cli_help_table[] = {
          "        [--manifest FILE | --session ID | --session-state FILE]\n"
          "        [--snapshot FILE|REF] [--snapshot-out FILE|store]\n"
          "        [--keep] [--share] [--conversation NAME] [PROMPT | -]\n"
-         "        [--isolation namespaces|none] [--network none|full|allow:DOMAINS]\n"
-         "        [--memory SIZE] [--port-bind ADDR] [--allow-port N]...\n"
-         "        [--pids N] [--cpus N|none] [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
-         "        [--allow-dangerous-grant PATH]... [--pass-secret NAME]...\n"
-         "        [--disk SIZE|none] [--state FILE] [--no-memory-update] [--port N]...\n"
-         "        [--provider local|docker] [--image IMAGE] [--docker-host URL]\n"
-         "        [--user USER] [--cap-add CAP]... [--allow-cap-add]\n"
+         "        [--pass-secret NAME]... [--state FILE] [--no-memory-update] [--port N]...\n"
+         "        [--provider NAME] [-o KEY=VALUE]... [provider options]\n"
          "        [--trace FILE] [--trace-otlp URL] [--trace-parent TRACEPARENT]\n"
          "        [--trace-content] [--trace-openai]\n"
          "sbx run --resume FILE [--approve CALL_ID|all]... [--reject CALL_ID\n"
@@ -424,9 +386,10 @@ const struct cli_help cli_help_table[] = {
          "sandbox the run used at its end, before any is removed, into the store (FILE: and "
          "exports the first to FILE), printing 'snapshot sha256:... (agent 'NAME', sandbox ID)' "
          "on stderr for each.\n\n"
-         "The sandboxes are isolated (no network) unless told otherwise; the isolation options "
-         "are those of 'sbx sandbox create', --provider docker --image IMAGE included (or the "
-         "agent file's sandbox: section, which they override). --pass-secret OPENAI_API_KEY "
+         "The sandboxes are isolated (no network) unless told otherwise; their provider and its "
+         "options are those of 'sbx sandbox create' (or the agent file's sandbox: section, "
+         "which they override; a --provider other than the file's leaves the section out). "
+         "--pass-secret OPENAI_API_KEY "
          "lets a manifest's {type: secret, env: OPENAI_API_KEY} read the model's key (refused "
          "otherwise).\n\n"
          "--state FILE saves the run's state to FILE after every turn (a new file) and keeps its "
@@ -462,41 +425,37 @@ const struct cli_help cli_help_table[] = {
 
         {"sandbox", NULL, "sbx sandbox <command> [options]", "create and use sandboxes",
          "Sandboxes with Docker's habits: create one, run commands in it, copy files in and "
-         "out, snapshot, stop, start and remove it. They are local (a supervisor on this host) "
-         "or, with --provider docker, containers of a Docker engine or podman; the commands "
-         "that take an id find either kind.",
+         "out, snapshot, stop, start and remove it. A provider makes them: local (a supervisor "
+         "on this host, the default) or another one chosen with --provider ('sbx sandbox "
+         "providers' lists them); the commands that take an id find the sandbox whichever "
+         "provider has it.",
          help_only, STATUS_COMMON, "run snapshot", 0},
         {"sandbox create", NULL,
          "sbx sandbox create [--manifest FILE] [--workspace DIR] [--snapshot FILE|REF]\n"
-         "                   [--port N]... [--json]\n"
-         "                   [--isolation namespaces|none] [--network none|full|allow:DOMAINS]\n"
-         "                   [--memory SIZE] [--pids N] [--cpus N|none]\n"
-         "                   [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
-         "                   [--port-bind ADDR] [--allow-port N]... [--disk SIZE|none]\n"
-         "                   [--allow-dangerous-grant PATH]... [--pass-secret NAME]...\n"
-         "sbx sandbox create --provider docker --image IMAGE [--docker-host URL]\n"
-         "                   [--user USER] [--network none|bridge|host] [--memory SIZE]\n"
-         "                   [--pids N] [--cpus N|none] [--cap-add CAP]... [--allow-cap-add]\n"
-         "                   [--manifest FILE] [--port N]... [--json]",
+         "                   [--json] [--pass-secret NAME]...\n"
+         "                   [--provider NAME] [-o KEY=VALUE]... [provider options]",
          "create a sandbox and print its id",
-         "Creates a sandbox and prints its id (--json: its state). It is isolated with no "
+         "Creates a sandbox and prints its id (--json: its state). --workspace: a directory of "
+         "this host to use as the workspace (providers whose workspaces are on this host); "
+         "--pass-secret OPENAI_API_KEY lets the manifest read it; --snapshot: start from a "
+         "snapshot (an archive or a store reference), then apply the manifest's ephemeral "
+         "entries.\n\n"
+         "The provider (--provider, default local) takes its own options: each is a flag below, "
+         "labelled with the providers that declare it, or -o KEY=VALUE; a flag of another "
+         "provider is refused naming whose it is. 'sbx sandbox providers' lists every provider "
+         "with its traits and options. The local provider's sandboxes are isolated with no "
          "network unless told otherwise; allow:a.org,*.b.org lets HTTP(S) to those names "
-         "through a proxy (ports 80, 443 or --allow-port); --port-bind: host address of port "
-         "forwards (default 127.0.0.1); grants of /proc /sys /dev /run or of trees with unix "
-         "sockets are refused unless --allow-dangerous-grant PATH; --pass-secret "
-         "OPENAI_API_KEY lets the manifest read it; --disk: workspace size limit (default 8G; "
-         "needs root); --snapshot: start from a snapshot (an archive or a store reference), "
-         "then apply the manifest's ephemeral entries.\n\n"
-         "--provider docker makes the sandbox a container of a Docker engine (or podman's "
-         "Docker-compatible service) from an image it already has (sbx never pulls), with the "
-         "manifest materialised into its workspace; network none unless --network bridge or "
-         "host (DANGEROUS); ports resolve through a relay on 127.0.0.1. The local-only options "
-         "(--isolation, --ro, --rw, --disk, --workspace...) are refused with it.",
+         "through a proxy (ports 80, 443 or --allow-port); grants of /proc /sys /dev /run or of "
+         "trees with unix sockets are refused unless --allow-dangerous-grant PATH; --disk is "
+         "the workspace size limit (default 8G; enforced for root). --provider docker makes "
+         "the sandbox a container of a Docker engine (or podman's Docker-compatible service) "
+         "from an image it already has (sbx never pulls); its ports resolve through a relay on "
+         "127.0.0.1.",
          create_opts, STATUS_COMMON, "sandbox run manifest", CLI_HELP_ANYWHERE},
         {"sandbox exec", NULL,
          "sbx sandbox exec [-t] [-i] [--cwd DIR] [--env KEY=VALUE]... [--user NAME]\n"
          "                 [--timeout SECONDS] [--max-output BYTES] [--keep-background]\n"
-         "                 [--docker-host URL] ID -- CMD...",
+         "                 [locator options] ID -- CMD...",
          "run a command in a sandbox",
          "Runs a command; exits with its status. What it leaves running dies with it unless "
          "--keep-background (then at rm).",
@@ -507,29 +466,30 @@ const struct cli_help cli_help_table[] = {
         {"sandbox shell", NULL, "sbx sandbox shell ID", "an interactive shell on a terminal",
          "Runs /bin/sh -i in the sandbox on a terminal.", help_only,
          "the shell's status; 125 sbx failed.", "sandbox-exec", 0},
-        {"sandbox cp", NULL, "sbx sandbox cp [--docker-host URL] SRC DST", "copy a file in or out",
+        {"sandbox cp", NULL, "sbx sandbox cp [locator options] SRC DST", "copy a file in or out",
          "Copies a file; ID:PATH names a path in a sandbox, exactly one of SRC and DST is one. "
          "'-' is standard input or output.",
          by_id_opts, STATUS_COMMON, "sandbox", 0},
-        {"sandbox ps", "ls",
-         "sbx sandbox ps [--all] [--json] [--provider local|docker] [--docker-host URL]",
+        {"sandbox ps", "ls", "sbx sandbox ps [--all] [--json] [--provider NAME] [locator options]",
          "list sandboxes",
          "Lists live and stopped sandboxes (--all: also dead, suspended and half-created ones, "
-         "with what they left), local ones and those of the docker engine when one is "
-         "configured (PROVIDER column; an engine that does not answer is a warning). 'sbx "
-         "sandbox ls' is the same.",
+         "with what they left), each once with its provider (PROVIDER column): those of every "
+         "provider that finds its sandboxes here unconfigured (local; docker when an engine is "
+         "configured), and those sbx recorded when it made them with another provider or "
+         "options (a server that does not answer is a warning). 'sbx sandbox ls' is the "
+         "same.",
          ps_opts, STATUS_COMMON, "sandbox-prune sandbox", CLI_HELP_ANYWHERE},
         {"sandbox snapshot", NULL, "sbx sandbox snapshot ID [FILE]", "snapshot a workspace",
          "Snapshots the workspace into the store (incremental) and prints its reference; with "
          "FILE also exports it there (tar + zstd).",
          help_only, STATUS_COMMON, "snapshot sandbox-stop", 0},
-        {"sandbox stop", NULL, "sbx sandbox stop [--docker-host URL] ID...",
+        {"sandbox stop", NULL, "sbx sandbox stop [locator options] ID...",
          "snapshot, then end a sandbox",
          "Snapshots, then ends the sandbox: nothing runs, only the snapshot and its state are "
          "kept.",
          by_id_opts, STATUS_COMMON, "sandbox-start sandbox-rm", 0},
         {"sandbox start", NULL,
-         "sbx sandbox start [--pass-secret NAME]... [--manifest FILE] [--docker-host URL] ID",
+         "sbx sandbox start [--pass-secret NAME]... [--manifest FILE] [locator options] ID",
          "bring a stopped sandbox back",
          "Brings a stopped sandbox back: same id, content, manifest, options and limits; "
          "--manifest: the manifest it was made from, whose ephemeral variables and mount "
@@ -541,22 +501,31 @@ const struct cli_help cli_help_table[] = {
          "(--no-snapshot: as it is).",
          sbstate_opts, STATUS_COMMON, "sandbox-resume run", 0},
         {"sandbox resume", NULL,
-         "sbx sandbox resume [--pass-secret NAME]... [--ro PATH[:DST]]... [--rw PATH[:DST]]...\n"
-         "                   [--isolation none] [--network full|allow:DOMAINS]\n"
-         "                   [--allow-port N]... [--cpus none] [--manifest FILE] FILE",
+         "sbx sandbox resume [--pass-secret NAME]... [--manifest FILE]\n"
+         "                   [-o KEY=VALUE]... [provider options] FILE",
          "reconnect to or rebuild the sandbox of a saved state",
          "Reconnects to the sandbox of a saved state (- for stdin) if it runs, else rebuilds it "
-         "from its snapshot; prints the id. Host path grants are never taken from a state, and "
-         "no isolation or more network only when accepted with the same options; --manifest as "
-         "for start.",
+         "from its snapshot; prints the id. The options are those of the state's provider, the "
+         "trusted configuration a state cannot grant by itself: host path grants are never "
+         "taken from a state, and no isolation or more network only when accepted with the "
+         "same options (--isolation none, --network ..., --allow-port, --cpus none); --manifest "
+         "as for start.",
          resume_opts, STATUS_COMMON, "sandbox-state sandbox-start", CLI_HELP_ANYWHERE},
-        {"sandbox port", NULL, "sbx sandbox port [--unix] [--docker-host URL] ID PORT",
+        {"sandbox providers", NULL, "sbx sandbox providers [--json] [NAME]",
+         "list the providers, their traits and options",
+         "Prints every provider sbx has (or NAME): its summary, its traits (what it can do: "
+         "mounts, snapshots, a terminal, ...) and its options, each with its key (-o KEY=VALUE "
+         "and an agent file's sandbox: section), its flag, and whether it is a list, required, "
+         "for the command line only (host paths, weaker isolation) or a locator (what reaches "
+         "its sandboxes again).",
+         providers_opts, STATUS_COMMON, "sandbox-create run", CLI_HELP_ANYWHERE},
+        {"sandbox port", NULL, "sbx sandbox port [--unix] [locator options] ID PORT",
          "the host URL of a sandbox port",
          "Prints the host URL of a port a service listens on (on 127.0.0.1, reachable by every "
          "local user); --unix: the path of a unix socket only you can reach, forwarding to it "
          "(curl --unix-socket PATH http://x/).",
          port_opts, STATUS_COMMON, "sandbox-create", 0},
-        {"sandbox rm", NULL, "sbx sandbox rm [--keep-workspace] [--docker-host URL] ID...",
+        {"sandbox rm", NULL, "sbx sandbox rm [--keep-workspace] [locator options] ID...",
          "remove sandboxes",
          "Stops sandboxes and removes their workspaces (a sandbox that does not answer is "
          "killed; a stopped one's record goes and its snapshot is no longer held).",

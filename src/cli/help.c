@@ -9,6 +9,7 @@
 #include "cli/cli.h"
 #include "cli/help.h"
 #include "sbx/common.h"
+#include "sbx/provider.h"
 
 #define WIDTH           79
 #define OPT_COL         28
@@ -71,6 +72,121 @@ static const struct cli_help *find_path(const char *path)
         if (strcmp(cli_help_table[i].path, path) == 0)
             return &cli_help_table[i];
     return NULL;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * The providers' options, from the registry */
+
+/* The value names of the providers, "local|docker", into buf. */
+static void provider_names(char *buf, size_t size, int with_default)
+{
+    struct sbx_provider_info p;
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; sbx_provider_at(i, &p) == 0 && len < size; i++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%s%s",
+                                i ? (with_default ? ", " : "|") : "", p.name,
+                                i == 0 && with_default ? " (the default)" : "");
+}
+
+static int own_option(const struct cli_help_opt *opts, const char *name)
+{
+    for (const struct cli_help_opt *o = opts; o->short_name || o->long_name; o++)
+        if (o->long_name && o->long_name[0] != '\001' && strcmp(o->long_name, name) == 0)
+            return 1;
+    return 0;
+}
+
+static int same_option(const struct sbx_provider_option *a, const struct sbx_provider_option *b)
+{
+    return b->flag && strcmp(a->flag, b->flag) == 0 && !a->arg == !b->arg &&
+           (!a->arg || strcmp(a->arg, b->arg) == 0) && strcmp(a->help, b->help) == 0;
+}
+
+/* Option o of provider number i is told once for every provider that declares it alike: 0 when
+ * an earlier provider told it, else 1 with their names ("local, docker") in label. */
+static int same_label(size_t i, const struct sbx_provider_option *o, char *label)
+{
+    struct sbx_provider_info q;
+    size_t len = 0;
+    for (size_t j = 0; sbx_provider_at(j, &q) == 0; j++) {
+        for (size_t k = 0; k < q.n_options; k++) {
+            if (!same_option(o, &q.options[k]))
+                continue;
+            if (j < i)
+                return 0;
+            len += (size_t)snprintf(label + len, len < 256 ? 256 - len : 0, "%s%s", len ? ", " : "",
+                                    q.name);
+        }
+    }
+    return 1;
+}
+
+/* Append the entries a marker stands for to out (room for max, *n used). */
+static void expand(const struct cli_help_opt *opts, const char *marker, struct cli_help_opt *out,
+                   size_t max, size_t *n)
+{
+    struct sbx_provider_info p;
+    int locators = strcmp(marker, CLI_HELP_LOCATOR_OPTIONS) == 0;
+    if (!locators && *n + 2 < max) {
+        char names[256];
+        provider_names(names, sizeof(names), 1);
+        out[(*n)++] = (struct cli_help_opt){
+                0, "provider", "NAME",
+                sbx_xasprintf("make the sandbox with this provider: %s ('sbx sandbox providers' "
+                              "lists each with its traits and options)",
+                              names)};
+        out[(*n)++] = (struct cli_help_opt){
+                'o', "provider-option", "KEY=VALUE",
+                "an option of the provider by its key, its value typed by the provider's table "
+                "(repeatable); the flags below are the same options"};
+    }
+    for (size_t i = 0; sbx_provider_at(i, &p) == 0; i++) {
+        for (size_t k = 0; k < p.n_options && *n + 1 < max; k++) {
+            const struct sbx_provider_option *o = &p.options[k];
+            char label[256];
+            if (!o->flag || own_option(opts, o->flag) ||
+                (locators && !(o->flags & SBX_OPTION_LOCATOR)) || !same_label(i, o, label))
+                continue;
+            out[(*n)++] = (struct cli_help_opt){
+                    locators ? 0 : o->short_flag, o->flag,
+                    o->type == SBX_OPTION_BOOL ? NULL : o->arg,
+                    locators ? sbx_xasprintf("%s: also look for the sandbox there: %s", label,
+                                             o->help)
+                             : sbx_xasprintf("%s: %s", label, o->help)};
+        }
+    }
+}
+
+/* h's options with the markers expanded (built once per entry; never freed). */
+static const struct cli_help_opt *opts_of(const struct cli_help *h)
+{
+    static const struct cli_help_opt **cache;
+    size_t idx = (size_t)(h - cli_help_table), max = 256, n = 0;
+    if (!h->opts || idx >= cli_help_count)
+        return h->opts;
+    if (!cache)
+        cache = sbx_xcalloc(cli_help_count, sizeof(*cache));
+    if (cache[idx])
+        return cache[idx];
+    struct cli_help_opt *out = sbx_xcalloc(max + 1, sizeof(*out));
+    for (const struct cli_help_opt *o = h->opts; (o->short_name || o->long_name) && n < max; o++) {
+        if (o->long_name && o->long_name[0] == '\001')
+            expand(h->opts, o->long_name, out, max, &n);
+        else
+            out[n++] = *o;
+    }
+    cache[idx] = out;
+    return out;
+}
+
+/* The option o was listed before it in list (a flag several providers share). */
+static int listed_before(const struct cli_help_opt *list, const struct cli_help_opt *o)
+{
+    for (const struct cli_help_opt *p = list; p < o; p++)
+        if (o->long_name && p->long_name && strcmp(p->long_name, o->long_name) == 0)
+            return 1;
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -169,9 +285,10 @@ int cli_help_print(const struct cli_help *h)
         fputc('\n', stdout);
         wrap(hint, 0, 0);
     }
-    if (h->opts && h->opts[0].long_name) {
+    const struct cli_help_opt *opts = opts_of(h);
+    if (opts && opts[0].long_name) {
         printf("\noptions:\n");
-        for (const struct cli_help_opt *o = h->opts; o->short_name || o->long_name; o++) {
+        for (const struct cli_help_opt *o = opts; o->short_name || o->long_name; o++) {
             char label[96];
             opt_label(o, label, sizeof(label));
             printf("  %s", label);
@@ -265,7 +382,7 @@ int cli_help_intercept(int argc, char **argv, int *rc)
             continue;
         }
         /* The value of an option is not an option, even when it is "-h". */
-        const struct cli_help_opt *o = find_opt(h->opts, a);
+        const struct cli_help_opt *o = find_opt(opts_of(h), a);
         if (o && o->arg && !strchr(a, '='))
             i++;
     }
@@ -416,7 +533,7 @@ static void man_page(FILE *f, const struct cli_help *h)
     roff(f, h->description ? h->description : h->summary, 0);
     if (h->opts && h->opts[0].long_name) {
         fputs(".SH OPTIONS\n", f);
-        man_options(f, h->opts);
+        man_options(f, opts_of(h));
     }
     if (has_children(h)) {
         fputs(".SH COMMANDS\n", f);
@@ -438,7 +555,7 @@ static void man_page(FILE *f, const struct cli_help *h)
             roff(f, c->description ? c->description : c->summary, 0);
             if (c->alias)
                 fprintf(f, ".PP\nAlso called \\fB%s\\fR.\n", c->alias);
-            man_options(f, c->opts);
+            man_options(f, opts_of(c));
             if (c->exit_status && strcmp(c->exit_status, h->exit_status) != 0) {
                 fputs(".PP\nExit status: ", f);
                 roff(f, c->exit_status, 0);
@@ -503,10 +620,13 @@ static void words_of(const struct cli_help *parent)
     }
 }
 
-static void opts_of(const struct cli_help *h)
+static void option_words(const struct cli_help *h)
 {
     const char *sep = "";
-    for (const struct cli_help_opt *o = h->opts; o && (o->short_name || o->long_name); o++) {
+    const struct cli_help_opt *opts = opts_of(h);
+    for (const struct cli_help_opt *o = opts; o && (o->short_name || o->long_name); o++) {
+        if (listed_before(opts, o))
+            continue;
         if (o->long_name)
             printf("%s--%s", sep, o->long_name);
         sep = " ";
@@ -544,7 +664,7 @@ static int gen_bash(void)
             shq(alias);
         }
         printf(") echo \"");
-        opts_of(h);
+        option_words(h);
         printf("\" ;;\n");
     }
     printf("    esac\n}\n\n"
@@ -659,8 +779,11 @@ static int gen_zsh(void)
             shq(alias);
         }
         printf(")\n        items=(");
-        for (const struct cli_help_opt *o = h->opts; o && (o->short_name || o->long_name); o++) {
+        const struct cli_help_opt *opts = opts_of(h);
+        for (const struct cli_help_opt *o = opts; o && (o->short_name || o->long_name); o++) {
             char item[512];
+            if (listed_before(opts, o))
+                continue;
             if (o->long_name) {
                 snprintf(item, sizeof(item), "--%s:%s", o->long_name, o->text);
                 printf(" ");
@@ -691,7 +814,10 @@ static int gen_options(void)
 {
     for (size_t i = 0; i < cli_help_count; i++) {
         const struct cli_help *h = &cli_help_table[i];
-        for (const struct cli_help_opt *o = h->opts; o && (o->short_name || o->long_name); o++) {
+        const struct cli_help_opt *opts = opts_of(h);
+        for (const struct cli_help_opt *o = opts; o && (o->short_name || o->long_name); o++) {
+            if (listed_before(opts, o))
+                continue;
             if (o->long_name)
                 printf("%s\t--%s\t%s\n", h->path, o->long_name, o->arg ? o->arg : "-");
             if (o->short_name)

@@ -14,6 +14,13 @@ struct cli_help_opt {
     const char *text;
 };
 
+/* In a list of options, an entry with one of these as its long name stands for options made
+ * from the providers' table (help.c expands it): the options of a new sandbox (--provider,
+ * -o/--provider-option, and every provider's flags, each labelled with its provider), or the
+ * locator flags of the commands given a sandbox id (--docker-host). */
+#define CLI_HELP_PROVIDER_OPTIONS "\001provider-options"
+#define CLI_HELP_LOCATOR_OPTIONS  "\001locators"
+
 enum {
     /* The parser takes options anywhere on the line, not only before the first operand. */
     CLI_HELP_ANYWHERE = 1,

@@ -4,9 +4,12 @@
  * named sbx__provider_<NAME>, in its own folder (docs/internals/providers.md). */
 #include "sandbox/provider.h"
 
+/* clang-format off */
 #define SBX__PROVIDER_LIST(X) \
     X(local)                  \
-    X(docker)
+    X(docker)                 \
+    /* a new provider: one line above this one */
+/* clang-format on */
 
 #define SBX__DECLARE(name) extern const struct sbx__provider_def sbx__provider_##name;
 #define SBX__ENTRY(name)   &sbx__provider_##name,

@@ -1,10 +1,10 @@
 /* sbx: the provider interface, private to the source tree (never installed).
  *
- * Every provider lives in a leaf folder of its own under src/sandbox/ (local/, docker/) and
- * implements the vtables below; the provider-independent half (session/, manifest/,
- * materialize/, snapshot/) is written once over them. A provider makes itself known with one
- * struct sbx__provider_def, listed in the registry's table (session/registry.c): nothing
- * outside a provider's folder includes that provider's own headers. */
+ * Every provider lives in a leaf folder of its own under src/providers/ (local/, docker/) and
+ * implements the vtables below; the provider-independent half (src/sandbox/: session/,
+ * manifest/, materialize/, snapshot/) is written once over them. A provider makes itself known
+ * with one struct sbx__provider_def, listed in the registry's table (src/providers/table.c):
+ * nothing outside a provider's folder includes that provider's own headers. */
 #ifndef SBX_SANDBOX_PROVIDER_H
 #define SBX_SANDBOX_PROVIDER_H
 
@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "sbx/progress.h"
+#include "sbx/provider.h"
 #include "sbx/session.h"
 
 /* ---------------------------------------------------------------------------------------------
@@ -127,17 +128,47 @@ struct sbx_client {
     const char *provider;
 };
 
-/* One provider, as the registry knows it. */
+/* A hidden entry point of a program (a sandbox's supervisor, a test driver) that sbx runs
+ * when its first argument is verb ("__supervise"); argv[0] is the verb. */
+struct sbx__program {
+    const char *verb;
+    int (*main)(int argc, char **argv);
+};
+
+/* One provider, as the registry knows it (providers/table.c lists them). Required: name,
+ * summary, client_new, client_new_json, check_state; options may be NULL (none declared). */
 struct sbx__provider_def {
-    const char *name; /* "local", "docker" */
-    /* A client with the provider's options struct (NULL: defaults). */
+    const char *name;    /* "local", "docker": sbx_client_new("local", ...) */
+    const char *summary; /* one line for `sbx sandbox providers` and the help */
+    unsigned traits;     /* enum sbx_provider_trait (sbx/provider.h) */
+    /* The declared options, ending with an entry whose key is NULL. */
+    const struct sbx_provider_option *options;
+    /* A client with the provider's typed options struct (NULL: defaults). */
     int (*client_new)(const void *opts, struct sbx_client **out, struct sbx_error *err);
+    /* A client from declared options already checked against options (canonical JSON: every
+     * key declared, every value of its type; sbx/provider.h). */
+    int (*client_new_json)(const json_t *options, struct sbx_client **out, struct sbx_error *err);
+    /* Optional (NULL: the types suffice): the provider's own rules over checked options
+     * (network modes, combinations), the errors client_new_json would give, without a client
+     * or any output. */
+    int (*options_check)(const json_t *options, struct sbx_error *err);
+    /* Optional, with SBX_PROVIDER_LISTS (NULL: always, with no options): the options under
+     * which it finds its sandboxes here unconfigured, into *out (an object the caller owns);
+     * -SBX_E_NOTFOUND when nothing is configured (no engine). */
+    int (*probe)(json_t **out, struct sbx_error *err);
     /* Check the provider-specific part of a session state it made. */
     int (*check_state)(const json_t *state, struct sbx_error *err);
+    /* Hidden program entry points, ending with a NULL verb; NULL: none. */
+    const struct sbx__program *programs;
 };
 
 /* Every provider, by name, the first the default (providers/table.c, in libsbx only). */
 extern const struct sbx__provider_def *const sbx__providers[];
 extern const size_t sbx__n_providers;
+
+/* The provider called name (NULL: the default), or NULL (registry.c). */
+const struct sbx__provider_def *sbx__provider_def(const char *name);
+/* The traits of the provider called name; 0 for an unknown one (registry.c). */
+unsigned sbx__provider_traits(const char *name);
 
 #endif

@@ -1,13 +1,19 @@
 /* Provider conformance: one set of session tests, through the public C API only, that every
  * provider must pass. The provider comes from the environment:
- *   SBX_CONFORM_PROVIDER  local (default) or docker
+ *   SBX_CONFORM_PROVIDER  local (default), docker or any provider built in
+ *   SBX_CONFORM_OPTIONS   for a provider other than local and docker: its declared options as
+ *                         a JSON object (sbx_client_new_json); default {}
+ *   SBX_CONFORM_CASES     only these cases (comma-separated names without test_); the others
+ *                         are reported skipped, saying so
  *   SBX_CONFORM_ENGINE    docker (default) or podman: which engine socket a docker run uses,
  *                         SBX_TEST_DOCKER_HOST or SBX_TEST_PODMAN_HOST (a socket path)
  *   SBX_TEST_DOCKER_IMAGE the test image (tests/docker/mkimage.sh)
  *   SBX_TEST_DOCKER_REQUIRED=1: a missing engine fails instead of skipping (CI as root)
- * An operation a provider documents as unsupported must fail with SBX_E_UNSUPPORTED and a
- * message (the table in struct provider); it never passes by doing nothing. Every sandbox the
- * tests make is removed at exit, also after failed checks. */
+ * What a provider cannot do it declares (its traits, sbx/provider.h): the cases of a trait it
+ * does not declare are skipped with the reason ("# SKIP provider 'docker' does not support
+ * mounts"), and where a call exists for it, that call must fail with SBX_E_UNSUPPORTED and a
+ * message; it never passes by doing nothing. Every sandbox the tests make is removed at exit,
+ * also after failed checks. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -31,13 +37,13 @@
 #include "sbx/json.h"
 #include "sbx/local.h"
 #include "sbx/manifest.h"
+#include "sbx/provider.h"
 #include "sbx/session.h"
 #include "sbx/snapshot.h"
 
-/* What a provider documents it cannot do: those calls must be SBX_E_UNSUPPORTED. */
+/* How the tests reach a provider; what it can do comes from its traits. */
 struct provider {
     const char *name;
-    int no_snapshot; /* sbx_session_snapshot: "a provider whose workspace is not on this host" */
     /* A command that dies of a signal on its own shows as exit status 128+N (the engine's
      * ExitCode; docs/internals/docker-provider.md), not as code -1 and the signal. */
     int signal_as_status;
@@ -49,6 +55,9 @@ static const struct provider providers[] = {
 };
 
 static const struct provider *prov;
+static struct provider any_prov;      /* a provider the table above does not name */
+static struct sbx_provider_info info; /* its traits */
+static json_t *json_opts;             /* SBX_CONFORM_OPTIONS */
 static char tmp[256], run_dir[300], ws_dir[300], snap_dir[300];
 static char engine_sock[108];
 static const char *engine_name = "docker";
@@ -66,6 +75,22 @@ static int is_docker(void)
     return strcmp(prov->name, "docker") == 0;
 }
 
+static int is_local(void)
+{
+    return strcmp(prov->name, "local") == 0;
+}
+
+/* The cases of a trait the provider does not declare are skipped, saying so: 1 to run them. */
+static int need(unsigned trait)
+{
+    if (info.traits & trait)
+        return 1;
+    tap_count++;
+    printf("ok %d # SKIP provider '%s' does not support %s\n", tap_count, prov->name,
+           sbx_provider_trait_name(trait));
+    return 0;
+}
+
 static void note_created(struct sbx_session *s)
 {
     if (s && n_created < MAX_CREATED)
@@ -74,6 +99,8 @@ static void note_created(struct sbx_session *s)
 
 static int new_client(struct sbx_client **out, struct sbx_error *err)
 {
+    if (!is_docker() && !is_local())
+        return sbx_client_new_json(prov->name, json_opts, out, err);
     const void *o = is_docker() ? (const void *)&docker_opts : (const void *)&local_opts;
     return sbx_client_new(prov->name, o, out, err);
 }
@@ -263,7 +290,7 @@ static void check_gone(const char *id)
                          "no container with its label"))
             printf("#   containers: %s\n", left ? sbx_json_dumps(left, 0) : "(engine error)");
         json_decref(left);
-    } else {
+    } else if (is_local()) {
         char *rt = sbx_xasprintf("%s/%s", run_dir, id);
         char *ws = sbx_xasprintf("%s/%s", ws_dir, id);
         if (!tap__result(!path_exists(rt), __FILE__, __LINE__, "runtime directory removed"))
@@ -366,9 +393,19 @@ static void setup(void)
     for (size_t i = 0; i < sizeof(providers) / sizeof(providers[0]); i++)
         if (strcmp(providers[i].name, name) == 0)
             prov = &providers[i];
-    if (!prov) {
-        printf("Bail out! unknown SBX_CONFORM_PROVIDER '%s'\n", name);
+    if (sbx_provider_find(name, &info, &err) < 0) {
+        printf("Bail out! SBX_CONFORM_PROVIDER: %s\n", err.msg);
         exit(1);
+    }
+    if (!prov) {
+        any_prov.name = info.name;
+        prov = &any_prov;
+        const char *o = getenv("SBX_CONFORM_OPTIONS");
+        json_opts = json_loads(o && o[0] ? o : "{}", 0, NULL);
+        if (!json_is_object(json_opts)) {
+            printf("Bail out! SBX_CONFORM_OPTIONS is not a JSON object\n");
+            exit(1);
+        }
     }
     const char *required = getenv("SBX_TEST_DOCKER_REQUIRED");
     int must = required && strcmp(required, "1") == 0;
@@ -406,8 +443,12 @@ static void setup(void)
     snprintf(ws_dir, sizeof(ws_dir), "%s/ws", tmp);
     snprintf(snap_dir, sizeof(snap_dir), "%s/snapshots", tmp);
     mkdir(run_dir, 0700);
-    /* The default store, where sbx_create_spec.snapshot references are looked up. */
+    /* The default store, where sbx_create_spec.snapshot references are looked up, and where
+     * stopped local sandboxes are kept. */
     setenv("SBX_SNAPSHOTS", snap_dir, 1);
+    char *stopped = sbx_xasprintf("%s/stopped", tmp);
+    setenv("SBX_STOPPED", stopped, 1);
+    free(stopped);
     /* A crashed test process takes its local sandboxes with it. */
     local_opts =
             (struct sbx_local_options){.runtime_dir = run_dir, .workspace_dir = ws_dir, .tied = 1};
@@ -660,6 +701,13 @@ static void test_pty(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx_pty_update u;
+    if (!(info.traits & SBX_PROVIDER_PTY)) {
+        struct sbx_exec_result r = {0};
+        struct sbx_exec_spec tty = {.command = "true", .flags = SBX_EXEC_TTY};
+        CHECK_ERR(sbx_session_exec(sess, &tty, &r, &err), SBX_E_UNSUPPORTED, &err, NULL);
+        need(SBX_PROVIDER_PTY);
+        return;
+    }
     const char *const shargv[] = {"/bin/sh", NULL};
     struct sbx_exec_spec spec = {.argv = shargv, .flags = SBX_EXEC_TTY};
     CHECK_OK(sbx_session_pty_start(sess, &spec, 300, &u, &err), &err);
@@ -868,6 +916,12 @@ static void test_ports(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
     char *url = NULL;
+    if (!(info.traits & SBX_PROVIDER_PORTS)) {
+        CHECK_ERR(sbx_session_resolve_port(sess, 8731, &url, &err), SBX_E_UNSUPPORTED, &err, NULL);
+        free(url);
+        need(SBX_PROVIDER_PORTS);
+        return;
+    }
     CHECK_ERR(sbx_session_resolve_port(sess, 0, &url, &err), SBX_E_INVAL, &err, NULL);
     CHECK_ERR(sbx_session_resolve_port(sess, 7, &url, &err), SBX_E_NOTFOUND, &err, NULL);
     free(url); /* set only when the check above failed */
@@ -922,6 +976,8 @@ static void test_state_resume_attach(void)
     struct sbx_error err = SBX_ERROR_INIT;
     json_t *state = NULL, *parsed = NULL;
     char *text = NULL;
+    if (!need(SBX_PROVIDER_RESUME))
+        return;
     CHECK_OK(sbx_session_write(sess, "marker", "here", 4, 0, 0, &err), &err);
     CHECK_OK(sbx_session_state(sess, &state, &err), &err);
     CHECK_EQ_STR(json_string_value(json_object_get(state, "provider")), prov->name);
@@ -979,7 +1035,8 @@ static void test_snapshot(void)
                                &err),
              &err);
     int rc = sbx_session_snapshot(sess, st, &ref, &err);
-    if (prov->no_snapshot) {
+    if (!need(SBX_PROVIDER_SNAPSHOTS)) {
+        /* Declared unsupported: the calls say so, they never pass by doing nothing. */
         CHECK_EQ_INT(rc, -SBX_E_UNSUPPORTED);
         CHECK(err.msg[0] != '\0');
         printf("# snapshot unsupported by '%s': %s\n", prov->name, err.msg);
@@ -1016,6 +1073,94 @@ static void test_snapshot(void)
     free(ref);
     sbx_snapshot_store_free(st);
     CHECK_OK(sbx_session_rm(sess, "snap", SBX_RM_RECURSIVE, &err), &err);
+}
+
+/* A given host directory as the workspace: what the sandbox writes is there, and it stays when
+ * the sandbox goes. */
+static void test_host_workspace(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_session *s = NULL;
+    char *dir = sbx_xasprintf("%s/given", tmp);
+    mkdir(dir, 0755);
+    struct sbx_create_spec spec = {.workspace = dir};
+    int rc = create(&spec, &s, &err);
+    if (!(info.traits & SBX_PROVIDER_HOST_WORKSPACE)) {
+        CHECK_ERR(rc, SBX_E_UNSUPPORTED, &err, NULL);
+        need(SBX_PROVIDER_HOST_WORKSPACE);
+    } else {
+        CHECK_OK(rc, &err);
+    }
+    if (s) {
+        CHECK_OUT(s, "echo made > here.txt && echo ok", "ok\n");
+        char *file = sbx_xasprintf("%s/here.txt", dir);
+        struct sbx_buf b;
+        sbx_buf_init(&b, 4096);
+        CHECK_OK(sbx_fs_read_path(file, 4096, &b, &err), &err);
+        CHECK_EQ_STR(b.data, "made\n");
+        char *id = sbx_xstrdup(sbx_session_id(s));
+        CHECK_OK(sbx_session_delete(s, &err), &err);
+        check_gone(id);
+        CHECK(path_exists(file)); /* a given workspace is left as it is */
+        sbx_buf_release(&b);
+        free(file);
+        free(id);
+    }
+    sbx_session_free(s);
+    free(dir);
+}
+
+/* Stop to a snapshot (or the provider's own keeping) and start again under the same id. */
+static void test_stop_start(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_session *s = NULL, *back = NULL;
+    if (!(info.traits & SBX_PROVIDER_STOP_START)) {
+        CHECK_ERR(sbx_client_stop(client, sbx_session_id(sess), NULL, &err), SBX_E_UNSUPPORTED,
+                  &err, NULL);
+        need(SBX_PROVIDER_STOP_START);
+        return;
+    }
+    CHECK_OK(create(NULL, &s, &err), &err);
+    if (!s)
+        return;
+    char *id = sbx_xstrdup(sbx_session_id(s));
+    CHECK_OK(sbx_session_write(s, "kept.txt", "kept", 4, 0, 0, &err), &err);
+    sbx_session_free(s);
+    CHECK_OK(sbx_client_stop(client, id, NULL, &err), &err);
+    CHECK_ERR(sbx_client_attach(client, id, &s, &err), SBX_E_NOTFOUND, &err, NULL);
+    CHECK_OK(sbx_client_start(client, id, NULL, &back, &err), &err);
+    if (back) {
+        CHECK_EQ_STR(sbx_session_id(back), id);
+        CHECK_OUT(back, "cat kept.txt", "kept");
+        CHECK_OK(sbx_session_delete(back, &err), &err);
+        sbx_session_free(back);
+        check_gone(id);
+    }
+    free(id);
+}
+
+/* Storage mounts: refused by a provider that does not declare them, naming the entry type. */
+static void test_mounts(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_manifest *m = NULL;
+    struct sbx_session *s = NULL;
+    if (info.traits & SBX_PROVIDER_MOUNTS) {
+        tap_count++;
+        printf("ok %d # SKIP mounts need a storage server: tests/storage mounts them\n", tap_count);
+        return;
+    }
+    json_t *doc = json_loads("{\"entries\": {\"data\": {\"type\": \"s3_mount\", "
+                             "\"bucket\": \"b\"}}}",
+                             0, NULL);
+    CHECK_OK(sbx_manifest_from_json(doc, NULL, &m, &err), &err);
+    json_decref(doc);
+    struct sbx_create_spec spec = {.manifest = m};
+    CHECK_ERR(create(&spec, &s, &err), SBX_E_UNSUPPORTED, &err, "s3_mount");
+    sbx_session_free(s);
+    sbx_manifest_free(m);
+    need(SBX_PROVIDER_MOUNTS);
 }
 
 /* A sandbox with a process kept in the background, removed by id: nothing remains. */
@@ -1059,26 +1204,54 @@ static void test_delete(void)
     free(id);
 }
 
+/* A case, unless SBX_CONFORM_CASES leaves it out (said so). The first case makes the shared
+ * sandbox and the last removes it: they always run. */
+static void run_case(const char *name, void (*fn)(void), int always)
+{
+    const char *only = getenv("SBX_CONFORM_CASES");
+    size_t n = strlen(name);
+    int wanted = always || !only || !only[0];
+    for (const char *p = only; !wanted && p && *p;) {
+        size_t len = strcspn(p, ",");
+        wanted = len == n && strncmp(p, name, n) == 0;
+        p += len + (p[len] == ',');
+    }
+    printf("# %s\n", name);
+    if (wanted) {
+        fn();
+    } else {
+        tap_count++;
+        printf("ok %d # SKIP %s is not in SBX_CONFORM_CASES\n", tap_count, name);
+    }
+}
+
+#define CASE(name)   run_case(#name, test_##name, 0)
+#define ALWAYS(name) run_case(#name, test_##name, 1)
+
 int main(void)
 {
     signal(SIGPIPE, SIG_DFL); /* the library must never raise it */
     watch_signals();
     TAP_START();
     setup();
-    TAP_RUN(test_create_from_manifest);
-    TAP_RUN(test_exit_codes);
-    TAP_RUN(test_streams);
-    TAP_RUN(test_stdin);
-    TAP_RUN(test_timeout);
-    TAP_RUN(test_cancel);
-    TAP_RUN(test_pty);
-    TAP_RUN(test_files);
-    TAP_RUN(test_escapes);
-    TAP_RUN(test_ports);
-    TAP_RUN(test_state_resume_attach);
-    TAP_RUN(test_snapshot);
-    TAP_RUN(test_remove_leaves_nothing);
-    TAP_RUN(test_delete);
+    ALWAYS(create_from_manifest);
+    CASE(exit_codes);
+    CASE(streams);
+    CASE(stdin);
+    CASE(timeout);
+    CASE(cancel);
+    CASE(pty);
+    CASE(files);
+    CASE(escapes);
+    CASE(ports);
+    CASE(state_resume_attach);
+    CASE(snapshot);
+    CASE(host_workspace);
+    CASE(stop_start);
+    CASE(mounts);
+    CASE(remove_leaves_nothing);
+    ALWAYS(delete);
     cleanup();
+    json_decref(json_opts);
     return TAP_DONE();
 }

@@ -123,12 +123,35 @@ for f in run memory; do
         grep -qP "^$f( [a-z]+)?\t--$o\t" "$T/options" || bad="$bad $f:--$o"
     done
 done
+for o in $(grep -oE '\{"[a-z-]+", (no|required)_argument' "$src/cmd-sandbox-create.c" | cut -d'"' -f2); do
+    grep -qP "^sandbox (create|resume)\t--$o\t" "$T/options" || bad="$bad sandbox-create:--$o"
+done
 for f in sandbox snapshot manifest conversation state; do
-    for o in $(grep -oE '"--[a-z-]+"' "$src/cmd-$f.c" | tr -d '"' | sort -u); do
+    for o in $(cat "$src/cmd-$f"*.c | grep -oE '"--[a-z-]+"' | tr -d '"' | sort -u); do
         grep -qP "^$f( [a-z]+)?\t$o\t" "$T/options" || bad="$bad $f:$o"
     done
 done
 expect_eq "$bad" "" "every long option the parsers know is in the table"
+# The options of a new sandbox come from the providers' table: every provider flag is in the
+# help of run, sandbox create and sandbox resume, every locator flag in that of exec.
+flags=$("$SBX" sandbox providers --json | python3 -c 'import json,sys
+for p in json.load(sys.stdin):
+    for o in p["options"]:
+        if o["flag"]: print(o["flag"], int(o["locator"]))' | sort -u)
+bad=
+while read -r flag locator; do
+    for p in run "sandbox create" "sandbox resume"; do
+        grep -qP "^$p\t--$flag\t" "$T/options" || bad="$bad '$p --$flag'"
+    done
+    [ "$locator" = 0 ] || grep -qP "^sandbox exec\t--$flag\t" "$T/options" || bad="$bad 'sandbox exec --$flag'"
+done <<<"$flags"
+expect_eq "$bad" "" "every provider flag of the registry is in the help ($(echo "$flags" | wc -l) flags)"
+for p in run "sandbox create"; do
+    grep -qP "^$p\t--provider-option\tKEY=VALUE" "$T/options" && grep -qP "^$p\t-o\tKEY=VALUE" "$T/options" &&
+        ok "'$p' has -o/--provider-option KEY=VALUE" || not_ok "'$p' has -o/--provider-option KEY=VALUE"
+done
+run "$SBX" sandbox create --help
+expect_in "$T/out" "local, docker: memory limit" "a flag two providers declare alike is told once, with both names"
 
 # Man pages: one per command, valid roff, every option of the table on its command's page.
 mkdir "$T/man"

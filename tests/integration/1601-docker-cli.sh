@@ -128,6 +128,42 @@ run "$SBX" sandbox exec "$id" -- true
 expect_rc 125 "exec of the removed id fails"
 expect_in "$T/err" "$id" "naming the id"
 
+# A sandbox made with --docker-host is found by id later without it: sbx recorded its provider
+# and engine (never more), ps shows it once, and rm forgets it.
+count_in_ps() { python3 -c 'import json,sys; print(sum(1 for e in json.load(open(sys.argv[1])) if e.get("id") == sys.argv[2] and e.get("provider") == "docker"))' "$T/out" "$1" 2>&1; }
+run env -u DOCKER_HOST "$SBX" sandbox create --provider docker --image "$IMG" --docker-host "unix://$H"
+expect_rc 0 "create with --docker-host and no DOCKER_HOST"
+id2=$(head -n1 "$T/out")
+echo "$id2" >>"$T/ids"
+expect_eq "$(python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); print(r["provider"], r["options"])' "$SBX_RECORDS/$id2.json" 2>&1)" \
+    "docker {'host': 'unix://$H'}" "its record names the provider and the engine only"
+run env -u DOCKER_HOST "$SBX" sandbox exec "$id2" -- echo found
+expect_rc 0 "exec by id without --docker-host or DOCKER_HOST"
+expect_eq "$(cat "$T/out")" "found" "reaches the sandbox through its record"
+run env -u DOCKER_HOST "$SBX" sandbox ps --json
+expect_eq "$(count_in_ps "$id2")" 1 "ps lists the recorded sandbox once"
+run "$SBX" sandbox ps --json
+expect_eq "$(count_in_ps "$id2")" 1 "and once when the engine is also configured"
+run env -u DOCKER_HOST "$SBX" sandbox rm "$id2"
+expect_rc 0 "rm by id through the record"
+[ ! -e "$SBX_RECORDS/$id2.json" ] && ok "rm forgets the record" || not_ok "rm forgets the record"
+run "$SBX" sandbox create --provider docker --image "$IMG"
+id4=$(head -n1 "$T/out")
+echo "$id4" >>"$T/ids"
+expect_eq "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["options"])' "$SBX_RECORDS/$id4.json" 2>&1)" \
+    "{'host': 'unix://$H'}" "the engine DOCKER_HOST named is recorded too"
+run env -u DOCKER_HOST "$SBX" sandbox rm "$id4"
+expect_rc 0 "and reaches the sandbox when DOCKER_HOST is gone"
+run env -u DOCKER_HOST "$SBX" sandbox create --provider docker --image "$IMG" --docker-host "unix://$H"
+id3=$(head -n1 "$T/out")
+echo "$id3" >>"$T/ids"
+for c in $(containers_of "$id3" | grep -o '"Id":"[0-9a-f]*"' | cut -d'"' -f4); do
+    api -X DELETE "http://d/v1.41/containers/$c?force=1" >/dev/null
+done
+run env -u DOCKER_HOST "$SBX" sandbox ps --json
+expect_eq "$(count_in_ps "$id3")" 0 "a sandbox removed behind sbx's back is not listed"
+[ ! -e "$SBX_RECORDS/$id3.json" ] && ok "and its record is dropped" || not_ok "and its record is dropped"
+
 # Errors.
 run "$SBX" sandbox create --provider docker
 expect_rc 2 "--provider docker without --image is a usage error"

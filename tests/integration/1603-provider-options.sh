@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Choosing the provider of a new sandbox, without any engine: --provider and the options of
-# each provider on sandbox create and run, and the agent file's sandbox: section. A wrong
+# each provider on sandbox create and run (their flags and -o KEY=VALUE, typed by the
+# provider's table), the agent file's sandbox: section, and `sbx sandbox providers`. A wrong
 # combination is a usage error naming the option; nothing is created.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sandbox-lib.sh"
@@ -48,7 +49,7 @@ mkfile() { sed "s|^manifest: manifest.yaml|manifest: $EX/manifest.yaml\nsandbox:
 mkfile "  provider: docker\n  image: img\n  colour: blue"
 run "$SBX" run -m "replay:$EX/run.jsonl" -a "$T/agent.yaml" "x"
 expect_rc 1 "an unknown key of the sandbox section is an error"
-expect_in "$T/err" "field 'sandbox': unknown key 'colour'" "naming the key"
+expect_in "$T/err" "field 'sandbox': provider 'docker' has no option 'colour'" "naming the key and the provider"
 mkfile "  provider: cloud"
 run "$SBX" run -m "replay:$EX/run.jsonl" -a "$T/agent.yaml" "x"
 expect_rc 1 "an unknown provider in the sandbox section"
@@ -66,5 +67,98 @@ run "$SBX" run --provider local --isolation namespaces -m "replay:$EX/run.jsonl"
 expect_rc 0 "--provider local overrides the file's docker section"
 expect_in "$T/out" "passes all 3" "and the run is the local one"
 nothing_left "nothing is left"
+
+# Declared options, checked by the provider's table: an unknown key names the provider and what
+# it may have meant, a value of the wrong type says what the option wants.
+run "$SBX" sandbox create --provider docker --image img -o imgae=other
+expect_rc 2 "-o with a key docker does not declare"
+expect_in "$T/err" "provider 'docker' has no option 'imgae' (did you mean 'image'?)" "names the key, the provider and the near one"
+run "$SBX" sandbox create -o docker-host=/x.sock --provider docker --image img
+expect_in "$T/err" "provider 'docker' has no option 'docker-host' (did you mean 'host'?)" "a flag's name as a key points to the key"
+run "$SBX" sandbox create -o colour=blue
+expect_rc 2 "-o with a key local does not declare"
+expect_in "$T/err" "provider 'local' has no option 'colour'" "names the key and the default provider"
+expect_not_in "$T/err" "did you mean" "without a guess when nothing is near"
+run "$SBX" sandbox create --provider docker --image img -o ro=/tmp
+expect_in "$T/err" "provider 'docker' has no option 'ro'" "a local key with -o and another provider"
+run "$SBX" sandbox create --memory lots
+expect_rc 2 "a size that is not one"
+expect_in "$T/err" "--memory wants a size such as 512M, not 'lots'" "says what --memory wants"
+run "$SBX" sandbox create -o pids=many
+expect_rc 2 "-o with a value of the wrong type"
+expect_in "$T/err" "--pids wants a positive count, not 'many'" "says what pids wants"
+run "$SBX" sandbox create -o cpus=0.5x
+expect_in "$T/err" "--cpus wants a number of CPUs such as 1.5 (or none), not '0.5x'" "cpus"
+run "$SBX" sandbox create --provider docker --image img -o allow_cap_add=perhaps
+expect_in "$T/err" "--allow-cap-add wants true or false, not 'perhaps'" "a bool"
+run "$SBX" sandbox create -p 70000
+expect_in "$T/err" "--port wants a port number, not '70000'" "a port"
+run "$SBX" sandbox create --isolation partial
+expect_in "$T/err" "unknown isolation 'partial' (namespaces, none)" "a choice names the choices"
+run "$SBX" sandbox create --ro relative/path
+expect_in "$T/err" "--ro wants an absolute path, not 'relative/path'" "a path"
+run "$SBX" sandbox create -o memory
+expect_rc 2 "-o without '='"
+expect_in "$T/err" "-o wants KEY=VALUE, not 'memory'" "says what -o wants"
+run "$SBX" sandbox create --provider docker --workspace "$T" --image img
+expect_rc 2 "--workspace with a provider whose workspaces are not on this host"
+expect_in "$T/err" "workspaces of provider 'docker' are not on this host" "says so"
+run "$SBX" run --provider docker --image img -o imgae=x -m replay:/nonexistent "x"
+expect_rc 2 "run refuses an unknown -o key too"
+expect_in "$T/err" "provider 'docker' has no option 'imgae' (did you mean 'image'?)" "with the same message"
+nothing_left "no bad option made anything"
+
+# -o KEY=VALUE and the flags are the same options.
+run "$SBX" sandbox create -o ports=8080 -p 8081 --port 8082 --json
+expect_rc 0 "create with -o ports=8080 -p 8081 --port 8082"
+expect_eq "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["exposed_ports"])' "$T/out" 2>/dev/null)"     "[8080, 8081, 8082]" "the three are one list of exposed ports"
+id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$T/out" 2>/dev/null)
+"$SBX" sandbox rm "$id" >/dev/null 2>&1
+run "$SBX" sandbox create -o network=allow: 
+expect_rc 2 "a provider's own rule through -o"
+expect_in "$T/err" "wants domains" "is the same as through --network"
+
+# The agent file's section: the provider's declared keys, typed; trusted keys are refused.
+mkfile "  memory: lots"
+run "$SBX" run -m "replay:$EX/run.jsonl" -a "$T/agent.yaml" "x"
+expect_rc 1 "a value of the wrong type in the section"
+expect_in "$T/err" "field 'sandbox': option 'memory' wants a size such as 512M, not 'lots'" "names the field and the key"
+mkfile "  ro: /tmp"
+run "$SBX" run -m "replay:$EX/run.jsonl" -a "$T/agent.yaml" "x"
+expect_rc 1 "a host path grant in the section"
+expect_in "$T/err" "key 'ro' of provider 'local' is trusted host configuration: give it on the command line (--ro)" "is the command line's only"
+mkfile "  image: img"
+run "$SBX" run -m "replay:$EX/run.jsonl" -a "$T/agent.yaml" "x"
+expect_rc 1 "a docker key in a section of the default provider"
+expect_in "$T/err" "field 'sandbox': provider 'local' has no option 'image'" "names the provider the section is for"
+
+# The providers as the table has them.
+run "$SBX" sandbox providers
+expect_rc 0 "sbx sandbox providers"
+expect_in "$T/out" "local (default): " "the default provider first"
+expect_in "$T/out" "docker: " "and docker"
+expect_in "$T/out" "host=URL  --docker-host  [locator]" "docker's locator option with its flag"
+expect_in "$T/out" "image=IMAGE  --image  [required]" "and its required one"
+run "$SBX" sandbox providers --json
+expect_rc 0 "sbx sandbox providers --json"
+expect_eq "$(python3 -c '
+import json, sys
+ps = json.load(open(sys.argv[1]))
+byname = {p["name"]: p for p in ps}
+print(",".join(p["name"] for p in ps), byname["local"]["default"], byname["docker"]["default"],
+      "mounts" in byname["local"]["traits"], "mounts" in byname["docker"]["traits"],
+      "host-workspace" in byname["docker"]["traits"],
+      [o["key"] for o in byname["docker"]["options"] if o["locator"]],
+      sorted(o["key"] for o in byname["local"]["options"] if o["trusted"]))
+' "$T/out" 2>&1)" "local,docker True False True False False ['host'] ['allow_dangerous_grant', 'isolation', 'port_bind', 'ro', 'rw', 'tied']"     "the JSON has each provider with its traits and options"
+run "$SBX" sandbox providers docker
+expect_rc 0 "one provider by name"
+expect_not_in "$T/out" "local" "only that one"
+run "$SBX" sandbox providers nope
+expect_rc 1 "an unknown provider"
+expect_in "$T/err" "unknown provider 'nope' (local, docker)" "names the known ones"
+run "$SBX" sandbox ps --provider nope
+expect_rc 2 "ps --provider with an unknown provider"
+expect_in "$T/err" "ps: unknown provider 'nope' (local, docker)" "is a usage error naming the known ones"
 
 done_testing

@@ -2,8 +2,8 @@
 # Every test gets its own runtime and workspace directories under $T, so it never touches the
 # real ones and never sees another test's sandboxes; every sandbox left is removed on exit.
 export XDG_RUNTIME_DIR="$T/run" SBX_WORKSPACES="$T/ws"
-# Stopped sandboxes and snapshots too: never the user's own.
-export SBX_STOPPED="$T/stopped" SBX_SNAPSHOTS="$T/snapshots"
+# Stopped sandboxes, snapshots and sandbox records too: never the user's own.
+export SBX_STOPPED="$T/stopped" SBX_SNAPSHOTS="$T/snapshots" SBX_RECORDS="$T/records"
 mkdir -m 0700 "$XDG_RUNTIME_DIR"
 RUNBASE="$XDG_RUNTIME_DIR/sbx"
 
@@ -11,6 +11,7 @@ sandbox_cleanup() {
     local id
     for id in $(ls "$RUNBASE" 2>/dev/null); do "$SBX" sandbox rm "$id" >/dev/null 2>&1; done
     for id in $(ls "$SBX_STOPPED" 2>/dev/null); do "$SBX" sandbox rm "${id%.json}" >/dev/null 2>&1; done
+    for id in $(ls "$SBX_RECORDS" 2>/dev/null); do "$SBX" sandbox rm "${id%.json}" >/dev/null 2>&1; done
     "$SBX" sandbox prune >/dev/null 2>&1
     # A failed test may leave a workspace's disk image mounted under $T: never let it outlive us.
     local m

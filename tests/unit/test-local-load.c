@@ -210,11 +210,10 @@ int main(void)
     snprintf(run_dir, sizeof(run_dir), "%s/run", tmp);
     snprintf(ws_dir, sizeof(ws_dir), "%s/ws", tmp);
     mkdir(run_dir, 0700);
-    struct sbx_local_options o = {.runtime_dir = run_dir,
-                                  .workspace_dir = ws_dir,
-                                  .request_idle_ms = IDLE_MS,
-                                  .test_request_delay_ms = DELAY_MS};
-    CHECK_OK(sbx_client_new("local", &o, &client, &err), &err);
+    struct sbx_local_options o = {
+            .runtime_dir = run_dir, .workspace_dir = ws_dir, .request_idle_ms = IDLE_MS};
+    struct sbx__local_test slow = {.request_delay_ms = DELAY_MS};
+    CHECK_OK(sbx__local_client_new_test(&o, &slow, &client, &err), &err);
     if (client)
         CHECK_OK(sbx_client_create(client, NULL, &sess, &err), &err);
     if (!sess) {

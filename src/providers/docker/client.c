@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "providers/docker/docker.h"
+#include "providers/docker/options.h"
 #include "providers/docker/relay.h"
 #include "sandbox/materialize/materialize.h"
 #include "sandbox/session/internal.h"
@@ -1048,6 +1049,14 @@ static int check_state(const json_t *st, struct sbx_error *err)
 
 const struct sbx__provider_def sbx__provider_docker = {
         .name = "docker",
+        .summary = "a container of a Docker engine or of podman's Docker-compatible service, "
+                   "through the Engine API on its unix socket",
+        .traits = SBX_PROVIDER_ACCOUNTS | SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_STOP_START |
+                  SBX_PROVIDER_PTY | SBX_PROVIDER_PORTS | SBX_PROVIDER_LISTS | SBX_PROVIDER_RESUME,
+        .options = sbx__dk_options,
         .client_new = client_new,
+        .client_new_json = sbx__dk_client_new_json,
+        .options_check = sbx__dk_options_check,
+        .probe = sbx__dk_probe,
         .check_state = check_state,
 };

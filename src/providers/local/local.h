@@ -12,6 +12,7 @@
 #include "sbx/local.h"
 #include "sbx/session.h"
 #include "sbx/strv.h"
+#include "providers/local/program.h"
 #include "sandbox/provider.h"
 
 /* The client constructor (sbx__provider_local.client_new): opts may be NULL. */

@@ -341,8 +341,9 @@ static int materialize_entry(struct sbx_session *s, struct undo *u,
     enum sbx_entry_type t = e->type;
     int rc;
     if (sbx_entry_type_is_mount(t)) {
-        /* The local provider mounts them while the sandbox starts (docs/internals/mounts.md). */
-        if (s->provider && strcmp(s->provider, "local") == 0)
+        /* A provider with the mounts trait mounts them while the sandbox starts
+         * (docs/internals/mounts.md). */
+        if (sbx__provider_traits(s->provider) & SBX_PROVIDER_MOUNTS)
             return 0;
         return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
                              "%s entries are not supported by the %s provider",

@@ -6,9 +6,26 @@
 #include "sandbox/session/internal.h"
 #include "sbx/session.h"
 
-/* The table of providers (sbx__providers, providers.c) is compiled into libsbx only: a
+/* The table of providers (sbx__providers, providers/table.c) is compiled into libsbx only: a
  * provider may need what the supervisor program must not link (docker needs libcurl), and the
- * supervisor never looks providers up. */
+ * supervisor never looks providers up. The declared options, the query API and the sandbox
+ * records are over the same table, in libsbx too (providers/options.c, records.c). */
+
+const struct sbx__provider_def *sbx__provider_def(const char *name)
+{
+    if (!name)
+        return sbx__providers[0];
+    for (size_t i = 0; i < sbx__n_providers; i++)
+        if (strcmp(sbx__providers[i]->name, name) == 0)
+            return sbx__providers[i];
+    return NULL;
+}
+
+unsigned sbx__provider_traits(const char *name)
+{
+    const struct sbx__provider_def *d = name ? sbx__provider_def(name) : NULL;
+    return d ? d->traits : 0;
+}
 
 int sbx__client_tied(const struct sbx_client *c)
 {
@@ -18,12 +35,10 @@ int sbx__client_tied(const struct sbx_client *c)
 int sbx_client_new(const char *provider, const void *options, struct sbx_client **out,
                    struct sbx_error *err)
 {
-    if (!provider)
-        provider = sbx__providers[0]->name;
-    for (size_t i = 0; i < sbx__n_providers; i++)
-        if (strcmp(sbx__providers[i]->name, provider) == 0)
-            return sbx__providers[i]->client_new(options, out, err);
-    return sbx_error_set(err, SBX_E_NOTFOUND, 0, "unknown sandbox provider '%s'", provider);
+    const struct sbx__provider_def *d = sbx__provider_def(provider);
+    if (!d)
+        return sbx_provider_find(provider, NULL, err);
+    return d->client_new(options, out, err);
 }
 
 void sbx_client_free(struct sbx_client *c)

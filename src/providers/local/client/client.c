@@ -516,10 +516,18 @@ static int check_network_options(const struct sbx_local_options *o, int isolated
 
 int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_error *err)
 {
-    const struct sbx_local_options *o = opts;
+    return sbx__local_client_new_test(opts, NULL, out, err);
+}
+
+int sbx__local_client_new_test(const struct sbx_local_options *o, const struct sbx__local_test *t,
+                               struct sbx_client **out, struct sbx_error *err)
+{
     struct sbx_local_options dflt = {0};
+    struct sbx__local_test none = {0};
     if (!o)
         o = &dflt;
+    if (!t)
+        t = &none;
     if (o->isolation != SBX_LOCAL_ISOLATION_DEFAULT &&
         o->isolation != SBX_LOCAL_ISOLATION_NAMESPACES && o->isolation != SBX_LOCAL_ISOLATION_NONE)
         return sbx_error_set(err, SBX_E_INVAL, 0, "unknown isolation mode %d", (int)o->isolation);
@@ -585,23 +593,17 @@ int sbx__local_client_new(const void *opts, struct sbx_client **out, struct sbx_
         c->ports[i] = o->exposed_ports[i];
     c->start_timeout_ms = o->start_timeout_ms > 0 ? o->start_timeout_ms : START_TIMEOUT_MS;
     c->request_idle_ms = o->request_idle_ms > 0 ? o->request_idle_ms : SBX__LOCAL_REQUEST_IDLE_MS;
-    c->test_delay_ms = o->test_request_delay_ms > 0 ? o->test_request_delay_ms : 0;
+    c->test_delay_ms = t->request_delay_ms > 0 ? t->request_delay_ms : 0;
     c->allow = allow;
     c->port_bind = o->port_bind ? sbx_xstrdup(o->port_bind) : NULL;
     c->n_allow_ports = o->n_allow_ports;
     for (size_t i = 0; i < o->n_allow_ports; i++)
         c->allow_ports[i] = o->allow_ports[i];
     sbx_strv_init(&c->test_hosts);
-    sbx_strv_pushv(&c->test_hosts, o->test_proxy_hosts);
+    sbx_strv_pushv(&c->test_hosts, t->proxy_hosts);
     c->tied = o->tied != 0;
     c->disk_bytes = o->disk_bytes ? o->disk_bytes : SBX_LOCAL_DISK_DEFAULT;
     c->disk_explicit = o->disk_bytes != 0 && o->disk_bytes != SBX_LOCAL_LIMIT_NONE;
     *out = &c->base;
     return 0;
 }
-
-const struct sbx__provider_def sbx__provider_local = {
-        .name = "local",
-        .client_new = sbx__local_client_new,
-        .check_state = sbx__local_state_check,
-};

@@ -135,6 +135,7 @@ static int ephemeral_env(const struct sbx_manifest *from, struct sbx_manifest *t
 /* What a rebuild hands sbx__local_client_new: the options and the arrays they point into. */
 struct rebuild_options {
     struct sbx_local_options lo;
+    struct sbx__local_test test;
     struct sbx_local_grant grants[SBX_LOCAL_MAX_GRANTS];
     const char *domains[SBX_LOCAL_MAX_ALLOW_DOMAINS];
     int aports[SBX_LOCAL_MAX_EXPOSED_PORTS], eports[SBX_LOCAL_MAX_EXPOSED_PORTS];
@@ -194,7 +195,8 @@ static int options_from_state(const struct sbx__local_client *c, const json_t *s
     lo->workspace_dir = c->workspace_dir;
     lo->start_timeout_ms = c->start_timeout_ms;
     lo->tied = c->tied;
-    lo->test_proxy_hosts = c->test_hosts.n ? (const char *const *)c->test_hosts.v : NULL;
+    r->test.proxy_hosts = c->test_hosts.n ? (const char *const *)c->test_hosts.v : NULL;
+    r->test.request_delay_ms = c->test_delay_ms;
     lo->isolation = strcmp(json_string_value(json_object_get(o, "isolation")), "none") == 0
                             ? SBX_LOCAL_ISOLATION_NONE
                             : SBX_LOCAL_ISOLATION_NAMESPACES;
@@ -309,7 +311,7 @@ static int rebuild(struct sbx__local_client *c, const json_t *state,
     int rc = options_from_state(c, state, trusted, &r, err);
     if (rc < 0)
         return rc;
-    if ((rc = sbx__local_client_new(&r.lo, &tmp, err)) < 0) {
+    if ((rc = sbx__local_client_new_test(&r.lo, &r.test, &tmp, err)) < 0) {
         sbx_error_prefix(err, "session state options");
         return rc;
     }

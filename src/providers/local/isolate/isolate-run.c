@@ -2,7 +2,7 @@
  * freshly isolated sandbox (the same namespaces, root, seccomp and limits a local sandbox gets)
  * and exits with its status. Documented in docs/internals/isolation.md; used by the escape
  * suite in tests/security/. It lives in the local provider's folder, so the CLI reaches the
- * isolation code only through sbx_local_isolate_run_main (sbx/local.h). */
+ * isolation code only through the registry (providers/local/program.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "providers/local/isolate/executor.h"
+#include "providers/local/program.h"
 #include "sbx/fs.h"
 #include "sbx/local.h"
 #include "sbx/term.h"

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "sandbox/host/relay.h"
-#include "sbx/local.h"
+#include "providers/local/program.h"
 #include "sbx/log.h"
 
 int main(int argc, char **argv)

@@ -1,0 +1,271 @@
+/* sbx sandbox ps (ls) and sbx sandbox providers: the sandboxes of every provider, each once with
+ * its provider, and the providers themselves as the registry describes them. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "sbx/json.h"
+#include "sbx/provider.h"
+#include "sbx/session.h"
+
+#define VERB "sandbox "
+
+static int print_json(const json_t *v)
+{
+    char *text = sbx_json_dumps(v, SBX_JSON_PRETTY);
+    printf("%s\n", text);
+    free(text);
+    return CLI_OK;
+}
+
+struct ps {
+    int all, json;
+    const char *only; /* --provider */
+    json_t *list;     /* what is shown */
+    json_t *seen;     /* id -> true */
+};
+
+/* The sandboxes c lists (want: only these ids, NULL: all), each marked with its provider,
+ * appended to p->list unless already there. */
+static int list_client(struct ps *p, struct sbx_client *c, const json_t *want,
+                       struct sbx_error *err)
+{
+    json_t *got = NULL, *v;
+    size_t i;
+    int rc = p->all ? sbx_client_list_all(c, &got, err) : sbx_client_list(c, &got, err);
+    /* A provider that keeps no leftovers has only its live ones to show. */
+    if (rc == -SBX_E_UNSUPPORTED && p->all) {
+        sbx_error_clear(err);
+        rc = sbx_client_list(c, &got, err);
+    }
+    json_array_foreach(got, i, v)
+    {
+        const char *id = json_string_value(json_object_get(v, "id"));
+        if (!id || json_object_get(p->seen, id) || (want && !json_object_get(want, id)))
+            continue;
+        if (!json_object_get(v, "provider"))
+            sbx_json_set(v, "provider", sbx_json_str(sbx_client_provider(c)));
+        sbx_json_set(p->seen, id, json_true());
+        json_array_append(p->list, v);
+    }
+    json_decref(got);
+    return rc;
+}
+
+/* The providers that find their sandboxes here unconfigured. */
+static int list_listers(struct ps *p, struct sbx_error *err)
+{
+    struct sbx_provider_info info;
+    for (size_t k = 0; sbx_provider_at(k, &info) == 0; k++) {
+        struct sbx_client *c = NULL;
+        struct sbx_error e = SBX_ERROR_INIT;
+        if (!(info.traits & SBX_PROVIDER_LISTS) || (p->only && strcmp(p->only, info.name) != 0))
+            continue;
+        int rc = cli_client_found(info.name, p->only != NULL, &c, &e);
+        if (rc == -SBX_E_NOTFOUND && !c)
+            continue; /* nothing of it configured here */
+        if (rc == 0)
+            rc = list_client(p, c, NULL, &e);
+        sbx_client_free(c);
+        /* Asked for, or the default provider: a failure. Only found: its server may be down,
+         * the rest of the list stands. */
+        if (rc < 0 && (p->only || k == 0))
+            return sbx_error_copy(err, &e);
+        if (rc < 0)
+            fprintf(stderr, "sbx: warning: %s sandboxes not listed: %s\n", info.name, e.msg);
+    }
+    return 0;
+}
+
+/* The recorded sandboxes not listed yet: one listing per provider and options, showing the
+ * recorded ids it has; a record whose sandbox is gone from a listing that worked is dropped. */
+static int list_records(struct ps *p, struct sbx_error *err)
+{
+    json_t *recs = NULL, *r;
+    size_t i, j;
+    int rc = sbx_sandbox_records(&recs, err);
+    json_t *done = json_object();
+    json_array_foreach(recs, i, r)
+    {
+        const char *id = json_string_value(json_object_get(r, "id"));
+        const char *prov = json_string_value(json_object_get(r, "provider"));
+        const json_t *opts = json_object_get(r, "options");
+        if (rc < 0 || json_object_get(done, id) || json_object_get(p->seen, id) ||
+            (p->only && strcmp(p->only, prov) != 0) || sbx_provider_find(prov, NULL, NULL) < 0)
+            continue;
+        /* Its group: the records of the same provider and options. */
+        json_t *want = json_object(), *other;
+        json_array_foreach(recs, j, other)
+        {
+            const char *oid = json_string_value(json_object_get(other, "id"));
+            if (strcmp(json_string_value(json_object_get(other, "provider")), prov) == 0 &&
+                json_equal(json_object_get(other, "options"), (json_t *)opts) &&
+                !json_object_get(p->seen, oid)) {
+                sbx_json_set(want, oid, json_true());
+                sbx_json_set(done, oid, json_true());
+            }
+        }
+        struct sbx_client *c = NULL;
+        struct sbx_error e = SBX_ERROR_INIT;
+        int lrc = cli_client_with(prov, opts, &c, &e);
+        if (lrc == 0)
+            lrc = list_client(p, c, want, &e);
+        sbx_client_free(c);
+        if (lrc < 0 && p->only)
+            rc = sbx_error_copy(err, &e);
+        else if (lrc < 0)
+            fprintf(stderr, "sbx: warning: recorded %s sandboxes not listed: %s\n", prov, e.msg);
+        const char *wid;
+        json_t *unused;
+        json_object_foreach(want, wid, unused)
+        {
+            if (lrc == 0 && !json_object_get(p->seen, wid))
+                (void)sbx_sandbox_record_remove(wid, NULL);
+        }
+        json_decref(want);
+    }
+    json_decref(done);
+    json_decref(recs);
+    return rc;
+}
+
+static void print_row(const json_t *v, int all, int width)
+{
+    const char *created = json_string_value(json_object_get(v, "created"));
+    const char *ws = json_string_value(json_object_get(v, "workspace"));
+    json_t *left = json_object_get(v, "leftovers"), *cg;
+    const char *status = json_string_value(json_object_get(v, "status"));
+    const char *prov = json_string_value(json_object_get(v, "provider"));
+    char where[160];
+    size_t k;
+    if (left)
+        ws = json_string_value(json_object_get(left, "workspace"));
+    if (status && strcmp(status, "stopped") == 0) {
+        /* Nothing of it runs or has a workspace: its snapshot is what it is. */
+        const json_t *b = json_object_get(v, "snapshot_bytes");
+        char size[32] = "size unknown";
+        if (json_is_integer(b))
+            snprintf(size, sizeof(size), "%lld bytes", (long long)json_integer_value(b));
+        snprintf(where, sizeof(where), "(stopped: snapshot %.19s, %s)",
+                 json_string_value(json_object_get(v, "snapshot")), size);
+        ws = where;
+    }
+    printf("%-16s  %-*s  ", json_string_value(json_object_get(v, "id")), width, prov ? prov : "-");
+    if (all)
+        printf("%-12s  ", status ? status : "-");
+    printf("%-24s  %s\n", created ? created : "-", ws ? ws : "-");
+    /* What a sandbox that is not live leaves: one indented line each. */
+    if (left && json_string_value(json_object_get(left, "runtime_dir")))
+        printf("  runtime_dir %s\n", json_string_value(json_object_get(left, "runtime_dir")));
+    json_array_foreach(json_object_get(left, "cgroups"), k, cg)
+            printf("  cgroup %s\n", json_string_value(cg));
+    if (json_is_integer(json_object_get(left, "supervisor_pid")))
+        printf("  supervisor %lld\n",
+               (long long)json_integer_value(json_object_get(left, "supervisor_pid")));
+}
+
+static void print_table(const struct ps *p)
+{
+    struct sbx_provider_info info;
+    int width = 8;
+    size_t i;
+    json_t *v;
+    for (size_t k = 0; sbx_provider_at(k, &info) == 0; k++)
+        if ((int)strlen(info.name) > width)
+            width = (int)strlen(info.name);
+    printf("%-16s  %-*s  ", "ID", width, "PROVIDER");
+    if (p->all)
+        printf("%-12s  ", "STATUS");
+    printf("%-24s  %s\n", "CREATED", "WORKSPACE");
+    json_array_foreach(p->list, i, v) print_row(v, p->all, width);
+}
+
+int cmd_sandbox_ps(int argc, char **argv)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct ps p = {.list = json_array(), .seen = json_object()};
+    int rc = 0;
+    for (int i = 1; i < argc && rc == 0; i++) {
+        if (strcmp(argv[i], "--json") == 0) {
+            p.json = 1;
+        } else if (strcmp(argv[i], "--all") == 0 || strcmp(argv[i], "-a") == 0) {
+            p.all = 1;
+        } else if (strcmp(argv[i], "--provider") == 0 && i + 1 < argc) {
+            p.only = argv[++i];
+            if (sbx_provider_find(p.only, NULL, &err) < 0)
+                rc = cli_usage(VERB "ps ", "ps: %s", err.msg);
+        } else if ((rc = cli_locator_arg(argc, argv, &i, VERB "ps ")) == 1) {
+            rc = 0;
+        } else {
+            rc = rc ? rc : cli_usage(VERB "ps ", "ps: unexpected argument '%s'", argv[i]);
+        }
+    }
+    if (rc == 0 && (rc = list_listers(&p, &err)) == 0)
+        rc = list_records(&p, &err);
+    if (rc == 0 && p.json)
+        print_json(p.list);
+    else if (rc == 0)
+        print_table(&p);
+    json_decref(p.list);
+    json_decref(p.seen);
+    if (rc > 0)
+        return rc;
+    return rc < 0 ? cli_fail(&err) : CLI_OK;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * providers */
+
+static void print_provider(const struct sbx_provider_info *p, int dflt)
+{
+    printf("%s%s: %s\n  traits:", p->name, dflt ? " (default)" : "", p->summary);
+    for (unsigned t = 1; t && sbx_provider_trait_name(t); t <<= 1)
+        if (p->traits & t)
+            printf(" %s", sbx_provider_trait_name(t));
+    printf("%s\n  options:%s\n", p->traits ? "" : " none", p->n_options ? "" : " none");
+    for (size_t k = 0; k < p->n_options; k++) {
+        const struct sbx_provider_option *o = &p->options[k];
+        printf("    %s=%s", o->key, o->arg ? o->arg : "true|false");
+        if (o->short_flag)
+            printf("  -%c,", o->short_flag);
+        if (o->flag)
+            printf("%s--%s", o->short_flag ? " " : "  ", o->flag);
+        printf("%s%s%s%s\n", o->flags & SBX_OPTION_LIST ? "  [list]" : "",
+               o->flags & SBX_OPTION_REQUIRED ? "  [required]" : "",
+               o->flags & SBX_OPTION_TRUSTED ? "  [command line only]" : "",
+               o->flags & SBX_OPTION_LOCATOR ? "  [locator]" : "");
+        printf("        %s\n", o->help ? o->help : "");
+    }
+}
+
+int cmd_sandbox_providers(int argc, char **argv)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_provider_info p;
+    const char *name = NULL;
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--json") == 0)
+            json = 1;
+        else if (argv[i][0] == '-' || name)
+            return cli_usage(VERB "providers ", "providers: unexpected argument '%s'", argv[i]);
+        else
+            name = argv[i];
+    }
+    if (name && sbx_provider_find(name, &p, &err) < 0)
+        return cli_fail(&err);
+    json_t *all = json_array();
+    for (size_t k = 0; sbx_provider_at(k, &p) == 0; k++) {
+        if (name && strcmp(name, p.name) != 0)
+            continue;
+        if (json)
+            sbx_json_append(all, sbx_provider_describe(&p));
+        else
+            print_provider(&p, k == 0);
+    }
+    if (json)
+        print_json(all);
+    json_decref(all);
+    return CLI_OK;
+}

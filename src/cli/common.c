@@ -1,0 +1,156 @@
+/* What every verb of the CLI shares: the error and usage messages, the progress line, the
+ * exact-long-option check, and the small parsers of values several verbs take. It calls no
+ * verb, so the verb files depend on it and never on each other. */
+#include <errno.h>
+#include <getopt.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "sbx/manifest.h"
+#include "sbx/progress.h"
+#include "sbx/strv.h"
+#include "sbx/term.h"
+
+int cli_fail(const struct sbx_error *err)
+{
+    /* Messages may quote what a model or a sandbox said: no escape sequences on a terminal. */
+    const char *msg = err->msg[0] ? err->msg : sbx_strerror(err->code);
+    char *safe = isatty(2) ? sbx_term_escape(msg, strlen(msg), 0, NULL) : NULL;
+    fprintf(stderr, "sbx: %s\n", safe ? safe : msg);
+    free(safe);
+    return CLI_FAIL;
+}
+
+int cli_usage(const char *verb, const char *fmt, ...)
+{
+    va_list ap;
+    fputs("sbx: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'sbx %s--help'.\n", verb ? verb : "");
+    return CLI_USAGE;
+}
+
+int cli_long_options_exact(int argc, char **argv, const char *shortopts,
+                           const struct option *longopts, const char *verb)
+{
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0 || a[0] != '-' || a[1] == '\0')
+            return CLI_OK;
+        if (a[1] != '-') {
+            /* A short option cluster: the last one may take the next argument. */
+            const char *o = strchr(shortopts, a[strlen(a) - 1]);
+            if (strlen(a) == 2 && o && o[1] == ':')
+                i++;
+            continue;
+        }
+        size_t n = strcspn(a + 2, "=");
+        const struct option *hit = NULL, *near = NULL;
+        for (const struct option *o = longopts; o->name; o++) {
+            if (strlen(o->name) == n && strncmp(o->name, a + 2, n) == 0)
+                hit = o;
+            else if (!near && strncmp(o->name, a + 2, n) == 0)
+                near = o;
+        }
+        if (!hit) {
+            if (near)
+                return cli_usage(verb, "unknown option '%.*s' (did you mean --%s?)", (int)(n + 2),
+                                 a, near->name);
+            return cli_usage(verb, "unknown option '%.*s'", (int)(n + 2), a);
+        }
+        if (hit->has_arg == required_argument && !a[2 + n])
+            i++;
+    }
+    return CLI_OK;
+}
+
+static void cli_progress(void *data, const struct sbx_progress *p)
+{
+    (void)data;
+    if (p->finished) {
+        fputs("\r\033[K", stderr);
+    } else {
+        char what[64];
+        /* The path or repository comes from a manifest: keep it printable and short. */
+        size_t n = 0;
+        for (const char *s = p->what ? p->what : ""; *s && n < sizeof(what) - 1; s++)
+            what[n++] = (unsigned char)*s < 0x20 || *s == 0x7f ? '?' : *s;
+        what[n] = '\0';
+        if (p->total)
+            fprintf(stderr, "\r\033[K  %s: %llu of %llu %s", p->step, (unsigned long long)p->done,
+                    (unsigned long long)p->total, what);
+        else
+            fprintf(stderr, "\r\033[K  %s: %llu %s", p->step, (unsigned long long)p->done, what);
+    }
+    fflush(stderr);
+}
+
+cli_progress_cb *cli_progress_fn(void)
+{
+    return isatty(2) ? cli_progress : NULL;
+}
+
+int cli_parse_size(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || end == s || s[0] == '-')
+        return -1;
+    unsigned long long mul = 1;
+    if (*end == 'k' || *end == 'K')
+        mul = 1024ull, end++;
+    else if (*end == 'm' || *end == 'M')
+        mul = 1024ull * 1024, end++;
+    else if (*end == 'g' || *end == 'G')
+        mul = 1024ull * 1024 * 1024, end++;
+    if (*end || v > UINT64_MAX / mul)
+        return -1;
+    *out = v * mul;
+    return 0;
+}
+
+int cli_pass_secret(const char *name, struct sbx_strv *pass)
+{
+    if (!sbx_manifest_harness_credential(name))
+        return cli_usage("sandbox ",
+                         "--pass-secret '%s' is not one of sbx's own credentials "
+                         "(OPENAI_API_KEY); manifests read other variables without it",
+                         name);
+    sbx_strv_push(pass, name);
+    return 1;
+}
+
+int cli_parse_api(const char *name, enum sbx_model_api *api)
+{
+    if (strcmp(name, "responses") == 0)
+        *api = SBX_MODEL_API_RESPONSES;
+    else if (strcmp(name, "chat") == 0)
+        *api = SBX_MODEL_API_CHAT;
+    else
+        return -1;
+    return 0;
+}
+
+const char *cli_model_name(const char *given)
+{
+    const char *name = given ? given : getenv("SBX_MODEL");
+    return name && name[0] ? name : "gpt-4.1";
+}
+
+int cli_trusted_manifest(const char *path, struct sbx_manifest **out, struct sbx_error *err)
+{
+    *out = NULL;
+    if (!path)
+        return 0;
+    int rc = sbx_manifest_load_file(path, NULL, out, err);
+    if (rc < 0)
+        sbx_error_prefix(err, "manifest '%s'", path);
+    return rc;
+}
