@@ -841,12 +841,133 @@ static int prepare_tools(struct run *r, struct sbx_turn_prep *prep, struct sbx_e
     return 0;
 }
 
+/* Ask the model for the turn's response: the request (the agent's, with what the turn hook
+ * prepared; only the new items when the server keeps the conversation), its model_call span,
+ * then the MODEL_DONE event, the usage and the response id for the next turn. */
+static int call_model(struct run *r, struct sbx_turn_prep *prep, json_t **response,
+                      struct sbx_error *err)
+{
+    struct sbx_agent *a = r->agent;
+    json_t *tools = build_tools(r, a), *choice = tool_choice_of(r, a), *fmt = NULL, *input = NULL;
+    if (a->output_schema)
+        fmt = json_pack("{s:s, s:s, s:O, s:b}", "type", "json_schema", "name", "final_output",
+                        "schema", a->output_schema, "strict", 1);
+    int delta_mode = r->opt->use_previous_response_id && r->prev_id;
+    if (delta_mode) {
+        json_decref(prep->input);
+        prep->input = NULL;
+        input = json_array();
+        for (size_t i = r->sent_upto; i < json_array_size(r->items); i++)
+            sbx_json_append(input, json_incref(json_array_get(r->items, i)));
+    }
+    struct sbx_model_request req = {
+            .model = r->opt->model_name ? r->opt->model_name : a->model,
+            .instructions = prep->instructions ? prep->instructions : a->instructions,
+            .input = delta_mode    ? input
+                     : prep->input ? prep->input
+                                   : r->items,
+            .tools = tools,
+            .tool_choice = choice,
+            .text_format = fmt,
+            .settings = prep->settings ? prep->settings : a->settings,
+            .previous_response_id = delta_mode ? r->prev_id : NULL,
+            .cache = r->cache,
+    };
+    struct sbx_span *ms = sbx_span_start(r->turn_span, "model_call", SBX_SPAN_CLIENT);
+    sbx_span_set_str(ms, "gen_ai.operation.name", "chat");
+    sbx_span_set_str(ms, "gen_ai.system", "openai");
+    sbx_span_set_str(ms, "gen_ai.request.model", req.model ? req.model : "");
+    if (ms && sbx_trace_content(sbx_span_tracer(ms))) {
+        if (req.instructions)
+            sbx_span_set_content(ms, "sbx.model.instructions", req.instructions,
+                                 strlen(req.instructions));
+        content_json(ms, "sbx.model.input", req.input);
+    }
+    sbx_trace_set_current(ms);
+    int64_t t0 = sbx_time_mono_ns();
+    int rc = sbx_model_respond(r->opt->model, &req, r->opt->stream ? on_stream : NULL, r, response,
+                               err);
+    sbx_trace_set_current(r->turn_span);
+    if (rc < 0)
+        sbx_span_set_status(ms, 0, err->msg);
+    else
+        model_span_usage(ms, *response);
+    if (rc == 0)
+        content_json(ms, "sbx.model.output", json_object_get(*response, "output"));
+    sbx_span_end(ms);
+    json_decref(tools);
+    json_decref(choice);
+    json_decref(fmt);
+    json_decref(input);
+    if (rc < 0) {
+        sbx_error_prefix(err, "agent '%s' turn %d", a->name, r->turn);
+        return rc;
+    }
+    struct sbx_event mev = {.type = SBX_EVENT_MODEL_DONE,
+                            .item = *response,
+                            .duration_ns = sbx_time_mono_ns() - t0};
+    emit(r, &mev);
+    add_usage(r, *response);
+    const char *rid = json_string_value(json_object_get(*response, "id"));
+    free(r->prev_id);
+    r->prev_id = rid ? sbx_xstrdup(rid) : NULL;
+    return 0;
+}
+
+/* Record the response's output items and collect its calls, in order (none from a response
+ * that is incomplete); the calls become the run's open calls. Returns the jobs (*njobs of
+ * them; free_jobs), the last message's text in *last_text (caller frees) and its refusal. */
+static struct job *collect_calls(struct run *r, const json_t *response, int incomplete,
+                                 size_t *njobs, char **last_text, const char **refusal)
+{
+    json_t *output = json_object_get(response, "output");
+    size_t i;
+    json_t *item;
+    struct job *jobs = sbx_xcalloc(json_array_size(output) + 1, sizeof(*jobs));
+    json_array_foreach(output, i, item)
+    {
+        if (!json_is_object(item))
+            continue;
+        sbx_json_append(r->items, json_incref(item));
+        const char *type = json_string_value(json_object_get(item, "type"));
+        if (streq(type, "message")) {
+            free(*last_text);
+            *last_text = message_text(item);
+            *refusal = refusal_of(item);
+            struct sbx_event ev = {.type = SBX_EVENT_MESSAGE, .item = item, .text = *last_text};
+            emit(r, &ev);
+            continue;
+        }
+        if (incomplete || !type || streq(type, "reasoning") || !json_object_get(item, "call_id"))
+            continue;
+        if (!find_tool(r, type, json_string_value(json_object_get(item, "name"))) &&
+            !streq(type, "function_call") && !streq(type, "custom_tool_call")) {
+            /* A call kind nobody here handles, e.g. a hosted tool the server ran itself. */
+            sbx_log(SBX_LOG_WARN,
+                    "agent '%s': no tool handles '%s' items; leaving it to the server",
+                    r->agent->name, type);
+            continue;
+        }
+        add_job(r, jobs, njobs, item, type);
+        struct sbx_event ev = {
+                .type = SBX_EVENT_TOOL_CALL, .item = item, .tool = jobs[*njobs - 1].name};
+        emit(r, &ev);
+    }
+    r->sent_upto = json_array_size(r->items);
+    r->done_turn = r->turn;
+    json_decref(r->open_calls);
+    r->open_calls = json_array();
+    for (size_t k = 0; k < *njobs; k++)
+        sbx_json_append(r->open_calls, sbx_json_str(jobs[k].call_id));
+    return jobs;
+}
+
 /* One turn: returns 1 when the run has a final output in *out, 2 when it waits for approvals,
  * 0 to go on, or an error. */
 static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *err)
 {
     struct sbx_agent *a = r->agent;
-    json_t *tools = NULL, *choice = NULL, *fmt = NULL, *response = NULL, *input = NULL;
+    json_t *response = NULL;
     struct sbx_turn_prep prep = {0};
     struct job *jobs = NULL;
     size_t njobs = 0;
@@ -867,114 +988,15 @@ static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *er
     sbx_span_set_int(r->turn_span, "sbx.turn", r->turn);
     struct sbx_span *prev_span = sbx_trace_set_current(r->turn_span);
 
-    if ((rc = prepare_tools(r, &prep, err)) < 0)
+    if ((rc = prepare_tools(r, &prep, err)) < 0 || (rc = call_model(r, &prep, &response, err)) < 0)
         goto out;
-    tools = build_tools(r, a);
-    choice = tool_choice_of(r, a);
-    if (a->output_schema)
-        fmt = json_pack("{s:s, s:s, s:O, s:b}", "type", "json_schema", "name", "final_output",
-                        "schema", a->output_schema, "strict", 1);
-    int delta_mode = r->opt->use_previous_response_id && r->prev_id;
-    if (delta_mode) {
-        json_decref(prep.input);
-        prep.input = NULL;
-        input = json_array();
-        for (size_t i = r->sent_upto; i < json_array_size(r->items); i++)
-            sbx_json_append(input, json_incref(json_array_get(r->items, i)));
-    }
-    struct sbx_model_request req = {
-            .model = r->opt->model_name ? r->opt->model_name : a->model,
-            .instructions = prep.instructions ? prep.instructions : a->instructions,
-            .input = delta_mode   ? input
-                     : prep.input ? prep.input
-                                  : r->items,
-            .tools = tools,
-            .tool_choice = choice,
-            .text_format = fmt,
-            .settings = prep.settings ? prep.settings : a->settings,
-            .previous_response_id = delta_mode ? r->prev_id : NULL,
-            .cache = r->cache,
-    };
-    struct sbx_span *ms = sbx_span_start(r->turn_span, "model_call", SBX_SPAN_CLIENT);
-    sbx_span_set_str(ms, "gen_ai.operation.name", "chat");
-    sbx_span_set_str(ms, "gen_ai.system", "openai");
-    sbx_span_set_str(ms, "gen_ai.request.model", req.model ? req.model : "");
-    if (ms && sbx_trace_content(sbx_span_tracer(ms))) {
-        if (req.instructions)
-            sbx_span_set_content(ms, "sbx.model.instructions", req.instructions,
-                                 strlen(req.instructions));
-        content_json(ms, "sbx.model.input", req.input);
-    }
-    sbx_trace_set_current(ms);
-    int64_t t0 = sbx_time_mono_ns();
-    rc = sbx_model_respond(r->opt->model, &req, r->opt->stream ? on_stream : NULL, r, &response,
-                           err);
-    sbx_trace_set_current(r->turn_span);
-    if (rc < 0)
-        sbx_span_set_status(ms, 0, err->msg);
-    else
-        model_span_usage(ms, response);
-    if (rc == 0)
-        content_json(ms, "sbx.model.output", json_object_get(response, "output"));
-    sbx_span_end(ms);
-    if (rc < 0) {
-        sbx_error_prefix(err, "agent '%s' turn %d", a->name, r->turn);
-        goto out;
-    }
-    struct sbx_event mev = {
-            .type = SBX_EVENT_MODEL_DONE, .item = response, .duration_ns = sbx_time_mono_ns() - t0};
-    emit(r, &mev);
-    add_usage(r, response);
-    const char *rid = json_string_value(json_object_get(response, "id"));
-    free(r->prev_id);
-    r->prev_id = rid ? sbx_xstrdup(rid) : NULL;
 
     /* A response cut short (output limit, content filter) is not an answer: its text is
      * partial and its calls may be truncated. Its items are recorded and its messages reported,
      * so the partial text stays visible, but nothing runs and the run fails; sending the same
      * request again would most likely be cut at the same place. */
     int incomplete = streq(json_string_value(json_object_get(response, "status")), "incomplete");
-
-    /* Record the output items and collect the calls, in order. */
-    json_t *output = json_object_get(response, "output");
-    size_t i;
-    json_t *item;
-    jobs = sbx_xcalloc(json_array_size(output) + 1, sizeof(*jobs));
-    json_array_foreach(output, i, item)
-    {
-        if (!json_is_object(item))
-            continue;
-        sbx_json_append(r->items, json_incref(item));
-        const char *type = json_string_value(json_object_get(item, "type"));
-        if (streq(type, "message")) {
-            free(last_text);
-            last_text = message_text(item);
-            refusal = refusal_of(item);
-            struct sbx_event ev = {.type = SBX_EVENT_MESSAGE, .item = item, .text = last_text};
-            emit(r, &ev);
-            continue;
-        }
-        if (incomplete || !type || streq(type, "reasoning") || !json_object_get(item, "call_id"))
-            continue;
-        if (!find_tool(r, type, json_string_value(json_object_get(item, "name"))) &&
-            !streq(type, "function_call") && !streq(type, "custom_tool_call")) {
-            /* A call kind nobody here handles, e.g. a hosted tool the server ran itself. */
-            sbx_log(SBX_LOG_WARN,
-                    "agent '%s': no tool handles '%s' items; leaving it to the server", a->name,
-                    type);
-            continue;
-        }
-        add_job(r, jobs, &njobs, item, type);
-        struct sbx_event ev = {
-                .type = SBX_EVENT_TOOL_CALL, .item = item, .tool = jobs[njobs - 1].name};
-        emit(r, &ev);
-    }
-    r->sent_upto = json_array_size(r->items);
-    r->done_turn = r->turn;
-    json_decref(r->open_calls);
-    r->open_calls = json_array();
-    for (size_t k = 0; k < njobs; k++)
-        sbx_json_append(r->open_calls, sbx_json_str(jobs[k].call_id));
+    jobs = collect_calls(r, response, incomplete, &njobs, &last_text, &refusal);
     if (incomplete) {
         const char *why = json_string_value(
                 json_object_get(json_object_get(response, "incomplete_details"), "reason"));
@@ -989,10 +1011,6 @@ static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *er
 out:
     free_jobs(jobs, njobs);
     free(last_text);
-    json_decref(tools);
-    json_decref(choice);
-    json_decref(fmt);
-    json_decref(input);
     json_decref(prep.input);
     json_decref(response);
     if (rc < 0)

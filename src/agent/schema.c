@@ -309,23 +309,9 @@ static const json_t *resolve_ref(struct vctx *c, const char *ref)
     return NULL;
 }
 
-static int validate(struct vctx *c, const json_t *s, const json_t *v, int depth)
+/* "type", "enum" and "const". */
+static int check_kind(struct vctx *c, const json_t *s, const json_t *v)
 {
-    int rc;
-    if (depth > MAX_DEPTH)
-        return sbx_error_set(c->err, SBX_E_TOOBIG, 0, "value nests deeper than %d", MAX_DEPTH);
-    if (json_is_false(s))
-        return fail(c, "no value is allowed here");
-    if (!json_is_object(s))
-        return 0;
-    const char *ref = json_string_value(json_object_get(s, "$ref"));
-    if (ref) {
-        const json_t *target = resolve_ref(c, ref);
-        if (!target)
-            return fail(c, "schema reference '%s' cannot be resolved", ref);
-        if ((rc = validate(c, target, v, depth + 1)) < 0)
-            return rc;
-    }
     json_t *type = json_object_get(s, "type");
     if (json_is_string(type) && !type_matches(json_string_value(type), v))
         return fail(c, "expected %s, got %s", json_string_value(type), sbx_json_typename(v));
@@ -353,7 +339,7 @@ static int validate(struct vctx *c, const json_t *s, const json_t *v, int depth)
         }
         if (!found) {
             char *dump = sbx_json_dumps(v, SBX_JSON_COMPACT);
-            rc = fail(c, "%.100s is not one of the allowed values", dump);
+            int rc = fail(c, "%.100s is not one of the allowed values", dump);
             free(dump);
             return rc;
         }
@@ -361,85 +347,111 @@ static int validate(struct vctx *c, const json_t *s, const json_t *v, int depth)
     json_t *cst = json_object_get(s, "const");
     if (cst && !json_equal(cst, (json_t *)v))
         return fail(c, "value differs from the required constant");
-    if (json_is_number(v)) {
-        double d = json_number_value(v);
-        json_t *b;
-        char num[64];
-        if ((b = json_object_get(s, "minimum")) && json_is_number(b) && d < json_number_value(b)) {
-            snprintf(num, sizeof(num), "%g", json_number_value(b));
-            return fail(c, "must be at least %s", num);
-        }
-        if ((b = json_object_get(s, "maximum")) && json_is_number(b) && d > json_number_value(b)) {
-            snprintf(num, sizeof(num), "%g", json_number_value(b));
-            return fail(c, "must be at most %s", num);
-        }
-        if ((b = json_object_get(s, "exclusiveMinimum")) && json_is_number(b) &&
-            d <= json_number_value(b)) {
-            snprintf(num, sizeof(num), "%g", json_number_value(b));
-            return fail(c, "must be greater than %s", num);
-        }
-        if ((b = json_object_get(s, "exclusiveMaximum")) && json_is_number(b) &&
-            d >= json_number_value(b)) {
-            snprintf(num, sizeof(num), "%g", json_number_value(b));
-            return fail(c, "must be less than %s", num);
+    return 0;
+}
+
+/* The bounds of a number. */
+static int check_number(struct vctx *c, const json_t *s, double d)
+{
+    json_t *b;
+    char num[64];
+    if ((b = json_object_get(s, "minimum")) && json_is_number(b) && d < json_number_value(b)) {
+        snprintf(num, sizeof(num), "%g", json_number_value(b));
+        return fail(c, "must be at least %s", num);
+    }
+    if ((b = json_object_get(s, "maximum")) && json_is_number(b) && d > json_number_value(b)) {
+        snprintf(num, sizeof(num), "%g", json_number_value(b));
+        return fail(c, "must be at most %s", num);
+    }
+    if ((b = json_object_get(s, "exclusiveMinimum")) && json_is_number(b) &&
+        d <= json_number_value(b)) {
+        snprintf(num, sizeof(num), "%g", json_number_value(b));
+        return fail(c, "must be greater than %s", num);
+    }
+    if ((b = json_object_get(s, "exclusiveMaximum")) && json_is_number(b) &&
+        d >= json_number_value(b)) {
+        snprintf(num, sizeof(num), "%g", json_number_value(b));
+        return fail(c, "must be less than %s", num);
+    }
+    return 0;
+}
+
+/* The length of a string, in characters. */
+static int check_string(struct vctx *c, const json_t *s, const char *str)
+{
+    size_t n = utf8_len(str);
+    json_int_t mn = json_integer_value(json_object_get(s, "minLength"));
+    json_t *mx = json_object_get(s, "maxLength");
+    if (mn > 0 && n < (size_t)mn)
+        return fail(c, "string is shorter than the minimum length");
+    if (json_is_integer(mx) && n > (size_t)json_integer_value(mx))
+        return fail(c, "string is longer than the maximum length");
+    return 0;
+}
+
+/* The item count of an array, then each item against "items". */
+static int check_array(struct vctx *c, const json_t *s, const json_t *v, int depth)
+{
+    json_int_t mn = json_integer_value(json_object_get(s, "minItems"));
+    json_t *mx = json_object_get(s, "maxItems");
+    if (mn > 0 && json_array_size(v) < (size_t)mn)
+        return fail(c, "array has fewer items than the minimum");
+    if (json_is_integer(mx) && json_array_size(v) > (size_t)json_integer_value(mx))
+        return fail(c, "array has more items than the maximum");
+    json_t *items = json_object_get(s, "items");
+    if (!json_is_object(items))
+        return 0;
+    size_t i;
+    json_t *e;
+    int rc;
+    json_array_foreach(v, i, e)
+    {
+        if ((rc = with_path(c, NULL, i, items, e, depth)) < 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* The required properties of an object, then each member against "properties" or
+ * "additionalProperties". */
+static int check_object(struct vctx *c, const json_t *s, const json_t *v, int depth)
+{
+    json_t *props = json_object_get(s, "properties");
+    size_t i;
+    json_t *r;
+    int rc;
+    json_array_foreach(json_object_get(s, "required"), i, r)
+    {
+        const char *k = json_string_value(r);
+        if (k && !json_object_get(v, k))
+            return fail(c, "missing required property '%s'", k);
+    }
+    json_t *ap = json_object_get(s, "additionalProperties");
+    const char *k;
+    json_t *e;
+    json_object_foreach((json_t *)v, k, e)
+    {
+        json_t *ps = json_object_get(props, k);
+        if (ps) {
+            if ((rc = with_path(c, k, 0, ps, e, depth)) < 0)
+                return rc;
+        } else if (json_is_false(ap)) {
+            return fail(c, "unexpected property '%s'", k);
+        } else if (json_is_object(ap)) {
+            if ((rc = with_path(c, k, 0, ap, e, depth)) < 0)
+                return rc;
         }
     }
-    if (json_is_string(v)) {
-        size_t n = utf8_len(json_string_value(v));
-        json_int_t mn = json_integer_value(json_object_get(s, "minLength"));
-        json_t *mx = json_object_get(s, "maxLength");
-        if (mn > 0 && n < (size_t)mn)
-            return fail(c, "string is shorter than the minimum length");
-        if (json_is_integer(mx) && n > (size_t)json_integer_value(mx))
-            return fail(c, "string is longer than the maximum length");
-    }
-    if (json_is_array(v)) {
-        json_int_t mn = json_integer_value(json_object_get(s, "minItems"));
-        json_t *mx = json_object_get(s, "maxItems");
-        if (mn > 0 && json_array_size(v) < (size_t)mn)
-            return fail(c, "array has fewer items than the minimum");
-        if (json_is_integer(mx) && json_array_size(v) > (size_t)json_integer_value(mx))
-            return fail(c, "array has more items than the maximum");
-        json_t *items = json_object_get(s, "items");
-        if (json_is_object(items)) {
-            size_t i;
-            json_t *e;
-            json_array_foreach(v, i, e)
-            {
-                if ((rc = with_path(c, NULL, i, items, e, depth)) < 0)
-                    return rc;
-            }
-        }
-    }
-    if (json_is_object(v)) {
-        json_t *props = json_object_get(s, "properties");
-        size_t i;
-        json_t *r;
-        json_array_foreach(json_object_get(s, "required"), i, r)
-        {
-            const char *k = json_string_value(r);
-            if (k && !json_object_get(v, k))
-                return fail(c, "missing required property '%s'", k);
-        }
-        json_t *ap = json_object_get(s, "additionalProperties");
-        const char *k;
-        json_t *e;
-        json_object_foreach((json_t *)v, k, e)
-        {
-            json_t *ps = json_object_get(props, k);
-            if (ps) {
-                if ((rc = with_path(c, k, 0, ps, e, depth)) < 0)
-                    return rc;
-            } else if (json_is_false(ap)) {
-                return fail(c, "unexpected property '%s'", k);
-            } else if (json_is_object(ap)) {
-                if ((rc = with_path(c, k, 0, ap, e, depth)) < 0)
-                    return rc;
-            }
-        }
-    }
+    return 0;
+}
+
+/* "allOf" (every schema), then "anyOf" and "oneOf" (at least one: a oneOf matched by two is
+ * accepted too). */
+static int check_combined(struct vctx *c, const json_t *s, const json_t *v, int depth)
+{
     size_t i;
     json_t *sub;
+    int rc;
     json_array_foreach(json_object_get(s, "allOf"), i, sub)
     {
         if ((rc = validate(c, sub, v, depth + 1)) < 0)
@@ -465,6 +477,32 @@ static int validate(struct vctx *c, const json_t *s, const json_t *v, int depth)
             return fail(c, "value matches none of the alternatives in %s", alts[a]);
     }
     return 0;
+}
+
+static int validate(struct vctx *c, const json_t *s, const json_t *v, int depth)
+{
+    int rc;
+    if (depth > MAX_DEPTH)
+        return sbx_error_set(c->err, SBX_E_TOOBIG, 0, "value nests deeper than %d", MAX_DEPTH);
+    if (json_is_false(s))
+        return fail(c, "no value is allowed here");
+    if (!json_is_object(s))
+        return 0;
+    const char *ref = json_string_value(json_object_get(s, "$ref"));
+    if (ref) {
+        const json_t *target = resolve_ref(c, ref);
+        if (!target)
+            return fail(c, "schema reference '%s' cannot be resolved", ref);
+        if ((rc = validate(c, target, v, depth + 1)) < 0)
+            return rc;
+    }
+    if ((rc = check_kind(c, s, v)) < 0 ||
+        (json_is_number(v) && (rc = check_number(c, s, json_number_value(v))) < 0) ||
+        (json_is_string(v) && (rc = check_string(c, s, json_string_value(v))) < 0) ||
+        (json_is_array(v) && (rc = check_array(c, s, v, depth)) < 0) ||
+        (json_is_object(v) && (rc = check_object(c, s, v, depth)) < 0))
+        return rc;
+    return check_combined(c, s, v, depth);
 }
 
 int sbx__schema_validate(const json_t *schema, const json_t *value, struct sbx_error *err)

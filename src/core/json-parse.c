@@ -3,7 +3,7 @@
  * one byte at a time); manifests carry megabytes of file contents in strings, so this reader
  * scans strings eight bytes at a time, validates UTF-8 only where a byte is not ASCII, and
  * hands unescaped strings to jansson straight from the input. It accepts exactly what jansson
- * accepts with JSON_DECODE_ANY | JSON_REJECT_DUPLICATES (tests/unit/test-json-parse.c and
+ * accepts with JSON_DECODE_ANY | JSON_REJECT_DUPLICATES (tests/unit/core/test-json-parse.c and
  * tests/fuzz/fuzz-json.c compare the two) and tracks nesting itself, so no separate depth scan
  * of the text is needed. */
 #include <errno.h>

@@ -555,14 +555,140 @@ static int image_user(struct dk_client *c, char **out, struct sbx_error *err)
     return rc;
 }
 
+/* Refuse a second sandbox with the caller's id: engines differ in how they refuse a name in
+ * use (409, or podman's 500), so it is looked up first. */
+static int check_id_free(struct dk_client *c, const char *id, struct sbx_error *err)
+{
+    json_t *same = NULL;
+    int rc = list_containers(&c->eng, id, &same, err);
+    if (rc < 0)
+        return rc;
+    size_t n_same = json_array_size(same);
+    json_decref(same);
+    if (n_same)
+        return sbx_error_set(err, SBX_E_EXISTS, EEXIST, "sandbox '%s' already exists", id);
+    return 0;
+}
+
+/* The container's labels: the provider's only record of the sandbox (see the top of the
+ * file). */
+static json_t *create_labels(const struct dk_client *c, const char *id, const char *root,
+                             const char *owner, const struct sbx_strv *users, const char *snap_ref,
+                             const json_t *mjson)
+{
+    char created[SBX_TIME_RFC3339_LEN];
+    sbx_time_rfc3339(sbx_time_real_ns(), created);
+    json_t *labels = json_object(), *ports = json_array(), *uj = json_array();
+    for (size_t i = 0; i < c->n_ports; i++)
+        sbx_json_append(ports, json_integer(c->ports[i]));
+    for (size_t i = 0; i < users->n; i++)
+        sbx_json_append(uj, sbx_json_str(users->v[i]));
+    json_t *opts = options_json(c);
+    sbx_json_set(labels, "io.sbx.id", sbx_json_str(id));
+    sbx_json_set(labels, "io.sbx.root", sbx_json_str(root));
+    sbx_json_set(labels, "io.sbx.version", sbx_json_str(SBX_VERSION));
+    sbx_json_set(labels, "io.sbx.created", sbx_json_str(created));
+    sbx_json_set(labels, "io.sbx.owner", sbx_json_str(owner));
+    set_label(labels, "io.sbx.options", opts);
+    set_label(labels, "io.sbx.ports", ports);
+    set_label(labels, "io.sbx.users", uj);
+    if (snap_ref)
+        sbx_json_set(labels, "io.sbx.snapshot", sbx_json_str(snap_ref));
+    json_decref(opts);
+    json_decref(ports);
+    json_decref(uj);
+    if (mjson) {
+        /* Labels are not a store: a large manifest (file contents) stays out of the state. */
+        char *text = sbx_json_dumps(mjson, SBX_JSON_COMPACT);
+        if (strlen(text) <= SBX__DK_LABEL_MAX)
+            sbx_json_set(labels, "io.sbx.manifest", sbx_json_str(text));
+        free(text);
+    }
+    return labels;
+}
+
+/* Create container sbx-<id> (labels taken) and start it. *cid is set as soon as the container
+ * exists, also when starting it fails (the caller removes it). The environment's values are
+ * wiped once the request is sent: they may be secrets. */
+static int create_container(struct dk_client *c, const char *id, const char *root,
+                            struct sbx_strv *env, json_t *labels, char **cid, struct sbx_error *err)
+{
+    json_t *body = json_object(), *reply = NULL, *ej = json_array();
+    sbx_json_set(body, "Image", sbx_json_str(c->image));
+    /* The init (HostConfig.Init) is PID 1 and forwards the stop signal to this sleeper, which
+     * ends at once: stop is fast, and orphans are reaped. */
+    sbx_json_set(body, "Entrypoint", json_pack("[s]", "sleep"));
+    sbx_json_set(body, "Cmd", json_pack("[s]", "2147483647"));
+    sbx_json_set(body, "WorkingDir", sbx_json_str(root));
+    for (size_t i = 0; i < env->n; i++)
+        sbx_json_append(ej, sbx_json_str(env->v[i]));
+    sbx_json_set(body, "Env", ej);
+    sbx_json_set(body, "Labels", labels);
+    sbx_json_set(body, "HostConfig", host_config(c));
+    char *path = sbx_xasprintf("/containers/create?name=sbx-%s", id);
+    int rc = sbx__dk_json(&c->eng, "POST", path, body, NULL, &reply, err);
+    for (size_t i = 0; i < env->n; i++)
+        explicit_bzero(env->v[i], strlen(env->v[i]));
+    free(path);
+    path = NULL;
+    if (rc == -SBX_E_EXISTS)
+        rc = sbx_error_set(err, SBX_E_EXISTS, EEXIST, "sandbox '%s' already exists", id);
+    if (rc < 0)
+        goto out;
+    const char *rid = json_string_value(json_object_get(reply, "Id"));
+    if (!rid || !valid_container_id(rid)) {
+        rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "the engine made a container without an id");
+        goto out;
+    }
+    *cid = sbx_xstrdup(rid);
+    path = sbx_xasprintf("/containers/%s/start", *cid);
+    if ((rc = sbx__dk_json(&c->eng, "POST", path, NULL, NULL, NULL, err)) < 0)
+        sbx_error_prefix(err, "cannot start the container");
+out:
+    free(path);
+    json_decref(body);
+    json_decref(reply);
+    return rc;
+}
+
+/* Make a started container the sandbox: its accounts, the snapshot's workspace, the
+ * manifest's entries (only the ephemeral ones over a snapshot). */
+static int fill_container(struct sbx__dk_session *s, const struct sbx_create_spec *spec,
+                          struct sbx_snapshot_store *store, const char *snap_ref,
+                          struct sbx_error *err)
+{
+    const struct sbx_manifest *m = spec->manifest;
+    json_t *records = NULL;
+    int rc = setup(s, m, err);
+    if (rc < 0)
+        return rc;
+    sbx__session_set_manifest(&s->base, m);
+    if (snap_ref && (rc = sbx__dk_workspace_restore(s, store, snap_ref, spec->progress,
+                                                    spec->progress_data, err)) < 0) {
+        sbx_error_prefix(err, "snapshot '%s'", spec->snapshot);
+        return rc;
+    }
+    if (!m)
+        return 0;
+    struct sbx_progress_sink progress;
+    sbx_progress_sink_init(&progress, spec->progress, spec->progress_data);
+    int mflags = snap_ref ? SBX__MATERIALIZE_EPHEMERAL_ONLY : 0;
+    if ((rc = sbx__materialize(&s->base, m, mflags, &progress, &records, err)) < 0) {
+        json_decref(records);
+        return rc;
+    }
+    sbx_json_set(s->state, "materialized", records);
+    return 0;
+}
+
 static int dc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
                      struct sbx_session **out, struct sbx_error *err)
 {
     struct dk_client *c = (struct dk_client *)bc;
     const struct sbx_manifest *m = spec->manifest;
-    char id[ID_LEN + 1], created[SBX_TIME_RFC3339_LEN];
-    char *cid = NULL, *img_user = NULL, *name = NULL, *path = NULL;
-    json_t *body = NULL, *reply = NULL, *mjson = NULL, *records = NULL;
+    char id[ID_LEN + 1];
+    char *cid = NULL, *img_user = NULL;
+    json_t *mjson = NULL;
     struct sbx_strv env, users;
     struct sbx__dk_session *s = NULL;
     struct sbx_snapshot_store *store = NULL;
@@ -598,110 +724,26 @@ static int dc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
         memcpy(id, spec->id, sizeof(id));
     else if ((rc = sbx_random_hex(id, SBX__DK_ID_BYTES, err)) < 0)
         goto out;
-    if ((rc = sbx__dk_check_version(&c->eng, err)) < 0 || (rc = image_user(c, &img_user, err)) < 0)
-        goto out;
-    if (spec->id) {
-        /* Engines differ in how they refuse a name in use (409, or podman's 500). */
-        json_t *same = NULL;
-        if ((rc = list_containers(&c->eng, id, &same, err)) < 0)
-            goto out;
-        size_t n_same = json_array_size(same);
-        json_decref(same);
-        if (n_same) {
-            rc = sbx_error_set(err, SBX_E_EXISTS, EEXIST, "sandbox '%s' already exists", id);
-            goto out;
-        }
-    }
-    if (m && (rc = sbx_manifest_env_resolve(m, spec->pass_secrets, &env, err)) < 0)
+    if ((rc = sbx__dk_check_version(&c->eng, err)) < 0 ||
+        (rc = image_user(c, &img_user, err)) < 0 ||
+        (spec->id && (rc = check_id_free(c, id, err)) < 0))
         goto out;
     if (m &&
-        (rc = sbx_manifest_to_json(m, SBX_MANIFEST_JSON_NO_EPHEMERAL_ENV, &mjson, NULL, err)) < 0)
+        ((rc = sbx_manifest_env_resolve(m, spec->pass_secrets, &env, err)) < 0 ||
+         (rc = sbx_manifest_to_json(m, SBX_MANIFEST_JSON_NO_EPHEMERAL_ENV, &mjson, NULL, err)) < 0))
         goto out;
     if (m)
         sbx_manifest_account_users(m, &users);
     const char *root = m ? sbx_manifest_root(m) : DEFAULT_ROOT;
     const char *owner = users.n ? users.v[0] : c->user ? c->user : img_user;
-    sbx_time_rfc3339(sbx_time_real_ns(), created);
-
-    json_t *labels = json_object(), *ports = json_array(), *uj = json_array();
-    for (size_t i = 0; i < c->n_ports; i++)
-        sbx_json_append(ports, json_integer(c->ports[i]));
-    for (size_t i = 0; i < users.n; i++)
-        sbx_json_append(uj, sbx_json_str(users.v[i]));
-    json_t *opts = options_json(c);
-    sbx_json_set(labels, "io.sbx.id", sbx_json_str(id));
-    sbx_json_set(labels, "io.sbx.root", sbx_json_str(root));
-    sbx_json_set(labels, "io.sbx.version", sbx_json_str(SBX_VERSION));
-    sbx_json_set(labels, "io.sbx.created", sbx_json_str(created));
-    sbx_json_set(labels, "io.sbx.owner", sbx_json_str(owner));
-    set_label(labels, "io.sbx.options", opts);
-    set_label(labels, "io.sbx.ports", ports);
-    set_label(labels, "io.sbx.users", uj);
-    if (snap_ref)
-        sbx_json_set(labels, "io.sbx.snapshot", sbx_json_str(snap_ref));
-    json_decref(opts);
-    json_decref(ports);
-    json_decref(uj);
-    if (mjson) {
-        /* Labels are not a store: a large manifest (file contents) stays out of the state. */
-        char *text = sbx_json_dumps(mjson, SBX_JSON_COMPACT);
-        if (strlen(text) <= SBX__DK_LABEL_MAX)
-            sbx_json_set(labels, "io.sbx.manifest", sbx_json_str(text));
-        free(text);
-    }
-    body = json_object();
-    sbx_json_set(body, "Image", sbx_json_str(c->image));
-    /* The init (HostConfig.Init) is PID 1 and forwards the stop signal to this sleeper, which
-     * ends at once: stop is fast, and orphans are reaped. */
-    sbx_json_set(body, "Entrypoint", json_pack("[s]", "sleep"));
-    sbx_json_set(body, "Cmd", json_pack("[s]", "2147483647"));
-    sbx_json_set(body, "WorkingDir", sbx_json_str(root));
-    json_t *ej = json_array();
-    for (size_t i = 0; i < env.n; i++)
-        sbx_json_append(ej, sbx_json_str(env.v[i]));
-    sbx_json_set(body, "Env", ej);
-    sbx_json_set(body, "Labels", labels);
-    sbx_json_set(body, "HostConfig", host_config(c));
-    name = sbx_xasprintf("/containers/create?name=sbx-%s", id);
-    rc = sbx__dk_json(&c->eng, "POST", name, body, NULL, &reply, err);
-    /* Secret values went into the request: wipe our copies. */
-    for (size_t i = 0; i < env.n; i++)
-        explicit_bzero(env.v[i], strlen(env.v[i]));
-    if (rc == -SBX_E_EXISTS)
-        rc = sbx_error_set(err, SBX_E_EXISTS, EEXIST, "sandbox '%s' already exists", id);
-    if (rc < 0)
-        goto out;
-    const char *rid = json_string_value(json_object_get(reply, "Id"));
-    if (!rid || !valid_container_id(rid)) {
-        rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "the engine made a container without an id");
-        goto out;
-    }
-    cid = sbx_xstrdup(rid);
-    path = sbx_xasprintf("/containers/%s/start", cid);
-    if ((rc = sbx__dk_json(&c->eng, "POST", path, NULL, NULL, NULL, err)) < 0) {
-        sbx_error_prefix(err, "cannot start the container");
-        goto out;
-    }
+    json_t *labels = create_labels(c, id, root, owner, &users, snap_ref, mjson);
     struct sbx_session *bs = NULL;
-    if ((rc = session_of(c, cid, &bs, err)) < 0)
+    if ((rc = create_container(c, id, root, &env, labels, &cid, err)) < 0 ||
+        (rc = session_of(c, cid, &bs, err)) < 0)
         goto out;
     s = (struct sbx__dk_session *)bs;
-    if ((rc = setup(s, m, err)) < 0)
+    if ((rc = fill_container(s, spec, store, snap_ref, err)) < 0)
         goto out;
-    if (snap_ref && (rc = sbx__dk_workspace_restore(s, store, snap_ref, spec->progress,
-                                                    spec->progress_data, err)) < 0) {
-        sbx_error_prefix(err, "snapshot '%s'", spec->snapshot);
-        goto out;
-    }
-    if (m) {
-        struct sbx_progress_sink progress;
-        sbx_progress_sink_init(&progress, spec->progress, spec->progress_data);
-        int mflags = snap_ref ? SBX__MATERIALIZE_EPHEMERAL_ONLY : 0;
-        if ((rc = sbx__materialize(&s->base, m, mflags, &progress, &records, err)) < 0)
-            goto out;
-        sbx_json_set(s->state, "materialized", records);
-        records = NULL;
-    }
     *out = &s->base;
     s = NULL;
     rc = 0;
@@ -715,14 +757,9 @@ out:
     sess_free(s ? &s->base : NULL);
     sbx_strv_release(&env);
     sbx_strv_release(&users);
-    json_decref(body);
-    json_decref(reply);
     json_decref(mjson);
-    json_decref(records);
     free(cid);
     free(img_user);
-    free(name);
-    free(path);
     free(snap_ref);
     sbx_snapshot_store_free(store);
     return rc;

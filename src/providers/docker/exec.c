@@ -691,18 +691,10 @@ static int pick_user(struct sbx__dk_session *s, const char *want, const char **o
     return 0;
 }
 
-int sbx__dk_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec, const char *cwd,
-                       struct sbx_proc **out, struct sbx_error *err)
+static struct dk_proc *proc_new(struct sbx__dk_session *s, const struct sbx_exec_spec *spec)
 {
-    struct sbx__dk_session *s = (struct sbx__dk_session *)bs;
     struct dk_proc *p = sbx_xcalloc(1, sizeof(*p));
     int tty = !!(spec->flags & SBX_EXEC_TTY);
-    int want_in = tty || (spec->flags & SBX_EXEC_STDIN);
-    int pair_out[2] = {-1, -1}, pair_err[2] = {-1, -1}, pair_in[2] = {-1, -1}, sp[2], wp[2];
-    const char *user = NULL;
-    struct sbx_buf rbuf;
-    int rc;
-    sbx_buf_init(&rbuf, SBX_BUF_NOLIMIT);
     sbx_buf_init(&p->pre, SBX_BUF_NOLIMIT);
     sbx_buf_init(&p->pre_err, SBX_BUF_NOLIMIT);
     pthread_mutex_init(&p->lock, NULL);
@@ -721,10 +713,16 @@ int sbx__dk_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec,
     p->grace_ms = spec->kill_grace_ms > 0 ? spec->kill_grace_ms : SBX_EXEC_DEFAULT_GRACE_MS;
     p->name = sbx_xstrdup(spec->argv ? spec->argv[0] : "/bin/sh");
     p->container = sbx_xstrdup(s->container);
+    p->rows = spec->rows ? spec->rows : 24;
+    p->cols = spec->cols ? spec->cols : 80;
     sbx__dk_engine_copy(&p->eng, &s->eng);
-    if ((rc = pick_user(s, spec->user, &user, err)) < 0)
-        goto out;
+    return p;
+}
 
+/* The exec's command: the WRAPPER preamble with its arguments, then the command. */
+static json_t *wrapped_cmd(const struct sbx__dk_session *s, const struct dk_proc *p,
+                           const struct sbx_exec_spec *spec, const char *cwd)
+{
     char *dir = cwd[0] ? sbx_xasprintf("%s/%s", s->base.root, cwd) : sbx_xstrdup(s->base.root);
     json_t *cmd = json_array();
     sbx_json_append(cmd, sbx_json_str("/bin/sh"));
@@ -735,10 +733,8 @@ int sbx__dk_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec,
     sbx_json_append(cmd, sbx_json_str(dir));
     sbx_json_append(cmd, sbx_json_str(p->keep ? "1" : "0"));
     free(dir);
-    p->rows = spec->rows ? spec->rows : 24;
-    p->cols = spec->cols ? spec->cols : 80;
     char rows[8] = "", cols[8] = "";
-    if (tty) {
+    if (p->tty) {
         snprintf(rows, sizeof(rows), "%u", p->rows);
         snprintf(cols, sizeof(cols), "%u", p->cols);
     }
@@ -752,96 +748,137 @@ int sbx__dk_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec,
         sbx_json_append(cmd, sbx_json_str("-c"));
         sbx_json_append(cmd, sbx_json_str(spec->command));
     }
-    if ((rc = exec_create(&s->eng, s->container, cmd, spec->env, user, tty, want_in, 1, &p->eid,
-                          err)) < 0 ||
-        (rc = start_hijack(&s->eng, p->eid, tty, &p->sock, &rbuf, err)) < 0)
+    return cmd;
+}
+
+/* The error for a verdict other than "S<pid>": the preamble's letter, or the engine's own
+ * words when it could not run the preamble at all (no /bin/sh, an unknown user). */
+static int verdict_error(const struct dk_proc *p, const char *mark, size_t mark_len,
+                         const char *cwd, struct sbx_error *err)
+{
+    int code = -1;
+    struct sbx_error ignored = SBX_ERROR_INIT;
+    (void)exec_exit_code(&p->eng, p->eid, &code, &ignored);
+    if (mark_len == 0 || (mark[0] != 'S' && mark_len != 1)) {
+        const char *why = p->pre_err.len ? p->pre_err.data : p->pre.len ? p->pre.data : "";
+        return sbx_error_set(err, SBX_E_EXEC, 0, "cannot run '%s': %.*s%s(exit status %d)", p->name,
+                             (int)strcspn(why, "\r\n"), why, why[0] ? " " : "", code);
+    }
+    if (mark[0] == 'N')
+        return sbx_error_set(err, SBX_E_EXEC, ENOENT, "command '%s' not found", p->name);
+    if (mark[0] == 'X')
+        return sbx_error_set(err, SBX_E_EXEC, EACCES, "cannot run '%s': %s", p->name,
+                             strerror(EACCES));
+    if (mark[0] == 'C')
+        return sbx_error_set(err, SBX_E_NOTFOUND, ENOENT,
+                             "working directory '%s' is not a directory of the sandbox",
+                             cwd[0] ? cwd : ".");
+    return sbx_error_set(err, SBX_E_PERM, 0, "working directory '%s' leads out of the workspace",
+                         cwd);
+}
+
+/* With a terminal: a local pseudo-terminal whose master the caller gets (stdin and stdout)
+ * and whose raw slave end the relay thread copies to and from the engine's terminal. */
+static int open_local_tty(struct dk_proc *p, struct sbx_error *err)
+{
+    int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    char name[128];
+    if (m < 0 || grantpt(m) < 0 || unlockpt(m) < 0 || ptsname_r(m, name, sizeof(name))) {
+        int rc = sbx_error_errno(err, errno, "cannot open a pseudo-terminal");
+        if (m >= 0)
+            close(m);
+        return rc;
+    }
+    p->base.stdout_fd = p->base.stdin_fd = m;
+    p->slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (p->slave < 0)
+        return sbx_error_errno(err, errno, "cannot open '%s'", name);
+    /* A transparent pipe: the container's terminal does the line discipline. */
+    struct termios t;
+    if (tcgetattr(p->slave, &t) == 0) {
+        cfmakeraw(&t);
+        (void)tcsetattr(p->slave, TCSANOW, &t);
+    }
+    struct winsize ws = {.ws_row = p->rows, .ws_col = p->cols};
+    (void)ioctl(m, TIOCSWINSZ, &ws);
+    return 0;
+}
+
+/* Without a terminal: a socket pair per stream (stderr unless merged, stdin if wanted); the
+ * caller gets one end, the relay thread the other. */
+static int open_local_sockets(struct dk_proc *p, int merge_stderr, int want_in,
+                              struct sbx_error *err)
+{
+    int pair_out[2] = {-1, -1}, pair_err[2] = {-1, -1}, pair_in[2] = {-1, -1};
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair_out) < 0 ||
+        (!merge_stderr && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair_err) < 0) ||
+        (want_in && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair_in) < 0)) {
+        int rc = sbx_error_errno(err, errno, "socketpair");
+        for (int i = 0; i < 2; i++) {
+            sbx_fd_close(&pair_out[i]);
+            sbx_fd_close(&pair_err[i]);
+            sbx_fd_close(&pair_in[i]);
+        }
+        return rc;
+    }
+    p->base.stdout_fd = pair_out[0];
+    p->out_w = pair_out[1];
+    p->base.stderr_fd = pair_err[0];
+    p->err_w = pair_err[1];
+    p->base.stdin_fd = pair_in[0];
+    p->in_r = pair_in[1];
+    if (p->base.stdout_fd >= 0)
+        (void)shutdown(p->base.stdout_fd, SHUT_WR);
+    if (p->base.stderr_fd >= 0)
+        (void)shutdown(p->base.stderr_fd, SHUT_WR);
+    return 0;
+}
+
+int sbx__dk_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec, const char *cwd,
+                       struct sbx_proc **out, struct sbx_error *err)
+{
+    struct sbx__dk_session *s = (struct sbx__dk_session *)bs;
+    struct dk_proc *p = proc_new(s, spec);
+    int want_in = p->tty || (spec->flags & SBX_EXEC_STDIN);
+    int sp[2], wp[2];
+    const char *user = NULL;
+    struct sbx_buf rbuf;
+    int rc;
+    sbx_buf_init(&rbuf, SBX_BUF_NOLIMIT);
+    if ((rc = pick_user(s, spec->user, &user, err)) < 0)
+        goto out;
+    if ((rc = exec_create(&s->eng, s->container, wrapped_cmd(s, p, spec, cwd), spec->env, user,
+                          p->tty, want_in, 1, &p->eid, err)) < 0 ||
+        (rc = start_hijack(&s->eng, p->eid, p->tty, &p->sock, &rbuf, err)) < 0)
         goto out;
     char mark[MARK_MAX];
     size_t mark_len = 0;
     if ((rc = read_verdict(p, &rbuf, mark, &mark_len, err)) < 0)
         goto out;
-    if (mark_len == 0 || (mark[0] != 'S' && mark_len != 1)) {
-        int code = -1;
-        struct sbx_error ignored = SBX_ERROR_INIT;
-        (void)exec_exit_code(&s->eng, p->eid, &code, &ignored);
-        /* The engine could not run the preamble (no /bin/sh, an unknown user): its words. */
-        const char *why = p->pre_err.len ? p->pre_err.data : p->pre.len ? p->pre.data : "";
-        rc = sbx_error_set(err, SBX_E_EXEC, 0, "cannot run '%s': %.*s%s(exit status %d)", p->name,
-                           (int)strcspn(why, "\r\n"), why, why[0] ? " " : "", code);
-        goto out;
-    }
-    if (mark[0] != 'S') {
-        int code = -1;
-        struct sbx_error ignored = SBX_ERROR_INIT;
-        (void)exec_exit_code(&s->eng, p->eid, &code, &ignored);
-        if (mark[0] == 'N')
-            rc = sbx_error_set(err, SBX_E_EXEC, ENOENT, "command '%s' not found", p->name);
-        else if (mark[0] == 'X')
-            rc = sbx_error_set(err, SBX_E_EXEC, EACCES, "cannot run '%s': %s", p->name,
-                               strerror(EACCES));
-        else if (mark[0] == 'C')
-            rc = sbx_error_set(err, SBX_E_NOTFOUND, ENOENT,
-                               "working directory '%s' is not a directory of the sandbox",
-                               cwd[0] ? cwd : ".");
-        else
-            rc = sbx_error_set(err, SBX_E_PERM, 0,
-                               "working directory '%s' leads out of the workspace", cwd);
+    if (mark_len == 0 || mark[0] != 'S') {
+        rc = verdict_error(p, mark, mark_len, cwd, err);
         goto out;
     }
     p->pid = (pid_t)strtol(mark + 1, NULL, 10);
     p->base.pid = p->pid;
 
-    if (pipe2(sp, O_CLOEXEC) < 0 || pipe2(wp, O_CLOEXEC) < 0) {
+    /* Each pair is the proc's at once, so that proc_free closes it on any later failure. */
+    if (pipe2(sp, O_CLOEXEC) < 0) {
         rc = sbx_error_errno(err, errno, "pipe");
         goto out;
     }
     p->base.status_fd = sp[0];
     p->status_w = sp[1];
+    if (pipe2(wp, O_CLOEXEC) < 0) {
+        rc = sbx_error_errno(err, errno, "pipe");
+        goto out;
+    }
     p->wake_r = wp[0];
     p->wake_w = wp[1];
-    if (tty) {
-        int m = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
-        char name[128];
-        if (m < 0 || grantpt(m) < 0 || unlockpt(m) < 0 || ptsname_r(m, name, sizeof(name))) {
-            rc = sbx_error_errno(err, errno, "cannot open a pseudo-terminal");
-            if (m >= 0)
-                close(m);
-            goto out;
-        }
-        p->base.stdout_fd = p->base.stdin_fd = m;
-        p->slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
-        if (p->slave < 0) {
-            rc = sbx_error_errno(err, errno, "cannot open '%s'", name);
-            goto out;
-        }
-        /* A transparent pipe: the container's terminal does the line discipline. */
-        struct termios t;
-        if (tcgetattr(p->slave, &t) == 0) {
-            cfmakeraw(&t);
-            (void)tcsetattr(p->slave, TCSANOW, &t);
-        }
-        struct winsize ws = {.ws_row = p->rows, .ws_col = p->cols};
-        (void)ioctl(m, TIOCSWINSZ, &ws);
-    } else {
-        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair_out) < 0 ||
-            (!(spec->flags & SBX_EXEC_MERGE_STDERR) &&
-             socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair_err) < 0) ||
-            (want_in && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair_in) < 0)) {
-            rc = sbx_error_errno(err, errno, "socketpair");
-            goto out;
-        }
-        p->base.stdout_fd = pair_out[0];
-        p->out_w = pair_out[1];
-        p->base.stderr_fd = pair_err[0];
-        p->err_w = pair_err[1];
-        p->base.stdin_fd = pair_in[0];
-        p->in_r = pair_in[1];
-        pair_out[0] = pair_out[1] = pair_err[0] = pair_err[1] = pair_in[0] = pair_in[1] = -1;
-        if (p->base.stdout_fd >= 0)
-            (void)shutdown(p->base.stdout_fd, SHUT_WR);
-        if (p->base.stderr_fd >= 0)
-            (void)shutdown(p->base.stderr_fd, SHUT_WR);
-    }
+    if ((rc = p->tty ? open_local_tty(p, err)
+                     : open_local_sockets(p, !!(spec->flags & SBX_EXEC_MERGE_STDERR), want_in,
+                                          err)) < 0)
+        goto out;
     if (pthread_create(&p->thread, NULL, relay_main, p) != 0) {
         rc = sbx_error_set(err, SBX_E_SYS, 0, "cannot start a thread");
         goto out;
@@ -851,11 +888,6 @@ int sbx__dk_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec,
     p = NULL;
     rc = 0;
 out:
-    for (int i = 0; i < 2; i++) {
-        sbx_fd_close(&pair_out[i]);
-        sbx_fd_close(&pair_err[i]);
-        sbx_fd_close(&pair_in[i]);
-    }
     if (p) {
         p->done = 1; /* nothing left to kill */
         proc_free(&p->base);

@@ -148,9 +148,9 @@ int main(void)
     snprintf(dir, sizeof(dir), "/tmp/sbx-teardown-XXXXXX");
     if (!mkdtemp(dir))
         TAP_SKIP_ALL("cannot make a temporary directory");
-    TAP_RUN(test_proc_stat);
-    TAP_RUN(test_record_round_trip);
-    TAP_RUN(test_reused_pid_untouched);
+    TAP_RUN_FORKED(test_proc_stat);
+    TAP_RUN_FORKED(test_record_round_trip);
+    TAP_RUN_FORKED(test_reused_pid_untouched);
     struct sbx_error err = SBX_ERROR_INIT;
     sbx__fs_remove_tree(dir, &err);
     return TAP_DONE();

@@ -1,6 +1,7 @@
 /* Run states: field checks, versions, digests, secret scrubbing, atomic files and the check
  * that agent files are unchanged. */
 #include <dirent.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -203,17 +204,26 @@ static void test_files(void)
     json_array_append_new(json_object_get(big, "items"),
                           json_pack("{s:s, s:s}", "type", "message", "content", filler));
     free(filler);
+    /* The child answers through a pipe: under valgrind its exit status is valgrind's, which
+     * counts what the child no longer points to as lost. */
+    int res[2];
+    CHECK(pipe2(res, O_CLOEXEC) == 0);
     pid_t pid = fork();
     if (pid == 0) {
         struct rlimit rl = {.rlim_cur = 4096, .rlim_max = 4096};
         signal(SIGXFSZ, SIG_IGN);
         setrlimit(RLIMIT_FSIZE, &rl);
         struct sbx_error e2 = SBX_ERROR_INIT;
-        _exit(sbx_run_state_write_file(path, big, NULL, &e2) < 0 ? 3 : 0);
+        char c = sbx_run_state_write_file(path, big, NULL, &e2) < 0 ? 'f' : 'w';
+        (void)!write(res[1], &c, 1);
+        _exit(0);
     }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 3);
+    close(res[1]);
+    char verdict = 0;
+    (void)!read(res[0], &verdict, 1);
+    close(res[0]);
+    waitpid(pid, NULL, 0);
+    CHECK_EQ_INT(verdict, 'f');
     CHECK_OK(sbx_run_state_read_file(path, &out, &err), &err);
     CHECK_EQ_INT(json_integer_value(json_object_get(out, "turn")), 1);
     CHECK_EQ_INT(count_entries(sub), 1);

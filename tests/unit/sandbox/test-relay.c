@@ -226,9 +226,9 @@ int main(void)
     TAP_RUN(test_bad_input);
     /* Making and entering a network namespace needs root. */
     if (geteuid() == 0)
-        TAP_RUN(test_relay);
+        TAP_RUN_FORKED(test_relay);
     else
-        TAP_RUN(test_not_allowed);
+        TAP_RUN_FORKED(test_not_allowed);
     char path[512];
     snprintf(path, sizeof(path), "%s/docker", rundir);
     rmdir(path);

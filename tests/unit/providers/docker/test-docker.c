@@ -372,8 +372,8 @@ int main(void)
     TAP_RUN(test_pstat);
     TAP_RUN(test_version);
     TAP_RUN(test_options);
-    TAP_RUN(test_unreachable);
-    TAP_RUN(test_fake_engine);
+    TAP_RUN_FORKED(test_unreachable);
+    TAP_RUN_FORKED(test_fake_engine);
     TAP_RUN(test_escape);
     TAP_RUN(test_supervisor_layering);
     return TAP_DONE();

@@ -421,15 +421,15 @@ int main(void)
     snprintf(tmp, sizeof(tmp), "%s/sbx-test-spawn.XXXXXX", t && t[0] == '/' ? t : "/tmp");
     if (!mkdtemp(tmp))
         TAP_SKIP_ALL("cannot create a temporary directory");
-    TAP_RUN(test_status);
-    TAP_RUN(test_env);
-    TAP_RUN(test_cwd);
-    TAP_RUN(test_fds);
-    TAP_RUN(test_capture);
-    TAP_RUN(test_timeout);
-    TAP_RUN(test_session);
-    TAP_RUN(test_missing);
-    TAP_RUN(test_parent_death);
+    TAP_RUN_FORKED(test_status);
+    TAP_RUN_FORKED(test_env);
+    TAP_RUN_FORKED(test_cwd);
+    TAP_RUN_FORKED(test_fds);
+    TAP_RUN_FORKED(test_capture);
+    TAP_RUN_FORKED(test_timeout);
+    TAP_RUN_FORKED(test_session);
+    TAP_RUN_FORKED(test_missing);
+    TAP_RUN_FORKED(test_parent_death);
     rmdir(tmp);
     return TAP_DONE();
 }

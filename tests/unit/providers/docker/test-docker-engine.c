@@ -558,16 +558,16 @@ int main(void)
         return TAP_DONE();
     TAP_RUN(test_create);
     if (sess) {
-        TAP_RUN(test_exec);
-        TAP_RUN(test_cancel_and_stream);
-        TAP_RUN(test_files);
-        TAP_RUN(test_pty_bigfile);
-        TAP_RUN(test_state_attach);
+        TAP_RUN_FORKED(test_exec);
+        TAP_RUN_FORKED(test_cancel_and_stream);
+        TAP_RUN_FORKED(test_files);
+        TAP_RUN_FORKED(test_pty_bigfile);
+        TAP_RUN_FORKED(test_state_attach);
         TAP_RUN(test_remove);
     }
-    TAP_RUN(test_errors);
-    TAP_RUN(test_users_background);
-    TAP_RUN(test_snapshot);
+    TAP_RUN_FORKED(test_errors);
+    TAP_RUN_FORKED(test_users_background);
+    TAP_RUN_FORKED(test_snapshot);
     if (sess) {
         sbx_session_delete(sess, &err);
         sbx_session_free(sess);

@@ -311,11 +311,11 @@ int main(void)
         printf("# %s\n", err.msg);
         abort();
     }
-    TAP_RUN(test_tie_isolated);
-    TAP_RUN(test_tie_unconfined);
-    TAP_RUN(test_exec);
-    TAP_RUN(test_pty);
-    TAP_RUN(test_run);
+    TAP_RUN_FORKED(test_tie_isolated);
+    TAP_RUN_FORKED(test_tie_unconfined);
+    TAP_RUN_FORKED(test_exec);
+    TAP_RUN_FORKED(test_pty);
+    TAP_RUN_FORKED(test_run);
     sbx_client_free(client);
     rm_tree(tmp);
     free(run_dir);

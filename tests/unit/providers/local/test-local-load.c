@@ -222,9 +222,9 @@ int main(void)
         rm_tree(tmp);
         return 1;
     }
-    TAP_RUN(test_queue_behind_busy_supervisor);
-    TAP_RUN(test_stopped_supervisor_times_out);
-    TAP_RUN(test_full_backlog);
+    TAP_RUN_FORKED(test_queue_behind_busy_supervisor);
+    TAP_RUN_FORKED(test_stopped_supervisor_times_out);
+    TAP_RUN_FORKED(test_full_backlog);
     CHECK_OK(sbx_session_delete(sess, &err), &err);
     sbx_session_free(sess);
     sbx_client_free(client);

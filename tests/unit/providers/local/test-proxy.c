@@ -850,6 +850,6 @@ int main(void)
     TAP_RUN(test_texts);
     TAP_RUN(test_config_errors);
     TAP_RUN(test_client_options);
-    TAP_RUN(test_end_to_end);
+    TAP_RUN_FORKED(test_end_to_end);
     return TAP_DONE();
 }

@@ -442,13 +442,13 @@ int main(void)
     signal(SIGPIPE, SIG_DFL); /* prove the library never raises it */
     TAP_START();
     setup();
-    TAP_RUN(test_order);
-    TAP_RUN(test_stdin);
-    TAP_RUN(test_stdin_not_read);
-    TAP_RUN(test_large);
-    TAP_RUN(test_timeout_cancel_fail);
-    TAP_RUN(test_background);
-    TAP_RUN(test_tty);
+    TAP_RUN_FORKED(test_order);
+    TAP_RUN_FORKED(test_stdin);
+    TAP_RUN_FORKED(test_stdin_not_read);
+    TAP_RUN_FORKED(test_large);
+    TAP_RUN_FORKED(test_timeout_cancel_fail);
+    TAP_RUN_FORKED(test_background);
+    TAP_RUN_FORKED(test_tty);
     teardown();
     return TAP_DONE();
 }
