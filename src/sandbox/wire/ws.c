@@ -564,7 +564,8 @@ static int queue_close(struct sbx__ws *ws, int code, const char *reason, size_t 
     size_t n = 0;
     if (code) {
         body[0] = (uint8_t)(code >> 8), body[1] = (uint8_t)code;
-        memcpy(body + 2, reason, rlen);
+        if (rlen) /* reason may be NULL, and memcpy from NULL is undefined even for 0 bytes */
+            memcpy(body + 2, reason, rlen);
         n = 2 + rlen;
     }
     ws->sent_close = 1;
