@@ -106,7 +106,7 @@ static void test_hostile(void)
     raw(&s, "\x00\x00\x00", 3);
     expect(&s, 0, "F:connect stream was cut inside an envelope", __LINE__);
     sbx_buf_reset(&s);
-    raw(&s, "\x00\x00\x00\x00\x05" "abc", 8);
+    raw(&s, "\x00\x00\x00\x00\x05\x61\x62\x63", 8); /* 5 bytes announced, "abc" sent */
     expect(&s, 0, "F:connect stream was cut inside an envelope", __LINE__);
     sbx_buf_reset(&s);
     env(&s, SBX__CONNECT_END_STREAM, "{}");

@@ -158,7 +158,7 @@ void sbx__ws_release(struct sbx__ws *ws);
 long sbx__ws_recv(struct sbx__ws *ws, const uint8_t *p, size_t n, struct sbx__ws_msg *msg,
                   struct sbx_error *err);
 /* Queue one data message (TEXT must be UTF-8) as a single frame. SBX_E_INVAL once sbx has sent
- * its close frame. */
+ * its close frame; SBX_E_TOOBIG when ws->out would pass its bound (write it out first). */
 int sbx__ws_send(struct sbx__ws *ws, int opcode, const void *p, size_t n, struct sbx_error *err);
 /* Queue a ping (payload ≤ 125 bytes). */
 int sbx__ws_ping(struct sbx__ws *ws, const void *p, size_t n, struct sbx_error *err);
