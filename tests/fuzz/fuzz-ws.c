@@ -2,7 +2,8 @@
  * (sbx__ws_recv), or (first byte odd) the opening handshake's answer. The frames are fed twice,
  * whole and in pieces of 1-16 bytes: both must hand out the same messages and end the same
  * way. Every data message is within the limit, every text is UTF-8, every close code valid,
- * and what sbx queues to send is well-formed masked frames, ending in a close once it failed. */
+ * and what sbx queues to send is well-formed masked frames, ending in a close once it failed
+ * (unless its close had gone out before). */
 #include <string.h>
 
 #include "fuzz.h"
@@ -52,12 +53,13 @@ static void run(const uint8_t *p, size_t n, size_t step, size_t max, struct outc
     for (size_t off = 0; off < n && o->rc == 0;) {
         size_t k = n - off < step ? n - off : step;
         struct sbx__ws_msg m;
+        int sent_close = ws.sent_close; /* a failure queues a close unless one went out */
         long used = sbx__ws_recv(&ws, p + off, k, &m, &err);
         if (used < 0) {
             o->rc = (int)used;
             FUZZ_ASSERT(err.msg[0] != '\0');
             FUZZ_ASSERT(ws.state == SBX__WS_CLOSED);
-            FUZZ_ASSERT(check_out(&ws.out) == SBX__WS_CLOSE);
+            FUZZ_ASSERT(check_out(&ws.out) == (sent_close ? 0 : SBX__WS_CLOSE));
             break;
         }
         FUZZ_ASSERT(used > 0 && (size_t)used <= k);
