@@ -139,7 +139,8 @@ static void test_status(void)
     CHECK_ERR(status(SBX__CH_V5, "{\"status\":\"Failure\",\"reason\":\"NonZeroExitCode\"}", &code,
                      &err),
               SBX_E_PARSE, &err, "names no exit code");
-    static const char *bad_codes[] = {"\"0\"", "\"-1\"", "\"3x\"", "\"\"", "\"99999999999\"", "3"};
+    static const char *bad_codes[] = {"\"0\"",   "\"-1\"",   "\"3x\"",          "\"\"",
+                                      "\"256\"", "\"0255\"", "\"99999999999\"", "3"};
     for (size_t i = 0; i < sizeof(bad_codes) / sizeof(bad_codes[0]); i++) {
         char j[256];
         snprintf(j, sizeof(j),
@@ -147,7 +148,8 @@ static void test_status(void)
                  "[{\"reason\":\"Other\",\"message\":\"1\"},{\"reason\":\"ExitCode\",\"message\":"
                  "%s}]}}",
                  bad_codes[i]);
-        CHECK_ERR(status(SBX__CH_V5, j, &code, &err), SBX_E_PARSE, &err, "not a non-zero number");
+        CHECK_ERR(status(SBX__CH_V5, j, &code, &err), SBX_E_PARSE, &err,
+                  "not a number from 1 to 255");
     }
     CHECK_ERR(status(SBX__CH_V5, "{\"status\":\"Pending\"}", &code, &err), SBX_E_PARSE, &err,
               "unknown status 'Pending'");
@@ -164,7 +166,7 @@ static void test_status(void)
     sbx_buf_init(&b, 4096);
     CHECK_OK(sbx__ch_status_encode(SBX__CH_V5, 0, NULL, &b, &err), &err);
     CHECK_EQ_STR(b.data, "{\"metadata\":{},\"status\":\"Success\"}");
-    for (int c = 0; c < 300; c += 37) {
+    for (int c = 0; c < 256; c += 17) {
         sbx_buf_reset(&b);
         CHECK_OK(sbx__ch_status_encode(SBX__CH_V4, c, NULL, &b, &err), &err);
         code = -1;
@@ -177,7 +179,10 @@ static void test_status(void)
     CHECK_EQ_INT(b.len, 0);
     CHECK_OK(sbx__ch_status_encode(SBX__CH_V3, 2, "boom", &b, &err), &err);
     CHECK_EQ_STR(b.data, "boom");
-    CHECK_ERR(sbx__ch_status_encode(SBX__CH_V5, -1, NULL, &b, &err), SBX_E_INVAL, &err, "negative");
+    CHECK_ERR(sbx__ch_status_encode(SBX__CH_V5, -1, NULL, &b, &err), SBX_E_INVAL, &err,
+              "exit code -1 is not 0-255");
+    CHECK_ERR(sbx__ch_status_encode(SBX__CH_V5, 256, NULL, &b, &err), SBX_E_INVAL, &err,
+              "exit code 256 is not 0-255");
     sbx_buf_release(&b);
 }
 

@@ -1,5 +1,4 @@
 /* The Kubernetes remote-command and port-forward channel protocols: channel.h. */
-#include <limits.h>
 #include <string.h>
 
 #include "sandbox/wire/channel.h"
@@ -140,14 +139,15 @@ static int exit_code_of(json_t *status, int *exit_code, struct sbx_error *err)
         const char *msg = json_string_value(json_object_get(c, "message"));
         if (!reason || strcmp(reason, "ExitCode") != 0)
             continue;
-        long v = 0;
+        /* An exit status is 8 bits; 0 would contradict the reason. */
+        int v = 0;
         size_t k = 0;
-        for (; msg && msg[k] >= '0' && msg[k] <= '9' && k < 10; k++)
+        for (; msg && msg[k] >= '0' && msg[k] <= '9' && k < 3; k++)
             v = v * 10 + (msg[k] - '0');
-        if (!msg || k == 0 || msg[k] || v == 0 || v > INT_MAX)
+        if (!msg || k == 0 || msg[k] || v == 0 || v > 255)
             return sbx_error_set(err, SBX_E_PARSE, 0,
-                                 "the status's exit code is not a non-zero number");
-        *exit_code = (int)v;
+                                 "the status's exit code is not a number from 1 to 255");
+        *exit_code = v;
         return 0;
     }
     return sbx_error_set(err, SBX_E_PARSE, 0, "a NonZeroExitCode status names no exit code");
@@ -213,8 +213,8 @@ int sbx__ch_status_encode(int version, int exit_code, const char *message, struc
                           struct sbx_error *err)
 {
     char code[16], dflt[64];
-    if (exit_code < 0)
-        return sbx_error_set(err, SBX_E_INVAL, 0, "exit code %d is negative", exit_code);
+    if (exit_code < 0 || exit_code > 255)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "exit code %d is not 0-255", exit_code);
     snprintf(code, sizeof(code), "%d", exit_code);
     snprintf(dflt, sizeof(dflt), "command terminated with non-zero exit code %d", exit_code);
     if (!message)

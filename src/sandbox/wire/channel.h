@@ -72,13 +72,14 @@ int sbx__ch_encode(int version, int channel, const void *p, size_t n, struct sbx
 int sbx__ch_encode_close(int version, int channel, struct sbx_buf *out, struct sbx_error *err);
 
 /* The error channel's content once the stream ended: *exit_code 0 for success ("Success", or
- * nothing at all before v4), the code of a "NonZeroExitCode" failure; any other failure is
+ * nothing at all before v4), the code of a "NonZeroExitCode" failure (1-255); any other failure is
  * SBX_E_API with the server's reason and message; before v4 a non-empty text is that error.
  * A status that does not parse, or v4/v5 with nothing on the channel, is SBX_E_PARSE. */
 int sbx__ch_status_decode(int version, const uint8_t *p, size_t n, int *exit_code,
                           struct sbx_error *err);
-/* The error channel's content for a command that ended with exit_code (the node daemon's side);
- * message (may be NULL) replaces the standard one of a failure. Before v4 a success is empty. */
+/* The error channel's content for a command that ended with exit_code 0-255 (the node daemon's
+ * side); message (may be NULL) replaces the standard one of a failure. Before v4 a success is
+ * empty. */
 int sbx__ch_status_encode(int version, int exit_code, const char *message, struct sbx_buf *out,
                           struct sbx_error *err);
 
