@@ -14,6 +14,7 @@
     X(EVP_DigestUpdate)      \
     X(EVP_MD_CTX_free)       \
     X(EVP_MD_CTX_new)        \
+    X(EVP_sha1)              \
     X(EVP_sha256)            \
     X(HMAC)
 
@@ -31,6 +32,7 @@ int sbx__crypto_load(struct sbx_error *err);
 #define EVP_DigestUpdate   (sbx__crypto.EVP_DigestUpdate)
 #define EVP_MD_CTX_free    (sbx__crypto.EVP_MD_CTX_free)
 #define EVP_MD_CTX_new     (sbx__crypto.EVP_MD_CTX_new)
+#define EVP_sha1           (sbx__crypto.EVP_sha1)
 #define EVP_sha256         (sbx__crypto.EVP_sha256)
 #define HMAC               (sbx__crypto.HMAC)
 

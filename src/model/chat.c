@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "model/model-internal.h"
-#include "model/sse.h"
+#include "sandbox/wire/sse.h"
 #include "sbx/json.h"
 
 static const char *str(const json_t *o, const char *k)

@@ -3,7 +3,7 @@
 #include <string.h>
 
 #include "model/model-internal.h"
-#include "model/sse.h"
+#include "sandbox/wire/sse.h"
 #include "sbx/json.h"
 
 struct stream {

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "fuzz.h"
-#include "model/sse.h"
+#include "sandbox/wire/sse.h"
 
 #define MAX_EVENT 4096
 

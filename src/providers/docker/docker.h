@@ -87,24 +87,6 @@ int sbx__dk_version_ok(const char *v);
 int sbx__dk_hijack(const struct sbx__dk_engine *e, const char *path, const json_t *body,
                    int *out_fd, struct sbx_buf *leftover, struct sbx_error *err);
 
-/* The multiplexed stream of a command without a terminal: frames of an 8-byte header
- * [stream, 0, 0, 0, length big-endian 32] and length payload bytes. The parser never buffers
- * a payload: it hands out pieces of what it is fed. */
-struct sbx__dk_demux {
-    uint8_t hdr[8];
-    size_t hdr_len;
-    uint32_t left; /* payload bytes of the current frame still to come */
-    int stream;    /* of the current frame: 0 stdin, 1 stdout, 2 stderr */
-};
-void sbx__dk_demux_init(struct sbx__dk_demux *d);
-/* Consume from p[0..n): returns the bytes used (> 0 when n > 0) and sets *payload and *plen to a
- * piece of payload within them (plen 0: only header bytes were used) for stream *stream.
- * SBX_E_PARSE for a header that is not one. */
-long sbx__dk_demux_feed(struct sbx__dk_demux *d, const uint8_t *p, size_t n, int *stream,
-                        const uint8_t **payload, size_t *plen, struct sbx_error *err);
-/* Between frames (a stream may end here). */
-int sbx__dk_demux_idle(const struct sbx__dk_demux *d);
-
 /* X-Docker-Container-Path-Stat: base64 of {"name","size","mode" (Go's FileMode),"mtime",
  * "linkTarget"}. */
 struct sbx__dk_pstat {

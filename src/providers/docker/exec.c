@@ -21,6 +21,7 @@
 
 #include "providers/docker/docker.h"
 #include "sandbox/session/internal.h"
+#include "sandbox/wire/mux.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
 #include "sbx/strv.h"
@@ -76,7 +77,7 @@ struct dk_proc {
     pid_t pid;
     int64_t deadline, kill_at, grace_ms;
     struct sbx_buf pre, pre_err; /* output that came with the verdict, delivered first */
-    struct sbx__dk_demux dm;     /* the stream's parser, from the verdict on to the relay */
+    struct sbx__mux dm;          /* the stream's parser, from the verdict on to the relay */
     pthread_t thread;
     int thread_started;
     pthread_mutex_t lock;
@@ -241,9 +242,9 @@ int sbx__dk_exec_run(struct sbx__dk_session *s, const char *const *argv, const v
     char *eid = NULL;
     int fd = -1, rc;
     struct sbx_buf rbuf;
-    struct sbx__dk_demux dm;
+    struct sbx__mux dm;
     sbx_buf_init(&rbuf, SBX_BUF_NOLIMIT);
-    sbx__dk_demux_init(&dm);
+    sbx__mux_init(&dm, 0);
     if ((rc = exec_create(&s->eng, s->container, strv_json(argv), NULL, "0", 0, input != NULL, 1,
                           &eid, err)) < 0 ||
         (rc = start_hijack(&s->eng, eid, 0, &fd, &rbuf, err)) < 0)
@@ -262,7 +263,7 @@ int sbx__dk_exec_run(struct sbx__dk_session *s, const char *const *argv, const v
             int stream;
             const uint8_t *pl;
             size_t plen;
-            long used = sbx__dk_demux_feed(&dm, p + off, n - off, &stream, &pl, &plen, err);
+            long used = sbx__mux_feed(&dm, p + off, n - off, &stream, &pl, &plen, err);
             if (used < 0) {
                 rc = (int)used;
                 goto out;
@@ -497,8 +498,8 @@ static void *relay_main(void *arg)
                 int stream;
                 const uint8_t *pl;
                 size_t plen;
-                long used = sbx__dk_demux_feed(&p->dm, buf + off, (size_t)got - off, &stream, &pl,
-                                               &plen, &ignored);
+                long used = sbx__mux_feed(&p->dm, buf + off, (size_t)got - off, &stream, &pl, &plen,
+                                          &ignored);
                 if (used < 0) {
                     sock_open = 0;
                     break;
@@ -614,7 +615,7 @@ static int read_verdict(struct dk_proc *p, struct sbx_buf *rbuf, char *mark, siz
     const uint8_t *src = (const uint8_t *)rbuf->data;
     size_t n = rbuf->len, off = 0;
     int have = 0;
-    sbx__dk_demux_init(&p->dm);
+    sbx__mux_init(&p->dm, 0);
     *mark_len = 0;
     for (;;) {
         while (off < n) {
@@ -624,8 +625,7 @@ static int read_verdict(struct dk_proc *p, struct sbx_buf *rbuf, char *mark, siz
             if (p->tty) {
                 off = n;
             } else {
-                long used =
-                        sbx__dk_demux_feed(&p->dm, src + off, n - off, &stream, &pl, &plen, err);
+                long used = sbx__mux_feed(&p->dm, src + off, n - off, &stream, &pl, &plen, err);
                 if (used < 0)
                     return (int)used;
                 off += (size_t)used;

@@ -1,7 +1,6 @@
-/* Parsers of what the engine sends: the multiplexed output stream of a command and the
- * path-stat header of the archive API. Both are hostile input (the engine relays what the
- * container writes, and a compromised engine says anything): bounded, never allocating what a
- * header claims. */
+/* The path-stat header of the archive API (the multiplexed output stream of a command is
+ * decoded by sandbox/wire/mux.h). Hostile input (a compromised engine says anything): bounded,
+ * never allocating what a header claims. */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -12,50 +11,6 @@
 #include "sbx/json.h"
 
 #define PSTAT_MAX 65536
-
-void sbx__dk_demux_init(struct sbx__dk_demux *d)
-{
-    memset(d, 0, sizeof(*d));
-}
-
-int sbx__dk_demux_idle(const struct sbx__dk_demux *d)
-{
-    return d->hdr_len == 0 && d->left == 0;
-}
-
-long sbx__dk_demux_feed(struct sbx__dk_demux *d, const uint8_t *p, size_t n, int *stream,
-                        const uint8_t **payload, size_t *plen, struct sbx_error *err)
-{
-    *payload = NULL;
-    *plen = 0;
-    *stream = d->stream;
-    if (n == 0)
-        return 0;
-    if (d->left == 0) {
-        size_t k = sizeof(d->hdr) - d->hdr_len;
-        if (k > n)
-            k = n;
-        memcpy(d->hdr + d->hdr_len, p, k);
-        d->hdr_len += k;
-        if (d->hdr_len < sizeof(d->hdr))
-            return (long)k;
-        if (d->hdr[0] > 2 || d->hdr[1] || d->hdr[2] || d->hdr[3])
-            return sbx_error_set(err, SBX_E_PARSE, 0,
-                                 "the command's output stream has a bad frame header");
-        d->stream = d->hdr[0];
-        d->left = (uint32_t)d->hdr[4] << 24 | (uint32_t)d->hdr[5] << 16 | (uint32_t)d->hdr[6] << 8 |
-                  (uint32_t)d->hdr[7];
-        d->hdr_len = 0;
-        *stream = d->stream;
-        return (long)k;
-    }
-    size_t k = n < d->left ? n : d->left;
-    d->left -= (uint32_t)k;
-    *payload = p;
-    *plen = k;
-    *stream = d->stream;
-    return (long)k;
-}
 
 void sbx__dk_pstat_release(struct sbx__dk_pstat *p)
 {

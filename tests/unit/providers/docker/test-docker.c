@@ -1,6 +1,6 @@
-/* The Docker provider without an engine: the multiplexed stream parser (split, short and
- * hostile input), the path-stat decoder, option checks, and the errors for an engine that
- * cannot be reached (no socket, nobody listening, a socket we may not use). */
+/* The Docker provider without an engine (its multiplexed stream parser is sandbox/wire/mux.c,
+ * tested by test-wire-mux.c): the path-stat decoder, option checks, and the errors for an engine
+ * that cannot be reached (no socket, nobody listening, a socket we may not use). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -16,93 +16,6 @@
 #include "sbx/fs.h"
 #include "sbx/session.h"
 #include "tap.h"
-
-/* Feed p[0..n) in pieces of step bytes; collect stdout and stderr. */
-static int demux_all(const uint8_t *p, size_t n, size_t step, struct sbx_buf *out,
-                     struct sbx_buf *errb, struct sbx__dk_demux *d, struct sbx_error *err)
-{
-    sbx__dk_demux_init(d);
-    for (size_t off = 0; off < n;) {
-        size_t k = n - off < step ? n - off : step;
-        size_t used_total = 0;
-        while (used_total < k) {
-            int stream;
-            const uint8_t *pl;
-            size_t plen;
-            long used = sbx__dk_demux_feed(d, p + off + used_total, k - used_total, &stream, &pl,
-                                           &plen, err);
-            if (used <= 0)
-                return used < 0 ? (int)used : -1;
-            used_total += (size_t)used;
-            if (plen && sbx_buf_add(stream == 2 ? errb : out, pl, plen, err) < 0)
-                return -1;
-        }
-        off += k;
-    }
-    return 0;
-}
-
-static void test_demux(void)
-{
-    static const uint8_t s[] = {1, 0, 0, 0, 0, 0, 0,   3,   'a', 'b', 'c', 2,  0,
-                                0, 0, 0, 0, 0, 2, 'E', 'R', 1,   0,   0,   0,  0,
-                                0, 0, 0, 1, 0, 0, 0,   0,   0,   0,   1,   'd'};
-    for (size_t step = 1; step <= sizeof(s); step++) {
-        struct sbx_buf out, errb;
-        struct sbx__dk_demux d;
-        struct sbx_error err = SBX_ERROR_INIT;
-        sbx_buf_init(&out, 64);
-        sbx_buf_init(&errb, 64);
-        int rc = demux_all(s, sizeof(s), step, &out, &errb, &d, &err);
-        CHECK(rc == 0 && strcmp(sbx_buf_cstr(&out), "abcd") == 0 &&
-              strcmp(sbx_buf_cstr(&errb), "ER") == 0 && sbx__dk_demux_idle(&d));
-        sbx_buf_release(&out);
-        sbx_buf_release(&errb);
-    }
-    /* A stream cut inside a header or a payload is not idle: the caller knows it was cut. */
-    struct sbx__dk_demux d;
-    struct sbx_buf out, errb;
-    struct sbx_error err = SBX_ERROR_INIT;
-    sbx_buf_init(&out, 64);
-    sbx_buf_init(&errb, 64);
-    CHECK_OK(demux_all(s, 5, 5, &out, &errb, &d, &err), &err);
-    CHECK(!sbx__dk_demux_idle(&d));
-    CHECK_OK(demux_all(s, 9, 9, &out, &errb, &d, &err), &err);
-    CHECK(!sbx__dk_demux_idle(&d));
-    sbx_buf_release(&out);
-    sbx_buf_release(&errb);
-}
-
-static void test_demux_hostile(void)
-{
-    struct sbx_error err = SBX_ERROR_INIT;
-    struct sbx__dk_demux d;
-    int stream;
-    const uint8_t *pl;
-    size_t plen;
-    /* A frame claiming 4 GiB: nothing is allocated, the bytes that come are handed out. */
-    static const uint8_t big[] = {1, 0, 0, 0, 0xff, 0xff, 0xff, 0xff, 'x', 'y'};
-    sbx__dk_demux_init(&d);
-    CHECK_EQ_INT(sbx__dk_demux_feed(&d, big, sizeof(big), &stream, &pl, &plen, &err), 8);
-    CHECK_EQ_INT(d.left, 0xffffffffu);
-    CHECK_EQ_INT(sbx__dk_demux_feed(&d, big + 8, 2, &stream, &pl, &plen, &err), 2);
-    CHECK(plen == 2 && pl == big + 8 && stream == 1);
-    CHECK_EQ_INT(d.left, 0xffffffffu - 2);
-    /* Not a header: an unknown stream, or padding bytes set. */
-    static const uint8_t bad1[] = {3, 0, 0, 0, 0, 0, 0, 1};
-    static const uint8_t bad2[] = {1, 0, 1, 0, 0, 0, 0, 1};
-    sbx__dk_demux_init(&d);
-    CHECK_ERR((int)sbx__dk_demux_feed(&d, bad1, 8, &stream, &pl, &plen, &err), SBX_E_PARSE, &err,
-              "frame header");
-    sbx__dk_demux_init(&d);
-    CHECK_ERR((int)sbx__dk_demux_feed(&d, bad2, 8, &stream, &pl, &plen, &err), SBX_E_PARSE, &err,
-              "frame header");
-    /* An empty frame is fine. */
-    static const uint8_t empty[] = {2, 0, 0, 0, 0, 0, 0, 0};
-    sbx__dk_demux_init(&d);
-    CHECK_EQ_INT(sbx__dk_demux_feed(&d, empty, 8, &stream, &pl, &plen, &err), 8);
-    CHECK(sbx__dk_demux_idle(&d) && plen == 0);
-}
 
 static char *b64(const char *s)
 {
@@ -367,8 +280,6 @@ static void test_supervisor_layering(void)
 int main(void)
 {
     TAP_START();
-    TAP_RUN(test_demux);
-    TAP_RUN(test_demux_hostile);
     TAP_RUN(test_pstat);
     TAP_RUN(test_version);
     TAP_RUN(test_options);

@@ -1,4 +1,6 @@
-/* sbx internal: an incremental Server-Sent Events parser (WHATWG event-stream rules).
+/* sbx internal: an incremental Server-Sent Events parser (WHATWG event-stream rules), part of
+ * the remote layer (docs/internals/wire.md): the model layer reads its streams with it, and so
+ * can the providers below it.
  *
  * Bytes are fed in arbitrary pieces; complete events are handed to a callback. Lines end in
  * LF, CRLF or CR (a CR at the end of one piece followed by LF at the start of the next counts
@@ -6,8 +8,8 @@
  * dispatched at a blank line, and an event whose data would exceed the size limit fails with
  * SBX_E_TOOBIG. An event not terminated by a blank line when the stream ends is never
  * dispatched: sbx__sse_finish() reports it so a cut stream is told apart from a complete one. */
-#ifndef SBX_MODEL_SSE_H
-#define SBX_MODEL_SSE_H
+#ifndef SBX_SANDBOX_WIRE_SSE_H
+#define SBX_SANDBOX_WIRE_SSE_H
 
 #include <stddef.h>
 

@@ -1,7 +1,7 @@
 /* Incremental SSE parsing; see sse.h for the rules. */
 #include <string.h>
 
-#include "model/sse.h"
+#include "sandbox/wire/sse.h"
 
 void sbx__sse_init(struct sbx__sse *p, size_t max_event, sbx__sse_fn *fn, void *ud)
 {

@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "tap.h"
-#include "model/sse.h"
+#include "sandbox/wire/sse.h"
 #include "sbx/buf.h"
 
 struct seen {
