@@ -406,7 +406,53 @@ expect_rc 0 "its pod and PVC are garbage-collected"
 expect_eq "$(containers_of gone | wc -l)" 0 "its container is gone"
 volume_exists "$vol" && not_ok "its volume is gone" || ok "its volume is gone"
 
+# --- finalizers and propagation policies --------------------------------------------------------
+k apply -f - >/dev/null <<EOF
+apiVersion: agents.x-k8s.io/v1beta1
+kind: Sandbox
+metadata: {name: held, finalizers: [example.com/hold]}
+spec:
+  operatingMode: Suspended
+  podTemplate: {spec: {containers: [{name: c, image: $IMAGE}]}}
+  volumeClaimTemplates:
+  - metadata: {name: work}
+    spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+EOF
+run k wait --for=jsonpath='{.status.phase}'=Bound pvc/work-held --timeout=60s
+run k delete sandbox held --wait=false
+expect_rc 0 "kubectl delete of a Sandbox with a finalizer"
+expect_eq "$(jp sandbox/held '{.metadata.finalizers[0]}/{.metadata.deletionTimestamp}' | sed 's/[0-9TZ:-]*$/T/')" \
+    "example.com/hold/T" "it stays, with a deletionTimestamp"
+run k patch sandbox held --type json -p '[{"op":"remove","path":"/metadata/finalizers"}]'
+expect_rc 0 "a JSON patch removes the finalizer"
+run k wait --for=delete sandbox/held pvc/work-held --timeout=60s
+expect_rc 0 "then the Sandbox goes, and its PVC after it"
+sed 's/name: held, finalizers: \[example.com\/hold\]/name: orphaning/' >"$T/orphan.yaml" <<EOF
+apiVersion: agents.x-k8s.io/v1beta1
+kind: Sandbox
+metadata: {name: held, finalizers: [example.com/hold]}
+spec:
+  operatingMode: Suspended
+  podTemplate: {spec: {containers: [{name: c, image: $IMAGE}]}}
+  volumeClaimTemplates:
+  - metadata: {name: work}
+    spec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: 1Gi}}}
+EOF
+k apply -f "$T/orphan.yaml" >/dev/null
+run k wait --for=jsonpath='{.status.phase}'=Bound pvc/work-orphaning --timeout=60s
+expect_eq "$(jp sandbox/orphaning '{.metadata.generation}')" 1 "metadata.generation starts at 1"
+k patch sandbox orphaning --type merge -p '{"spec":{"service":false}}' >/dev/null
+k patch sandbox orphaning --type merge -p '{"metadata":{"labels":{"only":"metadata"}}}' >/dev/null
+expect_eq "$(jp sandbox/orphaning '{.metadata.generation}')" 2 "a spec change bumps it, a label change does not"
+run k delete sandbox orphaning --cascade=orphan
+expect_rc 0 "kubectl delete --cascade=orphan"
+expect_eq "$(jp pvc/work-orphaning '{.status.phase}/{.metadata.ownerReferences}')" "Bound/" "the PVC stays, without its owner reference"
+run k delete pvc work-orphaning
+expect_rc 0 "and can be deleted on its own"
+
 # --- errors as the real server words them ---------------------------------------------------------
+run k --token=not-a-token get pods
+expect_eq "$(cat "$T/err")" "error: You must be logged in to the server (Unauthorized)" "an unknown token: 401 Unauthorized"
 run k get sandbox nope
 expect_eq "$(cat "$T/err")" 'Error from server (NotFound): sandboxes.agents.x-k8s.io "nope" not found' "a 404 exactly as kubectl prints it"
 run kubectl --context fake-restricted -n "$NS" delete sandbox sb

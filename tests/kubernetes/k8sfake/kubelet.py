@@ -96,6 +96,9 @@ class Kubelet:
         md = obj["metadata"]
         if rt is self.pods:
             self.queue.add(("pod", md["namespace"], md["name"]))
+            if etype == DELETED:
+                for d in (self.restarts, self.pull_failures, self.sched_msgs):
+                    d.pop(md["uid"], None)
             for v in (obj.get("spec") or {}).get("volumes") or []:
                 claim = (v.get("persistentVolumeClaim") or {}).get("claimName")
                 if claim and (etype == DELETED or md.get("deletionTimestamp")):

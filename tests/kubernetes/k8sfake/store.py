@@ -334,7 +334,12 @@ class Store:
     def _commit(self, rt, key, obj, etype, old):
         b = self.bucket(rt)
         self.rv += 1
-        obj["metadata"]["resourceVersion"] = str(self.rv)
+        md = obj["metadata"]
+        # ObjectMeta is a typed struct on the real server: empty maps and lists are omitted.
+        for k in ("labels", "annotations", "ownerReferences", "finalizers", "managedFields"):
+            if k in md and not md[k]:
+                del md[k]
+        md["resourceVersion"] = str(self.rv)
         raw = dumps(obj)
         uid = obj["metadata"].get("uid")
         if old is not None:
