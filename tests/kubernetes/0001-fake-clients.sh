@@ -10,9 +10,10 @@ SBX=${SBX:-unused} # lib.sh wants it; this suite does not run sbx
 . "$(dirname "$0")/../integration/lib.sh"
 here=$(cd "$(dirname "$0")" && pwd)
 PY=/usr/bin/python3
-eng="" own_fake="" fake2_pid="" NS=""
+eng="" own_fake="" fake2_pid="" NS="" pf=""
 
 cleanup() {
+    [ -z "$pf" ] || { kill "$pf" 2>/dev/null; wait "$pf" 2>/dev/null; }
     if [ -n "$NS" ] && [ -n "${KUBECONFIG:-}" ]; then
         kubectl delete namespace "$NS" --wait=true --timeout=120s >/dev/null 2>&1 || true
     fi
@@ -201,7 +202,7 @@ cmp -s "$T/blob" "$T/blob.back" && ok "and came back whole" || not_ok "and came 
 k exec sb -- sh -c 'cd /workspace && echo served >index.html && (python3 -m http.server 8080 --bind 127.0.0.1 >/dev/null 2>&1 &)'
 wait_server_in sb 8080
 port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-k port-forward pod/sb "$port:8080" >"$T/pf.out" 2>&1 &
+kubectl -n "$NS" port-forward pod/sb "$port:8080" >"$T/pf.out" 2>&1 &
 pf=$!
 for _ in $(seq 100); do grep -q "Forwarding from 127.0.0.1:$port" "$T/pf.out" && break; sleep 0.1; done
 expect_eq "$(curl -s --max-time 30 "http://127.0.0.1:$port/index.html")" "served" "kubectl port-forward reaches a server inside the pod"
@@ -209,12 +210,13 @@ expect_eq "$(curl -s --max-time 30 "http://127.0.0.1:$port/blob" | md5sum | cut 
     "300 kB through it, whole"
 kill "$pf" 2>/dev/null; wait "$pf" 2>/dev/null
 port2=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-k port-forward pod/sb "$port2:9" >"$T/pf2.out" 2>&1 &
+kubectl -n "$NS" port-forward pod/sb "$port2:9" >"$T/pf2.out" 2>&1 &
 pf=$!
 for _ in $(seq 100); do grep -q "Forwarding from" "$T/pf2.out" && break; sleep 0.1; done
 curl -s --max-time 10 "http://127.0.0.1:$port2/" >/dev/null
 for _ in $(seq 100); do grep -q "connection refused" "$T/pf2.out" && break; sleep 0.1; done
 kill "$pf" 2>/dev/null; wait "$pf" 2>/dev/null
+pf=""
 expect_in "$T/pf2.out" "an error occurred forwarding $port2 -> 9" "a closed port: kubectl reports the forwarding error"
 expect_in "$T/pf2.out" "connect: connection refused" "naming the refused connection"
 

@@ -534,6 +534,10 @@ class Kubelet:
             raise bad_request('unable to upgrade connection: container not found ("%s")' % (container or names[0]))
         return entry[0]
 
+    def pod_gone(self, pod):
+        cur = self.store.find(self.pods, pod["metadata"]["namespace"], pod["metadata"]["name"])
+        return cur is None or cur["metadata"]["uid"] != pod["metadata"]["uid"]
+
     def check_exec(self, pod, container):
         return self._running_container(pod, container)
 

@@ -192,7 +192,14 @@ def exec_session(sock, leftover, protocol, kubelet, exec_id, cmd, tty, stdin):
                     docker_open = False
             if conn.pending():
                 conn.flush()
-        code = kubelet.exec_exit_code(exec_id)
+        try:
+            code = kubelet.exec_exit_code(exec_id)
+        except (DockerError, OSError) as e:
+            conn.send(wsmod.OP_BINARY, b"\x03" + json.dumps({
+                "metadata": {}, "status": "Failure", "reason": "InternalError",
+                "message": "Internal error occurred: error executing command in container: %s" % e}).encode())
+            conn.close(1000)
+            return
         st = exit_status(protocol, code, cmd)
         if st:
             conn.send(wsmod.OP_BINARY, b"\x03" + st)
@@ -227,10 +234,15 @@ def channel_portforward_session(sock, leftover, kubelet, pod, ports):
                 out[i] = bytearray()
             except (OSError, DockerError) as e:
                 conn.send(wsmod.OP_BINARY, bytes([2 * i + 1]) + str(e).encode())
+        alive_at = time.monotonic()
         while socks:
+            if time.monotonic() - alive_at > 2:
+                alive_at = time.monotonic()
+                if kubelet.pod_gone(pod):
+                    break
             by_sock = {s: i for i, s in socks.items()}
             rr, ww = _select(conn, list(socks.values()) if len(conn.wbuf) < HIGH_WATER else [],
-                             [socks[i] for i in socks if out[i]], 30)
+                             [socks[i] for i in socks if out[i]], 2)
             if conn in ww:
                 conn.flush()
             for s in ww:
@@ -331,10 +343,17 @@ def spdy_portforward_session(sock, leftover, kubelet, pod):
             pass
 
     try:
+        alive_at = time.monotonic()
         while True:
+            if time.monotonic() - alive_at > 2:
+                # The pod is gone: its streams end, as the kubelet's do with the pod sandbox.
+                alive_at = time.monotonic()
+                if kubelet.pod_gone(pod):
+                    conn.close(1000)
+                    return
             socks = {p.sock: p for p in pairs.values() if p.sock is not None}
             readers = [s for s, p in socks.items() if not p.done] if len(conn.wbuf) < HIGH_WATER else []
-            rr, ww = _select(conn, readers + [wake_r], [s for s, p in socks.items() if p.out], 30)
+            rr, ww = _select(conn, readers + [wake_r], [s for s, p in socks.items() if p.out], 2)
             if conn in ww:
                 conn.flush()
             if wake_r in rr:
