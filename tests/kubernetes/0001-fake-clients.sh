@@ -457,6 +457,14 @@ run k --token=not-a-token get pods
 expect_eq "$(cat "$T/err")" "error: You must be logged in to the server (Unauthorized)" "an unknown token: 401 Unauthorized"
 run k get sandbox nope
 expect_eq "$(cat "$T/err")" 'Error from server (NotFound): sandboxes.agents.x-k8s.io "nope" not found' "a 404 exactly as kubectl prints it"
+k get sandbox sb -o json >"$T/sb.json"
+run k create -f "$T/sb.json"
+expect_eq "$(cat "$T/err")" "Error from server (AlreadyExists): error when creating \"$T/sb.json\": sandboxes.agents.x-k8s.io \"sb\" already exists" \
+    "409 AlreadyExists"
+k label sandbox sb touched=yes >/dev/null
+run k replace -f "$T/sb.json"
+expect_eq "$(cat "$T/err")" "Error from server (Conflict): error when replacing \"$T/sb.json\": Operation cannot be fulfilled on sandboxes.agents.x-k8s.io \"sb\": the object has been modified; please apply your changes to the latest version and try again" \
+    "409 Conflict for a stale resourceVersion"
 run kubectl --context fake-restricted -n "$NS" delete sandbox sb
 expect_eq "$(cat "$T/err")" "Error from server (Forbidden): sandboxes.agents.x-k8s.io \"sb\" is forbidden: User \"sbx-restricted\" cannot delete resource \"sandboxes\" in API group \"agents.x-k8s.io\" in the namespace \"$NS\"" \
     "a forbidden verb names the user, verb, resource, group and namespace"

@@ -206,8 +206,24 @@ def _default_pod(obj):
                 p.setdefault("protocol", "TCP")
     st = obj.setdefault("status", {})
     st.setdefault("phase", "Pending")
-    limits_all = all((c.get("resources") or {}).get("limits") for c in spec.get("containers") or [])
-    st.setdefault("qosClass", "Burstable" if limits_all else "BestEffort")
+    st.setdefault("qosClass", _qos(spec.get("containers") or []))
+
+
+def _qos(containers):
+    """Guaranteed: every container limits cpu and memory and requests (defaulting to the limits)
+    equal them; BestEffort: nothing requested or limited; Burstable otherwise."""
+    any_set = False
+    guaranteed = bool(containers)
+    for c in containers:
+        res = c.get("resources") or {}
+        lim, req = res.get("limits") or {}, res.get("requests") or {}
+        any_set = any_set or bool(lim) or bool(req)
+        for r in ("cpu", "memory"):
+            if r not in lim or req.get(r, lim[r]) != lim[r]:
+                guaranteed = False
+    if guaranteed:
+        return "Guaranteed"
+    return "Burstable" if any_set else "BestEffort"
 
 
 def on_create(rt, obj):
