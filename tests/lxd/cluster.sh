@@ -36,7 +36,7 @@ say() { echo "lxd-cluster: $*" >&2; }
 
 # State of a cluster, written before anything is made so that stop finds it: tag (names the
 # namespaces and veths), net (the third octet of 10.77.X.0/24).
-tag="" net=""
+tag="" net="" image_pid=""
 # shellcheck source=/dev/null
 load_state() { [ -f "$dir/state" ] && . "$dir/state"; return 0; }
 ns_of() { echo "sbxlxd-$tag-$1"; }  # ns_of MEMBER
@@ -161,12 +161,15 @@ start_member() { # start_member MEMBER: its daemon, in its namespace, in the bac
 }
 
 wait_member() { # wait_member MEMBER: until its API says it is ready (what `lxd waitready` asks)
-    local m=$1 pid i
+    local m=$1 pid i st=0
     pid=$(cat "$dir/$m.pid")
     for ((i = 0; i < member_wait * 20; i++)); do
         curl -sf --max-time 2 --unix-socket "$dir/$m/unix.socket" http://lxd/internal/ready \
             >/dev/null 2>&1 && return 0
-        kill -0 "$pid" 2>/dev/null || fail "lxd member $m exited during start-up"
+        if ! kill -0 "$pid" 2>/dev/null; then
+            wait "$pid" || st=$?
+            fail "lxd member $m exited during start-up (exit status $st)"
+        fi
         sleep 0.05
     done
     fail "lxd member $m did not answer within $member_wait s"
