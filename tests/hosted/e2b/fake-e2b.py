@@ -1111,6 +1111,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if os.environ.get("FAKE_E2B_VERBOSE"):
             sys.stderr.write("fake-e2b: " + fmt % args + "\n")
 
+    def log_request_headers(self):
+        """With FAKE_E2B_VERBOSE set: each request's line and headers on stderr."""
+        if os.environ.get("FAKE_E2B_VERBOSE"):
+            log("%s %s %s" % (self.command, self.path, json.dumps(dict(self.headers.items()))))
+
     def iter_body(self):
         if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
             while True:
@@ -1195,6 +1200,7 @@ class ApiHandler(Handler):
         self.dispatch("PUT")
 
     def dispatch(self, method):
+        self.log_request_headers()
         fake = self.fake
         url = urllib.parse.urlsplit(self.path)
         path = url.path.rstrip("/") or "/"
@@ -1452,6 +1458,7 @@ class EnvdHandler(Handler):
         return sb
 
     def dispatch(self, method):
+        self.log_request_headers()
         url = urllib.parse.urlsplit(self.path)
         path = url.path
         sb = self.sandbox()

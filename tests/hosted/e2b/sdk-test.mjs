@@ -65,6 +65,112 @@ setTimeout(() => {
   process.exit(1)
 }, 300000).unref()
 
+// A Connect server stream by hand: POST one envelope (flag byte, 4-byte big-endian length,
+// JSON), read envelopes back as they come. frames[i] = {flags, msg}.
+function connectStream (sb, path, msg, headers = {}) {
+  const u = new URL(envdUrl)
+  const mod = u.protocol === 'https:' ? https : http
+  const payload = Buffer.from(JSON.stringify(msg))
+  const head = Buffer.alloc(5)
+  head.writeUInt32BE(payload.length, 1)
+  const frames = []
+  let status = 0
+  let contentType = ''
+  const done = new Promise((resolve, reject) => {
+    const req = mod.request({
+      host: u.hostname,
+      port: u.port,
+      method: 'POST',
+      path,
+      headers: Object.assign({
+        'Content-Type': 'application/connect+json',
+        'Connect-Protocol-Version': '1',
+        'E2b-Sandbox-Id': sb.sandboxId,
+        'X-Access-Token': sb.envdAccessToken
+      }, headers)
+    }, res => {
+      status = res.statusCode
+      contentType = res.headers['content-type']
+      let buf = Buffer.alloc(0)
+      res.on('data', c => {
+        buf = Buffer.concat([buf, c])
+        while (buf.length >= 5 && buf.length >= 5 + buf.readUInt32BE(1)) {
+          const n = buf.readUInt32BE(1)
+          frames.push({ flags: buf[0], msg: JSON.parse(buf.subarray(5, 5 + n).toString()) })
+          buf = buf.subarray(5 + n)
+        }
+      })
+      res.on('end', () => resolve({ status, contentType, frames, rest: buf.length }))
+    })
+    req.on('error', reject)
+    req.end(Buffer.concat([head, payload]))
+  })
+  return { frames, done }
+}
+async function unary (sb, path, msg) {
+  const r = await raw('POST', path, {
+    'Content-Type': 'application/json',
+    'E2b-Sandbox-Id': sb.sandboxId,
+    'X-Access-Token': sb.envdAccessToken
+  }, JSON.stringify(msg))
+  return { status: r.status, contentType: r.headers['content-type'], body: JSON.parse(r.body.toString() || 'null') }
+}
+
+// The wire as a client without the SDK sees it (what sbx's own client will have to do).
+async function wire (sb) {
+  const start = connectStream(sb, '/process.Process/Start',
+    { process: { cmd: '/bin/sh', args: ['-c', 'sleep 3; echo done'] } }, { 'Keepalive-Ping-Interval': '1' })
+  const s = await start.done
+  const kinds = s.frames.map(f => f.flags === 2 ? 'end-stream' : Object.keys(f.msg.event)[0])
+  const pid = s.frames[0].msg.event.start && s.frames[0].msg.event.start.pid
+  expect(s.status === 200 && s.contentType === 'application/connect+json' && s.rest === 0 &&
+    kinds[0] === 'start' && Number.isInteger(pid) && kinds.includes('keepalive'),
+  'Start: 200, application/connect+json, a start event with the pid, keepalives while silent', show([s.status, s.contentType, kinds]))
+  const data = s.frames.find(f => f.flags === 0 && f.msg.event.data)
+  expect(data && data.msg.event.data.stdout === Buffer.from('done\n').toString('base64'),
+    'Start: output as base64 in data.stdout', show(data))
+  const last = s.frames.slice(-2)
+  expect(last[0].flags === 0 && JSON.stringify(last[0].msg) === '{"event":{"end":{"exited":true,"status":"exit status 0"}}}' &&
+    last[1].flags === 2 && JSON.stringify(last[1].msg) === '{}',
+  'Start: the end event (exit code 0 left out), then the end-stream envelope (flag 2, {})', show(last))
+
+  const slow = connectStream(sb, '/process.Process/Start',
+    { process: { cmd: '/bin/sh', args: ['-c', 'echo $$ > slow.pid; exec sleep 60'] } }, { 'Connect-Timeout-Ms': '1500' })
+  const t = await slow.done
+  const tail = t.frames[t.frames.length - 1]
+  expect(tail.flags === 2 && tail.msg.error && tail.msg.error.code === 'deadline_exceeded',
+    'Start past its Connect-Timeout-Ms: the stream ends with deadline_exceeded', show(t.frames))
+  await until(async () => (await sb.commands.run('kill -0 "$(cat slow.pid)" 2>/dev/null || echo gone')).stdout === 'gone\n', 'the timed-out command to die')
+  expect(true, 'a command past its Connect-Timeout-Ms is killed')
+
+  const nf = await unary(sb, '/process.Process/SendSignal', { process: { pid: 99999 }, signal: 'SIGNAL_SIGKILL' })
+  expect(nf.status === 404 && /^application\/json/.test(nf.contentType) && nf.body.code === 'not_found' &&
+    nf.body.message === 'process with pid 99999 not found',
+  'a unary error: HTTP 404, JSON {"code":"not_found","message"}', show(nf))
+
+  // StreamInput (a client stream): the SDK does not use it, a client may
+  const cat = connectStream(sb, '/process.Process/Start',
+    { process: { cmd: 'cat' }, stdin: true, tag: 'cat-tag' }, {})
+  await until(() => cat.frames.length > 0, 'the start event')
+  const env = m => { const p = Buffer.from(JSON.stringify(m)); const h = Buffer.alloc(5); h.writeUInt32BE(p.length, 1); return Buffer.concat([h, p]) }
+  const si = await raw('POST', '/process.Process/StreamInput', {
+    'Content-Type': 'application/connect+json',
+    'E2b-Sandbox-Id': sb.sandboxId,
+    'X-Access-Token': sb.envdAccessToken
+  }, Buffer.concat([env({ start: { process: { tag: 'cat-tag' } } }),
+    env({ data: { input: { stdin: Buffer.from('streamed\n').toString('base64') } } }),
+    env({ keepalive: {} })]))
+  await until(() => cat.frames.some(f => f.flags === 0 && f.msg.event.data), 'the echo')
+  const echo = cat.frames.find(f => f.flags === 0 && f.msg.event.data)
+  expect(si.status === 200 && Buffer.from(echo.msg.event.data.stdout, 'base64').toString() === 'streamed\n',
+    'StreamInput (start by tag, data, keepalive) feeds stdin', show([si.status, si.body.toString(), echo]))
+  const killed = await unary(sb, '/process.Process/SendSignal', { process: { tag: 'cat-tag' }, signal: 'SIGNAL_SIGTERM' })
+  const c = await cat.done
+  const end = c.frames.find(f => f.flags === 0 && f.msg.event.end)
+  expect(killed.status === 200 && end && end.msg.event.end.status === 'signal: terminated' && end.msg.event.end.exitCode === -1,
+    'SendSignal SIGTERM by tag: the end event says "signal: terminated", exit code -1', show(end))
+}
+
 const made = []
 async function main () {
   // create: metadata, envs, the info the API gives back
@@ -155,6 +261,8 @@ async function main () {
 }
 
 async function more (sb, other) {
+  await wire(sb)
+
   // PTY
   let screen = ''
   const term = await sb.pty.create({ cols: 80, rows: 24, onData: d => { screen += new TextDecoder().decode(d) } })
