@@ -265,7 +265,8 @@ def pb_encode(typ, fields):
         if value is None:
             continue
         enc = pb_encode_value(kind, value)
-        if not optional and not kind.startswith("msg:") and enc in ("", 0, False, [], {}, "0"):
+        zero = enc in ("", 0, False, [], {}, "0") or kind.startswith("enum:") and enc.endswith("_UNSPECIFIED")
+        if not optional and not kind.startswith("msg:") and zero:
             continue
         out[name] = enc
     return out
@@ -852,6 +853,9 @@ class Proc:
         for t in readers:
             t.join()
         rc = self.popen.wait()
+        for f in (self.popen.stdout, self.popen.stderr):
+            if f:
+                f.close()
         if self.master >= 0:
             os.close(self.master)
             self.master = -1
@@ -1062,8 +1066,8 @@ class Fake:
             all_sb = list(self.sandboxes.values())
         for sb in all_sb:
             self.kill(sb)
-        for snap in list(self.snapshots.values()):
-            self.sbx.run("snapshot", "rm", "--force", snap["ref"])
+        for ref in {snap["ref"] for snap in self.snapshots.values()}:
+            self.sbx.run("snapshot", "rm", "--force", ref)
 
     # -- API objects -------------------------------------------------------------------------
 
@@ -1271,9 +1275,12 @@ class ApiHandler(Handler):
         if parts == ["snapshots"] and method == "GET":
             return self.list_snapshots(query)
         if len(parts) == 2 and parts[0] == "templates" and method == "DELETE" and not v2:
-            snap = fake.snapshots.pop(parts[1], None)
+            # Only snapshots are templates here; one is named by its id or by any of its names.
+            snap = fake.snapshots.get(parts[1])
             if snap is None:
                 raise ApiError(404, "template '%s' not found" % parts[1])
+            for key in [k for k, v in fake.snapshots.items() if v is snap]:
+                del fake.snapshots[key]
             fake.sbx.run("snapshot", "rm", "--force", snap["ref"])
             return self.send_empty(204)
         if len(parts) < 2 or parts[0] != "sandboxes":
@@ -1935,7 +1942,11 @@ class EnvdHandler(Handler):
                     flags, n = struct.unpack(">BI", buf[:5])
                     if len(buf) < 5 + n:
                         break
-                    msg = pb_decode("process.StreamInputRequest", json.loads(buf[5:5 + n] or b"{}"))
+                    try:
+                        obj = json.loads(buf[5:5 + n] or b"{}")
+                    except ValueError as e:
+                        raise ConnectError("invalid_argument", "unmarshal into process.StreamInputRequest: %s" % e)
+                    msg = pb_decode("process.StreamInputRequest", obj)
                     buf = buf[5 + n:]
                     if "start" in msg:
                         proc = self.find_proc(sb, msg["start"].get("process", {}))
@@ -1959,6 +1970,7 @@ class EnvdHandler(Handler):
 
     def stream_watchdir(self, sb, msg):
         path = envd_path(msg.get("path", ""))
+        reader_thread = None
         p = self.fake.sbx.helper_stream(sb.sbx_id, "watch", {
             "path": path, "recursive": msg.get("recursive", False),
             "include_entry": msg.get("includeEntry", False)})
@@ -1977,7 +1989,8 @@ class EnvdHandler(Handler):
                 for line in p.stdout:
                     lines.put(line)
                 lines.put(None)
-            threading.Thread(target=reader, daemon=True).start()
+            reader_thread = threading.Thread(target=reader, daemon=True)
+            reader_thread.start()
             self.start_chunked(200, "application/connect+json")
             typ = "filesystem.WatchDirResponse"
             interval = self.keepalive_interval()
@@ -2010,6 +2023,8 @@ class EnvdHandler(Handler):
         finally:
             p.kill()
             p.wait()
+            if reader_thread:  # it ends at the EOF the kill gives; then the pipes can close
+                reader_thread.join(10)
             p.stdout.close()
             p.stderr.close()
 

@@ -369,8 +369,10 @@ async function more (sb, other) {
     'Sandbox.connect resumes it with its files')
 
   // snapshots
-  const snap = await sb.createSnapshot()
-  const fromSnap = await Sandbox.create(snap.snapshotId)
+  const snapName = 'suite-snap-' + process.pid
+  const snap = await sb.createSnapshot({ name: snapName })
+  expect(snap.names.includes(snapName), 'createSnapshot with a name', show(snap))
+  const fromSnap = await Sandbox.create(snapName)
   made.push(fromSnap)
   expect(await fromSnap.files.read('kept.txt') === 'kept', 'a sandbox created from a snapshot has its files')
   const snaps = await Sandbox.listSnapshots().nextItems()
@@ -379,6 +381,8 @@ async function more (sb, other) {
   made.splice(made.indexOf(fromSnap), 1)
   expect(await Sandbox.deleteSnapshot(snap.snapshotId) === true && await Sandbox.deleteSnapshot(snap.snapshotId) === false,
     'deleteSnapshot')
+  const byName = await throws(() => Sandbox.create(snapName))
+  expect(byName instanceof SandboxError && byName.statusCode === 404, 'a deleted snapshot is gone by its name too', show(byName))
 
   // a sandbox whose timeout expires is gone
   const short = await Sandbox.create({ timeoutMs: 1000 })
