@@ -10,8 +10,8 @@ Two listeners on 127.0.0.1: the API (what E2B_API_URL names) and envd (E2B_SANDB
 0 picks a free port; the chosen ports are written to DIR/ports as "API ENVD". Every E2B
 sandbox is an sbx sandbox made with a manifest whose workspace root is /home/user and whose one
 user is "user" (E2B's layout). sbx keeps them under DIR (XDG_RUNTIME_DIR, SBX_WORKSPACES,
-SBX_STOPPED, SBX_SNAPSHOTS point there), and every one is removed on SIGTERM/SIGINT and when a
-sandbox is killed or expires. DIR/unknown-fields.log gets one line per field name a client sent
+SBX_STOPPED, SBX_SNAPSHOTS and XDG_STATE_HOME point there), and every one is removed on
+SIGTERM/SIGINT and when a sandbox is killed or expires. DIR/unknown-fields.log gets one line per field name a client sent
 that the tables below do not know (the suite asserts it stays empty).
 
 Envd requests name their sandbox with the E2b-Sandbox-Id header (what the SDK sends when
@@ -703,7 +703,8 @@ class Sbx:
         self.binary = binary
         self.env = dict(os.environ)
         for var, sub in (("XDG_RUNTIME_DIR", "run"), ("SBX_WORKSPACES", "ws"),
-                         ("SBX_STOPPED", "stopped"), ("SBX_SNAPSHOTS", "snapshots")):
+                         ("SBX_STOPPED", "stopped"), ("SBX_SNAPSHOTS", "snapshots"),
+                         ("XDG_STATE_HOME", "state")):
             p = os.path.join(state_dir, sub)
             os.makedirs(p, mode=0o700, exist_ok=True)
             self.env[var] = p

@@ -16,7 +16,8 @@ here=$(cd "$(dirname "$0")" && pwd)
 # The environment of sbx commands on the fake's sandboxes.
 sbx_env() {
     env XDG_RUNTIME_DIR="$dir/state/run" SBX_WORKSPACES="$dir/state/ws" \
-        SBX_STOPPED="$dir/state/stopped" SBX_SNAPSHOTS="$dir/state/snapshots" "$@"
+        SBX_STOPPED="$dir/state/stopped" SBX_SNAPSHOTS="$dir/state/snapshots" \
+        XDG_STATE_HOME="$dir/state/state" "$@"
 }
 
 case $cmd in
