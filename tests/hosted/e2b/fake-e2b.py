@@ -11,8 +11,9 @@ Two listeners on 127.0.0.1: the API (what E2B_API_URL names) and envd (E2B_SANDB
 sandbox is an sbx sandbox made with a manifest whose workspace root is /home/user and whose one
 user is "user" (E2B's layout). sbx keeps them under DIR (XDG_RUNTIME_DIR, SBX_WORKSPACES,
 SBX_STOPPED, SBX_SNAPSHOTS and XDG_STATE_HOME point there), and every one is removed on
-SIGTERM/SIGINT and when a sandbox is killed or expires. DIR/unknown-fields.log gets one line per field name a client sent
-that the tables below do not know (the suite asserts it stays empty).
+SIGTERM/SIGINT and when a sandbox is killed or expires. DIR/unknown-fields.log gets one line
+per field name a client sent that the tables below do not know (the suite asserts it stays
+empty).
 
 Envd requests name their sandbox with the E2b-Sandbox-Id header (what the SDK sends when
 E2B_SANDBOX_URL is set), or with a Host of the form 49983-<id>.<domain>.
