@@ -164,6 +164,22 @@ async function wire (sb) {
   const echo = cat.frames.find(f => f.flags === 0 && f.msg.event.data)
   expect(si.status === 200 && Buffer.from(echo.msg.event.data.stdout, 'base64').toString() === 'streamed\n',
     'StreamInput (start by tag, data, keepalive) feeds stdin', show([si.status, si.body.toString(), echo]))
+  // v1 create without "secure": no access token, and envd wants none
+  const v1 = await fetch(apiUrl + '/sandboxes', {
+    method: 'POST',
+    headers: { 'X-API-KEY': process.env.E2B_API_KEY, 'Content-Type': 'application/json' },
+    body: JSON.stringify({ templateID: 'base', timeout: 60 })
+  })
+  const v1sb = await v1.json()
+  const open = await raw('POST', '/process.Process/List',
+    { 'E2b-Sandbox-Id': v1sb.sandboxID, 'Content-Type': 'application/json' }, '{}')
+  const del = await fetch(apiUrl + '/sandboxes/' + v1sb.sandboxID, { method: 'DELETE', headers: { 'X-API-KEY': process.env.E2B_API_KEY } })
+  expect(v1.status === 201 && !('envdAccessToken' in v1sb) && open.status === 200 && del.status === 204,
+    'POST /sandboxes without secure: no token, envd open', show([v1.status, v1sb, open.status, String(open.body), del.status]))
+  const port = await raw('GET', '/health', { 'E2b-Sandbox-Id': sb.sandboxId, 'E2b-Sandbox-Port': '8080' })
+  expect(port.status === 502 && JSON.parse(port.body).message === 'The sandbox is running but port is not open',
+    'another port than envd\'s: 502 port not open', `${port.status} ${port.body}`)
+
   const killed = await unary(sb, '/process.Process/SendSignal', { process: { tag: 'cat-tag' }, signal: 'SIGNAL_SIGTERM' })
   const c = await cat.done
   const end = c.frames.find(f => f.flags === 0 && f.msg.event.end)
