@@ -767,12 +767,22 @@ def entry_fields(e):
 # ---------------------------------------------------------------------------------------------
 # Processes (envd's process service)
 
+# The first line the wrapper of every process writes (to stderr, or the terminal): its pid in the
+# sandbox, so that the fake's pid is the sandbox's and a signal can be sent to it there.
+PID_MARK = b"\x1efake-e2b-pid "
+WRAPPER = 'printf "\\036fake-e2b-pid %s\\n" "$$" >&2; cd -- "$0" || exit 1; exec "$@"'
+
+
 class Proc:
     """One envd process: an `sbx sandbox exec` client whose output is fanned out to the streams
     attached to it. Output with nobody attached is dropped, as envd does."""
 
-    def __init__(self, pid, config, tag, pty_size, stdin):
-        self.pid = pid
+    def __init__(self, config, tag, pty_size, stdin):
+        self.pid = 0             # the pid in the sandbox once known (pid_known), else the fake's
+        self.pid_known = threading.Event()
+        self.sandbox_pid = 0
+        self.sbx = None
+        self.sbx_id = None
         self.config = config
         self.tag = tag
         self.pty_size = pty_size
@@ -810,8 +820,10 @@ class Proc:
     def start(self, sbx, sbx_id, env, cwd):
         cmd = self.config.get("cmd", "")
         args = self.config.get("args", [])
-        # As envd does, through /bin/sh; cd first, since sbx's --cwd stays in the workspace.
-        argv = ["/bin/sh", "-c", 'cd -- "$0" || exit 1; exec "$@"', cwd, cmd] + list(args)
+        self.sbx, self.sbx_id = sbx, sbx_id
+        # As envd does, through /bin/sh; it says its pid, then changes to the cwd (sbx's --cwd
+        # stays in the workspace) and becomes the command.
+        argv = ["/bin/sh", "-c", WRAPPER, cwd, cmd] + list(args)
         if self.pty_size is not None:
             master, slave = os.openpty()
             rows, cols = self.pty_size
@@ -825,7 +837,7 @@ class Proc:
             finally:
                 os.close(slave)
             self.master = master
-            readers = [threading.Thread(target=self.read_loop, args=(master, "pty"), daemon=True)]
+            readers = [threading.Thread(target=self.read_loop, args=(master, "pty", True), daemon=True)]
         else:
             self.popen = subprocess.Popen(
                 sbx.exec_argv(sbx_id, argv, stdin=self.want_stdin, env=env),
@@ -836,12 +848,15 @@ class Proc:
                 os.set_inheritable(self.stdin_fd, False)
                 self.popen.stdin.close()
             readers = [threading.Thread(target=self.read_loop, args=(self.popen.stdout.fileno(), "stdout"), daemon=True),
-                       threading.Thread(target=self.read_loop, args=(self.popen.stderr.fileno(), "stderr"), daemon=True)]
+                       threading.Thread(target=self.read_loop, args=(self.popen.stderr.fileno(), "stderr", True),
+                                        daemon=True)]
         for t in readers:
             t.start()
         threading.Thread(target=self.wait_loop, args=(readers,), daemon=True).start()
 
-    def read_loop(self, fd, field):
+    def read_loop(self, fd, field, marked=False):
+        """Publish what fd gives; with marked, first take the wrapper's pid line off it."""
+        pending = b""
         while True:
             try:
                 b = os.read(fd, CHUNK)
@@ -849,7 +864,28 @@ class Proc:
                 break
             if not b:
                 break
+            if marked:
+                pending += b
+                if len(pending) < len(PID_MARK) and PID_MARK.startswith(pending):
+                    continue
+                nl = pending.find(b"\n")
+                if pending.startswith(PID_MARK) and nl < 0 and len(pending) < 64:
+                    continue
+                b = pending
+                if pending.startswith(PID_MARK) and nl > 0:
+                    try:
+                        self.sandbox_pid = int(pending[len(PID_MARK):nl].strip())
+                    except ValueError:
+                        pass
+                    b = pending[nl + 1:]
+                marked = False
+                self.pid_known.set()
+                if not b:
+                    continue
             self.publish(("data", field, b))
+        if marked and pending:
+            self.publish(("data", field, pending))
+        self.pid_known.set()
 
     def wait_loop(self, readers):
         for t in readers:
@@ -862,8 +898,10 @@ class Proc:
             os.close(self.master)
             self.master = -1
         self.close_stdin()
-        if rc < 0:
-            name = GO_SIGNAL_NAMES.get(-rc, "signal %d" % -rc)
+        if rc < 0 or self.signal_sent and rc == 128 + self.signal_sent:
+            # The client killed by a signal, or the command by the signal sent to it.
+            sig = -rc if rc < 0 else self.signal_sent
+            name = GO_SIGNAL_NAMES.get(sig, "signal %d" % sig)
             status = "signal: " + name
             end = {"exitCode": -1, "exited": False, "status": status, "error": status}
         else:
@@ -880,14 +918,23 @@ class Proc:
         self.done.set()
 
     def signal(self, sig):
+        """SIGKILL ends the exec client, and sbx's supervisor kills the command when its client
+        goes; another signal goes to the process in the sandbox, as envd sends it."""
         with self.lock:
             if self.popen is None or self.end is not None:
                 return
             self.signal_sent = sig
-            try:
-                self.popen.send_signal(sig)
-            except ProcessLookupError:
-                pass
+        if sig != signal.SIGKILL and self.sandbox_pid:
+            r = self.sbx.run("sandbox", "exec", self.sbx_id, "--", "kill", "-s",
+                             signal.Signals(sig).name[3:], str(self.sandbox_pid), timeout=30)
+            if r.returncode == 0:
+                return
+        with self.lock:
+            if self.end is None:
+                try:
+                    self.popen.send_signal(sig)
+                except ProcessLookupError:
+                    pass
 
     def write_stdin(self, data):
         with self.lock:
@@ -949,7 +996,7 @@ class Sandbox:
         self.proc_lock = threading.Lock()  # procs, terminated, next_pid (taken by exiting processes)
         self.procs = {}
         self.terminated = {}
-        self.next_pid = 1000
+        self.next_pid = 1 << 22  # pids of processes whose own pid is unknown (above pid_max)
         self.gone = False
 
 
@@ -1872,14 +1919,11 @@ class EnvdHandler(Handler):
         with sb.lock:
             if sb.gone or sb.state != "running":
                 raise ConnectError("unavailable", "sandbox is not running")
-            with sb.proc_lock:
-                pid = sb.next_pid
-                sb.next_pid += 1
             stored = {"cmd": config["cmd"], "args": config.get("args", []),
                       "envs": config.get("envs") or {}}
             if "cwd" in config:
                 stored["cwd"] = config["cwd"]
-            p = Proc(pid, stored, msg.get("tag"), pty_size, msg.get("stdin", True))
+            p = Proc(stored, msg.get("tag"), pty_size, msg.get("stdin", True))
 
             def gone(proc, sb=sb):
                 with sb.proc_lock:
@@ -1888,15 +1932,25 @@ class EnvdHandler(Handler):
                         sb.terminated[proc.pid] = proc.end
             p.on_exit = gone
             q = p.subscribe()
-            with sb.proc_lock:
-                sb.procs[pid] = p
             try:
                 p.start(self.fake.sbx, sb.sbx_id, env, cwd)
             except OSError as e:
-                with sb.proc_lock:
-                    del sb.procs[pid]
                 raise ConnectError("invalid_argument", "error starting process '%s': %s"
                                    % (config["cmd"], e))
+            # The start event names the pid in the sandbox; without one (the client failed
+            # before the command ran) a number of the fake's, above any Linux pid.
+            p.pid_known.wait(60)
+            with sb.proc_lock:
+                if p.sandbox_pid:
+                    p.pid = p.sandbox_pid
+                else:
+                    p.pid = sb.next_pid
+                    sb.next_pid += 1
+                pid = p.pid
+                if p.end is None:
+                    sb.procs[pid] = p
+                else:
+                    sb.terminated[pid] = p.end
         self.start_chunked(200, "application/connect+json")
         try:
             self.write_chunk(envelope(0, pb_encode("process.StartResponse",

@@ -164,6 +164,17 @@ async function wire (sb) {
   const echo = cat.frames.find(f => f.flags === 0 && f.msg.event.data)
   expect(si.status === 200 && Buffer.from(echo.msg.event.data.stdout, 'base64').toString() === 'streamed\n',
     'StreamInput (start by tag, data, keepalive) feeds stdin', show([si.status, si.body.toString(), echo]))
+  // pids are the sandbox's; SIGTERM reaches the process there, which may handle it
+  let said = ''
+  const own = await sb.commands.run("trap 'echo caught; exit 0' TERM; echo $$; while :; do sleep 0.1; done",
+    { background: true, onStdout: d => { said += d } })
+  await until(() => said.includes('\n'), 'the pid line')
+  expect(said === own.pid + '\n', 'the pid is the process\'s pid in the sandbox', show([said, own.pid]))
+  const term = await unary(sb, '/process.Process/SendSignal', { process: { pid: own.pid }, signal: 'SIGNAL_SIGTERM' })
+  const handled = await own.wait()
+  expect(term.status === 200 && handled.exitCode === 0 && said.includes('caught'),
+    'SIGTERM through SendSignal can be caught by the command', show([term, handled]))
+
   // v1 create without "secure": no access token, and envd wants none
   const v1 = await fetch(apiUrl + '/sandboxes', {
     method: 'POST',
@@ -284,7 +295,7 @@ async function more (sb, other) {
   const term = await sb.pty.create({ cols: 80, rows: 24, onData: d => { screen += new TextDecoder().decode(d) } })
   await sb.pty.sendInput(term.pid, new TextEncoder().encode('stty size\n'))
   await until(() => screen.includes('24 80'), 'stty size 24 80')
-  expect(screen.includes('24 80'), 'pty.create: the terminal has the size asked for', show(screen))
+  expect(screen.includes('24 80') && !screen.includes('\x1e'), 'pty.create: the terminal has the size asked for', show(screen))
   await sb.pty.resize(term.pid, { cols: 100, rows: 40 })
   await sb.pty.sendInput(term.pid, new TextEncoder().encode('stty size\n'))
   await until(() => screen.includes('40 100'), 'stty size 40 100')
