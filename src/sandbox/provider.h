@@ -170,5 +170,7 @@ extern const size_t sbx__n_providers;
 const struct sbx__provider_def *sbx__provider_def(const char *name);
 /* The traits of the provider called name; 0 for an unknown one (registry.c). */
 unsigned sbx__provider_traits(const char *name);
+/* SBX_E_NOTFOUND "unknown provider 'name' (local, docker, ...)", the list from the table. */
+int sbx__provider_unknown(const char *name, struct sbx_error *err);
 
 #endif
