@@ -193,12 +193,32 @@ static const char *check_span(const json_t *o)
                  *e = json_object_get(o, "end_unix_nano");
     if (!json_is_integer(s) || !json_is_integer(e))
         return "\"start_unix_nano\" and \"end_unix_nano\" must be integers";
+    /* Unix times are not negative: with both at least 0 their difference cannot overflow. */
+    if (json_integer_value(s) < 0)
+        return "\"start_unix_nano\" is negative";
     if (json_integer_value(e) < json_integer_value(s))
         return "the span ends before it starts";
     const json_t *a = json_object_get(o, "attributes");
     if (a && !json_is_object(a))
         return "\"attributes\" is not an object";
+    static const char *const counts[] = {"gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens",
+                                         "gen_ai.usage.cached_input_tokens"};
+    for (size_t i = 0; i < SBX_ARRAY_LEN(counts); i++) {
+        const json_t *v = json_object_get(a, counts[i]);
+        if (v && (!json_is_integer(v) || json_integer_value(v) < 0))
+            return "a token count is not an integer of at least 0";
+    }
     return NULL;
+}
+
+/* a + b for counts of at least 0, held at INT64_MAX instead of overflowing. */
+static int64_t sum_capped(int64_t a, int64_t b, int *capped)
+{
+    if (b > INT64_MAX - a) {
+        *capped = 1;
+        return INT64_MAX;
+    }
+    return a + b;
 }
 
 static void put_safe(const char *s)
@@ -303,13 +323,8 @@ static int by_start(const void *a, const void *b)
     return x->start < y->start ? -1 : x->start > y->start;
 }
 
-static int trace_show(const char *path)
+int cli_trace_show_stream(FILE *f, const char *path)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "re");
-    if (!f) {
-        fprintf(stderr, "sbx: cannot open trace file '%s': %s\n", path, strerror(errno));
-        return CLI_FAIL;
-    }
     char *line = sbx_xmalloc(SHOW_LINE_MAX + 2);
     struct show_span *v = NULL;
     size_t n = 0, cap = 0, lineno = 0, bad = 0;
@@ -361,8 +376,6 @@ static int trace_show(const char *path)
                 .end = json_integer_value(json_object_get(o, "end_unix_nano"))};
     }
     int read_failed = ferror(f);
-    if (f != stdin)
-        fclose(f);
     free(line);
     if (bad > SHOW_ERRORS_MAX)
         fprintf(stderr, "sbx: trace file: %zu more bad lines not shown\n", bad - SHOW_ERRORS_MAX);
@@ -397,6 +410,7 @@ static int trace_show(const char *path)
         last_child[p] = i + 1;
     }
     int64_t in = 0, out = 0;
+    int in_capped = 0, out_capped = 0;
     struct sbx_buf prefix;
     sbx_buf_init(&prefix, SBX_BUF_NOLIMIT);
     for (size_t i = 0; i < n; i++) {
@@ -404,13 +418,17 @@ static int trace_show(const char *path)
         if (!pi || (size_t)json_integer_value(pi) == i)
             show_tree(v, i, &prefix, 1, 0);
         const json_t *a = json_object_get(v[i].o, "attributes");
-        in += json_integer_value(json_object_get(a, "gen_ai.usage.input_tokens"));
-        out += json_integer_value(json_object_get(a, "gen_ai.usage.output_tokens"));
+        in = sum_capped(in, json_integer_value(json_object_get(a, "gen_ai.usage.input_tokens")),
+                        &in_capped);
+        out = sum_capped(out, json_integer_value(json_object_get(a, "gen_ai.usage.output_tokens")),
+                         &out_capped);
     }
     size_t hidden = 0;
     for (size_t i = 0; i < n; i++)
         hidden += !v[i].shown;
-    printf("%zu spans, %lld input tokens, %lld output tokens\n", n, (long long)in, (long long)out);
+    printf("%zu spans, %s%lld input tokens, %s%lld output tokens\n", n,
+           in_capped ? "at least " : "", (long long)in, out_capped ? "at least " : "",
+           (long long)out);
     if (hidden)
         fprintf(stderr, "sbx: trace file: %zu spans not shown: their parent links form a cycle\n",
                 hidden);
@@ -431,5 +449,14 @@ int cmd_trace(int argc, char **argv)
         return cli_usage("trace ", "unknown subcommand '%s' (show)", argv[1]);
     if (argc != 3 || (argv[2][0] == '-' && argv[2][1]))
         return cli_usage("trace ", "show takes one FILE (or - for standard input)");
-    return trace_show(argv[2]);
+    const char *path = argv[2];
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "re");
+    if (!f) {
+        fprintf(stderr, "sbx: cannot open trace file '%s': %s\n", path, strerror(errno));
+        return CLI_FAIL;
+    }
+    int rc = cli_trace_show_stream(f, path);
+    if (f != stdin)
+        fclose(f);
+    return rc;
 }

@@ -109,6 +109,25 @@ run "$SBX" trace show "$T/nope.jsonl"
 expect_rc 1 "a missing file fails"
 expect_in "$T/err" "cannot open trace file" "and says so"
 
+# Times and token counts at the ends of int64 (issue 27): a negative time or count is refused,
+# durations and sums never wrap (UBSan stops an overflow in the ASan pass).
+span() { # span ID START END INPUT_TOKENS
+    printf '{"trace_id":"%032d","span_id":"%016d","parent_span_id":null,"name":"s%s","start_unix_nano":%s,"end_unix_nano":%s,"attributes":{"gen_ai.usage.input_tokens":%s}}\n' 7 "$1" "$1" "$2" "$3" "$4"
+}
+{
+    span 1 -9223372036854775807 9223372036854775807 1
+    span 2 0 1 9223372036854775807
+    span 3 0 9223372036854775807 9223372036854775807
+    span 4 5 6 -3
+} >"$T/ovf.jsonl"
+run "$SBX" trace show "$T/ovf.jsonl"
+expect_rc 1 "a trace with a negative time fails"
+expect_in "$T/err" 'line 1: "start_unix_nano" is negative' "naming the negative start time"
+expect_in "$T/err" "line 4: a token count is not an integer of at least 0" "and the negative token count"
+expect_in "$T/out" "s3  9223372036.85s" "a duration of the whole int64 range is shown as it is"
+expect_in "$T/out" "2 spans, at least 9223372036854775807 input tokens" "a token total too big for int64 is held, not wrapped"
+expect_not_in "$T/out" "-" "nothing negative is printed"
+
 # --- --trace-content, bounded and scrubbed; --trace-parent and TRACEPARENT ---------------------
 start_fake "$T/s.json"
 TP=00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01
