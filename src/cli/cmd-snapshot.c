@@ -24,7 +24,8 @@ static int parse_u64(const char *s, uint64_t *out)
 
 static void print_list(const json_t *list)
 {
-    printf("%-19s  %-20s  %7s  %12s  %-6s  %s\n", "REF", "CREATED", "FILES", "BYTES", "HOLDS",
+    /* CREATED is the whole RFC 3339 time with milliseconds (24 characters). */
+    printf("%-19s  %-24s  %7s  %12s  %-6s  %s\n", "REF", "CREATED", "FILES", "BYTES", "HOLDS",
            "LABEL");
     size_t i;
     json_t *h;
@@ -38,8 +39,8 @@ static void print_list(const json_t *list)
         }
         const char *created = json_string_value(json_object_get(h, "created"));
         const char *label = json_string_value(json_object_get(h, "label"));
-        printf("%.19s  %-20.20s  %7lld  %12lld  %-6zu  %s\n", ref ? ref : "?",
-               created ? created : "", (long long)json_integer_value(json_object_get(h, "files")),
+        printf("%.19s  %-24s  %7lld  %12lld  %-6zu  %s\n", ref ? ref : "?", created ? created : "",
+               (long long)json_integer_value(json_object_get(h, "files")),
                (long long)json_integer_value(json_object_get(h, "bytes")),
                json_array_size(json_object_get(h, "holds")), label ? label : "");
     }
