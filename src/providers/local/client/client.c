@@ -133,6 +133,9 @@ static json_t *describe(const char *rundir, const char *id, int *dead, const cha
     else if (state && sbx__local_request(dir, id, req, &reply, NULL, 0, NULL,
                                          SBX__LOCAL_REQUEST_IDLE_MS, &ignored) == 0)
         status = "live";
+    else if (alive && sbx__local_record_alive(&rec, id, &stopped) && stopped)
+        status = "suspended"; /* stopped while we asked: a SIGSTOP takes effect when the
+                               * process next runs, which on a busy host is after kill(2) */
     else if (alive)
         status = "unresponsive"; /* a process of it runs: rm, not prune, decides */
     if (strcmp(status, "live") == 0) {
