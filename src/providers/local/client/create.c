@@ -232,6 +232,27 @@ static void format_size(uint64_t n, char *out, size_t len)
         snprintf(out, len, "%llu %ciB", (unsigned long long)n, units[u]);
 }
 
+/* A failed image that says this host cannot have the limit at all (no loop devices or mounts
+ * for us, no ext4): a default limit is then only reported as not enforced. Anything else (a
+ * loop device that stayed busy, a full file system, a failing tool) is this create's bad luck
+ * on a host that can have the limit, and fails it: a root runner never runs a sandbox without
+ * the limit it could have had. */
+static int host_cannot(const struct sbx_error *why)
+{
+    if (why->code == SBX_E_UNSUPPORTED)
+        return 1;
+    switch (why->sys_errno) {
+    case EPERM:
+    case EACCES:
+    case ENODEV:
+    case ENOSYS:
+    case EOPNOTSUPP:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* The size limit of a new workspace: a disk image when this process can make one for a fresh
  * workspace (wsbase: where it is; NULL for a given directory). *disk_out: the state's "disk";
  * *image_out, *loop_out: set when an image was mounted (the caller detaches it on failure). */
@@ -271,10 +292,16 @@ static int workspace_disk(const struct sbx__local_client *c, const char *id, con
     }
     char size[32];
     format_size(c->disk_bytes, size, sizeof(size));
-    if (c->disk_explicit) {
+    if (c->disk_explicit || !host_cannot(&why)) {
         json_decref(d);
         rc = sbx_error_copy(err, &why);
-        sbx_error_prefix(err, "disk limit %s cannot be enforced", size);
+        if (c->disk_explicit)
+            sbx_error_prefix(err, "disk limit %s cannot be enforced", size);
+        else
+            sbx_error_prefix(err,
+                             "the default disk limit %s could not be set up (retry; --disk none "
+                             "creates the sandbox without a limit)",
+                             size);
         return rc;
     }
     sbx_log(SBX_LOG_WARN, "sandbox '%s': disk limit %s is not enforced: %s", id, size, why.msg);
