@@ -103,11 +103,33 @@ int sbx__local_stop_and_clean(const char *dir, const char *id, const char *works
  * level) when make. *out: caller frees. */
 int sbx__local_state_subdir(const char *given, const char *env_name, const char *sub, int make,
                             char **out, struct sbx_error *err);
+/* The same, for a caller that holds the lease on dir (a failed create, a reclaim); otherwise
+ * the teardown takes the lease shared for its duration, so that no reclaim runs beside it. */
+int sbx__local_stop_and_clean_held(const char *dir, const char *id, const char *workspace,
+                                   int remove_workspace, const json_t *disk, int owned,
+                                   struct sbx_error *err);
+/* 0 when this process can open n (at most SBX__LOCAL_FD_HEADROOM_MAX) more descriptors;
+ * otherwise "cannot <what>: too many open files" with how to raise the limit. A command that
+ * would otherwise fail half-way (and not be able to undo what it did) checks first. */
+#define SBX__LOCAL_FD_HEADROOM_MAX 16
+int sbx__local_fd_headroom(const char *what, int n, struct sbx_error *err);
 /* The create lease: an exclusive flock on the runtime dir of a sandbox being created, on a
- * close-on-exec descriptor (no supervisor or git child inherits it). Returns the descriptor. */
+ * close-on-exec descriptor (no supervisor or git child inherits it). Returns the descriptor.
+ * Teardowns hold it shared. */
 int sbx__local_lease_take(const char *dir, struct sbx_error *err);
-/* 1 while a creator holds the lease on dir. */
+/* 1 while a creator (or a reclaim) holds the lease on dir exclusively. */
 int sbx__local_lease_busy(const char *dir);
+/* The runtime directory rundir/id, made under a staging name (.new-<id>), leased, then renamed
+ * to the id: ps never sees it without its lease. *lease_out: the lease's descriptor. Errors:
+ * SBX_E_EXISTS "sandbox 'id' already exists", SBX_E_SYS. */
+int sbx__local_runtime_dir_make(const char *rundir, const char *id, int *lease_out,
+                                struct sbx_error *err);
+/* Remove the leftovers of creates that died before their supervisor ran (a loop device, a mount,
+ * a partly restored workspace, the runtime directory): every runtime dir of rundir whose lease
+ * nobody holds and in which no supervisor recorded itself, and staging directories nobody
+ * holds. A dead sandbox whose supervisor ran (its workspace may hold work) is never touched:
+ * that is for rm and prune. Called before listing and before creating. */
+void sbx__local_reclaim(const char *rundir);
 
 /* ---- ops.c: the session operations ---- */
 
