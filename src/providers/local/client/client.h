@@ -168,8 +168,18 @@ void sbx__local_stopped_forget(const char *sdir, const char *id);
 /* 1 when a stopped record of exactly id exists. */
 int sbx__local_stopped_exists(const char *id);
 /* Every stopped record as ps lists it: the state with "status": "stopped" and the snapshot's
- * size ("snapshot_bytes", null when the store cannot say), appended to arr. */
+ * size ("snapshot_bytes", null when the store cannot say), appended to arr; an id arr lists
+ * already (a stop or start that did not finish) stays listed once (merge_record). */
 void sbx__local_stopped_list(json_t *arr);
+/* A stop or start of id killed half-way leaves both its stopped record and its runtime dir:
+ * finish it. A runtime dir that answers is the sandbox (it has everything the record's
+ * snapshot has): the record goes, *what = SBX__HALF_LIVE. A dead one (or what a killed create
+ * left) is torn down and the record stays: SBX__HALF_STOPPED. Nothing half-done:
+ * SBX__HALF_NONE. Errors: a sandbox started from the record that then died (SBX_E_EXISTS,
+ * naming rm), a teardown's. */
+enum sbx__half { SBX__HALF_NONE, SBX__HALF_LIVE, SBX__HALF_STOPPED };
+int sbx__local_finish_half(struct sbx_client *bc, const char *id, enum sbx__half *what,
+                           struct sbx_error *err);
 /* The client ops stop and stopped_state. */
 int sbx__local_stop(struct sbx_client *bc, const char *prefix, char **out_ref,
                     struct sbx_error *err);
