@@ -539,8 +539,9 @@ const struct cli_help cli_help_table[] = {
 
         {"snapshot", NULL,
          "sbx snapshot ls [--json]\nsbx snapshot inspect REF\nsbx snapshot rm [--force] REF...\n"
-         "sbx snapshot export REF [FILE|-]\nsbx snapshot import [limits] FILE|-",
-         "list, inspect, remove, export and import snapshots",
+         "sbx snapshot gc [--json]\nsbx snapshot export REF [FILE|-]\n"
+         "sbx snapshot import [limits] FILE|-",
+         "list, inspect, remove, collect, export and import snapshots",
          "The store is $SBX_SNAPSHOTS, else ${XDG_STATE_HOME:-~/.local/state}/sbx/snapshots; "
          "every subcommand takes --store DIR to use another. REF is sha256:<hex> or a unique "
          "prefix of at least 12 hex digits.",
@@ -555,6 +556,12 @@ const struct cli_help cli_help_table[] = {
          "Removes snapshots (refused while a stopped sandbox holds one, unless --force) and every "
          "stored file no other snapshot uses.",
          snap_rm_opts, STATUS_COMMON, "snapshot", CLI_HELP_ANYWHERE},
+        {"snapshot gc", NULL, "sbx snapshot gc [--json] [--store DIR]",
+         "remove stored files no snapshot uses",
+         "Removes every stored file no snapshot uses and the temp files of snapshots that did "
+         "not finish (a take that fails does this itself when no other snapshot command runs); "
+         "prints what it freed.",
+         snap_ls_opts, STATUS_COMMON, "snapshot", CLI_HELP_ANYWHERE},
         {"snapshot export", NULL, "sbx snapshot export [--store DIR] REF [FILE|-]",
          "write a snapshot as an archive",
          "Writes a tar archive compressed with zstd (to stdout with '-' or no FILE).", snap_store,
