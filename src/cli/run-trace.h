@@ -31,9 +31,10 @@ int cli_trace_start(struct cli_trace *ct, const struct sbx_strv *pass, struct sb
 void cli_trace_finish(struct cli_trace *ct, const struct sbx_error *err);
 
 int cmd_trace(int argc, char **argv);
-/* `sbx trace show` of the JSONL trace read from f (borrowed; path names it in messages): the
- * span tree on stdout, bad lines on stderr. f is hostile input: every line is checked, and the
- * sizes are bounded. CLI_OK, or CLI_FAIL when a line was bad or the file could not be read. */
-int cli_trace_show_stream(FILE *f, const char *path);
+/* trace-show.c: `sbx trace show` of the JSONL trace read from f (borrowed; path names it in
+ * messages): the span tree to out, bad lines to errf. f is hostile input: every line is
+ * checked, and the sizes are bounded. CLI_OK, or CLI_FAIL when a line was bad or the file
+ * could not be read. */
+int cli_trace_show_stream(FILE *f, const char *path, FILE *out, FILE *errf);
 
 #endif
