@@ -363,32 +363,48 @@ int sbx__local_lease_busy(const char *dir)
 /* Runtime dir name while a create sets it up, before it is renamed to the id (client.h). */
 #define STAGING_PREFIX ".new-"
 
+/* A reclaim may remove an empty staging directory between its mkdir and its lease (it cannot
+ * tell that window from a creator killed in it): the create then starts again. */
+#define STAGE_ATTEMPTS 16
+
 int sbx__local_runtime_dir_make(const char *rundir, const char *id, int *lease_out,
                                 struct sbx_error *err)
 {
     char *stage = sbx_xasprintf("%s/" STAGING_PREFIX "%s", rundir, id);
     char *dir = sbx_xasprintf("%s/%s", rundir, id);
     int rc = 0, fd = -1;
-    if (mkdir(stage, 0700) < 0) {
-        rc = sbx_error_errno(err, errno, "cannot create runtime directory '%s'", stage);
-        goto out;
-    }
-    if ((fd = sbx__local_lease_take(stage, err)) < 0) {
-        rc = fd;
-        rmdir(stage);
-        goto out;
-    }
-    /* The lease goes with the directory: under its id it is never seen without one. */
-    if (renameat2(AT_FDCWD, stage, AT_FDCWD, dir, RENAME_NOREPLACE) < 0) {
-        rc = errno == EEXIST
-                     ? sbx_error_set(err, SBX_E_EXISTS, EEXIST, "sandbox '%s' already exists", id)
-                     : sbx_error_errno(err, errno, "cannot create runtime directory '%s'", dir);
-        rmdir(stage);
+    for (int attempt = 0;; attempt++) {
+        struct stat a, b;
+        if (mkdir(stage, 0700) < 0) {
+            rc = sbx_error_errno(err, errno, "cannot create runtime directory '%s'", stage);
+            break;
+        }
+        fd = open(stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int locked = fd >= 0 && flock(fd, LOCK_EX) == 0;
+        /* Still the directory we made (not removed by a reclaim before we held it)? */
+        if (locked && (fstat(fd, &a) < 0 || lstat(stage, &b) < 0 || a.st_ino != b.st_ino ||
+                       a.st_dev != b.st_dev)) {
+            locked = 0;
+            errno = ENOENT;
+        }
+        if (locked && renameat2(AT_FDCWD, stage, AT_FDCWD, dir, RENAME_NOREPLACE) == 0) {
+            /* The lease goes with the directory: under its id it is never seen without one. */
+            *lease_out = fd;
+            break;
+        }
+        int e = errno;
         sbx_fd_close(&fd);
-        goto out;
+        if (e == EEXIST) {
+            rmdir(stage);
+            rc = sbx_error_set(err, SBX_E_EXISTS, EEXIST, "sandbox '%s' already exists", id);
+            break;
+        }
+        if (attempt + 1 >= STAGE_ATTEMPTS || e != ENOENT) {
+            rmdir(stage);
+            rc = sbx_error_errno(err, e, "cannot create runtime directory '%s'", dir);
+            break;
+        }
     }
-    *lease_out = fd;
-out:
     free(stage);
     free(dir);
     return rc;
@@ -403,6 +419,15 @@ static int reclaim_one(const char *rundir, const char *name)
     if (!sbx__local_valid_id(id))
         return 0;
     char *dir = sbx_xasprintf("%s/%s", rundir, name);
+    if (staging) {
+        /* Always empty (the create renames it before it writes anything): rmdir, under its
+         * lease, so that one held by a creator is left alone. */
+        int sfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int gone = sfd >= 0 && flock(sfd, LOCK_EX | LOCK_NB) == 0 && rmdir(dir) == 0;
+        sbx_fd_close(&sfd);
+        free(dir);
+        return gone;
+    }
     char *record = sbx_xasprintf("%s/%s", dir, SBX_PROTO_RECORD);
     struct stat st;
     json_t *state = NULL;
@@ -415,8 +440,8 @@ static int reclaim_one(const char *rundir, const char *name)
     if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0 || lstat(record, &st) == 0)
         goto out;
     struct sbx_error e = SBX_ERROR_INIT;
-    if (!staging && (sbx__local_read_state(dir, id, &state, &e) < 0 ||
-                     sbx__local_check_state(state, id, &e) < 0)) {
+    if (sbx__local_read_state(dir, id, &state, &e) < 0 ||
+        sbx__local_check_state(state, id, &e) < 0) {
         /* Killed before its first state: nothing but the directory was made. */
         json_decref(state);
         state = NULL;
