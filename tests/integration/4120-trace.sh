@@ -27,8 +27,7 @@ start_collector() {
     rm -f "$T/cport"
     python3 "$SBX_SRCDIR/tests/fake-model/otlp-collector.py" "$1" "$COL" >"$T/cport" &
     COL_PID=$!
-    local i=0
-    while [ ! -s "$T/cport" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    wait_until test -s "$T/cport"
     COL_URL="http://127.0.0.1:$(head -n1 "$T/cport")"
 }
 

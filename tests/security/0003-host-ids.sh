@@ -38,8 +38,8 @@ start_sleep() {
 }
 # host_uid TOKEN: the real uid of the host process running `sleep 120.TOKEN` (bounded wait).
 host_uid() {
-    local i p
-    for i in $(seq 1 200); do
+    local p end=$((SECONDS + 60))
+    while [ "$SECONDS" -lt "$end" ]; do
         for p in /proc/[0-9]*; do
             if [ "$(tr '\0' ' ' 2>/dev/null <"$p/cmdline")" = "sleep 120.$1 " ]; then
                 awk '/^Uid:/ {print $2}' "$p/status" 2>/dev/null
