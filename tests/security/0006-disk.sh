@@ -7,6 +7,7 @@
 # a given --workspace), create says so on stderr and in the state, and an explicit --disk fails.
 . "$(dirname "$0")/../integration/lib.sh"
 . "$(dirname "$0")/../integration/sandbox-lib.sh"
+command -v jq >/dev/null || skip_all "jq is not installed (scripts/deps.txt)"
 
 LIMIT=$((64 << 20))
 DEFAULT=$((8 << 30))
