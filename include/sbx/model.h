@@ -43,10 +43,11 @@ struct sbx_model_options {
     int no_stream;              /* ask for a plain JSON answer even when a callback is given */
     int64_t timeout_ms;         /* per attempt, whole request; 0: 600000 */
     int64_t connect_timeout_ms; /* 0: 15000 */
-    /* Streaming attempts only: no byte of the answer this long after the request was sent
-     * (0: 60000), or nothing more this long once it streams (0: 300000), fails the attempt
-     * with SBX_E_TIMEOUT (retried like other timeouts). A plain answer comes whole, so only
-     * timeout_ms bounds it. */
+    /* No byte of the answer this long after the request was sent (0: 60000), or nothing more
+     * this long once it comes (0: 300000), fails the attempt with SBX_E_TIMEOUT (retried like
+     * other timeouts). Streamed and plain answers alike: a plain answer's first byte comes
+     * only when the server has all of it, so raise first_byte_timeout_ms for long answers
+     * without streaming. */
     int64_t first_byte_timeout_ms;
     int64_t idle_timeout_ms;
     /* One call, all attempts and backoffs together (0: 900000): no attempt starts, or lasts,

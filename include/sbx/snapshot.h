@@ -151,6 +151,21 @@ SBX_API int sbx_snapshot_hold(struct sbx_snapshot_store *st, const char *ref, co
 SBX_API int sbx_snapshot_release(struct sbx_snapshot_store *st, const char *ref, const char *holder,
                                  struct sbx_error *err);
 
+/* What sbx_snapshot_gc removed: blobs no snapshot uses, temp files of takes and imports that
+ * did not finish, and the disk space each took. */
+struct sbx_snapshot_gc_stats {
+    uint64_t blobs, blob_bytes;
+    uint64_t temps, temp_bytes;
+};
+
+/* Collect the store: remove every blob no snapshot uses and every temp file (under the
+ * exclusive lock, so no take or import is writing one), and the stat caches when a blob went.
+ * A failed take collects by itself when no other command holds the store. out may be NULL.
+ * Blocks on the lock. Errors: a tree that cannot be read stops the collection (its blobs may
+ * be the only copy), SBX_E_SYS. */
+SBX_API int sbx_snapshot_gc(struct sbx_snapshot_store *st, struct sbx_snapshot_gc_stats *out,
+                            struct sbx_error *err);
+
 /* Remove the tree (refused with SBX_E_PERM "snapshot 'x' is held by 'h'" while held, unless
  * force) and every blob no remaining tree uses. */
 SBX_API int sbx_snapshot_remove(struct sbx_snapshot_store *st, const char *ref, int force,

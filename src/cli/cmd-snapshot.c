@@ -24,7 +24,8 @@ static int parse_u64(const char *s, uint64_t *out)
 
 static void print_list(const json_t *list)
 {
-    printf("%-19s  %-20s  %7s  %12s  %-6s  %s\n", "REF", "CREATED", "FILES", "BYTES", "HOLDS",
+    /* CREATED is the whole RFC 3339 time with milliseconds (24 characters). */
+    printf("%-19s  %-24s  %7s  %12s  %-6s  %s\n", "REF", "CREATED", "FILES", "BYTES", "HOLDS",
            "LABEL");
     size_t i;
     json_t *h;
@@ -38,11 +39,33 @@ static void print_list(const json_t *list)
         }
         const char *created = json_string_value(json_object_get(h, "created"));
         const char *label = json_string_value(json_object_get(h, "label"));
-        printf("%.19s  %-20.20s  %7lld  %12lld  %-6zu  %s\n", ref ? ref : "?",
-               created ? created : "", (long long)json_integer_value(json_object_get(h, "files")),
+        printf("%.19s  %-24s  %7lld  %12lld  %-6zu  %s\n", ref ? ref : "?", created ? created : "",
+               (long long)json_integer_value(json_object_get(h, "files")),
                (long long)json_integer_value(json_object_get(h, "bytes")),
                json_array_size(json_object_get(h, "holds")), label ? label : "");
     }
+}
+
+static int do_gc(struct sbx_snapshot_store *st, int json, struct sbx_error *err)
+{
+    struct sbx_snapshot_gc_stats gs;
+    if (sbx_snapshot_gc(st, &gs, err) < 0)
+        return -1;
+    if (json) {
+        json_t *o = json_pack("{sIsIsIsI}", "blobs", (json_int_t)gs.blobs, "blob_bytes",
+                              (json_int_t)gs.blob_bytes, "temps", (json_int_t)gs.temps,
+                              "temp_bytes", (json_int_t)gs.temp_bytes);
+        char *text = sbx_json_dumps(o, SBX_JSON_PRETTY | SBX_JSON_SORTED);
+        puts(text);
+        free(text);
+        json_decref(o);
+    } else {
+        printf("removed %llu unused blob%s (%llu bytes) and %llu temp file%s (%llu bytes)\n",
+               (unsigned long long)gs.blobs, gs.blobs == 1 ? "" : "s",
+               (unsigned long long)gs.blob_bytes, (unsigned long long)gs.temps,
+               gs.temps == 1 ? "" : "s", (unsigned long long)gs.temp_bytes);
+    }
+    return 0;
 }
 
 static int do_export(struct sbx_snapshot_store *st, const char *ref, const char *file,
@@ -77,7 +100,7 @@ static int do_export(struct sbx_snapshot_store *st, const char *ref, const char 
 int cmd_snapshot(int argc, char **argv)
 {
     if (argc < 2)
-        return cli_usage("snapshot ", "missing subcommand (ls, inspect, rm, export, import)");
+        return cli_usage("snapshot ", "missing subcommand (ls, inspect, rm, gc, export, import)");
     const char *sub = argv[1];
     const char *store = NULL;
     int json = 0, force = 0;
@@ -119,11 +142,11 @@ int cmd_snapshot(int argc, char **argv)
     }
     int is_ls = strcmp(sub, "ls") == 0, is_inspect = strcmp(sub, "inspect") == 0,
         is_rm = strcmp(sub, "rm") == 0, is_export = strcmp(sub, "export") == 0,
-        is_import = strcmp(sub, "import") == 0;
-    if (!is_ls && !is_inspect && !is_rm && !is_export && !is_import)
+        is_import = strcmp(sub, "import") == 0, is_gc = strcmp(sub, "gc") == 0;
+    if (!is_ls && !is_inspect && !is_rm && !is_export && !is_import && !is_gc)
         return cli_usage("snapshot ", "unknown subcommand '%s'", sub);
-    if ((is_ls && nargs) || ((is_inspect || is_import) && nargs != 1) || (is_rm && !nargs) ||
-        (is_export && (nargs < 1 || nargs > 2)))
+    if (((is_ls || is_gc) && nargs) || ((is_inspect || is_import) && nargs != 1) ||
+        (is_rm && !nargs) || (is_export && (nargs < 1 || nargs > 2)))
         return cli_usage("snapshot ", "wrong number of arguments for '%s'", sub);
 
     struct sbx_error err = SBX_ERROR_INIT;
@@ -150,6 +173,9 @@ int cmd_snapshot(int argc, char **argv)
             if (sbx_snapshot_remove(st, args[i], force, &err) < 0)
                 status = cli_fail(&err);
         }
+    } else if (is_gc) {
+        if (do_gc(st, json, &err) < 0)
+            status = cli_fail(&err);
     } else if (is_export) {
         if (do_export(st, args[0], nargs > 1 ? args[1] : NULL, &err) < 0)
             status = cli_fail(&err);

@@ -43,7 +43,8 @@ static const struct cli_help_opt run_opts[] = {
         {0, "max-turns", "N", "most model turns of the run"},
         {0, "json", NULL, "write one event per line to stdout instead of progress on stderr"},
         {0, "record", "FILE", "record the model's answers to FILE (for -m replay:FILE)"},
-        {0, "no-stream", NULL, "ask for whole answers, not streamed ones"},
+        {0, "no-stream", NULL,
+         "ask for whole answers, not streamed ones (each must begin within 60 s)"},
         {0, "timeout", "DURATION", "give up on a model call attempt after this (default 10 min)"},
         {0, "deadline", "DURATION",
          "give up on a model call after this for all its attempts together (default 15 min)"},
@@ -538,8 +539,9 @@ const struct cli_help cli_help_table[] = {
 
         {"snapshot", NULL,
          "sbx snapshot ls [--json]\nsbx snapshot inspect REF\nsbx snapshot rm [--force] REF...\n"
-         "sbx snapshot export REF [FILE|-]\nsbx snapshot import [limits] FILE|-",
-         "list, inspect, remove, export and import snapshots",
+         "sbx snapshot gc [--json]\nsbx snapshot export REF [FILE|-]\n"
+         "sbx snapshot import [limits] FILE|-",
+         "list, inspect, remove, collect, export and import snapshots",
          "The store is $SBX_SNAPSHOTS, else ${XDG_STATE_HOME:-~/.local/state}/sbx/snapshots; "
          "every subcommand takes --store DIR to use another. REF is sha256:<hex> or a unique "
          "prefix of at least 12 hex digits.",
@@ -554,6 +556,12 @@ const struct cli_help cli_help_table[] = {
          "Removes snapshots (refused while a stopped sandbox holds one, unless --force) and every "
          "stored file no other snapshot uses.",
          snap_rm_opts, STATUS_COMMON, "snapshot", CLI_HELP_ANYWHERE},
+        {"snapshot gc", NULL, "sbx snapshot gc [--json] [--store DIR]",
+         "remove stored files no snapshot uses",
+         "Removes every stored file no snapshot uses and the temp files of snapshots that did "
+         "not finish (a take that fails does this itself when no other snapshot command runs); "
+         "prints what it freed.",
+         snap_ls_opts, STATUS_COMMON, "snapshot", CLI_HELP_ANYWHERE},
         {"snapshot export", NULL, "sbx snapshot export [--store DIR] REF [FILE|-]",
          "write a snapshot as an archive",
          "Writes a tar archive compressed with zstd (to stdout with '-' or no FILE).", snap_store,

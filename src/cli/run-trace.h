@@ -3,6 +3,8 @@
 #ifndef SBX_CLI_RUN_TRACE_H
 #define SBX_CLI_RUN_TRACE_H
 
+#include <stdio.h>
+
 #include "sbx/error.h"
 #include "sbx/strv.h"
 #include "sbx/trace-export.h"
@@ -29,5 +31,10 @@ int cli_trace_start(struct cli_trace *ct, const struct sbx_strv *pass, struct sb
 void cli_trace_finish(struct cli_trace *ct, const struct sbx_error *err);
 
 int cmd_trace(int argc, char **argv);
+/* trace-show.c: `sbx trace show` of the JSONL trace read from f (borrowed; path names it in
+ * messages): the span tree to out, bad lines to errf. f is hostile input: every line is
+ * checked, and the sizes are bounded. CLI_OK, or CLI_FAIL when a line was bad or the file
+ * could not be read. */
+int cli_trace_show_stream(FILE *f, const char *path, FILE *out, FILE *errf);
 
 #endif

@@ -360,8 +360,10 @@ int sbx__model_call(struct sbx_model *m, const char *path, const char *body, siz
             .stream = stream,
             .timeout_ms = m->timeout_ms,
             .connect_timeout_ms = m->connect_timeout_ms,
-            .first_byte_ms = stream ? m->first_byte_timeout_ms : 0,
-            .idle_ms = stream ? m->idle_timeout_ms : 0,
+            /* A plain answer gets the same bounds: a server that accepted the request and
+             * never answers would otherwise hold each attempt for the whole timeout_ms. */
+            .first_byte_ms = m->first_byte_timeout_ms,
+            .idle_ms = m->idle_timeout_ms,
             .on_wait = m->on_wait,
             .on_wait_data = m->on_wait_data,
             .max_body = m->max_response_bytes,

@@ -2,7 +2,7 @@
 """A test OTLP/HTTP collector on 127.0.0.1: otlp-collector.py MODE DIR
 
 MODE ok: every POST body is saved as DIR/N.bin (N from 1) with its path and content type in
-DIR/N.meta and its headers in DIR/N.headers (JSON), answered 200; MODE 500: answered 500; MODE slow: answered 200 after 30 s. Prints its
+DIR/N.meta and its headers in DIR/N.headers (JSON), answered 200; MODE 500: answered 500; MODE slow: answered 200 after 100 s (then DIR/answered exists). Prints its
 port on the first line of stdout and exits by itself after 120 s.
 """
 import json
@@ -35,7 +35,8 @@ class Handler(BaseHTTPRequestHandler):
         with open(os.path.join(DIR, "%d.headers" % k), "w") as f:
             json.dump({h.lower(): v for h, v in self.headers.items()}, f)
         if MODE == "slow":
-            time.sleep(30)
+            time.sleep(100)
+            open(os.path.join(DIR, "answered"), "w").close()
         status = 500 if MODE == "500" else 200
         try:
             self.send_response(status)

@@ -3,6 +3,7 @@
 # destination only its data, and its content is exact.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sandbox-lib.sh"
+command -v jq >/dev/null || skip_all "jq is not installed (scripts/deps.txt)"
 
 # Allocated 512-byte blocks of a file; "small" is well under 1 MiB.
 blocks() { stat -c %b "$1"; }

@@ -104,11 +104,26 @@ outer_gone() { [ -z "$(pgrep -f -- "__supervise $id")" ]; }
 wait_until outer_gone
 expect_eq "$(cgroups_of "$id")" "" "the host side removed the cgroups of a SIGKILLed PID 1"
 expect_eq "$(cat "$SBX_WORKSPACES/$id/kept.txt")" work "the workspace of a dead sandbox is kept"
+expect_in "$RUNBASE/$id/supervisor.log" "PID 1 ended unexpectedly" "the log says PID 1 ended unexpectedly"
 run "$SBX" sandbox prune --json
 expect_rc 0 "prune --json"
 expect_in "$T/out" "\"path\": \"$RUNBASE/$id\"" "prune --json reports the runtime dir"
 expect_in "$T/out" "\"path\": \"$SBX_WORKSPACES/$id\"" "prune --json reports the workspace"
 expect_eq "$(ls "$RUNBASE")$(ls "$SBX_WORKSPACES")" "" "prune removed the dead sandbox"
+
+# ---- SIGTERM of the host-side supervisor: a requested stop, logged as one
+id=$("$SBX" sandbox create)
+outer=$(outer_pid "$id")
+if [ -n "$outer" ] && [ "$outer" != "$(supervisor_pid "$id")" ]; then
+    kill -TERM "$outer"
+    wait_until dead
+    expect_eq "$(status_of "$id")" dead "SIGTERM to the host-side supervisor ends the sandbox"
+    expect_in "$RUNBASE/$id/supervisor.log" "stopped on SIGTERM" "its log says it was stopped on SIGTERM"
+    expect_not_in "$RUNBASE/$id/supervisor.log" "ended unexpectedly" "and not that PID 1 ended unexpectedly"
+else
+    ok "SIGTERM to the host-side supervisor # SKIP no isolation: one supervisor process"
+fi
+"$SBX" sandbox rm "$id" >/dev/null 2>&1
 
 # prune --keep-workspace, and plain output one line each
 id=$("$SBX" sandbox create)
@@ -132,6 +147,9 @@ p1=$(supervisor_pid "$id")
 outer=$(outer_pid "$id")
 stopped_pids+=("$p1")
 kill -STOP "$p1"
+# kill returns before the process stops (it stops when it next runs): wait for that.
+is_stopped() { case "$(awk '{print $3}' "/proc/$p1/stat" 2>/dev/null)" in T | t) return 0 ;; esac; return 1; }
+wait_until is_stopped
 run "$SBX" sandbox ps --all
 expect_in "$T/out" "suspended" "ps --all says the sandbox is suspended (a signal stopped it)"
 run "$SBX" sandbox rm "$id"

@@ -37,6 +37,8 @@ expect_eq "$(cat "$T/out")" "$ref" "same content, same reference"
 run "$SBX" snapshot ls
 expect_rc 0 "ls"
 expect_in "$T/out" "${ref:0:19}" "ls shows the reference"
+created=$("$SBX" snapshot inspect "$ref" | sed -n 's/.*"created": "\([^"]*\)".*/\1/p')
+expect_in "$T/out" "${ref:0:19}  $created " "ls shows the whole creation time ($created)"
 run "$SBX" snapshot ls --json
 expect_in "$T/out" "\"content_digest\": \"$ref\"" "ls --json has the full reference"
 

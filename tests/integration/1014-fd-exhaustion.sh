@@ -37,6 +37,22 @@ for n in 4 5 6 7 8 10 12; do
         [ "$cmd" != exec ] || expect_eq "$rc" 125 "ulimit -n $n: exec's own failure is status 125"
     done
 done
+# A create that runs out of descriptors leaves nothing behind, wherever it runs out (it used to
+# leave its runtime directory and workspace at 4 to 6); checked before any other sbx command
+# runs, since the next one that lists or creates would reclaim what a dead create left.
+for n in 4 5 6 7 8 10 12 16 24; do
+    before=$(ls "$RUNBASE" "$SBX_WORKSPACES" 2>/dev/null)
+    bash -c 'ulimit -n "$1"; shift; exec "$@"' - "$n" "$SBX" sandbox create >"$T/out" 2>"$T/err"
+    rc=$?
+    if [ "$rc" = 0 ]; then
+        ok "ulimit -n $n: create works"
+        "$SBX" sandbox rm "$(tail -n1 "$T/out")" >/dev/null 2>&1
+        continue
+    fi
+    expect_in "$T/err" "too many open files" "ulimit -n $n: create fails naming the cause"
+    expect_in "$T/err" "ulimit -n" "ulimit -n $n: create says how to raise the limit"
+    expect_eq "$(ls "$RUNBASE" "$SBX_WORKSPACES" 2>/dev/null)" "$before" "ulimit -n $n: the failed create left nothing"
+done
 run "$SBX" sandbox exec "$id" -- echo still
 expect_eq "$(cat "$T/out")" still "the sandbox is fine afterwards"
 done_testing

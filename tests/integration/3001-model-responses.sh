@@ -244,7 +244,8 @@ start_fake "$T/s16.json"
 "$SBX" run --base-url "$FAKE_URL" "hi" >"$T/out" 2>"$T/err" &
 pid=$!
 i=0
-while [ "$(fake_query 'len(reqs)' 2>/dev/null)" != 1 ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i + 1)); done
+one_request() { [ "$(fake_query 'len(reqs)' 2>/dev/null)" = 1 ]; }
+wait_until one_request
 kill -INT $pid
 wait $pid
 rc=$?

@@ -6,6 +6,10 @@ set -u
 : "${SBX:?SBX must name the sbx binary}"
 : "${SBX_SRCDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
 T=$(mktemp -d "${TMPDIR:-/tmp}/sbx-test.XXXXXX")
+# No test reads or writes the caller's own sbx state, or another test's (tests run in
+# parallel): every default location is under $T (sandbox-lib.sh names the sandbox stores).
+export XDG_STATE_HOME="$T/state" XDG_RUNTIME_DIR="$T/xdg-run"
+mkdir -m 0700 "$XDG_RUNTIME_DIR"
 tap_n=0
 tap_failed=0
 trap 'rm -rf "$T"' EXIT
@@ -13,10 +17,23 @@ trap 'rm -rf "$T"' EXIT
 ok() { tap_n=$((tap_n + 1)); echo "ok $tap_n - $*"; }
 not_ok() { tap_n=$((tap_n + 1)); tap_failed=$((tap_failed + 1)); echo "not ok $tap_n - $*"; }
 diag() { printf '%s\n' "$@" | sed 's/^/#   /'; }
-skip_all() { echo "1..0 # SKIP $*"; exit 77; }
+# A skip exits 0: meson reads a TAP plan "1..0 # SKIP" as a skip only then (any other status,
+# 77 included, is an error for a TAP test).
+skip_all() { echo "1..0 # SKIP $*"; exit 0; }
 done_testing() {
     echo "1..$tap_n"
     [ "$tap_failed" = 0 ]
+}
+
+# wait_until CMD...: poll until CMD succeeds, for at most ${WAIT_S:-60} seconds of wall time
+# (tests run in parallel on a loaded machine: the bound is a safety net, never a timing).
+wait_until() {
+    local end=$((SECONDS + ${WAIT_S:-60}))
+    while :; do
+        "$@" && return 0
+        [ "$SECONDS" -lt "$end" ] || return 1
+        sleep 0.05
+    done
 }
 
 # run CMD...: run it, keep stdout in $T/out, stderr in $T/err, status in $rc.

@@ -19,8 +19,7 @@ start_fake() {
     rm -f "$T/port"
     python3 "$SBX_SRCDIR/tests/fake-model/fake-model.py" "$1" "$FAKE_LOG" >"$T/port" &
     FAKE_PID=$!
-    local i=0
-    while [ ! -s "$T/port" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    wait_until test -s "$T/port"
     FAKE_URL="http://127.0.0.1:$(head -n1 "$T/port")/v1"
 }
 

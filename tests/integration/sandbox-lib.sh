@@ -47,12 +47,6 @@ alive() {
     [ -n "$st" ] && [ "$st" != Z ]
 }
 
-# wait_until CMD...: poll (bounded, ~10 s) until CMD succeeds.
-wait_until() {
-    local i
-    for i in $(seq 1 200); do "$@" && return 0; sleep 0.05; done
-    return 1
-}
 
 # nothing_left DESC: no sandbox of this test exists in any form (runtime dirs, workspaces,
 # stopped records): what a failed create or resume must leave.

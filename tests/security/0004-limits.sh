@@ -154,11 +154,19 @@ case ",$unenforced," in
 *)
     expect_eq "$(state "$id" 's["limits"].get("cpu_millis")')" "$want" \
         "4 the default CPU quota is half the host's CPUs, at least one (ps --json)"
-    if privileged && [ -d /sys/fs/cgroup/cpu ]; then
-        dir=/sys/fs/cgroup/cpu$(awk -F: '$2 ~ /(^|,)cpu(,|$)/ {print $3}' /proc/self/cgroup)
-        dir=${dir%/}/sbx-$id
-        expect_eq "$(cat "$dir/cpu.cfs_quota_us" 2>&1)" "$((want * 100))" \
-            "4 the cgroup holds the CPU quota"
+    if privileged; then
+        # The sandbox's own cgroups, from where its processes are (any layout: v1, v2, hybrid):
+        # cpu.cfs_quota_us on v1, the first field of cpu.max on v2, microseconds per 100 ms.
+        quota=
+        for p in $(pgrep -f -- "__supervise $id"); do
+            for d in $(awk -F: '$3 ~ /sbx-/ { if ($2 == "") print "/sys/fs/cgroup" $3
+                else { n = split($2, c, ","); for (i = 1; i <= n; i++) print "/sys/fs/cgroup/" c[i] $3 } }' \
+                "/proc/$p/cgroup" 2>/dev/null); do
+                [ -r "$d/cpu.cfs_quota_us" ] && quota=$(cat "$d/cpu.cfs_quota_us")
+                [ -r "$d/cpu.max" ] && quota=$(cut -d' ' -f1 "$d/cpu.max")
+            done
+        done
+        expect_eq "$quota" "$((want * 100))" "4 the cgroup holds the CPU quota"
     fi
     ;;
 esac

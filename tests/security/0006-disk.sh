@@ -7,6 +7,7 @@
 # a given --workspace), create says so on stderr and in the state, and an explicit --disk fails.
 . "$(dirname "$0")/../integration/lib.sh"
 . "$(dirname "$0")/../integration/sandbox-lib.sh"
+command -v jq >/dev/null || skip_all "jq is not installed (scripts/deps.txt)"
 
 LIMIT=$((64 << 20))
 DEFAULT=$((8 << 30))
@@ -146,6 +147,47 @@ is_mount "$ws" && not_ok "the mount is gone" || ok "the mount is gone"
 grep -qF "$ws" /proc/self/mountinfo && not_ok "mountinfo does not name the workspace" || ok "mountinfo does not name the workspace"
 losetup -a | grep -qF "$img" && not_ok "no loop device is left for the image" || ok "no loop device is left for the image"
 [ ! -e "$img" ] && [ ! -e "$ws" ] && ok "the image and the workspace are removed" || not_ok "the image and the workspace are removed"
+
+# ---- a loop device that stays busy for a while: create waits for it ----------------------
+# The next free device held open exclusively (as a udev probe or a mount in progress does) is
+# what LOOP_CTL_GET_FREE keeps handing out; before, 16 quick tries gave up and the sandbox ran
+# without its default limit (issue 27). Held 1.5 s: create must wait and get the limit.
+if free=$(losetup -f 2>/dev/null) && [ -b "$free" ]; then
+    python3 -c '
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_EXCL)
+open(sys.argv[2], "w").close()
+time.sleep(1.5)' "$free" "$T/held" &
+    holder=$!
+    wait_until test -e "$T/held"
+    run "$SBX" sandbox create
+    wait "$holder"
+    expect_rc 0 "create while the next free loop device is held for 1.5 s"
+    expect_not_in "$T/err" "not enforced" "it does not give up the default limit"
+    id=$(cat "$T/out")
+    [ -n "$id" ] && expect_eq "$(state "$id" '.disk.enforced')" true "the default limit is enforced"
+    [ -n "$id" ] && "$SBX" sandbox rm "$id" >/dev/null 2>&1
+else
+    ok "a busy loop device # SKIP losetup -f finds no free device"
+fi
+
+# A root runner that can have the limit never silently goes without it: workspaces on a file
+# system too small for the image's metadata fail the create, saying why and what to do.
+mkdir -p "$T/small"
+if mount -t tmpfs -o size=1m tmpfs "$T/small"; then
+    run env SBX_WORKSPACES="$T/small" "$SBX" sandbox create
+    if [ "$rc" != 0 ] && grep -q "the default disk limit 8 GiB could not be set up" "$T/err" &&
+        grep -q -- "--disk none" "$T/err"; then
+        ok "a default limit that cannot be set up fails create, naming --disk none"
+    else
+        not_ok "a default limit that cannot be set up fails create, naming --disk none"
+        diag "rc $rc: $(cat "$T/err")"
+    fi
+    expect_eq "$(ls -A "$T/small" "$RUNBASE" 2>/dev/null | grep -v -e '^$' -e ':$')" "" "and leaves nothing"
+    umount "$T/small"
+else
+    ok "a full workspace file system # SKIP cannot mount a tmpfs"
+fi
 
 # ---- off, and where it cannot be enforced -----------------------------------------------
 run "$SBX" sandbox create --disk none

@@ -2,13 +2,15 @@
 # Test storage servers on loopback: s3rver (S3) and Azurite (Azure Blob), from npm.
 #   servers.sh start DIR   install (once, cached), start both on free ports, write DIR/env
 #   servers.sh stop DIR    stop them
+#   servers.sh install     only install them (scripts/check, once before the tests run)
 # DIR/env holds SBX_TEST_S3_ENDPOINT, SBX_TEST_S3_ACCESS_KEY, SBX_TEST_S3_SECRET_KEY,
 # SBX_TEST_AZURE_ENDPOINT, SBX_TEST_AZURE_ACCOUNT, SBX_TEST_AZURE_KEY and the two pids
 # (docs/internals/mounts.md).
 set -euo pipefail
 cmd=${1:-}
 dir=${2:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: servers.sh start|stop DIR" >&2; exit 2; }
+[ -n "$cmd" ] && { [ -n "$dir" ] || [ "$cmd" = install ]; } ||
+    { echo "usage: servers.sh start|stop DIR, or servers.sh install" >&2; exit 2; }
 cache=${SBX_TEST_NPM_CACHE:-/tmp/sbx-test-npm}
 # Azurite's published development account and key.
 az_account=devstoreaccount1
@@ -46,6 +48,9 @@ install() {
 }
 
 case $cmd in
+install)
+    install
+    ;;
 start)
     mkdir -p "$dir/s3" "$dir/azure"
     install
@@ -84,7 +89,7 @@ stop)
     done
     ;;
 *)
-    echo "usage: servers.sh start|stop DIR" >&2
+    echo "usage: servers.sh start|stop DIR, or servers.sh install" >&2
     exit 2
     ;;
 esac

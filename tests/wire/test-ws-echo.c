@@ -5,7 +5,7 @@
  * pings both ways, subprotocol choice, closes from either side with their codes, and a server
  * that misbehaves (wrong accept key, masked frame, oversized frame, refused upgrade).
  *
- * Usage: test-ws-echo PYTHON ws-echo.py. Skips (77) when PYTHON is not there. The server is
+ * Usage: test-ws-echo PYTHON ws-echo.py. Skips when PYTHON is not there. The server is
  * killed and reaped at exit whatever happens, and stops by itself when this program's end of
  * its standard input closes. */
 #include <arpa/inet.h>

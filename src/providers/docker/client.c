@@ -223,40 +223,24 @@ static json_t *label_json(const json_t *labels, const char *key)
     return v ? json_loads(v, JSON_REJECT_DUPLICATES, NULL) : NULL;
 }
 
-/* A session on the container described by inspect (GET /containers/{id}/json). */
-static int session_from_inspect(const struct sbx__dk_engine *e, const json_t *insp,
-                                struct sbx__dk_session **out, struct sbx_error *err)
+int sbx__dk_state_from_inspect(const json_t *insp, json_t **out, struct sbx_error *err)
 {
     const json_t *cfg = json_object_get(insp, "Config");
     const json_t *labels = json_object_get(cfg, "Labels");
     const char *cid = json_string_value(json_object_get(insp, "Id"));
     const char *id = json_string_value(json_object_get(labels, "io.sbx.id"));
     const char *root = json_string_value(json_object_get(labels, "io.sbx.root"));
-    const char *owner = json_string_value(json_object_get(labels, "io.sbx.owner"));
     const char *created = json_string_value(json_object_get(labels, "io.sbx.created"));
     const char *image = json_string_value(json_object_get(cfg, "Image"));
     if (!cid || !valid_container_id(cid) || !id || !valid_id(id, 0) || !root || root[0] != '/' ||
-        !created || !image)
+        !created || !image || !image[0])
         return sbx_error_set(err, SBX_E_SANDBOX, 0, "container '%.12s' is not an sbx sandbox",
                              cid ? cid : "?");
-    struct sbx__dk_session *s = sbx_xcalloc(1, sizeof(*s));
-    sbx_session_init_base(&s->base, &session_ops, "docker", id, root);
-    sbx__dk_engine_copy(&s->eng, e);
-    s->container = sbx_xstrdup(cid);
-    s->ws_fd = -1;
-    s->image = sbx_xstrdup(image);
-    s->owner = sbx_xstrdup(owner ? owner : "");
-    sbx_strv_init(&s->users);
-    json_t *users = label_json(labels, "io.sbx.users"), *v;
-    size_t i;
-    json_array_foreach(users, i, v) if (json_is_string(v))
-            sbx_strv_push(&s->users, json_string_value(v));
-    json_decref(users);
-
     json_t *st = json_object();
     json_t *opts = label_json(labels, "io.sbx.options");
     json_t *ports = label_json(labels, "io.sbx.ports");
     json_t *manifest = label_json(labels, "io.sbx.manifest");
+    const char *net = json_string_value(json_object_get(opts, "network"));
     sbx_json_set(st, "version", json_integer(SBX_SESSION_STATE_VERSION));
     sbx_json_set(st, "provider", sbx_json_str("docker"));
     sbx_json_set(st, "id", sbx_json_str(id));
@@ -264,10 +248,7 @@ static int session_from_inspect(const struct sbx__dk_engine *e, const json_t *in
     sbx_json_set(st, "root", sbx_json_str(root));
     sbx_json_set(st, "container", sbx_json_str(cid));
     sbx_json_set(st, "image", sbx_json_str(image));
-    sbx_json_set(st, "network",
-                 sbx_json_str(json_string_value(json_object_get(opts, "network"))
-                                      ? json_string_value(json_object_get(opts, "network"))
-                                      : "none"));
+    sbx_json_set(st, "network", sbx_json_str(net ? net : "none"));
     sbx_json_set(st, "workspace_owned", json_true());
     sbx_json_set(st, "options", json_is_object(opts) ? opts : json_object());
     if (!json_is_object(opts))
@@ -283,6 +264,35 @@ static int session_from_inspect(const struct sbx__dk_engine *e, const json_t *in
     sbx_json_set(st, "snapshot",
                  snap && strncmp(snap, "sha256:", 7) == 0 && strlen(snap) == 71 ? sbx_json_str(snap)
                                                                                 : json_null());
+    *out = st;
+    return 0;
+}
+
+/* A session on the container described by inspect (GET /containers/{id}/json). */
+static int session_from_inspect(const struct sbx__dk_engine *e, const json_t *insp,
+                                struct sbx__dk_session **out, struct sbx_error *err)
+{
+    json_t *st = NULL;
+    int rc = sbx__dk_state_from_inspect(insp, &st, err);
+    if (rc < 0)
+        return rc;
+    const json_t *labels = json_object_get(json_object_get(insp, "Config"), "Labels");
+    const char *owner = json_string_value(json_object_get(labels, "io.sbx.owner"));
+    struct sbx__dk_session *s = sbx_xcalloc(1, sizeof(*s));
+    sbx_session_init_base(&s->base, &session_ops, "docker",
+                          json_string_value(json_object_get(st, "id")),
+                          json_string_value(json_object_get(st, "root")));
+    sbx__dk_engine_copy(&s->eng, e);
+    s->container = sbx_xstrdup(json_string_value(json_object_get(st, "container")));
+    s->ws_fd = -1;
+    s->image = sbx_xstrdup(json_string_value(json_object_get(st, "image")));
+    s->owner = sbx_xstrdup(owner ? owner : "");
+    sbx_strv_init(&s->users);
+    json_t *users = label_json(labels, "io.sbx.users"), *v;
+    size_t i;
+    json_array_foreach(users, i, v) if (json_is_string(v))
+            sbx_strv_push(&s->users, json_string_value(v));
+    json_decref(users);
     s->state = st;
     *out = s;
     return 0;

@@ -96,6 +96,10 @@ struct sbx__dk_pstat {
     int64_t mtime_ns;
     char *link_target; /* owned: the engine's resolution of a symlink (absolute), else NULL */
 };
+/* The session state (docs/internals/docker-provider.md) that a container's inspect document
+ * (GET /containers/{id}/json: hostile, the engine's) describes through its io.sbx.* labels.
+ * *out: caller owns. SBX_E_SANDBOX when it is not an sbx sandbox's container. */
+int sbx__dk_state_from_inspect(const json_t *insp, json_t **out, struct sbx_error *err);
 int sbx__dk_pstat_decode(const char *header, struct sbx__dk_pstat *out, struct sbx_error *err);
 void sbx__dk_pstat_release(struct sbx__dk_pstat *p);
 

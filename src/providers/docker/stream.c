@@ -30,7 +30,12 @@ void sbx__dk_pstat_release(struct sbx__dk_pstat *p)
 #define GO_STICKY  (1u << 20)
 #define GO_IRREG   (1u << 19)
 
-/* "2026-12-02T05:34:29.407170509Z" (UTC, as the engines send it) in ns; 0 if not that shape. */
+/* Seconds whose nanoseconds (plus up to 999999999) still fit in int64_t: 1677 to 2262. */
+#define MTIME_MAX_S (INT64_MAX / 1000000000 - 1)
+
+/* "2026-12-02T05:34:29.407170509Z" (UTC, as the engines send it) in ns; 0 if not that shape.
+ * The time describes a file inside the container, which may say any year (Go's zero time is
+ * year 1): times outside what int64 nanoseconds hold are held at the nearest end. */
 static int64_t parse_mtime(const char *s)
 {
     struct tm tm = {0};
@@ -41,7 +46,12 @@ static int64_t parse_mtime(const char *s)
     if (*rest == '.')
         for (rest++; *rest >= '0' && *rest <= '9'; rest++, scale /= 10)
             ns += scale * (*rest - '0');
-    return (int64_t)timegm(&tm) * 1000000000 + ns;
+    int64_t sec = (int64_t)timegm(&tm);
+    if (sec > MTIME_MAX_S)
+        sec = MTIME_MAX_S;
+    else if (sec < -MTIME_MAX_S)
+        sec = -MTIME_MAX_S;
+    return sec * 1000000000 + ns;
 }
 
 int sbx__dk_pstat_decode(const char *header, struct sbx__dk_pstat *out, struct sbx_error *err)

@@ -95,6 +95,11 @@ int sbx__snap_blob_open(struct sbx_snapshot_store *st, const char *hex, int *out
  * store was synced has the wrong size (usually 0): it counts as missing and is replaced. */
 int sbx__snap_blob_exists(struct sbx_snapshot_store *st, const char *hex, uint64_t size);
 void sbx__snap_blob_unlink(struct sbx_snapshot_store *st, const char *hex);
+/* Collection (sbx_snapshot_gc) if the exclusive lock is free at once (after a failed take):
+ * 0 done (*out: what it removed), -1 the lock is held or the collection failed. */
+int sbx__snap_gc_try(struct sbx_snapshot_store *st, struct sbx_snapshot_gc_stats *out);
+/* How many snapshots the store holds and the disk space its blobs take. */
+int sbx__snap_usage(struct sbx_snapshot_store *st, uint64_t *trees, uint64_t *blob_bytes);
 /* Make the store's new files durable (one syncfs for all the blobs of a take or an import). */
 int sbx__snap_sync(struct sbx_snapshot_store *st, struct sbx_error *err);
 

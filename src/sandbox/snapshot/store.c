@@ -1118,11 +1118,16 @@ static int blob_cmp(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-/* Remove every blob no tree uses, and temp files left by crashed takes. Runs under the
- * exclusive lock, so nothing is being written. A tree that cannot be read keeps nothing alive
- * but stops the collection: its blobs may be the only copy of someone's work. */
-/* Remove every file of the store directory fd (its own descriptor stays open). */
-static void clear_dir(int fd)
+/* Disk space a file takes (it may be sparse), for what collection frees. */
+static uint64_t used_bytes(int dfd, const char *name)
+{
+    struct stat sb;
+    return fstatat(dfd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 ? (uint64_t)sb.st_blocks * 512 : 0;
+}
+
+/* Remove every file of the store directory fd (its own descriptor stays open), counted into
+ * *n and *bytes when not NULL. */
+static void clear_dir(int fd, uint64_t *n, uint64_t *bytes)
 {
     int dfd = dup(fd);
     DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
@@ -1133,15 +1138,54 @@ static void clear_dir(int fd)
     rewinddir(d);
     struct dirent *de;
     while ((de = readdir(d))) {
-        if (de->d_name[0] != '.')
-            unlinkat(dirfd(d), de->d_name, 0);
+        if (de->d_name[0] == '.')
+            continue;
+        uint64_t size = bytes ? used_bytes(dirfd(d), de->d_name) : 0;
+        if (unlinkat(dirfd(d), de->d_name, 0) == 0 && n) {
+            (*n)++;
+            *bytes += size;
+        }
     }
     closedir(d);
 }
 
-static int collect(struct sbx_snapshot_store *st, struct sbx_error *err)
+/* The blobs of one blobs/xx directory that no tree uses (used: sorted) removed, counted into
+ * gs (may be NULL). 1 when some blob stays in it. */
+static int collect_subdir(int sfd, const struct sbx_strv *used, struct sbx_snapshot_gc_stats *gs)
+{
+    DIR *sd = fdopendir(sfd);
+    if (!sd) {
+        close(sfd);
+        return 1;
+    }
+    struct dirent *be;
+    int left = 0;
+    while ((be = readdir(sd))) {
+        if (be->d_name[0] == '.')
+            continue;
+        const char *key = be->d_name;
+        if (used->n && bsearch(&key, used->v, used->n, sizeof(char *), blob_cmp)) {
+            left = 1;
+            continue;
+        }
+        uint64_t size = used_bytes(dirfd(sd), be->d_name);
+        if (unlinkat(dirfd(sd), be->d_name, 0) == 0) {
+            gs->blobs++;
+            gs->blob_bytes += size;
+        }
+    }
+    closedir(sd);
+    return left;
+}
+
+/* Remove every blob no tree uses, and temp files left by crashed takes. Runs under the
+ * exclusive lock, so nothing is being written. A tree that cannot be read keeps nothing alive
+ * but stops the collection: its blobs may be the only copy of someone's work. */
+static int collect(struct sbx_snapshot_store *st, struct sbx_snapshot_gc_stats *out,
+                   struct sbx_error *err)
 {
     struct sbx_strv names, used;
+    struct sbx_snapshot_gc_stats gs = {0};
     sbx_strv_init(&names);
     sbx_strv_init(&used);
     int rc = list_trees(st, &names, err);
@@ -1173,34 +1217,77 @@ static int collect(struct sbx_snapshot_store *st, struct sbx_error *err)
         if (de->d_name[0] == '.')
             continue;
         int sfd = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (sfd >= 0 && !collect_subdir(sfd, &used, &gs))
+            unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
+    }
+    closedir(d);
+    /* A stat cache may name a blob just removed: then every cache goes (the next take of each
+     * source reads its files once). */
+    if (gs.blobs)
+        clear_dir(st->cache_fd, NULL, NULL);
+    clear_dir(st->tmp_fd, &gs.temps, &gs.temp_bytes);
+    if (out)
+        *out = gs;
+out:
+    sbx_strv_release(&names);
+    sbx_strv_release(&used);
+    return rc;
+}
+
+int sbx_snapshot_gc(struct sbx_snapshot_store *st, struct sbx_snapshot_gc_stats *out,
+                    struct sbx_error *err)
+{
+    int rc = sbx__snap_lock(st, 1, err);
+    if (rc < 0)
+        return rc;
+    rc = collect(st, out, err);
+    sbx__snap_unlock(st);
+    if (rc < 0)
+        sbx_error_prefix(err, "cannot collect the snapshot store '%s'", st->path);
+    return rc;
+}
+
+int sbx__snap_gc_try(struct sbx_snapshot_store *st, struct sbx_snapshot_gc_stats *out)
+{
+    if (flock(st->lockfd, LOCK_EX | LOCK_NB) < 0)
+        return -1;
+    int rc = collect(st, out, NULL);
+    sbx__snap_unlock(st);
+    return rc;
+}
+
+int sbx__snap_usage(struct sbx_snapshot_store *st, uint64_t *trees, uint64_t *blob_bytes)
+{
+    struct sbx_strv names;
+    sbx_strv_init(&names);
+    int rc = list_trees(st, &names, NULL);
+    *trees = names.n;
+    *blob_bytes = 0;
+    sbx_strv_release(&names);
+    int bfd = dup(st->blobs_fd);
+    DIR *d = bfd >= 0 ? fdopendir(bfd) : NULL;
+    if (!d) {
+        sbx_fd_close(&bfd);
+        return -1;
+    }
+    rewinddir(d);
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        int sfd = de->d_name[0] == '.' ? -1
+                                       : openat(dirfd(d), de->d_name,
+                                                O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         DIR *sd = sfd >= 0 ? fdopendir(sfd) : NULL;
         if (!sd) {
             sbx_fd_close(&sfd);
             continue;
         }
         struct dirent *be;
-        int left = 0;
-        while ((be = readdir(sd))) {
-            if (be->d_name[0] == '.')
-                continue;
-            const char *key = be->d_name;
-            if (used.n && bsearch(&key, used.v, used.n, sizeof(char *), blob_cmp))
-                left = 1;
-            else
-                unlinkat(dirfd(sd), be->d_name, 0);
-        }
+        while ((be = readdir(sd)))
+            if (be->d_name[0] != '.')
+                *blob_bytes += used_bytes(dirfd(sd), be->d_name);
         closedir(sd);
-        if (!left)
-            unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
     }
     closedir(d);
-    /* A stat cache may name a blob just removed: every cache goes (the next take of each
-     * source reads its files once). */
-    clear_dir(st->cache_fd);
-    clear_dir(st->tmp_fd);
-out:
-    sbx_strv_release(&names);
-    sbx_strv_release(&used);
     return rc;
 }
 
@@ -1233,7 +1320,7 @@ int sbx_snapshot_remove(struct sbx_snapshot_store *st, const char *ref, int forc
         goto out;
     }
     fsync(st->trees_fd);
-    rc = collect(st, err);
+    rc = collect(st, NULL, err);
 out:
     sbx__snap_unlock(st);
     return rc;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -39,6 +40,7 @@ struct walk {
     uint64_t bytes;
     struct sbx_snapshot_take_stats stats;
     uint64_t sk_excluded, sk_mounts, sk_devices, sk_fifos, sk_sockets, sk_symlinks, sk_names;
+    struct sbx_strv created; /* the blobs this take added: removed again if it fails */
     char *buf;
     char *small; /* SMALL_FILE + 1 bytes */
     struct sbx_progress_sink progress;
@@ -128,6 +130,8 @@ static int read_small(struct walk *w, int fd, const char *path, char sha[SBX_SHA
     }
     if ((rc = sbx__snap_blob_finish(w->st, &bw, check, &created, err)) < 0)
         return rc;
+    if (created)
+        sbx_strv_push(&w->created, check);
     w->stats.new_blobs += (uint64_t)created;
     return 1;
 }
@@ -185,6 +189,8 @@ static int read_file(struct walk *w, int fd, const char *path, char sha[SBX_SHA2
     int created = 0;
     if ((rc = sbx__snap_blob_finish(w->st, &bw, sha, &created, err)) < 0)
         return rc;
+    if (created)
+        sbx_strv_push(&w->created, sha);
     w->stats.new_blobs += (uint64_t)created;
     return 0;
 }
@@ -368,6 +374,85 @@ static int walk_dir(struct walk *w, int dfd, const char *prefix, uint32_t depth,
     return rc;
 }
 
+/* Disk space the regular files beneath dfd take (holes do not count), on its file system
+ * only: at most what a snapshot of it adds to a store that has none of it. */
+static uint64_t files_usage(int dfd, dev_t dev, uint32_t depth)
+{
+    int dup_fd = depth <= SBX_SNAPSHOT_DEFAULT_MAX_DEPTH ? dup(dfd) : -1;
+    DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+    if (!d) {
+        sbx_fd_close(&dup_fd);
+        return 0;
+    }
+    rewinddir(d);
+    uint64_t sum = 0;
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        struct stat sb;
+        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 ||
+            fstatat(dfd, de->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0 || sb.st_dev != dev)
+            continue;
+        if (S_ISREG(sb.st_mode)) {
+            sum += (uint64_t)sb.st_blocks * 512;
+        } else if (S_ISDIR(sb.st_mode)) {
+            int sub = openat(dfd, de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (sub >= 0) {
+                sum += files_usage(sub, dev, depth + 1);
+                close(sub);
+            }
+        }
+    }
+    closedir(d);
+    return sum;
+}
+
+static void put_size(char *out, size_t cap, uint64_t n)
+{
+    static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+    double v = (double)n;
+    size_t u = 0;
+    while (v >= 1024 && u + 1 < SBX_ARRAY_LEN(units)) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(out, cap, "%llu bytes", (unsigned long long)n);
+    else
+        snprintf(out, cap, "%.1f %s", v, units[u]);
+}
+
+/* After a take that failed for lack of space: how much the workspace needs, how much is free,
+ * what the collection freed (or that sbx snapshot gc would), and what the snapshots hold. */
+static void explain_no_space(struct sbx_snapshot_store *st, int dirfd, dev_t root_dev, int gced,
+                             const struct sbx_snapshot_gc_stats *gs, struct sbx_error *err)
+{
+    struct statvfs vfs;
+    uint64_t trees = 0, held = 0, avail = 0;
+    if (fstatvfs(st->dirfd, &vfs) == 0)
+        avail = (uint64_t)vfs.f_bavail * vfs.f_frsize;
+    sbx__snap_usage(st, &trees, &held);
+    char need_s[32], free_s[32], gc_s[32], held_s[32];
+    put_size(need_s, sizeof(need_s), files_usage(dirfd, root_dev, 1));
+    put_size(free_s, sizeof(free_s), avail);
+    put_size(gc_s, sizeof(gc_s), gs->blob_bytes + gs->temp_bytes);
+    put_size(held_s, sizeof(held_s), held);
+    char gc_part[128] = "";
+    if (!gced)
+        snprintf(gc_part, sizeof(gc_part),
+                 "; 'sbx snapshot gc' removes unused blobs and temp files once the other snapshot "
+                 "commands end");
+    else if (gs->blob_bytes + gs->temp_bytes)
+        snprintf(gc_part, sizeof(gc_part), ", and %s of unused blobs and temp files", gc_s);
+    size_t len = strlen(err->msg);
+    snprintf(err->msg + len, sizeof(err->msg) - len,
+             " (in the snapshot store '%s'): the workspace's files take %s and %s is free (what "
+             "the store has already costs nothing); what the failed snapshot wrote was "
+             "removed%s; the store's %llu snapshot%s hold %s ('sbx snapshot ls'; 'sbx snapshot "
+             "rm REF' frees what only that one holds)",
+             st->path, need_s, free_s, gc_part, (unsigned long long)trees, trees == 1 ? "" : "s",
+             held_s);
+}
+
 static void cache_name(const char *source, char out[SBX_SHA256_HEX_LEN + 8])
 {
     uint8_t d[SBX_SHA256_LEN];
@@ -420,6 +505,7 @@ int sbx_snapshot_take(struct sbx_snapshot_store *st, int dirfd,
     w.st = st;
     sbx__snap_limits(o->limits, &w.lim);
     sbx_strv_init(&w.exclude);
+    sbx_strv_init(&w.created);
     json_t *cache_doc = NULL, *skipped = NULL;
     char cname[SBX_SHA256_HEX_LEN + 8];
     int rc = 0, locked = 0;
@@ -483,8 +569,18 @@ int sbx_snapshot_take(struct sbx_snapshot_store *st, int dirfd,
         *o->out_stats = w.stats;
     *out_ref = ref;
 out:
+    /* A failed take leaves nothing: the blobs it added go (as a failed import's do), then the
+     * store is collected if no other command holds it (temp files of killed takes). */
+    for (size_t i = 0; rc < 0 && i < w.created.n; i++)
+        sbx__snap_blob_unlink(st, w.created.v[i]);
     if (locked)
         sbx__snap_unlock(st);
+    if (rc < 0 && locked) {
+        struct sbx_snapshot_gc_stats gs = {0};
+        int gced = sbx__snap_gc_try(st, &gs) == 0;
+        if (err && (err->sys_errno == ENOSPC || err->sys_errno == EDQUOT))
+            explain_no_space(st, dirfd, w.root_dev, gced, &gs, err);
+    }
     if (rc < 0)
         sbx_error_prefix(err, "cannot snapshot");
     json_decref(skipped);
@@ -492,6 +588,7 @@ out:
     json_decref(w.new_cache);
     sbx__snap_tree_release(&w.tree);
     sbx_strv_release(&w.exclude);
+    sbx_strv_release(&w.created);
     free(w.buf);
     free(w.small);
     return rc;

@@ -1,5 +1,5 @@
 /* Model calls against servers that do not answer: the first-byte and idle limits of streamed
- * requests, the deadline over all attempts, and the wait reports a terminal shows. */
+ * and plain requests, the deadline over all attempts, and the wait reports a terminal shows. */
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -151,6 +151,32 @@ static void test_idle(void)
     server_stop(&s);
 }
 
+/* A whole (not streamed) answer gets the same bounds: before, only the 10-minute timeout_ms of
+ * each attempt bounded a server that accepted the request and never answered. */
+static void test_plain_first_byte(void)
+{
+    struct server s;
+    struct sbx_error err = SBX_ERROR_INIT;
+    server_start(&s, "");
+    struct sbx_model_options o = {
+            .no_stream = 1, .first_byte_timeout_ms = 1500, .timeout_ms = 20000, .retries = -1};
+    CHECK_ERR(call(&s, &o, &err), SBX_E_TIMEOUT, &err, "no answer from");
+    CHECK_CONTAINS(err.msg, "within 1500 ms of the request");
+    server_stop(&s);
+}
+
+static void test_plain_idle(void)
+{
+    struct server s;
+    struct sbx_error err = SBX_ERROR_INIT;
+    server_start(&s, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                     "Content-Length: 400\r\n\r\n{\"id\": \"r\", ");
+    struct sbx_model_options o = {
+            .no_stream = 1, .idle_timeout_ms = 1500, .timeout_ms = 20000, .retries = -1};
+    CHECK_ERR(call(&s, &o, &err), SBX_E_TIMEOUT, &err, "stalled: nothing for 1500 ms");
+    server_stop(&s);
+}
+
 static void test_deadline(void)
 {
     struct server s;
@@ -179,6 +205,8 @@ int main(void)
     TAP_START();
     TAP_RUN(test_first_byte);
     TAP_RUN(test_idle);
+    TAP_RUN(test_plain_first_byte);
+    TAP_RUN(test_plain_idle);
     TAP_RUN(test_deadline);
     TAP_RUN(test_no_key);
     return TAP_DONE();

@@ -433,6 +433,66 @@ static void test_incremental_and_dedup(void)
     close(other);
 }
 
+/* A take that fails half-way removes the blobs it wrote (issue 27: a failed take used to
+ * leave them, so a full store stayed full); gc removes what no tree uses and temp files. */
+static void test_failed_take_and_gc(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    int src;
+    new_dir(&src);
+    /* Five files of 100000 bytes, each its own content: the limit stops the take at the third
+     * file, after two new blobs, whatever order the directory lists them in. */
+    char *data = malloc(100001);
+    for (int i = 0; i < 5; i++) {
+        char name[16];
+        memset(data, 'a' + i, 100000);
+        data[100000] = '\0';
+        snprintf(name, sizeof(name), "big%d", i);
+        put(src, name, data, 0644);
+    }
+    free(data);
+    int blobs = count_files("blobs"), temps = count_files("tmp");
+    struct sbx_snapshot_limits lim = {.max_bytes = 250000};
+    struct sbx_snapshot_take_opts o = {.limits = &lim};
+    char *ref = NULL;
+    CHECK_ERR(sbx_snapshot_take(st, src, &o, &ref, &err), SBX_E_TOOBIG, &err, "file bytes");
+    CHECK_EQ_INT(count_files("blobs"), blobs);
+    CHECK_EQ_INT(count_files("tmp"), temps);
+
+    /* What killed takes leave: a temp file, and a blob no tree names. */
+    char path[512];
+    snprintf(path, sizeof(path), "%s/tmp/0123456789abcdef.blob", sbx_snapshot_store_path(st));
+    FILE *f = fopen(path, "we");
+    CHECK(f && fputs("half a blob", f) >= 0);
+    if (f)
+        fclose(f);
+    char *r1 = NULL;
+    CHECK_OK(sbx_snapshot_take(st, src, NULL, &r1, &err), &err);
+    int with_tree = count_files("blobs");
+    CHECK_OK(sbx_snapshot_remove(st, r1, 0, &err), &err);
+    CHECK_EQ_INT(count_files("blobs"), blobs);
+    snprintf(path, sizeof(path), "%s/tmp/0123456789abcdef.blob", sbx_snapshot_store_path(st));
+    f = fopen(path, "we");
+    if (f)
+        fclose(f);
+    /* The same content again, then its tree removed by hand: its blobs are unreferenced. */
+    CHECK_OK(sbx_snapshot_take(st, src, NULL, &r1, &err), &err);
+    snprintf(path, sizeof(path), "%s/trees/%s.json", sbx_snapshot_store_path(st), r1 + 7);
+    CHECK_EQ_INT(unlink(path), 0);
+    CHECK_EQ_INT(count_files("blobs"), with_tree);
+    struct sbx_snapshot_gc_stats gs = {0};
+    CHECK_OK(sbx_snapshot_gc(st, &gs, &err), &err);
+    CHECK_EQ_INT(gs.blobs, with_tree - blobs);
+    CHECK(gs.blob_bytes > 0);
+    CHECK_EQ_INT(gs.temps, 1);
+    CHECK_EQ_INT(count_files("blobs"), blobs);
+    CHECK_EQ_INT(count_files("tmp"), 0);
+    CHECK_OK(sbx_snapshot_gc(st, &gs, &err), &err);
+    CHECK_EQ_INT(gs.blobs + gs.temps, 0);
+    free(r1);
+    close(src);
+}
+
 /* Tampering with the store on disk: restore refuses and leaves the directory empty. */
 static void test_tampered(void)
 {
@@ -823,6 +883,7 @@ int main(void)
     TAP_RUN(test_round_trip);
     TAP_RUN(test_exclude);
     TAP_RUN(test_incremental_and_dedup);
+    TAP_RUN(test_failed_take_and_gc);
     TAP_RUN(test_tampered);
     TAP_RUN(test_hostile);
     sbx_snapshot_store_free(st);

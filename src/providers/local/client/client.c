@@ -133,6 +133,9 @@ static json_t *describe(const char *rundir, const char *id, int *dead, const cha
     else if (state && sbx__local_request(dir, id, req, &reply, NULL, 0, NULL,
                                          SBX__LOCAL_REQUEST_IDLE_MS, &ignored) == 0)
         status = "live";
+    else if (alive && sbx__local_record_alive(&rec, id, &stopped) && stopped)
+        status = "suspended"; /* stopped while we asked: a SIGSTOP takes effect when the
+                               * process next runs, which on a busy host is after kill(2) */
     else if (alive)
         status = "unresponsive"; /* a process of it runs: rm, not prune, decides */
     if (strcmp(status, "live") == 0) {
@@ -178,35 +181,16 @@ out:
 /* Each sandbox id of the runtime base rundir through fn (NULL: not listed), into *out sorted by
  * creation time. */
 /* Describing a sandbox takes a few descriptors at a time, and one that cannot be read is
- * taken for dead; without them a listing would quietly lose the live ones. Check that they are
- * there first. */
+ * taken for dead; without them a listing would quietly lose the live ones. */
 #define SCAN_FDS 4
-static int fd_headroom(const char *what, struct sbx_error *err)
-{
-    int fds[SCAN_FDS], n = 0, rc = 0;
-    for (; n < SCAN_FDS; n++) {
-        fds[n] = fcntl(2, F_DUPFD_CLOEXEC, 3);
-        if (fds[n] < 0 && errno == EBADF)
-            fds[n] = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (fds[n] < 0) {
-            if (errno == EMFILE || errno == ENFILE) {
-                rc = sbx_error_errno(err, errno, "cannot %s", what);
-                sbx__proto_fd_hint(err);
-            }
-            break;
-        }
-    }
-    while (n > 0)
-        close(fds[--n]);
-    return rc;
-}
 
 static int scan_runtime(const char *rundir, json_t *(*fn)(const char *rundir, const char *id),
                         json_t **out, struct sbx_error *err)
 {
-    int rc = fd_headroom("list sandboxes", err);
+    int rc = sbx__local_fd_headroom("list sandboxes", SCAN_FDS, err);
     if (rc < 0)
         return rc;
+    sbx__local_reclaim(rundir);
     DIR *d = opendir(rundir);
     if (!d) {
         rc = sbx_error_errno(err, errno, "cannot list '%s'", rundir);

@@ -103,11 +103,33 @@ int sbx__local_stop_and_clean(const char *dir, const char *id, const char *works
  * level) when make. *out: caller frees. */
 int sbx__local_state_subdir(const char *given, const char *env_name, const char *sub, int make,
                             char **out, struct sbx_error *err);
+/* The same, for a caller that holds the lease on dir (a failed create, a reclaim); otherwise
+ * the teardown takes the lease shared for its duration, so that no reclaim runs beside it. */
+int sbx__local_stop_and_clean_held(const char *dir, const char *id, const char *workspace,
+                                   int remove_workspace, const json_t *disk, int owned,
+                                   struct sbx_error *err);
+/* 0 when this process can open n (at most SBX__LOCAL_FD_HEADROOM_MAX) more descriptors;
+ * otherwise "cannot <what>: too many open files" with how to raise the limit. A command that
+ * would otherwise fail half-way (and not be able to undo what it did) checks first. */
+#define SBX__LOCAL_FD_HEADROOM_MAX 16
+int sbx__local_fd_headroom(const char *what, int n, struct sbx_error *err);
 /* The create lease: an exclusive flock on the runtime dir of a sandbox being created, on a
- * close-on-exec descriptor (no supervisor or git child inherits it). Returns the descriptor. */
+ * close-on-exec descriptor (no supervisor or git child inherits it). Returns the descriptor.
+ * Teardowns hold it shared. */
 int sbx__local_lease_take(const char *dir, struct sbx_error *err);
-/* 1 while a creator holds the lease on dir. */
+/* 1 while a creator (or a reclaim) holds the lease on dir exclusively. */
 int sbx__local_lease_busy(const char *dir);
+/* The runtime directory rundir/id, made under a staging name (.new-<id>), leased, then renamed
+ * to the id: ps never sees it without its lease. *lease_out: the lease's descriptor. Errors:
+ * SBX_E_EXISTS "sandbox 'id' already exists", SBX_E_SYS. */
+int sbx__local_runtime_dir_make(const char *rundir, const char *id, int *lease_out,
+                                struct sbx_error *err);
+/* Remove the leftovers of creates that died before their supervisor ran (a loop device, a mount,
+ * a partly restored workspace, the runtime directory): every runtime dir of rundir whose lease
+ * nobody holds and in which no supervisor recorded itself, and staging directories nobody
+ * holds. A dead sandbox whose supervisor ran (its workspace may hold work) is never touched:
+ * that is for rm and prune. Called before listing and before creating. */
+void sbx__local_reclaim(const char *rundir);
 
 /* ---- ops.c: the session operations ---- */
 
@@ -146,8 +168,18 @@ void sbx__local_stopped_forget(const char *sdir, const char *id);
 /* 1 when a stopped record of exactly id exists. */
 int sbx__local_stopped_exists(const char *id);
 /* Every stopped record as ps lists it: the state with "status": "stopped" and the snapshot's
- * size ("snapshot_bytes", null when the store cannot say), appended to arr. */
+ * size ("snapshot_bytes", null when the store cannot say), appended to arr; an id arr lists
+ * already (a stop or start that did not finish) stays listed once (merge_record). */
 void sbx__local_stopped_list(json_t *arr);
+/* A stop or start of id killed half-way leaves both its stopped record and its runtime dir:
+ * finish it. A runtime dir that answers is the sandbox (it has everything the record's
+ * snapshot has): the record goes, *what = SBX__HALF_LIVE. A dead one (or what a killed create
+ * left) is torn down and the record stays: SBX__HALF_STOPPED. Nothing half-done:
+ * SBX__HALF_NONE. Errors: a sandbox started from the record that then died (SBX_E_EXISTS,
+ * naming rm), a teardown's. */
+enum sbx__half { SBX__HALF_NONE, SBX__HALF_LIVE, SBX__HALF_STOPPED };
+int sbx__local_finish_half(struct sbx_client *bc, const char *id, enum sbx__half *what,
+                           struct sbx_error *err);
 /* The client ops stop and stopped_state. */
 int sbx__local_stop(struct sbx_client *bc, const char *prefix, char **out_ref,
                     struct sbx_error *err);

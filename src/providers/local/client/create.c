@@ -33,6 +33,9 @@
 #include "sbx/time.h"
 
 #define MANIFEST_STATE_MAX (SBX_SESSION_STATE_MAX / 2)
+/* Descriptors a create needs free when it starts: enough for it to undo itself wherever it
+ * runs out (a create under ulimit -n 6 used to leave its directories behind). */
+#define CREATE_FDS 8
 
 static const char *const base_env[] = {
         "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -232,6 +235,27 @@ static void format_size(uint64_t n, char *out, size_t len)
         snprintf(out, len, "%llu %ciB", (unsigned long long)n, units[u]);
 }
 
+/* A failed image that says this host cannot have the limit at all (no loop devices or mounts
+ * for us, no ext4): a default limit is then only reported as not enforced. Anything else (a
+ * loop device that stayed busy, a full file system, a failing tool) is this create's bad luck
+ * on a host that can have the limit, and fails it: a root runner never runs a sandbox without
+ * the limit it could have had. */
+static int host_cannot(const struct sbx_error *why)
+{
+    if (why->code == SBX_E_UNSUPPORTED)
+        return 1;
+    switch (why->sys_errno) {
+    case EPERM:
+    case EACCES:
+    case ENODEV:
+    case ENOSYS:
+    case EOPNOTSUPP:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /* The size limit of a new workspace: a disk image when this process can make one for a fresh
  * workspace (wsbase: where it is; NULL for a given directory). *disk_out: the state's "disk";
  * *image_out, *loop_out: set when an image was mounted (the caller detaches it on failure). */
@@ -271,10 +295,18 @@ static int workspace_disk(const struct sbx__local_client *c, const char *id, con
     }
     char size[32];
     format_size(c->disk_bytes, size, sizeof(size));
-    if (c->disk_explicit) {
+    if (c->disk_explicit || !host_cannot(&why)) {
         json_decref(d);
         rc = sbx_error_copy(err, &why);
-        sbx_error_prefix(err, "disk limit %s cannot be enforced", size);
+        if (why.sys_errno == EMFILE || why.sys_errno == ENFILE)
+            sbx__proto_fd_hint(err); /* the cause is the descriptors, not the disk */
+        else if (c->disk_explicit)
+            sbx_error_prefix(err, "disk limit %s cannot be enforced", size);
+        else
+            sbx_error_prefix(err,
+                             "the default disk limit %s could not be set up (retry; --disk none "
+                             "creates the sandbox without a limit)",
+                             size);
         return rc;
     }
     sbx_log(SBX_LOG_WARN, "sandbox '%s': disk limit %s is not enforced: %s", id, size, why.msg);
@@ -480,17 +512,19 @@ static int make_runtime_dir(struct create_job *j, struct sbx_error *err)
     else if ((rc = sbx_random_hex(j->id, SBX__LOCAL_ID_BYTES, err)) < 0)
         return rc;
     j->dir = sbx_xasprintf("%s/%s", j->rundir, j->id);
-    if (mkdir(j->dir, 0700) < 0)
-        return errno == EEXIST && j->spec->id
-                       ? sbx_error_set(err, SBX_E_EXISTS, EEXIST, "sandbox '%s' already exists",
-                                       j->id)
-                       : sbx_error_errno(err, errno, "cannot create runtime directory '%s'",
-                                         j->dir);
-    j->made_dir = 1;
+    /* A create that runs out of descriptors half-way cannot undo itself (removing a tree
+     * opens directories): it must have room to start with. */
+    if ((rc = sbx__local_fd_headroom("open the descriptors it needs", CREATE_FDS, err)) < 0)
+        return rc;
+    /* What creates killed before us left goes first: it holds loop devices and mounts. */
+    sbx__local_reclaim(j->rundir);
     /* The create lease: while we hold it, ps --all says "creating" and prune keeps off. It goes
-     * with us however we end, so a creator killed mid-create leaves a dir prune can take. */
-    j->lock_fd = sbx__local_lease_take(j->dir, err);
-    return j->lock_fd < 0 ? j->lock_fd : 0;
+     * with us however we end, so what a creator killed mid-create leaves is reclaimed by the
+     * next command that lists or creates sandboxes. */
+    if ((rc = sbx__local_runtime_dir_make(j->rundir, j->id, &j->lock_fd, err)) < 0)
+        return rc;
+    j->made_dir = 1;
+    return 0;
 }
 
 /* The given workspace (an existing directory), else the path of a fresh one. */
@@ -767,7 +801,7 @@ static void rollback(struct create_job *j)
     struct sbx_error ignored = SBX_ERROR_INIT;
     if (j->started || j->made_dir) {
         json_t *dj = j->image ? json_pack("{s:s,s:s*}", "image", j->image, "loop", j->loop) : NULL;
-        sbx__local_stop_and_clean(j->dir, j->id, j->ws, j->made_ws, dj, j->made_ws, NULL, &ignored);
+        sbx__local_stop_and_clean_held(j->dir, j->id, j->ws, j->made_ws, dj, j->made_ws, &ignored);
         json_decref(dj);
     } else if (j->image) {
         sbx__disk_detach(j->image, j->loop, j->ws, 0, &ignored);
@@ -805,6 +839,8 @@ int sbx__local_create(struct sbx__local_client *c, const struct sbx_create_spec 
         (rc = prepare_workspace(&j, err)) < 0 || (rc = build_config(&j, err)) < 0 ||
         (rc = start_supervisor(&j, err)) < 0 || (rc = materialize(&j, err)) < 0) {
         rollback(&j);
+        if (!strstr(err->msg, "ulimit -n"))
+            sbx__proto_fd_hint(err);
         sbx_error_prefix(err, "cannot create sandbox");
     } else {
         *out = &j.ls->base;

@@ -21,9 +21,16 @@
 #include "sandbox/host/priv.h"
 #include "sbx/common.h"
 #include "sbx/fs.h"
+#include "sbx/time.h"
 
-#define TOOL_OUTPUT_MAX      512
-#define LOOP_ATTEMPTS        16
+#define TOOL_OUTPUT_MAX 512
+/* A free loop device may be busy for a moment: another process configuring it, or holding it
+ * open exclusively (a udev probe, a mount in progress). LOOP_CTL_GET_FREE then hands out the
+ * same device again, so attempts are spread in time: 5 ms doubling to 250 ms between them,
+ * for up to 30 s in all. */
+#define LOOP_BUSY_FIRST_MS   5
+#define LOOP_BUSY_MAX_MS     250
+#define LOOP_BUSY_BUDGET_MS  30000
 #define KEPT_SUFFIX          ".kept"
 #define LOOP_RELEASE_POLLS   500 /* 5 s */
 #define LOOP_RELEASE_POLL_MS 10
@@ -100,6 +107,8 @@ static int loop_attach(const char *image, int *fd_out, char **loop_out, struct s
         goto out;
     }
     /* Another process may take the same free device between the two calls: then retry. */
+    int64_t deadline = sbx_deadline_after_ms(LOOP_BUSY_BUDGET_MS);
+    int64_t pause_ms = LOOP_BUSY_FIRST_MS;
     for (int attempt = 0;; attempt++) {
         int n = ioctl(ctl, LOOP_CTL_GET_FREE);
         if (n < 0) {
@@ -133,10 +142,17 @@ static int loop_attach(const char *image, int *fd_out, char **loop_out, struct s
             break;
         int e = errno;
         sbx_fd_close(&lfd);
-        if (e != EBUSY || attempt + 1 >= LOOP_ATTEMPTS) {
-            rc = sbx_error_errno(err, e, "cannot attach disk image '%s' to '%s'", image, dev);
+        if (e != EBUSY || sbx_deadline_poll_ms(deadline) == 0) {
+            rc = e == EBUSY ? sbx_error_errno(err, e,
+                                              "cannot attach disk image '%s': '%s' stayed busy "
+                                              "through %d attempts in %d s",
+                                              image, dev, attempt + 1, LOOP_BUSY_BUDGET_MS / 1000)
+                            : sbx_error_errno(err, e, "cannot attach disk image '%s' to '%s'",
+                                              image, dev);
             goto out;
         }
+        sbx_sleep_ms(pause_ms);
+        pause_ms = pause_ms * 2 > LOOP_BUSY_MAX_MS ? LOOP_BUSY_MAX_MS : pause_ms * 2;
     }
     *fd_out = lfd;
     lfd = -1;

@@ -406,14 +406,16 @@ int sbx__local_start(struct sbx_client *bc, const char *prefix, const struct sbx
     int rc = sbx__local_stopped_dir(0, &sdir, err);
     if (rc == 0 && (rc = sbx__local_stopped_find(sdir, prefix, &id, err)) == 0)
         rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "no stopped sandbox '%s'", prefix);
-    if (rc < 0 || (rc = runtime_present(c, id, &present, err)) < 0)
+    enum sbx__half what = SBX__HALF_NONE;
+    /* A stop or start that did not finish: finished first. A sandbox that still runs is the
+     * one to start (its record goes); what a dead one left is removed. */
+    if (rc < 0 || (rc = sbx__local_finish_half(bc, id, &what, err)) < 0 ||
+        (rc = runtime_present(c, id, &present, err)) < 0)
         goto out;
-    if (present)
-        /* A stop that did not finish: the sandbox (or what it left) is still there. */
-        rc = sbx_error_set(err, SBX_E_EXISTS, 0,
-                           "sandbox '%s' still has a runtime directory (its stop did not "
-                           "finish): stop it again, or 'sbx sandbox rm %s' and start",
-                           id, id);
+    if (what == SBX__HALF_LIVE)
+        rc = sbx__local_attach(bc, id, out, err);
+    else if (present)
+        rc = sbx_error_set(err, SBX_E_EXISTS, 0, "sandbox '%s' still has a runtime directory", id);
     else if ((rc = sbx__local_stopped_read(sdir, id, &rec, err)) == 0)
         rc = bring_back(c, rec, 1, id, ro, out, err);
 out:

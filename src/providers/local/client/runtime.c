@@ -14,6 +14,8 @@
 #include "providers/local/client/disk.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
+#include "sbx/log.h"
+#include "sbx/strv.h"
 #include "sbx/time.h"
 
 #define STATE_MAX SBX_SESSION_STATE_MAX
@@ -167,10 +169,21 @@ int sbx__local_read_state(const char *dir, const char *id, json_t **out, struct 
     return rc;
 }
 
-int sbx__local_stop_and_clean(const char *dir, const char *id, const char *workspace,
-                              int remove_workspace, const json_t *disk, int owned, json_t *removed,
-                              struct sbx_error *err)
+/* The lease in shared mode, for a teardown: creates and the reclaim of dead ones (exclusive)
+ * keep off while it runs, other teardowns do not. -1 when the directory is gone already. */
+static int lease_share(const char *dir)
 {
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0 && flock(fd, LOCK_SH) < 0)
+        sbx_fd_close(&fd);
+    return fd;
+}
+
+static int stop_and_clean(const char *dir, const char *id, const char *workspace,
+                          int remove_workspace, const json_t *disk, int owned, int held,
+                          json_t *removed, struct sbx_error *err)
+{
+    int lease = held ? -1 : lease_share(dir);
     const char *image = json_string_value(json_object_get(disk, "image"));
     char *derived = NULL;
     struct stat st;
@@ -190,7 +203,22 @@ int sbx__local_stop_and_clean(const char *dir, const char *id, const char *works
             .mount = workspace};
     int rc = sbx__local_teardown(&t, err);
     free(derived);
+    sbx_fd_close(&lease);
     return rc;
+}
+
+int sbx__local_stop_and_clean(const char *dir, const char *id, const char *workspace,
+                              int remove_workspace, const json_t *disk, int owned, json_t *removed,
+                              struct sbx_error *err)
+{
+    return stop_and_clean(dir, id, workspace, remove_workspace, disk, owned, 0, removed, err);
+}
+
+int sbx__local_stop_and_clean_held(const char *dir, const char *id, const char *workspace,
+                                   int remove_workspace, const json_t *disk, int owned,
+                                   struct sbx_error *err)
+{
+    return stop_and_clean(dir, id, workspace, remove_workspace, disk, owned, 1, NULL, err);
 }
 int sbx__local_check_state(const json_t *st, const char *id, struct sbx_error *err)
 {
@@ -286,6 +314,28 @@ int sbx__local_write_state(const char *dir, const json_t *state, struct sbx_erro
     return rc;
 }
 
+int sbx__local_fd_headroom(const char *what, int n, struct sbx_error *err)
+{
+    int fds[SBX__LOCAL_FD_HEADROOM_MAX], k = 0, rc = 0;
+    if (n > SBX__LOCAL_FD_HEADROOM_MAX)
+        n = SBX__LOCAL_FD_HEADROOM_MAX;
+    for (; k < n; k++) {
+        fds[k] = fcntl(2, F_DUPFD_CLOEXEC, 3);
+        if (fds[k] < 0 && errno == EBADF)
+            fds[k] = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (fds[k] < 0) {
+            if (errno == EMFILE || errno == ENFILE) {
+                rc = sbx_error_errno(err, errno, "cannot %s", what);
+                sbx__proto_fd_hint(err);
+            }
+            break;
+        }
+    }
+    while (k > 0)
+        close(fds[--k]);
+    return rc;
+}
+
 int sbx__local_lease_take(const char *dir, struct sbx_error *err)
 {
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -304,7 +354,130 @@ int sbx__local_lease_busy(const char *dir)
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0)
         return 0;
-    int busy = flock(fd, LOCK_EX | LOCK_NB) < 0 && errno == EWOULDBLOCK;
+    /* Shared: a teardown's shared lease is no create. */
+    int busy = flock(fd, LOCK_SH | LOCK_NB) < 0 && errno == EWOULDBLOCK;
     close(fd); /* drops our lock, if we got it */
     return busy;
+}
+
+/* Runtime dir name while a create sets it up, before it is renamed to the id (client.h). */
+#define STAGING_PREFIX ".new-"
+
+/* A reclaim may remove an empty staging directory between its mkdir and its lease (it cannot
+ * tell that window from a creator killed in it): the create then starts again. */
+#define STAGE_ATTEMPTS 16
+
+int sbx__local_runtime_dir_make(const char *rundir, const char *id, int *lease_out,
+                                struct sbx_error *err)
+{
+    char *stage = sbx_xasprintf("%s/" STAGING_PREFIX "%s", rundir, id);
+    char *dir = sbx_xasprintf("%s/%s", rundir, id);
+    int rc = 0, fd = -1;
+    for (int attempt = 0;; attempt++) {
+        struct stat a, b;
+        if (mkdir(stage, 0700) < 0) {
+            rc = sbx_error_errno(err, errno, "cannot create runtime directory '%s'", stage);
+            break;
+        }
+        fd = open(stage, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int locked = fd >= 0 && flock(fd, LOCK_EX) == 0;
+        /* Still the directory we made (not removed by a reclaim before we held it)? */
+        if (locked && (fstat(fd, &a) < 0 || lstat(stage, &b) < 0 || a.st_ino != b.st_ino ||
+                       a.st_dev != b.st_dev)) {
+            locked = 0;
+            errno = ENOENT;
+        }
+        if (locked && renameat2(AT_FDCWD, stage, AT_FDCWD, dir, RENAME_NOREPLACE) == 0) {
+            /* The lease goes with the directory: under its id it is never seen without one. */
+            *lease_out = fd;
+            break;
+        }
+        int e = errno;
+        sbx_fd_close(&fd);
+        if (e == EEXIST) {
+            rmdir(stage);
+            rc = sbx_error_set(err, SBX_E_EXISTS, EEXIST, "sandbox '%s' already exists", id);
+            break;
+        }
+        if (attempt + 1 >= STAGE_ATTEMPTS || e != ENOENT) {
+            rmdir(stage);
+            rc = sbx_error_errno(err, e, "cannot create runtime directory '%s'", dir);
+            break;
+        }
+    }
+    free(stage);
+    free(dir);
+    return rc;
+}
+
+/* The leftovers of one dead create (name: an id, or a staging name), when nobody holds its
+ * lease and no supervisor ever recorded itself in it. 1 when it was reclaimed. */
+static int reclaim_one(const char *rundir, const char *name)
+{
+    int staging = strncmp(name, STAGING_PREFIX, sizeof(STAGING_PREFIX) - 1) == 0;
+    const char *id = staging ? name + sizeof(STAGING_PREFIX) - 1 : name;
+    if (!sbx__local_valid_id(id))
+        return 0;
+    char *dir = sbx_xasprintf("%s/%s", rundir, name);
+    if (staging) {
+        /* Always empty (the create renames it before it writes anything): rmdir, under its
+         * lease, so that one held by a creator is left alone. */
+        int sfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        int gone = sfd >= 0 && flock(sfd, LOCK_EX | LOCK_NB) == 0 && rmdir(dir) == 0;
+        sbx_fd_close(&sfd);
+        free(dir);
+        return gone;
+    }
+    char *record = sbx_xasprintf("%s/%s", dir, SBX_PROTO_RECORD);
+    struct stat st;
+    json_t *state = NULL;
+    int fd = -1, done = 0;
+    if (lstat(record, &st) == 0 || lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) ||
+        st.st_uid != geteuid())
+        goto out;
+    fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    /* Held: a create (or a teardown) is at work on it. */
+    if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0 || lstat(record, &st) == 0)
+        goto out;
+    struct sbx_error e = SBX_ERROR_INIT;
+    if (sbx__local_read_state(dir, id, &state, &e) < 0 ||
+        sbx__local_check_state(state, id, &e) < 0) {
+        /* Killed before its first state: nothing but the directory was made. */
+        json_decref(state);
+        state = NULL;
+    }
+    const char *ws = json_string_value(json_object_get(state, "workspace"));
+    int owned = json_is_true(json_object_get(state, "workspace_owned"));
+    sbx_error_clear(&e);
+    done = sbx__local_stop_and_clean_held(dir, id, ws, owned, json_object_get(state, "disk"), owned,
+                                          &e) == 0;
+    if (done)
+        sbx_log(SBX_LOG_INFO, "sandbox '%s': removed what its killed create left", id);
+    else
+        sbx_log(SBX_LOG_WARN, "sandbox '%s': cannot remove what its killed create left: %s", id,
+                e.msg);
+out:
+    sbx_fd_close(&fd);
+    json_decref(state);
+    free(record);
+    free(dir);
+    return done;
+}
+
+void sbx__local_reclaim(const char *rundir)
+{
+    DIR *d = opendir(rundir);
+    if (!d)
+        return;
+    struct sbx_strv names;
+    sbx_strv_init(&names);
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.' ||
+            strncmp(e->d_name, STAGING_PREFIX, sizeof(STAGING_PREFIX) - 1) == 0)
+            sbx_strv_push(&names, e->d_name);
+    closedir(d);
+    for (size_t i = 0; i < names.n; i++)
+        reclaim_one(rundir, names.v[i]);
+    sbx_strv_release(&names);
 }

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "providers/local/client/client.h"
+#include "providers/local/local.h"
+#include "sandbox/host/host.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
 #include "sbx/log.h"
@@ -118,15 +120,110 @@ int sbx__local_stopped_exists(const char *id)
     return yes;
 }
 
+/* The dead runtime dir of a half-done stop or start of id, next to its record rec: torn down
+ * (its workspace too, if sbx made it: the record's snapshot holds the content), unless it is a
+ * sandbox that was started from the record and ran (created after the record's stop, with a
+ * supervisor): its workspace may hold newer work, and rm or prune decide. */
+static int clean_half(const char *dir, const char *id, const json_t *rec, struct sbx_error *err)
+{
+    json_t *state = NULL;
+    struct sbx_error ignored = SBX_ERROR_INIT;
+    char *record = sbx_xasprintf("%s/%s", dir, SBX_PROTO_RECORD);
+    struct stat st;
+    int ran = lstat(record, &st) == 0, rc;
+    free(record);
+    if (sbx__local_read_state(dir, id, &state, &ignored) < 0 ||
+        sbx__local_check_state(state, id, &ignored) < 0) {
+        json_decref(state);
+        state = NULL;
+    }
+    /* Both RFC 3339 UTC times of the same shape: they compare as strings. */
+    const char *created = json_string_value(json_object_get(state, "created"));
+    const char *stopped = json_string_value(json_object_get(rec, "stopped"));
+    if (ran && created && stopped && strcmp(created, stopped) > 0) {
+        rc = sbx_error_set(err, SBX_E_EXISTS, 0,
+                           "sandbox '%s' was started again from its stopped record and then "
+                           "died; its workspace may hold newer work: 'sbx sandbox rm %s' removes "
+                           "what is left of it (the stopped record stays for start)",
+                           id, id);
+    } else {
+        const char *ws = json_string_value(json_object_get(state, "workspace"));
+        int owned = json_is_true(json_object_get(state, "workspace_owned"));
+        rc = sbx__local_stop_and_clean(dir, id, ws, owned, json_object_get(state, "disk"), owned,
+                                       NULL, err);
+    }
+    json_decref(state);
+    return rc;
+}
+
+int sbx__local_finish_half(struct sbx_client *bc, const char *id, enum sbx__half *what,
+                           struct sbx_error *err)
+{
+    struct sbx__local_client *c = (struct sbx__local_client *)bc;
+    char *rundir = NULL, *sdir = NULL, *dir = NULL;
+    json_t *rec = NULL;
+    struct stat st;
+    *what = SBX__HALF_NONE;
+    int rc = sbx__runtime_base(c->runtime_dir, &rundir, err);
+    if (rc < 0)
+        goto out;
+    sbx__local_reclaim(rundir); /* a start killed before its supervisor ran */
+    dir = sbx_xasprintf("%s/%s", rundir, id);
+    if (lstat(dir, &st) < 0 || !sbx__local_stopped_exists(id) ||
+        sbx__local_stopped_dir(0, &sdir, NULL) < 0)
+        goto out;
+    if ((rc = sbx__local_stopped_read(sdir, id, &rec, err)) < 0)
+        goto out;
+    struct sbx_session *s = NULL;
+    struct sbx_error aerr = SBX_ERROR_INIT;
+    rc = sbx__local_attach(bc, id, &s, &aerr);
+    if (rc == 0) {
+        /* It runs and answers: everything the record's snapshot has, it has too (a stop
+         * snapshots before it ends anything; a start restored that snapshot). */
+        sbx_session_free(s);
+        sbx__local_stopped_forget(sdir, id);
+        *what = SBX__HALF_LIVE;
+    } else if (rc == -SBX_E_SANDBOX) {
+        if ((rc = clean_half(dir, id, rec, err)) == 0)
+            *what = SBX__HALF_STOPPED;
+    } else {
+        rc = sbx_error_copy(err, &aerr);
+    }
+out:
+    json_decref(rec);
+    free(rundir);
+    free(sdir);
+    free(dir);
+    return rc;
+}
+
 int sbx__local_stop(struct sbx_client *bc, const char *prefix, char **out_ref,
                     struct sbx_error *err)
 {
     struct sbx_session *s = NULL;
     struct sbx_snapshot_store *store = NULL;
-    char *sdir = NULL, *ref = NULL, *holder = NULL;
+    char *sdir = NULL, *ref = NULL, *holder = NULL, *half = NULL;
     json_t *state = NULL;
     int held = 0, recorded = 0;
-    int rc = sbx__local_attach(bc, prefix, &s, err);
+    enum sbx__half what = SBX__HALF_NONE;
+    /* A stop (or start) of it killed half-way: finished first. When what it left was dead, the
+     * stop is done: its record holds the snapshot. */
+    int rc = sbx__local_stopped_dir(0, &sdir, NULL) == 0
+                     ? sbx__local_stopped_find(sdir, prefix, &half, NULL)
+                     : 0;
+    if (rc == 1)
+        rc = sbx__local_finish_half(bc, half, &what, err);
+    if (rc == 0 && what == SBX__HALF_STOPPED) {
+        json_t *rec = NULL;
+        if ((rc = sbx__local_stopped_read(sdir, half, &rec, err)) == 0)
+            *out_ref = sbx_xstrdup(json_string_value(json_object_get(rec, "snapshot")));
+        json_decref(rec);
+    }
+    free(sdir);
+    sdir = NULL;
+    if (rc < 0 || what == SBX__HALF_STOPPED)
+        goto out;
+    rc = sbx__local_attach(bc, prefix, &s, err);
     if (rc < 0)
         goto out;
     const char *id = sbx_session_id(s);
@@ -154,6 +251,7 @@ int sbx__local_stop(struct sbx_client *bc, const char *prefix, char **out_ref,
         ref = NULL;
     }
 out:
+    free(half);
     if (recorded) {
         char *path = sbx_xasprintf("%s/%s" STOPPED_SUFFIX, sdir, sbx_session_id(s));
         unlink(path);
@@ -189,6 +287,33 @@ int sbx__local_stopped_state(struct sbx_client *bc, const char *prefix, json_t *
     return rc;
 }
 
+/* The stopped record rec of id into the listing arr, which may list id already: a stop or a
+ * start of it did not finish (sbx__local_finish_half). Each sandbox is listed once: a runtime
+ * dir that is dead shows as the stopped sandbox with what it left ("leftovers"); one with a
+ * process (live, creating, suspended...) shows as itself, naming the record's snapshot
+ * ("stopped_record"). Takes rec. */
+static void merge_record(json_t *arr, const char *id, json_t *rec)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(arr, i, v)
+    {
+        if (!json_is_string(json_object_get(v, "id")) ||
+            strcmp(json_string_value(json_object_get(v, "id")), id) != 0)
+            continue;
+        const char *status = json_string_value(json_object_get(v, "status"));
+        if (status && strcmp(status, "dead") == 0) {
+            sbx_json_set(rec, "leftovers", json_incref(json_object_get(v, "leftovers")));
+            json_array_set_new(arr, i, rec);
+        } else {
+            sbx_json_set(v, "stopped_record", json_incref(json_object_get(rec, "snapshot")));
+            json_decref(rec);
+        }
+        return;
+    }
+    sbx_json_append(arr, rec);
+}
+
 void sbx__local_stopped_list(json_t *arr)
 {
     char *sdir = NULL;
@@ -218,7 +343,7 @@ void sbx__local_stopped_list(json_t *arr)
                 bytes = json_incref(json_object_get(hdr, "bytes"));
             sbx_json_set(rec, "status", sbx_json_str("stopped"));
             sbx_json_set(rec, "snapshot_bytes", bytes ? bytes : json_null());
-            sbx_json_append(arr, rec);
+            merge_record(arr, id, rec);
         }
         json_decref(hdr);
         free(id);

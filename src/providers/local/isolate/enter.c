@@ -543,8 +543,11 @@ int sbx__isolation_outer_wait(struct sbx__isolation *iso, int *status, struct sb
             break;
         }
         siginfo_t si;
-        if (sigwaitinfo(&set, &si) > 0 && si.si_signo != SIGCHLD)
+        if (sigwaitinfo(&set, &si) > 0 && si.si_signo != SIGCHLD) {
+            if (!iso->stop_signal)
+                iso->stop_signal = si.si_signo;
             kill(iso->middle, SIGKILL);
+        }
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     iso->middle = -1;

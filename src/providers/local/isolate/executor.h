@@ -50,6 +50,7 @@ struct sbx__isolation {
     char *idrange_dir;       /* NULL = SBX__IDRANGE_DIR */
     struct sbx__cgroup cg;
     pid_t middle;
+    int stop_signal; /* the signal that made outer_wait kill the sandbox; 0: none */
 };
 
 /* isolate.c: a resource limit of want (SBX__LIMIT_NONE: none; 0: dflt), lowered to the hard

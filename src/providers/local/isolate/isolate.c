@@ -277,6 +277,11 @@ pid_t sbx__isolation_inner_pid(const struct sbx__isolation *iso)
     return iso->middle;
 }
 
+int sbx__isolation_stop_signal(const struct sbx__isolation *iso)
+{
+    return iso->stop_signal;
+}
+
 int sbx__isolation_netns_fd(const struct sbx__isolation *iso, int *out, struct sbx_error *err)
 {
     if (iso->middle <= 0)

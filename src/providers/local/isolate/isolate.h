@@ -384,6 +384,9 @@ int sbx__isolation_host_ids(const struct sbx__isolation *iso, uint32_t *first, u
 /* OUTER only: host pid of the middle process, which shares every namespace of the sandbox
  * except the pid namespace (kill it to end the sandbox). */
 pid_t sbx__isolation_inner_pid(const struct sbx__isolation *iso);
+/* OUTER only, after sbx__isolation_outer_wait: the signal (SIGTERM, SIGINT, SIGHUP) on which it
+ * killed the sandbox, 0 when the sandbox ended by itself. */
+int sbx__isolation_stop_signal(const struct sbx__isolation *iso);
 /* OUTER only: an fd on the sandbox's network namespace, to join it (sbx__priv_setns) by host-side
  * helpers (port forwarders). *out: caller owns (close). */
 int sbx__isolation_netns_fd(const struct sbx__isolation *iso, int *out, struct sbx_error *err);

@@ -584,8 +584,14 @@ static int run_outer(struct sbx__sup *s)
     /* The cgroups are gone (outer_wait). A PID 1 that died otherwise than by a shutdown
      * request leaves the runtime dir (state and log, no socket) and the workspace: ps --all
      * shows it, rm or prune removes it, and the user's work in the workspace is kept. */
+    int asked = sbx__isolation_stop_signal(s->iso);
     if (rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == EXIT_UNCLAIMED)
         remove_unclaimed(s);
+    else if (rc == 0 && asked)
+        sbx_log(SBX_LOG_INFO, "sandbox '%s': stopped on %s", s->id,
+                asked == SIGTERM  ? "SIGTERM"
+                : asked == SIGINT ? "SIGINT"
+                                  : "SIGHUP");
     else if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0))
         sbx_log(SBX_LOG_WARN, "sandbox '%s': PID 1 ended unexpectedly (status 0x%x)", s->id,
                 (unsigned)status);

@@ -39,6 +39,28 @@ static void test_pstat(void)
     CHECK_EQ_INT(st.mtime_ns % 1000000000, 500000000);
     sbx__dk_pstat_release(&st);
     free(h);
+    /* Years int64 nanoseconds cannot hold (Go's zero time, a file touched to 2300) are held
+     * at the nearest end instead of wrapping (and UBSan stopping the ASan pass). */
+    static const struct {
+        const char *mtime;
+        int positive;
+    } far[] = {{"0001-01-01T00:00:00Z", 0},
+               {"0026-01-01T00:00:00.12;456789Z", 0},
+               {"2300-01-01T00:00:00.999999999Z", 1},
+               {"9999-12-31T23:59:59.9Z", 1}};
+    for (size_t i = 0; i < sizeof(far) / sizeof(far[0]); i++) {
+        char *json = sbx_xasprintf("{\"name\":\"f\",\"size\":1,\"mode\":420,\"mtime\":\"%s\"}",
+                                   far[i].mtime);
+        h = b64(json);
+        CHECK_OK(sbx__dk_pstat_decode(h, &st, &err), &err);
+        if (far[i].positive)
+            CHECK(st.mtime_ns > (int64_t)9200000000 * 1000000000);
+        else
+            CHECK(st.mtime_ns < -(int64_t)9200000000 * 1000000000);
+        sbx__dk_pstat_release(&st);
+        free(h);
+        free(json);
+    }
     /* podman: a directory with a "linkTarget" of itself is not a symlink. */
     h = b64("{\"name\":\"d\",\"size\":4096,\"mode\":2147484141,\"isDir\":true,"
             "\"linkTarget\":\"/workspace/d\"}");

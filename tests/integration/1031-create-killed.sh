@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Issue 27: a create killed before its supervisor ran used to keep its loop device, its ext4
+# mount and a partly restored workspace until someone ran prune. Now the next sbx command that
+# lists or creates sandboxes reclaims what dead creates left (never a sandbox whose supervisor
+# ran: its workspace may hold work). Creates and creates from a snapshot are killed with SIGKILL
+# at several points; after the next ps, or the next create, only live sandboxes are left.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sandbox-lib.sh"
+
+# What this test's sandboxes hold on the host: mounts under $T and loop devices of images
+# under $T, one line each.
+held() {
+    awk -v t="$T/" 'index($5, t) == 1 {print "mount", $5}' /proc/self/mountinfo
+    losetup -a 2>/dev/null | grep -F "$T/" | sed 's/^/loop /'
+}
+status_of() {
+    "$SBX" sandbox ps --all --json | python3 -c '
+import json, sys
+for s in json.load(sys.stdin):
+    print(s["id"], s["status"])'
+}
+settled() { ! "$SBX" sandbox ps --all --json | grep -qE '"status": "(creating|unresponsive)"'; }
+# only_live WHAT: every runtime dir is a live sandbox, and every mount and loop device under $T
+# belongs to one.
+only_live() {
+    local left=() sid
+    for sid in $(ls "$RUNBASE"); do
+        grep -qx "$sid live" "$T/status" || left+=("$sid")
+    done
+    local strays line keep
+    strays=$(held | while read -r line; do
+        keep=
+        for sid in $(ls "$RUNBASE"); do case "$line" in *"/$sid"*) keep=1 ;; esac; done
+        [ -n "$keep" ] || echo "$line"
+    done)
+    if [ ${#left[@]} = 0 ] && [ -z "$strays" ]; then ok "$1"; else
+        not_ok "$1"; diag "not live: ${left[*]}" "held: $strays" "$(cat "$T/status")"
+    fi
+}
+
+# ---- plain creates, killed -----------------------------------------------------------------
+left_before=0
+for d in 0.02 0.05 0.1 0.15 0.2 0.3 0.45 0.7; do
+    timeout -s KILL "$d" "$SBX" sandbox create >/dev/null 2>&1
+done
+wait_until settled
+left_before=$(ls "$RUNBASE" | wc -l)
+diag "after 8 killed creates: $left_before runtime dirs, $(held | wc -l) mounts and loop devices"
+status_of >"$T/status" # the next command that lists: it reclaims first
+expect_eq "$(grep -c ' dead$' "$T/status")" 0 "ps --all after killed creates shows no dead one"
+only_live "only live sandboxes are left after the next ps"
+for sid in $(ls "$RUNBASE"); do "$SBX" sandbox rm "$sid" >/dev/null 2>&1; done
+
+# ---- creates from a snapshot, killed during the restore ---------------------------------------
+src=$("$SBX" sandbox create) || { not_ok "create the source sandbox"; done_testing; exit; }
+"$SBX" sandbox exec "$src" -- sh -c 'mkdir d; i=0; while [ $i -lt 400 ]; do head -c 65536 /dev/urandom >d/f$i; i=$((i + 1)); done'
+ref=$("$SBX" sandbox snapshot "$src" 2>/dev/null | tail -n1)
+"$SBX" sandbox rm "$src" >/dev/null 2>&1
+case "$ref" in sha256:*) ok "a snapshot of 400 files to restore" ;; *) not_ok "a snapshot of 400 files to restore"; diag "$ref" ;; esac
+for d in 0.1 0.2 0.35 0.5 0.8 1.2; do
+    timeout -s KILL "$d" "$SBX" sandbox create --snapshot "$ref" >/dev/null 2>&1
+done
+diag "after 6 killed restores: $(ls "$RUNBASE" | wc -l) runtime dirs, $(held | wc -l) mounts and loop devices"
+# The next command that creates: it reclaims before it makes its own.
+new=$("$SBX" sandbox create --disk none)
+expect_eq "$?" 0 "a create after killed restores works"
+wait_until settled
+status_of >"$T/status"
+only_live "only live sandboxes are left after the next create"
+for sid in $(ls "$RUNBASE"); do "$SBX" sandbox rm "$sid" >/dev/null 2>&1; done
+
+# ---- a dead sandbox that ran is kept for rm and prune ----------------------------------------
+id=$("$SBX" sandbox create)
+"$SBX" sandbox exec "$id" -- sh -c 'echo work >kept.txt'
+kill -KILL $(pgrep -f -- "__supervise $id")
+dead() { "$SBX" sandbox ps --all --json | grep -q '"status": "dead"'; }
+wait_until dead
+run "$SBX" sandbox ps --all
+expect_in "$T/out" "$id" "a sandbox whose supervisor was killed is still listed (dead)"
+expect_eq "$(cat "$SBX_WORKSPACES/$id/kept.txt" 2>&1)" work "and its workspace is kept for the user"
+run "$SBX" sandbox rm "$id"
+expect_rc 0 "rm removes it"
+expect_eq "$(ls -A "$RUNBASE")$(held)" "" "nothing is left"
+done_testing
