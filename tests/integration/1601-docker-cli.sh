@@ -86,6 +86,15 @@ fetch() { curl -s --max-time 5 "$url/hello.txt" >"$T/page" 2>/dev/null && grep -
 if wait_until fetch; then ok "curl through the relay reaches the server inside"; else
     not_ok "curl through the relay reaches the server inside"; diag "$(cat "$T/page" 2>/dev/null)"
 fi
+# The relay serves its owner (and root) only (issue 26): another local user is cut off.
+other=${SBX_TEST_USER:-sbx-ci}
+if [ "$(id -u)" = 0 ] && id "$other" >/dev/null 2>&1 && command -v setpriv >/dev/null; then
+    setpriv --reuid="$other" --regid="$(id -g "$other")" --clear-groups \
+        curl -s --max-time 5 "$url/hello.txt" >"$T/page" 2>/dev/null
+    expect_not_in "$T/page" "hello from" "another local user gets nothing through the relay"
+else
+    ok "# SKIP another user's view needs root, setpriv and the user '$other'"
+fi
 run "$SBX" sandbox port "$id" 8000
 expect_eq "$(cat "$T/out")" "$url" "the same port again: the same relay"
 expect_eq "$(relays_of "$id" | wc -l)" 1 "one relay process"

@@ -44,6 +44,7 @@ widened() {
     "$SBX" sandbox rm "$ID" >/dev/null 2>&1
 }
 widened 'o["port_bind"] = "0.0.0.0"' "port forwards on 0.0.0.0" "resume with --port-bind 0.0.0.0"
+widened 'o["port_bind"] = "127.0.0.1"' "port forwards for every local user" "resume with --port-bind 127.0.0.1"
 widened 'o["disk"] = "none"' "no disk limit" "resume with --disk none"
 widened 'o["disk"] = 1 << 40' "a 1 TiB disk limit" "resume with --disk 1099511627776"
 widened 'o["limits"]["memory"] = 1 << 50' "1 PiB of memory" "resume with --memory 1125899906842624"
@@ -90,6 +91,48 @@ else
     ok "# SKIP no python3 inside the sandbox"
 fi
 "$SBX" sandbox rm "$ID" >/dev/null 2>&1
+
+# ---- the first review's F14: a TCP port forward serves its owner only -----------------------
+OTHER=${SBX_TEST_USER:-sbx-ci}
+fetch() { # fetch URL [as USER]: the page, or the error
+    local py='import sys, urllib.request
+try:
+    print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode().strip())
+except Exception as e:
+    print("refused:", type(e).__name__)'
+    if [ $# = 3 ]; then
+        setpriv --reuid="$3" --regid="$(id -g "$3")" --clear-groups env -i PATH=/usr/bin:/bin python3 -c "$py" "$1"
+    else python3 -c "$py" "$1"; fi
+}
+forward() { # forward [create options]: a sandbox serving forward-page on 8000; its URL in $URL
+    run "$SBX" sandbox create "$@"
+    FID=$(cat "$T/out")
+    "$SBX" sandbox exec --keep-background "$FID" -- sh -c 'mkdir -p /tmp/www && echo forward-page >/tmp/www/index.html &&
+        cd /tmp/www && (python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &)' >/dev/null 2>&1
+    URL=
+    for _ in $(seq 100); do URL=$("$SBX" sandbox port "$FID" 8000 2>/dev/null) && break; sleep 0.1; done
+}
+if [ "$HAVE_PY" = 1 ]; then
+    forward
+    expect_eq "$(fetch "$URL/index.html")" "forward-page" "the owner reaches the forward ($URL)"
+    if [ "$(id -u)" = 0 ] && id "$OTHER" >/dev/null 2>&1 && command -v setpriv >/dev/null; then
+        got=$(fetch "$URL/index.html" as "$OTHER")
+        case "$got" in
+        refused:*) ok "another local user's connection to the forward is closed ($got)" ;;
+        *) not_ok "another local user's connection to the forward is closed"; diag "got '$got'" ;;
+        esac
+        "$SBX" sandbox rm "$FID" >/dev/null 2>&1
+        forward --port-bind 127.0.0.1
+        expect_eq "$(fetch "$URL/index.html" as "$OTHER")" "forward-page" \
+            "with --port-bind 127.0.0.1 every local user reaches it"
+    else
+        ok "# SKIP another user's view needs root, setpriv and the user '$OTHER'"
+        ok "# SKIP another user's view needs root, setpriv and the user '$OTHER'"
+    fi
+    "$SBX" sandbox rm "$FID" >/dev/null 2>&1
+else
+    for i in 1 2 3; do ok "# SKIP no python3 inside the sandbox"; done
+fi
 
 # ---- finding 4: git_repo entries follow the base-directory rule ----------------------------
 if command -v git >/dev/null; then

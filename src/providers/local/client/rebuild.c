@@ -173,22 +173,27 @@ static int check_limits(const struct sbx__local_client *c, const json_t *o, int 
     return 0;
 }
 
-/* Where the host reaches the sandbox: forwards listen on loopback unless the resuming client
- * names the same address the state has, and only the ports the client exposes (when it limits
- * them) may be exposed by the state. */
+/* Where the host reaches the sandbox: a forward of the default address serves the owner only,
+ * one on an address given with --port-bind every local user (and beyond loopback, whoever
+ * reaches the address). A state's address needs --port-bind on the resuming command too (the
+ * same one, or any when the state's is loopback); only the ports the client exposes (when it
+ * limits them) may be exposed by the state. */
 static int check_ports(const struct sbx__local_client *c, const json_t *state, const json_t *o,
                        struct sbx_error *err)
 {
     const char *bind = json_string_value(json_object_get(o, "port_bind"));
     const json_t *v;
     size_t i;
-    if (bind && !sbx__local_addr_loopback(bind) &&
-        (!c->port_bind || strcmp(c->port_bind, bind) != 0))
+    if (bind &&
+        (!c->port_bind || (strcmp(c->port_bind, bind) != 0 && !sbx__local_addr_loopback(bind))))
         return sbx_error_set(err, SBX_E_PERM, 0,
-                             "the sandbox's port forwards listened on '%s'; a session state "
-                             "cannot open them beyond loopback by itself: resume with "
-                             "--port-bind %s to accept it",
-                             bind, bind);
+                             "the sandbox's port forwards listened on '%s' for %s; a session "
+                             "state cannot open them by itself: resume with --port-bind %s to "
+                             "accept it",
+                             bind,
+                             sbx__local_addr_loopback(bind) ? "every local user"
+                                                            : "whoever reaches that address",
+                             bind);
     if (c->n_ports == 0)
         return 0;
     const json_t *ports = json_object_get(state, "exposed_ports");
