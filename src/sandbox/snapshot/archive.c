@@ -24,7 +24,7 @@
  * second: past this much, holes count towards max_ratio too. Below it an archive of sbx's own
  * with a sparse file imports whatever its ratio. */
 #define SPARSE_FLOOR ((uint64_t)1 << 30)
-#define READ_BLOCK  65536
+#define READ_BLOCK   65536
 
 struct import {
     struct sbx_snapshot_store *st;
