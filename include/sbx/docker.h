@@ -31,10 +31,15 @@ enum sbx_docker_network {
 
 /* Limit value meaning "no limit at all". */
 #define SBX_DOCKER_LIMIT_NONE UINT64_MAX
+/* The writable layer's size limit by default (sbx_docker_options.disk_bytes), and its bounds:
+ * those of the local provider's workspace. */
+#define SBX_DOCKER_DISK_DEFAULT ((uint64_t)8 << 30)
+#define SBX_DOCKER_DISK_MIN     ((uint64_t)16 << 20)
+#define SBX_DOCKER_DISK_MAX     ((uint64_t)16 << 40)
 
 /* All zero is the default. Strings are borrowed for the duration of sbx_client_new (copied).
  * The provider's declared options (sbx/provider.h: image, host, user, network, memory, pids,
- * cpus, ports, cap_add, allow_cap_add) are the same, as JSON for sbx_client_new_json. */
+ * cpus, disk, ports, cap_add, allow_cap_add) are the same, as JSON for sbx_client_new_json. */
 struct sbx_docker_options {
     /* The engine: "unix:///path/to.sock" or an absolute socket path; NULL: $DOCKER_HOST, else
      * unix:///var/run/docker.sock. Other schemes (tcp://, ssh://) are SBX_E_UNSUPPORTED. */
@@ -52,6 +57,13 @@ struct sbx_docker_options {
     uint64_t memory_bytes;
     uint64_t pids;
     uint64_t cpu_millis; /* thousandths of a CPU */
+    /* Size limit of the container's writable layer, where its workspace lives, in bytes: 0 is
+     * SBX_DOCKER_DISK_DEFAULT, SBX_DOCKER_LIMIT_NONE none. Asked of the engine as
+     * HostConfig.StorageOpt size, which only some storage drivers enforce (overlay2 on xfs
+     * mounted with pquota, btrfs, zfs). Where the engine refuses it, a limit given here fails
+     * create; the default one is dropped with a warning, and the state says so ("disk":
+     * {"limit", "enforced": false, "reason"}, and "unenforced"). */
+    uint64_t disk_bytes;
     /* Capabilities beyond the engine's default set ("NET_ADMIN"): refused (SBX_E_PERM) unless
      * allow_cap_add is set, since each widens what code in the sandbox can do to the host. */
     const char *const *cap_add;

@@ -134,6 +134,17 @@ struct sbx_local_options {
      * a limit given explicitly fails create; the default one is logged as a warning. Either way
      * state.json says what holds: "disk": {"limit", "enforced", "reason" | "image", "loop"}. */
     uint64_t disk_bytes;
+    /* A root caller's sandbox runs its commands as ids of its own host range and shows the
+     * workspace through an idmapped mount. Where that mount cannot be made (Linux < 5.12, a
+     * filesystem without idmapped mounts), create fails unless this is set: then the commands
+     * run as the caller's host uid, 0, without capabilities, and every root-owned host file the
+     * sandbox sees and may write by its mode bits is the sandbox's (DANGEROUS). */
+    int allow_host_uid;
+    /* A given workspace directory (sbx_create_spec.workspace) is refused in a system directory,
+     * a view of the host (/proc, /sys, /dev, /run), on a kernel pseudo file system or as a home
+     * directory itself; and, unless this is set (DANGEROUS), inside another user's home or when
+     * it holds a unix socket (through which the sandbox would reach a host service). */
+    int allow_dangerous_workspace;
 };
 
 /* A per-user alternative to the TCP port forwards of sbx_session_resolve_port, which listen on

@@ -508,9 +508,11 @@ const struct cli_help cli_help_table[] = {
          "Reconnects to the sandbox of a saved state (- for stdin) if it runs, else rebuilds it "
          "from its snapshot; prints the id. The options are those of the state's provider, the "
          "trusted configuration a state cannot grant by itself: host path grants are never "
-         "taken from a state, and no isolation or more network only when accepted with the "
-         "same options (--isolation none, --network ..., --allow-port, --cpus none); --manifest "
-         "as for start.",
+         "taken from a state, and a state may narrow what these options give, never widen it: "
+         "no isolation, more network, higher limits or no disk limit, port forwards on an "
+         "address or more ports only when accepted with the same options (--isolation none, "
+         "--network ..., --allow-port, --memory, --pids, --cpus, --disk, --port-bind, --port); "
+         "--manifest as for start.",
          resume_opts, STATUS_COMMON, "sandbox-state sandbox-start", CLI_HELP_ANYWHERE},
         {"sandbox providers", NULL, "sbx sandbox providers [--json] [NAME]",
          "list the providers, their traits and options",

@@ -25,7 +25,7 @@ if command -v git >/dev/null; then
     echo v2 > "$T/work/pkg/version"
     git -C "$T/work" commit -qam two
     git -C "$T/work" branch -q stable "$first"
-    git clone -q --bare "$T/work" "$T/repo.git"
+    git clone -q --bare "$T/work" "$T/m/repo.git"
     have_git=1
 else
     have_git=0
@@ -52,7 +52,7 @@ YAML
 if [ "$have_git" = 1 ]; then
     cat >> "$T/m/manifest.yaml" <<YAML
 YAML
-    python3 - "$T/m/manifest.yaml" "$T/repo.git" "$first" <<'PY'
+    python3 - "$T/m/manifest.yaml" "$T/m/repo.git" "$first" <<'PY'
 import sys
 path, repo, first = sys.argv[1:4]
 text = open(path).read()
@@ -120,15 +120,15 @@ if [ "$have_git" = 1 ]; then
 entries:
   r:
     type: git_repo
-    repo: $T/repo.git
+    repo: $T/m/repo.git
     ref: no-such-branch
 YAML
     run "$SBX" sandbox create --manifest "$T/m/badref.yaml"
     expect_rc 1 "an unknown ref fails"
     expect_in "$T/err" "entry 'r'" "the failing entry is named"
     # Git spreads its reason over several lines: all of them reach the error, on one line.
-    mkdir -p "$T/notrepo"
-    printf 'entries:\n  r:\n    type: git_repo\n    repo: file://%s\n' "$T/notrepo" > "$T/m/notrepo.yaml"
+    mkdir -p "$T/m/notrepo"
+    printf 'entries:\n  r:\n    type: git_repo\n    repo: file://%s\n' "$T/m/notrepo" > "$T/m/notrepo.yaml"
     run "$SBX" sandbox create --manifest "$T/m/notrepo.yaml"
     expect_rc 1 "a folder that is no repository fails"
     expect_in "$T/err" "does not appear to be a git repository" "git's first reason is kept"

@@ -64,9 +64,10 @@ YAML
 # copying a tree (an unreadable file); as root (who reads it) at a git repository that does not
 # exist, the last entry.
 chmod 000 "$T/m/src/bad/inner/zz-unreadable"
+mkdir -p "$T/m/not-a-repo.git"
 manifest "  zz-repo:
     type: git_repo
-    repo: $T/no-such-repo.git"
+    repo: $T/m/not-a-repo.git"
 run "$SBX" sandbox create --workspace "$ws" --manifest "$T/m/manifest.yaml"
 if [ "$rc" != 0 ] && grep -q "entry '" "$T/err" && grep -qi "permission denied\|git clone failed" "$T/err"; then
     ok "create fails naming the entry and the cause"; else

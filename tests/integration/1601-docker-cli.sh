@@ -33,6 +33,25 @@ expect_eq "$(hc '"no-new-privileges" in " ".join(h["SecurityOpt"] or [])')" "Tru
 expect_eq "$(hc 'h["PidsLimit"]')" "1024" "the default process limit"
 expect_eq "$(hc 'h["Privileged"]')" "False" "not privileged"
 
+# The writable layer's size (issue 26): limited where the storage driver can (StorageOpt), and
+# where it cannot, said at create and in ps --json, never silently unlimited.
+"$SBX" sandbox ps --json >"$T/ps.json" 2>/dev/null
+disk=$(python3 -c 'import json,sys; s=[x for x in json.load(open(sys.argv[1])) if x["id"] == sys.argv[2]][0]; d=s.get("disk") or {}; print(d.get("limit"), d.get("enforced"), [u["name"] for u in s.get("unenforced", [])])' "$T/ps.json" "$id" 2>&1)
+if [ "$(hc '(h.get("StorageOpt") or {}).get("size")')" = 8589934592 ]; then
+    expect_eq "$disk" "8589934592 True []" "the writable layer is limited to 8 GiB"
+    expect_not_in "$T/err" "not enforced" "and create does not warn"
+else
+    expect_eq "$disk" "8589934592 False ['disk']" "ps --json lists the disk limit as not enforced"
+    expect_in "$T/err" "disk limit 8 GiB is not enforced" "and create said so"
+    run "$SBX" sandbox create --provider docker --image "$IMG" --docker-host "unix://$H" --disk 1G
+    expect_rc 1 "an explicit --disk the engine cannot enforce fails"
+    expect_in "$T/err" "disk limit 1 GiB cannot be enforced by this engine" "saying why"
+    [ -s "$T/out" ] && echo "$(head -n1 "$T/out")" >>"$T/ids"
+    n=$(api -G "http://d/v1.41/containers/json" --data-urlencode all=1 \
+        --data-urlencode 'filters={"label":["io.sbx.id"]}' | grep -o '"Id":"' | wc -l)
+    expect_eq "$n" 1 "and leaves no container"
+fi
+
 run "$SBX" sandbox exec "$id" -- cat hello.txt
 expect_rc 0 "exec by id (found through DOCKER_HOST)"
 expect_eq "$(cat "$T/out")" "hello from the manifest" "the manifest was materialised in the container"
@@ -66,6 +85,15 @@ case $url in http://127.0.0.1:[0-9]*) ok "the URL is on 127.0.0.1 ($url)" ;; *) 
 fetch() { curl -s --max-time 5 "$url/hello.txt" >"$T/page" 2>/dev/null && grep -q "hello from" "$T/page"; }
 if wait_until fetch; then ok "curl through the relay reaches the server inside"; else
     not_ok "curl through the relay reaches the server inside"; diag "$(cat "$T/page" 2>/dev/null)"
+fi
+# The relay serves its owner (and root) only (issue 26): another local user is cut off.
+other=${SBX_TEST_USER:-sbx-ci}
+if [ "$(id -u)" = 0 ] && id "$other" >/dev/null 2>&1 && command -v setpriv >/dev/null; then
+    setpriv --reuid="$other" --regid="$(id -g "$other")" --clear-groups \
+        curl -s --max-time 5 "$url/hello.txt" >"$T/page" 2>/dev/null
+    expect_not_in "$T/page" "hello from" "another local user gets nothing through the relay"
+else
+    ok "# SKIP another user's view needs root, setpriv and the user '$other'"
 fi
 run "$SBX" sandbox port "$id" 8000
 expect_eq "$(cat "$T/out")" "$url" "the same port again: the same relay"

@@ -15,7 +15,7 @@ run "$SBX" sandbox create --provider docker
 expect_rc 2 "create --provider docker without --image"
 expect_in "$T/err" "--provider docker needs --image IMAGE" "says what is missing"
 expect_in "$T/err" "never pulls" "and that the image must be there"
-for o in "--ro /tmp" "--rw /tmp" "--isolation none" "--disk 1G" "--port-bind 127.0.0.1" "--allow-port 8080" "--network full"; do
+for o in "--ro /tmp" "--rw /tmp" "--isolation none" "--allow-host-uid" "--port-bind 127.0.0.1" "--allow-port 8080" "--network full"; do
     # shellcheck disable=SC2086 # an option and its value
     run "$SBX" sandbox create --provider docker --image img $o
     expect_rc 2 "create --provider docker $o is a usage error"
@@ -150,7 +150,7 @@ print(",".join(p["name"] for p in ps), byname["local"]["default"], byname["docke
       "host-workspace" in byname["docker"]["traits"],
       [o["key"] for o in byname["docker"]["options"] if o["locator"]],
       sorted(o["key"] for o in byname["local"]["options"] if o["trusted"]))
-' "$T/out" 2>&1)" "local,docker True False True False False ['host'] ['allow_dangerous_grant', 'isolation', 'port_bind', 'ro', 'rw', 'tied']"     "the JSON has each provider with its traits and options"
+' "$T/out" 2>&1)" "local,docker True False True False False ['host'] ['allow_dangerous_grant', 'allow_dangerous_workspace', 'allow_host_uid', 'isolation', 'port_bind', 'ro', 'rw', 'tied']"     "the JSON has each provider with its traits and options"
 run "$SBX" sandbox providers docker
 expect_rc 0 "one provider by name"
 expect_not_in "$T/out" "local" "only that one"

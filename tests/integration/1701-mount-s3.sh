@@ -49,6 +49,19 @@ for i in $(seq 1 100); do
 done
 if [ "$got" = written-inside ]; then ok "s3 read-write: the object is in the bucket"; else
     not_ok "s3 read-write: the object is in the bucket"; diag "got '$got'"; fi
+# rclone's log (issue 26, finding 12): rclone writes into a pipe, whose reader rate-limits and
+# rotates the log (tests/unit/providers/local/test-logcap.c), never into the file itself; a
+# failing append (no write cache) still reaches the log that way.
+pipes=0 procs=0
+for p in $(pgrep -f -- "rclone --config $RUNBASE/$id/mounts/"); do
+    procs=$((procs + 1))
+    case $(readlink "/proc/$p/fd/2" 2>/dev/null) in pipe:*) pipes=$((pipes + 1)) ;; esac
+done
+expect_eq "$pipes/$procs" "4/4" "each rclone mount logs into a pipe, not straight into its file"
+run "$SBX" sandbox exec --timeout 120 "$id" -- sh -c 'for i in 1 2 3 4 5; do echo b >> /workspace/out/appended; done; exit 0'
+wait_until grep -qs "WriteFileHandle" "$RUNBASE/$id/mounts/1.log"; rc=$?
+expect_rc 0 "rclone's complaint about a failing append reaches its log"
+
 run "$SBX" sandbox exec "$id" -- cat /workspace/r2/top.txt
 if grep -q 'quarterly numbers' "$T/out"; then ok "r2 (custom domain): an object reads"; else
     not_ok "r2: an object reads"; diag "$(cat "$T/out" "$T/err")"; fi

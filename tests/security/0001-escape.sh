@@ -218,6 +218,10 @@ probe "29 bpf, perf, userfaultfd" bpf=$EPERM perf_event_open=$EPERM userfaultfd=
 probe "30 host-wide operations" init_module=$EPERM finit_module=$EPERM kexec_load=$EPERM \
     reboot=$EPERM settimeofday=$EPERM clock_settime=$EPERM swapon=$EPERM acct=$EPERM \
     iopl=$EPERM ioperm=$EPERM modify_ldt=$EPERM syslog=$EPERM
+# The supervisor's pidfd (also through a pid with high bits the kernel drops) and a host-wide
+# sync (issue 26); a command's own pidfd stays.
+probe "30 sync and a pidfd of PID 1" sync=$EPERM pidfd_open_1=$EPERM pidfd_open_1_high=$EPERM \
+    pidfd_open_self=0
 inside 'python3 /probe/probe.py x32'
 expect_eq "$rc" 159 "31 an x32 system call kills the process (SIGSYS)"
 probe "32 socket families" af_vsock=$EAFNOSUPPORT af_packet=$EAFNOSUPPORT af_alg=$EAFNOSUPPORT \

@@ -26,7 +26,7 @@ NR = {
     "iopl": 172, "ioperm": 173, "modify_ldt": 154, "personality": 135,
     "process_vm_readv": 310, "pidfd_open": 434, "pidfd_getfd": 438,
     "open_by_handle_at": 304, "name_to_handle_at": 303, "ioctl": 16, "getpid": 39,
-    "syslog": 103,
+    "syslog": 103, "sync": 162,
 }
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWNET = 0x40000000
@@ -86,6 +86,10 @@ PROBES = {
     "ptrace_attach_1": lambda: sc("ptrace", 16, 1, 0, 0),
     "process_vm_readv": lambda: sc("process_vm_readv", 1, 0, 0, 0, 0, 0),
     "pidfd_getfd": lambda: sc("pidfd_getfd", -1, 0, 0),
+    "pidfd_open_1": lambda: sc("pidfd_open", 1, 0),
+    "pidfd_open_1_high": lambda: sc("pidfd_open", (1 << 32) | 1, 0),
+    "pidfd_open_self": lambda: sc("pidfd_open", os.getpid(), 0),
+    "sync": lambda: sc("sync"),
     "open_by_handle_at": lambda: sc("open_by_handle_at", -1, 0, 0),
     "name_to_handle_at": lambda: sc("name_to_handle_at", -1, 0, 0, 0, 0),
     "init_module": lambda: sc("init_module", 0, 0, 0),

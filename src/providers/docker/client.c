@@ -19,6 +19,7 @@
 #include "sandbox/session/internal.h"
 #include "sbx/hash.h"
 #include "sbx/json.h"
+#include "sbx/log.h"
 #include "sbx/manifest.h"
 #include "sbx/snapshot.h"
 #include "sbx/strv.h"
@@ -47,6 +48,8 @@ struct dk_client {
     char *image, *user;
     enum sbx_docker_network network;
     uint64_t memory, pids, cpu_millis;
+    uint64_t disk;     /* the writable layer's limit; SBX_DOCKER_LIMIT_NONE: none */
+    int disk_explicit; /* given by the caller: must be enforced */
     struct sbx_strv cap_add;
     int ports[SBX_DOCKER_MAX_EXPOSED_PORTS];
     size_t n_ports;
@@ -257,6 +260,19 @@ int sbx__dk_state_from_inspect(const json_t *insp, json_t **out, struct sbx_erro
     if (!json_is_array(ports))
         json_decref(ports);
     sbx_json_set(st, "manifest", json_is_object(manifest) ? manifest : json_null());
+    /* What holds of the writable layer's limit, as the local provider says it of its
+     * workspace: a limit that is not enforced is listed under "unenforced". */
+    json_t *disk = label_json(labels, "io.sbx.disk"), *un = json_array();
+    if (json_is_object(disk)) {
+        if (json_is_integer(json_object_get(disk, "limit")) &&
+            json_is_false(json_object_get(disk, "enforced")))
+            sbx_json_append(un, json_pack("{s:s,s:O?}", "name", "disk", "reason",
+                                          json_object_get(disk, "reason")));
+        sbx_json_set(st, "disk", disk);
+    } else {
+        json_decref(disk);
+    }
+    sbx_json_set(st, "unenforced", un);
     if (!json_is_object(manifest))
         json_decref(manifest);
     const char *snap = json_string_value(json_object_get(labels, "io.sbx.snapshot"));
@@ -490,6 +506,10 @@ static json_t *options_json(const struct dk_client *c)
         sbx_json_set(o, names[i],
                      vals[i] == SBX_DOCKER_LIMIT_NONE ? sbx_json_str("none")
                                                       : json_integer((json_int_t)vals[i]));
+    if (c->disk == SBX_DOCKER_LIMIT_NONE || c->disk_explicit)
+        sbx_json_set(o, "disk",
+                     c->disk == SBX_DOCKER_LIMIT_NONE ? sbx_json_str("none")
+                                                      : json_integer((json_int_t)c->disk));
     for (size_t i = 0; i < c->cap_add.n; i++)
         sbx_json_append(caps, sbx_json_str(c->cap_add.v[i]));
     sbx_json_set(o, "cap_add", caps);
@@ -503,10 +523,16 @@ static void set_label(json_t *labels, const char *key, const json_t *v)
     free(text);
 }
 
-static json_t *host_config(const struct dk_client *c)
+/* storage: ask for the writable layer's size limit (HostConfig.StorageOpt). */
+static json_t *host_config(const struct dk_client *c, int storage)
 {
     json_t *hc = json_object(), *drop = json_array(), *add = json_array(), *ul = json_array();
     sbx_json_set(hc, "Init", json_true());
+    if (storage) {
+        char size[32];
+        snprintf(size, sizeof(size), "%llu", (unsigned long long)c->disk);
+        sbx_json_set(hc, "StorageOpt", json_pack("{s:s}", "size", size));
+    }
     sbx_json_set(hc, "NetworkMode", sbx_json_str(network_name(c->network)));
     if (c->memory != SBX_DOCKER_LIMIT_NONE) {
         sbx_json_set(hc, "Memory", json_integer((json_int_t)c->memory));
@@ -617,13 +643,12 @@ static json_t *create_labels(const struct dk_client *c, const char *id, const ch
     return labels;
 }
 
-/* Create container sbx-<id> (labels taken) and start it. *cid is set as soon as the container
- * exists, also when starting it fails (the caller removes it). The environment's values are
- * wiped once the request is sent: they may be secrets. */
-static int create_container(struct dk_client *c, const char *id, const char *root,
-                            struct sbx_strv *env, json_t *labels, char **cid, struct sbx_error *err)
+/* POST /containers/create for sbx-<id>; storage: with the writable layer's size limit. */
+static int post_create(struct dk_client *c, const char *id, const char *root,
+                       const struct sbx_strv *env, json_t *labels, int storage, json_t **reply,
+                       struct sbx_error *err)
 {
-    json_t *body = json_object(), *reply = NULL, *ej = json_array();
+    json_t *body = json_object(), *ej = json_array();
     sbx_json_set(body, "Image", sbx_json_str(c->image));
     /* The init (HostConfig.Init) is PID 1 and forwards the stop signal to this sleeper, which
      * ends at once: stop is fast, and orphans are reaped. */
@@ -633,14 +658,78 @@ static int create_container(struct dk_client *c, const char *id, const char *roo
     for (size_t i = 0; i < env->n; i++)
         sbx_json_append(ej, sbx_json_str(env->v[i]));
     sbx_json_set(body, "Env", ej);
-    sbx_json_set(body, "Labels", labels);
-    sbx_json_set(body, "HostConfig", host_config(c));
+    sbx_json_set(body, "Labels", json_incref(labels));
+    sbx_json_set(body, "HostConfig", host_config(c, storage));
     char *path = sbx_xasprintf("/containers/create?name=sbx-%s", id);
-    int rc = sbx__dk_json(&c->eng, "POST", path, body, NULL, &reply, err);
-    for (size_t i = 0; i < env->n; i++)
-        explicit_bzero(env->v[i], strlen(env->v[i]));
+    int rc = sbx__dk_json(&c->eng, "POST", path, body, NULL, reply, err);
+    /* The body holds the environment's values (secrets, maybe): wipe jansson's copies. */
+    json_t *v;
+    size_t i;
+    json_array_foreach(ej, i, v)
+            explicit_bzero((char *)json_string_value(v), strlen(json_string_value(v)));
     free(path);
-    path = NULL;
+    json_decref(body);
+    return rc;
+}
+
+/* n bytes as "8 GiB" (whole units) or "N bytes". */
+static void size_text(uint64_t n, char *out, size_t len)
+{
+    static const char units[] = "KMGT";
+    int u = -1;
+    while (u < 3 && n && n % 1024 == 0) {
+        n /= 1024;
+        u++;
+    }
+    if (u < 0)
+        snprintf(out, len, "%llu bytes", (unsigned long long)n);
+    else
+        snprintf(out, len, "%llu %ciB", (unsigned long long)n, units[u]);
+}
+
+/* Whether a refused create is the engine saying its storage driver cannot limit the size
+ * (docker: "--storage-opt is supported only for overlay over xfs with 'pquota' mount option",
+ * vfs: "... does not support, or has not enabled quotas"; podman alike). */
+static int storage_refused(const struct sbx_error *e)
+{
+    return strcasestr(e->msg, "storage") || strcasestr(e->msg, "quota");
+}
+
+/* Create container sbx-<id> (the labels get io.sbx.disk) and start it, with its writable layer
+ * limited where the engine can. Where it cannot: a limit given explicitly fails, the default
+ * one is dropped, said on stderr and recorded. *cid is set as soon as the container exists,
+ * also when starting it fails (the caller removes it). */
+static int create_container(struct dk_client *c, const char *id, const char *root,
+                            const struct sbx_strv *env, json_t *labels, char **cid,
+                            struct sbx_error *err)
+{
+    json_t *reply = NULL, *disk = json_object();
+    struct sbx_error why = SBX_ERROR_INIT;
+    char *path = NULL;
+    int limited = c->disk != SBX_DOCKER_LIMIT_NONE;
+    sbx_json_set(disk, "limit", limited ? json_integer((json_int_t)c->disk) : json_null());
+    sbx_json_set(disk, "enforced", json_boolean(limited));
+    set_label(labels, "io.sbx.disk", disk);
+    int rc = post_create(c, id, root, env, labels, limited, &reply, limited ? &why : err);
+    if (rc < 0 && limited && storage_refused(&why)) {
+        char size[32];
+        size_text(c->disk, size, sizeof(size));
+        if (c->disk_explicit) {
+            rc = sbx_error_copy(err, &why);
+            sbx_error_prefix(err, "disk limit %s cannot be enforced by this engine", size);
+            goto out;
+        }
+        sbx_log(SBX_LOG_WARN,
+                "sandbox '%s': disk limit %s is not enforced: the engine's storage driver "
+                "cannot limit a container's size: %s",
+                id, size, why.msg);
+        sbx_json_set(disk, "enforced", json_false());
+        sbx_json_set(disk, "reason", sbx_json_str(why.msg));
+        set_label(labels, "io.sbx.disk", disk);
+        rc = post_create(c, id, root, env, labels, 0, &reply, err);
+    } else if (rc < 0 && limited) {
+        sbx_error_copy(err, &why);
+    }
     if (rc == -SBX_E_EXISTS)
         rc = sbx_error_set(err, SBX_E_EXISTS, EEXIST, "sandbox '%s' already exists", id);
     if (rc < 0)
@@ -656,7 +745,7 @@ static int create_container(struct dk_client *c, const char *id, const char *roo
         sbx_error_prefix(err, "cannot start the container");
 out:
     free(path);
-    json_decref(body);
+    json_decref(disk);
     json_decref(reply);
     return rc;
 }
@@ -748,8 +837,12 @@ static int dc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     const char *owner = users.n ? users.v[0] : c->user ? c->user : img_user;
     json_t *labels = create_labels(c, id, root, owner, &users, snap_ref, mjson);
     struct sbx_session *bs = NULL;
-    if ((rc = create_container(c, id, root, &env, labels, &cid, err)) < 0 ||
-        (rc = session_of(c, cid, &bs, err)) < 0)
+    rc = create_container(c, id, root, &env, labels, &cid, err);
+    json_decref(labels);
+    /* The environment's values may be secrets: wiped once the engine has them. */
+    for (size_t i = 0; i < env.n; i++)
+        explicit_bzero(env.v[i], strlen(env.v[i]));
+    if (rc < 0 || (rc = session_of(c, cid, &bs, err)) < 0)
         goto out;
     s = (struct sbx__dk_session *)bs;
     if ((rc = fill_container(s, spec, store, snap_ref, err)) < 0)
@@ -1049,6 +1142,10 @@ static int client_new(const void *vopts, struct sbx_client **out, struct sbx_err
                                  o->exposed_ports ? o->exposed_ports[i] : 0);
     if (o->request_timeout_ms < 0)
         return sbx_error_set(err, SBX_E_INVAL, 0, "request timeout must not be negative");
+    if (o->disk_bytes && o->disk_bytes != SBX_DOCKER_LIMIT_NONE &&
+        (o->disk_bytes < SBX_DOCKER_DISK_MIN || o->disk_bytes > SBX_DOCKER_DISK_MAX))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "disk limit %llu is not in 16 MiB..16 TiB",
+                             (unsigned long long)o->disk_bytes);
     c = sbx_xcalloc(1, sizeof(*c));
     c->base.ops = &client_ops;
     c->base.provider = "docker";
@@ -1065,6 +1162,8 @@ static int client_new(const void *vopts, struct sbx_client **out, struct sbx_err
     c->memory = o->memory_bytes ? o->memory_bytes : DEFAULT_MEMORY;
     c->pids = o->pids ? o->pids : DEFAULT_PIDS;
     c->cpu_millis = o->cpu_millis ? o->cpu_millis : (uint64_t)(cpus > 1 ? cpus / 2 : 1) * 1000;
+    c->disk = o->disk_bytes ? o->disk_bytes : SBX_DOCKER_DISK_DEFAULT;
+    c->disk_explicit = o->disk_bytes != 0 && o->disk_bytes != SBX_DOCKER_LIMIT_NONE;
     for (size_t i = 0; i < o->n_cap_add; i++)
         sbx_strv_push(&c->cap_add, o->cap_add[i]);
     for (size_t i = 0; i < o->n_exposed_ports; i++)

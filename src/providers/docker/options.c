@@ -59,6 +59,15 @@ const struct sbx_provider_option sbx__dk_options[] = {
          .arg = "N|none",
          .help = "CPU limit, such as 1.5 (default half the host's; none: no limit)",
          .flag = "cpus"},
+        {.key = "disk",
+         .type = SBX_OPTION_SIZE,
+         .flags = SBX_OPTION_STATE | SBX_OPTION_NONE_OK,
+         .arg = "SIZE|none",
+         .help = "size limit of the container's writable layer (default 8G; enforced where the "
+                 "engine's storage driver can)",
+         .flag = "disk",
+         .min = (long long)SBX_DOCKER_DISK_MIN,
+         .max = (long long)SBX_DOCKER_DISK_MAX},
         {.key = "ports",
          .type = SBX_OPTION_PORT,
          .flags = SBX_OPTION_STATE | SBX_OPTION_LIST,
@@ -110,6 +119,9 @@ static int from_json(const json_t *opts, struct holder *h, struct sbx_error *err
         h->o.network = modes[k].mode;
     h->o.memory_bytes = (uint64_t)json_integer_value(json_object_get(opts, "memory"));
     h->o.pids = (uint64_t)json_integer_value(json_object_get(opts, "pids"));
+    const json_t *disk = json_object_get(opts, "disk");
+    h->o.disk_bytes =
+            json_is_string(disk) ? SBX_DOCKER_LIMIT_NONE : (uint64_t)json_integer_value(disk);
     if (cpus)
         h->o.cpu_millis = json_is_string(cpus) ? SBX_DOCKER_LIMIT_NONE
                                                : (uint64_t)(json_number_value(cpus) * 1000 + 0.5);

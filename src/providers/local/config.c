@@ -28,7 +28,8 @@ static const char *const top_keys[] = {
 };
 static const char *const sandbox_keys[] = {
         "net",   "host_home",        "users",     "groups",      "grants", "limits",
-        "allow", "test_proxy_hosts", "port_bind", "allow_ports", "mounts", NULL,
+        "allow", "test_proxy_hosts", "port_bind", "allow_ports", "mounts", "allow_host_uid",
+        NULL,
 };
 static const char *const group_keys[] = {"name", "members", NULL};
 static const char *const grant_keys[] = {"src", "dst", "rw", "dangerous", NULL};
@@ -291,6 +292,8 @@ static json_t *sandbox_json(const struct sbx__local_config *c)
         sbx_json_set(sb, "port_bind", sbx_json_str(c->port_bind));
     if (c->n_allow_ports)
         sbx_json_set(sb, "allow_ports", ports_json(c->allow_ports, c->n_allow_ports));
+    if (c->allow_host_uid)
+        sbx_json_set(sb, "allow_host_uid", json_true());
     return sb;
 }
 
@@ -586,7 +589,9 @@ static int read_sandbox(const json_t *sb, struct sbx__local_config *c, struct sb
         (rc = read_string(json_object_get(sb, "port_bind"), "sandbox.port_bind", 0, &c->port_bind,
                           err)) < 0 ||
         (rc = read_ports(json_object_get(sb, "allow_ports"), "sandbox.allow_ports", c->allow_ports,
-                         &c->n_allow_ports, err)) < 0)
+                         &c->n_allow_ports, err)) < 0 ||
+        (rc = read_bool(json_object_get(sb, "allow_host_uid"), "sandbox.allow_host_uid",
+                        &c->allow_host_uid, err)) < 0)
         return rc;
     if (!lim)
         return 0;

@@ -83,6 +83,7 @@ struct sbx__local_config {
     struct sbx_strv allow;      /* net allow: the normalized patterns (at least one); else none */
     struct sbx_strv test_hosts; /* test only: "name=ip" the proxy resolves without DNS */
     char *port_bind;            /* the forwarders' host address; NULL: 127.0.0.1 */
+    int allow_host_uid;         /* sbx_local_options.allow_host_uid */
     int allow_ports[SBX_LOCAL_MAX_EXPOSED_PORTS]; /* net allow: 1..65535; none: 80 and 443 */
     size_t n_allow_ports;
 };

@@ -99,6 +99,18 @@ static const struct sbx_provider_option options[] = {
          .flag = "disk",
          .min = (long long)SBX_LOCAL_DISK_MIN,
          .max = (long long)SBX_LOCAL_DISK_MAX},
+        {.key = "allow_dangerous_workspace",
+         .type = SBX_OPTION_BOOL,
+         .flags = SBX_OPTION_TRUSTED,
+         .help = "accept a --workspace inside another user's home or holding unix sockets "
+                 "(DANGEROUS)",
+         .flag = "allow-dangerous-workspace"},
+        {.key = "allow_host_uid",
+         .type = SBX_OPTION_BOOL,
+         .flags = SBX_OPTION_TRUSTED,
+         .help = "root: where the workspace cannot be idmapped, run commands as host uid 0 "
+                 "instead of failing (DANGEROUS)",
+         .flag = "allow-host-uid"},
         {.key = "tied",
          .type = SBX_OPTION_BOOL,
          .flags = SBX_OPTION_TRUSTED,
@@ -256,6 +268,9 @@ static int from_json(const json_t *opts, struct holder *h, struct sbx_error *err
     if ((v = json_object_get(opts, "port_bind")))
         h->o.port_bind = json_string_value(v);
     h->o.tied = json_is_true(json_object_get(opts, "tied"));
+    h->o.allow_host_uid = json_is_true(json_object_get(opts, "allow_host_uid"));
+    h->o.allow_dangerous_workspace =
+            json_is_true(json_object_get(opts, "allow_dangerous_workspace"));
     return 0;
 }
 

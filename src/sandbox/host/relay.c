@@ -339,6 +339,10 @@ static void conn_events(const struct conn *c, struct pollfd *p)
     }
 }
 
+/* Made before the relay enters the sandbox's network namespace: a peer's socket is in this
+ * host's. */
+static int relay_diag = -1;
+
 /* pidfd: of the namespace's process (pid, start), or -1 where pidfd_open is refused: then
  * checked once a second. */
 static int relay_loop(int port, int pidfd, pid_t pid, unsigned long long start)
@@ -371,7 +375,10 @@ static int relay_loop(int port, int pidfd, pid_t pid, unsigned long long start)
         }
         if (p[1].revents & POLLIN) {
             int c = accept4(FD_LISTEN, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
-            if (c >= 0 && (conns[n] = conn_open(c, port)) != NULL)
+            /* Its owner's (and root's) only: another local user's connection is closed. */
+            if (c >= 0 && !sbx__host_peer_is_owner(relay_diag, c))
+                close(c);
+            else if (c >= 0 && (conns[n] = conn_open(c, port)) != NULL)
                 n++;
         }
     }
@@ -395,6 +402,7 @@ int sbx__relay_main(int argc, char **argv)
     }
     /* Connections are made in the namespace the calling thread is in at socket(); the
      * listening socket stays where it was made. */
+    relay_diag = sbx__host_diag_open();
     if (sbx__priv_setns(FD_NETNS, CLONE_NEWNET) < 0) {
         char msg[128];
         snprintf(msg, sizeof(msg), "%s%s", errno == EPERM ? "perm:" : "setns: ", strerror(errno));

@@ -38,6 +38,15 @@ int sbx__manifest_digest(const struct sbx_manifest *m, char out[65], struct sbx_
  * entry is covered by it), appended to out: what a snapshot leaves out. m may be NULL. */
 struct sbx_strv;
 void sbx__manifest_ephemeral_paths(const struct sbx_manifest *m, struct sbx_strv *out);
+/* The host path of a git_repo entry's clone URL when the repository is on the host (an
+ * absolute path or a file:// URL), lexically normalised; NULL for a remote one. Caller frees. */
+char *sbx__manifest_git_host_path(const char *url);
+/* A git_repo entry whose repository is on the host (url an absolute path or a file:// URL;
+ * repo as written, for messages) is a local source: it lies beneath base, reached through no
+ * symlink below it, and is a directory. Remote repositories pass. */
+struct sbx_error;
+int sbx__manifest_check_git_local(const char *base, const char *url, const char *repo,
+                                  struct sbx_error *err);
 /* 1 when workspace path is one of tops or lies beneath one of them. */
 int sbx__manifest_path_under(const char *path, const struct sbx_strv *tops);
 

@@ -342,8 +342,12 @@ static int parse_entry_body(struct loader *L, struct entry *e, const json_t *o,
         return parse_file(L, e, o, err);
     if (t == SBX_ENTRY_DIR)
         return sbx_json_check_keys(o, dir_keys, err);
-    if (t == SBX_ENTRY_GIT_REPO)
-        return sbx__manifest_parse_git(e, o, err);
+    if (t == SBX_ENTRY_GIT_REPO) {
+        if ((rc = sbx__manifest_parse_git(e, o, err)) < 0 ||
+            (L->flags & SBX_MANIFEST_NO_HOST_CHECKS))
+            return rc;
+        return sbx__manifest_check_git_local(L->base_dir, e->url, e->repo, err);
+    }
     return parse_local(L, e, o, err); /* local_file, local_dir: the types left */
 }
 

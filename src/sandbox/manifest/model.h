@@ -125,8 +125,10 @@ char *sbx__manifest_host_absolute(const char *base, const char *p);
 /* The working directory, or "/" when it cannot be had. Caller owns. */
 char *sbx__manifest_cwd(void);
 /* Check a local source: abs lies under base; every component below base exists and is not a
- * symlink; the last is a regular file (want_dir 0) or a directory without symlinks inside.
+ * symlink; the last is a regular file (want_dir 0) or a directory without symlinks inside
+ * (want_dir 1), or a directory whose contents are not looked at (SBX__LOCAL_SRC_DIR_ITSELF).
  * src is the path as written, for messages. */
+#define SBX__LOCAL_SRC_DIR_ITSELF 2
 int sbx__manifest_check_local_src(const char *base, const char *abs, const char *src, int want_dir,
                                   struct sbx_error *err);
 /* Fill the git fields of e (repo, host, ref, subpath, url) from the snake-cased object o. */

@@ -156,6 +156,8 @@ int sbx__manifest_check_local_src(const char *base, const char *abs, const char 
             rc = sbx_error_set(err, SBX_E_INVAL, 0, "local source '%s' is not a directory", src);
             goto out;
         }
+        if (want_dir == SBX__LOCAL_SRC_DIR_ITSELF)
+            goto out;
         int fd = open(abs, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0) {
             rc = sbx_error_errno(err, errno, "cannot open local source '%s'", src);
@@ -205,6 +207,11 @@ int sbx__manifest_parse_git(struct entry *e, const json_t *o, struct sbx_error *
                                  "query");
         is_url = 1;
     } else if (strncmp(repo, "file:///", 8) == 0 || repo[0] == '/') {
+        /* Read on the host by git itself: no escapes git would decode after our checks. */
+        if (strpbrk(repo, "%?#") || strstr(repo, "::"))
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "field 'repo': a local repository path must not contain '%%', "
+                                 "'?', '#' or '::'");
         is_url = 1;
     } else {
         const char *p = repo;
@@ -270,6 +277,29 @@ bad_repo:
                          "field 'repo': '%s' is neither \"owner/name\" nor an https:// or file:// "
                          "URL",
                          strlen(repo) < 200 ? repo : "...");
+}
+
+char *sbx__manifest_git_host_path(const char *url)
+{
+    if (!url)
+        return NULL;
+    if (strncmp(url, "file://", 7) == 0)
+        url += 7;
+    return url[0] == '/' ? sbx__manifest_host_normalize(url) : NULL;
+}
+
+int sbx__manifest_check_git_local(const char *base, const char *url, const char *repo,
+                                  struct sbx_error *err)
+{
+    char *abs = sbx__manifest_git_host_path(url);
+    int rc = 0;
+    if (abs) {
+        rc = sbx__manifest_check_local_src(base, abs, repo, SBX__LOCAL_SRC_DIR_ITSELF, err);
+        if (rc < 0)
+            sbx_error_prefix(err, "field 'repo': a repository on this host is a local source");
+    }
+    free(abs);
+    return rc;
 }
 
 /* ---- building from C (sbx_manifest_add_*, the rest in model.c) ------------------------- */

@@ -75,10 +75,20 @@ static const char *const git_pass_env[] = {"http_proxy", "https_proxy",   "HTTPS
                                            "all_proxy",  "ALL_PROXY",     "no_proxy",
                                            "NO_PROXY",   "SSH_AUTH_SOCK", NULL};
 
+/* The transports git may use for url: "file" for a repository on this host (the manifest
+ * checked that it lies beneath its base directory), "https" for everything else. A remote
+ * repository can then never make git read a file of this host (a file:// submodule or
+ * alternate, an ext:: command), whatever it or its URL says. */
+static const char *transport_for(const char *url)
+{
+    return url && (url[0] == '/' || strncmp(url, "file://", 7) == 0) ? "file" : "https";
+}
+
 /* Run git with args (NULL-terminated, without "git") in cwd (NULL: here); stdout goes to out
- * (NULL: dropped), stderr is kept for the message. */
-static int run_git(const char *cwd, const char *const *args, struct sbx_buf *out,
-                   struct sbx_error *err)
+ * (NULL: dropped), stderr is kept for the message. transport: the one protocol git may use
+ * (transport_for). */
+static int run_git(const char *cwd, const char *transport, const char *const *args,
+                   struct sbx_buf *out, struct sbx_error *err)
 {
     struct sbx_strv argv, env;
     struct sbx_buf errtext;
@@ -106,6 +116,16 @@ static int run_git(const char *cwd, const char *const *args, struct sbx_buf *out
     sbx_strv_setenv(&env, "GIT_TERMINAL_PROMPT", "0");
     sbx_strv_setenv(&env, "GIT_SSH_COMMAND", "ssh -o BatchMode=yes");
     sbx_strv_setenv(&env, "LC_ALL", "C");
+    /* Both the allow list git reads first and the configuration it falls back to. */
+    sbx_strv_setenv(&env, "GIT_ALLOW_PROTOCOL", transport);
+    sbx_strv_setenv(&env, "GIT_PROTOCOL_FROM_USER", "0");
+    sbx_strv_setenv(&env, "GIT_CONFIG_COUNT", "2");
+    sbx_strv_setenv(&env, "GIT_CONFIG_KEY_0", "protocol.allow");
+    sbx_strv_setenv(&env, "GIT_CONFIG_VALUE_0", "never");
+    sbx_strv_setenv(&env, "GIT_CONFIG_KEY_1",
+                    strcmp(transport, "file") == 0 ? "protocol.file.allow"
+                                                   : "protocol.https.allow");
+    sbx_strv_setenv(&env, "GIT_CONFIG_VALUE_1", "always");
     for (size_t i = 0; git_pass_env[i]; i++) {
         const char *v = getenv(git_pass_env[i]);
         if (v)
@@ -165,6 +185,7 @@ int sbx__git_checkout(const struct sbx_manifest_entry *e, char **out_dir, char *
         return rc;
     }
     const char *url = e->url ? e->url : e->repo;
+    const char *tp = transport_for(url);
     if (e->ref && is_commitish(e->ref)) {
         /* A commit: fetch exactly it. Servers that refuse fetching by id get a clone. */
         const char *const init[] = {"init", "-q", NULL};
@@ -172,13 +193,13 @@ int sbx__git_checkout(const struct sbx_manifest_entry *e, char **out_dir, char *
         const char *const fetch[] = {"fetch",     "-q",     "--depth", "1",
                                      "--no-tags", "origin", e->ref,    NULL};
         const char *const checkout[] = {"checkout", "-q", "--detach", "FETCH_HEAD", NULL};
-        rc = run_git(tmp, init, NULL, err);
+        rc = run_git(tmp, tp, init, NULL, err);
         if (rc == 0)
-            rc = run_git(tmp, remote, NULL, err);
+            rc = run_git(tmp, tp, remote, NULL, err);
         if (rc == 0)
-            rc = run_git(tmp, fetch, NULL, err);
+            rc = run_git(tmp, tp, fetch, NULL, err);
         if (rc == 0)
-            rc = run_git(tmp, checkout, NULL, err);
+            rc = run_git(tmp, tp, checkout, NULL, err);
         if (rc < 0) {
             struct sbx_error first;
             sbx_error_copy(&first, err);
@@ -187,9 +208,10 @@ int sbx__git_checkout(const struct sbx_manifest_entry *e, char **out_dir, char *
                 rc = sbx_error_errno(err, errno, "cannot recreate '%s'", tmp);
                 goto out;
             }
-            const char *const clone[] = {"clone", "-q", "--no-tags", "--", url, tmp, NULL};
+            const char *const clone[] = {"clone", "-q", "--no-tags", "--no-local",
+                                         "--",    url,  tmp,         NULL};
             const char *const co[] = {"checkout", "-q", "--detach", e->ref, NULL};
-            if (run_git(NULL, clone, NULL, err) < 0 || run_git(tmp, co, NULL, err) < 0) {
+            if (run_git(NULL, tp, clone, NULL, err) < 0 || run_git(tmp, tp, co, NULL, err) < 0) {
                 rc = sbx_error_copy(err, &first);
                 goto out;
             }
@@ -198,8 +220,8 @@ int sbx__git_checkout(const struct sbx_manifest_entry *e, char **out_dir, char *
     } else {
         struct sbx_strv args;
         sbx_strv_init(&args);
-        sbx_strv_pushv(&args,
-                       (const char *const[]){"clone", "-q", "--depth", "1", "--no-tags", NULL});
+        sbx_strv_pushv(&args, (const char *const[]){"clone", "-q", "--depth", "1", "--no-tags",
+                                                    "--no-local", NULL});
         if (e->ref) {
             sbx_strv_push(&args, "--branch");
             sbx_strv_push(&args, e->ref);
@@ -207,13 +229,13 @@ int sbx__git_checkout(const struct sbx_manifest_entry *e, char **out_dir, char *
         sbx_strv_push(&args, "--");
         sbx_strv_push(&args, url);
         sbx_strv_push(&args, tmp);
-        rc = run_git(NULL, (const char *const *)args.v, NULL, err);
+        rc = run_git(NULL, tp, (const char *const *)args.v, NULL, err);
         sbx_strv_release(&args);
     }
     if (rc < 0)
         goto out;
     const char *const revparse[] = {"rev-parse", "HEAD", NULL};
-    rc = run_git(tmp, revparse, &head, err);
+    rc = run_git(tmp, tp, revparse, &head, err);
     if (rc < 0)
         goto out;
     while (head.len && (head.data[head.len - 1] == '\n'))
@@ -233,5 +255,5 @@ out:
 int sbx__git_forget_remote(const char *dir, struct sbx_error *err)
 {
     const char *const unremote[] = {"remote", "remove", "origin", NULL};
-    return run_git(dir, unremote, NULL, err);
+    return run_git(dir, "https", unremote, NULL, err);
 }

@@ -20,7 +20,11 @@
 /* Below this many expanded bytes the ratio is not checked: a small archive of a few empty or
  * repetitive files compresses far better than 1000:1 and is harmless. */
 #define RATIO_FLOOR ((uint64_t)1 << 20)
-#define READ_BLOCK  65536
+/* Holes are hashed as the zeros they read as (at import and at every restore), some 1 GiB a
+ * second: past this much, holes count towards max_ratio too. Below it an archive of sbx's own
+ * with a sparse file imports whatever its ratio. */
+#define SPARSE_FLOOR ((uint64_t)1 << 30)
+#define READ_BLOCK   65536
 
 struct import {
     struct sbx_snapshot_store *st;
@@ -30,6 +34,7 @@ struct import {
     json_t *index; /* path -> [entry index, explicit] */
     struct sbx_strv created;
     uint64_t declared, expanded, members;
+    uint64_t logical; /* expanded and the holes of sparse members */
     char *label, *manifest_digest;
 };
 
@@ -44,10 +49,11 @@ static int arc_error(struct archive *a, const char *member, struct sbx_error *er
 
 static int check_ratio(struct import *im, const char *member, struct sbx_error *err)
 {
-    if (im->expanded <= RATIO_FLOOR)
+    uint64_t n = im->logical > SPARSE_FLOOR ? im->logical : im->expanded;
+    if (n <= RATIO_FLOOR)
         return 0;
     int64_t raw = archive_filter_bytes(im->a, -1);
-    if (raw > 0 && im->expanded / (uint64_t)raw >= im->lim.max_ratio)
+    if (raw > 0 && n / (uint64_t)raw >= im->lim.max_ratio)
         return sbx_error_set(err, SBX_E_TOOBIG, 0,
                              "archive expands more than %u times its size (limit max_ratio) at "
                              "member '%s'",
@@ -234,19 +240,24 @@ static int import_file(struct import *im, struct archive_entry *ae, const char *
                                path, (unsigned long long)im->lim.max_file_bytes);
             break;
         }
+        /* A hole costs no disk (it stays a hole) but is hashed as the zeros it reads as, at
+         * import and at every restore: past SPARSE_FLOOR it counts towards the expansion bound
+         * at its logical size, checked before the work. */
+        im->expanded += len;
+        im->logical += hole + len;
+        if ((rc = check_ratio(im, path, err)) < 0)
+            break;
         if (hole && (rc = sbx__snap_blob_hole(&bw, hole, err)) < 0)
             break;
         if (len && (rc = sbx__snap_blob_write(&bw, buf, len, err)) < 0)
-            break;
-        /* Holes of a sparse member cost neither disk nor (much) time: only data counts. */
-        im->expanded += len;
-        if ((rc = check_ratio(im, path, err)) < 0)
             break;
     }
     if (rc == 0 && bw.size < (uint64_t)declared) {
         /* A sparse member may end in a hole that libarchive does not hand out as data. */
         uint64_t hole = (uint64_t)declared - bw.size;
-        rc = sbx__snap_blob_hole(&bw, hole, err);
+        im->logical += hole;
+        if ((rc = check_ratio(im, path, err)) == 0)
+            rc = sbx__snap_blob_hole(&bw, hole, err);
     }
     if (rc < 0) {
         sbx__snap_blob_abort(im->st, &bw);

@@ -457,6 +457,14 @@ static const struct sbx_client_ops client_ops = {
         .free = lc_free,
 };
 
+int sbx__local_addr_loopback(const char *addr)
+{
+    unsigned char a[16];
+    if (inet_pton(AF_INET, addr, a) == 1)
+        return a[0] == 127;
+    return inet_pton(AF_INET6, addr, a) == 1 && memcmp(a, in6addr_loopback.s6_addr, 16) == 0;
+}
+
 /* Network mode allow and the forwarders' address: checked here, so a bad pattern fails the
  * client, not the supervisor. *allow gets the normalized patterns. */
 static int check_network_options(const struct sbx_local_options *o, int isolated,
@@ -586,6 +594,8 @@ int sbx__local_client_new_test(const struct sbx_local_options *o, const struct s
     sbx_strv_init(&c->test_hosts);
     sbx_strv_pushv(&c->test_hosts, t->proxy_hosts);
     c->tied = o->tied != 0;
+    c->allow_host_uid = o->allow_host_uid != 0;
+    c->dangerous_workspace = o->allow_dangerous_workspace != 0;
     c->disk_bytes = o->disk_bytes ? o->disk_bytes : SBX_LOCAL_DISK_DEFAULT;
     c->disk_explicit = o->disk_bytes != 0 && o->disk_bytes != SBX_LOCAL_LIMIT_NONE;
     *out = &c->base;

@@ -52,6 +52,8 @@ struct sbx__local_client {
     int tied;                   /* sandboxes go away with the calling process */
     uint64_t disk_bytes;        /* resolved: SBX_LOCAL_LIMIT_NONE = no limit */
     int disk_explicit;          /* given by the caller: must be enforced */
+    int allow_host_uid;         /* sbx_local_options.allow_host_uid */
+    int dangerous_workspace;    /* sbx_local_options.allow_dangerous_workspace */
 };
 
 struct sbx__local_session {
@@ -138,6 +140,16 @@ void sbx__local_reclaim(const char *rundir);
 struct sbx__local_session *sbx__local_session_new(const char *rundir, const char *dir,
                                                   json_t *take_state);
 
+/* ---- workspace.c ---- */
+
+/* Whether real (the realpath of the workspace given as given) may be a sandbox's workspace:
+ * SBX_E_PERM naming the rule when it is a system directory or in one, a view of the host
+ * (/proc, /sys, /dev, /run), on a kernel pseudo file system, a home directory itself, overlaps
+ * the runtime base rundir (may be NULL) or, unless dangerous_ok, lies in another user's home or
+ * holds a unix socket (scanned as a grant source is). */
+int sbx__local_check_workspace(const char *given, const char *real, const char *rundir,
+                               int dangerous_ok, struct sbx_error *err);
+
 /* ---- create.c ---- */
 
 /* Create a sandbox of client c. allow_stopped: spec->id may name a stopped sandbox (start and
@@ -147,6 +159,8 @@ int sbx__local_create(struct sbx__local_client *c, const struct sbx_create_spec 
 
 /* ---- client.c ---- */
 
+/* 1 when addr (an IP address as text) is a loopback address (127.0.0.0/8, ::1). */
+int sbx__local_addr_loopback(const char *addr);
 /* Attach to the live sandbox that prefix names. */
 int sbx__local_attach(struct sbx_client *bc, const char *prefix, struct sbx_session **out,
                       struct sbx_error *err);

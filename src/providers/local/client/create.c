@@ -537,6 +537,15 @@ static int choose_workspace(struct create_job *j, struct sbx_error *err)
         if (!j->ws || stat(j->ws, &st) < 0 || !S_ISDIR(st.st_mode))
             return sbx_error_set(err, SBX_E_NOTFOUND, errno,
                                  "workspace '%s' is not an existing directory", j->spec->workspace);
+        if ((rc = sbx__local_check_workspace(j->spec->workspace, j->ws, j->rundir,
+                                             j->c->dangerous_workspace, err)) < 0)
+            return rc;
+        if (j->c->dangerous_workspace)
+            sbx_log(SBX_LOG_WARN,
+                    "workspace '%s' is used without the checks for unix sockets and other "
+                    "users' homes (--allow-dangerous-workspace): the sandbox may reach host "
+                    "services through its sockets or change another user's files",
+                    j->spec->workspace);
     } else {
         if ((rc = workspace_base(j->c, &j->wsbase, err)) < 0 ||
             (rc = absolute_dir(&j->wsbase, err)) < 0)
@@ -669,6 +678,18 @@ static void isolated_config(const struct create_job *j, struct sbx__local_config
     for (size_t i = 0; i < c->test_hosts.n; i++)
         sbx_strv_push(&cfg->test_hosts, c->test_hosts.v[i]);
     cfg->port_bind = c->port_bind ? sbx_xstrdup(c->port_bind) : NULL;
+    cfg->allow_host_uid = c->allow_host_uid;
+    if (c->allow_host_uid && geteuid() == 0)
+        sbx_log(SBX_LOG_WARN,
+                "sandbox '%s' may run its commands as host uid 0 (--allow-host-uid): where its "
+                "workspace cannot be idmapped, root-owned host files it sees and may write by "
+                "their modes become its own",
+                j->id);
+    if (c->port_bind && !sbx__local_addr_loopback(c->port_bind))
+        sbx_log(SBX_LOG_WARN,
+                "sandbox '%s': its port forwards listen on '%s', beyond loopback: whoever "
+                "reaches that address of this host can connect to them",
+                j->id, c->port_bind);
     memcpy(cfg->allow_ports, c->allow_ports, sizeof(cfg->allow_ports));
     cfg->n_allow_ports = c->n_allow_ports;
 }

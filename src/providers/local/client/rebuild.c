@@ -3,6 +3,7 @@
  * options stand as recorded) take one path, bring_back; they differ in where the state comes
  * from, whether it is trusted, and which id the sandbox takes again. */
 #include <errno.h>
+#include <stdio.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include <unistd.h>
 
 #include "providers/local/client/client.h"
+#include "providers/local/isolate/isolate.h"
 #include "sandbox/host/host.h"
 #include "sandbox/manifest/internal.h"
 #include "sandbox/session/internal.h"
@@ -63,16 +65,6 @@ static int check_opt_in(const struct sbx__local_client *c, const json_t *o, stru
                              "that by itself: resume with --isolation none to accept it");
     if (strcmp(iso, "none") == 0)
         return 0;
-    const json_t *lim = json_object_get(o, "limits");
-    const uint64_t mine[] = {c->limits.memory_bytes, c->limits.pids, c->limits.cpu_millis,
-                             c->limits.file_size_bytes, c->limits.open_files};
-    static const char *const names[] = {"memory", "pids", "cpu_millis", "file_size", "open_files"};
-    for (size_t k = 0; k < 5; k++)
-        if (json_is_string(json_object_get(lim, names[k])) && mine[k] != SBX_LOCAL_LIMIT_NONE)
-            return sbx_error_set(err, SBX_E_PERM, 0,
-                                 "the sandbox had no %s limit; a session state cannot lift a "
-                                 "limit by itself: resume with the same limit%s to accept it",
-                                 names[k], k == 2 ? " (--cpus none)" : "");
     if (strcmp(net, "full") == 0 && c->network != SBX_LOCAL_NETWORK_HOST)
         return sbx_error_set(err, SBX_E_PERM, 0,
                              "the sandbox had the host's network; a session state cannot ask for "
@@ -101,6 +93,122 @@ static int check_opt_in(const struct sbx__local_client *c, const json_t *o, stru
             return sbx_error_set(err, SBX_E_PERM, 0,
                                  "the sandbox's network allowed port %d; resume with "
                                  "--allow-port %d to accept it",
+                                 port, port);
+    }
+    return 0;
+}
+
+/* The numbered limits of a state and of a client, in the order of limit_names. */
+enum { N_LIMITS = 5 };
+static const char *const limit_names[N_LIMITS] = {"memory", "pids", "cpu_millis", "file_size",
+                                                  "open_files"};
+/* How the command line asks for each (file size and open files: only the C API can). */
+static const char *const limit_flags[N_LIMITS] = {"--memory", "--pids", "--cpus", NULL, NULL};
+
+/* What a limit amounts to once the default is filled in (0: the default; "none" in a state and
+ * SBX_LOCAL_LIMIT_NONE: unlimited, the widest). */
+static uint64_t limit_in_force(size_t k, uint64_t v)
+{
+    const uint64_t defaults[N_LIMITS] = {(uint64_t)2 << 30, SBX__ISOLATION_DEFAULT_PIDS,
+                                         sbx__isolation_default_cpu_millis(), (uint64_t)16 << 30,
+                                         4096};
+    return v ? v : defaults[k];
+}
+
+static void describe_amount(size_t k, uint64_t v, char *out, size_t n)
+{
+    if (v == SBX_LOCAL_LIMIT_NONE)
+        snprintf(out, n, "none");
+    else if (k == 2)
+        snprintf(out, n, "%g", (double)v / 1000);
+    else
+        snprintf(out, n, "%llu", (unsigned long long)v);
+}
+
+/* A state may narrow the limits the resuming client gives, never widen them: each limit (and
+ * the workspace's disk size) of the state is at most what the client would give a sandbox it
+ * creates, else the same flag the create needed must be given again. Untrusted states only;
+ * without isolation there are no limits but the disk's. */
+static int check_limits(const struct sbx__local_client *c, const json_t *o, int isolated,
+                        struct sbx_error *err)
+{
+    const json_t *lim = json_object_get(o, "limits");
+    const uint64_t mine[N_LIMITS] = {c->limits.memory_bytes, c->limits.pids, c->limits.cpu_millis,
+                                     c->limits.file_size_bytes, c->limits.open_files};
+    char want[32];
+    for (size_t k = 0; isolated && k < N_LIMITS; k++) {
+        uint64_t theirs = limit_in_force(k, amount_of(json_object_get(lim, limit_names[k])));
+        if (theirs <= limit_in_force(k, mine[k]))
+            continue;
+        describe_amount(k, theirs, want, sizeof(want));
+        if (theirs == SBX_LOCAL_LIMIT_NONE)
+            return sbx_error_set(err, SBX_E_PERM, 0,
+                                 "the sandbox had no %s limit; a session state cannot lift a limit "
+                                 "by itself: resume with %s none to accept it",
+                                 limit_names[k], limit_flags[k] ? limit_flags[k] : "the limit");
+        if (limit_flags[k])
+            return sbx_error_set(err, SBX_E_PERM, 0,
+                                 "the sandbox's %s limit was %s, above what this command gives; "
+                                 "a session state cannot raise a limit by itself: resume with "
+                                 "%s %s to accept it",
+                                 limit_names[k], want, limit_flags[k], want);
+        return sbx_error_set(err, SBX_E_PERM, 0,
+                             "the sandbox's %s limit was %s, above what this client gives; a "
+                             "session state cannot raise a limit by itself: give the client that "
+                             "limit to accept it",
+                             limit_names[k], want);
+    }
+    const json_t *disk = json_object_get(o, "disk");
+    uint64_t theirs = json_is_null(disk) || !disk ? SBX_LOCAL_DISK_DEFAULT : amount_of(disk);
+    if (theirs > c->disk_bytes) {
+        if (theirs == SBX_LOCAL_LIMIT_NONE)
+            return sbx_error_set(err, SBX_E_PERM, 0,
+                                 "the sandbox's workspace had no size limit; a session state "
+                                 "cannot lift it by itself: resume with --disk none to accept it");
+        return sbx_error_set(err, SBX_E_PERM, 0,
+                             "the sandbox's workspace size limit was %llu bytes, above what "
+                             "this command gives; resume with --disk %llu to accept it",
+                             (unsigned long long)theirs, (unsigned long long)theirs);
+    }
+    return 0;
+}
+
+/* Where the host reaches the sandbox: a forward of the default address serves the owner only,
+ * one on an address given with --port-bind every local user (and beyond loopback, whoever
+ * reaches the address). A state's address needs --port-bind on the resuming command too (the
+ * same one, or any when the state's is loopback); only the ports the client exposes (when it
+ * limits them) may be exposed by the state. */
+static int check_ports(const struct sbx__local_client *c, const json_t *state, const json_t *o,
+                       struct sbx_error *err)
+{
+    const char *bind = json_string_value(json_object_get(o, "port_bind"));
+    const json_t *v;
+    size_t i;
+    if (bind &&
+        (!c->port_bind || (strcmp(c->port_bind, bind) != 0 && !sbx__local_addr_loopback(bind))))
+        return sbx_error_set(err, SBX_E_PERM, 0,
+                             "the sandbox's port forwards listened on '%s' for %s; a session "
+                             "state cannot open them by itself: resume with --port-bind %s to "
+                             "accept it",
+                             bind,
+                             sbx__local_addr_loopback(bind) ? "every local user"
+                                                            : "whoever reaches that address",
+                             bind);
+    if (c->n_ports == 0)
+        return 0;
+    const json_t *ports = json_object_get(state, "exposed_ports");
+    if (json_array_size(ports) == 0)
+        return sbx_error_set(err, SBX_E_PERM, 0,
+                             "the sandbox exposed every port; this command exposes only some "
+                             "(--port): resume without --port to accept it");
+    json_array_foreach(ports, i, v)
+    {
+        int port = (int)json_integer_value(v), found = 0;
+        for (size_t k = 0; k < c->n_ports && !found; k++)
+            found = c->ports[k] == port;
+        if (!found)
+            return sbx_error_set(err, SBX_E_PERM, 0,
+                                 "the sandbox exposed port %d; resume with --port %d to accept it",
                                  port, port);
     }
     return 0;
@@ -203,7 +311,9 @@ static int options_from_state(const struct sbx__local_client *c, const json_t *s
     lo->network = network_of(json_string_value(json_object_get(o, "network")));
     if (lo->isolation == SBX_LOCAL_ISOLATION_NONE)
         lo->network = SBX_LOCAL_NETWORK_DEFAULT;
-    if (!trusted && (rc = check_opt_in(c, o, err)) < 0)
+    if (!trusted &&
+        ((rc = check_opt_in(c, o, err)) < 0 || (rc = check_ports(c, state, o, err)) < 0 ||
+         (rc = check_limits(c, o, lo->isolation != SBX_LOCAL_ISOLATION_NONE, err)) < 0))
         return rc;
     const json_t *lim = json_object_get(o, "limits");
     lo->limits.memory_bytes = amount_of(json_object_get(lim, "memory"));
@@ -264,6 +374,10 @@ static int check_ephemeral_sources(const struct sbx_manifest *m, const char *bas
                                "session state manifest: entry '%s': local source '%s' is "
                                "outside the base directory '%s'",
                                e->path, e->src, base);
+        /* A repository on the host is a local source too: git reads it as this user. */
+        if (rc == 0 && covered && e->type == SBX_ENTRY_GIT_REPO &&
+            (rc = sbx__manifest_check_git_local(base, e->url, e->repo, err)) < 0)
+            sbx_error_prefix(err, "session state manifest: entry '%s'", e->path);
     }
     sbx_strv_release(&eph);
     return rc;

@@ -410,6 +410,14 @@ static int prepare_host(struct sbx__isolation *iso, struct sbx_error *err)
     if (iso->privileged && iso->ws_tree < 0) {
         struct sbx_error e = SBX_ERROR_INIT;
         iso->dedicated = idmapped_workspace(iso, &e) == 0;
+        if (!iso->dedicated && !iso->allow_host_uid) {
+            sbx__idrange_release(&iso->idr);
+            rc = sbx_error_copy(err, &e);
+            sbx_error_prefix(err, "sandbox commands would run as host uid 0, whose files the "
+                                  "sandbox could then change; refused unless allowed by name "
+                                  "(--allow-host-uid)");
+            return rc;
+        }
         if (!iso->dedicated)
             sbx_log(SBX_LOG_WARN, "sandbox commands run as the caller's host uid: %s", e.msg);
     }

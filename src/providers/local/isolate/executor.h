@@ -44,7 +44,8 @@ struct sbx__isolation {
     gid_t host_gid;
     int privileged; /* caller is host root: range maps, setgroups allowed */
     int dedicated;  /* privileged, and commands run as dedicated host ids (idmapped workspace) */
-    int ws_tree;    /* detached idmapped mount of the workspace, -1 = bind it by path */
+    int allow_host_uid; /* privileged without an idmapped workspace: run as the caller anyway */
+    int ws_tree;        /* detached idmapped mount of the workspace, -1 = bind it by path */
     struct sbx__idrange idr; /* privileged: the sandbox's own host ids */
     char *id;                /* sandbox id, for the range's record */
     char *idrange_dir;       /* NULL = SBX__IDRANGE_DIR */

@@ -187,6 +187,7 @@ int sbx__isolation_new(const struct sbx__isolation_spec *spec, struct sbx__isola
     iso->hostname = sbx_xstrdup(spec->hostname ? spec->hostname : SBX__ISOLATION_DEFAULT_HOSTNAME);
     iso->net = spec->net;
     iso->limits = spec->limits;
+    iso->allow_host_uid = spec->allow_host_uid;
     iso->cgroup_name = spec->cgroup_name ? sbx_xstrdup(spec->cgroup_name) : NULL;
     iso->id = sbx_xstrdup(spec->id ? spec->id : "");
     iso->idrange_dir = spec->idrange_dir ? sbx_xstrdup(spec->idrange_dir) : NULL;

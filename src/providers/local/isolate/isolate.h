@@ -118,6 +118,11 @@ struct sbx__isolation_spec {
     const char *host_home;   /* caller's home directory, refused as a grant source; may be NULL */
     const char *id;          /* sandbox id, recorded with its host id range; may be NULL */
     const char *idrange_dir; /* NULL = SBX__IDRANGE_DIR */
+    /* Root runner whose workspace cannot be shown through an idmapped mount (an old kernel, a
+     * filesystem without them, a pseudo filesystem): 0 (the default) fails enter; 1 runs the
+     * commands as the caller's host uid, root, in a user namespace without capabilities, where
+     * root-owned host files the sandbox sees and may write by their modes are its own. */
+    int allow_host_uid;
 };
 
 #define SBX__ISOLATION_DEFAULT_ROOT     "/workspace"

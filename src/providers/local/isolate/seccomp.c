@@ -68,17 +68,17 @@ static const char *const allowed[] = {
         /* files */
         "read", "write", "readv", "writev", "pread64", "pwrite64", "preadv", "pwritev", "preadv2",
         "pwritev2", "open", "openat", "creat", "close", "close_range", "lseek", "dup", "dup2",
-        "dup3", "fcntl", "flock", "fsync", "fdatasync", "sync", "syncfs", "sync_file_range",
-        "truncate", "ftruncate", "fallocate", "fadvise64", "readahead", "stat", "fstat", "lstat",
-        "newfstatat", "statx", "statfs", "fstatfs", "access", "faccessat", "faccessat2", "readlink",
-        "readlinkat", "getdents", "getdents64", "getcwd", "chdir", "fchdir", "mkdir", "mkdirat",
-        "rmdir", "unlink", "unlinkat", "rename", "renameat", "renameat2", "link", "linkat",
-        "symlink", "symlinkat", "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown",
-        "lchown", "fchownat", "umask", "utime", "utimes", "utimensat", "futimesat", "mknod",
-        "mknodat", "getxattr", "lgetxattr", "fgetxattr", "setxattr", "lsetxattr", "fsetxattr",
-        "listxattr", "llistxattr", "flistxattr", "removexattr", "lremovexattr", "fremovexattr",
-        "inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch", "copy_file_range",
-        "sendfile", "splice", "tee", "vmsplice", "ioctl", "cachestat",
+        "dup3", "fcntl", "flock", "fsync", "fdatasync", "syncfs", "sync_file_range", "truncate",
+        "ftruncate", "fallocate", "fadvise64", "readahead", "stat", "fstat", "lstat", "newfstatat",
+        "statx", "statfs", "fstatfs", "access", "faccessat", "faccessat2", "readlink", "readlinkat",
+        "getdents", "getdents64", "getcwd", "chdir", "fchdir", "mkdir", "mkdirat", "rmdir",
+        "unlink", "unlinkat", "rename", "renameat", "renameat2", "link", "linkat", "symlink",
+        "symlinkat", "chmod", "fchmod", "fchmodat", "fchmodat2", "chown", "fchown", "lchown",
+        "fchownat", "umask", "utime", "utimes", "utimensat", "futimesat", "mknod", "mknodat",
+        "getxattr", "lgetxattr", "fgetxattr", "setxattr", "lsetxattr", "fsetxattr", "listxattr",
+        "llistxattr", "flistxattr", "removexattr", "lremovexattr", "fremovexattr", "inotify_init",
+        "inotify_init1", "inotify_add_watch", "inotify_rm_watch", "copy_file_range", "sendfile",
+        "splice", "tee", "vmsplice", "ioctl", "cachestat",
         /* events and IPC (inside the sandbox's own IPC namespace) */
         "pipe", "pipe2", "eventfd", "eventfd2", "epoll_create", "epoll_create1", "epoll_ctl",
         "epoll_wait", "epoll_pwait", "epoll_pwait2", "poll", "ppoll", "select", "pselect6",
@@ -100,54 +100,20 @@ static const char *const allowed[] = {
         "landlock_add_rule", "landlock_restrict_self", "set_mempolicy", "get_mempolicy", "mbind"};
 
 /* Refused with EPERM: they reach state shared with the host or other sandboxes. */
-static const char *const refused[] = {"ptrace",
-                                      "process_vm_readv",
-                                      "process_vm_writev",
-                                      "pidfd_getfd",
-                                      "kcmp",
-                                      "process_madvise",
-                                      "mount",
-                                      "umount2",
-                                      "pivot_root",
-                                      "chroot",
-                                      "unshare",
-                                      "setns",
-                                      "open_by_handle_at",
-                                      "name_to_handle_at",
-                                      "keyctl",
-                                      "add_key",
-                                      "request_key",
-                                      "bpf",
-                                      "perf_event_open",
-                                      "userfaultfd",
-                                      "fanotify_init",
-                                      "init_module",
-                                      "finit_module",
-                                      "delete_module",
-                                      "kexec_load",
-                                      "kexec_file_load",
-                                      "reboot",
-                                      "swapon",
-                                      "swapoff",
-                                      "acct",
-                                      "quotactl",
-                                      "quotactl_fd",
-                                      "syslog",
-                                      "settimeofday",
-                                      "clock_settime",
-                                      "clock_adjtime",
-                                      "adjtimex",
-                                      "iopl",
-                                      "ioperm",
-                                      "modify_ldt",
-                                      "uselib",
-                                      "lookup_dcookie",
-                                      "nfsservctl",
-                                      "vhangup",
-                                      "move_pages",
-                                      "migrate_pages",
-                                      "sethostname",
-                                      "setdomainname"};
+static const char *const refused[] = {
+        "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp", "process_madvise",
+        "mount", "umount2", "pivot_root", "chroot", "unshare", "setns", "open_by_handle_at",
+        "name_to_handle_at", "keyctl", "add_key", "request_key", "bpf", "perf_event_open",
+        "userfaultfd", "fanotify_init", "init_module", "finit_module", "delete_module",
+        "kexec_load", "kexec_file_load", "reboot", "swapon", "swapoff", "acct", "quotactl",
+        "quotactl_fd", "syslog", "settimeofday", "clock_settime", "clock_adjtime", "adjtimex",
+        "iopl", "ioperm", "modify_ldt", "uselib", "lookup_dcookie", "nfsservctl", "vhangup",
+        "move_pages", "migrate_pages", "sethostname", "setdomainname",
+        /* flushes every file system of the host: a sandbox in a
+         * loop makes all of them wait on I/O. Its libc wrapper
+         * returns nothing, so callers go on; fsync, fdatasync
+         * and syncfs (the workspace's own) stay allowed. */
+        "sync"};
 
 /* Not in either list, so refused with the default ENOSYS, which libc and runtimes read as
  * "use the fallback": clone3 (its flags cannot be inspected), io_uring_setup/enter/register
@@ -292,6 +258,13 @@ static int add_ioctl_rules(scmp_filter_ctx ctx, struct sbx_error *err)
         if (rc < 0)
             return lib_error(err, rc, "system call", "ioctl");
     }
+    /* A descriptor for PID 1, the supervisor: nothing a command needs (the kernel would check a
+     * signal sent through it like kill's), and one more handle on the process that holds the
+     * sandbox together. The pid is an int: its low 32 bits are compared. */
+    int rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(pidfd_open), 1,
+                              SCMP_A0(SCMP_CMP_MASKED_EQ, 0xffffffffull, 1));
+    if (rc < 0)
+        return lib_error(err, rc, "system call", "pidfd_open");
     return add_mode_rules(ctx, err);
 }
 

@@ -11,10 +11,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
 #include "providers/local/net/loop.h"
+#include "sandbox/host/host.h"
 #include "sbx/common.h"
 #include "sbx/log.h"
 
@@ -496,6 +498,26 @@ void sbx__netloop_accept_proxy(struct sbx__net *net)
     conn_update(c);
 }
 
+/* A TCP forward on the default address serves the sandbox's owner only: another local user's
+ * connection (or one the kernel cannot name) is closed at once. A unix socket forward is
+ * private by its directory; an explicit --port-bind opens the forward to whoever reaches it. */
+static int peer_allowed(const struct sbx__net *net, int fd, int port)
+{
+    struct sockaddr_storage a;
+    socklen_t al = sizeof(a);
+    if (net->forward_bind ||
+        (getsockname(fd, (struct sockaddr *)&a, &al) == 0 && a.ss_family == AF_UNIX) ||
+        sbx__host_peer_is_owner(-1, fd))
+        return 1;
+    uid_t uid = (uid_t)-1;
+    (void)sbx__host_peer_uid(-1, fd, &uid);
+    sbx_log(SBX_LOG_WARN,
+            "forward of port %d: refused a connection of uid %d, not the sandbox's owner "
+            "(--port-bind opens a forward to every local user)",
+            port, (int)uid);
+    return 0;
+}
+
 void sbx__netloop_accept_forward(struct sbx__net *net, struct sbx__netloop_handle *h)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -503,7 +525,7 @@ void sbx__netloop_accept_forward(struct sbx__net *net, struct sbx__netloop_handl
     int in = -1;
     if (fd < 0)
         return;
-    if (net->nconns >= net->max_conns) {
+    if (net->nconns >= net->max_conns || !peer_allowed(net, fd, h->port)) {
         close(fd);
         return;
     }

@@ -33,4 +33,13 @@ int sbx__logcap_admit(struct sbx__logcap *l, int64_t now_ms);
  * admitted and below the cap, preceded by a summary of suppressed messages. */
 void sbx__logcap_handler(enum sbx_log_level level, const char *msg, void *data);
 
+/* A helper's own log (rclone's, which a sandbox makes grow by failing writes on a mount): the
+ * helper's stderr is a pipe read here, in a process forked for it, until EOF. Lines pass the
+ * token bucket of l (dropped ones summarised in one line); the file path (opened for append,
+ * 0600) is rotated to path.1 when the next line would take it past l->max_bytes, so the two
+ * hold at most twice that. Only async-signal-safe calls: it runs in a child forked from a
+ * process that may have threads. Returns when in_fd reaches EOF or fails. */
+#define SBX__LOGCAP_HELPER_MAX_BYTES ((uint64_t)256 << 10)
+void sbx__logcap_pump(int in_fd, const char *path, struct sbx__logcap *l);
+
 #endif

@@ -10,11 +10,13 @@
 #include <string.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "core/spawn.h"
+#include "providers/local/supervisor/logcap.h"
 #include "providers/local/supervisor/mounts.h"
 #include "sandbox/host/priv.h"
 #include "sbx/fs.h"
@@ -25,6 +27,7 @@
 #define CHECK_WAIT_MS  20000
 #define STOP_WAIT_MS   10000
 #define LOG_TAIL_BYTES 4096
+#define PUMP_WAIT_MS   2000
 
 static const char *const helper_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", NULL};
 
@@ -60,6 +63,46 @@ static int spawn(const char *prog, char *const argv[], const char *log, pid_t *o
     struct sbx__child c;
     int rc = sbx__spawn_start(&sp, &c, err);
     close(lf);
+    if (rc == 0)
+        *out = c.pid;
+    return rc;
+}
+
+/* spawn, with stderr through a pipe to a forked log pump (logcap.h) that writes it to log,
+ * rate-limited and rotated: a long-running helper's log stays bounded whatever the sandbox
+ * makes it say. *pump: the pump's pid, which ends at EOF, once the helper is gone. */
+static int spawn_capped(const char *prog, char *const argv[], const char *log, pid_t *out,
+                        pid_t *pump, struct sbx_error *err)
+{
+    int p[2];
+    if (pipe2(p, O_CLOEXEC) < 0)
+        return sbx_error_errno(err, errno, "cannot make a pipe for '%s'", log);
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        close(p[0]);
+        close(p[1]);
+        return sbx_error_errno(err, e, "cannot fork the log writer of '%s'", log);
+    }
+    if (pid == 0) {
+        /* Nothing of the supervisor's stays open here: the report channel's readers wait for
+         * every holder to let go. */
+        struct sbx__logcap l = {.fd = -1, .max_bytes = SBX__LOGCAP_HELPER_MAX_BYTES};
+        if (dup2(p[0], 0) < 0 || syscall(SYS_close_range, 1, ~0U, 0) < 0)
+            _exit(1);
+        sbx__logcap_pump(0, log, &l);
+        _exit(0);
+    }
+    close(p[0]);
+    struct sbx__spawn sp = {.program = prog,
+                            .argv = (const char *const *)argv,
+                            .env = helper_env,
+                            .parent_death_signal = SIGTERM};
+    sp.err = (struct sbx__spawn_stdio){.how = SBX__SPAWN_FD, .fd = p[1]};
+    struct sbx__child c;
+    int rc = sbx__spawn_start(&sp, &c, err);
+    close(p[1]);
+    *pump = pid;
     if (rc == 0)
         *out = c.pid;
     return rc;
@@ -252,11 +295,23 @@ static int start_mount(const char *rclone, const char *conf, const char *log, co
         argv[a++] = "--read-only";
     }
     argv[a] = NULL;
-    if (spawn(rclone, argv, log, &mp->pid, err) < 0) {
+    if (spawn_capped(rclone, argv, log, &mp->pid, &mp->pump, err) < 0) {
         mp->pid = 0;
         return -1;
     }
     return 0;
+}
+
+/* The log pump ends at EOF, once rclone is gone; a pump that does not is killed. */
+static void stop_pump(struct sbx__mount_proc *mp)
+{
+    if (mp->pump <= 0)
+        return;
+    if (!wait_exit(mp->pump, PUMP_WAIT_MS, NULL)) {
+        kill(mp->pump, SIGKILL);
+        waitpid(mp->pump, NULL, 0);
+    }
+    mp->pump = 0;
 }
 
 /* Until rclone is up (the staging point is mounted), or rclone ended, or MOUNT_WAIT_MS passed. */
@@ -268,6 +323,8 @@ static int wait_mounted(struct sbx__mount_proc *mp, const char *log,
     for (long t = 0; !is_mounted(mp->staging); t += 20) {
         if (wait_exit(mp->pid, 0, &st)) {
             mp->pid = 0;
+            /* rclone's last words are in the pipe until the pump wrote them. */
+            stop_pump(mp);
             log_tail(log, tail, sizeof(tail));
             return sbx_error_set(err, SBX_E_SANDBOX, 0, "entry %s: rclone mount failed: %s",
                                  m->entry, tail[0] ? tail : "it exited");
@@ -324,6 +381,7 @@ static void stop_one(struct sbx__mount_proc *mp)
         }
         mp->pid = 0;
     }
+    stop_pump(mp);
     if (mp->staging)
         detach_one(mp->staging);
 }

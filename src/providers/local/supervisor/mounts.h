@@ -11,6 +11,7 @@
 
 struct sbx__mount_proc {
     pid_t pid;     /* the rclone mount process, 0 when gone */
+    pid_t pump;    /* the writer of its log (logcap.h), 0 when gone */
     char *staging; /* host mount point under <runtime dir>/mounts/ */
 };
 

@@ -118,11 +118,9 @@ static int forward_url(struct sbx__sup *s, int port, int v6, int unix_sock, char
         *out = sbx_xstrdup(r.path);
         return 0;
     }
+    /* The address the forwarder listens on, as it is: a URL on 127.0.0.1 for a forward bound
+     * to every interface would hide that the network reaches it too. */
     const char *h = s->port_bind ? s->port_bind : "127.0.0.1";
-    if (strcmp(h, "0.0.0.0") == 0)
-        h = "127.0.0.1";
-    else if (strcmp(h, "::") == 0)
-        h = "::1";
     int bracket = strchr(h, ':') != NULL;
     *out = sbx_xasprintf("http://%s%s%s:%d", bracket ? "[" : "", h, bracket ? "]" : "",
                          r.host_port);

@@ -97,6 +97,7 @@ static int load_isolation(struct sbx__sup *s, const struct sbx__local_config *cf
     spec.cgroup_name = cg;
     spec.id = s->id;
     spec.host_home = cfg->host_home;
+    spec.allow_host_uid = cfg->allow_host_uid;
     spec.net = cfg->net == SBX__LOCAL_CONFIG_NET_FULL ? SBX__NET_FULL : SBX__NET_NONE;
     spec.limits.memory_bytes = cfg->limits.memory_bytes;
     spec.limits.pids = cfg->limits.pids;

@@ -1,5 +1,9 @@
 /* The supervisor's bounded log: the token bucket and the size cap (logcap.h). */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -76,10 +80,73 @@ static void test_cap_and_summary(void)
     close(fd);
 }
 
+/* A helper's log (rclone's): 20000 lines of 100 bytes, 2 MB, through the pump. The bucket
+ * lets the first burst through and summarises the rest; with the bucket out of the way the
+ * file rotates to .1 and the two stay under twice the cap. */
+static void test_pump(void)
+{
+    char dir[] = "/tmp/sbx-test-logcap.XXXXXX";
+    CHECK(mkdtemp(dir) != NULL);
+    char path[sizeof(dir) + 16], old[sizeof(dir) + 16];
+    snprintf(path, sizeof(path), "%s/0.log", dir);
+    snprintf(old, sizeof(old), "%s/0.log.1", dir);
+    char line[101];
+    memset(line, 'e', 99);
+    line[99] = '\n';
+    line[100] = '\0';
+    for (int round = 0; round < 2; round++) {
+        int p[2];
+        CHECK(pipe(p) == 0);
+        pid_t w = fork();
+        if (w == 0) {
+            close(p[0]);
+            for (int i = 0; i < 20000; i++)
+                if (write(p[1], line, 100) != 100)
+                    _exit(1);
+            _exit(write(p[1], "last words", 10) == 10 ? 0 : 1); /* no newline at the end */
+        }
+        close(p[1]);
+        struct sbx__logcap l = {.fd = -1, .max_bytes = 64 << 10, .burst = 10, .per_sec = 1};
+        if (round == 1)
+            l.burst = 1000000; /* the cap alone */
+        sbx__logcap_pump(p[0], path, &l);
+        close(p[0]);
+        int st = -1;
+        waitpid(w, &st, 0);
+        CHECK_EQ_INT(st, 0);
+        CHECK_EQ_INT(l.fd, -1);
+        struct stat a, b;
+        CHECK(stat(path, &a) == 0);
+        if (round == 0) {
+            CHECK(a.st_size < 2000);
+            CHECK_EQ_INT((int)(a.st_mode & 0777), 0600);
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            char text[4096];
+            read_all(fd, text, sizeof(text));
+            close(fd);
+            CHECK_CONTAINS(text, "lines suppressed");
+            CHECK(unlink(path) == 0);
+        } else {
+            CHECK(stat(old, &b) == 0);
+            CHECK(a.st_size <= 64 << 10 && b.st_size <= 64 << 10);
+            CHECK(b.st_size > 60 << 10);
+            int fd = open(path, O_RDONLY | O_CLOEXEC);
+            char text[70000];
+            read_all(fd, text, sizeof(text));
+            close(fd);
+            CHECK_CONTAINS(text, "last words\n"); /* the newest lines are kept */
+        }
+    }
+    unlink(path);
+    unlink(old);
+    rmdir(dir);
+}
+
 int main(void)
 {
     TAP_START();
     TAP_RUN(test_bucket);
     TAP_RUN(test_cap_and_summary);
+    TAP_RUN(test_pump);
     return TAP_DONE();
 }
