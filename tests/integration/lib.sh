@@ -6,6 +6,8 @@ set -u
 : "${SBX:?SBX must name the sbx binary}"
 : "${SBX_SRCDIR:=$(cd "$(dirname "$0")/../.." && pwd)}"
 T=$(mktemp -d "${TMPDIR:-/tmp}/sbx-test.XXXXXX")
+# sbx's state (run states saved by default, the run-state key, conversations): never the user's.
+export XDG_STATE_HOME="$T/state"
 tap_n=0
 tap_failed=0
 trap 'rm -rf "$T"' EXIT
