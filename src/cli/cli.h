@@ -32,6 +32,9 @@ enum { CLI_SAFE_TTY = 0, CLI_SAFE_ALWAYS = 1 };
 void cli_put_safe(FILE *f, int mode, const char *s, size_t n);
 void cli_printf_safe(FILE *f, int mode, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
+/* JSON text as it is, but C1 controls as \u escapes (JSON already escapes C0 controls). */
+void cli_put_json(FILE *f, const char *text);
+
 /* Print "sbx: <msg>" to stderr (cli_put_safe, always escaped) and return CLI_FAIL. */
 int cli_fail(const struct sbx_error *err);
 /* Print "sbx: <formatted>" plus a hint to run --help, return CLI_USAGE. */

@@ -123,18 +123,6 @@ static int same_terminal(void)
            S_ISCHR(b.st_mode) && a.st_rdev == b.st_rdev;
 }
 
-/* Text from the model (or a tool) to f: escaped on a terminal, the exact bytes otherwise. */
-static void put_text(FILE *f, int tty, const char *s, size_t n)
-{
-    if (!tty) {
-        fwrite(s, 1, n, f);
-        return;
-    }
-    char *e = sbx_term_escape(s, n, 0, NULL);
-    fputs(e, f);
-    free(e);
-}
-
 static void put_delta(struct render *r, const char *s)
 {
     size_t n = strlen(s);
@@ -158,24 +146,14 @@ static void put_delta(struct render *r, const char *s)
 static void flush_delta(struct render *r)
 {
     if (r->npend)
-        put_text(stderr, r->tty_err, r->pend, r->npend);
+        cli_put_safe(stderr, CLI_SAFE_TTY, r->pend, r->npend);
     r->npend = 0;
 }
 
 static void print_json(const json_t *v)
 {
     char *s = sbx_json_dumps(v, SBX_JSON_COMPACT);
-    /* JSON escapes C0 controls; C1 controls (U+0080..U+009F, which some terminals obey) are
-     * escaped too: a JSON line carries no control character, wherever it ends up. */
-    for (const char *p = s; *p; p++) {
-        if ((unsigned char)p[0] == 0xC2 && (unsigned char)p[1] >= 0x80 &&
-            (unsigned char)p[1] <= 0x9F) {
-            printf("\\u%04x", (unsigned char)p[1]);
-            p++;
-        } else {
-            fputc(*p, stdout);
-        }
-    }
+    cli_put_json(stdout, s);
     free(s);
     fputc('\n', stdout);
     flush(stdout);
@@ -240,7 +218,8 @@ static void report_ports(struct render *r)
                 json_decref(o);
             } else {
                 end_line(r);
-                fprintf(stderr, "  port %d of sandbox %s: %s\n", r->ports[k], id, url);
+                cli_printf_safe(stderr, CLI_SAFE_ALWAYS, "  port %d of sandbox %s: %s\n",
+                                r->ports[k], id, url);
                 flush(stderr);
             }
             free(url);
@@ -318,8 +297,8 @@ static void render_event(const struct sbx_event *ev, struct render *r)
                          (int)(olen > 200 ? 200 : olen), out, olen > 200 || out[olen] ? " ..." : "",
                          (double)ev->duration_ns / (double)SBX_NS_PER_MS);
         if (n > 0)
-            put_text(stderr, r->tty_err, line,
-                     (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+            cli_put_safe(stderr, CLI_SAFE_TTY, line,
+                         (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
         break;
     }
     case SBX_EVENT_HANDOFF: {
@@ -327,14 +306,14 @@ static void render_event(const struct sbx_event *ev, struct render *r)
         char line[512];
         int n = snprintf(line, sizeof(line), "  handoff %s -> %s\n", ev->agent, ev->text);
         if (n > 0)
-            put_text(stderr, r->tty_err, line,
-                     (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+            cli_put_safe(stderr, CLI_SAFE_TTY, line,
+                         (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
         break;
     }
     case SBX_EVENT_NOTICE:
         end_line(r);
-        put_text(stderr, r->tty_err, "sbx: ", 5);
-        put_text(stderr, r->tty_err, ev->text, strlen(ev->text));
+        cli_put_safe(stderr, CLI_SAFE_TTY, "sbx: ", 5);
+        cli_put_safe(stderr, CLI_SAFE_TTY, ev->text, strlen(ev->text));
         fputc('\n', stderr);
         break;
     case SBX_EVENT_APPROVAL: {
@@ -1135,7 +1114,7 @@ static int run_and_report(struct run *r)
     int on_screen = r->rd.shown && same_terminal() &&
                     (strcmp(r->rd.shown, text) == 0 || sbx_run_result_json(r->res));
     if (!r->rd.json && !on_screen) {
-        put_text(stdout, r->rd.tty_out, text, strlen(text));
+        cli_put_safe(stdout, CLI_SAFE_TTY, text, strlen(text));
         fputc('\n', stdout);
         flush(stdout);
     }

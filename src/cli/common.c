@@ -44,6 +44,21 @@ void cli_printf_safe(FILE *f, int mode, const char *fmt, ...)
     free(s);
 }
 
+void cli_put_json(FILE *f, const char *text)
+{
+    /* JSON escapes C0 controls; C1 controls (U+0080..U+009F, which some terminals obey) are
+     * escaped too: JSON sbx prints carries no control character, wherever it ends up. */
+    for (const char *p = text; *p; p++) {
+        if ((unsigned char)p[0] == 0xC2 && (unsigned char)p[1] >= 0x80 &&
+            (unsigned char)p[1] <= 0x9F) {
+            fprintf(f, "\\u%04x", (unsigned char)p[1]);
+            p++;
+        } else {
+            fputc(*p, f);
+        }
+    }
+}
+
 int cli_fail(const struct sbx_error *err)
 {
     /* Messages may quote what a model, a sandbox or an archive said: never an escape sequence,

@@ -328,11 +328,8 @@ static int trace_show(const char *path)
         }
         if (why) {
             if (++bad <= SHOW_ERRORS_MAX) {
-                char *e = sbx_term_escape(why, strlen(why), 0, NULL);
-                char *p = sbx_term_escape(path, strlen(path), 0, NULL);
-                fprintf(stderr, "sbx: trace file '%s' line %zu: %s\n", p, lineno, e);
-                free(e);
-                free(p);
+                cli_printf_safe(stderr, CLI_SAFE_ALWAYS, "sbx: trace file '%s' line %zu: %s\n",
+                                path, lineno, why);
             }
             json_decref(o);
             continue;
