@@ -96,5 +96,19 @@ start_fake "$T/s.json"
 run "$SBX" run --base-url "$FAKE_URL" -a "$T/w.yaml" --state "$T/X.json" "go"
 expect_rc 0 "a process started without approval is typed into unasked"
 expect_in "$T/out" "typed" "and the run finishes"
+
+# --- policy on the command line, as Codex users know it --------------------------------------------
+mk "$T/s.json" '[resp(1, sh(1, "echo all-approved")), resp(2, msg("fine"))]'
+start_fake "$T/s.json"
+run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" --approve-all "go" </dev/null
+expect_rc 0 "--approve-all: nothing waits"
+expect_in "$T/err" "approved exec_command (call c1, always (command line))" "each call is approved, and said so"
+expect_eq "$(ls "$XDG_STATE_HOME/sbx/runs" 2>/dev/null | wc -l)" 0 "no state file was needed"
+start_fake "$T/s.json"
+run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" --approve exec_command --state "$T/C.json" "go"
+expect_rc 0 "--approve TOOL on a new run: that tool's calls run"
+expect_eq "$(sfield "$T/C.json" '[(a["tool"], a["approved"], a["by"]) for a in s["always"]]')" \
+    "[('exec_command', True, 'command line')]" "recorded in the run state as an 'always' decision"
+expect_eq "$(sfield "$T/C.json" 's["always_seal"][:12]')" "hmac-sha256:" "sealed with this user's key"
 expect_eq "$(live)" 0 "no sandbox is left"
 done_testing
