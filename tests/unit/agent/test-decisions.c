@@ -9,6 +9,7 @@
 #include "sbx/json.h"
 #include "sbx/runner.h"
 #include "sbx/runstate.h"
+#include "sbx/yaml.h"
 
 static char dir[] = "/tmp/sbx-test-decisions.XXXXXX";
 static int file_no;
@@ -525,6 +526,69 @@ static void test_commands(void)
     json_decref(p);
 }
 
+/* The examples block of docs/internals/runner.md ("Command rules") is a test: every line of
+ * it holds. */
+static void test_doc_examples(void)
+{
+    const char *src = getenv("SBX_SRCDIR");
+    char *path = sbx_xasprintf("%s/docs/internals/runner.md", src ? src : "..");
+    FILE *f = fopen(path, "r");
+    CHECK(f != NULL);
+    if (!f) {
+        printf("# cannot read '%s' (set SBX_SRCDIR)\n", path);
+        free(path);
+        return;
+    }
+    char line[1024];
+    int in = 0, lines = 0;
+    json_t *policy = NULL;
+    while (fgets(line, sizeof(line), f)) {
+        line[strcspn(line, "\n")] = '\0';
+        if (!in) {
+            in = strcmp(line, "<!-- command-rule examples -->") == 0 ? 1 : 0;
+            continue;
+        }
+        if (in == 1) { /* the fence */
+            in = 2;
+            continue;
+        }
+        if (strncmp(line, "```", 3) == 0)
+            break;
+        if (strncmp(line, "rule: ", 6) == 0) {
+            struct sbx_error err = SBX_ERROR_INIT;
+            json_t *rule = NULL;
+            json_decref(policy);
+            policy = NULL;
+            CHECK_OK(sbx_yaml_parse(line + 6, strlen(line + 6), NULL, &rule, &err), &err);
+            if (rule)
+                policy = json_pack("[o]", rule);
+            continue;
+        }
+        /* "  COMMAND   runs|asks" */
+        char *word = strrchr(line, ' ');
+        CHECK(word && strncmp(line, "  ", 2) == 0);
+        if (!word || !policy)
+            continue;
+        int asks = strcmp(word + 1, "asks") == 0;
+        CHECK(asks || strcmp(word + 1, "runs") == 0);
+        while (word > line && word[-1] == ' ')
+            word--;
+        *word = '\0';
+        json_t *args = json_pack("{s:s}", "cmd", line + 2);
+        int m = sbx_approval_policy_match(policy, "exec_command", args);
+        if (m != asks)
+            printf("# doc example '%s': %s, documented %s\n", line + 2, m ? "asks" : "runs",
+                   asks ? "asks" : "runs");
+        CHECK_EQ_INT(m, asks);
+        json_decref(args);
+        lines++;
+    }
+    fclose(f);
+    free(path);
+    json_decref(policy);
+    CHECK(lines >= 10);
+}
+
 /* HMAC-SHA-256 (RFC 4231 cases 1 and 6) and the seal of a state's "always" list. */
 static void test_seal(void)
 {
@@ -584,6 +648,7 @@ int main(void)
     TAP_RUN(test_always);
     TAP_RUN(test_ask);
     TAP_RUN(test_commands);
+    TAP_RUN(test_doc_examples);
     TAP_RUN(test_seal);
     char path[sizeof(dir) + 32];
     for (int i = 0; i < file_no; i++) {
