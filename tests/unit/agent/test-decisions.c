@@ -3,6 +3,8 @@
  * named by their type (a "name" in the call changes nothing), "always" decisions, the ask
  * callback (the terminal's prompt), the reference SDK's rejection text, command rules (simple
  * commands only), HMAC-SHA-256 and the seal of a state's "always" list. Replay models. */
+#include <pthread.h>
+
 #include "tap.h"
 #include "replay-model.h"
 #include "sbx/hash.h"
@@ -33,22 +35,42 @@ static json_t *J(const char *text)
     return v;
 }
 
-/* "danger" records every argument it ran with. */
+/* "danger" records every argument it ran with, sorted (calls of a turn run in parallel
+ * threads, in no set order). */
 static char ran[4096];
+static pthread_mutex_t ran_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int by_text(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static void ran_add(const char *t)
+{
+    char *words[64], copy[sizeof(ran) + 64];
+    size_t n = 0;
+    pthread_mutex_lock(&ran_lock);
+    snprintf(copy, sizeof(copy), "%s%s%.60s", ran, ran[0] ? " " : "", t);
+    for (char *p = copy, *w; n < 64 && (w = strsep(&p, " "));)
+        words[n++] = w;
+    qsort(words, n, sizeof(*words), by_text);
+    ran[0] = '\0';
+    for (size_t i = 0, len = 0; i < n; i++)
+        len += (size_t)snprintf(ran + len, sizeof(ran) - len, "%s%s", i ? " " : "", words[i]);
+    pthread_mutex_unlock(&ran_lock);
+}
 
 static int danger_fn(const json_t *args, const struct sbx_tool_call *call,
                      struct sbx_tool_output *out, struct sbx_error *err)
 {
     const char *t = json_string_value(json_object_get(args, "t"));
-    size_t n = strlen(ran);
-    snprintf(ran + n, sizeof(ran) - n, "%s%s", n ? " " : "", t ? t : "-");
+    ran_add(t ? t : "-");
     return sbx_buf_addf(&out->text, err, "ran %s", t ? t : "-");
 }
 
 static int patch_fn(const struct sbx_tool_call *call, json_t **out, struct sbx_error *err)
 {
-    size_t n = strlen(ran);
-    snprintf(ran + n, sizeof(ran) - n, "%spatch", n ? " " : "");
+    ran_add("patch");
     *out = json_pack("{s:s, s:s, s:s, s:s}", "type", "apply_patch_call_output", "call_id",
                      call->call_id, "status", "completed", "output", "patched");
     return 0;
