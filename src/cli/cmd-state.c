@@ -74,9 +74,9 @@ static json_t *sandboxes(const json_t *state)
 
 static json_t *summary(const char *path, const json_t *state)
 {
-    static const char *const keys[] = {"status",       "start_agent", "current_agent", "turn",
-                                       "max_turns",    "usage",       "updated_at",    "pending",
-                                       "final_output", "error"};
+    static const char *const keys[] = {"status",    "start_agent",  "current_agent", "turn",
+                                       "max_turns", "usage",        "updated_at",    "pending",
+                                       "always",    "final_output", "error"};
     json_t *o = json_pack("{s:s}", "file", path);
     for (size_t i = 0; i < SBX_ARRAY_LEN(keys); i++) {
         json_t *v = json_object_get(state, keys[i]);
@@ -128,6 +128,16 @@ static void print_text(const json_t *s)
         put_safe(stdout, line);
         free(line);
         free(args);
+    }
+    /* "Always" decisions as the file says; whether a resume takes them is its seal's say. */
+    if (json_array_size(json_object_get(s, "always")))
+        printf("always:\n");
+    json_array_foreach(json_object_get(s, "always"), i, p)
+    {
+        const char *why = str(p, "message");
+        cli_printf_safe(stdout, CLI_SAFE_ALWAYS, "  %s  %s  (%s)%s%s\n", str(p, "tool"),
+                        json_is_true(json_object_get(p, "approved")) ? "approved" : "rejected",
+                        str(p, "by"), why[0] ? ": " : "", why);
     }
     if (json_array_size(json_object_get(s, "sandboxes")))
         printf("sandboxes:\n");

@@ -110,5 +110,7 @@ expect_rc 0 "--approve TOOL on a new run: that tool's calls run"
 expect_eq "$(sfield "$T/C.json" '[(a["tool"], a["approved"], a["by"]) for a in s["always"]]')" \
     "[('exec_command', True, 'command line')]" "recorded in the run state as an 'always' decision"
 expect_eq "$(sfield "$T/C.json" 's["always_seal"][:12]')" "hmac-sha256:" "sealed with this user's key"
+run "$SBX" state show "$T/C.json"
+expect_in "$T/out" "  exec_command  approved  (command line)" "state show lists it"
 expect_eq "$(live)" 0 "no sandbox is left"
 done_testing

@@ -72,9 +72,14 @@ expect_eq "$(test -f "$F" && echo yes)" yes "the state is saved under \$XDG_STAT
 expect_in "$T/tty" "sbx: waiting for approval (state saved to $F)" "and the run says where"
 expect_in "$T/tty" "continue with: sbx run --resume $F -a $T/a.yaml --approve" "and how to go on"
 expect_eq "$(live)" 1 "its sandbox waits"
-run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" --resume "$F" --approve c1
-expect_rc 0 "the saved run continues"
-expect_in "$T/out" "resumed" "and finishes"
+# On a terminal, a resume without -a shows the agent file the state names and asks; the pending
+# call is then asked about like any other.
+$DRIVE "$T/tty" "use it? [y/N]=>y" "$ASK=>y" -- "$SBX" run --base-url "$FAKE_URL" --resume "$F"
+expect_eq "$?" 0 "the saved run continues at the terminal"
+expect_in "$T/tty" "the saved run used the agent file '$(realpath "$T/a.yaml")': use it? [y/N]" \
+    "after showing the agent file it would use"
+expect_in "$T/tty" "asks to run exec_command (call c1)" "and asking about the pending call"
+expect_in "$T/tty" "resumed" "and finishes"
 expect_eq "$(live)" 0 "then its sandbox goes"
 rm -f "$F"
 
