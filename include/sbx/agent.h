@@ -40,6 +40,9 @@ struct sbx_tool_call {
     const struct sbx_run_options *run; /* the run's options (for nested runs) */
     void *context;                     /* sbx_run_options.context */
     void *data;                        /* the tool's own data */
+    /* The call needed approval and was approved (by a person, a decision given for it, or an
+     * "always" decision for its tool); 0 for calls that needed none. */
+    int approved;
 };
 
 /* A tool's result. Write text into `text` (limit SBX_TOOL_OUTPUT_MAX), or set `parts` to an
@@ -57,6 +60,12 @@ struct sbx_tool_output {
 typedef int sbx_tool_fn(const json_t *args, const struct sbx_tool_call *call,
                         struct sbx_tool_output *out, struct sbx_error *err);
 
+/* A tool's own say on approval (the reference SDK's per-tool needsApproval): 1 when this call
+ * needs a person's approval whatever the agent's needs_approval says, else 0. args are
+ * sbx_approval_args() of the call (NULL when it has none); call->approved is 0. Called on the
+ * run's thread before any call of the turn runs. */
+typedef int sbx_tool_approval_fn(const json_t *args, const struct sbx_tool_call *call);
+
 /* Item tools: produce the complete output item (caller of the callback takes ownership). */
 typedef int sbx_tool_item_fn(const struct sbx_tool_call *call, json_t **output_item,
                              struct sbx_error *err);
@@ -71,8 +80,9 @@ struct sbx_function_tool {
      * still checked against the schema as written, null standing for an optional one left out. */
     int strict;
     sbx_tool_fn *fn;
-    void *data;                    /* passed as call->data */
-    void (*free_data)(void *data); /* called when the tool is freed; may be NULL */
+    void *data;                           /* passed as call->data */
+    void (*free_data)(void *data);        /* called when the tool is freed; may be NULL */
+    sbx_tool_approval_fn *needs_approval; /* may be NULL: the agent's policy alone decides */
 };
 
 struct sbx_custom_tool {
@@ -176,9 +186,13 @@ SBX_API const json_t *sbx_agent_sandbox_spec(const struct sbx_agent *a);
  *     {"tool": glob,          the same, narrowed by argument globs:
  *      "when": {arg: glob | [glob, ...], ...},    every listed argument matches one of its globs
  *      "unless": {arg: glob | [glob, ...], ...}}  ... and not every listed one of these does
- * Arguments are those of sbx_approval_args(). A string argument is matched as it is, an array
- * when any element (as text) matches, anything else as compact JSON; a missing argument never
- * matches. SBX_E_INVAL naming the rule and key for a bad policy:
+ * The tool name is the tool's own: an item tool (apply_patch_call) is found by the call's type
+ * and its name comes from the tool, never from the call. Arguments are those of
+ * sbx_approval_args(). A string argument is matched as it is, an array when any element (as
+ * text) matches, anything else as compact JSON; a missing argument never matches. An argument
+ * named "cmd" is a shell command line (sbx_approval_command): its globs see a simple command's
+ * words; a command that is not simple (or a "shell" argument that is not a POSIX shell) matches
+ * every `when` glob and no `unless` glob. SBX_E_INVAL naming the rule and key for a bad policy:
  * "needs_approval: rule 2: unknown key 'wen' (known: tool, when, unless)". */
 SBX_API int sbx_agent_set_needs_approval(struct sbx_agent *a, const json_t *policy,
                                          struct sbx_error *err);
@@ -186,6 +200,15 @@ SBX_API int sbx_agent_set_needs_approval(struct sbx_agent *a, const json_t *poli
 SBX_API const json_t *sbx_agent_needs_approval(const struct sbx_agent *a);
 /* 1 when policy requires approval for a call of tool with arguments args, else 0. */
 SBX_API int sbx_approval_policy_match(const json_t *policy, const char *tool, const json_t *args);
+/* 1 when some rule of policy names tool (whatever its argument globs), else 0. */
+SBX_API int sbx_approval_policy_covers(const json_t *policy, const char *tool);
+/* Read cmd as a POSIX shell would, far enough to know whether it is a simple command: words of
+ * plain characters, single quotes, double quotes without expansions and backslash escapes,
+ * separated by blanks; the first word neither a reserved word ("!", "if", "{", "time", ...)
+ * nor an assignment. Anything else (";", "&", "|", "<", ">", "(", ")", "`", "$" outside single
+ * quotes, a newline or another control character, an unterminated quote) is not simple.
+ * Returns 1 with the words joined by one space in *out (caller frees), else 0 (*out NULL). */
+SBX_API int sbx_approval_command(const char *cmd, char **out);
 /* The arguments an approval decision looks at, for a call item: a function call's parsed
  * arguments object; {"input": text} for a custom tool call; the "operation" object of an
  * apply_patch_call (type, path, diff); the item itself for other item tools. Caller owns; NULL

@@ -24,6 +24,9 @@ SBX_API void sbx_sha256_free(struct sbx_sha256 *h);
 /* One shot. */
 SBX_API int sbx_sha256(const void *p, size_t n, uint8_t digest[SBX_SHA256_LEN],
                        struct sbx_error *err);
+/* HMAC-SHA-256 (RFC 2104) of p[0..n) under key[0..keylen). */
+SBX_API int sbx_hmac_sha256(const void *key, size_t keylen, const void *p, size_t n,
+                            uint8_t mac[SBX_SHA256_LEN], struct sbx_error *err);
 /* Lowercase hex of n bytes into out, which must hold 2n+1 bytes. */
 SBX_API void sbx_hex(const uint8_t *bytes, size_t n, char *out);
 /* Fill p with n bytes from the kernel's CSPRNG (getrandom). */

@@ -142,6 +142,10 @@ SBX_API const struct sbx_manifest_env *sbx_manifest_env_at(const struct sbx_mani
  * harness variable 'H' is not set"); SBX_E_PERM for a credential not let through. */
 SBX_API int sbx_manifest_env_resolve(const struct sbx_manifest *m, const struct sbx_strv *pass,
                                      struct sbx_strv *out, struct sbx_error *err);
+/* Append the value of every secret of m to out (each once): secret environment values, the
+ * harness variables secret references read (those set now) and mount credentials. For the
+ * scrubber of what sbx writes (traces, run states, conversations). */
+SBX_API void sbx_manifest_secret_values(const struct sbx_manifest *m, struct sbx_strv *out);
 /* True when name is a variable sbx itself reads for credentials (OPENAI_API_KEY). */
 SBX_API int sbx_manifest_harness_credential(const char *name);
 

@@ -36,6 +36,7 @@ enum sbx_model_api {
 #define SBX_MODEL_DEFAULT_BASE_URL "https://api.openai.com/v1"
 
 /* All-zero is a valid default. Strings are copied by sbx_model_new. */
+struct sbx_strv;
 struct sbx_model_options {
     const char *base_url;       /* NULL: $OPENAI_BASE_URL, else SBX_MODEL_DEFAULT_BASE_URL */
     const char *api_key;        /* NULL: $OPENAI_API_KEY; needed for the default base URL */
@@ -65,6 +66,9 @@ struct sbx_model_options {
     size_t max_response_bytes; /* one response body or SSE stream; 0: 64 MiB */
     size_t max_event_bytes;    /* one SSE event; 0: 16 MiB */
     const char *record_path;   /* append every response object to this JSONL file */
+    /* Values scrubbed (sbx/scrub.h) from what goes to record_path, besides the API key, which
+     * never does. Copied. */
+    const struct sbx_strv *secrets;
     /* Polled while waiting on the network and between retries: when it becomes non-zero the
      * call fails with SBX_E_CANCELLED. Borrowed; may be NULL. */
     const volatile sig_atomic_t *cancel;

@@ -153,12 +153,20 @@ SBX_API int sbx_provider_secret(const json_t *ref, const char *what, struct sbx_
 /* ---------------------------------------------------------------------------------------------
  * Sandbox records: $SBX_RECORDS, else ${XDG_STATE_HOME:-~/.local/state}/sbx/sandboxes (0700),
  * one file ID.json each, written atomically: {"version": 1, "id", "provider", "options"
- * (only the provider's LOCATOR options), "created"}. */
+ * (only the provider's LOCATOR options), "created", "run"?: the id of the run that made the
+ * sandbox and may remove it}. */
 
 /* Record sandbox id of provider, made with options (its canonical declared options: only the
- * LOCATOR ones are kept). Replaces an older record of the id. */
+ * LOCATOR ones are kept). Replaces an older record of the id, keeping its "run" (same
+ * provider). */
 SBX_API int sbx_sandbox_record_write(const char *provider, const char *id, const json_t *options,
                                      struct sbx_error *err);
+/* Record that run (a run state's "run_id") made sandbox id: the run, and only the run, may
+ * remove it (sbx_sandbox_run_state_discard, a completed resumed run). As record_write. */
+SBX_API int sbx_sandbox_record_claim(const char *provider, const char *id, const json_t *options,
+                                     const char *run, struct sbx_error *err);
+/* 1 when the record of id (exact) names run as the run that made it, else 0. */
+SBX_API int sbx_sandbox_record_owned_by(const char *id, const char *run);
 /* The record of id, or of the one recorded sandbox whose id starts with it. SBX_E_NOTFOUND when
  * none (or several: "sandbox id prefix 'x' is ambiguous" is SBX_E_INVAL). *out: caller owns. */
 SBX_API int sbx_sandbox_record_read(const char *id, json_t **out, struct sbx_error *err);

@@ -36,6 +36,8 @@ enum sbx_event_type {
     SBX_EVENT_ERROR,        /* error: why the run ends */
     SBX_EVENT_INTERRUPTION, /* item: the pending calls (sbx_run_result_interruptions form) */
     SBX_EVENT_NOTICE,       /* text: something the user must know, e.g. a repeated turn */
+    SBX_EVENT_APPROVAL,     /* item: a decision on a call that needed approval (the run
+                               state's "decisions" form); tool */
 };
 
 struct sbx_event {
@@ -84,7 +86,9 @@ typedef int sbx_turn_hook_fn(void *data, struct sbx_agent *agent, const json_t *
                              struct sbx_turn_prep *out, struct sbx_error *err);
 
 /* Approvals. Asked for each tool call of a turn (handoffs are never asked), in call order,
- * before any of the turn's calls runs. */
+ * before any of the turn's calls runs. The tool is the one the call reaches: a function or
+ * custom call by its name, any other call by its type alone (an apply_patch_call is the
+ * apply_patch tool whatever "name" it carries). */
 struct sbx_approval_request {
     struct sbx_agent *agent;
     const char *tool; /* the tool's name */
@@ -96,6 +100,35 @@ struct sbx_approval_request {
 /* Return 1: the call needs approval; 0: it runs; -code with err set: the run ends. */
 typedef int sbx_approval_fn(void *data, const struct sbx_approval_request *rq,
                             struct sbx_error *err);
+
+/* What the model reads for a rejected call without a message (the reference SDK's text). */
+#define SBX_APPROVAL_REJECTED_TEXT "Tool execution was not approved."
+
+enum sbx_approval_decision {
+    SBX_APPROVAL_WAIT = 0, /* no answer now: the call waits and the run stops for it */
+    SBX_APPROVAL_APPROVE,
+    SBX_APPROVAL_REJECT,
+};
+
+/* An answer to a call that needs approval (sbx_run_options.ask). */
+struct sbx_approval_answer {
+    enum sbx_approval_decision decision;
+    /* APPROVE / REJECT: the same answer for every later call of this tool in the run (an
+     * "always" decision, kept in the run state) */
+    int always;
+    /* WAIT: ask about no other call of this turn: they all wait */
+    int stop;
+    /* REJECT: the text the model reads, verbatim (malloc'd; the runner takes it); NULL:
+     * SBX_APPROVAL_REJECTED_TEXT */
+    char *message;
+    const char *by; /* who answered, for the run state and the trace (static); NULL: "ask" */
+};
+/* Asked, on the run's thread, for each call that needs approval and has no decision yet (a
+ * decision given for it, or an "always" decision for its tool), in call order, before any of
+ * the turn's calls runs. out is zeroed. Return 0 with out filled, or -code with err set (the
+ * run ends). */
+typedef int sbx_approval_ask_fn(void *data, const struct sbx_approval_request *rq,
+                                struct sbx_approval_answer *out, struct sbx_error *err);
 
 /* Called with the run state (runstate.h, without "digest": serialising adds it; borrowed for
  * the call) at every checkpoint: after a model response with tool calls is recorded and before
@@ -110,6 +143,7 @@ typedef int sbx_checkpoint_fn(void *data, const json_t *state, struct sbx_error 
  * snapshots its live sessions so that the state can rebuild them). Set by sbx_sandbox_run. */
 typedef int sbx_state_hook_fn(void *data, int final, json_t **out, struct sbx_error *err);
 
+struct sbx_strv;
 /* All-zero except `model` is a valid default. */
 struct sbx_run_options {
     struct sbx_model *model;      /* required; borrowed; shared with nested runs */
@@ -134,20 +168,40 @@ struct sbx_run_options {
      * its completed turns. Not passed on to nested agent-as-tool runs. Borrowed. */
     struct sbx_conversation_store *conversation_store;
     const char *conversation;
-    /* Approvals: NULL: each agent's needs_approval policy decides; else this decides (it is
-     * told the policy's verdict). Not used by nested agent-as-tool runs, whose calls that need
-     * approval fail with a tool error the model reads. */
+    /* Secret values scrubbed (sbx/scrub.h) from the items the run stores in its conversation
+     * (the run itself keeps them as they are). Borrowed. */
+    const struct sbx_strv *secrets;
+    /* Approvals: NULL: each agent's needs_approval policy (and the tool's own check) decides
+     * whether a call needs approval; else this decides (it is told the policy's verdict). Not
+     * used by nested agent-as-tool runs, whose calls that need approval fail with a tool error
+     * the model reads. */
     sbx_approval_fn *approve;
     void *approve_data;
+    /* A call that needs approval and has no decision is asked about here (a person at a
+     * terminal); NULL: it waits, and the run stops for it once the turn's other calls ran. */
+    sbx_approval_ask_fn *ask;
+    void *ask_data;
+    /* "Always" decisions from the start: [{"tool": glob, "approved": bool, "message"?: text,
+     * "by"?: text}]: every call of a matching tool that needs approval is answered so (an
+     * approval wins over a rejection). The run state records those in force as "always"; the
+     * runner never takes a decision from a state itself: a caller that trusts a state's
+     * "always" list passes it here. Borrowed. SBX_E_INVAL naming the entry for a bad one. */
+    const json_t *always;
+    /* The run's id, recorded in its states ("run_id"); NULL: the resumed state's, else a new
+     * random one. The sandbox layer records it in the sandboxes the run makes. Borrowed. */
+    const char *run_id;
     /* Continue a run from a run state (sbx_run_state_parse'd; input must then be NULL; agent
      * is the state's start agent; the state's current agent is found by name among the agents
      * reachable from it through handoffs). decisions: {"<call id>" | "*": {"approved": true} |
-     * {"approved": false, "message": text}} for the state's pending calls ("*": every pending
-     * call without its own entry). A decision for a call that is not pending is SBX_E_INVAL
-     * "no pending call 'x' (pending: a, b)"; pending calls without a decision interrupt the run
-     * again at once. Open calls of a state saved while they ran run again, each reported by a
-     * NOTICE event; a turn whose model call was in flight is repeated and reported likewise.
-     * Borrowed. */
+     * {"approved": false, "message": text}} (each may add "by": who decided, for the record)
+     * for the state's pending calls ("*": every pending call without its own entry). A decision
+     * answers the one call the state lists as pending under that id, with the tool, type and
+     * arguments it lists, in that turn, once: a later call that repeats the id needs its own.
+     * A decision for a call that is not pending is SBX_E_INVAL "no pending call 'x' (pending:
+     * a, b)"; pending calls without a decision interrupt the run again at once. Decisions
+     * recorded in the state are never used again. Open calls of a state saved while they ran
+     * run again, each reported by a NOTICE event; a turn whose model call was in flight is
+     * repeated and reported likewise. Borrowed. */
     const json_t *resume;
     const json_t *decisions;
     sbx_checkpoint_fn *checkpoint;

@@ -3,7 +3,7 @@
  * A run state is a versioned JSON document made by the runner (sbx_run_result_state and every
  * checkpoint, runner.h) and read back to continue the run (sbx_run_options.resume). Format
  * (docs/internals/runstate.md):
- *   {"format": "sbx-run-state", "version": 1, "digest": "sha256:<hex>",
+ *   {"format": "sbx-run-state", "version": 2, "digest": "sha256:<hex>", "run_id": hex,
  *    "status": "running" | "interrupted" | "completed" | "failed", "error": text | null,
  *    "updated_at": RFC 3339, "start_agent": name, "current_agent": name,
  *    "agents": [{"name", "file": path | null, "digest": "sha256:.." | null}] (reachable ones),
@@ -13,8 +13,12 @@
  *    "previous_response_id": id | null, "sent_upto": N, "tools_used": [agent name, ...],
  *    "conversation": {"name", "saved_upto": N} | null,
  *    "open_calls": [call id, ...] (the last response's calls without output yet),
- *    "pending": [{"agent", "tool", "call_id", "type", "arguments"}] (needing approval),
- *    "decisions": {call id: {"approved": bool, "message"?: text}} (given so far),
+ *    "pending": [{"agent", "tool", "call_id", "type", "arguments", "turn"}] (needing approval),
+ *    "decisions": [{"call_id", "tool", "type", "turn", "arguments_digest", "approved",
+ *                   "message"?, "by"}] (every decision taken: a log, never used again;
+ *                   version 1: {call id: {"approved", "message"?}}),
+ *    "always": [{"tool", "approved", "message"?, "by", "turn"}] (decisions for every later call
+ *              of a tool), "always_seal": "hmac-sha256:<hex>" | absent (sbx_run_state_seal),
  *    "final_output": text | null, "sandbox": {...} | null (sbx_run_config.run_state_sandbox
  *    form), "meta": {...} | null (the caller's, verbatim)}
  * "digest" is sha256 over the canonical text (keys sorted, compact, UTF-8) of the document
@@ -24,6 +28,7 @@
 #define SBX_RUNSTATE_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <jansson.h>
 
 #include "common.h"
@@ -31,7 +36,7 @@
 #include "strv.h"
 
 #define SBX_RUN_STATE_FORMAT  "sbx-run-state"
-#define SBX_RUN_STATE_VERSION 1
+#define SBX_RUN_STATE_VERSION 2
 /* The largest run state read or written (SBX_E_TOOBIG past it). */
 #define SBX_RUN_STATE_MAX ((size_t)256 << 20)
 
@@ -58,6 +63,17 @@ SBX_API int sbx_run_state_serialize(const json_t *state, const struct sbx_strv *
 SBX_API int sbx_run_state_read_file(const char *path, json_t **out, struct sbx_error *err);
 SBX_API int sbx_run_state_write_file(const char *path, const json_t *state,
                                      const struct sbx_strv *secrets, struct sbx_error *err);
+
+/* Seal state's "always" list to its "run_id": "always_seal" = "hmac-sha256:<hex>" of the
+ * canonical text of {"always", "run_id"} under key (a key of this user's, never in a state).
+ * A state file anyone could edit then carries "always" approvals only its writer could make. */
+SBX_API int sbx_run_state_seal(json_t *state, const uint8_t *key, size_t keylen,
+                               struct sbx_error *err);
+/* The "always" decisions a resume may take from state: all of them when its seal verifies
+ * under key, else only the rejections (which only narrow what runs); *dropped (may be NULL):
+ * how many approvals were left out. key NULL: none verifies. *out: caller owns (a list). */
+SBX_API json_t *sbx_run_state_always(const json_t *state, const uint8_t *key, size_t keylen,
+                                     size_t *dropped);
 
 /* Check that the agent files a state was made with are unchanged: f is the start agent's file
  * loaded afresh; every file in the state's "agent_files" must be in f with the same digest

@@ -62,6 +62,10 @@ struct sbx_run_config {
     size_t ncustom;
     /* Harness credentials fresh sandboxes' manifests may read (sbx_create_spec); borrowed. */
     const struct sbx_strv *pass_secrets;
+    /* Every secret value the run knows (sbx_sandbox_run_secrets and the caller's own),
+     * scrubbed from the files the capabilities write at the end of the run (memory). The
+     * values of pass_secrets are scrubbed in any case. Borrowed; may be NULL. */
+    const struct sbx_strv *secrets;
     /* Fresh sandboxes start from this snapshot (a snapshot file or a store reference, resolved
      * once by sbx_sandbox_run_new), then get the manifest's ephemeral entries. */
     const char *snapshot;
@@ -79,6 +83,9 @@ struct sbx_run_config {
      * snapshots each (held as "runstate-<id>" in the store, so that the state can rebuild a
      * sandbox that is gone meanwhile) and records those states in the final checkpoint. */
     int resumable;
+    /* The client's canonical declared options, for the records of the sandboxes a resumable
+     * run makes (sbx_sandbox_record_claim keeps the LOCATOR ones); NULL: none. Borrowed. */
+    const json_t *record_options;
     /* Progress of making and rebuilding the run's sandboxes (sbx_create_spec.progress). */
     sbx_progress_fn *progress;
     void *progress_data;
@@ -124,10 +131,20 @@ SBX_API int sbx_sandbox_run_created(const struct sbx_sandbox_run *sr, size_t i);
 SBX_API enum sbx_session_source sbx_sandbox_run_source(const struct sbx_sandbox_run *sr, size_t i);
 SBX_API const char *sbx_sandbox_run_snapshot_ref(const struct sbx_sandbox_run *sr, size_t i);
 
+/* The values of every secret a run with cfg may hand its sandboxes, appended to out (each
+ * once): the harness credentials cfg->pass_secrets names, and the secrets of cfg's manifest and
+ * of the manifest of every sandbox agent start reaches (sbx_manifest_secret_values). What the
+ * run writes (run states, traces, conversations, recordings) is scrubbed of them. Manifests
+ * that do not load are skipped (the run reports them). start may be NULL. */
+SBX_API int sbx_sandbox_run_secrets(const struct sbx_run_config *cfg, struct sbx_agent *start,
+                                    struct sbx_strv *out, struct sbx_error *err);
+
 /* Remove what a resumable run left for its state: for each session in the state's "sandbox"
  * payload that the run owned, delete the sandbox if it is still live (or its stopped record)
- * and release its "runstate-<id>" snapshot hold. Sessions it only attached to are left alone.
- * Used by `sbx state rm`. client NULL: a local client. */
+ * and release its "runstate-<id>" snapshot hold. A session is the run's only when the sandbox's
+ * own record (sbx_sandbox_record_claim) names the payload's "run_id": "owned" in a file anyone
+ * may have edited is not enough, and such a sandbox is left alone with a warning. Sessions it
+ * only attached to are left alone. Used by `sbx state rm`. client NULL: a local client. */
 SBX_API int sbx_sandbox_run_state_discard(struct sbx_client *client, const json_t *sandbox,
                                           struct sbx_error *err);
 

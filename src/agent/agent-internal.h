@@ -22,6 +22,7 @@ struct sbx_tool {
     json_t *schema;     /* function tools: the arguments schema used for validation */
     sbx_tool_fn *fn;
     sbx_tool_item_fn *item_fn;
+    sbx_tool_approval_fn *approval_fn; /* function tools: the tool's own approval check */
     void *data;
     void (*free_data)(void *data);
 };

@@ -345,14 +345,47 @@ static int value_matches(const json_t *globs, const json_t *v)
     return 0;
 }
 
+/* A shell other than a POSIX one reads "cmd" its own way: no command of it is simple. */
+static int posix_shell(const json_t *args)
+{
+    static const char *const shells[] = {"sh", "bash", "dash", "ash", "ksh", "mksh", "zsh"};
+    const json_t *sh = json_object_get(args, "shell");
+    if (!sh || json_is_null(sh))
+        return 1;
+    const char *s = json_string_value(sh), *base = s ? strrchr(s, '/') : NULL;
+    base = base ? base + 1 : s;
+    for (size_t i = 0; base && i < SBX_ARRAY_LEN(shells); i++)
+        if (strcmp(base, shells[i]) == 0)
+            return 1;
+    return 0;
+}
+
+/* A command rule (argument "cmd"): the globs see a simple command's words joined by one
+ * space; a command that is not simple matches a `when` and never an `unless`. */
+static int command_matches(const json_t *globs, const json_t *args, int when)
+{
+    char *words = NULL;
+    if (!posix_shell(args) ||
+        !sbx_approval_command(json_string_value(json_object_get(args, "cmd")), &words))
+        return when;
+    int m = glob_one(globs, words);
+    free(words);
+    return m;
+}
+
 /* Every argument listed in map is present and matches one of its globs. */
-static int all_match(const json_t *map, const json_t *args)
+static int all_match(const json_t *map, const json_t *args, int when)
 {
     const char *k;
     json_t *g;
     json_object_foreach((json_t *)map, k, g)
     {
         json_t *v = json_is_object(args) ? json_object_get(args, k) : NULL;
+        if (v && json_is_string(v) && strcmp(k, "cmd") == 0) {
+            if (!command_matches(g, args, when))
+                return 0;
+            continue;
+        }
         if (!v || !value_matches(g, v))
             return 0;
     }
@@ -377,11 +410,27 @@ int sbx_approval_policy_match(const json_t *policy, const char *tool, const json
             continue;
         json_t *when = json_object_get(r, "when");
         json_t *unless = json_object_get(r, "unless");
-        if (when && !all_match(when, args))
+        if (when && !all_match(when, args, 1))
             continue;
-        if (unless && all_match(unless, args))
+        if (unless && all_match(unless, args, 0))
             continue;
         return 1;
+    }
+    return 0;
+}
+
+int sbx_approval_policy_covers(const json_t *policy, const char *tool)
+{
+    if (json_is_true(policy))
+        return 1;
+    size_t i;
+    json_t *r;
+    json_array_foreach(policy, i, r)
+    {
+        const char *glob = json_is_string(r) ? json_string_value(r)
+                                             : json_string_value(json_object_get(r, "tool"));
+        if (glob && tool && fnmatch(glob, tool, 0) == 0)
+            return 1;
     }
     return 0;
 }

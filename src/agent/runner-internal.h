@@ -27,8 +27,14 @@ struct run {
     size_t saved_upto;  /* items before this are in the conversation store */
     json_t *open_calls; /* call ids of the last response without an output yet */
     json_t *pending;    /* calls waiting for approval (run state form) */
-    json_t *decisions;  /* call id -> {"approved", "message"?} */
-    json_t *sandbox;    /* the last "sandbox" member the state hook gave (or the resumed one) */
+    /* Decisions the caller gave for pending calls, each bound to one call (call id, tool, type,
+     * arguments digest, turn) and used once: [{"call_id", "tool", "type", "digest", "turn",
+     * "approved", "message"?, "by"}]. */
+    json_t *given;
+    json_t *always;       /* "always" decisions: [{"tool", "approved", "message"?, "by"}] */
+    json_t *decision_log; /* every decision taken, in order (the run state's "decisions") */
+    char *run_id;         /* the run's id (its state's "run_id") */
+    json_t *sandbox;      /* the last "sandbox" member the state hook gave (or the resumed one) */
     const json_t *agent_files; /* borrowed: the options' or the resumed state's */
     const json_t *meta;
     const char *resumed_status;  /* while continuing a saved state's open calls */
@@ -36,6 +42,46 @@ struct run {
     struct sbx_span *turn_span;
     int next_agent_pending; /* a handoff happened: the agent span changes after the turn */
 };
+
+/* One tool call of a turn, from its item to its output. */
+struct job {
+    struct run *run;
+    struct sbx_agent *agent;
+    const json_t *item;
+    const char *type;
+    const char *name;
+    const char *call_id;
+    struct sbx_tool *tool; /* NULL: handoff or unknown */
+    struct sbx_agent *handoff;
+    json_t *output; /* output item */
+    char *text;     /* output as text, for tool-use behaviours and events */
+    int failed;
+    int fatal;
+    struct sbx_error err;
+    int64_t duration_ns;
+    int turn;              /* the turn whose response made the call */
+    json_t *args;          /* sbx_approval_args, for the approval check */
+    int now;               /* handled in this pass (not held back by an interruption) */
+    int approved;          /* needed approval and was approved */
+    int rejected;          /* the user rejected it: it gets the rejection text and never runs */
+    char *reject_message;  /* what the model reads instead of the default rejection text */
+    int pending;           /* needs approval and has no decision */
+    struct sbx_span *span; /* tracing: the tool call's span, ended with its output event */
+};
+
+/* Emit an event of run r (fills turn and agent). */
+void sbx__run_emit(struct run *r, struct sbx_event *ev);
+/* The approval check of a turn's calls (approval.c), in call order: the calls that need
+ * approval get a decision given for exactly that call, else an "always" decision for their
+ * tool, else the caller's ask callback's answer; those left are marked pending. Returns 1 when
+ * some call waits, 0 when none does, or an error. */
+int sbx__approval_check(struct run *r, struct job *jobs, size_t njobs, struct sbx_error *err);
+/* "sha256:<hex>" of the canonical text of approval arguments (NULL: of null) into out. */
+#define SBX__APPROVAL_DIGEST_LEN (7 + 64 + 1)
+void sbx__approval_digest(const json_t *args, char out[SBX__APPROVAL_DIGEST_LEN]);
+/* Check and bind the caller's decisions (opt->decisions) to the pending calls of the resumed
+ * state; check the caller's "always" decisions (opt->always). */
+int sbx__approval_restore(struct run *r, const json_t *state, struct sbx_error *err);
 
 /* Agents reachable from start through handoffs, start first; *out: caller frees the array. */
 size_t sbx__run_reachable(struct sbx_agent *start, struct sbx_agent ***out);

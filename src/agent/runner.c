@@ -5,10 +5,12 @@
 #include "core/grow.h"
 #include "agent/runner-internal.h"
 #include "agent/schema.h"
+#include "sbx/hash.h"
 #include "sbx/json.h"
 #include "sbx/log.h"
 #include "sbx/runner.h"
 #include "sbx/runstate.h"
+#include "sbx/scrub.h"
 #include "sbx/time.h"
 #include "sbx/trace.h"
 
@@ -26,28 +28,6 @@ struct sbx_run_result {
     json_t *state;
 };
 
-struct job {
-    struct run *run;
-    struct sbx_agent *agent;
-    const json_t *item;
-    const char *type;
-    const char *name;
-    const char *call_id;
-    struct sbx_tool *tool; /* NULL: handoff or unknown */
-    struct sbx_agent *handoff;
-    json_t *output; /* output item */
-    char *text;     /* output as text, for tool-use behaviours and events */
-    int failed;
-    int fatal;
-    struct sbx_error err;
-    int64_t duration_ns;
-    json_t *args;          /* sbx_approval_args, for the approval check */
-    int now;               /* handled in this pass (not held back by an interruption) */
-    int rejected;          /* the user rejected it: it gets the rejection text and never runs */
-    int pending;           /* needs approval and has no decision */
-    struct sbx_span *span; /* tracing: the tool call's span, ended with its output event */
-};
-
 static int streq(const char *a, const char *b)
 {
     return a && b && strcmp(a, b) == 0;
@@ -61,6 +41,11 @@ static void emit(struct run *r, struct sbx_event *ev)
     if (!ev->agent)
         ev->agent = r->agent->name;
     r->opt->on_event(ev, r->opt->event_data);
+}
+
+void sbx__run_emit(struct run *r, struct sbx_event *ev)
+{
+    emit(r, ev);
 }
 
 /* Tracing (docs/internals/tracing.md): the agent span lasts from its AGENT_START to a handoff
@@ -278,6 +263,7 @@ static void run_job(struct job *j)
             .run = j->run->opt,
             .context = j->run->opt->context,
             .data = t->data,
+            .approved = j->approved,
     };
     int64_t start = sbx_time_mono_ns();
     struct sbx_span *prev_span = sbx_trace_set_current(j->span);
@@ -501,77 +487,21 @@ static void drop_open_call(struct run *r, const char *id)
     }
 }
 
-static void job_reject(struct job *j, const char *message)
+/* A rejected call's output: the decision's message verbatim, else the default text (what
+ * the reference SDK sends). The tool never runs. */
+static void job_reject(struct job *j)
 {
-    char *text = sbx_xasprintf("The user did not approve this tool call.%s%s",
-                               message && message[0] ? " Reason: " : "",
-                               message && message[0] ? message : "");
+    const char *text = j->reject_message ? j->reject_message : SBX_APPROVAL_REJECTED_TEXT;
     if (j->tool->kind == SBX__TOOL_ITEM) {
         char *otype = sbx_xasprintf("%s_output", j->tool->item_type);
         j->output = json_pack("{s:s, s:s, s:s, s:s}", "type", otype, "call_id",
                               j->call_id ? j->call_id : "", "status", "failed", "output", text);
-        j->text = text;
+        j->text = sbx_xstrdup(text);
         j->failed = 1;
         free(otype);
         return;
     }
     job_output(j, sbx_json_str(text), 1);
-    free(text);
-}
-
-/* Whether a call needs approval: the caller's callback, told the policy, else the policy. A
- * function call whose arguments are not an object runs unasked: the model reads the error. */
-static int needs_approval(struct run *r, struct job *j, struct sbx_error *err)
-{
-    j->args = sbx_approval_args(j->item);
-    if (!j->args && streq(j->type, "function_call"))
-        return 0;
-    int policy = sbx_approval_policy_match(r->agent->needs_approval, j->name, j->args);
-    if (r->nested || !r->opt->approve)
-        return policy;
-    struct sbx_approval_request rq = {
-            .agent = r->agent,
-            .tool = j->name,
-            .call_id = j->call_id,
-            .item = j->item,
-            .args = j->args,
-            .policy = policy,
-    };
-    int rc = r->opt->approve(r->opt->approve_data, &rq, err);
-    if (rc < 0)
-        sbx_error_prefix(err, "approval of tool call '%s'", j->call_id ? j->call_id : "");
-    return rc < 0 ? rc : rc > 0;
-}
-
-/* Decide which calls run: decisions answer first, then the approval check. Returns the index
- * of the first call that waits for approval (njobs when none does), or an error. */
-static long approval_check(struct run *r, struct job *jobs, size_t njobs, struct sbx_error *err)
-{
-    size_t stop = njobs;
-    for (size_t k = 0; k < njobs; k++) {
-        struct job *j = &jobs[k];
-        if (!j->tool)
-            continue;
-        json_t *d = j->call_id ? json_object_get(r->decisions, j->call_id) : NULL;
-        if (d) {
-            j->rejected = !json_is_true(json_object_get(d, "approved"));
-            continue;
-        }
-        int need = needs_approval(r, j, err);
-        if (need < 0)
-            return need;
-        if (!need)
-            continue;
-        if (r->nested)
-            return sbx_error_set(err, SBX_E_PERM, 0,
-                                 "tool '%s' needs approval, which a nested agent run cannot ask "
-                                 "for",
-                                 j->name ? j->name : "");
-        j->pending = 1;
-        if (stop == njobs)
-            stop = k;
-    }
-    return (long)stop;
 }
 
 static void interrupt(struct run *r, struct job *jobs, size_t njobs)
@@ -582,33 +512,30 @@ static void interrupt(struct run *r, struct job *jobs, size_t njobs)
         struct job *j = &jobs[k];
         if (!j->pending || j->now)
             continue;
-        sbx_json_append(r->pending, json_pack("{s:s, s:s, s:s, s:s, s:O?}", "agent", r->agent->name,
-                                              "tool", j->name ? j->name : "", "call_id", j->call_id,
-                                              "type", j->type, "arguments", j->args));
+        sbx_json_append(r->pending,
+                        json_pack("{s:s, s:s, s:s, s:s, s:O?, s:i}", "agent", r->agent->name,
+                                  "tool", j->name ? j->name : "", "call_id", j->call_id, "type",
+                                  j->type, "arguments", j->args, "turn", j->turn));
     }
     struct sbx_event ev = {.type = SBX_EVENT_INTERRUPTION, .item = r->pending};
     emit(r, &ev);
 }
 
-/* Which calls run now: all, unless one needs approval; then only those before it, and no
- * handoff among them (the agent changes only once every call of the turn is answered).
- * Rejected ones get the decision's message as output. Returns the index of the first call that
- * waits (njobs: none), or an error. */
-static long plan_jobs(struct run *r, struct job *jobs, size_t njobs, struct sbx_error *err)
+/* Which calls run now: every call that does not wait for approval (as in the reference SDK,
+ * the calls of a turn that need none run while another waits), and handoffs only when none
+ * waits (the agent changes only once every call of the turn is answered). Rejected ones get
+ * their rejection text as output. Returns 1 when some call waits, 0 when none, or an error. */
+static int plan_jobs(struct run *r, struct job *jobs, size_t njobs, struct sbx_error *err)
 {
-    long stop = approval_check(r, jobs, njobs, err);
-    if (stop < 0)
-        return stop;
-    int interrupted = (size_t)stop < njobs;
+    int waiting = sbx__approval_check(r, jobs, njobs, err);
+    if (waiting < 0)
+        return waiting;
     for (size_t k = 0; k < njobs; k++)
-        jobs[k].now = !interrupted || ((long)k < stop && !jobs[k].handoff);
-    for (size_t k = 0; k < njobs; k++) {
-        struct job *j = &jobs[k];
-        if (j->now && j->rejected)
-            job_reject(j, json_string_value(json_object_get(
-                                  json_object_get(r->decisions, j->call_id), "message")));
-    }
-    return stop;
+        jobs[k].now = !jobs[k].pending && (!waiting || !jobs[k].handoff);
+    for (size_t k = 0; k < njobs; k++)
+        if (jobs[k].now && jobs[k].rejected)
+            job_reject(&jobs[k]);
+    return waiting;
 }
 
 /* The calls of this turn that no tool answered: a tool failure that ends the run (returned as
@@ -750,9 +677,9 @@ static int settle(struct run *r, struct job *jobs, size_t njobs, const char *las
                   const char *refusal, struct sbx_run_result **out, struct sbx_error *err)
 {
     struct sbx_agent *next = NULL;
-    long stop = plan_jobs(r, jobs, njobs, err);
-    if (stop < 0)
-        return (int)stop;
+    int waiting = plan_jobs(r, jobs, njobs, err);
+    if (waiting < 0)
+        return waiting;
     /* Run the tools; handoffs and unknown names are answered here. */
     run_jobs(r, jobs, njobs);
     int rc = answer_jobs(r, jobs, njobs, &next, err);
@@ -761,7 +688,7 @@ static int settle(struct run *r, struct job *jobs, size_t njobs, const char *las
     int ran_tools = record_outputs(r, jobs, njobs);
     if (ran_tools)
         mark_used(r, r->agent);
-    if ((size_t)stop < njobs) {
+    if (waiting) {
         interrupt(r, jobs, njobs);
         return 2;
     }
@@ -791,11 +718,14 @@ static void add_job(struct run *r, struct job *jobs, size_t *n, const json_t *it
     if (!j->call_id)
         j->call_id = "";
     j->name = json_string_value(json_object_get(item, "name"));
+    j->turn = r->turn;
     if (streq(type, "function_call"))
         j->handoff = find_handoff(r->agent, j->name);
     if (!j->handoff)
         j->tool = find_tool(r, type, j->name);
-    if (!j->name && j->tool)
+    /* An item tool is found by the call's type alone: it is named by the tool, never by a
+     * "name" the call carries (approval rules match on this name). */
+    if (j->tool && (j->tool->kind == SBX__TOOL_ITEM || !j->name))
         j->name = j->tool->name;
     if (j->handoff)
         return;
@@ -822,6 +752,7 @@ static void free_jobs(struct job *jobs, size_t njobs)
         json_decref(jobs[k].output);
         json_decref(jobs[k].args);
         free(jobs[k].text);
+        free(jobs[k].reject_message);
     }
     free(jobs);
 }
@@ -1104,8 +1035,11 @@ static int save_conversation(struct run *r, struct sbx_error *err)
     json_t *fresh = json_array();
     for (size_t i = r->saved_upto; i < n; i++)
         sbx_json_append(fresh, json_incref(json_array_get(r->items, i)));
-    int rc = sbx_conversation_add(r->opt->conversation_store, r->opt->conversation, fresh, err);
+    /* What is stored outlives the run: no secret goes into it. */
+    json_t *clean = sbx_scrub_json(r->opt->secrets, fresh, NULL);
     json_decref(fresh);
+    int rc = sbx_conversation_add(r->opt->conversation_store, r->opt->conversation, clean, err);
+    json_decref(clean);
     if (rc == 0)
         r->saved_upto = n;
     return rc;
@@ -1164,6 +1098,66 @@ static int run_input(struct run *r, const json_t *input, struct sbx_error *err)
     return rc;
 }
 
+/* A run set up from its input, or from the state it resumes, with the caller's decisions. */
+static int run_setup(struct run *r, const json_t *input, struct sbx_error *err)
+{
+    const struct sbx_run_options *opt = r->opt;
+    int rc;
+    r->max_turns = opt->max_turns == 0 ? SBX_RUN_DEFAULT_MAX_TURNS : opt->max_turns;
+    r->items = json_array();
+    r->cache = sbx_model_cache_new();
+    r->usage = json_pack("{s:i, s:i, s:i, s:i}", "input_tokens", 0, "output_tokens", 0,
+                         "total_tokens", 0, "requests", 0);
+    r->open_calls = json_array();
+    r->pending = json_array();
+    r->given = json_array();
+    r->always = json_array();
+    r->decision_log = json_array();
+    r->agent_files = opt->agent_files;
+    r->meta = opt->meta;
+    const json_t *state = opt->resume && !r->nested ? opt->resume : NULL;
+    const char *saved_id = json_string_value(json_object_get(state, "run_id"));
+    if (opt->run_id || saved_id) {
+        r->run_id = sbx_xstrdup(opt->run_id ? opt->run_id : saved_id);
+    } else {
+        r->run_id = sbx_xmalloc(33);
+        if (sbx_random_hex(r->run_id, 16, err) < 0)
+            return -err->code;
+    }
+    if (state) {
+        if (input)
+            return sbx_error_set(err, SBX_E_INVAL, 0, "a resumed run takes no new input");
+        if ((rc = sbx__run_state_restore(r, err)) < 0)
+            return rc;
+    } else if ((rc = run_input(r, input, err)) < 0) {
+        return rc;
+    } else if (opt->decisions && !r->nested) {
+        return sbx_error_set(err, SBX_E_INVAL, 0, "decisions need a run state to resume");
+    }
+    return r->nested ? 0 : sbx__approval_restore(r, state, err);
+}
+
+/* Decisions given for the resumed state's pending calls answer those calls only: the ones no
+ * call used (its tool, type or arguments differ from what was pending) are said and dropped. */
+static void drop_unused_decisions(struct run *r)
+{
+    size_t i;
+    json_t *d;
+    json_array_foreach(r->given, i, d)
+    {
+        char *text = sbx_xasprintf(
+                "the decision for call %s (%s) was not used: no call of turn %lld matches the "
+                "pending one it answered",
+                json_string_value(json_object_get(d, "call_id")),
+                json_string_value(json_object_get(d, "tool")),
+                (long long)json_integer_value(json_object_get(d, "turn")));
+        struct sbx_event ev = {.type = SBX_EVENT_NOTICE, .text = text};
+        emit(r, &ev);
+        free(text);
+    }
+    json_array_clear(r->given);
+}
+
 static int run_internal(struct sbx_agent *agent, const json_t *input,
                         const struct sbx_run_options *opt, int nested, struct sbx_run_result **out,
                         struct sbx_error *err)
@@ -1173,29 +1167,8 @@ static int run_internal(struct sbx_agent *agent, const json_t *input,
     struct run r = {.opt = opt, .start = agent, .agent = agent, .nested = nested};
     if (!opt || !opt->model)
         return sbx_error_set(err, SBX_E_INVAL, 0, "a run needs a model");
-    r.max_turns = opt->max_turns == 0 ? SBX_RUN_DEFAULT_MAX_TURNS : opt->max_turns;
-    r.items = json_array();
-    r.cache = sbx_model_cache_new();
-    r.usage = json_pack("{s:i, s:i, s:i, s:i}", "input_tokens", 0, "output_tokens", 0,
-                        "total_tokens", 0, "requests", 0);
-    r.open_calls = json_array();
-    r.pending = json_array();
-    r.decisions = json_object();
-    r.agent_files = opt->agent_files;
-    r.meta = opt->meta;
-    if (opt->resume && !nested) {
-        if (input) {
-            rc = sbx_error_set(err, SBX_E_INVAL, 0, "a resumed run takes no new input");
-            goto out;
-        }
-        if ((rc = sbx__run_state_restore(&r, err)) < 0)
-            goto out;
-    } else if ((rc = run_input(&r, input, err)) < 0) {
+    if ((rc = run_setup(&r, input, err)) < 0)
         goto out;
-    } else if (opt->decisions && !nested) {
-        rc = sbx_error_set(err, SBX_E_INVAL, 0, "decisions need a run state to resume");
-        goto out;
-    }
     struct sbx_event aev = {.type = SBX_EVENT_AGENT_START};
     emit(&r, &aev);
     struct sbx_span *run_parent = sbx_trace_current();
@@ -1213,6 +1186,7 @@ static int run_internal(struct sbx_agent *agent, const json_t *input,
     for (;;) {
         rc = open_first ? resume_open_calls(&r, &res, err) : turn(&r, &res, err);
         open_first = 0;
+        drop_unused_decisions(&r);
         if (r.next_agent_pending) {
             r.next_agent_pending = 0;
             agent_span_end(&r, 0, NULL);
@@ -1254,7 +1228,10 @@ out:
     json_decref(r.usage);
     json_decref(r.open_calls);
     json_decref(r.pending);
-    json_decref(r.decisions);
+    json_decref(r.given);
+    json_decref(r.always);
+    json_decref(r.decision_log);
+    free(r.run_id);
     json_decref(r.sandbox);
     free(r.used_tools);
     free(r.prev_id);
@@ -1352,6 +1329,9 @@ static int agent_tool_fn(const json_t *args, const struct sbx_tool_call *call,
     o.checkpoint = NULL;
     o.state_hook = NULL;
     o.approve = NULL;
+    o.ask = NULL;
+    o.always = NULL;
+    o.run_id = NULL;
     int rc = run_internal(at->agent, input, &o, 1, &res, err);
     if (rc < 0) {
         sbx_error_prefix(err, "agent '%s'", at->agent->name);
@@ -1439,6 +1419,7 @@ static const char *const event_names[] = {
         [SBX_EVENT_ERROR] = "error",
         [SBX_EVENT_INTERRUPTION] = "interruption",
         [SBX_EVENT_NOTICE] = "notice",
+        [SBX_EVENT_APPROVAL] = "approval",
 };
 
 const char *sbx_event_name(enum sbx_event_type type)
@@ -1495,6 +1476,9 @@ json_t *sbx_event_to_json(const struct sbx_event *ev)
         break;
     case SBX_EVENT_NOTICE:
         sbx_json_set(o, "text", sbx_json_str(ev->text ? ev->text : ""));
+        break;
+    case SBX_EVENT_APPROVAL:
+        sbx_json_set(o, "decision", ev->item ? json_deep_copy(ev->item) : json_object());
         break;
     case SBX_EVENT_AGENT_START:
     case SBX_EVENT_TURN_START:

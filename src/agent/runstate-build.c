@@ -101,80 +101,13 @@ int sbx__run_state_build(struct run *r, const char *status, const char *error,
     sbx_json_set(st, "conversation", conv);
     sbx_json_set(st, "open_calls", json_deep_copy(r->open_calls));
     sbx_json_set(st, "pending", json_deep_copy(r->pending));
-    sbx_json_set(st, "decisions", json_deep_copy(r->decisions));
+    sbx_json_set(st, "decisions", json_deep_copy(r->decision_log));
+    sbx_json_set(st, "always", json_deep_copy(r->always));
+    sbx_json_set(st, "run_id", sbx_json_str(r->run_id));
     sbx_json_set(st, "final_output", str_or_null(final_output));
     sbx_json_set(st, "sandbox", copy_or_null(r->sandbox));
     sbx_json_set(st, "meta", copy_or_null(r->meta));
     *out = st;
-    return 0;
-}
-
-static int is_pending(const json_t *pending, const char *id)
-{
-    size_t i;
-    json_t *p;
-    json_array_foreach(pending, i, p)
-    {
-        const char *c = json_string_value(json_object_get(p, "call_id"));
-        if (c && strcmp(c, id) == 0)
-            return 1;
-    }
-    return 0;
-}
-
-static int not_pending(const json_t *pending, const char *id, struct sbx_error *err)
-{
-    struct sbx_buf b;
-    size_t i;
-    json_t *p;
-    sbx_buf_init(&b, 4096);
-    json_array_foreach(pending, i, p)
-    {
-        if (sbx_buf_addf(&b, NULL, "%s%s", i ? ", " : "",
-                         json_string_value(json_object_get(p, "call_id"))) < 0)
-            break;
-    }
-    int rc = sbx_error_set(err, SBX_E_INVAL, 0, "no pending call '%s' (pending: %s)", id,
-                           b.len ? b.data : "none");
-    sbx_buf_release(&b);
-    return rc;
-}
-
-/* Check the caller's decisions and record those for pending calls ("*" fills the gaps). */
-static int merge_decisions(struct run *r, const json_t *given, struct sbx_error *err)
-{
-    const char *id;
-    json_t *d;
-    if (!given)
-        return 0;
-    if (!json_is_object(given))
-        return sbx_error_set(err, SBX_E_INVAL, 0, "decisions must be an object of call ids");
-    json_object_foreach((json_t *)given, id, d)
-    {
-        json_t *m = json_object_get(d, "message");
-        if (!json_is_boolean(json_object_get(d, "approved")) || (m && !json_is_string(m)))
-            return sbx_error_set(err, SBX_E_INVAL, 0,
-                                 "decision for '%s' must be {\"approved\": true|false, "
-                                 "\"message\"?: text}",
-                                 id);
-        if (strcmp(id, "*") != 0 && !is_pending(r->pending, id))
-            return not_pending(r->pending, id, err);
-    }
-    size_t i;
-    json_t *p;
-    json_array_foreach(r->pending, i, p)
-    {
-        const char *c = json_string_value(json_object_get(p, "call_id"));
-        d = json_object_get(given, c);
-        if (!d)
-            d = json_object_get(given, "*");
-        if (!d)
-            continue;
-        json_t *rec = json_pack("{s:O}", "approved", json_object_get(d, "approved"));
-        if (json_is_false(json_object_get(d, "approved")) && json_object_get(d, "message"))
-            sbx_json_set(rec, "message", json_incref(json_object_get(d, "message")));
-        sbx_json_set(r->decisions, c, rec);
-    }
     return 0;
 }
 
@@ -225,11 +158,13 @@ int sbx__run_state_restore(struct run *r, struct sbx_error *err)
     free(reach);
     json_decref(r->pending);
     r->pending = json_deep_copy(json_object_get(st, "pending"));
-    json_decref(r->decisions);
-    r->decisions = json_deep_copy(json_object_get(st, "decisions"));
-    int rc = merge_decisions(r, r->opt->decisions, err);
-    if (rc < 0)
-        return rc;
+    /* The decisions a state records are a log: none of them answers a call again (those of a
+     * version 1 state, an object by call id, are not even kept). */
+    const json_t *log = json_object_get(st, "decisions");
+    if (json_is_array(log)) {
+        json_decref(r->decision_log);
+        r->decision_log = json_deep_copy(log);
+    }
     json_decref(r->items);
     r->items = json_deep_copy(json_object_get(st, "items"));
     json_decref(r->usage);

@@ -10,8 +10,19 @@
 #include "sbx/json.h"
 #include "sbx/runner.h"
 #include "sbx/runstate.h"
+#include "sbx/scrub.h"
 
 #define DIGEST_PREFIX "sha256:"
+#define SEAL_PREFIX   "hmac-sha256:"
+
+/* Compare n bytes in time that does not depend on where they differ. */
+static int same_time_cmp(const char *a, const char *b, size_t n)
+{
+    unsigned char d = 0;
+    for (size_t i = 0; i < n; i++)
+        d |= (unsigned char)(a[i] ^ b[i]);
+    return d;
+}
 
 /* The canonical text the digest covers: the document without "digest", keys sorted, compact
  * (no whitespace), non-ASCII characters as UTF-8 (not \u escapes). */
@@ -118,10 +129,24 @@ static int check_pending(const json_t *v, struct sbx_error *err)
     return 0;
 }
 
-static int check_decisions(const json_t *v, struct sbx_error *err)
+/* Version 1: {call id: {approved, message?}}. Version 2: a log, [{call_id, approved, ...}]. */
+static int check_decisions(const json_t *v, json_int_t version, struct sbx_error *err)
 {
     const char *k;
     json_t *d;
+    size_t i;
+    if (version >= 2) {
+        if (!json_is_array(v))
+            return bad(err, "decisions", "a list of {call_id, approved, ...}");
+        json_array_foreach(v, i, d)
+        {
+            json_t *m = json_object_get(d, "message");
+            if (!json_is_string(json_object_get(d, "call_id")) ||
+                !json_is_boolean(json_object_get(d, "approved")) || (m && !json_is_string(m)))
+                return bad(err, "decisions", "a list of {call_id, approved, ...}");
+        }
+        return 0;
+    }
     if (!json_is_object(v))
         return bad(err, "decisions", "an object of {\"approved\": bool, \"message\"?: text}");
     json_object_foreach((json_t *)v, k, d)
@@ -133,13 +158,32 @@ static int check_decisions(const json_t *v, struct sbx_error *err)
     return 0;
 }
 
+static int check_always(const json_t *v, struct sbx_error *err)
+{
+    size_t i;
+    json_t *a;
+    if (!v)
+        return 0;
+    if (!json_is_array(v))
+        return bad(err, "always", "a list of {tool, approved, message?, by}");
+    json_array_foreach(v, i, a)
+    {
+        json_t *m = json_object_get(a, "message"), *by = json_object_get(a, "by");
+        if (!json_is_string(json_object_get(a, "tool")) ||
+            !json_is_boolean(json_object_get(a, "approved")) || (m && !json_is_string(m)) ||
+            (by && !json_is_string(by)))
+            return bad(err, "always", "a list of {tool, approved, message?, by}");
+    }
+    return 0;
+}
+
 static int check_fields(const json_t *doc, struct sbx_error *err)
 {
     static const char *const statuses[] = {"running", "interrupted", "completed", "failed"};
     static const char *const counts[] = {"turn", "input_items", "sent_upto"};
     static const char *const strs[] = {"status", "updated_at", "start_agent", "current_agent"};
-    static const char *const opt_strs[] = {"error", "model", "previous_response_id",
-                                           "final_output"};
+    static const char *const opt_strs[] = {"error",        "model",  "previous_response_id",
+                                           "final_output", "run_id", "always_seal"};
     static const char *const opt_objs[] = {"model_settings", "sandbox", "meta"};
     json_t *v;
     int rc;
@@ -184,7 +228,9 @@ static int check_fields(const json_t *doc, struct sbx_error *err)
         (rc = check_strings(json_object_get(doc, "tools_used"), "tools_used", err)) < 0 ||
         (rc = check_strings(json_object_get(doc, "open_calls"), "open_calls", err)) < 0 ||
         (rc = check_pending(json_object_get(doc, "pending"), err)) < 0 ||
-        (rc = check_decisions(json_object_get(doc, "decisions"), err)) < 0)
+        (rc = check_decisions(json_object_get(doc, "decisions"),
+                              json_integer_value(json_object_get(doc, "version")), err)) < 0 ||
+        (rc = check_always(json_object_get(doc, "always"), err)) < 0)
         return rc;
     v = json_object_get(doc, "conversation");
     if (v && !json_is_null(v) &&
@@ -251,78 +297,18 @@ out:
     return rc;
 }
 
-/* s with every occurrence of each secret replaced; NULL when none occurs. */
-static char *scrub_text(const char *s, size_t n, const struct sbx_strv *secrets, size_t *outn)
-{
-    int hit = 0;
-    for (size_t k = 0; k < secrets->n && !hit; k++) {
-        size_t sl = strlen(secrets->v[k]);
-        hit = sl >= 4 && memmem(s, n, secrets->v[k], sl) != NULL;
-    }
-    if (!hit)
-        return NULL;
-    struct sbx_buf b;
-    sbx_buf_init(&b, SBX_BUF_NOLIMIT);
-    for (size_t i = 0; i < n;) {
-        size_t match = 0;
-        for (size_t k = 0; k < secrets->n && !match; k++) {
-            size_t sl = strlen(secrets->v[k]);
-            if (sl >= 4 && sl <= n - i && memcmp(s + i, secrets->v[k], sl) == 0)
-                match = sl;
-        }
-        int rc = match ? sbx_buf_adds(&b, "[redacted]", NULL) : sbx_buf_add(&b, s + i, 1, NULL);
-        if (rc < 0)
-            SBX_BUG("unbounded buffer refused data");
-        i += match ? match : 1;
-    }
-    return sbx_buf_detach(&b, outn);
-}
-
-/* A copy of v with secrets scrubbed from every string and every object key. */
-static json_t *scrub(const json_t *v, const struct sbx_strv *secrets)
-{
-    if (json_is_string(v)) {
-        size_t n = 0;
-        char *s = scrub_text(json_string_value(v), json_string_length(v), secrets, &n);
-        if (!s)
-            return json_incref((json_t *)v);
-        json_t *r = sbx_json_strn(s, n);
-        free(s);
-        return r;
-    }
-    if (json_is_array(v)) {
-        json_t *a = json_array();
-        size_t i;
-        json_t *e;
-        json_array_foreach(v, i, e)
-        {
-            sbx_json_append(a, scrub(e, secrets));
-        }
-        return a;
-    }
-    if (json_is_object(v)) {
-        json_t *o = json_object();
-        const char *k;
-        json_t *e;
-        json_object_foreach((json_t *)v, k, e)
-        {
-            char *sk = scrub_text(k, strlen(k), secrets, NULL);
-            sbx_json_set(o, sk ? sk : k, scrub(e, secrets));
-            free(sk);
-        }
-        return o;
-    }
-    return json_incref((json_t *)v);
-}
-
 int sbx_run_state_serialize(const json_t *state, const struct sbx_strv *secrets, char **out,
                             struct sbx_error *err)
 {
     if (!json_is_object(state))
         return sbx_error_set(err, SBX_E_INVAL, 0, "run state: not a JSON object");
-    struct sbx_strv none;
-    sbx_strv_init(&none);
-    json_t *doc = scrub(state, secrets ? secrets : &none);
+    json_t *doc = sbx_scrub_json(secrets, state, NULL);
+    if (doc == state) {
+        json_decref(doc);
+        doc = json_copy((json_t *)state);
+        if (!doc)
+            SBX_BUG("out of memory copying a run state");
+    }
     char digest[sizeof(DIGEST_PREFIX) + SBX_SHA256_HEX_LEN];
     int rc = digest_of(doc, digest, err);
     if (rc < 0) {
@@ -431,4 +417,58 @@ int sbx_run_state_check_agent_files(const json_t *state, const struct sbx_agent_
     }
     json_decref(now);
     return rc;
+}
+
+/* "hmac-sha256:<hex>" over the canonical text of {"always", "run_id"} of state. */
+static int seal_of(const json_t *state, const uint8_t *key, size_t keylen,
+                   char out[sizeof(SEAL_PREFIX) + SBX_SHA256_HEX_LEN], struct sbx_error *err)
+{
+    const json_t *always = json_object_get(state, "always");
+    const json_t *run_id = json_object_get(state, "run_id");
+    json_t *what = json_pack("{s:O, s:O}", "always", always ? always : json_array(), "run_id",
+                             run_id ? run_id : json_null());
+    char *text = json_dumps(what, JSON_SORT_KEYS | JSON_COMPACT);
+    json_decref(what);
+    if (!text)
+        SBX_BUG("out of memory dumping a run state's seal");
+    uint8_t mac[SBX_SHA256_LEN];
+    int rc = sbx_hmac_sha256(key, keylen, text, strlen(text), mac, err);
+    free(text);
+    if (rc < 0)
+        return rc;
+    memcpy(out, SEAL_PREFIX, sizeof(SEAL_PREFIX) - 1);
+    sbx_hex(mac, sizeof(mac), out + sizeof(SEAL_PREFIX) - 1);
+    return 0;
+}
+
+int sbx_run_state_seal(json_t *state, const uint8_t *key, size_t keylen, struct sbx_error *err)
+{
+    char seal[sizeof(SEAL_PREFIX) + SBX_SHA256_HEX_LEN];
+    int rc = seal_of(state, key, keylen, seal, err);
+    if (rc == 0)
+        sbx_json_set(state, "always_seal", sbx_json_str(seal));
+    return rc;
+}
+
+json_t *sbx_run_state_always(const json_t *state, const uint8_t *key, size_t keylen,
+                             size_t *dropped)
+{
+    char want[sizeof(SEAL_PREFIX) + SBX_SHA256_HEX_LEN];
+    const char *seal = json_string_value(json_object_get(state, "always_seal"));
+    int sealed = key && seal && seal_of(state, key, keylen, want, NULL) == 0 &&
+                 strlen(seal) == strlen(want) && same_time_cmp(seal, want, strlen(want)) == 0;
+    json_t *out = json_array();
+    size_t i, left = 0;
+    json_t *a;
+    json_array_foreach(json_object_get(state, "always"), i, a)
+    {
+        /* A rejection only narrows what runs: it holds even unsealed. */
+        if (sealed || json_is_false(json_object_get(a, "approved")))
+            sbx_json_append(out, json_deep_copy(a));
+        else
+            left++;
+    }
+    if (dropped)
+        *dropped = left;
+    return out;
 }

@@ -77,6 +77,7 @@ int sbx_tool_new_function(const struct sbx_function_tool *spec, struct sbx_tool 
     struct sbx_tool *t = tool_alloc(SBX__TOOL_FUNCTION, spec->name, spec->data, spec->free_data);
     t->item_type = sbx_xstrdup("function_call");
     t->fn = spec->fn;
+    t->approval_fn = spec->needs_approval;
     t->schema = schema;
     t->definition = json_pack("{s:s, s:s, s:O, s:b}", "type", "function", "name", spec->name,
                               "parameters", sent ? sent : schema, "strict", spec->strict ? 1 : 0);

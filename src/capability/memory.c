@@ -25,6 +25,7 @@
 #include "sbx/json.h"
 #include "sbx/memory.h"
 #include "sbx/model.h"
+#include "sbx/scrub.h"
 #include "sbx/time.h"
 #include "sbx/truncate.h"
 
@@ -110,32 +111,7 @@ int sbx__memory_item_keep(const json_t *item)
 /* s with every secret replaced; NULL when none occurs. Caller owns. */
 static char *scrub_string(const char *s, const struct sbx_strv *secrets)
 {
-    char *cur = NULL;
-    for (size_t i = 0; secrets && i < secrets->n; i++) {
-        const char *sec = secrets->v[i];
-        size_t sl = strlen(sec);
-        const char *src = cur ? cur : s;
-        if (sl < 4 || !strstr(src, sec))
-            continue;
-        struct sbx_buf b;
-        int rc = 0;
-        sbx_buf_init(&b, SBX_BUF_NOLIMIT);
-        for (const char *p = src, *hit; *p && rc == 0; p = hit + sl) {
-            hit = strstr(p, sec);
-            if (!hit) {
-                rc = sbx_buf_adds(&b, p, NULL);
-                break;
-            }
-            rc = sbx_buf_add(&b, p, (size_t)(hit - p), NULL);
-            if (rc == 0)
-                rc = sbx_buf_adds(&b, SBX_MEMORY_REDACTED, NULL);
-            if (!hit[sl])
-                break;
-        }
-        free(cur);
-        cur = sbx_buf_detach(&b, NULL);
-    }
-    return cur;
+    return sbx_scrub_text(secrets, s, strlen(s), SBX_MEMORY_REDACTED, NULL);
 }
 
 void sbx__memory_scrub(json_t *v, const struct sbx_strv *secrets)

@@ -13,7 +13,9 @@
 #include "sbx/trace.h"
 #include "sbx/json.h"
 #include "sbx/fs.h"
+#include "sbx/hash.h"
 #include "sbx/log.h"
+#include "sbx/provider.h"
 #include "sbx/sandbox-run.h"
 #include "sbx/snapshot.h"
 #include "sbx/strv.h"
@@ -75,6 +77,7 @@ struct sbx_sandbox_run {
     /* Sessions the run created stay when it ends (cfg.keep, or a resumable run that did not
      * complete): set at the end of sbx_sandbox_run, read by every later close. */
     int keep_sessions;
+    char *run_id; /* the run's id: its sandboxes' records name it (the run owns those) */
 };
 
 static const char base_prompt[] =
@@ -424,6 +427,39 @@ static int check_agent(struct sbx_agent *agent, void *data, struct sbx_error *er
     return rc;
 }
 
+static int agent_secrets(struct sbx_agent *agent, void *data, struct sbx_error *err)
+{
+    struct sbx_manifest *m = NULL;
+    struct sbx_error ignored = SBX_ERROR_INIT;
+    const json_t *spec = sbx_agent_sandbox_spec(agent);
+    (void)err;
+    /* A manifest that does not load gives no sandbox anything; the run says why later. */
+    if (spec && agent_manifest(spec, &m, &ignored) == 0)
+        sbx_manifest_secret_values(m, data);
+    sbx_manifest_free(m);
+    return 0;
+}
+
+int sbx_sandbox_run_secrets(const struct sbx_run_config *cfg, struct sbx_agent *start,
+                            struct sbx_strv *out, struct sbx_error *err)
+{
+    struct sbx_error ignored = SBX_ERROR_INIT;
+    struct sbx_manifest *m = NULL;
+    struct sbx_manifest_load_opts lo = {.base_dir = cfg->base_dir};
+    for (size_t i = 0; cfg->pass_secrets && i < cfg->pass_secrets->n; i++) {
+        const char *v = getenv(cfg->pass_secrets->v[i]);
+        if (v && v[0] && sbx_strv_find(out, v) < 0)
+            sbx_strv_push(out, v);
+    }
+    int rc = cfg->manifest_path  ? sbx_manifest_load_file(cfg->manifest_path, NULL, &m, &ignored)
+             : cfg->manifest_doc ? sbx_manifest_from_json(cfg->manifest_doc, &lo, &m, &ignored)
+                                 : 0;
+    if (rc == 0 && m)
+        sbx_manifest_secret_values(m, out);
+    sbx_manifest_free(m);
+    return start ? sbx_agent_walk(start, agent_secrets, out, err) : 0;
+}
+
 /* The session state agent resumes from a run state's sandbox payload, or NULL. */
 static const json_t *run_state_entry(const json_t *rs, const char *name)
 {
@@ -472,6 +508,41 @@ static int check_run_state(const json_t *rs, struct sbx_error *err)
     return 0;
 }
 
+/* Record that this run made sandbox id: the run state's "owned" is a file's say, the record
+ * in this user's own directory is what `sbx state rm` and a completed resume believe. */
+static void claim(struct sbx_sandbox_run *sr, const char *id)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    if (!sr->cfg.resumable || !sr->run_id)
+        return;
+    if (sbx_sandbox_record_claim(sbx_client_provider(sr->client), id, sr->cfg.record_options,
+                                 sr->run_id, &err) < 0)
+        sbx_log(SBX_LOG_WARN, "%s (the run state will not remove the sandbox)", err.msg);
+}
+
+/* A run state names a sandbox: it is the run's own when its record says this run made it;
+ * one that exists but is not (another run's, or one made by hand, which a state file could
+ * name) is used and left alone; one that is gone is rebuilt, and that new sandbox is the
+ * run's. Returns 1 when the run owns it after the resume. */
+static int run_state_owns(struct sbx_sandbox_run *sr, const json_t *state, int *rebuild)
+{
+    const char *id = json_string_value(json_object_get(state, "id"));
+    struct sbx_error err = SBX_ERROR_INIT;
+    json_t *st = NULL;
+    *rebuild = 0;
+    if (sbx_sandbox_record_owned_by(id, sr->run_id))
+        return 1;
+    if (id && sbx_client_state(sr->client, id, 0, &st, &err) == 0) {
+        const char *have = json_string_value(json_object_get(st, "id"));
+        int same = have && strcmp(have, id) == 0;
+        json_decref(st);
+        if (same)
+            return 0;
+    }
+    *rebuild = 1;
+    return 1;
+}
+
 /* Resume e's session from state. Agents resolving to the same state object share one session,
  * owned by the first. */
 static int resume(struct sbx_sandbox_run *sr, struct agent_env *e, const json_t *state,
@@ -495,6 +566,8 @@ static int resume(struct sbx_sandbox_run *sr, struct agent_env *e, const json_t 
                                  .manifest = m,
                                  .progress = sr->cfg.progress,
                                  .progress_data = sr->cfg.progress_data};
+    int rebuild = 0;
+    int owned = source != SBX_SESSION_RUN_STATE || run_state_owns(sr, state, &rebuild);
     rc = sbx_client_resume_with(sr->client, state, &ro, &e->session, err);
     sbx_manifest_free(m);
     if (rc < 0) {
@@ -512,7 +585,14 @@ static int resume(struct sbx_sandbox_run *sr, struct agent_env *e, const json_t 
             e->session = sr->envs[i]->session;
             return 0;
         }
-    e->created = 1;
+    if (!owned)
+        sbx_log(SBX_LOG_WARN,
+                "sandbox '%s' of agent '%s' is not recorded as made by this run: the run uses "
+                "it and leaves it running",
+                sbx_session_id(e->session), sbx_agent_name(e->agent));
+    if (owned && (rebuild || source == SBX_SESSION_STATE))
+        claim(sr, sbx_session_id(e->session));
+    e->created = owned;
     e->owner = 1;
     return 0;
 }
@@ -623,6 +703,7 @@ static int open_session(struct sbx_sandbox_run *sr, struct agent_env *e, const j
         goto out;
     e->created = 1;
     e->owner = 1;
+    claim(sr, sbx_session_id(e->session));
     if (cfg->share)
         sr->shared = e->session;
 out:
@@ -899,6 +980,8 @@ static void end_all(struct sbx_sandbox_run *sr, int rc, const struct sbx_run_res
         if (v && v[0])
             sbx_strv_push(&re.secrets, v);
     }
+    for (size_t i = 0; sr->cfg.secrets && i < sr->cfg.secrets->n; i++)
+        sbx_strv_push(&re.secrets, sr->cfg.secrets->v[i]);
     for (size_t i = 0; i < sr->n; i++)
         end_env(sr, sr->envs[i], &re);
     json_decref(re.input);
@@ -917,9 +1000,12 @@ static void close_env(struct sbx_sandbox_run *sr, struct agent_env *e)
                     ? sbx_span_start(sbx_trace_current(), "sandbox.rm", SBX_SPAN_INTERNAL)
                     : NULL;
     sbx_span_set_str(span, "sbx.sandbox.id", e->session_id);
-    int rm_failed = e->created && !sr->keep_sessions && sbx_session_delete(e->session, &err) < 0;
+    int rm = e->created && !sr->keep_sessions;
+    int rm_failed = rm && sbx_session_delete(e->session, &err) < 0;
     if (rm_failed)
         sbx_span_set_status(span, 0, err.msg);
+    else if (rm)
+        (void)sbx_sandbox_record_remove(e->session_id, NULL);
     /* Not a session operation of the run any more: no spans from its teardown. */
     sbx_session_set_event_fn(e->session, NULL, NULL);
     sbx_span_end(span);
@@ -1127,6 +1213,8 @@ static int state_hook(void *data, int final, json_t **out, struct sbx_error *err
     }
     *out = top ? json_pack("{s:o, s:o}", "session_state", top, "sessions_by_agent", by)
                : json_pack("{s:o}", "sessions_by_agent", by);
+    if (sr->run_id)
+        sbx_json_set(*out, "run_id", sbx_json_str(sr->run_id));
     return 0;
 }
 
@@ -1137,7 +1225,7 @@ int sbx_sandbox_run_state_discard(struct sbx_client *client, const json_t *sandb
     struct sbx_snapshot_store *store = NULL;
     struct sbx_strv done;
     const json_t *by = json_object_get(sandbox, "sessions_by_agent"), *v;
-    const char *key;
+    const char *key, *run_id = json_string_value(json_object_get(sandbox, "run_id"));
     int rc = 0;
     if (!sandbox || json_is_null(sandbox))
         return 0;
@@ -1156,6 +1244,13 @@ int sbx_sandbox_run_state_discard(struct sbx_client *client, const json_t *sandb
         if (!json_is_true(json_object_get(v, "owned")) || !id || sbx_strv_find(&done, id) >= 0)
             continue;
         sbx_strv_push(&done, id);
+        /* "owned" is the file's say: the sandbox's own record must name the run. */
+        if (!sbx_sandbox_record_owned_by(id, run_id)) {
+            sbx_log(SBX_LOG_WARN,
+                    "sandbox '%s' of agent '%s' is not recorded as made by this run: left alone",
+                    id, key);
+            continue;
+        }
         /* A full id from a checked state: never a prefix that could name another sandbox. */
         int r = sbx__session_state_check(st, &e2);
         if (r == 0 && strcmp(sbx_client_provider(client),
@@ -1163,6 +1258,8 @@ int sbx_sandbox_run_state_discard(struct sbx_client *client, const json_t *sandb
             r = sbx_error_set(&e2, SBX_E_INVAL, 0, "its provider is not the client's");
         if (r == 0 && (r = sbx_client_remove(client, id, 0, &e2)) < 0 && e2.code == SBX_E_NOTFOUND)
             r = 0;
+        if (r == 0)
+            (void)sbx_sandbox_record_remove(id, NULL);
         if (r == 0 && json_is_string(json_object_get(st, "snapshot")) &&
             (store || (r = sbx_snapshot_store_open(NULL, &store, &e2)) == 0))
             release_hold(store, st);
@@ -1194,6 +1291,18 @@ int sbx_sandbox_run(struct sbx_sandbox_run *sr, struct sbx_agent *agent, const j
     struct sbx_run_options o = *opt;
     o.turn_hook = turn_hook;
     o.turn_hook_data = sr;
+    /* One id for the run and the records of its sandboxes: the caller's, the resumed state's,
+     * or a new one. */
+    const char *rid =
+            opt->run_id ? opt->run_id : json_string_value(json_object_get(opt->resume, "run_id"));
+    if (rid) {
+        sr->run_id = sbx_xstrdup(rid);
+    } else {
+        sr->run_id = sbx_xmalloc(33);
+        if (sbx_random_hex(sr->run_id, 16, err) < 0)
+            return -err->code;
+    }
+    o.run_id = sr->run_id;
     if (sr->cfg.resumable) {
         o.state_hook = state_hook;
         o.state_hook_data = sr;
@@ -1351,6 +1460,7 @@ void sbx_sandbox_run_free(struct sbx_sandbox_run *sr)
     sbx_fd_close(&sr->out_fd);
     free(sr->out_tmp);
     free(sr->snapshot);
+    free(sr->run_id);
     sbx_snapshot_store_free(sr->store);
     if (sr->own_client)
         sbx_client_free(sr->client);

@@ -1,6 +1,8 @@
 /* The shell capability: exec_command and write_stdin over the session's interactive processes.
  * Names and parameter schemas are the reference's (models are trained on them); the response
  * text is sbx_truncate_format_response's layout. */
+#include <pthread.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "capability/capability-internal.h"
@@ -17,11 +19,70 @@ struct shell {
     int64_t yield_ms;  /* default exec_command yield */
 };
 
+/* The processes exec_command left running, shared by the two tools of one toolset: which
+ * were started by a call that needed (and got) approval. Typing into one of those needs
+ * approval too. */
+#define SESSIONS_MAX 4096
+struct shell_sessions {
+    atomic_int refs;
+    pthread_mutex_t lock;
+    int ids[SESSIONS_MAX];
+    unsigned char approved[SESSIONS_MAX];
+    size_t n;
+};
+
 struct shell_tool {
     struct sbx_session *session; /* borrowed: lives as long as the run's agent environment */
     struct shell cfg;
     char user[64]; /* the agent's run_as (a manifest user), "" = the sandbox's default user */
+    struct shell_sessions *sessions;
 };
+
+static void sessions_note(struct shell_sessions *ss, int id, int approved)
+{
+    pthread_mutex_lock(&ss->lock);
+    size_t i = 0;
+    while (i < ss->n && ss->ids[i] != id)
+        i++;
+    if (i == ss->n && ss->n == SESSIONS_MAX) {
+        /* Forget the oldest: a process unknown here needs approval whenever exec_command
+         * may. */
+        memmove(ss->ids, ss->ids + 1, (SESSIONS_MAX - 1) * sizeof(*ss->ids));
+        memmove(ss->approved, ss->approved + 1, SESSIONS_MAX - 1);
+        i = --ss->n;
+    }
+    if (i == ss->n)
+        ss->n++;
+    ss->ids[i] = id;
+    ss->approved[i] = approved != 0;
+    pthread_mutex_unlock(&ss->lock);
+}
+
+/* 1: started under approval, 0: started without, -1: not started by this run's tools. */
+static int sessions_approved(struct shell_sessions *ss, int64_t id)
+{
+    int r = -1;
+    pthread_mutex_lock(&ss->lock);
+    for (size_t i = 0; i < ss->n && r < 0; i++)
+        if (ss->ids[i] == id)
+            r = ss->approved[i];
+    pthread_mutex_unlock(&ss->lock);
+    return r;
+}
+
+static void shell_tool_free_sessions(struct shell_tool *st)
+{
+    if (st->sessions && atomic_fetch_sub(&st->sessions->refs, 1) == 1) {
+        pthread_mutex_destroy(&st->sessions->lock);
+        free(st->sessions);
+    }
+}
+
+static void shell_tool_free(void *p)
+{
+    shell_tool_free_sessions(p);
+    free(p);
+}
 
 static const char exec_schema[] =
         "{\"type\":\"object\",\"required\":[\"cmd\"],\"properties\":{"
@@ -161,9 +222,25 @@ static int exec_command(const json_t *args, const struct sbx_tool_call *call,
     exec_span_end(span, rc, &u, err);
     if (rc < 0)
         return rc;
+    if (!u.exited && u.id > 0)
+        sessions_note(st->sessions, u.id, call->approved);
     rc = respond(&u, t0, budget(st, args), out, err);
     sbx_pty_update_release(&u);
     return rc;
+}
+
+/* Typing into a process started under approval needs approval too; so does typing into one
+ * this run's tools did not start (a resumed run's) when the agent's policy covers
+ * exec_command at all. */
+static int write_needs_approval(const json_t *args, const struct sbx_tool_call *call)
+{
+    struct shell_tool *st = call->data;
+    int64_t id = 0;
+    opt_int(args, "session_id", &id);
+    int known = sessions_approved(st->sessions, id);
+    if (known >= 0)
+        return known;
+    return sbx_approval_policy_covers(sbx_agent_needs_approval(call->agent), "exec_command");
 }
 
 static int write_stdin(const json_t *args, const struct sbx_tool_call *call,
@@ -192,6 +269,7 @@ static int write_stdin(const json_t *args, const struct sbx_tool_call *call,
 }
 
 static int new_tool(const char *name, const char *desc, const char *schema, sbx_tool_fn *fn,
+                    sbx_tool_approval_fn *approval, struct shell_sessions *ss,
                     const struct shell *cfg, const struct sbx_capability_env *env,
                     struct sbx_tool **out, struct sbx_error *err)
 {
@@ -207,6 +285,8 @@ static int new_tool(const char *name, const char *desc, const char *schema, sbx_
     struct shell_tool *st = sbx_xcalloc(1, sizeof(*st));
     st->session = s;
     st->cfg = *cfg;
+    st->sessions = ss;
+    atomic_fetch_add(&ss->refs, 1);
     if (run_as)
         snprintf(st->user, sizeof(st->user), "%s", run_as);
     struct sbx_function_tool spec = {
@@ -216,7 +296,8 @@ static int new_tool(const char *name, const char *desc, const char *schema, sbx_
             .strict = 1,
             .fn = fn,
             .data = st,
-            .free_data = free,
+            .free_data = shell_tool_free,
+            .needs_approval = approval,
     };
     int rc = sbx_tool_new_function(&spec, out, err);
     json_decref(params);
@@ -228,23 +309,29 @@ static int shell_tools(struct sbx_capability *c, const struct sbx_capability_env
 {
     const struct shell *cfg = sbx_capability_data(c);
     struct sbx_tool *t = NULL;
+    struct shell_sessions *ss = sbx_xcalloc(1, sizeof(*ss));
+    atomic_init(&ss->refs, 1);
+    pthread_mutex_init(&ss->lock, NULL);
     int rc = new_tool("exec_command",
                       "Runs a shell command in the sandbox workspace and returns its output, or a "
                       "session ID when it is still running after the yield time.",
-                      exec_schema, exec_command, cfg, env, &t, err);
-    if (rc < 0)
-        return rc;
-    sbx_toolset_add(out, t, 1);
-    sbx_tool_unref(t);
-    rc = new_tool("write_stdin",
-                  "Types characters into a running command started by exec_command (or polls "
-                  "it with empty chars) and returns the output since the last call.",
-                  write_schema, write_stdin, cfg, env, &t, err);
-    if (rc < 0)
-        return rc;
-    sbx_toolset_add(out, t, 1);
-    sbx_tool_unref(t);
-    return 0;
+                      exec_schema, exec_command, NULL, ss, cfg, env, &t, err);
+    if (rc == 0) {
+        sbx_toolset_add(out, t, 1);
+        sbx_tool_unref(t);
+        rc = new_tool("write_stdin",
+                      "Types characters into a running command started by exec_command (or "
+                      "polls it with empty chars) and returns the output since the last call.",
+                      write_schema, write_stdin, write_needs_approval, ss, cfg, env, &t, err);
+    }
+    if (rc == 0) {
+        sbx_toolset_add(out, t, 1);
+        sbx_tool_unref(t);
+    }
+    /* The tools hold their own references. */
+    struct shell_tool drop = {.sessions = ss};
+    shell_tool_free_sessions(&drop);
+    return rc;
 }
 
 static int shell_instructions(struct sbx_capability *c, const struct sbx_capability_env *env,

@@ -4,6 +4,7 @@
 #define SBX_CLI_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include <jansson.h>
 
@@ -23,7 +24,18 @@ typedef int cli_verb_fn(int argc, char **argv);
 
 /* ---- common.c: what every verb shares ---- */
 
-/* Print "sbx: <msg>" to stderr and return CLI_FAIL. */
+/* The one printer of text that may come from a model, a sandbox, an archive or a file: with
+ * CLI_SAFE_TTY its control characters are escaped (sbx_term_escape) when f is a terminal and
+ * written as they are otherwise (data: a model's answer, a file's content); with
+ * CLI_SAFE_ALWAYS they are escaped wherever f goes (messages, names, labels, listings). */
+enum { CLI_SAFE_TTY = 0, CLI_SAFE_ALWAYS = 1 };
+void cli_put_safe(FILE *f, int mode, const char *s, size_t n);
+void cli_printf_safe(FILE *f, int mode, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* JSON text as it is, but C1 controls as \u escapes (JSON already escapes C0 controls). */
+void cli_put_json(FILE *f, const char *text);
+
+/* Print "sbx: <msg>" to stderr (cli_put_safe, always escaped) and return CLI_FAIL. */
 int cli_fail(const struct sbx_error *err);
 /* Print "sbx: <formatted>" plus a hint to run --help, return CLI_USAGE. */
 int cli_usage(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

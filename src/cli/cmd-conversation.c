@@ -9,12 +9,10 @@
 #include "sbx/json.h"
 #include "sbx/term.h"
 
-/* Text from a model or a tool: escaped so it cannot drive the terminal. */
+/* Text from a model or a tool: escaped so it cannot drive the terminal, wherever it goes. */
 static void put_safe(const char *s)
 {
-    char *e = sbx_term_escape(s, strlen(s), 0, NULL);
-    fputs(e, stdout);
-    free(e);
+    cli_put_safe(stdout, CLI_SAFE_ALWAYS, s, strlen(s));
 }
 
 static void utc(json_int_t t, char *buf, size_t n)
@@ -32,7 +30,8 @@ static int cmd_ls(struct sbx_conversation_store *s, int as_json, struct sbx_erro
         return cli_fail(err);
     if (as_json) {
         char *out = sbx_json_dumps(list, SBX_JSON_PRETTY);
-        puts(out);
+        cli_put_json(stdout, out);
+        putchar('\n');
         free(out);
     } else {
         printf("%-32s %7s  %s\n", "NAME", "ITEMS", "UPDATED");
@@ -133,7 +132,8 @@ static int cmd_show(struct sbx_conversation_store *s, const char *name, size_t l
     }
     if (as_json) {
         char *out = sbx_json_dumps(items, SBX_JSON_PRETTY);
-        puts(out);
+        cli_put_json(stdout, out);
+        putchar('\n');
         free(out);
     } else {
         size_t i;

@@ -34,7 +34,7 @@ static void on_signal(int sig)
 static void to_stderr(const char *line, void *data)
 {
     (void)data;
-    fprintf(stderr, "%s\n", line);
+    cli_printf_safe(stderr, CLI_SAFE_ALWAYS, "%s\n", line);
     fflush(stderr);
 }
 
@@ -42,8 +42,9 @@ void cli_memory_after_run(struct sbx_sandbox_run *sr, int skip)
 {
     struct sbx_error err = SBX_ERROR_INIT;
     if (sbx_sandbox_run_after(sr, skip, to_stderr, NULL, &err) < 0)
-        fprintf(stderr, "sbx: warning: memory update failed (the answer above stands): %s\n",
-                err.msg);
+        cli_printf_safe(stderr, CLI_SAFE_ALWAYS,
+                        "sbx: warning: memory update failed (the answer above stands): %s\n",
+                        err.msg);
 }
 
 /* The memory capability of the agent file's first agent, else one with the defaults. */
@@ -199,10 +200,16 @@ static void show_file(int fd, const char *dir, const char *name)
     struct sbx_buf b;
     char *path = sbx_xasprintf("%s/%s", dir, name);
     sbx_buf_init(&b, SHOW_MAX + 1);
-    if (sbx_fs_read(fd, path, SHOW_MAX, &b, NULL) < 0)
-        printf("== %s: none ==\n", path);
-    else
-        printf("== %s ==\n%s%s", path, b.data, b.len && b.data[b.len - 1] != '\n' ? "\n" : "");
+    /* The sandbox wrote these files: on a terminal their escape sequences are shown, not
+     * obeyed (a pipe gets the bytes, as from cat). */
+    if (sbx_fs_read(fd, path, SHOW_MAX, &b, NULL) < 0) {
+        cli_printf_safe(stdout, CLI_SAFE_ALWAYS, "== %s: none ==\n", path);
+    } else {
+        cli_printf_safe(stdout, CLI_SAFE_ALWAYS, "== %s ==\n", path);
+        cli_put_safe(stdout, CLI_SAFE_TTY, b.data, b.len);
+        if (b.len && b.data[b.len - 1] != '\n')
+            fputc('\n', stdout);
+    }
     sbx_buf_release(&b);
     free(path);
 }

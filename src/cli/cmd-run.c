@@ -21,6 +21,7 @@
 #include "sbx/runner.h"
 #include "sbx/runstate.h"
 #include "sbx/sandbox-run.h"
+#include "sbx/secret.h"
 #include "sbx/strv.h"
 #include "sbx/term.h"
 #include "sbx/time.h"
@@ -122,18 +123,6 @@ static int same_terminal(void)
            S_ISCHR(b.st_mode) && a.st_rdev == b.st_rdev;
 }
 
-/* Text from the model (or a tool) to f: escaped on a terminal, the exact bytes otherwise. */
-static void put_text(FILE *f, int tty, const char *s, size_t n)
-{
-    if (!tty) {
-        fwrite(s, 1, n, f);
-        return;
-    }
-    char *e = sbx_term_escape(s, n, 0, NULL);
-    fputs(e, f);
-    free(e);
-}
-
 static void put_delta(struct render *r, const char *s)
 {
     size_t n = strlen(s);
@@ -157,24 +146,14 @@ static void put_delta(struct render *r, const char *s)
 static void flush_delta(struct render *r)
 {
     if (r->npend)
-        put_text(stderr, r->tty_err, r->pend, r->npend);
+        cli_put_safe(stderr, CLI_SAFE_TTY, r->pend, r->npend);
     r->npend = 0;
 }
 
 static void print_json(const json_t *v)
 {
     char *s = sbx_json_dumps(v, SBX_JSON_COMPACT);
-    /* JSON escapes C0 controls; C1 controls (U+0080..U+009F, which some terminals obey) are
-     * escaped too: a JSON line carries no control character, wherever it ends up. */
-    for (const char *p = s; *p; p++) {
-        if ((unsigned char)p[0] == 0xC2 && (unsigned char)p[1] >= 0x80 &&
-            (unsigned char)p[1] <= 0x9F) {
-            printf("\\u%04x", (unsigned char)p[1]);
-            p++;
-        } else {
-            fputc(*p, stdout);
-        }
-    }
+    cli_put_json(stdout, s);
     free(s);
     fputc('\n', stdout);
     flush(stdout);
@@ -239,7 +218,8 @@ static void report_ports(struct render *r)
                 json_decref(o);
             } else {
                 end_line(r);
-                fprintf(stderr, "  port %d of sandbox %s: %s\n", r->ports[k], id, url);
+                cli_printf_safe(stderr, CLI_SAFE_ALWAYS, "  port %d of sandbox %s: %s\n",
+                                r->ports[k], id, url);
                 flush(stderr);
             }
             free(url);
@@ -317,8 +297,8 @@ static void render_event(const struct sbx_event *ev, struct render *r)
                          (int)(olen > 200 ? 200 : olen), out, olen > 200 || out[olen] ? " ..." : "",
                          (double)ev->duration_ns / (double)SBX_NS_PER_MS);
         if (n > 0)
-            put_text(stderr, r->tty_err, line,
-                     (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+            cli_put_safe(stderr, CLI_SAFE_TTY, line,
+                         (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
         break;
     }
     case SBX_EVENT_HANDOFF: {
@@ -326,16 +306,30 @@ static void render_event(const struct sbx_event *ev, struct render *r)
         char line[512];
         int n = snprintf(line, sizeof(line), "  handoff %s -> %s\n", ev->agent, ev->text);
         if (n > 0)
-            put_text(stderr, r->tty_err, line,
-                     (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+            cli_put_safe(stderr, CLI_SAFE_TTY, line,
+                         (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
         break;
     }
     case SBX_EVENT_NOTICE:
         end_line(r);
-        put_text(stderr, r->tty_err, "sbx: ", 5);
-        put_text(stderr, r->tty_err, ev->text, strlen(ev->text));
+        cli_put_safe(stderr, CLI_SAFE_TTY, "sbx: ", 5);
+        cli_put_safe(stderr, CLI_SAFE_TTY, ev->text, strlen(ev->text));
         fputc('\n', stderr);
         break;
+    case SBX_EVENT_APPROVAL: {
+        /* The prompt's own answers were just typed; say what the others decided. */
+        const char *by = json_string_value(json_object_get(ev->item, "by"));
+        if (by && strcmp(by, "prompt") == 0)
+            break;
+        end_line(r);
+        const char *why = json_string_value(json_object_get(ev->item, "message"));
+        cli_printf_safe(
+                stderr, CLI_SAFE_TTY, "  %s %s (call %s, %s)%s%s\n",
+                json_is_true(json_object_get(ev->item, "approved")) ? "approved" : "rejected",
+                ev->tool ? ev->tool : "?", json_string_value(json_object_get(ev->item, "call_id")),
+                by ? by : "?", why ? ": " : "", why ? why : "");
+        break;
+    }
     case SBX_EVENT_ERROR:
     case SBX_EVENT_FINAL:
     case SBX_EVENT_INTERRUPTION:
@@ -443,9 +437,11 @@ static int check_run_state_options(struct cli_run_state *rs, const char *state_f
                                  "name another file");
     if (state_file)
         rs->path = state_file;
-    if (!rs->resume && (json_object_size(rs->decisions) || rs->allow_agent_change))
-        return cli_usage("run ", "--approve, --reject and --allow-agent-change continue a saved "
-                                 "run: they need --resume FILE");
+    if (!rs->resume && rs->allow_agent_change)
+        return cli_usage("run ", "--allow-agent-change continues a saved run: it needs --resume "
+                                 "FILE");
+    if (cli_run_state_resolve(rs) != CLI_OK)
+        return CLI_USAGE;
     if (!rs->resume)
         return nargs ? CLI_OK
                      : cli_usage("run ", "missing prompt (give '-' to read it from standard "
@@ -470,8 +466,8 @@ static int check_run_state_options(struct cli_run_state *rs, const char *state_f
  * could have written (its digest is no signature), so a saved base URL is taken as it is only
  * when no key would be sent or it is the one OPENAI_BASE_URL names; else --base-url must say
  * it. Returns CLI_OK or CLI_USAGE after saying so. */
-static int saved_options(const struct cli_run_state *rs, const char **agent_path,
-                         const char **model_name, struct sbx_model_options *mopt, int api_given,
+static int saved_options(const struct cli_run_state *rs, const char **model_name,
+                         struct sbx_model_options *mopt, int api_given,
                          struct sbx_run_options *ropt, struct sbx_run_config *scfg)
 {
     const json_t *cli = cli_run_state_saved_options(rs);
@@ -490,8 +486,6 @@ static int saved_options(const struct cli_run_state *rs, const char **agent_path
                          "resume against it (sbx does not send your API key to a server that "
                          "only a state file names)",
                          saved_url, saved_url);
-    if (!*agent_path)
-        *agent_path = json_string_value(json_object_get(cli, "agent_file"));
     if (!*model_name)
         *model_name = json_string_value(json_object_get(cli, "model"));
     if (!api_given && api)
@@ -617,6 +611,9 @@ static const struct option run_options[] = {
         {"approve", required_argument, NULL, OPT_DECISION},
         {"reject", required_argument, NULL, OPT_DECISION},
         {"reason", required_argument, NULL, OPT_DECISION},
+        {"approve-always", required_argument, NULL, OPT_DECISION},
+        {"reject-always", required_argument, NULL, OPT_DECISION},
+        {"approve-all", no_argument, NULL, OPT_DECISION},
         {"allow-agent-change", no_argument, NULL, OPT_AGENTCHANGE},
         {"no-memory-update", no_argument, NULL, OPT_NOMEM},
         {"port", required_argument, NULL, OPT_PORT},
@@ -638,8 +635,10 @@ struct run {
     struct render rd;
     struct cli_trace trace;
     struct cli_run_state rs;
+    struct cli_prompt prompt_ui;
     struct cli_sandbox sb;
     struct sbx_strv pass;
+    struct sbx_strv secrets; /* every secret value the run knows: scrubbed from what it writes */
     const char *agent_path, *model_name, *session_state_path, *runstate_path, *prompt_arg;
     int nargs, api_given, no_memory_update, sandbox_done;
 
@@ -672,7 +671,7 @@ static int run_option(struct run *r, int c, const char *name, const char *arg)
         r->rs.resume = 1;
         return CLI_OK;
     case OPT_DECISION:
-        return cli_run_state_decision(&r->rs, name, arg) == 1 ? CLI_OK : CLI_USAGE;
+        return cli_run_state_flag(&r->rs, name, arg) == 1 ? CLI_OK : CLI_USAGE;
     case OPT_AGENTCHANGE:
         r->rs.allow_agent_change = 1;
         return CLI_OK;
@@ -839,6 +838,31 @@ static int check_args(struct run *r)
                                    r->nargs);
 }
 
+/* A resume without -a: the agent file the state names is a file's say, and the agent file is
+ * the run's policy (its approval rules, tools and instructions). It is used only when the
+ * person at the terminal says so after seeing it; elsewhere -a must name it. */
+static int saved_agent_file(struct run *r)
+{
+    const char *saved =
+            json_string_value(json_object_get(cli_run_state_saved_options(&r->rs), "agent_file"));
+    if (r->agent_path || !saved)
+        return CLI_OK;
+    if (isatty(0) && isatty(2)) {
+        char *q = sbx_xasprintf("sbx: the saved run used the agent file '%s': use it?", saved);
+        int yes = cli_confirm(q);
+        free(q);
+        if (yes) {
+            r->agent_path = saved;
+            return CLI_OK;
+        }
+    }
+    return cli_usage("run ",
+                     "give the agent file with -a: the saved run used '%s' (sbx takes the "
+                     "agent file of a resumed run from the command line, not from the state "
+                     "file)",
+                     saved);
+}
+
 /* The prompt, the saved state, the run state, the agent and its sandbox options. */
 static int prepare_inputs(struct run *r)
 {
@@ -860,10 +884,10 @@ static int prepare_inputs(struct run *r)
     if (r->rs.path) {
         if (cli_run_state_prepare(&r->rs, &r->err) < 0)
             return CLI_FAIL;
-        if ((rc = saved_options(&r->rs, &r->agent_path, &r->model_name, &r->mopt, r->api_given,
-                                &r->ropt, &r->scfg)) != CLI_OK)
+        if ((rc = saved_options(&r->rs, &r->model_name, &r->mopt, r->api_given, &r->ropt,
+                                &r->scfg)) != CLI_OK ||
+            (rc = saved_agent_file(r)) != CLI_OK)
             return rc;
-        cli_run_state_add_secrets(&r->rs, &r->pass);
     }
     if (r->agent_path) {
         if (sbx_agent_file_load(r->agent_path, &r->file, &r->err) < 0)
@@ -885,12 +909,68 @@ static int prepare_inputs(struct run *r)
     return cli_sandbox_finish(&r->sb, sec, "run ", CLI_SANDBOX_RUN);
 }
 
+static int has_policy(struct sbx_agent *a, void *data, struct sbx_error *err)
+{
+    (void)err;
+    if (sbx_agent_needs_approval(a))
+        *(int *)data = 1;
+    return 0;
+}
+
+/* Whether a call of the run may stop it for approval: an agent it can reach has rules. */
+static int agent_may_ask(struct sbx_agent *start)
+{
+    int any = 0;
+    struct sbx_error err = SBX_ERROR_INIT;
+    (void)sbx_agent_walk(start, has_policy, &any, &err);
+    return any;
+}
+
+static void end_line_cb(void *data)
+{
+    struct render *rd = data;
+    if (rd->waiting)
+        fputs("\r\033[K", stderr);
+    rd->waiting = 0;
+    end_line(rd);
+    flush(stderr);
+}
+
+/* Every secret the run knows, for the one scrubber of what it writes (run states, the trace,
+ * the conversation, --record, memory files): the model's key, the --pass-secret values, the
+ * secrets of the manifests its sandboxes may get, and the provider's credentials. */
+static void run_secrets(struct run *r)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    const char *key = getenv("OPENAI_API_KEY");
+    if (key && key[0])
+        sbx_strv_push(&r->secrets, key);
+    (void)sbx_sandbox_run_secrets(&r->scfg, r->agent, &r->secrets, &err);
+    for (size_t i = 0; r->sb.options && i < r->sb.info.n_options; i++) {
+        const struct sbx_provider_option *o = &r->sb.info.options[i];
+        const json_t *ref = json_object_get(r->sb.options, o->key);
+        struct sbx_secret *sec = NULL;
+        if (o->type != SBX_OPTION_SECRET || !ref ||
+            sbx_provider_secret(ref, o->key, &sec, &err) < 0)
+            continue;
+        const char *v = sbx_secret_reveal(sec, NULL);
+        if (v && v[0] && sbx_strv_find(&r->secrets, v) < 0)
+            sbx_strv_push(&r->secrets, v);
+        sbx_secret_free(sec);
+    }
+}
+
 /* The model, the conversation store, the trace, the signals and the event rendering. */
 static int prepare_run(struct run *r)
 {
     /* Without -m, each agent's own model name is sent; this is the fallback. */
     const char *name = cli_model_name(r->model_name);
     r->scfg.pass_secrets = &r->pass;
+    run_secrets(r);
+    r->scfg.secrets = &r->secrets;
+    r->mopt.secrets = &r->secrets;
+    r->ropt.secrets = &r->secrets;
+    cli_run_state_set_secrets(&r->rs, &r->secrets);
     if (!r->rd.json)
         r->scfg.progress = cli_progress_fn();
     r->mopt.cancel = &interrupted;
@@ -902,7 +982,7 @@ static int prepare_run(struct run *r)
         return CLI_FAIL;
     r->ropt.conversation_store = r->conv;
     /* After the secrets are known (the scrubber's list) and before any sandbox exists. */
-    if (cli_trace_start(&r->trace, &r->pass, &r->err) < 0)
+    if (cli_trace_start(&r->trace, &r->secrets, &r->err) < 0)
         return CLI_FAIL;
     catch_signals(1);
     start_stdout_watch();
@@ -917,11 +997,23 @@ static int prepare_run(struct run *r)
     r->ropt.on_event = on_event;
     r->ropt.event_data = &r->rd;
     r->ropt.cancel = &interrupted;
+    if (!r->rs.path && !r->rs.approve_all && agent_may_ask(r->agent) &&
+        cli_run_state_default(&r->rs, &r->err) < 0)
+        return CLI_FAIL;
     if (r->rs.path) {
         r->agent_files = r->file ? sbx_agent_file_sources(r->file) : NULL;
         r->meta = run_meta(r->agent_path, r->model_name, &r->mopt, &r->ropt, &r->scfg);
         use_run_state(&r->rs, &r->scfg, &r->ropt, r->agent_files, r->meta);
         r->rd.state_file = r->rs.path;
+        r->rs.agent_file = r->agent_path;
+    }
+    r->ropt.always = json_array_size(r->rs.always) ? r->rs.always : NULL;
+    /* On a terminal a call that needs approval is asked about there; the run goes on. */
+    if (isatty(0) && isatty(2)) {
+        r->prompt_ui.before = end_line_cb;
+        r->prompt_ui.before_data = &r->rd;
+        r->ropt.ask = cli_approval_prompt;
+        r->ropt.ask_data = &r->prompt_ui;
     }
     return CLI_OK;
 }
@@ -948,6 +1040,7 @@ static int build_config(struct run *r)
         if (cli_sandbox_client(&r->sb, &r->client, &r->err) < 0)
             return CLI_FAIL;
         r->client_from_options = 1;
+        c->record_options = r->sb.options;
     }
     /* --session ID: through the client of the provider that has it. */
     if (sandboxed && c->session_id &&
@@ -1014,13 +1107,14 @@ static int run_and_report(struct run *r)
         cli_run_state_report_waiting(&r->rs, r->res);
         return CLI_WAITING;
     }
+    cli_run_state_completed(&r->rs);
     /* On one terminal the streamed answer is already on screen (a structured one as the model
      * wrote it): printing it again only doubles it. Anywhere else stdout gets it, for scripts. */
     const char *text = sbx_run_result_text(r->res);
     int on_screen = r->rd.shown && same_terminal() &&
                     (strcmp(r->rd.shown, text) == 0 || sbx_run_result_json(r->res));
     if (!r->rd.json && !on_screen) {
-        put_text(stdout, r->rd.tty_out, text, strlen(text));
+        cli_put_safe(stdout, CLI_SAFE_TTY, text, strlen(text));
         fputc('\n', stdout);
         flush(stdout);
     }
@@ -1052,6 +1146,9 @@ static int run_release(struct run *r, int rc)
     if (interrupted && interrupted != SIGINT)
         rc = 128 + interrupted;
     sbx_strv_release(&r->pass);
+    for (size_t i = 0; i < r->secrets.n; i++)
+        explicit_bzero(r->secrets.v[i], strlen(r->secrets.v[i]));
+    sbx_strv_release(&r->secrets);
     cli_run_state_release(&r->rs);
     cli_sandbox_release(&r->sb);
     free(r);
@@ -1063,6 +1160,7 @@ int cmd_run(int argc, char **argv)
     struct run *r = sbx_xcalloc(1, sizeof(*r));
     r->err = (struct sbx_error)SBX_ERROR_INIT;
     sbx_strv_init(&r->pass);
+    sbx_strv_init(&r->secrets);
     cli_run_state_init(&r->rs);
     cli_sandbox_init(&r->sb);
     int rc = parse_args(r, argc, argv);

@@ -14,7 +14,8 @@
 static int print_json(const json_t *v)
 {
     char *text = sbx_json_dumps(v, SBX_JSON_PRETTY);
-    printf("%s\n", text);
+    cli_put_json(stdout, text);
+    putchar('\n');
     free(text);
     return CLI_OK;
 }
@@ -73,7 +74,8 @@ static int list_listers(struct ps *p, struct sbx_error *err)
         if (rc < 0 && (p->only || k == 0))
             return sbx_error_copy(err, &e);
         if (rc < 0)
-            fprintf(stderr, "sbx: warning: %s sandboxes not listed: %s\n", info.name, e.msg);
+            cli_printf_safe(stderr, CLI_SAFE_ALWAYS, "sbx: warning: %s sandboxes not listed: %s\n",
+                            info.name, e.msg);
     }
     return 0;
 }
@@ -115,7 +117,8 @@ static int list_records(struct ps *p, struct sbx_error *err)
         if (lrc < 0 && p->only)
             rc = sbx_error_copy(err, &e);
         else if (lrc < 0)
-            fprintf(stderr, "sbx: warning: recorded %s sandboxes not listed: %s\n", prov, e.msg);
+            cli_printf_safe(stderr, CLI_SAFE_ALWAYS,
+                            "sbx: warning: recorded %s sandboxes not listed: %s\n", prov, e.msg);
         const char *wid;
         json_t *unused;
         json_object_foreach(want, wid, unused)
@@ -154,7 +157,7 @@ static void print_row(const json_t *v, int all, int width)
     printf("%-16s  %-*s  ", json_string_value(json_object_get(v, "id")), width, prov ? prov : "-");
     if (all)
         printf("%-12s  ", status ? status : "-");
-    printf("%-24s  %s\n", created ? created : "-", ws ? ws : "-");
+    cli_printf_safe(stdout, CLI_SAFE_ALWAYS, "%-24s  %s\n", created ? created : "-", ws ? ws : "-");
     /* What a sandbox that is not live leaves: one indented line each. */
     if (left && json_string_value(json_object_get(left, "runtime_dir")))
         printf("  runtime_dir %s\n", json_string_value(json_object_get(left, "runtime_dir")));

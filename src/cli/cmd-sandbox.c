@@ -28,7 +28,8 @@
 static int print_json(const json_t *v)
 {
     char *text = sbx_json_dumps(v, SBX_JSON_PRETTY);
-    printf("%s\n", text);
+    cli_put_json(stdout, text);
+    putchar('\n');
     free(text);
     return CLI_OK;
 }
@@ -145,11 +146,11 @@ static int stream(struct sbx_session *s, const struct sbx_exec_spec *spec, int f
     if (rc < 0)
         return exec_fail(&err);
     if (st.timed_out) {
-        fprintf(stderr, "sbx: command in sandbox '%s' timed out\n", id);
+        cli_printf_safe(stderr, CLI_SAFE_ALWAYS, "sbx: command in sandbox '%s' timed out\n", id);
         return 124;
     }
     if (st.reason[0])
-        fprintf(stderr, "sbx: %s\n", st.reason);
+        cli_printf_safe(stderr, CLI_SAFE_ALWAYS, "sbx: %s\n", st.reason);
     return st.signal ? 128 + st.signal : st.code;
 }
 
@@ -183,9 +184,10 @@ static int run_exec(const char *id, const struct sbx_exec_spec *spec, int forwar
                      : res.status.signal  ? 128 + res.status.signal
                                           : res.status.code;
             if (res.status.timed_out)
-                fprintf(stderr, "sbx: command in sandbox '%s' timed out\n", id);
+                cli_printf_safe(stderr, CLI_SAFE_ALWAYS, "sbx: command in sandbox '%s' timed out\n",
+                                id);
             else if (res.status.reason[0])
-                fprintf(stderr, "sbx: %s\n", res.status.reason);
+                cli_printf_safe(stderr, CLI_SAFE_ALWAYS, "sbx: %s\n", res.status.reason);
             sbx_exec_result_release(&res);
         }
     } else if (rc == 0) {
@@ -704,7 +706,7 @@ static int cmd_state(int argc, char **argv)
     if (rc == 0)
         rc = sbx_session_state_serialize(state, &text, &err);
     if (rc == 0)
-        fputs(text, stdout);
+        cli_put_json(stdout, text);
     free(text);
     json_decref(state);
     sbx_client_free(c);

@@ -34,15 +34,19 @@ static void print_list(const json_t *list)
         const char *ref = json_string_value(json_object_get(h, "content_digest"));
         const char *err = json_string_value(json_object_get(h, "error"));
         if (err) {
-            printf("%.19s  (damaged: %s)\n", ref ? ref : "?", err);
+            cli_printf_safe(stdout, CLI_SAFE_ALWAYS, "%.19s  (damaged: %s)\n", ref ? ref : "?",
+                            err);
             continue;
         }
         const char *created = json_string_value(json_object_get(h, "created"));
         const char *label = json_string_value(json_object_get(h, "label"));
-        printf("%.19s  %-24s  %7lld  %12lld  %-6zu  %s\n", ref ? ref : "?", created ? created : "",
-               (long long)json_integer_value(json_object_get(h, "files")),
-               (long long)json_integer_value(json_object_get(h, "bytes")),
-               json_array_size(json_object_get(h, "holds")), label ? label : "");
+        /* An imported archive's header says what its label is: a listing never carries an
+         * escape sequence. */
+        cli_printf_safe(stdout, CLI_SAFE_ALWAYS, "%.19s  %-24s  %7lld  %12lld  %-6zu  %s\n",
+                        ref ? ref : "?", created ? created : "",
+                        (long long)json_integer_value(json_object_get(h, "files")),
+                        (long long)json_integer_value(json_object_get(h, "bytes")),
+                        json_array_size(json_object_get(h, "holds")), label ? label : "");
     }
 }
 
@@ -164,7 +168,8 @@ int cmd_snapshot(int argc, char **argv)
             print_list(v);
         } else {
             char *s = sbx_json_dumps(v, SBX_JSON_PRETTY | SBX_JSON_SORTED);
-            puts(s);
+            cli_put_json(stdout, s);
+            putchar('\n');
             free(s);
         }
         json_decref(v);

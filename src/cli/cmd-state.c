@@ -15,16 +15,11 @@
 
 #define SHOWN_MAX 200
 
-/* Text from a model, a tool or the file: escaped on a terminal. */
+/* Text from a model, a tool or the file (which anyone may have written): never an escape
+ * sequence, on a terminal or in a pipe. */
 static void put_safe(FILE *f, const char *s)
 {
-    if (!isatty(fileno(f))) {
-        fputs(s, f);
-        return;
-    }
-    char *e = sbx_term_escape(s, strlen(s), 0, NULL);
-    fputs(e, f);
-    free(e);
+    cli_put_safe(f, CLI_SAFE_ALWAYS, s, strlen(s));
 }
 
 static const char *str(const json_t *o, const char *key)
@@ -79,9 +74,9 @@ static json_t *sandboxes(const json_t *state)
 
 static json_t *summary(const char *path, const json_t *state)
 {
-    static const char *const keys[] = {"status",       "start_agent", "current_agent", "turn",
-                                       "max_turns",    "usage",       "updated_at",    "pending",
-                                       "final_output", "error"};
+    static const char *const keys[] = {"status",    "start_agent",  "current_agent", "turn",
+                                       "max_turns", "usage",        "updated_at",    "pending",
+                                       "always",    "final_output", "error"};
     json_t *o = json_pack("{s:s}", "file", path);
     for (size_t i = 0; i < SBX_ARRAY_LEN(keys); i++) {
         json_t *v = json_object_get(state, keys[i]);
@@ -113,7 +108,9 @@ static void print_text(const json_t *s)
            (long long)json_integer_value(json_object_get(u, "input_tokens")),
            (long long)json_integer_value(json_object_get(u, "output_tokens")),
            (long long)json_integer_value(json_object_get(u, "requests")));
-    printf("updated:  %s\n", str(s, "updated_at"));
+    printf("updated:  ");
+    put_safe(stdout, str(s, "updated_at"));
+    printf("\n");
     if (json_array_size(json_object_get(s, "pending")))
         printf("pending:\n");
     json_array_foreach(json_object_get(s, "pending"), i, p)
@@ -132,14 +129,25 @@ static void print_text(const json_t *s)
         free(line);
         free(args);
     }
+    /* "Always" decisions as the file says; whether a resume takes them is its seal's say. */
+    if (json_array_size(json_object_get(s, "always")))
+        printf("always:\n");
+    json_array_foreach(json_object_get(s, "always"), i, p)
+    {
+        const char *why = str(p, "message");
+        cli_printf_safe(stdout, CLI_SAFE_ALWAYS, "  %s  %s  (%s)%s%s\n", str(p, "tool"),
+                        json_is_true(json_object_get(p, "approved")) ? "approved" : "rejected",
+                        str(p, "by"), why[0] ? ": " : "", why);
+    }
     if (json_array_size(json_object_get(s, "sandboxes")))
         printf("sandboxes:\n");
     json_array_foreach(json_object_get(s, "sandboxes"), i, b)
     {
         const json_t *agents = json_object_get(b, "agents"), *a;
         size_t k;
-        printf("  %s  %s  %s  agent", str(b, "id"), str(b, "status"),
-               json_is_true(json_object_get(b, "owned")) ? "owned" : "attached");
+        cli_printf_safe(stdout, CLI_SAFE_ALWAYS, "  %s  %s  %s  agent", str(b, "id"),
+                        str(b, "status"),
+                        json_is_true(json_object_get(b, "owned")) ? "owned" : "attached");
         printf("%s", json_array_size(agents) > 1 ? "s" : "");
         json_array_foreach(agents, k, a)
         {
@@ -148,7 +156,7 @@ static void print_text(const json_t *s)
             printf("'");
         }
         const char *snap = str(b, "snapshot");
-        printf("%s%s\n", snap[0] ? "  snapshot " : "", snap);
+        cli_printf_safe(stdout, CLI_SAFE_ALWAYS, "%s%s\n", snap[0] ? "  snapshot " : "", snap);
     }
     if (json_is_string(json_object_get(s, "final_output"))) {
         printf("final output:\n");
@@ -185,7 +193,8 @@ static int cmd_show(int argc, char **argv)
     json_t *s = summary(path, state);
     if (as_json) {
         char *out = sbx_json_dumps(s, SBX_JSON_PRETTY);
-        puts(out);
+        cli_put_json(stdout, out);
+        putchar('\n');
         free(out);
     } else {
         print_text(s);

@@ -15,24 +15,75 @@
 #include "sbx/strv.h"
 #include "sbx/term.h"
 
+void cli_put_safe(FILE *f, int mode, const char *s, size_t n)
+{
+    if (mode != CLI_SAFE_ALWAYS && !isatty(fileno(f))) {
+        fwrite(s, 1, n, f);
+        return;
+    }
+    char *e = sbx_term_escape(s, n, 0, NULL);
+    fputs(e, f);
+    free(e);
+}
+
+void cli_printf_safe(FILE *f, int mode, const char *fmt, ...)
+{
+    va_list ap, ap2;
+    va_start(ap, fmt);
+    va_copy(ap2, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        va_end(ap2);
+        return;
+    }
+    char *s = sbx_xmalloc((size_t)n + 1);
+    vsnprintf(s, (size_t)n + 1, fmt, ap2);
+    va_end(ap2);
+    cli_put_safe(f, mode, s, (size_t)n);
+    free(s);
+}
+
+void cli_put_json(FILE *f, const char *text)
+{
+    /* JSON escapes C0 controls; C1 controls (U+0080..U+009F, which some terminals obey) are
+     * escaped too: JSON sbx prints carries no control character, wherever it ends up. */
+    for (const char *p = text; *p; p++) {
+        if ((unsigned char)p[0] == 0xC2 && (unsigned char)p[1] >= 0x80 &&
+            (unsigned char)p[1] <= 0x9F) {
+            fprintf(f, "\\u%04x", (unsigned char)p[1]);
+            p++;
+        } else {
+            fputc(*p, f);
+        }
+    }
+}
+
 int cli_fail(const struct sbx_error *err)
 {
-    /* Messages may quote what a model or a sandbox said: no escape sequences on a terminal. */
+    /* Messages may quote what a model, a sandbox or an archive said: never an escape sequence,
+     * on a terminal or in a log. */
     const char *msg = err->msg[0] ? err->msg : sbx_strerror(err->code);
-    char *safe = isatty(2) ? sbx_term_escape(msg, strlen(msg), 0, NULL) : NULL;
-    fprintf(stderr, "sbx: %s\n", safe ? safe : msg);
-    free(safe);
+    cli_printf_safe(stderr, CLI_SAFE_ALWAYS, "sbx: %s\n", msg);
     return CLI_FAIL;
 }
 
 int cli_usage(const char *verb, const char *fmt, ...)
 {
     va_list ap;
-    fputs("sbx: ", stderr);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    fprintf(stderr, "\nTry 'sbx %s--help'.\n", verb ? verb : "");
+    char *msg = sbx_xmalloc(n > 0 ? (size_t)n + 1 : 1);
+    msg[0] = '\0';
+    va_start(ap, fmt);
+    if (n > 0)
+        vsnprintf(msg, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    /* Usage errors quote what was typed, or a name a file gave: printed safely too. */
+    cli_printf_safe(stderr, CLI_SAFE_ALWAYS, "sbx: %s\nTry 'sbx %s--help'.\n", msg,
+                    verb ? verb : "");
+    free(msg);
     return CLI_USAGE;
 }
 

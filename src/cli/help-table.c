@@ -72,10 +72,18 @@ static const struct cli_help_opt run_opts[] = {
         {0, "state", "FILE",
          "save the run's state to FILE after every turn (a new file) and keep its sandboxes "
          "until it completes"},
-        {0, "resume", "FILE", "continue the run saved in FILE (no prompt)"},
-        {0, "approve", "CALL_ID|all", "with --resume: run this pending tool call"},
-        {0, "reject", "CALL_ID|all", "with --resume: tell the model this call was refused"},
-        {0, "reason", "TEXT", "after --reject: the reason the model is told"},
+        {0, "resume", "FILE", "continue the run saved in FILE (give its agent file with -a)"},
+        {0, "approve", "CALL_ID|all|TOOL",
+         "with --resume: run this pending tool call (all: every one); on a new run: run every "
+         "call of TOOL without asking (as --approve-always)"},
+        {0, "reject", "CALL_ID", "with --resume: refuse this pending call; the tool never runs"},
+        {0, "reason", "TEXT",
+         "after --reject or --reject-always: what the model reads instead of 'Tool execution "
+         "was not approved.'"},
+        {0, "approve-always", "TOOL",
+         "run every call of TOOL (a glob) that needs approval, for the rest of the run"},
+        {0, "reject-always", "TOOL", "refuse every call of TOOL that needs approval"},
+        {0, "approve-all", NULL, "no call waits for approval in this run"},
         {0, "allow-agent-change", NULL, "with --resume: accept an agent file that changed"},
         {0, "no-memory-update", NULL, "skip generating memory after the answer"},
         {0, "port", "N",
@@ -363,7 +371,9 @@ const struct cli_help cli_help_table[] = {
          "        [--provider NAME] [-o KEY=VALUE]... [provider options]\n"
          "        [--trace FILE] [--trace-otlp URL] [--trace-parent TRACEPARENT]\n"
          "        [--trace-content] [--trace-openai]\n"
-         "sbx run --resume FILE [--approve CALL_ID|all]... [--reject CALL_ID\n"
+         "        [--approve TOOL]... [--approve-always TOOL]... [--reject-always TOOL\n"
+         "        [--reason TEXT]]... [--approve-all]\n"
+         "sbx run --resume FILE -a AGENT_FILE [--approve CALL_ID|all]... [--reject CALL_ID\n"
          "        [--reason TEXT]]... [--allow-agent-change] [options]",
          "run an agent against a model",
          "Runs an agent on PROMPT (or standard input with '-') and prints the final output. "
@@ -393,13 +403,26 @@ const struct cli_help cli_help_table[] = {
          "--pass-secret OPENAI_API_KEY "
          "lets a manifest's {type: secret, env: OPENAI_API_KEY} read the model's key (refused "
          "otherwise).\n\n"
+         "Approvals: a tool call that needs approval (needs_approval in the agent file) is "
+         "asked about on a terminal: the tool, its arguments (long ones shortened; [v] shows "
+         "them all) and [y]es / [n]o (with a reason the model reads) / [a]lways for this tool "
+         "in this run / [s]top and save; the run goes on in the same process. Elsewhere, or "
+         "after [s], the run stops with status 4 listing the pending calls; the calls of the "
+         "turn that need no approval have run. --approve-always TOOL and --reject-always TOOL "
+         "answer every call of TOOL that needs approval, --approve-all every call; the agent "
+         "file's rules stay the default. A rejected call's tool never runs; the model reads "
+         "--reason verbatim, else 'Tool execution was not approved.'.\n\n"
          "--state FILE saves the run's state to FILE after every turn (a new file) and keeps its "
-         "sandboxes until it completes. A tool call that needs approval (needs_approval in the "
-         "agent file) stops the run with status 4, listing the pending calls; --resume FILE "
-         "continues it (no prompt; agent file and model as saved unless given), running the "
-         "calls --approve names and telling the model of those --reject names. A run that "
-         "failed, was cancelled or killed continues from its last checkpoint, repeating at most "
-         "the turn that was in flight. 'sbx state show FILE' summarises a state.\n\n"
+         "sandboxes until it completes; a run that may stop for approval without --state saves "
+         "to a new file under $XDG_STATE_HOME/sbx/runs and says where. --resume FILE continues "
+         "it: the agent file comes from -a (on a terminal sbx may ask to use the one the state "
+         "names; never otherwise), the model as saved unless given; --approve CALL_ID runs that "
+         "pending call, --reject CALL_ID refuses it. A decision answers the call it names, with "
+         "the arguments listed, once; decisions written into a state file answer nothing, and "
+         "'always' decisions are taken from it only when sealed with this user's run-state key. "
+         "A run that failed, was cancelled or killed continues from its last checkpoint, "
+         "repeating at most the turn that was in flight. 'sbx state show FILE' summarises a "
+         "state.\n\n"
          "Agents with the memory capability generate memory after the answer is printed "
          "(progress on stderr) in sandboxes that outlive the run (--keep, --session); "
          "--no-memory-update skips that ('sbx memory update ID' does it later).\n\n"
@@ -586,8 +609,10 @@ const struct cli_help cli_help_table[] = {
          "stopped or gone) and the final output or error (--json: as one JSON object).",
          json_opts, STATUS_COMMON, "state run", CLI_HELP_ANYWHERE},
         {"state rm", NULL, "sbx state rm FILE", "remove a run state and its sandboxes",
-         "Removes the sandboxes the run made and their snapshot holds, then FILE.", help_only,
-         STATUS_COMMON, "state", CLI_HELP_ANYWHERE},
+         "Removes the sandboxes the run made and their snapshot holds, then FILE. A sandbox is "
+         "the run's only when its own record names the run: one the file names but the run did "
+         "not make is left alone, with a warning.",
+         help_only, STATUS_COMMON, "state", CLI_HELP_ANYWHERE},
 
         {"trace", NULL, "sbx trace show FILE", "show the spans 'sbx run --trace' wrote",
          "Trace files are the JSON lines 'sbx run --trace FILE' writes, one span each "

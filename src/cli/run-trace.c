@@ -36,7 +36,7 @@ static char *traces_url(const char *base)
     return sbx_xasprintf("%.*s/v1/traces", (int)n, base);
 }
 
-int cli_trace_start(struct cli_trace *ct, const struct sbx_strv *pass, struct sbx_error *err)
+int cli_trace_start(struct cli_trace *ct, const struct sbx_strv *secrets, struct sbx_error *err)
 {
     const char *env_otlp = getenv("OTEL_EXPORTER_OTLP_ENDPOINT");
     if (!ct->otlp && env_otlp && env_otlp[0])
@@ -62,24 +62,10 @@ int cli_trace_start(struct cli_trace *ct, const struct sbx_strv *pass, struct sb
                                  "--trace-openai");
         return 0;
     }
-    /* The values of the run's secrets (as the run state scrubs them): the model's key and the
-     * credentials --pass-secret lets into sandboxes. */
-    struct sbx_strv values;
-    sbx_strv_init(&values);
-    const char *key = getenv("OPENAI_API_KEY");
-    if (key && key[0])
-        sbx_strv_push(&values, key);
-    for (size_t i = 0; pass && i < pass->n; i++) {
-        const char *v = getenv(pass->v[i]);
-        if (v && v[0])
-            sbx_strv_push(&values, v);
-    }
+    /* The run's secret values, as every file the run writes is scrubbed of them. */
     struct sbx_trace_options o = {
-            .traceparent = ct->parent, .content = ct->content, .secrets = &values};
+            .traceparent = ct->parent, .content = ct->content, .secrets = secrets};
     int rc = sbx_trace_new(&o, &ct->t, err);
-    for (size_t i = 0; i < values.n; i++)
-        explicit_bzero(values.v[i], strlen(values.v[i]));
-    sbx_strv_release(&values);
     if (rc < 0) {
         sbx_error_prefix(err, "%s", tp_from);
         return rc;
@@ -114,7 +100,7 @@ int cli_trace_start(struct cli_trace *ct, const struct sbx_strv *pass, struct sb
             goto fail;
     }
     if (ct->openai) {
-        const char *url = getenv("SBX_TRACE_OPENAI_URL");
+        const char *url = getenv("SBX_TRACE_OPENAI_URL"), *key = getenv("OPENAI_API_KEY");
         if ((rc = sbx_trace_openai_exporter(url && url[0] ? url : SBX_TRACE_OPENAI_URL, key,
                                             timeout, &ex, err)) < 0 ||
             (rc = sbx_trace_add_exporter(ct->t, &ex, err)) < 0)

@@ -23,9 +23,9 @@ struct cli_trace {
 /* One of the trace options of `sbx run` (name without "--"). Returns 1 when it was one. */
 int cli_trace_option(struct cli_trace *ct, const char *name, const char *arg);
 /* After the options: the environment's defaults, the tracer, its exporters and the run span,
- * made the current span. Nothing is traced when no exporter is configured. pass: the
- * --pass-secret names, whose values (and $OPENAI_API_KEY's) are redacted from every span. */
-int cli_trace_start(struct cli_trace *ct, const struct sbx_strv *pass, struct sbx_error *err);
+ * made the current span. Nothing is traced when no exporter is configured. secrets: the run's
+ * secret values (cli_run_secrets), redacted from every span. */
+int cli_trace_start(struct cli_trace *ct, const struct sbx_strv *secrets, struct sbx_error *err);
 /* End the run span (err: why the run failed, or NULL), flush the exporters and report dropped
  * spans on stderr as one line. */
 void cli_trace_finish(struct cli_trace *ct, const struct sbx_error *err);

@@ -1,6 +1,7 @@
 /* SHA-256 over OpenSSL's EVP interface, hex encoding, and kernel randomness. */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/random.h>
 
 #include "core/dl-crypto.h"
@@ -72,6 +73,43 @@ int sbx_sha256(const void *p, size_t n, uint8_t digest[SBX_SHA256_LEN], struct s
     rc = sbx_sha256_final(h, digest, err);
 out:
     sbx_sha256_free(h);
+    return rc;
+}
+
+/* H((k ^ pad) || m). */
+static int keyed_digest(const uint8_t block[64], uint8_t pad, const void *m, size_t n,
+                        uint8_t out[SBX_SHA256_LEN], struct sbx_error *err)
+{
+    uint8_t k[64];
+    struct sbx_sha256 *h = NULL;
+    for (size_t i = 0; i < sizeof(k); i++)
+        k[i] = block[i] ^ pad;
+    int rc = sbx_sha256_new(&h, err);
+    if (rc == 0)
+        rc = sbx_sha256_update(h, k, sizeof(k), err);
+    if (rc == 0)
+        rc = sbx_sha256_update(h, m, n, err);
+    if (rc == 0)
+        rc = sbx_sha256_final(h, out, err);
+    sbx_sha256_free(h);
+    explicit_bzero(k, sizeof(k));
+    return rc;
+}
+
+int sbx_hmac_sha256(const void *key, size_t keylen, const void *p, size_t n,
+                    uint8_t mac[SBX_SHA256_LEN], struct sbx_error *err)
+{
+    uint8_t block[64] = {0}, inner[SBX_SHA256_LEN];
+    int rc = 0;
+    if (keylen > sizeof(block))
+        rc = sbx_sha256(key, keylen, block, err);
+    else if (keylen)
+        memcpy(block, key, keylen);
+    if (rc == 0)
+        rc = keyed_digest(block, 0x36, p, n, inner, err);
+    if (rc == 0)
+        rc = keyed_digest(block, 0x5c, inner, sizeof(inner), mac, err);
+    explicit_bzero(block, sizeof(block));
     return rc;
 }
 

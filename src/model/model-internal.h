@@ -7,6 +7,7 @@
 
 #include "model/http.h"
 #include "sbx/model.h"
+#include "sbx/strv.h"
 
 struct sbx__model_vt {
     const char *provider;
@@ -38,6 +39,7 @@ struct sbx_model {
     pthread_mutex_t lock; /* guards record and replay_next: nested runs share a model */
     struct sbx__http_pool pool;
     FILE *record;
+    struct sbx_strv secrets; /* scrubbed from the record: the options' and the API key */
     /* replay */
     char *replay_path;
     json_t *replay; /* array of response objects */

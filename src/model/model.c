@@ -9,6 +9,7 @@
 #include "sbx/fs.h"
 #include "sbx/hash.h"
 #include "sbx/json.h"
+#include "sbx/scrub.h"
 #include "sbx/log.h"
 #include "sbx/time.h"
 #include "sbx/trace.h"
@@ -76,6 +77,7 @@ int sbx_model_new(const char *name, const struct sbx_model_options *opt, struct 
     if (!name || !name[0])
         return sbx_error_set(err, SBX_E_INVAL, 0, "model name must not be empty");
     m = sbx_xcalloc(1, sizeof(*m));
+    sbx_strv_init(&m->secrets);
     m->name = sbx_xstrdup(name);
     pthread_mutex_init(&m->lock, NULL);
     sbx__http_pool_init(&m->pool);
@@ -132,6 +134,10 @@ int sbx_model_new(const char *name, const struct sbx_model_options *opt, struct 
         }
     }
     if (opt->record_path) {
+        for (size_t i = 0; opt->secrets && i < opt->secrets->n; i++)
+            sbx_strv_push(&m->secrets, opt->secrets->v[i]);
+        if (m->api_key)
+            sbx_strv_push(&m->secrets, m->api_key);
         int fd = open(opt->record_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
         if (fd < 0) {
             rc = sbx_error_errno(err, errno, "cannot open record file '%s'", opt->record_path);
@@ -157,6 +163,9 @@ void sbx_model_free(struct sbx_model *m)
         return;
     if (m->record)
         fclose(m->record);
+    for (size_t i = 0; i < m->secrets.n; i++)
+        explicit_bzero(m->secrets.v[i], strlen(m->secrets.v[i]));
+    sbx_strv_release(&m->secrets);
     if (m->api_key) {
         explicit_bzero(m->api_key, strlen(m->api_key));
         free(m->api_key);
@@ -210,7 +219,9 @@ int sbx_model_respond(struct sbx_model *m, const struct sbx_model_request *req,
     if (!json_is_array(json_object_get(resp, "output")))
         sbx_json_set(resp, "output", json_array());
     if (m->record) {
-        char *line = sbx_json_dumps(resp, SBX_JSON_COMPACT);
+        json_t *clean = sbx_scrub_json(&m->secrets, resp, NULL);
+        char *line = sbx_json_dumps(clean, SBX_JSON_COMPACT);
+        json_decref(clean);
         int bad =
                 fputs(line, m->record) < 0 || fputc('\n', m->record) < 0 || fflush(m->record) != 0;
         free(line);

@@ -120,11 +120,29 @@ static int read_record(int dfd, const char *name, json_t **out, struct sbx_error
     return rc;
 }
 
-int sbx_sandbox_record_write(const char *provider, const char *id, const json_t *options,
-                             struct sbx_error *err)
+/* The "run" of the existing record of id (caller frees), or NULL. */
+static char *recorded_run(int dfd, const char *id, const char *provider)
+{
+    char name[ID_MAX + 8];
+    json_t *old = NULL;
+    snprintf(name, sizeof(name), "%s.json", id);
+    if (read_record(dfd, name, &old, NULL) < 0)
+        return NULL;
+    const char *run = json_string_value(json_object_get(old, "run"));
+    char *out = run && strcmp(json_string_value(json_object_get(old, "provider")), provider) == 0
+                        ? sbx_xstrdup(run)
+                        : NULL;
+    json_decref(old);
+    return out;
+}
+
+/* Write the record of id; run: the run that made the sandbox (NULL: the one an earlier record
+ * of the same id and provider names, if any). */
+static int write_record(const char *provider, const char *id, const json_t *options,
+                        const char *run, struct sbx_error *err)
 {
     struct sbx_provider_info p;
-    char *path = NULL, name[ID_MAX + 8];
+    char *path = NULL, name[ID_MAX + 8], *kept_run = NULL;
     int dfd = -1, rc = sbx_provider_find(provider, &p, err);
     if (rc < 0)
         return rc;
@@ -143,19 +161,57 @@ int sbx_sandbox_record_write(const char *provider, const char *id, const json_t 
     clock_gettime(CLOCK_REALTIME, &now);
     json_t *doc = json_pack("{s:i, s:s, s:s, s:o, s:I}", "version", RECORD_VERSION, "id", id,
                             "provider", p.name, "options", keep, "created", (json_int_t)now.tv_sec);
-    char *text = sbx_json_dumps(doc, 0);
     snprintf(name, sizeof(name), "%s.json", id);
     rc = open_dir(1, &path, &dfd, err);
+    if (rc == 0 && !run)
+        run = kept_run = recorded_run(dfd, id, p.name);
+    if (run)
+        sbx_json_set(doc, "run", sbx_json_str(run));
+    char *text = sbx_json_dumps(doc, 0);
     if (rc == 0)
         rc = sbx_fs_write_state(dfd, name, text, strlen(text), 0600, err);
     if (rc < 0)
         sbx_error_prefix(err, "record of sandbox '%s'", id);
     if (dfd >= 0)
         close(dfd);
+    free(kept_run);
     free(path);
     free(text);
     json_decref(doc);
     return rc;
+}
+
+int sbx_sandbox_record_write(const char *provider, const char *id, const json_t *options,
+                             struct sbx_error *err)
+{
+    return write_record(provider, id, options, NULL, err);
+}
+
+int sbx_sandbox_record_claim(const char *provider, const char *id, const json_t *options,
+                             const char *run, struct sbx_error *err)
+{
+    if (!run || !run[0])
+        return sbx_error_set(err, SBX_E_INVAL, 0, "a sandbox record's run must not be empty");
+    return write_record(provider, id, options, run, err);
+}
+
+int sbx_sandbox_record_owned_by(const char *id, const char *run)
+{
+    char *path = NULL;
+    int dfd = -1;
+    if (!id || !valid_id(id) || !run || !run[0] || open_dir(0, &path, &dfd, NULL) < 0)
+        return 0;
+    char name[ID_MAX + 8];
+    json_t *doc = NULL;
+    snprintf(name, sizeof(name), "%s.json", id);
+    int mine = read_record(dfd, name, &doc, NULL) == 0 &&
+               strcmp(json_string_value(json_object_get(doc, "id")), id) == 0 &&
+               json_is_string(json_object_get(doc, "run")) &&
+               strcmp(json_string_value(json_object_get(doc, "run")), run) == 0;
+    json_decref(doc);
+    close(dfd);
+    free(path);
+    return mine;
 }
 
 int sbx_sandbox_record_remove(const char *id, struct sbx_error *err)

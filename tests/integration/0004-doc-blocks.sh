@@ -179,6 +179,7 @@ rc=$?
 expect_rc 4 "approval: the replay stops for approval"
 tool_out './build:\nstats.o' "approval: ls -R really shows the build output"
 timeout -k 5 "$BLOCK_TIMEOUT" "$SBX" run --json --resume "$T/rs.json" --approve call_ap2 \
+    -a "$SBX_SRCDIR/examples/approval/agent.yaml" \
     -m "replay:$SBX_SRCDIR/examples/approval/resume.jsonl" >"$T/ev" 2>"$T/err"
 rc=$?
 expect_rc 0 "approval: the approved run goes on"

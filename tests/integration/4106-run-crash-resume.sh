@@ -38,7 +38,7 @@ expect_eq "$(sfield "$T/S.json" '(s["status"], s["open_calls"])')" "('running', 
     "the checkpoint says the call was running"
 expect_eq "$(live)" 1 "the sandbox outlived the killed run"
 
-run "$SBX" run --base-url "$FAKE_URL" --resume "$T/S.json"
+run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" --resume "$T/S.json"
 expect_rc 0 "--resume continues the killed run"
 expect_in "$T/err" "sbx: tool call c1 (exec_command) was running when the run stopped; running it again" \
     "saying that the call is repeated"
@@ -62,7 +62,7 @@ wait "$RUN_PID" 2>/dev/null
 RUN_PID=
 expect_eq "$(sfield "$T/M.json" '(s["status"], s["turn"], s["open_calls"])')" "('running', 1, [])" \
     "the checkpoint after turn 1 is the last one"
-run "$SBX" run --base-url "$FAKE_URL" --resume "$T/M.json"
+run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" --resume "$T/M.json"
 expect_rc 0 "--resume continues a run killed during a model call"
 expect_in "$T/err" "sbx: turn 2 was in flight when the run stopped; repeating it" "repeating that turn, and saying so"
 outputs 3 >"$T/o"
@@ -82,9 +82,9 @@ wait "$RUN_PID"
 rc=$?
 RUN_PID=
 expect_eq "$rc" 143 "SIGTERM ends the run with 143"
-expect_in "$T/err" "sbx: the run can be continued: sbx run --resume $T/C.json" "saying it can be continued"
+expect_in "$T/err" "sbx: the run can be continued: sbx run --resume $T/C.json -a $T/a.yaml" "saying it can be continued"
 expect_eq "$(live)" 1 "its sandbox stays"
-run "$SBX" run --base-url "$FAKE_URL" --resume "$T/C.json"
+run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" --resume "$T/C.json"
 expect_rc 0 "--resume continues the cancelled run"
 expect_in "$T/err" "was running when the run stopped; running it again" "repeating the cancelled call, and saying so"
 expect_in "$T/out" "finished after the cancel" "to the end"
@@ -95,12 +95,12 @@ mk "$T/s.json" '[resp(1, sh(1, "echo one >> log.txt"))]'
 start_fake "$T/s.json"
 run "$SBX" run --retries 0 --base-url "$FAKE_URL" -a "$T/a.yaml" --state "$T/F.json" "go"
 expect_rc 1 "the run fails when the model call fails"
-expect_in "$T/err" "sbx: the run can be continued: sbx run --resume $T/F.json" "and says it can be continued"
+expect_in "$T/err" "sbx: the run can be continued: sbx run --resume $T/F.json -a $T/a.yaml" "and says it can be continued"
 expect_eq "$(sfield "$T/F.json" '(s["status"], s["turn"])')" "('failed', 1)" "the state says failed after turn 1"
 expect_eq "$(live)" 1 "its sandbox stays"
 mk "$T/s.json" '[resp(2, sh(2, "cat log.txt")), resp(3, msg("recovered"))]'
 start_fake "$T/s.json"
-run "$SBX" run --resume "$T/F.json" --base-url "$FAKE_URL"
+run "$SBX" run -a "$T/a.yaml" --resume "$T/F.json" --base-url "$FAKE_URL"
 expect_rc 0 "--resume continues the failed run"
 expect_in "$T/err" "sbx: turn 2 was in flight when the run stopped; repeating it" "repeating the failed turn, and saying so"
 expect_eq "$(fake_query '[i.get("call_id") for i in reqs[0]["body"]["input"] if i.get("type") == "function_call_output"]')" \
@@ -117,7 +117,7 @@ capabilities: [shell]
 manifest: {entries: {}}
 needs_approval: [{tool: exec_command, when: {cmd: "cat *"}}]
 EOF
-mk "$T/s.json" '[resp(1, sh(1, "echo kept > kept.txt")), resp(2, sh(2, "cat kept.txt")), resp(3, msg("rebuilt"))]'
+mk "$T/s.json" '[resp(1, sh(1, "sh -c \x27echo kept > kept.txt\x27")), resp(2, sh(2, "cat kept.txt")), resp(3, msg("rebuilt"))]'
 start_fake "$T/s.json"
 run "$SBX" run --base-url "$FAKE_URL" -a "$T/w.yaml" --state "$T/W.json" "go"
 expect_rc 4 "the run waits for approval"
@@ -128,7 +128,7 @@ run "$SBX" snapshot inspect "$SNAP"
 expect_in "$T/out" "runstate-$ID" "held for the run state"
 "$SBX" sandbox rm "$ID" >/dev/null
 expect_eq "$(live)" 0 "the sandbox is gone"
-run "$SBX" run --base-url "$FAKE_URL" --resume "$T/W.json" --approve c2
+run "$SBX" run --base-url "$FAKE_URL" -a "$T/w.yaml" --resume "$T/W.json" --approve c2
 expect_rc 0 "the run continues"
 outputs 2 >"$T/o"
 expect_in "$T/o" "kept" "in a sandbox rebuilt from the snapshot, with the file"

@@ -52,7 +52,7 @@ run "$SBX" state show --json "$T/S.json"
 expect_eq "$(sfield "$T/out" 's["sandboxes"][0]["status"]')" "gone" "--json too"
 
 # --- completed ---------------------------------------------------------------------------------
-run "$SBX" run --base-url "$FAKE_URL" --resume "$T/S.json" --approve c1
+run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" --resume "$T/S.json" --approve c1
 expect_rc 0 "the run completes (its sandbox rebuilt)"
 run "$SBX" state show "$T/S.json"
 expect_in "$T/out" "status:   completed" "show: completed"
@@ -61,7 +61,7 @@ expect_not_in "$T/out" "pending:" "and nothing pending"
 run "$SBX" state show --json "$T/S.json"
 expect_eq "$(sfield "$T/out" '(s["status"], s["final_output"], s["pending"])')" \
     "('completed', 'the end', [])" "--json: completed with the final output"
-run "$SBX" run --base-url "$FAKE_URL" --resume "$T/S.json"
+run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" --resume "$T/S.json"
 expect_rc 1 "a completed run cannot be resumed"
 expect_in "$T/err" "the run already completed" "saying so"
 
@@ -84,25 +84,25 @@ python3 -c 'import sys; p=sys.argv[1]; t=open(p).read(); open(p, "w").write(t.re
 run "$SBX" state show "$T/E.json"
 expect_rc 1 "an edited file is refused by show"
 expect_in "$T/err" "its digest does not match its content (the file was edited or damaged)" "saying why"
-run "$SBX" run --base-url "$FAKE_URL" --resume "$T/E.json" --approve c1
+run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" --resume "$T/E.json" --approve c1
 expect_rc 1 "and by --resume"
 expect_in "$T/err" "digest does not match" "with the same reason"
 run "$SBX" state rm "$T/E.json"
 expect_rc 1 "rm leaves an edited file alone"
-python3 -c 'import json,sys; p=sys.argv[1]; s=json.load(open(p)); s["version"]=2; json.dump(s, open(p, "w"))' "$T/E.json"
+python3 -c 'import json,sys; p=sys.argv[1]; s=json.load(open(p)); s["version"]=3; json.dump(s, open(p, "w"))' "$T/E.json"
 run "$SBX" state show "$T/E.json"
 expect_rc 1 "a newer format version is refused"
-expect_in "$T/err" "version 2 is newer than this sbx reads (1)" "saying so"
+expect_in "$T/err" "version 3 is newer than this sbx reads (2)" "saying so"
 "$SBX" sandbox rm "$ID" >/dev/null 2>&1
 
 waiting_run "$T/G.json"
 expect_rc 4 "a fourth run waits"
 echo "# changed" >>"$T/a.yaml"
-run "$SBX" run --base-url "$FAKE_URL" --resume "$T/G.json" --approve c1
+run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" --resume "$T/G.json" --approve c1
 expect_rc 1 "a changed agent file is refused"
 expect_in "$T/err" "agent file '$(realpath "$T/a.yaml")' changed since the run was saved" "naming the file"
 expect_in "$T/err" "allow it with --allow-agent-change" "and the override"
-run "$SBX" run --base-url "$FAKE_URL" --resume "$T/G.json" --approve c1 --allow-agent-change
+run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" --resume "$T/G.json" --approve c1 --allow-agent-change
 expect_rc 0 "--allow-agent-change resumes it"
 expect_in "$T/out" "the end" "to the end"
 
@@ -120,15 +120,15 @@ waiting_run "$T/U.json"
 expect_rc 4 "a run to resume"
 cp "$T/U.json" "$T/U.orig"
 before=$(fake_query 'len(reqs)')
-run "$SBX" run --resume "$T/U.json" --approve c1
+run "$SBX" run -a "$T/a.yaml" --resume "$T/U.json" --approve c1
 expect_rc 2 "resuming against the saved server without --base-url is refused while a key is set"
 expect_in "$T/err" "the saved run used the model server '$FAKE_URL': give --base-url '$FAKE_URL'" \
     "naming the server and the option"
 expect_eq "$(fake_query 'len(reqs)')" "$before" "no request went to the saved server"
 cmp -s "$T/U.json" "$T/U.orig" && ok "the state file is untouched" || not_ok "the state file is untouched"
-OPENAI_BASE_URL="$FAKE_URL" run "$SBX" run --resume "$T/U.json" --approve c1
+OPENAI_BASE_URL="$FAKE_URL" run "$SBX" run -a "$T/a.yaml" --resume "$T/U.json" --approve c1
 expect_rc 0 "the same server named by OPENAI_BASE_URL is accepted"
 waiting_run "$T/V.json"
-(unset OPENAI_API_KEY; run "$SBX" run --resume "$T/V.json" --approve c1; echo "$rc" >"$T/v.rc")
+(unset OPENAI_API_KEY; run "$SBX" run -a "$T/a.yaml" --resume "$T/V.json" --approve c1; echo "$rc" >"$T/v.rc")
 expect_eq "$(cat "$T/v.rc" 2>/dev/null)" 0 "without a key the saved server is used as it is"
 done_testing

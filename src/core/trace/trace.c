@@ -11,6 +11,7 @@
 #include "sbx/buf.h"
 #include "sbx/json.h"
 #include "sbx/time.h"
+#include "sbx/scrub.h"
 #include "sbx/trace.h"
 
 #define MAX_EXPORTERS 4
@@ -212,28 +213,14 @@ static char *clean_text(const struct sbx_trace *t, const char *s, size_t n, size
     }
     struct sbx_buf b;
     sbx_buf_init(&b, SBX_BUF_NOLIMIT);
-    for (size_t i = 0; i < n;) {
-        size_t match = 0;
-        for (size_t k = 0; k < t->secrets.n && !match; k++) {
-            size_t sl = strlen(t->secrets.v[k]);
-            if (sl >= 4 && sl <= n - i && memcmp(s + i, t->secrets.v[k], sl) == 0)
-                match = sl;
-        }
-        int rc = match ? sbx_buf_adds(&b, "[redacted]", NULL) : sbx_buf_add(&b, s + i, 1, NULL);
-        if (rc < 0)
-            SBX_BUG("unbounded buffer refused data");
-        i += match ? match : 1;
-    }
+    size_t sn = 0;
+    char *scrubbed = sbx_scrub_text(&t->secrets, s, n, NULL, &sn);
+    if (sbx_buf_add(&b, scrubbed ? scrubbed : s, scrubbed ? sn : n, NULL) < 0)
+        SBX_BUG("unbounded buffer refused data");
+    free(scrubbed);
     /* A secret cut in half at the bound must not survive as its prefix. */
-    for (size_t k = 0; cut && k < t->secrets.n; k++) {
-        size_t sl = strlen(t->secrets.v[k]);
-        for (size_t p = sl > 4 ? sl - 1 : 3; sl >= 4 && p >= 3; p--) {
-            if (b.len >= p && memcmp(b.data + b.len - p, t->secrets.v[k], p) == 0) {
-                sbx_buf_setlen(&b, b.len - p);
-                break;
-            }
-        }
-    }
+    if (cut)
+        sbx_buf_setlen(&b, b.len - sbx_scrub_tail(&t->secrets, b.data, b.len));
     if (cut && sbx_buf_adds(&b, "\xe2\x80\xa6[truncated]", NULL) < 0)
         SBX_BUG("unbounded buffer refused data");
     return sbx_buf_detach(&b, NULL);

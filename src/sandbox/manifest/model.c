@@ -209,6 +209,26 @@ const struct sbx_secret *sbx_manifest_entry_secret(const struct sbx_manifest_ent
     return NULL;
 }
 
+static void add_value(struct sbx_strv *out, const char *v)
+{
+    if (v && v[0] && sbx_strv_find(out, v) < 0)
+        sbx_strv_push(out, v);
+}
+
+void sbx_manifest_secret_values(const struct sbx_manifest *m, struct sbx_strv *out)
+{
+    for (size_t i = 0; i < m->nenv; i++) {
+        const struct env *v = m->env[i];
+        if (v->secret)
+            add_value(out, sbx_secret_reveal(v->secret, NULL));
+        else if (v->host_env)
+            add_value(out, getenv(v->host_env));
+    }
+    for (size_t i = 0; i < m->n; i++)
+        for (size_t k = 0; k < m->entries[i]->nsecrets; k++)
+            add_value(out, sbx_secret_reveal(m->entries[i]->secrets[k], NULL));
+}
+
 /* Same path, type and non-secret fields, in the same order (both parsed by the same code). */
 static int same_mount(const struct entry *a, const struct entry *b)
 {

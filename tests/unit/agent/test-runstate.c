@@ -95,9 +95,27 @@ static void test_fields(void)
     bad_field("version", json_integer(0), "field 'version' must be a positive integer");
 
     st = base_state();
-    sbx_json_set(st, "version", json_integer(2));
+    sbx_json_set(st, "version", json_integer(3));
     CHECK_ERR(round_trip(st, &out, &err), SBX_E_UNSUPPORTED, &err,
-              "run state: version 2 is newer than this sbx reads (1)");
+              "run state: version 3 is newer than this sbx reads (2)");
+    json_decref(st);
+
+    /* Version 2: "decisions" is a log, "always" a list, "run_id" a string. */
+    st = base_state();
+    sbx_json_set(st, "version", json_integer(2));
+    sbx_json_set(st, "decisions",
+                 json_pack("[{s:s, s:b, s:s}]", "call_id", "c1", "approved", 1, "by", "prompt"));
+    sbx_json_set(st, "always", json_pack("[{s:s, s:b}]", "tool", "x", "approved", 0));
+    sbx_json_set(st, "run_id", sbx_json_str("0123abcd"));
+    CHECK_OK(round_trip(st, &out, &err), &err);
+    json_decref(out);
+    out = NULL;
+    sbx_json_set(st, "decisions", json_object());
+    CHECK_ERR(round_trip(st, &out, &err), SBX_E_INVAL, &err,
+              "field 'decisions' must be a list of {call_id, approved, ...}");
+    sbx_json_set(st, "decisions", json_array());
+    sbx_json_set(st, "always", json_pack("[{s:i}]", "tool", 1));
+    CHECK_ERR(round_trip(st, &out, &err), SBX_E_INVAL, &err, "field 'always' must be a list");
     json_decref(st);
 
     CHECK_ERR(sbx_run_state_parse("{\"format\":", 10, &out, &err), SBX_E_PARSE, &err, "");

@@ -556,6 +556,44 @@ out:
     sbx_manifest_free(saved);
 }
 
+/* Every secret value a manifest holds, for the run's scrubber: environment secrets (inline and
+ * read from the environment) and mount credentials (inline and by reference), each once. */
+static void test_secret_values(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_manifest *m = NULL;
+    struct sbx_strv out;
+    sbx_strv_init(&out);
+    setenv("SBX_TEST_TOK", "tok-from-env-42", 1);
+    setenv("SBX_TEST_S3KEY", "s3-key-from-env", 1);
+    const char *text =
+            "entries:\n"
+            "  a: {type: s3_mount, bucket: b1, access_key_id: AK, secret_access_key: SK-inline}\n"
+            "  b: {type: s3_mount, bucket: b2, access_key_id: AK2,\n"
+            "      secret_access_key: {type: secret, env: SBX_TEST_S3KEY}}\n"
+            "environment:\n"
+            "  TOK: {type: secret, env: SBX_TEST_TOK}\n"
+            "  INL: {value: inline-7777, secret: true}\n"
+            "  PLAIN: visible\n"
+            "  AGAIN: {value: inline-7777, secret: true}\n";
+    CHECK_OK(load(text, &m, &err), &err);
+    if (m) {
+        sbx_manifest_secret_values(m, &out);
+        /* The key ids count as credentials too. */
+        CHECK_EQ_INT(out.n, 6);
+        CHECK(sbx_strv_find(&out, "AK2") >= 0);
+        CHECK(sbx_strv_find(&out, "tok-from-env-42") >= 0);
+        CHECK(sbx_strv_find(&out, "inline-7777") >= 0);
+        CHECK(sbx_strv_find(&out, "SK-inline") >= 0);
+        CHECK(sbx_strv_find(&out, "s3-key-from-env") >= 0);
+        CHECK(sbx_strv_find(&out, "visible") < 0);
+    }
+    unsetenv("SBX_TEST_TOK");
+    unsetenv("SBX_TEST_S3KEY");
+    sbx_strv_release(&out);
+    sbx_manifest_free(m);
+}
+
 static void test_environment_forms(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -1068,6 +1106,7 @@ int main(void)
     TAP_RUN(test_mounts);
     TAP_RUN(test_mount_credential_refs);
     TAP_RUN(test_copy_mount_secrets);
+    TAP_RUN(test_secret_values);
     TAP_RUN(test_local_sources);
     TAP_RUN(test_builders);
     TAP_RUN(test_content_digests);
