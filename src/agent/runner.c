@@ -190,21 +190,39 @@ static json_t *build_tools(const struct run *r, const struct sbx_agent *a)
     return tools;
 }
 
-static json_t *tool_choice_of(struct run *r, const struct sbx_agent *a)
+/* The turn's tool_choice: the agent's own, else ModelSettings.tool_choice; with
+ * reset_tool_choice it is dropped once one of the agent's tools ran (as the SDK resets it). */
+static json_t *tool_choice_of(struct run *r, const struct sbx_agent *a, const json_t *settings)
 {
-    if (!a->tool_choice)
+    const json_t *set = json_object_get(settings, "tool_choice");
+    const char *choice = a->tool_choice ? a->tool_choice : json_string_value(set);
+    if (!choice && !json_is_object(set))
         return NULL;
     if (a->reset_tool_choice)
         for (size_t i = 0; i < r->nused; i++)
             if (r->used_tools[i] == a)
                 return NULL;
-    if (streq(a->tool_choice, "auto") || streq(a->tool_choice, "required") ||
-        streq(a->tool_choice, "none"))
-        return sbx_json_str(a->tool_choice);
+    if (!choice) /* {server_label, name}: a tool of an MCP server */
+        return json_pack("{s:s, s:O, s:O}", "type", "mcp", "server_label",
+                         json_object_get(set, "server_label"), "name",
+                         json_object_get(set, "name"));
+    if (streq(choice, "auto") || streq(choice, "required") || streq(choice, "none"))
+        return sbx_json_str(choice);
     for (size_t i = 0; i < r->noffered; i++)
-        if (r->tv[i]->kind == SBX__TOOL_CUSTOM && streq(r->tv[i]->name, a->tool_choice))
-            return json_pack("{s:s, s:s}", "type", "custom", "name", a->tool_choice);
-    return json_pack("{s:s, s:s}", "type", "function", "name", a->tool_choice);
+        if (r->tv[i]->kind == SBX__TOOL_CUSTOM && streq(r->tv[i]->name, choice))
+            return json_pack("{s:s, s:s}", "type", "custom", "name", choice);
+    return json_pack("{s:s, s:s}", "type", "function", "name", choice);
+}
+
+/* The settings the request carries: tool_choice is the runner's (tool_choice_of), so a copy
+ * without it when the settings have one. Caller owns (json_decref; NULL when none). */
+static json_t *request_settings(const json_t *settings)
+{
+    if (!json_object_get(settings, "tool_choice"))
+        return json_incref((json_t *)settings);
+    json_t *copy = json_copy((json_t *)settings);
+    json_object_del(copy, "tool_choice");
+    return copy;
 }
 
 static void mark_used(struct run *r, struct sbx_agent *a)
@@ -848,7 +866,10 @@ static int call_model(struct run *r, struct sbx_turn_prep *prep, json_t **respon
                       struct sbx_error *err)
 {
     struct sbx_agent *a = r->agent;
-    json_t *tools = build_tools(r, a), *choice = tool_choice_of(r, a), *fmt = NULL, *input = NULL;
+    const json_t *own = prep->settings ? prep->settings : a->settings;
+    json_t *settings = request_settings(own);
+    json_t *tools = build_tools(r, a), *choice = tool_choice_of(r, a, own), *fmt = NULL,
+           *input = NULL;
     if (a->output_schema)
         fmt = json_pack("{s:s, s:s, s:O, s:b}", "type", "json_schema", "name", "final_output",
                         "schema", a->output_schema, "strict", 1);
@@ -869,7 +890,7 @@ static int call_model(struct run *r, struct sbx_turn_prep *prep, json_t **respon
             .tools = tools,
             .tool_choice = choice,
             .text_format = fmt,
-            .settings = prep->settings ? prep->settings : a->settings,
+            .settings = settings,
             .previous_response_id = delta_mode ? r->prev_id : NULL,
             .cache = r->cache,
     };
@@ -897,6 +918,7 @@ static int call_model(struct run *r, struct sbx_turn_prep *prep, json_t **respon
     sbx_span_end(ms);
     json_decref(tools);
     json_decref(choice);
+    json_decref(settings);
     json_decref(fmt);
     json_decref(input);
     if (rc < 0) {
