@@ -1032,6 +1032,8 @@ static int run_and_report(struct run *r)
 static int run_release(struct run *r, int rc)
 {
     catch_signals(0);
+    if (r->res)
+        cli_trace_usage(&r->trace, sbx_run_result_usage(r->res));
     sbx_run_result_free(r->res);
     sbx_sandbox_run_free(r->sr); /* its sandboxes' removal is part of the run's trace */
     cli_trace_finish(&r->trace, NULL);

@@ -136,6 +136,20 @@ fail:
     return rc;
 }
 
+void cli_trace_usage(struct cli_trace *ct, const json_t *usage)
+{
+    static const char *const keys[][2] = {{"input_tokens", "gen_ai.usage.input_tokens"},
+                                          {"output_tokens", "gen_ai.usage.output_tokens"},
+                                          {"requests", "sbx.usage.requests"}};
+    if (!ct->run)
+        return;
+    for (size_t i = 0; i < SBX_ARRAY_LEN(keys); i++) {
+        const json_t *v = json_object_get(usage, keys[i][0]);
+        if (json_is_integer(v))
+            sbx_span_set_int(ct->run, keys[i][1], json_integer_value(v));
+    }
+}
+
 void cli_trace_finish(struct cli_trace *ct, const struct sbx_error *err)
 {
     if (!ct->t)
@@ -237,12 +251,20 @@ static void put_attr_int(const json_t *a, const char *k, const char *label)
 static void put_span_line(const struct show_span *s)
 {
     const json_t *a = json_object_get(s->o, "attributes");
-    put_safe(json_string_value(json_object_get(s->o, "name")));
+    const char *name = json_string_value(json_object_get(s->o, "name"));
+    put_safe(name);
     static const char *const what[] = {"gen_ai.agent.name", "gen_ai.request.model",
                                        "gen_ai.tool.name",  "sbx.handoff.to",
                                        "sbx.sandbox.path",  "sbx.sandbox.id"};
-    for (size_t i = 0; i < SBX_ARRAY_LEN(what); i++) {
+    size_t nl = strlen(name);
+    /* A turn is its agent's: the agent's line above says whose. */
+    for (size_t i = strcmp(name, "turn") == 0 ? SBX_ARRAY_LEN(what) : 0; i < SBX_ARRAY_LEN(what);
+         i++) {
         const char *v = attr_str(a, what[i]);
+        size_t vl = v ? strlen(v) : 0;
+        /* "chat gpt-4.1", "execute_tool exec_command": the span's name already says it. */
+        if (v && v[0] && vl < nl && strcmp(name + nl - vl, v) == 0 && name[nl - vl - 1] == ' ')
+            break;
         if (v && v[0]) {
             fputs(i == 3 ? " -> " : " ", stdout);
             put_safe(v);
@@ -254,7 +276,7 @@ static void put_span_line(const struct show_span *s)
     put_duration(s->end - s->start);
     put_attr_int(a, "gen_ai.usage.input_tokens", "in");
     put_attr_int(a, "gen_ai.usage.output_tokens", "out");
-    put_attr_int(a, "gen_ai.usage.cached_input_tokens", "cached");
+    put_attr_int(a, "gen_ai.usage.cache_read.input_tokens", "cached");
     const json_t *fb = json_object_get(a, "sbx.model.first_byte_ns");
     if (json_is_integer(fb)) {
         fputs(" first byte ", stdout);
@@ -403,9 +425,13 @@ static int trace_show(const char *path)
         const json_t *pi = v[i].parent ? json_object_get(index, v[i].parent) : NULL;
         if (!pi || (size_t)json_integer_value(pi) == i)
             show_tree(v, i, &prefix, 1, 0);
+        /* Model calls only: the turn and run spans repeat their tokens as sums. */
         const json_t *a = json_object_get(v[i].o, "attributes");
-        in += json_integer_value(json_object_get(a, "gen_ai.usage.input_tokens"));
-        out += json_integer_value(json_object_get(a, "gen_ai.usage.output_tokens"));
+        const char *op = attr_str(a, "gen_ai.operation.name");
+        if (op && strcmp(op, "chat") == 0) {
+            in += json_integer_value(json_object_get(a, "gen_ai.usage.input_tokens"));
+            out += json_integer_value(json_object_get(a, "gen_ai.usage.output_tokens"));
+        }
     }
     size_t hidden = 0;
     for (size_t i = 0; i < n; i++)

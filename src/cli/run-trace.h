@@ -3,6 +3,8 @@
 #ifndef SBX_CLI_RUN_TRACE_H
 #define SBX_CLI_RUN_TRACE_H
 
+#include <jansson.h>
+
 #include "sbx/error.h"
 #include "sbx/strv.h"
 #include "sbx/trace-export.h"
@@ -24,6 +26,9 @@ int cli_trace_option(struct cli_trace *ct, const char *name, const char *arg);
  * made the current span. Nothing is traced when no exporter is configured. pass: the
  * --pass-secret names, whose values (and $OPENAI_API_KEY's) are redacted from every span. */
 int cli_trace_start(struct cli_trace *ct, const struct sbx_strv *pass, struct sbx_error *err);
+/* The run's usage (sbx_run_result_usage) on the run span: the conventions' token counts and
+ * sbx.usage.requests, which the OpenAI exporter sends as the SDK's task span usage. */
+void cli_trace_usage(struct cli_trace *ct, const json_t *usage);
 /* End the run span (err: why the run failed, or NULL), flush the exporters and report dropped
  * spans on stderr as one line. */
 void cli_trace_finish(struct cli_trace *ct, const struct sbx_error *err);
