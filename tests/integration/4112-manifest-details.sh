@@ -127,8 +127,22 @@ if [ "$(id -u)" = 0 ]; then
     gid=$(cat "$T/out")
     run "$SBX" sandbox exec "$gid" -- stat -c '%n %U %G %a' data data/r.csv mine.txt plain.txt
     expect_eq "$(tr '\n' ';' <"$T/out")" \
-        "data owner analysts 755;data/r.csv owner analysts 640;mine.txt owner bob 644;plain.txt owner owner 644;" \
-        "each entry has its group inside, the rest the default user's"
+        "data sandbox analysts 755;data/r.csv sandbox analysts 640;mine.txt sandbox bob 644;plain.txt sandbox sandbox 644;" \
+        "each entry has its group inside; the provider's user 'sandbox' owns them (the SDK's rule)"
+    run "$SBX" sandbox exec "$gid" -- id -un
+    expect_eq "$(cat "$T/out")" "sandbox" "commands run as the provider's user, not the first manifest user"
+    # An agent's run_as names the manifest user its commands run as.
+    printf 'name: Owner\nrun_as: owner\ncapabilities: [shell]\nmanifest: g.yaml\n' >"$T/owner.yaml"
+    printf 'name: Default\ncapabilities: [shell]\nmanifest: g.yaml\n' >"$T/default.yaml"
+    for who in owner default; do
+        mk "$T/who.json" '[resp(1, sh(1, "id -un")), resp(2, msg("ok"))]'
+        start_fake "$T/who.json"
+        run "$SBX" run --base-url "$FAKE_URL" -a "$T/$who.yaml" "who"
+        expect_rc 0 "an agent ($who) runs in a manifest with users"
+        fake_query 'reqs[1]["body"]["input"][-1]["output"]' >"$T/who.out"
+        want=$([ "$who" = owner ] && echo owner || echo sandbox)
+        expect_in "$T/who.out" "$want" "its commands run as '$want'"
+    done
     run "$SBX" sandbox exec -u ana "$gid" -- cat data/r.csv
     expect_eq "$(cat "$T/out")" "secret table" "a member of the group reads the 0640 file"
     run "$SBX" sandbox exec -u bob "$gid" -- cat data/r.csv
@@ -136,7 +150,7 @@ if [ "$(id -u)" = 0 ]; then
     "$SBX" sandbox exec "$gid" -- rm mine.txt
     "$SBX" sandbox stop "$gid" >/dev/null && "$SBX" sandbox start "$gid" >/dev/null
     run "$SBX" sandbox exec "$gid" -- stat -c '%n %G' data data/r.csv plain.txt
-    expect_eq "$(tr '\n' ';' <"$T/out")" "data analysts;data/r.csv analysts;plain.txt owner;" \
+    expect_eq "$(tr '\n' ';' <"$T/out")" "data analysts;data/r.csv analysts;plain.txt sandbox;" \
         "stop and start set the groups again (a snapshot keeps no owners)"
     run "$SBX" sandbox exec "$gid" -- test -e mine.txt
     expect_rc 1 "without bringing back an entry the sandbox removed"

@@ -598,6 +598,19 @@ static void unconfined_config(const struct create_job *j, struct sbx__local_conf
                 j->id);
 }
 
+void sbx__local_account_users(const struct sbx_manifest *m, struct sbx_strv *out)
+{
+    struct sbx_strv declared;
+    sbx_strv_init(&declared);
+    if (m)
+        sbx_manifest_account_users(m, &declared);
+    sbx_strv_push(out, SBX__ISOLATION_DEFAULT_USER);
+    for (size_t i = 0; i < declared.n; i++)
+        if (strcmp(declared.v[i], SBX__ISOLATION_DEFAULT_USER) != 0)
+            sbx_strv_push(out, declared.v[i]);
+    sbx_strv_release(&declared);
+}
+
 /* With isolation: the manifest's accounts, the client's grants, limits and network. */
 static void isolated_config(const struct create_job *j, struct sbx__local_config *cfg)
 {
@@ -609,8 +622,8 @@ static void isolated_config(const struct create_job *j, struct sbx__local_config
                                                        : SBX__LOCAL_CONFIG_NET_NONE;
     if (hh && hh[0] == '/')
         cfg->host_home = sbx_xstrdup(hh);
+    sbx__local_account_users(m, &cfg->users);
     if (m) {
-        sbx_manifest_account_users(m, &cfg->users);
         cfg->n_groups = sbx_manifest_group_count(m);
         cfg->groups = cfg->n_groups ? sbx_xcalloc(cfg->n_groups, sizeof(*cfg->groups)) : NULL;
         for (size_t i = 0; i < cfg->n_groups; i++) {
