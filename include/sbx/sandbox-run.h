@@ -145,6 +145,14 @@ SBX_API int sbx_sandbox_from_sdk(struct sbx_client *client, const json_t *sdk_sa
                                  const struct sbx_agent *start, json_t **out,
                                  struct sbx_error *err);
 
+/* Whether doc is a SandboxSessionState of the Agents SDK (unix_local or docker, JS envelope or
+ * Python state) rather than an sbx session state. */
+SBX_API int sbx_sandbox_is_sdk_session(const json_t *doc);
+/* One SDK SandboxSessionState made again as an sbx sandbox, as sbx_sandbox_from_sdk does for
+ * each agent of a RunState; left running. *out: its sbx session state (caller owns). */
+SBX_API int sbx_sandbox_from_sdk_session(struct sbx_client *client, const json_t *ss, json_t **out,
+                                         struct sbx_error *err);
+
 /* After the run's answer was shown: the capabilities' deferred work (memory generation) on the
  * sessions that outlive the run (kept with cfg.keep, attached or live; for a sandbox the run
  * removes none is done and a progress line says so), with progress lines to progress (may be

@@ -142,6 +142,30 @@ out:
     return rc;
 }
 
+int sbx_sandbox_is_sdk_session(const json_t *doc)
+{
+    const char *type = pick_str(doc, "backendId", "type");
+    return json_is_object(doc) && !json_object_get(doc, "provider") && type &&
+           json_object_get(doc, "manifest") &&
+           (strcmp(type, "unix_local") == 0 || strcmp(type, "docker") == 0);
+}
+
+int sbx_sandbox_from_sdk_session(struct sbx_client *client, const json_t *ss, json_t **out,
+                                 struct sbx_error *err)
+{
+    struct sbx_client *own = NULL;
+    json_t *one = NULL;
+    int rc = 0;
+    if (!client && (rc = sbx_client_new("local", NULL, &own, err)) < 0)
+        return rc;
+    rc = make_one(client ? client : own, ss, "sandbox", "session state", &one, err);
+    if (rc == 0)
+        *out = json_incref(json_object_get(one, "session_state"));
+    json_decref(one);
+    sbx_client_free(own);
+    return rc;
+}
+
 int sbx_sandbox_from_sdk(struct sbx_client *client, const json_t *sdk_sandbox,
                          const struct sbx_agent *start, json_t **out, struct sbx_error *err)
 {

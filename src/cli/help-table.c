@@ -521,6 +521,8 @@ const struct cli_help cli_help_table[] = {
          "sbx sandbox resume [--pass-secret NAME]... [--manifest FILE]\n"
          "                   [-o KEY=VALUE]... [provider options] FILE",
          "reconnect to or rebuild the sandbox of a saved state",
+         "An Agents SDK SandboxSessionState (unix_local or docker) is made again as a local "
+         "sandbox from its manifest and the workspace of its local snapshot. "
          "Reconnects to the sandbox of a saved state (- for stdin) if it runs, else rebuilds it "
          "from its snapshot; prints the id. The options are those of the state's provider, the "
          "trusted configuration a state cannot grant by itself: host path grants are never "

@@ -143,8 +143,37 @@ mk "$T/p1.json" '[resp(2, msg("Read."))]'
 start_fake "$T/p1.json"
 run "$SBX" run --resume "$T/pst.json" --approve call_py --base-url "$FAKE_URL"
 expect_rc 0 "and finishes in sbx"
-expect_in <(fake_query 'reqs[0]["body"]["input"][-1]["output"]') "from python" \
-    "its workspace came from the LocalSnapshot tar"
+fake_query 'reqs[0]["body"]["input"][-1]["output"]' >"$T/py.out"
+expect_in "$T/py.out" "from python" "its workspace came from the LocalSnapshot tar"
+
+# --- a SandboxSessionState alone: sbx sandbox resume and sbx run --session-state ---------------
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); json.dump(d["sandbox"]["sessionsByAgent"]["Builder"]["sessionState"], open(sys.argv[2], "w"))' \
+    "$T/sb.json" "$T/ss-js.json"
+run "$SBX" sandbox resume "$T/ss-js.json"
+expect_rc 0 "sbx sandbox resume makes the JS SDK's unix-local session again"
+rid=$(cat "$T/out")
+run "$SBX" sandbox exec "$rid" -- cat made.txt
+expect_eq "$(cat "$T/out")" "made" "with the workspace of its snapshot"
+"$SBX" sandbox rm "$rid" >/dev/null
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); json.dump(d["sandbox"]["session_state"], open(sys.argv[2], "w"))' \
+    "$T/py.json" "$T/ss-py.json"
+mk "$T/p2.json" '[resp(1, sh(1, "cat py.txt")), resp(2, msg("ok"))]'
+start_fake "$T/p2.json"
+run "$SBX" run -a "$T/builder.yaml" --session-state "$T/ss-py.json" --base-url "$FAKE_URL" "read"
+expect_rc 0 "sbx run --session-state takes the Python SDK's session state"
+fake_query 'reqs[1]["body"]["input"][-1]["output"]' >"$T/py2.out"
+expect_in "$T/py2.out" "from python" "and runs in its workspace"
+python3 - "$T/ss-py.json" "$T/ss-gone.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["snapshot"]["id"] = "missing"
+json.dump(d, open(sys.argv[2], "w"))
+PY
+run "$SBX" sandbox resume "$T/ss-gone.json"
+expect_rc 1 "a session state whose snapshot is gone is refused"
+expect_in "$T/err" "field 'session state.snapshot': its workspace snapshot '$T/pysnap/missing.tar' is not there" \
+    "naming the field and the file"
+expect_eq "$(live_sandboxes)" 0 "no sandbox is left"
 
 # --- what cannot be carried is refused, naming the field ---------------------------------------
 refused() { # JSON-EDIT WANT DESC
