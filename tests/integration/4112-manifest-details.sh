@@ -169,6 +169,41 @@ expect_in "$T/err" "entry 'x': group 'nosuch' does not exist in the sandbox" "na
 expect_eq "$(live)" 0 "and leaves no sandbox"
 expect_eq "$(ls "$SBX_WORKSPACES" 2>/dev/null | wc -l)" 0 "nor a workspace"
 
+# --- extra_path_grants: host paths the manifest shows inside, checked as --ro/--rw are --------
+mkdir -p "$T/tool" "$T/outdir"
+echo toolfile >"$T/tool/t.txt"
+chmod 0777 "$T/outdir"
+cat >"$T/grants.yaml" <<YAML
+extraPathGrants:
+  - {path: /opt/tool, hostPath: $T/tool, readOnly: true, description: the toolchain}
+  - {path: /data/out, host_path: $T/outdir}
+YAML
+run "$SBX" sandbox create --manifest "$T/grants.yaml"
+expect_rc 0 "a manifest with extra_path_grants creates (the JS SDK's spelling)"
+grid=$(cat "$T/out")
+run "$SBX" sandbox exec "$grid" -- sh -c 'cat /opt/tool/t.txt; echo out > /data/out/w.txt; touch /opt/tool/x 2>/dev/null || echo read-only'
+expect_eq "$(tr '\n' ';' <"$T/out")" "toolfile;read-only;" "a read-only grant reads and refuses writes"
+expect_eq "$(cat "$T/outdir/w.txt" 2>/dev/null)" "out" "a writable grant writes to the host path"
+run "$SBX" sandbox state "$grid"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print([(g["dst"], g["writable"]) for g in d["options"]["grants"]], "extra_path_grants" in d["manifest"])' "$T/out" >"$T/gst"
+expect_eq "$(cat "$T/gst")" "[('/opt/tool', False), ('/data/out', True)] False" \
+    "the session state records them as grants, its manifest does not carry them"
+cp "$T/out" "$T/gstate.json"
+"$SBX" sandbox rm "$grid" >/dev/null
+run "$SBX" sandbox resume "$T/gstate.json"
+expect_rc 1 "rebuilding from the state without the grants given again is refused"
+expect_in "$T/err" "a session state never grants host paths" "as for --ro/--rw grants"
+printf 'extra_path_grants: [/root]\n' >"$T/g-home.yaml"
+run "$SBX" sandbox create --manifest "$T/g-home.yaml"
+expect_rc 1 "a grant of a home directory is refused"
+expect_in "$T/err" "grant source '/root' is a home directory" "with the message --ro /root gets"
+run "$SBX" sandbox create --ro /root
+expect_in "$T/err" "grant source '/root' is a home directory" "(the same check as --ro)"
+run "$SBX" sandbox create --isolation none --manifest "$T/grants.yaml"
+expect_rc 1 "grants without isolation are refused"
+expect_in "$T/err" "manifest field 'extra_path_grants': path grants need isolation" "naming the field"
+expect_eq "$(live)" 0 "no sandbox is left"
+
 # --- git_repo keeps its repository (shallow), without the remote -----------------------------
 if command -v git >/dev/null; then
     gitc() { git -C "$T/work" -c user.email=t@example.com -c user.name=t "$@"; }
