@@ -147,8 +147,9 @@ SBX_API const json_t *sbx_agent_model_settings(const struct sbx_agent *a);
 SBX_API void sbx_agent_set_instructions(struct sbx_agent *a, const char *instructions);
 SBX_API void sbx_agent_set_model(struct sbx_agent *a, const char *model);
 SBX_API void sbx_agent_set_handoff_description(struct sbx_agent *a, const char *text);
-/* Extra top-level request fields (temperature, reasoning, max_output_tokens, ...): an object,
- * copied. */
+/* The agent's ModelSettings under the Agents SDK's names (temperature, max_tokens, reasoning,
+ * ...; sbx_model_settings_check says which and how each reaches the API): an object, copied.
+ * An unknown field is SBX_E_INVAL naming it. */
 SBX_API int sbx_agent_set_model_settings(struct sbx_agent *a, const json_t *settings,
                                          struct sbx_error *err);
 /* Adds a reference to t. A second tool with the same name is SBX_E_EXISTS. */

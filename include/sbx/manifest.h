@@ -162,6 +162,24 @@ SBX_API const struct sbx_manifest_group *sbx_manifest_group_at(const struct sbx_
  * reference provisions that union). Appends names to out. */
 SBX_API void sbx_manifest_account_users(const struct sbx_manifest *m, struct sbx_strv *out);
 
+/* Host paths the manifest asks to show inside the sandbox (the Agents SDK's extra_path_grants,
+ * each {"path", "read_only", "description", "host_path"}): path is where it appears in the
+ * sandbox, host_path the host source (NULL: the same as path). A provider applies them with the
+ * same checks as the grants its own configuration gives (the local provider: --ro/--rw; never
+ * "/", a home directory itself, the system paths, /proc /sys /dev /run or a tree with sockets);
+ * one without host grants (no SBX_PROVIDER_GRANTS) refuses a manifest that has any. A session
+ * state's manifest never carries them: a state grants nothing by itself. Borrowed. */
+struct sbx_manifest_grant {
+    const char *path;
+    const char *host_path;
+    int read_only;
+    const char *description;
+};
+#define SBX_MANIFEST_MAX_GRANTS 64
+SBX_API size_t sbx_manifest_grant_count(const struct sbx_manifest *m);
+SBX_API const struct sbx_manifest_grant *sbx_manifest_grant_at(const struct sbx_manifest *m,
+                                                               size_t i);
+
 /* In-sandbox absolute root, "/workspace" unless set. Borrowed. */
 SBX_API const char *sbx_manifest_root(const struct sbx_manifest *m);
 

@@ -108,10 +108,25 @@ struct sbx_model_request {
     const json_t *tool_choice; /* "auto" | "required" | "none" | {"type":"function","name":..} */
     int parallel_tool_calls;   /* 0: unset, 1: true, -1: false (sent only with tools) */
     const json_t *text_format; /* {"type":"json_schema","name","schema","strict"}; NULL: text */
-    const json_t *settings;    /* extra top-level fields: temperature, top_p, reasoning, ... */
+    const json_t *settings;    /* ModelSettings by the SDK's names (sbx_model_settings_check) */
     const char *previous_response_id; /* NULL: none */
     struct sbx_model_cache *cache;    /* NULL: serialise the whole input (see above) */
 };
+
+/* Check model settings: an object whose keys are the Agents SDK's ModelSettings fields
+ * (temperature, top_p, frequency_penalty, presence_penalty, tool_choice, parallel_tool_calls,
+ * truncation, max_tokens, reasoning, verbosity, metadata, store, prompt_cache_retention,
+ * include_usage, response_include, top_logprobs, extra_query, extra_body, extra_headers,
+ * extra_args, retry, context_management, prompt_cache_options, preserve_raw_usage, timeout),
+ * each of the SDK's type; a null value is an unset field. Each is sent to the API in use as
+ * the SDK sends it (max_tokens: max_output_tokens on Responses, max_tokens on Chat;
+ * reasoning.effort: reasoning_effort on Chat; verbosity: text.verbosity on Responses;
+ * include_usage: stream_options on Chat; response_include and top_logprobs: include on
+ * Responses; ...); a field the API lacks is not sent there. extra_args and extra_body are
+ * merged into the body as they are, extra_query and extra_headers go on the HTTP request,
+ * retry and timeout bound the call's attempts. SBX_E_INVAL names an unknown key, and the
+ * ModelSettings field to use when it is an API or JS SDK name (max_output_tokens: max_tokens). */
+SBX_API int sbx_model_settings_check(const json_t *settings, struct sbx_error *err);
 
 /* Stream callback: one Responses API stream event object (borrowed for the call). Called on
  * the caller's thread. */

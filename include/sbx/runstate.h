@@ -82,4 +82,37 @@ SBX_API json_t *sbx_run_state_always(const json_t *state, const uint8_t *key, si
 SBX_API int sbx_run_state_check_agent_files(const json_t *state, const struct sbx_agent_file *f,
                                             int allow_changed, struct sbx_error *err);
 
+/* The Agents SDK's RunState (its "$schemaVersion" 1.x: the JS SDK's camelCase document, 1.22
+ * and earlier, or the Python SDK's snake_case one, 1.17 and earlier) and sbx run states. */
+struct sbx_run_state_import {
+    /* The agent the sbx run continues from (required): the SDK run's current agent must be it
+     * or one it hands off to, by name. Borrowed. */
+    struct sbx_agent *start;
+    const json_t *agent_files; /* sbx_agent_file_sources of the agent file, or NULL */
+    const json_t *meta;        /* the run state's "meta" (the caller's), or NULL */
+    const json_t *sandbox;     /* the run state's "sandbox" the caller made, or NULL */
+};
+
+/* An sbx run state continuing the SDK's run: its input and generated items as Responses items
+ * ("items", "input_items"), the current agent by name, the turn count, max turns, usage, the
+ * calls waiting for approval ("pending", status "interrupted") and the per-call decisions
+ * already given; calls without an output are the open calls. What sbx cannot continue is
+ * SBX_E_UNSUPPORTED naming the SDK's field ("SDK run state: field 'conversationId': ..."): a
+ * server-side conversation, queued input, a nested agent-as-tool run, a handoff in progress,
+ * an item type sbx lacks, a decision for every call of a tool. A finished run is refused too.
+ * SBX_E_INVAL for a document without "$schemaVersion" or whose agent does not match. The
+ * result has no digest yet (sbx_run_state_serialize adds it). *out: caller owns. */
+SBX_API int sbx_run_state_from_sdk(const json_t *sdk, const struct sbx_run_state_import *opt,
+                                   json_t **out, struct sbx_error *err);
+
+/* A parsed sbx run state as the JS SDK's RunState ("$schemaVersion" 1.22), which
+ * RunState.fromString loads with agents of the same names and tools: the items as the SDK's
+ * protocol items (input, then generated items of the current agent), the pending calls as
+ * approval interruptions with the response that made them, decisions for pending calls as
+ * approval records, turn, max turns and usage. SBX_E_UNSUPPORTED naming the field for what
+ * the SDK cannot take: sandboxes ("sandbox"), calls that were running when the run stopped
+ * ("open_calls"), an item type the SDK's protocol lacks; SBX_E_INVAL for a completed run.
+ * *out: caller owns. */
+SBX_API int sbx_run_state_to_sdk(const json_t *state, json_t **out, struct sbx_error *err);
+
 #endif

@@ -148,6 +148,28 @@ SBX_API int sbx_sandbox_run_secrets(const struct sbx_run_config *cfg, struct sbx
 SBX_API int sbx_sandbox_run_state_discard(struct sbx_client *client, const json_t *sandbox,
                                           struct sbx_error *err);
 
+/* The sandboxes of an Agents SDK RunState's "sandbox" (JS sessionsByAgent / Python
+ * sessions_by_agent, each a unix_local or docker SandboxSessionState) made again as sbx
+ * sandboxes through client (NULL: a local client): each from the state's manifest with its
+ * workspace restored from the local snapshot the state names (a directory or a tar; Python:
+ * <base_path>/<id>.tar), else from the workspace directory it names when that still exists.
+ * The sandboxes are left running. *out: a run state's "sandbox" payload, {"sessions_by_agent":
+ * {"<agent>": {"agent_name", "session_state", "owned": true}}}. What cannot be made again is
+ * refused naming the field: another backend, a docker container without a snapshot (sbx does
+ * not adopt a container it did not make), a snapshot or directory that is not there; sandboxes
+ * made before the failure are removed. start: the run's start agent (for the names). Blocks. */
+SBX_API int sbx_sandbox_from_sdk(struct sbx_client *client, const json_t *sdk_sandbox,
+                                 const struct sbx_agent *start, json_t **out,
+                                 struct sbx_error *err);
+
+/* Whether doc is a SandboxSessionState of the Agents SDK (unix_local or docker, JS envelope or
+ * Python state) rather than an sbx session state. */
+SBX_API int sbx_sandbox_is_sdk_session(const json_t *doc);
+/* One SDK SandboxSessionState made again as an sbx sandbox, as sbx_sandbox_from_sdk does for
+ * each agent of a RunState; left running. *out: its sbx session state (caller owns). */
+SBX_API int sbx_sandbox_from_sdk_session(struct sbx_client *client, const json_t *ss, json_t **out,
+                                         struct sbx_error *err);
+
 /* After the run's answer was shown: the capabilities' deferred work (memory generation) on the
  * sessions that outlive the run (kept with cfg.keep, attached or live; for a sandbox the run
  * removes none is done and a progress line says so), with progress lines to progress (may be

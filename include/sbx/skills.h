@@ -8,13 +8,17 @@
  *   description: Turns the workspace's findings into a PDF report.
  *   ---
  *
- * The name is 1 to 64 of [A-Za-z0-9._-], not starting with '.' or '-'; the description is not
- * empty and at most 1024 bytes once whitespace runs are folded to one space. A folder that
- * breaks a rule (no SKILL.md, a bad front matter, a symlink anywhere in it, more than 256
- * entries or 16 MiB, a file over 4 MiB, nesting deeper than 8) is not a skill: it is skipped
- * with a warning through the log handler (log.h), naming it and the rule; so is every skill
- * past the hundredth and, of two skills with one name, the one not in the folder of that name
- * (else the second). Folders starting with '.' and plain files are passed over quietly.
+ * Front matter is read as the Agents SDK reads it: a plain one-line value as written (a '#'
+ * inside stays), a quoted or block value as YAML. Without front matter, a name or a
+ * description, the skill is still listed: its name is its folder's, its description "No
+ * description provided.". The folder name is 1 to 64 of [A-Za-z0-9._-], not starting with '.'
+ * or '-'; the name at most 64 bytes and the description at most 1024 once whitespace runs are
+ * folded to one space. A folder that breaks a rule (no SKILL.md, a symlink anywhere in it,
+ * more than 256 entries or 16 MiB, a file over 4 MiB, nesting deeper than 8) is not a skill: it
+ * is skipped with a warning through the log handler (log.h), naming it and the rule; so is
+ * every skill past the hundredth and, of two skills with one name, the one not in the folder
+ * of that name (else the second). Folders starting with '.' and plain files are passed over
+ * quietly.
  * docs/internals/capabilities.md, "skills", has the rules in full. */
 #ifndef SBX_SKILLS_H
 #define SBX_SKILLS_H
@@ -26,8 +30,8 @@
 #include "session.h"
 
 struct sbx_skill {
-    char *name;        /* from the front matter */
-    char *description; /* from the front matter, whitespace folded to single spaces */
+    char *name;        /* from the front matter, else the folder's name */
+    char *description; /* from the front matter (whitespace folded), else the default */
     char *path;        /* the skill's folder: the listed folder joined with its folder name */
 };
 

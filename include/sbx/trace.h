@@ -47,7 +47,7 @@ struct sbx_span_data {
     int64_t start_ns, end_ns; /* unix epoch nanoseconds */
     enum sbx_span_status status;
     char *status_message; /* NULL unless status is ERROR */
-    json_t *attrs;        /* object of strings, integers, reals and booleans */
+    json_t *attrs;        /* object of strings, integers, reals, booleans, string arrays */
     int refs;
 };
 
@@ -117,6 +117,10 @@ SBX_API struct sbx_span *sbx_trace_set_current(struct sbx_span *s);
 
 SBX_API void sbx_span_set_str(struct sbx_span *s, const char *key, const char *value);
 SBX_API void sbx_span_set_int(struct sbx_span *s, const char *key, int64_t value);
+/* An array of strings (the first 64 of n; NULLs left out), as the GenAI conventions'
+ * gen_ai.response.finish_reasons. */
+SBX_API void sbx_span_set_strs(struct sbx_span *s, const char *key, const char *const *values,
+                               size_t n);
 SBX_API void sbx_span_set_bool(struct sbx_span *s, const char *key, int value);
 /* Sensitive text: kept only with the tracer's content option, cut at content_max bytes (at a
  * UTF-8 boundary, with "…[truncated]" appended), secrets scrubbed like every string. */

@@ -5,6 +5,7 @@
 #include "agent/agent-internal.h"
 #include "agent/schema.h"
 #include "sbx/json.h"
+#include "sbx/model.h"
 #include "sbx/path.h"
 
 int sbx_agent_new(const char *name, struct sbx_agent **out, struct sbx_error *err)
@@ -90,6 +91,11 @@ int sbx_agent_set_model_settings(struct sbx_agent *a, const json_t *settings, st
     if (settings && !json_is_object(settings))
         return sbx_error_set(err, SBX_E_INVAL, 0, "model settings of agent '%s' must be an object",
                              a->name);
+    int rc = sbx_model_settings_check(settings, err);
+    if (rc < 0) {
+        sbx_error_prefix(err, "agent '%s'", a->name);
+        return rc;
+    }
     json_decref(a->settings);
     a->settings = settings ? json_deep_copy(settings) : NULL;
     return 0;

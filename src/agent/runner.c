@@ -48,14 +48,18 @@ void sbx__run_emit(struct run *r, struct sbx_event *ev)
     emit(r, ev);
 }
 
-/* Tracing (docs/internals/tracing.md): the agent span lasts from its AGENT_START to a handoff
- * or the end of the run; its parent is the span current when the run started (the caller's
- * run span, or the tool call of an agent-as-tool). */
+/* Tracing (docs/internals/tracing.md), with the OpenTelemetry GenAI conventions' span names
+ * ("invoke_agent {agent}", "chat {model}", "execute_tool {tool}") and attributes: the agent
+ * span lasts from its AGENT_START to a handoff or the end of the run; its parent is the span
+ * current when the run started (the caller's run span, or the tool call of an agent-as-tool). */
 static void agent_span_begin(struct run *r, struct sbx_span *parent)
 {
-    r->agent_span = sbx_span_start(parent, "agent", SBX_SPAN_INTERNAL);
+    char *name = sbx_xasprintf("invoke_agent %s", r->agent->name);
+    r->agent_span = sbx_span_start(parent, name, SBX_SPAN_INTERNAL);
+    free(name);
     sbx_span_set_str(r->agent_span, "gen_ai.agent.name", r->agent->name);
     sbx_span_set_str(r->agent_span, "gen_ai.operation.name", "invoke_agent");
+    sbx_span_set_str(r->agent_span, "gen_ai.provider.name", "openai");
 }
 
 static void agent_span_end(struct run *r, int rc, const struct sbx_error *err)
@@ -64,6 +68,26 @@ static void agent_span_end(struct run *r, int rc, const struct sbx_error *err)
         sbx_span_set_status(r->agent_span, 0, err ? err->msg : "failed");
     sbx_span_end(r->agent_span);
     r->agent_span = NULL;
+}
+
+/* The tools and handoffs the agent is offered, on its span (the SDK's agent span lists them). */
+static void agent_span_tools(struct run *r)
+{
+    if (!r->agent_span)
+        return;
+    const char **names = sbx_xcalloc(r->noffered + 1, sizeof(*names));
+    size_t n = 0;
+    for (size_t i = 0; i < r->noffered; i++)
+        if (r->tv[i]->name)
+            names[n++] = r->tv[i]->name;
+    sbx_span_set_strs(r->agent_span, "sbx.agent.tools", names, n);
+    free(names);
+    char **h = sbx_xcalloc(r->agent->nhandoffs + 1, sizeof(*h));
+    for (size_t i = 0; i < r->agent->nhandoffs; i++)
+        h[i] = r->agent->handoffs[i]->name;
+    sbx_span_set_strs(r->agent_span, "sbx.agent.handoffs", (const char *const *)h,
+                      r->agent->nhandoffs);
+    free(h);
 }
 
 static void content_json(struct sbx_span *s, const char *key, const json_t *v)
@@ -75,12 +99,32 @@ static void content_json(struct sbx_span *s, const char *key, const json_t *v)
     free(text);
 }
 
-static void model_span_usage(struct sbx_span *s, const json_t *response)
+/* Why the model stopped, in the conventions' words: a cut answer by its reason ("length" for
+ * max_output_tokens), else "tool_calls" when it called tools, else "stop". */
+static const char *finish_reason(const json_t *response)
+{
+    const char *status = json_string_value(json_object_get(response, "status"));
+    if (status && strcmp(status, "incomplete") == 0) {
+        const char *why = json_string_value(
+                json_object_get(json_object_get(response, "incomplete_details"), "reason"));
+        return why && strcmp(why, "max_output_tokens") == 0 ? "length" : why ? why : "length";
+    }
+    size_t i;
+    json_t *it;
+    json_array_foreach(json_object_get(response, "output"), i, it)
+    {
+        const char *t = json_string_value(json_object_get(it, "type"));
+        if (t && strcmp(t, "message") != 0 && strcmp(t, "reasoning") != 0)
+            return "tool_calls";
+    }
+    return "stop";
+}
+
+/* The response's usage on s (the model call, and its turn): input, output and cache-read
+ * tokens under the conventions' names. */
+static void span_usage(struct sbx_span *s, const json_t *response)
 {
     const json_t *u = json_object_get(response, "usage");
-    sbx_span_set_str(s, "gen_ai.response.id", json_string_value(json_object_get(response, "id")));
-    sbx_span_set_str(s, "gen_ai.response.model",
-                     json_string_value(json_object_get(response, "model")));
     static const char *const keys[][2] = {{"input_tokens", "gen_ai.usage.input_tokens"},
                                           {"output_tokens", "gen_ai.usage.output_tokens"}};
     for (size_t i = 0; i < SBX_ARRAY_LEN(keys); i++) {
@@ -91,7 +135,17 @@ static void model_span_usage(struct sbx_span *s, const json_t *response)
     const json_t *cached =
             json_object_get(json_object_get(u, "input_tokens_details"), "cached_tokens");
     if (json_is_integer(cached))
-        sbx_span_set_int(s, "gen_ai.usage.cached_input_tokens", json_integer_value(cached));
+        sbx_span_set_int(s, "gen_ai.usage.cache_read.input_tokens", json_integer_value(cached));
+}
+
+static void model_span_usage(struct sbx_span *s, const json_t *response)
+{
+    sbx_span_set_str(s, "gen_ai.response.id", json_string_value(json_object_get(response, "id")));
+    sbx_span_set_str(s, "gen_ai.response.model",
+                     json_string_value(json_object_get(response, "model")));
+    const char *why = finish_reason(response);
+    sbx_span_set_strs(s, "gen_ai.response.finish_reasons", &why, 1);
+    span_usage(s, response);
 }
 
 static int fail_run(struct run *r, int rc, struct sbx_error *err)
@@ -175,21 +229,39 @@ static json_t *build_tools(const struct run *r, const struct sbx_agent *a)
     return tools;
 }
 
-static json_t *tool_choice_of(struct run *r, const struct sbx_agent *a)
+/* The turn's tool_choice: the agent's own, else ModelSettings.tool_choice; with
+ * reset_tool_choice it is dropped once one of the agent's tools ran (as the SDK resets it). */
+static json_t *tool_choice_of(struct run *r, const struct sbx_agent *a, const json_t *settings)
 {
-    if (!a->tool_choice)
+    const json_t *set = json_object_get(settings, "tool_choice");
+    const char *choice = a->tool_choice ? a->tool_choice : json_string_value(set);
+    if (!choice && !json_is_object(set))
         return NULL;
     if (a->reset_tool_choice)
         for (size_t i = 0; i < r->nused; i++)
             if (r->used_tools[i] == a)
                 return NULL;
-    if (streq(a->tool_choice, "auto") || streq(a->tool_choice, "required") ||
-        streq(a->tool_choice, "none"))
-        return sbx_json_str(a->tool_choice);
+    if (!choice) /* {server_label, name}: a tool of an MCP server */
+        return json_pack("{s:s, s:O, s:O}", "type", "mcp", "server_label",
+                         json_object_get(set, "server_label"), "name",
+                         json_object_get(set, "name"));
+    if (streq(choice, "auto") || streq(choice, "required") || streq(choice, "none"))
+        return sbx_json_str(choice);
     for (size_t i = 0; i < r->noffered; i++)
-        if (r->tv[i]->kind == SBX__TOOL_CUSTOM && streq(r->tv[i]->name, a->tool_choice))
-            return json_pack("{s:s, s:s}", "type", "custom", "name", a->tool_choice);
-    return json_pack("{s:s, s:s}", "type", "function", "name", a->tool_choice);
+        if (r->tv[i]->kind == SBX__TOOL_CUSTOM && streq(r->tv[i]->name, choice))
+            return json_pack("{s:s, s:s}", "type", "custom", "name", choice);
+    return json_pack("{s:s, s:s}", "type", "function", "name", choice);
+}
+
+/* The settings the request carries: tool_choice is the runner's (tool_choice_of), so a copy
+ * without it when the settings have one. Caller owns (json_decref; NULL when none). */
+static json_t *request_settings(const json_t *settings)
+{
+    if (!json_object_get(settings, "tool_choice"))
+        return json_incref((json_t *)settings);
+    json_t *copy = json_copy((json_t *)settings);
+    json_object_del(copy, "tool_choice");
+    return copy;
 }
 
 static void mark_used(struct run *r, struct sbx_agent *a)
@@ -729,9 +801,12 @@ static void add_job(struct run *r, struct job *jobs, size_t *n, const json_t *it
         j->name = j->tool->name;
     if (j->handoff)
         return;
-    j->span = sbx_span_start(r->turn_span ? r->turn_span : r->agent_span, "tool_call",
+    char *span_name = sbx_xasprintf("execute_tool %s", j->name ? j->name : "");
+    j->span = sbx_span_start(r->turn_span ? r->turn_span : r->agent_span, span_name,
                              SBX_SPAN_INTERNAL);
+    free(span_name);
     sbx_span_set_str(j->span, "gen_ai.operation.name", "execute_tool");
+    sbx_span_set_str(j->span, "gen_ai.tool.type", "function");
     sbx_span_set_str(j->span, "gen_ai.tool.name", j->name ? j->name : "");
     sbx_span_set_str(j->span, "gen_ai.tool.call.id", j->call_id);
     const json_t *args = json_object_get(item, "arguments");
@@ -779,7 +854,10 @@ static int call_model(struct run *r, struct sbx_turn_prep *prep, json_t **respon
                       struct sbx_error *err)
 {
     struct sbx_agent *a = r->agent;
-    json_t *tools = build_tools(r, a), *choice = tool_choice_of(r, a), *fmt = NULL, *input = NULL;
+    const json_t *own = prep->settings ? prep->settings : a->settings;
+    json_t *settings = request_settings(own);
+    json_t *tools = build_tools(r, a), *choice = tool_choice_of(r, a, own), *fmt = NULL,
+           *input = NULL;
     if (a->output_schema)
         fmt = json_pack("{s:s, s:s, s:O, s:b}", "type", "json_schema", "name", "final_output",
                         "schema", a->output_schema, "strict", 1);
@@ -800,14 +878,21 @@ static int call_model(struct run *r, struct sbx_turn_prep *prep, json_t **respon
             .tools = tools,
             .tool_choice = choice,
             .text_format = fmt,
-            .settings = prep->settings ? prep->settings : a->settings,
+            .settings = settings,
             .previous_response_id = delta_mode ? r->prev_id : NULL,
             .cache = r->cache,
     };
-    struct sbx_span *ms = sbx_span_start(r->turn_span, "model_call", SBX_SPAN_CLIENT);
+    const char *model_name = req.model ? req.model : sbx_model_name(r->opt->model);
+    char *span_name = sbx_xasprintf("chat %s", model_name ? model_name : "");
+    struct sbx_span *ms = sbx_span_start(r->turn_span, span_name, SBX_SPAN_CLIENT);
+    free(span_name);
     sbx_span_set_str(ms, "gen_ai.operation.name", "chat");
-    sbx_span_set_str(ms, "gen_ai.system", "openai");
-    sbx_span_set_str(ms, "gen_ai.request.model", req.model ? req.model : "");
+    sbx_span_set_str(ms, "gen_ai.provider.name", "openai");
+    sbx_span_set_str(ms, "gen_ai.request.model", model_name ? model_name : "");
+    sbx_span_set_str(ms, "openai.api.type",
+                     strcmp(sbx_model_provider(r->opt->model), "chat") == 0 ? "chat_completions"
+                                                                            : "responses");
+    agent_span_tools(r);
     if (ms && sbx_trace_content(sbx_span_tracer(ms))) {
         if (req.instructions)
             sbx_span_set_content(ms, "sbx.model.instructions", req.instructions,
@@ -821,13 +906,16 @@ static int call_model(struct run *r, struct sbx_turn_prep *prep, json_t **respon
     sbx_trace_set_current(r->turn_span);
     if (rc < 0)
         sbx_span_set_status(ms, 0, err->msg);
-    else
+    else {
         model_span_usage(ms, *response);
+        span_usage(r->turn_span, *response);
+    }
     if (rc == 0)
         content_json(ms, "sbx.model.output", json_object_get(*response, "output"));
     sbx_span_end(ms);
     json_decref(tools);
     json_decref(choice);
+    json_decref(settings);
     json_decref(fmt);
     json_decref(input);
     if (rc < 0) {
@@ -917,6 +1005,7 @@ static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *er
     emit(r, &tev);
     r->turn_span = sbx_span_start(r->agent_span, "turn", SBX_SPAN_INTERNAL);
     sbx_span_set_int(r->turn_span, "sbx.turn", r->turn);
+    sbx_span_set_str(r->turn_span, "gen_ai.agent.name", r->agent->name);
     struct sbx_span *prev_span = sbx_trace_set_current(r->turn_span);
 
     if ((rc = prepare_tools(r, &prep, err)) < 0 || (rc = call_model(r, &prep, &response, err)) < 0)

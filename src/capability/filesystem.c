@@ -319,9 +319,11 @@ static int fs_tools(struct sbx_capability *c, const struct sbx_capability_env *e
     enum sbx_patch_transport tr = cfg->transport;
     struct sbx_tool *t = NULL;
     int rc;
+    /* The Python SDK's Filesystem capability offers the custom (freeform) tool with the Lark
+     * grammar; Chat Completions has no custom tools, so there it is the function tool. */
     if (tr == SBX_PATCH_TRANSPORT_AUTO)
         tr = env->api == SBX_MODEL_API_CHAT ? SBX_PATCH_TRANSPORT_FUNCTION
-                                            : SBX_PATCH_TRANSPORT_BUILTIN;
+                                            : SBX_PATCH_TRANSPORT_CUSTOM;
 
     json_t *def = json_pack("{s:s}", "type", "apply_patch");
     struct sbx_item_tool item = {

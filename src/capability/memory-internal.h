@@ -56,4 +56,18 @@ struct sbx__memory_rollout {
 int sbx__memory_rollout_line(const struct sbx__memory_rollout *r, size_t max, struct sbx_buf *out,
                              struct sbx_error *err);
 
+/* Phase one's two files, with the Agents SDK's headers (its _format_raw_memory and
+ * _format_rollout_summary), so that either reads a memory folder the other wrote:
+ *   raw_memories/<id>.md:  rollout_id, updated_at, rollout_path, rollout_summary_file (relative
+ *                          to the memories folder: "rollout_summaries/<id>_<slug>.md"),
+ *                          terminal_state, a blank line, the text;
+ *   rollout_summaries/...: session_id (the sandbox session), updated_at, rollout_path,
+ *                          terminal_state, a blank line, the text.
+ * The text loses its trailing whitespace and ends with one newline. Caller frees. */
+char *sbx__memory_raw_doc(const char *rollout_id, const char *updated_at, const char *rollout_path,
+                          const char *summary_file, const char *terminal_state, const char *text);
+char *sbx__memory_summary_doc(const char *session_id, const char *updated_at,
+                              const char *rollout_path, const char *terminal_state,
+                              const char *text);
+
 #endif

@@ -988,6 +988,12 @@ static int find_line(const struct ftext *t, struct span a, size_t from, size_t t
     return 0;
 }
 
+/* The Agents SDK's words for the two ways a hunk fails to match (its apply_diff raises
+ * "Invalid Anchor ..." and "Invalid Context ..."), kept in sbx's messages so that code and tests
+ * written against the SDK can still tell the cases apart. */
+#define PATCH_SDK_ANCHOR  "Invalid Anchor"
+#define PATCH_SDK_CONTEXT "Invalid Context"
+
 /* Explain why ctx was not found: the position after from where the longest prefix of ctx
  * matches (ignoring whitespace), and the first line that then differs. */
 static int explain_mismatch(const struct ftext *t, const struct span *ctx, size_t m, size_t from,
@@ -1011,30 +1017,35 @@ static int explain_mismatch(const struct ftext *t, const struct span *ctx, size_
         quote(want, sizeof(want), ctx[0].s, ctx[0].len);
         if (from && find_line(t, ctx[0], 0, from, &at))
             return sbx_error_set(err, SBX_E_INVAL, 0,
-                                 "cannot %s '%s': hunk %zu does not match: the line '%s' was not "
+                                 "cannot %s '%s': hunk %zu does not match (" PATCH_SDK_CONTEXT
+                                 "): the line '%s' was not "
                                  "found after line %zu (it is at line %zu: hunks must follow the "
                                  "order of the file)",
                                  verb, path, hunkno, want, from, at + 1);
         if (from)
             return sbx_error_set(err, SBX_E_INVAL, 0,
-                                 "cannot %s '%s': hunk %zu does not match: the line '%s' was not "
+                                 "cannot %s '%s': hunk %zu does not match (" PATCH_SDK_CONTEXT
+                                 "): the line '%s' was not "
                                  "found after line %zu",
                                  verb, path, hunkno, want, from);
         return sbx_error_set(err, SBX_E_INVAL, 0,
-                             "cannot %s '%s': hunk %zu does not match: the line '%s' was not "
+                             "cannot %s '%s': hunk %zu does not match (" PATCH_SDK_CONTEXT
+                             "): the line '%s' was not "
                              "found",
                              verb, path, hunkno, want);
     }
     quote(want, sizeof(want), ctx[best].s, ctx[best].len);
     if (best_pos + best >= t->n)
         return sbx_error_set(err, SBX_E_INVAL, 0,
-                             "cannot %s '%s': hunk %zu does not match: the file ends at line %zu, "
+                             "cannot %s '%s': hunk %zu does not match (" PATCH_SDK_CONTEXT
+                             "): the file ends at line %zu, "
                              "the patch expects '%s'",
                              verb, path, hunkno, t->n, want);
     const struct fline *l = &t->v[best_pos + best];
     quote(have, sizeof(have), l->s, l->len);
     return sbx_error_set(err, SBX_E_INVAL, 0,
-                         "cannot %s '%s': hunk %zu does not match: line %zu is '%s', the patch "
+                         "cannot %s '%s': hunk %zu does not match (" PATCH_SDK_CONTEXT
+                         "): line %zu is '%s', the patch "
                          "expects '%s'",
                          verb, path, hunkno, best_pos + best + 1, have, want);
 }
@@ -1065,8 +1076,8 @@ static int apply_hunks(const struct op *op, const char *old, size_t old_len, str
                        h->nmarkers > 1) {
                 quote(q, sizeof(q), h->anchors[ai].s, h->anchors[ai].len);
                 rc = sbx_error_set(err, SBX_E_INVAL, 0,
-                                   "cannot %s '%s': hunk %zu does not match: the line '%s' of "
-                                   "its '@@' header was not found",
+                                   "cannot %s '%s': hunk %zu does not match (" PATCH_SDK_ANCHOR
+                                   "): the line '%s' of its '@@' header was not found",
                                    verb, op->display, hi + 1, q);
                 goto out;
             }

@@ -237,7 +237,12 @@ static int add_agents_md(struct sbx_session *s, struct sbx_buf *out, struct sbx_
     struct sbx_buf text;
     sbx_buf_init(&text, AGENTS_MD_MAX);
     int rc = 0;
-    if (sbx_session_read_open(s, "AGENTS.md", &fd, &size, NULL) < 0)
+    /* A probe, not an operation of the run: a workspace without AGENTS.md is normal, so it
+     * leaves no (failed) sandbox.read span in the trace. */
+    struct sbx_span *cur = sbx_trace_set_current(NULL);
+    int found = sbx_session_read_open(s, "AGENTS.md", &fd, &size, NULL) == 0;
+    sbx_trace_set_current(cur);
+    if (!found)
         return 0; /* none, or not readable: nothing to add */
     while (text.len < AGENTS_MD_MAX) {
         if ((rc = sbx_buf_reserve(&text, AGENTS_MD_MAX - text.len, err)) < 0)

@@ -34,13 +34,20 @@ struct sbx__skill_list {
 
 void sbx__skill_list_release(struct sbx__skill_list *l);
 
-/* Parse a SKILL.md's front matter: a first line "---", YAML up to the next "---" line (at most
- * SBX_SKILL_FRONT_MAX bytes), a mapping with string 'name' (1 to SBX_SKILL_NAME_MAX of
- * [A-Za-z0-9._-], not starting with '.' or '-') and 'description' (not empty, at most
- * SBX_SKILL_DESC_MAX bytes once whitespace runs are folded to one space). Other keys are
- * ignored. *name, *desc: caller frees. SBX_E_PARSE / SBX_E_INVAL / SBX_E_TOOBIG saying what is
- * wrong. */
-int sbx__skill_front_matter(const char *text, size_t len, char **name, char **desc,
+/* What the SDK lists for a skill whose SKILL.md gives no description. */
+#define SBX_SKILL_NO_DESCRIPTION "No description provided."
+
+/* Name and description of the skill in folder dir from its SKILL.md, as the reference SDK
+ * lists them: front matter is a first line "---" up to the next "---" line (at most
+ * SBX_SKILL_FRONT_MAX bytes, else SBX_E_TOOBIG); each top-level "key: value" line gives a
+ * field (comment lines and lines without ':' are passed over, the last of a key wins), a plain
+ * one-line value as it is written (a '#' inside it stays), a quoted, block ('|', '>') or
+ * multi-line (continued on indented lines) value as YAML reads it. Without front matter, 'name' or
+ * 'description' (or with an empty one) the name is dir and the description
+ * SBX_SKILL_NO_DESCRIPTION. Whitespace and control characters fold to single spaces. A name over
+ * SBX_SKILL_NAME_MAX or a description over SBX_SKILL_DESC_MAX bytes is SBX_E_TOOBIG. *name, *desc:
+ * caller frees. */
+int sbx__skill_front_matter(const char *text, size_t len, const char *dir, char **name, char **desc,
                             struct sbx_error *err);
 
 /* The skills of the host folder open at dfd (shown: how to name it in messages): each

@@ -82,63 +82,135 @@ static char *fold(const char *s, size_t n)
     return out;
 }
 
-int sbx__skill_front_matter(const char *text, size_t len, char **name, char **desc,
+/* The value of a front matter line as the reference SDK's line parser reads it: the text after
+ * the first ':' without the blanks around it, and without one pair of matching quotes. */
+static char *raw_value(const char *v, size_t n)
+{
+    if (n >= 2 && v[0] == v[n - 1] && (v[0] == '"' || v[0] == '\''))
+        return sbx_xstrndup(v + 1, n - 2);
+    return sbx_xstrndup(v, n);
+}
+
+/* Whether a value needs YAML to be read: quoted (escapes), a block scalar ('|' or '>' with
+ * its indicators), or empty (its text may be on the indented lines after it). A plain one-line
+ * value is taken as it is, as the SDK does, so that a '#' inside it stays. */
+static int needs_yaml(const char *v, size_t n)
+{
+    if (n == 0 || v[0] == '"' || v[0] == '\'')
+        return 1;
+    if (v[0] != '|' && v[0] != '>')
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if (!strchr("+-0123456789", v[i]))
+            return 0;
+    return 1;
+}
+
+static const char *trim(const char *p, const char **end)
+{
+    while (p < *end && (*p == ' ' || *p == '\t' || *p == '\r'))
+        p++;
+    while (*end > p && ((*end)[-1] == ' ' || (*end)[-1] == '\t' || (*end)[-1] == '\r'))
+        (*end)--;
+    return p;
+}
+
+/* name and description from the front matter between body and close: each top-level
+ * "key: value" line, the last of a key winning; values that need YAML come from the YAML
+ * reading of the whole front matter when it has one for the key (else the line's text). */
+static void read_fields(const char *body, const char *close, char **name, char **desc)
+{
+    static const char *const keys[] = {"name", "description"};
+    char **out[] = {name, desc};
+    json_t *doc = NULL;
+    int tried = 0;
+    for (const char *q = body; q < close;) {
+        const char *eol = line_end(q, close), *end = eol, *next = eol < close ? eol + 1 : close;
+        int indented = *q == ' ' || *q == '\t';
+        const char *s = trim(q, &end), *colon = memchr(s, ':', (size_t)(end - s));
+        q = next;
+        if (indented || s == end || *s == '#' || !colon)
+            continue;
+        const char *kend = colon, *v = colon + 1, *vend = end;
+        const char *k = trim(s, &kend);
+        v = trim(v, &vend);
+        /* An indented line next continues the value over several lines. */
+        const char *nend = line_end(next, close), *n = trim(next, &nend);
+        int continued = next < close && (*next == ' ' || *next == '\t') && n < nend;
+        for (size_t i = 0; i < 2; i++) {
+            if ((size_t)(kend - k) != strlen(keys[i]) || memcmp(k, keys[i], kend - k) != 0)
+                continue;
+            free(*out[i]);
+            *out[i] = NULL;
+            if (continued || needs_yaml(v, (size_t)(vend - v))) {
+                if (!tried++) {
+                    struct sbx_yaml_limits lim = {
+                            .max_bytes = SBX_SKILL_FRONT_MAX, .max_depth = 16, .max_nodes = 4096};
+                    if (sbx_yaml_parse(body, (size_t)(close - body), &lim, &doc, NULL) < 0)
+                        doc = NULL;
+                }
+                const json_t *y = json_object_get(doc, keys[i]);
+                if (json_is_string(y))
+                    *out[i] = sbx_xstrndup(json_string_value(y), json_string_length(y));
+            }
+            if (!*out[i])
+                *out[i] = raw_value(v, (size_t)(vend - v));
+        }
+    }
+    json_decref(doc);
+}
+
+int sbx__skill_front_matter(const char *text, size_t len, const char *dir, char **name, char **desc,
                             struct sbx_error *err)
 {
-    const char *p = text, *end = text + len;
+    const char *p = text, *end = text + len, *close = NULL, *body = NULL;
+    char *n = NULL, *d = NULL;
     if (len >= 3 && memcmp(p, "\xEF\xBB\xBF", 3) == 0)
         p += 3;
     const char *eol = line_end(p, end);
-    if (!is_marker(p, eol))
-        return sbx_error_set(err, SBX_E_PARSE, 0,
-                             "SKILL.md does not start with a '---' line opening its front matter");
-    const char *body = eol < end ? eol + 1 : end, *q = body, *close = NULL;
-    while (q < end && !close) {
-        eol = line_end(q, end);
-        if (is_marker(q, eol))
-            close = q;
-        else
-            q = eol < end ? eol + 1 : end;
-        if ((size_t)(q - body) > SBX_SKILL_FRONT_MAX)
-            return sbx_error_set(err, SBX_E_TOOBIG, 0, "the front matter is longer than %u bytes",
-                                 SBX_SKILL_FRONT_MAX);
+    if (is_marker(p, eol)) {
+        body = eol < end ? eol + 1 : end;
+        for (const char *q = body; q < end && !close;) {
+            eol = line_end(q, end);
+            if (is_marker(q, eol))
+                close = q;
+            else
+                q = eol < end ? eol + 1 : end;
+            if ((size_t)(q - body) > SBX_SKILL_FRONT_MAX)
+                return sbx_error_set(err, SBX_E_TOOBIG, 0,
+                                     "the front matter is longer than %u bytes",
+                                     SBX_SKILL_FRONT_MAX);
+        }
     }
-    if (!close)
-        return sbx_error_set(err, SBX_E_PARSE, 0, "the front matter has no closing '---' line");
-    struct sbx_yaml_limits lim = {
-            .max_bytes = SBX_SKILL_FRONT_MAX, .max_depth = 16, .max_nodes = 4096};
-    json_t *doc = NULL;
-    int rc = sbx_yaml_parse(body, (size_t)(close - body), &lim, &doc, err);
-    if (rc < 0) {
-        sbx_error_prefix(err, "front matter");
-        return rc;
+    /* No front matter, or none that closes: the SDK lists the skill with the defaults. */
+    if (close)
+        read_fields(body, close, &n, &d);
+    char *fn = n ? fold(n, strlen(n)) : NULL, *fd = d ? fold(d, strlen(d)) : NULL;
+    free(n);
+    free(d);
+    if (!fn || !fn[0]) {
+        free(fn);
+        fn = sbx_xstrdup(dir);
     }
-    const json_t *n = json_object_get(doc, "name"), *d = json_object_get(doc, "description");
-    char *folded = NULL;
-    if (!json_is_object(doc))
-        rc = sbx_error_set(err, SBX_E_INVAL, 0,
-                           "the front matter must be a mapping with 'name' and 'description'");
-    else if (!json_is_string(n) || !json_is_string(d))
-        rc = sbx_error_set(err, SBX_E_INVAL, 0,
-                           "the front matter needs string fields 'name' and 'description'");
-    else if (!valid_name(json_string_value(n), json_string_length(n)))
-        rc = sbx_error_set(err, SBX_E_INVAL, 0,
-                           "name '%.64s' must be 1 to %d letters, digits, '.', '_' or '-', not "
-                           "starting with '.' or '-'",
-                           json_string_value(n), SBX_SKILL_NAME_MAX);
-    else if (!(folded = fold(json_string_value(d), json_string_length(d)))[0])
-        rc = sbx_error_set(err, SBX_E_INVAL, 0, "the description is empty");
-    else if (strlen(folded) > SBX_SKILL_DESC_MAX)
+    if (!fd || !fd[0]) {
+        free(fd);
+        fd = sbx_xstrdup(SBX_SKILL_NO_DESCRIPTION);
+    }
+    int rc = 0;
+    if (strlen(fn) > SBX_SKILL_NAME_MAX)
+        rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "name '%.64s...' is longer than %d bytes", fn,
+                           SBX_SKILL_NAME_MAX);
+    else if (strlen(fd) > SBX_SKILL_DESC_MAX)
         rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "the description is longer than %d bytes",
                            SBX_SKILL_DESC_MAX);
-    if (rc == 0) {
-        *name = sbx_xstrdup(json_string_value(n));
-        *desc = folded;
-    } else {
-        free(folded);
+    if (rc < 0) {
+        free(fn);
+        free(fd);
+        return rc;
     }
-    json_decref(doc);
-    return rc;
+    *name = fn;
+    *desc = fd;
+    return 0;
 }
 
 /* ---- lists ----------------------------------------------------------------------------------- */
@@ -410,7 +482,7 @@ static int host_skill(int dfd, const char *dir, char **name, char **desc, struct
     sbx_buf_init(&md, SBX_SKILL_MD_MAX);
     rc = read_skill_md(fd, dir, &md, err);
     if (rc == 0)
-        rc = sbx__skill_front_matter(md.data, md.len, name, desc, err);
+        rc = sbx__skill_front_matter(md.data, md.len, dir, name, desc, err);
     if (rc == 0) {
         struct walk w = {0};
         if ((rc = walk(&w, fd, dir, NULL, 0, err)) < 0) {
@@ -518,7 +590,7 @@ static int scan_workspace(struct sbx_session *s, const char *path, int quiet,
         else if (r == 0 && md.type != SBX_FILE_REGULAR)
             r = sbx_error_set(&why, SBX_E_PERM, 0, "its SKILL.md is not a regular file");
         else if (r == 0 && (r = sbx_session_read(s, mdp, SBX_SKILL_MD_MAX, &text, &why)) == 0)
-            r = sbx__skill_front_matter(text.data, text.len, &name, &desc, &why);
+            r = sbx__skill_front_matter(text.data, text.len, e->name, &name, &desc, &why);
         if (r == -SBX_E_SANDBOX) {
             rc = sbx_error_copy(err, &why);
         } else if (r < 0 && !quiet) {
@@ -802,23 +874,23 @@ static int skills_instructions(struct sbx_capability *c, const struct sbx_capabi
                       "root.\n\n### Available skills\n\n",
                       err);
     for (size_t i = 0; i < l->n && rc == 0; i++) {
+        /* Lazy skills too: the path says where load_skill will put the skill. */
         char *path = skill_path(d, &l->v[i]);
-        if (d->lazy)
-            rc = sbx_buf_addf(out, err, "- %s: %s\n", l->v[i].name, l->v[i].description);
-        else
-            rc = sbx_buf_addf(out, err, "- %s: %s (file: %s/SKILL.md)\n", l->v[i].name,
-                              l->v[i].description, path);
+        rc = sbx_buf_addf(out, err, "- %s: %s (file: %s/SKILL.md)\n", l->v[i].name,
+                          l->v[i].description, path);
         free(path);
     }
     if (rc == 0 && d->lazy)
-        rc = sbx_buf_adds(out,
-                          "\n### Loading a skill\n\n"
-                          "These skills are not in the workspace until you load them. Call "
-                          "`load_skill` with the skill's name, one skill per call; it answers "
-                          "with the folder it put the skill in (`path`) and its SKILL.md "
-                          "(`skill_md`). A skill that is already there answers "
-                          "`already_loaded`. Load only the skills the task needs.\n",
-                          err);
+        rc = sbx_buf_adds(
+                out,
+                "\n### Loading a skill\n\n"
+                "These skills are not in the workspace until you load them: the paths above "
+                "are where they will be. Call "
+                "`load_skill` with the skill's name, one skill per call; it answers "
+                "with the folder it put the skill in (`path`) and its SKILL.md "
+                "(`skill_md`). A skill that is already there answers "
+                "`already_loaded`. Load only the skills the task needs.\n",
+                err);
     if (rc == 0)
         rc = sbx_buf_adds(out,
                           "\n### How to use skills\n\n"

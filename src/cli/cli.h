@@ -22,6 +22,10 @@ enum {
 /* A verb gets argv with argv[0] being the verb name. Returns the process exit status. */
 typedef int cli_verb_fn(int argc, char **argv);
 
+/* ---- cmd-state-sdk.c: sbx state import / export (argv[0] is the subcommand) ---- */
+int cli_state_import(int argc, char **argv);
+int cli_state_export(int argc, char **argv);
+
 /* ---- common.c: what every verb shares ---- */
 
 /* The one printer of text that may come from a model, a sandbox, an archive or a file: with

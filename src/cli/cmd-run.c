@@ -407,9 +407,16 @@ static int read_session_state(const char *path, json_t **out, struct sbx_error *
 {
     struct sbx_buf b;
     sbx_buf_init(&b, SBX_SESSION_STATE_MAX);
+    json_t *doc = NULL;
     int rc = sbx_fs_read_path(path, SBX_SESSION_STATE_MAX, &b, err);
-    if (rc == 0)
+    /* The Agents SDK's SandboxSessionState: its sandbox made again as a local one, which the
+     * run then resumes like any saved sandbox. */
+    if (rc == 0 && sbx_json_parse(b.data, b.len, NULL, &doc, NULL) == 0 &&
+        sbx_sandbox_is_sdk_session(doc))
+        rc = sbx_sandbox_from_sdk_session(NULL, doc, out, err);
+    else if (rc == 0)
         rc = sbx_session_state_parse(b.data, b.len, out, err);
+    json_decref(doc);
     if (rc < 0)
         sbx_error_prefix(err, "session state '%s'", path);
     sbx_buf_release(&b);
@@ -1126,6 +1133,8 @@ static int run_and_report(struct run *r)
 static int run_release(struct run *r, int rc)
 {
     catch_signals(0);
+    if (r->res)
+        cli_trace_usage(&r->trace, sbx_run_result_usage(r->res));
     sbx_run_result_free(r->res);
     sbx_sandbox_run_free(r->sr); /* its sandboxes' removal is part of the run's trace */
     cli_trace_finish(&r->trace, NULL);

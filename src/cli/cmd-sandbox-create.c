@@ -14,6 +14,7 @@
 #include "sbx/fs.h"
 #include "sbx/json.h"
 #include "sbx/manifest.h"
+#include "sbx/sandbox-run.h"
 #include "sbx/session.h"
 #include "sbx/strv.h"
 
@@ -139,6 +140,7 @@ struct resume_args {
     const char *manifest_path, *file;
     struct sbx_strv pass;
     struct cli_sandbox sb;
+    int sdk_done; /* the file was the Agents SDK's session state, handled by resume_sdk */
 };
 
 static int resume_parse(struct resume_args *a, int argc, char **argv)
@@ -217,6 +219,26 @@ static int resume_client(struct resume_args *a, const json_t *state, struct sbx_
     return rc;
 }
 
+/* The SDK's session state doc as a fresh local sbx sandbox; prints its id. */
+static int resume_sdk(struct resume_args *a, const json_t *doc)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    json_t *st = NULL;
+    a->sdk_done = 1;
+    if (a->sb.provider && strcmp(a->sb.provider, "local") != 0)
+        return cli_usage(VERB "resume ",
+                         "an Agents SDK session state is made again as a local "
+                         "sandbox, not --provider %s",
+                         a->sb.provider);
+    if (sbx_sandbox_from_sdk_session(NULL, doc, &st, &err) < 0) {
+        sbx_error_prefix(&err, "'%s'", a->file);
+        return cli_fail(&err);
+    }
+    printf("%s\n", json_string_value(json_object_get(st, "id")));
+    json_decref(st);
+    return CLI_OK;
+}
+
 int cmd_sandbox_resume(int argc, char **argv)
 {
     struct resume_args *a = sbx_xcalloc(1, sizeof(*a));
@@ -228,6 +250,23 @@ int cmd_sandbox_resume(int argc, char **argv)
     sbx_strv_init(&a->pass);
     cli_sandbox_init(&a->sb);
     int status = resume_parse(a, argc, argv);
+    if (status == CLI_OK && strcmp(a->file, "-") != 0) {
+        /* A SandboxSessionState of the Agents SDK: made again as an sbx sandbox. */
+        json_t *doc = NULL;
+        struct sbx_buf b;
+        sbx_buf_init(&b, SBX_SESSION_STATE_MAX);
+        if (sbx_fs_read_path(a->file, SBX_SESSION_STATE_MAX, &b, NULL) == 0 &&
+            sbx_json_parse(b.data, b.len, NULL, &doc, NULL) == 0 && sbx_sandbox_is_sdk_session(doc))
+            status = resume_sdk(a, doc);
+        sbx_buf_release(&b);
+        json_decref(doc);
+        if (status != CLI_OK || a->sdk_done) {
+            sbx_strv_release(&a->pass);
+            cli_sandbox_release(&a->sb);
+            free(a);
+            return status;
+        }
+    }
     if (status == CLI_OK && read_state(a->file, &state, &err) < 0)
         status = CLI_FAIL;
     if (status == CLI_OK && cli_trusted_manifest(a->manifest_path, &m, &err) < 0)

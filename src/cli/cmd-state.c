@@ -230,11 +230,15 @@ static int cmd_rm(int argc, char **argv)
 int cmd_run_state(int argc, char **argv)
 {
     if (argc < 2)
-        return cli_usage("state ", "missing subcommand (show, rm)");
+        return cli_usage("state ", "missing subcommand (show, rm, import, export)");
     const char *sub = argv[1];
     if (strcmp(sub, "show") == 0)
         return cmd_show(argc - 2, argv + 2);
     if (strcmp(sub, "rm") == 0)
         return cmd_rm(argc - 2, argv + 2);
-    return cli_usage("state ", "unknown subcommand '%s' (show, rm)", sub);
+    if (strcmp(sub, "import") == 0)
+        return cli_state_import(argc - 1, argv + 1);
+    if (strcmp(sub, "export") == 0)
+        return cli_state_export(argc - 1, argv + 1);
+    return cli_usage("state ", "unknown subcommand '%s' (show, rm, import, export)", sub);
 }

@@ -232,6 +232,23 @@ static const struct cli_help_opt snap_import_opts[] = {
         {0},
 };
 
+static const struct cli_help_opt state_import_opts[] = {
+        {'a', "agent", "AGENT_FILE", "the agents the SDK's run continues with (required)"},
+        {'o', "output", "STATE", "the sbx run state to write (required)"},
+        {'m', "model", "MODEL", "the model name saved for the resume"},
+        {0, "api", "API", "responses or chat, saved for the resume"},
+        {0, "base-url", "URL", "the model server saved for the resume"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt state_export_opts[] = {
+        {0, "sdk", NULL, "as the JS Agents SDK's RunState (required: the one format it writes)"},
+        {'o', NULL, "FILE", "write to FILE instead of standard output"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
 static const struct cli_help_opt json_opts[] = {
         {0, "json", NULL, "print JSON"},
         {'h', "help", NULL, "show this help"},
@@ -528,6 +545,8 @@ const struct cli_help cli_help_table[] = {
          "sbx sandbox resume [--pass-secret NAME]... [--manifest FILE]\n"
          "                   [-o KEY=VALUE]... [provider options] FILE",
          "reconnect to or rebuild the sandbox of a saved state",
+         "An Agents SDK SandboxSessionState (unix_local or docker) is made again as a local "
+         "sandbox from its manifest and the workspace of its local snapshot. "
          "Reconnects to the sandbox of a saved state (- for stdin) if it runs, else rebuilds it "
          "from its snapshot; prints the id. The options are those of the state's provider, the "
          "trusted configuration a state cannot grant by itself: host path grants are never "
@@ -598,7 +617,10 @@ const struct cli_help cli_help_table[] = {
          "Reads a tar archive (zstd, gzip, xz, bzip2 or none) and prints its reference.",
          snap_import_opts, STATUS_COMMON, "snapshot-export", CLI_HELP_ANYWHERE},
 
-        {"state", NULL, "sbx state show [--json] FILE\nsbx state rm FILE",
+        {"state", NULL,
+         "sbx state show [--json] FILE\nsbx state rm FILE\n"
+         "sbx state import -a AGENT_FILE -o STATE [-m MODEL] [--api API] [--base-url URL] FILE\n"
+         "sbx state export --sdk [-o FILE] STATE",
          "show and remove the run states 'sbx run --state' saves",
          "Run states are the files 'sbx run --state FILE' saves: the conversation, the pending "
          "tool calls and the sandboxes of a run that can be continued with 'sbx run --resume "
@@ -613,6 +635,26 @@ const struct cli_help cli_help_table[] = {
          "the run's only when its own record names the run: one the file names but the run did "
          "not make is left alone, with a warning.",
          help_only, STATUS_COMMON, "state", CLI_HELP_ANYWHERE},
+        {"state import", NULL,
+         "sbx state import -a AGENT_FILE -o STATE [-m MODEL] [--api API] [--base-url URL] FILE",
+         "make an sbx run state of an Agents SDK RunState",
+         "Reads the RunState JSON the Agents SDK saved (FILE, - for stdin; the JS SDK's schema "
+         "1.22 and earlier, the Python SDK's 1.17 and earlier) and writes STATE, an sbx run state "
+         "that 'sbx run --resume STATE' continues with the agents of AGENT_FILE, matched by "
+         "name: the conversation, the current agent, turns, usage and the calls waiting for "
+         "approval. A unix-local or docker sandbox of the SDK's run is made again as an sbx "
+         "sandbox the state owns, its workspace from the local snapshot the SDK saved. What "
+         "cannot be carried (a server-side conversation, an always-approve decision, an item sbx "
+         "lacks, a docker container without a snapshot) is refused, naming the SDK's field. -m, "
+         "--api and --base-url are saved for the resume.",
+         state_import_opts, STATUS_COMMON, "state run", CLI_HELP_ANYWHERE},
+        {"state export", NULL, "sbx state export --sdk [-o FILE] STATE",
+         "write a run state as the JS Agents SDK's RunState",
+         "Writes STATE, a run waiting for approval, as the RunState JSON (schema 1.22) that the "
+         "JS Agents SDK's RunState.fromString loads with agents and tools of the same names "
+         "(stdout, or -o FILE). A run with sbx sandboxes, one that completed, or calls that were "
+         "running when it stopped are refused, naming the field.",
+         state_export_opts, STATUS_COMMON, "state run", CLI_HELP_ANYWHERE},
 
         {"trace", NULL, "sbx trace show FILE", "show the spans 'sbx run --trace' wrote",
          "Trace files are the JSON lines 'sbx run --trace FILE' writes, one span each "

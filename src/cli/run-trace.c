@@ -115,6 +115,20 @@ fail:
     return rc;
 }
 
+void cli_trace_usage(struct cli_trace *ct, const json_t *usage)
+{
+    static const char *const keys[][2] = {{"input_tokens", "gen_ai.usage.input_tokens"},
+                                          {"output_tokens", "gen_ai.usage.output_tokens"},
+                                          {"requests", "sbx.usage.requests"}};
+    if (!ct->run)
+        return;
+    for (size_t i = 0; i < SBX_ARRAY_LEN(keys); i++) {
+        const json_t *v = json_object_get(usage, keys[i][0]);
+        if (json_is_integer(v))
+            sbx_span_set_int(ct->run, keys[i][1], json_integer_value(v));
+    }
+}
+
 void cli_trace_finish(struct cli_trace *ct, const struct sbx_error *err)
 {
     if (!ct->t)

@@ -4,6 +4,7 @@
 #define SBX_CLI_RUN_TRACE_H
 
 #include <stdio.h>
+#include <jansson.h>
 
 #include "sbx/error.h"
 #include "sbx/strv.h"
@@ -26,6 +27,9 @@ int cli_trace_option(struct cli_trace *ct, const char *name, const char *arg);
  * made the current span. Nothing is traced when no exporter is configured. secrets: the run's
  * secret values (cli_run_secrets), redacted from every span. */
 int cli_trace_start(struct cli_trace *ct, const struct sbx_strv *secrets, struct sbx_error *err);
+/* The run's usage (sbx_run_result_usage) on the run span: the conventions' token counts and
+ * sbx.usage.requests, which the OpenAI exporter sends as the SDK's task span usage. */
+void cli_trace_usage(struct cli_trace *ct, const json_t *usage);
 /* End the run span (err: why the run failed, or NULL), flush the exporters and report dropped
  * spans on stderr as one line. */
 void cli_trace_finish(struct cli_trace *ct, const struct sbx_error *err);

@@ -65,7 +65,7 @@ static const char *check_span(const json_t *o)
     if (a && !json_is_object(a))
         return "\"attributes\" is not an object";
     static const char *const counts[] = {"gen_ai.usage.input_tokens", "gen_ai.usage.output_tokens",
-                                         "gen_ai.usage.cached_input_tokens"};
+                                         "gen_ai.usage.cache_read.input_tokens"};
     for (size_t i = 0; i < SBX_ARRAY_LEN(counts); i++) {
         const json_t *v = json_object_get(a, counts[i]);
         if (v && (!json_is_integer(v) || json_integer_value(v) < 0))
@@ -120,12 +120,20 @@ static void put_attr_int(const json_t *a, const char *k, const char *label)
 static void put_span_line(const struct show_span *s)
 {
     const json_t *a = json_object_get(s->o, "attributes");
-    put_safe(json_string_value(json_object_get(s->o, "name")));
+    const char *name = json_string_value(json_object_get(s->o, "name"));
+    put_safe(name);
     static const char *const what[] = {"gen_ai.agent.name", "gen_ai.request.model",
                                        "gen_ai.tool.name",  "sbx.handoff.to",
                                        "sbx.sandbox.path",  "sbx.sandbox.id"};
-    for (size_t i = 0; i < SBX_ARRAY_LEN(what); i++) {
+    size_t nl = strlen(name);
+    /* A turn is its agent's: the agent's line above says whose. */
+    for (size_t i = strcmp(name, "turn") == 0 ? SBX_ARRAY_LEN(what) : 0; i < SBX_ARRAY_LEN(what);
+         i++) {
         const char *v = attr_str(a, what[i]);
+        size_t vl = v ? strlen(v) : 0;
+        /* "chat gpt-4.1", "execute_tool exec_command": the span's name already says it. */
+        if (v && v[0] && vl < nl && strcmp(name + nl - vl, v) == 0 && name[nl - vl - 1] == ' ')
+            break;
         if (v && v[0]) {
             fputs(i == 3 ? " -> " : " ", show_out);
             put_safe(v);
@@ -137,7 +145,7 @@ static void put_span_line(const struct show_span *s)
     put_duration(s->end - s->start);
     put_attr_int(a, "gen_ai.usage.input_tokens", "in");
     put_attr_int(a, "gen_ai.usage.output_tokens", "out");
-    put_attr_int(a, "gen_ai.usage.cached_input_tokens", "cached");
+    put_attr_int(a, "gen_ai.usage.cache_read.input_tokens", "cached");
     const json_t *fb = json_object_get(a, "sbx.model.first_byte_ns");
     if (json_is_integer(fb)) {
         fputs(" first byte ", show_out);
@@ -282,7 +290,11 @@ int cli_trace_show_stream(FILE *f, const char *path, FILE *to, FILE *errf)
         const json_t *pi = v[i].parent ? json_object_get(index, v[i].parent) : NULL;
         if (!pi || (size_t)json_integer_value(pi) == i)
             show_tree(v, i, &prefix, 1, 0);
+        /* Model calls only: the turn and run spans repeat their tokens as sums. */
         const json_t *a = json_object_get(v[i].o, "attributes");
+        const char *op = attr_str(a, "gen_ai.operation.name");
+        if (!op || strcmp(op, "chat") != 0)
+            continue;
         in = sum_capped(in, json_integer_value(json_object_get(a, "gen_ai.usage.input_tokens")),
                         &in_capped);
         out = sum_capped(out, json_integer_value(json_object_get(a, "gen_ai.usage.output_tokens")),

@@ -239,7 +239,7 @@ static int build_body(struct sbx_model *m, const struct sbx_model_request *req, 
         sbx_json_set(body, "stream", json_true());
         sbx_json_set(body, "stream_options", json_pack("{s:b}", "include_usage", 1));
     }
-    int rc = sbx__model_merge_settings(body, req->settings, err);
+    int rc = sbx__model_apply_settings(body, req->settings, json_object_get(body, "tools"), 1, err);
     if (rc < 0) {
         json_decref(body);
         return rc;

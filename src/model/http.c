@@ -243,6 +243,16 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
     return 0;
 }
 
+/* Whether the caller's own headers name this one (it then replaces sbx's). */
+static int overridden(const struct sbx__http_req *req, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *const *h = req->headers; h && *h; h++)
+        if (strncasecmp(*h, name, n) == 0 && (*h)[n] == ':')
+            return 1;
+    return 0;
+}
+
 int sbx__http_post(const struct sbx__http_req *req, struct sbx__http_resp *resp,
                    struct sbx_error *err)
 {
@@ -263,24 +273,29 @@ int sbx__http_post(const struct sbx__http_req *req, struct sbx__http_resp *resp,
     if (!x.curl)
         return sbx_error_set(err, SBX_E_HTTP, 0, "cannot start an HTTP client");
 
-    hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
-    hdrs = curl_slist_append(hdrs, req->stream ? "Accept: text/event-stream"
-                                               : "Accept: application/json");
-    hdrs = curl_slist_append(hdrs, "User-Agent: sbx/" SBX_VERSION);
+    if (!overridden(req, "Content-Type"))
+        hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
+    if (!overridden(req, "Accept"))
+        hdrs = curl_slist_append(hdrs, req->stream ? "Accept: text/event-stream"
+                                                   : "Accept: application/json");
+    if (!overridden(req, "User-Agent"))
+        hdrs = curl_slist_append(hdrs, "User-Agent: sbx/" SBX_VERSION);
     /* No "Expect: 100-continue" round trip before large bodies. */
     hdrs = curl_slist_append(hdrs, "Expect:");
     /* W3C Trace Context: the server's spans join the run's trace under the model call. */
     struct sbx_span *span = sbx_trace_current();
-    if (span) {
+    if (span && !overridden(req, "traceparent")) {
         char tp[sizeof("traceparent: ") + SBX_TRACEPARENT_LEN];
         memcpy(tp, "traceparent: ", sizeof("traceparent: ") - 1);
         sbx_span_traceparent(span, tp + sizeof("traceparent: ") - 1);
         hdrs = curl_slist_append(hdrs, tp);
     }
-    if (req->bearer && req->bearer[0]) {
+    if (req->bearer && req->bearer[0] && !overridden(req, "Authorization")) {
         auth = sbx_xasprintf("Authorization: Bearer %s", req->bearer);
         hdrs = curl_slist_append(hdrs, auth);
     }
+    for (const char *const *h = req->headers; h && *h; h++)
+        hdrs = curl_slist_append(hdrs, *h);
     if (!hdrs)
         SBX_BUG("curl_slist_append failed");
 

@@ -32,7 +32,8 @@ void sbx__http_pool_release(struct sbx__http_pool *p);
 struct sbx__http_req {
     struct sbx__http_pool *pool; /* NULL: a connection of its own, closed after the request */
     const char *url;
-    const char *bearer; /* API key for "Authorization: Bearer"; NULL: no header */
+    const char *bearer;         /* API key for "Authorization: Bearer"; NULL: no header */
+    const char *const *headers; /* more "Name: value" lines, after sbx's own; NULL: none */
     const char *body;
     size_t body_len;
     int stream; /* adds "Accept: text/event-stream" */

@@ -6,8 +6,11 @@
 #include <stdio.h>
 
 #include "model/http.h"
+#include "sbx/strv.h"
 #include "sbx/model.h"
 #include "sbx/strv.h"
+
+struct sbx__model_extras; /* below */
 
 struct sbx__model_vt {
     const char *provider;
@@ -94,12 +97,13 @@ struct sbx__attempt_ops {
                         struct sbx_error *err);
 };
 
-/* POST body to {base}{path} with retries. *out as finish (or finish_plain) produced it;
- * *plain (may be NULL) tells which: 1 when a streaming request got a plain JSON answer, so no
- * stream event reached the caller yet. */
-int sbx__model_call(struct sbx_model *m, const char *path, const char *body, size_t body_len,
-                    int stream, const struct sbx__attempt_ops *ops, void *ud, json_t **out,
-                    int *plain, struct sbx_error *err);
+/* POST body to {base}{path}{x->query} with retries (x: the extras of the request's settings). *out
+ * as finish (or finish_plain) produced it; *plain (may be NULL) tells which: 1 when a streaming
+ * request got a plain JSON answer, so no stream event reached the caller yet. */
+int sbx__model_call(struct sbx_model *m, const char *path, const struct sbx__model_extras *x,
+                    const char *body, size_t body_len, int stream,
+                    const struct sbx__attempt_ops *ops, void *ud, json_t **out, int *plain,
+                    struct sbx_error *err);
 
 /* What every provider's respond does, over its own stream state ud and ops: build req's body,
  * POST it to path with retries, and when the answer came as plain JSON (not streamed) hand cb
@@ -135,8 +139,32 @@ int sbx__model_parse(struct sbx_model *m, const char *what, const char *data, si
 /* Emit the stream events a Responses API server would have sent for a finished response. */
 void sbx__model_synth_events(const json_t *response, sbx_model_stream_fn *cb, void *cb_data);
 
-/* Merge req->settings into body; a setting naming a field sbx sets itself is SBX_E_INVAL. */
-int sbx__model_merge_settings(json_t *body, const json_t *settings, struct sbx_error *err);
+/* Map ModelSettings (req->settings, checked with sbx_model_settings_check) onto body, a request
+ * of the Responses API (chat 0) or of Chat Completions (chat 1) whose own fields are already
+ * set; tools: the body's tools in the API's form (a named tool_choice of a custom tool becomes
+ * {"type":"custom"}). A field of extra_args or extra_body that is already set is SBX_E_INVAL. */
+int sbx__model_apply_settings(json_t *body, const json_t *settings, const json_t *tools, int chat,
+                              struct sbx_error *err);
+
+/* ModelSettings.tool_choice (a mode, a tool name or {server_label, name}) in the API's form.
+ * Caller owns; NULL when choice is neither. */
+json_t *sbx__model_tool_choice(const json_t *choice, const json_t *tools, int chat);
+
+/* What ModelSettings change about the HTTP exchange rather than the body. */
+struct sbx__model_extras {
+    char *query;             /* "?k=v&..." of extra_query, or NULL */
+    struct sbx_strv headers; /* "Name: value" of extra_headers ("Name:" leaves one out) */
+    int retries;             /* retry.max_retries, else the model's */
+    int64_t retry_base_ms;   /* retry.backoff.initial_delay, else the model's */
+    int64_t retry_max_ms;    /* retry.backoff.max_delay, else the model's */
+    int64_t timeout_ms;      /* timeout (per attempt) when shorter than the model's */
+};
+
+/* Fill x from settings (NULL: the model's own values). Release with sbx__model_extras_release,
+ * also after a failure. */
+int sbx__model_call_extras(const struct sbx_model *m, const json_t *settings,
+                           struct sbx__model_extras *x, struct sbx_error *err);
+void sbx__model_extras_release(struct sbx__model_extras *x);
 
 /* The server's message in an error body ({"error":{"message"}} and common variants), else a
  * cut, printable copy of the body. Caller owns (free). */

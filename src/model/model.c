@@ -325,15 +325,15 @@ static int retryable_status(long s)
     return s == 408 || s == 409 || s == 429 || s >= 500;
 }
 
-static int64_t backoff_ms(const struct sbx_model *m, int attempt, int64_t retry_after_ms)
+static int64_t backoff_ms(const struct sbx__model_extras *x, int attempt, int64_t retry_after_ms)
 {
     if (retry_after_ms >= 0)
-        return retry_after_ms < m->retry_max_ms ? retry_after_ms : m->retry_max_ms;
-    int64_t d = m->retry_base_ms;
-    for (int i = 0; i < attempt && d < m->retry_max_ms; i++)
+        return retry_after_ms < x->retry_max_ms ? retry_after_ms : x->retry_max_ms;
+    int64_t d = x->retry_base_ms > 0 ? x->retry_base_ms : 1;
+    for (int i = 0; i < attempt && d < x->retry_max_ms; i++)
         d *= 2;
-    if (d > m->retry_max_ms)
-        d = m->retry_max_ms;
+    if (d > x->retry_max_ms)
+        d = x->retry_max_ms;
     /* Jitter in [d/2, d] keeps clients that failed together from retrying together. */
     uint32_t r = 0;
     if (sbx_random_bytes(&r, sizeof(r), NULL) < 0)
@@ -354,22 +354,24 @@ static int sleep_cancellable(const struct sbx_model *m, int64_t ms, struct sbx_e
     }
 }
 
-int sbx__model_call(struct sbx_model *m, const char *path, const char *body, size_t body_len,
-                    int stream, const struct sbx__attempt_ops *ops, void *ud, json_t **out,
-                    int *plain, struct sbx_error *err)
+int sbx__model_call(struct sbx_model *m, const char *path, const struct sbx__model_extras *x,
+                    const char *body, size_t body_len, int stream,
+                    const struct sbx__attempt_ops *ops, void *ud, json_t **out, int *plain,
+                    struct sbx_error *err)
 {
     struct sbx__http_resp resp;
-    char *url = sbx_xasprintf("%s%s", m->base_url, path);
+    char *url = sbx_xasprintf("%s%s%s", m->base_url, path, x->query ? x->query : "");
     int rc = 0;
     sbx__http_resp_init(&resp);
     struct sbx__http_req hreq = {
             .pool = &m->pool,
             .url = url,
             .bearer = m->api_key,
+            .headers = (const char *const *)x->headers.v,
             .body = body,
             .body_len = body_len,
             .stream = stream,
-            .timeout_ms = m->timeout_ms,
+            .timeout_ms = x->timeout_ms,
             .connect_timeout_ms = m->connect_timeout_ms,
             /* A plain answer gets the same bounds: a server that accepted the request and
              * never answers would otherwise hold each attempt for the whole timeout_ms. */
@@ -386,7 +388,7 @@ int sbx__model_call(struct sbx_model *m, const char *path, const char *body, siz
     for (int attempt = 0;; attempt++) {
         int retry = 0;
         int64_t left_ms = (deadline - sbx_time_mono_ns()) / SBX_NS_PER_MS;
-        hreq.timeout_ms = m->timeout_ms < left_ms ? m->timeout_ms : left_ms > 1 ? left_ms : 1;
+        hreq.timeout_ms = x->timeout_ms < left_ms ? x->timeout_ms : left_ms > 1 ? left_ms : 1;
         hreq.attempt = attempt + 1;
         ops->reset(ud);
         rc = sbx__http_post(&hreq, &resp, err);
@@ -415,19 +417,19 @@ int sbx__model_call(struct sbx_model *m, const char *path, const char *body, siz
         sbx_span_set_int(sbx_trace_current(), "sbx.model.retries", attempt);
         if (resp.status)
             sbx_span_set_int(sbx_trace_current(), "http.response.status_code", resp.status);
-        if (!retry || attempt >= m->retries) {
+        if (!retry || attempt >= x->retries) {
             if (attempt > 0)
                 sbx_error_prefix(err, "after %d attempts", attempt + 1);
             break;
         }
-        int64_t wait = backoff_ms(m, attempt, resp.retry_after_ms);
+        int64_t wait = backoff_ms(x, attempt, resp.retry_after_ms);
         if (sbx_time_mono_ns() + wait * SBX_NS_PER_MS >= deadline) {
             sbx_error_prefix(err, "model call deadline (%lld ms) passed after %d attempt%s",
                              (long long)m->deadline_ms, attempt + 1, attempt ? "s" : "");
             break;
         }
         sbx_log(SBX_LOG_WARN, "%s; retrying in %lld ms (attempt %d of %d)", err ? err->msg : "",
-                (long long)wait, attempt + 2, m->retries + 1);
+                (long long)wait, attempt + 2, x->retries + 1);
         rc = sleep_cancellable(m, wait, err);
         if (rc < 0)
             break;
@@ -437,24 +439,6 @@ int sbx__model_call(struct sbx_model *m, const char *path, const char *body, siz
     return rc;
 }
 
-int sbx__model_merge_settings(json_t *body, const json_t *settings, struct sbx_error *err)
-{
-    const char *k;
-    json_t *v;
-    if (!settings)
-        return 0;
-    if (!json_is_object(settings))
-        return sbx_error_set(err, SBX_E_INVAL, 0, "model settings must be an object");
-    json_object_foreach((json_t *)settings, k, v)
-    {
-        if (json_object_get(body, k))
-            return sbx_error_set(err, SBX_E_INVAL, 0,
-                                 "model setting '%s' conflicts with a field sbx sets itself", k);
-        sbx_json_set(body, k, json_deep_copy(v));
-    }
-    return 0;
-}
-
 int sbx__model_exchange(struct sbx_model *m, const struct sbx_model_request *req, const char *path,
                         int stream, const struct sbx__attempt_ops *ops, void *ud,
                         sbx_model_stream_fn *cb, void *cb_data, json_t **out, struct sbx_error *err)
@@ -462,12 +446,15 @@ int sbx__model_exchange(struct sbx_model *m, const struct sbx_model_request *req
     char *body = NULL;
     size_t body_len = 0;
     int plain = 0;
-    int rc = sbx__model_body(m, req, stream, &body, &body_len, err);
-    if (rc < 0)
-        return rc;
-    rc = sbx__model_call(m, path, body, body_len, stream, ops, ud, out, &plain, err);
+    struct sbx__model_extras x;
+    int rc = sbx__model_call_extras(m, req->settings, &x, err);
+    if (rc == 0)
+        rc = sbx__model_body(m, req, stream, &body, &body_len, err);
+    if (rc == 0)
+        rc = sbx__model_call(m, path, &x, body, body_len, stream, ops, ud, out, &plain, err);
     if (rc == 0 && cb && (!stream || plain))
         sbx__model_synth_events(*out, cb, cb_data);
+    sbx__model_extras_release(&x);
     free(body);
     return rc;
 }

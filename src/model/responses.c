@@ -43,7 +43,7 @@ static int build_body(struct sbx_model *m, const struct sbx_model_request *req, 
         sbx_json_set(body, "previous_response_id", sbx_json_str(req->previous_response_id));
     if (stream)
         sbx_json_set(body, "stream", json_true());
-    int rc = sbx__model_merge_settings(body, req->settings, err);
+    int rc = sbx__model_apply_settings(body, req->settings, json_object_get(body, "tools"), 0, err);
     if (rc < 0) {
         json_decref(body);
         return rc;

@@ -46,13 +46,19 @@ run "$SBX" sandbox create --manifest "$T/users.yaml"
 expect_rc 0 "create with manifest users succeeds"
 idu=$(cat "$T/out")
 run "$SBX" sandbox exec "$idu" -- id -un
-expect_eq "$(cat "$T/out")" "alice" "commands run as the first manifest user"
+expect_eq "$(cat "$T/out")" "sandbox" "commands run as the provider's default user, not a manifest user (the SDK's rule)"
 run "$SBX" sandbox exec --user mallory "$idu" -- id -un
 expect_rc 125 "--user of an unknown user fails with 125"
 expect_in "$T/err" "mallory" "the error names the user"
 if [ "$(id -u)" = 0 ]; then
     run "$SBX" sandbox exec --user bob "$idu" -- id -un
     expect_eq "$(cat "$T/out")" "bob" "--user picks a manifest user"
+    run "$SBX" sandbox exec --user alice "$idu" -- id -un
+    expect_eq "$(cat "$T/out")" "alice" "--user picks the first manifest user too"
+else
+    run "$SBX" sandbox exec --user alice "$idu" -- id -un
+    expect_rc 125 "an unprivileged sandbox maps only its default user"
+    expect_in "$T/err" "maps only its default user 'sandbox'" "and says so"
 fi
 "$SBX" sandbox rm "$idu" >/dev/null
 run "$SBX" sandbox create --ro relative

@@ -123,7 +123,7 @@ expect_eq "$(fake_query 'reqs[0]["body"]["parallel_tool_calls"] if "parallel_too
 cat >"$T/settings.yaml" <<'EOF'
 name: tuned
 model: my-model
-model_settings: {temperature: 0.5, max_output_tokens: 100}
+model_settings: {temperature: 0.5, max_tokens: 100}
 EOF
 cat >"$T/s6.json" <<EOF
 {"turns": [$(resp r1 "$(msg '"ok"')"), $(resp r2 "$(msg '"ok"')")]}
@@ -135,11 +135,11 @@ run "$SBX" run -m other-model --base-url "$FAKE_URL" -a "$T/settings.yaml" "go"
 expect_eq "$(fake_query 'reqs[1]["body"]["model"]')" "other-model" "-m overrides the agent's model"
 cat >"$T/clash.yaml" <<'EOF'
 name: clash
-model_settings: {input: "x"}
+model_settings: {extra_args: {input: "x"}}
 EOF
 run "$SBX" run --base-url "$FAKE_URL" -a "$T/clash.yaml" "go"
 expect_rc 1 "a setting that clashes with a request field fails"
-expect_in "$T/err" "model setting 'input' conflicts with a field sbx sets itself" "clashing setting named"
+expect_in "$T/err" "model setting 'extra_args': field 'input' is already set" "clashing setting named"
 
 # --- agent file errors ---
 printf 'name: a\ntools: [rm_rf]\n' >"$T/badtool.yaml"

@@ -61,9 +61,9 @@ run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" "hi"
 expect_rc 0 "sandbox agent with an inline manifest runs"
 expect_eq "$(fake_query '[t.get("name", t["type"]) for t in reqs[0]["body"]["tools"]]')" \
     "['apply_patch', 'view_image', 'exec_command', 'write_stdin']" \
-    "default capabilities offer apply_patch (built-in), view_image, exec_command, write_stdin"
-expect_eq "$(fake_query 'reqs[0]["body"]["tools"][0]')" "{'type': 'apply_patch'}" \
-    "apply_patch is the Responses built-in tool by default"
+    "default capabilities offer apply_patch, view_image, exec_command, write_stdin"
+expect_eq "$(fake_query '(reqs[0]["body"]["tools"][0]["type"], reqs[0]["body"]["tools"][0]["format"]["syntax"])')" \
+    "('custom', 'lark')" "apply_patch is the custom tool with the Lark grammar by default, as the Python SDK's"
 expect_eq "$(fake_query 'reqs[0]["body"]["context_management"]')" \
     "[{'type': 'compaction', 'compact_threshold': 942818}]" \
     "compaction threshold is 90% of gpt-4.1's context window"
@@ -95,6 +95,11 @@ expect_eq "$(fake_query '[t["type"] for t in reqs[0]["body"]["tools"]]')" \
 expect_eq "$(fake_query 'reqs[0]["body"]["tools"][0]["format"]["syntax"]')" "lark" "with a Lark grammar"
 expect_eq "$(fake_query '"context_management" in reqs[0]["body"]')" False \
     "no compaction when the list leaves it out"
+sed 's/apply_patch: custom/apply_patch: builtin/' "$T/c.yaml" >"$T/cb.yaml"
+start_fake "$T/s2.json"
+run "$SBX" run --base-url "$FAKE_URL" -a "$T/cb.yaml" "hi"
+expect_eq "$(fake_query 'reqs[0]["body"]["tools"][0]')" "{'type': 'apply_patch'}" \
+    "apply_patch: builtin offers the Responses built-in tool (the JS SDK's)"
 cat >"$T/bad.yaml" <<'EOF'
 name: Bad
 manifest: {entries: {}}

@@ -3,8 +3,9 @@
 # are copied into the workspace and listed in the instructions, and a skill's script runs;
 # lazy skills are only indexed, load_skill copies one (twice: already loaded; unknown and
 # ambiguous names are tool errors the model reads); a git source at a ref; skills already in
-# the workspace; hostile skill folders (symlinks out, huge files, bad front matter, duplicate
-# names) are skipped with a warning and never followed; the example runs offline.
+# the workspace; hostile skill folders (symlinks out, huge files, duplicate names) are skipped
+# with a warning and never followed; a SKILL.md without front matter, name or description is
+# listed as the Agents SDK lists it; the example runs offline.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/model-lib.sh"
 . "$(dirname "$0")/sandbox-lib.sh"
@@ -53,6 +54,10 @@ truncate -s 5M "$S/big/blob.bin"
 skill "$S/crowd" crowd "Has too many files."
 for i in $(seq 1 300); do : >"$S/crowd/f$i"; done
 skill "$S/badname" "../../etc" "A name that is a path."
+# Listed as the SDK lists them: no description, a spaced name, a '#' in a plain value.
+mkdir "$S/nodesc" && printf -- '---\nname: nodesc\n---\nbody\n' >"$S/nodesc/SKILL.md"
+skill "$S/spaced" "My Skill" "Has a spaced name."
+skill "$S/hashdesc" hashdesc "Uses C# and #tags"
 echo "not a skill" >"$S/README.md"
 
 cat >"$T/agent/eager.yaml" <<'EOF'
@@ -74,7 +79,19 @@ expect_in "$T/instr" "- hello: Greets someone by name. (file: .agents/hello/SKIL
 expect_in "$T/instr" "- notes: Keeps meeting notes tidy. (file: .agents/notes/SKILL.md)" \
     "instructions: a folded YAML description"
 expect_not_in "$T/instr" "load_skill" "eager: no load_skill in the instructions"
-for bad in evil evildir linked broken unclosed nomd big crowd "Claims a taken name"; do
+expect_in "$T/instr" "- broken: No description provided. (file: .agents/broken/SKILL.md)" \
+    "no front matter: the folder's name and the SDK's default description"
+expect_in "$T/instr" "- unclosed: No description provided. (file: .agents/unclosed/SKILL.md)" \
+    "front matter without a closing line: the defaults"
+expect_in "$T/instr" "- nodesc: No description provided. (file: .agents/nodesc/SKILL.md)" \
+    "no description: the SDK's default"
+expect_in "$T/instr" "- My Skill: Has a spaced name. (file: .agents/spaced/SKILL.md)" \
+    "a name with a space is listed"
+expect_in "$T/instr" "- hashdesc: Uses C# and #tags (file: .agents/hashdesc/SKILL.md)" \
+    "a '#' inside a plain description is kept"
+expect_in "$T/instr" "- ../../etc: A name that is a path. (file: .agents/badname/SKILL.md)" \
+    "a name is only shown: the skill stays in its folder"
+for bad in evil evildir linked nomd big crowd "Claims a taken name"; do
     expect_not_in "$T/instr" "$bad" "instructions: '$bad' is not listed"
 done
 expect_eq "$(fake_query '[t["name"] for t in reqs[0]["body"]["tools"]]')" \
@@ -82,7 +99,8 @@ expect_eq "$(fake_query '[t["name"] for t in reqs[0]["body"]["tools"]]')" \
 outputs 1 >"$T/o1"
 expect_in "$T/o1" "hello from the skill, world" "the skill's script ran in the sandbox"
 outputs 2 >"$T/o2"
-expect_eq "$(sed -n '/^Output:$/,$p' "$T/o2" | sed -n '2,3p' | tr '\n' ' ')" "hello notes " \
+expect_eq "$(sed -n '/^Output:$/,$p' "$T/o2" | sed -n '2,9p' | tr '\n' ' ')" \
+    "badname broken hashdesc hello nodesc notes spaced unclosed " \
     "only the good skills are in the workspace"
 expect_not_in "$T/o2" "root:" "the symlink out was never followed"
 expect_in "$T/o2" "hello.sh" "the skill's scripts folder was copied"
@@ -90,17 +108,13 @@ expect_in "$T/err" "skipped 'evil' in './skills': 'evil/passwd' is a symlink, wh
     "warning: symlink to a file"
 expect_in "$T/err" "skipped 'evil-dir' in './skills': 'evil-dir/etc' is a symlink" "warning: symlinked folder"
 expect_in "$T/err" "skipped 'linked' in './skills': it is a symlink" "warning: the skill folder a symlink"
-expect_in "$T/err" "skipped 'broken' in './skills': SKILL.md does not start with a '---' line" \
-    "warning: no front matter"
-expect_in "$T/err" "skipped 'unclosed' in './skills': the front matter has no closing '---' line" \
-    "warning: unclosed front matter"
+expect_not_in "$T/err" "skipped 'broken'" "no warning for a SKILL.md without front matter"
 expect_in "$T/err" "skipped 'nomd' in './skills': it has no SKILL.md" "warning: no SKILL.md"
 expect_in "$T/err" "skipped 'dup' in './skills': the name 'hello' belongs to folder 'hello'" \
     "warning: duplicate name (the folder of that name wins)"
 expect_in "$T/err" "skipped 'big' in './skills': 'big/blob.bin' is larger than 4 MiB" "warning: huge file"
 expect_in "$T/err" "skipped 'crowd' in './skills': it holds more than 256 files and folders" \
     "warning: too many files"
-expect_in "$T/err" "skipped 'badname' in './skills': name '../../etc' must be" "warning: a path as a name"
 expect_not_in "$T/err" "README" "plain files in the skills folder are not skills"
 
 # --- lazy: the index only; load_skill copies one; twice; unknown; ambiguous ---------------------
@@ -116,10 +130,11 @@ start_fake "$T/l.json"
 run "$SBX" run --base-url "$FAKE_URL" -a "$T/agent/lazy.yaml" "use hello"
 expect_rc 0 "an agent with lazy skills runs"
 instr
-expect_in "$T/instr" "- hello: Greets someone by name." "lazy: the index lists the skill"
-expect_not_in "$T/instr" "(file: " "lazy: no paths in the index"
+expect_in "$T/instr" "- hello: Greets someone by name. (file: .agents/hello/SKILL.md)" \
+    "lazy: the index lists the skill with the path load_skill puts it at"
+expect_in "$T/instr" "- nodesc: No description provided. (file: .agents/nodesc/SKILL.md)" \
+    "lazy: a skill without description is indexed as the SDK does"
 expect_in "$T/instr" "load_skill" "lazy: the instructions say how to load"
-expect_not_in "$T/instr" ".agents/" "lazy: nothing copied at the start (not in the workspace listing)"
 expect_eq "$(fake_query '[t["name"] for t in reqs[0]["body"]["tools"]]')" \
     "['exec_command', 'write_stdin', 'load_skill']" "lazy: load_skill is offered"
 expect_eq "$(fake_query 'reqs[0]["body"]["tools"][2]["parameters"]')" \

@@ -89,6 +89,12 @@ expect_rc 0 "sbx memory show on the workspace directory"
 expect_in "$T/out" "LESSON-43" "shows the summary"
 expect_in "$T/out" "2 rollout file(s)" "and counts the rollouts"
 
+# --- the folder sbx wrote, read by the SDK's rules (storage.py, manager.py) -----------------
+run python3 "$SBX_SRCDIR/tests/integration/memory-sdk.py" check "$SBX_WORKSPACES/$ID"
+expect_rc 0 "the memory folder sbx wrote reads by the SDK's rules"
+expect_in "$T/out" "ok rollout_summary_file of" "rollout_summary_file resolves under the memories folder"
+expect_in "$T/out" "(session_id first)" "rollout summaries start with session_id"
+
 # --- read-only: the summary is read, nothing is captured or generated ------------------------
 sed 's/memory]/{type: memory, generate: null}]/' "$T/a.yaml" >"$T/ro.yaml"
 mk "$T/s4.json" '[resp(1, msg("ANSWER-RO"))]'
@@ -163,6 +169,48 @@ run "$SBX" sandbox exec "$HID" -- sh -c 'find . -path ./memories -prune -o -path
 expect_eq "$(tr '\n' ' ' <"$T/out")" ". " "nothing outside the memory folders was written"
 run "$SBX" sandbox exec "$HID" -- sh -c 'ls memories/rollout_summaries'
 expect_in "$T/out" "_pwned.md" "a slug with a path in it stays inside the folder"
+
+# --- a memory folder the SDK wrote: read, extended, consolidated by the SDK's phase two -------
+python3 "$SBX_SRCDIR/tests/integration/memory-sdk.py" write "$T/sdkws"
+cat >"$T/sdk.yaml" <<EOF2
+name: Ported
+capabilities: [filesystem, shell, {type: memory, generate: {phase_two: agent, phase_two_max_turns: 4}}]
+manifest:
+  entries:
+    memories: {type: local_dir, src: $T/sdkws/memories}
+    sessions: {type: local_dir, src: $T/sdkws/sessions}
+EOF2
+mk "$T/s9.json" '[resp(1, msg("ANSWER-PORTED")),
+  one("ported-run", "# Ran after the port", "- PORTED-LESSON: the port kept the memory"),
+  resp(92, fcall(92, "exec_command", {"cmd": "cat memories/raw_memories.md"})),
+  resp(93, fcall(93, "exec_command", {"cmd": "printf \"## General Tips\\nAGENT-SUMMARY-9\\n\" > memories/memory_summary.md"})),
+  resp(94, msg("memory updated"))]'
+start_fake "$T/s9.json"
+run "$SBX" run --keep --base-url "$FAKE_URL" -a "$T/sdk.yaml" "use what the SDK learned"
+expect_rc 0 "a run on a memory folder the SDK wrote succeeds"
+PID=$(kept_id)
+q 'reqs[0]["body"]["instructions"]' >"$T/i9"
+expect_in "$T/i9" "SDK-SUMMARY-7" "the SDK's memory_summary.md is in the instructions"
+expect_eq "$(q 'len(reqs)')" 5 "one turn, one phase one (the SDK's rollout was processed where it was written), three agent turns"
+q 'reqs[1]["body"]["input"][0]["content"][0]["text"]' >"$T/p9"
+expect_in "$T/p9" "use what the SDK learned" "phase one reads this run's rollout"
+expect_not_in "$T/p9" "deploy it" "and not the SDK's again"
+expect_eq "$(q 'sorted(t.get("name", t["type"]) for t in reqs[2]["body"]["tools"])')" "['apply_patch', 'exec_command', 'view_image', 'write_stdin']" \
+    "phase two is an agent with shell and file tools"
+q 'reqs[2]["body"]["input"][0]["content"]' >"$T/a9"
+expect_in "$T/a9" "[retained] rollout_id=sdk-run-1, rollout_summary_file=rollout_summaries/sdk-run-1_deploy-notes.md" \
+    "its selection keeps the SDK's raw memory (selected by the SDK before)"
+expect_in "$T/a9" "[added] rollout_id=run-" "and adds this run's"
+q 'reqs[3]["body"]["input"][-1]["output"]' >"$T/o9"
+expect_in "$T/o9" "SDK-LESSON" "the agent reads raw_memories.md with the SDK's raw memory"
+expect_in "$T/o9" "PORTED-LESSON" "and this run's"
+expect_in "$T/err" "memory: phase two (agent): 2 raw memories" "stderr reports the agent phase two"
+run "$SBX" sandbox exec "$PID" -- cat memories/memory_summary.md
+expect_in "$T/out" "AGENT-SUMMARY-9" "the agent wrote memory_summary.md itself"
+run python3 "$SBX_SRCDIR/tests/integration/memory-sdk.py" check "$SBX_WORKSPACES/$PID"
+expect_rc 0 "the folder, extended by sbx, still reads by the SDK's rules"
+[ "$rc" = 0 ] || diag "$(grep '^bad' "$T/out")"
+"$SBX" sandbox rm "$PID" >/dev/null
 
 # --- rm on the workspace directory --------------------------------------------------------
 run "$SBX" memory rm "$SBX_WORKSPACES/$HID"

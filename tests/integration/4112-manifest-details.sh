@@ -127,8 +127,22 @@ if [ "$(id -u)" = 0 ]; then
     gid=$(cat "$T/out")
     run "$SBX" sandbox exec "$gid" -- stat -c '%n %U %G %a' data data/r.csv mine.txt plain.txt
     expect_eq "$(tr '\n' ';' <"$T/out")" \
-        "data owner analysts 755;data/r.csv owner analysts 640;mine.txt owner bob 644;plain.txt owner owner 644;" \
-        "each entry has its group inside, the rest the default user's"
+        "data sandbox analysts 755;data/r.csv sandbox analysts 640;mine.txt sandbox bob 644;plain.txt sandbox sandbox 644;" \
+        "each entry has its group inside; the provider's user 'sandbox' owns them (the SDK's rule)"
+    run "$SBX" sandbox exec "$gid" -- id -un
+    expect_eq "$(cat "$T/out")" "sandbox" "commands run as the provider's user, not the first manifest user"
+    # An agent's run_as names the manifest user its commands run as.
+    printf 'name: Owner\nrun_as: owner\ncapabilities: [shell]\nmanifest: g.yaml\n' >"$T/owner.yaml"
+    printf 'name: Default\ncapabilities: [shell]\nmanifest: g.yaml\n' >"$T/default.yaml"
+    for who in owner default; do
+        mk "$T/who.json" '[resp(1, sh(1, "id -un")), resp(2, msg("ok"))]'
+        start_fake "$T/who.json"
+        run "$SBX" run --base-url "$FAKE_URL" -a "$T/$who.yaml" "who"
+        expect_rc 0 "an agent ($who) runs in a manifest with users"
+        fake_query 'reqs[1]["body"]["input"][-1]["output"]' >"$T/who.out"
+        want=$([ "$who" = owner ] && echo owner || echo sandbox)
+        expect_in "$T/who.out" "$want" "its commands run as '$want'"
+    done
     run "$SBX" sandbox exec -u ana "$gid" -- cat data/r.csv
     expect_eq "$(cat "$T/out")" "secret table" "a member of the group reads the 0640 file"
     run "$SBX" sandbox exec -u bob "$gid" -- cat data/r.csv
@@ -136,7 +150,7 @@ if [ "$(id -u)" = 0 ]; then
     "$SBX" sandbox exec "$gid" -- rm mine.txt
     "$SBX" sandbox stop "$gid" >/dev/null && "$SBX" sandbox start "$gid" >/dev/null
     run "$SBX" sandbox exec "$gid" -- stat -c '%n %G' data data/r.csv plain.txt
-    expect_eq "$(tr '\n' ';' <"$T/out")" "data analysts;data/r.csv analysts;plain.txt owner;" \
+    expect_eq "$(tr '\n' ';' <"$T/out")" "data analysts;data/r.csv analysts;plain.txt sandbox;" \
         "stop and start set the groups again (a snapshot keeps no owners)"
     run "$SBX" sandbox exec "$gid" -- test -e mine.txt
     expect_rc 1 "without bringing back an entry the sandbox removed"
@@ -154,6 +168,41 @@ expect_rc 1 "a group the sandbox does not have fails the create"
 expect_in "$T/err" "entry 'x': group 'nosuch' does not exist in the sandbox" "naming the entry and the group"
 expect_eq "$(live)" 0 "and leaves no sandbox"
 expect_eq "$(ls "$SBX_WORKSPACES" 2>/dev/null | wc -l)" 0 "nor a workspace"
+
+# --- extra_path_grants: host paths the manifest shows inside, checked as --ro/--rw are --------
+mkdir -p "$T/tool" "$T/outdir"
+echo toolfile >"$T/tool/t.txt"
+chmod 0777 "$T/outdir"
+cat >"$T/grants.yaml" <<YAML
+extraPathGrants:
+  - {path: /opt/tool, hostPath: $T/tool, readOnly: true, description: the toolchain}
+  - {path: /data/out, host_path: $T/outdir}
+YAML
+run "$SBX" sandbox create --manifest "$T/grants.yaml"
+expect_rc 0 "a manifest with extra_path_grants creates (the JS SDK's spelling)"
+grid=$(cat "$T/out")
+run "$SBX" sandbox exec "$grid" -- sh -c 'cat /opt/tool/t.txt; echo out > /data/out/w.txt; touch /opt/tool/x 2>/dev/null || echo read-only'
+expect_eq "$(tr '\n' ';' <"$T/out")" "toolfile;read-only;" "a read-only grant reads and refuses writes"
+expect_eq "$(cat "$T/outdir/w.txt" 2>/dev/null)" "out" "a writable grant writes to the host path"
+run "$SBX" sandbox state "$grid"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print([(g["dst"], g["writable"]) for g in d["options"]["grants"]], "extra_path_grants" in d["manifest"])' "$T/out" >"$T/gst"
+expect_eq "$(cat "$T/gst")" "[('/opt/tool', False), ('/data/out', True)] False" \
+    "the session state records them as grants, its manifest does not carry them"
+cp "$T/out" "$T/gstate.json"
+"$SBX" sandbox rm "$grid" >/dev/null
+run "$SBX" sandbox resume "$T/gstate.json"
+expect_rc 1 "rebuilding from the state without the grants given again is refused"
+expect_in "$T/err" "a session state never grants host paths" "as for --ro/--rw grants"
+printf 'extra_path_grants: [/root]\n' >"$T/g-home.yaml"
+run "$SBX" sandbox create --manifest "$T/g-home.yaml"
+expect_rc 1 "a grant of a home directory is refused"
+expect_in "$T/err" "grant source '/root' is a home directory" "with the message --ro /root gets"
+run "$SBX" sandbox create --ro /root
+expect_in "$T/err" "grant source '/root' is a home directory" "(the same check as --ro)"
+run "$SBX" sandbox create --isolation none --manifest "$T/grants.yaml"
+expect_rc 1 "grants without isolation are refused"
+expect_in "$T/err" "manifest field 'extra_path_grants': path grants need isolation" "naming the field"
+expect_eq "$(live)" 0 "no sandbox is left"
 
 # --- git_repo keeps its repository (shallow), without the remote -----------------------------
 if command -v git >/dev/null; then

@@ -50,6 +50,9 @@ expect_rc 0 "a traced sandbox agent run completes"
 expect_eq "$(stat -c %a "$T/t.jsonl")" 600 "the trace file is private (0600)"
 python3 "$CHECK" tree "$T/t.jsonl" >"$T/bad"
 expect_eq "$(cat "$T/bad")" "" "run > agent > turn > model call / tool call > sandbox.exec, create, rm"
+python3 "$CHECK" semconv "$T/t.jsonl" >"$T/bad"
+expect_eq "$(cat "$T/bad")" "" "span names and attributes follow the OpenTelemetry GenAI conventions"
+expect_not_in "$T/t.jsonl" '"name":"sandbox.read"' "no sandbox.read span for the AGENTS.md probe (there is none)"
 python3 -c '
 import json, sys
 need = {"trace_id", "span_id", "parent_span_id", "name", "kind", "start_unix_nano",
@@ -68,7 +71,7 @@ fake_query "'\n'.join(r['headers'].get('traceparent', '-') for r in reqs)" >"$T/
 python3 -c '
 import json, sys
 spans = [json.loads(l) for l in open(sys.argv[1])]
-calls = sorted((s for s in spans if s["name"] == "model_call"), key=lambda s: s["start_unix_nano"])
+calls = sorted((s for s in spans if s["name"].startswith("chat ")), key=lambda s: s["start_unix_nano"])
 print("\n".join("00-%s-%s-01" % (s["trace_id"], s["span_id"]) for s in calls))' "$T/t.jsonl" >"$T/tp-want"
 expect_eq "$(cat "$T/tp")" "$(cat "$T/tp-want")" "each model request carries its model call's traceparent"
 
@@ -77,9 +80,9 @@ run "$SBX" trace show "$T/t.jsonl"
 expect_rc 0 "sbx trace show renders the file"
 expect_in "$T/out" "run  " "the run is the root"
 expect_in "$T/out" "|  |- turn # 1" "turns nest under the agent"
-expect_in "$T/out" "model_call gpt-4.1" "model calls show their model"
+expect_in "$T/out" "chat gpt-4.1  " "model calls show their model (once, in their name)"
 expect_in "$T/out" "in 11 out 5 cached 2" "and their token counts"
-expect_in "$T/out" "tool_call exec_command" "tool calls show their tool"
+expect_in "$T/out" "execute_tool exec_command  " "tool calls show their tool"
 expect_in "$T/out" "exit 3" "and the exit code"
 expect_in "$T/out" "22 input tokens, 10 output tokens" "the totals"
 
@@ -173,9 +176,9 @@ expect_rc 0 "a plain agent's traced run with a retried model call"
 python3 -c '
 import json, sys
 spans = {s["name"]: s for s in map(json.loads, open(sys.argv[1]))}
-m = spans["model_call"]["attributes"]
-print(sorted(spans), m["sbx.model.retries"], spans["agent"]["parent_span_id"] == spans["run"]["span_id"])' "$T/r.jsonl" >"$T/p"
-expect_eq "$(cat "$T/p")" "['agent', 'model_call', 'run', 'turn'] 1 True" "run > agent > turn > model call, one retry"
+m = spans["chat gpt-4.1"]["attributes"]
+print(sorted(spans), m["sbx.model.retries"], spans["invoke_agent assistant"]["parent_span_id"] == spans["run"]["span_id"])' "$T/r.jsonl" >"$T/p"
+expect_eq "$(cat "$T/p")" "['chat gpt-4.1', 'invoke_agent assistant', 'run', 'turn'] 1 True" "run > agent > turn > model call, one retry"
 fake_query "len({r['headers']['traceparent'] for r in reqs})" >"$T/n"
 expect_eq "$(cat "$T/n")" 1 "the retry carries the same traceparent"
 cat >"$T/f.json" <<'EOF'
@@ -188,10 +191,10 @@ expect_rc 1 "a run whose model fails"
 python3 -c '
 import json, sys
 spans = {s["name"]: s for s in map(json.loads, open(sys.argv[1]))}
-print(" ".join("%s=%s" % (n, spans[n]["status"]) for n in ("run", "agent", "turn", "model_call")),
-      spans["model_call"]["attributes"].get("http.response.status_code"),
-      "down" in spans["model_call"].get("status_message", ""))' "$T/f.jsonl" >"$T/p"
-expect_eq "$(cat "$T/p")" "run=error agent=error turn=error model_call=error 500 True" "still writes every span, with the error"
+print(" ".join("%s=%s" % (n.split()[0], spans[n]["status"]) for n in ("run", "invoke_agent assistant", "turn", "chat gpt-4.1")),
+      spans["chat gpt-4.1"]["attributes"].get("http.response.status_code"),
+      "down" in spans["chat gpt-4.1"].get("status_message", ""))' "$T/f.jsonl" >"$T/p"
+expect_eq "$(cat "$T/p")" "run=error invoke_agent=error turn=error chat=error 500 True" "still writes every span, with the error"
 
 # --- the trace file is never written through a symlink ----------------------------------------
 ln -s "$T/target" "$T/link.jsonl"
@@ -279,8 +282,39 @@ hs = [json.load(open(f)) for f in glob.glob(sys.argv[1] + "/*.headers")]
 print(sorted({(h.get("authorization"), h.get("openai-beta")) for h in hs}))' "$COL" >"$T/h"
 expect_eq "$(cat "$T/h")" "[('Bearer sk-test-SECRET-0123456789', 'traces=v1')]" "with the API key and OpenAI-Beta: traces=v1"
 python3 "$CHECK" openai "$T/oa.jsonl" "$COL"/*.bin >"$T/bad"
-expect_eq "$(cat "$T/bad")" "" "the trace and every span, with parents and the SDK's span types"
+expect_eq "$(cat "$T/bad")" "" "the trace and every span, with parents and the SDK's span types and data"
+python3 - "$COL" >"$T/types" <<'PY'
+import glob, json, sys
+items = [i for f in glob.glob(sys.argv[1] + "/*.bin") for i in json.load(open(f))["data"]]
+d = {}
+for i in items:
+    sd = i.get("span_data", {})
+    d.setdefault(sd.get("type"), sd)
+print(d["response"]["response_id"],
+      sorted({i["span_data"]["name"] for i in items if i.get("span_data", {}).get("type") == "custom"} & {"task", "turn"}))
+PY
+expect_eq "$(cat "$T/types")" "r1 ['task', 'turn']" "Responses calls are response spans with their id; the run and turns are the SDK's task and turn spans"
 if grep -q "SECRET-0123456789" "$COL"/*.bin; then not_ok "the key is in no span"; else ok "the key is in no span"; fi
+stop_collector
+# Chat Completions calls are the SDK's generation spans (with the messages as lists).
+mk "$T/chat.json" '[chat_msg("hello")]'
+start_fake "$T/chat.json"
+start_collector ok
+SBX_TRACE_OPENAI_URL="$COL_URL/v1/traces/ingest" run "$SBX" run --api chat --base-url "$FAKE_URL" \
+    -m gpt-4.1 --trace "$T/oc.jsonl" --trace-openai --trace-content "hi"
+expect_rc 0 "a Chat Completions run with --trace-openai"
+python3 "$CHECK" openai "$T/oc.jsonl" "$COL"/*.bin >"$T/bad"
+expect_eq "$(cat "$T/bad")" "" "its spans as the SDK exports them"
+python3 - "$COL" >"$T/gen" <<'PY'
+import glob, json, sys
+items = [i for f in glob.glob(sys.argv[1] + "/*.bin") for i in json.load(open(f))["data"]]
+g = [i["span_data"] for i in items if i.get("span_data", {}).get("type") == "generation"][0]
+print(g["model"], type(g["input"]).__name__, type(g["output"]).__name__, g["usage"])
+PY
+expect_eq "$(cat "$T/gen")" "gpt-4.1 list list {'input_tokens': 7, 'output_tokens': 3}" \
+    "a generation span with the model, input and output as lists, and usage"
+python3 "$CHECK" semconv "$T/oc.jsonl" | grep -v "no execute_tool span" >"$T/bad"
+expect_eq "$(cat "$T/bad")" "" "and the conventions (openai.api.type chat_completions)"
 stop_collector
 OPENAI_API_KEY= run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" --trace-openai "go"
 expect_rc 1 "--trace-openai without a key is refused"

@@ -42,31 +42,101 @@ static json_t *attr(const json_t *a, const char *k)
     return v ? json_incref((json_t *)v) : json_null();
 }
 
-/* The span_data of d: the SDK's agent / generation / function / handoff types, custom for
- * the rest (the run, turns, sandbox operations) with the attributes as data. */
+#define WORKFLOW_NAME "sbx run"
+
+static int attr_is(const json_t *a, const char *k, const char *want)
+{
+    const char *v = json_string_value(json_object_get(a, k));
+    return v && strcmp(v, want) == 0;
+}
+
+/* A content attribute (JSON text, possibly cut) as the SDK sends it: the parsed value when it
+ * parses, else the text. */
+static json_t *parsed(const json_t *a, const char *k)
+{
+    const json_t *v = json_object_get(a, k);
+    json_t *out = NULL;
+    if (!json_is_string(v))
+        return json_null();
+    if (sbx_json_parse(json_string_value(v), json_string_length(v), NULL, &out, NULL) == 0)
+        return out;
+    return json_incref((json_t *)v);
+}
+
+/* The usage of a turn or task span's data, as the SDK's turn_usage_to_span_data and
+ * task_usage_to_span_data give it; NULL when the span has none. */
+static json_t *usage_data(const json_t *a, int task)
+{
+    const json_t *in = json_object_get(a, "gen_ai.usage.input_tokens");
+    const json_t *out = json_object_get(a, "gen_ai.usage.output_tokens");
+    if (!json_is_integer(in) || !json_is_integer(out))
+        return NULL;
+    const json_t *cached = json_object_get(a, "gen_ai.usage.cache_read.input_tokens");
+    json_t *u = json_pack("{s:O, s:O, s:I, s:I}", "input_tokens", in, "output_tokens", out,
+                          "cached_input_tokens",
+                          (json_int_t)(json_is_integer(cached) ? json_integer_value(cached) : 0),
+                          "cache_write_input_tokens", (json_int_t)0);
+    if (task) {
+        const json_t *req = json_object_get(a, "sbx.usage.requests");
+        sbx_json_set(u, "requests",
+                     json_integer(json_is_integer(req) ? json_integer_value(req) : 0));
+        sbx_json_set(u, "total_tokens",
+                     json_integer(json_integer_value(in) + json_integer_value(out)));
+    }
+    return u;
+}
+
+/* The SDK's custom task and turn spans: {"type": "custom", "name": "task" | "turn", "data":
+ * {"sdk_span_type", ...}} (its TaskSpanData and TurnSpanData). */
+static json_t *task_or_turn(const struct sbx_span_data *d)
+{
+    const json_t *a = d->attrs;
+    int task = strcmp(d->name, "run") == 0;
+    json_t *data = task ? json_pack("{s:s, s:s}", "sdk_span_type", "task", "name", WORKFLOW_NAME)
+                        : json_pack("{s:s, s:O?, s:O?}", "sdk_span_type", "turn", "turn",
+                                    json_object_get(a, "sbx.turn"), "agent_name",
+                                    json_object_get(a, "gen_ai.agent.name"));
+    json_t *u = usage_data(a, task);
+    if (u)
+        sbx_json_set(data, "usage", u);
+    return json_pack("{s:s, s:s, s:o}", "type", "custom", "name", task ? "task" : "turn", "data",
+                     data);
+}
+
+/* The span_data of d, as the reference SDK exports each kind: agent, response (a Responses API
+ * call: its id; the ingest takes no usage there), generation (a Chat Completions call),
+ * function, handoff, the custom task and turn spans; custom for the rest (sandbox operations)
+ * with the attributes as data. Spans are known by the GenAI operation they record. */
 static json_t *span_data(const struct sbx_span_data *d)
 {
     const json_t *a = d->attrs;
-    if (strcmp(d->name, "agent") == 0)
-        return json_pack("{s:s, s:o, s:n, s:n, s:n}", "type", "agent", "name",
-                         attr(a, "gen_ai.agent.name"), "handoffs", "tools", "output_type");
-    if (strcmp(d->name, "model_call") == 0) {
+    if (attr_is(a, "gen_ai.operation.name", "invoke_agent"))
+        return json_pack("{s:s, s:o, s:O?, s:O?, s:n}", "type", "agent", "name",
+                         attr(a, "gen_ai.agent.name"), "handoffs",
+                         json_object_get(a, "sbx.agent.handoffs"), "tools",
+                         json_object_get(a, "sbx.agent.tools"), "output_type");
+    if (attr_is(a, "gen_ai.operation.name", "chat")) {
+        if (!attr_is(a, "openai.api.type", "chat_completions"))
+            return json_pack("{s:s, s:o}", "type", "response", "response_id",
+                             attr(a, "gen_ai.response.id"));
         json_t *usage = json_object();
         if (json_object_get(a, "gen_ai.usage.input_tokens"))
             sbx_json_set(usage, "input_tokens", attr(a, "gen_ai.usage.input_tokens"));
         if (json_object_get(a, "gen_ai.usage.output_tokens"))
             sbx_json_set(usage, "output_tokens", attr(a, "gen_ai.usage.output_tokens"));
         return json_pack("{s:s, s:o, s:o, s:o, s:{}, s:o}", "type", "generation", "input",
-                         attr(a, "sbx.model.input"), "output", attr(a, "sbx.model.output"), "model",
-                         attr(a, "gen_ai.request.model"), "model_config", "usage", usage);
+                         parsed(a, "sbx.model.input"), "output", parsed(a, "sbx.model.output"),
+                         "model", attr(a, "gen_ai.request.model"), "model_config", "usage", usage);
     }
-    if (strcmp(d->name, "tool_call") == 0)
+    if (attr_is(a, "gen_ai.operation.name", "execute_tool"))
         return json_pack("{s:s, s:o, s:o, s:o, s:n}", "type", "function", "name",
                          attr(a, "gen_ai.tool.name"), "input", attr(a, "sbx.tool.arguments"),
                          "output", attr(a, "sbx.tool.output"), "mcp_data");
     if (strcmp(d->name, "handoff") == 0)
         return json_pack("{s:s, s:o, s:o}", "type", "handoff", "from_agent",
                          attr(a, "sbx.handoff.from"), "to_agent", attr(a, "sbx.handoff.to"));
+    if (strcmp(d->name, "run") == 0 || strcmp(d->name, "turn") == 0)
+        return task_or_turn(d);
     return json_pack("{s:s, s:s, s:O}", "type", "custom", "name", d->name, "data", a);
 }
 
@@ -103,7 +173,7 @@ static int oai_export(void *data, const struct sbx_span_data *const *spans, size
         sbx_trace_hex(spans[0]->trace_id, SBX_TRACE_ID_LEN, o->trace_hex);
         sbx_json_append(items, json_pack("{s:s, s:o, s:s, s:n, s:n}", "object", "trace", "id",
                                          json_sprintf("trace_%s", o->trace_hex), "workflow_name",
-                                         "sbx run", "group_id", "metadata"));
+                                         WORKFLOW_NAME, "group_id", "metadata"));
     }
     for (size_t i = 0; i < n; i++)
         sbx_json_append(items, span_json(spans[i]));

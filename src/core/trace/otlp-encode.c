@@ -69,26 +69,46 @@ static void field_msg(struct sbx_buf *b, unsigned field, struct sbx_buf *sub)
     sbx_buf_reset(sub);
 }
 
-/* KeyValue {key = 1; AnyValue value = 2} with AnyValue {string_value = 1; bool_value = 2;
- * int_value = 3; double_value = 4}. */
+/* AnyValue {string_value = 1; bool_value = 2; int_value = 3; double_value = 4; ArrayValue
+ * array_value = 5} with ArrayValue {repeated AnyValue values = 1}. */
+static void any_value(struct sbx_buf *any, const json_t *v)
+{
+    if (json_is_string(v)) {
+        field_bytes(any, 1, json_string_value(v), json_string_length(v));
+    } else if (json_is_boolean(v)) {
+        field_varint(any, 2, json_is_true(v));
+    } else if (json_is_integer(v)) {
+        field_varint(any, 3, (uint64_t)json_integer_value(v));
+    } else if (json_is_real(v)) {
+        double d = json_real_value(v);
+        uint64_t bits;
+        memcpy(&bits, &d, sizeof(bits));
+        field_fixed64(any, 4, bits);
+    } else if (json_is_array(v)) {
+        struct sbx_buf arr, elem;
+        size_t i;
+        json_t *e;
+        sbx_buf_init(&arr, SBX_BUF_NOLIMIT);
+        sbx_buf_init(&elem, SBX_BUF_NOLIMIT);
+        json_array_foreach((json_t *)v, i, e)
+        {
+            any_value(&elem, e);
+            field_msg(&arr, 1, &elem);
+        }
+        field_msg(any, 5, &arr);
+        sbx_buf_release(&arr);
+        sbx_buf_release(&elem);
+    }
+}
+
+/* KeyValue {key = 1; AnyValue value = 2}. */
 static void key_value(struct sbx_buf *b, unsigned field, const char *key, const json_t *v)
 {
     struct sbx_buf kv, any;
     sbx_buf_init(&kv, SBX_BUF_NOLIMIT);
     sbx_buf_init(&any, SBX_BUF_NOLIMIT);
     field_str(&kv, 1, key);
-    if (json_is_string(v)) {
-        field_bytes(&any, 1, json_string_value(v), json_string_length(v));
-    } else if (json_is_boolean(v)) {
-        field_varint(&any, 2, json_is_true(v));
-    } else if (json_is_integer(v)) {
-        field_varint(&any, 3, (uint64_t)json_integer_value(v));
-    } else if (json_is_real(v)) {
-        double d = json_real_value(v);
-        uint64_t bits;
-        memcpy(&bits, &d, sizeof(bits));
-        field_fixed64(&any, 4, bits);
-    }
+    any_value(&any, v);
     field_msg(&kv, 2, &any);
     field_msg(b, field, &kv);
     sbx_buf_release(&kv);

@@ -246,6 +246,21 @@ void sbx_span_set_str(struct sbx_span *s, const char *key, const char *value)
         set_text(s, key, value, strlen(value), META_MAX);
 }
 
+void sbx_span_set_strs(struct sbx_span *s, const char *key, const char *const *values, size_t n)
+{
+    if (!s)
+        return;
+    json_t *a = json_array();
+    for (size_t i = 0; i < n && i < 64; i++) {
+        if (!values[i])
+            continue;
+        char *c = clean_text(s->t, values[i], strlen(values[i]), META_MAX);
+        sbx_json_append(a, sbx_json_str(c));
+        free(c);
+    }
+    set_attr(s, key, a);
+}
+
 void sbx_span_set_int(struct sbx_span *s, const char *key, int64_t value)
 {
     if (s)

@@ -834,7 +834,9 @@ static int dc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     if (m)
         sbx_manifest_account_users(m, &users);
     const char *root = m ? sbx_manifest_root(m) : DEFAULT_ROOT;
-    const char *owner = users.n ? users.v[0] : c->user ? c->user : img_user;
+    /* The provider's user runs commands and owns the workspace; the manifest's users only own
+     * their entries (the Agents SDK's rule), unless an agent's run_as names one. */
+    const char *owner = c->user ? c->user : img_user;
     json_t *labels = create_labels(c, id, root, owner, &users, snap_ref, mjson);
     struct sbx_session *bs = NULL;
     rc = create_container(c, id, root, &env, labels, &cid, err);

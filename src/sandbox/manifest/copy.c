@@ -90,5 +90,7 @@ struct sbx_manifest *sbx__manifest_dup(const struct sbx_manifest *f)
     for (size_t i = 0; i < f->allowlist.n; i++)
         sbx_strv_push(&m->allowlist, f->allowlist.v[i]);
     m->has_allowlist = f->has_allowlist;
+    for (size_t i = 0; i < f->ngrants; i++)
+        sbx__manifest_add_grant(m, &f->grants[i]);
     return m;
 }

@@ -456,6 +456,75 @@ out:
     return rc;
 }
 
+/* A grant path: absolute, normalised (no "." or ".." component), not "/". */
+static int grant_path(const char *what, size_t i, const char *p, struct sbx_error *err)
+{
+    int ok = p && p[0] == '/' && p[1] && strlen(p) < 4096 && !strstr(p, "//");
+    for (const char *c = p; ok && (c = strchr(c, '/')); c++)
+        ok = strncmp(c, "/./", 3) != 0 && strncmp(c, "/../", 4) != 0 && strcmp(c, "/.") != 0 &&
+             strcmp(c, "/..") != 0;
+    if (!ok)
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "field 'extra_path_grants[%zu].%s' must be an absolute path other "
+                             "than '/', without '.' or '..' components",
+                             i, what);
+    return 0;
+}
+
+/* extra_path_grants: [{path, read_only (false), description, host_path} | "path"] (the JS
+ * SDK's readOnly/hostPath read the same). A session state's manifest has none: a state never
+ * grants a host path by itself. */
+static int parse_grants(struct loader *L, const json_t *grants, struct sbx_error *err)
+{
+    static const char *const keys[] = {"path", "read_only", "description", "host_path", NULL};
+    if (!grants || json_is_null(grants))
+        return 0;
+    if (!json_is_array(grants))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "field 'extra_path_grants' must be a list");
+    if (json_array_size(grants) && (L->flags & SBX_MANIFEST_CONTENT_DIGESTS))
+        return sbx_error_set(err, SBX_E_PERM, 0,
+                             "field 'extra_path_grants': a session state never grants host "
+                             "paths; give them again (--ro/--rw) to resume");
+    if (json_array_size(grants) > SBX_MANIFEST_MAX_GRANTS)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0,
+                             "field 'extra_path_grants' has more than %d grants",
+                             SBX_MANIFEST_MAX_GRANTS);
+    size_t i;
+    json_t *v;
+    json_array_foreach((json_t *)grants, i, v)
+    {
+        struct sbx_manifest_grant g = {.path = json_string_value(v)};
+        json_t *o = NULL;
+        int rc = 0, ro = 0;
+        if (!g.path) {
+            if (!json_is_object(v))
+                return sbx_error_set(err, SBX_E_INVAL, 0,
+                                     "field 'extra_path_grants[%zu]' must be a path or an object",
+                                     i);
+            if ((rc = sbx__manifest_snake_keys(v, &o, err)) == 0 &&
+                (rc = sbx_json_check_keys(o, keys, err)) == 0 &&
+                (rc = sbx_json_get_string(o, "path", 1, &g.path, err)) == 0 &&
+                (rc = sbx_json_get_bool(o, "read_only", 0, &ro, err)) == 0 &&
+                (rc = sbx_json_get_string(o, "description", 0, &g.description, err)) == 0)
+                rc = sbx_json_get_string(o, "host_path", 0, &g.host_path, err);
+            g.read_only = ro;
+            if (rc < 0) {
+                sbx_error_prefix(err, "field 'extra_path_grants[%zu]'", i);
+                json_decref(o);
+                return rc;
+            }
+        }
+        if ((rc = grant_path("path", i, g.path, err)) == 0 && g.host_path)
+            rc = grant_path("host_path", i, g.host_path, err);
+        if (rc == 0)
+            sbx__manifest_add_grant(L->m, &g);
+        json_decref(o);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
 static int parse_top(struct loader *L, const json_t *doc, struct sbx_error *err)
 {
     static const char *const keys[] = {
@@ -473,11 +542,8 @@ static int parse_top(struct loader *L, const json_t *doc, struct sbx_error *err)
         return rc;
     if (root && (rc = sbx_manifest_set_root(L->m, root, err)))
         return rc;
-    json_t *grants = json_object_get(doc, "extra_path_grants");
-    if (grants && !json_is_null(grants) && !(json_is_array(grants) && !json_array_size(grants)))
-        return sbx_error_set(err, SBX_E_INVAL, 0,
-                             "field 'extra_path_grants': host path grants are configured by the "
-                             "application, not in a manifest document");
+    if ((rc = parse_grants(L, json_object_get(doc, "extra_path_grants"), err)))
+        return rc;
     json_t *allow = NULL;
     if ((rc = sbx_json_get_text_array(doc, "remote_mount_command_allowlist", &allow, err)))
         return rc;

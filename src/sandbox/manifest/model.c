@@ -167,12 +167,38 @@ void sbx_manifest_free(struct sbx_manifest *m)
         sbx__manifest_group_free(m->groups[i]);
     free(m->groups);
     sbx_strv_release(&m->allowlist);
+    for (size_t i = 0; i < m->ngrants; i++) {
+        free((char *)m->grants[i].path);
+        free((char *)m->grants[i].host_path);
+        free((char *)m->grants[i].description);
+    }
+    free(m->grants);
     sbx__pathmap_release(&m->paths);
     sbx__pathmap_release(&m->prefixes);
     free(m);
 }
 
 /* ---- accessors -------------------------------------------------------------------------- */
+
+size_t sbx_manifest_grant_count(const struct sbx_manifest *m)
+{
+    return m ? m->ngrants : 0;
+}
+
+const struct sbx_manifest_grant *sbx_manifest_grant_at(const struct sbx_manifest *m, size_t i)
+{
+    return m && i < m->ngrants ? &m->grants[i] : NULL;
+}
+
+void sbx__manifest_add_grant(struct sbx_manifest *m, const struct sbx_manifest_grant *g)
+{
+    m->grants = sbx_xrealloc(m->grants, (m->ngrants + 1) * sizeof(*m->grants));
+    m->grants[m->ngrants++] = (struct sbx_manifest_grant){
+            .path = sbx_xstrdup(g->path),
+            .host_path = g->host_path ? sbx_xstrdup(g->host_path) : NULL,
+            .read_only = g->read_only,
+            .description = g->description ? sbx_xstrdup(g->description) : NULL};
+}
 
 size_t sbx_manifest_entry_count(const struct sbx_manifest *m)
 {

@@ -65,12 +65,17 @@ struct sbx_manifest {
     size_t ngroups, galloc;
     struct sbx_strv allowlist;
     int has_allowlist;
+    struct sbx_manifest_grant *grants; /* strings owned */
+    size_t ngrants;
     struct sbx__pathmap paths;    /* entry path -> entry index */
     struct sbx__pathmap prefixes; /* strict ancestor of some entry path -> that entry's index */
     size_t total_content;
 };
 
 /* ---- model.c ---- */
+
+/* Append a copy of g (its strings copied). */
+void sbx__manifest_add_grant(struct sbx_manifest *m, const struct sbx_manifest_grant *g);
 
 /* A new entry of type t with the type's defaults; caller owns (sbx__manifest_entry_free). */
 struct entry *sbx__manifest_entry_new(enum sbx_entry_type t);

@@ -249,6 +249,20 @@ int sbx_manifest_to_json(const struct sbx_manifest *m, int flags, json_t **out,
         sbx_json_append(groups, g);
     }
     sbx_json_set(doc, "groups", groups);
+    /* A session state's manifest (content by digest) never carries host grants: resuming it
+     * must not grant a path by itself. */
+    if (m->ngrants && !(flags & SBX_MANIFEST_JSON_CONTENT_DIGESTS)) {
+        json_t *gs = json_array();
+        for (size_t i = 0; i < m->ngrants; i++) {
+            const struct sbx_manifest_grant *g = &m->grants[i];
+            json_t *o = json_pack("{s:s, s:b, s:s?}", "path", g->path, "read_only", g->read_only,
+                                  "description", g->description);
+            if (g->host_path)
+                sbx_json_set(o, "host_path", sbx_json_str(g->host_path));
+            sbx_json_append(gs, o);
+        }
+        sbx_json_set(doc, "extra_path_grants", gs);
+    }
     if (m->has_allowlist) {
         json_t *a = json_array();
         for (size_t i = 0; i < m->allowlist.n; i++)

@@ -5,6 +5,7 @@
 #include "sandbox/provider.h"
 #include "sandbox/session/internal.h"
 #include "sbx/buf.h"
+#include "sbx/manifest.h"
 #include "sbx/session.h"
 
 /* The table of providers (sbx__providers, providers/table.c) is compiled into libsbx only: a
@@ -69,6 +70,12 @@ int sbx_client_create(struct sbx_client *c, const struct sbx_create_spec *spec,
                       struct sbx_session **out, struct sbx_error *err)
 {
     struct sbx_create_spec empty = {0};
+    if (spec && sbx_manifest_grant_count(spec->manifest) &&
+        !(sbx__provider_traits(c->provider) & SBX_PROVIDER_GRANTS))
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                             "manifest field 'extra_path_grants': provider '%s' shows no host "
+                             "paths inside its sandboxes",
+                             c->provider);
     return c->ops->create(c, spec ? spec : &empty, out, err);
 }
 

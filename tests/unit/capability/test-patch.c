@@ -272,20 +272,21 @@ static void test_failure_leaves_everything_untouched(void)
     mput(&m, "b.txt", "b1\nb2\nb3\n");
     mput(&m, "c.txt", "c\n");
     memset(&res, 0, sizeof(res));
-    CHECK_ERR(apply(&m,
-                    "*** Begin Patch\n"
-                    "*** Update File: a.txt\n-a1\n+A1\n"
-                    "*** Delete File: c.txt\n"
-                    "*** Add File: d.txt\n+d\n"
-                    "*** Update File: b.txt\n"
-                    " b1\n"
-                    "-b2 changed\n"
-                    "+B2\n"
-                    "*** End Patch\n",
-                    NULL, &res, &err),
-              SBX_E_INVAL, &err,
-              "cannot update 'b.txt': hunk 1 does not match: line 2 is 'b2', the patch expects "
-              "'b2 changed' (no file was changed)");
+    CHECK_ERR(
+            apply(&m,
+                  "*** Begin Patch\n"
+                  "*** Update File: a.txt\n-a1\n+A1\n"
+                  "*** Delete File: c.txt\n"
+                  "*** Add File: d.txt\n+d\n"
+                  "*** Update File: b.txt\n"
+                  " b1\n"
+                  "-b2 changed\n"
+                  "+B2\n"
+                  "*** End Patch\n",
+                  NULL, &res, &err),
+            SBX_E_INVAL, &err,
+            "cannot update 'b.txt': hunk 1 does not match (Invalid Context): line 2 is 'b2', the patch expects "
+            "'b2 changed' (no file was changed)");
     CHECK(res.summary == NULL);
     CHECK_EQ_INT(m.commits, 0);
     CHECK_EQ_STR(mget(&m, "a.txt"), "a1\na2\n");
@@ -295,15 +296,17 @@ static void test_failure_leaves_everything_untouched(void)
     /* A first context line that is nowhere in the file is quoted as such. */
     CHECK_ERR(apply(&m, "*** Begin Patch\n*** Update File: a.txt\n-zzz\n+y\n*** End Patch\n", NULL,
                     &res, &err),
-              SBX_E_INVAL, &err, "hunk 1 does not match: the line 'zzz' was not found");
-    /* The second hunk searches after the first one. */
-    CHECK_ERR(apply(&m,
-                    "*** Begin Patch\n*** Update File: b.txt\n@@\n-b2\n+x\n@@\n-b1\n+y\n"
-                    "*** End Patch\n",
-                    NULL, &res, &err),
               SBX_E_INVAL, &err,
-              "hunk 2 does not match: the line 'b1' was not found after line 2 (it is at line 1: "
-              "hunks must follow the order of the file)");
+              "hunk 1 does not match (Invalid Context): the line 'zzz' was not found");
+    /* The second hunk searches after the first one. */
+    CHECK_ERR(
+            apply(&m,
+                  "*** Begin Patch\n*** Update File: b.txt\n@@\n-b2\n+x\n@@\n-b1\n+y\n"
+                  "*** End Patch\n",
+                  NULL, &res, &err),
+            SBX_E_INVAL, &err,
+            "hunk 2 does not match (Invalid Context): the line 'b1' was not found after line 2 (it is at line 1: "
+            "hunks must follow the order of the file)");
     /* Context running past the end of the file. */
     CHECK_ERR(apply(&m, "*** Begin Patch\n*** Update File: b.txt\n b2\n b3\n-b4\n*** End Patch\n",
                     NULL, &res, &err),
@@ -645,8 +648,9 @@ static void test_ops_form(void)
             {SBX_PATCH_UPDATE, "c.txt", NULL, bad, strlen(bad)},
     };
     CHECK_OK(sbx_patch_from_ops(ops2, 2, NULL, &p, &err), &err);
-    CHECK_ERR(sbx_patch_apply(p, &m.fs, NULL, &res, &err), SBX_E_INVAL, &err,
-              "cannot update 'c.txt': hunk 1 does not match: the line 'missing' was not found");
+    CHECK_ERR(
+            sbx_patch_apply(p, &m.fs, NULL, &res, &err), SBX_E_INVAL, &err,
+            "cannot update 'c.txt': hunk 1 does not match (Invalid Context): the line 'missing' was not found");
     CHECK(mfind(&m, "d.txt") == NULL);
     sbx_patch_free(p);
     p = NULL;

@@ -224,7 +224,47 @@ static void test_schema_errors(void)
     bad("[1]\n", SBX_E_INVAL, "a manifest must be an object, not array");
     bad("root: /\n", SBX_E_INVAL, "field 'root'");
     bad("root: workspace\n", SBX_E_INVAL, "field 'root'");
-    bad("extra_path_grants: [{path: /data}]\n", SBX_E_INVAL, "configured by the application");
+    /* Host path grants, as the SDK writes them: checked here for form, by the provider for
+     * what they reach (the same rules as its own grants). */
+    bad("extra_path_grants: [{path: data}]\n", SBX_E_INVAL,
+        "field 'extra_path_grants[0].path' must be an absolute path other than '/'");
+    bad("extra_path_grants: [\"/\"]\n", SBX_E_INVAL, "extra_path_grants[0].path");
+    bad("extra_path_grants: [/a/../etc]\n", SBX_E_INVAL, "without '.' or '..' components");
+    bad("extra_path_grants: [{path: /d, host_path: rel}]\n", SBX_E_INVAL,
+        "extra_path_grants[0].host_path");
+    bad("extra_path_grants: [{path: /d, writable: true}]\n", SBX_E_INVAL,
+        "field 'extra_path_grants[0]': unknown field 'writable'");
+    bad("extra_path_grants: {path: /d}\n", SBX_E_INVAL, "field 'extra_path_grants' must be a list");
+    {
+        struct sbx_error gerr = SBX_ERROR_INIT;
+        struct sbx_manifest *gm = NULL;
+        CHECK_OK(load("{\"extraPathGrants\": [{\"path\": \"/opt/t\", \"readOnly\": true, "
+                      "\"hostPath\": \"/srv/t\"}, \"/data\"]}",
+                      &gm, &gerr),
+                 &gerr);
+        CHECK_EQ_INT(sbx_manifest_grant_count(gm), 2);
+        const struct sbx_manifest_grant *g0 = sbx_manifest_grant_at(gm, 0);
+        const struct sbx_manifest_grant *g1 = sbx_manifest_grant_at(gm, 1);
+        CHECK(g0 && strcmp(g0->path, "/opt/t") == 0 && strcmp(g0->host_path, "/srv/t") == 0 &&
+              g0->read_only);
+        CHECK(g1 && strcmp(g1->path, "/data") == 0 && !g1->host_path && !g1->read_only);
+        json_t *doc = NULL;
+        CHECK_OK(sbx_manifest_to_json(gm, 0, &doc, NULL, &gerr), &gerr);
+        CHECK_EQ_INT(json_array_size(json_object_get(doc, "extra_path_grants")), 2);
+        json_decref(doc);
+        /* A session state's manifest never carries them, and one that does is refused. */
+        CHECK_OK(sbx_manifest_to_json(gm, SBX_MANIFEST_JSON_CONTENT_DIGESTS, &doc, NULL, &gerr),
+                 &gerr);
+        CHECK(json_object_get(doc, "extra_path_grants") == NULL);
+        json_decref(doc);
+        sbx_manifest_free(gm);
+        json_t *st = json_loads("{\"extra_path_grants\": [\"/data\"]}", 0, NULL);
+        struct sbx_manifest_load_opts so = {.flags = SBX_MANIFEST_CONTENT_DIGESTS};
+        gm = NULL;
+        CHECK_ERR(sbx_manifest_from_json(st, &so, &gm, &gerr), SBX_E_PERM, &gerr,
+                  "a session state never grants host paths");
+        json_decref(st);
+    }
     /* The reference's serialization has fields we accept and ignore or check. */
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx_manifest *m = NULL;

@@ -81,6 +81,10 @@ int sbx__local_wait_begin(const char *dir, int64_t idle_ms, struct sbx__proto_wa
 int sbx__local_request(const char *dir, const char *id, const json_t *req, json_t **reply, int *fds,
                        size_t max_fds, size_t *nfds, int64_t idle_ms, struct sbx_error *err);
 /* 1 when id is 1 to SBX__LOCAL_ID_MAX_LEN lowercase hex digits. */
+/* The sandbox's accounts in id order (uid 1000 + i): the provider's default user "sandbox",
+ * who runs commands and owns the workspace unless run_as names another, then the manifest's
+ * users (m may be NULL), which get ownership and modes of their entries, as in the Agents SDK. */
+void sbx__local_account_users(const struct sbx_manifest *m, struct sbx_strv *out);
 int sbx__local_valid_id(const char *id);
 /* The full id of the entry of dir that prefix names, the name with suffix ("" for none) cut
  * off and a valid id: 1 with *out (caller frees), 0 when none, -1 when several match and

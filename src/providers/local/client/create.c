@@ -374,7 +374,7 @@ static json_t *amount_json(uint64_t v)
  * rebuild needs and nothing of the caller's environment. Grants are recorded (a reader sees
  * what the sandbox could reach), but a rebuild from a state file takes them only from its own
  * client: see sbx_client_resume_with. */
-static json_t *options_json(const struct sbx__local_client *c)
+static json_t *options_json(const struct sbx__local_client *c, const struct sbx_manifest *m)
 {
     json_t *o = json_object(), *lim = json_object(), *grants = json_array();
     sbx_json_set(o, "isolation", sbx_json_str(c->isolated ? "namespaces" : "none"));
@@ -401,6 +401,16 @@ static json_t *options_json(const struct sbx__local_client *c)
             sbx_json_set(g, "dst", sbx_json_str(c->grants[i].dst));
         sbx_json_set(g, "writable", json_boolean(c->grants[i].writable));
         sbx_json_set(g, "dangerous", json_boolean(c->grants[i].dangerous));
+        sbx_json_append(grants, g);
+    }
+    /* The manifest's grants are recorded with the client's: a rebuild from the state asks for
+     * them again (--ro/--rw), as for any grant. */
+    for (size_t i = 0; i < sbx_manifest_grant_count(m); i++) {
+        const struct sbx_manifest_grant *mg = sbx_manifest_grant_at(m, i);
+        json_t *g = json_pack("{s:s, s:b, s:b}", "src", mg->host_path ? mg->host_path : mg->path,
+                              "writable", !mg->read_only, "dangerous", 0);
+        if (mg->host_path)
+            sbx_json_set(g, "dst", sbx_json_str(mg->path));
         sbx_json_append(grants, g);
     }
     sbx_json_set(o, "grants", grants);
@@ -458,6 +468,16 @@ static int check_spec(struct create_job *j, int allow_stopped, struct sbx_error 
     if (spec->id && (strlen(spec->id) != 2 * SBX__LOCAL_ID_BYTES || !sbx__local_valid_id(spec->id)))
         return sbx_error_set(err, SBX_E_INVAL, 0, "'%s' is not a sandbox id (16 hex digits)",
                              spec->id);
+    size_t nm = sbx_manifest_grant_count(spec->manifest);
+    if (nm && !j->c->isolated)
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "manifest field 'extra_path_grants': path grants need isolation, "
+                             "not 'none'");
+    if (nm + j->c->n_grants > SBX_LOCAL_MAX_GRANTS)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0,
+                             "manifest field 'extra_path_grants': more than %d path grants with "
+                             "the client's own",
+                             SBX_LOCAL_MAX_GRANTS);
     if (spec->id && !allow_stopped && sbx__local_stopped_exists(spec->id))
         return sbx_error_set(err, SBX_E_EXISTS, 0, "sandbox '%s' exists and is stopped", spec->id);
     if (spec->snapshot &&
@@ -584,7 +604,7 @@ static int record_state(struct create_job *j, struct sbx_error *err)
     sbx_json_set(state, "manifest_digest", json_null());
     /* What a rebuild needs (sbx_client_resume): the manifest without secret values, the
      * options, the ports; the snapshot it came from, until one is taken of it. */
-    sbx_json_set(state, "options", options_json(c));
+    sbx_json_set(state, "options", options_json(c, j->spec->manifest));
     json_t *eports = json_array();
     for (size_t i = 0; i < c->n_ports; i++)
         sbx_json_append(eports, json_integer(c->ports[i]));
@@ -641,6 +661,19 @@ static void unconfined_config(const struct create_job *j, struct sbx__local_conf
                 j->id);
 }
 
+void sbx__local_account_users(const struct sbx_manifest *m, struct sbx_strv *out)
+{
+    struct sbx_strv declared;
+    sbx_strv_init(&declared);
+    if (m)
+        sbx_manifest_account_users(m, &declared);
+    sbx_strv_push(out, SBX__ISOLATION_DEFAULT_USER);
+    for (size_t i = 0; i < declared.n; i++)
+        if (strcmp(declared.v[i], SBX__ISOLATION_DEFAULT_USER) != 0)
+            sbx_strv_push(out, declared.v[i]);
+    sbx_strv_release(&declared);
+}
+
 /* With isolation: the manifest's accounts, the client's grants, limits and network. */
 static void isolated_config(const struct create_job *j, struct sbx__local_config *cfg)
 {
@@ -652,8 +685,8 @@ static void isolated_config(const struct create_job *j, struct sbx__local_config
                                                        : SBX__LOCAL_CONFIG_NET_NONE;
     if (hh && hh[0] == '/')
         cfg->host_home = sbx_xstrdup(hh);
+    sbx__local_account_users(m, &cfg->users);
     if (m) {
-        sbx_manifest_account_users(m, &cfg->users);
         cfg->n_groups = sbx_manifest_group_count(m);
         cfg->groups = cfg->n_groups ? sbx_xcalloc(cfg->n_groups, sizeof(*cfg->groups)) : NULL;
         for (size_t i = 0; i < cfg->n_groups; i++) {
@@ -664,13 +697,24 @@ static void isolated_config(const struct create_job *j, struct sbx__local_config
                 sbx_strv_push(&cfg->groups[i].members, g->users->v[k]);
         }
     }
-    cfg->n_grants = c->n_grants;
-    cfg->grants = c->n_grants ? sbx_xcalloc(c->n_grants, sizeof(*cfg->grants)) : NULL;
+    size_t nm = sbx_manifest_grant_count(m);
+    cfg->n_grants = c->n_grants + nm;
+    cfg->grants = cfg->n_grants ? sbx_xcalloc(cfg->n_grants, sizeof(*cfg->grants)) : NULL;
     for (size_t i = 0; i < c->n_grants; i++) {
         cfg->grants[i].src = sbx_xstrdup(c->grants[i].src);
         cfg->grants[i].dst = c->grants[i].dst ? sbx_xstrdup(c->grants[i].dst) : NULL;
         cfg->grants[i].writable = c->grants[i].writable;
         cfg->grants[i].dangerous = c->grants[i].dangerous;
+    }
+    /* The manifest's grants, checked like the client's when the sandbox is built: a source is
+     * never "/", a home directory itself, a system path or (not being marked dangerous) /proc,
+     * /sys, /dev, /run or a tree with sockets. */
+    for (size_t i = 0; i < nm; i++) {
+        const struct sbx_manifest_grant *mg = sbx_manifest_grant_at(m, i);
+        struct sbx__local_config_grant *g = &cfg->grants[c->n_grants + i];
+        g->src = sbx_xstrdup(mg->host_path ? mg->host_path : mg->path);
+        g->dst = mg->host_path ? sbx_xstrdup(mg->path) : NULL;
+        g->writable = !mg->read_only;
     }
     cfg->limits = c->limits;
     for (size_t i = 0; i < c->allow.n; i++)

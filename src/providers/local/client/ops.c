@@ -557,10 +557,7 @@ static int sandbox_gid(struct sbx__local_session *s, const char *name, unsigned 
     if (rc < 0)
         return rc;
     sbx_strv_init(&users);
-    if (m)
-        sbx_manifest_account_users(m, &users);
-    if (!users.n)
-        sbx_strv_push(&users, SBX__ISOLATION_DEFAULT_USER);
+    sbx__local_account_users(m, &users);
     rc = sbx_error_set(err, SBX_E_NOTFOUND, 0,
                        "group '%s' does not exist in the sandbox: declare it in the manifest's "
                        "groups (or name a user)",

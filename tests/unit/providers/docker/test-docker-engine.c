@@ -390,16 +390,27 @@ static void test_users_background(void)
     if (!s)
         return;
     struct sbx_exec_result r;
-    CHECK_OK(sh(s, "id -un; pwd; stat -c '%U %G' a.txt", NULL, 0, &r, &err), &err);
-    CHECK_EQ_STR(r.out.data, "alice\n/home/work\nalice devs\n");
+    /* The image's user runs commands and owns what sbx writes; the manifest's users own only
+     * their entries' groups (the Agents SDK's rule), and run commands when named. */
+    CHECK_OK(sh(s,
+                "u=$(id -un); test \"$u\" != alice && test \"$u\" != bob && echo default; "
+                "pwd; stat -c %G a.txt; test \"$(stat -c %U a.txt)\" = \"$u\" && echo owned",
+                NULL, 0, &r, &err),
+             &err);
+    CHECK_EQ_STR(r.out.data, "default\n/home/work\ndevs\nowned\n");
+    sbx_exec_result_release(&r);
+    CHECK_OK(sh(s, "id -un", "alice", 0, &r, &err), &err);
+    CHECK_EQ_STR(r.out.data, "alice\n");
     sbx_exec_result_release(&r);
     CHECK_OK(sh(s, "id -un", "bob", 0, &r, &err), &err);
     CHECK_EQ_STR(r.out.data, "bob\n");
     sbx_exec_result_release(&r);
     CHECK_ERR(sh(s, "id -un", "mallory", 0, &r, &err), SBX_E_NOTFOUND, &err, "mallory");
     CHECK_OK(sbx_session_write(s, "new.txt", "n", 1, 0, 0, &err), &err);
-    CHECK_OK(sh(s, "stat -c %U new.txt", NULL, 0, &r, &err), &err);
-    CHECK_EQ_STR(r.out.data, "alice\n");
+    CHECK_OK(
+            sh(s, "test \"$(stat -c %U new.txt)\" = \"$(id -un)\" && echo mine", NULL, 0, &r, &err),
+            &err);
+    CHECK_EQ_STR(r.out.data, "mine\n");
     sbx_exec_result_release(&r);
 
     /* Without KEEP_BACKGROUND what the command started ends with it; with it, it stays. */
