@@ -71,8 +71,8 @@ typedef void sbx__timer_fn(struct sbx__timer *t, void *ud);
 struct sbx__timer *sbx__timer_new(struct sbx__loop *l, sbx__timer_fn *fn, void *ud);
 /* Fire once, ms from now (0: at the next turn); arming again moves it. */
 void sbx__timer_after(struct sbx__timer *t, int64_t ms);
+/* Both accept NULL. */
 void sbx__timer_stop(struct sbx__timer *t);
-/* Accepts NULL. */
 void sbx__timer_free(struct sbx__timer *t);
 
 /* ---- descriptors (loop thread) ---- */
@@ -84,6 +84,8 @@ typedef void sbx__watch_fn(struct sbx__watch *w, unsigned revents, void *ud);
 int sbx__watch_new(struct sbx__loop *l, int fd, unsigned events, sbx__watch_fn *fn, void *ud,
                    struct sbx__watch **out, struct sbx_error *err);
 void sbx__watch_set(struct sbx__watch *w, unsigned events);
+/* The descriptor watched. */
+int sbx__watch_fd(const struct sbx__watch *w);
 /* Accepts NULL. */
 void sbx__watch_free(struct sbx__watch *w);
 
