@@ -223,10 +223,15 @@ static void offer_input(struct sbx__rproc *r)
         sbx__watch_set(r->w_in, !r->in_blocked && !r->in_eof && !r->ended ? SBX__IN : 0);
 }
 
+static void tty_check(struct sbx__rproc *r);
+
 static void read_input(struct sbx__rproc *r, int fd)
 {
     if (r->in_blocked || r->in_eof || r->in.len)
         return;
+    /* A size change made before these keys were typed reaches the provider before them. */
+    if (r->tty)
+        tty_check(r);
     if (sbx_buf_reserve(&r->in, IN_CHUNK, NULL) < 0)
         return;
     ssize_t n;
@@ -285,18 +290,24 @@ static void on_deadline(struct sbx__timer *t, void *ud)
     }
 }
 
-/* The caller resizes the master (sbx_proc_resize): the slave shows the new size. */
-static void on_tty_tick(struct sbx__timer *t, void *ud)
+/* The caller resizes the master (sbx_proc_resize): the slave shows the new size. Looked at
+ * on a tick, and before keys typed are offered (which may follow a resize at once). */
+static void tty_check(struct sbx__rproc *r)
 {
-    struct sbx__rproc *r = ud;
     struct winsize ws;
     if (ioctl(r->slave, TIOCGWINSZ, &ws) == 0 && ws.ws_row && ws.ws_col &&
         (ws.ws_row != r->rows || ws.ws_col != r->cols)) {
         r->rows = ws.ws_row;
         r->cols = ws.ws_col;
-        if (r->ops->resize && !r->ended)
+        if (r->ops->resize && !r->ended && !r->stopped)
             r->ops->resize(r, ws.ws_row, ws.ws_col, r->ud);
     }
+}
+
+static void on_tty_tick(struct sbx__timer *t, void *ud)
+{
+    struct sbx__rproc *r = ud;
+    tty_check(r);
     if (!r->ended)
         sbx__timer_after(t, TTY_TICK_MS);
 }

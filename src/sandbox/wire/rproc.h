@@ -52,7 +52,10 @@ struct sbx__rproc_ops {
      * many were taken; fewer than n: the rest is kept and offered again after
      * sbx__rproc_input_ready. NULL: stdin is not read. */
     size_t (*input)(struct sbx__rproc *r, const uint8_t *p, size_t n, void *ud);
-    /* The terminal's size changed (sbx_proc_resize on the master). Optional. */
+    /* The terminal's size changed (sbx_proc_resize on the master): noticed within 200 ms, and
+     * always before keys typed after it are offered to input (a provider whose resize is a
+     * request of its own holds input back until it is done, so the two stay in order).
+     * Optional. */
     void (*resize)(struct sbx__rproc *r, unsigned rows, unsigned cols, void *ud);
     /* The deadline passed: SIGTERM, then SIGKILL after the grace (the status then has
      * timed_out). Required with a timeout. */
