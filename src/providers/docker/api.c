@@ -242,7 +242,7 @@ int sbx__dk_call(const struct sbx__dk_engine *e, const struct sbx__dk_req *req,
     if (up >= 0) {
         hr.source = read_upload;
         hr.source_ud = &up;
-        hr.upload_size = (int64_t)req->upload_size;
+        hr.upload_size = req->upload_unknown ? -1 : (int64_t)req->upload_size;
         hr.content_type = req->content_type ? req->content_type : "application/x-tar";
     }
     if (down >= 0) {

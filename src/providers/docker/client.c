@@ -188,7 +188,6 @@ static void sess_free(struct sbx_session *bs)
     struct sbx__dk_session *s = (struct sbx__dk_session *)bs;
     if (!s)
         return;
-    sbx__dk_workspace_drop(s);
     sbx_session_release_base(&s->base);
     sbx__dk_engine_release(&s->eng);
     free(s->container);
@@ -212,8 +211,9 @@ static const struct sbx_session_ops session_ops = {
         .resolve_port = sess_resolve_port,
         .state = sess_state,
         .close = sess_close,
-        .workspace_fd = sbx__dk_workspace_fd,
         .record_snapshot = sess_record_snapshot,
+        .workspace_export = sbx__dk_workspace_export,
+        .workspace_import = sbx__dk_workspace_import,
         .free = sess_free,
 };
 
@@ -243,7 +243,6 @@ static int session_from_inspect(const struct sbx__dk_engine *e, const json_t *in
     sbx_session_init_base(&s->base, &session_ops, "docker", id, root);
     sbx__dk_engine_copy(&s->eng, e);
     s->container = sbx_xstrdup(cid);
-    s->ws_fd = -1;
     s->image = sbx_xstrdup(image);
     s->owner = sbx_xstrdup(owner ? owner : "");
     sbx_strv_init(&s->users);
@@ -663,8 +662,8 @@ static int fill_container(struct sbx__dk_session *s, const struct sbx_create_spe
     if (rc < 0)
         return rc;
     sbx__session_set_manifest(&s->base, m);
-    if (snap_ref && (rc = sbx__dk_workspace_restore(s, store, snap_ref, spec->progress,
-                                                    spec->progress_data, err)) < 0) {
+    if (snap_ref && (rc = sbx__session_restore_stream(&s->base, store, snap_ref, spec->progress,
+                                                      spec->progress_data, err)) < 0) {
         sbx_error_prefix(err, "snapshot '%s'", spec->snapshot);
         return rc;
     }
