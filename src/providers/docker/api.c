@@ -272,9 +272,12 @@ int sbx__dk_status_error(long status, const struct sbx_buf *body, struct sbx_err
 {
     json_t *j = body->len ? json_loadb(body->data, body->len, 0, NULL) : NULL;
     const char *msg = json_string_value(json_object_get(j, "message"));
-    char fallback[64];
+    char fallback[512];
     if (!msg) {
-        snprintf(fallback, sizeof(fallback), "HTTP status %ld", status);
+        /* Not the engine's JSON: a proxy's text, or a TLS port's answer to plain HTTP ("Client
+         * sent an HTTP request to an HTTPS server"). */
+        if (!sbx__http_error_text(body->data, body->len, fallback, sizeof(fallback)))
+            snprintf(fallback, sizeof(fallback), "HTTP status %ld", status);
         msg = fallback;
     }
     enum sbx_errcode code = status == 404                    ? SBX_E_NOTFOUND

@@ -17,6 +17,7 @@
 #include "providers/docker/relay.h"
 #include "sandbox/materialize/materialize.h"
 #include "sandbox/session/internal.h"
+#include "sbx/fs.h"
 #include "sbx/hash.h"
 #include "sbx/json.h"
 #include "sbx/manifest.h"
@@ -109,6 +110,19 @@ static int port_listens(struct sbx__dk_session *s, int port, int *out, struct sb
     return rc;
 }
 
+/* A tcp:// engine may still run on this host (the relay then works as for a socket): the
+ * container's init is then a process here whose cgroup names the container. */
+static int pid_is_here(pid_t pid, const char *container)
+{
+    char path[64];
+    struct sbx_buf b;
+    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+    sbx_buf_init(&b, 65536);
+    int here = sbx_fs_read_path(path, 65536, &b, NULL) == 0 && b.data && strstr(b.data, container);
+    sbx_buf_release(&b);
+    return here;
+}
+
 static int sess_resolve_port(struct sbx_session *bs, int port, char **out_url,
                              struct sbx_error *err)
 {
@@ -127,6 +141,11 @@ static int sess_resolve_port(struct sbx_session *bs, int port, char **out_url,
     json_int_t pid = json_integer_value(json_object_get(st, "Pid"));
     if (rc == 0 && (!json_is_true(json_object_get(st, "Running")) || pid <= 0))
         rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox '%s' is not running", s->base.id);
+    if (rc == 0 && !s->eng.sock && !pid_is_here((pid_t)pid, s->container))
+        rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                           "sandbox '%s' is on the engine at '%s', not on this host: its ports "
+                           "cannot be reached from here",
+                           s->base.id, s->eng.where);
     int listens = 0;
     if (rc == 0 && (rc = port_listens(s, port, &listens, err)) == 0 && !listens)
         rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "nothing listens on port %d in sandbox '%s'",

@@ -472,14 +472,15 @@ static void test_mtls(void)
     sbx__endpoint_free(ep);
     struct sbx__endpoint_opts o3 = {.ca_file = ca, .name = "the fake"};
     ep = ep_at("https", s.port, &o3);
-    CHECK_ERR(get_json(ep, &err), SBX_E_HTTP, &err, "the server refused sbx's client certificate");
+    CHECK_ERR(get_json(ep, &err), SBX_E_HTTP, &err,
+              "the server wants a client certificate and none was given");
     sbx__endpoint_free(ep);
     struct sbx__endpoint_opts o4 = {.ca_file = ca,
                                     .cert_file = cert_path(dir, "expired.crt"),
                                     .key_file = cert_path(dir, "expired.key")};
     ep = ep_at("https", s.port, &o4);
-    CHECK_ERR(get_json(ep, &err), SBX_E_HTTP, &err, "the server refused sbx's client certificate");
-    CHECK_CONTAINS(err.msg, "expired");
+    CHECK_ERR(get_json(ep, &err), SBX_E_HTTP, &err,
+              "the server refused sbx's client certificate: it expired on ");
     sbx__endpoint_free(ep);
     struct sbx__endpoint_opts o5 = {.ca_file = ca,
                                     .cert_file = cert_path(dir, "other-client.crt"),
