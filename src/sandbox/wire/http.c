@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "sandbox/wire/http.h"
+#include "sandbox/wire/ndjson.h"
+#include "sandbox/wire/sse.h"
 #include "sandbox/wire/wire.h"
 #include "sandbox/wire/wire-internal.h"
 #include "sbx/fs.h"
@@ -233,6 +235,16 @@ char *sbx__http_escape(const char *s, int keep_slash)
 int sbx__http_sink_fd(const uint8_t *p, size_t n, void *ud, struct sbx_error *err)
 {
     return sbx_fd_write_all(*(int *)ud, p, n, err);
+}
+
+int sbx__http_sink_ndjson(const uint8_t *p, size_t n, void *ud, struct sbx_error *err)
+{
+    return sbx__ndjson_feed(ud, (const char *)p, n, err);
+}
+
+int sbx__http_sink_sse(const uint8_t *p, size_t n, void *ud, struct sbx_error *err)
+{
+    return sbx__sse_feed(ud, (const char *)p, n, err);
 }
 
 /* ---- transport errors ---- */
