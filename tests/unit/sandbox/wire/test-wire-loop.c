@@ -945,6 +945,11 @@ static void test_no_descriptors(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx__loop *l = NULL;
+    const char *pre = getenv("LD_PRELOAD");
+    if (pre && strstr(pre, "vgpreload")) {
+        printf("# under valgrind: descriptor limits are valgrind's own, the case does not apply\n");
+        return;
+    }
     CHECK_OK(sbx__loop_default(&l, &err), &err);
     struct rlimit rl;
     getrlimit(RLIMIT_NOFILE, &rl);
