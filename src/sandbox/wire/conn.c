@@ -15,6 +15,8 @@
 
 #define READ_CHUNK 16384
 
+#define TX_MAX 16384 /* one TLS record */
+
 struct sbx__conn {
     CURL *c;
     int fd;
@@ -22,6 +24,11 @@ struct sbx__conn {
     struct sbx_buf pending; /* bytes after the answer's head, served first */
     size_t pend_off;
     char cerr[CURL_ERROR_SIZE];
+    /* Bytes taken and not sent yet. OpenSSL wants a write it could not finish retried with
+     * the same buffer and at least the same length ("bad write retry" otherwise), so they wait
+     * here, in memory that never moves, not in the caller's queue. */
+    unsigned char *tx; /* TX_MAX bytes while something waits, else NULL */
+    size_t tx_len, tx_off;
 };
 
 int sbx__conn_connect(struct sbx__endpoint *ep, int64_t timeout_ms, struct sbx__conn **out,
@@ -74,6 +81,7 @@ void sbx__conn_free(struct sbx__conn *k)
         curl_easy_cleanup(k->c);
     sbx_buf_release(&k->pending);
     sbx__endpoint_free(k->ep);
+    free(k->tx);
     free(k);
 }
 
@@ -125,21 +133,59 @@ int sbx__conn_recv(struct sbx__conn *k, void *p, size_t n, size_t *got, struct s
     return 0;
 }
 
+/* Send what tx holds: 0 when it is empty, 1 when some is left (the socket is full), -code. */
+int sbx__conn_flush(struct sbx__conn *k, struct sbx_error *err)
+{
+    while (k->tx_off < k->tx_len) {
+        k->cerr[0] = '\0';
+        size_t w = 0;
+        /* Always from the same place with the same length until it went: OpenSSL's rule. */
+        CURLcode cc = curl_easy_send(k->c, k->tx + k->tx_off, k->tx_len - k->tx_off, &w);
+        if (cc == CURLE_AGAIN)
+            return 1;
+        if (cc != CURLE_OK)
+            return io_error(k, cc, err);
+        if (w == 0)
+            return 1;
+        k->tx_off += w;
+    }
+    k->tx_len = k->tx_off = 0;
+    free(k->tx);
+    k->tx = NULL;
+    return 0;
+}
+
+size_t sbx__conn_out_pending(const struct sbx__conn *k)
+{
+    return k->tx_len - k->tx_off;
+}
+
 int sbx__conn_send(struct sbx__conn *k, const void *p, size_t n, size_t *sent,
                    struct sbx_error *err)
 {
     *sent = 0;
-    if (n == 0)
+    if (n) {
+        size_t w = 0;
+        CURLcode cc = curl_easy_send(k->c, p, n, &w);
+        if (cc == CURLE_AGAIN)
+            return 0;
+        if (cc != CURLE_OK)
+            return io_error(k, cc, err);
+        *sent = w;
         return 0;
-    k->cerr[0] = '\0';
-    size_t w = 0;
-    CURLcode cc = curl_easy_send(k->c, p, n, &w);
-    if (cc == CURLE_AGAIN)
-        return 0;
-    if (cc != CURLE_OK)
-        return io_error(k, cc, err);
-    *sent = w;
-    return 0;
+    }
+    int rc = sbx__conn_flush(k, err);
+    if (rc != 0 || n == 0)
+        return rc < 0 ? rc : 0;
+    size_t m = n < TX_MAX ? n : TX_MAX;
+    if (!k->tx)
+        k->tx = sbx_xmalloc(TX_MAX);
+    memcpy(k->tx, p, m);
+    k->tx_len = m;
+    k->tx_off = 0;
+    *sent = m;
+    rc = sbx__conn_flush(k, err);
+    return rc < 0 ? rc : 0;
 }
 
 /* TLS 1.3 closes each direction on its own: a close_notify ends what sbx sends, and the server
@@ -156,6 +202,10 @@ static void tls_close_notify(struct sbx__conn *k)
 
 int sbx__conn_shutdown_write(struct sbx__conn *k, struct sbx_error *err)
 {
+    if (sbx__conn_out_pending(k))
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "the connection to '%s' still has bytes to send (flush first)",
+                             sbx__endpoint_url(k->ep));
     tls_close_notify(k);
     if (shutdown(k->fd, SHUT_WR) < 0 && errno != ENOTCONN)
         return sbx_error_errno(err, errno,
@@ -185,17 +235,18 @@ int sbx__conn_write_all(struct sbx__conn *k, const void *p, size_t n, int64_t de
                         struct sbx_error *err)
 {
     const char *c = p;
-    while (n) {
+    for (;;) {
         size_t sent = 0;
         int rc = sbx__conn_send(k, c, n, &sent, err);
         if (rc < 0)
             return rc;
         c += sent;
         n -= sent;
-        if (n && sent == 0 && (rc = wait_fd(k, POLLOUT, deadline, err)) < 0)
+        if (!n && !sbx__conn_out_pending(k))
+            return 0;
+        if (sent == 0 && (rc = wait_fd(k, POLLOUT, deadline, err)) < 0)
             return rc;
     }
-    return 0;
 }
 
 int sbx__conn_read(struct sbx__conn *k, void *p, size_t n, int64_t deadline, size_t *got,

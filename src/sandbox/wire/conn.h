@@ -70,10 +70,19 @@ struct sbx__endpoint *sbx__conn_endpoint(const struct sbx__conn *c);
  * is there now (wait for POLLIN), SBX__CONN_EOF when the server closed its side, -code on an
  * error (SBX_E_HTTP: reset, TLS failure; scrubbed). */
 int sbx__conn_recv(struct sbx__conn *c, void *p, size_t n, size_t *got, struct sbx_error *err);
-/* Send what can be sent now: 0 with *sent bytes taken (0: wait for POLLOUT), or -code. */
+/* Take bytes to send without waiting: 0 with *sent bytes taken (0: nothing could be taken,
+ * wait for POLLOUT), or -code. Taken bytes are copied into the connection (at most 16 KiB at a
+ * time) and go out as the socket takes them: while sbx__conn_out_pending is not 0, wait for
+ * POLLOUT and call sbx__conn_flush (or send more). TLS needs this: a write it could not finish
+ * must be retried from the same memory, which a caller's growing queue is not. */
 int sbx__conn_send(struct sbx__conn *c, const void *p, size_t n, size_t *sent,
                    struct sbx_error *err);
-/* Half-close: no more bytes from sbx, and the server can still answer. Over TLS a
+/* Send what was taken: 0 when nothing is left, 1 when some is (wait for POLLOUT), -code. */
+int sbx__conn_flush(struct sbx__conn *c, struct sbx_error *err);
+/* Bytes taken and not sent yet. */
+size_t sbx__conn_out_pending(const struct sbx__conn *c);
+/* Half-close: no more bytes from sbx, and the server can still answer; everything taken must
+ * have gone first (SBX_E_INVAL otherwise). Over TLS a
  * close_notify first (TLS 1.3 closes each direction on its own), then shutdown(SHUT_WR) on the
  * socket (Docker's own client does only this: servers that take a bare end of input work too).
  */

@@ -28,7 +28,9 @@ struct sbx__lconn {
 static void lc_update(struct sbx__lconn *c)
 {
     unsigned ev = (!c->paused && !c->ended ? SBX__IN : 0) |
-                  (c->q.len || (c->shut_want && !c->shut_done) ? SBX__OUT : 0);
+                  (c->q.len || sbx__conn_out_pending(c->conn) || (c->shut_want && !c->shut_done)
+                           ? SBX__OUT
+                           : 0);
     sbx__watch_set(c->w, ev);
 }
 
@@ -79,25 +81,29 @@ static void lc_read(struct sbx__lconn *c)
 static void lc_write(struct sbx__lconn *c)
 {
     struct sbx_error err = SBX_ERROR_INIT;
-    int had = c->q.len > 0;
+    int had = c->q.len > 0 || sbx__conn_out_pending(c->conn);
+    int rc = 0;
     while (c->q.len) {
         size_t sent = 0;
-        int rc = sbx__conn_send(c->conn, c->q.data, c->q.len, &sent, &err);
-        if (rc < 0) {
-            sbx_buf_reset(&c->q);
-            lc_end(c, rc, &err);
-            return;
-        }
-        if (sent == 0)
+        rc = sbx__conn_send(c->conn, c->q.data, c->q.len, &sent, &err);
+        if (rc < 0 || sent == 0)
             break;
         sbx_buf_consume(&c->q, sent);
     }
-    if (!c->q.len && c->shut_want && !c->shut_done) {
+    if (rc == 0)
+        rc = sbx__conn_flush(c->conn, &err);
+    if (rc < 0) {
+        sbx_buf_reset(&c->q);
+        lc_end(c, rc, &err);
+        return;
+    }
+    int empty = !c->q.len && !sbx__conn_out_pending(c->conn);
+    if (empty && c->shut_want && !c->shut_done) {
         c->shut_done = 1;
         (void)sbx__conn_shutdown_write(c->conn, NULL);
     }
     lc_update(c);
-    if (had && !c->q.len && c->ops->drained)
+    if (had && empty && c->ops->drained)
         c->ops->drained(c, c->ud);
 }
 
@@ -220,7 +226,8 @@ struct sbx__lws {
 
 static void ws_update(struct sbx__lws *s)
 {
-    unsigned ev = (!s->paused && !s->ended ? SBX__IN : 0) | (s->wc->ws.out.len ? SBX__OUT : 0);
+    unsigned ev = (!s->paused && !s->ended ? SBX__IN : 0) |
+                  (s->wc->ws.out.len || sbx__conn_out_pending(s->wc->conn) ? SBX__OUT : 0);
     sbx__watch_set(s->w, ev);
 }
 
@@ -237,7 +244,7 @@ static void ws_end(struct sbx__lws *s, int rc, const struct sbx_error *err)
 static void ws_write(struct sbx__lws *s)
 {
     struct sbx_error err = SBX_ERROR_INIT;
-    int had = s->wc->ws.out.len > 0;
+    int had = s->wc->ws.out.len > 0 || sbx__conn_out_pending(s->wc->conn);
     int rc = sbx__wsconn_flush(s->wc, &err);
     if (rc < 0) {
         sbx_buf_reset(&s->wc->ws.out);

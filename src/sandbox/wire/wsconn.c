@@ -160,7 +160,7 @@ int sbx__wsconn_flush(struct sbx__wsconn *w, struct sbx_error *err)
             return 1;
         sbx_buf_consume(&w->ws.out, sent);
     }
-    return 0;
+    return sbx__conn_flush(w->conn, err);
 }
 
 static int wait_for(struct sbx__wsconn *w, short events, int64_t deadline, struct sbx_error *err)

@@ -200,8 +200,9 @@ struct echo {
     struct sbx__loop *l;
     struct sbx__conn *conn;
     struct sbx__lconn *c;
-    struct sbx__timer *resume;
+    struct sbx__timer *resume, *more;
     size_t sent, got, since_pause;
+    int hold, released; /* hold: read nothing until the queue has grown to most of a MiB */
     int pauses, ended, end_rc, bad;
     char tail[32];
     size_t tail_len;
@@ -212,10 +213,14 @@ static uint8_t pattern(size_t i)
     return (uint8_t)((i * 7 + i / 3) & 0xff);
 }
 
+/* Bytes are queued in small pieces, from a timer too, while earlier ones may still wait in
+ * TLS for the socket: a TLS write must be retried from the same memory however the queue
+ * grows (OpenSSL's "bad write retry" otherwise). */
 static void feed(struct echo *e)
 {
-    uint8_t buf[65536];
-    while (e->sent < STREAM_BYTES && sbx__lconn_queued(e->c) < 256 * 1024) {
+    uint8_t buf[4096];
+    size_t bound = e->hold ? 1000 * 1024 : 256 * 1024;
+    while (e->sent < STREAM_BYTES && sbx__lconn_queued(e->c) < bound) {
         size_t n = STREAM_BYTES - e->sent < sizeof(buf) ? STREAM_BYTES - e->sent : sizeof(buf);
         for (size_t i = 0; i < n; i++)
             buf[i] = pattern(e->sent + i);
@@ -233,6 +238,8 @@ static int echo_data(struct sbx__lconn *c, const uint8_t *p, size_t n, void *ud,
     struct echo *e = ud;
     (void)c;
     (void)err;
+    if (e->hold && !e->released)
+        e->pauses++; /* these bytes count below; reading stops until echo_more releases it */
     for (size_t i = 0; i < n; i++) {
         if (e->got < STREAM_BYTES) {
             if (p[i] != pattern(e->got))
@@ -243,11 +250,13 @@ static int echo_data(struct sbx__lconn *c, const uint8_t *p, size_t n, void *ud,
         }
     }
     e->since_pause += n;
+    if (e->hold && !e->released)
+        return SBX__PAUSE;
     if (e->since_pause >= 50000) {
         /* Stop mid-record: the rest of what TLS decrypted must still come after resume. */
         e->since_pause = 0;
         e->pauses++;
-        sbx__timer_after(e->resume, 2);
+        sbx__timer_after(e->resume, 5);
         return SBX__PAUSE;
     }
     return 0;
@@ -270,6 +279,21 @@ static void echo_drained(struct sbx__lconn *c, void *ud)
     feed(ud);
 }
 
+static void echo_more(struct sbx__timer *t, void *ud)
+{
+    struct echo *e = ud;
+    if (e->sent < STREAM_BYTES)
+        feed(e);
+    if (e->hold && !e->released &&
+        (e->sent == STREAM_BYTES || sbx__lconn_queued(e->c) >= 768 * 1024)) {
+        /* The engine stopped reading long ago; the queue grew (and moved) meanwhile. */
+        e->released = 1;
+        sbx__lconn_resume(e->c);
+    }
+    if (e->sent < STREAM_BYTES || (e->hold && !e->released))
+        sbx__timer_after(t, 1);
+}
+
 static void echo_resume(struct sbx__timer *t, void *ud)
 {
     struct echo *e = ud;
@@ -284,9 +308,10 @@ static void echo_start(void *ud)
     struct echo *e = ud;
     struct sbx_error err = SBX_ERROR_INIT;
     e->resume = sbx__timer_new(e->l, echo_resume, e);
+    e->more = sbx__timer_new(e->l, echo_more, e);
     CHECK_OK(sbx__lconn_new(e->l, e->conn, 0, &echo_ops, e, &e->c, &err), &err);
     if (e->c)
-        feed(e);
+        sbx__timer_after(e->more, 0);
     else
         ring();
 }
@@ -296,12 +321,13 @@ static void echo_stop(void *ud)
     struct echo *e = ud;
     sbx__lconn_free(e->c);
     sbx__timer_free(e->resume);
+    sbx__timer_free(e->more);
 }
 
-static void run_echo(struct sbx__endpoint *ep)
+static void run_echo(struct sbx__endpoint *ep, int hold)
 {
     struct sbx_error err = SBX_ERROR_INIT;
-    struct echo e = {0};
+    struct echo e = {.hold = hold};
     CHECK_OK(sbx__loop_new(&e.l, &err), &err);
     e.conn = hijack(ep, "/hijack");
     if (e.conn && e.l) {
@@ -414,8 +440,10 @@ static void test_tls_streams(void)
     const char *args[] = {"--tls", crt, key, NULL};
     if (tserver_start(&h, "tests/wire/http-fake.py", args) == 0) {
         struct sbx__endpoint *ep = ep_for("https", h.port, ca);
-        if (ep)
-            run_echo(ep);
+        if (ep) {
+            run_echo(ep, 0);
+            run_echo(ep, 1);
+        }
         sbx__endpoint_free(ep);
     } else {
         CHECK(!"the http server started");
