@@ -12,6 +12,8 @@
     X(curl_easy_getinfo)   \
     X(curl_easy_init)      \
     X(curl_easy_perform)   \
+    X(curl_easy_recv)      \
+    X(curl_easy_send)      \
     X(curl_easy_setopt)    \
     X(curl_easy_strerror)  \
     X(curl_global_init)    \
@@ -38,6 +40,8 @@ int sbx__curl_load(struct sbx_error *err);
 #define curl_easy_getinfo   (sbx__curl.curl_easy_getinfo)
 #define curl_easy_init      (sbx__curl.curl_easy_init)
 #define curl_easy_perform   (sbx__curl.curl_easy_perform)
+#define curl_easy_recv      (sbx__curl.curl_easy_recv)
+#define curl_easy_send      (sbx__curl.curl_easy_send)
 #define curl_easy_setopt    (sbx__curl.curl_easy_setopt)
 #define curl_easy_strerror  (sbx__curl.curl_easy_strerror)
 #define curl_global_init    (sbx__curl.curl_global_init)
