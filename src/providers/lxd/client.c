@@ -307,7 +307,8 @@ static int running_session(struct lx_client *c, json_t *inst, struct sbx_session
     int rc = 0;
     if (!is_running(inst)) {
         char *path = sbx__lxd_inst_path(name, NULL);
-        if ((rc = sbx__lxd_inst_state(&c->sv, name, "start", err)) == 0)
+        if ((rc = sbx__lxd_inst_state(&c->sv, name, "start", err)) == 0 &&
+            (rc = sbx__lxd_inst_boot(&c->sv, name, sandbox_id(inst), err)) == 0)
             rc = sbx__lxd_json(&c->sv, "GET", path, NULL, &fresh, NULL, err);
         free(path);
     }

@@ -33,7 +33,7 @@
  * owner and each user "A name uid gid home", and "S" when setsid exists. */
 static const char SETUP[] =
         "root=$1 owner=$2; shift 2\n"
-        "mkdir -p -- \"$root\" || exit 1\n"
+        "mkdir -p -- \"$root\" || exit 1\n" SBX__LXD_LOOPBACK_UP "\n"
         "uid=1000 users=\n"
         "while [ $# -gt 0 ] && [ \"$1\" != -- ]; do\n"
         "  u=$1; shift; users=\"$users $u\"\n"

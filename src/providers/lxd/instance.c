@@ -44,6 +44,13 @@ int sbx__lxd_inst_state(const struct sbx__lxd_server *sv, const char *name, cons
     return rc;
 }
 
+int sbx__lxd_inst_boot(const struct sbx__lxd_server *sv, const char *name, const char *id,
+                       struct sbx_error *err)
+{
+    const char *argv[] = {"/bin/sh", "-c", SBX__LXD_LOOPBACK_UP "; exit 0", NULL};
+    return sbx__lxd_exec_detached(sv, name, id, argv, err);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Ports: a proxy device per port, listening on the member's side */
 

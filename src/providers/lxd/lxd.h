@@ -238,6 +238,13 @@ int sbx__lxd_valid_id(const char *id, int prefix);
 int sbx__lxd_inst_delete(const struct sbx__lxd_server *sv, const char *name, struct sbx_error *err);
 /* Free a session made by sbx__lxd_session_from (NULL ok). */
 void sbx__lxd_session_free(struct sbx__lxd_session *s);
+/* The instance's loopback interface up: an image's init need not bring it up (busybox's does
+ * not), and without it nothing in the sandbox reaches 127.0.0.1. Run as root at create and at
+ * every start. */
+#define SBX__LXD_LOOPBACK_UP "ip link set lo up 2>/dev/null || ifconfig lo 127.0.0.1 up 2>/dev/null"
+/* Run SBX__LXD_LOOPBACK_UP in a started instance. */
+int sbx__lxd_inst_boot(const struct sbx__lxd_server *sv, const char *name, const char *id,
+                       struct sbx_error *err);
 /* Start or stop the instance (action "start", "stop"), waiting for it. */
 int sbx__lxd_inst_state(const struct sbx__lxd_server *sv, const char *name, const char *action,
                         struct sbx_error *err);
