@@ -82,6 +82,7 @@ lxd_cleanup() {
     while read -r id; do
         [ -n "$id" ] || continue
         lx delete --force "sbx-$id" --project "$P" >/dev/null 2>&1
+        lx delete --force "sbx-$id" --project default >/dev/null 2>&1
         "$SBX" sandbox rm "$id" >/dev/null 2>&1
     done <"$T/ids"
     [ -z "$lxd_own" ] || "$lxd_here/cluster.sh" stop "$lxd_own" >/dev/null 2>&1

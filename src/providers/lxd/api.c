@@ -106,11 +106,10 @@ static int tls_files(struct sbx__lxd_server *sv, const struct sbx_lxd_options *o
                                  "server_cert (its CA or certificate) or server_pubkey "
                                  "(sha256//...); sbx never trusts a server on first use",
                                  sv->url);
-    } else if (o->client_cert || o->client_key || o->server_cert || o->server_pubkey) {
-        return sbx_error_set(err, SBX_E_INVAL, 0,
-                             "lxd endpoint '%s' is a unix socket: certificates are for "
-                             "https endpoints",
-                             sv->url);
+    } else {
+        /* A unix socket needs no certificate: any given (a recorded sandbox's, merged with
+         * another endpoint on the command line) are not used. */
+        return 0;
     }
     if (o->server_pubkey &&
         (strncmp(o->server_pubkey, "sha256//", 8) != 0 || has_space_or_control(o->server_pubkey)))

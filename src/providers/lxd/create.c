@@ -400,7 +400,18 @@ static int precheck(struct lx_client *c, const struct sbx_create_spec *spec, cha
         memcpy(id, spec->id, SBX__LXD_ID_LEN + 1);
     else if ((rc = sbx_random_hex(id, SBX__LXD_ID_BYTES, err)) < 0)
         return rc;
-    return sbx__lxd_check_server(&c->sv, NULL, err);
+    if ((rc = sbx__lxd_check_server(&c->sv, NULL, err)) < 0)
+        return rc;
+    /* The project first: in one that does not exist, every later question is "not found". */
+    char *q = sbx__lxd_escape(c->sv.project, 0);
+    char *path = sbx_xasprintf("/1.0/projects/%s", q);
+    rc = sbx__lxd_json(&c->sv, "GET", path, NULL, NULL, NULL, err);
+    if (rc == -SBX_E_NOTFOUND)
+        rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "no lxd project '%s' on the server at '%s'",
+                           c->sv.project, c->sv.url);
+    free(path);
+    free(q);
+    return rc;
 }
 
 int sbx__lxd_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
