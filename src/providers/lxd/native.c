@@ -59,9 +59,20 @@ SBX_API int sbx_lxd_snapshot_restore(struct sbx_session *bs, const char *name,
     int rc = lxd_session(bs, &s, err);
     if (rc < 0 || (rc = valid_snap(name, err)) < 0)
         return rc;
+    /* Asked first: a restore of a snapshot that is not there fails only in its operation. */
+    char *rest = sbx_xasprintf("/snapshots/%s", name);
+    char *snap = sbx__lxd_inst_path(s->name, rest);
+    rc = said(sbx__lxd_json(&s->sv, "GET", snap, NULL, NULL, NULL, err), name, err);
+    free(snap);
+    free(rest);
+    if (rc < 0)
+        return rc;
     json_t *body = json_pack("{s:s}", "restore", name);
     char *path = sbx__lxd_inst_path(s->name, NULL);
     rc = said(sbx__lxd_json_wait(&s->sv, "PUT", path, body, NULL, err), name, err);
+    /* A running instance is restarted by the restore: its loopback is down again. */
+    if (rc == 0)
+        rc = sbx__lxd_inst_boot(&s->sv, s->name, s->base.id, err);
     free(path);
     json_decref(body);
     return rc;
