@@ -23,6 +23,7 @@
 
 #include "core/fs-internal.h"
 #include "core/spawn.h"
+#include "sandbox/materialize/materialize.h"
 #include "sandbox/provider.h"
 #include "sandbox/session/internal.h"
 #include "sbx/fs.h"
