@@ -65,14 +65,7 @@ int sbx_provider_find(const char *name, struct sbx_provider_info *out, struct sb
             info_of(d, out);
         return 0;
     }
-    struct sbx_buf names;
-    sbx_buf_init(&names, 4096);
-    for (size_t i = 0; i < sbx__n_providers; i++)
-        (void)sbx_buf_addf(&names, NULL, "%s%s", i ? ", " : "", sbx__providers[i]->name);
-    int rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "unknown provider '%s' (%s)", name,
-                           sbx_buf_cstr(&names));
-    sbx_buf_release(&names);
-    return rc;
+    return sbx__provider_unknown(name, err);
 }
 
 const struct sbx_provider_option *sbx_provider_option(const struct sbx_provider_info *p,

@@ -150,7 +150,7 @@ print(",".join(p["name"] for p in ps[:2]), byname["local"]["default"], byname["d
       "host-workspace" in byname["docker"]["traits"],
       [o["key"] for o in byname["docker"]["options"] if o["locator"]],
       sorted(o["key"] for o in byname["local"]["options"] if o["trusted"]))
-' "$T/out" 2>&1)" "local,docker True False True False False ['host'] ['allow_dangerous_grant', 'isolation', 'port_bind', 'ro', 'rw', 'tied']"     "the JSON has each provider with its traits and options"
+' "$T/out" 2>&1)" "local,docker True False True False False ['host', 'tls_ca', 'tls_cert', 'tls_key'] ['allow_dangerous_grant', 'isolation', 'port_bind', 'ro', 'rw', 'tied']"     "the JSON has each provider with its traits and options"
 run "$SBX" sandbox providers docker
 expect_rc 0 "one provider by name"
 expect_not_in "$T/out" "local" "only that one"

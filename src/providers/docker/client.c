@@ -1043,7 +1043,8 @@ static int client_new(const void *vopts, struct sbx_client **out, struct sbx_err
     c->base.ops = &client_ops;
     c->base.provider = "docker";
     sbx_strv_init(&c->cap_add);
-    if ((rc = sbx__dk_engine_init(&c->eng, o->host, o->request_timeout_ms, err)) < 0) {
+    struct sbx__dk_tls tls = {o->tls_ca, o->tls_cert, o->tls_key};
+    if ((rc = sbx__dk_engine_init(&c->eng, o->host, &tls, o->request_timeout_ms, err)) < 0) {
         sbx_strv_release(&c->cap_add);
         free(c);
         return rc;
@@ -1087,7 +1088,7 @@ static int check_state(const json_t *st, struct sbx_error *err)
 const struct sbx__provider_def sbx__provider_docker = {
         .name = "docker",
         .summary = "a container of a Docker engine or of podman's Docker-compatible service, "
-                   "through the Engine API on its unix socket",
+                   "through the Engine API on its unix socket or over tcp:// with TLS",
         .traits = SBX_PROVIDER_ACCOUNTS | SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_STOP_START |
                   SBX_PROVIDER_PTY | SBX_PROVIDER_PORTS | SBX_PROVIDER_LISTS | SBX_PROVIDER_RESUME,
         .options = sbx__dk_options,

@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "sandbox/provider.h"
+#include "sandbox/wire/conn.h"
 #include "sbx/buf.h"
 #include "sbx/docker.h"
 #include "sbx/error.h"
@@ -24,16 +25,27 @@
 #define SBX__DK_LABEL_MAX  ((size_t)64 << 10)
 #define SBX__DK_DEFAULT_MS 60000
 
-/* One engine: where its socket is and how long an API call may take. */
+/* One engine: how to reach it (the remote layer's endpoint: its unix socket, or tcp:// with
+ * TLS), what messages call it, how long an API call may take. */
 struct sbx__dk_engine {
-    char *sock; /* absolute path of the unix socket */
+    struct sbx__endpoint *ep; /* a reference */
+    char *sock;               /* the unix socket's path, or NULL for a tcp:// engine */
+    char *where;              /* the socket path or the tcp:// URL, for messages */
     int64_t timeout_ms;
 };
 
-/* "unix://" + path, or an absolute path (NULL: $DOCKER_HOST, else /var/run/docker.sock) into an
- * engine. SBX_E_UNSUPPORTED for another scheme. */
-int sbx__dk_engine_init(struct sbx__dk_engine *e, const char *host, int64_t timeout_ms,
-                        struct sbx_error *err);
+/* A tcp:// engine's TLS files (each may be NULL). */
+struct sbx__dk_tls {
+    const char *ca, *cert, *key;
+};
+
+/* host: "unix://" + path, an absolute path, or "tcp://HOST:PORT" (NULL: $DOCKER_HOST, else
+ * /var/run/docker.sock). A tcp:// engine speaks TLS with tls's files, else with those of
+ * $DOCKER_CERT_PATH when $DOCKER_TLS_VERIFY is set (as the docker CLI reads them), else plain
+ * HTTP. SBX_E_UNSUPPORTED for another scheme (ssh://), SBX_E_INVAL for TLS files with a unix
+ * socket. */
+int sbx__dk_engine_init(struct sbx__dk_engine *e, const char *host, const struct sbx__dk_tls *tls,
+                        int64_t timeout_ms, struct sbx_error *err);
 void sbx__dk_engine_release(struct sbx__dk_engine *e);
 /* Copy of e (for a session that outlives its client). */
 void sbx__dk_engine_copy(struct sbx__dk_engine *dst, const struct sbx__dk_engine *src);
@@ -81,11 +93,11 @@ int sbx__dk_check_version(const struct sbx__dk_engine *e, struct sbx_error *err)
 /* "1.41" >= 1.41? (unit-tested) */
 int sbx__dk_version_ok(const char *v);
 
-/* POST path with body and take the connection over (HTTP upgrade to a raw stream). *out_fd:
- * the connected socket, caller owns. Bytes the engine sent after its answer are left in
- * leftover. */
+/* POST path with body and take the connection over (HTTP upgrade to a raw stream). *out: the
+ * connection (bytes the engine sent after its answer come first), caller owns
+ * (sbx__conn_free). */
 int sbx__dk_hijack(const struct sbx__dk_engine *e, const char *path, const json_t *body,
-                   int *out_fd, struct sbx_buf *leftover, struct sbx_error *err);
+                   struct sbx__conn **out, struct sbx_error *err);
 
 /* X-Docker-Container-Path-Stat: base64 of {"name","size","mode" (Go's FileMode),"mtime",
  * "linkTarget"}. */

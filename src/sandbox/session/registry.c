@@ -4,6 +4,7 @@
 
 #include "sandbox/provider.h"
 #include "sandbox/session/internal.h"
+#include "sbx/buf.h"
 #include "sbx/session.h"
 
 /* The table of providers (sbx__providers, providers/table.c) is compiled into libsbx only: a
@@ -27,6 +28,18 @@ unsigned sbx__provider_traits(const char *name)
     return d ? d->traits : 0;
 }
 
+int sbx__provider_unknown(const char *name, struct sbx_error *err)
+{
+    struct sbx_buf names;
+    sbx_buf_init(&names, 4096);
+    for (size_t i = 0; i < sbx__n_providers; i++)
+        (void)sbx_buf_addf(&names, NULL, "%s%s", i ? ", " : "", sbx__providers[i]->name);
+    int rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "unknown provider '%s' (%s)", name,
+                           sbx_buf_cstr(&names));
+    sbx_buf_release(&names);
+    return rc;
+}
+
 int sbx__client_tied(const struct sbx_client *c)
 {
     return c->ops->tied && c->ops->tied(c);
@@ -37,7 +50,7 @@ int sbx_client_new(const char *provider, const void *options, struct sbx_client 
 {
     const struct sbx__provider_def *d = sbx__provider_def(provider);
     if (!d)
-        return sbx_provider_find(provider, NULL, err);
+        return sbx__provider_unknown(provider, err);
     return d->client_new(options, out, err);
 }
 
