@@ -114,7 +114,7 @@ run in1 "$SBX" sandbox create --provider lxd --lxd-endpoint "$SBX_TEST_LXD_N1_UR
     --lxd-server-pubkey "sha256//AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=" --lxd-project "$P" \
     --image "$SBX_TEST_LXD_IMAGE"
 expect_rc 1 "a server whose key is not the pinned one fails"
-expect_in "$T/err" "is not the one expected" "saying so"
+expect_in "$T/err" "the server's key does not match the pinned key" "saying so"
 run in1 "$SBX" sandbox create --provider lxd --lxd-endpoint "$SBX_TEST_LXD_N1_URL" \
     --lxd-project "$P" --image "$SBX_TEST_LXD_IMAGE"
 expect_rc 2 "https without certificates is refused before anything is sent"

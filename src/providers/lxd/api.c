@@ -1,7 +1,10 @@
-/* The LXD REST client: HTTP over the server's unix socket, or https with a client certificate
- * and a pinned server (its CA or certificate, or its key), with libcurl; the answers' envelope
- * ({"type": "sync" | "async" | "error", ...}) and operations; the errors users hit said plainly
- * (the server not running, a certificate it does not trust, a member that is gone). */
+/* The LXD REST client on the remote layer (src/sandbox/wire/: the endpoint, requests,
+ * WebSockets): the server's unix socket, or https with a client certificate and a pinned
+ * server (its CA or certificate, or its key); the answers' envelope ({"type": "sync" |
+ * "async" | "error", ...}) and operations; the errors users hit said plainly (the server not
+ * running, a certificate it does not trust, a member that is gone). The files API's requests,
+ * whose metadata comes in X-LXD-* headers, are made here with curl on the endpoint's
+ * settings. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,6 +20,7 @@
 
 #include "core/dl-curl.h"
 #include "providers/lxd/lxd.h"
+#include "sandbox/wire/http.h"
 #include "sandbox/wire/wire.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
@@ -79,9 +83,7 @@ static int parse_https(struct sbx__lxd_server *sv, const char *url, struct sbx_e
                              "lxd endpoint '%s' has a path: give the server only (https://HOST"
                              "[:PORT])",
                              url);
-    sv->hostport = sbx_xasprintf("%.*s:%ld", (int)(end - h), h, port);
-    sv->base = sbx_xasprintf("https://%s", sv->hostport);
-    sv->url = sbx_xstrdup(sv->base);
+    sv->url = sbx_xasprintf("https://%.*s:%ld", (int)(end - h), h, port);
     return 0;
 }
 
@@ -117,9 +119,6 @@ static int tls_files(struct sbx__lxd_server *sv, const struct sbx_lxd_options *o
                              "lxd server_pubkey must be sha256//BASE64 (the SHA-256 of the "
                              "server's public key)");
     sv->client_cert = o->client_cert ? sbx_xstrdup(o->client_cert) : NULL;
-    sv->client_key = o->client_key ? sbx_xstrdup(o->client_key) : NULL;
-    sv->server_cert = o->server_cert ? sbx_xstrdup(o->server_cert) : NULL;
-    sv->server_pubkey = o->server_pubkey ? sbx_xstrdup(o->server_pubkey) : NULL;
     return 0;
 }
 
@@ -149,8 +148,6 @@ int sbx__lxd_server_init(struct sbx__lxd_server *sv, const struct sbx_lxd_option
         if (rc == 0) {
             sv->sock = sbx_xstrdup(path);
             sv->url = sbx_xasprintf("unix://%s", path);
-            sv->base = sbx_xstrdup("http://lxd");
-            sv->hostport = sbx_xstrdup("lxd");
         }
     } else {
         rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
@@ -165,25 +162,33 @@ int sbx__lxd_server_init(struct sbx__lxd_server *sv, const struct sbx_lxd_option
     if (rc == 0 && o->request_timeout_ms < 0)
         rc = sbx_error_set(err, SBX_E_INVAL, 0, "request timeout must not be negative");
     free(given);
+    sv->timeout_ms = o->request_timeout_ms ? o->request_timeout_ms : SBX__LXD_DEFAULT_MS;
+    /* With a pinned key and no CA the chain is not checked (LXD's own certificates are
+     * self-signed and name only the machine); the client certificate on https only. */
+    struct sbx__endpoint_opts eo = {.url = sv->url,
+                                    .name = "LXD",
+                                    .ca_file = sv->sock ? NULL : o->server_cert,
+                                    .pin_pubkey = sv->sock ? NULL : o->server_pubkey,
+                                    .cert_file = sv->sock ? NULL : o->client_cert,
+                                    .key_file = sv->sock ? NULL : o->client_key,
+                                    .timeout_ms = sv->timeout_ms,
+                                    .max_retries = -1};
+    if (rc == 0)
+        rc = sbx__endpoint_new(&eo, &sv->ep, err);
     if (rc < 0) {
         sbx__lxd_server_release(sv);
         return rc;
     }
     sv->project = sbx_xstrdup(o->project ? o->project : "default");
-    sv->timeout_ms = o->request_timeout_ms ? o->request_timeout_ms : SBX__LXD_DEFAULT_MS;
     return 0;
 }
 
 void sbx__lxd_server_release(struct sbx__lxd_server *sv)
 {
+    sbx__endpoint_free(sv->ep);
     free(sv->url);
     free(sv->sock);
-    free(sv->base);
-    free(sv->hostport);
     free(sv->client_cert);
-    free(sv->client_key);
-    free(sv->server_cert);
-    free(sv->server_pubkey);
     free(sv->project);
     memset(sv, 0, sizeof(*sv));
 }
@@ -195,14 +200,10 @@ static char *dup_or_null(const char *s)
 
 void sbx__lxd_server_copy(struct sbx__lxd_server *dst, const struct sbx__lxd_server *src)
 {
+    dst->ep = src->ep ? sbx__endpoint_ref(src->ep) : NULL;
     dst->url = dup_or_null(src->url);
     dst->sock = dup_or_null(src->sock);
-    dst->base = dup_or_null(src->base);
-    dst->hostport = dup_or_null(src->hostport);
     dst->client_cert = dup_or_null(src->client_cert);
-    dst->client_key = dup_or_null(src->client_key);
-    dst->server_cert = dup_or_null(src->server_cert);
-    dst->server_pubkey = dup_or_null(src->server_pubkey);
     dst->project = dup_or_null(src->project);
     dst->timeout_ms = src->timeout_ms;
 }
@@ -239,69 +240,42 @@ void sbx__lxd_resp_release(struct sbx__lxd_resp *r)
     sbx_buf_release(&r->body);
 }
 
-/* The client certificate, and the server recognised by its CA or certificate (name checked)
- * and/or its pinned key (names not checked: the key is the identity). */
-void sbx__lxd_curl_tls(const struct sbx__lxd_server *sv, void *curl)
+/* The error of a request that did not get an answer: the remote layer's words, or for a unix
+ * socket what is wrong with it (missing: is lxd running; no permission: the lxd group). */
+static int reach_error(const struct sbx__lxd_server *sv, int rc, struct sbx_error *err)
 {
-    CURL *c = curl;
-    if (sv->sock) {
-        curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, sv->sock);
-        curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
-        return;
-    }
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "https");
-    curl_easy_setopt(c, CURLOPT_SSLCERT, sv->client_cert);
-    curl_easy_setopt(c, CURLOPT_SSLCERTTYPE, "PEM");
-    curl_easy_setopt(c, CURLOPT_SSLKEY, sv->client_key);
-    curl_easy_setopt(c, CURLOPT_SSLKEYTYPE, "PEM");
-    curl_easy_setopt(c, CURLOPT_SSLVERSION, (long)CURL_SSLVERSION_TLSv1_2);
-    if (sv->server_cert) {
-        curl_easy_setopt(c, CURLOPT_CAINFO, sv->server_cert);
-        curl_easy_setopt(c, CURLOPT_CAPATH, NULL);
-        curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 1L);
-        curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 2L);
-    } else {
-        curl_easy_setopt(c, CURLOPT_SSL_VERIFYPEER, 0L);
-        curl_easy_setopt(c, CURLOPT_SSL_VERIFYHOST, 0L);
-    }
-    if (sv->server_pubkey)
-        curl_easy_setopt(c, CURLOPT_PINNEDPUBLICKEY, sv->server_pubkey);
+    struct stat st;
+    if (rc != -SBX_E_HTTP || !sv->sock)
+        return rc;
+    if (stat(sv->sock, &st) < 0)
+        return sbx_error_set(err, SBX_E_HTTP, errno,
+                             "cannot reach LXD at '%s': the socket does not exist (is lxd "
+                             "running? sbx looks at $LXD_DIR, /var/lib/lxd and the snap's "
+                             "directory)",
+                             sv->url);
+    if (access(sv->sock, W_OK) < 0)
+        return sbx_error_set(err, SBX_E_PERM, errno,
+                             "permission denied on '%s' (add your user to the lxd group)",
+                             sv->sock);
+    return rc;
 }
 
-int sbx__lxd_curl_error(const struct sbx__lxd_server *sv, int code, const char *cerr,
-                        const char *what, struct sbx_error *err)
+/* The error of a files API request curl could not make (cc a CURLcode). */
+static int curl_error(const struct sbx__lxd_server *sv, CURLcode cc, const char *cerr,
+                      const char *what, struct sbx_error *err)
 {
-    CURLcode cc = (CURLcode)code;
-    const char *why = cerr && cerr[0] ? cerr : curl_easy_strerror(cc);
-    if (cc == CURLE_COULDNT_CONNECT && sv->sock) {
-        struct stat st;
-        if (stat(sv->sock, &st) < 0)
-            return sbx_error_set(err, SBX_E_SANDBOX, errno,
-                                 "cannot reach LXD at '%s': the socket does not exist (is lxd "
-                                 "running? sbx looks at $LXD_DIR, /var/lib/lxd and the snap's "
-                                 "directory)",
-                                 sv->url);
-        if (access(sv->sock, W_OK) < 0)
-            return sbx_error_set(err, SBX_E_PERM, errno,
-                                 "permission denied on '%s' (add your user to the lxd group)",
-                                 sv->sock);
-    }
-    if (cc == CURLE_COULDNT_CONNECT || cc == CURLE_COULDNT_RESOLVE_HOST)
-        return sbx_error_set(err, SBX_E_SANDBOX, 0, "cannot reach LXD at '%s': %s", sv->url, why);
+    char why[400];
+    const char *d = cerr && cerr[0] ? cerr : curl_easy_strerror(cc);
+    sbx__wire_clean(d, strlen(d), why, sizeof(why));
     if (cc == CURLE_OPERATION_TIMEDOUT)
         return sbx_error_set(err, SBX_E_TIMEOUT, 0,
                              "LXD at '%s' did not answer %s within %lld ms (is the member "
                              "down?)",
                              sv->url, what, (long long)sv->timeout_ms);
-    if (cc == CURLE_PEER_FAILED_VERIFICATION || cc == CURLE_SSL_PINNEDPUBKEYNOTMATCH)
-        return sbx_error_set(err, SBX_E_PERM, 0,
-                             "the server at '%s' is not the one expected (server_cert / "
-                             "server_pubkey): %s",
-                             sv->url, why);
-    if (cc == CURLE_SSL_CERTPROBLEM || cc == CURLE_SSL_CACERT_BADFILE)
-        return sbx_error_set(err, SBX_E_INVAL, 0, "cannot use the certificates for '%s': %s",
-                             sv->url, why);
-    return sbx_error_set(err, SBX_E_SANDBOX, 0, "LXD at '%s': %s: %s", sv->url, what, why);
+    int rc = sbx_error_set(err, SBX_E_HTTP, 0, "%s LXD at '%s': %s: %s",
+                           cc == CURLE_COULDNT_CONNECT ? "cannot reach" : "the request to", sv->url,
+                           what, why);
+    return reach_error(sv, rc, err);
 }
 
 struct xfer {
@@ -425,13 +399,13 @@ static size_t on_upload(char *p, size_t size, size_t nmemb, void *ud)
     }
 }
 
-static char *request_url(const struct sbx__lxd_server *sv, const char *path)
+/* path with the project's query parameter. Caller frees. */
+static char *with_project(const struct sbx__lxd_server *sv, const char *path)
 {
     char *proj = sbx__lxd_escape(sv->project, 0);
-    char *url =
-            sbx_xasprintf("%s%s%cproject=%s", sv->base, path, strchr(path, '?') ? '&' : '?', proj);
+    char *full = sbx_xasprintf("%s%cproject=%s", path, strchr(path, '?') ? '&' : '?', proj);
     free(proj);
-    return url;
+    return full;
 }
 
 static struct curl_slist *set_body(CURL *c, const struct sbx__lxd_req *req, const char *body,
@@ -469,16 +443,19 @@ int sbx__lxd_call(const struct sbx__lxd_server *sv, const struct sbx__lxd_req *r
     if (!c)
         sbx__bug(__FILE__, __LINE__, "curl_easy_init failed");
     struct curl_slist *hdrs = NULL;
-    char *url = request_url(sv, req->path);
+    char *url = with_project(sv, req->path);
     char *body = req->json ? sbx_json_dumps(req->json, SBX_JSON_COMPACT) : NULL;
     char cerr[CURL_ERROR_SIZE] = "";
     struct xfer x = {req, resp, 0, req->max_body ? req->max_body : SBX__LXD_BODY_MAX, 0, 0};
-    sbx__lxd_curl_tls(sv, c);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    if ((rc = sbx__endpoint_apply(sv->ep, c, url, 0, &hdrs, err)) < 0) {
+        sbx__endpoint_headers_free(hdrs);
+        curl_easy_cleanup(c);
+        free(url);
+        free(body);
+        return rc;
+    }
     curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
     curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)sv->timeout_ms);
-    curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &x);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
@@ -498,10 +475,10 @@ int sbx__lxd_call(const struct sbx__lxd_server *sv, const struct sbx__lxd_req *r
         rc = sbx_error_errno(err, x.write_errno, "cannot store LXD's answer");
     } else {
         char *what = sbx_xasprintf("%s %s", req->method, req->path);
-        rc = sbx__lxd_curl_error(sv, (int)cc, cerr, what, err);
+        rc = curl_error(sv, cc, cerr, what, err);
         free(what);
     }
-    curl_slist_free_all(hdrs);
+    sbx__endpoint_headers_free(hdrs);
     curl_easy_cleanup(c);
     free(url);
     if (body) {
@@ -568,15 +545,15 @@ static char *op_id(const char *path)
     return sbx_xstrndup(id, n);
 }
 
-int sbx__lxd_envelope(const struct sbx__lxd_server *sv, const struct sbx__lxd_resp *resp,
+int sbx__lxd_envelope(const struct sbx__lxd_server *sv, long status, const struct sbx_buf *body,
                       json_t **metadata, char **op, struct sbx_error *err)
 {
-    if (resp->status >= 400)
-        return sbx__lxd_status_error(sv, resp->status, &resp->body, err);
+    if (status >= 400)
+        return sbx__lxd_status_error(sv, status, body, err);
     json_t *j = NULL;
     struct sbx_json_limits lim = {.max_bytes = SBX__LXD_BODY_MAX, .max_depth = 64};
-    int rc = resp->body.len ? sbx_json_parse(resp->body.data, resp->body.len, &lim, &j, err)
-                            : sbx_error_set(err, SBX_E_PARSE, 0, "LXD sent an empty answer");
+    int rc = body->len ? sbx_json_parse(body->data, body->len, &lim, &j, err)
+                       : sbx_error_set(err, SBX_E_PARSE, 0, "LXD sent an empty answer");
     if (rc < 0) {
         sbx_error_prefix(err, "LXD at '%s'", sv->url);
         return rc;
@@ -584,7 +561,7 @@ int sbx__lxd_envelope(const struct sbx__lxd_server *sv, const struct sbx__lxd_re
     const char *type = json_string_value(json_object_get(j, "type"));
     char *id = NULL;
     if (type && strcmp(type, "error") == 0) {
-        rc = sbx__lxd_status_error(sv, resp->status, &resp->body, err);
+        rc = sbx__lxd_status_error(sv, status, body, err);
     } else if (type && strcmp(type, "async") == 0) {
         id = op_id(json_string_value(json_object_get(j, "operation")));
         if (!id)
@@ -606,50 +583,68 @@ int sbx__lxd_envelope(const struct sbx__lxd_server *sv, const struct sbx__lxd_re
     return rc;
 }
 
+/* A request through the remote layer and its envelope; timeout_ms 0: the server's. */
+static int json_call(const struct sbx__lxd_server *sv, const char *method, const char *path,
+                     const json_t *body, int64_t timeout_ms, json_t **metadata, char **op,
+                     struct sbx_error *err)
+{
+    char *full = with_project(sv, path);
+    struct sbx__http_req req = {.method = method,
+                                .path = full,
+                                .json = body,
+                                .max_body = SBX__LXD_BODY_MAX,
+                                .timeout_ms = timeout_ms,
+                                .no_retry = 1};
+    struct sbx__http_resp resp;
+    sbx__http_resp_init(&resp);
+    int rc = sbx__http_call(sv->ep, &req, &resp, err);
+    if (rc < 0)
+        rc = reach_error(sv, rc, err);
+    else
+        rc = sbx__lxd_envelope(sv, resp.status, &resp.body, metadata, op, err);
+    sbx__http_resp_release(&resp);
+    free(full);
+    return rc;
+}
+
 int sbx__lxd_json(const struct sbx__lxd_server *sv, const char *method, const char *path,
                   const json_t *body, json_t **metadata, char **op, struct sbx_error *err)
 {
-    struct sbx__lxd_req req = {
-            .method = method, .path = path, .json = body, .upload_fd = -1, .download_fd = -1};
-    struct sbx__lxd_resp resp;
-    sbx__lxd_resp_init(&resp);
-    int rc = sbx__lxd_call(sv, &req, &resp, err);
-    if (rc == 0)
-        rc = sbx__lxd_envelope(sv, &resp, metadata, op, err);
-    sbx__lxd_resp_release(&resp);
-    return rc;
+    return json_call(sv, method, path, body, 0, metadata, op, err);
 }
 
 int sbx__lxd_op_wait(const struct sbx__lxd_server *sv, const char *op, int64_t timeout_ms,
                      json_t **out, struct sbx_error *err)
 {
-    struct sbx__lxd_server longer = *sv;
     long secs = timeout_ms < 0 ? -1 : (long)((timeout_ms + 999) / 1000);
     char *path = sbx_xasprintf("/1.0/operations/%s/wait?timeout=%ld", op, secs);
     json_t *md = NULL;
-    /* The wait itself may take the whole timeout: the call's bound is a little longer. */
-    longer.timeout_ms = timeout_ms < 0 ? INT32_MAX : timeout_ms + sv->timeout_ms;
-    int rc = sbx__lxd_json(&longer, "GET", path, NULL, &md, NULL, err);
-    const char *status = json_string_value(json_object_get(md, "status"));
-    const char *why = json_string_value(json_object_get(md, "err"));
-    if (rc == 0 && status && strcmp(status, "Running") == 0)
-        rc = sbx_error_set(err, SBX_E_TIMEOUT, 0, "LXD operation %s is still running", op);
-    else if (rc == 0 && (!status || strcmp(status, "Success") != 0)) {
-        char msg[512];
-        sbx__wire_clean(why && why[0] ? why
-                        : status      ? status
-                                      : "no status",
-                        strlen(why && why[0] ? why
-                               : status      ? status
-                                             : "no status"),
-                        msg, sizeof(msg));
-        rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "LXD at '%s': %s%s", sv->url, msg, hint_for(msg));
-    }
+    /* The wait itself may take the whole timeout: the request's bound is a little longer. */
+    int rc = json_call(sv, "GET", path, NULL, timeout_ms < 0 ? -1 : timeout_ms + sv->timeout_ms,
+                       &md, NULL, err);
+    rc = sbx__lxd_op_result(sv, op, rc, md, err);
     /* An operation that ended badly still has its metadata (an exec's "return"). */
     if (out && md && json_is_object(md))
         *out = json_incref(md);
     json_decref(md);
     free(path);
+    return rc;
+}
+
+int sbx__lxd_op_result(const struct sbx__lxd_server *sv, const char *op, int rc, const json_t *md,
+                       struct sbx_error *err)
+{
+    const char *status = json_string_value(json_object_get(md, "status"));
+    const char *why = json_string_value(json_object_get(md, "err"));
+    if (rc == 0 && status && strcmp(status, "Running") == 0)
+        return sbx_error_set(err, SBX_E_TIMEOUT, 0, "LXD operation %s is still running", op);
+    if (rc == 0 && (!status || strcmp(status, "Success") != 0)) {
+        const char *text = why && why[0] ? why : status ? status : "no status";
+        char msg[512];
+        sbx__wire_clean(text, strlen(text), msg, sizeof(msg));
+        return sbx_error_set(err, SBX_E_SANDBOX, 0, "LXD at '%s': %s%s", sv->url, msg,
+                             hint_for(msg));
+    }
     return rc;
 }
 
@@ -708,4 +703,14 @@ int sbx__lxd_tmpfile(int *out, struct sbx_error *err)
         return sbx_error_errno(err, errno, "cannot make a temporary file");
     *out = fd;
     return 0;
+}
+
+int sbx__lxd_ws_open(const struct sbx__lxd_server *sv, const char *path, struct sbx__wsconn **out,
+                     struct sbx_error *err)
+{
+    char *full = with_project(sv, path);
+    int rc = sbx__wsconn_open(sv->ep, full, NULL, NULL, SBX__LXD_MESSAGE_MAX, sv->timeout_ms, out,
+                              err);
+    free(full);
+    return rc < 0 ? reach_error(sv, rc, err) : rc;
 }

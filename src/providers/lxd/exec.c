@@ -37,16 +37,14 @@ static json_t *env_json(const char *const *env)
 void sbx__lxd_exec_init(struct sbx__lxd_exec *x)
 {
     memset(x, 0, sizeof(*x));
-    for (int i = 0; i < SBX__LXD_NSTREAMS; i++)
-        x->conn[i].fd = -1;
 }
 
 void sbx__lxd_exec_release(struct sbx__lxd_exec *x)
 {
-    for (int i = 0; i < SBX__LXD_NSTREAMS; i++)
-        if (x->have[i])
-            sbx__lxd_conn_close(&x->conn[i]);
-    memset(x->have, 0, sizeof(x->have));
+    for (int i = 0; i < SBX__LXD_NSTREAMS; i++) {
+        sbx__wsconn_free(x->conn[i]);
+        x->conn[i] = NULL;
+    }
     free(x->op);
     x->op = NULL;
 }
@@ -106,11 +104,10 @@ int sbx__lxd_exec_begin(const struct sbx__lxd_server *sv, const char *inst, cons
             goto out;
         }
         char *ws = sbx_xasprintf("/1.0/operations/%s/websocket?secret=%s", x->op, secret);
-        rc = sbx__lxd_conn_open(sv, ws, &x->conn[i], err);
+        rc = sbx__lxd_ws_open(sv, ws, &x->conn[i], err);
         free(ws);
         if (rc < 0)
             goto out;
-        x->have[i] = 1;
     }
 out:
     json_decref(md);
@@ -197,50 +194,63 @@ static int run_take(struct sbx__lxd_run *r, int i, const struct sbx__ws_msg *m, 
     return 0;
 }
 
+/* Read what stream i has now; 1 when it ended. */
+static int run_read(struct sbx__wsconn *w, struct sbx__lxd_run *r, int i, uint64_t *written,
+                    struct sbx_error *err)
+{
+    struct sbx__ws_msg m;
+    int open = 1, rc;
+    while (open && (rc = sbx__wsconn_next(w, &m, err)) == 1)
+        if ((rc = run_take(r, i, &m, &open, written, err)) < 0)
+            return rc;
+    if (!open || rc == SBX__WSCONN_END)
+        return 1;
+    return rc < 0 ? rc : 0;
+}
+
 /* Move a run's bytes until both outputs ended: input sent as it is taken, then its end. */
 static int run_pump(struct sbx__lxd_exec *x, struct sbx__lxd_run *r, int64_t deadline,
                     struct sbx_error *err)
 {
-    int open[SBX__LXD_NSTREAMS] = {0, 1, 1, 0}, in_done = 0, rc = 0;
+    int open[SBX__LXD_NSTREAMS] = {0, 1, 1, 0}, in_done = 0, rc = 0, pending = 0;
     size_t in_off = 0;
     uint64_t written = 0;
     char buf[CHUNK];
+    struct sbx__ws *in = &x->conn[SBX__LXD_IN]->ws;
     while (open[SBX__LXD_OUT] || open[SBX__LXD_ERR]) {
         for (int i = SBX__LXD_OUT; i <= SBX__LXD_ERR && rc == 0; i++) {
-            struct sbx__ws_msg m;
-            while (open[i] && (rc = sbx__lxd_conn_next(&x->conn[i], &m, err)) == 1)
-                rc = run_take(r, i, &m, &open[i], &written, err);
-            if (rc == 0 && x->conn[i].eof)
-                open[i] = 0;
-            if (rc == 0)
-                rc = sbx__lxd_conn_flush(&x->conn[i], err) < 0 ? -SBX_E_SANDBOX : 0;
+            if (open[i] && (rc = run_read(x->conn[i], r, i, &written, err)) == 1)
+                open[i] = 0, rc = 0;
+            if (rc == 0 && sbx__wsconn_flush(x->conn[i], err) < 0)
+                rc = -SBX_E_HTTP;
         }
-        while (rc == 0 && !in_done && x->conn[SBX__LXD_IN].ws.out.len < CHUNK) {
+        while (rc == 0 && !in_done && in->out.len < CHUNK) {
             const char *p = NULL;
             long n = next_input(r, &in_off, buf, sizeof(buf), &p, err);
             if (n < 0)
                 rc = (int)n;
             else if (n == 0)
-                in_done = 1, rc = sbx__ws_send(&x->conn[SBX__LXD_IN].ws, SBX__WS_TEXT, "", 0, err);
+                in_done = 1, rc = sbx__ws_send(in, SBX__WS_TEXT, "", 0, err);
             else
-                rc = sbx__ws_send(&x->conn[SBX__LXD_IN].ws, SBX__WS_BINARY, p, (size_t)n, err);
+                rc = sbx__ws_send(in, SBX__WS_BINARY, p, (size_t)n, err);
         }
-        int pending = rc == 0 ? sbx__lxd_conn_flush(&x->conn[SBX__LXD_IN], err) : rc;
-        if (pending < 0 && !x->conn[SBX__LXD_IN].eof)
-            rc = pending;
+        /* A command that does not read its input may end before taking it all. */
+        if (rc == 0 && (pending = sbx__wsconn_flush(x->conn[SBX__LXD_IN], err)) < 0)
+            pending = 0, in_done = 1, sbx_buf_reset(&in->out);
         if (rc < 0)
             return rc;
         if (!open[SBX__LXD_OUT] && !open[SBX__LXD_ERR])
             break;
         struct pollfd pf[3] = {
-                {.fd = open[SBX__LXD_OUT] ? x->conn[SBX__LXD_OUT].fd : -1, .events = POLLIN},
-                {.fd = open[SBX__LXD_ERR] ? x->conn[SBX__LXD_ERR].fd : -1, .events = POLLIN},
-                {.fd = pending == 1 ? x->conn[SBX__LXD_IN].fd : -1, .events = POLLOUT}};
+                {.fd = open[SBX__LXD_OUT] ? sbx__conn_fd(x->conn[SBX__LXD_OUT]->conn) : -1,
+                 .events = POLLIN},
+                {.fd = open[SBX__LXD_ERR] ? sbx__conn_fd(x->conn[SBX__LXD_ERR]->conn) : -1,
+                 .events = POLLIN},
+                {.fd = pending == 1 ? sbx__conn_fd(x->conn[SBX__LXD_IN]->conn) : -1,
+                 .events = POLLOUT}};
         int ms = sbx_deadline_poll_ms(deadline);
         if (ms == 0)
             return sbx_error_set(err, SBX_E_TIMEOUT, 0, "a command of sbx took too long");
-        if (x->conn[SBX__LXD_OUT].read_more || x->conn[SBX__LXD_ERR].read_more)
-            ms = 0;
         if (poll(pf, 3, ms) < 0 && errno != EINTR)
             return sbx_error_errno(err, errno, "poll");
     }

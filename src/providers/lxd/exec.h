@@ -18,11 +18,10 @@ struct sbx__lxd_exec_args {
     int streams; /* 0: no WebSockets (the command's output goes nowhere) */
 };
 
-/* One exec: its operation and its connections. */
+/* One exec: its operation and its connections (NULL: not connected, or handed on). */
 struct sbx__lxd_exec {
     char *op;
-    struct sbx__lxd_conn conn[SBX__LXD_NSTREAMS];
-    int have[SBX__LXD_NSTREAMS];
+    struct sbx__wsconn *conn[SBX__LXD_NSTREAMS];
     int tty;
 };
 

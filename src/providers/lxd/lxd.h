@@ -11,30 +11,34 @@
 #include <jansson.h>
 
 #include "sandbox/provider.h"
+#include "sandbox/wire/conn.h"
+#include "sandbox/wire/endpoint.h"
 #include "sandbox/wire/ws.h"
 #include "sbx/buf.h"
 #include "sbx/error.h"
 #include "sbx/lxd.h"
 #include "sbx/strv.h"
 
-#define SBX__LXD_ID_BYTES   8 /* sandbox ids: 16 hex digits, like local ones */
-#define SBX__LXD_ID_LEN     (2 * SBX__LXD_ID_BYTES)
-#define SBX__LXD_PREFIX     "sbx-" /* instance name: sbx-<id> */
-#define SBX__LXD_BODY_MAX   ((size_t)16 << 20)
-#define SBX__LXD_DEFAULT_MS 60000
-#define SBX__LXD_PORT       8443
+#define SBX__LXD_ID_BYTES    8 /* sandbox ids: 16 hex digits, like local ones */
+#define SBX__LXD_ID_LEN      (2 * SBX__LXD_ID_BYTES)
+#define SBX__LXD_PREFIX      "sbx-" /* instance name: sbx-<id> */
+#define SBX__LXD_BODY_MAX    ((size_t)16 << 20)
+#define SBX__LXD_DEFAULT_MS  60000
+#define SBX__LXD_PORT        8443
+#define SBX__LXD_MESSAGE_MAX ((size_t)8 << 20) /* one WebSocket message */
 
 /* ---------------------------------------------------------------------------------------------
  * The server (api.c) */
 
-/* Where the server is and how to talk to it. Never holds a key's bytes: paths only, read by
- * libcurl when it connects. */
+/* Where the server is and how to talk to it: the remote layer's endpoint (its URL, the client
+ * certificate, the pinned server: src/sandbox/wire/endpoint.h), shared by reference with the
+ * sessions and commands that outlive the client. Never holds a key's bytes: paths only, read
+ * by libcurl when it connects. */
 struct sbx__lxd_server {
-    char *url;      /* for messages: "unix:///path" or "https://host:port" */
-    char *sock;     /* the unix socket, or NULL (https) */
-    char *base;     /* URL prefix of requests: "http://lxd" or "https://host:port" */
-    char *hostport; /* Host of a WebSocket request: "lxd" or "host:port" */
-    char *client_cert, *client_key, *server_cert, *server_pubkey; /* https only */
+    struct sbx__endpoint *ep;
+    char *url;         /* for messages and states: "unix:///path" or "https://host:port" */
+    char *sock;        /* the unix socket, or NULL (https) */
+    char *client_cert; /* its path, for messages */
     char *project;
     int64_t timeout_ms;
 };
@@ -92,7 +96,7 @@ int sbx__lxd_status_error(const struct sbx__lxd_server *sv, long status, const s
 /* Parse a standard answer (its envelope): *metadata (may be NULL) the "metadata" of a sync
  * answer or the operation of an async one; *op (may be NULL) the operation's id of an async
  * answer, else NULL. Errors as sbx__lxd_status_error. */
-int sbx__lxd_envelope(const struct sbx__lxd_server *sv, const struct sbx__lxd_resp *resp,
+int sbx__lxd_envelope(const struct sbx__lxd_server *sv, long status, const struct sbx_buf *body,
                       json_t **metadata, char **op, struct sbx_error *err);
 /* A JSON call: the two above together. */
 int sbx__lxd_json(const struct sbx__lxd_server *sv, const char *method, const char *path,
@@ -104,6 +108,10 @@ int sbx__lxd_json(const struct sbx__lxd_server *sv, const char *method, const ch
  * SBX_E_TIMEOUT. */
 int sbx__lxd_op_wait(const struct sbx__lxd_server *sv, const char *op, int64_t timeout_ms,
                      json_t **out, struct sbx_error *err);
+/* What an operation's description (md, from its wait; rc the wait's own result) says: 0 for
+ * "Success", else the errors of sbx__lxd_op_wait. */
+int sbx__lxd_op_result(const struct sbx__lxd_server *sv, const char *op, int rc, const json_t *md,
+                       struct sbx_error *err);
 /* sbx__lxd_json, then the wait of an async answer (a sync one is returned as is). */
 int sbx__lxd_json_wait(const struct sbx__lxd_server *sv, const char *method, const char *path,
                        const json_t *body, json_t **out, struct sbx_error *err);
@@ -111,44 +119,10 @@ int sbx__lxd_json_wait(const struct sbx__lxd_server *sv, const char *method, con
  * member (may be NULL). */
 int sbx__lxd_check_server(const struct sbx__lxd_server *sv, int *clustered, struct sbx_error *err);
 
-/* libcurl's settings for sv (the socket, or TLS with the client certificate and the pinned
- * server) on handle curl (a CURL *), and the error of a failed transfer (code: a CURLcode). */
-void sbx__lxd_curl_tls(const struct sbx__lxd_server *sv, void *curl);
-int sbx__lxd_curl_error(const struct sbx__lxd_server *sv, int code, const char *cerr,
-                        const char *what, struct sbx_error *err);
-
-/* ---------------------------------------------------------------------------------------------
- * WebSocket connections (conn.c): one connection per stream of a command, libcurl connected
- * with CURLOPT_CONNECT_ONLY (the unix socket, or TLS with the client certificate), then the
- * framing of src/sandbox/wire/ws.c. Data moves only by sbx__lxd_conn_read and
- * sbx__lxd_conn_flush, never blocking; poll conn->fd. */
-
-struct sbx__lxd_conn {
-    void *curl; /* CURL * */
-    int fd;     /* its socket (owned by curl) */
-    struct sbx__ws ws;
-    struct sbx_buf in; /* bytes read but not yet decoded */
-    size_t in_off;
-    int eof;       /* the server closed the connection (or it broke) */
-    int read_more; /* a read stopped before curl said "again": read before polling */
-};
-
-/* Connect to the server and upgrade path (under /1.0, the query included) to a WebSocket.
- * Blocks up to the server's timeout. */
-int sbx__lxd_conn_open(const struct sbx__lxd_server *sv, const char *path, struct sbx__lxd_conn *c,
-                       struct sbx_error *err);
-void sbx__lxd_conn_close(struct sbx__lxd_conn *c);
-/* Decode the next message: 1 and *msg when one is complete, 0 when more bytes are needed
- * (read_more cleared and curl said "again": poll first) or the connection ended (c->eof),
- * -code on a protocol error. Reads at most one chunk from the socket per call. */
-int sbx__lxd_conn_next(struct sbx__lxd_conn *c, struct sbx__ws_msg *msg, struct sbx_error *err);
-/* Send what c->ws.out holds: 0 when all is sent, 1 when some is left (poll POLLOUT). */
-int sbx__lxd_conn_flush(struct sbx__lxd_conn *c, struct sbx_error *err);
-/* Send everything queued; blocks (poll) at most timeout_ms. */
-int sbx__lxd_conn_drain(struct sbx__lxd_conn *c, int64_t timeout_ms, struct sbx_error *err);
-/* Queue one message and flush; blocks (poll) until it is sent, at most timeout_ms. */
-int sbx__lxd_conn_send(struct sbx__lxd_conn *c, int opcode, const void *p, size_t n,
-                       int64_t timeout_ms, struct sbx_error *err);
+/* A WebSocket of the server (path under /1.0, query included; the project is added), opened
+ * through the remote layer (src/sandbox/wire/conn.h). Blocks up to the server's timeout. */
+int sbx__lxd_ws_open(const struct sbx__lxd_server *sv, const char *path, struct sbx__wsconn **out,
+                     struct sbx_error *err);
 
 /* ---------------------------------------------------------------------------------------------
  * Sessions */

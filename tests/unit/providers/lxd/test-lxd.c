@@ -35,13 +35,13 @@ static void test_endpoints(void)
                                  .client_key = "/c.key",
                                  .server_pubkey = "sha256//abc="};
     CHECK_OK(sbx__lxd_server_init(&sv, &o, &err), &err);
-    CHECK_EQ_STR(sv.base, "https://10.0.0.1:8443");
-    CHECK_EQ_STR(sv.hostport, "10.0.0.1:8443");
+    CHECK_EQ_STR(sv.url, "https://10.0.0.1:8443");
+    CHECK_EQ_STR(sbx__endpoint_host(sv.ep), "10.0.0.1:8443");
     CHECK(sv.sock == NULL);
     sbx__lxd_server_release(&sv);
     o.endpoint = "https://[fd00::1]:9443";
     CHECK_OK(sbx__lxd_server_init(&sv, &o, &err), &err);
-    CHECK_EQ_STR(sv.base, "https://[fd00::1]:9443");
+    CHECK_EQ_STR(sv.url, "https://[fd00::1]:9443");
     sbx__lxd_server_release(&sv);
 
     o = (struct sbx_lxd_options){.endpoint = "https://h"};
@@ -94,13 +94,12 @@ static void test_escape_and_ids(void)
 static int envelope(long status, const char *body, json_t **md, char **op, struct sbx_error *err)
 {
     struct sbx__lxd_server sv = {.url = "unix:///s"};
-    struct sbx__lxd_resp r;
-    sbx__lxd_resp_init(&r);
-    r.status = status;
-    if (sbx_buf_add(&r.body, body, strlen(body), err) < 0)
+    struct sbx_buf b;
+    sbx_buf_init(&b, SBX_BUF_NOLIMIT);
+    if (sbx_buf_add(&b, body, strlen(body), err) < 0)
         return -1;
-    int rc = sbx__lxd_envelope(&sv, &r, md, op, err);
-    sbx__lxd_resp_release(&r);
+    int rc = sbx__lxd_envelope(&sv, status, &b, md, op, err);
+    sbx_buf_release(&b);
     return rc;
 }
 
@@ -171,9 +170,9 @@ static void test_options(void)
     /* a server that is not there says where sbx looked */
     struct sbx_session *s = NULL;
     struct sbx_create_spec spec = {0};
-    CHECK_ERR(sbx_client_create(c, &spec, &s, &err), SBX_E_SANDBOX, &err,
+    CHECK_ERR(sbx_client_create(c, &spec, &s, &err), SBX_E_HTTP, &err,
               "cannot reach LXD at 'unix:///nonexistent/unix.socket'");
-    CHECK_ERR(sbx_client_attach(c, "0123456789abcdef", &s, &err), SBX_E_SANDBOX, &err,
+    CHECK_ERR(sbx_client_attach(c, "0123456789abcdef", &s, &err), SBX_E_HTTP, &err,
               "the socket does not exist");
     CHECK_ERR(sbx_client_attach(c, "../x", &s, &err), SBX_E_INVAL, &err, "not a sandbox id");
     struct sbx_create_spec ws = {.workspace = "/tmp"};
