@@ -1,6 +1,6 @@
-/* The LXD provider's private interface: the REST client (api.c), WebSocket connections over
- * libcurl (conn.c), commands (exec.c), files (files.c), the workspace copied in and out for
- * sbx's snapshots (workspace.c), instances as sessions (instance.c) and the client (client.c).
+/* The LXD provider's private interface: the REST client on the remote layer (api.c), commands
+ * (exec.c, relay.c), files (files.c), the workspace copied in and out for sbx's snapshots
+ * (workspace.c), instances as sessions (instance.c) and the client (client.c, create.c).
  * Only this folder and its unit tests include it. docs/internals/lxd-provider.md. */
 #ifndef SBX_PROVIDERS_LXD_LXD_H
 #define SBX_PROVIDERS_LXD_LXD_H
