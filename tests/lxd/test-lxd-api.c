@@ -1,13 +1,16 @@
 /* The lxd provider through the C API on the two-member cluster (tests/lxd/run-c.sh api runs it
  * in member 1's network namespace with the cluster's environment): the server's own snapshots
  * (sbx/lxd.h) of a sandbox on member 2 through member 1 — take, list, restore (the workspace
- * as it was, the sandbox still serving), delete, the errors — and the same calls refused for a
- * session of another provider. Every sandbox made is removed at exit. */
+ * as it was, the sandbox still serving), delete, the errors —, the same calls refused for a
+ * session of another provider, and the workspace's tar streams (the session ops the remote
+ * layer's snapshots use). Every sandbox made is removed at exit. */
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
+#include "sandbox/provider.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
 #include "sbx/local.h"
@@ -75,6 +78,49 @@ static void test_native_snapshots(void)
     json_decref(names);
 }
 
+/* The workspace as one tar stream out of the sandbox and back in (the remote layer's
+ * workspace_export and workspace_import), given to the session's owner ("user", 1000). */
+static void test_tar_streams(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_session *s = NULL;
+    json_t *o = json_pack("{s:s,s:s,s:[s],s:s,s:s}", "endpoint", getenv("SBX_TEST_LXD_N1_SOCKET"),
+                          "project", getenv("SBX_TEST_LXD_PROJECT"), "profile",
+                          getenv("SBX_TEST_LXD_PROFILE"), "image", getenv("SBX_TEST_LXD_IMAGE"),
+                          "user", getenv("SBX_TEST_LXD_USER"));
+    struct sbx_client *c = NULL;
+    CHECK_OK(sbx_client_new_json("lxd", o, &c, &err), &err);
+    json_decref(o);
+    struct sbx_create_spec spec = {0};
+    if (c)
+        CHECK_OK(sbx_client_create(c, &spec, &s, &err), &err);
+    if (!s) {
+        sbx_client_free(c);
+        return;
+    }
+    CHECK(s->ops->workspace_export && s->ops->workspace_import);
+    CHECK_OK(sbx_session_write(s, "t/a.txt", "A", 1, 0600, SBX_WRITE_PARENTS, &err), &err);
+    CHECK_OUT(s, "ln -s a.txt t/l && echo ok", "ok\n");
+    int fd = memfd_create("ws", MFD_CLOEXEC);
+    CHECK_OK(s->ops->workspace_export(s, fd, &err), &err);
+    struct sbx_buf tar;
+    sbx_buf_init(&tar, (size_t)64 << 20);
+    CHECK(lseek(fd, 0, SEEK_SET) == 0);
+    CHECK_OK(sbx_fd_read_all(fd, (size_t)64 << 20, &tar, &err), &err);
+    CHECK(tar.len >= 1024 && tar.len % 512 == 0);
+    CHECK(tar.data && memmem(tar.data, tar.len, "./t/a.txt", 9) != NULL);
+    CHECK(tar.data && memmem(tar.data, tar.len, "./t/l", 5) != NULL);
+    sbx_buf_release(&tar);
+    CHECK_OK(sbx_session_rm(s, "t", SBX_RM_RECURSIVE, &err), &err);
+    CHECK(lseek(fd, 0, SEEK_SET) == 0);
+    CHECK_OK(s->ops->workspace_import(s, fd, &err), &err);
+    CHECK_OUT(s, "cat t/a.txt; readlink t/l; stat -c ' %a %u' t/a.txt", "Aa.txt\n 600 1000\n");
+    close(fd);
+    CHECK_OK(sbx_session_delete(s, &err), &err);
+    sbx_session_free(s);
+    sbx_client_free(c);
+}
+
 static void test_other_providers(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -132,6 +178,7 @@ int main(void)
         return 1;
     }
     TAP_RUN(test_native_snapshots);
+    TAP_RUN(test_tar_streams);
     TAP_RUN(test_other_providers);
     CHECK_OK(sbx_session_delete(sess, &err), &err);
     sbx_session_free(sess);

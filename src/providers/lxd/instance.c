@@ -259,6 +259,8 @@ static const struct sbx_session_ops session_ops = {
         .close = sess_close,
         .workspace_fd = sbx__lxd_workspace_fd,
         .record_snapshot = sess_record_snapshot,
+        .workspace_export = sbx__lxd_workspace_export,
+        .workspace_import = sbx__lxd_workspace_import,
         .free = sess_free,
 };
 

@@ -195,6 +195,9 @@ int sbx__lxd_file_put(struct sbx__lxd_session *s, const char *abs, int fd, uint6
  * until the next call or the session's end), and a snapshot restored into the workspace. */
 int sbx__lxd_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err);
 void sbx__lxd_workspace_drop(struct sbx__lxd_session *s);
+/* The remote layer's tar streams of the workspace (sandbox/provider.h). */
+int sbx__lxd_workspace_export(struct sbx_session *bs, int out_fd, struct sbx_error *err);
+int sbx__lxd_workspace_import(struct sbx_session *bs, int in_fd, struct sbx_error *err);
 struct sbx_snapshot_store;
 int sbx__lxd_workspace_restore(struct sbx__lxd_session *s, struct sbx_snapshot_store *st,
                                const char *ref, sbx_progress_fn *progress, void *progress_data,

@@ -270,6 +270,21 @@ out:
     return rc;
 }
 
+/* The restored files given to the session's owner. */
+static int give_to_owner(struct sbx__lxd_session *s, struct sbx_error *err)
+{
+    if (s->owner.uid == 0 && s->owner.gid == 0)
+        return 0;
+    char ids[64];
+    snprintf(ids, sizeof(ids), "%ld:%ld", s->owner.uid, s->owner.gid);
+    const char *chown[] = {"chown", "-R", "-h", "--", ids, s->base.root, NULL};
+    struct sbx__lxd_run r;
+    sbx__lxd_run_init(&r, RUN_MAX);
+    int rc = run_ok(s, chown, &r, "give the restored files to their owner", err);
+    sbx__lxd_run_release(&r);
+    return rc;
+}
+
 int sbx__lxd_workspace_restore(struct sbx__lxd_session *s, struct sbx_snapshot_store *st,
                                const char *ref, sbx_progress_fn *progress, void *progress_data,
                                struct sbx_error *err)
@@ -296,15 +311,7 @@ int sbx__lxd_workspace_restore(struct sbx__lxd_session *s, struct sbx_snapshot_s
     const char *untar[] = {"tar", "-C", s->base.root, "-xf", "-", NULL};
     if ((rc = run_ok(s, untar, &r, "restore the workspace", err)) < 0)
         goto out;
-    if (s->owner.uid != 0 || s->owner.gid != 0) {
-        char ids[64];
-        snprintf(ids, sizeof(ids), "%ld:%ld", s->owner.uid, s->owner.gid);
-        const char *chown[] = {"chown", "-R", "-h", "--", ids, s->base.root, NULL};
-        struct sbx__lxd_run r2;
-        sbx__lxd_run_init(&r2, RUN_MAX);
-        rc = run_ok(s, chown, &r2, "give the restored files to their owner", err);
-        sbx__lxd_run_release(&r2);
-    }
+    rc = give_to_owner(s, err);
 out:
     sbx__lxd_run_release(&r);
     sbx_fd_close(&tar);
@@ -312,4 +319,33 @@ out:
     remove_tree(dir);
     free(dir);
     return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Tar streams (the remote layer's workspace_export and workspace_import): the same commands,
+ * with the caller's pipe instead of a temporary file and a copy on this host. */
+
+int sbx__lxd_workspace_export(struct sbx_session *bs, int out_fd, struct sbx_error *err)
+{
+    struct sbx__lxd_session *s = (struct sbx__lxd_session *)bs;
+    struct sbx__lxd_run r;
+    sbx__lxd_run_init(&r, RUN_MAX);
+    r.out_fd = out_fd;
+    r.out_max = WS_ARCHIVE_MAX;
+    const char *argv[] = {"tar", "-C", s->base.root, "-cf", "-", ".", NULL};
+    int rc = run_ok(s, argv, &r, "copy the workspace out", err);
+    sbx__lxd_run_release(&r);
+    return rc;
+}
+
+int sbx__lxd_workspace_import(struct sbx_session *bs, int in_fd, struct sbx_error *err)
+{
+    struct sbx__lxd_session *s = (struct sbx__lxd_session *)bs;
+    struct sbx__lxd_run r;
+    sbx__lxd_run_init(&r, RUN_MAX);
+    r.in_fd = in_fd;
+    const char *untar[] = {"tar", "-C", s->base.root, "-xf", "-", NULL};
+    int rc = run_ok(s, untar, &r, "restore the workspace", err);
+    sbx__lxd_run_release(&r);
+    return rc < 0 ? rc : give_to_owner(s, err);
 }
