@@ -45,13 +45,16 @@ struct sbx_lxd_options {
      * trusted by the server), and how the server is recognised: server_cert, a PEM file of the
      * CA or of the server's own certificate the server's must verify against (its name must
      * match the endpoint's host), and/or server_pubkey, the server key's "sha256//BASE64"
-     * (curl's pinned-key form): a pinned key alone accepts a certificate whatever its names.
-     * One of the two is required: sbx never trusts a server on first use. Paths are read when
-     * a connection is made; no key is ever kept in a session state. */
+     * (curl's pinned-key form): a pinned key alone accepts a certificate whatever its names;
+     * server_fingerprint, the SHA-256 of the server's certificate (64 hex digits, ':' allowed,
+     * as `lxc remote add` shows it), pins that certificate whatever its names. One of the three
+     * is required: sbx never trusts a server on first use. Paths are read when a connection is
+     * made; no key is ever kept in a session state. */
     const char *client_cert;
     const char *client_key;
     const char *server_cert;
     const char *server_pubkey;
+    const char *server_fingerprint;
     const char *project; /* NULL: "default" */
     /* The profiles of new instances (NULL: "default"); a profile that sets
      * security.privileged or security.nesting is refused unless the option below allows it. */

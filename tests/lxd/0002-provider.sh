@@ -140,6 +140,53 @@ for k in privileged nesting; do
     lx profile delete "sbx-$k" --project "$P" >/dev/null 2>&1
 done
 
+# --- the server pinned by its certificate's fingerprint; limits; network none masks NICs ------
+run in1 "$SBX" sandbox create --provider lxd --lxd-endpoint "$SBX_TEST_LXD_N2_URL" \
+    --lxd-client-cert "$SBX_TEST_LXD_CLIENT_CERT" --lxd-client-key "$SBX_TEST_LXD_CLIENT_KEY" \
+    --lxd-server-fingerprint "$SBX_TEST_LXD_SERVER_FINGERPRINT" --lxd-project "$P" \
+    --lxd-profile "$SBX_TEST_LXD_PROFILE" --image "$SBX_TEST_LXD_IMAGE" --memory 256M --pids 64 \
+    --cpus 0.5 --disk 1G
+expect_rc 0 "create through member 2's https, the server pinned by its fingerprint, with limits"
+created s5
+cfg=$(inst_of "$s5")
+for k in '"limits.memory":"268435456"' '"limits.processes":"64"' '"limits.cpu.allowance":"50ms/100ms"' \
+    '"size":"1073741824"'; do
+    case $cfg in *"$k"*) ok "its instance has $k" ;; *) not_ok "its instance has $k"; diag "${cfg:0:900}" ;; esac
+done
+run in1 "$SBX" sandbox exec "$s5" -- sh -c 'echo pinned'
+expect_eq "$(cat "$T/out")" "pinned" "by id through its record (the fingerprint kept as a locator)"
+run in1 "$SBX" sandbox rm "$s5"
+expect_rc 0 "rm"
+# A profile with a network device: masked by default (only loopback inside), used as it is with
+# --network profile (warned about). The device is one end of a veth pair made in member 1's
+# network namespace; LXD cannot hand it over here (its /sys is the machine's, which does not
+# show the namespace's links), so with --network profile the create fails on that device,
+# which shows it was not masked, and leaves nothing.
+dummy=sbxd$$
+in1 ip link add "$dummy" type veth peer name "sbxe$$"
+lx profile create sbx-nic --project "$P" >/dev/null 2>&1
+printf 'config: {}\ndevices:\n  root:\n    path: /\n    pool: default\n    type: disk\n  eth0:\n    type: nic\n    nictype: physical\n    parent: %s\n    name: eth0\n' "$dummy" |
+    lx profile edit sbx-nic --project "$P" >/dev/null 2>&1
+run in1 "$SBX" sandbox create --provider lxd --lxd-endpoint "$SBX_TEST_LXD_N1_SOCKET" \
+    --lxd-project "$P" --lxd-profile sbx-nic --image "$SBX_TEST_LXD_IMAGE" --lxd-target n1
+expect_rc 0 "create with a profile that has a network device (network none)"
+created sn
+cfg=$(inst_of "$sn")
+case $cfg in *'"devices":{"eth0":{"type":"none"}}'*) ok "the device is masked with a none device" ;;
+*) not_ok "the device is masked with a none device"; diag "${cfg:0:900}" ;; esac
+run in1 "$SBX" sandbox exec "$sn" -- sh -c 'ip -o link | cut -d: -f2 | tr -d " " | tr "\n" " "'
+expect_eq "$(cat "$T/out")" "lo " "only loopback inside"
+run in1 "$SBX" sandbox rm "$sn"
+run in1 "$SBX" sandbox create --provider lxd --lxd-endpoint "$SBX_TEST_LXD_N1_SOCKET" \
+    --lxd-project "$P" --lxd-profile sbx-nic --image "$SBX_TEST_LXD_IMAGE" --lxd-target n1 \
+    --network profile
+expect_in "$T/err" "network 'profile' connects the sandbox to the networks" "--network profile is warned about"
+expect_in "$T/err" 'Failed to start device "eth0"' "and the profile's device is used, not masked"
+expect_eq "$(sbx_instances | grep -vc -e "sbx-$s1" -e "sbx-$s2" -e "sbx-$s3" -e "sbx-$s4")" 0 \
+    "the failed create left no instance"
+lx profile delete sbx-nic --project "$P" >/dev/null 2>&1
+in1 ip link del "$dummy" 2>/dev/null
+
 # --- stop and start keep the workspace; a state resumes in a new process ----------------------
 run in1 "$SBX" sandbox exec "$s1" -- sh -c 'echo kept > kept.txt'
 run in1 "$SBX" sandbox stop "$s1"

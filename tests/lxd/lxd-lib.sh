@@ -85,6 +85,8 @@ lxd_cleanup() {
         lx delete --force "sbx-$id" --project default >/dev/null 2>&1
         "$SBX" sandbox rm "$id" >/dev/null 2>&1
     done <"$T/ids"
+    # The profiles a test made (0002).
+    for n in sbx-privileged sbx-nesting sbx-nic; do lx profile delete "$n" --project "$P" >/dev/null 2>&1; done
     [ -z "$lxd_own" ] || "$lxd_here/cluster.sh" stop "$lxd_own" >/dev/null 2>&1
     if declare -F sandbox_cleanup >/dev/null; then sandbox_cleanup; else rm -rf "$T"; fi
 }

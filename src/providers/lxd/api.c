@@ -102,11 +102,12 @@ static int tls_files(struct sbx__lxd_server *sv, const struct sbx_lxd_options *o
                                  "lxd endpoint '%s' needs a client certificate and its key "
                                  "(client_cert, client_key) the server trusts",
                                  sv->url);
-        if (!o->server_cert && !o->server_pubkey)
+        if (!o->server_cert && !o->server_pubkey && !o->server_fingerprint)
             return sbx_error_set(err, SBX_E_INVAL, 0,
                                  "lxd endpoint '%s': say how to recognise the server: "
-                                 "server_cert (its CA or certificate) or server_pubkey "
-                                 "(sha256//...); sbx never trusts a server on first use",
+                                 "server_cert (its CA or certificate), server_pubkey "
+                                 "(sha256//...) or server_fingerprint; sbx never trusts a "
+                                 "server on first use",
                                  sv->url);
     } else {
         /* A unix socket needs no certificate: any given (a recorded sandbox's, merged with
@@ -169,6 +170,7 @@ int sbx__lxd_server_init(struct sbx__lxd_server *sv, const struct sbx_lxd_option
                                     .name = "LXD",
                                     .ca_file = sv->sock ? NULL : o->server_cert,
                                     .pin_pubkey = sv->sock ? NULL : o->server_pubkey,
+                                    .pin_cert_sha256 = sv->sock ? NULL : o->server_fingerprint,
                                     .cert_file = sv->sock ? NULL : o->client_cert,
                                     .key_file = sv->sock ? NULL : o->client_key,
                                     .timeout_ms = sv->timeout_ms,

@@ -48,6 +48,13 @@ const struct sbx_provider_option sbx__lxd_options[] = {
          .arg = "sha256//BASE64",
          .help = "https: the server's public key, pinned (any certificate names)",
          .flag = "lxd-server-pubkey"},
+        {.key = "server_fingerprint",
+         .type = SBX_OPTION_STRING,
+         .flags = SBX_OPTION_LOCATOR | SBX_OPTION_TRUSTED,
+         .arg = "SHA256",
+         .help = "https: the SHA-256 fingerprint of the server's certificate, pinned (as "
+                 "`lxc remote add` shows it)",
+         .flag = "lxd-server-fingerprint"},
         {.key = "project",
          .type = SBX_OPTION_STRING,
          .flags = SBX_OPTION_LOCATOR | SBX_OPTION_STATE,
@@ -169,6 +176,7 @@ static int from_json(const json_t *opts, struct holder *h, struct sbx_error *err
     h->o.client_key = str(opts, "client_key");
     h->o.server_cert = str(opts, "server_cert");
     h->o.server_pubkey = str(opts, "server_pubkey");
+    h->o.server_fingerprint = str(opts, "server_fingerprint");
     h->o.project = str(opts, "project");
     h->o.target = str(opts, "target");
     h->o.user = str(opts, "user");
