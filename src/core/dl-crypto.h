@@ -13,6 +13,7 @@
 #include "core/dl.h"
 
 #define SBX__CRYPTO_FUNCS(X)    \
+    X(ASN1_TIME_to_tm)          \
     X(BIO_free)                 \
     X(BIO_new_mem_buf)          \
     X(EVP_DigestFinal_ex)       \
@@ -27,6 +28,8 @@
     X(X509_STORE_CTX_get0_cert) \
     X(X509_digest)              \
     X(X509_free)                \
+    X(X509_get0_notAfter)       \
+    X(X509_get0_notBefore)      \
     X(X509_get_X509_PUBKEY)     \
     X(i2d_X509_PUBKEY)
 
@@ -39,12 +42,15 @@ extern struct sbx__crypto_fns sbx__crypto;
  * Thread-safe. */
 int sbx__crypto_load(struct sbx_error *err);
 
+#define ASN1_TIME_to_tm          (sbx__crypto.ASN1_TIME_to_tm)
 #define BIO_free                 (sbx__crypto.BIO_free)
 #define BIO_new_mem_buf          (sbx__crypto.BIO_new_mem_buf)
 #define PEM_read_bio_X509        (sbx__crypto.PEM_read_bio_X509)
 #define X509_STORE_CTX_get0_cert (sbx__crypto.X509_STORE_CTX_get0_cert)
 #define X509_digest              (sbx__crypto.X509_digest)
 #define X509_free                (sbx__crypto.X509_free)
+#define X509_get0_notAfter       (sbx__crypto.X509_get0_notAfter)
+#define X509_get0_notBefore      (sbx__crypto.X509_get0_notBefore)
 #define X509_get_X509_PUBKEY     (sbx__crypto.X509_get_X509_PUBKEY)
 #define i2d_X509_PUBKEY          (sbx__crypto.i2d_X509_PUBKEY)
 #define EVP_DigestFinal_ex       (sbx__crypto.EVP_DigestFinal_ex)

@@ -6,7 +6,12 @@
  *   SBX_CONFORM_CASES     only these cases (comma-separated names without test_); the others
  *                         are reported skipped, saying so
  *   SBX_CONFORM_ENGINE    docker (default) or podman: which engine socket a docker run uses,
- *                         SBX_TEST_DOCKER_HOST or SBX_TEST_PODMAN_HOST (a socket path)
+ *                         SBX_TEST_DOCKER_HOST or SBX_TEST_PODMAN_HOST (a socket path); or
+ *                         docker-tls: the remote engine of tests/docker/engines.sh start-tls,
+ *                         SBX_TEST_DOCKER_TLS_HOST (tcp://) with the client certificate of
+ *                         SBX_TEST_DOCKER_TLS_CERTS (the test itself asks that engine on its
+ *                         socket, SBX_TEST_DOCKER_TLS_SOCKET; run it in the clients' network
+ *                         namespace: tests/docker/in-netns.sh)
  *   SBX_TEST_DOCKER_IMAGE the test image (tests/docker/mkimage.sh)
  *   SBX_TEST_DOCKER_REQUIRED=1: a missing engine fails instead of skipping (CI as root)
  * What a provider cannot do it declares (its traits, sbx/provider.h): the cases of a trait it
@@ -415,9 +420,14 @@ static void setup(void)
     if (is_docker()) {
         const char *e = getenv("SBX_CONFORM_ENGINE");
         engine_name = e && e[0] ? e : "docker";
+        int tls = strcmp(engine_name, "docker-tls") == 0;
         const char *host = getenv(strcmp(engine_name, "podman") == 0 ? "SBX_TEST_PODMAN_HOST"
+                                  : tls                              ? "SBX_TEST_DOCKER_TLS_SOCKET"
                                                                      : "SBX_TEST_DOCKER_HOST");
         const char *image = getenv("SBX_TEST_DOCKER_IMAGE");
+        if (tls)
+            must = getenv("SBX_TEST_DOCKER_TLS_REQUIRED") &&
+                   strcmp(getenv("SBX_TEST_DOCKER_TLS_REQUIRED"), "1") == 0;
         if (host && strncmp(host, "unix://", 7) == 0)
             host += 7;
         if (!host || !host[0] || !image || !image[0]) {
@@ -433,6 +443,21 @@ static void setup(void)
         snprintf(engine_sock, sizeof(engine_sock), "%s", host);
         docker_opts.host = engine_sock;
         docker_opts.image = image;
+        const char *certs = getenv("SBX_TEST_DOCKER_TLS_CERTS");
+        if (tls && (!getenv("SBX_TEST_DOCKER_TLS_HOST") || !certs)) {
+            printf("Bail out! SBX_TEST_DOCKER_TLS_HOST and SBX_TEST_DOCKER_TLS_CERTS are needed\n");
+            exit(1);
+        }
+        if (tls) {
+            static char ca[512], cert[512], key[512];
+            snprintf(ca, sizeof(ca), "%s/ca.crt", certs);
+            snprintf(cert, sizeof(cert), "%s/client.crt", certs);
+            snprintf(key, sizeof(key), "%s/client.key", certs);
+            docker_opts.host = getenv("SBX_TEST_DOCKER_TLS_HOST");
+            docker_opts.tls_ca = ca;
+            docker_opts.tls_cert = cert;
+            docker_opts.tls_key = key;
+        }
     }
 
     const char *t = getenv("TMPDIR");

@@ -20,6 +20,7 @@ Paths:
                           the first K requests of KEY answer C (default 503) with Retry-After: A
                           (when given), then 200 {"attempts": count}
   /stream?n=N             N NDJSON lines {"i": i} sent as separate chunks
+  /sse?n=N                N server-sent events "tick" with data i, as separate chunks
   /big?n=BYTES            a body of BYTES bytes (byte i = i % 251)
   /upload                 200 {"len", "sum"} of the request body (sum: bytes added modulo 2^32),
                           chunked bodies too
@@ -147,6 +148,16 @@ class Handler(BaseHTTPRequestHandler):
             for i in range(int(q.get("n", "3"))):
                 line = (json.dumps({"i": i}) + "\n").encode()
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
+                self.wfile.flush()
+            self.wfile.write(b"0\r\n\r\n")
+        elif parts[0] == "sse":
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for i in range(int(q.get("n", "3"))):
+                ev = ("event: tick\ndata: %d\n\n" % i).encode()
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(ev), ev))
                 self.wfile.flush()
             self.wfile.write(b"0\r\n\r\n")
         elif parts[0] == "big":

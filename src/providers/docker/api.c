@@ -242,7 +242,7 @@ int sbx__dk_call(const struct sbx__dk_engine *e, const struct sbx__dk_req *req,
     if (up >= 0) {
         hr.source = read_upload;
         hr.source_ud = &up;
-        hr.upload_size = (int64_t)req->upload_size;
+        hr.upload_size = req->upload_unknown ? -1 : (int64_t)req->upload_size;
         hr.content_type = req->content_type ? req->content_type : "application/x-tar";
     }
     if (down >= 0) {
@@ -272,9 +272,12 @@ int sbx__dk_status_error(long status, const struct sbx_buf *body, struct sbx_err
 {
     json_t *j = body->len ? json_loadb(body->data, body->len, 0, NULL) : NULL;
     const char *msg = json_string_value(json_object_get(j, "message"));
-    char fallback[64];
+    char fallback[512];
     if (!msg) {
-        snprintf(fallback, sizeof(fallback), "HTTP status %ld", status);
+        /* Not the engine's JSON: a proxy's text, or a TLS port's answer to plain HTTP ("Client
+         * sent an HTTP request to an HTTPS server"). */
+        if (!sbx__http_error_text(body->data, body->len, fallback, sizeof(fallback)))
+            snprintf(fallback, sizeof(fallback), "HTTP status %ld", status);
         msg = fallback;
     }
     enum sbx_errcode code = status == 404                    ? SBX_E_NOTFOUND

@@ -64,6 +64,7 @@ struct sbx__dk_req {
     const json_t *json; /* request body as JSON, or NULL */
     int upload_fd;      /* or a body read from this fd (-1: none), upload_size bytes */
     uint64_t upload_size;
+    int upload_unknown;       /* the upload's size is not known: sent chunked */
     const char *content_type; /* of an upload: "application/x-tar" */
     int download_fd;          /* response body into this fd (-1: into resp->body) */
     uint64_t max_body;        /* 0: SBX__DK_BODY_MAX */
@@ -122,8 +123,6 @@ struct sbx__dk_session {
     char *owner; /* who owns what sbx writes and runs commands by default ("" : the image's) */
     json_t *state;
     struct sbx_strv users; /* the manifest's account users (run_as), may be empty */
-    char *ws_dir;          /* the workspace copied to this host for a snapshot, or NULL */
-    int ws_fd;             /* its fd, -1 */
 };
 
 /* A short command run to completion as root (fixed argv, never a shell line built from
@@ -155,16 +154,10 @@ int sbx__dk_chmod(struct sbx_session *bs, const char *path, mode_t mode, struct 
 int sbx__dk_chgrp(struct sbx_session *bs, const char *path, const char *group,
                   struct sbx_error *err);
 
-/* Snapshots: the workspace copied out into a private host directory (the fd is borrowed until
- * the next call or the session's end); drop removes the copy. */
-int sbx__dk_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err);
-void sbx__dk_workspace_drop(struct sbx__dk_session *s);
-/* Snapshot ref of st restored into the (fresh) workspace: into a host directory, then one tar
- * PUT into the root, then given to the session's user. */
-struct sbx_snapshot_store;
-int sbx__dk_workspace_restore(struct sbx__dk_session *s, struct sbx_snapshot_store *st,
-                              const char *ref, sbx_progress_fn *progress, void *progress_data,
-                              struct sbx_error *err);
+/* The workspace as a tar stream (the session ops workspace_export and workspace_import,
+ * sandbox/provider.h): the archive API of the root, straight to and from the snapshot store. */
+int sbx__dk_workspace_export(struct sbx_session *bs, int out_fd, struct sbx_error *err);
+int sbx__dk_workspace_import(struct sbx_session *bs, int in_fd, struct sbx_error *err);
 
 /* Resolve the workspace path rel inside the container, following symlinks the engine reports
  * only while they stay in the workspace (SBX_E_PERM for one leading out). follow_final: also

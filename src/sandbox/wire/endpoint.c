@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 
 #include "core/dl-ssl.h"
 #include "sandbox/wire/endpoint.h"
@@ -46,6 +47,8 @@ struct sbx__endpoint {
     void (*sleep_ms)(int64_t ms, void *ud);
     void *sleep_ud;
     int warned; /* atomic: the insecure warning was logged */
+    int64_t cert_from,
+            cert_until; /* the client certificate's validity (unix seconds), 0: unknown */
 };
 
 static char *dup_or_null(const char *s)
@@ -313,6 +316,47 @@ static int fill(struct sbx__endpoint *ep, const struct sbx__endpoint_opts *o, st
     return 0;
 }
 
+static int64_t asn1_seconds(const ASN1_TIME *t)
+{
+    struct tm tm;
+    memset(&tm, 0, sizeof(tm));
+    return t && ASN1_TIME_to_tm(t, &tm) == 1 ? (int64_t)timegm(&tm) : 0;
+}
+
+/* The client certificate's validity, to say so when a server refuses an expired one (servers
+ * answer "bad certificate" whatever was wrong). Unknown when it cannot be read. */
+static void cert_validity(struct sbx__endpoint *ep)
+{
+    struct sbx_buf b;
+    sbx_buf_init(&b, (size_t)1 << 20);
+    const char *pem = ep->cert_pem;
+    size_t n = pem ? strlen(pem) : 0;
+    if (!pem && ep->cert_file && sbx_fs_read_path(ep->cert_file, (size_t)1 << 20, &b, NULL) == 0) {
+        pem = b.data;
+        n = b.len;
+    }
+    if (pem && n && sbx__crypto_load(NULL) == 0) {
+        BIO *bio = BIO_new_mem_buf(pem, (int)n);
+        X509 *x = bio ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
+        if (x) {
+            ep->cert_from = asn1_seconds(X509_get0_notBefore(x));
+            ep->cert_until = asn1_seconds(X509_get0_notAfter(x));
+            X509_free(x);
+        }
+        if (bio)
+            BIO_free(bio);
+    }
+    sbx_buf_release(&b);
+}
+
+void sbx__endpoint_client_cert(const struct sbx__endpoint *ep, int *has, int64_t *from,
+                               int64_t *until)
+{
+    *has = ep->cert_file || ep->cert_pem;
+    *from = ep->cert_from;
+    *until = ep->cert_until;
+}
+
 int sbx__endpoint_new(const struct sbx__endpoint_opts *o, struct sbx__endpoint **out,
                       struct sbx_error *err)
 {
@@ -327,6 +371,7 @@ int sbx__endpoint_new(const struct sbx__endpoint_opts *o, struct sbx__endpoint *
         sbx__endpoint_free(ep);
         return rc;
     }
+    cert_validity(ep);
     *out = ep;
     return 0;
 }

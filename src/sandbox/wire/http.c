@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "sandbox/wire/http.h"
+#include "sandbox/wire/ndjson.h"
+#include "sandbox/wire/sse.h"
 #include "sandbox/wire/wire.h"
 #include "sandbox/wire/wire-internal.h"
 #include "sbx/fs.h"
@@ -235,7 +237,46 @@ int sbx__http_sink_fd(const uint8_t *p, size_t n, void *ud, struct sbx_error *er
     return sbx_fd_write_all(*(int *)ud, p, n, err);
 }
 
+int sbx__http_sink_ndjson(const uint8_t *p, size_t n, void *ud, struct sbx_error *err)
+{
+    return sbx__ndjson_feed(ud, (const char *)p, n, err);
+}
+
+int sbx__http_sink_sse(const uint8_t *p, size_t n, void *ud, struct sbx_error *err)
+{
+    return sbx__sse_feed(ud, (const char *)p, n, err);
+}
+
 /* ---- transport errors ---- */
+
+/* A server that refused the TLS handshake over the client certificate: none was given, or it
+ * is expired or not valid yet (servers say only "bad certificate"), or the server does not
+ * trust it. */
+static int client_refused_error(const struct sbx__endpoint *ep, const char *why,
+                                struct sbx_error *err)
+{
+    const char *name = sbx__endpoint_name(ep), *url = sbx__endpoint_url(ep);
+    int has = 0;
+    int64_t from = 0, until = 0, now = sbx_time_real_ns() / SBX_NS_PER_S;
+    sbx__endpoint_client_cert(ep, &has, &from, &until);
+    if (!has)
+        return sbx_error_set(err, SBX_E_HTTP, 0,
+                             "%s at '%s': TLS: the server wants a client certificate and none was "
+                             "given (%s)",
+                             name, url, why);
+    if ((until && now > until) || (from && now < from)) {
+        char when[SBX_TIME_RFC3339_LEN];
+        sbx_time_rfc3339((now > until ? until : from) * SBX_NS_PER_S, when);
+        return sbx_error_set(err, SBX_E_HTTP, 0,
+                             "%s at '%s': TLS: the server refused sbx's client certificate: it %s "
+                             "%s (%s)",
+                             name, url, now > until ? "expired on" : "is not valid before", when,
+                             why);
+    }
+    return sbx_error_set(err, SBX_E_HTTP, 0,
+                         "%s at '%s': TLS: the server refused sbx's client certificate (%s)", name,
+                         url, why);
+}
 
 int sbx__http_transport_error(const struct sbx__endpoint *ep, int cc, const char *detail,
                               const char *what, struct sbx_error *err)
@@ -284,9 +325,7 @@ int sbx__http_transport_error(const struct sbx__endpoint *ep, int cc, const char
         break;
     default:
         if (client_refused)
-            rc = sbx_error_set(err, SBX_E_HTTP, 0,
-                               "%s at '%s': TLS: the server refused sbx's client certificate (%s)",
-                               name, url, why);
+            rc = client_refused_error(ep, why, err);
         else if (cc == CURLE_SSL_CONNECT_ERROR && strstr(d, "certificate verify failed"))
             rc = sbx_error_set(err, SBX_E_HTTP, 0,
                                "%s at '%s': TLS: the server's certificate does not match the "

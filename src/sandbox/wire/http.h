@@ -107,7 +107,11 @@ int64_t sbx__http_backoff_ms(int attempt, int64_t retry_after_ms, int64_t max_ms
  * '/' too). Caller frees. */
 char *sbx__http_escape(const char *s, int keep_slash);
 
-/* A sink writing into the fd *ud points to (blocking writes). */
+/* Ready-made sinks: into the fd *ud points to (blocking writes); into the NDJSON decoder or
+ * the SSE parser ud points to (struct sbx__ndjson, struct sbx__sse: call its finish after the
+ * request to tell a whole stream from a cut one). */
 sbx__http_sink_fn sbx__http_sink_fd;
+sbx__http_sink_fn sbx__http_sink_ndjson;
+sbx__http_sink_fn sbx__http_sink_sse;
 
 #endif

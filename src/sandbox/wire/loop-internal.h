@@ -9,7 +9,7 @@
 
 /* Kinds of objects a loop counts (sbx__loop_stats; the process's loop stops its thread when it
  * holds none). */
-enum { LOOP_WATCH, LOOP_TIMER, LOOP_CONN, LOOP_XFER, LOOP_PROC };
+enum { LOOP_WATCH, LOOP_TIMER, LOOP_CONN, LOOP_XFER, LOOP_PROC, LOOP_HOLD };
 
 /* Count an object of kind in (delta 1) or out (-1). Any thread. */
 void sbx__loop_count(struct sbx__loop *l, int kind, int delta);

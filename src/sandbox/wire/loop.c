@@ -61,7 +61,7 @@ struct sbx__loop {
     int running;                 /* a thread runs (under ctl) */
     int stop;                    /* asks the thread to end (under lock) */
     int users;                   /* threads between the start of a call and its end (under ctl) */
-    size_t count[LOOP_PROC + 1]; /* atomic */
+    size_t count[LOOP_HOLD + 1]; /* atomic */
     pthread_t thread;
     int epfd, evfd;
     /* Loop thread only. */
@@ -92,7 +92,7 @@ void sbx__loop_count(struct sbx__loop *l, int kind, int delta)
 static size_t objects(struct sbx__loop *l)
 {
     size_t n = 0;
-    for (int k = 0; k <= LOOP_PROC; k++)
+    for (int k = 0; k <= LOOP_HOLD; k++)
         n += __atomic_load_n(&l->count[k], __ATOMIC_RELAXED);
     return n;
 }
@@ -476,6 +476,23 @@ void sbx__loop_free(struct sbx__loop *l)
     pthread_cond_destroy(&l->cond);
     free(l->graves);
     free(l);
+}
+
+int sbx__loop_hold(struct sbx__loop *l, struct sbx_error *err)
+{
+    int rc = 0;
+    pthread_mutex_lock(&l->ctl);
+    if (!l->running)
+        rc = start(l, err);
+    if (rc == 0)
+        sbx__loop_count(l, LOOP_HOLD, 1);
+    pthread_mutex_unlock(&l->ctl);
+    return rc;
+}
+
+void sbx__loop_release(struct sbx__loop *l)
+{
+    sbx__loop_count(l, LOOP_HOLD, -1);
 }
 
 /* A user arrives (under ctl): the thread runs from here on. */

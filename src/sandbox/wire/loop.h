@@ -53,7 +53,15 @@ int sbx__loop_new(struct sbx__loop **out, struct sbx_error *err);
  * Not from the loop's own thread. */
 void sbx__loop_free(struct sbx__loop *l);
 
-/* Run fn(ud) on the loop's thread soon (in order of posting). Any thread. Never fails. */
+/* Hold the loop: its thread runs (started here when needed) until the hold is released, and
+ * this is where starting can fail (no descriptor or thread left: SBX_E_SYS), as a call cannot.
+ * Code that makes objects on the process's loop holds it first (an rproc holds it for its
+ * life); sbx__loop_release may be called on any thread, the loop's included. */
+int sbx__loop_hold(struct sbx__loop *l, struct sbx_error *err);
+void sbx__loop_release(struct sbx__loop *l);
+
+/* Run fn(ud) on the loop's thread soon (in order of posting). Any thread. Never fails while the
+ * loop is held; without a hold a process out of descriptors aborts here (SBX_BUG). */
 void sbx__loop_post(struct sbx__loop *l, void (*fn)(void *ud), void *ud);
 /* Run fn(ud) on the loop's thread and wait until it returned (at once when called there). */
 void sbx__loop_call(struct sbx__loop *l, void (*fn)(void *ud), void *ud);

@@ -460,6 +460,7 @@ static void teardown(void *ud)
     stop_provider(r);
     drop_loop_objects(r);
     sbx__loop_count(r->l, LOOP_PROC, -1);
+    sbx__loop_release(r->l);
 }
 
 static void proc_free(struct sbx_proc *bp)
@@ -526,8 +527,15 @@ int sbx__rproc_new(struct sbx__loop *l, const struct sbx__rproc_opts *o,
     sbx_buf_init(&r->err, SBX_BUF_NOLIMIT);
     sbx_buf_init(&r->in, SBX_BUF_NOLIMIT);
     pthread_mutex_init(&r->lock, NULL);
+    int rc = sbx__loop_hold(l, err);
+    if (rc < 0) {
+        pthread_mutex_destroy(&r->lock);
+        free(r->name);
+        free(r);
+        return rc;
+    }
     sbx__loop_count(l, LOOP_PROC, 1);
-    int rc = r->tty ? open_tty(r, err) : open_sockets(r, !!o->want_stdin, err);
+    rc = r->tty ? open_tty(r, err) : open_sockets(r, !!o->want_stdin, err);
     if (rc == 0) {
         r->base.status_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
         if (r->base.status_fd < 0)

@@ -23,6 +23,10 @@ static inline void sbx__wire_random(void *p, size_t n)
 /* Whether ep pins the server's certificate (its check fails as a verification failure). */
 int sbx__endpoint_cert_pinned(const struct sbx__endpoint *ep);
 
+/* Whether ep has a client certificate, and its validity (unix seconds, 0: unknown). */
+void sbx__endpoint_client_cert(const struct sbx__endpoint *ep, int *has, int64_t *from,
+                               int64_t *until);
+
 /* The error for a failed curl transfer or connection (cc: its CURLcode, detail: curl's error
  * buffer, what: "GET /path" or NULL): unreachable, TLS trust, pin, client certificate, timeout,
  * a lost connection, each naming the endpoint. Scrubbed. */

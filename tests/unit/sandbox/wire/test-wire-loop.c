@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <termios.h>
 
@@ -894,6 +895,18 @@ static int count_threads(void)
     return n;
 }
 
+static int count_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)))
+        n += e->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return n - 1; /* the directory's own */
+}
+
 static void end_now(void *ud)
 {
     struct sbx_exit st = {.code = 3};
@@ -927,12 +940,36 @@ static void test_default_loop(void)
     }
 }
 
+/* Out of descriptors: making a remote command is an error, never an abort. */
+static void test_no_descriptors(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx__loop *l = NULL;
+    const char *pre = getenv("LD_PRELOAD");
+    if (pre && strstr(pre, "vgpreload")) {
+        printf("# under valgrind: descriptor limits are valgrind's own, the case does not apply\n");
+        return;
+    }
+    CHECK_OK(sbx__loop_default(&l, &err), &err);
+    struct rlimit rl;
+    getrlimit(RLIMIT_NOFILE, &rl);
+    struct rlimit tight = {.rlim_cur = (rlim_t)count_fds() + 1, .rlim_max = rl.rlim_max};
+    setrlimit(RLIMIT_NOFILE, &tight);
+    struct rp x = {.l = l};
+    struct sbx__rproc_opts o = {.name = "true"};
+    struct sbx__rproc *r = NULL;
+    CHECK_ERR(sbx__rproc_new(l, &o, &rp_ops, &x, &r, &err), SBX_E_SYS, &err, NULL);
+    setrlimit(RLIMIT_NOFILE, &rl);
+    CHECK_EQ_INT(count_threads(), 1);
+}
+
 int main(void)
 {
     TAP_START();
     TAP_RUN_FORKED(test_basics);
     TAP_RUN_FORKED(test_rproc_deadline);
     TAP_RUN_FORKED(test_default_loop);
+    TAP_RUN_FORKED(test_no_descriptors);
     if (!have_python()) {
         printf("# no python3: the server cases skip\n");
         return TAP_DONE();
