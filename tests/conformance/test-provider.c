@@ -57,6 +57,7 @@ struct provider {
 static const struct provider providers[] = {
         {.name = "local"},
         {.name = "docker", .signal_as_status = 1},
+        {.name = "lxd", .signal_as_status = 1},
 };
 
 static const struct provider *prov;
@@ -405,6 +406,8 @@ static void setup(void)
     if (!prov) {
         any_prov.name = info.name;
         prov = &any_prov;
+    }
+    if (!is_docker() && !is_local()) {
         const char *o = getenv("SBX_CONFORM_OPTIONS");
         json_opts = json_loads(o && o[0] ? o : "{}", 0, NULL);
         if (!json_is_object(json_opts)) {
