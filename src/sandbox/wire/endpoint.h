@@ -126,6 +126,12 @@ const char *sbx__endpoint_unix_path(const struct sbx__endpoint *ep);
 int64_t sbx__endpoint_timeout_ms(const struct sbx__endpoint *ep);
 int64_t sbx__endpoint_connect_timeout_ms(const struct sbx__endpoint *ep);
 
+/* The retry policy, after defaults: how many retries, the longest wait, and the wait itself
+ * (the test's sleep_ms when given). */
+int sbx__endpoint_retries(const struct sbx__endpoint *ep);
+int64_t sbx__endpoint_retry_wait_ms(const struct sbx__endpoint *ep);
+void sbx__endpoint_sleep(const struct sbx__endpoint *ep, int64_t ms);
+
 /* Set up curl easy handle c for a request of path (the base path is prefixed) to ep: URL,
  * unix socket, TLS trust, pins and client certificate, HTTP version (http_1_1 forces 1.1),
  * connect timeout, no signals, http/https only; the credential is appended to *headers as a
