@@ -21,8 +21,8 @@ static void load(void)
     load_rc = sbx__crypto_load(&load_err);
     if (load_rc < 0)
         return;
-    load_rc = sbx__dl_load("libssl.so.3", "to check a pinned server certificate", names, N, syms,
-                           &load_err);
+    load_rc = sbx__dl_load("libssl.so.3", "for pinned certificates and half-closed tls connections",
+                           names, N, syms, &load_err);
     if (load_rc < 0)
         return;
     memcpy(&sbx__ssl, syms, sizeof(sbx__ssl));

@@ -123,7 +123,8 @@ class Handler(BaseHTTPRequestHandler):
             code = int(parts[1])
             said = "the server says no"
             if q.get("shape") == "echo":
-                said = "you sent " + self.headers.get("Authorization", "")
+                said = "you sent " + (self.headers.get("Authorization") or
+                                      self.headers.get("X-API-Key", ""))
                 ctype, text = shaped("k8s", code, said)
             else:
                 ctype, text = shaped(q.get("shape", "none"), code, said)

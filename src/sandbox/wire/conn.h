@@ -73,8 +73,9 @@ int sbx__conn_recv(struct sbx__conn *c, void *p, size_t n, size_t *got, struct s
 /* Send what can be sent now: 0 with *sent bytes taken (0: wait for POLLOUT), or -code. */
 int sbx__conn_send(struct sbx__conn *c, const void *p, size_t n, size_t *sent,
                    struct sbx_error *err);
-/* Half-close: no more bytes from sbx (shutdown(SHUT_WR) on the socket; over TLS without a
- * close_notify, as Docker's own client does, so the server sees the end and can still answer).
+/* Half-close: no more bytes from sbx, and the server can still answer. Over TLS a
+ * close_notify first (TLS 1.3 closes each direction on its own), then shutdown(SHUT_WR) on the
+ * socket (Docker's own client does only this: servers that take a bare end of input work too).
  */
 int sbx__conn_shutdown_write(struct sbx__conn *c, struct sbx_error *err);
 

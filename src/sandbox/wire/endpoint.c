@@ -645,10 +645,38 @@ void sbx__endpoint_scrub(const struct sbx__endpoint *ep, struct sbx_error *err)
         scrub(ep, err->msg, sizeof(err->msg));
 }
 
+/* In place: each occurrence becomes asterisks of its length (the text cannot grow). */
+static void mask_all(char *text, const char *needle, size_t nl)
+{
+    char *p = text;
+    while (nl && (p = memmem(p, strlen(p), needle, nl)) != NULL) {
+        memset(p, '*', nl);
+        p += nl;
+    }
+}
+
 void sbx__endpoint_scrub_text(const struct sbx__endpoint *ep, char *text)
 {
-    if (text)
-        scrub(ep, text, strlen(text) + 1);
+    if (!ep || !text || !ep->token)
+        return;
+    struct sbx__endpoint *m = (struct sbx__endpoint *)ep;
+    pthread_mutex_lock(&m->lock);
+    size_t n;
+    const char *t = sbx_secret_reveal(ep->token, &n);
+    mask_all(text, t, n);
+    if (ep->auth == SBX__AUTH_BASIC) {
+        struct sbx_buf plain, enc;
+        sbx_buf_init(&plain, SBX_BUF_NOLIMIT);
+        sbx_buf_init(&enc, SBX_BUF_NOLIMIT);
+        if (sbx_buf_addf(&plain, NULL, "%s:%s", ep->username, t) == 0 &&
+            sbx_b64_encode(plain.data, plain.len, &enc, NULL) == 0)
+            mask_all(text, enc.data, enc.len);
+        sbx__wipe_buf(&plain);
+        sbx__wipe_buf(&enc);
+        sbx_buf_release(&plain);
+        sbx_buf_release(&enc);
+    }
+    pthread_mutex_unlock(&m->lock);
 }
 
 void sbx__wipe_buf(struct sbx_buf *b)

@@ -151,7 +151,8 @@ int sbx__endpoint_reload_token(struct sbx__endpoint *ep);
  * Every error the remote layer returns has been through this; a provider that builds an error
  * from server text itself calls it too. ep or err may be NULL. */
 void sbx__endpoint_scrub(const struct sbx__endpoint *ep, struct sbx_error *err);
-/* The same on any text (a log line about to be written): in place, NUL-terminated. */
+/* The same on any text (a log line about to be written), in place (NUL-terminated): each
+ * occurrence becomes asterisks of its length, since the text cannot grow. */
 void sbx__endpoint_scrub_text(const struct sbx__endpoint *ep, char *text);
 
 /* Zero a buffer's bytes (it held a credential) and reset it. */

@@ -1,5 +1,5 @@
-/* Tests of the remote layer's I/O: local servers written in Python (the scripts of tests/wire) and TLS
- * certificates made by openssl at test time (tests/wire/mkcerts.sh). Servers listen on
+/* Tests of the remote layer's I/O: local servers written in Python (the scripts of tests/wire) and
+ * TLS certificates made by openssl at test time (tests/wire/mkcerts.sh). Servers listen on
  * 127.0.0.1 on a port the kernel picks and stop when the test's end of their stdin closes;
  * tserver_stop kills and reaps them anyway. */
 #ifndef SBX_TEST_WIRE_SERVERS_H
