@@ -55,6 +55,10 @@ int sbx__conn_connect(struct sbx__endpoint *ep, int64_t timeout_ms, struct sbx__
         goto fail;
     }
     k->fd = (int)s;
+    /* libssl for the half-close's close_notify, loaded here rather than later on the loop's
+     * thread (a library opened from a thread that ends is reported lost by valgrind). */
+    if (sbx__endpoint_tls(ep) && (rc = sbx__ssl_load(err)) < 0)
+        goto fail;
     *out = k;
     return 0;
 fail:

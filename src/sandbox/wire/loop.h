@@ -1,7 +1,7 @@
 /* sbx internal: the event loop of the remote layer (docs/internals/remote.md, "The loop").
  *
- * One thread per process, started on first use, relays every running remote command of every
- * client: an epoll set of the descriptors it watches (connections, the local ends of the
+ * One thread per process, running while there is work, relays every running remote command of
+ * every client: an epoll set of the descriptors it watches (connections, the local ends of the
  * commands' sockets and terminals), curl's multi interface for asynchronous requests (exit
  * statuses, kills, resizes, streamed responses), and timers. 1000 running commands cost one
  * thread, not 1000.
@@ -39,9 +39,13 @@ struct sbx__loop; /* opaque */
 /* A data callback's "stop reading until resumed". */
 #define SBX__PAUSE 1
 
-/* The process's loop: its thread is started on the first call and runs for the life of the
- * process (a forked child that calls this gets a loop of its own). Thread-safe. Errors:
- * SBX_E_SYS (no thread, no epoll), SBX_E_UNSUPPORTED (libcurl missing). *out: borrowed. */
+/* The process's loop (*out borrowed: valid for the life of the process; a forked child that
+ * calls this gets a loop of its own). Its thread and descriptors exist only while something is
+ * on it: the first sbx__loop_call / sbx__loop_post starts them, and the call that leaves the
+ * loop holding nothing (no watch, timer, connection, transfer or rproc) stops them, so a
+ * process that ran a remote command keeps no thread or descriptor of it. Thread-safe. Errors:
+ * SBX_E_UNSUPPORTED (libcurl missing); a loop that cannot start its thread or epoll set is a
+ * bug report (SBX_BUG), not an error. */
 int sbx__loop_default(struct sbx__loop **out, struct sbx_error *err);
 /* A loop with a thread of its own (tests, benchmarks). */
 int sbx__loop_new(struct sbx__loop **out, struct sbx_error *err);
@@ -71,8 +75,8 @@ typedef void sbx__timer_fn(struct sbx__timer *t, void *ud);
 struct sbx__timer *sbx__timer_new(struct sbx__loop *l, sbx__timer_fn *fn, void *ud);
 /* Fire once, ms from now (0: at the next turn); arming again moves it. */
 void sbx__timer_after(struct sbx__timer *t, int64_t ms);
+/* Both accept NULL. */
 void sbx__timer_stop(struct sbx__timer *t);
-/* Accepts NULL. */
 void sbx__timer_free(struct sbx__timer *t);
 
 /* ---- descriptors (loop thread) ---- */
@@ -84,6 +88,8 @@ typedef void sbx__watch_fn(struct sbx__watch *w, unsigned revents, void *ud);
 int sbx__watch_new(struct sbx__loop *l, int fd, unsigned events, sbx__watch_fn *fn, void *ud,
                    struct sbx__watch **out, struct sbx_error *err);
 void sbx__watch_set(struct sbx__watch *w, unsigned events);
+/* The descriptor watched. */
+int sbx__watch_fd(const struct sbx__watch *w);
 /* Accepts NULL. */
 void sbx__watch_free(struct sbx__watch *w);
 
