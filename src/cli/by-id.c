@@ -101,6 +101,17 @@ static int by_record(const char *id, cli_sandbox_op *op, void *data, struct sbx_
     }
     if (*rc == 0)
         *rc = op(c, id, data, &e);
+    /* Not there for this op, but there: a stopped sandbox an attach does not reach keeps its
+     * record (and the provider's own words). */
+    json_t *st = NULL;
+    struct sbx_error ignored = SBX_ERROR_INIT;
+    if (*rc == -SBX_E_NOTFOUND && sbx_client_state(c, id, 0, &st, &ignored) == 0) {
+        json_decref(st);
+        sbx_error_copy(err, &e);
+        *out = c;
+        json_decref(rec);
+        return 1;
+    }
     if (*rc == -SBX_E_NOTFOUND) {
         /* Removed behind sbx's back: forget it and look elsewhere. */
         (void)sbx_sandbox_record_remove(json_string_value(json_object_get(rec, "id")), NULL);
