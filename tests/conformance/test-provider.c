@@ -52,6 +52,8 @@ struct provider {
 static const struct provider providers[] = {
         {.name = "local"},
         {.name = "docker", .signal_as_status = 1},
+        /* Kubernetes runs commands as the Docker provider does, through a shell preamble. */
+        {.name = "kubernetes", .signal_as_status = 1},
 };
 
 static const struct provider *prov;
@@ -400,6 +402,8 @@ static void setup(void)
     if (!prov) {
         any_prov.name = info.name;
         prov = &any_prov;
+    }
+    if (!is_local() && !is_docker()) {
         const char *o = getenv("SBX_CONFORM_OPTIONS");
         json_opts = json_loads(o && o[0] ? o : "{}", 0, NULL);
         if (!json_is_object(json_opts)) {

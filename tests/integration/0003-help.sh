@@ -151,7 +151,7 @@ for p in run "sandbox create"; do
         ok "'$p' has -o/--provider-option KEY=VALUE" || not_ok "'$p' has -o/--provider-option KEY=VALUE"
 done
 run "$SBX" sandbox create --help
-expect_in "$T/out" "local, docker: memory limit" "a flag two providers declare alike is told once, with both names"
+expect_in "$T/out" "local, docker, kubernetes: memory limit" "a flag several providers declare alike is told once, with their names"
 
 # Man pages: one per command, valid roff, every option of the table on its command's page.
 mkdir "$T/man"
