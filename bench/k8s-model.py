@@ -21,25 +21,29 @@ import sys
 # bench-kube --figures FILE writes the measured part again; FILE overrides these.
 FIGURES = {
     # bench-kube against the fake API server (tests/kubernetes/fake-apiserver.py, pods run by a
-    # private dockerd): Sandbox create -> Ready -> session, exec round trip of `true`, tar of a
-    # workspace streamed out through exec (MiB/s), 200-file manifest materialised.
-    "fake_create_ms": 1500.0,
-    "fake_exec_ms": 60.0,
-    "fake_snapshot_mib_s": 40.0,
-    # The load test: the fake holding 10,000 Sandbox objects (--kubelet none).
+    # private dockerd; 2026-12-03, bench/README.md): Sandbox create -> Ready -> session, exec
+    # round trip of `true`, tar of a 32 MiB workspace streamed out through exec (MiB/s), a
+    # sandbox from that snapshot, 60 running commands' descriptors and threads.
+    "fake_create_ms": 364.0,
+    "fake_exec_ms": 70.5,
+    "fake_snapshot_mib_s": 41.7,
+    "fake_restore_ms": 1597.0,
+    "harness_fds_per_command": 6.0,
+    "harness_threads": 2,
+    # The load test: the fake holding 10,000 Sandbox objects (--kubelet none): a full list
+    # (wall, and sbx's own CPU of it), attach by id, the shared watch's start, and how fast sbx
+    # decodes watch events (10,000 real objects as MODIFIED events, one core).
     "load_objects": 10000,
-    "load_list_s": 3.0,
-    "load_attach_ms": 60.0,
-    "load_watch_events_s": 2000.0,
+    "load_list_s": 8.67,
+    "load_list_cpu_s": 0.73,
+    "load_attach_ms": 168.0,
+    "load_watch_start_ms": 253.0,
+    "load_decode_events_s": 14793.0,
     # bench-docker (bench/README.md, 2026-12-02): create and exec through dockerd.
     "docker_create_ms": 352.7,
     "docker_exec_ms": 74.2,
     "local_create_ms": 50.5,
     "local_exec_ms": 3.2,
-    # The remote layer: descriptors per running remote command on the harness side (the
-    # caller's ends, the loop's ends and the connection), threads for any number of them.
-    "harness_fds_per_command": 7,
-    "harness_threads": 2,
     # Published: agent-sandbox's KWOK scale CI (dev/ci/presubmits/test-e2e-scalability-kwok):
     # warm pool 1050, 75 claims/s, claim latency P50/P90 <= 300 ms, P99 <= 500 ms.
     "pub_claim_rate": 75.0,
@@ -269,9 +273,11 @@ def run(args):
     # The harness's own cost of 10,000 objects, from the load test.
     res["harness_control_plane"] = {
         "list_s": fig["load_list_s"] * n / fig["load_objects"],
+        "list_cpu_s": fig["load_list_cpu_s"] * n / fig["load_objects"],
         "attach_ms": fig["load_attach_ms"],
-        "watch_events_per_s": fig["load_watch_events_s"],
-        "watch_headroom": fig["load_watch_events_s"] / max(res["fanout"]["events_per_s"], 1e-9),
+        "watch_start_ms": fig["load_watch_start_ms"],
+        "decode_events_per_s": fig["load_decode_events_s"],
+        "decode_share": res["fanout"]["events_per_s"] / fig["load_decode_events_s"],
     }
     return res
 
@@ -325,9 +331,11 @@ def show(res):
              r["availability"]))
     c = res["harness_control_plane"]
     p("\n7. the harness's control plane (from the 10,000-object load test)")
-    p("  list of all sandboxes %.1f s, attach %.0f ms, shared watch %.0f events/s "
-      "(%.0fx the cluster's event rate)" % (c["list_s"], c["attach_ms"], c["watch_events_per_s"],
-                                           c["watch_headroom"]))
+    p("  list of all sandboxes %.1f s (%.2f s of harness CPU), attach %.0f ms, shared watch "
+      "started in %.0f ms; decoding %.0f events/s on one core: the cluster's %.0f events/s take "
+      "%.1f%% of a core" % (c["list_s"], c["list_cpu_s"], c["attach_ms"], c["watch_start_ms"],
+                            c["decode_events_per_s"], res["fanout"]["events_per_s"],
+                            100 * c["decode_share"]))
 
 
 def main():
