@@ -9,11 +9,14 @@
 
 #include "core/spawn.h"
 #include "providers/kubernetes/kube.h"
+#include "providers/kubernetes/api.h"
 #include "providers/kubernetes/kubeconfig.h"
 #include "rmtree.h"
 #include "sbx/b64.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
+#include "sbx/provider.h"
+#include "sbx/session.h"
 #include "tap.h"
 
 static char dir[256];
@@ -416,6 +419,105 @@ static void test_pod_status(void)
     json_decref(events);
 }
 
+static void test_entries(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_dirlist l = {0};
+    static const char good[] = "81a4 12 1000 1000 1700000000\nfile.txt\0"
+                               "41ed 4096 0 0 1700000001\nsub dir\0"
+                               "a1ff 5 0 0 1\nlink\0target\0"
+                               "81a4 0 0 0 1\nnew\nline\0";
+    CHECK_OK(sbx__kube_parse_entries(good, sizeof(good) - 1, &l, &err), &err);
+    CHECK_EQ_INT(l.n, 4);
+    if (l.n == 4) {
+        CHECK_EQ_STR(l.v[0].name, "file.txt");
+        CHECK(l.v[0].type == SBX_FILE_REGULAR);
+        CHECK_EQ_INT(l.v[0].mode, 0644);
+        CHECK_EQ_INT(l.v[0].size, 12);
+        CHECK_EQ_INT(l.v[0].uid, 1000);
+        CHECK(l.v[1].type == SBX_FILE_DIR);
+        CHECK_EQ_STR(l.v[1].name, "sub dir");
+        CHECK(l.v[2].type == SBX_FILE_SYMLINK);
+        CHECK_EQ_STR(l.v[2].target, "target");
+        CHECK_EQ_STR(l.v[3].name, "new\nline"); /* a name cannot forge a record */
+    }
+    sbx_dirlist_release(&l);
+    static const struct {
+        const char *text;
+        size_t n;
+    } bad[] = {
+            {"81a4 12 0 0 1\nno-nul", 20},
+            {"garbage\nx\0", 10},
+            {"81a4 12 0 0 1\n\0", 15},
+            {"81a4 1 0 0 1\na/b\0", 17},
+            {"a1ff 5 0 0 1\nlink\0no-target-nul", 31},
+    };
+    for (size_t i = 0; i < SBX_ARRAY_LEN(bad); i++) {
+        struct sbx_dirlist b = {0};
+        CHECK(sbx__kube_parse_entries(bad[i].text, bad[i].n, &b, &err) == -SBX_E_PARSE);
+        sbx_dirlist_release(&b);
+    }
+}
+
+static void test_options(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    json_t *o = json_pack("{s:s,s:s}", "image", "busybox", "warm_pool", "pool");
+    CHECK_ERR(sbx_provider_options_check("kubernetes", o, NULL, &err), SBX_E_INVAL, &err,
+              "give one of image, warm_pool and template");
+    json_decref(o);
+    o = json_pack("{s:s}", "template", "Not_A_Name");
+    CHECK_ERR(sbx_provider_options_check("kubernetes", o, NULL, &err), SBX_E_INVAL, &err,
+              "template 'Not_A_Name' is not a Kubernetes object name");
+    json_decref(o);
+    o = json_pack("{s:s,s:s}", "warm_pool", "p", "workload", "pod");
+    CHECK_ERR(sbx_provider_options_check("kubernetes", o, NULL, &err), SBX_E_INVAL, &err,
+              "not a bare pod");
+    json_decref(o);
+    json_t *canon = NULL;
+    o = json_pack("{s:s,s:s,s:s,s:s}", "memory", "512M", "cpus", "none", "run_as_user", "none",
+                  "disk", "none");
+    CHECK_OK(sbx_provider_options_check("kubernetes", o, &canon, &err), &err);
+    CHECK_EQ_INT(json_integer_value(json_object_get(canon, "memory")), 512 << 20);
+    json_decref(canon);
+    json_decref(o);
+    /* a client is only the credentials read: nothing is sent */
+    put("client-config", "clusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:1'}\n"
+                         "users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: x\n"
+                         "  context: {cluster: c, user: u, namespace: ns1}\ncurrent-context: x\n");
+    char *cfg = path_in("client-config");
+    o = json_pack("{s:s,s:s}", "kubeconfig", cfg, "image", "busybox");
+    struct sbx_client *c = NULL;
+    CHECK_OK(sbx_client_new_json("kubernetes", o, &c, &err), &err);
+    sbx_client_free(c);
+    json_decref(o);
+    o = json_pack("{s:s,s:s}", "kubeconfig", cfg, "namespace", "Bad_NS");
+    CHECK_ERR(sbx_client_new_json("kubernetes", o, &c, &err), SBX_E_INVAL, &err,
+              "'Bad_NS' is not a namespace name");
+    json_decref(o);
+    free(cfg);
+}
+
+static void test_state(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    json_t *st = NULL;
+    static const char good[] =
+            "{\"version\":1,\"provider\":\"kubernetes\",\"id\":\"0123456789abcdef\","
+            "\"created\":\"2026-12-03T00:00:00Z\",\"root\":\"/workspace\",\"namespace\":"
+            "\"team\",\"kind\":\"Sandbox\",\"name\":\"sbx-0123456789abcdef\",\"context\":"
+            "\"fake\",\"options\":{},\"exposed_ports\":[],\"workspace_owned\":true,"
+            "\"manifest\":null,\"snapshot\":null}";
+    CHECK_OK(sbx_session_state_parse(good, strlen(good), &st, &err), &err);
+    json_decref(st);
+    char *bad = sbx_xstrdup(good);
+    char *k = strstr(bad, "\"Sandbox\"");
+    memcpy(k, "\"Service\"", 9);
+    CHECK_ERR(sbx_session_state_parse(bad, strlen(bad), &st, &err), SBX_E_INVAL, &err,
+              "field 'kind' must be Sandbox, SandboxClaim or Pod");
+    free(bad);
+}
+
 int main(void)
 {
     TAP_START();
@@ -431,6 +533,9 @@ int main(void)
     TAP_RUN(test_quantities);
     TAP_RUN(test_objects);
     TAP_RUN(test_pod_status);
+    TAP_RUN(test_entries);
+    TAP_RUN(test_options);
+    TAP_RUN(test_state);
     rm_tree(dir);
     return TAP_DONE();
 }
