@@ -242,6 +242,35 @@ run "$SBX" sandbox create --provider kubernetes --kubeconfig "$T/exec-kubeconfig
 expect_rc 1 "a kubeconfig whose user runs an exec plugin"
 expect_in "$T/err" "exec plugin 'gke-gcloud-auth-plugin'" "is refused naming the plugin"
 
+# --- the documented Role is enough (the fake's context fake-sbx-role is allowed just that) -------
+if [ -n "$FAKE_DIR" ]; then
+    R=(--kubeconfig "$KCFG" --context fake-sbx-role --namespace "$NS")
+    run "$SBX" sandbox create --provider kubernetes "${R[@]}" --image "$IMG" --manifest "$T/m.yaml"
+    expect_rc 0 "with the Role's rights: create"
+    idr=$(id_of)
+    run "$SBX" sandbox exec "$idr" -- cat hello.txt
+    expect_eq "$(cat "$T/out")" "hello from the manifest" "exec"
+    run "$SBX" sandbox cp "$T/in.txt" "$idr:r.txt"
+    expect_rc 0 "cp"
+    run "$SBX" sandbox exec --keep-background "$idr" -- \
+        sh -c 'python3 -m http.server 8002 --bind 127.0.0.1 >/dev/null 2>&1 &'
+    resolved_r() { "$SBX" sandbox port "$idr" 8002 >"$T/out" 2>"$T/err"; }
+    wait_until resolved_r; rc=$?
+    expect_rc 0 "port"
+    run "$SBX" sandbox stop "$idr"
+    expect_rc 0 "stop"
+    run "$SBX" sandbox start "$idr"
+    expect_rc 0 "start"
+    run "$SBX" sandbox snapshot "$idr"
+    expect_rc 0 "snapshot"
+    run "$SBX" sandbox rm "$idr"
+    expect_rc 0 "rm"
+    run "$SBX" sandbox create --provider kubernetes "${R[@]}" --image "$IMG" --workload pod
+    expect_rc 0 "a bare pod"
+    run "$SBX" sandbox rm "$(id_of)"
+    expect_rc 0 "and its rm"
+fi
+
 # --- a cluster without agent-sandbox: bare pods -------------------------------------------------------
 if [ -n "$FAKE_DIR" ]; then
     f2=$(mktemp -d /tmp/sbx-k8n.XXXXXX)
