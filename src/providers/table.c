@@ -9,6 +9,7 @@
     X(local)                  \
     X(docker)                 \
     X(lxd)                    \
+    X(kubernetes)             \
     /* a new provider: one line above this one */
 /* clang-format on */
 

@@ -58,6 +58,8 @@ static const struct provider providers[] = {
         {.name = "local"},
         {.name = "docker", .signal_as_status = 1},
         {.name = "lxd", .signal_as_status = 1},
+        /* Kubernetes runs commands as the Docker provider does, through a shell preamble. */
+        {.name = "kubernetes", .signal_as_status = 1},
 };
 
 static const struct provider *prov;
