@@ -8,6 +8,7 @@
 #define SBX__PROVIDER_LIST(X) \
     X(local)                  \
     X(docker)                 \
+    X(e2b)                    \
     /* a new provider: one line above this one */
 /* clang-format on */
 
