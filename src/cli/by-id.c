@@ -101,7 +101,19 @@ static int by_record(const char *id, cli_sandbox_op *op, void *data, struct sbx_
     }
     if (*rc == 0)
         *rc = op(c, id, data, &e);
-    if (*rc == -SBX_E_NOTFOUND) {
+    struct sbx_provider_info info = {0};
+    struct sbx_error ignored = SBX_ERROR_INIT;
+    int lists =
+            sbx_provider_find(provider, &info, &ignored) < 0 || (info.traits & SBX_PROVIDER_LISTS);
+    if (*rc == -SBX_E_NOTFOUND && !lists) {
+        /* Only the record finds a sandbox of a provider that does not list (a hosted one):
+         * its answer stands, and the record goes only with the sandbox (a stopped one still
+         * has a state). */
+        json_t *st = NULL;
+        if (sbx_client_state(c, id, 0, &st, &ignored) == -SBX_E_NOTFOUND)
+            (void)sbx_sandbox_record_remove(json_string_value(json_object_get(rec, "id")), NULL);
+        json_decref(st);
+    } else if (*rc == -SBX_E_NOTFOUND) {
         /* Removed behind sbx's back: forget it and look elsewhere. */
         (void)sbx_sandbox_record_remove(json_string_value(json_object_get(rec, "id")), NULL);
         sbx_client_free(c);
