@@ -57,7 +57,7 @@ run "$NSBX" sandbox create --provider null --isolation none
 expect_rc 2 "another provider's option"
 expect_in "$T/err" "option '--isolation' is for the local provider, not --provider null" "is refused naming whose it is"
 run "$NSBX" sandbox create --provider nope
-expect_in "$T/err" "unknown provider 'nope' (local, docker, null)" "the provider list comes from the table"
+expect_in "$T/err" "unknown provider 'nope' (local, docker, e2b, null)" "the provider list comes from the table"
 
 run "$NSBX" sandbox create --provider null --null-dir "$NULLDIR"
 expect_rc 0 "sbx sandbox create --provider null"
