@@ -23,6 +23,7 @@
 #define META_ROOT        "sbx.root"
 #define META_CREATED     "sbx.created"
 #define META_PORTS       "sbx.ports"
+#define META_TIMEOUT     "sbx.timeout"
 #define MANAGED          "sbx.managed"
 #define TCP_TABLE_MAX    ((size_t)16 << 20)
 
@@ -78,6 +79,21 @@ static int sess_resolve_port(struct sbx_session *bs, int port, char **out_url,
     *out_url = sbx_xasprintf("https://%d-%s.%s", port, s->base.id,
                              domain ? domain : s->envd.conf->domain);
     return 0;
+}
+
+void sbx__e2b_keepalive(struct sbx__e2b_session *s)
+{
+    int64_t now = sbx_time_mono_ns();
+    int64_t last = __atomic_load_n(&s->extended_ns, __ATOMIC_SEQ_CST);
+    if (now - last < s->timeout_s * 1000000000 / 4)
+        return;
+    __atomic_store_n(&s->extended_ns, now, __ATOMIC_SEQ_CST);
+    char *path = sbx_xasprintf("/sandboxes/%s/timeout", s->base.id);
+    json_t *body = json_pack("{s:I}", "timeout", (json_int_t)s->timeout_s);
+    struct sbx_error ignored = SBX_ERROR_INIT;
+    (void)sbx__e2b_api(s->envd.conf, "POST", path, body, NULL, NULL, &ignored);
+    json_decref(body);
+    free(path);
 }
 
 static int sess_state(struct sbx_session *bs, json_t **out, struct sbx_error *err)
@@ -172,6 +188,16 @@ static json_t *options_json(const struct e2b_client *c)
     return o;
 }
 
+/* The life the sandbox was made with (its metadata), else the client's: attaching with
+ * another client's default does not change it. */
+static int64_t life_of(const struct e2b_client *c, const json_t *meta)
+{
+    const char *t = json_string_value(json_object_get(meta, META_TIMEOUT));
+    char *end = NULL;
+    long long v = t ? strtoll(t, &end, 10) : 0;
+    return t && end && !*end && v > 0 && v <= 86400 ? (int64_t)v : c->timeout_s;
+}
+
 /* A session on sandbox id, from what the service says of it (detail: SandboxDetail or the
  * answer of create/connect merged with the metadata). token: the envd access token. */
 static struct sbx__e2b_session *session_new(struct e2b_client *c, const char *id,
@@ -192,6 +218,9 @@ static struct sbx__e2b_session *session_new(struct e2b_client *c, const char *id
     sbx_session_init_base(&s->base, &session_ops, "e2b", id, root);
     sbx__e2b_envd_init(&s->envd, c->conf, id, domain, token);
     s->ws_fd = -1;
+    s->timeout_s = life_of(c, meta);
+    /* Made or connected just now: its end is its timeout from now. */
+    s->extended_ns = sbx_time_mono_ns();
     json_t *st = json_object(), *pj = json_array();
     for (const char *p = ports; p && *p;) {
         long v = strtol(p, (char **)&p, 10);
@@ -249,7 +278,8 @@ static int connect_sandbox(struct e2b_client *c, const char *id, struct sbx__e2b
     if (rc < 0)
         return rc;
     char *path = sbx_xasprintf("/v2/sandboxes/%s/connect", id);
-    json_t *body = json_pack("{s:I}", "timeout", (json_int_t)c->timeout_s);
+    json_t *body = json_pack("{s:I}", "timeout",
+                             (json_int_t)life_of(c, json_object_get(detail, "metadata")));
     rc = sbx__e2b_api(c->conf, "POST", path, body, NULL, &ans, err);
     if (rc == -SBX_E_NOTFOUND)
         rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "no sandbox '%s' (it expired or was killed)",
@@ -309,6 +339,9 @@ static json_t *create_body(const struct e2b_client *c, const char *template, con
     sbx_json_set(meta, META_ROOT, sbx_json_str(root));
     sbx_json_set(meta, META_CREATED, sbx_json_str(created));
     sbx_json_set(meta, META_PORTS, sbx_json_str(ports.data ? ports.data : ""));
+    char life[24];
+    snprintf(life, sizeof(life), "%lld", (long long)c->timeout_s);
+    sbx_json_set(meta, META_TIMEOUT, sbx_json_str(life));
     sbx_buf_release(&ports);
     sbx_json_set(b, "templateID", sbx_json_str(template));
     sbx_json_set(b, "timeout", json_integer(c->timeout_s));

@@ -137,6 +137,8 @@ char *sbx__e2b_escape(const char *s);
 struct sbx__e2b_session {
     struct sbx_session base;
     struct sbx__e2b_envd envd;
+    int64_t timeout_s;   /* the sandbox's life from its last use */
+    int64_t extended_ns; /* when it was last set (monotonic; atomic) */
     json_t *state;
     char *ws_dir; /* the workspace copied to this host for a snapshot, or NULL */
     int ws_fd;    /* its fd, -1 */
@@ -155,6 +157,11 @@ int sbx__e2b_exec_run(const struct sbx__e2b_envd *e, const char *const *argv,
 /* The same, failing with what the command said when it exits non-zero ("cannot WHAT 'rel'"). */
 int sbx__e2b_run_ok(struct sbx__e2b_session *s, const char *const *argv, const char *what,
                     const char *rel, struct sbx__e2b_run *out, struct sbx_error *err);
+
+/* In use: once a quarter of its life has passed since the last time, set the sandbox's end
+ * to its timeout from now (POST /sandboxes/{id}/timeout), so a sandbox lives as long as it is
+ * used. Failures are left to the command that follows. */
+void sbx__e2b_keepalive(struct sbx__e2b_session *s);
 
 int sbx__e2b_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec, const char *cwd,
                         struct sbx_proc **out, struct sbx_error *err);

@@ -742,6 +742,7 @@ int sbx__e2b_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec
         return sbx_error_set(err, SBX_E_NOTFOUND, 0,
                              "no user '%s' in the sandbox: e2b commands run as '%s'", spec->user,
                              SBX__E2B_USER);
+    sbx__e2b_keepalive(s);
     struct e2b_proc *p = proc_new(s, spec);
     int rc = open_fds(p, spec, err);
     if (rc < 0)

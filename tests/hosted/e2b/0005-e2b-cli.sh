@@ -77,6 +77,13 @@ expect_eq "$(cat "$T/out")" "from local
 sub/note.txt
 $(wc -l <"$T/e2b.stats")" "with its files, modes, owner and links"
 
+# Files in and out by the e2b id.
+printf 'in and out\n' >"$T/in.txt"
+run "$SBX" sandbox cp "$T/in.txt" "$eid2:sub/in.txt"
+expect_rc 0 "sbx sandbox cp into the e2b sandbox"
+run "$SBX" sandbox cp "$eid2:sub/in.txt" "$T/back.txt"
+same "$T/in.txt" "$T/back.txt" "and back out, the same bytes"
+
 # A state resumes in a new sbx process; stop (pause) and start (resume) keep the workspace.
 run "$SBX" sandbox state "$eid2"
 expect_rc 0 "the e2b sandbox's session state"
@@ -123,6 +130,28 @@ sleep 2.5
 run "$SBX" sandbox exec "$short" -- true
 expect_rc 125 "is gone after it"
 expect_in "$T/err" "expired or was killed" "and the error says it expired"
+
+knob '{"max_sandboxes": 1}'
+run "$SBX" sandbox create --provider e2b
+expect_rc 1 "past the service's concurrency quota a create fails"
+expect_in "$T/err" "maximum number of concurrent E2B sandboxes" "with the service's words"
+knob '{"max_sandboxes": 0}'
+run "$SBX" sandbox create --provider e2b -o timeout=1
+expect_rc 0 "a sandbox paused when its life ends (on_timeout pause, the default)"
+napper=$(tail -1 "$T/out")
+"$SBX" sandbox exec "$napper" -- sh -c 'echo kept > kept.txt'
+# (asked at the service, not through sbx: every use sets its end again)
+for _ in $(seq 80); do
+    [ "$(fake_state "$napper")" = paused ] && break
+    sleep 0.25
+done
+run "$SBX" sandbox exec "$napper" -- true
+expect_in "$T/err" "is paused (sbx sandbox start $napper)" "is paused after it, saying how to start it"
+run "$SBX" sandbox start "$napper"
+expect_rc 0 "starts again"
+run "$SBX" sandbox exec "$napper" -- cat kept.txt
+expect_eq "$(cat "$T/out")" "kept" "with its workspace"
+short="$short $napper"
 
 # Nothing left behind, and no key anywhere sbx wrote.
 for id in $(cat "$T/ids") $short; do "$SBX" sandbox rm "$id" >/dev/null 2>&1; done

@@ -50,11 +50,11 @@ for line in open(sys.argv[1], errors="replace"):
 ' "$1")
 }
 
-# e2b_fake_start DIR: skip when sbx cannot make sandboxes here (with the E2B layout the fake
+# e2b_fake_start DIR [--tls]: skip when sbx cannot make sandboxes here (with the E2B layout the fake
 # uses), else start the fake in DIR and export its env (E2B_API_URL, E2B_SANDBOX_URL,
 # E2B_API_KEY, FAKE_E2B_*).
 e2b_fake_start() {
-    local dir=$1 id
+    local dir=$1 tls=${2:-} id
     mkdir -m 0700 "$T/probe" "$T/probe/run"
     printf 'version: 1\nroot: /home/user\nusers: [user]\n' >"$T/probe/m.yaml"
     if ! id=$(env XDG_RUNTIME_DIR="$T/probe/run" SBX_WORKSPACES="$T/probe/ws" SBX_STOPPED="$T/probe/stopped" \
@@ -64,15 +64,19 @@ e2b_fake_start() {
     env XDG_RUNTIME_DIR="$T/probe/run" SBX_WORKSPACES="$T/probe/ws" SBX_STOPPED="$T/probe/stopped" \
         SBX_SNAPSHOTS="$T/probe/snap" "$SBX" sandbox rm "$id" >/dev/null 2>&1
     mkdir -p "$dir"
-    "$E2B_HERE/fake.sh" start "$dir" || { echo "Bail out! the fake does not start"; exit 1; }
+    "$E2B_HERE/fake.sh" start "$dir" $tls || { echo "Bail out! the fake does not start"; exit 1; }
     set -a
     . "$dir/env"
     set +a
 }
 
 # knob JSON: set the fake's test knobs. fake_stat NAME: one of its counters.
-knob() { python3 -c 'import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "/_fake/knobs", sys.argv[2].encode(), {"Content-Type": "application/json"})).read()' "$E2B_API_URL" "$1"; }
-fake_stat() { python3 -c 'import json, sys, urllib.request; print(json.load(urllib.request.urlopen(sys.argv[1] + "/_fake/stats"))[sys.argv[2]])' "$E2B_API_URL" "$1"; }
+# (Over HTTPS the fake's certificate is the one NODE_EXTRA_CA_CERTS names.)
+knob() { python3 -c 'import os, ssl, sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "/_fake/knobs", sys.argv[2].encode(), {"Content-Type": "application/json"}), context=ssl.create_default_context(cafile=os.environ.get("NODE_EXTRA_CA_CERTS"))).read()' "$E2B_API_URL" "$1"; }
+fake_stat() { python3 -c 'import json, os, ssl, sys, urllib.request; print(json.load(urllib.request.urlopen(sys.argv[1] + "/_fake/stats", context=ssl.create_default_context(cafile=os.environ.get("NODE_EXTRA_CA_CERTS"))))[sys.argv[2]])' "$E2B_API_URL" "$1"; }
+
+# fake_state ID: the state the service gives sandbox ID (running, paused), asked directly.
+fake_state() { python3 -c 'import json, os, ssl, sys, urllib.request; print(json.load(urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "/sandboxes/" + sys.argv[2], headers={"X-API-KEY": os.environ["E2B_API_KEY"]}), context=ssl.create_default_context(cafile=os.environ.get("NODE_EXTRA_CA_CERTS"))))["state"])' "$E2B_API_URL" "$1" 2>/dev/null; }
 
 # same A B NAME: files A and B are equal (the difference as diagnostics).
 same() {
