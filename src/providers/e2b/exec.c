@@ -218,6 +218,8 @@ struct e2b_proc {
     struct sbx_buf tmp;
 };
 
+static long envd_pid_of(struct e2b_proc *p);
+
 static void wake(int fd)
 {
     char c = 'x';
@@ -227,8 +229,8 @@ static void wake(int fd)
     while (w < 0 && errno == EINTR);
 }
 
-/* Signal the command's process group (its own, else the command alone) from a second short
- * command. */
+/* Signal the command's process group from a second short command; without a group of its
+ * own, the process alone through envd's SendSignal. */
 static void signal_group(struct e2b_proc *p, const char *sig)
 {
     char target[32];
@@ -239,10 +241,18 @@ static void signal_group(struct e2b_proc *p, const char *sig)
     pthread_mutex_unlock(&p->lock);
     if (pid <= 1)
         return;
-    if (pg == pid)
-        snprintf(target, sizeof(target), "-%ld", pid);
-    else
-        snprintf(target, sizeof(target), "%ld", pid);
+    if (pg != pid) {
+        /* No group of its own (no setsid in the template): envd signals its process. */
+        long epid = envd_pid_of(p);
+        json_t *m = json_pack("{s:{s:I},s:s}", "process", "pid", (json_int_t)epid, "signal",
+                              strcmp(sig, "KILL") == 0 ? "SIGNAL_SIGKILL" : "SIGNAL_SIGTERM");
+        struct sbx_error ignored = SBX_ERROR_INIT;
+        if (epid > 0)
+            (void)sbx__e2b_unary(&p->envd, "/process.Process/SendSignal", m, NULL, &ignored);
+        json_decref(m);
+        return;
+    }
+    snprintf(target, sizeof(target), "-%ld", pid);
     const char *argv[] = {"kill", "-s", sig, "--", target, NULL};
     struct sbx__e2b_run r;
     struct sbx_error ignored = SBX_ERROR_INIT;
@@ -537,6 +547,16 @@ static void proc_free(struct sbx_proc *bp)
     pthread_mutex_unlock(&p->lock);
     if (!done && p->stream_started)
         signal_group(p, "KILL");
+    /* The caller's ends first: a relay blocked writing output nobody reads then fails at
+     * once instead of holding the joins below. */
+    if (p->base.tty) {
+        sbx_fd_close(&p->base.stdout_fd);
+        p->base.stdin_fd = -1;
+    } else {
+        sbx_fd_close(&p->base.stdout_fd);
+        sbx_fd_close(&p->base.stderr_fd);
+        sbx_fd_close(&p->base.stdin_fd);
+    }
     if (p->ctl_started) {
         wake(p->wake_w);
         pthread_join(p->ctl_thr, NULL);
@@ -554,14 +574,6 @@ static void proc_free(struct sbx_proc *bp)
         }
         p->abort = 1;
         pthread_join(p->stream_thr, NULL);
-    }
-    if (p->base.tty) {
-        sbx_fd_close(&p->base.stdout_fd);
-        p->base.stdin_fd = -1;
-    } else {
-        sbx_fd_close(&p->base.stdout_fd);
-        sbx_fd_close(&p->base.stderr_fd);
-        sbx_fd_close(&p->base.stdin_fd);
     }
     int *fds[] = {&p->base.status_fd, &p->status_w, &p->wake_r, &p->wake_w,
                   &p->out_w,          &p->err_w,    &p->in_r,   &p->slave};
