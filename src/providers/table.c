@@ -10,6 +10,7 @@
     X(docker)                 \
     X(lxd)                    \
     X(kubernetes)             \
+    X(e2b)                    \
     /* a new provider: one line above this one */
 /* clang-format on */
 
