@@ -54,10 +54,9 @@ else
     FAKE_DIR=$(dirname "$KCFG")
     IMG=${SBX_TEST_DOCKER_IMAGE:-sbx-test:1}
     # The provider's tests take turns on a fake they share (each has its own namespace, but
-    # they count the fake's watches and pods); the lock goes with this shell at exit.
+    # they count the fake's watches and pods): take_turn, tests/integration/lib.sh.
     if [ -z "$own_fake" ]; then
-        exec 8>>"$FAKE_DIR/suite.lock"
-        flock 8
+        take_turn "$FAKE_DIR"
     fi
 fi
 export KUBECACHEDIR=$T/kube-cache

@@ -9,10 +9,9 @@ lxd_own=""    # the cluster this test started, if any
 lxd_shared="" # the one it was given
 if [ -n "${SBX_TEST_LXD_DIR:-}" ] && [ -f "$SBX_TEST_LXD_DIR/env" ]; then
     lxd_shared=$SBX_TEST_LXD_DIR
-    # One test at a time on a shared cluster: some stop a member while they run. The lock goes
-    # with this shell's descriptor when the test ends.
-    exec 8>>"$lxd_shared/suite.lock"
-    flock 8
+    # One test at a time on a shared cluster: some stop a member while they run (take_turn,
+    # tests/integration/lib.sh).
+    take_turn "$lxd_shared"
 else
     why=""
     [ "$(id -u)" = 0 ] || why="needs root"
