@@ -40,7 +40,7 @@ static int said(int rc, const char *name, struct sbx_error *err)
 
 SBX_API int sbx_lxd_snapshot_create(struct sbx_session *bs, const char *name, struct sbx_error *err)
 {
-    struct sbx__lxd_session *s;
+    struct sbx__lxd_session *s = NULL;
     int rc = lxd_session(bs, &s, err);
     if (rc < 0 || (rc = valid_snap(name, err)) < 0)
         return rc;
@@ -55,7 +55,7 @@ SBX_API int sbx_lxd_snapshot_create(struct sbx_session *bs, const char *name, st
 SBX_API int sbx_lxd_snapshot_restore(struct sbx_session *bs, const char *name,
                                      struct sbx_error *err)
 {
-    struct sbx__lxd_session *s;
+    struct sbx__lxd_session *s = NULL;
     int rc = lxd_session(bs, &s, err);
     if (rc < 0 || (rc = valid_snap(name, err)) < 0)
         return rc;
@@ -80,7 +80,7 @@ SBX_API int sbx_lxd_snapshot_restore(struct sbx_session *bs, const char *name,
 
 SBX_API int sbx_lxd_snapshot_list(struct sbx_session *bs, json_t **out, struct sbx_error *err)
 {
-    struct sbx__lxd_session *s;
+    struct sbx__lxd_session *s = NULL;
     int rc = lxd_session(bs, &s, err);
     if (rc < 0)
         return rc;
@@ -108,7 +108,7 @@ SBX_API int sbx_lxd_snapshot_list(struct sbx_session *bs, json_t **out, struct s
 
 SBX_API int sbx_lxd_snapshot_delete(struct sbx_session *bs, const char *name, struct sbx_error *err)
 {
-    struct sbx__lxd_session *s;
+    struct sbx__lxd_session *s = NULL;
     int rc = lxd_session(bs, &s, err);
     if (rc < 0 || (rc = valid_snap(name, err)) < 0)
         return rc;
