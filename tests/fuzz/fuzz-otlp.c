@@ -26,8 +26,22 @@ static int varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
 
 /* The messages of an ExportTraceServiceRequest (OTLP trace.proto, common.proto,
  * resource.proto) and what each of their length-delimited fields holds. */
-enum msg { REQUEST, RESOURCE_SPANS, RESOURCE, SCOPE_SPANS, SCOPE, SPAN, STATUS, KEY_VALUE,
-           ANY_VALUE, ARRAY_VALUE, KV_LIST, EVENT, LINK, NMSG };
+enum msg {
+    REQUEST,
+    RESOURCE_SPANS,
+    RESOURCE,
+    SCOPE_SPANS,
+    SCOPE,
+    SPAN,
+    STATUS,
+    KEY_VALUE,
+    ANY_VALUE,
+    ARRAY_VALUE,
+    KV_LIST,
+    EVENT,
+    LINK,
+    NMSG
+};
 #define STRING (-1)
 #define BYTES  (-2)
 
@@ -45,10 +59,10 @@ static int holds(enum msg m, uint64_t field)
     case SCOPE:
         return field == 3 ? KEY_VALUE : STRING;
     case SPAN:
-        return field == 9    ? KEY_VALUE
-               : field == 11 ? EVENT
-               : field == 13 ? LINK
-               : field == 15 ? STATUS
+        return field == 9                 ? KEY_VALUE
+               : field == 11              ? EVENT
+               : field == 13              ? LINK
+               : field == 15              ? STATUS
                : field == 3 || field == 5 ? STRING
                                           : BYTES;
     case STATUS:
