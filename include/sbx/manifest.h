@@ -161,6 +161,9 @@ SBX_API const struct sbx_manifest_group *sbx_manifest_group_at(const struct sbx_
 /* Every user to create: the declared users, then group members not declared as users (the
  * reference provisions that union). Appends names to out. */
 SBX_API void sbx_manifest_account_users(const struct sbx_manifest *m, struct sbx_strv *out);
+/* The declared user the workspace root directory belongs to (top-level "root_owner"), or NULL:
+ * the provider's user. Borrowed. */
+SBX_API const char *sbx_manifest_root_owner(const struct sbx_manifest *m);
 
 /* Host paths the manifest asks to show inside the sandbox (the Agents SDK's extra_path_grants,
  * each {"path", "read_only", "description", "host_path"}): path is where it appears in the
@@ -323,6 +326,10 @@ SBX_API int sbx_manifest_set_env(struct sbx_manifest *m, const char *name, const
                                  int flags, struct sbx_error *err);
 /* Declare a user ([a-z_][a-z0-9_-]{0,31}); declaring one twice is SBX_E_EXISTS. */
 SBX_API int sbx_manifest_add_user(struct sbx_manifest *m, const char *name, struct sbx_error *err);
+/* Give the workspace root directory to name, a user already declared (sbx_manifest_add_user);
+ * SBX_E_INVAL for an invalid or undeclared name. */
+SBX_API int sbx_manifest_set_root_owner(struct sbx_manifest *m, const char *name,
+                                        struct sbx_error *err);
 /* Declare a group with members (NULL-terminated, may be NULL). */
 SBX_API int sbx_manifest_add_group(struct sbx_manifest *m, const char *name,
                                    const char *const *users, struct sbx_error *err);

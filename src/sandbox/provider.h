@@ -57,6 +57,10 @@ struct sbx_session_ops {
      * SBX_E_NOTFOUND for a name the sandbox does not have, SBX_E_UNSUPPORTED where the sandbox
      * maps no such group. */
     int (*chgrp)(struct sbx_session *s, const char *path, const char *group, struct sbx_error *err);
+    /* Optional (NULL: the provider cannot): give the workspace root directory itself (not what
+     * lies in it) to user, a declared user of the sandbox's manifest (its private group too).
+     * SBX_E_UNSUPPORTED where the sandbox maps no such user. */
+    int (*chown_root)(struct sbx_session *s, const char *user, struct sbx_error *err);
     int (*resolve_port)(struct sbx_session *s, int port, char **out_url, struct sbx_error *err);
     int (*state)(struct sbx_session *s, json_t **out, struct sbx_error *err);
     int (*close)(struct sbx_session *s, int delete_workspace, struct sbx_error *err);

@@ -2,8 +2,9 @@
 # Manifest details that must reach the agent, through `sbx run` and the fake model server:
 # entry descriptions in the instructions' workspace listing (bounded, control characters
 # blanked), `default_manifest` as the SDK's name of `manifest`, a whole agent graph validated
-# before any model call, entry `group` applied, git_repo keeping its repository, and
-# `ephemeral` entries and variables left out of snapshots and session states but applied again.
+# before any model call, entry `group` and `root_owner` applied, git_repo keeping its
+# repository, and `ephemeral` entries and variables left out of snapshots and session states
+# but applied again.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/model-lib.sh"
 . "$(dirname "$0")/sandbox-lib.sh"
@@ -168,6 +169,35 @@ expect_rc 1 "a group the sandbox does not have fails the create"
 expect_in "$T/err" "entry 'x': group 'nosuch' does not exist in the sandbox" "naming the entry and the group"
 expect_eq "$(live)" 0 "and leaves no sandbox"
 expect_eq "$(ls "$SBX_WORKSPACES" 2>/dev/null | wc -l)" 0 "nor a workspace"
+
+# --- root_owner: the workspace root itself to a declared user ---------------------------------
+printf 'root: /home/user\nusers: [user]\nroot_owner: user\n' >"$T/ro.yaml"
+if [ "$(id -u)" = 0 ]; then
+    run "$SBX" sandbox create --manifest "$T/ro.yaml"
+    expect_rc 0 "a manifest with root_owner creates (root runner)"
+    rid=$(cat "$T/out")
+    run "$SBX" sandbox exec -u user "$rid" -- sh -c 'stat -c "%U %G" /home/user; echo "$HOME $(pwd)"; touch a && stat -c %U a'
+    expect_eq "$(tr '\n' ';' <"$T/out")" "user user;/home/user /home/user;user;" \
+        "the root is the user's, who writes in it"
+    run "$SBX" sandbox exec "$rid" -- id -un
+    expect_eq "$(cat "$T/out")" "sandbox" "commands still run as the provider's user by default"
+    "$SBX" sandbox stop "$rid" >/dev/null && "$SBX" sandbox start "$rid" >/dev/null
+    run "$SBX" sandbox exec -u user "$rid" -- sh -c 'stat -c "%U" /home/user a'
+    expect_eq "$(tr '\n' ';' <"$T/out")" "user;sandbox;" \
+        "stop and start give the root to the user again (the restored files are the provider's)"
+    "$SBX" sandbox rm "$rid" >/dev/null
+    mkdir -p "$T/given"
+    run "$SBX" sandbox create --manifest "$T/ro.yaml" --workspace "$T/given"
+    expect_rc 1 "root_owner refuses a given workspace"
+    expect_in "$T/err" "field 'root_owner': user 'user': only a workspace sbx makes can be given to a user" \
+        "saying why"
+    expect_eq "$(stat -c %u "$T/given")" 0 "and leaves the directory's owner alone"
+fi
+run "$SBX" sandbox create --isolation none --manifest "$T/ro.yaml"
+expect_rc 1 "root_owner without isolation is refused"
+expect_in "$T/err" "field 'root_owner': user 'user': this sandbox maps only its default user (isolation none)" \
+    "saying why"
+expect_eq "$(live)" 0 "and leaves no sandbox"
 
 # --- extra_path_grants: host paths the manifest shows inside, checked as --ro/--rw are --------
 mkdir -p "$T/tool" "$T/outdir"

@@ -144,6 +144,29 @@ gfail:
                 return rc;
         }
     }
+    const char *owner = NULL;
+    if ((rc = sbx_json_get_text(doc, "root_owner", SBX_JSON_NONEMPTY, &owner, NULL, err)))
+        return rc;
+    return owner ? sbx_manifest_set_root_owner(m, owner, err) : 0;
+}
+
+const char *sbx_manifest_root_owner(const struct sbx_manifest *m)
+{
+    return m->root_owner;
+}
+
+int sbx_manifest_set_root_owner(struct sbx_manifest *m, const char *name, struct sbx_error *err)
+{
+    if (!sbx__manifest_valid_account_name(name))
+        return sbx_error_set(
+                err, SBX_E_INVAL, 0,
+                "field 'root_owner': '%s' is not a valid name ([a-z_][a-z0-9_-]{0,31})",
+                sbx__manifest_shown_name(name));
+    if (sbx_strv_find(&m->users, name) < 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "field 'root_owner': user '%s' is not declared in 'users'", name);
+    free(m->root_owner);
+    m->root_owner = sbx_xstrdup(name);
     return 0;
 }
 

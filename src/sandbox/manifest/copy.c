@@ -90,6 +90,8 @@ struct sbx_manifest *sbx__manifest_dup(const struct sbx_manifest *f)
     for (size_t i = 0; i < f->allowlist.n; i++)
         sbx_strv_push(&m->allowlist, f->allowlist.v[i]);
     m->has_allowlist = f->has_allowlist;
+    if (f->root_owner && sbx_manifest_set_root_owner(m, f->root_owner, &err) < 0)
+        SBX_BUG("a manifest's own root owner refused: %s", err.msg);
     for (size_t i = 0; i < f->ngrants; i++)
         sbx__manifest_add_grant(m, &f->grants[i]);
     return m;

@@ -72,6 +72,9 @@ int sbx__manifest_digest(const struct sbx_manifest *m, char out[SBX_SHA256_HEX_L
     rc = digest_str(h, "sbx-manifest-digest-v2", err);
     if (rc == 0)
         rc = digest_str(h, sbx_manifest_root(m), err);
+    /* Only when set, so the digests of manifests without it stay what they were. */
+    if (rc == 0 && sbx_manifest_root_owner(m) && (rc = digest_str(h, "root_owner", err)) == 0)
+        rc = digest_str(h, sbx_manifest_root_owner(m), err);
     size_t n = sbx_manifest_entry_count(m);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const struct sbx_manifest_entry *e = sbx_manifest_entry_at(m, i);

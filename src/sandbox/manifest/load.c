@@ -527,10 +527,16 @@ static int parse_grants(struct loader *L, const json_t *grants, struct sbx_error
 
 static int parse_top(struct loader *L, const json_t *doc, struct sbx_error *err)
 {
-    static const char *const keys[] = {
-            "version", "root",   "entries",           "environment",
-            "users",   "groups", "extra_path_grants", "remote_mount_command_allowlist",
-            NULL};
+    static const char *const keys[] = {"version",
+                                       "root",
+                                       "root_owner",
+                                       "entries",
+                                       "environment",
+                                       "users",
+                                       "groups",
+                                       "extra_path_grants",
+                                       "remote_mount_command_allowlist",
+                                       NULL};
     int rc = sbx_json_check_keys(doc, keys, err);
     if (rc)
         return rc;

@@ -156,6 +156,7 @@ void sbx_manifest_free(struct sbx_manifest *m)
     if (!m)
         return;
     free(m->root);
+    free(m->root_owner);
     for (size_t i = 0; i < m->n; i++)
         sbx__manifest_entry_free(m->entries[i]);
     free(m->entries);

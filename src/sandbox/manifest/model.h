@@ -56,6 +56,7 @@ struct group {
 
 struct sbx_manifest {
     char *root;
+    char *root_owner; /* a declared user, or NULL: the provider's user */
     struct entry **entries;
     size_t n, alloc;
     struct env **env;

@@ -187,6 +187,8 @@ int sbx_manifest_to_json(const struct sbx_manifest *m, int flags, json_t **out,
     int rc = 0;
     sbx_json_set(doc, "version", json_integer(1));
     sbx_json_set(doc, "root", sbx_json_str(m->root));
+    if (m->root_owner)
+        sbx_json_set(doc, "root_owner", sbx_json_str(m->root_owner));
     sbx_json_set(doc, "entries", entries);
     for (size_t i = 0; i < m->n && rc == 0; i++) {
         if (m->entries[i]->pub.parent != SBX_MANIFEST_NONE)

@@ -382,6 +382,22 @@ static int materialize_entries(struct sbx_session *s, const struct sbx_manifest 
     sbx_strv_init(&eph);
     if (flags & SBX__MATERIALIZE_EPHEMERAL_ONLY)
         sbx__manifest_ephemeral_paths(m, &eph);
+    /* The root's owner first, so that it is set again after a restore too (snapshots keep no
+     * owners) and before the entries, which do not depend on it. */
+    const char *owner = sbx_manifest_root_owner(m);
+    if (owner) {
+        int rc = s->ops->chown_root ? s->ops->chown_root(s, owner, err)
+                                    : sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                                                    "provider '%s' cannot give the workspace root "
+                                                    "to user '%s'",
+                                                    s->provider, owner);
+        if (rc < 0) {
+            sbx_error_prefix(err, "field 'root_owner'");
+            sbx_strv_release(&eph);
+            json_decref(records);
+            return rc;
+        }
+    }
     for (size_t i = 0; i < n; i++) {
         const struct sbx_manifest_entry *e = sbx_manifest_entry_at(m, i);
         /* With EPHEMERAL_ONLY the rest came from the snapshot, which keeps no owners: only its

@@ -8,12 +8,13 @@ usage: fake-e2b.py --state-dir DIR [--api-port N] [--envd-port N] [--api-key KEY
 
 Two listeners on 127.0.0.1: the API (what E2B_API_URL names) and envd (E2B_SANDBOX_URL). Port
 0 picks a free port; the chosen ports are written to DIR/ports as "API ENVD". Every E2B
-sandbox is an sbx sandbox made with a manifest whose workspace root is /home/user and whose one
-user is "user" (E2B's layout). sbx keeps them under DIR (XDG_RUNTIME_DIR, SBX_WORKSPACES,
-SBX_STOPPED, SBX_SNAPSHOTS and XDG_STATE_HOME point there), and every one is removed on
-SIGTERM/SIGINT and when a sandbox is killed or expires. DIR/unknown-fields.log gets one line
-per field name a client sent that the tables below do not know (the suite asserts it stays
-empty).
+sandbox is an sbx sandbox made with a manifest whose workspace root is /home/user, whose one
+user is "user" and who owns that root (E2B's layout); envd's commands and file operations run
+as "user" (sbx sandbox exec --user), the only user of its Connect calls. sbx keeps them under
+DIR (XDG_RUNTIME_DIR, SBX_WORKSPACES, SBX_STOPPED, SBX_SNAPSHOTS and XDG_STATE_HOME point
+there), and every one is removed on SIGTERM/SIGINT and when a sandbox is killed or expires.
+DIR/unknown-fields.log gets one line per field name a client sent that the tables below do not
+know (the suite asserts it stays empty).
 
 Envd requests name their sandbox with the E2b-Sandbox-Id header (what the SDK sends when
 E2B_SANDBOX_URL is set), or with a Host of the form 49983-<id>.<domain>.
@@ -712,7 +713,7 @@ class Sbx:
             self.env[var] = p
         self.manifest = os.path.join(state_dir, "manifest.yaml")
         with open(self.manifest, "w") as f:
-            f.write("version: 1\nroot: %s\nusers: [%s]\n" % (HOME, USER))
+            f.write("version: 1\nroot: %s\nusers: [%s]\nroot_owner: %s\n" % (HOME, USER, USER))
 
     def run(self, *args, input=None, timeout=120):
         return subprocess.run([self.binary] + list(args), input=input, capture_output=True,
@@ -726,7 +727,7 @@ class Sbx:
         return r.stdout.decode().strip()
 
     def exec_argv(self, sbx_id, argv, *, stdin=False, tty=False, env=None, keep=False):
-        out = [self.binary, "sandbox", "exec"]
+        out = [self.binary, "sandbox", "exec", "--user", USER]
         if keep:
             out.append("--keep-background")
         if tty:
@@ -928,7 +929,7 @@ class Proc:
                 return
             self.signal_sent = sig
         if sig != signal.SIGKILL and self.sandbox_pid:
-            r = self.sbx.run("sandbox", "exec", self.sbx_id, "--", "kill", "-s",
+            r = self.sbx.run("sandbox", "exec", "--user", USER, self.sbx_id, "--", "kill", "-s",
                              signal.Signals(sig).name[3:], str(self.sandbox_pid), timeout=30)
             if r.returncode == 0:
                 return
@@ -1082,14 +1083,15 @@ class Fake:
                 raise ApiError(404, "Sandbox %s doesn't exist or you don't have access to it" % json.dumps(sb.id))
             if sb.state == "paused":
                 raise ApiError(409, "Error pausing sandbox - sandbox '%s' is already paused" % sb.id)
+            # The sbx sandbox stays (E2B keeps the paused sandbox's disk, owners included: an sbx
+            # stop and start would bring its files back as sbx's default user's); its processes
+            # end and envd answers nothing until it resumes.
             self.stop_procs(sb)
-            self.sbx.check("sandbox", "stop", sb.sbx_id)
             sb.state = "paused"
 
     def resume(self, sb, timeout):
         with sb.lock:
             if sb.state == "paused":
-                self.sbx.check("sandbox", "start", sb.sbx_id)
                 sb.state = "running"
                 sb.started_at = time.time()
                 sb.end_at = time.time() + timeout

@@ -725,6 +725,58 @@ static void test_accounts(void)
     bad("users: {name: a}\n", SBX_E_INVAL, "field 'users' must be an array");
 }
 
+/* root_owner: a declared user, kept by the serializer, the copy and the digest. */
+static void test_root_owner(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_manifest *m = NULL, *plain = NULL;
+    CHECK_OK(load("root: /home/user\nusers: [user]\nrootOwner: user\n", &m, &err), &err);
+    CHECK_OK(load("root: /home/user\nusers: [user]\n", &plain, &err), &err);
+    if (m && plain) {
+        CHECK_EQ_STR(sbx_manifest_root_owner(m), "user");
+        CHECK(sbx_manifest_root_owner(plain) == NULL);
+        char *s = to_text(m, NULL);
+        CHECK_CONTAINS(s, "\"root_owner\":\"user\"");
+        char *p = to_text(plain, NULL);
+        CHECK(strstr(p, "root_owner") == NULL);
+        free(p);
+        /* The output loads back to the same manifest. */
+        struct sbx_manifest *back = NULL;
+        CHECK_OK(load(s, &back, &err), &err);
+        CHECK(back && sbx_manifest_root_owner(back) &&
+              strcmp(sbx_manifest_root_owner(back), "user") == 0);
+        sbx_manifest_free(back);
+        free(s);
+        struct sbx_manifest *c = sbx__manifest_dup(m);
+        CHECK(sbx_manifest_root_owner(c) && strcmp(sbx_manifest_root_owner(c), "user") == 0);
+        char a[65], b[65], d[65];
+        CHECK_OK(sbx__manifest_digest(m, a, &err), &err);
+        CHECK_OK(sbx__manifest_digest(c, b, &err), &err);
+        CHECK_OK(sbx__manifest_digest(plain, d, &err), &err);
+        CHECK_EQ_STR(a, b);
+        CHECK(strcmp(a, d) != 0);
+        sbx_manifest_free(c);
+        /* The builder: declared users only, the manifest unchanged on error. */
+        CHECK_ERR(sbx_manifest_set_root_owner(plain, "nobody", &err), SBX_E_INVAL, &err,
+                  "field 'root_owner': user 'nobody' is not declared in 'users'");
+        CHECK(sbx_manifest_root_owner(plain) == NULL);
+        CHECK_ERR(sbx_manifest_set_root_owner(plain, "Bad Name", &err), SBX_E_INVAL, &err,
+                  "not a valid name");
+        CHECK_OK(sbx_manifest_set_root_owner(plain, "user", &err), &err);
+        CHECK_EQ_STR(sbx_manifest_root_owner(plain), "user");
+    }
+    sbx_manifest_free(m);
+    sbx_manifest_free(plain);
+    bad("users: [alice]\nroot_owner: bob\n", SBX_E_INVAL,
+        "field 'root_owner': user 'bob' is not declared in 'users'");
+    bad("groups: [{name: g, users: [bob]}]\nroot_owner: bob\n", SBX_E_INVAL,
+        "user 'bob' is not declared in 'users'");
+    bad("users: [alice]\nroot_owner: Alice\n", SBX_E_INVAL, "'Alice' is not a valid name");
+    bad("users: [alice]\nroot_owner: \"\"\n", SBX_E_INVAL, "field 'root_owner' must not be empty");
+    bad("users: [alice]\nroot_owner: [alice]\n", SBX_E_INVAL,
+        "field 'root_owner' must be a string");
+}
+
 static void test_git_repo(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -1088,6 +1140,7 @@ static void test_dup(void)
                   "environment: {PLAIN: v, TOKEN: {value: s3cret, secret: true},\n"
                   "              FROM_HOST: {type: secret, env: HOME}}\n"
                   "users: [alice, bob]\n"
+                  "root_owner: bob\n"
                   "groups: [{name: team, users: [alice]}]\n"
                   "remote_mount_command_allowlist: [ls]\n",
                   &m, &err),
@@ -1142,6 +1195,7 @@ int main(void)
     TAP_RUN(test_secrets);
     TAP_RUN(test_environment_forms);
     TAP_RUN(test_accounts);
+    TAP_RUN(test_root_owner);
     TAP_RUN(test_git_repo);
     TAP_RUN(test_mounts);
     TAP_RUN(test_mount_credential_refs);

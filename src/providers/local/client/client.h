@@ -67,7 +67,17 @@ struct sbx__local_session {
     int root_fd; /* workspace dir fd from the supervisor, -1 until first use */
     int closed;
     int64_t idle_ms; /* requests: how long the supervisor may answer nobody */
+    /* While its supervisor starts (create), the root's owner is held here instead of set:
+     * the supervisor reads the workspace owner from the root directory as it starts. */
+    int starting;
+    unsigned root_owner; /* pending on-disk uid and gid of the root's owner, 0: none */
 };
+
+/* ---- ops.c ---- */
+
+/* Give the workspace root to the owner the manifest's root_owner asked for while the
+ * supervisor started (nothing if none). */
+int sbx__local_apply_root_owner(struct sbx__local_session *s, struct sbx_error *err);
 
 /* ---- runtime.c: the runtime directory of a sandbox, from the client side ---- */
 

@@ -835,13 +835,17 @@ static int start_supervisor(struct create_job *j, struct sbx_error *err)
                             .progress = &j->progress};
     struct while_starting ws_job = {write_initial_state, &job};
     json_t *report = NULL;
+    j->ls->starting = 1;
     int rc = spawn_supervisor(j->sup, j->id, j->cfg, j->c->start_timeout_ms, &ws_job, j->tie_fd,
                               &report, err);
     sbx_fd_close(&j->tie_fd);
     if (rc < 0)
         return rc;
     j->started = 1;
-    rc = record_limits(j->dir, j->id, j->ls->state, report, err);
+    /* The supervisor is up (it has read the workspace owner): the root's owner may change. */
+    rc = sbx__local_apply_root_owner(j->ls, err);
+    if (rc == 0)
+        rc = record_limits(j->dir, j->id, j->ls->state, report, err);
     json_decref(report);
     return rc;
 }

@@ -618,6 +618,74 @@ static int sess_chgrp(struct sbx_session *bs, const char *path, const char *grou
     return rc;
 }
 
+static int set_root_owner(struct sbx__local_session *s, unsigned disk, const char *user,
+                          struct sbx_error *err)
+{
+    struct stat st;
+    int dfd, rc = root_fd(s, &dfd, err);
+    if (rc < 0)
+        return rc;
+    if (fstat(dfd, &st) < 0)
+        return sbx_error_errno(err, errno, "cannot stat the workspace");
+    if ((st.st_uid != disk || st.st_gid != disk) && fchown(dfd, disk, disk) < 0)
+        return sbx_error_errno(err, errno, "cannot give the workspace to %s", user);
+    return 0;
+}
+
+int sbx__local_apply_root_owner(struct sbx__local_session *s, struct sbx_error *err)
+{
+    unsigned disk = s->root_owner;
+    s->starting = 0;
+    s->root_owner = 0;
+    return disk ? set_root_owner(s, disk, "the manifest's root_owner", err) : 0;
+}
+
+/* The workspace root to a declared user: on disk, the stable ids the idmapped workspace mount
+ * shows inside as that user and its private group (isolation.md, Identities). The default
+ * user owns the workspace already. Only in a workspace sbx made: a sandbox reads its workspace
+ * owner from the root directory when it starts (so while it starts, the owner is only noted,
+ * and create sets it once the sandbox is up), and a given directory would keep the change for
+ * the next sandbox. */
+static int sess_chown_root(struct sbx_session *bs, const char *user, struct sbx_error *err)
+{
+    struct sbx__local_session *s = (struct sbx__local_session *)bs;
+    const char *iso = json_string_value(json_object_get(s->state, "isolation"));
+    const struct sbx_manifest *m = NULL;
+    struct sbx_strv users;
+    int rc = sbx__session_manifest(&s->base, &m, err);
+    if (rc < 0)
+        return rc;
+    sbx_strv_init(&users);
+    sbx__local_account_users(m, &users);
+    long k = sbx_strv_find(&users, user);
+    sbx_strv_release(&users);
+    if (k < 0)
+        return sbx_error_set(err, SBX_E_NOTFOUND, 0, "user '%s' does not exist in the sandbox",
+                             user);
+    if (k == 0)
+        return 0;
+    if (!iso || strcmp(iso, "none") == 0 || geteuid() != 0)
+        return sbx_error_set(
+                err, SBX_E_UNSUPPORTED, 0,
+                "user '%s': this sandbox maps only its default user (%s); other "
+                "users need an isolated sandbox made by root",
+                user, !iso || strcmp(iso, "none") == 0 ? "isolation none" : "unprivileged runner");
+    if (!s->owned)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                             "user '%s': only a workspace sbx makes can be given to a user, not "
+                             "a given directory",
+                             user);
+    unsigned disk = SBX__ISOLATION_HOST_ID_BASE + SBX__ISOLATION_FIRST_UID + (unsigned)k;
+    if (s->starting) {
+        s->root_owner = disk;
+        return 0;
+    }
+    char *who = sbx_xasprintf("user '%s'", user);
+    rc = set_root_owner(s, disk, who, err);
+    free(who);
+    return rc;
+}
+
 /* Ask the supervisor for a forward of port: a TCP URL ("url"), or with unix_socket the path of
  * a unix socket in the runtime dir ("path"). *out: caller frees. */
 static int port_request(struct sbx_session *bs, int port, int unix_socket, char **out,
@@ -698,6 +766,7 @@ static const struct sbx_session_ops session_ops = {
         .rm = sess_rm,
         .chmod = sess_chmod,
         .chgrp = sess_chgrp,
+        .chown_root = sess_chown_root,
         .resolve_port = sess_resolve_port,
         .state = sess_state,
         .close = sess_close,
