@@ -818,6 +818,7 @@ static int turn_hook(void *data, struct sbx_agent *agent, const json_t *items,
     out->hidden = e->tools.hidden;
     out->nhidden = e->tools.nhidden;
     out->settings = e->settings;
+    out->session = e->session;
     json_t *cur = NULL;
     for (size_t i = 0; i < e->ncaps; i++) {
         const struct sbx_capability_ops *ops = sbx__capability_ops(e->caps[i]);

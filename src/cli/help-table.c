@@ -86,6 +86,9 @@ static const struct cli_help_opt run_opts[] = {
         {0, "approve-all", NULL, "no call waits for approval in this run"},
         {0, "allow-agent-change", NULL, "with --resume: accept an agent file that changed"},
         {0, "no-memory-update", NULL, "skip generating memory after the answer"},
+        {0, "allow-host-tools", NULL,
+         "let the agent files' host_command tools run programs on this machine, outside every "
+         "sandbox (whoever wrote the agent file then decides what runs here)"},
         {0, "port", "N",
          "print the host URL of port N of the run's sandboxes (on stderr, or as a 'port' event "
          "with --json) as soon as something listens there (repeatable)"},
@@ -385,6 +388,7 @@ const struct cli_help cli_help_table[] = {
          "        [--snapshot FILE|REF] [--snapshot-out FILE|store]\n"
          "        [--keep] [--share] [--conversation NAME] [PROMPT | -]\n"
          "        [--pass-secret NAME]... [--state FILE] [--no-memory-update] [--port N]...\n"
+         "        [--allow-host-tools]\n"
          "        [--provider NAME] [-o KEY=VALUE]... [provider options]\n"
          "        [--trace FILE] [--trace-otlp URL] [--trace-parent TRACEPARENT]\n"
          "        [--trace-content] [--trace-openai]\n"
@@ -420,6 +424,10 @@ const struct cli_help cli_help_table[] = {
          "--pass-secret OPENAI_API_KEY "
          "lets a manifest's {type: secret, env: OPENAI_API_KEY} read the model's key (refused "
          "otherwise).\n\n"
+         "Agent files may define their own tools (docs/guide.md, 'Your own tools'): a command in "
+         "the sandbox, an HTTP endpoint, or a command on the host. Host commands run with your "
+         "rights and no sandbox: a run refuses them unless --allow-host-tools is given, and "
+         "then names each on stderr.\n\n"
          "Approvals: a tool call that needs approval (needs_approval in the agent file) is "
          "asked about on a terminal: the tool, its arguments (long ones shortened; [v] shows "
          "them all) and [y]es / [n]o (with a reason the model reads) / [a]lways for this tool "
