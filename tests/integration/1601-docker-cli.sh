@@ -130,6 +130,10 @@ if wait_until no_relay "$id"; then ok "the relay ended with the container's init
 fi
 run "$SBX" sandbox exec "$id" -- true
 [ "$rc" != 0 ] && ok "a stopped sandbox runs nothing" || not_ok "a stopped sandbox runs nothing"
+run "$SBX" sandbox ps --all
+grep -E "^$id " "$T/out" >"$T/row"
+expect_in "$T/row" "(stopped: workspace kept by docker)" "ps --all says the stopped container keeps the workspace"
+expect_not_in "$T/row" "(null)" "and never prints a missing snapshot as (null)"
 run "$SBX" sandbox start "$id"
 expect_rc 0 "start"
 run "$SBX" sandbox exec "$id" -- cat in.txt
