@@ -403,6 +403,13 @@ out:
     return rc;
 }
 
+/* Whether the run's sandbox agents get fresh sandboxes (from a manifest) unless a run state
+ * names theirs: nothing of the configuration serves them all. */
+static int fresh_sessions(const struct sbx_sandbox_run *sr)
+{
+    return !sr->cfg.session && !sr->cfg.session_id && !sr->cfg.session_state;
+}
+
 /* Everything in a sandbox agent's definition that can be wrong, checked for every agent the
  * run can reach before its first model call: a handoff's bad manifest must not surface only
  * when the model hands off. Sessions are not touched. */
@@ -418,6 +425,9 @@ static int check_agent(struct sbx_agent *agent, void *data, struct sbx_error *er
     /* agent_manifest's messages already start with the field's name. */
     if ((rc = agent_manifest(spec, &m, err)) == 0 && (rc = make_caps(sr, &e, spec, err)) < 0)
         sbx_error_prefix(err, "field 'capabilities'");
+    if (rc == 0 && !sr->cfg.manifest_path && !sr->cfg.manifest_doc && fresh_sessions(sr) &&
+        (rc = sbx_provider_check_mounts(sbx_client_provider(sr->client), m, err)) < 0)
+        sbx_error_prefix(err, "field 'manifest'");
     for (size_t i = 0; i < e.ncaps; i++)
         sbx_capability_unref(e.caps[i]);
     free(e.caps);
@@ -1317,6 +1327,12 @@ int sbx_sandbox_run(struct sbx_sandbox_run *sr, struct sbx_agent *agent, const j
     sr->api = strcmp(sbx_model_provider(opt->model), "chat") == 0 ? SBX_MODEL_API_CHAT
                                                                   : SBX_MODEL_API_RESPONSES;
     int rc = sbx_agent_walk(agent, check_agent, sr, err);
+    if (rc == 0 && (sr->cfg.manifest_path || sr->cfg.manifest_doc) && fresh_sessions(sr)) {
+        struct sbx_manifest *m = NULL;
+        if ((rc = load_manifest(sr, NULL, &m, err)) == 0)
+            rc = sbx_provider_check_mounts(sbx_client_provider(sr->client), m, err);
+        sbx_manifest_free(m);
+    }
     if (rc < 0)
         return rc;
     sr->model = opt->model;

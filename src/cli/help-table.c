@@ -285,6 +285,8 @@ static const struct cli_help_opt mf_check_opts[] = {
          "do not look at local_file / local_dir sources on this machine, nor require the "
          "variables mount credentials refer to; allow mount targets outside the root"},
         {0, "base-dir", "DIR", "resolve relative sources against DIR (default: FILE's directory)"},
+        {0, "provider", "NAME",
+         "refuse the mount entries provider NAME cannot mount, saying why (default: local)"},
         {'h', "help", NULL, "show this help"},
         {0},
 };
@@ -338,12 +340,14 @@ const struct cli_help cli_help_table[] = {
          "sbx manifest tree [--depth N] [--max-bytes N] [--no-host-checks] FILE",
          "check a workspace manifest or show its tree", NULL, help_only, STATUS_COMMON,
          "run sandbox-create", 0},
-        {"manifest check", NULL, "sbx manifest check [--no-host-checks] [--base-dir DIR] FILE",
+        {"manifest check", NULL,
+         "sbx manifest check [--no-host-checks] [--base-dir DIR] [--provider NAME] FILE",
          "validate a manifest",
          "Validates FILE (YAML or JSON) and prints the normalised manifest as JSON; secret "
          "values are left out (a note on stderr says how many). For each mount entry a line on "
          "stderr gives its type, target, read-only or read-write, and whether sbx's tests mount "
-         "that type against a real server or it is configured only.",
+         "that type against a real server or it is configured only; a mount entry the provider "
+         "(--provider, default local) cannot mount fails the check with the reason.",
          mf_check_opts, STATUS_COMMON, "manifest", CLI_HELP_ANYWHERE},
         {"manifest tree", NULL,
          "sbx manifest tree [--depth N] [--max-bytes N] [--no-host-checks] FILE",

@@ -12,6 +12,7 @@
 #include "sbx/buf.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
+#include "sbx/manifest.h"
 #include "sbx/provider.h"
 #include "sbx/secret.h"
 
@@ -40,6 +41,8 @@ static void info_of(const struct sbx__provider_def *d, struct sbx_provider_info 
     *out = (struct sbx_provider_info){.name = d->name,
                                       .summary = d->summary,
                                       .traits = d->traits,
+                                      .unmountable = d->unmountable,
+                                      .unmountable_why = d->unmountable_why,
                                       .options = d->options,
                                       .n_options = n};
 }
@@ -66,6 +69,15 @@ int sbx_provider_find(const char *name, struct sbx_provider_info *out, struct sb
         return 0;
     }
     return sbx__provider_unknown(name, err);
+}
+
+int sbx_provider_check_mounts(const char *provider, const struct sbx_manifest *m,
+                              struct sbx_error *err)
+{
+    const struct sbx__provider_def *d = sbx__provider_def(provider);
+    if (!d)
+        return sbx__provider_unknown(provider, err);
+    return sbx__provider_check_mounts(d->name, m, err);
 }
 
 const struct sbx_provider_option *sbx_provider_option(const struct sbx_provider_info *p,
