@@ -77,7 +77,8 @@ struct sbx_sandbox_run {
     /* Sessions the run created stay when it ends (cfg.keep, or a resumable run that did not
      * complete): set at the end of sbx_sandbox_run, read by every later close. */
     int keep_sessions;
-    char *run_id; /* the run's id: its sandboxes' records name it (the run owns those) */
+    char *run_id;            /* the run's id: its sandboxes' records name it (the run owns those) */
+    struct sbx_agent *start; /* the agent sbx_sandbox_run started with */
 };
 
 static const char base_prompt[] =
@@ -410,6 +411,30 @@ static int fresh_sessions(const struct sbx_sandbox_run *sr)
     return !sr->cfg.session && !sr->cfg.session_id && !sr->cfg.session_state;
 }
 
+/* One client makes every fresh sandbox of a run: the one the start agent's sandbox section
+ * configured (with the caller's overrides). Another agent whose section asks for something
+ * else is refused rather than silently given the run's provider. */
+static int same_section(const struct sbx_sandbox_run *sr, const json_t *spec, struct sbx_error *err)
+{
+    const json_t *own = json_object_get(spec, "sandbox");
+    const json_t *start = json_object_get(sbx_agent_sandbox_spec(sr->start), "sandbox");
+    if (!own || (start && json_equal(own, start)))
+        return 0;
+    const char *p = json_string_value(json_object_get(own, "provider"));
+    const char *sp = json_string_value(json_object_get(start, "provider"));
+    const char *sfile =
+            json_string_value(json_object_get(sbx_agent_sandbox_spec(sr->start), "agent_file"));
+    return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                         "field 'sandbox': it asks for sandboxes of provider '%s'%s, but every "
+                         "sandbox of a run comes from the start agent's provider and options "
+                         "(provider '%s'%s%s%s): give the agents the same sandbox section, or "
+                         "run this agent on its own",
+                         p ? p : sbx_client_provider(sr->client),
+                         p && start && sp && strcmp(p, sp) == 0 ? " with other options" : "",
+                         sbx_client_provider(sr->client), start && sfile ? ", from '" : "",
+                         start && sfile ? sfile : "", start && sfile ? "' and the caller" : "");
+}
+
 /* Everything in a sandbox agent's definition that can be wrong, checked for every agent the
  * run can reach before its first model call: a handoff's bad manifest must not surface only
  * when the model hands off. Sessions are not touched. */
@@ -428,6 +453,8 @@ static int check_agent(struct sbx_agent *agent, void *data, struct sbx_error *er
     if (rc == 0 && !sr->cfg.manifest_path && !sr->cfg.manifest_doc && fresh_sessions(sr) &&
         (rc = sbx_provider_check_mounts(sbx_client_provider(sr->client), m, err)) < 0)
         sbx_error_prefix(err, "field 'manifest'");
+    if (rc == 0 && fresh_sessions(sr))
+        rc = same_section(sr, spec, err);
     for (size_t i = 0; i < e.ncaps; i++)
         sbx_capability_unref(e.caps[i]);
     free(e.caps);
@@ -1326,6 +1353,7 @@ int sbx_sandbox_run(struct sbx_sandbox_run *sr, struct sbx_agent *agent, const j
     sr->opt = &o;
     sr->api = strcmp(sbx_model_provider(opt->model), "chat") == 0 ? SBX_MODEL_API_CHAT
                                                                   : SBX_MODEL_API_RESPONSES;
+    sr->start = agent;
     int rc = sbx_agent_walk(agent, check_agent, sr, err);
     if (rc == 0 && (sr->cfg.manifest_path || sr->cfg.manifest_doc) && fresh_sessions(sr)) {
         struct sbx_manifest *m = NULL;
