@@ -44,7 +44,10 @@ struct agent_env {
     char *snapshot_ref; /* taken at the end with cfg.snapshot_out */
     struct sbx_capability **caps;
     size_t ncaps;
-    int pending;         /* a capability has work for sbx_sandbox_run_after */
+    int pending; /* a capability has work for sbx_sandbox_run_after */
+    /* The run removes the session but snapshots it (cfg.snapshot_out): it stays open for the
+     * deferred work, then is snapshotted again so that the snapshot holds what the work made. */
+    int resnap;
     const char *dropped; /* the type of a capability that had, but the session was removed */
     int closed;
     struct sbx_toolset tools;
@@ -1066,15 +1069,19 @@ static void end_env(struct sbx_sandbox_run *sr, struct agent_env *e, const struc
     /* Deferred work only pays off where the workspace outlives the run. */
     int survives = !e->created || sr->cfg.keep ||
                    (sr->cfg.resumable && (re->status < 0 || sr->unfinished));
+    /* ... or where a snapshot of it does: the work is done before the sandbox goes, then
+     * snapshotted again. */
+    int snapshotted = !survives && sr->cfg.snapshot_out;
     for (size_t i = 0; i < e->ncaps; i++) {
         const struct sbx_capability_ops *ops = sbx__capability_ops(e->caps[i]);
         int r = ops->run_end ? ops->run_end(e->caps[i], &env, &err) : 0;
         if (r < 0)
             sbx_log(SBX_LOG_WARN, "capability '%s' of agent '%s' at the end of the run: %s",
                     sbx_capability_type(e->caps[i]), sbx_agent_name(e->agent), err.msg);
-        else if (r > 0 && ops->after_run && survives)
+        else if (r > 0 && ops->after_run && (survives || snapshotted)) {
             e->pending = 1;
-        else if (r > 0 && ops->after_run)
+            e->resnap |= !survives;
+        } else if (r > 0 && ops->after_run)
             e->dropped = sbx_capability_type(e->caps[i]);
     }
 }
@@ -1202,6 +1209,50 @@ static int take_snapshots(struct sbx_sandbox_run *sr, struct sbx_error *err)
         *err = e2;
     }
     return rc;
+}
+
+/* After the deferred work on e's session: snapshot it again, so the snapshot cfg.snapshot_out
+ * asked for holds what the work made (memory); the envs sharing the session take the new
+ * reference, and the snapshot_out file gets it when it held the old one. */
+static int resnapshot(struct sbx_sandbox_run *sr, struct agent_env *e,
+                      sbx_progress_line_fn *progress, void *progress_data, struct sbx_error *err)
+{
+    char *ref = NULL, *old = e->snapshot_ref;
+    int first = 1;
+    for (size_t i = 0; i < sr->n && sr->envs[i] != e; i++)
+        first &= !sr->envs[i]->snapshot_ref || !sr->envs[i]->session_id;
+    int rc = sbx_session_snapshot(e->session, sr->store, &ref, err);
+    if (rc == 0 && first && old && sr->cfg.snapshot_out && strcmp(sr->cfg.snapshot_out, "store")) {
+        sbx_fd_close(&sr->out_fd);
+        free(sr->out_tmp);
+        sr->out_tmp = sbx_xasprintf("%s.tmp.%s", sr->cfg.snapshot_out, tmp_letters);
+        sr->out_fd = mkostemp(sr->out_tmp, O_CLOEXEC);
+        rc = sr->out_fd < 0 ? sbx_error_errno(err, errno, "cannot create '%s'", sr->out_tmp)
+                            : export_out(sr, ref, err);
+    }
+    if (rc < 0) {
+        sbx_error_prefix(err, "snapshot of sandbox '%s' after the deferred work", e->session_id);
+        free(ref);
+        return rc;
+    }
+    for (size_t i = 0; i < sr->n; i++) {
+        struct agent_env *o = sr->envs[i];
+        if (o != e && o->session == e->session && o->snapshot_ref) {
+            free(o->snapshot_ref);
+            o->snapshot_ref = sbx_xstrdup(ref);
+        }
+    }
+    e->snapshot_ref = ref;
+    if (progress) {
+        char line[512];
+        snprintf(line, sizeof(line),
+                 "memory: snapshot %s (agent '%s', sandbox %s) holds the memory too (the one "
+                 "above was taken before it)",
+                 ref, sbx_agent_name(e->agent), e->session_id);
+        progress(line, progress_data);
+    }
+    free(old);
+    return 0;
 }
 
 /* ---- run states ------------------------------------------------------------------------------ */
@@ -1504,6 +1555,14 @@ int sbx_sandbox_run_after(struct sbx_sandbox_run *sr, int skip, sbx_progress_lin
             if (rc == 0) {
                 *err = e2;
                 rc = -e2.code;
+            }
+        }
+        struct sbx_error e3 = SBX_ERROR_INIT;
+        if (!skip && e->resnap && resnapshot(sr, e, progress, progress_data, &e3) < 0) {
+            sbx_log(SBX_LOG_WARN, "%s", e3.msg);
+            if (rc == 0) {
+                *err = e3;
+                rc = -e3.code;
             }
         }
         e->pending = 0;
