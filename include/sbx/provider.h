@@ -152,7 +152,8 @@ SBX_API int sbx_client_new_json(const char *provider, const json_t *options,
  * cannot (no SBX_PROVIDER_LISTS trait, or nothing configured here). */
 SBX_API int sbx_provider_probe(const char *provider, json_t **out, struct sbx_error *err);
 /* p as JSON: {"name", "summary", "default": bool, "traits": [names], "options": [{"key",
- * "type", "arg", "help", "flag", "list", "locator", "state", "trusted"}]}. Caller owns. */
+ * "type", "arg", "help", "flag", "list", "locator", "state", "trusted"}], and when it refuses
+ * some mount types "unmountable": {"types": [entry type names], "why"}}. Caller owns. */
 SBX_API json_t *sbx_provider_describe(const struct sbx_provider_info *p);
 /* Read a SECRET option's value (ref: {"env": "VAR"} or {"file": "/PATH"}, at most 64 KiB, a
  * trailing newline dropped) into a secret called what. *out: caller owns (sbx_secret_free).

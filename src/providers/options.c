@@ -569,9 +569,20 @@ json_t *sbx_provider_describe(const struct sbx_provider_info *p)
                               (o->flags & SBX_OPTION_TRUSTED) != 0);
         sbx_json_append(opts, j);
     }
-    return json_pack("{s:s, s:s, s:b, s:o, s:o}", "name", p->name, "summary", p->summary, "default",
-                     strcmp(p->name, sbx__providers[0]->name) == 0, "traits", traits, "options",
-                     opts);
+    json_t *d = json_pack("{s:s, s:s, s:b, s:o, s:o}", "name", p->name, "summary", p->summary,
+                          "default", strcmp(p->name, sbx__providers[0]->name) == 0, "traits",
+                          traits, "options", opts);
+    /* What it refuses to mount, and why: the declared reason users read at the refusal. */
+    if (p->unmountable) {
+        json_t *kinds = json_array();
+        for (int t = 0; t < 32; t++)
+            if ((p->unmountable & (1u << t)) && sbx_entry_type_is_mount((enum sbx_entry_type)t))
+                sbx_json_append(kinds, sbx_json_str(sbx_entry_type_name((enum sbx_entry_type)t)));
+        sbx_json_set(d, "unmountable",
+                     json_pack("{s:o, s:s}", "types", kinds, "why",
+                               p->unmountable_why ? p->unmountable_why : ""));
+    }
+    return d;
 }
 
 int sbx_provider_secret(const json_t *ref, const char *what, struct sbx_secret **out,

@@ -46,6 +46,9 @@ expect_in "$T/err" "entry 'docs' (s3_mount): the docker provider cannot mount it
     "with the docker provider's declared reason"
 run "$SBX" manifest check --provider local "$T/m.yaml"
 expect_rc 0 "--provider local: the same manifest checks"
+run "$SBX" sandbox providers --json
+expect_eq "$(python3 -c 'import json,sys; d={p["name"]: p.get("unmountable") for p in json.load(open(sys.argv[1]))}; print(d["local"]["types"], "s3_mount" in d["docker"]["types"], d["docker"]["why"].startswith("sbx mounts buckets with rclone"))' "$T/out")" \
+    "['s3_files_mount'] True True" "sbx sandbox providers --json shows what each provider refuses to mount, and why"
 run "$SBX" manifest check --provider nosuch "$T/m.yaml"
 expect_rc 2 "an unknown provider is a usage error"
 expect_in "$T/err" "unknown provider 'nosuch'" "naming it"
