@@ -1135,6 +1135,15 @@ static void close_env(struct sbx_sandbox_run *sr, struct agent_env *e)
         sbx_span_set_status(span, 0, err.msg);
     else if (rm)
         (void)sbx_sandbox_record_remove(e->session_id, NULL);
+    /* A sandbox the run made and keeps (cfg.keep) keeps what the agent left running in it (a
+     * preview server): the processes outlive this handle where the provider can leave them. In
+     * a sandbox the run only attached to, or keeps for a run state, they end with the run. */
+    if (e->created && sr->cfg.keep) {
+        size_t n = sbx_session_pty_detach_all(e->session);
+        if (n)
+            sbx_log(SBX_LOG_INFO, "sandbox '%s': %zu command%s of agent '%s' left running",
+                    e->session_id, n, n == 1 ? "" : "s", sbx_agent_name(e->agent));
+    }
     /* Not a session operation of the run any more: no spans from its teardown. */
     sbx_session_set_event_fn(e->session, NULL, NULL);
     sbx_span_end(span);

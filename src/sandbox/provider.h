@@ -26,6 +26,10 @@ struct sbx_proc_ops {
     int (*wait)(struct sbx_proc *p, int64_t timeout_ms, struct sbx_exit *out,
                 struct sbx_error *err);
     void (*free)(struct sbx_proc *p);
+    /* Optional (NULL: the process cannot outlive its handle): leave the process running in the
+     * sandbox, its output read and dropped by the provider, until it ends or the sandbox goes;
+     * the handle is freed on success. On failure the caller frees (kills) it. */
+    int (*detach)(struct sbx_proc *p, struct sbx_error *err);
 };
 
 struct sbx_file_reader {
