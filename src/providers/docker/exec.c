@@ -82,6 +82,7 @@ struct dk_proc {
     int thread_started;
     pthread_mutex_t lock;
     int done, timed_out, lost;
+    int detached; /* left running in the container when the handle goes */
     struct sbx_exit status;
     unsigned short rows, cols;
 };
@@ -562,7 +563,7 @@ static void proc_free(struct sbx_proc *bp)
     pthread_mutex_lock(&p->lock);
     int done = p->done;
     pthread_mutex_unlock(&p->lock);
-    if (!done && p->pid > 1) {
+    if (!done && p->pid > 1 && !p->detached) {
         kill_group(&p->eng, p->container, p->pid, "KILL");
     }
     if (p->thread_started) {
@@ -600,7 +601,19 @@ static void proc_free(struct sbx_proc *bp)
     free(p);
 }
 
-static const struct sbx_proc_ops proc_ops = {proc_wait, proc_free};
+/* Leave the command running in the container: the engine keeps its terminal or pipes after our
+ * stream closes, and nothing here kills its group any more. It ends by itself or with the
+ * container. */
+static int proc_detach(struct sbx_proc *bp, struct sbx_error *err)
+{
+    struct dk_proc *p = (struct dk_proc *)bp;
+    (void)err;
+    p->detached = 1;
+    proc_free(bp);
+    return 0;
+}
+
+static const struct sbx_proc_ops proc_ops = {proc_wait, proc_free, proc_detach};
 
 /* Read the preamble's verdict: "S<pid>\n", or one letter for a command that cannot start.
  * Output of the command that came with it is kept in p->pre and p->pre_err (the stream is
