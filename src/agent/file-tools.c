@@ -439,11 +439,11 @@ static int http_fn(const json_t *args, const struct sbx_tool_call *call,
 {
     const struct sbx__file_tool *ft = call->data;
     struct sbx_strv hdrs;
-    struct sbx__http_resp resp;
+    struct sbx__model_http_resp resp;
     char *body = args_json(args);
     int rc = 0;
     sbx_strv_init(&hdrs);
-    sbx__http_resp_init(&resp);
+    sbx__model_http_resp_init(&resp);
     for (size_t i = 0; i < ft->nheaders && rc == 0; i++) {
         const struct header *h = &ft->headers[i];
         const char *v = h->value ? h->value : getenv(h->env);
@@ -454,7 +454,7 @@ static int http_fn(const json_t *args, const struct sbx_tool_call *call,
         else
             sbx_strv_pushf(&hdrs, "%s: %s%s", h->name, h->prefix ? h->prefix : "", v);
     }
-    struct sbx__http_req req = {
+    struct sbx__model_http_req req = {
             .url = ft->url,
             .headers = (const char *const *)hdrs.v,
             .body = body,
@@ -468,7 +468,7 @@ static int http_fn(const json_t *args, const struct sbx_tool_call *call,
     sbx_span_set_str(span, "sbx.tool.kind", "http");
     sbx_span_set_str(span, "url.full", ft->url);
     if (rc == 0)
-        rc = sbx__http_post(&req, &resp, err);
+        rc = sbx__model_http_post(&req, &resp, err);
     if (rc == 0)
         sbx_span_set_int(span, "http.response.status_code", resp.status);
     if (rc == 0 && (resp.status < 200 || resp.status > 299)) {
@@ -483,7 +483,7 @@ static int http_fn(const json_t *args, const struct sbx_tool_call *call,
         rc = sbx_truncate_tokens(resp.body.data, resp.body.len, ft->max_tokens, &out->text, NULL,
                                  err);
     }
-    sbx__http_resp_release(&resp);
+    sbx__model_http_resp_release(&resp);
     sbx_strv_release(&hdrs);
     free(body);
     return rc;
