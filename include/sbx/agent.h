@@ -27,6 +27,7 @@
 struct sbx_agent;       /* opaque */
 struct sbx_tool;        /* opaque, refcounted */
 struct sbx_run_options; /* runner.h */
+struct sbx_session;     /* session.h */
 
 #define SBX_TOOL_OUTPUT_MAX ((size_t)4 << 20) /* limit on one tool's text output */
 
@@ -43,6 +44,9 @@ struct sbx_tool_call {
     /* The call needed approval and was approved (by a person, a decision given for it, or an
      * "always" decision for its tool); 0 for calls that needed none. */
     int approved;
+    /* The sandbox of the agent whose turn it is (a turn hook's sbx_turn_prep.session: sbx runs
+     * with sandboxes set it for sandbox agents); NULL for a plain agent. */
+    struct sbx_session *session;
 };
 
 /* A tool's result. Write text into `text` (limit SBX_TOOL_OUTPUT_MAX), or set `parts` to an
@@ -242,14 +246,18 @@ SBX_API int sbx_agent_walk(struct sbx_agent *start,
 /* ---------------------------------------------------------------------------------------------
  * Agent files (YAML or JSON):
  *   name (required), model, instructions, model_settings (object), tools (built-in tool
- *   names), handoffs (agent file paths), agents_as_tools (paths, or {file, name,
- *   description, max_turns}), output_schema, handoff_description, tool_choice,
- *   tool_use_behavior ("run_llm_again" | "stop_on_first_tool" | {"stop_at_tool_names":[..]}),
- *   needs_approval (sbx_agent_set_needs_approval), and the sandbox fields manifest (or its SDK
- *   name default_manifest, not both), capabilities, run_as, base_instructions (kept for the
- *   sandbox layer, which checks them before a run starts).
- * Relative paths are relative to the file's directory; files that refer to each other are
- * loaded once. Unknown fields are errors. */
+ *   names, and the file's own tools: objects {name, description, parameters, strict, one of
+ *   command (argv run in the agent's sandbox; such an agent is a sandbox agent), host_command
+ *   (argv run on the host, refused until sbx_agent_file_allow_host_tools) or http ({url,
+ *   headers}: the arguments POSTed as JSON), stdin: json, cwd, env, timeout,
+ *   max_output_tokens, needs_approval}; docs/internals/agent-tools.md), handoffs (agent file
+ * paths), agents_as_tools (paths, or {file, name, description, max_turns}), output_schema,
+ * handoff_description, tool_choice, tool_use_behavior ("run_llm_again" | "stop_on_first_tool" |
+ * {"stop_at_tool_names":[..]}), needs_approval (sbx_agent_set_needs_approval), and the sandbox
+ * fields manifest (or its SDK name default_manifest, not both), capabilities, run_as,
+ * base_instructions (kept for the sandbox layer, which checks them before a run starts). Relative
+ * paths are relative to the file's directory; files that refer to each other are loaded once.
+ * Unknown fields are errors. */
 struct sbx_agent_file; /* opaque: owns every agent it loaded */
 
 SBX_API int sbx_agent_file_load(const char *path, struct sbx_agent_file **out,
@@ -259,6 +267,15 @@ SBX_API struct sbx_agent *sbx_agent_file_agent(const struct sbx_agent_file *f);
 /* Every file the load read: [{"path": canonical path, "digest": "sha256:<hex>"}] in load
  * order. Caller owns. */
 SBX_API json_t *sbx_agent_file_sources(const struct sbx_agent_file *f);
+/* The host commands the file's tools run: [{"file", "tool", "program"}], empty when none.
+ * Caller owns. They refuse to run until sbx_agent_file_allow_host_tools(f): whoever wrote the
+ * agent file then decides what runs on this machine, outside every sandbox. */
+SBX_API json_t *sbx_agent_file_host_tools(const struct sbx_agent_file *f);
+SBX_API void sbx_agent_file_allow_host_tools(struct sbx_agent_file *f);
+/* Append the values of the secrets the file's HTTP tools send in headers (read from the
+ * environment now; each once), for the scrubber of what a run writes. */
+struct sbx_strv;
+SBX_API void sbx_agent_file_secret_values(const struct sbx_agent_file *f, struct sbx_strv *out);
 SBX_API void sbx_agent_file_free(struct sbx_agent_file *f);
 
 #endif

@@ -185,6 +185,14 @@ SBX_API const struct sbx_manifest_grant *sbx_manifest_grant_at(const struct sbx_
 
 /* In-sandbox absolute root, "/workspace" unless set. Borrowed. */
 SBX_API const char *sbx_manifest_root(const struct sbx_manifest *m);
+/* The commands the agent is told to use on remote mounts (remote_mount_command_allowlist, as
+ * the Agents SDK names it), or NULL when the manifest gives none (then the default applies:
+ * SBX_REMOTE_MOUNT_COMMANDS). Borrowed. */
+struct sbx_strv;
+SBX_API const struct sbx_strv *sbx_manifest_mount_commands(const struct sbx_manifest *m);
+/* The Agents SDK's default remote_mount_command_allowlist, space-separated. */
+#define SBX_REMOTE_MOUNT_COMMANDS \
+    "ls find stat cat less head tail du grep rg wc sort cut cp tee echo mkdir rm"
 
 /* ---- Loading ---------------------------------------------------------------------------- */
 

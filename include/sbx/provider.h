@@ -104,7 +104,18 @@ struct sbx_provider_info {
     unsigned traits;     /* SBX_PROVIDER_* */
     const struct sbx_provider_option *options;
     size_t n_options;
+    /* Mount entry types it refuses (bits 1u << enum sbx_entry_type; without
+     * SBX_PROVIDER_MOUNTS, all of them) and why, with what it would take (NULL: none refused). */
+    unsigned unmountable;
+    const char *unmountable_why;
 };
+
+/* Refuse the mount entries of m that provider (NULL: the default) cannot mount, before anything
+ * is made: SBX_E_UNSUPPORTED "entry 'data' (s3_files_mount): the local provider cannot mount
+ * it: <why>" for the first one. SBX_E_NOTFOUND for an unknown provider. */
+struct sbx_manifest;
+SBX_API int sbx_provider_check_mounts(const char *provider, const struct sbx_manifest *m,
+                                      struct sbx_error *err);
 
 /* How many providers are built in; the first is the default (sbx_client_new(NULL, ...)). */
 SBX_API size_t sbx_provider_count(void);
@@ -141,7 +152,8 @@ SBX_API int sbx_client_new_json(const char *provider, const json_t *options,
  * cannot (no SBX_PROVIDER_LISTS trait, or nothing configured here). */
 SBX_API int sbx_provider_probe(const char *provider, json_t **out, struct sbx_error *err);
 /* p as JSON: {"name", "summary", "default": bool, "traits": [names], "options": [{"key",
- * "type", "arg", "help", "flag", "list", "locator", "state", "trusted"}]}. Caller owns. */
+ * "type", "arg", "help", "flag", "list", "locator", "state", "trusted"}], and when it refuses
+ * some mount types "unmountable": {"types": [entry type names], "why"}}. Caller owns. */
 SBX_API json_t *sbx_provider_describe(const struct sbx_provider_info *p);
 /* Read a SECRET option's value (ref: {"env": "VAR"} or {"file": "/PATH"}, at most 64 KiB, a
  * trailing newline dropped) into a secret called what. *out: caller owns (sbx_secret_free).

@@ -73,10 +73,11 @@ struct sbx_turn_prep {
     size_t ntools;
     struct sbx_tool *const *hidden; /* dispatched but not offered (other transports of a tool) */
     size_t nhidden;
-    const json_t *settings; /* replaces the agent's model settings; NULL: the agent's */
-    json_t *input;          /* taken by the runner: the model input for this turn instead of
-                               the whole conversation (e.g. cut at a compaction item); NULL:
-                               the conversation */
+    const json_t *settings;      /* replaces the agent's model settings; NULL: the agent's */
+    json_t *input;               /* taken by the runner: the model input for this turn instead of
+                                    the whole conversation (e.g. cut at a compaction item); NULL:
+                                    the conversation */
+    struct sbx_session *session; /* the agent's sandbox, handed to tools as call->session */
 };
 
 /* Called before every turn (and before every turn of a nested agent-as-tool run, possibly from

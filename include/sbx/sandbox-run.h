@@ -173,12 +173,15 @@ SBX_API int sbx_sandbox_from_sdk_session(struct sbx_client *client, const json_t
                                          struct sbx_error *err);
 
 /* After the run's answer was shown: the capabilities' deferred work (memory generation) on the
- * sessions that outlive the run (kept with cfg.keep, attached or live; for a sandbox the run
- * removes none is done and a progress line says so), with progress lines to progress (may be
- * NULL); skip: none of it. Then every session of the run is released (sbx_sandbox_run leaves
- * them open while work is pending; sbx_sandbox_run_free releases them when this is never
- * called). The run's model (opt->model of sbx_sandbox_run) is used again here: it must still
- * be valid. Returns the first error (also logged at debug level); blocks on model calls. */
+ * sessions that outlive the run (kept with cfg.keep, attached or live) and on those the run
+ * removes but snapshots (cfg.snapshot_out: each is snapshotted again once its work is done, its
+ * reference and the snapshot_out file replaced, a progress line naming the new one); for a
+ * sandbox the run removes without a snapshot none is done and a progress line says so. Progress
+ * lines go to progress (may be NULL); skip: none of it. Then every session of the run is released
+ * (sbx_sandbox_run leaves them open while work is pending; sbx_sandbox_run_free releases them when
+ * this is never called). The run's model (opt->model of sbx_sandbox_run) is used again here: it
+ * must still be valid. Returns the first error (also logged at debug level); blocks on model calls.
+ */
 SBX_API int sbx_sandbox_run_after(struct sbx_sandbox_run *sr, int skip,
                                   sbx_progress_line_fn *progress, void *progress_data,
                                   struct sbx_error *err);

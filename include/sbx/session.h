@@ -269,6 +269,11 @@ SBX_API int sbx_session_pty_resize(struct sbx_session *s, int id, unsigned short
 SBX_API int sbx_session_pty_kill(struct sbx_session *s, int id, struct sbx_error *err);
 /* Kill every interactive process of this session handle. */
 SBX_API void sbx_session_pty_kill_all(struct sbx_session *s);
+/* Leave every interactive process that still runs running in the sandbox after this handle is
+ * gone (a server the agent started, in a sandbox that is kept), where the provider can: their
+ * output is read and dropped, they end by themselves or with the sandbox. Those it cannot
+ * detach are killed. Returns how many were left running; the table is empty afterwards. */
+SBX_API size_t sbx_session_pty_detach_all(struct sbx_session *s);
 /* Number of live interactive processes. */
 SBX_API size_t sbx_session_pty_count(struct sbx_session *s);
 

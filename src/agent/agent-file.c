@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "agent/agent-internal.h"
+#include "core/grow.h"
 #include "sbx/fs.h"
 #include "sbx/hash.h"
 #include "sbx/json.h"
@@ -21,10 +22,19 @@ struct loaded {
     struct sbx_agent *agent;
 };
 
+/* A tool an agent file defined: the file that defines it and the tool (a reference). */
+struct own_tool {
+    char *file;
+    struct sbx_tool *tool;
+    struct sbx__file_tool *ft;
+};
+
 struct sbx_agent_file {
     struct loaded *v;
     size_t n;
     struct sbx_agent *top;
+    struct own_tool *tools;
+    size_t ntools, atools;
 };
 
 static const char *const keys[] = {
@@ -251,8 +261,10 @@ static int configure_settings(struct sbx_agent *a, const json_t *doc, struct sbx
     return 0;
 }
 
-/* "tools": built-in tool names. */
-static int configure_tools(struct sbx_agent *a, const json_t *doc, struct sbx_error *err)
+/* "tools": built-in tool names, and the file's own tools (objects: file-tools.c). *sandboxed
+ * is set when one of them runs in the agent's sandbox. */
+static int configure_tools(struct sbx_agent_file *f, struct sbx_agent *a, const char *path,
+                           const json_t *doc, int *sandboxed, struct sbx_error *err)
 {
     json_t *v = NULL, *e;
     size_t i;
@@ -262,12 +274,23 @@ static int configure_tools(struct sbx_agent *a, const json_t *doc, struct sbx_er
     json_array_foreach(v, i, e)
     {
         struct sbx_tool *t = NULL;
-        if (!json_is_string(e))
-            return sbx_error_set(err, SBX_E_INVAL, 0, "field 'tools': entry %zu must be a string",
-                                 i);
-        rc = sbx_tool_builtin(json_string_value(e), &t, err);
+        struct sbx__file_tool *ft = NULL;
+        if (json_is_object(e))
+            rc = sbx__file_tool_new(path, e, &t, &ft, err);
+        else if (json_is_string(e))
+            rc = sbx_tool_builtin(json_string_value(e), &t, err);
+        else
+            rc = sbx_error_set(err, SBX_E_INVAL, 0,
+                               "entry %zu must be a built-in tool's name or a tool definition "
+                               "{name, description, parameters, command | host_command | http}",
+                               i);
         if (rc == 0)
             rc = sbx_agent_add_tool(a, t, err);
+        if (rc == 0 && ft) {
+            SBX_ALLOC_GROW(f->tools, f->ntools + 1, f->atools);
+            f->tools[f->ntools++] = (struct own_tool){sbx_xstrdup(path), sbx_tool_ref(t), ft};
+            *sandboxed |= sbx__file_tool_in_sandbox(ft);
+        }
         sbx_tool_unref(t);
         if (rc < 0) {
             sbx_error_prefix(err, "field 'tools'");
@@ -312,9 +335,10 @@ static int configure_agents(struct sbx_agent_file *f, struct sbx_agent *a, const
     return 0;
 }
 
-/* The sandbox fields, kept as the agent's sandbox spec for the sandbox layer. */
+/* The sandbox fields, kept as the agent's sandbox spec for the sandbox layer. An agent whose own
+ * tools run in its sandbox (sandboxed) is a sandbox agent without sandbox fields too. */
 static int configure_sandbox(struct sbx_agent *a, const char *path, const json_t *doc,
-                             struct sbx_error *err)
+                             int sandboxed, struct sbx_error *err)
 {
     static const char *const sandbox_keys[] = {"manifest", "capabilities", "run_as",
                                                "base_instructions", "sandbox"};
@@ -336,6 +360,8 @@ static int configure_sandbox(struct sbx_agent *a, const char *path, const json_t
             spec = json_object();
         sbx_json_set(spec, sandbox_keys[i], json_incref(sv));
     }
+    if (!spec && sandboxed)
+        spec = json_object();
     if (spec && (rc = sandbox_fields(spec, path, err)) < 0) {
         json_decref(spec);
         return rc;
@@ -348,11 +374,12 @@ static int configure_sandbox(struct sbx_agent *a, const char *path, const json_t
 static int configure(struct sbx_agent_file *f, struct sbx_agent *a, const char *path,
                      const json_t *doc, struct sbx_error *err)
 {
-    int rc;
-    if ((rc = configure_settings(a, doc, err)) < 0 || (rc = configure_tools(a, doc, err)) < 0 ||
+    int rc, sandboxed = 0;
+    if ((rc = configure_settings(a, doc, err)) < 0 ||
+        (rc = configure_tools(f, a, path, doc, &sandboxed, err)) < 0 ||
         (rc = configure_agents(f, a, path, doc, err)) < 0)
         return rc;
-    return configure_sandbox(a, path, doc, err);
+    return configure_sandbox(a, path, doc, sandboxed, err);
 }
 
 static int load(struct sbx_agent_file *f, const char *path, struct sbx_agent **out,
@@ -440,10 +467,39 @@ json_t *sbx_agent_file_sources(const struct sbx_agent_file *f)
     return a;
 }
 
+json_t *sbx_agent_file_host_tools(const struct sbx_agent_file *f)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < f->ntools; i++) {
+        const char *prog = sbx__file_tool_host_program(f->tools[i].ft);
+        if (prog)
+            sbx_json_append(a, json_pack("{s:s, s:s, s:s}", "file", f->tools[i].file, "tool",
+                                         sbx_tool_name(f->tools[i].tool), "program", prog));
+    }
+    return a;
+}
+
+void sbx_agent_file_allow_host_tools(struct sbx_agent_file *f)
+{
+    for (size_t i = 0; i < f->ntools; i++)
+        sbx__file_tool_allow(f->tools[i].ft);
+}
+
+void sbx_agent_file_secret_values(const struct sbx_agent_file *f, struct sbx_strv *out)
+{
+    for (size_t i = 0; i < f->ntools; i++)
+        sbx__file_tool_secrets(f->tools[i].ft, out);
+}
+
 void sbx_agent_file_free(struct sbx_agent_file *f)
 {
     if (!f)
         return;
+    for (size_t i = 0; i < f->ntools; i++) {
+        free(f->tools[i].file);
+        sbx_tool_unref(f->tools[i].tool);
+    }
+    free(f->tools);
     for (size_t i = 0; i < f->n; i++) {
         sbx_agent_free(f->v[i].agent);
         free(f->v[i].path);

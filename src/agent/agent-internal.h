@@ -56,4 +56,19 @@ char *sbx__agent_handoff_tool_name(const struct sbx_agent *target);
 /* Make a string usable as a tool name: [A-Za-z0-9_-], lower-cased when lower is set. */
 char *sbx__tool_safe_name(const char *s, int lower);
 
+/* An agent file's own tool (file-tools.c): a command in the sandbox, a command on the host, or
+ * an HTTP endpoint, from one entry of the file's "tools" list. *out: caller owns a reference;
+ * *ft is the tool's data, alive as long as the tool. Errors name the tool and the field. */
+struct sbx__file_tool;
+int sbx__file_tool_new(const char *file, const json_t *entry, struct sbx_tool **out,
+                       struct sbx__file_tool **ft, struct sbx_error *err);
+/* 1 for a command that runs in the agent's sandbox. */
+int sbx__file_tool_in_sandbox(const struct sbx__file_tool *ft);
+/* The program a host command runs; NULL for the other kinds. Borrowed. */
+const char *sbx__file_tool_host_program(const struct sbx__file_tool *ft);
+/* Let a host command run (they refuse until this is called). */
+void sbx__file_tool_allow(struct sbx__file_tool *ft);
+/* Append the values of the secrets the tool's headers read (those set now, each once). */
+void sbx__file_tool_secrets(const struct sbx__file_tool *ft, struct sbx_strv *out);
+
 #endif

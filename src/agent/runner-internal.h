@@ -24,9 +24,10 @@ struct run {
     /* This turn's tools: the agent's, then a turn hook's offered ones, then its hidden ones. */
     struct sbx_tool **tv;
     size_t ntv, noffered;
-    size_t saved_upto;  /* items before this are in the conversation store */
-    json_t *open_calls; /* call ids of the last response without an output yet */
-    json_t *pending;    /* calls waiting for approval (run state form) */
+    struct sbx_session *session; /* this turn's sandbox (the turn hook's), for call->session */
+    size_t saved_upto;           /* items before this are in the conversation store */
+    json_t *open_calls;          /* call ids of the last response without an output yet */
+    json_t *pending;             /* calls waiting for approval (run state form) */
     /* Decisions the caller gave for pending calls, each bound to one call (call id, tool, type,
      * arguments digest, turn) and used once: [{"call_id", "tool", "type", "digest", "turn",
      * "approved", "message"?, "by"}]. */

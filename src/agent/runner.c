@@ -336,6 +336,7 @@ static void run_job(struct job *j)
             .context = j->run->opt->context,
             .data = t->data,
             .approved = j->approved,
+            .session = j->run->session,
     };
     int64_t start = sbx_time_mono_ns();
     struct sbx_span *prev_span = sbx_trace_set_current(j->span);
@@ -844,6 +845,7 @@ static int prepare_tools(struct run *r, struct sbx_turn_prep *prep, struct sbx_e
         return rc;
     }
     set_turn_tools(r, a, prep);
+    r->session = prep->session;
     return 0;
 }
 

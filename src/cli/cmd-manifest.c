@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "sbx/json.h"
 #include "sbx/manifest.h"
+#include "sbx/provider.h"
 
 static int parse_num(const char *s, long max, long *out)
 {
@@ -57,14 +58,6 @@ static void report_mounts(const struct sbx_manifest *m)
             continue;
         const char *t = e->mount_path ? e->mount_path : e->path;
         const char *tested = mount_tested_against(e->type);
-        if (e->type == SBX_ENTRY_S3_FILES_MOUNT) {
-            fprintf(stderr,
-                    "mount '%s': %s: accepted by the manifest, but the local provider cannot "
-                    "mount it (rclone has no S3 Files backend); not tested against a real "
-                    "server\n",
-                    e->path, sbx_entry_type_name(e->type));
-            continue;
-        }
         fprintf(stderr, "mount '%s': %s at %s%s%s, %s; %s%s%s\n", e->path,
                 sbx_entry_type_name(e->type), t[0] == '/' ? "" : root,
                 t[0] == '/' || (rl && root[rl - 1] == '/') ? "" : "/", t,
@@ -86,7 +79,7 @@ int cmd_manifest(int argc, char **argv)
 
     struct sbx_manifest_load_opts opts = {0};
     long depth = 4, max_bytes = SBX_MANIFEST_TREE_DEFAULT_MAX_BYTES;
-    const char *file = NULL;
+    const char *file = NULL, *provider = NULL;
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--no-host-checks") == 0) {
@@ -95,6 +88,10 @@ int cmd_manifest(int argc, char **argv)
             if (++i >= argc)
                 return cli_usage("manifest ", "--base-dir needs a directory");
             opts.base_dir = argv[i];
+        } else if (!is_tree && strcmp(a, "--provider") == 0) {
+            if (++i >= argc)
+                return cli_usage("manifest ", "--provider needs a provider's name");
+            provider = argv[i];
         } else if (is_tree && strcmp(a, "--depth") == 0) {
             if (++i >= argc || parse_num(argv[i], 1000, &depth))
                 return cli_usage("manifest ", "--depth needs a number from 0 to 1000");
@@ -120,6 +117,12 @@ int cmd_manifest(int argc, char **argv)
     size_t omitted = 0;
     int status = CLI_OK;
     int rc = sbx_manifest_load_file(file, &opts, &m, &err);
+    /* What the manifest asks that the provider cannot do is refused here, not at create. */
+    if (rc == 0 && !is_tree && (rc = sbx_provider_check_mounts(provider, m, &err)) < 0 &&
+        rc == -SBX_E_NOTFOUND) {
+        status = cli_usage("manifest ", "%s", err.msg);
+        goto out;
+    }
     if (rc == 0 && is_tree) {
         rc = sbx_manifest_render_tree(m, (int)depth, (size_t)max_bytes, &out, &err);
     } else if (rc == 0) {

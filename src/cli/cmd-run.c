@@ -588,6 +588,7 @@ enum {
     OPT_NOMEM,
     OPT_PORT,
     OPT_TRACE,
+    OPT_HOSTTOOLS,
 };
 
 /* run's own options; the sandbox's provider and options follow (cli/options.c). */
@@ -623,6 +624,7 @@ static const struct option run_options[] = {
         {"approve-all", no_argument, NULL, OPT_DECISION},
         {"allow-agent-change", no_argument, NULL, OPT_AGENTCHANGE},
         {"no-memory-update", no_argument, NULL, OPT_NOMEM},
+        {"allow-host-tools", no_argument, NULL, OPT_HOSTTOOLS},
         {"port", required_argument, NULL, OPT_PORT},
         {"trace", required_argument, NULL, OPT_TRACE},
         {"trace-otlp", required_argument, NULL, OPT_TRACE},
@@ -647,7 +649,7 @@ struct run {
     struct sbx_strv pass;
     struct sbx_strv secrets; /* every secret value the run knows: scrubbed from what it writes */
     const char *agent_path, *model_name, *session_state_path, *runstate_path, *prompt_arg;
-    int nargs, api_given, no_memory_update, sandbox_done;
+    int nargs, api_given, no_memory_update, sandbox_done, allow_host_tools;
 
     struct sbx_agent_file *file;
     struct sbx_agent *agent, *own_agent;
@@ -711,6 +713,9 @@ static int run_option(struct run *r, int c, const char *name, const char *arg)
         return CLI_OK;
     case OPT_PREVID:
         r->ropt.use_previous_response_id = 1;
+        return CLI_OK;
+    case OPT_HOSTTOOLS:
+        r->allow_host_tools = 1;
         return CLI_OK;
     case OPT_NOMEM:
         r->no_memory_update = 1;
@@ -870,6 +875,38 @@ static int saved_agent_file(struct run *r)
                      saved);
 }
 
+/* Host commands in the agent files: refused before anything is made unless the command line
+ * allows them, and named on stderr when it does. */
+static int host_tools(struct run *r)
+{
+    json_t *list = sbx_agent_file_host_tools(r->file), *t;
+    size_t i, n = json_array_size(list);
+    int rc = CLI_OK;
+    if (n && !r->allow_host_tools) {
+        t = json_array_get(list, 0);
+        sbx_error_set(&r->err, SBX_E_PERM, 0,
+                      "agent file '%s': tool '%s' runs '%s' on this machine, outside every "
+                      "sandbox: give --allow-host-tools to let the agent file's host tools run",
+                      json_string_value(json_object_get(t, "file")),
+                      json_string_value(json_object_get(t, "tool")),
+                      json_string_value(json_object_get(t, "program")));
+        rc = CLI_FAIL;
+    }
+    json_array_foreach(n && rc == CLI_OK ? list : NULL, i, t)
+    {
+        cli_printf_safe(stderr, CLI_SAFE_ALWAYS,
+                        "sbx: warning: host tool '%s' of '%s' runs '%s' on this machine with "
+                        "your user's rights, outside every sandbox, whenever the model calls it\n",
+                        json_string_value(json_object_get(t, "tool")),
+                        json_string_value(json_object_get(t, "file")),
+                        json_string_value(json_object_get(t, "program")));
+    }
+    if (rc == CLI_OK)
+        sbx_agent_file_allow_host_tools(r->file);
+    json_decref(list);
+    return rc;
+}
+
 /* The prompt, the saved state, the run state, the agent and its sandbox options. */
 static int prepare_inputs(struct run *r)
 {
@@ -900,6 +937,8 @@ static int prepare_inputs(struct run *r)
         if (sbx_agent_file_load(r->agent_path, &r->file, &r->err) < 0)
             return CLI_FAIL;
         r->agent = sbx_agent_file_agent(r->file);
+        if ((rc = host_tools(r)) != CLI_OK)
+            return rc;
         if (r->rs.resume && sbx_run_state_check_agent_files(r->rs.doc, r->file,
                                                             r->rs.allow_agent_change, &r->err) < 0)
             return CLI_FAIL;
@@ -953,6 +992,8 @@ static void run_secrets(struct run *r)
     if (key && key[0])
         sbx_strv_push(&r->secrets, key);
     (void)sbx_sandbox_run_secrets(&r->scfg, r->agent, &r->secrets, &err);
+    if (r->file)
+        sbx_agent_file_secret_values(r->file, &r->secrets);
     for (size_t i = 0; r->sb.options && i < r->sb.info.n_options; i++) {
         const struct sbx_provider_option *o = &r->sb.info.options[i];
         const json_t *ref = json_object_get(r->sb.options, o->key);

@@ -150,8 +150,12 @@ static void print_row(const json_t *v, int all, int idw, int width)
         char size[32] = "size unknown";
         if (json_is_integer(b))
             snprintf(size, sizeof(size), "%lld bytes", (long long)json_integer_value(b));
-        snprintf(where, sizeof(where), "(stopped: snapshot %.19s, %s)",
-                 json_string_value(json_object_get(v, "snapshot")), size);
+        const char *snap = json_string_value(json_object_get(v, "snapshot"));
+        if (snap)
+            snprintf(where, sizeof(where), "(stopped: snapshot %.19s, %s)", snap, size);
+        else /* a provider whose stopped sandbox keeps its workspace (a stopped container) */
+            snprintf(where, sizeof(where), "(stopped: workspace kept by %.40s)",
+                     prov ? prov : "its provider");
         ws = where;
     }
     printf("%-*s  %-*s  ", idw, json_string_value(json_object_get(v, "id")), width,

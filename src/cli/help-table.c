@@ -86,6 +86,9 @@ static const struct cli_help_opt run_opts[] = {
         {0, "approve-all", NULL, "no call waits for approval in this run"},
         {0, "allow-agent-change", NULL, "with --resume: accept an agent file that changed"},
         {0, "no-memory-update", NULL, "skip generating memory after the answer"},
+        {0, "allow-host-tools", NULL,
+         "let the agent files' host_command tools run programs on this machine, outside every "
+         "sandbox (whoever wrote the agent file then decides what runs here)"},
         {0, "port", "N",
          "print the host URL of port N of the run's sandboxes (on stderr, or as a 'port' event "
          "with --json) as soon as something listens there (repeatable)"},
@@ -282,6 +285,8 @@ static const struct cli_help_opt mf_check_opts[] = {
          "do not look at local_file / local_dir sources on this machine, nor require the "
          "variables mount credentials refer to; allow mount targets outside the root"},
         {0, "base-dir", "DIR", "resolve relative sources against DIR (default: FILE's directory)"},
+        {0, "provider", "NAME",
+         "refuse the mount entries provider NAME cannot mount, saying why (default: local)"},
         {'h', "help", NULL, "show this help"},
         {0},
 };
@@ -335,12 +340,14 @@ const struct cli_help cli_help_table[] = {
          "sbx manifest tree [--depth N] [--max-bytes N] [--no-host-checks] FILE",
          "check a workspace manifest or show its tree", NULL, help_only, STATUS_COMMON,
          "run sandbox-create", 0},
-        {"manifest check", NULL, "sbx manifest check [--no-host-checks] [--base-dir DIR] FILE",
+        {"manifest check", NULL,
+         "sbx manifest check [--no-host-checks] [--base-dir DIR] [--provider NAME] FILE",
          "validate a manifest",
          "Validates FILE (YAML or JSON) and prints the normalised manifest as JSON; secret "
          "values are left out (a note on stderr says how many). For each mount entry a line on "
          "stderr gives its type, target, read-only or read-write, and whether sbx's tests mount "
-         "that type against a real server or it is configured only.",
+         "that type against a real server or it is configured only; a mount entry the provider "
+         "(--provider, default local) cannot mount fails the check with the reason.",
          mf_check_opts, STATUS_COMMON, "manifest", CLI_HELP_ANYWHERE},
         {"manifest tree", NULL,
          "sbx manifest tree [--depth N] [--max-bytes N] [--no-host-checks] FILE",
@@ -385,6 +392,7 @@ const struct cli_help cli_help_table[] = {
          "        [--snapshot FILE|REF] [--snapshot-out FILE|store]\n"
          "        [--keep] [--share] [--conversation NAME] [PROMPT | -]\n"
          "        [--pass-secret NAME]... [--state FILE] [--no-memory-update] [--port N]...\n"
+         "        [--allow-host-tools]\n"
          "        [--provider NAME] [-o KEY=VALUE]... [provider options]\n"
          "        [--trace FILE] [--trace-otlp URL] [--trace-parent TRACEPARENT]\n"
          "        [--trace-content] [--trace-openai]\n"
@@ -420,6 +428,10 @@ const struct cli_help cli_help_table[] = {
          "--pass-secret OPENAI_API_KEY "
          "lets a manifest's {type: secret, env: OPENAI_API_KEY} read the model's key (refused "
          "otherwise).\n\n"
+         "Agent files may define their own tools (docs/guide.md, 'Your own tools'): a command in "
+         "the sandbox, an HTTP endpoint, or a command on the host. Host commands run with your "
+         "rights and no sandbox: a run refuses them unless --allow-host-tools is given, and "
+         "then names each on stderr.\n\n"
          "Approvals: a tool call that needs approval (needs_approval in the agent file) is "
          "asked about on a terminal: the tool, its arguments (long ones shortened; [v] shows "
          "them all) and [y]es / [n]o (with a reason the model reads) / [a]lways for this tool "
@@ -441,7 +453,8 @@ const struct cli_help cli_help_table[] = {
          "repeating at most the turn that was in flight. 'sbx state show FILE' summarises a "
          "state.\n\n"
          "Agents with the memory capability generate memory after the answer is printed "
-         "(progress on stderr) in sandboxes that outlive the run (--keep, --session); "
+         "(progress on stderr) in sandboxes that outlive the run (--keep, --session), or, "
+         "with --snapshot-out, before the sandbox is removed and then into a new snapshot; "
          "--no-memory-update skips that ('sbx memory update ID' does it later).\n\n"
          "--port N prints the host URL of port N of the run's sandboxes (on stderr, or as a "
          "'port' event with --json) as soon as something listens there, e.g. a preview server "

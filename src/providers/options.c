@@ -12,6 +12,7 @@
 #include "sbx/buf.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
+#include "sbx/manifest.h"
 #include "sbx/provider.h"
 #include "sbx/secret.h"
 
@@ -40,6 +41,8 @@ static void info_of(const struct sbx__provider_def *d, struct sbx_provider_info 
     *out = (struct sbx_provider_info){.name = d->name,
                                       .summary = d->summary,
                                       .traits = d->traits,
+                                      .unmountable = d->unmountable,
+                                      .unmountable_why = d->unmountable_why,
                                       .options = d->options,
                                       .n_options = n};
 }
@@ -66,6 +69,15 @@ int sbx_provider_find(const char *name, struct sbx_provider_info *out, struct sb
         return 0;
     }
     return sbx__provider_unknown(name, err);
+}
+
+int sbx_provider_check_mounts(const char *provider, const struct sbx_manifest *m,
+                              struct sbx_error *err)
+{
+    const struct sbx__provider_def *d = sbx__provider_def(provider);
+    if (!d)
+        return sbx__provider_unknown(provider, err);
+    return sbx__provider_check_mounts(d->name, m, err);
 }
 
 const struct sbx_provider_option *sbx_provider_option(const struct sbx_provider_info *p,
@@ -557,9 +569,20 @@ json_t *sbx_provider_describe(const struct sbx_provider_info *p)
                               (o->flags & SBX_OPTION_TRUSTED) != 0);
         sbx_json_append(opts, j);
     }
-    return json_pack("{s:s, s:s, s:b, s:o, s:o}", "name", p->name, "summary", p->summary, "default",
-                     strcmp(p->name, sbx__providers[0]->name) == 0, "traits", traits, "options",
-                     opts);
+    json_t *d = json_pack("{s:s, s:s, s:b, s:o, s:o}", "name", p->name, "summary", p->summary,
+                          "default", strcmp(p->name, sbx__providers[0]->name) == 0, "traits",
+                          traits, "options", opts);
+    /* What it refuses to mount, and why: the declared reason users read at the refusal. */
+    if (p->unmountable) {
+        json_t *kinds = json_array();
+        for (int t = 0; t < 32; t++)
+            if ((p->unmountable & (1u << t)) && sbx_entry_type_is_mount((enum sbx_entry_type)t))
+                sbx_json_append(kinds, sbx_json_str(sbx_entry_type_name((enum sbx_entry_type)t)));
+        sbx_json_set(d, "unmountable",
+                     json_pack("{s:o, s:s}", "types", kinds, "why",
+                               p->unmountable_why ? p->unmountable_why : ""));
+    }
+    return d;
 }
 
 int sbx_provider_secret(const json_t *ref, const char *what, struct sbx_secret **out,

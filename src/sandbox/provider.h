@@ -26,6 +26,10 @@ struct sbx_proc_ops {
     int (*wait)(struct sbx_proc *p, int64_t timeout_ms, struct sbx_exit *out,
                 struct sbx_error *err);
     void (*free)(struct sbx_proc *p);
+    /* Optional (NULL: the process cannot outlive its handle): leave the process running in the
+     * sandbox, its output read and dropped by the provider, until it ends or the sandbox goes;
+     * the handle is freed on success. On failure the caller frees (kills) it. */
+    int (*detach)(struct sbx_proc *p, struct sbx_error *err);
 };
 
 struct sbx_file_reader {
@@ -160,6 +164,12 @@ struct sbx__provider_def {
     const char *name;    /* "local", "docker": sbx_client_new("local", ...) */
     const char *summary; /* one line for `sbx sandbox providers` and the help */
     unsigned traits;     /* enum sbx_provider_trait (sbx/provider.h) */
+    /* Mount entry types it refuses (bits 1u << enum sbx_entry_type; without SBX_PROVIDER_MOUNTS
+     * all of them), and why, with what it would take: one sentence for the refusal (required
+     * when any bit is set). Refused before a run or a create starts (sbx_provider_check_mounts),
+     * and by the materialiser. */
+    unsigned unmountable;
+    const char *unmountable_why;
     /* The declared options, ending with an entry whose key is NULL. */
     const struct sbx_provider_option *options;
     /* A client with the provider's typed options struct (NULL: defaults). */
@@ -189,6 +199,14 @@ extern const size_t sbx__n_providers;
 const struct sbx__provider_def *sbx__provider_def(const char *name);
 /* The traits of the provider called name; 0 for an unknown one (registry.c). */
 unsigned sbx__provider_traits(const char *name);
+/* Why the provider called name cannot mount entries of type t, or NULL when it can (or the
+ * type is not a mount, or the provider is unknown) (registry.c). */
+const char *sbx__provider_unmountable(const char *name, int t);
+/* SBX_E_UNSUPPORTED naming the first entry of m the provider called name cannot mount, with
+ * why (registry.c; sbx_provider_check_mounts). */
+struct sbx_manifest;
+int sbx__provider_check_mounts(const char *name, const struct sbx_manifest *m,
+                               struct sbx_error *err);
 /* SBX_E_NOTFOUND "unknown provider 'name' (local, docker, ...)", the list from the table. */
 int sbx__provider_unknown(const char *name, struct sbx_error *err);
 

@@ -18,9 +18,8 @@ check '  docs: {type: s3_mount, bucket: b, endpoint_url: "http://127.0.0.1:4568"
   gcs: {type: gcs_mount, bucket: b, mount_path: /workspace/data/gcs}
   az: {type: azure_blob_mount, account: a, container: c}
   box: {type: box_mount, read_only: false}
-  efs: {type: s3_files_mount, file_system_id: fs-1, mount_path: files}
   data: {type: dir}'
-expect_rc 0 "a manifest with every mount type checks"
+expect_rc 0 "a manifest with every mount type the local provider mounts checks"
 expect_in "$T/err" "mount 'docs': s3_mount at /workspace/docs, read-only; tested against a real server in sbx's test suite (s3rver)" \
     "s3: target, read-only by default, tested"
 expect_in "$T/err" "mount 'r2': r2_mount at /workspace/r2, read-write; tested against a real server" \
@@ -31,11 +30,28 @@ expect_in "$T/err" "mount 'az': azure_blob_mount at /workspace/az, read-only; te
     "azure: tested against azurite"
 expect_in "$T/err" "mount 'box': box_mount at /workspace/box, read-write; configured only, not tested against a real server" \
     "box: configured only"
-expect_in "$T/err" "mount 'efs': s3_files_mount: accepted by the manifest, but the local provider cannot mount it (rclone has no S3 Files backend); not tested against a real server" \
-    "s3 files: not mountable here, not tested"
-expect_eq "$(grep -c '^mount ' "$T/err")" 6 "one line per mount"
-expect_eq "$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["entries"]))' "$T/out")" 7 \
+expect_eq "$(grep -c '^mount ' "$T/err")" 5 "one line per mount"
+expect_eq "$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["entries"]))' "$T/out")" 6 \
     "stdout is still the manifest alone"
+
+# --- what a provider cannot mount fails the check, with why (its declared refusal) -----------
+check '  efs: {type: s3_files_mount, file_system_id: fs-1, mount_path: files}'
+expect_rc 1 "s3_files_mount fails the check (the local provider cannot mount it)"
+expect_in "$T/err" "manifest '$T/m.yaml': entry 'efs' (s3_files_mount): the local provider cannot mount it: S3 Files is an NFS 4.2 file system with TLS and IAM authentication: mounting it takes the mount.s3files helper of amazon-efs-utils" \
+    "naming the entry and what S3 Files would need"
+printf 'version: 1\nentries:\n  docs: {type: s3_mount, bucket: b}\n' >"$T/m.yaml"
+run "$SBX" manifest check --provider docker "$T/m.yaml"
+expect_rc 1 "--provider docker: any mount fails the check"
+expect_in "$T/err" "entry 'docs' (s3_mount): the docker provider cannot mount it: sbx mounts buckets with rclone on the host, outside the sandbox" \
+    "with the docker provider's declared reason"
+run "$SBX" manifest check --provider local "$T/m.yaml"
+expect_rc 0 "--provider local: the same manifest checks"
+run "$SBX" sandbox providers --json
+expect_eq "$(python3 -c 'import json,sys; d={p["name"]: p.get("unmountable") for p in json.load(open(sys.argv[1]))}; print(d["local"]["types"], "s3_mount" in d["docker"]["types"], d["docker"]["why"].startswith("sbx mounts buckets with rclone"))' "$T/out")" \
+    "['s3_files_mount'] True True" "sbx sandbox providers --json shows what each provider refuses to mount, and why"
+run "$SBX" manifest check --provider nosuch "$T/m.yaml"
+expect_rc 2 "an unknown provider is a usage error"
+expect_in "$T/err" "unknown provider 'nosuch'" "naming it"
 
 check '  notes.md: {type: file, content: hi}'
 expect_rc 0 "a manifest without mounts checks"

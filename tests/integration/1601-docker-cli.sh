@@ -130,6 +130,10 @@ if wait_until no_relay "$id"; then ok "the relay ended with the container's init
 fi
 run "$SBX" sandbox exec "$id" -- true
 [ "$rc" != 0 ] && ok "a stopped sandbox runs nothing" || not_ok "a stopped sandbox runs nothing"
+run "$SBX" sandbox ps --all
+grep -E "^$id " "$T/out" >"$T/row"
+expect_in "$T/row" "(stopped: workspace kept by docker)" "ps --all says the stopped container keeps the workspace"
+expect_not_in "$T/row" "(null)" "and never prints a missing snapshot as (null)"
 run "$SBX" sandbox start "$id"
 expect_rc 0 "start"
 run "$SBX" sandbox exec "$id" -- cat in.txt
@@ -214,6 +218,22 @@ expect_in "$T/err" "sbx-no-such-image:0" "is named"
 if grep -qi "pull" "$T/err"; then ok "and the message says sbx never pulls and how to get it"; else
     not_ok "and the message says sbx never pulls and how to get it"; diag "$(cat "$T/err")"
 fi
+# Mounts: the provider declares it mounts no storage; refused before a container exists, with why.
+printf 'entries:\n  docs: {type: s3_mount, bucket: b, endpoint_url: "http://127.0.0.1:9"}\n' >"$T/mnt.yaml"
+containers_of_all() { api "http://d/v1.41/containers/json?all=1"; }
+before=$(containers_of_all | grep -o '"Id"' | wc -l)
+run "$SBX" sandbox create --provider docker --image "$IMG" --manifest "$T/mnt.yaml"
+expect_rc 1 "a manifest with a mount is refused by the docker provider"
+expect_in "$T/err" "entry 'docs' (s3_mount): the docker provider cannot mount it: sbx mounts buckets with rclone on the host" \
+    "naming the entry and the provider's declared reason"
+expect_eq "$(containers_of_all | grep -o '"Id"' | wc -l)" "$before" "no container was made for it"
+printf 'name: M\ncapabilities: [shell]\nmanifest: mnt.yaml\n' >"$T/mnt-agent.yaml"
+printf '%s\n' '{"id":"r1","output":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"never"}]}]}' >"$T/none.jsonl"
+run "$SBX" run -m "replay:$T/none.jsonl" --provider docker --image "$IMG" -a "$T/mnt-agent.yaml" "go"
+expect_rc 1 "sbx run --provider docker refuses an agent whose manifest mounts storage"
+expect_in "$T/err" "agent file '$T/mnt-agent.yaml': field 'manifest': entry 'docs' (s3_mount): the docker provider cannot mount it" \
+    "before the model is asked, naming the agent file"
+
 run env DOCKER_HOST="unix://$T/no-engine.sock" "$SBX" sandbox ps
 expect_rc 0 "ps with an engine that does not answer still lists the local sandboxes"
 expect_eq "$(grep -c 'warning: docker sandboxes not listed' "$T/err")" 1 "with a one-line warning"

@@ -166,7 +166,7 @@ if [ "$rc" != 0 ] && grep -q "entry 'data' (s3_mount): needs isolation" "$T/err"
     ok "isolation none refuses mounts"; else not_ok "isolation none refuses mounts"; diag "$(cat "$T/err")"; fi
 printf '{"entries": {"fs": {"type": "s3_files_mount", "file_system_id": "fs-1"}}}\n' >"$T/s3f.json"
 run "$SBX" sandbox create --manifest "$T/s3f.json"
-if [ "$rc" != 0 ] && grep -q "entry 'fs' (s3_files_mount): not supported by the local provider" "$T/err"; then
+if [ "$rc" != 0 ] && grep -q "entry 'fs' (s3_files_mount): the local provider cannot mount it: S3 Files" "$T/err"; then
     ok "s3_files_mount is refused"; else not_ok "s3_files_mount is refused"; diag "$(cat "$T/err")"; fi
 printf '{"entries": {"x": {"type": "s3_mount", "bucket": "b", "mount_strategy": {"type": "in_container", "pattern": {"type": "rclone", "extra_args": ["--config", "/etc/other"]}}}}}\n' >"$T/xa.json"
 run "$SBX" sandbox create --manifest "$T/xa.json"

@@ -219,18 +219,25 @@ run "$SBX" sandbox exec "$HID" -- ls
 expect_not_in "$T/out" "memories" "removes the memory folder"
 expect_not_in "$T/out" "sessions" "and the rollouts"
 "$SBX" sandbox rm "$HID" >/dev/null
-# --- through snapshots: a removed sandbox keeps its rollout in --snapshot-out ----------------
+# --- through snapshots: --snapshot-out without --keep generates memory before the sandbox goes,
+# and the snapshot (store and file) is taken again with it ---------------------------------------
 export SBX_CONVERSATIONS="$T/conv/conversations.db"
 printf 'name: Learner\ncapabilities: [filesystem, shell, memory]\n' >"$T/p.yaml"
-mk "$T/s7.json" '[resp(1, msg("ANSWER-S1"))]'
+mk "$T/s7.json" '[resp(1, msg("ANSWER-S1")), one("s", "# snap one", "- snapshot lesson zero"),
+  two("# Task Group: snap0", "SNAP-LESSON-ZERO")]'
 start_fake "$T/s7.json"
 run "$SBX" run --snapshot-out "$T/snap.tar" --conversation talk --base-url "$FAKE_URL" -a "$T/p.yaml" "snapshot task one"
 expect_rc 0 "a run into --snapshot-out succeeds"
-expect_eq "$(q 'len(reqs)')" 1 "the removed sandbox gets no generation"
-expect_in "$T/err" "memory: not generated for agent 'Learner'" "and stderr says why"
+expect_eq "$(q 'len(reqs)')" 3 "memory is generated although the run removes its sandbox"
+expect_not_in "$T/err" "memory: not generated" "nothing says it was skipped"
+expect_in "$T/err" "memory: snapshot sha256:" "stderr names the snapshot taken after the memory"
+expect_eq "$(ls "$RUNBASE" 2>/dev/null | wc -l)" 0 "and the sandbox is gone afterwards"
+NEWREF=$(sed -n "s/^memory: snapshot \(sha256:[0-9a-f]*\) (agent 'Learner'.*/\1/p" "$T/err")
 run "$SBX" memory show "$T/snap.tar"
 expect_rc 0 "sbx memory show on a snapshot file"
-expect_in "$T/out" "1 rollout file(s)" "the snapshot holds the rollout"
+expect_in "$T/out" "SNAP-LESSON-ZERO" "the exported snapshot holds the generated memory"
+run "$SBX" memory show "$NEWREF"
+expect_in "$T/out" "SNAP-LESSON-ZERO" "and so does the one in the store"
 mk "$T/s8.json" '[resp(1, msg("ANSWER-S2")), one("a", "# one", "- snapshot lesson one"),
   two("# Task Group: snap", "SNAP-LESSON")]'
 start_fake "$T/s8.json"

@@ -66,6 +66,33 @@ rc=$?
 RUN_PID=
 expect_eq "$rc" 0 "the --json run finishes"
 
+# --port --keep: the server the agent started keeps serving after the run, in the kept sandbox.
+start_fake "$T/s.json"
+"$SBX" run --keep --port 8000 --base-url "$FAKE_URL" -a "$T/a.yaml" "serve the site" >"$T/run.out" 2>"$T/run.err" &
+RUN_PID=$!
+url=
+for _ in $(seq 1 300); do
+    url=$(sed -n 's/^  port 8000 of sandbox \([0-9a-f]*\): \(http:[^ ]*\)$/\2/p' "$T/run.err")
+    [ -n "$url" ] && break
+    kill -0 "$RUN_PID" 2>/dev/null || break
+    sleep 0.1
+done
+id=$(sed -n 's/^  port 8000 of sandbox \([0-9a-f]*\): .*/\1/p' "$T/run.err")
+[ -n "$id" ] && touch "$SBX_WORKSPACES/$id/.fetched"
+wait "$RUN_PID"
+rc=$?
+RUN_PID=
+expect_eq "$rc" 0 "the --keep run finishes"
+expect_in "$T/run.err" "kept sandbox $id" "and keeps its sandbox"
+run "$SBX" sandbox port "$id" 8000
+expect_rc 0 "after the run, port 8000 of the kept sandbox still has a listener"
+page=$(python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=10).read().decode().strip())' "$(head -n1 "$T/out")/index.html" 2>&1)
+expect_eq "$page" "preview ok" "and the server the agent started still answers"
+page=$(python3 -c 'import sys, urllib.request; [urllib.request.urlopen(sys.argv[1], timeout=10).read() for _ in range(200)]; print("many")' "$(head -n1 "$T/out")/index.html" 2>&1)
+expect_eq "$page" "many" "many requests later (its log output is drained, never blocks it)"
+run "$SBX" sandbox rm "$id"
+expect_rc 0 "rm ends it with the sandbox"
+
 run "$SBX" run --port 0 -a "$T/a.yaml" x
 expect_rc 2 "--port 0 is a usage error"
 expect_in "$T/err" "--port wants a port number 1 to 65535, not '0'" "naming the value"

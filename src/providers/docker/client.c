@@ -1220,6 +1220,15 @@ const struct sbx__provider_def sbx__provider_docker = {
                    "through the Engine API on its unix socket or over tcp:// with TLS",
         .traits = SBX_PROVIDER_ACCOUNTS | SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_STOP_START |
                   SBX_PROVIDER_PTY | SBX_PROVIDER_PORTS | SBX_PROVIDER_LISTS | SBX_PROVIDER_RESUME,
+        /* No mounts: sbx mounts storage with rclone on the host, outside the sandbox's
+         * namespaces, which a container's engine does not let it enter. */
+        .unmountable = (1u << SBX_ENTRY_S3_MOUNT) | (1u << SBX_ENTRY_GCS_MOUNT) |
+                       (1u << SBX_ENTRY_R2_MOUNT) | (1u << SBX_ENTRY_AZURE_BLOB_MOUNT) |
+                       (1u << SBX_ENTRY_BOX_MOUNT) | (1u << SBX_ENTRY_S3_FILES_MOUNT),
+        .unmountable_why = "sbx mounts buckets with rclone on the host, outside the sandbox, "
+                           "and a container would need FUSE and privileges inside it or a docker "
+                           "volume plugin on the engine's host; copy the data in with a local_dir "
+                           "entry, or use the local provider",
         .options = sbx__dk_options,
         .client_new = client_new,
         .client_new_json = sbx__dk_client_new_json,

@@ -391,6 +391,16 @@ static void op_kill(struct sbx__rproc *r, void *ud)
     sbx__dk_kill_group(&p->eng, p->container, p->pid, "KILL");
 }
 
+/* Detached (a --keep run's server): the engine keeps the exec's terminal or pipes after our
+ * stream closes, so nothing is needed but not killing its group. */
+static int op_detach(struct sbx__rproc *r, void *ud, struct sbx_error *err)
+{
+    (void)r;
+    (void)ud;
+    (void)err;
+    return 0;
+}
+
 static void op_release(void *ud)
 {
     sbx__dk_cmd_free(ud);
@@ -402,6 +412,7 @@ static const struct sbx__rproc_ops rproc_ops = {.input = op_input,
                                                 .resume = op_resume,
                                                 .stop = op_stop,
                                                 .kill = op_kill,
+                                                .detach = op_detach,
                                                 .release = op_release};
 
 /* On the loop: the connection, the output that came with the verdict (stderr first: it can

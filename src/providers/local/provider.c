@@ -7,6 +7,7 @@
 
 #include "providers/local/local.h"
 #include "sbx/json.h"
+#include "sbx/manifest.h"
 #include "sbx/provider.h"
 #include "sbx/strv.h"
 
@@ -342,6 +343,12 @@ const struct sbx__provider_def sbx__provider_local = {
                   SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_STOP_START | SBX_PROVIDER_PTY |
                   SBX_PROVIDER_PORTS | SBX_PROVIDER_NETWORK_POLICY | SBX_PROVIDER_GRANTS |
                   SBX_PROVIDER_ISOLATION_LEVELS | SBX_PROVIDER_LISTS | SBX_PROVIDER_RESUME,
+        .unmountable = 1u << SBX_ENTRY_S3_FILES_MOUNT,
+        .unmountable_why = "S3 Files is an NFS 4.2 file system with TLS and IAM authentication: "
+                           "mounting it takes the mount.s3files helper of amazon-efs-utils (3.0 "
+                           "or later) on a host in the file system's VPC that reaches a mount "
+                           "target on TCP port 2049, and rclone, which the local provider mounts "
+                           "with, has no backend for it",
         .options = options,
         .client_new = sbx__local_client_new,
         .client_new_json = client_new_json,

@@ -295,6 +295,11 @@ const char *sbx_manifest_root(const struct sbx_manifest *m)
     return m->root;
 }
 
+const struct sbx_strv *sbx_manifest_mount_commands(const struct sbx_manifest *m)
+{
+    return m && m->has_allowlist ? &m->allowlist : NULL;
+}
+
 /* ---- path index and overlap rules ---------------------------------------------------------- */
 
 /* Can an entry of type t at path p be added? Duplicates, anything under a leaf entry, and a

@@ -342,12 +342,14 @@ static int materialize_entry(struct sbx_session *s, struct undo *u,
     int rc;
     if (sbx_entry_type_is_mount(t)) {
         /* A provider with the mounts trait mounts them while the sandbox starts
-         * (docs/internals/mounts.md). */
-        if (sbx__provider_traits(s->provider) & SBX_PROVIDER_MOUNTS)
+         * (docs/internals/mounts.md); what it refuses it declares, with why. */
+        const char *why = sbx__provider_unmountable(s->provider, (int)t);
+        if (!why && (sbx__provider_traits(s->provider) & SBX_PROVIDER_MOUNTS))
             return 0;
         return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                             "%s entries are not supported by the %s provider",
-                             sbx_entry_type_name(t), s->provider ? s->provider : "this");
+                             "the %s provider cannot mount %s entries: %s",
+                             s->provider ? s->provider : "this", sbx_entry_type_name(t),
+                             why ? why : "it declares no storage mounts");
     }
     if (t == SBX_ENTRY_FILE) {
         if (!e->content)

@@ -361,6 +361,35 @@ void sbx_session_pty_kill_all(struct sbx_session *s)
     }
 }
 
+size_t sbx_session_pty_detach_all(struct sbx_session *s)
+{
+    size_t n = 0;
+    for (;;) {
+        struct sbx_proc *p = NULL;
+        int exited = 0;
+        pthread_mutex_lock(&s->lock);
+        for (size_t i = 0; i < s->n_ptys; i++) {
+            if (!s->ptys[i]->busy) {
+                exited = s->ptys[i]->exited;
+                p = remove_at(s, i);
+                break;
+            }
+        }
+        pthread_mutex_unlock(&s->lock);
+        if (!p)
+            return n;
+        struct sbx_error err = SBX_ERROR_INIT;
+        if (!exited && p->ops->detach && p->ops->detach(p, &err) == 0) {
+            n++;
+            continue;
+        }
+        if (!exited && p->ops->detach)
+            sbx_log(SBX_LOG_WARN, "sandbox '%s': a process could not be left running: %s", s->id,
+                    err.msg);
+        sbx_proc_free(p);
+    }
+}
+
 size_t sbx_session_pty_count(struct sbx_session *s)
 {
     pthread_mutex_lock(&s->lock);

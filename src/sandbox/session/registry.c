@@ -29,6 +29,32 @@ unsigned sbx__provider_traits(const char *name)
     return d ? d->traits : 0;
 }
 
+const char *sbx__provider_unmountable(const char *name, int t)
+{
+    const struct sbx__provider_def *d = sbx__provider_def(name);
+    if (!d || !sbx_entry_type_is_mount((enum sbx_entry_type)t))
+        return NULL;
+    if (d->unmountable & (1u << t))
+        return d->unmountable_why;
+    if (!(d->traits & SBX_PROVIDER_MOUNTS))
+        return "it declares no storage mounts";
+    return NULL;
+}
+
+int sbx__provider_check_mounts(const char *name, const struct sbx_manifest *m,
+                               struct sbx_error *err)
+{
+    for (size_t i = 0; m && i < sbx_manifest_entry_count(m); i++) {
+        const struct sbx_manifest_entry *e = sbx_manifest_entry_at(m, i);
+        const char *why = sbx__provider_unmountable(name, (int)e->type);
+        if (why)
+            return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                                 "entry '%s' (%s): the %s provider cannot mount it: %s", e->path,
+                                 sbx_entry_type_name(e->type), name, why);
+    }
+    return 0;
+}
+
 int sbx__provider_unknown(const char *name, struct sbx_error *err)
 {
     struct sbx_buf names;
@@ -70,6 +96,10 @@ int sbx_client_create(struct sbx_client *c, const struct sbx_create_spec *spec,
                       struct sbx_session **out, struct sbx_error *err)
 {
     struct sbx_create_spec empty = {0};
+    int rc;
+    /* Before anything is made: a mount the provider refuses would fail its start anyway. */
+    if (spec && (rc = sbx__provider_check_mounts(c->provider, spec->manifest, err)) < 0)
+        return rc;
     if (spec && sbx_manifest_grant_count(spec->manifest) &&
         !(sbx__provider_traits(c->provider) & SBX_PROVIDER_GRANTS))
         return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,

@@ -44,6 +44,7 @@ struct sbx__rproc {
     /* The status, read by other threads. */
     pthread_mutex_t lock;
     int done, failed, timed_out;
+    int detached; /* the command goes on after the proc (ops->detach said so) */
     struct sbx_exit st;
     struct sbx_error ferr;
 };
@@ -471,7 +472,7 @@ static void proc_free(struct sbx_proc *bp)
     pthread_mutex_lock(&r->lock);
     int done = r->done;
     pthread_mutex_unlock(&r->lock);
-    if (r->started && !done && r->ops->kill)
+    if (r->started && !done && !r->detached && r->ops->kill)
         r->ops->kill(r, r->ud);
     /* On the loop even when it never started: the process's loop then stops if this was the
      * last thing it held. */
@@ -496,7 +497,25 @@ static void proc_free(struct sbx_proc *bp)
     free(r);
 }
 
-static const struct sbx_proc_ops proc_ops = {proc_wait, proc_free};
+/* Leave a running command to the server and free the proc. */
+static int proc_detach(struct sbx_proc *bp, struct sbx_error *err)
+{
+    struct sbx__rproc *r = of(bp);
+    pthread_mutex_lock(&r->lock);
+    int done = r->done;
+    pthread_mutex_unlock(&r->lock);
+    if (!r->ops->detach || !r->started || done)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "'%s' cannot be left running",
+                             r->name ? r->name : "the command");
+    int rc = r->ops->detach(r, r->ud, err);
+    if (rc < 0)
+        return rc;
+    r->detached = 1;
+    proc_free(bp);
+    return 0;
+}
+
+static const struct sbx_proc_ops proc_ops = {proc_wait, proc_free, proc_detach};
 
 int sbx__rproc_new(struct sbx__loop *l, const struct sbx__rproc_opts *o,
                    const struct sbx__rproc_ops *ops, void *ud, struct sbx__rproc **out,

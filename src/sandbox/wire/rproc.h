@@ -70,6 +70,10 @@ struct sbx__rproc_ops {
     /* Caller's thread. */
     /* The proc is freed while the command runs: end it on the server (may block). Optional. */
     void (*kill)(struct sbx__rproc *r, void *ud);
+    /* The command is to outlive the proc (sbx_session_pty_detach_all): leave it running on the
+     * server after the stream closes; kill is then not called. Optional (NULL: the command
+     * cannot be detached and is killed). */
+    int (*detach)(struct sbx__rproc *r, void *ud, struct sbx_error *err);
     /* Last call: ud is no longer used. Optional. */
     void (*release)(void *ud);
 };

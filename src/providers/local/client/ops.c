@@ -92,7 +92,37 @@ static void proc_free(struct sbx_proc *bp)
     free(p);
 }
 
-static const struct sbx_proc_ops proc_ops = {proc_wait, proc_free};
+/* Hand the process to the supervisor: its output descriptors go back (the supervisor reads and
+ * drops what it writes, and a terminal keeps its master, so no hangup), and the control
+ * connection stops meaning "kill it when I go". */
+static int proc_detach(struct sbx_proc *bp, struct sbx_error *err)
+{
+    struct local_proc *p = (struct local_proc *)bp;
+    int fds[3];
+    size_t n = 0;
+    if (p->have_status)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "the command has ended");
+    fds[n++] = p->base.stdout_fd;
+    if (p->base.stderr_fd >= 0)
+        fds[n++] = p->base.stderr_fd;
+    json_t *req = json_pack("{s:s}", "op", "detach"), *reply = NULL;
+    int64_t deadline = sbx_deadline_after_ms(SBX__LOCAL_REQUEST_IDLE_MS);
+    int rc = sbx__proto_send(p->ctl, req, fds, n, deadline, err);
+    if (rc == 0)
+        rc = sbx__proto_recv(p->ctl, &reply, NULL, 0, NULL, deadline, err);
+    if (rc == 0)
+        rc = sbx__proto_check(reply, err);
+    json_decref(req);
+    json_decref(reply);
+    if (rc < 0) {
+        sbx_error_prefix(err, "sandbox '%s'", p->id);
+        return rc;
+    }
+    proc_free(bp);
+    return 0;
+}
+
+static const struct sbx_proc_ops proc_ops = {proc_wait, proc_free, proc_detach};
 
 static int sess_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec,
                            const char *cwd, struct sbx_proc **out, struct sbx_error *err)

@@ -242,15 +242,66 @@ static void handle(struct sbx__sup *s, int ci, json_t *req)
     }
 }
 
+/* How long the rest of a detach message may take once its first byte is here. */
+#define DETACH_WAIT_MS 2000
+
+/* A message on the connection of a running command: "detach" with the command's output
+ * descriptors leaves the command running, answered by nobody, its output drained here; anything
+ * else (or the client going away) drops the connection, which kills the command. */
+static void on_command_conn(struct sbx__sup *s, int ci)
+{
+    struct sbx__sup_conn *c = &s->conns[ci];
+    struct sbx_error err = SBX_ERROR_INIT;
+    json_t *req = NULL;
+    int fds[2] = {-1, -1};
+    size_t nfds = 0;
+    int rc = sbx__proto_recv(c->fd, &req, fds, 2, &nfds, sbx_deadline_after_ms(DETACH_WAIT_MS),
+                             &err);
+    const char *op = json_string_value(json_object_get(req, "op"));
+    int detach = rc == 0 && op && strcmp(op, "detach") == 0 && nfds > 0;
+    json_decref(req);
+    if (!detach) {
+        for (size_t i = 0; i < nfds; i++)
+            close(fds[i]);
+        sbx__sup_drop_conn(s, ci);
+        return;
+    }
+    for (size_t i = 0; i < nfds; i++) {
+        int fl = fcntl(fds[i], F_GETFL);
+        if (fl >= 0)
+            (void)fcntl(fds[i], F_SETFL, fl | O_NONBLOCK);
+        SBX_ALLOC_GROW(s->drains, s->n_drains + 1, s->alloc_drains);
+        s->drains[s->n_drains++] = fds[i];
+    }
+    s->children[c->child].conn = -1;
+    c->child = -1;
+    sbx__sup_reply(s, ci, sbx__sup_ok_msg(), NULL, 0);
+    sbx__sup_drop_conn(s, ci);
+}
+
+/* Read and drop what a detached command wrote; forget the descriptor at its end. */
+static void drain(struct sbx__sup *s, size_t i)
+{
+    char buf[4096];
+    ssize_t n = read(s->drains[i], buf, sizeof(buf));
+    if (n > 0 || (n < 0 && (errno == EINTR || errno == EAGAIN)))
+        return;
+    close(s->drains[i]);
+    s->drains[i] = -1;
+}
+
 static void on_readable(struct sbx__sup *s, int ci)
 {
     struct sbx__sup_conn *c = &s->conns[ci];
     char buf[65536];
+    if (c->child >= 0) {
+        on_command_conn(s, ci);
+        return;
+    }
     ssize_t n = recv(c->fd, buf, sizeof(buf), MSG_DONTWAIT);
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
         return;
-    if (n <= 0 || c->child >= 0) {
-        /* Closed; or data on a connection that already runs a command (protocol abuse). */
+    if (n <= 0) {
         sbx__sup_drop_conn(s, ci);
         return;
     }
@@ -446,7 +497,13 @@ void sbx__sup_serve(struct sbx__sup *s)
     struct pollfd *pfd = NULL;
     size_t pcap = 0;
     while (!s->stopping) {
-        size_t need = 2 + s->n_conns + s->n_children;
+        /* Forget the drained descriptors that were closed. */
+        size_t kept = 0;
+        for (size_t i = 0; i < s->n_drains; i++)
+            if (s->drains[i] >= 0)
+                s->drains[kept++] = s->drains[i];
+        s->n_drains = kept;
+        size_t need = 2 + s->n_conns + s->n_children + s->n_drains;
         SBX_ALLOC_GROW(pfd, need, pcap);
         size_t n = 0;
         pfd[n++] = (struct pollfd){.fd = s->sig_fd, .events = POLLIN};
@@ -457,6 +514,9 @@ void sbx__sup_serve(struct sbx__sup *s)
         for (size_t i = 0; i < s->n_children; i++)
             pfd[n++] = (struct pollfd){.fd = s->children[i].pid > 0 ? s->children[i].status_fd : -1,
                                        .events = POLLIN};
+        size_t first_drain = n;
+        for (size_t i = 0; i < s->n_drains; i++)
+            pfd[n++] = (struct pollfd){.fd = s->drains[i], .events = POLLIN};
         int64_t next = check_timers(s);
         int timeout = -1;
         if (next != INT64_MAX) {
@@ -482,7 +542,10 @@ void sbx__sup_serve(struct sbx__sup *s)
             }
             reap(s);
         }
-        for (size_t i = first_child; i < n; i++) {
+        for (size_t i = first_drain; i < n; i++)
+            if (pfd[i].revents)
+                drain(s, i - first_drain);
+        for (size_t i = first_child; i < first_drain; i++) {
             struct sbx__sup_child *c = &s->children[i - first_child];
             if (pfd[i].revents && pfd[i].fd >= 0 && c->status_fd == pfd[i].fd)
                 read_status(s, c);
@@ -509,4 +572,10 @@ void sbx__sup_serve(struct sbx__sup *s)
         }
     }
     free(pfd);
+    for (size_t i = 0; i < s->n_drains; i++)
+        if (s->drains[i] >= 0)
+            close(s->drains[i]);
+    free(s->drains);
+    s->drains = NULL;
+    s->n_drains = s->alloc_drains = 0;
 }

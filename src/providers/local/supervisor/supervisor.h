@@ -69,6 +69,10 @@ struct sbx__sup {
     size_t n_conns, alloc_conns;
     struct sbx__sup_child *children;
     size_t n_children, alloc_children;
+    /* Output of detached commands (their client went, leaving them running): read and dropped
+     * until they close it; a terminal's master held here means no hangup. */
+    int *drains;
+    size_t n_drains, alloc_drains;
     int stopping;
     int stop_conn;   /* the connection that asked for shutdown, or -1 */
     int spare_fd;    /* held back to refuse connections when out of descriptors */
