@@ -115,12 +115,16 @@ struct render {
     char *shown;  /* the last message whose text was streamed to stderr */
 };
 
-/* stdout and stderr are the same terminal: what was streamed to one is on the other. */
-static int same_terminal(void)
+/* stdout and stderr reach the same place (one terminal, or `2>&1` into one pipe or file): what
+ * was streamed to stderr is already where stdout goes. */
+static int same_output(void)
 {
     struct stat a, b;
-    return isatty(1) && isatty(2) && fstat(1, &a) == 0 && fstat(2, &b) == 0 && S_ISCHR(a.st_mode) &&
-           S_ISCHR(b.st_mode) && a.st_rdev == b.st_rdev;
+    if (fstat(1, &a) < 0 || fstat(2, &b) < 0)
+        return 0;
+    if (S_ISCHR(a.st_mode) && S_ISCHR(b.st_mode) && isatty(1) && isatty(2))
+        return a.st_rdev == b.st_rdev;
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
 static void put_delta(struct render *r, const char *s)
@@ -1115,10 +1119,11 @@ static int run_and_report(struct run *r)
         return CLI_WAITING;
     }
     cli_run_state_completed(&r->rs);
-    /* On one terminal the streamed answer is already on screen (a structured one as the model
-     * wrote it): printing it again only doubles it. Anywhere else stdout gets it, for scripts. */
+    /* Where stdout and stderr are one terminal, pipe or file, the streamed answer is already
+     * there (a structured one as the model wrote it): printing it again only doubles it.
+     * Anywhere else stdout gets it, for scripts. */
     const char *text = sbx_run_result_text(r->res);
-    int on_screen = r->rd.shown && same_terminal() &&
+    int on_screen = r->rd.shown && same_output() &&
                     (strcmp(r->rd.shown, text) == 0 || sbx_run_result_json(r->res));
     if (!r->rd.json && !on_screen) {
         cli_put_safe(stdout, CLI_SAFE_TTY, text, strlen(text));
