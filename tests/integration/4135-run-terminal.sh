@@ -45,4 +45,22 @@ start_fake "$T/fast.json"
 "$SBX" run --base-url "$FAKE_URL" "capital?" 2>&1 >/dev/null | cat >"$T/pipe2"
 expect_eq "$(grep -c 'capital of France' "$T/pipe2")" 1 "stderr into a pipe, stdout elsewhere: streamed there"
 
+# --- approval without --state (the review's own command): a default state file, never '(null)',
+# the sandbox and its work kept, for a plain and a --json run -------------------------------------
+EX="$SBX_SRCDIR/examples/approval"
+RUNS="$XDG_STATE_HOME/sbx/runs"
+for json in "" --json; do
+    rm -rf "$RUNS"
+    run "$SBX" run $json -m "replay:$EX/run.jsonl" -a "$EX/agent.yaml" "Tidy up the workspace." </dev/null
+    expect_rc 4 "approval needed, no --state ${json:-(plain)}: the run waits"
+    expect_not_in "$T/err" "(null)" "no null file named ${json:-(plain)}"
+    F=$(ls "$RUNS"/run-*.json 2>/dev/null | head -n1)
+    expect_in "$T/err" "waiting for approval (state saved to $F)" "the default state file is named ${json:-(plain)}"
+    expect_eq "$("$SBX" sandbox ps --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')" 1 \
+        "its sandbox waits with the work ${json:-(plain)}"
+    run "$SBX" run -m "replay:$EX/resume.jsonl" --resume "$F" -a "$EX/agent.yaml" --approve call_ap2
+    expect_rc 0 "the saved run goes on ${json:-(plain)}"
+    expect_eq "$("$SBX" sandbox ps --all --json | tr -d ' \n')" "[]" "and then leaves no sandbox ${json:-(plain)}"
+done
+
 done_testing
