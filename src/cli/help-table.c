@@ -108,6 +108,9 @@ static const struct cli_help_opt run_opts[] = {
 static const struct cli_help_opt create_opts[] = {
         {'m', "manifest", "FILE", "make the workspace from this manifest"},
         {'w', "workspace", "DIR", "the workspace directory to use"},
+        {0, "workspace-existing", "keep|overwrite",
+         "a non-empty --workspace: keep its files (the manifest may only add) or let the "
+         "manifest's entries replace the files they name"},
         {0, "snapshot", "FILE|REF",
          "start from a snapshot (an archive or a store reference), then apply the manifest's "
          "ephemeral entries"},
@@ -472,12 +475,17 @@ const struct cli_help cli_help_table[] = {
          "provider has it.",
          help_only, STATUS_COMMON, "run snapshot", 0},
         {"sandbox create", NULL,
-         "sbx sandbox create [--manifest FILE] [--workspace DIR] [--snapshot FILE|REF]\n"
+         "sbx sandbox create [--manifest FILE] [--snapshot FILE|REF]\n"
+         "                   [--workspace DIR [--workspace-existing keep|overwrite]]\n"
          "                   [--json] [--pass-secret NAME]...\n"
          "                   [--provider NAME] [-o KEY=VALUE]... [provider options]",
          "create a sandbox and print its id",
          "Creates a sandbox and prints its id (--json: its state). --workspace: a directory of "
-         "this host to use as the workspace (providers whose workspaces are on this host); "
+         "this host to use as the workspace (providers whose workspaces are on this host); a "
+         "directory that holds anything is refused unless --workspace-existing says what to do "
+         "with it: keep (its files stay; a manifest entry that would replace one fails, naming "
+         "it, and leaves the directory as it was) or overwrite (the manifest's entries replace "
+         "the files they name; the rest stays); "
          "--pass-secret OPENAI_API_KEY lets the manifest read it; --snapshot: start from a "
          "snapshot (an archive or a store reference), then apply the manifest's ephemeral "
          "entries.\n\n"

@@ -43,6 +43,7 @@ struct undo {
      * every ancestor per file: materialisation only adds, so what was there stays there. */
     char *parent;
     int parent_new;
+    int keep; /* SBX__MATERIALIZE_KEEP: a file that was there is never written over */
 };
 
 static void undo_push(struct undo *u, enum undo_kind kind, const char *path, size_t len,
@@ -125,11 +126,34 @@ static void undo_release(struct undo *u)
     *u = (struct undo){0};
 }
 
+/* With keep: a file about to be written that is not new (undo_note_new said so) and is there
+ * is the user's; it stays, and the entry fails naming it. */
+static int keep_check(struct sbx_session *s, const struct undo *u, const char *path, int isnew,
+                      struct sbx_error *err)
+{
+    if (!u->keep || isnew)
+        return 0;
+    struct sbx_dirent d = {0};
+    struct sbx_error ignored = SBX_ERROR_INIT;
+    int there = sbx_session_stat(s, path, &d, &ignored) == 0;
+    sbx_dirent_release(&d);
+    if (!there)
+        return 0;
+    return sbx_error_set(err, SBX_E_EXISTS, 0,
+                         "'%s' is already in the workspace, which keeps its files: move it "
+                         "away, or let the manifest replace it (overwrite)",
+                         path);
+}
+
 static int mat_write(struct sbx_session *s, struct undo *u, const char *path, const void *data,
                      size_t n, mode_t mode, struct sbx_error *err)
 {
-    int fresh = undo_note_new(s, u, path) ? SBX__WRITE_FRESH : 0;
-    return sbx_session_write(s, path, data, n, mode, SBX_WRITE_PARENTS | fresh, err);
+    int isnew = undo_note_new(s, u, path);
+    int rc = keep_check(s, u, path, isnew, err);
+    if (rc < 0)
+        return rc;
+    return sbx_session_write(s, path, data, n, mode,
+                             SBX_WRITE_PARENTS | (isnew ? SBX__WRITE_FRESH : 0), err);
 }
 
 /* *fresh (may be NULL): set when the directory is new, so nothing inside needs noting. */
@@ -154,8 +178,9 @@ static int mat_chmod(struct sbx_session *s, struct undo *u, const char *path, mo
 static int copy_file_fd(struct sbx_session *s, struct undo *u, int fd, const char *dest,
                         mode_t mode, struct sbx_error *err)
 {
-    if (u)
-        undo_note_new(s, u, dest);
+    int rc;
+    if (u && (rc = keep_check(s, u, dest, undo_note_new(s, u, dest), err)) < 0)
+        return rc;
     return sbx_session_write_fd(s, dest, fd, SBX_MANIFEST_DEFAULT_MAX_TOTAL_BYTES, mode & 07777,
                                 SBX_WRITE_PARENTS, err);
 }
@@ -376,7 +401,7 @@ static int materialize_entries(struct sbx_session *s, const struct sbx_manifest 
                                struct sbx_error *err)
 {
     json_t *records = json_array();
-    struct undo u = {0};
+    struct undo u = {.keep = (flags & SBX__MATERIALIZE_KEEP) != 0};
     struct sbx_strv eph;
     size_t n = sbx_manifest_entry_count(m);
     sbx_strv_init(&eph);
