@@ -495,7 +495,8 @@ struct sbx_create_spec {
     /* The sandbox id to use (the provider's id syntax; SBX_E_EXISTS when in use). NULL: a
      * random one. For start and resume, which bring a sandbox back under its id. */
     const char *id;
-    /* Progress of materialising the manifest (step "materialise", done/total entries; "fetch"
+    /* Progress of materialising the manifest (step "materialise", done/total files, a
+     * local_dir entry counting the files it copies; "fetch"
      * for each git_repo entry) and of restoring a snapshot. NULL: none. */
     sbx_progress_fn *progress;
     void *progress_data;

@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "cli/help.h"
 #include "cli/run-state.h"
+#include "cli/run-status.h"
 #include "sbx/capability.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
@@ -110,9 +111,9 @@ struct render {
     int tty_out, tty_err;
     char pend[4];
     size_t npend;
-    int waiting;  /* a "waiting for the model" line is shown */
-    int streamed; /* text deltas of the current message were shown */
-    char *shown;  /* the last message whose text was streamed to stderr */
+    struct run_status status; /* the terminal's status line, and the lock of stderr */
+    int streamed;             /* text deltas of the current message were shown */
+    char *shown;              /* the last message whose text was streamed to stderr */
 };
 
 /* stdout and stderr reach the same place (one terminal, or `2>&1` into one pipe or file): what
@@ -172,26 +173,18 @@ static void end_line(struct render *r)
     }
 }
 
-/* While the model has not begun to answer: a progress line on a terminal (after 2 s, so quick
+/* While the model has not begun to answer: a status line on a terminal (after 2 s, so quick
  * answers show nothing), erased when the answer starts or the attempt ends. */
 static void on_model_wait(void *data, int64_t waited_ms, int attempt)
 {
     struct render *r = data;
     if (r->json || !r->tty_err)
         return;
-    if (waited_ms < 0) {
-        if (r->waiting)
-            fputs("\r\033[K", stderr);
-        r->waiting = 0;
-    } else if (waited_ms >= 2000) {
-        if (!r->waiting)
-            end_line(r);
-        r->waiting = 1;
-        fprintf(stderr, "\r\033[K  waiting for the model: %llds", (long long)(waited_ms / 1000));
-        if (attempt > 1)
-            fprintf(stderr, " (attempt %d)", attempt);
-    }
-    flush(stderr);
+    run_status_lock(&r->status);
+    if (waited_ms >= 2000 && !r->status.shown)
+        end_line(r);
+    run_status_model_wait(&r->status, waited_ms, attempt);
+    run_status_unlock(&r->status);
 }
 
 /* After a tool ran (it may have started a server) and at the end: for each --port not yet told
@@ -237,9 +230,32 @@ static void render_event(const struct sbx_event *ev, struct render *r);
 static void on_event(const struct sbx_event *ev, void *data)
 {
     struct render *r = data;
+    /* Whatever the event prints goes on a line of its own, never onto the status line. */
+    run_status_lock(&r->status);
+    run_status_clear(&r->status);
     render_event(ev, r);
     if (ev->type == SBX_EVENT_TOOL_OUTPUT)
         report_ports(r); /* after the tool's own line */
+    run_status_unlock(&r->status);
+}
+
+/* What a running call is shown as on the status line: the tool and its command, or its
+ * arguments ("exec_command: npm test"). */
+static void tool_label(const struct sbx_event *ev, char *out, size_t size)
+{
+    const char *tool = ev->tool ? ev->tool : "a tool";
+    const char *a = json_string_value(json_object_get(ev->item, "arguments"));
+    if (!a)
+        a = json_string_value(json_object_get(ev->item, "input"));
+    json_t *args = a ? json_loads(a, JSON_DECODE_ANY, NULL) : NULL;
+    const char *cmd = json_string_value(json_object_get(args, "cmd"));
+    if (!cmd)
+        cmd = json_string_value(json_object_get(args, "command"));
+    snprintf(out, size, "%s%s%s", tool, cmd || (a && a[0]) ? ": " : "", cmd ? cmd : a ? a : "");
+    json_decref(args);
+    for (char *p = out; *p; p++)
+        if (*p == '\n' || *p == '\t' || *p == '\r')
+            *p = ' ';
 }
 
 static void render_event(const struct sbx_event *ev, struct render *r)
@@ -255,6 +271,22 @@ static void render_event(const struct sbx_event *ev, struct render *r)
         return;
     }
     switch (ev->type) {
+    case SBX_EVENT_TOOL_START: {
+        char label[RUN_STATUS_LABEL_MAX + 1];
+        tool_label(ev, label, sizeof(label));
+        run_status_tool_start(&r->status, label);
+        break;
+    }
+    case SBX_EVENT_SANDBOX:
+        /* On a terminal, so a person can look inside while the agent works. */
+        if (r->tty_err) {
+            end_line(r);
+            const char *src = json_string_value(json_object_get(ev->item, "source"));
+            cli_printf_safe(stderr, CLI_SAFE_ALWAYS,
+                            "  sandbox %s (agent '%s', %s; look inside: sbx sandbox shell %s)\n",
+                            ev->text, ev->agent ? ev->agent : "?", src ? src : "?", ev->text);
+        }
+        break;
     case SBX_EVENT_TEXT_DELTA:
         put_delta(r, ev->text);
         r->mid_line = ev->text[0] && ev->text[strlen(ev->text) - 1] != '\n';
@@ -286,6 +318,7 @@ static void render_event(const struct sbx_event *ev, struct render *r)
         break;
     }
     case SBX_EVENT_TOOL_OUTPUT: {
+        run_status_tools_done(&r->status);
         end_line(r);
         const char *id = json_string_value(json_object_get(ev->item, "call_id"));
         const char *args = id ? json_string_value(json_object_get(r->args, id)) : NULL;
@@ -940,11 +973,11 @@ static int agent_may_ask(struct sbx_agent *start)
 static void end_line_cb(void *data)
 {
     struct render *rd = data;
-    if (rd->waiting)
-        fputs("\r\033[K", stderr);
-    rd->waiting = 0;
+    run_status_lock(&rd->status);
+    run_status_clear(&rd->status);
     end_line(rd);
     flush(stderr);
+    run_status_unlock(&rd->status);
 }
 
 /* Every secret the run knows, for the one scrubber of what it writes (run states, the trace,
@@ -1001,6 +1034,7 @@ static int prepare_run(struct run *r)
     r->rd.ports_done = json_object();
     r->rd.tty_out = isatty(1);
     r->rd.tty_err = isatty(2);
+    r->rd.status.enabled = r->rd.tty_err && !r->rd.json;
     r->ropt.model = r->model;
     r->ropt.model_name =
             r->model_name && strncmp(r->model_name, "replay:", 7) != 0 ? r->model_name : NULL;
@@ -1096,6 +1130,7 @@ static int run_and_report(struct run *r)
 {
     int run_rc = r->sr ? sbx_sandbox_run(r->sr, r->agent, r->input, &r->ropt, &r->res, &r->err)
                        : sbx_run(r->agent, r->input, &r->ropt, &r->res, &r->err);
+    run_status_release(&r->rd.status); /* what follows is printed by this thread alone */
     if (r->scfg.keep)
         report_kept(r);
     if (r->sr && r->scfg.snapshot_out &&
@@ -1157,6 +1192,7 @@ static int run_release(struct run *r, int rc)
     json_decref(r->rd.ports_done);
     sbx_client_free(r->port_client);
     free(r->prompt);
+    run_status_release(&r->rd.status);
     if (interrupted && interrupted != SIGINT)
         rc = 128 + interrupted;
     sbx_strv_release(&r->pass);
@@ -1177,6 +1213,7 @@ int cmd_run(int argc, char **argv)
     sbx_strv_init(&r->secrets);
     cli_run_state_init(&r->rs);
     cli_sandbox_init(&r->sb);
+    run_status_init(&r->rd.status, 0);
     int rc = parse_args(r, argc, argv);
     if (rc == CLI_OK)
         rc = check_args(r);

@@ -397,7 +397,12 @@ const struct cli_help cli_help_table[] = {
          "        [--reason TEXT]]... [--allow-agent-change] [options]",
          "run an agent against a model",
          "Runs an agent on PROMPT (or standard input with '-') and prints the final output. "
-         "Progress goes to stderr; --json writes one event per line to stdout instead. MODEL "
+         "Progress goes to stderr; on a terminal also the id of each sandbox a run gets (so "
+         "'sbx sandbox shell ID' can look inside while the agent works) and a status line "
+         "while the model has not begun to answer or a tool runs. --json writes one event per "
+         "line to stdout instead (a 'sandbox' event with the id, 'tool_start' as a call "
+         "begins). Where stdout and stderr are one terminal, pipe or file, the streamed answer "
+         "is not printed again. MODEL "
          "'replay:FILE' answers from a recording made with --record. "
          "--use-previous-response-id sends only new items and lets the server keep the rest.\n\n"
          "A model call gives up when no answer starts within 60 s of a streamed request, when a "

@@ -45,6 +45,47 @@ start_fake "$T/fast.json"
 "$SBX" run --base-url "$FAKE_URL" "capital?" 2>&1 >/dev/null | cat >"$T/pipe2"
 expect_eq "$(grep -c 'capital of France' "$T/pipe2")" 1 "stderr into a pipe, stdout elsewhere: streamed there"
 
+# --- a running tool has a status line, erased when its line is printed; the sandbox id is shown
+# at the start, on a terminal and in --json --------------------------------------------------------
+cat >"$T/a.yaml" <<'YAML'
+name: Worker
+capabilities: [shell]
+manifest: {entries: {}}
+YAML
+mk "$T/tool.json" '[resp(1, sh(1, "sleep 5; echo slept")), resp(2, msg("done sleeping"))]'
+start_fake "$T/tool.json"
+on_tty "$T/ttool" "$SBX" run --keep --base-url "$FAKE_URL" -a "$T/a.yaml" "go"
+expect_eq "$?" 0 "a slow tool on a terminal"
+expect_in "$T/ttool" "running exec_command: sleep 5; echo slept (" "a status line names the tool and its command"
+$SCREEN "$T/ttool" >"$T/ttool.screen"
+expect_not_in "$T/ttool.screen" "running exec_command" "and is gone from the screen at the end"
+expect_in "$T/ttool.screen" '  tool exec_command({"cmd": "sleep 5; echo slept"}) -> Process exited with code 0' \
+    "the tool's own line is whole"
+screen_has "$T/ttool" "done sleeping" "and the answer"
+kept=$(grep -o 'kept sandbox [0-9a-f]*' "$T/ttool.screen" | awk '{print $3}')
+expect_in "$T/ttool.screen" "  sandbox $kept (agent 'Worker', created; look inside: sbx sandbox shell $kept)" \
+    "the run's sandbox id is shown at its start"
+first=$(grep -n -m1 "sandbox $kept (agent" "$T/ttool.screen" | cut -d: -f1)
+tool=$(grep -n -m1 "tool exec_command" "$T/ttool.screen" | cut -d: -f1)
+[ -n "$first" ] && [ -n "$tool" ] && [ "$first" -lt "$tool" ] && ok "before the first tool runs" || not_ok "before the first tool runs"
+"$SBX" sandbox rm "$kept" >/dev/null 2>&1
+mk "$T/quick.json" '[resp(1, sh(1, "echo quick")), resp(2, msg("quick done"))]'
+start_fake "$T/quick.json"
+run "$SBX" run --json --base-url "$FAKE_URL" -a "$T/a.yaml" "go"
+expect_rc 0 "a --json run"
+expect_eq "$(python3 -c '
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1])]
+sb = [e for e in ev if e["type"] == "sandbox"]
+st = [e for e in ev if e["type"] == "tool_start"]
+print(len(sb), len(sb[0]["id"]) if sb else 0, sb[0].get("source") if sb else None, sb[0].get("agent") if sb else None,
+      len(st), st[0]["tool"] if st else None)' "$T/out")" "1 16 created Worker 1 exec_command" \
+    "--json has a sandbox event with the id, and a tool_start event"
+start_fake "$T/quick.json"
+run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" "go"
+expect_not_in "$T/err" "look inside" "a pipe gets no sandbox line"
+expect_not_in "$T/err" "running exec_command" "nor a status line"
+
 # --- approval without --state (the review's own command): a default state file, never '(null)',
 # the sandbox and its work kept, for a plain and a --json run -------------------------------------
 EX="$SBX_SRCDIR/examples/approval"
