@@ -1193,7 +1193,8 @@ static int run_release(struct run *r, int rc)
     sbx_client_free(r->port_client);
     free(r->prompt);
     run_status_release(&r->rd.status);
-    if (interrupted && interrupted != SIGINT)
+    /* As shells and docker do: Ctrl-C is 130, any other signal 128+N. */
+    if (interrupted)
         rc = 128 + interrupted;
     sbx_strv_release(&r->pass);
     for (size_t i = 0; i < r->secrets.n; i++)

@@ -467,8 +467,8 @@ const struct cli_help cli_help_table[] = {
          "A sandbox the run created without --keep is removed however the run ends (also when "
          "sbx itself is killed).",
          run_opts,
-         "0 done, 1 error or Ctrl-C, 2 usage, 3 max turns exceeded, 4 waiting for approval, "
-         "128+N when signal N ended the run (143 SIGTERM, 129 SIGHUP, 141 when stdout's reader "
+         "0 done, 1 error, 2 usage, 3 max turns exceeded, 4 waiting for approval, 128+N when "
+         "signal N ended the run (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP, 141 when stdout's reader "
          "is gone).",
          "sandbox conversation state memory snapshot trace", 0},
 

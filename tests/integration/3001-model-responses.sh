@@ -249,7 +249,7 @@ wait_until one_request
 kill -INT $pid
 wait $pid
 rc=$?
-expect_rc 1 "SIGINT ends the run with an error status"
+expect_rc 130 "SIGINT ends the run with status 130, as shells and docker say"
 expect_in "$T/err" "cancelled" "SIGINT reported as a cancellation"
 expect_in "$T/err" "agent 'assistant' turn 1" "cancellation names the agent and turn"
 

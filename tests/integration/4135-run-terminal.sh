@@ -86,6 +86,18 @@ run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" "go"
 expect_not_in "$T/err" "look inside" "a pipe gets no sandbox line"
 expect_not_in "$T/err" "running exec_command" "nor a status line"
 
+# --- Ctrl-C typed on the terminal while a tool runs: status 130, nothing left ----------------------
+mk "$T/long.json" '[resp(1, sh(1, "sleep 30")), resp(2, msg("never"))]'
+start_fake "$T/long.json"
+python3 "$SBX_SRCDIR/tests/integration/pty-interrupt.py" "$T/tint" "running exec_command: sleep 30" -- \
+    "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" "go"
+expect_eq "$?" 130 "Ctrl-C on the terminal ends the run with status 130"
+expect_in "$T/tint" "run cancelled at turn 1 of agent 'Worker' while running tool 'exec_command'" \
+    "saying where it was cancelled"
+$SCREEN "$T/tint" >"$T/tint.screen"
+expect_not_in "$T/tint.screen" "running exec_command" "with the status line erased"
+expect_eq "$("$SBX" sandbox ps --all --json | tr -d ' \n')" "[]" "and no sandbox left"
+
 # --- approval without --state (the review's own command): a default state file, never '(null)',
 # the sandbox and its work kept, for a plain and a --json run -------------------------------------
 EX="$SBX_SRCDIR/examples/approval"
