@@ -432,6 +432,20 @@ static int check_agent(struct sbx_agent *agent, void *data, struct sbx_error *er
     return rc;
 }
 
+int sbx_sandbox_run_check(const struct sbx_run_config *cfg, struct sbx_agent *start,
+                          struct sbx_error *err)
+{
+    struct sbx_sandbox_run sr = {.cfg = *cfg};
+    struct sbx_manifest *m = NULL;
+    int rc = 0;
+    if (cfg->manifest_path || cfg->manifest_doc)
+        rc = load_manifest(&sr, NULL, &m, err);
+    sbx_manifest_free(m);
+    if (rc == 0 && start)
+        rc = sbx_agent_walk(start, check_agent, &sr, err);
+    return rc;
+}
+
 static int agent_secrets(struct sbx_agent *agent, void *data, struct sbx_error *err)
 {
     struct sbx_manifest *m = NULL;

@@ -1017,6 +1017,10 @@ static int prepare_run(struct run *r)
     cli_run_state_set_secrets(&r->rs, &r->secrets);
     if (!r->rd.json)
         r->scfg.progress = cli_progress_fn();
+    /* The agent files are the user's to fix first: their errors come before the model's
+     * (a missing key) and before anything is made. */
+    if (r->file && sbx_sandbox_run_check(&r->scfg, r->agent, &r->err) < 0)
+        return CLI_FAIL;
     r->mopt.cancel = &interrupted;
     r->mopt.on_wait = on_model_wait;
     r->mopt.on_wait_data = &r->rd;

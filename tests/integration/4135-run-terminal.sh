@@ -98,6 +98,18 @@ $SCREEN "$T/tint" >"$T/tint.screen"
 expect_not_in "$T/tint.screen" "running exec_command" "with the status line erased"
 expect_eq "$("$SBX" sandbox ps --all --json | tr -d ' \n')" "[]" "and no sandbox left"
 
+# --- an agent file is checked whole (its manifest and the sources it names) before the model's
+# key is looked for ------------------------------------------------------------------------------
+printf 'name: A\nmanifest: %s/no-such-manifest.yaml\n' "$T" >"$T/nomani.yaml"
+printf 'name: B\nmanifest:\n  entries:\n    data:\n      type: local_dir\n      src: %s/no-such-dir\n' "$T" >"$T/nosrc.yaml"
+for f in nomani nosrc; do
+    run env -u OPENAI_API_KEY -u OPENAI_BASE_URL "$SBX" run -a "$T/$f.yaml" "hi"
+    expect_rc 1 "$f: a bad agent file without a key fails"
+    expect_in "$T/err" "agent file '$T/$f.yaml'" "$f: naming the agent file"
+    expect_not_in "$T/err" "OPENAI_API_KEY" "$f: not the missing key"
+done
+expect_in "$T/err" "local source '$T/no-such-dir' does not exist" "a missing local source is named"
+
 # --- approval without --state (the review's own command): a default state file, never '(null)',
 # the sandbox and its work kept, for a plain and a --json run -------------------------------------
 EX="$SBX_SRCDIR/examples/approval"
