@@ -258,6 +258,20 @@ static void tool_label(const struct sbx_event *ev, char *out, size_t size)
             *p = ' ';
 }
 
+/* A progress line of the run (a tool ran, a handoff, a decision): dimmed where stderr gets
+ * colour, so the answer stands out. line ends with a newline; n its length (bounded). */
+static void put_dim_line(const char *line, int n, size_t size)
+{
+    if (n <= 0)
+        return;
+    size_t len = (size_t)n < size ? (size_t)n : size - 1;
+    if (len && line[len - 1] == '\n')
+        len--;
+    fputs(cli_sgr(CLI_DIM), stderr);
+    cli_put_safe(stderr, CLI_SAFE_TTY, line, len);
+    fprintf(stderr, "%s\n", cli_sgr(CLI_RESET));
+}
+
 static void render_event(const struct sbx_event *ev, struct render *r)
 {
     if (r->json) {
@@ -333,18 +347,14 @@ static void render_event(const struct sbx_event *ev, struct render *r)
                          ev->tool ? ev->tool : "?", args ? args : "", ev->failed ? "failed:" : "->",
                          (int)(olen > 200 ? 200 : olen), out, olen > 200 || out[olen] ? " ..." : "",
                          (double)ev->duration_ns / (double)SBX_NS_PER_MS);
-        if (n > 0)
-            cli_put_safe(stderr, CLI_SAFE_TTY, line,
-                         (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+        put_dim_line(line, n, sizeof(line));
         break;
     }
     case SBX_EVENT_HANDOFF: {
         end_line(r);
         char line[512];
         int n = snprintf(line, sizeof(line), "  handoff %s -> %s\n", ev->agent, ev->text);
-        if (n > 0)
-            cli_put_safe(stderr, CLI_SAFE_TTY, line,
-                         (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+        put_dim_line(line, n, sizeof(line));
         break;
     }
     case SBX_EVENT_NOTICE:
@@ -625,6 +635,7 @@ enum {
     OPT_NOMEM,
     OPT_PORT,
     OPT_TRACE,
+    OPT_COLOR,
 };
 
 /* run's own options; the sandbox's provider and options follow (cli/options.c). */
@@ -666,6 +677,7 @@ static const struct option run_options[] = {
         {"trace-parent", required_argument, NULL, OPT_TRACE},
         {"trace-content", no_argument, NULL, OPT_TRACE},
         {"trace-openai", no_argument, NULL, OPT_TRACE},
+        {"color", required_argument, NULL, OPT_COLOR},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -705,6 +717,10 @@ struct run {
 static int run_option(struct run *r, int c, const char *name, const char *arg)
 {
     switch (c) {
+    case OPT_COLOR:
+        if (cli_color_set(arg) < 0)
+            return cli_usage("run ", "--color is auto, always or never, not '%s'", arg);
+        return CLI_OK;
     case OPT_PASS:
         return cli_pass_secret(arg, &r->pass) == 1 ? CLI_OK : CLI_USAGE;
     case OPT_RUNSTATE:

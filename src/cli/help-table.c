@@ -22,9 +22,17 @@
                 "(OPENAI_API_KEY); refused otherwise"                                           \
     }
 
+#define COLOR_OPT                                                                                        \
+    {                                                                                                    \
+        0, "color", "auto|always|never",                                                                 \
+                "colour on stderr (errors red, warnings yellow, a run's tool lines dimmed); auto: on a " \
+                "terminal unless $NO_COLOR is set"                                                       \
+    }
+
 static const struct cli_help_opt top_opts[] = {
         {'h', "help", NULL, "show this help"},
         {0, "version", NULL, "print the version"},
+        COLOR_OPT,
         {0},
 };
 
@@ -101,6 +109,7 @@ static const struct cli_help_opt run_opts[] = {
         {0, "trace-openai", NULL,
          "send the run's spans to the OpenAI traces dashboard with $OPENAI_API_KEY (endpoint "
          "$SBX_TRACE_OPENAI_URL, default https://api.openai.com/v1/traces/ingest)"},
+        COLOR_OPT,
         {'h', "help", NULL, "show this help"},
         {0},
 };
@@ -302,7 +311,9 @@ static const struct cli_help_opt mf_tree_opts[] = {
 #define STATUS_COMMON "0 done, 1 error, 2 usage error."
 
 const struct cli_help cli_help_table[] = {
-        {"", NULL, "sbx <command> [options]\nsbx help [COMMAND [SUBCOMMAND]]\nsbx --version",
+        {"", NULL,
+         "sbx <command> [options]\nsbx --color auto|always|never <command> [options]\n"
+         "sbx help [COMMAND [SUBCOMMAND]]\nsbx --version",
          "sandbox agents: run AI agents in isolated local sandboxes",
          "sbx runs AI agents against a model in isolated, resumable local sandboxes: a workspace "
          "made from a manifest, commands run inside it, snapshots and saved state come out.\n\n"
@@ -383,7 +394,7 @@ const struct cli_help cli_help_table[] = {
          "sbx run [-a AGENT_FILE] [-m MODEL] [--base-url URL] [--api responses|chat]\n"
          "        [--max-turns N] [--json] [--record FILE] [--no-stream]\n"
          "        [--timeout DURATION] [--deadline DURATION] [--retries N]\n"
-         "        [--use-previous-response-id]\n"
+         "        [--use-previous-response-id] [--color auto|always|never]\n"
          "        [--manifest FILE | --session ID | --session-state FILE]\n"
          "        [--snapshot FILE|REF] [--snapshot-out FILE|store]\n"
          "        [--keep] [--share] [--conversation NAME] [PROMPT | -]\n"
@@ -463,7 +474,7 @@ const struct cli_help cli_help_table[] = {
          "the run goes on.\n\n"
          "Environment: OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_ORG_ID and OPENAI_PROJECT_ID "
          "(sent as the OpenAI-Organization and OpenAI-Project headers), SBX_MODEL (default "
-         "model name), "
+         "model name), NO_COLOR, "
          "OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TIMEOUT (ms), TRACEPARENT, "
          "SBX_TRACE_OPENAI_URL.\n\n"
          "A sandbox the run created without --keep is removed however the run ends (also when "

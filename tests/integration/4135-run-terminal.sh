@@ -110,6 +110,32 @@ for f in nomani nosrc; do
 done
 expect_in "$T/err" "local source '$T/no-such-dir' does not exist" "a missing local source is named"
 
+# --- colour: errors red and tool lines dimmed on a terminal; never in a pipe, with NO_COLOR or
+# --color=never; --color=always anywhere --------------------------------------------------------
+has_bytes() { python3 -c 'import sys; sys.exit(0 if sys.argv[2].encode().decode("unicode_escape").encode("latin-1") in open(sys.argv[1], "rb").read() else 1)' "$1" "$2"; }
+expect_bytes() { if has_bytes "$1" "$2"; then ok "$3"; else not_ok "$3"; diag "$(cat -v "$1" | head -c 1500)"; fi; }
+expect_no_bytes() { if has_bytes "$1" "$2"; then not_ok "$3"; diag "$(cat -v "$1" | head -c 1500)"; else ok "$3"; fi; }
+on_tty "$T/cerr" "$SBX" sandbox rm 0123456789abcdef
+expect_bytes "$T/cerr" '\x1b[31msbx: cannot remove sandbox' "an error on a terminal is red"
+NO_COLOR=1 on_tty "$T/cerr2" "$SBX" sandbox rm 0123456789abcdef
+expect_no_bytes "$T/cerr2" '\x1b[' "NO_COLOR: no colour"
+expect_in "$T/cerr2" "sbx: cannot remove sandbox" "but the same message"
+on_tty "$T/cerr3" "$SBX" --color=never sandbox rm 0123456789abcdef
+expect_no_bytes "$T/cerr3" '\x1b[' "--color=never: no colour on a terminal"
+run "$SBX" sandbox rm 0123456789abcdef
+expect_no_bytes "$T/err" '\x1b[' "a pipe gets no colour"
+run "$SBX" --color always sandbox rm 0123456789abcdef
+expect_bytes "$T/err" '\x1b[31msbx: cannot remove sandbox' "--color always: red in a pipe too"
+run "$SBX" --color=sometimes version
+expect_rc 2 "an unknown --color value is a usage error"
+start_fake "$T/quick.json"
+on_tty "$T/cdim" "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" "go"
+expect_bytes "$T/cdim" '\x1b[2m  tool exec_command(' "a run's tool line is dimmed on a terminal"
+start_fake "$T/quick.json"
+on_tty "$T/cdim2" "$SBX" run --color never --base-url "$FAKE_URL" -a "$T/a.yaml" "go"
+expect_no_bytes "$T/cdim2" '\x1b[2m' "sbx run --color never: not dimmed"
+expect_in "$T/cdim2" "  tool exec_command(" "the line is there"
+
 # --- approval without --state (the review's own command): a default state file, never '(null)',
 # the sandbox and its work kept, for a plain and a --json run -------------------------------------
 EX="$SBX_SRCDIR/examples/approval"
