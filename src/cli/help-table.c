@@ -308,6 +308,12 @@ static const struct cli_help_opt mf_tree_opts[] = {
         {0},
 };
 
+static const struct cli_help_opt trace_show_opts[] = {
+        {'f', "follow", NULL, "then show each span appended to FILE, until the run ends"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
 #define STATUS_COMMON "0 done, 1 error, 2 usage error."
 
 const struct cli_help cli_help_table[] = {
@@ -682,15 +688,18 @@ const struct cli_help cli_help_table[] = {
          "running when it stopped are refused, naming the field.",
          state_export_opts, STATUS_COMMON, "state run", CLI_HELP_ANYWHERE},
 
-        {"trace", NULL, "sbx trace show FILE", "show the spans 'sbx run --trace' wrote",
+        {"trace", NULL, "sbx trace show [--follow] FILE", "show the spans 'sbx run --trace' wrote",
          "Trace files are the JSON lines 'sbx run --trace FILE' writes, one span each "
          "(docs/internals/tracing.md).",
          help_only, STATUS_COMMON, "run", 0},
-        {"trace show", NULL, "sbx trace show FILE|-", "print a trace as a tree",
+        {"trace show", NULL, "sbx trace show FILE|-\nsbx trace show --follow FILE",
+         "print a trace as a tree",
          "Prints the spans of FILE (- for standard input) as a tree in start order with their "
          "durations, token counts, exit codes and errors, then the totals. Lines that are not "
-         "spans are reported on stderr with their line numbers (status 1); the rest is shown.",
-         help_only, STATUS_COMMON, "run", CLI_HELP_ANYWHERE},
+         "spans are reported on stderr with their line numbers (status 1); the rest is shown. "
+         "--follow (-f): then each span appended to FILE as it arrives, one '+ ' line each, "
+         "until the run's own span is there (at once for a finished run's trace).",
+         trace_show_opts, STATUS_COMMON, "run", CLI_HELP_ANYWHERE},
 
         {"version", NULL, "sbx version", "print the version", "Prints 'sbx VERSION'.", help_only,
          "0.", NULL, CLI_HELP_ANYWHERE},

@@ -136,6 +136,48 @@ on_tty "$T/cdim2" "$SBX" run --color never --base-url "$FAKE_URL" -a "$T/a.yaml"
 expect_no_bytes "$T/cdim2" '\x1b[2m' "sbx run --color never: not dimmed"
 expect_in "$T/cdim2" "  tool exec_command(" "the line is there"
 
+# --- sbx trace show --follow: the tree so far, then each span as it is appended, until the run's
+# root span -----------------------------------------------------------------------------------
+span() { # ID PARENT NAME START END [ATTRS]
+    printf '{"trace_id": "0123456789abcdef0123456789abcdef", "span_id": "%s", "parent_span_id": %s, "name": "%s", "kind": "internal", "start_unix_nano": %s, "end_unix_nano": %s, "status": "unset", "attributes": {%s}}' \
+        "$1" "$2" "$3" "$4" "$5" "${6:-}"
+}
+span 0000000000000003 '"0000000000000002"' "chat m" 1200 3000 '"gen_ai.operation.name": "chat", "gen_ai.usage.input_tokens": 7' >"$T/live.jsonl"
+echo >>"$T/live.jsonl"
+"$SBX" trace show --follow "$T/live.jsonl" >"$T/follow" 2>"$T/follow.err" &
+fpid=$!
+wait_until grep -q "1 spans" "$T/follow"
+expect_in "$T/follow" "chat m" "--follow first shows the spans the file holds"
+span 0000000000000004 '"0000000000000002"' "execute_tool exec_command" 3100 5000 '"gen_ai.tool.name": "exec_command"' >>"$T/live.jsonl"
+echo >>"$T/live.jsonl"
+wait_until grep -q "execute_tool exec_command" "$T/follow"
+expect_in "$T/follow" "+ execute_tool exec_command" "then a span appended while it follows"
+# A line written in two pieces is shown once it is whole.
+span 0000000000000002 '"0000000000000001"' turn 1100 8000 '"sbx.turn": 1' >"$T/turn"
+head -c 40 "$T/turn" >>"$T/live.jsonl"
+sleep 0.5
+tail -c +41 "$T/turn" >>"$T/live.jsonl"
+echo >>"$T/live.jsonl"
+wait_until grep -q "+ turn" "$T/follow"
+expect_in "$T/follow" "+ turn # 1" "a line written in pieces is shown whole"
+kill -0 "$fpid" 2>/dev/null && ok "it follows until the run ends" || not_ok "it follows until the run ends"
+span 0000000000000001 null run 1000 9000 '"gen_ai.agent.name": "Worker"' >>"$T/live.jsonl"
+echo >>"$T/live.jsonl"
+WAIT_S=20 wait_until sh -c "! kill -0 $fpid 2>/dev/null"
+if kill -0 "$fpid" 2>/dev/null; then not_ok "the run's root span ends it"; kill "$fpid"; wait "$fpid"; else
+    wait "$fpid"; expect_eq "$?" 0 "the run's root span ends it, with status 0"; fi
+expect_in "$T/follow" "+ run Worker" "after showing it"
+expect_eq "$(cat "$T/follow.err")" "" "with nothing on stderr"
+run "$SBX" trace show --follow -
+expect_rc 2 "--follow takes a file, not standard input"
+# A finished run's trace: the tree, and done.
+mk "$T/quick.json" '[resp(1, sh(1, "echo quick")), resp(2, msg("quick done"))]'
+start_fake "$T/quick.json"
+run "$SBX" run --trace "$T/done.jsonl" --base-url "$FAKE_URL" -a "$T/a.yaml" "go"
+run timeout 60 "$SBX" trace show --follow "$T/done.jsonl"
+expect_rc 0 "--follow on a finished run's trace ends at once"
+expect_in "$T/out" "execute_tool exec_command" "after showing its tree"
+
 # --- approval without --state (the review's own command): a default state file, never '(null)',
 # the sandbox and its work kept, for a plain and a --json run -------------------------------------
 EX="$SBX_SRCDIR/examples/approval"
