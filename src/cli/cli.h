@@ -49,8 +49,11 @@ void cli_put_json(FILE *f, const char *text);
 #define CLI_RESET  "\033[0m"
 int cli_color_set(const char *when);
 const char *cli_sgr(const char *code);
-/* The log handler of the CLI: "sbx: warning: ..." on stderr, coloured as above. */
+/* The log handler of the CLI: "sbx: warning: ..." on stderr, coloured as above. A hook set
+ * with cli_log_set_hook is called (from the logging thread) with before 1 just before a
+ * message is printed and 0 just after: sbx run erases its status line there. NULL: none. */
 void cli_log(enum sbx_log_level level, const char *msg, void *data);
+void cli_log_set_hook(void (*hook)(void *data, int before), void *data);
 
 /* Print "sbx: <msg>" to stderr (cli_put_safe, always escaped) and return CLI_FAIL. */
 int cli_fail(const struct sbx_error *err);

@@ -1055,6 +1055,8 @@ static int prepare_run(struct run *r)
     r->rd.tty_out = isatty(1);
     r->rd.tty_err = isatty(2);
     r->rd.status.enabled = r->rd.tty_err && !r->rd.json;
+    if (r->rd.status.enabled)
+        cli_log_set_hook(run_status_log_hook, &r->rd.status);
     r->ropt.model = r->model;
     r->ropt.model_name =
             r->model_name && strncmp(r->model_name, "replay:", 7) != 0 ? r->model_name : NULL;
@@ -1150,6 +1152,7 @@ static int run_and_report(struct run *r)
 {
     int run_rc = r->sr ? sbx_sandbox_run(r->sr, r->agent, r->input, &r->ropt, &r->res, &r->err)
                        : sbx_run(r->agent, r->input, &r->ropt, &r->res, &r->err);
+    cli_log_set_hook(NULL, NULL);
     run_status_release(&r->rd.status); /* what follows is printed by this thread alone */
     if (r->scfg.keep)
         report_kept(r);
@@ -1212,6 +1215,7 @@ static int run_release(struct run *r, int rc)
     json_decref(r->rd.ports_done);
     sbx_client_free(r->port_client);
     free(r->prompt);
+    cli_log_set_hook(NULL, NULL);
     run_status_release(&r->rd.status);
     /* As shells and docker do: Ctrl-C is 130, any other signal 128+N. */
     if (interrupted)

@@ -84,15 +84,30 @@ const char *cli_sgr(const char *code)
     return color_mode ? code : "";
 }
 
+static void (*log_hook)(void *data, int before);
+static void *log_hook_data;
+
+void cli_log_set_hook(void (*hook)(void *data, int before), void *data)
+{
+    log_hook = hook;
+    log_hook_data = data;
+}
+
 void cli_log(enum sbx_log_level level, const char *msg, void *data)
 {
     static const char *const names[] = {"error", "warning", "info", "debug"};
     (void)data;
+    void (*hook)(void *, int) = log_hook;
+    void *hook_data = log_hook_data;
+    if (hook)
+        hook(hook_data, 1);
     const char *sgr = level == SBX_LOG_ERROR  ? cli_sgr(CLI_RED)
                       : level == SBX_LOG_WARN ? cli_sgr(CLI_YELLOW)
                                               : "";
     fprintf(stderr, "%ssbx: %s: %s%s\n", sgr, names[level <= SBX_LOG_DEBUG ? level : SBX_LOG_DEBUG],
             msg, sgr[0] ? CLI_RESET : "");
+    if (hook)
+        hook(hook_data, 0);
 }
 
 int cli_fail(const struct sbx_error *err)

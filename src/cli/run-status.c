@@ -18,7 +18,13 @@ void run_status_init(struct run_status *st, int enabled)
 {
     memset(st, 0, sizeof(*st));
     st->enabled = enabled;
-    pthread_mutex_init(&st->lock, NULL);
+    /* Recursive: a message logged while the lock is held (the renderer's thread, inside the
+     * library) goes through run_status_log_hook on the same thread. */
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+    pthread_mutex_init(&st->lock, &ma);
+    pthread_mutexattr_destroy(&ma);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
@@ -143,4 +149,15 @@ void run_status_release(struct run_status *st)
     if (st->ticking)
         pthread_join(st->ticker, NULL);
     st->ticking = 0;
+}
+
+void run_status_log_hook(void *data, int before)
+{
+    struct run_status *st = data;
+    if (before) {
+        pthread_mutex_lock(&st->lock);
+        run_status_clear(st);
+    } else {
+        pthread_mutex_unlock(&st->lock);
+    }
 }

@@ -37,5 +37,8 @@ void run_status_model_wait(struct run_status *st, int64_t waited_ms, int attempt
  * "running LABEL (N s)" shows until run_status_tools_done. */
 void run_status_tool_start(struct run_status *st, const char *label);
 void run_status_tools_done(struct run_status *st);
+/* For cli_log_set_hook: a log message takes the lock and erases the line first (the ticker
+ * draws it again). */
+void run_status_log_hook(void *data, int before);
 
 #endif
