@@ -133,7 +133,7 @@ static int list_records(struct ps *p, struct sbx_error *err)
     return rc;
 }
 
-static void print_row(const json_t *v, int all, int width)
+static void print_row(const json_t *v, int all, int idw, int width)
 {
     const char *created = json_string_value(json_object_get(v, "created"));
     const char *ws = json_string_value(json_object_get(v, "workspace"));
@@ -154,7 +154,8 @@ static void print_row(const json_t *v, int all, int width)
                  json_string_value(json_object_get(v, "snapshot")), size);
         ws = where;
     }
-    printf("%-16s  %-*s  ", json_string_value(json_object_get(v, "id")), width, prov ? prov : "-");
+    printf("%-*s  %-*s  ", idw, json_string_value(json_object_get(v, "id")), width,
+           prov ? prov : "-");
     if (all)
         printf("%-12s  ", status ? status : "-");
     cli_printf_safe(stdout, CLI_SAFE_ALWAYS, "%-24s  %s\n", created ? created : "-", ws ? ws : "-");
@@ -177,11 +178,21 @@ static void print_table(const struct ps *p)
     for (size_t k = 0; sbx_provider_at(k, &info) == 0; k++)
         if ((int)strlen(info.name) > width)
             width = (int)strlen(info.name);
-    printf("%-16s  %-*s  ", "ID", width, "PROVIDER");
+    /* Ids of 16 hex digits (local, docker) or longer ones (a hosted service's) in one column. */
+    int idw = 16;
+    json_array_foreach(p->list, i, v)
+    {
+        size_t n = strlen(json_string_value(json_object_get(v, "id"))
+                                  ? json_string_value(json_object_get(v, "id"))
+                                  : "");
+        if ((int)n > idw && n <= 64)
+            idw = (int)n;
+    }
+    printf("%-*s  %-*s  ", idw, "ID", width, "PROVIDER");
     if (p->all)
         printf("%-12s  ", "STATUS");
     printf("%-24s  %s\n", "CREATED", "WORKSPACE");
-    json_array_foreach(p->list, i, v) print_row(v, p->all, width);
+    json_array_foreach(p->list, i, v) print_row(v, p->all, idw, width);
 }
 
 int cmd_sandbox_ps(int argc, char **argv)

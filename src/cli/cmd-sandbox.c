@@ -293,14 +293,16 @@ static int cmd_shell(int argc, char **argv)
 /* ---------------------------------------------------------------------------------------------
  * cp */
 
-/* "ID:path" -> id and path (borrowed pieces of a copy in *hold). Host paths stay as given. */
+/* "ID:path" -> id and path (borrowed pieces of a copy in *hold). Host paths stay as given
+ * (./a:b for a host file whose name has a colon). An id is what providers name sandboxes
+ * with: lowercase letters, digits and '-' (hex for local and docker, E2B's ids for e2b). */
 static int split_remote(const char *arg, char **hold, const char **id, const char **path)
 {
     const char *colon = strchr(arg, ':');
-    if (!colon || colon == arg)
+    if (!colon || colon == arg || colon - arg > 64)
         return 0;
     for (const char *p = arg; p < colon; p++)
-        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || *p == '-'))
             return 0;
     *hold = sbx_xstrdup(arg);
     (*hold)[colon - arg] = '\0';
