@@ -414,7 +414,7 @@ const struct cli_help cli_help_table[] = {
          "        [--reason TEXT]]... [--allow-agent-change] [options]",
          "run an agent against a model",
          "Runs an agent on PROMPT (or standard input with '-') and prints the final output. "
-         "Progress goes to stderr; on a terminal also the id of each sandbox a run gets (so "
+         "Progress goes to stderr; on a terminal also the id of each sandbox the run has (so "
          "'sbx sandbox shell ID' can look inside while the agent works) and a status line "
          "while the model has not begun to answer or a tool runs. --json writes one event per "
          "line to stdout instead (a 'sandbox' event with the id, 'tool_start' as a call "

@@ -196,7 +196,7 @@ static void tally_one(struct tally *t, const char *what)
 static uint64_t count_tree(int dfd, int depth)
 {
     uint64_t n = 0;
-    int fd = depth <= COPY_MAX_DEPTH ? dup(dfd) : -1;
+    int fd = depth <= COPY_MAX_DEPTH ? fcntl(dfd, F_DUPFD_CLOEXEC, 0) : -1;
     DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
     if (!d) {
         if (fd >= 0)
