@@ -88,9 +88,11 @@ struct sbx_local_grant {
 struct sbx_local_options {
     const char *supervisor_path; /* the supervisor program (sbx-supervisor, or an sbx binary,
                                     which serves too); NULL: $SBX_SUPERVISOR, else
-                                    sbx-supervisor next to the running program, else the
-                                    installed <libexecdir>/sbx-supervisor, else this program
-                                    when it is sbx, else the installed sbx */
+                                    sbx-supervisor next to the running program, else next
+                                    to libsbx.so (its real path) or in its tree's libexecdir,
+                                    else the installed <libexecdir>/sbx-supervisor, else this
+                                    program when it is sbx, else the installed sbx; none:
+                                    SBX_E_NOTFOUND naming sbx-supervisor */
     const char *runtime_dir;     /* base of the runtime directories; NULL: see above */
     const char *workspace_dir;   /* where fresh workspaces are made; NULL: $SBX_WORKSPACES, else
                                     ${XDG_STATE_HOME:-~/.local/state}/sbx/workspaces */

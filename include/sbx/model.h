@@ -72,6 +72,12 @@ struct sbx_model_options {
     /* Polled while waiting on the network and between retries: when it becomes non-zero the
      * call fails with SBX_E_CANCELLED. Borrowed; may be NULL. */
     const volatile sig_atomic_t *cancel;
+    /* The OpenAI organization and project the requests are for, sent as the
+     * OpenAI-Organization and OpenAI-Project headers as OpenAI's own clients do (a model
+     * setting's extra_headers naming them wins). NULL: $OPENAI_ORG_ID, $OPENAI_PROJECT_ID;
+     * empty: none. A value with a control character is SBX_E_INVAL. */
+    const char *organization;
+    const char *project;
 };
 
 /* Create a model. name is the model name sent to the server ("gpt-4.1"), or "replay:FILE" to

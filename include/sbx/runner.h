@@ -38,6 +38,11 @@ enum sbx_event_type {
     SBX_EVENT_NOTICE,       /* text: something the user must know, e.g. a repeated turn */
     SBX_EVENT_APPROVAL,     /* item: a decision on a call that needed approval (the run
                                state's "decisions" form); tool */
+    SBX_EVENT_TOOL_START,   /* item: the call item; tool: a call begins to run (after its
+                               approval; its tool_output follows when the batch is done) */
+    SBX_EVENT_SANDBOX,      /* text: the id of the sandbox an agent works in, when it first
+                               gets it; item: {"id", "provider", "source": "created" |
+                               "resumed" | "attached"}; agent (sbx_sandbox_run only) */
 };
 
 struct sbx_event {

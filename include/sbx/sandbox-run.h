@@ -98,6 +98,14 @@ struct sbx_sandbox_run; /* opaque: the sessions of one run */
 SBX_API int sbx_sandbox_run_new(const struct sbx_run_config *cfg, struct sbx_sandbox_run **out,
                                 struct sbx_error *err);
 
+/* Check, without making anything, what sbx_sandbox_run checks before its first turn: the
+ * manifest and capabilities of every sandbox agent start reaches (manifest files, their local
+ * sources on this host), and cfg's own manifest. For callers that report a bad agent file
+ * before anything else can fail (a missing model key, a server that does not answer). Errors
+ * name the agent file or agent. */
+SBX_API int sbx_sandbox_run_check(const struct sbx_run_config *cfg, struct sbx_agent *start,
+                                  struct sbx_error *err);
+
 /* Run agent like sbx_run() (opt is copied and gets the turn hook), giving every sandbox agent
  * its session, capabilities, tools and instructions. When the run ends (successfully or not)
  * the capabilities' end hooks run, cfg->snapshot_out is taken, and sessions the run created or

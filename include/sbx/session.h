@@ -469,10 +469,25 @@ SBX_API void sbx_session_free(struct sbx_session *s);
  * Clients */
 
 struct sbx_strv;
+
+/* What a create does with the files a given workspace directory already holds. */
+enum sbx_workspace_existing {
+    /* A directory that holds anything is refused (SBX_E_EXISTS, naming it): nothing of the
+     * user's is replaced by surprise. */
+    SBX_WORKSPACE_REFUSE = 0,
+    /* Its files stay as they are: a manifest entry that would replace one fails the create
+     * (SBX_E_EXISTS, naming the entry and the file) and leaves the directory as it was;
+     * directories are shared. Refused with a snapshot (a restore writes over the directory). */
+    SBX_WORKSPACE_KEEP,
+    /* The manifest's entries (and a snapshot) replace the files they name; the rest stays. */
+    SBX_WORKSPACE_OVERWRITE,
+};
+
 struct sbx_create_spec {
-    const struct sbx_manifest *manifest; /* borrowed; NULL: an empty manifest */
-    const char *workspace;               /* existing host directory to use as the workspace (it
-                                            is never deleted); NULL: a fresh one */
+    const struct sbx_manifest *manifest;  /* borrowed; NULL: an empty manifest */
+    const char *workspace;                /* existing host directory to use as the workspace (it
+                                             is never deleted); NULL: a fresh one */
+    enum sbx_workspace_existing existing; /* with workspace: what it already holds */
     const char *base_dir; /* where manifest local_* sources are resolved; NULL: cwd */
     /* Harness credentials (sbx_manifest_harness_credential) the manifest's environment may
      * read; NULL: none. Borrowed. */
@@ -485,7 +500,8 @@ struct sbx_create_spec {
     /* The sandbox id to use (the provider's id syntax; SBX_E_EXISTS when in use). NULL: a
      * random one. For start and resume, which bring a sandbox back under its id. */
     const char *id;
-    /* Progress of materialising the manifest (step "materialise", done/total entries; "fetch"
+    /* Progress of materialising the manifest (step "materialise", done/total files, a
+     * local_dir entry counting the files it copies; "fetch"
      * for each git_repo entry) and of restoring a snapshot. NULL: none. */
     sbx_progress_fn *progress;
     void *progress_data;

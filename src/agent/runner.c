@@ -426,6 +426,11 @@ static void run_jobs(struct run *r, struct job *jobs, size_t n)
     for (size_t i = 0; i < n; i++)
         if (jobs[i].tool && jobs[i].now && !jobs[i].rejected)
             todo[nt++] = &jobs[i];
+    for (size_t i = 0; i < nt; i++) {
+        struct sbx_event ev = {
+                .type = SBX_EVENT_TOOL_START, .item = todo[i]->item, .tool = todo[i]->name};
+        emit(r, &ev);
+    }
     if (nt <= 1) {
         if (nt == 1)
             run_job(todo[0]);
@@ -1511,6 +1516,8 @@ static const char *const event_names[] = {
         [SBX_EVENT_INTERRUPTION] = "interruption",
         [SBX_EVENT_NOTICE] = "notice",
         [SBX_EVENT_APPROVAL] = "approval",
+        [SBX_EVENT_TOOL_START] = "tool_start",
+        [SBX_EVENT_SANDBOX] = "sandbox",
 };
 
 const char *sbx_event_name(enum sbx_event_type type)
@@ -1541,6 +1548,7 @@ json_t *sbx_event_to_json(const struct sbx_event *ev)
         sbx_json_set(o, "text", sbx_json_str(ev->text ? ev->text : ""));
         break;
     case SBX_EVENT_TOOL_CALL:
+    case SBX_EVENT_TOOL_START:
     case SBX_EVENT_TOOL_OUTPUT:
         if (ev->tool)
             sbx_json_set(o, "tool", sbx_json_str(ev->tool));
@@ -1570,6 +1578,10 @@ json_t *sbx_event_to_json(const struct sbx_event *ev)
         break;
     case SBX_EVENT_APPROVAL:
         sbx_json_set(o, "decision", ev->item ? json_deep_copy(ev->item) : json_object());
+        break;
+    case SBX_EVENT_SANDBOX:
+        if (ev->item)
+            json_object_update(o, (json_t *)ev->item);
         break;
     case SBX_EVENT_AGENT_START:
     case SBX_EVENT_TURN_START:

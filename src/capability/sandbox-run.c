@@ -551,6 +551,20 @@ static int check_agent(struct sbx_agent *agent, void *data, struct sbx_error *er
     return rc;
 }
 
+int sbx_sandbox_run_check(const struct sbx_run_config *cfg, struct sbx_agent *start,
+                          struct sbx_error *err)
+{
+    struct sbx_sandbox_run sr = {.cfg = *cfg};
+    struct sbx_manifest *m = NULL;
+    int rc = 0;
+    if (cfg->manifest_path || cfg->manifest_doc)
+        rc = load_manifest(&sr, NULL, &m, err);
+    sbx_manifest_free(m);
+    if (rc == 0 && start)
+        rc = sbx_agent_walk(start, check_agent, &sr, err);
+    return rc;
+}
+
 static int agent_secrets(struct sbx_agent *agent, void *data, struct sbx_error *err)
 {
     struct sbx_manifest *m = NULL;
@@ -907,12 +921,33 @@ out:
     return rc;
 }
 
+/* The caller learns which sandbox an agent works in as soon as it has one (sbx run shows the
+ * id, so a person can look inside while the agent works). */
+static void tell_sandbox(const struct sbx_sandbox_run *sr, const struct agent_env *e)
+{
+    if (!sr->opt || !sr->opt->on_event || !e->session_id)
+        return;
+    const char *source = e->source == SBX_SESSION_FRESH ? (e->created ? "created" : "shared")
+                         : e->source == SBX_SESSION_RUN_STATE || e->source == SBX_SESSION_STATE
+                                 ? "resumed"
+                                 : "attached";
+    json_t *item =
+            json_pack("{s:s, s:s?, s:s}", "id", e->session_id, "provider",
+                      e->session ? sbx_session_provider(e->session) : NULL, "source", source);
+    struct sbx_event ev = {.type = SBX_EVENT_SANDBOX,
+                           .agent = sbx_agent_name(e->agent),
+                           .text = e->session_id,
+                           .item = item};
+    sr->opt->on_event(&ev, sr->opt->event_data);
+    json_decref(item);
+}
+
 static int turn_hook(void *data, struct sbx_agent *agent, const json_t *items,
                      struct sbx_turn_prep *out, struct sbx_error *err)
 {
     struct sbx_sandbox_run *sr = data;
     struct agent_env *e = NULL;
-    int rc = 0;
+    int rc = 0, made = 0;
     pthread_mutex_lock(&sr->lock);
     /* The first turn is the top-level run's: its conversation array grows through the run. */
     if (!sr->items) {
@@ -923,11 +958,15 @@ static int turn_hook(void *data, struct sbx_agent *agent, const json_t *items,
     for (size_t i = 0; i < sr->n; i++)
         if (sr->envs[i]->agent == agent)
             e = sr->envs[i];
-    if (!e)
+    if (!e) {
         rc = make_env(sr, agent, &e, err);
+        made = rc == 0;
+    }
     pthread_mutex_unlock(&sr->lock);
     if (rc < 0 || !e->sandboxed)
         return rc;
+    if (made)
+        tell_sandbox(sr, e);
     if (!e->session) /* an earlier turn failed to set it up */
         return sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox agent '%s' has no session",
                              sbx_agent_name(agent));

@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "sbx/error.h"
+#include "sbx/log.h"
 #include "sbx/model.h"
 #include "sbx/provider.h"
 
@@ -38,6 +39,21 @@ void cli_printf_safe(FILE *f, int mode, const char *fmt, ...) __attribute__((for
 
 /* JSON text as it is, but C1 controls as \u escapes (JSON already escapes C0 controls). */
 void cli_put_json(FILE *f, const char *text);
+
+/* Colour on stderr: --color=auto (the default: on a terminal, unless $NO_COLOR is set and not
+ * empty), always or never. cli_color_set returns -1 for another word. cli_sgr(code) is code
+ * when stderr gets colour, else "". */
+#define CLI_RED    "\033[31m"
+#define CLI_YELLOW "\033[33m"
+#define CLI_DIM    "\033[2m"
+#define CLI_RESET  "\033[0m"
+int cli_color_set(const char *when);
+const char *cli_sgr(const char *code);
+/* The log handler of the CLI: "sbx: warning: ..." on stderr, coloured as above. A hook set
+ * with cli_log_set_hook is called (from the logging thread) with before 1 just before a
+ * message is printed and 0 just after: sbx run erases its status line there. NULL: none. */
+void cli_log(enum sbx_log_level level, const char *msg, void *data);
+void cli_log_set_hook(void (*hook)(void *data, int before), void *data);
 
 /* Print "sbx: <msg>" to stderr (cli_put_safe, always escaped) and return CLI_FAIL. */
 int cli_fail(const struct sbx_error *err);

@@ -15,6 +15,7 @@
 #include "cli/cli.h"
 #include "cli/help.h"
 #include "cli/run-state.h"
+#include "cli/run-status.h"
 #include "sbx/capability.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
@@ -110,17 +111,21 @@ struct render {
     int tty_out, tty_err;
     char pend[4];
     size_t npend;
-    int waiting;  /* a "waiting for the model" line is shown */
-    int streamed; /* text deltas of the current message were shown */
-    char *shown;  /* the last message whose text was streamed to stderr */
+    struct run_status status; /* the terminal's status line, and the lock of stderr */
+    int streamed;             /* text deltas of the current message were shown */
+    char *shown;              /* the last message whose text was streamed to stderr */
 };
 
-/* stdout and stderr are the same terminal: what was streamed to one is on the other. */
-static int same_terminal(void)
+/* stdout and stderr reach the same place (one terminal, or `2>&1` into one pipe or file): what
+ * was streamed to stderr is already where stdout goes. */
+static int same_output(void)
 {
     struct stat a, b;
-    return isatty(1) && isatty(2) && fstat(1, &a) == 0 && fstat(2, &b) == 0 && S_ISCHR(a.st_mode) &&
-           S_ISCHR(b.st_mode) && a.st_rdev == b.st_rdev;
+    if (fstat(1, &a) < 0 || fstat(2, &b) < 0)
+        return 0;
+    if (S_ISCHR(a.st_mode) && S_ISCHR(b.st_mode) && isatty(1) && isatty(2))
+        return a.st_rdev == b.st_rdev;
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
 static void put_delta(struct render *r, const char *s)
@@ -168,26 +173,18 @@ static void end_line(struct render *r)
     }
 }
 
-/* While the model has not begun to answer: a progress line on a terminal (after 2 s, so quick
+/* While the model has not begun to answer: a status line on a terminal (after 2 s, so quick
  * answers show nothing), erased when the answer starts or the attempt ends. */
 static void on_model_wait(void *data, int64_t waited_ms, int attempt)
 {
     struct render *r = data;
     if (r->json || !r->tty_err)
         return;
-    if (waited_ms < 0) {
-        if (r->waiting)
-            fputs("\r\033[K", stderr);
-        r->waiting = 0;
-    } else if (waited_ms >= 2000) {
-        if (!r->waiting)
-            end_line(r);
-        r->waiting = 1;
-        fprintf(stderr, "\r\033[K  waiting for the model: %llds", (long long)(waited_ms / 1000));
-        if (attempt > 1)
-            fprintf(stderr, " (attempt %d)", attempt);
-    }
-    flush(stderr);
+    run_status_lock(&r->status);
+    if (waited_ms >= 2000 && !r->status.shown)
+        end_line(r);
+    run_status_model_wait(&r->status, waited_ms, attempt);
+    run_status_unlock(&r->status);
 }
 
 /* After a tool ran (it may have started a server) and at the end: for each --port not yet told
@@ -233,9 +230,46 @@ static void render_event(const struct sbx_event *ev, struct render *r);
 static void on_event(const struct sbx_event *ev, void *data)
 {
     struct render *r = data;
+    /* Whatever the event prints goes on a line of its own, never onto the status line. */
+    run_status_lock(&r->status);
+    run_status_clear(&r->status);
     render_event(ev, r);
     if (ev->type == SBX_EVENT_TOOL_OUTPUT)
         report_ports(r); /* after the tool's own line */
+    run_status_unlock(&r->status);
+}
+
+/* What a running call is shown as on the status line: the tool and its command, or its
+ * arguments ("exec_command: npm test"). */
+static void tool_label(const struct sbx_event *ev, char *out, size_t size)
+{
+    const char *tool = ev->tool ? ev->tool : "a tool";
+    const char *a = json_string_value(json_object_get(ev->item, "arguments"));
+    if (!a)
+        a = json_string_value(json_object_get(ev->item, "input"));
+    json_t *args = a ? json_loads(a, JSON_DECODE_ANY, NULL) : NULL;
+    const char *cmd = json_string_value(json_object_get(args, "cmd"));
+    if (!cmd)
+        cmd = json_string_value(json_object_get(args, "command"));
+    snprintf(out, size, "%s%s%s", tool, cmd || (a && a[0]) ? ": " : "", cmd ? cmd : a ? a : "");
+    json_decref(args);
+    for (char *p = out; *p; p++)
+        if (*p == '\n' || *p == '\t' || *p == '\r')
+            *p = ' ';
+}
+
+/* A progress line of the run (a tool ran, a handoff, a decision): dimmed where stderr gets
+ * colour, so the answer stands out. line ends with a newline; n its length (bounded). */
+static void put_dim_line(const char *line, int n, size_t size)
+{
+    if (n <= 0)
+        return;
+    size_t len = (size_t)n < size ? (size_t)n : size - 1;
+    if (len && line[len - 1] == '\n')
+        len--;
+    fputs(cli_sgr(CLI_DIM), stderr);
+    cli_put_safe(stderr, CLI_SAFE_TTY, line, len);
+    fprintf(stderr, "%s\n", cli_sgr(CLI_RESET));
 }
 
 static void render_event(const struct sbx_event *ev, struct render *r)
@@ -251,6 +285,22 @@ static void render_event(const struct sbx_event *ev, struct render *r)
         return;
     }
     switch (ev->type) {
+    case SBX_EVENT_TOOL_START: {
+        char label[RUN_STATUS_LABEL_MAX + 1];
+        tool_label(ev, label, sizeof(label));
+        run_status_tool_start(&r->status, label);
+        break;
+    }
+    case SBX_EVENT_SANDBOX:
+        /* On a terminal, so a person can look inside while the agent works. */
+        if (r->tty_err) {
+            end_line(r);
+            const char *src = json_string_value(json_object_get(ev->item, "source"));
+            cli_printf_safe(stderr, CLI_SAFE_ALWAYS,
+                            "  sandbox %s (agent '%s', %s; look inside: sbx sandbox shell %s)\n",
+                            ev->text, ev->agent ? ev->agent : "?", src ? src : "?", ev->text);
+        }
+        break;
     case SBX_EVENT_TEXT_DELTA:
         put_delta(r, ev->text);
         r->mid_line = ev->text[0] && ev->text[strlen(ev->text) - 1] != '\n';
@@ -282,6 +332,7 @@ static void render_event(const struct sbx_event *ev, struct render *r)
         break;
     }
     case SBX_EVENT_TOOL_OUTPUT: {
+        run_status_tools_done(&r->status);
         end_line(r);
         const char *id = json_string_value(json_object_get(ev->item, "call_id"));
         const char *args = id ? json_string_value(json_object_get(r->args, id)) : NULL;
@@ -296,18 +347,14 @@ static void render_event(const struct sbx_event *ev, struct render *r)
                          ev->tool ? ev->tool : "?", args ? args : "", ev->failed ? "failed:" : "->",
                          (int)(olen > 200 ? 200 : olen), out, olen > 200 || out[olen] ? " ..." : "",
                          (double)ev->duration_ns / (double)SBX_NS_PER_MS);
-        if (n > 0)
-            cli_put_safe(stderr, CLI_SAFE_TTY, line,
-                         (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+        put_dim_line(line, n, sizeof(line));
         break;
     }
     case SBX_EVENT_HANDOFF: {
         end_line(r);
         char line[512];
         int n = snprintf(line, sizeof(line), "  handoff %s -> %s\n", ev->agent, ev->text);
-        if (n > 0)
-            cli_put_safe(stderr, CLI_SAFE_TTY, line,
-                         (size_t)n < sizeof(line) ? (size_t)n : sizeof(line) - 1);
+        put_dim_line(line, n, sizeof(line));
         break;
     }
     case SBX_EVENT_NOTICE:
@@ -589,6 +636,7 @@ enum {
     OPT_PORT,
     OPT_TRACE,
     OPT_HOSTTOOLS,
+    OPT_COLOR,
 };
 
 /* run's own options; the sandbox's provider and options follow (cli/options.c). */
@@ -631,6 +679,7 @@ static const struct option run_options[] = {
         {"trace-parent", required_argument, NULL, OPT_TRACE},
         {"trace-content", no_argument, NULL, OPT_TRACE},
         {"trace-openai", no_argument, NULL, OPT_TRACE},
+        {"color", required_argument, NULL, OPT_COLOR},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -670,6 +719,10 @@ struct run {
 static int run_option(struct run *r, int c, const char *name, const char *arg)
 {
     switch (c) {
+    case OPT_COLOR:
+        if (cli_color_set(arg) < 0)
+            return cli_usage("run ", "--color is auto, always or never, not '%s'", arg);
+        return CLI_OK;
     case OPT_PASS:
         return cli_pass_secret(arg, &r->pass) == 1 ? CLI_OK : CLI_USAGE;
     case OPT_RUNSTATE:
@@ -975,11 +1028,11 @@ static int agent_may_ask(struct sbx_agent *start)
 static void end_line_cb(void *data)
 {
     struct render *rd = data;
-    if (rd->waiting)
-        fputs("\r\033[K", stderr);
-    rd->waiting = 0;
+    run_status_lock(&rd->status);
+    run_status_clear(&rd->status);
     end_line(rd);
     flush(stderr);
+    run_status_unlock(&rd->status);
 }
 
 /* Every secret the run knows, for the one scrubber of what it writes (run states, the trace,
@@ -1021,6 +1074,10 @@ static int prepare_run(struct run *r)
     cli_run_state_set_secrets(&r->rs, &r->secrets);
     if (!r->rd.json)
         r->scfg.progress = cli_progress_fn();
+    /* The agent files are the user's to fix first: their errors come before the model's
+     * (a missing key) and before anything is made. */
+    if (r->file && sbx_sandbox_run_check(&r->scfg, r->agent, &r->err) < 0)
+        return CLI_FAIL;
     r->mopt.cancel = &interrupted;
     r->mopt.on_wait = on_model_wait;
     r->mopt.on_wait_data = &r->rd;
@@ -1038,6 +1095,9 @@ static int prepare_run(struct run *r)
     r->rd.ports_done = json_object();
     r->rd.tty_out = isatty(1);
     r->rd.tty_err = isatty(2);
+    r->rd.status.enabled = r->rd.tty_err && !r->rd.json;
+    if (r->rd.status.enabled)
+        cli_log_set_hook(run_status_log_hook, &r->rd.status);
     r->ropt.model = r->model;
     r->ropt.model_name =
             r->model_name && strncmp(r->model_name, "replay:", 7) != 0 ? r->model_name : NULL;
@@ -1133,6 +1193,8 @@ static int run_and_report(struct run *r)
 {
     int run_rc = r->sr ? sbx_sandbox_run(r->sr, r->agent, r->input, &r->ropt, &r->res, &r->err)
                        : sbx_run(r->agent, r->input, &r->ropt, &r->res, &r->err);
+    cli_log_set_hook(NULL, NULL);
+    run_status_release(&r->rd.status); /* what follows is printed by this thread alone */
     if (r->scfg.keep)
         report_kept(r);
     if (r->sr && r->scfg.snapshot_out &&
@@ -1156,10 +1218,11 @@ static int run_and_report(struct run *r)
         return CLI_WAITING;
     }
     cli_run_state_completed(&r->rs);
-    /* On one terminal the streamed answer is already on screen (a structured one as the model
-     * wrote it): printing it again only doubles it. Anywhere else stdout gets it, for scripts. */
+    /* Where stdout and stderr are one terminal, pipe or file, the streamed answer is already
+     * there (a structured one as the model wrote it): printing it again only doubles it.
+     * Anywhere else stdout gets it, for scripts. */
     const char *text = sbx_run_result_text(r->res);
-    int on_screen = r->rd.shown && same_terminal() &&
+    int on_screen = r->rd.shown && same_output() &&
                     (strcmp(r->rd.shown, text) == 0 || sbx_run_result_json(r->res));
     if (!r->rd.json && !on_screen) {
         cli_put_safe(stdout, CLI_SAFE_TTY, text, strlen(text));
@@ -1193,7 +1256,10 @@ static int run_release(struct run *r, int rc)
     json_decref(r->rd.ports_done);
     sbx_client_free(r->port_client);
     free(r->prompt);
-    if (interrupted && interrupted != SIGINT)
+    cli_log_set_hook(NULL, NULL);
+    run_status_release(&r->rd.status);
+    /* As shells and docker do: Ctrl-C is 130, any other signal 128+N. */
+    if (interrupted)
         rc = 128 + interrupted;
     sbx_strv_release(&r->pass);
     for (size_t i = 0; i < r->secrets.n; i++)
@@ -1213,6 +1279,7 @@ int cmd_run(int argc, char **argv)
     sbx_strv_init(&r->secrets);
     cli_run_state_init(&r->rs);
     cli_sandbox_init(&r->sb);
+    run_status_init(&r->rd.status, 0);
     int rc = parse_args(r, argc, argv);
     if (rc == CLI_OK)
         rc = check_args(r);

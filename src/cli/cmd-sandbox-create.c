@@ -20,11 +20,12 @@
 
 #define VERB "sandbox "
 
-enum { OPT_SNAPSHOT = 256, OPT_JSON, OPT_PASS };
+enum { OPT_SNAPSHOT = 256, OPT_JSON, OPT_PASS, OPT_EXISTING };
 
 static const struct option create_options[] = {
         {"manifest", required_argument, NULL, 'm'},
         {"workspace", required_argument, NULL, 'w'},
+        {"workspace-existing", required_argument, NULL, OPT_EXISTING},
         {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
         {"json", no_argument, NULL, OPT_JSON},
         {"pass-secret", required_argument, NULL, OPT_PASS},
@@ -64,6 +65,15 @@ static int create_parse(struct create_args *a, int argc, char **argv)
             a->manifest_path = optarg;
         } else if (c == 'w') {
             a->spec.workspace = optarg;
+        } else if (c == OPT_EXISTING) {
+            if (strcmp(optarg, "keep") == 0)
+                a->spec.existing = SBX_WORKSPACE_KEEP;
+            else if (strcmp(optarg, "overwrite") == 0)
+                a->spec.existing = SBX_WORKSPACE_OVERWRITE;
+            else
+                return cli_usage(VERB "create ",
+                                 "create: --workspace-existing is keep or overwrite, not '%s'",
+                                 optarg);
         } else if (c == OPT_SNAPSHOT) {
             a->spec.snapshot = optarg;
         } else if (c == OPT_JSON) {
@@ -78,6 +88,8 @@ static int create_parse(struct create_args *a, int argc, char **argv)
     }
     if (rc == CLI_OK && optind < argc)
         return cli_usage(VERB "create ", "create: unexpected argument '%s'", argv[optind]);
+    if (rc == CLI_OK && a->spec.existing && !a->spec.workspace)
+        return cli_usage(VERB "create ", "create: --workspace-existing needs --workspace DIR");
     if (rc == CLI_OK)
         rc = cli_sandbox_finish(&a->sb, NULL, VERB "create ", CLI_SANDBOX_CREATE);
     if (rc == CLI_OK && a->spec.workspace && !(a->sb.info.traits & SBX_PROVIDER_HOST_WORKSPACE))

@@ -59,12 +59,65 @@ void cli_put_json(FILE *f, const char *text)
     }
 }
 
+/* -1: auto (a terminal, without $NO_COLOR), 0: never, 1: always. */
+static int color_mode = -1;
+
+int cli_color_set(const char *when)
+{
+    if (strcmp(when, "auto") == 0)
+        color_mode = -1;
+    else if (strcmp(when, "always") == 0)
+        color_mode = 1;
+    else if (strcmp(when, "never") == 0)
+        color_mode = 0;
+    else
+        return -1;
+    return 0;
+}
+
+const char *cli_sgr(const char *code)
+{
+    if (color_mode < 0) {
+        const char *no = getenv("NO_COLOR");
+        color_mode = isatty(2) && !(no && no[0]);
+    }
+    return color_mode ? code : "";
+}
+
+static void (*log_hook)(void *data, int before);
+static void *log_hook_data;
+
+void cli_log_set_hook(void (*hook)(void *data, int before), void *data)
+{
+    log_hook = hook;
+    log_hook_data = data;
+}
+
+void cli_log(enum sbx_log_level level, const char *msg, void *data)
+{
+    static const char *const names[] = {"error", "warning", "info", "debug"};
+    (void)data;
+    void (*hook)(void *, int) = log_hook;
+    void *hook_data = log_hook_data;
+    if (hook)
+        hook(hook_data, 1);
+    const char *sgr = level == SBX_LOG_ERROR  ? cli_sgr(CLI_RED)
+                      : level == SBX_LOG_WARN ? cli_sgr(CLI_YELLOW)
+                                              : "";
+    fprintf(stderr, "%ssbx: %s: %s%s\n", sgr, names[level <= SBX_LOG_DEBUG ? level : SBX_LOG_DEBUG],
+            msg, sgr[0] ? CLI_RESET : "");
+    if (hook)
+        hook(hook_data, 0);
+}
+
 int cli_fail(const struct sbx_error *err)
 {
     /* Messages may quote what a model, a sandbox or an archive said: never an escape sequence,
-     * on a terminal or in a log. */
+     * on a terminal or in a log (the colour is sbx's own, around the escaped text). */
     const char *msg = err->msg[0] ? err->msg : sbx_strerror(err->code);
-    cli_printf_safe(stderr, CLI_SAFE_ALWAYS, "sbx: %s\n", msg);
+    fputs(cli_sgr(CLI_RED), stderr);
+    cli_printf_safe(stderr, CLI_SAFE_ALWAYS, "sbx: %s", msg);
+    fprintf(stderr, "%s\n", cli_sgr(CLI_RESET));
     return CLI_FAIL;
 }
 
@@ -81,8 +134,10 @@ int cli_usage(const char *verb, const char *fmt, ...)
         vsnprintf(msg, (size_t)n + 1, fmt, ap);
     va_end(ap);
     /* Usage errors quote what was typed, or a name a file gave: printed safely too. */
-    cli_printf_safe(stderr, CLI_SAFE_ALWAYS, "sbx: %s\nTry 'sbx %s--help'.\n", msg,
-                    verb ? verb : "");
+    fputs(cli_sgr(CLI_RED), stderr);
+    cli_printf_safe(stderr, CLI_SAFE_ALWAYS, "sbx: %s", msg);
+    fprintf(stderr, "%s\n", cli_sgr(CLI_RESET));
+    cli_printf_safe(stderr, CLI_SAFE_ALWAYS, "Try 'sbx %s--help'.\n", verb ? verb : "");
     free(msg);
     return CLI_USAGE;
 }

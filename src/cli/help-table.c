@@ -22,9 +22,17 @@
                 "(OPENAI_API_KEY); refused otherwise"                                           \
     }
 
+#define COLOR_OPT                                                                                        \
+    {                                                                                                    \
+        0, "color", "auto|always|never",                                                                 \
+                "colour on stderr (errors red, warnings yellow, a run's tool lines dimmed); auto: on a " \
+                "terminal unless $NO_COLOR is set"                                                       \
+    }
+
 static const struct cli_help_opt top_opts[] = {
         {'h', "help", NULL, "show this help"},
         {0, "version", NULL, "print the version"},
+        COLOR_OPT,
         {0},
 };
 
@@ -104,6 +112,7 @@ static const struct cli_help_opt run_opts[] = {
         {0, "trace-openai", NULL,
          "send the run's spans to the OpenAI traces dashboard with $OPENAI_API_KEY (endpoint "
          "$SBX_TRACE_OPENAI_URL, default https://api.openai.com/v1/traces/ingest)"},
+        COLOR_OPT,
         {'h', "help", NULL, "show this help"},
         {0},
 };
@@ -111,6 +120,9 @@ static const struct cli_help_opt run_opts[] = {
 static const struct cli_help_opt create_opts[] = {
         {'m', "manifest", "FILE", "make the workspace from this manifest"},
         {'w', "workspace", "DIR", "the workspace directory to use"},
+        {0, "workspace-existing", "keep|overwrite",
+         "a non-empty --workspace: keep its files (the manifest may only add) or let the "
+         "manifest's entries replace the files they name"},
         {0, "snapshot", "FILE|REF",
          "start from a snapshot (an archive or a store reference), then apply the manifest's "
          "ephemeral entries"},
@@ -301,10 +313,18 @@ static const struct cli_help_opt mf_tree_opts[] = {
         {0},
 };
 
+static const struct cli_help_opt trace_show_opts[] = {
+        {'f', "follow", NULL, "then show each span appended to FILE, until the run ends"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
 #define STATUS_COMMON "0 done, 1 error, 2 usage error."
 
 const struct cli_help cli_help_table[] = {
-        {"", NULL, "sbx <command> [options]\nsbx help [COMMAND [SUBCOMMAND]]\nsbx --version",
+        {"", NULL,
+         "sbx <command> [options]\nsbx --color auto|always|never <command> [options]\n"
+         "sbx help [COMMAND [SUBCOMMAND]]\nsbx --version",
          "sandbox agents: run AI agents in isolated local sandboxes",
          "sbx runs AI agents against a model in isolated, resumable local sandboxes: a workspace "
          "made from a manifest, commands run inside it, snapshots and saved state come out.\n\n"
@@ -387,7 +407,7 @@ const struct cli_help cli_help_table[] = {
          "sbx run [-a AGENT_FILE] [-m MODEL] [--base-url URL] [--api responses|chat]\n"
          "        [--max-turns N] [--json] [--record FILE] [--no-stream]\n"
          "        [--timeout DURATION] [--deadline DURATION] [--retries N]\n"
-         "        [--use-previous-response-id]\n"
+         "        [--use-previous-response-id] [--color auto|always|never]\n"
          "        [--manifest FILE | --session ID | --session-state FILE]\n"
          "        [--snapshot FILE|REF] [--snapshot-out FILE|store]\n"
          "        [--keep] [--share] [--conversation NAME] [PROMPT | -]\n"
@@ -402,7 +422,12 @@ const struct cli_help cli_help_table[] = {
          "        [--reason TEXT]]... [--allow-agent-change] [options]",
          "run an agent against a model",
          "Runs an agent on PROMPT (or standard input with '-') and prints the final output. "
-         "Progress goes to stderr; --json writes one event per line to stdout instead. MODEL "
+         "Progress goes to stderr; on a terminal also the id of each sandbox the run has (so "
+         "'sbx sandbox shell ID' can look inside while the agent works) and a status line "
+         "while the model has not begun to answer or a tool runs. --json writes one event per "
+         "line to stdout instead (a 'sandbox' event with the id, 'tool_start' as a call "
+         "begins). Where stdout and stderr are one terminal, pipe or file, the streamed answer "
+         "is not printed again. MODEL "
          "'replay:FILE' answers from a recording made with --record. "
          "--use-previous-response-id sends only new items and lets the server keep the rest.\n\n"
          "A model call gives up when no answer starts within 60 s of a streamed request, when a "
@@ -466,14 +491,16 @@ const struct cli_help cli_help_table[] = {
          "traceparent header. Prompts, tool arguments and outputs are recorded only with "
          "--trace-content. Spans a collector could not take are dropped and counted on stderr; "
          "the run goes on.\n\n"
-         "Environment: OPENAI_BASE_URL, OPENAI_API_KEY, SBX_MODEL (default model name), "
+         "Environment: OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_ORG_ID and OPENAI_PROJECT_ID "
+         "(sent as the OpenAI-Organization and OpenAI-Project headers), SBX_MODEL (default "
+         "model name), NO_COLOR, "
          "OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TIMEOUT (ms), TRACEPARENT, "
          "SBX_TRACE_OPENAI_URL.\n\n"
          "A sandbox the run created without --keep is removed however the run ends (also when "
          "sbx itself is killed).",
          run_opts,
-         "0 done, 1 error or Ctrl-C, 2 usage, 3 max turns exceeded, 4 waiting for approval, "
-         "128+N when signal N ended the run (143 SIGTERM, 129 SIGHUP, 141 when stdout's reader "
+         "0 done, 1 error, 2 usage, 3 max turns exceeded, 4 waiting for approval, 128+N when "
+         "signal N ended the run (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP, 141 when stdout's reader "
          "is gone).",
          "sandbox conversation state memory snapshot trace", 0},
 
@@ -485,12 +512,17 @@ const struct cli_help cli_help_table[] = {
          "provider has it.",
          help_only, STATUS_COMMON, "run snapshot", 0},
         {"sandbox create", NULL,
-         "sbx sandbox create [--manifest FILE] [--workspace DIR] [--snapshot FILE|REF]\n"
+         "sbx sandbox create [--manifest FILE] [--snapshot FILE|REF]\n"
+         "                   [--workspace DIR [--workspace-existing keep|overwrite]]\n"
          "                   [--json] [--pass-secret NAME]...\n"
          "                   [--provider NAME] [-o KEY=VALUE]... [provider options]",
          "create a sandbox and print its id",
          "Creates a sandbox and prints its id (--json: its state). --workspace: a directory of "
-         "this host to use as the workspace (providers whose workspaces are on this host); "
+         "this host to use as the workspace (providers whose workspaces are on this host); a "
+         "directory that holds anything is refused unless --workspace-existing says what to do "
+         "with it: keep (its files stay; a manifest entry that would replace one fails, naming "
+         "it, and leaves the directory as it was) or overwrite (the manifest's entries replace "
+         "the files they name; the rest stays); "
          "--pass-secret OPENAI_API_KEY lets the manifest read it; --snapshot: start from a "
          "snapshot (an archive or a store reference), then apply the manifest's ephemeral "
          "entries.\n\n"
@@ -673,15 +705,18 @@ const struct cli_help cli_help_table[] = {
          "the field.",
          state_export_opts, STATUS_COMMON, "state run", CLI_HELP_ANYWHERE},
 
-        {"trace", NULL, "sbx trace show FILE", "show the spans 'sbx run --trace' wrote",
+        {"trace", NULL, "sbx trace show [--follow] FILE", "show the spans 'sbx run --trace' wrote",
          "Trace files are the JSON lines 'sbx run --trace FILE' writes, one span each "
          "(docs/internals/tracing.md).",
          help_only, STATUS_COMMON, "run", 0},
-        {"trace show", NULL, "sbx trace show FILE|-", "print a trace as a tree",
+        {"trace show", NULL, "sbx trace show FILE|-\nsbx trace show --follow FILE",
+         "print a trace as a tree",
          "Prints the spans of FILE (- for standard input) as a tree in start order with their "
          "durations, token counts, exit codes and errors, then the totals. Lines that are not "
-         "spans are reported on stderr with their line numbers (status 1); the rest is shown.",
-         help_only, STATUS_COMMON, "run", CLI_HELP_ANYWHERE},
+         "spans are reported on stderr with their line numbers (status 1); the rest is shown. "
+         "--follow (-f): then each span appended to FILE as it arrives, one '+ ' line each, "
+         "until the run's own span is there (at once for a finished run's trace).",
+         trace_show_opts, STATUS_COMMON, "run", CLI_HELP_ANYWHERE},
 
         {"version", NULL, "sbx version", "print the version", "Prints 'sbx VERSION'.", help_only,
          "0.", NULL, CLI_HELP_ANYWHERE},

@@ -39,7 +39,18 @@ static int cmd_version(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-    sbx_log_set_handler(sbx_log_stderr, NULL, SBX_LOG_WARN);
+    sbx_log_set_handler(cli_log, NULL, SBX_LOG_WARN);
+    /* --color=WHEN (or --color WHEN) before the command, for every command. */
+    while (argc >= 2 && strncmp(argv[1], "--color", 7) == 0 &&
+           (argv[1][7] == '=' || (argv[1][7] == '\0' && argc >= 3))) {
+        const char *when = argv[1][7] == '=' ? argv[1] + 8 : argv[2];
+        int used = argv[1][7] == '=' ? 1 : 2;
+        if (cli_color_set(when) < 0)
+            return cli_usage(NULL, "--color is auto, always or never, not '%s'", when);
+        argv[used] = argv[0];
+        argv += used;
+        argc -= used;
+    }
     if (argc < 2)
         return cli_usage(NULL, "missing command");
     const char *name = argv[1];

@@ -153,8 +153,14 @@ int cmd_trace(int argc, char **argv)
         return cli_usage("trace ", "missing subcommand (show)");
     if (strcmp(argv[1], "show") != 0)
         return cli_usage("trace ", "unknown subcommand '%s' (show)", argv[1]);
+    int follow = argc == 4 && (strcmp(argv[2], "--follow") == 0 || strcmp(argv[2], "-f") == 0);
+    if (follow && strcmp(argv[3], "-") == 0)
+        return cli_usage("trace ", "show --follow takes a FILE, not standard input");
+    if (follow)
+        return cli_trace_follow(argv[3], stdout, stderr, 200);
     if (argc != 3 || (argv[2][0] == '-' && argv[2][1]))
-        return cli_usage("trace ", "show takes one FILE (or - for standard input)");
+        return cli_usage("trace ", "show takes one FILE (or - for standard input), or --follow "
+                                   "FILE");
     const char *path = argv[2];
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "re");
     if (!f) {

@@ -40,5 +40,10 @@ int cmd_trace(int argc, char **argv);
  * checked, and the sizes are bounded. CLI_OK, or CLI_FAIL when a line was bad or the file
  * could not be read. */
 int cli_trace_show_stream(FILE *f, const char *path, FILE *out, FILE *errf);
+/* `sbx trace show --follow FILE`: the tree of what FILE holds now, then each span appended to it
+ * as it arrives (complete lines only; one line each, checked as above), until the run's root
+ * span ("run", with no parent in the file) is there: CLI_OK (at once when the file already
+ * holds it). A file that shrinks, or cannot be read, is CLI_FAIL. Polls every poll_ms. Blocks. */
+int cli_trace_follow(const char *path, FILE *out, FILE *errf, int poll_ms);
 
 #endif

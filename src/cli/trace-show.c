@@ -1,15 +1,19 @@
 /* `sbx trace show`: the reader of a JSONL trace file, which it treats as hostile (every line is
  * checked and bounded) and prints as a tree. See docs/internals/tracing.md. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/run-trace.h"
 #include "sbx/buf.h"
 #include "sbx/json.h"
 #include "sbx/term.h"
+#include "sbx/time.h"
 
 /* Bounds: a line is one span; past these the file is not a trace sbx wrote. */
 #define SHOW_LINE_MAX   ((size_t)1 << 20)
@@ -316,4 +320,137 @@ int cli_trace_show_stream(FILE *f, const char *path, FILE *to, FILE *errf)
         json_decref(v[i].o);
     free(v);
     return bad || too_many || read_failed || hidden ? CLI_FAIL : CLI_OK;
+}
+
+/* ---- --follow ------------------------------------------------------------------------------ */
+
+/* What --follow reads at the start to show it as a tree. */
+#define FOLLOW_START_MAX (256 << 20)
+
+struct follow {
+    const char *path;
+    json_t *seen; /* span ids in the file so far */
+    size_t lineno, bad;
+    int ended; /* the run's root span arrived */
+};
+
+/* One complete line of the file (not NUL-terminated: len bytes). print: show it as a new span. */
+static void follow_line(struct follow *fw, const char *line, size_t len, int print)
+{
+    fw->lineno++;
+    while (len && (line[len - 1] == '\r' || line[len - 1] == ' '))
+        len--;
+    if (!len)
+        return;
+    json_t *o = NULL;
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_json_limits lim = {.max_bytes = SHOW_LINE_MAX, .max_depth = 16};
+    const char *why = len > SHOW_LINE_MAX                             ? "line longer than 1 MiB"
+                      : sbx_json_parse(line, len, &lim, &o, &err) < 0 ? err.msg
+                                                                      : check_span(o);
+    if (why) {
+        if (print && ++fw->bad <= SHOW_ERRORS_MAX) {
+            char *e = sbx_term_escape(why, strlen(why), 0, NULL);
+            char *p = sbx_term_escape(fw->path, strlen(fw->path), 0, NULL);
+            fprintf(show_err, "sbx: trace file '%s' line %zu: %s\n", p, fw->lineno, e);
+            free(e);
+            free(p);
+        }
+        json_decref(o);
+        return;
+    }
+    const char *id = json_string_value(json_object_get(o, "span_id"));
+    const char *parent = json_string_value(json_object_get(o, "parent_span_id"));
+    if (print && json_object_size(fw->seen) < SHOW_SPANS_MAX) {
+        struct show_span sp = {.o = o,
+                               .start = json_integer_value(json_object_get(o, "start_unix_nano")),
+                               .end = json_integer_value(json_object_get(o, "end_unix_nano"))};
+        fputs("+ ", show_out);
+        put_span_line(&sp);
+    }
+    /* The run's root span is written last: the run is over (with one already in the file,
+     * there is nothing to wait for). */
+    fw->ended |= strcmp(json_string_value(json_object_get(o, "name")), "run") == 0 &&
+                 (!parent || !json_object_get(fw->seen, parent));
+    if (json_object_size(fw->seen) < SHOW_SPANS_MAX)
+        json_object_set_new(fw->seen, id, json_true());
+    json_decref(o);
+}
+
+/* Read what fd has past *off into pend; each complete line goes to follow_line (and, with
+ * keep, is added to it). A line that grows past the bound without ending is dropped as bad.
+ * 1: read something, 0: nothing new, -1: an error (reported). */
+static int follow_read(struct follow *fw, int fd, struct sbx_buf *pend, off_t *off, int print,
+                       struct sbx_buf *keep)
+{
+    struct stat st;
+    if (fstat(fd, &st) < 0 || st.st_size < *off) {
+        fprintf(show_err, "sbx: trace file: %s\n",
+                st.st_size < *off ? "it shrank while followed" : strerror(errno));
+        return -1;
+    }
+    int got = 0;
+    char chunk[65536];
+    ssize_t n;
+    while ((n = pread(fd, chunk, sizeof(chunk), *off)) > 0) {
+        *off += n;
+        got = 1;
+        for (ssize_t i = 0; i < n; i++) {
+            if (chunk[i] != '\n') {
+                if (pend->len <= SHOW_LINE_MAX && sbx_buf_add(pend, chunk + i, 1, NULL) < 0)
+                    SBX_BUG("unbounded buffer refused data");
+                continue;
+            }
+            follow_line(fw, pend->data, pend->len, print);
+            if (keep && (sbx_buf_add(keep, pend->data, pend->len, NULL) < 0 ||
+                         sbx_buf_add(keep, "\n", 1, NULL) < 0)) {
+                fprintf(show_err, "sbx: trace file: over %d MiB, too big to follow\n",
+                        FOLLOW_START_MAX >> 20);
+                return -1;
+            }
+            sbx_buf_setlen(pend, 0);
+        }
+    }
+    if (n < 0) {
+        fprintf(show_err, "sbx: cannot read trace file: %s\n", strerror(errno));
+        return -1;
+    }
+    return got;
+}
+
+int cli_trace_follow(const char *path, FILE *to, FILE *errf, int poll_ms)
+{
+    show_out = to;
+    show_err = errf;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        fprintf(errf, "sbx: cannot open trace file '%s': %s\n", path, strerror(errno));
+        return CLI_FAIL;
+    }
+    struct follow fw = {.path = path, .seen = json_object()};
+    struct sbx_buf pend, start;
+    sbx_buf_init(&pend, SBX_BUF_NOLIMIT);
+    sbx_buf_init(&start, FOLLOW_START_MAX);
+    off_t off = 0;
+    /* The complete lines there now, shown as a tree as sbx trace show shows them; a partial
+     * last line waits in pend for the rest. */
+    int r = follow_read(&fw, fd, &pend, &off, 0, &start);
+    if (r >= 0 && start.len) {
+        FILE *f = fmemopen(start.data, start.len, "r");
+        if (f) {
+            (void)cli_trace_show_stream(f, path, to, errf);
+            fclose(f);
+        }
+    }
+    sbx_buf_release(&start);
+    fflush(to);
+    while (r >= 0 && !fw.ended) {
+        sbx_sleep_ms(poll_ms);
+        if ((r = follow_read(&fw, fd, &pend, &off, 1, NULL)) > 0)
+            fflush(to);
+    }
+    sbx_buf_release(&pend);
+    json_decref(fw.seen);
+    close(fd);
+    return r < 0 || fw.bad ? CLI_FAIL : CLI_OK;
 }

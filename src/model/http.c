@@ -89,6 +89,7 @@ struct xfer {
     int64_t start_ns, last_byte_ns, last_wait_ns;
     curl_off_t seen; /* body bytes counted by the progress callback */
     int waiting;     /* on_wait was told of a wait not yet ended */
+    int answered;    /* a body byte reached on_body: no more wait reports */
     struct sbx_error cb_err;
 };
 
@@ -105,10 +106,21 @@ void sbx__model_http_resp_release(struct sbx__model_http_resp *r)
     sbx_buf_release(&r->body);
 }
 
+static void end_wait(struct xfer *x)
+{
+    if (x->waiting && x->req->on_wait)
+        x->req->on_wait(x->req->on_wait_data, -1, x->req->attempt);
+    x->waiting = 0;
+}
+
 static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
 {
     struct xfer *x = ud;
     size_t n = size * nmemb;
+    /* The answer has begun: a caller's "waiting" line goes before anything of the body reaches
+     * it (the progress callback, which also ends the wait, runs only after this). */
+    end_wait(x);
+    x->answered = 1;
     if (!x->decided) {
         /* Latency to the first byte of the body, for the model call's span. */
         sbx_span_set_int(sbx_trace_current(), "sbx.model.first_byte_ns",
@@ -198,13 +210,6 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
     return n;
 }
 
-static void end_wait(struct xfer *x)
-{
-    if (x->waiting && x->req->on_wait)
-        x->req->on_wait(x->req->on_wait_data, -1, x->req->attempt);
-    x->waiting = 0;
-}
-
 /* libcurl calls this at least once a second: cancellation, the first-byte and idle limits, and
  * the wait reports. */
 static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
@@ -235,7 +240,7 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
                               (long long)q->idle_ms);
         return 1;
     }
-    if (!x->seen && q->on_wait && now - x->last_wait_ns >= SBX_NS_PER_S) {
+    if (!x->seen && !x->answered && q->on_wait && now - x->last_wait_ns >= SBX_NS_PER_S) {
         x->last_wait_ns = now;
         x->waiting = 1;
         q->on_wait(q->on_wait_data, since_ms, q->attempt);

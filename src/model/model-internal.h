@@ -31,6 +31,8 @@ struct sbx_model {
     char *name;
     char *base_url; /* no trailing slash */
     char *api_key;  /* NULL when none */
+    /* "OpenAI-Organization: ..." and "OpenAI-Project: ..." headers, each NULL when none. */
+    char *org_header, *project_header;
     int no_stream;
     int64_t timeout_ms, connect_timeout_ms, first_byte_timeout_ms, idle_timeout_ms, deadline_ms;
     void (*on_wait)(void *data, int64_t waited_ms, int attempt);

@@ -66,6 +66,27 @@ out:
     return rc;
 }
 
+/* The header "NAME: VALUE" for an organization or project id given or in the environment
+ * (OpenAI's clients read the same variables); *out NULL when there is none. */
+static int id_header(const char *name, const char *given, const char *env, char **out,
+                     struct sbx_error *err)
+{
+    const char *v = given ? given : getenv(env);
+    if (!v || !v[0])
+        return 0;
+    for (const char *p = v; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "%s for the '%s' header has a control "
+                                 "character",
+                                 given ? "the value" : env, name);
+    if (strlen(v) > 256)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0, "%s for the '%s' header is over 256 bytes",
+                             given ? "the value" : env, name);
+    *out = sbx_xasprintf("%s: %s", name, v);
+    return 0;
+}
+
 int sbx_model_new(const char *name, const struct sbx_model_options *opt, struct sbx_model **out,
                   struct sbx_error *err)
 {
@@ -119,6 +140,11 @@ int sbx_model_new(const char *name, const struct sbx_model_options *opt, struct 
             goto out;
         }
         m->base_url = trim_url(base);
+        if ((rc = id_header("OpenAI-Organization", opt->organization, "OPENAI_ORG_ID",
+                            &m->org_header, err)) < 0 ||
+            (rc = id_header("OpenAI-Project", opt->project, "OPENAI_PROJECT_ID", &m->project_header,
+                            err)) < 0)
+            goto out;
         const char *key = opt->api_key ? opt->api_key : getenv("OPENAI_API_KEY");
         if (key && key[0])
             m->api_key = sbx_xstrdup(key);
@@ -159,6 +185,10 @@ out:
 
 void sbx_model_free(struct sbx_model *m)
 {
+    if (m) {
+        free(m->org_header);
+        free(m->project_header);
+    }
     if (!m)
         return;
     if (m->record)

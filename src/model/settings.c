@@ -492,6 +492,22 @@ int sbx__model_call_extras(const struct sbx_model *m, const json_t *settings,
     x->retry_base_ms = m->retry_base_ms;
     x->retry_max_ms = m->retry_max_ms;
     x->timeout_ms = m->timeout_ms;
+    /* The organization and project, unless the settings' own headers name them. */
+    const json_t *extra = settings ? get(settings, "extra_headers") : NULL;
+    const char *ids[] = {m->org_header, m->project_header};
+    for (size_t i = 0; i < 2; i++) {
+        const char *colon = ids[i] ? strchr(ids[i], ':') : NULL;
+        int named = 0;
+        const char *k;
+        json_t *h;
+        json_object_foreach((json_t *)extra, k, h)
+        {
+            named |= colon && strlen(k) == (size_t)(colon - ids[i]) &&
+                     strncasecmp(k, ids[i], (size_t)(colon - ids[i])) == 0;
+        }
+        if (ids[i] && !named)
+            sbx_strv_push(&x->headers, ids[i]);
+    }
     if (!settings)
         return 0;
     int rc;

@@ -15,6 +15,9 @@ run meson install -C "$SBX_BUILDDIR" --no-rebuild --quiet --destdir "$DEST"
 expect_rc 0 "meson install into a DESTDIR succeeds"
 prefix=$(meson introspect "$SBX_BUILDDIR" --buildoptions | python3 -c 'import json,sys; o={x["name"]: x["value"] for x in json.load(sys.stdin)}; print(o["prefix"], o["libdir"], o["libexecdir"], o["bindir"], o["includedir"], o["b_sanitize"])')
 read -r PREFIX LIBDIR LIBEXECDIR BINDIR INCDIR SANITIZE <<<"$prefix"
+# Where the built library looks last: the configured libexecdir and bindir.
+sbx_libexecdir() { case $LIBEXECDIR in /*) echo "$LIBEXECDIR" ;; *) echo "$PREFIX/$LIBEXECDIR" ;; esac; }
+sbx_bindir() { case $BINDIR in /*) echo "$BINDIR" ;; *) echo "$PREFIX/$BINDIR" ;; esac; }
 # A library built with sanitizers needs their runtime in the program too.
 CFLAGS_SAN=
 [ "$SANITIZE" = none ] || CFLAGS_SAN="-fsanitize=$SANITIZE"
@@ -59,6 +62,42 @@ cd "$T/elsewhere" || exit 1
 run env LD_LIBRARY_PATH="$SBX_BUILDDIR" "$T/hello-build"
 expect_rc 0 "and runs a sandbox from it without SBX_SUPERVISOR"
 expect_in "$T/out" "hello from the workspace" "reading the manifest's file"
+
+# The README's build-tree block run as written (a relative LD_LIBRARY_PATH=build), from a
+# directory laid out as a checkout whose build/ is this build directory: the library finds the
+# supervisor next to its own real path.
+CO=$T/checkout
+mkdir -p "$CO"
+ln -s "$SBX_BUILDDIR" "$CO/build"
+ln -s "$SBX_SRCDIR/examples" "$CO/examples"
+BLOCK=$(python3 - "$SBX_SRCDIR/examples/c-api/README.md" <<'PY'
+import re, sys
+text = open(sys.argv[1]).read()
+at = text.index("Against the build tree")
+m = re.search(r"```sh\n(.*?)```", text[at:], re.S)
+print(m.group(1))
+PY
+)
+expect_in <(printf '%s\n' "$BLOCK") "LD_LIBRARY_PATH=build" "the README's block uses a relative LD_LIBRARY_PATH"
+[ -z "$CFLAGS_SAN" ] || BLOCK=$(printf '%s\n' "$BLOCK" | sed "s/^cc /cc $CFLAGS_SAN /")
+cd "$CO" || exit 1
+run bash -e -o pipefail -c "$BLOCK"
+expect_rc 0 "the README's build-tree block runs as written"
+expect_in "$T/out" "hello from the workspace" "its sandbox reads the manifest's file"
+expect_in "$T/out" "passes all 3" "and its agent answers"
+# A library with no supervisor near it (nor installed): the error names the supervisor program.
+if [ ! -e "$(sbx_libexecdir)/sbx-supervisor" ] && [ ! -e "$(sbx_bindir)/sbx" ]; then
+    mkdir -p "$T/lonely"
+    cp -L "$SBX_BUILDDIR/libsbx.so.0" "$T/lonely/libsbx.so.0"
+    run env LD_LIBRARY_PATH="$T/lonely" "$CO/hello-sandbox"
+    expect_rc 1 "a library with no supervisor near it fails"
+    expect_in "$T/err" "cannot find the supervisor program 'sbx-supervisor'" "naming the supervisor program"
+    expect_in "$T/err" "SBX_SUPERVISOR" "and how to name it"
+    expect_not_in "$T/err" "bin/sbx'" "not the sbx binary"
+else
+    ok "# SKIP an installed sbx-supervisor or sbx would be found"
+fi
+cd "$T" || exit 1
 
 EX="$SBX_SRCDIR/examples/coding-task"
 run env LD_LIBRARY_PATH="$LIB" "$T/hello" "$EX/agent.yaml" "replay:$EX/run.jsonl" "Do the task in TASK.md."

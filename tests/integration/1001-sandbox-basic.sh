@@ -251,7 +251,7 @@ expect_in "$T/err" "no sandbox" "rm says there is no such sandbox"
 # --workspace uses a directory as is and never deletes it
 mkdir "$T/mine"
 echo keep > "$T/mine/file"
-run "$SBX" sandbox create --workspace "$T/mine"
+run "$SBX" sandbox create --workspace "$T/mine" --workspace-existing keep
 id3=$(cat "$T/out")
 run "$SBX" sandbox exec "$id3" -- cat file
 expect_eq "$(cat "$T/out")" "keep" "--workspace uses the directory"

@@ -68,7 +68,7 @@ mkdir -p "$T/m/not-a-repo.git"
 manifest "  zz-repo:
     type: git_repo
     repo: $T/m/not-a-repo.git"
-run "$SBX" sandbox create --workspace "$ws" --manifest "$T/m/manifest.yaml"
+run "$SBX" sandbox create --workspace "$ws" --workspace-existing keep --manifest "$T/m/manifest.yaml"
 if [ "$rc" != 0 ] && grep -q "entry '" "$T/err" && grep -qi "permission denied\|git clone failed" "$T/err"; then
     ok "create fails naming the entry and the cause"; else
     not_ok "create fails naming the entry and the cause"; diag "rc $rc: $(cat "$T/err")"; fi
@@ -80,7 +80,7 @@ if cmp -s "$T/before" "$T/after"; then ok "the workspace is exactly as it was"; 
 # The retry with the manifest fixed succeeds.
 chmod 644 "$T/m/src/bad/inner/zz-unreadable"
 manifest ""
-run "$SBX" sandbox create --workspace "$ws" --manifest "$T/m/manifest.yaml" --disk none
+run "$SBX" sandbox create --workspace "$ws" --workspace-existing keep --manifest "$T/m/manifest.yaml" --disk none
 expect_rc 0 "the retry with a fixed manifest succeeds"
 id=$(cat "$T/out")
 expect_eq "$(cat "$ws/new/dir/hello.md" "$ws/sub/added.txt" "$ws/zz-new/y.txt" "$ws/tree/more/inner/x.txt" "$ws/keep.txt" 2>&1)" \
@@ -99,7 +99,7 @@ if [ "$(id -u)" = 0 ] && [ "$(awk 'NR == 1 {print $1, $2, $3}' /proc/self/uid_ma
         manifest "  zz-big:
     type: local_file
     src: src/big.bin"
-        run "$SBX" sandbox create --workspace "$small" --manifest "$T/m/manifest.yaml" --disk none
+        run "$SBX" sandbox create --workspace "$small" --workspace-existing keep --manifest "$T/m/manifest.yaml" --disk none
         if [ "$rc" != 0 ] && grep -q "No space left on device\|no space left" "$T/err"; then
             ok "create fails with ENOSPC"; else
             not_ok "create fails with ENOSPC"; diag "rc $rc: $(cat "$T/err")"; fi
@@ -107,7 +107,7 @@ if [ "$(id -u)" = 0 ] && [ "$(awk 'NR == 1 {print $1, $2, $3}' /proc/self/uid_ma
         if cmp -s "$T/before" "$T/after"; then ok "after ENOSPC the workspace is as it was"; else
             not_ok "after ENOSPC the workspace is as it was"; diag "$(diff "$T/before" "$T/after")"; fi
         manifest ""
-        run "$SBX" sandbox create --workspace "$small" --manifest "$T/m/manifest.yaml" --disk none
+        run "$SBX" sandbox create --workspace "$small" --workspace-existing keep --manifest "$T/m/manifest.yaml" --disk none
         expect_rc 0 "the retry after ENOSPC succeeds"
         [ "$rc" = 0 ] && "$SBX" sandbox rm "$(cat "$T/out")" >/dev/null 2>&1
         umount "$small" && small=

@@ -20,6 +20,15 @@ if grep -q $'\r\033\[K' "$T/tty"; then ok "and erases the line"; else not_ok "an
 id=$(tr -d '\r' <"$T/tty" | grep -o '[0-9a-f]\{16\}$' | tail -n1)
 expect_eq "${#id}" 16 "the id is printed after the erased line"
 
+# A local_dir entry counts its files, not as one entry.
+mkdir -p "$T/tree/a" "$T/tree/b"
+for i in $(seq 1 40); do echo "$i" >"$T/tree/a/f$i"; echo "$i" >"$T/tree/b/g$i"; done
+printf 'entries:\n  tree:\n    type: local_dir\n    src: %s\n  one.txt:\n    type: file\n    content: x\n' "$T/tree" >"$T/d.yaml"
+on_tty "$T/dtty" "$SBX" sandbox create --manifest "$T/d.yaml"
+expect_eq "$?" 0 "create with a local_dir entry on a terminal"
+expect_in "$T/dtty" " of 81 " "materialise counts the files of a local_dir entry"
+expect_not_in "$T/dtty" " of 2 " "not the entries"
+
 run "$SBX" sandbox create --manifest "$T/m.json"
 expect_rc 0 "create on a pipe"
 expect_not_in "$T/err" "materialise" "a pipe gets no progress"

@@ -249,7 +249,7 @@ wait_until one_request
 kill -INT $pid
 wait $pid
 rc=$?
-expect_rc 1 "SIGINT ends the run with an error status"
+expect_rc 130 "SIGINT ends the run with status 130, as shells and docker say"
 expect_in "$T/err" "cancelled" "SIGINT reported as a cancellation"
 expect_in "$T/err" "agent 'assistant' turn 1" "cancellation names the agent and turn"
 
@@ -282,5 +282,23 @@ expect_in "$T/err" "unknown field 'tols'" "agent file typo named"
 echo "what is 2+3?" | { "$SBX" run --base-url http://127.0.0.1:1/v1 --retries 0 - >"$T/out" 2>"$T/err"; echo $? >"$T/rc"; }
 expect_eq "$(cat "$T/rc")" 1 "connection refused fails"
 expect_in "$T/err" "request to 'http://127.0.0.1:1/v1/responses' failed" "connection failure names the URL"
+
+# --- OPENAI_ORG_ID and OPENAI_PROJECT_ID go as OpenAI's clients send them ----------------------------
+mk "$T/ids.json" '[resp(1, msg("a")), resp(2, msg("b")), resp(3, msg("c"))]'
+start_fake "$T/ids.json"
+OPENAI_ORG_ID=org-test123 OPENAI_PROJECT_ID=proj_test456 run "$SBX" run --base-url "$FAKE_URL" "hi"
+expect_rc 0 "a run with an organization and a project"
+expect_eq "$(fake_query 'reqs[0]["headers"].get("openai-organization")')" "org-test123" "OPENAI_ORG_ID is sent as OpenAI-Organization"
+expect_eq "$(fake_query 'reqs[0]["headers"].get("openai-project")')" "proj_test456" "OPENAI_PROJECT_ID is sent as OpenAI-Project"
+run "$SBX" run --base-url "$FAKE_URL" "hi"
+expect_eq "$(fake_query '[("openai-organization" in r["headers"], "openai-project" in r["headers"]) for r in reqs][1]')" \
+    "(False, False)" "without them, neither header is sent"
+printf 'name: a\nmodel_settings: {extra_headers: {openai-organization: org-from-settings}}\n' >"$T/org.yaml"
+OPENAI_ORG_ID=org-test123 run "$SBX" run --base-url "$FAKE_URL" -a "$T/org.yaml" "hi"
+expect_eq "$(fake_query '[r["headers"].get("openai-organization") for r in reqs][2]')" "org-from-settings" \
+    "a model setting's extra_headers naming it wins"
+OPENAI_PROJECT_ID=$'proj\r\nX-Evil: 1' run "$SBX" run --base-url "$FAKE_URL" "hi"
+expect_rc 1 "a project id with a control character is refused"
+expect_in "$T/err" "OPENAI_PROJECT_ID for the 'OpenAI-Project' header has a control character" "naming the variable"
 
 done_testing

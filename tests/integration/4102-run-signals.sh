@@ -93,7 +93,7 @@ for sig in TERM HUP INT KILL; do
     case $sig in
     TERM) want=143 ;;
     HUP) want=129 ;;
-    INT) want=1 ;;
+    INT) want=130 ;;
     KILL) want=137 ;;
     esac
     expect_rc "$want" "SIG$sig ends the run at once with status $want"

@@ -29,7 +29,7 @@ trap cleanup EXIT
 # Only a kernel without the namespaces skips, with the reason.
 export XDG_RUNTIME_DIR=$T/run SBX_WORKSPACES=$T/wsbase
 mkdir -m 0700 "$XDG_RUNTIME_DIR"
-if pre=$("$SBX" sandbox create --workspace "$WS" 2>"$T/pre"); then
+if pre=$("$SBX" sandbox create --workspace "$WS" --workspace-existing keep 2>"$T/pre"); then
     "$SBX" sandbox rm "$pre" >/dev/null 2>&1
 elif grep -q "cannot create a .*namespace" "$T/pre"; then
     skip_all "$(grep -m1 "namespace" "$T/pre")"
@@ -81,7 +81,7 @@ if canary_up; then ok "the host canary listeners answer on the host"; else not_o
 inside() {
     local script=$1 id
     shift
-    if ! id=$("$SBX" sandbox create --workspace "$WS" --ro "$PROBE_DIR:/probe" "$@" 2>"$T/out"); then
+    if ! id=$("$SBX" sandbox create --workspace "$WS" --workspace-existing keep --ro "$PROBE_DIR:/probe" "$@" 2>"$T/out"); then
         rc=1
         cat "$T/out" >>"$ALL"
         return

@@ -101,7 +101,7 @@ is_mount "$ws" && not_ok "the kept workspace is a plain directory" || ok "the ke
 expect_eq "$(cat "$ws/kept.txt" 2>&1)" "again" "the kept workspace has the files"
 [ ! -e "$img" ] && ok "the image is gone" || not_ok "the image is gone"
 losetup -a | grep -qF "$img" && not_ok "no loop device is left" || ok "no loop device is left"
-run "$SBX" sandbox create --workspace "$ws" --disk none
+run "$SBX" sandbox create --workspace "$ws" --workspace-existing keep --disk none
 expect_rc 0 "the kept directory is a usable --workspace"
 "$SBX" sandbox rm "$(cat "$T/out")" >/dev/null 2>&1
 rm -rf "$ws"
@@ -204,7 +204,7 @@ expect_rc 0 "create --workspace DIR"
 expect_eq "$(grep -c "disk limit 8 GiB is not enforced: a given workspace directory" "$T/err")" 1 \
     "a given workspace says the limit is not enforced"
 "$SBX" sandbox rm "$(cat "$T/out")" >/dev/null 2>&1
-run "$SBX" sandbox create --workspace "$T/given" --disk 64M
+run "$SBX" sandbox create --workspace "$T/given" --workspace-existing keep --disk 64M
 if [ "$rc" != 0 ] && grep -q "cannot be enforced" "$T/err"; then
     ok "an explicit --disk with a given workspace fails"; else
     not_ok "an explicit --disk with a given workspace fails"; diag "rc $rc: $(cat "$T/err")"; fi

@@ -189,7 +189,7 @@ python3 -c 'import socket, sys; socket.socket(socket.AF_UNIX).bind(sys.argv[1])'
 run "$SBX" sandbox create --workspace "$T/svc"
 expect_rc 1 "a workspace holding a unix socket is refused"
 expect_in "$T/err" "holds the unix socket '$T/svc/deep/agent.sock'" "the socket is named"
-run "$SBX" sandbox create --workspace "$T/svc" --allow-dangerous-workspace
+run "$SBX" sandbox create --workspace "$T/svc" --workspace-existing keep --allow-dangerous-workspace
 expect_rc 0 "--allow-dangerous-workspace lets it through"
 expect_in "$T/err" "--allow-dangerous-workspace" "with a warning"
 "$SBX" sandbox rm "$(cat "$T/out")" >/dev/null 2>&1

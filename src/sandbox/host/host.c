@@ -2,6 +2,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -107,36 +108,73 @@ static int executable(const char *path)
     return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
 }
 
+/* The real path of the file mapped at addr, from /proc/self/maps (the kernel names the file
+ * itself there, whatever relative or symlinked name it was loaded by); NULL when unknown. */
+static char *mapped_file(uintptr_t addr)
+{
+    FILE *f = fopen("/proc/self/maps", "re");
+    char line[PATH_MAX + 128];
+    char *found = NULL;
+    int whole = 1; /* line starts a line of the file (a longer one is read in pieces) */
+    while (f && !found && fgets(line, sizeof(line), f)) {
+        size_t n = strlen(line);
+        int starts = whole;
+        whole = n && line[n - 1] == '\n';
+        if (!starts)
+            continue;
+        unsigned long lo, hi;
+        int path_at = 0;
+        if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &lo, &hi, &path_at) < 2 || !path_at ||
+            addr < lo || addr >= hi || line[path_at] != '/' || !whole)
+            continue;
+        line[n - 1] = '\0';
+        found = sbx_xstrdup(line + path_at);
+    }
+    if (f)
+        fclose(f);
+    return found;
+}
+
+/* The real path of libsbx.so (this code's file): from the maps, else from the dynamic linker
+ * (a relative name, as a relative LD_LIBRARY_PATH gives, made absolute). NULL when unknown. */
+static char *library_path(void)
+{
+    char *p = mapped_file((uintptr_t)(void *)library_path);
+    Dl_info info;
+    if (!p && dladdr((void *)library_path, &info) && info.dli_fname && info.dli_fname[0])
+        p = realpath(info.dli_fname, NULL);
+    return p;
+}
+
 /* Where a program linked with libsbx.so finds the supervisor: next to the library (a build
  * directory), then in the libexecdir of the tree the library sits in (an installed tree, also
  * when moved or installed with DESTDIR). *out NULL when neither has one. */
 static void supervisor_by_library(char **out)
 {
-    Dl_info info;
     *out = NULL;
-    if (!dladdr((void *)supervisor_by_library, &info) || !info.dli_fname ||
-        info.dli_fname[0] != '/')
+    char *lib = library_path();
+    if (!lib)
         return;
-    const char *slash = strrchr(info.dli_fname, '/');
-    int dlen = (int)(slash - info.dli_fname);
-    char *p = sbx_xasprintf("%.*s/sbx-supervisor", dlen, info.dli_fname);
+    const char *slash = strrchr(lib, '/');
+    int dlen = (int)(slash - lib);
+    char *p = sbx_xasprintf("%.*s/sbx-supervisor", dlen, lib);
     if (executable(p)) {
         *out = p;
-        return;
+        goto out;
     }
     free(p);
     size_t rel = strlen(SBX_LIBDIR_REL);
     if (SBX_LIBDIR_REL[0] != '/' && (size_t)dlen > rel &&
-        memcmp(info.dli_fname + dlen - rel, SBX_LIBDIR_REL, rel) == 0 &&
-        info.dli_fname[dlen - rel - 1] == '/') {
-        p = sbx_xasprintf("%.*s/%s/sbx-supervisor", (int)(dlen - rel - 1), info.dli_fname,
-                          SBX_LIBEXECDIR_REL);
+        memcmp(lib + dlen - rel, SBX_LIBDIR_REL, rel) == 0 && lib[dlen - rel - 1] == '/') {
+        p = sbx_xasprintf("%.*s/%s/sbx-supervisor", (int)(dlen - rel - 1), lib, SBX_LIBEXECDIR_REL);
         if (executable(p)) {
             *out = p;
-            return;
+            goto out;
         }
         free(p);
     }
+out:
+    free(lib);
 }
 
 /* The supervisor program: the configured one, $SBX_SUPERVISOR, sbx-supervisor next to the
@@ -172,8 +210,14 @@ int sbx__supervisor_program(const char *configured, char **out, struct sbx_error
             path = sbx_xstrdup(SBX_LIBEXECDIR "/sbx-supervisor");
         if (!path && base && strcmp(base + 1, "sbx") == 0)
             path = sbx_xstrdup(self);
-        if (!path)
+        if (!path && executable(SBX_BINDIR "/sbx"))
             path = sbx_xstrdup(SBX_BINDIR "/sbx");
+        if (!path)
+            return sbx_error_set(err, SBX_E_NOTFOUND, 0,
+                                 "cannot find the supervisor program 'sbx-supervisor' (not next "
+                                 "to this program or to libsbx.so, nor in '%s'): set "
+                                 "SBX_SUPERVISOR to it",
+                                 SBX_LIBEXECDIR);
     }
     if (access(path, X_OK) < 0) {
         int rc = sbx_error_errno(err, errno,

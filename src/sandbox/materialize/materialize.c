@@ -43,6 +43,7 @@ struct undo {
      * every ancestor per file: materialisation only adds, so what was there stays there. */
     char *parent;
     int parent_new;
+    int keep; /* SBX__MATERIALIZE_KEEP: a file that was there is never written over */
 };
 
 static void undo_push(struct undo *u, enum undo_kind kind, const char *path, size_t len,
@@ -125,11 +126,34 @@ static void undo_release(struct undo *u)
     *u = (struct undo){0};
 }
 
+/* With keep: a file about to be written that is not new (undo_note_new said so) and is there
+ * is the user's; it stays, and the entry fails naming it. */
+static int keep_check(struct sbx_session *s, const struct undo *u, const char *path, int isnew,
+                      struct sbx_error *err)
+{
+    if (!u->keep || isnew)
+        return 0;
+    struct sbx_dirent d = {0};
+    struct sbx_error ignored = SBX_ERROR_INIT;
+    int there = sbx_session_stat(s, path, &d, &ignored) == 0;
+    sbx_dirent_release(&d);
+    if (!there)
+        return 0;
+    return sbx_error_set(err, SBX_E_EXISTS, 0,
+                         "'%s' is already in the workspace, which keeps its files: move it "
+                         "away, or let the manifest replace it (overwrite)",
+                         path);
+}
+
 static int mat_write(struct sbx_session *s, struct undo *u, const char *path, const void *data,
                      size_t n, mode_t mode, struct sbx_error *err)
 {
-    int fresh = undo_note_new(s, u, path) ? SBX__WRITE_FRESH : 0;
-    return sbx_session_write(s, path, data, n, mode, SBX_WRITE_PARENTS | fresh, err);
+    int isnew = undo_note_new(s, u, path);
+    int rc = keep_check(s, u, path, isnew, err);
+    if (rc < 0)
+        return rc;
+    return sbx_session_write(s, path, data, n, mode,
+                             SBX_WRITE_PARENTS | (isnew ? SBX__WRITE_FRESH : 0), err);
 }
 
 /* *fresh (may be NULL): set when the directory is new, so nothing inside needs noting. */
@@ -150,12 +174,76 @@ static int mat_chmod(struct sbx_session *s, struct undo *u, const char *path, mo
     return sbx_session_chmod(s, path, mode, err);
 }
 
+/* ---------------------------------------------------------------------------------------------
+ * Progress: files, not entries (one local_dir entry may hold tens of thousands). */
+
+struct tally {
+    struct sbx_progress_sink *progress;
+    uint64_t done, total;
+};
+
+static void tally_one(struct tally *t, const char *what)
+{
+    if (!t)
+        return;
+    t->done++;
+    sbx_progress_report(t->progress, "materialise", what, t->done, t->total, 0);
+}
+
+/* The regular files under the directory open at dfd (symlinks and special files are not
+ * copied; a deeper tree than the copy allows is counted to that depth). Best effort: what
+ * cannot be read counts as nothing, and the copy reports it. */
+static uint64_t count_tree(int dfd, int depth)
+{
+    uint64_t n = 0;
+    int fd = depth <= COPY_MAX_DEPTH ? fcntl(dfd, F_DUPFD_CLOEXEC, 0) : -1;
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        return 0;
+    }
+    rewinddir(d);
+    const struct dirent *e;
+    while ((e = readdir(d))) {
+        struct stat st;
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0 ||
+            fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+            continue;
+        if (S_ISREG(st.st_mode)) {
+            n++;
+        } else if (S_ISDIR(st.st_mode)) {
+            int cfd = openat(dirfd(d), e->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (cfd >= 0) {
+                n += count_tree(cfd, depth + 1);
+                close(cfd);
+            }
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+/* How many files entry e makes: a local_dir's regular files, 1 for anything else. */
+static uint64_t entry_files(const struct sbx_manifest_entry *e)
+{
+    if (e->type != SBX_ENTRY_LOCAL_DIR || !e->src_path)
+        return 1;
+    int fd = open(e->src_path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0)
+        return 1;
+    uint64_t n = count_tree(fd, 0);
+    close(fd);
+    return n;
+}
+
 /* Copy one regular file (open fd) to dest with mode. */
 static int copy_file_fd(struct sbx_session *s, struct undo *u, int fd, const char *dest,
                         mode_t mode, struct sbx_error *err)
 {
-    if (u)
-        undo_note_new(s, u, dest);
+    int rc;
+    if (u && (rc = keep_check(s, u, dest, undo_note_new(s, u, dest), err)) < 0)
+        return rc;
     return sbx_session_write_fd(s, dest, fd, SBX_MANIFEST_DEFAULT_MAX_TOTAL_BYTES, mode & 07777,
                                 SBX_WRITE_PARENTS, err);
 }
@@ -164,8 +252,9 @@ static int copy_file_fd(struct sbx_session *s, struct undo *u, int fd, const cha
  * relative to its parent with O_NOFOLLOW. A symlink inside is an error (it could point anywhere
  * on the host); sockets, fifos and devices are skipped. skip_git leaves out ".git" at the top.
  * u: the undo log, NULL when dest is new (then all beneath it is ours already). */
-static int copy_tree(struct sbx_session *s, struct undo *u, int dfd, const char *shown,
-                     const char *dest, int depth, int skip_git, struct sbx_error *err)
+static int copy_tree(struct sbx_session *s, struct undo *u, struct tally *t, int dfd,
+                     const char *shown, const char *dest, int depth, int skip_git,
+                     struct sbx_error *err)
 {
     DIR *d = NULL;
     int rc = 0;
@@ -205,7 +294,7 @@ static int copy_tree(struct sbx_session *s, struct undo *u, int dfd, const char 
             if (rc == 0)
                 rc = mat_chmod(s, u, sub_dest, st.st_mode & 07777, err);
             if (rc == 0)
-                rc = copy_tree(s, fresh ? NULL : u, cfd, sub_shown, sub_dest, depth + 1, 0, err);
+                rc = copy_tree(s, fresh ? NULL : u, t, cfd, sub_shown, sub_dest, depth + 1, 0, err);
             if (cfd >= 0)
                 close(cfd);
         } else if (S_ISREG(st.st_mode)) {
@@ -221,6 +310,8 @@ static int copy_tree(struct sbx_session *s, struct undo *u, int dfd, const char 
                 rc = copy_file_fd(s, u, ffd, sub_dest, st.st_mode, err);
             if (ffd >= 0)
                 close(ffd);
+            if (rc == 0)
+                tally_one(t, sub_dest);
         }
         free(sub_shown);
         free(sub_dest);
@@ -262,7 +353,7 @@ static int materialize_git(struct sbx_session *s, struct undo *u,
     int fresh = 0;
     rc = mat_mkdir(s, u, e->path, &fresh, err);
     if (rc == 0)
-        rc = copy_tree(s, fresh ? NULL : u, dfd, e->subpath ? e->subpath : ".", e->path, 0,
+        rc = copy_tree(s, fresh ? NULL : u, NULL, dfd, e->subpath ? e->subpath : ".", e->path, 0,
                        !keep_git, err);
     if (rc == 0) {
         sbx_json_set(record, "commit", sbx_json_str(commit));
@@ -297,7 +388,7 @@ static int materialize_local_file(struct sbx_session *s, struct undo *u,
     return rc;
 }
 
-static int materialize_local_dir(struct sbx_session *s, struct undo *u,
+static int materialize_local_dir(struct sbx_session *s, struct undo *u, struct tally *t,
                                  const struct sbx_manifest_entry *e, struct sbx_error *err)
 {
     int fresh = 0, fd = -1;
@@ -310,7 +401,7 @@ static int materialize_local_dir(struct sbx_session *s, struct undo *u,
                                          "source '%s' is not a directory (or is a symlink)", e->src)
                          : sbx_error_errno(err, errno, "cannot open source '%s'", e->src);
         else
-            rc = copy_tree(s, fresh ? NULL : u, fd, e->src, e->path, 0, 0, err);
+            rc = copy_tree(s, fresh ? NULL : u, t, fd, e->src, e->path, 0, 0, err);
         sbx_fd_close(&fd);
     }
     if (rc == 0 && e->mode)
@@ -334,7 +425,7 @@ static int materialize_git_entry(struct sbx_session *s, struct undo *u,
     return rc;
 }
 
-static int materialize_entry(struct sbx_session *s, struct undo *u,
+static int materialize_entry(struct sbx_session *s, struct undo *u, struct tally *tl,
                              const struct sbx_manifest_entry *e, json_t *records,
                              struct sbx_error *err)
 {
@@ -367,7 +458,7 @@ static int materialize_entry(struct sbx_session *s, struct undo *u,
     if (t == SBX_ENTRY_LOCAL_FILE)
         return materialize_local_file(s, u, e, err);
     if (t == SBX_ENTRY_LOCAL_DIR)
-        return materialize_local_dir(s, u, e, err);
+        return materialize_local_dir(s, u, tl, e, err);
     if (t == SBX_ENTRY_GIT_REPO)
         return materialize_git_entry(s, u, e, records, err);
     return sbx_error_set(err, SBX_E_INVAL, 0, "unknown entry type %d", (int)t);
@@ -378,10 +469,11 @@ static int materialize_entries(struct sbx_session *s, const struct sbx_manifest 
                                struct sbx_error *err)
 {
     json_t *records = json_array();
-    struct undo u = {0};
+    struct undo u = {.keep = (flags & SBX__MATERIALIZE_KEEP) != 0};
     struct sbx_strv eph;
     size_t n = sbx_manifest_entry_count(m);
     sbx_strv_init(&eph);
+    struct tally t = {.progress = progress};
     if (flags & SBX__MATERIALIZE_EPHEMERAL_ONLY)
         sbx__manifest_ephemeral_paths(m, &eph);
     /* The root's owner first, so that it is set again after a restore too (snapshots keep no
@@ -400,18 +492,23 @@ static int materialize_entries(struct sbx_session *s, const struct sbx_manifest 
             return rc;
         }
     }
+    /* With EPHEMERAL_ONLY the rest came from the snapshot, which keeps no owners: only its
+     * group is set again, on what is still there. */
+#define COVERED(e) \
+    (!(flags & SBX__MATERIALIZE_EPHEMERAL_ONLY) || sbx__manifest_path_under((e)->path, &eph))
+    for (size_t i = 0; progress && progress->fn && i < n; i++)
+        if (COVERED(sbx_manifest_entry_at(m, i)))
+            t.total += entry_files(sbx_manifest_entry_at(m, i));
     for (size_t i = 0; i < n; i++) {
         const struct sbx_manifest_entry *e = sbx_manifest_entry_at(m, i);
-        /* With EPHEMERAL_ONLY the rest came from the snapshot, which keeps no owners: only its
-         * group is set again, on what is still there. */
-        int covered = !(flags & SBX__MATERIALIZE_EPHEMERAL_ONLY) ||
-                      sbx__manifest_path_under(e->path, &eph);
         int rc = 0;
-        if (covered) {
+        if (COVERED(e)) {
             int fetch = e->type == SBX_ENTRY_GIT_REPO;
             sbx_progress_report(progress, fetch ? "fetch" : "materialise",
-                                fetch ? e->repo : e->path, i, n, fetch);
-            rc = materialize_entry(s, &u, e, records, err);
+                                fetch ? e->repo : e->path, t.done, t.total, fetch);
+            rc = materialize_entry(s, &u, &t, e, records, err);
+            if (rc == 0 && e->type != SBX_ENTRY_LOCAL_DIR)
+                tally_one(&t, e->path);
         } else if (e->group) {
             struct sbx_dirent d = {0};
             struct sbx_error ignored = SBX_ERROR_INIT;
@@ -431,7 +528,7 @@ static int materialize_entries(struct sbx_session *s, const struct sbx_manifest 
                                                s->provider, e->group);
         if (rc < 0) {
             sbx_error_prefix(err, "entry '%s'", e->path);
-            sbx_progress_end(progress, "materialise", i, n);
+            sbx_progress_end(progress, "materialise", t.done, t.total);
             /* A given workspace must be as it was, or the retry trips over our leftovers. */
             undo_run(s, &u);
             undo_release(&u);
@@ -442,9 +539,10 @@ static int materialize_entries(struct sbx_session *s, const struct sbx_manifest 
     }
     undo_release(&u);
     sbx_strv_release(&eph);
-    sbx_progress_end(progress, "materialise", n, n);
+    sbx_progress_end(progress, "materialise", t.done, t.total);
     *out_records = records;
     return 0;
+#undef COVERED
 }
 
 int sbx__materialize(struct sbx_session *s, const struct sbx_manifest *m, int flags,

@@ -220,8 +220,9 @@ static void test_parallel_and_kinds(void)
         CHECK(sbx_run_result_last_agent(res) == a);
     }
     CHECK_EQ_STR(tr.names.data,
-                 "agent_start turn_start model_done tool_call tool_call tool_call tool_output "
-                 "tool_output tool_output turn_start model_done tool_call tool_call tool_call "
+                 "agent_start turn_start model_done tool_call tool_call tool_call tool_start "
+                 "tool_start tool_start tool_output tool_output tool_output turn_start "
+                 "model_done tool_call tool_call tool_call tool_start tool_start tool_start "
                  "tool_output tool_output tool_output turn_start model_done message final");
     sbx_run_result_free(res);
     json_decref(input);
@@ -257,7 +258,7 @@ static void test_fatal_cancel_maxturns(void)
     CHECK_ERR(sbx_run(a, input, &o, &res, &err), SBX_E_SANDBOX, &err,
               "tool 'gone': the sandbox went away");
     CHECK(res == NULL);
-    CHECK_CONTAINS(tr.names.data, "tool_call error");
+    CHECK_CONTAINS(tr.names.data, "tool_call tool_start error");
     sbx_model_free(m);
 
     m = replay(r2);

@@ -209,7 +209,7 @@ static pid_t tied_creator(enum sbx_local_isolation iso, const char *workspace, c
                 .runtime_dir = run_dir, .workspace_dir = ws_dir, .isolation = iso, .tied = 1};
         struct sbx_client *c = NULL;
         struct sbx_session *s = NULL;
-        struct sbx_create_spec cs = {.workspace = workspace};
+        struct sbx_create_spec cs = {.workspace = workspace, .existing = SBX_WORKSPACE_KEEP};
         if (sbx_client_new("local", &lo, &c, &err) < 0 || sbx_client_create(c, &cs, &s, &err) < 0) {
             printf("# %s\n", err.msg);
             _exit(1);

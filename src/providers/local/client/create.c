@@ -2,6 +2,7 @@
  * "Creating a sandbox"). sbx__local_create is the numbered list of that page as named steps over
  * one struct create_job: check_spec, make_runtime_dir, choose_workspace, record_state,
  * prepare_workspace, build_config, start_supervisor, materialize, and rollback on failure. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -547,6 +548,43 @@ static int make_runtime_dir(struct create_job *j, struct sbx_error *err)
     return 0;
 }
 
+/* What a given workspace holds already: nothing, or what the caller said to do with it
+ * (sbx_create_spec.existing). Nothing of the user's is replaced by surprise. */
+static int given_contents(struct create_job *j, struct sbx_error *err)
+{
+    const struct sbx_create_spec *spec = j->spec;
+    int fd = open(j->ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return sbx_error_errno(err, e, "cannot list workspace '%s'", spec->workspace);
+    }
+    size_t n = 0;
+    const struct dirent *e;
+    while ((e = readdir(d)))
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    closedir(d);
+    if (!n)
+        return 0;
+    if (spec->existing == SBX_WORKSPACE_REFUSE)
+        return sbx_error_set(err, SBX_E_EXISTS, 0,
+                             "workspace '%s' is not empty: say what to do with what it holds "
+                             "(--workspace-existing keep: its files stay and the manifest may "
+                             "only add; overwrite: the manifest's entries replace the files "
+                             "they name)",
+                             spec->workspace);
+    if (spec->existing == SBX_WORKSPACE_KEEP && j->snap_ref)
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "workspace '%s' is not empty and keeps its files, but a snapshot "
+                             "is restored over the directory: use overwrite, or an empty one",
+                             spec->workspace);
+    if (spec->existing == SBX_WORKSPACE_KEEP)
+        j->mflags |= SBX__MATERIALIZE_KEEP;
+    return 0;
+}
+
 /* The given workspace (an existing directory), else the path of a fresh one. */
 static int choose_workspace(struct create_job *j, struct sbx_error *err)
 {
@@ -559,6 +597,8 @@ static int choose_workspace(struct create_job *j, struct sbx_error *err)
                                  "workspace '%s' is not an existing directory", j->spec->workspace);
         if ((rc = sbx__local_check_workspace(j->spec->workspace, j->ws, j->rundir,
                                              j->c->dangerous_workspace, err)) < 0)
+            return rc;
+        if ((rc = given_contents(j, err)) < 0)
             return rc;
         if (j->c->dangerous_workspace)
             sbx_log(SBX_LOG_WARN,

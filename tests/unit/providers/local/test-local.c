@@ -771,6 +771,60 @@ static void test_workspace_kept(void)
     free(dir);
 }
 
+/* The content of a small host file, or "" (caller frees). */
+static char *host_text(const char *dir, const char *name)
+{
+    char *path = sbx_xasprintf("%s/%s", dir, name), buf[64] = "";
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : 0;
+    if (fd >= 0)
+        close(fd);
+    buf[n > 0 ? n : 0] = '\0';
+    free(path);
+    return sbx_xstrdup(buf);
+}
+
+/* A given workspace that holds files: refused unless spec.existing says what to do; keep
+ * never writes over a file that is there (and leaves the directory as it was), overwrite
+ * replaces what the manifest names. */
+static void test_workspace_existing(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_session *a = NULL;
+    char *dir = sbx_xasprintf("%s/full", tmp), *path = sbx_xasprintf("%s/a.txt", dir);
+    mkdir(dir, 0755);
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    CHECK(fd >= 0 && write(fd, "mine", 4) == 4);
+    if (fd >= 0)
+        close(fd);
+    struct sbx_manifest *m = sbx_manifest_new();
+    CHECK_OK(sbx_manifest_add_file(m, "new.txt", "n", 1, NULL, &err), &err);
+    CHECK_OK(sbx_manifest_add_file(m, "a.txt", "theirs", 6, NULL, &err), &err);
+    struct sbx_create_spec spec = {.workspace = dir, .manifest = m};
+    CHECK_ERR(sbx_client_create(client, &spec, &a, &err), SBX_E_EXISTS, &err, "is not empty");
+    spec.existing = SBX_WORKSPACE_KEEP;
+    CHECK_ERR(sbx_client_create(client, &spec, &a, &err), SBX_E_EXISTS, &err,
+              "entry 'a.txt': 'a.txt' is already in the workspace");
+    char *t = host_text(dir, "a.txt");
+    CHECK_EQ_STR(t, "mine");
+    free(t);
+    t = host_text(dir, "new.txt");
+    CHECK_EQ_STR(t, ""); /* what the failed create wrote is gone */
+    free(t);
+    spec.existing = SBX_WORKSPACE_OVERWRITE;
+    CHECK_OK(sbx_client_create(client, &spec, &a, &err), &err);
+    if (a) {
+        CHECK_OK(sbx_session_delete(a, &err), &err);
+        sbx_session_free(a);
+    }
+    t = host_text(dir, "a.txt");
+    CHECK_EQ_STR(t, "theirs");
+    free(t);
+    sbx_manifest_free(m);
+    free(path);
+    free(dir);
+}
+
 /* 1 when s is a port number and nothing else */
 static int atoi_ok(const char *s)
 {
@@ -1010,6 +1064,7 @@ int main(void)
     TAP_RUN_FORKED(test_threads);
     TAP_RUN_FORKED(test_attach_list_remove);
     TAP_RUN_FORKED(test_workspace_kept);
+    TAP_RUN_FORKED(test_workspace_existing);
     TAP_RUN_FORKED(test_ports);
     TAP_RUN_FORKED(test_events);
     TAP_RUN_FORKED(test_protocol_abuse);
