@@ -488,6 +488,16 @@ out:
 
 /* Whether the run's sandbox agents get fresh sandboxes (from a manifest) unless a run state
  * names theirs: nothing of the configuration serves them all. */
+/* The provider of the run's fresh sandboxes: its client's, or the default one's while the run
+ * is only being checked (no client yet). */
+static const char *run_provider(const struct sbx_sandbox_run *sr)
+{
+    struct sbx_provider_info p;
+    if (sr->client)
+        return sbx_client_provider(sr->client);
+    return sbx_provider_at(0, &p) == 0 ? p.name : "?";
+}
+
 static int fresh_sessions(const struct sbx_sandbox_run *sr)
 {
     return !sr->cfg.session && !sr->cfg.session_id && !sr->cfg.session_state;
@@ -511,9 +521,9 @@ static int same_section(const struct sbx_sandbox_run *sr, const json_t *spec, st
                          "sandbox of a run comes from the start agent's provider and options "
                          "(provider '%s'%s%s%s): give the agents the same sandbox section, or "
                          "run this agent on its own",
-                         p ? p : sbx_client_provider(sr->client),
+                         p ? p : run_provider(sr),
                          p && start && sp && strcmp(p, sp) == 0 ? " with other options" : "",
-                         sbx_client_provider(sr->client), start && sfile ? ", from '" : "",
+                         run_provider(sr), start && sfile ? ", from '" : "",
                          start && sfile ? sfile : "", start && sfile ? "' and the caller" : "");
 }
 
@@ -533,7 +543,7 @@ static int check_agent(struct sbx_agent *agent, void *data, struct sbx_error *er
     if ((rc = agent_manifest(spec, &m, err)) == 0 && (rc = make_caps(sr, &e, spec, err)) < 0)
         sbx_error_prefix(err, "field 'capabilities'");
     if (rc == 0 && !sr->cfg.manifest_path && !sr->cfg.manifest_doc && fresh_sessions(sr) &&
-        (rc = sbx_provider_check_mounts(sbx_client_provider(sr->client), m, err)) < 0)
+        (rc = sbx_provider_check_mounts(run_provider(sr), m, err)) < 0)
         sbx_error_prefix(err, "field 'manifest'");
     if (rc == 0 && fresh_sessions(sr))
         rc = same_section(sr, spec, err);
@@ -554,7 +564,7 @@ static int check_agent(struct sbx_agent *agent, void *data, struct sbx_error *er
 int sbx_sandbox_run_check(const struct sbx_run_config *cfg, struct sbx_agent *start,
                           struct sbx_error *err)
 {
-    struct sbx_sandbox_run sr = {.cfg = *cfg};
+    struct sbx_sandbox_run sr = {.cfg = *cfg, .client = cfg->client, .start = start};
     struct sbx_manifest *m = NULL;
     int rc = 0;
     if (cfg->manifest_path || cfg->manifest_doc)
