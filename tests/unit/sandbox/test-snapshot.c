@@ -470,6 +470,8 @@ static void test_failed_take_and_gc(void)
     CHECK_OK(sbx_snapshot_take(st, src, NULL, &r1, &err), &err);
     int with_tree = count_files("blobs");
     CHECK_OK(sbx_snapshot_remove(st, r1, 0, &err), &err);
+    free(r1);
+    r1 = NULL;
     CHECK_EQ_INT(count_files("blobs"), blobs);
     snprintf(path, sizeof(path), "%s/tmp/0123456789abcdef.blob", sbx_snapshot_store_path(st));
     f = fopen(path, "we");
