@@ -1,9 +1,9 @@
 /* The provider that has a sandbox id, for the commands given only an id (exec, cp, port, rm,
  * stop, start, state, snapshot, ...): sbx's record of the id first (sbx/provider.h: the
- * provider and the options that reach it), then each provider that finds its sandboxes
- * unconfigured (the lists trait), in table order, with what its probe finds (docker: an
- * engine). The locator options (--docker-host) given to the command apply to their
- * provider. */
+ * provider and the options that reach it; a sandbox's name finds its record too), then each
+ * provider that finds its sandboxes unconfigured (the lists trait), in table order, with what its
+ * probe finds (docker: an engine). The locator options (--docker-host) given to the command apply
+ * to their provider. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,8 +99,9 @@ static int by_record(const char *id, cli_sandbox_op *op, void *data, struct sbx_
         json_decref(rec);
         return 0;
     }
+    /* The record's own id: what was given may be a name or a prefix. */
     if (*rc == 0)
-        *rc = op(c, id, data, &e);
+        *rc = op(c, json_string_value(json_object_get(rec, "id")), data, &e);
     if (*rc == -SBX_E_NOTFOUND) {
         /* Removed behind sbx's back: forget it and look elsewhere. */
         (void)sbx_sandbox_record_remove(json_string_value(json_object_get(rec, "id")), NULL);

@@ -128,6 +128,10 @@ int cli_sandbox_client(const struct cli_sandbox *sb, struct sbx_client **out,
  * the id finds it: for a provider that cannot find its sandboxes by itself or needs locator
  * options to reach them. A failure is a warning on stderr. */
 void cli_record(const struct sbx_provider_info *p, const char *id, const json_t *options);
+/* Record sandbox id as cli_record does, whatever the provider, with its name (NULL: none) and
+ * labels (NULL: none): SBX_E_EXISTS when another sandbox has the name. */
+int cli_record_named(const struct sbx_provider_info *p, const char *id, const json_t *options,
+                     const char *name, const json_t *labels, struct sbx_error *err);
 
 /* ---- by-id.c: the provider that has a sandbox id ---- */
 
@@ -152,6 +156,25 @@ int cli_sandbox_by_id(const char *id, cli_sandbox_op *op, void *data, struct sbx
 /* Attach to sandbox id, whichever provider has it. */
 int cli_sandbox_attach(const char *id, struct sbx_client **c, struct sbx_session **s,
                        struct sbx_error *err);
+
+/* ---- cmd-sandbox-ps.c and ps-format.c: the sandboxes as ps shows them ---- */
+
+/* Every sandbox ps lists (all: --all's too), each with its provider and the name and labels of
+ * its record, into *out (caller owns). Warnings about providers that cannot be reached go to
+ * stderr. */
+int cli_sandbox_list(int all, json_t **out, struct sbx_error *err);
+/* Field ("ID", "Name", "Provider", "Status", "Created", "Workspace", "Labels", or "Label" with
+ * arg the key) of listed sandbox v as text; caller frees. */
+char *cli_ps_field(const json_t *v, const char *field, const char *arg);
+/* --format: "table", "json", "table TEMPLATE" or TEMPLATE ({{.ID}}, {{.Label "KEY"}}, \t).
+ * CLI_OK, or CLI_USAGE after naming the action it cannot read. */
+int cli_ps_format_check(const char *format, const char *verb);
+/* list printed with a checked format other than "table"; terminal-safe. */
+void cli_ps_print_format(const char *format, const json_t *list);
+/* --filter KEY=VALUE appended to filters (an array): CLI_OK or CLI_USAGE. */
+int cli_ps_filter_add(json_t *filters, const char *text, const char *verb);
+/* 1 when listed sandbox v passes filters. */
+int cli_ps_filter_match(const json_t *filters, const json_t *v);
 
 /* ---- the verbs ---- */
 

@@ -296,12 +296,12 @@ static int cmd_shell(int argc, char **argv)
 /* "ID:path" -> id and path (borrowed pieces of a copy in *hold). Host paths stay as given. */
 static int split_remote(const char *arg, char **hold, const char **id, const char **path)
 {
+    /* An id or a name before the colon (a host path with a colon: ./a:b). */
     const char *colon = strchr(arg, ':');
-    if (!colon || colon == arg)
+    if (!colon || colon == arg || arg[0] == '.' || arg[0] == '-' ||
+        strspn(arg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+                (size_t)(colon - arg))
         return 0;
-    for (const char *p = arg; p < colon; p++)
-        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-            return 0;
     *hold = sbx_xstrdup(arg);
     (*hold)[colon - arg] = '\0';
     *id = *hold;
@@ -460,34 +460,102 @@ static int remove_op(struct sbx_client *c, const char *id, void *data, struct sb
     return sbx_client_remove(c, id, *(int *)data, err);
 }
 
+/* rm --all on a terminal: "remove N sandboxes? [y/N]" answered on the terminal. */
+static int confirm_all(const json_t *list)
+{
+    char line[64];
+    size_t i;
+    json_t *v;
+    fprintf(stderr, "sbx: this removes %zu sandbox%s and %s workspace%s:\n", json_array_size(list),
+            json_array_size(list) == 1 ? "" : "es", json_array_size(list) == 1 ? "its" : "their",
+            json_array_size(list) == 1 ? "" : "s");
+    json_array_foreach(list, i, v)
+    {
+        char *name = cli_ps_field(v, "Name", NULL), *st = cli_ps_field(v, "Status", NULL);
+        cli_printf_safe(stderr, CLI_SAFE_ALWAYS, "  %s  %s%s%s\n",
+                        json_string_value(json_object_get(v, "id")), st, name[0] ? "  " : "", name);
+        free(name);
+        free(st);
+    }
+    fputs("remove them? [y/N] ", stderr);
+    fflush(stderr);
+    if (!fgets(line, sizeof(line), stdin))
+        return 0;
+    return line[0] == 'y' || line[0] == 'Y';
+}
+
+/* The ids rm --all removes: every sandbox ps --all lists. */
+static int rm_all_ids(int yes, struct sbx_strv *ids)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    json_t *list = NULL, *v;
+    size_t i;
+    if (cli_sandbox_list(1, &list, &err) < 0)
+        return cli_fail(&err);
+    int rc = CLI_OK;
+    if (json_array_size(list) && !yes && !(isatty(0) && isatty(2)))
+        rc = cli_usage(VERB "rm ",
+                       "rm: --all removes %zu sandboxes: confirm with --yes (no "
+                       "terminal to ask on)",
+                       json_array_size(list));
+    else if (json_array_size(list) && !yes && !confirm_all(list))
+        rc = (fprintf(stderr, "sbx: nothing removed\n"), CLI_FAIL);
+    json_array_foreach(list, i, v)
+    {
+        if (rc == CLI_OK)
+            sbx_strv_push(ids, json_string_value(json_object_get(v, "id")));
+    }
+    json_decref(list);
+    return rc;
+}
+
 static int cmd_rm(int argc, char **argv)
 {
     struct sbx_client *c = NULL;
     struct sbx_error err = SBX_ERROR_INIT;
-    int keep = 0, i, r, status = CLI_OK;
-    for (i = 1; i < argc && argv[i][0] == '-'; i++) {
-        if (strcmp(argv[i], "--keep-workspace") == 0)
+    struct sbx_strv ids;
+    int keep = 0, all = 0, yes = 0, i, r = 0, status = CLI_OK;
+    sbx_strv_init(&ids);
+    for (i = 1; i < argc && r == 0; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--keep-workspace") == 0)
             keep = 1;
-        else if ((r = cli_locator_arg(argc, argv, &i, VERB "rm ")) != 1)
-            return r ? r : cli_usage(VERB "rm ", "rm: unknown option '%s'", argv[i]);
+        else if (strcmp(a, "-f") == 0 || strcmp(a, "--force") == 0)
+            continue; /* a running sandbox is always stopped first */
+        else if (strcmp(a, "--all") == 0 || strcmp(a, "-a") == 0)
+            all = 1;
+        else if (strcmp(a, "-y") == 0 || strcmp(a, "--yes") == 0)
+            yes = 1;
+        else if (a[0] != '-')
+            sbx_strv_push(&ids, a);
+        else if ((r = cli_locator_arg(argc, argv, &i, VERB "rm ")) == 1)
+            r = 0;
+        else
+            r = r ? r : cli_usage(VERB "rm ", "rm: unknown option '%s'", a);
     }
-    if (i >= argc)
-        return cli_usage(VERB "rm ", "rm: missing sandbox id");
-    for (; i < argc; i++) {
+    if (r == 0 && all && ids.n)
+        r = cli_usage(VERB "rm ", "rm: --all takes no sandbox id");
+    else if (r == 0 && !all && !ids.n)
+        r = cli_usage(VERB "rm ", "rm: missing sandbox id");
+    if (r == 0 && all)
+        r = rm_all_ids(yes, &ids);
+    for (size_t k = 0; r == 0 && k < ids.n; k++) {
         json_t *rec = NULL;
-        if (cli_sandbox_by_id(argv[i], remove_op, &keep, &c, &err) < 0) {
+        /* The record that finds it (by the id, a name or a prefix) goes with it. */
+        int had = sbx_sandbox_record_read(ids.v[k], &rec, NULL) == 0;
+        if (cli_sandbox_by_id(ids.v[k], remove_op, &keep, &c, &err) < 0) {
             status = cli_fail(&err);
         } else {
-            printf("%s\n", argv[i]);
-            /* The record that found it (by the id or a prefix of it) goes with it. */
-            if (sbx_sandbox_record_read(argv[i], &rec, NULL) == 0)
+            printf("%s\n", ids.v[k]);
+            if (had)
                 (void)sbx_sandbox_record_remove(json_string_value(json_object_get(rec, "id")),
                                                 NULL);
-            json_decref(rec);
         }
+        json_decref(rec);
         sbx_client_free(c);
     }
-    return status;
+    sbx_strv_release(&ids);
+    return r ? r : status;
 }
 
 static int cmd_prune(int argc, char **argv)

@@ -112,6 +112,10 @@ static const struct cli_help_opt create_opts[] = {
          "start from a snapshot (an archive or a store reference), then apply the manifest's "
          "ephemeral entries"},
         {0, "json", NULL, "print the sandbox's state instead of its id"},
+        {0, "name", "NAME",
+         "name the sandbox (unique among yours; letters, digits, '.', '_', '-'): every command "
+         "given an id takes the name too"},
+        {0, "label", "KEY=VALUE", "label the sandbox (repeatable; ps --filter label=KEY=VALUE)"},
         PASS_SECRET,
         PROVIDER_OPTIONS,
         {'h', "help", NULL, "show this help"},
@@ -134,6 +138,15 @@ static const struct cli_help_opt exec_opts[] = {
 
 static const struct cli_help_opt ps_opts[] = {
         {'a', "all", NULL, "also dead, suspended and half-created sandboxes, with what they left"},
+        {'q', "quiet", NULL, "print only the ids"},
+        {0, "format", "FORMAT",
+         "print each sandbox by a template: {{.ID}} {{.Name}} {{.Provider}} {{.Status}} "
+         "{{.Created}} {{.Workspace}} {{.Labels}} {{.Label \"KEY\"}}, \\t a tab; 'table "
+         "TEMPLATE' adds a header and aligns the columns; 'json' one JSON object a line; "
+         "'table' the default table"},
+        {'f', "filter", "KEY=VALUE",
+         "only the sandboxes where it holds (repeatable: one of a key's, each key's): "
+         "id=PREFIX, name=PART, label=KEY or label=KEY=VALUE, status=STATUS, provider=NAME"},
         {0, "json", NULL, "print JSON"},
         {0, "provider", "NAME",
          "list only this provider's sandboxes (then a server that cannot be reached is an error, "
@@ -153,6 +166,10 @@ static const struct cli_help_opt port_opts[] = {
 };
 
 static const struct cli_help_opt rm_opts[] = {
+        {'f', "force", NULL, "stop and remove running sandboxes (what rm always does)"},
+        {'a', "all", NULL,
+         "remove every sandbox 'ps --all' lists, after a y/N question on a terminal"},
+        {'y', "yes", NULL, "do not ask (needed for --all without a terminal)"},
         {0, "keep-workspace", NULL, "leave the workspaces in place"},
         LOCATOR_OPTIONS,
         {'h', "help", NULL, "show this help"},
@@ -473,10 +490,13 @@ const struct cli_help cli_help_table[] = {
          help_only, STATUS_COMMON, "run snapshot", 0},
         {"sandbox create", NULL,
          "sbx sandbox create [--manifest FILE] [--workspace DIR] [--snapshot FILE|REF]\n"
-         "                   [--json] [--pass-secret NAME]...\n"
+         "                   [--name NAME] [--label KEY=VALUE]... [--json] [--pass-secret NAME]...\n"
          "                   [--provider NAME] [-o KEY=VALUE]... [provider options]",
          "create a sandbox and print its id",
-         "Creates a sandbox and prints its id (--json: its state). --workspace: a directory of "
+         "Creates a sandbox and prints its id (--json: its state). --name gives it a name, "
+         "unique among your sandboxes, that every command given an id takes too (ps shows it "
+         "in the NAME column); --label KEY=VALUE labels it (ps --filter label=KEY=VALUE). "
+         "--workspace: a directory of "
          "this host to use as the workspace (providers whose workspaces are on this host); "
          "--pass-secret OPENAI_API_KEY lets the manifest read it; --snapshot: start from a "
          "snapshot (an archive or a store reference), then apply the manifest's ephemeral "
@@ -511,10 +531,13 @@ const struct cli_help cli_help_table[] = {
          "Copies a file; ID:PATH names a path in a sandbox, exactly one of SRC and DST is one. "
          "'-' is standard input or output.",
          by_id_opts, STATUS_COMMON, "sandbox", 0},
-        {"sandbox ps", "ls", "sbx sandbox ps [--all] [--json] [--provider NAME] [locator options]",
+        {"sandbox ps", "ls",
+         "sbx sandbox ps [--all] [-q] [--format FORMAT] [--filter KEY=VALUE]... [--json]\n"
+         "               [--provider NAME] [locator options]",
          "list sandboxes",
          "Lists live and stopped sandboxes (--all: also dead, suspended and half-created ones, "
-         "with what they left), each once with its provider (PROVIDER column): those of every "
+         "with what they left) with their STATUS and NAME, each once with its provider "
+         "(PROVIDER column): those of every "
          "provider that finds its sandboxes here unconfigured (local; docker when an engine is "
          "configured), and those sbx recorded when it made them with another provider or "
          "options (a server that does not answer is a warning). 'sbx sandbox ls' is the "
@@ -570,11 +593,15 @@ const struct cli_help cli_help_table[] = {
          "local user); --unix: the path of a unix socket only you can reach, forwarding to it "
          "(curl --unix-socket PATH http://x/).",
          port_opts, STATUS_COMMON, "sandbox-create", 0},
-        {"sandbox rm", NULL, "sbx sandbox rm [--keep-workspace] [locator options] ID...",
+        {"sandbox rm", NULL,
+         "sbx sandbox rm [-f] [--keep-workspace] [locator options] ID...\n"
+         "sbx sandbox rm --all [-y] [--keep-workspace]",
          "remove sandboxes",
-         "Stops sandboxes and removes their workspaces (a sandbox that does not answer is "
-         "killed; a stopped one's record goes and its snapshot is no longer held).",
-         rm_opts, STATUS_COMMON, "sandbox-prune sandbox-stop", 0},
+         "Stops sandboxes and removes their workspaces (a running one is stopped first, as "
+         "with docker's -f; a sandbox that does not answer is killed; a stopped one's record "
+         "goes and its snapshot is no longer held). --all removes every sandbox 'ps --all' "
+         "lists: on a terminal it lists them and asks, elsewhere it wants --yes.",
+         rm_opts, STATUS_COMMON, "sandbox-prune sandbox-stop", CLI_HELP_ANYWHERE},
         {"sandbox prune", NULL, "sbx sandbox prune [--keep-workspace] [--json]",
          "remove what dead sandboxes left",
          "Removes what dead sandboxes left (runtime dirs, their workspaces, cgroups); one line "
