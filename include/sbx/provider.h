@@ -42,6 +42,8 @@ enum sbx_provider_trait {
                                                  by-id commands and `sbx sandbox ps` ask it */
     SBX_PROVIDER_RESUME = 1u << 12, /* a later process reaches a sandbox again (attach by id,
                                        resume from a session state) */
+    SBX_PROVIDER_STATS = 1u << 13,  /* sbx_session_stats: CPU, memory, processes */
+    SBX_PROVIDER_LOGS = 1u << 14,   /* sbx_session_log_open: the sandbox's own log */
 };
 
 /* The name of one trait bit ("mounts", "accounts", "host-workspace", ...), or NULL. */

@@ -196,5 +196,8 @@ int cmd_sandbox_create(int argc, char **argv);    /* cmd-sandbox-create.c */
 int cmd_sandbox_resume(int argc, char **argv);    /* cmd-sandbox-create.c */
 int cmd_sandbox_ps(int argc, char **argv);        /* cmd-sandbox-ps.c */
 int cmd_sandbox_providers(int argc, char **argv); /* cmd-sandbox-ps.c */
+int cmd_sandbox_stats(int argc, char **argv);     /* cmd-sandbox-watch.c */
+int cmd_sandbox_logs(int argc, char **argv);      /* cmd-sandbox-watch.c */
+int cmd_sandbox_inspect(int argc, char **argv);   /* cmd-sandbox-watch.c */
 
 #endif

@@ -802,6 +802,9 @@ int cmd_sandbox(int argc, char **argv)
             {"state", cmd_state},
             {"resume", cmd_sandbox_resume},
             {"providers", cmd_sandbox_providers},
+            {"stats", cmd_sandbox_stats},
+            {"logs", cmd_sandbox_logs},
+            {"inspect", cmd_sandbox_inspect},
     };
     if (argc < 2)
         return cli_usage(VERB, "sandbox: missing command");

@@ -176,6 +176,23 @@ static const struct cli_help_opt rm_opts[] = {
         {0},
 };
 
+static const struct cli_help_opt stats_opts[] = {
+        {0, "no-stream", NULL, "print one reading and exit"},
+        {'w', "watch", NULL, "refresh every second until interrupted (the default)"},
+        {0, "json", NULL, "print each reading as one JSON array a line"},
+        LOCATOR_OPTIONS,
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt logs_opts[] = {
+        {'f', "follow", NULL, "keep printing what is added until the sandbox is removed"},
+        {'n', "tail", "N", "begin with the last N lines"},
+        LOCATOR_OPTIONS,
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
 static const struct cli_help_opt prune_opts[] = {
         {0, "keep-workspace", NULL, "leave the workspaces of dead sandboxes in place"},
         {0, "json", NULL, "print JSON"},
@@ -602,6 +619,29 @@ const struct cli_help cli_help_table[] = {
          "goes and its snapshot is no longer held). --all removes every sandbox 'ps --all' "
          "lists: on a terminal it lists them and asks, elsewhere it wants --yes.",
          rm_opts, STATUS_COMMON, "sandbox-prune sandbox-stop", CLI_HELP_ANYWHERE},
+        {"sandbox stats", NULL,
+         "sbx sandbox stats [--no-stream] [--watch] [--json] [locator options] [ID...]",
+         "what sandboxes use: CPU, memory, processes, disk",
+         "Prints what each sandbox uses (every live one when no ID is given): CPU % (100% is "
+         "one CPU busy, over the last second), memory and its limit, processes and their limit, "
+         "and the bytes its workspace's files take with the disk limit (> when the walk stopped "
+         "at a million entries). Refreshed every second like docker stats, until interrupted or "
+         "every sandbox is gone; --no-stream prints one reading. Values a provider cannot "
+         "measure show as --; a provider without the stats trait ('sbx sandbox providers') "
+         "says so.",
+         stats_opts, STATUS_COMMON, "sandbox-logs sandbox-inspect sandbox-ps", CLI_HELP_ANYWHERE},
+        {"sandbox logs", NULL, "sbx sandbox logs [-f] [--tail N] [locator options] ID",
+         "print a sandbox's log",
+         "Prints the sandbox's own log: for the local provider, its supervisor's (start-up, "
+         "limits, mounts, what went wrong). -f keeps printing what is added until the sandbox "
+         "is removed or stopped (or Ctrl-C). Control characters are escaped on a terminal.",
+         logs_opts, STATUS_COMMON, "sandbox-stats sandbox-inspect", CLI_HELP_ANYWHERE},
+        {"sandbox inspect", NULL, "sbx sandbox inspect [locator options] ID...",
+         "everything known of sandboxes, as JSON",
+         "Prints a JSON array with one object per sandbox: what 'ps --all --json' says of it "
+         "(status, name, labels, limits, leftovers), its session state's other fields, the whole "
+         "session state under session_state, and sbx's record of it under record.",
+         by_id_opts, STATUS_COMMON, "sandbox-state sandbox-ps", CLI_HELP_ANYWHERE},
         {"sandbox prune", NULL, "sbx sandbox prune [--keep-workspace] [--json]",
          "remove what dead sandboxes left",
          "Removes what dead sandboxes left (runtime dirs, their workspaces, cgroups); one line "

@@ -202,6 +202,32 @@ static void sess_free(struct sbx_session *bs)
     free(s);
 }
 
+/* What the engine measures of the container (its cgroup): CPU, memory, processes. */
+static int sess_stats(struct sbx_session *bs, struct sbx_session_stats *st, struct sbx_error *err)
+{
+    struct sbx__dk_session *s = (struct sbx__dk_session *)bs;
+    char *path = sbx_xasprintf("/containers/%s/stats?stream=false&one-shot=true", s->container);
+    json_t *j = NULL;
+    int rc = sbx__dk_json(&s->eng, "GET", path, NULL, NULL, &j, err);
+    const json_t *cpu = json_object_get(
+            json_object_get(json_object_get(j, "cpu_stats"), "cpu_usage"), "total_usage");
+    const json_t *mem = json_object_get(j, "memory_stats"),
+                 *pids = json_object_get(j, "pids_stats");
+    if (rc == 0 && json_is_integer(cpu))
+        st->cpu_ns = (uint64_t)json_integer_value(cpu);
+    if (rc == 0 && json_is_integer(json_object_get(mem, "usage"))) {
+        st->memory = (uint64_t)json_integer_value(json_object_get(mem, "usage"));
+        st->memory_limit = (uint64_t)json_integer_value(json_object_get(mem, "limit"));
+    }
+    if (rc == 0 && json_is_integer(json_object_get(pids, "current"))) {
+        st->pids = (uint64_t)json_integer_value(json_object_get(pids, "current"));
+        st->pids_limit = (uint64_t)json_integer_value(json_object_get(pids, "limit"));
+    }
+    json_decref(j);
+    free(path);
+    return rc;
+}
+
 static const struct sbx_session_ops session_ops = {
         .exec_start = sbx__dk_exec_start,
         .read_open = sbx__dk_read_open,
@@ -217,6 +243,7 @@ static const struct sbx_session_ops session_ops = {
         .close = sess_close,
         .workspace_fd = sbx__dk_workspace_fd,
         .record_snapshot = sess_record_snapshot,
+        .stats = sess_stats,
         .free = sess_free,
 };
 
@@ -1200,7 +1227,8 @@ const struct sbx__provider_def sbx__provider_docker = {
         .summary = "a container of a Docker engine or of podman's Docker-compatible service, "
                    "through the Engine API on its unix socket",
         .traits = SBX_PROVIDER_ACCOUNTS | SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_STOP_START |
-                  SBX_PROVIDER_PTY | SBX_PROVIDER_PORTS | SBX_PROVIDER_LISTS | SBX_PROVIDER_RESUME,
+                  SBX_PROVIDER_PTY | SBX_PROVIDER_PORTS | SBX_PROVIDER_LISTS | SBX_PROVIDER_RESUME |
+                  SBX_PROVIDER_STATS,
         .options = sbx__dk_options,
         .client_new = client_new,
         .client_new_json = sbx__dk_client_new_json,

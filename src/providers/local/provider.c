@@ -341,7 +341,8 @@ const struct sbx__provider_def sbx__provider_local = {
         .traits = SBX_PROVIDER_MOUNTS | SBX_PROVIDER_ACCOUNTS | SBX_PROVIDER_HOST_WORKSPACE |
                   SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_STOP_START | SBX_PROVIDER_PTY |
                   SBX_PROVIDER_PORTS | SBX_PROVIDER_NETWORK_POLICY | SBX_PROVIDER_GRANTS |
-                  SBX_PROVIDER_ISOLATION_LEVELS | SBX_PROVIDER_LISTS | SBX_PROVIDER_RESUME,
+                  SBX_PROVIDER_ISOLATION_LEVELS | SBX_PROVIDER_LISTS | SBX_PROVIDER_RESUME |
+                  SBX_PROVIDER_STATS | SBX_PROVIDER_LOGS,
         .options = options,
         .client_new = sbx__local_client_new,
         .client_new_json = client_new_json,

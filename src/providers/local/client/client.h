@@ -8,6 +8,7 @@
  *   stopped.c  stop, and the records of stopped sandboxes
  *   rebuild.c  a sandbox brought back from a session state: resume and start
  *   runtime.c  a sandbox's runtime directory seen from the client: ids, state.json, requests
+ *   stats.c    what a sandbox uses (its cgroups) and its supervisor's log
  *   teardown.c, disk.c, state.c   (local.h, disk.h) */
 #ifndef SBX_PROVIDERS_LOCAL_CLIENT_CLIENT_H
 #define SBX_PROVIDERS_LOCAL_CLIENT_CLIENT_H
@@ -68,6 +69,11 @@ struct sbx__local_session {
     int closed;
     int64_t idle_ms; /* requests: how long the supervisor may answer nobody */
 };
+
+/* ---- stats.c: the stats and log_open session operations ---- */
+int sbx__local_sess_stats(struct sbx_session *bs, struct sbx_session_stats *st,
+                          struct sbx_error *err);
+int sbx__local_sess_log_open(struct sbx_session *bs, int *out_fd, struct sbx_error *err);
 
 /* ---- runtime.c: the runtime directory of a sandbox, from the client side ---- */
 
