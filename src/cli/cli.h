@@ -176,6 +176,12 @@ int cli_ps_filter_add(json_t *filters, const char *text, const char *verb);
 /* 1 when listed sandbox v passes filters. */
 int cli_ps_filter_match(const json_t *filters, const json_t *v);
 
+/* ---- snapshot-browse.c: sbx snapshot ls-files REF [PATH], cat REF PATH, diff REF REF ---- */
+struct sbx_snapshot_store;
+/* Subcommand sub ("ls-files", "cat" or "diff") with its arguments (counts checked). */
+int cli_snapshot_browse(struct sbx_snapshot_store *st, const char *sub, const char *const *args,
+                        int nargs, int json, struct sbx_error *err);
+
 /* ---- the verbs ---- */
 
 int cmd_run(int argc, char **argv);          /* cmd-run.c */

@@ -342,9 +342,7 @@ const struct cli_help cli_help_table[] = {
          top_opts, STATUS_COMMON " A command's own page lists its other statuses.", NULL,
          CLI_HELP_ANYWHERE},
 
-        {"conversation", NULL,
-         "sbx conversation ls [--json]\nsbx conversation show [--json] [--last N] NAME\n"
-         "sbx conversation rm NAME",
+        {"conversation", NULL, "sbx conversation <command> [options]",
          "list, show and remove stored conversations",
          "Conversations are the item histories 'sbx run --conversation NAME' continues. The "
          "database is $SBX_CONVERSATIONS, else ${XDG_STATE_HOME:-~/.local/state}/sbx/"
@@ -364,9 +362,7 @@ const struct cli_help cli_help_table[] = {
          "its --help shows it.",
          help_only, "0 done, 2 unknown topic (the known ones are named).", NULL, CLI_HELP_ANYWHERE},
 
-        {"manifest", NULL,
-         "sbx manifest check [--no-host-checks] [--base-dir DIR] FILE\n"
-         "sbx manifest tree [--depth N] [--max-bytes N] [--no-host-checks] FILE",
+        {"manifest", NULL, "sbx manifest <command> [options] FILE",
          "check a workspace manifest or show its tree", NULL, help_only, STATUS_COMMON,
          "run sandbox-create", 0},
         {"manifest check", NULL, "sbx manifest check [--no-host-checks] [--base-dir DIR] FILE",
@@ -382,11 +378,7 @@ const struct cli_help cli_help_table[] = {
          "Prints the workspace tree the agent is shown (default depth 4, 5000 bytes).",
          mf_tree_opts, STATUS_COMMON, "manifest", CLI_HELP_ANYWHERE},
 
-        {"memory", NULL,
-         "sbx memory update [-a AGENT_FILE] [-m MODEL] [--base-url URL]\n"
-         "                  [--api responses|chat] SANDBOX_ID\n"
-         "sbx memory show [-a AGENT_FILE] WORKSPACE_DIR|SNAPSHOT\n"
-         "sbx memory rm [-a AGENT_FILE] WORKSPACE_DIR|SNAPSHOT",
+        {"memory", NULL, "sbx memory <command> [options]",
          "update, show and remove an agent's memory",
          "An agent with the memory capability keeps, inside its workspace, the conversation of "
          "each run (sessions/) and memory generated from them (memories/); -a AGENT_FILE takes "
@@ -648,10 +640,7 @@ const struct cli_help cli_help_table[] = {
          "per thing removed.",
          prune_opts, STATUS_COMMON, "sandbox-rm sandbox-ps", CLI_HELP_ANYWHERE},
 
-        {"snapshot", NULL,
-         "sbx snapshot ls [--json]\nsbx snapshot inspect REF\nsbx snapshot rm [--force] REF...\n"
-         "sbx snapshot gc [--json]\nsbx snapshot export REF [FILE|-]\n"
-         "sbx snapshot import [limits] FILE|-",
+        {"snapshot", NULL, "sbx snapshot <command> [--store DIR] [options]",
          "list, inspect, remove, collect, export and import snapshots",
          "The store is $SBX_SNAPSHOTS, else ${XDG_STATE_HOME:-~/.local/state}/sbx/snapshots; "
          "every subcommand takes --store DIR to use another. REF is sha256:<hex> or a unique "
@@ -683,11 +672,25 @@ const struct cli_help cli_help_table[] = {
          "read an archive into the store",
          "Reads a tar archive (zstd, gzip, xz, bzip2 or none) and prints its reference.",
          snap_import_opts, STATUS_COMMON, "snapshot-export", CLI_HELP_ANYWHERE},
+        {"snapshot ls-files", NULL, "sbx snapshot ls-files [--json] [--store DIR] REF [PATH]",
+         "list the files of a snapshot",
+         "Lists the entries of a snapshot (or those at and below PATH) without restoring it: "
+         "mode, size and path, a symlink with its target (--json: path, type, mode, size, "
+         "sha256, target).",
+         snap_ls_opts, STATUS_COMMON, "snapshot-cat snapshot-diff", CLI_HELP_ANYWHERE},
+        {"snapshot cat", NULL, "sbx snapshot cat [--store DIR] REF PATH",
+         "print a file of a snapshot",
+         "Writes the content of one file of a snapshot to standard output, checked against its "
+         "hash as it is read; control characters are escaped when the output is a terminal.",
+         snap_store, STATUS_COMMON, "snapshot-ls-files", CLI_HELP_ANYWHERE},
+        {"snapshot diff", NULL, "sbx snapshot diff [--json] [--store DIR] REF REF",
+         "what changed between two snapshots",
+         "Lists what the second snapshot added (A), removed (D) and changed (M: content, mode, "
+         "symlink target or type, said in parentheses) against the first, one path a line in "
+         "path order with its mode (--json: path, change, old and new entries).",
+         snap_ls_opts, STATUS_COMMON, "snapshot-ls-files sandbox-snapshot", CLI_HELP_ANYWHERE},
 
-        {"state", NULL,
-         "sbx state show [--json] FILE\nsbx state rm FILE\n"
-         "sbx state import -a AGENT_FILE -o STATE [-m MODEL] [--api API] [--base-url URL] FILE\n"
-         "sbx state export --sdk [-o FILE] STATE",
+        {"state", NULL, "sbx state <command> [options]",
          "show and remove the run states 'sbx run --state' saves",
          "Run states are the files 'sbx run --state FILE' saves: the conversation, the pending "
          "tool calls and the sandboxes of a run that can be continued with 'sbx run --resume "
@@ -723,7 +726,7 @@ const struct cli_help cli_help_table[] = {
          "running when it stopped are refused, naming the field.",
          state_export_opts, STATUS_COMMON, "state run", CLI_HELP_ANYWHERE},
 
-        {"trace", NULL, "sbx trace show FILE", "show the spans 'sbx run --trace' wrote",
+        {"trace", NULL, "sbx trace <command> [options]", "show the spans 'sbx run --trace' wrote",
          "Trace files are the JSON lines 'sbx run --trace FILE' writes, one span each "
          "(docs/internals/tracing.md).",
          help_only, STATUS_COMMON, "run", 0},

@@ -55,7 +55,8 @@ expect_not_in "$T/out" "usage:" "-h as the value of an option is not help"
 expect_rc 2 "the line is parsed as usual"
 run "$SBX" snapshot nope --help
 expect_rc 0 "help asked of an unknown subcommand shows the command's help"
-expect_in "$T/out" "usage: sbx snapshot ls" "the snapshot help"
+expect_in "$T/out" "usage: sbx snapshot <command>" "the snapshot help"
+expect_eq "$(grep -c "sbx snapshot ls \[" "$T/out")" 1 "which shows each usage once"
 
 run "$SBX" sandbox create --bogus
 expect_rc 2 "a subcommand's usage error"
