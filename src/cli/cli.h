@@ -44,6 +44,12 @@ int cli_fail(const struct sbx_error *err);
 /* Print "sbx: <formatted>" plus a hint to run --help, return CLI_USAGE. */
 int cli_usage(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A usage error for option opt that verb ("sandbox exec ") does not take, with what it may have
+ * meant from the help table: "unknown option '--tyy' (did you mean --tty?)". CLI_USAGE. */
+int cli_unknown_option(const char *verb, const char *opt);
+/* The same for an unknown subcommand word of verb ("sandbox ", NULL for sbx's commands). */
+int cli_unknown_command(const char *verb, const char *word);
+
 struct option;
 /* Before getopt_long(argc, argv, "+...", longopts): refuse a long option that is not spelled out
  * in full. getopt_long takes any unambiguous prefix, so `--port 8000` would silently be

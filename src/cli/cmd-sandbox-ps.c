@@ -246,7 +246,9 @@ static int ps_parse(struct ps *p, struct ps_args *a, int argc, char **argv, stru
         } else if ((rc = cli_locator_arg(argc, argv, &i, VERB "ps ")) == 1) {
             rc = 0;
         } else {
-            rc = rc ? rc : cli_usage(VERB "ps ", "ps: unexpected argument '%s'", arg);
+            rc = rc              ? rc
+                 : arg[0] == '-' ? cli_unknown_option(VERB "ps ", arg)
+                                 : cli_usage(VERB "ps ", "ps: unexpected argument '%s'", arg);
         }
     }
     return rc;

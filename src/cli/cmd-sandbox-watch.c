@@ -260,7 +260,7 @@ int cmd_sandbox_stats(int argc, char **argv)
         else if ((rc = cli_locator_arg(argc, argv, &i, VERB "stats ")) == 1)
             rc = 0;
         else
-            rc = rc ? rc : cli_usage(VERB "stats ", "stats: unknown option '%s'", argv[i]);
+            rc = rc ? rc : cli_unknown_option(VERB "stats ", argv[i]);
     }
     signal(SIGPIPE, SIG_IGN);
     if (rc == 0)
@@ -351,7 +351,9 @@ int cmd_sandbox_logs(int argc, char **argv)
                 rc = cli_usage(VERB "logs ", "logs: bad --tail '%s'", argv[i]);
         } else if ((rc = cli_locator_arg(argc, argv, &i, VERB "logs ")) == 1) {
             rc = 0;
-        } else if (rc == 0 && (argv[i][0] == '-' || id)) {
+        } else if (rc == 0 && argv[i][0] == '-') {
+            rc = cli_unknown_option(VERB "logs ", argv[i]);
+        } else if (rc == 0 && id) {
             rc = cli_usage(VERB "logs ", "logs: unexpected argument '%s'", argv[i]);
         } else if (rc == 0) {
             id = argv[i];
@@ -428,7 +430,7 @@ int cmd_sandbox_inspect(int argc, char **argv)
         else if ((rc = cli_locator_arg(argc, argv, &i, VERB "inspect ")) == 1)
             rc = 0;
         else
-            rc = rc ? rc : cli_usage(VERB "inspect ", "inspect: unknown option '%s'", argv[i]);
+            rc = rc ? rc : cli_unknown_option(VERB "inspect ", argv[i]);
     }
     if (rc == 0 && !ids.n)
         rc = cli_usage(VERB "inspect ", "inspect: missing sandbox id");

@@ -198,6 +198,18 @@ static int run_exec(const char *id, const struct sbx_exec_spec *spec, int forwar
     return rc < 0 ? exec_fail(&err) : status;
 }
 
+/* -i with -t reads the terminal sbx runs on: without one, say so as docker does instead of
+ * putting a pipe's bytes on a terminal that echoes them. */
+static int need_tty(const char *verb)
+{
+    if (isatty(0))
+        return 0;
+    cli_printf_safe(stderr, CLI_SAFE_ALWAYS,
+                    "sbx: %sthe input device is not a TTY (use -i without -t to forward a pipe)\n",
+                    verb);
+    return EXEC_SBX_FAILED;
+}
+
 static int cmd_exec(int argc, char **argv)
 {
     struct sbx_exec_spec spec = {0};
@@ -225,14 +237,14 @@ static int cmd_exec(int argc, char **argv)
             const char *kv = argv[++i];
             if (!strchr(kv, '=') || kv[0] == '=') {
                 sbx_strv_release(&env);
-                return exec_usage(VERB, "--env wants KEY=VALUE, not '%s'", kv);
+                return exec_usage(VERB "exec ", "exec: --env wants KEY=VALUE, not '%s'", kv);
             }
             sbx_strv_push(&env, kv);
         } else if (strcmp(a, "--timeout") == 0 && i + 1 < argc) {
             int64_t ms;
             if (sbx_duration_parse_ms(argv[++i], &ms) < 0 || ms <= 0) {
                 sbx_strv_release(&env);
-                return exec_usage(VERB, "bad timeout '%s'", argv[i]);
+                return exec_usage(VERB "exec ", "exec: bad timeout '%s'", argv[i]);
             }
             spec.timeout_ms = ms;
         } else if ((rc = cli_locator_arg(argc, argv, &i, VERB "exec ")) != 0) {
@@ -245,12 +257,12 @@ static int cmd_exec(int argc, char **argv)
             unsigned long long n = strtoull(argv[++i], &end, 10);
             if (*end || n == 0 || n > SBX_OUTPUT_MAX_LIMIT) {
                 sbx_strv_release(&env);
-                return exec_usage(VERB, "bad --max-output '%s'", argv[i]);
+                return exec_usage(VERB "exec ", "exec: bad --max-output '%s'", argv[i]);
             }
             max_output = (size_t)n;
         } else {
             sbx_strv_release(&env);
-            return exec_usage(VERB "exec ", "exec: unknown option '%s'", a);
+            return (cli_unknown_option(VERB "exec ", a), EXEC_SBX_FAILED);
         }
     }
     if (i >= argc) {
@@ -268,6 +280,10 @@ static int cmd_exec(int argc, char **argv)
         sbx_strv_release(&env);
         return exec_usage(VERB "exec ", "exec: --max-output cannot be combined with -i or -t");
     }
+    if (interactive && (spec.flags & SBX_EXEC_TTY) && (rc = need_tty("exec: ")) != 0) {
+        sbx_strv_release(&env);
+        return rc;
+    }
     /* On a terminal, the command learns what kind: the caller's own TERM, as docker exec -t. */
     const char *term = getenv("TERM");
     if ((spec.flags & SBX_EXEC_TTY) && term && term[0] && !sbx_strv_getenv(&env, "TERM"))
@@ -283,11 +299,42 @@ static int cmd_exec(int argc, char **argv)
 
 static int cmd_shell(int argc, char **argv)
 {
-    if (argc != 2)
-        return exec_usage(VERB "shell ", "shell: want exactly one sandbox id");
-    const char *const sh[] = {"/bin/sh", "-i", NULL};
-    struct sbx_exec_spec spec = {.argv = sh, .flags = SBX_EXEC_TTY};
-    return run_exec(argv[1], &spec, 1, 0);
+    const char *id = NULL, *shell = NULL;
+    int r = 0;
+    for (int i = 1; i < argc && r == 0; i++) {
+        if (strcmp(argv[i], "--shell") == 0 && i + 1 < argc)
+            shell = argv[++i];
+        else if ((r = cli_locator_arg(argc, argv, &i, VERB "shell ")) == 1)
+            r = 0;
+        else if (r == 0 && argv[i][0] == '-')
+            r = cli_unknown_option(VERB "shell ", argv[i]);
+        else if (r == 0 && id)
+            r = cli_usage(VERB "shell ", "shell: want exactly one sandbox id");
+        else if (r == 0)
+            id = argv[i];
+    }
+    if (r == 0 && !id)
+        r = cli_usage(VERB "shell ", "shell: missing sandbox id");
+    if (r != 0)
+        return EXEC_SBX_FAILED;
+    if ((r = need_tty("shell: ")) != 0)
+        return r;
+    /* The best shell there is: bash (line editing, history) when the sandbox has it. */
+    const char *const best[] = {
+            "/bin/sh", "-c",
+            "if command -v bash >/dev/null 2>&1; then exec bash -i; else exec /bin/sh -i; fi",
+            NULL};
+    const char *const given[] = {shell, NULL};
+    struct sbx_exec_spec spec = {.argv = shell ? given : best, .flags = SBX_EXEC_TTY};
+    struct sbx_strv env;
+    sbx_strv_init(&env);
+    const char *term = getenv("TERM");
+    if (term && term[0])
+        sbx_strv_setenv(&env, "TERM", term);
+    spec.env = (const char *const *)env.v;
+    r = run_exec(id, &spec, 1, 0);
+    sbx_strv_release(&env);
+    return r;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -531,7 +578,7 @@ static int cmd_rm(int argc, char **argv)
         else if ((r = cli_locator_arg(argc, argv, &i, VERB "rm ")) == 1)
             r = 0;
         else
-            r = r ? r : cli_usage(VERB "rm ", "rm: unknown option '%s'", a);
+            r = r ? r : cli_unknown_option(VERB "rm ", a);
     }
     if (r == 0 && all && ids.n)
         r = cli_usage(VERB "rm ", "rm: --all takes no sandbox id");
@@ -570,7 +617,9 @@ static int cmd_prune(int argc, char **argv)
         else if (strcmp(argv[i], "--json") == 0)
             json = 1;
         else
-            return cli_usage(VERB "prune ", "prune: unexpected argument '%s'", argv[i]);
+            return argv[i][0] == '-'
+                           ? cli_unknown_option(VERB "prune ", argv[i])
+                           : cli_usage(VERB "prune ", "prune: unexpected argument '%s'", argv[i]);
     }
     /* Each provider that finds its sandboxes here and keeps leftovers of dead ones. */
     struct sbx_provider_info p;
@@ -811,5 +860,5 @@ int cmd_sandbox(int argc, char **argv)
     for (size_t i = 0; i < SBX_ARRAY_LEN(subs); i++)
         if (strcmp(argv[1], subs[i].name) == 0)
             return subs[i].fn(argc - 1, argv + 1);
-    return cli_usage(VERB, "sandbox: unknown command '%s'", argv[1]);
+    return cli_unknown_command(VERB, argv[1]);
 }

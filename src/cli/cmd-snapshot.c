@@ -148,7 +148,7 @@ int cmd_snapshot(int argc, char **argv)
             else
                 lim.max_bytes = v;
         } else if (a[0] == '-' && a[1]) {
-            return cli_usage(verb, "unknown option '%s'", a);
+            return cli_unknown_option(verb, a);
         } else if (nargs < (int)SBX_ARRAY_LEN(args)) {
             args[nargs++] = a;
         } else {
@@ -161,7 +161,7 @@ int cmd_snapshot(int argc, char **argv)
     int is_browse =
             strcmp(sub, "ls-files") == 0 || strcmp(sub, "cat") == 0 || strcmp(sub, "diff") == 0;
     if (!known)
-        return cli_usage(verb, "unknown subcommand '%s'", sub);
+        return cli_unknown_command(verb, sub);
     if (is_browse && (nargs < 1 || nargs > 2 || (sub[0] != 'l' && nargs != 2)))
         return cli_usage(verb, "wrong number of arguments for '%s'", sub);
     if (((is_ls || is_gc) && nargs) || ((is_inspect || is_import) && nargs != 1) ||

@@ -136,6 +136,13 @@ static const struct cli_help_opt exec_opts[] = {
         {0},
 };
 
+static const struct cli_help_opt shell_opts[] = {
+        {0, "shell", "PATH", "the shell to run (default: bash if the sandbox has it, else sh)"},
+        LOCATOR_OPTIONS,
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
 static const struct cli_help_opt ps_opts[] = {
         {'a', "all", NULL, "also dead, suspended and half-created sandboxes, with what they left"},
         {'q', "quiet", NULL, "print only the ids"},
@@ -528,14 +535,20 @@ const struct cli_help cli_help_table[] = {
          "                 [locator options] ID -- CMD...",
          "run a command in a sandbox",
          "Runs a command; exits with its status. What it leaves running dies with it unless "
-         "--keep-background (then at rm).",
+         "--keep-background (then at rm). -t runs it on a terminal, -i forwards standard "
+         "input; -it wants a terminal to read (a pipe is refused: 'the input device is not a "
+         "TTY', as docker says; -i alone forwards a pipe).",
          exec_opts,
          "the command's status; 128+N for signal N; 124 timed out, 125 sbx failed (usage, no "
          "such sandbox, gone, bad --cwd or --user), 126 cannot run, 127 not found.",
          "sandbox-shell sandbox", 0},
-        {"sandbox shell", NULL, "sbx sandbox shell ID", "an interactive shell on a terminal",
-         "Runs /bin/sh -i in the sandbox on a terminal.", help_only,
-         "the shell's status; 125 sbx failed.", "sandbox-exec", 0},
+        {"sandbox shell", NULL, "sbx sandbox shell [--shell PATH] [locator options] ID",
+         "an interactive shell on a terminal",
+         "Runs the sandbox's best shell on a terminal: bash when it has one (line editing, "
+         "history), else /bin/sh; --shell PATH runs that one instead. Needs a terminal: without "
+         "one it says 'the input device is not a TTY' (use 'exec -i' to feed commands from a "
+         "pipe).",
+         shell_opts, "the shell's status; 125 sbx failed.", "sandbox-exec", CLI_HELP_ANYWHERE},
         {"sandbox cp", NULL, "sbx sandbox cp [locator options] SRC DST", "copy a file in or out",
          "Copies a file; ID:PATH names a path in a sandbox, exactly one of SRC and DST is one. "
          "'-' is standard input or output.",
