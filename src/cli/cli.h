@@ -182,6 +182,12 @@ int cli_ps_filter_add(json_t *filters, const char *text, const char *verb);
 /* 1 when listed sandbox v passes filters. */
 int cli_ps_filter_match(const json_t *filters, const json_t *v);
 
+/* ---- cp-tree.c: sbx sandbox cp of a directory ---- */
+/* Host directory srcfd (borrowed) into sandbox directory dst (made, with srcfd's mode). */
+int cli_cp_tree_in(struct sbx_session *s, int srcfd, const char *dst, struct sbx_error *err);
+/* Sandbox directory src into host directory dst (made when missing, given src's mode). */
+int cli_cp_tree_out(struct sbx_session *s, const char *src, const char *dst, struct sbx_error *err);
+
 /* ---- snapshot-browse.c: sbx snapshot ls-files REF [PATH], cat REF PATH, diff REF REF ---- */
 struct sbx_snapshot_store;
 /* Subcommand sub ("ls-files", "cat" or "diff") with its arguments (counts checked). */

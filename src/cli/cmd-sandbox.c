@@ -377,10 +377,14 @@ static int cmd_cp(int argc, char **argv)
     int fd = -1, out = -1, rc = 0;
 
     int i = 1;
-    while (i < argc && (rc = cli_locator_arg(argc, argv, &i, VERB "cp ")) == 1)
-        i++;
-    if (rc != 0 && rc != 1)
-        return rc;
+    for (; i < argc && argv[i][0] == '-' && argv[i][1]; i++) {
+        /* A directory is copied whole with or without -r, as docker cp does. */
+        if (strcmp(argv[i], "-r") == 0 || strcmp(argv[i], "-a") == 0 ||
+            strcmp(argv[i], "--recursive") == 0)
+            continue;
+        if ((rc = cli_locator_arg(argc, argv, &i, VERB "cp ")) != 1)
+            return rc ? rc : cli_unknown_option(VERB "cp ", argv[i]);
+    }
     rc = 0;
     argc -= i - 1;
     argv += i - 1;
@@ -401,11 +405,7 @@ static int cmd_cp(int argc, char **argv)
             rc = sbx_error_errno(&err, errno, "cannot open '%s'", argv[1]);
             goto out;
         }
-        if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-            rc = sbx_error_set(&err, SBX_E_INVAL, 0, "'%s' is a directory; cp copies files",
-                               argv[1]);
-            goto out;
-        }
+        int is_dir = fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
         rc = cli_sandbox_attach(did, &c, &s, &err);
         if (rc < 0)
             goto out;
@@ -419,11 +419,35 @@ static int cmd_cp(int argc, char **argv)
         else
             dst_path = sbx_xstrdup(dpath);
         sbx_dirent_release(&d);
-        rc = sbx_session_write_fd(s, dst_path, fd, 0, S_ISREG(st.st_mode) ? st.st_mode & 0777 : 0,
-                                  0, &err);
+        if (is_dir)
+            rc = cli_cp_tree_in(s, fd, dst_path, &err);
+        else
+            rc = sbx_session_write_fd(s, dst_path, fd, 0,
+                                      S_ISREG(st.st_mode) ? st.st_mode & 0777 : 0, 0, &err);
     } else {
         /* sandbox -> host */
+        struct sbx_dirent sd = {0};
         rc = cli_sandbox_attach(sid, &c, &s, &err);
+        int is_dir =
+                rc == 0 && sbx_session_stat(s, spath, &sd, NULL) == 0 && sd.type == SBX_FILE_DIR;
+        sbx_dirent_release(&sd);
+        if (rc == 0 && is_dir) {
+            struct stat hst;
+            if (strcmp(argv[2], "-") == 0) {
+                rc = sbx_error_set(&err, SBX_E_INVAL, 0,
+                                   "'%s' is a directory: copy it to a host directory, not to "
+                                   "standard output",
+                                   spath);
+                goto out;
+            }
+            /* Into an existing directory: keep the source's name, as cp -r does. */
+            dst_path = stat(argv[2], &hst) == 0 && S_ISDIR(hst.st_mode)
+                               ? sbx_xasprintf("%s/%s", argv[2],
+                                               spath[0] ? base_name(spath) : "workspace")
+                               : sbx_xstrdup(argv[2]);
+            rc = cli_cp_tree_out(s, spath, dst_path, &err);
+            goto out;
+        }
         if (rc == 0)
             rc = sbx_session_read_open(s, spath, &fd, NULL, &err);
         if (rc < 0)

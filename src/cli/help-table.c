@@ -136,6 +136,13 @@ static const struct cli_help_opt exec_opts[] = {
         {0},
 };
 
+static const struct cli_help_opt cp_opts[] = {
+        {'r', "recursive", NULL, "copy a directory (what a directory source always does)"},
+        LOCATOR_OPTIONS,
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
 static const struct cli_help_opt shell_opts[] = {
         {0, "shell", "PATH", "the shell to run (default: bash if the sandbox has it, else sh)"},
         LOCATOR_OPTIONS,
@@ -549,10 +556,16 @@ const struct cli_help cli_help_table[] = {
          "one it says 'the input device is not a TTY' (use 'exec -i' to feed commands from a "
          "pipe).",
          shell_opts, "the shell's status; 125 sbx failed.", "sandbox-exec", CLI_HELP_ANYWHERE},
-        {"sandbox cp", NULL, "sbx sandbox cp [locator options] SRC DST", "copy a file in or out",
-         "Copies a file; ID:PATH names a path in a sandbox, exactly one of SRC and DST is one. "
-         "'-' is standard input or output.",
-         by_id_opts, STATUS_COMMON, "sandbox", 0},
+        {"sandbox cp", NULL, "sbx sandbox cp [-r] [locator options] SRC DST",
+         "copy files and directories in or out",
+         "Copies a file or a directory; ID:PATH (or NAME:PATH) names a path in a sandbox, "
+         "exactly one of SRC and DST is one. A directory is copied whole, with or without -r "
+         "(as docker cp): into DST when it is an existing directory (keeping the source's "
+         "name), else as DST. Permission bits are kept, never setuid or setgid; files keep "
+         "their holes; a symlink is copied only when it stays inside the copied directory "
+         "(others are left out with a warning) and nothing is followed. '-' is standard input "
+         "or output (a file's bytes).",
+         cp_opts, STATUS_COMMON, "sandbox", 0},
         {"sandbox ps", "ls",
          "sbx sandbox ps [--all] [-q] [--format FORMAT] [--filter KEY=VALUE]... [--json]\n"
          "               [--provider NAME] [locator options]",
