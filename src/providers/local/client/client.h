@@ -44,9 +44,10 @@ struct sbx__local_client {
     size_t n_ports;
     int64_t start_timeout_ms;
     int64_t request_idle_ms;
-    int64_t test_delay_ms; /* test only: the supervisor's pause before each request */
-    struct sbx_strv allow; /* network allow: the normalized patterns */
-    char *port_bind;       /* NULL: 127.0.0.1 */
+    int64_t test_delay_ms;   /* test only: the supervisor's pause before each request */
+    struct sbx_strv allow;   /* network allow: the normalized patterns */
+    char *port_bind;         /* NULL: 127.0.0.1 */
+    struct sbx_strv publish; /* fixed forwards, canonical "ADDR:HOST:PORT" */
     int allow_ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
     size_t n_allow_ports;
     struct sbx_strv test_hosts; /* test only: "name=ip" */
