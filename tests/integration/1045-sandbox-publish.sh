@@ -13,7 +13,7 @@ serve() { # ID: a web server on 127.0.0.1:8000 inside, serving www/i.txt
         'mkdir -p www && echo "served by $0" > www/i.txt && (python3 -m http.server 8000 --bind 127.0.0.1 --directory www >/dev/null 2>&1 &)' "$1"
 }
 command -v python3 >/dev/null || skip_all "no python3"
-probe=$("$SBX" sandbox create 2>&1) || skip_all "cannot create an isolated sandbox here: $probe"
+probe=$("$SBX" sandbox create 2>"$T/probe.err") || skip_all "cannot create an isolated sandbox here: $(cat "$T/probe.err")"
 "$SBX" sandbox rm "$probe" >/dev/null
 
 hp=$(free_port)
