@@ -38,12 +38,21 @@ enum sbx_docker_network {
 #define SBX_DOCKER_DISK_MAX     ((uint64_t)16 << 40)
 
 /* All zero is the default. Strings are borrowed for the duration of sbx_client_new (copied).
- * The provider's declared options (sbx/provider.h: image, host, user, network, memory, pids,
- * cpus, disk, ports, cap_add, allow_cap_add) are the same, as JSON for sbx_client_new_json. */
+ * The provider's declared options (sbx/provider.h: image, host, tls_ca, tls_cert, tls_key, user,
+ * network, memory, pids, cpus, disk, ports, cap_add, allow_cap_add) are the same, as JSON for
+ * sbx_client_new_json. */
 struct sbx_docker_options {
-    /* The engine: "unix:///path/to.sock" or an absolute socket path; NULL: $DOCKER_HOST, else
-     * unix:///var/run/docker.sock. Other schemes (tcp://, ssh://) are SBX_E_UNSUPPORTED. */
+    /* The engine: "unix:///path/to.sock", an absolute socket path, or "tcp://HOST:PORT" (a remote
+     * engine); NULL: $DOCKER_HOST, else unix:///var/run/docker.sock. ssh:// is
+     * SBX_E_UNSUPPORTED. */
     const char *host;
+    /* A tcp:// engine's TLS: the CA that signed its certificate, and the client certificate and
+     * key it trusts (dockerd --tlsverify), PEM files. None given: those of $DOCKER_CERT_PATH
+     * (ca.pem, cert.pem, key.pem; default ~/.docker) when $DOCKER_TLS_VERIFY is set, as the
+     * docker CLI reads them; else plain HTTP. No CA: the system's CAs. */
+    const char *tls_ca;
+    const char *tls_cert;
+    const char *tls_key;
     /* Image of new sandboxes ("debian:bookworm", "localhost/img:tag", an image id). Required by
      * create (SBX_E_INVAL "no image: ..." without one); it must already be in the engine's
      * store: sbx never pulls (SBX_E_NOTFOUND names the image and how to get it). */

@@ -91,28 +91,40 @@ struct sbx_run_state_import {
     const json_t *agent_files; /* sbx_agent_file_sources of the agent file, or NULL */
     const json_t *meta;        /* the run state's "meta" (the caller's), or NULL */
     const json_t *sandbox;     /* the run state's "sandbox" the caller made, or NULL */
+    /* The run state's "run_id" (the id the records of the sandboxes made for it name,
+     * sbx_sandbox_from_sdk); NULL: sandbox's "run_id", else a new one. */
+    const char *run_id;
 };
 
-/* An sbx run state continuing the SDK's run: its input and generated items as Responses items
- * ("items", "input_items"), the current agent by name, the turn count, max turns, usage, the
- * calls waiting for approval ("pending", status "interrupted") and the per-call decisions
- * already given; calls without an output are the open calls. What sbx cannot continue is
- * SBX_E_UNSUPPORTED naming the SDK's field ("SDK run state: field 'conversationId': ..."): a
- * server-side conversation, queued input, a nested agent-as-tool run, a handoff in progress,
- * an item type sbx lacks, a decision for every call of a tool. A finished run is refused too.
- * SBX_E_INVAL for a document without "$schemaVersion" or whose agent does not match. The
- * result has no digest yet (sbx_run_state_serialize adds it). *out: caller owns. */
+/* An sbx run state (version SBX_RUN_STATE_VERSION) continuing the SDK's run: its input and
+ * generated items as Responses items ("items", "input_items"), the current agent by name, the
+ * turn count, max turns, usage, the calls waiting for approval ("pending" of the current turn,
+ * status "interrupted"); calls without an output are the open calls. The SDK's per-call
+ * decisions on pending calls go to the "decisions" log, bound to the call as the runner binds
+ * them ("by": "SDK run state"; a log, so the calls still wait for a decision on resume); its
+ * decisions for every call of a tool ("approved": true / "rejected": true) become "always"
+ * decisions, unsealed: the caller seals them (sbx_run_state_seal) when it vouches for them.
+ * What sbx cannot continue is SBX_E_UNSUPPORTED naming the SDK's field ("SDK run state: field
+ * 'conversationId': ..."): a server-side conversation, queued input, a nested agent-as-tool
+ * run, a handoff in progress, an item type sbx lacks, an every-call decision for a tool name
+ * with glob characters. A finished run is refused too. SBX_E_INVAL for a document without
+ * "$schemaVersion" or whose agent does not match. The result has no digest yet
+ * (sbx_run_state_serialize adds it). *out: caller owns. */
 SBX_API int sbx_run_state_from_sdk(const json_t *sdk, const struct sbx_run_state_import *opt,
                                    json_t **out, struct sbx_error *err);
 
 /* A parsed sbx run state as the JS SDK's RunState ("$schemaVersion" 1.22), which
  * RunState.fromString loads with agents of the same names and tools: the items as the SDK's
  * protocol items (input, then generated items of the current agent), the pending calls as
- * approval interruptions with the response that made them, decisions for pending calls as
- * approval records, turn, max turns and usage. SBX_E_UNSUPPORTED naming the field for what
+ * approval interruptions with the response that made them, turn, max turns and usage. The
+ * approval records: the logged decisions bound to a call still pending (a version 1 state's
+ * are ignored), and always (the "always" decisions the caller trusts, e.g.
+ * sbx_run_state_always; NULL: none) as "approved: true" / "rejected: true" of the tool, a glob
+ * for each tool of the state's calls it matches. SBX_E_UNSUPPORTED naming the field for what
  * the SDK cannot take: sandboxes ("sandbox"), calls that were running when the run stopped
  * ("open_calls"), an item type the SDK's protocol lacks; SBX_E_INVAL for a completed run.
  * *out: caller owns. */
-SBX_API int sbx_run_state_to_sdk(const json_t *state, json_t **out, struct sbx_error *err);
+SBX_API int sbx_run_state_to_sdk(const json_t *state, const json_t *always, json_t **out,
+                                 struct sbx_error *err);
 
 #endif

@@ -153,13 +153,15 @@ SBX_API int sbx_sandbox_run_state_discard(struct sbx_client *client, const json_
  * sandboxes through client (NULL: a local client): each from the state's manifest with its
  * workspace restored from the local snapshot the state names (a directory or a tar; Python:
  * <base_path>/<id>.tar), else from the workspace directory it names when that still exists.
- * The sandboxes are left running. *out: a run state's "sandbox" payload, {"sessions_by_agent":
- * {"<agent>": {"agent_name", "session_state", "owned": true}}}. What cannot be made again is
+ * The sandboxes are left running, each recorded as made by run run_id
+ * (sbx_sandbox_record_claim), so that the run state's run owns them. *out: a run state's
+ * "sandbox" payload, {"run_id", "sessions_by_agent": {"<agent>": {"agent_name",
+ * "session_state", "owned": true}}}. What cannot be made again is
  * refused naming the field: another backend, a docker container without a snapshot (sbx does
  * not adopt a container it did not make), a snapshot or directory that is not there; sandboxes
  * made before the failure are removed. start: the run's start agent (for the names). Blocks. */
 SBX_API int sbx_sandbox_from_sdk(struct sbx_client *client, const json_t *sdk_sandbox,
-                                 const struct sbx_agent *start, json_t **out,
+                                 const struct sbx_agent *start, const char *run_id, json_t **out,
                                  struct sbx_error *err);
 
 /* Whether doc is a SandboxSessionState of the Agents SDK (unix_local or docker, JS envelope or

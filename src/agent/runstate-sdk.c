@@ -2,17 +2,21 @@
  * "$schemaVersion" 1.x) as an sbx run state, and an sbx run state as the JS SDK's RunState
  * (docs/internals/runstate.md, "The SDK's RunState"). Items move between the SDK's protocol
  * items and Responses API items; what has no counterpart is refused naming its field. */
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "agent/agent-internal.h"
 #include "agent/runner-internal.h"
+#include "sbx/hash.h"
 #include "sbx/json.h"
 #include "sbx/runstate.h"
 #include "sbx/time.h"
 
 #define SDK_JS_VERSION "1.22"
+/* Who took the decisions an import carries over (the run state's "by"). */
+#define SDK_BY "SDK run state"
 
 /* The field of o under its JS (camel) or Python (snake) name. */
 static const json_t *pick(const json_t *o, const char *camel, const char *snake)
@@ -216,8 +220,8 @@ static json_t *open_calls_of(const json_t *items)
     return open;
 }
 
-/* The interruptions of the SDK's current step as sbx pending calls. */
-static int sdk_pending(const json_t *sdk, json_t **out, struct sbx_error *err)
+/* The interruptions of the SDK's current step as sbx pending calls of turn. */
+static int sdk_pending(const json_t *sdk, json_int_t turn, json_t **out, struct sbx_error *err)
 {
     const json_t *step = pick(sdk, "currentStep", "current_step");
     const char *type = json_string_value(json_object_get(step, "type"));
@@ -247,49 +251,69 @@ static int sdk_pending(const json_t *sdk, json_t **out, struct sbx_error *err)
         json_t *args = sbx_approval_args(call);
         json_decref(call);
         sbx_json_append(pending,
-                        json_pack("{s:s?, s:s?, s:s, s:s, s:o}", "agent", agent, "tool",
+                        json_pack("{s:s?, s:s?, s:s, s:s, s:o, s:I}", "agent", agent, "tool",
                                   tool ? tool : json_string_value(json_object_get(raw, "name")),
                                   "call_id", id, "type", "function_call", "arguments",
-                                  args ? args : json_object()));
+                                  args ? args : json_object(), "turn", turn));
     }
     return 0;
 }
 
-/* Per-call approvals and rejections of the SDK's context for the pending calls; a decision
- * that holds for every call of a tool ("always") has no counterpart in an sbx state. */
-static int sdk_decisions(const json_t *sdk, const json_t *pending, json_t **out,
-                         struct sbx_error *err)
+/* The decision on pending call p as the runner logs one: bound to the call's id, tool, type,
+ * arguments (their digest) and turn. */
+static json_t *bound_decision(const json_t *p, int approved)
+{
+    char digest[SBX__APPROVAL_DIGEST_LEN];
+    sbx__approval_digest(json_object_get(p, "arguments"), digest);
+    return json_pack("{s:O, s:O, s:O, s:O, s:s, s:b, s:s}", "call_id",
+                     json_object_get(p, "call_id"), "tool", json_object_get(p, "tool"), "type",
+                     json_object_get(p, "type"), "turn", json_object_get(p, "turn"),
+                     "arguments_digest", digest, "approved", approved, "by", SDK_BY);
+}
+
+/* The SDK's per-call decisions on pending calls, appended to log. */
+static void sdk_call_decisions(const json_t *ids, const json_t *pending, int approved, json_t *log)
+{
+    size_t i, j;
+    json_t *id, *p;
+    json_array_foreach((json_t *)ids, i, id)
+    {
+        json_array_foreach((json_t *)pending, j, p)
+        {
+            if (json_equal(json_object_get(p, "call_id"), id))
+                sbx_json_append(log, bound_decision(p, approved));
+        }
+    }
+}
+
+/* The approvals of the SDK's context: per-call ones for the pending calls go to the decision
+ * log (*log); "approved: true" / "rejected: true" (every call of a tool) become sbx's "always"
+ * decisions (*always) of turn. A tool name that would be a glob in sbx is refused. */
+static int sdk_decisions(const json_t *sdk, const json_t *pending, json_int_t turn, json_t **log,
+                         json_t **always, struct sbx_error *err)
 {
     const json_t *approvals = json_object_get(json_object_get(sdk, "context"), "approvals");
-    json_t *d = json_object();
     const char *tool;
     json_t *rec;
-    *out = d;
+    *log = json_array();
+    *always = json_array();
     json_object_foreach((json_t *)approvals, tool, rec)
     {
         static const char *const keys[] = {"approved", "rejected"};
         for (size_t k = 0; k < 2; k++) {
             const json_t *v = json_object_get(rec, keys[k]);
-            if (json_is_true(v)) {
+            if (!json_is_true(v)) {
+                sdk_call_decisions(v, pending, k == 0, *log);
+                continue;
+            }
+            if (!tool[0] || strpbrk(tool, "*?[]\\")) {
                 char field[160];
-                snprintf(field, sizeof(field), "context.approvals.%.64s.%s", tool, keys[k]);
+                snprintf(field, sizeof(field), "context.approvals.%.64s", tool);
                 return refuse(err, field,
-                              "a decision for every call of a tool cannot be carried; decide "
-                              "the pending calls with --approve or --reject");
+                              "a decision for every call of a tool needs a plain tool name");
             }
-            size_t i;
-            json_t *id;
-            json_array_foreach((json_t *)v, i, id)
-            {
-                size_t j;
-                json_t *p;
-                json_array_foreach((json_t *)pending, j, p)
-                {
-                    if (json_equal(json_object_get(p, "call_id"), id))
-                        sbx_json_set(d, json_string_value(id),
-                                     json_pack("{s:b}", "approved", k == 0));
-                }
-            }
+            sbx_json_append(*always, json_pack("{s:s, s:b, s:s, s:I}", "tool", tool, "approved",
+                                               k == 0, "by", SDK_BY, "turn", turn));
         }
     }
     return 0;
@@ -362,7 +386,16 @@ int sbx_run_state_from_sdk(const json_t *sdk, const struct sbx_run_state_import 
                                   reach[i]->source_file, "digest", reach[i]->source_digest));
     }
     free(reach);
-    json_t *items = json_array(), *pending = NULL, *decisions = NULL, *st = NULL;
+    json_t *items = json_array(), *pending = NULL, *decisions = NULL, *always = NULL, *st = NULL;
+    json_int_t turn = json_integer_value(pick(sdk, "currentTurn", "current_turn"));
+    char rid[33];
+    const char *run_id = opt->run_id;
+    if (!run_id)
+        run_id = json_string_value(json_object_get(opt->sandbox, "run_id"));
+    if (!run_id && (rc = sbx_random_hex(rid, 16, err)) < 0)
+        goto out;
+    if (!run_id)
+        run_id = rid;
     if (!found) {
         rc = sbx_error_set(err, SBX_E_INVAL, 0,
                            "SDK run state: its current agent '%s' is not agent '%s' or one it "
@@ -374,8 +407,8 @@ int sbx_run_state_from_sdk(const json_t *sdk, const struct sbx_run_state_import 
         goto out;
     size_t input_items = json_array_size(items);
     if ((rc = sdk_generated(pick(sdk, "generatedItems", "generated_items"), items, err)) < 0 ||
-        (rc = sdk_pending(sdk, &pending, err)) < 0 ||
-        (rc = sdk_decisions(sdk, pending, &decisions, err)) < 0)
+        (rc = sdk_pending(sdk, turn, &pending, err)) < 0 ||
+        (rc = sdk_decisions(sdk, pending, turn, &decisions, &always, err)) < 0)
         goto out;
     json_t *used = json_array();
     const char *an;
@@ -391,6 +424,7 @@ int sbx_run_state_from_sdk(const json_t *sdk, const struct sbx_run_state_import 
     st = json_object();
     sbx_json_set(st, "format", json_string(SBX_RUN_STATE_FORMAT));
     sbx_json_set(st, "version", json_integer(SBX_RUN_STATE_VERSION));
+    sbx_json_set(st, "run_id", sbx_json_str(run_id));
     sbx_json_set(st, "status", json_string(json_array_size(pending) ? "interrupted" : "running"));
     sbx_json_set(st, "error", json_null());
     sbx_json_set(st, "updated_at", json_string(now));
@@ -400,8 +434,7 @@ int sbx_run_state_from_sdk(const json_t *sdk, const struct sbx_run_state_import 
     agents = NULL;
     sbx_json_set(st, "agent_files",
                  opt->agent_files ? json_deep_copy(opt->agent_files) : json_null());
-    sbx_json_set(st, "turn",
-                 json_integer(json_integer_value(pick(sdk, "currentTurn", "current_turn"))));
+    sbx_json_set(st, "turn", json_integer(turn));
     sbx_json_set(
             st, "max_turns",
             json_integer(json_is_integer(mt) ? json_integer_value(mt) : SBX_RUN_DEFAULT_MAX_TURNS));
@@ -420,6 +453,8 @@ int sbx_run_state_from_sdk(const json_t *sdk, const struct sbx_run_state_import 
     pending = NULL;
     sbx_json_set(st, "decisions", decisions);
     decisions = NULL;
+    sbx_json_set(st, "always", always);
+    always = NULL;
     sbx_json_set(st, "final_output", json_null());
     sbx_json_set(st, "sandbox", opt->sandbox ? json_deep_copy(opt->sandbox) : json_null());
     sbx_json_set(st, "meta", opt->meta ? json_deep_copy(opt->meta) : json_null());
@@ -430,6 +465,7 @@ out:
     json_decref(items);
     json_decref(pending);
     json_decref(decisions);
+    json_decref(always);
     json_decref(st);
     return rc;
 }
@@ -637,37 +673,108 @@ static json_t *js_usage(const json_t *u)
                      "outputTokensDetails");
 }
 
-/* Decisions given for calls still pending, as the SDK's per-tool approval records. */
-static json_t *js_approvals(const json_t *st)
+/* The SDK's approval record of tool in approvals, made when missing. */
+static json_t *js_record(json_t *approvals, const char *tool)
+{
+    json_t *rec = json_object_get(approvals, tool);
+    if (!rec) {
+        rec = json_pack("{s:[], s:[]}", "approved", "rejected");
+        sbx_json_set(approvals, tool, rec);
+    }
+    return rec;
+}
+
+/* The pending call a logged decision answers: the same id, tool, type, turn and arguments. */
+static const json_t *decided_pending(const json_t *st, const json_t *d)
+{
+    size_t i;
+    json_t *p;
+    json_array_foreach(json_object_get(st, "pending"), i, p)
+    {
+        char digest[SBX__APPROVAL_DIGEST_LEN];
+        const json_t *pt = json_object_get(p, "turn");
+        sbx__approval_digest(json_object_get(p, "arguments"), digest);
+        if (json_equal(json_object_get(p, "call_id"), json_object_get(d, "call_id")) &&
+            json_equal(json_object_get(p, "tool"), json_object_get(d, "tool")) &&
+            json_equal(json_object_get(p, "type"), json_object_get(d, "type")) &&
+            json_equal(pt ? pt : json_object_get(st, "turn"), json_object_get(d, "turn")) &&
+            json_is_string(json_object_get(d, "arguments_digest")) &&
+            strcmp(json_string_value(json_object_get(d, "arguments_digest")), digest) == 0)
+            return p;
+    }
+    return NULL;
+}
+
+/* The tool names the state's calls use that glob matches. */
+static json_t *tools_matching(const json_t *st, const char *glob)
+{
+    json_t *names = json_array();
+    size_t i, j;
+    json_t *it, *n;
+    json_array_foreach(json_object_get(st, "items"), i, it)
+    {
+        const char *t = json_string_value(json_object_get(it, "type"));
+        const char *name = json_string_value(json_object_get(it, "name"));
+        int seen = 0;
+        if (!t || !name || strcmp(t, "function_call") != 0 || fnmatch(glob, name, 0) != 0)
+            continue;
+        json_array_foreach(names, j, n)
+        {
+            seen |= strcmp(json_string_value(n), name) == 0;
+        }
+        if (!seen)
+            sbx_json_append(names, json_string(name));
+    }
+    return names;
+}
+
+/* As the SDK's per-tool approval records: the logged decisions that answer a call still pending
+ * (bound to it as the runner binds them), and the "always" decisions the caller trusts (true
+ * for every call of the tool; a glob for each tool of the state's calls it matches; an
+ * approval wins over a rejection, as in sbx). */
+static json_t *js_approvals(const json_t *st, const json_t *always)
 {
     json_t *out = json_object();
-    const char *id;
+    size_t i;
     json_t *d;
-    json_object_foreach(json_object_get(st, "decisions"), id, d)
+    json_array_foreach(json_object_get(st, "decisions"), i, d)
     {
-        size_t i;
-        json_t *p;
-        json_array_foreach(json_object_get(st, "pending"), i, p)
+        const json_t *p = json_is_object(d) ? decided_pending(st, d) : NULL;
+        if (!p)
+            continue;
+        json_t *rec = js_record(out, json_string_value(json_object_get(p, "tool")));
+        sbx_json_append(json_object_get(rec, json_is_true(json_object_get(d, "approved"))
+                                                     ? "approved"
+                                                     : "rejected"),
+                        json_incref(json_object_get(p, "call_id")));
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        /* Rejections first, so that an approval of the same tool replaces them. */
+        json_array_foreach((json_t *)always, i, d)
         {
-            const char *tool = json_string_value(json_object_get(p, "tool"));
-            const char *pid = json_string_value(json_object_get(p, "call_id"));
-            if (!tool || !pid || strcmp(pid, id) != 0)
+            const char *glob = json_string_value(json_object_get(d, "tool"));
+            int approved = json_is_true(json_object_get(d, "approved"));
+            if (!glob || approved != pass)
                 continue;
-            json_t *rec = json_object_get(out, tool);
-            if (!rec) {
-                rec = json_pack("{s:[], s:[]}", "approved", "rejected");
-                sbx_json_set(out, tool, rec);
+            json_t *names =
+                    strpbrk(glob, "*?[\\") ? tools_matching(st, glob) : json_pack("[s]", glob);
+            size_t j;
+            json_t *n;
+            json_array_foreach(names, j, n)
+            {
+                json_t *rec = js_record(out, json_string_value(n));
+                sbx_json_set(rec, approved ? "approved" : "rejected", json_true());
+                if (approved)
+                    sbx_json_set(rec, "rejected", json_array());
             }
-            sbx_json_append(json_object_get(rec, json_is_true(json_object_get(d, "approved"))
-                                                         ? "approved"
-                                                         : "rejected"),
-                            json_string(id));
+            json_decref(names);
         }
     }
     return out;
 }
 
-int sbx_run_state_to_sdk(const json_t *st, json_t **out, struct sbx_error *err)
+int sbx_run_state_to_sdk(const json_t *st, const json_t *always, json_t **out,
+                         struct sbx_error *err)
 {
     const char *status = json_string_value(json_object_get(st, "status"));
     const char *agent = json_string_value(json_object_get(st, "current_agent"));
@@ -723,8 +830,8 @@ int sbx_run_state_to_sdk(const json_t *st, json_t **out, struct sbx_error *err)
     /* Schema 1.18 and later need the invocation records, empty when nothing ran twice. */
     sbx_json_set(js, "context",
                  json_pack("{s:o, s:o, s:[], s:{}}", "usage",
-                           js_usage(json_object_get(st, "usage")), "approvals", js_approvals(st),
-                           "approvalInvocations", "context"));
+                           js_usage(json_object_get(st, "usage")), "approvals",
+                           js_approvals(st, always), "approvalInvocations", "context"));
     sbx_json_set(js, "completedToolInvocations", json_array());
     sbx_json_set(js, "completedToolInvocationEvidence", json_array());
     sbx_json_set(js, "ambiguousToolInvocationCallIds", json_array());

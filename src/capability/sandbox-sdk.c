@@ -14,6 +14,7 @@
 #include "sbx/fs.h"
 #include "sbx/json.h"
 #include "sbx/manifest.h"
+#include "sbx/provider.h"
 #include "sbx/sandbox-run.h"
 #include "sbx/session.h"
 #include "sbx/snapshot.h"
@@ -101,10 +102,11 @@ static int store_workspace(const char *path, char **ref, struct sbx_error *err)
     return rc;
 }
 
-/* One agent's sandbox: a fresh sbx sandbox from the SDK state's manifest and workspace.
- * *out: {"agent_name", "session_state", "owned": true}. */
+/* One agent's sandbox: a fresh sbx sandbox from the SDK state's manifest and workspace,
+ * recorded as made by run run_id when one is given. *out: {"agent_name", "session_state",
+ * "owned": true}. */
 static int make_one(struct sbx_client *client, const json_t *ss, const char *agent,
-                    const char *field, json_t **out, struct sbx_error *err)
+                    const char *field, const char *run_id, json_t **out, struct sbx_error *err)
 {
     const char *backend = pick_str(ss, "backendId", "type");
     char *src = NULL, *ref = NULL;
@@ -128,7 +130,9 @@ static int make_one(struct sbx_client *client, const json_t *ss, const char *age
     }
     struct sbx_create_spec spec = {.manifest = m, .snapshot = ref};
     if ((rc = sbx_client_create(client, &spec, &s, err)) < 0 ||
-        (rc = sbx_session_state(s, &state, err)) < 0)
+        (rc = sbx_session_state(s, &state, err)) < 0 ||
+        (run_id && (rc = sbx_sandbox_record_claim(sbx_client_provider(client), sbx_session_id(s),
+                                                  NULL, run_id, err)) < 0))
         goto out;
     *out = json_pack("{s:s, s:O, s:b}", "agent_name", agent, "session_state", state, "owned", 1);
 out:
@@ -158,7 +162,7 @@ int sbx_sandbox_from_sdk_session(struct sbx_client *client, const json_t *ss, js
     int rc = 0;
     if (!client && (rc = sbx_client_new("local", NULL, &own, err)) < 0)
         return rc;
-    rc = make_one(client ? client : own, ss, "sandbox", "session state", &one, err);
+    rc = make_one(client ? client : own, ss, "sandbox", "session state", NULL, &one, err);
     if (rc == 0)
         *out = json_incref(json_object_get(one, "session_state"));
     json_decref(one);
@@ -167,12 +171,15 @@ int sbx_sandbox_from_sdk_session(struct sbx_client *client, const json_t *ss, js
 }
 
 int sbx_sandbox_from_sdk(struct sbx_client *client, const json_t *sdk_sandbox,
-                         const struct sbx_agent *start, json_t **out, struct sbx_error *err)
+                         const struct sbx_agent *start, const char *run_id, json_t **out,
+                         struct sbx_error *err)
 {
     (void)start;
     struct sbx_client *own = NULL;
     const json_t *by = pick(sdk_sandbox, "sessionsByAgent", "sessions_by_agent");
-    json_t *res = json_pack("{s:{}}", "sessions_by_agent");
+    if (!run_id || !run_id[0])
+        return sbx_error_set(err, SBX_E_INVAL, 0, "the sandboxes of a run state need its run id");
+    json_t *res = json_pack("{s:s, s:{}}", "run_id", run_id, "sessions_by_agent");
     int rc = 0;
     if (!client && (rc = sbx_client_new("local", NULL, &own, err)) < 0) {
         json_decref(res);
@@ -202,7 +209,7 @@ int sbx_sandbox_from_sdk(struct sbx_client *client, const json_t *sdk_sandbox,
             rc = sbx_error_set(err, SBX_E_INVAL, 0, "SDK run state: field '%s' is missing", field);
             break;
         }
-        if ((rc = make_one(client ? client : own, ss, agent, field, &one, err)) < 0)
+        if ((rc = make_one(client ? client : own, ss, agent, field, run_id, &one, err)) < 0)
             break;
         sbx_json_set(json_object_get(res, "sessions_by_agent"), agent, one);
     }

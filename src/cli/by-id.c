@@ -100,8 +100,28 @@ static int by_record(const char *id, cli_sandbox_op *op, void *data, struct sbx_
         return 0;
     }
     /* The record's own id: what was given may be a name or a prefix. */
+    const char *rid = json_string_value(json_object_get(rec, "id"));
     if (*rc == 0)
-        *rc = op(c, json_string_value(json_object_get(rec, "id")), data, &e);
+        *rc = op(c, rid, data, &e);
+    struct sbx_provider_info info = {0};
+    struct sbx_error ignored = SBX_ERROR_INIT;
+    int lists =
+            sbx_provider_find(provider, &info, &ignored) < 0 || (info.traits & SBX_PROVIDER_LISTS);
+    json_t *st = NULL;
+    int st_rc = *rc == -SBX_E_NOTFOUND ? sbx_client_state(c, rid, 0, &st, &ignored) : 0;
+    json_decref(st);
+    if (*rc == -SBX_E_NOTFOUND && (st_rc == 0 || !lists)) {
+        /* Not found by the command but still there (stopped: an exec or a cp finds no live
+         * sandbox), or a sandbox only the record finds (a provider that does not list, such as
+         * a hosted one): the command's error is the answer, and the record goes only with the
+         * sandbox. */
+        if (st_rc == -SBX_E_NOTFOUND)
+            (void)sbx_sandbox_record_remove(rid, NULL);
+        sbx_error_copy(err, &e);
+        *out = c;
+        json_decref(rec);
+        return 1;
+    }
     if (*rc == -SBX_E_NOTFOUND) {
         /* Removed behind sbx's back: forget it and look elsewhere. */
         (void)sbx_sandbox_record_remove(json_string_value(json_object_get(rec, "id")), NULL);

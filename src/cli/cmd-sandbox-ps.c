@@ -156,7 +156,7 @@ static void add_names(json_t *list)
     json_decref(recs);
 }
 
-static void print_row(const json_t *v, int pw, int nw)
+static void print_row(const json_t *v, int idw, int pw, int nw)
 {
     json_t *left = json_object_get(v, "leftovers"), *cg;
     char *f[6];
@@ -164,7 +164,7 @@ static void print_row(const json_t *v, int pw, int nw)
     size_t k;
     for (k = 0; k < 6; k++)
         f[k] = cli_ps_field(v, names[k], NULL);
-    cli_printf_safe(stdout, CLI_SAFE_ALWAYS, "%-16s  %-*s  %-9s  %-24s  %-*s  %s\n", f[0], pw,
+    cli_printf_safe(stdout, CLI_SAFE_ALWAYS, "%-*s  %-*s  %-9s  %-24s  %-*s  %s\n", idw, f[0], pw,
                     f[1][0] ? f[1] : "-", f[2], f[3][0] ? f[3] : "-", nw, f[4][0] ? f[4] : "-",
                     f[5]);
     for (k = 0; k < 6; k++)
@@ -188,15 +188,20 @@ static void print_table(const json_t *list)
     for (size_t k = 0; sbx_provider_at(k, &info) == 0; k++)
         if ((int)strlen(info.name) > pw)
             pw = (int)strlen(info.name);
+    /* Ids of 16 hex digits (local, docker) or longer ones (a hosted service's) in one column. */
+    int idw = 16;
     json_array_foreach(list, i, v)
     {
         const char *n = json_string_value(json_object_get(v, "name"));
+        const char *id = json_string_value(json_object_get(v, "id"));
         if (n && (int)strlen(n) > nw)
             nw = (int)strlen(n);
+        if (id && (int)strlen(id) > idw && strlen(id) <= 64)
+            idw = (int)strlen(id);
     }
-    printf("%-16s  %-*s  %-9s  %-24s  %-*s  %s\n", "ID", pw, "PROVIDER", "STATUS", "CREATED", nw,
-           "NAME", "WORKSPACE");
-    json_array_foreach(list, i, v) print_row(v, pw, nw);
+    printf("%-*s  %-*s  %-9s  %-24s  %-*s  %s\n", idw, "ID", pw, "PROVIDER", "STATUS", "CREATED",
+           nw, "NAME", "WORKSPACE");
+    json_array_foreach(list, i, v) print_row(v, idw, pw, nw);
 }
 
 int cli_sandbox_list(int all, json_t **out, struct sbx_error *err)

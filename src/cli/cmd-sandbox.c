@@ -340,12 +340,14 @@ static int cmd_shell(int argc, char **argv)
 /* ---------------------------------------------------------------------------------------------
  * cp */
 
-/* "ID:path" -> id and path (borrowed pieces of a copy in *hold). Host paths stay as given. */
+/* "ID:path" -> id and path (borrowed pieces of a copy in *hold). Host paths stay as given
+ * (./a:b for a host file whose name has a colon). An id is what providers name sandboxes
+ * with: lowercase letters, digits and '-' (hex for local and docker, E2B's ids for e2b). */
 static int split_remote(const char *arg, char **hold, const char **id, const char **path)
 {
     /* An id or a name before the colon (a host path with a colon: ./a:b). */
     const char *colon = strchr(arg, ':');
-    if (!colon || colon == arg || arg[0] == '.' || arg[0] == '-' ||
+    if (!colon || colon == arg || colon - arg > 64 || arg[0] == '.' || arg[0] == '-' ||
         strspn(arg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
                 (size_t)(colon - arg))
         return 0;

@@ -8,8 +8,10 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/run-state.h"
 #include "sbx/agent.h"
 #include "sbx/fs.h"
+#include "sbx/hash.h"
 #include "sbx/json.h"
 #include "sbx/runstate.h"
 #include "sbx/sandbox-run.h"
@@ -95,8 +97,36 @@ static int import_parse(int argc, char **argv, struct import_args *a)
     return CLI_OK;
 }
 
+/* Say which decisions for every call of a tool the import carries: they answer calls on
+ * resume, sealed with this user's key as the user ran the import. */
+static void report_always(const json_t *st)
+{
+    size_t i;
+    json_t *a;
+    json_array_foreach(json_object_get(st, "always"), i, a)
+    {
+        cli_printf_safe(stderr, CLI_SAFE_ALWAYS,
+                        "sbx: the SDK's run state %s every call of '%s': carried as an 'always' "
+                        "decision\n",
+                        json_is_true(json_object_get(a, "approved")) ? "approves" : "rejects",
+                        json_string_value(json_object_get(a, "tool")));
+    }
+}
+
+/* The state written as the runner writes a checkpoint: atomically, its "always" decisions
+ * sealed with this user's run-state key. */
+static int write_sealed(const char *path, const json_t *st, struct sbx_error *err)
+{
+    struct cli_run_state rs;
+    cli_run_state_init(&rs);
+    rs.path = path;
+    int rc = cli_run_state_checkpoint(&rs, st, err);
+    cli_run_state_release(&rs);
+    return rc;
+}
+
 /* sbx state import FILE -a AGENT -o STATE: the SDK's RunState as an sbx run state; the SDK's
- * sandbox, if it has one, made again as an sbx sandbox the state owns. */
+ * sandbox, if it has one, made again as an sbx sandbox the state's run owns. */
 int cli_state_import(int argc, char **argv)
 {
     struct import_args a = {0};
@@ -106,11 +136,13 @@ int cli_state_import(int argc, char **argv)
         return rc;
     json_t *sdk = NULL, *st = NULL, *sandbox = NULL, *meta = NULL, *files = NULL;
     struct sbx_agent_file *f = NULL;
-    if (read_json(a.file, &sdk, &err) < 0 || sbx_agent_file_load(a.agent_path, &f, &err) < 0)
+    char run_id[33];
+    if (read_json(a.file, &sdk, &err) < 0 || sbx_agent_file_load(a.agent_path, &f, &err) < 0 ||
+        sbx_random_hex(run_id, 16, &err) < 0)
         goto fail;
     const json_t *sdk_sb = json_object_get(sdk, "sandbox");
     if (sdk_sb && !json_is_null(sdk_sb) &&
-        sbx_sandbox_from_sdk(NULL, sdk_sb, sbx_agent_file_agent(f), &sandbox, &err) < 0)
+        sbx_sandbox_from_sdk(NULL, sdk_sb, sbx_agent_file_agent(f), run_id, &sandbox, &err) < 0)
         goto fail;
     files = sbx_agent_file_sources(f);
     meta = import_meta(a.agent_path, a.model, a.api, a.base_url);
@@ -119,16 +151,17 @@ int cli_state_import(int argc, char **argv)
             .agent_files = files,
             .meta = meta,
             .sandbox = sandbox,
+            .run_id = run_id,
     };
-    if (sbx_run_state_from_sdk(sdk, &opt, &st, &err) < 0 ||
-        sbx_run_state_write_file(a.out, st, NULL, &err) < 0)
+    if (sbx_run_state_from_sdk(sdk, &opt, &st, &err) < 0 || write_sealed(a.out, st, &err) < 0)
         goto fail;
+    report_always(st);
     size_t np = json_array_size(json_object_get(st, "pending"));
     fprintf(stderr,
             "sbx: imported '%s' (turn %lld, %zu pending call%s) into '%s'; continue with: "
-            "sbx run --resume %s%s\n",
+            "sbx run --resume %s -a %s%s\n",
             a.file, (long long)json_integer_value(json_object_get(st, "turn")), np,
-            np == 1 ? "" : "s", a.out, a.out, np ? " --approve <call_id>|all" : "");
+            np == 1 ? "" : "s", a.out, a.out, a.agent_path, np ? " --approve <call_id>|all" : "");
     rc = CLI_OK;
     goto out;
 fail:
@@ -169,10 +202,16 @@ int cli_state_export(int argc, char **argv)
                                    "format it writes)");
     if (!path)
         return cli_usage("state ", "export needs a FILE");
-    json_t *state = NULL, *js = NULL;
+    json_t *js = NULL;
     int rc = CLI_OK;
-    if (sbx_run_state_read_file(path, &state, &err) < 0 ||
-        sbx_run_state_to_sdk(state, &js, &err) < 0) {
+    /* Read as a resume reads it: its "always" approvals only when this user's key seals them. */
+    struct cli_run_state rs;
+    cli_run_state_init(&rs);
+    rs.path = path;
+    rs.resume = 1;
+    rs.always = json_array();
+    if (cli_run_state_prepare(&rs, &err) < 0 ||
+        sbx_run_state_to_sdk(rs.doc, rs.always, &js, &err) < 0) {
         rc = cli_fail(&err);
     } else {
         char *text = sbx_json_dumps(js, SBX_JSON_PRETTY);
@@ -190,7 +229,7 @@ int cli_state_export(int argc, char **argv)
         }
         free(text);
     }
-    json_decref(state);
+    cli_run_state_release(&rs);
     json_decref(js);
     return rc;
 }

@@ -736,20 +736,24 @@ const struct cli_help cli_help_table[] = {
          "make an sbx run state of an Agents SDK RunState",
          "Reads the RunState JSON the Agents SDK saved (FILE, - for stdin; the JS SDK's schema "
          "1.22 and earlier, the Python SDK's 1.17 and earlier) and writes STATE, an sbx run state "
-         "that 'sbx run --resume STATE' continues with the agents of AGENT_FILE, matched by "
-         "name: the conversation, the current agent, turns, usage and the calls waiting for "
-         "approval. A unix-local or docker sandbox of the SDK's run is made again as an sbx "
-         "sandbox the state owns, its workspace from the local snapshot the SDK saved. What "
-         "cannot be carried (a server-side conversation, an always-approve decision, an item sbx "
-         "lacks, a docker container without a snapshot) is refused, naming the SDK's field. -m, "
-         "--api and --base-url are saved for the resume.",
+         "that 'sbx run --resume STATE -a AGENT_FILE' continues with the agents of AGENT_FILE, "
+         "matched by name: the conversation, the current agent, turns, usage and the calls "
+         "waiting for approval. The SDK's approval or rejection of every call of a tool becomes "
+         "an 'always' decision, sealed with your run-state key; its decisions on single calls "
+         "are kept as a log (decide the calls again on resume). A unix-local or docker sandbox "
+         "of the SDK's run is made again as an sbx sandbox the state's run owns, its workspace "
+         "from the local snapshot the SDK saved. What cannot be carried (a server-side "
+         "conversation, an item sbx lacks, a docker container without a snapshot) is refused, "
+         "naming the SDK's field. -m, --api and --base-url are saved for the resume.",
          state_import_opts, STATUS_COMMON, "state run", CLI_HELP_ANYWHERE},
         {"state export", NULL, "sbx state export --sdk [-o FILE] STATE",
          "write a run state as the JS Agents SDK's RunState",
          "Writes STATE, a run waiting for approval, as the RunState JSON (schema 1.22) that the "
          "JS Agents SDK's RunState.fromString loads with agents and tools of the same names "
-         "(stdout, or -o FILE). A run with sbx sandboxes, one that completed, or calls that were "
-         "running when it stopped are refused, naming the field.",
+         "(stdout, or -o FILE), with its 'always' decisions (those your run-state key seals) as "
+         "the SDK's approval or rejection of every call of the tool. A run with sbx sandboxes, "
+         "one that completed, or calls that were running when it stopped are refused, naming "
+         "the field.",
          state_export_opts, STATUS_COMMON, "state run", CLI_HELP_ANYWHERE},
 
         {"trace", NULL, "sbx trace <command> [options]", "show the spans 'sbx run --trace' wrote",

@@ -234,6 +234,9 @@ static void warnings(const struct sbx_provider_info *p, const json_t *opts)
         size_t i;
         if (json_is_string(v) && dangerous(o, json_string_value(v)))
             warn(o, json_string_value(v));
+        /* A switch that weakens the sandbox warns when it is on (danger "true"). */
+        if (json_is_true(v) && dangerous(o, "true"))
+            warn(o, "true");
         json_array_foreach(v, i, item)
         {
             if (json_is_string(item) && dangerous(o, json_string_value(item)))

@@ -18,7 +18,8 @@ static int load_rc;
 static void load(void)
 {
     void *syms[N];
-    load_rc = sbx__dl_load("libcrypto.so.3", "for sha-256 and hmac", names, N, syms, &load_err);
+    load_rc = sbx__dl_load("libcrypto.so.3", "for sha-256, hmac and certificates", names, N, syms,
+                           &load_err);
     if (load_rc < 0)
         return;
     memcpy(&sbx__crypto, syms, sizeof(sbx__crypto));

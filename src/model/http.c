@@ -15,18 +15,18 @@ static void share_lock(CURL *h, curl_lock_data data, curl_lock_access access, vo
 {
     (void)h;
     (void)access;
-    struct sbx__http_pool *p = ud;
+    struct sbx__model_http_pool *p = ud;
     pthread_mutex_lock(&p->locks[(size_t)data % 8]);
 }
 
 static void share_unlock(CURL *h, curl_lock_data data, void *ud)
 {
     (void)h;
-    struct sbx__http_pool *p = ud;
+    struct sbx__model_http_pool *p = ud;
     pthread_mutex_unlock(&p->locks[(size_t)data % 8]);
 }
 
-void sbx__http_pool_init(struct sbx__http_pool *p)
+void sbx__model_http_pool_init(struct sbx__model_http_pool *p)
 {
     for (size_t i = 0; i < 8; i++)
         pthread_mutex_init(&p->locks[i], NULL);
@@ -36,7 +36,7 @@ void sbx__http_pool_init(struct sbx__http_pool *p)
 }
 
 /* The pool's share, made on the first request (libcurl is loaded by then). */
-static CURLSH *pool_share(struct sbx__http_pool *p)
+static CURLSH *pool_share(struct sbx__model_http_pool *p)
 {
     pthread_mutex_lock(&p->make);
     if (!p->made) {
@@ -57,7 +57,7 @@ static CURLSH *pool_share(struct sbx__http_pool *p)
     return p->share;
 }
 
-void sbx__http_pool_release(struct sbx__http_pool *p)
+void sbx__model_http_pool_release(struct sbx__model_http_pool *p)
 {
     if (p->share)
         curl_share_cleanup(p->share);
@@ -78,8 +78,8 @@ static curl_socket_t open_socket(void *ud, curlsocktype purpose, struct curl_soc
 }
 
 struct xfer {
-    const struct sbx__http_req *req;
-    struct sbx__http_resp *resp;
+    const struct sbx__model_http_req *req;
+    struct sbx__model_http_resp *resp;
     CURL *curl;
     size_t total;
     int streaming; /* decided at the first body byte */
@@ -92,7 +92,7 @@ struct xfer {
     struct sbx_error cb_err;
 };
 
-void sbx__http_resp_init(struct sbx__http_resp *r)
+void sbx__model_http_resp_init(struct sbx__model_http_resp *r)
 {
     r->status = 0;
     r->retry_after_ms = -1;
@@ -100,7 +100,7 @@ void sbx__http_resp_init(struct sbx__http_resp *r)
     sbx_buf_init(&r->body, SBX_BUF_NOLIMIT);
 }
 
-void sbx__http_resp_release(struct sbx__http_resp *r)
+void sbx__model_http_resp_release(struct sbx__model_http_resp *r)
 {
     sbx_buf_release(&r->body);
 }
@@ -210,7 +210,7 @@ static void end_wait(struct xfer *x)
 static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
 {
     struct xfer *x = ud;
-    const struct sbx__http_req *q = x->req;
+    const struct sbx__model_http_req *q = x->req;
     if (q->cancel && *q->cancel) {
         x->rc = sbx_error_set(&x->cb_err, SBX_E_CANCELLED, 0, "request to '%s' cancelled", q->url);
         return 1;
@@ -244,7 +244,7 @@ static int on_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, cu
 }
 
 /* Whether the caller's own headers name this one (it then replaces sbx's). */
-static int overridden(const struct sbx__http_req *req, const char *name)
+static int overridden(const struct sbx__model_http_req *req, const char *name)
 {
     size_t n = strlen(name);
     for (const char *const *h = req->headers; h && *h; h++)
@@ -253,8 +253,8 @@ static int overridden(const struct sbx__http_req *req, const char *name)
     return 0;
 }
 
-int sbx__http_post(const struct sbx__http_req *req, struct sbx__http_resp *resp,
-                   struct sbx_error *err)
+int sbx__model_http_post(const struct sbx__model_http_req *req, struct sbx__model_http_resp *resp,
+                         struct sbx_error *err)
 {
     int rc = 0;
     struct curl_slist *hdrs = NULL;

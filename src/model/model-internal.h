@@ -40,7 +40,7 @@ struct sbx_model {
     size_t max_response_bytes, max_event_bytes;
     const volatile sig_atomic_t *cancel;
     pthread_mutex_t lock; /* guards record and replay_next: nested runs share a model */
-    struct sbx__http_pool pool;
+    struct sbx__model_http_pool pool;
     FILE *record;
     struct sbx_strv secrets; /* scrubbed from the record: the options' and the API key */
     /* replay */
@@ -85,15 +85,16 @@ extern const struct sbx__model_vt sbx__model_replay_vt;
 
 /* How a provider takes part in the shared retry loop of sbx__model_call. */
 struct sbx__attempt_ops {
-    sbx__http_sink *sink;          /* NULL: not streaming */
+    sbx__model_http_sink *sink;    /* NULL: not streaming */
     void (*reset)(void *ud);       /* before each attempt */
     size_t (*delivered)(void *ud); /* visible events already passed to the caller */
     /* A 2xx answer arrived: produce the Responses API response object. A SBX_E_HTTP return
      * means "the stream broke" and may be retried when nothing was delivered. */
-    int (*finish)(void *ud, const struct sbx__http_resp *resp, json_t **out, struct sbx_error *err);
+    int (*finish)(void *ud, const struct sbx__model_http_resp *resp, json_t **out,
+                  struct sbx_error *err);
     /* A streaming request answered with plain JSON (resp->plain): decode the buffered body as
      * a non-streaming answer. The caller then synthesises the stream events. */
-    int (*finish_plain)(void *ud, const struct sbx__http_resp *resp, json_t **out,
+    int (*finish_plain)(void *ud, const struct sbx__model_http_resp *resp, json_t **out,
                         struct sbx_error *err);
 };
 

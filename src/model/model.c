@@ -80,7 +80,7 @@ int sbx_model_new(const char *name, const struct sbx_model_options *opt, struct 
     sbx_strv_init(&m->secrets);
     m->name = sbx_xstrdup(name);
     pthread_mutex_init(&m->lock, NULL);
-    sbx__http_pool_init(&m->pool);
+    sbx__model_http_pool_init(&m->pool);
     m->no_stream = opt->no_stream;
     m->timeout_ms = opt->timeout_ms > 0 ? opt->timeout_ms : 600000;
     m->connect_timeout_ms = opt->connect_timeout_ms > 0 ? opt->connect_timeout_ms : 15000;
@@ -174,7 +174,7 @@ void sbx_model_free(struct sbx_model *m)
     free(m->base_url);
     free(m->replay_path);
     json_decref(m->replay);
-    sbx__http_pool_release(&m->pool);
+    sbx__model_http_pool_release(&m->pool);
     pthread_mutex_destroy(&m->lock);
     free(m);
 }
@@ -359,11 +359,11 @@ int sbx__model_call(struct sbx_model *m, const char *path, const struct sbx__mod
                     const struct sbx__attempt_ops *ops, void *ud, json_t **out, int *plain,
                     struct sbx_error *err)
 {
-    struct sbx__http_resp resp;
+    struct sbx__model_http_resp resp;
     char *url = sbx_xasprintf("%s%s%s", m->base_url, path, x->query ? x->query : "");
     int rc = 0;
-    sbx__http_resp_init(&resp);
-    struct sbx__http_req hreq = {
+    sbx__model_http_resp_init(&resp);
+    struct sbx__model_http_req hreq = {
             .pool = &m->pool,
             .url = url,
             .bearer = m->api_key,
@@ -391,7 +391,7 @@ int sbx__model_call(struct sbx_model *m, const char *path, const struct sbx__mod
         hreq.timeout_ms = x->timeout_ms < left_ms ? x->timeout_ms : left_ms > 1 ? left_ms : 1;
         hreq.attempt = attempt + 1;
         ops->reset(ud);
-        rc = sbx__http_post(&hreq, &resp, err);
+        rc = sbx__model_http_post(&hreq, &resp, err);
         if (rc == 0 && resp.status >= 200 && resp.status < 300) {
             rc = resp.plain ? ops->finish_plain(ud, &resp, out, err)
                             : ops->finish(ud, &resp, out, err);
@@ -434,7 +434,7 @@ int sbx__model_call(struct sbx_model *m, const char *path, const struct sbx__mod
         if (rc < 0)
             break;
     }
-    sbx__http_resp_release(&resp);
+    sbx__model_http_resp_release(&resp);
     free(url);
     return rc;
 }
@@ -462,13 +462,13 @@ int sbx__model_exchange(struct sbx_model *m, const struct sbx_model_request *req
 int sbx__model_decode_with(const struct sbx__attempt_ops *ops, void *ud, const char *body, size_t n,
                            int stream, json_t **out, struct sbx_error *err)
 {
-    struct sbx__http_resp resp;
-    sbx__http_resp_init(&resp);
+    struct sbx__model_http_resp resp;
+    sbx__model_http_resp_init(&resp);
     resp.status = 200;
     int rc = stream ? ops->sink(body, n, ud, err) : sbx_buf_add(&resp.body, body, n, err);
     if (rc == 0)
         rc = ops->finish(ud, &resp, out, err);
-    sbx__http_resp_release(&resp);
+    sbx__model_http_resp_release(&resp);
     return rc;
 }
 

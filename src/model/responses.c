@@ -139,7 +139,7 @@ static size_t delivered(void *ud)
     return ((struct stream *)ud)->delivered;
 }
 
-static int finish_stream(void *ud, const struct sbx__http_resp *resp, json_t **out,
+static int finish_stream(void *ud, const struct sbx__model_http_resp *resp, json_t **out,
                          struct sbx_error *err)
 {
     struct stream *s = ud;
@@ -164,7 +164,7 @@ static int finish_stream(void *ud, const struct sbx__http_resp *resp, json_t **o
     return 0;
 }
 
-static int finish_plain(void *ud, const struct sbx__http_resp *resp, json_t **out,
+static int finish_plain(void *ud, const struct sbx__model_http_resp *resp, json_t **out,
                         struct sbx_error *err)
 {
     struct stream *s = ud;

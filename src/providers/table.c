@@ -8,6 +8,9 @@
 #define SBX__PROVIDER_LIST(X) \
     X(local)                  \
     X(docker)                 \
+    X(lxd)                    \
+    X(kubernetes)             \
+    X(e2b)                    \
     /* a new provider: one line above this one */
 /* clang-format on */
 

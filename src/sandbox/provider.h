@@ -71,6 +71,21 @@ struct sbx_session_ops {
     /* Optional (NULL: no logs trait): a readable descriptor of the sandbox's log (caller
      * closes). */
     int (*log_open)(struct sbx_session *s, int *out_fd, struct sbx_error *err);
+    /* Optional, with record_snapshot (NULL: snapshots go through workspace_fd): write the
+     * workspace as a tar stream to out_fd (borrowed; blocking writes; the session layer reads
+     * the other end of this pipe from another thread and closes it), members named relative
+     * to the workspace root ("a/b" or "./a/b"; "." or "./" for the root itself), any tar format
+     * and compression libarchive reads. The stream is hostile input to the snapshot store
+     * (docs/internals/remote.md, "Workspace streams"). Preferred to workspace_fd: a remote
+     * workspace streams into the store without a copy on this host. */
+    int (*workspace_export)(struct sbx_session *s, int out_fd, struct sbx_error *err);
+    /* Optional (NULL: the provider restores snapshots its own way): unpack the tar read from
+     * in_fd (borrowed; until its end) into the workspace root, which holds only what the
+     * sandbox was made with. The tar is uncompressed pax from the snapshot store: "./path"
+     * members, each directory before its content, symlinks last, owners root; the provider
+     * gives the files to the session's user. sbx__session_restore_stream (session/internal.h)
+     * feeds it. */
+    int (*workspace_import)(struct sbx_session *s, int in_fd, struct sbx_error *err);
     void (*free)(struct sbx_session *s);
 };
 

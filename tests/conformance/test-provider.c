@@ -6,7 +6,12 @@
  *   SBX_CONFORM_CASES     only these cases (comma-separated names without test_); the others
  *                         are reported skipped, saying so
  *   SBX_CONFORM_ENGINE    docker (default) or podman: which engine socket a docker run uses,
- *                         SBX_TEST_DOCKER_HOST or SBX_TEST_PODMAN_HOST (a socket path)
+ *                         SBX_TEST_DOCKER_HOST or SBX_TEST_PODMAN_HOST (a socket path); or
+ *                         docker-tls: the remote engine of tests/docker/engines.sh start-tls,
+ *                         SBX_TEST_DOCKER_TLS_HOST (tcp://) with the client certificate of
+ *                         SBX_TEST_DOCKER_TLS_CERTS (the test itself asks that engine on its
+ *                         socket, SBX_TEST_DOCKER_TLS_SOCKET; run it in the clients' network
+ *                         namespace: tests/docker/in-netns.sh)
  *   SBX_TEST_DOCKER_IMAGE the test image (tests/docker/mkimage.sh)
  *   SBX_TEST_DOCKER_REQUIRED=1: a missing engine fails instead of skipping (CI as root)
  * What a provider cannot do it declares (its traits, sbx/provider.h): the cases of a trait it
@@ -52,6 +57,11 @@ struct provider {
 static const struct provider providers[] = {
         {.name = "local"},
         {.name = "docker", .signal_as_status = 1},
+        {.name = "lxd", .signal_as_status = 1},
+        /* Kubernetes runs commands as the Docker provider does, through a shell preamble. */
+        {.name = "kubernetes", .signal_as_status = 1},
+        /* Through the preamble's shell, as docker (docs/internals/hosted-providers.md). */
+        {.name = "e2b", .signal_as_status = 1},
 };
 
 static const struct provider *prov;
@@ -120,13 +130,14 @@ static int create(const struct sbx_create_spec *spec, struct sbx_session **out,
 
 /* Send one request on fd (taken: closed), read the whole answer within 10 s. Returns the status
  * code with the body in *body, or -1. */
-static int http_on(int fd, const char *method, const char *path, struct sbx_buf *body)
+static int http_on_host(int fd, const char *method, const char *path, const char *host,
+                        struct sbx_buf *body)
 {
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx_buf resp;
     sbx_buf_init(&resp, HTTP_MAX);
     int status = -1;
-    char *req = sbx_xasprintf("%s %s HTTP/1.0\r\nHost: localhost\r\n\r\n", method, path);
+    char *req = sbx_xasprintf("%s %s HTTP/1.0\r\nHost: %s\r\n\r\n", method, path, host);
     if (sbx_fd_write_all(fd, req, strlen(req), &err) < 0)
         goto out;
     struct timespec start;
@@ -160,26 +171,55 @@ out:
     return status;
 }
 
+static int http_on(int fd, const char *method, const char *path, struct sbx_buf *body)
+{
+    return http_on_host(fd, method, path, "localhost", body);
+}
+
 /* GET url, which must be http://127.0.0.1:PORT/...: nothing but loopback is ever contacted. */
+/* A hosted provider's port URL (https://HOST) names a host its vendor's edge proxy routes
+ * by: with SBX_CONFORM_PORT_PROXY (the loopback port of a test double of that proxy), the
+ * request goes there with that Host. */
+static int is_proxied(const char *url, long *port, const char **host, size_t *host_len)
+{
+    const char *proxy = getenv("SBX_CONFORM_PORT_PROXY");
+    if (!proxy || strncmp(proxy, "127.0.0.1:", 10) != 0 || strncmp(url, "https://", 8) != 0)
+        return 0;
+    *port = strtol(proxy + 10, NULL, 10);
+    *host = url + 8;
+    *host_len = strcspn(*host, "/");
+    return *port > 0 && *port < 65536 && *host_len > 0;
+}
+
 static int http_get_loopback(const char *url, const char *path, struct sbx_buf *body)
 {
-    const char *pre = "http://127.0.0.1:";
-    if (strncmp(url, pre, strlen(pre)) != 0)
-        return -1;
+    const char *pre = "http://127.0.0.1:", *host = "localhost";
+    size_t host_len = 9;
     char *end;
-    long port = strtol(url + strlen(pre), &end, 10);
-    if (port <= 0 || port > 65535 || (*end && strcmp(end, "/") != 0))
+    long port = 0;
+    int proxied = is_proxied(url, &port, &host, &host_len);
+    if (!proxied && strncmp(url, pre, strlen(pre)) != 0)
         return -1;
+    if (!proxied)
+        port = strtol(url + strlen(pre), &end, 10);
+    if (port <= 0 || port > 65535 || (!proxied && *end && strcmp(end, "/") != 0))
+        return -1;
+    char *h = sbx_xstrndup(host, host_len);
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0)
+    if (fd < 0) {
+        free(h);
         return -1;
+    }
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     if (connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
         close(fd);
+        free(h);
         return -1;
     }
-    return http_on(fd, "GET", path, body);
+    int status = http_on_host(fd, "GET", path, h, body);
+    free(h);
+    return status;
 }
 
 static int engine_request(const char *method, const char *path, struct sbx_buf *body)
@@ -400,6 +440,8 @@ static void setup(void)
     if (!prov) {
         any_prov.name = info.name;
         prov = &any_prov;
+    }
+    if (!is_docker() && !is_local()) {
         const char *o = getenv("SBX_CONFORM_OPTIONS");
         json_opts = json_loads(o && o[0] ? o : "{}", 0, NULL);
         if (!json_is_object(json_opts)) {
@@ -412,9 +454,14 @@ static void setup(void)
     if (is_docker()) {
         const char *e = getenv("SBX_CONFORM_ENGINE");
         engine_name = e && e[0] ? e : "docker";
+        int tls = strcmp(engine_name, "docker-tls") == 0;
         const char *host = getenv(strcmp(engine_name, "podman") == 0 ? "SBX_TEST_PODMAN_HOST"
+                                  : tls                              ? "SBX_TEST_DOCKER_TLS_SOCKET"
                                                                      : "SBX_TEST_DOCKER_HOST");
         const char *image = getenv("SBX_TEST_DOCKER_IMAGE");
+        if (tls)
+            must = getenv("SBX_TEST_DOCKER_TLS_REQUIRED") &&
+                   strcmp(getenv("SBX_TEST_DOCKER_TLS_REQUIRED"), "1") == 0;
         if (host && strncmp(host, "unix://", 7) == 0)
             host += 7;
         if (!host || !host[0] || !image || !image[0]) {
@@ -430,6 +477,21 @@ static void setup(void)
         snprintf(engine_sock, sizeof(engine_sock), "%s", host);
         docker_opts.host = engine_sock;
         docker_opts.image = image;
+        const char *certs = getenv("SBX_TEST_DOCKER_TLS_CERTS");
+        if (tls && (!getenv("SBX_TEST_DOCKER_TLS_HOST") || !certs)) {
+            printf("Bail out! SBX_TEST_DOCKER_TLS_HOST and SBX_TEST_DOCKER_TLS_CERTS are needed\n");
+            exit(1);
+        }
+        if (tls) {
+            static char ca[512], cert[512], key[512];
+            snprintf(ca, sizeof(ca), "%s/ca.crt", certs);
+            snprintf(cert, sizeof(cert), "%s/client.crt", certs);
+            snprintf(key, sizeof(key), "%s/client.key", certs);
+            docker_opts.host = getenv("SBX_TEST_DOCKER_TLS_HOST");
+            docker_opts.tls_ca = ca;
+            docker_opts.tls_cert = cert;
+            docker_opts.tls_key = key;
+        }
     }
 
     const char *t = getenv("TMPDIR");
@@ -951,7 +1013,10 @@ static void test_ports(void)
     int rc = sbx_session_resolve_port(sess, 8731, &url, &err);
     CHECK_OK(rc, &err);
     if (rc == 0) {
-        CHECK(strncmp(url, "http://127.0.0.1:", 17) == 0);
+        long pport;
+        const char *phost;
+        size_t plen;
+        CHECK(strncmp(url, "http://127.0.0.1:", 17) == 0 || is_proxied(url, &pport, &phost, &plen));
         struct sbx_buf body;
         sbx_buf_init(&body, HTTP_MAX);
         CHECK_EQ_INT(http_get_loopback(url, "/hello.txt", &body), 200);

@@ -67,7 +67,7 @@ expect_in "$T/err" "cannot load 'libarchive.so.13' (needed to read and write tar
 
 run bad "$SBX" sandbox snapshot "$id" "$T/snap.tar"
 expect_rc 1 "sandbox snapshot fails without libcrypto"
-expect_in "$T/err" "cannot load 'libcrypto.so.3' (needed for sha-256 and hmac)" "and names libcrypto"
+expect_in "$T/err" "cannot load 'libcrypto.so.3' (needed for sha-256, hmac and certificates)" "and names libcrypto"
 
 run bad "$SBX" sandbox ls --docker-host "unix://$T/none.sock"
 expect_rc 0 "sandbox ls with a docker host still lists the local sandboxes"

@@ -215,7 +215,7 @@ expect_rc 2 "--provider docker without --image is a usage error"
 expect_in "$T/err" "--image" "naming --image"
 run "$SBX" sandbox create --provider nope --image "$IMG"
 expect_rc 2 "an unknown provider is a usage error"
-expect_in "$T/err" "unknown provider 'nope' (local, docker)" "listing the providers"
+expect_in "$T/err" "unknown provider 'nope' (local, docker" "listing the providers"
 run "$SBX" sandbox create --provider docker --image "$IMG" --ro /tmp
 expect_rc 2 "a local-only option with --provider docker is a usage error"
 expect_in "$T/err" "'--ro'" "naming the option"

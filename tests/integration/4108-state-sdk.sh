@@ -41,7 +41,7 @@ run "$SBX" state show "$T/st.json"
 expect_in "$T/out" "c1  exec_command  {\"cmd\":\"rm hello.txt\"}" "the pending call, by the SDK's call id"
 mk "$T/s2.json" '[resp(2, sh(2, "ls")), resp(3, msg("Done."))]'
 start_fake "$T/s2.json"
-run "$SBX" run --resume "$T/st.json" --approve all --base-url "$FAKE_URL"
+run "$SBX" run --resume "$T/st.json" -a "$T/guarded.yaml" --approve all --base-url "$FAKE_URL"
 expect_rc 0 "sbx run --resume finishes the run the JS SDK started"
 expect_eq "$(cat "$T/out")" "Done." "with the model's answer"
 expect_eq "$(fake_query 'reqs[0]["body"]["input"][0]["content"]')" "delete hello" "the SDK's input is the first item"
@@ -68,9 +68,9 @@ run "$SBX" state import "$T/sb.json" -a "$T/builder.yaml" -o "$T/bst.json"
 expect_rc 0 "a SandboxAgent's RunState imports"
 run "$SBX" state show "$T/bst.json"
 expect_in "$T/out" "live  owned  agent 'Builder'" "with an sbx sandbox the state owns"
-mk "$T/s4.json" '[resp(3, sh(3, "ls; cat made.txt")), resp(4, msg("Built."))]'
+mk "$T/s4.json" '[resp(3, sh(3, "ls")), resp(4, msg("Built."))]'
 start_fake "$T/s4.json"
-run "$SBX" run --resume "$T/bst.json" --approve all --base-url "$FAKE_URL"
+run "$SBX" run --resume "$T/bst.json" -a "$T/builder.yaml" --approve all --base-url "$FAKE_URL"
 expect_rc 0 "the sandbox run finishes in sbx"
 fake_query 'reqs[1]["body"]["input"][-1]["output"]' >"$T/ls2"
 expect_in "$T/ls2" "made.txt" "the file the SDK's run made is in the sandbox"
@@ -141,7 +141,7 @@ expect_in "$T/out" "turn:     1 of 8" "its turn count and max turns"
 expect_in "$T/out" "5 input, 3 output tokens in 1 requests" "its usage"
 mk "$T/p1.json" '[resp(2, msg("Read."))]'
 start_fake "$T/p1.json"
-run "$SBX" run --resume "$T/pst.json" --approve call_py --base-url "$FAKE_URL"
+run "$SBX" run --resume "$T/pst.json" -a "$T/builder.yaml" --approve call_py --base-url "$FAKE_URL"
 expect_rc 0 "and finishes in sbx"
 fake_query 'reqs[0]["body"]["input"][-1]["output"]' >"$T/py.out"
 expect_in "$T/py.out" "from python" "its workspace came from the LocalSnapshot tar"
@@ -175,6 +175,55 @@ expect_in "$T/err" "field 'session state.snapshot': its workspace snapshot '$T/p
     "naming the field and the file"
 expect_eq "$(live_sandboxes)" 0 "no sandbox is left"
 
+# --- the SDK's decisions: per call into the bound log, per tool as sealed "always" ones ---------
+approvals() { # APPROVALS-JSON OUT: js.json with context.approvals replaced
+    python3 - "$T/js.json" "$2" "$1" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["context"]["approvals"] = json.loads(sys.argv[3])
+json.dump(d, open(sys.argv[2], "w"))
+PY
+}
+state_query() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
+approvals '{"exec_command": {"approved": ["c1"], "rejected": []}}' "$T/once.json"
+run "$SBX" state import "$T/once.json" -a "$T/guarded.yaml" -o "$T/ost.json"
+expect_rc 0 "an SDK approval of the pending call imports"
+expect_eq "$(state_query "$T/ost.json" '[(x["call_id"], x["tool"], x["type"], x["turn"], x["approved"], x["by"], x["arguments_digest"][:7]) for x in d["decisions"]]')" \
+    "[('c1', 'exec_command', 'function_call', 1, True, 'SDK run state', 'sha256:')]" \
+    "into the decision log, bound to the call as the runner binds it"
+expect_eq "$(state_query "$T/ost.json" '[p["call_id"] for p in d["pending"]]')" "['c1']" \
+    "a log answers nothing: the call still waits"
+run "$SBX" state export --sdk "$T/ost.json"
+expect_eq "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["context"]["approvals"])' <"$T/out")" \
+    "{'exec_command': {'approved': ['c1'], 'rejected': []}}" "and export gives the SDK its decision back"
+approvals '{"exec_command": {"approved": true, "rejected": []}}' "$T/always.json"
+run "$SBX" state import "$T/always.json" -a "$T/guarded.yaml" -o "$T/ast.json"
+expect_rc 0 "an SDK approval of every call of a tool imports"
+expect_in "$T/err" "the SDK's run state approves every call of 'exec_command': carried as an 'always' decision" \
+    "and says it is carried"
+expect_eq "$(state_query "$T/ast.json" '(d["always"], d["always_seal"][:12])')" \
+    "([{'approved': True, 'by': 'SDK run state', 'tool': 'exec_command', 'turn': 1}], 'hmac-sha256:')" \
+    "as an 'always' decision sealed with this user's key"
+run "$SBX" state export --sdk "$T/ast.json"
+expect_eq "$(python3 -c 'import json,sys; print(json.load(sys.stdin)["context"]["approvals"])' <"$T/out")" \
+    "{'exec_command': {'approved': True, 'rejected': []}}" "export gives it back as the SDK's every-call approval"
+mk "$T/s6.json" '[resp(2, msg("Removed."))]'
+start_fake "$T/s6.json"
+run "$SBX" run --resume "$T/ast.json" -a "$T/guarded.yaml" --base-url "$FAKE_URL"
+expect_rc 0 "resumed without --approve, the 'always' decision answers the pending call"
+fake_query 'reqs[0]["body"]["input"][-1]["output"]' >"$T/always.out"
+expect_in "$T/always.out" "Process exited with code 0" "the call ran"
+approvals '{"exec_command": {"approved": [], "rejected": true}}' "$T/never.json"
+run "$SBX" state import "$T/never.json" -a "$T/guarded.yaml" -o "$T/nst.json"
+expect_rc 0 "an SDK rejection of every call of a tool imports"
+mk "$T/s7.json" '[resp(2, msg("Kept."))]'
+start_fake "$T/s7.json"
+run "$SBX" run --resume "$T/nst.json" -a "$T/guarded.yaml" --base-url "$FAKE_URL"
+expect_rc 0 "resumed, the 'always' rejection answers the pending call"
+expect_eq "$(fake_query 'reqs[0]["body"]["input"][-1]["output"]')" "Tool execution was not approved." \
+    "the call did not run"
+expect_eq "$(live_sandboxes)" 0 "the completed runs removed their sandboxes"
+
 # --- what cannot be carried is refused, naming the field ---------------------------------------
 refused() { # JSON-EDIT WANT DESC
     python3 - "$T/js.json" "$T/bad.json" "$1" <<'PY'
@@ -192,8 +241,9 @@ refused 'd["conversationId"] = "conv_1"' "field 'conversationId'" "a server-side
 refused 'd["$schemaVersion"] = "2.0"' "'\$schemaVersion' 2.0 is not one sbx reads" "a schema sbx does not read"
 refused 'del d["$schemaVersion"]' "not a run state of the Agents SDK" "a document without \$schemaVersion"
 refused 'd["currentAgent"]["name"] = "Someone"' "its current agent 'Someone' is not agent 'Guarded'" "an agent the file lacks"
-refused 'd["context"]["approvals"] = {"exec_command": {"approved": True, "rejected": []}}' \
-    "field 'context.approvals.exec_command.approved'" "an always-approve decision"
+refused 'd["context"]["approvals"] = {"exec*": {"approved": True, "rejected": []}}' \
+    "field 'context.approvals.exec*': a decision for every call of a tool needs a plain tool name" \
+    "an every-call decision for a name sbx would read as a glob"
 refused 'd["generatedItems"].insert(0, {"type": "tool_call_item", "agent": {"name": "Guarded"}, "rawItem": {"type": "computer_call", "callId": "x", "status": "completed", "action": {"type": "click"}}})' \
     "field 'generatedItems[0]': an item of type 'computer_call' has no counterpart in sbx" "an item sbx lacks"
 python3 - "$T/py.json" "$T/dk.json" <<'PY'

@@ -112,9 +112,10 @@ expect_rc 1 "a missing file fails"
 expect_in "$T/err" "cannot open trace file" "and says so"
 
 # Times and token counts at the ends of int64 (issue 27): a negative time or count is refused,
-# durations and sums never wrap (UBSan stops an overflow in the ASan pass).
+# durations and sums never wrap (UBSan stops an overflow in the ASan pass). The totals count
+# model calls (gen_ai.operation.name chat): the turn and run spans repeat them.
 span() { # span ID START END INPUT_TOKENS
-    printf '{"trace_id":"%032d","span_id":"%016d","parent_span_id":null,"name":"s%s","start_unix_nano":%s,"end_unix_nano":%s,"attributes":{"gen_ai.usage.input_tokens":%s}}\n' 7 "$1" "$1" "$2" "$3" "$4"
+    printf '{"trace_id":"%032d","span_id":"%016d","parent_span_id":null,"name":"s%s","start_unix_nano":%s,"end_unix_nano":%s,"attributes":{"gen_ai.operation.name":"chat","gen_ai.usage.input_tokens":%s}}\n' 7 "$1" "$1" "$2" "$3" "$4"
 }
 {
     span 1 -9223372036854775807 9223372036854775807 1

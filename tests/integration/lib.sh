@@ -20,6 +20,21 @@ diag() { printf '%s\n' "$@" | sed 's/^/#   /'; }
 # A skip exits 0: meson reads a TAP plan "1..0 # SKIP" as a skip only then (any other status,
 # 77 included, is an error for a TAP test).
 skip_all() { echo "1..0 # SKIP $*"; exit 0; }
+# take_turn DIR: wait until no other test holds DIR's turn, then hold it (tests that share an
+# engine and disturb it, such as stopping a cluster member). The turn is a symlink naming this
+# test's PID: it is free again once that process has ended, so nothing needs to give it back and
+# no daemon the test (re)starts can keep it, as an inherited lock descriptor would.
+take_turn() {
+    local dir=$1
+    until (
+        flock 9
+        p=$(readlink "$dir/turn" 2>/dev/null) && [ "$p" != "$$" ] && kill -0 "$p" 2>/dev/null && exit 1
+        rm -f "$dir/turn"
+        ln -s "$$" "$dir/turn"
+    ) 9>>"$dir/turn.guard"; do
+        sleep 1
+    done
+}
 done_testing() {
     echo "1..$tap_n"
     [ "$tap_failed" = 0 ]

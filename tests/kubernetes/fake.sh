@@ -5,9 +5,10 @@
 #   fake.sh start DIR   make a CA, certificates and tokens in DIR, start the fake on a free port
 #                       of 127.0.0.1, write DIR/kubeconfig and DIR/env
 #   fake.sh stop DIR    stop it, remove every container and volume it made, remove DIR
-# DIR/kubeconfig has three contexts on one cluster (namespace default): "fake" (bearer token,
+# DIR/kubeconfig has four contexts on one cluster (namespace default): "fake" (bearer token,
 # allowed everything), "fake-cert" (client certificate, CN=sbx-cert-user), "fake-restricted"
-# (a token that may only get, list and watch). DIR/env: SBX_TEST_KUBECONFIG_FAKE, SBX_TEST_KUBE_URL,
+# (a token that may only get, list and watch), "fake-sbx-role" (a token allowed exactly what the
+# Role of docs/internals/kubernetes-provider.md allows). DIR/env: SBX_TEST_KUBECONFIG_FAKE, SBX_TEST_KUBE_URL,
 # SBX_TEST_KUBE_NAMESPACE, SBX_TEST_KUBE_INSTANCE.
 # Optional: SBX_TEST_KUBE_NETNS=/proc/PID/ns/net or /run/netns/NAME (run the fake in that network
 # namespace) with SBX_TEST_KUBE_ADDR=IP (listen there instead of 127.0.0.1); SBX_TEST_KUBE_ARGS
@@ -62,6 +63,7 @@ start() {
     inst=k8sf$(head -c4 /dev/urandom | od -An -tx1 | tr -d ' \n')
     admin=$(head -c24 /dev/urandom | od -An -tx1 | tr -d ' \n')
     restricted=$(head -c24 /dev/urandom | od -An -tx1 | tr -d ' \n')
+    sbxrole=$(head -c24 /dev/urandom | od -An -tx1 | tr -d ' \n')
     printf '%s\n' "$SBX_TEST_DOCKER_HOST" >"$dir/docker-host"
     printf '%s\n' "$inst" >"$dir/instance"
     certs "$addr"
@@ -69,7 +71,16 @@ start() {
 {"tokens": [
   {"token": "$admin", "user": "sbx-admin", "groups": ["system:masters"]},
   {"token": "$restricted", "user": "sbx-restricted",
-   "rules": [{"verbs": ["get", "list", "watch"], "apiGroups": ["*"], "resources": ["*"]}]}
+   "rules": [{"verbs": ["get", "list", "watch"], "apiGroups": ["*"], "resources": ["*"]}]},
+  {"token": "$sbxrole", "user": "sbx-role",
+   "rules": [
+    {"verbs": ["create", "get", "list", "watch", "patch", "delete"], "apiGroups": ["agents.x-k8s.io"], "resources": ["sandboxes"]},
+    {"verbs": ["create", "get", "list", "watch", "patch", "delete"], "apiGroups": ["extensions.agents.x-k8s.io"], "resources": ["sandboxclaims"]},
+    {"verbs": ["get"], "apiGroups": ["extensions.agents.x-k8s.io"], "resources": ["sandboxtemplates"]},
+    {"verbs": ["create", "get", "list", "watch", "delete"], "apiGroups": [""], "resources": ["pods"]},
+    {"verbs": ["create", "get"], "apiGroups": [""], "resources": ["pods/exec", "pods/portforward"]},
+    {"verbs": ["create", "get", "list", "delete"], "apiGroups": [""], "resources": ["persistentvolumeclaims"]},
+    {"verbs": ["list"], "apiGroups": [""], "resources": ["events"]}]}
  ],
  "certificates": {"sbx-cert-user": {}}}
 JSON
@@ -119,6 +130,9 @@ users:
 - name: sbx-restricted
   user:
     token: $restricted
+- name: sbx-role
+  user:
+    token: $sbxrole
 contexts:
 - name: fake
   context: {cluster: fake, user: sbx-admin, namespace: default}
@@ -126,6 +140,8 @@ contexts:
   context: {cluster: fake, user: sbx-cert-user, namespace: default}
 - name: fake-restricted
   context: {cluster: fake, user: sbx-restricted, namespace: default}
+- name: fake-sbx-role
+  context: {cluster: fake, user: sbx-role, namespace: default}
 current-context: fake
 YAML
     chmod 0600 "$dir/kubeconfig"

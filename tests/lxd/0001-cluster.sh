@@ -16,6 +16,8 @@ shared="" # the cluster it was given
 names=()
 if [ -n "${SBX_TEST_LXD_DIR:-}" ] && [ -f "$SBX_TEST_LXD_DIR/env" ]; then
     shared=$SBX_TEST_LXD_DIR
+    # One test at a time on a shared cluster (lxd-lib.sh): this one kills member 2's daemon.
+    take_turn "$shared"
     set -a
     . "$SBX_TEST_LXD_DIR/env"
     set +a

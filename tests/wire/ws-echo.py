@@ -3,7 +3,7 @@
 
 It listens on 127.0.0.1 on a port the kernel picks, prints that port on a line of its own, and
 serves each connection in a thread. It stops when its standard input closes (the test that
-started it has gone).
+started it has gone). With "--tls CERT KEY" it speaks TLS (wss).
 
 The request path picks the behaviour:
   /echo       echo text and binary messages; answer pings; commands in text messages:
@@ -23,6 +23,7 @@ import base64
 import hashlib
 import os
 import socket
+import ssl
 import struct
 import sys
 import threading
@@ -166,8 +167,10 @@ def handshake(sock, head, rest):
     return Conn(sock, rest), path
 
 
-def serve(sock):
+def serve(sock, ctx=None):
     try:
+        if ctx:
+            sock = ctx.wrap_socket(sock, server_side=True)
         head, rest = read_head(sock)
         if head is None:
             return
@@ -201,6 +204,10 @@ def serve(sock):
 
 
 def main():
+    ctx = None
+    if sys.argv[1:2] == ["--tls"]:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(sys.argv[2], sys.argv[3])
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.bind(("127.0.0.1", 0))
     srv.listen(16)
@@ -208,7 +215,7 @@ def main():
     threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
     while True:
         conn, _ = srv.accept()
-        threading.Thread(target=serve, args=(conn,), daemon=True).start()
+        threading.Thread(target=serve, args=(conn, ctx), daemon=True).start()
 
 
 if __name__ == "__main__":

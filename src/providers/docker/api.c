@@ -1,5 +1,7 @@
-/* The Engine API client: HTTP over the engine's unix socket with libcurl, pinned to one API
- * version, with the errors users hit (daemon not running, socket permission) said plainly. */
+/* The Engine API client: HTTP to the engine through the remote layer (src/sandbox/wire/): its
+ * unix socket, or tcp:// with TLS client certificates for a remote engine; every path pinned to
+ * one API version, and the errors users hit (daemon not running, socket permission, TLS) said
+ * plainly. */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -13,50 +15,141 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-#include "core/dl-curl.h"
 #include "providers/docker/docker.h"
+#include "sandbox/wire/http.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
 #include "sbx/time.h"
 
-#define DEFAULT_SOCK    "/var/run/docker.sock"
-#define HIJACK_HEAD_MAX 16384
+#define DEFAULT_SOCK "/var/run/docker.sock"
 
-int sbx__dk_engine_init(struct sbx__dk_engine *e, const char *host, int64_t timeout_ms,
+/* The TLS files of a tcp:// engine: the options' when any is given, else, as the docker CLI
+ * reads them with DOCKER_TLS_VERIFY set, ca.pem, cert.pem and key.pem of DOCKER_CERT_PATH
+ * (default ~/.docker); none of that: plain HTTP. */
+struct tls_paths {
+    char ca[4096], cert[4096], key[4096];
+    int any;
+};
+
+static int tls_paths(const struct sbx__dk_tls *tls, struct tls_paths *p, struct sbx_error *err)
+{
+    memset(p, 0, sizeof(*p));
+    if (tls && (tls->ca || tls->cert || tls->key)) {
+        snprintf(p->ca, sizeof(p->ca), "%s", tls->ca ? tls->ca : "");
+        snprintf(p->cert, sizeof(p->cert), "%s", tls->cert ? tls->cert : "");
+        snprintf(p->key, sizeof(p->key), "%s", tls->key ? tls->key : "");
+        p->any = 1;
+        return 0;
+    }
+    const char *verify = getenv("DOCKER_TLS_VERIFY");
+    if (!verify || !verify[0])
+        return 0;
+    const char *dir = getenv("DOCKER_CERT_PATH"), *home = getenv("HOME");
+    char d[4000];
+    if (dir && dir[0])
+        snprintf(d, sizeof(d), "%s", dir);
+    else if (home && home[0] == '/')
+        snprintf(d, sizeof(d), "%s/.docker", home);
+    else
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "DOCKER_TLS_VERIFY is set but neither DOCKER_CERT_PATH nor HOME is");
+    snprintf(p->ca, sizeof(p->ca), "%s/ca.pem", d);
+    if (access(p->ca, R_OK) != 0)
+        return sbx_error_errno(err, errno, "DOCKER_TLS_VERIFY is set: cannot read '%s'", p->ca);
+    snprintf(p->cert, sizeof(p->cert), "%s/cert.pem", d);
+    snprintf(p->key, sizeof(p->key), "%s/key.pem", d);
+    if (access(p->cert, F_OK) != 0 || access(p->key, F_OK) != 0)
+        p->cert[0] = p->key[0] = '\0';
+    p->any = 1;
+    return 0;
+}
+
+static int tcp_endpoint(struct sbx__dk_engine *e, const char *host, const struct sbx__dk_tls *tls,
                         struct sbx_error *err)
 {
+    struct tls_paths t;
+    int rc = tls_paths(tls, &t, err);
+    if (rc < 0)
+        return rc;
+    /* With TLS and no CA named, the system's CAs vouch for the engine. */
+    struct sbx__endpoint_opts o = {.url = host,
+                                   .name = "the Docker engine",
+                                   .ca_file = t.ca[0] ? t.ca : NULL,
+                                   .cert_file = t.cert[0] ? t.cert : NULL,
+                                   .key_file = t.key[0] ? t.key : NULL,
+                                   .max_retries = -1,
+                                   .timeout_ms = e->timeout_ms,
+                                   .http = SBX__HTTP_1_1};
+    if (t.any && !o.ca_file && !o.cert_file && !o.key_file)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "docker host '%s': empty TLS options", host);
+    /* tcp:// is https with TLS files, else http (the endpoint decides from them). */
+    rc = sbx__endpoint_new(&o, &e->ep, err);
+    if (rc < 0)
+        sbx_error_prefix(err, "docker host '%s'", host);
+    return rc;
+}
+
+int sbx__dk_engine_init(struct sbx__dk_engine *e, const char *host, const struct sbx__dk_tls *tls,
+                        int64_t timeout_ms, struct sbx_error *err)
+{
+    memset(e, 0, sizeof(*e));
     if (!host || !host[0])
         host = getenv("DOCKER_HOST");
     if (!host || !host[0])
         host = DEFAULT_SOCK;
+    if (timeout_ms < 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "request timeout must not be negative");
+    e->timeout_ms = timeout_ms ? timeout_ms : SBX__DK_DEFAULT_MS;
+    if (strncmp(host, "tcp://", 6) == 0) {
+        int rc = tcp_endpoint(e, host, tls, err);
+        if (rc == 0)
+            e->where = sbx_xstrdup(host);
+        return rc;
+    }
+    if (tls && (tls->ca || tls->cert || tls->key))
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "docker host '%s': TLS options go with a tcp:// host", host);
     const char *path = host;
     if (strncmp(host, "unix://", 7) == 0)
         path = host + 7;
     else if (strstr(host, "://"))
         return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                             "docker host '%s': only unix sockets are supported (unix:///path)",
+                             "docker host '%s': sbx reaches engines on unix sockets "
+                             "(unix:///path) or tcp:// with TLS",
                              host);
     if (path[0] != '/')
         return sbx_error_set(err, SBX_E_INVAL, 0, "docker host '%s' is not an absolute socket path",
                              host);
     if (strlen(path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
         return sbx_error_set(err, SBX_E_INVAL, 0, "docker socket path '%s' is too long", path);
-    if (timeout_ms < 0)
-        return sbx_error_set(err, SBX_E_INVAL, 0, "request timeout must not be negative");
+    char *url = sbx_xasprintf("unix://%s", path);
+    struct sbx__endpoint_opts o = {.url = url,
+                                   .name = "the Docker engine",
+                                   .max_retries = -1,
+                                   .timeout_ms = e->timeout_ms};
+    int rc = sbx__endpoint_new(&o, &e->ep, err);
+    free(url);
+    if (rc < 0)
+        return rc;
     e->sock = sbx_xstrdup(path);
-    e->timeout_ms = timeout_ms ? timeout_ms : SBX__DK_DEFAULT_MS;
+    e->where = sbx_xstrdup(path);
     return 0;
 }
 
 void sbx__dk_engine_release(struct sbx__dk_engine *e)
 {
     free(e->sock);
-    e->sock = NULL;
+    free(e->where);
+    sbx__endpoint_free(e->ep);
+    e->sock = e->where = NULL;
+    e->ep = NULL;
 }
 
 void sbx__dk_engine_copy(struct sbx__dk_engine *dst, const struct sbx__dk_engine *src)
 {
-    dst->sock = sbx_xstrdup(src->sock);
+    dst->sock = src->sock ? sbx_xstrdup(src->sock) : NULL;
+    dst->where = sbx_xstrdup(src->where);
+    dst->ep = sbx__endpoint_ref(src->ep);
     dst->timeout_ms = src->timeout_ms;
 }
 
@@ -66,11 +159,11 @@ int sbx__dk_connect_error(const struct sbx__dk_engine *e, int errnum, struct sbx
         return sbx_error_set(err, SBX_E_PERM, errnum,
                              "permission denied on '%s' (add your user to the docker group, or "
                              "use podman's rootless socket)",
-                             e->sock);
+                             e->where);
     return sbx_error_set(err, SBX_E_SANDBOX, errnum,
                          "cannot reach the Docker engine at '%s': %s (is dockerd or `podman "
                          "system service` running?)",
-                         e->sock, strerror(errnum));
+                         e->where, strerror(errnum));
 }
 
 static int unix_connect(const struct sbx__dk_engine *e, int *out, struct sbx_error *err)
@@ -91,6 +184,23 @@ static int unix_connect(const struct sbx__dk_engine *e, int *out, struct sbx_err
     return 0;
 }
 
+/* A transport error of the remote layer in the engine's words: an engine on a socket that
+ * cannot be reached says why (connect's own errno); a remote one keeps the layer's message
+ * (unreachable, TLS), as SBX_E_SANDBOX. */
+static int engine_error(const struct sbx__dk_engine *e, int rc, struct sbx_error *err)
+{
+    if (rc == -SBX_E_HTTP && e->sock) {
+        int fd = -1;
+        struct sbx_error probe = SBX_ERROR_INIT;
+        if (unix_connect(e, &fd, &probe) < 0)
+            return sbx_error_copy(err, &probe);
+        close(fd);
+    }
+    if (rc == -SBX_E_HTTP)
+        err->code = SBX_E_SANDBOX;
+    return rc == -SBX_E_HTTP ? -SBX_E_SANDBOX : rc;
+}
+
 void sbx__dk_resp_init(struct sbx__dk_resp *r)
 {
     r->status = 0;
@@ -105,159 +215,56 @@ void sbx__dk_resp_release(struct sbx__dk_resp *r)
     r->header = NULL;
 }
 
-struct xfer {
-    const struct sbx__dk_req *req;
-    struct sbx__dk_resp *resp;
-    uint64_t got, max;
-    int too_big, write_errno;
-};
-
-static size_t on_body(char *p, size_t size, size_t nmemb, void *ud)
+static long read_upload(void *ud, void *buf, size_t n, struct sbx_error *err)
 {
-    struct xfer *x = ud;
-    size_t n = size * nmemb;
-    if (n > x->max - x->got) {
-        x->too_big = 1;
-        return 0;
-    }
-    x->got += n;
-    if (x->req->download_fd >= 0) {
-        /* Error bodies are kept for the message, never written into the file. */
-        if (x->resp->status == 0 || x->resp->status < 300) {
-            struct sbx_error ignored = SBX_ERROR_INIT;
-            if (sbx_fd_write_all(x->req->download_fd, p, n, &ignored) < 0) {
-                x->write_errno = ignored.sys_errno ? ignored.sys_errno : EIO;
-                return 0;
-            }
-            return n;
-        }
-    }
-    struct sbx_error ignored = SBX_ERROR_INIT;
-    if (sbx_buf_add(&x->resp->body, p, n, &ignored) < 0) {
-        x->too_big = 1;
-        return 0;
-    }
-    return n;
-}
-
-static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
-{
-    struct xfer *x = ud;
-    size_t n = size * nmemb;
-    if (n >= 12 && strncmp(p, "HTTP/", 5) == 0) {
-        /* The status line: known before the body, so error bodies never reach a file. */
-        const char *sp = memchr(p, ' ', n);
-        if (sp && (size_t)(sp - p) + 4 <= n)
-            x->resp->status = (sp[1] - '0') * 100 + (sp[2] - '0') * 10 + (sp[3] - '0');
-        return n;
-    }
-    const char *want = x->req->header;
-    size_t wl = want ? strlen(want) : 0;
-    if (want && n > wl + 1 && strncasecmp(p, want, wl) == 0 && p[wl] == ':') {
-        const char *v = p + wl + 1;
-        const char *end = p + n;
-        while (v < end && (*v == ' ' || *v == '\t'))
-            v++;
-        while (end > v && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
-            end--;
-        free(x->resp->header);
-        x->resp->header = sbx_xstrndup(v, (size_t)(end - v));
-    }
-    return n;
-}
-
-static size_t on_upload(char *p, size_t size, size_t nmemb, void *ud)
-{
-    const struct sbx__dk_req *req = ud;
+    int fd = *(int *)ud;
     for (;;) {
-        ssize_t r = read(req->upload_fd, p, size * nmemb);
+        ssize_t r = read(fd, buf, n);
         if (r >= 0)
-            return (size_t)r;
+            return (long)r;
         if (errno != EINTR)
-            return CURL_READFUNC_ABORT;
+            return sbx_error_errno(err, errno, "cannot read what goes to the engine");
     }
 }
 
 int sbx__dk_call(const struct sbx__dk_engine *e, const struct sbx__dk_req *req,
                  struct sbx__dk_resp *resp, struct sbx_error *err)
 {
-    int rc = sbx__curl_load(err);
-    if (rc < 0)
-        return rc;
-    CURL *c = curl_easy_init();
-    struct curl_slist *hdrs = NULL;
-    char *url = sbx_xasprintf("http://docker" SBX__DK_API "%s", req->path);
-    char *body = req->json ? sbx_json_dumps(req->json, SBX_JSON_COMPACT) : NULL;
-    char cerr[CURL_ERROR_SIZE] = "";
-    struct xfer x = {req, resp, 0, req->max_body ? req->max_body : SBX__DK_BODY_MAX, 0, 0};
-    if (!c)
-        sbx__bug(__FILE__, __LINE__, "curl_easy_init failed");
-    curl_easy_setopt(c, CURLOPT_UNIX_SOCKET_PATH, e->sock);
-    curl_easy_setopt(c, CURLOPT_URL, url);
-    curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(c, CURLOPT_ERRORBUFFER, cerr);
-    curl_easy_setopt(c, CURLOPT_TIMEOUT_MS, (long)e->timeout_ms);
-    curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    curl_easy_setopt(c, CURLOPT_WRITEDATA, &x);
-    curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(c, CURLOPT_HEADERDATA, &x);
-    curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http");
-    if (strcmp(req->method, "HEAD") == 0)
-        curl_easy_setopt(c, CURLOPT_NOBODY, 1L);
-    else if (strcmp(req->method, "GET") != 0)
-        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req->method);
-    if (body) {
-        hdrs = curl_slist_append(hdrs, "Content-Type: application/json");
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, body);
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)strlen(body));
-    } else if (req->upload_fd >= 0) {
-        char *ct = sbx_xasprintf("Content-Type: %s",
-                                 req->content_type ? req->content_type : "application/x-tar");
-        hdrs = curl_slist_append(hdrs, ct);
-        free(ct);
-        curl_easy_setopt(c, CURLOPT_UPLOAD, 1L);
-        curl_easy_setopt(c, CURLOPT_READFUNCTION, on_upload);
-        curl_easy_setopt(c, CURLOPT_READDATA, req);
-        curl_easy_setopt(c, CURLOPT_INFILESIZE_LARGE, (curl_off_t)req->upload_size);
-    } else if (strcmp(req->method, "POST") == 0) {
-        curl_easy_setopt(c, CURLOPT_POSTFIELDS, "");
-        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE, 0L);
+    char *path = sbx_xasprintf(SBX__DK_API "%s", req->path);
+    int up = req->upload_fd, down = req->download_fd;
+    struct sbx__http_req hr = {.method = req->method,
+                               .path = path,
+                               .json = req->json,
+                               .max_body = req->max_body ? req->max_body : SBX__DK_BODY_MAX,
+                               .want_header = req->header,
+                               .no_retry = 1,
+                               .http_1_1 = 1};
+    if (up >= 0) {
+        hr.source = read_upload;
+        hr.source_ud = &up;
+        hr.upload_size = req->upload_unknown ? -1 : (int64_t)req->upload_size;
+        hr.content_type = req->content_type ? req->content_type : "application/x-tar";
     }
-    /* PUT with an upload wants no "Expect: 100-continue" round trip. */
-    hdrs = curl_slist_append(hdrs, "Expect:");
-    curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-    CURLcode cc = curl_easy_perform(c);
-    if (cc == CURLE_OK) {
-        curl_easy_getinfo(c, CURLINFO_RESPONSE_CODE, &resp->status);
-    } else if (x.too_big) {
-        rc = sbx_error_set(err, SBX_E_TOOBIG, 0,
-                           "the engine's answer to %s %s is larger than %llu "
-                           "bytes",
-                           req->method, req->path, (unsigned long long)x.max);
-    } else if (x.write_errno) {
-        rc = sbx_error_errno(err, x.write_errno, "cannot store the engine's answer");
-    } else if (cc == CURLE_COULDNT_CONNECT) {
-        /* curl does not keep connect's errno: ask the socket ourselves. */
-        int fd = -1;
-        rc = unix_connect(e, &fd, err);
-        if (rc == 0) {
-            close(fd);
-            rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "cannot reach the Docker engine at '%s': %s",
-                               e->sock, cerr[0] ? cerr : curl_easy_strerror(cc));
-        }
-    } else if (cc == CURLE_OPERATION_TIMEDOUT) {
-        rc = sbx_error_set(err, SBX_E_TIMEOUT, 0,
-                           "the Docker engine at '%s' did not answer %s %s "
-                           "within %lld ms",
-                           e->sock, req->method, req->path, (long long)e->timeout_ms);
+    if (down >= 0) {
+        hr.sink = sbx__http_sink_fd;
+        hr.sink_ud = &down;
+    }
+    struct sbx__http_resp r;
+    sbx__http_resp_init(&r);
+    int rc = sbx__http_call(e->ep, &hr, &r, err);
+    if (rc < 0) {
+        rc = engine_error(e, rc, err);
     } else {
-        rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "the Docker engine at '%s': %s %s: %s", e->sock,
-                           req->method, req->path, cerr[0] ? cerr : curl_easy_strerror(cc));
+        resp->status = r.status;
+        sbx_buf_reset(&resp->body);
+        if (r.body.len && (rc = sbx_buf_add(&resp->body, r.body.data, r.body.len, err)) < 0)
+            rc = -SBX_E_TOOBIG;
+        free(resp->header);
+        resp->header = r.header;
+        r.header = NULL;
     }
-    curl_slist_free_all(hdrs);
-    curl_easy_cleanup(c);
-    free(url);
-    free(body);
+    sbx__http_resp_release(&r);
+    free(path);
     return rc;
 }
 
@@ -265,9 +272,12 @@ int sbx__dk_status_error(long status, const struct sbx_buf *body, struct sbx_err
 {
     json_t *j = body->len ? json_loadb(body->data, body->len, 0, NULL) : NULL;
     const char *msg = json_string_value(json_object_get(j, "message"));
-    char fallback[64];
+    char fallback[512];
     if (!msg) {
-        snprintf(fallback, sizeof(fallback), "HTTP status %ld", status);
+        /* Not the engine's JSON: a proxy's text, or a TLS port's answer to plain HTTP ("Client
+         * sent an HTTP request to an HTTPS server"). */
+        if (!sbx__http_error_text(body->data, body->len, fallback, sizeof(fallback)))
+            snprintf(fallback, sizeof(fallback), "HTTP status %ld", status);
         msg = fallback;
     }
     enum sbx_errcode code = status == 404                    ? SBX_E_NOTFOUND
@@ -331,84 +341,34 @@ int sbx__dk_check_version(const struct sbx__dk_engine *e, struct sbx_error *err)
         rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
                            "the Docker engine at '%s' speaks API version '%s'; sbx needs %d.%d "
                            "or later (Docker 20.10, podman 4)",
-                           e->sock, api ? api : "?", SBX__DK_API_MAJOR, SBX__DK_API_MINOR);
+                           e->where, api ? api : "?", SBX__DK_API_MAJOR, SBX__DK_API_MINOR);
     json_decref(v);
     return rc;
 }
 
-/* The hijacked call is plain HTTP/1.1 on a socket of our own: after the 101 answer the
- * connection is a raw byte stream both ways, which is what the demultiplexer and the terminal
- * relay want to poll; curl adds nothing there. */
+/* The hijacked call: the remote layer's upgraded connection (HTTP/1.1, TLS for a remote
+ * engine); after the answer the connection is a raw byte stream both ways. Engines answer 101
+ * (Docker, podman) or, older ones, 200. */
 int sbx__dk_hijack(const struct sbx__dk_engine *e, const char *path, const json_t *body,
-                   int *out_fd, struct sbx_buf *leftover, struct sbx_error *err)
+                   struct sbx__conn **out, struct sbx_error *err)
 {
-    int fd = -1, rc;
     char *text = sbx_json_dumps(body, SBX_JSON_COMPACT);
-    char *head = sbx_xasprintf("POST " SBX__DK_API "%s HTTP/1.1\r\nHost: docker\r\n"
-                               "Content-Type: application/json\r\nConnection: Upgrade\r\n"
-                               "Upgrade: tcp\r\nContent-Length: %zu\r\n\r\n",
-                               path, strlen(text));
-    struct sbx_buf in;
-    sbx_buf_init(&in, HIJACK_HEAD_MAX + 65536);
-    if ((rc = unix_connect(e, &fd, err)) < 0)
-        goto out;
-    if ((rc = sbx_fd_write_all(fd, head, strlen(head), err)) < 0 ||
-        (rc = sbx_fd_write_all(fd, text, strlen(text), err)) < 0)
-        goto out;
-    int64_t deadline = sbx_deadline_after_ms(e->timeout_ms);
-    char *end = NULL;
-    while (!end) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        int left = sbx_deadline_poll_ms(deadline);
-        if (left == 0) {
-            rc = sbx_error_set(err, SBX_E_TIMEOUT, 0, "the Docker engine did not answer %s", path);
-            goto out;
-        }
-        int r = poll(&p, 1, left);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            continue;
-        char buf[4096];
-        ssize_t n = read(fd, buf, sizeof(buf));
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            rc = sbx_error_set(err, SBX_E_SANDBOX, n < 0 ? errno : 0,
-                               "the Docker engine closed the connection of %s", path);
-            goto out;
-        }
-        if ((rc = sbx_buf_add(&in, buf, (size_t)n, err)) < 0)
-            goto out;
-        end = strstr(in.data, "\r\n\r\n");
-        if (!end && in.len > HIJACK_HEAD_MAX) {
-            rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "the Docker engine's answer head is too long");
-            goto out;
-        }
-    }
-    int status = 0;
-    if (in.len >= 12 && strncmp(in.data, "HTTP/1.", 7) == 0)
-        status = (in.data[9] - '0') * 100 + (in.data[10] - '0') * 10 + (in.data[11] - '0');
-    size_t hlen = (size_t)(end - in.data) + 4;
-    if (status != 101 && status != 200) {
-        struct sbx_buf rest;
-        sbx_buf_init(&rest, 65536);
-        struct sbx_error ignored = SBX_ERROR_INIT;
-        if (sbx_buf_add(&rest, in.data + hlen, in.len - hlen, &ignored) < 0)
-            sbx_buf_reset(&rest);
-        rc = sbx__dk_status_error(status, &rest, err);
-        sbx_buf_release(&rest);
-        goto out;
-    }
-    if ((rc = sbx_buf_add(leftover, in.data + hlen, in.len - hlen, err)) < 0)
-        goto out;
-    *out_fd = fd;
-    fd = -1;
-out:
-    sbx_fd_close(&fd);
-    sbx_buf_release(&in);
+    char *target = sbx_xasprintf(SBX__DK_API "%s", path);
+    const char *hdrs[] = {"Connection: Upgrade", "Upgrade: tcp", NULL};
+    struct sbx__upgrade u = {.method = "POST",
+                             .path = target,
+                             .headers = hdrs,
+                             .body = text,
+                             .body_len = strlen(text),
+                             .content_type = "application/json",
+                             .expect = 101,
+                             .expect_also = 200,
+                             .timeout_ms = e->timeout_ms};
+    int rc = sbx__conn_open(e->ep, &u, out, NULL, err);
+    if (rc < 0)
+        rc = engine_error(e, rc, err);
+    free(target);
     free(text);
-    free(head);
     return rc;
 }
 
@@ -479,7 +439,7 @@ void sbx__dk_engine_limits(const struct sbx__dk_engine *e, uint64_t *nofile, uin
     int fd = -1;
     struct ucred cred = {0};
     socklen_t len = sizeof(cred);
-    if (unix_connect(e, &fd, NULL) < 0)
+    if (!e->sock || unix_connect(e, &fd, NULL) < 0)
         return;
     int ok = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 && cred.pid > 0;
     close(fd);

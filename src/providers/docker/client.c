@@ -17,6 +17,7 @@
 #include "providers/docker/relay.h"
 #include "sandbox/materialize/materialize.h"
 #include "sandbox/session/internal.h"
+#include "sbx/fs.h"
 #include "sbx/hash.h"
 #include "sbx/json.h"
 #include "sbx/log.h"
@@ -112,6 +113,19 @@ static int port_listens(struct sbx__dk_session *s, int port, int *out, struct sb
     return rc;
 }
 
+/* A tcp:// engine may still run on this host (the relay then works as for a socket): the
+ * container's init is then a process here whose cgroup names the container. */
+static int pid_is_here(pid_t pid, const char *container)
+{
+    char path[64];
+    struct sbx_buf b;
+    snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+    sbx_buf_init(&b, 65536);
+    int here = sbx_fs_read_path(path, 65536, &b, NULL) == 0 && b.data && strstr(b.data, container);
+    sbx_buf_release(&b);
+    return here;
+}
+
 static int sess_resolve_port(struct sbx_session *bs, int port, char **out_url,
                              struct sbx_error *err)
 {
@@ -130,6 +144,11 @@ static int sess_resolve_port(struct sbx_session *bs, int port, char **out_url,
     json_int_t pid = json_integer_value(json_object_get(st, "Pid"));
     if (rc == 0 && (!json_is_true(json_object_get(st, "Running")) || pid <= 0))
         rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox '%s' is not running", s->base.id);
+    if (rc == 0 && !s->eng.sock && !pid_is_here((pid_t)pid, s->container))
+        rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                           "sandbox '%s' is on the engine at '%s', not on this host: its ports "
+                           "cannot be reached from here",
+                           s->base.id, s->eng.where);
     int listens = 0;
     if (rc == 0 && (rc = port_listens(s, port, &listens, err)) == 0 && !listens)
         rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "nothing listens on port %d in sandbox '%s'",
@@ -191,7 +210,6 @@ static void sess_free(struct sbx_session *bs)
     struct sbx__dk_session *s = (struct sbx__dk_session *)bs;
     if (!s)
         return;
-    sbx__dk_workspace_drop(s);
     sbx_session_release_base(&s->base);
     sbx__dk_engine_release(&s->eng);
     free(s->container);
@@ -241,9 +259,10 @@ static const struct sbx_session_ops session_ops = {
         .resolve_port = sess_resolve_port,
         .state = sess_state,
         .close = sess_close,
-        .workspace_fd = sbx__dk_workspace_fd,
         .record_snapshot = sess_record_snapshot,
         .stats = sess_stats,
+        .workspace_export = sbx__dk_workspace_export,
+        .workspace_import = sbx__dk_workspace_import,
         .free = sess_free,
 };
 
@@ -327,7 +346,6 @@ static int session_from_inspect(const struct sbx__dk_engine *e, const json_t *in
                           json_string_value(json_object_get(st, "root")));
     sbx__dk_engine_copy(&s->eng, e);
     s->container = sbx_xstrdup(json_string_value(json_object_get(st, "container")));
-    s->ws_fd = -1;
     s->image = sbx_xstrdup(json_string_value(json_object_get(st, "image")));
     s->owner = sbx_xstrdup(owner ? owner : "");
     sbx_strv_init(&s->users);
@@ -789,8 +807,8 @@ static int fill_container(struct sbx__dk_session *s, const struct sbx_create_spe
     if (rc < 0)
         return rc;
     sbx__session_set_manifest(&s->base, m);
-    if (snap_ref && (rc = sbx__dk_workspace_restore(s, store, snap_ref, spec->progress,
-                                                    spec->progress_data, err)) < 0) {
+    if (snap_ref && (rc = sbx__session_restore_stream(&s->base, store, snap_ref, spec->progress,
+                                                      spec->progress_data, err)) < 0) {
         sbx_error_prefix(err, "snapshot '%s'", spec->snapshot);
         return rc;
     }
@@ -1179,7 +1197,8 @@ static int client_new(const void *vopts, struct sbx_client **out, struct sbx_err
     c->base.ops = &client_ops;
     c->base.provider = "docker";
     sbx_strv_init(&c->cap_add);
-    if ((rc = sbx__dk_engine_init(&c->eng, o->host, o->request_timeout_ms, err)) < 0) {
+    struct sbx__dk_tls tls = {o->tls_ca, o->tls_cert, o->tls_key};
+    if ((rc = sbx__dk_engine_init(&c->eng, o->host, &tls, o->request_timeout_ms, err)) < 0) {
         sbx_strv_release(&c->cap_add);
         free(c);
         return rc;
@@ -1225,7 +1244,7 @@ static int check_state(const json_t *st, struct sbx_error *err)
 const struct sbx__provider_def sbx__provider_docker = {
         .name = "docker",
         .summary = "a container of a Docker engine or of podman's Docker-compatible service, "
-                   "through the Engine API on its unix socket",
+                   "through the Engine API on its unix socket or over tcp:// with TLS",
         .traits = SBX_PROVIDER_ACCOUNTS | SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_STOP_START |
                   SBX_PROVIDER_PTY | SBX_PROVIDER_PORTS | SBX_PROVIDER_LISTS | SBX_PROVIDER_RESUME |
                   SBX_PROVIDER_STATS,

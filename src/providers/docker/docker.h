@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "sandbox/provider.h"
+#include "sandbox/wire/conn.h"
 #include "sbx/buf.h"
 #include "sbx/docker.h"
 #include "sbx/error.h"
@@ -24,16 +25,27 @@
 #define SBX__DK_LABEL_MAX  ((size_t)64 << 10)
 #define SBX__DK_DEFAULT_MS 60000
 
-/* One engine: where its socket is and how long an API call may take. */
+/* One engine: how to reach it (the remote layer's endpoint: its unix socket, or tcp:// with
+ * TLS), what messages call it, how long an API call may take. */
 struct sbx__dk_engine {
-    char *sock; /* absolute path of the unix socket */
+    struct sbx__endpoint *ep; /* a reference */
+    char *sock;               /* the unix socket's path, or NULL for a tcp:// engine */
+    char *where;              /* the socket path or the tcp:// URL, for messages */
     int64_t timeout_ms;
 };
 
-/* "unix://" + path, or an absolute path (NULL: $DOCKER_HOST, else /var/run/docker.sock) into an
- * engine. SBX_E_UNSUPPORTED for another scheme. */
-int sbx__dk_engine_init(struct sbx__dk_engine *e, const char *host, int64_t timeout_ms,
-                        struct sbx_error *err);
+/* A tcp:// engine's TLS files (each may be NULL). */
+struct sbx__dk_tls {
+    const char *ca, *cert, *key;
+};
+
+/* host: "unix://" + path, an absolute path, or "tcp://HOST:PORT" (NULL: $DOCKER_HOST, else
+ * /var/run/docker.sock). A tcp:// engine speaks TLS with tls's files, else with those of
+ * $DOCKER_CERT_PATH when $DOCKER_TLS_VERIFY is set (as the docker CLI reads them), else plain
+ * HTTP. SBX_E_UNSUPPORTED for another scheme (ssh://), SBX_E_INVAL for TLS files with a unix
+ * socket. */
+int sbx__dk_engine_init(struct sbx__dk_engine *e, const char *host, const struct sbx__dk_tls *tls,
+                        int64_t timeout_ms, struct sbx_error *err);
 void sbx__dk_engine_release(struct sbx__dk_engine *e);
 /* Copy of e (for a session that outlives its client). */
 void sbx__dk_engine_copy(struct sbx__dk_engine *dst, const struct sbx__dk_engine *src);
@@ -52,6 +64,7 @@ struct sbx__dk_req {
     const json_t *json; /* request body as JSON, or NULL */
     int upload_fd;      /* or a body read from this fd (-1: none), upload_size bytes */
     uint64_t upload_size;
+    int upload_unknown;       /* the upload's size is not known: sent chunked */
     const char *content_type; /* of an upload: "application/x-tar" */
     int download_fd;          /* response body into this fd (-1: into resp->body) */
     uint64_t max_body;        /* 0: SBX__DK_BODY_MAX */
@@ -81,11 +94,11 @@ int sbx__dk_check_version(const struct sbx__dk_engine *e, struct sbx_error *err)
 /* "1.41" >= 1.41? (unit-tested) */
 int sbx__dk_version_ok(const char *v);
 
-/* POST path with body and take the connection over (HTTP upgrade to a raw stream). *out_fd:
- * the connected socket, caller owns. Bytes the engine sent after its answer are left in
- * leftover. */
+/* POST path with body and take the connection over (HTTP upgrade to a raw stream). *out: the
+ * connection (bytes the engine sent after its answer come first), caller owns
+ * (sbx__conn_free). */
 int sbx__dk_hijack(const struct sbx__dk_engine *e, const char *path, const json_t *body,
-                   int *out_fd, struct sbx_buf *leftover, struct sbx_error *err);
+                   struct sbx__conn **out, struct sbx_error *err);
 
 /* X-Docker-Container-Path-Stat: base64 of {"name","size","mode" (Go's FileMode),"mtime",
  * "linkTarget"}. */
@@ -114,8 +127,6 @@ struct sbx__dk_session {
     char *owner; /* who owns what sbx writes and runs commands by default ("" : the image's) */
     json_t *state;
     struct sbx_strv users; /* the manifest's account users (run_as), may be empty */
-    char *ws_dir;          /* the workspace copied to this host for a snapshot, or NULL */
-    int ws_fd;             /* its fd, -1 */
 };
 
 /* A short command run to completion as root (fixed argv, never a shell line built from
@@ -147,16 +158,10 @@ int sbx__dk_chmod(struct sbx_session *bs, const char *path, mode_t mode, struct 
 int sbx__dk_chgrp(struct sbx_session *bs, const char *path, const char *group,
                   struct sbx_error *err);
 
-/* Snapshots: the workspace copied out into a private host directory (the fd is borrowed until
- * the next call or the session's end); drop removes the copy. */
-int sbx__dk_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err);
-void sbx__dk_workspace_drop(struct sbx__dk_session *s);
-/* Snapshot ref of st restored into the (fresh) workspace: into a host directory, then one tar
- * PUT into the root, then given to the session's user. */
-struct sbx_snapshot_store;
-int sbx__dk_workspace_restore(struct sbx__dk_session *s, struct sbx_snapshot_store *st,
-                              const char *ref, sbx_progress_fn *progress, void *progress_data,
-                              struct sbx_error *err);
+/* The workspace as a tar stream (the session ops workspace_export and workspace_import,
+ * sandbox/provider.h): the archive API of the root, straight to and from the snapshot store. */
+int sbx__dk_workspace_export(struct sbx_session *bs, int out_fd, struct sbx_error *err);
+int sbx__dk_workspace_import(struct sbx_session *bs, int in_fd, struct sbx_error *err);
 
 /* Resolve the workspace path rel inside the container, following symlinks the engine reports
  * only while they stay in the workspace (SBX_E_PERM for one leading out). follow_final: also

@@ -17,13 +17,10 @@
 #include <unistd.h>
 
 #include "core/dl-archive.h"
-#include "core/fs-internal.h"
 #include "providers/docker/docker.h"
 #include "sbx/fs.h"
 #include "sbx/hash.h"
 #include "sbx/json.h"
-#include "sbx/log.h"
-#include "sbx/snapshot.h"
 #include "sbx/strv.h"
 
 #define MAX_HOPS   40
@@ -786,277 +783,63 @@ out:
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Snapshots: the workspace copied out to this host, for the shared snapshot code */
+ * Workspaces as tar streams (remote.md, "Workspace streams"): the archive API straight to the
+ * snapshot store and back, with no copy of the workspace on this host */
 
 #define WS_ARCHIVE_MAX ((uint64_t)8 << 30)
 
-/* The entry's name below the archive's top directory ("workspace/a/b" -> "a/b"), or NULL for
- * the top itself or a name that could leave the directory (absolute, "..", empty parts). */
-static const char *below_top(const char *name)
-{
-    if (!name || name[0] == '/')
-        return NULL;
-    const char *slash = strchr(name, '/');
-    if (!slash || !slash[1])
-        return NULL;
-    const char *rest = slash + 1;
-    for (const char *p = rest; *p;) {
-        size_t k = strcspn(p, "/");
-        if (k == 0 || (k == 1 && p[0] == '.') || (k == 2 && p[0] == '.' && p[1] == '.'))
-            return NULL;
-        p += k;
-        if (*p == '/')
-            p++;
-    }
-    return rest;
-}
-
-static int extract_into(int tar, const char *dir, struct sbx_error *err)
-{
-    int rc = sbx__archive_load(err);
-    if (rc < 0)
-        return rc;
-    struct archive *in = archive_read_new(), *out = archive_write_disk_new();
-    struct archive_entry *e = NULL;
-    archive_read_support_format_tar(in);
-    /* Never through a symlink, never a device or owner from the archive: only files,
-     * directories and symlinks, as the snapshot keeps them. */
-    archive_write_disk_set_options(out, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM |
-                                                ARCHIVE_EXTRACT_SECURE_SYMLINKS |
-                                                ARCHIVE_EXTRACT_SECURE_NODOTDOT);
-    if (archive_read_open_fd(in, tar, COPY_CHUNK) != ARCHIVE_OK) {
-        rc = archive_fail(in, "the workspace archive", err);
-        goto out;
-    }
-    for (;;) {
-        int r = archive_read_next_header(in, &e);
-        if (r == ARCHIVE_EOF)
-            break;
-        if (r != ARCHIVE_OK) {
-            rc = archive_fail(in, "the workspace archive", err);
-            goto out;
-        }
-        const char *rel = below_top(archive_entry_pathname(e));
-        mode_t type = archive_entry_filetype(e);
-        if (!rel || archive_entry_hardlink(e) ||
-            (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK))
-            continue;
-        char *full = sbx_xasprintf("%s/%s", dir, rel);
-        archive_entry_set_pathname(e, full);
-        archive_entry_set_perm(e, archive_entry_perm(e) & SBX_FS_MODE_MASK);
-        free(full);
-        if (archive_write_header(out, e) != ARCHIVE_OK) {
-            rc = archive_fail(out, "cannot copy the workspace out", err);
-            goto out;
-        }
-        if (type == AE_IFREG) {
-            const void *buf;
-            size_t n;
-            la_int64_t off;
-            while ((r = archive_read_data_block(in, &buf, &n, &off)) == ARCHIVE_OK)
-                if (archive_write_data_block(out, buf, n, off) != ARCHIVE_OK) {
-                    rc = archive_fail(out, "cannot copy the workspace out", err);
-                    goto out;
-                }
-            if (r != ARCHIVE_EOF) {
-                rc = archive_fail(in, "the workspace archive", err);
-                goto out;
-            }
-        }
-        if (archive_write_finish_entry(out) != ARCHIVE_OK) {
-            rc = archive_fail(out, "cannot copy the workspace out", err);
-            goto out;
-        }
-    }
-    if (archive_write_close(out) != ARCHIVE_OK)
-        rc = archive_fail(out, "cannot copy the workspace out", err);
-out:
-    archive_read_free(in);
-    archive_write_free(out);
-    return rc;
-}
-
-/* Remove the private directory path (made by mkdtemp) and everything in it: the one host tree
- * remover (core/fs-internal.h); a copy-out that cannot be removed is only logged. */
-static void remove_tree(const char *path)
-{
-    struct sbx_error e = SBX_ERROR_INIT;
-    if (sbx__fs_remove_tree(path, &e) < 0)
-        sbx_log(SBX_LOG_WARN, "cannot remove '%s': %s", path, e.msg);
-}
-
-void sbx__dk_workspace_drop(struct sbx__dk_session *s)
-{
-    if (s->ws_dir) {
-        remove_tree(s->ws_dir);
-        free(s->ws_dir);
-        s->ws_dir = NULL;
-    }
-    sbx_fd_close(&s->ws_fd);
-}
-
-int sbx__dk_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err)
+/* GET the root's archive of "ROOT/." (members "./name", the root's content without a top
+ * directory) into out_fd: the store reads it as hostile input. */
+int sbx__dk_workspace_export(struct sbx_session *bs, int out_fd, struct sbx_error *err)
 {
     struct sbx__dk_session *s = (struct sbx__dk_session *)bs;
-    const char *tmp = getenv("TMPDIR");
-    char *q = sbx__dk_escape(s->base.root);
+    char *dot = sbx_xasprintf("%s/.", s->base.root);
+    char *q = sbx__dk_escape(dot);
     char *api = sbx_xasprintf("/containers/%s/archive?path=%s", s->container, q);
-    int tar = -1, rc;
-    /* A fresh copy each time: a snapshot is of the workspace as it is now. */
-    sbx__dk_workspace_drop(s);
-    s->ws_dir = sbx_xasprintf("%s/sbx-docker-ws-XXXXXX", tmp && tmp[0] == '/' ? tmp : "/tmp");
-    if (!mkdtemp(s->ws_dir)) {
-        rc = sbx_error_errno(err, errno, "cannot make a directory for the workspace copy");
-        free(s->ws_dir);
-        s->ws_dir = NULL;
-        goto out;
-    }
-    if ((rc = sbx__dk_tmpfile(&tar, err)) < 0)
-        goto out;
     struct sbx__dk_req req = {.method = "GET",
                               .path = api,
                               .upload_fd = -1,
-                              .download_fd = tar,
+                              .download_fd = out_fd,
                               .max_body = WS_ARCHIVE_MAX};
     struct sbx__dk_resp resp;
     sbx__dk_resp_init(&resp);
-    rc = sbx__dk_call(&s->eng, &req, &resp, err);
+    int rc = sbx__dk_call(&s->eng, &req, &resp, err);
+    if (rc == 0 && resp.status == 404)
+        rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "the container '%.12s' is gone", s->container);
+    else if (rc == 0 && resp.status >= 400)
+        rc = sbx__dk_status_error(resp.status, &resp.body, err);
+    sbx__dk_resp_release(&resp);
+    free(api);
+    free(q);
+    free(dot);
+    return rc;
+}
+
+/* PUT the snapshot's tar (from the store, read from in_fd to its end) into the root, then give
+ * the files to the session's user (the tar's owners are root). */
+int sbx__dk_workspace_import(struct sbx_session *bs, int in_fd, struct sbx_error *err)
+{
+    struct sbx__dk_session *s = (struct sbx__dk_session *)bs;
+    char *q = sbx__dk_escape(s->base.root);
+    char *path = sbx_xasprintf("/containers/%s/archive?path=%s&noOverwriteDirNonDir=true",
+                               s->container, q);
+    struct sbx__dk_req req = {.method = "PUT",
+                              .path = path,
+                              .upload_fd = in_fd,
+                              .upload_unknown = 1,
+                              .content_type = "application/x-tar",
+                              .download_fd = -1};
+    struct sbx__dk_resp resp;
+    sbx__dk_resp_init(&resp);
+    int rc = sbx__dk_call(&s->eng, &req, &resp, err);
     if (rc == 0 && resp.status >= 400)
         rc = sbx__dk_status_error(resp.status, &resp.body, err);
     sbx__dk_resp_release(&resp);
-    if (rc < 0)
-        goto out;
-    if (lseek(tar, 0, SEEK_SET) < 0) {
-        rc = sbx_error_errno(err, errno, "lseek");
-        goto out;
-    }
-    if ((rc = extract_into(tar, s->ws_dir, err)) < 0)
-        goto out;
-    s->ws_fd = open(s->ws_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (s->ws_fd < 0) {
-        rc = sbx_error_errno(err, errno, "cannot open '%s'", s->ws_dir);
-        goto out;
-    }
-    *out = s->ws_fd;
-out:
-    if (rc < 0)
-        sbx__dk_workspace_drop(s);
-    sbx_fd_close(&tar);
+    free(path);
     free(q);
-    free(api);
-    return rc;
-}
-
-/* The tree under dir as a tar with names relative to it, into tar. Only files, directories and
- * symlinks (what a snapshot holds); owners are the container's root until the caller chowns. */
-static int tar_tree(const char *dir, int tar, struct sbx_error *err)
-{
-    int rc = sbx__archive_load(err);
-    if (rc < 0)
-        return rc;
-    struct archive *in = archive_read_disk_new(), *out = archive_write_new();
-    struct archive_entry *e = NULL;
-    size_t dlen = strlen(dir);
-    archive_read_disk_set_symlink_physical(in);
-    archive_read_disk_set_behavior(in, ARCHIVE_READDISK_NO_XATTR | ARCHIVE_READDISK_NO_ACL |
-                                               ARCHIVE_READDISK_NO_FFLAGS);
-    if (archive_write_set_format_pax_restricted(out) != ARCHIVE_OK ||
-        archive_write_open_fd(out, tar) != ARCHIVE_OK) {
-        rc = archive_fail(out, "cannot write an archive", err);
-        goto out;
-    }
-    if (archive_read_disk_open(in, dir) != ARCHIVE_OK) {
-        rc = archive_fail(in, "cannot read the restored workspace", err);
-        goto out;
-    }
-    for (;;) {
-        e = archive_entry_new();
-        int r = archive_read_next_header2(in, e);
-        if (r == ARCHIVE_EOF)
-            break;
-        if (r != ARCHIVE_OK) {
-            rc = archive_fail(in, "cannot read the restored workspace", err);
-            goto out;
-        }
-        (void)archive_read_disk_descend(in);
-        const char *path = archive_entry_pathname(e);
-        mode_t type = archive_entry_filetype(e);
-        if (strncmp(path, dir, dlen) != 0 || path[dlen] != '/' ||
-            (type != AE_IFREG && type != AE_IFDIR && type != AE_IFLNK)) {
-            archive_entry_free(e);
-            continue;
-        }
-        char *rel = sbx_xstrdup(path + dlen + 1);
-        archive_entry_set_pathname(e, rel);
-        free(rel);
-        archive_entry_set_uid(e, 0);
-        archive_entry_set_gid(e, 0);
-        archive_entry_set_uname(e, NULL);
-        archive_entry_set_gname(e, NULL);
-        if (archive_write_header(out, e) != ARCHIVE_OK) {
-            rc = archive_fail(out, "cannot write an archive", err);
-            goto out;
-        }
-        if (type == AE_IFREG) {
-            const void *buf;
-            size_t n;
-            la_int64_t off;
-            while ((r = archive_read_data_block(in, &buf, &n, &off)) == ARCHIVE_OK)
-                if (archive_write_data(out, buf, n) != (la_ssize_t)n) {
-                    rc = archive_fail(out, "cannot write an archive", err);
-                    goto out;
-                }
-            if (r != ARCHIVE_EOF) {
-                rc = archive_fail(in, "cannot read the restored workspace", err);
-                goto out;
-            }
-        }
-        archive_entry_free(e);
-    }
-    if (archive_write_close(out) != ARCHIVE_OK)
-        rc = archive_fail(out, "cannot write an archive", err);
-out:
-    archive_entry_free(e);
-    archive_read_free(in);
-    archive_write_free(out);
-    return rc;
-}
-
-int sbx__dk_workspace_restore(struct sbx__dk_session *s, struct sbx_snapshot_store *st,
-                              const char *ref, sbx_progress_fn *progress, void *progress_data,
-                              struct sbx_error *err)
-{
-    const char *tmp = getenv("TMPDIR");
-    char *dir = sbx_xasprintf("%s/sbx-docker-restore-XXXXXX", tmp && tmp[0] == '/' ? tmp : "/tmp");
-    int dfd = -1, tar = -1, rc;
-    if (!mkdtemp(dir)) {
-        rc = sbx_error_errno(err, errno, "cannot make a directory to restore into");
-        free(dir);
-        return rc;
-    }
-    dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (dfd < 0) {
-        rc = sbx_error_errno(err, errno, "cannot open '%s'", dir);
-        goto out;
-    }
-    if ((rc = sbx_snapshot_restore_progress(st, ref, dfd, progress, progress_data, err)) < 0 ||
-        (rc = sbx__dk_tmpfile(&tar, err)) < 0 || (rc = tar_tree(dir, tar, err)) < 0)
-        goto out;
-    struct stat tst;
-    if (fstat(tar, &tst) < 0 || lseek(tar, 0, SEEK_SET) < 0) {
-        rc = sbx_error_errno(err, errno, "cannot read the staged archive");
-        goto out;
-    }
-    if ((rc = put_archive(s, s->base.root, tar, (uint64_t)tst.st_size, err)) < 0)
-        goto out;
-    if (s->owner[0]) {
+    if (rc == 0 && s->owner[0]) {
         const char *argv[] = {"chown", "-R", "-h", "--", s->owner, s->base.root, NULL};
         rc = run(s, argv, NULL, 0, "give the restored files to", s->base.root, err);
     }
-out:
-    sbx_fd_close(&tar);
-    sbx_fd_close(&dfd);
-    remove_tree(dir);
-    free(dir);
     return rc;
 }

@@ -22,9 +22,28 @@ const struct sbx_provider_option sbx__dk_options[] = {
          .type = SBX_OPTION_STRING,
          .flags = SBX_OPTION_LOCATOR,
          .arg = "URL",
-         .help = "the engine's socket, unix:///PATH or /PATH (default $DOCKER_HOST, else "
-                 "/var/run/docker.sock)",
+         .help = "the engine: its socket, unix:///PATH or /PATH, or tcp://HOST:PORT for a remote "
+                 "one (default $DOCKER_HOST, else /var/run/docker.sock)",
          .flag = "docker-host"},
+        {.key = "tls_ca",
+         .type = SBX_OPTION_PATH,
+         .flags = SBX_OPTION_LOCATOR | SBX_OPTION_TRUSTED,
+         .arg = "FILE",
+         .help = "a tcp:// engine's CA certificate, PEM (default with $DOCKER_TLS_VERIFY: "
+                 "$DOCKER_CERT_PATH/ca.pem)",
+         .flag = "docker-tls-ca"},
+        {.key = "tls_cert",
+         .type = SBX_OPTION_PATH,
+         .flags = SBX_OPTION_LOCATOR | SBX_OPTION_TRUSTED,
+         .arg = "FILE",
+         .help = "the client certificate a tcp:// engine trusts, PEM (dockerd --tlsverify)",
+         .flag = "docker-tls-cert"},
+        {.key = "tls_key",
+         .type = SBX_OPTION_PATH,
+         .flags = SBX_OPTION_LOCATOR | SBX_OPTION_TRUSTED,
+         .arg = "FILE",
+         .help = "the client certificate's private key, PEM",
+         .flag = "docker-tls-key"},
         {.key = "user",
          .type = SBX_OPTION_STRING,
          .flags = SBX_OPTION_STATE,
@@ -108,6 +127,9 @@ static int from_json(const json_t *opts, struct holder *h, struct sbx_error *err
     size_t i, k = 0;
     h->o.image = json_string_value(json_object_get(opts, "image"));
     h->o.host = json_string_value(json_object_get(opts, "host"));
+    h->o.tls_ca = json_string_value(json_object_get(opts, "tls_ca"));
+    h->o.tls_cert = json_string_value(json_object_get(opts, "tls_cert"));
+    h->o.tls_key = json_string_value(json_object_get(opts, "tls_key"));
     h->o.user = json_string_value(json_object_get(opts, "user"));
     while (net && k < SBX_ARRAY_LEN(modes) && strcmp(modes[k].name, net) != 0)
         k++;

@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "sandbox/session/exec-util.h"
+#include "sbx/progress.h"
 #include "sbx/session.h"
 
 /* Normalise a workspace path for s (relative, or absolute under the root). allow_root: "" and
@@ -38,6 +39,24 @@ void sbx__session_event_finish(struct sbx_session *s, struct sbx_session_event *
  * write fails; nothing reads a workspace being materialised. Where the name exists after all
  * it writes as usual. Providers that do not know it ignore it. */
 #define SBX__WRITE_FRESH (1 << 30)
+
+/* Snapshot the workspace of s into st through its provider's workspace_export: the provider
+ * writes the tar into a pipe from a thread of its own while the store reads the other end
+ * (sbx__snapshot_import_workspace, with o). *out_ref: caller owns (free). The provider's error
+ * wins when both sides fail, unless it is the pipe's reader going away (EPIPE). */
+struct sbx__snap_stream_opts;
+int sbx__session_snapshot_stream(struct sbx_session *s, struct sbx_snapshot_store *st,
+                                 const struct sbx__snap_stream_opts *o, char **out_ref,
+                                 struct sbx_error *err);
+/* Restore snapshot ref of st into the fresh workspace of s through its provider's
+ * workspace_import: the store writes the snapshot as a tar into a pipe from a thread of its
+ * own (sbx__snapshot_write_workspace_tar) while the provider reads the other end, so nothing is
+ * copied to a host directory. progress (may be NULL) gets step "restore". Errors: the store's
+ * (unknown or corrupt snapshot), the provider's; SBX_E_UNSUPPORTED without workspace_import. */
+struct sbx_snapshot_store;
+int sbx__session_restore_stream(struct sbx_session *s, struct sbx_snapshot_store *st,
+                                const char *ref, sbx_progress_fn *progress, void *progress_data,
+                                struct sbx_error *err);
 
 /* Non-zero when the sandboxes c creates end with the calling process (sbx_local_options.tied):
  * a run that must outlive the process cannot use such a client. */

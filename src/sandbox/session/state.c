@@ -6,6 +6,7 @@
 #include "sandbox/provider.h"
 #include "sandbox/manifest/internal.h"
 #include "sandbox/session/internal.h"
+#include "sandbox/snapshot/stream.h"
 #include "sbx/json.h"
 #include "sbx/manifest.h"
 #include "sbx/session.h"
@@ -171,7 +172,7 @@ int sbx_session_snapshot(struct sbx_session *s, struct sbx_snapshot_store *st, c
     int fd = -1, rc;
 
     sbx_strv_init(&exclude);
-    if (!s->ops->workspace_fd || !s->ops->record_snapshot) {
+    if ((!s->ops->workspace_fd && !s->ops->workspace_export) || !s->ops->record_snapshot) {
         rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
                            "provider '%s' cannot snapshot a workspace on this host", s->provider);
         goto out;
@@ -184,9 +185,25 @@ int sbx_session_snapshot(struct sbx_session *s, struct sbx_snapshot_store *st, c
             goto out;
         st = own;
     }
+    label = sbx_xasprintf("snapshot of sandbox %s", s->id);
+    if (s->ops->workspace_export) {
+        /* A workspace elsewhere streams into the store: no copy of it on this host. */
+        struct sbx__snap_stream_opts so = {
+                .exclude = exclude.n ? (const char *const *)exclude.v : NULL,
+                .label = label,
+                .manifest_digest = json_string_value(json_object_get(state, "manifest_digest")),
+                .progress = s->progress_fn,
+                .progress_data = s->progress_data,
+        };
+        if ((rc = sbx__session_snapshot_stream(s, st, &so, &ref, err)) < 0 ||
+            (rc = s->ops->record_snapshot(s, ref, err)) < 0)
+            goto out;
+        *out_ref = ref;
+        ref = NULL;
+        goto out;
+    }
     if ((rc = s->ops->workspace_fd(s, &fd, err)) < 0)
         goto out;
-    label = sbx_xasprintf("snapshot of sandbox %s", s->id);
     struct sbx_snapshot_take_opts o = {
             .source = s->id,
             .manifest_digest = json_string_value(json_object_get(state, "manifest_digest")),

@@ -14,7 +14,9 @@
 #include "sbx/json.h"
 #include "sbx/path.h"
 #include "sbx/strv.h"
+#include "sbx/time.h"
 #include "sandbox/snapshot/internal.h"
+#include "sandbox/snapshot/stream.h"
 
 #define HEADER_MAX ((size_t)64 << 10)
 /* Below this many expanded bytes the ratio is not checked: a small archive of a few empty or
@@ -36,6 +38,13 @@ struct import {
     uint64_t declared, expanded, members;
     uint64_t logical; /* expanded and the holes of sparse members */
     char *label, *manifest_digest;
+    /* A workspace's own tar (sbx__snapshot_import_workspace): what a take skips is skipped and
+     * counted here instead of refused, the excluded paths are left out, and no member is the
+     * snapshot header. */
+    int ws;
+    struct sbx_strv exclude;
+    uint64_t sk_excluded, sk_devices, sk_fifos, sk_sockets, sk_symlinks, sk_names;
+    struct sbx_progress_sink progress;
 };
 
 static int arc_error(struct archive *a, const char *member, struct sbx_error *err)
@@ -344,6 +353,13 @@ static int import_symlink(struct import *im, struct archive_entry *ae, char *pat
     int rc;
     if (!target)
         target = archive_entry_symlink(ae);
+    if (im->ws && (!target || !sbx_utf8_valid(target, strlen(target)) ||
+                   sbx__snap_check_target(path, target, NULL) < 0)) {
+        /* A workspace's link out of itself: left out, as a take leaves it. */
+        im->sk_symlinks++;
+        free(path);
+        return 0;
+    }
     if (!target || !sbx_utf8_valid(target, strlen(target))) {
         free(path);
         return sbx_error_set(err, SBX_E_PERM, 0, "member '%s' has no valid symlink target", raw);
@@ -386,6 +402,41 @@ static int import_node(struct import *im, struct archive_entry *ae, char *path, 
     return 0;
 }
 
+/* A workspace member a take would leave out: devices, fifos and sockets, names that are not
+ * UTF-8 or hold control characters. Counted, and its data skipped with it. */
+static int ws_skipped(struct import *im, const char *raw, mode_t ft)
+{
+    uint64_t *count = ft == AE_IFCHR || ft == AE_IFBLK ? &im->sk_devices
+                      : ft == AE_IFIFO                 ? &im->sk_fifos
+                      : ft == AE_IFSOCK                ? &im->sk_sockets
+                                                       : NULL;
+    size_t n = strlen(raw);
+    int bad_name = !sbx_utf8_valid(raw, n);
+    for (size_t i = 0; i < n && !bad_name; i++)
+        bad_name = (unsigned char)raw[i] < 0x20 || raw[i] == 0x7f;
+    if (!count && bad_name)
+        count = &im->sk_names;
+    if (count)
+        (*count)++;
+    return count != NULL;
+}
+
+/* An excluded path (counted), or a member below one. */
+static int ws_excluded(struct import *im, const char *path)
+{
+    for (size_t i = 0; i < im->exclude.n; i++) {
+        const char *x = im->exclude.v[i];
+        size_t k = strlen(x);
+        if (strcmp(path, x) == 0) {
+            im->sk_excluded++;
+            return 1;
+        }
+        if (strncmp(path, x, k) == 0 && path[k] == '/')
+            return 1;
+    }
+    return 0;
+}
+
 static int import_member(struct import *im, struct archive_entry *ae, struct sbx_error *err)
 {
     const char *raw = archive_entry_pathname_utf8(ae);
@@ -402,8 +453,11 @@ static int import_member(struct import *im, struct archive_entry *ae, struct sbx
     const char *link = archive_entry_hardlink(ae);
     /* Only the first member is the header: a workspace's own file of that name comes later in
      * an export (as "./.sbx-snapshot.json") and is content like any other. */
-    if (im->members == 1 && strcmp(raw, SBX_SNAPSHOT_HEADER_MEMBER) == 0 && ft == AE_IFREG && !link)
+    if (!im->ws && im->members == 1 && strcmp(raw, SBX_SNAPSHOT_HEADER_MEMBER) == 0 &&
+        ft == AE_IFREG && !link)
         return read_header_member(im, ae, err);
+    if (im->ws && ws_skipped(im, raw, link ? AE_IFREG : ft))
+        return 0;
     enum snap_type type = SNAP_FILE; /* set by member_type; gcc with --coverage cannot see it */
     char *path = NULL;
     int is_root = 0;
@@ -412,6 +466,13 @@ static int import_member(struct import *im, struct archive_entry *ae, struct sbx
         rc = member_path(im, raw, type == SNAP_DIR, &path, &is_root, err);
     if (rc < 0 || is_root)
         return rc;
+    if (im->ws) {
+        sbx_progress_report(&im->progress, "snapshot", path, im->tree.n, 0, 0);
+        if (ws_excluded(im, path)) {
+            free(path);
+            return 0;
+        }
+    }
     uint32_t mode = (uint32_t)archive_entry_perm(ae) & 0777;
     json_t *seen = NULL;
     if ((rc = check_parents(im, path, err)) == 0 && (seen = json_object_get(im->index, path)))
@@ -436,6 +497,85 @@ static void enable_filter(struct archive *a, int (*fn)(struct archive *))
         archive_read_support_filter_none(a);
 }
 
+/* Read the archive on fd into blobs and a tree, and commit it (im is set up by the caller). */
+static int import_run(struct import *im, int archive_fd, char **out_ref, struct sbx_error *err)
+{
+    struct sbx_snapshot_store *st = im->st;
+    int rc = sbx__snap_lock(st, 0, err);
+    if (rc < 0)
+        return rc;
+    im->a = archive_read_new();
+    if (!im->a)
+        SBX_BUG("out of memory");
+    archive_read_support_format_tar(im->a);
+    archive_read_support_filter_none(im->a);
+    enable_filter(im->a, archive_read_support_filter_gzip);
+    enable_filter(im->a, archive_read_support_filter_zstd);
+    enable_filter(im->a, archive_read_support_filter_xz);
+    enable_filter(im->a, archive_read_support_filter_bzip2);
+    if (archive_read_open_fd(im->a, archive_fd, READ_BLOCK) != ARCHIVE_OK) {
+        rc = arc_error(im->a, NULL, err);
+        goto out;
+    }
+    for (;;) {
+        struct archive_entry *ae;
+        int r = archive_read_next_header(im->a, &ae);
+        if (r == ARCHIVE_EOF)
+            break;
+        /* ARCHIVE_RETRY (a damaged header libarchive would skip) is an error here too. */
+        if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
+            const char *msg = archive_error_string(im->a);
+            rc = sbx_error_set(err, SBX_E_PARSE, 0, "corrupt archive after %llu members: %s",
+                               (unsigned long long)im->members, msg ? msg : "unknown error");
+            goto out;
+        }
+        if ((rc = import_member(im, ae, err)) < 0)
+            goto out;
+    }
+    if (im->created.n && (rc = sbx__snap_sync(st, err)) < 0)
+        goto out;
+    json_t *skipped = NULL;
+    if (im->ws)
+        skipped = json_pack("{sIsIsIsIsIsIsI}", "excluded", (json_int_t)im->sk_excluded, "mounts",
+                            (json_int_t)0, "devices", (json_int_t)im->sk_devices, "fifos",
+                            (json_int_t)im->sk_fifos, "sockets", (json_int_t)im->sk_sockets,
+                            "symlinks", (json_int_t)im->sk_symlinks, "names",
+                            (json_int_t)im->sk_names);
+    rc = sbx__snap_tree_commit(st, &im->tree, im->manifest_digest, im->label, skipped, out_ref,
+                               err);
+    json_decref(skipped);
+out:
+    if (rc < 0) {
+        for (size_t i = 0; i < im->created.n; i++)
+            sbx__snap_blob_unlink(st, im->created.v[i]);
+        sbx_error_prefix(err, im->ws ? "the workspace's archive" : "cannot import snapshot");
+    }
+    sbx__snap_unlock(st);
+    archive_read_free(im->a);
+    return rc;
+}
+
+static void import_init(struct import *im, struct sbx_snapshot_store *st,
+                        const struct sbx_snapshot_limits *lim)
+{
+    memset(im, 0, sizeof(*im));
+    im->st = st;
+    sbx__snap_limits(lim, &im->lim);
+    sbx_strv_init(&im->created);
+    sbx_strv_init(&im->exclude);
+    im->index = json_object();
+}
+
+static void import_release(struct import *im)
+{
+    sbx__snap_tree_release(&im->tree);
+    sbx_strv_release(&im->created);
+    sbx_strv_release(&im->exclude);
+    json_decref(im->index);
+    free(im->label);
+    free(im->manifest_digest);
+}
+
 int sbx_snapshot_import(struct sbx_snapshot_store *st, int archive_fd,
                         const struct sbx_snapshot_limits *lim, char **out_ref,
                         struct sbx_error *err)
@@ -444,60 +584,37 @@ int sbx_snapshot_import(struct sbx_snapshot_store *st, int archive_fd,
     if (rc < 0)
         return rc;
     struct import im;
-    memset(&im, 0, sizeof(im));
-    im.st = st;
-    sbx__snap_limits(lim, &im.lim);
-    sbx_strv_init(&im.created);
-    im.index = json_object();
-    rc = sbx__snap_lock(st, 0, err);
-    if (rc < 0) {
-        json_decref(im.index);
+    import_init(&im, st, lim);
+    rc = import_run(&im, archive_fd, out_ref, err);
+    import_release(&im);
+    return rc;
+}
+
+int sbx__snapshot_import_workspace(struct sbx_snapshot_store *st, int fd,
+                                   const struct sbx__snap_stream_opts *o, char **out_ref,
+                                   struct sbx_error *err)
+{
+    int rc = sbx__archive_load(err);
+    if (rc < 0)
         return rc;
+    struct import im;
+    import_init(&im, st, o ? o->limits : NULL);
+    im.ws = 1;
+    sbx_progress_sink_init(&im.progress, o ? o->progress : NULL, o ? o->progress_data : NULL);
+    im.label = o && o->label ? sbx_xstrdup(o->label) : NULL;
+    im.manifest_digest = o && o->manifest_digest ? sbx_xstrdup(o->manifest_digest) : NULL;
+    for (size_t i = 0; o && o->exclude && o->exclude[i] && rc == 0; i++) {
+        char *norm = NULL;
+        rc = sbx_path_normalize(o->exclude[i], strlen(o->exclude[i]), 0, NULL, &norm, err);
+        if (rc < 0)
+            sbx_error_prefix(err, "excluded path");
+        else
+            sbx_strv_push_take(&im.exclude, norm);
     }
-    im.a = archive_read_new();
-    if (!im.a)
-        SBX_BUG("out of memory");
-    archive_read_support_format_tar(im.a);
-    archive_read_support_filter_none(im.a);
-    enable_filter(im.a, archive_read_support_filter_gzip);
-    enable_filter(im.a, archive_read_support_filter_zstd);
-    enable_filter(im.a, archive_read_support_filter_xz);
-    enable_filter(im.a, archive_read_support_filter_bzip2);
-    if (archive_read_open_fd(im.a, archive_fd, READ_BLOCK) != ARCHIVE_OK) {
-        rc = arc_error(im.a, NULL, err);
-        goto out;
-    }
-    for (;;) {
-        struct archive_entry *ae;
-        int r = archive_read_next_header(im.a, &ae);
-        if (r == ARCHIVE_EOF)
-            break;
-        /* ARCHIVE_RETRY (a damaged header libarchive would skip) is an error here too. */
-        if (r != ARCHIVE_OK && r != ARCHIVE_WARN) {
-            const char *msg = archive_error_string(im.a);
-            rc = sbx_error_set(err, SBX_E_PARSE, 0, "corrupt archive after %llu members: %s",
-                               (unsigned long long)im.members, msg ? msg : "unknown error");
-            goto out;
-        }
-        if ((rc = import_member(&im, ae, err)) < 0)
-            goto out;
-    }
-    if (im.created.n && (rc = sbx__snap_sync(st, err)) < 0)
-        goto out;
-    rc = sbx__snap_tree_commit(st, &im.tree, im.manifest_digest, im.label, NULL, out_ref, err);
-out:
-    if (rc < 0) {
-        for (size_t i = 0; i < im.created.n; i++)
-            sbx__snap_blob_unlink(st, im.created.v[i]);
-        sbx_error_prefix(err, "cannot import snapshot");
-    }
-    sbx__snap_unlock(st);
-    archive_read_free(im.a);
-    sbx__snap_tree_release(&im.tree);
-    sbx_strv_release(&im.created);
-    json_decref(im.index);
-    free(im.label);
-    free(im.manifest_digest);
+    if (rc == 0)
+        rc = import_run(&im, fd, out_ref, err);
+    sbx_progress_end(&im.progress, "snapshot", im.tree.n, im.tree.n);
+    import_release(&im);
     return rc;
 }
 
@@ -656,6 +773,89 @@ out:
         archive_entry_free(ae);
     free(htext);
     json_decref(h);
+    sbx__snap_tree_release(&t);
+    return rc;
+}
+
+/* ---- a tar for another program to unpack into a workspace ---- */
+
+static int write_ws_entry(struct sbx_snapshot_store *st, struct archive *a,
+                          struct archive_entry *ae, const struct snap_entry *e, time_t now,
+                          struct sbx_error *err)
+{
+    char *name = sbx_xasprintf("./%s", e->path);
+    int rc;
+    if (e->type == SNAP_DIR) {
+        rc = write_header(a, ae, name, AE_IFDIR, e->mode, 0, now, NULL, err);
+    } else if (e->type == SNAP_SYMLINK) {
+        rc = write_header(a, ae, name, AE_IFLNK, 0777, 0, now, e->target, err);
+    } else {
+        /* No sparse member: every extractor reads a plain one; holes come as zeros. */
+        struct sink sk = {a};
+        int bfd = -1;
+        rc = write_header(a, ae, name, AE_IFREG, e->mode, (int64_t)e->size, now, NULL, err);
+        if (rc == 0)
+            rc = sbx__snap_blob_open(st, e->sha, &bfd, err);
+        if (rc == 0)
+            rc = sbx__snap_blob_copy(bfd, e->sha, e->size, -1, write_sink, &sk, err);
+        sbx_fd_close(&bfd);
+    }
+    if (rc < 0)
+        sbx_error_prefix(err, "'%s'", e->path);
+    free(name);
+    return rc;
+}
+
+int sbx__snapshot_write_workspace_tar(struct sbx_snapshot_store *st, const char *ref, int out_fd,
+                                      sbx_progress_fn *progress, void *progress_data,
+                                      struct sbx_error *err)
+{
+    char hex[SBX_SHA256_HEX_LEN + 1];
+    struct snap_tree t = {0};
+    struct archive *a = NULL;
+    struct archive_entry *ae = NULL;
+    struct sbx_progress_sink ps;
+    int rc = sbx__archive_load(err);
+    if (rc < 0 || (rc = sbx__snap_lock(st, 0, err)) < 0)
+        return rc;
+    sbx_progress_sink_init(&ps, progress, progress_data);
+    if ((rc = sbx__snap_resolve_ref(st, ref, hex, err)) < 0 ||
+        (rc = sbx__snap_tree_load(st, hex, &t, NULL, err)) < 0)
+        goto out;
+    a = archive_write_new();
+    ae = archive_entry_new();
+    if (!a || !ae)
+        SBX_BUG("out of memory");
+    if (archive_write_set_format_pax_restricted(a) != ARCHIVE_OK ||
+        archive_write_open_fd(a, out_fd) != ARCHIVE_OK) {
+        rc = sbx_error_set(err, SBX_E_IO, 0, "cannot write the archive: %s",
+                           archive_error_string(a) ? archive_error_string(a) : "?");
+        goto out;
+    }
+    time_t now = (time_t)(sbx_time_real_ns() / SBX_NS_PER_S);
+    uint64_t done = 0;
+    /* Symlinks last: no extractor ever writes a later member through one. */
+    for (int pass = 0; pass < 2 && rc == 0; pass++) {
+        for (size_t i = 0; i < t.n && rc == 0; i++) {
+            if ((t.v[i].type == SNAP_SYMLINK) != pass)
+                continue;
+            sbx_progress_report(&ps, "restore", t.v[i].path, done++, t.n, 0);
+            rc = write_ws_entry(st, a, ae, &t.v[i], now, err);
+        }
+    }
+    if (rc == 0 && archive_write_close(a) != ARCHIVE_OK)
+        rc = sbx_error_set(err, SBX_E_IO, 0, "cannot finish the archive: %s",
+                           archive_error_string(a) ? archive_error_string(a) : "?");
+    if (rc == 0)
+        sbx_progress_end(&ps, "restore", t.n, t.n);
+out:
+    if (rc < 0)
+        sbx_error_prefix(err, "snapshot '%s'", ref);
+    sbx__snap_unlock(st);
+    if (a)
+        archive_write_free(a);
+    if (ae)
+        archive_entry_free(ae);
     sbx__snap_tree_release(&t);
     return rc;
 }

@@ -31,6 +31,7 @@ import datetime
 import fcntl
 import gzip
 import hashlib
+import http.client
 import http.server
 import json
 import os
@@ -724,8 +725,10 @@ class Sbx:
                                                       r.stderr.decode(errors="replace").strip()))
         return r.stdout.decode().strip()
 
-    def exec_argv(self, sbx_id, argv, *, stdin=False, tty=False, env=None):
+    def exec_argv(self, sbx_id, argv, *, stdin=False, tty=False, env=None, keep=False):
         out = [self.binary, "sandbox", "exec"]
+        if keep:
+            out.append("--keep-background")
         if tty:
             out.append("-t")
         if stdin or tty:
@@ -830,7 +833,7 @@ class Proc:
             fcntl.ioctl(master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
             # setsid -c: the client gets the terminal as its controlling one, so a resize
             # (TIOCSWINSZ on the master) reaches it as SIGWINCH and it passes the size on.
-            full = ["setsid", "-c"] + sbx.exec_argv(sbx_id, argv, tty=True, env=env)
+            full = ["setsid", "-c"] + sbx.exec_argv(sbx_id, argv, tty=True, env=env, keep=True)
             try:
                 self.popen = subprocess.Popen(full, stdin=slave, stdout=slave, stderr=slave,
                                               env=sbx.env, close_fds=True)
@@ -840,7 +843,7 @@ class Proc:
             readers = [threading.Thread(target=self.read_loop, args=(master, "pty", True), daemon=True)]
         else:
             self.popen = subprocess.Popen(
-                sbx.exec_argv(sbx_id, argv, stdin=self.want_stdin, env=env),
+                sbx.exec_argv(sbx_id, argv, stdin=self.want_stdin, env=env, keep=True),
                 stdin=subprocess.PIPE if self.want_stdin else subprocess.DEVNULL,
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=sbx.env, close_fds=True)
             if self.want_stdin:
@@ -1508,10 +1511,34 @@ class EnvdHandler(Handler):
                                  "code": 502})
             return None
         if port != str(ENVD_PORT):
-            self.send_json(502, {"sandboxId": sid, "message": "The sandbox is running but port is not open",
-                                 "port": int(port) if port.isdigit() else 0, "code": 502})
+            self.proxy_port(sb, int(port) if port.isdigit() else 0)
             return None
         return sb
+
+    def proxy_port(self, sb, port):
+        """As E2B's edge proxy: a request for another port goes to that port in the sandbox
+        (through `sbx sandbox port`, the local provider's relay), its answer comes back."""
+        r = self.fake.sbx.run("sandbox", "port", sb.sbx_id, str(port)) if 0 < port < 65536 else None
+        url = urllib.parse.urlsplit(r.stdout.decode().strip()) if r and r.returncode == 0 else None
+        try:
+            body = self.read_body(MAX_BODY)
+        except ApiError:
+            body = b""
+        if url is None or not url.port:
+            return self.send_json(502, {"sandboxId": sb.id, "message": "The sandbox is running but port is not open",
+                                        "port": port, "code": 502})
+        headers = {k: v for k, v in self.headers.items()
+                   if k.lower() not in ("host", "connection", "e2b-sandbox-id", "e2b-sandbox-port",
+                                        "transfer-encoding", "content-length")}
+        try:
+            conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+            conn.request(self.command, self.path, body or None, headers)
+            resp = conn.getresponse()
+            data = resp.read()
+            conn.close()
+        except OSError as e:
+            return self.send_json(502, {"sandboxId": sb.id, "message": "port %d: %s" % (port, e), "code": 502})
+        self.send_bytes(resp.status, data, resp.getheader("Content-Type", "application/octet-stream"))
 
     def dispatch(self, method):
         self.log_request_headers()

@@ -49,3 +49,54 @@ for line in open(sys.argv[1], errors="replace"):
     print("%d\t%s\t%s" % (ok, name.replace("\t", " "), d))
 ' "$1")
 }
+
+# e2b_fake_start DIR [--tls]: skip when sbx cannot make sandboxes here (with the E2B layout the fake
+# uses), else start the fake in DIR and export its env (E2B_API_URL, E2B_SANDBOX_URL,
+# E2B_API_KEY, FAKE_E2B_*).
+e2b_fake_start() {
+    local dir=$1 tls=${2:-} id
+    mkdir -m 0700 "$T/probe" "$T/probe/run"
+    printf 'version: 1\nroot: /home/user\nusers: [user]\n' >"$T/probe/m.yaml"
+    if ! id=$(env XDG_RUNTIME_DIR="$T/probe/run" SBX_WORKSPACES="$T/probe/ws" SBX_STOPPED="$T/probe/stopped" \
+        SBX_SNAPSHOTS="$T/probe/snap" "$SBX" sandbox create --manifest "$T/probe/m.yaml" 2>"$T/probe/err"); then
+        skip_all "sbx cannot create sandboxes here: $(tail -1 "$T/probe/err")"
+    fi
+    env XDG_RUNTIME_DIR="$T/probe/run" SBX_WORKSPACES="$T/probe/ws" SBX_STOPPED="$T/probe/stopped" \
+        SBX_SNAPSHOTS="$T/probe/snap" "$SBX" sandbox rm "$id" >/dev/null 2>&1
+    mkdir -p "$dir"
+    "$E2B_HERE/fake.sh" start "$dir" $tls || { echo "Bail out! the fake does not start"; exit 1; }
+    set -a
+    . "$dir/env"
+    set +a
+}
+
+# knob JSON: set the fake's test knobs. fake_stat NAME: one of its counters.
+# (Over HTTPS the fake's certificate is the one NODE_EXTRA_CA_CERTS names.)
+knob() { python3 -c 'import os, ssl, sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "/_fake/knobs", sys.argv[2].encode(), {"Content-Type": "application/json"}), context=ssl.create_default_context(cafile=os.environ.get("NODE_EXTRA_CA_CERTS"))).read()' "$E2B_API_URL" "$1"; }
+fake_stat() { python3 -c 'import json, os, ssl, sys, urllib.request; print(json.load(urllib.request.urlopen(sys.argv[1] + "/_fake/stats", context=ssl.create_default_context(cafile=os.environ.get("NODE_EXTRA_CA_CERTS"))))[sys.argv[2]])' "$E2B_API_URL" "$1"; }
+
+# fake_state ID: the state the service gives sandbox ID (running, paused), asked directly.
+fake_state() { python3 -c 'import json, os, ssl, sys, urllib.request; print(json.load(urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "/sandboxes/" + sys.argv[2], headers={"X-API-KEY": os.environ["E2B_API_KEY"]}), context=ssl.create_default_context(cafile=os.environ.get("NODE_EXTRA_CA_CERTS"))))["state"])' "$E2B_API_URL" "$1" 2>/dev/null; }
+
+# same A B NAME: files A and B are equal (the difference as diagnostics).
+same() {
+    if cmp -s "$1" "$2"; then ok "$3"; else
+        not_ok "$3"; diag "$(diff "$1" "$2" 2>&1 | head -20)"
+    fi
+}
+
+# e2b_example_summary RUN.json PREFIX: the coding example's last tool output (times left out)
+# into PREFIX.tests and its final answer into PREFIX.answer.
+e2b_example_summary() {
+    python3 - "$1" "$2" <<'PY'
+import json, re, sys
+events = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+outs = [e["item"].get("output", "") for e in events if e.get("type") == "tool_output"]
+final = [e.get("output") for e in events if e.get("type") == "final"]
+last = outs[-1] if outs else ""
+last = "\n".join(l for l in last.splitlines() if not l.startswith(("Chunk ID:", "Wall time:")))
+last = re.sub(r"Ran (\d+) tests? in [0-9.]+s", r"Ran \1 tests", last)
+open(sys.argv[2] + ".tests", "w").write(last)
+open(sys.argv[2] + ".answer", "w").write(json.dumps(final))
+PY
+}

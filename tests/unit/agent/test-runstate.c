@@ -1,5 +1,5 @@
-/* Run states: field checks, versions, digests, secret scrubbing, atomic files and the check
- * that agent files are unchanged. */
+/* Run states: field checks, versions, digests, secret scrubbing, atomic files, the check
+ * that agent files are unchanged, and the approvals of the Agents SDK's RunState both ways. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 
 #include "tap.h"
+#include "sbx/agent.h"
 #include "sbx/buf.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
@@ -322,6 +323,123 @@ static void test_agent_files(void)
     free(helper_path);
 }
 
+/* An SDK RunState (JS names) of agent "A" interrupted at call c1 of tool "t" in turn 2, with
+ * approvals (JSON text). */
+static json_t *sdk_state(const char *approvals)
+{
+    char *text = sbx_xasprintf(
+            "{\"$schemaVersion\":\"1.22\",\"currentTurn\":2,\"maxTurns\":5,"
+            "\"currentAgent\":{\"name\":\"A\"},\"originalInput\":\"hi\","
+            "\"generatedItems\":[{\"type\":\"tool_call_item\",\"rawItem\":{\"type\":"
+            "\"function_call\",\"callId\":\"c1\",\"name\":\"t\",\"arguments\":"
+            "\"{\\\"x\\\":1}\"}}],\"currentStep\":{\"type\":\"next_step_interruption\","
+            "\"data\":{\"interruptions\":[{\"type\":\"tool_approval_item\",\"toolName\":"
+            "\"t\",\"agent\":{\"name\":\"A\"},\"rawItem\":{\"type\":\"function_call\","
+            "\"callId\":\"c1\",\"name\":\"t\",\"arguments\":\"{\\\"x\\\":1}\"}}]}},"
+            "\"context\":{\"usage\":{\"requests\":1},\"approvals\":%s}}",
+            approvals);
+    json_t *v = json_loads(text, 0, NULL);
+    free(text);
+    if (!v)
+        abort();
+    return v;
+}
+
+/* The SDK's RunState as an sbx state that parses as one; *out: the parsed state. */
+static int import_sdk(struct sbx_agent *a, const char *approvals, json_t **out,
+                      struct sbx_error *err)
+{
+    json_t *sdk = sdk_state(approvals), *st = NULL;
+    struct sbx_run_state_import opt = {.start = a};
+    int rc = sbx_run_state_from_sdk(sdk, &opt, &st, err);
+    if (rc == 0)
+        rc = round_trip(st, out, err);
+    json_decref(sdk);
+    json_decref(st);
+    return rc;
+}
+
+static char *approvals_of(const json_t *st, const json_t *always)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    json_t *js = NULL;
+    CHECK_OK(sbx_run_state_to_sdk(st, always, &js, &err), &err);
+    char *text = js ? json_dumps(json_object_get(json_object_get(js, "context"), "approvals"),
+                                 JSON_SORT_KEYS | JSON_COMPACT)
+                    : sbx_xstrdup("");
+    json_decref(js);
+    return text;
+}
+
+/* Import: per-call decisions into the bound log, every-call ones as "always"; export: the log
+ * entries still bound to a pending call, and the "always" list the caller trusts. */
+static void test_sdk_approvals(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_agent *a = NULL;
+    json_t *st = NULL;
+    CHECK_OK(sbx_agent_new("A", &a, &err), &err);
+    CHECK_OK(import_sdk(a,
+                        "{\"t\":{\"approved\":[\"c1\",\"c9\"],\"rejected\":[]},"
+                        "\"u\":{\"approved\":true,\"rejected\":[]},"
+                        "\"v\":{\"approved\":[],\"rejected\":true}}",
+                        &st, &err),
+             &err);
+    CHECK_EQ_INT(json_integer_value(json_object_get(st, "version")), SBX_RUN_STATE_VERSION);
+    const char *rid = json_string_value(json_object_get(st, "run_id"));
+    CHECK(rid && strlen(rid) == 32);
+    CHECK_EQ_INT(json_integer_value(json_object_get(
+                         json_array_get(json_object_get(st, "pending"), 0), "turn")),
+                 2);
+    /* c9 is not pending: no decision for it. */
+    json_t *log = json_object_get(st, "decisions");
+    CHECK_EQ_INT(json_array_size(log), 1);
+    char *d = json_dumps(json_array_get(log, 0), JSON_SORT_KEYS | JSON_COMPACT);
+    CHECK_CONTAINS(d, "\"approved\":true,\"arguments_digest\":\"sha256:");
+    CHECK_CONTAINS(d, "\"by\":\"SDK run state\",\"call_id\":\"c1\",\"tool\":\"t\",\"turn\":2,"
+                      "\"type\":\"function_call\"");
+    free(d);
+    char *al = json_dumps(json_object_get(st, "always"), JSON_SORT_KEYS | JSON_COMPACT);
+    CHECK_EQ_STR(al, "[{\"approved\":true,\"by\":\"SDK run state\",\"tool\":\"u\",\"turn\":2},"
+                     "{\"approved\":false,\"by\":\"SDK run state\",\"tool\":\"v\",\"turn\":2}]");
+    free(al);
+    CHECK(!json_object_get(st, "always_seal")); /* the caller seals */
+
+    /* Export: no trusted "always": the bound decision only; with it, the tools' records. */
+    char *ap = approvals_of(st, NULL);
+    CHECK_EQ_STR(ap, "{\"t\":{\"approved\":[\"c1\"],\"rejected\":[]}}");
+    free(ap);
+    ap = approvals_of(st, json_object_get(st, "always"));
+    CHECK_EQ_STR(ap, "{\"t\":{\"approved\":[\"c1\"],\"rejected\":[]},"
+                     "\"u\":{\"approved\":true,\"rejected\":[]},"
+                     "\"v\":{\"approved\":[],\"rejected\":true}}");
+    free(ap);
+    /* A glob: every tool of the state's calls it matches; an approval beats a rejection. */
+    json_t *globs = json_loads("[{\"tool\":\"*\",\"approved\":false},"
+                               "{\"tool\":\"[st]\",\"approved\":true}]",
+                               0, NULL);
+    ap = approvals_of(st, globs);
+    CHECK_EQ_STR(ap, "{\"t\":{\"approved\":true,\"rejected\":[]}}");
+    free(ap);
+    json_decref(globs);
+    /* A log entry whose arguments differ from the pending call's answers nothing. */
+    sbx_json_set(json_array_get(log, 0), "arguments_digest",
+                 json_string("sha256:00000000000000000000000000000000000000000000000000000000"
+                             "00000000"));
+    ap = approvals_of(st, NULL);
+    CHECK_EQ_STR(ap, "{}");
+    free(ap);
+    json_decref(st);
+    st = NULL;
+
+    /* A name sbx would read as a glob cannot carry a decision for every call. */
+    CHECK_ERR(import_sdk(a, "{\"t*\":{\"approved\":true}}", &st, &err), SBX_E_UNSUPPORTED, &err,
+              "field 'context.approvals.t*': a decision for every call of a tool needs a plain "
+              "tool name");
+    json_decref(st);
+    sbx_agent_free(a);
+}
+
 int main(void)
 {
     TAP_START();
@@ -332,6 +450,7 @@ int main(void)
     TAP_RUN(test_scrub);
     TAP_RUN(test_files);
     TAP_RUN(test_agent_files);
+    TAP_RUN(test_sdk_approvals);
     if (rmdir(dir) < 0)
         printf("# cannot remove '%s'\n", dir);
     return TAP_DONE();

@@ -2,7 +2,9 @@
  * session beats the run state's session, which beats the session state the configuration
  * passes, which beats a fresh sandbox. Each case proves which sandbox an agent used (a file
  * naming it, read by the agent's command) and that the sources below it were not touched (their
- * sandboxes still live, without the file the run writes). Local provider, replay models. */
+ * sandboxes still live, without the file the run writes). A sandbox a run state names is the
+ * run's (removed at its end) only when its record names the run; one made by hand is used and
+ * left running; one that is gone is rebuilt and is the run's. Local provider, replay models. */
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,7 @@
 #include "sbx/capability.h"
 #include "sbx/json.h"
 #include "sbx/local.h"
+#include "sbx/provider.h"
 #include "sbx/sandbox-run.h"
 #include "sbx/snapshot.h"
 
@@ -72,6 +75,13 @@ static int is_live(const char *id)
     return 1;
 }
 
+/* Remove the sandbox id (one the run left running). */
+static void drop_id(const char *id)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    CHECK_OK(sbx_client_remove(client, id, 0, &err), &err);
+}
+
 static void drop(struct sbx_session *s)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -102,12 +112,13 @@ static struct sbx_agent *sandbox_agent(const char *name, const char *spec_json)
 
 /* Run agent with cfg over responses; *out_sr and the outputs of the tool calls, in order
  * (caller frees both). rc: the run's return code. */
-static int run(struct sbx_agent *a, const struct sbx_run_config *cfg, const char *const *responses,
-               struct sbx_sandbox_run **out_sr, json_t **outputs, struct sbx_error *err)
+static int run_as(struct sbx_agent *a, const struct sbx_run_config *cfg,
+                  const char *const *responses, const char *run_id, struct sbx_sandbox_run **out_sr,
+                  json_t **outputs, struct sbx_error *err)
 {
     struct sbx_model *m = test_model_from_responses(tmp, &file_no, responses);
     struct sbx_run_result *res = NULL;
-    struct sbx_run_options o = {.model = m};
+    struct sbx_run_options o = {.model = m, .run_id = run_id};
     json_t *in = json_string("go");
     int rc = sbx_sandbox_run_new(cfg, out_sr, err);
     if (rc == 0)
@@ -125,6 +136,12 @@ static int run(struct sbx_agent *a, const struct sbx_run_config *cfg, const char
     json_decref(in);
     sbx_model_free(m);
     return rc;
+}
+
+static int run(struct sbx_agent *a, const struct sbx_run_config *cfg, const char *const *responses,
+               struct sbx_sandbox_run **out_sr, json_t **outputs, struct sbx_error *err)
+{
+    return run_as(a, cfg, responses, NULL, out_sr, outputs, err);
 }
 
 static const char *output(const json_t *outs, size_t i)
@@ -202,16 +219,61 @@ static void test_run_state_beats_session_state(void)
     CHECK_CONTAINS(output(outs, 0), "Output:\nRUNSTATE");
     CHECK_EQ_INT(sbx_sandbox_run_source(sr, 0), SBX_SESSION_RUN_STATE);
     CHECK_EQ_STR(sbx_sandbox_run_session_id(sr, 0), rs_id);
-    /* Resumed: the run's own, so deleted at its end. */
+    /* Made by hand, so its record names no run: the run used it and left it running. */
+    CHECK(!sbx_sandbox_run_created(sr, 0));
+    CHECK(is_live(rs_id));
+    untouched(ss);
+    CHECK_EQ_INT(live_count(), 2);
+    sbx_sandbox_run_free(sr);
+    json_decref(outs);
+    json_decref(payload);
+    drop_id(rs_id);
+    free(rs_id);
+
+    /* A sandbox whose record names the run (a resumable run with that id made it): the run's
+     * own, so removed when the run completes; the caller's session state stays untouched. */
+    static const char run_id[] = "0123456789abcdef0123456789abcdef";
+    rs = labelled("OWNED");
+    rs_id = sbx_xstrdup(sbx_session_id(rs));
+    payload = json_pack("{s:s, s:o}", "run_id", run_id, "session_state", state_of(rs));
+    sbx_session_free(rs);
+    CHECK_OK(sbx_sandbox_record_claim("local", rs_id, NULL, run_id, &err), &err);
+    CHECK(sbx_sandbox_record_owned_by(rs_id, run_id));
+    struct sbx_run_config owned = {
+            .client = client, .run_state_sandbox = payload, .session_state = state, .resumable = 1};
+    CHECK_OK(run_as(a, &owned, mark_run, run_id, &sr, &outs, &err), &err);
+    CHECK_CONTAINS(output(outs, 0), "Output:\nOWNED");
+    CHECK_EQ_INT(sbx_sandbox_run_source(sr, 0), SBX_SESSION_RUN_STATE);
+    CHECK_EQ_STR(sbx_sandbox_run_session_id(sr, 0), rs_id);
     CHECK(sbx_sandbox_run_created(sr, 0));
     CHECK(!is_live(rs_id));
     untouched(ss);
     CHECK_EQ_INT(live_count(), 1);
     sbx_sandbox_run_free(sr);
     json_decref(outs);
+
+    /* The same record under another run's id: not this run's, left running. */
+    rs = labelled("OTHER");
+    free(rs_id);
+    rs_id = sbx_xstrdup(sbx_session_id(rs));
+    json_decref(payload);
+    payload = json_pack("{s:s, s:o}", "run_id", run_id, "session_state", state_of(rs));
+    sbx_session_free(rs);
+    owned.run_state_sandbox = payload;
+    CHECK_OK(sbx_sandbox_record_claim("local", rs_id, NULL, "feedfacefeedfacefeedfacefeedface",
+                                      &err),
+             &err);
+    CHECK_OK(run_as(a, &owned, mark_run, run_id, &sr, &outs, &err), &err);
+    CHECK_CONTAINS(output(outs, 0), "Output:\nOTHER");
+    CHECK(!sbx_sandbox_run_created(sr, 0));
+    CHECK(is_live(rs_id));
+    CHECK_EQ_INT(live_count(), 2);
+    sbx_sandbox_run_free(sr);
+    json_decref(outs);
+    drop_id(rs_id);
+    free(rs_id);
     json_decref(payload);
     json_decref(state);
-    free(rs_id);
     sbx_agent_free(a);
     drop(ss);
 }
@@ -227,6 +289,8 @@ static void test_run_state_per_agent(void)
                                 "sessions_by_agent", "k-2", "agent_name", "second", "session_state",
                                 state_of(second));
     json_t *state = state_of(ss);
+    char *top_id = sbx_xstrdup(sbx_session_id(top)),
+         *second_id = sbx_xstrdup(sbx_session_id(second));
     sbx_session_free(top); /* the run attaches handles of its own */
     sbx_session_free(second);
     struct sbx_agent *a = sandbox_agent("first", "{\"capabilities\":[\"shell\"]}");
@@ -247,16 +311,24 @@ static void test_run_state_per_agent(void)
     CHECK_EQ_STR(sbx_sandbox_run_agent(sr, 1), "second");
     CHECK_EQ_INT(sbx_sandbox_run_source(sr, 2), 0);
     untouched(ss);
-    CHECK_EQ_INT(live_count(), 1);
+    /* Both made by hand: used, not the run's, left running. */
+    CHECK(!sbx_sandbox_run_created(sr, 0) && !sbx_sandbox_run_created(sr, 1));
+    CHECK(is_live(top_id) && is_live(second_id));
+    CHECK_EQ_INT(live_count(), 3);
     sbx_sandbox_run_free(sr);
     json_decref(outs);
     json_decref(payload);
+    drop_id(top_id);
+    drop_id(second_id);
+    free(top_id);
+    free(second_id);
 
     /* Without a top-level state, the agent without an entry gets a fresh sandbox from the
      * per-run manifest (allowed with a run state: it serves only some agents). */
     second = labelled("SECOND");
     payload = json_pack("{s:{s:{s:o}}}", "sessions_by_agent", "second", "session_state",
                         state_of(second));
+    second_id = sbx_xstrdup(sbx_session_id(second));
     sbx_session_free(second);
     json_t *doc = json_loads("{\"entries\":{\"who\":{\"type\":\"file\",\"content\":\"FRESH\"}}}", 0,
                              NULL);
@@ -267,10 +339,15 @@ static void test_run_state_per_agent(void)
     CHECK_CONTAINS(output(outs, 2), "Output:\nSECOND");
     CHECK_EQ_INT(sbx_sandbox_run_source(sr, 0), SBX_SESSION_FRESH);
     CHECK_EQ_INT(sbx_sandbox_run_source(sr, 1), SBX_SESSION_RUN_STATE);
-    CHECK_EQ_INT(live_count(), 1); /* both the run's own, both gone; ss stays */
+    /* The fresh one is the run's and gone; the hand-made one stays, as does ss. */
+    CHECK(sbx_sandbox_run_created(sr, 0) && !sbx_sandbox_run_created(sr, 1));
+    CHECK(!is_live(sbx_sandbox_run_session_id(sr, 0)) && is_live(second_id));
+    CHECK_EQ_INT(live_count(), 2);
     sbx_sandbox_run_free(sr);
     json_decref(outs);
     json_decref(payload);
+    drop_id(second_id);
+    free(second_id);
     json_decref(doc);
     json_decref(state);
     sbx_agent_free(a);
@@ -279,7 +356,8 @@ static void test_run_state_per_agent(void)
 }
 
 /* The run state's entry for one agent and the caller's state for the other are two documents
- * of the same live sandbox: the agents share one handle and it is deleted once. */
+ * of the same live sandbox. The run state's is not the run's (its record names no run); the
+ * caller's session state is, so the run deletes the sandbox at its end, once. */
 static void test_same_sandbox_twice(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -302,9 +380,10 @@ static void test_same_sandbox_twice(void)
     CHECK_CONTAINS(output(outs, 2), "Output:\nONEone");
     CHECK_EQ_INT(sbx_sandbox_run_source(sr, 0), SBX_SESSION_RUN_STATE);
     CHECK_EQ_INT(sbx_sandbox_run_source(sr, 1), SBX_SESSION_STATE);
+    CHECK_EQ_STR(sbx_sandbox_run_session_id(sr, 0), id);
     CHECK_EQ_STR(sbx_sandbox_run_session_id(sr, 1), id);
-    CHECK(sbx_sandbox_run_created(sr, 0));
-    CHECK(!sbx_sandbox_run_created(sr, 1));
+    CHECK(!sbx_sandbox_run_created(sr, 0));
+    CHECK(sbx_sandbox_run_created(sr, 1));
     CHECK(!is_live(id));
     CHECK_EQ_INT(live_count(), 0);
     sbx_sandbox_run_free(sr);
@@ -589,7 +668,9 @@ static void test_run_state_rebuild(void)
     CHECK_OK(run(a, &cfg, mark_run, &sr, &outs, &err), &err);
     CHECK_CONTAINS(output(outs, 0), "Output:\nGONE");
     CHECK_EQ_INT(sbx_sandbox_run_source(sr, 0), SBX_SESSION_RUN_STATE);
+    /* Gone, so rebuilt: the run's own, removed at its end. */
     CHECK(sbx_sandbox_run_created(sr, 0));
+    CHECK(!is_live(sbx_sandbox_run_session_id(sr, 0)));
     CHECK_EQ_INT(live_count(), 0);
     sbx_sandbox_run_free(sr);
     json_decref(outs);
@@ -610,6 +691,7 @@ static void test_snapshot_in(void)
     drop(src);
     json_t *payload = json_pack("{s:{s:{s:o}}}", "sessions_by_agent", "second", "session_state",
                                 state_of(other));
+    char *other_id = sbx_xstrdup(sbx_session_id(other));
     sbx_session_free(other);
     struct sbx_agent *a = sandbox_agent("first", "{\"capabilities\":[\"shell\"]}");
     struct sbx_agent *b = sandbox_agent("second", "{\"capabilities\":[\"shell\"]}");
@@ -628,9 +710,12 @@ static void test_snapshot_in(void)
     CHECK_CONTAINS(output(outs, 2), "Output:\nRUNSTATE"); /* the run state's, not the snapshot */
     CHECK_EQ_INT(sbx_sandbox_run_source(sr, 0), SBX_SESSION_FRESH);
     CHECK_EQ_INT(sbx_sandbox_run_source(sr, 1), SBX_SESSION_RUN_STATE);
-    CHECK_EQ_INT(live_count(), 0);
+    CHECK(is_live(other_id)); /* made by hand: left running */
+    CHECK_EQ_INT(live_count(), 1);
     sbx_sandbox_run_free(sr);
     json_decref(outs);
+    drop_id(other_id);
+    free(other_id);
 
     struct sbx_session *fake = (struct sbx_session *)&err; /* never dereferenced */
     json_t *state = json_pack("{s:i, s:s, s:s}", "version", 1, "provider", "local", "id",
@@ -661,6 +746,8 @@ int main(void)
     char *run_dir = sbx_xasprintf("%s/run", tmp), *ws_dir = sbx_xasprintf("%s/ws", tmp);
     char *snap_dir = sbx_xasprintf("%s/snapshots", tmp);
     setenv("SBX_SNAPSHOTS", snap_dir, 1);
+    char *records = sbx_xasprintf("%s/records", tmp);
+    setenv("SBX_RECORDS", records, 1);
     struct sbx_local_options lo = {.runtime_dir = run_dir, .workspace_dir = ws_dir};
     struct sbx_error err = SBX_ERROR_INIT;
     if (sbx_client_new("local", &lo, &client, &err) < 0) {
@@ -681,5 +768,6 @@ int main(void)
     free(run_dir);
     free(ws_dir);
     free(snap_dir);
+    free(records);
     return TAP_DONE();
 }

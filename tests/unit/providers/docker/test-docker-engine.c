@@ -1,6 +1,7 @@
 /* The Docker provider against a real engine (dockerd or podman's service): through the public
  * session API only. SBX_TEST_DOCKER_HOST (a unix socket path) and SBX_TEST_DOCKER_IMAGE name
  * them; without them this skips, or fails when SBX_TEST_DOCKER_REQUIRED=1. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -8,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sbx/docker.h"
@@ -15,6 +17,8 @@
 #include "sbx/json.h"
 #include "sbx/manifest.h"
 #include "sbx/session.h"
+#include "sbx/snapshot.h"
+#include "rmtree.h"
 #include "tap.h"
 
 static const char *host, *image;
@@ -486,6 +490,105 @@ static void test_snapshot(void)
     free(id);
 }
 
+/* The snapshot of a docker workspace streams from the archive API into the store (no copy on
+ * this host: TMPDIR stays empty) with the rules of a take: a fifo, a symlink out of the
+ * workspace, a name with a control character and the manifest's ephemeral file are left out
+ * and counted; a hard link, a sparse file, a large file and a read-only directory come back
+ * the same in a sandbox made from it. */
+static void test_snapshot_stream(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    char tmp[] = "/tmp/sbx-dk-stream-XXXXXX";
+    CHECK(mkdtemp(tmp) != NULL);
+    char *store_dir = sbx_xasprintf("%s/store", tmp), *scratch = sbx_xasprintf("%s/tmp", tmp);
+    CHECK(mkdir(scratch, 0700) == 0);
+    setenv("TMPDIR", scratch, 1);
+    struct sbx_manifest *m = sbx_manifest_new();
+    struct sbx_manifest_entry_opts eph = {.ephemeral = 1};
+    CHECK_OK(sbx_manifest_add_file(m, "cache/eph", "e", 1, &eph, &err), &err);
+    struct sbx_session *s = NULL, *back = NULL;
+    struct sbx_create_spec spec = {.manifest = m};
+    CHECK_OK(sbx_client_create(client, &spec, &s, &err), &err);
+    sbx_manifest_free(m);
+    struct sbx_snapshot_store *st = NULL;
+    CHECK_OK(sbx_snapshot_store_open(store_dir, &st, &err), &err);
+    struct sbx_exec_result r;
+    const char *make =
+            "mkfifo fifo && ln -s /etc/passwd out && echo data > a && ln a hard && "
+            "dd if=/dev/zero of=sparse bs=1 count=0 seek=3145728 2>/dev/null && echo end >> sparse "
+            "&& head -c 5000000 /dev/urandom > big && mkdir ro && echo in > ro/f && chmod 0555 ro "
+            "&& touch \"$(printf 'bad\\001name')\" && md5sum big sparse | cut -c1-32";
+    char sums[128] = "";
+    if (s) {
+        CHECK_OK(sh(s, make, NULL, 0, &r, &err), &err);
+        CHECK_EQ_INT(r.status.code, 0);
+        snprintf(sums, sizeof(sums), "%s", r.out.data ? r.out.data : "");
+        sbx_exec_result_release(&r);
+    }
+    char *ref = NULL;
+    if (s && st)
+        CHECK_OK(sbx_session_snapshot(s, st, &ref, &err), &err);
+    DIR *d = opendir(scratch);
+    int leftovers = 0;
+    for (struct dirent *e; d && (e = readdir(d));)
+        leftovers += e->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    CHECK_EQ_INT(leftovers, 0);
+    json_t *h = NULL;
+    if (ref)
+        CHECK_OK(sbx_snapshot_inspect(st, ref, &h, &err), &err);
+    json_t *sk = json_object_get(h, "skipped");
+    CHECK_EQ_INT(json_integer_value(json_object_get(sk, "fifos")), 1);
+    CHECK_EQ_INT(json_integer_value(json_object_get(sk, "symlinks")), 1);
+    CHECK_EQ_INT(json_integer_value(json_object_get(sk, "names")), 1);
+    CHECK_EQ_INT(json_integer_value(json_object_get(sk, "excluded")), 1);
+    json_decref(h);
+    struct sbx_create_spec from = {.snapshot = ref};
+    if (ref) {
+        /* sbx_create_spec.snapshot resolves in the default store. */
+        setenv("SBX_SNAPSHOTS", store_dir, 1);
+        CHECK_OK(sbx_client_create(client, &from, &back, &err), &err);
+    }
+    if (back) {
+        CHECK_OK(sh(back,
+                    "cat a hard ro/f; stat -c '%a %s' ro sparse; tail -c 4 sparse; md5sum big "
+                    "sparse | cut -c1-32; ls -A . cache | sort | tr '\\n' ' '",
+                    NULL, 0, &r, &err),
+                 &err);
+        CHECK_CONTAINS(r.out.data, "data\ndata\nin\n555");
+        CHECK_CONTAINS(r.out.data, "end\n");
+        CHECK_CONTAINS(r.out.data, sums);
+        /* the ephemeral file's directory is content, the file itself is not */
+        CHECK_CONTAINS(r.out.data, ".: a big cache cache: hard ro sparse ");
+        CHECK(r.out.data && !strstr(r.out.data, "fifo") && !strstr(r.out.data, "out") &&
+              !strstr(r.out.data, "eph"));
+        sbx_exec_result_release(&r);
+        CHECK_OK(sbx_session_delete(back, &err), &err);
+        sbx_session_free(back);
+    }
+    /* The container gone: the stream says so and the store holds nothing new. */
+    json_t *before = NULL, *after = NULL;
+    if (s && st) {
+        CHECK_OK(sbx_snapshot_list(st, &before, &err), &err);
+        CHECK_OK(sbx_session_delete(s, &err), &err);
+        char *ref2 = NULL;
+        CHECK_ERR(sbx_session_snapshot(s, st, &ref2, &err), SBX_E_SANDBOX, &err, "is gone");
+        free(ref2);
+        CHECK_OK(sbx_snapshot_list(st, &after, &err), &err);
+        CHECK_EQ_INT(json_array_size(after), json_array_size(before));
+    }
+    json_decref(before);
+    json_decref(after);
+    sbx_session_free(s);
+    sbx_snapshot_store_free(st);
+    free(ref);
+    unsetenv("TMPDIR");
+    rm_tree(tmp);
+    free(store_dir);
+    free(scratch);
+}
+
 static void test_errors(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -579,6 +682,7 @@ int main(void)
     TAP_RUN_FORKED(test_errors);
     TAP_RUN_FORKED(test_users_background);
     TAP_RUN_FORKED(test_snapshot);
+    TAP_RUN_FORKED(test_snapshot_stream);
     if (sess) {
         sbx_session_delete(sess, &err);
         sbx_session_free(sess);

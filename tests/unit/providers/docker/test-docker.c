@@ -112,8 +112,21 @@ static void test_options(void)
     struct sbx_docker_options o2 = {
             .host = "/x.sock", .cap_add = badcap, .n_cap_add = 1, .allow_cap_add = 1};
     CHECK_ERR(sbx_client_new("docker", &o2, &c, &err), SBX_E_INVAL, &err, "capability");
-    struct sbx_docker_options o3 = {.host = "tcp://127.0.0.1:2375"};
-    CHECK_ERR(sbx_client_new("docker", &o3, &c, &err), SBX_E_UNSUPPORTED, &err, "unix");
+    struct sbx_docker_options o3 = {.host = "ssh://me@engine"};
+    CHECK_ERR(sbx_client_new("docker", &o3, &c, &err), SBX_E_UNSUPPORTED, &err, "tcp:// with TLS");
+    struct sbx_docker_options o3b = {.host = "/x.sock", .tls_ca = "/ca.pem"};
+    CHECK_ERR(sbx_client_new("docker", &o3b, &c, &err), SBX_E_INVAL, &err, "tcp://");
+    struct sbx_docker_options o3c = {.host = "tcp://127.0.0.1", .tls_ca = "/ca.pem"};
+    CHECK_ERR(sbx_client_new("docker", &o3c, &c, &err), SBX_E_INVAL, &err, "no port");
+    struct sbx_docker_options o3d = {.host = "tcp://127.0.0.1:2376", .tls_cert = "/c.pem"};
+    CHECK_ERR(sbx_client_new("docker", &o3d, &c, &err), SBX_E_INVAL, &err, "its key");
+    struct sbx_docker_options o3e = {.host = "tcp://127.0.0.1:2376",
+                                     .tls_ca = "/ca.pem",
+                                     .tls_cert = "/c.pem",
+                                     .tls_key = "/k.pem"};
+    CHECK_OK(sbx_client_new("docker", &o3e, &c, &err), &err);
+    sbx_client_free(c);
+    c = NULL;
     struct sbx_docker_options o4 = {.host = "relative.sock"};
     CHECK_ERR(sbx_client_new("docker", &o4, &c, &err), SBX_E_INVAL, &err, "absolute");
     int ports[] = {0};
@@ -184,7 +197,7 @@ static void test_unreachable(void)
         free(locked);
     } else {
         /* The message itself, as the connect error maps it. */
-        struct sbx__dk_engine e = {.sock = dead, .timeout_ms = 1000};
+        struct sbx__dk_engine e = {.sock = dead, .where = dead, .timeout_ms = 1000};
         CHECK_ERR(sbx__dk_connect_error(&e, EACCES, &err), SBX_E_PERM, &err,
                   "add your user to the docker group, or use podman's rootless socket");
         CHECK_CONTAINS(err.msg, dead);
