@@ -698,6 +698,30 @@ static void option_words(const struct cli_help *h)
     }
 }
 
+/* The synopsis of h has word (ID, REF) as an operand: a word of its own that is not the value of
+ * an option ("--session ID"). */
+static int synopsis_has(const struct cli_help *h, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = h->synopsis; p && (p = strstr(p, word)); p += n) {
+        char before = p == h->synopsis ? ' ' : p[-1], after = p[n];
+        if ((before != ' ' && before != '[') ||
+            !(after == '\0' || after == ' ' || after == '.' || after == ']' || after == '\n'))
+            continue;
+        /* The word before it: an option's name makes this its value. */
+        const char *q = p;
+        while (q > h->synopsis && (q[-1] == ' ' || q[-1] == '['))
+            q--;
+        const char *end = q;
+        while (q > h->synopsis && q[-1] != ' ' && q[-1] != '[' && q[-1] != '\n')
+            q--;
+        if (end > q && *q == '-' && end[-1] != ']')
+            continue;
+        return 1;
+    }
+    return 0;
+}
+
 static int gen_bash(void)
 {
     const struct cli_help *top = &cli_help_table[0];
@@ -730,6 +754,18 @@ static int gen_bash(void)
         option_words(h);
         printf("\" ;;\n");
     }
+    /* What the operands of a command are, for completing them from sbx itself: sandbox ids and
+     * names (a synopsis with the operand ID), snapshot references (REF). */
+    printf("    esac\n}\n\n_sbx_operands() {\n    case \"$1\" in\n");
+    for (size_t i = 0; i < cli_help_count; i++) {
+        const struct cli_help *h = &cli_help_table[i];
+        const char *kind = synopsis_has(h, "ID") ? "id" : synopsis_has(h, "REF") ? "ref" : NULL;
+        if (!h->path[0] || has_children(h) || !kind)
+            continue;
+        printf("    ");
+        shq(h->path);
+        printf(") echo %s ;;\n", kind);
+    }
     printf("    esac\n}\n\n"
            "_sbx() {\n"
            "    local cur=\"${COMP_WORDS[COMP_CWORD]}\" cmd words subs\n"
@@ -755,7 +791,14 @@ static int gen_bash(void)
            "            [ -n \"$subs\" ] && cmd=\"$cmd ${COMP_WORDS[2]}\"\n"
            "            case \"$cur\" in\n"
            "            -*) words=$(_sbx_options \"$cmd\") ;;\n"
-           "            *) return 0 ;;\n"
+           "            *)\n"
+           "                case $(_sbx_operands \"$cmd\") in\n"
+           "                id) words=$(\"${COMP_WORDS[0]}\" sandbox ps --all --format "
+           "'{{.ID}} {{.Name}}' 2>/dev/null) ;;\n"
+           "                ref) words=$(\"${COMP_WORDS[0]}\" snapshot ls 2>/dev/null | "
+           "awk 'NR > 1 {print $1}') ;;\n"
+           "                *) return 0 ;;\n"
+           "                esac ;;\n"
            "            esac\n"
            "        fi\n"
            "    fi\n"
