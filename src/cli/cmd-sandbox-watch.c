@@ -119,8 +119,8 @@ static json_t *stats_json(const struct watched *w)
 static void stats_row(const struct watched *w)
 {
     const struct sbx_session_stats *st = &w->cur;
-    char cpu[16] = "--", mem[48] = "--", memp[16] = "--", pids[48] = "--", disk[48] = "--";
-    char a[16], b[16];
+    char cpu[16] = "--", mem[80] = "--", memp[16] = "--", pids[48] = "--", disk[80] = "--";
+    char a[32], b[32];
     double c = cpu_percent(w);
     if (c >= 0)
         snprintf(cpu, sizeof(cpu), "%.2f%%", c);
