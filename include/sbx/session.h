@@ -532,8 +532,9 @@ SBX_API const char *sbx_client_provider(const struct sbx_client *c);
  * "materialized". On failure nothing is left behind. *out: caller owns (sbx_session_free). */
 SBX_API int sbx_client_create(struct sbx_client *c, const struct sbx_create_spec *spec,
                               struct sbx_session **out, struct sbx_error *err);
-/* Attach to a live sandbox by id (a unique prefix of it is accepted). SBX_E_NOTFOUND "no sandbox
- * 'x'", SBX_E_SANDBOX "sandbox 'x' is gone" when its supervisor died. */
+/* Attach to a live sandbox by id (a unique prefix of it is accepted), or by the name sbx's
+ * record gives one of this provider's sandboxes (sbx_sandbox_record_name). SBX_E_NOTFOUND "no
+ * sandbox 'x'", SBX_E_SANDBOX "sandbox 'x' is gone" when its supervisor died. */
 SBX_API int sbx_client_attach(struct sbx_client *c, const char *id, struct sbx_session **out,
                               struct sbx_error *err);
 /* What a rebuild takes from the caller rather than from the state (trusted configuration). */

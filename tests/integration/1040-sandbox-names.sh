@@ -100,6 +100,14 @@ run "$SBX" sandbox create --isolation none --name ghost
 expect_rc 0 "the name of a sandbox that died and was pruned is free"
 expect_not_in "$T/out" "$ghost" "for a new sandbox"
 
+# A run in a named sandbox: the library's attach takes the name too.
+EX="$SBX_SRCDIR/examples/coding-task"
+"$SBX" sandbox create --isolation none --name task --manifest "$EX/manifest.yaml" >/dev/null 2>&1
+run "$SBX" run --session task -m "replay:$EX/run.jsonl" "Do the task in TASK.md."
+expect_rc 0 "run --session NAME"
+run "$SBX" sandbox exec task -- grep -c "sum(values) / len(values)" stats.py
+expect_eq "$(cat "$T/out")" 1 "the run worked in the named sandbox"
+
 # rm --all: without a terminal it wants --yes; on one it asks.
 n=$("$SBX" sandbox ps -aq | wc -l)
 run "$SBX" sandbox rm --all </dev/null
