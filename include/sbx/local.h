@@ -83,7 +83,8 @@ struct sbx_local_grant {
 
 /* All zero is the default. Strings are borrowed for the duration of sbx_client_new (copied).
  * Most of them are also the provider's declared options (sbx/provider.h: isolation, network,
- * memory, pids, cpus, ports, ro, rw, allow_dangerous_grant, port_bind, allow_port, disk, tied),
+ * memory, pids, cpus, ports, ro, rw, allow_dangerous_grant, port_bind, publish, allow_port,
+ * disk, tied),
  * which sbx_client_new_json takes as JSON. */
 struct sbx_local_options {
     const char *supervisor_path; /* the supervisor program (sbx-supervisor, or an sbx binary,
@@ -112,6 +113,14 @@ struct sbx_local_options {
     size_t n_allow_ports;
     /* Host address the port forwarders of an isolated sandbox listen on; NULL: "127.0.0.1". */
     const char *port_bind;
+    /* Fixed port forwards made when the sandbox starts, "[ADDR:]HOST:PORT" as docker's -p:
+     * host port HOST (on ADDR, an IPv4 address or an IPv6 one in brackets; default 127.0.0.1)
+     * reaches port PORT of the sandbox (a service listening on 127.0.0.1 or every address
+     * there). A sandbox with a network of its own only (isolation, network none or allow); an
+     * address the host does not have, or a host port that is taken, fails the create. At most
+     * SBX_LOCAL_MAX_EXPOSED_PORTS. */
+    const char *const *publish;
+    size_t n_publish;
     /* Safety bound on create's wait for the supervisor's report; 0: 300 s. The report comes
      * (ok or an error) or the supervisor is dead (its socket closes): create never races a
      * short timer. */

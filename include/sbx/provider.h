@@ -42,6 +42,8 @@ enum sbx_provider_trait {
                                                  by-id commands and `sbx sandbox ps` ask it */
     SBX_PROVIDER_RESUME = 1u << 12, /* a later process reaches a sandbox again (attach by id,
                                        resume from a session state) */
+    SBX_PROVIDER_STATS = 1u << 13,  /* sbx_session_stats: CPU, memory, processes */
+    SBX_PROVIDER_LOGS = 1u << 14,   /* sbx_session_log_open: the sandbox's own log */
 };
 
 /* The name of one trait bit ("mounts", "accounts", "host-workspace", ...), or NULL. */
@@ -166,7 +168,22 @@ SBX_API int sbx_provider_secret(const json_t *ref, const char *what, struct sbx_
  * Sandbox records: $SBX_RECORDS, else ${XDG_STATE_HOME:-~/.local/state}/sbx/sandboxes (0700),
  * one file ID.json each, written atomically: {"version": 1, "id", "provider", "options"
  * (only the provider's LOCATOR options), "created", "run"?: the id of the run that made the
- * sandbox and may remove it}. */
+ * sandbox and may remove it, "name"?: the sandbox's name, unique among the records, "labels"?:
+ * {"key": "value"}}. Writing the record of an id again keeps its run, name and labels. */
+
+/* A sandbox name: 1 to SBX_SANDBOX_NAME_MAX letters, digits, '.', '_' or '-', starting with a
+ * letter or digit (as a container name). Labels: at most SBX_SANDBOX_LABELS_MAX, keys of 1 to
+ * SBX_SANDBOX_LABEL_KEY_MAX printable characters without space or '=', string values of at most
+ * SBX_SANDBOX_LABEL_VALUE_MAX bytes without control characters. */
+#define SBX_SANDBOX_NAME_MAX        64
+#define SBX_SANDBOX_LABELS_MAX      64
+#define SBX_SANDBOX_LABEL_KEY_MAX   128
+#define SBX_SANDBOX_LABEL_VALUE_MAX 1024
+/* SBX_E_INVAL naming the name and the rule when name is not one. */
+SBX_API int sbx_sandbox_name_check(const char *name, struct sbx_error *err);
+/* SBX_E_INVAL naming the key (SBX_E_TOOBIG for too many) when labels (an object; NULL: none)
+ * break the rules above. */
+SBX_API int sbx_sandbox_labels_check(const json_t *labels, struct sbx_error *err);
 
 /* Record sandbox id of provider, made with options (its canonical declared options: only the
  * LOCATOR ones are kept). Replaces an older record of the id, keeping its "run" (same
@@ -177,9 +194,19 @@ SBX_API int sbx_sandbox_record_write(const char *provider, const char *id, const
  * remove it (sbx_sandbox_run_state_discard, a completed resumed run). As record_write. */
 SBX_API int sbx_sandbox_record_claim(const char *provider, const char *id, const json_t *options,
                                      const char *run, struct sbx_error *err);
+/* Write the record of sandbox id as record_write does, with name (NULL: none) and labels (an
+ * object; NULL: none) in place of the earlier ones. Checked as above; SBX_E_EXISTS "the name 'x'
+ * is in use by sandbox 'y'" when another record has the name (writers take turns: one name, one
+ * sandbox). */
+SBX_API int sbx_sandbox_record_name(const char *provider, const char *id, const json_t *options,
+                                    const char *name, const json_t *labels, struct sbx_error *err);
+/* The record whose name is name (exact). SBX_E_NOTFOUND "no sandbox named 'x'". *out: caller
+ * owns. */
+SBX_API int sbx_sandbox_record_named(const char *name, json_t **out, struct sbx_error *err);
 /* 1 when the record of id (exact) names run as the run that made it, else 0. */
 SBX_API int sbx_sandbox_record_owned_by(const char *id, const char *run);
-/* The record of id, or of the one recorded sandbox whose id starts with it. SBX_E_NOTFOUND when
+/* The record of id, else of the sandbox named id, else of the one recorded sandbox whose id
+ * starts with it. SBX_E_NOTFOUND when
  * none (or several: "sandbox id prefix 'x' is ambiguous" is SBX_E_INVAL). *out: caller owns. */
 SBX_API int sbx_sandbox_record_read(const char *id, json_t **out, struct sbx_error *err);
 /* Forget id (exact). No record is not an error. */

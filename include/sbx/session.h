@@ -457,6 +457,36 @@ SBX_API int sbx_session_snapshot(struct sbx_session *s, struct sbx_snapshot_stor
 /* Where sbx_session_snapshot reports its progress (step "snapshot"); fn NULL: nowhere. */
 SBX_API void sbx_session_set_progress(struct sbx_session *s, sbx_progress_fn *fn, void *data);
 
+/* What a sandbox uses now (sbx_session_stats). A figure the provider cannot measure is
+ * SBX_STAT_UNKNOWN; a limit of 0 is none. */
+#define SBX_STAT_UNKNOWN UINT64_MAX
+/* Most workspace entries the disk figure walks; past them disk_partial is set. */
+#define SBX_STATS_DISK_ENTRIES_MAX 1000000
+struct sbx_session_stats {
+    uint64_t cpu_ns;       /* CPU time its processes used so far (CPU % is its growth over a
+                              wall-clock interval) */
+    uint64_t memory;       /* bytes of memory charged to it now */
+    uint64_t memory_limit; /* 0: none */
+    uint64_t pids;         /* processes (tasks) now */
+    uint64_t pids_limit;   /* 0: none */
+    uint64_t disk;         /* bytes the workspace's files take (allocated blocks, links once) */
+    uint64_t disk_limit;   /* the workspace's size limit; 0: none */
+    int disk_partial;      /* the walk stopped at SBX_STATS_DISK_ENTRIES_MAX: disk is a floor */
+};
+
+/* The resource use of the sandbox now: CPU, memory and processes from the provider (its
+ * cgroups for local), disk from a walk of the workspace on this host (never following a
+ * symlink; SBX_STAT_UNKNOWN when the workspace is not on this host). SBX_E_UNSUPPORTED for a
+ * provider without the stats trait, SBX_E_SANDBOX when the sandbox is gone. Blocks for the
+ * walk. */
+SBX_API int sbx_session_stats(struct sbx_session *s, struct sbx_session_stats *out,
+                              struct sbx_error *err);
+/* A readable descriptor of the sandbox's own log (local: its supervisor's log), positioned at
+ * its start; it keeps growing while the sandbox runs and is unlinked (st_nlink 0) when the
+ * sandbox is removed. *out_fd: caller closes. SBX_E_UNSUPPORTED for a provider without the
+ * logs trait. */
+SBX_API int sbx_session_log_open(struct sbx_session *s, int *out_fd, struct sbx_error *err);
+
 /* Stop the sandbox: kill every process in it, release its runtime resources; the workspace is
  * kept. The handle stays valid only for sbx_session_free. */
 SBX_API int sbx_session_close(struct sbx_session *s, struct sbx_error *err);
@@ -523,8 +553,9 @@ SBX_API const char *sbx_client_provider(const struct sbx_client *c);
  * "materialized". On failure nothing is left behind. *out: caller owns (sbx_session_free). */
 SBX_API int sbx_client_create(struct sbx_client *c, const struct sbx_create_spec *spec,
                               struct sbx_session **out, struct sbx_error *err);
-/* Attach to a live sandbox by id (a unique prefix of it is accepted). SBX_E_NOTFOUND "no sandbox
- * 'x'", SBX_E_SANDBOX "sandbox 'x' is gone" when its supervisor died. */
+/* Attach to a live sandbox by id (a unique prefix of it is accepted), or by the name sbx's
+ * record gives one of this provider's sandboxes (sbx_sandbox_record_name). SBX_E_NOTFOUND "no
+ * sandbox 'x'", SBX_E_SANDBOX "sandbox 'x' is gone" when its supervisor died. */
 SBX_API int sbx_client_attach(struct sbx_client *c, const char *id, struct sbx_session **out,
                               struct sbx_error *err);
 /* What a rebuild takes from the caller rather than from the state (trusted configuration). */

@@ -171,4 +171,21 @@ SBX_API int sbx_snapshot_gc(struct sbx_snapshot_store *st, struct sbx_snapshot_g
 SBX_API int sbx_snapshot_remove(struct sbx_snapshot_store *st, const char *ref, int force,
                                 struct sbx_error *err);
 
+/* Browsing a snapshot without restoring it. The entries of ref (full or prefix), sorted by
+ * path: an array of {"path", "type": "dir"|"file"|"symlink", "mode" (dir, file: the permission
+ * bits), "size" and "sha256" (file), "target" (symlink)} from the tree validated again. *out:
+ * caller owns (json_decref). */
+SBX_API int sbx_snapshot_entries(struct sbx_snapshot_store *st, const char *ref, json_t **out,
+                                 struct sbx_error *err);
+/* Receives the content of a file in order, in pieces; p is borrowed for the call. Returns 0,
+ * or a negative -code (err filled) to stop. */
+typedef int sbx_snapshot_sink_fn(void *ctx, const void *p, size_t n, struct sbx_error *err);
+/* The content of file path (relative; "..", an empty path and the root are refused) of
+ * snapshot ref, to sink, checked against its hash while it is read (SBX_E_IO "blob ... is
+ * corrupt": what was passed to sink before is wrong). SBX_E_NOTFOUND "no 'x' in snapshot 'r'",
+ * SBX_E_INVAL for a directory or a symlink (naming its target). Streamed: memory does not grow
+ * with the file. */
+SBX_API int sbx_snapshot_cat(struct sbx_snapshot_store *st, const char *ref, const char *path,
+                             sbx_snapshot_sink_fn *sink, void *ctx, struct sbx_error *err);
+
 #endif

@@ -1,9 +1,9 @@
 /* The provider that has a sandbox id, for the commands given only an id (exec, cp, port, rm,
  * stop, start, state, snapshot, ...): sbx's record of the id first (sbx/provider.h: the
- * provider and the options that reach it), then each provider that finds its sandboxes
- * unconfigured (the lists trait), in table order, with what its probe finds (docker: an
- * engine). The locator options (--docker-host) given to the command apply to their
- * provider. */
+ * provider and the options that reach it; a sandbox's name finds its record too), then each
+ * provider that finds its sandboxes unconfigured (the lists trait), in table order, with what its
+ * probe finds (docker: an engine). The locator options (--docker-host) given to the command apply
+ * to their provider. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,14 +99,16 @@ static int by_record(const char *id, cli_sandbox_op *op, void *data, struct sbx_
         json_decref(rec);
         return 0;
     }
+    /* The record's own id: what was given may be a name or a prefix. */
+    const char *rid = json_string_value(json_object_get(rec, "id"));
     if (*rc == 0)
-        *rc = op(c, id, data, &e);
+        *rc = op(c, rid, data, &e);
     struct sbx_provider_info info = {0};
     struct sbx_error ignored = SBX_ERROR_INIT;
     int lists =
             sbx_provider_find(provider, &info, &ignored) < 0 || (info.traits & SBX_PROVIDER_LISTS);
     json_t *st = NULL;
-    int st_rc = *rc == -SBX_E_NOTFOUND ? sbx_client_state(c, id, 0, &st, &ignored) : 0;
+    int st_rc = *rc == -SBX_E_NOTFOUND ? sbx_client_state(c, rid, 0, &st, &ignored) : 0;
     json_decref(st);
     if (*rc == -SBX_E_NOTFOUND && (st_rc == 0 || !lists)) {
         /* Not found by the command but still there (stopped: an exec or a cp finds no live
@@ -114,7 +116,7 @@ static int by_record(const char *id, cli_sandbox_op *op, void *data, struct sbx_
          * a hosted one): the command's error is the answer, and the record goes only with the
          * sandbox. */
         if (st_rc == -SBX_E_NOTFOUND)
-            (void)sbx_sandbox_record_remove(json_string_value(json_object_get(rec, "id")), NULL);
+            (void)sbx_sandbox_record_remove(rid, NULL);
         sbx_error_copy(err, &e);
         *out = c;
         json_decref(rec);

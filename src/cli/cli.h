@@ -60,6 +60,12 @@ int cli_fail(const struct sbx_error *err);
 /* Print "sbx: <formatted>" plus a hint to run --help, return CLI_USAGE. */
 int cli_usage(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* A usage error for option opt that verb ("sandbox exec ") does not take, with what it may have
+ * meant from the help table: "unknown option '--tyy' (did you mean --tty?)". CLI_USAGE. */
+int cli_unknown_option(const char *verb, const char *opt);
+/* The same for an unknown subcommand word of verb ("sandbox ", NULL for sbx's commands). */
+int cli_unknown_command(const char *verb, const char *word);
+
 struct option;
 /* Before getopt_long(argc, argv, "+...", longopts): refuse a long option that is not spelled out
  * in full. getopt_long takes any unambiguous prefix, so `--port 8000` would silently be
@@ -144,6 +150,10 @@ int cli_sandbox_client(const struct cli_sandbox *sb, struct sbx_client **out,
  * the id finds it: for a provider that cannot find its sandboxes by itself or needs locator
  * options to reach them. A failure is a warning on stderr. */
 void cli_record(const struct sbx_provider_info *p, const char *id, const json_t *options);
+/* Record sandbox id as cli_record does, whatever the provider, with its name (NULL: none) and
+ * labels (NULL: none): SBX_E_EXISTS when another sandbox has the name. */
+int cli_record_named(const struct sbx_provider_info *p, const char *id, const json_t *options,
+                     const char *name, const json_t *labels, struct sbx_error *err);
 
 /* ---- by-id.c: the provider that has a sandbox id ---- */
 
@@ -169,6 +179,37 @@ int cli_sandbox_by_id(const char *id, cli_sandbox_op *op, void *data, struct sbx
 int cli_sandbox_attach(const char *id, struct sbx_client **c, struct sbx_session **s,
                        struct sbx_error *err);
 
+/* ---- cmd-sandbox-ps.c and ps-format.c: the sandboxes as ps shows them ---- */
+
+/* Every sandbox ps lists (all: --all's too), each with its provider and the name and labels of
+ * its record, into *out (caller owns). Warnings about providers that cannot be reached go to
+ * stderr. */
+int cli_sandbox_list(int all, json_t **out, struct sbx_error *err);
+/* Field ("ID", "Name", "Provider", "Status", "Created", "Workspace", "Labels", or "Label" with
+ * arg the key) of listed sandbox v as text; caller frees. */
+char *cli_ps_field(const json_t *v, const char *field, const char *arg);
+/* --format: "table", "json", "table TEMPLATE" or TEMPLATE ({{.ID}}, {{.Label "KEY"}}, \t).
+ * CLI_OK, or CLI_USAGE after naming the action it cannot read. */
+int cli_ps_format_check(const char *format, const char *verb);
+/* list printed with a checked format other than "table"; terminal-safe. */
+void cli_ps_print_format(const char *format, const json_t *list);
+/* --filter KEY=VALUE appended to filters (an array): CLI_OK or CLI_USAGE. */
+int cli_ps_filter_add(json_t *filters, const char *text, const char *verb);
+/* 1 when listed sandbox v passes filters. */
+int cli_ps_filter_match(const json_t *filters, const json_t *v);
+
+/* ---- cp-tree.c: sbx sandbox cp of a directory ---- */
+/* Host directory srcfd (borrowed) into sandbox directory dst (made, with srcfd's mode). */
+int cli_cp_tree_in(struct sbx_session *s, int srcfd, const char *dst, struct sbx_error *err);
+/* Sandbox directory src into host directory dst (made when missing, given src's mode). */
+int cli_cp_tree_out(struct sbx_session *s, const char *src, const char *dst, struct sbx_error *err);
+
+/* ---- snapshot-browse.c: sbx snapshot ls-files REF [PATH], cat REF PATH, diff REF REF ---- */
+struct sbx_snapshot_store;
+/* Subcommand sub ("ls-files", "cat" or "diff") with its arguments (counts checked). */
+int cli_snapshot_browse(struct sbx_snapshot_store *st, const char *sub, const char *const *args,
+                        int nargs, int json, struct sbx_error *err);
+
 /* ---- the verbs ---- */
 
 int cmd_run(int argc, char **argv);          /* cmd-run.c */
@@ -189,5 +230,8 @@ int cmd_sandbox_create(int argc, char **argv);    /* cmd-sandbox-create.c */
 int cmd_sandbox_resume(int argc, char **argv);    /* cmd-sandbox-create.c */
 int cmd_sandbox_ps(int argc, char **argv);        /* cmd-sandbox-ps.c */
 int cmd_sandbox_providers(int argc, char **argv); /* cmd-sandbox-ps.c */
+int cmd_sandbox_stats(int argc, char **argv);     /* cmd-sandbox-watch.c */
+int cmd_sandbox_logs(int argc, char **argv);      /* cmd-sandbox-watch.c */
+int cmd_sandbox_inspect(int argc, char **argv);   /* cmd-sandbox-watch.c */
 
 #endif

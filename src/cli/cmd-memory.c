@@ -125,9 +125,9 @@ static int cmd_update(int argc, char **argv, const char *agent_path)
     mopt.cancel = &interrupted;
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
+    /* The sandbox by its id or name, whichever provider has it. */
     if (memory_of(agent_path, &mem, &err) < 0 || sbx_model_new(name, &mopt, &model, &err) < 0 ||
-        sbx_client_new("local", NULL, &client, &err) < 0 ||
-        sbx_client_attach(client, argv[optind], &s, &err) < 0)
+        cli_sandbox_attach(argv[optind], &client, &s, &err) < 0)
         goto out;
     if (sbx_memory_update(mem, s, model,
                           model_name && strncmp(model_name, "replay:", 7) != 0 ? model_name : name,

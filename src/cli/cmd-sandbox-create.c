@@ -20,7 +20,7 @@
 
 #define VERB "sandbox "
 
-enum { OPT_SNAPSHOT = 256, OPT_JSON, OPT_PASS, OPT_EXISTING };
+enum { OPT_SNAPSHOT = 256, OPT_JSON, OPT_PASS, OPT_EXISTING, OPT_NAME, OPT_LABEL };
 
 static const struct option create_options[] = {
         {"manifest", required_argument, NULL, 'm'},
@@ -29,6 +29,8 @@ static const struct option create_options[] = {
         {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
         {"json", no_argument, NULL, OPT_JSON},
         {"pass-secret", required_argument, NULL, OPT_PASS},
+        {"name", required_argument, NULL, OPT_NAME},
+        {"label", required_argument, NULL, OPT_LABEL},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -42,11 +44,36 @@ static const struct option resume_options[] = {
 
 struct create_args {
     const char *manifest_path;
+    const char *name; /* --name */
+    json_t *labels;   /* --label K=V: {K: V}, owned */
     int json;
     struct sbx_create_spec spec;
     struct sbx_strv pass;
     struct cli_sandbox sb;
 };
+
+/* --label KEY=VALUE, or KEY alone for an empty value (as docker). */
+static int add_label(struct create_args *a, const char *text)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    const char *eq = strchr(text, '=');
+    char *key = eq ? sbx_xstrndup(text, (size_t)(eq - text)) : sbx_xstrdup(text);
+    json_t *one = json_object();
+    sbx_json_set(one, key, sbx_json_str(eq ? eq + 1 : ""));
+    int rc = sbx_sandbox_labels_check(one, &err) < 0
+                     ? cli_usage(VERB "create ", "create: --label: %s", err.msg)
+                     : CLI_OK;
+    if (rc == CLI_OK) {
+        if (!a->labels)
+            a->labels = json_object();
+        json_object_update(a->labels, one);
+        if (sbx_sandbox_labels_check(a->labels, &err) < 0)
+            rc = cli_usage(VERB "create ", "create: --label: %s", err.msg);
+    }
+    json_decref(one);
+    free(key);
+    return rc;
+}
 
 static int create_parse(struct create_args *a, int argc, char **argv)
 {
@@ -78,6 +105,10 @@ static int create_parse(struct create_args *a, int argc, char **argv)
             a->spec.snapshot = optarg;
         } else if (c == OPT_JSON) {
             a->json = 1;
+        } else if (c == OPT_NAME) {
+            a->name = optarg;
+        } else if (c == OPT_LABEL) {
+            rc = add_label(a, optarg);
         } else if (c == OPT_PASS) {
             rc = cli_pass_secret(optarg, &a->pass) == 1 ? CLI_OK : CLI_USAGE;
         } else if (c == 'h') {
@@ -90,6 +121,9 @@ static int create_parse(struct create_args *a, int argc, char **argv)
         return cli_usage(VERB "create ", "create: unexpected argument '%s'", argv[optind]);
     if (rc == CLI_OK && a->spec.existing && !a->spec.workspace)
         return cli_usage(VERB "create ", "create: --workspace-existing needs --workspace DIR");
+    struct sbx_error err = SBX_ERROR_INIT;
+    if (rc == CLI_OK && a->name && sbx_sandbox_name_check(a->name, &err) < 0)
+        return cli_usage(VERB "create ", "create: --name: %s", err.msg);
     if (rc == CLI_OK)
         rc = cli_sandbox_finish(&a->sb, NULL, VERB "create ", CLI_SANDBOX_CREATE);
     if (rc == CLI_OK && a->spec.workspace && !(a->sb.info.traits & SBX_PROVIDER_HOST_WORKSPACE))
@@ -97,6 +131,36 @@ static int create_parse(struct create_args *a, int argc, char **argv)
                          "create: --workspace names a directory of this host; the workspaces "
                          "of provider '%s' are not on this host",
                          a->sb.info.name);
+    return rc;
+}
+
+static int exists_op(struct sbx_client *c, const char *id, void *data, struct sbx_error *err)
+{
+    json_t *st = NULL;
+    (void)data;
+    int rc = sbx_client_state(c, id, 0, &st, err);
+    json_decref(st);
+    return rc;
+}
+
+/* The name is free: no record has it, or the sandbox of the one that has it is gone (asking
+ * for it drops such a record). */
+static int name_free(const char *name, struct sbx_error *err)
+{
+    json_t *rec = NULL;
+    struct sbx_client *c = NULL;
+    struct sbx_error e = SBX_ERROR_INIT;
+    if (sbx_sandbox_record_named(name, &rec, &e) < 0)
+        return e.code == SBX_E_NOTFOUND ? 0 : sbx_error_copy(err, &e);
+    const char *id = json_string_value(json_object_get(rec, "id"));
+    int rc = cli_sandbox_by_id(id, exists_op, NULL, &c, &e);
+    sbx_client_free(c);
+    if (rc == 0 || e.code != SBX_E_NOTFOUND)
+        rc = sbx_error_set(err, SBX_E_EXISTS, 0, "the name '%s' is in use by sandbox '%s'", name,
+                           id);
+    else
+        rc = 0;
+    json_decref(rec);
     return rc;
 }
 
@@ -121,14 +185,30 @@ int cmd_sandbox_create(int argc, char **argv)
             sbx_error_prefix(&err, "manifest '%s'", a->manifest_path);
         a->spec.manifest = m;
     }
+    if (rc == 0 && a->name)
+        rc = name_free(a->name, &err);
     if (rc == 0)
         rc = cli_sandbox_client(&a->sb, &c, &err);
     if (rc == 0)
         rc = sbx_client_create(c, &a->spec, &s, &err);
+    /* Named or labelled: recorded whatever the provider, and a name another create took in
+     * the meantime undoes this one. */
+    if (rc == 0 && (a->name || a->labels) &&
+        (rc = cli_record_named(&a->sb.info, sbx_session_id(s), a->sb.options, a->name, a->labels,
+                               &err)) < 0) {
+        (void)sbx_session_delete(s, NULL);
+        sbx_session_free(s);
+        s = NULL;
+    }
     if (rc == 0)
         rc = sbx_session_state(s, &state, &err);
     if (rc == 0) {
-        cli_record(&a->sb.info, sbx_session_id(s), a->sb.options);
+        if (!a->name && !a->labels)
+            cli_record(&a->sb.info, sbx_session_id(s), a->sb.options);
+        if (a->name)
+            sbx_json_set(state, "name", sbx_json_str(a->name));
+        if (a->labels)
+            sbx_json_set(state, "labels", json_incref(a->labels));
         char *text = a->json ? sbx_json_dumps(state, SBX_JSON_PRETTY) : NULL;
         printf("%s\n", text ? text : sbx_session_id(s));
         free(text);
@@ -141,6 +221,7 @@ out:
     sbx_manifest_free(m);
     sbx_strv_release(&a->pass);
     cli_sandbox_release(&a->sb);
+    json_decref(a->labels);
     free(a);
     return status;
 }

@@ -133,36 +133,42 @@ static int list_records(struct ps *p, struct sbx_error *err)
     return rc;
 }
 
-static void print_row(const json_t *v, int all, int idw, int width)
+/* The name and labels of each listed sandbox's record. */
+static void add_names(json_t *list)
 {
-    const char *created = json_string_value(json_object_get(v, "created"));
-    const char *ws = json_string_value(json_object_get(v, "workspace"));
-    json_t *left = json_object_get(v, "leftovers"), *cg;
-    const char *status = json_string_value(json_object_get(v, "status"));
-    const char *prov = json_string_value(json_object_get(v, "provider"));
-    char where[160];
-    size_t k;
-    if (left)
-        ws = json_string_value(json_object_get(left, "workspace"));
-    if (status && strcmp(status, "stopped") == 0) {
-        /* Nothing of it runs or has a workspace: its snapshot is what it is. */
-        const json_t *b = json_object_get(v, "snapshot_bytes");
-        char size[32] = "size unknown";
-        if (json_is_integer(b))
-            snprintf(size, sizeof(size), "%lld bytes", (long long)json_integer_value(b));
-        const char *snap = json_string_value(json_object_get(v, "snapshot"));
-        if (snap)
-            snprintf(where, sizeof(where), "(stopped: snapshot %.19s, %s)", snap, size);
-        else /* a provider whose stopped sandbox keeps its workspace (a stopped container) */
-            snprintf(where, sizeof(where), "(stopped: workspace kept by %.40s)",
-                     prov ? prov : "its provider");
-        ws = where;
+    json_t *recs = NULL, *r, *v;
+    size_t i, j;
+    if (sbx_sandbox_records(&recs, NULL) < 0)
+        return;
+    json_array_foreach(list, i, v)
+    {
+        json_array_foreach(recs, j, r)
+        {
+            if (strcmp(json_string_value(json_object_get(r, "id")),
+                       json_string_value(json_object_get(v, "id"))) != 0)
+                continue;
+            if (json_object_get(r, "name"))
+                sbx_json_set(v, "name", json_incref(json_object_get(r, "name")));
+            if (json_object_get(r, "labels"))
+                sbx_json_set(v, "labels", json_incref(json_object_get(r, "labels")));
+        }
     }
-    printf("%-*s  %-*s  ", idw, json_string_value(json_object_get(v, "id")), width,
-           prov ? prov : "-");
-    if (all)
-        printf("%-12s  ", status ? status : "-");
-    cli_printf_safe(stdout, CLI_SAFE_ALWAYS, "%-24s  %s\n", created ? created : "-", ws ? ws : "-");
+    json_decref(recs);
+}
+
+static void print_row(const json_t *v, int idw, int pw, int nw)
+{
+    json_t *left = json_object_get(v, "leftovers"), *cg;
+    char *f[6];
+    static const char *const names[] = {"ID", "Provider", "Status", "Created", "Name", "Workspace"};
+    size_t k;
+    for (k = 0; k < 6; k++)
+        f[k] = cli_ps_field(v, names[k], NULL);
+    cli_printf_safe(stdout, CLI_SAFE_ALWAYS, "%-*s  %-*s  %-9s  %-24s  %-*s  %s\n", idw, f[0], pw,
+                    f[1][0] ? f[1] : "-", f[2], f[3][0] ? f[3] : "-", nw, f[4][0] ? f[4] : "-",
+                    f[5]);
+    for (k = 0; k < 6; k++)
+        free(f[k]);
     /* What a sandbox that is not live leaves: one indented line each. */
     if (left && json_string_value(json_object_get(left, "runtime_dir")))
         printf("  runtime_dir %s\n", json_string_value(json_object_get(left, "runtime_dir")));
@@ -173,60 +179,117 @@ static void print_row(const json_t *v, int all, int idw, int width)
                (long long)json_integer_value(json_object_get(left, "supervisor_pid")));
 }
 
-static void print_table(const struct ps *p)
+static void print_table(const json_t *list)
 {
     struct sbx_provider_info info;
-    int width = 8;
+    int pw = 8, nw = 4;
     size_t i;
     json_t *v;
     for (size_t k = 0; sbx_provider_at(k, &info) == 0; k++)
-        if ((int)strlen(info.name) > width)
-            width = (int)strlen(info.name);
+        if ((int)strlen(info.name) > pw)
+            pw = (int)strlen(info.name);
     /* Ids of 16 hex digits (local, docker) or longer ones (a hosted service's) in one column. */
     int idw = 16;
-    json_array_foreach(p->list, i, v)
+    json_array_foreach(list, i, v)
     {
-        size_t n = strlen(json_string_value(json_object_get(v, "id"))
-                                  ? json_string_value(json_object_get(v, "id"))
-                                  : "");
-        if ((int)n > idw && n <= 64)
-            idw = (int)n;
+        const char *n = json_string_value(json_object_get(v, "name"));
+        const char *id = json_string_value(json_object_get(v, "id"));
+        if (n && (int)strlen(n) > nw)
+            nw = (int)strlen(n);
+        if (id && (int)strlen(id) > idw && strlen(id) <= 64)
+            idw = (int)strlen(id);
     }
-    printf("%-*s  %-*s  ", idw, "ID", width, "PROVIDER");
-    if (p->all)
-        printf("%-12s  ", "STATUS");
-    printf("%-24s  %s\n", "CREATED", "WORKSPACE");
-    json_array_foreach(p->list, i, v) print_row(v, p->all, idw, width);
+    printf("%-*s  %-*s  %-9s  %-24s  %-*s  %s\n", idw, "ID", pw, "PROVIDER", "STATUS", "CREATED",
+           nw, "NAME", "WORKSPACE");
+    json_array_foreach(list, i, v) print_row(v, idw, pw, nw);
+}
+
+int cli_sandbox_list(int all, json_t **out, struct sbx_error *err)
+{
+    struct ps p = {.all = all, .list = json_array(), .seen = json_object()};
+    int rc = list_listers(&p, err);
+    if (rc == 0)
+        rc = list_records(&p, err);
+    json_decref(p.seen);
+    if (rc < 0) {
+        json_decref(p.list);
+        return rc;
+    }
+    add_names(p.list);
+    *out = p.list;
+    return 0;
+}
+
+struct ps_args {
+    int quiet;
+    const char *format;
+    json_t *filters;
+};
+
+static int ps_parse(struct ps *p, struct ps_args *a, int argc, char **argv, struct sbx_error *err)
+{
+    int rc = 0;
+    for (int i = 1; i < argc && rc == 0; i++) {
+        const char *arg = argv[i];
+        if (strcmp(arg, "--json") == 0) {
+            p->json = 1;
+        } else if (strcmp(arg, "--all") == 0 || strcmp(arg, "-a") == 0) {
+            p->all = 1;
+        } else if (strcmp(arg, "-q") == 0 || strcmp(arg, "--quiet") == 0) {
+            a->quiet = 1;
+        } else if (strcmp(arg, "-aq") == 0 || strcmp(arg, "-qa") == 0) {
+            p->all = a->quiet = 1;
+        } else if (strcmp(arg, "--format") == 0 && i + 1 < argc) {
+            a->format = argv[++i];
+            rc = cli_ps_format_check(a->format, VERB "ps ");
+        } else if ((strcmp(arg, "--filter") == 0 || strcmp(arg, "-f") == 0) && i + 1 < argc) {
+            rc = cli_ps_filter_add(a->filters, argv[++i], VERB "ps ");
+        } else if (strcmp(arg, "--provider") == 0 && i + 1 < argc) {
+            p->only = argv[++i];
+            if (sbx_provider_find(p->only, NULL, err) < 0)
+                rc = cli_usage(VERB "ps ", "ps: %s", err->msg);
+        } else if ((rc = cli_locator_arg(argc, argv, &i, VERB "ps ")) == 1) {
+            rc = 0;
+        } else {
+            rc = rc              ? rc
+                 : arg[0] == '-' ? cli_unknown_option(VERB "ps ", arg)
+                                 : cli_usage(VERB "ps ", "ps: unexpected argument '%s'", arg);
+        }
+    }
+    return rc;
 }
 
 int cmd_sandbox_ps(int argc, char **argv)
 {
     struct sbx_error err = SBX_ERROR_INIT;
     struct ps p = {.list = json_array(), .seen = json_object()};
-    int rc = 0;
-    for (int i = 1; i < argc && rc == 0; i++) {
-        if (strcmp(argv[i], "--json") == 0) {
-            p.json = 1;
-        } else if (strcmp(argv[i], "--all") == 0 || strcmp(argv[i], "-a") == 0) {
-            p.all = 1;
-        } else if (strcmp(argv[i], "--provider") == 0 && i + 1 < argc) {
-            p.only = argv[++i];
-            if (sbx_provider_find(p.only, NULL, &err) < 0)
-                rc = cli_usage(VERB "ps ", "ps: %s", err.msg);
-        } else if ((rc = cli_locator_arg(argc, argv, &i, VERB "ps ")) == 1) {
-            rc = 0;
-        } else {
-            rc = rc ? rc : cli_usage(VERB "ps ", "ps: unexpected argument '%s'", argv[i]);
-        }
-    }
+    struct ps_args a = {.filters = json_array()};
+    int rc = ps_parse(&p, &a, argc, argv, &err);
     if (rc == 0 && (rc = list_listers(&p, &err)) == 0)
         rc = list_records(&p, &err);
-    if (rc == 0 && p.json)
-        print_json(p.list);
-    else if (rc == 0)
-        print_table(&p);
+    if (rc == 0) {
+        json_t *shown = json_array(), *v;
+        size_t i;
+        add_names(p.list);
+        json_array_foreach(p.list, i, v)
+        {
+            if (cli_ps_filter_match(a.filters, v))
+                json_array_append(shown, v);
+        }
+        if (a.quiet)
+            json_array_foreach(shown, i, v)
+                    printf("%s\n", json_string_value(json_object_get(v, "id")));
+        else if (p.json)
+            print_json(shown);
+        else if (a.format && strcmp(a.format, "table") != 0)
+            cli_ps_print_format(a.format, shown);
+        else
+            print_table(shown);
+        json_decref(shown);
+    }
     json_decref(p.list);
     json_decref(p.seen);
+    json_decref(a.filters);
     if (rc > 0)
         return rc;
     return rc < 0 ? cli_fail(&err) : CLI_OK;

@@ -198,6 +198,18 @@ static int run_exec(const char *id, const struct sbx_exec_spec *spec, int forwar
     return rc < 0 ? exec_fail(&err) : status;
 }
 
+/* -i with -t reads the terminal sbx runs on: without one, say so as docker does instead of
+ * putting a pipe's bytes on a terminal that echoes them. */
+static int need_tty(const char *verb)
+{
+    if (isatty(0))
+        return 0;
+    cli_printf_safe(stderr, CLI_SAFE_ALWAYS,
+                    "sbx: %sthe input device is not a TTY (use -i without -t to forward a pipe)\n",
+                    verb);
+    return EXEC_SBX_FAILED;
+}
+
 static int cmd_exec(int argc, char **argv)
 {
     struct sbx_exec_spec spec = {0};
@@ -225,14 +237,14 @@ static int cmd_exec(int argc, char **argv)
             const char *kv = argv[++i];
             if (!strchr(kv, '=') || kv[0] == '=') {
                 sbx_strv_release(&env);
-                return exec_usage(VERB, "--env wants KEY=VALUE, not '%s'", kv);
+                return exec_usage(VERB "exec ", "exec: --env wants KEY=VALUE, not '%s'", kv);
             }
             sbx_strv_push(&env, kv);
         } else if (strcmp(a, "--timeout") == 0 && i + 1 < argc) {
             int64_t ms;
             if (sbx_duration_parse_ms(argv[++i], &ms) < 0 || ms <= 0) {
                 sbx_strv_release(&env);
-                return exec_usage(VERB, "bad timeout '%s'", argv[i]);
+                return exec_usage(VERB "exec ", "exec: bad timeout '%s'", argv[i]);
             }
             spec.timeout_ms = ms;
         } else if ((rc = cli_locator_arg(argc, argv, &i, VERB "exec ")) != 0) {
@@ -245,12 +257,12 @@ static int cmd_exec(int argc, char **argv)
             unsigned long long n = strtoull(argv[++i], &end, 10);
             if (*end || n == 0 || n > SBX_OUTPUT_MAX_LIMIT) {
                 sbx_strv_release(&env);
-                return exec_usage(VERB, "bad --max-output '%s'", argv[i]);
+                return exec_usage(VERB "exec ", "exec: bad --max-output '%s'", argv[i]);
             }
             max_output = (size_t)n;
         } else {
             sbx_strv_release(&env);
-            return exec_usage(VERB "exec ", "exec: unknown option '%s'", a);
+            return (cli_unknown_option(VERB "exec ", a), EXEC_SBX_FAILED);
         }
     }
     if (i >= argc) {
@@ -268,6 +280,10 @@ static int cmd_exec(int argc, char **argv)
         sbx_strv_release(&env);
         return exec_usage(VERB "exec ", "exec: --max-output cannot be combined with -i or -t");
     }
+    if (interactive && (spec.flags & SBX_EXEC_TTY) && (rc = need_tty("exec: ")) != 0) {
+        sbx_strv_release(&env);
+        return rc;
+    }
     /* On a terminal, the command learns what kind: the caller's own TERM, as docker exec -t. */
     const char *term = getenv("TERM");
     if ((spec.flags & SBX_EXEC_TTY) && term && term[0] && !sbx_strv_getenv(&env, "TERM"))
@@ -283,11 +299,42 @@ static int cmd_exec(int argc, char **argv)
 
 static int cmd_shell(int argc, char **argv)
 {
-    if (argc != 2)
-        return exec_usage(VERB "shell ", "shell: want exactly one sandbox id");
-    const char *const sh[] = {"/bin/sh", "-i", NULL};
-    struct sbx_exec_spec spec = {.argv = sh, .flags = SBX_EXEC_TTY};
-    return run_exec(argv[1], &spec, 1, 0);
+    const char *id = NULL, *shell = NULL;
+    int r = 0;
+    for (int i = 1; i < argc && r == 0; i++) {
+        if (strcmp(argv[i], "--shell") == 0 && i + 1 < argc)
+            shell = argv[++i];
+        else if ((r = cli_locator_arg(argc, argv, &i, VERB "shell ")) == 1)
+            r = 0;
+        else if (r == 0 && argv[i][0] == '-')
+            r = cli_unknown_option(VERB "shell ", argv[i]);
+        else if (r == 0 && id)
+            r = cli_usage(VERB "shell ", "shell: want exactly one sandbox id");
+        else if (r == 0)
+            id = argv[i];
+    }
+    if (r == 0 && !id)
+        r = cli_usage(VERB "shell ", "shell: missing sandbox id");
+    if (r != 0)
+        return EXEC_SBX_FAILED;
+    if ((r = need_tty("shell: ")) != 0)
+        return r;
+    /* The best shell there is: bash (line editing, history) when the sandbox has it. */
+    const char *const best[] = {
+            "/bin/sh", "-c",
+            "if command -v bash >/dev/null 2>&1; then exec bash -i; else exec /bin/sh -i; fi",
+            NULL};
+    const char *const given[] = {shell, NULL};
+    struct sbx_exec_spec spec = {.argv = shell ? given : best, .flags = SBX_EXEC_TTY};
+    struct sbx_strv env;
+    sbx_strv_init(&env);
+    const char *term = getenv("TERM");
+    if (term && term[0])
+        sbx_strv_setenv(&env, "TERM", term);
+    spec.env = (const char *const *)env.v;
+    r = run_exec(id, &spec, 1, 0);
+    sbx_strv_release(&env);
+    return r;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -298,12 +345,12 @@ static int cmd_shell(int argc, char **argv)
  * with: lowercase letters, digits and '-' (hex for local and docker, E2B's ids for e2b). */
 static int split_remote(const char *arg, char **hold, const char **id, const char **path)
 {
+    /* An id or a name before the colon (a host path with a colon: ./a:b). */
     const char *colon = strchr(arg, ':');
-    if (!colon || colon == arg || colon - arg > 64)
+    if (!colon || colon == arg || colon - arg > 64 || arg[0] == '.' || arg[0] == '-' ||
+        strspn(arg, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") !=
+                (size_t)(colon - arg))
         return 0;
-    for (const char *p = arg; p < colon; p++)
-        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'z') || *p == '-'))
-            return 0;
     *hold = sbx_xstrdup(arg);
     (*hold)[colon - arg] = '\0';
     *id = *hold;
@@ -332,10 +379,14 @@ static int cmd_cp(int argc, char **argv)
     int fd = -1, out = -1, rc = 0;
 
     int i = 1;
-    while (i < argc && (rc = cli_locator_arg(argc, argv, &i, VERB "cp ")) == 1)
-        i++;
-    if (rc != 0 && rc != 1)
-        return rc;
+    for (; i < argc && argv[i][0] == '-' && argv[i][1]; i++) {
+        /* A directory is copied whole with or without -r, as docker cp does. */
+        if (strcmp(argv[i], "-r") == 0 || strcmp(argv[i], "-a") == 0 ||
+            strcmp(argv[i], "--recursive") == 0)
+            continue;
+        if ((rc = cli_locator_arg(argc, argv, &i, VERB "cp ")) != 1)
+            return rc ? rc : cli_unknown_option(VERB "cp ", argv[i]);
+    }
     rc = 0;
     argc -= i - 1;
     argv += i - 1;
@@ -356,11 +407,7 @@ static int cmd_cp(int argc, char **argv)
             rc = sbx_error_errno(&err, errno, "cannot open '%s'", argv[1]);
             goto out;
         }
-        if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
-            rc = sbx_error_set(&err, SBX_E_INVAL, 0, "'%s' is a directory; cp copies files",
-                               argv[1]);
-            goto out;
-        }
+        int is_dir = fstat(fd, &st) == 0 && S_ISDIR(st.st_mode);
         rc = cli_sandbox_attach(did, &c, &s, &err);
         if (rc < 0)
             goto out;
@@ -374,11 +421,35 @@ static int cmd_cp(int argc, char **argv)
         else
             dst_path = sbx_xstrdup(dpath);
         sbx_dirent_release(&d);
-        rc = sbx_session_write_fd(s, dst_path, fd, 0, S_ISREG(st.st_mode) ? st.st_mode & 0777 : 0,
-                                  0, &err);
+        if (is_dir)
+            rc = cli_cp_tree_in(s, fd, dst_path, &err);
+        else
+            rc = sbx_session_write_fd(s, dst_path, fd, 0,
+                                      S_ISREG(st.st_mode) ? st.st_mode & 0777 : 0, 0, &err);
     } else {
         /* sandbox -> host */
+        struct sbx_dirent sd = {0};
         rc = cli_sandbox_attach(sid, &c, &s, &err);
+        int is_dir =
+                rc == 0 && sbx_session_stat(s, spath, &sd, NULL) == 0 && sd.type == SBX_FILE_DIR;
+        sbx_dirent_release(&sd);
+        if (rc == 0 && is_dir) {
+            struct stat hst;
+            if (strcmp(argv[2], "-") == 0) {
+                rc = sbx_error_set(&err, SBX_E_INVAL, 0,
+                                   "'%s' is a directory: copy it to a host directory, not to "
+                                   "standard output",
+                                   spath);
+                goto out;
+            }
+            /* Into an existing directory: keep the source's name, as cp -r does. */
+            dst_path = stat(argv[2], &hst) == 0 && S_ISDIR(hst.st_mode)
+                               ? sbx_xasprintf("%s/%s", argv[2],
+                                               spath[0] ? base_name(spath) : "workspace")
+                               : sbx_xstrdup(argv[2]);
+            rc = cli_cp_tree_out(s, spath, dst_path, &err);
+            goto out;
+        }
         if (rc == 0)
             rc = sbx_session_read_open(s, spath, &fd, NULL, &err);
         if (rc < 0)
@@ -462,34 +533,102 @@ static int remove_op(struct sbx_client *c, const char *id, void *data, struct sb
     return sbx_client_remove(c, id, *(int *)data, err);
 }
 
+/* rm --all on a terminal: "remove N sandboxes? [y/N]" answered on the terminal. */
+static int confirm_all(const json_t *list)
+{
+    char line[64];
+    size_t i;
+    json_t *v;
+    fprintf(stderr, "sbx: this removes %zu sandbox%s and %s workspace%s:\n", json_array_size(list),
+            json_array_size(list) == 1 ? "" : "es", json_array_size(list) == 1 ? "its" : "their",
+            json_array_size(list) == 1 ? "" : "s");
+    json_array_foreach(list, i, v)
+    {
+        char *name = cli_ps_field(v, "Name", NULL), *st = cli_ps_field(v, "Status", NULL);
+        cli_printf_safe(stderr, CLI_SAFE_ALWAYS, "  %s  %s%s%s\n",
+                        json_string_value(json_object_get(v, "id")), st, name[0] ? "  " : "", name);
+        free(name);
+        free(st);
+    }
+    fputs("remove them? [y/N] ", stderr);
+    fflush(stderr);
+    if (!fgets(line, sizeof(line), stdin))
+        return 0;
+    return line[0] == 'y' || line[0] == 'Y';
+}
+
+/* The ids rm --all removes: every sandbox ps --all lists. */
+static int rm_all_ids(int yes, struct sbx_strv *ids)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    json_t *list = NULL, *v;
+    size_t i;
+    if (cli_sandbox_list(1, &list, &err) < 0)
+        return cli_fail(&err);
+    int rc = CLI_OK;
+    if (json_array_size(list) && !yes && !(isatty(0) && isatty(2)))
+        rc = cli_usage(VERB "rm ",
+                       "rm: --all removes %zu sandboxes: confirm with --yes (no "
+                       "terminal to ask on)",
+                       json_array_size(list));
+    else if (json_array_size(list) && !yes && !confirm_all(list))
+        rc = (fprintf(stderr, "sbx: nothing removed\n"), CLI_FAIL);
+    json_array_foreach(list, i, v)
+    {
+        if (rc == CLI_OK)
+            sbx_strv_push(ids, json_string_value(json_object_get(v, "id")));
+    }
+    json_decref(list);
+    return rc;
+}
+
 static int cmd_rm(int argc, char **argv)
 {
     struct sbx_client *c = NULL;
     struct sbx_error err = SBX_ERROR_INIT;
-    int keep = 0, i, r, status = CLI_OK;
-    for (i = 1; i < argc && argv[i][0] == '-'; i++) {
-        if (strcmp(argv[i], "--keep-workspace") == 0)
+    struct sbx_strv ids;
+    int keep = 0, all = 0, yes = 0, i, r = 0, status = CLI_OK;
+    sbx_strv_init(&ids);
+    for (i = 1; i < argc && r == 0; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--keep-workspace") == 0)
             keep = 1;
-        else if ((r = cli_locator_arg(argc, argv, &i, VERB "rm ")) != 1)
-            return r ? r : cli_usage(VERB "rm ", "rm: unknown option '%s'", argv[i]);
+        else if (strcmp(a, "-f") == 0 || strcmp(a, "--force") == 0)
+            continue; /* a running sandbox is always stopped first */
+        else if (strcmp(a, "--all") == 0 || strcmp(a, "-a") == 0)
+            all = 1;
+        else if (strcmp(a, "-y") == 0 || strcmp(a, "--yes") == 0)
+            yes = 1;
+        else if (a[0] != '-')
+            sbx_strv_push(&ids, a);
+        else if ((r = cli_locator_arg(argc, argv, &i, VERB "rm ")) == 1)
+            r = 0;
+        else
+            r = r ? r : cli_unknown_option(VERB "rm ", a);
     }
-    if (i >= argc)
-        return cli_usage(VERB "rm ", "rm: missing sandbox id");
-    for (; i < argc; i++) {
+    if (r == 0 && all && ids.n)
+        r = cli_usage(VERB "rm ", "rm: --all takes no sandbox id");
+    else if (r == 0 && !all && !ids.n)
+        r = cli_usage(VERB "rm ", "rm: missing sandbox id");
+    if (r == 0 && all)
+        r = rm_all_ids(yes, &ids);
+    for (size_t k = 0; r == 0 && k < ids.n; k++) {
         json_t *rec = NULL;
-        if (cli_sandbox_by_id(argv[i], remove_op, &keep, &c, &err) < 0) {
+        /* The record that finds it (by the id, a name or a prefix) goes with it. */
+        int had = sbx_sandbox_record_read(ids.v[k], &rec, NULL) == 0;
+        if (cli_sandbox_by_id(ids.v[k], remove_op, &keep, &c, &err) < 0) {
             status = cli_fail(&err);
         } else {
-            printf("%s\n", argv[i]);
-            /* The record that found it (by the id or a prefix of it) goes with it. */
-            if (sbx_sandbox_record_read(argv[i], &rec, NULL) == 0)
+            printf("%s\n", ids.v[k]);
+            if (had)
                 (void)sbx_sandbox_record_remove(json_string_value(json_object_get(rec, "id")),
                                                 NULL);
-            json_decref(rec);
         }
+        json_decref(rec);
         sbx_client_free(c);
     }
-    return status;
+    sbx_strv_release(&ids);
+    return r ? r : status;
 }
 
 static int cmd_prune(int argc, char **argv)
@@ -504,7 +643,9 @@ static int cmd_prune(int argc, char **argv)
         else if (strcmp(argv[i], "--json") == 0)
             json = 1;
         else
-            return cli_usage(VERB "prune ", "prune: unexpected argument '%s'", argv[i]);
+            return argv[i][0] == '-'
+                           ? cli_unknown_option(VERB "prune ", argv[i])
+                           : cli_usage(VERB "prune ", "prune: unexpected argument '%s'", argv[i]);
     }
     /* Each provider that finds its sandboxes here and keeps leftovers of dead ones. */
     struct sbx_provider_info p;
@@ -736,11 +877,14 @@ int cmd_sandbox(int argc, char **argv)
             {"state", cmd_state},
             {"resume", cmd_sandbox_resume},
             {"providers", cmd_sandbox_providers},
+            {"stats", cmd_sandbox_stats},
+            {"logs", cmd_sandbox_logs},
+            {"inspect", cmd_sandbox_inspect},
     };
     if (argc < 2)
         return cli_usage(VERB, "sandbox: missing command");
     for (size_t i = 0; i < SBX_ARRAY_LEN(subs); i++)
         if (strcmp(argv[1], subs[i].name) == 0)
             return subs[i].fn(argc - 1, argv + 1);
-    return cli_usage(VERB, "sandbox: unknown command '%s'", argv[1]);
+    return cli_unknown_command(VERB, argv[1]);
 }

@@ -1,4 +1,5 @@
-/* sbx snapshot: manage the local snapshot store (ls, inspect, rm, export, import). */
+/* sbx snapshot: manage the local snapshot store (ls, inspect, rm, export, import; ls-files, cat
+ * and diff are in snapshot-browse.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -104,8 +105,18 @@ static int do_export(struct sbx_snapshot_store *st, const char *ref, const char 
 int cmd_snapshot(int argc, char **argv)
 {
     if (argc < 2)
-        return cli_usage("snapshot ", "missing subcommand (ls, inspect, rm, gc, export, import)");
+        return cli_usage("snapshot ", "missing subcommand (ls, inspect, rm, gc, export, import, "
+                                      "ls-files, cat, diff)");
     const char *sub = argv[1];
+    /* A usage error points at the subcommand's own help when there is one. */
+    char verb[32] = "snapshot ";
+    static const char *const subs[] = {"ls",     "inspect",  "rm",  "gc",   "export",
+                                       "import", "ls-files", "cat", "diff", NULL};
+    int known = 0;
+    for (size_t k = 0; subs[k]; k++)
+        known |= strcmp(sub, subs[k]) == 0;
+    if (known)
+        snprintf(verb, sizeof(verb), "snapshot %s ", sub);
     const char *store = NULL;
     int json = 0, force = 0;
     struct sbx_snapshot_limits lim = {0};
@@ -116,7 +127,7 @@ int cmd_snapshot(int argc, char **argv)
         uint64_t v = 0;
         if (strcmp(a, "--store") == 0) {
             if (++i >= argc)
-                return cli_usage("snapshot ", "--store needs a directory");
+                return cli_usage(verb, "--store needs a directory");
             store = argv[i];
         } else if (strcmp(a, "--json") == 0) {
             json = 1;
@@ -124,41 +135,48 @@ int cmd_snapshot(int argc, char **argv)
             force = 1;
         } else if (strcmp(a, "--max-entries") == 0 || strcmp(a, "--max-ratio") == 0) {
             if (++i >= argc || parse_u64(argv[i], &v) || (a[6] == 'r' && v > UINT32_MAX))
-                return cli_usage("snapshot ", "%s needs a positive number", a);
+                return cli_usage(verb, "%s needs a positive number", a);
             if (a[6] == 'r')
                 lim.max_ratio = (uint32_t)v;
             else
                 lim.max_entries = v;
         } else if (strcmp(a, "--max-bytes") == 0 || strcmp(a, "--max-file-bytes") == 0) {
             if (++i >= argc || cli_parse_size(argv[i], &v) || v == 0)
-                return cli_usage("snapshot ", "%s needs a size (e.g. 512M)", a);
+                return cli_usage(verb, "%s needs a size (e.g. 512M)", a);
             if (a[6] == 'f')
                 lim.max_file_bytes = v;
             else
                 lim.max_bytes = v;
         } else if (a[0] == '-' && a[1]) {
-            return cli_usage("snapshot ", "unknown option '%s'", a);
+            return cli_unknown_option(verb, a);
         } else if (nargs < (int)SBX_ARRAY_LEN(args)) {
             args[nargs++] = a;
         } else {
-            return cli_usage("snapshot ", "too many arguments");
+            return cli_usage(verb, "too many arguments");
         }
     }
     int is_ls = strcmp(sub, "ls") == 0, is_inspect = strcmp(sub, "inspect") == 0,
         is_rm = strcmp(sub, "rm") == 0, is_export = strcmp(sub, "export") == 0,
         is_import = strcmp(sub, "import") == 0, is_gc = strcmp(sub, "gc") == 0;
-    if (!is_ls && !is_inspect && !is_rm && !is_export && !is_import && !is_gc)
-        return cli_usage("snapshot ", "unknown subcommand '%s'", sub);
+    int is_browse =
+            strcmp(sub, "ls-files") == 0 || strcmp(sub, "cat") == 0 || strcmp(sub, "diff") == 0;
+    if (!known)
+        return cli_unknown_command(verb, sub);
+    if (is_browse && (nargs < 1 || nargs > 2 || (sub[0] != 'l' && nargs != 2)))
+        return cli_usage(verb, "wrong number of arguments for '%s'", sub);
     if (((is_ls || is_gc) && nargs) || ((is_inspect || is_import) && nargs != 1) ||
         (is_rm && !nargs) || (is_export && (nargs < 1 || nargs > 2)))
-        return cli_usage("snapshot ", "wrong number of arguments for '%s'", sub);
+        return cli_usage(verb, "wrong number of arguments for '%s'", sub);
 
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx_snapshot_store *st = NULL;
     if (sbx_snapshot_store_open(store, &st, &err) < 0)
         return cli_fail(&err);
     int status = CLI_OK;
-    if (is_ls || is_inspect) {
+    if (is_browse) {
+        if (cli_snapshot_browse(st, sub, args, nargs, json, &err) < 0)
+            status = cli_fail(&err);
+    } else if (is_ls || is_inspect) {
         json_t *v = NULL;
         int rc = is_ls ? sbx_snapshot_list(st, &v, &err)
                        : sbx_snapshot_inspect(st, args[0], &v, &err);

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/help.h"
 #include "sbx/manifest.h"
 #include "sbx/progress.h"
 #include "sbx/strv.h"
@@ -142,6 +143,36 @@ int cli_usage(const char *verb, const char *fmt, ...)
     return CLI_USAGE;
 }
 
+/* "sandbox exec" of verb "sandbox exec " (NULL: ""). */
+static void path_of(const char *verb, char *out, size_t size)
+{
+    size_t n = verb ? strlen(verb) : 0;
+    while (n && verb[n - 1] == ' ')
+        n--;
+    snprintf(out, size, "%.*s", (int)n, verb ? verb : "");
+}
+
+int cli_unknown_option(const char *verb, const char *opt)
+{
+    char path[64];
+    path_of(verb, path, sizeof(path));
+    const char *near = cli_help_suggest(path, opt, 1);
+    if (near)
+        return cli_usage(verb, "unknown option '%s' (did you mean --%s?)", opt, near);
+    return cli_usage(verb, "unknown option '%s'", opt);
+}
+
+int cli_unknown_command(const char *verb, const char *word)
+{
+    char path[64];
+    path_of(verb, path, sizeof(path));
+    const char *near = cli_help_suggest(path, word, 0);
+    if (near)
+        return cli_usage(verb, "%s%sunknown command '%s' (did you mean '%s'?)", path,
+                         path[0] ? ": " : "", word, near);
+    return cli_usage(verb, "%s%sunknown command '%s'", path, path[0] ? ": " : "", word);
+}
+
 int cli_long_options_exact(int argc, char **argv, const char *shortopts,
                            const struct option *longopts, const char *verb)
 {
@@ -165,6 +196,13 @@ int cli_long_options_exact(int argc, char **argv, const char *shortopts,
                 near = o;
         }
         if (!hit) {
+            char path[64], word[64];
+            path_of(verb, path, sizeof(path));
+            snprintf(word, sizeof(word), "%.*s", (int)n, a + 2);
+            const char *typo = near ? NULL : cli_help_suggest(path, word, 1);
+            if (typo)
+                return cli_usage(verb, "unknown option '%.*s' (did you mean --%s?)", (int)(n + 2),
+                                 a, typo);
             if (near)
                 return cli_usage(verb, "unknown option '%.*s' (did you mean --%s?)", (int)(n + 2),
                                  a, near->name);

@@ -127,6 +127,10 @@ static const struct cli_help_opt create_opts[] = {
          "start from a snapshot (an archive or a store reference), then apply the manifest's "
          "ephemeral entries"},
         {0, "json", NULL, "print the sandbox's state instead of its id"},
+        {0, "name", "NAME",
+         "name the sandbox (unique among yours; letters, digits, '.', '_', '-'): every command "
+         "given an id takes the name too"},
+        {0, "label", "KEY=VALUE", "label the sandbox (repeatable; ps --filter label=KEY=VALUE)"},
         PASS_SECRET,
         PROVIDER_OPTIONS,
         {'h', "help", NULL, "show this help"},
@@ -147,8 +151,31 @@ static const struct cli_help_opt exec_opts[] = {
         {0},
 };
 
+static const struct cli_help_opt cp_opts[] = {
+        {'r', "recursive", NULL, "copy a directory (what a directory source always does)"},
+        LOCATOR_OPTIONS,
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt shell_opts[] = {
+        {0, "shell", "PATH", "the shell to run (default: bash if the sandbox has it, else sh)"},
+        LOCATOR_OPTIONS,
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
 static const struct cli_help_opt ps_opts[] = {
         {'a', "all", NULL, "also dead, suspended and half-created sandboxes, with what they left"},
+        {'q', "quiet", NULL, "print only the ids"},
+        {0, "format", "FORMAT",
+         "print each sandbox by a template: {{.ID}} {{.Name}} {{.Provider}} {{.Status}} "
+         "{{.Created}} {{.Workspace}} {{.Labels}} {{.Label \"KEY\"}}, \\t a tab; 'table "
+         "TEMPLATE' adds a header and aligns the columns; 'json' one JSON object a line; "
+         "'table' the default table"},
+        {'f', "filter", "KEY=VALUE",
+         "only the sandboxes where it holds (repeatable: one of a key's, each key's): "
+         "id=PREFIX, name=PART, label=KEY or label=KEY=VALUE, status=STATUS, provider=NAME"},
         {0, "json", NULL, "print JSON"},
         {0, "provider", "NAME",
          "list only this provider's sandboxes (then a server that cannot be reached is an error, "
@@ -168,7 +195,28 @@ static const struct cli_help_opt port_opts[] = {
 };
 
 static const struct cli_help_opt rm_opts[] = {
+        {'f', "force", NULL, "stop and remove running sandboxes (what rm always does)"},
+        {'a', "all", NULL,
+         "remove every sandbox 'ps --all' lists, after a y/N question on a terminal"},
+        {'y', "yes", NULL, "do not ask (needed for --all without a terminal)"},
         {0, "keep-workspace", NULL, "leave the workspaces in place"},
+        LOCATOR_OPTIONS,
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt stats_opts[] = {
+        {0, "no-stream", NULL, "print one reading and exit"},
+        {'w', "watch", NULL, "refresh every second until interrupted (the default)"},
+        {0, "json", NULL, "print each reading as one JSON array a line"},
+        LOCATOR_OPTIONS,
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt logs_opts[] = {
+        {'f', "follow", NULL, "keep printing what is added until the sandbox is removed"},
+        {'n', "tail", "N", "begin with the last N lines"},
         LOCATOR_OPTIONS,
         {'h', "help", NULL, "show this help"},
         {0},
@@ -333,9 +381,7 @@ const struct cli_help cli_help_table[] = {
          top_opts, STATUS_COMMON " A command's own page lists its other statuses.", NULL,
          CLI_HELP_ANYWHERE},
 
-        {"conversation", NULL,
-         "sbx conversation ls [--json]\nsbx conversation show [--json] [--last N] NAME\n"
-         "sbx conversation rm NAME",
+        {"conversation", NULL, "sbx conversation <command> [options]",
          "list, show and remove stored conversations",
          "Conversations are the item histories 'sbx run --conversation NAME' continues. The "
          "database is $SBX_CONVERSATIONS, else ${XDG_STATE_HOME:-~/.local/state}/sbx/"
@@ -355,9 +401,7 @@ const struct cli_help cli_help_table[] = {
          "its --help shows it.",
          help_only, "0 done, 2 unknown topic (the known ones are named).", NULL, CLI_HELP_ANYWHERE},
 
-        {"manifest", NULL,
-         "sbx manifest check [--no-host-checks] [--base-dir DIR] FILE\n"
-         "sbx manifest tree [--depth N] [--max-bytes N] [--no-host-checks] FILE",
+        {"manifest", NULL, "sbx manifest <command> [options] FILE",
          "check a workspace manifest or show its tree", NULL, help_only, STATUS_COMMON,
          "run sandbox-create", 0},
         {"manifest check", NULL,
@@ -375,11 +419,7 @@ const struct cli_help cli_help_table[] = {
          "Prints the workspace tree the agent is shown (default depth 4, 5000 bytes).",
          mf_tree_opts, STATUS_COMMON, "manifest", CLI_HELP_ANYWHERE},
 
-        {"memory", NULL,
-         "sbx memory update [-a AGENT_FILE] [-m MODEL] [--base-url URL]\n"
-         "                  [--api responses|chat] SANDBOX_ID\n"
-         "sbx memory show [-a AGENT_FILE] WORKSPACE_DIR|SNAPSHOT\n"
-         "sbx memory rm [-a AGENT_FILE] WORKSPACE_DIR|SNAPSHOT",
+        {"memory", NULL, "sbx memory <command> [options]",
          "update, show and remove an agent's memory",
          "An agent with the memory capability keeps, inside its workspace, the conversation of "
          "each run (sessions/) and memory generated from them (memories/); -a AGENT_FILE takes "
@@ -514,10 +554,13 @@ const struct cli_help cli_help_table[] = {
         {"sandbox create", NULL,
          "sbx sandbox create [--manifest FILE] [--snapshot FILE|REF]\n"
          "                   [--workspace DIR [--workspace-existing keep|overwrite]]\n"
-         "                   [--json] [--pass-secret NAME]...\n"
+         "                   [--name NAME] [--label KEY=VALUE]... [--json] [--pass-secret NAME]...\n"
          "                   [--provider NAME] [-o KEY=VALUE]... [provider options]",
          "create a sandbox and print its id",
-         "Creates a sandbox and prints its id (--json: its state). --workspace: a directory of "
+         "Creates a sandbox and prints its id (--json: its state). --name gives it a name, "
+         "unique among your sandboxes, that every command given an id takes too (ps shows it "
+         "in the NAME column); --label KEY=VALUE labels it (ps --filter label=KEY=VALUE). "
+         "--workspace: a directory of "
          "this host to use as the workspace (providers whose workspaces are on this host); a "
          "directory that holds anything is refused unless --workspace-existing says what to do "
          "with it: keep (its files stay; a manifest entry that would replace one fails, naming "
@@ -544,22 +587,37 @@ const struct cli_help cli_help_table[] = {
          "                 [locator options] ID -- CMD...",
          "run a command in a sandbox",
          "Runs a command; exits with its status. What it leaves running dies with it unless "
-         "--keep-background (then at rm).",
+         "--keep-background (then at rm). -t runs it on a terminal, -i forwards standard "
+         "input; -it wants a terminal to read (a pipe is refused: 'the input device is not a "
+         "TTY', as docker says; -i alone forwards a pipe).",
          exec_opts,
          "the command's status; 128+N for signal N; 124 timed out, 125 sbx failed (usage, no "
          "such sandbox, gone, bad --cwd or --user), 126 cannot run, 127 not found.",
          "sandbox-shell sandbox", 0},
-        {"sandbox shell", NULL, "sbx sandbox shell ID", "an interactive shell on a terminal",
-         "Runs /bin/sh -i in the sandbox on a terminal.", help_only,
-         "the shell's status; 125 sbx failed.", "sandbox-exec", 0},
-        {"sandbox cp", NULL, "sbx sandbox cp [locator options] SRC DST", "copy a file in or out",
-         "Copies a file; ID:PATH names a path in a sandbox, exactly one of SRC and DST is one. "
-         "'-' is standard input or output.",
-         by_id_opts, STATUS_COMMON, "sandbox", 0},
-        {"sandbox ps", "ls", "sbx sandbox ps [--all] [--json] [--provider NAME] [locator options]",
+        {"sandbox shell", NULL, "sbx sandbox shell [--shell PATH] [locator options] ID",
+         "an interactive shell on a terminal",
+         "Runs the sandbox's best shell on a terminal: bash when it has one (line editing, "
+         "history), else /bin/sh; --shell PATH runs that one instead. Needs a terminal: without "
+         "one it says 'the input device is not a TTY' (use 'exec -i' to feed commands from a "
+         "pipe).",
+         shell_opts, "the shell's status; 125 sbx failed.", "sandbox-exec", CLI_HELP_ANYWHERE},
+        {"sandbox cp", NULL, "sbx sandbox cp [-r] [locator options] SRC DST",
+         "copy files and directories in or out",
+         "Copies a file or a directory; ID:PATH (or NAME:PATH) names a path in a sandbox, "
+         "exactly one of SRC and DST is one. A directory is copied whole, with or without -r "
+         "(as docker cp): into DST when it is an existing directory (keeping the source's "
+         "name), else as DST. Permission bits are kept, never setuid or setgid; files keep "
+         "their holes; a symlink is copied only when it stays inside the copied directory "
+         "(others are left out with a warning) and nothing is followed. '-' is standard input "
+         "or output (a file's bytes).",
+         cp_opts, STATUS_COMMON, "sandbox", 0},
+        {"sandbox ps", "ls",
+         "sbx sandbox ps [--all] [-q] [--format FORMAT] [--filter KEY=VALUE]... [--json]\n"
+         "               [--provider NAME] [locator options]",
          "list sandboxes",
          "Lists live and stopped sandboxes (--all: also dead, suspended and half-created ones, "
-         "with what they left), each once with its provider (PROVIDER column): those of every "
+         "with what they left) with their STATUS and NAME, each once with its provider "
+         "(PROVIDER column): those of every "
          "provider that finds its sandboxes here unconfigured (local; docker when an engine is "
          "configured), and those sbx recorded when it made them with another provider or "
          "options (a server that does not answer is a warning). 'sbx sandbox ls' is the "
@@ -615,21 +673,45 @@ const struct cli_help cli_help_table[] = {
          "local user); --unix: the path of a unix socket only you can reach, forwarding to it "
          "(curl --unix-socket PATH http://x/).",
          port_opts, STATUS_COMMON, "sandbox-create", 0},
-        {"sandbox rm", NULL, "sbx sandbox rm [--keep-workspace] [locator options] ID...",
+        {"sandbox rm", NULL,
+         "sbx sandbox rm [-f] [--keep-workspace] [locator options] ID...\n"
+         "sbx sandbox rm --all [-y] [--keep-workspace]",
          "remove sandboxes",
-         "Stops sandboxes and removes their workspaces (a sandbox that does not answer is "
-         "killed; a stopped one's record goes and its snapshot is no longer held).",
-         rm_opts, STATUS_COMMON, "sandbox-prune sandbox-stop", 0},
+         "Stops sandboxes and removes their workspaces (a running one is stopped first, as "
+         "with docker's -f; a sandbox that does not answer is killed; a stopped one's record "
+         "goes and its snapshot is no longer held). --all removes every sandbox 'ps --all' "
+         "lists: on a terminal it lists them and asks, elsewhere it wants --yes.",
+         rm_opts, STATUS_COMMON, "sandbox-prune sandbox-stop", CLI_HELP_ANYWHERE},
+        {"sandbox stats", NULL,
+         "sbx sandbox stats [--no-stream] [--watch] [--json] [locator options] [ID...]",
+         "what sandboxes use: CPU, memory, processes, disk",
+         "Prints what each sandbox uses (every live one when no ID is given): CPU % (100% is "
+         "one CPU busy, over the last second), memory and its limit, processes and their limit, "
+         "and the bytes its workspace's files take with the disk limit (> when the walk stopped "
+         "at a million entries). Refreshed every second like docker stats, until interrupted or "
+         "every sandbox is gone; --no-stream prints one reading. Values a provider cannot "
+         "measure show as --; a provider without the stats trait ('sbx sandbox providers') "
+         "says so.",
+         stats_opts, STATUS_COMMON, "sandbox-logs sandbox-inspect sandbox-ps", CLI_HELP_ANYWHERE},
+        {"sandbox logs", NULL, "sbx sandbox logs [-f] [--tail N] [locator options] ID",
+         "print a sandbox's log",
+         "Prints the sandbox's own log: for the local provider, its supervisor's (start-up, "
+         "limits, mounts, what went wrong). -f keeps printing what is added until the sandbox "
+         "is removed or stopped (or Ctrl-C). Control characters are escaped on a terminal.",
+         logs_opts, STATUS_COMMON, "sandbox-stats sandbox-inspect", CLI_HELP_ANYWHERE},
+        {"sandbox inspect", NULL, "sbx sandbox inspect [locator options] ID...",
+         "everything known of sandboxes, as JSON",
+         "Prints a JSON array with one object per sandbox: what 'ps --all --json' says of it "
+         "(status, name, labels, limits, leftovers), its session state's other fields, the whole "
+         "session state under session_state, and sbx's record of it under record.",
+         by_id_opts, STATUS_COMMON, "sandbox-state sandbox-ps", CLI_HELP_ANYWHERE},
         {"sandbox prune", NULL, "sbx sandbox prune [--keep-workspace] [--json]",
          "remove what dead sandboxes left",
          "Removes what dead sandboxes left (runtime dirs, their workspaces, cgroups); one line "
          "per thing removed.",
          prune_opts, STATUS_COMMON, "sandbox-rm sandbox-ps", CLI_HELP_ANYWHERE},
 
-        {"snapshot", NULL,
-         "sbx snapshot ls [--json]\nsbx snapshot inspect REF\nsbx snapshot rm [--force] REF...\n"
-         "sbx snapshot gc [--json]\nsbx snapshot export REF [FILE|-]\n"
-         "sbx snapshot import [limits] FILE|-",
+        {"snapshot", NULL, "sbx snapshot <command> [--store DIR] [options]",
          "list, inspect, remove, collect, export and import snapshots",
          "The store is $SBX_SNAPSHOTS, else ${XDG_STATE_HOME:-~/.local/state}/sbx/snapshots; "
          "every subcommand takes --store DIR to use another. REF is sha256:<hex> or a unique "
@@ -661,11 +743,25 @@ const struct cli_help cli_help_table[] = {
          "read an archive into the store",
          "Reads a tar archive (zstd, gzip, xz, bzip2 or none) and prints its reference.",
          snap_import_opts, STATUS_COMMON, "snapshot-export", CLI_HELP_ANYWHERE},
+        {"snapshot ls-files", NULL, "sbx snapshot ls-files [--json] [--store DIR] REF [PATH]",
+         "list the files of a snapshot",
+         "Lists the entries of a snapshot (or those at and below PATH) without restoring it: "
+         "mode, size and path, a symlink with its target (--json: path, type, mode, size, "
+         "sha256, target).",
+         snap_ls_opts, STATUS_COMMON, "snapshot-cat snapshot-diff", CLI_HELP_ANYWHERE},
+        {"snapshot cat", NULL, "sbx snapshot cat [--store DIR] REF PATH",
+         "print a file of a snapshot",
+         "Writes the content of one file of a snapshot to standard output, checked against its "
+         "hash as it is read; control characters are escaped when the output is a terminal.",
+         snap_store, STATUS_COMMON, "snapshot-ls-files", CLI_HELP_ANYWHERE},
+        {"snapshot diff", NULL, "sbx snapshot diff [--json] [--store DIR] REF REF",
+         "what changed between two snapshots",
+         "Lists what the second snapshot added (A), removed (D) and changed (M: content, mode, "
+         "symlink target or type, said in parentheses) against the first, one path a line in "
+         "path order with its mode (--json: path, change, old and new entries).",
+         snap_ls_opts, STATUS_COMMON, "snapshot-ls-files sandbox-snapshot", CLI_HELP_ANYWHERE},
 
-        {"state", NULL,
-         "sbx state show [--json] FILE\nsbx state rm FILE\n"
-         "sbx state import -a AGENT_FILE -o STATE [-m MODEL] [--api API] [--base-url URL] FILE\n"
-         "sbx state export --sdk [-o FILE] STATE",
+        {"state", NULL, "sbx state <command> [options]",
          "show and remove the run states 'sbx run --state' saves",
          "Run states are the files 'sbx run --state FILE' saves: the conversation, the pending "
          "tool calls and the sandboxes of a run that can be continued with 'sbx run --resume "
@@ -705,7 +801,7 @@ const struct cli_help cli_help_table[] = {
          "the field.",
          state_export_opts, STATUS_COMMON, "state run", CLI_HELP_ANYWHERE},
 
-        {"trace", NULL, "sbx trace show [--follow] FILE", "show the spans 'sbx run --trace' wrote",
+        {"trace", NULL, "sbx trace <command> [options]", "show the spans 'sbx run --trace' wrote",
          "Trace files are the JSON lines 'sbx run --trace FILE' writes, one span each "
          "(docs/internals/tracing.md).",
          help_only, STATUS_COMMON, "run", 0},

@@ -74,6 +74,69 @@ static const struct cli_help *find_path(const char *path)
     return NULL;
 }
 
+static const struct cli_help_opt *opts_of(const struct cli_help *h);
+
+/* Edit distance of a and b, capped at cap + 1 (names are short). */
+static size_t distance(const char *a, const char *b, size_t cap)
+{
+    size_t la = strlen(a), lb = strlen(b), row[64], prev, tmp;
+    if (la >= 63 || lb >= 63)
+        return cap + 1;
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        prev = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            tmp = row[j];
+            size_t best = prev + (a[i - 1] != b[j - 1]);
+            best = row[j] + 1 < best ? row[j] + 1 : best;
+            best = row[j - 1] + 1 < best ? row[j - 1] + 1 : best;
+            row[j] = best;
+            prev = tmp;
+        }
+    }
+    return row[lb] > cap ? cap + 1 : row[lb];
+}
+
+/* Keep candidate c when it is nearer to word than *best (d: its distance so far). */
+static void consider(const char *word, const char *c, const char **best, size_t *d)
+{
+    size_t n = strlen(word), cap = n <= 3 ? 1 : 2;
+    size_t k = strncmp(c, word, n) == 0 && n >= 2 ? 0 : distance(word, c, cap);
+    if (k <= cap && k < *d) {
+        *best = c;
+        *d = k;
+    }
+}
+
+const char *cli_help_suggest(const char *path, const char *word, int option)
+{
+    const struct cli_help *h = find_path(path);
+    const char *best = NULL;
+    size_t d = (size_t)-1;
+    if (!h || !word)
+        return NULL;
+    if (option) {
+        while (*word == '-')
+            word++;
+        for (const struct cli_help_opt *o = opts_of(h); o && (o->short_name || o->long_name); o++)
+            if (o->long_name && o->long_name[0] != '\001')
+                consider(word, o->long_name, &best, &d);
+        return best;
+    }
+    for (size_t i = 0; i < cli_help_count; i++) {
+        const struct cli_help *c = &cli_help_table[i];
+        if (!is_child(h, c))
+            continue;
+        const char *last = strrchr(c->path, ' ');
+        consider(word, last ? last + 1 : c->path, &best, &d);
+        if (c->alias)
+            consider(word, c->alias, &best, &d);
+    }
+    return best;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * The providers' options, from the registry */
 
@@ -635,6 +698,30 @@ static void option_words(const struct cli_help *h)
     }
 }
 
+/* The synopsis of h has word (ID, REF) as an operand: a word of its own that is not the value of
+ * an option ("--session ID"). */
+static int synopsis_has(const struct cli_help *h, const char *word)
+{
+    size_t n = strlen(word);
+    for (const char *p = h->synopsis; p && (p = strstr(p, word)); p += n) {
+        char before = p == h->synopsis ? ' ' : p[-1], after = p[n];
+        if ((before != ' ' && before != '[') ||
+            !(after == '\0' || after == ' ' || after == '.' || after == ']' || after == '\n'))
+            continue;
+        /* The word before it: an option's name makes this its value. */
+        const char *q = p;
+        while (q > h->synopsis && (q[-1] == ' ' || q[-1] == '['))
+            q--;
+        const char *end = q;
+        while (q > h->synopsis && q[-1] != ' ' && q[-1] != '[' && q[-1] != '\n')
+            q--;
+        if (end > q && *q == '-' && end[-1] != ']')
+            continue;
+        return 1;
+    }
+    return 0;
+}
+
 static int gen_bash(void)
 {
     const struct cli_help *top = &cli_help_table[0];
@@ -667,6 +754,18 @@ static int gen_bash(void)
         option_words(h);
         printf("\" ;;\n");
     }
+    /* What the operands of a command are, for completing them from sbx itself: sandbox ids and
+     * names (a synopsis with the operand ID), snapshot references (REF). */
+    printf("    esac\n}\n\n_sbx_operands() {\n    case \"$1\" in\n");
+    for (size_t i = 0; i < cli_help_count; i++) {
+        const struct cli_help *h = &cli_help_table[i];
+        const char *kind = synopsis_has(h, "ID") ? "id" : synopsis_has(h, "REF") ? "ref" : NULL;
+        if (!h->path[0] || has_children(h) || !kind)
+            continue;
+        printf("    ");
+        shq(h->path);
+        printf(") echo %s ;;\n", kind);
+    }
     printf("    esac\n}\n\n"
            "_sbx() {\n"
            "    local cur=\"${COMP_WORDS[COMP_CWORD]}\" cmd words subs\n"
@@ -692,7 +791,14 @@ static int gen_bash(void)
            "            [ -n \"$subs\" ] && cmd=\"$cmd ${COMP_WORDS[2]}\"\n"
            "            case \"$cur\" in\n"
            "            -*) words=$(_sbx_options \"$cmd\") ;;\n"
-           "            *) return 0 ;;\n"
+           "            *)\n"
+           "                case $(_sbx_operands \"$cmd\") in\n"
+           "                id) words=$(\"${COMP_WORDS[0]}\" sandbox ps --all --format "
+           "'{{.ID}} {{.Name}}' 2>/dev/null) ;;\n"
+           "                ref) words=$(\"${COMP_WORDS[0]}\" snapshot ls 2>/dev/null | "
+           "awk 'NR > 1 {print $1}') ;;\n"
+           "                *) return 0 ;;\n"
+           "                esac ;;\n"
            "            esac\n"
            "        fi\n"
            "    fi\n"

@@ -45,6 +45,10 @@ extern const size_t cli_help_count;
 
 /* The entry of words[0..n) ("sandbox", "create"), aliases included, or NULL. */
 const struct cli_help *cli_help_find(char *const *words, size_t n);
+/* What word may have meant: among the subcommands of the entry with this path ("" for sbx's
+ * commands), or with option among its long options (word with or without its dashes): one
+ * letter off for short words, two for longer ones, or a name word begins. NULL when none. */
+const char *cli_help_suggest(const char *path, const char *word, int option);
 /* Print h's help to stdout. Returns CLI_OK. */
 int cli_help_print(const struct cli_help *h);
 /* Print the help of the entry with exactly this path to stdout. Returns CLI_OK. */

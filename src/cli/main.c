@@ -77,5 +77,5 @@ int main(int argc, char **argv)
      * from the help table by running sbx (meson.build). */
     if (strcmp(name, "__gen") == 0)
         return cli_help_gen_main(argc - 1, argv + 1);
-    return cli_usage(NULL, "unknown command '%s'", name);
+    return cli_unknown_command(NULL, name);
 }

@@ -336,19 +336,33 @@ static int wants_record(const struct sbx_provider_info *p)
     return 0;
 }
 
+/* The options to record for p: what reaches it unsaid ($DOCKER_HOST) is written down too, the
+ * environment of a later command may differ. Caller owns. */
+static json_t *record_options(const struct sbx_provider_info *p, const json_t *options)
+{
+    json_t *found = NULL, *all = options ? json_deep_copy(options) : json_object();
+    if (sbx_provider_probe(p->name, &found, NULL) == 0)
+        json_object_update_missing(all, found);
+    json_decref(found);
+    return all;
+}
+
 void cli_record(const struct sbx_provider_info *p, const char *id, const json_t *options)
 {
     struct sbx_error err = SBX_ERROR_INIT;
-    json_t *found = NULL, *all;
     if (!wants_record(p))
         return;
-    /* What reached it unsaid ($DOCKER_HOST) is written down too: the environment of a later
-     * command may differ. */
-    all = options ? json_deep_copy(options) : json_object();
-    if (sbx_provider_probe(p->name, &found, NULL) == 0)
-        json_object_update_missing(all, found);
+    json_t *all = record_options(p, options);
     if (sbx_sandbox_record_write(p->name, id, all, &err) < 0)
         fprintf(stderr, "sbx: warning: %s (commands given only the id may not find it)\n", err.msg);
-    json_decref(found);
     json_decref(all);
+}
+
+int cli_record_named(const struct sbx_provider_info *p, const char *id, const json_t *options,
+                     const char *name, const json_t *labels, struct sbx_error *err)
+{
+    json_t *all = record_options(p, options);
+    int rc = sbx_sandbox_record_name(p->name, id, all, name, labels, err);
+    json_decref(all);
+    return rc;
 }

@@ -22,7 +22,7 @@
 static const char *const trait_names[] = {
         "mounts",           "accounts", "host-workspace", "snapshots",      "native-snapshots",
         "stop-start",       "pty",      "ports",          "network-policy", "grants",
-        "isolation-levels", "lists",    "resume",
+        "isolation-levels", "lists",    "resume",         "stats",          "logs",
 };
 
 const char *sbx_provider_trait_name(unsigned trait)

@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -120,29 +121,41 @@ static int read_record(int dfd, const char *name, json_t **out, struct sbx_error
     return rc;
 }
 
-/* The "run" of the existing record of id (caller frees), or NULL. */
-static char *recorded_run(int dfd, const char *id, const char *provider)
+/* The existing record of id when it is of provider, or NULL. */
+static json_t *recorded(int dfd, const char *id, const char *provider)
 {
     char name[ID_MAX + 8];
     json_t *old = NULL;
     snprintf(name, sizeof(name), "%s.json", id);
     if (read_record(dfd, name, &old, NULL) < 0)
         return NULL;
-    const char *run = json_string_value(json_object_get(old, "run"));
-    char *out = run && strcmp(json_string_value(json_object_get(old, "provider")), provider) == 0
-                        ? sbx_xstrdup(run)
-                        : NULL;
-    json_decref(old);
-    return out;
+    if (strcmp(json_string_value(json_object_get(old, "provider")), provider) != 0) {
+        json_decref(old);
+        return NULL;
+    }
+    return old;
 }
 
-/* Write the record of id; run: the run that made the sandbox (NULL: the one an earlier record
- * of the same id and provider names, if any). */
+/* What a record carries besides the provider's options: the run that made the sandbox (NULL:
+ * the one an earlier record of the same id and provider names, if any), and its name and
+ * labels (named: replace them with name and labels, which may be NULL; else keep the earlier
+ * record's). */
+struct extras {
+    const char *run;
+    int named;
+    const char *name;
+    const json_t *labels;
+};
+
+/* Another record than id's with this name: SBX_E_EXISTS naming its sandbox. */
+static int name_taken(int dfd, const char *id, const char *name, struct sbx_error *err);
+
 static int write_record(const char *provider, const char *id, const json_t *options,
-                        const char *run, struct sbx_error *err)
+                        const struct extras *x, struct sbx_error *err)
 {
     struct sbx_provider_info p;
-    char *path = NULL, name[ID_MAX + 8], *kept_run = NULL;
+    char *path = NULL, name[ID_MAX + 8];
+    json_t *old = NULL;
     int dfd = -1, rc = sbx_provider_find(provider, &p, err);
     if (rc < 0)
         return rc;
@@ -163,10 +176,22 @@ static int write_record(const char *provider, const char *id, const json_t *opti
                             "provider", p.name, "options", keep, "created", (json_int_t)now.tv_sec);
     snprintf(name, sizeof(name), "%s.json", id);
     rc = open_dir(1, &path, &dfd, err);
-    if (rc == 0 && !run)
-        run = kept_run = recorded_run(dfd, id, p.name);
+    /* One writer at a time: a name is given to one sandbox only. */
+    if (rc == 0 && flock(dfd, LOCK_EX) < 0)
+        rc = sbx_error_errno(err, errno, "cannot lock '%s'", path);
+    if (rc == 0)
+        old = recorded(dfd, id, p.name);
+    const char *run = x->run ? x->run : json_string_value(json_object_get(old, "run"));
     if (run)
         sbx_json_set(doc, "run", sbx_json_str(run));
+    const char *nm = x->named ? x->name : json_string_value(json_object_get(old, "name"));
+    const json_t *labels = x->named ? x->labels : json_object_get(old, "labels");
+    if (rc == 0 && nm && x->named)
+        rc = name_taken(dfd, id, nm, err);
+    if (nm)
+        sbx_json_set(doc, "name", sbx_json_str(nm));
+    if (json_object_size(labels))
+        sbx_json_set(doc, "labels", json_deep_copy(labels));
     char *text = sbx_json_dumps(doc, 0);
     if (rc == 0)
         rc = sbx_fs_write_state(dfd, name, text, strlen(text), 0600, err);
@@ -174,9 +199,9 @@ static int write_record(const char *provider, const char *id, const json_t *opti
         sbx_error_prefix(err, "record of sandbox '%s'", id);
     if (dfd >= 0)
         close(dfd);
-    free(kept_run);
     free(path);
     free(text);
+    json_decref(old);
     json_decref(doc);
     return rc;
 }
@@ -184,15 +209,78 @@ static int write_record(const char *provider, const char *id, const json_t *opti
 int sbx_sandbox_record_write(const char *provider, const char *id, const json_t *options,
                              struct sbx_error *err)
 {
-    return write_record(provider, id, options, NULL, err);
+    struct extras x = {0};
+    return write_record(provider, id, options, &x, err);
 }
 
 int sbx_sandbox_record_claim(const char *provider, const char *id, const json_t *options,
                              const char *run, struct sbx_error *err)
 {
+    struct extras x = {.run = run};
     if (!run || !run[0])
         return sbx_error_set(err, SBX_E_INVAL, 0, "a sandbox record's run must not be empty");
-    return write_record(provider, id, options, run, err);
+    return write_record(provider, id, options, &x, err);
+}
+
+int sbx_sandbox_name_check(const char *name, struct sbx_error *err)
+{
+    size_t n = name ? strlen(name) : 0;
+    if (n == 0 || n > SBX_SANDBOX_NAME_MAX ||
+        !((name[0] >= 'a' && name[0] <= 'z') || (name[0] >= 'A' && name[0] <= 'Z') ||
+          (name[0] >= '0' && name[0] <= '9')) ||
+        strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") != n)
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "bad sandbox name '%s': 1 to %d letters, digits, '.', '_' or '-', "
+                             "starting with a letter or digit",
+                             name ? name : "", SBX_SANDBOX_NAME_MAX);
+    return 0;
+}
+
+int sbx_sandbox_labels_check(const json_t *labels, struct sbx_error *err)
+{
+    const char *k;
+    json_t *v;
+    if (!labels)
+        return 0;
+    if (!json_is_object(labels))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "sandbox labels must be an object");
+    if (json_object_size(labels) > SBX_SANDBOX_LABELS_MAX)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d sandbox labels",
+                             SBX_SANDBOX_LABELS_MAX);
+    json_object_foreach((json_t *)labels, k, v)
+    {
+        size_t n = strlen(k);
+        const char *val = json_string_value(v);
+        int bad = n == 0 || n > SBX_SANDBOX_LABEL_KEY_MAX || strchr(k, '=') != NULL;
+        for (const char *c = k; !bad && *c; c++)
+            bad = (unsigned char)*c <= 0x20 || *c == 0x7f;
+        if (bad)
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "bad label key '%.64s': 1 to %d printable characters, no "
+                                 "space or '='",
+                                 k, SBX_SANDBOX_LABEL_KEY_MAX);
+        if (!val || strlen(val) > SBX_SANDBOX_LABEL_VALUE_MAX)
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "label '%s' wants a string of at most %d bytes", k,
+                                 SBX_SANDBOX_LABEL_VALUE_MAX);
+        for (const char *c = val; *c; c++)
+            if ((unsigned char)*c < 0x20 || *c == 0x7f)
+                return sbx_error_set(err, SBX_E_INVAL, 0,
+                                     "label '%s' has a control character in its value", k);
+    }
+    return 0;
+}
+
+int sbx_sandbox_record_name(const char *provider, const char *id, const json_t *options,
+                            const char *name, const json_t *labels, struct sbx_error *err)
+{
+    struct extras x = {.named = 1, .name = name, .labels = labels};
+    int rc = 0;
+    if (name)
+        rc = sbx_sandbox_name_check(name, err);
+    if (rc == 0)
+        rc = sbx_sandbox_labels_check(labels, err);
+    return rc < 0 ? rc : write_record(provider, id, options, &x, err);
 }
 
 int sbx_sandbox_record_owned_by(const char *id, const char *run)
@@ -246,25 +334,24 @@ static int by_created(const void *a, const void *b)
                   json_string_value(json_object_get(*(json_t *const *)b, "id")));
 }
 
-/* Every record whose id starts with prefix (NULL: all), sorted, into *out. */
-static int scan(const char *prefix, json_t **out, struct sbx_error *err)
+/* Every record of directory dfd (not closed) whose id starts with prefix (NULL: all), sorted,
+ * into *out. */
+static int scan_dir(int dfd, const char *path, const char *prefix, json_t **out,
+                    struct sbx_error *err)
 {
-    char *path = NULL;
-    int dfd = -1, rc = open_dir(0, &path, &dfd, err);
+    int fd = fcntl(dfd, F_DUPFD_CLOEXEC, 0);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        int rc = sbx_error_errno(err, errno, "cannot read '%s'", path);
+        if (fd >= 0)
+            close(fd);
+        return rc;
+    }
+    rewinddir(d);
     json_t *list = json_array();
-    if (rc == -SBX_E_NOTFOUND) {
-        sbx_error_clear(err);
-        *out = list;
-        return 0;
-    }
-    DIR *d = rc == 0 ? fdopendir(dfd) : NULL;
-    if (rc == 0 && !d) {
-        rc = sbx_error_errno(err, errno, "cannot read '%s'", path);
-        close(dfd);
-    }
     struct dirent *e;
     size_t seen = 0;
-    while (d && (e = readdir(d)) && seen++ < RECORDS_MAX) {
+    while ((e = readdir(d)) && seen++ < RECORDS_MAX) {
         size_t n = strlen(e->d_name);
         json_t *doc = NULL;
         if (n < 6 || strcmp(e->d_name + n - 5, ".json") != 0 || e->d_name[0] == '.' ||
@@ -279,13 +366,7 @@ static int scan(const char *prefix, json_t **out, struct sbx_error *err)
         else
             json_decref(doc);
     }
-    if (d)
-        closedir(d);
-    free(path);
-    if (rc < 0) {
-        json_decref(list);
-        return rc;
-    }
+    closedir(d);
     size_t n = json_array_size(list);
     json_t **items = sbx_xcalloc(n ? n : 1, sizeof(*items));
     for (size_t i = 0; i < n; i++)
@@ -299,6 +380,62 @@ static int scan(const char *prefix, json_t **out, struct sbx_error *err)
     return 0;
 }
 
+/* As scan_dir, of the records directory (none yet: an empty list). */
+static int scan(const char *prefix, json_t **out, struct sbx_error *err)
+{
+    char *path = NULL;
+    int dfd = -1, rc = open_dir(0, &path, &dfd, err);
+    if (rc == -SBX_E_NOTFOUND) {
+        sbx_error_clear(err);
+        *out = json_array();
+        return 0;
+    }
+    if (rc == 0)
+        rc = scan_dir(dfd, path, prefix, out, err);
+    if (dfd >= 0)
+        close(dfd);
+    free(path);
+    return rc;
+}
+
+/* The record in list named name, or NULL (borrowed). */
+static json_t *with_name(const json_t *list, const char *name)
+{
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v)
+    {
+        const char *nm = json_string_value(json_object_get(v, "name"));
+        if (nm && strcmp(nm, name) == 0)
+            return v;
+    }
+    return NULL;
+}
+
+static int name_taken(int dfd, const char *id, const char *name, struct sbx_error *err)
+{
+    json_t *list = NULL, *hit;
+    int rc = scan_dir(dfd, "sandbox records", NULL, &list, err);
+    if (rc == 0 && (hit = with_name(list, name)) &&
+        strcmp(json_string_value(json_object_get(hit, "id")), id) != 0)
+        rc = sbx_error_set(err, SBX_E_EXISTS, 0, "the name '%s' is in use by sandbox '%s'", name,
+                           json_string_value(json_object_get(hit, "id")));
+    json_decref(list);
+    return rc;
+}
+
+int sbx_sandbox_record_named(const char *name, json_t **out, struct sbx_error *err)
+{
+    json_t *list = NULL, *hit;
+    int rc = scan(NULL, &list, err);
+    if (rc == 0 && (hit = with_name(list, name ? name : "")))
+        *out = json_incref(hit);
+    else if (rc == 0)
+        rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "no sandbox named '%s'", name ? name : "");
+    json_decref(list);
+    return rc;
+}
+
 int sbx_sandbox_records(json_t **out, struct sbx_error *err)
 {
     return scan(NULL, out, err);
@@ -310,9 +447,10 @@ int sbx_sandbox_record_read(const char *id, json_t **out, struct sbx_error *err)
     size_t i;
     if (!id || !valid_id(id))
         return sbx_error_set(err, SBX_E_NOTFOUND, 0, "no record of sandbox '%s'", id ? id : "");
-    int rc = scan(id, &list, err);
+    int rc = scan(NULL, &list, err);
     if (rc < 0)
         return rc;
+    /* The exact id, else the sandbox of that name, else the one id the prefix starts. */
     json_array_foreach(list, i, v)
     {
         if (strcmp(json_string_value(json_object_get(v, "id")), id) == 0) {
@@ -320,11 +458,21 @@ int sbx_sandbox_record_read(const char *id, json_t **out, struct sbx_error *err)
             break;
         }
     }
-    if (!hit && json_array_size(list) == 1)
-        hit = json_array_get(list, 0);
+    if (!hit)
+        hit = with_name(list, id);
+    size_t matches = 0;
+    json_t *first = NULL;
+    json_array_foreach(list, i, v)
+    {
+        if (!hit && strncmp(json_string_value(json_object_get(v, "id")), id, strlen(id)) == 0 &&
+            matches++ == 0)
+            first = v;
+    }
+    if (!hit && matches == 1)
+        hit = first;
     if (hit)
         *out = json_incref(hit);
-    else if (json_array_size(list) > 1)
+    else if (matches > 1)
         rc = sbx_error_set(err, SBX_E_INVAL, 0, "sandbox id prefix '%s' is ambiguous", id);
     else
         rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "no record of sandbox '%s'", id);

@@ -73,6 +73,12 @@ struct sbx_session_ops {
      * taken of it in the session state. */
     int (*workspace_fd)(struct sbx_session *s, int *out, struct sbx_error *err);
     int (*record_snapshot)(struct sbx_session *s, const char *ref, struct sbx_error *err);
+    /* Optional (NULL: the stats trait is not declared): CPU, memory, processes and their
+     * limits, and the disk limit (the layer measures the disk itself through workspace_fd). */
+    int (*stats)(struct sbx_session *s, struct sbx_session_stats *out, struct sbx_error *err);
+    /* Optional (NULL: no logs trait): a readable descriptor of the sandbox's log (caller
+     * closes). */
+    int (*log_open)(struct sbx_session *s, int *out_fd, struct sbx_error *err);
     /* Optional, with record_snapshot (NULL: snapshots go through workspace_fd): write the
      * workspace as a tar stream to out_fd (borrowed; blocking writes; the session layer reads
      * the other end of this pipe from another thread and closes it), members named relative

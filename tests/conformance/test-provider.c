@@ -1229,6 +1229,34 @@ static void test_mounts(void)
 }
 
 /* A sandbox with a process kept in the background, removed by id: nothing remains. */
+/* What a sandbox uses and its log: a provider with the trait answers with figures that make
+ * sense, one without it says SBX_E_UNSUPPORTED. */
+static void test_stats_logs(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_session_stats st;
+    int fd = -1;
+    if (!(info.traits & SBX_PROVIDER_STATS)) {
+        CHECK_ERR(sbx_session_stats(sess, &st, &err), SBX_E_UNSUPPORTED, &err, NULL);
+        need(SBX_PROVIDER_STATS);
+    } else {
+        CHECK_OK(sbx_session_stats(sess, &st, &err), &err);
+        CHECK(st.memory == SBX_STAT_UNKNOWN || st.memory > 0);
+        CHECK(st.pids == SBX_STAT_UNKNOWN || st.pids >= 1);
+        CHECK(!(info.traits & SBX_PROVIDER_HOST_WORKSPACE) || st.disk != SBX_STAT_UNKNOWN);
+    }
+    if (!(info.traits & SBX_PROVIDER_LOGS)) {
+        CHECK_ERR(sbx_session_log_open(sess, &fd, &err), SBX_E_UNSUPPORTED, &err, NULL);
+        need(SBX_PROVIDER_LOGS);
+        return;
+    }
+    CHECK_OK(sbx_session_log_open(sess, &fd, &err), &err);
+    char buf[64];
+    CHECK(fd >= 0 && read(fd, buf, sizeof(buf)) > 0);
+    if (fd >= 0)
+        close(fd);
+}
+
 static void test_remove_leaves_nothing(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -1314,6 +1342,7 @@ int main(void)
     CASE(host_workspace);
     CASE(stop_start);
     CASE(mounts);
+    CASE(stats_logs);
     CASE(remove_leaves_nothing);
     ALWAYS(delete);
     cleanup();

@@ -38,4 +38,29 @@ expect_not_in "$T/err" "--keep needs a sandbox" "it does not claim no sandbox wa
 run "$SBX" memory show --agen x "$T"
 expect_rc 2 "sbx memory refuses abbreviations too"
 expect_in "$T/err" "(did you mean --agent?)" "naming --agent"
+
+# "Did you mean" for a mistyped command, subcommand or option, and a usage error points at the
+# subcommand's own --help.
+check_suggest() { # ARGS... -- WANT
+    local want=${*: -1}
+    run "$SBX" "${@:1:$#-2}"
+    if [ "$rc" = 2 ] && grep -qF -- "$want" "$T/err"; then ok "sbx ${*:1:$#-2}: $want"; else
+        not_ok "sbx ${*:1:$#-2}: $want"; diag "status $rc" "$(cat "$T/err")"; fi
+}
+check_suggest snapshott -- "unknown command 'snapshott' (did you mean 'snapshot'?)"
+check_suggest sandbox shel x -- "unknown command 'shel' (did you mean 'shell'?)"
+check_suggest snapshot ls-file x -- "(did you mean 'ls-files'?)"
+check_suggest sandbox ps --qiuet -- "unknown option '--qiuet' (did you mean --quiet?)"
+check_suggest sandbox rm --forse x -- "(did you mean --force?)"
+check_suggest sandbox create --nmae x -- "unknown option '--nmae' (did you mean --name?)"
+check_suggest snapshot ls --jsn -- "(did you mean --json?)"
+run "$SBX" sandbox exec --tyy x -- true
+expect_rc 125 "exec: an unknown option is sbx's failure (125)"
+expect_in "$T/err" "(did you mean --tty?)" "with what it may mean"
+run "$SBX" sandbox frobnicate
+expect_not_in "$T/err" "did you mean" "no suggestion when nothing is near"
+run "$SBX" sandbox exec --timeout soon x -- true
+expect_in "$T/err" "Try 'sbx sandbox exec --help'." "a bad value of exec points at exec's help"
+run "$SBX" sandbox create --memory 512X
+expect_in "$T/err" "Try 'sbx sandbox create --help'." "a bad value of create points at create's help"
 done_testing

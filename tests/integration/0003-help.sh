@@ -55,7 +55,8 @@ expect_not_in "$T/out" "usage:" "-h as the value of an option is not help"
 expect_rc 2 "the line is parsed as usual"
 run "$SBX" snapshot nope --help
 expect_rc 0 "help asked of an unknown subcommand shows the command's help"
-expect_in "$T/out" "usage: sbx snapshot ls" "the snapshot help"
+expect_in "$T/out" "usage: sbx snapshot <command>" "the snapshot help"
+expect_eq "$(grep -c "sbx snapshot ls \[" "$T/out")" 1 "which shows each usage once"
 
 run "$SBX" sandbox create --bogus
 expect_rc 2 "a subcommand's usage error"
@@ -208,6 +209,14 @@ expect_eq "$(complete_words sbx sandbox cr)" create "sbx sandbox cr<TAB> complet
 expect_eq "$(complete_words sbx run --no-s)" --no-stream "options of a command complete"
 expect_eq "$(complete_words sbx sandbox ls --a)" "--all" "options of an alias complete"
 expect_eq "$(complete_words sbx help sandbox ex)" exec "help topics complete"
+# Operands that name a sandbox or a snapshot complete from sbx itself: ids and names.
+cid=$("$SBX" sandbox create --isolation none --name comp-$$ 2>/dev/null)
+expect_eq "$(complete_words "$SBX" sandbox exec comp-)" "comp-$$" "a sandbox name completes"
+expect_eq "$(complete_words "$SBX" sandbox logs "${cid:0:6}")" "$cid" "and an id"
+expect_eq "$(complete_words "$SBX" run "${cid:0:6}")" "" "a prompt is not completed with ids"
+ref=$("$SBX" sandbox snapshot "$cid" 2>/dev/null)
+expect_eq "$(complete_words "$SBX" snapshot cat sha256:)" "${ref:0:19}" "a snapshot reference completes"
+"$SBX" sandbox rm "$cid" >/dev/null 2>&1
 
 # zsh completion.
 "$SBX" __gen zsh >"$T/_sbx"

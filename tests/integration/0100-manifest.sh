@@ -194,7 +194,7 @@ run "$SBX" manifest check --depth 2 "$EX/renewal-packet/manifest.yaml"
 expect_rc 2 "--depth belongs to tree only"
 run "$SBX" manifest --help
 expect_rc 0 "--help succeeds"
-expect_in "$T/out" "usage: sbx manifest check" "--help shows the usage"
+expect_in "$T/out" "sbx manifest check [" "--help shows the usage"
 run "$SBX" help
 expect_in "$T/out" "manifest" "the verb is listed in sbx help"
 

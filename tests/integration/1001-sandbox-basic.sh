@@ -109,10 +109,14 @@ expect_in "$T/out" "/dev/pts/" "exec -t runs on a terminal"
 expect_in "$T/out" "vt100" "exec -t passes the caller's TERM"
 TERM= run "$SBX" sandbox exec -t "$id" -- sh -c 'echo $TERM'
 expect_in "$T/out" "xterm-256color" "exec -t has a TERM even when the caller has none"
+python3 "$SBX_SRCDIR/tests/integration/pty-drive.py" "$T/tty" '=>echo $((40+2)); exit 4' -- "$SBX" sandbox shell "$id"
+rc=$?
+expect_rc 4 "shell exits with the shell's status"
+expect_in "$T/tty" "42" "shell runs what it reads on its terminal"
 printf 'echo $((40+2))\nexit 4\n' > "$T/stdin"
 run "$SBX" sandbox shell "$id" < "$T/stdin"
-expect_rc 4 "shell exits with the shell's status"
-expect_in "$T/out" "42" "shell runs what it reads"
+expect_rc 125 "shell without a terminal is refused"
+expect_in "$T/err" "the input device is not a TTY" "as docker says it"
 
 # cp, both ways
 printf 'data\n' > "$T/in.txt"

@@ -50,11 +50,18 @@ expect_rc 126 "cannot run: 126"
 run "$SBX" sandbox exec 0000000000000000 -- true
 expect_rc 125 "no such sandbox: 125"
 
-# -t with a piped stdin: the end of the input is the terminal's EOF character.
+# -it reads a terminal: with a piped stdin it refuses as docker does (the pipe's bytes would be
+# typed on a terminal that echoes them); -i alone forwards the pipe.
 printf 'abc\n' | "$SBX" sandbox exec -it "$id" -- sh -c 'cat; echo end' >"$T/out" 2>"$T/err"
 rc=$?
-expect_rc 0 "-it with a pipe ends at its EOF"
-expect_in "$T/out" "end" "-it: the command saw EOF"
+expect_rc 125 "-it with a pipe is refused"
+expect_in "$T/err" "the input device is not a TTY" "as docker says it"
+expect_not_in "$T/out" "end" "and nothing ran"
+printf 'abc\n' | "$SBX" sandbox exec -i "$id" -- sh -c 'cat; echo end' >"$T/out" 2>"$T/err"
+rc=$?
+expect_rc 0 "-i alone with a pipe works"
+expect_eq "$(cat "$T/out")" "abc
+end" "-i: the command read the pipe to its EOF"
 
 # -it on a real terminal: the command starts with the terminal's size and follows SIGWINCH.
 python3 - "$SBX" "$id" > "$T/out" 2>"$T/err" <<'PY'

@@ -150,6 +150,23 @@ if wait_until fetch; then ok "a new relay reaches the restarted server"; else
 fi
 expect_eq "$(relays_of "$id" | wc -l)" 1 "one relay process again"
 
+# Seeing it and copying trees (issue 32): the engine's stats through the stats trait, no log
+# trait (said so), a directory both ways.
+run "$SBX" sandbox stats --no-stream --json "$id"
+expect_rc 0 "stats of a docker sandbox"
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1]))[0]; assert r["provider"]=="docker" and r["memory"]>0 and r["pids"]>=1 and r["cpu_ns"]>0 and r["disk"] is None, r' "$T/out" &&
+    ok "from the engine: memory, processes, CPU time (no host workspace to measure)" || { not_ok "from the engine: memory, processes, CPU time"; diag "$(cat "$T/out" "$T/err")"; }
+run "$SBX" sandbox logs "$id"
+expect_rc 1 "logs of a provider without the logs trait fails"
+expect_in "$T/err" "provider 'docker' keeps no sandbox log" "saying so"
+mkdir -p "$T/tree/a" && echo deep >"$T/tree/a/f" && chmod 750 "$T/tree/a"
+run "$SBX" sandbox cp -r "$T/tree" "$id:"
+expect_rc 0 "cp -r a directory into a docker sandbox"
+run "$SBX" sandbox exec "$id" -- sh -c 'stat -c %a tree/a; cat tree/a/f'
+expect_eq "$(cat "$T/out" | tr '\n' ' ')" "750 deep " "with its modes"
+run "$SBX" sandbox cp "$id:tree" "$T/tree-back"
+expect_eq "$(cat "$T/tree-back/a/f" 2>/dev/null)" deep "and back out"
+
 run "$SBX" sandbox rm "$id"
 expect_rc 0 "rm"
 expect_eq "$(containers_of "$id" | tr -d ' \n')" "[]" "no container with its label is left"
@@ -241,4 +258,15 @@ run env DOCKER_HOST="unix://$T/no-engine.sock" "$SBX" sandbox ps --provider dock
 expect_rc 1 "ps --provider docker with that engine fails"
 DOCKER_HOST= nothing_left "nothing of the test's local sandboxes is left"
 
+# A name and labels for a docker sandbox: recorded, found by name, filtered.
+run "$SBX" sandbox create --provider docker --image "$IMG" --name "dk-$$" --label engine=x
+expect_rc 0 "create --name --label with docker"
+nid=$(cat "$T/out")
+echo "$nid" >>"$T/ids"
+run "$SBX" sandbox exec "dk-$$" -- true
+expect_rc 0 "exec by name reaches the container"
+run "$SBX" sandbox ps -q --filter label=engine=x
+expect_eq "$(cat "$T/out")" "$nid" "ps --filter label finds it"
+run "$SBX" sandbox rm "dk-$$"
+expect_rc 0 "rm by name"
 done_testing

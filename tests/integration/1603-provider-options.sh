@@ -91,7 +91,7 @@ run "$SBX" sandbox create -o cpus=0.5x
 expect_in "$T/err" "--cpus wants a number of CPUs such as 1.5 (or none), not '0.5x'" "cpus"
 run "$SBX" sandbox create --provider docker --image img -o allow_cap_add=perhaps
 expect_in "$T/err" "--allow-cap-add wants true or false, not 'perhaps'" "a bool"
-run "$SBX" sandbox create -p 70000
+run "$SBX" sandbox create --port 70000
 expect_in "$T/err" "--port wants a port number, not '70000'" "a port"
 run "$SBX" sandbox create --isolation partial
 expect_in "$T/err" "unknown isolation 'partial' (namespaces, none)" "a choice names the choices"
@@ -109,8 +109,8 @@ expect_in "$T/err" "provider 'docker' has no option 'imgae' (did you mean 'image
 nothing_left "no bad option made anything"
 
 # -o KEY=VALUE and the flags are the same options.
-run "$SBX" sandbox create -o ports=8080 -p 8081 --port 8082 --json
-expect_rc 0 "create with -o ports=8080 -p 8081 --port 8082"
+run "$SBX" sandbox create -o ports=8080 --port 8081 --port 8082 --json
+expect_rc 0 "create with -o ports=8080 --port 8081 --port 8082"
 expect_eq "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["exposed_ports"])' "$T/out" 2>/dev/null)"     "[8080, 8081, 8082]" "the three are one list of exposed ports"
 id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$T/out" 2>/dev/null)
 "$SBX" sandbox rm "$id" >/dev/null 2>&1
@@ -150,7 +150,7 @@ print(",".join(p["name"] for p in ps[:2]), byname["local"]["default"], byname["d
       "host-workspace" in byname["docker"]["traits"],
       [o["key"] for o in byname["docker"]["options"] if o["locator"]],
       sorted(o["key"] for o in byname["local"]["options"] if o["trusted"]))
-' "$T/out" 2>&1)" "local,docker True False True False False ['host', 'tls_ca', 'tls_cert', 'tls_key'] ['allow_dangerous_grant', 'allow_dangerous_workspace', 'allow_host_uid', 'isolation', 'port_bind', 'ro', 'rw', 'tied']"     "the JSON has each provider with its traits and options"
+' "$T/out" 2>&1)" "local,docker True False True False False ['host', 'tls_ca', 'tls_cert', 'tls_key'] ['allow_dangerous_grant', 'allow_dangerous_workspace', 'allow_host_uid', 'isolation', 'port_bind', 'publish', 'ro', 'rw', 'tied']"     "the JSON has each provider with its traits and options"
 run "$SBX" sandbox providers docker
 expect_rc 0 "one provider by name"
 expect_not_in "$T/out" "local" "only that one"

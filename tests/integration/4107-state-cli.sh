@@ -108,7 +108,7 @@ expect_in "$T/out" "the end" "to the end"
 
 run "$SBX" state --help
 expect_rc 0 "state --help"
-expect_in "$T/out" "usage: sbx state show [--json] FILE" "prints the usage"
+expect_in "$T/out" "sbx state show [--json] FILE" "prints the usage"
 run "$SBX" state frobnicate x
 expect_rc 2 "an unknown subcommand is a usage error"
 run "$SBX" state show

@@ -220,6 +220,32 @@ static void sess_free(struct sbx_session *bs)
     free(s);
 }
 
+/* What the engine measures of the container (its cgroup): CPU, memory, processes. */
+static int sess_stats(struct sbx_session *bs, struct sbx_session_stats *st, struct sbx_error *err)
+{
+    struct sbx__dk_session *s = (struct sbx__dk_session *)bs;
+    char *path = sbx_xasprintf("/containers/%s/stats?stream=false&one-shot=true", s->container);
+    json_t *j = NULL;
+    int rc = sbx__dk_json(&s->eng, "GET", path, NULL, NULL, &j, err);
+    const json_t *cpu = json_object_get(
+            json_object_get(json_object_get(j, "cpu_stats"), "cpu_usage"), "total_usage");
+    const json_t *mem = json_object_get(j, "memory_stats"),
+                 *pids = json_object_get(j, "pids_stats");
+    if (rc == 0 && json_is_integer(cpu))
+        st->cpu_ns = (uint64_t)json_integer_value(cpu);
+    if (rc == 0 && json_is_integer(json_object_get(mem, "usage"))) {
+        st->memory = (uint64_t)json_integer_value(json_object_get(mem, "usage"));
+        st->memory_limit = (uint64_t)json_integer_value(json_object_get(mem, "limit"));
+    }
+    if (rc == 0 && json_is_integer(json_object_get(pids, "current"))) {
+        st->pids = (uint64_t)json_integer_value(json_object_get(pids, "current"));
+        st->pids_limit = (uint64_t)json_integer_value(json_object_get(pids, "limit"));
+    }
+    json_decref(j);
+    free(path);
+    return rc;
+}
+
 static const struct sbx_session_ops session_ops = {
         .exec_start = sbx__dk_exec_start,
         .read_open = sbx__dk_read_open,
@@ -234,6 +260,7 @@ static const struct sbx_session_ops session_ops = {
         .state = sess_state,
         .close = sess_close,
         .record_snapshot = sess_record_snapshot,
+        .stats = sess_stats,
         .workspace_export = sbx__dk_workspace_export,
         .workspace_import = sbx__dk_workspace_import,
         .free = sess_free,
@@ -1219,7 +1246,8 @@ const struct sbx__provider_def sbx__provider_docker = {
         .summary = "a container of a Docker engine or of podman's Docker-compatible service, "
                    "through the Engine API on its unix socket or over tcp:// with TLS",
         .traits = SBX_PROVIDER_ACCOUNTS | SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_STOP_START |
-                  SBX_PROVIDER_PTY | SBX_PROVIDER_PORTS | SBX_PROVIDER_LISTS | SBX_PROVIDER_RESUME,
+                  SBX_PROVIDER_PTY | SBX_PROVIDER_PORTS | SBX_PROVIDER_LISTS | SBX_PROVIDER_RESUME |
+                  SBX_PROVIDER_STATS,
         /* No mounts: sbx mounts storage with rclone on the host, outside the sandbox's
          * namespaces, which a container's engine does not let it enter. */
         .unmountable = (1u << SBX_ENTRY_S3_MOUNT) | (1u << SBX_ENTRY_GCS_MOUNT) |

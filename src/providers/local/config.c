@@ -1,6 +1,7 @@
 /* The supervisor's configuration and its JSON (config.h). One table of names per object, one
  * typed reader per kind of value: every message names the field by its full path
  * ("sandbox.grants[2].src"). */
+#include <arpa/inet.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,9 +28,10 @@ static const char *const top_keys[] = {
         "ports", "test_delay_ms", "tied",      "sandbox",         NULL,
 };
 static const char *const sandbox_keys[] = {
-        "net",   "host_home",        "users",     "groups",      "grants", "limits",
-        "allow", "test_proxy_hosts", "port_bind", "allow_ports", "mounts", "allow_host_uid",
-        NULL,
+        "net",       "host_home",   "users",  "groups",
+        "grants",    "limits",      "allow",  "test_proxy_hosts",
+        "port_bind", "allow_ports", "mounts", "allow_host_uid",
+        "publish",   NULL,
 };
 static const char *const group_keys[] = {"name", "members", NULL};
 static const char *const grant_keys[] = {"src", "dst", "rw", "dangerous", NULL};
@@ -49,6 +51,7 @@ void sbx__local_config_init(struct sbx__local_config *c)
     sbx_strv_init(&c->users);
     sbx_strv_init(&c->allow);
     sbx_strv_init(&c->test_hosts);
+    sbx_strv_init(&c->publish);
 }
 
 void sbx__local_config_release(struct sbx__local_config *c)
@@ -86,7 +89,84 @@ void sbx__local_config_release(struct sbx__local_config *c)
     free(c->root);
     free(c->host_home);
     free(c->port_bind);
+    sbx_strv_release(&c->publish);
     sbx__local_config_init(c);
+}
+
+int sbx__local_publish_parse(const char *text, char bind[64], int *host_port, int *port,
+                             char canon[SBX__LOCAL_PUBLISH_TEXT_MAX], struct sbx_error *err)
+{
+    const char *p = text, *addr_end = NULL;
+    char num[2][8];
+    int v6 = 0, vals[2] = {0, 0}, k = 0;
+    snprintf(bind, 64, "127.0.0.1");
+    /* The address: "[v6]:" or "a.b.c.d:" before the last two numbers. */
+    if (*p == '[') {
+        addr_end = strchr(p, ']');
+        if (!addr_end || addr_end[1] != ':' || addr_end - p - 1 >= 64)
+            goto bad;
+        snprintf(bind, 64, "%.*s", (int)(addr_end - p - 1), p + 1);
+        v6 = 1;
+        p = addr_end + 2;
+    } else {
+        const char *last = strrchr(p, ':');
+        const char *first = strchr(p, ':');
+        if (first && last && first != last) {
+            if (first - p >= 64)
+                goto bad;
+            snprintf(bind, 64, "%.*s", (int)(first - p), p);
+            p = first + 1;
+        }
+    }
+    /* PORT alone: any free host port, as docker's -p PORT. */
+    k = addr_end == NULL && !strchr(p, ':') ? 1 : 0;
+    for (; k < 2; k++) {
+        size_t n = strspn(p, "0123456789");
+        /* ADDR::PORT: any free host port on ADDR (docker's form). */
+        if (k == 0 && n == 0 && *p == ':' && p != text) {
+            p++;
+            continue;
+        }
+        if (n == 0 || n > 5 || (k == 0 && p[n] != ':') || (k == 1 && p[n] != '\0'))
+            goto bad;
+        snprintf(num[k], sizeof(num[k]), "%.*s", (int)n, p);
+        vals[k] = (int)strtol(num[k], NULL, 10);
+        if (vals[k] < 1 || vals[k] > 65535)
+            goto bad;
+        p += n + 1;
+    }
+    unsigned char a[16];
+    if (inet_pton(v6 ? AF_INET6 : AF_INET, bind, a) != 1)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "-p '%s': '%s' is not an IP%s address", text,
+                             bind, v6 ? "v6" : "v4 (or [IPv6])");
+    *host_port = vals[0];
+    *port = vals[1];
+    if (canon) {
+        char host[8] = "";
+        if (vals[0])
+            snprintf(host, sizeof(host), "%d", vals[0]);
+        snprintf(canon, SBX__LOCAL_PUBLISH_TEXT_MAX, "%s%s%s:%s:%d", v6 ? "[" : "", bind,
+                 v6 ? "]" : "", host, vals[1]);
+    }
+    return 0;
+bad:
+    return sbx_error_set(err, SBX_E_INVAL, 0,
+                         "-p wants PORT, HOST:PORT or ADDR:HOST:PORT (ports 1..65535), not '%s'",
+                         text);
+}
+
+static int check_publish(const struct sbx_strv *pub, struct sbx_error *err)
+{
+    char bind[64];
+    int hp, p;
+    for (size_t i = 0; i < pub->n; i++) {
+        int rc = sbx__local_publish_parse(pub->v[i], bind, &hp, &p, NULL, err);
+        if (rc < 0) {
+            sbx_error_prefix(err, "sandbox.publish[%zu]", i);
+            return rc;
+        }
+    }
+    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -152,7 +232,7 @@ static int check_config(const struct sbx__local_config *c, struct sbx_error *err
         return bad(err, "test_delay_ms", "must be in 0..10000");
     if (!c->isolated) {
         if (c->host_home || c->users.n || c->n_groups || c->n_grants || c->n_mounts || c->allow.n ||
-            c->test_hosts.n || c->port_bind || c->n_allow_ports || c->net != 0 ||
+            c->test_hosts.n || c->port_bind || c->n_allow_ports || c->net != 0 || c->publish.n ||
             c->limits.memory_bytes || c->limits.pids || c->limits.cpu_millis ||
             c->limits.file_size_bytes || c->limits.open_files)
             return bad(err, "sandbox", "needs isolation 'namespaces'");
@@ -290,6 +370,8 @@ static json_t *sandbox_json(const struct sbx__local_config *c)
         sbx_json_set(sb, "test_proxy_hosts", strv_json(&c->test_hosts));
     if (c->port_bind)
         sbx_json_set(sb, "port_bind", sbx_json_str(c->port_bind));
+    if (c->publish.n)
+        sbx_json_set(sb, "publish", strv_json(&c->publish));
     if (c->n_allow_ports)
         sbx_json_set(sb, "allow_ports", ports_json(c->allow_ports, c->n_allow_ports));
     if (c->allow_host_uid)
@@ -588,6 +670,9 @@ static int read_sandbox(const json_t *sb, struct sbx__local_config *c, struct sb
                         SBX__LOCAL_CONFIG_MAX_TEST_HOSTS, &c->test_hosts, err)) < 0 ||
         (rc = read_string(json_object_get(sb, "port_bind"), "sandbox.port_bind", 0, &c->port_bind,
                           err)) < 0 ||
+        (rc = read_strv(json_object_get(sb, "publish"), "sandbox.publish",
+                        SBX_LOCAL_MAX_EXPOSED_PORTS, &c->publish, err)) < 0 ||
+        (rc = check_publish(&c->publish, err)) < 0 ||
         (rc = read_ports(json_object_get(sb, "allow_ports"), "sandbox.allow_ports", c->allow_ports,
                          &c->n_allow_ports, err)) < 0 ||
         (rc = read_bool(json_object_get(sb, "allow_host_uid"), "sandbox.allow_host_uid",

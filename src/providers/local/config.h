@@ -83,10 +83,19 @@ struct sbx__local_config {
     struct sbx_strv allow;      /* net allow: the normalized patterns (at least one); else none */
     struct sbx_strv test_hosts; /* test only: "name=ip" the proxy resolves without DNS */
     char *port_bind;            /* the forwarders' host address; NULL: 127.0.0.1 */
+    struct sbx_strv publish;    /* fixed forwards made at start, canonical "ADDR:HOST:PORT" */
     int allow_host_uid;         /* sbx_local_options.allow_host_uid */
     int allow_ports[SBX_LOCAL_MAX_EXPOSED_PORTS]; /* net allow: 1..65535; none: 80 and 443 */
     size_t n_allow_ports;
 };
+
+/* A fixed port forward ("-p"): "[ADDR:]HOST:PORT", ADDR an IPv4 address or an IPv6 one in
+ * brackets (default 127.0.0.1), HOST the host port and PORT the sandbox's, 1..65535. bind gets
+ * ADDR without brackets; canon (may be NULL) the canonical "ADDR:HOST:PORT" (brackets kept).
+ * SBX_E_INVAL naming text and what it wants. */
+#define SBX__LOCAL_PUBLISH_TEXT_MAX 80
+int sbx__local_publish_parse(const char *text, char bind[64], int *host_port, int *port,
+                             char canon[SBX__LOCAL_PUBLISH_TEXT_MAX], struct sbx_error *err);
 
 /* An empty configuration (cannot fail). */
 void sbx__local_config_init(struct sbx__local_config *c);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "providers/local/config.h"
 #include "providers/local/local.h"
 #include "sbx/json.h"
 #include "sbx/manifest.h"
@@ -55,8 +56,7 @@ static const struct sbx_provider_option options[] = {
          .flags = SBX_OPTION_STATE | SBX_OPTION_LIST,
          .arg = "N",
          .help = "a port of the sandbox the host may reach (repeatable; none given: any)",
-         .flag = "port",
-         .short_flag = 'p'},
+         .flag = "port"},
         {.key = "ro",
          .type = SBX_OPTION_PATH,
          .flags = SBX_OPTION_LIST | SBX_OPTION_TRUSTED,
@@ -86,6 +86,14 @@ static const struct sbx_provider_option options[] = {
          .arg = "ADDR",
          .help = "host address of port forwards (default 127.0.0.1)",
          .flag = "port-bind"},
+        {.key = "publish",
+         .type = SBX_OPTION_STRING,
+         .flags = SBX_OPTION_STATE | SBX_OPTION_LIST | SBX_OPTION_TRUSTED,
+         .arg = "[ADDR:]HOST:PORT",
+         .help = "host port HOST (on ADDR, default 127.0.0.1) reaches port PORT of the sandbox "
+                 "from the start, as docker's -p (repeatable; a network of its own only)",
+         .flag = "publish",
+         .short_flag = 'p'},
         {.key = "allow_port",
          .type = SBX_OPTION_PORT,
          .flags = SBX_OPTION_STATE | SBX_OPTION_LIST,
@@ -127,6 +135,7 @@ struct holder {
     const char *domains[SBX_LOCAL_MAX_ALLOW_DOMAINS];
     int ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
     int allow_ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
+    const char *publish[SBX_LOCAL_MAX_EXPOSED_PORTS];
     const char *test_hosts[TEST_HOSTS_MAX + 1];
     struct sbx_strv hold; /* copies of the strings the options point into */
 };
@@ -241,6 +250,7 @@ static int from_json(const json_t *opts, struct holder *h, struct sbx_error *err
     const char *iso = json_string_value(json_object_get(opts, "isolation"));
     const char *net = json_string_value(json_object_get(opts, "network"));
     const json_t *cpus = json_object_get(opts, "cpus"), *v;
+    size_t i;
     int rc = 0;
     if (iso)
         h->o.isolation = strcmp(iso, "none") == 0 ? SBX_LOCAL_ISOLATION_NONE
@@ -268,6 +278,18 @@ static int from_json(const json_t *opts, struct holder *h, struct sbx_error *err
                              SBX_LOCAL_MAX_EXPOSED_PORTS);
     if ((v = json_object_get(opts, "port_bind")))
         h->o.port_bind = json_string_value(v);
+    json_array_foreach(json_object_get(opts, "publish"), i, v)
+    {
+        char bind[64];
+        int hp, port;
+        if (i >= SBX_LOCAL_MAX_EXPOSED_PORTS)
+            return sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d published ports",
+                                 SBX_LOCAL_MAX_EXPOSED_PORTS);
+        if ((rc = sbx__local_publish_parse(json_string_value(v), bind, &hp, &port, NULL, err)) < 0)
+            return rc;
+        h->publish[h->o.n_publish++] = json_string_value(v);
+    }
+    h->o.publish = h->publish;
     h->o.tied = json_is_true(json_object_get(opts, "tied"));
     h->o.allow_host_uid = json_is_true(json_object_get(opts, "allow_host_uid"));
     h->o.allow_dangerous_workspace =
@@ -342,7 +364,8 @@ const struct sbx__provider_def sbx__provider_local = {
         .traits = SBX_PROVIDER_MOUNTS | SBX_PROVIDER_ACCOUNTS | SBX_PROVIDER_HOST_WORKSPACE |
                   SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_STOP_START | SBX_PROVIDER_PTY |
                   SBX_PROVIDER_PORTS | SBX_PROVIDER_NETWORK_POLICY | SBX_PROVIDER_GRANTS |
-                  SBX_PROVIDER_ISOLATION_LEVELS | SBX_PROVIDER_LISTS | SBX_PROVIDER_RESUME,
+                  SBX_PROVIDER_ISOLATION_LEVELS | SBX_PROVIDER_LISTS | SBX_PROVIDER_RESUME |
+                  SBX_PROVIDER_STATS | SBX_PROVIDER_LOGS,
         .unmountable = 1u << SBX_ENTRY_S3_FILES_MOUNT,
         .unmountable_why = "S3 Files is an NFS 4.2 file system with TLS and IAM authentication: "
                            "mounting it takes the mount.s3files helper of amazon-efs-utils (3.0 "

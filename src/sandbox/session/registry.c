@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "sandbox/provider.h"
+#include "sbx/provider.h"
 #include "sandbox/session/internal.h"
 #include "sbx/buf.h"
 #include "sbx/manifest.h"
@@ -114,7 +115,18 @@ int sbx_client_attach(struct sbx_client *c, const char *id, struct sbx_session *
 {
     if (!id)
         return sbx_error_set(err, SBX_E_INVAL, 0, "missing sandbox id");
-    return c->ops->attach(c, id, out, err);
+    int rc = c->ops->attach(c, id, out, err);
+    /* Not an id of this provider's: the name of one of its sandboxes (sbx/provider.h), which
+     * stands for the id wherever an id goes. */
+    json_t *rec = NULL;
+    if ((rc == -SBX_E_NOTFOUND || rc == -SBX_E_INVAL) &&
+        sbx_sandbox_record_named(id, &rec, NULL) == 0 &&
+        strcmp(json_string_value(json_object_get(rec, "provider")), c->provider) == 0) {
+        sbx_error_clear(err);
+        rc = c->ops->attach(c, json_string_value(json_object_get(rec, "id")), out, err);
+    }
+    json_decref(rec);
+    return rc;
 }
 
 int sbx_client_resume_with(struct sbx_client *c, const json_t *state,

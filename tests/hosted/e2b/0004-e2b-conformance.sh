@@ -35,7 +35,7 @@ expect_eq "$status" 0 "the conformance suite passes with --provider e2b"
 grep -q '^1\.\.' "$T/tap" && ok "it ran all its cases" || not_ok "it ran all its cases"
 skips=$(grep -c '# SKIP' "$T/tap")
 expect_eq "$(grep '# SKIP' "$T/tap" | sed 's/.*# SKIP //' | sort | tr '\n' ';')" \
-    "provider 'e2b' does not support host-workspace;provider 'e2b' does not support mounts;" \
+    "provider 'e2b' does not support host-workspace;provider 'e2b' does not support logs;provider 'e2b' does not support mounts;provider 'e2b' does not support stats;" \
     "only what e2b declares unsupported is skipped ($skips)"
 expect_eq "$(fake_stat sandboxes)" 0 "no sandbox is left at the service"
 done_testing

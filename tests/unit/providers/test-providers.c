@@ -319,6 +319,69 @@ static void test_records(void)
     free(dir);
 }
 
+/* Names and labels ride on the records: one name, one sandbox; an id found by its name; a
+ * record written again (a resume, a run's claim) keeps them. */
+static void test_record_names(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    char *dir = sbx_xasprintf("%s/named", tmp);
+    json_t *rec = NULL, *o = json_object();
+    json_t *labels = json_pack("{s:s, s:s}", "team", "a", "env", "");
+    setenv("SBX_RECORDS", dir, 1);
+    CHECK_OK(sbx_sandbox_record_name("local", "aaaa000011112222", o, "web", labels, &err), &err);
+    CHECK_ERR(sbx_sandbox_record_name("local", "bbbb000011112222", o, "web", NULL, &err),
+              SBX_E_EXISTS, &err, "the name 'web' is in use by sandbox 'aaaa000011112222'");
+    CHECK_ERR(sbx_sandbox_record_read("bbbb000011112222", &rec, &err), SBX_E_NOTFOUND, &err, NULL);
+    /* the same sandbox may be named again */
+    CHECK_OK(sbx_sandbox_record_name("local", "aaaa000011112222", o, "web", labels, &err), &err);
+    CHECK_OK(sbx_sandbox_record_claim("local", "aaaa000011112222", o, "run-1", &err), &err);
+    CHECK_OK(sbx_sandbox_record_read("web", &rec, &err), &err);
+    if (rec) {
+        CHECK_EQ_STR(json_string_value(json_object_get(rec, "id")), "aaaa000011112222");
+        CHECK_EQ_STR(json_string_value(json_object_get(rec, "run")), "run-1");
+        CHECK_EQ_STR(json_string_value(json_object_get(json_object_get(rec, "labels"), "team")),
+                     "a");
+    }
+    json_decref(rec);
+    rec = NULL;
+    CHECK_OK(sbx_sandbox_record_named("web", &rec, &err), &err);
+    json_decref(rec);
+    rec = NULL;
+    CHECK_ERR(sbx_sandbox_record_named("aaaa", &rec, &err), SBX_E_NOTFOUND, &err,
+              "no sandbox named 'aaaa'");
+    /* a name that is also an id's prefix: the name wins; the exact id wins over a name */
+    CHECK_OK(sbx_sandbox_record_name("local", "cccc000011112222", o, "aaaa", NULL, &err), &err);
+    CHECK_OK(sbx_sandbox_record_read("aaaa", &rec, &err), &err);
+    CHECK_EQ_STR(rec ? json_string_value(json_object_get(rec, "id")) : "", "cccc000011112222");
+    json_decref(rec);
+    rec = NULL;
+    CHECK_OK(sbx_sandbox_record_remove("cccc000011112222", &err), &err);
+    CHECK_OK(sbx_sandbox_record_read("aaaa", &rec, &err), &err);
+    CHECK_EQ_STR(rec ? json_string_value(json_object_get(rec, "id")) : "", "aaaa000011112222");
+    json_decref(rec);
+    rec = NULL;
+    /* rules */
+    CHECK_ERR(sbx_sandbox_name_check("-x", &err), SBX_E_INVAL, &err, "bad sandbox name '-x'");
+    CHECK_ERR(sbx_sandbox_name_check("a/b", &err), SBX_E_INVAL, &err, NULL);
+    CHECK_OK(sbx_sandbox_name_check("web-1.prod_2", &err), &err);
+    json_t *bad = json_pack("{s:s}", "a b", "x");
+    CHECK_ERR(sbx_sandbox_labels_check(bad, &err), SBX_E_INVAL, &err, "bad label key 'a b'");
+    json_decref(bad);
+    bad = json_pack("{s:s}", "k", "a\nb");
+    CHECK_ERR(sbx_sandbox_labels_check(bad, &err), SBX_E_INVAL, &err, "control character");
+    json_decref(bad);
+    bad = json_pack("{s:i}", "k", 1);
+    CHECK_ERR(sbx_sandbox_labels_check(bad, &err), SBX_E_INVAL, &err, "wants a string");
+    json_decref(bad);
+    CHECK_ERR(sbx_sandbox_record_name("local", "dddd000011112222", o, "x y", NULL, &err),
+              SBX_E_INVAL, &err, NULL);
+    CHECK_OK(sbx_sandbox_record_remove("aaaa000011112222", &err), &err);
+    json_decref(labels);
+    json_decref(o);
+    unsetenv("SBX_RECORDS");
+    free(dir);
+}
+
 static void test_secret(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -386,6 +449,7 @@ int main(void)
     TAP_RUN(test_client_new_json);
     TAP_RUN(test_describe);
     TAP_RUN(test_records);
+    TAP_RUN(test_record_names);
     TAP_RUN(test_secret);
     TAP_RUN(test_programs);
     rm_tree(tmp);

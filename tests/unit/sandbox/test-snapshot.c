@@ -933,6 +933,69 @@ static int import_ws(const char *path, const char *const *exclude, char **ref,
 
 /* The tar a snapshot is restored from elsewhere: "./" names, no header, no sparse member,
  * owners root, symlinks last; read back as a workspace it is the same snapshot. */
+static int buf_sink(void *ctx, const void *p, size_t n, struct sbx_error *err)
+{
+    return sbx_buf_add(ctx, p, n, err);
+}
+
+/* Browsing without restoring: the entries of a tree, one file's content checked against its
+ * hash, and what is not a file refused. */
+static void test_browse(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_buf b;
+    json_t *list = NULL;
+    int src;
+    new_dir(&src);
+    put(src, "d/f", "hello", 0640);
+    CHECK_EQ_INT(symlinkat("d/f", src, "l"), 0);
+    char *ref = NULL;
+    CHECK_OK(sbx_snapshot_take(st, src, NULL, &ref, &err), &err);
+    CHECK_OK(sbx_snapshot_entries(st, ref, &list, &err), &err);
+    char *text = sbx_json_dumps(list, SBX_JSON_COMPACT | SBX_JSON_SORTED);
+    char sha[65];
+    uint8_t d[32];
+    sbx_sha256("hello", 5, d, NULL);
+    sbx_hex(d, 32, sha);
+    char *want = sbx_xasprintf("[{\"mode\":493,\"path\":\"d\",\"type\":\"dir\"},"
+                               "{\"mode\":416,\"path\":\"d/f\",\"sha256\":\"%s\",\"size\":5,"
+                               "\"type\":\"file\"},{\"path\":\"l\",\"target\":\"d/f\","
+                               "\"type\":\"symlink\"}]",
+                               sha);
+    CHECK_EQ_STR(text, want);
+    free(text);
+    free(want);
+    json_decref(list);
+    sbx_buf_init(&b, 1 << 20);
+    CHECK_OK(sbx_snapshot_cat(st, ref, "./d//f", buf_sink, &b, &err), &err);
+    CHECK_EQ_STR(b.data, "hello");
+    sbx_buf_reset(&b);
+    CHECK_ERR(sbx_snapshot_cat(st, ref, "d", buf_sink, &b, &err), SBX_E_INVAL, &err,
+              "'d' is a directory");
+    CHECK_ERR(sbx_snapshot_cat(st, ref, "l", buf_sink, &b, &err), SBX_E_INVAL, &err,
+              "'l' is a symlink (to 'd/f')");
+    CHECK_ERR(sbx_snapshot_cat(st, ref, "../x", buf_sink, &b, &err), SBX_E_INVAL, &err, "..");
+    CHECK_ERR(sbx_snapshot_cat(st, ref, "/d/f", buf_sink, &b, &err), SBX_E_INVAL, &err, NULL);
+    CHECK_ERR(sbx_snapshot_cat(st, ref, "", buf_sink, &b, &err), SBX_E_INVAL, &err, "root");
+    CHECK_ERR(sbx_snapshot_cat(st, ref, "nope", buf_sink, &b, &err), SBX_E_NOTFOUND, &err,
+              "no 'nope' in snapshot");
+    CHECK_EQ_INT((int)b.len, 0);
+    /* A blob changed on disk: the content is refused as it streams. */
+    char path[256];
+    snprintf(path, sizeof(path), "%s/blobs/%.2s/%s", sbx_snapshot_store_path(st), sha, sha);
+    chmod(path, 0600);
+    FILE *f = fopen(path, "w");
+    fputs("HELLO", f);
+    fclose(f);
+    CHECK_ERR(sbx_snapshot_cat(st, ref, "d/f", buf_sink, &b, &err), SBX_E_IO, &err, "corrupt");
+    f = fopen(path, "w");
+    fputs("hello", f);
+    fclose(f);
+    sbx_buf_release(&b);
+    free(ref);
+    close(src);
+}
+
 static void test_workspace_tar(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -1050,6 +1113,7 @@ int main(void)
     TAP_RUN(test_failed_take_and_gc);
     TAP_RUN(test_tampered);
     TAP_RUN(test_hostile);
+    TAP_RUN(test_browse);
     TAP_RUN(test_workspace_tar);
     TAP_RUN(test_workspace_stream);
     sbx_snapshot_store_free(st);

@@ -13,6 +13,7 @@
 
 #include "core/grow.h"
 #include "providers/local/client/client.h"
+#include "providers/local/config.h"
 #include "providers/local/isolate/isolate.h"
 #include "providers/local/net/net.h"
 #include "sandbox/host/host.h"
@@ -433,6 +434,7 @@ static void lc_free(struct sbx_client *bc)
     free(c->grants);
     sbx_strv_release(&c->allow);
     sbx_strv_release(&c->test_hosts);
+    sbx_strv_release(&c->publish);
     free(c->port_bind);
     free(c);
 }
@@ -465,6 +467,80 @@ int sbx__local_addr_loopback(const char *addr)
     return inet_pton(AF_INET6, addr, a) == 1 && memcmp(a, in6addr_loopback.s6_addr, 16) == 0;
 }
 
+/* addr (an IP address) is one of this host's, and port on it is free (0: any port): try to
+ * listen there, for a clear error at create. */
+static int can_listen(const char *addr, int port, const char *what, struct sbx_error *err)
+{
+    struct sockaddr_storage ss;
+    struct sockaddr_in *s4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *s6 = (struct sockaddr_in6 *)&ss;
+    socklen_t len = sizeof(*s4);
+    int one = 1;
+    memset(&ss, 0, sizeof(ss));
+    if (inet_pton(AF_INET, addr, &s4->sin_addr) == 1) {
+        s4->sin_family = AF_INET;
+        s4->sin_port = htons((uint16_t)port);
+    } else if (inet_pton(AF_INET6, addr, &s6->sin6_addr) == 1) {
+        s6->sin6_family = AF_INET6;
+        s6->sin6_port = htons((uint16_t)port);
+        len = sizeof(*s6);
+    } else {
+        return sbx_error_set(err, SBX_E_INVAL, 0, "%s: '%s' is not an IP address", what, addr);
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int rc = 0;
+    if (fd < 0)
+        return sbx_error_errno(err, errno, "%s: cannot make a socket", what);
+    (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (bind(fd, (struct sockaddr *)&ss, len) < 0) {
+        if (errno == EADDRNOTAVAIL)
+            rc = sbx_error_errno(err, errno, "%s: this host has no address '%s'", what, addr);
+        else if (errno == EADDRINUSE)
+            rc = sbx_error_errno(err, errno, "%s: port %d on '%s' is taken", what, port, addr);
+        else
+            rc = sbx_error_errno(err, errno, "%s: cannot listen on '%s' port %d", what, addr, port);
+    }
+    close(fd);
+    return rc;
+}
+
+/* The fixed forwards (-p): each parsed into its canonical form, on a host address the host has,
+ * on a free port, for a sandbox with a network of its own. */
+static int check_publish(const struct sbx_local_options *o, int isolated, struct sbx_strv *out,
+                         struct sbx_error *err)
+{
+    if (o->n_publish > SBX_LOCAL_MAX_EXPOSED_PORTS)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d published ports",
+                             SBX_LOCAL_MAX_EXPOSED_PORTS);
+    if (o->n_publish && (!isolated || o->network == SBX_LOCAL_NETWORK_HOST))
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "-p %s needs a sandbox with a network of its own (isolation, "
+                             "network none or allow): on the host's network a service listens "
+                             "on the host's ports itself",
+                             o->publish[0] ? o->publish[0] : "");
+    for (size_t i = 0; i < o->n_publish; i++) {
+        char bind[64], canon[SBX__LOCAL_PUBLISH_TEXT_MAX], what[96];
+        int hp, port;
+        int rc = sbx__local_publish_parse(o->publish[i] ? o->publish[i] : "", bind, &hp, &port,
+                                          canon, err);
+        snprintf(what, sizeof(what), "-p %s", canon);
+        for (size_t k = 0; rc == 0 && k < out->n; k++) {
+            char b2[64];
+            int hp2, p2;
+            (void)sbx__local_publish_parse(out->v[k], b2, &hp2, &p2, NULL, NULL);
+            if (p2 == port || (hp && hp2 == hp && strcmp(b2, bind) == 0))
+                rc = sbx_error_set(err, SBX_E_INVAL, 0, "-p %s and -p %s: one forward per port",
+                                   out->v[k], canon);
+        }
+        if (rc == 0)
+            rc = can_listen(bind, 0, what, err);
+        if (rc < 0)
+            return rc;
+        sbx_strv_push(out, canon);
+    }
+    return 0;
+}
+
 /* Network mode allow and the forwarders' address: checked here, so a bad pattern fails the
  * client, not the supervisor. *allow gets the normalized patterns. */
 static int check_network_options(const struct sbx_local_options *o, int isolated,
@@ -475,6 +551,9 @@ static int check_network_options(const struct sbx_local_options *o, int isolated
         inet_pton(AF_INET6, o->port_bind, &a6) != 1)
         return sbx_error_set(err, SBX_E_INVAL, 0, "port bind address '%s' is not an IP address",
                              o->port_bind);
+    /* An address the host does not have fails now, not at the first forward. */
+    if (o->port_bind && can_listen(o->port_bind, 0, "--port-bind", err) < 0)
+        return -err->code;
     if (o->network != SBX_LOCAL_NETWORK_ALLOW) {
         if (o->n_allow_domains || o->n_allow_ports)
             return sbx_error_set(err, SBX_E_INVAL, 0,
@@ -558,9 +637,14 @@ int sbx__local_client_new_test(const struct sbx_local_options *o, const struct s
                 (unsigned long long)(SBX_LOCAL_DISK_MAX >> 40));
     struct sbx_strv allow;
     sbx_strv_init(&allow);
+    struct sbx_strv publish;
+    sbx_strv_init(&publish);
     int rc = check_network_options(o, isolated, &allow, err);
+    if (rc == 0)
+        rc = check_publish(o, isolated, &publish, err);
     if (rc < 0) {
         sbx_strv_release(&allow);
+        sbx_strv_release(&publish);
         return rc;
     }
     struct sbx__local_client *c = sbx_xcalloc(1, sizeof(*c));
@@ -588,6 +672,18 @@ int sbx__local_client_new_test(const struct sbx_local_options *o, const struct s
     c->test_delay_ms = t->request_delay_ms > 0 ? t->request_delay_ms : 0;
     c->allow = allow;
     c->port_bind = o->port_bind ? sbx_xstrdup(o->port_bind) : NULL;
+    c->publish = publish;
+    /* A published port is an exposed one when the client names those. */
+    for (size_t i = 0; c->n_ports && i < publish.n; i++) {
+        char bind[64];
+        int hp, port;
+        size_t k = 0;
+        (void)sbx__local_publish_parse(publish.v[i], bind, &hp, &port, NULL, NULL);
+        while (k < c->n_ports && c->ports[k] != port)
+            k++;
+        if (k == c->n_ports && c->n_ports < SBX_LOCAL_MAX_EXPOSED_PORTS)
+            c->ports[c->n_ports++] = port;
+    }
     c->n_allow_ports = o->n_allow_ports;
     for (size_t i = 0; i < o->n_allow_ports; i++)
         c->allow_ports[i] = o->allow_ports[i];

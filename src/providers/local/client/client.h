@@ -8,6 +8,7 @@
  *   stopped.c  stop, and the records of stopped sandboxes
  *   rebuild.c  a sandbox brought back from a session state: resume and start
  *   runtime.c  a sandbox's runtime directory seen from the client: ids, state.json, requests
+ *   stats.c    what a sandbox uses (its cgroups) and its supervisor's log
  *   teardown.c, disk.c, state.c   (local.h, disk.h) */
 #ifndef SBX_PROVIDERS_LOCAL_CLIENT_CLIENT_H
 #define SBX_PROVIDERS_LOCAL_CLIENT_CLIENT_H
@@ -43,9 +44,10 @@ struct sbx__local_client {
     size_t n_ports;
     int64_t start_timeout_ms;
     int64_t request_idle_ms;
-    int64_t test_delay_ms; /* test only: the supervisor's pause before each request */
-    struct sbx_strv allow; /* network allow: the normalized patterns */
-    char *port_bind;       /* NULL: 127.0.0.1 */
+    int64_t test_delay_ms;   /* test only: the supervisor's pause before each request */
+    struct sbx_strv allow;   /* network allow: the normalized patterns */
+    char *port_bind;         /* NULL: 127.0.0.1 */
+    struct sbx_strv publish; /* fixed forwards, canonical "ADDR:HOST:PORT" */
     int allow_ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
     size_t n_allow_ports;
     struct sbx_strv test_hosts; /* test only: "name=ip" */
@@ -78,6 +80,11 @@ struct sbx__local_session {
 /* Give the workspace root to the owner the manifest's root_owner asked for while the
  * supervisor started (nothing if none). */
 int sbx__local_apply_root_owner(struct sbx__local_session *s, struct sbx_error *err);
+
+/* ---- stats.c: the stats and log_open session operations ---- */
+int sbx__local_sess_stats(struct sbx_session *bs, struct sbx_session_stats *st,
+                          struct sbx_error *err);
+int sbx__local_sess_log_open(struct sbx_session *bs, int *out_fd, struct sbx_error *err);
 
 /* ---- runtime.c: the runtime directory of a sandbox, from the client side ---- */
 

@@ -426,6 +426,12 @@ static json_t *options_json(const struct sbx__local_client *c, const struct sbx_
     }
     if (c->port_bind)
         sbx_json_set(o, "port_bind", sbx_json_str(c->port_bind));
+    if (c->publish.n) {
+        json_t *pub = json_array();
+        for (size_t i = 0; i < c->publish.n; i++)
+            sbx_json_append(pub, sbx_json_str(c->publish.v[i]));
+        sbx_json_set(o, "publish", pub);
+    }
     return o;
 }
 
@@ -762,6 +768,8 @@ static void isolated_config(const struct create_job *j, struct sbx__local_config
     for (size_t i = 0; i < c->test_hosts.n; i++)
         sbx_strv_push(&cfg->test_hosts, c->test_hosts.v[i]);
     cfg->port_bind = c->port_bind ? sbx_xstrdup(c->port_bind) : NULL;
+    for (size_t i = 0; i < c->publish.n; i++)
+        sbx_strv_push(&cfg->publish, c->publish.v[i]);
     cfg->allow_host_uid = c->allow_host_uid;
     if (c->allow_host_uid && geteuid() == 0)
         sbx_log(SBX_LOG_WARN,

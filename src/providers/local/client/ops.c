@@ -802,6 +802,8 @@ static const struct sbx_session_ops session_ops = {
         .close = sess_close,
         .workspace_fd = sess_workspace_fd,
         .record_snapshot = sess_record_snapshot,
+        .stats = sbx__local_sess_stats,
+        .log_open = sbx__local_sess_log_open,
         .free = sess_free,
 };
 

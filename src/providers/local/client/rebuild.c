@@ -247,6 +247,7 @@ struct rebuild_options {
     struct sbx_local_grant grants[SBX_LOCAL_MAX_GRANTS];
     const char *domains[SBX_LOCAL_MAX_ALLOW_DOMAINS];
     int aports[SBX_LOCAL_MAX_EXPOSED_PORTS], eports[SBX_LOCAL_MAX_EXPOSED_PORTS];
+    const char *publish[SBX_LOCAL_MAX_EXPOSED_PORTS];
 };
 
 /* Host paths are trusted configuration: a state file from anywhere must not open the host to
@@ -331,6 +332,19 @@ static int options_from_state(const struct sbx__local_client *c, const json_t *s
     lo->allow_ports = r->aports;
     lo->n_allow_ports = json_array_size(json_object_get(o, "allow_ports"));
     lo->port_bind = json_string_value(json_object_get(o, "port_bind"));
+    /* Fixed host ports are host configuration: the user's own stopped record keeps them; from
+     * any other state only what this client publishes itself. */
+    if (trusted) {
+        json_array_foreach(json_object_get(o, "publish"), i, v)
+        {
+            if (i < SBX_LOCAL_MAX_EXPOSED_PORTS)
+                r->publish[lo->n_publish++] = json_string_value(v);
+        }
+    } else {
+        for (i = 0; i < c->publish.n; i++)
+            r->publish[lo->n_publish++] = c->publish.v[i];
+    }
+    lo->publish = r->publish;
     json_array_foreach(json_object_get(state, "exposed_ports"), i, v) r->eports[i] =
             (int)json_integer_value(v);
     lo->exposed_ports = r->eports;

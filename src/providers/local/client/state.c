@@ -78,9 +78,9 @@ static int check_strings(const json_t *o, const char *key, size_t max, struct sb
 
 static int check_options(const json_t *o, struct sbx_error *err)
 {
-    static const char *const keys[] = {"isolation",   "network",   "limits",
-                                       "disk",        "grants",    "allow_domains",
-                                       "allow_ports", "port_bind", NULL};
+    static const char *const keys[] = {
+            "isolation",     "network",     "limits",    "disk",    "grants",
+            "allow_domains", "allow_ports", "port_bind", "publish", NULL};
     static const char *const isolations[] = {"namespaces", "none", NULL};
     static const char *const networks[] = {"none", "full", "allow", NULL};
     static const char *const limit_keys[] = {"memory",    "pids",       "cpu_millis",
@@ -95,6 +95,7 @@ static int check_options(const json_t *o, struct sbx_error *err)
         (rc = check_enum(o, "network", 1, networks, err)) < 0 ||
         (rc = check_amount(o, "disk", err)) < 0 ||
         (rc = check_strings(o, "allow_domains", SBX_LOCAL_MAX_ALLOW_DOMAINS, err)) < 0 ||
+        (rc = check_strings(o, "publish", SBX_LOCAL_MAX_EXPOSED_PORTS, err)) < 0 ||
         (rc = sbx_json_get_string(o, "port_bind", 0, &bind, err)) < 0 ||
         (rc = sbx_json_get_object(o, "limits", 0, &lim, err)) < 0)
         return rc;

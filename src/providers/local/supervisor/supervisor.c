@@ -151,6 +151,8 @@ static void load_network(struct sbx__sup *s, struct sbx__local_config *cfg)
     sbx_strv_init(&cfg->test_hosts);
     s->port_bind = cfg->port_bind;
     cfg->port_bind = NULL;
+    s->publish = cfg->publish;
+    sbx_strv_init(&cfg->publish);
     memcpy(s->allow_ports, cfg->allow_ports, sizeof(s->allow_ports));
     s->n_allow_ports = cfg->n_allow_ports;
     s->own_netns = cfg->net != SBX__LOCAL_CONFIG_NET_FULL;
@@ -200,6 +202,20 @@ static struct sbx__net *start_network(struct sbx__sup *s)
                 .unix_dir = s->dir,
         };
         rc = sbx__net_new(&cfg, &net, &err);
+    }
+    /* The fixed forwards (-p HOST:PORT) listen from the start: a host port that is taken fails
+     * the create, not a later connection. */
+    for (size_t i = 0; rc == 0 && i < s->publish.n; i++) {
+        char bind[64];
+        struct sbx__net_forward fwd = {0};
+        rc = sbx__local_publish_parse(s->publish.v[i], bind, &fwd.host_port, &fwd.port, NULL, &err);
+        fwd.bind = bind;
+        if (rc == 0 && (rc = sbx__net_forward_add(net, &fwd, NULL, NULL, 0, &err)) < 0)
+            sbx_error_prefix(&err, "-p %s", s->publish.v[i]);
+    }
+    if (rc < 0 && net) {
+        sbx__net_free(net);
+        net = NULL;
     }
     memset(&r, 0, sizeof(r));
     r.host_port = rc == 0 ? 1 : 0;
@@ -704,6 +720,7 @@ static void sup_release(struct sbx__sup *s)
     sbx_strv_release(&s->env);
     sbx_strv_release(&s->allow);
     sbx_strv_release(&s->test_hosts);
+    sbx_strv_release(&s->publish);
     free(s->port_bind);
     free(s->id);
     free(s->dir);

@@ -87,6 +87,7 @@ struct sbx__sup {
     struct sbx_strv allow;      /* mode allow: the patterns */
     struct sbx_strv test_hosts; /* test only: "name=ip" resolved without DNS */
     char *port_bind;            /* forwarders' host address; NULL = 127.0.0.1 */
+    struct sbx_strv publish;    /* fixed forwards made when the network starts ("ADDR:HOST:PORT") */
     int allow_ports[SBX_LOCAL_MAX_EXPOSED_PORTS];
     size_t n_allow_ports; /* 0: the proxy's default (80, 443) */
     int report_fd;        /* the creator's socket (our stdout at start), until the report is sent */

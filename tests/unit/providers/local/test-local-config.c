@@ -387,6 +387,33 @@ static void test_bad_input(void)
     json_decref(good);
 }
 
+/* -p: "[ADDR:]HOST:PORT" or PORT into its canonical form; anything else refused. */
+static void test_publish_parse(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    char bind[64], canon[SBX__LOCAL_PUBLISH_TEXT_MAX];
+    int hp = -1, port = -1;
+    CHECK_OK(sbx__local_publish_parse("8080:8000", bind, &hp, &port, canon, &err), &err);
+    CHECK_EQ_STR(canon, "127.0.0.1:8080:8000");
+    CHECK(hp == 8080 && port == 8000);
+    CHECK_OK(sbx__local_publish_parse("0.0.0.0:80:8000", bind, &hp, &port, canon, &err), &err);
+    CHECK_EQ_STR(bind, "0.0.0.0");
+    CHECK_OK(sbx__local_publish_parse("[::1]:8081:81", bind, &hp, &port, canon, &err), &err);
+    CHECK_EQ_STR(bind, "::1");
+    CHECK_EQ_STR(canon, "[::1]:8081:81");
+    CHECK_OK(sbx__local_publish_parse("9000", bind, &hp, &port, canon, &err), &err);
+    CHECK(hp == 0 && port == 9000);
+    CHECK_EQ_STR(canon, "127.0.0.1::9000");
+    CHECK_OK(sbx__local_publish_parse(canon, bind, &hp, &port, canon, &err), &err);
+    CHECK(hp == 0 && port == 9000);
+    static const char *const bad[] = {"",           ":80",      "80:",         "0:80",
+                                      "80:0",       "70000:80", "a:b",         "1.2.3:80:80",
+                                      "[::1:80:80", "x:80:80",  "80:80:80:80", "-1:80"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        CHECK_ERR(sbx__local_publish_parse(bad[i], bind, &hp, &port, canon, &err), SBX_E_INVAL,
+                  &err, NULL);
+}
+
 int main(void)
 {
     TAP_START();
@@ -394,5 +421,6 @@ int main(void)
     TAP_RUN(test_round_trip_unconfined);
     TAP_RUN(test_to_json_checks);
     TAP_RUN(test_bad_input);
+    TAP_RUN(test_publish_parse);
     return TAP_DONE();
 }
