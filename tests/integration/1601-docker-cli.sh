@@ -47,9 +47,14 @@ else
     expect_rc 1 "an explicit --disk the engine cannot enforce fails"
     expect_in "$T/err" "disk limit 1 GiB cannot be enforced by this engine" "saying why"
     [ -s "$T/out" ] && echo "$(head -n1 "$T/out")" >>"$T/ids"
+    # Other tests share the engine and make containers meanwhile: count those of this create,
+    # the only one with an explicit 1 GiB disk in its options.
     n=$(api -G "http://d/v1.41/containers/json" --data-urlencode all=1 \
-        --data-urlencode 'filters={"label":["io.sbx.id"]}' | grep -o '"Id":"' | wc -l)
-    expect_eq "$n" 1 "and leaves no container"
+        --data-urlencode 'filters={"label":["io.sbx.id"]}' | python3 -c '
+import json, sys
+print(sum(1 for c in json.load(sys.stdin)
+          if json.loads((c.get("Labels") or {}).get("io.sbx.options") or "{}").get("disk") == 1 << 30))')
+    expect_eq "$n" 0 "and leaves no container"
 fi
 
 run "$SBX" sandbox exec "$id" -- cat hello.txt
@@ -237,13 +242,19 @@ if grep -qi "pull" "$T/err"; then ok "and the message says sbx never pulls and h
 fi
 # Mounts: the provider declares it mounts no storage; refused before a container exists, with why.
 printf 'entries:\n  docs: {type: s3_mount, bucket: b, endpoint_url: "http://127.0.0.1:9"}\n' >"$T/mnt.yaml"
-containers_of_all() { api "http://d/v1.41/containers/json?all=1"; }
-before=$(containers_of_all | grep -o '"Id"' | wc -l)
-run "$SBX" sandbox create --provider docker --image "$IMG" --manifest "$T/mnt.yaml"
+# Other tests make containers on the same engine meanwhile: this create alone asks for 777 MiB,
+# and no container may carry that limit.
+containers_with_777m() {
+    api "http://d/v1.41/containers/json?all=1" | python3 -c '
+import json, sys
+print(sum(1 for c in json.load(sys.stdin)
+          if json.loads((c.get("Labels") or {}).get("io.sbx.options") or "{}").get("memory") == 777 << 20))'
+}
+run "$SBX" sandbox create --provider docker --image "$IMG" --memory 777M --manifest "$T/mnt.yaml"
 expect_rc 1 "a manifest with a mount is refused by the docker provider"
 expect_in "$T/err" "entry 'docs' (s3_mount): the docker provider cannot mount it: sbx mounts buckets with rclone on the host" \
     "naming the entry and the provider's declared reason"
-expect_eq "$(containers_of_all | grep -o '"Id"' | wc -l)" "$before" "no container was made for it"
+expect_eq "$(containers_with_777m)" 0 "no container was made for it"
 printf 'name: M\ncapabilities: [shell]\nmanifest: mnt.yaml\n' >"$T/mnt-agent.yaml"
 printf '%s\n' '{"id":"r1","output":[{"type":"message","role":"assistant","content":[{"type":"output_text","text":"never"}]}]}' >"$T/none.jsonl"
 run "$SBX" run -m "replay:$T/none.jsonl" --provider docker --image "$IMG" -a "$T/mnt-agent.yaml" "go"
