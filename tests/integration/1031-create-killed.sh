@@ -51,6 +51,61 @@ expect_eq "$(grep -c ' dead$' "$T/status")" 0 "ps --all after killed creates sho
 only_live "only live sandboxes are left after the next ps"
 for sid in $(ls "$RUNBASE"); do "$SBX" sandbox rm "$sid" >/dev/null 2>&1; done
 
+# ---- creates killed once their supervisor runs -------------------------------------------------
+# A manifest that takes the create a while to materialise: an isolated create copies it while
+# its supervisor starts, so the supervisor records itself and serves before the create returns.
+mkdir -p "$T/m/tree"
+python3 -c '
+import os, sys
+for i in range(1500):
+    open(os.path.join(sys.argv[1], "f%d" % i), "wb").write(os.urandom(16384))' "$T/m/tree"
+printf 'entries:\n  tree: {type: local_dir, src: tree}\n' >"$T/m/manifest.yaml"
+# sup_at WHAT: the id of the sandbox being created once its runtime dir has WHAT (record: its
+# supervisor recorded itself; serving: it serves); waits for it, bounded.
+sup_at() {
+    local i d
+    for i in $(seq 1 3000); do
+        for d in "$RUNBASE"/*/; do
+            case "$1" in
+            record) [ -e "$d/supervisor.json" ] ;;
+            serving) grep -qs serving "$d/supervisor.log" ;;
+            esac && { basename "$d"; return 0; }
+        done
+        sleep 0.01
+    done
+    return 1
+}
+leftovers() { ls -A "$RUNBASE" "$SBX_WORKSPACES" 2>/dev/null | grep -v -e '^$' -e ':$'; }
+# killed_create WHEN WITH: a create killed at WHEN (sup_at), and with it its supervisor's
+# processes when WITH is "with". A create killed before it returned the id leaves nothing
+# once the next ps has run, whether its supervisor died with it (as when the session or cgroup
+# they ran in is killed: it used to stay "dead" for rm or prune) or serves on (it used to serve
+# for nobody).
+killed_create() {
+    local what="create killed at '$1' $2 its supervisor" pid sid
+    (cd "$T/m" && exec "$SBX" sandbox create -m manifest.yaml) >"$T/id" 2>/dev/null &
+    pid=$!
+    sid=$(sup_at "$1")
+    if [ "$2" = with ]; then
+        kill -KILL "$pid" $(pgrep -f -- "__supervise $sid") 2>/dev/null
+    else
+        kill -KILL "$pid" 2>/dev/null
+    fi
+    wait "$pid" 2>/dev/null
+    if [ -s "$T/id" ]; then
+        ok "$what: the create had returned (the poll came late)"
+        "$SBX" sandbox rm "$sid" >/dev/null 2>&1
+        return
+    fi
+    wait_until settled
+    status_of >"$T/status"
+    expect_eq "$(cat "$T/status")" "" "$what: ps --all shows nothing"
+    expect_eq "$(leftovers)$(held)$(pgrep -f -- "__supervise $sid")" "" "$what: nothing is left"
+}
+killed_create record with
+killed_create serving with
+killed_create serving without
+
 # ---- creates from a snapshot, killed during the restore ---------------------------------------
 src=$("$SBX" sandbox create) || { not_ok "create the source sandbox"; done_testing; exit; }
 "$SBX" sandbox exec "$src" -- sh -c 'mkdir d; i=0; while [ $i -lt 400 ]; do head -c 65536 /dev/urandom >d/f$i; i=$((i + 1)); done'

@@ -77,7 +77,45 @@ for d in "${start_at[@]}"; do
         not_ok "start killed after $d s: no stopped record is left"
 done
 
-diag "$halves of the 11 kills left a half-done stop or start (a runtime dir and a stopped record)"
+# ---- start killed with its supervisor, once the supervisor runs -----------------------------
+# As when the session or cgroup both ran in is killed: the start never returned, so nobody can
+# have used what it brought back; the next start removes it and starts again from the record
+# (it used to refuse: "was started again from its stopped record and then died").
+with=0
+for n in 1 2 3; do
+    run "$SBX" sandbox stop "$id"
+    expect_rc 0 "stop before start killed with its supervisor ($n)"
+    "$SBX" sandbox start "$id" >/dev/null 2>&1 &
+    pid=$!
+    # The start runs in short steps until its supervisor exists; stopped while we look, so that
+    # it cannot hand the sandbox over meanwhile. Its supervisor dies with it only while the
+    # start still holds the sandbox back (the runtime dir's unclaimed marker).
+    sup=
+    while alive "$pid"; do
+        kill -STOP "$pid" 2>/dev/null
+        sup=$(pgrep -f -- "__supervise $id") && break
+        kill -CONT "$pid" 2>/dev/null
+        sleep 0.005
+    done
+    [ -n "$sup" ] && [ -e "$RUNBASE/$id/unclaimed" ] || sup=
+    kill -KILL "$pid" $sup 2>/dev/null
+    wait "$pid" 2>/dev/null
+    [ -n "$sup" ] && with=$((with + 1))
+    wait_until settled
+    expect_eq "$(times)" 1 "start killed with its supervisor ($n): ps --all lists it once ($(status))"
+    if [ -e "$SBX_STOPPED/$id.json" ]; then
+        [ -e "$RUNBASE/$id" ] && halves=$((halves + 1))
+        run "$SBX" sandbox start "$id"
+        expect_rc 0 "start killed with its supervisor ($n): start again finishes it"
+    else
+        ok "start killed with its supervisor ($n): the start had finished"
+    fi
+    expect_eq "$(status)" live "start killed with its supervisor ($n): it is live"
+    expect_eq "$(sum)" "$want" "start killed with its supervisor ($n): the content is intact"
+done
+
+diag "$with of 3 starts were killed with their supervisor before they handed the sandbox over"
+diag "$halves of the 14 kills left a half-done stop or start (a runtime dir and a stopped record)"
 run "$SBX" sandbox rm "$id"
 expect_rc 0 "rm"
 expect_eq "$(ls -A "$RUNBASE" "$SBX_STOPPED" 2>/dev/null | grep -v -e '^$' -e ':$')" "" "nothing is left"

@@ -29,6 +29,10 @@ extern const char *const sbx__local_state_keys[];
 #define SBX_PROTO_STATE    "state.json"
 #define SBX_PROTO_LOG      "supervisor.log"
 #define SBX_PROTO_RECORD   "supervisor.json"
+/* Present in a runtime dir from the create's first step until the create hands the sandbox over
+ * (returns it): a runtime dir that holds it and whose lease nobody holds is what a killed create
+ * (or start) left, live or dead; nobody ever learnt its id, so it is removed (reclaim). */
+#define SBX_PROTO_UNCLAIMED "unclaimed"
 /* The serving supervisor's progress counter: 8 bytes (a native uint64) that it rewrites each
  * time it accepts a connection or sends an answer. */
 #define SBX_PROTO_PROGRESS "progress"

@@ -147,11 +147,18 @@ int sbx__local_lease_busy(const char *dir);
  * SBX_E_EXISTS "sandbox 'id' already exists", SBX_E_SYS. */
 int sbx__local_runtime_dir_make(const char *rundir, const char *id, int *lease_out,
                                 struct sbx_error *err);
-/* Remove the leftovers of creates that died before their supervisor ran (a loop device, a mount,
- * a partly restored workspace, the runtime directory): every runtime dir of rundir whose lease
- * nobody holds and in which no supervisor recorded itself, and staging directories nobody
- * holds. A dead sandbox whose supervisor ran (its workspace may hold work) is never touched:
- * that is for rm and prune. Called before listing and before creating. */
+/* The unclaimed marker (SBX_PROTO_UNCLAIMED) in the runtime dir dir whose lease is lease_fd:
+ * made by a create right after its runtime dir, removed when it hands the sandbox over (the
+ * last step before it returns it, still under the lease). */
+int sbx__local_unclaimed_mark(int lease_fd, const char *dir, struct sbx_error *err);
+int sbx__local_hand_over(int lease_fd, const char *dir, struct sbx_error *err);
+/* Remove the leftovers of creates (and starts) that died before they returned the sandbox (a
+ * loop device, a mount, a partly restored workspace, a supervisor nobody knows of, the runtime
+ * directory): every runtime dir of rundir whose lease nobody holds and in which no supervisor
+ * recorded itself or which still holds the unclaimed marker, and staging directories nobody
+ * holds. A sandbox that was handed over (its create returned: its workspace may hold work) is
+ * never touched, dead or alive: that is for rm and prune. Called before listing and before
+ * creating. */
 void sbx__local_reclaim(const char *rundir);
 
 /* ---- ops.c: the session operations ---- */

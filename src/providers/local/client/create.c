@@ -1,7 +1,8 @@
 /* The local provider, client side: creating a sandbox (docs/internals/local-provider.md,
  * "Creating a sandbox"). sbx__local_create is the numbered list of that page as named steps over
  * one struct create_job: check_spec, make_runtime_dir, choose_workspace, record_state,
- * prepare_workspace, build_config, start_supervisor, materialize, and rollback on failure. */
+ * prepare_workspace, build_config, start_supervisor, materialize, the hand-over (the unclaimed
+ * marker made with the runtime dir goes), and rollback on failure. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -551,7 +552,9 @@ static int make_runtime_dir(struct create_job *j, struct sbx_error *err)
     if ((rc = sbx__local_runtime_dir_make(j->rundir, j->id, &j->lock_fd, err)) < 0)
         return rc;
     j->made_dir = 1;
-    return 0;
+    /* Until the create returns the sandbox, nobody knows its id: if we die before, the next
+     * reclaim removes it, even with a supervisor serving in it. */
+    return sbx__local_unclaimed_mark(j->lock_fd, j->dir, err);
 }
 
 /* What a given workspace holds already: nothing, or what the caller said to do with it
@@ -954,7 +957,8 @@ int sbx__local_create(struct sbx__local_client *c, const struct sbx_create_spec 
     if ((rc = check_spec(&j, allow_stopped, err)) < 0 || (rc = make_runtime_dir(&j, err)) < 0 ||
         (rc = choose_workspace(&j, err)) < 0 || (rc = record_state(&j, err)) < 0 ||
         (rc = prepare_workspace(&j, err)) < 0 || (rc = build_config(&j, err)) < 0 ||
-        (rc = start_supervisor(&j, err)) < 0 || (rc = materialize(&j, err)) < 0) {
+        (rc = start_supervisor(&j, err)) < 0 || (rc = materialize(&j, err)) < 0 ||
+        (rc = sbx__local_hand_over(j.lock_fd, j.dir, err)) < 0) {
         rollback(&j);
         if (!strstr(err->msg, "ulimit -n"))
             sbx__proto_fd_hint(err);

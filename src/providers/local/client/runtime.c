@@ -410,8 +410,39 @@ int sbx__local_runtime_dir_make(const char *rundir, const char *id, int *lease_o
     return rc;
 }
 
+int sbx__local_unclaimed_mark(int lease_fd, const char *dir, struct sbx_error *err)
+{
+    int fd = openat(lease_fd, SBX_PROTO_UNCLAIMED,
+                    O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return sbx_error_errno(err, errno, "cannot create '%s/%s'", dir, SBX_PROTO_UNCLAIMED);
+    close(fd);
+    return 0;
+}
+
+int sbx__local_hand_over(int lease_fd, const char *dir, struct sbx_error *err)
+{
+    if (unlinkat(lease_fd, SBX_PROTO_UNCLAIMED, 0) < 0)
+        return sbx_error_errno(err, errno, "cannot remove '%s/%s'", dir, SBX_PROTO_UNCLAIMED);
+    return 0;
+}
+
+/* What no reclaim may touch: a sandbox whose supervisor recorded itself and whose create
+ * handed it over (no unclaimed marker), so that someone may have put work into it. */
+static int claimed(const char *dir)
+{
+    struct stat st;
+    char *record = sbx_xasprintf("%s/%s", dir, SBX_PROTO_RECORD);
+    char *mark = sbx_xasprintf("%s/%s", dir, SBX_PROTO_UNCLAIMED);
+    int yes = lstat(record, &st) == 0 && lstat(mark, &st) < 0 && errno == ENOENT;
+    free(record);
+    free(mark);
+    return yes;
+}
+
 /* The leftovers of one dead create (name: an id, or a staging name), when nobody holds its
- * lease and no supervisor ever recorded itself in it. 1 when it was reclaimed. */
+ * lease and either no supervisor ever recorded itself in it or the create never handed it over
+ * (its supervisor may still run: it is shut down). 1 when it was reclaimed. */
 static int reclaim_one(const char *rundir, const char *name)
 {
     int staging = strncmp(name, STAGING_PREFIX, sizeof(STAGING_PREFIX) - 1) == 0;
@@ -428,16 +459,15 @@ static int reclaim_one(const char *rundir, const char *name)
         free(dir);
         return gone;
     }
-    char *record = sbx_xasprintf("%s/%s", dir, SBX_PROTO_RECORD);
     struct stat st;
     json_t *state = NULL;
     int fd = -1, done = 0;
-    if (lstat(record, &st) == 0 || lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) ||
-        st.st_uid != geteuid())
+    if (claimed(dir) || lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
         goto out;
     fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    /* Held: a create (or a teardown) is at work on it. */
-    if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0 || lstat(record, &st) == 0)
+    /* Held: a create (or a teardown) is at work on it. Its create may have handed it over
+     * before it let go: looked at again under the lease. */
+    if (fd < 0 || flock(fd, LOCK_EX | LOCK_NB) < 0 || claimed(dir))
         goto out;
     struct sbx_error e = SBX_ERROR_INIT;
     if (sbx__local_read_state(dir, id, &state, &e) < 0 ||
@@ -459,7 +489,6 @@ static int reclaim_one(const char *rundir, const char *name)
 out:
     sbx_fd_close(&fd);
     json_decref(state);
-    free(record);
     free(dir);
     return done;
 }

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/file.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -396,14 +397,32 @@ static pid_t sandbox_init_pid(pid_t middle)
     return pid > 0 ? (pid_t)pid : middle;
 }
 
-/* The creator went away before the report: nobody learnt the sandbox's id, nobody can have put
- * work into its workspace. Remove what the create made, on the host. */
+/* The creator went away before it handed the sandbox over (the report found nobody, or the
+ * unclaimed marker is still there): nobody learnt the sandbox's id, nobody can have put work
+ * into its workspace. Remove what the create made, on the host, under the create lease: while
+ * someone else holds it (the creator rolling back, a reclaim), that one removes it. */
 static void remove_unclaimed(struct sbx__sup *s)
 {
-    sbx_log(SBX_LOG_WARN, "sandbox '%s': the creator went away during start-up; removing it",
+    int lease = s->dir_fd >= 0 ? openat(s->dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC) : -1;
+    if (lease < 0 || flock(lease, LOCK_EX | LOCK_NB) < 0) {
+        sbx_fd_close(&lease);
+        return;
+    }
+    sbx_log(SBX_LOG_WARN,
+            "sandbox '%s': its creator went away before it took the sandbox; "
+            "removing it",
             s->id);
     sbx_fd_close(&s->dir_fd);
     remove_sandbox_files(s, s->workspace_owned);
+    sbx_fd_close(&lease);
+}
+
+/* The unclaimed marker is still in the runtime dir: the create has not handed the sandbox over
+ * (it runs, or it died). */
+static int unclaimed_mark(const struct sbx__sup *s)
+{
+    struct stat st;
+    return s->dir_fd >= 0 && fstatat(s->dir_fd, SBX_PROTO_UNCLAIMED, &st, AT_SYMLINK_NOFOLLOW) == 0;
 }
 
 /* The configuration on stdin (the creator's socket), parsed and taken; then stdin becomes
@@ -602,7 +621,9 @@ static int run_outer(struct sbx__sup *s)
      * request leaves the runtime dir (state and log, no socket) and the workspace: ps --all
      * shows it, rm or prune removes it, and the user's work in the workspace is kept. */
     int asked = sbx__isolation_stop_signal(s->iso);
-    if (rc == 0 && WIFEXITED(status) && WEXITSTATUS(status) == EXIT_UNCLAIMED)
+    /* PID 1's exit status is not the only sign: a sanitizer's exit handler may replace it. */
+    if (rc == 0 &&
+        ((WIFEXITED(status) && WEXITSTATUS(status) == EXIT_UNCLAIMED) || unclaimed_mark(s)))
         remove_unclaimed(s);
     else if (rc == 0 && asked)
         sbx_log(SBX_LOG_INFO, "sandbox '%s': stopped on %s", s->id,

@@ -746,6 +746,64 @@ static void test_attach_list_remove(void)
     free(ws);
 }
 
+/* A create hands its sandbox over as its last step (the unclaimed marker goes); a runtime dir
+ * whose create never did (marker still there, nobody holds the lease) is what a killed create
+ * left, and the next listing removes it even while its supervisor serves. A handed-over one
+ * stays. */
+static void test_unclaimed_reclaimed(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_session *kept = NULL, *lost = NULL;
+    json_t *list = NULL;
+    struct stat st;
+    CHECK_OK(sbx_client_create(client, NULL, &kept, &err), &err);
+    CHECK_OK(sbx_client_create(client, NULL, &lost, &err), &err);
+    if (!kept || !lost) {
+        sbx_session_free(kept);
+        sbx_session_free(lost);
+        return;
+    }
+    char *kdir = sbx_xasprintf("%s/%s", run_dir, sbx_session_id(kept));
+    char *ldir = sbx_xasprintf("%s/%s", run_dir, sbx_session_id(lost));
+    char *lws = sbx_xasprintf("%s/%s", ws_dir, sbx_session_id(lost));
+    char *kmark = sbx_xasprintf("%s/%s", kdir, SBX_PROTO_UNCLAIMED);
+    char *lmark = sbx_xasprintf("%s/%s", ldir, SBX_PROTO_UNCLAIMED);
+    CHECK(lstat(kmark, &st) < 0 && errno == ENOENT);
+    /* As if the create of 'lost' had died after its supervisor reported. */
+    int fd = open(lmark, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    CHECK(fd >= 0);
+    if (fd >= 0)
+        close(fd);
+    CHECK_OK(sbx_client_list(client, &list, &err), &err);
+    CHECK(lstat(ldir, &st) < 0 && errno == ENOENT);
+    CHECK(lstat(lws, &st) < 0 && errno == ENOENT);
+    int found_kept = 0, found_lost = 0;
+    size_t i;
+    json_t *v;
+    json_array_foreach(list, i, v)
+    {
+        const char *id = json_string_value(json_object_get(v, "id"));
+        found_kept += strcmp(id, sbx_session_id(kept)) == 0;
+        found_lost += strcmp(id, sbx_session_id(lost)) == 0;
+    }
+    CHECK_EQ_INT(found_kept, 1);
+    CHECK_EQ_INT(found_lost, 0);
+    json_decref(list);
+    struct sbx_exec_result r;
+    struct sbx_exec_spec spec = {.command = "true"};
+    CHECK_ERR(sbx_session_exec(lost, &spec, &r, &err), SBX_E_SANDBOX, &err, "is gone");
+    CHECK_OK(sbx_session_exec(kept, &spec, &r, &err), &err);
+    sbx_exec_result_release(&r);
+    CHECK_OK(sbx_session_delete(kept, &err), &err);
+    sbx_session_free(kept);
+    sbx_session_free(lost);
+    free(kdir);
+    free(ldir);
+    free(lws);
+    free(kmark);
+    free(lmark);
+}
+
 static void test_workspace_kept(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -1063,6 +1121,7 @@ int main(void)
     TAP_RUN_FORKED(test_isolation);
     TAP_RUN_FORKED(test_threads);
     TAP_RUN_FORKED(test_attach_list_remove);
+    TAP_RUN_FORKED(test_unclaimed_reclaimed);
     TAP_RUN_FORKED(test_workspace_kept);
     TAP_RUN_FORKED(test_workspace_existing);
     TAP_RUN_FORKED(test_ports);
