@@ -222,12 +222,15 @@ struct sbx__lws {
     const struct sbx__lws_ops *ops;
     void *ud;
     int paused, ended, dead;
+    int wfailed; /* a send failed (the server closed): what it sent before is still read */
 };
 
 static void ws_update(struct sbx__lws *s)
 {
-    unsigned ev = (!s->paused && !s->ended ? SBX__IN : 0) |
-                  (s->wc->ws.out.len || sbx__conn_out_pending(s->wc->conn) ? SBX__OUT : 0);
+    unsigned ev =
+            (!s->paused && !s->ended ? SBX__IN : 0) |
+            (!s->wfailed && (s->wc->ws.out.len || sbx__conn_out_pending(s->wc->conn)) ? SBX__OUT
+                                                                                      : 0);
     sbx__watch_set(s->w, ev);
 }
 
@@ -244,11 +247,22 @@ static void ws_end(struct sbx__lws *s, int rc, const struct sbx_error *err)
 static void ws_write(struct sbx__lws *s)
 {
     struct sbx_error err = SBX_ERROR_INIT;
+    if (s->wfailed) {
+        sbx_buf_reset(&s->wc->ws.out);
+        return;
+    }
     int had = s->wc->ws.out.len > 0 || sbx__conn_out_pending(s->wc->conn);
     int rc = sbx__wsconn_flush(s->wc, &err);
     if (rc < 0) {
+        /* A server that closed its end (a command's output stream after its last frame) makes
+         * a send fail while what it sent before still waits to be read: read it to its end
+         * (the close, or the cut), which ends the stream; the close timer bounds the wait. */
         sbx_buf_reset(&s->wc->ws.out);
-        ws_end(s, rc, &err);
+        s->wfailed = 1;
+        ws_update(s);
+        if (!s->ended)
+            sbx__timer_after(s->close_wait, CLOSE_WAIT_MS);
+        sbx__timer_after(s->kick, 0);
         return;
     }
     ws_update(s);
