@@ -164,16 +164,6 @@ int sbx__conn_send(struct sbx__conn *k, const void *p, size_t n, size_t *sent,
                    struct sbx_error *err)
 {
     *sent = 0;
-    if (n) {
-        size_t w = 0;
-        CURLcode cc = curl_easy_send(k->c, p, n, &w);
-        if (cc == CURLE_AGAIN)
-            return 0;
-        if (cc != CURLE_OK)
-            return io_error(k, cc, err);
-        *sent = w;
-        return 0;
-    }
     int rc = sbx__conn_flush(k, err);
     if (rc != 0 || n == 0)
         return rc < 0 ? rc : 0;
