@@ -126,6 +126,44 @@ static void print_transfer(const char *verb, const char *ref, const char *store,
             (unsigned long long)ts->present);
 }
 
+static int transfer_ref(int push, const char *url, const char *ref, char **out_ref,
+                        struct sbx_error *err)
+{
+    struct sbx_snapshot_remote *r = NULL;
+    struct sbx_snapshot_store *st = NULL;
+    struct sbx_snapshot_transfer_stats ts = {0};
+    char *full = NULL;
+    int rc = sbx_snapshot_remote_open(url, &r, err);
+    if (rc == 0)
+        rc = sbx_snapshot_store_open(NULL, &st, err);
+    if (rc == 0)
+        rc = push ? sbx_snapshot_push(st, r, ref, &full, &ts, err)
+                  : sbx_snapshot_pull(st, r, ref, &full, &ts, err);
+    if (rc == 0) {
+        fprintf(stderr, "%s %.19s %s '%s': %llu of %llu blobs %s\n", push ? "pushed" : "pulled",
+                full, push ? "to" : "from", sbx_snapshot_remote_name(r),
+                (unsigned long long)ts.sent, (unsigned long long)ts.blobs,
+                push ? "uploaded" : "downloaded");
+        if (out_ref)
+            *out_ref = full;
+        else
+            free(full);
+    }
+    sbx_snapshot_store_free(st);
+    sbx_snapshot_remote_free(r);
+    return rc;
+}
+
+int cli_snapshot_pull_ref(const char *url, const char *ref, char **out_ref, struct sbx_error *err)
+{
+    return transfer_ref(0, url, ref, out_ref, err);
+}
+
+int cli_snapshot_push_ref(const char *url, const char *ref, struct sbx_error *err)
+{
+    return transfer_ref(1, url, ref, NULL, err);
+}
+
 /* push, pull and ls against a remote store (URL); the local store is the default one. */
 static int remote_cmd(const char *sub, const char *url, const char **args, int nargs, int json)
 {
