@@ -117,7 +117,7 @@ static int sign_s3(struct sbx_snapshot_remote *r, const struct sbx__rreq *q, con
             sbx_strv_push_take(&p->headers, sbx_xasprintf("Authorization: %s", auth.data));
         sbx_buf_release(&auth);
     }
-    /* host goes by curl itself; the others as signed */
+    /* host is sent by prepare(); the others as signed */
     for (size_t i = 1; i < signed_h.n; i++) {
         char *c = strchr(signed_h.v[i], ':');
         sbx_strv_push_take(&p->headers, sbx_xasprintf("%.*s: %s", (int)(c - signed_h.v[i]),
@@ -196,6 +196,8 @@ static int prepare(struct sbx_snapshot_remote *r, const struct sbx__rreq *q, str
                           sas ? sas : ""));
     int rc = r->u.kind == SBX__RSTORE_AZURE ? sign_azure(r, q, path, p, err)
                                             : sign_s3(r, q, path, query, p, err);
+    /* the Host that was signed, whatever curl would make of a port in the URL */
+    sbx_strv_push_take(&p->headers, sbx_xasprintf("Host: %s", r->host));
     sbx_strv_push(&p->headers, "Expect:");
     sbx_strv_push(&p->headers, "User-Agent: sbx");
     free(path);
