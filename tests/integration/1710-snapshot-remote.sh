@@ -96,6 +96,10 @@ if [ -d "$T/fresh-1/sbx/snapshots/trees" ] && ls "$T/fresh-1/sbx/snapshots/trees
     not_ok "the pulled snapshot is in the fresh state's own store"; ls -R "$T/fresh-1" | head -20 | sed 's/^/# /'; fi
 in_fresh 1 "$SBX" sandbox rm "$id2" >/dev/null 2>&1
 
+run in_fresh 9 "$SBX" snapshot pull 0123456789abcdef --store "$S3"
+expect_rc 1 "a pull of a reference the bucket does not have fails"
+expect_in "$T/err" "no snapshot '0123456789abcdef' in 's3://snaps/team/ws'" "saying so"
+
 # gs:// is the same S3 code path with another endpoint (Cloud Storage's XML API, HMAC keys).
 GS="gs://snaps/gcs?endpoint=$SBX_TEST_S3_ENDPOINT&key_env=SNAP_KEY&secret_env=SNAP_SECRET"
 run "$SBX" snapshot push "$ref" --store "$GS"

@@ -86,22 +86,27 @@ static int run_pool(struct pool *p, struct sbx_error *err)
     return 0;
 }
 
-/* The distinct blobs of a tree. */
+static int job_cmp(const void *a, const void *b)
+{
+    return strcmp(((const struct blob_job *)a)->hex, ((const struct blob_job *)b)->hex);
+}
+
+/* The distinct blobs of a tree (sorted by digest: a million files cost one sort). */
 static struct blob_job *tree_blobs(const struct snap_tree *t, size_t *n)
 {
     struct blob_job *v = sbx_xcalloc(t->n + 1, sizeof(*v));
-    size_t k = 0;
+    size_t k = 0, u = 0;
     for (size_t i = 0; i < t->n; i++) {
-        const struct snap_entry *e = &t->v[i];
-        if (e->type != SNAP_FILE)
-            continue;
-        int dup = 0;
-        for (size_t j = 0; j < k && !dup; j++)
-            dup = strcmp(v[j].hex, e->sha) == 0;
-        if (!dup)
-            v[k++] = (struct blob_job){e->sha, e->size};
+        if (t->v[i].type == SNAP_FILE)
+            v[k++] = (struct blob_job){t->v[i].sha, t->v[i].size};
     }
-    *n = k;
+    if (k)
+        qsort(v, k, sizeof(*v), job_cmp);
+    for (size_t i = 0; i < k; i++) {
+        if (u == 0 || strcmp(v[u - 1].hex, v[i].hex) != 0)
+            v[u++] = v[i];
+    }
+    *n = u;
     return v;
 }
 
@@ -492,8 +497,12 @@ static int pull_tree(struct sbx_snapshot_store *st, struct sbx_snapshot_remote *
     if (rc < 0 || (rc = remote_resolve(r, &conn, ref, hex, err)) < 0)
         goto out;
     key = sbx_xasprintf("%strees/%s.json", r->u.prefix, hex);
-    if ((rc = get_doc(r, &conn, key, TREE_DOC_MAX, &doc, err)) < 0)
+    if ((rc = get_doc(r, &conn, key, TREE_DOC_MAX, &doc, err)) < 0) {
+        if (rc == -SBX_E_NOTFOUND)
+            sbx_error_set(err, SBX_E_NOTFOUND, 0, "no snapshot 'sha256:%s' in '%s'", hex,
+                          r->u.name);
         goto out;
+    }
     if ((rc = sbx__snap_tree_parse(doc.data, doc.len, hex, &t, NULL, err)) < 0)
         goto out;
     p.jobs = tree_blobs(&t, &p.n);
