@@ -21,6 +21,7 @@
 
 #include "common.h"
 #include "error.h"
+#include "progress.h"
 #include "snapshot.h"
 
 /* Parallel transfers of one push or pull. */
@@ -48,25 +49,34 @@ struct sbx_snapshot_transfer_stats {
     uint64_t present;    /* blobs the other side had already */
 };
 
+/* How a push or pull reports. An all-zero struct (or NULL) is the default: nothing reported. */
+struct sbx_snapshot_transfer_opts {
+    /* Progress (step "push" or "pull", done/total blobs, what = the blob's digest), called on
+     * the transfer threads one at a time: NULL: none. */
+    sbx_progress_fn *progress;
+    void *progress_data;
+    struct sbx_snapshot_transfer_stats *out_stats; /* NULL, or filled in on success */
+};
+
 /* Upload snapshot ref (full or prefix, from the local store st) to r: the blobs the bucket
  * lacks, then the tree document, then its header. A failure at any point leaves no header
  * naming a missing blob. *out_ref (may be NULL): the full reference, caller owns (free).
- * stats may be NULL. Errors: those of the local store, SBX_E_PERM (access denied: the
+ * o may be NULL. Errors: those of the local store, SBX_E_PERM (access denied: the
  * credentials), SBX_E_NOTFOUND (no such bucket or container), SBX_E_HTTP (the network),
  * SBX_E_API (another answer of the server), SBX_E_TOOBIG (a blob over 5 GiB). */
 SBX_API int sbx_snapshot_push(struct sbx_snapshot_store *st, struct sbx_snapshot_remote *r,
                               const char *ref, char **out_ref,
-                              struct sbx_snapshot_transfer_stats *stats, struct sbx_error *err);
+                              const struct sbx_snapshot_transfer_opts *o, struct sbx_error *err);
 
 /* Download snapshot ref (full, or a prefix of at least 12 hex resolved among the store's
  * snapshots) from r into st: the tree document is validated as a restore does, every blob is
  * checked against its digest and size (a blob that does not match is SBX_E_IO "blob 'HEX' in
  * 'URL' is corrupt ..."; a missing one SBX_E_NOTFOUND), and the tree enters the local store
  * only when all its blobs are there. On failure the blobs this pull added are removed.
- * *out_ref (may be NULL): caller owns. stats may be NULL. */
+ * *out_ref (may be NULL): caller owns. o may be NULL. */
 SBX_API int sbx_snapshot_pull(struct sbx_snapshot_store *st, struct sbx_snapshot_remote *r,
                               const char *ref, char **out_ref,
-                              struct sbx_snapshot_transfer_stats *stats, struct sbx_error *err);
+                              const struct sbx_snapshot_transfer_opts *o, struct sbx_error *err);
 
 /* The snapshots of r: an array of headers (as sbx_snapshot_list, without "holds"), sorted by
  * "created". *out: caller owns (json_decref). */

@@ -132,13 +132,14 @@ static int transfer_ref(int push, const char *url, const char *ref, char **out_r
     struct sbx_snapshot_remote *r = NULL;
     struct sbx_snapshot_store *st = NULL;
     struct sbx_snapshot_transfer_stats ts = {0};
+    struct sbx_snapshot_transfer_opts o = {cli_progress_fn(), NULL, &ts};
     char *full = NULL;
     int rc = sbx_snapshot_remote_open(url, &r, err);
     if (rc == 0)
         rc = sbx_snapshot_store_open(NULL, &st, err);
     if (rc == 0)
-        rc = push ? sbx_snapshot_push(st, r, ref, &full, &ts, err)
-                  : sbx_snapshot_pull(st, r, ref, &full, &ts, err);
+        rc = push ? sbx_snapshot_push(st, r, ref, &full, &o, err)
+                  : sbx_snapshot_pull(st, r, ref, &full, &o, err);
     if (rc == 0) {
         fprintf(stderr, "%s %.19s %s '%s': %llu of %llu blobs %s\n", push ? "pushed" : "pulled",
                 full, push ? "to" : "from", sbx_snapshot_remote_name(r),
@@ -196,9 +197,10 @@ static int remote_cmd(const char *sub, const char *url, const char **args, int n
     int push = strcmp(sub, "push") == 0;
     for (int i = 0; i < nargs; i++) {
         struct sbx_snapshot_transfer_stats ts = {0};
+        struct sbx_snapshot_transfer_opts o = {cli_progress_fn(), NULL, &ts};
         char *ref = NULL;
-        int rc = push ? sbx_snapshot_push(st, r, args[i], &ref, &ts, &err)
-                      : sbx_snapshot_pull(st, r, args[i], &ref, &ts, &err);
+        int rc = push ? sbx_snapshot_push(st, r, args[i], &ref, &o, &err)
+                      : sbx_snapshot_pull(st, r, args[i], &ref, &o, &err);
         if (rc < 0)
             status = cli_fail(&err);
         else

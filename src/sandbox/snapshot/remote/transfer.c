@@ -38,6 +38,9 @@ struct pool {
     struct sbx_error err;
     struct sbx_snapshot_transfer_stats stats;
     struct sbx_strv created; /* pull: blobs this pull added to the local store */
+    struct sbx_progress_sink progress;
+    const char *step;
+    size_t done;
     int (*one)(struct pool *p, void **conn, const struct blob_job *j, struct sbx_error *err);
 };
 
@@ -53,15 +56,20 @@ static void *worker(void *arg)
         if (stop)
             break;
         struct sbx_error err = SBX_ERROR_INIT;
-        if (p->one(p, &conn, &p->jobs[i], &err) < 0) {
-            pthread_mutex_lock(&p->mu);
-            if (!p->failed) {
-                p->failed = 1;
-                p->err = err;
-            }
-            pthread_mutex_unlock(&p->mu);
-            break;
+        int rc = p->one(p, &conn, &p->jobs[i], &err);
+        pthread_mutex_lock(&p->mu);
+        if (rc < 0 && !p->failed) {
+            p->failed = 1;
+            p->err = err;
+        } else if (rc == 0) {
+            char what[13];
+            snprintf(what, sizeof(what), "%.12s", p->jobs[i].hex);
+            p->done++;
+            sbx_progress_report(&p->progress, p->step, what, p->done, p->n, 0);
         }
+        pthread_mutex_unlock(&p->mu);
+        if (rc < 0)
+            break;
     }
     sbx__rstore_conn_free(conn);
     return NULL;
@@ -79,6 +87,7 @@ static int run_pool(struct pool *p, struct sbx_error *err)
         worker(p); /* no thread to be had: the work is done here, one at a time */
     for (size_t i = 0; i < started; i++)
         pthread_join(t[i], NULL);
+    sbx_progress_end(&p->progress, p->step, p->done, p->n);
     if (p->failed) {
         *err = p->err;
         return -(int)p->err.code;
@@ -298,7 +307,7 @@ static int probe(struct sbx_snapshot_remote *r, void **conn, struct sbx_error *e
 }
 
 static int push_tree(struct sbx_snapshot_store *st, struct sbx_snapshot_remote *r, const char *hex,
-                     struct sbx_snapshot_transfer_stats *stats, struct sbx_error *err)
+                     const struct sbx_snapshot_transfer_opts *o, struct sbx_error *err)
 {
     struct sbx_buf doc;
     struct snap_tree t = {0};
@@ -315,6 +324,8 @@ static int push_tree(struct sbx_snapshot_store *st, struct sbx_snapshot_remote *
     p.jobs = tree_blobs(&t, &p.n);
     p.stats.blobs = p.n;
     p.one = push_one;
+    p.step = "push";
+    sbx_progress_sink_init(&p.progress, o->progress, o->progress_data);
     if ((rc = run_pool(&p, err)) < 0)
         goto out;
     /* every blob is in the bucket: the tree, then the header that makes it visible */
@@ -326,8 +337,8 @@ static int push_tree(struct sbx_snapshot_store *st, struct sbx_snapshot_remote *
     htext = sbx_json_dumps(header, SBX_JSON_COMPACT | SBX_JSON_SORTED);
     if ((rc = put_doc(r, &conn, key, htext, strlen(htext), err)) < 0)
         goto out;
-    if (stats)
-        *stats = p.stats;
+    if (o->out_stats)
+        *o->out_stats = p.stats;
 out:
     sbx__rstore_conn_free(conn);
     free(p.jobs);
@@ -340,16 +351,18 @@ out:
 }
 
 int sbx_snapshot_push(struct sbx_snapshot_store *st, struct sbx_snapshot_remote *r, const char *ref,
-                      char **out_ref, struct sbx_snapshot_transfer_stats *stats,
+                      char **out_ref, const struct sbx_snapshot_transfer_opts *o,
                       struct sbx_error *err)
 {
+    static const struct sbx_snapshot_transfer_opts none;
     char hex[SBX_SHA256_HEX_LEN + 1];
+    o = o ? o : &none;
     int rc = sbx__snap_lock(st, 0, err);
     if (rc < 0)
         return rc;
     rc = sbx__snap_resolve_ref(st, ref, hex, err);
     if (rc == 0)
-        rc = push_tree(st, r, hex, stats, err);
+        rc = push_tree(st, r, hex, o, err);
     sbx__snap_unlock(st);
     if (rc < 0) {
         sbx_error_prefix(err, "cannot push '%s' to '%s'", ref, r->u.name);
@@ -484,7 +497,7 @@ static int remote_resolve(struct sbx_snapshot_remote *r, void **conn, const char
 }
 
 static int pull_tree(struct sbx_snapshot_store *st, struct sbx_snapshot_remote *r, const char *ref,
-                     char hex[SBX_SHA256_HEX_LEN + 1], struct sbx_snapshot_transfer_stats *stats,
+                     char hex[SBX_SHA256_HEX_LEN + 1], const struct sbx_snapshot_transfer_opts *o,
                      struct sbx_error *err)
 {
     struct sbx_buf doc = {0};
@@ -508,11 +521,13 @@ static int pull_tree(struct sbx_snapshot_store *st, struct sbx_snapshot_remote *
     p.jobs = tree_blobs(&t, &p.n);
     p.stats.blobs = p.n;
     p.one = pull_one;
+    p.step = "pull";
+    sbx_progress_sink_init(&p.progress, o->progress, o->progress_data);
     if ((rc = run_pool(&p, err)) < 0 || (rc = sbx__snap_sync(st, err)) < 0 ||
         (rc = sbx__snap_tree_store_doc(st, hex, doc.data, doc.len, err)) < 0)
         goto out;
-    if (stats)
-        *stats = p.stats;
+    if (o->out_stats)
+        *o->out_stats = p.stats;
 out:
     if (rc < 0) {
         for (size_t i = 0; i < p.created.n; i++)
@@ -528,14 +543,16 @@ out:
 }
 
 int sbx_snapshot_pull(struct sbx_snapshot_store *st, struct sbx_snapshot_remote *r, const char *ref,
-                      char **out_ref, struct sbx_snapshot_transfer_stats *stats,
+                      char **out_ref, const struct sbx_snapshot_transfer_opts *o,
                       struct sbx_error *err)
 {
+    static const struct sbx_snapshot_transfer_opts none;
     char hex[SBX_SHA256_HEX_LEN + 1];
+    o = o ? o : &none;
     int rc = sbx__snap_lock(st, 0, err);
     if (rc < 0)
         return rc;
-    rc = pull_tree(st, r, ref, hex, stats, err);
+    rc = pull_tree(st, r, ref, hex, o, err);
     sbx__snap_unlock(st);
     if (rc < 0) {
         sbx_error_prefix(err, "cannot pull '%s' from '%s'", ref, r->u.name);
