@@ -226,20 +226,23 @@ expect_in "$T/err" "access denied (HTTP 403, AuthorizationFailure): check the cr
 # starts from it with --snapshot REF --store URL (the coding example, offline).
 EX="$SBX_SRCDIR/examples/coding-task"
 run env -u OPENAI_BASE_URL -u OPENAI_API_KEY "$SBX" run --snapshot-out store --store "$S3" \
+    --trace "$T/run-trace.json" \
     -m "replay:$EX/run.jsonl" -a "$EX/agent.yaml" "Do the task in TASK.md."
 expect_rc 0 "run --snapshot-out store --store URL"
 rref=$(sed -n 's/^snapshot \(sha256:[0-9a-f]*\) .*/\1/p' "$T/err")
 expect_in "$T/err" "pushed ${rref:0:19} to 's3://snaps/team/ws'" "the run's snapshot is pushed when it ends"
+expect_in "$T/run-trace.json" "snapshot" "the run wrote its trace (searched for credentials below)"
 run in_fresh 6 env -u OPENAI_BASE_URL -u OPENAI_API_KEY "$SBX" run --json --snapshot "${rref:0:19}" \
     --store "$S3" -m "replay:$EX/followup.jsonl" -a "$EX/agent.yaml" "Add a test for the mean of a single value."
 expect_rc 0 "a run on a fresh state directory from the bucket's snapshot"
 expect_in "$T/out" "return sum(values) / len(values)" "it sees the first run's fix"
 expect_in "$T/err" "pulled ${rref:0:19} from 's3://snaps/team/ws'" "pulled first"
 
-# No credential in any file of the state directories (stores, records, workspaces, runtime).
-leaks=$(grep -rlF -e "$SBX_TEST_AZURE_KEY" -e "${SAS##*sig=}" "$T/state" "$T"/fresh-* "$SBX_SNAPSHOTS" \
+# No credential in any file of the state directories (stores, records, workspaces, runtime) or
+# in the run's trace.
+leaks=$(grep -rlF -e "$SBX_TEST_AZURE_KEY" -e "${SAS##*sig=}" "$T/state" "$T"/fresh-* "$SBX_SNAPSHOTS" "$T/run-trace.json" \
     "$XDG_RUNTIME_DIR" "$SBX_WORKSPACES" "$SBX_RECORDS" 2>/dev/null)
-leaks3=$(grep -rlw -e "$SBX_TEST_S3_SECRET_KEY" "$T/state" "$T"/fresh-* "$SBX_SNAPSHOTS" "$XDG_RUNTIME_DIR" "$SBX_RECORDS" 2>/dev/null)
+leaks3=$(grep -rlw -e "$SBX_TEST_S3_SECRET_KEY" "$T/state" "$T"/fresh-* "$SBX_SNAPSHOTS" "$T/run-trace.json" "$XDG_RUNTIME_DIR" "$SBX_RECORDS" 2>/dev/null)
 if [ -z "$leaks$leaks3" ]; then ok "no credential in the state directories"; else
     not_ok "no credential in the state directories"; diag $leaks $leaks3; fi
 "$SBX" sandbox rm "$id" >/dev/null 2>&1
