@@ -238,6 +238,46 @@ expect_rc 0 "a run on a fresh state directory from the bucket's snapshot"
 expect_in "$T/out" "return sum(values) / len(values)" "it sees the first run's fix"
 expect_in "$T/err" "pulled ${rref:0:19} from 's3://snaps/team/ws'" "pulled first"
 
+# Many blobs (a thousand and more): one listing of the bucket's blobs instead of a HEAD each.
+# Counted at a logging proxy: on Azurite the listing answers (no HEAD for any blob, the second
+# push uploads nothing); s3rver cannot page a listing of more than 1000 keys, so its second push
+# falls back to a HEAD per blob and still uploads nothing.
+"$SBX" sandbox exec "$id" -- sh -c 'mkdir /workspace/many && i=0 && while [ $i -lt 1000 ]; do echo "file $i" > /workspace/many/$i; i=$((i + 1)); done' >/dev/null 2>&1
+run "$SBX" sandbox snapshot "$id"
+ref5=$(cat "$T/out")
+start_proxy() { # start_proxy UPSTREAM: a proxy that cuts nothing, logging to $T/requests
+    rm -f "$T/proxy.port" "$T/requests"
+    python3 "$STORAGE_DIR/cut-proxy.py" "$1" 1000000 "$T/proxy.port" "$T/requests" </dev/null >"$T/proxy.log" 2>&1 &
+    PROXY_PID=$!
+    for i in $(seq 1 100); do [ -s "$T/proxy.port" ] && break; sleep 0.1; done
+}
+stop_proxy() { kill "$PROXY_PID" 2>/dev/null; wait "$PROXY_PID" 2>/dev/null; PROXY_PID=; }
+count() { grep -c "^$1 .*/blobs/" "$T/requests"; } # requests of method $1 on blobs
+start_proxy "$SBX_TEST_AZURE_ENDPOINT"
+AZP="azure://$SBX_TEST_AZURE_ACCOUNT/snaps/team?endpoint=http://127.0.0.1:$(cat "$T/proxy.port")/$SBX_TEST_AZURE_ACCOUNT&key_env=AZ_KEY"
+run "$SBX" snapshot push "$ref5" --store "$AZP" --json
+expect_rc 0 "push of a thousand files to Azurite"
+expect_eq "$(count HEAD)" 0 "no blob is asked for one by one (the listing said)"
+expect_eq "$(count PUT)" "$(sed -n 's/.*"transferred": \([0-9]*\).*/\1/p' "$T/out")" "one PUT per blob uploaded"
+: >"$T/requests"
+run "$SBX" snapshot push "$ref5" --store "$AZP" --json
+expect_in "$T/out" '"transferred": 0' "the second push uploads nothing"
+expect_eq "$(count HEAD)/$(count PUT)" "0/0" "and sends no request per blob"
+stop_proxy
+run in_fresh 10 "$SBX" snapshot pull "$ref5" --store "$AZ"
+expect_rc 0 "the thousand-file snapshot pulls whole from Azurite"
+start_proxy "$SBX_TEST_S3_ENDPOINT"
+S3P="s3://snaps/team/ws?endpoint=http://127.0.0.1:$(cat "$T/proxy.port")&key_env=SNAP_KEY&secret_env=SNAP_SECRET"
+run "$SBX" snapshot push "$ref5" --store "$S3P"
+expect_rc 0 "push of a thousand files to s3rver"
+: >"$T/requests"
+run "$SBX" snapshot push "$ref5" --store "$S3P" --json
+expect_rc 0 "a second push to s3rver, whose listing of the blobs cannot page"
+expect_in "$T/out" '"transferred": 0' "uploads nothing"
+if [ "$(count HEAD)" -ge 1000 ] && [ "$(count PUT)" = 0 ]; then ok "asking blob by blob instead"; else
+    not_ok "asking blob by blob instead"; diag "HEAD $(count HEAD), PUT $(count PUT)"; fi
+stop_proxy
+
 # No credential in any file of the state directories (stores, records, workspaces, runtime) or
 # in the run's trace.
 leaks=$(grep -rlF -e "$SBX_TEST_AZURE_KEY" -e "${SAS##*sig=}" "$T/state" "$T"/fresh-* "$SBX_SNAPSHOTS" "$T/run-trace.json" \

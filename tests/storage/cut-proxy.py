@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """An HTTP proxy on loopback in front of a storage server that lets the first N uploads (PUT)
 through and then cuts the connection of every later one without an answer: the network lost
-in the middle of a push. Usage: cut-proxy.py UPSTREAM_URL N PORT_FILE (writes its port there,
-then serves until killed)."""
+in the middle of a push. With LOG_FILE it also writes "METHOD PATH" for every request there, so
+a test can count what a push asked. Usage: cut-proxy.py UPSTREAM_URL N PORT_FILE [LOG_FILE]
+(writes its port to PORT_FILE, then serves until killed)."""
 import http.client
 import os
 import http.server
@@ -13,6 +14,7 @@ import urllib.parse
 
 upstream = urllib.parse.urlsplit(sys.argv[1])
 allowed = int(sys.argv[2])
+log = open(sys.argv[4], "a", buffering=1) if len(sys.argv) > 4 else None
 puts = 0
 lock = threading.Lock()
 
@@ -27,6 +29,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         global puts
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n) if n else None
+        if log:
+            with lock:
+                log.write("%s %s\n" % (self.command, self.path.split("?")[0]))
         if self.command == "PUT":
             with lock:
                 puts += 1

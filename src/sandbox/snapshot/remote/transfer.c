@@ -17,15 +17,21 @@
 #define HEADER_MAX    65536
 #define LIST_PAGE_MAX ((size_t)4 << 20)
 #define LIST_KEYS_MAX 1000000
+/* From this many blobs a push lists the bucket's blobs once instead of asking for each. */
+#define LIST_FROM 1000
 /* One PUT carries at most 5 GiB on S3 (and here on Azure too): larger blobs would need
  * multipart uploads. */
 #define PUT_MAX ((uint64_t)5 << 30)
 
 /* ---- the work list, run by a few threads ---- */
 
+/* What a push knows of a blob before it asks: the listing may have said. */
+enum blob_known { BLOB_ASK = 0, BLOB_THERE, BLOB_ABSENT };
+
 struct blob_job {
     const char *hex;
     uint64_t size;
+    enum blob_known known;
 };
 
 struct pool {
@@ -145,11 +151,13 @@ static int list_page(struct sbx_snapshot_remote *r, void **conn, const char *sub
     char *qp = sbx_xasprintf("prefix=%s", prefix);
     char *qt =
             *token ? sbx_xasprintf("%s=%s", azure ? "marker" : "continuation-token", *token) : NULL;
-    const char *q[5] = {qp};
+    const char *q[6] = {qp};
     size_t nq = 1;
     if (azure) {
         q[nq++] = "restype=container";
         q[nq++] = "comp=list";
+        /* S3's page size: Azure's default of 5000 could outgrow LIST_PAGE_MAX */
+        q[nq++] = "maxresults=1000";
     } else {
         q[nq++] = "list-type=2";
     }
@@ -190,16 +198,48 @@ static int list_page(struct sbx_snapshot_remote *r, void **conn, const char *sub
     return rc;
 }
 
+/* Every name under sub, up to LIST_KEYS_MAX; *complete (may be NULL): 0 when that limit cut
+ * the listing short. */
 static int list_keys(struct sbx_snapshot_remote *r, void **conn, const char *sub,
-                     struct sbx_strv *out, struct sbx_error *err)
+                     struct sbx_strv *out, int *complete, struct sbx_error *err)
 {
     char *token = NULL;
     int rc;
     do {
         rc = list_page(r, conn, sub, &token, out, err);
     } while (rc == 0 && token && out->n < LIST_KEYS_MAX);
+    if (complete)
+        *complete = !token;
     free(token);
     return rc;
+}
+
+static int str_cmp(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* A push of many blobs: one listing of the bucket's blobs says which it has, instead of a HEAD
+ * each. A listing that fails (a key without the right to list, a server that cannot page)
+ * changes nothing: every blob is asked for as usual. */
+static void mark_listed(struct sbx_snapshot_remote *r, void **conn, struct blob_job *jobs, size_t n)
+{
+    struct sbx_strv keys;
+    struct sbx_error ignored = SBX_ERROR_INIT;
+    int complete = 0;
+    sbx_strv_init(&keys);
+    if (list_keys(r, conn, "blobs/", &keys, &complete, &ignored) == 0) {
+        if (keys.n)
+            qsort(keys.v, keys.n, sizeof(char *), str_cmp);
+        for (size_t i = 0; i < n; i++) {
+            char name[SBX_SHA256_HEX_LEN + 4];
+            const char *key = name;
+            snprintf(name, sizeof(name), "%.2s/%s", jobs[i].hex, jobs[i].hex);
+            int there = keys.n && bsearch(&key, keys.v, keys.n, sizeof(char *), str_cmp);
+            jobs[i].known = there ? BLOB_THERE : complete ? BLOB_ABSENT : BLOB_ASK;
+        }
+    }
+    sbx_strv_release(&keys);
 }
 
 /* The snapshots the bucket holds whose hex starts with p (headers/ names). */
@@ -208,7 +248,7 @@ static int match_refs(struct sbx_snapshot_remote *r, void **conn, const char *p,
 {
     struct sbx_strv names;
     sbx_strv_init(&names);
-    int rc = list_keys(r, conn, "headers/", &names, err);
+    int rc = list_keys(r, conn, "headers/", &names, NULL, err);
     for (size_t i = 0; rc == 0 && i < names.n; i++) {
         const char *nm = names.v[i];
         if (strlen(nm) == SBX_SHA256_HEX_LEN + 5 && strcmp(nm + SBX_SHA256_HEX_LEN, ".json") == 0 &&
@@ -230,9 +270,9 @@ static int push_one(struct pool *p, void **conn, const struct blob_job *j, struc
     struct sbx__rresp resp;
     sbx_buf_init(&resp.body, 65536);
     struct sbx__rreq head = {"HEAD", key, NULL, NULL, 0, -1, 0, NULL, 65536, NULL, NULL};
-    int fd = -1;
-    int rc = sbx__rstore_send(r, conn, &head, &resp, err);
-    if (rc < 0)
+    int fd = -1, rc = 0;
+    resp.status = j->known == BLOB_THERE ? 200 : 404;
+    if (j->known == BLOB_ASK && (rc = sbx__rstore_send(r, conn, &head, &resp, err)) < 0)
         goto out;
     if (resp.status / 100 == 2) {
         pthread_mutex_lock(&p->mu);
@@ -325,6 +365,8 @@ static int push_tree(struct sbx_snapshot_store *st, struct sbx_snapshot_remote *
     p.stats.blobs = p.n;
     p.one = push_one;
     p.step = "push";
+    if (p.n >= LIST_FROM)
+        mark_listed(r, &conn, p.jobs, p.n);
     sbx_progress_sink_init(&p.progress, o->progress, o->progress_data);
     if ((rc = run_pool(&p, err)) < 0)
         goto out;
