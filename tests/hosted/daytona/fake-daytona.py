@@ -444,7 +444,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 return self.toolbox(method, parts[1], parts[2:], query, data)
             raise ApiError(404, "Cannot %s %s" % (method, u.path))
         except ApiError as e:
-            self.send_error_json(e)
+            try:
+                self.send_error_json(e)
+            except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
         except (BrokenPipeError, ConnectionResetError):
             self.close_connection = True
 
