@@ -45,17 +45,19 @@ static int valid_id(const char *id)
 /* ---------------------------------------------------------------------------------------------
  * Sessions */
 
-static int sess_resolve_port(struct sbx_session *bs, int port, char **out_url,
-                             struct sbx_error *err)
+#define TCP_TABLE_MAX ((size_t)16 << 20)
+
+/* A signed preview URL is asked once per port and kept while it is valid for at least half its
+ * life: the same port gives the same URL. */
+static int signed_url(struct sbx__dtn_session *s, int port, char **out_url, struct sbx_error *err)
 {
-    struct sbx__dtn_session *s = (struct sbx__dtn_session *)bs;
-    const json_t *ports = json_object_get(s->state, "exposed_ports");
-    size_t i;
-    json_t *v, *ans = NULL;
-    int listed = json_array_size(ports) == 0;
-    json_array_foreach(ports, i, v) listed |= json_integer_value(v) == port;
-    if (!listed)
-        return sbx_error_set(err, SBX_E_PERM, 0, "port %d is not among the exposed ports", port);
+    int64_t now = sbx_time_mono_ns();
+    for (size_t i = 0; i < s->n_urls; i++)
+        if (s->urls[i].port == port && s->urls[i].until > now) {
+            *out_url = sbx_xstrdup(s->urls[i].url);
+            return 0;
+        }
+    json_t *ans = NULL;
     char *path = sbx_xasprintf("/sandbox/%s/ports/%d/signed-preview-url?expiresInSeconds=%lld",
                                s->base.id, port, (long long)s->url_ttl_s);
     int rc = sbx__dtn_api(s->box.conf, "GET", path, NULL, &ans, err);
@@ -64,10 +66,45 @@ static int sess_resolve_port(struct sbx_session *bs, int port, char **out_url,
     if (rc == 0 && (!url || (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0)))
         rc = sbx_error_set(err, SBX_E_API, 0, "the Daytona API gave no preview URL for port %d",
                            port);
-    if (rc == 0)
+    if (rc == 0) {
+        size_t i = 0;
+        while (i < s->n_urls && s->urls[i].port != port)
+            i++;
+        if (i == s->n_urls && s->n_urls < SBX__DTN_MAX_PORTS)
+            s->n_urls++;
+        if (i < SBX__DTN_MAX_PORTS) {
+            free(s->urls[i].url);
+            s->urls[i].port = port;
+            s->urls[i].url = sbx_xstrdup(url);
+            s->urls[i].until = now + s->url_ttl_s * 500000000;
+        }
         *out_url = sbx_xstrdup(url);
+    }
     json_decref(ans);
     return rc;
+}
+
+static int sess_resolve_port(struct sbx_session *bs, int port, char **out_url,
+                             struct sbx_error *err)
+{
+    struct sbx__dtn_session *s = (struct sbx__dtn_session *)bs;
+    const json_t *ports = json_object_get(s->state, "exposed_ports");
+    size_t i;
+    json_t *v;
+    int listed = json_array_size(ports) == 0;
+    json_array_foreach(ports, i, v) listed |= json_integer_value(v) == port;
+    if (!listed)
+        return sbx_error_set(err, SBX_E_PERM, 0, "port %d is not among the exposed ports", port);
+    static const char *const argv[] = {"cat", "/proc/net/tcp", "/proc/net/tcp6", NULL};
+    struct sbx__shell_run r;
+    sbx__shell_run_init(&r, TCP_TABLE_MAX);
+    /* cat fails on a kernel without IPv6 (no tcp6) but has printed tcp: the text decides. */
+    int rc = sbx__dtn_run(&s->box, argv, &r, err);
+    if (rc == 0 && !sbx__net_table_listens(r.out.data ? r.out.data : "", r.out.len, port))
+        rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "nothing listens on port %d in sandbox '%s'",
+                           port, s->base.id);
+    sbx__shell_run_release(&r);
+    return rc < 0 ? rc : signed_url(s, port, out_url, err);
 }
 
 static int sess_state(struct sbx_session *bs, json_t **out, struct sbx_error *err)
@@ -151,6 +188,8 @@ static void sess_free(struct sbx_session *bs)
     if (!s)
         return;
     sbx__shellfs_copy_drop(&s->ws);
+    for (size_t i = 0; i < s->n_urls; i++)
+        free(s->urls[i].url);
     sbx_session_release_base(&s->base);
     sbx__dtn_box_release(&s->box);
     json_decref(s->state);

@@ -98,6 +98,12 @@ struct sbx__dtn_session {
     json_t *state;
     int64_t url_ttl_s;
     struct sbx__shellfs_copy ws;
+    struct {
+        int port;
+        char *url;
+        int64_t until; /* monotonic ns */
+    } urls[SBX__DTN_MAX_PORTS];
+    size_t n_urls;
 };
 
 struct sbx__shellfs sbx__dtn_fs(struct sbx__dtn_session *s);

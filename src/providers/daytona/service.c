@@ -201,6 +201,8 @@ int sbx__dtn_toolbox(struct sbx__dtn_box *b, const char *method, const char *pat
     int rc = call_json(b->conf, b->ep, method, path, body, out, err);
     if (rc == -SBX_E_INVAL && strstr(err->msg, "not started"))
         rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox '%s' is not started", b->id);
+    else if (rc == -SBX_E_NOTFOUND && strstr(err->msg, "Sandbox"))
+        rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox '%s' is gone", b->id);
     return rc;
 }
 

@@ -9,7 +9,10 @@ One listener on 127.0.0.1 (port 0: a free one, written to DIR/port):
   /api/...                  the control plane (what DAYTONA_API_URL names)
   /toolbox/{id}/...         the toolbox API of sandbox {id} (the sandbox's toolboxProxyUrl is
                             http://127.0.0.1:PORT/toolbox, to which clients append /{id})
-  /preview/{id}/{port}/...  a port's preview (relayed to the port inside the sandbox)
+  Host: {port}-{token}.{PREVIEW_DOMAIN}
+                            a port's signed preview URL (https://{port}-{token}.PREVIEW_DOMAIN,
+                            as Daytona's proxy names them): requests to the fake's port with that
+                            Host are relayed to the port inside the sandbox
 Both take `Authorization: Bearer KEY`, or a JWT (any token given with --jwt) with
 `X-Daytona-Organization-ID` naming the organization given with --organization.
 
@@ -47,6 +50,7 @@ import urllib.parse
 import uuid
 
 HOME = "/home/daytona"
+PREVIEW_DOMAIN = "preview.daytona.test"
 USER = "daytona"
 MAX_BODY = 256 << 20
 CHUNK = 32 << 10
@@ -263,6 +267,7 @@ class Fake:
         self.sandboxes = {}
         self.knobs = {"rate_limit_next": 0, "retry_after": 1, "max_sandboxes": 0}
         self.stats = {"rate_limited": 0, "api_requests": 0, "ws_logs": 0}
+        self.previews = {}  # token -> (sandbox id, port)
 
     def base(self):
         return "http://127.0.0.1:%d" % self.port
@@ -434,8 +439,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             data = self.read_body() if method in ("POST", "PUT", "PATCH") else b""
             if parts[:1] == ["_fake"]:
                 return self.knob(method, parts[1:], data)
-            if parts[:1] == ["preview"]:
-                return self.preview(method, parts[1:], query, data)
+            host = (self.headers.get("Host") or "").split(":")[0]
+            if host.endswith("." + PREVIEW_DOMAIN):
+                return self.preview(method, host[:-len(PREVIEW_DOMAIN) - 1], u.path, data)
             self.authenticate()
             if parts[:1] == ["api"]:
                 self.limit()
@@ -530,24 +536,28 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 raise ApiError(400, "invalid port")
             if not 1 <= port <= 65535:
                 raise ApiError(400, "invalid port")
-            url = "%s/preview/%s/%d" % (f.base(), sb.id, port)
+            token = secrets.token_hex(12)
+            with f.lock:
+                f.previews[token] = (sb.id, port)
+            url = "https://%d-%s.%s" % (port, token, PREVIEW_DOMAIN)
             if rest[2:] == ["preview-url"]:
-                return self.send_json(200, {"sandboxId": sb.id, "url": url, "token": "preview-token"})
+                return self.send_json(200, {"sandboxId": sb.id, "url": url, "token": token})
             if rest[2:] == ["signed-preview-url"]:
-                token = secrets.token_hex(12)
                 return self.send_json(200, {"sandboxId": sb.id, "port": port, "token": token,
-                                            "url": url + "?token=" + token})
+                                            "url": url})
         if rest and rest[0] in ("autostop", "autoarchive", "autodelete") and method == "POST":
             return self.send_json(200, {})
         raise ApiError(404, "Cannot %s /api/%s" % (method, "/".join(p)))
 
-    def preview(self, method, parts, query, data):
+    def preview(self, method, label, path, data):
         """A port's preview: the request relayed to the port on loopback inside the sandbox."""
-        if len(parts) < 2:
+        port_s, _, token = label.partition("-")
+        with self.fake.lock:
+            target = self.fake.previews.get(token)
+        if target is None or str(target[1]) != port_s:
             raise ApiError(404, "no such preview")
-        sb = self.fake.get(parts[0])
-        port = int(parts[1])
-        path = "/" + "/".join(parts[2:])
+        sb = self.fake.get(target[0])
+        port = target[1]
         code = ("import socket,sys;s=socket.create_connection(('127.0.0.1',%d));"
                 "s.sendall(sys.stdin.buffer.read());s.shutdown(1);"
                 "b=s.recv(65536)\nwhile b:\n sys.stdout.buffer.write(b);b=s.recv(65536)") % port

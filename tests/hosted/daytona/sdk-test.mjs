@@ -89,7 +89,7 @@ await fails(() => sb.fs.downloadFile('work/sub/all.bin'), Error, 'a removed file
 
 // Ports.
 const signed = await sb.getSignedPreviewUrl(8080, 60);
-say(signed.url.includes(sb.id) && signed.port === 8080, 'a signed preview URL', JSON.stringify(signed));
+say(signed.url.startsWith('https://8080-' + signed.token + '.') && signed.port === 8080, 'a signed preview URL', JSON.stringify(signed));
 
 // Stop and start keep the disk.
 await sb.stop();
