@@ -147,6 +147,11 @@ int sbx__dtn_conf_new(const struct sbx__dtn_opts *o, struct sbx__dtn_conf **out,
     }
     c->ca_file = o->ca_file ? sbx_xstrdup(o->ca_file) : NULL;
     int rc = endpoint(c, c->api_url, "the Daytona API", &c->api, err);
+    if (rc == -SBX_E_NOTFOUND)
+        rc = sbx_error_set(err, SBX_E_PERM, 0,
+                           "no Daytona API key: %s is not set or cannot be read (the daytona "
+                           "provider's api_key option names where the key is)",
+                           c->key_what);
     if (rc < 0) {
         sbx__dtn_conf_unref(c);
         return rc;
