@@ -32,6 +32,9 @@ import argparse
 import base64
 import datetime
 import email.parser
+import fcntl
+import struct
+import termios
 import email.policy
 import hashlib
 import http.server
@@ -238,6 +241,33 @@ class Command:
         return o
 
 
+
+class Pty:
+    """One PTY session: a shell on a local pseudo-terminal whose other side is an
+    `sbx sandbox exec -t` client (so the terminal's size reaches the sandbox)."""
+
+    def __init__(self, sb, sbx, sid, rows, cols, cwd, env):
+        self.id = sid
+        self.master, slave = os.openpty()
+        fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+        shell = 'command -v bash >/dev/null 2>&1 && exec bash -i; exec sh -i'
+        argv = sbx.exec_argv(sb.sbx_id, ["/bin/sh", "-c", shell], env=env, cwd=cwd)
+        argv.insert(argv.index("--keep-background"), "-t")
+        argv.insert(argv.index("-t"), "-i")
+        try:
+            self.popen = subprocess.Popen(["setsid", "-c"] + argv, stdin=slave, stdout=slave,
+                                          stderr=slave, env=sbx.env, close_fds=True)
+        finally:
+            os.close(slave)
+
+    def resize(self, rows, cols):
+        fcntl.ioctl(self.master, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
+
+    def kill(self):
+        if self.popen.poll() is None:
+            self.popen.kill()
+
+
 class Sandbox:
     def __init__(self, sid, name, snapshot, sbx_id, env, labels, body):
         self.id = sid
@@ -252,6 +282,7 @@ class Sandbox:
         self.updated = self.created
         self.lock = threading.RLock()
         self.sessions = {}  # session id -> {cmd id -> Command}
+        self.ptys = {}  # pty session id -> Pty
         self.gone = False
 
 
@@ -305,6 +336,9 @@ class Fake:
         return sb
 
     def stop_commands(self, sb):
+        for p in list(sb.ptys.values()):
+            p.kill()
+        sb.ptys.clear()
         cmds = [c for s in sb.sessions.values() for c in s.values()]
         for c in cmds:
             c.kill()
@@ -580,6 +614,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.execute(sb, json.loads(data or b"{}"))
         if p[:2] == ["process", "session"]:
             return self.session(sb, method, p[2:], query, data)
+        if p[:2] == ["process", "pty"]:
+            return self.pty(sb, method, p[2:], query, data)
         if p and p[0] == "files":
             return self.files(sb, method, p[1:], query, data)
         if p == ["version"] or p == ["user-home-dir"]:
@@ -658,6 +694,96 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     return self.follow_logs(cmd)
                 return self.send_json(200, cmd.logs())
         raise ApiError(404, "Cannot %s session path" % method)
+
+    def pty(self, sb, method, p, query, data):
+        if p == ["create-connect"] and method == "GET":
+            return self.pty_connect(sb, query)
+        pty = sb.ptys.get(p[0]) if p else None
+        if pty is None:
+            raise ApiError(404, "PTY session not found")
+        if p[1:] == ["resize"] and method == "POST":
+            req = json.loads(data or b"{}")
+            pty.resize(int(req.get("rows") or 24), int(req.get("cols") or 80))
+            return self.send_json(200, {"id": pty.id})
+        if p[1:] == [] and method == "DELETE":
+            pty.kill()
+            return self.send_json(200, {})
+        raise ApiError(404, "Cannot %s pty path" % method)
+
+    def pty_connect(self, sb, query):
+        """create-connect: the terminal over a WebSocket. A text control message says connected,
+        binary messages carry the terminal's output, the client's messages its input; at the end
+        a control message with the exit code (when the client offered the exit-control
+        subprotocol), then a close."""
+        sid = query.get("id") or ""
+        if not sid or sid in sb.ptys:
+            raise ApiError(409 if sid else 400, "PTY session id is missing or in use")
+        offered = [t.strip() for t in self.headers.get("Sec-WebSocket-Protocol", "").split(",") if t.strip()]
+        env = {}
+        for t in offered:
+            if t.startswith("X-Daytona-Pty-Envs~"):
+                b = t.split("~", 1)[1]
+                env = json.loads(base64.urlsafe_b64decode(b + "=" * (-len(b) % 4)))
+        pty = Pty(sb, self.fake.sbx, sid, int(query.get("rows") or 24), int(query.get("cols") or 80),
+                  abspath(query.get("cwd") or HOME), dict(sb.env, **env))
+        sb.ptys[sid] = pty
+        key = self.headers.get("Sec-WebSocket-Key", "")
+        self.send_response(101)
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept",
+                         base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode())
+        exit_control = "X-Daytona-Pty-Exit-Control" in offered
+        chosen = "X-Daytona-Pty-Exit-Control" if exit_control else (offered[0] if offered else None)
+        if chosen:
+            self.send_header("Sec-WebSocket-Protocol", chosen)
+        self.end_headers()
+        lock = threading.Lock()
+
+        def send(op, payload):
+            with lock:
+                self.ws_send(op, payload)
+
+        send(0x1, json.dumps({"type": "control", "status": "connected"}).encode())
+        threading.Thread(target=self.pty_input, args=(pty,), daemon=True).start()
+        while True:
+            try:
+                b = os.read(pty.master, CHUNK)
+            except OSError:
+                break
+            if not b:
+                break
+            send(0x2, b)
+        rc = pty.popen.wait()
+        os.close(pty.master)
+        sb.ptys.pop(sid, None)
+        code = rc if rc >= 0 else 128 - rc
+        if exit_control:
+            send(0x1, json.dumps({"type": "control", "status": "exited", "exitCode": code}).encode())
+        send(0x8, b"\x03\xe8" + json.dumps({"exitCode": code}).encode())
+        self.close_connection = True
+
+    def pty_input(self, pty):
+        """The client's frames (masked) as the terminal's input, until its close."""
+        try:
+            while True:
+                h = self.rfile.read(2)
+                if len(h) < 2:
+                    return
+                op, n = h[0] & 0x0F, h[1] & 0x7F
+                if n == 126:
+                    n = int.from_bytes(self.rfile.read(2), "big")
+                elif n == 127:
+                    n = int.from_bytes(self.rfile.read(8), "big")
+                mask = self.rfile.read(4) if h[1] & 0x80 else b"\0\0\0\0"
+                data = bytes(c ^ mask[i % 4] for i, c in enumerate(self.rfile.read(n)))
+                if op == 0x8:
+                    pty.kill()
+                    return
+                if op in (0x0, 0x1, 0x2) and data:
+                    os.write(pty.master, data)
+        except (OSError, ValueError):
+            return
 
     def follow_logs(self, cmd):
         """The command's logs over a WebSocket: each chunk one binary message, prefixed with three

@@ -87,6 +87,18 @@ eq((await sb.fs.getFileDetails('b.txt')).permissions, '0600', 'setFilePermission
 await sb.fs.deleteFile('work', true);
 await fails(() => sb.fs.downloadFile('work/sub/all.bin'), Error, 'a removed file cannot be read', /not found/);
 
+// A PTY session over its WebSocket: input, a resize seen by stty, the exit code.
+let screen = '';
+const pty = await sb.process.createPty({ id: 'p1', cols: 100, rows: 30, envs: { PTYVAR: 'here' },
+  onData: (d) => { screen += new TextDecoder().decode(d); } });
+await pty.sendInput('stty size; echo "v=$PTYVAR"\n');
+for (let i = 0; i < 100 && !screen.includes('v=here'); i++) await new Promise((r) => setTimeout(r, 50));
+say(screen.includes('30 100') && screen.includes('v=here'), 'a PTY with its size and env', screen.slice(-300));
+await pty.resize(90, 20);
+await pty.sendInput('stty size; exit 7\n');
+const ptyEnd = await pty.wait();
+say(screen.includes('20 90') && ptyEnd.exitCode === 7, 'a resize reaches it; its exit code', `${JSON.stringify(ptyEnd)} ${screen.slice(-200)}`);
+
 // Ports.
 const signed = await sb.getSignedPreviewUrl(8080, 60);
 say(signed.url.startsWith('https://8080-' + signed.token + '.') && signed.port === 8080, 'a signed preview URL', JSON.stringify(signed));
