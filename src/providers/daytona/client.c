@@ -757,8 +757,8 @@ const struct sbx__provider_def sbx__provider_daytona = {
         .name = "daytona",
         .summary = "a sandbox at Daytona's hosted service, through its REST API and the toolbox "
                    "API in the sandbox (key from $DAYTONA_API_KEY)",
-        .traits = SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_STOP_START | SBX_PROVIDER_PORTS |
-                  SBX_PROVIDER_RESUME,
+        .traits = SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_STOP_START | SBX_PROVIDER_PTY |
+                  SBX_PROVIDER_PORTS | SBX_PROVIDER_RESUME,
         .options = sbx__dtn_options,
         .client_new = client_new,
         .client_new_json = client_new_json,

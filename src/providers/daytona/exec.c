@@ -14,6 +14,11 @@
  * has no way to close a command's input, so sbx sends stdin as base64 lines and a "." line for
  * its end, and the preamble decodes them into a pipe the command reads.
  *
+ * A command with a terminal is a PTY session of its own instead (process/pty/create-connect, a
+ * WebSocket of raw terminal bytes and JSON control messages: connected, exited with the exit
+ * code): the PTY runs a shell, into which the preamble's line is typed with `exec`; what the
+ * terminal shows before the preamble's mark (0x1e) is the echo of that line and is dropped.
+ *
  * The stream, the exit code request, stdin and signals are relayed by the remote layer's event
  * loop (wire/rproc.h); the requests that start a command run on the caller's thread. */
 #include <errno.h>
@@ -36,31 +41,32 @@
 #define INPUT_CHUNK  ((size_t)48 << 10)
 #define EXIT_POLLS   100
 #define EXIT_POLL_MS 100
+#define SEND_HIGH    ((size_t)1 << 20)
 
 static const char INNER[] =
         "root=$1 dir=$2 keep=$3 in=$4 n=$5; shift 5\n"
-        "while [ \"$n\" -gt 0 ]; do export \"$1\" 2>/dev/null || { printf E; exit 125; }; "
+        "while [ \"$n\" -gt 0 ]; do export \"$1\" 2>/dev/null || { printf '\\036E'; exit 125; }; "
         "shift; n=$((n-1)); done\n"
-        "rootr=$(cd -P -- \"$root\" 2>/dev/null && pwd -P) || { printf C; exit 125; }\n"
-        "cd -- \"$dir\" 2>/dev/null || { printf C; exit 125; }\n"
-        "case \"$(pwd -P)/\" in \"$rootr\"/*) ;; *) printf P; exit 125;; esac\n"
+        "rootr=$(cd -P -- \"$root\" 2>/dev/null && pwd -P) || { printf '\\036C'; exit 125; }\n"
+        "cd -- \"$dir\" 2>/dev/null || { printf '\\036C'; exit 125; }\n"
+        "case \"$(pwd -P)/\" in \"$rootr\"/*) ;; *) printf '\\036P'; exit 125;; esac\n"
         "case $1 in\n"
-        "*/*) if [ ! -e \"$1\" ]; then printf N; exit 127; fi\n"
-        "     if [ -d \"$1\" ] || [ ! -x \"$1\" ]; then printf X; exit 126; fi;;\n"
-        "*) if ! command -v \"$1\" >/dev/null 2>&1; then printf N; exit 127; fi;;\n"
+        "*/*) if [ ! -e \"$1\" ]; then printf '\\036N'; exit 127; fi\n"
+        "     if [ -d \"$1\" ] || [ ! -x \"$1\" ]; then printf '\\036X'; exit 126; fi;;\n"
+        "*) if ! command -v \"$1\" >/dev/null 2>&1; then printf '\\036N'; exit 127; fi;;\n"
         "esac\n"
         "f=/dev/null\n"
         "if [ \"$in\" = 1 ]; then\n"
-        "  f=$(mktemp -u) && mkfifo -m 600 \"$f\" || { printf F; exit 125; }\n"
+        "  f=$(mktemp -u) && mkfifo -m 600 \"$f\" || { printf '\\036F'; exit 125; }\n"
         "  exec 3<&0\n"
         "  ( while IFS= read -r l; do [ \"$l\" = . ] && break; "
         "printf %s \"$l\" | base64 -d || break; done ) <&3 >\"$f\" &\n"
         "  exec 3<&-\n"
         "fi\n"
         "pg=0; read -r _ _ _ _ pg _ < /proc/$$/stat 2>/dev/null\n"
-        "printf 'S%d %d\\n' \"$$\" \"$pg\"\n"
+        "printf '\\036S%d %d\\n' \"$$\" \"$pg\"\n"
         "trap : TERM\n"
-        "\"$@\" <\"$f\"\n"
+        "if [ \"$in\" = 2 ]; then \"$@\"; else \"$@\" <\"$f\"; fi\n"
         "r=$?\n"
         "trap '' TERM\n"
         "[ \"$f\" = /dev/null ] || rm -f -- \"$f\"\n"
@@ -94,13 +100,17 @@ struct dproc {
     size_t marker;
     pid_t pid, pgid;
     int eof_pending, eof_sent, polls;
+    int tty, armed;           /* a PTY session; the verdict's 0x1e was seen */
+    int have_exit, exit_code; /* a PTY's exit, from its control message */
+    unsigned rows, cols;      /* the size the PTY was last given */
+    struct sbx__xfer *resize_x;
     struct sbx_buf pre, pre_err;
 };
 
 static void dproc_free(void *ud)
 {
     struct dproc *d = ud;
-    if (d->sid) {
+    if (d->sid && !d->tty) {
         /* The session goes with the command (a best effort: it holds nothing else). */
         const char *hdr[2] = {d->org_hdr, NULL};
         char *path = sbx_xasprintf("/process/session/%s", d->sid);
@@ -155,6 +165,50 @@ static int demux(struct dproc *d, const uint8_t *p, size_t n, piece_fn *fn, stru
 
 static void exit_poll(struct sbx__timer *t, void *ud);
 
+/* The command's end with exit code c. */
+static void finish(struct dproc *d, int c)
+{
+    struct sbx_exit st = {.code = c};
+    if (sbx__rproc_timed_out(d->r)) {
+        st.timed_out = 1;
+        /* The preamble's shell reports a killed command as 128 + signal. */
+        if (st.code > 128 && st.code < 128 + 65) {
+            st.signal = st.code - 128;
+            st.code = -1;
+        }
+    }
+    sbx__rproc_exit(d->r, &st);
+}
+
+/* A PTY's control message ({"type": "control", "status": "connected" | "exited" | "error"}):
+ * 1 when m was one (handled), 0 when it is output, -code for the error it reports. */
+static int pty_control(struct dproc *d, const struct sbx__ws_msg *m, struct sbx_error *err)
+{
+    if (m->opcode != SBX__WS_TEXT || m->len == 0 || m->data[0] != '{')
+        return 0;
+    json_t *o = NULL;
+    struct sbx_error ignored = SBX_ERROR_INIT;
+    if (sbx_json_parse((const char *)m->data, m->len, NULL, &o, &ignored) < 0)
+        return 0;
+    const char *type = json_string_value(json_object_get(o, "type"));
+    const char *status = json_string_value(json_object_get(o, "status"));
+    int rc = 0;
+    if (type && strcmp(type, "control") == 0 && status) {
+        rc = 1;
+        if (strcmp(status, "exited") == 0) {
+            d->have_exit = 1;
+            d->exit_code = (int)json_integer_value(json_object_get(o, "exitCode"));
+        } else if (strcmp(status, "error") == 0) {
+            const char *why = json_string_value(json_object_get(o, "error"));
+            rc = sbx_error_set(err, SBX_E_SANDBOX, 0,
+                               "the Daytona toolbox refused a terminal for '%s': %.200s", d->name,
+                               why ? why : "no reason given");
+        }
+    }
+    json_decref(o);
+    return rc;
+}
+
 static void exit_done(struct sbx__xfer *x, int rc, const struct sbx__http_resp *resp,
                       const struct sbx_error *err, void *ud)
 {
@@ -184,17 +238,9 @@ static void exit_done(struct sbx__xfer *x, int rc, const struct sbx__http_resp *
         sbx__rproc_fail(d->r, &e);
         return;
     }
-    struct sbx_exit st = {.code = (int)json_integer_value(code)};
+    int c = (int)json_integer_value(code);
     json_decref(ans);
-    if (sbx__rproc_timed_out(d->r)) {
-        st.timed_out = 1;
-        /* The preamble's shell reports a killed command as 128 + signal. */
-        if (st.code > 128 && st.code < 128 + 65) {
-            st.signal = st.code - 128;
-            st.code = -1;
-        }
-    }
-    sbx__rproc_exit(d->r, &st);
+    finish(d, c);
 }
 
 static void exit_poll(struct sbx__timer *t, void *ud)
@@ -221,10 +267,16 @@ static int out_piece(struct dproc *d, int stream, const uint8_t *p, size_t n, st
 static int on_message(struct sbx__lws *w, const struct sbx__ws_msg *m, void *ud,
                       struct sbx_error *err)
 {
+    struct dproc *d = ud;
     (void)w;
     if (m->opcode != SBX__WS_TEXT && m->opcode != SBX__WS_BINARY)
         return 0;
-    return demux(ud, m->data, m->len, out_piece, err);
+    if (!d->tty)
+        return demux(d, m->data, m->len, out_piece, err);
+    int rc = pty_control(d, m, err);
+    if (rc != 0)
+        return rc < 0 ? rc : 0;
+    return sbx__rproc_output(d->r, 1, m->data, m->len) ? 0 : SBX__PAUSE;
 }
 
 static void on_end(struct sbx__lws *w, int rc, const struct sbx_error *err, void *ud)
@@ -233,11 +285,33 @@ static void on_end(struct sbx__lws *w, int rc, const struct sbx_error *err, void
     (void)w;
     (void)rc;
     (void)err;
+    if (d->tty) {
+        /* A terminal's end is its control message, sent before the close. */
+        struct sbx_error e = SBX_ERROR_INIT;
+        if (d->have_exit) {
+            finish(d, d->exit_code);
+            return;
+        }
+        sbx_error_set(&e, SBX_E_SANDBOX, 0,
+                      "the terminal of '%s' in the Daytona sandbox closed without an exit code%s%s",
+                      d->name, rc < 0 && err ? ": " : "", rc < 0 && err ? err->msg : "");
+        sbx__endpoint_scrub(d->ep, &e);
+        sbx__rproc_fail(d->r, &e);
+        return;
+    }
     /* Closed or cut, the command's own end is what the toolbox says of it. */
     exit_poll(d->timer, d);
 }
 
-static const struct sbx__lws_ops lws_ops = {.message = on_message, .end = on_end};
+static void on_drained(struct sbx__lws *w, void *ud)
+{
+    struct dproc *d = ud;
+    (void)w;
+    sbx__rproc_input_ready(d->r);
+}
+
+static const struct sbx__lws_ops lws_ops = {
+        .message = on_message, .end = on_end, .drained = on_drained};
 
 static int send_input(struct dproc *d, const uint8_t *p, size_t n);
 
@@ -281,6 +355,15 @@ static size_t op_input(struct sbx__rproc *r, const uint8_t *p, size_t n, void *u
 {
     struct dproc *d = ud;
     (void)r;
+    if (d->tty) {
+        /* Keys go to the terminal as they are, after any resize asked before them. */
+        if (n == 0 || !d->lws)
+            return n;
+        if (d->resize_x || sbx__lws_queued(d->lws) >= SEND_HIGH)
+            return 0;
+        size_t take = n < INPUT_CHUNK ? n : INPUT_CHUNK;
+        return sbx__lws_send(d->lws, SBX__WS_BINARY, p, take, NULL) == 0 ? take : 0;
+    }
     if (d->eof_sent)
         return n;
     if (n == 0) {
@@ -294,6 +377,35 @@ static size_t op_input(struct sbx__rproc *r, const uint8_t *p, size_t n, void *u
         return 0;
     size_t take = n < INPUT_CHUNK ? n : INPUT_CHUNK;
     return send_input(d, p, take) == 0 ? take : 0;
+}
+
+static void resize_done(struct sbx__xfer *x, int rc, const struct sbx__http_resp *resp,
+                        const struct sbx_error *err, void *ud)
+{
+    struct dproc *d = ud;
+    (void)x;
+    (void)rc;
+    (void)resp;
+    (void)err;
+    d->resize_x = NULL;
+    sbx__rproc_input_ready(d->r);
+}
+
+static void op_resize(struct sbx__rproc *r, unsigned rows, unsigned cols, void *ud)
+{
+    struct dproc *d = ud;
+    static const struct sbx__xfer_ops ops = {.done = resize_done};
+    if (!d->tty || d->resize_x || (rows == d->rows && cols == d->cols))
+        return;
+    d->rows = rows;
+    d->cols = cols;
+    json_t *body = json_pack("{s:i,s:i}", "cols", (int)cols, "rows", (int)rows);
+    const char *hdr[2] = {d->org_hdr, NULL};
+    char *path = sbx_xasprintf("/process/pty/%s/resize", d->sid);
+    struct sbx__http_req req = {.method = "POST", .path = path, .json = body, .headers = hdr};
+    (void)sbx__xfer_start(sbx__rproc_loop(r), d->ep, &req, &ops, d, &d->resize_x, NULL);
+    json_decref(body);
+    free(path);
 }
 
 static void signal_done(struct sbx__xfer *x, int rc, const struct sbx__http_resp *resp,
@@ -346,7 +458,9 @@ static void op_stop(struct sbx__rproc *r, void *ud)
         sbx__xfer_cancel(d->in_x);
     if (d->exit_x)
         sbx__xfer_cancel(d->exit_x);
-    d->in_x = d->exit_x = NULL;
+    if (d->resize_x)
+        sbx__xfer_cancel(d->resize_x);
+    d->in_x = d->exit_x = d->resize_x = NULL;
     sbx__timer_free(d->timer);
     d->timer = NULL;
 }
@@ -370,6 +484,7 @@ static void op_kill(struct sbx__rproc *r, void *ud)
 }
 
 static const struct sbx__rproc_ops proc_ops = {.input = op_input,
+                                               .resize = op_resize,
                                                .signal = op_signal,
                                                .resume = op_resume,
                                                .stop = op_stop,
@@ -406,6 +521,13 @@ static int pre_piece(struct dproc *d, int stream, const uint8_t *p, size_t n, st
     size_t i = 0;
     for (; i < n && !v->have; i++) {
         char c = (char)p[i];
+        if (!d->armed) {
+            /* Before the preamble's mark: a terminal's echo of the typed line, a prompt. */
+            d->armed = c == '\036';
+            continue;
+        }
+        if (c == '\r')
+            continue;
         if (v->len == 0 && c != 'S') {
             v->mark[v->len++] = c;
             v->have = 1;
@@ -436,7 +558,15 @@ static int read_verdict(struct dproc *d, struct verdict *v, struct sbx_error *er
             v->ended = 1;
             break;
         }
-        rc = demux(d, m.data, m.len, pre_piece, err);
+        if (!d->tty) {
+            rc = demux(d, m.data, m.len, pre_piece, err);
+            continue;
+        }
+        if ((rc = pty_control(d, &m, err)) != 0) {
+            rc = rc < 0 ? rc : 0;
+            continue;
+        }
+        rc = pre_piece(d, 1, m.data, m.len, err);
     }
     d->verdict = NULL;
     v->mark[v->len] = '\0';
@@ -477,7 +607,7 @@ static int verdict_error(struct dproc *d, const struct verdict *v, const char *c
 
 /* The command line: OUTER running INNER with its arguments, then the command. */
 static char *command_line(const char *root, const struct sbx_exec_spec *spec, const char *cwd,
-                          int want_in)
+                          int want_in, int tty)
 {
     struct sbx_strv argv;
     char n[16];
@@ -488,13 +618,18 @@ static char *command_line(const char *root, const struct sbx_exec_spec *spec, co
     snprintf(n, sizeof(n), "%zu", nenv);
     sbx_strv_push(&argv, "/bin/sh");
     sbx_strv_push(&argv, "-c");
-    sbx_strv_push(&argv, OUTER);
-    sbx_strv_push(&argv, "sbx");
+    if (!tty) {
+        /* (A terminal's shell already gives the command a process group of its own.) */
+        sbx_strv_push(&argv, OUTER);
+        sbx_strv_push(&argv, "sbx");
+    }
     sbx_strv_push(&argv, INNER);
+    if (tty)
+        sbx_strv_push(&argv, "sbx");
     sbx_strv_push(&argv, root);
     sbx_strv_push_take(&argv, cwd[0] ? sbx_xasprintf("%s/%s", root, cwd) : sbx_xstrdup(root));
     sbx_strv_push(&argv, spec->flags & SBX_EXEC_KEEP_BACKGROUND ? "1" : "0");
-    sbx_strv_push(&argv, want_in ? "1" : "0");
+    sbx_strv_push(&argv, tty ? "2" : want_in ? "1" : "0");
     sbx_strv_push(&argv, n);
     for (const char *const *e = spec->env; e && *e; e++)
         sbx_strv_push(&argv, *e);
@@ -506,9 +641,49 @@ static char *command_line(const char *root, const struct sbx_exec_spec *spec, co
         sbx_strv_push(&argv, "-c");
         sbx_strv_push(&argv, spec->command);
     }
-    char *line = sbx__dtn_quote((const char *const *)argv.v);
+    char *q = sbx__dtn_quote((const char *const *)argv.v);
     sbx_strv_release(&argv);
+    if (!tty)
+        return q;
+    /* Typed into the terminal's shell, which the command then replaces. */
+    char *line = sbx_xasprintf("exec %s\n", q);
+    free(q);
     return line;
+}
+
+/* A PTY session of the command's own (create-connect), the command line typed into its shell
+ * once the toolbox says it is connected. */
+static int start_pty(struct dproc *d, const struct sbx_exec_spec *spec, const char *line,
+                     struct sbx_error *err)
+{
+    static const char *const protocols[] = {"X-Daytona-Pty-Exit-Control", NULL};
+    const char *hdr[2] = {d->org_hdr, NULL};
+    d->rows = spec->rows ? spec->rows : 24;
+    d->cols = spec->cols ? spec->cols : 80;
+    char *path = sbx_xasprintf("/process/pty/create-connect?id=%s&cols=%u&rows=%u", d->sid, d->cols,
+                               d->rows);
+    int rc = sbx__wsconn_open(d->ep, path, protocols, hdr, MSG_MAX, sbx__endpoint_timeout_ms(d->ep),
+                              &d->wc, err);
+    free(path);
+    int64_t deadline = sbx_deadline_after_ms(sbx__endpoint_timeout_ms(d->ep));
+    struct sbx__ws_msg m = {0};
+    while (rc == 0) {
+        if ((rc = sbx__wsconn_read(d->wc, &m, deadline, err)) < 0)
+            break;
+        if (m.opcode == SBX__WS_CLOSE) {
+            rc = sbx_error_set(err, SBX_E_SANDBOX, 0,
+                               "the Daytona toolbox closed the terminal of '%s' at once", d->name);
+            break;
+        }
+        int c = pty_control(d, &m, err);
+        if (c < 0)
+            rc = c;
+        else if (c == 1)
+            break;
+    }
+    if (rc == 0)
+        rc = sbx__wsconn_write(d->wc, SBX__WS_BINARY, line, strlen(line), deadline, err);
+    return rc;
 }
 
 /* A session of the command's own, the command started in it, its logs opened. */
@@ -548,11 +723,8 @@ int sbx__dtn_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec
                         struct sbx_proc **out, struct sbx_error *err)
 {
     struct sbx__dtn_session *s = (struct sbx__dtn_session *)bs;
-    int want_in = !!(spec->flags & SBX_EXEC_STDIN);
-    if (spec->flags & SBX_EXEC_TTY)
-        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                             "a daytona sandbox gives sbx no terminal (the toolbox's PTY "
-                             "sessions are not spoken yet)");
+    int tty = !!(spec->flags & SBX_EXEC_TTY);
+    int want_in = tty || (spec->flags & SBX_EXEC_STDIN);
     if (spec->user && strcmp(spec->user, "daytona") != 0)
         return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
                              "a daytona sandbox runs commands as its user 'daytona' only, not as "
@@ -567,9 +739,10 @@ int sbx__dtn_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec
     d->sid = sbx__dtn_session_id();
     sbx_buf_init(&d->pre, SBX_BUF_NOLIMIT);
     sbx_buf_init(&d->pre_err, SBX_BUF_NOLIMIT);
-    char *line = command_line(s->base.root, spec, cwd, want_in);
+    d->tty = tty;
+    char *line = command_line(s->base.root, spec, cwd, want_in, tty);
     struct verdict v;
-    int rc = start_remote(d, line, err);
+    int rc = tty ? start_pty(d, spec, line, err) : start_remote(d, line, err);
     free(line);
     if (rc == 0)
         rc = read_verdict(d, &v, err);
@@ -584,7 +757,10 @@ int sbx__dtn_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec
     d->pgid = (pid_t)strtol(sp, NULL, 10);
     d->box = NULL;
     struct sbx__rproc_opts o = {.name = d->name,
-                                .want_stdin = want_in,
+                                .tty = tty,
+                                .rows = spec->rows,
+                                .cols = spec->cols,
+                                .want_stdin = want_in && !tty,
                                 .merge_stderr = !!(spec->flags & SBX_EXEC_MERGE_STDERR),
                                 .timeout_ms = spec->timeout_ms,
                                 .kill_grace_ms = spec->kill_grace_ms,

@@ -34,7 +34,7 @@ expect_eq "$status" 0 "the conformance suite passes with --provider daytona"
 grep -q '^1\.\.' "$T/tap" && ok "it ran all its cases" || not_ok "it ran all its cases"
 skips=$(grep -c '# SKIP' "$T/tap")
 expect_eq "$(grep '# SKIP' "$T/tap" | sed 's/.*# SKIP //' | sort -u | tr '\n' ';')" \
-    "provider 'daytona' does not support host-workspace;provider 'daytona' does not support logs;provider 'daytona' does not support mounts;provider 'daytona' does not support pty;provider 'daytona' does not support stats;" \
+    "provider 'daytona' does not support host-workspace;provider 'daytona' does not support logs;provider 'daytona' does not support mounts;provider 'daytona' does not support stats;" \
     "only what daytona declares unsupported is skipped ($skips)"
 expect_eq "$(daytona_stat sandboxes)" 0 "no sandbox is left at the service"
 done_testing
