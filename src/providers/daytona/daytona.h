@@ -85,6 +85,23 @@ const char *const *sbx__dtn_headers(const struct sbx__dtn_conf *c, const char *b
 
 /* argv as one shell line, every word single-quoted (the toolbox takes a command line only). */
 char *sbx__dtn_quote(const char *const *argv);
+/* The logs stream of a session command: three 0x01 bytes start stdout, three 0x02 bytes start
+ * stderr, anywhere in a message; a marker split between two messages is found too (its first
+ * bytes are held back until the next). Bytes before the first marker are dropped. Each piece
+ * goes to fn (0 to go on; another value stops the feed and is returned). */
+struct sbx__dtn_demux {
+    int stream; /* 0 before the first marker, 1, 2 */
+    uint8_t held[2];
+    size_t n_held;
+};
+typedef int sbx__dtn_piece_fn(void *ud, int stream, const uint8_t *p, size_t n,
+                              struct sbx_error *err);
+int sbx__dtn_demux_feed(struct sbx__dtn_demux *dm, const uint8_t *p, size_t n,
+                        sbx__dtn_piece_fn *fn, void *ud, struct sbx_error *err);
+/* The end of the stream: bytes held back were data after all. */
+int sbx__dtn_demux_finish(struct sbx__dtn_demux *dm, sbx__dtn_piece_fn *fn, void *ud,
+                          struct sbx_error *err);
+
 /* A fresh session id "sbx-<hex>" (caller frees). */
 char *sbx__dtn_session_id(void);
 

@@ -96,8 +96,7 @@ struct dproc {
     struct sbx__rproc *r;
     struct sbx__xfer *in_x, *exit_x;
     struct sbx__timer *timer;
-    int stream; /* the stream the demultiplexer is in: 0 none yet, 1, 2 */
-    size_t marker;
+    struct sbx__dtn_demux dm;
     pid_t pid, pgid;
     int eof_pending, eof_sent, polls;
     int tty, armed;           /* a PTY session; the verdict's 0x1e was seen */
@@ -134,30 +133,6 @@ static void dproc_free(void *ud)
     free(d->cid);
     free(d->org_hdr);
     free(d);
-}
-
-/* Split a logs message by its stream markers: each piece to fn(stream, bytes). The markers may
- * come anywhere in a message; a marker's bytes are never output. */
-typedef int piece_fn(struct dproc *d, int stream, const uint8_t *p, size_t n,
-                     struct sbx_error *err);
-static int demux(struct dproc *d, const uint8_t *p, size_t n, piece_fn *fn, struct sbx_error *err)
-{
-    size_t start = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (p[i] != 1 && p[i] != 2)
-            continue;
-        if (i + 3 > n || p[i + 1] != p[i] || p[i + 2] != p[i])
-            continue;
-        int rc;
-        if (i > start && d->stream && (rc = fn(d, d->stream, p + start, i - start, err)) != 0)
-            return rc;
-        d->stream = p[i];
-        i += 2;
-        start = i + 1;
-    }
-    if (n > start && d->stream)
-        return fn(d, d->stream, p + start, n - start, err);
-    return 0;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -258,8 +233,9 @@ static void exit_poll(struct sbx__timer *t, void *ud)
         sbx__rproc_fail(d->r, &e);
 }
 
-static int out_piece(struct dproc *d, int stream, const uint8_t *p, size_t n, struct sbx_error *err)
+static int out_piece(void *ud, int stream, const uint8_t *p, size_t n, struct sbx_error *err)
 {
+    struct dproc *d = ud;
     (void)err;
     return sbx__rproc_output(d->r, stream, p, n) ? 0 : SBX__PAUSE;
 }
@@ -272,7 +248,7 @@ static int on_message(struct sbx__lws *w, const struct sbx__ws_msg *m, void *ud,
     if (m->opcode != SBX__WS_TEXT && m->opcode != SBX__WS_BINARY)
         return 0;
     if (!d->tty)
-        return demux(d, m->data, m->len, out_piece, err);
+        return sbx__dtn_demux_feed(&d->dm, m->data, m->len, out_piece, d, err);
     int rc = pty_control(d, m, err);
     if (rc != 0)
         return rc < 0 ? rc : 0;
@@ -300,6 +276,7 @@ static void on_end(struct sbx__lws *w, int rc, const struct sbx_error *err, void
         return;
     }
     /* Closed or cut, the command's own end is what the toolbox says of it. */
+    (void)sbx__dtn_demux_finish(&d->dm, out_piece, d, NULL);
     exit_poll(d->timer, d);
 }
 
@@ -513,8 +490,9 @@ static int setup(struct sbx__rproc *r, void *ud, struct sbx_error *err)
 /* ---------------------------------------------------------------------------------------------
  * Starting a command (caller's thread) */
 
-static int pre_piece(struct dproc *d, int stream, const uint8_t *p, size_t n, struct sbx_error *err)
+static int pre_piece(void *ud, int stream, const uint8_t *p, size_t n, struct sbx_error *err)
 {
+    struct dproc *d = ud;
     struct verdict *v = d->verdict;
     if (stream == 2)
         return sbx_buf_add(&d->pre_err, p, n, err);
@@ -559,7 +537,7 @@ static int read_verdict(struct dproc *d, struct verdict *v, struct sbx_error *er
             break;
         }
         if (!d->tty) {
-            rc = demux(d, m.data, m.len, pre_piece, err);
+            rc = sbx__dtn_demux_feed(&d->dm, m.data, m.len, pre_piece, d, err);
             continue;
         }
         if ((rc = pty_control(d, &m, err)) != 0) {

@@ -229,6 +229,77 @@ char *sbx__dtn_quote(const char *const *argv)
     return b.data;
 }
 
+static int is_marker_start(const uint8_t *p, size_t n)
+{
+    /* n (1 or 2) bytes that may begin a marker: all 0x01 or all 0x02. */
+    return (p[0] == 1 || p[0] == 2) && (n == 1 || p[1] == p[0]);
+}
+
+int sbx__dtn_demux_feed(struct sbx__dtn_demux *dm, const uint8_t *p, size_t n,
+                        sbx__dtn_piece_fn *fn, void *ud, struct sbx_error *err)
+{
+    int rc;
+    /* A marker begun at the end of the last message. */
+    while (dm->n_held && n) {
+        uint8_t b = dm->held[0];
+        size_t need = 3 - dm->n_held, k = 0;
+        while (k < need && k < n && p[k] == b)
+            k++;
+        if (k == need) {
+            dm->stream = b;
+            dm->n_held = 0;
+            p += k;
+            n -= k;
+            break;
+        }
+        if (k == n) { /* still only a beginning */
+            dm->held[dm->n_held++] = b;
+            return 0;
+        }
+        /* Not a marker: the held bytes were data. */
+        uint8_t held[2];
+        size_t nh = dm->n_held;
+        memcpy(held, dm->held, nh);
+        dm->n_held = 0;
+        if (dm->stream && (rc = fn(ud, dm->stream, held, nh, err)) != 0)
+            return rc;
+    }
+    size_t start = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] != 1 && p[i] != 2)
+            continue;
+        size_t left = n - i;
+        if (left < 3 && is_marker_start(p + i, left)) {
+            if (i > start && dm->stream &&
+                (rc = fn(ud, dm->stream, p + start, i - start, err)) != 0)
+                return rc;
+            memcpy(dm->held, p + i, left);
+            dm->n_held = left;
+            return 0;
+        }
+        if (left < 3 || p[i + 1] != p[i] || p[i + 2] != p[i])
+            continue;
+        if (i > start && dm->stream && (rc = fn(ud, dm->stream, p + start, i - start, err)) != 0)
+            return rc;
+        dm->stream = p[i];
+        i += 2;
+        start = i + 1;
+    }
+    if (n > start && dm->stream)
+        return fn(ud, dm->stream, p + start, n - start, err);
+    return 0;
+}
+
+int sbx__dtn_demux_finish(struct sbx__dtn_demux *dm, sbx__dtn_piece_fn *fn, void *ud,
+                          struct sbx_error *err)
+{
+    size_t nh = dm->n_held;
+    dm->n_held = 0;
+    if (nh && dm->stream)
+        return fn(ud, dm->stream, dm->held, nh, err);
+    return 0;
+}
+
 char *sbx__dtn_session_id(void)
 {
     char hex[33];
