@@ -42,6 +42,7 @@
 #define EXIT_POLLS   100
 #define EXIT_POLL_MS 100
 #define SEND_HIGH    ((size_t)1 << 20)
+#define PRE_MAX      ((size_t)1 << 20) /* output that came with the start, kept until relayed */
 
 static const char INNER[] =
         "root=$1 dir=$2 keep=$3 in=$4 n=$5; shift 5\n"
@@ -715,8 +716,8 @@ int sbx__dtn_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec
     d->org_hdr = s->box.conf->org_hdr ? sbx_xstrdup(s->box.conf->org_hdr) : NULL;
     d->name = sbx_xstrdup(spec->argv ? spec->argv[0] : "/bin/sh");
     d->sid = sbx__dtn_session_id();
-    sbx_buf_init(&d->pre, SBX_BUF_NOLIMIT);
-    sbx_buf_init(&d->pre_err, SBX_BUF_NOLIMIT);
+    sbx_buf_init(&d->pre, PRE_MAX);
+    sbx_buf_init(&d->pre_err, PRE_MAX);
     d->tty = tty;
     char *line = command_line(s->base.root, spec, cwd, want_in, tty);
     struct verdict v;
