@@ -3,7 +3,7 @@
 (reached through the toolbox proxy), whose commands and files are real, in local sbx sandboxes.
 
 usage: fake-daytona.py --state-dir DIR [--port N] [--api-key KEY] [--sbx PATH]
-                       [--snapshot NAME]...
+                       [--snapshot NAME]... [--tls-cert FILE --tls-key FILE]
 
 One listener on 127.0.0.1 (port 0: a free one, written to DIR/port):
   /api/...                  the control plane (what DAYTONA_API_URL names)
@@ -45,6 +45,7 @@ import shlex
 import signal
 import socket
 import socketserver
+import ssl
 import subprocess
 import sys
 import threading
@@ -287,13 +288,14 @@ class Sandbox:
 
 
 class Fake:
-    def __init__(self, sbx, api_key, jwt, org, snapshots, port):
+    def __init__(self, sbx, api_key, jwt, org, snapshots, port, scheme="http"):
         self.sbx = sbx
         self.api_key = api_key
         self.jwt = jwt
         self.org = org
         self.snapshots = set(snapshots)
         self.port = port
+        self.scheme = scheme
         self.lock = threading.Lock()
         self.sandboxes = {}
         self.knobs = {"rate_limit_next": 0, "retry_after": 1, "max_sandboxes": 0}
@@ -301,7 +303,7 @@ class Fake:
         self.previews = {}  # token -> (sandbox id, port)
 
     def base(self):
-        return "http://127.0.0.1:%d" % self.port
+        return "%s://127.0.0.1:%d" % (self.scheme, self.port)
 
     def create(self, body):
         snapshot = body.get("snapshot") or "daytonaio/sandbox:0.4.3"
@@ -913,14 +915,21 @@ def main():
     ap.add_argument("--organization", default="org-" + secrets.token_hex(4))
     ap.add_argument("--sbx", default=os.environ.get("SBX", "sbx"))
     ap.add_argument("--snapshot", action="append", default=[])
+    ap.add_argument("--tls-cert")
+    ap.add_argument("--tls-key")
     a = ap.parse_args()
     if not a.api_key:
         ap.error("--api-key (or DAYTONA_API_KEY) is required")
     os.makedirs(a.state_dir, exist_ok=True)
     fake = Fake(Sbx(a.sbx, a.state_dir), a.api_key, a.jwt, a.organization,
-                ["daytonaio/sandbox:0.4.3"] + a.snapshot, 0)
+                ["daytonaio/sandbox:0.4.3"] + a.snapshot, 0, "https" if a.tls_cert else "http")
     Handler.fake = fake
     srv = Server(("127.0.0.1", a.port), Handler)
+    if a.tls_cert:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(a.tls_cert, a.tls_key)
+        ctx.set_alpn_protocols(["http/1.1"])
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
     fake.port = srv.server_address[1]
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     with open(os.path.join(a.state_dir, "port.tmp"), "w") as f:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The fake Daytona service (fake-daytona.py) for tests, on a free loopback port.
-#   fake.sh start DIR   start it, its sandboxes kept under DIR/state; write DIR/env
+#   fake.sh start DIR [--tls]  start it, its sandboxes kept under DIR/state; write DIR/env
+#                              (--tls: HTTPS with a certificate made here, NODE_EXTRA_CA_CERTS)
 #   fake.sh stop DIR    stop it; remove every sandbox it made, and DIR/state
 # DIR/env (shell assignments) holds what Daytona's SDKs read: DAYTONA_API_URL, DAYTONA_API_KEY
 # (a fresh random key the fake accepts), DAYTONA_TARGET; then FAKE_DAYTONA_JWT and
@@ -9,7 +10,7 @@
 set -euo pipefail
 cmd=${1:-}
 dir=${2:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: fake.sh start|stop DIR" >&2; exit 2; }
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: fake.sh start|stop DIR [--tls]" >&2; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
 
 sbx_env() {
@@ -24,9 +25,18 @@ start)
     mkdir -p "$dir/state"
     key="dtn_$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')"
     jwt="eyJ$(od -An -N24 -tx1 /dev/urandom | tr -d ' \n')"
+    scheme=http
+    tls=()
+    if [ "${3:-}" = --tls ]; then
+        openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost \
+            -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" \
+            -keyout "$dir/key.pem" -out "$dir/cert.pem" >/dev/null 2>&1
+        tls=(--tls-cert "$dir/cert.pem" --tls-key "$dir/key.pem")
+        scheme=https
+    fi
     # setsid: not in the test's process group; stop ends it by pid.
     DAYTONA_API_KEY=$key FAKE_DAYTONA_JWT=$jwt setsid python3 "$here/fake-daytona.py" \
-        --state-dir "$dir/state" --sbx "$SBX" --snapshot sbx-test-snapshot \
+        --state-dir "$dir/state" --sbx "$SBX" --snapshot sbx-test-snapshot "${tls[@]}" \
         </dev/null >"$dir/fake.log" 2>&1 &
     pid=$!
     for ((i = 0; i < 300; i++)); do
@@ -37,10 +47,11 @@ start)
     [ -s "$dir/state/port" ] || { echo "fake.sh: the fake did not start" >&2; kill "$pid"; exit 1; }
     read -r port org <"$dir/state/port"
     {
-        echo "DAYTONA_API_URL=http://127.0.0.1:$port/api"
+        echo "DAYTONA_API_URL=$scheme://127.0.0.1:$port/api"
         echo "DAYTONA_API_KEY=$key"
         echo "DAYTONA_TARGET=us"
-        echo "FAKE_DAYTONA_URL=http://127.0.0.1:$port"
+        echo "FAKE_DAYTONA_URL=$scheme://127.0.0.1:$port"
+        [ "$scheme" = http ] || echo "NODE_EXTRA_CA_CERTS=$dir/cert.pem"
         echo "FAKE_DAYTONA_JWT=$jwt"
         echo "FAKE_DAYTONA_ORG=$org"
         echo "FAKE_DAYTONA_PID=$pid"
@@ -66,7 +77,7 @@ stop)
     for m in $(awk -v t="$dir/state/" 'index($5, t) == 1 {print $5}' /proc/self/mountinfo | sort -r); do
         umount -l "$m" 2>/dev/null || true
     done
-    rm -rf "$dir/state" "$dir/env"
+    rm -rf "$dir/state" "$dir/env" "$dir/key.pem" "$dir/cert.pem"
     ;;
 *)
     echo "usage: fake.sh start|stop DIR" >&2

@@ -54,17 +54,17 @@ daytona_probe() {
 }
 
 # daytona_knob JSON: set the fake's test knobs.
-daytona_knob() { python3 -c 'import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "/_fake/knobs", sys.argv[2].encode(), {"Content-Type": "application/json"})).read()' "$FAKE_DAYTONA_URL" "$1"; }
+daytona_knob() { python3 -c 'import os, ssl, sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "/_fake/knobs", sys.argv[2].encode(), {"Content-Type": "application/json"}), context=ssl.create_default_context(cafile=os.environ.get("NODE_EXTRA_CA_CERTS"))).read()' "$FAKE_DAYTONA_URL" "$1"; }
 
 # daytona_stat NAME: one of the fake's counters.
-daytona_stat() { python3 -c 'import json, sys, urllib.request; print(json.load(urllib.request.urlopen(sys.argv[1] + "/_fake/stats"))[sys.argv[2]])' "$FAKE_DAYTONA_URL" "$1"; }
+daytona_stat() { python3 -c 'import json, os, ssl, sys, urllib.request; print(json.load(urllib.request.urlopen(sys.argv[1] + "/_fake/stats", context=ssl.create_default_context(cafile=os.environ.get("NODE_EXTRA_CA_CERTS"))))[sys.argv[2]])' "$FAKE_DAYTONA_URL" "$1"; }
 
-# daytona_fake_start DIR: skip when sbx cannot make sandboxes here, else start the fake in DIR
-# and export its env (DAYTONA_API_URL, DAYTONA_API_KEY, FAKE_DAYTONA_*).
+# daytona_fake_start DIR [--tls]: skip when sbx cannot make sandboxes here, else start the fake
+# in DIR and export its env (DAYTONA_API_URL, DAYTONA_API_KEY, FAKE_DAYTONA_*).
 daytona_fake_start() {
     daytona_probe
     mkdir -p "$1"
-    "$DAYTONA_HERE/fake.sh" start "$1" || { echo "Bail out! the fake does not start"; exit 1; }
+    "$DAYTONA_HERE/fake.sh" start "$1" ${2:-} || { echo "Bail out! the fake does not start"; exit 1; }
     set -a
     . "$1/env"
     set +a
