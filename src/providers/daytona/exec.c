@@ -246,6 +246,18 @@ static int on_message(struct sbx__lws *w, const struct sbx__ws_msg *m, void *ud,
 {
     struct dproc *d = ud;
     (void)w;
+    if (d->tty && m->opcode == SBX__WS_CLOSE && !d->have_exit && m->reason && m->reason[0] == '{') {
+        /* Without the exit-control capability a terminal's exit code is in the close reason. */
+        json_t *o = NULL;
+        struct sbx_error ignored = SBX_ERROR_INIT;
+        if (sbx_json_parse(m->reason, strlen(m->reason), NULL, &o, &ignored) == 0 &&
+            json_is_integer(json_object_get(o, "exitCode"))) {
+            d->have_exit = 1;
+            d->exit_code = (int)json_integer_value(json_object_get(o, "exitCode"));
+        }
+        json_decref(o);
+        return 0;
+    }
     if (m->opcode != SBX__WS_TEXT && m->opcode != SBX__WS_BINARY)
         return 0;
     if (!d->tty)

@@ -30,6 +30,10 @@ expect_rc 4 "a command's exit status over TLS"
 expect_eq "$(cat "$T/out")/$(cat "$T/err")" "out/err" "its stdout and stderr apart"
 script -qec "$SBX sandbox exec -t $id -- sh -c 'stty size; exit 6'; echo rc=\$?" /dev/null >"$T/tty" 2>&1
 expect_in "$T/tty" "rc=6" "a terminal over TLS, with its exit status"
+daytona_knob '{"pty_exit_control": false}'
+script -qec "$SBX sandbox exec -t $id -- sh -c 'exit 9'; echo rc=\$?" /dev/null >"$T/tty" 2>&1
+expect_in "$T/tty" "rc=9" "from a daemon without the exit-control message too (the close reason)"
+daytona_knob '{"pty_exit_control": true}'
 head -c 100000 /dev/urandom >"$T/in.bin"
 run "$SBX" sandbox cp "$T/in.bin" "$id:in.bin"
 expect_rc 0 "a file goes in"

@@ -26,6 +26,7 @@ Test knobs (no key needed, not part of Daytona): POST /_fake/knobs with JSON
   {"rate_limit_next": N, "retry_after": S}  the next N API requests get 429, Retry-After: S
   {"max_sandboxes": N}                      creating more than N started sandboxes: 403 quota
   {"forget": ID}                            sandbox ID is gone (as if deleted elsewhere)
+  {"pty_exit_control": false}               PTYs as an older daemon: no exit control message
 GET /_fake/stats: {"rate_limited": N, "sandboxes": N, "api_requests": N, "ws_logs": N}.
 """
 import argparse
@@ -298,7 +299,8 @@ class Fake:
         self.scheme = scheme
         self.lock = threading.Lock()
         self.sandboxes = {}
-        self.knobs = {"rate_limit_next": 0, "retry_after": 1, "max_sandboxes": 0}
+        self.knobs = {"rate_limit_next": 0, "retry_after": 1, "max_sandboxes": 0,
+                      "pty_exit_control": True}
         self.stats = {"rate_limited": 0, "api_requests": 0, "ws_logs": 0}
         self.previews = {}  # token -> (sandbox id, port)
 
@@ -735,8 +737,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_header("Connection", "Upgrade")
         self.send_header("Sec-WebSocket-Accept",
                          base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode())
-        exit_control = "X-Daytona-Pty-Exit-Control" in offered
-        chosen = "X-Daytona-Pty-Exit-Control" if exit_control else (offered[0] if offered else None)
+        # A daemon without the exit-control capability chooses no subprotocol and says the exit
+        # code only in the close frame's reason.
+        exit_control = "X-Daytona-Pty-Exit-Control" in offered and self.fake.knobs["pty_exit_control"]
+        chosen = "X-Daytona-Pty-Exit-Control" if exit_control else None
         if chosen:
             self.send_header("Sec-WebSocket-Protocol", chosen)
         self.end_headers()
