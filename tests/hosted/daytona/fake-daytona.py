@@ -450,7 +450,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_bytes(status, json.dumps(obj).encode(), "application/json", headers)
 
     def send_error_json(self, e):
-        self.send_json(e.status, {"statusCode": e.status, "message": e.message, "error": "",
+        self.send_json(e.status, {"statusCode": e.status, "message": e.message,
                                   "path": self.path, "timestamp": now_iso(), "method": self.command},
                        e.headers)
 

@@ -3,6 +3,7 @@
 // DAYTONA_API_KEY, DAYTONA_TARGET, FAKE_DAYTONA_URL, FAKE_DAYTONA_JWT, FAKE_DAYTONA_ORG) and the
 // SDK's install (DAYTONA_SDK_DIR).
 import { createRequire } from 'node:module';
+import fs from 'node:fs';
 import path from 'node:path';
 
 const require = createRequire(path.join(process.env.DAYTONA_SDK_DIR, 'node_modules', 'x.js'));
@@ -118,6 +119,41 @@ eq(again.id, sb.id, 'a JWT client with the organization gets the sandbox');
 const found = [];
 for await (const s of other.list({ labels: { suite: 'sbx' } })) found.push(s.id);
 eq(found, [sb.id], 'list by label');
+
+
+// The field names the fake answers with are the ones the npm client's generated models declare
+// (@daytona/api-client and @daytona/toolbox-api-client, read from the install).
+function modelFields(pkg, model) {
+  const f = path.join(process.env.DAYTONA_SDK_DIR, 'node_modules', '@daytona', pkg, 'src', 'models', model + '.d.ts');
+  return new Set([...fs.readFileSync(f, 'utf8').matchAll(/^\s+'?([A-Za-z0-9_]+)'?\??:/gm)].map((m) => m[1]));
+}
+async function raw(url, init = {}) {
+  const r = await fetch(url, { ...init, headers: { Authorization: `Bearer ${process.env.DAYTONA_API_KEY}`,
+    'Content-Type': 'application/json', ...(init.headers || {}) } });
+  return r.json();
+}
+function fieldsIn(obj, pkg, model, name) {
+  const known = modelFields(pkg, model);
+  const extra = Object.keys(obj).filter((k) => !known.has(k));
+  say(known.size > 0 && extra.length === 0, `the fake's ${name} has only fields of the client's ${model}`, extra.join(', '));
+}
+{
+  const api = process.env.DAYTONA_API_URL;
+  const s = await raw(`${api}/sandbox/${sb.id}`);
+  fieldsIn(s, 'api-client', 'sandbox', 'Sandbox');
+  fieldsIn(await raw(`${api}/sandbox/${sb.id}/ports/3000/signed-preview-url`), 'api-client', 'signed-port-preview-url', 'signed preview URL');
+  fieldsIn(await raw(`${api}/sandbox/${sb.id}/toolbox-proxy-url`), 'api-client', 'toolbox-proxy-url', 'toolbox proxy URL');
+  const box = `${s.toolboxProxyUrl}/${sb.id}`;
+  await raw(`${box}/process/session`, { method: 'POST', body: JSON.stringify({ sessionId: 'fields' }) }).catch(() => {});
+  const ex = await raw(`${box}/process/session/fields/exec`, { method: 'POST', body: JSON.stringify({ command: 'echo x' }) });
+  fieldsIn(ex, 'toolbox-api-client', 'session-execute-response', 'session exec answer');
+  fieldsIn(await raw(`${box}/process/session/fields/command/${ex.cmdId}`), 'toolbox-api-client', 'command', 'command');
+  fieldsIn(await raw(`${box}/process/session/fields/command/${ex.cmdId}/logs`), 'toolbox-api-client', 'session-command-logs-response', 'command logs');
+  fieldsIn(await raw(`${box}/process/session/fields`), 'toolbox-api-client', 'session', 'session');
+  fieldsIn(await raw(`${box}/process/execute`, { method: 'POST', body: JSON.stringify({ command: 'true' }) }), 'toolbox-api-client', 'execute-response', 'execute answer');
+  fieldsIn(await raw(`${box}/files/info?path=b.txt`), 'toolbox-api-client', 'file-info', 'file info');
+  fieldsIn(await raw(`${box}/files/info?path=nonexistent`), 'toolbox-api-client', 'error-response', 'error');
+}
 
 // The service's errors.
 const wrong = new Daytona({ apiKey: 'wrong', apiUrl: process.env.DAYTONA_API_URL, target: 'us', useDeprecatedPolling: true });
