@@ -235,15 +235,29 @@ static int session_new(struct dtn_client *c, const json_t *detail, struct sbx__d
     const char *created = json_string_value(json_object_get(labels, LABEL_CREATED));
     const char *ports = json_string_value(json_object_get(labels, LABEL_PORTS));
     const char *proxy = json_string_value(json_object_get(detail, "toolboxProxyUrl"));
+    json_t *asked = NULL;
     if (!valid_id(id))
         return sbx_error_set(err, SBX_E_API, 0, "the Daytona API named a sandbox oddly");
-    if (!proxy || (strncmp(proxy, "https://", 8) != 0 && strncmp(proxy, "http://", 7) != 0))
+    if (!proxy) {
+        /* A sandbox described without it (a list, an older API): asked on its own, as
+         * Daytona's client does. */
+        char *path = sbx_xasprintf("/sandbox/%s/toolbox-proxy-url", id);
+        int rc = sbx__dtn_api(c->conf, "GET", path, NULL, &asked, err);
+        free(path);
+        if (rc < 0)
+            return rc;
+        proxy = json_string_value(json_object_get(asked, "url"));
+    }
+    if (!proxy || (strncmp(proxy, "https://", 8) != 0 && strncmp(proxy, "http://", 7) != 0)) {
+        json_decref(asked);
         return sbx_error_set(err, SBX_E_API, 0,
                              "the Daytona API gave sandbox '%s' no toolbox proxy URL", id);
+    }
     if (!root || root[0] != '/')
         root = c->root;
     struct sbx__dtn_session *s = sbx_xcalloc(1, sizeof(*s));
     int rc = sbx__dtn_box_init(&s->box, c->conf, id, proxy, root, err);
+    json_decref(asked);
     if (rc < 0) {
         free(s);
         return rc;

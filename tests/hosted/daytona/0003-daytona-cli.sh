@@ -107,6 +107,12 @@ expect_rc 0 "start after stop"
 run "$SBX" sandbox exec "$did2" -- cat sub/note.txt
 expect_eq "$(cat "$T/out")" "from local" "keeps the workspace too"
 
+# An API that describes sandboxes without their toolbox proxy URL: it is asked on its own.
+daytona_knob '{"omit_proxy_url": true}'
+run "$SBX" sandbox exec "$did2" -- echo by proxy
+expect_eq "$(cat "$T/out")" "by proxy" "a sandbox described without its toolbox proxy URL is reached (GET .../toolbox-proxy-url)"
+daytona_knob '{"omit_proxy_url": false}'
+
 # A JWT acts with its organization, and not without it.
 run "$SBX" sandbox create --provider daytona -o api_key=env:FAKE_DAYTONA_JWT -o "organization_id=$FAKE_DAYTONA_ORG"
 expect_rc 0 "a JWT with its organization creates a sandbox"

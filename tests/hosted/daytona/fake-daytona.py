@@ -27,6 +27,8 @@ Test knobs (no key needed, not part of Daytona): POST /_fake/knobs with JSON
   {"max_sandboxes": N}                      creating more than N started sandboxes: 403 quota
   {"forget": ID}                            sandbox ID is gone (as if deleted elsewhere)
   {"pty_exit_control": false}               PTYs as an older daemon: no exit control message
+  {"omit_proxy_url": true}                  sandboxes described without toolboxProxyUrl (an
+                                            older API: clients ask /toolbox-proxy-url)
 GET /_fake/stats: {"rate_limited": N, "sandboxes": N, "api_requests": N, "ws_logs": N}.
 """
 import argparse
@@ -300,7 +302,7 @@ class Fake:
         self.lock = threading.Lock()
         self.sandboxes = {}
         self.knobs = {"rate_limit_next": 0, "retry_after": 1, "max_sandboxes": 0,
-                      "pty_exit_control": True}
+                      "pty_exit_control": True, "omit_proxy_url": False}
         self.stats = {"rate_limited": 0, "api_requests": 0, "ws_logs": 0}
         self.previews = {}  # token -> (sandbox id, port)
 
@@ -407,7 +409,8 @@ class Fake:
                 "autoArchiveInterval": sb.body.get("autoArchiveInterval", 10080),
                 "autoDeleteInterval": sb.body.get("autoDeleteInterval", -1),
                 "createdAt": sb.created, "updatedAt": sb.updated, "lastActivityAt": sb.updated,
-                "daemonVersion": "0.1.0", "toolboxProxyUrl": self.base() + "/toolbox"}
+                "daemonVersion": "0.1.0"} | ({} if self.knobs["omit_proxy_url"] else
+                                            {"toolboxProxyUrl": self.base() + "/toolbox"})
 
 
 class Handler(http.server.BaseHTTPRequestHandler):
