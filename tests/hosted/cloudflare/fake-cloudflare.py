@@ -225,6 +225,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 yield data
 
     def read_body(self, limit, what):
+        self.drained = True
         out = bytearray()
         over = False
         for chunk in self.iter_body():
@@ -264,6 +265,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.dispatch("DELETE")
 
     def dispatch(self, method):
+        self.drained = False  # one handler serves every request of a kept-alive connection
         url = urllib.parse.urlsplit(self.path)
         path = url.path
         query = urllib.parse.parse_qs(url.query)
@@ -289,7 +291,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
 
     def drain(self):
-        if not getattr(self, "drained", False):
+        if not self.drained:
             self.drained = True
             for _ in self.iter_body():
                 pass
