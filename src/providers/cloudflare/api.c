@@ -185,8 +185,7 @@ int sbx__cf_run(struct sbx__cf_conf *c, const char *id, const char *const *argv,
                                 .json = body,
                                 .sink = sbx__http_sink_sse,
                                 .sink_ud = &sse,
-                                .timeout_ms = SBX__CF_RUN_MS + 30000,
-                                .no_retry = 1};
+                                .timeout_ms = SBX__CF_RUN_MS + 30000};
     struct sbx__http_resp resp;
     sbx__http_resp_init(&resp);
     out->code = -1;
@@ -254,16 +253,26 @@ int sbx__cf_file_get(struct sbx__cf_conf *c, const char *id, const char *abs, in
     return rc;
 }
 
-static long source_fd(void *ud, void *buf, size_t n, struct sbx_error *err)
+int sbx__cf_read_all(int fd, uint64_t max, struct sbx_buf *out, const char *what,
+                     struct sbx_error *err)
 {
-    int fd = *(int *)ud;
-    ssize_t r;
-    do
-        r = read(fd, buf, n);
-    while (r < 0 && errno == EINTR);
-    if (r < 0)
-        return sbx_error_set(err, SBX_E_IO, errno, "cannot read a staged file");
-    return (long)r;
+    char buf[65536];
+    for (;;) {
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0)
+            return sbx_error_set(err, SBX_E_IO, errno, "cannot read %s", what);
+        if (n == 0)
+            return 0;
+        if (out->len + (size_t)n > max)
+            return sbx_error_set(err, SBX_E_TOOBIG, 0,
+                                 "%s is over %llu MiB, the most the Sandbox Bridge takes", what,
+                                 (unsigned long long)(max >> 20));
+        int rc = sbx_buf_add(out, buf, (size_t)n, err);
+        if (rc < 0)
+            return rc;
+    }
 }
 
 int sbx__cf_file_put(struct sbx__cf_conf *c, const char *id, const char *abs, int fd, uint64_t size,
@@ -273,18 +282,25 @@ int sbx__cf_file_put(struct sbx__cf_conf *c, const char *id, const char *abs, in
         return sbx_error_set(err, SBX_E_TOOBIG, 0,
                              "'%s': the Sandbox Bridge takes files of at most %llu MiB", abs,
                              (unsigned long long)(SBX__CF_FILE_MAX >> 20));
+    /* In memory (at most 32 MiB): a request the worker refused with 429 or 503 goes again. */
+    struct sbx_buf body;
+    sbx_buf_init(&body, SBX_BUF_NOLIMIT);
+    int rc = sbx__cf_read_all(fd, size, &body, "a staged file", err);
+    if (rc < 0) {
+        sbx_buf_release(&body);
+        return rc;
+    }
     char *path = file_path(id, abs);
     struct sbx__http_req req = {.method = "PUT",
                                 .path = path,
-                                .source = source_fd,
-                                .source_ud = &fd,
-                                .upload_size = (int64_t)size,
-                                .timeout_ms = -1,
-                                .no_retry = 1};
+                                .body = body.data ? body.data : "",
+                                .body_len = body.len,
+                                .timeout_ms = -1};
     struct sbx__http_resp resp;
     sbx__http_resp_init(&resp);
-    int rc = call(c, &req, "PUT /v1/sandbox/ID/file", &resp, err);
+    rc = call(c, &req, "PUT /v1/sandbox/ID/file", &resp, err);
     sbx__http_resp_release(&resp);
+    sbx_buf_release(&body);
     free(path);
     return rc;
 }

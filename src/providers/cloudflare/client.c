@@ -381,6 +381,12 @@ static int cc_resume(struct sbx_client *bc, const json_t *state, const struct sb
     char *created = NULL;
     int rc = read_mark(c, id, &created, err);
     free(created);
+    if (rc == -SBX_E_NOTFOUND) {
+        /* sbx made this id (its state says so): the container that answered is a fresh one the
+         * worker started for the question, not the sandbox; it goes again. */
+        struct sbx_error ignored = SBX_ERROR_INIT;
+        (void)sbx__cf_delete(c->conf, id, &ignored);
+    }
     if (rc == -SBX_E_NOTFOUND && snap)
         return rebuild(bc, state, snap, opts, out, err);
     if (rc == -SBX_E_NOTFOUND)

@@ -16,6 +16,7 @@
 #include "sandbox/provider.h"
 #include "sandbox/shellfs/shellfs.h"
 #include "sandbox/wire/endpoint.h"
+#include "sbx/buf.h"
 #include "sbx/error.h"
 #include "sbx/strv.h"
 
@@ -55,6 +56,9 @@ int sbx__cf_delete(struct sbx__cf_conf *c, const char *id, struct sbx_error *err
  * into out (bounded by out's buffers). A command the bridge could not run is SBX_E_SANDBOX. */
 int sbx__cf_run(struct sbx__cf_conf *c, const char *id, const char *const *argv,
                 struct sbx__shell_run *out, struct sbx_error *err);
+/* fd to its end into out, at most max bytes (SBX_E_TOOBIG naming what). */
+int sbx__cf_read_all(int fd, uint64_t max, struct sbx_buf *out, const char *what,
+                     struct sbx_error *err);
 /* GET .../file/{abs}: the file into fd, at most max bytes. PUT .../file/{abs}: size bytes of
  * fd (at most SBX__CF_FILE_MAX). abs lies in SBX__CF_ROOT. */
 int sbx__cf_file_get(struct sbx__cf_conf *c, const char *id, const char *abs, int fd, uint64_t max,

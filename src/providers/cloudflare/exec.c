@@ -295,8 +295,7 @@ static void kill_later(struct cfproc *k, int sig)
 static int start_exec(struct cfproc *k, struct sbx_error *err)
 {
     char *path = sbx_xasprintf("/v1/sandbox/%s/exec", k->id);
-    struct sbx__http_req req = {
-            .method = "POST", .path = path, .json = k->body, .timeout_ms = -1, .no_retry = 1};
+    struct sbx__http_req req = {.method = "POST", .path = path, .json = k->body, .timeout_ms = -1};
     int rc = sbx__xfer_start(sbx__rproc_loop(k->r), k->conf->ep, &req, &xfer_ops, k, &k->x, err);
     free(path);
     return rc;
@@ -347,8 +346,7 @@ static size_t op_input(struct sbx__rproc *r, const uint8_t *p, size_t n, void *u
                                 .path = path,
                                 .body = k->in.data ? k->in.data : "",
                                 .body_len = k->in.len,
-                                .timeout_ms = -1,
-                                .no_retry = 1};
+                                .timeout_ms = -1};
     if (sbx__xfer_start(sbx__rproc_loop(r), k->conf->ep, &req, &put_ops, k, &k->put, &e) < 0)
         sbx__rproc_fail(r, &e);
     free(path);
