@@ -2,9 +2,9 @@
 """A loopback fake of Cloudflare's Sandbox Bridge worker for tests: the bridge's HTTP API, whose
 commands and files are real, in local sbx sandboxes.
 
-usage: fake-cloudflare.py --state-dir DIR [--port N] [--sbx PATH]
+usage: fake-cloudflare.py --state-dir DIR [--port N] [--sbx PATH] [--tls-cert FILE --tls-key FILE]
 
-One listener on 127.0.0.1 (port 0: a free one, written to DIR/port). The key the worker wants
+One listener on 127.0.0.1 (port 0: a free one, written to DIR/port), HTTPS with --tls-cert. The key the worker wants
 (its SANDBOX_API_KEY) is $CLOUDFLARE_SANDBOX_API_KEY; unset, no key is asked for, as the
 bridge does. The routes, their checks and their answers follow the bridge's own route code in
 @cloudflare/sandbox/bridge (the version tests/hosted/cloudflare/lib.sh pins):
@@ -40,6 +40,7 @@ import os
 import re
 import secrets
 import signal
+import ssl
 import socketserver
 import subprocess
 import sys
@@ -506,11 +507,17 @@ def main():
     ap.add_argument("--state-dir", required=True)
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--sbx", default=os.environ.get("SBX", "sbx"))
+    ap.add_argument("--tls-cert")
+    ap.add_argument("--tls-key")
     a = ap.parse_args()
     os.makedirs(a.state_dir, exist_ok=True)
     fake = Fake(Sbx(a.sbx, a.state_dir), os.environ.get("CLOUDFLARE_SANDBOX_API_KEY", ""))
     Handler.fake = fake
     srv = Server(("127.0.0.1", a.port), Handler)
+    if a.tls_cert:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(a.tls_cert, a.tls_key)
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
 
     def stop(*_):
         threading.Thread(target=srv.shutdown, daemon=True).start()

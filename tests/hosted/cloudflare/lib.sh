@@ -37,10 +37,10 @@ for line in open(sys.argv[1], errors="replace"):
 ' "$1")
 }
 
-# cf_fake_start DIR: skip when sbx cannot make sandboxes here, else start the fake in DIR and
+# cf_fake_start DIR [--tls]: skip when sbx cannot make sandboxes here, else start the fake in DIR and
 # export its env (CLOUDFLARE_SANDBOX_WORKER_URL, CLOUDFLARE_SANDBOX_API_KEY, FAKE_CLOUDFLARE_*).
 cf_fake_start() {
-    local dir=$1 id
+    local dir=$1 tls=${2:-} id
     mkdir -m 0700 "$T/probe" "$T/probe/run"
     printf 'version: 1\nroot: /workspace\n' >"$T/probe/m.yaml"
     if ! id=$(env XDG_RUNTIME_DIR="$T/probe/run" SBX_WORKSPACES="$T/probe/ws" SBX_STOPPED="$T/probe/stopped" \
@@ -50,12 +50,13 @@ cf_fake_start() {
     env XDG_RUNTIME_DIR="$T/probe/run" SBX_WORKSPACES="$T/probe/ws" SBX_STOPPED="$T/probe/stopped" \
         SBX_SNAPSHOTS="$T/probe/snap" "$SBX" sandbox rm "$id" >/dev/null 2>&1
     mkdir -p "$dir"
-    "$CF_HERE/fake.sh" start "$dir" || { echo "Bail out! the fake does not start"; exit 1; }
+    "$CF_HERE/fake.sh" start "$dir" $tls || { echo "Bail out! the fake does not start"; exit 1; }
     set -a
     . "$dir/env"
     set +a
 }
 
 # cf_knob JSON: set the fake's test knobs. cf_stat NAME: one of its counters.
-cf_knob() { python3 -c 'import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "/_fake/knobs", sys.argv[2].encode(), {"Content-Type": "application/json"})).read()' "$CLOUDFLARE_SANDBOX_WORKER_URL" "$1"; }
-cf_stat() { python3 -c 'import json, sys, urllib.request; print(json.load(urllib.request.urlopen(sys.argv[1] + "/_fake/stats"))[sys.argv[2]])' "$CLOUDFLARE_SANDBOX_WORKER_URL" "$1"; }
+# (Over HTTPS the fake's certificate is $CF_CA.)
+cf_knob() { python3 -c 'import os, ssl, sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "/_fake/knobs", sys.argv[2].encode(), {"Content-Type": "application/json"}), context=ssl.create_default_context(cafile=os.environ.get("CF_CA"))).read()' "$CLOUDFLARE_SANDBOX_WORKER_URL" "$1"; }
+cf_stat() { python3 -c 'import json, os, ssl, sys, urllib.request; print(json.load(urllib.request.urlopen(sys.argv[1] + "/_fake/stats", context=ssl.create_default_context(cafile=os.environ.get("CF_CA"))))[sys.argv[2]])' "$CLOUDFLARE_SANDBOX_WORKER_URL" "$1"; }
