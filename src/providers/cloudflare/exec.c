@@ -123,6 +123,8 @@ static void give(struct cfproc *k, int stream, const void *p, size_t n)
 /* stdout bytes before the verdict: the verdict's line, then the command's output. */
 static int take_pre(struct cfproc *k, const char *p, size_t n, struct sbx_error *err)
 {
+    if (n == 0)
+        return 0;
     const char *nl = memchr(p, '\n', n);
     size_t line = nl ? (size_t)(nl - p) + 1 : n;
     if (sbx_buf_add(&k->pre, p, line, err) < 0)
