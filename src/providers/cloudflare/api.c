@@ -124,6 +124,31 @@ int sbx__cf_delete(struct sbx__cf_conf *c, const char *id, struct sbx_error *err
     return rc;
 }
 
+int sbx__cf_tunnel(struct sbx__cf_conf *c, const char *id, int port, char **out,
+                   struct sbx_error *err)
+{
+    char *path = sbx_xasprintf("/v1/sandbox/%s/tunnel/%d", id, port);
+    struct sbx__http_req req = {.method = "POST", .path = path};
+    struct sbx__http_resp resp;
+    json_t *ans = NULL;
+    sbx__http_resp_init(&resp);
+    int rc = call(c, &req, "POST /v1/sandbox/ID/tunnel/PORT", &resp, err);
+    if (rc == 0)
+        ans = json_loadb(resp.body.data, resp.body.len, 0, NULL);
+    const char *url = json_string_value(json_object_get(ans, "url"));
+    if (rc == 0 && (!url || (strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0) ||
+                    strpbrk(url, " \r\n\t")))
+        rc = sbx_error_set(err, SBX_E_API, 0,
+                           "the Cloudflare Sandbox Bridge at '%s' gave no tunnel URL for port %d",
+                           c->url, port);
+    if (rc == 0)
+        *out = sbx_xstrdup(url);
+    json_decref(ans);
+    sbx__http_resp_release(&resp);
+    free(path);
+    return rc;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * Short commands */
 

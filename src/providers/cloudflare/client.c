@@ -7,7 +7,8 @@
  * sandbox it makes (SBX__CF_ALIVE_FILE, outside the workspace, holding the id): attaching or
  * resuming reads it, and a sandbox without it is gone (rebuilt from its state's snapshot when
  * there is one). The workspace is /workspace, as the bridge fixes it; commands run as the
- * container's user. The bridge has no listing, no pause and no port URLs yet. */
+ * container's user; a port's URL is the bridge's tunnel to it. The bridge has no listing and
+ * no pause. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,8 +22,9 @@
 #include "sbx/strv.h"
 #include "sbx/time.h"
 
-#define KEY_VAR "CLOUDFLARE_SANDBOX_API_KEY"
-#define URL_VAR "CLOUDFLARE_SANDBOX_WORKER_URL"
+#define KEY_VAR       "CLOUDFLARE_SANDBOX_API_KEY"
+#define TCP_TABLE_MAX ((size_t)16 << 20)
+#define URL_VAR       "CLOUDFLARE_SANDBOX_WORKER_URL"
 
 static const struct sbx_provider_option cf_options[] = {
         {.key = "worker_url",
@@ -36,6 +38,12 @@ static const struct sbx_provider_option cf_options[] = {
          .arg = "env:VAR|file:/PATH",
          .help = "where the worker's key (its SANDBOX_API_KEY) is (default env:" KEY_VAR
                  "; an unset variable: no key); never the key itself"},
+        {.key = "exposed_ports",
+         .type = SBX_OPTION_PORT,
+         .flags = SBX_OPTION_STATE | SBX_OPTION_LIST,
+         .arg = "N",
+         .help = "a port whose URL resolve_port gives, through the bridge's tunnel (repeatable; "
+                 "none given: any the bridge tunnels, 1024-65535 but 3000)"},
         {.key = "ca_file",
          .type = SBX_OPTION_PATH,
          .flags = SBX_OPTION_TRUSTED | SBX_OPTION_LOCATOR,
@@ -48,6 +56,7 @@ static const struct sbx_provider_option cf_options[] = {
 struct cf_client {
     struct sbx_client base;
     struct sbx__cf_conf *conf;
+    json_t *ports; /* exposed_ports: an array of integers */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -61,13 +70,32 @@ static int sess_state(struct sbx_session *bs, json_t **out, struct sbx_error *er
     return 0;
 }
 
+/* POST .../tunnel/{port}: the URL of the bridge's tunnel to the port (the same tunnel again
+ * for the same port), once something listens on it in the sandbox. */
 static int sess_resolve_port(struct sbx_session *bs, int port, char **out_url,
                              struct sbx_error *err)
 {
-    (void)bs;
-    (void)out_url;
-    return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                         "port %d: the Sandbox Bridge gives no URL for a sandbox's port", port);
+    struct sbx__cf_session *s = (struct sbx__cf_session *)bs;
+    const json_t *ports = json_object_get(s->state, "exposed_ports");
+    size_t i;
+    json_t *v;
+    int listed = json_array_size(ports) == 0;
+    json_array_foreach(ports, i, v) listed |= json_integer_value(v) == port;
+    if (!listed)
+        return sbx_error_set(err, SBX_E_PERM, 0, "port %d is not among the exposed ports", port);
+    static const char *const argv[] = {"cat", "/proc/net/tcp", "/proc/net/tcp6", NULL};
+    struct sbx__shell_run r;
+    sbx__shell_run_init(&r, TCP_TABLE_MAX);
+    /* cat fails on a kernel without IPv6 (no tcp6) but has printed tcp: the text decides. */
+    int rc = sbx__cf_run(s->conf, s->base.id, argv, &r, err);
+    if (rc == 0 && !sbx__net_table_listens(r.out.data ? r.out.data : "", r.out.len, port))
+        rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "nothing listens on port %d in sandbox '%s'",
+                           port, s->base.id);
+    sbx__shell_run_release(&r);
+    if (rc == 0 && (port < 1024 || port == 3000))
+        rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                           "port %d: the Sandbox Bridge tunnels ports 1024-65535 but 3000", port);
+    return rc < 0 ? rc : sbx__cf_tunnel(s->conf, s->base.id, port, out_url, err);
 }
 
 static int sess_close(struct sbx_session *bs, int delete_workspace, struct sbx_error *err)
@@ -132,7 +160,7 @@ static struct sbx__cf_session *session_new(struct cf_client *c, const char *id, 
     sbx_json_set(st, "root", sbx_json_str(SBX__CF_ROOT));
     sbx_json_set(st, "workspace_owned", json_true());
     sbx_json_set(st, "options", json_object());
-    sbx_json_set(st, "exposed_ports", json_array());
+    sbx_json_set(st, "exposed_ports", json_deep_copy(c->ports));
     sbx_json_set(st, "manifest", json_null());
     sbx_json_set(st, "snapshot", json_null());
     s->state = st;
@@ -398,7 +426,7 @@ static int cc_resume(struct sbx_client *bc, const json_t *state, const struct sb
         return rc;
     struct sbx__cf_session *s =
             session_new(c, id, json_string_value(json_object_get(state, "created")));
-    const char *keep[] = {"manifest", "snapshot", "materialized"};
+    const char *keep[] = {"manifest", "snapshot", "materialized", "exposed_ports"};
     for (size_t i = 0; i < sizeof(keep) / sizeof(keep[0]); i++) {
         const json_t *v = json_object_get(state, keep[i]);
         if (v)
@@ -412,6 +440,7 @@ static void cc_free(struct sbx_client *bc)
 {
     struct cf_client *c = (struct cf_client *)bc;
     sbx__cf_conf_unref(c->conf);
+    json_decref(c->ports);
     free(c);
 }
 
@@ -478,6 +507,11 @@ static int client_new_json(const json_t *options, struct sbx_client **out, struc
     c->base.ops = &client_ops;
     c->base.provider = "cloudflare";
     c->conf = conf;
+    c->ports = json_array();
+    size_t i;
+    json_t *v;
+    json_array_foreach(json_object_get(options, "exposed_ports"), i, v)
+            sbx_json_append(c->ports, json_integer(json_integer_value(v)));
     *out = &c->base;
     return 0;
 }
@@ -513,7 +547,7 @@ const struct sbx__provider_def sbx__provider_cloudflare = {
         .name = "cloudflare",
         .summary = "a sandbox (a Cloudflare container) behind the user's Sandbox Bridge worker, "
                    "over its HTTP API (key from $" KEY_VAR ")",
-        .traits = SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_RESUME,
+        .traits = SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_PORTS | SBX_PROVIDER_RESUME,
         .options = cf_options,
         .client_new = client_new,
         .client_new_json = client_new_json,

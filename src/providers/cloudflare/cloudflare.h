@@ -50,6 +50,9 @@ int sbx__cf_status_error(const struct sbx__cf_conf *c, long status, const void *
                          const char *what, struct sbx_error *err);
 /* POST /v1/sandbox: a new id (*out, caller frees). */
 int sbx__cf_new_id(struct sbx__cf_conf *c, char **out, struct sbx_error *err);
+/* POST /v1/sandbox/{id}/tunnel/{port}: the tunnel's URL (*out, caller frees). */
+int sbx__cf_tunnel(struct sbx__cf_conf *c, const char *id, int port, char **out,
+                   struct sbx_error *err);
 /* DELETE /v1/sandbox/{id}. */
 int sbx__cf_delete(struct sbx__cf_conf *c, const char *id, struct sbx_error *err);
 /* Run argv to its end through POST .../exec (argv[0] found by the sandbox's PATH), its output

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The provider conformance suite (tests/conformance/test-provider.c) with the cloudflare provider
 # against the fake Sandbox Bridge: every case runs but those of what cloudflare declares it
-# cannot do (a terminal, ports, host workspaces, stop and start, mounts, stats, logs, a
+# cannot do (a terminal, host workspaces, stop and start, mounts, stats, logs, a
 # listing), which the suite skips with the reason.
 . "$(dirname "$0")/../../integration/lib.sh"
 . "$(dirname "$0")/lib.sh"
@@ -33,7 +33,7 @@ expect_eq "$status" 0 "the conformance suite passes with --provider cloudflare"
 grep -q '^1\.\.' "$T/tap" && ok "it ran all its cases" || not_ok "it ran all its cases"
 skips=$(grep -c '# SKIP' "$T/tap")
 expect_eq "$(grep '# SKIP' "$T/tap" | sed 's/.*# SKIP //' | sort | tr '\n' ';')" \
-    "provider 'cloudflare' does not support host-workspace;provider 'cloudflare' does not support logs;provider 'cloudflare' does not support mounts;provider 'cloudflare' does not support ports;provider 'cloudflare' does not support pty;provider 'cloudflare' does not support stats;provider 'cloudflare' does not support stop-start;provider 'cloudflare' lists no sandboxes: the Sandbox Bridge lists no sandboxes: sbx's records find them;" \
+    "provider 'cloudflare' does not support host-workspace;provider 'cloudflare' does not support logs;provider 'cloudflare' does not support mounts;provider 'cloudflare' does not support pty;provider 'cloudflare' does not support stats;provider 'cloudflare' does not support stop-start;provider 'cloudflare' lists no sandboxes: the Sandbox Bridge lists no sandboxes: sbx's records find them;" \
     "only what cloudflare declares unsupported is skipped ($skips)"
 expect_eq "$(cf_stat containers)" 0 "no container is left at the worker"
 done_testing

@@ -17,13 +17,18 @@ bridge does. The routes, their checks and their answers follow the bridge's own 
   GET    /v1/sandbox/{id}/running       {"running": bool}
   POST   /v1/sandbox/{id}/persist       a tar of /workspace (?excludes=a,b)
   POST   /v1/sandbox/{id}/hydrate       a tar body unpacked into /workspace -> {"ok": true}
+  POST   /v1/sandbox/{id}/tunnel/{port} {"id", "port", "url", "hostname", "createdAt"} (the
+                                        same tunnel again for the same port)
+  DELETE /v1/sandbox/{id}/tunnel/{port} 204
   DELETE /v1/sandbox/{id}               204
 
 As in the bridge, a sandbox id names a container that the worker's pool starts at the first
 request that needs one: any well-formed id works, and a sandbox whose container went away (the
 knob "expire") comes back empty. Each container is an sbx sandbox whose workspace root is
 /workspace; a command runs as the bridge runs it, its argv quoted into one bash line in
-/workspace. Paths are resolved as the bridge does (lexically, inside /workspace).
+/workspace. Paths are resolved as the bridge does (lexically, inside /workspace). A tunnel's URL
+is not a trycloudflare.com one: it is sbx's own relay to the sandbox's port on loopback (`sbx
+sandbox port`), so a client on this host reaches the port as it would through the tunnel.
 
 Errors are the bridge's {"error": ..., "code": ...}. Test knobs (no key, not the bridge's):
 POST /_fake/knobs with {"rate_limit_next": N, "retry_after": S} (the next N requests get 429
@@ -146,6 +151,7 @@ class Fake:
         self.api_key = api_key
         self.lock = threading.Lock()
         self.containers = {}   # sandbox id -> sbx sandbox id
+        self.tunnels = {}      # (sandbox id, port) -> the tunnel's JSON
         self.id_locks = {}
         self.knobs = {"rate_limit_next": 0, "retry_after": 1, "capacity_next": 0}
         self.stats = {"requests": 0, "rate_limited": 0, "execs": 0}
@@ -184,6 +190,9 @@ class Fake:
         with self.id_lock(sid):
             with self.lock:
                 sbx_id = self.containers.pop(sid, None)
+            with self.lock:
+                for k in [k for k in self.tunnels if k[0] == sid]:
+                    del self.tunnels[k]
             if sbx_id:
                 self.sbx.run("sandbox", "rm", sbx_id)
                 log("sandbox %s removed (sbx sandbox %s)" % (sid, sbx_id))
@@ -346,8 +355,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.send_bytes(204, b"", None)
         op = rest[0]
         known = {("POST", "exec"), ("GET", "file"), ("PUT", "file"), ("GET", "running"),
-                 ("POST", "persist"), ("POST", "hydrate")}
-        if (method, op) not in known or (op != "file" and len(rest) != 1):
+                 ("POST", "persist"), ("POST", "hydrate"), ("POST", "tunnel"),
+                 ("DELETE", "tunnel")}
+        if (method, op) not in known or (op not in ("file", "tunnel") and len(rest) != 1) or \
+                (op == "tunnel" and len(rest) != 2):
             self.drain()
             return self.send_bytes(404, b"404 Not Found", "text/plain; charset=UTF-8")
         sbx_id = self.fake.container(sid)
@@ -357,6 +368,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             marker = "/v1/sandbox/%s/file/" % sid
             rel = path[len(marker):] if path.startswith(marker) else ""
             return self.file(method, sbx_id, urllib.parse.unquote(rel))
+        if op == "tunnel":
+            return self.tunnel(method, sid, sbx_id, rest[1])
         if op == "running":
             r = self.fake.sbx.sh(sbx_id, "true", timeout=60)
             return self.send_json(200, {"running": r.returncode == 0})
@@ -433,9 +446,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         p.stderr.close()
         if timed_out:
             event("error", json.dumps({"error": "Command timed out after %dms" % timeout_ms,
-                                       "code": "exec_error"}))
+                                       "code": "exec_error"}, separators=(",", ":")))
         else:
-            event("exit", json.dumps({"exit_code": p.returncode}))
+            event("exit", json.dumps({"exit_code": p.returncode}, separators=(",", ":")))
         with wlock:
             if not gone[0]:
                 try:
@@ -469,6 +482,35 @@ class Handler(http.server.BaseHTTPRequestHandler):
             raise BridgeError(502, "write failed: " + r.stderr.decode(errors="replace").strip(),
                               "workspace_archive_write_error")
         return self.send_json(200, {"ok": True})
+
+    def tunnel(self, method, sid, sbx_id, port_s):
+        try:
+            port = int(port_s)
+        except ValueError:
+            port = 0
+        if port < 1024 or port > 65535 or port == 3000:
+            raise BridgeError(400, "Invalid port", "invalid_request")
+        self.drain()
+        key = (sid, port)
+        if method == "DELETE":
+            with self.fake.lock:
+                self.fake.tunnels.pop(key, None)
+            return self.send_bytes(204, b"", None)
+        with self.fake.lock:
+            have = self.fake.tunnels.get(key)
+        if have:
+            return self.send_json(200, have)
+        r = self.fake.sbx.run("sandbox", "port", sbx_id, str(port), timeout=60)
+        if r.returncode != 0:
+            raise BridgeError(502, "tunnel failed: " + r.stderr.decode(errors="replace").strip(),
+                              "tunnel_error")
+        url = r.stdout.decode().strip().splitlines()[-1]
+        t = {"id": secrets.token_hex(16), "port": port, "url": url,
+             "hostname": urllib.parse.urlsplit(url).netloc,
+             "createdAt": time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())}
+        with self.fake.lock:
+            t = self.fake.tunnels.setdefault(key, t)
+        return self.send_json(200, t)
 
     def persist(self, sbx_id, query):
         excludes = [e for e in ",".join(query.get("excludes", [])).split(",") if e]

@@ -165,6 +165,30 @@ expect(Buffer.from(await res.arrayBuffer()).equals(bytes), 'the hydrated sandbox
 res = await call('get', Object.keys(spec.paths).find(p => p.endsWith('/running')), { id: id2 })
 expect((await res.json()).running === true, 'running: true', '')
 
+// A tunnel to a port something listens on, as the document describes it; the same again.
+const tunnelPath = Object.keys(spec.paths).find(p => p.includes('/tunnel/'))
+const tschema = spec.components.schemas.Tunnel
+res = await call('post', execPath, { id: id2 }, {
+  headers: { 'Content-Type': 'application/json' },
+  body: JSON.stringify({ argv: ['sh', '-c', 'mkdir -p /workspace/www && echo tunnelled > /workspace/www/t.txt && (cd /workspace/www && exec python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 &) ; i=0; while [ $i -lt 100 ]; do python3 -c "import socket; socket.create_connection((\'127.0.0.1\', 8765))" 2>/dev/null && exit 0; i=$((i+1)); sleep 0.1; done; exit 1'] })
+})
+const started = await res.text()
+expect(started.includes('"exit_code":0'), 'a server listens in the sandbox', started)
+res = await call('post', tunnelPath, { id: id2, port: '8765' })
+const tunnel = await res.json()
+expect(res.status === 200 && tschema.required.every(k => k in tunnel) && tunnel.port === 8765,
+  'POST tunnel: the fields the document requires', JSON.stringify(tunnel))
+res = await call('post', tunnelPath, { id: id2, port: '8765' })
+expect((await res.json()).url === tunnel.url, 'the same port: the same tunnel', '')
+if (/^http:\/\/127\.0\.0\.1:/.test(tunnel.url || '')) {
+  const page = await fetch(tunnel.url + '/t.txt')
+  expect(page.status === 200 && (await page.text()) === 'tunnelled\n', 'the tunnel reaches the port', '')
+}
+res = await call('post', tunnelPath, { id: id2, port: '3000' })
+expect(res.status === 400, 'port 3000 (the container\'s own) is refused', 'HTTP ' + res.status)
+res = await call('delete', tunnelPath, { id: id2, port: '8765' })
+expect(res.status === 204, 'DELETE tunnel: 204', 'HTTP ' + res.status)
+
 for (const sid of [id, id2]) {
   res = await call('delete', '/v1/sandbox/{id}', { id: sid })
   expect(res.status === 204, 'delete: 204', 'HTTP ' + res.status)
