@@ -83,6 +83,11 @@ static int sess_resolve_port(struct sbx_session *bs, int port, char **out_url,
     json_array_foreach(ports, i, v) listed |= json_integer_value(v) == port;
     if (!listed)
         return sbx_error_set(err, SBX_E_PERM, 0, "port %d is not among the exposed ports", port);
+    if (port < 1024 || port == 3000)
+        return sbx_error_set(err, SBX_E_NOTFOUND, 0,
+                             "port %d has no tunnel: the Sandbox Bridge tunnels ports 1024-65535 "
+                             "but 3000",
+                             port);
     static const char *const argv[] = {"cat", "/proc/net/tcp", "/proc/net/tcp6", NULL};
     struct sbx__shell_run r;
     sbx__shell_run_init(&r, TCP_TABLE_MAX);
@@ -92,9 +97,6 @@ static int sess_resolve_port(struct sbx_session *bs, int port, char **out_url,
         rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "nothing listens on port %d in sandbox '%s'",
                            port, s->base.id);
     sbx__shell_run_release(&r);
-    if (rc == 0 && (port < 1024 || port == 3000))
-        rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                           "port %d: the Sandbox Bridge tunnels ports 1024-65535 but 3000", port);
     return rc < 0 ? rc : sbx__cf_tunnel(s->conf, s->base.id, port, out_url, err);
 }
 

@@ -100,6 +100,18 @@ expect_rc 0 "sbx sandbox cp into the cloudflare sandbox"
 run "$SBX" sandbox cp "$cid2:sub/in.txt" "$T/back.txt"
 same "$T/in.txt" "$T/back.txt" "and back out, the same bytes"
 
+# A port through the bridge's tunnel (the fake's: a loopback relay).
+run "$SBX" sandbox exec --keep-background "$cid2" -- sh -c 'mkdir -p www && echo served > www/p.txt && (python3 -m http.server 8765 --bind 127.0.0.1 --directory www >/dev/null 2>&1 &); i=0; while [ $i -lt 100 ]; do python3 -c "import socket; socket.create_connection((\"127.0.0.1\", 8765))" 2>/dev/null && exit 0; i=$((i+1)); sleep 0.1; done; exit 1'
+expect_rc 0 "a server listens in the cloudflare sandbox"
+run "$SBX" sandbox port "$cid2" 8765
+expect_rc 0 "sbx sandbox port asks the bridge for a tunnel"
+url=$(tail -1 "$T/out")
+expect_eq "$(python3 -c 'import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1] + "/p.txt").read().decode(), end="")' "$url")" \
+    "served" "and the tunnel's URL reaches the port"
+run "$SBX" sandbox port "$cid2" 3000
+expect_in "$T/err" "tunnels ports 1024-65535 but 3000" "a port the bridge does not tunnel is named"
+"$SBX" sandbox exec "$cid2" -- rm -rf www
+
 # A state resumes in a new sbx process; a state whose container went away is rebuilt from its
 # snapshot (a new sandbox), one without a snapshot says it is gone.
 run "$SBX" sandbox state "$cid2"
