@@ -89,7 +89,8 @@ struct cfproc {
     struct sbx__xfer *put; /* loop thread */
     struct sbx__sse sse;
     struct sbx_buf dec;
-    int full; /* output said there is no room: pause the transfer */
+    int full;    /* output said there is no room: pause the transfer */
+    int pending; /* loop thread: a signal asked for before the group was known */
     /* Until the verdict: what came before it. Under lock: verdict, pgid, fail. */
     struct sbx_buf pre, pre_err;
     pthread_mutex_t lock;
@@ -120,6 +121,8 @@ static void give(struct cfproc *k, int stream, const void *p, size_t n)
         k->full = 1;
 }
 
+static void kill_later(struct cfproc *k, int sig);
+
 /* stdout bytes before the verdict: the verdict's line, then the command's output. */
 static int take_pre(struct cfproc *k, const char *p, size_t n, struct sbx_error *err)
 {
@@ -141,6 +144,8 @@ static int take_pre(struct cfproc *k, const char *p, size_t n, struct sbx_error 
     if (end != d + k->pre.len - 1 || pg <= 1)
         return sbx_error_set(err, SBX_E_SANDBOX, 0, "the start of '%s' was garbled", k->name);
     set_verdict(k, 'S', (pid_t)pg, NULL);
+    if (k->pending)
+        kill_later(k, k->pending);
     give(k, 2, k->pre_err.data, k->pre_err.len);
     give(k, 1, p + line, n - line);
     return 0;
@@ -361,8 +366,15 @@ static size_t op_input(struct sbx__rproc *r, const uint8_t *p, size_t n, void *u
 
 static void op_signal(struct sbx__rproc *r, int sig, void *ud)
 {
+    struct cfproc *k = ud;
     (void)r;
-    kill_later(ud, sig);
+    pthread_mutex_lock(&k->lock);
+    int known = k->pgid > 1;
+    pthread_mutex_unlock(&k->lock);
+    if (known)
+        kill_later(k, sig);
+    else
+        k->pending = sig; /* sent once the preamble says the group (take_pre) */
 }
 
 static void op_resume(struct sbx__rproc *r, void *ud)
