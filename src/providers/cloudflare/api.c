@@ -52,12 +52,13 @@ int sbx__cf_status_error(const struct sbx__cf_conf *c, long status, const void *
     char said[512];
     if (!sbx__http_error_text(body, n, said, sizeof(said)))
         snprintf(said, sizeof(said), "(no message)");
-    if ((status == 401 || status == 403) && !c->has_key)
+    /* 401 is the key; the bridge's 403 is a path or directory out of /workspace. */
+    if (status == 401 && !c->has_key)
         return sbx_error_set(err, SBX_E_PERM, 0,
                              "the Cloudflare Sandbox Bridge at '%s' wants a key and none was "
                              "given (%s is not set): %s",
                              c->url, c->key_what, said);
-    if (status == 401 || status == 403)
+    if (status == 401)
         return sbx_error_set(err, SBX_E_PERM, 0,
                              "the Cloudflare Sandbox Bridge at '%s' refused the key from %s (HTTP "
                              "%ld): %s",

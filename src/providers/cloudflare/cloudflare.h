@@ -44,7 +44,7 @@ void sbx__cf_conf_unref(struct sbx__cf_conf *c);
 /* id is an id the bridge accepts (lowercase base32, at most SBX__CF_ID_MAX). */
 int sbx__cf_valid_id(const char *id);
 /* The error for an answer with status >= 400 (body: what the worker said): the key refused
- * (401/403) SBX_E_PERM naming where the key came from, rate limit (429) and capacity (503)
+ * (401) SBX_E_PERM naming where the key came from, rate limit (429) and capacity (503)
  * SBX_E_API after the endpoint's retries, others as sbx__http_status_error. Always < 0. */
 int sbx__cf_status_error(const struct sbx__cf_conf *c, long status, const void *body, size_t n,
                          const char *what, struct sbx_error *err);
