@@ -18,6 +18,7 @@
 #include "sandbox/wire/wire.h"
 #include "sbx/b64.h"
 #include "sbx/json.h"
+#include "sbx/path.h"
 
 struct sbx__cf_conf *sbx__cf_conf_ref(struct sbx__cf_conf *c)
 {
@@ -201,6 +202,12 @@ static json_t *exec_body(const char *const *argv, int64_t timeout_ms)
 int sbx__cf_run(struct sbx__cf_conf *c, const char *id, const char *const *argv,
                 struct sbx__shell_run *out, struct sbx_error *err)
 {
+    for (const char *const *p = argv; *p; p++)
+        if (!sbx_utf8_valid(*p, strlen(*p)))
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "'%s': the Sandbox Bridge takes UTF-8 text only (its exec is "
+                                 "JSON): a name or value that is not cannot be sent",
+                                 argv[0]);
     struct run_ctx x = {.out = out};
     struct sbx__sse sse;
     sbx__sse_init(&sse, SBX__CF_EVENT_MAX, run_event, &x);

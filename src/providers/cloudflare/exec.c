@@ -35,6 +35,7 @@
 #include "sandbox/wire/wire.h"
 #include "sbx/b64.h"
 #include "sbx/json.h"
+#include "sbx/path.h"
 #include "sbx/strv.h"
 #include "sbx/time.h"
 
@@ -541,8 +542,28 @@ static int await_verdict(struct cfproc *k, pid_t *pgid)
     return v;
 }
 
-static int refused(const struct sbx_exec_spec *spec, struct sbx_error *err)
+/* The request is JSON: an argument or environment entry that is not UTF-8 cannot be sent as
+ * it is (it would arrive changed), so it is refused. */
+static int not_utf8(const char *const *v, const char *what, struct sbx_error *err)
 {
+    for (; v && *v; v++)
+        if (!sbx_utf8_valid(*v, strlen(*v)))
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "%s: the Sandbox Bridge takes UTF-8 text only (its exec is JSON)",
+                                 what);
+    return 0;
+}
+
+static int refused(const struct sbx_exec_spec *spec, const char *cwd, struct sbx_error *err)
+{
+    const char *one[] = {spec->command, NULL};
+    const char *dir[] = {cwd, NULL};
+    int rc;
+    if ((rc = not_utf8(spec->argv, "an argument of the command", err)) < 0 ||
+        (rc = not_utf8(one, "the command", err)) < 0 ||
+        (rc = not_utf8(spec->env, "an environment entry of the command", err)) < 0 ||
+        (rc = not_utf8(dir, "the working directory", err)) < 0)
+        return rc;
     if (spec->user)
         return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
                              "a cloudflare sandbox runs commands as its container's user only, "
@@ -559,7 +580,7 @@ int sbx__cf_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec,
                        struct sbx_proc **out, struct sbx_error *err)
 {
     struct sbx__cf_session *s = (struct sbx__cf_session *)bs;
-    int rc = refused(spec, err);
+    int rc = refused(spec, cwd, err);
     if (rc < 0)
         return rc;
     struct cfproc *k = sbx_xcalloc(1, sizeof(*k));

@@ -138,6 +138,11 @@ run "$SBX" sandbox resume "$T/nosnap.json"
 expect_rc 1 "a gone sandbox's state without a snapshot does not resume"
 expect_in "$T/err" "is gone (its container went away) and its state has no snapshot" "saying why"
 
+# An argument the bridge's JSON cannot carry is refused, not sent changed.
+run "$SBX" sandbox exec "$rebuilt" -- echo $'\xff\xfe'
+expect_rc 125 "an argument that is not UTF-8 is refused"
+expect_in "$T/err" "the Sandbox Bridge takes UTF-8 text only" "saying why"
+
 # The worker's errors.
 CLOUDFLARE_SANDBOX_API_KEY=cfsb_0000wrong run "$SBX" sandbox create --provider cloudflare
 expect_rc 1 "a wrong key fails"
