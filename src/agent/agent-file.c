@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "agent/agent-internal.h"
+#include "agent/mcp.h"
 #include "core/grow.h"
 #include "sbx/fs.h"
 #include "sbx/hash.h"
@@ -35,6 +36,8 @@ struct sbx_agent_file {
     struct sbx_agent *top;
     struct own_tool *tools;
     size_t ntools, atools;
+    struct sbx__mcp_server **mcp; /* every agent's MCP servers (references) */
+    size_t nmcp, amcp;
 };
 
 static const char *const keys[] = {
@@ -56,6 +59,8 @@ static const char *const keys[] = {
         "base_instructions",
         "needs_approval",
         "sandbox",
+        "mcp_servers",
+        "mcp_config",
         NULL,
 };
 
@@ -300,6 +305,58 @@ static int configure_tools(struct sbx_agent_file *f, struct sbx_agent *a, const 
     return 0;
 }
 
+/* mcp_config: {include_server_in_tool_names, convert_schemas_to_strict} (the SDK's). */
+static int mcp_config(const json_t *doc, int *prefix, int *strict, struct sbx_error *err)
+{
+    static const char *const ckeys[] = {"include_server_in_tool_names", "convert_schemas_to_strict",
+                                        NULL};
+    json_t *c = NULL;
+    int rc = sbx_json_get_object(doc, "mcp_config", 0, &c, err);
+    if (rc == 0 && c &&
+        ((rc = sbx_json_check_keys(c, ckeys, err)) < 0 ||
+         (rc = sbx_json_get_bool(c, "include_server_in_tool_names", 0, prefix, err)) < 0 ||
+         (rc = sbx_json_get_bool(c, "convert_schemas_to_strict", 0, strict, err)) < 0))
+        sbx_error_prefix(err, "field 'mcp_config'");
+    return rc;
+}
+
+/* "mcp_servers": the agent's MCP servers (mcp.c). *sandboxed is set when one of them starts in
+ * the agent's sandbox. */
+static int configure_mcp(struct sbx_agent_file *f, struct sbx_agent *a, const char *path,
+                         const json_t *doc, int *sandboxed, struct sbx_error *err)
+{
+    json_t *v = NULL, *e;
+    size_t i;
+    int prefix = 0, strict = 1;
+    int rc = sbx_json_get_array(doc, "mcp_servers", 0, &v, err);
+    if (rc == 0)
+        rc = mcp_config(doc, &prefix, &strict, err);
+    if (rc < 0)
+        return rc;
+    json_array_foreach(v, i, e)
+    {
+        struct sbx__mcp_server *s = NULL;
+        if ((rc = sbx__mcp_server_new(path, e, prefix, strict, &s, err)) == 0) {
+            for (size_t k = 0; k < a->nmcp; k++)
+                if (strcmp(sbx__mcp_server_name(a->mcp[k]), sbx__mcp_server_name(s)) == 0)
+                    rc = sbx_error_set(err, SBX_E_EXISTS, 0, "MCP server '%s' is named twice",
+                                       sbx__mcp_server_name(s));
+        }
+        if (rc < 0) {
+            sbx__mcp_server_unref(s);
+            if (!json_is_object(e))
+                sbx_error_prefix(err, "entry %zu", i);
+            sbx_error_prefix(err, "field 'mcp_servers'");
+            return rc;
+        }
+        *sandboxed |= sbx__mcp_server_in_sandbox(s);
+        SBX_ALLOC_GROW(f->mcp, f->nmcp + 1, f->amcp);
+        f->mcp[f->nmcp++] = sbx__mcp_server_ref(s);
+        sbx__agent_add_mcp(a, s);
+    }
+    return 0;
+}
+
 /* "handoffs" and "agents_as_tools": the agent files they name, loaded once (relative to
  * path's directory). */
 static int configure_agents(struct sbx_agent_file *f, struct sbx_agent *a, const char *path,
@@ -377,6 +434,7 @@ static int configure(struct sbx_agent_file *f, struct sbx_agent *a, const char *
     int rc, sandboxed = 0;
     if ((rc = configure_settings(a, doc, err)) < 0 ||
         (rc = configure_tools(f, a, path, doc, &sandboxed, err)) < 0 ||
+        (rc = configure_mcp(f, a, path, doc, &sandboxed, err)) < 0 ||
         (rc = configure_agents(f, a, path, doc, err)) < 0)
         return rc;
     return configure_sandbox(a, path, doc, sandboxed, err);
@@ -476,6 +534,13 @@ json_t *sbx_agent_file_host_tools(const struct sbx_agent_file *f)
             sbx_json_append(a, json_pack("{s:s, s:s, s:s}", "file", f->tools[i].file, "tool",
                                          sbx_tool_name(f->tools[i].tool), "program", prog));
     }
+    for (size_t i = 0; i < f->nmcp; i++) {
+        const char *prog = sbx__mcp_server_host_program(f->mcp[i]);
+        if (prog)
+            sbx_json_append(a,
+                            json_pack("{s:s, s:s, s:s, s:b}", "file", f->mcp[i]->file, "tool",
+                                      sbx__mcp_server_name(f->mcp[i]), "program", prog, "mcp", 1));
+    }
     return a;
 }
 
@@ -483,12 +548,16 @@ void sbx_agent_file_allow_host_tools(struct sbx_agent_file *f)
 {
     for (size_t i = 0; i < f->ntools; i++)
         sbx__file_tool_allow(f->tools[i].ft);
+    for (size_t i = 0; i < f->nmcp; i++)
+        sbx__mcp_server_allow(f->mcp[i]);
 }
 
 void sbx_agent_file_secret_values(const struct sbx_agent_file *f, struct sbx_strv *out)
 {
     for (size_t i = 0; i < f->ntools; i++)
         sbx__file_tool_secrets(f->tools[i].ft, out);
+    for (size_t i = 0; i < f->nmcp; i++)
+        sbx__mcp_server_secrets(f->mcp[i], out);
 }
 
 void sbx_agent_file_free(struct sbx_agent_file *f)
@@ -500,6 +569,9 @@ void sbx_agent_file_free(struct sbx_agent_file *f)
         sbx_tool_unref(f->tools[i].tool);
     }
     free(f->tools);
+    for (size_t i = 0; i < f->nmcp; i++)
+        sbx__mcp_server_unref(f->mcp[i]);
+    free(f->mcp);
     for (size_t i = 0; i < f->n; i++) {
         sbx_agent_free(f->v[i].agent);
         free(f->v[i].path);

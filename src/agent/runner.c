@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/grow.h"
+#include "agent/mcp.h"
 #include "agent/runner-internal.h"
 #include "agent/schema.h"
 #include "sbx/hash.h"
@@ -172,12 +173,14 @@ static void on_stream(const json_t *event, void *data)
 static void set_turn_tools(struct run *r, const struct sbx_agent *a,
                            const struct sbx_turn_prep *prep)
 {
-    size_t n = a->ntools + prep->ntools + prep->nhidden, k = 0;
+    size_t n = a->ntools + prep->ntools + r->nmcp_tools + prep->nhidden, k = 0;
     r->tv = sbx_xrealloc(r->tv, (n ? n : 1) * sizeof(*r->tv));
     for (size_t i = 0; i < a->ntools; i++)
         r->tv[k++] = a->tools[i];
     for (size_t i = 0; i < prep->ntools; i++)
         r->tv[k++] = prep->tools[i];
+    for (size_t i = 0; i < r->nmcp_tools; i++)
+        r->tv[k++] = r->mcp_tools[i];
     r->noffered = k;
     for (size_t i = 0; i < prep->nhidden; i++)
         r->tv[k++] = prep->hidden[i];
@@ -838,12 +841,97 @@ static void free_jobs(struct job *jobs, size_t njobs)
     free(jobs);
 }
 
+static void drop_mcp_tools(struct run *r)
+{
+    for (size_t i = 0; i < r->nmcp_tools; i++)
+        sbx_tool_unref(r->mcp_tools[i]);
+    free(r->mcp_tools);
+    r->mcp_tools = NULL;
+    r->nmcp_tools = 0;
+}
+
+/* The run stops using its MCP servers (the last user closes each). */
+static void leave_mcp(struct run *r)
+{
+    drop_mcp_tools(r);
+    for (size_t i = 0; i < r->nmcp_used; i++)
+        sbx__mcp_server_leave(r->mcp_used[i]);
+    free(r->mcp_used);
+    r->mcp_used = NULL;
+    r->nmcp_used = 0;
+}
+
+/* A tool name the turn already has (the agent's, the turn hook's, or an earlier server's). */
+static const char *name_clash(const struct run *r, const struct sbx_agent *a,
+                              const struct sbx_turn_prep *prep, const char *name)
+{
+    for (size_t i = 0; i < a->ntools; i++)
+        if (streq(a->tools[i]->name, name))
+            return "the agent's own tools";
+    for (size_t i = 0; i < prep->ntools; i++)
+        if (streq(prep->tools[i]->name, name))
+            return "the sandbox's tools";
+    for (size_t i = 0; i < r->nmcp_tools; i++)
+        if (streq(r->mcp_tools[i]->name, name))
+            return "another MCP server";
+    return NULL;
+}
+
+/* The tools of the agent's MCP servers for this turn, after the turn hook (which gives the
+ * sandbox a server in it starts in). */
+static int mcp_turn_tools(struct run *r, struct sbx_agent *a, const struct sbx_turn_prep *prep,
+                          struct sbx_error *err)
+{
+    struct sbx__mcp_turn turn = {
+            .session = prep->session,
+            .run_as = json_string_value(json_object_get(a->sandbox_spec, "run_as")),
+            .cancel = r->opt->cancel,
+            .span = r->turn_span ? r->turn_span : r->agent_span,
+    };
+    drop_mcp_tools(r);
+    for (size_t i = 0; i < a->nmcp; i++) {
+        struct sbx__mcp_server *s = a->mcp[i];
+        struct sbx_tool **tools = NULL;
+        size_t n = 0, k;
+        for (k = 0; k < r->nmcp_used && r->mcp_used[k] != s; k++)
+            ;
+        if (k == r->nmcp_used) {
+            sbx__mcp_server_join(s);
+            r->mcp_used = sbx_xrealloc(r->mcp_used, (r->nmcp_used + 1) * sizeof(*r->mcp_used));
+            r->mcp_used[r->nmcp_used++] = s;
+        }
+        int rc = sbx__mcp_server_tools(s, &turn, &tools, &n, err);
+        if (rc < 0)
+            return rc;
+        r->mcp_tools = sbx_xrealloc(r->mcp_tools, (r->nmcp_tools + n + 1) * sizeof(*tools));
+        for (k = 0; k < n; k++) {
+            const char *clash = name_clash(r, a, prep, tools[k]->name);
+            if (clash && rc == 0)
+                rc = sbx_error_set(err, SBX_E_EXISTS, 0,
+                                   "tool '%s' of MCP server '%s' has the name of one of %s "
+                                   "(set mcp_config: {include_server_in_tool_names: true})",
+                                   tools[k]->name, sbx__mcp_server_name(s), clash);
+            r->mcp_tools[r->nmcp_tools++] = tools[k];
+        }
+        free(tools);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
 static int prepare_tools(struct run *r, struct sbx_turn_prep *prep, struct sbx_error *err)
 {
     struct sbx_agent *a = r->agent;
     int rc;
     if (r->opt->turn_hook &&
         (rc = r->opt->turn_hook(r->opt->turn_hook_data, a, r->items, prep, err)) < 0) {
+        json_decref(prep->input);
+        prep->input = NULL;
+        sbx_error_prefix(err, "agent '%s' turn %d", a->name, r->turn);
+        return rc;
+    }
+    if ((rc = mcp_turn_tools(r, a, prep, err)) < 0) {
         json_decref(prep->input);
         prep->input = NULL;
         sbx_error_prefix(err, "agent '%s' turn %d", a->name, r->turn);
@@ -1332,6 +1420,7 @@ out:
     free(r.used_tools);
     free(r.prev_id);
     free(r.tv);
+    leave_mcp(&r);
     return rc;
 }
 
