@@ -141,7 +141,7 @@ static void describe_end(struct sbx__mcp_conn *c, char *buf, size_t n)
         if (sbx__child_wait(&c->child, 1000, &status, &e) == 0) {
             char st[64];
             sbx__spawn_describe(status, st, sizeof(st));
-            snprintf(buf, n, "ended (%s)", st);
+            snprintf(buf, n, "ended with %s", st);
         }
         c->child_started = 0;
     }

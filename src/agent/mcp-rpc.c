@@ -50,6 +50,8 @@ static int classify_response(json_t *v, struct sbx__mcp_msg *m, struct sbx_error
     json_t *result = json_object_get(v, "result"), *e = json_object_get(v, "error");
     if (result && e)
         return bad(err, "a response with both 'result' and 'error'");
+    if (!result && !e)
+        return bad(err, "neither a request (no 'method') nor a response (no 'result' or 'error')");
     if (!m->id || (!json_is_integer(m->id) && !json_is_string(m->id) && !json_is_null(m->id)))
         return bad(err, "a response without a valid 'id'");
     if (result) {
