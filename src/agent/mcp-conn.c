@@ -21,7 +21,7 @@
 #define POLL_SLICE_MS      100
 #define CLOSE_WAIT_MS      2000
 #define CONNECT_TIMEOUT_MS 10000
-#define ERR_EXCERPT        300
+#define ERR_EXCERPT        200
 
 struct sbx__mcp_conn {
     struct sbx__mcp_server *s; /* borrowed: the server owns the connection */
@@ -56,21 +56,25 @@ static void add_safe(struct sbx_buf *b, const char *p, size_t n)
     }
 }
 
-/* "; stderr: ..." with the end of what a stdio server wrote on stderr. */
+/* "; stderr: ..." with what a stdio server wrote on stderr (lately): its start and its end when
+ * it is long, as the first lines usually say what went wrong and the last what happened last. */
 static void stderr_note(const struct sbx__mcp_conn *c, struct sbx_buf *b)
 {
-    size_t n = c->errlen, k = n > ERR_EXCERPT ? ERR_EXCERPT : n;
-    while (k && (c->errtail[n - k] == '\n' || c->errtail[n - k] == ' '))
-        k--;
-    if (!n)
+    size_t end = c->errlen;
+    while (end && (c->errtail[end - 1] == '\n' || c->errtail[end - 1] == '\r'))
+        end--;
+    if (!end)
         return;
     if (sbx_buf_adds(b, "; stderr: ", NULL) < 0)
         SBX_BUG("unbounded buffer refused data");
-    size_t end = n;
-    while (end && (c->errtail[end - 1] == '\n' || c->errtail[end - 1] == '\r'))
-        end--;
-    size_t start = end > ERR_EXCERPT ? end - ERR_EXCERPT : 0;
-    add_safe(b, c->errtail + start, end - start);
+    if (end <= 2 * ERR_EXCERPT) {
+        add_safe(b, c->errtail, end);
+        return;
+    }
+    add_safe(b, c->errtail, ERR_EXCERPT);
+    if (sbx_buf_adds(b, " ... ", NULL) < 0)
+        SBX_BUG("unbounded buffer refused data");
+    add_safe(b, c->errtail + end - ERR_EXCERPT, ERR_EXCERPT);
 }
 
 static void keep_stderr(struct sbx__mcp_conn *c, const char *p, size_t n)
@@ -130,9 +134,9 @@ static void describe_end(struct sbx__mcp_conn *c, char *buf, size_t n)
         struct sbx_error e = SBX_ERROR_INIT;
         if (sbx_proc_wait(c->proc, 1000, &ex, &e) == 0) {
             if (ex.signal)
-                snprintf(buf, n, "ended (killed by signal %d)", ex.signal);
+                snprintf(buf, n, "ended with signal %d", ex.signal);
             else
-                snprintf(buf, n, "ended (exited with status %d)", ex.code);
+                snprintf(buf, n, "ended with status %d", ex.code);
         }
     } else if (c->child_started) {
         int status = 0;

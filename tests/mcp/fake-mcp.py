@@ -4,7 +4,7 @@
 Usage: fake-mcp.py [--log FILE] [--mode MODE]
 Tools: add(a, b), shout(text, times?), broken() (answers isError), slow() (sleeps 30 s),
 dotted.name (a name the model cannot call); tools/list comes in two pages. Resources and
-prompts are listed. MODE: ok (default), die (exits during tools/call, saying why on stderr),
+prompts are listed. MODE: ok (default), die (exits during a call of shout, saying why on stderr),
 garbage (answers tools/call with a line that is not JSON), huge (answers tools/call with a
 5 MiB line), error (answers tools/call with a JSON-RPC error), old (answers initialize with an
 unknown protocol version), dotted (lists dotted.name too)."""
@@ -47,7 +47,7 @@ def result(i, r):
 
 def call(i, p):
     name, a = p.get("name"), p.get("arguments") or {}
-    if mode == "die":
+    if mode == "die" and name == "shout":
         sys.stderr.write("fake-mcp: giving up on purpose\n")
         sys.stderr.flush()
         sys.exit(3)
