@@ -38,6 +38,8 @@ struct sbx_agent_file {
     size_t ntools, atools;
     struct sbx__mcp_server **mcp; /* every agent's MCP servers (references) */
     size_t nmcp, amcp;
+    struct sbx_tool **hosted; /* every agent's hosted MCP servers (references) */
+    size_t nhosted, ahosted;
 };
 
 static const char *const keys[] = {
@@ -280,21 +282,30 @@ static int configure_tools(struct sbx_agent_file *f, struct sbx_agent *a, const 
     {
         struct sbx_tool *t = NULL;
         struct sbx__file_tool *ft = NULL;
-        if (json_is_object(e))
+        const char *type = json_string_value(json_object_get(e, "type"));
+        if (json_is_object(e) && type && strcmp(type, "mcp") == 0)
+            rc = sbx__hosted_mcp_new(e, &t, err);
+        else if (json_is_object(e))
             rc = sbx__file_tool_new(path, e, &t, &ft, err);
         else if (json_is_string(e))
             rc = sbx_tool_builtin(json_string_value(e), &t, err);
         else
-            rc = sbx_error_set(err, SBX_E_INVAL, 0,
-                               "entry %zu must be a built-in tool's name or a tool definition "
-                               "{name, description, parameters, command | host_command | http}",
-                               i);
+            rc = sbx_error_set(
+                    err, SBX_E_INVAL, 0,
+                    "entry %zu must be a built-in tool's name or a tool definition "
+                    "{name, description, parameters, command | host_command | http} or a hosted MCP "
+                    "server {type: mcp, server_label, server_url}",
+                    i);
         if (rc == 0)
             rc = sbx_agent_add_tool(a, t, err);
         if (rc == 0 && ft) {
             SBX_ALLOC_GROW(f->tools, f->ntools + 1, f->atools);
             f->tools[f->ntools++] = (struct own_tool){sbx_xstrdup(path), sbx_tool_ref(t), ft};
             *sandboxed |= sbx__file_tool_in_sandbox(ft);
+        }
+        if (rc == 0 && sbx__hosted_mcp_is(t)) {
+            SBX_ALLOC_GROW(f->hosted, f->nhosted + 1, f->ahosted);
+            f->hosted[f->nhosted++] = sbx_tool_ref(t);
         }
         sbx_tool_unref(t);
         if (rc < 0) {
@@ -558,6 +569,8 @@ void sbx_agent_file_secret_values(const struct sbx_agent_file *f, struct sbx_str
         sbx__file_tool_secrets(f->tools[i].ft, out);
     for (size_t i = 0; i < f->nmcp; i++)
         sbx__mcp_server_secrets(f->mcp[i], out);
+    for (size_t i = 0; i < f->nhosted; i++)
+        sbx__hosted_mcp_secrets(f->hosted[i], out);
 }
 
 void sbx_agent_file_free(struct sbx_agent_file *f)
@@ -572,6 +585,9 @@ void sbx_agent_file_free(struct sbx_agent_file *f)
     for (size_t i = 0; i < f->nmcp; i++)
         sbx__mcp_server_unref(f->mcp[i]);
     free(f->mcp);
+    for (size_t i = 0; i < f->nhosted; i++)
+        sbx_tool_unref(f->hosted[i]);
+    free(f->hosted);
     for (size_t i = 0; i < f->n; i++) {
         sbx_agent_free(f->v[i].agent);
         free(f->v[i].path);

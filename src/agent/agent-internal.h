@@ -29,6 +29,10 @@ struct sbx_tool {
 
 struct sbx__mcp_server;
 
+/* The item a hosted MCP server's call that needs approval comes as (the Responses API's); its
+ * answer is an mcp_approval_response (mcp-hosted.c). */
+#define SBX_HOSTED_MCP_ITEM "mcp_approval_request"
+
 struct sbx_agent {
     char *name;
     char *instructions;
@@ -80,5 +84,13 @@ void sbx__file_tool_allow(struct sbx__file_tool *ft);
 char *sbx__file_tool_host_path(void);
 /* Append the values of the secrets the tool's headers read (those set now, each once). */
 void sbx__file_tool_secrets(const struct sbx__file_tool *ft, struct sbx_strv *out);
+
+/* A hosted MCP server (the Responses API's "mcp" tool) from an agent file's tools entry with
+ * type: mcp. *out: caller owns a reference. Errors name the server and the field. */
+int sbx__hosted_mcp_new(const json_t *entry, struct sbx_tool **out, struct sbx_error *err);
+/* 1 for a tool made by sbx__hosted_mcp_new. */
+int sbx__hosted_mcp_is(const struct sbx_tool *t);
+/* Append the values of the secrets its headers read (set now, each once). */
+void sbx__hosted_mcp_secrets(const struct sbx_tool *t, struct sbx_strv *out);
 
 #endif

@@ -149,6 +149,26 @@ static void model_span_usage(struct sbx_span *s, const json_t *response)
     span_usage(s, response);
 }
 
+/* A call item's id: "call_id", or "id" for a hosted MCP server's approval request, whose answer
+ * (mcp_approval_response) names it as approval_request_id. */
+static const char *call_id_of(const json_t *item)
+{
+    const char *type = json_string_value(json_object_get(item, "type"));
+    if (streq(type, SBX_HOSTED_MCP_ITEM))
+        return json_string_value(json_object_get(item, "id"));
+    return json_string_value(json_object_get(item, "call_id"));
+}
+
+/* What finds a call's tool besides its type: the function's name, or for a hosted MCP
+ * approval request the server's label (each hosted server is a tool of that name). */
+static const char *call_key_of(const json_t *item)
+{
+    const char *type = json_string_value(json_object_get(item, "type"));
+    if (streq(type, SBX_HOSTED_MCP_ITEM))
+        return json_string_value(json_object_get(item, "server_label"));
+    return json_string_value(json_object_get(item, "name"));
+}
+
 static int fail_run(struct run *r, int rc, struct sbx_error *err)
 {
     struct sbx_event ev = {.type = SBX_EVENT_ERROR, .error = err};
@@ -193,7 +213,8 @@ static struct sbx_tool *find_tool(const struct run *r, const char *item_type, co
         struct sbx_tool *t = r->tv[i];
         if (!streq(t->item_type, item_type))
             continue;
-        if (t->kind == SBX__TOOL_ITEM || streq(t->name, name))
+        if ((t->kind == SBX__TOOL_ITEM && !streq(item_type, SBX_HOSTED_MCP_ITEM)) ||
+            streq(t->name, name))
             return t;
     }
     return NULL;
@@ -573,6 +594,14 @@ static void drop_open_call(struct run *r, const char *id)
 static void job_reject(struct job *j)
 {
     const char *text = j->reject_message ? j->reject_message : SBX_APPROVAL_REJECTED_TEXT;
+    if (streq(j->type, SBX_HOSTED_MCP_ITEM)) {
+        j->output = json_pack("{s:s, s:s, s:b, s:s}", "type", "mcp_approval_response",
+                              "approval_request_id", j->call_id ? j->call_id : "", "approve", 0,
+                              "reason", text);
+        j->text = sbx_xstrdup(text);
+        j->failed = 1;
+        return;
+    }
     if (j->tool->kind == SBX__TOOL_ITEM) {
         char *otype = sbx_xasprintf("%s_output", j->tool->item_type);
         j->output = json_pack("{s:s, s:s, s:s, s:s}", "type", otype, "call_id",
@@ -795,7 +824,7 @@ static void add_job(struct run *r, struct job *jobs, size_t *n, const json_t *it
     j->item = item;
     j->type = type;
     /* A model may send a call id that is not a string: it is then "" everywhere. */
-    j->call_id = json_string_value(json_object_get(item, "call_id"));
+    j->call_id = call_id_of(item);
     if (!j->call_id)
         j->call_id = "";
     j->name = json_string_value(json_object_get(item, "name"));
@@ -803,7 +832,7 @@ static void add_job(struct run *r, struct job *jobs, size_t *n, const json_t *it
     if (streq(type, "function_call"))
         j->handoff = find_handoff(r->agent, j->name);
     if (!j->handoff)
-        j->tool = find_tool(r, type, j->name);
+        j->tool = find_tool(r, type, call_key_of(item));
     /* An item tool is found by the call's type alone: it is named by the tool, never by a
      * "name" the call carries (approval rules match on this name). */
     if (j->tool && (j->tool->kind == SBX__TOOL_ITEM || !j->name))
@@ -1052,10 +1081,10 @@ static struct job *collect_calls(struct run *r, const json_t *response, int inco
             emit(r, &ev);
             continue;
         }
-        if (incomplete || !type || streq(type, "reasoning") || !json_object_get(item, "call_id"))
+        if (incomplete || !type || streq(type, "reasoning") || !call_id_of(item))
             continue;
-        if (!find_tool(r, type, json_string_value(json_object_get(item, "name"))) &&
-            !streq(type, "function_call") && !streq(type, "custom_tool_call")) {
+        if (!find_tool(r, type, call_key_of(item)) && !streq(type, "function_call") &&
+            !streq(type, "custom_tool_call")) {
             /* A call kind nobody here handles, e.g. a hosted tool the server ran itself. */
             sbx_log(SBX_LOG_WARN,
                     "agent '%s': no tool handles '%s' items; leaving it to the server",
@@ -1143,8 +1172,7 @@ static const json_t *find_call(const json_t *items, const char *id)
         const json_t *it = json_array_get(items, i);
         const char *type = json_string_value(json_object_get(it, "type"));
         size_t tl = type ? strlen(type) : 0;
-        if (streq(json_string_value(json_object_get(it, "call_id")), id) &&
-            !(tl >= 7 && strcmp(type + tl - 7, "_output") == 0))
+        if (streq(call_id_of(it), id) && !(tl >= 7 && strcmp(type + tl - 7, "_output") == 0))
             return it;
     }
     return NULL;
