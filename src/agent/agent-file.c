@@ -563,6 +563,33 @@ void sbx_agent_file_allow_host_tools(struct sbx_agent_file *f)
         sbx__mcp_server_allow(f->mcp[i]);
 }
 
+json_t *sbx_agent_file_mcp_describe(struct sbx_agent_file *f)
+{
+    json_t *out = json_array();
+    for (size_t i = 0; i < f->n; i++) {
+        struct sbx_agent *a = f->v[i].agent;
+        for (size_t k = 0; k < a->nmcp; k++) {
+            struct sbx__mcp_server *s = a->mcp[k];
+            struct sbx_error err = SBX_ERROR_INIT;
+            struct sbx__mcp_turn turn = {0};
+            json_t *d = NULL;
+            if (sbx__mcp_server_in_sandbox(s))
+                sbx_error_set(&err, SBX_E_UNSUPPORTED, 0,
+                              "it starts in the agent's sandbox: 'sbx run' lists its tools (the "
+                              "mcp_tools span of --trace)");
+            else
+                sbx__mcp_server_describe(s, &turn, &d, &err);
+            if (!d) {
+                d = json_pack("{s:s, s:s, s:s}", "name", sbx__mcp_server_name(s), "transport",
+                              sbx__mcp_server_transport(s), "error", err.msg);
+            }
+            sbx_json_set(d, "agent", sbx_json_str(sbx_agent_name(a)));
+            sbx_json_append(out, d);
+        }
+    }
+    return out;
+}
+
 void sbx_agent_file_secret_values(const struct sbx_agent_file *f, struct sbx_strv *out)
 {
     for (size_t i = 0; i < f->ntools; i++)

@@ -423,6 +423,11 @@ const char *sbx__mcp_server_name(const struct sbx__mcp_server *s)
     return s->name;
 }
 
+const char *sbx__mcp_server_transport(const struct sbx__mcp_server *s)
+{
+    return s->url ? "http" : s->host ? "stdio (host)" : "stdio (sandbox)";
+}
+
 int sbx__mcp_server_in_sandbox(const struct sbx__mcp_server *s)
 {
     return !s->url && !s->host;
@@ -770,10 +775,7 @@ int sbx__mcp_server_describe(struct sbx__mcp_server *s, const struct sbx__mcp_tu
                                            {"resources", "resources/list", "resources"},
                                            {"prompts", "prompts/list", "prompts"}};
     int rc = 0;
-    json_t *d = json_pack("{s:s, s:s}", "name", s->name, "transport",
-                          s->url    ? "http"
-                          : s->host ? "stdio (host)"
-                                    : "stdio (sandbox)");
+    json_t *d = json_pack("{s:s, s:s}", "name", s->name, "transport", sbx__mcp_server_transport(s));
     sbx__mcp_server_join(s);
     pthread_mutex_lock(&s->lock);
     if (!s->conn) {

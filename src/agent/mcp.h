@@ -71,6 +71,8 @@ int sbx__mcp_server_new(const char *file, const json_t *entry, int prefix, int s
 struct sbx__mcp_server *sbx__mcp_server_ref(struct sbx__mcp_server *s);
 void sbx__mcp_server_unref(struct sbx__mcp_server *s);
 const char *sbx__mcp_server_name(const struct sbx__mcp_server *s);
+/* "http", "stdio (host)" or "stdio (sandbox)". */
+const char *sbx__mcp_server_transport(const struct sbx__mcp_server *s);
 /* 1 for a stdio server started in the agent's sandbox. */
 int sbx__mcp_server_in_sandbox(const struct sbx__mcp_server *s);
 /* The program of a stdio server on the host; NULL for the others. Borrowed. */

@@ -76,6 +76,19 @@ mcp_servers:
 YAML
 export MCP_TEST_TOKEN=tok-MCP-SECRET-77
 
+# --- sbx mcp ls: the HTTP server's tools, resources and prompts; the sandbox one is named ------
+run "$SBX" mcp ls "$T/agent/a.yaml"
+expect_rc 0 "sbx mcp ls lists the file's servers"
+expect_in "$T/out" "web (agent 'Everything', http): mcp-servers/everything" "the HTTP server, with its serverInfo"
+expect_in "$T/out" "    get-sum  Returns the sum of two numbers" "its tools"
+expect_in "$T/out" "  resources (" "its resources"
+expect_in "$T/out" "    simple-prompt  A prompt with no arguments" "its prompts"
+expect_in "$T/out" "files (agent 'Everything', stdio (sandbox))
+  not listed: it starts in the agent's sandbox" "a server in the sandbox is named, not started"
+run "$SBX" mcp ls --json "$T/agent/a.yaml"
+expect_eq "$(python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print([(s['name'], len(s.get('prompts', []))) for s in d])" "$T/out")" \
+    "[('files', 0), ('web', 4)]" "--json: the same as JSON"
+
 mk "$T/s.json" '[resp(1, fcall(1, "count_lines", {"path": "data.txt"}),
                          fcall(2, "host_upper", {"text": "hi"}),
                          fcall(3, "lookup", {"q": "owls"}),
@@ -131,7 +144,7 @@ expect_eq "$(span "$T/t2.jsonl" "[(s['attributes'].get('sbx.tool.kind'), s['attr
 expect_not_in "$T/t1.jsonl" "tok-MCP-SECRET-77" "the header secret is not in the trace"
 expect_not_in "$T/S.json" "tok-MCP-SECRET-77" "nor in the run state"
 expect_eq "$(live)" 0 "the completed run removed its sandbox"
-expect_eq "$(grep -c 'session termination' "$T/every.log")" 2 "each run ended its HTTP session (DELETE)"
+expect_eq "$(grep -c 'session termination' "$T/every.log")" 4 "each listing and each run ended its HTTP session (DELETE)"
 expect_eq "$(pgrep -f "$T/agent" | wc -l)" 0 "no server process is left"
 
 done_testing

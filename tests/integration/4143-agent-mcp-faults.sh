@@ -52,6 +52,18 @@ expect_rc 0 "with the flag it runs"
 expect_in "$T/err" "warning: MCP server 'fake' of '$T/agent/h.yaml' runs 'python3' on this machine" \
     "and the warning names the server"
 
+run "$SBX" mcp ls "$T/agent/h.yaml"
+expect_rc 0 "sbx mcp ls without --allow-host-tools"
+expect_in "$T/out" "fake (agent 'Faulty', stdio (host))
+  not listed: MCP server 'fake' runs on the host, and this run does not allow host MCP servers" \
+    "does not start a host server"
+run "$SBX" mcp ls --allow-host-tools "$T/agent/h.yaml"
+expect_in "$T/out" "fake (agent 'Faulty', stdio (host)): fake-mcp 1" "with it, lists the host server"
+expect_in "$T/out" "  resources (1):
+    file:///notes.txt
+  prompts (1):
+    greet  Says hello." "with its resources and prompts"
+
 # --- not installed, and a program that fails at its start ---------------------------------------
 cat >"$T/agent/n.yaml" <<'YAML'
 name: Missing
