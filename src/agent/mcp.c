@@ -232,7 +232,7 @@ static int load_approval(struct sbx__mcp_server *s, const json_t *v, struct sbx_
         json_t *names = json_object_get(x, "tool_names");
         int always = strcmp(k, "always") == 0, never = strcmp(k, "never") == 0;
         if ((always || never) && json_is_object(x)) {
-            json_t *wrap = json_pack("{s:O}", "l", names ? names : json_array());
+            json_t *wrap = json_pack("{s:o}", "l", names ? json_incref(names) : json_array());
             int rc = json_is_array(names) && json_object_size(x) == 1
                              ? load_names(wrap, "l", always ? &s->approve : &s->never, NULL, err)
                              : -1;
