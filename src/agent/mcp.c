@@ -629,6 +629,8 @@ static int make_tool(struct sbx__mcp_server *s, const json_t *def, struct sbx_to
         return rc;
     }
     json_t *params = json_is_object(schema) ? json_deep_copy(schema) : json_object();
+    /* Which JSON Schema dialect it is written in says nothing the model or the checks use. */
+    json_object_del(params, "$schema");
     if (!json_object_get(params, "properties"))
         sbx_json_set(params, "properties", json_object());
     if (!json_object_get(params, "type"))

@@ -107,8 +107,8 @@ tools_sent=$(fake_query "sorted(t['name'] for t in reqs[0]['body']['tools'])")
 expect_eq "$tools_sent" \
     "$(python3 -c "print(sorted(['count_lines', 'host_upper', 'lookup', 'read_text_file', 'list_directory', 'echo', 'get-annotated-message', 'get-env', 'get-resource-links', 'get-resource-reference', 'get-structured-content', 'get-sum', 'get-tiny-image', 'gzip-file-as-resource', 'toggle-simulated-logging', 'toggle-subscriber-updates', 'simulate-research-query']))")" \
     "the model is offered the file's tools and both servers' tools, filtered"
-expect_eq "$(fake_query "[(t['strict'], t['parameters']['required'], t['parameters']['additionalProperties']) for t in reqs[0]['body']['tools'] if t['name'] == 'get-sum']")" \
-    "[(True, ['a', 'b'], False)]" "an MCP tool's inputSchema is its strict parameters"
+expect_eq "$(fake_query "[(t['strict'], t['parameters']['required'], t['parameters']['additionalProperties'], '\$schema' in t['parameters']) for t in reqs[0]['body']['tools'] if t['name'] == 'get-sum']")" \
+    "[(True, ['a', 'b'], False, False)]" "an MCP tool's inputSchema is its strict parameters (without \$schema)"
 
 run "$SBX" run --allow-host-tools --base-url "$FAKE_URL" -a "$T/agent/a.yaml" --resume "$T/S.json" \
     --approve c4 --trace "$T/t2.jsonl"
