@@ -111,6 +111,36 @@ expect_rc 0 "a tool error (isError) does not end the run"
 expect_eq "$(out_of c1)" "error: tool 'broken' failed: MCP server 'fake' reported an error: the disk is on fire" \
     "the model reads it as the tool's error"
 
+# --- cwd and env: in the sandbox (cwd in the workspace) and on the host (a secret's value) -----
+cat >"$T/agent/c.yaml" <<'YAML'
+name: Placed
+capabilities: []
+manifest: {entries: {sub/fake-mcp.py: {type: local_file, src: fake-mcp.py}}}
+mcp_servers:
+  - {name: inside, command: [python3, fake-mcp.py], cwd: sub, env: {FAKE_MCP_VAR: plain}}
+YAML
+mk "$T/s.json" '[resp(1, fcall(1, "where", {})), resp(2, msg("ok"))]'
+start_fake "$T/s.json"
+run "$SBX" run --base-url "$FAKE_URL" -a "$T/agent/c.yaml" "go"
+expect_rc 0 "a sandbox server with cwd and env runs"
+expect_eq "$(out_of c1)" "/workspace/sub plain" "in its cwd in the workspace, with its env"
+cat >"$T/agent/c2.yaml" <<YAML
+name: Placed
+mcp_servers:
+  - name: outside
+    command: [python3, $T/agent/fake-mcp.py]
+    host: true
+    env: {FAKE_MCP_VAR: {type: secret, env: MCP_FAULT_SECRET}}
+YAML
+export MCP_FAULT_SECRET=sek-4143
+start_fake "$T/s.json"
+run "$SBX" run --allow-host-tools --base-url "$FAKE_URL" -a "$T/agent/c2.yaml" --trace "$T/c2.jsonl" \
+    --trace-content "go"
+expect_rc 0 "a host server with a secret in its env runs"
+expect_eq "$(out_of c1)" "$T/agent sek-4143" "in the agent file's directory, with the secret's value"
+expect_in "$T/c2.jsonl" "$T/agent " "(the trace has the tool's output)"
+expect_not_in "$T/c2.jsonl" "sek-4143" "which the trace does not keep, even with --trace-content"
+
 # --- garbage, a message too big, no answer in time (host servers) ------------------------------
 agent g.yaml host garbage
 mk "$T/s.json" '[resp(1, fcall(1, "add", {"a": 1, "b": 1})), resp(2, msg("ok"))]'

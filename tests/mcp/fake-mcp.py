@@ -3,6 +3,7 @@
 
 Usage: fake-mcp.py [--log FILE] [--mode MODE]
 Tools: add(a, b), shout(text, times?), broken() (answers isError), slow() (sleeps 30 s),
+where() (its working directory and $FAKE_MCP_VAR),
 dotted.name (a name the model cannot call); tools/list comes in two pages. Resources and
 prompts are listed. MODE: ok (default), die (exits during a call of shout, saying why on stderr),
 garbage (answers tools/call with a line that is not JSON), huge (answers tools/call with a
@@ -31,6 +32,7 @@ TOOLS = [
                      "required": ["text"]}},
     {"name": "broken", "description": "Always fails.", "inputSchema": {"type": "object"}},
     {"name": "slow", "description": "Takes long.", "inputSchema": {"type": "object", "properties": {}}},
+    {"name": "where", "description": "Says where it runs.", "inputSchema": {"type": "object"}},
 ]
 if mode == "dotted":
     TOOLS.append({"name": "dotted.name", "inputSchema": {"type": "object"}})
@@ -70,6 +72,9 @@ def call(i, p):
                                {"type": "image", "data": "AAAA", "mimeType": "image/png"}]})
     elif name == "broken":
         result(i, {"content": [{"type": "text", "text": "the disk is on fire"}], "isError": True})
+    elif name == "where":
+        import os
+        result(i, {"content": [{"type": "text", "text": os.getcwd() + " " + os.environ.get("FAKE_MCP_VAR", "unset")}]})
     elif name == "slow":
         time.sleep(30)
         result(i, {"content": []})
