@@ -43,6 +43,7 @@ struct sbx__mcp_conn {
     json_t *queue; /* messages read and not yet looked at */
     int64_t next_id;
     json_t *caps, *info;
+    int tools_changed; /* the server said notifications/tools/list_changed */
 };
 
 /* ---- helpers --------------------------------------------------------------------------------- */
@@ -471,6 +472,9 @@ static int take_answer(struct sbx__mcp_conn *c, int64_t id, int64_t deadline,
         }
         if (m.kind == SBX__MCP_REQUEST)
             rc = answer_server(c, &m, deadline, cancel, err);
+        else if (m.kind == SBX__MCP_NOTIFICATION &&
+                 strcmp(m.method, "notifications/tools/list_changed") == 0)
+            c->tools_changed = 1;
         sbx__mcp_msg_release(&m);
         if (rc < 0)
             return rc;
@@ -651,6 +655,13 @@ int sbx__mcp_connect(struct sbx__mcp_server *s, const struct sbx__mcp_conn_opts 
     }
     *out = c;
     return 0;
+}
+
+int sbx__mcp_take_tools_changed(struct sbx__mcp_conn *c)
+{
+    int changed = c->tools_changed;
+    c->tools_changed = 0;
+    return changed;
 }
 
 const json_t *sbx__mcp_capabilities(const struct sbx__mcp_conn *c)

@@ -751,7 +751,8 @@ int sbx__mcp_server_tools(struct sbx__mcp_server *s, const struct sbx__mcp_turn 
         struct sbx__mcp_conn_opts o = {turn->session, turn->run_as, turn->cancel};
         rc = sbx__mcp_connect(s, &o, &s->conn, err);
     }
-    if (rc == 0 && !(s->cache && s->listed)) {
+    /* The cached listing holds until the server says its tools changed. */
+    if (rc == 0 && (!(s->cache && s->listed) || sbx__mcp_take_tools_changed(s->conn))) {
         span = sbx_span_start(turn->span, "mcp_tools", SBX_SPAN_INTERNAL);
         sbx_span_set_str(span, "sbx.mcp.server", s->name);
         rc = list_tools(s, turn->cancel, span, err);

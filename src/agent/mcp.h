@@ -117,6 +117,8 @@ int sbx__mcp_request(struct sbx__mcp_conn *c, const char *method, const json_t *
 /* The server's capabilities from initialize (borrowed); serverInfo likewise. */
 const json_t *sbx__mcp_capabilities(const struct sbx__mcp_conn *c);
 const json_t *sbx__mcp_server_info(const struct sbx__mcp_conn *c);
+/* 1 once after the server sent notifications/tools/list_changed (its tools are listed again). */
+int sbx__mcp_take_tools_changed(struct sbx__mcp_conn *c);
 /* Close: stdio servers get EOF, then SIGTERM/SIGKILL; HTTP sessions a DELETE. */
 void sbx__mcp_close(struct sbx__mcp_conn *c);
 /* Every page of a list method ("tools/list", ...): the "key" arrays joined. */

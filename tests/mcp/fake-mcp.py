@@ -8,7 +8,8 @@ dotted.name (a name the model cannot call); tools/list comes in two pages. Resou
 prompts are listed. MODE: ok (default), die (exits during a call of shout, saying why on stderr),
 garbage (answers tools/call with a line that is not JSON), huge (answers tools/call with a
 5 MiB line), error (answers tools/call with a JSON-RPC error), old (answers initialize with an
-unknown protocol version), dotted (lists dotted.name too)."""
+unknown protocol version), dotted (lists dotted.name too), changing (a call of add adds the
+tool extra() and says so with notifications/tools/list_changed)."""
 import json
 import sys
 import time
@@ -65,7 +66,12 @@ def call(i, p):
         send({"jsonrpc": "2.0", "id": i, "error": {"code": -32602, "message": "no such thing"}})
         return
     if name == "add":
+        if mode == "changing" and not any(t["name"] == "extra" for t in TOOLS):
+            TOOLS.append({"name": "extra", "inputSchema": {"type": "object"}})
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         result(i, {"content": [{"type": "text", "text": str(a["a"] + a["b"])}]})
+    elif name == "extra":
+        result(i, {"content": [{"type": "text", "text": "extra ran"}]})
     elif name == "shout":
         t = a["text"].upper() * a.get("times", 1)
         result(i, {"content": [{"type": "text", "text": t},

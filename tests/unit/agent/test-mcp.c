@@ -430,6 +430,48 @@ out:
     free(log);
 }
 
+/* A cached listing is asked again after the server says its tools changed. */
+static void test_list_changed(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_agent_file *f = NULL;
+    const char *src = getenv("SBX_SRCDIR");
+    char *log = sbx_xasprintf("%s/changed.log", dir);
+    char *body = sbx_xasprintf("mcp_servers:\n"
+                               "  - name: fake\n"
+                               "    command: [python3, %s/tests/mcp/fake-mcp.py, --log, %s, "
+                               "--mode, changing]\n"
+                               "    host: true\n",
+                               src ? src : ".", log);
+    char *path = write_agent("changed.yaml", body);
+    CHECK_OK(sbx_agent_file_load(path, &f, &err), &err);
+    if (!f)
+        goto out;
+    sbx_agent_file_allow_host_tools(f);
+    char *c1 = fcall(1, "add", "{\\\"a\\\":1,\\\"b\\\":1}");
+    char *c2 = fcall(2, "extra", "{}");
+    char *t1 = sbx_xasprintf("{\"id\":\"r1\",\"output\":[%s]}", c1);
+    char *t2 = sbx_xasprintf("{\"id\":\"r2\",\"output\":[%s]}", c2);
+    const char *const turns[] = {t1, t2, DONE_TURN, NULL};
+    struct sbx_run_result *res = run_turns(f, turns);
+    CHECK_EQ_STR(output_of(res, "c1"), "2");
+    CHECK_EQ_STR(output_of(res, "c2"), "extra ran");
+    sbx_run_result_free(res);
+    /* Two listings of two pages: the first turn's and the one after the notification. */
+    CHECK_EQ_INT(count_in(log, "\"method\": \"tools/list\""), 4);
+    free(c1);
+    free(c2);
+    free(t1);
+    free(t2);
+out:
+    sbx_agent_file_free(f);
+    unlink(path);
+    unlink(log);
+    free(path);
+    free(body);
+    free(log);
+}
+
 /* require_approval: a call of a listed tool interrupts the run; the others run. */
 static void test_approval(void)
 {
@@ -475,6 +517,7 @@ int main(void)
     TAP_RUN(test_host_server);
     TAP_RUN(test_listing_options);
     TAP_RUN(test_approval);
+    TAP_RUN(test_list_changed);
     for (int i = 0; i < file_no; i++) {
         char *p = sbx_xasprintf("%s/r%d.jsonl", dir, i);
         unlink(p);
