@@ -385,7 +385,10 @@ static void run_job(struct job *j)
             free(otype);
         } else {
             j->output = out;
-            j->text = output_text(json_object_get(out, "output"));
+            /* An approval answer has no output: the model's server runs the call. */
+            j->text = streq(j->type, SBX_HOSTED_MCP_ITEM)
+                              ? sbx_xstrdup("approved: the model's server runs it")
+                              : output_text(json_object_get(out, "output"));
         }
         j->duration_ns = sbx_time_mono_ns() - start;
         sbx_trace_set_current(prev_span);

@@ -45,6 +45,8 @@ expect_not_in "$T/t1.jsonl" "tok-HOSTED-SECRET-31" "nor in the trace"
 run "$SBX" run --base-url "$FAKE_URL" -a "$T/a.yaml" --resume "$T/S.json" --approve mcpr_1
 expect_rc 0 "the approved run finishes"
 expect_in "$T/out" "the answer is 42" "with the model's answer"
+expect_in "$T/err" "tool wiki(" "the approval request shows as the server's call"
+expect_in "$T/err" "-> approved: the model's server runs it" "answered with the approval"
 expect_eq "$(fake_query "[i for i in reqs[-1]['body']['input'] if i['type'] == 'mcp_approval_response']")" \
     "[{'type': 'mcp_approval_response', 'approval_request_id': 'mcpr_1', 'approve': True}]" \
     "the model's server got the approval"
