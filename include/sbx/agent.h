@@ -267,8 +267,9 @@ SBX_API struct sbx_agent *sbx_agent_file_agent(const struct sbx_agent_file *f);
 /* Every file the load read: [{"path": canonical path, "digest": "sha256:<hex>"}] in load
  * order. Caller owns. */
 SBX_API json_t *sbx_agent_file_sources(const struct sbx_agent_file *f);
-/* The host commands the file's tools run: [{"file", "tool", "program"}], empty when none.
- * Caller owns. They refuse to run until sbx_agent_file_allow_host_tools(f): whoever wrote the
+/* The host commands the file's tools, guardrails and hooks run: [{"file", "tool", "what"
+ * ("tool 'x'", "input guardrail 'x'", "hook 1 (on tool_start)"), "program"}], empty when
+ * none. Caller owns. They refuse to run until sbx_agent_file_allow_host_tools(f): whoever wrote the
  * agent file then decides what runs on this machine, outside every sandbox. */
 SBX_API json_t *sbx_agent_file_host_tools(const struct sbx_agent_file *f);
 SBX_API void sbx_agent_file_allow_host_tools(struct sbx_agent_file *f);

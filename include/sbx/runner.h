@@ -43,6 +43,9 @@ enum sbx_event_type {
     SBX_EVENT_SANDBOX,      /* text: the id of the sandbox an agent works in, when it first
                                gets it; item: {"id", "provider", "source": "created" |
                                "resumed" | "attached"}; agent (sbx_sandbox_run only) */
+    SBX_EVENT_GUARDRAIL,    /* item: {"guardrail": name, "kind": "input" | "output" |
+                               "tool_input" | "tool_output", "triggered": bool, "info"?,
+                               "tool"?, "call_id"?, "behavior"?}: a guardrail's verdict; tool */
 };
 
 struct sbx_event {

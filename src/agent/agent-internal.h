@@ -44,9 +44,10 @@ struct sbx_agent {
     char *tool_choice;
     int reset_tool_choice;
     json_t *sandbox_spec;
-    json_t *needs_approval; /* validated policy, NULL: none */
-    char *source_file;      /* canonical agent file path, NULL: made in code */
-    char *source_digest;    /* "sha256:<hex>" of that file's bytes */
+    json_t *needs_approval;     /* validated policy, NULL: none */
+    char *source_file;          /* canonical agent file path, NULL: made in code */
+    char *source_digest;        /* "sha256:<hex>" of that file's bytes */
+    struct sbx__guards *guards; /* agent files' guardrails and hooks (guard.h), NULL: none */
 };
 
 /* Record where an agent was loaded from (agent files). */
