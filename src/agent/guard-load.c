@@ -59,9 +59,12 @@ static int load_command(struct sbx__check *c, const char *file, const json_t *e,
                              field, json_object_get(e, field), "stdin", "json", "max_output_tokens",
                              (json_int_t)(SBX_TOOL_OUTPUT_MAX / SBX_TRUNCATE_BYTES_PER_TOKEN));
     free(safe);
-    json_t *t = json_object_get(e, "timeout");
-    if (t)
-        sbx_json_set(spec, "timeout", json_incref(t));
+    static const char *const copied[] = {"timeout", "env"};
+    for (size_t i = 0; i < SBX_ARRAY_LEN(copied); i++) {
+        json_t *t = json_object_get(e, copied[i]);
+        if (t)
+            sbx_json_set(spec, copied[i], json_incref(t));
+    }
     int rc = sbx__file_tool_new(file, spec, &c->cmd, &c->ft, err);
     json_decref(spec);
     if (rc < 0) {
@@ -132,16 +135,16 @@ enum entry_type {
 /* The keys an entry may have besides what runs. */
 static int entry_keys(const json_t *e, enum entry_type t, struct sbx_error *err)
 {
-    static const char *const input[] = {"name",      "command",         "host_command",
-                                        "agent",     "timeout",         "tripwire_field",
-                                        "max_turns", "run_in_parallel", NULL};
-    static const char *const output[] = {"name",    "command",   "host_command",   "agent",
+    static const char *const input[] = {
+            "name",      "command",        "host_command",    "env", "agent", "timeout",
+            "max_turns", "tripwire_field", "run_in_parallel", NULL};
+    static const char *const output[] = {"name",    "command",   "host_command",   "env", "agent",
                                          "timeout", "max_turns", "tripwire_field", NULL};
-    static const char *const tool[] = {"name",           "command",  "host_command",
-                                       "agent",          "timeout",  "max_turns",
-                                       "tripwire_field", "behavior", NULL};
-    static const char *const hook[] = {"on",    "tools",   "command",   "host_command",
-                                       "agent", "timeout", "max_turns", NULL};
+    static const char *const tool[] = {"name",     "command", "host_command", "env",
+                                       "agent",    "timeout", "max_turns",    "tripwire_field",
+                                       "behavior", NULL};
+    static const char *const hook[] = {
+            "on", "tools", "command", "host_command", "env", "agent", "timeout", "max_turns", NULL};
     const char *const *k = t == ENTRY_INPUT    ? input
                            : t == ENTRY_OUTPUT ? output
                            : t == ENTRY_TOOL   ? tool
@@ -175,6 +178,8 @@ static int load_runner(struct sbx__check *c, const char *file, const json_t *e, 
             return sbx_error_set(err, SBX_E_INVAL, 0, "field 'max_turns' is for agents");
         return load_command(c, file, e, kinds[found], err);
     }
+    if (json_object_get(e, "env"))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "field 'env' is for host commands");
     if (json_object_get(e, "timeout"))
         return sbx_error_set(err, SBX_E_INVAL, 0,
                              "field 'timeout' is for commands: an agent is bounded by "

@@ -18,6 +18,7 @@ static int streq(const char *a, const char *b)
 }
 
 static const char *const kind_names[] = {"input", "output", "tool_input", "tool_output"};
+static const char *const kind_labels[] = {"input", "output", "tool input", "tool output"};
 
 struct verdict {
     int triggered;
@@ -140,7 +141,7 @@ static int guard_one(const struct run *r, const struct sbx__check *c, enum sbx__
     if (rc == 0)
         rc = guard_verdict(c, text, json, v, err);
     if (rc < 0) {
-        sbx_error_prefix(err, "%s guardrail '%s'", kind_names[kind], c->name);
+        sbx_error_prefix(err, "%s guardrail '%s'", kind_labels[kind], c->name);
         sbx_span_set_status(s, 0, err->msg);
     } else {
         sbx_span_set_bool(s, "sbx.guardrail.triggered", v->triggered);
@@ -175,8 +176,11 @@ static int trip_error(const json_t *item, struct sbx_error *err)
     const json_t *info = json_object_get(item, "info");
     char *it = info ? sbx_json_dumps(info, SBX_JSON_COMPACT) : NULL;
     size_t n = it ? strlen(it) : 0;
+    const char *kind = json_string_value(json_object_get(item, "kind"));
     int rc = sbx_error_set(err, SBX_E_TRIPWIRE, 0, "%s guardrail '%s' tripped%s%.*s%s",
-                           json_string_value(json_object_get(item, "kind")),
+                           streq(kind, "tool_input")    ? "tool input"
+                           : streq(kind, "tool_output") ? "tool output"
+                                                        : kind,
                            json_string_value(json_object_get(item, "guardrail")), it ? ": " : "",
                            (int)(n > INFO_EXCERPT ? INFO_EXCERPT : n), it ? it : "",
                            n > INFO_EXCERPT ? "..." : "");
@@ -391,6 +395,8 @@ static int tool_checks(struct job *j, enum sbx__guard_kind kind, const struct sb
                     v.message ? sbx_xstrdup(v.message)
                               : sbx_xasprintf("guardrail '%s' rejected this tool call", cs[i].name);
             sbx__job_refuse(j, text);
+            /* Refused before it ran: the tool did not run (no tool_end hook, no tool-use stop). */
+            j->rejected = kind == SBX__GUARD_TOOL_INPUT;
             free(text);
             rc = 1;
         }

@@ -976,7 +976,7 @@ static int host_tools(struct run *r)
                         json_string_value(json_object_get(t, "what")),
                         json_string_value(json_object_get(t, "file")),
                         json_string_value(json_object_get(t, "program")),
-                        strncmp(json_string_value(json_object_get(t, "what")), "tool ", 5) == 0
+                        strncmp(json_string_value(json_object_get(t, "what")), "tool '", 6) == 0
                                 ? "the model calls it"
                                 : "it runs");
     }

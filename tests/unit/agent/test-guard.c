@@ -96,6 +96,11 @@ static void test_refused(void)
     bad("input_guardrails: [{name: g, agent: {instructions: x, colour: 1, output_type: "
         "{type: object, properties: {tripwire_triggered: {type: boolean}}}}}]\n",
         SBX_E_INVAL, "guardrail 'g': field 'agent': unknown field 'colour'");
+    bad("input_guardrails: [{name: g, env: [HOME], agent: {instructions: x, output_type: "
+        "{type: object, properties: {tripwire_triggered: {type: boolean}}}}}]\n",
+        SBX_E_INVAL, "guardrail 'g': field 'env' is for host commands");
+    bad("input_guardrails: [{name: g, env: [HOME], command: [check]}]\n", SBX_E_INVAL,
+        "guardrail 'g': field 'env' is for host commands");
     bad("hooks: [{command: [check]}]\n", SBX_E_INVAL,
         "field 'hooks': entry 0: missing required field 'on'");
     bad("hooks: [{on: tool_begin, command: [check]}]\n", SBX_E_INVAL,
