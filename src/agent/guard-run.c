@@ -253,11 +253,11 @@ static struct sbx__guard_pending *pending_new(struct run *r, const struct sbx__g
     for (size_t i = r->input_first; i < r->input_items; i++)
         sbx_json_append(input, json_incref(json_array_get(r->items, i)));
     p->r = r;
-    p->agent = r->agent;
-    p->session = r->session;
+    p->agent = r->start;
+    p->session = r->agent == r->start ? r->session : NULL;
     p->parent = sbx_trace_current();
     p->payload =
-            json_pack("{s:s, s:s, s:O}", "kind", "input", "agent", r->agent->name, "input", input);
+            json_pack("{s:s, s:s, s:O}", "kind", "input", "agent", r->start->name, "input", input);
     p->agent_input = input;
     p->v = sbx_xcalloc(g->ninput, sizeof(*p->v));
     p->verdicts = sbx_xcalloc(g->ninput, sizeof(*p->verdicts));
@@ -286,7 +286,8 @@ static int pending_report(struct run *r, struct sbx__guard_pending *p, struct sb
 
 int sbx__guard_input_begin(struct run *r, struct sbx__guard_pending **out, struct sbx_error *err)
 {
-    const struct sbx__guards *g = r->agent->guards;
+    /* The start agent's, as in the reference SDK (a resumed state may be at another agent). */
+    const struct sbx__guards *g = r->start->guards;
     *out = NULL;
     if (!g || !g->ninput)
         return 0;

@@ -606,17 +606,17 @@ static struct sbx_run_result *make_result(struct run *r, const char *text, json_
     return res;
 }
 
-/* The final output, once the agent's output guardrails passed and its agent_end hooks ran
+/* The final output, once the agent's agent_end hooks ran and its output guardrails passed
  * (json is taken). */
 static int finish(struct run *r, const char *text, json_t *json, struct sbx_run_result **out,
                   struct sbx_error *err)
 {
-    int rc = sbx__guard_output(r, text, json, err);
-    if (rc == 0) {
-        json_t *payload = json_pack("{s:s}", "output", text);
-        rc = sbx__hook_fire(r, r->agent, "agent_end", NULL, payload, NULL, err);
-        json_decref(payload);
-    }
+    /* agent_end first, then the output guardrails, in the reference SDK's order. */
+    json_t *payload = json_pack("{s:s}", "output", text);
+    int rc = sbx__hook_fire(r, r->agent, "agent_end", NULL, payload, NULL, err);
+    json_decref(payload);
+    if (rc == 0)
+        rc = sbx__guard_output(r, text, json, err);
     if (rc < 0) {
         json_decref(json);
         return rc;

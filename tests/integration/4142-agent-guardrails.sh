@@ -210,6 +210,29 @@ expect_rc 5 "a tool guardrail that raises ends the run with the input side's sta
 expect_in "$T/err" "tool 'mark': tool input guardrail 'words-tool' tripped: {\"found\":\"forbidden\"}" "naming the tool and the guardrail"
 if [ -e "$MARK" ]; then not_ok "the call did not run"; else ok "the call did not run"; fi
 
+# --- a run resumed after an approval does not run its input guardrails again ------------------
+cat >"$T/agent/approve.yaml" <<YAML
+name: Approved
+input_guardrails: [{name: words-in, host_command: [./words.sh], env: [GUARD_LOG]}]
+tools:
+  - name: mark
+    parameters: {type: object, properties: {what: {type: string}}}
+    host_command: [sh, -c, 'echo "\$\$1" >>"\$\$MARK"; echo marked', sh, \$what]
+    env: [MARK]
+    needs_approval: true
+YAML
+mk "$T/s.json" '[resp(1, fcall(1, "mark", {"what": "approved"})), resp(2, msg("marked it"))]'
+start_fake "$T/s.json"
+rm -f "$GUARD_LOG" "$MARK"
+run "$SBX" run --allow-host-tools --base-url "$FAKE_URL" -a "$T/agent/approve.yaml" --state "$T/A.json" "mark it"
+expect_rc 4 "the run waits for approval"
+expect_eq "$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['guardrails'])" "$T/A.json")" \
+    "{'input': 'passed'}" "its state records the input guardrails passed"
+run "$SBX" run --allow-host-tools --base-url "$FAKE_URL" -a "$T/agent/approve.yaml" --resume "$T/A.json" --approve c1
+expect_rc 0 "the resumed run finishes"
+expect_eq "$(cat "$MARK")" "approved" "the approved call ran"
+expect_eq "$(grep -c '"kind":"input"' "$GUARD_LOG")" 1 "the input guardrail ran once, not again on resume"
+
 # --- a guardrail that fails is an error, not a pass --------------------------------------------
 cat >"$T/agent/broken.yaml" <<'YAML'
 name: Broken
