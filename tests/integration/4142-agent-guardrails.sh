@@ -233,6 +233,37 @@ expect_rc 0 "the resumed run finishes"
 expect_eq "$(cat "$MARK")" "approved" "the approved call ran"
 expect_eq "$(grep -c '"kind":"input"' "$GUARD_LOG")" 1 "the input guardrail ran once, not again on resume"
 
+# --- agents as a hook and as an output guardrail ----------------------------------------------
+cat >"$T/agent/agents.yaml" <<YAML
+name: Reviewed
+output_guardrails:
+  - name: reviewer
+    tripwire_field: leaks
+    agent:
+      instructions: You are the output reviewer.
+      output_type: {type: object, properties: {leaks: {type: boolean}, why: {type: string}}}
+hooks:
+  - on: tool_start
+    agent:
+      instructions: You are the policy hook.
+      output_type: {type: object, properties: {decision: {type: string}, reason: {type: string}}}
+$TOOLS
+YAML
+mk "$T/s.json" '[when("policy hook", resp(8, msg("{\"decision\": \"deny\", \"reason\": \"the policy agent says no\"}"))),
+                 when("output reviewer", resp(9, msg("{\"leaks\": true, \"why\": \"names a host\"}"))),
+                 resp(1, fcall(1, "mark", {"what": "x"})),
+                 resp(2, msg("the host is db7"))]'
+start_fake "$T/s.json"
+rm -f "$MARK"
+run "$SBX" run --allow-host-tools --base-url "$FAKE_URL" -a "$T/agent/agents.yaml" "go"
+expect_rc 6 "an output guardrail agent trips on its own tripwire field"
+expect_in "$T/err" "output guardrail 'reviewer' tripped: {\"leaks\":true,\"why\":\"names a host\"}" "with its answer as the info"
+if [ -e "$MARK" ]; then not_ok "the hook agent denied the call"; else ok "the hook agent denied the call"; fi
+expect_eq "$(fake_query "[i['output'] for r in reqs if not r['body'].get('instructions') for i in r['body']['input'] if i.get('call_id') == 'c1' and i['type'] == 'function_call_output']")" \
+    "['the policy agent says no']" "the model read the hook agent's reason"
+expect_eq "$(fake_query "[json.loads(r['body']['input'][0]['content'])['tool'] for r in reqs if r['body'].get('instructions') == 'You are the policy hook.']")" "['mark']" \
+    "the hook agent was asked with the event's payload"
+
 # --- a guardrail that fails is an error, not a pass --------------------------------------------
 cat >"$T/agent/broken.yaml" <<'YAML'
 name: Broken
