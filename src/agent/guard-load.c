@@ -262,6 +262,18 @@ static int load_hook(struct sbx__check *c, size_t idx, const char *file, const j
                            "field 'tools' is for tool_start and tool_end hooks");
         goto out;
     }
+    /* The agent's sandbox is made (or changes hands) at its next turn: at these events there
+     * is none that is surely its own. */
+    if (json_object_get(e, "command") &&
+        (strcmp(on, "run_start") == 0 || strcmp(on, "agent_start") == 0 ||
+         strcmp(on, "handoff") == 0)) {
+        rc = sbx_error_set(
+                err, SBX_E_INVAL, 0,
+                "field 'command': a hook on %s cannot run in the sandbox (the agent gets "
+                "its sandbox at its first turn): give 'host_command' or 'agent'",
+                on);
+        goto out;
+    }
     c->tools = json_incref(tools);
     c->field = sbx_xstrdup(DEFAULT_FIELD);
     rc = load_runner(c, file, e, 0, err);

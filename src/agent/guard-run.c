@@ -498,7 +498,10 @@ int sbx__hook_fire(struct run *r, struct sbx_agent *a, const char *event, const 
         free(name);
         sbx_span_set_str(s, "sbx.hook.name", c->name);
         struct sbx_span *prev = sbx_trace_set_current(s);
-        rc = run_check(r, c, a, r->session, p, agent_input, &text, &json, err);
+        /* The turn's sandbox is this agent's only while it is the current agent (run_end of a
+         * start agent that handed off has none). */
+        rc = run_check(r, c, a, a == r->agent ? r->session : NULL, p, agent_input, &text, &json,
+                       err);
         if (rc == 0 && deny)
             rc = hook_decision(text, json, deny, err);
         sbx_trace_set_current(prev);

@@ -101,6 +101,9 @@ static void test_refused(void)
         SBX_E_INVAL, "guardrail 'g': field 'env' is for host commands");
     bad("input_guardrails: [{name: g, env: [HOME], command: [check]}]\n", SBX_E_INVAL,
         "guardrail 'g': field 'env' is for host commands");
+    bad("hooks: [{on: agent_start, command: [check]}]\n", SBX_E_INVAL,
+        "field 'hooks': entry 0: field 'command': a hook on agent_start cannot run in the sandbox "
+        "(the agent gets its sandbox at its first turn): give 'host_command' or 'agent'");
     bad("hooks: [{command: [check]}]\n", SBX_E_INVAL,
         "field 'hooks': entry 0: missing required field 'on'");
     bad("hooks: [{on: tool_begin, command: [check]}]\n", SBX_E_INVAL,
