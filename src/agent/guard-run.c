@@ -20,8 +20,16 @@ static int streq(const char *a, const char *b)
 static const char *const kind_names[] = {"input", "output", "tool_input", "tool_output"};
 static const char *const kind_labels[] = {"input", "output", "tool input", "tool output"};
 
+enum behavior {
+    BEHAVIOR_NONE = -1, /* the guardrail's own (its file entry's behavior) */
+    BEHAVIOR_ALLOW,
+    BEHAVIOR_REJECT,
+    BEHAVIOR_RAISE,
+};
+
 struct verdict {
     int triggered;
+    enum behavior behavior; /* a tool guardrail's answer may name what a trip does */
     json_t *info;
     char *message; /* tool guardrails and hooks: what the model reads */
 };
@@ -94,10 +102,31 @@ static int answer_object(const char *text, json_t **out, struct sbx_error *err)
     return 0;
 }
 
+/* A tool guardrail's "behavior" answer (the reference SDK's allow, reject_content,
+ * raise_exception), BEHAVIOR_NONE when it gave none. */
+static int answer_behavior(const json_t *obj, enum behavior *out, struct sbx_error *err)
+{
+    static const char *const names[] = {"allow", "reject_content", "raise_exception"};
+    const json_t *b = json_object_get(obj, "behavior");
+    *out = BEHAVIOR_NONE;
+    if (!b || json_is_null(b))
+        return 0;
+    for (int i = 0; i < 3; i++) {
+        if (streq(json_string_value(b), names[i])) {
+            *out = (enum behavior)i;
+            return 0;
+        }
+    }
+    return sbx_error_set(err, SBX_E_PARSE, 0,
+                         "answered with a \"behavior\" other than \"allow\", \"reject_content\" "
+                         "or \"raise_exception\"");
+}
+
 /* A guardrail's verdict: a command's {"tripwire_triggered": bool, "info"?, "message"?} (no
  * answer at all passes), an agent's structured output (its tripwire field; info: the whole
- * output). */
-static int guard_verdict(const struct sbx__check *c, const char *text, const json_t *json,
+ * output). A tool guardrail's answer may say "behavior" instead of (or besides) the tripwire:
+ * allow passes, reject_content and raise_exception trip and say how. */
+static int guard_verdict(const struct sbx__check *c, int tool, const char *text, const json_t *json,
                          struct verdict *v, struct sbx_error *err)
 {
     json_t *obj = NULL;
@@ -110,10 +139,16 @@ static int guard_verdict(const struct sbx__check *c, const char *text, const jso
         return rc;
     }
     const json_t *t = json_object_get(obj, c->field);
-    if (!json_is_boolean(t)) {
+    v->behavior = BEHAVIOR_NONE;
+    if (tool && (rc = answer_behavior(obj, &v->behavior, err)) < 0) {
+        json_decref(obj);
+        return rc;
+    }
+    if (v->behavior == BEHAVIOR_NONE && !json_is_boolean(t)) {
         rc = sbx_error_set(err, SBX_E_PARSE, 0, "answered without a boolean '%s'", c->field);
     } else {
-        v->triggered = json_is_true(t);
+        v->triggered =
+                v->behavior == BEHAVIOR_NONE ? json_is_true(t) : v->behavior != BEHAVIOR_ALLOW;
         const json_t *info = c->agent ? obj : json_object_get(obj, "info");
         v->info = info ? json_deep_copy(info) : NULL;
         const char *m = json_string_value(json_object_get(obj, "message"));
@@ -139,7 +174,7 @@ static int guard_one(const struct run *r, const struct sbx__check *c, enum sbx__
     sbx_json_set(p, "guardrail", sbx_json_str(c->name));
     int rc = run_check(r, c, a, session, p, agent_input, &text, &json, err);
     if (rc == 0)
-        rc = guard_verdict(c, text, json, v, err);
+        rc = guard_verdict(c, kind >= SBX__GUARD_TOOL_INPUT, text, json, v, err);
     if (rc < 0) {
         sbx_error_prefix(err, "%s guardrail '%s'", kind_labels[kind], c->name);
         sbx_span_set_status(s, 0, err->msg);
@@ -383,13 +418,15 @@ static int tool_checks(struct job *j, enum sbx__guard_kind kind, const struct sb
         json_t *item = verdict_item(&cs[i], kind, &v);
         sbx_json_set(item, "tool", sbx_json_str(j->tool->name));
         sbx_json_set(item, "call_id", sbx_json_str(j->call_id));
+        /* What a trip does: the answer's say, else the entry's. */
+        int raise = v.behavior == BEHAVIOR_RAISE || (v.behavior == BEHAVIOR_NONE && cs[i].raise);
         if (v.triggered)
             sbx_json_set(item, "behavior",
-                         sbx_json_str(cs[i].raise ? "raise_exception" : "reject_content"));
+                         sbx_json_str(raise ? "raise_exception" : "reject_content"));
         if (!j->guard_events)
             j->guard_events = json_array();
         sbx_json_append(j->guard_events, json_incref(item));
-        if (v.triggered && cs[i].raise) {
+        if (v.triggered && raise) {
             rc = trip_error(item, err);
         } else if (v.triggered) {
             char *text =

@@ -393,6 +393,43 @@ static void test_pass_reject_veto(void)
     free(tools);
 }
 
+/* A tool guardrail's answer may say what a trip does: allow passes, raise_exception ends the
+ * run whatever the entry says, an unknown behavior is a failure. */
+static void test_tool_behavior(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_run_result *res = NULL;
+    struct seen seen = {0};
+    const char *const responses[] = {CALL_MARK, SAY_DONE, NULL};
+    const char *answers[] = {"{\"behavior\": \"allow\"}", "{\"behavior\": \"raise_exception\"}",
+                             "{\"behavior\": \"explode\"}"};
+    for (int k = 0; k < 3; k++) {
+        char *sh = sbx_xasprintf("cat >/dev/null\necho '%s'\n", answers[k]);
+        script("says.sh", sh);
+        free(sh);
+        char *body = sbx_xasprintf(
+                "tools:\n  - name: mark\n    host_command: [touch, %s/marked]\n"
+                "    tool_input_guardrails: [{name: says, host_command: [./says.sh]}]\n",
+                dir);
+        int rc = run_file(body, responses, &seen, &res, &err);
+        if (k == 0) {
+            CHECK_OK(rc, &err);
+            CHECK(marked());
+        } else if (k == 1) {
+            CHECK_ERR(rc, SBX_E_TRIPWIRE, &err, "tool 'mark': tool input guardrail 'says' tripped");
+            CHECK(!marked());
+        } else {
+            CHECK_ERR(rc, SBX_E_PARSE, &err,
+                      "tool input guardrail 'says': answered with a \"behavior\" other than");
+            CHECK(!marked());
+        }
+        sbx_run_result_free(res);
+        res = NULL;
+        seen_release(&seen);
+        free(body);
+    }
+}
+
 /* Every file the tests left in dir (scripts, agent files, replay files). */
 static void remove_all(void)
 {
@@ -414,6 +451,7 @@ int main(void)
     TAP_RUN(test_accepted);
     TAP_RUN(test_input_trips);
     TAP_RUN(test_pass_reject_veto);
+    TAP_RUN(test_tool_behavior);
     remove_all();
     rmdir(dir);
     return TAP_DONE();
