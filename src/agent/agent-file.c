@@ -61,6 +61,7 @@ static const char *const keys[] = {
         "input_guardrails",
         "output_guardrails",
         "hooks",
+        "tool_guardrails",
         NULL,
 };
 

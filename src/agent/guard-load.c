@@ -41,7 +41,7 @@ void sbx__guards_free(struct sbx__guards *g)
     checks_free(g->output, g->noutput);
     checks_free(g->hooks, g->nhooks);
     for (size_t i = 0; i < g->ntools; i++) {
-        free(g->tools[i].tool);
+        json_decref(g->tools[i].tools);
         checks_free(g->tools[i].in, g->tools[i].nin);
         checks_free(g->tools[i].out, g->tools[i].nout);
     }
@@ -319,6 +319,58 @@ static int load_list(const char *file, const json_t *doc, const char *field, enu
     return rc;
 }
 
+/* One entry of "tool_guardrails": {tools: [glob], tool_input_guardrails?,
+ * tool_output_guardrails?}, for tools the file does not define (a capability's exec_command). */
+static int load_tool_entry(struct sbx__guards *g, const char *file, size_t idx, const json_t *e,
+                           struct sbx_error *err)
+{
+    static const char *const keys[] = {"tools", "tool_input_guardrails", "tool_output_guardrails",
+                                       NULL};
+    struct sbx__tool_guards tg = {0};
+    json_t *tools = NULL;
+    int rc;
+    if (!json_is_object(e))
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "must be a mapping");
+    else if ((rc = sbx_json_check_keys(e, keys, err)) == 0 &&
+             (rc = sbx_json_get_text_array(e, "tools", &tools, err)) == 0 &&
+             json_array_size(tools) == 0)
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "field 'tools' must list tool names or globs");
+    else if (rc == 0 && !json_object_get(e, "tool_input_guardrails") &&
+             !json_object_get(e, "tool_output_guardrails"))
+        rc = sbx_error_set(err, SBX_E_INVAL, 0,
+                           "needs 'tool_input_guardrails' or 'tool_output_guardrails'");
+    if (rc == 0 &&
+        (rc = load_list(file, e, "tool_input_guardrails", ENTRY_TOOL, &tg.in, &tg.nin, err)) == 0)
+        rc = load_list(file, e, "tool_output_guardrails", ENTRY_TOOL, &tg.out, &tg.nout, err);
+    if (rc < 0) {
+        checks_free(tg.in, tg.nin);
+        checks_free(tg.out, tg.nout);
+        sbx_error_prefix(err, "field 'tool_guardrails': entry %zu", idx);
+        return rc;
+    }
+    tg.tools = json_incref(tools);
+    g->tools = sbx_xrealloc(g->tools, (g->ntools + 1) * sizeof(tg));
+    g->tools[g->ntools++] = tg;
+    return 0;
+}
+
+static int load_tool_entries(struct sbx__guards *g, const char *file, const json_t *doc,
+                             struct sbx_error *err)
+{
+    json_t *list = NULL, *e;
+    size_t i;
+    int rc = sbx_json_get_array(doc, "tool_guardrails", 0, &list, err);
+    if (rc == 0 && json_array_size(list) > MAX_CHECKS)
+        rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "field 'tool_guardrails' has more than %d entries",
+                           MAX_CHECKS);
+    json_array_foreach(rc == 0 ? list : NULL, i, e)
+    {
+        if ((rc = load_tool_entry(g, file, i, e, err)) < 0)
+            break;
+    }
+    return rc;
+}
+
 int sbx__guards_load(const char *file, const json_t *doc, struct sbx__guards **out,
                      struct sbx_error *err)
 {
@@ -328,11 +380,12 @@ int sbx__guards_load(const char *file, const json_t *doc, struct sbx__guards **o
                 0 ||
         (rc = load_list(file, doc, "output_guardrails", ENTRY_OUTPUT, &g->output, &g->noutput,
                         err)) < 0 ||
-        (rc = load_list(file, doc, "hooks", ENTRY_HOOK, &g->hooks, &g->nhooks, err)) < 0) {
+        (rc = load_list(file, doc, "hooks", ENTRY_HOOK, &g->hooks, &g->nhooks, err)) < 0 ||
+        (rc = load_tool_entries(g, file, doc, err)) < 0) {
         sbx__guards_free(g);
         return rc;
     }
-    if (!g->ninput && !g->noutput && !g->nhooks) {
+    if (!g->ninput && !g->noutput && !g->nhooks && !g->ntools) {
         sbx__guards_free(g);
         g = NULL;
     }
@@ -360,7 +413,7 @@ int sbx__guards_load_tool(const char *file, const json_t *entry, const char *nam
     }
     if (!*g)
         *g = sbx_xcalloc(1, sizeof(**g));
-    tg.tool = sbx_xstrdup(name);
+    tg.tools = json_pack("[s]", name);
     (*g)->tools = sbx_xrealloc((*g)->tools, ((*g)->ntools + 1) * sizeof(tg));
     (*g)->tools[(*g)->ntools++] = tg;
     json_t *r = json_deep_copy(entry);

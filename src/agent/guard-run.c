@@ -391,15 +391,16 @@ int sbx__guard_output(struct run *r, const char *text, const json_t *json, struc
 
 /* Tool guardrails. */
 
-static const struct sbx__tool_guards *tool_guards(const struct job *j)
+static int globs_match(const json_t *globs, const char *name)
 {
-    const struct sbx__guards *g = j->agent->guards;
-    if (!g || !j->tool)
-        return NULL;
-    for (size_t i = 0; i < g->ntools; i++)
-        if (strcmp(g->tools[i].tool, j->tool->name) == 0)
-            return &g->tools[i];
-    return NULL;
+    size_t i;
+    json_t *g;
+    json_array_foreach(globs, i, g)
+    {
+        if (name && fnmatch(json_string_value(g), name, 0) == 0)
+            return 1;
+    }
+    return 0;
 }
 
 static int tool_checks(struct job *j, enum sbx__guard_kind kind, const struct sbx__check *cs,
@@ -445,28 +446,45 @@ static int tool_checks(struct job *j, enum sbx__guard_kind kind, const struct sb
     return rc;
 }
 
+/* The tool guardrails of every entry of the agent's that names the job's tool, in file order,
+ * until one refuses the call or fails. */
+static int tool_guards(struct job *j, enum sbx__guard_kind kind, json_t *payload,
+                       struct sbx_error *err)
+{
+    const struct sbx__guards *g = j->agent->guards;
+    int rc = 0;
+    for (size_t i = 0; g && j->tool && i < g->ntools && rc == 0; i++) {
+        const struct sbx__tool_guards *tg = &g->tools[i];
+        if (!globs_match(tg->tools, j->tool->name))
+            continue;
+        if (kind == SBX__GUARD_TOOL_INPUT)
+            rc = tool_checks(j, kind, tg->in, tg->nin, payload, err);
+        else
+            rc = tool_checks(j, kind, tg->out, tg->nout, payload, err);
+    }
+    return rc;
+}
+
 int sbx__guard_tool_input(struct job *j, const json_t *args, struct sbx_error *err)
 {
-    const struct sbx__tool_guards *tg = tool_guards(j);
-    if (!tg || !tg->nin)
+    if (!j->agent->guards || !j->agent->guards->ntools)
         return 0;
     json_t *payload =
             json_pack("{s:s, s:s, s:s, s:s, s:O?}", "kind", "tool_input", "agent", j->agent->name,
                       "tool", j->tool->name, "call_id", j->call_id, "arguments", args);
-    int rc = tool_checks(j, SBX__GUARD_TOOL_INPUT, tg->in, tg->nin, payload, err);
+    int rc = tool_guards(j, SBX__GUARD_TOOL_INPUT, payload, err);
     json_decref(payload);
     return rc;
 }
 
 int sbx__guard_tool_output(struct job *j, struct sbx_error *err)
 {
-    const struct sbx__tool_guards *tg = tool_guards(j);
-    if (!tg || !tg->nout || !j->output)
+    if (!j->agent->guards || !j->agent->guards->ntools || !j->output)
         return 0;
     json_t *payload = json_pack("{s:s, s:s, s:s, s:s, s:s, s:b}", "kind", "tool_output", "agent",
                                 j->agent->name, "tool", j->tool->name, "call_id", j->call_id,
                                 "output", j->text ? j->text : "", "failed", j->failed);
-    int rc = tool_checks(j, SBX__GUARD_TOOL_OUTPUT, tg->out, tg->nout, payload, err);
+    int rc = tool_guards(j, SBX__GUARD_TOOL_OUTPUT, payload, err);
     json_decref(payload);
     return rc;
 }

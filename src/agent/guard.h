@@ -33,7 +33,7 @@ struct sbx__check {
 };
 
 struct sbx__tool_guards {
-    char *tool;
+    json_t *tools; /* the tool-name globs they guard (a tools-list entry: its own name) */
     struct sbx__check *in, *out;
     size_t nin, nout;
 };

@@ -264,6 +264,24 @@ expect_eq "$(fake_query "[i['output'] for r in reqs if not r['body'].get('instru
 expect_eq "$(fake_query "[json.loads(r['body']['input'][0]['content'])['tool'] for r in reqs if r['body'].get('instructions') == 'You are the policy hook.']")" "['mark']" \
     "the hook agent was asked with the event's payload"
 
+# --- agent-level tool guardrails reach a capability's tool (exec_command in the sandbox) ------
+cat >"$T/agent/shell.yaml" <<'YAML'
+name: Shell
+capabilities: [shell]
+tool_guardrails:
+  - tools: [exec_*]
+    tool_input_guardrails:
+      - name: no-rm
+        command: [sh, -c, 'grep -q "rm -rf" && echo "{\"tripwire_triggered\": true, \"message\": \"rm -rf is not allowed here\"}" || true']
+YAML
+mk "$T/s.json" '[resp(1, sh(1, "rm -rf /workspace/keep"), sh(2, "mkdir -p keep && echo still-here")), resp(2, msg("ok"))]'
+start_fake "$T/s.json"
+run "$SBX" run --base-url "$FAKE_URL" -a "$T/agent/shell.yaml" "go"
+expect_rc 0 "a run whose exec_command call a tool guardrail rejected finishes"
+expect_eq "$(out_of c1)" "rm -rf is not allowed here" "the model reads the guardrail's message instead"
+expect_eq "$(fake_query "'still-here' in [i['output'] for i in reqs[-1]['body']['input'] if i.get('call_id') == 'c2' and i['type'] == 'function_call_output'][0]")" \
+    True "the other call ran"
+
 # --- a guardrail that fails is an error, not a pass --------------------------------------------
 cat >"$T/agent/broken.yaml" <<'YAML'
 name: Broken

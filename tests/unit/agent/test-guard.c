@@ -104,6 +104,18 @@ static void test_refused(void)
     bad("hooks: [{on: agent_start, command: [check]}]\n", SBX_E_INVAL,
         "field 'hooks': entry 0: field 'command': a hook on agent_start cannot run in the sandbox "
         "(the agent gets its sandbox at its first turn): give 'host_command' or 'agent'");
+    bad("tool_guardrails: [7]\n", SBX_E_INVAL,
+        "field 'tool_guardrails': entry 0: must be a mapping");
+    bad("tool_guardrails: [{tool_input_guardrails: [{name: g, command: [check]}]}]\n", SBX_E_INVAL,
+        "field 'tool_guardrails': entry 0: field 'tools' must list tool names or globs");
+    bad("tool_guardrails: [{tools: [exec_command]}]\n", SBX_E_INVAL,
+        "field 'tool_guardrails': entry 0: needs 'tool_input_guardrails' or "
+        "'tool_output_guardrails'");
+    bad("tool_guardrails: [{tools: [x], colour: red, tool_input_guardrails: []}]\n", SBX_E_INVAL,
+        "field 'tool_guardrails': entry 0: unknown field 'colour'");
+    bad("tool_guardrails: [{tools: [x], tool_input_guardrails: [{name: g}]}]\n", SBX_E_INVAL,
+        "field 'tool_guardrails': entry 0: field 'tool_input_guardrails': guardrail 'g': needs one "
+        "of");
     bad("hooks: [{command: [check]}]\n", SBX_E_INVAL,
         "field 'hooks': entry 0: missing required field 'on'");
     bad("hooks: [{on: tool_begin, command: [check]}]\n", SBX_E_INVAL,
@@ -401,6 +413,22 @@ static void test_tool_behavior(void)
     struct sbx_run_result *res = NULL;
     struct seen seen = {0};
     const char *const responses[] = {CALL_MARK, SAY_DONE, NULL};
+    /* Agent-level tool guardrails reach a tool by a glob of its name. */
+    script("reject.sh", "cat >/dev/null\necho '{\"tripwire_triggered\": true}'\n");
+    char *glob = sbx_xasprintf("tools: [{name: mark, host_command: [touch, %s/marked]}]\n"
+                               "tool_guardrails:\n  - tools: ['ma?k']\n"
+                               "    tool_input_guardrails: [{name: any-mark, host_command: "
+                               "[./reject.sh]}]\n",
+                               dir);
+    CHECK_OK(run_file(glob, responses, &seen, &res, &err), &err);
+    CHECK(!marked());
+    CHECK_EQ_STR(json_string_value(json_object_get(
+                         json_array_get(res ? sbx_run_result_items(res) : NULL, 2), "output")),
+                 "guardrail 'any-mark' rejected this tool call");
+    sbx_run_result_free(res);
+    res = NULL;
+    seen_release(&seen);
+    free(glob);
     const char *answers[] = {"{\"behavior\": \"allow\"}", "{\"behavior\": \"raise_exception\"}",
                              "{\"behavior\": \"explode\"}"};
     for (int k = 0; k < 3; k++) {
