@@ -139,6 +139,8 @@ expect_eq "$(python3 -c "
 import json,sys
 s=json.load(open(sys.argv[1])); print(s['status'], s['tripwire']['guardrail'], s['guardrails'])" "$T/S.json")" \
     "failed words-out {'input': 'passed'}" "the run state says which guardrail tripped and that the input ones passed"
+run "$SBX" state show "$T/S.json"
+expect_in "$T/out" "tripwire: output guardrail 'words-out'" "sbx state show names it"
 
 # --- a tool guardrail rejects a call; a tool_start hook vetoes another -------------------------
 cat >"$T/agent/tools.yaml" <<YAML
