@@ -255,7 +255,10 @@ SBX_API int sbx_agent_walk(struct sbx_agent *start,
  * handoff_description, tool_choice, tool_use_behavior ("run_llm_again" | "stop_on_first_tool" |
  * {"stop_at_tool_names":[..]}), needs_approval (sbx_agent_set_needs_approval), and the sandbox
  * fields manifest (or its SDK name default_manifest, not both), capabilities, run_as,
- * base_instructions (kept for the sandbox layer, which checks them before a run starts). Relative
+ * base_instructions (kept for the sandbox layer, which checks them before a run starts), and
+ * the guardrails and hooks input_guardrails, output_guardrails, tool_guardrails and hooks (a
+ * tool entry may carry tool_input_guardrails / tool_output_guardrails; their host commands are
+ * listed and held like host tools; docs/internals/guardrails.md). Relative
  * paths are relative to the file's directory; files that refer to each other are loaded once.
  * Unknown fields are errors. */
 struct sbx_agent_file; /* opaque: owns every agent it loaded */

@@ -231,8 +231,9 @@ struct sbx_run_result; /* opaque */
  * Errors: SBX_E_MAXTURNS "max turns (N) exceeded", SBX_E_CANCELLED, model errors, SBX_E_INVAL
  * (bad input; a structured final output that does not match the schema), SBX_E_API "model
  * response is incomplete: <reason>" (a response with status "incomplete": none of its calls
- * run, its messages are still reported as MESSAGE events). An ERROR event is emitted before
- * any error return. */
+ * run, its messages are still reported as MESSAGE events), SBX_E_TRIPWIRE "KIND guardrail
+ * 'NAME' tripped: INFO" (an agent file's guardrail; the GUARDRAIL event before it says which,
+ * the final state's "tripwire" too). An ERROR event is emitted before any error return. */
 SBX_API int sbx_run(struct sbx_agent *agent, const json_t *input, const struct sbx_run_options *opt,
                     struct sbx_run_result **out, struct sbx_error *err);
 
