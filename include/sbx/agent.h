@@ -257,8 +257,11 @@ SBX_API int sbx_agent_walk(struct sbx_agent *start,
  * fields manifest (or its SDK name default_manifest, not both), capabilities, run_as,
  * base_instructions (kept for the sandbox layer, which checks them before a run starts),
  * mcp_servers (MCP servers over stdio, in the agent's sandbox or on the host, or Streamable
- * HTTP, whose tools become the agent's; mcp_config; docs/internals/mcp.md) and hosted MCP
- * servers in tools ({type: mcp, server_label, server_url, ...}: the Responses API's tool). Relative
+ * HTTP, whose tools become the agent's; mcp_config; docs/internals/mcp.md), hosted MCP
+ * servers in tools ({type: mcp, server_label, server_url, ...}: the Responses API's tool), and
+ * the guardrails and hooks input_guardrails, output_guardrails, tool_guardrails and hooks (a
+ * tool entry may carry tool_input_guardrails / tool_output_guardrails; their host commands are
+ * listed and held like host tools; docs/internals/guardrails.md). Relative
  * paths are relative to the file's directory; files that refer to each other are loaded once.
  * Unknown fields are errors. */
 struct sbx_agent_file; /* opaque: owns every agent it loaded */
@@ -270,8 +273,9 @@ SBX_API struct sbx_agent *sbx_agent_file_agent(const struct sbx_agent_file *f);
 /* Every file the load read: [{"path": canonical path, "digest": "sha256:<hex>"}] in load
  * order. Caller owns. */
 SBX_API json_t *sbx_agent_file_sources(const struct sbx_agent_file *f);
-/* The host commands the file's tools run: [{"file", "tool", "program"}], empty when none.
- * Caller owns. They refuse to run until sbx_agent_file_allow_host_tools(f): whoever wrote the
+/* The host commands the file's tools, guardrails and hooks run: [{"file", "tool", "what"
+ * ("tool 'x'", "input guardrail 'x'", "hook 1 (on tool_start)"), "program"}], empty when
+ * none. Caller owns. They refuse to run until sbx_agent_file_allow_host_tools(f): whoever wrote the
  * agent file then decides what runs on this machine, outside every sandbox. */
 SBX_API json_t *sbx_agent_file_host_tools(const struct sbx_agent_file *f);
 SBX_API void sbx_agent_file_allow_host_tools(struct sbx_agent_file *f);

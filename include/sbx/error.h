@@ -33,8 +33,9 @@ enum sbx_errcode {
     SBX_E_MAXTURNS,    /* an agent run exceeded its turn budget */
     SBX_E_EXEC,        /* a command could not be executed: not found (sys_errno ENOENT) or
                           not runnable (EACCES, ENOEXEC, EISDIR, ...) */
+    SBX_E_TRIPWIRE,    /* a guardrail tripped (agent runs: the GUARDRAIL event says which) */
 };
-#define SBX_E_LAST SBX_E_EXEC
+#define SBX_E_LAST SBX_E_TRIPWIRE
 
 #define SBX_ERROR_MSG_MAX 1024
 

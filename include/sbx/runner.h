@@ -43,6 +43,9 @@ enum sbx_event_type {
     SBX_EVENT_SANDBOX,      /* text: the id of the sandbox an agent works in, when it first
                                gets it; item: {"id", "provider", "source": "created" |
                                "resumed" | "attached"}; agent (sbx_sandbox_run only) */
+    SBX_EVENT_GUARDRAIL,    /* item: {"guardrail": name, "kind": "input" | "output" |
+                               "tool_input" | "tool_output", "triggered": bool, "info"?,
+                               "tool"?, "call_id"?, "behavior"?}: a guardrail's verdict; tool */
 };
 
 struct sbx_event {
@@ -228,8 +231,9 @@ struct sbx_run_result; /* opaque */
  * Errors: SBX_E_MAXTURNS "max turns (N) exceeded", SBX_E_CANCELLED, model errors, SBX_E_INVAL
  * (bad input; a structured final output that does not match the schema), SBX_E_API "model
  * response is incomplete: <reason>" (a response with status "incomplete": none of its calls
- * run, its messages are still reported as MESSAGE events). An ERROR event is emitted before
- * any error return. */
+ * run, its messages are still reported as MESSAGE events), SBX_E_TRIPWIRE "KIND guardrail
+ * 'NAME' tripped: INFO" (an agent file's guardrail; the GUARDRAIL event before it says which,
+ * the final state's "tripwire" too). An ERROR event is emitted before any error return. */
 SBX_API int sbx_run(struct sbx_agent *agent, const json_t *input, const struct sbx_run_options *opt,
                     struct sbx_run_result **out, struct sbx_error *err);
 

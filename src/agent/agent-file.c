@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "agent/agent-internal.h"
+#include "agent/guard.h"
 #include "agent/mcp.h"
 #include "core/grow.h"
 #include "sbx/fs.h"
@@ -26,6 +27,7 @@ struct loaded {
 /* A tool an agent file defined: the file that defines it and the tool (a reference). */
 struct own_tool {
     char *file;
+    char *what; /* "tool 'x'", or the guardrail or hook a command belongs to */
     struct sbx_tool *tool;
     struct sbx__file_tool *ft;
 };
@@ -63,6 +65,10 @@ static const char *const keys[] = {
         "sandbox",
         "mcp_servers",
         "mcp_config",
+        "input_guardrails",
+        "output_guardrails",
+        "hooks",
+        "tool_guardrails",
         NULL,
 };
 
@@ -268,6 +274,29 @@ static int configure_settings(struct sbx_agent *a, const json_t *doc, struct sbx
     return 0;
 }
 
+/* A tools-list mapping: the file's own tool (file-tools.c), or {builtin: NAME}; either may
+ * carry tool guardrails (guard-load.c). */
+static int object_tool(const char *path, struct sbx_agent *a, const json_t *e, struct sbx_tool **t,
+                       struct sbx__file_tool **ft, struct sbx_error *err)
+{
+    json_t *rest = NULL;
+    const json_t *b = json_object_get(e, "builtin");
+    const char *name = json_string_value(b ? b : json_object_get(e, "name"));
+    int rc = sbx__guards_load_tool(path, e, name ? name : "", &a->guards, &rest, err);
+    if (rc < 0)
+        return rc;
+    if (!b)
+        rc = sbx__file_tool_new(path, rest, t, ft, err);
+    else if (!json_is_string(b) || json_object_size(rest) != 1)
+        rc = sbx_error_set(err, SBX_E_INVAL, 0,
+                           "a {builtin: NAME} entry takes only tool_input_guardrails and "
+                           "tool_output_guardrails besides");
+    else
+        rc = sbx_tool_builtin(name, t, err);
+    json_decref(rest);
+    return rc;
+}
+
 /* "tools": built-in tool names, and the file's own tools (objects: file-tools.c). *sandboxed
  * is set when one of them runs in the agent's sandbox. */
 static int configure_tools(struct sbx_agent_file *f, struct sbx_agent *a, const char *path,
@@ -286,7 +315,7 @@ static int configure_tools(struct sbx_agent_file *f, struct sbx_agent *a, const 
         if (json_is_object(e) && type && strcmp(type, "mcp") == 0)
             rc = sbx__hosted_mcp_new(e, &t, err);
         else if (json_is_object(e))
-            rc = sbx__file_tool_new(path, e, &t, &ft, err);
+            rc = object_tool(path, a, e, &t, &ft, err);
         else if (json_is_string(e))
             rc = sbx_tool_builtin(json_string_value(e), &t, err);
         else
@@ -300,7 +329,9 @@ static int configure_tools(struct sbx_agent_file *f, struct sbx_agent *a, const 
             rc = sbx_agent_add_tool(a, t, err);
         if (rc == 0 && ft) {
             SBX_ALLOC_GROW(f->tools, f->ntools + 1, f->atools);
-            f->tools[f->ntools++] = (struct own_tool){sbx_xstrdup(path), sbx_tool_ref(t), ft};
+            f->tools[f->ntools++] = (struct own_tool){sbx_xstrdup(path),
+                                                      sbx_xasprintf("tool '%s'", sbx_tool_name(t)),
+                                                      sbx_tool_ref(t), ft};
             *sandboxed |= sbx__file_tool_in_sandbox(ft);
         }
         if (rc == 0 && sbx__hosted_mcp_is(t)) {
@@ -439,15 +470,33 @@ static int configure_sandbox(struct sbx_agent *a, const char *path, const json_t
     return 0;
 }
 
+/* The guardrails' and hooks' commands are the file's own tools for host-tool permission and
+ * secrets, and one in the sandbox makes the agent a sandbox agent. */
+static void guard_commands(struct sbx_agent_file *f, struct sbx_agent *a, const char *path,
+                           int *sandboxed)
+{
+    struct sbx_tool *t;
+    struct sbx__file_tool *ft;
+    const char *label;
+    for (size_t i = 0; sbx__guards_command(a->guards, i, &t, &ft, &label); i++) {
+        SBX_ALLOC_GROW(f->tools, f->ntools + 1, f->atools);
+        f->tools[f->ntools++] =
+                (struct own_tool){sbx_xstrdup(path), sbx_xstrdup(label), sbx_tool_ref(t), ft};
+        *sandboxed |= sbx__file_tool_in_sandbox(ft);
+    }
+}
+
 static int configure(struct sbx_agent_file *f, struct sbx_agent *a, const char *path,
                      const json_t *doc, struct sbx_error *err)
 {
     int rc, sandboxed = 0;
     if ((rc = configure_settings(a, doc, err)) < 0 ||
+        (rc = sbx__guards_load(path, doc, &a->guards, err)) < 0 ||
         (rc = configure_tools(f, a, path, doc, &sandboxed, err)) < 0 ||
         (rc = configure_mcp(f, a, path, doc, &sandboxed, err)) < 0 ||
         (rc = configure_agents(f, a, path, doc, err)) < 0)
         return rc;
+    guard_commands(f, a, path, &sandboxed);
     return configure_sandbox(a, path, doc, sandboxed, err);
 }
 
@@ -542,15 +591,19 @@ json_t *sbx_agent_file_host_tools(const struct sbx_agent_file *f)
     for (size_t i = 0; i < f->ntools; i++) {
         const char *prog = sbx__file_tool_host_program(f->tools[i].ft);
         if (prog)
-            sbx_json_append(a, json_pack("{s:s, s:s, s:s}", "file", f->tools[i].file, "tool",
-                                         sbx_tool_name(f->tools[i].tool), "program", prog));
+            sbx_json_append(a, json_pack("{s:s, s:s, s:s, s:s}", "file", f->tools[i].file, "tool",
+                                         sbx_tool_name(f->tools[i].tool), "what", f->tools[i].what,
+                                         "program", prog));
     }
     for (size_t i = 0; i < f->nmcp; i++) {
         const char *prog = sbx__mcp_server_host_program(f->mcp[i]);
-        if (prog)
-            sbx_json_append(a,
-                            json_pack("{s:s, s:s, s:s, s:b}", "file", f->mcp[i]->file, "tool",
-                                      sbx__mcp_server_name(f->mcp[i]), "program", prog, "mcp", 1));
+        if (!prog)
+            continue;
+        char *what = sbx_xasprintf("MCP server '%s'", sbx__mcp_server_name(f->mcp[i]));
+        sbx_json_append(a, json_pack("{s:s, s:s, s:s, s:s, s:b}", "file", f->mcp[i]->file, "tool",
+                                     sbx__mcp_server_name(f->mcp[i]), "what", what, "program", prog,
+                                     "mcp", 1));
+        free(what);
     }
     return a;
 }
@@ -606,6 +659,7 @@ void sbx_agent_file_free(struct sbx_agent_file *f)
         return;
     for (size_t i = 0; i < f->ntools; i++) {
         free(f->tools[i].file);
+        free(f->tools[i].what);
         sbx_tool_unref(f->tools[i].tool);
     }
     free(f->tools);

@@ -55,6 +55,7 @@ struct sbx_agent {
     char *source_digest;          /* "sha256:<hex>" of that file's bytes */
     struct sbx__mcp_server **mcp; /* the agent file's MCP servers (references; mcp.h) */
     size_t nmcp;
+    struct sbx__guards *guards; /* agent files' guardrails and hooks (guard.h), NULL: none */
 };
 
 /* Give the agent an MCP server (takes the reference). */

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "agent/agent-internal.h"
+#include "agent/guard.h"
 #include "agent/mcp.h"
 #include "agent/schema.h"
 #include "sbx/json.h"
@@ -45,6 +46,7 @@ void sbx_agent_free(struct sbx_agent *a)
     json_decref(a->needs_approval);
     free(a->source_file);
     free(a->source_digest);
+    sbx__guards_free(a->guards);
     sbx_strv_release(&a->stop_at);
     free(a);
 }

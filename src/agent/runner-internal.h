@@ -46,6 +46,9 @@ struct run {
     size_t nmcp_used;
     struct sbx_tool **mcp_tools; /* this turn's tools of the agent's MCP servers (references) */
     size_t nmcp_tools;
+    size_t input_first; /* items[input_first, input_items) are this run's own input */
+    int input_guarded;  /* the input guardrails passed (the state's "guardrails") */
+    json_t *tripwire;   /* the verdict of the guardrail that tripped, NULL: none */
 };
 
 /* One tool call of a turn, from its item to its output. */
@@ -72,6 +75,7 @@ struct job {
     char *reject_message;  /* what the model reads instead of the default rejection text */
     int pending;           /* needs approval and has no decision */
     struct sbx_span *span; /* tracing: the tool call's span, ended with its output event */
+    json_t *guard_events;  /* tool guardrails' verdicts, emitted with the output */
 };
 
 /* Emit an event of run r (fills turn and agent). */
@@ -87,6 +91,14 @@ void sbx__approval_digest(const json_t *args, char out[SBX__APPROVAL_DIGEST_LEN]
 /* Check and bind the caller's decisions (opt->decisions) to the pending calls of the resumed
  * state; check the caller's "always" decisions (opt->always). */
 int sbx__approval_restore(struct run *r, const json_t *state, struct sbx_error *err);
+
+/* A nested run (agent as tool, guardrail and hook agents): no events, approvals, states or
+ * conversation; its own turn budget. */
+int sbx__run_nested(struct sbx_agent *agent, const json_t *input, const struct sbx_run_options *opt,
+                    int max_turns, struct sbx_run_result **out, struct sbx_error *err);
+/* Answer a call with text instead of running it (a guardrail or a hook said no): the model
+ * reads text as the call's failed output; an output already set is replaced. */
+void sbx__job_refuse(struct job *j, const char *text);
 
 /* Agents reachable from start through handoffs, start first; *out: caller frees the array. */
 size_t sbx__run_reachable(struct sbx_agent *start, struct sbx_agent ***out);

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/grow.h"
+#include "agent/guard.h"
 #include "agent/mcp.h"
 #include "agent/runner-internal.h"
 #include "agent/schema.h"
@@ -347,6 +348,15 @@ static void job_error(struct job *j, const char *fmt, const char *msg)
     free(text);
 }
 
+/* A tool guardrail's result rc: an error ends the run; 1 (the call was refused) and 0 go on. */
+static void job_guard_failed(struct job *j, int rc, const struct sbx_error *err)
+{
+    if (rc >= 0)
+        return;
+    j->fatal = 1;
+    sbx_error_copy(&j->err, err);
+}
+
 static void run_job(struct job *j)
 {
     struct sbx_tool *t = j->tool;
@@ -367,7 +377,14 @@ static void run_job(struct job *j)
     sbx_span_set_start(j->span, sbx_time_real_ns());
     if (t->kind == SBX__TOOL_ITEM) {
         json_t *out = NULL;
-        int rc = t->item_fn(&call, &out, &err);
+        int rc = sbx__guard_tool_input(j, j->item, &err);
+        if (rc != 0) {
+            job_guard_failed(j, rc, &err);
+            j->duration_ns = sbx_time_mono_ns() - start;
+            sbx_trace_set_current(prev_span);
+            return;
+        }
+        rc = t->item_fn(&call, &out, &err);
         if (rc == 0 && !json_is_object(out)) {
             json_decref(out);
             rc = sbx_error_set(&err, SBX_E_INVAL, 0, "tool '%s' produced no output item", t->name);
@@ -390,6 +407,8 @@ static void run_job(struct job *j)
                               ? sbx_xstrdup("approved: the model's server runs it")
                               : output_text(json_object_get(out, "output"));
         }
+        if (!j->fatal)
+            job_guard_failed(j, sbx__guard_tool_output(j, &err), &err);
         j->duration_ns = sbx_time_mono_ns() - start;
         sbx_trace_set_current(prev_span);
         return;
@@ -415,6 +434,11 @@ static void run_job(struct job *j)
         json_t *in = json_object_get(j->item, "input");
         args = json_is_string(in) ? json_incref(in) : sbx_json_str("");
     }
+    int grc = sbx__guard_tool_input(j, args, &err);
+    if (grc != 0) {
+        job_guard_failed(j, grc, &err);
+        goto out;
+    }
     struct sbx_tool_output out;
     sbx_buf_init(&out.text, SBX_TOOL_OUTPUT_MAX);
     out.parts = NULL;
@@ -433,6 +457,8 @@ static void run_job(struct job *j)
     }
     json_decref(out.parts);
     sbx_buf_release(&out.text);
+    if (!j->fatal)
+        job_guard_failed(j, sbx__guard_tool_output(j, &err), &err);
 out:
     json_decref(args);
     j->duration_ns = sbx_time_mono_ns() - start;
@@ -445,13 +471,64 @@ static void *job_thread(void *p)
     return NULL;
 }
 
+static void job_refuse(struct job *j, const char *text);
+
+/* A hook's view of a call: tool, call id, arguments (parsed when they are JSON). */
+static json_t *hook_call(const struct job *j)
+{
+    json_t *args = sbx_approval_args(j->item);
+    return json_pack("{s:s, s:s, s:o}", "tool", j->name ? j->name : "", "call_id", j->call_id,
+                     "arguments", args ? args : json_null());
+}
+
+/* The agent's tool_start hooks for a call about to run: 1 when it runs; 0 when a hook vetoed
+ * it (the model reads the reason) or failed (the run ends). */
+static int tool_start_hooks(struct run *r, struct job *j)
+{
+    char *deny = NULL;
+    json_t *payload = hook_call(j);
+    struct sbx_span *prev = sbx_trace_set_current(j->span);
+    int rc = sbx__hook_fire(r, j->agent, "tool_start", j->name, payload, &deny, &j->err);
+    sbx_trace_set_current(prev);
+    json_decref(payload);
+    if (rc < 0) {
+        j->fatal = 1;
+        return 0;
+    }
+    if (!deny)
+        return 1;
+    sbx_span_set_str(j->span, "sbx.hook.decision", "deny");
+    job_refuse(j, deny);
+    j->rejected = 1;
+    free(deny);
+    return 0;
+}
+
+/* The agent's tool_end hooks for the calls that ran, in call order. */
+static int tool_end_hooks(struct run *r, struct job *jobs, size_t n, struct sbx_error *err)
+{
+    for (size_t i = 0; i < n; i++) {
+        struct job *j = &jobs[i];
+        if (!j->tool || !j->now || j->rejected || !j->output)
+            continue;
+        json_t *payload = hook_call(j);
+        sbx_json_set(payload, "output", sbx_json_str(j->text ? j->text : ""));
+        sbx_json_set(payload, "failed", json_boolean(j->failed));
+        int rc = sbx__hook_fire(r, j->agent, "tool_end", j->name, payload, NULL, err);
+        json_decref(payload);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
 static void run_jobs(struct run *r, struct job *jobs, size_t n)
 {
     size_t width = r->opt->max_parallel_tools > 0 ? (size_t)r->opt->max_parallel_tools : 8;
     struct job **todo = sbx_xcalloc(n ? n : 1, sizeof(*todo));
     size_t nt = 0;
     for (size_t i = 0; i < n; i++)
-        if (jobs[i].tool && jobs[i].now && !jobs[i].rejected)
+        if (jobs[i].tool && jobs[i].now && !jobs[i].rejected && tool_start_hooks(r, &jobs[i]))
             todo[nt++] = &jobs[i];
     for (size_t i = 0; i < nt; i++) {
         struct sbx_event ev = {
@@ -556,8 +633,21 @@ static struct sbx_run_result *make_result(struct run *r, const char *text, json_
     return res;
 }
 
-static int finish(struct run *r, const char *text, json_t *json, struct sbx_run_result **out)
+/* The final output, once the agent's agent_end hooks ran and its output guardrails passed
+ * (json is taken). */
+static int finish(struct run *r, const char *text, json_t *json, struct sbx_run_result **out,
+                  struct sbx_error *err)
 {
+    /* agent_end first, then the output guardrails, in the reference SDK's order. */
+    json_t *payload = json_pack("{s:s}", "output", text);
+    int rc = sbx__hook_fire(r, r->agent, "agent_end", NULL, payload, NULL, err);
+    json_decref(payload);
+    if (rc == 0)
+        rc = sbx__guard_output(r, text, json, err);
+    if (rc < 0) {
+        json_decref(json);
+        return rc;
+    }
     struct sbx_run_result *res = make_result(r, text, json);
     struct sbx_event ev = {.type = SBX_EVENT_FINAL, .text = res->text, .item = json};
     emit(r, &ev);
@@ -594,9 +684,12 @@ static void drop_open_call(struct run *r, const char *id)
 
 /* A rejected call's output: the decision's message verbatim, else the default text (what
  * the reference SDK sends). The tool never runs. */
-static void job_reject(struct job *j)
+static void job_refuse(struct job *j, const char *text)
 {
-    const char *text = j->reject_message ? j->reject_message : SBX_APPROVAL_REJECTED_TEXT;
+    json_decref(j->output);
+    j->output = NULL;
+    free(j->text);
+    j->text = NULL;
     if (streq(j->type, SBX_HOSTED_MCP_ITEM)) {
         j->output = json_pack("{s:s, s:s, s:b, s:s}", "type", "mcp_approval_response",
                               "approval_request_id", j->call_id ? j->call_id : "", "approve", 0,
@@ -615,6 +708,16 @@ static void job_reject(struct job *j)
         return;
     }
     job_output(j, sbx_json_str(text), 1);
+}
+
+static void job_reject(struct job *j)
+{
+    job_refuse(j, j->reject_message ? j->reject_message : SBX_APPROVAL_REJECTED_TEXT);
+}
+
+void sbx__job_refuse(struct job *j, const char *text)
+{
+    job_refuse(j, text);
 }
 
 static void interrupt(struct run *r, struct job *jobs, size_t njobs)
@@ -662,6 +765,7 @@ static int answer_jobs(struct run *r, struct job *jobs, size_t njobs, struct sbx
         struct job *j = &jobs[k];
         if (!j->now)
             continue;
+        sbx__guard_job_report(r, j);
         if (j->fatal) {
             sbx_span_set_status(j->span, 0, j->err.msg);
             char *where = sbx_xasprintf("while running tool '%s'", j->name ? j->name : "?");
@@ -726,8 +830,9 @@ static int record_outputs(struct run *r, struct job *jobs, size_t njobs)
     return ran_tools;
 }
 
-static void hand_off(struct run *r, struct sbx_agent *next)
+static int hand_off(struct run *r, struct sbx_agent *next, struct sbx_error *err)
 {
+    json_t *payload = json_pack("{s:s, s:s}", "from", r->agent->name, "to", next->name);
     struct sbx_event hev = {.type = SBX_EVENT_HANDOFF, .text = next->name};
     emit(r, &hev);
     struct sbx_span *hs = sbx_span_start(r->turn_span, "handoff", SBX_SPAN_INTERNAL);
@@ -738,6 +843,14 @@ static void hand_off(struct run *r, struct sbx_agent *next)
     r->next_agent_pending = 1;
     struct sbx_event aev = {.type = SBX_EVENT_AGENT_START};
     emit(r, &aev);
+    /* The agent receiving control hears of it, as the reference SDK's agent hooks do. */
+    int rc = sbx__hook_fire(r, next, "handoff", NULL, payload, NULL, err);
+    json_decref(payload);
+    json_t *none = json_object();
+    if (rc == 0)
+        rc = sbx__hook_fire(r, next, "agent_start", NULL, none, NULL, err);
+    json_decref(none);
+    return rc;
 }
 
 /* After tools ran: 1 with the final output when the agent's tool-use behaviour stops at one
@@ -752,8 +865,10 @@ static int after_tools(struct run *r, const struct job *jobs, size_t njobs,
             continue;
         if (a->tool_use == SBX_TOOL_USE_STOP_ON_FIRST ||
             (a->tool_use == SBX_TOOL_USE_STOP_AT_NAMES && j->name &&
-             sbx_strv_find(&a->stop_at, j->name) >= 0))
-            return finish(r, j->text, NULL, out) == 0 ? 1 : -1;
+             sbx_strv_find(&a->stop_at, j->name) >= 0)) {
+            int rc = finish(r, j->text, NULL, out, err);
+            return rc < 0 ? rc : 1;
+        }
     }
     return cancelled(r, "after running tools", err);
 }
@@ -773,13 +888,13 @@ static int final_text(struct run *r, const char *last_text, const char *refusal,
         if (rc < 0)
             return rc;
         char *s = sbx_json_dumps(v, SBX_JSON_COMPACT);
-        finish(r, s, v, out);
+        rc = finish(r, s, v, out, err);
         free(s);
-        return 1;
+        return rc < 0 ? rc : 1;
     }
     if (last_text) {
-        finish(r, last_text, NULL, out);
-        return 1;
+        int rc = finish(r, last_text, NULL, out, err);
+        return rc < 0 ? rc : 1;
     }
     return 0;
 }
@@ -801,16 +916,16 @@ static int settle(struct run *r, struct job *jobs, size_t njobs, const char *las
     int ran_tools = record_outputs(r, jobs, njobs);
     if (ran_tools)
         mark_used(r, r->agent);
+    if ((rc = tool_end_hooks(r, jobs, njobs, err)) < 0)
+        return rc;
     if (waiting) {
         interrupt(r, jobs, njobs);
         return 2;
     }
     json_decref(r->pending);
     r->pending = json_array();
-    if (next) {
-        hand_off(r, next);
-        return 0;
-    }
+    if (next)
+        return hand_off(r, next, err);
     if (ran_tools)
         return after_tools(r, jobs, njobs, out, err);
     if (njobs) /* only unknown or rejected tools were called: the model reads the outputs */
@@ -869,6 +984,7 @@ static void free_jobs(struct job *jobs, size_t njobs)
         json_decref(jobs[k].args);
         free(jobs[k].text);
         free(jobs[k].reject_message);
+        json_decref(jobs[k].guard_events);
     }
     free(jobs);
 }
@@ -1108,6 +1224,30 @@ static struct job *collect_calls(struct run *r, const json_t *response, int inco
     return jobs;
 }
 
+/* The model call, with the input guardrails on the run's first turn: those that do not run in
+ * parallel first, the others alongside the call. A guardrail that trips wins over whatever the
+ * call did; its response is dropped, so none of its tools runs. */
+static int guarded_call(struct run *r, struct sbx_turn_prep *prep, json_t **response,
+                        struct sbx_error *err)
+{
+    struct sbx__guard_pending *gp = NULL;
+    int rc;
+    if (r->turn == 1 && !r->input_guarded && (rc = sbx__guard_input_begin(r, &gp, err)) < 0)
+        return rc;
+    rc = call_model(r, prep, response, err);
+    if (!gp)
+        return rc;
+    struct sbx_error gerr = SBX_ERROR_INIT;
+    int grc = sbx__guard_input_end(r, gp, &gerr);
+    if (grc < 0 && (rc == 0 || grc == -SBX_E_TRIPWIRE)) {
+        json_decref(*response);
+        *response = NULL;
+        sbx_error_copy(err, &gerr);
+        rc = grc;
+    }
+    return rc;
+}
+
 /* One turn: returns 1 when the run has a final output in *out, 2 when it waits for approvals,
  * 0 to go on, or an error. */
 static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *err)
@@ -1135,7 +1275,8 @@ static int turn(struct run *r, struct sbx_run_result **out, struct sbx_error *er
     sbx_span_set_str(r->turn_span, "gen_ai.agent.name", r->agent->name);
     struct sbx_span *prev_span = sbx_trace_set_current(r->turn_span);
 
-    if ((rc = prepare_tools(r, &prep, err)) < 0 || (rc = call_model(r, &prep, &response, err)) < 0)
+    if ((rc = prepare_tools(r, &prep, err)) < 0 ||
+        (rc = guarded_call(r, &prep, &response, err)) < 0)
         goto out;
 
     /* A response cut short (output limit, content filter) is not an answer: its text is
@@ -1308,8 +1449,10 @@ static int run_input(struct run *r, const json_t *input, struct sbx_error *err)
         return sbx_error_set(err, SBX_E_INVAL, 0,
                              "run input must be a string or an array of items");
     }
+    size_t own = json_array_size(r->items);
     int rc = load_conversation(r, err);
     r->input_items = json_array_size(r->items);
+    r->input_first = r->input_items - own;
     return rc;
 }
 
@@ -1373,6 +1516,43 @@ static void drop_unused_decisions(struct run *r)
     json_array_clear(r->given);
 }
 
+/* run_start (the start agent's hooks) and agent_start (the current agent's) as a run begins,
+ * a resumed one too. */
+static int start_hooks(struct run *r, struct sbx_error *err)
+{
+    json_t *input = json_array();
+    for (size_t i = r->input_first; i < r->input_items && !r->opt->resume; i++)
+        sbx_json_append(input, json_incref(json_array_get(r->items, i)));
+    json_t *p = json_pack("{s:o, s:b}", "input", input, "resumed", r->opt->resume && !r->nested);
+    int rc = sbx__hook_fire(r, r->start, "run_start", NULL, p, NULL, err);
+    json_decref(p);
+    p = json_object();
+    if (rc == 0)
+        rc = sbx__hook_fire(r, r->agent, "agent_start", NULL, p, NULL, err);
+    json_decref(p);
+    return rc;
+}
+
+/* run_end (the start agent's hooks) as the run ends: the run's status and its final output or
+ * error. A hook that fails fails a run that did not fail already. */
+static int end_hooks(struct run *r, int rc, const struct sbx_run_result *res, struct sbx_error *err)
+{
+    json_t *p = json_pack("{s:s}", "status",
+                          rc < 0             ? "failed"
+                          : res->interrupted ? "interrupted"
+                                             : "completed");
+    if (rc < 0)
+        sbx_json_set(p, "error", sbx_json_str(err->msg));
+    else if (!res->interrupted)
+        sbx_json_set(p, "final_output", sbx_json_str(res->text));
+    struct sbx_error e2 = SBX_ERROR_INIT;
+    int hrc = sbx__hook_fire(r, r->start, "run_end", NULL, p, NULL, rc < 0 ? &e2 : err);
+    json_decref(p);
+    if (rc < 0 && hrc < 0)
+        sbx_log(SBX_LOG_WARN, "%s", e2.msg);
+    return rc < 0 ? rc : hrc;
+}
+
 static int run_internal(struct sbx_agent *agent, const json_t *input,
                         const struct sbx_run_options *opt, int nested, struct sbx_run_result **out,
                         struct sbx_error *err)
@@ -1398,7 +1578,8 @@ static int run_internal(struct sbx_agent *agent, const json_t *input,
         free(text);
         r.resumed_status = NULL;
     }
-    for (;;) {
+    rc = start_hooks(&r, err);
+    while (rc == 0) {
         rc = open_first ? resume_open_calls(&r, &res, err) : turn(&r, &res, err);
         open_first = 0;
         drop_unused_decisions(&r);
@@ -1422,6 +1603,7 @@ static int run_internal(struct sbx_agent *agent, const json_t *input,
         if (rc != 0)
             break;
     }
+    rc = end_hooks(&r, rc, res, err);
     if (rc < 0) {
         sbx_run_result_free(res);
         res = NULL;
@@ -1448,6 +1630,7 @@ out:
     json_decref(r.decision_log);
     free(r.run_id);
     json_decref(r.sandbox);
+    json_decref(r.tripwire);
     free(r.used_tools);
     free(r.prev_id);
     free(r.tv);
@@ -1526,20 +1709,17 @@ struct agent_tool {
     int max_turns;
 };
 
-static int agent_tool_fn(const json_t *args, const struct sbx_tool_call *call,
-                         struct sbx_tool_output *out, struct sbx_error *err)
+int sbx__run_nested(struct sbx_agent *agent, const json_t *input, const struct sbx_run_options *opt,
+                    int max_turns, struct sbx_run_result **out, struct sbx_error *err)
 {
-    struct agent_tool *at = call->data;
-    struct sbx_run_result *res = NULL;
-    struct sbx_run_options o = *call->run;
+    struct sbx_run_options o = *opt;
     o.on_event = NULL;
     o.event_data = NULL;
     o.stream = 0;
-    o.max_turns = at->max_turns;
+    o.max_turns = max_turns;
     o.use_previous_response_id = 0;
     o.conversation_store = NULL;
     o.conversation = NULL;
-    json_t *input = json_object_get(args, "input");
     o.resume = NULL;
     o.decisions = NULL;
     o.checkpoint = NULL;
@@ -1548,7 +1728,16 @@ static int agent_tool_fn(const json_t *args, const struct sbx_tool_call *call,
     o.ask = NULL;
     o.always = NULL;
     o.run_id = NULL;
-    int rc = run_internal(at->agent, input, &o, 1, &res, err);
+    return run_internal(agent, input, &o, 1, out, err);
+}
+
+static int agent_tool_fn(const json_t *args, const struct sbx_tool_call *call,
+                         struct sbx_tool_output *out, struct sbx_error *err)
+{
+    struct agent_tool *at = call->data;
+    struct sbx_run_result *res = NULL;
+    int rc = sbx__run_nested(at->agent, json_object_get(args, "input"), call->run, at->max_turns,
+                             &res, err);
     if (rc < 0) {
         sbx_error_prefix(err, "agent '%s'", at->agent->name);
         return rc;
@@ -1638,6 +1827,7 @@ static const char *const event_names[] = {
         [SBX_EVENT_APPROVAL] = "approval",
         [SBX_EVENT_TOOL_START] = "tool_start",
         [SBX_EVENT_SANDBOX] = "sandbox",
+        [SBX_EVENT_GUARDRAIL] = "guardrail",
 };
 
 const char *sbx_event_name(enum sbx_event_type type)
@@ -1700,6 +1890,7 @@ json_t *sbx_event_to_json(const struct sbx_event *ev)
         sbx_json_set(o, "decision", ev->item ? json_deep_copy(ev->item) : json_object());
         break;
     case SBX_EVENT_SANDBOX:
+    case SBX_EVENT_GUARDRAIL:
         if (ev->item)
             json_object_update(o, (json_t *)ev->item);
         break;

@@ -107,6 +107,10 @@ int sbx__run_state_build(struct run *r, const char *status, const char *error,
     sbx_json_set(st, "final_output", str_or_null(final_output));
     sbx_json_set(st, "sandbox", copy_or_null(r->sandbox));
     sbx_json_set(st, "meta", copy_or_null(r->meta));
+    if (r->input_guarded)
+        sbx_json_set(st, "guardrails", json_pack("{s:s}", "input", "passed"));
+    if (r->tripwire)
+        sbx_json_set(st, "tripwire", json_deep_copy(r->tripwire));
     *out = st;
     return 0;
 }
@@ -172,6 +176,10 @@ int sbx__run_state_restore(struct run *r, struct sbx_error *err)
     json_decref(r->open_calls);
     r->open_calls = json_deep_copy(json_object_get(st, "open_calls"));
     r->input_items = count(st, "input_items");
+    /* Input guardrails run once, on the first turn: a state that records them passed is not
+     * checked again, as the reference SDK does not run them again on a resumed run. */
+    const char *ig = json_string_value(json_object_get(json_object_get(st, "guardrails"), "input"));
+    r->input_guarded = ig && strcmp(ig, "passed") == 0;
     r->turn = r->done_turn = (int)count(st, "turn");
     if (r->opt->max_turns == 0)
         r->max_turns = (int)json_integer_value(json_object_get(st, "max_turns"));

@@ -839,7 +839,8 @@ int sbx_run_state_to_sdk(const json_t *st, const json_t *always, json_t **out,
     sbx_json_set(js, "maxTurns", json_incref(json_object_get(st, "max_turns")));
     sbx_json_set(js, "noActiveAgentRun", json_true());
     sbx_json_set(js, "currentAgentSpan", json_null());
-    /* sbx runs no guardrails: the input's are complete, and there are no results. */
+    /* An agent file's guardrails are sbx's own (its state keeps "guardrails" and "tripwire");
+     * the SDK reader gets the input's as complete and no results. */
     sbx_json_set(js, "inputGuardrailResults", json_array());
     sbx_json_set(js, "initialInputGuardrailsCompleted", json_true());
     sbx_json_set(js, "outputGuardrailResults", json_array());

@@ -30,6 +30,10 @@
 
 #define PROMPT_MAX   ((size_t)1 << 20)
 #define CLI_MAXTURNS 3
+/* A guardrail tripped: on the input side (the run's input, a tool's arguments) or the output
+ * side (the final output, a tool's output). */
+#define CLI_TRIPWIRE_INPUT  5
+#define CLI_TRIPWIRE_OUTPUT 6
 
 /* The signal that ends the run (SIGPIPE also when stdout's reader went away), 0 while none did:
  * the run's cancellation flag. */
@@ -115,6 +119,7 @@ struct render {
     struct run_status status; /* the terminal's status line, and the lock of stderr */
     int streamed;             /* text deltas of the current message were shown */
     char *shown;              /* the last message whose text was streamed to stderr */
+    int tripwire;             /* the exit status of the guardrail that tripped, 0: none */
 };
 
 /* stdout and stderr reach the same place (one terminal, or `2>&1` into one pipe or file): what
@@ -231,6 +236,10 @@ static void render_event(const struct sbx_event *ev, struct render *r);
 static void on_event(const struct sbx_event *ev, void *data)
 {
     struct render *r = data;
+    if (ev->type == SBX_EVENT_GUARDRAIL && json_is_true(json_object_get(ev->item, "triggered"))) {
+        const char *kind = json_string_value(json_object_get(ev->item, "kind"));
+        r->tripwire = kind && strstr(kind, "output") ? CLI_TRIPWIRE_OUTPUT : CLI_TRIPWIRE_INPUT;
+    }
     /* Whatever the event prints goes on a line of its own, never onto the status line. */
     run_status_lock(&r->status);
     run_status_clear(&r->status);
@@ -355,6 +364,20 @@ static void render_event(const struct sbx_event *ev, struct render *r)
         end_line(r);
         char line[512];
         int n = snprintf(line, sizeof(line), "  handoff %s -> %s\n", ev->agent, ev->text);
+        put_dim_line(line, n, sizeof(line));
+        break;
+    }
+    case SBX_EVENT_GUARDRAIL: {
+        if (!json_is_true(json_object_get(ev->item, "triggered")))
+            break;
+        end_line(r);
+        const char *how = json_string_value(json_object_get(ev->item, "behavior"));
+        char line[512];
+        int n = snprintf(line, sizeof(line), "  %s guardrail '%s' tripped%s%s%s\n",
+                         json_string_value(json_object_get(ev->item, "kind")),
+                         json_string_value(json_object_get(ev->item, "guardrail")),
+                         ev->tool ? " on " : "", ev->tool ? ev->tool : "",
+                         how && strcmp(how, "reject_content") == 0 ? " (the model reads why)" : "");
         put_dim_line(line, n, sizeof(line));
         break;
     }
@@ -951,11 +974,10 @@ static int host_tools(struct run *r)
     if (n && !r->allow_host_tools) {
         t = json_array_get(list, 0);
         sbx_error_set(&r->err, SBX_E_PERM, 0,
-                      "agent file '%s': %s '%s' runs '%s' on this machine, outside every "
+                      "agent file '%s': %s runs '%s' on this machine, outside every "
                       "sandbox: give --allow-host-tools to let the agent file's host tools run",
                       json_string_value(json_object_get(t, "file")),
-                      json_is_true(json_object_get(t, "mcp")) ? "MCP server" : "tool",
-                      json_string_value(json_object_get(t, "tool")),
+                      json_string_value(json_object_get(t, "what")),
                       json_string_value(json_object_get(t, "program")));
         rc = CLI_FAIL;
     }
@@ -963,13 +985,15 @@ static int host_tools(struct run *r)
     {
         int mcp = json_is_true(json_object_get(t, "mcp"));
         cli_printf_safe(stderr, CLI_SAFE_ALWAYS,
-                        "sbx: warning: %s '%s' of '%s' runs '%s' on this machine with your "
-                        "user's rights, outside every sandbox, %s\n",
-                        mcp ? "MCP server" : "host tool",
-                        json_string_value(json_object_get(t, "tool")),
+                        "sbx: warning: host %s of '%s' runs '%s' on this machine with "
+                        "your user's rights, outside every sandbox, %s\n",
+                        json_string_value(json_object_get(t, "what")),
                         json_string_value(json_object_get(t, "file")),
                         json_string_value(json_object_get(t, "program")),
-                        mcp ? "for the whole run" : "whenever the model calls it");
+                        mcp ? "for the whole run"
+                        : strncmp(json_string_value(json_object_get(t, "what")), "tool '", 6) == 0
+                                ? "whenever the model calls it"
+                                : "whenever it runs");
     }
     if (rc == CLI_OK)
         sbx_agent_file_allow_host_tools(r->file);
@@ -1243,6 +1267,8 @@ static int run_and_report(struct run *r)
     if (run_rc < 0) {
         sbx_span_set_status(r->trace.run, 0, r->err.msg);
         int rc = r->err.code == SBX_E_MAXTURNS ? CLI_MAXTURNS : CLI_FAIL;
+        if (r->err.code == SBX_E_TRIPWIRE && r->rd.tripwire)
+            rc = r->rd.tripwire;
         cli_fail(&r->err);
         sbx_error_clear(&r->err);
         if (r->rs.path)

@@ -76,7 +76,7 @@ static json_t *summary(const char *path, const json_t *state)
 {
     static const char *const keys[] = {"status",    "start_agent",  "current_agent", "turn",
                                        "max_turns", "usage",        "updated_at",    "pending",
-                                       "always",    "final_output", "error"};
+                                       "always",    "final_output", "error",         "tripwire"};
     json_t *o = json_pack("{s:s}", "file", path);
     for (size_t i = 0; i < SBX_ARRAY_LEN(keys); i++) {
         json_t *v = json_object_get(state, keys[i]);
@@ -167,6 +167,14 @@ static void print_text(const json_t *s)
         printf("error:    ");
         put_safe(stdout, str(s, "error"));
         printf("\n");
+    }
+    const json_t *tw = json_object_get(s, "tripwire");
+    if (json_is_object(tw)) {
+        /* The run ended because this guardrail tripped (its info is in the error). */
+        cli_printf_safe(stdout, CLI_SAFE_ALWAYS, "tripwire: %s guardrail '%s'%s%s%s\n",
+                        str(tw, "kind"), str(tw, "guardrail"),
+                        str(tw, "tool")[0] ? " on tool '" : "", str(tw, "tool"),
+                        str(tw, "tool")[0] ? "'" : "");
     }
 }
 

@@ -540,7 +540,11 @@ const struct cli_help cli_help_table[] = {
          "Agent files may define their own tools (docs/guide.md, 'Your own tools'): a command in "
          "the sandbox, an HTTP endpoint, or a command on the host. Host commands run with your "
          "rights and no sandbox: a run refuses them unless --allow-host-tools is given, and "
-         "then names each on stderr.\n\n"
+         "then names each on stderr. Guardrails (input_guardrails, output_guardrails, a tool's "
+         "tool_input_guardrails and tool_output_guardrails) and hooks (hooks: on run_start, "
+         "run_end, agent_start, agent_end, tool_start, tool_end, handoff) are commands or "
+         "agents the file names (docs/guide.md, 'Guardrails' and 'Hooks'); a tool_start hook "
+         "may deny a call, and the model reads its reason.\n\n"
          "Approvals: a tool call that needs approval (needs_approval in the agent file) is "
          "asked about on a terminal: the tool, its arguments (long ones shortened; [v] shows "
          "them all) and [y]es / [n]o (with a reason the model reads) / [a]lways for this tool "
@@ -583,8 +587,9 @@ const struct cli_help cli_help_table[] = {
          "A sandbox the run created without --keep is removed however the run ends (also when "
          "sbx itself is killed).",
          run_opts,
-         "0 done, 1 error, 2 usage, 3 max turns exceeded, 4 waiting for approval, 128+N when "
-         "signal N ended the run (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP, 141 when stdout's reader "
+         "0 done, 1 error, 2 usage, 3 max turns exceeded, 4 waiting for approval, 5 an input "
+         "guardrail tripped (the run's input, or a tool's arguments), 6 an output guardrail "
+         "tripped (the final output, or a tool's output), 128+N when signal N ended the run (130 Ctrl-C, 143 SIGTERM, 129 SIGHUP, 141 when stdout's reader "
          "is gone).",
          "sandbox conversation state memory snapshot trace", 0},
 

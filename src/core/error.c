@@ -159,6 +159,8 @@ const char *sbx_strerror(enum sbx_errcode code)
         return "max turns exceeded";
     case SBX_E_EXEC:
         return "cannot execute";
+    case SBX_E_TRIPWIRE:
+        return "guardrail tripped";
     }
     return "unknown error";
 }

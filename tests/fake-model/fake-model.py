@@ -17,6 +17,9 @@ SCRIPT is a JSON file: {"turns": [TURN, ...]}. Each POST consumes the next TURN:
   cut_after  close the connection after this many body bytes
   plain      true: send "response" / "chat" as one JSON body even when the request asked to
              stream (as some OpenAI-compatible servers do)
+  match      take this turn only for a request whose body holds this text; a request takes
+             the first turn left that it matches (so requests that run at the same time, a
+             run's model call and a guardrail agent's, each get their own answer)
   close      with "keep_alive": true: true closes the connection after this answer, saying so
              ("Connection: close"); "silent" closes it without a word, as a server or a proxy
              dropping an idle connection does
@@ -111,7 +114,11 @@ class Handler(BaseHTTPRequestHandler):
                 f.write(json.dumps({"path": self.path,
                                     "headers": {k.lower(): v for k, v in self.headers.items()},
                                     "body": body, "conn": self.conn_no}) + "\n")
-            t = self.server.turns.pop(0) if self.server.turns else None
+            t = None
+            for k, cand in enumerate(self.server.turns):
+                if "match" not in cand or cand["match"] in raw:
+                    t = self.server.turns.pop(k)
+                    break
         if t is None:
             self.send_body(500, {}, json.dumps({"error": {"message": "fake model: no more scripted turns"}}),
                            "application/json", None)

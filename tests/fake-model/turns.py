@@ -12,6 +12,7 @@ first in the same namespace, for a test's own helpers (it may redefine these).
     pcall(i, op)            an apply_patch call "c<i>" with operation op
     sh(i, cmd)              fcall(i, "exec_command", {"cmd": cmd})
     msg(text)               an assistant message
+    when(text, turn)        turn, taken only by a request whose body holds text
     chat_msg(text)          a Chat Completions turn answering text
     E                       the environment (os.environ)
     USAGE                   if EXTRA.py sets it, the usage every resp() turn reports
@@ -49,6 +50,10 @@ def pcall(i, op):
 
 def sh(i, cmd):
     return fcall(i, "exec_command", {"cmd": cmd})
+
+
+def when(text, turn):
+    return dict(turn, match=text)
 
 
 def msg(text):

@@ -49,7 +49,7 @@ expect_in "$T/err" "MCP server 'fake' runs 'python3' on this machine, outside ev
 expect_eq "$(fake_query 'len(reqs)')" 0 "the model was not asked"
 run "$SBX" run --allow-host-tools --base-url "$FAKE_URL" -a "$T/agent/h.yaml" "go"
 expect_rc 0 "with the flag it runs"
-expect_in "$T/err" "warning: MCP server 'fake' of '$T/agent/h.yaml' runs 'python3' on this machine" \
+expect_in "$T/err" "warning: host MCP server 'fake' of '$T/agent/h.yaml' runs 'python3' on this machine" \
     "and the warning names the server"
 
 run "$SBX" mcp ls "$T/agent/h.yaml"

@@ -105,8 +105,8 @@ static json_t *task_or_turn(const struct sbx_span_data *d)
 
 /* The span_data of d, as the reference SDK exports each kind: agent, response (a Responses API
  * call: its id; the ingest takes no usage there), generation (a Chat Completions call),
- * function, handoff, the custom task and turn spans; custom for the rest (sandbox operations)
- * with the attributes as data. Spans are known by the GenAI operation they record. */
+ * function, handoff, guardrail, the custom task and turn spans; custom for the rest (sandbox
+ * operations) with the attributes as data. Spans are known by the GenAI operation they record. */
 static json_t *span_data(const struct sbx_span_data *d)
 {
     const json_t *a = d->attrs;
@@ -135,6 +135,10 @@ static json_t *span_data(const struct sbx_span_data *d)
     if (strcmp(d->name, "handoff") == 0)
         return json_pack("{s:s, s:o, s:o}", "type", "handoff", "from_agent",
                          attr(a, "sbx.handoff.from"), "to_agent", attr(a, "sbx.handoff.to"));
+    if (strcmp(d->name, "guardrail") == 0)
+        return json_pack("{s:s, s:o, s:b}", "type", "guardrail", "name",
+                         attr(a, "sbx.guardrail.name"), "triggered",
+                         json_is_true(json_object_get(a, "sbx.guardrail.triggered")));
     if (strcmp(d->name, "run") == 0 || strcmp(d->name, "turn") == 0)
         return task_or_turn(d);
     return json_pack("{s:s, s:s, s:O}", "type", "custom", "name", d->name, "data", a);
