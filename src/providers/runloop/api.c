@@ -210,7 +210,7 @@ static int on_event(const char *event, const char *data, size_t n, void *ud, str
     if (strcmp(event, "error") == 0)
         return sbx_error_set(err, SBX_E_API, 0, "the Runloop API's output stream failed");
     json_error_t je;
-    json_t *j = json_loadb(data, n, 0, &je);
+    json_t *j = json_loadb(data, n, JSON_ALLOW_NUL, &je);
     const json_t *o = json_object_get(j, "output");
     int rc = 0;
     if (json_is_string(o) && json_string_length(o))
@@ -389,7 +389,7 @@ int sbx__rl_run(struct sbx__rl_conf *c, const char *id, const char *const *argv,
     if (rc == 0)
         rc = sbx__rl_stream(c, id, eid, "stderr", into_buf, &out->err, err);
     if (rc == 0) {
-        char *wp = sbx_xasprintf("/v1/devboxes/%s/executions/%s/wait_for_status", id, eid);
+        char *wp = sbx_xasprintf("/v1/devboxes/%s/executions/%s/wait_for_status?last_n=0", id, eid);
         static const char *const done[] = {"completed", NULL};
         rc = sbx__rl_wait_status(c, wp, done, 600000, NULL, &fin, err);
         free(wp);

@@ -309,6 +309,7 @@ static struct sbx__rl_session *session_new(struct rl_client *c, const json_t *dv
     sbx_json_set(st, "root", sbx_json_str(root));
     sbx_json_set(st, "workspace_owned", json_true());
     sbx_json_set(st, "options", options_json(c));
+    sbx_json_set(st, "exposed_ports", json_array());
     sbx_json_set(st, "manifest", json_null());
     sbx_json_set(st, "snapshot", json_null());
     s->state = st;
@@ -663,6 +664,82 @@ static int rc_resume(struct sbx_client *bc, const json_t *state, const struct sb
     return rc;
 }
 
+/* A listed devbox's state (status "stopped" when suspended), or NULL for one sbx does not
+ * show: not made by sbx, or gone. */
+static json_t *listed_state(struct rl_client *c, const json_t *dv)
+{
+    const char *id = json_string_value(json_object_get(dv, "id"));
+    const char *managed =
+            json_string_value(json_object_get(json_object_get(dv, "metadata"), MANAGED));
+    const char *st = status_of(dv);
+    if (!sbx__rl_valid_id(id) || !managed || strcmp(managed, "1") != 0 ||
+        strcmp(st, "shutdown") == 0 || strcmp(st, "failure") == 0)
+        return NULL;
+    struct sbx__rl_session *s = session_new(c, dv);
+    json_t *out = json_deep_copy(s->state);
+    if (strcmp(st, "suspended") == 0 || strcmp(st, "suspending") == 0)
+        sbx_json_set(out, "status", sbx_json_str("stopped"));
+    s_free(&s->base);
+    return out;
+}
+
+#define LIST_PAGES 50
+
+static int rc_list(struct sbx_client *bc, json_t **out, struct sbx_error *err)
+{
+    struct rl_client *c = (struct rl_client *)bc;
+    json_t *res = json_array();
+    char *after = NULL;
+    int rc = 0;
+    for (int page = 0; page < LIST_PAGES && rc == 0; page++) {
+        char *path = after ? sbx_xasprintf("/v1/devboxes?limit=100&starting_after=%s", after)
+                           : sbx_xstrdup("/v1/devboxes?limit=100");
+        json_t *ans = NULL, *v;
+        size_t i;
+        rc = sbx__rl_api(c->conf, "GET", path, NULL, &ans, err);
+        free(path);
+        const json_t *boxes = json_object_get(ans, "devboxes");
+        if (rc == 0 && !json_is_array(boxes))
+            rc = sbx_error_set(err, SBX_E_API, 0, "the Runloop API's devbox list is not a list");
+        json_array_foreach(boxes, i, v)
+        {
+            json_t *st = listed_state(c, v);
+            if (st)
+                sbx_json_append(res, st);
+        }
+        const char *last = json_string_value(
+                json_object_get(json_array_get(boxes, json_array_size(boxes) - 1), "id"));
+        int more =
+                rc == 0 && json_is_true(json_object_get(ans, "has_more")) && sbx__rl_valid_id(last);
+        free(after);
+        after = more ? sbx_xstrdup(last) : NULL;
+        json_decref(ans);
+        if (!more)
+            break;
+    }
+    free(after);
+    if (rc < 0) {
+        json_decref(res);
+        return rc;
+    }
+    *out = res;
+    return 0;
+}
+
+static int rc_stopped_state(struct sbx_client *bc, const char *id, json_t **out,
+                            struct sbx_error *err)
+{
+    struct rl_client *c = (struct rl_client *)bc;
+    json_t *dv = NULL;
+    int rc = devbox_get(c, id, &dv, err);
+    if (rc == 0 && strcmp(status_of(dv), "suspended") != 0)
+        rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "sandbox '%s' is not stopped", id);
+    if (rc == 0 && !(*out = listed_state(c, dv)))
+        rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "devbox '%s' was not made by sbx", id);
+    json_decref(dv);
+    return rc;
+}
+
 static void rc_free(struct sbx_client *bc)
 {
     struct rl_client *c = (struct rl_client *)bc;
@@ -679,10 +756,12 @@ static void rc_free(struct sbx_client *bc)
 static const struct sbx_client_ops client_ops = {
         .create = rc_create,
         .attach = rc_attach,
+        .list = rc_list,
         .remove = rc_remove,
         .resume = rc_resume,
         .stop = rc_stop,
         .start = rc_start,
+        .stopped_state = rc_stopped_state,
         .free = rc_free,
 };
 

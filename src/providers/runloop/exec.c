@@ -217,7 +217,9 @@ static void *wait_main(void *arg)
     struct rl_proc *p = arg;
     struct sbx_error err = SBX_ERROR_INIT;
     static const char *const done[] = {"completed", NULL};
-    char *path = sbx_xasprintf("/v1/devboxes/%s/executions/%s/wait_for_status", p->id, p->eid);
+    /* last_n=0: the answer without the output (the streams carry it). */
+    char *path =
+            sbx_xasprintf("/v1/devboxes/%s/executions/%s/wait_for_status?last_n=0", p->id, p->eid);
     json_t *ans = NULL;
     int rc = sbx__rl_wait_status(p->conf, path, done, LIFE_MS, &p->abort, &ans, &err);
     free(path);
@@ -461,6 +463,22 @@ static int verdict_error(struct rl_proc *p, const char *cwd, struct sbx_error *e
     return sbx_error_set(err, SBX_E_EXEC, 0, "the start of '%s' was garbled", p->name);
 }
 
+/* A failed start on a devbox that is no longer running: SBX_E_SANDBOX "is gone". */
+static int gone_check(struct sbx__rl_session *s, int rc, struct sbx_error *err)
+{
+    char *path = sbx_xasprintf("/v1/devboxes/%s", s->base.id);
+    json_t *dv = NULL;
+    struct sbx_error ignored = SBX_ERROR_INIT;
+    int grc = sbx__rl_api(s->conf, "GET", path, NULL, &dv, &ignored);
+    const char *st = json_string_value(json_object_get(dv, "status"));
+    if (grc == -SBX_E_NOTFOUND || (grc == 0 && st && strcmp(st, "running") != 0))
+        rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox '%s' is gone (%s)", s->base.id,
+                           st ? st : "unknown to the service");
+    json_decref(dv);
+    free(path);
+    return rc;
+}
+
 static struct rl_proc *proc_new(struct sbx__rl_session *s, const struct sbx_exec_spec *spec)
 {
     struct rl_proc *p = sbx_xcalloc(1, sizeof(*p));
@@ -514,6 +532,8 @@ int sbx__rl_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec,
         rc = sbx__rl_api(s->conf, "POST", path, body, &ans, err);
         free(path);
     }
+    if (rc < 0 && rc != -SBX_E_PERM)
+        rc = gone_check(s, rc, err);
     const char *eid = json_string_value(json_object_get(ans, "execution_id"));
     if (rc == 0 && !sbx__rl_valid_id(eid))
         rc = sbx_error_set(err, SBX_E_API, 0, "the Runloop API started a command without an id");

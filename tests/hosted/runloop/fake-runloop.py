@@ -26,7 +26,8 @@ Test knobs (no key needed, not part of Runloop): POST /_fake/knobs with
 {"max_devboxes": N} (creating more running devboxes is a 429 quota answer; 0: no limit),
 {"expire": ID} (the devbox ends as if its idle time ran out: its sandbox is removed, it stays
 listed as shutdown with shutdown_reason "idle"), {"forget": ID} (the service no longer knows it:
-404). GET /_fake/stats: {"rate_limited", "devboxes", "requests", "executions"}.
+404). GET /_fake/stats: {"rate_limited", "devboxes" (made), "live" (not shut down), "requests",
+"executions"}.
 Every request a path the fake does not know gets 404 and a line in DIR/unknown.log.
 """
 import argparse
@@ -100,7 +101,8 @@ class Sbx:
         return r.stdout.decode(errors="replace").strip()
 
     def exec_argv(self, sbx_id, argv, env, stdin):
-        out = [self.binary, "sandbox", "exec", "--user", USER]
+        # As the service's shell: what a command leaves in the background keeps running.
+        out = [self.binary, "sandbox", "exec", "--user", USER, "--keep-background"]
         if stdin:
             out.append("-i")
         for k, v in sorted(env.items()):
@@ -195,7 +197,7 @@ class Execution:
                  "shell_name": self.shell_name, "exit_status": self.exit_status}
             for field in ("stdout", "stderr"):
                 text = self.out[field].decode(errors="replace")
-                n = int(last_n) if last_n else 100
+                n = int(last_n) if last_n not in (None, "") else 100
                 lines = text.splitlines(keepends=True)
                 v[field] = "".join(lines[-n:]) if n > 0 else ""
                 v[field + "_truncated"] = len(lines) > n
@@ -446,7 +448,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         fake = self.fake
         if path == "/_fake/stats":
             with fake.lock:
-                return self.send_json(200, dict(fake.stats))
+                st = dict(fake.stats)
+                st["live"] = sum(1 for d in fake.devboxes.values() if d.status != "shutdown")
+                return self.send_json(200, st)
         if path == "/_fake/knobs" and method == "POST":
             k = json.loads(data or b"{}")
             if "expire" in k:
@@ -470,11 +474,18 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if method == "POST" and rest in ([], ["create_and_await_running"]):
             return self.send_json(200, fake.create(body).view())
         if method == "GET" and rest == []:
+            # Pages of at most limit (default 20), after the id starting_after names.
             with fake.lock:
                 boxes = [d.view() for d in fake.devboxes.values()
                          if not query.get("status") or d.status == query["status"]]
-            return self.send_json(200, {"devboxes": boxes, "has_more": False,
-                                        "total_count": len(boxes), "remaining_count": 0})
+            after = query.get("starting_after")
+            if after:
+                ids = [b["id"] for b in boxes]
+                boxes = boxes[ids.index(after) + 1:] if after in ids else []
+            limit = int(query.get("limit") or 20)
+            page, rest = boxes[:limit], boxes[limit:]
+            return self.send_json(200, {"devboxes": page, "has_more": bool(rest),
+                                        "total_count": len(boxes), "remaining_count": len(rest)})
         if rest[:1] == ["disk_snapshots"] and len(rest) == 3 and rest[2] == "status":
             snap = fake.snapshots.get(rest[1])
             if snap is None:
