@@ -12,6 +12,7 @@
 #include "providers/runloop/runloop.h"
 #include "sandbox/materialize/materialize.h"
 #include "sandbox/session/internal.h"
+#include "sbx/buf.h"
 #include "sbx/json.h"
 #include "sbx/manifest.h"
 #include "sbx/snapshot.h"
@@ -20,6 +21,7 @@
 
 #define META_ROOT    "sbx.root"
 #define META_CREATED "sbx.created"
+#define META_PORTS   "sbx.ports"
 #define MANAGED      "sbx.managed"
 #define WAIT_MS      ((int64_t)300 * 1000)
 
@@ -60,6 +62,11 @@ static const struct sbx_provider_option options[] = {
          .flags = SBX_OPTION_STATE,
          .help = "closing a session without deleting suspends the devbox (default true: its "
                  "workspace is kept); false shuts it down"},
+        {.key = "exposed_ports",
+         .type = SBX_OPTION_PORT,
+         .flags = SBX_OPTION_STATE | SBX_OPTION_LIST,
+         .arg = "N",
+         .help = "a port whose tunnel URL resolve_port gives (repeatable; none given: any)"},
         {.key = "api_key",
          .type = SBX_OPTION_SECRET,
          .flags = SBX_OPTION_TRUSTED,
@@ -84,7 +91,7 @@ struct rl_client {
     struct sbx__rl_conf *conf;
     char *blueprint_id, *blueprint_name, *snapshot_id, *name;
     int pause_on_exit;
-    json_t *env_vars, *metadata;
+    json_t *env_vars, *metadata, *ports;
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -180,12 +187,77 @@ static int s_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *er
 /* ---------------------------------------------------------------------------------------------
  * Sessions */
 
+#define TCP_TABLE_MAX ((size_t)16 << 20)
+
+/* The service's domain for tunnel URLs, as Runloop's client makes it: the API's host without
+ * its "api." prefix. Caller frees. */
+static char *tunnel_domain(const char *url)
+{
+    const char *h = strstr(url, "://");
+    h = h ? h + 3 : url;
+    size_t n = strcspn(h, ":/");
+    if (n > 4 && strncmp(h, "api.", 4) == 0) {
+        h += 4;
+        n -= 4;
+    }
+    return sbx_xstrndup(h, n);
+}
+
+/* The devbox's tunnel key, the tunnel enabled first when it has none. */
+static int tunnel_key(struct sbx__rl_session *s, char **out, struct sbx_error *err)
+{
+    char *path = sbx_xasprintf("/v1/devboxes/%s", s->base.id);
+    json_t *dv = NULL, *t = NULL;
+    int rc = sbx__rl_api(s->conf, "GET", path, NULL, &dv, err);
+    free(path);
+    const char *key =
+            json_string_value(json_object_get(json_object_get(dv, "tunnel"), "tunnel_key"));
+    if (rc == 0 && !key) {
+        json_t *body = json_pack("{s:s,s:b,s:b}", "auth_mode", "open", "http_keep_alive", 1,
+                                 "wake_on_http", 0);
+        path = sbx_xasprintf("/v1/devboxes/%s/enable_tunnel", s->base.id);
+        rc = sbx__rl_api(s->conf, "POST", path, body, &t, err);
+        free(path);
+        json_decref(body);
+        key = json_string_value(json_object_get(t, "tunnel_key"));
+    }
+    if (rc == 0 && !sbx__rl_valid_id(key))
+        rc = sbx_error_set(err, SBX_E_API, 0, "the Runloop API gave devbox '%s' no tunnel key",
+                           s->base.id);
+    if (rc == 0)
+        *out = sbx_xstrdup(key);
+    json_decref(dv);
+    json_decref(t);
+    return rc;
+}
+
 static int s_resolve_port(struct sbx_session *bs, int port, char **out_url, struct sbx_error *err)
 {
-    (void)out_url;
-    return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                         "port %d of sandbox '%s': sbx does not open Runloop tunnels yet", port,
-                         bs->id);
+    struct sbx__rl_session *s = (struct sbx__rl_session *)bs;
+    const json_t *ports = json_object_get(s->state, "exposed_ports");
+    size_t i;
+    json_t *v;
+    int listed = json_array_size(ports) == 0;
+    json_array_foreach(ports, i, v) listed |= json_integer_value(v) == port;
+    if (!listed)
+        return sbx_error_set(err, SBX_E_PERM, 0, "port %d is not among the exposed ports", port);
+    static const char *const argv[] = {"cat", "/proc/net/tcp", "/proc/net/tcp6", NULL};
+    struct sbx__shell_run r;
+    sbx__shell_run_init(&r, TCP_TABLE_MAX);
+    /* cat fails without IPv6 (no tcp6) after printing tcp: the text decides. */
+    int rc = sbx__rl_run(s->conf, bs->id, argv, &r, err);
+    if (rc == 0 && !sbx__net_table_listens(r.out.data ? r.out.data : "", r.out.len, port))
+        rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "nothing listens on port %d in sandbox '%s'",
+                           port, bs->id);
+    sbx__shell_run_release(&r);
+    char *key = NULL;
+    if (rc == 0 && (rc = tunnel_key(s, &key, err)) == 0) {
+        char *domain = tunnel_domain(s->conf->url);
+        *out_url = sbx_xasprintf("https://%d-%s.tunnel.%s", port, key, domain);
+        free(domain);
+    }
+    free(key);
+    return rc;
 }
 
 static int s_state(struct sbx_session *bs, json_t **out, struct sbx_error *err)
@@ -283,6 +355,25 @@ static json_t *options_json(const struct rl_client *c)
     return o;
 }
 
+/* The exposed ports the devbox was made with (its metadata), else the client's. */
+static json_t *ports_of(const struct rl_client *c, const json_t *meta)
+{
+    const char *p = json_string_value(json_object_get(meta, META_PORTS));
+    if (!p)
+        return json_deep_copy(c->ports);
+    json_t *a = json_array();
+    while (*p) {
+        char *end = NULL;
+        long v = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        if (v > 0 && v < 65536)
+            sbx_json_append(a, json_integer(v));
+        p = end + strspn(end, ",");
+    }
+    return a;
+}
+
 /* A session on devbox view dv (what the service says of it). */
 static struct sbx__rl_session *session_new(struct rl_client *c, const json_t *dv)
 {
@@ -309,7 +400,7 @@ static struct sbx__rl_session *session_new(struct rl_client *c, const json_t *dv
     sbx_json_set(st, "root", sbx_json_str(root));
     sbx_json_set(st, "workspace_owned", json_true());
     sbx_json_set(st, "options", options_json(c));
-    sbx_json_set(st, "exposed_ports", json_array());
+    sbx_json_set(st, "exposed_ports", ports_of(c, meta));
     sbx_json_set(st, "manifest", json_null());
     sbx_json_set(st, "snapshot", json_null());
     s->state = st;
@@ -384,6 +475,18 @@ static json_t *create_body(const struct rl_client *c, const char *root, const st
     sbx_json_set(meta, MANAGED, sbx_json_str("1"));
     sbx_json_set(meta, META_ROOT, sbx_json_str(root));
     sbx_json_set(meta, META_CREATED, sbx_json_str(created));
+    struct sbx_buf ports;
+    sbx_buf_init(&ports, SBX_BUF_NOLIMIT);
+    size_t i;
+    json_t *v;
+    json_array_foreach(c->ports, i, v)
+    {
+        if (sbx_buf_addf(&ports, NULL, "%s%lld", i ? "," : "", (long long)json_integer_value(v)) <
+            0)
+            break;
+    }
+    sbx_json_set(meta, META_PORTS, sbx_json_str(ports.data ? ports.data : ""));
+    sbx_buf_release(&ports);
     if (c->snapshot_id)
         sbx_json_set(b, "snapshot_id", sbx_json_str(c->snapshot_id));
     else if (c->blueprint_id)
@@ -750,6 +853,7 @@ static void rc_free(struct sbx_client *bc)
     free(c->name);
     json_decref(c->env_vars);
     json_decref(c->metadata);
+    json_decref(c->ports);
     free(c);
 }
 
@@ -850,6 +954,8 @@ static int client_new_json(const json_t *o, struct sbx_client **out, struct sbx_
     c->pause_on_exit = !p || json_is_true(p);
     (void)pairs(json_object_get(o, "env_vars"), "env_vars", &c->env_vars, err);
     (void)pairs(json_object_get(o, "metadata"), "metadata", &c->metadata, err);
+    const json_t *ports = json_object_get(o, "exposed_ports");
+    c->ports = json_is_array(ports) ? json_deep_copy(ports) : json_array();
     *out = &c->base;
     return 0;
 }
@@ -885,7 +991,8 @@ const struct sbx__provider_def sbx__provider_runloop = {
         .name = "runloop",
         .summary = "a devbox (a microVM) at Runloop's hosted service, through its REST API (key "
                    "from $RUNLOOP_API_KEY)",
-        .traits = SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_STOP_START | SBX_PROVIDER_RESUME,
+        .traits = SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_STOP_START | SBX_PROVIDER_PORTS |
+                  SBX_PROVIDER_RESUME,
         .options = options,
         .client_new = client_new,
         .client_new_json = client_new_json,

@@ -32,9 +32,11 @@ Every request a path the fake does not know gets 404 and a line in DIR/unknown.l
 """
 import argparse
 import codecs
+import http.client
 import http.server
 import json
 import os
+import re
 import secrets
 import signal
 import socketserver
@@ -52,6 +54,7 @@ HOLD = 10.0  # seconds a wait_for_status call is held before its 408
 CHUNK = 65536
 ALPHABET = string.ascii_letters + string.digits
 BOOTING = ("provisioning", "initializing", "resuming")
+TUNNEL_HOST = re.compile(r"^(\d+)-([A-Za-z0-9]+)\.tunnel\.")
 
 
 def log(msg):
@@ -418,6 +421,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         fake = self.fake
         try:
             data = self.read_body() if method == "POST" else b""
+            m = TUNNEL_HOST.match(self.headers.get("Host", ""))
+            if m:
+                return self.tunnel(int(m.group(1)), m.group(2), method, data)
             if u.path.startswith("/_fake/"):
                 return self.knob(method, u.path, data)
             with fake.lock:
@@ -673,6 +679,36 @@ class Handler(http.server.BaseHTTPRequestHandler):
         with fake.lock:
             fake.snapshots[sid] = {"ref": ref, "view": view}
         return self.send_json(200, view)
+
+    def tunnel(self, port, key, method, data):
+        """As the service's tunnel edge: https://{port}-{key}.tunnel.{domain} goes to that port
+        of the devbox whose tunnel has that key (through `sbx sandbox port`, the local
+        provider's relay); the test reaches it as plain HTTP with that Host."""
+        fake = self.fake
+        with fake.lock:
+            boxes = [d for d in fake.devboxes.values()
+                     if d.tunnel and d.tunnel["tunnel_key"] == key and d.status == "running"]
+        if not boxes:
+            raise ApiError(404, "no tunnel %s" % key)
+        r = fake.sbx.run("sandbox", "port", boxes[0].sbx_id, str(port)) if 0 < port < 65536 else None
+        url = urllib.parse.urlsplit(r.stdout.decode().strip()) if r and r.returncode == 0 else None
+        if url is None or not url.port:
+            raise ApiError(502, "port %d of devbox %s is not open" % (port, boxes[0].id))
+        headers = {k: v for k, v in self.headers.items()
+                   if k.lower() not in ("host", "connection", "transfer-encoding", "content-length")}
+        try:
+            conn = http.client.HTTPConnection(url.hostname, url.port, timeout=60)
+            conn.request(method, self.path, data or None, headers)
+            resp = conn.getresponse()
+            body = resp.read()
+            conn.close()
+        except OSError as e:
+            raise ApiError(502, "port %d: %s" % (port, e))
+        self.send_response(resp.status)
+        self.send_header("Content-Type", resp.getheader("Content-Type", "application/octet-stream"))
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def unknown(self, method, path):
         with open(self.fake.unknown, "a") as f:
