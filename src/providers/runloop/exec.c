@@ -245,12 +245,13 @@ static void *wait_main(void *arg)
     return NULL;
 }
 
-static void send_input(struct rl_proc *p, const char *text, const char *sig)
+/* stdin goes as text: n bytes (invalid UTF-8 and NUL become U+FFFD), or none with sig. */
+static void send_input(struct rl_proc *p, const char *text, size_t n, const char *sig)
 {
     char *path = sbx_xasprintf("/v1/devboxes/%s/executions/%s/send_std_in", p->id, p->eid);
     json_t *body = json_object();
     if (text)
-        sbx_json_set(body, "text", sbx_json_str(text));
+        sbx_json_set(body, "text", sbx_json_strn(text, n));
     if (sig)
         sbx_json_set(body, "signal", sbx_json_str(sig));
     struct sbx_error ignored = SBX_ERROR_INIT;
@@ -284,10 +285,24 @@ static int timer_step(struct rl_proc *p)
     return quit;
 }
 
+/* How many bytes at the end of p[0..n) start a UTF-8 sequence that has not ended yet. */
+static size_t utf8_tail(const char *p, size_t n)
+{
+    for (size_t k = 1; k <= 3 && k <= n; k++) {
+        unsigned char c = (unsigned char)p[n - k];
+        if ((c & 0xc0) == 0x80)
+            continue;
+        size_t want = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : c >= 0xc0 ? 2 : 1;
+        return want > k ? k : 0;
+    }
+    return 0;
+}
+
 static void *ctl_main(void *arg)
 {
     struct rl_proc *p = arg;
-    char buf[INPUT_CHUNK + 1];
+    char buf[INPUT_CHUNK + 4];
+    size_t have = 0; /* the start of a character cut by the last read */
     for (;;) {
         if (timer_step(p))
             return NULL;
@@ -295,16 +310,22 @@ static void *ctl_main(void *arg)
         int r = p->in_r >= 0 ? poll(&pf, 1, POLL_TICK_MS) : (sbx_sleep_ms(POLL_TICK_MS), 0);
         if (r <= 0)
             continue;
-        ssize_t n = read(p->in_r, buf, INPUT_CHUNK);
+        ssize_t n = read(p->in_r, buf + have, INPUT_CHUNK);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0) {
             sbx_fd_close(&p->in_r);
-            send_input(p, NULL, "EOF");
+            if (have)
+                send_input(p, buf, have, NULL);
+            have = 0;
+            send_input(p, NULL, 0, "EOF");
             continue;
         }
-        buf[n] = '\0';
-        send_input(p, buf, NULL);
+        size_t len = have + (size_t)n, cut = utf8_tail(buf, len);
+        if (len > cut)
+            send_input(p, buf, len - cut, NULL);
+        memmove(buf, buf + len - cut, cut);
+        have = cut;
     }
 }
 

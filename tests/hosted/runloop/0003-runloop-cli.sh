@@ -85,6 +85,11 @@ expect_rc 0 "sbx sandbox cp into the devbox"
 run "$SBX" sandbox cp "$rid2:sub/in.bin" "$T/back.bin"
 same "$T/in.bin" "$T/back.bin" "and back out, the same bytes"
 
+# stdin goes as text: UTF-8 whose characters a read cuts in two comes through whole.
+python3 -c 'import sys; sys.stdout.write("x" + "\u00e9\u20ac" * 3000 + "\n")' >"$T/utf8.txt"
+"$SBX" sandbox exec -i "$rid2" -- cat <"$T/utf8.txt" >"$T/utf8.back" 2>"$T/err"
+same "$T/utf8.txt" "$T/utf8.back" "stdin and stdout carry UTF-8 whole"
+
 # A state resumes in a new sbx process; stop (suspend) and start (resume) keep the workspace.
 run "$SBX" sandbox state "$rid2"
 expect_rc 0 "the devbox's session state"
