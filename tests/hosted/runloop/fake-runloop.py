@@ -3,8 +3,10 @@
 local sbx sandboxes.
 
 usage: fake-runloop.py --state-dir DIR [--port N] [--sbx PATH] [--blueprint NAME]...
+                       [--tls-cert FILE --tls-key FILE]
 
-One listener on 127.0.0.1 (HTTP/1.1; port 0 picks a free port, written to DIR/port). The key
+One listener on 127.0.0.1 (HTTP/1.1, HTTPS with --tls-cert; port 0 picks a free port,
+written to DIR/port). The key
 is $RUNLOOP_API_KEY, sent as "Authorization: Bearer KEY". Every devbox is an sbx sandbox made
 with a manifest whose workspace root is /home/user, whose one user is "user" and who owns that
 root (the devbox layout); commands run as "user" through /bin/bash -c in /home/user. sbx keeps
@@ -40,6 +42,7 @@ import re
 import secrets
 import signal
 import socketserver
+import ssl
 import string
 import subprocess
 import sys
@@ -728,6 +731,8 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--sbx", default=os.environ.get("SBX", "sbx"))
     ap.add_argument("--blueprint", action="append", default=[])
+    ap.add_argument("--tls-cert")
+    ap.add_argument("--tls-key")
     a = ap.parse_args()
     key = os.environ.get("RUNLOOP_API_KEY")
     if not key:
@@ -735,6 +740,10 @@ def main():
     fake = Fake(Sbx(a.sbx, a.state_dir), key, a.blueprint or ["sbx-base"], a.state_dir)
     Handler.fake = fake
     srv = Server(("127.0.0.1", a.port), Handler)
+    if a.tls_cert:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(a.tls_cert, a.tls_key)
+        srv.socket = ctx.wrap_socket(srv.socket, server_side=True)
 
     def stop(signum, frame):
         threading.Thread(target=srv.shutdown, daemon=True).start()

@@ -15,11 +15,11 @@ runloop_sdk() {
         skip_all "npm cannot install @runloop/api-client@$RUNLOOP_SDK_VERSION: $(tail -1 "$T/npm.log" 2>/dev/null)"
 }
 
-# runloop_fake_start DIR: skip when sbx cannot make sandboxes here (with the devbox layout the
+# runloop_fake_start DIR [--tls]: skip when sbx cannot make sandboxes here (with the devbox layout the
 # fake uses), else start the fake in DIR and export its env (RUNLOOP_BASE_URL,
 # RUNLOOP_API_KEY, FAKE_RUNLOOP_*).
 runloop_fake_start() {
-    local dir=$1 id
+    local dir=$1 tls=${2:-} id
     mkdir -m 0700 "$T/probe" "$T/probe/run"
     printf 'version: 1\nroot: /home/user\nusers: [user]\n' >"$T/probe/m.yaml"
     if ! id=$(env XDG_RUNTIME_DIR="$T/probe/run" SBX_WORKSPACES="$T/probe/ws" SBX_STOPPED="$T/probe/stopped" \
@@ -29,14 +29,29 @@ runloop_fake_start() {
     env XDG_RUNTIME_DIR="$T/probe/run" SBX_WORKSPACES="$T/probe/ws" SBX_STOPPED="$T/probe/stopped" \
         SBX_SNAPSHOTS="$T/probe/snap" "$SBX" sandbox rm "$id" >/dev/null 2>&1
     mkdir -p "$dir"
-    "$RUNLOOP_HERE/fake.sh" start "$dir" || { echo "Bail out! the fake does not start"; exit 1; }
+    "$RUNLOOP_HERE/fake.sh" start "$dir" $tls || { echo "Bail out! the fake does not start"; exit 1; }
     set -a
     . "$dir/env"
     set +a
 }
 
-# rl_knob JSON: set the fake's test knobs. rl_stat NAME: one of its counters.
-rl_knob() { python3 -c 'import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "/_fake/knobs", sys.argv[2].encode(), {"Content-Type": "application/json"})).read()' "$RUNLOOP_BASE_URL" "$1"; }
-rl_stat() { python3 -c 'import json, sys, urllib.request; print(json.load(urllib.request.urlopen(sys.argv[1] + "/_fake/stats"))[sys.argv[2]])' "$RUNLOOP_BASE_URL" "$1"; }
-# rl_status ID: the devbox's status at the service, asked directly.
-rl_status() { python3 -c 'import json, os, sys, urllib.request; print(json.load(urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "/v1/devboxes/" + sys.argv[2], headers={"Authorization": "Bearer " + os.environ["RUNLOOP_API_KEY"]})))["status"])' "$RUNLOOP_BASE_URL" "$1" 2>/dev/null; }
+# rl_knob JSON: set the fake's test knobs. rl_stat NAME: one of its counters. rl_status ID: the
+# devbox's status at the service, asked directly. (Over HTTPS the fake's certificate is the one
+# NODE_EXTRA_CA_CERTS names.)
+rl_py() {
+    python3 - "$RUNLOOP_BASE_URL" "$@" <<'PY'
+import json, os, ssl, sys, urllib.request
+base, op, arg = sys.argv[1], sys.argv[2], sys.argv[3]
+ctx = ssl.create_default_context(cafile=os.environ.get("NODE_EXTRA_CA_CERTS"))
+if op == "knob":
+    urllib.request.urlopen(urllib.request.Request(base + "/_fake/knobs", arg.encode(), {"Content-Type": "application/json"}), context=ctx).read()
+elif op == "stat":
+    print(json.load(urllib.request.urlopen(base + "/_fake/stats", context=ctx))[arg])
+else:
+    req = urllib.request.Request(base + "/v1/devboxes/" + arg, headers={"Authorization": "Bearer " + os.environ["RUNLOOP_API_KEY"]})
+    print(json.load(urllib.request.urlopen(req, context=ctx))["status"])
+PY
+}
+rl_knob() { rl_py knob "$1"; }
+rl_stat() { rl_py stat "$1"; }
+rl_status() { rl_py status "$1" 2>/dev/null; }
