@@ -12,8 +12,11 @@
 #include "sandbox/wire/http.h"
 #include "sandbox/wire/sse.h"
 #include "sbx/buf.h"
+#include "sbx/fs.h"
 #include "sbx/json.h"
 #include "sbx/time.h"
+
+#define STREAM_PAUSE_MS 500
 
 /* Into a buffer without a limit: an append cannot fail then (allocation failure aborts). */
 static inline void keep(int rc)
@@ -202,6 +205,7 @@ int sbx__rl_wait_status(struct sbx__rl_conf *c, const char *path, const char *co
 struct stream_ctx {
     sbx__rl_out_fn *fn;
     void *ud;
+    long long offset; /* where a new stream starts: the last event's offset */
 };
 
 static int on_event(const char *event, const char *data, size_t n, void *ud, struct sbx_error *err)
@@ -211,22 +215,27 @@ static int on_event(const char *event, const char *data, size_t n, void *ud, str
         return sbx_error_set(err, SBX_E_API, 0, "the Runloop API's output stream failed");
     json_error_t je;
     json_t *j = json_loadb(data, n, JSON_ALLOW_NUL, &je);
-    const json_t *o = json_object_get(j, "output");
+    const json_t *o = json_object_get(j, "output"), *off = json_object_get(j, "offset");
     int rc = 0;
     if (json_is_string(o) && json_string_length(o))
         rc = sc->fn(sc->ud, json_string_value(o), json_string_length(o));
+    if (json_is_integer(off) && json_integer_value(off) > sc->offset)
+        sc->offset = (long long)json_integer_value(off);
     json_decref(j);
-    return rc < 0 ? sbx_error_set(err, SBX_E_CANCELLED, 0, "output stream dropped") : 0;
+    return rc < 0 ? sbx_error_set(err, SBX_E_TOOBIG, 0, "the command's output is over its limit")
+                  : 0;
 }
 
-int sbx__rl_stream(struct sbx__rl_conf *c, const char *id, const char *eid, const char *field,
-                   sbx__rl_out_fn *fn, void *ud, struct sbx_error *err)
+/* One stream from sc->offset until the service ends it. *idle: it answered 408 (its hold ran
+ * out) rather than a stream. An event cut by the end of a stream is never handed on: the next
+ * stream sends it again from the offset. */
+static int stream_once(struct sbx__rl_conf *c, const char *id, const char *eid, const char *field,
+                       struct stream_ctx *sc, int *idle, struct sbx_error *err)
 {
-    struct stream_ctx sc = {fn, ud};
     struct sbx__sse sse;
-    sbx__sse_init(&sse, SBX__RL_EVENT_MAX, on_event, &sc);
-    char *path = sbx_xasprintf("/v1/devboxes/%s/executions/%s/stream_%s_updates?offset=0", id, eid,
-                               field);
+    sbx__sse_init(&sse, SBX__RL_EVENT_MAX, on_event, sc);
+    char *path = sbx_xasprintf("/v1/devboxes/%s/executions/%s/stream_%s_updates?offset=%lld", id,
+                               eid, field, sc->offset);
     static const char *const hdrs[] = {"Accept: text/event-stream", NULL};
     struct sbx__http_req req = {.path = path,
                                 .headers = hdrs,
@@ -237,10 +246,9 @@ int sbx__rl_stream(struct sbx__rl_conf *c, const char *id, const char *eid, cons
     struct sbx__endpoint *ep = NULL;
     sbx__http_resp_init(&resp);
     int rc = call(c, &req, &resp, &ep, err);
-    if (rc == 0 && resp.status >= 300)
+    *idle = rc == 0 && resp.status == 408;
+    if (rc == 0 && resp.status >= 300 && !*idle)
         rc = status_error(c, ep, resp.status, &resp.body, path, err);
-    if (rc == 0)
-        rc = sbx__sse_finish(&sse, err);
     sbx__http_resp_release(&resp);
     sbx__endpoint_free(ep);
     sbx__sse_release(&sse);
@@ -248,9 +256,62 @@ int sbx__rl_stream(struct sbx__rl_conf *c, const char *id, const char *eid, cons
     return rc;
 }
 
+/* Whether execution eid has ended. */
+static int completed(struct sbx__rl_conf *c, const char *id, const char *eid, int *done,
+                     struct sbx_error *err)
+{
+    char *path = sbx_xasprintf("/v1/devboxes/%s/executions/%s?last_n=0", id, eid);
+    json_t *ans = NULL;
+    int rc = sbx__rl_api(c, "GET", path, NULL, &ans, err);
+    const char *st = json_string_value(json_object_get(ans, "status"));
+    *done = rc == 0 && st && strcmp(st, "completed") == 0;
+    json_decref(ans);
+    free(path);
+    return rc;
+}
+
+int sbx__rl_stream(struct sbx__rl_conf *c, const char *id, const char *eid, const char *field,
+                   sbx__rl_out_fn *fn, void *ud, struct sbx_error *err)
+{
+    struct stream_ctx sc = {fn, ud, 0};
+    /* The service may end a stream (or answer 408) while the command still runs, after an
+     * idle time of its own: a new one starts at the last offset, as Runloop's own client does.
+     * The output is whole once a stream of the ended command brought nothing new. */
+    for (;;) {
+        long long before = sc.offset;
+        int idle = 0, done = 0;
+        int rc = stream_once(c, id, eid, field, &sc, &idle, err);
+        if (rc == 0)
+            rc = completed(c, id, eid, &done, err);
+        if (rc < 0)
+            return rc;
+        if (done && !idle && sc.offset == before)
+            return 0;
+        if (!done && !idle && sc.offset == before)
+            sbx_sleep_ms(STREAM_PAUSE_MS);
+    }
+}
+
+struct bounded {
+    int fd;
+    uint64_t left;
+    const char *abs;
+};
+
+/* Into the fd, at most the bound: a larger file is SBX_E_TOOBIG. */
+static int bounded_sink(const uint8_t *p, size_t n, void *ud, struct sbx_error *err)
+{
+    struct bounded *b = ud;
+    if (n > b->left)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0, "'%s' is larger than the limit", b->abs);
+    b->left -= n;
+    return sbx_fd_write_all(b->fd, p, n, err);
+}
+
 int sbx__rl_file_get(struct sbx__rl_conf *c, const char *id, const char *abs, int fd, uint64_t max,
                      struct sbx_error *err)
 {
+    struct bounded bd = {.fd = fd, .left = max, .abs = abs};
     char *path = sbx_xasprintf("/v1/devboxes/%s/download_file", id);
     json_t *body = json_pack("{s:s}", "path", abs);
     static const char *const hdrs[] = {"Accept: application/octet-stream", NULL};
@@ -258,10 +319,9 @@ int sbx__rl_file_get(struct sbx__rl_conf *c, const char *id, const char *abs, in
                                 .path = path,
                                 .json = body,
                                 .headers = hdrs,
-                                .sink = sbx__http_sink_fd,
-                                .sink_ud = &fd,
+                                .sink = bounded_sink,
+                                .sink_ud = &bd,
                                 .timeout_ms = -1};
-    (void)max;
     struct sbx__http_resp resp;
     struct sbx__endpoint *ep = NULL;
     sbx__http_resp_init(&resp);

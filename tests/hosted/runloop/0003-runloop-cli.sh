@@ -90,6 +90,15 @@ python3 -c 'import sys; sys.stdout.write("x" + "\u00e9\u20ac" * 3000 + "\n")' >"
 "$SBX" sandbox exec -i "$rid2" -- cat <"$T/utf8.txt" >"$T/utf8.back" 2>"$T/err"
 same "$T/utf8.txt" "$T/utf8.back" "stdin and stdout carry UTF-8 whole"
 
+# The service ends an idle output stream while its command runs: sbx starts another at the
+# last offset, and no output is lost or repeated.
+rl_knob '{"stream_hold": 1}'
+run "$SBX" sandbox exec "$rid2" -- sh -c 'echo one; echo two >&2; sleep 2.5; echo three; echo four >&2'
+expect_eq "$(cat "$T/out")|$(cat "$T/err")" "one
+three|two
+four" "output across the service's idle end of its streams is whole"
+rl_knob '{"stream_hold": 0}'
+
 # A state resumes in a new sbx process; stop (suspend) and start (resume) keep the workspace.
 run "$SBX" sandbox state "$rid2"
 expect_rc 0 "the devbox's session state"

@@ -26,6 +26,8 @@ the byte offset asked), .../upload_file (multipart: path, file), .../download_fi
 Test knobs (no key needed, not part of Runloop): POST /_fake/knobs with
 {"rate_limit_next": N, "retry_after": S} (the next N API requests get 429 with Retry-After: S),
 {"max_devboxes": N} (creating more running devboxes is a 429 quota answer; 0: no limit),
+{"stream_hold": S} (an output stream that has had nothing to send for S seconds is ended
+while its command runs, as the service ends idle streams; 0: never),
 {"expire": ID} (the devbox ends as if its idle time ran out: its sandbox is removed, it stays
 listed as shutdown with shutdown_reason "idle"), {"forget": ID} (the service no longer knows it:
 404). GET /_fake/stats: {"rate_limited", "devboxes" (made), "live" (not shut down), "requests",
@@ -629,10 +631,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.close_connection = True
         dec = codecs.getincrementaldecoder("utf-8")("replace")
         pos = offset
+        hold = self.fake.knobs.get("stream_hold") or 0
+        until = time.monotonic() + hold if hold else None
         while True:
             with e.cond:
                 while len(e.out[field]) <= pos and e.status != "completed":
-                    e.cond.wait(1.0)
+                    if until and time.monotonic() >= until:
+                        return  # the service's idle end of a stream: the client comes back
+                    e.cond.wait(0.2 if until else 1.0)
                 chunk = bytes(e.out[field][pos:pos + CHUNK])
                 done = e.status == "completed" and pos + len(chunk) >= len(e.out[field])
             if chunk:
