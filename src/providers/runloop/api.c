@@ -276,17 +276,18 @@ int sbx__rl_stream(struct sbx__rl_conf *c, const char *id, const char *eid, cons
     struct stream_ctx sc = {fn, ud, 0};
     /* The service may end a stream (or answer 408) while the command still runs, after an
      * idle time of its own: a new one starts at the last offset, as Runloop's own client does.
-     * The output is whole once a stream of the ended command brought nothing new. */
+     * The output is whole once a stream that began after the command ended has ended. */
+    int done = 0;
     for (;;) {
         long long before = sc.offset;
-        int idle = 0, done = 0;
+        int idle = 0;
         int rc = stream_once(c, id, eid, field, &sc, &idle, err);
-        if (rc == 0)
-            rc = completed(c, id, eid, &done, err);
         if (rc < 0)
             return rc;
-        if (done && !idle && sc.offset == before)
+        if (done && !idle)
             return 0;
+        if ((rc = completed(c, id, eid, &done, err)) < 0)
+            return rc;
         if (!done && !idle && sc.offset == before)
             sbx_sleep_ms(STREAM_PAUSE_MS);
     }
