@@ -57,6 +57,38 @@ static const struct sbx_provider_option options[] = {
          .flags = SBX_OPTION_STATE | SBX_OPTION_LIST,
          .arg = "KEY=VALUE",
          .help = "a metadata entry of the devbox at the service (repeatable)"},
+        {.key = "keep_alive_time_seconds",
+         .type = SBX_OPTION_INTEGER,
+         .flags = SBX_OPTION_STATE,
+         .arg = "SECONDS",
+         .help = "the devbox's life, after which the service shuts it down (the service's "
+                 "default: 1 hour; at most 172800)",
+         .min = 1,
+         .max = 172800},
+        {.key = "idle_time_seconds",
+         .type = SBX_OPTION_INTEGER,
+         .flags = SBX_OPTION_STATE,
+         .arg = "SECONDS",
+         .help = "idle time after which the service applies on_idle (instead of "
+                 "keep_alive_time_seconds)",
+         .min = 1,
+         .max = 172800},
+        {.key = "on_idle",
+         .type = SBX_OPTION_CHOICE,
+         .flags = SBX_OPTION_STATE,
+         .arg = "suspend|shutdown",
+         .help = "what the service does with a devbox idle for idle_time_seconds (default "
+                 "suspend: it can be started again)"},
+        {.key = "resource_size_request",
+         .type = SBX_OPTION_CHOICE,
+         .flags = SBX_OPTION_STATE,
+         .arg = "X_SMALL|SMALL|MEDIUM|LARGE|X_LARGE|XX_LARGE",
+         .help = "the devbox's size at the service (default the service's)"},
+        {.key = "architecture",
+         .type = SBX_OPTION_CHOICE,
+         .flags = SBX_OPTION_STATE,
+         .arg = "x86_64|arm64",
+         .help = "the devbox's architecture (default the service's, x86_64)"},
         {.key = "pause_on_exit",
          .type = SBX_OPTION_BOOL,
          .flags = SBX_OPTION_STATE,
@@ -92,6 +124,7 @@ struct rl_client {
     char *blueprint_id, *blueprint_name, *snapshot_id, *name;
     int pause_on_exit;
     json_t *env_vars, *metadata, *ports;
+    json_t *launch; /* launch_parameters, or NULL */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -352,6 +385,7 @@ static json_t *options_json(const struct rl_client *c)
                  c->blueprint_name ? sbx_json_str(c->blueprint_name) : json_null());
     sbx_json_set(o, "name", c->name ? sbx_json_str(c->name) : json_null());
     sbx_json_set(o, "pause_on_exit", json_boolean(c->pause_on_exit));
+    sbx_json_set(o, "launch_parameters", c->launch ? json_deep_copy(c->launch) : json_null());
     return o;
 }
 
@@ -497,6 +531,8 @@ static json_t *create_body(const struct rl_client *c, const char *root, const st
         sbx_json_set(b, "name", sbx_json_str(c->name));
     sbx_json_set(b, "metadata", meta);
     sbx_json_set(b, "environment_variables", ev);
+    if (c->launch)
+        sbx_json_set(b, "launch_parameters", json_deep_copy(c->launch));
     return b;
 }
 
@@ -854,6 +890,7 @@ static void rc_free(struct sbx_client *bc)
     json_decref(c->env_vars);
     json_decref(c->metadata);
     json_decref(c->ports);
+    json_decref(c->launch);
     free(c);
 }
 
@@ -904,6 +941,8 @@ static int check_options(const json_t *o, struct sbx_error *err)
     const char *url = json_string_value(json_object_get(o, "base_url"));
     if (url && strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0)
         return sbx_error_set(err, SBX_E_INVAL, 0, "base_url '%s' is not an http(s) URL", url);
+    if (json_object_get(o, "on_idle") && !json_object_get(o, "idle_time_seconds"))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "on_idle needs idle_time_seconds");
     if (json_object_get(o, "blueprint_id") && json_object_get(o, "blueprint_name"))
         return sbx_error_set(err, SBX_E_INVAL, 0,
                              "blueprint_id and blueprint_name cannot both be set");
@@ -915,6 +954,30 @@ static int check_options(const json_t *o, struct sbx_error *err)
         rc = pairs(json_object_get(o, "metadata"), "metadata", &a, err);
     json_decref(a);
     return rc;
+}
+
+/* Runloop's launch_parameters from the flat options (NULL: none given). */
+static json_t *launch_parameters(const json_t *o)
+{
+    json_t *lp = json_object();
+    const json_t *v;
+    if ((v = json_object_get(o, "keep_alive_time_seconds")))
+        sbx_json_set(lp, "keep_alive_time_seconds", json_integer(json_integer_value(v)));
+    if ((v = json_object_get(o, "idle_time_seconds"))) {
+        const char *on = json_string_value(json_object_get(o, "on_idle"));
+        sbx_json_set(lp, "after_idle",
+                     json_pack("{s:I,s:s}", "idle_time_seconds", (json_int_t)json_integer_value(v),
+                               "on_idle", on ? on : "suspend"));
+    }
+    static const char *const direct[] = {"resource_size_request", "architecture"};
+    for (size_t i = 0; i < sizeof(direct) / sizeof(direct[0]); i++)
+        if ((v = json_object_get(o, direct[i])))
+            sbx_json_set(lp, direct[i], json_deep_copy(v));
+    if (json_object_size(lp) == 0) {
+        json_decref(lp);
+        return NULL;
+    }
+    return lp;
 }
 
 static struct sbx__rl_conf *conf_new(const json_t *o)
@@ -956,6 +1019,7 @@ static int client_new_json(const json_t *o, struct sbx_client **out, struct sbx_
     (void)pairs(json_object_get(o, "metadata"), "metadata", &c->metadata, err);
     const json_t *ports = json_object_get(o, "exposed_ports");
     c->ports = json_is_array(ports) ? json_deep_copy(ports) : json_array();
+    c->launch = launch_parameters(o);
     *out = &c->base;
     return 0;
 }

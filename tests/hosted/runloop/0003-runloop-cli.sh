@@ -154,6 +154,18 @@ run "$SBX" sandbox exec "$idle" -- true
 expect_rc 125 "a devbox the service shut down takes no command"
 expect_in "$T/err" "is gone (shutdown: idle)" "and the error says why"
 
+# Launch parameters from the flat options.
+run "$SBX" sandbox create --provider runloop -o keep_alive_time_seconds=7200 -o idle_time_seconds=600 \
+    -o on_idle=shutdown -o resource_size_request=SMALL -o exposed_ports=8080
+expect_rc 0 "a devbox with launch parameters"
+lp=$(tail -1 "$T/out")
+expect_eq "$(rl_field launch_parameters "$lp")" \
+    '{"after_idle": {"idle_time_seconds": 600, "on_idle": "shutdown"}, "keep_alive_time_seconds": 7200, "resource_size_request": "SMALL"}' \
+    "reach the service as its launch_parameters"
+run "$SBX" sandbox create --provider runloop -o on_idle=suspend
+expect_in "$T/err" "on_idle needs idle_time_seconds" "on_idle alone is refused"
+"$SBX" sandbox rm "$lp" >/dev/null 2>&1
+
 # Nothing left behind, and no key anywhere sbx wrote.
 for id in $(cat "$T/ids") $idle; do "$SBX" sandbox rm "$id" >/dev/null 2>&1; done
 expect_eq "$(rl_stat live)" 0 "rm shut down every devbox at the service"

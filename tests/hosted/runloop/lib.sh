@@ -49,9 +49,12 @@ elif op == "stat":
     print(json.load(urllib.request.urlopen(base + "/_fake/stats", context=ctx))[arg])
 else:
     req = urllib.request.Request(base + "/v1/devboxes/" + arg, headers={"Authorization": "Bearer " + os.environ["RUNLOOP_API_KEY"]})
-    print(json.load(urllib.request.urlopen(req, context=ctx))["status"])
+    view = json.load(urllib.request.urlopen(req, context=ctx))
+    print(view["status"] if op == "status" else json.dumps(view.get(op), sort_keys=True))
 PY
 }
 rl_knob() { rl_py knob "$1"; }
 rl_stat() { rl_py stat "$1"; }
 rl_status() { rl_py status "$1" 2>/dev/null; }
+# rl_field FIELD ID: a field of the devbox's view at the service, as sorted JSON.
+rl_field() { rl_py "$1" "$2" 2>/dev/null; }
