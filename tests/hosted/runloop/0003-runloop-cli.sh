@@ -170,6 +170,9 @@ expect_in "$T/err" "on_idle needs idle_time_seconds" "on_idle alone is refused"
 for id in $(cat "$T/ids") $idle; do "$SBX" sandbox rm "$id" >/dev/null 2>&1; done
 expect_eq "$(rl_stat live)" 0 "rm shut down every devbox at the service"
 ls "$T/me"/*.trace >/dev/null 2>&1 && ok "the runs wrote traces" || not_ok "the runs wrote traces"
+if [ -s "$FAKE_RUNLOOP_STATE/unknown.log" ]; then
+    not_ok "every path and field sbx sent is one the fake knows"; diag "$(sort -u "$FAKE_RUNLOOP_STATE/unknown.log")"
+else ok "every path and field sbx sent is one the fake knows"; fi
 leaks=$(grep -rlF -- "$RUNLOOP_API_KEY" "$T/me" "$T"/*.json "$T"/*.err 2>/dev/null)
 expect_eq "$leaks" "" "the API key is in no state, record, snapshot, trace or log file"
 done_testing

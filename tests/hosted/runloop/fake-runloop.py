@@ -4,6 +4,7 @@ local sbx sandboxes.
 
 usage: fake-runloop.py --state-dir DIR [--port N] [--sbx PATH] [--blueprint NAME]...
                        [--tls-cert FILE --tls-key FILE]
+       fake-runloop.py --schema     print the request fields it knows, with their interfaces
 
 One listener on 127.0.0.1 (HTTP/1.1, HTTPS with --tls-cert; port 0 picks a free port,
 written to DIR/port). The key
@@ -32,7 +33,8 @@ while its command runs, as the service ends idle streams; 0: never),
 listed as shutdown with shutdown_reason "idle"), {"forget": ID} (the service no longer knows it:
 404). GET /_fake/stats: {"rate_limited", "devboxes" (made), "live" (not shut down), "requests",
 "executions"}.
-Every request a path the fake does not know gets 404 and a line in DIR/unknown.log.
+A path the fake does not know gets 404 and a line in DIR/unknown.log; so does (as a line, the
+request still served) every request field the tables below do not know.
 """
 import argparse
 import codecs
@@ -60,6 +62,43 @@ CHUNK = 65536
 ALPHABET = string.ascii_letters + string.digits
 BOOTING = ("provisioning", "initializing", "resuming")
 TUNNEL_HOST = re.compile(r"^(\d+)-([A-Za-z0-9]+)\.tunnel\.")
+
+
+# The request fields the fake knows, per operation, each with the interface of
+# @runloop/api-client that declares them (0006-runloop-schema.sh checks every name against the
+# client's type declarations). A field a client sends that is not here goes to unknown.log.
+BODY_FIELDS = {
+    "create": ("DevboxCreateParams", ["blueprint_id", "blueprint_name", "snapshot_id", "name",
+                                      "environment_variables", "metadata", "launch_parameters",
+                                      "tunnel", "secrets", "code_mounts", "entrypoint",
+                                      "file_mounts", "gateways", "mcp", "mounts"]),
+    "execute_async": ("DevboxExecuteAsyncParams", ["command", "attach_stdin", "shell_name"]),
+    "execute": ("DevboxExecuteParams", ["command", "command_id", "optimistic_timeout",
+                                        "shell_name"]),
+    "execute_sync": ("DevboxExecuteSyncParams", ["command", "shell_name"]),
+    "send_std_in": ("ExecutionSendStdInParams", ["text", "signal"]),
+    "kill": ("ExecutionKillParams", ["kill_process_group"]),
+    "wait_for_command": ("DevboxWaitForCommandParams", ["statuses"]),
+    "enable_tunnel": ("DevboxEnableTunnelParams", ["auth_mode", "http_keep_alive",
+                                                   "wake_on_http"]),
+    "snapshot_disk": ("DevboxSnapshotDiskParams", ["name", "metadata", "commit_message"]),
+    "snapshot_disk_async": ("DevboxSnapshotDiskAsyncParams", ["name", "metadata",
+                                                              "commit_message"]),
+    "download_file": ("DevboxDownloadFileParams", ["path"]),
+    "upload_file": ("DevboxUploadFileParams", ["path", "file"]),
+    "read_file_contents": ("DevboxReadFileContentsParams", ["file_path"]),
+    "write_file_contents": ("DevboxWriteFileContentsParams", ["file_path", "contents"]),
+}
+QUERY_FIELDS = {
+    "list": ("DevboxListParams", ["limit", "starting_after", "status", "include_total_count"]),
+    "execution": ("ExecutionRetrieveParams", ["last_n"]),
+    "wait_for_command": ("DevboxWaitForCommandParams", ["last_n"]),
+    "stream": ("ExecutionStreamStdoutUpdatesParams", ["offset"]),
+    "execute": ("DevboxExecuteParams", ["last_n"]),
+}
+# A devbox's wait_for_status body is made by the client itself ({"statuses": [...]}): no
+# declared interface to hold it to.
+DEVBOX_WAIT_FIELDS = ["statuses"]
 
 
 def log(msg):
@@ -483,8 +522,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.unknown(method, path)
         rest = parts[2:]
         if method == "POST" and rest in ([], ["create_and_await_running"]):
+            self.check_fields("create", body, BODY_FIELDS)
             return self.send_json(200, fake.create(body).view())
         if method == "GET" and rest == []:
+            self.check_fields("list", query, QUERY_FIELDS)
             # Pages of at most limit (default 20), after the id starting_after names.
             with fake.lock:
                 boxes = [d.view() for d in fake.devboxes.values()
@@ -514,8 +555,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.unknown(method, path)
         return self.devbox_op(fake.get(did), rest[1], query, body, data, ctype)
 
+    def check_fields(self, op, fields, table):
+        """Log each field a client sent that table[op] does not know."""
+        known = table[op][1] if op in table else DEVBOX_WAIT_FIELDS
+        with open(self.fake.unknown, "a") as f:
+            for k in fields:
+                if k not in known:
+                    f.write("field %s.%s\n" % (op, k))
+
     def devbox_op(self, d, op, query, body, data, ctype):
         fake = self.fake
+        if op in BODY_FIELDS:
+            self.check_fields(op, body, BODY_FIELDS)
+        elif op == "wait_for_status":
+            self.check_fields("devbox_wait", body, {})
         if op == "wait_for_status":
             fake.wait_status(lambda: d.status, body.get("statuses") or [])
             return self.send_json(200, d.view())
@@ -543,9 +596,12 @@ class Handler(http.server.BaseHTTPRequestHandler):
             fake.running(d.id)
             return self.send_json(200, {})
         if op in ("execute_async", "execute", "execute_sync"):
+            if op == "execute":
+                self.check_fields("execute", query, QUERY_FIELDS)
             return self.execute(op, fake.running(d.id), query, body)
         if op == "upload_file":
             fields = multipart(data, ctype)
+            self.check_fields("upload_file", fields, BODY_FIELDS)
             path = fields.get("path", b"").decode()
             return self.put_file(fake.running(d.id), path, fields.get("file", b""))
         if op == "write_file_contents":
@@ -602,6 +658,13 @@ class Handler(http.server.BaseHTTPRequestHandler):
         e = d.executions.get(eid)
         if e is None:
             raise ApiError(404, "execution %s not found" % eid)
+        op = rest[0] if rest else "execution"
+        op = {"wait_for_status": "wait_for_command", "stream_stdout_updates": "stream",
+              "stream_stderr_updates": "stream"}.get(op, op)
+        if op in QUERY_FIELDS:
+            self.check_fields(op, query, QUERY_FIELDS)
+        if method == "POST" and op in BODY_FIELDS:
+            self.check_fields(op, body, BODY_FIELDS)
         if method == "GET" and rest == []:
             return self.send_json(200, e.view(query.get("last_n")))
         if method == "GET" and rest in (["stream_stdout_updates"], ["stream_stderr_updates"]):
@@ -732,6 +795,9 @@ class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
 
 def main():
+    if sys.argv[1:] == ["--schema"]:
+        print(json.dumps({"body": BODY_FIELDS, "query": QUERY_FIELDS}))
+        return
     ap = argparse.ArgumentParser()
     ap.add_argument("--state-dir", required=True)
     ap.add_argument("--port", type=int, default=0)
