@@ -241,11 +241,16 @@ static int stream_once(struct sbx__rl_conf *c, const char *id, const char *eid, 
                                 .headers = hdrs,
                                 .sink = sbx__http_sink_sse,
                                 .sink_ud = &sse,
-                                .timeout_ms = -1};
+                                .timeout_ms = SBX__RL_STREAM_MS};
     struct sbx__http_resp resp;
     struct sbx__endpoint *ep = NULL;
     sbx__http_resp_init(&resp);
     int rc = call(c, &req, &resp, &ep, err);
+    /* Bounded, so that a caller who stops can: a stream cut by its bound is started again. */
+    if (rc == -SBX_E_TIMEOUT) {
+        rc = 0;
+        resp.status = 408;
+    }
     *idle = rc == 0 && resp.status == 408;
     if (rc == 0 && resp.status >= 300 && !*idle)
         rc = status_error(c, ep, resp.status, &resp.body, path, err);
@@ -271,7 +276,7 @@ static int completed(struct sbx__rl_conf *c, const char *id, const char *eid, in
 }
 
 int sbx__rl_stream(struct sbx__rl_conf *c, const char *id, const char *eid, const char *field,
-                   sbx__rl_out_fn *fn, void *ud, struct sbx_error *err)
+                   sbx__rl_out_fn *fn, void *ud, const volatile int *abort, struct sbx_error *err)
 {
     struct stream_ctx sc = {fn, ud, 0};
     /* The service may end a stream (or answer 408) while the command still runs, after an
@@ -286,6 +291,8 @@ int sbx__rl_stream(struct sbx__rl_conf *c, const char *id, const char *eid, cons
             return rc;
         if (done && !idle)
             return 0;
+        if (abort && *abort)
+            return sbx_error_set(err, SBX_E_CANCELLED, 0, "output stream dropped");
         if ((rc = completed(c, id, eid, &done, err)) < 0)
             return rc;
         if (!done && !idle && sc.offset == before)
@@ -446,9 +453,9 @@ int sbx__rl_run(struct sbx__rl_conf *c, const char *id, const char *const *argv,
     if (rc == 0 && (!eid || !sbx__rl_valid_id(eid)))
         rc = sbx_error_set(err, SBX_E_API, 0, "the Runloop API started a command without an id");
     if (rc == 0)
-        rc = sbx__rl_stream(c, id, eid, "stdout", into_buf, &out->out, err);
+        rc = sbx__rl_stream(c, id, eid, "stdout", into_buf, &out->out, NULL, err);
     if (rc == 0)
-        rc = sbx__rl_stream(c, id, eid, "stderr", into_buf, &out->err, err);
+        rc = sbx__rl_stream(c, id, eid, "stderr", into_buf, &out->err, NULL, err);
     if (rc == 0) {
         char *wp = sbx_xasprintf("/v1/devboxes/%s/executions/%s/wait_for_status?last_n=0", id, eid);
         static const char *const done[] = {"completed", NULL};

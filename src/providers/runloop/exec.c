@@ -196,7 +196,7 @@ static void *out_main(void *arg)
 {
     struct rl_proc *p = arg;
     struct sbx_error err = SBX_ERROR_INIT;
-    int rc = sbx__rl_stream(p->conf, p->id, p->eid, "stdout", out_piece, p, &err);
+    int rc = sbx__rl_stream(p->conf, p->id, p->eid, "stdout", out_piece, p, &p->abort, &err);
     sbx_fd_close(&p->out_w);
     stream_end(p, 1, rc, &err);
     return NULL;
@@ -206,7 +206,7 @@ static void *err_main(void *arg)
 {
     struct rl_proc *p = arg;
     struct sbx_error err = SBX_ERROR_INIT;
-    int rc = sbx__rl_stream(p->conf, p->id, p->eid, "stderr", err_piece, p, &err);
+    int rc = sbx__rl_stream(p->conf, p->id, p->eid, "stderr", err_piece, p, &p->abort, &err);
     sbx_fd_close(&p->err_w);
     stream_end(p, 0, rc, &err);
     return NULL;
@@ -371,14 +371,14 @@ static void proc_free(struct sbx_proc *bp)
     sbx_fd_close(&p->base.stdout_fd);
     sbx_fd_close(&p->base.stderr_fd);
     sbx_fd_close(&p->base.stdin_fd);
+    /* The streams and the wait end with the command (killed above); a service that keeps
+     * them open is left within one stream's or poll's bound. */
+    p->abort = 1;
     pthread_t *thr[] = {&p->ctl_thr, &p->out_thr, &p->err_thr, &p->wait_thr};
     int bit[] = {8, 1, 2, 4};
-    for (int i = 0; i < 4; i++) {
-        if (bit[i] == 4)
-            p->abort = 1;
+    for (int i = 0; i < 4; i++)
         if (p->started & bit[i])
             pthread_join(*thr[i], NULL);
-    }
     int *fds[] = {&p->base.status_fd, &p->status_w, &p->out_w, &p->err_w, &p->in_r};
     for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
         sbx_fd_close(fds[i]);

@@ -24,6 +24,7 @@
 #define SBX__RL_ID_MAX      64
 #define SBX__RL_POLL_MS     60000 /* one long poll: longer than the service's hold */
 #define SBX__RL_EVENT_MAX   ((size_t)1 << 20)
+#define SBX__RL_STREAM_MS   30000 /* one output stream; a longer one is started again */
 
 /* How to reach the service: shared by a client, its sessions and their commands. */
 struct sbx__rl_conf {
@@ -51,10 +52,11 @@ int sbx__rl_wait_status(struct sbx__rl_conf *c, const char *path, const char *co
                         int64_t total_ms, const volatile int *abort, json_t **out,
                         struct sbx_error *err);
 /* The output of execution eid of devbox id (field "stdout" or "stderr") from byte offset 0
- * until the command ends, each piece to fn. */
+ * until the command ends, each piece to fn. abort (may be NULL) non-zero: stop within one
+ * stream's bound (SBX__RL_STREAM_MS), SBX_E_CANCELLED. */
 typedef int sbx__rl_out_fn(void *ud, const char *p, size_t n);
 int sbx__rl_stream(struct sbx__rl_conf *c, const char *id, const char *eid, const char *field,
-                   sbx__rl_out_fn *fn, void *ud, struct sbx_error *err);
+                   sbx__rl_out_fn *fn, void *ud, const volatile int *abort, struct sbx_error *err);
 /* A whole file at abs: down into fd (at most max bytes), up from fd (size bytes). */
 int sbx__rl_file_get(struct sbx__rl_conf *c, const char *id, const char *abs, int fd, uint64_t max,
                      struct sbx_error *err);
