@@ -10,6 +10,12 @@
 
 fake=$T/fake
 cleanup() {
+    # The test's own local sandboxes too, when it stopped half-way (devboxes go with the fake).
+    if [ -d "$T/me/run" ]; then
+        for id in $("$SBX" sandbox ps --all -q 2>/dev/null); do
+            "$SBX" sandbox rm "$id" >/dev/null 2>&1
+        done
+    fi
     "$RUNLOOP_HERE/fake.sh" stop "$fake" >/dev/null 2>&1
     rm -rf "$T"
 }
