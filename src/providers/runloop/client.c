@@ -293,6 +293,62 @@ static int s_resolve_port(struct sbx_session *bs, int port, char **out_url, stru
     return rc;
 }
 
+/* What the devbox uses, read inside it by a fixed script: the devbox is the sandbox, so these
+ * are the VM's own figures: CPU time of /proc/stat (all but idle and iowait), memory in use and
+ * in all (/proc/meminfo), processes (/proc), and the workspace's size (du). */
+static const char STATS[] =
+        "root=$1\n"
+        "set -- $(sed -n 1p /proc/stat)\n"
+        "printf 'cpu %s\\n' \"$((${2:-0} + ${3:-0} + ${4:-0} + ${7:-0} + ${8:-0} + ${9:-0}))\"\n"
+        "while read -r k v _; do case $k in\n"
+        "MemTotal:) printf 'memtotal %s\\n' \"$v\";; MemAvailable:) printf 'memavail %s\\n' \"$v\";;\n"
+        "esac; done < /proc/meminfo\n"
+        "n=0; for d in /proc/[0-9]*; do n=$((n + 1)); done; printf 'pids %s\\n' \"$n\"\n"
+        "printf 'hz %s\\n' \"$(getconf CLK_TCK 2>/dev/null || echo 100)\"\n"
+        "set -- $(du -sk -- \"$root\" 2>/dev/null); printf 'diskkb %s\\n' \"${1:-x}\"\n";
+
+static uint64_t stat_field(const char *text, const char *key)
+{
+    size_t n = strlen(key);
+    for (const char *p = text; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL) {
+        if (strncmp(p, key, n) == 0 && p[n] == ' ') {
+            char *end = NULL;
+            unsigned long long v = strtoull(p + n + 1, &end, 10);
+            if (end != p + n + 1 && (*end == '\n' || *end == '\0'))
+                return (uint64_t)v;
+        }
+    }
+    return SBX_STAT_UNKNOWN;
+}
+
+static int s_stats(struct sbx_session *bs, struct sbx_session_stats *out, struct sbx_error *err)
+{
+    struct sbx__rl_session *s = (struct sbx__rl_session *)bs;
+    const char *argv[] = {"sh", "-c", STATS, "sbx", bs->root, NULL};
+    struct sbx__shell_run r;
+    sbx__shell_run_init(&r, 4096);
+    int rc = sbx__rl_run(s->conf, bs->id, argv, &r, err);
+    const char *t = r.out.data ? r.out.data : "";
+    if (rc == 0 && r.code != 0)
+        rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "cannot read what sandbox '%s' uses", bs->id);
+    if (rc == 0) {
+        uint64_t cpu = stat_field(t, "cpu"), hz = stat_field(t, "hz");
+        uint64_t total = stat_field(t, "memtotal"), avail = stat_field(t, "memavail");
+        uint64_t kb = stat_field(t, "diskkb");
+        if (cpu != SBX_STAT_UNKNOWN && hz != SBX_STAT_UNKNOWN && hz > 0)
+            out->cpu_ns = cpu / hz * 1000000000ull + cpu % hz * 1000000000ull / hz;
+        if (total != SBX_STAT_UNKNOWN && avail != SBX_STAT_UNKNOWN && avail <= total) {
+            out->memory = (total - avail) * 1024;
+            out->memory_limit = total * 1024;
+        }
+        out->pids = stat_field(t, "pids");
+        if (kb != SBX_STAT_UNKNOWN)
+            out->disk = kb * 1024;
+    }
+    sbx__shell_run_release(&r);
+    return rc;
+}
+
 static int s_state(struct sbx_session *bs, json_t **out, struct sbx_error *err)
 {
     (void)err;
@@ -374,6 +430,7 @@ static const struct sbx_session_ops session_ops = {
         .close = s_close,
         .workspace_fd = s_workspace_fd,
         .record_snapshot = s_record_snapshot,
+        .stats = s_stats,
         .free = s_free,
 };
 
@@ -1056,7 +1113,7 @@ const struct sbx__provider_def sbx__provider_runloop = {
         .summary = "a devbox (a microVM) at Runloop's hosted service, through its REST API (key "
                    "from $RUNLOOP_API_KEY)",
         .traits = SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_STOP_START | SBX_PROVIDER_PORTS |
-                  SBX_PROVIDER_RESUME,
+                  SBX_PROVIDER_RESUME | SBX_PROVIDER_STATS,
         .options = options,
         .client_new = client_new,
         .client_new_json = client_new_json,

@@ -34,7 +34,7 @@ expect_eq "$status" 0 "the conformance suite passes with --provider runloop"
 grep -q '^1\.\.' "$T/tap" && ok "it ran all its cases" || not_ok "it ran all its cases"
 skips=$(grep -c '# SKIP' "$T/tap")
 expect_eq "$(grep '# SKIP' "$T/tap" | sed 's/.*# SKIP //' | sort | tr '\n' ';')" \
-    "provider 'runloop' does not support host-workspace;provider 'runloop' does not support logs;provider 'runloop' does not support mounts;provider 'runloop' does not support pty;provider 'runloop' does not support stats;" \
+    "provider 'runloop' does not support host-workspace;provider 'runloop' does not support logs;provider 'runloop' does not support mounts;provider 'runloop' does not support pty;" \
     "only what runloop declares unsupported is skipped ($skips)"
 expect_eq "$(rl_stat live)" 0 "no devbox is left running at the service"
 done_testing

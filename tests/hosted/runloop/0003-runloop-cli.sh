@@ -105,6 +105,14 @@ three|two
 four" "output across the service's idle end of its streams is whole"
 rl_knob '{"stream_hold": 0}'
 
+# What the devbox uses, read inside it: the workspace's bytes grow with a file written there.
+"$SBX" sandbox exec "$rid2" -- sh -c 'head -c 2000000 /dev/zero > sub/zeros'
+run "$SBX" sandbox stats --no-stream --json "$rid2"
+expect_rc 0 "sbx sandbox stats of a devbox"
+expect_eq "$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))[0]; print(s["provider"], s["memory"] > 0 and s["memory"] <= s["memory_limit"], s["pids"] >= 1, s["disk"] >= 2000000, s["cpu_ns"] > 0)' "$T/out")" \
+    "runloop True True True True" "gives its memory and limit, processes, workspace bytes and CPU time"
+"$SBX" sandbox exec "$rid2" -- rm sub/zeros
+
 # A state resumes in a new sbx process; stop (suspend) and start (resume) keep the workspace.
 run "$SBX" sandbox state "$rid2"
 expect_rc 0 "the devbox's session state"

@@ -108,6 +108,7 @@ static void test_options(void)
     CHECK(info.traits & SBX_PROVIDER_SNAPSHOTS);
     CHECK(info.traits & SBX_PROVIDER_STOP_START);
     CHECK(info.traits & SBX_PROVIDER_PORTS);
+    CHECK(info.traits & SBX_PROVIDER_STATS);
     CHECK(!(info.traits & SBX_PROVIDER_PTY));
 }
 
