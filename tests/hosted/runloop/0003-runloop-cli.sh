@@ -141,7 +141,7 @@ expect_in "$T/err" "refused the key from \$RUNLOOP_API_KEY" "saying the key was 
 expect_not_in "$T/err" "ak_wrong000000" "without the key"
 env -u RUNLOOP_API_KEY "$SBX" sandbox create --provider runloop >"$T/out" 2>"$T/err"
 expect_in "$T/err" "no Runloop API key: \$RUNLOOP_API_KEY is not set" "a missing key is named"
-run "$SBX" sandbox create --provider runloop --template bpt_nosuch
+run "$SBX" sandbox create --provider runloop -o blueprint_id=bpt_nosuch
 expect_in "$T/err" "no blueprint 'bpt_nosuch'" "an unknown blueprint is named"
 run "$SBX" sandbox create --provider runloop -o blueprint_name=nosuch
 expect_in "$T/err" "no blueprint 'nosuch'" "an unknown blueprint name too"
