@@ -70,6 +70,7 @@ struct rl_proc {
     pthread_t out_thr, err_thr, wait_thr, ctl_thr;
     int started; /* threads: bit 0 out, 1 err, 2 wait, 3 ctl */
     int out_w, err_w, in_r, status_w;
+    int merged; /* stderr goes to out_w too: closed once both streams ended */
     /* under lock */
     int verdict; /* 0 unknown, 1 read, -1 the stream ended without one */
     char mark[MARK_MAX];
@@ -177,13 +178,17 @@ static int err_piece(void *ud, const char *d, size_t n)
 static void stream_end(struct rl_proc *p, int is_out, int rc, struct sbx_error *err)
 {
     pthread_mutex_lock(&p->lock);
+    /* The caller's end sees EOF once nothing writes the socket any more. */
     if (is_out) {
         p->out_done = 1;
         if (p->verdict == 0)
             p->verdict = -1;
     } else {
         p->err_done = 1;
+        sbx_fd_close(&p->err_w);
     }
+    if (p->out_done && (!p->merged || p->err_done))
+        sbx_fd_close(&p->out_w);
     if (rc < 0 && !p->lost) {
         p->lost = 1;
         p->why = *err;
@@ -197,7 +202,6 @@ static void *out_main(void *arg)
     struct rl_proc *p = arg;
     struct sbx_error err = SBX_ERROR_INIT;
     int rc = sbx__rl_stream(p->conf, p->id, p->eid, "stdout", out_piece, p, &p->abort, &err);
-    sbx_fd_close(&p->out_w);
     stream_end(p, 1, rc, &err);
     return NULL;
 }
@@ -207,7 +211,6 @@ static void *err_main(void *arg)
     struct rl_proc *p = arg;
     struct sbx_error err = SBX_ERROR_INIT;
     int rc = sbx__rl_stream(p->conf, p->id, p->eid, "stderr", err_piece, p, &p->abort, &err);
-    sbx_fd_close(&p->err_w);
     stream_end(p, 0, rc, &err);
     return NULL;
 }
@@ -412,6 +415,7 @@ static int open_fds(struct rl_proc *p, const struct sbx_exec_spec *spec, struct 
         }
         return rc;
     }
+    p->merged = merge;
     p->base.stdout_fd = po[0];
     p->out_w = po[1];
     p->base.stderr_fd = pe[0];
