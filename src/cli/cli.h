@@ -210,6 +210,13 @@ struct sbx_snapshot_store;
 int cli_snapshot_browse(struct sbx_snapshot_store *st, const char *sub, const char *const *args,
                         int nargs, int json, struct sbx_error *err);
 
+/* ---- cmd-snapshot.c: remote stores for the other verbs ---- */
+/* Pull ref from the store at url (s3://, gs://, azure://) into the local store, saying so on
+ * stderr; *out_ref: the full reference, caller owns (free). */
+int cli_snapshot_pull_ref(const char *url, const char *ref, char **out_ref, struct sbx_error *err);
+/* Push ref from the local store to url, saying so on stderr. */
+int cli_snapshot_push_ref(const char *url, const char *ref, struct sbx_error *err);
+
 /* ---- the verbs ---- */
 
 int cmd_run(int argc, char **argv);          /* cmd-run.c */

@@ -23,6 +23,7 @@
 #include "sbx/runstate.h"
 #include "sbx/sandbox-run.h"
 #include "sbx/secret.h"
+#include "sbx/snapshot-remote.h"
 #include "sbx/strv.h"
 #include "sbx/term.h"
 #include "sbx/time.h"
@@ -637,6 +638,7 @@ enum {
     OPT_TRACE,
     OPT_HOSTTOOLS,
     OPT_COLOR,
+    OPT_STORE,
 };
 
 /* run's own options; the sandbox's provider and options follow (cli/options.c). */
@@ -658,6 +660,7 @@ static const struct option run_options[] = {
         {"session-state", required_argument, NULL, OPT_SESSION_STATE},
         {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
         {"snapshot-out", required_argument, NULL, OPT_SNAPOUT},
+        {"store", required_argument, NULL, OPT_STORE},
         {"keep", no_argument, NULL, OPT_KEEP},
         {"share", no_argument, NULL, OPT_SHARE},
         {"conversation", required_argument, NULL, OPT_CONVERSATION},
@@ -698,6 +701,8 @@ struct run {
     struct sbx_strv pass;
     struct sbx_strv secrets; /* every secret value the run knows: scrubbed from what it writes */
     const char *agent_path, *model_name, *session_state_path, *runstate_path, *prompt_arg;
+    const char *store; /* --store URL: --snapshot comes from there, --snapshot-out goes there */
+    char *pulled;      /* the reference --snapshot was pulled as */
     int nargs, api_given, no_memory_update, sandbox_done, allow_host_tools;
 
     struct sbx_agent_file *file;
@@ -812,6 +817,11 @@ static int run_config_option(struct run *r, int c, const char *arg)
     case OPT_SNAPSHOT:
         r->scfg.snapshot = arg;
         return CLI_OK;
+    case OPT_STORE:
+        if (!sbx_snapshot_remote_is_url(arg))
+            return cli_usage("run ", "--store takes a URL (s3://, gs://, azure://), not '%s'", arg);
+        r->store = arg;
+        return CLI_OK;
     case OPT_SNAPOUT:
         if (!arg[0])
             return cli_usage("run ", "--snapshot-out needs 'store' or a file name");
@@ -885,6 +895,9 @@ static int check_args(struct run *r)
     if (r->session_state_path && (c->session_id || c->manifest_path))
         return cli_usage("run ", "--session-state resumes a sandbox; it cannot be used with %s",
                          c->session_id ? "--session" : "--manifest");
+    if (r->store && !c->snapshot && !c->snapshot_out)
+        return cli_usage("run ", "--store goes with --snapshot REF (pulled from it first) or "
+                                 "--snapshot-out store (pushed to it after)");
     if (c->snapshot && (c->session_id || r->session_state_path))
         return cli_usage("run ", "--snapshot makes a fresh sandbox; it cannot be used with %s",
                          c->session_id ? "--session" : "--session-state");
@@ -1188,6 +1201,23 @@ static void report_kept(struct run *r)
     }
 }
 
+/* --store with --snapshot-out: each snapshot the run took goes to the remote store too. */
+static int push_snapshots(struct run *r)
+{
+    for (size_t i = 0; i < sbx_sandbox_run_count(r->sr); i++) {
+        const char *ref = sbx_sandbox_run_snapshot_ref(r->sr, i);
+        size_t j;
+        for (j = 0; ref && j < i; j++) {
+            const char *other = sbx_sandbox_run_snapshot_ref(r->sr, j);
+            if (other && strcmp(other, ref) == 0)
+                break;
+        }
+        if (ref && j == i && cli_snapshot_push_ref(r->store, ref, &r->err) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 /* Run, then report: the answer, kept sandboxes, snapshots, why it stopped. */
 static int run_and_report(struct run *r)
 {
@@ -1204,6 +1234,8 @@ static int run_and_report(struct run *r)
                       "snapshot");
         run_rc = -SBX_E_INVAL;
     }
+    if (r->sr && r->scfg.snapshot_out && r->store && push_snapshots(r) < 0 && run_rc == 0)
+        run_rc = -(int)r->err.code;
     if (run_rc < 0) {
         sbx_span_set_status(r->trace.run, 0, r->err.msg);
         int rc = r->err.code == SBX_E_MAXTURNS ? CLI_MAXTURNS : CLI_FAIL;
@@ -1256,6 +1288,7 @@ static int run_release(struct run *r, int rc)
     json_decref(r->rd.ports_done);
     sbx_client_free(r->port_client);
     free(r->prompt);
+    free(r->pulled);
     cli_log_set_hook(NULL, NULL);
     run_status_release(&r->rd.status);
     /* As shells and docker do: Ctrl-C is 130, any other signal 128+N. */
@@ -1283,6 +1316,13 @@ int cmd_run(int argc, char **argv)
     int rc = parse_args(r, argc, argv);
     if (rc == CLI_OK)
         rc = check_args(r);
+    /* restore straight from a remote store: pulled into the local store first */
+    if (rc == CLI_OK && r->store && r->scfg.snapshot) {
+        if (cli_snapshot_pull_ref(r->store, r->scfg.snapshot, &r->pulled, &r->err) < 0)
+            rc = CLI_FAIL;
+        else
+            r->scfg.snapshot = r->pulled;
+    }
     if (rc == CLI_OK)
         rc = prepare_inputs(r);
     if (rc == CLI_OK)

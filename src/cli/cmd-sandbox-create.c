@@ -16,17 +16,19 @@
 #include "sbx/manifest.h"
 #include "sbx/sandbox-run.h"
 #include "sbx/session.h"
+#include "sbx/snapshot-remote.h"
 #include "sbx/strv.h"
 
 #define VERB "sandbox "
 
-enum { OPT_SNAPSHOT = 256, OPT_JSON, OPT_PASS, OPT_EXISTING, OPT_NAME, OPT_LABEL };
+enum { OPT_SNAPSHOT = 256, OPT_JSON, OPT_PASS, OPT_EXISTING, OPT_NAME, OPT_LABEL, OPT_STORE };
 
 static const struct option create_options[] = {
         {"manifest", required_argument, NULL, 'm'},
         {"workspace", required_argument, NULL, 'w'},
         {"workspace-existing", required_argument, NULL, OPT_EXISTING},
         {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
+        {"store", required_argument, NULL, OPT_STORE},
         {"json", no_argument, NULL, OPT_JSON},
         {"pass-secret", required_argument, NULL, OPT_PASS},
         {"name", required_argument, NULL, OPT_NAME},
@@ -44,8 +46,10 @@ static const struct option resume_options[] = {
 
 struct create_args {
     const char *manifest_path;
-    const char *name; /* --name */
-    json_t *labels;   /* --label K=V: {K: V}, owned */
+    const char *name;  /* --name */
+    const char *store; /* --store URL: --snapshot is pulled from there first */
+    char *pulled;      /* the reference pulled, owned */
+    json_t *labels;    /* --label K=V: {K: V}, owned */
     int json;
     struct sbx_create_spec spec;
     struct sbx_strv pass;
@@ -103,6 +107,8 @@ static int create_parse(struct create_args *a, int argc, char **argv)
                                  optarg);
         } else if (c == OPT_SNAPSHOT) {
             a->spec.snapshot = optarg;
+        } else if (c == OPT_STORE) {
+            a->store = optarg;
         } else if (c == OPT_JSON) {
             a->json = 1;
         } else if (c == OPT_NAME) {
@@ -119,6 +125,10 @@ static int create_parse(struct create_args *a, int argc, char **argv)
     }
     if (rc == CLI_OK && optind < argc)
         return cli_usage(VERB "create ", "create: unexpected argument '%s'", argv[optind]);
+    if (rc == CLI_OK && a->store && (!a->spec.snapshot || !sbx_snapshot_remote_is_url(a->store)))
+        return cli_usage(VERB "create ",
+                         "create: --store takes a URL (s3://, gs://, azure://) and goes with "
+                         "--snapshot REF");
     if (rc == CLI_OK && a->spec.existing && !a->spec.workspace)
         return cli_usage(VERB "create ", "create: --workspace-existing needs --workspace DIR");
     struct sbx_error err = SBX_ERROR_INIT;
@@ -187,6 +197,10 @@ int cmd_sandbox_create(int argc, char **argv)
     }
     if (rc == 0 && a->name)
         rc = name_free(a->name, &err);
+    /* restore straight from a remote store: pull into the local store, then as usual */
+    if (rc == 0 && a->store &&
+        (rc = cli_snapshot_pull_ref(a->store, a->spec.snapshot, &a->pulled, &err)) == 0)
+        a->spec.snapshot = a->pulled;
     if (rc == 0)
         rc = cli_sandbox_client(&a->sb, &c, &err);
     if (rc == 0)
@@ -222,6 +236,7 @@ out:
     sbx_strv_release(&a->pass);
     cli_sandbox_release(&a->sb);
     json_decref(a->labels);
+    free(a->pulled);
     free(a);
     return status;
 }

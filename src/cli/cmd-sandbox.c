@@ -19,6 +19,7 @@
 #include "sbx/local.h"
 #include "sbx/manifest.h"
 #include "sbx/session.h"
+#include "sbx/snapshot-remote.h"
 #include "sbx/snapshot.h"
 #include "sbx/strv.h"
 #include "sbx/time.h"
@@ -700,10 +701,24 @@ static int cmd_take_snapshot(int argc, char **argv)
     struct sbx_snapshot_store *st = NULL;
     char *ref = NULL, *tmp = NULL;
     int fd = -1;
-    if (argc < 2 || argc > 3)
+    const char *pos[2] = {NULL, NULL}, *store = NULL;
+    int npos = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--store") == 0) {
+            if (++i >= argc || !sbx_snapshot_remote_is_url(argv[i]))
+                return cli_usage(VERB "snapshot ",
+                                 "snapshot: --store takes a URL (s3://, gs://, azure://)");
+            store = argv[i];
+        } else if (npos < 2 && (argv[i][0] != '-' || !argv[i][1])) {
+            pos[npos++] = argv[i];
+        } else {
+            return cli_usage(VERB "snapshot ", "snapshot: want ID and an optional FILE");
+        }
+    }
+    if (npos < 1)
         return cli_usage(VERB "snapshot ", "snapshot: want ID and an optional FILE");
-    const char *file = argc == 3 ? argv[2] : NULL;
-    int rc = cli_sandbox_attach(argv[1], &c, &s, &err);
+    const char *file = pos[1];
+    int rc = cli_sandbox_attach(pos[0], &c, &s, &err);
     if (rc == 0)
         rc = sbx_snapshot_store_open(NULL, &st, &err);
     if (rc == 0) {
@@ -727,6 +742,10 @@ static int cmd_take_snapshot(int argc, char **argv)
         if (rc < 0 && fd >= 0)
             unlink(tmp);
     }
+    /* also in a remote store: the local one keeps it too (the next push sends only what
+     * changed) */
+    if (rc == 0 && store)
+        rc = cli_snapshot_push_ref(store, ref, &err);
     if (rc == 0)
         printf("%s\n", ref);
     free(ref);

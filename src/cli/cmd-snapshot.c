@@ -1,5 +1,6 @@
 /* sbx snapshot: manage the local snapshot store (ls, inspect, rm, export, import; ls-files, cat
- * and diff are in snapshot-browse.c). */
+ * and diff are in snapshot-browse.c) and move snapshots to and from a remote one (push, pull,
+ * ls --store URL). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -10,6 +11,7 @@
 #include "cli/cli.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
+#include "sbx/snapshot-remote.h"
 #include "sbx/snapshot.h"
 
 static int parse_u64(const char *s, uint64_t *out)
@@ -102,16 +104,124 @@ static int do_export(struct sbx_snapshot_store *st, const char *ref, const char 
     return rc;
 }
 
+static void print_transfer(const char *verb, const char *ref, const char *store,
+                           const struct sbx_snapshot_transfer_stats *ts, int json)
+{
+    if (json) {
+        json_t *o = json_pack("{sssssIsIsIsI}", "ref", ref, "store", store, "blobs",
+                              (json_int_t)ts->blobs, "transferred", (json_int_t)ts->sent,
+                              "transferred_bytes", (json_int_t)ts->sent_bytes, "present",
+                              (json_int_t)ts->present);
+        char *text = sbx_json_dumps(o, SBX_JSON_PRETTY | SBX_JSON_SORTED);
+        puts(text);
+        free(text);
+        json_decref(o);
+        return;
+    }
+    puts(ref);
+    fprintf(stderr, "%s %.19s %s '%s': %llu of %llu blob%s %s (%llu bytes), %llu already there\n",
+            verb, ref, verb[1] == 'u' && verb[2] == 's' ? "to" : "from", store,
+            (unsigned long long)ts->sent, (unsigned long long)ts->blobs, ts->blobs == 1 ? "" : "s",
+            verb[2] == 's' ? "uploaded" : "downloaded", (unsigned long long)ts->sent_bytes,
+            (unsigned long long)ts->present);
+}
+
+static int transfer_ref(int push, const char *url, const char *ref, char **out_ref,
+                        struct sbx_error *err)
+{
+    struct sbx_snapshot_remote *r = NULL;
+    struct sbx_snapshot_store *st = NULL;
+    struct sbx_snapshot_transfer_stats ts = {0};
+    struct sbx_snapshot_transfer_opts o = {cli_progress_fn(), NULL, &ts};
+    char *full = NULL;
+    int rc = sbx_snapshot_remote_open(url, &r, err);
+    if (rc == 0)
+        rc = sbx_snapshot_store_open(NULL, &st, err);
+    if (rc == 0)
+        rc = push ? sbx_snapshot_push(st, r, ref, &full, &o, err)
+                  : sbx_snapshot_pull(st, r, ref, &full, &o, err);
+    if (rc == 0) {
+        fprintf(stderr, "%s %.19s %s '%s': %llu of %llu blobs %s\n", push ? "pushed" : "pulled",
+                full, push ? "to" : "from", sbx_snapshot_remote_name(r),
+                (unsigned long long)ts.sent, (unsigned long long)ts.blobs,
+                push ? "uploaded" : "downloaded");
+        if (out_ref)
+            *out_ref = full;
+        else
+            free(full);
+    }
+    sbx_snapshot_store_free(st);
+    sbx_snapshot_remote_free(r);
+    return rc;
+}
+
+int cli_snapshot_pull_ref(const char *url, const char *ref, char **out_ref, struct sbx_error *err)
+{
+    return transfer_ref(0, url, ref, out_ref, err);
+}
+
+int cli_snapshot_push_ref(const char *url, const char *ref, struct sbx_error *err)
+{
+    return transfer_ref(1, url, ref, NULL, err);
+}
+
+/* push, pull and ls against a remote store (URL); the local store is the default one. */
+static int remote_cmd(const char *sub, const char *url, const char **args, int nargs, int json)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_snapshot_remote *r = NULL;
+    struct sbx_snapshot_store *st = NULL;
+    int status = CLI_OK;
+    if (sbx_snapshot_remote_open(url, &r, &err) < 0)
+        return cli_fail(&err);
+    if (strcmp(sub, "ls") == 0) {
+        json_t *v = NULL;
+        if (sbx_snapshot_remote_list(r, &v, &err) < 0) {
+            status = cli_fail(&err);
+        } else if (!json) {
+            print_list(v);
+        } else {
+            char *s = sbx_json_dumps(v, SBX_JSON_PRETTY | SBX_JSON_SORTED);
+            cli_put_json(stdout, s);
+            putchar('\n');
+            free(s);
+        }
+        json_decref(v);
+        sbx_snapshot_remote_free(r);
+        return status;
+    }
+    if (sbx_snapshot_store_open(NULL, &st, &err) < 0) {
+        sbx_snapshot_remote_free(r);
+        return cli_fail(&err);
+    }
+    int push = strcmp(sub, "push") == 0;
+    for (int i = 0; i < nargs; i++) {
+        struct sbx_snapshot_transfer_stats ts = {0};
+        struct sbx_snapshot_transfer_opts o = {cli_progress_fn(), NULL, &ts};
+        char *ref = NULL;
+        int rc = push ? sbx_snapshot_push(st, r, args[i], &ref, &o, &err)
+                      : sbx_snapshot_pull(st, r, args[i], &ref, &o, &err);
+        if (rc < 0)
+            status = cli_fail(&err);
+        else
+            print_transfer(push ? "pushed" : "pulled", ref, sbx_snapshot_remote_name(r), &ts, json);
+        free(ref);
+    }
+    sbx_snapshot_store_free(st);
+    sbx_snapshot_remote_free(r);
+    return status;
+}
+
 int cmd_snapshot(int argc, char **argv)
 {
     if (argc < 2)
         return cli_usage("snapshot ", "missing subcommand (ls, inspect, rm, gc, export, import, "
-                                      "ls-files, cat, diff)");
+                                      "ls-files, cat, diff, push, pull)");
     const char *sub = argv[1];
     /* A usage error points at the subcommand's own help when there is one. */
     char verb[32] = "snapshot ";
-    static const char *const subs[] = {"ls",     "inspect",  "rm",  "gc",   "export",
-                                       "import", "ls-files", "cat", "diff", NULL};
+    static const char *const subs[] = {"ls",       "inspect", "rm",   "gc",   "export", "import",
+                                       "ls-files", "cat",     "diff", "push", "pull",   NULL};
     int known = 0;
     for (size_t k = 0; subs[k]; k++)
         known |= strcmp(sub, subs[k]) == 0;
@@ -127,7 +237,7 @@ int cmd_snapshot(int argc, char **argv)
         uint64_t v = 0;
         if (strcmp(a, "--store") == 0) {
             if (++i >= argc)
-                return cli_usage(verb, "--store needs a directory");
+                return cli_usage(verb, "--store needs a directory or a URL");
             store = argv[i];
         } else if (strcmp(a, "--json") == 0) {
             json = 1;
@@ -167,6 +277,18 @@ int cmd_snapshot(int argc, char **argv)
     if (((is_ls || is_gc) && nargs) || ((is_inspect || is_import) && nargs != 1) ||
         (is_rm && !nargs) || (is_export && (nargs < 1 || nargs > 2)))
         return cli_usage(verb, "wrong number of arguments for '%s'", sub);
+
+    int is_transfer = strcmp(sub, "push") == 0 || strcmp(sub, "pull") == 0;
+    int remote = sbx_snapshot_remote_is_url(store);
+    if (is_transfer && (!remote || !nargs))
+        return cli_usage(verb, "%s needs REF... and --store URL (s3://, gs:// or azure://)", sub);
+    if (remote && !is_transfer && !is_ls)
+        return cli_usage(verb,
+                         "'%s' works on the local store ('sbx snapshot pull REF --store URL' "
+                         "first)",
+                         sub);
+    if (remote)
+        return remote_cmd(sub, store, args, nargs, json);
 
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx_snapshot_store *st = NULL;

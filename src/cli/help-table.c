@@ -70,6 +70,9 @@ static const struct cli_help_opt run_opts[] = {
         {0, "snapshot-out", "FILE|store",
          "snapshot every sandbox the run used at its end, before any is removed, into the store "
          "(FILE: and export the first to FILE)"},
+        {0, "store", "URL",
+         "a remote snapshot store (s3://BUCKET/PREFIX, gs://..., azure://ACCOUNT/CONTAINER/...): "
+         "--snapshot REF is pulled from it first, --snapshot-out store pushes there too"},
         {0, "keep", NULL,
          "leave the sandboxes the run created or resumed running and print their ids on stderr"},
         {0, "share", NULL,
@@ -126,6 +129,8 @@ static const struct cli_help_opt create_opts[] = {
         {0, "snapshot", "FILE|REF",
          "start from a snapshot (an archive or a store reference), then apply the manifest's "
          "ephemeral entries"},
+        {0, "store", "URL",
+         "pull --snapshot REF from this remote store first (s3://, gs://, azure://)"},
         {0, "json", NULL, "print the sandbox's state instead of its id"},
         {0, "name", "NAME",
          "name the sandbox (unique among yours; letters, digits, '.', '_', '-'): every command "
@@ -267,6 +272,23 @@ static const struct cli_help_opt providers_opts[] = {
 
 static const struct cli_help_opt snap_store[] = {
         {0, "store", "DIR", "use the store at DIR"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt snap_push_opts[] = {
+        {0, "store", "URL",
+         "the remote store: s3://BUCKET[/PREFIX], gs://BUCKET[/PREFIX] or "
+         "azure://ACCOUNT/CONTAINER[/PREFIX]"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt snap_transfer_opts[] = {
+        {0, "json", NULL, "print what was transferred as JSON"},
+        {0, "store", "URL",
+         "the remote store: s3://BUCKET[/PREFIX], gs://BUCKET[/PREFIX] or "
+         "azure://ACCOUNT/CONTAINER[/PREFIX]"},
         {'h', "help", NULL, "show this help"},
         {0},
 };
@@ -449,7 +471,7 @@ const struct cli_help cli_help_table[] = {
          "        [--timeout DURATION] [--deadline DURATION] [--retries N]\n"
          "        [--use-previous-response-id] [--color auto|always|never]\n"
          "        [--manifest FILE | --session ID | --session-state FILE]\n"
-         "        [--snapshot FILE|REF] [--snapshot-out FILE|store]\n"
+         "        [--snapshot FILE|REF] [--snapshot-out FILE|store] [--store URL]\n"
          "        [--keep] [--share] [--conversation NAME] [PROMPT | -]\n"
          "        [--pass-secret NAME]... [--state FILE] [--no-memory-update] [--port N]...\n"
          "        [--allow-host-tools]\n"
@@ -552,7 +574,7 @@ const struct cli_help cli_help_table[] = {
          "provider has it.",
          help_only, STATUS_COMMON, "run snapshot", 0},
         {"sandbox create", NULL,
-         "sbx sandbox create [--manifest FILE] [--snapshot FILE|REF]\n"
+         "sbx sandbox create [--manifest FILE] [--snapshot FILE|REF [--store URL]]\n"
          "                   [--workspace DIR [--workspace-existing keep|overwrite]]\n"
          "                   [--name NAME] [--label KEY=VALUE]... [--json] [--pass-secret NAME]...\n"
          "                   [--provider NAME] [-o KEY=VALUE]... [provider options]",
@@ -623,10 +645,12 @@ const struct cli_help cli_help_table[] = {
          "options (a server that does not answer is a warning). 'sbx sandbox ls' is the "
          "same.",
          ps_opts, STATUS_COMMON, "sandbox-prune sandbox", CLI_HELP_ANYWHERE},
-        {"sandbox snapshot", NULL, "sbx sandbox snapshot ID [FILE]", "snapshot a workspace",
+        {"sandbox snapshot", NULL, "sbx sandbox snapshot ID [FILE] [--store URL]",
+         "snapshot a workspace",
          "Snapshots the workspace into the store (incremental) and prints its reference; with "
-         "FILE also exports it there (tar + zstd).",
-         help_only, STATUS_COMMON, "snapshot sandbox-stop", 0},
+         "FILE also exports it there (tar + zstd); with --store URL also pushes it to that "
+         "remote store (only the files the bucket lacks).",
+         snap_push_opts, STATUS_COMMON, "snapshot sandbox-stop", 0},
         {"sandbox stop", NULL, "sbx sandbox stop [locator options] ID...",
          "snapshot, then end a sandbox",
          "Snapshots, then ends the sandbox: nothing runs, only the snapshot and its state are "
@@ -711,15 +735,33 @@ const struct cli_help cli_help_table[] = {
          "per thing removed.",
          prune_opts, STATUS_COMMON, "sandbox-rm sandbox-ps", CLI_HELP_ANYWHERE},
 
-        {"snapshot", NULL, "sbx snapshot <command> [--store DIR] [options]",
-         "list, inspect, remove, collect, export and import snapshots",
+        {"snapshot", NULL, "sbx snapshot <command> [--store DIR|URL] [options]",
+         "list, inspect, remove, collect, export, import, push and pull snapshots",
          "The store is $SBX_SNAPSHOTS, else ${XDG_STATE_HOME:-~/.local/state}/sbx/snapshots; "
          "every subcommand takes --store DIR to use another. REF is sha256:<hex> or a unique "
-         "prefix of at least 12 hex digits.",
+         "prefix of at least 12 hex digits. A remote store is a URL: s3://BUCKET[/PREFIX], "
+         "gs://BUCKET[/PREFIX] or azure://ACCOUNT/CONTAINER[/PREFIX], with ?endpoint=URL for an "
+         "S3-compatible server or an emulator, ?region=R, and the credentials by reference: "
+         "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (AWS_SESSION_TOKEN), AZURE_STORAGE_KEY or "
+         "AZURE_STORAGE_SAS_TOKEN, or the variables ?key_env=, secret_env=, token_env=, sas_env= "
+         "name. push, pull and ls take one.",
          help_only, STATUS_COMMON, "sandbox-snapshot run", 0},
-        {"snapshot ls", NULL, "sbx snapshot ls [--json] [--store DIR]", "list snapshots",
-         "Lists snapshots: reference, created, files, bytes, holders, label.", snap_ls_opts,
-         STATUS_COMMON, "snapshot", CLI_HELP_ANYWHERE},
+        {"snapshot ls", NULL, "sbx snapshot ls [--json] [--store DIR|URL]", "list snapshots",
+         "Lists snapshots: reference, created, files, bytes, holders, label; with a URL those "
+         "of that remote store.",
+         snap_ls_opts, STATUS_COMMON, "snapshot", CLI_HELP_ANYWHERE},
+        {"snapshot push", NULL, "sbx snapshot push [--json] --store URL REF...",
+         "copy local snapshots to a remote store",
+         "Uploads each snapshot's files the bucket does not have yet, then its tree, then the "
+         "header that makes it visible (a push cut short leaves nothing that names a missing "
+         "file); prints the reference, and on stderr how many files went up.",
+         snap_transfer_opts, STATUS_COMMON, "snapshot-pull snapshot", CLI_HELP_ANYWHERE},
+        {"snapshot pull", NULL, "sbx snapshot pull [--json] --store URL REF...",
+         "copy snapshots from a remote store into the local one",
+         "Downloads each snapshot's files the local store does not have, checks every one "
+         "against its digest (a tampered or lost one fails naming it, and the local store stays "
+         "as it was), then adds the snapshot; prints the reference.",
+         snap_transfer_opts, STATUS_COMMON, "snapshot-push sandbox-create", CLI_HELP_ANYWHERE},
         {"snapshot inspect", NULL, "sbx snapshot inspect [--store DIR] REF",
          "print a snapshot's header", "Prints a snapshot's header as JSON.", snap_store,
          STATUS_COMMON, "snapshot", CLI_HELP_ANYWHERE},

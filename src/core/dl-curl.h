@@ -14,6 +14,7 @@
     X(curl_easy_pause)          \
     X(curl_easy_perform)        \
     X(curl_easy_recv)           \
+    X(curl_easy_reset)          \
     X(curl_easy_send)           \
     X(curl_easy_setopt)         \
     X(curl_easy_strerror)       \
@@ -52,6 +53,7 @@ int sbx__curl_load(struct sbx_error *err);
 #define curl_easy_pause          (sbx__curl.curl_easy_pause)
 #define curl_easy_perform        (sbx__curl.curl_easy_perform)
 #define curl_easy_recv           (sbx__curl.curl_easy_recv)
+#define curl_easy_reset          (sbx__curl.curl_easy_reset)
 #define curl_easy_send           (sbx__curl.curl_easy_send)
 #define curl_easy_setopt         (sbx__curl.curl_easy_setopt)
 #define curl_easy_strerror       (sbx__curl.curl_easy_strerror)

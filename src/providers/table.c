@@ -11,6 +11,7 @@
     X(lxd)                    \
     X(kubernetes)             \
     X(e2b)                    \
+    X(daytona)                \
     X(runloop)                \
     /* a new provider: one line above this one */
 /* clang-format on */

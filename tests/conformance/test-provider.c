@@ -62,6 +62,8 @@ static const struct provider providers[] = {
         {.name = "kubernetes", .signal_as_status = 1},
         /* Through the preamble's shell, as docker (docs/internals/hosted-providers.md). */
         {.name = "e2b", .signal_as_status = 1},
+        /* Through the preamble's shell (docs/internals/provider-daytona.md). */
+        {.name = "daytona", .signal_as_status = 1},
         {.name = "runloop", .signal_as_status = 1},
 };
 

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <jansson.h>
 
+#include "sbx/buf.h"
 #include "sbx/hash.h"
 #include "sbx/snapshot.h"
 
@@ -65,6 +66,18 @@ int sbx__snap_tree_commit(struct sbx_snapshot_store *st, struct snap_tree *t,
 /* Resolve a full or prefix reference among the store's trees into hex (65 bytes). */
 int sbx__snap_resolve_ref(struct sbx_snapshot_store *st, const char *ref,
                           char hex[SBX_SHA256_HEX_LEN + 1], struct sbx_error *err);
+/* Parse and validate a tree document data[0..len) that should be the tree of hex (its entries
+ * must hash to it); *out_header (may be NULL): caller owns. SBX_E_PARSE naming the snapshot. */
+int sbx__snap_tree_parse(const char *data, size_t len, const char *hex, struct snap_tree *t,
+                         json_t **out_header, struct sbx_error *err);
+/* The bytes of the tree document of hex, read into out (initialised here; released on
+ * failure). */
+int sbx__snap_tree_read_doc(struct sbx_snapshot_store *st, const char *hex, struct sbx_buf *out,
+                            struct sbx_error *err);
+/* Store data[0..len) as the tree document of hex (already validated by the caller with
+ * sbx__snap_tree_parse); an existing one is kept. */
+int sbx__snap_tree_store_doc(struct sbx_snapshot_store *st, const char *hex, const void *data,
+                             size_t len, struct sbx_error *err);
 /* Load and validate the tree of hex; *out_header (may be NULL): caller owns. */
 int sbx__snap_tree_load(struct sbx_snapshot_store *st, const char *hex, struct snap_tree *t,
                         json_t **out_header, struct sbx_error *err);
@@ -87,6 +100,11 @@ int sbx__snap_blob_hole(struct snap_blob_writer *w, uint64_t n, struct sbx_error
  * blob, 0 when the store had it already. The writer is released either way. */
 int sbx__snap_blob_finish(struct sbx_snapshot_store *st, struct snap_blob_writer *w,
                           char hex[SBX_SHA256_HEX_LEN + 1], int *created, struct sbx_error *err);
+/* The same, refusing (SBX_E_IO "its content hashes to 'x'", the temp removed) content whose
+ * digest is not expect (NULL: any). */
+int sbx__snap_blob_finish_expect(struct sbx_snapshot_store *st, struct snap_blob_writer *w,
+                                 const char *expect, char hex[SBX_SHA256_HEX_LEN + 1], int *created,
+                                 struct sbx_error *err);
 void sbx__snap_blob_abort(struct sbx_snapshot_store *st, struct snap_blob_writer *w);
 /* Open blob hex read-only; *out_fd: caller owns. */
 int sbx__snap_blob_open(struct sbx_snapshot_store *st, const char *hex, int *out_fd,

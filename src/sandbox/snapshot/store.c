@@ -550,20 +550,13 @@ bad:
     return -SBX_E_PARSE;
 }
 
-int sbx__snap_tree_load(struct sbx_snapshot_store *st, const char *hex, struct snap_tree *t,
-                        json_t **out_header, struct sbx_error *err)
+int sbx__snap_tree_parse(const char *data, size_t len, const char *hex, struct snap_tree *t,
+                         json_t **out_header, struct sbx_error *err)
 {
-    char name[SBX_SHA256_HEX_LEN + 8];
-    snprintf(name, sizeof(name), "%s.json", hex);
-    struct sbx_buf b;
-    sbx_buf_init(&b, TREE_DOC_MAX);
     json_t *doc = NULL;
     struct snap_tree tree = {0};
-    int rc = sbx_fs_read(st->trees_fd, name, TREE_DOC_MAX, &b, err);
-    if (rc < 0)
-        goto out;
     struct sbx_json_limits jl = {TREE_DOC_MAX, 8};
-    rc = sbx_json_parse(b.data, b.len, &jl, &doc, err);
+    int rc = sbx_json_parse(data, len, &jl, &doc, err);
     if (rc < 0)
         goto out;
     static const char *const keys[] = {"header", "entries", NULL};
@@ -611,6 +604,39 @@ out:
         sbx_error_prefix(err, "snapshot 'sha256:%.12s'", hex);
     sbx__snap_tree_release(&tree);
     json_decref(doc);
+    return rc;
+}
+
+int sbx__snap_tree_read_doc(struct sbx_snapshot_store *st, const char *hex, struct sbx_buf *out,
+                            struct sbx_error *err)
+{
+    char name[SBX_SHA256_HEX_LEN + 8];
+    snprintf(name, sizeof(name), "%s.json", hex);
+    sbx_buf_init(out, TREE_DOC_MAX);
+    int rc = sbx_fs_read(st->trees_fd, name, TREE_DOC_MAX, out, err);
+    if (rc < 0) {
+        sbx_error_prefix(err, "snapshot 'sha256:%.12s'", hex);
+        sbx_buf_release(out);
+    }
+    return rc;
+}
+
+int sbx__snap_tree_store_doc(struct sbx_snapshot_store *st, const char *hex, const void *data,
+                             size_t len, struct sbx_error *err)
+{
+    char name[SBX_SHA256_HEX_LEN + 8];
+    snprintf(name, sizeof(name), "%s.json", hex);
+    return write_tmp_and_link(st, st->trees_fd, name, data, len, 0400, err);
+}
+
+int sbx__snap_tree_load(struct sbx_snapshot_store *st, const char *hex, struct snap_tree *t,
+                        json_t **out_header, struct sbx_error *err)
+{
+    struct sbx_buf b;
+    int rc = sbx__snap_tree_read_doc(st, hex, &b, err);
+    if (rc < 0)
+        return rc;
+    rc = sbx__snap_tree_parse(b.data, b.len, hex, t, out_header, err);
     sbx_buf_release(&b);
     return rc;
 }
@@ -765,11 +791,22 @@ static void blob_name(const char *hex, char out[SBX_SHA256_HEX_LEN + 4])
 int sbx__snap_blob_finish(struct sbx_snapshot_store *st, struct snap_blob_writer *w,
                           char hex[SBX_SHA256_HEX_LEN + 1], int *created, struct sbx_error *err)
 {
+    return sbx__snap_blob_finish_expect(st, w, NULL, hex, created, err);
+}
+
+int sbx__snap_blob_finish_expect(struct sbx_snapshot_store *st, struct snap_blob_writer *w,
+                                 const char *expect, char hex[SBX_SHA256_HEX_LEN + 1], int *created,
+                                 struct sbx_error *err)
+{
     uint8_t d[SBX_SHA256_LEN];
     int rc = sbx_sha256_final(w->h, d, err);
     if (rc < 0)
         goto fail;
     sbx_hex(d, sizeof(d), hex);
+    if (expect && strcmp(expect, hex) != 0) {
+        rc = sbx_error_set(err, SBX_E_IO, 0, "its content hashes to '%.12s'", hex);
+        goto fail;
+    }
     if (w->tail_hole && ftruncate(w->fd, (off_t)w->size) < 0) {
         rc = sbx_error_errno(err, errno, "cannot finish a blob");
         goto fail;

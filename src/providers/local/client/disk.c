@@ -442,7 +442,9 @@ int sbx__disk_detach_later(const char *image, const char *loop, const char *ws, 
     }
     if (pipe2(gate, O_CLOEXEC) < 0)
         goto finish;
-    const char *const argv[] = {helper, SBX__DISK_RELEASE_VERB, loop ? loop : "-", trash, NULL};
+    /* The image's path goes through the gate, not the command line: nothing of the sandbox's
+     * (its id is in the name) shows among the host's processes once it is removed. */
+    const char *const argv[] = {helper, SBX__DISK_RELEASE_VERB, loop ? loop : "-", NULL};
     struct sbx__spawn sp = {.program = helper,
                             .argv = argv,
                             .new_session = 1,
@@ -452,9 +454,11 @@ int sbx__disk_detach_later(const char *image, const char *loop, const char *ws, 
     struct sbx__child c;
     if (sbx__spawn_start(&sp, &c, &e) < 0)
         goto finish;
-    /* The helper holds the file system now; its first process exits once its worker runs. */
+    /* The helper holds the file system now; its first process exits once its worker runs. The
+     * path is far below a pipe's buffer: the write does not block. */
     sbx_fd_close(&gate[0]);
     sbx_fd_close(&hold);
+    (void)sbx_fd_write_all(gate[1], trash, strlen(trash), &e);
     sbx_fd_close(&gate[1]);
     (void)sbx__child_wait(&c, RELEASE_WAIT_MS, NULL, &e);
     free(dir);
@@ -482,30 +486,43 @@ sync:
 
 int sbx__disk_release_main(int argc, char **argv)
 {
-    if (argc != 3 || argv[2][0] != '/') {
+    if (argc != 2) {
         fprintf(stderr, "%s: internal to sbx\n", argv[0]);
         return 2;
     }
-    const char *loop = strcmp(argv[1], "-") ? argv[1] : NULL, *image = argv[2];
+    const char *loop = strcmp(argv[1], "-") ? argv[1] : NULL;
     /* The caller waits for this process only: the work goes on in a child. */
     pid_t pid = fork();
     if (pid > 0)
         return 0;
-    char c;
+    /* The image's path, then end of file once the caller let go of the file system. */
+    char image[PATH_MAX];
+    size_t len = 0;
     ssize_t n;
-    do
-        n = read(4, &c, 1);
-    while (n > 0 || (n < 0 && errno == EINTR));
+    char c;
+    for (;;) {
+        n = read(4, len < sizeof(image) - 1 ? image + len : &c,
+                 len < sizeof(image) - 1 ? sizeof(image) - 1 - len : 1);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            break;
+        if (len < sizeof(image) - 1)
+            len += (size_t)n;
+    }
+    image[len] = '\0';
     close(4);
     close(3); /* the file system's last holder: it ends here */
-    loop_release(loop, image);
-    (void)unlink(image);
-    /* The last one out removes the directory (one another removal still uses stays; a removal
-     * that loses the race to rename into it releases its image itself). */
-    char *slash = strrchr(image, '/');
-    if (slash && slash != image) {
-        *slash = '\0';
-        (void)rmdir(image);
+    if (image[0] == '/' && len < sizeof(image) - 1) {
+        loop_release(loop, image);
+        (void)unlink(image);
+        /* The last one out removes the directory (one another removal still uses stays; a
+         * removal that loses the race to rename into it releases its image itself). */
+        char *slash = strrchr(image, '/');
+        if (slash && slash != image) {
+            *slash = '\0';
+            (void)rmdir(image);
+        }
     }
     if (pid == 0)
         _exit(0);
