@@ -12,6 +12,7 @@
     X(kubernetes)             \
     X(e2b)                    \
     X(daytona)                \
+    X(cloudflare)             \
     X(runloop)                \
     /* a new provider: one line above this one */
 /* clang-format on */
