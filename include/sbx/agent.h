@@ -255,7 +255,10 @@ SBX_API int sbx_agent_walk(struct sbx_agent *start,
  * handoff_description, tool_choice, tool_use_behavior ("run_llm_again" | "stop_on_first_tool" |
  * {"stop_at_tool_names":[..]}), needs_approval (sbx_agent_set_needs_approval), and the sandbox
  * fields manifest (or its SDK name default_manifest, not both), capabilities, run_as,
- * base_instructions (kept for the sandbox layer, which checks them before a run starts). Relative
+ * base_instructions (kept for the sandbox layer, which checks them before a run starts),
+ * mcp_servers (MCP servers over stdio, in the agent's sandbox or on the host, or Streamable
+ * HTTP, whose tools become the agent's; mcp_config; docs/internals/mcp.md) and hosted MCP
+ * servers in tools ({type: mcp, server_label, server_url, ...}: the Responses API's tool). Relative
  * paths are relative to the file's directory; files that refer to each other are loaded once.
  * Unknown fields are errors. */
 struct sbx_agent_file; /* opaque: owns every agent it loaded */
@@ -272,6 +275,12 @@ SBX_API json_t *sbx_agent_file_sources(const struct sbx_agent_file *f);
  * agent file then decides what runs on this machine, outside every sandbox. */
 SBX_API json_t *sbx_agent_file_host_tools(const struct sbx_agent_file *f);
 SBX_API void sbx_agent_file_allow_host_tools(struct sbx_agent_file *f);
+/* What the file's MCP servers offer, each reached now and closed again: [{"agent", "name",
+ * "transport" ("http", "stdio (host)", "stdio (sandbox)"), and "server" (its serverInfo),
+ * "tools", "resources", "prompts" (those its capabilities name), or "error": why it could not be
+ * listed}]. A server in the sandbox is not started here ("error" says so); a host server only
+ * after sbx_agent_file_allow_host_tools. Caller owns. */
+SBX_API json_t *sbx_agent_file_mcp_describe(struct sbx_agent_file *f);
 /* Append the values of the secrets the file's HTTP tools send in headers (read from the
  * environment now; each once), for the scrubber of what a run writes. */
 struct sbx_strv;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "agent/agent-internal.h"
+#include "agent/mcp.h"
 #include "core/grow.h"
 #include "sbx/fs.h"
 #include "sbx/hash.h"
@@ -35,6 +36,10 @@ struct sbx_agent_file {
     struct sbx_agent *top;
     struct own_tool *tools;
     size_t ntools, atools;
+    struct sbx__mcp_server **mcp; /* every agent's MCP servers (references) */
+    size_t nmcp, amcp;
+    struct sbx_tool **hosted; /* every agent's hosted MCP servers (references) */
+    size_t nhosted, ahosted;
 };
 
 static const char *const keys[] = {
@@ -56,6 +61,8 @@ static const char *const keys[] = {
         "base_instructions",
         "needs_approval",
         "sandbox",
+        "mcp_servers",
+        "mcp_config",
         NULL,
 };
 
@@ -275,15 +282,20 @@ static int configure_tools(struct sbx_agent_file *f, struct sbx_agent *a, const 
     {
         struct sbx_tool *t = NULL;
         struct sbx__file_tool *ft = NULL;
-        if (json_is_object(e))
+        const char *type = json_string_value(json_object_get(e, "type"));
+        if (json_is_object(e) && type && strcmp(type, "mcp") == 0)
+            rc = sbx__hosted_mcp_new(e, &t, err);
+        else if (json_is_object(e))
             rc = sbx__file_tool_new(path, e, &t, &ft, err);
         else if (json_is_string(e))
             rc = sbx_tool_builtin(json_string_value(e), &t, err);
         else
-            rc = sbx_error_set(err, SBX_E_INVAL, 0,
-                               "entry %zu must be a built-in tool's name or a tool definition "
-                               "{name, description, parameters, command | host_command | http}",
-                               i);
+            rc = sbx_error_set(
+                    err, SBX_E_INVAL, 0,
+                    "entry %zu must be a built-in tool's name or a tool definition "
+                    "{name, description, parameters, command | host_command | http} or a hosted MCP "
+                    "server {type: mcp, server_label, server_url}",
+                    i);
         if (rc == 0)
             rc = sbx_agent_add_tool(a, t, err);
         if (rc == 0 && ft) {
@@ -291,11 +303,67 @@ static int configure_tools(struct sbx_agent_file *f, struct sbx_agent *a, const 
             f->tools[f->ntools++] = (struct own_tool){sbx_xstrdup(path), sbx_tool_ref(t), ft};
             *sandboxed |= sbx__file_tool_in_sandbox(ft);
         }
+        if (rc == 0 && sbx__hosted_mcp_is(t)) {
+            SBX_ALLOC_GROW(f->hosted, f->nhosted + 1, f->ahosted);
+            f->hosted[f->nhosted++] = sbx_tool_ref(t);
+        }
         sbx_tool_unref(t);
         if (rc < 0) {
             sbx_error_prefix(err, "field 'tools'");
             return rc;
         }
+    }
+    return 0;
+}
+
+/* mcp_config: {include_server_in_tool_names, convert_schemas_to_strict} (the SDK's). */
+static int mcp_config(const json_t *doc, int *prefix, int *strict, struct sbx_error *err)
+{
+    static const char *const ckeys[] = {"include_server_in_tool_names", "convert_schemas_to_strict",
+                                        NULL};
+    json_t *c = NULL;
+    int rc = sbx_json_get_object(doc, "mcp_config", 0, &c, err);
+    if (rc == 0 && c &&
+        ((rc = sbx_json_check_keys(c, ckeys, err)) < 0 ||
+         (rc = sbx_json_get_bool(c, "include_server_in_tool_names", 0, prefix, err)) < 0 ||
+         (rc = sbx_json_get_bool(c, "convert_schemas_to_strict", 0, strict, err)) < 0))
+        sbx_error_prefix(err, "field 'mcp_config'");
+    return rc;
+}
+
+/* "mcp_servers": the agent's MCP servers (mcp.c). *sandboxed is set when one of them starts in
+ * the agent's sandbox. */
+static int configure_mcp(struct sbx_agent_file *f, struct sbx_agent *a, const char *path,
+                         const json_t *doc, int *sandboxed, struct sbx_error *err)
+{
+    json_t *v = NULL, *e;
+    size_t i;
+    int prefix = 0, strict = 1;
+    int rc = sbx_json_get_array(doc, "mcp_servers", 0, &v, err);
+    if (rc == 0)
+        rc = mcp_config(doc, &prefix, &strict, err);
+    if (rc < 0)
+        return rc;
+    json_array_foreach(v, i, e)
+    {
+        struct sbx__mcp_server *s = NULL;
+        if ((rc = sbx__mcp_server_new(path, e, prefix, strict, &s, err)) == 0) {
+            for (size_t k = 0; k < a->nmcp; k++)
+                if (strcmp(sbx__mcp_server_name(a->mcp[k]), sbx__mcp_server_name(s)) == 0)
+                    rc = sbx_error_set(err, SBX_E_EXISTS, 0, "MCP server '%s' is named twice",
+                                       sbx__mcp_server_name(s));
+        }
+        if (rc < 0) {
+            sbx__mcp_server_unref(s);
+            if (!json_is_object(e))
+                sbx_error_prefix(err, "entry %zu", i);
+            sbx_error_prefix(err, "field 'mcp_servers'");
+            return rc;
+        }
+        *sandboxed |= sbx__mcp_server_in_sandbox(s);
+        SBX_ALLOC_GROW(f->mcp, f->nmcp + 1, f->amcp);
+        f->mcp[f->nmcp++] = sbx__mcp_server_ref(s);
+        sbx__agent_add_mcp(a, s);
     }
     return 0;
 }
@@ -377,6 +445,7 @@ static int configure(struct sbx_agent_file *f, struct sbx_agent *a, const char *
     int rc, sandboxed = 0;
     if ((rc = configure_settings(a, doc, err)) < 0 ||
         (rc = configure_tools(f, a, path, doc, &sandboxed, err)) < 0 ||
+        (rc = configure_mcp(f, a, path, doc, &sandboxed, err)) < 0 ||
         (rc = configure_agents(f, a, path, doc, err)) < 0)
         return rc;
     return configure_sandbox(a, path, doc, sandboxed, err);
@@ -476,6 +545,13 @@ json_t *sbx_agent_file_host_tools(const struct sbx_agent_file *f)
             sbx_json_append(a, json_pack("{s:s, s:s, s:s}", "file", f->tools[i].file, "tool",
                                          sbx_tool_name(f->tools[i].tool), "program", prog));
     }
+    for (size_t i = 0; i < f->nmcp; i++) {
+        const char *prog = sbx__mcp_server_host_program(f->mcp[i]);
+        if (prog)
+            sbx_json_append(a,
+                            json_pack("{s:s, s:s, s:s, s:b}", "file", f->mcp[i]->file, "tool",
+                                      sbx__mcp_server_name(f->mcp[i]), "program", prog, "mcp", 1));
+    }
     return a;
 }
 
@@ -483,12 +559,45 @@ void sbx_agent_file_allow_host_tools(struct sbx_agent_file *f)
 {
     for (size_t i = 0; i < f->ntools; i++)
         sbx__file_tool_allow(f->tools[i].ft);
+    for (size_t i = 0; i < f->nmcp; i++)
+        sbx__mcp_server_allow(f->mcp[i]);
+}
+
+json_t *sbx_agent_file_mcp_describe(struct sbx_agent_file *f)
+{
+    json_t *out = json_array();
+    for (size_t i = 0; i < f->n; i++) {
+        struct sbx_agent *a = f->v[i].agent;
+        for (size_t k = 0; k < a->nmcp; k++) {
+            struct sbx__mcp_server *s = a->mcp[k];
+            struct sbx_error err = SBX_ERROR_INIT;
+            struct sbx__mcp_turn turn = {0};
+            json_t *d = NULL;
+            if (sbx__mcp_server_in_sandbox(s))
+                sbx_error_set(&err, SBX_E_UNSUPPORTED, 0,
+                              "it starts in the agent's sandbox: 'sbx run' lists its tools (the "
+                              "mcp_tools span of --trace)");
+            else
+                sbx__mcp_server_describe(s, &turn, &d, &err);
+            if (!d) {
+                d = json_pack("{s:s, s:s, s:s}", "name", sbx__mcp_server_name(s), "transport",
+                              sbx__mcp_server_transport(s), "error", err.msg);
+            }
+            sbx_json_set(d, "agent", sbx_json_str(sbx_agent_name(a)));
+            sbx_json_append(out, d);
+        }
+    }
+    return out;
 }
 
 void sbx_agent_file_secret_values(const struct sbx_agent_file *f, struct sbx_strv *out)
 {
     for (size_t i = 0; i < f->ntools; i++)
         sbx__file_tool_secrets(f->tools[i].ft, out);
+    for (size_t i = 0; i < f->nmcp; i++)
+        sbx__mcp_server_secrets(f->mcp[i], out);
+    for (size_t i = 0; i < f->nhosted; i++)
+        sbx__hosted_mcp_secrets(f->hosted[i], out);
 }
 
 void sbx_agent_file_free(struct sbx_agent_file *f)
@@ -500,6 +609,12 @@ void sbx_agent_file_free(struct sbx_agent_file *f)
         sbx_tool_unref(f->tools[i].tool);
     }
     free(f->tools);
+    for (size_t i = 0; i < f->nmcp; i++)
+        sbx__mcp_server_unref(f->mcp[i]);
+    free(f->mcp);
+    for (size_t i = 0; i < f->nhosted; i++)
+        sbx_tool_unref(f->hosted[i]);
+    free(f->hosted);
     for (size_t i = 0; i < f->n; i++) {
         sbx_agent_free(f->v[i].agent);
         free(f->v[i].path);

@@ -27,6 +27,12 @@ struct sbx_tool {
     void (*free_data)(void *data);
 };
 
+struct sbx__mcp_server;
+
+/* The item a hosted MCP server's call that needs approval comes as (the Responses API's); its
+ * answer is an mcp_approval_response (mcp-hosted.c). */
+#define SBX_HOSTED_MCP_ITEM "mcp_approval_request"
+
 struct sbx_agent {
     char *name;
     char *instructions;
@@ -44,10 +50,15 @@ struct sbx_agent {
     char *tool_choice;
     int reset_tool_choice;
     json_t *sandbox_spec;
-    json_t *needs_approval; /* validated policy, NULL: none */
-    char *source_file;      /* canonical agent file path, NULL: made in code */
-    char *source_digest;    /* "sha256:<hex>" of that file's bytes */
+    json_t *needs_approval;       /* validated policy, NULL: none */
+    char *source_file;            /* canonical agent file path, NULL: made in code */
+    char *source_digest;          /* "sha256:<hex>" of that file's bytes */
+    struct sbx__mcp_server **mcp; /* the agent file's MCP servers (references; mcp.h) */
+    size_t nmcp;
 };
+
+/* Give the agent an MCP server (takes the reference). */
+void sbx__agent_add_mcp(struct sbx_agent *a, struct sbx__mcp_server *s);
 
 /* Record where an agent was loaded from (agent files). */
 void sbx__agent_set_source(struct sbx_agent *a, const char *file, const char *digest);
@@ -68,7 +79,18 @@ int sbx__file_tool_in_sandbox(const struct sbx__file_tool *ft);
 const char *sbx__file_tool_host_program(const struct sbx__file_tool *ft);
 /* Let a host command run (they refuse until this is called). */
 void sbx__file_tool_allow(struct sbx__file_tool *ft);
+/* The absolute directories of sbx's PATH (SBX__SPAWN_PATH when none): where host commands are
+ * looked up, and their PATH. Caller owns (free). */
+char *sbx__file_tool_host_path(void);
 /* Append the values of the secrets the tool's headers read (those set now, each once). */
 void sbx__file_tool_secrets(const struct sbx__file_tool *ft, struct sbx_strv *out);
+
+/* A hosted MCP server (the Responses API's "mcp" tool) from an agent file's tools entry with
+ * type: mcp. *out: caller owns a reference. Errors name the server and the field. */
+int sbx__hosted_mcp_new(const json_t *entry, struct sbx_tool **out, struct sbx_error *err);
+/* 1 for a tool made by sbx__hosted_mcp_new. */
+int sbx__hosted_mcp_is(const struct sbx_tool *t);
+/* Append the values of the secrets its headers read (set now, each once). */
+void sbx__hosted_mcp_secrets(const struct sbx_tool *t, struct sbx_strv *out);
 
 #endif

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "agent/agent-internal.h"
+#include "agent/mcp.h"
 #include "agent/schema.h"
 #include "sbx/json.h"
 #include "sbx/model.h"
@@ -29,6 +30,9 @@ void sbx_agent_free(struct sbx_agent *a)
     for (size_t i = 0; i < a->ntools; i++)
         sbx_tool_unref(a->tools[i]);
     free(a->tools);
+    for (size_t i = 0; i < a->nmcp; i++)
+        sbx__mcp_server_unref(a->mcp[i]);
+    free(a->mcp);
     free(a->handoffs);
     free(a->name);
     free(a->instructions);
@@ -43,6 +47,12 @@ void sbx_agent_free(struct sbx_agent *a)
     free(a->source_digest);
     sbx_strv_release(&a->stop_at);
     free(a);
+}
+
+void sbx__agent_add_mcp(struct sbx_agent *a, struct sbx__mcp_server *s)
+{
+    a->mcp = sbx_xrealloc(a->mcp, (a->nmcp + 1) * sizeof(*a->mcp));
+    a->mcp[a->nmcp++] = s;
 }
 
 const char *sbx_agent_name(const struct sbx_agent *a)

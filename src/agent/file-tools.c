@@ -320,7 +320,7 @@ out:
 }
 
 /* The absolute directories of the caller's PATH (the host tool's lookup path and its PATH). */
-static char *host_path(void)
+char *sbx__file_tool_host_path(void)
 {
     const char *path = getenv("PATH");
     struct sbx_buf b;
@@ -389,7 +389,7 @@ static int host_fn(const json_t *args, const struct sbx_tool_call *call,
         if ((rc = stdin_fd(input, &fd, err)) < 0)
             goto out;
     }
-    path = host_path();
+    path = sbx__file_tool_host_path();
     sbx_strv_pushf(&env, "PATH=%s", path);
     for (size_t i = 0; i < ft->env_names.n; i++) {
         const char *v = getenv(ft->env_names.v[i]);

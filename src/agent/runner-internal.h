@@ -42,6 +42,10 @@ struct run {
     struct sbx_span *agent_span; /* tracing (sbx/trace.h): the current agent's and turn's */
     struct sbx_span *turn_span;
     int next_agent_pending; /* a handoff happened: the agent span changes after the turn */
+    struct sbx__mcp_server **mcp_used; /* MCP servers this run joined (left at its end) */
+    size_t nmcp_used;
+    struct sbx_tool **mcp_tools; /* this turn's tools of the agent's MCP servers (references) */
+    size_t nmcp_tools;
 };
 
 /* One tool call of a turn, from its item to its output. */

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/grow.h"
+#include "agent/mcp.h"
 #include "agent/runner-internal.h"
 #include "agent/schema.h"
 #include "sbx/hash.h"
@@ -148,6 +149,26 @@ static void model_span_usage(struct sbx_span *s, const json_t *response)
     span_usage(s, response);
 }
 
+/* A call item's id: "call_id", or "id" for a hosted MCP server's approval request, whose answer
+ * (mcp_approval_response) names it as approval_request_id. */
+static const char *call_id_of(const json_t *item)
+{
+    const char *type = json_string_value(json_object_get(item, "type"));
+    if (streq(type, SBX_HOSTED_MCP_ITEM))
+        return json_string_value(json_object_get(item, "id"));
+    return json_string_value(json_object_get(item, "call_id"));
+}
+
+/* What finds a call's tool besides its type: the function's name, or for a hosted MCP
+ * approval request the server's label (each hosted server is a tool of that name). */
+static const char *call_key_of(const json_t *item)
+{
+    const char *type = json_string_value(json_object_get(item, "type"));
+    if (streq(type, SBX_HOSTED_MCP_ITEM))
+        return json_string_value(json_object_get(item, "server_label"));
+    return json_string_value(json_object_get(item, "name"));
+}
+
 static int fail_run(struct run *r, int rc, struct sbx_error *err)
 {
     struct sbx_event ev = {.type = SBX_EVENT_ERROR, .error = err};
@@ -172,12 +193,14 @@ static void on_stream(const json_t *event, void *data)
 static void set_turn_tools(struct run *r, const struct sbx_agent *a,
                            const struct sbx_turn_prep *prep)
 {
-    size_t n = a->ntools + prep->ntools + prep->nhidden, k = 0;
+    size_t n = a->ntools + prep->ntools + r->nmcp_tools + prep->nhidden, k = 0;
     r->tv = sbx_xrealloc(r->tv, (n ? n : 1) * sizeof(*r->tv));
     for (size_t i = 0; i < a->ntools; i++)
         r->tv[k++] = a->tools[i];
     for (size_t i = 0; i < prep->ntools; i++)
         r->tv[k++] = prep->tools[i];
+    for (size_t i = 0; i < r->nmcp_tools; i++)
+        r->tv[k++] = r->mcp_tools[i];
     r->noffered = k;
     for (size_t i = 0; i < prep->nhidden; i++)
         r->tv[k++] = prep->hidden[i];
@@ -190,7 +213,8 @@ static struct sbx_tool *find_tool(const struct run *r, const char *item_type, co
         struct sbx_tool *t = r->tv[i];
         if (!streq(t->item_type, item_type))
             continue;
-        if (t->kind == SBX__TOOL_ITEM || streq(t->name, name))
+        if ((t->kind == SBX__TOOL_ITEM && !streq(item_type, SBX_HOSTED_MCP_ITEM)) ||
+            streq(t->name, name))
             return t;
     }
     return NULL;
@@ -361,7 +385,10 @@ static void run_job(struct job *j)
             free(otype);
         } else {
             j->output = out;
-            j->text = output_text(json_object_get(out, "output"));
+            /* An approval answer has no output: the model's server runs the call. */
+            j->text = streq(j->type, SBX_HOSTED_MCP_ITEM)
+                              ? sbx_xstrdup("approved: the model's server runs it")
+                              : output_text(json_object_get(out, "output"));
         }
         j->duration_ns = sbx_time_mono_ns() - start;
         sbx_trace_set_current(prev_span);
@@ -570,6 +597,14 @@ static void drop_open_call(struct run *r, const char *id)
 static void job_reject(struct job *j)
 {
     const char *text = j->reject_message ? j->reject_message : SBX_APPROVAL_REJECTED_TEXT;
+    if (streq(j->type, SBX_HOSTED_MCP_ITEM)) {
+        j->output = json_pack("{s:s, s:s, s:b, s:s}", "type", "mcp_approval_response",
+                              "approval_request_id", j->call_id ? j->call_id : "", "approve", 0,
+                              "reason", text);
+        j->text = sbx_xstrdup(text);
+        j->failed = 1;
+        return;
+    }
     if (j->tool->kind == SBX__TOOL_ITEM) {
         char *otype = sbx_xasprintf("%s_output", j->tool->item_type);
         j->output = json_pack("{s:s, s:s, s:s, s:s}", "type", otype, "call_id",
@@ -792,7 +827,7 @@ static void add_job(struct run *r, struct job *jobs, size_t *n, const json_t *it
     j->item = item;
     j->type = type;
     /* A model may send a call id that is not a string: it is then "" everywhere. */
-    j->call_id = json_string_value(json_object_get(item, "call_id"));
+    j->call_id = call_id_of(item);
     if (!j->call_id)
         j->call_id = "";
     j->name = json_string_value(json_object_get(item, "name"));
@@ -800,7 +835,7 @@ static void add_job(struct run *r, struct job *jobs, size_t *n, const json_t *it
     if (streq(type, "function_call"))
         j->handoff = find_handoff(r->agent, j->name);
     if (!j->handoff)
-        j->tool = find_tool(r, type, j->name);
+        j->tool = find_tool(r, type, call_key_of(item));
     /* An item tool is found by the call's type alone: it is named by the tool, never by a
      * "name" the call carries (approval rules match on this name). */
     if (j->tool && (j->tool->kind == SBX__TOOL_ITEM || !j->name))
@@ -838,12 +873,97 @@ static void free_jobs(struct job *jobs, size_t njobs)
     free(jobs);
 }
 
+static void drop_mcp_tools(struct run *r)
+{
+    for (size_t i = 0; i < r->nmcp_tools; i++)
+        sbx_tool_unref(r->mcp_tools[i]);
+    free(r->mcp_tools);
+    r->mcp_tools = NULL;
+    r->nmcp_tools = 0;
+}
+
+/* The run stops using its MCP servers (the last user closes each). */
+static void leave_mcp(struct run *r)
+{
+    drop_mcp_tools(r);
+    for (size_t i = 0; i < r->nmcp_used; i++)
+        sbx__mcp_server_leave(r->mcp_used[i]);
+    free(r->mcp_used);
+    r->mcp_used = NULL;
+    r->nmcp_used = 0;
+}
+
+/* A tool name the turn already has (the agent's, the turn hook's, or an earlier server's). */
+static const char *name_clash(const struct run *r, const struct sbx_agent *a,
+                              const struct sbx_turn_prep *prep, const char *name)
+{
+    for (size_t i = 0; i < a->ntools; i++)
+        if (streq(a->tools[i]->name, name))
+            return "the agent's own tools";
+    for (size_t i = 0; i < prep->ntools; i++)
+        if (streq(prep->tools[i]->name, name))
+            return "the sandbox's tools";
+    for (size_t i = 0; i < r->nmcp_tools; i++)
+        if (streq(r->mcp_tools[i]->name, name))
+            return "another MCP server";
+    return NULL;
+}
+
+/* The tools of the agent's MCP servers for this turn, after the turn hook (which gives the
+ * sandbox a server in it starts in). */
+static int mcp_turn_tools(struct run *r, struct sbx_agent *a, const struct sbx_turn_prep *prep,
+                          struct sbx_error *err)
+{
+    struct sbx__mcp_turn turn = {
+            .session = prep->session,
+            .run_as = json_string_value(json_object_get(a->sandbox_spec, "run_as")),
+            .cancel = r->opt->cancel,
+            .span = r->turn_span ? r->turn_span : r->agent_span,
+    };
+    drop_mcp_tools(r);
+    for (size_t i = 0; i < a->nmcp; i++) {
+        struct sbx__mcp_server *s = a->mcp[i];
+        struct sbx_tool **tools = NULL;
+        size_t n = 0, k;
+        for (k = 0; k < r->nmcp_used && r->mcp_used[k] != s; k++)
+            ;
+        if (k == r->nmcp_used) {
+            sbx__mcp_server_join(s);
+            r->mcp_used = sbx_xrealloc(r->mcp_used, (r->nmcp_used + 1) * sizeof(*r->mcp_used));
+            r->mcp_used[r->nmcp_used++] = s;
+        }
+        int rc = sbx__mcp_server_tools(s, &turn, &tools, &n, err);
+        if (rc < 0)
+            return rc;
+        r->mcp_tools = sbx_xrealloc(r->mcp_tools, (r->nmcp_tools + n + 1) * sizeof(*tools));
+        for (k = 0; k < n; k++) {
+            const char *clash = name_clash(r, a, prep, tools[k]->name);
+            if (clash && rc == 0)
+                rc = sbx_error_set(err, SBX_E_EXISTS, 0,
+                                   "tool '%s' of MCP server '%s' has the name of one of %s "
+                                   "(set mcp_config: {include_server_in_tool_names: true})",
+                                   tools[k]->name, sbx__mcp_server_name(s), clash);
+            r->mcp_tools[r->nmcp_tools++] = tools[k];
+        }
+        free(tools);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
 static int prepare_tools(struct run *r, struct sbx_turn_prep *prep, struct sbx_error *err)
 {
     struct sbx_agent *a = r->agent;
     int rc;
     if (r->opt->turn_hook &&
         (rc = r->opt->turn_hook(r->opt->turn_hook_data, a, r->items, prep, err)) < 0) {
+        json_decref(prep->input);
+        prep->input = NULL;
+        sbx_error_prefix(err, "agent '%s' turn %d", a->name, r->turn);
+        return rc;
+    }
+    if ((rc = mcp_turn_tools(r, a, prep, err)) < 0) {
         json_decref(prep->input);
         prep->input = NULL;
         sbx_error_prefix(err, "agent '%s' turn %d", a->name, r->turn);
@@ -964,10 +1084,10 @@ static struct job *collect_calls(struct run *r, const json_t *response, int inco
             emit(r, &ev);
             continue;
         }
-        if (incomplete || !type || streq(type, "reasoning") || !json_object_get(item, "call_id"))
+        if (incomplete || !type || streq(type, "reasoning") || !call_id_of(item))
             continue;
-        if (!find_tool(r, type, json_string_value(json_object_get(item, "name"))) &&
-            !streq(type, "function_call") && !streq(type, "custom_tool_call")) {
+        if (!find_tool(r, type, call_key_of(item)) && !streq(type, "function_call") &&
+            !streq(type, "custom_tool_call")) {
             /* A call kind nobody here handles, e.g. a hosted tool the server ran itself. */
             sbx_log(SBX_LOG_WARN,
                     "agent '%s': no tool handles '%s' items; leaving it to the server",
@@ -1055,8 +1175,7 @@ static const json_t *find_call(const json_t *items, const char *id)
         const json_t *it = json_array_get(items, i);
         const char *type = json_string_value(json_object_get(it, "type"));
         size_t tl = type ? strlen(type) : 0;
-        if (streq(json_string_value(json_object_get(it, "call_id")), id) &&
-            !(tl >= 7 && strcmp(type + tl - 7, "_output") == 0))
+        if (streq(call_id_of(it), id) && !(tl >= 7 && strcmp(type + tl - 7, "_output") == 0))
             return it;
     }
     return NULL;
@@ -1332,6 +1451,7 @@ out:
     free(r.used_tools);
     free(r.prev_id);
     free(r.tv);
+    leave_mcp(&r);
     return rc;
 }
 

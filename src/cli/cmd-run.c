@@ -951,21 +951,25 @@ static int host_tools(struct run *r)
     if (n && !r->allow_host_tools) {
         t = json_array_get(list, 0);
         sbx_error_set(&r->err, SBX_E_PERM, 0,
-                      "agent file '%s': tool '%s' runs '%s' on this machine, outside every "
+                      "agent file '%s': %s '%s' runs '%s' on this machine, outside every "
                       "sandbox: give --allow-host-tools to let the agent file's host tools run",
                       json_string_value(json_object_get(t, "file")),
+                      json_is_true(json_object_get(t, "mcp")) ? "MCP server" : "tool",
                       json_string_value(json_object_get(t, "tool")),
                       json_string_value(json_object_get(t, "program")));
         rc = CLI_FAIL;
     }
     json_array_foreach(n && rc == CLI_OK ? list : NULL, i, t)
     {
+        int mcp = json_is_true(json_object_get(t, "mcp"));
         cli_printf_safe(stderr, CLI_SAFE_ALWAYS,
-                        "sbx: warning: host tool '%s' of '%s' runs '%s' on this machine with "
-                        "your user's rights, outside every sandbox, whenever the model calls it\n",
+                        "sbx: warning: %s '%s' of '%s' runs '%s' on this machine with your "
+                        "user's rights, outside every sandbox, %s\n",
+                        mcp ? "MCP server" : "host tool",
                         json_string_value(json_object_get(t, "tool")),
                         json_string_value(json_object_get(t, "file")),
-                        json_string_value(json_object_get(t, "program")));
+                        json_string_value(json_object_get(t, "program")),
+                        mcp ? "for the whole run" : "whenever the model calls it");
     }
     if (rc == CLI_OK)
         sbx_agent_file_allow_host_tools(r->file);

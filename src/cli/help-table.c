@@ -373,6 +373,16 @@ static const struct cli_help_opt mf_check_opts[] = {
         {0},
 };
 
+static const struct cli_help_opt mcp_ls_opts[] = {
+        {'a', "agent", "AGENT_FILE", "the agent file (also the one argument)"},
+        {0, "allow-host-tools", NULL,
+         "start the file's host MCP servers (host: true) to list them: they run on this "
+         "machine, outside every sandbox"},
+        {0, "json", NULL, "print the list as JSON"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
 static const struct cli_help_opt mf_tree_opts[] = {
         {0, "depth", "N", "tree levels to show (0: all; default 4)"},
         {0, "max-bytes", "N", "cap on the tree text (default 5000)"},
@@ -440,6 +450,18 @@ const struct cli_help cli_help_table[] = {
          "print the workspace tree the agent is shown",
          "Prints the workspace tree the agent is shown (default depth 4, 5000 bytes).",
          mf_tree_opts, STATUS_COMMON, "manifest", CLI_HELP_ANYWHERE},
+
+        {"mcp", NULL, "sbx mcp <command> [options]", "show what an agent file's MCP servers offer",
+         "An agent file's mcp_servers give its agents the tools of MCP servers (stdio in the "
+         "sandbox or on the host, or Streamable HTTP); see the guide's 'MCP servers'.",
+         help_only, STATUS_COMMON, "run", 0},
+        {"mcp ls", NULL, "sbx mcp ls [--allow-host-tools] [--json] AGENT_FILE",
+         "list the tools, resources and prompts of an agent file's MCP servers",
+         "Reaches each MCP server of the agent file (and of the agent files it names), lists "
+         "its tools, resources and prompts (those its capabilities have) and closes it again. "
+         "A server that starts in the agent's sandbox is named, not started: 'sbx run' lists "
+         "its tools. A host server is started only with --allow-host-tools.",
+         mcp_ls_opts, STATUS_COMMON, "mcp run", 0},
 
         {"memory", NULL, "sbx memory <command> [options]",
          "update, show and remove an agent's memory",

@@ -20,6 +20,7 @@ static const struct verb verbs[] = {
         {"conversation", cmd_conversation},
         {"help", cli_help_main},
         {"manifest", cmd_manifest},
+        {"mcp", cmd_mcp},
         {"memory", cmd_memory},
         {"run", cmd_run},
         {"sandbox", cmd_sandbox},

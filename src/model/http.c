@@ -98,6 +98,8 @@ void sbx__model_http_resp_init(struct sbx__model_http_resp *r)
     r->status = 0;
     r->retry_after_ms = -1;
     r->plain = 0;
+    r->header[0] = '\0';
+    r->content_type[0] = '\0';
     sbx_buf_init(&r->body, SBX_BUF_NOLIMIT);
 }
 
@@ -183,6 +185,8 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
     if (n >= 5 && memcmp(p, "HTTP/", 5) == 0) {
         x->resp->retry_after_ms = -1;
         x->not_sse = 0;
+        x->resp->header[0] = '\0';
+        x->resp->content_type[0] = '\0';
     }
     const char *colon = memchr(p, ':', n);
     if (!colon)
@@ -206,6 +210,11 @@ static size_t on_header(char *p, size_t size, size_t nmemb, void *ud)
     } else if (klen == 12 && strncasecmp(p, "content-type", 12) == 0) {
         /* Without the header the body is taken for what was asked. */
         x->not_sse = !(vlen >= 17 && strncasecmp(v, "text/event-stream", 17) == 0);
+        snprintf(x->resp->content_type, sizeof(x->resp->content_type), "%.*s", (int)vlen, v);
+    } else if (x->req->want_header && klen == strlen(x->req->want_header) &&
+               strncasecmp(p, x->req->want_header, klen) == 0 && vlen < sizeof(x->resp->header)) {
+        memcpy(x->resp->header, v, vlen);
+        x->resp->header[vlen] = '\0';
     }
     return n;
 }
@@ -274,6 +283,8 @@ int sbx__model_http_post(const struct sbx__model_http_req *req, struct sbx__mode
     resp->status = 0;
     resp->retry_after_ms = -1;
     resp->plain = 0;
+    resp->header[0] = '\0';
+    resp->content_type[0] = '\0';
     x.curl = curl_easy_init();
     if (!x.curl)
         return sbx_error_set(err, SBX_E_HTTP, 0, "cannot start an HTTP client");
@@ -310,9 +321,13 @@ int sbx__model_http_post(const struct sbx__model_http_req *req, struct sbx__mode
         curl_easy_setopt(c, CURLOPT_SHARE, share);
     curl_easy_setopt(c, CURLOPT_URL, req->url);
     curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-    curl_easy_setopt(c, CURLOPT_POST, 1L);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDS, req->body);
-    curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+    if (req->method && strcmp(req->method, "POST") != 0) {
+        curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req->method);
+    } else {
+        curl_easy_setopt(c, CURLOPT_POST, 1L);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDS, req->body);
+        curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)req->body_len);
+    }
     curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(c, CURLOPT_WRITEDATA, &x);
     curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);

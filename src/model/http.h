@@ -48,6 +48,8 @@ struct sbx__model_http_req {
     sbx__model_http_sink *sink; /* NULL: buffer the body */
     void *ud;
     const volatile sig_atomic_t *cancel;
+    const char *method;      /* NULL: POST with body; "DELETE": a DELETE without a body */
+    const char *want_header; /* a response header to keep in resp->header (e.g. a session id) */
 };
 
 struct sbx__model_http_resp {
@@ -58,6 +60,8 @@ struct sbx__model_http_resp {
      * Content-Type other than text/event-stream): the body was buffered, not given to the
      * sink. Some OpenAI-compatible servers answer every request with plain JSON. */
     int plain;
+    char header[256];       /* the value of req->want_header when the answer had it, else "" */
+    char content_type[128]; /* the answer's Content-Type, else "" */
 };
 
 void sbx__model_http_resp_init(struct sbx__model_http_resp *r);
