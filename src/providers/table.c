@@ -13,6 +13,7 @@
     X(e2b)                    \
     X(daytona)                \
     X(cloudflare)             \
+    X(runloop)                \
     /* a new provider: one line above this one */
 /* clang-format on */
 

@@ -69,6 +69,7 @@ static const struct provider providers[] = {
         {.name = "daytona", .signal_as_status = 1},
         /* Through the preamble's shell too (docs/internals/provider-cloudflare.md). */
         {.name = "cloudflare", .signal_as_status = 1, .no_listing = 1},
+        {.name = "runloop", .signal_as_status = 1},
 };
 
 static const struct provider *prov;
