@@ -64,14 +64,14 @@ static int sess_resolve_port(struct sbx_session *bs, int port, char **out_url,
     if (!listed)
         return sbx_error_set(err, SBX_E_PERM, 0, "port %d is not among the exposed ports", port);
     static const char *const argv[] = {"cat", "/proc/net/tcp", "/proc/net/tcp6", NULL};
-    struct sbx__e2b_run r;
-    sbx__e2b_run_init(&r, TCP_TABLE_MAX);
+    struct sbx__shell_run r;
+    sbx__shell_run_init(&r, TCP_TABLE_MAX);
     /* cat fails on a kernel without IPv6 (no tcp6) but has printed tcp: the text decides. */
     int rc = sbx__e2b_exec_run(&s->envd, argv, &r, err);
     if (rc == 0 && !sbx__net_table_listens(r.out.data ? r.out.data : "", r.out.len, port))
         rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "nothing listens on port %d in sandbox '%s'",
                            port, s->base.id);
-    sbx__e2b_run_release(&r);
+    sbx__shell_run_release(&r);
     if (rc < 0)
         return rc;
     /* E2B's edge proxy routes https://{port}-{id}.{domain} to the port in the sandbox. */
@@ -152,7 +152,7 @@ static void sess_free(struct sbx_session *bs)
     struct sbx__e2b_session *s = (struct sbx__e2b_session *)bs;
     if (!s)
         return;
-    sbx__e2b_workspace_drop(s);
+    sbx__shellfs_copy_drop(&s->ws);
     sbx_session_release_base(&s->base);
     sbx__e2b_envd_release(&s->envd);
     json_decref(s->state);
@@ -217,7 +217,7 @@ static struct sbx__e2b_session *session_new(struct e2b_client *c, const char *id
     struct sbx__e2b_session *s = sbx_xcalloc(1, sizeof(*s));
     sbx_session_init_base(&s->base, &session_ops, "e2b", id, root);
     sbx__e2b_envd_init(&s->envd, c->conf, id, domain, token);
-    s->ws_fd = -1;
+    s->ws = (struct sbx__shellfs_copy)SBX__SHELLFS_COPY_INIT;
     s->timeout_s = life_of(c, meta);
     /* Made or connected just now: its end is its timeout from now. */
     s->extended_ns = sbx_time_mono_ns();
@@ -394,15 +394,16 @@ static int fill_sandbox(struct sbx__e2b_session *s, const struct sbx_create_spec
 {
     const struct sbx_manifest *m = spec->manifest;
     json_t *records = NULL, *mjson = NULL;
-    struct sbx__e2b_run r;
+    struct sbx__shell_run r;
     const char *argv[] = {"mkdir", "-p", "--", s->base.root, NULL};
-    sbx__e2b_run_init(&r, 65536);
-    int rc = sbx__e2b_run_ok(s, argv, "make the workspace", s->base.root, &r, err);
-    sbx__e2b_run_release(&r);
+    struct sbx__shellfs fs = sbx__e2b_fs(s);
+    sbx__shell_run_init(&r, 65536);
+    int rc = sbx__shellfs_run_ok(&fs, argv, "make the workspace", s->base.root, &r, err);
+    sbx__shell_run_release(&r);
     if (rc < 0)
         return rc;
     sbx__session_set_manifest(&s->base, m);
-    if (snap_ref && (rc = sbx__e2b_workspace_restore(s, store, snap_ref, err)) < 0) {
+    if (snap_ref && (rc = sbx__shellfs_restore(&fs, store, snap_ref, err)) < 0) {
         sbx_error_prefix(err, "snapshot '%s'", spec->snapshot);
         return rc;
     }

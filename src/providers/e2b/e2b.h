@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "sandbox/provider.h"
+#include "sandbox/shellfs/shellfs.h"
 #include "sbx/buf.h"
 #include "sbx/error.h"
 #include "sbx/strv.h"
@@ -140,23 +141,15 @@ struct sbx__e2b_session {
     int64_t timeout_s;   /* the sandbox's life from its last use */
     int64_t extended_ns; /* when it was last set (monotonic; atomic) */
     json_t *state;
-    char *ws_dir; /* the workspace copied to this host for a snapshot, or NULL */
-    int ws_fd;    /* its fd, -1 */
+    struct sbx__shellfs_copy ws; /* the workspace copied to this host for a snapshot */
 };
 
 /* A short fixed command run to completion (argv, never a shell line built from input): its
- * exit code and output (each at most max bytes). */
-struct sbx__e2b_run {
-    int code;
-    struct sbx_buf out, err;
-};
-void sbx__e2b_run_init(struct sbx__e2b_run *r, size_t max);
-void sbx__e2b_run_release(struct sbx__e2b_run *r);
+ * exit code and output (each at most the size the run was made with). */
 int sbx__e2b_exec_run(const struct sbx__e2b_envd *e, const char *const *argv,
-                      struct sbx__e2b_run *out, struct sbx_error *err);
-/* The same, failing with what the command said when it exits non-zero ("cannot WHAT 'rel'"). */
-int sbx__e2b_run_ok(struct sbx__e2b_session *s, const char *const *argv, const char *what,
-                    const char *rel, struct sbx__e2b_run *out, struct sbx_error *err);
+                      struct sbx__shell_run *out, struct sbx_error *err);
+/* The session's workspace as the shared file and snapshot code sees it (files.c). */
+struct sbx__shellfs sbx__e2b_fs(struct sbx__e2b_session *s);
 
 /* In use: once a quarter of its life has passed since the last time, set the sandbox's end
  * to its timeout from now (POST /sandboxes/{id}/timeout), so a sandbox lives as long as it is
@@ -178,18 +171,11 @@ int sbx__e2b_mkdir(struct sbx_session *bs, const char *path, int flags, struct s
 int sbx__e2b_rm(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err);
 int sbx__e2b_chmod(struct sbx_session *bs, const char *path, mode_t mode, struct sbx_error *err);
 
-/* A temporary host file (unlinked) for staging. */
-int sbx__e2b_tmpfile(int *out, struct sbx_error *err);
-
-/* Snapshots (snap.c): the workspace as a tar out of the sandbox, checked by the snapshot
- * store's import and restored into a private host directory (the fd borrowed until the next
- * call or the session's end); drop removes the copy. restore: the stored snapshot ref as a tar
- * into the (fresh) workspace. */
+/* Snapshots (files.c, through src/sandbox/shellfs/): the workspace as a tar out of the
+ * sandbox, checked by the snapshot store's import and restored into a private host directory
+ * (the fd borrowed until the next call or the session's end). restore: the stored snapshot ref
+ * as a tar into the (fresh) workspace. */
 int sbx__e2b_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err);
-void sbx__e2b_workspace_drop(struct sbx__e2b_session *s);
-struct sbx_snapshot_store;
-int sbx__e2b_workspace_restore(struct sbx__e2b_session *s, struct sbx_snapshot_store *st,
-                               const char *ref, struct sbx_error *err);
 
 /* Into a buffer without a limit: an append cannot fail then (allocation failure aborts). */
 static inline void sbx__e2b_keep(int rc)

@@ -115,21 +115,8 @@ static int data_field(const json_t *data, const char *field, struct sbx_buf *out
 /* ---------------------------------------------------------------------------------------------
  * Short commands run to completion */
 
-void sbx__e2b_run_init(struct sbx__e2b_run *r, size_t max)
-{
-    r->code = -1;
-    sbx_buf_init(&r->out, max);
-    sbx_buf_init(&r->err, max);
-}
-
-void sbx__e2b_run_release(struct sbx__e2b_run *r)
-{
-    sbx_buf_release(&r->out);
-    sbx_buf_release(&r->err);
-}
-
 struct run_ctx {
-    struct sbx__e2b_run *r;
+    struct sbx__shell_run *r;
     struct sbx_buf tmp;
     int ended;
 };
@@ -171,7 +158,7 @@ static json_t *start_request(const char *cmd, json_t *args, json_t *envs, int st
 }
 
 int sbx__e2b_exec_run(const struct sbx__e2b_envd *e, const char *const *argv,
-                      struct sbx__e2b_run *out, struct sbx_error *err)
+                      struct sbx__shell_run *out, struct sbx_error *err)
 {
     json_t *args = json_array();
     for (const char *const *a = argv + 1; *a; a++)
@@ -254,11 +241,11 @@ static void signal_group(struct e2b_proc *p, const char *sig)
     }
     snprintf(target, sizeof(target), "-%ld", pid);
     const char *argv[] = {"kill", "-s", sig, "--", target, NULL};
-    struct sbx__e2b_run r;
+    struct sbx__shell_run r;
     struct sbx_error ignored = SBX_ERROR_INIT;
-    sbx__e2b_run_init(&r, 4096);
+    sbx__shell_run_init(&r, 4096);
     (void)sbx__e2b_exec_run(&p->envd, argv, &r, &ignored);
-    sbx__e2b_run_release(&r);
+    sbx__shell_run_release(&r);
 }
 
 /* Write all of p[0..n) to fd (the relay's blocking end); a reader gone drops the rest. */

@@ -1,406 +1,89 @@
-/* Workspace files of an E2B sandbox: contents through envd's /files (identity encoding down,
- * octet-stream up), everything else through one fixed script (FS) run as a command, paths
- * passed as arguments (never spliced into a shell line).
- *
- * The script resolves each path in the sandbox with realpath and refuses one that leads out of
- * the workspace (a planted symlink): SBX_E_PERM. Contents go up to a staging name in the
- * workspace's top directory and are moved into place by the script (one rename: a replacement
- * is atomic); they come down from the path the script resolved. A process in the sandbox that
- * swaps a directory for a symlink between the check and the transfer can make one operation
- * land elsewhere in its own sandbox, never on this host (docs/internals/hosted-providers.md). */
-#include <errno.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
+/* Workspace files and snapshots of an E2B sandbox: contents through envd's /files (identity
+ * encoding down, octet-stream up), everything else through the shared fixed script run as a
+ * command (src/sandbox/shellfs/: paths resolved in the sandbox and kept in the workspace,
+ * snapshots as tar streams). */
 #include "providers/e2b/e2b.h"
-#include "sbx/fs.h"
-#include "sbx/hash.h"
-#include "sbx/json.h"
 
-#define LS_OUT_MAX ((size_t)64 << 20)
-#define RUN_MAX    ((size_t)1 << 20)
-#define COPY_CHUNK 65536
-
-/* $1 root, $2 op, $3 the workspace-relative path ("" the root), then the op's arguments.
- * Failures: a message on stderr and the status 2 (missing), 13 (out of the workspace), 17
- * (exists), 21 (a directory), 20 (not a directory), 39 (not empty), 22 (not a regular file,
- * a symlink), else 1. */
-static const char FS[] =
-        "set -u\n"
-        "root=$(realpath -m -- \"$1\") op=$2 rel=$3; shift 3\n"
-        "fail() { c=$1; shift; printf '%s\\n' \"$*\" >&2; exit \"$c\"; }\n"
-        "inside() { case \"$1/\" in \"$root\"/*) ;; *) fail 13 \"'$rel' leads out of the "
-        "workspace\";; esac; }\n"
-        "full() { if [ -z \"$rel\" ]; then printf '%s' \"$root\"; else printf '%s/%s' \"$root\" "
-        "\"$rel\"; fi; }\n"
-        "follow() { p=$(realpath -m -- \"$(full)\") || fail 1 \"cannot resolve '$rel'\"; "
-        "inside \"$p\"; }\n"
-        "nofollow() { if [ -z \"$rel\" ]; then p=$root; return; fi\n"
-        "  d=$(dirname -- \"$(full)\"); b=$(basename -- \"$rel\")\n"
-        "  d=$(realpath -m -- \"$d\") || fail 1 \"cannot resolve '$rel'\"; inside \"$d\"; "
-        "p=$d/$b; }\n"
-        "entry() { stat -c '%f %s %u %g %Y' -- \"$1\" || return 1; printf '%s\\0' \"$2\"\n"
-        "  if [ -L \"$1\" ]; then printf '%s\\0' \"$(readlink -- \"$1\")\"; fi; }\n"
-        "case $op in\n"
-        "stat) nofollow; [ -e \"$p\" ] || [ -L \"$p\" ] || fail 2 \"no such file '$rel'\"\n"
-        "  entry \"$p\" \"$(basename -- \"$p\")\";;\n"
-        "ls) follow; [ -e \"$p\" ] || fail 2 \"no such file or directory '$rel'\"\n"
-        "  if [ ! -d \"$p\" ]; then printf 'F'; entry \"$p\" \"$(basename -- \"$p\")\"; exit 0; "
-        "fi\n"
-        "  printf 'D'; cd -- \"$p\" || fail 1 \"cannot list '$rel'\"\n"
-        "  for f in * .*; do case $f in .|..) continue;; esac\n"
-        "    [ -e \"$f\" ] || [ -L \"$f\" ] || continue; entry \"$f\" \"$f\" || continue; done;;\n"
-        "read) follow; [ -e \"$p\" ] || fail 2 \"no such file '$rel'\"\n"
-        "  [ -f \"$p\" ] || fail 22 \"'$rel' is not a regular file\"\n"
-        "  printf '%s\\n' \"$p\"; stat -c %s -- \"$p\";;\n"
-        "mkdir) follow; parents=$1\n"
-        "  if [ -e \"$p\" ] || [ -L \"$p\" ]; then\n"
-        "    [ \"$parents\" = 1 ] && [ -d \"$p\" ] && exit 0; fail 17 \"'$rel' exists\"; fi\n"
-        "  if [ \"$parents\" = 1 ]; then mkdir -p -- \"$p\" || fail 1 \"cannot create '$rel'\"\n"
-        "  else [ -d \"$(dirname -- \"$p\")\" ] || fail 2 \"no parent directory for '$rel'\"\n"
-        "    mkdir -- \"$p\" || fail 1 \"cannot create '$rel'\"; fi;;\n"
-        "rm) nofollow; recursive=$1 force=$2\n"
-        "  if [ ! -e \"$p\" ] && [ ! -L \"$p\" ]; then [ \"$force\" = 1 ] && exit 0; fail 2 "
-        "\"no such file '$rel'\"; fi\n"
-        "  if [ -d \"$p\" ] && [ ! -L \"$p\" ]; then\n"
-        "    if [ \"$recursive\" = 1 ]; then rm -rf -- \"$p\" || fail 1 \"cannot remove '$rel'\"\n"
-        "    else [ -z \"$(ls -A -- \"$p\")\" ] || fail 39 \"directory '$rel' is not empty\"\n"
-        "      rmdir -- \"$p\" || fail 1 \"cannot remove '$rel'\"; fi\n"
-        "  else rm -f -- \"$p\" || fail 1 \"cannot remove '$rel'\"; fi;;\n"
-        "chmod) nofollow; [ -e \"$p\" ] || [ -L \"$p\" ] || fail 2 \"no such file '$rel'\"\n"
-        "  [ -L \"$p\" ] && fail 22 \"'$rel' is a symlink\"\n"
-        "  chmod -- \"$1\" \"$p\" || fail 1 \"cannot change the mode of '$rel'\";;\n"
-        "place) tmp=$root/$1 mode=$2 parents=$3 excl=$4 append=$5\n"
-        "  trap 'rm -f -- \"$tmp\"' EXIT\n"
-        "  nofollow; d=$(dirname -- \"$p\")\n"
-        "  if [ ! -d \"$d\" ]; then [ \"$parents\" = 1 ] || fail 2 \"no parent directory for "
-        "'$rel'\"\n"
-        "    [ -e \"$d\" ] && fail 20 \"a parent of '$rel' is not a directory\"\n"
-        "    mkdir -p -- \"$d\" || fail 1 \"cannot create the parents of '$rel'\"; fi\n"
-        "  if [ -d \"$p\" ] && [ ! -L \"$p\" ]; then fail 21 \"'$rel' is a directory\"; fi\n"
-        "  if [ \"$excl\" = 1 ] && { [ -e \"$p\" ] || [ -L \"$p\" ]; }; then fail 17 \"'$rel' "
-        "exists\"; fi\n"
-        "  if [ \"$append\" = 1 ] && [ -e \"$p\" ]; then\n"
-        "    { [ -f \"$p\" ] && [ ! -L \"$p\" ]; } || fail 22 \"'$rel' is not a regular file\"\n"
-        "    cat -- \"$tmp\" >> \"$p\" || fail 1 \"cannot append to '$rel'\"; exit 0; fi\n"
-        "  chmod -- \"$mode\" \"$tmp\" && mv -f -- \"$tmp\" \"$p\" || fail 1 \"cannot write "
-        "'$rel'\";;\n"
-        "*) fail 1 \"unknown operation\";;\n"
-        "esac\n";
-
-static int fs_error(const struct sbx__e2b_run *r, struct sbx_error *err)
+static int run_cb(void *ctx, const char *const *argv, struct sbx__shell_run *out,
+                  struct sbx_error *err)
 {
-    const char *msg = r->err.len ? r->err.data : "";
-    int n = (int)strcspn(msg, "\n");
-    enum sbx_errcode code = r->code == 2    ? SBX_E_NOTFOUND
-                            : r->code == 13 ? SBX_E_PERM
-                            : r->code == 17 ? SBX_E_EXISTS
-                            : r->code == 21 || r->code == 20 || r->code == 39 || r->code == 22
-                                    ? SBX_E_INVAL
-                                    : SBX_E_SANDBOX;
-    int errnum = r->code == 2 ? ENOENT : r->code == 17 ? EEXIST : 0;
-    if (!n)
-        return sbx_error_set(err, code, errnum, "a file operation failed (exit status %d)",
-                             r->code);
-    return sbx_error_set(err, code, errnum, "%.*s", n, msg);
+    return sbx__e2b_exec_run(ctx, argv, out, err);
 }
 
-/* The FS script's op on rel with up to four more arguments (NULL-terminated). */
-static int fs_op(struct sbx__e2b_session *s, const char *op, const char *rel,
-                 const char *const *more, struct sbx__e2b_run *r, struct sbx_error *err)
+static int get_cb(void *ctx, const char *abs, int fd, uint64_t max, struct sbx_error *err)
 {
-    const char *argv[16] = {"/bin/sh", "-c", FS, "sbx", s->base.root, op, rel};
-    size_t n = 7;
-    for (; more && *more && n < 15; more++)
-        argv[n++] = *more;
-    argv[n] = NULL;
-    int rc = sbx__e2b_exec_run(&s->envd, argv, r, err);
-    if (rc == 0 && r->code != 0)
-        rc = fs_error(r, err);
-    return rc;
+    return sbx__e2b_file_get(ctx, abs, fd, max, err);
 }
 
-int sbx__e2b_run_ok(struct sbx__e2b_session *s, const char *const *argv, const char *what,
-                    const char *rel, struct sbx__e2b_run *out, struct sbx_error *err)
+static int put_cb(void *ctx, const char *abs, int fd, uint64_t size, struct sbx_error *err)
 {
-    int rc = sbx__e2b_exec_run(&s->envd, argv, out, err);
-    if (rc == 0 && out->code != 0) {
-        const char *msg = out->err.len ? out->err.data : "";
-        rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "cannot %s '%s': %.*s (exit status %d)", what,
-                           rel, (int)strcspn(msg, "\n"), msg, out->code);
-    }
-    return rc;
+    return sbx__e2b_file_put(ctx, abs, fd, size, err);
 }
 
-int sbx__e2b_tmpfile(int *out, struct sbx_error *err)
+static const struct sbx__shellfs_ops FS_OPS = {.run = run_cb, .get = get_cb, .put = put_cb};
+
+struct sbx__shellfs sbx__e2b_fs(struct sbx__e2b_session *s)
 {
-    const char *tmp = getenv("TMPDIR");
-    int fd = open(tmp && tmp[0] == '/' ? tmp : "/tmp", O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return sbx_error_errno(err, errno, "cannot make a temporary file");
-    *out = fd;
-    return 0;
+    return (struct sbx__shellfs){.ops = &FS_OPS, .ctx = &s->envd, .root = s->base.root};
 }
 
-/* ---------------------------------------------------------------------------------------------
- * Listings */
-
-/* Records of the FS script: "<mode hex> <size> <uid> <gid> <mtime>\n<name>\0" and, for a
- * symlink, "<target>\0". Names are NUL-terminated, so none can forge a record. */
-static int parse_entries(const char *p, size_t n, struct sbx_dirlist *out, struct sbx_error *err)
-{
-    const char *end = p + n;
-    size_t cap = 0;
-    while (p < end) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        unsigned long mode = 0;
-        unsigned long long size = 0, mtime = 0;
-        unsigned uid = 0, gid = 0;
-        if (!nl || sscanf(p, "%lx %llu %u %u %llu", &mode, &size, &uid, &gid, &mtime) != 5)
-            return sbx_error_set(err, SBX_E_PARSE, 0, "a directory listing is garbled");
-        const char *name = nl + 1;
-        const char *z = memchr(name, '\0', (size_t)(end - name));
-        if (!z || z == name || memchr(name, '/', (size_t)(z - name)))
-            return sbx_error_set(err, SBX_E_PARSE, 0, "a directory listing is garbled");
-        p = z + 1;
-        char *target = NULL;
-        if ((mode & S_IFMT) == S_IFLNK) {
-            const char *tz = memchr(p, '\0', (size_t)(end - p));
-            if (!tz)
-                return sbx_error_set(err, SBX_E_PARSE, 0, "a directory listing is garbled");
-            target = sbx_xstrndup(p, (size_t)(tz - p));
-            p = tz + 1;
-        }
-        if (out->n >= SBX_LS_MAX_ENTRIES) {
-            free(target);
-            return sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d entries", SBX_LS_MAX_ENTRIES);
-        }
-        if (out->n == cap) {
-            cap = cap ? 2 * cap : 16;
-            out->v = sbx_xrealloc(out->v, cap * sizeof(*out->v));
-        }
-        struct sbx_dirent *d = &out->v[out->n++];
-        memset(d, 0, sizeof(*d));
-        d->name = sbx_xstrndup(name, (size_t)(z - name));
-        d->target = target;
-        d->type = S_ISDIR(mode)   ? SBX_FILE_DIR
-                  : S_ISREG(mode) ? SBX_FILE_REGULAR
-                  : S_ISLNK(mode) ? SBX_FILE_SYMLINK
-                                  : SBX_FILE_OTHER;
-        d->mode = (mode_t)(mode & 07777);
-        d->size = size;
-        d->mtime_ns = (int64_t)mtime * 1000000000;
-        d->uid = uid;
-        d->gid = gid;
-    }
-    return 0;
-}
-
-static int cmp_dirent(const void *a, const void *b)
-{
-    return strcmp(((const struct sbx_dirent *)a)->name, ((const struct sbx_dirent *)b)->name);
-}
+#define E2B_FS(bs) sbx__e2b_fs((struct sbx__e2b_session *)(bs))
 
 int sbx__e2b_ls(struct sbx_session *bs, const char *path, struct sbx_dirlist *out,
                 struct sbx_error *err)
 {
-    struct sbx__e2b_session *s = (struct sbx__e2b_session *)bs;
-    struct sbx__e2b_run r;
-    struct sbx_dirlist l = {0};
-    sbx__e2b_run_init(&r, LS_OUT_MAX);
-    int rc = fs_op(s, "ls", path, NULL, &r, err);
-    if (rc == 0 && (r.out.len < 1 || (r.out.data[0] != 'D' && r.out.data[0] != 'F')))
-        rc = sbx_error_set(err, SBX_E_PARSE, 0, "a directory listing is garbled");
-    if (rc == 0 && (rc = parse_entries(r.out.data + 1, r.out.len - 1, &l, err)) < 0)
-        sbx_dirlist_release(&l);
-    if (rc == 0 && r.out.data[0] == 'F' && l.n == 1) {
-        /* A file lists as itself, under the name it was asked by. */
-        const char *slash = strrchr(path, '/');
-        free(l.v[0].name);
-        l.v[0].name = sbx_xstrdup(slash ? slash + 1 : path);
-    }
-    if (rc == 0 && l.n)
-        qsort(l.v, l.n, sizeof(*l.v), cmp_dirent);
-    if (rc == 0)
-        *out = l;
-    sbx__e2b_run_release(&r);
-    return rc;
+    struct sbx__shellfs fs = E2B_FS(bs);
+    return sbx__shellfs_ls(&fs, path, out, err);
 }
 
 int sbx__e2b_stat(struct sbx_session *bs, const char *path, struct sbx_dirent *out,
                   struct sbx_error *err)
 {
-    struct sbx__e2b_session *s = (struct sbx__e2b_session *)bs;
-    struct sbx__e2b_run r;
-    struct sbx_dirlist l = {0};
-    sbx__e2b_run_init(&r, RUN_MAX);
-    int rc = fs_op(s, "stat", path, NULL, &r, err);
-    if (rc == 0)
-        rc = parse_entries(r.out.data ? r.out.data : "", r.out.len, &l, err);
-    if (rc == 0 && l.n != 1)
-        rc = sbx_error_set(err, SBX_E_PARSE, 0, "the state of '%s' is garbled", path);
-    if (rc == 0) {
-        const char *slash = strrchr(path, '/');
-        *out = l.v[0];
-        free(out->name);
-        out->name = sbx_xstrdup(slash ? slash + 1 : path);
-        free(l.v);
-    } else {
-        sbx_dirlist_release(&l);
-    }
-    sbx__e2b_run_release(&r);
-    return rc;
+    struct sbx__shellfs fs = E2B_FS(bs);
+    return sbx__shellfs_stat(&fs, path, out, err);
 }
 
 int sbx__e2b_mkdir(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err)
 {
-    struct sbx__e2b_session *s = (struct sbx__e2b_session *)bs;
-    struct sbx__e2b_run r;
-    const char *more[] = {flags & SBX_MKDIR_PARENTS ? "1" : "0", NULL};
-    sbx__e2b_run_init(&r, RUN_MAX);
-    int rc = fs_op(s, "mkdir", path, more, &r, err);
-    sbx__e2b_run_release(&r);
-    return rc;
+    struct sbx__shellfs fs = E2B_FS(bs);
+    return sbx__shellfs_mkdir(&fs, path, flags, err);
 }
 
 int sbx__e2b_rm(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err)
 {
-    struct sbx__e2b_session *s = (struct sbx__e2b_session *)bs;
-    struct sbx__e2b_run r;
-    const char *more[] = {flags & SBX_RM_RECURSIVE ? "1" : "0", flags & SBX_RM_FORCE ? "1" : "0",
-                          NULL};
-    sbx__e2b_run_init(&r, RUN_MAX);
-    int rc = fs_op(s, "rm", path, more, &r, err);
-    sbx__e2b_run_release(&r);
-    return rc;
+    struct sbx__shellfs fs = E2B_FS(bs);
+    return sbx__shellfs_rm(&fs, path, flags, err);
 }
 
 int sbx__e2b_chmod(struct sbx_session *bs, const char *path, mode_t mode, struct sbx_error *err)
 {
-    struct sbx__e2b_session *s = (struct sbx__e2b_session *)bs;
-    struct sbx__e2b_run r;
-    char m[16];
-    snprintf(m, sizeof(m), "%o", (unsigned)(mode & 07777));
-    const char *more[] = {m, NULL};
-    sbx__e2b_run_init(&r, RUN_MAX);
-    int rc = fs_op(s, "chmod", path, more, &r, err);
-    if (rc == -SBX_E_INVAL && strstr(err->msg, "symlink"))
-        rc = sbx_error_set(err, SBX_E_PERM, 0, "'%s' is a symlink", path);
-    sbx__e2b_run_release(&r);
-    return rc;
+    struct sbx__shellfs fs = E2B_FS(bs);
+    return sbx__shellfs_chmod(&fs, path, mode, err);
 }
-
-/* ---------------------------------------------------------------------------------------------
- * Contents */
 
 int sbx__e2b_read_open(struct sbx_session *bs, const char *path, int *out_fd, uint64_t *out_size,
                        struct sbx_error *err)
 {
-    struct sbx__e2b_session *s = (struct sbx__e2b_session *)bs;
-    struct sbx__e2b_run r;
-    int fd = -1;
-    unsigned long long size = 0;
-    sbx__e2b_run_init(&r, RUN_MAX);
-    int rc = fs_op(s, "read", path, NULL, &r, err);
-    char *abs = NULL;
-    if (rc == 0) {
-        const char *nl = r.out.data ? strchr(r.out.data, '\n') : NULL;
-        if (!nl || sscanf(nl + 1, "%llu", &size) != 1)
-            rc = sbx_error_set(err, SBX_E_PARSE, 0, "the state of '%s' is garbled", path);
-        else
-            abs = sbx_xstrndup(r.out.data, (size_t)(nl - r.out.data));
-    }
-    /* The file may grow between the check and the copy: a bound, not an exact size. */
-    if (rc == 0 && (rc = sbx__e2b_tmpfile(&fd, err)) == 0)
-        rc = sbx__e2b_file_get(&s->envd, abs, fd, 2 * (uint64_t)size + 65536, err);
-    struct stat st;
-    if (rc == 0 && (fstat(fd, &st) < 0 || lseek(fd, 0, SEEK_SET) < 0))
-        rc = sbx_error_errno(err, errno, "cannot read '%s'", path);
-    if (rc == 0) {
-        *out_fd = fd;
-        fd = -1;
-        if (out_size)
-            *out_size = (uint64_t)st.st_size;
-    }
-    sbx_fd_close(&fd);
-    free(abs);
-    sbx__e2b_run_release(&r);
-    return rc;
-}
-
-/* The reader's bytes into fd, holes as zeros (the transfer has no sparse form). */
-static int copy_in(const struct sbx_file_reader *r, uint64_t max, int fd, uint64_t *total,
-                   const char *path, struct sbx_error *err)
-{
-    char buf[COPY_CHUNK];
-    *total = 0;
-    for (;;) {
-        long n = r->read(r->ctx, buf, sizeof(buf), err);
-        uint64_t hole = 0;
-        if (n < 0)
-            return (int)n;
-        if (n == 0 && r->skip_hole) {
-            int rc = r->skip_hole(r->ctx, &hole, err);
-            if (rc < 0)
-                return rc;
-        }
-        if (n == 0 && hole == 0)
-            return 0;
-        if (n == 0)
-            memset(buf, 0, sizeof(buf));
-        uint64_t left = n ? (uint64_t)n : hole;
-        while (left) {
-            size_t k = left < sizeof(buf) ? (size_t)left : sizeof(buf);
-            if (*total + k > max)
-                return sbx_error_set(err, SBX_E_TOOBIG, 0, "'%s' would be larger than %llu bytes",
-                                     path, (unsigned long long)max);
-            int rc = sbx_fd_write_all(fd, buf, k, err);
-            if (rc < 0)
-                return rc;
-            *total += k;
-            left -= k;
-        }
-    }
+    struct sbx__shellfs fs = E2B_FS(bs);
+    return sbx__shellfs_read_open(&fs, path, out_fd, out_size, err);
 }
 
 int sbx__e2b_write(struct sbx_session *bs, const char *path, const struct sbx_file_reader *r,
                    uint64_t max, mode_t mode, int flags, struct sbx_error *err)
 {
+    struct sbx__shellfs fs = E2B_FS(bs);
+    return sbx__shellfs_write(&fs, path, r, max, mode, flags, err);
+}
+
+int sbx__e2b_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err)
+{
     struct sbx__e2b_session *s = (struct sbx__e2b_session *)bs;
-    int fd = -1;
-    uint64_t size = 0;
-    char rnd[17], m[16], *name = NULL, *abs = NULL;
-    struct sbx__e2b_run run;
-    sbx__e2b_run_init(&run, RUN_MAX);
-    int rc = sbx__e2b_tmpfile(&fd, err);
-    if (rc == 0)
-        rc = copy_in(r, max, fd, &size, path, err);
-    if (rc == 0 && lseek(fd, 0, SEEK_SET) < 0)
-        rc = sbx_error_errno(err, errno, "lseek");
-    if (rc == 0)
-        rc = sbx_random_hex(rnd, 8, err);
-    if (rc < 0)
-        goto out;
-    name = sbx_xasprintf(".sbx-write-%s", rnd);
-    abs = sbx_xasprintf("%s/%s", strcmp(s->base.root, "/") ? s->base.root : "", name);
-    if ((rc = sbx__e2b_file_put(&s->envd, abs, fd, size, err)) < 0)
-        goto out;
-    snprintf(m, sizeof(m), "%o", (unsigned)(mode ? mode & 07777 : 0644));
-    const char *more[] = {name,
-                          m,
-                          flags & SBX_WRITE_PARENTS ? "1" : "0",
-                          flags & SBX_WRITE_EXCL ? "1" : "0",
-                          flags & SBX_WRITE_APPEND ? "1" : "0",
-                          NULL};
-    rc = fs_op(s, "place", path, more, &run, err);
-out:
-    sbx_fd_close(&fd);
-    sbx__e2b_run_release(&run);
-    free(name);
-    free(abs);
-    return rc;
+    struct sbx__shellfs fs = sbx__e2b_fs(s);
+    int rc = sbx__shellfs_copy_take(&fs, &s->ws, err);
+    if (rc < 0) {
+        sbx_error_prefix(err, "workspace of sandbox '%s'", s->base.id);
+        return rc;
+    }
+    *out = s->ws.fd;
+    return 0;
 }

@@ -1,12 +1,4 @@
-/* Workspace snapshots of an E2B sandbox as tar streams, so they move between providers through
- * sbx's snapshot store.
- *
- * Out: the sandbox's tar writes the workspace into a file in the sandbox, which comes down
- * through /files; the store's import reads it as hostile input (names, links, limits) into a
- * private store, and that is restored into a private host directory, whose descriptor the
- * shared snapshot code takes a snapshot of. In: the store exports the snapshot (a zstd pax
- * tar), which is rewritten as a plain tar (the sandbox's tar needs no zstd), goes up through
- * /files and is unpacked by the sandbox's tar into the workspace. */
+/* Workspace snapshots of a remote sandbox as tar streams (shellfs.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -17,7 +9,7 @@
 
 #include "core/dl-archive.h"
 #include "core/fs-internal.h"
-#include "providers/e2b/e2b.h"
+#include "sandbox/shellfs/shellfs.h"
 #include "sbx/fs.h"
 #include "sbx/hash.h"
 #include "sbx/log.h"
@@ -33,7 +25,7 @@ static const char UNPACK[] = "r=0; tar -C \"$1\" -xpf \"$2\" || r=$?; rm -f -- \
 static char *private_dir(const char *what, struct sbx_error *err)
 {
     const char *tmp = getenv("TMPDIR");
-    char *dir = sbx_xasprintf("%s/sbx-e2b-%s-XXXXXX", tmp && tmp[0] == '/' ? tmp : "/tmp", what);
+    char *dir = sbx_xasprintf("%s/sbx-remote-%s-XXXXXX", tmp && tmp[0] == '/' ? tmp : "/tmp", what);
     if (!mkdtemp(dir)) {
         (void)sbx_error_errno(err, errno, "cannot make a directory for the workspace");
         free(dir);
@@ -51,10 +43,10 @@ static void remove_tree(char **path)
     *path = NULL;
 }
 
-void sbx__e2b_workspace_drop(struct sbx__e2b_session *s)
+void sbx__shellfs_copy_drop(struct sbx__shellfs_copy *copy)
 {
-    remove_tree(&s->ws_dir);
-    sbx_fd_close(&s->ws_fd);
+    remove_tree(&copy->dir);
+    sbx_fd_close(&copy->fd);
 }
 
 /* A name for a file in the sandbox's /tmp. */
@@ -67,61 +59,57 @@ static char *sandbox_tmp(const char *what, struct sbx_error *err)
 }
 
 /* The workspace as a tar from the sandbox into fd. */
-static int pack(struct sbx__e2b_session *s, int fd, struct sbx_error *err)
+int sbx__shellfs_pack(const struct sbx__shellfs *fs, int fd, struct sbx_error *err)
 {
     char *f = sandbox_tmp("pack", err);
     if (!f)
         return -SBX_E_SYS;
-    struct sbx__e2b_run r;
-    sbx__e2b_run_init(&r, (size_t)1 << 20);
-    const char *argv[] = {"/bin/sh", "-c", PACK, "sbx", s->base.root, f, NULL};
-    int rc = sbx__e2b_run_ok(s, argv, "archive the workspace", s->base.root, &r, err);
+    struct sbx__shell_run r;
+    sbx__shell_run_init(&r, (size_t)1 << 20);
+    const char *argv[] = {"/bin/sh", "-c", PACK, "sbx", fs->root, f, NULL};
+    int rc = sbx__shellfs_run_ok(fs, argv, "archive the workspace", fs->root, &r, err);
     if (rc == 0)
-        rc = sbx__e2b_file_get(&s->envd, f, fd, WS_ARCHIVE_MAX, err);
+        rc = fs->ops->get(fs->ctx, f, fd, WS_ARCHIVE_MAX, err);
     const char *rm[] = {"rm", "-f", "--", f, NULL};
     struct sbx_error ignored = SBX_ERROR_INIT;
-    sbx__e2b_run_release(&r);
-    sbx__e2b_run_init(&r, 4096);
-    (void)sbx__e2b_exec_run(&s->envd, rm, &r, &ignored);
-    sbx__e2b_run_release(&r);
+    sbx__shell_run_release(&r);
+    sbx__shell_run_init(&r, 4096);
+    (void)fs->ops->run(fs->ctx, rm, &r, &ignored);
+    sbx__shell_run_release(&r);
     free(f);
     return rc;
 }
 
-int sbx__e2b_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err)
+int sbx__shellfs_copy_take(const struct sbx__shellfs *fs, struct sbx__shellfs_copy *copy,
+                           struct sbx_error *err)
 {
-    struct sbx__e2b_session *s = (struct sbx__e2b_session *)bs;
     struct sbx_snapshot_store *st = NULL;
     char *store_dir = NULL, *ref = NULL;
     int tar = -1, rc;
     /* A fresh copy each time: a snapshot is of the workspace as it is now. */
-    sbx__e2b_workspace_drop(s);
-    if ((rc = sbx__e2b_tmpfile(&tar, err)) < 0 || (rc = pack(s, tar, err)) < 0)
+    sbx__shellfs_copy_drop(copy);
+    if ((rc = sbx__shellfs_tmpfile(&tar, err)) < 0 || (rc = sbx__shellfs_pack(fs, tar, err)) < 0)
         goto out;
     if (lseek(tar, 0, SEEK_SET) < 0) {
         rc = sbx_error_errno(err, errno, "lseek");
         goto out;
     }
-    if (!(store_dir = private_dir("store", err)) || !(s->ws_dir = private_dir("ws", err))) {
+    if (!(store_dir = private_dir("store", err)) || !(copy->dir = private_dir("ws", err))) {
         rc = -SBX_E_SYS;
         goto out;
     }
     if ((rc = sbx_snapshot_store_open(store_dir, &st, err)) < 0 ||
         (rc = sbx_snapshot_import(st, tar, NULL, &ref, err)) < 0)
         goto out;
-    s->ws_fd = open(s->ws_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (s->ws_fd < 0) {
-        rc = sbx_error_errno(err, errno, "cannot open '%s'", s->ws_dir);
+    copy->fd = open(copy->dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (copy->fd < 0) {
+        rc = sbx_error_errno(err, errno, "cannot open '%s'", copy->dir);
         goto out;
     }
-    if ((rc = sbx_snapshot_restore(st, ref, s->ws_fd, err)) < 0)
-        goto out;
-    *out = s->ws_fd;
+    rc = sbx_snapshot_restore(st, ref, copy->fd, err);
 out:
-    if (rc < 0) {
-        sbx_error_prefix(err, "workspace of sandbox '%s'", s->base.id);
-        sbx__e2b_workspace_drop(s);
-    }
+    if (rc < 0)
+        sbx__shellfs_copy_drop(copy);
     sbx_snapshot_store_free(st);
     remove_tree(&store_dir);
     sbx_fd_close(&tar);
@@ -197,13 +185,13 @@ out:
     return rc;
 }
 
-int sbx__e2b_workspace_restore(struct sbx__e2b_session *s, struct sbx_snapshot_store *st,
-                               const char *ref, struct sbx_error *err)
+int sbx__shellfs_restore(const struct sbx__shellfs *fs, struct sbx_snapshot_store *st,
+                         const char *ref, struct sbx_error *err)
 {
     int zst = -1, tar = -1, rc;
     char *f = NULL;
     struct stat sb;
-    if ((rc = sbx__e2b_tmpfile(&zst, err)) < 0 || (rc = sbx__e2b_tmpfile(&tar, err)) < 0 ||
+    if ((rc = sbx__shellfs_tmpfile(&zst, err)) < 0 || (rc = sbx__shellfs_tmpfile(&tar, err)) < 0 ||
         (rc = sbx_snapshot_export(st, ref, zst, err)) < 0)
         goto out;
     if (lseek(zst, 0, SEEK_SET) < 0) {
@@ -220,13 +208,13 @@ int sbx__e2b_workspace_restore(struct sbx__e2b_session *s, struct sbx_snapshot_s
         rc = -SBX_E_SYS;
         goto out;
     }
-    if ((rc = sbx__e2b_file_put(&s->envd, f, tar, (uint64_t)sb.st_size, err)) < 0)
+    if ((rc = fs->ops->put(fs->ctx, f, tar, (uint64_t)sb.st_size, err)) < 0)
         goto out;
-    struct sbx__e2b_run r;
-    sbx__e2b_run_init(&r, (size_t)1 << 20);
-    const char *argv[] = {"/bin/sh", "-c", UNPACK, "sbx", s->base.root, f, NULL};
-    rc = sbx__e2b_run_ok(s, argv, "unpack the snapshot into", s->base.root, &r, err);
-    sbx__e2b_run_release(&r);
+    struct sbx__shell_run r;
+    sbx__shell_run_init(&r, (size_t)1 << 20);
+    const char *argv[] = {"/bin/sh", "-c", UNPACK, "sbx", fs->root, f, NULL};
+    rc = sbx__shellfs_run_ok(fs, argv, "unpack the snapshot into", fs->root, &r, err);
+    sbx__shell_run_release(&r);
 out:
     sbx_fd_close(&zst);
     sbx_fd_close(&tar);

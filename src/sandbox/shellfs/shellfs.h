@@ -1,0 +1,103 @@
+/* Workspace files and snapshots of a remote sandbox, for a provider that can run a command in
+ * the sandbox and move a whole file's contents to and from an absolute path in it (hosted
+ * providers: e2b and the others of docs/internals/hosted-providers.md).
+ *
+ * Everything but contents goes through one fixed POSIX shell script run as a command (paths
+ * passed as arguments, never spliced into a shell line), which resolves each path in the
+ * sandbox with realpath and refuses one that leads out of the workspace (a planted symlink):
+ * SBX_E_PERM. Contents go up to a staging name in the workspace's top directory and are moved
+ * into place by the script (one rename: a replacement is atomic); they come down from the path
+ * the script resolved. A process in the sandbox that swaps a directory for a symlink between
+ * the check and the transfer can make one operation land elsewhere in its own sandbox, never on
+ * this host.
+ *
+ * Workspace snapshots are tar streams in both directions, so they move between providers
+ * through sbx's snapshot store: the sandbox's tar writes the workspace into a file in the
+ * sandbox's /tmp, which comes down and is imported as hostile input into a private store; the
+ * other way, the store's export is rewritten as a plain tar (the sandbox's tar needs no zstd),
+ * goes up and is unpacked by the sandbox's tar. */
+#ifndef SBX_SANDBOX_SHELLFS_SHELLFS_H
+#define SBX_SANDBOX_SHELLFS_SHELLFS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sandbox/provider.h"
+#include "sbx/buf.h"
+#include "sbx/error.h"
+
+struct sbx_snapshot_store;
+
+/* A short command run to completion: its exit status (-1 before it ends) and its output, each
+ * bounded by the size given to init. */
+struct sbx__shell_run {
+    int code;
+    struct sbx_buf out, err;
+};
+void sbx__shell_run_init(struct sbx__shell_run *r, size_t max);
+void sbx__shell_run_release(struct sbx__shell_run *r);
+
+/* What the provider gives. Each returns 0 or a negative SBX_E_* with err set. */
+struct sbx__shellfs_ops {
+    /* Run argv (argv[0] a program, found by the sandbox's PATH without a slash) in the sandbox,
+     * stdin empty, as the workspace's user; fill out. A non-zero exit status is not an error here.
+     */
+    int (*run)(void *ctx, const char *const *argv, struct sbx__shell_run *out,
+               struct sbx_error *err);
+    /* The file at the absolute path abs into fd (at its offset), at most max bytes
+     * (SBX_E_TOOBIG beyond). */
+    int (*get)(void *ctx, const char *abs, int fd, uint64_t max, struct sbx_error *err);
+    /* size bytes from fd (at its offset) into a new file at abs (replaced if it exists). */
+    int (*put)(void *ctx, const char *abs, int fd, uint64_t size, struct sbx_error *err);
+};
+
+struct sbx__shellfs {
+    const struct sbx__shellfs_ops *ops;
+    void *ctx;
+    const char *root; /* the workspace, absolute */
+};
+
+/* Run argv; a non-zero exit status fails with what the command said ("cannot WHAT 'rel': ..."). */
+int sbx__shellfs_run_ok(const struct sbx__shellfs *fs, const char *const *argv, const char *what,
+                        const char *rel, struct sbx__shell_run *out, struct sbx_error *err);
+/* An unnamed temporary file on this host (O_TMPFILE in $TMPDIR or /tmp). */
+int sbx__shellfs_tmpfile(int *out, struct sbx_error *err);
+
+/* The session file ops (provider.h), paths relative to the workspace. */
+int sbx__shellfs_ls(const struct sbx__shellfs *fs, const char *path, struct sbx_dirlist *out,
+                    struct sbx_error *err);
+int sbx__shellfs_stat(const struct sbx__shellfs *fs, const char *path, struct sbx_dirent *out,
+                      struct sbx_error *err);
+int sbx__shellfs_mkdir(const struct sbx__shellfs *fs, const char *path, int flags,
+                       struct sbx_error *err);
+int sbx__shellfs_rm(const struct sbx__shellfs *fs, const char *path, int flags,
+                    struct sbx_error *err);
+int sbx__shellfs_chmod(const struct sbx__shellfs *fs, const char *path, mode_t mode,
+                       struct sbx_error *err);
+int sbx__shellfs_read_open(const struct sbx__shellfs *fs, const char *path, int *out_fd,
+                           uint64_t *out_size, struct sbx_error *err);
+int sbx__shellfs_write(const struct sbx__shellfs *fs, const char *path,
+                       const struct sbx_file_reader *r, uint64_t max, mode_t mode, int flags,
+                       struct sbx_error *err);
+
+/* A copy of the workspace on this host, for taking a snapshot of. */
+struct sbx__shellfs_copy {
+    char *dir; /* a private host directory, or NULL */
+    int fd;    /* its fd, -1 */
+};
+#define SBX__SHELLFS_COPY_INIT \
+    {                          \
+        NULL, -1               \
+    }
+/* The workspace as a tar from the sandbox into fd (at its offset). */
+int sbx__shellfs_pack(const struct sbx__shellfs *fs, int fd, struct sbx_error *err);
+/* Replace copy with a fresh copy of the workspace; its fd is the session's workspace_fd. */
+int sbx__shellfs_copy_take(const struct sbx__shellfs *fs, struct sbx__shellfs_copy *copy,
+                           struct sbx_error *err);
+void sbx__shellfs_copy_drop(struct sbx__shellfs_copy *copy);
+/* The store's snapshot ref unpacked into the workspace. */
+int sbx__shellfs_restore(const struct sbx__shellfs *fs, struct sbx_snapshot_store *st,
+                         const char *ref, struct sbx_error *err);
+
+#endif
