@@ -62,6 +62,7 @@ static const struct provider providers[] = {
         {.name = "kubernetes", .signal_as_status = 1},
         /* Through the preamble's shell, as docker (docs/internals/hosted-providers.md). */
         {.name = "e2b", .signal_as_status = 1},
+        {.name = "vercel", .signal_as_status = 1},
 };
 
 static const struct provider *prov;
