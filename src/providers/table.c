@@ -11,6 +11,7 @@
     X(lxd)                    \
     X(kubernetes)             \
     X(e2b)                    \
+    X(vercel)                 \
     /* a new provider: one line above this one */
 /* clang-format on */
 

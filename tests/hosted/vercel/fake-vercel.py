@@ -29,7 +29,10 @@ Requests the fake answers (all JSON unless said; errors are {"error": {"code", "
   POST .../stop, .../extend-timeout {duration}, .../snapshot (stops the session)
   GET/DELETE /v2/sandboxes/snapshots/{id}
 A stopped session answers 410 (sandbox_stopped), as the service does.
-Hosts <subdomain>.localhost:PORT reach the sandbox's declared port (the service's route).
+  GET /v2/sandboxes[?tags=K:V]             the sandboxes (one page)
+A request whose Host is <subdomain>.vercel.run reaches the sandbox's declared port, as the
+service's route does (the routes' URLs are https://<name>-<port>.vercel.run; tests send them
+to the fake's port with that Host).
 
 Test knobs (not Vercel's): POST /_fake/knobs {"rate_limit_next": N, "retry_after": S} (the
 next N requests get 429 with Retry-After), {"bad_token": 1} (every request 403), {"expire":
@@ -268,7 +271,7 @@ class Fake:
         self.stats = {"rate_limited": 0, "requests": 0}
 
     def routes(self, sb):
-        return [{"url": "http://%s.localhost:%d" % (self.subdomain(sb, p), self.port_base),
+        return [{"url": "https://%s.vercel.run" % self.subdomain(sb, p),
                  "subdomain": self.subdomain(sb, p), "port": p} for p in sb.ports]
 
     @staticmethod
@@ -478,8 +481,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         path = url.path.rstrip("/") or "/"
         query = {k: v[-1] for k, v in urllib.parse.parse_qs(url.query).items()}
         try:
-            if host.endswith(".localhost"):
-                return self.proxy_port(host[:-len(".localhost")])
+            if host.endswith(".vercel.run"):
+                return self.proxy_port(host[:-len(".vercel.run")])
             if path.startswith("/_fake/"):
                 return self.knob(method, path)
             with fake.lock:
@@ -543,6 +546,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if not rest and method == "POST":
             sb = fake.create(self.json_body())
             return self.send_json(200, fake.answer(sb))
+        if not rest and method == "GET" and p[0] == "v2":
+            want = query.get("tags", "")
+            with fake.lock:
+                all_sb = list(fake.sandboxes.values())
+            out = [sb.obj() for sb in all_sb
+                   if not want or "%s:%s" % tuple(want.split(":", 1) + [""])[:2] in
+                   ["%s:%s" % kv for kv in sb.tags.items()]]
+            return self.send_json(200, {"sandboxes": out, "pagination": {"count": len(out), "next": None}})
         if p[0] != "v2":
             raise ApiError(404, "not_found", "no route %s %s" % (method, path))
         if rest[:1] == ["snapshots"] and len(rest) == 2:
