@@ -344,14 +344,15 @@ class Fake:
             c.wait(10)
 
     def stop(self, sb):
-        """The session ends; a persistent sandbox keeps its disk (sbx stop), another loses it."""
+        """The session ends; the sandbox keeps its disk. (The sbx sandbox stays as it is: an sbx
+        stop and start would bring its files back as sbx's default user's, where the service
+        keeps their owners; its commands end and it answers nothing until it is resumed.)"""
         with sb.lock:
             se = sb.session
             if se.status != "running":
                 return
             se.status = "stopping"
             self.stop_commands(se)
-            self.sbx.run("sandbox", "stop", sb.sbx_id)
             se.status = "stopped"
             se.stopped = now_ms()
 
@@ -359,7 +360,6 @@ class Fake:
         with sb.lock:
             if sb.session.status == "running":
                 return False
-            self.sbx.check("sandbox", "start", sb.sbx_id)
             sb.session = Session(sb)
             with self.lock:
                 self.sessions[sb.session.id] = sb.session
