@@ -23,6 +23,7 @@
 #define RUNNING_WAIT_MS    120000
 #define TAG_ROOT           "sbx.root"
 #define TAG_CREATED        "sbx.created"
+#define TAG_PERSISTENCE    "sbx.persistence"
 #define MANAGED            "sbx.managed"
 #define TCP_TABLE_MAX      ((size_t)16 << 20)
 
@@ -82,6 +83,21 @@ static int sess_resolve_port(struct sbx_session *bs, int port, char **out_url,
     if (rc == 0)
         *out_url = sbx_xstrdup(url);
     return rc;
+}
+
+void sbx__vercel_keepalive(struct sbx__vercel_session *s)
+{
+    int64_t now = sbx_time_real_ns() / 1000000;
+    int64_t ends = __atomic_load_n(&s->ends_ms, __ATOMIC_SEQ_CST);
+    if (ends <= 0 || ends - now >= s->timeout_ms / 2)
+        return;
+    __atomic_store_n(&s->ends_ms, ends + s->timeout_ms, __ATOMIC_SEQ_CST);
+    char *path = sbx__vercel_session_path(&s->t, "extend-timeout");
+    json_t *body = json_pack("{s:I}", "duration", (json_int_t)s->timeout_ms);
+    struct sbx_error ignored = SBX_ERROR_INIT;
+    (void)sbx__vercel_api(s->t.conf, "POST", path, 0, body, NULL, NULL, &ignored);
+    json_decref(body);
+    free(path);
 }
 
 static int sess_state(struct sbx_session *bs, json_t **out, struct sbx_error *err)
@@ -172,13 +188,19 @@ static const struct sbx_session_ops session_ops = {
         .free = sess_free,
 };
 
-/* The client's options as a session state keeps them (never the token or where it is). */
-static json_t *options_json(const struct vc_client *c)
+/* The options a session state keeps (never the token or where it is): the sandbox's own, as
+ * the service and its tags say them, else this client's. */
+static json_t *options_json(const struct vc_client *c, const json_t *sb)
 {
     json_t *o = json_object();
-    sbx_json_set(o, "runtime", c->runtime ? sbx_json_str(c->runtime) : json_null());
-    sbx_json_set(o, "timeout_ms", json_integer(c->timeout_ms));
-    sbx_json_set(o, "workspace_persistence", sbx_json_str(c->persistence));
+    const char *runtime = json_string_value(json_object_get(sb, "runtime"));
+    const char *how =
+            json_string_value(json_object_get(json_object_get(sb, "tags"), TAG_PERSISTENCE));
+    json_int_t timeout = json_integer_value(json_object_get(sb, "timeout"));
+    runtime = runtime ? runtime : c->runtime;
+    sbx_json_set(o, "runtime", runtime ? sbx_json_str(runtime) : json_null());
+    sbx_json_set(o, "timeout_ms", json_integer(timeout > 0 ? timeout : c->timeout_ms));
+    sbx_json_set(o, "workspace_persistence", sbx_json_str(how ? how : c->persistence));
     return o;
 }
 
@@ -202,6 +224,13 @@ static struct sbx__vercel_session *session_new(struct vc_client *c, const json_t
     sbx_session_init_base(&s->base, &session_ops, "vercel", name, root);
     sbx__vercel_target_init(&s->t, c->conf, name, sid, root);
     s->ws = (struct sbx__shellfs_copy)SBX__SHELLFS_COPY_INIT;
+    /* The session ends at its start plus its timeout (both as the service says them). */
+    const json_t *se = json_object_get(ans, "session");
+    json_int_t started = json_integer_value(json_object_get(se, "startedAt"));
+    json_int_t timeout = json_integer_value(json_object_get(se, "timeout"));
+    json_int_t made = json_integer_value(json_object_get(sb, "timeout"));
+    s->timeout_ms = made > 0 ? (int64_t)made : c->timeout_ms; /* as made, whatever our default */
+    s->ends_ms = started > 0 && timeout > 0 ? (int64_t)(started + timeout) : 0;
     json_t *st = json_object(), *ports = json_array(), *routes = json_object(), *v;
     size_t i;
     json_array_foreach(json_object_get(ans, "routes"), i, v)
@@ -221,11 +250,16 @@ static struct sbx__vercel_session *session_new(struct vc_client *c, const json_t
     sbx_json_set(st, "created", sbx_json_str(created));
     sbx_json_set(st, "root", sbx_json_str(root));
     sbx_json_set(st, "workspace_owned", json_true());
-    sbx_json_set(st, "options", options_json(c));
+    sbx_json_set(st, "options", options_json(c, sb));
     sbx_json_set(st, "exposed_ports", ports);
     sbx_json_set(st, "routes", routes);
     sbx_json_set(st, "manifest", json_null());
     sbx_json_set(st, "snapshot", json_null());
+    /* The native snapshot the service keeps of the sandbox (a stop with
+     * workspace_persistence snapshot): a source_snapshot for new sandboxes. */
+    const char *native = json_string_value(json_object_get(sb, "currentSnapshotId"));
+    if (native)
+        sbx_json_set(st, "native_snapshot", sbx_json_str(native));
     s->state = st;
     return s;
 }
@@ -335,6 +369,7 @@ static json_t *create_body(const struct vc_client *c, const char *name, const ch
     sbx_json_set(tags, MANAGED, sbx_json_str("1"));
     sbx_json_set(tags, TAG_ROOT, sbx_json_str(root));
     sbx_json_set(tags, TAG_CREATED, sbx_json_str(created));
+    sbx_json_set(tags, TAG_PERSISTENCE, sbx_json_str(c->persistence));
     if (c->conf->project)
         sbx_json_set(b, "projectId", sbx_json_str(c->conf->project));
     if (name)
@@ -581,11 +616,15 @@ static int vc_stop(struct sbx_client *bc, const char *id, char **out_ref, struct
     if (rc == 0 && strcmp(status, "running") != 0)
         rc = sbx_error_set(err, SBX_E_EXISTS, 0, "sandbox '%s' is already stopped (%s)", id,
                            status);
-    /* The sandbox keeps its disk at the service: no snapshot of sbx's is taken. */
+    /* The sandbox keeps its disk at the service: no snapshot of sbx's is taken. How it keeps
+     * it is what it was made with (its tags), whatever this client's default. */
+    const json_t *sb = json_object_get(ans, "sandbox");
+    const char *how =
+            json_string_value(json_object_get(json_object_get(sb, "tags"), TAG_PERSISTENCE));
+    const char *sid = json_string_value(json_object_get(json_object_get(ans, "session"), "id"));
     if (rc == 0)
-        rc = stop_session(c->conf, id,
-                          json_string_value(json_object_get(json_object_get(ans, "session"), "id")),
-                          strcmp(c->persistence, "snapshot") == 0, c->snapshot_expiration_ms, err);
+        rc = stop_session(c->conf, id, sid, strcmp(how ? how : c->persistence, "snapshot") == 0,
+                          c->snapshot_expiration_ms, err);
     json_decref(ans);
     if (rc == 0 && out_ref)
         *out_ref = NULL;

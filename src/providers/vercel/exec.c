@@ -586,6 +586,7 @@ int sbx__vercel_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *s
     struct sbx__endpoint *ep;
     if (rc < 0 || (rc = sbx__vercel_ep(s->t.conf, &ep, err)) < 0)
         return rc;
+    sbx__vercel_keepalive(s);
     struct vx *v = sbx_xcalloc(1, sizeof(*v));
     pthread_mutex_init(&v->mu, NULL);
     pthread_cond_init(&v->cv, NULL);

@@ -118,7 +118,14 @@ struct sbx__vercel_session {
     struct sbx__vercel_target t;
     json_t *state;
     struct sbx__shellfs_copy ws;
+    int64_t timeout_ms; /* what an extension adds */
+    int64_t ends_ms;    /* when the service stops the session (real time, ms; atomic) */
 };
+
+/* In use: when less than half of the session's timeout is left, extend it by the timeout
+ * (POST .../extend-timeout), so a session lives as long as it is used, up to the service's
+ * limit. Failures are left to the command that follows. */
+void sbx__vercel_keepalive(struct sbx__vercel_session *s);
 
 struct sbx__shellfs sbx__vercel_fs(struct sbx__vercel_session *s);
 

@@ -141,6 +141,49 @@ run "$SBX" sandbox exec "$short" -- true
 expect_rc 125 "is gone once it expired at the service"
 expect_in "$T/err" "no sandbox '$short' (it expired or was deleted)" "and the error says so"
 
+# A session lives while it is used (each command extends its timeout when less than half is
+# left); left alone, the service stops it and its sandbox keeps its disk.
+run "$SBX" sandbox create --provider vercel -o timeout_ms=6000
+expect_rc 0 "a sandbox whose sessions last 6 s"
+busy=$(tail -1 "$T/out")
+echo "$busy" >>"$T/ids"
+"$SBX" sandbox exec "$busy" -- sh -c 'echo busy > b.txt'
+n=0
+for _ in $(seq 12); do
+    "$SBX" sandbox exec "$busy" -- true 2>"$T/err" || break
+    n=$((n + 1))
+    sleep 0.5
+done
+expect_eq "$n" 12 "commands over twice its timeout find it running"
+for _ in $(seq 100); do
+    [ "$(fake_status "$busy")" = stopped ] && break
+    sleep 0.5
+done
+run "$SBX" sandbox exec "$busy" -- true
+expect_in "$T/err" "is stopped (sbx sandbox start $busy)" "left alone, its session stops"
+run "$SBX" sandbox start "$busy"
+run "$SBX" sandbox exec "$busy" -- cat b.txt
+expect_eq "$(cat "$T/out")" "busy" "and starts again with its disk"
+
+# workspace_persistence snapshot: a stop takes a native snapshot, which new sandboxes start from.
+run "$SBX" sandbox create --provider vercel -o workspace_persistence=snapshot
+expect_rc 0 "a sandbox kept by native snapshots"
+nat=$(tail -1 "$T/out")
+echo "$nat" >>"$T/ids"
+"$SBX" sandbox exec "$nat" -- sh -c 'echo native > n.txt'
+run "$SBX" sandbox stop "$nat"
+expect_rc 0 "its stop takes a native snapshot"
+run "$SBX" sandbox state "$nat"
+snapid=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1])).get("native_snapshot") or "")' "$T/out")
+[ -n "$snapid" ] && ok "the stopped sandbox's state names it ($snapid)" ||
+    { not_ok "the stopped sandbox's state names it"; diag "$(cat "$T/out" "$T/err")"; }
+run "$SBX" sandbox create --provider vercel -o source_snapshot="$snapid"
+expect_rc 0 "a sandbox from the native snapshot"
+from=$(tail -1 "$T/out")
+echo "$from" >>"$T/ids"
+run "$SBX" sandbox exec "$from" -- cat n.txt
+expect_eq "$(cat "$T/out")" "native" "has the snapshot's files"
+
 # Nothing left behind, and no token anywhere sbx wrote.
 for id in $(cat "$T/ids"); do "$SBX" sandbox rm "$id" >/dev/null 2>&1; done
 expect_eq "$(fake_stat sandboxes)" 0 "rm removed every sandbox at the service"

@@ -218,12 +218,13 @@ class Session:
         self.status = "running"
         self.created = now_ms()
         self.stopped = None
+        self.timeout = sandbox.timeout  # extended by extend-timeout
         self.commands = {}
 
     def obj(self):
         sb = self.sandbox
         o = {"id": self.id, "memory": 2048 * sb.vcpus, "vcpus": sb.vcpus, "region": "iad1",
-             "runtime": sb.runtime, "timeout": sb.timeout, "status": self.status,
+             "runtime": sb.runtime, "timeout": self.timeout, "status": self.status,
              "requestedAt": self.created, "startedAt": self.created, "createdAt": self.created,
              "updatedAt": now_ms(), "cwd": ROOT}
         if sb.source_snapshot:
@@ -247,6 +248,7 @@ class Sandbox:
         self.created = now_ms()
         self.sbx_id = None
         self.session = None
+        self.snapshot_id = None
         self.lock = threading.RLock()
 
     def obj(self):
@@ -254,7 +256,8 @@ class Sandbox:
                 "vcpus": self.vcpus, "memory": 2048 * self.vcpus, "runtime": self.runtime,
                 "timeout": self.timeout, "createdAt": self.created, "updatedAt": now_ms(),
                 "currentSessionId": self.session.id, "status": self.session.status,
-                "cwd": ROOT, "tags": self.tags}
+                "cwd": ROOT, "tags": self.tags,
+                **({"currentSnapshotId": self.snapshot_id} if self.snapshot_id else {})}
 
 
 class Fake:
@@ -392,7 +395,19 @@ class Fake:
             snap["expiresAt"] = now_ms() + int(exp)
         with self.lock:
             self.snapshots[snap["id"]] = snap
+        sb.snapshot_id = snap["id"]
         return snap
+
+    def reaper(self, stopping):
+        """A session whose timeout passed is stopped (its sandbox keeps its disk)."""
+        while not stopping.wait(0.2):
+            now = now_ms()
+            with self.lock:
+                due = [sb for sb in self.sandboxes.values()
+                       if sb.session.status == "running" and sb.session.created + sb.session.timeout <= now]
+            for sb in due:
+                log("session %s of %s timed out" % (sb.session.id, sb.name))
+                self.stop(sb)
 
     def shutdown(self):
         with self.lock:
@@ -618,7 +633,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if op == "fs/write" and method == "POST":
             return self.fs_write(se)
         if op == "extend-timeout" and method == "POST":
-            sb.timeout += int(self.json_body().get("duration") or 0)
+            with self.fake.lock:
+                se.timeout += int(self.json_body().get("duration") or 0)
             return self.send_json(200, {"session": se.obj()})
         if op == "snapshot" and method == "POST":
             snap = fake.snapshot(se, self.json_body())
@@ -744,6 +760,7 @@ def main():
         f.write("%d\n" % srv.server_address[1])
     os.rename(os.path.join(a.state_dir, "port.tmp"), os.path.join(a.state_dir, "port"))
     done = threading.Event()
+    threading.Thread(target=fake.reaper, args=(done,), daemon=True).start()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     signal.signal(signal.SIGINT, lambda *_: done.set())
     done.wait()

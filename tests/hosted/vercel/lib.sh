@@ -61,6 +61,10 @@ vercel_fake_start() {
 knob() { python3 -c 'import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "/_fake/knobs", sys.argv[2].encode(), {"Content-Type": "application/json"})).read()' "$VERCEL_API_URL" "$1"; }
 fake_stat() { python3 -c 'import json, sys, urllib.request; print(json.load(urllib.request.urlopen(sys.argv[1] + "/_fake/stats"))[sys.argv[2]])' "$VERCEL_API_URL" "$1"; }
 
+# fake_status NAME: the status of sandbox NAME's session, asked at the service directly (asking
+# through sbx would extend its life).
+fake_status() { python3 -c 'import json, os, sys, urllib.request; print(json.load(urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "/v2/sandboxes/" + sys.argv[2] + "?teamId=" + os.environ["VERCEL_TEAM_ID"], headers={"Authorization": "Bearer " + os.environ["VERCEL_TOKEN"]})))["session"]["status"])' "$VERCEL_API_URL" "$1" 2>/dev/null; }
+
 # fakestate ARGS: sbx on the fake's own sandboxes.
 fakestate() { env XDG_RUNTIME_DIR="$FAKE_VERCEL_STATE/run" SBX_WORKSPACES="$FAKE_VERCEL_STATE/ws" \
     SBX_STOPPED="$FAKE_VERCEL_STATE/stopped" SBX_SNAPSHOTS="$FAKE_VERCEL_STATE/snapshots" \
