@@ -58,8 +58,9 @@ vercel_fake_start() {
 }
 
 # knob JSON: set the fake's test knobs. fake_stat NAME: one of its counters.
-knob() { python3 -c 'import sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "/_fake/knobs", sys.argv[2].encode(), {"Content-Type": "application/json"})).read()' "$VERCEL_API_URL" "$1"; }
-fake_stat() { python3 -c 'import json, sys, urllib.request; print(json.load(urllib.request.urlopen(sys.argv[1] + "/_fake/stats"))[sys.argv[2]])' "$VERCEL_API_URL" "$1"; }
+# (Over HTTPS the fake's certificate is the one NODE_EXTRA_CA_CERTS names.)
+knob() { python3 -c 'import os, ssl, sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "/_fake/knobs", sys.argv[2].encode(), {"Content-Type": "application/json"}), context=ssl.create_default_context(cafile=os.environ.get("NODE_EXTRA_CA_CERTS"))).read()' "$VERCEL_API_URL" "$1"; }
+fake_stat() { python3 -c 'import json, os, ssl, sys, urllib.request; print(json.load(urllib.request.urlopen(sys.argv[1] + "/_fake/stats", context=ssl.create_default_context(cafile=os.environ.get("NODE_EXTRA_CA_CERTS"))))[sys.argv[2]])' "$VERCEL_API_URL" "$1"; }
 
 # fake_status NAME: the status of sandbox NAME's session, asked at the service directly (asking
 # through sbx would extend its life).
