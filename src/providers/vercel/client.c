@@ -837,7 +837,7 @@ static int check_state(const json_t *st, struct sbx_error *err)
 
 const struct sbx__provider_def sbx__provider_vercel = {
         .name = "vercel",
-        .summary = "a sandbox (a Firecracker VM) at Vercel's hosted service, through its REST "
+        .summary = "a sandbox (a microVM) at Vercel's hosted service, through its REST "
                    "API (token from $VERCEL_TOKEN, team from $VERCEL_TEAM_ID)",
         .traits = SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_STOP_START | SBX_PROVIDER_PORTS |
                   SBX_PROVIDER_RESUME,
