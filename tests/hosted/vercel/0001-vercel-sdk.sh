@@ -23,6 +23,9 @@ expect_eq "$node_rc" 0 "the client script exits 0"
 [ "$node_rc" = 0 ] || diag "$(tail -20 "$T/node.err")"
 [ "$vercel_results" -ge 25 ] && ok "the client script ran all its checks ($vercel_results)" ||
     { not_ok "the client script ran all its checks"; diag "only $vercel_results"; }
+if [ -s "$FAKE_VERCEL_STATE/unknown-fields.log" ]; then
+    not_ok "every field sent is one the fake knows"; diag "$(sort -u "$FAKE_VERCEL_STATE/unknown-fields.log")"
+else ok "every field sent is one the fake knows"; fi
 if grep -q Traceback "$FAKE_VERCEL_LOG"; then
     not_ok "the fake logged no exception"; diag "$(grep -B3 -A25 Traceback "$FAKE_VERCEL_LOG" | head -80)"
 else ok "the fake logged no exception"; fi

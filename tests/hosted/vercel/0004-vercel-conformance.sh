@@ -39,4 +39,9 @@ expect_eq "$(grep '# SKIP' "$T/tap" | sed 's/.*# SKIP //' | sort | tr '\n' ';')"
     "provider 'vercel' does not support host-workspace;provider 'vercel' does not support logs;provider 'vercel' does not support mounts;provider 'vercel' does not support pty;provider 'vercel' does not support stats;" \
     "only what vercel declares unsupported is skipped ($skips)"
 expect_eq "$(fake_stat sandboxes)" 0 "no sandbox is left at the service"
+if [ -s "$FAKE_VERCEL_STATE/unknown-fields.log" ]; then
+    not_ok "every field sent is one the fake knows"; diag "$(sort -u "$FAKE_VERCEL_STATE/unknown-fields.log")"
+else ok "every field sent is one the fake knows"; fi
+grep -q Traceback "$FAKE_VERCEL_LOG" && { not_ok "the fake logged no exception"; diag "$(grep -A20 Traceback "$FAKE_VERCEL_LOG" | head -40)"; } ||
+    ok "the fake logged no exception"
 done_testing

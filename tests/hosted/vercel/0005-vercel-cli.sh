@@ -190,4 +190,9 @@ expect_eq "$(fake_stat sandboxes)" 0 "rm removed every sandbox at the service"
 ls "$T/me"/*.trace >/dev/null 2>&1 && ok "the runs wrote traces" || not_ok "the runs wrote traces"
 leaks=$(grep -rlF -- "$VERCEL_TOKEN" "$T/me" "$T"/*.json "$T"/*.err 2>/dev/null)
 expect_eq "$leaks" "" "the token is in no state, record, snapshot, trace or log file"
+if [ -s "$FAKE_VERCEL_STATE/unknown-fields.log" ]; then
+    not_ok "every field sent is one the fake knows"; diag "$(sort -u "$FAKE_VERCEL_STATE/unknown-fields.log")"
+else ok "every field sent is one the fake knows"; fi
+grep -q Traceback "$FAKE_VERCEL_LOG" && { not_ok "the fake logged no exception"; diag "$(grep -A20 Traceback "$FAKE_VERCEL_LOG" | head -40)"; } ||
+    ok "the fake logged no exception"
 done_testing

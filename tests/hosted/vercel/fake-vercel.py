@@ -34,6 +34,10 @@ A request whose Host is <subdomain>.vercel.run reaches the sandbox's declared po
 service's route does (the routes' URLs are https://<name>-<port>.vercel.run; tests send them
 to the fake's port with that Host).
 
+Every request body field the fake does not know (FIELDS below) is logged to
+DIR/unknown-fields.log, one line each; the tests assert it stays empty, so neither Vercel's
+client nor sbx sends what the fake would silently ignore.
+
 Test knobs (not Vercel's): POST /_fake/knobs {"rate_limit_next": N, "retry_after": S} (the
 next N requests get 429 with Retry-After), {"bad_token": 1} (every request 403), {"expire":
 "NAME"} (the sandbox is gone: 404), GET /_fake/stats {"rate_limited", "sandboxes", "requests"}.
@@ -78,6 +82,27 @@ def now_ms():
 
 def new_id(prefix):
     return prefix + "".join(secrets.choice(ALPHABET) for _ in range(20))
+
+
+# The request body fields the fake knows, per call.
+FIELDS = {
+    "create": {"projectId", "ports", "source", "timeout", "resources", "runtime", "name",
+               "persistent", "env", "tags", "snapshotExpiration"},
+    "cmd": {"command", "args", "cwd", "env", "sudo", "wait", "logs", "timeout"},
+    "fs": {"path", "cwd"},
+    "kill": {"signal"},
+    "snapshot": {"expiration"},
+    "extend-timeout": {"duration"},
+}
+UNKNOWN_LOG = None  # set by main: DIR/unknown-fields.log
+
+
+def note_fields(where, body):
+    unknown = sorted(set(body) - FIELDS[where]) if isinstance(body, dict) else ["(not an object)"]
+    if unknown and UNKNOWN_LOG:
+        with open(UNKNOWN_LOG, "a") as f:
+            for k in unknown:
+                f.write("%s: %s\n" % (where, k))
 
 
 class ApiError(Exception):
@@ -305,6 +330,7 @@ class Fake:
         return se
 
     def create(self, body):
+        note_fields("create", body)
         runtime = body.get("runtime")
         if runtime is not None and runtime not in RUNTIMES:
             raise ApiError(400, "bad_request", "invalid runtime %s (one of %s)" % (
@@ -621,7 +647,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     self.line({"stream": stream, "data": data})
                 return self.end_chunked()
             if rest[2:] == ["kill"] and method == "POST":
-                sig = self.json_body().get("signal", 15)
+                body = self.json_body()
+                note_fields("kill", body)
+                sig = body.get("signal", 15)
                 if isinstance(sig, str):
                     sig = getattr(signal, sig if sig.startswith("SIG") else "SIG" + sig, 15)
                 cmd.kill(int(sig))
@@ -633,15 +661,20 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if op == "fs/write" and method == "POST":
             return self.fs_write(se)
         if op == "extend-timeout" and method == "POST":
+            body = self.json_body()
+            note_fields("extend-timeout", body)
             with self.fake.lock:
-                se.timeout += int(self.json_body().get("duration") or 0)
+                se.timeout += int(body.get("duration") or 0)
             return self.send_json(200, {"session": se.obj()})
         if op == "snapshot" and method == "POST":
-            snap = fake.snapshot(se, self.json_body())
+            body = self.json_body()
+            note_fields("snapshot", body)
+            snap = fake.snapshot(se, body)
             return self.send_json(200, {"snapshot": snapshot_obj(snap), "session": se.obj()})
         raise ApiError(404, "not_found", "no route %s %s" % (method, self.path))
 
     def run_command(self, se, body):
+        note_fields("cmd", body)
         name = body.get("command")
         args = body.get("args") or []
         if not isinstance(name, str) or not name or not all(isinstance(a, str) for a in args):
@@ -670,6 +703,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     @staticmethod
     def abs_path(body):
+        note_fields("fs", body)
         path = body.get("path")
         if not isinstance(path, str) or not path:
             raise ApiError(400, "bad_request", "path is required")
@@ -746,6 +780,8 @@ def main():
     ap.add_argument("--tls-cert")
     ap.add_argument("--tls-key")
     a = ap.parse_args()
+    global UNKNOWN_LOG
+    UNKNOWN_LOG = os.path.join(a.state_dir, "unknown-fields.log")
     token = os.environ.get("VERCEL_TOKEN") or secrets.token_hex(24)
     team = os.environ.get("VERCEL_TEAM_ID") or "team_fake"
     srv = Server(("127.0.0.1", a.port), Handler)
