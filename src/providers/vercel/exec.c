@@ -567,8 +567,8 @@ static int check_spec(const struct sbx_exec_spec *spec, int *sudo, struct sbx_er
     *sudo = 0;
     if (spec->flags & SBX_EXEC_TTY)
         return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                             "a Vercel sandbox's commands have no terminal (the service offers "
-                             "none through its command API)");
+                             "a Vercel sandbox's commands have no terminal (the service's command "
+                             "API has none)");
     if (spec->user && strcmp(spec->user, "root") == 0)
         *sudo = 1;
     else if (spec->user && strcmp(spec->user, SBX__VERCEL_USER) != 0)
