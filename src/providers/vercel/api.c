@@ -297,7 +297,8 @@ static int lines_sink(const uint8_t *p, size_t n, void *ud, struct sbx_error *er
 }
 
 /* ---------------------------------------------------------------------------------------------
- * Short commands */
+ * Short commands (in "/": the workspace may not exist yet, and the shared script names every
+ * path in full) */
 
 struct run_ctx {
     struct sbx__shell_run *out;
@@ -340,8 +341,8 @@ int sbx__vercel_run(const struct sbx__vercel_target *t, const char *const *argv,
     json_t *args = json_array();
     for (const char *const *a = argv + 1; *a; a++)
         sbx_json_append(args, sbx_json_str(*a));
-    json_t *body = json_pack("{s:s,s:o,s:s,s:b,s:b}", "command", argv[0], "args", args, "cwd",
-                             t->root, "wait", 1, "logs", 1);
+    json_t *body = json_pack("{s:s,s:o,s:s,s:b,s:b}", "command", argv[0], "args", args, "cwd", "/",
+                             "wait", 1, "logs", 1);
     char *sp = sbx__vercel_session_path(t, "cmd");
     char *path = sbx__vercel_path(t->conf, sp, 0);
     struct run_ctx ctx = {.out = out};

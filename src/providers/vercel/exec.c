@@ -143,7 +143,7 @@ static json_t *kill_request(struct vx *v, int sig, char **path)
         *path = sbx__vercel_path(v->t.conf, sp, 0);
         free(sp);
         return json_pack("{s:s,s:[s,s,s,s],s:s}", "command", "kill", "args", "-s", sig_name(sig),
-                         "--", grp, "cwd", v->t.root);
+                         "--", grp, "cwd", "/");
     }
     if (!id[0])
         return NULL;
@@ -515,8 +515,9 @@ static json_t *command_body(const struct sbx__vercel_target *t, const struct sbx
         sbx_json_set(env, k, sbx_json_str(eq + 1));
         free(k);
     }
+    /* cwd "/": the preamble enters the working directory and says why it cannot. */
     return json_pack("{s:s,s:o,s:s,s:o,s:b,s:b,s:b}", "command", "/bin/sh", "args", args, "cwd",
-                     t->root, "env", env, "sudo", sudo, "wait", 1, "logs", 1);
+                     "/", "env", env, "sudo", sudo, "wait", 1, "logs", 1);
 }
 
 static int verdict_error(struct vx *v, const char *cwd, struct sbx_error *err)
