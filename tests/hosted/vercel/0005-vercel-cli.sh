@@ -54,6 +54,14 @@ expect_eq "$(cat "$T/vercel.answer")" "$(cat "$T/local.answer")" "and so is the 
 run "$SBX" sandbox exec "$vid" -- sh -c 'echo "$(pwd) $(id -un)"'
 expect_eq "$(cat "$T/out")" "/vercel/sandbox vercel-sandbox" "the workspace is Vercel's, as its user"
 
+# The sandbox's environment (the env option) reaches every command, under the command's own.
+run "$SBX" sandbox create --provider vercel -o env=GREETING=hello -o env=WHO=sandbox
+expect_rc 0 "a sandbox with an environment"
+envd=$(tail -1 "$T/out")
+echo "$envd" >>"$T/ids"
+run "$SBX" sandbox exec --env WHO=command "$envd" -- sh -c 'echo "$GREETING $WHO"'
+expect_eq "$(cat "$T/out")" "hello command" "reaches its commands, the command's own first"
+
 # Stdin is collected and given whole.
 head -c 300000 /dev/urandom | base64 >"$T/in.b64"
 "$SBX" sandbox exec -i "$vid" -- sh -c 'cat; echo end' <"$T/in.b64" >"$T/out" 2>"$T/err"
@@ -119,6 +127,10 @@ expect_in "$T/err" "refused the token from \$VERCEL_TOKEN" "saying the token was
 expect_not_in "$T/err" "vt_wrong0000" "without the token"
 env -u VERCEL_TOKEN "$SBX" sandbox create --provider vercel >"$T/out" 2>"$T/err"
 expect_in "$T/err" "no Vercel token: \$VERCEL_TOKEN is not set" "a missing token is named"
+env -u VERCEL_TEAM_ID "$SBX" sandbox create --provider vercel >"$T/out" 2>"$T/err"
+expect_in "$T/err" "no Vercel team: set \$VERCEL_TEAM_ID" "a missing team is named"
+run "$SBX" sandbox create --provider vercel -o team_id=team_other
+expect_in "$T/err" "refused the token from \$VERCEL_TOKEN for team 'team_other'" "a team the token cannot reach is refused, naming it"
 run "$SBX" sandbox create --provider vercel -o source_snapshot=snap_nosuch
 expect_in "$T/err" "has no snapshot 'snap_nosuch'" "an unknown native snapshot is named"
 run "$SBX" sandbox create --provider vercel -o runtime=cobol
