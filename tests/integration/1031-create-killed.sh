@@ -24,19 +24,28 @@ settled() { ! "$SBX" sandbox ps --all --json | grep -qE '"status": "(creating|un
 # belongs to one.
 only_live() {
     local left=() sid
+    wait_until no_strays
     for sid in $(ls "$RUNBASE"); do
         grep -qx "$sid live" "$T/status" || left+=("$sid")
     done
-    local strays line keep
-    strays=$(held | while read -r line; do
-        keep=
-        for sid in $(ls "$RUNBASE"); do case "$line" in *"/$sid"*) keep=1 ;; esac; done
-        [ -n "$keep" ] || echo "$line"
-    done)
+    local strays
+    strays=$(strays)
     if [ ${#left[@]} = 0 ] && [ -z "$strays" ]; then ok "$1"; else
         not_ok "$1"; diag "not live: ${left[*]}" "held: $strays" "$(cat "$T/status")"
     fi
 }
+
+# strays: lines of held that no runtime dir accounts for; a removed sandbox's image is released
+# just after its removal returns, so checks wait for these to go (bounded).
+strays() {
+    local line keep sid
+    held | while read -r line; do
+        keep=
+        for sid in $(ls "$RUNBASE"); do case "$line" in *"/$sid"*) keep=1 ;; esac; done
+        [ -n "$keep" ] || echo "$line"
+    done
+}
+no_strays() { [ -z "$(strays)" ]; }
 
 # ---- plain creates, killed -----------------------------------------------------------------
 left_before=0
@@ -76,6 +85,7 @@ sup_at() {
     return 1
 }
 leftovers() { ls -A "$RUNBASE" "$SBX_WORKSPACES" 2>/dev/null | grep -v -e '^$' -e ':$'; }
+all_gone() { [ -z "$(leftovers)$(held)$(pgrep -f -- "__supervise $1")" ]; }
 # killed_create WHEN WITH: a create killed at WHEN (sup_at), and with it its supervisor's
 # processes when WITH is "with". A create killed before it returned the id leaves nothing
 # once the next ps has run, whether its supervisor died with it (as when the session or cgroup
@@ -100,6 +110,7 @@ killed_create() {
     wait_until settled
     status_of >"$T/status"
     expect_eq "$(cat "$T/status")" "" "$what: ps --all shows nothing"
+    wait_until all_gone "$sid"
     expect_eq "$(leftovers)$(held)$(pgrep -f -- "__supervise $sid")" "" "$what: nothing is left"
 }
 killed_create record with
@@ -135,5 +146,7 @@ expect_in "$T/out" "$id" "a sandbox whose supervisor was killed is still listed 
 expect_eq "$(cat "$SBX_WORKSPACES/$id/kept.txt" 2>&1)" work "and its workspace is kept for the user"
 run "$SBX" sandbox rm "$id"
 expect_rc 0 "rm removes it"
+host_clean() { [ -z "$(ls -A "$RUNBASE")$(held)" ]; }
+wait_until host_clean
 expect_eq "$(ls -A "$RUNBASE")$(held)" "" "nothing is left"
 done_testing

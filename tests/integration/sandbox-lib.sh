@@ -49,10 +49,15 @@ alive() {
 
 
 # nothing_left DESC: no sandbox of this test exists in any form (runtime dirs, workspaces,
-# stopped records): what a failed create or resume must leave.
+# stopped records): what a failed create or resume must leave. A removed disk image is released
+# by a helper just after the removal returns (its .sbx-release/ in the workspaces directory):
+# that is waited for, bounded.
+left_on_host() { ls -A "$RUNBASE" "$SBX_WORKSPACES" 2>/dev/null | grep -v -e '^$' -e ':$'; }
+no_left_on_host() { [ -z "$(left_on_host)" ]; }
 nothing_left() {
     local what
-    what=$(ls -A "$RUNBASE" "$SBX_WORKSPACES" 2>/dev/null | grep -v -e '^$' -e ':$')
+    wait_until no_left_on_host
+    what=$(left_on_host)
     if [ -z "$what" ] && [ "$("$SBX" sandbox ps --all --json | tr -d ' \n')" = "[]" ]; then ok "$1"; else
         not_ok "$1"; diag "left: $what" "$("$SBX" sandbox ps --all 2>&1)"
     fi

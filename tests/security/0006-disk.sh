@@ -106,9 +106,17 @@ expect_rc 0 "the kept directory is a usable --workspace"
 "$SBX" sandbox rm "$(cat "$T/out")" >/dev/null 2>&1
 rm -rf "$ws"
 
+# released ID: no loop device is bound to sandbox ID's image, and no file of it is left, wherever
+# rm moved it: rm renames the image into $SBX_WORKSPACES/.sbx-release/ and detaches the mount,
+# and a helper ends the file system, frees the device and unlinks the image after rm returns.
+released() {
+    ! losetup -a | grep -qF "/$1.img" && ! ls -A "$SBX_WORKSPACES/.sbx-release" 2>/dev/null | grep -qF "$1.img"
+}
+
 # ---- a sandbox made later holds nothing of an earlier one's image --------------------------
 # Each sandbox's mount namespace starts as a copy of the host's, other workspaces' images
-# included: rm of the earlier one must still free its file system and loop device at once.
+# included: rm of the earlier one must still free its file system and loop device (off rm's
+# path, but soon: not held until the later one ends).
 run "$SBX" sandbox create --disk 64M
 first=$(cat "$T/out")
 run "$SBX" sandbox create --disk 64M
@@ -116,8 +124,9 @@ second=$(cat "$T/out")
 img1="$SBX_WORKSPACES/$first.img"
 run "$SBX" sandbox rm "$first"
 expect_rc 0 "rm of a sandbox while a later one runs"
-losetup -a | grep -qF "$img1" && not_ok "its loop device is released at once, not held by the later sandbox" \
-    || ok "its loop device is released at once, not held by the later sandbox"
+[ ! -e "$img1" ] && ok "the image's name is free when rm returns" || not_ok "the image's name is free when rm returns"
+wait_until released "$first" && ok "its loop device and image are released, not held by the later sandbox" \
+    || { not_ok "its loop device and image are released, not held by the later sandbox"; diag "$(losetup -a; ls -la "$SBX_WORKSPACES/.sbx-release")"; }
 "$SBX" sandbox rm "$second" >/dev/null 2>&1
 
 # ---- the default is on ------------------------------------------------------------------
@@ -145,7 +154,7 @@ run "$SBX" sandbox rm "$id"
 expect_rc 0 "rm after the supervisor was SIGKILLed"
 is_mount "$ws" && not_ok "the mount is gone" || ok "the mount is gone"
 grep -qF "$ws" /proc/self/mountinfo && not_ok "mountinfo does not name the workspace" || ok "mountinfo does not name the workspace"
-losetup -a | grep -qF "$img" && not_ok "no loop device is left for the image" || ok "no loop device is left for the image"
+wait_until released "$id" && ok "no loop device or image file is left" || not_ok "no loop device or image file is left"
 [ ! -e "$img" ] && [ ! -e "$ws" ] && ok "the image and the workspace are removed" || not_ok "the image and the workspace are removed"
 
 # ---- a loop device that stays busy for a while: create waits for it ----------------------

@@ -1,6 +1,7 @@
 /* Workspace size limits: an ext4 image per sandbox, loop-mounted at the workspace (disk.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <dirent.h>
 #include <limits.h>
 #include <linux/loop.h>
 #include <poll.h>
@@ -12,6 +13,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/fs-internal.h"
@@ -21,6 +23,7 @@
 #include "sandbox/host/priv.h"
 #include "sbx/common.h"
 #include "sbx/fs.h"
+#include "sbx/hash.h"
 #include "sbx/time.h"
 
 #define TOOL_OUTPUT_MAX 512
@@ -374,4 +377,137 @@ int sbx__disk_detach(const char *image, const char *loop, const char *ws, int ke
 out:
     free(kept);
     return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
+ * Releasing the disk off the caller's path */
+
+#define RELEASE_DIR     ".sbx-release"
+#define RELEASE_OLD_S   600 /* a file left there this long has lost its helper: removed */
+#define RELEASE_WAIT_MS 10000
+
+/* <dir of image>/.sbx-release, made when missing; a file there older than RELEASE_OLD_S (its
+ * helper was killed, the host rebooted) is removed. Caller frees. */
+static char *release_dir(const char *image)
+{
+    const char *slash = strrchr(image, '/');
+    char *dir = sbx_xasprintf("%.*s/" RELEASE_DIR, (int)(slash - image), image);
+    if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+        free(dir);
+        return NULL;
+    }
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+    if (!d) {
+        if (fd >= 0)
+            close(fd);
+        free(dir);
+        return NULL;
+    }
+    struct dirent *e;
+    struct stat st;
+    time_t now = time(NULL);
+    while ((e = readdir(d)))
+        if (e->d_name[0] != '.' && fstatat(fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+            S_ISREG(st.st_mode) && now - st.st_ctime > RELEASE_OLD_S)
+            (void)unlinkat(fd, e->d_name, 0);
+    closedir(d);
+    return dir;
+}
+
+/* The image's unlink and the file system's last unmount, whose journal flush and extent
+ * freeing are most of a removal's time, move to a helper process: the image is renamed away
+ * (its name is free at once), the mount is detached lazily while an O_PATH descriptor holds
+ * the file system, and the helper gets that descriptor with a gate: once the caller has let go
+ * of its own (gate at end of file), the helper closes it, which ends the file system in the
+ * helper, waits for the loop device to detach, and unlinks the image. */
+int sbx__disk_detach_later(const char *image, const char *loop, const char *ws, const char *helper,
+                           struct sbx_error *err)
+{
+    if (!helper || !image || image[0] != '/' || !ws || ws[0] != '/' || !mounted_from(ws, image))
+        return sbx__disk_detach(image, loop, ws, 0, err);
+    char rnd[17], *dir = NULL, *trash = NULL;
+    int hold = open(ws, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), gate[2] = {-1, -1};
+    struct sbx_error e = SBX_ERROR_INIT;
+    if (hold < 0 || sbx_random_hex(rnd, 8, &e) < 0 || !(dir = release_dir(image)))
+        goto sync;
+    const char *base = strrchr(image, '/') + 1;
+    trash = sbx_xasprintf("%s/%s-%s", dir, base, rnd);
+    if (rename(image, trash) < 0)
+        goto sync;
+    if (sbx__priv_umount(ws, UMOUNT_NOFOLLOW | MNT_DETACH) < 0) {
+        if (rename(trash, image) < 0)
+            goto finish; /* the image is at trash: release it from there */
+        goto sync;
+    }
+    if (pipe2(gate, O_CLOEXEC) < 0)
+        goto finish;
+    const char *const argv[] = {helper, SBX__DISK_RELEASE_VERB, loop ? loop : "-", trash, NULL};
+    struct sbx__spawn sp = {.program = helper,
+                            .argv = argv,
+                            .new_session = 1,
+                            .keep = {{.fd = hold, .at = 3}, {.fd = gate[0], .at = 4}},
+                            .nkeep = 2,
+                            .name = "disk release"};
+    struct sbx__child c;
+    if (sbx__spawn_start(&sp, &c, &e) < 0)
+        goto finish;
+    /* The helper holds the file system now; its first process exits once its worker runs. */
+    sbx_fd_close(&gate[0]);
+    sbx_fd_close(&hold);
+    sbx_fd_close(&gate[1]);
+    (void)sbx__child_wait(&c, RELEASE_WAIT_MS, NULL, &e);
+    free(dir);
+    free(trash);
+    return 0;
+finish:
+    /* Unmounted (or never to be): what is left is done here, as the helper would. */
+    sbx_fd_close(&gate[0]);
+    sbx_fd_close(&gate[1]);
+    sbx_fd_close(&hold);
+    loop_release(loop, trash);
+    int rc = 0;
+    if (unlink(trash) < 0 && errno != ENOENT)
+        rc = sbx_error_errno(err, errno, "cannot remove disk image '%s'", trash);
+    (void)rmdir(dir); /* the last one out: a directory another removal still uses stays */
+    free(dir);
+    free(trash);
+    return rc;
+sync:
+    sbx_fd_close(&hold);
+    free(dir);
+    free(trash);
+    return sbx__disk_detach(image, loop, ws, 0, err);
+}
+
+int sbx__disk_release_main(int argc, char **argv)
+{
+    if (argc != 3 || argv[2][0] != '/') {
+        fprintf(stderr, "%s: internal to sbx\n", argv[0]);
+        return 2;
+    }
+    const char *loop = strcmp(argv[1], "-") ? argv[1] : NULL, *image = argv[2];
+    /* The caller waits for this process only: the work goes on in a child. */
+    pid_t pid = fork();
+    if (pid > 0)
+        return 0;
+    char c;
+    ssize_t n;
+    do
+        n = read(4, &c, 1);
+    while (n > 0 || (n < 0 && errno == EINTR));
+    close(4);
+    close(3); /* the file system's last holder: it ends here */
+    loop_release(loop, image);
+    (void)unlink(image);
+    /* The last one out removes the directory (one another removal still uses stays; a removal
+     * that loses the race to rename into it releases its image itself). */
+    char *slash = strrchr(image, '/');
+    if (slash && slash != image) {
+        *slash = '\0';
+        (void)rmdir(image);
+    }
+    if (pid == 0)
+        _exit(0);
+    return 0;
 }

@@ -22,6 +22,7 @@
 #include "providers/local/client/disk.h"
 #include "providers/local/local.h"
 #include "providers/local/supervisor/mounts.h"
+#include "sandbox/host/host.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
 #include "sbx/log.h"
@@ -340,7 +341,17 @@ int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err)
     if (t->disk_image && t->mount) {
         struct stat st;
         int there = lstat(t->disk_image, &st) == 0;
-        if ((rc = sbx__disk_detach(t->disk_image, t->disk_loop, t->mount, !t->workspace, err)) < 0)
+        if (t->workspace) {
+            /* Nothing to copy out: the image's release goes on after this returns. */
+            char *helper = NULL;
+            struct sbx_error ignored = SBX_ERROR_INIT;
+            (void)sbx__supervisor_program(NULL, &helper, &ignored);
+            rc = sbx__disk_detach_later(t->disk_image, t->disk_loop, t->mount, helper, err);
+            free(helper);
+        } else {
+            rc = sbx__disk_detach(t->disk_image, t->disk_loop, t->mount, 1, err);
+        }
+        if (rc < 0)
             goto out;
         if (there)
             note(t->removed, t->id, "disk_image", t->disk_image);

@@ -178,10 +178,34 @@ static void sleep_ms(long ms)
     nanosleep(&ts, NULL);
 }
 
-static void detach_one(const char *path)
+/* Which of base/0 .. base/(n-1) are mount points, from one read of the mount table: a
+ * teardown asks about every slot, and the table grows with every sandbox on the host. */
+static void mounted_slots(const char *base, int *mounted, size_t n)
 {
-    if (!is_mounted(path))
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f)
         return;
+    char line[4096];
+    size_t blen = strlen(base);
+    while (fgets(line, sizeof(line), f)) {
+        char *p = line;
+        for (int field = 0; field < 4 && p; field++) {
+            p = strchr(p, ' ');
+            if (p)
+                p++;
+        }
+        if (!p || strncmp(p, base, blen) != 0 || p[blen] != '/')
+            continue;
+        char *end;
+        unsigned long i = strtoul(p + blen + 1, &end, 10);
+        if (end != p + blen + 1 && *end == ' ' && i < n)
+            mounted[i] = 1;
+    }
+    fclose(f);
+}
+
+static void detach_mounted(const char *path)
+{
     if (sbx__priv_umount(path, MNT_DETACH) == 0 || errno != EPERM)
         return;
     /* Unprivileged: the setuid helper that made the mount undoes it. */
@@ -196,6 +220,12 @@ static void detach_one(const char *path)
     if (spawn(fm, argv, "/dev/null", &pid, &e) == 0)
         while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
             ;
+}
+
+static void detach_one(const char *path)
+{
+    if (is_mounted(path))
+        detach_mounted(path);
 }
 
 /* Wait for pid to exit within ms; 1 with *status when it did, 0 when it is still running. */
@@ -437,9 +467,18 @@ void sbx__mounts_forget(struct sbx__mounts *ms)
 
 void sbx__mounts_cleanup_dir(const char *dir)
 {
+    int mounted[SBX__LOCAL_CONFIG_MAX_MOUNTS] = {0};
+    char *base = sbx_xasprintf("%s/mounts", dir);
+    struct stat st;
+    /* No mounts directory: the sandbox never started a storage mount. */
+    if (lstat(base, &st) == 0 && S_ISDIR(st.st_mode))
+        mounted_slots(base, mounted, SBX__LOCAL_CONFIG_MAX_MOUNTS);
     for (size_t i = 0; i < SBX__LOCAL_CONFIG_MAX_MOUNTS; i++) {
-        char *p = sbx_xasprintf("%s/mounts/%zu", dir, i);
-        detach_one(p);
+        if (!mounted[i])
+            continue;
+        char *p = sbx_xasprintf("%s/%zu", base, i);
+        detach_mounted(p);
         free(p);
     }
+    free(base);
 }

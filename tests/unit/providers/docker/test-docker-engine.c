@@ -10,6 +10,8 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "sbx/docker.h"
@@ -373,6 +375,62 @@ static int sh(struct sbx_session *s, const char *cmd, const char *user, int flag
     return sbx_session_exec(s, &sp, r, err);
 }
 
+/* GET path from the engine (HTTP/1.0 over its unix socket): the body (caller frees), or NULL. */
+static char *engine_get(const char *path)
+{
+    struct sockaddr_un a = {.sun_family = AF_UNIX};
+    snprintf(a.sun_path, sizeof(a.sun_path), "%s", host);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    char *body = NULL;
+    if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof(a)) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return NULL;
+    }
+    char req[1024];
+    int n = snprintf(req, sizeof(req), "GET %s HTTP/1.0\r\nHost: d\r\n\r\n", path);
+    struct sbx_buf b;
+    sbx_buf_init(&b, (size_t)4 << 20);
+    if (write(fd, req, (size_t)n) == n && sbx_fd_read_all(fd, (size_t)4 << 20, &b, NULL) == 0) {
+        const char *p = b.data ? strstr(b.data, "\r\n\r\n") : NULL;
+        if (p && strncmp(b.data, "HTTP/1.", 7) == 0 && strncmp(b.data + 8, " 200", 4) == 0)
+            body = sbx_xstrdup(p + 4);
+    }
+    sbx_buf_release(&b);
+    close(fd);
+    return body;
+}
+
+/* A sandbox without accounts, of an image whose user is root: the engine makes the workspace
+ * (the container's working directory) and no set-up command runs in it: the engine's events
+ * show no exec in the container until the first command. */
+static void test_no_setup(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_session *s = NULL;
+    struct sbx_create_spec spec = {0};
+    long since = (long)time(NULL) - 1;
+    CHECK_OK(sbx_client_create(client, &spec, &s, &err), &err);
+    if (!s)
+        return;
+    /* {"event":["exec_create"],"container":["sbx-ID"]}, percent-encoded */
+    char *path = sbx_xasprintf("/events?since=%ld&until=%ld&filters=%%7B%%22event%%22%%3A%%5B%%22"
+                               "exec_create%%22%%5D%%2C%%22container%%22%%3A%%5B%%22sbx-%s%%22%%5D"
+                               "%%7D",
+                               since, (long)time(NULL) + 1, sbx_session_id(s));
+    char *events = engine_get(path);
+    free(path);
+    CHECK(events != NULL);
+    CHECK_EQ_STR(events ? events : "", "");
+    free(events);
+    struct sbx_exec_result r;
+    CHECK_OK(sh(s, "pwd; touch made && echo writable", NULL, 0, &r, &err), &err);
+    CHECK_EQ_STR(r.out.data, "/workspace\nwritable\n");
+    sbx_exec_result_release(&r);
+    CHECK_OK(sbx_session_delete(s, &err), &err);
+    sbx_session_free(s);
+}
+
 /* Manifest users and groups; what commands leave behind. */
 static void test_users_background(void)
 {
@@ -680,6 +738,7 @@ int main(void)
         TAP_RUN(test_remove);
     }
     TAP_RUN_FORKED(test_errors);
+    TAP_RUN_FORKED(test_no_setup);
     TAP_RUN_FORKED(test_users_background);
     TAP_RUN_FORKED(test_snapshot);
     TAP_RUN_FORKED(test_snapshot_stream);

@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# rm of a small sandbox with the default disk image, against a bare spawn and, when a second
+# build is given, against that build: R rounds, each creating one 200-file sandbox per build
+# and timing its `sbx sandbox rm`, and timing one `/bin/true` spawn (the floor), interleaved
+# (A, B, true, A, B, true, ...). Prints the median rm time of each build, the floor, and TABLE
+# lines: each build against the floor, and B against A.
+# Usage: bench/bench-rm-disk.sh [SBX_A] [R] [SBX_B]  (defaults: $SBX or build-release/sbx,
+# 30 rounds (SBX_BENCH_QUICK: 8), no B). Needs root (the disk image is for root callers).
+set -u
+A=${1:-${SBX:-build-release/sbx}} R=${2:-} B=${3:-}
+[ -n "$R" ] || { [ -n "${SBX_BENCH_QUICK:-}" ] && R=8 || R=30; }
+[ "$(id -u)" = 0 ] || { echo "bench-rm-disk: needs root (the disk image is for root callers)" >&2; exit 2; }
+T=$(mktemp -d "${TMPDIR:-/tmp}/sbx-bench-rmdisk.XXXXXX")
+cleanup() {
+    local d
+    for d in $(ls "$T/run/sbx" 2>/dev/null); do "$A" sandbox rm "$d" >/dev/null 2>&1; done
+    sleep 1
+    rm -rf "$T"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+export XDG_RUNTIME_DIR=$T/run SBX_WORKSPACES=$T/ws
+mkdir -m 0700 "$XDG_RUNTIME_DIR"
+now() { date +%s%N; }
+# one_rm SBX FILE: create a 200-file sandbox, time its rm (ns) into FILE.
+one_rm() {
+    local id t0 t1
+    id=$("$1" sandbox create) || return 1
+    "$1" sandbox exec "$id" -- sh -c 'i=0; while [ $i -lt 200 ]; do echo $i >f$i; i=$((i + 1)); done' || return 1
+    t0=$(now)
+    "$1" sandbox rm "$id" >/dev/null || return 1
+    t1=$(now)
+    echo $((t1 - t0)) >>"$2"
+}
+for ((i = 0; i < R; i++)); do
+    one_rm "$A" "$T/a" || { echo "bench-rm-disk: a round of $A failed" >&2; exit 1; }
+    [ -z "$B" ] || one_rm "$B" "$T/b" || { echo "bench-rm-disk: a round of $B failed" >&2; exit 1; }
+    t0=$(now); /bin/true; t1=$(now); echo $((t1 - t0)) >>"$T/floor"
+done
+med() { sort -n "$1" | awk '{v[NR] = $1} END {printf "%.2f", (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) / 1e6}'; }
+fa=$(med "$T/floor") ma=$(med "$T/a")
+echo "rounds $R, load $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "floor (/bin/true from this shell): $fa ms"
+echo "A $A: rm $ma ms"
+echo "TABLE rm-disk-200 A vs spawn: $(awk -v a="$ma" -v f="$fa" 'BEGIN {printf "%.2fx", a / f}')"
+if [ -n "$B" ]; then
+    mb=$(med "$T/b")
+    echo "B $B: rm $mb ms"
+    echo "TABLE rm-disk-200 B vs spawn: $(awk -v a="$mb" -v f="$fa" 'BEGIN {printf "%.2fx", a / f}')"
+    echo "TABLE rm-disk-200 B vs A: $(awk -v a="$ma" -v b="$mb" 'BEGIN {printf "%.2fx", b / a}')"
+fi
