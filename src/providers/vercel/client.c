@@ -830,8 +830,12 @@ static int check_state(const json_t *st, struct sbx_error *err)
     json_t *v;
     if (routes && !json_is_object(routes))
         return sbx_error_set(err, SBX_E_INVAL, 0, "field 'routes' must be an object");
-    json_object_foreach((json_t *)routes, k, v) if (!json_is_string(v)) return sbx_error_set(
-            err, SBX_E_INVAL, 0, "field 'routes': port '%s' must have a URL", k);
+    json_object_foreach((json_t *)routes, k, v)
+    {
+        if (!json_is_string(v))
+            return sbx_error_set(err, SBX_E_INVAL, 0, "field 'routes': port '%s' must have a URL",
+                                 k);
+    }
     return 0;
 }
 
