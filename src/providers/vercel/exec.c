@@ -35,6 +35,7 @@
 #define STDIN_MAX  ((size_t)64 << 20)
 #define VERDICT_MS 120000
 #define KILLS      4
+#define RECOVERIES 3
 
 static const char INNER[] =
         "root=$1 dir=$2 keep=$3 in=$4; shift 4\n"
@@ -76,6 +77,11 @@ struct vx {
     char *in_abs;      /* where stdin goes, or NULL */
     struct sbx_buf in; /* stdin collected */
     int started, ended, paused, pending_sig, kill_sent;
+    /* A cut stream is picked up again (RECOVERIES times at most): the command's logs replayed
+     * from the start, the bytes already delivered skipped (seen/got per stream), then its end
+     * asked for. phase: 0 the command's stream, 1 its logs again, 2 its end. */
+    int phase, recoveries;
+    uint64_t got[3], seen[3];
     struct sbx_exit st;
     /* What the caller's thread waits for and reads (mu). */
     pthread_mutex_t mu;
@@ -262,9 +268,19 @@ static int on_line(json_t *j, void *ud, struct sbx_error *err)
     const char *s = json_string_value(data);
     if (!s || !stream)
         return 0;
-    int room = strcmp(stream, "stderr") == 0
-                       ? sbx__rproc_output(v->r, 2, s, json_string_length(data))
-                       : stdout_bytes(v, s, json_string_length(data));
+    int which = strcmp(stream, "stderr") == 0 ? 2 : 1;
+    size_t n = json_string_length(data), skip = 0;
+    if (v->phase == 1) {
+        /* A replay: what was delivered before the cut is dropped. */
+        uint64_t before = v->seen[which];
+        v->seen[which] += n;
+        if (v->seen[which] <= v->got[which])
+            return 0;
+        skip = before < v->got[which] ? (size_t)(v->got[which] - before) : 0;
+    }
+    v->got[which] += n - skip;
+    int room = which == 2 ? sbx__rproc_output(v->r, 2, s + skip, n - skip)
+                          : stdout_bytes(v, s + skip, n - skip);
     v->paused |= !room;
     return 0;
 }
@@ -279,6 +295,24 @@ static int x_data(struct sbx__xfer *x, const uint8_t *p, size_t n, void *ud, str
     return v->paused ? SBX__PAUSE : 0;
 }
 
+static int recover(struct vx *v, int next, struct sbx_error *err);
+
+/* The command's end as GET .../cmd/ID?wait=true gives it ({command: {exitCode}}). */
+static int end_of(struct vx *v, const struct sbx__http_resp *resp, struct sbx_error *err)
+{
+    json_t *j = resp->body.len ? json_loadb(resp->body.data, resp->body.len, 0, NULL) : NULL;
+    const json_t *code = json_object_get(json_object_get(j, "command"), "exitCode");
+    int rc = 0;
+    if (json_is_integer(code)) {
+        v->st.code = (int)json_integer_value(code);
+        v->ended = 1;
+    } else {
+        rc = sbx_error_set(err, SBX_E_API, 0, "the Vercel API gave no exit code of '%s'", v->name);
+    }
+    json_decref(j);
+    return rc;
+}
+
 static void x_done(struct sbx__xfer *x, int rc, const struct sbx__http_resp *resp,
                    const struct sbx_error *xerr, void *ud)
 {
@@ -290,9 +324,21 @@ static void x_done(struct sbx__xfer *x, int rc, const struct sbx__http_resp *res
         sbx_error_copy(&err, xerr);
     else if (resp->status >= 400)
         rc = sbx__vercel_session_error(&v->t, resp->status, &resp->body, "command", NULL, &err);
-    else if ((rc = sbx__vercel_lines_finish(&v->dec, &err)) == 0 && !v->ended)
+    else if (v->phase == 2)
+        rc = end_of(v, resp, &err);
+    else if ((rc = sbx__vercel_lines_finish(&v->dec, &err)) == 0 && !v->ended && v->phase == 0)
         rc = sbx_error_set(&err, SBX_E_SANDBOX, 0,
                            "the Vercel API's stream of '%s' ended before the command did", v->name);
+    /* A stream cut after the command started (a transport error, or the replay's end) is
+     * picked up again; a status of the service's is not. */
+    int cut = v->phase == 0 ? rc < 0 && (!resp || resp->status < 400) : v->phase == 1;
+    int to_end = v->phase == 1 && rc == 0;
+    if (!v->ended && v->started && cut && (to_end || v->recoveries < RECOVERIES)) {
+        struct sbx_error again = SBX_ERROR_INIT;
+        /* The logs again after a cut; the end once a replay of them ended whole. */
+        if (recover(v, to_end ? 2 : 1, &again) == 0)
+            return;
+    }
     set_verdict(v, 2);
     if (rc < 0) {
         sbx_error_prefix(&err, "sandbox '%s'", v->t.name);
@@ -315,6 +361,35 @@ static void x_done(struct sbx__xfer *x, int rc, const struct sbx__http_resp *res
 }
 
 static const struct sbx__xfer_ops stream_ops = {.data = x_data, .done = x_done};
+static const struct sbx__xfer_ops end_ops = {.done = x_done};
+
+/* After a cut: the logs from the start (phase 1), or once they ended, the command's end
+ * (phase 2). */
+static int recover(struct vx *v, int next, struct sbx_error *err)
+{
+    char id[sizeof(v->cmd_id)];
+    pthread_mutex_lock(&v->mu);
+    memcpy(id, v->cmd_id, sizeof(id));
+    pthread_mutex_unlock(&v->mu);
+    if (!id[0])
+        return sbx_error_set(err, SBX_E_SANDBOX, 0, "no command id to pick up");
+    if (next == 1)
+        v->recoveries++;
+    char *op = sbx_xasprintf(next == 1 ? "cmd/%s/logs" : "cmd/%s?wait=true", id);
+    char *sp = sbx__vercel_session_path(&v->t, op);
+    char *path = sbx__vercel_path(v->t.conf, sp, 0);
+    struct sbx__http_req req = {.path = path, .timeout_ms = -1};
+    sbx__vercel_lines_release(&v->dec);
+    sbx__vercel_lines_init(&v->dec, on_line, v);
+    memset(v->seen, 0, sizeof(v->seen));
+    v->phase = next;
+    int rc = sbx__xfer_start(sbx__rproc_loop(v->r), v->ep, &req, next == 1 ? &stream_ops : &end_ops,
+                             v, &v->x, err);
+    free(op);
+    free(sp);
+    free(path);
+    return rc;
+}
 
 static int start_command(struct vx *v, struct sbx_error *err)
 {

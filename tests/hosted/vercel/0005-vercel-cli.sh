@@ -120,6 +120,16 @@ expect_rc 0 "start after stop"
 run "$SBX" sandbox exec "$vid2" -- cat sub/note.txt
 expect_eq "$(cat "$T/out")" "from local" "keeps the workspace too"
 
+# A command's stream cut in the middle (a proxy's reset) is picked up again: the logs from the
+# start, what was delivered skipped, then the command's end.
+knob '{"cut_next": 1}'
+"$SBX" sandbox exec "$vid2" -- sh -c 'echo one; sleep 0.3; echo two >&2; sleep 0.3; echo three; exit 5' \
+    >"$T/out" 2>"$T/err"
+rc=$?
+expect_eq "$rc $(tr '\n' , <"$T/out") $(tr '\n' , <"$T/err")" "5 one,three, two," \
+    "a cut stream loses no output and keeps the exit status"
+knob '{"cut_next": 0}'
+
 # The service's errors.
 VERCEL_TOKEN=vt_wrong0000 run "$SBX" sandbox create --provider vercel
 expect_rc 1 "a wrong token fails"

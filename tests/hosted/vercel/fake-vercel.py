@@ -39,7 +39,8 @@ DIR/unknown-fields.log, one line each; the tests assert it stays empty, so neith
 client nor sbx sends what the fake would silently ignore.
 
 Test knobs (not Vercel's): POST /_fake/knobs {"rate_limit_next": N, "retry_after": S} (the
-next N requests get 429 with Retry-After), {"bad_token": 1} (every request 403), {"expire":
+next N requests get 429 with Retry-After), {"cut_next": N} (the next N command streams in wait
+mode are cut after their first log line, with no end), {"bad_token": 1} (every request 403), {"expire":
 "NAME"} (the sandbox is gone: 404), GET /_fake/stats {"rate_limited", "sandboxes", "requests"}.
 """
 import argparse
@@ -51,6 +52,7 @@ import os
 import re
 import secrets
 import signal
+import socket
 import socketserver
 import ssl
 import string
@@ -295,7 +297,7 @@ class Fake:
         self.sandboxes = {}
         self.sessions = {}
         self.snapshots = {}
-        self.knobs = {"rate_limit_next": 0, "retry_after": 1, "bad_token": 0}
+        self.knobs = {"rate_limit_next": 0, "retry_after": 1, "bad_token": 0, "cut_next": 0}
         self.stats = {"rate_limited": 0, "requests": 0}
 
     def routes(self, sb):
@@ -692,6 +694,15 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if body.get("logs"):
             for stream, data in cmd.follow():
                 self.line({"stream": stream, "data": data})
+                with self.fake.lock:
+                    cut = self.fake.knobs["cut_next"] > 0
+                    if cut:
+                        self.fake.knobs["cut_next"] -= 1
+                if cut:
+                    # A connection lost in the middle (a proxy's reset): no end chunk.
+                    self.close_connection = True
+                    self.connection.shutdown(socket.SHUT_RDWR)
+                    return
         cmd.wait()
         self.line({"command": cmd.obj()})
         self.end_chunked()
