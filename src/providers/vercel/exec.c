@@ -76,7 +76,7 @@ struct vx {
     json_t *body;      /* the command's request */
     char *in_abs;      /* where stdin goes, or NULL */
     struct sbx_buf in; /* stdin collected */
-    int started, ended, paused, pending_sig, kill_sent;
+    int started, ended, paused, pending_sig, kill_sent, sudo;
     /* A cut stream is picked up again (RECOVERIES times at most): the command's logs replayed
      * from the start, the bytes already delivered skipped (seen/got per stream), then its end
      * asked for. phase: 0 the command's stream, 1 its logs again, 2 its end. */
@@ -148,12 +148,15 @@ static json_t *kill_request(struct vx *v, int sig, char **path)
         char *sp = sbx__vercel_session_path(&v->t, "cmd");
         *path = sbx__vercel_path(v->t.conf, sp, 0);
         free(sp);
-        return json_pack("{s:s,s:[s,s,s,s],s:s}", "command", "kill", "args", "-s", sig_name(sig),
-                         "--", grp, "cwd", "/");
+        /* As the command's user: root's processes need root to signal them. */
+        return json_pack("{s:s,s:[s,s,s,s],s:s,s:b}", "command", "kill", "args", "-s",
+                         sig_name(sig), "--", grp, "cwd", "/", "sudo", v->sudo);
     }
     if (!id[0])
         return NULL;
-    char *op = sbx_xasprintf("cmd/%s/kill", id);
+    char *eid = sbx__http_escape(id, 0); /* the service's id: escaped into the path */
+    char *op = sbx_xasprintf("cmd/%s/kill", eid);
+    free(eid);
     char *sp = sbx__vercel_session_path(&v->t, op);
     *path = sbx__vercel_path(v->t.conf, sp, 0);
     free(sp);
@@ -375,7 +378,9 @@ static int recover(struct vx *v, int next, struct sbx_error *err)
         return sbx_error_set(err, SBX_E_SANDBOX, 0, "no command id to pick up");
     if (next == 1)
         v->recoveries++;
-    char *op = sbx_xasprintf(next == 1 ? "cmd/%s/logs" : "cmd/%s?wait=true", id);
+    char *eid = sbx__http_escape(id, 0); /* the service's id: escaped into the path */
+    char *op = sbx_xasprintf(next == 1 ? "cmd/%s/logs" : "cmd/%s?wait=true", eid);
+    free(eid);
     char *sp = sbx__vercel_session_path(&v->t, op);
     char *path = sbx__vercel_path(v->t.conf, sp, 0);
     struct sbx__http_req req = {.path = path, .timeout_ms = -1};
@@ -512,6 +517,9 @@ static void op_kill(struct sbx__rproc *r, void *ud)
     json_t *body = kill_request(v, SIGKILL, &path);
     if (!body)
         return;
+    /* The group's kill waited for: the command is gone when the proc is. */
+    if (json_object_get(body, "command"))
+        sbx_json_set(body, "wait", json_true());
     struct sbx__http_req req = {.method = "POST", .path = path, .json = body};
     struct sbx__http_resp resp;
     struct sbx_error ignored = SBX_ERROR_INIT;
@@ -670,6 +678,7 @@ int sbx__vercel_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *s
     v->ep = ep;
     v->name = sbx_xstrdup(spec->argv ? spec->argv[0] : "/bin/sh");
     v->st.code = -1;
+    v->sudo = sudo;
     sbx_buf_init(&v->in, STDIN_MAX);
     sbx__vercel_lines_init(&v->dec, on_line, v);
     int want_in = !!(spec->flags & SBX_EXEC_STDIN);
