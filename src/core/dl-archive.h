@@ -57,6 +57,7 @@
     X(archive_read_support_filter_xz)         \
     X(archive_read_support_filter_zstd)       \
     X(archive_read_support_format_tar)        \
+    X(archive_write_add_filter_gzip)          \
     X(archive_write_add_filter_zstd)          \
     X(archive_write_close)                    \
     X(archive_write_data)                     \
@@ -128,6 +129,7 @@ int sbx__archive_load(struct sbx_error *err);
 #define archive_read_support_filter_xz         (sbx__archive.archive_read_support_filter_xz)
 #define archive_read_support_filter_zstd       (sbx__archive.archive_read_support_filter_zstd)
 #define archive_read_support_format_tar        (sbx__archive.archive_read_support_format_tar)
+#define archive_write_add_filter_gzip          (sbx__archive.archive_write_add_filter_gzip)
 #define archive_write_add_filter_zstd          (sbx__archive.archive_write_add_filter_zstd)
 #define archive_write_close                    (sbx__archive.archive_write_close)
 #define archive_write_data                     (sbx__archive.archive_write_data)

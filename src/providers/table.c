@@ -14,6 +14,7 @@
     X(daytona)                \
     X(cloudflare)             \
     X(runloop)                \
+    X(vercel)                 \
     /* a new provider: one line above this one */
 /* clang-format on */
 

@@ -70,6 +70,7 @@ static const struct provider providers[] = {
         /* Through the preamble's shell too (docs/internals/provider-cloudflare.md). */
         {.name = "cloudflare", .signal_as_status = 1, .no_listing = 1},
         {.name = "runloop", .signal_as_status = 1},
+        {.name = "vercel", .signal_as_status = 1},
 };
 
 static const struct provider *prov;
