@@ -9,6 +9,7 @@
 #include "sbx/fs.h"
 #include "sbx/hash.h"
 #include "sbx/json.h"
+#include "sbx/prompt.h"
 #include "sbx/provider.h"
 #include "sbx/runner.h"
 #include "sbx/yaml.h"
@@ -56,6 +57,7 @@ static const char *const keys[] = {
         "base_instructions",
         "needs_approval",
         "sandbox",
+        "prompt",
         NULL,
 };
 
@@ -257,6 +259,8 @@ static int configure_settings(struct sbx_agent *a, const json_t *doc, struct sbx
         return rc;
     if ((v = json_object_get(doc, "needs_approval")) &&
         (rc = sbx_agent_set_needs_approval(a, v, err)) < 0)
+        return rc;
+    if ((v = json_object_get(doc, "prompt")) && (rc = sbx_agent_set_prompt(a, v, err)) < 0)
         return rc;
     return 0;
 }
