@@ -36,6 +36,24 @@ static char *traces_url(const char *base)
     return sbx_xasprintf("%.*s/v1/traces", (int)n, base);
 }
 
+/* The run's trace identity on the run span, where every exporter finds it: the file's and
+ * OTLP's attributes, the OpenAI exporter's task span. */
+static void run_identity(struct cli_trace *ct)
+{
+    const char *k;
+    json_t *v;
+    if (ct->workflow)
+        sbx_span_set_str(ct->run, SBX_ATTR_WORKFLOW, ct->workflow);
+    if (ct->group_id)
+        sbx_span_set_str(ct->run, SBX_ATTR_GROUP_ID, ct->group_id);
+    json_object_foreach((json_t *)ct->metadata, k, v)
+    {
+        char *key = sbx_xasprintf("%s%s", SBX_ATTR_METADATA, k);
+        sbx_span_set_str(ct->run, key, json_string_value(v));
+        free(key);
+    }
+}
+
 int cli_trace_start(struct cli_trace *ct, const struct sbx_strv *secrets, struct sbx_error *err)
 {
     const char *env_otlp = getenv("OTEL_EXPORTER_OTLP_ENDPOINT");
@@ -101,12 +119,14 @@ int cli_trace_start(struct cli_trace *ct, const struct sbx_strv *secrets, struct
     }
     if (ct->openai) {
         const char *url = getenv("SBX_TRACE_OPENAI_URL"), *key = getenv("OPENAI_API_KEY");
+        struct sbx_trace_workflow wf = {ct->workflow, ct->group_id, ct->metadata};
         if ((rc = sbx_trace_openai_exporter(url && url[0] ? url : SBX_TRACE_OPENAI_URL, key,
-                                            timeout, &ex, err)) < 0 ||
+                                            timeout, &wf, &ex, err)) < 0 ||
             (rc = sbx_trace_add_exporter(ct->t, &ex, err)) < 0)
             goto fail;
     }
     ct->run = sbx_trace_root(ct->t, "run");
+    run_identity(ct);
     sbx_trace_set_current(ct->run);
     return 0;
 fail:
