@@ -305,12 +305,14 @@ static int fill_agent(struct sbx_agent *a, void *data, struct sbx_error *err)
             k = json_string_value(n);
             char want[SBX_VAR_NAME_MAX + 16];
             snprintf(want, sizeof(want), "variable '%s'", k ? k : "");
-            if (k && strstr(err->msg, want))
-                return sbx_error_set(err, SBX_E_NOTFOUND, 0,
-                                     "%s: it was a --var-secret of the saved run, and secret "
-                                     "values are never saved: give --var-secret %s=env:NAME "
-                                     "again",
-                                     err->msg, k);
+            if (!k || !strstr(err->msg, want))
+                continue;
+            char msg[sizeof(err->msg)];
+            memcpy(msg, err->msg, sizeof(msg));
+            return sbx_error_set(err, SBX_E_NOTFOUND, 0,
+                                 "%s: it was a --var-secret of the saved run, and secret values "
+                                 "are never saved: give --var-secret %s=env:NAME again",
+                                 msg, k);
         }
         size_t len = strlen(err->msg);
         snprintf(err->msg + len, sizeof(err->msg) - len,
