@@ -19,22 +19,20 @@ void cli_vars_init(struct cli_vars *v)
 
 void cli_vars_release(struct cli_vars *v)
 {
+    const char *k;
+    json_t *val;
+    /* The secret values were copied into values: wipe them before they go. */
+    json_object_foreach(v->values ? v->secret : NULL, k, val)
+    {
+        json_t *s = json_object_get(v->values, k);
+        if (json_is_string(s))
+            explicit_bzero((char *)json_string_value(s), json_string_length(s));
+    }
     json_decref(v->given);
     json_decref(v->secret);
     json_decref(v->metadata);
     json_decref(v->saved);
     json_decref(v->saved_secret);
-    if (v->values) {
-        /* The secret values were copied here: wipe them before they go. */
-        const char *k;
-        json_t *val;
-        json_object_foreach(v->secret, k, val)
-        {
-            json_t *s = json_object_get(v->values, k);
-            if (json_is_string(s))
-                explicit_bzero((char *)json_string_value(s), json_string_length(s));
-        }
-    }
     json_decref(v->values);
     json_decref(v->from);
 }
