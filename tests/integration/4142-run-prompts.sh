@@ -7,6 +7,7 @@
 # resumed run keeps the variables and the trace identity, never a secret variable.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/model-lib.sh"
+. "$(dirname "$0")/npm-lib.sh"
 COL_PID=
 stop_collector() {
     if [ -n "$COL_PID" ]; then
@@ -58,6 +59,31 @@ expect_eq "$(body 0 "['prompt']")" "{'id': 'pmpt_desk', 'version': '7', 'variabl
 expect_in "$T/err" "warning: variable 'zip' (--vars-file) is used by no agent's instructions or prompt" "an unused file value is warned of"
 expect_in "$T/err" "warning: variable 'unused_env' (environment) is used by no agent" "an unused SBX_VAR_ value is warned of"
 expect_not_in "$T/err" "variable 'customer' (" "a used variable is not"
+
+# The body, prompt object included, held to the OpenAI client library's request type (generated
+# from the API's OpenAPI document), when the pinned npm packages can be had (npm-lib.sh); and the
+# check fails on a variable item the API does not take there.
+cp "$FAKE_LOG" "$T/prompt-req.jsonl"
+(agents_js) >/dev/null 2>&1
+AJ="${SBX_TEST_NPM_CACHE:-/tmp/sbx-test-npm}/agents-js-$AGENTS_JS_VERSION"
+tsc_check() { # LOG OUT: 0 when every body types
+    python3 "$SBX_SRCDIR/tests/integration/request-types.py" "$1" >"$T/bodies.ts" &&
+        ln -sfn "$AJ/node_modules" "$T/node_modules" &&
+        "$AJ/node_modules/.bin/tsc" --noEmit --strict --skipLibCheck --target es2022 \
+            --module nodenext --moduleResolution nodenext "$T/bodies.ts" >"$2" 2>&1
+}
+if [ -x "$AJ/node_modules/.bin/tsc" ]; then
+    if tsc_check "$T/prompt-req.jsonl" "$T/tsc.out"; then ok "the request with its prompt object types with the OpenAI library's"
+    else not_ok "the request with its prompt object types with the OpenAI library's"; diag "$(head -c 3000 "$T/tsc.out")"; fi
+    python3 -c 'import json,sys
+r = json.loads(open(sys.argv[1]).readline())
+r["body"]["prompt"]["variables"]["guide"] = {"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}
+print(json.dumps(r))' "$T/prompt-req.jsonl" >"$T/bad-req.jsonl"
+    tsc_check "$T/bad-req.jsonl" "$T/tsc-bad.out"
+    expect_in "$T/tsc-bad.out" "input_audio" "the type check refuses a variable item the API does not take"
+else
+    echo "# the pinned npm packages (npm-lib.sh) are not available: the request type check is not run"
+fi
 
 # --- a variable nobody gives: refused before the model is asked -------------------------------
 run "$SBX" run --base-url "$FAKE_URL" -a "$T/desk.yaml" --var lang=Welsh "hello"
