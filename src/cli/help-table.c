@@ -790,8 +790,10 @@ const struct cli_help cli_help_table[] = {
          "FILE'. A file that was edited, damaged or written by a newer sbx is refused.",
          help_only, STATUS_COMMON, "run", 0},
         {"state show", NULL, "sbx state show [--json] FILE", "summarise a run state",
-         "Prints a summary: status, agents, turn, usage, pending calls, each sandbox (live, "
-         "stopped or gone) and the final output or error (--json: as one JSON object).",
+         "Prints a summary: status, agents, turn, usage, the run's workflow, group and trace "
+         "metadata and the names of its variables (what a resume takes), pending calls, each "
+         "sandbox (live, stopped or gone) and the final output or error (--json: as one JSON "
+         "object).",
          json_opts, STATUS_COMMON, "state run", CLI_HELP_ANYWHERE},
         {"state rm", NULL, "sbx state rm FILE", "remove a run state and its sandboxes",
          "Removes the sandboxes the run made and their snapshot holds, then FILE. A sandbox is "

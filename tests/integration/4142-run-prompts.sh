@@ -201,6 +201,12 @@ expect_eq "$(body 0 "['instructions']")" "Serve Cy with key tok-SECRET-4711." "a
 expect_not_in "$T/st.json" "tok-SECRET-4711" "the run state holds no secret value"
 expect_eq "$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["meta"]["cli"]; print(c["variables"], c["secret_variables"], c["workflow"], c["group_id"], c["trace_metadata"])' "$T/st.json")" \
     "{'customer': 'Cy'} ['token'] Resumable g-1 {'k': 'v'}" "the state keeps the other variables and the trace identity"
+run "$SBX" state show "$T/st.json"
+expect_in "$T/out" "workflow: Resumable  group g-1  k=v" "sbx state show names the trace identity"
+expect_in "$T/out" "variables: customer token (secret: give it again)" "and the variables a resume takes"
+run "$SBX" state show --json "$T/st.json"
+expect_eq "$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); print(s["workflow"], s["group_id"], s["trace_metadata"], s["variables"], s["secret_variables"])' "$T/out")" \
+    "Resumable g-1 {'k': 'v'} {'customer': 'Cy'} ['token']" "sbx state show --json holds them"
 run "$SBX" run --base-url "$FAKE_URL" --resume "$T/st.json" -a "$T/sec.yaml" --approve c1
 expect_rc 1 "a resume without the secret variable stops"
 expect_in "$T/err" "variable 'token' is not given: it was a --var-secret of the saved run, and secret values are never saved" "and says why"
