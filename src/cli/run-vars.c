@@ -370,3 +370,46 @@ void cli_vars_meta(const struct cli_vars *v, json_t *cli)
     sbx_json_set(cli, "group_id", v->group_id ? sbx_json_str(v->group_id) : json_null());
     sbx_json_set(cli, "trace_metadata", v->metadata ? json_deep_copy(v->metadata) : json_null());
 }
+
+static int trace_text_ok(const json_t *v, size_t max)
+{
+    const char *s = json_string_value(v);
+    return s && s[0] && strlen(s) <= max && !has_control(s);
+}
+
+void cli_vars_from_sdk_trace(const json_t *trace, json_t *cli)
+{
+    static const char *const fields[][2] = {{"workflow_name", "workflow"},
+                                            {"group_id", "group_id"}};
+    const json_t *md = json_object_get(trace, "metadata");
+    const char *k;
+    json_t *v, *out = json_object();
+    for (size_t i = 0; json_is_object(trace) && i < SBX_ARRAY_LEN(fields); i++) {
+        v = json_object_get(trace, fields[i][0]);
+        if (trace_text_ok(v, CLI_TRACE_VALUE_MAX))
+            sbx_json_set(cli, fields[i][1], json_incref(v));
+        else if (v && !json_is_null(v))
+            fprintf(stderr,
+                    "sbx: warning: the run state's trace %s is not imported: it must be 1 "
+                    "to %d bytes of text without control characters\n",
+                    fields[i][0], CLI_TRACE_VALUE_MAX);
+    }
+    json_object_foreach((json_t *)(json_is_object(md) ? md : NULL), k, v)
+    {
+        if (json_object_size(out) < CLI_TRACE_METADATA_MAX && k[0] &&
+            strlen(k) <= CLI_TRACE_KEY_MAX && !has_control(k) &&
+            (trace_text_ok(v, CLI_TRACE_VALUE_MAX) ||
+             (json_is_string(v) && !json_string_length(v))))
+            sbx_json_set(out, k, json_incref(v));
+        else
+            cli_printf_safe(stderr, CLI_SAFE_ALWAYS,
+                            "sbx: warning: the run state's trace metadata '%s' is not imported "
+                            "(sbx keeps at most %d entries of text, keys up to %d bytes, values "
+                            "up to %d)\n",
+                            k, CLI_TRACE_METADATA_MAX, CLI_TRACE_KEY_MAX, CLI_TRACE_VALUE_MAX);
+    }
+    if (json_object_size(out))
+        sbx_json_set(cli, "trace_metadata", out);
+    else
+        json_decref(out);
+}

@@ -45,5 +45,11 @@ int cli_vars_apply(struct cli_vars *v, struct sbx_agent *start, int chat, struct
 void cli_vars_secrets(const struct cli_vars *v, struct sbx_strv *out);
 /* Record the trace identity and the non-secret variables in cli (the run state's meta.cli). */
 void cli_vars_meta(const struct cli_vars *v, json_t *cli);
+/* The trace identity of an Agents SDK run state's "trace" ({workflow_name, group_id, metadata};
+ * borrowed, NULL or null: none) into cli, as --workflow, --group-id and --trace-metadata would
+ * set it, so that `sbx state import` keeps it for the resume. What those options would refuse
+ * (too long, control characters, a metadata value that is not text, past 16 entries) is left
+ * out with a warning on stderr. */
+void cli_vars_from_sdk_trace(const json_t *trace, json_t *cli);
 
 #endif

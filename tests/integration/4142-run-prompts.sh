@@ -241,4 +241,40 @@ expect_rc 0 "a state written before variables were saved resumes"
 expect_eq "$(body 1 "['instructions']")" "Serve Di with key t." "with the variables given again"
 expect_eq "$(runattrs "$T/t3.jsonl")" "[]" "and the default trace identity"
 
+
+# --- an Agents SDK run state's trace identity: imported, kept by the resume ---------------------
+python3 - "$T/py.json" <<'PY'
+import json, sys
+call = {"type": "function_call", "call_id": "call_py", "name": "add",
+        "arguments": "{\"a\": 1, \"b\": 2}", "id": "fc_py", "status": "completed"}
+agent = {"name": "Desk"}
+json.dump({"$schemaVersion": "1.17", "current_turn": 1, "current_agent": agent,
+           "original_input": "add", "model_responses": [],
+           "context": {"usage": {"requests": 1, "input_tokens": 5, "output_tokens": 3,
+                                 "total_tokens": 8}, "approvals": {}, "context": {}},
+           "tool_use_tracker": {"Desk": ["add"]}, "max_turns": 8,
+           "no_active_agent_run": True, "input_guardrail_results": [],
+           "output_guardrail_results": [], "conversation_id": None,
+           "generated_items": [{"type": "tool_call_item", "raw_item": call, "agent": agent}],
+           "current_step": {"type": "next_step_interruption", "data": {"interruptions": [
+               {"type": "tool_approval_item", "raw_item": call, "agent": agent,
+                "tool_name": "add"}]}},
+           "trace": {"object": "trace", "id": "trace_0123456789abcdef0123456789abcdef",
+                     "workflow_name": "Py desk", "group_id": "thread-py",
+                     "metadata": {"team": "py", "n": 3}},
+           "sandbox": None}, open(sys.argv[1], "w"))
+PY
+run "$SBX" state import "$T/py.json" -a "$T/sec.yaml" -o "$T/pst.json"
+expect_rc 0 "a Python SDK run state with a trace imports"
+expect_in "$T/err" "the run state's trace metadata 'n' is not imported" "metadata sbx cannot keep is named"
+run "$SBX" state show "$T/pst.json"
+expect_in "$T/out" "workflow: Py desk  group thread-py  team=py" "its workflow, group and metadata are kept"
+mk "$T/s5.json" '[resp(2, msg("three"))]'
+start_fake "$T/s5.json"
+MYTOK=t run "$SBX" run --base-url "$FAKE_URL" --resume "$T/pst.json" -a "$T/sec.yaml" \
+    --var customer=Ed --var-secret token=env:MYTOK --approve call_py --trace "$T/t4.jsonl"
+expect_rc 0 "the imported run resumes"
+expect_eq "$(runattrs "$T/t4.jsonl")" "[('sbx.trace.group_id', 'thread-py'), ('sbx.trace.metadata.team', 'py'), ('sbx.workflow.name', 'Py desk')]" \
+    "and its trace has the SDK run's workflow, group and metadata"
+
 done_testing
