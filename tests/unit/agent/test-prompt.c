@@ -10,6 +10,7 @@
 #include "sbx/json.h"
 #include "sbx/model.h"
 #include "sbx/prompt.h"
+#include "sbx/runner.h"
 
 static char dir[] = "/tmp/sbx-test-prompt.XXXXXX";
 
@@ -233,6 +234,44 @@ static void test_chat_refuses(void)
     sbx_model_free(m);
 }
 
+/* A turn hook's prompt replaces the agent's for that call (the SDK's dynamic prompt): shown by
+ * the Chat Completions backend, which refuses a request with one before anything is sent, while
+ * the same run without it fails on the connection instead. */
+static int hook_prompt(void *data, struct sbx_agent *agent, const json_t *items,
+                       struct sbx_turn_prep *out, struct sbx_error *err)
+{
+    (void)agent, (void)items, (void)err;
+    out->prompt = data;
+    return 0;
+}
+
+static void test_turn_hook_prompt(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_model *m = NULL;
+    struct sbx_agent *a = NULL;
+    struct sbx_run_result *res = NULL;
+    struct sbx_model_options o = {.base_url = "http://127.0.0.1:9/v1",
+                                  .api_key = "k",
+                                  .api = SBX_MODEL_API_CHAT,
+                                  .retries = -1};
+    CHECK_OK(sbx_model_new("gpt-4.1", &o, &m, &err), &err);
+    CHECK_OK(sbx_agent_new("Plain", &a, &err), &err);
+    json_t *prompt = json_pack("{s:s}", "id", "pmpt_dyn");
+    json_t *input = json_string("hi");
+    struct sbx_run_options ro = {.model = m, .turn_hook = hook_prompt, .turn_hook_data = prompt};
+    CHECK_ERR(sbx_run(a, input, &ro, &res, &err), SBX_E_UNSUPPORTED, &err,
+              "the Chat Completions API has no prompt object");
+    ro.turn_hook_data = NULL;
+    CHECK(sbx_run(a, input, &ro, &res, &err) < 0);
+    CHECK(err.code != SBX_E_UNSUPPORTED);
+    CHECK(res == NULL);
+    json_decref(input);
+    json_decref(prompt);
+    sbx_agent_free(a);
+    sbx_model_free(m);
+}
+
 int main(void)
 {
     TAP_START();
@@ -244,6 +283,7 @@ int main(void)
     TAP_RUN(test_prompt_refused);
     TAP_RUN(test_prompt_filled);
     TAP_RUN(test_chat_refuses);
+    TAP_RUN(test_turn_hook_prompt);
     rmdir(dir);
     return TAP_DONE();
 }
