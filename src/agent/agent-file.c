@@ -42,6 +42,7 @@ static const char *const keys[] = {
         "name",
         "model",
         "instructions",
+        "prompt",
         "model_settings",
         "tools",
         "handoffs",
@@ -57,7 +58,6 @@ static const char *const keys[] = {
         "base_instructions",
         "needs_approval",
         "sandbox",
-        "prompt",
         NULL,
 };
 
@@ -240,6 +240,9 @@ static int configure_settings(struct sbx_agent *a, const json_t *doc, struct sbx
     if ((rc = sbx_json_get_string(doc, "instructions", 0, &s, err)) < 0)
         return rc;
     sbx_agent_set_instructions(a, s);
+    if ((v = json_object_get(doc, "prompt")) && (rc = sbx_agent_set_prompt(a, v, err)) < 0)
+        return rc;
+    v = NULL;
     s = NULL;
     if ((rc = sbx_json_get_string(doc, "handoff_description", 0, &s, err)) < 0)
         return rc;
@@ -259,8 +262,6 @@ static int configure_settings(struct sbx_agent *a, const json_t *doc, struct sbx
         return rc;
     if ((v = json_object_get(doc, "needs_approval")) &&
         (rc = sbx_agent_set_needs_approval(a, v, err)) < 0)
-        return rc;
-    if ((v = json_object_get(doc, "prompt")) && (rc = sbx_agent_set_prompt(a, v, err)) < 0)
         return rc;
     return 0;
 }

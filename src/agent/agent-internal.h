@@ -32,6 +32,7 @@ struct sbx_agent {
     char *instructions;
     char *model;
     char *handoff_description;
+    json_t *prompt; /* the Responses API prompt object (prompt.c), NULL: none */
     json_t *settings;
     json_t *output_schema; /* strict, wrapped when not an object */
     int output_wrapped;    /* the schema was wrapped in {"response": ...} */
@@ -45,7 +46,6 @@ struct sbx_agent {
     int reset_tool_choice;
     json_t *sandbox_spec;
     json_t *needs_approval; /* validated policy, NULL: none */
-    json_t *prompt;         /* the Responses API prompt object (prompt.c), NULL: none */
     char *source_file;      /* canonical agent file path, NULL: made in code */
     char *source_digest;    /* "sha256:<hex>" of that file's bytes */
 };
