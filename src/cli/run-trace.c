@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/run-trace.h"
 #include "sbx/json.h"
+#include "sbx/scrub.h"
 
 int cli_trace_option(struct cli_trace *ct, const char *name, const char *arg)
 {
@@ -119,10 +120,18 @@ int cli_trace_start(struct cli_trace *ct, const struct sbx_strv *secrets, struct
     }
     if (ct->openai) {
         const char *url = getenv("SBX_TRACE_OPENAI_URL"), *key = getenv("OPENAI_API_KEY");
-        struct sbx_trace_workflow wf = {ct->workflow, ct->group_id, ct->metadata};
-        if ((rc = sbx_trace_openai_exporter(url && url[0] ? url : SBX_TRACE_OPENAI_URL, key,
-                                            timeout, &wf, &ex, err)) < 0 ||
-            (rc = sbx_trace_add_exporter(ct->t, &ex, err)) < 0)
+        /* The trace object is no span: the scrubber every span goes through is applied here. */
+        json_t *id = json_pack("{s:s?, s:s?, s:O?}", "name", ct->workflow, "group_id", ct->group_id,
+                               "metadata", ct->metadata);
+        json_t *clean = sbx_scrub_json(secrets, id, NULL);
+        struct sbx_trace_workflow wf = {json_string_value(json_object_get(clean, "name")),
+                                        json_string_value(json_object_get(clean, "group_id")),
+                                        json_object_get(clean, "metadata")};
+        rc = sbx_trace_openai_exporter(url && url[0] ? url : SBX_TRACE_OPENAI_URL, key, timeout,
+                                       &wf, &ex, err);
+        json_decref(clean);
+        json_decref(id);
+        if (rc < 0 || (rc = sbx_trace_add_exporter(ct->t, &ex, err)) < 0)
             goto fail;
     }
     ct->run = sbx_trace_root(ct->t, "run");

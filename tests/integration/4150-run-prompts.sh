@@ -178,6 +178,16 @@ expect_eq "$(oai '[(t["workflow_name"], t["group_id"], t["metadata"]) for t in i
     "[('Support desk', 'thread-42', {'team': 'billing', 'tier': 'gold plus'})]" "OpenAI traces: the trace object's workflow_name, group_id and metadata"
 expect_eq "$(oai '[s["span_data"]["data"]["name"] for s in items if s["object"] == "trace.span" and s["span_data"].get("name") == "task"]')" \
     "['Support desk']" "OpenAI traces: the task span is named after the workflow"
+# A secret the run knows never leaves in the trace identity either.
+mk "$T/s2b.json" '[resp(1, msg("traced"))]'
+start_fake "$T/s2b.json"
+SBX_TRACE_OPENAI_URL="$COL_URL/v1/traces/ingest" run "$SBX" run --base-url "$FAKE_URL" \
+    -a "$T/desk.yaml" --var customer=Bo --var lang=Welsh --trace "$T/t-leak.jsonl" --trace-openai \
+    --workflow "wf $OPENAI_API_KEY" --trace-metadata "leak=$OPENAI_API_KEY" "hello"
+expect_rc 0 "a run whose trace identity holds the API key"
+expect_eq "$(oai '[(t["workflow_name"], t["metadata"]) for t in items if t["object"] == "trace"][-1]')" \
+    "('wf [redacted]', {'leak': '[redacted]'})" "OpenAI traces: the key is redacted from the trace object"
+expect_not_in "$T/t-leak.jsonl" "$OPENAI_API_KEY" "and from the run span's attributes"
 run "$SBX" run --base-url "$FAKE_URL" -a "$T/desk.yaml" --workflow "" "hello"
 expect_rc 2 "an empty workflow name is a usage error"
 run "$SBX" run --base-url "$FAKE_URL" -a "$T/desk.yaml" --trace-metadata novalue "hello"
