@@ -100,6 +100,11 @@ static void test_bounds(void)
     memset(name, 'n', sizeof(name) - 1);
     name[sizeof(name) - 1] = 0;
     CHECK(!sbx_var_name_ok(name));
+    char *long_ref = sbx_xasprintf("{{%s}}", name);
+    CHECK_OK(sbx_template_fill(long_ref, v, NULL, &out, &err), &err);
+    CHECK_EQ_STR(out, long_ref); /* too long a name: text, not a variable */
+    free(out);
+    free(long_ref);
     name[SBX_VAR_NAME_MAX] = 0;
     CHECK(sbx_var_name_ok(name));
     CHECK(!sbx_var_name_ok("9a"));
