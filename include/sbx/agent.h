@@ -253,7 +253,9 @@ SBX_API int sbx_agent_walk(struct sbx_agent *start,
  *   max_output_tokens, needs_approval}; docs/internals/agent-tools.md), handoffs (agent file
  * paths), agents_as_tools (paths, or {file, name, description, max_turns}), output_schema,
  * handoff_description, tool_choice, tool_use_behavior ("run_llm_again" | "stop_on_first_tool" |
- * {"stop_at_tool_names":[..]}), needs_approval (sbx_agent_set_needs_approval), and the sandbox
+ * {"stop_at_tool_names":[..]}), needs_approval (sbx_agent_set_needs_approval), prompt
+ * (sbx_agent_set_prompt, sbx/prompt.h; instructions are templates filled by
+ * sbx_agent_fill_variables, which the loader does not call), and the sandbox
  * fields manifest (or its SDK name default_manifest, not both), capabilities, run_as,
  * base_instructions (kept for the sandbox layer, which checks them before a run starts),
  * mcp_servers (MCP servers over stdio, in the agent's sandbox or on the host, or Streamable

@@ -117,6 +117,9 @@ struct sbx_model_request {
     const json_t *settings;    /* ModelSettings by the SDK's names (sbx_model_settings_check) */
     const char *previous_response_id; /* NULL: none */
     struct sbx_model_cache *cache;    /* NULL: serialise the whole input (see above) */
+    /* The Responses API's "prompt" object {id, version, variables} (sbx/prompt.h), sent as it
+     * is; NULL: none. The Chat Completions API has no such field: SBX_E_UNSUPPORTED there. */
+    const json_t *prompt;
 };
 
 /* Check model settings: an object whose keys are the Agents SDK's ModelSettings fields

@@ -86,6 +86,9 @@ struct sbx_turn_prep {
                                     the whole conversation (e.g. cut at a compaction item); NULL:
                                     the conversation */
     struct sbx_session *session; /* the agent's sandbox, handed to tools as call->session */
+    /* replaces the agent's prompt object (sbx/prompt.h) for this call, as the reference SDK's
+     * dynamic prompt functions do; NULL: the agent's */
+    const json_t *prompt;
 };
 
 /* Called before every turn (and before every turn of a nested agent-as-tool run, possibly from

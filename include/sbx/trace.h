@@ -22,6 +22,12 @@
 #define SBX_SPAN_ID_LEN  8
 /* "00-<32 hex>-<16 hex>-<2 hex>" and its NUL. */
 #define SBX_TRACEPARENT_LEN 56
+/* The run span's attributes naming the run (sbx run --workflow, --group-id, --trace-metadata
+ * KEY=VALUE: one attribute per key, the prefix and the key), and the default workflow name. */
+#define SBX_ATTR_WORKFLOW  "sbx.workflow.name"
+#define SBX_ATTR_GROUP_ID  "sbx.trace.group_id"
+#define SBX_ATTR_METADATA  "sbx.trace.metadata."
+#define SBX_TRACE_WORKFLOW "sbx run"
 /* What --trace-content keeps of one text attribute when no other bound is set. */
 #define SBX_TRACE_CONTENT_MAX 4096
 

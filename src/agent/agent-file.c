@@ -11,6 +11,7 @@
 #include "sbx/fs.h"
 #include "sbx/hash.h"
 #include "sbx/json.h"
+#include "sbx/prompt.h"
 #include "sbx/provider.h"
 #include "sbx/runner.h"
 #include "sbx/yaml.h"
@@ -48,6 +49,7 @@ static const char *const keys[] = {
         "name",
         "model",
         "instructions",
+        "prompt",
         "model_settings",
         "tools",
         "handoffs",
@@ -251,6 +253,9 @@ static int configure_settings(struct sbx_agent *a, const json_t *doc, struct sbx
     if ((rc = sbx_json_get_string(doc, "instructions", 0, &s, err)) < 0)
         return rc;
     sbx_agent_set_instructions(a, s);
+    if ((v = json_object_get(doc, "prompt")) && (rc = sbx_agent_set_prompt(a, v, err)) < 0)
+        return rc;
+    v = NULL;
     s = NULL;
     if ((rc = sbx_json_get_string(doc, "handoff_description", 0, &s, err)) < 0)
         return rc;

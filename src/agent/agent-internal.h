@@ -38,6 +38,7 @@ struct sbx_agent {
     char *instructions;
     char *model;
     char *handoff_description;
+    json_t *prompt; /* the Responses API prompt object (prompt.c), NULL: none */
     json_t *settings;
     json_t *output_schema; /* strict, wrapped when not an object */
     int output_wrapped;    /* the schema was wrapped in {"response": ...} */

@@ -44,6 +44,7 @@ void sbx_agent_free(struct sbx_agent *a)
     json_decref(a->output_schema);
     json_decref(a->sandbox_spec);
     json_decref(a->needs_approval);
+    json_decref(a->prompt);
     free(a->source_file);
     free(a->source_digest);
     sbx__guards_free(a->guards);

@@ -1124,6 +1124,7 @@ static int call_model(struct run *r, struct sbx_turn_prep *prep, json_t **respon
             .settings = settings,
             .previous_response_id = delta_mode ? r->prev_id : NULL,
             .cache = r->cache,
+            .prompt = prep->prompt ? prep->prompt : a->prompt,
     };
     const char *model_name = req.model ? req.model : sbx_model_name(r->opt->model);
     char *span_name = sbx_xasprintf("chat %s", model_name ? model_name : "");

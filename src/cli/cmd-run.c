@@ -16,6 +16,7 @@
 #include "cli/help.h"
 #include "cli/run-state.h"
 #include "cli/run-status.h"
+#include "cli/run-vars.h"
 #include "sbx/capability.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
@@ -662,6 +663,7 @@ enum {
     OPT_HOSTTOOLS,
     OPT_COLOR,
     OPT_STORE,
+    OPT_VARS,
 };
 
 /* run's own options; the sandbox's provider and options follow (cli/options.c). */
@@ -705,6 +707,12 @@ static const struct option run_options[] = {
         {"trace-parent", required_argument, NULL, OPT_TRACE},
         {"trace-content", no_argument, NULL, OPT_TRACE},
         {"trace-openai", no_argument, NULL, OPT_TRACE},
+        {"var", required_argument, NULL, OPT_VARS},
+        {"var-secret", required_argument, NULL, OPT_VARS},
+        {"vars-file", required_argument, NULL, OPT_VARS},
+        {"workflow", required_argument, NULL, OPT_VARS},
+        {"group-id", required_argument, NULL, OPT_VARS},
+        {"trace-metadata", required_argument, NULL, OPT_VARS},
         {"color", required_argument, NULL, OPT_COLOR},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
@@ -718,6 +726,7 @@ struct run {
     struct sbx_run_config scfg;
     struct render rd;
     struct cli_trace trace;
+    struct cli_vars vars;
     struct cli_run_state rs;
     struct cli_prompt prompt_ui;
     struct cli_sandbox sb;
@@ -804,6 +813,8 @@ static int run_option(struct run *r, int c, const char *name, const char *arg)
     case OPT_TRACE:
         cli_trace_option(&r->trace, name, arg);
         return CLI_OK;
+    case OPT_VARS:
+        return cli_vars_option(&r->vars, name, arg) == 1 ? CLI_OK : CLI_USAGE;
     default:
         return -1; /* not one of these */
     }
@@ -1042,6 +1053,11 @@ static int prepare_inputs(struct run *r)
         sbx_agent_set_instructions(r->own_agent, "You are a helpful assistant.");
         r->agent = r->own_agent;
     }
+    /* Every agent's templates filled before anything is made: a missing variable is the
+     * user's to fix first. */
+    cli_vars_resume(&r->vars, cli_run_state_saved_options(&r->rs));
+    if (cli_vars_apply(&r->vars, r->agent, r->mopt.api == SBX_MODEL_API_CHAT, &r->err) < 0)
+        return CLI_FAIL;
     if (r->sandbox_done)
         return CLI_OK;
     const json_t *sec =
@@ -1088,6 +1104,7 @@ static void run_secrets(struct run *r)
     (void)sbx_sandbox_run_secrets(&r->scfg, r->agent, &r->secrets, &err);
     if (r->file)
         sbx_agent_file_secret_values(r->file, &r->secrets);
+    cli_vars_secrets(&r->vars, &r->secrets);
     for (size_t i = 0; r->sb.options && i < r->sb.info.n_options; i++) {
         const struct sbx_provider_option *o = &r->sb.info.options[i];
         const json_t *ref = json_object_get(r->sb.options, o->key);
@@ -1127,6 +1144,9 @@ static int prepare_run(struct run *r)
     if (r->ropt.conversation && sbx_conversation_store_open(NULL, &r->conv, &r->err) < 0)
         return CLI_FAIL;
     r->ropt.conversation_store = r->conv;
+    r->trace.workflow = r->vars.workflow;
+    r->trace.group_id = r->vars.group_id;
+    r->trace.metadata = r->vars.metadata;
     /* After the secrets are known (the scrubber's list) and before any sandbox exists. */
     if (cli_trace_start(&r->trace, &r->secrets, &r->err) < 0)
         return CLI_FAIL;
@@ -1152,6 +1172,7 @@ static int prepare_run(struct run *r)
     if (r->rs.path) {
         r->agent_files = r->file ? sbx_agent_file_sources(r->file) : NULL;
         r->meta = run_meta(r->agent_path, r->model_name, &r->mopt, &r->ropt, &r->scfg);
+        cli_vars_meta(&r->vars, json_object_get(r->meta, "cli"));
         use_run_state(&r->rs, &r->scfg, &r->ropt, r->agent_files, r->meta);
         r->rd.state_file = r->rs.path;
         r->rs.agent_file = r->agent_path;
@@ -1328,6 +1349,7 @@ static int run_release(struct run *r, int rc)
     for (size_t i = 0; i < r->secrets.n; i++)
         explicit_bzero(r->secrets.v[i], strlen(r->secrets.v[i]));
     sbx_strv_release(&r->secrets);
+    cli_vars_release(&r->vars);
     cli_run_state_release(&r->rs);
     cli_sandbox_release(&r->sb);
     free(r);
@@ -1341,6 +1363,7 @@ int cmd_run(int argc, char **argv)
     sbx_strv_init(&r->pass);
     sbx_strv_init(&r->secrets);
     cli_run_state_init(&r->rs);
+    cli_vars_init(&r->vars);
     cli_sandbox_init(&r->sb);
     run_status_init(&r->rd.status, 0);
     int rc = parse_args(r, argc, argv);

@@ -9,6 +9,7 @@
 
 #include "cli/cli.h"
 #include "cli/run-state.h"
+#include "cli/run-vars.h"
 #include "sbx/agent.h"
 #include "sbx/fs.h"
 #include "sbx/hash.h"
@@ -146,6 +147,7 @@ int cli_state_import(int argc, char **argv)
         goto fail;
     files = sbx_agent_file_sources(f);
     meta = import_meta(a.agent_path, a.model, a.api, a.base_url);
+    cli_vars_from_sdk_trace(json_object_get(sdk, "trace"), json_object_get(meta, "cli"));
     struct sbx_run_state_import opt = {
             .start = sbx_agent_file_agent(f),
             .agent_files = files,

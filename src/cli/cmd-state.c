@@ -83,7 +83,59 @@ static json_t *summary(const char *path, const json_t *state)
         sbx_json_set(o, keys[i], v ? json_incref(v) : json_null());
     }
     sbx_json_set(o, "sandboxes", sandboxes(state));
+    /* What a resume takes from sbx run's meta.cli: the trace identity and the variables (the
+     * secret ones by name only). */
+    static const char *const cli_keys[] = {"workflow", "group_id", "trace_metadata", "variables",
+                                           "secret_variables"};
+    const json_t *cli = json_object_get(json_object_get(state, "meta"), "cli");
+    for (size_t i = 0; i < SBX_ARRAY_LEN(cli_keys); i++) {
+        json_t *v = json_object_get(cli, cli_keys[i]);
+        sbx_json_set(o, cli_keys[i], v ? json_incref(v) : json_null());
+    }
     return o;
+}
+
+/* "workflow:" and "variables:" lines of a run started with them. */
+static void print_identity(const json_t *s)
+{
+    const char *k;
+    const json_t *v;
+    size_t i;
+    if (json_is_string(json_object_get(s, "workflow")) ||
+        json_is_string(json_object_get(s, "group_id")) ||
+        json_object_size(json_object_get(s, "trace_metadata"))) {
+        const char *wf = json_string_value(json_object_get(s, "workflow"));
+        const char *g = json_string_value(json_object_get(s, "group_id"));
+        char *line = sbx_xasprintf("workflow: %s%s%s", wf ? wf : "sbx run", g ? "  group " : "",
+                                   g ? g : "");
+        put_safe(stdout, line);
+        free(line);
+        json_object_foreach((json_t *)json_object_get(s, "trace_metadata"), k, v)
+        {
+            line = sbx_xasprintf("  %s=%s", k, json_is_string(v) ? json_string_value(v) : "");
+            put_safe(stdout, line);
+            free(line);
+        }
+        printf("\n");
+    }
+    if (!json_object_size(json_object_get(s, "variables")) &&
+        !json_array_size(json_object_get(s, "secret_variables")))
+        return;
+    printf("variables:");
+    json_object_foreach((json_t *)json_object_get(s, "variables"), k, v)
+    {
+        char *line = sbx_xasprintf(" %s", k);
+        put_safe(stdout, line);
+        free(line);
+    }
+    json_array_foreach(json_object_get(s, "secret_variables"), i, v)
+    {
+        const char *name = json_string_value(v);
+        char *line = sbx_xasprintf(" %s (secret: give it again)", name ? name : "?");
+        put_safe(stdout, line);
+        free(line);
+    }
+    printf("\n");
 }
 
 static void print_text(const json_t *s)
@@ -111,6 +163,7 @@ static void print_text(const json_t *s)
     printf("updated:  ");
     put_safe(stdout, str(s, "updated_at"));
     printf("\n");
+    print_identity(s);
     if (json_array_size(json_object_get(s, "pending")))
         printf("pending:\n");
     json_array_foreach(json_object_get(s, "pending"), i, p)

@@ -115,6 +115,17 @@ static const struct cli_help_opt run_opts[] = {
         {0, "trace-openai", NULL,
          "send the run's spans to the OpenAI traces dashboard with $OPENAI_API_KEY (endpoint "
          "$SBX_TRACE_OPENAI_URL, default https://api.openai.com/v1/traces/ingest)"},
+        {0, "workflow", "NAME",
+         "the run's workflow name in its trace (default 'sbx run'; kept by a resumed run)"},
+        {0, "group-id", "ID",
+         "a group id linking the run's trace to others, e.g. a chat thread's id"},
+        {0, "trace-metadata", "KEY=VALUE", "metadata of the run's trace (repeatable, at most 16)"},
+        {0, "var", "NAME=VALUE",
+         "fill {{NAME}} in the agents' instructions and prompt variables (repeatable)"},
+        {0, "var-secret", "NAME=env:VARIABLE",
+         "a variable whose value is read from an environment variable, redacted from what the "
+         "run writes and never saved (give it again on --resume)"},
+        {0, "vars-file", "FILE", "variables from a YAML or JSON mapping of names to values"},
         COLOR_OPT,
         {'h', "help", NULL, "show this help"},
         {0},
@@ -499,7 +510,9 @@ const struct cli_help cli_help_table[] = {
          "        [--allow-host-tools]\n"
          "        [--provider NAME] [-o KEY=VALUE]... [provider options]\n"
          "        [--trace FILE] [--trace-otlp URL] [--trace-parent TRACEPARENT]\n"
-         "        [--trace-content] [--trace-openai]\n"
+         "        [--trace-content] [--trace-openai] [--workflow NAME] [--group-id ID]\n"
+         "        [--trace-metadata KEY=VALUE]... [--var NAME=VALUE]...\n"
+         "        [--var-secret NAME=env:VARIABLE]... [--vars-file FILE]\n"
          "        [--approve TOOL]... [--approve-always TOOL]... [--reject-always TOOL\n"
          "        [--reason TEXT]]... [--approve-all]\n"
          "sbx run --resume FILE -a AGENT_FILE [--approve CALL_ID|all]... [--reject CALL_ID\n"
@@ -578,12 +591,21 @@ const struct cli_help cli_help_table[] = {
          "traces dashboard (with OPENAI_API_KEY); the model server gets a "
          "traceparent header. Prompts, tool arguments and outputs are recorded only with "
          "--trace-content. Spans a collector could not take are dropped and counted on stderr; "
-         "the run goes on.\n\n"
+         "the run goes on. --workflow NAME, --group-id ID and --trace-metadata KEY=VALUE name "
+         "the run in its trace (the run span's sbx.workflow.name, sbx.trace.group_id and "
+         "sbx.trace.metadata.KEY; the OpenAI trace's workflow_name, group_id and metadata).\n\n"
+         "Variables: an agent's instructions are a template, {{NAME}} standing for the value of "
+         "variable NAME ('\\{{' for a literal '{{'), and so are its stored prompt's variables "
+         "(the agent file's prompt: {id, version, variables}, sent to the Responses API). Values "
+         "come from --var and --var-secret, then --vars-file, then SBX_VAR_NAME in the "
+         "environment, then the saved run (--resume); a variable a template uses that nobody "
+         "gives stops the run before it starts, a value no template uses is warned of. Values "
+         "are put in as they are, never read as templates again.\n\n"
          "Environment: OPENAI_BASE_URL, OPENAI_API_KEY, OPENAI_ORG_ID and OPENAI_PROJECT_ID "
          "(sent as the OpenAI-Organization and OpenAI-Project headers), SBX_MODEL (default "
          "model name), NO_COLOR, "
          "OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TIMEOUT (ms), TRACEPARENT, "
-         "SBX_TRACE_OPENAI_URL.\n\n"
+         "SBX_TRACE_OPENAI_URL, SBX_VAR_NAME (variables).\n\n"
          "A sandbox the run created without --keep is removed however the run ends (also when "
          "sbx itself is killed).",
          run_opts,
@@ -837,8 +859,10 @@ const struct cli_help cli_help_table[] = {
          "FILE'. A file that was edited, damaged or written by a newer sbx is refused.",
          help_only, STATUS_COMMON, "run", 0},
         {"state show", NULL, "sbx state show [--json] FILE", "summarise a run state",
-         "Prints a summary: status, agents, turn, usage, pending calls, each sandbox (live, "
-         "stopped or gone) and the final output or error (--json: as one JSON object).",
+         "Prints a summary: status, agents, turn, usage, the run's workflow, group and trace "
+         "metadata and the names of its variables (what a resume takes), pending calls, each "
+         "sandbox (live, stopped or gone) and the final output or error (--json: as one JSON "
+         "object).",
          json_opts, STATUS_COMMON, "state run", CLI_HELP_ANYWHERE},
         {"state rm", NULL, "sbx state rm FILE", "remove a run state and its sandboxes",
          "Removes the sandboxes the run made and their snapshot holds, then FILE. A sandbox is "

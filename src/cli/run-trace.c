@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "cli/run-trace.h"
 #include "sbx/json.h"
+#include "sbx/scrub.h"
 
 int cli_trace_option(struct cli_trace *ct, const char *name, const char *arg)
 {
@@ -34,6 +35,24 @@ static char *traces_url(const char *base)
     if (n >= 10 && strncmp(base + n - 10, "/v1/traces", 10) == 0)
         return sbx_xstrndup(base, n);
     return sbx_xasprintf("%.*s/v1/traces", (int)n, base);
+}
+
+/* The run's trace identity on the run span, where every exporter finds it: the file's and
+ * OTLP's attributes, the OpenAI exporter's task span. */
+static void run_identity(struct cli_trace *ct)
+{
+    const char *k;
+    json_t *v;
+    if (ct->workflow)
+        sbx_span_set_str(ct->run, SBX_ATTR_WORKFLOW, ct->workflow);
+    if (ct->group_id)
+        sbx_span_set_str(ct->run, SBX_ATTR_GROUP_ID, ct->group_id);
+    json_object_foreach((json_t *)ct->metadata, k, v)
+    {
+        char *key = sbx_xasprintf("%s%s", SBX_ATTR_METADATA, k);
+        sbx_span_set_str(ct->run, key, json_string_value(v));
+        free(key);
+    }
 }
 
 int cli_trace_start(struct cli_trace *ct, const struct sbx_strv *secrets, struct sbx_error *err)
@@ -101,12 +120,22 @@ int cli_trace_start(struct cli_trace *ct, const struct sbx_strv *secrets, struct
     }
     if (ct->openai) {
         const char *url = getenv("SBX_TRACE_OPENAI_URL"), *key = getenv("OPENAI_API_KEY");
-        if ((rc = sbx_trace_openai_exporter(url && url[0] ? url : SBX_TRACE_OPENAI_URL, key,
-                                            timeout, &ex, err)) < 0 ||
-            (rc = sbx_trace_add_exporter(ct->t, &ex, err)) < 0)
+        /* The trace object is no span: the scrubber every span goes through is applied here. */
+        json_t *id = json_pack("{s:s?, s:s?, s:O?}", "name", ct->workflow, "group_id", ct->group_id,
+                               "metadata", ct->metadata);
+        json_t *clean = sbx_scrub_json(secrets, id, NULL);
+        struct sbx_trace_workflow wf = {json_string_value(json_object_get(clean, "name")),
+                                        json_string_value(json_object_get(clean, "group_id")),
+                                        json_object_get(clean, "metadata")};
+        rc = sbx_trace_openai_exporter(url && url[0] ? url : SBX_TRACE_OPENAI_URL, key, timeout,
+                                       &wf, &ex, err);
+        json_decref(clean);
+        json_decref(id);
+        if (rc < 0 || (rc = sbx_trace_add_exporter(ct->t, &ex, err)) < 0)
             goto fail;
     }
     ct->run = sbx_trace_root(ct->t, "run");
+    run_identity(ct);
     sbx_trace_set_current(ct->run);
     return 0;
 fail:

@@ -17,6 +17,10 @@ struct cli_trace {
     int content;        /* --trace-content */
     int openai;         /* --trace-openai: to $SBX_TRACE_OPENAI_URL or the ingest endpoint */
     int otlp_is_base;   /* otlp names the collector, "/v1/traces" is appended */
+    /* The run's trace identity (--workflow, --group-id, --trace-metadata; borrowed, NULL: none):
+     * attributes of the run span, and the OpenAI trace object's fields. */
+    const char *workflow, *group_id;
+    const json_t *metadata;
     struct sbx_trace *t;
     struct sbx_span *run;
 };

@@ -121,6 +121,33 @@ static void put_attr_int(const json_t *a, const char *k, const char *label)
         fprintf(show_out, " %s %lld", label, (long long)json_integer_value(v));
 }
 
+/* The run span's trace identity (sbx run --workflow, --group-id, --trace-metadata):
+ * "workflow 'W' group G k=v ...". */
+static void put_run_identity(const json_t *a)
+{
+    const char *k, *wf = attr_str(a, SBX_ATTR_WORKFLOW), *group = attr_str(a, SBX_ATTR_GROUP_ID);
+    size_t plen = strlen(SBX_ATTR_METADATA);
+    json_t *v;
+    if (wf) {
+        fputs(" workflow '", show_out);
+        put_safe(wf);
+        fputc('\'', show_out);
+    }
+    if (group) {
+        fputs(" group ", show_out);
+        put_safe(group);
+    }
+    json_object_foreach((json_t *)a, k, v)
+    {
+        if (strncmp(k, SBX_ATTR_METADATA, plen) != 0 || !json_is_string(v))
+            continue;
+        fputc(' ', show_out);
+        put_safe(k + plen);
+        fputc('=', show_out);
+        put_safe(json_string_value(v));
+    }
+}
+
 static void put_span_line(const struct show_span *s)
 {
     const json_t *a = json_object_get(s->o, "attributes");
@@ -144,6 +171,8 @@ static void put_span_line(const struct show_span *s)
             break;
         }
     }
+    if (strcmp(name, "run") == 0)
+        put_run_identity(a);
     put_attr_int(a, "sbx.turn", "#");
     fputs("  ", show_out);
     put_duration(s->end - s->start);

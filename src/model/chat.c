@@ -552,6 +552,10 @@ static int chat_respond(struct sbx_model *m, const struct sbx_model_request *req
     if (req->previous_response_id)
         return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
                              "previous_response_id needs the Responses API");
+    if (req->prompt)
+        return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                             "a stored prompt (the agent's 'prompt' field) needs the Responses "
+                             "API: the Chat Completions API has no prompt object");
     chat_init(&s, m, req->tools, cb, cb_data);
     struct sbx__attempt_ops ops = attempt_ops(stream);
     int rc = sbx__model_exchange(m, req, "/chat/completions", stream, &ops, &s, cb, cb_data, out,

@@ -28,6 +28,8 @@ static int build_body(struct sbx_model *m, const struct sbx_model_request *req, 
     sbx_json_set(body, "model", sbx_json_str(req->model ? req->model : m->name));
     if (req->instructions)
         sbx_json_set(body, "instructions", sbx_json_str(req->instructions));
+    if (req->prompt)
+        sbx_json_set(body, "prompt", json_deep_copy(req->prompt));
     /* Holds the field's place so that a setting named "input" is refused as before. */
     sbx_json_set(body, "input", json_null());
     if (req->tools && json_array_size(req->tools)) {

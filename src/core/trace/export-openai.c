@@ -13,6 +13,8 @@
 
 struct oai {
     struct sbx__trace_post post;
+    char *workflow, *group_id;
+    json_t *metadata;
     int trace_sent; /* the trace object went with an earlier batch */
     char trace_hex[2 * SBX_TRACE_ID_LEN + 1];
 };
@@ -41,8 +43,6 @@ static json_t *attr(const json_t *a, const char *k)
     const json_t *v = json_object_get(a, k);
     return v ? json_incref((json_t *)v) : json_null();
 }
-
-#define WORKFLOW_NAME "sbx run"
 
 static int attr_is(const json_t *a, const char *k, const char *want)
 {
@@ -92,7 +92,9 @@ static json_t *task_or_turn(const struct sbx_span_data *d)
 {
     const json_t *a = d->attrs;
     int task = strcmp(d->name, "run") == 0;
-    json_t *data = task ? json_pack("{s:s, s:s}", "sdk_span_type", "task", "name", WORKFLOW_NAME)
+    const char *wf = json_string_value(json_object_get(a, SBX_ATTR_WORKFLOW));
+    json_t *data = task ? json_pack("{s:s, s:s}", "sdk_span_type", "task", "name",
+                                    wf ? wf : SBX_TRACE_WORKFLOW)
                         : json_pack("{s:s, s:O?, s:O?}", "sdk_span_type", "turn", "turn",
                                     json_object_get(a, "sbx.turn"), "agent_name",
                                     json_object_get(a, "gen_ai.agent.name"));
@@ -175,9 +177,10 @@ static int oai_export(void *data, const struct sbx_span_data *const *spans, size
     json_t *items = json_array();
     if (!o->trace_sent && n) {
         sbx_trace_hex(spans[0]->trace_id, SBX_TRACE_ID_LEN, o->trace_hex);
-        sbx_json_append(items, json_pack("{s:s, s:o, s:s, s:n, s:n}", "object", "trace", "id",
-                                         json_sprintf("trace_%s", o->trace_hex), "workflow_name",
-                                         WORKFLOW_NAME, "group_id", "metadata"));
+        sbx_json_append(items,
+                        json_pack("{s:s, s:o, s:s, s:s?, s:O?}", "object", "trace", "id",
+                                  json_sprintf("trace_%s", o->trace_hex), "workflow_name",
+                                  o->workflow, "group_id", o->group_id, "metadata", o->metadata));
     }
     for (size_t i = 0; i < n; i++)
         sbx_json_append(items, span_json(spans[i]));
@@ -196,11 +199,15 @@ static void oai_close(void *data)
 {
     struct oai *o = data;
     sbx__trace_post_close(&o->post);
+    free(o->workflow);
+    free(o->group_id);
+    json_decref(o->metadata);
     free(o);
 }
 
 int sbx_trace_openai_exporter(const char *url, const char *api_key, int64_t timeout_ms,
-                              struct sbx_trace_exporter *out, struct sbx_error *err)
+                              const struct sbx_trace_workflow *wf, struct sbx_trace_exporter *out,
+                              struct sbx_error *err)
 {
     int rc = sbx__trace_post_check_url("traces endpoint", url, err);
     if (rc < 0)
@@ -220,6 +227,9 @@ int sbx_trace_openai_exporter(const char *url, const char *api_key, int64_t time
         free(o);
         return rc;
     }
+    o->workflow = sbx_xstrdup(wf && wf->name ? wf->name : SBX_TRACE_WORKFLOW);
+    o->group_id = wf && wf->group_id ? sbx_xstrdup(wf->group_id) : NULL;
+    o->metadata = wf && json_object_size(wf->metadata) ? json_deep_copy(wf->metadata) : NULL;
     *out = (struct sbx_trace_exporter){.name = "openai",
                                        .export_batch = oai_export,
                                        .close = oai_close,
