@@ -251,32 +251,8 @@ static int fill_sandbox(struct sbx__cf_session *s, const struct sbx_create_spec 
                         struct sbx_snapshot_store *store, const char *snap_ref,
                         struct sbx_error *err)
 {
-    const struct sbx_manifest *m = spec->manifest;
-    json_t *records = NULL, *mjson = NULL;
     int rc = make_sandbox(s, spec, err);
-    if (rc < 0)
-        return rc;
-    sbx__session_set_manifest(&s->base, m);
-    if (snap_ref && (rc = sbx__session_restore_stream(&s->base, store, snap_ref, spec->progress,
-                                                      spec->progress_data, err)) < 0) {
-        sbx_error_prefix(err, "snapshot '%s'", spec->snapshot);
-        return rc;
-    }
-    if (snap_ref)
-        sbx_json_set(s->state, "snapshot", sbx_json_str(snap_ref));
-    if (!m)
-        return 0;
-    if (sbx_manifest_to_json(m, SBX_MANIFEST_JSON_NO_EPHEMERAL_ENV, &mjson, NULL, err) == 0)
-        sbx_json_set(s->state, "manifest", mjson);
-    struct sbx_progress_sink progress;
-    sbx_progress_sink_init(&progress, spec->progress, spec->progress_data);
-    int mflags = snap_ref ? SBX__MATERIALIZE_EPHEMERAL_ONLY : 0;
-    if ((rc = sbx__materialize(&s->base, m, mflags, &progress, &records, err)) < 0) {
-        json_decref(records);
-        return rc;
-    }
-    sbx_json_set(s->state, "materialized", records);
-    return 0;
+    return rc < 0 ? rc : sbx__shellfs_fill(NULL, &s->base, s->state, spec, store, snap_ref, err);
 }
 
 /* What a manifest asks that the bridge cannot give. */
@@ -297,21 +273,7 @@ static int check_spec(const struct sbx_create_spec *spec, struct sbx_error *err)
                              "manifest root '%s': the Sandbox Bridge's workspace is " SBX__CF_ROOT
                              " (its persist and hydrate are fixed to it)",
                              sbx_manifest_root(m));
-    struct sbx_strv users;
-    sbx_strv_init(&users);
-    if (m)
-        sbx_manifest_account_users(m, &users);
-    int rc = 0;
-    if (users.n)
-        rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                           "manifest user '%s': a cloudflare sandbox runs everything as its "
-                           "container's user and makes no others",
-                           users.v[0]);
-    else if (m && sbx_manifest_group_count(m))
-        rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                           "manifest groups: a cloudflare sandbox makes no groups");
-    sbx_strv_release(&users);
-    return rc;
+    return sbx__shellfs_check_accounts(m, "a cloudflare sandbox", NULL, err);
 }
 
 static int cc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,

@@ -427,58 +427,15 @@ static int fill_sandbox(struct sbx__vercel_session *s, const struct sbx_create_s
                         struct sbx_snapshot_store *store, const char *snap_ref,
                         struct sbx_error *err)
 {
-    const struct sbx_manifest *m = spec->manifest;
-    json_t *records = NULL, *mjson = NULL;
-    struct sbx__shell_run r;
-    const char *argv[] = {"mkdir", "-p", "--", s->base.root, NULL};
     struct sbx__shellfs fs = sbx__vercel_fs(s);
-    sbx__shell_run_init(&r, 65536);
-    int rc = sbx__shellfs_run_ok(&fs, argv, "make the workspace", s->base.root, &r, err);
-    sbx__shell_run_release(&r);
-    if (rc < 0)
-        return rc;
-    sbx__session_set_manifest(&s->base, m);
-    if (snap_ref && (rc = sbx__shellfs_restore(&fs, store, snap_ref, err)) < 0) {
-        sbx_error_prefix(err, "snapshot '%s'", spec->snapshot);
-        return rc;
-    }
-    if (snap_ref)
-        sbx_json_set(s->state, "snapshot", sbx_json_str(snap_ref));
-    if (!m)
-        return 0;
-    if (sbx_manifest_to_json(m, SBX_MANIFEST_JSON_NO_EPHEMERAL_ENV, &mjson, NULL, err) == 0)
-        sbx_json_set(s->state, "manifest", mjson);
-    struct sbx_progress_sink progress;
-    sbx_progress_sink_init(&progress, spec->progress, spec->progress_data);
-    int mflags = snap_ref ? SBX__MATERIALIZE_EPHEMERAL_ONLY : 0;
-    if ((rc = sbx__materialize(&s->base, m, mflags, &progress, &records, err)) < 0) {
-        json_decref(records);
-        return rc;
-    }
-    sbx_json_set(s->state, "materialized", records);
-    return 0;
+    int rc = sbx__shellfs_make_root(&fs, err);
+    return rc < 0 ? rc : sbx__shellfs_fill(&fs, &s->base, s->state, spec, store, snap_ref, err);
 }
 
 /* What a manifest asks that a Vercel sandbox cannot give: users other than its own. */
 static int check_manifest(const struct sbx_manifest *m, struct sbx_error *err)
 {
-    struct sbx_strv users;
-    sbx_strv_init(&users);
-    if (m)
-        sbx_manifest_account_users(m, &users);
-    int rc = 0;
-    for (size_t i = 0; i < users.n && rc == 0; i++)
-        if (strcmp(users.v[i], SBX__VERCEL_USER) != 0)
-            rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                               "manifest user '%s': a vercel sandbox has its user '%s' and makes "
-                               "no others",
-                               users.v[i], SBX__VERCEL_USER);
-    if (rc == 0 && m && sbx_manifest_group_count(m))
-        rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                           "manifest groups: a vercel sandbox makes no "
-                           "groups");
-    sbx_strv_release(&users);
-    return rc;
+    return sbx__shellfs_check_accounts(m, "a vercel sandbox", SBX__VERCEL_USER, err);
 }
 
 static int check_create(const struct sbx_create_spec *spec, struct sbx_error *err)

@@ -22,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <jansson.h>
 
 #include "sandbox/provider.h"
 #include "sbx/buf.h"
@@ -99,5 +100,27 @@ void sbx__shellfs_copy_drop(struct sbx__shellfs_copy *copy);
 /* The store's snapshot ref unpacked into the workspace. */
 int sbx__shellfs_restore(const struct sbx__shellfs *fs, struct sbx_snapshot_store *st,
                          const char *ref, struct sbx_error *err);
+
+/* ---------------------------------------------------------------------------------------------
+ * Creating a hosted sandbox (fill.c) */
+
+struct sbx_create_spec;
+struct sbx_manifest;
+
+/* mkdir -p of the workspace in the sandbox. */
+int sbx__shellfs_make_root(const struct sbx__shellfs *fs, struct sbx_error *err);
+/* A new sandbox's content: the manifest noted on the session s, the snapshot snap_ref (when not
+ * NULL) unpacked into the workspace — by the shared tar stream through fs, or with fs NULL by
+ * the session's own workspace_import (sbx__session_restore_stream) — then the manifest's
+ * entries (only the ephemeral ones over a snapshot). The session state gets "snapshot",
+ * "manifest" (without secret values) and "materialized". */
+int sbx__shellfs_fill(const struct sbx__shellfs *fs, struct sbx_session *s, json_t *state,
+                      const struct sbx_create_spec *spec, struct sbx_snapshot_store *store,
+                      const char *snap_ref, struct sbx_error *err);
+/* A manifest's accounts where the sandbox has one user it cannot add to: a user other than
+ * user (NULL: any user) or a group is SBX_E_UNSUPPORTED, the message naming what ("an e2b
+ * sandbox"). */
+int sbx__shellfs_check_accounts(const struct sbx_manifest *m, const char *what, const char *user,
+                                struct sbx_error *err);
 
 #endif
