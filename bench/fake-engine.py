@@ -57,7 +57,10 @@ async def handle(reader, writer, lines, interval):
         if length:
             await reader.readexactly(length)
         path = target.split("?", 1)[0]
-        if path.endswith("/version"):
+        if path.endswith("/_ping"):
+            writer.write(b"HTTP/1.1 200 OK\r\nApi-Version: 1.41\r\nContent-Type: text/plain\r\n"
+                         b"Content-Length: 2\r\nConnection: close\r\n\r\nOK")
+        elif path.endswith("/version"):
             answer(writer, 200, {"ApiVersion": "1.41", "Version": "fake"})
         elif path.endswith("/containers/json"):
             answer(writer, 200, [{"Id": CID, "State": "running", "Labels": LABELS}])

@@ -332,17 +332,40 @@ int sbx__dk_version_ok(const char *v)
 
 int sbx__dk_check_version(const struct sbx__dk_engine *e, struct sbx_error *err)
 {
+    /* The API version from /_ping's header, as the docker CLI reads it: podman answers
+     * /version by running its runtime and conmon (seconds), /_ping at once. An engine (or a
+     * proxy) whose ping has no such header is asked /version. */
+    struct sbx__dk_req req = {.method = "GET",
+                              .path = "/_ping",
+                              .upload_fd = -1,
+                              .download_fd = -1,
+                              .max_body = 4096,
+                              .header = "Api-Version"};
+    struct sbx__dk_resp resp;
     json_t *v = NULL;
-    int rc = sbx__dk_json(e, "GET", "/version", NULL, NULL, &v, err);
+    char *api = NULL;
+    sbx__dk_resp_init(&resp);
+    int rc = sbx__dk_call(e, &req, &resp, err);
+    if (rc == 0 && resp.status / 100 != 2)
+        rc = sbx__dk_status_error(resp.status, &resp.body, err);
+    if (rc == 0 && resp.header && resp.header[0])
+        api = sbx_xstrdup(resp.header);
+    sbx__dk_resp_release(&resp);
     if (rc < 0)
         return rc;
-    const char *api = json_string_value(json_object_get(v, "ApiVersion"));
+    if (!api) {
+        if ((rc = sbx__dk_json(e, "GET", "/version", NULL, NULL, &v, err)) < 0)
+            return rc;
+        const char *a = json_string_value(json_object_get(v, "ApiVersion"));
+        api = a ? sbx_xstrdup(a) : NULL;
+        json_decref(v);
+    }
     if (!sbx__dk_version_ok(api))
         rc = sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
                            "the Docker engine at '%s' speaks API version '%s'; sbx needs %d.%d "
                            "or later (Docker 20.10, podman 4)",
                            e->where, api ? api : "?", SBX__DK_API_MAJOR, SBX__DK_API_MINOR);
-    json_decref(v);
+    free(api);
     return rc;
 }
 

@@ -208,10 +208,13 @@ static void test_unreachable(void)
     free(dead);
 }
 
-/* A fake engine on a unix socket: answers /version with api_version, images with 404. */
+/* A fake engine on a unix socket: answers /_ping (with api_version in its Api-Version header
+ * when ping_header is set, as engines do; without, as a proxy might) and /version with
+ * api_version (an error when the ping had the header), images with 404. */
 struct fake {
     int listen_fd;
     const char *api_version;
+    int ping_header;
     int served;
 };
 
@@ -234,18 +237,26 @@ static void *fake_main(void *arg)
                 break;
         }
         req[n] = '\0';
-        char body[256], resp[512];
+        char body[256], resp[512], extra[64] = "";
         const char *status = "200 OK";
-        if (strstr(req, " /v1.41/version ")) {
+        if (strstr(req, " /v1.41/_ping ")) {
+            snprintf(body, sizeof(body), "OK");
+            if (f->ping_header)
+                snprintf(extra, sizeof(extra), "Api-Version: %s\r\n", f->api_version);
+        } else if (strstr(req, " /v1.41/version ") && f->ping_header) {
+            /* The ping said: /version (slow on podman) is not to be asked. */
+            status = "500 Internal Server Error";
+            snprintf(body, sizeof(body), "{\"message\":\"version asked after a ping\"}");
+        } else if (strstr(req, " /v1.41/version ")) {
             snprintf(body, sizeof(body), "{\"ApiVersion\":\"%s\"}", f->api_version);
         } else {
             status = "404 Not Found";
             snprintf(body, sizeof(body), "{\"message\":\"No such image: x\"}");
         }
         int k = snprintf(resp, sizeof(resp),
-                         "HTTP/1.1 %s\r\nContent-Type: application/json\r\nContent-Length: "
+                         "HTTP/1.1 %s\r\n%sContent-Type: application/json\r\nContent-Length: "
                          "%zu\r\nConnection: close\r\n\r\n%s",
-                         status, strlen(body), body);
+                         status, extra, strlen(body), body);
         if (write(c, resp, (size_t)k) != k)
             f->served = -1;
         close(c);
@@ -259,7 +270,7 @@ static void test_fake_engine(void)
     char dir[] = "/tmp/sbx-test-docker-XXXXXX";
     CHECK(mkdtemp(dir) != NULL);
     char *path = sbx_xasprintf("%s/engine.sock", dir);
-    struct fake f = {.api_version = "1.40"};
+    struct fake f = {.api_version = "1.40", .ping_header = 1};
     f.listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_un sa = {.sun_family = AF_UNIX};
     memcpy(sa.sun_path, path, strlen(path) + 1);
@@ -280,6 +291,12 @@ static void test_fake_engine(void)
         CHECK_ERR(sbx_client_create(c, &spec, &s, &err), SBX_E_NOTFOUND, &err,
                   "image 'x' is not in the engine's store (sbx never pulls: docker pull x, or "
                   "podman pull x, or load it)");
+        /* A ping without the header: /version says. */
+        f.ping_header = 0;
+        f.api_version = "1.39";
+        CHECK_ERR(sbx_client_list(c, &list, &err), SBX_E_UNSUPPORTED, &err, "'1.39'");
+        f.api_version = "1.41";
+        CHECK_ERR(sbx_client_create(c, &spec, &s, &err), SBX_E_NOTFOUND, &err, "image 'x'");
     }
     sbx_client_free(c);
     shutdown(f.listen_fd, SHUT_RDWR);
