@@ -1,7 +1,8 @@
 /* bench-docker: create / exec `true` / remove, for the Docker provider against dockerd and
  * podman, next to the local provider and next to the docker CLI doing the same
  * (`docker run -d`, `docker exec`, `docker rm -f`) against the same engines. Prints the median
- * of each step in milliseconds and the ratios, from one run.
+ * of each step in milliseconds and the ratios, from one run: the columns' runs interleaved
+ * (round i of every column, then round i+1), the load average printed with them.
  *
  *   bench-docker [RUNS]   RUNS per column (default 10)
  *   SBX_TEST_DOCKER_HOST, SBX_TEST_PODMAN_HOST  engine sockets (a missing one is left out)
@@ -29,11 +30,20 @@ enum { S_CREATE, S_EXEC, S_RM, S_COUNT };
 static const char *const step_names[S_COUNT] = {"create", "exec true", "rm"};
 
 #define MAX_COLS 5
+/* A column: the session API of a provider, or the docker CLI against an engine. Its runs are
+ * interleaved with the other columns' (one round of each column in turn), so a load swing on
+ * this shared machine falls on every column alike. */
 struct column {
     char name[64];
-    int ok;
+    int ok;     /* 1 while its rounds succeed */
+    int failed; /* a round failed: why says what */
     double med[S_COUNT];
+    double *v[S_COUNT];
     char why[SBX_ERROR_MSG_MAX];
+    struct sbx_client *cl; /* API columns */
+    const char *prog;      /* CLI columns: the program, the engine, the image */
+    char host[200];
+    const char *image;
 };
 static struct column cols[MAX_COLS];
 static int ncols;
@@ -55,49 +65,55 @@ static double ms_since(int64_t t0)
     return (double)(sbx_time_mono_ns() - t0) / 1e6;
 }
 
-/* One column through the session API: client from provider + options. */
-static void bench_api(const char *name, const char *provider, const void *opts, int runs)
+static struct column *add_column(const char *name, int runs)
 {
     struct column *c = &cols[ncols++];
     snprintf(c->name, sizeof(c->name), "%s", name);
-    struct sbx_error err = SBX_ERROR_INIT;
-    struct sbx_client *cl = NULL;
-    double *v[S_COUNT];
     for (int s = 0; s < S_COUNT; s++)
-        v[s] = calloc((size_t)runs, sizeof(double));
-    if (sbx_client_new(provider, opts, &cl, &err) < 0)
-        goto fail;
+        c->v[s] = calloc((size_t)runs, sizeof(double));
+    return c;
+}
+
+/* A column through the session API: client from provider + options. */
+static void add_api(const char *name, const char *provider, const void *opts, int runs)
+{
+    struct column *c = add_column(name, runs);
+    struct sbx_error err = SBX_ERROR_INIT;
+    if (sbx_client_new(provider, opts, &c->cl, &err) < 0) {
+        c->failed = 1;
+        snprintf(c->why, sizeof(c->why), "%s", err.msg);
+    }
+}
+
+/* Round i of an API column: create, exec `true`, delete. */
+static int round_api(struct column *c, int i)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
     const char *const tru[] = {"true", NULL};
     struct sbx_exec_spec spec = {.argv = tru};
-    for (int i = 0; i < runs; i++) {
-        struct sbx_session *s = NULL;
-        int64_t t0 = sbx_time_mono_ns();
-        if (sbx_client_create(cl, NULL, &s, &err) < 0)
-            goto fail;
-        v[S_CREATE][i] = ms_since(t0);
-        struct sbx_exec_result r;
-        t0 = sbx_time_mono_ns();
-        int rc = sbx_session_exec(s, &spec, &r, &err);
-        v[S_EXEC][i] = ms_since(t0);
-        if (rc == 0)
-            sbx_exec_result_release(&r);
-        t0 = sbx_time_mono_ns();
-        int drc = sbx_session_delete(s, &err);
-        v[S_RM][i] = ms_since(t0);
-        sbx_session_free(s);
-        if (rc < 0 || drc < 0)
-            goto fail;
-    }
-    for (int s = 0; s < S_COUNT; s++)
-        c->med[s] = median(v[s], runs);
-    c->ok = 1;
-    goto out;
+    struct sbx_session *s = NULL;
+    int64_t t0 = sbx_time_mono_ns();
+    if (sbx_client_create(c->cl, NULL, &s, &err) < 0)
+        goto fail;
+    c->v[S_CREATE][i] = ms_since(t0);
+    struct sbx_exec_result r;
+    t0 = sbx_time_mono_ns();
+    int rc = sbx_session_exec(s, &spec, &r, &err);
+    c->v[S_EXEC][i] = ms_since(t0);
+    if (rc == 0)
+        sbx_exec_result_release(&r);
+    struct sbx_error derr = SBX_ERROR_INIT;
+    t0 = sbx_time_mono_ns();
+    int drc = sbx_session_delete(s, &derr);
+    c->v[S_RM][i] = ms_since(t0);
+    sbx_session_free(s);
+    if (rc == 0 && drc < 0)
+        err = derr;
+    if (rc == 0 && drc == 0)
+        return 0;
 fail:
     snprintf(c->why, sizeof(c->why), "%s", err.msg);
-out:
-    sbx_client_free(cl);
-    for (int s = 0; s < S_COUNT; s++)
-        free(v[s]);
+    return -1;
 }
 
 /* Run the docker CLI with argv (after the program and -H), output to /dev/null; 0 if it
@@ -131,62 +147,79 @@ static int cli(const char *prog, const char *host, const char *const *args)
     return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -1;
 }
 
-static void bench_cli(const char *name, const char *prog, const char *sock, const char *image,
-                      int runs)
+static void add_cli(const char *name, const char *prog, const char *sock, const char *image,
+                    int runs)
 {
-    struct column *c = &cols[ncols++];
-    snprintf(c->name, sizeof(c->name), "%s", name);
-    char host[200], cname[64];
-    snprintf(host, sizeof(host), "unix://%s", sock);
-    double *v[S_COUNT];
-    for (int s = 0; s < S_COUNT; s++)
-        v[s] = calloc((size_t)runs, sizeof(double));
-    for (int i = 0; i < runs; i++) {
-        snprintf(cname, sizeof(cname), "sbx-bench-%d-%d", (int)getpid(), i);
-        /* Explicit rlimits: podman's compat API otherwise asks for nofile 1048576 and a large
-         * nproc, which fail (EPERM) under a lower hard limit such as this machine's. */
-        const char *run[] = {"run",
-                             "-d",
-                             "--init",
-                             "--network",
-                             "none",
-                             "--ulimit",
-                             "nofile=1024:1024",
-                             "--ulimit",
-                             "nproc=1024:1024",
-                             "--name",
-                             cname,
-                             image,
-                             "sleep",
-                             "infinity",
-                             NULL};
-        const char *ex[] = {"exec", cname, "true", NULL};
-        const char *rm[] = {"rm", "-f", cname, NULL};
-        int64_t t0 = sbx_time_mono_ns();
-        int rc = cli(prog, host, run);
-        v[S_CREATE][i] = ms_since(t0);
-        if (rc < 0) {
-            (void)cli(prog, host, rm);
-            snprintf(c->why, sizeof(c->why), "'%s run' failed", prog);
-            goto out;
-        }
-        t0 = sbx_time_mono_ns();
-        rc = cli(prog, host, ex);
-        v[S_EXEC][i] = ms_since(t0);
-        t0 = sbx_time_mono_ns();
-        int rrc = cli(prog, host, rm);
-        v[S_RM][i] = ms_since(t0);
-        if (rc < 0 || rrc < 0) {
-            snprintf(c->why, sizeof(c->why), "'%s %s' failed", prog, rc < 0 ? "exec" : "rm -f");
-            goto out;
-        }
+    struct column *c = add_column(name, runs);
+    c->prog = prog;
+    c->image = image;
+    snprintf(c->host, sizeof(c->host), "unix://%s", sock);
+}
+
+/* Round i of a CLI column: `run -d`, `exec true`, `rm -f`. */
+static int round_cli(struct column *c, int i)
+{
+    char cname[64];
+    snprintf(cname, sizeof(cname), "sbx-bench-%d-%d", (int)getpid(), i);
+    /* Explicit rlimits: podman's compat API otherwise asks for nofile 1048576 and a large
+     * nproc, which fail (EPERM) under a lower hard limit such as this machine's. */
+    const char *run[] = {"run",
+                         "-d",
+                         "--init",
+                         "--network",
+                         "none",
+                         "--ulimit",
+                         "nofile=1024:1024",
+                         "--ulimit",
+                         "nproc=1024:1024",
+                         "--name",
+                         cname,
+                         c->image,
+                         "sleep",
+                         "infinity",
+                         NULL};
+    const char *ex[] = {"exec", cname, "true", NULL};
+    const char *rm[] = {"rm", "-f", cname, NULL};
+    int64_t t0 = sbx_time_mono_ns();
+    int rc = cli(c->prog, c->host, run);
+    c->v[S_CREATE][i] = ms_since(t0);
+    if (rc < 0) {
+        (void)cli(c->prog, c->host, rm);
+        snprintf(c->why, sizeof(c->why), "'%s run' failed", c->prog);
+        return -1;
     }
-    for (int s = 0; s < S_COUNT; s++)
-        c->med[s] = median(v[s], runs);
-    c->ok = 1;
-out:
-    for (int s = 0; s < S_COUNT; s++)
-        free(v[s]);
+    t0 = sbx_time_mono_ns();
+    rc = cli(c->prog, c->host, ex);
+    c->v[S_EXEC][i] = ms_since(t0);
+    t0 = sbx_time_mono_ns();
+    int rrc = cli(c->prog, c->host, rm);
+    c->v[S_RM][i] = ms_since(t0);
+    if (rc < 0 || rrc < 0) {
+        snprintf(c->why, sizeof(c->why), "'%s %s' failed", c->prog, rc < 0 ? "exec" : "rm -f");
+        return -1;
+    }
+    return 0;
+}
+
+/* Every column's round i, in turn, then the next i; a column that fails stops there. */
+static void run_interleaved(int runs)
+{
+    for (int i = 0; i < runs; i++)
+        for (int k = 0; k < ncols; k++) {
+            struct column *c = &cols[k];
+            if (!c->failed && (c->prog ? round_cli(c, i) : round_api(c, i)) < 0)
+                c->failed = 1;
+        }
+    for (int k = 0; k < ncols; k++) {
+        struct column *c = &cols[k];
+        c->ok = !c->failed;
+        for (int s = 0; s < S_COUNT; s++) {
+            if (c->ok)
+                c->med[s] = median(c->v[s], runs);
+            free(c->v[s]);
+        }
+        sbx_client_free(c->cl);
+    }
 }
 
 static struct column *col(const char *name)
@@ -231,7 +264,7 @@ int main(int argc, char **argv)
     mkdir(run_dir, 0700);
 
     struct sbx_local_options lo = {.runtime_dir = run_dir, .workspace_dir = ws_dir};
-    bench_api("local", "local", &lo, runs);
+    add_api("local", "local", &lo, runs);
     const struct {
         const char *engine, *env;
     } engines[] = {{"dockerd", "SBX_TEST_DOCKER_HOST"}, {"podman", "SBX_TEST_PODMAN_HOST"}};
@@ -242,12 +275,21 @@ int main(int argc, char **argv)
         char name[64];
         snprintf(name, sizeof(name), "sbx docker/%s", engines[e].engine);
         struct sbx_docker_options dopt = {.host = sock, .image = image};
-        bench_api(name, "docker", &dopt, runs);
+        add_api(name, "docker", &dopt, runs);
         snprintf(name, sizeof(name), "docker CLI/%s", engines[e].engine);
-        bench_cli(name, prog, sock, image, runs);
+        add_cli(name, prog, sock, image, runs);
     }
+    char load[64] = "?";
+    FILE *lf = fopen("/proc/loadavg", "re");
+    if (lf) {
+        if (fgets(load, sizeof(load), lf))
+            load[strcspn(load, " ")] = '\0'; /* the 1-minute figure */
+        fclose(lf);
+    }
+    run_interleaved(runs);
 
-    printf("median ms over %d runs (image %s)\n", runs, image);
+    printf("median ms over %d runs (image %s), the columns interleaved round by round, load %s\n",
+           runs, image, load);
     printf("%-34s %10s %10s %10s %10s\n", "", step_names[0], step_names[1], step_names[2], "total");
     for (int i = 0; i < ncols; i++) {
         struct column *c = &cols[i];
