@@ -35,6 +35,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sbx/time.h"
 #include "tap.h"
 #include "sbx/buf.h"
 #include "sbx/docker.h"
@@ -331,6 +332,11 @@ static void check_gone(const char *id)
     struct sbx_session *s = NULL;
     CHECK_ERR(sbx_client_attach(client, id, &s, &err), SBX_E_NOTFOUND, &err, NULL);
     sbx_session_free(s);
+    /* The local provider's middle and inner processes die with the host-side one (a parent-death
+     * signal), just after rm returned: a moment's wait, bounded. */
+    int64_t deadline = sbx_deadline_after_ms(5000);
+    while (process_mentions(id) && sbx_deadline_poll_ms(deadline) > 0)
+        sbx_sleep_ms(20);
     if (!tap__result(!process_mentions(id), __FILE__, __LINE__, "no process of the sandbox"))
         printf("#   a process still names '%s'\n", id);
     if (is_docker()) {

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
@@ -415,6 +416,42 @@ static char *release_dir(const char *image)
     return dir;
 }
 
+/* The path and a newline to the helper; never a SIGPIPE for a helper gone. */
+static int send_path(int fd, const char *path)
+{
+    char *line = sbx_xasprintf("%s\n", path);
+    size_t len = strlen(line), off = 0;
+    int rc = 0;
+    while (off < len && rc == 0) {
+        ssize_t w = send(fd, line + off, len - off, MSG_NOSIGNAL);
+        if (w > 0)
+            off += (size_t)w;
+        else if (!(w < 0 && errno == EINTR))
+            rc = -1;
+    }
+    free(line);
+    return rc;
+}
+
+/* 0 once the helper's worker answered 'k' (bounded). */
+static int await_ack(int fd)
+{
+    int64_t deadline = sbx_deadline_after_ms(RELEASE_WAIT_MS);
+    for (;;) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int r = poll(&p, 1, sbx_deadline_poll_ms(deadline));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        char c;
+        ssize_t n = recv(fd, &c, 1, 0);
+        if (n < 0 && errno == EINTR)
+            continue;
+        return n == 1 && c == 'k' ? 0 : -1;
+    }
+}
+
 /* The image's unlink and the file system's last unmount, whose journal flush and extent
  * freeing are most of a removal's time, move to a helper process: the image is renamed away
  * (its name is free at once), the mount is detached lazily while an O_PATH descriptor holds
@@ -440,7 +477,7 @@ int sbx__disk_detach_later(const char *image, const char *loop, const char *ws, 
             goto finish; /* the image is at trash: release it from there */
         goto sync;
     }
-    if (pipe2(gate, O_CLOEXEC) < 0)
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, gate) < 0)
         goto finish;
     /* The image's path goes through the gate, not the command line: nothing of the sandbox's
      * (its id is in the name) shows among the host's processes once it is removed. */
@@ -448,18 +485,22 @@ int sbx__disk_detach_later(const char *image, const char *loop, const char *ws, 
     struct sbx__spawn sp = {.program = helper,
                             .argv = argv,
                             .new_session = 1,
-                            .keep = {{.fd = hold, .at = 3}, {.fd = gate[0], .at = 4}},
+                            .keep = {{.fd = hold, .at = 3}, {.fd = gate[1], .at = 4}},
                             .nkeep = 2,
                             .name = "disk release"};
     struct sbx__child c;
     if (sbx__spawn_start(&sp, &c, &e) < 0)
         goto finish;
-    /* The helper holds the file system now; its first process exits once its worker runs. The
-     * path is far below a pipe's buffer: the write does not block. */
-    sbx_fd_close(&gate[0]);
-    sbx_fd_close(&hold);
-    (void)sbx_fd_write_all(gate[1], trash, strlen(trash), &e);
     sbx_fd_close(&gate[1]);
+    /* The path, then the helper's worker says it holds the file system ('k'); only then is our
+     * hold let go. A helper that does not answer so (another program under that name, one
+     * killed) leaves the work to this call: nothing is lost on its account. */
+    if (send_path(gate[0], trash) < 0 || await_ack(gate[0]) < 0) {
+        (void)sbx__child_wait(&c, RELEASE_WAIT_MS, NULL, &e);
+        goto finish;
+    }
+    sbx_fd_close(&hold);
+    sbx_fd_close(&gate[0]);
     (void)sbx__child_wait(&c, RELEASE_WAIT_MS, NULL, &e);
     free(dir);
     free(trash);
@@ -495,25 +536,34 @@ int sbx__disk_release_main(int argc, char **argv)
     pid_t pid = fork();
     if (pid > 0)
         return 0;
-    /* The image's path, then end of file once the caller let go of the file system. */
+    /* The image's path and a newline; then 'k' back (this process holds the file system now),
+     * and end of file once the caller let go of its own hold. */
     char image[PATH_MAX];
     size_t len = 0;
     ssize_t n;
-    char c;
-    for (;;) {
-        n = read(4, len < sizeof(image) - 1 ? image + len : &c,
-                 len < sizeof(image) - 1 ? sizeof(image) - 1 - len : 1);
+    int line = 0;
+    while (!line && len < sizeof(image) - 1) {
+        n = read(4, image + len, 1);
         if (n < 0 && errno == EINTR)
             continue;
         if (n <= 0)
             break;
-        if (len < sizeof(image) - 1)
-            len += (size_t)n;
+        if (image[len] == '\n')
+            line = 1;
+        else
+            len++;
     }
     image[len] = '\0';
+    if (line && image[0] == '/')
+        line = send(4, "k", 1, MSG_NOSIGNAL) == 1;
+    else
+        line = 0;
+    char c;
+    while (line && ((n = read(4, &c, 1)) > 0 || (n < 0 && errno == EINTR)))
+        ;
     close(4);
     close(3); /* the file system's last holder: it ends here */
-    if (image[0] == '/' && len < sizeof(image) - 1) {
+    if (line) {
         loop_release(loop, image);
         (void)unlink(image);
         /* The last one out removes the directory (one another removal still uses stays; a

@@ -47,8 +47,10 @@ int sbx__disk_detach(const char *image, const char *loop, const char *ws, int ke
 int sbx__disk_detach_later(const char *image, const char *loop, const char *ws, const char *helper,
                            struct sbx_error *err);
 
-/* The helper's hidden verb: argv {verb, LOOP or "-"}; fd 3 holds the file system, fd 4 reads
- * the image's path, then end of file once the caller let go of the file system. Returns at once
+/* The helper's hidden verb: argv {verb, LOOP or "-"}; fd 3 holds the file system, fd 4 is a
+ * socket that brings the image's path and a newline, takes 'k' back once the helper's worker
+ * holds the file system, then reads end of file once the caller let go of its own hold. A
+ * helper that does not answer leaves the release to the caller. Returns at once
  * (the work goes on in a child): the exit status. */
 #define SBX__DISK_RELEASE_VERB "__release-disk"
 int sbx__disk_release_main(int argc, char **argv);
