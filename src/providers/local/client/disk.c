@@ -492,9 +492,9 @@ int sbx__disk_detach_later(const char *image, const char *loop, const char *ws, 
     if (sbx__spawn_start(&sp, &c, &e) < 0)
         goto finish;
     sbx_fd_close(&gate[1]);
-    /* The path, then the helper's worker says it holds the file system ('k'); only then is our
-     * hold let go. A helper that does not answer so (another program under that name, one
-     * killed) leaves the work to this call: nothing is lost on its account. */
+    /* The path, then the helper's worker answers 'k' once it holds the file system; only then
+     * is our hold let go. A helper that does not answer so (another program under that name,
+     * one killed) leaves the work to this call: nothing is lost on its account. */
     if (send_path(gate[0], trash) < 0 || await_ack(gate[0]) < 0) {
         (void)sbx__child_wait(&c, RELEASE_WAIT_MS, NULL, &e);
         goto finish;
