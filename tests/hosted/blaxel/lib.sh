@@ -1,0 +1,50 @@
+# Shared by the Blaxel tests; source it after tests/integration/lib.sh.
+BLAXEL_SDK_VERSION=0.3.21
+BLAXEL_HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# blaxel_sdk: export BLAXEL_SDK_DIR, or skip the whole test saying why.
+blaxel_sdk() {
+    command -v node >/dev/null && command -v npm >/dev/null || skip_all "node or npm is missing"
+    BLAXEL_SDK_DIR="${SBX_TEST_NPM_CACHE:-/tmp/sbx-test-npm}/blaxel-$BLAXEL_SDK_VERSION"
+    export BLAXEL_SDK_DIR
+    SBX_TEST_NPM_CACHE=${SBX_TEST_NPM_CACHE:-/tmp/sbx-test-npm} "$BLAXEL_HERE/install-sdk.sh" >"$T/npm.log" 2>&1 ||
+        skip_all "npm cannot install @blaxel/core@$BLAXEL_SDK_VERSION: $(tail -1 "$T/npm.log" 2>/dev/null)"
+}
+
+# blaxel_tap FILE: each {"ok","name","diag"} line of FILE as a TAP result; any other line (a
+# script that crashed) fails. Sets blaxel_results to how many results there were.
+blaxel_tap() {
+    local ok name d
+    blaxel_results=0
+    while IFS=$'\t' read -r ok name d; do
+        blaxel_results=$((blaxel_results + 1))
+        if [ "$ok" = 1 ]; then ok "$name"; else
+            not_ok "$name"
+            [ -z "$d" ] || diag "$(printf '%b' "$d")"
+        fi
+    done < <(python3 -c '
+import json, sys
+for line in open(sys.argv[1], errors="replace"):
+    try:
+        r = json.loads(line)
+        ok, name, d = r["ok"] is True, r["name"], r.get("diag", "")
+    except (ValueError, KeyError, TypeError):
+        ok, name, d = False, "a line that is no result", line.rstrip()
+    d = d[:3000].replace("\\", "\\\\").replace("\t", " ").replace("\n", "\\n")
+    print("%d\t%s\t%s" % (ok, name.replace("\t", " "), d))
+' "$1")
+}
+
+# blaxel_probe: skip the whole test when sbx cannot make sandboxes here (with the layout the
+# fake uses).
+blaxel_probe() {
+    local id
+    mkdir -m 0700 "$T/probe" "$T/probe/run"
+    printf 'version: 1\nroot: /workspace\nusers: [blaxel]\n' >"$T/probe/m.yaml"
+    if ! id=$(env XDG_RUNTIME_DIR="$T/probe/run" SBX_WORKSPACES="$T/probe/ws" SBX_STOPPED="$T/probe/stopped" \
+        SBX_SNAPSHOTS="$T/probe/snap" "$SBX" sandbox create --manifest "$T/probe/m.yaml" 2>"$T/probe/err"); then
+        skip_all "sbx cannot create sandboxes here: $(tail -1 "$T/probe/err")"
+    fi
+    env XDG_RUNTIME_DIR="$T/probe/run" SBX_WORKSPACES="$T/probe/ws" SBX_STOPPED="$T/probe/stopped" \
+        SBX_SNAPSHOTS="$T/probe/snap" "$SBX" sandbox rm "$id" >/dev/null 2>&1
+}

@@ -1,0 +1,114 @@
+// Blaxel's own npm client (@blaxel/core) against the fake (fake-blaxel.py): one JSON line per
+// check, {"ok": bool, "name": ..., "diag": ...}. The environment names the fake (BL_API_URL,
+// BL_RUN_URL, BL_API_KEY, BL_WORKSPACE, FAKE_BLAXEL_URL) and the client's install
+// (BLAXEL_SDK_DIR).
+import { createRequire } from 'node:module';
+import path from 'node:path';
+
+const require = createRequire(path.join(process.env.BLAXEL_SDK_DIR, 'node_modules', 'x.js'));
+const { SandboxInstance } = require('@blaxel/core');
+
+const say = (ok, name, diag) => console.log(JSON.stringify({ ok: !!ok, name, diag: diag ? String(diag) : '' }));
+const eq = (got, want, name) => say(JSON.stringify(got) === JSON.stringify(want), name,
+  `got ${JSON.stringify(got)}, want ${JSON.stringify(want)}`);
+const text = (e) => `${e && e.message ? e.message : ''} ${JSON.stringify(e)}`;
+async function fails(fn, name, re) {
+  try {
+    await fn();
+    say(false, name, 'no error');
+  } catch (e) {
+    say(re.test(text(e)), name, text(e));
+  }
+}
+async function knob(obj) {
+  await fetch(process.env.FAKE_BLAXEL_URL + '/_fake/knobs', { method: 'POST', body: JSON.stringify(obj) });
+}
+
+const name = 'sbx-sdk-' + process.pid;
+const sb = await SandboxInstance.create({
+  name, image: 'blaxel/base-image:latest', memory: 2048, labels: { suite: 'sbx' },
+  envs: [{ name: 'GREETING', value: 'hello' }],
+});
+eq(sb.status, 'DEPLOYED', 'create gives a deployed sandbox');
+eq(sb.metadata.name, name, 'with the name asked for');
+eq(sb.metadata.labels.suite, 'sbx', 'and its labels');
+say(typeof sb.metadata.url === 'string' && sb.metadata.url.includes(`/sandboxes/${name}`),
+  'its metadata.url is the sandbox API', sb.metadata.url);
+
+// A command whose output streams (NDJSON) while it runs, then its result.
+const out = [], err = [];
+let r = await sb.process.exec({
+  command: 'echo one; echo two >&2; echo $GREETING $X; exit 3', waitForCompletion: true,
+  env: { X: 'there' }, onStdout: (d) => out.push(d), onStderr: (d) => err.push(d),
+});
+eq([r.exitCode, r.status], [3, 'failed'], 'exec streamed: exit code and status');
+eq(out.join(''), 'one\nhello there\n', 'exec streamed: stdout as it came (sandbox env and command env)');
+eq(err.join(''), 'two\n', 'exec streamed: stderr apart');
+
+// Without a callback: the whole result at once.
+r = await sb.process.exec({ command: 'pwd; cd /tmp && pwd', waitForCompletion: true, workingDir: '/workspace' });
+eq([r.exitCode, r.stdout], [0, '/workspace\n/tmp\n'], 'exec in a working directory');
+
+// A background process: get, wait, logs.
+r = await sb.process.exec({ command: 'sleep 0.3; echo late', name: 'bg' });
+eq(r.status, 'running', 'a process started without waiting is running');
+r = await sb.process.wait('bg', { maxWait: 30000, interval: 100 });
+eq([r.status, r.exitCode], ['completed', 0], 'wait by name: completed');
+eq(await sb.process.logs('bg', 'stdout'), 'late\n', 'its logs');
+
+// Logs streamed from a running process (stdout:/stderr: lines).
+const lines = [];
+const bg = await sb.process.exec({ command: 'for i in 1 2 3; do echo line$i; sleep 0.1; done', onLog: (l) => lines.push(l) });
+await sb.process.wait(bg.pid, { maxWait: 30000, interval: 100 });
+await new Promise((res) => setTimeout(res, 300));
+bg.close();
+eq(lines, ['line1', 'line2', 'line3'], 'logs stream line by line');
+
+// Kill.
+r = await sb.process.exec({ command: 'sleep 60' });
+await sb.process.kill(r.pid);
+r = await sb.process.wait(r.pid, { maxWait: 30000, interval: 100 });
+eq(r.status, 'killed', 'kill ends a process');
+
+// Stdin.
+r = await sb.process.exec({ command: 'tr a-z A-Z', stdin: true });
+await sb.process.writeStdin(r.pid, 'hello stdin\n');
+await sb.process.closeStdin(r.pid);
+r = await sb.process.wait(r.pid, { maxWait: 30000, interval: 100 });
+eq(r.stdout, 'HELLO STDIN\n', 'stdin reaches the process and EOF ends it');
+
+// Files: text, binary (every byte value), directories, listing, removal.
+await sb.fs.write('/workspace/notes/a.txt', 'hello file\n');
+eq(await sb.fs.read('/workspace/notes/a.txt'), 'hello file\n', 'write then read a text file');
+const bytes = new Uint8Array(256).map((_, i) => i);
+await sb.fs.writeBinary('/workspace/bin/all.bin', bytes);
+const blob = await sb.fs.readBinary('/workspace/bin/all.bin');
+eq(Buffer.from(await blob.arrayBuffer()).equals(Buffer.from(bytes)), true, 'binary round trip keeps every byte');
+await sb.fs.mkdir('/workspace/empty');
+const ls = await sb.fs.ls('/workspace');
+eq(ls.subdirectories.map((d) => d.name).sort(), ['bin', 'empty', 'notes'], 'ls: subdirectories');
+const nl = await sb.fs.ls('/workspace/notes');
+eq(nl.files.map((f) => [f.name, f.size]), [['a.txt', 11]], 'ls: files with their sizes');
+r = await sb.process.exec({ command: 'cat /workspace/notes/a.txt; stat -c %a /workspace/bin/all.bin', waitForCompletion: true });
+eq(r.stdout, 'hello file\n644\n', 'files are real in the sandbox, mode 0644');
+await sb.fs.rm('/workspace/notes', true);
+await fails(() => sb.fs.read('/workspace/notes/a.txt'), 'a removed file is gone (404)', /404/);
+
+// The control plane: get, list, errors.
+const again = await SandboxInstance.get(name);
+eq(again.metadata.url, sb.metadata.url, 'get finds the sandbox');
+const page = await SandboxInstance.list();
+eq(page.data.map((s) => s.metadata.name).includes(name), true, 'list has it');
+await fails(() => SandboxInstance.get('no-such-sandbox'), 'get of an unknown sandbox: 404', /WORKLOAD_NOT_FOUND/);
+await fails(() => SandboxInstance.create({ name: name + '-x', image: 'no/such-image:1' }),
+  'an unknown image is refused', /image no\/such-image:1 not found/);
+await knob({ rate_limit_next: 1, retry_after: 7 });
+await fails(() => SandboxInstance.get(name), 'a rate limit is a 429 error', /TOO_MANY_REQUESTS/);
+await knob({ bad_key: true });
+await fails(() => SandboxInstance.get(name), 'a bad key is refused', /AUTHENTICATION_FAILED/);
+await knob({ bad_key: false });
+
+// Delete: the sandbox and its API are gone.
+await SandboxInstance.delete(name);
+await fails(() => SandboxInstance.get(name), 'a deleted sandbox is gone', /WORKLOAD_NOT_FOUND/);
+await fails(() => sb.process.exec({ command: 'true', waitForCompletion: true }), 'its API answers 404', /404/);
