@@ -28,7 +28,7 @@ node_rc=$?
 blaxel_tap "$T/results"
 expect_eq "$node_rc" 0 "the SDK script exits 0"
 [ "$node_rc" = 0 ] || diag "$(tail -20 "$T/node.err")"
-[ "$blaxel_results" -ge 28 ] && ok "the SDK script ran all its checks ($blaxel_results)" ||
+[ "$blaxel_results" -ge 37 ] && ok "the SDK script ran all its checks ($blaxel_results)" ||
     { not_ok "the SDK script ran all its checks"; diag "only $blaxel_results"; }
 if grep -q Traceback "$FAKE_BLAXEL_LOG"; then
     not_ok "the fake logged no exception"; diag "$(grep -B3 -A25 Traceback "$FAKE_BLAXEL_LOG" | head -80)"

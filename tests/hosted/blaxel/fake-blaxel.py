@@ -9,6 +9,10 @@ One listener on 127.0.0.1 (port 0: a free one, written to DIR/port):
   /v0/...                             the control plane (what BL_API_URL names)
   /run/{workspace}/sandboxes/{name}/  the sandbox's own API (each sandbox's metadata.url, and
                                       what BL_RUN_URL + /{workspace}/sandboxes/{name} names)
+  Host: {id}.preview.blaxel.test      a preview (spec.url http://{id}.preview.blaxel.test:PORT):
+                                      the request is relayed to the preview's port on loopback
+                                      inside the sandbox; a private one wants its token as
+                                      ?bl_preview_token= or X-Blaxel-Preview-Token
 Both want `X-Blaxel-Authorization: Bearer KEY` and `X-Blaxel-Workspace: WORKSPACE` (or
 `Authorization: Bearer KEY`, as plain HTTP clients send it).
 
@@ -24,6 +28,7 @@ Test knobs (no key needed, not part of Blaxel): POST /_fake/knobs with JSON
   {"rate_limit_next": N, "retry_after": S}  the next N requests get 429 with Retry-After: S
   {"bad_key": true}                          every key is refused (401 AUTHENTICATION_FAILED)
   {"forget": NAME}                           sandbox NAME is gone (as if it expired: 404)
+  {"max_sandboxes": N}                       creating more than N: 402 USAGE_LIMIT_EXCEEDED
 GET /_fake/stats: {"rate_limited": N, "sandboxes": N, "requests": N, "streams": N}.
 """
 import argparse
@@ -45,6 +50,7 @@ import urllib.parse
 ROOT = "/workspace"
 USER = "blaxel"
 DEFAULT_IMAGE = "blaxel/base-image:latest"
+PREVIEW_DOMAIN = "preview.blaxel.test"
 MAX_BODY = 256 << 20
 CHUNK = 32 << 10
 
@@ -272,6 +278,7 @@ class Sandbox:
                      if isinstance(e, dict) and e.get("name")}
         self.created = now_iso()
         self.procs = {}
+        self.previews = {}  # name -> {"metadata", "spec", "id", "tokens": {token: expiry}}
         self.next_pid = 1000
         self.lock = threading.Lock()
 
@@ -283,7 +290,7 @@ class Fake:
         self.port, self.scheme = port, scheme
         self.lock = threading.Lock()
         self.sandboxes = {}
-        self.knobs = {"rate_limit_next": 0, "retry_after": 1, "bad_key": False}
+        self.knobs = {"rate_limit_next": 0, "retry_after": 1, "bad_key": False, "max_sandboxes": 0}
         self.stats = {"rate_limited": 0, "sandboxes": 0, "requests": 0, "streams": 0}
 
     def base(self):
@@ -299,6 +306,10 @@ class Fake:
         with self.lock:
             if name in self.sandboxes:
                 raise ApiError(409, "CONFLICT", "sandbox %s already exists" % name)
+            limit = self.knobs["max_sandboxes"]
+            if limit and len(self.sandboxes) >= limit:
+                raise ApiError(402, "USAGE_LIMIT_EXCEEDED", "workspace %s may have at most %d sandboxes"
+                               % (self.workspace, limit))
             self.sandboxes[name] = None  # reserved while sbx makes it
         r = self.sbx.run("sandbox", "create", "--manifest", self.sbx.manifest)
         if r.returncode != 0:
@@ -424,6 +435,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             data = self.read_body()
             if raw.startswith("/_fake/"):
                 return self.knob(method, raw, data)
+            host = (self.headers.get("Host") or "").rsplit(":", 1)[0]
+            if host.endswith("." + PREVIEW_DOMAIN):
+                return self.preview(method, host[:-len(PREVIEW_DOMAIN) - 1], raw, query, data)
             with self.fake.lock:
                 self.fake.stats["requests"] += 1
             self.authenticate()
@@ -496,6 +510,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 if sb is not None:
                     return self.send_json(200, self.fake.sandbox_obj(sb))
             return self.send_json(200, self.fake.sandbox_obj(self.fake.create(body)))
+        if len(p) >= 3 and p[0] == "sandboxes" and p[2] == "previews":
+            return self.previews(self.fake.get(p[1]), method, p[3:], query, data)
         if len(p) == 2 and p[0] == "sandboxes":
             sb = self.fake.get(p[1])
             if method == "GET":
@@ -505,6 +521,79 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 self.fake.delete(sb)
                 return self.send_json(200, obj)
         raise ApiError(404, "ROUTE_NOT_FOUND", "no route for %s /v0/%s" % (method, "/".join(p)))
+
+    def preview_obj(self, sb, pv):
+        return {"metadata": pv["metadata"], "spec": pv["spec"], "status": "DEPLOYED", "events": []}
+
+    def previews(self, sb, method, p, query, data):
+        if not p and method == "GET":
+            with sb.lock:
+                return self.send_json(200, [self.preview_obj(sb, x) for x in sb.previews.values()])
+        if not p and method == "POST":
+            req = json.loads(data or b"{}")
+            name = (req.get("metadata") or {}).get("name")
+            spec = req.get("spec") or {}
+            port = spec.get("port")
+            if not name or not isinstance(port, int) or not 1 <= port <= 65535:
+                raise ApiError(400, "BAD_REQUEST", "a preview needs metadata.name and spec.port")
+            pid = secrets.token_hex(8)
+            pv = {"id": pid, "tokens": {},
+                  "metadata": {"name": name, "resourceName": sb.name, "resourceType": "sandbox",
+                               "workspace": self.fake.workspace, "createdAt": now_iso()},
+                  "spec": {"port": port, "public": bool(spec.get("public")), "region": "us-pdx-1",
+                           "url": "%s://%s.%s:%d" % (self.fake.scheme, pid, PREVIEW_DOMAIN, self.fake.port)}}
+            with sb.lock:
+                if name in sb.previews and query.get("force") != "true":
+                    raise ApiError(409, "CONFLICT", "preview %s already exists" % name)
+                sb.previews[name] = pv
+            return self.send_json(200, self.preview_obj(sb, pv))
+        with sb.lock:
+            pv = sb.previews.get(p[0])
+        if pv is None:
+            raise ApiError(404, "NOT_FOUND", "preview %s not found" % p[0])
+        if len(p) == 1 and method == "GET":
+            return self.send_json(200, self.preview_obj(sb, pv))
+        if len(p) == 1 and method == "DELETE":
+            with sb.lock:
+                sb.previews.pop(p[0], None)
+            return self.send_json(200, self.preview_obj(sb, pv))
+        if p[1:] == ["tokens"] and method == "POST":
+            req = json.loads(data or b"{}")
+            expires = (req.get("spec") or {}).get("expiresAt") or ""
+            token = secrets.token_urlsafe(24)
+            with sb.lock:
+                pv["tokens"][token] = expires
+            return self.send_json(200, {"metadata": {"name": (req.get("metadata") or {}).get("name") or "token",
+                                                     "previewName": p[0], "resourceName": sb.name},
+                                        "spec": {"token": token, "expiresAt": expires, "expired": False}})
+        raise ApiError(404, "ROUTE_NOT_FOUND", "no route for %s previews/%s" % (method, "/".join(p)))
+
+    def preview(self, method, pid, raw, query, data):
+        """A preview's URL: the request relayed to its port on loopback inside the sandbox."""
+        with self.fake.lock:
+            found = [(sb, pv) for sb in self.fake.sandboxes.values() if sb is not None
+                     for pv in list(sb.previews.values()) if pv["id"] == pid]
+        if not found:
+            raise ApiError(404, "ROUTE_NOT_FOUND", "no preview %s" % pid)
+        sb, pv = found[0]
+        if not pv["spec"]["public"]:
+            token = query.get("bl_preview_token") or self.headers.get("X-Blaxel-Preview-Token") or ""
+            expiry = pv["tokens"].get(token)
+            if expiry is None or (expiry and expiry < now_iso()):
+                raise ApiError(401, "AUTHENTICATION_FAILED", "a private preview wants a valid token")
+        relay = ("import socket,sys\ns=socket.create_connection(('127.0.0.1',%d))\n"
+                 "s.sendall(sys.stdin.buffer.read())\ns.shutdown(socket.SHUT_WR)\n"
+                 "while True:\n b=s.recv(65536)\n if not b: break\n sys.stdout.buffer.write(b)\n"
+                 % pv["spec"]["port"])
+        head = "%s %s HTTP/1.0\r\nHost: localhost\r\nContent-Length: %d\r\n\r\n" % (method, raw, len(data))
+        sbx = self.fake.sbx
+        r = subprocess.run(sbx.argv(sb.sbx_id, ["python3", "-c", relay], stdin=True),
+                           input=head.encode() + data, capture_output=True, env=sbx.env, timeout=60)
+        if r.returncode != 0 or not r.stdout:
+            raise ApiError(502, "BAD_GATEWAY", "nothing answers on port %d" % pv["spec"]["port"])
+        self.wfile.write(r.stdout)
+        self.wfile.flush()
+        self.close_connection = True
 
     def sandbox_api(self, sb, method, rest, query, data):
         if rest == "health" and method == "GET":

@@ -3,6 +3,8 @@
 // BL_RUN_URL, BL_API_KEY, BL_WORKSPACE, FAKE_BLAXEL_URL) and the client's install
 // (BLAXEL_SDK_DIR).
 import { createRequire } from 'node:module';
+import http from 'node:http';
+import https from 'node:https';
 import path from 'node:path';
 
 const require = createRequire(path.join(process.env.BLAXEL_SDK_DIR, 'node_modules', 'x.js'));
@@ -94,6 +96,40 @@ eq(r.stdout, 'hello file\n644\n', 'files are real in the sandbox, mode 0644');
 await sb.fs.rm('/workspace/notes', true);
 await fails(() => sb.fs.read('/workspace/notes/a.txt'), 'a removed file is gone (404)', /404/);
 
+// Previews: a server in the sandbox reached through a public preview, and a private one only
+// with its token. The preview's host name is the fake's: the request goes to the fake's
+// address with that Host, as DNS would send it to Blaxel's edge.
+function through(url, headers = {}) {
+  const u = new URL(url);
+  const mod = u.protocol === 'https:' ? https : http;
+  return new Promise((res, rej) => {
+    const q = mod.request({ host: '127.0.0.1', port: u.port, path: u.pathname + u.search,
+      headers: { Host: u.host, ...headers }, servername: 'localhost' }, (r) => {
+      let b = '';
+      r.on('data', (d) => { b += d; });
+      r.on('end', () => res([r.statusCode, b]));
+    });
+    q.on('error', rej);
+    q.end();
+  });
+}
+await sb.fs.write('/workspace/site/hello.txt', 'hello preview\n');
+await sb.process.exec({ command: 'cd /workspace/site && exec python3 -m http.server 8123 --bind 127.0.0.1', name: 'web' });
+r = await sb.process.exec({ command: 'for i in $(seq 100); do python3 -c "import socket; socket.create_connection((\'127.0.0.1\', 8123))" 2>/dev/null && exit 0; sleep 0.1; done; exit 1', waitForCompletion: true });
+eq(r.exitCode, 0, 'a server listens in the sandbox');
+const pub = await sb.previews.create({ metadata: { name: 'port-8123' }, spec: { port: 8123, public: true } });
+eq([pub.spec.port, pub.spec.public], [8123, true], 'a public preview of the port');
+let [code, body] = await through(pub.spec.url.replace(/\/?$/, '/hello.txt'));
+eq([code, body], [200, 'hello preview\n'], 'the public preview reaches the server');
+const priv = await sb.previews.create({ metadata: { name: 'private-8123' }, spec: { port: 8123, public: false } });
+[code] = await through(priv.spec.url.replace(/\/?$/, '/hello.txt'));
+eq(code, 401, 'a private preview without its token is refused');
+const tok = await priv.tokens.create(new Date(Date.now() + 3600 * 1000));
+[code, body] = await through(priv.spec.url.replace(/\/?$/, '/hello.txt?bl_preview_token=' + encodeURIComponent(tok.value)));
+eq([code, body], [200, 'hello preview\n'], 'with its token it reaches the server');
+eq((await sb.previews.list()).map((x) => x.name).sort(), ['port-8123', 'private-8123'], 'the previews are listed');
+await sb.process.kill('web');
+
 // The control plane: get, list, errors.
 const again = await SandboxInstance.get(name);
 eq(again.metadata.url, sb.metadata.url, 'get finds the sandbox');
@@ -107,6 +143,13 @@ await fails(() => SandboxInstance.get(name), 'a rate limit is a 429 error', /TOO
 await knob({ bad_key: true });
 await fails(() => SandboxInstance.get(name), 'a bad key is refused', /AUTHENTICATION_FAILED/);
 await knob({ bad_key: false });
+await knob({ max_sandboxes: 1 });
+await fails(() => SandboxInstance.create({ name: name + '-y' }), 'over the quota: 402', /USAGE_LIMIT_EXCEEDED/);
+await knob({ max_sandboxes: 0 });
+const other = await SandboxInstance.create({ name: name + '-z', image: 'sbx-test-image' });
+eq(other.status, 'DEPLOYED', 'a second sandbox from another image');
+await knob({ forget: name + '-z' });
+await fails(() => other.process.exec({ command: 'true', waitForCompletion: true }), 'a sandbox that expired: its API answers 404', /WORKLOAD_NOT_FOUND/);
 
 // Delete: the sandbox and its API are gone.
 await SandboxInstance.delete(name);
