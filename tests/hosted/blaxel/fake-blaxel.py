@@ -9,8 +9,9 @@ One listener on 127.0.0.1 (port 0: a free one, written to DIR/port):
   /v0/...                             the control plane (what BL_API_URL names)
   /run/{workspace}/sandboxes/{name}/  the sandbox's own API (each sandbox's metadata.url, and
                                       what BL_RUN_URL + /{workspace}/sandboxes/{name} names)
-  Host: {id}.preview.blaxel.test      a preview (spec.url http://{id}.preview.blaxel.test:PORT):
-                                      the request is relayed to the preview's port on loopback
+  Host: {id}.preview.blaxel.test      a preview (spec.url https://{id}.preview.blaxel.test, as
+                                      Blaxel's edge names them; requests come to this listener
+                                      with that Host): relayed to the preview's port on loopback
                                       inside the sandbox; a private one wants its token as
                                       ?bl_preview_token= or X-Blaxel-Preview-Token
 Both want `X-Blaxel-Authorization: Bearer KEY` and `X-Blaxel-Workspace: WORKSPACE` (or
@@ -153,7 +154,8 @@ class Sbx:
                               env=self.env, timeout=timeout)
 
     def argv(self, sbx_id, argv, *, stdin=False, env=None, cwd=None):
-        out = [self.binary, "sandbox", "exec", "--user", USER]
+        # What a command leaves running in the background stays, as in a Blaxel sandbox.
+        out = [self.binary, "sandbox", "exec", "--user", USER, "--keep-background"]
         if stdin:
             out.append("-i")
         for k, v in (env or {}).items():
@@ -541,7 +543,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                   "metadata": {"name": name, "resourceName": sb.name, "resourceType": "sandbox",
                                "workspace": self.fake.workspace, "createdAt": now_iso()},
                   "spec": {"port": port, "public": bool(spec.get("public")), "region": "us-pdx-1",
-                           "url": "%s://%s.%s:%d" % (self.fake.scheme, pid, PREVIEW_DOMAIN, self.fake.port)}}
+                           "url": "https://%s.%s" % (pid, PREVIEW_DOMAIN)}}
             with sb.lock:
                 if name in sb.previews and query.get("force") != "true":
                     raise ApiError(409, "CONFLICT", "preview %s already exists" % name)

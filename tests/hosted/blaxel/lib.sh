@@ -48,3 +48,23 @@ blaxel_probe() {
     env XDG_RUNTIME_DIR="$T/probe/run" SBX_WORKSPACES="$T/probe/ws" SBX_STOPPED="$T/probe/stopped" \
         SBX_SNAPSHOTS="$T/probe/snap" "$SBX" sandbox rm "$id" >/dev/null 2>&1
 }
+
+# blaxel_fake_start DIR [--tls]: skip when sbx cannot make sandboxes here, else start the fake
+# in DIR and export its env (BL_API_URL, BL_RUN_URL, BL_API_KEY, BL_WORKSPACE, FAKE_BLAXEL_*).
+blaxel_fake_start() {
+    blaxel_probe
+    mkdir -p "$1"
+    "$BLAXEL_HERE/fake.sh" start "$1" ${2:-} || { echo "Bail out! the fake does not start"; exit 1; }
+    set -a
+    . "$1/env"
+    set +a
+}
+
+# blaxel_stat NAME: one of the fake's counters.
+blaxel_stat() { python3 -c 'import json, os, ssl, sys, urllib.request; print(json.load(urllib.request.urlopen(sys.argv[1] + "/_fake/stats", context=ssl.create_default_context(cafile=os.environ.get("NODE_EXTRA_CA_CERTS"))))[sys.argv[2]])' "$FAKE_BLAXEL_URL" "$1"; }
+
+# blaxel_knob JSON: set the fake's test knobs.
+blaxel_knob() { python3 -c 'import os, ssl, sys, urllib.request; urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "/_fake/knobs", sys.argv[2].encode(), {"Content-Type": "application/json"}), context=ssl.create_default_context(cafile=os.environ.get("NODE_EXTRA_CA_CERTS"))).read()' "$FAKE_BLAXEL_URL" "$1"; }
+
+# blaxel_live: how many sandboxes the fake holds now.
+blaxel_live() { python3 -c 'import json, os, ssl, sys, urllib.request; print(len(json.load(urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "/v0/sandboxes", headers={"Authorization": "Bearer " + os.environ["BL_API_KEY"]}), context=ssl.create_default_context(cafile=os.environ.get("NODE_EXTRA_CA_CERTS"))))))' "$FAKE_BLAXEL_URL"; }

@@ -104,10 +104,10 @@ if (fake) {
   // with its token. The preview's host name is the fake's: the request goes to the fake's
   // address with that Host, as DNS would send it to Blaxel's edge.
   function through(url, headers = {}) {
-    const u = new URL(url);
-    const mod = u.protocol === 'https:' ? https : http;
+    const u = new URL(url), f = new URL(process.env.FAKE_BLAXEL_URL);
+    const mod = f.protocol === 'https:' ? https : http;
     return new Promise((res, rej) => {
-      const q = mod.request({ host: '127.0.0.1', port: u.port, path: u.pathname + u.search,
+      const q = mod.request({ host: '127.0.0.1', port: f.port, path: u.pathname + u.search,
         headers: { Host: u.host, ...headers }, servername: 'localhost' }, (r) => {
         let b = '';
         r.on('data', (d) => { b += d; });
