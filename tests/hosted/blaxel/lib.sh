@@ -68,3 +68,32 @@ blaxel_knob() { python3 -c 'import os, ssl, sys, urllib.request; urllib.request.
 
 # blaxel_live: how many sandboxes the fake holds now.
 blaxel_live() { python3 -c 'import json, os, ssl, sys, urllib.request; print(len(json.load(urllib.request.urlopen(urllib.request.Request(sys.argv[1] + "/v0/sandboxes", headers={"Authorization": "Bearer " + os.environ["BL_API_KEY"]}), context=ssl.create_default_context(cafile=os.environ.get("NODE_EXTRA_CA_CERTS"))))))' "$FAKE_BLAXEL_URL"; }
+
+# blaxel_same A B NAME: files A and B are equal (the difference as diagnostics).
+blaxel_same() {
+    if cmp -s "$1" "$2"; then ok "$3"; else
+        not_ok "$3"
+        diag "$(diff "$1" "$2" 2>&1 | head -20)"
+    fi
+}
+
+# blaxel_summary RUN.json PREFIX: from the coding example's JSON events, the last tool output
+# (wall times and chunk ids dropped, test durations rounded away) into PREFIX.tests and the
+# final answer into PREFIX.answer, for comparing runs.
+blaxel_summary() {
+    python3 - "$1" "$2" <<'PY'
+import json, re, sys
+events = []
+for line in open(sys.argv[1], errors="replace"):
+    if line.startswith("{"):
+        events.append(json.loads(line))
+outputs = [e["item"].get("output", "") for e in events if e.get("type") == "tool_output"]
+last = outputs[-1] if outputs else ""
+kept = [l for l in last.splitlines() if not l.startswith(("Chunk ID:", "Wall time:"))]
+text = re.sub(r"Ran (\d+) tests? in [0-9.]+s", r"Ran \1 tests", "\n".join(kept))
+with open(sys.argv[2] + ".tests", "w") as f:
+    f.write(text)
+with open(sys.argv[2] + ".answer", "w") as f:
+    f.write(json.dumps([e.get("output") for e in events if e.get("type") == "final"]))
+PY
+}
