@@ -50,8 +50,9 @@ blaxel_same "$T/f.txt" "$T/g.txt" "a file in and out"
 run "$SBX" sandbox snapshot "$id"
 expect_rc 0 "a snapshot of it"
 ref=$(tail -1 "$T/out")
-if run "$SBX" sandbox create --snapshot "$ref" && lid=$(tail -1 "$T/out"); then
-    run "$SBX" sandbox exec "$lid" -- cat f.txt
+run "$SBX" sandbox create --snapshot "$ref"
+if [ "$rc" = 0 ]; then
+    run "$SBX" sandbox exec "$(tail -1 "$T/out")" -- cat f.txt
     expect_eq "$(cat "$T/out")" "real file" "restores on local"
 else
     ok "restores on local # SKIP sbx cannot make local sandboxes here"
