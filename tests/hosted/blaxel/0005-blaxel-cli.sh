@@ -94,6 +94,11 @@ seq 1 20000 >"$T/lines.txt"
 "$SBX" sandbox exec -i "$bid2" -- sh -c 'wc -l; echo done >&2' <"$T/lines.txt" >"$T/out" 2>"$T/err"
 expect_eq "$(cat "$T/out")|$(cat "$T/err")" "20000|done" "stdin reaches a command whole, stderr apart"
 
+# A command whose output is longer than one event line sbx keeps: its exit status comes from
+# the skimmed result, not from look-alikes in the output.
+run "$SBX" sandbox exec "$bid2" -- sh -c 'printf "%s\n" "\"exitCode\":7" "\\\"exitCode\\\":9"; head -c 6000000 /dev/zero | tr "\\0" x; exit 3'
+expect_eq "$rc $(wc -c <"$T/out")" "3 6000028" "a 6 MB output keeps its exit status (3), whatever it says"
+
 # A port: its preview, reached through the fake as Blaxel's edge would be.
 "$SBX" sandbox exec --keep-background "$bid2" -- sh -c 'cd sub && python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 &' >/dev/null 2>&1
 url=
