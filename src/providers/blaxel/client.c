@@ -200,6 +200,61 @@ static int s_resolve_port(struct sbx_session *bs, int port, char **out_url, stru
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * Stats: the sandbox is a VM of its own, so its /proc tells what it uses */
+
+/* One command's text: the first line of /proc/stat, the memory lines, the count of processes,
+ * the clock ticks per second and the workspace's kilobytes (du), in that order. */
+static const char USAGE[] = "head -n 1 /proc/stat\n"
+                            "grep -E '^(MemTotal|MemAvailable):' /proc/meminfo\n"
+                            "ls -d /proc/[0-9]* | wc -l\n"
+                            "getconf CLK_TCK 2>/dev/null || echo 100\n"
+                            "du -sk -- \"$1\" 2>/dev/null || echo x\n";
+
+static void parse_usage(const char *t, struct sbx_session_stats *out)
+{
+    unsigned long long cpu = 0, v[10] = {0}, mt = 0, ma = 0, n[3] = {0};
+    int have_cpu = 0, nn = 0;
+    for (const char *l = t; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL) {
+        if (strncmp(l, "cpu ", 4) == 0) {
+            have_cpu = sscanf(l + 4, "%llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2],
+                              &v[3], &v[4], &v[5], &v[6], &v[7]) >= 4;
+            /* all but idle (v[3]) and iowait (v[4]) */
+            cpu = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+        } else if (sscanf(l, "MemTotal: %llu", &mt) == 1 ||
+                   sscanf(l, "MemAvailable: %llu", &ma) == 1) {
+            continue;
+        } else if (nn < 3 && l[0] >= '0' && l[0] <= '9' && sscanf(l, "%llu", &n[nn]) == 1) {
+            nn++;
+        }
+    }
+    if (have_cpu && nn >= 2 && n[1] > 0)
+        out->cpu_ns = cpu / n[1] * 1000000000ull + cpu % n[1] * 1000000000ull / n[1];
+    if (mt && ma <= mt) {
+        out->memory = (mt - ma) * 1024;
+        out->memory_limit = mt * 1024;
+    }
+    if (nn >= 1)
+        out->pids = n[0];
+    if (nn >= 3)
+        out->disk = n[2] * 1024;
+}
+
+static int s_stats(struct sbx_session *bs, struct sbx_session_stats *out, struct sbx_error *err)
+{
+    struct sbx__bl_session *s = (struct sbx__bl_session *)bs;
+    const char *argv[] = {"sh", "-c", USAGE, "sbx", bs->root, NULL};
+    struct sbx__shell_run r;
+    sbx__shell_run_init(&r, 8192);
+    int rc = sbx__bl_run(s->conf, bs->id, argv, &r, err);
+    if (rc == 0 && (r.code != 0 || !r.out.data))
+        rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "cannot read what sandbox '%s' uses", bs->id);
+    if (rc == 0)
+        parse_usage(r.out.data, out);
+    sbx__shell_run_release(&r);
+    return rc;
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Sessions */
 
 static int s_state(struct sbx_session *bs, json_t **out, struct sbx_error *err)
@@ -263,6 +318,7 @@ static const struct sbx_session_ops session_ops = {
         .close = s_close,
         .workspace_fd = s_workspace_fd,
         .record_snapshot = s_record_snapshot,
+        .stats = s_stats,
         .free = s_free,
 };
 
@@ -751,7 +807,8 @@ const struct sbx__provider_def sbx__provider_blaxel = {
         .name = "blaxel",
         .summary = "a sandbox (a microVM) at Blaxel's hosted service, through its REST APIs (key "
                    "from $BL_API_KEY, workspace from $BL_WORKSPACE)",
-        .traits = SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_PORTS | SBX_PROVIDER_RESUME,
+        .traits = SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_PORTS | SBX_PROVIDER_RESUME |
+                  SBX_PROVIDER_STATS,
         .options = sbx__bl_options,
         .client_new = client_new,
         .client_new_json = client_new_json,

@@ -34,7 +34,7 @@ expect_eq "$status" 0 "the conformance suite passes with --provider blaxel"
 grep -q '^1\.\.' "$T/tap" && ok "it ran all its cases" || not_ok "it ran all its cases"
 skips=$(grep -c '# SKIP' "$T/tap")
 expect_eq "$(grep '# SKIP' "$T/tap" | sed 's/.*# SKIP //' | sort | tr '\n' ';')" \
-    "provider 'blaxel' does not support host-workspace;provider 'blaxel' does not support logs;provider 'blaxel' does not support mounts;provider 'blaxel' does not support pty;provider 'blaxel' does not support stats;provider 'blaxel' does not support stop-start;" \
+    "provider 'blaxel' does not support host-workspace;provider 'blaxel' does not support logs;provider 'blaxel' does not support mounts;provider 'blaxel' does not support pty;provider 'blaxel' does not support stop-start;" \
     "only what blaxel declares unsupported is skipped ($skips)"
 expect_eq "$(blaxel_live)" 0 "no sandbox is left at the service"
 done_testing

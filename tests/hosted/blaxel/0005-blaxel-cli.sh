@@ -113,6 +113,14 @@ host=${host%%/*}
 body=$(curl -s -H "Host: $host" "$FAKE_BLAXEL_URL/note.txt")
 expect_eq "$body" "from local" "which reaches the server in the sandbox"
 
+# What the sandbox uses, read in it: the workspace's bytes grow with a file written there.
+"$SBX" sandbox exec "$bid2" -- sh -c 'head -c 3000000 /dev/zero > sub/zeros'
+run "$SBX" sandbox stats --no-stream --json "$bid2"
+expect_rc 0 "sbx sandbox stats of a blaxel sandbox"
+expect_eq "$(python3 -c 'import json,sys; s=json.load(open(sys.argv[1]))[0]; print(s["provider"], 0 < s["memory"] <= s["memory_limit"], s["pids"] >= 1, s["disk"] >= 3000000, s["cpu_ns"] > 0)' "$T/out")" \
+    "blaxel True True True True" "gives memory and its limit, processes, the workspace's bytes and CPU time"
+"$SBX" sandbox exec "$bid2" -- rm sub/zeros
+
 # A state resumes in a new sbx process.
 run "$SBX" sandbox state "$bid2"
 expect_rc 0 "the sandbox's session state"
