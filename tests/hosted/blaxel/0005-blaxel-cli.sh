@@ -136,6 +136,7 @@ expect_eq "$(cat "$T/out")" "from local" "finds its workspace"
 BL_API_KEY=bl_wrong000000 run "$SBX" sandbox create --provider blaxel
 expect_rc 1 "a wrong key fails"
 expect_in "$T/err" "refused the key from \$BL_API_KEY for workspace '$BL_WORKSPACE'" "saying the key was refused, where it came from and for which workspace"
+expect_in "$T/err" "Unauthorized" "with the service's word"
 expect_not_in "$T/err" "bl_wrong000000" "without the key"
 env -u BL_API_KEY "$SBX" sandbox create --provider blaxel >"$T/out" 2>"$T/err"
 expect_in "$T/err" "no Blaxel API key: \$BL_API_KEY is not set" "a missing key is named"

@@ -23,7 +23,8 @@ unprivileged user); commands and file operations run as that user. sbx keeps its
 under DIR (XDG_RUNTIME_DIR, SBX_WORKSPACES, SBX_STOPPED, SBX_SNAPSHOTS, XDG_STATE_HOME); each is
 removed when its Blaxel sandbox is deleted and all of them on SIGTERM/SIGINT.
 
-Errors are Blaxel's structured shape: {"error": {"code", "message", "retryable"}}.
+Errors are Blaxel's structured shape {"error": {"code", "message", "retryable"}}, but a refused
+credential (401), which is {"code": 401, "error": "Unauthorized"} as Blaxel documents it.
 
 Test knobs (no key needed, not part of Blaxel): POST /_fake/knobs with JSON
   {"rate_limit_next": N, "retry_after": S}  the next N requests get 429 with Retry-After: S
@@ -401,6 +402,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_bytes(status, json.dumps(obj).encode(), "application/json", headers)
 
     def send_error_json(self, e):
+        if e.status == 401:
+            # As Blaxel documents its API's refusal of a credential.
+            return self.send_json(401, {"code": 401, "error": "Unauthorized"}, e.headers)
         self.send_json(e.status, {"error": {"code": e.code, "message": e.message,
                                             "retryable": e.retryable}}, e.headers)
 

@@ -149,7 +149,7 @@ if (fake) {
   await knob({ rate_limit_next: 1, retry_after: 7 });
   await fails(() => SandboxInstance.get(name), 'a rate limit is a 429 error', /TOO_MANY_REQUESTS/);
   await knob({ bad_key: true });
-  await fails(() => SandboxInstance.get(name), 'a bad key is refused', /AUTHENTICATION_FAILED/);
+  await fails(() => SandboxInstance.get(name), 'a bad key is refused', /"code":401,"error":"Unauthorized"/);
   await knob({ bad_key: false });
   await knob({ max_sandboxes: 1 });
   await fails(() => SandboxInstance.create({ name: name + '-y' }), 'over the quota: 402', /USAGE_LIMIT_EXCEEDED/);
