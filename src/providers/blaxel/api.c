@@ -11,6 +11,7 @@
 
 #include "providers/blaxel/blaxel.h"
 #include "sandbox/wire/http.h"
+#include "sandbox/wire/wire.h"
 #include "sbx/buf.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
@@ -192,7 +193,8 @@ int sbx__bl_sb_raw(struct sbx__bl_conf *c, const char *name, const char *method,
     return rc;
 }
 
-/* A command's event stream: NDJSON lines {"type": "stdout"|"stderr"|"result", "data": TEXT}.
+/* A command's event stream: NDJSON lines {"type": "stdout"|"stderr"|"result"|"error"|
+ * "keepalive", "data": TEXT} (a keepalive every few seconds while the command is silent).
  * Its own line reader rather than the shared NDJSON decoder: output may hold NUL bytes (JSON
  * \u0000), which the house JSON reader refuses. A line is kept up to SBX__BL_EVENT_MAX; the
  * result line repeats the command's whole output (stdout, stderr and both), so a longer one is
@@ -259,7 +261,13 @@ static int on_line(struct stream_ctx *sc, struct sbx_error *err)
     const char *type = json_string_value(json_object_get(v, "type"));
     const json_t *data = json_object_get(v, "data");
     int rc = 0;
-    if (type && json_is_string(data) && strcmp(type, "result") == 0) {
+    if (type && strcmp(type, "error") == 0) {
+        char msg[512];
+        sbx__wire_clean(json_is_string(data) ? json_string_value(data) : "",
+                        json_is_string(data) ? json_string_length(data) : 0, msg, sizeof(msg));
+        rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "the command failed in sandbox '%s': %s",
+                           sc->sandbox, msg[0] ? msg : "(no message)");
+    } else if (type && json_is_string(data) && strcmp(type, "result") == 0) {
         json_decref(sc->result);
         const char *t = json_string_value(data);
         size_t tn = json_string_length(data);

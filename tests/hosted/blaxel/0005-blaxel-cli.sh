@@ -99,6 +99,17 @@ expect_eq "$(cat "$T/out")|$(cat "$T/err")" "20000|done" "stdin reaches a comman
 run "$SBX" sandbox exec "$bid2" -- sh -c 'printf "%s\n" "\"exitCode\":7" "\\\"exitCode\\\":9"; head -c 6000000 /dev/zero | tr "\\0" x; exit 3'
 expect_eq "$rc $(wc -c <"$T/out")" "3 6000028" "a 6 MB output keeps its exit status (3), whatever it says"
 
+# A silent command's stream carries keepalive events (here every 0.2 s); an "error" event of
+# the stream fails the command with the service's words.
+blaxel_knob '{"keepalive_s": 0.2}'
+run "$SBX" sandbox exec "$bid2" -- sh -c 'sleep 1.2; echo after'
+expect_eq "$rc $(cat "$T/out")" "0 after" "keepalive events in a silent command's stream are skipped"
+blaxel_knob '{"keepalive_s": 5}'
+blaxel_knob '{"stream_error_next": 1}'
+run "$SBX" sandbox exec "$bid2" -- true
+expect_rc 125 "an error event fails the command"
+expect_in "$T/err" "could not start the process: no space left" "with the service's words"
+
 # A port: its preview, reached through the fake as Blaxel's edge would be.
 "$SBX" sandbox exec --keep-background "$bid2" -- sh -c 'cd sub && python3 -m http.server 8765 --bind 127.0.0.1 >/dev/null 2>&1 &' >/dev/null 2>&1
 url=

@@ -31,6 +31,11 @@ Test knobs (no key needed, not part of Blaxel): POST /_fake/knobs with JSON
   {"bad_key": true}                          every key is refused (401 AUTHENTICATION_FAILED)
   {"forget": NAME}                           sandbox NAME is gone (as if it expired: 404)
   {"max_sandboxes": N}                       creating more than N: 402 USAGE_LIMIT_EXCEEDED
+  {"keepalive_s": S}                         a command's event stream sends a keepalive event
+                                             after S seconds without output (default 5, as
+                                             Blaxel's sandbox API)
+  {"stream_error_next": N}                   the next N event streams answer an "error" event
+                                             instead of running their command
 GET /_fake/stats: {"rate_limited": N, "sandboxes": N, "requests": N, "streams": N}.
 """
 import argparse
@@ -293,7 +298,8 @@ class Fake:
         self.port, self.scheme = port, scheme
         self.lock = threading.Lock()
         self.sandboxes = {}
-        self.knobs = {"rate_limit_next": 0, "retry_after": 1, "bad_key": False, "max_sandboxes": 0}
+        self.knobs = {"rate_limit_next": 0, "retry_after": 1, "bad_key": False, "max_sandboxes": 0,
+                      "keepalive_s": 5.0, "stream_error_next": 0}
         self.stats = {"rate_limited": 0, "sandboxes": 0, "requests": 0, "streams": 0}
 
     def base(self):
@@ -636,6 +642,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 if req.get("name") and any(x.name == req["name"] and x.exit_code is None
                                            for x in sb.procs.values()):
                     raise ApiError(409, "CONFLICT", "a process named %s is running" % req["name"])
+            if req.get("waitForCompletion") and "text/event-stream" in (self.headers.get("Accept") or ""):
+                with self.fake.lock:
+                    fail = self.fake.knobs["stream_error_next"] > 0
+                    self.fake.knobs["stream_error_next"] -= fail
+                if fail:
+                    self.start_stream("application/x-ndjson")
+                    self.chunk(b'{"type":"error","data":"could not start the process: no space left"}\n')
+                    return self.end_stream()
             proc = Process(sb, self.fake.sbx, pid, req)
             with sb.lock:
                 sb.procs[pid] = proc
@@ -667,14 +681,19 @@ class Handler(http.server.BaseHTTPRequestHandler):
             return self.send_json(200, {"message": "ok"})
         raise ApiError(404, "ROUTE_NOT_FOUND", "no route for %s process/%s" % (method, "/".join(p)))
 
-    def follow(self, proc, emit):
-        """emit(stream, bytes) for every chunk of proc's output, as it comes, until it ends."""
+    def follow(self, proc, emit, idle=None, idle_s=10):
+        """emit(stream, bytes) for every chunk of proc's output, as it comes, until it ends;
+        idle() after idle_s seconds without any."""
         seen = 0
         while True:
             with proc.cond:
                 while seen == len(proc.chunks) and proc.exit_code is None:
-                    proc.cond.wait(10)
+                    if not proc.cond.wait(idle_s) and idle:
+                        break
                 new = proc.chunks[seen:]
+                if not new and proc.exit_code is None:
+                    idle()
+                    continue
                 seen += len(new)
                 ended = proc.exit_code is not None and seen == len(proc.chunks)
             for stream, b in new:
@@ -688,7 +707,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.fake.stats["streams"] += 1
         self.start_stream("application/x-ndjson")
         self.follow(proc, lambda s, b: self.chunk(json.dumps(
-            {"type": "stdout" if s == 1 else "stderr", "data": b.decode(errors="replace")}).encode() + b"\n"))
+            {"type": "stdout" if s == 1 else "stderr", "data": b.decode(errors="replace")}).encode() + b"\n"),
+            idle=lambda: self.chunk(b'{"type":"keepalive"}\n'), idle_s=self.fake.knobs["keepalive_s"])
         self.chunk(json.dumps({"type": "result", "data": json.dumps(proc.obj())}).encode() + b"\n")
         self.end_stream()
 
