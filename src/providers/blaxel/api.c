@@ -461,8 +461,9 @@ int sbx__bl_file_put(struct sbx__bl_conf *c, const char *name, const char *abs, 
                       boundary, boundary, abs, boundary));
     keep(sbx_buf_addf(&m.tail, NULL, "\r\n--%s--\r\n", boundary));
     char *ctype = sbx_xasprintf("multipart/form-data; boundary=%s", boundary);
-    /* As Blaxel's client sends it: the absolute path after "filesystem/". */
-    char *esc = sbx__http_escape(abs, 1), *rest = sbx_xasprintf("filesystem/%s", esc);
+    /* The path with its '/' escaped: the sandbox API takes a path whose URL holds %2F as
+     * absolute (without, it is relative to the API's own directory). */
+    char *esc = sbx__http_escape(abs, 0), *rest = sbx_xasprintf("filesystem/%s", esc);
     char *path = sb_path(c, name, rest);
     struct sbx__http_req req = {.method = "PUT",
                                 .path = path,

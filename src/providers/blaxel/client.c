@@ -485,6 +485,8 @@ static json_t *create_body(const struct bl_client *c, const char *name, const ch
     sbx_json_set(labels, LABEL_MANAGED, sbx_json_str("1"));
     json_t *runtime = json_pack("{s:s,s:o}", "image",
                                 c->image ? c->image : "blaxel/base-image:latest", "envs", envs);
+    /* The sandbox generation Blaxel's own client always asks for. */
+    sbx_json_set(runtime, "generation", sbx_json_str("mk3"));
     if (c->memory_mb)
         sbx_json_set(runtime, "memory", json_integer(c->memory_mb));
     if (c->ttl)
