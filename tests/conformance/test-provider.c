@@ -72,6 +72,7 @@ static const struct provider providers[] = {
         {.name = "cloudflare", .signal_as_status = 1, .no_listing = 1},
         {.name = "runloop", .signal_as_status = 1},
         {.name = "vercel", .signal_as_status = 1},
+        {.name = "blaxel", .signal_as_status = 1},
 };
 
 static const struct provider *prov;
