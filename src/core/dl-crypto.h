@@ -25,6 +25,7 @@
     X(BN_bin2bn)                  \
     X(BN_free)                    \
     X(BN_to_ASN1_INTEGER)         \
+    X(CRYPTO_memcmp)              \
     X(EVP_DigestFinal_ex)         \
     X(EVP_DigestInit_ex)          \
     X(EVP_DigestUpdate)           \
@@ -43,6 +44,7 @@
     X(X509V3_set_ctx)             \
     X(X509_EXTENSION_free)        \
     X(X509_NAME_add_entry_by_txt) \
+    X(X509_NAME_get_text_by_NID)  \
     X(X509_STORE_CTX_get0_cert)   \
     X(X509_add_ext)               \
     X(X509_check_ca)              \
@@ -85,6 +87,7 @@ int sbx__crypto_load(struct sbx_error *err);
 #define BN_bin2bn                  (sbx__crypto.BN_bin2bn)
 #define BN_free                    (sbx__crypto.BN_free)
 #define BN_to_ASN1_INTEGER         (sbx__crypto.BN_to_ASN1_INTEGER)
+#define CRYPTO_memcmp              (sbx__crypto.CRYPTO_memcmp)
 #define EVP_DigestFinal_ex         (sbx__crypto.EVP_DigestFinal_ex)
 #define EVP_DigestInit_ex          (sbx__crypto.EVP_DigestInit_ex)
 #define EVP_DigestUpdate           (sbx__crypto.EVP_DigestUpdate)
@@ -103,6 +106,7 @@ int sbx__crypto_load(struct sbx_error *err);
 #define X509V3_set_ctx             (sbx__crypto.X509V3_set_ctx)
 #define X509_EXTENSION_free        (sbx__crypto.X509_EXTENSION_free)
 #define X509_NAME_add_entry_by_txt (sbx__crypto.X509_NAME_add_entry_by_txt)
+#define X509_NAME_get_text_by_NID  (sbx__crypto.X509_NAME_get_text_by_NID)
 #define X509_STORE_CTX_get0_cert   (sbx__crypto.X509_STORE_CTX_get0_cert)
 #define X509_add_ext               (sbx__crypto.X509_add_ext)
 #define X509_check_ca              (sbx__crypto.X509_check_ca)
