@@ -18,6 +18,24 @@ static const char usage[] =
         "usage: sbx-node --listen ADDR:PORT --cert FILE --key FILE --ca FILE --state DIR\n"
         "                [--name NAME] [--max-conns N] [--max-sandboxes N] [--token-ttl S]\n";
 
+/* Close after the peer had its answer: ending our side first and discarding what it still
+ * sends (bounded) keeps the kernel from resetting the connection over unread bytes, which would
+ * lose an error answer (413) the peer has not read yet. */
+static void linger_close(int fd)
+{
+    char b[16384];
+    shutdown(fd, SHUT_WR);
+    struct timeval tv = {.tv_sec = 1};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    for (size_t total = 0; total < ((size_t)4 << 20);) {
+        ssize_t k = recv(fd, b, sizeof(b), 0);
+        if (k <= 0)
+            break;
+        total += (size_t)k;
+    }
+    close(fd);
+}
+
 static void *conn_main(void *arg)
 {
     struct node_conn *c = arg;
@@ -42,9 +60,9 @@ static void *conn_main(void *arg)
         }
         SSL_shutdown(c->ssl);
     }
+    linger_close(c->fd);
     if (c->ssl)
         SSL_free(c->ssl);
-    close(c->fd);
     sbx_buf_release(&c->in);
     free(c);
     pthread_mutex_lock(&d->mu);

@@ -18,14 +18,38 @@
 
 #define ARG_MAX_BYTES (64 << 10)
 #define CLOSE_WAIT_MS 5000
+#define STDIN_HIGH    (1 << 20) /* stdin waiting for the command: the harness is not read past it */
 
 struct relay {
     struct node_conn *c;
     struct sbx__ws ws;
     struct sbx_proc *p;
-    struct sbx_buf msg; /* one channel message being built */
+    struct sbx_buf msg;   /* one channel message being built */
+    struct sbx_buf stdin; /* stdin the command has not taken yet */
+    int stdin_eof;        /* the harness closed stdin: close it once stdin is written */
     int out_open, err_open, peer_gone;
 };
+
+/* Write what the command takes of the waiting stdin (non-blocking); then its close. */
+static void feed_stdin(struct relay *r)
+{
+    while (r->stdin.len) {
+        ssize_t k = send(r->p->stdin_fd, r->stdin.data, r->stdin.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k < 0 && errno == EINTR)
+            continue;
+        if (k < 0 && errno == EAGAIN)
+            return;
+        if (k < 0) {
+            sbx_buf_reset(&r->stdin); /* the command closed its stdin: the rest is dropped */
+            break;
+        }
+        sbx_buf_consume(&r->stdin, (size_t)k);
+    }
+    if (r->stdin_eof == 1) {
+        sbx_proc_close_stdin(r->p);
+        r->stdin_eof = 2;
+    }
+}
 
 static int flush(struct relay *r, struct sbx_error *err)
 {
@@ -74,17 +98,13 @@ static int on_message(struct relay *r, const struct sbx__ws_msg *m, struct sbx_e
     int rc = sbx__ch_decode(SBX__CH_V5, m->opcode, m->data, m->len, NULL, &f, err);
     if (rc < 0)
         return rc;
-    if (f.channel == SBX__CH_STDIN && r->p->stdin_fd >= 0) {
-        for (size_t off = 0; off < f.len;) {
-            ssize_t k = send(r->p->stdin_fd, f.data + off, f.len - off, MSG_NOSIGNAL);
-            if (k < 0 && errno == EINTR)
-                continue;
-            if (k < 0)
-                break; /* the command closed its stdin: what follows is dropped */
-            off += (size_t)k;
-        }
+    if (f.channel == SBX__CH_STDIN && r->p->stdin_fd >= 0 && !r->stdin_eof) {
+        if (sbx_buf_add(&r->stdin, f.data, f.len, err) < 0)
+            return -err->code;
+        feed_stdin(r);
     } else if (f.channel == SBX__CH_CLOSE && f.closed == SBX__CH_STDIN) {
-        sbx_proc_close_stdin(r->p);
+        r->stdin_eof = r->stdin_eof ? r->stdin_eof : 1;
+        feed_stdin(r);
     } else if (f.channel == SBX__CH_RESIZE && r->p->tty) {
         unsigned w, h;
         if (sbx__ch_resize_decode(f.data, f.len, &w, &h, err) < 0)
@@ -125,19 +145,23 @@ static int from_peer(struct relay *r, struct sbx_error *err)
 static int relay_loop(struct relay *r, struct sbx_error *err)
 {
     while (!r->peer_gone) {
-        if (SSL_pending(r->c->ssl) > 0) {
+        int take = r->stdin.len < STDIN_HIGH; /* else the harness waits: TCP pushes back */
+        if (take && SSL_pending(r->c->ssl) > 0) {
             int rc = from_peer(r, err);
             if (rc < 0)
                 return rc;
             continue;
         }
-        struct pollfd pf[4] = {{r->c->fd, POLLIN, 0},
+        struct pollfd pf[5] = {{take ? r->c->fd : -1, POLLIN, 0},
                                {r->out_open ? r->p->stdout_fd : -1, POLLIN, 0},
                                {r->err_open ? r->p->stderr_fd : -1, POLLIN, 0},
-                               {r->p->status_fd, POLLIN, 0}};
-        if (poll(pf, 4, -1) < 0 && errno != EINTR)
+                               {r->p->status_fd, POLLIN, 0},
+                               {r->stdin.len ? r->p->stdin_fd : -1, POLLOUT, 0}};
+        if (poll(pf, 5, -1) < 0 && errno != EINTR)
             return sbx_error_errno(err, errno, "poll");
         int rc = 0;
+        if (pf[4].revents)
+            feed_stdin(r);
         if (pf[0].revents)
             rc = from_peer(r, err);
         if (rc == 0 && pf[1].revents)
@@ -189,8 +213,8 @@ static int finish(struct relay *r, struct sbx_error *err)
 }
 
 /* The command of the request: each command= parameter one argument. */
-static int parse_exec(struct node_req *req, struct sbx_strv *argv, struct sbx_exec_spec *spec,
-                      char *cwd, size_t cwd_cap, struct sbx_error *err)
+static int parse_exec(struct node_req *req, struct sbx_strv *argv, struct sbx_strv *env,
+                      struct sbx_exec_spec *spec, char *cwd, size_t cwd_cap, struct sbx_error *err)
 {
     char *v = malloc(ARG_MAX_BYTES);
     int rc = 0;
@@ -207,14 +231,47 @@ static int parse_exec(struct node_req *req, struct sbx_strv *argv, struct sbx_ex
     free(v);
     if (rc == 0 && argv->n == 0)
         rc = sbx_error_set(err, SBX_E_INVAL, 0, "an exec needs command=");
-    char flag[8];
     if (rc == 0 && node_query(req->query, "cwd", 0, cwd, cwd_cap) == 1)
         spec->cwd = cwd;
-    if (node_query(req->query, "stdin", 0, flag, sizeof(flag)) == 1 && strcmp(flag, "1") == 0)
-        spec->flags |= SBX_EXEC_STDIN;
-    if (node_query(req->query, "tty", 0, flag, sizeof(flag)) == 1 && strcmp(flag, "1") == 0)
-        spec->flags |= SBX_EXEC_TTY;
+    static const struct {
+        const char *name;
+        int flag;
+    } flags[] = {{"stdin", SBX_EXEC_STDIN},
+                 {"tty", SBX_EXEC_TTY},
+                 {"merge", SBX_EXEC_MERGE_STDERR},
+                 {"background", SBX_EXEC_KEEP_BACKGROUND}};
+    char v8[24];
+    for (size_t i = 0; i < sizeof(flags) / sizeof(flags[0]); i++)
+        if (node_query(req->query, flags[i].name, 0, v8, sizeof(v8)) == 1 && strcmp(v8, "1") == 0)
+            spec->flags |= flags[i].flag;
+    static const char *const nums[] = {"timeout_ms", "grace_ms", "rows", "cols"};
+    int64_t val[4] = {0};
+    for (size_t i = 0; rc == 0 && i < 4; i++) {
+        char *end = NULL;
+        int got = node_query(req->query, nums[i], 0, v8, sizeof(v8));
+        if (got == 1)
+            val[i] = strtoll(v8, &end, 10);
+        if (got < 0 || (got == 1 && (*end || val[i] < 0 || val[i] > (i < 2 ? INT32_MAX : 65535))))
+            rc = sbx_error_set(err, SBX_E_INVAL, 0, "exec parameter '%s' is not a number in range",
+                               nums[i]);
+    }
+    spec->timeout_ms = val[0], spec->kill_grace_ms = val[1];
+    spec->rows = (unsigned short)val[2], spec->cols = (unsigned short)val[3];
+    for (size_t i = 0; rc == 0; i++) {
+        char *e = malloc(ARG_MAX_BYTES);
+        int got = node_query(req->query, "env", i, e, ARG_MAX_BYTES);
+        if (got == 1 && (i >= NODE_ARGS_MAX || !strchr(e, '=') || e[0] == '='))
+            rc = sbx_error_set(err, SBX_E_INVAL, 0, "exec parameter 'env' takes NAME=VALUE");
+        else if (got == 1)
+            sbx_strv_push(env, e);
+        else if (got < 0)
+            rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "an env parameter is too big");
+        free(e);
+        if (got != 1)
+            break;
+    }
     spec->argv = (const char *const *)argv->v;
+    spec->env = env->n ? (const char *const *)env->v : NULL;
     return rc;
 }
 
@@ -254,15 +311,17 @@ void node_exec(struct node_conn *c, struct node_req *req, const char *id)
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx_client *cl = NULL;
     struct sbx_session *s = NULL;
-    struct sbx_strv argv;
+    struct sbx_strv argv, env;
     struct sbx_exec_spec spec = {0};
     char *cwd = malloc(4096);
     struct relay r = {.c = c, .out_open = 1};
     sbx_strv_init(&argv);
+    sbx_strv_init(&env);
     sbx__ws_init_server(&r.ws, 0);
     sbx_buf_init(&r.msg, SBX__WS_DEFAULT_MESSAGE);
+    sbx_buf_init(&r.stdin, STDIN_HIGH + SBX__WS_DEFAULT_MESSAGE);
     int upgraded = 0;
-    if (parse_exec(req, &argv, &spec, cwd, 4096, &err) < 0 ||
+    if (parse_exec(req, &argv, &env, &spec, cwd, 4096, &err) < 0 ||
         sbx_client_new("local", NULL, &cl, &err) < 0 || sbx_client_attach(cl, id, &s, &err) < 0 ||
         sbx_session_exec_start(s, &spec, &r.p, &err) < 0)
         goto out;
@@ -282,7 +341,9 @@ out:
     sbx_session_free(s);
     sbx_client_free(cl);
     sbx_strv_release(&argv);
+    sbx_strv_release(&env);
     sbx__ws_release(&r.ws);
     sbx_buf_release(&r.msg);
+    sbx_buf_release(&r.stdin);
     free(cwd);
 }

@@ -89,6 +89,22 @@ line two" sh -c 'wc -l; cat >/dev/null; echo done' >out 2>err
 [ "$(tr -d ' ' <out | head -n1)" = 1 ] && grep -qx done out && grep -qx "exit 0" err &&
     ok "exec: stdin reaches the command and its close ends it" ||
     { not_ok "exec: stdin and its close"; diag "$(cat out err)"; }
+head -c 3145728 /dev/zero >big.in
+harness h1 exec "$ID" "$TOK" --stdin-file big.in wc -c >out 2>err
+[ "$(tr -d ' ' <out)" = 3145728 ] && grep -qx "exit 0" err && ok "exec: 3 MiB of stdin arrive whole" ||
+    { not_ok "exec: 3 MiB of stdin arrive whole"; diag "$(cat out err)"; }
+harness h1 exec "$ID" "$TOK" --stdin-file big.in sh -c 'echo ignored' >out 2>err
+grep -qx ignored out && grep -qx "exit 0" err && ok "exec: stdin a command never reads does not hold the relay" ||
+    { not_ok "exec: unread stdin"; diag "$(cat out err)"; }
+harness h1 exec "$ID" "$TOK" --query env=GREETING=hello --query merge=1 sh -c 'echo "$GREETING"; echo to-err >&2' >out 2>err
+[ "$(cat out)" = "hello
+to-err" ] && grep -qx "exit 0" err && ok "exec: env= and merge= reach the command" ||
+    { not_ok "exec: env= and merge="; diag "$(cat out err)"; }
+harness h1 exec "$ID" "$TOK" --query timeout_ms=300 sleep 30 >out 2>err
+grep -qx "exit 143" err && ok "exec: timeout_ms ends the command (SIGTERM, 128+15)" ||
+    { not_ok "exec: timeout_ms"; diag "$(cat out err)"; }
+harness h1 bighead 20000 >out 2>err
+grep -qx 413 out && ok "a request head over 16 KiB is refused (413)" || { not_ok "a request head over 16 KiB"; diag "$(cat out err)"; }
 harness h1 exec "$ID" "$TOK" sh -c 'env; ls -a /' >out 2>err
 if grep -qx "exit 0" err && grep -q '^PATH=' out && ! grep -q -- "$TOK" out; then
     ok "the token is not in a command's environment"

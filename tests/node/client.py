@@ -3,12 +3,14 @@
 standard library only (ssl, socket), for the tests: an independent client of the daemon.
 
     client.py URL CA CERT KEY request METHOD PATH [TOKEN]     -> "STATUS BODY"
-    client.py URL CA CERT KEY exec ID TOKEN [--stdin TEXT] ARG... -> stdout, stderr, "exit N"
+    client.py URL CA CERT KEY exec ID TOKEN [--stdin TEXT|--stdin-file F] [--query K=V]... ARG...
+                                                              -> stdout, stderr, "exit N"
+    client.py URL CA CERT KEY bighead N                       -> a request with an N-byte header
 
 exec writes the command's stdout to stdout and its stderr to stderr as they come, then prints
 the status channel's exit code as "exit N" on stderr; a refused upgrade prints "http STATUS BODY".
 """
-import base64, json, os, socket, ssl, struct, sys, urllib.parse
+import base64, json, os, socket, ssl, struct, sys, threading, urllib.parse
 
 
 def connect(url, ca, cert, key):
@@ -89,8 +91,11 @@ class Frames:
         return b0 & 0x0F, payload
 
 
-def exec_(s, host, sid, token, args, stdin):
+def exec_(s, host, sid, token, args, stdin, extra):
     q = "&".join("command=" + urllib.parse.quote(a, safe="") for a in args)
+    for kv in extra:
+        k, v = kv.split("=", 1)
+        q += "&" + k + "=" + urllib.parse.quote(v, safe="")
     if stdin is not None:
         q += "&stdin=1"
     key = base64.b64encode(os.urandom(16)).decode()
@@ -108,7 +113,14 @@ def exec_(s, host, sid, token, args, stdin):
     if fields.get("sec-websocket-protocol") != "v5.channel.k8s.io":
         raise SystemExit("no v5.channel.k8s.io")
     if stdin is not None:
-        s.sendall(frame(2, b"\x00" + stdin.encode()) + frame(2, b"\xff\x00"))
+        def feed():
+            try:
+                for off in range(0, len(stdin), 1 << 20):
+                    s.sendall(frame(2, b"\x00" + stdin[off:off + (1 << 20)]))
+                s.sendall(frame(2, b"\xff\x00"))
+            except OSError:
+                pass  # the command ended first: the rest of its input is not wanted
+        threading.Thread(target=feed, daemon=True).start()
     fr = Frames(s, rest)
     code = None
     while True:
@@ -147,11 +159,21 @@ def main():
         status, body = request(s, host, rest[0], rest[1], rest[2] if len(rest) > 2 else None)
         print(status, body)
         return 0
-    stdin = None
-    if len(rest) > 3 and rest[2] == "--stdin":
-        stdin = rest[3]
+    if verb == "bighead":
+        s.sendall(f"GET /v1/node HTTP/1.1\r\nHost: {host}\r\nX-Big: {'a' * int(rest[0])}\r\n\r\n".encode())
+        status, _, _ = read_head(s)
+        print(status)
+        return 0
+    stdin, extra = None, []
+    while len(rest) > 3 and rest[2] in ("--stdin", "--stdin-file", "--query"):
+        if rest[2] == "--stdin":
+            stdin = rest[3].encode()
+        elif rest[2] == "--stdin-file":
+            stdin = open(rest[3], "rb").read()
+        else:
+            extra.append(rest[3])
         del rest[2:4]
-    return exec_(s, host, rest[0], rest[1], rest[2:], stdin)
+    return exec_(s, host, rest[0], rest[1], rest[2:], stdin, extra)
 
 
 if __name__ == "__main__":
