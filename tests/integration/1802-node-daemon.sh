@@ -7,7 +7,8 @@
 # CA do not), a sandbox made with the local provider, exec with stdout, stderr, stdin and its
 # end, and the exit status; the capability token (a wrong one and another sandbox's refused,
 # kept nowhere in clear and out of the sandbox), minting only by the owner's certificate,
-# listing per owner, a daemon restart finding its sandboxes again, and removal. Everything made is removed on exit: the daemon, the sandboxes, both namespaces.
+# listing per owner, a daemon killed in the middle of a command (no status for the harness, the
+# command ended, the sandbox kept), a restart finding its sandboxes again, and removal. Everything made is removed on exit: the daemon, the sandboxes, both namespaces.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sandbox-lib.sh"
 NODE=${SBX_NODE:-$(dirname "$SBX")/sbx-node}
@@ -127,8 +128,21 @@ harness h1 request POST "/v1/sandboxes/$ID/token" >t2 2>err
 TOK2=$(json token <t2)
 [ -n "$TOK2" ] && [ "$TOK2" != "$TOK" ] && ok "the owner mints a new token" || { not_ok "the owner mints a new token"; diag "$(cat t2)"; }
 
-kill "$NODE_PID" && wait "$NODE_PID" 2>/dev/null
+# The daemon killed in the middle of a command: the harness sees the stream end without a
+# status, the command ends with the daemon's connection to its supervisor, the sandbox stays.
+mark="sleep 31$net"
+harness h1 exec "$ID" "$TOK2" sh -c "echo started; exec $mark" >mid.out 2>mid.err &
+CPID=$!
+running() { grep -qx started mid.out && pgrep -f "^$mark\$" >/dev/null; }
+WAIT_S=20 wait_until running || diag "the command did not start: $(cat mid.out mid.err)"
+kill -9 "$NODE_PID" && wait "$NODE_PID" 2>/dev/null
 NODE_PID=
+wait "$CPID"
+crc=$?
+[ "$crc" = 4 ] && grep -qx "exit None" mid.err && ok "a daemon killed mid-command: the harness gets no status" ||
+    { not_ok "a daemon killed mid-command: the harness gets no status"; diag "rc $crc: $(cat mid.err)"; }
+gone() { ! pgrep -f "^$mark\$" >/dev/null; }
+WAIT_S=20 wait_until gone && ok "and the command ends with it" || not_ok "and the command ends with it"
 [ -d "$RUNBASE/$ID" ] && ok "the sandbox outlives the daemon" || not_ok "the sandbox outlives the daemon"
 start_node
 harness h1 exec "$ID" "$TOK2" echo again >out 2>err
