@@ -84,6 +84,11 @@ int node_send(struct node_conn *c, const void *p, size_t n, struct sbx_error *er
 /* Read and parse the next request (0), or 1 when the peer closed between requests. */
 int node_read_request(struct node_conn *c, struct node_req *r, struct sbx_error *err);
 void node_req_release(struct node_req *r);
+/* Parse a whole head h[0..n) (ending with the blank line) into r, which the caller zeroed with
+ * content_length -1: the request line (HTTP/1.1 only), the fields sbx-node reads, every line
+ * checked (no stray CR, LF, NUL or control character, at most NODE_FIELDS_MAX fields, a single
+ * decimal Content-Length, no Transfer-Encoding). SBX_E_PARSE, SBX_E_TOOBIG, SBX_E_UNSUPPORTED. */
+int node_parse_head(struct node_req *r, const char *h, size_t n, struct sbx_error *err);
 int node_respond(struct node_conn *c, int status, const json_t *body, struct sbx_error *err);
 int node_respond_error(struct node_conn *c, const struct sbx_error *e);
 /* The value of query parameter name number idx (0-based), percent-decoded into out; 0 when

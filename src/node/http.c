@@ -155,7 +155,7 @@ static int parse_field(struct node_req *r, const char *line, size_t n, struct sb
     return 0;
 }
 
-static int parse_head(struct node_req *r, const char *h, size_t n, struct sbx_error *err)
+int node_parse_head(struct node_req *r, const char *h, size_t n, struct sbx_error *err)
 {
     size_t fields = 0;
     int rc = 0;
@@ -188,7 +188,7 @@ int node_read_request(struct node_conn *c, struct node_req *r, struct sbx_error 
         return (int)hl;
     if (closed)
         return 1;
-    int rc = parse_head(r, c->in.data, (size_t)hl, err);
+    int rc = node_parse_head(r, c->in.data, (size_t)hl, err);
     sbx_buf_consume(&c->in, (size_t)hl);
     if (rc < 0)
         return rc;
