@@ -17,8 +17,6 @@
 #include "sbx/json.h"
 #include "sbx/session.h"
 
-#define PREV_GRACE_S 60
-
 static int64_t now_s(void)
 {
     return (int64_t)time(NULL);
@@ -34,12 +32,18 @@ static struct node_record *find(struct node_daemon *d, const char *id)
 
 static int save(struct node_daemon *d, const struct node_record *r, struct sbx_error *err)
 {
-    char th[SBX_SHA256_HEX_LEN + 1], ph[SBX_SHA256_HEX_LEN + 1], name[NODE_ID_MAX + 8];
-    sbx_hex(r->token_hash, sizeof(r->token_hash), th);
-    sbx_hex(r->prev_hash, sizeof(r->prev_hash), ph);
-    json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:s, s:I}", "id", r->id, "owner", r->owner,
-                          "token_sha256", th, "expires", (json_int_t)r->expires, "prev_sha256", ph,
-                          "prev_expires", (json_int_t)r->prev_expires);
+    char name[NODE_ID_MAX + 8];
+    json_t *toks = json_array();
+    for (size_t i = 0; i < NODE_TOKENS; i++) {
+        char h[SBX_SHA256_HEX_LEN + 1];
+        if (!r->tok[i].expires)
+            continue;
+        sbx_hex(r->tok[i].hash, sizeof(r->tok[i].hash), h);
+        json_array_append_new(toks, json_pack("{s:s, s:I}", "sha256", h, "expires",
+                                              (json_int_t)r->tok[i].expires));
+    }
+    json_t *j = json_pack("{s:s, s:s, s:o, s:O}", "id", r->id, "owner", r->owner, "tokens", toks,
+                          "env", r->env);
     char *text = sbx_json_dumps(j, JSON_COMPACT);
     json_decref(j);
     int dfd = open(d->state_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -48,6 +52,7 @@ static int save(struct node_daemon *d, const struct node_record *r, struct sbx_e
                      : sbx_fs_write_state(dfd, name, text, strlen(text), 0600, err);
     if (dfd >= 0)
         close(dfd);
+    explicit_bzero(text, strlen(text));
     free(text);
     return rc;
 }
@@ -70,10 +75,10 @@ static void load_one(struct node_daemon *d, int dfd, const char *name)
 {
     struct sbx_buf b;
     struct sbx_error err = SBX_ERROR_INIT;
-    sbx_buf_init(&b, 4096);
+    sbx_buf_init(&b, NODE_BODY_MAX + 65536);
     int fd = openat(dfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    json_t *j = NULL;
-    if (fd >= 0 && sbx_fd_read_all(fd, 4096, &b, &err) == 0)
+    json_t *j = NULL, *t;
+    if (fd >= 0 && sbx_fd_read_all(fd, NODE_BODY_MAX + 65536, &b, &err) == 0)
         sbx_json_parse(b.data, b.len, NULL, &j, &err);
     if (fd >= 0)
         close(fd);
@@ -81,18 +86,49 @@ static void load_one(struct node_daemon *d, int dfd, const char *name)
     struct node_record r = {0};
     const char *id = json_string_value(json_object_get(j, "id"));
     const char *owner = json_string_value(json_object_get(j, "owner"));
+    json_t *env = json_object_get(j, "env");
+    size_t i, n = 0;
     if (id && owner && strlen(id) <= NODE_ID_MAX && strlen(owner) == SBX_SHA256_HEX_LEN &&
-        unhex(json_string_value(json_object_get(j, "token_sha256")), r.token_hash, 32) == 0 &&
-        unhex(json_string_value(json_object_get(j, "prev_sha256")), r.prev_hash, 32) == 0 &&
-        d->n_recs < NODE_SANDBOX_MAX) {
+        json_is_array(env) && d->n_recs < NODE_SANDBOX_MAX) {
         snprintf(r.id, sizeof(r.id), "%s", id);
         snprintf(r.owner, sizeof(r.owner), "%s", owner);
-        r.expires = json_integer_value(json_object_get(j, "expires"));
-        r.prev_expires = json_integer_value(json_object_get(j, "prev_expires"));
+        json_array_foreach(json_object_get(j, "tokens"), i, t)
+        {
+            if (n < NODE_TOKENS &&
+                unhex(json_string_value(json_object_get(t, "sha256")), r.tok[n].hash, 32) == 0)
+                r.tok[n++].expires = json_integer_value(json_object_get(t, "expires"));
+        }
+        r.env = json_incref(env);
         SBX_ALLOC_GROW(d->recs, d->n_recs + 1, d->cap_recs);
         d->recs[d->n_recs++] = r;
     }
     json_decref(j);
+}
+
+json_t *node_record_env(struct node_daemon *d, const char *id)
+{
+    pthread_mutex_lock(&d->mu);
+    struct node_record *r = find(d, id);
+    json_t *env = r && r->env ? json_deep_copy(r->env) : json_array();
+    pthread_mutex_unlock(&d->mu);
+    return env;
+}
+
+/* Put a token's hash into r: an empty or expired slot, else the oldest. */
+static void add_token(struct node_record *r, const uint8_t hash[SBX_SHA256_LEN], int64_t expires,
+                      int64_t now)
+{
+    size_t at = 0;
+    for (size_t i = 0; i < NODE_TOKENS; i++) {
+        if (r->tok[i].expires <= now) {
+            at = i;
+            break;
+        }
+        if (r->tok[i].expires < r->tok[at].expires)
+            at = i;
+    }
+    memcpy(r->tok[at].hash, hash, SBX_SHA256_LEN);
+    r->tok[at].expires = expires;
 }
 
 int node_records_load(struct node_daemon *d, struct sbx_error *err)
@@ -138,9 +174,8 @@ int node_token_check(struct node_daemon *d, const char *id, const char *token,
         pthread_mutex_lock(&d->mu);
         struct node_record *r = find(d, id);
         int64_t now = now_s();
-        if (r)
-            ok = (CRYPTO_memcmp(h, r->token_hash, sizeof(h)) == 0 && now < r->expires) ||
-                 (CRYPTO_memcmp(h, r->prev_hash, sizeof(h)) == 0 && now < r->prev_expires);
+        for (size_t i = 0; r && i < NODE_TOKENS; i++)
+            ok |= CRYPTO_memcmp(h, r->tok[i].hash, sizeof(h)) == 0 && now < r->tok[i].expires;
         pthread_mutex_unlock(&d->mu);
     }
     if (ok)
@@ -149,10 +184,56 @@ int node_token_check(struct node_daemon *d, const char *id, const char *token,
     return sbx_error_set(err, SBX_E_PERM, 0, "the token does not open sandbox '%.64s'", id);
 }
 
-static json_t *token_json(const struct node_record *r, const char *token)
+static json_t *token_json(const char *id, const char *token, int64_t expires)
 {
-    return json_pack("{s:s, s:s, s:I}", "id", r->id, "token", token, "token_expires",
-                     (json_int_t)r->expires);
+    return json_pack("{s:s, s:s, s:I}", "id", id, "token", token, "token_expires",
+                     (json_int_t)expires);
+}
+
+/* The local sandbox's creation time into ans ("created", RFC 3339), when its state says. */
+static void add_created(struct sbx_session *s, json_t *ans)
+{
+    json_t *st = NULL;
+    struct sbx_error err = SBX_ERROR_INIT;
+    if (sbx_session_state(s, &st, &err) == 0 && json_is_string(json_object_get(st, "created")))
+        json_object_set(ans, "created", json_object_get(st, "created"));
+    json_decref(st);
+}
+
+/* GET /v1/sandboxes/ID: the id, when it was made, and the workspace's root as commands in the
+ * sandbox see it. */
+static void describe(struct node_conn *c, const char *id)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_client *cl = NULL;
+    struct sbx_session *s = NULL;
+    if (sbx_client_new("local", NULL, &cl, &err) == 0 && sbx_client_attach(cl, id, &s, &err) == 0) {
+        json_t *ans = json_pack("{s:s, s:s}", "id", id, "root", sbx_session_root(s));
+        add_created(s, ans);
+        node_respond(c, 200, ans, &err);
+        json_decref(ans);
+    } else {
+        node_respond_error(c, &err);
+    }
+    sbx_session_free(s);
+    sbx_client_free(cl);
+}
+
+/* A create's environment: at most NODE_ARGS_MAX strings "NAME=VALUE". */
+static int env_check(const json_t *env, struct sbx_error *err)
+{
+    size_t i;
+    json_t *v;
+    if (!json_is_array(env) || json_array_size(env) > NODE_ARGS_MAX)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "\"env\" takes at most %d \"NAME=VALUE\"",
+                             NODE_ARGS_MAX);
+    json_array_foreach(env, i, v)
+    {
+        const char *e = json_string_value(v);
+        if (!e || e[0] == '=' || !strchr(e, '='))
+            return sbx_error_set(err, SBX_E_INVAL, 0, "\"env\" entries are \"NAME=VALUE\"");
+    }
+    return 0;
 }
 
 static void create(struct node_conn *c, struct node_req *req)
@@ -164,11 +245,13 @@ static void create(struct node_conn *c, struct node_req *req)
     struct sbx_session *s = NULL;
     if (req->body.len && sbx_json_parse(req->body.data, req->body.len, NULL, &body, &err) < 0)
         goto out;
-    if (body && (!json_is_object(body) || json_object_size(body) > 0)) {
-        /* A manifest needs its local sources refused first (they would name this host's
-         * files): not taken yet. */
-        sbx_error_set(&err, SBX_E_UNSUPPORTED, 0,
-                      "this node makes empty sandboxes only (no manifest or options yet)");
+    json_t *env = json_object_get(body, "env");
+    if ((body && !json_is_object(body)) || json_object_size(body) > (env ? 1u : 0u) ||
+        (env && env_check(env, &err) < 0)) {
+        /* A manifest is materialised by the harness through commands: the node never reads
+         * one (its local sources would name this host's files). */
+        if (!err.code)
+            sbx_error_set(&err, SBX_E_INVAL, 0, "a create takes only \"env\"");
         goto out;
     }
     pthread_mutex_lock(&d->mu);
@@ -182,12 +265,16 @@ static void create(struct node_conn *c, struct node_req *req)
     struct sbx_create_spec spec = {0};
     if (sbx_client_new("local", NULL, &cl, &err) < 0 || sbx_client_create(cl, &spec, &s, &err) < 0)
         goto out;
-    struct node_record r = {.prev_expires = 0};
+    struct node_record r = {.env = env ? json_deep_copy(env) : json_array()};
     char token[NODE_TOKEN_LEN + 1];
+    uint8_t h[SBX_SHA256_LEN];
+    int64_t expires = now_s() + d->token_ttl_s;
     snprintf(r.id, sizeof(r.id), "%s", sbx_session_id(s));
     memcpy(r.owner, c->owner, sizeof(r.owner));
-    r.expires = now_s() + d->token_ttl_s;
-    if (mint(token, r.token_hash, &err) < 0 || save(d, &r, &err) < 0) {
+    if (mint(token, h, &err) == 0)
+        add_token(&r, h, expires, now_s());
+    if (err.code || save(d, &r, &err) < 0) {
+        json_decref(r.env);
         sbx_session_delete(s, NULL);
         goto out;
     }
@@ -195,7 +282,9 @@ static void create(struct node_conn *c, struct node_req *req)
     SBX_ALLOC_GROW(d->recs, d->n_recs + 1, d->cap_recs);
     d->recs[d->n_recs++] = r;
     pthread_mutex_unlock(&d->mu);
-    json_t *ans = token_json(&r, token);
+    json_t *ans = token_json(r.id, token, expires);
+    json_object_set_new(ans, "root", json_string(sbx_session_root(s)));
+    add_created(s, ans);
     node_respond(c, 201, ans, &err);
     json_decref(ans);
     explicit_bzero(token, sizeof(token));
@@ -225,8 +314,10 @@ static void forget(struct node_daemon *d, const char *id)
 {
     pthread_mutex_lock(&d->mu);
     struct node_record *r = find(d, id);
-    if (r)
+    if (r) {
+        json_decref(r->env);
         *r = d->recs[--d->n_recs];
+    }
     pthread_mutex_unlock(&d->mu);
     char p[4200];
     snprintf(p, sizeof(p), "%s/%s.json", d->state_dir, id);
@@ -250,7 +341,7 @@ static void remove_one(struct node_conn *c, const char *id)
     sbx_client_free(cl);
 }
 
-/* A new token for the owner's certificate; the previous one stays valid for PREV_GRACE_S. */
+/* A new token for the owner's certificate; the others stay valid to their own end. */
 static void remint(struct node_conn *c, const char *id)
 {
     struct node_daemon *d = c->d;
@@ -261,21 +352,19 @@ static void remint(struct node_conn *c, const char *id)
         node_respond_error(c, &err);
         return;
     }
+    int64_t expires = now_s() + d->token_ttl_s;
     pthread_mutex_lock(&d->mu);
     struct node_record *r = find(d, id);
-    struct node_record copy = {0};
-    if (r && strcmp(r->owner, c->owner) == 0) {
-        memcpy(r->prev_hash, r->token_hash, sizeof(h));
-        r->prev_expires = now_s() + PREV_GRACE_S < r->expires ? now_s() + PREV_GRACE_S : r->expires;
-        memcpy(r->token_hash, h, sizeof(h));
-        r->expires = now_s() + d->token_ttl_s;
-        copy = *r;
+    int mine = r && strcmp(r->owner, c->owner) == 0;
+    if (mine) {
+        add_token(r, h, expires, now_s());
+        save(d, r, &err); /* under the lock: two mints never write the record at once */
     }
     pthread_mutex_unlock(&d->mu);
-    if (!copy.id[0])
+    if (!mine)
         sbx_error_set(&err, SBX_E_PERM, 0, "the token does not open sandbox '%.64s'", id);
-    else if (save(d, &copy, &err) == 0) {
-        json_t *ans = token_json(&copy, token);
+    if (!err.code) {
+        json_t *ans = token_json(id, token, expires);
         node_respond(c, 200, ans, &err);
         json_decref(ans);
     }
@@ -338,6 +427,8 @@ void node_handle(struct node_conn *c, struct node_req *r)
     }
     if (strcmp(rest, "") == 0 && strcmp(r->method, "DELETE") == 0)
         remove_one(c, id);
+    else if (strcmp(rest, "") == 0 && get)
+        describe(c, id);
     else if (strcmp(rest, "exec") == 0 && get && r->upgrade_ws)
         node_exec(c, r, id);
     else {

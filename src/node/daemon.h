@@ -40,14 +40,20 @@ struct node_daemon {
     size_t n_recs, cap_recs;
 };
 
-/* A sandbox this daemon made: who owns it and the hash of its current token. */
+/* A token of a sandbox: its hash and when it stops opening the sandbox. */
+struct node_token {
+    uint8_t hash[SBX_SHA256_LEN];
+    int64_t expires; /* seconds since the epoch; 0: an empty slot */
+};
+#define NODE_TOKENS 8 /* tokens of one sandbox at a time: minting a ninth drops the oldest */
+
+/* A sandbox this daemon made: who owns it, the hashes of its tokens, and the environment of
+ * its commands (the harness's manifest, resolved there). */
 struct node_record {
     char id[NODE_ID_MAX + 1];
     char owner[SBX_SHA256_HEX_LEN + 1]; /* SHA-256 of the creating certificate's public key */
-    uint8_t token_hash[SBX_SHA256_LEN];
-    int64_t expires; /* seconds since the epoch */
-    uint8_t prev_hash[SBX_SHA256_LEN];
-    int64_t prev_expires; /* the token before the last mint, for 60 s (0: none) */
+    struct node_token tok[NODE_TOKENS];
+    json_t *env; /* array of "NAME=VALUE", owned */
 };
 
 /* One accepted connection. */
@@ -101,6 +107,9 @@ void node_handle(struct node_conn *c, struct node_req *r);
 /* 0 when r's token opens sandbox id; else an SBX_E_PERM error (the same for every cause). */
 int node_token_check(struct node_daemon *d, const char *id, const char *token,
                      struct sbx_error *err);
+
+/* A copy of sandbox id's environment (an array of "NAME=VALUE"; empty when none). */
+json_t *node_record_env(struct node_daemon *d, const char *id);
 
 /* exec.c: the WebSocket exec of an upgraded request (the token was checked). */
 void node_exec(struct node_conn *c, struct node_req *r, const char *id);

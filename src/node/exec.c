@@ -13,6 +13,7 @@
 #include "node/daemon.h"
 #include "sandbox/wire/channel.h"
 #include "sandbox/wire/ws.h"
+#include "sbx/json.h"
 #include "sbx/session.h"
 #include "sbx/strv.h"
 
@@ -34,7 +35,11 @@ struct relay {
 static void feed_stdin(struct relay *r)
 {
     while (r->stdin.len) {
-        ssize_t k = send(r->p->stdin_fd, r->stdin.data, r->stdin.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+        /* A terminal's master is no socket: written; a stdin socket is sent to without
+         * SIGPIPE and without waiting. */
+        ssize_t k = r->p->tty ? write(r->p->stdin_fd, r->stdin.data, r->stdin.len)
+                              : send(r->p->stdin_fd, r->stdin.data, r->stdin.len,
+                                     MSG_NOSIGNAL | MSG_DONTWAIT);
         if (k < 0 && errno == EINTR)
             continue;
         if (k < 0 && errno == EAGAIN)
@@ -182,6 +187,29 @@ static int relay_loop(struct relay *r, struct sbx_error *err)
     return 0;
 }
 
+/* A command killed by a signal, or by its deadline: the Status gets the causes "Signal" (its
+ * number) and "TimedOut" after its "ExitCode" (128+N), so the harness can tell them apart. */
+static int add_causes(struct sbx_buf *status, int sig, int timed_out, struct sbx_error *err)
+{
+    json_t *j = NULL;
+    int rc = sbx_json_parse(status->data, status->len, NULL, &j, err);
+    json_t *causes = json_object_get(json_object_get(j, "details"), "causes");
+    if (rc == 0 && !json_is_array(causes))
+        rc = sbx_error_set(err, SBX_E_INVAL, 0, "a status without causes");
+    char num[16];
+    snprintf(num, sizeof(num), "%d", sig);
+    if (rc == 0 && sig)
+        json_array_append_new(causes, json_pack("{s:s, s:s}", "reason", "Signal", "message", num));
+    if (rc == 0 && timed_out)
+        json_array_append_new(causes, json_pack("{s:s}", "reason", "TimedOut"));
+    if (rc == 0) {
+        sbx_buf_reset(status);
+        rc = sbx_json_dump(j, JSON_COMPACT, status, err);
+    }
+    json_decref(j);
+    return rc;
+}
+
 static int finish(struct relay *r, struct sbx_error *err)
 {
     struct sbx_exit st;
@@ -193,6 +221,8 @@ static int finish(struct relay *r, struct sbx_error *err)
     struct sbx_buf status;
     sbx_buf_init(&status, SBX__CH_STATUS_MAX);
     rc = sbx__ch_status_encode(SBX__CH_V5, code & 0xff, NULL, &status, err);
+    if (rc == 0 && (st.signal || st.timed_out))
+        rc = add_causes(&status, st.signal, st.timed_out, err);
     if (rc == 0)
         rc = send_channel(r, SBX__CH_ERROR, status.data, status.len, err);
     sbx_buf_release(&status);
@@ -317,6 +347,11 @@ void node_exec(struct node_conn *c, struct node_req *req, const char *id)
     struct relay r = {.c = c, .out_open = 1};
     sbx_strv_init(&argv);
     sbx_strv_init(&env);
+    /* The sandbox's own environment first: the request's entries come after it and win. */
+    json_t *renv = node_record_env(c->d, id), *v;
+    size_t i;
+    json_array_foreach(renv, i, v) sbx_strv_push(&env, json_string_value(v));
+    json_decref(renv);
     sbx__ws_init_server(&r.ws, 0);
     sbx_buf_init(&r.msg, SBX__WS_DEFAULT_MESSAGE);
     sbx_buf_init(&r.stdin, STDIN_HIGH + SBX__WS_DEFAULT_MESSAGE);

@@ -15,6 +15,7 @@
     X(cloudflare)             \
     X(runloop)                \
     X(vercel)                 \
+    X(remote)                 \
     /* a new provider: one line above this one */
 /* clang-format on */
 
