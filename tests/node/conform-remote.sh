@@ -16,9 +16,12 @@ for p in ip nsenter ss; do command -v "$p" >/dev/null || skip "no '$p' here"; do
 T=$(mktemp -d "${TMPDIR:-/tmp}/sbx-conform-remote.XXXXXX")
 tag=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 NS_NODE=sbxn-$tag NS_HARN=sbxh-$tag NODE_PID=
+# env execs the program: a daemon started through it in the background is that process, so
+# its PID is the daemon's (a shell function would leave a subshell between them).
 node_env() {
-    XDG_STATE_HOME=$T/node/state XDG_RUNTIME_DIR=$T/node/run SBX_WORKSPACES=$T/node/ws \
-        SBX_STOPPED=$T/node/stopped SBX_SNAPSHOTS=$T/node/snapshots SBX_RECORDS=$T/node/records "$@"
+    env XDG_STATE_HOME="$T/node/state" XDG_RUNTIME_DIR="$T/node/run" SBX_WORKSPACES="$T/node/ws" \
+        SBX_STOPPED="$T/node/stopped" SBX_SNAPSHOTS="$T/node/snapshots" \
+        SBX_RECORDS="$T/node/records" "$@"
 }
 cleanup() {
     [ -n "$NODE_PID" ] && kill "$NODE_PID" 2>/dev/null && wait "$NODE_PID" 2>/dev/null
@@ -45,7 +48,9 @@ cd "$T" || exit 1
     "$SBX" node cert issue harness --ca ca --harness; } >/dev/null 2>certs.err ||
     { echo "Bail out! cannot make the certificates: $(head -n1 certs.err)"; exit 1; }
 PORT=$((20000 + RANDOM % 40000))
-node_env nsenter --net="/run/netns/$NS_NODE" "$NODE" --listen "$ADDR:$PORT" --cert node-a.pem \
+env XDG_STATE_HOME="$T/node/state" XDG_RUNTIME_DIR="$T/node/run" SBX_WORKSPACES="$T/node/ws" \
+    SBX_STOPPED="$T/node/stopped" SBX_SNAPSHOTS="$T/node/snapshots" SBX_RECORDS="$T/node/records" \
+    nsenter --net="/run/netns/$NS_NODE" "$NODE" --listen "$ADDR:$PORT" --cert node-a.pem \
     --key node-a.key --ca ca/ca.pem --state "$T/node/records-node" --name node-a >node.log 2>&1 &
 NODE_PID=$!
 for _ in $(seq 100); do
