@@ -119,18 +119,9 @@ static int on_message(struct relay *r, const struct sbx__ws_msg *m, struct sbx_e
     return 0;
 }
 
-/* Decode what the harness sent (the buffered bytes first: TLS may hold more than the socket
- * shows). */
-static int from_peer(struct relay *r, struct sbx_error *err)
+/* Decode the harness's bytes already read (after the request's head, or past a message). */
+static int drain_in(struct relay *r, struct sbx_error *err)
 {
-    char b[16384];
-    long k = node_recv(r->c, b, sizeof(b), err);
-    if (k <= 0) {
-        r->peer_gone = 1;
-        return k < 0 ? (int)k : 0;
-    }
-    if (sbx_buf_add(&r->c->in, b, (size_t)k, err) < 0)
-        return -err->code;
     while (r->c->in.len && !r->peer_gone) {
         struct sbx__ws_msg m;
         long used = sbx__ws_recv(&r->ws, (const uint8_t *)r->c->in.data, r->c->in.len, &m, err);
@@ -146,9 +137,26 @@ static int from_peer(struct relay *r, struct sbx_error *err)
     return 0;
 }
 
+/* Read what the harness sent, then decode it. */
+static int from_peer(struct relay *r, struct sbx_error *err)
+{
+    char b[16384];
+    long k = node_recv(r->c, b, sizeof(b), err);
+    if (k <= 0) {
+        r->peer_gone = 1;
+        return k < 0 ? (int)k : 0;
+    }
+    if (sbx_buf_add(&r->c->in, b, (size_t)k, err) < 0)
+        return -err->code;
+    return drain_in(r, err);
+}
+
 /* Relay until the command's status is known and its output drained, or the harness left. */
 static int relay_loop(struct relay *r, struct sbx_error *err)
 {
+    int rc0 = drain_in(r, err); /* frames that came with the upgrade request */
+    if (rc0 < 0)
+        return rc0;
     while (!r->peer_gone) {
         int take = r->stdin.len < STDIN_HIGH; /* else the harness waits: TCP pushes back */
         if (take && SSL_pending(r->c->ssl) > 0) {
@@ -367,8 +375,11 @@ void node_exec(struct node_conn *c, struct node_req *req, const char *id)
     if (upgrade(c, req, &err) < 0)
         goto out;
     upgraded = 1;
-    if (relay_loop(&r, &err) == 1)
-        finish(&r, &err);
+    int rc = relay_loop(&r, &err);
+    if (rc == 1)
+        rc = finish(&r, &err);
+    if (rc < 0) /* the harness gets no status: the daemon's log says why */
+        fprintf(stderr, "sbx-node: exec in sandbox '%s' ended without a status: %s\n", id, err.msg);
 out:
     if (!upgraded && err.code)
         node_respond_error(c, &err);

@@ -87,10 +87,14 @@ int node_tls_accept(struct node_conn *c, struct sbx_error *err)
 
 long node_recv(struct node_conn *c, void *p, size_t n, struct sbx_error *err)
 {
-    int k = SSL_read(c->ssl, p, n > INT32_MAX ? INT32_MAX : (int)n);
+    int k, e;
+    /* A record still arriving, or a signal: wait for the rest (the socket's own timeout). */
+    while ((k = SSL_read(c->ssl, p, n > INT32_MAX ? INT32_MAX : (int)n)) <= 0 &&
+           ((e = SSL_get_error(c->ssl, k)) == SSL_ERROR_WANT_READ ||
+            (e == SSL_ERROR_SYSCALL && errno == EINTR)))
+        ;
     if (k > 0)
         return k;
-    int e = SSL_get_error(c->ssl, k);
     if (e == SSL_ERROR_ZERO_RETURN)
         return 0;
     if (e == SSL_ERROR_SYSCALL && (errno == EAGAIN || errno == EWOULDBLOCK))

@@ -89,7 +89,7 @@ harness h1 exec "$ID" "$TOK" --stdin "line one
 line two" sh -c 'wc -l; cat >/dev/null; echo done' >out 2>err
 [ "$(tr -d ' ' <out | head -n1)" = 1 ] && grep -qx done out && grep -qx "exit 0" err &&
     ok "exec: stdin reaches the command and its close ends it" ||
-    { not_ok "exec: stdin and its close"; diag "$(cat out err)"; }
+    { not_ok "exec: stdin and its close"; diag "$(cat out err node.log)"; }
 head -c 3145728 /dev/zero >big.in
 harness h1 exec "$ID" "$TOK" --stdin-file big.in wc -c >out 2>err
 [ "$(tr -d ' ' <out)" = 3145728 ] && grep -qx "exit 0" err && ok "exec: 3 MiB of stdin arrive whole" ||
