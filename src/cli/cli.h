@@ -226,6 +226,7 @@ int cmd_snapshot(int argc, char **argv);     /* cmd-snapshot.c */
 int cmd_conversation(int argc, char **argv); /* cmd-conversation.c */
 int cmd_run_state(int argc, char **argv);    /* cmd-state.c */
 int cmd_memory(int argc, char **argv);       /* cmd-memory.c */
+int cmd_node(int argc, char **argv);         /* cmd-node.c */
 int cmd_mcp(int argc, char **argv);          /* cmd-mcp.c */
 
 struct sbx_sandbox_run;

@@ -373,6 +373,24 @@ static const struct cli_help_opt mem_agent_opts[] = {
         {0},
 };
 
+static const struct cli_help_opt node_ca_opts[] = {
+        {0, "name", "NAME", "the CA's common name (default 'sbx-node CA')"},
+        {0, "days", "N", "how long the CA is valid (default 3650)"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
+static const struct cli_help_opt node_cert_opts[] = {
+        {0, "ca", "DIR", "the CA folder that signs (made by 'sbx node ca init')"},
+        {0, "node", NULL, "a node's certificate: the daemon's, for TLS servers"},
+        {0, "harness", NULL, "a harness's certificate: for the clients of the daemons"},
+        {0, "host", "HOST", "an IP address or DNS name the node is reached at (repeatable)"},
+        {0, "days", "N", "how long the certificate is valid (default 365)"},
+        {0, "out", "DIR", "where NAME.pem and NAME.key go (default: the current folder)"},
+        {'h', "help", NULL, "show this help"},
+        {0},
+};
+
 static const struct cli_help_opt mf_check_opts[] = {
         {0, "no-host-checks", NULL,
          "do not look at local_file / local_dir sources on this machine, nor require the "
@@ -497,6 +515,27 @@ const struct cli_help cli_help_table[] = {
          "Removes the memory and rollout folders from a workspace directory; for a snapshot, "
          "stores a copy without them and prints its reference.",
          mem_agent_opts, STATUS_COMMON, "memory", 0},
+        {"node", NULL, "sbx node <command> [options]", "the certificates of an sbx-node deployment",
+         "sbx-node daemons serve the local provider of their hosts to harnesses over mutual TLS. "
+         "A deployment has one private CA; each node and each harness gets a certificate "
+         "from it (docs/internals/node.md).",
+         help_only, STATUS_COMMON, "node-ca node-cert", 0},
+        {"node ca", NULL, "sbx node ca init [--name NAME] [--days N] DIR",
+         "make a deployment's private CA",
+         "Makes DIR (0700) when missing and writes DIR/ca.pem, the CA certificate, and "
+         "DIR/ca.key (0600), its ECDSA P-256 key. An existing CA is never replaced. Prints the "
+         "paths, the certificate's SHA-256 and its public key's pin.",
+         node_ca_opts, STATUS_COMMON, "node-cert", CLI_HELP_ANYWHERE},
+        {"node cert", NULL,
+         "sbx node cert issue NAME --ca DIR --node [--host HOST]... [--days N] [--out DIR]\n"
+         "sbx node cert issue NAME --ca DIR --harness [--days N] [--out DIR]",
+         "issue a node's or a harness's certificate",
+         "Writes NAME.pem and NAME.key (0600) signed by the CA in DIR: a node's certificate "
+         "(server authentication, named NAME and each --host) or a harness's (client "
+         "authentication). Existing files are never replaced. Prints the paths, the "
+         "certificate's SHA-256 (what a node's revocation list names) and its public key's pin "
+         "(sha256//BASE64).",
+         node_cert_opts, STATUS_COMMON, "node-ca", CLI_HELP_ANYWHERE},
 
         {"run", NULL,
          "sbx run [-a AGENT_FILE] [-m MODEL] [--base-url URL] [--api responses|chat]\n"

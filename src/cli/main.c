@@ -22,6 +22,7 @@ static const struct verb verbs[] = {
         {"manifest", cmd_manifest},
         {"mcp", cmd_mcp},
         {"memory", cmd_memory},
+        {"node", cmd_node},
         {"run", cmd_run},
         {"sandbox", cmd_sandbox},
         {"snapshot", cmd_snapshot},

@@ -16,6 +16,7 @@
     X(runloop)                \
     X(vercel)                 \
     X(blaxel)                 \
+    X(remote)                 \
     /* a new provider: one line above this one */
 /* clang-format on */
 

@@ -296,8 +296,9 @@ static int opcode_known(int op)
            op == SBX__WS_CLOSE || op == SBX__WS_PING || op == SBX__WS_PONG;
 }
 
-int sbx__ws_frame_masked(struct sbx_buf *out, int opcode, int fin, const void *p, size_t n,
-                         const uint8_t mask[4], struct sbx_error *err)
+/* A frame either side sends: masked by a client, plain (mask NULL) by a server. */
+static int frame_any(struct sbx_buf *out, int opcode, int fin, const void *p, size_t n,
+                     const uint8_t *mask, struct sbx_error *err)
 {
     if (!opcode_known(opcode))
         return sbx_error_set(err, SBX_E_INVAL, 0, "websocket opcode %d is reserved", opcode);
@@ -307,21 +308,24 @@ int sbx__ws_frame_masked(struct sbx_buf *out, int opcode, int fin, const void *p
                              SBX__WS_CONTROL_MAX);
     uint8_t hdr[14];
     size_t h = 2;
+    uint8_t mbit = mask ? 0x80 : 0;
     hdr[0] = (uint8_t)((fin ? 0x80 : 0) | opcode);
     if (n < 126) {
-        hdr[1] = (uint8_t)(0x80 | n);
+        hdr[1] = (uint8_t)(mbit | n);
     } else if (n <= 0xffff) {
-        hdr[1] = 0x80 | 126;
+        hdr[1] = mbit | 126;
         hdr[2] = (uint8_t)(n >> 8), hdr[3] = (uint8_t)n;
         h = 4;
     } else {
-        hdr[1] = 0x80 | 127;
+        hdr[1] = mbit | 127;
         for (int i = 0; i < 8; i++)
             hdr[2 + i] = (uint8_t)((uint64_t)n >> (56 - 8 * i));
         h = 10;
     }
-    memcpy(hdr + h, mask, 4);
-    h += 4;
+    if (mask) {
+        memcpy(hdr + h, mask, 4);
+        h += 4;
+    }
     if (n > SIZE_MAX - h)
         return sbx_error_set(err, SBX_E_TOOBIG, 0, "websocket frame too large");
     int rc = sbx_buf_reserve(out, h + n, err);
@@ -331,9 +335,21 @@ int sbx__ws_frame_masked(struct sbx_buf *out, int opcode, int fin, const void *p
     const uint8_t *src = p;
     memcpy(dst, hdr, h);
     for (size_t i = 0; i < n; i++)
-        dst[h + i] = src[i] ^ mask[i & 3];
+        dst[h + i] = mask ? src[i] ^ mask[i & 3] : src[i];
     sbx_buf_setlen(out, out->len + h + n);
     return 0;
+}
+
+int sbx__ws_frame_masked(struct sbx_buf *out, int opcode, int fin, const void *p, size_t n,
+                         const uint8_t mask[4], struct sbx_error *err)
+{
+    return frame_any(out, opcode, fin, p, n, mask, err);
+}
+
+int sbx__ws_frame_server(struct sbx_buf *out, int opcode, int fin, const void *p, size_t n,
+                         struct sbx_error *err)
+{
+    return frame_any(out, opcode, fin, p, n, NULL, err);
 }
 
 int sbx__ws_frame(struct sbx_buf *out, int opcode, int fin, const void *p, size_t n,
@@ -371,6 +387,7 @@ int sbx__ws_decoder_idle(const struct sbx__ws_decoder *d)
     return !d->failed && d->hdr_len == 0 && d->msg_opcode == 0;
 }
 
+#define PEER(d) ((d)->server ? "client" : "server")
 #define FAIL(code, close, ...) \
     (sbx_error_set(&d->fail, code, 0, __VA_ARGS__), failed(d, close, err))
 
@@ -391,28 +408,31 @@ static long check_start(struct sbx__ws_decoder *d, struct sbx_error *err)
     d->opcode = op;
     if (b0 & 0x70)
         return FAIL(SBX_E_PARSE, SBX__WS_CLOSE_PROTOCOL,
-                    "the server set reserved bits 0x%02x of a frame (no extension was agreed)",
+                    "the %s set reserved bits 0x%02x of a frame (no extension was agreed)", PEER(d),
                     b0 & 0x70);
     if (!opcode_known(op))
-        return FAIL(SBX_E_PARSE, SBX__WS_CLOSE_PROTOCOL, "the server sent reserved opcode 0x%x",
-                    op);
-    if (b1 & 0x80)
+        return FAIL(SBX_E_PARSE, SBX__WS_CLOSE_PROTOCOL, "the %s sent reserved opcode 0x%x",
+                    PEER(d), op);
+    if (!d->server && (b1 & 0x80))
         return FAIL(SBX_E_PARSE, SBX__WS_CLOSE_PROTOCOL,
                     "the server sent a masked frame (a server's frames are never masked)");
+    if (d->server && !(b1 & 0x80))
+        return FAIL(SBX_E_PARSE, SBX__WS_CLOSE_PROTOCOL,
+                    "the client sent an unmasked frame (a client's frames are always masked)");
     if (op >= 8 && !d->fin)
         return FAIL(SBX_E_PARSE, SBX__WS_CLOSE_PROTOCOL,
-                    "the server fragmented a control frame (opcode 0x%x)", op);
+                    "the %s fragmented a control frame (opcode 0x%x)", PEER(d), op);
     if (op >= 8 && len7 > SBX__WS_CONTROL_MAX)
         return FAIL(SBX_E_PARSE, SBX__WS_CLOSE_PROTOCOL,
-                    "the server sent a control frame (opcode 0x%x) over %d bytes", op,
+                    "the %s sent a control frame (opcode 0x%x) over %d bytes", PEER(d), op,
                     SBX__WS_CONTROL_MAX);
     if (op == SBX__WS_CONT && !d->msg_opcode)
         return FAIL(SBX_E_PARSE, SBX__WS_CLOSE_PROTOCOL,
-                    "the server sent a continuation frame with no message to continue");
+                    "the %s sent a continuation frame with no message to continue", PEER(d));
     if ((op == SBX__WS_TEXT || op == SBX__WS_BINARY) && d->msg_opcode)
         return FAIL(SBX_E_PARSE, SBX__WS_CLOSE_PROTOCOL,
-                    "the server started a new message before finishing its fragmented one");
-    d->hdr_need = 2 + (len7 == 126 ? 2 : len7 == 127 ? 8 : 0);
+                    "the %s started a new message before finishing its fragmented one", PEER(d));
+    d->hdr_need = 2 + (len7 == 126 ? 2 : len7 == 127 ? 8 : 0) + (d->server ? 4 : 0);
     return 0;
 }
 
@@ -425,7 +445,7 @@ static long check_length(struct sbx__ws_decoder *d, struct sbx_error *err)
         len = (uint64_t)d->hdr[2] << 8 | d->hdr[3];
         if (len < 126)
             return FAIL(SBX_E_PARSE, SBX__WS_CLOSE_PROTOCOL,
-                        "the server sent length %u in 16 bits (not the shortest encoding)",
+                        "the %s sent length %u in 16 bits (not the shortest encoding)", PEER(d),
                         (unsigned)len);
     } else if (len7 == 127) {
         len = 0;
@@ -433,17 +453,20 @@ static long check_length(struct sbx__ws_decoder *d, struct sbx_error *err)
             len = len << 8 | d->hdr[2 + i];
         if (len >> 63)
             return FAIL(SBX_E_PARSE, SBX__WS_CLOSE_PROTOCOL,
-                        "the server sent a 64-bit length with its top bit set");
+                        "the %s sent a 64-bit length with its top bit set", PEER(d));
         if (len <= 0xffff)
             return FAIL(SBX_E_PARSE, SBX__WS_CLOSE_PROTOCOL,
-                        "the server sent length %u in 64 bits (not the shortest encoding)",
+                        "the %s sent length %u in 64 bits (not the shortest encoding)", PEER(d),
                         (unsigned)len);
     }
     if (d->opcode < 8 && len > d->max_message - d->msg.len)
         return FAIL(SBX_E_TOOBIG, SBX__WS_CLOSE_TOO_BIG,
-                    "the server's message exceeds the limit of %zu bytes", d->max_message);
+                    "the %s's message exceeds the limit of %zu bytes", PEER(d), d->max_message);
     if (d->opcode == SBX__WS_TEXT || d->opcode == SBX__WS_BINARY)
         d->msg_opcode = d->opcode;
+    if (d->server)
+        memcpy(d->mask, d->hdr + d->hdr_need - 4, 4);
+    d->mask_at = 0;
     d->left = len;
     return 0;
 }
@@ -465,15 +488,15 @@ static long frame_done(struct sbx__ws_decoder *d, struct sbx__ws_msg *msg, struc
         msg->reason = "";
         if (msg->len == 1)
             return FAIL(SBX_E_PARSE, SBX__WS_CLOSE_PROTOCOL,
-                        "the server sent a close frame of one byte");
+                        "the %s sent a close frame of one byte", PEER(d));
         if (msg->len >= 2) {
             msg->close_code = d->ctl[0] << 8 | d->ctl[1];
             if (!sbx__ws_close_code_valid(msg->close_code))
                 return FAIL(SBX_E_PARSE, SBX__WS_CLOSE_PROTOCOL,
-                            "the server sent invalid close code %d", msg->close_code);
+                            "the %s sent invalid close code %d", PEER(d), msg->close_code);
             if (!sbx__wire_utf8_valid(d->ctl + 2, msg->len - 2))
                 return FAIL(SBX_E_PARSE, SBX__WS_CLOSE_BAD_DATA,
-                            "the server's close reason is not UTF-8");
+                            "the %s's close reason is not UTF-8", PEER(d));
             msg->reason = (const char *)d->ctl + 2;
         }
         d->got_close = 1;
@@ -484,7 +507,7 @@ static long frame_done(struct sbx__ws_decoder *d, struct sbx__ws_msg *msg, struc
     if (d->msg_opcode == SBX__WS_TEXT &&
         !sbx__wire_utf8_valid((const uint8_t *)d->msg.data, d->msg.len))
         return FAIL(SBX_E_PARSE, SBX__WS_CLOSE_BAD_DATA,
-                    "the server sent a text message that is not UTF-8");
+                    "the %s sent a text message that is not UTF-8", PEER(d));
     msg->opcode = d->msg_opcode;
     msg->data = (const uint8_t *)d->msg.data;
     msg->len = d->msg.len;
@@ -509,7 +532,7 @@ long sbx__ws_decode(struct sbx__ws_decoder *d, const uint8_t *p, size_t n, struc
         if (d->hdr_len < d->hdr_need) {
             if (d->got_close)
                 return FAIL(SBX_E_PARSE, SBX__WS_CLOSE_PROTOCOL,
-                            "the server sent more after its close frame");
+                            "the %s sent more after its close frame", PEER(d));
             size_t k = d->hdr_need - d->hdr_len;
             k = k < n - used ? k : n - used;
             memcpy(d->hdr + d->hdr_len, p + used, k);
@@ -522,12 +545,18 @@ long sbx__ws_decode(struct sbx__ws_decoder *d, const uint8_t *p, size_t n, struc
                 return rc;
         } else {
             size_t k = d->left < n - used ? (size_t)d->left : n - used;
+            uint8_t *dst;
             if (d->opcode >= 8) {
-                memcpy(d->ctl + d->ctl_len, p + used, k);
+                dst = d->ctl + d->ctl_len;
+                memcpy(dst, p + used, k);
                 d->ctl_len += k;
             } else if (sbx_buf_add(&d->msg, p + used, k, &d->fail) < 0) {
                 return failed(d, SBX__WS_CLOSE_TOO_BIG, err);
+            } else {
+                dst = (uint8_t *)d->msg.data + d->msg.len - k;
             }
+            for (size_t i = 0; d->server && i < k; i++)
+                dst[i] ^= d->mask[d->mask_at++ & 3];
             d->left -= k, used += k;
         }
         if (d->left == 0) {
@@ -551,6 +580,19 @@ void sbx__ws_init(struct sbx__ws *ws, size_t max_message)
     ws->state = SBX__WS_OPEN;
 }
 
+void sbx__ws_init_server(struct sbx__ws *ws, size_t max_message)
+{
+    sbx__ws_init(ws, max_message);
+    ws->dec.server = 1;
+}
+
+/* One whole frame into ws->out, masked when sbx is the client. */
+static int ws_frame(struct sbx__ws *ws, int opcode, const void *p, size_t n, struct sbx_error *err)
+{
+    return ws->dec.server ? sbx__ws_frame_server(&ws->out, opcode, 1, p, n, err)
+                          : sbx__ws_frame(&ws->out, opcode, 1, p, n, err);
+}
+
 void sbx__ws_release(struct sbx__ws *ws)
 {
     sbx__ws_decoder_release(&ws->dec);
@@ -569,7 +611,7 @@ static int queue_close(struct sbx__ws *ws, int code, const char *reason, size_t 
         n = 2 + rlen;
     }
     ws->sent_close = 1;
-    return sbx__ws_frame(&ws->out, SBX__WS_CLOSE, 1, body, n, err);
+    return ws_frame(ws, SBX__WS_CLOSE, body, n, err);
 }
 
 long sbx__ws_recv(struct sbx__ws *ws, const uint8_t *p, size_t n, struct sbx__ws_msg *msg,
@@ -584,7 +626,7 @@ long sbx__ws_recv(struct sbx__ws *ws, const uint8_t *p, size_t n, struct sbx__ws
         return used;
     }
     if (msg->opcode == SBX__WS_PING && !ws->sent_close) {
-        rc = sbx__ws_frame(&ws->out, SBX__WS_PONG, 1, msg->data, msg->len, err);
+        rc = ws_frame(ws, SBX__WS_PONG, msg->data, msg->len, err);
     } else if (msg->opcode == SBX__WS_CLOSE) {
         ws->peer_code = msg->close_code;
         size_t rlen = msg->len > 2 ? msg->len - 2 : 0;
@@ -612,14 +654,14 @@ int sbx__ws_send(struct sbx__ws *ws, int opcode, const void *p, size_t n, struct
         return sbx_error_set(err, SBX_E_INVAL, 0, "the websocket connection is closing");
     if (opcode == SBX__WS_TEXT && !sbx__wire_utf8_valid(p, n))
         return sbx_error_set(err, SBX_E_INVAL, 0, "a websocket text message must be UTF-8");
-    return sbx__ws_frame(&ws->out, opcode, 1, p, n, err);
+    return ws_frame(ws, opcode, p, n, err);
 }
 
 int sbx__ws_ping(struct sbx__ws *ws, const void *p, size_t n, struct sbx_error *err)
 {
     if (ws->sent_close || ws->state != SBX__WS_OPEN)
         return sbx_error_set(err, SBX_E_INVAL, 0, "the websocket connection is closing");
-    return sbx__ws_frame(&ws->out, SBX__WS_PING, 1, p, n, err);
+    return ws_frame(ws, SBX__WS_PING, p, n, err);
 }
 
 int sbx__ws_close(struct sbx__ws *ws, int code, const char *reason, struct sbx_error *err)

@@ -87,6 +87,9 @@ int sbx__ws_check_response(const struct sbx__ws_handshake *h, const char *head, 
 int sbx__ws_frame_masked(struct sbx_buf *out, int opcode, int fin, const void *p, size_t n,
                          const uint8_t mask[4], struct sbx_error *err);
 /* The same with a fresh mask from getrandom, as every client frame must have. */
+/* An unmasked frame, as a server sends it. */
+int sbx__ws_frame_server(struct sbx_buf *out, int opcode, int fin, const void *p, size_t n,
+                         struct sbx_error *err);
 int sbx__ws_frame(struct sbx_buf *out, int opcode, int fin, const void *p, size_t n,
                   struct sbx_error *err);
 
@@ -99,7 +102,7 @@ struct sbx__ws_msg {
     const char *reason; /* CLOSE: the reason (UTF-8, NUL-terminated, may be ""), borrowed */
 };
 
-/* The incremental decoder of server frames. */
+/* The incremental decoder of a server's frames, or of a client's (server = 1). */
 struct sbx__ws_decoder {
     uint8_t hdr[14];
     size_t hdr_len, hdr_need;
@@ -114,6 +117,9 @@ struct sbx__ws_decoder {
     int got_close;   /* a close frame came: nothing may follow */
     int failed;      /* an error was returned: every later call fails the same way */
     int fail_close;  /* the close code an error calls for */
+    int server;      /* decoding a client's frames (sbx__ws_init_server): each must be masked */
+    uint8_t mask[4]; /* the frame's masking key (server side) */
+    uint64_t mask_at;
     struct sbx_error fail;
 };
 
@@ -150,6 +156,9 @@ struct sbx__ws {
 /* max_message as for the decoder; out may hold up to max_message plus 64 KiB of unsent frames
  * (a server pinging faster than the caller drains fails with SBX_E_TOOBIG). */
 void sbx__ws_init(struct sbx__ws *ws, size_t max_message);
+/* The server side (the sbx-node daemon): the client's frames must be masked and are unmasked,
+ * sbx's own frames (replies, data, close) are sent unmasked. Otherwise as sbx__ws_init. */
+void sbx__ws_init_server(struct sbx__ws *ws, size_t max_message);
 void sbx__ws_release(struct sbx__ws *ws);
 /* sbx__ws_decode plus the protocol's own replies: a ping queues its pong, the server's close
  * queues the echo of its code (unless sbx sent one first) and makes the state CLOSED, and a

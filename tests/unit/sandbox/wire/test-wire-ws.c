@@ -59,11 +59,14 @@ static size_t client_frame(const uint8_t *p, size_t n, int *b0, struct sbx_buf *
 /* Decode the whole stream in pieces of step bytes (0: whole) and log what came out:
  * "T<len>:<text>|", "B<len>|", "P<len>|", "O<len>|" (pong), "C<code>:<reason>|", then "E:<msg>"
  * on an error. */
+static int as_server; /* decode a client's frames (the sbx-node daemon's side) */
+
 static void decode_log(const uint8_t *p, size_t n, size_t step, size_t max, struct sbx_buf *log)
 {
     struct sbx__ws_decoder d;
     struct sbx_error err = SBX_ERROR_INIT;
     sbx__ws_decoder_init(&d, max);
+    d.server = as_server;
     sbx_buf_reset(log);
     if (step == 0)
         step = n ? n : 1;
@@ -703,6 +706,66 @@ static void test_utf8(void)
     CHECK_EQ_STR(sbx__wire_clean("0123456789", 10, out, sizeof(out)), "0123...");
 }
 
+/* The server side: a client's frames must be masked and are unmasked, split anywhere; sbx's
+ * own frames go out unmasked. */
+static void test_server_side(void)
+{
+    static const uint8_t hello[] = {0x81, 0x05, 0x48, 0x65, 0x6c, 0x6c, 0x6f};
+    static const uint8_t masked[] = {0x81, 0x85, 0x37, 0xfa, 0x21, 0x3d,
+                                     0x7f, 0x9f, 0x4d, 0x51, 0x58};
+    static const uint8_t ping[] = {0x89, 0x85, 0x37, 0xfa, 0x21, 0x3d,
+                                   0x7f, 0x9f, 0x4d, 0x51, 0x58};
+    struct sbx_error err = SBX_ERROR_INIT;
+    as_server = 1;
+    EXPECT(masked, sizeof(masked), "T5:Hello|");
+    EXPECT(hello, sizeof(hello), "~the client sent an unmasked frame");
+    /* A fragmented text message with a ping between its fragments, each frame with its own
+     * random mask, fed one byte at a time. */
+    struct sbx_buf b, log;
+    sbx_buf_init(&b, SBX_BUF_NOLIMIT);
+    sbx_buf_init(&log, SBX_BUF_NOLIMIT);
+    CHECK_OK(sbx__ws_frame(&b, SBX__WS_TEXT, 0, "Hello ", 6, &err), &err);
+    CHECK_OK(sbx__ws_frame(&b, SBX__WS_PING, 1, "abc", 3, &err), &err);
+    CHECK_OK(sbx__ws_frame(&b, SBX__WS_CONT, 1, "world", 5, &err), &err);
+    decode_log((const uint8_t *)b.data, b.len, 1, 0, &log);
+    CHECK_EQ_STR(log.data, "P3|T11:Hello world|");
+    /* 70000 bytes: a 64-bit length and a mask after it. */
+    uint8_t *data = malloc(70000);
+    for (size_t i = 0; i < 70000; i++)
+        data[i] = (uint8_t)(i * 7);
+    sbx_buf_reset(&b);
+    CHECK_OK(sbx__ws_frame(&b, SBX__WS_BINARY, 1, data, 70000, &err), &err);
+    struct sbx__ws_decoder d;
+    struct sbx__ws_msg m;
+    sbx__ws_decoder_init(&d, 0);
+    d.server = 1;
+    long used = sbx__ws_decode(&d, (const uint8_t *)b.data, b.len, &m, &err);
+    CHECK_EQ_INT(used, (long)b.len);
+    CHECK(m.opcode == SBX__WS_BINARY && m.len == 70000 && memcmp(m.data, data, 70000) == 0);
+    sbx__ws_decoder_release(&d);
+    free(data);
+    as_server = 0;
+
+    /* The connection: a masked ping is answered with an unmasked pong; data goes out unmasked. */
+    struct sbx__ws ws;
+    sbx__ws_init_server(&ws, 0);
+    used = sbx__ws_recv(&ws, ping, sizeof(ping), &m, &err);
+    CHECK_EQ_INT(used, (long)sizeof(ping));
+    CHECK_EQ_MEM(ws.out.data, ws.out.len, "\x8a\x05Hello", 7);
+    sbx_buf_reset(&ws.out);
+    CHECK_OK(sbx__ws_send(&ws, SBX__WS_BINARY, "\x01out", 4, &err), &err);
+    CHECK_EQ_MEM(ws.out.data, ws.out.len, "\x82\x04\x01out", 6);
+    sbx_buf_reset(&ws.out);
+    CHECK_OK(sbx__ws_close(&ws, 1000, "done", &err), &err);
+    CHECK_EQ_MEM(ws.out.data, ws.out.len,
+                 "\x88\x06\x03\xe8"
+                 "done",
+                 8);
+    sbx__ws_release(&ws);
+    sbx_buf_release(&b);
+    sbx_buf_release(&log);
+}
+
 int main(void)
 {
     TAP_START();
@@ -719,5 +782,6 @@ int main(void)
     TAP_RUN(test_limits);
     TAP_RUN(test_connection);
     TAP_RUN(test_utf8);
+    TAP_RUN(test_server_side);
     return TAP_DONE();
 }

@@ -1,0 +1,120 @@
+/* Private: the sbx-node daemon (docs/internals/node.md). One thread per connection, at most
+ * max_conns of them; each connection is mutual TLS 1.3 with a harness certificate of the
+ * deployment's CA, then HTTP/1.1 requests (REST) until one is upgraded to an exec WebSocket. */
+#ifndef SBX_NODE_DAEMON_H
+#define SBX_NODE_DAEMON_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include <jansson.h>
+
+#include "core/dl-ssl.h"
+#include "sbx/buf.h"
+#include "sbx/error.h"
+#include "sbx/hash.h"
+
+#define NODE_HEAD_MAX    16384     /* a request head */
+#define NODE_FIELDS_MAX  100       /* its header fields */
+#define NODE_BODY_MAX    (1 << 20) /* a JSON body */
+#define NODE_IDLE_S      60        /* a keep-alive connection with no request */
+#define NODE_HANDSHAKE_S 10
+#define NODE_TOKEN_BYTES 32
+#define NODE_TOKEN_LEN   43 /* unpadded base64url of 32 bytes */
+#define NODE_SANDBOX_MAX 4096
+#define NODE_ID_MAX      64
+#define NODE_ARGS_MAX    1024 /* command= parameters of an exec */
+
+struct node_daemon {
+    SSL_CTX *ctx;
+    int listen_fd;
+    const char *state_dir; /* the records: ID.json, 0600 */
+    const char *name;
+    unsigned max_conns, conns;
+    unsigned max_sandboxes;
+    int64_t token_ttl_s;
+    pthread_mutex_t mu; /* conns and the records */
+    struct node_record *recs;
+    size_t n_recs, cap_recs;
+};
+
+/* A token of a sandbox: its hash and when it stops opening the sandbox. */
+struct node_token {
+    uint8_t hash[SBX_SHA256_LEN];
+    int64_t expires; /* seconds since the epoch; 0: an empty slot */
+};
+#define NODE_TOKENS 8 /* tokens of one sandbox at a time: minting a ninth drops the oldest */
+
+/* A sandbox this daemon made: who owns it, the hashes of its tokens, and the environment of
+ * its commands (the harness's manifest, resolved there). */
+struct node_record {
+    char id[NODE_ID_MAX + 1];
+    char owner[SBX_SHA256_HEX_LEN + 1]; /* SHA-256 of the creating certificate's public key */
+    struct node_token tok[NODE_TOKENS];
+    json_t *env; /* array of "NAME=VALUE", owned */
+};
+
+/* One accepted connection. */
+struct node_conn {
+    struct node_daemon *d;
+    int fd;
+    SSL *ssl;
+    char owner[SBX_SHA256_HEX_LEN + 1]; /* the peer certificate's public key hash */
+    struct sbx_buf in;                  /* bytes read past the current request */
+};
+
+struct node_req {
+    char method[8];
+    char path[1024];   /* percent-decoded path, without the query */
+    char query[16384]; /* raw query, without '?' */
+    char token[NODE_TOKEN_LEN + 8];
+    char ws_key[64];
+    char ws_protocols[256];
+    int upgrade_ws;
+    int64_t content_length; /* -1: none */
+    struct sbx_buf body;
+};
+
+/* tls.c */
+int node_tls_init(struct node_daemon *d, const char *cert, const char *key, const char *ca,
+                  struct sbx_error *err);
+/* The TLS handshake of an accepted socket and the peer's identity (OU=harness required). */
+int node_tls_accept(struct node_conn *c, struct sbx_error *err);
+/* Blocking I/O on the connection; recv returns 0 at the peer's end. */
+long node_recv(struct node_conn *c, void *p, size_t n, struct sbx_error *err);
+int node_send(struct node_conn *c, const void *p, size_t n, struct sbx_error *err);
+
+/* http.c */
+/* Read and parse the next request (0), or 1 when the peer closed between requests. */
+int node_read_request(struct node_conn *c, struct node_req *r, struct sbx_error *err);
+void node_req_release(struct node_req *r);
+/* Parse a whole head h[0..n) (ending with the blank line) into r, which the caller zeroed with
+ * content_length -1: the request line (HTTP/1.1 only), the fields sbx-node reads, every line
+ * checked (no stray CR, LF, NUL or control character, at most NODE_FIELDS_MAX fields, a single
+ * decimal Content-Length, no Transfer-Encoding). SBX_E_PARSE, SBX_E_TOOBIG, SBX_E_UNSUPPORTED. */
+int node_parse_head(struct node_req *r, const char *h, size_t n, struct sbx_error *err);
+int node_respond(struct node_conn *c, int status, const json_t *body, struct sbx_error *err);
+int node_respond_error(struct node_conn *c, const struct sbx_error *e);
+/* The value of query parameter name number idx (0-based), percent-decoded into out; 0 when
+ * there is none, 1 when found, -1 when too long or malformed. */
+int node_query(const char *query, const char *name, size_t idx, char *out, size_t cap);
+
+/* api.c */
+int node_records_load(struct node_daemon *d, struct sbx_error *err);
+void node_handle(struct node_conn *c, struct node_req *r);
+/* 0 when r's token opens sandbox id; else an SBX_E_PERM error (the same for every cause). */
+int node_token_check(struct node_daemon *d, const char *id, const char *token,
+                     struct sbx_error *err);
+
+/* A copy of sandbox id's environment (an array of "NAME=VALUE"; empty when none). */
+json_t *node_record_env(struct node_daemon *d, const char *id);
+
+/* exec.c: the WebSocket exec of an upgraded request (the token was checked). */
+void node_exec(struct node_conn *c, struct node_req *r, const char *id);
+
+/* daemon.c */
+int sbx__node_main(int argc, char **argv);
+
+#endif

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# The sbx-node daemon for real across a network: the daemon in a network namespace made here
+# ("the compute host", started with nsenter --net=), the harness in another, joined by a veth
+# pair with addresses only inside them. The harness is tests/node/client.py, a client of the
+# protocol written with Python's standard library from docs/internals/node.md. Checked: mutual
+# TLS (a harness certificate opens; a node certificate as a client and a certificate of another
+# CA do not), a sandbox made with the local provider, exec with stdout, stderr, stdin and its
+# end, and the exit status; the capability token (a wrong one and another sandbox's refused,
+# kept nowhere in clear and out of the sandbox), minting only by the owner's certificate,
+# listing per owner, a daemon killed in the middle of a command (no status for the harness, the
+# command ended, the sandbox kept), a restart finding its sandboxes again, and removal. Everything made is removed on exit: the daemon, the sandboxes, both namespaces.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sandbox-lib.sh"
+NODE=${SBX_NODE:-$(dirname "$SBX")/sbx-node}
+CLIENT="$SBX_SRCDIR/tests/node/client.py"
+[ "$(id -u)" = 0 ] || skip_all "network namespaces need root"
+for p in ip nsenter python3 ss; do command -v "$p" >/dev/null || skip_all "no '$p' here"; done
+[ -x "$NODE" ] || skip_all "no sbx-node program next to '$SBX'"
+
+tag=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
+NS_NODE=sbxn-$tag NS_HARN=sbxh-$tag
+NODE_PID=
+cleanup() {
+    [ -n "$NODE_PID" ] && kill "$NODE_PID" 2>/dev/null && wait "$NODE_PID" 2>/dev/null
+    ip netns del "$NS_NODE" 2>/dev/null
+    ip netns del "$NS_HARN" 2>/dev/null
+    sandbox_cleanup
+}
+trap cleanup EXIT
+net=$(( $(od -An -N1 -tu1 /dev/urandom) ))
+ADDR=10.214.$net.1
+if ! { ip netns add "$NS_NODE" && ip netns add "$NS_HARN" &&
+    ip link add "sbxnv$tag" type veth peer name "sbxhv$tag" &&
+    ip link set "sbxnv$tag" netns "$NS_NODE" && ip link set "sbxhv$tag" netns "$NS_HARN" &&
+    ip -n "$NS_NODE" addr add "$ADDR/30" dev "sbxnv$tag" &&
+    ip -n "$NS_HARN" addr add "10.214.$net.2/30" dev "sbxhv$tag" &&
+    ip -n "$NS_NODE" link set "sbxnv$tag" up && ip -n "$NS_HARN" link set "sbxhv$tag" up &&
+    ip -n "$NS_NODE" link set lo up && ip -n "$NS_HARN" link set lo up; } 2>"$T/ip.err"; then
+    skip_all "cannot make network namespaces and a veth pair here: $(head -n1 "$T/ip.err")"
+fi
+
+cd "$T" || exit 1
+{ "$SBX" node ca init ca && "$SBX" node cert issue node-a --ca ca --node --host "$ADDR" &&
+    "$SBX" node cert issue h1 --ca ca --harness && "$SBX" node cert issue h2 --ca ca --harness &&
+    "$SBX" node ca init other && "$SBX" node cert issue stranger --ca other --harness; } >/dev/null 2>certs.err ||
+    { not_ok "certificates"; diag "$(cat certs.err)"; done_testing; exit; }
+PORT=$((20000 + RANDOM % 40000))
+URL="https://$ADDR:$PORT"
+
+start_node() {
+    nsenter --net="/run/netns/$NS_NODE" "$NODE" --listen "$ADDR:$PORT" --cert node-a.pem \
+        --key node-a.key --ca ca/ca.pem --state "$T/node-state" --name node-a >>node.log 2>&1 &
+    NODE_PID=$!
+    listening() { nsenter --net="/run/netns/$NS_NODE" ss -ltn "sport = :$PORT" | grep -q LISTEN; }
+    WAIT_S=20 wait_until listening
+}
+harness() { # CERT VERB ARGS... (in the harness's namespace)
+    local who=$1
+    shift
+    nsenter --net="/run/netns/$NS_HARN" python3 "$CLIENT" "$URL" ca/ca.pem "$who.pem" "$who.key" "$@"
+}
+json() { python3 -c 'import json, sys; print(json.loads(sys.stdin.read().split(" ", 1)[1])[sys.argv[1]])' "$1"; }
+
+start_node && ok "the daemon listens in its namespace" || { not_ok "the daemon listens"; diag "$(cat node.log)"; }
+harness h1 request GET /v1/node >out 2>err
+grep -q '^200 .*"name":"node-a"' out && ok "a harness certificate reaches it from the other namespace" ||
+    { not_ok "a harness certificate reaches it"; diag "$(cat out err node.log)"; }
+harness node-a request GET /v1/node >out 2>err
+[ $? != 0 ] && ! grep -q '^200' out && ok "a node certificate is refused as a client" ||
+    { not_ok "a node certificate is refused as a client"; diag "$(cat out err)"; }
+harness stranger request GET /v1/node >out 2>err
+[ $? != 0 ] && ! grep -q '^200' out && ok "a certificate of another ca is refused" ||
+    { not_ok "a certificate of another ca is refused"; diag "$(cat out err)"; }
+
+harness h1 request POST /v1/sandboxes >c1 2>err
+ID=$(json id <c1) TOK=$(json token <c1)
+if grep -q '^201 ' c1 && [ ${#TOK} = 43 ] && [ -d "$RUNBASE/$ID" ]; then
+    ok "create: a local sandbox on the node, a 43-character token"
+else not_ok "create"; diag "$(cat c1 err node.log)"; fi
+if [ -s "$T/node-state/$ID.json" ] && ! grep -rq -- "$TOK" "$T/node-state" "$RUNBASE" 2>/dev/null; then
+    ok "the token is stored nowhere in clear (the node keeps its hash)"
+else not_ok "the token is stored nowhere in clear"; fi
+
+harness h1 exec "$ID" "$TOK" sh -c 'echo out; echo err >&2; exit 7' >out 2>err
+[ "$(cat out)" = out ] && grep -qx err err && grep -qx "exit 7" err &&
+    ok "exec: stdout, stderr and exit status 7 over the websocket" ||
+    { not_ok "exec: stdout, stderr and exit status"; diag "$(cat out err node.log)"; }
+harness h1 exec "$ID" "$TOK" --stdin "line one
+line two" sh -c 'wc -l; cat >/dev/null; echo done' >out 2>err
+[ "$(tr -d ' ' <out | head -n1)" = 1 ] && grep -qx done out && grep -qx "exit 0" err &&
+    ok "exec: stdin reaches the command and its close ends it" ||
+    { not_ok "exec: stdin and its close"; diag "$(cat out err node.log)"; }
+head -c 3145728 /dev/zero >big.in
+harness h1 exec "$ID" "$TOK" --stdin-file big.in wc -c >out 2>err
+[ "$(tr -d ' ' <out)" = 3145728 ] && grep -qx "exit 0" err && ok "exec: 3 MiB of stdin arrive whole" ||
+    { not_ok "exec: 3 MiB of stdin arrive whole"; diag "$(cat out err)"; }
+harness h1 exec "$ID" "$TOK" --stdin-file big.in sh -c 'echo ignored' >out 2>err
+grep -qx ignored out && grep -qx "exit 0" err && ok "exec: stdin a command never reads does not hold the relay" ||
+    { not_ok "exec: unread stdin"; diag "$(cat out err)"; }
+harness h1 exec "$ID" "$TOK" --query env=GREETING=hello --query merge=1 sh -c 'echo "$GREETING"; echo to-err >&2' >out 2>err
+[ "$(cat out)" = "hello
+to-err" ] && grep -qx "exit 0" err && ok "exec: env= and merge= reach the command" ||
+    { not_ok "exec: env= and merge="; diag "$(cat out err)"; }
+harness h1 exec "$ID" "$TOK" --query timeout_ms=300 sleep 30 >out 2>err
+grep -qx "exit 143" err && ok "exec: timeout_ms ends the command (SIGTERM, 128+15)" ||
+    { not_ok "exec: timeout_ms"; diag "$(cat out err)"; }
+harness h1 bighead 20000 >out 2>err
+grep -qx 413 out && ok "a request head over 16 KiB is refused (413)" || { not_ok "a request head over 16 KiB"; diag "$(cat out err)"; }
+harness h1 exec "$ID" "$TOK" sh -c 'env; ls -a /' >out 2>err
+if grep -qx "exit 0" err && grep -q '^PATH=' out && ! grep -q -- "$TOK" out; then
+    ok "the token is not in a command's environment"
+else not_ok "the token is not in a command's environment"; diag "$(cat err)"; fi
+
+harness h1 exec "$ID" "x${TOK:1}" echo no >out 2>err
+grep -q '^http 403 .*does not open sandbox' out && ok "a wrong token is refused (403)" ||
+    { not_ok "a wrong token is refused"; diag "$(cat out err)"; }
+harness h1 request POST /v1/sandboxes >c2 2>err
+ID2=$(json id <c2)
+harness h1 exec "$ID2" "$TOK" echo no >out 2>err
+grep -q "^http 403 .*sandbox '$ID2'" out && ok "the token of one sandbox does not open another" ||
+    { not_ok "the token of one sandbox does not open another"; diag "$(cat out err)"; }
+
+harness h2 request GET /v1/sandboxes >out 2>err
+grep -q '^200 {"sandboxes":\[\]}' out && ok "another harness lists none of them" || { not_ok "another harness lists none"; diag "$(cat out)"; }
+harness h2 request POST "/v1/sandboxes/$ID/token" >out 2>err
+grep -q '^403 ' out && ok "another harness cannot mint a token for it" || { not_ok "another harness cannot mint"; diag "$(cat out)"; }
+harness h1 request POST "/v1/sandboxes/$ID/token" >t2 2>err
+TOK2=$(json token <t2)
+[ -n "$TOK2" ] && [ "$TOK2" != "$TOK" ] && ok "the owner mints a new token" || { not_ok "the owner mints a new token"; diag "$(cat t2)"; }
+
+# The daemon killed in the middle of a command: the harness sees the stream end without a
+# status, the command ends with the daemon's connection to its supervisor, the sandbox stays.
+mark="sleep 31$net"
+harness h1 exec "$ID" "$TOK2" sh -c "echo started; exec $mark" >mid.out 2>mid.err &
+CPID=$!
+running() { grep -qx started mid.out && pgrep -f "^$mark\$" >/dev/null; }
+WAIT_S=20 wait_until running || diag "the command did not start: $(cat mid.out mid.err)"
+kill -9 "$NODE_PID" && wait "$NODE_PID" 2>/dev/null
+NODE_PID=
+wait "$CPID"
+crc=$?
+[ "$crc" = 4 ] && grep -qx "exit None" mid.err && ok "a daemon killed mid-command: the harness gets no status" ||
+    { not_ok "a daemon killed mid-command: the harness gets no status"; diag "rc $crc: $(cat mid.err)"; }
+gone() { ! pgrep -f "^$mark\$" >/dev/null; }
+WAIT_S=20 wait_until gone && ok "and the command ends with it" || not_ok "and the command ends with it"
+[ -d "$RUNBASE/$ID" ] && ok "the sandbox outlives the daemon" || not_ok "the sandbox outlives the daemon"
+start_node
+harness h1 exec "$ID" "$TOK2" echo again >out 2>err
+grep -qx again out && grep -q "2 sandboxes known" node.log && ok "a restarted daemon serves it again with the new token" ||
+    { not_ok "a restarted daemon serves it again"; diag "$(cat out err node.log)"; }
+
+harness h1 request DELETE "/v1/sandboxes/$ID" "$TOK2" >out 2>err
+harness h1 request DELETE "/v1/sandboxes/$ID2" "$(json token <c2)" >>out 2>>err
+[ "$(grep -c '^200 {"removed"' out)" = 2 ] && [ ! -e "$RUNBASE/$ID" ] && [ -z "$(ls node-state)" ] &&
+    ok "remove: both sandboxes and their records are gone" || { not_ok "remove"; diag "$(cat out err)"; }
+harness h1 exec "$ID" "$TOK2" echo no >out 2>err
+grep -q '^http 403' out && ok "a removed sandbox's token opens nothing" || { not_ok "a removed sandbox's token"; diag "$(cat out)"; }
+done_testing

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# The remote provider through the CLI: `sbx sandbox create --provider remote --node URL ...` in
+# a harness network namespace, an sbx-node daemon in another (made here, joined by a veth
+# pair, the daemon's sandboxes in folders of its own). Create with a manifest (materialised
+# from the harness, its environment kept on the node), exec with the exit status, cp both ways,
+# ls, then the daemon killed in the middle of an exec (the CLI says the node was lost and fails),
+# a restarted daemon, rm. The daemon, its sandboxes and both namespaces are removed on exit.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/sandbox-lib.sh"
+NODE=${SBX_NODE:-$(dirname "$SBX")/sbx-node}
+[ "$(id -u)" = 0 ] || skip_all "network namespaces need root"
+for p in ip nsenter ss; do command -v "$p" >/dev/null || skip_all "no '$p' here"; done
+[ -x "$NODE" ] || skip_all "no sbx-node program next to '$SBX'"
+tag=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
+NS_NODE=sbxn-$tag NS_HARN=sbxh-$tag NODE_PID=
+NODE_ENV=(XDG_STATE_HOME="$T/node/state" XDG_RUNTIME_DIR="$T/node/run" SBX_WORKSPACES="$T/node/ws"
+    SBX_STOPPED="$T/node/stopped" SBX_SNAPSHOTS="$T/node/snapshots" SBX_RECORDS="$T/node/records")
+cleanup() {
+    [ -n "$NODE_PID" ] && kill "$NODE_PID" 2>/dev/null && wait "$NODE_PID" 2>/dev/null
+    local id
+    for id in $(ls "$T/node/run/sbx" 2>/dev/null); do env "${NODE_ENV[@]}" "$SBX" sandbox rm "$id" >/dev/null 2>&1; done
+    ip netns del "$NS_NODE" 2>/dev/null
+    ip netns del "$NS_HARN" 2>/dev/null
+    sandbox_cleanup
+}
+trap cleanup EXIT
+net=$(( $(od -An -N1 -tu1 /dev/urandom) ))
+ADDR=10.216.$net.1
+{ ip netns add "$NS_NODE" && ip netns add "$NS_HARN" &&
+    ip link add "sbxnv$tag" type veth peer name "sbxhv$tag" &&
+    ip link set "sbxnv$tag" netns "$NS_NODE" && ip link set "sbxhv$tag" netns "$NS_HARN" &&
+    ip -n "$NS_NODE" addr add "$ADDR/30" dev "sbxnv$tag" &&
+    ip -n "$NS_HARN" addr add "10.216.$net.2/30" dev "sbxhv$tag" &&
+    ip -n "$NS_NODE" link set "sbxnv$tag" up && ip -n "$NS_HARN" link set "sbxhv$tag" up &&
+    ip -n "$NS_NODE" link set lo up && ip -n "$NS_HARN" link set lo up; } 2>"$T/ip.err" ||
+    skip_all "cannot make network namespaces and a veth pair here: $(head -n1 "$T/ip.err")"
+mkdir -p -m 0700 "$T/node/run"
+cd "$T" || exit 1
+{ "$SBX" node ca init ca && "$SBX" node cert issue node-a --ca ca --node --host "$ADDR" &&
+    "$SBX" node cert issue h1 --ca ca --harness; } >/dev/null 2>certs.err ||
+    { not_ok "certificates"; diag "$(cat certs.err)"; done_testing; exit; }
+PORT=$((20000 + RANDOM % 40000))
+start_node() {
+    env "${NODE_ENV[@]}" nsenter --net="/run/netns/$NS_NODE" "$NODE" --listen "$ADDR:$PORT" \
+        --cert node-a.pem --key node-a.key --ca ca/ca.pem --state "$T/node/records-node" >>node.log 2>&1 &
+    NODE_PID=$!
+    listening() { nsenter --net="/run/netns/$NS_NODE" ss -ltn "sport = :$PORT" | grep -q LISTEN; }
+    WAIT_S=20 wait_until listening
+}
+R=(--node "https://$ADDR:$PORT" --node-ca "$T/ca/ca.pem" --node-cert "$T/h1.pem" --node-key "$T/h1.key")
+h() { nsenter --net="/run/netns/$NS_HARN" "$SBX" "$@"; }
+start_node || { not_ok "the daemon listens"; diag "$(cat node.log)"; }
+
+cat >m.json <<'JSON'
+{"environment": {"GREETING": "hello from the harness"},
+ "entries": {"notes": {"type": "dir", "children": {"a.txt": {"type": "file", "content": "made by the manifest\n"}}}}}
+JSON
+h sandbox create --provider remote "${R[@]}" --manifest m.json >id 2>err
+ID=$(tail -n1 id)
+[ -n "$ID" ] && [ -d "$T/node/run/sbx/$ID" ] && ok "create --provider remote: a sandbox on the node" ||
+    { not_ok "create --provider remote"; diag "$(cat id err node.log)"; }
+h sandbox exec "${R[@]}" "$ID" -- sh -c 'cat notes/a.txt; echo "$GREETING"; exit 4' >out 2>err
+rc=$?
+[ $rc = 4 ] && [ "$(cat out)" = "made by the manifest
+hello from the harness" ] && ok "exec: the manifest's file and environment, exit status 4" ||
+    { not_ok "exec: the manifest's file and environment"; diag "rc $rc: $(cat out err)"; }
+echo "from the harness" >up.txt
+h sandbox cp "${R[@]}" up.txt "$ID:up.txt" 2>err && h sandbox cp "${R[@]}" "$ID:up.txt" down.txt 2>>err &&
+    cmp -s up.txt down.txt && ok "cp both ways" || { not_ok "cp both ways"; diag "$(cat err)"; }
+h sandbox ls "${R[@]}" >out 2>err
+grep -q "^$ID  *remote  *live" out && ok "ls lists it as a remote sandbox" || { not_ok "ls"; diag "$(cat out err)"; }
+
+h sandbox exec "${R[@]}" "$ID" -- sh -c "echo started; exec sleep 32$net" >mid.out 2>mid.err &
+CPID=$!
+started() { grep -qx started mid.out; }
+WAIT_S=20 wait_until started
+kill -9 "$NODE_PID" && wait "$NODE_PID" 2>/dev/null
+NODE_PID=
+wait "$CPID"
+rc=$?
+[ $rc != 0 ] && grep -q "connection to the node was lost" mid.err && ok "a daemon killed mid-exec: the CLI says the node was lost" ||
+    { not_ok "a daemon killed mid-exec"; diag "rc $rc: $(cat mid.out mid.err)"; }
+start_node
+h sandbox exec "${R[@]}" "$ID" -- cat up.txt >out 2>err
+grep -qx "from the harness" out && ok "a restarted daemon serves it again (the CLI mints a fresh token)" ||
+    { not_ok "a restarted daemon serves it again"; diag "$(cat out err)"; }
+h sandbox rm "${R[@]}" "$ID" >out 2>err && [ ! -e "$T/node/run/sbx/$ID" ] && ok "rm removes it on the node" ||
+    { not_ok "rm"; diag "$(cat out err)"; }
+done_testing

@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""A harness's side of the sbx-node protocol, written from docs/internals/node.md with Python's
+standard library only (ssl, socket), for the tests: an independent client of the daemon.
+
+    client.py URL CA CERT KEY request METHOD PATH [TOKEN]     -> "STATUS BODY"
+    client.py URL CA CERT KEY exec ID TOKEN [--stdin TEXT|--stdin-file F] [--query K=V]... ARG...
+                                                              -> stdout, stderr, "exit N"
+    client.py URL CA CERT KEY bighead N                       -> a request with an N-byte header
+
+exec writes the command's stdout to stdout and its stderr to stderr as they come, then prints
+the status channel's exit code as "exit N" on stderr; a refused upgrade prints "http STATUS BODY".
+"""
+import base64, json, os, socket, ssl, struct, sys, threading, urllib.parse
+
+
+def connect(url, ca, cert, key):
+    u = urllib.parse.urlsplit(url)
+    ctx = ssl.create_default_context(cafile=ca)
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+    ctx.load_cert_chain(cert, key)
+    raw = socket.create_connection((u.hostname, u.port), timeout=30)
+    return ctx.wrap_socket(raw, server_hostname=u.hostname), u.hostname
+
+
+def read_head(s):
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        b = s.recv(4096)
+        if not b:
+            raise SystemExit("connection closed in the answer's head")
+        buf += b
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    lines = head.decode().split("\r\n")
+    status = int(lines[0].split()[1])
+    fields = {}
+    for line in lines[1:]:
+        k, v = line.split(":", 1)
+        fields[k.strip().lower()] = v.strip()
+    return status, fields, rest
+
+
+def request(s, host, method, path, token=None, body=b""):
+    h = f"{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {len(body)}\r\n"
+    if token:
+        h += f"Sbx-Token: {token}\r\n"
+    s.sendall(h.encode() + b"\r\n" + body)
+    status, fields, rest = read_head(s)
+    n = int(fields.get("content-length", "0"))
+    while len(rest) < n:
+        rest += s.recv(65536)
+    return status, rest[:n].decode()
+
+
+def frame(opcode, payload):
+    mask = os.urandom(4)
+    n = len(payload)
+    if n < 126:
+        hdr = struct.pack("!BB", 0x80 | opcode, 0x80 | n)
+    elif n < 65536:
+        hdr = struct.pack("!BBH", 0x80 | opcode, 0x80 | 126, n)
+    else:
+        hdr = struct.pack("!BBQ", 0x80 | opcode, 0x80 | 127, n)
+    return hdr + mask + bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+
+
+class Frames:
+    def __init__(self, s, rest):
+        self.s, self.buf = s, rest
+
+    def need(self, n):
+        while len(self.buf) < n:
+            b = self.s.recv(65536)
+            if not b:
+                raise EOFError
+            self.buf += b
+
+    def next(self):
+        self.need(2)
+        b0, b1 = self.buf[0], self.buf[1]
+        if b1 & 0x80:
+            raise SystemExit("the daemon sent a masked frame")
+        n, off = b1 & 0x7F, 2
+        if n == 126:
+            self.need(4)
+            n, off = struct.unpack("!H", self.buf[2:4])[0], 4
+        elif n == 127:
+            self.need(10)
+            n, off = struct.unpack("!Q", self.buf[2:10])[0], 10
+        self.need(off + n)
+        payload, self.buf = self.buf[off:off + n], self.buf[off + n:]
+        return b0 & 0x0F, payload
+
+
+def exec_(s, host, sid, token, args, stdin, extra):
+    q = "&".join("command=" + urllib.parse.quote(a, safe="") for a in args)
+    for kv in extra:
+        k, v = kv.split("=", 1)
+        q += "&" + k + "=" + urllib.parse.quote(v, safe="")
+    if stdin is not None:
+        q += "&stdin=1"
+    key = base64.b64encode(os.urandom(16)).decode()
+    s.sendall((f"GET /v1/sandboxes/{sid}/exec?{q} HTTP/1.1\r\nHost: {host}\r\n"
+               f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
+               f"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: v5.channel.k8s.io\r\n"
+               f"Sbx-Token: {token}\r\n\r\n").encode())
+    status, fields, rest = read_head(s)
+    if status != 101:
+        n = int(fields.get("content-length", "0"))
+        while len(rest) < n:
+            rest += s.recv(65536)
+        print(f"http {status} {rest[:n].decode()}")
+        return 3
+    if fields.get("sec-websocket-protocol") != "v5.channel.k8s.io":
+        raise SystemExit("no v5.channel.k8s.io")
+    if stdin is not None:
+        def feed():
+            try:
+                for off in range(0, len(stdin), 1 << 20):
+                    s.sendall(frame(2, b"\x00" + stdin[off:off + (1 << 20)]))
+                s.sendall(frame(2, b"\xff\x00"))
+            except OSError:
+                pass  # the command ended first: the rest of its input is not wanted
+        threading.Thread(target=feed, daemon=True).start()
+    fr = Frames(s, rest)
+    code = None
+    while True:
+        try:
+            op, p = fr.next()
+        except EOFError:
+            break
+        if op == 8:
+            s.sendall(frame(8, p[:2]))
+            break
+        if op != 2 or not p:
+            continue
+        ch, data = p[0], p[1:]
+        if ch == 1:
+            sys.stdout.buffer.write(data)
+            sys.stdout.flush()
+        elif ch == 2:
+            sys.stderr.buffer.write(data)
+            sys.stderr.flush()
+        elif ch == 3:
+            st = json.loads(data)
+            code = 0
+            if st.get("status") != "Success":
+                for c in st["details"]["causes"]:
+                    if c["reason"] == "ExitCode":
+                        code = int(c["message"])
+    print(f"exit {code}", file=sys.stderr)
+    return 0 if code is not None else 4
+
+
+def main():
+    url, ca, cert, key, verb = sys.argv[1:6]
+    rest = sys.argv[6:]
+    s, host = connect(url, ca, cert, key)
+    if verb == "request":
+        status, body = request(s, host, rest[0], rest[1], rest[2] if len(rest) > 2 else None)
+        print(status, body)
+        return 0
+    if verb == "bighead":
+        s.sendall(f"GET /v1/node HTTP/1.1\r\nHost: {host}\r\nX-Big: {'a' * int(rest[0])}\r\n\r\n".encode())
+        status, _, _ = read_head(s)
+        print(status)
+        return 0
+    stdin, extra = None, []
+    while len(rest) > 3 and rest[2] in ("--stdin", "--stdin-file", "--query"):
+        if rest[2] == "--stdin":
+            stdin = rest[3].encode()
+        elif rest[2] == "--stdin-file":
+            stdin = open(rest[3], "rb").read()
+        else:
+            extra.append(rest[3])
+        del rest[2:4]
+    return exec_(s, host, rest[0], rest[1], rest[2:], stdin, extra)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+/* The sbx-node daemon's request parser and query reader (src/node/http.c): what a harness may
+ * send and every way a head is refused. The daemon over the network: 1802-node-daemon. */
+#include <stdio.h>
+#include <string.h>
+
+#include "node/daemon.h"
+#include "tap.h"
+
+static int parse(const char *head, struct node_req *r, struct sbx_error *err)
+{
+    memset(r, 0, sizeof(*r));
+    r->content_length = -1;
+    return node_parse_head(r, head, strlen(head), err);
+}
+
+static void test_good(void)
+{
+    struct node_req r;
+    struct sbx_error err = SBX_ERROR_INIT;
+    CHECK_EQ_INT(parse("GET /v1/sandboxes/ab12/exec?command=echo&command=a%20b HTTP/1.1\r\n"
+                       "Host: x\r\nsbx-token:  tok  \r\nUpgrade: WebSocket\r\n"
+                       "Sec-WebSocket-Key: a2V5\r\n"
+                       "Sec-WebSocket-Protocol: v4.channel.k8s.io, v5.channel.k8s.io\r\n"
+                       "Content-Length: 12\r\n\r\n",
+                       &r, &err),
+                 0);
+    CHECK_EQ_STR(r.method, "GET");
+    CHECK_EQ_STR(r.path, "/v1/sandboxes/ab12/exec");
+    CHECK_EQ_STR(r.token, "tok");
+    CHECK_EQ_INT(r.upgrade_ws, 1);
+    CHECK_EQ_STR(r.ws_key, "a2V5");
+    CHECK_EQ_INT(r.content_length, 12);
+    char v[64];
+    CHECK_EQ_INT(node_query(r.query, "command", 0, v, sizeof(v)), 1);
+    CHECK_EQ_STR(v, "echo");
+    CHECK_EQ_INT(node_query(r.query, "command", 1, v, sizeof(v)), 1);
+    CHECK_EQ_STR(v, "a b");
+    CHECK_EQ_INT(node_query(r.query, "command", 2, v, sizeof(v)), 0);
+    CHECK_EQ_INT(node_query(r.query, "comman", 0, v, sizeof(v)), 0);
+    CHECK_EQ_INT(node_query("a=%00", "a", 0, v, sizeof(v)), -1);
+    CHECK_EQ_INT(node_query("a=%4", "a", 0, v, sizeof(v)), -1);
+    CHECK_EQ_INT(node_query("a=%zz", "a", 0, v, sizeof(v)), -1);
+    CHECK_EQ_INT(node_query("a=abcdef", "a", 0, v, 4), -1);
+    CHECK_EQ_INT(node_query("a=%41%42", "a", 0, v, sizeof(v)), 1);
+    CHECK_EQ_STR(v, "AB");
+}
+
+static void refused(const char *head, int code, const char *what, int line)
+{
+    struct node_req r;
+    struct sbx_error err = SBX_ERROR_INIT;
+    int rc = parse(head, &r, &err);
+    if (!tap__result(rc == -code && strstr(err.msg, what), __FILE__, line, what))
+        printf("#   rc %d: %s\n", rc, err.msg);
+}
+#define REFUSED(h, code, what) refused(h, code, what, __LINE__)
+
+static void test_refused(void)
+{
+    REFUSED("GET / HTTP/1.0\r\n\r\n", SBX_E_PARSE, "bad request line");
+    REFUSED("GET /\r\n\r\n", SBX_E_PARSE, "bad request line");
+    REFUSED("LONGMETHOD / HTTP/1.1\r\n\r\n", SBX_E_PARSE, "bad request line");
+    REFUSED("GET x HTTP/1.1\r\n\r\n", SBX_E_PARSE, "bad request target");
+    REFUSED("GET /a%00b HTTP/1.1\r\n\r\n", SBX_E_PARSE, "bad request target");
+    REFUSED("GET / HTTP/1.1\r\nNoColon\r\n\r\n", SBX_E_PARSE, "bad header line");
+    REFUSED("GET / HTTP/1.1\r\nA: b\rc\r\n\r\n", SBX_E_PARSE, "stray CR");
+    REFUSED("GET / HTTP/1.1\r\nA: b\x01\r\n\r\n", SBX_E_PARSE, "control character");
+    REFUSED("GET / HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n", SBX_E_PARSE,
+            "content-length");
+    REFUSED("GET / HTTP/1.1\r\nContent-Length: -1\r\n\r\n", SBX_E_PARSE, "content-length");
+    REFUSED("GET / HTTP/1.1\r\nContent-Length: 1x\r\n\r\n", SBX_E_PARSE, "content-length");
+    REFUSED("GET / HTTP/1.1\r\nContent-Length: +1\r\n\r\n", SBX_E_PARSE, "content-length");
+    REFUSED("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", SBX_E_UNSUPPORTED, "chunked");
+    char tok[200];
+    snprintf(tok, sizeof(tok), "GET / HTTP/1.1\r\nSbx-Token: %0100d\r\n\r\n", 1);
+    REFUSED(tok, SBX_E_TOOBIG, "sbx-token");
+    static char many[8192];
+    size_t n = (size_t)snprintf(many, sizeof(many), "GET / HTTP/1.1\r\n");
+    for (int i = 0; i <= NODE_FIELDS_MAX; i++)
+        n += (size_t)snprintf(many + n, sizeof(many) - n, "X-%d: y\r\n", i);
+    snprintf(many + n, sizeof(many) - n, "\r\n");
+    REFUSED(many, SBX_E_TOOBIG, "header fields");
+}
+
+int main(void)
+{
+    TAP_START();
+    TAP_RUN(test_good);
+    TAP_RUN(test_refused);
+    return TAP_DONE();
+}
