@@ -215,5 +215,8 @@ int sbx__provider_check_mounts(const char *name, const struct sbx_manifest *m,
                                struct sbx_error *err);
 /* SBX_E_NOTFOUND "unknown provider 'name' (local, docker, ...)", the list from the table. */
 int sbx__provider_unknown(const char *name, struct sbx_error *err);
+/* A list option of "KEY=VALUE" strings (what: its name) into an object *out (caller owns);
+ * SBX_E_INVAL naming the option for another shape. */
+int sbx__option_pairs(const json_t *list, const char *what, json_t **out, struct sbx_error *err);
 
 #endif

@@ -90,11 +90,10 @@ struct sbx__shellfs sbx__bl_fs(struct sbx__bl_session *s);
 int sbx__bl_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec, const char *cwd,
                        struct sbx_proc **out, struct sbx_error *err);
 
-/* Options (options.c): the declared table, the provider's own checks, KEY=VALUE lists as an
- * object, the service's configuration (SBX_E_INVAL without a workspace). */
+/* Options (options.c): the declared table, the provider's own checks, the service's
+ * configuration (SBX_E_INVAL without a workspace). */
 extern const struct sbx_provider_option sbx__bl_options[];
 int sbx__bl_check_options(const json_t *o, struct sbx_error *err);
-int sbx__bl_pairs(const json_t *list, const char *what, json_t **out, struct sbx_error *err);
 int sbx__bl_conf_new(const json_t *o, struct sbx__bl_conf **out, struct sbx_error *err);
 
 /* A name Blaxel takes for a sandbox: lowercase letters, digits and '-', at most

@@ -764,34 +764,6 @@ static int rc_start(struct sbx_client *bc, const char *id, const struct sbx_resu
     return rc;
 }
 
-static int rebuild(struct sbx_client *bc, const json_t *state, const char *snap,
-                   const struct sbx_resume_opts *opts, struct sbx_session **out,
-                   struct sbx_error *err)
-{
-    struct sbx_manifest *m = NULL;
-    const json_t *mj = json_object_get(state, "manifest");
-    int rc = 0;
-    if (!opts->manifest && json_is_object(mj)) {
-        struct sbx_manifest_load_opts lo = {.base_dir = opts->base_dir ? opts->base_dir : ".",
-                                            .flags = SBX_MANIFEST_NO_HOST_CHECKS};
-        if ((rc = sbx_manifest_from_json(mj, &lo, &m, err)) < 0) {
-            sbx_error_prefix(err, "session state: field 'manifest'");
-            return rc;
-        }
-    }
-    struct sbx_create_spec spec = {
-            .manifest = opts->manifest ? opts->manifest : m,
-            .base_dir = opts->base_dir,
-            .pass_secrets = opts->pass_secrets,
-            .snapshot = snap,
-            .progress = opts->progress,
-            .progress_data = opts->progress_data,
-    };
-    rc = rc_create(bc, &spec, out, err);
-    sbx_manifest_free(m);
-    return rc;
-}
-
 static int rc_resume(struct sbx_client *bc, const json_t *state, const struct sbx_resume_opts *opts,
                      struct sbx_session **out, struct sbx_error *err)
 {
@@ -800,7 +772,7 @@ static int rc_resume(struct sbx_client *bc, const json_t *state, const struct sb
     struct sbx__rl_session *s = NULL;
     int rc = wake_devbox((struct rl_client *)bc, id, &s, err);
     if (rc == -SBX_E_NOTFOUND && snap)
-        return rebuild(bc, state, snap, opts, out, err);
+        return sbx__client_rebuild(bc, state, snap, opts, 0, 0, out, err);
     if (rc == -SBX_E_NOTFOUND)
         return sbx_error_set(err, SBX_E_NOTFOUND, 0,
                              "devbox '%s' is gone (it was shut down or expired) and its state has "
@@ -923,27 +895,6 @@ static const struct sbx_client_ops client_ops = {
 /* ---------------------------------------------------------------------------------------------
  * The provider */
 
-static int pairs(const json_t *list, const char *what, json_t **out, struct sbx_error *err)
-{
-    json_t *o = json_object(), *v;
-    size_t i;
-    json_array_foreach(list, i, v)
-    {
-        const char *s = json_string_value(v);
-        const char *eq = s ? strchr(s, '=') : NULL;
-        if (!eq || eq == s) {
-            json_decref(o);
-            return sbx_error_set(err, SBX_E_INVAL, 0, "%s wants KEY=VALUE, not '%s'", what,
-                                 s ? s : "");
-        }
-        char *k = sbx_xstrndup(s, (size_t)(eq - s));
-        sbx_json_set(o, k, sbx_json_str(eq + 1));
-        free(k);
-    }
-    *out = o;
-    return 0;
-}
-
 static char *dup_opt(const json_t *o, const char *key)
 {
     const char *v = json_string_value(json_object_get(o, key));
@@ -961,11 +912,11 @@ static int check_options(const json_t *o, struct sbx_error *err)
         return sbx_error_set(err, SBX_E_INVAL, 0,
                              "blueprint_id and blueprint_name cannot both be set");
     json_t *a = NULL;
-    int rc = pairs(json_object_get(o, "env_vars"), "env_vars", &a, err);
+    int rc = sbx__option_pairs(json_object_get(o, "env_vars"), "env_vars", &a, err);
     json_decref(a);
     a = NULL;
     if (rc == 0)
-        rc = pairs(json_object_get(o, "metadata"), "metadata", &a, err);
+        rc = sbx__option_pairs(json_object_get(o, "metadata"), "metadata", &a, err);
     json_decref(a);
     return rc;
 }
@@ -1029,8 +980,8 @@ static int client_new_json(const json_t *o, struct sbx_client **out, struct sbx_
     c->name = dup_opt(o, "name");
     const json_t *p = json_object_get(o, "pause_on_exit");
     c->pause_on_exit = !p || json_is_true(p);
-    (void)pairs(json_object_get(o, "env_vars"), "env_vars", &c->env_vars, err);
-    (void)pairs(json_object_get(o, "metadata"), "metadata", &c->metadata, err);
+    (void)sbx__option_pairs(json_object_get(o, "env_vars"), "env_vars", &c->env_vars, err);
+    (void)sbx__option_pairs(json_object_get(o, "metadata"), "metadata", &c->metadata, err);
     const json_t *ports = json_object_get(o, "exposed_ports");
     c->ports = json_is_array(ports) ? json_deep_copy(ports) : json_array();
     c->launch = launch_parameters(o);
