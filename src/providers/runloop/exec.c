@@ -398,33 +398,16 @@ static const struct sbx_proc_ops proc_ops = {proc_wait, proc_free};
 
 static int open_fds(struct rl_proc *p, const struct sbx_exec_spec *spec, struct sbx_error *err)
 {
-    int sp[2], po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1};
+    int sp[2];
     int merge = !!(spec->flags & SBX_EXEC_MERGE_STDERR), want_in = !!(spec->flags & SBX_EXEC_STDIN);
     if (pipe2(sp, O_CLOEXEC) < 0)
         return sbx_error_errno(err, errno, "pipe");
     p->base.status_fd = sp[0];
     p->status_w = sp[1];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, po) < 0 ||
-        (!merge && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pe) < 0) ||
-        (want_in && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pi) < 0)) {
-        int rc = sbx_error_errno(err, errno, "socketpair");
-        for (int i = 0; i < 2; i++) {
-            sbx_fd_close(&po[i]);
-            sbx_fd_close(&pe[i]);
-            sbx_fd_close(&pi[i]);
-        }
+    int rc = sbx__proc_sockets(&p->base, merge, want_in, &p->out_w, &p->err_w, &p->in_r, err);
+    if (rc < 0)
         return rc;
-    }
     p->merged = merge;
-    p->base.stdout_fd = po[0];
-    p->out_w = po[1];
-    p->base.stderr_fd = pe[0];
-    p->err_w = pe[1];
-    p->base.stdin_fd = pi[0];
-    p->in_r = pi[1];
-    (void)shutdown(p->base.stdout_fd, SHUT_WR);
-    if (p->base.stderr_fd >= 0)
-        (void)shutdown(p->base.stderr_fd, SHUT_WR);
     return 0;
 }
 
