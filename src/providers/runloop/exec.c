@@ -454,20 +454,9 @@ static int verdict_error(struct rl_proc *p, const char *cwd, struct sbx_error *e
             return sbx_error_copy(err, &p->why);
         return sbx_error_set(err, SBX_E_EXEC, 0, "cannot run '%s' in the devbox", p->name);
     }
-    switch (p->mark[0]) {
-    case 'N':
-        return sbx_error_set(err, SBX_E_EXEC, ENOENT, "command '%s' not found", p->name);
-    case 'X':
-        return sbx_error_set(err, SBX_E_EXEC, EACCES, "cannot run '%s': %s", p->name,
-                             strerror(EACCES));
-    case 'C':
-        return sbx_error_set(err, SBX_E_NOTFOUND, ENOENT,
-                             "working directory '%s' is not a directory of the sandbox",
-                             cwd[0] ? cwd : ".");
-    case 'P':
-        return sbx_error_set(err, SBX_E_PERM, 0,
-                             "working directory '%s' leads out of the workspace", cwd);
-    }
+    int start_rc = sbx__shellfs_start_error(p->mark[0], p->name, cwd, err);
+    if (start_rc < 0)
+        return start_rc;
     return sbx_error_set(err, SBX_E_EXEC, 0, "the start of '%s' was garbled", p->name);
 }
 

@@ -606,22 +606,10 @@ static json_t *command_body(const struct sbx__vercel_target *t, const struct sbx
 
 static int verdict_error(struct vx *v, const char *cwd, struct sbx_error *err)
 {
-    switch (v->mark[0]) {
-    case 'N':
-        return sbx_error_set(err, SBX_E_EXEC, ENOENT, "command '%s' not found", v->name);
-    case 'X':
-        return sbx_error_set(err, SBX_E_EXEC, EACCES, "cannot run '%s': %s", v->name,
-                             strerror(EACCES));
-    case 'C':
-        return sbx_error_set(err, SBX_E_NOTFOUND, ENOENT,
-                             "working directory '%s' is not a directory of the sandbox",
-                             cwd[0] ? cwd : ".");
-    case 'P':
-        return sbx_error_set(err, SBX_E_PERM, 0,
-                             "working directory '%s' leads out of the workspace", cwd);
-    default:
-        return sbx_error_set(err, SBX_E_SANDBOX, 0, "the start of '%s' was garbled", v->name);
-    }
+    int start_rc = sbx__shellfs_start_error(v->mark[0], v->name, cwd, err);
+    if (start_rc < 0)
+        return start_rc;
+    return sbx_error_set(err, SBX_E_SANDBOX, 0, "the start of '%s' was garbled", v->name);
 }
 
 /* Wait for the preamble's verdict (or the stream's end): 1 started, 0 the stream ended first

@@ -123,4 +123,13 @@ int sbx__shellfs_fill(const struct sbx__shellfs *fs, struct sbx_session *s, json
 int sbx__shellfs_check_accounts(const struct sbx_manifest *m, const char *what, const char *user,
                                 struct sbx_error *err);
 
+/* ---------------------------------------------------------------------------------------------
+ * Starting a command through a shell preamble (launch.c) */
+
+/* The error a start preamble's one-letter refusal means: 'N' command not found, 'X' cannot run
+ * it, 'C' the working directory is not one, 'P' it leads out of the workspace, 'E' an
+ * environment entry was refused (name: the command's, cwd: the working directory asked for).
+ * 0 for another letter: the provider's own, or a garbled start. */
+int sbx__shellfs_start_error(char mark, const char *name, const char *cwd, struct sbx_error *err);
+
 #endif
