@@ -72,9 +72,6 @@ int sbx__bl_file_get(struct sbx__bl_conf *c, const char *name, const char *abs, 
 int sbx__bl_file_put(struct sbx__bl_conf *c, const char *name, const char *abs, int fd,
                      uint64_t size, struct sbx_error *err);
 
-/* argv as one shell word list, each word single-quoted ('\'' for a quote): the one shell line
- * the service runs, never built from input unquoted. Caller frees. */
-char *sbx__bl_quote_argv(const char *const *argv);
 /* argv run to completion in sandbox name (stdout, stderr and the exit status into out). */
 int sbx__bl_run(struct sbx__bl_conf *c, const char *name, const char *const *argv,
                 struct sbx__shell_run *out, struct sbx_error *err);

@@ -83,8 +83,6 @@ int sbx__dtn_toolbox(struct sbx__dtn_box *b, const char *method, const char *pat
 /* The extra header lines of every request (the organization), NULL-terminated. */
 const char *const *sbx__dtn_headers(const struct sbx__dtn_conf *c, const char *buf[2]);
 
-/* argv as one shell line, every word single-quoted (the toolbox takes a command line only). */
-char *sbx__dtn_quote(const char *const *argv);
 /* The logs stream of a session command: three 0x01 bytes start stdout, three 0x02 bytes start
  * stderr, anywhere in a message; a marker split between two messages is found too (its first
  * bytes are held back until the next). Bytes before the first marker are dropped. Each piece

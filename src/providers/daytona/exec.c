@@ -621,7 +621,7 @@ static char *command_line(const char *root, const struct sbx_exec_spec *spec, co
         sbx_strv_push(&argv, "-c");
         sbx_strv_push(&argv, spec->command);
     }
-    char *q = sbx__dtn_quote((const char *const *)argv.v);
+    char *q = sbx__shellfs_quote_argv((const char *const *)argv.v);
     sbx_strv_release(&argv);
     if (!tty)
         return q;

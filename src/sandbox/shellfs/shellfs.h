@@ -131,5 +131,16 @@ int sbx__shellfs_check_accounts(const struct sbx_manifest *m, const char *what, 
  * environment entry was refused (name: the command's, cwd: the working directory asked for).
  * 0 for another letter: the provider's own, or a garbled start. */
 int sbx__shellfs_start_error(char mark, const char *name, const char *cwd, struct sbx_error *err);
+/* argv as one shell line, every word single-quoted. */
+char *sbx__shellfs_quote_argv(const char *const *argv);
+/* The words of a command started through the shared preamble, pushed onto a: /bin/sh -c of a
+ * fixed script that runs the preamble in a session of its own (`setsid -w` where the sandbox
+ * has it, so a timeout or cancel can signal the command's own process group); the preamble
+ * exports spec's environment, enters cwd under root (refusing, by the letters above, one that
+ * resolves out of it), tells a missing program from one that cannot run, prints "S<pid>
+ * <pgid>\n" first on stdout and runs the command (spec's argv, or /bin/sh -c of its command);
+ * unless spec keeps background processes it ends its group after the command. */
+void sbx__shellfs_launch_argv(struct sbx_strv *a, const char *root, const char *cwd,
+                              const struct sbx_exec_spec *spec);
 
 #endif
