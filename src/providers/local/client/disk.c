@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -497,28 +499,48 @@ static _Noreturn void release_worker(const struct release_job *j)
     _exit(0);
 }
 
-/* Fork the worker, in a session of its own, through a first child that exits at once (no
+/* The first child: it shares the caller's memory (the caller is suspended until it exits), so
+ * it copies nothing itself; it starts a session of its own and forks the worker with the bare
+ * system call (no fork handlers run in memory it shares with the caller's other threads). */
+struct first_arg {
+    const struct release_job *job;
+    int gate_w;
+};
+
+static int release_first(void *p)
+{
+    const struct first_arg *a = p;
+    (void)setsid();
+    long worker = syscall(SYS_clone, (unsigned long)SIGCHLD, NULL, NULL, NULL, NULL);
+    if (worker == 0)
+        release_worker(a->job);
+    /* Our copies go before we exit: the hold first, so that the worker (which waits for every
+     * write end of the gate) is the last holder. */
+    close(a->job->hold);
+    close(a->gate_w);
+    _exit(worker < 0 ? 1 : 0);
+}
+
+#define RELEASE_STACK (64 << 10)
+
+/* Start the worker, in a session of its own, through a first child that exits at once (no
  * zombie is left to the caller, who reaps that first child here). 0 when the worker runs and
- * holds its copies of j->hold and the gate; -1 when it could not start (nothing holds then
+ * holds its copies of the hold and the gate; -1 when it could not start (nothing holds then
  * but the caller). */
 static int start_worker(const struct release_job *j, int gate_w)
 {
+    struct first_arg arg = {.job = j, .gate_w = gate_w};
+    char *stack = mmap(NULL, RELEASE_STACK, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED)
+        return -1;
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    pid_t first = fork();
-    if (first == 0) {
-        (void)setsid();
-        pid_t worker = fork();
-        if (worker == 0)
-            release_worker(j);
-        /* Our copies go before we exit: the hold first, so that the worker (which waits for
-         * every write end of the gate) is the last holder. */
-        close(j->hold);
-        close(gate_w);
-        _exit(worker < 0 ? 1 : 0);
-    }
+    pid_t first =
+            clone(release_first, stack + RELEASE_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &arg);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    munmap(stack, RELEASE_STACK);
     if (first < 0)
         return -1;
     int status = 0;
