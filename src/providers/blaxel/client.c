@@ -62,54 +62,6 @@ struct sbx__shellfs sbx__bl_fs(struct sbx__bl_session *s)
     return (struct sbx__shellfs){.ops = &FS_OPS, .ctx = s, .root = s->base.root};
 }
 
-#define FS(bs) sbx__bl_fs((struct sbx__bl_session *)(bs))
-
-static int s_ls(struct sbx_session *bs, const char *path, struct sbx_dirlist *out,
-                struct sbx_error *err)
-{
-    struct sbx__shellfs fs = FS(bs);
-    return sbx__shellfs_ls(&fs, path, out, err);
-}
-
-static int s_stat(struct sbx_session *bs, const char *path, struct sbx_dirent *out,
-                  struct sbx_error *err)
-{
-    struct sbx__shellfs fs = FS(bs);
-    return sbx__shellfs_stat(&fs, path, out, err);
-}
-
-static int s_mkdir(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err)
-{
-    struct sbx__shellfs fs = FS(bs);
-    return sbx__shellfs_mkdir(&fs, path, flags, err);
-}
-
-static int s_rm(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err)
-{
-    struct sbx__shellfs fs = FS(bs);
-    return sbx__shellfs_rm(&fs, path, flags, err);
-}
-
-static int s_chmod(struct sbx_session *bs, const char *path, mode_t mode, struct sbx_error *err)
-{
-    struct sbx__shellfs fs = FS(bs);
-    return sbx__shellfs_chmod(&fs, path, mode, err);
-}
-
-static int s_read_open(struct sbx_session *bs, const char *path, int *out_fd, uint64_t *out_size,
-                       struct sbx_error *err)
-{
-    struct sbx__shellfs fs = FS(bs);
-    return sbx__shellfs_read_open(&fs, path, out_fd, out_size, err);
-}
-
-static int s_write(struct sbx_session *bs, const char *path, const struct sbx_file_reader *r,
-                   uint64_t max, mode_t mode, int flags, struct sbx_error *err)
-{
-    struct sbx__shellfs fs = FS(bs);
-    return sbx__shellfs_write(&fs, path, r, max, mode, flags, err);
-}
-
 static int s_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err)
 {
     struct sbx__bl_session *s = (struct sbx__bl_session *)bs;
@@ -304,15 +256,21 @@ static void s_free(struct sbx_session *bs)
     free(s);
 }
 
+static void shellfs_of(struct sbx_session *bs, struct sbx__shellfs *out)
+{
+    *out = sbx__bl_fs((struct sbx__bl_session *)bs);
+}
+
 static const struct sbx_session_ops session_ops = {
+        .shellfs = shellfs_of,
         .exec_start = sbx__bl_exec_start,
-        .read_open = s_read_open,
-        .write = s_write,
-        .ls = s_ls,
-        .stat = s_stat,
-        .mkdir = s_mkdir,
-        .rm = s_rm,
-        .chmod = s_chmod,
+        .read_open = sbx__shellfs_s_read_open,
+        .write = sbx__shellfs_s_write,
+        .ls = sbx__shellfs_s_ls,
+        .stat = sbx__shellfs_s_stat,
+        .mkdir = sbx__shellfs_s_mkdir,
+        .rm = sbx__shellfs_s_rm,
+        .chmod = sbx__shellfs_s_chmod,
         .resolve_port = s_resolve_port,
         .state = s_state,
         .close = s_close,

@@ -171,15 +171,21 @@ static void sess_free(struct sbx_session *bs)
     free(s);
 }
 
+static void shellfs_of(struct sbx_session *bs, struct sbx__shellfs *out)
+{
+    *out = sbx__vercel_fs((struct sbx__vercel_session *)bs);
+}
+
 static const struct sbx_session_ops session_ops = {
+        .shellfs = shellfs_of,
         .exec_start = sbx__vercel_exec_start,
-        .read_open = sbx__vercel_read_open,
-        .write = sbx__vercel_write,
-        .ls = sbx__vercel_ls,
-        .stat = sbx__vercel_stat,
-        .mkdir = sbx__vercel_mkdir,
-        .rm = sbx__vercel_rm,
-        .chmod = sbx__vercel_chmod,
+        .read_open = sbx__shellfs_s_read_open,
+        .write = sbx__shellfs_s_write,
+        .ls = sbx__shellfs_s_ls,
+        .stat = sbx__shellfs_s_stat,
+        .mkdir = sbx__shellfs_s_mkdir,
+        .rm = sbx__shellfs_s_rm,
+        .chmod = sbx__shellfs_s_chmod,
         .resolve_port = sess_resolve_port,
         .state = sess_state,
         .close = sess_close,

@@ -118,17 +118,6 @@ struct sbx__shellfs sbx__vercel_fs(struct sbx__vercel_session *s);
 
 int sbx__vercel_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec,
                            const char *cwd, struct sbx_proc **out, struct sbx_error *err);
-int sbx__vercel_read_open(struct sbx_session *bs, const char *path, int *out_fd, uint64_t *out_size,
-                          struct sbx_error *err);
-int sbx__vercel_write(struct sbx_session *bs, const char *path, const struct sbx_file_reader *r,
-                      uint64_t max, mode_t mode, int flags, struct sbx_error *err);
-int sbx__vercel_ls(struct sbx_session *bs, const char *path, struct sbx_dirlist *out,
-                   struct sbx_error *err);
-int sbx__vercel_stat(struct sbx_session *bs, const char *path, struct sbx_dirent *out,
-                     struct sbx_error *err);
-int sbx__vercel_mkdir(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err);
-int sbx__vercel_rm(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err);
-int sbx__vercel_chmod(struct sbx_session *bs, const char *path, mode_t mode, struct sbx_error *err);
 int sbx__vercel_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err);
 
 /* Options (options.c). */

@@ -82,6 +82,21 @@ int sbx__shellfs_write(const struct sbx__shellfs *fs, const char *path,
                        const struct sbx_file_reader *r, uint64_t max, mode_t mode, int flags,
                        struct sbx_error *err);
 
+/* The session file ops (provider.h) of a provider whose files go through this script: each
+ * asks the session for its shellfs (sbx_session_ops.shellfs, which the provider sets). */
+int sbx__shellfs_s_ls(struct sbx_session *s, const char *path, struct sbx_dirlist *out,
+                      struct sbx_error *err);
+int sbx__shellfs_s_stat(struct sbx_session *s, const char *path, struct sbx_dirent *out,
+                        struct sbx_error *err);
+int sbx__shellfs_s_mkdir(struct sbx_session *s, const char *path, int flags, struct sbx_error *err);
+int sbx__shellfs_s_rm(struct sbx_session *s, const char *path, int flags, struct sbx_error *err);
+int sbx__shellfs_s_chmod(struct sbx_session *s, const char *path, mode_t mode,
+                         struct sbx_error *err);
+int sbx__shellfs_s_read_open(struct sbx_session *s, const char *path, int *out_fd,
+                             uint64_t *out_size, struct sbx_error *err);
+int sbx__shellfs_s_write(struct sbx_session *s, const char *path, const struct sbx_file_reader *r,
+                         uint64_t max, mode_t mode, int flags, struct sbx_error *err);
+
 /* A copy of the workspace on this host, for taking a snapshot of. */
 struct sbx__shellfs_copy {
     char *dir; /* a private host directory, or NULL */
