@@ -1,0 +1,397 @@
+/* Checkpoints that append: a run state kept as a small head document plus a log of its items,
+ * each record hashed into a chain the head names (docs/internals/runstate.md, "Checkpoints
+ * that append"). Writing: sbx_run_state_log_*; reading the log back: sbx__run_state_load_log,
+ * called by the run state reader (runstate.c). */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent/runstate-log.h"
+#include "sbx/buf.h"
+#include "sbx/fs.h"
+#include "sbx/hash.h"
+#include "sbx/json.h"
+#include "sbx/runstate.h"
+#include "sbx/scrub.h"
+
+#define DIGEST_PREFIX "sha256:"
+#define HEX           SBX_SHA256_HEX_LEN
+
+struct sbx_run_state_log {
+    char *path; /* the head */
+    char *base; /* its file name */
+    /* The log's two file names beside it, "<name>.0.log" and "<name>.1.log": a new log is
+     * written under the name the head on disk does not use, so a crash before the new head is
+     * in place leaves the old head with its own log. */
+    char *names[2];
+    int cur;      /* the log fd appends to */
+    int ondisk;   /* the log the head on disk names (-1: none of the two) */
+    int dfd;      /* their directory */
+    int fd;       /* the log, open for appending; -1: the next write starts a new log */
+    json_t *held; /* the items written to the log (the runner's own objects, held) */
+    size_t nsecrets;
+    uint8_t chain[SBX_SHA256_LEN]; /* the hash of the last record (zeros before the first) */
+};
+
+/* h' = SHA-256(h || text): the chain hash of the record after h. */
+static int chain_next(const uint8_t h[SBX_SHA256_LEN], const char *text, size_t n,
+                      uint8_t out[SBX_SHA256_LEN], struct sbx_error *err)
+{
+    struct sbx_sha256 *s = NULL;
+    int rc = sbx_sha256_new(&s, err);
+    if (rc == 0 && (rc = sbx_sha256_update(s, h, SBX_SHA256_LEN, err)) == 0 &&
+        (rc = sbx_sha256_update(s, text, n, err)) == 0)
+        rc = sbx_sha256_final(s, out, err);
+    sbx_sha256_free(s);
+    return rc;
+}
+
+int sbx__run_state_log_name_ok(const char *name)
+{
+    return name && name[0] && name[0] != '.' && !strchr(name, '/') && strlen(name) < 256;
+}
+
+/* One record per line: the chain hash in hex, a space, the item's canonical text. */
+static int add_record(const json_t *item, const struct sbx_strv *secrets,
+                      uint8_t chain[SBX_SHA256_LEN], struct sbx_buf *b, struct sbx_error *err)
+{
+    json_t *clean = sbx_scrub_json(secrets, item, NULL);
+    char *text = json_dumps(clean, JSON_SORT_KEYS | JSON_COMPACT);
+    json_decref(clean);
+    if (!text)
+        SBX_BUG("out of memory dumping a run state item");
+    size_t n = strlen(text);
+    char hex[HEX + 1];
+    int rc = chain_next(chain, text, n, chain, err);
+    if (rc == 0) {
+        sbx_hex(chain, SBX_SHA256_LEN, hex);
+        hex[HEX] = ' ';
+        if ((rc = sbx_buf_add(b, hex, HEX + 1, err)) == 0 &&
+            (rc = sbx_buf_add(b, text, n, err)) == 0)
+            rc = sbx_buf_addch(b, '\n', err);
+    }
+    free(text);
+    return rc;
+}
+
+/* Which of the two logs the head now at the path names, if any. */
+static int on_disk(const struct sbx_run_state_log *l)
+{
+    struct sbx_buf b;
+    json_t *doc = NULL;
+    int which = -1;
+    sbx_buf_init(&b, SBX_BUF_NOLIMIT);
+    struct sbx_json_limits lim = {.max_bytes = SBX_RUN_STATE_MAX, .max_depth = 128};
+    if (sbx_fs_read(l->dfd, l->base, SBX_RUN_STATE_MAX, &b, NULL) == 0 &&
+        sbx_json_parse(b.data, b.len, &lim, &doc, NULL) == 0) {
+        const char *name =
+                json_string_value(json_object_get(json_object_get(doc, "items_log"), "file"));
+        for (int i = 0; i < 2 && name; i++)
+            if (strcmp(name, l->names[i]) == 0)
+                which = i;
+    }
+    json_decref(doc);
+    sbx_buf_release(&b);
+    return which;
+}
+
+int sbx_run_state_log_open(const char *path, struct sbx_run_state_log **out, struct sbx_error *err)
+{
+    const char *slash = strrchr(path, '/');
+    const char *base = slash ? slash + 1 : path;
+    if (!sbx__run_state_log_name_ok(base))
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "run state '%s': the file name must not be empty or start with '.'",
+                             path);
+    char *dir = slash ? sbx_xstrndup(path, (size_t)(slash - path)) : sbx_xstrdup(".");
+    int dfd = open(dir[0] ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    free(dir);
+    if (dfd < 0)
+        return sbx_error_errno(err, errno, "cannot open the directory of '%s'", path);
+    struct sbx_run_state_log *l = sbx_xcalloc(1, sizeof(*l));
+    l->path = sbx_xstrdup(path);
+    l->base = sbx_xstrdup(base);
+    for (int i = 0; i < 2; i++)
+        l->names[i] = sbx_xasprintf("%s.%d.log", base, i);
+    l->dfd = dfd;
+    l->fd = -1;
+    l->ondisk = on_disk(l);
+    l->cur = l->ondisk;
+    *out = l;
+    return 0;
+}
+
+void sbx_run_state_log_close(struct sbx_run_state_log *l)
+{
+    if (!l)
+        return;
+    sbx_fd_close(&l->fd);
+    sbx_fd_close(&l->dfd);
+    json_decref(l->held);
+    free(l->path);
+    free(l->base);
+    free(l->names[0]);
+    free(l->names[1]);
+    free(l);
+}
+
+/* Whether items extends what the log holds: the same objects first, none taken away. */
+static int extends(const struct sbx_run_state_log *l, const json_t *items,
+                   const struct sbx_strv *secrets)
+{
+    size_t n = json_array_size(l->held);
+    if (l->fd < 0 || json_array_size(items) < n || (secrets ? secrets->n : 0) != l->nsecrets)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (json_array_get(items, i) != json_array_get(l->held, i))
+            return 0;
+    return 1;
+}
+
+/* Bring the log up to items: append the new ones (write, fdatasync), or, when items do not
+ * extend what it holds, write a whole new log beside the head and rename it into place. */
+static int write_items(struct sbx_run_state_log *l, const json_t *items,
+                       const struct sbx_strv *secrets, struct sbx_error *err)
+{
+    int fresh = !extends(l, items, secrets);
+    uint8_t chain[SBX_SHA256_LEN];
+    size_t from = fresh ? 0 : json_array_size(l->held);
+    struct sbx_buf b;
+    int rc = 0;
+    memcpy(chain, l->chain, sizeof(chain));
+    if (fresh)
+        memset(chain, 0, sizeof(chain));
+    if (!fresh && from == json_array_size(items))
+        return 0;
+    sbx_buf_init(&b, SBX_RUN_STATE_MAX);
+    for (size_t i = from; i < json_array_size(items) && rc == 0; i++)
+        rc = add_record(json_array_get(items, i), secrets, chain, &b, err);
+    if (rc == 0 && fresh) {
+        sbx_fd_close(&l->fd);
+        l->cur = l->ondisk == 0 ? 1 : 0;
+        const char *name = l->names[l->cur];
+        rc = sbx_fs_write(l->dfd, name, b.data, b.len, 0600, SBX_FS_ATOMIC, err);
+        if (rc == 0) {
+            l->fd = openat(l->dfd, name, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+            if (l->fd < 0)
+                rc = sbx_error_errno(err, errno, "cannot open '%s'", name);
+        }
+    } else if (rc == 0) {
+        rc = sbx_fd_write_all(l->fd, b.data, b.len, err);
+        if (rc == 0 && fdatasync(l->fd) < 0)
+            rc = sbx_error_errno(err, errno, "cannot sync '%s'", l->names[l->cur]);
+    }
+    sbx_buf_release(&b);
+    if (rc < 0) {
+        /* What the log ends with is unknown: the next checkpoint starts a new one. */
+        sbx_fd_close(&l->fd);
+        sbx_error_prefix(err, "run state log");
+        return rc;
+    }
+    if (fresh) {
+        json_decref(l->held);
+        l->held = json_array();
+    }
+    for (size_t i = from; i < json_array_size(items); i++)
+        sbx_json_append(l->held, json_incref(json_array_get(items, i)));
+    l->nsecrets = secrets ? secrets->n : 0;
+    memcpy(l->chain, chain, sizeof(chain));
+    return 0;
+}
+
+/* The head: state without its items, naming the log, written atomically as its canonical text
+ * with the digest first. */
+static int write_head(struct sbx_run_state_log *l, const json_t *state,
+                      const struct sbx_strv *secrets, struct sbx_error *err)
+{
+    json_t *head = json_copy((json_t *)state);
+    if (!head)
+        SBX_BUG("out of memory copying a run state");
+    json_object_del(head, "items");
+    json_object_del(head, "digest");
+    char chain[sizeof(DIGEST_PREFIX) + HEX];
+    memcpy(chain, DIGEST_PREFIX, sizeof(DIGEST_PREFIX) - 1);
+    sbx_hex(l->chain, SBX_SHA256_LEN, chain + sizeof(DIGEST_PREFIX) - 1);
+    sbx_json_set(head, "items_log",
+                 json_pack("{s:s, s:I, s:s}", "file", l->names[l->cur], "count",
+                           (json_int_t)json_array_size(l->held), "digest", chain));
+    json_t *clean = sbx_scrub_json(secrets, head, NULL);
+    json_decref(head);
+    char *text = json_dumps(clean, JSON_SORT_KEYS | JSON_COMPACT);
+    json_decref(clean);
+    if (!text)
+        SBX_BUG("out of memory dumping a run state");
+    uint8_t d[SBX_SHA256_LEN];
+    size_t n = strlen(text);
+    int rc = sbx_sha256(text, n, d, err);
+    if (rc == 0) {
+        char hex[HEX + 1];
+        sbx_hex(d, sizeof(d), hex);
+        char *file = sbx_xasprintf("{\"digest\":\"" DIGEST_PREFIX "%s\",%s\n", hex, text + 1);
+        rc = sbx_fs_write(l->dfd, l->base, file, strlen(file), 0600, SBX_FS_ATOMIC, err);
+        free(file);
+        if (rc < 0)
+            sbx_error_prefix(err, "run state");
+    }
+    free(text);
+    if (rc == 0 && l->ondisk != l->cur) {
+        /* The head names the new log: the old one is no one's. */
+        if (l->ondisk >= 0)
+            (void)unlinkat(l->dfd, l->names[l->ondisk], 0);
+        l->ondisk = l->cur;
+    }
+    return rc;
+}
+
+int sbx_run_state_log_write(struct sbx_run_state_log *l, const json_t *state,
+                            const struct sbx_strv *secrets, struct sbx_error *err)
+{
+    const json_t *items = json_object_get(state, "items");
+    const char *status = json_string_value(json_object_get(state, "status"));
+    if (!json_is_object(state) || !json_is_array(items) || !status)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "run state: not a run state with items");
+    if (strcmp(status, "running") != 0) {
+        /* A run that stopped gets one whole document, and the log goes. */
+        int rc = sbx_run_state_write_file(l->path, state, secrets, err);
+        if (rc < 0)
+            return rc;
+        sbx_fd_close(&l->fd);
+        json_decref(l->held);
+        l->held = NULL;
+        l->ondisk = l->cur = -1;
+        for (int i = 0; i < 2; i++)
+            if (unlinkat(l->dfd, l->names[i], 0) < 0 && errno != ENOENT)
+                return sbx_error_errno(err, errno, "cannot remove '%s'", l->names[i]);
+        return 0;
+    }
+    int rc = write_items(l, items, secrets, err);
+    if (rc == 0)
+        rc = write_head(l, state, secrets, err);
+    return rc;
+}
+
+/* Check one record (line [p, e)) against the chain and append its item to items. */
+static int read_record(const char *name, size_t i, const char *p, const char *e,
+                       uint8_t chain[SBX_SHA256_LEN], json_t *items, struct sbx_error *err)
+{
+    char hex[HEX + 1];
+    json_t *item = NULL;
+    if (e - p < HEX + 2 || p[HEX] != ' ')
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "run state: record %zu of its log '%s' is not a hash and an item",
+                             i + 1, name);
+    int rc = chain_next(chain, p + HEX + 1, (size_t)(e - p - HEX - 1), chain, err);
+    if (rc < 0)
+        return rc;
+    sbx_hex(chain, SBX_SHA256_LEN, hex);
+    if (memcmp(hex, p, HEX) != 0)
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "run state: record %zu of its log '%s' does not match its hash (the "
+                             "log was edited, reordered or damaged)",
+                             i + 1, name);
+    struct sbx_json_limits lim = {.max_bytes = SBX_RUN_STATE_MAX, .max_depth = 128};
+    if ((rc = sbx_json_parse(p + HEX + 1, (size_t)(e - p - HEX - 1), &lim, &item, err)) < 0) {
+        sbx_error_prefix(err, "run state: record %zu of its log '%s'", i + 1, name);
+        return rc;
+    }
+    sbx_json_append(items, item);
+    return 0;
+}
+
+static int bad_log(struct sbx_error *err)
+{
+    return sbx_error_set(err, SBX_E_INVAL, 0,
+                         "run state: field 'items_log' must be {file, count, digest}");
+}
+
+int sbx__run_state_load_log(json_t *doc, int dfd, struct sbx_error *err)
+{
+    const json_t *log = json_object_get(doc, "items_log");
+    const char *name = json_string_value(json_object_get(log, "file"));
+    const char *want = json_string_value(json_object_get(log, "digest"));
+    const json_t *count = json_object_get(log, "count");
+    if (!name || !want || !json_is_integer(count) || json_integer_value(count) < 0)
+        return bad_log(err);
+    if (!sbx__run_state_log_name_ok(name))
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "run state: field 'items_log.file' must be a file name beside the "
+                             "state, not '%s'",
+                             name);
+    if (json_object_get(doc, "items"))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "run state: it has both 'items' and 'items_log'");
+    struct sbx_buf b;
+    sbx_buf_init(&b, SBX_BUF_NOLIMIT);
+    int rc = sbx_fs_read(dfd, name, SBX_RUN_STATE_MAX, &b, err);
+    if (rc < 0) {
+        sbx_buf_release(&b);
+        sbx_error_prefix(err, "run state: its log");
+        return rc;
+    }
+    size_t n = (size_t)json_integer_value(count), i = 0;
+    uint8_t chain[SBX_SHA256_LEN] = {0};
+    json_t *items = json_array();
+    const char *p = b.data, *end = b.data + b.len;
+    for (; i < n && rc == 0; i++) {
+        const char *e = p < end ? memchr(p, '\n', (size_t)(end - p)) : NULL;
+        if (!e)
+            break;
+        rc = read_record(name, i, p, e, chain, items, err);
+        p = e + 1;
+    }
+    /* Records past count are a checkpoint that did not complete: dropped. */
+    char hex[sizeof(DIGEST_PREFIX) + HEX];
+    memcpy(hex, DIGEST_PREFIX, sizeof(DIGEST_PREFIX) - 1);
+    sbx_hex(chain, SBX_SHA256_LEN, hex + sizeof(DIGEST_PREFIX) - 1);
+    if (rc == 0 && i < n)
+        rc = sbx_error_set(err, SBX_E_INVAL, 0,
+                           "run state: its log '%s' ends after %zu of its %zu records (it was "
+                           "truncated or damaged)",
+                           name, i, n);
+    else if (rc == 0 && strcmp(hex, want) != 0)
+        rc = sbx_error_set(err, SBX_E_INVAL, 0,
+                           "run state: its log '%s' does not match the digest the state names "
+                           "(the log was replaced or edited)",
+                           name);
+    sbx_buf_release(&b);
+    if (rc < 0) {
+        json_decref(items);
+        return rc;
+    }
+    json_object_del(doc, "items_log");
+    sbx_json_set(doc, "items", items);
+    return 0;
+}
+
+int sbx_run_state_remove_file(const char *path, struct sbx_error *err)
+{
+    struct sbx_buf b;
+    json_t *doc = NULL;
+    sbx_buf_init(&b, SBX_BUF_NOLIMIT);
+    /* The log it names, when it is one: read without checking, since a damaged state is
+     * removed too (the caller decided). */
+    if (sbx_fs_read_path(path, SBX_RUN_STATE_MAX, &b, NULL) == 0) {
+        struct sbx_json_limits lim = {.max_bytes = SBX_RUN_STATE_MAX, .max_depth = 128};
+        if (sbx_json_parse(b.data, b.len, &lim, &doc, NULL) < 0)
+            doc = NULL;
+    }
+    sbx_buf_release(&b);
+    const char *name =
+            json_string_value(json_object_get(json_object_get(doc, "items_log"), "file"));
+    if (sbx__run_state_log_name_ok(name)) {
+        const char *slash = strrchr(path, '/');
+        char *log = slash ? sbx_xasprintf("%.*s/%s", (int)(slash - path), path, name)
+                          : sbx_xstrdup(name);
+        if (unlink(log) < 0 && errno != ENOENT) {
+            int rc = sbx_error_errno(err, errno, "cannot remove '%s'", log);
+            free(log);
+            json_decref(doc);
+            return rc;
+        }
+        free(log);
+    }
+    json_decref(doc);
+    if (unlink(path) < 0)
+        return sbx_error_errno(err, errno, "cannot remove '%s'", path);
+    return 0;
+}
