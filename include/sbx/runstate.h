@@ -66,13 +66,15 @@ SBX_API int sbx_run_state_write_file(const char *path, const json_t *state,
 
 /* Checkpoints that append (docs/internals/runstate.md, "Checkpoints that append"): what a
  * run's checkpoints write to path, in time linear in the run. While the state's status is
- * "running", path is a head: the state without its items, naming "<name>.0.log" or "<name>.1.log"
- * beside it, a log with one record per item (the item's canonical text and a SHA-256 chained over
- * every record before it) that each checkpoint appends the new items to and fdatasyncs before the
- * head is written atomically (as sbx_run_state_write_file). Items must be appended to, never
- * edited: when the state's items are not the ones written before plus new ones (by object), or the
- * secrets changed, a whole new log is written and renamed into place. Any other status writes
- * the whole document with sbx_run_state_write_file and removes the log.
+ * "running", path is a head: the state without its items and its large, seldom changed fields
+ * (agents, agent_files, model_settings, tools_used, pending, decisions, always, sandbox, meta),
+ * naming a log beside it ("<name>.0.log" or "<name>.1.log") with one record per item and per
+ * change of those fields, each carrying a SHA-256 chained over every record before it. Each
+ * checkpoint appends its new records and fdatasyncs them before the head is written atomically
+ * (as sbx_run_state_write_file). Items must be appended to, never edited: when the state's
+ * items are not the ones written before plus new ones (by object), or the secrets changed, a
+ * whole new log is written under the other name and renamed into place. Any other status
+ * writes the whole document with sbx_run_state_write_file and removes the log.
  * sbx_run_state_read_file reads both forms. *out: sbx_run_state_log_close. */
 struct sbx_run_state_log; /* opaque */
 SBX_API int sbx_run_state_log_open(const char *path, struct sbx_run_state_log **out,

@@ -25,11 +25,13 @@ struct sbx_run_state_log {
      * written under the name the head on disk does not use, so a crash before the new head is
      * in place leaves the old head with its own log. */
     char *names[2];
-    int cur;      /* the log fd appends to */
-    int ondisk;   /* the log the head on disk names (-1: none of the two) */
-    int dfd;      /* their directory */
-    int fd;       /* the log, open for appending; -1: the next write starts a new log */
-    json_t *held; /* the items written to the log (the runner's own objects, held) */
+    int cur;        /* the log fd appends to */
+    int ondisk;     /* the log the head on disk names (-1: none of the two) */
+    int dfd;        /* their directory */
+    int fd;         /* the log, open for appending; -1: the next write starts a new log */
+    json_t *held;   /* the items written to the log (the runner's own objects, held) */
+    json_t *fields; /* the logged fields as last written, {field: value} */
+    size_t nrec;    /* records in the log */
     size_t nsecrets;
     uint8_t chain[SBX_SHA256_LEN]; /* the hash of the last record (zeros before the first) */
 };
@@ -52,15 +54,38 @@ int sbx__run_state_log_name_ok(const char *name)
     return name && name[0] && name[0] != '.' && !strchr(name, '/') && strlen(name) < 256;
 }
 
-/* One record per line: the chain hash in hex, a space, the item's canonical text. */
-static int add_record(const json_t *item, const struct sbx_strv *secrets,
+/* The fields a head leaves to its log: large, and seldom changed from one checkpoint to the
+ * next. A record sets one when it changes. */
+static const char *const logged[] = {"agents",     "agent_files", "model_settings",
+                                     "tools_used", "pending",     "decisions",
+                                     "always",     "sandbox",     "meta"};
+
+static int is_logged(const char *key, size_t n)
+{
+    for (size_t i = 0; i < SBX_ARRAY_LEN(logged); i++)
+        if (strlen(logged[i]) == n && memcmp(logged[i], key, n) == 0)
+            return 1;
+    return 0;
+}
+
+/* One record per line: the chain hash in hex, a space and the body: "i <item>" (an item
+ * appended), "s <field> <value>" (a field set) or "d <field>" (a field removed), each value
+ * as its canonical text. */
+static int add_record(const char *key, const json_t *v, const struct sbx_strv *secrets,
                       uint8_t chain[SBX_SHA256_LEN], struct sbx_buf *b, struct sbx_error *err)
 {
-    json_t *clean = sbx_scrub_json(secrets, item, NULL);
-    char *text = json_dumps(clean, JSON_SORT_KEYS | JSON_COMPACT);
-    json_decref(clean);
-    if (!text)
-        SBX_BUG("out of memory dumping a run state item");
+    char *text = NULL;
+    if (v) {
+        json_t *clean = sbx_scrub_json(secrets, v, NULL);
+        char *t = json_dumps(clean, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENCODE_ANY);
+        json_decref(clean);
+        if (!t)
+            SBX_BUG("out of memory dumping a run state record");
+        text = key ? sbx_xasprintf("s %s %s", key, t) : sbx_xasprintf("i %s", t);
+        free(t);
+    } else {
+        text = sbx_xasprintf("d %s", key);
+    }
     size_t n = strlen(text);
     char hex[HEX + 1];
     int rc = chain_next(chain, text, n, chain, err);
@@ -85,8 +110,7 @@ static int on_disk(const struct sbx_run_state_log *l)
     struct sbx_json_limits lim = {.max_bytes = SBX_RUN_STATE_MAX, .max_depth = 128};
     if (sbx_fs_read(l->dfd, l->base, SBX_RUN_STATE_MAX, &b, NULL) == 0 &&
         sbx_json_parse(b.data, b.len, &lim, &doc, NULL) == 0) {
-        const char *name =
-                json_string_value(json_object_get(json_object_get(doc, "items_log"), "file"));
+        const char *name = json_string_value(json_object_get(json_object_get(doc, "log"), "file"));
         for (int i = 0; i < 2 && name; i++)
             if (strcmp(name, l->names[i]) == 0)
                 which = i;
@@ -129,6 +153,7 @@ void sbx_run_state_log_close(struct sbx_run_state_log *l)
     sbx_fd_close(&l->fd);
     sbx_fd_close(&l->dfd);
     json_decref(l->held);
+    json_decref(l->fields);
     free(l->path);
     free(l->base);
     free(l->names[0]);
@@ -149,24 +174,48 @@ static int extends(const struct sbx_run_state_log *l, const json_t *items,
     return 1;
 }
 
-/* Bring the log up to items: append the new ones (write, fdatasync), or, when items do not
- * extend what it holds, write a whole new log beside the head and rename it into place. */
-static int write_items(struct sbx_run_state_log *l, const json_t *items,
-                       const struct sbx_strv *secrets, struct sbx_error *err)
+/* Records for the logged fields of state that differ from what the log holds (all of them
+ * in a new log); fields gets their new values. */
+static int add_fields(const json_t *state, json_t *fields, const struct sbx_strv *secrets,
+                      uint8_t chain[SBX_SHA256_LEN], struct sbx_buf *b, size_t *nrec,
+                      struct sbx_error *err)
 {
+    int rc = 0;
+    for (size_t i = 0; i < SBX_ARRAY_LEN(logged) && rc == 0; i++) {
+        json_t *v = json_object_get(state, logged[i]), *old = json_object_get(fields, logged[i]);
+        if (v == old || (v && old && json_equal(v, old)))
+            continue;
+        rc = add_record(logged[i], v, secrets, chain, b, err);
+        (*nrec)++;
+        if (v)
+            sbx_json_set(fields, logged[i], json_incref(v));
+        else
+            json_object_del(fields, logged[i]);
+    }
+    return rc;
+}
+
+/* Bring the log up to state: append records of the new items and the changed fields (write,
+ * fdatasync), or, when its items do not extend what the log holds, write a whole new log
+ * beside the head and rename it into place. */
+static int write_log(struct sbx_run_state_log *l, const json_t *state,
+                     const struct sbx_strv *secrets, struct sbx_error *err)
+{
+    const json_t *items = json_object_get(state, "items");
     int fresh = !extends(l, items, secrets);
     uint8_t chain[SBX_SHA256_LEN];
-    size_t from = fresh ? 0 : json_array_size(l->held);
+    size_t from = fresh ? 0 : json_array_size(l->held), nrec = fresh ? 0 : l->nrec;
+    json_t *fields = fresh || !l->fields ? json_object() : json_copy(l->fields);
     struct sbx_buf b;
     int rc = 0;
     memcpy(chain, l->chain, sizeof(chain));
     if (fresh)
         memset(chain, 0, sizeof(chain));
-    if (!fresh && from == json_array_size(items))
-        return 0;
     sbx_buf_init(&b, SBX_RUN_STATE_MAX);
-    for (size_t i = from; i < json_array_size(items) && rc == 0; i++)
-        rc = add_record(json_array_get(items, i), secrets, chain, &b, err);
+    for (size_t i = from; i < json_array_size(items) && rc == 0; i++, nrec++)
+        rc = add_record(NULL, json_array_get(items, i), secrets, chain, &b, err);
+    if (rc == 0)
+        rc = add_fields(state, fields, secrets, chain, &b, &nrec, err);
     if (rc == 0 && fresh) {
         sbx_fd_close(&l->fd);
         l->cur = l->ondisk == 0 ? 1 : 0;
@@ -177,7 +226,7 @@ static int write_items(struct sbx_run_state_log *l, const json_t *items,
             if (l->fd < 0)
                 rc = sbx_error_errno(err, errno, "cannot open '%s'", name);
         }
-    } else if (rc == 0) {
+    } else if (rc == 0 && b.len) {
         rc = sbx_fd_write_all(l->fd, b.data, b.len, err);
         if (rc == 0 && fdatasync(l->fd) < 0)
             rc = sbx_error_errno(err, errno, "cannot sync '%s'", l->names[l->cur]);
@@ -186,6 +235,7 @@ static int write_items(struct sbx_run_state_log *l, const json_t *items,
     if (rc < 0) {
         /* What the log ends with is unknown: the next checkpoint starts a new one. */
         sbx_fd_close(&l->fd);
+        json_decref(fields);
         sbx_error_prefix(err, "run state log");
         return rc;
     }
@@ -195,13 +245,16 @@ static int write_items(struct sbx_run_state_log *l, const json_t *items,
     }
     for (size_t i = from; i < json_array_size(items); i++)
         sbx_json_append(l->held, json_incref(json_array_get(items, i)));
+    json_decref(l->fields);
+    l->fields = fields;
+    l->nrec = nrec;
     l->nsecrets = secrets ? secrets->n : 0;
     memcpy(l->chain, chain, sizeof(chain));
     return 0;
 }
 
-/* The head: state without its items, naming the log, written atomically as its canonical text
- * with the digest first. */
+/* The head: state without its items and logged fields, naming the log, written atomically as
+ * its canonical text with the digest first. */
 static int write_head(struct sbx_run_state_log *l, const json_t *state,
                       const struct sbx_strv *secrets, struct sbx_error *err)
 {
@@ -210,12 +263,14 @@ static int write_head(struct sbx_run_state_log *l, const json_t *state,
         SBX_BUG("out of memory copying a run state");
     json_object_del(head, "items");
     json_object_del(head, "digest");
+    for (size_t i = 0; i < SBX_ARRAY_LEN(logged); i++)
+        json_object_del(head, logged[i]);
     char chain[sizeof(DIGEST_PREFIX) + HEX];
     memcpy(chain, DIGEST_PREFIX, sizeof(DIGEST_PREFIX) - 1);
     sbx_hex(l->chain, SBX_SHA256_LEN, chain + sizeof(DIGEST_PREFIX) - 1);
-    sbx_json_set(head, "items_log",
+    sbx_json_set(head, "log",
                  json_pack("{s:s, s:I, s:s}", "file", l->names[l->cur], "count",
-                           (json_int_t)json_array_size(l->held), "digest", chain));
+                           (json_int_t)l->nrec, "digest", chain));
     json_t *clean = sbx_scrub_json(secrets, head, NULL);
     json_decref(head);
     char *text = json_dumps(clean, JSON_SORT_KEYS | JSON_COMPACT);
@@ -228,8 +283,18 @@ static int write_head(struct sbx_run_state_log *l, const json_t *state,
     if (rc == 0) {
         char hex[HEX + 1];
         sbx_hex(d, sizeof(d), hex);
-        char *file = sbx_xasprintf("{\"digest\":\"" DIGEST_PREFIX "%s\",%s\n", hex, text + 1);
-        rc = sbx_fs_write(l->dfd, l->base, file, strlen(file), 0600, SBX_FS_ATOMIC, err);
+        static const char pre[] = "{\"digest\":\"" DIGEST_PREFIX;
+        size_t len = sizeof(pre) - 1 + SBX_SHA256_HEX_LEN + 2 + (n - 1) + 1;
+        char *file = sbx_xmalloc(len);
+        char *p = file;
+        memcpy(p, pre, sizeof(pre) - 1);
+        p += sizeof(pre) - 1;
+        memcpy(p, hex, SBX_SHA256_HEX_LEN);
+        p += SBX_SHA256_HEX_LEN;
+        memcpy(p, "\",", 2);
+        memcpy(p + 2, text + 1, n - 1);
+        file[len - 1] = '\n';
+        rc = sbx_fs_write(l->dfd, l->base, file, len, 0600, SBX_FS_ATOMIC, err);
         free(file);
         if (rc < 0)
             sbx_error_prefix(err, "run state");
@@ -259,27 +324,65 @@ int sbx_run_state_log_write(struct sbx_run_state_log *l, const json_t *state,
         sbx_fd_close(&l->fd);
         json_decref(l->held);
         l->held = NULL;
+        json_decref(l->fields);
+        l->fields = NULL;
         l->ondisk = l->cur = -1;
         for (int i = 0; i < 2; i++)
             if (unlinkat(l->dfd, l->names[i], 0) < 0 && errno != ENOENT)
                 return sbx_error_errno(err, errno, "cannot remove '%s'", l->names[i]);
         return 0;
     }
-    int rc = write_items(l, items, secrets, err);
+    int rc = write_log(l, state, secrets, err);
     if (rc == 0)
         rc = write_head(l, state, secrets, err);
     return rc;
 }
 
 /* Check one record (line [p, e)) against the chain and append its item to items. */
+/* What a record's body [p, e) does to items and fields, once its hash is checked. */
+static int apply_record(const char *name, size_t i, const char *p, const char *e, json_t *items,
+                        json_t *fields, struct sbx_error *err)
+{
+    struct sbx_json_limits lim = {.max_bytes = SBX_RUN_STATE_MAX, .max_depth = 128};
+    const char *at = p + 2, *kend = at;
+    char *key = NULL;
+    json_t *v = NULL;
+    if (e - p < 3 || p[1] != ' ' || (p[0] != 'i' && p[0] != 's' && p[0] != 'd'))
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "run state: record %zu of its log '%s' is not an item or a field",
+                             i + 1, name);
+    if (p[0] != 'i') {
+        while (kend < e && *kend != ' ')
+            kend++;
+        if (!is_logged(at, (size_t)(kend - at)) || (p[0] == 'd') != (kend == e))
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "run state: record %zu of its log '%s' names no field a log "
+                                 "holds",
+                                 i + 1, name);
+        key = sbx_xstrndup(at, (size_t)(kend - at));
+        at = kend + 1;
+    }
+    int rc = 0;
+    if (p[0] == 'd')
+        json_object_del(fields, key);
+    else if ((rc = sbx_json_parse(at, (size_t)(e - at), &lim, &v, err)) < 0)
+        sbx_error_prefix(err, "run state: record %zu of its log '%s'", i + 1, name);
+    else if (key)
+        json_object_set_new(fields, key, v);
+    else
+        sbx_json_append(items, v);
+    free(key);
+    return rc;
+}
+
 static int read_record(const char *name, size_t i, const char *p, const char *e,
-                       uint8_t chain[SBX_SHA256_LEN], json_t *items, struct sbx_error *err)
+                       uint8_t chain[SBX_SHA256_LEN], json_t *items, json_t *fields,
+                       struct sbx_error *err)
 {
     char hex[HEX + 1];
-    json_t *item = NULL;
     if (e - p < HEX + 2 || p[HEX] != ' ')
         return sbx_error_set(err, SBX_E_INVAL, 0,
-                             "run state: record %zu of its log '%s' is not a hash and an item",
+                             "run state: record %zu of its log '%s' is not a hash and a body",
                              i + 1, name);
     int rc = chain_next(chain, p + HEX + 1, (size_t)(e - p - HEX - 1), chain, err);
     if (rc < 0)
@@ -290,24 +393,18 @@ static int read_record(const char *name, size_t i, const char *p, const char *e,
                              "run state: record %zu of its log '%s' does not match its hash (the "
                              "log was edited, reordered or damaged)",
                              i + 1, name);
-    struct sbx_json_limits lim = {.max_bytes = SBX_RUN_STATE_MAX, .max_depth = 128};
-    if ((rc = sbx_json_parse(p + HEX + 1, (size_t)(e - p - HEX - 1), &lim, &item, err)) < 0) {
-        sbx_error_prefix(err, "run state: record %zu of its log '%s'", i + 1, name);
-        return rc;
-    }
-    sbx_json_append(items, item);
-    return 0;
+    return apply_record(name, i, p + HEX + 1, e, items, fields, err);
 }
 
 static int bad_log(struct sbx_error *err)
 {
     return sbx_error_set(err, SBX_E_INVAL, 0,
-                         "run state: field 'items_log' must be {file, count, digest}");
+                         "run state: field 'log' must be {file, count, digest}");
 }
 
 int sbx__run_state_load_log(json_t *doc, int dfd, struct sbx_error *err)
 {
-    const json_t *log = json_object_get(doc, "items_log");
+    const json_t *log = json_object_get(doc, "log");
     const char *name = json_string_value(json_object_get(log, "file"));
     const char *want = json_string_value(json_object_get(log, "digest"));
     const json_t *count = json_object_get(log, "count");
@@ -315,11 +412,11 @@ int sbx__run_state_load_log(json_t *doc, int dfd, struct sbx_error *err)
         return bad_log(err);
     if (!sbx__run_state_log_name_ok(name))
         return sbx_error_set(err, SBX_E_INVAL, 0,
-                             "run state: field 'items_log.file' must be a file name beside the "
+                             "run state: field 'log.file' must be a file name beside the "
                              "state, not '%s'",
                              name);
     if (json_object_get(doc, "items"))
-        return sbx_error_set(err, SBX_E_INVAL, 0, "run state: it has both 'items' and 'items_log'");
+        return sbx_error_set(err, SBX_E_INVAL, 0, "run state: it has both 'items' and 'log'");
     struct sbx_buf b;
     sbx_buf_init(&b, SBX_BUF_NOLIMIT);
     int rc = sbx_fs_read(dfd, name, SBX_RUN_STATE_MAX, &b, err);
@@ -330,13 +427,13 @@ int sbx__run_state_load_log(json_t *doc, int dfd, struct sbx_error *err)
     }
     size_t n = (size_t)json_integer_value(count), i = 0;
     uint8_t chain[SBX_SHA256_LEN] = {0};
-    json_t *items = json_array();
+    json_t *items = json_array(), *fields = json_object();
     const char *p = b.data, *end = b.data + b.len;
     for (; i < n && rc == 0; i++) {
         const char *e = p < end ? memchr(p, '\n', (size_t)(end - p)) : NULL;
         if (!e)
             break;
-        rc = read_record(name, i, p, e, chain, items, err);
+        rc = read_record(name, i, p, e, chain, items, fields, err);
         p = e + 1;
     }
     /* Records past count are a checkpoint that did not complete: dropped. */
@@ -354,12 +451,23 @@ int sbx__run_state_load_log(json_t *doc, int dfd, struct sbx_error *err)
                            "(the log was replaced or edited)",
                            name);
     sbx_buf_release(&b);
+    const char *k;
+    json_t *v;
+    json_object_foreach(fields, k, v)
+    {
+        if (rc == 0 && json_object_get(doc, k))
+            rc = sbx_error_set(err, SBX_E_INVAL, 0,
+                               "run state: field '%s' is both in the state and in its log", k);
+    }
     if (rc < 0) {
         json_decref(items);
+        json_decref(fields);
         return rc;
     }
-    json_object_del(doc, "items_log");
+    json_object_del(doc, "log");
     sbx_json_set(doc, "items", items);
+    json_object_update(doc, fields);
+    json_decref(fields);
     return 0;
 }
 
@@ -376,8 +484,7 @@ int sbx_run_state_remove_file(const char *path, struct sbx_error *err)
             doc = NULL;
     }
     sbx_buf_release(&b);
-    const char *name =
-            json_string_value(json_object_get(json_object_get(doc, "items_log"), "file"));
+    const char *name = json_string_value(json_object_get(json_object_get(doc, "log"), "file"));
     if (sbx__run_state_log_name_ok(name)) {
         const char *slash = strrchr(path, '/');
         char *log = slash ? sbx_xasprintf("%.*s/%s", (int)(slash - path), path, name)

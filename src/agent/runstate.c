@@ -290,7 +290,7 @@ static int parse_in(const char *text, size_t n, int dfd, json_t **out, struct sb
                            "edited or damaged)");
         goto out;
     }
-    if (json_object_get(doc, "items_log")) {
+    if (json_object_get(doc, "log")) {
         if (dfd < 0)
             rc = sbx_error_set(err, SBX_E_INVAL, 0,
                                "run state: its items are in a log beside its file: read it "

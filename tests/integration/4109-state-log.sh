@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Checkpoints that append, through the real binary: a run with --state killed in its third
-# turn leaves a head (the state without its items) and a log with one record per item; sbx state
-# show reads them; a log edited in one byte is refused by --resume naming the record; a torn
-# tail (a checkpoint killed while it appended) is dropped and the run resumes, finishes and
-# leaves one whole document and no log; sbx state rm takes the log with the head.
+# turn leaves a head (the state without its items and large fields) and a log with one record
+# per item and per change of those fields; sbx state show reads them; a log edited in one byte
+# is refused by --resume naming the record; a torn tail (a checkpoint killed while it
+# appended) is dropped and the run resumes, finishes and leaves one whole document and no log;
+# sbx state rm takes the log with the head.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/model-lib.sh"
 . "$(dirname "$0")/sandbox-lib.sh"
@@ -33,12 +34,12 @@ killed_run() { # STATE_FILE: a run killed while the call of its third turn runs
 }
 
 killed_run "$T/S.json"
-LOG=$(sfield "$T/S.json" 's["items_log"]["file"]')
+LOG=$(sfield "$T/S.json" 's["log"]["file"]')
 expect_eq "$(sfield "$T/S.json" '(s["status"], s["turn"], s["open_calls"], "items" in s)')" \
     "('running', 3, ['c3'], False)" "the killed run's state is a head without its items"
-expect_eq "$(sfield "$T/S.json" 's["items_log"]["count"]')" 6 "counting the input, two calls with outputs and the open call"
-expect_eq "$(wc -l <"$T/$LOG")" 6 "its log beside it holds one record per item"
-expect_eq "$(sed -n 1p "$T/$LOG" | cut -d' ' -f1 | wc -c)" 65 "each record starts with its hash"
+expect_eq "$(sfield "$T/S.json" 's["log"]["count"]')" "$(wc -l <"$T/$LOG")" "its log beside it holds the records the head counts"
+expect_eq "$(grep -c '^[0-9a-f]\{64\} i ' "$T/$LOG")" 6 "one per item: the input, two calls with outputs and the open call"
+expect_eq "$(grep -c '^[0-9a-f]\{64\} s sandbox ' "$T/$LOG")" 1 "and one for the sandbox, which did not change"
 run "$SBX" state show --json "$T/S.json"
 expect_rc 0 "state show reads the head and its log"
 
@@ -54,13 +55,13 @@ expect_rc 0 "a torn tail is dropped and the run resumes"
 expect_in "$T/err" "sbx: tool call c3 (exec_command) was running when the run stopped; running it again" \
     "repeating the open call"
 expect_in "$T/out" "finished after the crash" "and finishes"
-expect_eq "$(sfield "$T/S.json" '(s["status"], len(s["items"]), "items_log" in s)')" "('completed', 8, False)" \
+expect_eq "$(sfield "$T/S.json" '(s["status"], len(s["items"]), "log" in s)')" "('completed', 8, False)" \
     "the completed run's state is one whole document"
 expect_eq "$(ls "$T" | grep -c '^S\.json\..*log$')" 0 "and its log is gone"
 expect_eq "$(live)" 0 "the completed run removed its sandbox"
 
 killed_run "$T/R.json"
-LOG=$(sfield "$T/R.json" 's["items_log"]["file"]')
+LOG=$(sfield "$T/R.json" 's["log"]["file"]')
 [ -f "$T/$LOG" ] && ok "a second killed run has its log" || not_ok "a second killed run has its log"
 run "$SBX" state rm "$T/R.json"
 expect_rc 0 "sbx state rm"

@@ -84,7 +84,7 @@ static void check_reads_as(const char *path, const json_t *want)
     CHECK(json_equal(json_object_get(got, "items"), json_object_get(want, "items")));
     CHECK_EQ_STR(json_string_value(json_object_get(got, "status")),
                  json_string_value(json_object_get(want, "status")));
-    CHECK(json_object_get(got, "items_log") == NULL);
+    CHECK(json_object_get(got, "log") == NULL);
     json_decref(got);
 }
 
@@ -105,9 +105,12 @@ static void test_append(void)
     char *head = slurp(path, &hn);
     json_t *h = json_loads(head, 0, NULL);
     CHECK(h && !json_object_get(h, "items"));
-    CHECK_EQ_STR(json_string_value(json_object_get(json_object_get(h, "items_log"), "file")),
+    CHECK_EQ_STR(json_string_value(json_object_get(json_object_get(h, "log"), "file")),
                  "a.json.0.log");
-    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(h, "items_log"), "count")), 2);
+    /* Two items, then the nine logged fields. */
+    CHECK_EQ_INT(json_integer_value(json_object_get(json_object_get(h, "log"), "count")), 11);
+    CHECK(!json_object_get(h, "agents") && !json_object_get(h, "meta"));
+    CHECK(json_object_get(h, "status") && json_object_get(h, "turn"));
     json_decref(h);
     free(head);
     char *before = slurp(log0, &n0);
@@ -123,7 +126,7 @@ static void test_append(void)
     size_t lines = 0;
     for (size_t i = 0; i < n1; i++)
         lines += after[i] == '\n';
-    CHECK_EQ_INT(lines, 5);
+    CHECK_EQ_INT(lines, 14);
     check_reads_as(path, st);
     /* A checkpoint with nothing new writes no record. */
     CHECK_OK(sbx_run_state_log_write(l, st, NULL, &err), &err);
@@ -198,7 +201,7 @@ static void test_torn_and_tampered(void)
     char *t = strstr(bad, "three");
     t[0] = 'T';
     put(log, bad, n);
-    refused(path, "record 3 of its log 'b.json.0.log' does not match its hash (the log was "
+    refused(path, "record 12 of its log 'b.json.0.log' does not match its hash (the log was "
                   "edited, reordered or damaged)");
 
     /* Two records swapped. */
@@ -209,7 +212,7 @@ static void test_torn_and_tampered(void)
 
     /* Cut short of what the head counts. */
     put(log, good, (size_t)(l2 - good));
-    refused(path, "its log 'b.json.0.log' ends after 2 of its 4 records (it was truncated or "
+    refused(path, "its log 'b.json.0.log' ends after 2 of its 13 records (it was truncated or "
                   "damaged)");
 
     /* A whole valid log of other items in its place: the head's digest of the chain differs. */
@@ -257,6 +260,98 @@ static void test_torn_and_tampered(void)
     free(log);
 }
 
+/* Edit the head at path as anyone who can write it could: h is changed by the caller, its
+ * digest recomputed. */
+static void reseal_head(const char *path, json_t *h)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    json_object_del(h, "digest");
+    char *canon = json_dumps(h, JSON_SORT_KEYS | JSON_COMPACT);
+    uint8_t d[SBX_SHA256_LEN];
+    char hex[SBX_SHA256_HEX_LEN + 1];
+    CHECK_OK(sbx_sha256(canon, strlen(canon), d, &err), &err);
+    sbx_hex(d, sizeof(d), hex);
+    char *text = sbx_xasprintf("{\"digest\":\"sha256:%s\",%s", hex, canon + 1);
+    put(path, text, strlen(text));
+    free(text);
+    free(canon);
+}
+
+/* Append a record with body to the log of the head at path, chained as the writer does, and
+ * count it in the head (resealed). */
+static void append_record(const char *path, const char *log, const char *body)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    size_t n = 0, hn = 0;
+    char *text = slurp(log, &n), *head = slurp(path, &hn);
+    const char *last = text;
+    for (const char *q = text; q + 1 < text + n; q++)
+        if (*q == '\n')
+            last = q + 1;
+    uint8_t buf[SBX_SHA256_LEN + 256], d[SBX_SHA256_LEN];
+    for (size_t i = 0; i < SBX_SHA256_LEN; i++)
+        sscanf(last + 2 * i, "%2hhx", &buf[i]);
+    size_t bn = strlen(body);
+    memcpy(buf + SBX_SHA256_LEN, body, bn);
+    CHECK_OK(sbx_sha256(buf, SBX_SHA256_LEN + bn, d, &err), &err);
+    char hex[SBX_SHA256_HEX_LEN + 1];
+    sbx_hex(d, sizeof(d), hex);
+    char *more = sbx_xasprintf("%s%s %s\n", text, hex, body);
+    put(log, more, strlen(more));
+    json_t *h = json_loads(head, 0, NULL);
+    json_t *lg = json_object_get(h, "log");
+    json_object_set_new(lg, "count",
+                        json_integer(json_integer_value(json_object_get(lg, "count")) + 1));
+    char *dg = sbx_xasprintf("sha256:%s", hex);
+    json_object_set_new(lg, "digest", json_string(dg));
+    free(dg);
+    reseal_head(path, h);
+    json_decref(h);
+    free(more);
+    free(head);
+    free(text);
+}
+
+static void test_fields(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_run_state_log *l = NULL;
+    char *path = path_of("f.json"), *log0 = path_of("f.json.0.log");
+    json_t *st = state_with(1), *got = NULL;
+    CHECK_OK(sbx_run_state_log_open(path, &l, &err), &err);
+    CHECK_OK(sbx_run_state_log_write(l, st, NULL, &err), &err);
+    size_t n0 = 0, n1 = 0, n2 = 0;
+    free(slurp(log0, &n0));
+    /* An equal value (a new object) writes nothing; a changed one writes one record. */
+    sbx_json_set(st, "agents", json_deep_copy(json_object_get(st, "agents")));
+    CHECK_OK(sbx_run_state_log_write(l, st, NULL, &err), &err);
+    free(slurp(log0, &n1));
+    CHECK_EQ_INT(n1, n0);
+    sbx_json_set(st, "sandbox", json_pack("{s:s}", "run_id", "ab12"));
+    json_object_del(st, "meta");
+    CHECK_OK(sbx_run_state_log_write(l, st, NULL, &err), &err);
+    char *text = slurp(log0, &n2);
+    CHECK(strstr(text + n1, " s sandbox {\"run_id\":\"ab12\"}\n") != NULL);
+    CHECK(strstr(text + n1, " d meta\n") != NULL);
+    free(text);
+    sbx_run_state_log_close(l);
+    CHECK_OK(sbx_run_state_read_file(path, &got, &err), &err);
+    CHECK_EQ_STR(json_string_value(json_object_get(json_object_get(got, "sandbox"), "run_id")),
+                 "ab12");
+    CHECK(json_object_get(got, "meta") == NULL);
+    CHECK(json_equal(json_object_get(got, "agents"), json_object_get(st, "agents")));
+    json_decref(got);
+
+    /* A log sets only the fields a head leaves to it: never status, turn or the like. */
+    append_record(path, log0, "s status \"completed\"");
+    refused(path, "record 13 of its log 'f.json.0.log' names no field a log holds");
+    CHECK_OK(sbx_run_state_remove_file(path, &err), &err);
+    unlink(log0);
+    json_decref(st);
+    free(path);
+    free(log0);
+}
+
 static void test_parse_needs_file(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -269,7 +364,7 @@ static void test_parse_needs_file(void)
     /* A log name that leaves the state's directory is refused. */
     json_t *h = json_loads(head, 0, NULL);
     CHECK(h != NULL);
-    json_object_set_new(json_object_get(h, "items_log"), "file", json_string("../x.log"));
+    json_object_set_new(json_object_get(h, "log"), "file", json_string("../x.log"));
     json_object_del(h, "digest");
     char *canon = json_dumps(h, JSON_SORT_KEYS | JSON_COMPACT);
     uint8_t d[SBX_SHA256_LEN];
@@ -278,7 +373,7 @@ static void test_parse_needs_file(void)
     sbx_hex(d, sizeof(d), hex);
     char *text = sbx_xasprintf("{\"digest\":\"sha256:%s\",%s", hex, canon + 1);
     put(path, text, strlen(text));
-    refused(path, "field 'items_log.file' must be a file name beside the state, not '../x.log'");
+    refused(path, "field 'log.file' must be a file name beside the state, not '../x.log'");
     free(text);
     free(canon);
     json_decref(h);
@@ -377,6 +472,7 @@ int main(void)
     TAP_RUN(test_append);
     TAP_RUN(test_torn_and_tampered);
     TAP_RUN(test_parse_needs_file);
+    TAP_RUN(test_fields);
     TAP_RUN(test_new_log);
     TAP_RUN(test_old_form);
     rmdir(dir);
