@@ -66,10 +66,10 @@ SBX_API int sbx_run_state_write_file(const char *path, const json_t *state,
 
 /* Checkpoints that append (docs/internals/runstate.md, "Checkpoints that append"): what a
  * run's checkpoints write to path, in time linear in the run. While the state's status is
- * "running", path is a head: the state without its items and its large, seldom changed fields
- * (agents, agent_files, model_settings, tools_used, pending, decisions, always, sandbox, meta),
+ * "running", path is a head: the fields that change at every checkpoint (status, turn,
+ * open_calls, usage, ...; docs/internals/runstate.md lists them) and no others,
  * naming a log beside it ("<name>.0.log" or "<name>.1.log") with one record per item and per
- * change of those fields, each carrying a SHA-256 chained over every record before it. Each
+ * change of any other field, each carrying a SHA-256 chained over every record before it. Each
  * checkpoint appends its new records and fdatasyncs them before the head is written atomically
  * (as sbx_run_state_write_file). Items must be appended to, never edited: when the state's
  * items are not the ones written before plus new ones (by object), or the secrets changed, a

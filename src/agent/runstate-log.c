@@ -54,18 +54,28 @@ int sbx__run_state_log_name_ok(const char *name)
     return name && name[0] && name[0] != '.' && !strchr(name, '/') && strlen(name) < 256;
 }
 
-/* The fields a head leaves to its log: large, and seldom changed from one checkpoint to the
- * next. A record sets one when it changes. */
-static const char *const logged[] = {"agents",     "agent_files", "model_settings",
-                                     "tools_used", "pending",     "decisions",
-                                     "always",     "sandbox",     "meta"};
+/* The fields a head keeps: what changes from one checkpoint to the next, and what a reader
+ * needs first. Every other field (the agents, the sandboxes, the approvals, meta, ...) is left
+ * to the log, as a record each time it changes. */
+static const char *const in_head[] = {"format",    "version",    "status",
+                                      "error",     "updated_at", "current_agent",
+                                      "turn",      "usage",      "previous_response_id",
+                                      "sent_upto", "open_calls", "final_output"};
 
+/* Whether key[0..n) is a field the log may set: not one the head keeps, not "items", "log"
+ * or "digest", and a plain word (the record's syntax). */
 static int is_logged(const char *key, size_t n)
 {
-    for (size_t i = 0; i < SBX_ARRAY_LEN(logged); i++)
-        if (strlen(logged[i]) == n && memcmp(logged[i], key, n) == 0)
-            return 1;
-    return 0;
+    if (n == 0 || memchr(key, ' ', n) || memchr(key, '\n', n))
+        return 0;
+    for (size_t i = 0; i < SBX_ARRAY_LEN(in_head); i++)
+        if (strlen(in_head[i]) == n && memcmp(in_head[i], key, n) == 0)
+            return 0;
+    static const char *const never[] = {"items", "log", "digest"};
+    for (size_t i = 0; i < SBX_ARRAY_LEN(never); i++)
+        if (strlen(never[i]) == n && memcmp(never[i], key, n) == 0)
+            return 0;
+    return 1;
 }
 
 /* One record per line: the chain hash in hex, a space and the body: "i <item>" (an item
@@ -175,22 +185,31 @@ static int extends(const struct sbx_run_state_log *l, const json_t *items,
 }
 
 /* Records for the logged fields of state that differ from what the log holds (all of them
- * in a new log); fields gets their new values. */
+ * in a new log), and for those gone from state; fields gets their new values. */
 static int add_fields(const json_t *state, json_t *fields, const struct sbx_strv *secrets,
                       uint8_t chain[SBX_SHA256_LEN], struct sbx_buf *b, size_t *nrec,
                       struct sbx_error *err)
 {
+    const char *k;
+    json_t *v;
+    void *tmp;
     int rc = 0;
-    for (size_t i = 0; i < SBX_ARRAY_LEN(logged) && rc == 0; i++) {
-        json_t *v = json_object_get(state, logged[i]), *old = json_object_get(fields, logged[i]);
-        if (v == old || (v && old && json_equal(v, old)))
+    json_object_foreach((json_t *)state, k, v)
+    {
+        json_t *old = json_object_get(fields, k);
+        if (rc < 0 || !is_logged(k, strlen(k)) || v == old || (old && json_equal(v, old)))
             continue;
-        rc = add_record(logged[i], v, secrets, chain, b, err);
+        rc = add_record(k, v, secrets, chain, b, err);
         (*nrec)++;
-        if (v)
-            sbx_json_set(fields, logged[i], json_incref(v));
-        else
-            json_object_del(fields, logged[i]);
+        sbx_json_set(fields, k, json_incref(v));
+    }
+    json_object_foreach_safe(fields, tmp, k, v)
+    {
+        if (rc < 0 || json_object_get(state, k))
+            continue;
+        rc = add_record(k, NULL, secrets, chain, b, err);
+        (*nrec)++;
+        json_object_del(fields, k);
     }
     return rc;
 }
@@ -253,18 +272,26 @@ static int write_log(struct sbx_run_state_log *l, const json_t *state,
     return 0;
 }
 
-/* The head: state without its items and logged fields, naming the log, written atomically as
+/* The head: the fields of state the log does not hold, naming the log, written atomically as
  * its canonical text with the digest first. */
 static int write_head(struct sbx_run_state_log *l, const json_t *state,
                       const struct sbx_strv *secrets, struct sbx_error *err)
 {
-    json_t *head = json_copy((json_t *)state);
-    if (!head)
-        SBX_BUG("out of memory copying a run state");
-    json_object_del(head, "items");
-    json_object_del(head, "digest");
-    for (size_t i = 0; i < SBX_ARRAY_LEN(logged); i++)
-        json_object_del(head, logged[i]);
+    json_t *head = json_object();
+    for (size_t i = 0; i < SBX_ARRAY_LEN(in_head); i++) {
+        json_t *v = json_object_get(state, in_head[i]);
+        if (v)
+            sbx_json_set(head, in_head[i], json_incref(v));
+    }
+    /* A field no record may set (a name with a space) stays in the head. */
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)state, k, v)
+    {
+        if (!is_logged(k, strlen(k)) && strcmp(k, "items") != 0 && strcmp(k, "digest") != 0 &&
+            !json_object_get(head, k))
+            sbx_json_set(head, k, json_incref(v));
+    }
     char chain[sizeof(DIGEST_PREFIX) + HEX];
     memcpy(chain, DIGEST_PREFIX, sizeof(DIGEST_PREFIX) - 1);
     sbx_hex(l->chain, SBX_SHA256_LEN, chain + sizeof(DIGEST_PREFIX) - 1);
