@@ -62,18 +62,18 @@ static const char *const in_head[] = {"format",    "version",    "status",
                                       "turn",      "usage",      "previous_response_id",
                                       "sent_upto", "open_calls", "final_output"};
 
-/* Whether key[0..n) is a field the log may set: not one the head keeps, not "items", "log"
- * or "digest", and a plain word (the record's syntax). */
-static int is_logged(const char *key, size_t n)
+/* Whether key is a field the log may set: not one the head keeps, not "items", "log" or
+ * "digest", and a plain word (the record's syntax). */
+static int logged(const char *key)
 {
-    if (n == 0 || memchr(key, ' ', n) || memchr(key, '\n', n))
+    static const char *const never[] = {"items", "log", "digest"};
+    if (!key[0] || strpbrk(key, " \n"))
         return 0;
     for (size_t i = 0; i < SBX_ARRAY_LEN(in_head); i++)
-        if (strlen(in_head[i]) == n && memcmp(in_head[i], key, n) == 0)
+        if (key[0] == in_head[i][0] && strcmp(key, in_head[i]) == 0)
             return 0;
-    static const char *const never[] = {"items", "log", "digest"};
     for (size_t i = 0; i < SBX_ARRAY_LEN(never); i++)
-        if (strlen(never[i]) == n && memcmp(never[i], key, n) == 0)
+        if (key[0] == never[i][0] && strcmp(key, never[i]) == 0)
             return 0;
     return 1;
 }
@@ -197,7 +197,7 @@ static int add_fields(const json_t *state, json_t *fields, const struct sbx_strv
     json_object_foreach((json_t *)state, k, v)
     {
         json_t *old = json_object_get(fields, k);
-        if (rc < 0 || !is_logged(k, strlen(k)) || v == old || (old && json_equal(v, old)))
+        if (rc < 0 || v == old || !logged(k) || (old && json_equal(v, old)))
             continue;
         rc = add_record(k, v, secrets, chain, b, err);
         (*nrec)++;
@@ -224,7 +224,8 @@ static int write_log(struct sbx_run_state_log *l, const json_t *state,
     int fresh = !extends(l, items, secrets);
     uint8_t chain[SBX_SHA256_LEN];
     size_t from = fresh ? 0 : json_array_size(l->held), nrec = fresh ? 0 : l->nrec;
-    json_t *fields = fresh || !l->fields ? json_object() : json_copy(l->fields);
+    /* The log's fields are brought up to date in place: a failure below starts a new log. */
+    json_t *fields = fresh || !l->fields ? json_object() : json_incref(l->fields);
     struct sbx_buf b;
     int rc = 0;
     memcpy(chain, l->chain, sizeof(chain));
@@ -288,7 +289,7 @@ static int write_head(struct sbx_run_state_log *l, const json_t *state,
     json_t *v;
     json_object_foreach((json_t *)state, k, v)
     {
-        if (!is_logged(k, strlen(k)) && strcmp(k, "items") != 0 && strcmp(k, "digest") != 0 &&
+        if (!logged(k) && strcmp(k, "items") != 0 && strcmp(k, "digest") != 0 &&
             !json_object_get(head, k))
             sbx_json_set(head, k, json_incref(v));
     }
@@ -381,12 +382,14 @@ static int apply_record(const char *name, size_t i, const char *p, const char *e
     if (p[0] != 'i') {
         while (kend < e && *kend != ' ')
             kend++;
-        if (!is_logged(at, (size_t)(kend - at)) || (p[0] == 'd') != (kend == e))
+        key = sbx_xstrndup(at, (size_t)(kend - at));
+        if (!logged(key) || (p[0] == 'd') != (kend == e)) {
+            free(key);
             return sbx_error_set(err, SBX_E_INVAL, 0,
                                  "run state: record %zu of its log '%s' names no field a log "
                                  "holds",
                                  i + 1, name);
-        key = sbx_xstrndup(at, (size_t)(kend - at));
+        }
         at = kend + 1;
     }
     int rc = 0;
