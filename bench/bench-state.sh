@@ -10,7 +10,7 @@
 # interleaved with SBX, so the two are compared in one run.
 # Usage: bench/bench-state.sh [SBX] [TURNS] [REPS] [OTHER]
 set -u
-SBX=${1:-build/sbx}
+SBX=${1:-${SBX:-build/sbx}}
 TURNS=${2:-200}
 REPS=${3:-3}
 OTHER=${4:-}
