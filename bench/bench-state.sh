@@ -24,7 +24,7 @@ cleanup() {
     kill "${PIDS[@]}" 2>/dev/null
     wait 2>/dev/null
     for b in "$SBX" $OTHER; do
-        for d in $(ls "$T/run/sbx" 2>/dev/null); do "$b" sandbox rm "$d" >/dev/null 2>&1; done
+        for d in "$T"/run/sbx/*; do [ -e "$d" ] && "$b" sandbox rm "${d##*/}" >/dev/null 2>&1; done
     done
     rm -rf "$T"
 }
