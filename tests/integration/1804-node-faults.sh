@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Faults between a harness and two sbx-node daemons, each daemon in a network namespace of its
 # own and the harness (the sbx CLI) in a third, joined by veth pairs (tests/node/lib.sh):
+# - a daemon killed in the middle of an exec: the CLI says the node was lost, the other node's
+#   command goes on, the restarted daemon finds the sandbox;
 # - the link cut in the middle of an exec: the CLI ends by itself with an error that says the
 #   node went silent (the harness's keep-alive), and once the link is back a new exec on the
 #   same sandbox works and the old command is gone;
@@ -35,6 +37,10 @@ A=$(tail -n1 ida) B=$(tail -n1 idb)
     ok "one sandbox on each node" || { not_ok "one sandbox on each node"; diag "$(cat ida idb err)"; }
 
 # --- the link cut in the middle of a command -------------------------------------------------
+# Meanwhile a command on node b stays silent for longer than the keep-alive's bound: the node's
+# answers to the pings keep it.
+h sandbox exec "${RB[@]}" "$B" -- sh -c 'sleep 40; echo slept' >quiet.out 2>quiet.err &
+QPID=$!
 mark="sleep 33$NODE_NET"
 h sandbox exec "${RA[@]}" "$A" -- sh -c "echo started; exec $mark" >cut.out 2>cut.err &
 CPID=$!
@@ -61,6 +67,39 @@ grep -qx after out && ok "the link back: a new exec on the same sandbox works" |
 gone() { ! pgrep -f "^$mark\$" >/dev/null; }
 WAIT_S=120 wait_until gone && ok "and the command of the lost exec ended on the node" ||
     not_ok "the command of the lost exec ended on the node"
+wait "$QPID"
+rc=$?
+[ $rc = 0 ] && grep -qx slept quiet.out && ok "a command silent for 40 s on the other node lives on the node's pongs" ||
+    { not_ok "a silent command lives on the pongs"; diag "rc $rc: $(cat quiet.out quiet.err)"; }
+
+# --- a daemon killed in the middle of a command, the other node's command going on -------------
+mark="sleep 36$NODE_NET"
+h sandbox exec "${RA[@]}" "$A" -- sh -c "echo started; exec $mark" >ka.out 2>ka.err &
+KA=$!
+mkfifo kb.in.fifo
+h sandbox exec -i "${RB[@]}" "$B" -- sh -c 'echo started; read line; echo "b got $line"' >kb.out 2>kb.err <kb.in.fifo &
+KB=$!
+exec 7>kb.in.fifo
+both() { grep -qx started ka.out && grep -qx started kb.out; }
+WAIT_S=30 wait_until both || diag "the commands did not start: $(cat ka.err kb.err)"
+node_kill a KILL
+wait "$KA"
+rc=$?
+[ $rc != 0 ] && grep -q "connection to the node was lost while" ka.err &&
+    ok "daemon a killed mid-exec: the CLI fails saying the connection to the node was lost" ||
+    { not_ok "daemon a killed mid-exec: the CLI's error"; diag "rc $rc: $(cat ka.out ka.err)"; }
+echo hello >&7
+exec 7>&-
+wait "$KB"
+rc=$?
+[ $rc = 0 ] && grep -qx "b got hello" kb.out && ok "node b's command went on and ended normally" ||
+    { not_ok "node b's command went on"; diag "rc $rc: $(cat kb.out kb.err)"; }
+gone() { ! pgrep -f "^$mark\$" >/dev/null; }
+WAIT_S=60 wait_until gone && ok "the command of the killed daemon's exec ended" || not_ok "the command of the killed daemon's exec ended"
+node_start a || { not_ok "daemon a restarts"; diag "$(cat nodes/a/node.log)"; }
+h sandbox exec "${RA[@]}" "$A" -- echo back >out 2>err
+grep -qx back out && grep -q "(1 sandboxes known)" nodes/a/node.log && ok "the restarted daemon found the sandbox and it works" ||
+    { not_ok "the restarted daemon found the sandbox"; diag "$(cat out err nodes/a/node.log)"; }
 
 # --- certificates ----------------------------------------------------------------------------
 # issue NAME OU EKU [SAN]: a certificate of the test CA that expired yesterday, signed by the
