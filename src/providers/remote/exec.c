@@ -24,6 +24,10 @@
 #define SEND_HIGH ((size_t)1 << 20)
 #define CHUNK     ((size_t)256 << 10)
 #define OPEN_MS   30000
+/* Keep-alive of a running command's WebSocket: a ping every 10 s; 30 s without any frame from
+ * the node (a cut link, a node frozen) ends the command as lost instead of waiting forever. */
+#define KEEPALIVE_PING_MS 10000
+#define KEEPALIVE_DEAD_MS 30000
 
 static const char *const protocols[] = {"v5.channel.k8s.io", NULL};
 
@@ -257,7 +261,10 @@ static int setup(struct sbx__rproc *r, void *ud, struct sbx_error *err)
     struct sbx__wsconn *wc = u->wc;
     u->wc = NULL; /* the lws takes it, and frees it on failure too */
     u->r = r;
-    return sbx__lws_new(sbx__rproc_loop(r), wc, &lws_ops, u, &u->lws, err);
+    int rc = sbx__lws_new(sbx__rproc_loop(r), wc, &lws_ops, u, &u->lws, err);
+    if (rc == 0)
+        sbx__lws_keepalive(u->lws, KEEPALIVE_PING_MS, KEEPALIVE_DEAD_MS);
+    return rc;
 }
 
 int sbx__remote_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec,
