@@ -134,6 +134,12 @@ id=$("$SBX" sandbox create)
 sup=$(supervisor_pid "$id")
 [ -n "$sup" ] && ok "the isolated supervisor (PID 1 of the sandbox) runs" \
     || not_ok "the isolated supervisor (PID 1 of the sandbox) runs"
+# The middle process (PID 1's parent, which only waits) keeps no heap: what it wrote there since
+# the fork would be private memory for the sandbox's life.
+middle=$(ps -o ppid= -p "$sup" | tr -d ' ')
+heap=$(awk '/^[0-9a-f]+-[0-9a-f]+ / {h = ($6 == "[heap]")} h && /^Rss:/ {print $2}' \
+    "/proc/$middle/smaps")
+expect_eq "${heap:-0}" 0 "the middle process of an idle sandbox holds no heap (kB resident)"
 "$SBX" sandbox exec --keep-background "$id" -- \
     sh -c "setsid sleep $D1 >/dev/null 2>&1 < /dev/null &"
 wait_until eval '[ "$(pgrep -f "^sleep $D1$" | wc -l)" -ge 1 ]'
