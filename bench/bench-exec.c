@@ -17,6 +17,10 @@
  *          namespaces, so this floor is generous to neither side; it is skipped (and said so)
  *          where user namespaces cannot be made.
  *
+ *   previous: with SBX_BENCH_PREV_SUPERVISOR naming another supervisor program (an earlier
+ *          build's), a second sandbox made with it, measured in the same interleaving, so the
+ *          new figure comes with the old one beside it
+ *
  * Prints medians and p95 and TABLE lines (targets: sbx <= 1.5x the posix_spawn floor, <= 1.15x
  * the confinement floor). Numbers only: nothing here passes or fails. */
 #include <errno.h>
@@ -40,7 +44,7 @@
 
 extern char **environ;
 
-enum { S_SBX, S_SPAWN, S_FORK, S_FLOOR, S_SECCOMP, S_COUNT };
+enum { S_SBX, S_SPAWN, S_FORK, S_FLOOR, S_SECCOMP, S_PREV, S_COUNT };
 
 static int cmp(const void *a, const void *b)
 {
@@ -242,6 +246,21 @@ int main(int argc, char **argv)
         die("client", &err);
     if (sbx_client_create(c, NULL, &s, &err) < 0)
         die("create", &err);
+    /* The previous supervisor's sandbox: SBX_SUPERVISOR is read at each create. */
+    const char *prev_sup = getenv("SBX_BENCH_PREV_SUPERVISOR");
+    const char *cur_sup = getenv("SBX_SUPERVISOR");
+    char *cur_copy = cur_sup ? strdup(cur_sup) : NULL;
+    struct sbx_session *prev = NULL;
+    if (prev_sup && *prev_sup) {
+        setenv("SBX_SUPERVISOR", prev_sup, 1);
+        if (sbx_client_create(c, NULL, &prev, &err) < 0)
+            die("create with the previous supervisor", &err);
+        if (cur_copy)
+            setenv("SBX_SUPERVISOR", cur_copy, 1);
+        else
+            unsetenv("SBX_SUPERVISOR");
+    }
+    free(cur_copy);
 
     double *v[S_COUNT];
     for (int k = 0; k < S_COUNT; k++)
@@ -254,6 +273,8 @@ int main(int argc, char **argv)
     /* warm both sides (page cache, the supervisor's first exec) */
     for (int i = 0; i < 5; i++) {
         sbx_true(s);
+        if (prev)
+            sbx_true(prev);
         spawn_true();
         fork_true();
         if (have_floor) {
@@ -263,6 +284,7 @@ int main(int argc, char **argv)
     }
     for (int i = 0; i < n; i++) {
         v[S_SBX][i] = (double)sbx_true(s) / 1e6;
+        v[S_PREV][i] = prev ? (double)sbx_true(prev) / 1e6 : 0;
         v[S_SPAWN][i] = (double)spawn_true() / 1e6;
         v[S_FORK][i] = (double)fork_true() / 1e6;
         v[S_FLOOR][i] = have_floor ? (double)floor_true(1) / 1e6 : 0;
@@ -270,21 +292,26 @@ int main(int argc, char **argv)
     }
     if (sbx_session_delete(s, &err) < 0)
         die("delete", &err);
+    if (prev && sbx_session_delete(prev, &err) < 0)
+        die("delete", &err);
+    sbx_session_free(prev);
     sbx_session_free(s);
     sbx_client_free(c);
     rmdir(ws);
     rmdir(run);
     rmdir(tmp);
 
-    const char *names[S_COUNT] = {
-            unconfined ? "sbx_session_exec /bin/true (isolation none)"
-                       : "sbx_session_exec /bin/true (isolated)",
-            "posix_spawn /bin/true + waitpid", "fork + execve /bin/true + waitpid",
-            "clone (4 namespaces) + seccomp + execve", "fork + seccomp + execve /bin/true"};
+    const char *names[S_COUNT] = {unconfined ? "sbx_session_exec /bin/true (isolation none)"
+                                             : "sbx_session_exec /bin/true (isolated)",
+                                  "posix_spawn /bin/true + waitpid",
+                                  "fork + execve /bin/true + waitpid",
+                                  "clone (4 namespaces) + seccomp + execve",
+                                  "fork + seccomp + execve /bin/true",
+                                  "the same exec, previous supervisor"};
     double med[S_COUNT];
     printf("%-44s %10s %10s   (ms, %d interleaved runs)\n", "operation", "median", "p95", n);
     for (int k = 0; k < S_COUNT; k++) {
-        if ((k == S_FLOOR || k == S_SECCOMP) && !have_floor) {
+        if (((k == S_FLOOR || k == S_SECCOMP) && !have_floor) || (k == S_PREV && !prev)) {
             free(v[k]);
             continue;
         }
@@ -294,6 +321,11 @@ int main(int argc, char **argv)
         free(v[k]);
     }
     double ratio = med[S_SBX] / med[S_SPAWN];
+    if (prev)
+        printf("previous supervisor: %.2fx posix_spawn, %.2fx the fork + seccomp floor%s; new / "
+               "previous %.2fx\n",
+               med[S_PREV] / med[S_SPAWN], have_floor ? med[S_PREV] / med[S_SECCOMP] : 0,
+               have_floor ? "" : " (no floor)", med[S_SBX] / med[S_PREV]);
     if (unconfined)
         return 0;
     printf("TABLE|library exec round trip of /bin/true (isolated sandbox)|%.3f ms|bare posix_spawn "
