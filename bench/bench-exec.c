@@ -297,7 +297,10 @@ int main(int argc, char **argv)
     sbx_session_free(prev);
     sbx_session_free(s);
     sbx_client_free(c);
-    rmdir(ws);
+    /* A removed sandbox's workspace goes after the delete returns (off the caller's path):
+     * wait for it, briefly, so that nothing of this run is left under DIR. */
+    for (int i = 0; i < 500 && rmdir(ws) < 0 && errno == ENOTEMPTY; i++)
+        usleep(10000);
     rmdir(run);
     rmdir(tmp);
 
