@@ -173,14 +173,16 @@ static int child_entry(void *p)
     child_main(p);
 }
 
-/* The stacks of one exec, in one lazily backed mapping: a guard page, the reaper's stack, then
- * the command's. The command runs on its stack only until it executes, while the reaper waits in
- * clone below it; 8 MiB bound execvp's buffers for a long PATH. The supervisor maps them before
- * the reaper starts and unmaps them once it has reaped the reaper. */
+/* The stacks of one exec, in one lazily backed mapping: a guard page, the reaper's stack, a
+ * guard page, the command's stack. The command runs on its stack only until it executes, while
+ * the reaper waits in clone below it; 8 MiB bound execvp's buffers for a long PATH, and the
+ * guard between them makes an overrun fault instead of writing the reaper's frames. The
+ * supervisor maps them before the reaper starts and unmaps them once it has reaped the
+ * reaper. */
 #define GUARD_SIZE    ((size_t)4096)
 #define REAPER_STACK  ((size_t)256 << 10)
 #define COMMAND_STACK ((size_t)8 << 20)
-#define STACKS_SIZE   (GUARD_SIZE + REAPER_STACK + COMMAND_STACK)
+#define STACKS_SIZE   (2 * GUARD_SIZE + REAPER_STACK + COMMAND_STACK)
 
 static char *exec_stacks(void)
 {
@@ -188,7 +190,8 @@ static char *exec_stacks(void)
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
         return NULL;
-    if (mprotect(p, GUARD_SIZE, PROT_NONE) < 0) {
+    if (mprotect(p, GUARD_SIZE, PROT_NONE) < 0 ||
+        mprotect(p + GUARD_SIZE + REAPER_STACK, GUARD_SIZE, PROT_NONE) < 0) {
         munmap(p, STACKS_SIZE);
         return NULL;
     }
