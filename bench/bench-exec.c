@@ -24,6 +24,7 @@
  * Prints medians and p95 and TABLE lines (targets: sbx <= 1.5x the posix_spawn floor, <= 1.15x
  * the confinement floor). Numbers only: nothing here passes or fails. */
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/filter.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -156,7 +157,7 @@ static int floor_filter_build(void)
 {
     static struct sock_filter insns[4096];
     int p[2];
-    if (pipe(p) < 0)
+    if (pipe2(p, O_CLOEXEC) < 0)
         return -1;
     scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
     int rc = ctx && seccomp_attr_set(ctx, SCMP_FLTATR_CTL_OPTIMIZE, 2) == 0 ? 0 : -1;
