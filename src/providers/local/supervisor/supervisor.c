@@ -566,6 +566,10 @@ static int prepare_serving(struct sbx__sup *s, struct sbx_error *err)
     s->root_fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (s->root_fd < 0)
         return sbx_error_errno(err, errno, "cannot open workspace '%s'", s->root);
+    /* The spare descriptor doubles as the stdin of commands that get none (exec.c): the
+     * sandbox's own /dev/null, not the host's one opened before the pivot. */
+    sbx_fd_close(&s->spare_fd);
+    s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     return 0;
 }
 
