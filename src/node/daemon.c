@@ -55,8 +55,8 @@ static void *conn_main(void *arg)
             int ws = r.upgrade_ws;
             node_handle(c, &r);
             node_req_release(&r);
-            if (ws)
-                break; /* an upgraded connection ends with its command */
+            if (ws || r.body_left)
+                break; /* an upgraded connection ends with its command; a body not read */
         }
         SSL_shutdown(c->ssl);
     }
