@@ -426,7 +426,8 @@ static int client_new_json(const json_t *o, struct sbx_client **out, struct sbx_
                                     .ca_file = ca,
                                     .cert_file = cert,
                                     .key_file = key,
-                                    .http = SBX__HTTP_1_1};
+                                    .http = SBX__HTTP_1_1,
+                                    .keep_alive = 1};
     struct sbx__endpoint *ep = NULL;
     int rc = sbx__endpoint_new(&eo, &ep, err);
     if (rc < 0)
