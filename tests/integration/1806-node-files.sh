@@ -6,7 +6,7 @@
 # long) refused; a symlink planted in the sandbox that points out of it neither read, written
 # through nor followed by a removal; bodies over the bounds refused before they are read; the
 # workspace as a tar and a hostile tar refused whole; no token, no files; GET of a sandbox
-# answers its whole state. Everything made is removed on exit: the daemon, the sandboxes, the
+# answers its whole state; a TLS session offered again is not resumed. Everything made is removed on exit: the daemon, the sandboxes, the
 # namespaces.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sandbox-lib.sh"
@@ -52,6 +52,12 @@ WAIT_S=20 wait_until listening || { not_ok "the daemon listens"; diag "$(cat nod
 h() { nsenter --net="/run/netns/$NS_HARN" python3 "$CLIENT" "$URL" ca/ca.pem h1.pem h1.key "$@"; }
 json() { python3 -c 'import json, sys; print(json.loads(sys.stdin.read().split(" ", 1)[1])[sys.argv[1]])' "$1"; }
 status() { cut -d' ' -f1 "$1"; }
+
+# A client offering an earlier TLS session gets a full handshake (the daemon issues no
+# tickets: every connection shows its certificate again), not an alert.
+h resume >out 2>err
+grep -qx 'fresh 200' out && ok "a second connection makes a full handshake, no session resumed" ||
+    { not_ok "tls session resumption"; diag "$(cat out err)"; }
 
 h request POST /v1/sandboxes >c1 2>err
 ID=$(json id <c1) TOK=$(json token <c1)

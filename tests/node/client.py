@@ -6,6 +6,9 @@ standard library only (ssl, socket), for the tests: an independent client of the
     client.py URL CA CERT KEY exec ID TOKEN [--stdin TEXT|--stdin-file F] [--query K=V]... ARG...
                                                               -> stdout, stderr, "exit N"
     client.py URL CA CERT KEY bighead N                       -> a request with an N-byte header
+    client.py URL CA CERT KEY resume                          -> a second connection offering
+                                                                 the first's TLS session:
+                                                                 "fresh|resumed STATUS"
     client.py URL CA CERT KEY send METHOD PATH TOKEN [--body TEXT|--body-file F]
               [--declare N] [--out F]                         -> "STATUS BODY" (--out: the body
                                                                  into F, "STATUS LENGTH" printed)
@@ -16,13 +19,14 @@ the status channel's exit code as "exit N" on stderr; a refused upgrade prints "
 import base64, json, os, socket, ssl, struct, sys, threading, urllib.parse
 
 
-def connect(url, ca, cert, key):
+def connect(url, ca, cert, key, ctx=None, session=None):
     u = urllib.parse.urlsplit(url)
-    ctx = ssl.create_default_context(cafile=ca)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
-    ctx.load_cert_chain(cert, key)
+    if ctx is None:
+        ctx = ssl.create_default_context(cafile=ca)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+        ctx.load_cert_chain(cert, key)
     raw = socket.create_connection((u.hostname, u.port), timeout=30)
-    return ctx.wrap_socket(raw, server_hostname=u.hostname), u.hostname
+    return ctx.wrap_socket(raw, server_hostname=u.hostname, session=session), u.hostname
 
 
 def read_head(s):
@@ -189,6 +193,14 @@ def main():
             print(status, len(b))
         else:
             print(status, b.decode(errors="replace"))
+        return 0
+    if verb == "resume":
+        request(s, host, "GET", "/v1/node")  # tickets, if any, arrive with the answer
+        sess, ctx = s.session, s.context
+        s.close()
+        s2, _ = connect(*sys.argv[1:5], ctx=ctx, session=sess)
+        status, _ = request(s2, host, "GET", "/v1/node")
+        print("resumed" if s2.session_reused else "fresh", status)
         return 0
     if verb == "bighead":
         s.sendall(f"GET /v1/node HTTP/1.1\r\nHost: {host}\r\nX-Big: {'a' * int(rest[0])}\r\n\r\n".encode())
