@@ -553,6 +553,44 @@ static void test_mtls(void)
     rm_tree(dir);
 }
 
+/* A server that resets each new connection once the handshake is done: with a client
+ * certificate that reads as the server refusing it (TLS 1.3 checks it after the client's side
+ * of the handshake has ended); without one, as a lost connection. */
+static void test_reset_after_handshake(void)
+{
+    char dir[64];
+    struct tserver s;
+    struct sbx_error err = SBX_ERROR_INIT;
+    if (make_certs(dir) < 0) {
+        CHECK(!"certificates were made");
+        return;
+    }
+    const char *args[] = {"--tls", cert_path(dir, "server.crt"), cert_path(dir, "server.key"),
+                          "--reset-after-handshake", NULL};
+    if (tserver_start(&s, "tests/wire/http-fake.py", args) < 0) {
+        CHECK(!"the server started");
+        tserver_stop(&s);
+        rm_tree(dir);
+        return;
+    }
+    char ca[128];
+    snprintf(ca, sizeof(ca), "%s", cert_path(dir, "ca.crt"));
+    struct sbx__endpoint_opts o1 = {.ca_file = ca,
+                                    .cert_file = cert_path(dir, "client.crt"),
+                                    .key_file = cert_path(dir, "client.key")};
+    struct sbx__endpoint *ep = ep_at("https", s.port, &o1);
+    CHECK_ERR(get_json(ep, &err), SBX_E_HTTP, &err,
+              "the server refused sbx's client certificate (the server closed the new connection "
+              "after the TLS handshake");
+    sbx__endpoint_free(ep);
+    struct sbx__endpoint_opts o2 = {.ca_file = ca};
+    ep = ep_at("https", s.port, &o2);
+    CHECK_ERR(get_json(ep, &err), SBX_E_HTTP, &err, "was lost");
+    sbx__endpoint_free(ep);
+    tserver_stop(&s);
+    rm_tree(dir);
+}
+
 int main(void)
 {
     TAP_START();
@@ -568,5 +606,6 @@ int main(void)
     TAP_RUN_FORKED(test_unreachable);
     TAP_RUN_FORKED(test_tls);
     TAP_RUN_FORKED(test_mtls);
+    TAP_RUN_FORKED(test_reset_after_handshake);
     return TAP_DONE();
 }
