@@ -123,6 +123,8 @@ class Handler(BaseHTTPRequestHandler):
         if parts[0] == "json":
             self.send(200, json.dumps({"ok": True, "method": self.command, "body_len": len(body),
                                        "auth": bool(self.credential())}))
+        elif parts[0] == "conn":  # the client's port: one connection reused answers one port
+            self.send(200, json.dumps({"port": self.client_address[1]}))
         elif parts[0] == "status":
             code = int(parts[1])
             said = "the server says no"

@@ -528,6 +528,7 @@ static int once(struct sbx__endpoint *ep, const struct sbx__http_req *req,
     int rc = sbx__endpoint_apply(ep, c, req->path, req->http_1_1, &hdrs, err);
     if (rc < 0)
         goto out;
+    sbx__endpoint_share(ep, c);
     sbx__http_set_body(c, req, &hdrs, &text);
     if (req->source) {
         curl_easy_setopt(c, CURLOPT_READFUNCTION, on_upload);
