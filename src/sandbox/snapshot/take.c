@@ -119,19 +119,11 @@ static int read_small(struct walk *w, int fd, const char *path, char sha[SBX_SHA
     *size = n;
     if (sbx__snap_blob_exists(w->st, sha, n))
         return 1;
-    struct snap_blob_writer bw;
-    char check[SBX_SHA256_HEX_LEN + 1];
     int created = 0;
-    if ((rc = sbx__snap_blob_begin(w->st, &bw, err)) < 0)
-        return rc;
-    if ((rc = sbx__snap_blob_write(&bw, w->small, n, err)) < 0) {
-        sbx__snap_blob_abort(w->st, &bw);
-        return rc;
-    }
-    if ((rc = sbx__snap_blob_finish(w->st, &bw, check, &created, err)) < 0)
+    if ((rc = sbx__snap_blob_put(w->st, sha, w->small, n, &created, err)) < 0)
         return rc;
     if (created)
-        sbx_strv_push(&w->created, check);
+        sbx_strv_push(&w->created, sha);
     w->stats.new_blobs += (uint64_t)created;
     return 1;
 }
@@ -571,6 +563,8 @@ int sbx_snapshot_take(struct sbx_snapshot_store *st, int dirfd,
 out:
     /* A failed take leaves nothing: the blobs it added go (as a failed import's do), then the
      * store is collected if no other command holds it (temp files of killed takes). */
+    if (rc < 0)
+        sbx__snap_discard(st);
     for (size_t i = 0; rc < 0 && i < w.created.n; i++)
         sbx__snap_blob_unlink(st, w.created.v[i]);
     if (locked)
