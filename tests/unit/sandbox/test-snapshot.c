@@ -1173,6 +1173,382 @@ static void test_workspace_stream(void)
     CHECK_ERR(import_ws(path, NULL, &r3, &err), SBX_E_PERM, &err, "under the symlink");
 }
 
+/* ---- pack files ---- */
+
+/* The global store swapped for a fresh one (at top/<name>); the old one back with swap_back. */
+static struct sbx_snapshot_store *swap_store(const char *name)
+{
+    char path[128];
+    snprintf(path, sizeof(path), "%s/%s", top, name);
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_snapshot_store *old = st;
+    if (sbx_snapshot_store_open(path, &st, &err) < 0) {
+        printf("# %s\n", err.msg);
+        abort();
+    }
+    return old;
+}
+
+static void swap_back(struct sbx_snapshot_store *old)
+{
+    sbx_snapshot_store_free(st);
+    st = old;
+}
+
+/* How many files of the store's packs/ end with suffix. */
+static int count_suffix(const char *suffix)
+{
+    char dir[256];
+    snprintf(dir, sizeof(dir), "%s/packs", sbx_snapshot_store_path(st));
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    int n = 0;
+    while (d && (de = readdir(d))) {
+        size_t l = strlen(de->d_name), k = strlen(suffix);
+        n += l > k && strcmp(de->d_name + l - k, suffix) == 0;
+    }
+    if (d)
+        closedir(d);
+    return n;
+}
+
+/* The text of the only index of the store (the first one read). */
+static char *first_index(char *path, size_t cap)
+{
+    char dir[256];
+    snprintf(dir, sizeof(dir), "%s/packs", sbx_snapshot_store_path(st));
+    DIR *d = opendir(dir);
+    struct dirent *de;
+    char *text = NULL;
+    while (!text && d && (de = readdir(d))) {
+        size_t l = strlen(de->d_name);
+        if (l < 4 || strcmp(de->d_name + l - 4, ".idx") != 0)
+            continue;
+        snprintf(path, cap, "%s/%s", dir, de->d_name);
+        struct sbx_buf b;
+        sbx_buf_init(&b, SBX_BUF_NOLIMIT);
+        if (sbx_fs_read_path(path, 1 << 24, &b, NULL) == 0)
+            text = sbx_buf_detach(&b, NULL);
+        sbx_buf_release(&b);
+    }
+    if (d)
+        closedir(d);
+    return text;
+}
+
+/* Small files share one pack with a sorted, checksummed index; big files and files with a
+ * whole block of zeros keep a file of their own (a sparse one). */
+static void test_pack_layout(void)
+{
+    struct sbx_snapshot_store *old = swap_store("store-layout");
+    struct sbx_error err = SBX_ERROR_INIT;
+    int src, dst;
+    new_dir(&src);
+    char name[32], data[64];
+    for (int i = 0; i < 60; i++) {
+        snprintf(name, sizeof(name), "d%d/f%d", i % 3, i);
+        snprintf(data, sizeof(data), "content of file %d\n", i);
+        put(src, name, data, 0644);
+    }
+    put(src, "empty", "", 0600);
+    char *big = malloc(300001);
+    memset(big, 'x', 300000);
+    big[300000] = 0;
+    put(src, "big", big, 0644);
+    free(big);
+    char *holey = calloc(1, 12289);
+    memset(holey, 'h', 4096);
+    memset(holey + 8192, 'h', 4096);
+    int fd = openat(src, "holey", O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    CHECK(fd >= 0 && write(fd, holey, 12288) == 12288);
+    close(fd);
+    free(holey);
+    struct sbx_snapshot_take_stats s = {0};
+    struct sbx_snapshot_take_opts o = {.out_stats = &s};
+    char *ref = NULL;
+    CHECK_OK(sbx_snapshot_take(st, src, &o, &ref, &err), &err);
+    CHECK_EQ_INT(s.new_blobs, 63);
+    CHECK_EQ_INT(count_suffix(".pack"), 1);
+    CHECK_EQ_INT(count_suffix(".idx"), 1);
+    CHECK_EQ_INT(count_files("blobs"), 2); /* big, holey */
+    CHECK_EQ_INT(count_files("tmp"), 0);
+    char ipath[512];
+    char *idx = first_index(ipath, sizeof(ipath));
+    CHECK(idx != NULL);
+    if (idx) {
+        CHECK(strncmp(idx, "sbx-pack-index 1 61 ", 20) == 0);
+        /* lines sorted by digest, the last one the checksum of the rest */
+        const char *prev = NULL, *c = strchr(idx, '\n') + 1;
+        int sorted = 1, lines = 0;
+        while (strncmp(c, "sha256 ", 7) != 0) {
+            sorted = sorted && (!prev || strncmp(prev, c, 64) < 0);
+            prev = c;
+            lines++;
+            c = strchr(c, '\n') + 1;
+        }
+        CHECK_EQ_INT(lines, 61);
+        CHECK(sorted);
+        uint8_t d[32];
+        char hex[65];
+        sbx_sha256(idx, (size_t)(c - idx), d, NULL);
+        sbx_hex(d, 32, hex);
+        CHECK(strncmp(c + 7, hex, 64) == 0);
+    }
+    free(idx);
+    new_dir(&dst);
+    CHECK_OK(sbx_snapshot_restore(st, ref, dst, &err), &err);
+    char *want = listing(src), *got = listing(dst);
+    CHECK_EQ_STR(got, want);
+    free(want);
+    free(got);
+    struct stat sb;
+    CHECK(fstatat(dst, "holey", &sb, 0) == 0 && sb.st_size == 12288);
+    /* an export of packed blobs imports to the same reference in another store */
+    char apath[256];
+    snprintf(apath, sizeof(apath), "%s/layout.tar.zst", top);
+    int afd = open(apath, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    CHECK_OK(sbx_snapshot_export(st, ref, afd, &err), &err);
+    close(afd);
+    struct sbx_snapshot_store *mid = swap_store("store-layout-2");
+    char *ref2 = NULL;
+    afd = open(apath, O_RDONLY | O_CLOEXEC);
+    CHECK_OK(sbx_snapshot_import(st, afd, NULL, &ref2, &err), &err);
+    close(afd);
+    CHECK_EQ_STR(ref2, ref);
+    CHECK_EQ_INT(count_suffix(".idx"), 1); /* the import packed its small blobs too */
+    swap_back(mid);
+    free(ref2);
+    free(ref);
+    close(src);
+    close(dst);
+    swap_back(old);
+}
+
+/* An incremental take adds one small pack for what changed, none when nothing did; rm
+ * rewrites the packs that held blobs no snapshot uses any more, and gc removes a pack left
+ * without its index. */
+static void test_pack_incremental_and_gc(void)
+{
+    struct sbx_snapshot_store *old = swap_store("store-incr");
+    struct sbx_error err = SBX_ERROR_INIT;
+    int src, dst;
+    new_dir(&src);
+    char name[32], data[64];
+    for (int i = 0; i < 40; i++) {
+        snprintf(name, sizeof(name), "f%d", i);
+        snprintf(data, sizeof(data), "first %d\n", i);
+        put(src, name, data, 0644);
+    }
+    char *r1 = NULL, *r2 = NULL, *r3 = NULL;
+    CHECK_OK(sbx_snapshot_take(st, src, NULL, &r1, &err), &err);
+    for (int i = 0; i < 20; i++) {
+        snprintf(name, sizeof(name), "f%d", i);
+        snprintf(data, sizeof(data), "second %d\n", i);
+        put(src, name, data, 0644);
+    }
+    struct sbx_snapshot_take_stats s = {0};
+    struct sbx_snapshot_take_opts o = {.out_stats = &s};
+    CHECK_OK(sbx_snapshot_take(st, src, &o, &r2, &err), &err);
+    CHECK_EQ_INT(s.new_blobs, 20);
+    CHECK_EQ_INT(count_suffix(".idx"), 2);
+    CHECK_OK(sbx_snapshot_take(st, src, &o, &r3, &err), &err);
+    CHECK_EQ_STR(r3, r2);
+    CHECK_EQ_INT(s.new_blobs, 0);
+    CHECK_EQ_INT(count_suffix(".idx"), 2);
+    CHECK_EQ_INT(count_blobs(), 60);
+    /* r1's pack keeps 20 blobs r2 uses: rewritten with them alone */
+    CHECK_OK(sbx_snapshot_remove(st, r1, 0, &err), &err);
+    CHECK_EQ_INT(count_blobs(), 40);
+    CHECK_EQ_INT(count_suffix(".idx"), 2);
+    CHECK_EQ_INT(count_suffix(".pack"), 2);
+    new_dir(&dst);
+    CHECK_OK(sbx_snapshot_restore(st, r2, dst, &err), &err);
+    char *want = listing(src), *got = listing(dst);
+    CHECK_EQ_STR(got, want);
+    free(want);
+    free(got);
+    /* a pack file whose index never arrived (a crash between the two renames) */
+    char path[512];
+    snprintf(path, sizeof(path), "%s/packs/0123456789abcdef.pack", sbx_snapshot_store_path(st));
+    FILE *f = fopen(path, "we");
+    CHECK(f && fputs("SBXPACK1half", f) >= 0);
+    if (f)
+        fclose(f);
+    struct sbx_snapshot_gc_stats gs = {0};
+    CHECK_OK(sbx_snapshot_gc(st, &gs, &err), &err);
+    CHECK_EQ_INT(gs.blobs, 0);
+    CHECK_EQ_INT(gs.temps, 1);
+    CHECK_EQ_INT(count_suffix(".pack"), 2);
+    CHECK_OK(sbx_snapshot_remove(st, r2, 0, &err), &err);
+    CHECK_EQ_INT(count_blobs(), 0);
+    CHECK_EQ_INT(count_suffix(".pack"), 0);
+    free(r1);
+    free(r2);
+    free(r3);
+    close(src);
+    close(dst);
+    swap_back(old);
+}
+
+/* An index edited on disk (or torn) fails its checksum: its blobs count as missing and the
+ * error names the pack; the next take with their content writes them again; gc leaves the
+ * damaged pack alone. Another handle of the same store sees packs others added and removed. */
+static void test_pack_tampered_index(void)
+{
+    struct sbx_snapshot_store *old = swap_store("store-idx");
+    struct sbx_error err = SBX_ERROR_INIT;
+    int src, dst;
+    new_dir(&src);
+    put(src, "a", "alpha\n", 0644);
+    put(src, "b", "beta\n", 0644);
+    char *ref = NULL, *ref2 = NULL;
+    CHECK_OK(sbx_snapshot_take(st, src, NULL, &ref, &err), &err);
+    char ipath[512];
+    char *idx = first_index(ipath, sizeof(ipath));
+    CHECK(idx != NULL);
+    /* one offset changed: the line still parses, the checksum no longer matches */
+    char *line = idx ? strchr(idx, '\n') + 1 : NULL;
+    if (line) {
+        char *sp = strchr(line, ' ');
+        sp[1] = sp[1] == '9' ? '8' : '9';
+        poke(ipath, (long)(sp + 1 - idx), sp + 1, 1);
+    }
+    free(idx);
+    /* read by a process that opens the store afterwards */
+    char *dir = sbx_xstrdup(sbx_snapshot_store_path(st));
+    sbx_snapshot_store_free(st);
+    CHECK_OK(sbx_snapshot_store_open(dir, &st, &err), &err);
+    free(dir);
+    new_dir(&dst);
+    CHECK_ERR(sbx_snapshot_restore(st, ref, dst, &err), SBX_E_NOTFOUND, &err,
+              "its index is torn or was edited");
+    CHECK(is_empty_dir(dst));
+    struct sbx_snapshot_take_stats s = {0};
+    struct sbx_snapshot_take_opts o = {.out_stats = &s};
+    CHECK_OK(sbx_snapshot_take(st, src, &o, &ref2, &err), &err);
+    CHECK_EQ_STR(ref2, ref);
+    CHECK_EQ_INT(s.new_blobs, 2);
+    CHECK_OK(sbx_snapshot_restore(st, ref, dst, &err), &err);
+    struct sbx_snapshot_gc_stats gs = {0};
+    CHECK_OK(sbx_snapshot_gc(st, &gs, &err), &err);
+    CHECK_EQ_INT(count_suffix(".idx"), 2); /* the damaged one stays */
+    free(ref2);
+    ref2 = NULL;
+    /* a second handle: loads the packs, then sees the first one's new pack and its removal */
+    struct sbx_snapshot_store *st2 = NULL;
+    CHECK_OK(sbx_snapshot_store_open(sbx_snapshot_store_path(st), &st2, &err), &err);
+    int dst2;
+    new_dir(&dst2);
+    CHECK_OK(sbx_snapshot_restore(st2, ref, dst2, &err), &err);
+    put(src, "c", "gamma\n", 0644);
+    CHECK_OK(sbx_snapshot_take(st, src, &o, &ref2, &err), &err);
+    CHECK_EQ_INT(s.new_blobs, 1);
+    char *ref3 = NULL;
+    CHECK_OK(sbx_snapshot_take(st2, src, &o, &ref3, &err), &err);
+    CHECK_EQ_STR(ref3, ref2);
+    CHECK_EQ_INT(s.new_blobs, 0);
+    CHECK_OK(sbx_snapshot_remove(st, ref2, 0, &err), &err);
+    int dst3;
+    new_dir(&dst3);
+    CHECK_OK(sbx_snapshot_restore(st2, ref, dst3, &err), &err);
+    sbx_snapshot_store_free(st2);
+    free(ref);
+    free(ref2);
+    free(ref3);
+    close(src);
+    close(dst);
+    close(dst2);
+    close(dst3);
+    swap_back(old);
+}
+
+/* A store written before pack files (a file per blob) is read, deduplicated against and
+ * collected as before. The test makes one by unpacking a store's packs by hand. */
+static void test_pack_old_store(void)
+{
+    struct sbx_snapshot_store *old = swap_store("store-old");
+    struct sbx_error err = SBX_ERROR_INIT;
+    int src, dst;
+    new_dir(&src);
+    char name[32], data[64];
+    for (int i = 0; i < 30; i++) {
+        snprintf(name, sizeof(name), "f%d", i);
+        snprintf(data, sizeof(data), "old store %d\n", i);
+        put(src, name, data, 0644);
+    }
+    char *ref = NULL;
+    CHECK_OK(sbx_snapshot_take(st, src, NULL, &ref, &err), &err);
+    char ipath[512];
+    char *idx = first_index(ipath, sizeof(ipath));
+    CHECK(idx != NULL);
+    char ppath[512];
+    snprintf(ppath, sizeof(ppath), "%.*s.pack", (int)(strlen(ipath) - 4), ipath);
+    struct sbx_buf pack;
+    sbx_buf_init(&pack, SBX_BUF_NOLIMIT);
+    CHECK_OK(sbx_fs_read_path(ppath, 1 << 24, &pack, &err), &err);
+    int made = 0;
+    for (const char *c = idx ? strchr(idx, '\n') + 1 : NULL; c && strncmp(c, "sha256 ", 7);
+         c = strchr(c, '\n') + 1) {
+        char hex[65], bpath[512];
+        memcpy(hex, c, 64);
+        hex[64] = 0;
+        char *end = NULL;
+        long off = strtol(c + 65, &end, 10), size = strtol(end + 1, NULL, 10);
+        snprintf(bpath, sizeof(bpath), "%s/blobs/%.2s", sbx_snapshot_store_path(st), hex);
+        mkdir(bpath, 0700);
+        snprintf(bpath, sizeof(bpath), "%s/blobs/%.2s/%s", sbx_snapshot_store_path(st), hex, hex);
+        int fd = open(bpath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
+        made += fd >= 0 && write(fd, pack.data + off, (size_t)size) == size;
+        close(fd);
+    }
+    sbx_buf_release(&pack);
+    free(idx);
+    CHECK_EQ_INT(made, 30);
+    CHECK_EQ_INT(unlink(ipath), 0);
+    CHECK_EQ_INT(unlink(ppath), 0);
+    char *dir = sbx_xstrdup(sbx_snapshot_store_path(st));
+    sbx_snapshot_store_free(st);
+    CHECK_OK(sbx_snapshot_store_open(dir, &st, &err), &err);
+    free(dir);
+    new_dir(&dst);
+    CHECK_OK(sbx_snapshot_restore(st, ref, dst, &err), &err);
+    char *want = listing(src), *got = listing(dst);
+    CHECK_EQ_STR(got, want);
+    free(want);
+    free(got);
+    struct sbx_snapshot_take_stats s = {0};
+    struct sbx_snapshot_take_opts o = {.out_stats = &s};
+    char *ref2 = NULL;
+    CHECK_OK(sbx_snapshot_take(st, src, &o, &ref2, &err), &err);
+    CHECK_EQ_STR(ref2, ref);
+    CHECK_EQ_INT(s.new_blobs, 0);
+    CHECK_EQ_INT(count_suffix(".idx"), 0);
+    /* a blob file torn by a crash counts as missing and the next take replaces it */
+    char sha[65], bpath[512];
+    uint8_t d[32];
+    sbx_sha256("old store 7\n", 12, d, NULL);
+    sbx_hex(d, 32, sha);
+    long off = 0;
+    CHECK_EQ_INT(blob_where(sha, bpath, sizeof(bpath), &off), 0);
+    CHECK_EQ_INT(truncate(bpath, 0), 0);
+    int dst2;
+    new_dir(&dst2);
+    CHECK_ERR(sbx_snapshot_restore(st, ref, dst2, &err), SBX_E_IO, &err, "corrupt");
+    free(ref2);
+    ref2 = NULL;
+    CHECK_OK(sbx_snapshot_take(st, src, &o, &ref2, &err), &err);
+    CHECK_EQ_INT(s.new_blobs, 1);
+    CHECK_OK(sbx_snapshot_restore(st, ref, dst2, &err), &err);
+    CHECK_OK(sbx_snapshot_remove(st, ref, 0, &err), &err);
+    CHECK_EQ_INT(count_blobs(), 0);
+    free(ref);
+    free(ref2);
+    close(src);
+    close(dst);
+    close(dst2);
+    swap_back(old);
+}
+
 int main(void)
 {
     TAP_START();
@@ -1187,6 +1563,10 @@ int main(void)
     TAP_RUN(test_browse);
     TAP_RUN(test_workspace_tar);
     TAP_RUN(test_workspace_stream);
+    TAP_RUN(test_pack_layout);
+    TAP_RUN(test_pack_incremental_and_gc);
+    TAP_RUN(test_pack_tampered_index);
+    TAP_RUN(test_pack_old_store);
     sbx_snapshot_store_free(st);
     rm_tree(top);
     return TAP_DONE();
