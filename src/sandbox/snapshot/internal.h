@@ -19,8 +19,12 @@ struct sbx_snapshot_store {
     char *path;
     int dirfd, lockfd, blobs_fd, trees_fd, holds_fd, cache_fd, tmp_fd, packs_fd;
     struct snap_packs *packs; /* pack.c: the indexes read, the pack being written */
-    pthread_mutex_t mu;       /* dirty */
+    pthread_mutex_t mu;       /* dirty, loose */
     uint8_t dirty[257];       /* blobs/xx directories (and blobs/ itself, 256) to sync */
+    /* which blobs/xx directories exist (read again after each lock): a blob whose directory
+     * does not exist is looked up in the packs alone, with no system call */
+    uint8_t loose[256];
+    int loose_stale;
 };
 
 enum snap_type { SNAP_DIR = 1, SNAP_FILE, SNAP_SYMLINK };

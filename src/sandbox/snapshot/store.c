@@ -101,6 +101,7 @@ int sbx_snapshot_store_open(const char *path, struct sbx_snapshot_store **out,
     st->dirfd = st->lockfd = st->blobs_fd = st->trees_fd = st->holds_fd = st->cache_fd =
             st->tmp_fd = st->packs_fd = -1;
     pthread_mutex_init(&st->mu, NULL);
+    st->loose_stale = 1;
     int rc = make_store_dir(dir, err);
     if (rc < 0)
         goto out;
@@ -173,7 +174,53 @@ int sbx__snap_lock(struct sbx_snapshot_store *st, int exclusive, struct sbx_erro
             return sbx_error_errno(err, errno, "cannot lock the snapshot store '%s'", st->path);
     }
     sbx__snap_packs_stale(st);
+    pthread_mutex_lock(&st->mu);
+    st->loose_stale = 1;
+    pthread_mutex_unlock(&st->mu);
     return 0;
+}
+
+static int hex_byte(const char *hex)
+{
+    int b = 0;
+    for (int i = 0; i < 2; i++) {
+        char c = hex[i];
+        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (v < 0)
+            return -1;
+        b = b * 16 + v;
+    }
+    return b;
+}
+
+/* Whether blobs/ may have a directory for hex (it does, or it could not be read). */
+static int loose_dir_may_exist(struct sbx_snapshot_store *st, const char *hex)
+{
+    int b = hex_byte(hex);
+    if (b < 0)
+        return 1;
+    pthread_mutex_lock(&st->mu);
+    if (st->loose_stale) {
+        int dfd = dup(st->blobs_fd);
+        DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+        memset(st->loose, d ? 0 : 1, sizeof(st->loose));
+        if (!d)
+            sbx_fd_close(&dfd);
+        struct dirent *de;
+        if (d)
+            rewinddir(d);
+        while (d && (de = readdir(d))) {
+            int k = strlen(de->d_name) == 2 ? hex_byte(de->d_name) : -1;
+            if (k >= 0)
+                st->loose[k] = 1;
+        }
+        if (d)
+            closedir(d);
+        st->loose_stale = 0;
+    }
+    int may = st->loose[b];
+    pthread_mutex_unlock(&st->mu);
+    return may;
 }
 
 void sbx__snap_unlock(struct sbx_snapshot_store *st)
@@ -482,11 +529,12 @@ int sbx__snap_tree_commit(struct sbx_snapshot_store *st, struct snap_tree *t,
         return rc;
     json_t *entries = entries_json(t);
     char hex[SBX_SHA256_HEX_LEN + 1];
-    json_t *doc = NULL;
-    char *text = NULL;
-    rc = entries_digest(entries, hex, err);
+    char *text = NULL, *etext = sbx_json_dumps(entries, SBX_JSON_COMPACT | SBX_JSON_SORTED);
+    uint8_t dg[SBX_SHA256_LEN];
+    rc = sbx_sha256(etext, strlen(etext), dg, err);
     if (rc < 0)
         goto out;
+    sbx_hex(dg, sizeof(dg), hex);
     uint64_t files = 0, bytes = 0;
     for (size_t i = 0; i < t->n; i++) {
         if (t->v[i].type == SNAP_FILE) {
@@ -509,10 +557,12 @@ int sbx__snap_tree_commit(struct sbx_snapshot_store *st, struct snap_tree *t,
     char *ref = sbx_xasprintf("sha256:%s", hex);
     sbx_json_set(h, "content_digest", sbx_json_str(ref));
     sbx_json_set(h, "skipped", skipped ? json_incref(skipped) : json_object());
-    doc = json_object();
-    sbx_json_set(doc, "header", h);
-    sbx_json_set(doc, "entries", json_incref(entries));
-    text = sbx_json_dumps(doc, SBX_JSON_COMPACT | SBX_JSON_SORTED);
+    /* The document is its two members in key order, as a sorted dump would write it: the
+     * entries' text, already made for the digest, is not made twice. */
+    char *htext = sbx_json_dumps(h, SBX_JSON_COMPACT | SBX_JSON_SORTED);
+    json_decref(h);
+    text = sbx_xasprintf("{\"entries\":%s,\"header\":%s}", etext, htext);
+    free(htext);
     char name[SBX_SHA256_HEX_LEN + 8];
     snprintf(name, sizeof(name), "%s.json", hex);
     rc = write_tmp_and_link(st, st->trees_fd, name, text, strlen(text), 0400, err);
@@ -523,7 +573,7 @@ int sbx__snap_tree_commit(struct sbx_snapshot_store *st, struct snap_tree *t,
     *out_ref = ref;
 out:
     free(text);
-    json_decref(doc);
+    free(etext);
     json_decref(entries);
     return rc;
 }
@@ -857,11 +907,10 @@ static int packable(const char *p, size_t n)
 
 static void mark_dirty(struct sbx_snapshot_store *st, const char *hex, int new_dir)
 {
-    uint8_t b = 0;
-    for (int i = 0; i < 2; i++)
-        b = (uint8_t)(b * 16 + (hex[i] <= '9' ? hex[i] - '0' : hex[i] - 'a' + 10));
+    int b = hex_byte(hex);
     pthread_mutex_lock(&st->mu);
     st->dirty[b] = 1;
+    st->loose[b] = 1;
     st->dirty[256] |= (uint8_t)new_dir;
     pthread_mutex_unlock(&st->mu);
 }
@@ -954,6 +1003,8 @@ int sbx__snap_blob_exists(struct sbx_snapshot_store *st, const char *hex, uint64
 {
     if (sbx__snap_pack_find(st, hex, size))
         return 1;
+    if (!loose_dir_may_exist(st, hex))
+        return 0;
     char name[SBX_SHA256_HEX_LEN + 4];
     blob_name(hex, name);
     struct stat sb;

@@ -93,14 +93,16 @@ static int read_small(struct walk *w, int fd, const char *path, char sha[SBX_SHA
 {
     size_t n = 0;
     while (n <= SMALL_FILE) {
-        ssize_t r = read(fd, w->small + n, SMALL_FILE + 1 - n);
+        size_t want = SMALL_FILE + 1 - n;
+        ssize_t r = read(fd, w->small + n, want);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
             return sbx_error_errno(err, errno, "cannot read '%s'", path);
-        if (r == 0)
-            break;
         n += (size_t)r;
+        /* a regular file that gives less than asked is at its end: no read of 0 to see it */
+        if (r == 0 || (size_t)r < want)
+            break;
     }
     w->stats.read_bytes += n;
     if (n > SMALL_FILE) {
