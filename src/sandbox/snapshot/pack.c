@@ -174,6 +174,7 @@ void sbx__snap_packs_free(struct sbx_snapshot_store *st)
     free(p->packs);
     free(p->ents);
     free(p->tab);
+    free(p->buf);
     pthread_mutex_destroy(&p->mu);
     free(p);
     st->packs = NULL;
