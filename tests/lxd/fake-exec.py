@@ -78,8 +78,12 @@ def run_command(conns):
             err.sendall(frame(1, b""))
     except OSError:
         pass
-    err.shutdown(socket.SHUT_RDWR)
-    err.close()
+    # The server's side ends here (no close frame either way); what the client sends is still
+    # read by the stream's own thread, which closes the socket when the client goes.
+    try:
+        err.shutdown(socket.SHUT_WR)
+    except OSError:
+        pass
     with lock:
         state["done"] = True
         lock.notify_all()
@@ -105,6 +109,7 @@ def upgrade(sock, target, headers):
             pass
     except OSError:
         pass
+    sock.close()
 
 
 def serve(sock):
@@ -152,7 +157,8 @@ def main():
             threading.Thread(target=serve, args=(conn,), daemon=True).start()
 
     threading.Thread(target=accept_loop, daemon=True).start()
-    print("ready", flush=True)
+    sys.stdout.write("ready\n")
+    sys.stdout.flush()
     sys.stdin.read()
     os.unlink(sys.argv[1])
 

@@ -57,8 +57,13 @@ static int start_fake(const char *mode)
     char sock[128], size[32];
     snprintf(sock, sizeof(sock), "%s/lxd.sock", dir);
     snprintf(size, sizeof(size), "%d", SIZE);
-    if (pipe2(out, O_CLOEXEC) < 0 || pipe2(in, O_CLOEXEC) < 0)
+    if (pipe2(out, O_CLOEXEC) < 0)
         return -1;
+    if (pipe2(in, O_CLOEXEC) < 0) {
+        close(out[0]);
+        close(out[1]);
+        return -1;
+    }
     fake_pid = fork();
     if (fake_pid == 0) {
         dup2(out[1], 1);
@@ -69,11 +74,20 @@ static int start_fake(const char *mode)
     close(out[1]);
     close(in[0]);
     fake_stdin = in[1];
+    /* Up to its newline: the pipe stays open until the fake wrote all of the line. */
     char line[16] = {0};
-    struct pollfd pf = {.fd = out[0], .events = POLLIN};
-    ssize_t n = poll(&pf, 1, 30000) == 1 ? read(out[0], line, sizeof(line) - 1) : -1;
+    size_t n = 0;
+    while (n < sizeof(line) - 1 && !memchr(line, '\n', n)) {
+        struct pollfd pf = {.fd = out[0], .events = POLLIN};
+        if (poll(&pf, 1, 30000) != 1)
+            break;
+        ssize_t r = read(out[0], line + n, sizeof(line) - 1 - n);
+        if (r <= 0)
+            break;
+        n += (size_t)r;
+    }
     close(out[0]);
-    return fake_pid > 0 && n > 0 && strncmp(line, "ready", 5) == 0 ? 0 : -1;
+    return fake_pid > 0 && strcmp(line, "ready\n") == 0 ? 0 : -1;
 }
 
 /* Run a command through the relay on a session made by hand; read stdout at once and stderr
