@@ -9,8 +9,8 @@ four WebSockets (/1.0/operations/ID/websocket?secret=S) are connected the "comma
 stdout the preamble's verdict ("S42\\n") then the end of the stream (an empty text message), on
 stderr SIZE bytes ("e" * SIZE) in binary messages of 64 KiB, then
   whole  the end of the stream (an empty text message), as LXD does when all went out
-  cut    only the first half of the bytes, then the connection closed without the end of the
-         stream: what LXD before 5.14 does to a reader that fell behind (canonical/lxd#11422)
+  cut    only the first half of the bytes, then the sending side shut down without the end of
+         the stream: what LXD before 5.14 does to a reader that fell behind (canonical/lxd#11422)
 and the operation ends with "return": 0 (GET /1.0/operations/ID/wait answers then)."""
 import base64
 import hashlib
