@@ -30,4 +30,3 @@ struct sbx__shellfs sbx__cf_fs(struct sbx__cf_session *s)
 {
     return (struct sbx__shellfs){.ops = &FS_OPS, .ctx = s, .root = s->base.root};
 }
-

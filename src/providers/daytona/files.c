@@ -157,7 +157,6 @@ struct sbx__shellfs sbx__dtn_fs(struct sbx__dtn_session *s)
     return (struct sbx__shellfs){.ops = &FS_OPS, .ctx = &s->box, .root = s->base.root};
 }
 
-
 int sbx__dtn_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err)
 {
     struct sbx__dtn_session *s = (struct sbx__dtn_session *)bs;

@@ -27,7 +27,6 @@ struct sbx__shellfs sbx__vercel_fs(struct sbx__vercel_session *s)
     return (struct sbx__shellfs){.ops = &FS_OPS, .ctx = &s->t, .root = s->base.root};
 }
 
-
 int sbx__vercel_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err)
 {
     struct sbx__vercel_session *s = (struct sbx__vercel_session *)bs;
