@@ -431,6 +431,10 @@ void node_handle(struct node_conn *c, struct node_req *r)
         describe(c, id);
     else if (strcmp(rest, "exec") == 0 && get && r->upgrade_ws)
         node_exec(c, r, id);
+    else if (strcmp(rest, "portforward") == 0 && get && r->upgrade_ws)
+        node_portforward(c, r, id);
+    else if (strncmp(rest, "ports/", 6) == 0 && get)
+        node_port_check(c, id, rest + 6);
     else {
         sbx_error_set(&err, SBX_E_NOTFOUND, 0, "no such resource");
         node_respond_error(c, &err);

@@ -114,6 +114,18 @@ json_t *node_record_env(struct node_daemon *d, const char *id);
 /* exec.c: the WebSocket exec of an upgraded request (the token was checked). */
 void node_exec(struct node_conn *c, struct node_req *r, const char *id);
 
+/* The WebSocket upgrade's answer for protocol, which the request must offer (SBX_E_INVAL). */
+int node_ws_offers(const char *list, const char *protocol);
+int node_ws_upgrade(struct node_conn *c, struct node_req *req, const char *protocol,
+                    struct sbx_error *err);
+
+/* portfwd.c: GET .../ports/P (whether something listens on port P of the sandbox: 200, or the
+ * local provider's error) and the portforward.k8s.io WebSocket of GET .../portforward?ports=P
+ * (the token was checked). */
+int node_port_param(const char *query, int *port, struct sbx_error *err);
+void node_port_check(struct node_conn *c, const char *id, const char *portarg);
+void node_portforward(struct node_conn *c, struct node_req *r, const char *id);
+
 /* daemon.c */
 int sbx__node_main(int argc, char **argv);
 

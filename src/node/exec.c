@@ -313,25 +313,27 @@ static int parse_exec(struct node_req *req, struct sbx_strv *argv, struct sbx_st
     return rc;
 }
 
-static int offers_v5(const char *list)
+int node_ws_offers(const char *list, const char *protocol)
 {
+    size_t want = strlen(protocol);
     for (const char *p = list; *p;) {
         while (*p == ' ' || *p == ',')
             p++;
         size_t n = strcspn(p, ", ");
-        if (n == 17 && strncmp(p, "v5.channel.k8s.io", 17) == 0)
+        if (n == want && strncmp(p, protocol, n) == 0)
             return 1;
         p += n;
     }
     return 0;
 }
 
-static int upgrade(struct node_conn *c, struct node_req *req, struct sbx_error *err)
+int node_ws_upgrade(struct node_conn *c, struct node_req *req, const char *protocol,
+                    struct sbx_error *err)
 {
     char accept[SBX__WS_ACCEPT_LEN + 1];
-    if (!req->ws_key[0] || !offers_v5(req->ws_protocols))
-        return sbx_error_set(err, SBX_E_INVAL, 0,
-                             "an exec is a websocket offering 'v5.channel.k8s.io'");
+    if (!req->ws_key[0] || !node_ws_offers(req->ws_protocols, protocol))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "this request is a websocket offering '%s'",
+                             protocol);
     int rc = sbx__ws_accept_for(req->ws_key, accept, err);
     if (rc < 0)
         return rc;
@@ -339,8 +341,8 @@ static int upgrade(struct node_conn *c, struct node_req *req, struct sbx_error *
     int n = snprintf(head, sizeof(head),
                      "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: "
                      "Upgrade\r\nSec-WebSocket-Accept: %s\r\nSec-WebSocket-Protocol: "
-                     "v5.channel.k8s.io\r\n\r\n",
-                     accept);
+                     "%s\r\n\r\n",
+                     accept, protocol);
     return node_send(c, head, (size_t)n, err);
 }
 
@@ -372,7 +374,7 @@ void node_exec(struct node_conn *c, struct node_req *req, const char *id)
     fcntl(r.p->stdout_fd, F_SETFL, fcntl(r.p->stdout_fd, F_GETFL) | O_NONBLOCK);
     if (r.err_open)
         fcntl(r.p->stderr_fd, F_SETFL, fcntl(r.p->stderr_fd, F_GETFL) | O_NONBLOCK);
-    if (upgrade(c, req, &err) < 0)
+    if (node_ws_upgrade(c, req, "v5.channel.k8s.io", &err) < 0)
         goto out;
     upgraded = 1;
     int rc = relay_loop(&r, &err);

@@ -3,7 +3,8 @@
 # a harness network namespace, an sbx-node daemon in another (made here, joined by a veth
 # pair, the daemon's sandboxes in folders of its own). Create with a manifest (materialised
 # from the harness, its environment kept on the node), exec with the exit status, cp both ways,
-# ls, then the daemon killed in the middle of an exec (the CLI says the node was lost and fails),
+# ls, a port of the sandbox served to the harness's namespace (`sbx sandbox port`: a relay on
+# 127.0.0.1 there, portforward.k8s.io over the daemon), then the daemon killed in the middle of an exec (the CLI says the node was lost and fails),
 # a restarted daemon, rm. The daemon, its sandboxes and both namespaces are removed on exit.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sandbox-lib.sh"
@@ -17,7 +18,11 @@ NODE_ENV=(XDG_STATE_HOME="$T/node/state" XDG_RUNTIME_DIR="$T/node/run" SBX_WORKS
     SBX_STOPPED="$T/node/stopped" SBX_SNAPSHOTS="$T/node/snapshots" SBX_RECORDS="$T/node/records")
 cleanup() {
     [ -n "$NODE_PID" ] && kill "$NODE_PID" 2>/dev/null && wait "$NODE_PID" 2>/dev/null
-    local id
+    local id rec
+    # Port relays left by a failed check (each record holds its relay's pid first).
+    for rec in "$RUNBASE"/remote/*/ports/*; do
+        [ -f "$rec" ] && kill "$(cut -d' ' -f1 "$rec")" 2>/dev/null
+    done
     for id in $(ls "$T/node/run/sbx" 2>/dev/null); do env "${NODE_ENV[@]}" "$SBX" sandbox rm "$id" >/dev/null 2>&1; done
     ip netns del "$NS_NODE" 2>/dev/null
     ip netns del "$NS_HARN" 2>/dev/null
@@ -70,6 +75,30 @@ h sandbox cp "${R[@]}" up.txt "$ID:up.txt" 2>err && h sandbox cp "${R[@]}" "$ID:
 h sandbox ls "${R[@]}" >out 2>err
 grep -q "^$ID  *remote  *live" out && ok "ls lists it as a remote sandbox" || { not_ok "ls"; diag "$(cat out err)"; }
 
+h sandbox port "${R[@]}" "$ID" 8731 >out 2>err
+[ $? != 0 ] && grep -q "nothing listens on port 8731" err && ok "port: nothing listens there, said clearly" ||
+    { not_ok "port: nothing listens"; diag "$(cat out err)"; }
+echo "served from the node" >page.txt
+{ h sandbox exec "${R[@]}" "$ID" -- mkdir www && h sandbox cp "${R[@]}" page.txt "$ID:www/page.txt"; } 2>err ||
+    diag "$(cat err)"
+h sandbox exec "${R[@]}" "$ID" -- python3 -m http.server 8731 --bind 127.0.0.1 --directory www \
+    >srv.out 2>srv.err &
+SRV=$!
+serving() { h sandbox exec "${R[@]}" "$ID" -- python3 -c 'import socket; socket.create_connection(("127.0.0.1", 8731))' 2>/dev/null; }
+WAIT_S=20 wait_until serving
+h sandbox port "${R[@]}" "$ID" 8731 >url 2>err
+URL=$(cat url)
+case $URL in http://127.0.0.1:*) ;; *) URL= ;; esac
+[ -n "$URL" ] && nsenter --net="/run/netns/$NS_HARN" curl -sf "$URL/page.txt" >got 2>err &&
+    [ "$(cat got)" = "served from the node" ] &&
+    ok "port: a server in the sandbox answers curl in the harness's namespace" ||
+    { not_ok "port: a server in the sandbox answers curl"; diag "url '$URL': $(cat err srv.err node.log)"; }
+h sandbox port "${R[@]}" "$ID" 8731 >url2 2>err
+[ -n "$URL" ] && cmp -s url url2 && ok "port: resolved again, the same relay" || { not_ok "port: resolved again"; diag "$(cat url2 err)"; }
+code=$(nsenter --net="/run/netns/$NS_HARN" curl -s -o /dev/null -w '%{http_code}' "$URL/missing")
+[ "$code" = 404 ] && ok "port: a second connection through the relay (404 for a missing page)" ||
+    { not_ok "port: a second connection"; diag "code '$code'"; }
+kill "$SRV" 2>/dev/null; wait "$SRV" 2>/dev/null
 h sandbox exec "${R[@]}" "$ID" -- sh -c "echo started; exec sleep 32$net" >mid.out 2>mid.err &
 CPID=$!
 started() { grep -qx started mid.out; }
@@ -84,6 +113,11 @@ start_node
 h sandbox exec "${R[@]}" "$ID" -- cat up.txt >out 2>err
 grep -qx "from the harness" out && ok "a restarted daemon serves it again (the CLI mints a fresh token)" ||
     { not_ok "a restarted daemon serves it again"; diag "$(cat out err)"; }
+RELAY=$(cut -d' ' -f1 "$RUNBASE/remote/$ID/ports/8731" 2>/dev/null)
 h sandbox rm "${R[@]}" "$ID" >out 2>err && [ ! -e "$T/node/run/sbx/$ID" ] && ok "rm removes it on the node" ||
     { not_ok "rm"; diag "$(cat out err)"; }
+# Gone, or a zombie its new parent has not reaped yet.
+relay_gone() { ! kill -0 "$RELAY" 2>/dev/null || grep -q '^[0-9]* (.*) Z' "/proc/$RELAY/stat" 2>/dev/null; }
+[ -n "$RELAY" ] && relay_gone && [ ! -e "$RUNBASE/remote/$ID" ] &&
+    ok "rm ends the port relay and removes its record" || { not_ok "rm ends the port relay"; diag "relay '$RELAY'"; }
 done_testing

@@ -20,14 +20,13 @@
 struct remote_client {
     struct sbx_client base;
     struct sbx__endpoint *ep;
+    json_t *conn; /* node, node_ca, node_cert, node_key: what a port relay reaches the node with */
 };
 
 /* ---------------------------------------------------------------------------------------------
  * Requests */
 
-/* One JSON request; token (may be NULL) in the Sbx-Token header line; a status >= 400 is the
- * node's error ({"code", "message"}) with the code it names. *out: the parsed body, caller owns. */
-static int call_body(struct sbx__endpoint *ep, const char *method, const char *path,
+int sbx__remote_call(struct sbx__endpoint *ep, const char *method, const char *path,
                      const char *token, const json_t *body, json_t **out, struct sbx_error *err)
 {
     char line[SBX__REMOTE_TOKEN_MAX + 16];
@@ -81,19 +80,11 @@ static int call_body(struct sbx__endpoint *ep, const char *method, const char *p
 static int call(struct sbx__endpoint *ep, const char *method, const char *path, const char *token,
                 json_t **out, struct sbx_error *err)
 {
-    return call_body(ep, method, path, token, NULL, out, err);
+    return sbx__remote_call(ep, method, path, token, NULL, out, err);
 }
 
 /* ---------------------------------------------------------------------------------------------
  * Sessions */
-
-static int sess_resolve_port(struct sbx_session *bs, int port, char **out, struct sbx_error *err)
-{
-    (void)bs;
-    (void)out;
-    return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                         "port %d: an sbx-node daemon does not forward ports yet", port);
-}
 
 static int sess_state(struct sbx_session *bs, json_t **out, struct sbx_error *err)
 {
@@ -117,7 +108,10 @@ static int sess_close(struct sbx_session *bs, int delete_workspace, struct sbx_e
     struct sbx__remote_session *s = (struct sbx__remote_session *)bs;
     if (!delete_workspace)
         return 0; /* the sandbox stays on the node, as a local one's workspace stays */
-    return remove_on(s->ep, s->base.id, s->token, err);
+    int rc = remove_on(s->ep, s->base.id, s->token, err);
+    if (rc == 0)
+        sbx__remote_forward_forget(s->base.id);
+    return rc;
 }
 
 static int sess_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err)
@@ -145,6 +139,7 @@ static void sess_free(struct sbx_session *bs)
     sbx__shellfs_copy_drop(&s->ws);
     sbx_session_release_base(&s->base);
     sbx__endpoint_free(s->ep);
+    json_decref(s->conn);
     explicit_bzero(s->token, sizeof(s->token));
     json_decref(s->state);
     free(s);
@@ -192,7 +187,7 @@ static const struct sbx_session_ops session_ops = {
         .mkdir = f_mkdir,
         .rm = f_rm,
         .chmod = f_chmod,
-        .resolve_port = sess_resolve_port,
+        .resolve_port = sbx__remote_resolve_port,
         .state = sess_state,
         .close = sess_close,
         .workspace_fd = sess_workspace_fd,
@@ -207,6 +202,7 @@ static struct sbx__remote_session *session_new(struct remote_client *c, const ch
     struct sbx__remote_session *s = sbx_xcalloc(1, sizeof(*s));
     sbx_session_init_base(&s->base, &session_ops, "remote", id, root);
     s->ep = sbx__endpoint_ref(c->ep);
+    s->conn = json_incref(c->conn);
     snprintf(s->token, sizeof(s->token), "%s", token);
     s->fs = (struct sbx__shellfs){.ops = &sbx__remote_shellfs_ops, .ctx = s, .root = s->base.root};
     s->ws = (struct sbx__shellfs_copy)SBX__SHELLFS_COPY_INIT;
@@ -301,7 +297,7 @@ static int rc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
         body = json_pack("{s:o}", "env", a);
     }
     if (rc == 0)
-        rc = call_body(c->ep, "POST", "/v1/sandboxes", NULL, body, &ans, err);
+        rc = sbx__remote_call(c->ep, "POST", "/v1/sandboxes", NULL, body, &ans, err);
     json_decref(body);
     sbx_strv_release(&env);
     const char *id = json_string_value(json_object_get(ans, "id"));
@@ -376,6 +372,8 @@ static int rc_remove(struct sbx_client *bc, const char *id, int keep_workspace,
     int rc = open_existing((struct remote_client *)bc, id, &s, err);
     if (rc == 0)
         rc = remove_on(s->ep, id, s->token, err);
+    if (rc == 0)
+        sbx__remote_forward_forget(id);
     sess_free(s ? &s->base : NULL);
     return rc;
 }
@@ -398,6 +396,7 @@ static void rc_free(struct sbx_client *bc)
 {
     struct remote_client *c = (struct remote_client *)bc;
     sbx__endpoint_free(c->ep);
+    json_decref(c->conn);
     free(c);
 }
 
@@ -469,6 +468,8 @@ static int client_new_json(const json_t *o, struct sbx_client **out, struct sbx_
     c->base.ops = &client_ops;
     c->base.provider = "remote";
     c->ep = ep;
+    c->conn = json_pack("{s:s, s:s, s:s, s:s}", "node", url, "node_ca", ca, "node_cert", cert,
+                        "node_key", key);
     *out = &c->base;
     return 0;
 }
@@ -499,12 +500,19 @@ static int check_state(const json_t *st, struct sbx_error *err)
     return 0;
 }
 
+static const struct sbx__program programs[] = {
+        {SBX__REMOTE_RELAY_VERB, sbx__remote_relay_main},
+        {NULL, NULL},
+};
+
 const struct sbx__provider_def sbx__provider_remote = {
         .name = "remote",
         .summary = "a sandbox of the local provider on another host, through its sbx-node "
                    "daemon (mutual tls with the deployment's certificates)",
-        .traits = SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_PTY | SBX_PROVIDER_RESUME,
+        .traits = SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_PTY | SBX_PROVIDER_RESUME |
+                  SBX_PROVIDER_PORTS,
         .options = options,
+        .programs = programs,
         .client_new = client_new,
         .client_new_json = client_new_json,
         .check_state = check_state,

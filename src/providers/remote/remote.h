@@ -27,7 +27,29 @@ struct sbx__remote_session {
     json_t *state;
     struct sbx__shellfs fs;
     struct sbx__shellfs_copy ws;
+    json_t *conn; /* the client's options (node, node_ca, node_cert, node_key): a reference */
 };
+
+/* client.c: one JSON request; token (may be NULL) in the Sbx-Token header line; a status >= 400
+ * is the node's error ({"code", "message"}) with the code it names. *out: the parsed body,
+ * caller owns. */
+int sbx__remote_call(struct sbx__endpoint *ep, const char *method, const char *path,
+                     const char *token, const json_t *body, json_t **out, struct sbx_error *err);
+
+/* ports.c: resolve_port. The node is asked whether something listens on the port, then a relay
+ * process of this host (the sbx program run with SBX__REMOTE_RELAY_VERB) listens on
+ * 127.0.0.1:HOSTPORT and carries each connection over its own portforward.k8s.io WebSocket to
+ * the node; it mints its own token with the harness's certificate (none is on its command
+ * line) and ends when its record (<runtime base>/remote/<id>/ports/<port>) is removed or the
+ * node says the sandbox is gone. */
+#define SBX__REMOTE_RELAY_VERB "__remote-relay"
+int sbx__remote_resolve_port(struct sbx_session *s, int port, char **out_url,
+                             struct sbx_error *err);
+/* End the relays of sandbox id and remove their records (the sandbox was removed). */
+void sbx__remote_forward_forget(const char *id);
+/* The relay process: argv = {VERB, ID, PORT, NODE, CA, CERT, KEY}, its listening socket, record
+ * and status pipe at fds 3, 4, 5. */
+int sbx__remote_relay_main(int argc, char **argv);
 
 /* exec.c */
 int sbx__remote_exec_start(struct sbx_session *s, const struct sbx_exec_spec *spec, const char *cwd,
