@@ -200,21 +200,32 @@ static void add_created(struct sbx_session *s, json_t *ans)
     json_decref(st);
 }
 
-/* GET /v1/sandboxes/ID: the id, when it was made, and the workspace's root as commands in the
- * sandbox see it. */
+/* GET /v1/sandboxes/ID: the id, its status ("live", or "stopped" by POST .../stop), when it was
+ * made, and the workspace's root as commands in the sandbox see it. */
 static void describe(struct node_conn *c, const char *id)
 {
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx_client *cl = NULL;
     struct sbx_session *s = NULL;
+    json_t *st = NULL, *ans = NULL;
     if (sbx_client_new("local", NULL, &cl, &err) == 0 && sbx_client_attach(cl, id, &s, &err) == 0) {
-        json_t *ans = json_pack("{s:s, s:s}", "id", id, "root", sbx_session_root(s));
+        ans = json_pack("{s:s, s:s, s:s}", "id", id, "status", "live", "root", sbx_session_root(s));
         add_created(s, ans);
+    } else if (err.code == SBX_E_NOTFOUND && sbx_client_state(cl, id, 0, &st, NULL) == 0 &&
+               json_is_string(json_object_get(st, "root"))) {
+        ans = json_pack("{s:s, s:s, s:O}", "id", id, "status", "stopped", "root",
+                        json_object_get(st, "root"));
+        if (json_is_string(json_object_get(st, "created")))
+            json_object_set(ans, "created", json_object_get(st, "created"));
+    }
+    if (ans) {
+        sbx_error_clear(&err);
         node_respond(c, 200, ans, &err);
-        json_decref(ans);
     } else {
         node_respond_error(c, &err);
     }
+    json_decref(ans);
+    json_decref(st);
     sbx_session_free(s);
     sbx_client_free(cl);
 }
@@ -435,6 +446,8 @@ void node_handle(struct node_conn *c, struct node_req *r)
         node_portforward(c, r, id);
     else if (strncmp(rest, "ports/", 6) == 0 && get)
         node_port_check(c, id, rest + 6);
+    else if (node_sandbox_request(c, r, id, rest))
+        ;
     else {
         sbx_error_set(&err, SBX_E_NOTFOUND, 0, "no such resource");
         node_respond_error(c, &err);

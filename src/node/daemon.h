@@ -126,6 +126,10 @@ int node_port_param(const char *query, int *port, struct sbx_error *err);
 void node_port_check(struct node_conn *c, const char *id, const char *portarg);
 void node_portforward(struct node_conn *c, struct node_req *r, const char *id);
 
+/* sandbox.c: GET .../stats, GET .../log, POST .../stop, POST .../start of sandbox id (the token
+ * was checked): 1 when rest named one of them (answered), 0 when not. */
+int node_sandbox_request(struct node_conn *c, struct node_req *r, const char *id, const char *rest);
+
 /* daemon.c */
 int sbx__node_main(int argc, char **argv);
 

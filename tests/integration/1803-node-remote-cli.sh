@@ -99,6 +99,22 @@ code=$(nsenter --net="/run/netns/$NS_HARN" curl -s -o /dev/null -w '%{http_code}
 [ "$code" = 404 ] && ok "port: a second connection through the relay (404 for a missing page)" ||
     { not_ok "port: a second connection"; diag "code '$code'"; }
 kill "$SRV" 2>/dev/null; wait "$SRV" 2>/dev/null
+h sandbox stats "${R[@]}" --no-stream --json "$ID" >out 2>err
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d=d[0] if isinstance(d,list) else d
+assert d["memory"] > 0 and d["pids"] >= 1 and d["disk"] > 0, d' out 2>>err &&
+    ok "stats: the node's figures (memory, processes, the workspace's disk)" || { not_ok "stats"; diag "$(cat out err)"; }
+h sandbox logs "${R[@]}" "$ID" >out 2>err
+[ -s out ] && ok "logs: the sandbox's log from the node" || { not_ok "logs"; diag "$(cat out err)"; }
+rm -f got
+RELAY=$(cut -d' ' -f1 "$RUNBASE/remote/$ID/ports/8731" 2>/dev/null)
+# Gone, or a zombie its new parent has not reaped yet.
+relay_gone() { ! kill -0 "$RELAY" 2>/dev/null || grep -q '^[0-9]* (.*) Z' "/proc/$RELAY/stat" 2>/dev/null; }
+h sandbox stop "${R[@]}" "$ID" >out 2>err && ! h sandbox exec "${R[@]}" "$ID" -- true 2>/dev/null &&
+    h sandbox start "${R[@]}" "$ID" >>out 2>>err && h sandbox exec "${R[@]}" "$ID" -- cat up.txt >got 2>>err &&
+    grep -qx "from the harness" got && ok "stop, then start: the workspace is kept" ||
+    { not_ok "stop, then start"; diag "$(cat out got err)"; }
+[ -n "$RELAY" ] && relay_gone && [ ! -e "$RUNBASE/remote/$ID/ports/8731" ] &&
+    ok "stop ends the port relay and removes its record" || { not_ok "stop ends the port relay"; diag "relay '$RELAY'"; }
 h sandbox exec "${R[@]}" "$ID" -- sh -c "echo started; exec sleep 32$net" >mid.out 2>mid.err &
 CPID=$!
 started() { grep -qx started mid.out; }
@@ -113,11 +129,14 @@ start_node
 h sandbox exec "${R[@]}" "$ID" -- cat up.txt >out 2>err
 grep -qx "from the harness" out && ok "a restarted daemon serves it again (the CLI mints a fresh token)" ||
     { not_ok "a restarted daemon serves it again"; diag "$(cat out err)"; }
+h sandbox exec "${R[@]}" "$ID" -- python3 -m http.server 8731 --bind 127.0.0.1 >srv.out 2>srv.err &
+SRV=$!
+WAIT_S=20 wait_until serving
+h sandbox port "${R[@]}" "$ID" 8731 >url 2>err || diag "$(cat err)"
 RELAY=$(cut -d' ' -f1 "$RUNBASE/remote/$ID/ports/8731" 2>/dev/null)
+kill "$SRV" 2>/dev/null; wait "$SRV" 2>/dev/null
 h sandbox rm "${R[@]}" "$ID" >out 2>err && [ ! -e "$T/node/run/sbx/$ID" ] && ok "rm removes it on the node" ||
     { not_ok "rm"; diag "$(cat out err)"; }
-# Gone, or a zombie its new parent has not reaped yet.
-relay_gone() { ! kill -0 "$RELAY" 2>/dev/null || grep -q '^[0-9]* (.*) Z' "/proc/$RELAY/stat" 2>/dev/null; }
 [ -n "$RELAY" ] && relay_gone && [ ! -e "$RUNBASE/remote/$ID" ] &&
     ok "rm ends the port relay and removes its record" || { not_ok "rm ends the port relay"; diag "relay '$RELAY'"; }
 done_testing

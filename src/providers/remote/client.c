@@ -26,8 +26,11 @@ struct remote_client {
 /* ---------------------------------------------------------------------------------------------
  * Requests */
 
-int sbx__remote_call(struct sbx__endpoint *ep, const char *method, const char *path,
-                     const char *token, const json_t *body, json_t **out, struct sbx_error *err)
+/* A request; a 2xx body into raw as bytes when raw is given (up to max), else parsed into
+ * *out; an error status is the node's error. */
+static int request(struct sbx__endpoint *ep, const char *method, const char *path,
+                   const char *token, const json_t *body, size_t max, struct sbx_buf *raw,
+                   json_t **out, struct sbx_error *err)
 {
     char line[SBX__REMOTE_TOKEN_MAX + 16];
     snprintf(line, sizeof(line), "Sbx-Token: %s", token ? token : "");
@@ -35,7 +38,7 @@ int sbx__remote_call(struct sbx__endpoint *ep, const char *method, const char *p
     struct sbx__http_req req = {.method = method,
                                 .path = path,
                                 .headers = token ? headers : NULL,
-                                .max_body = BODY_MAX,
+                                .max_body = max,
                                 .no_retry = 1,
                                 .http_1_1 = 1,
                                 .json = body};
@@ -44,6 +47,11 @@ int sbx__remote_call(struct sbx__endpoint *ep, const char *method, const char *p
     int rc = sbx__http_call(ep, &req, &resp, err);
     explicit_bzero(line, sizeof(line));
     json_t *j = NULL;
+    if (rc == 0 && raw && resp.status < 400) {
+        rc = resp.body.len ? sbx_buf_add(raw, resp.body.data, resp.body.len, err) : 0;
+        sbx__http_resp_release(&resp);
+        return rc;
+    }
     if (rc == 0 && resp.body.len)
         rc = sbx_json_parse(resp.body.data, resp.body.len, NULL, &j, err);
     if (rc == 0 && resp.status >= 400) {
@@ -75,6 +83,18 @@ int sbx__remote_call(struct sbx__endpoint *ep, const char *method, const char *p
         json_decref(j);
     sbx__http_resp_release(&resp);
     return rc;
+}
+
+int sbx__remote_call(struct sbx__endpoint *ep, const char *method, const char *path,
+                     const char *token, const json_t *body, json_t **out, struct sbx_error *err)
+{
+    return request(ep, method, path, token, body, BODY_MAX, NULL, out, err);
+}
+
+int sbx__remote_get_bytes(struct sbx__endpoint *ep, const char *path, const char *token, size_t max,
+                          struct sbx_buf *out, struct sbx_error *err)
+{
+    return request(ep, "GET", path, token, NULL, max, out, NULL, err);
 }
 
 static int call(struct sbx__endpoint *ep, const char *method, const char *path, const char *token,
@@ -188,6 +208,8 @@ static const struct sbx_session_ops session_ops = {
         .rm = f_rm,
         .chmod = f_chmod,
         .resolve_port = sbx__remote_resolve_port,
+        .stats = sbx__remote_stats,
+        .log_open = sbx__remote_log_open,
         .state = sess_state,
         .close = sess_close,
         .workspace_fd = sess_workspace_fd,
@@ -230,12 +252,12 @@ static int id_valid(const char *id)
     return n > 0 && n <= 64 && strspn(id, "0123456789abcdef") == n;
 }
 
-/* A session on a sandbox the node holds: a fresh token minted with this harness's certificate
- * (the node's owner check), then its root. */
-static int open_existing(struct remote_client *c, const char *id, struct sbx__remote_session **out,
-                         struct sbx_error *err)
+/* A fresh token of sandbox id into tok, minted with this harness's certificate (the node's
+ * owner check): SBX_E_NOTFOUND for a sandbox this harness did not make there. */
+static int mint(struct remote_client *c, const char *id, char tok[SBX__REMOTE_TOKEN_MAX + 1],
+                struct sbx_error *err)
 {
-    json_t *t = NULL, *d = NULL;
+    json_t *t = NULL;
     if (!id_valid(id))
         return sbx_error_set(err, SBX_E_INVAL, 0, "'%.64s' is not a node's sandbox id", id);
     char *path = sbx_xasprintf("/v1/sandboxes/%s/token", id);
@@ -245,23 +267,58 @@ static int open_existing(struct remote_client *c, const char *id, struct sbx__re
     if (rc == 0 && (!token || strlen(token) > SBX__REMOTE_TOKEN_MAX))
         rc = sbx_error_set(err, SBX_E_API, 0, "node '%s' sent no token for sandbox '%s'",
                            sbx__endpoint_url(c->ep), id);
+    if (rc == 0)
+        snprintf(tok, SBX__REMOTE_TOKEN_MAX + 1, "%s", token);
+    if (rc == -SBX_E_PERM)
+        rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "no sandbox '%s' of this harness on node '%s'",
+                           id, sbx__endpoint_url(c->ep));
+    json_decref(t);
+    return rc;
+}
+
+enum open_mode { OPEN_LIVE, OPEN_START, OPEN_STOPPED };
+
+/* A session on a sandbox the node holds: a fresh token, then its root. OPEN_LIVE: GET the
+ * sandbox, which must be live; OPEN_START: POST .../start (a stopped one); OPEN_STOPPED: GET,
+ * which must be stopped (its session only holds its state). */
+static int open_existing_as(struct remote_client *c, const char *id, enum open_mode mode,
+                            struct sbx__remote_session **out, struct sbx_error *err)
+{
+    int start = mode == OPEN_START;
+    json_t *d = NULL;
+    char token[SBX__REMOTE_TOKEN_MAX + 1];
+    int rc = mint(c, id, token, err);
     if (rc == 0) {
-        path = sbx_xasprintf("/v1/sandboxes/%s", id);
-        rc = call(c->ep, "GET", path, token, &d, err);
+        char *path = sbx_xasprintf(start ? "/v1/sandboxes/%s/start" : "/v1/sandboxes/%s", id);
+        rc = call(c->ep, start ? "POST" : "GET", path, token, &d, err);
         free(path);
     }
     const char *root = json_string_value(json_object_get(d, "root"));
+    const char *status = json_string_value(json_object_get(d, "status"));
+    int stopped = status && strcmp(status, "stopped") == 0;
     if (rc == 0 && (!root || root[0] != '/'))
         rc = sbx_error_set(err, SBX_E_API, 0, "node '%s' sent no root for sandbox '%s'",
                            sbx__endpoint_url(c->ep), id);
+    if (rc == 0 && mode == OPEN_LIVE && stopped)
+        rc = sbx_error_set(err, SBX_E_NOTFOUND, 0,
+                           "sandbox '%s' is stopped on node '%s' (sbx sandbox start)", id,
+                           sbx__endpoint_url(c->ep));
+    if (rc == 0 && mode == OPEN_STOPPED && !stopped)
+        rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "sandbox '%s' is not stopped", id);
     if (rc == 0)
         *out = session_new(c, id, root, token, json_string_value(json_object_get(d, "created")));
     if (rc == -SBX_E_PERM)
         rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "no sandbox '%s' of this harness on node '%s'",
                            id, sbx__endpoint_url(c->ep));
-    json_decref(t);
+    explicit_bzero(token, sizeof(token));
     json_decref(d);
     return rc;
+}
+
+static int open_existing(struct remote_client *c, const char *id, struct sbx__remote_session **out,
+                         struct sbx_error *err)
+{
+    return open_existing_as(c, id, OPEN_LIVE, out, err);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -364,17 +421,63 @@ static int rc_list(struct sbx_client *bc, json_t **out, struct sbx_error *err)
 static int rc_remove(struct sbx_client *bc, const char *id, int keep_workspace,
                      struct sbx_error *err)
 {
-    struct sbx__remote_session *s = NULL;
+    struct remote_client *c = (struct remote_client *)bc;
+    char token[SBX__REMOTE_TOKEN_MAX + 1];
     if (keep_workspace)
         return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
                              "a remote sandbox's workspace is on its node: it cannot be kept "
                              "after the sandbox");
-    int rc = open_existing((struct remote_client *)bc, id, &s, err);
+    /* A token alone: a stopped sandbox is removed too. */
+    int rc = mint(c, id, token, err);
     if (rc == 0)
-        rc = remove_on(s->ep, id, s->token, err);
+        rc = remove_on(c->ep, id, token, err);
     if (rc == 0)
         sbx__remote_forward_forget(id);
-    sess_free(s ? &s->base : NULL);
+    explicit_bzero(token, sizeof(token));
+    return rc;
+}
+
+/* Stop on the node: its workspace snapshotted into the node's store (the snapshot stays
+ * there: no reference of this harness's store to give), every process ended. */
+static int rc_stop(struct sbx_client *bc, const char *id, char **out_ref, struct sbx_error *err)
+{
+    struct remote_client *c = (struct remote_client *)bc;
+    char token[SBX__REMOTE_TOKEN_MAX + 1];
+    (void)out_ref;
+    int rc = mint(c, id, token, err);
+    if (rc == 0) {
+        char *path = sbx_xasprintf("/v1/sandboxes/%s/stop", id);
+        rc = call(c->ep, "POST", path, token, NULL, err);
+        free(path);
+    }
+    if (rc == 0)
+        sbx__remote_forward_forget(id); /* its ports are gone with its processes */
+    explicit_bzero(token, sizeof(token));
+    return rc;
+}
+
+static int rc_start(struct sbx_client *bc, const char *id, const struct sbx_resume_opts *opts,
+                    struct sbx_session **out, struct sbx_error *err)
+{
+    struct sbx__remote_session *s = NULL;
+    (void)opts;
+    int rc = open_existing_as((struct remote_client *)bc, id, OPEN_START, &s, err);
+    if (rc == 0)
+        *out = &s->base;
+    return rc;
+}
+
+/* The state of a stopped sandbox, with "status": "stopped" (start brings it back). */
+static int rc_stopped_state(struct sbx_client *bc, const char *id, json_t **out,
+                            struct sbx_error *err)
+{
+    struct sbx__remote_session *s = NULL;
+    int rc = open_existing_as((struct remote_client *)bc, id, OPEN_STOPPED, &s, err);
+    if (rc == 0) {
+        *out = json_deep_copy(s->state);
+        sbx_json_set(*out, "status", json_string("stopped"));
+        sess_free(&s->base);
+    }
     return rc;
 }
 
@@ -406,6 +509,9 @@ static const struct sbx_client_ops client_ops = {
         .list = rc_list,
         .remove = rc_remove,
         .resume = rc_resume,
+        .stop = rc_stop,
+        .start = rc_start,
+        .stopped_state = rc_stopped_state,
         .free = rc_free,
 };
 
@@ -510,7 +616,8 @@ const struct sbx__provider_def sbx__provider_remote = {
         .summary = "a sandbox of the local provider on another host, through its sbx-node "
                    "daemon (mutual tls with the deployment's certificates)",
         .traits = SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_PTY | SBX_PROVIDER_RESUME |
-                  SBX_PROVIDER_PORTS,
+                  SBX_PROVIDER_PORTS | SBX_PROVIDER_STOP_START | SBX_PROVIDER_STATS |
+                  SBX_PROVIDER_LOGS,
         .options = options,
         .programs = programs,
         .client_new = client_new,

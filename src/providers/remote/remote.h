@@ -35,6 +35,14 @@ struct sbx__remote_session {
  * caller owns. */
 int sbx__remote_call(struct sbx__endpoint *ep, const char *method, const char *path,
                      const char *token, const json_t *body, json_t **out, struct sbx_error *err);
+/* A GET whose 2xx body is bytes (at most max) appended to out. */
+int sbx__remote_get_bytes(struct sbx__endpoint *ep, const char *path, const char *token, size_t max,
+                          struct sbx_buf *out, struct sbx_error *err);
+
+/* lifecycle.c: stats (the node's figures, its workspace's disk use included) and log_open (the
+ * last 4 MiB of the sandbox's log on the node, in a sealed memory file: it does not grow). */
+int sbx__remote_stats(struct sbx_session *s, struct sbx_session_stats *out, struct sbx_error *err);
+int sbx__remote_log_open(struct sbx_session *s, int *out_fd, struct sbx_error *err);
 
 /* ports.c: resolve_port. The node is asked whether something listens on the port, then a relay
  * process of this host (the sbx program run with SBX__REMOTE_RELAY_VERB) listens on
