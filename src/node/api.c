@@ -15,6 +15,7 @@
 #include "sbx/b64.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
+#include "sbx/provider.h"
 #include "sbx/session.h"
 
 static int64_t now_s(void)
@@ -247,6 +248,51 @@ static int env_check(const json_t *env, struct sbx_error *err)
     return 0;
 }
 
+/* A create's "options": the local provider's limits and network, nothing that names this
+ * host's paths or ports; checked by the local provider's own rules. The host's whole network
+ * only when the daemon was started with --allow-network-full. */
+static int options_check(const struct node_daemon *d, const json_t *o, struct sbx_error *err)
+{
+    static const char *const allowed[] = {"memory", "pids", "cpus", "disk", "network"};
+    const char *key;
+    json_t *v;
+    if (!json_is_object(o))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "\"options\" is an object");
+    json_object_foreach((json_t *)o, key, v)
+    {
+        size_t i = 0;
+        while (i < sizeof(allowed) / sizeof(allowed[0]) && strcmp(key, allowed[i]) != 0)
+            i++;
+        if (i == sizeof(allowed) / sizeof(allowed[0]))
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "a node's sandbox takes the options memory, pids, cpus, disk "
+                                 "and network, not '%.64s'",
+                                 key);
+    }
+    const char *net = json_string_value(json_object_get(o, "network"));
+    if (net && strcmp(net, "full") == 0 && !d->allow_network_full)
+        return sbx_error_set(err, SBX_E_PERM, 0,
+                             "node '%s' gives no sandbox its whole network (network 'full'; "
+                             "the daemon's --allow-network-full)",
+                             d->name);
+    return sbx_provider_options_check("local", o, NULL, err);
+}
+
+/* The create's body: {"env": [...], "options": {...}}, both optional. */
+static int create_body(const struct node_daemon *d, const json_t *body, struct sbx_error *err)
+{
+    json_t *env = json_object_get(body, "env"), *opts = json_object_get(body, "options");
+    if (body && !json_is_object(body))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "a create's body is an object");
+    /* A manifest is materialised by the harness through commands: the node never reads one
+     * (its local sources would name this host's files). */
+    if (json_object_size(body) > (env ? 1u : 0u) + (opts ? 1u : 0u))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "a create takes only \"env\" and \"options\"");
+    if (env && env_check(env, err) < 0)
+        return -err->code;
+    return opts ? options_check(d, opts, err) : 0;
+}
+
 static void create(struct node_conn *c, struct node_req *req)
 {
     struct node_daemon *d = c->d;
@@ -256,15 +302,9 @@ static void create(struct node_conn *c, struct node_req *req)
     struct sbx_session *s = NULL;
     if (req->body.len && sbx_json_parse(req->body.data, req->body.len, NULL, &body, &err) < 0)
         goto out;
-    json_t *env = json_object_get(body, "env");
-    if ((body && !json_is_object(body)) || json_object_size(body) > (env ? 1u : 0u) ||
-        (env && env_check(env, &err) < 0)) {
-        /* A manifest is materialised by the harness through commands: the node never reads
-         * one (its local sources would name this host's files). */
-        if (!err.code)
-            sbx_error_set(&err, SBX_E_INVAL, 0, "a create takes only \"env\"");
+    json_t *env = json_object_get(body, "env"), *opts = json_object_get(body, "options");
+    if (create_body(d, body, &err) < 0)
         goto out;
-    }
     pthread_mutex_lock(&d->mu);
     int full = d->n_recs >= d->max_sandboxes;
     pthread_mutex_unlock(&d->mu);
@@ -274,7 +314,11 @@ static void create(struct node_conn *c, struct node_req *req)
         goto out;
     }
     struct sbx_create_spec spec = {0};
-    if (sbx_client_new("local", NULL, &cl, &err) < 0 || sbx_client_create(cl, &spec, &s, &err) < 0)
+    json_t *none = json_object();
+    int made = sbx_client_new_json("local", opts ? opts : none, &cl, &err) == 0 &&
+               sbx_client_create(cl, &spec, &s, &err) == 0;
+    json_decref(none);
+    if (!made)
         goto out;
     struct node_record r = {.env = env ? json_deep_copy(env) : json_array()};
     char token[NODE_TOKEN_LEN + 1];

@@ -16,7 +16,8 @@
 
 static const char usage[] =
         "usage: sbx-node --listen ADDR:PORT --cert FILE --key FILE --ca FILE --state DIR\n"
-        "                [--name NAME] [--max-conns N] [--max-sandboxes N] [--token-ttl S]\n";
+        "                [--name NAME] [--max-conns N] [--max-sandboxes N] [--token-ttl S]\n"
+        "                [--allow-network-full]\n";
 
 /* Close after the peer had its answer: ending our side first and discarding what it still
  * sends (bounded) keeps the kernel from resetting the connection over unread bytes, which would
@@ -104,12 +105,17 @@ static int listen_on(const char *spec, struct sbx_error *err)
 struct opts {
     const char *listen, *cert, *key, *ca, *state, *name;
     long max_conns, max_sandboxes, ttl;
+    int allow_network_full;
 };
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (strcmp(a, "--allow-network-full") == 0) {
+            o->allow_network_full = 1;
+            continue;
+        }
         long *num = strcmp(a, "--max-conns") == 0       ? &o->max_conns
                     : strcmp(a, "--max-sandboxes") == 0 ? &o->max_sandboxes
                     : strcmp(a, "--token-ttl") == 0     ? &o->ttl
@@ -182,7 +188,8 @@ int sbx__node_main(int argc, char **argv)
                             .name = o.name,
                             .max_conns = (unsigned)o.max_conns,
                             .max_sandboxes = (unsigned)o.max_sandboxes,
-                            .token_ttl_s = o.ttl};
+                            .token_ttl_s = o.ttl,
+                            .allow_network_full = o.allow_network_full};
     pthread_mutex_init(&d.mu, NULL);
     signal(SIGPIPE, SIG_IGN);
     if (sbx_node_name_check(o.name, &err) < 0 ||

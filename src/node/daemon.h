@@ -35,7 +35,8 @@ struct node_daemon {
     unsigned max_conns, conns;
     unsigned max_sandboxes;
     int64_t token_ttl_s;
-    pthread_mutex_t mu; /* conns and the records */
+    int allow_network_full; /* --allow-network-full: a create may ask for network "full" */
+    pthread_mutex_t mu;     /* conns and the records */
     struct node_record *recs;
     size_t n_recs, cap_recs;
 };

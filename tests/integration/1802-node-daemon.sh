@@ -155,4 +155,25 @@ harness h1 request DELETE "/v1/sandboxes/$ID2" "$(json token <c2)" >>out 2>>err
     ok "remove: both sandboxes and their records are gone" || { not_ok "remove"; diag "$(cat out err)"; }
 harness h1 exec "$ID" "$TOK2" echo no >out 2>err
 grep -q '^http 403' out && ok "a removed sandbox's token opens nothing" || { not_ok "a removed sandbox's token"; diag "$(cat out)"; }
+
+# Create options: the local provider's limits and network, checked on the node.
+harness h1 request POST /v1/sandboxes "" '{"options": {"ro": "/etc"}}' >out 2>err
+grep -q "^400 .*not 'ro'" out && ok "create options: a host path grant is refused, naming it" ||
+    { not_ok "create options: a grant is refused"; diag "$(cat out err)"; }
+harness h1 request POST /v1/sandboxes "" '{"options": {"memory": "lots"}}' >out 2>err
+grep -q "^400 .*memory" out && ok "create options: a bad memory size is refused, naming it" ||
+    { not_ok "create options: a bad memory size"; diag "$(cat out err)"; }
+harness h1 request POST /v1/sandboxes "" '{"options": {"network": "full"}}' >out 2>err
+grep -q "^403 .*allow-network-full" out && ok "create options: the node's whole network only where the daemon allows it" ||
+    { not_ok "create options: network full"; diag "$(cat out err)"; }
+[ -z "$(ls node-state)" ] && ok "no refused create left a sandbox or a record" || not_ok "a refused create left a record"
+harness h1 request POST /v1/sandboxes "" '{"options": {"memory": 268435456, "pids": 50}}' >c3 2>err
+ID3=$(json id <c3) TOK3=$(json token <c3)
+harness h1 request GET "/v1/sandboxes/$ID3/stats" "$TOK3" >out 2>err
+# (the local provider adds room for its own processes to the pids limit: far below the default)
+pl=$(sed -n 's/.*"pids_limit":\([0-9]*\).*/\1/p' out)
+grep -q '^200 .*"memory_limit":268435456' out && [ -n "$pl" ] && [ "$pl" -ge 50 ] && [ "$pl" -lt 200 ] &&
+    ok "create options: memory and pids limits reach the sandbox (its stats say so)" ||
+    { not_ok "create options: limits"; diag "$(cat c3 out err)"; }
+harness h1 request DELETE "/v1/sandboxes/$ID3" "$TOK3" >/dev/null 2>&1
 done_testing

@@ -60,7 +60,7 @@ cat >m.json <<'JSON'
 {"environment": {"GREETING": "hello from the harness"},
  "entries": {"notes": {"type": "dir", "children": {"a.txt": {"type": "file", "content": "made by the manifest\n"}}}}}
 JSON
-h sandbox create --provider remote "${R[@]}" --manifest m.json >id 2>err
+h sandbox create --provider remote "${R[@]}" --memory 300M --manifest m.json >id 2>err
 ID=$(tail -n1 id)
 [ -n "$ID" ] && [ -d "$T/node/run/sbx/$ID" ] && ok "create --provider remote: a sandbox on the node" ||
     { not_ok "create --provider remote"; diag "$(cat id err node.log)"; }
@@ -101,8 +101,9 @@ code=$(nsenter --net="/run/netns/$NS_HARN" curl -s -o /dev/null -w '%{http_code}
 kill "$SRV" 2>/dev/null; wait "$SRV" 2>/dev/null
 h sandbox stats "${R[@]}" --no-stream --json "$ID" >out 2>err
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d=d[0] if isinstance(d,list) else d
-assert d["memory"] > 0 and d["pids"] >= 1 and d["disk"] > 0, d' out 2>>err &&
-    ok "stats: the node's figures (memory, processes, the workspace's disk)" || { not_ok "stats"; diag "$(cat out err)"; }
+assert d["memory"] > 0 and d["pids"] >= 1 and d["disk"] > 0, d
+assert d["memory_limit"] == 300 << 20, d' out 2>>err &&
+    ok "stats: the node's figures (memory, processes, the workspace's disk; --memory 300M on the node)" || { not_ok "stats"; diag "$(cat out err)"; }
 h sandbox logs "${R[@]}" "$ID" >out 2>err
 [ -s out ] && ok "logs: the sandbox's log from the node" || { not_ok "logs"; diag "$(cat out err)"; }
 rm -f got

@@ -2,7 +2,7 @@
 """A harness's side of the sbx-node protocol, written from docs/internals/node.md with Python's
 standard library only (ssl, socket), for the tests: an independent client of the daemon.
 
-    client.py URL CA CERT KEY request METHOD PATH [TOKEN]     -> "STATUS BODY"
+    client.py URL CA CERT KEY request METHOD PATH [TOKEN [BODY]] -> "STATUS BODY" (TOKEN "": none)
     client.py URL CA CERT KEY exec ID TOKEN [--stdin TEXT|--stdin-file F] [--query K=V]... ARG...
                                                               -> stdout, stderr, "exit N"
     client.py URL CA CERT KEY bighead N                       -> a request with an N-byte header
@@ -156,7 +156,8 @@ def main():
     rest = sys.argv[6:]
     s, host = connect(url, ca, cert, key)
     if verb == "request":
-        status, body = request(s, host, rest[0], rest[1], rest[2] if len(rest) > 2 else None)
+        body = rest[3].encode() if len(rest) > 3 else b""
+        status, body = request(s, host, rest[0], rest[1], rest[2] if len(rest) > 2 else None, body)
         print(status, body)
         return 0
     if verb == "bighead":

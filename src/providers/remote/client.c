@@ -9,6 +9,7 @@
 #include "sandbox/wire/http.h"
 #include "sbx/common.h"
 #include "sbx/json.h"
+#include "sbx/local.h"
 #include "sbx/manifest.h"
 #include "sbx/provider.h"
 #include "sbx/session.h"
@@ -21,6 +22,7 @@ struct remote_client {
     struct sbx_client base;
     struct sbx__endpoint *ep;
     json_t *conn; /* node, node_ca, node_cert, node_key: what a port relay reaches the node with */
+    json_t *create_opts; /* memory, pids, cpus, disk, network given: sent with each create */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -238,7 +240,9 @@ static struct sbx__remote_session *session_new(struct remote_client *c, const ch
     }
     sbx_json_set(s->state, "created", sbx_json_str(created));
     sbx_json_set(s->state, "workspace_owned", json_true());
-    sbx_json_set(s->state, "options", json_pack("{s:s}", "node", sbx__endpoint_url(c->ep)));
+    json_t *opts = json_pack("{s:s}", "node", sbx__endpoint_url(c->ep));
+    json_object_update(opts, c->create_opts);
+    sbx_json_set(s->state, "options", opts);
     sbx_json_set(s->state, "snapshot", json_null());
     sbx_json_set(s->state, "exposed_ports", json_array());
     sbx_json_set(s->state, "manifest", json_null());
@@ -352,6 +356,11 @@ static int rc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
         for (size_t i = 0; i < env.n; i++)
             json_array_append_new(a, json_string(env.v[i]));
         body = json_pack("{s:o}", "env", a);
+    }
+    if (rc == 0 && json_object_size(c->create_opts)) {
+        if (!body)
+            body = json_object();
+        json_object_set(body, "options", c->create_opts);
     }
     if (rc == 0)
         rc = sbx__remote_call(c->ep, "POST", "/v1/sandboxes", NULL, body, &ans, err);
@@ -500,6 +509,7 @@ static void rc_free(struct sbx_client *bc)
     struct remote_client *c = (struct remote_client *)bc;
     sbx__endpoint_free(c->ep);
     json_decref(c->conn);
+    json_decref(c->create_opts);
     free(c);
 }
 
@@ -543,6 +553,40 @@ static const struct sbx_provider_option options[] = {
          .arg = "FILE",
          .help = "this harness's private key",
          .flag = "node-key"},
+        {.key = "memory",
+         .type = SBX_OPTION_SIZE,
+         .flags = SBX_OPTION_STATE,
+         .arg = "SIZE",
+         .help = "memory limit on the node, such as 512M (the node's default: 2G)",
+         .flag = "memory"},
+        {.key = "pids",
+         .type = SBX_OPTION_INTEGER,
+         .flags = SBX_OPTION_STATE,
+         .arg = "N",
+         .help = "most processes at once on the node (default 1024)",
+         .flag = "pids"},
+        {.key = "cpus",
+         .type = SBX_OPTION_CPUS,
+         .flags = SBX_OPTION_STATE | SBX_OPTION_NONE_OK,
+         .arg = "N|none",
+         .help = "CPU limit on the node, such as 1.5 (default half the node's; none: no limit)",
+         .flag = "cpus"},
+        {.key = "disk",
+         .type = SBX_OPTION_SIZE,
+         .flags = SBX_OPTION_STATE | SBX_OPTION_NONE_OK,
+         .arg = "SIZE|none",
+         .help = "workspace size limit on the node (default 8G)",
+         .flag = "disk",
+         .min = (long long)SBX_LOCAL_DISK_MIN,
+         .max = (long long)SBX_LOCAL_DISK_MAX},
+        {.key = "network",
+         .type = SBX_OPTION_STRING,
+         .flags = SBX_OPTION_STATE,
+         .arg = "none|allow:DOMAINS|full",
+         .help = "the sandbox's network on the node: none (the default), allow:a.org,*.b.org "
+                 "(HTTP(S) to those names), full (the node's network; only where the daemon "
+                 "allows it)",
+         .flag = "network"},
         {.key = NULL},
 };
 
@@ -576,6 +620,11 @@ static int client_new_json(const json_t *o, struct sbx_client **out, struct sbx_
     c->ep = ep;
     c->conn = json_pack("{s:s, s:s, s:s, s:s}", "node", url, "node_ca", ca, "node_cert", cert,
                         "node_key", key);
+    c->create_opts = json_object();
+    static const char *const limits[] = {"memory", "pids", "cpus", "disk", "network"};
+    for (size_t i = 0; i < SBX_ARRAY_LEN(limits); i++)
+        if (json_object_get(o, limits[i]))
+            json_object_set(c->create_opts, limits[i], json_object_get(o, limits[i]));
     *out = &c->base;
     return 0;
 }
