@@ -29,6 +29,7 @@ struct relay {
     struct sbx_buf stdin; /* stdin the command has not taken yet */
     int stdin_eof;        /* the harness closed stdin: close it once stdin is written */
     int out_open, err_open, peer_gone;
+    struct node_keepalive ka;
 };
 
 /* Write what the command takes of the waiting stdin (non-blocking); then its close. */
@@ -146,6 +147,7 @@ static int from_peer(struct relay *r, struct sbx_error *err)
         r->peer_gone = 1;
         return k < 0 ? (int)k : 0;
     }
+    node_ka_heard(&r->ka);
     if (sbx_buf_add(&r->c->in, b, (size_t)k, err) < 0)
         return -err->code;
     return drain_in(r, err);
@@ -170,9 +172,12 @@ static int relay_loop(struct relay *r, struct sbx_error *err)
                                {r->err_open ? r->p->stderr_fd : -1, POLLIN, 0},
                                {r->p->status_fd, POLLIN, 0},
                                {r->stdin.len ? r->p->stdin_fd : -1, POLLOUT, 0}};
-        if (poll(pf, 5, -1) < 0 && errno != EINTR)
+        int n = poll(pf, 5, node_ka_poll_ms(&r->ka));
+        if (n < 0 && errno != EINTR)
             return sbx_error_errno(err, errno, "poll");
-        int rc = 0;
+        int rc = n == 0 ? node_ka_tick(&r->ka, &r->ws, r->c, err) : 0;
+        if (rc < 0)
+            return rc;
         if (pf[4].revents)
             feed_stdin(r);
         if (pf[0].revents)
@@ -363,6 +368,7 @@ void node_exec(struct node_conn *c, struct node_req *req, const char *id)
     json_array_foreach(renv, i, v) sbx_strv_push(&env, json_string_value(v));
     json_decref(renv);
     sbx__ws_init_server(&r.ws, 0);
+    node_ka_init(&r.ka, c->d->ping_s);
     sbx_buf_init(&r.msg, SBX__WS_DEFAULT_MESSAGE);
     sbx_buf_init(&r.stdin, STDIN_HIGH + SBX__WS_DEFAULT_MESSAGE);
     int upgraded = 0;

@@ -104,6 +104,7 @@ struct pfwd {
     struct sbx_buf msg;
     int tcp;
     int done;
+    struct node_keepalive ka;
 };
 
 static int send_pf(struct pfwd *f, int is_error, const void *p, size_t n, struct sbx_error *err)
@@ -154,10 +155,15 @@ static int pf_loop(struct pfwd *f, struct sbx_error *err)
     while (rc == 0 && !f->done) {
         if (SSL_pending(f->c->ssl) <= 0) {
             struct pollfd pf[2] = {{f->c->fd, POLLIN, 0}, {f->tcp, POLLIN, 0}};
-            if (poll(pf, 2, -1) < 0) {
+            int n = poll(pf, 2, node_ka_poll_ms(&f->ka));
+            if (n < 0) {
                 if (errno == EINTR)
                     continue;
                 return sbx_error_errno(err, errno, "poll");
+            }
+            if (n == 0) {
+                rc = node_ka_tick(&f->ka, &f->ws, f->c, err);
+                continue;
             }
             if (pf[1].revents) {
                 ssize_t k = read(f->tcp, b, sizeof(b));
@@ -174,6 +180,7 @@ static int pf_loop(struct pfwd *f, struct sbx_error *err)
         long k = node_recv(f->c, b, sizeof(b), err);
         if (k <= 0)
             return k < 0 ? (int)k : 0;
+        node_ka_heard(&f->ka);
         rc = sbx_buf_add(&f->c->in, b, (size_t)k, err) < 0 ? -(int)err->code : from_harness(f, err);
     }
     return rc;
@@ -186,6 +193,7 @@ void node_portforward(struct node_conn *c, struct node_req *req, const char *id)
     int port = 0;
     uint16_t p16;
     sbx__ws_init_server(&f.ws, 0);
+    node_ka_init(&f.ka, c->d->ping_s);
     sbx_buf_init(&f.msg, SBX__WS_DEFAULT_MESSAGE);
     if (node_port_param(req->query, &port, &err) < 0 ||
         (!node_ws_offers(req->ws_protocols, SBX__PF_PROTOCOL) &&

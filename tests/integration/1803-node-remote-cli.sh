@@ -4,7 +4,8 @@
 # pair, the daemon's sandboxes in folders of its own). Create with a manifest (materialised
 # from the harness, its environment kept on the node), exec with the exit status, cp both ways,
 # ls, a port of the sandbox served to the harness's namespace (`sbx sandbox port`: a relay on
-# 127.0.0.1 there, portforward.k8s.io over the daemon), then the daemon killed in the middle of an exec (the CLI says the node was lost and fails),
+# 127.0.0.1 there, portforward.k8s.io over the daemon), stats, logs, stop and start, then the
+# daemon killed in the middle of an exec (the CLI says the node was lost and fails),
 # a restarted daemon, rm. The daemon, its sandboxes and both namespaces are removed on exit.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sandbox-lib.sh"
@@ -47,7 +48,8 @@ cd "$T" || exit 1
 PORT=$((20000 + RANDOM % 40000))
 start_node() {
     env "${NODE_ENV[@]}" nsenter --net="/run/netns/$NS_NODE" "$NODE" --listen "$ADDR:$PORT" \
-        --cert node-a.pem --key node-a.key --ca ca/ca.pem --state "$T/node/records-node" >>node.log 2>&1 &
+        --cert node-a.pem --key node-a.key --ca ca/ca.pem --state "$T/node/records-node" \
+        --ws-ping 1 >>node.log 2>&1 &
     NODE_PID=$!
     listening() { nsenter --net="/run/netns/$NS_NODE" ss -ltn "sport = :$PORT" | grep -q LISTEN; }
     WAIT_S=20 wait_until listening
@@ -69,6 +71,11 @@ rc=$?
 [ $rc = 4 ] && [ "$(cat out)" = "made by the manifest
 hello from the harness" ] && ok "exec: the manifest's file and environment, exit status 4" ||
     { not_ok "exec: the manifest's file and environment"; diag "rc $rc: $(cat out err)"; }
+# The daemon pings every second and takes 3 s of silence for a lost harness: the remote
+# provider's connections answer pings, so quiet commands and relays live on.
+h sandbox exec "${R[@]}" "$ID" -- sh -c 'sleep 4; echo still here' >out 2>err
+[ "$(cat out)" = "still here" ] && ok "a quiet command outlives the daemon's keep-alive intervals" ||
+    { not_ok "a quiet command and the keep-alive"; diag "$(cat out err node.log)"; }
 echo "from the harness" >up.txt
 h sandbox cp "${R[@]}" up.txt "$ID:up.txt" 2>err && h sandbox cp "${R[@]}" "$ID:up.txt" down.txt 2>>err &&
     cmp -s up.txt down.txt && ok "cp both ways" || { not_ok "cp both ways"; diag "$(cat err)"; }

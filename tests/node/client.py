@@ -39,7 +39,7 @@ def read_head(s):
     return status, fields, rest
 
 
-def request(s, host, method, path, token=None, body=b""):
+def request(s, host, method, path, token=None, body=b"", want=None):
     h = f"{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {len(body)}\r\n"
     if token:
         h += f"Sbx-Token: {token}\r\n"
@@ -48,6 +48,8 @@ def request(s, host, method, path, token=None, body=b""):
     n = int(fields.get("content-length", "0"))
     while len(rest) < n:
         rest += s.recv(65536)
+    if want is not None:
+        want.update(fields)
     return status, rest[:n].decode()
 
 
@@ -131,6 +133,9 @@ def exec_(s, host, sid, token, args, stdin, extra):
         if op == 8:
             s.sendall(frame(8, p[:2]))
             break
+        if op == 9:  # the daemon's keep-alive ping: a live harness answers
+            s.sendall(frame(10, p))
+            continue
         if op != 2 or not p:
             continue
         ch, data = p[0], p[1:]
@@ -157,8 +162,12 @@ def main():
     s, host = connect(url, ca, cert, key)
     if verb == "request":
         body = rest[3].encode() if len(rest) > 3 else b""
-        status, body = request(s, host, rest[0], rest[1], rest[2] if len(rest) > 2 else None, body)
+        fields = {}
+        status, body = request(s, host, rest[0], rest[1], rest[2] if len(rest) > 2 else None, body,
+                               fields)
         print(status, body)
+        if "retry-after" in fields:
+            print("retry-after", fields["retry-after"])
         return 0
     if verb == "bighead":
         s.sendall(f"GET /v1/node HTTP/1.1\r\nHost: {host}\r\nX-Big: {'a' * int(rest[0])}\r\n\r\n".encode())
