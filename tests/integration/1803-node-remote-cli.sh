@@ -113,6 +113,18 @@ assert d["memory_limit"] == 300 << 20, d' out 2>>err &&
     ok "stats: the node's figures (memory, processes, the workspace's disk; --memory 300M on the node)" || { not_ok "stats"; diag "$(cat out err)"; }
 h sandbox logs "${R[@]}" "$ID" >out 2>err
 [ -s out ] && ok "logs: the sandbox's log from the node" || { not_ok "logs"; diag "$(cat out err)"; }
+# An interrupted `sbx sandbox exec` (SIGINT, as ^C sends it) ends the command on the node: the
+# CLI's connection closes and the daemon ends the command's process group.
+h sandbox exec "${R[@]}" "$ID" -- sh -c "echo started; exec sleep 35$net" >int.out 2>int.err &
+IPID=$!
+int_running() { grep -qx started int.out && pgrep -f "^sleep 35$net\$" >/dev/null; }
+WAIT_S=20 wait_until int_running || diag "the command did not start: $(cat int.out int.err)"
+CLI=$(pgrep -f "sandbox exec .*exec sleep 35$net")
+[ -n "$CLI" ] && kill -INT $CLI
+wait "$IPID"
+int_gone() { ! pgrep -f "^sleep 35$net\$" >/dev/null; }
+[ -n "$CLI" ] && WAIT_S=20 wait_until int_gone && ok "an interrupted exec ends its command on the node" ||
+    { not_ok "an interrupted exec ends its command"; diag "cli '$CLI': $(cat int.err node.log)"; }
 rm -f got
 RELAY=$(cut -d' ' -f1 "$RUNBASE/remote/$ID/ports/8731" 2>/dev/null)
 # Gone, or a zombie its new parent has not reaped yet.
