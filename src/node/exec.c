@@ -161,6 +161,8 @@ static int relay_loop(struct relay *r, struct sbx_error *err)
         return rc0;
     while (!r->peer_gone) {
         int take = r->stdin.len < STDIN_HIGH; /* else the harness waits: TCP pushes back */
+        if (!take)
+            node_ka_heard(&r->ka); /* not reading it: its silence says nothing */
         if (take && SSL_pending(r->c->ssl) > 0) {
             int rc = from_peer(r, err);
             if (rc < 0)

@@ -200,6 +200,10 @@ harness_b h1 exec "$ID4" "$TOK4" sh -c 'sleep 4; echo quiet' >out 2>err
 grep -qx quiet out && grep -qx "exit 0" err &&
     ok "keep-alive: a quiet command outlives several ping intervals (the harness answers pings)" ||
     { not_ok "keep-alive: a quiet command"; diag "$(cat out err node-b.log)"; }
+harness_b h1 exec "$ID4" "$TOK4" --stdin-file big.in sh -c 'sleep 4; echo slept' >out 2>err
+grep -qx slept out && grep -qx "exit 0" err &&
+    ok "keep-alive: a harness held back by unread stdin is not taken for lost" ||
+    { not_ok "keep-alive: unread stdin"; diag "$(cat out err node-b.log)"; }
 markb="sleep 33$net"
 harness_b h1 exec "$ID4" "$TOK4" sh -c "echo started; exec $markb" >held.out 2>held.err &
 J1=$!

@@ -53,6 +53,9 @@ def request(s, host, method, path, token=None, body=b"", want=None):
     return status, rest[:n].decode()
 
 
+SEND = threading.Lock()  # the stdin feeder and the reader's pongs: one frame at a time
+
+
 def frame(opcode, payload):
     mask = os.urandom(4)
     n = len(payload)
@@ -118,8 +121,10 @@ def exec_(s, host, sid, token, args, stdin, extra):
         def feed():
             try:
                 for off in range(0, len(stdin), 1 << 20):
-                    s.sendall(frame(2, b"\x00" + stdin[off:off + (1 << 20)]))
-                s.sendall(frame(2, b"\xff\x00"))
+                    with SEND:
+                        s.sendall(frame(2, b"\x00" + stdin[off:off + (1 << 20)]))
+                with SEND:
+                    s.sendall(frame(2, b"\xff\x00"))
             except OSError:
                 pass  # the command ended first: the rest of its input is not wanted
         threading.Thread(target=feed, daemon=True).start()
@@ -134,7 +139,8 @@ def exec_(s, host, sid, token, args, stdin, extra):
             s.sendall(frame(8, p[:2]))
             break
         if op == 9:  # the daemon's keep-alive ping: a live harness answers
-            s.sendall(frame(10, p))
+            with SEND:
+                s.sendall(frame(10, p))
             continue
         if op != 2 or not p:
             continue
