@@ -202,7 +202,8 @@ static void add_created(struct sbx_session *s, json_t *ans)
 }
 
 /* GET /v1/sandboxes/ID: the id, its status ("live", or "stopped" by POST .../stop), when it was
- * made, and the workspace's root as commands in the sandbox see it. */
+ * made, the workspace's root as commands in the sandbox see it, and the local sandbox's whole
+ * state ("state"; a stopped one's is its stopped record's). */
 static void describe(struct node_conn *c, const char *id)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -212,10 +213,12 @@ static void describe(struct node_conn *c, const char *id)
     if (sbx_client_new("local", NULL, &cl, &err) == 0 && sbx_client_attach(cl, id, &s, &err) == 0) {
         ans = json_pack("{s:s, s:s, s:s}", "id", id, "status", "live", "root", sbx_session_root(s));
         add_created(s, ans);
+        if (sbx_session_state(s, &st, &err) == 0) /* the local sandbox's whole state */
+            json_object_set(ans, "state", st);
     } else if (err.code == SBX_E_NOTFOUND && sbx_client_state(cl, id, 0, &st, NULL) == 0 &&
                json_is_string(json_object_get(st, "root"))) {
-        ans = json_pack("{s:s, s:s, s:O}", "id", id, "status", "stopped", "root",
-                        json_object_get(st, "root"));
+        ans = json_pack("{s:s, s:s, s:O, s:O}", "id", id, "status", "stopped", "root",
+                        json_object_get(st, "root"), "state", st);
         if (json_is_string(json_object_get(st, "created")))
             json_object_set(ans, "created", json_object_get(st, "created"));
     }
@@ -484,6 +487,8 @@ void node_handle(struct node_conn *c, struct node_req *r)
         remove_one(c, id);
     else if (strcmp(rest, "") == 0 && get)
         describe(c, id);
+    else if (strcmp(rest, "workspace") == 0 || strncmp(rest, "files", 5) == 0)
+        node_files(c, r, id, rest);
     else if (strcmp(rest, "exec") == 0 && get && r->upgrade_ws)
         node_exec(c, r, id);
     else if (strcmp(rest, "portforward") == 0 && get && r->upgrade_ws)

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -108,8 +109,8 @@ static void serve_requests(struct node_conn *c)
         int ws = r.upgrade_ws;
         node_handle(c, &r);
         node_req_release(&r);
-        if (ws)
-            break; /* an upgraded connection ends with its command */
+        if (ws || r.body_left)
+            break; /* an upgraded connection ends with its command; a body not read */
     }
 }
 
@@ -228,6 +229,10 @@ static int serve(struct node_daemon *d)
                 continue;
             return -1;
         }
+        /* An answer's head and body are separate writes: without this the body waits for
+         * the peer's delayed acknowledgement of the head (tens of milliseconds a request). */
+        int one = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         /* Over the bound: a few are told so (503, Retry-After) after their handshake; past
          * those the socket is closed. */
         pthread_mutex_lock(&d->mu);
