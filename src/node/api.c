@@ -15,6 +15,7 @@
 #include "sbx/b64.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
+#include "sbx/provider.h"
 #include "sbx/session.h"
 
 static int64_t now_s(void)
@@ -200,24 +201,35 @@ static void add_created(struct sbx_session *s, json_t *ans)
     json_decref(st);
 }
 
-/* GET /v1/sandboxes/ID: the id, when it was made, the workspace's root as commands in the
- * sandbox see it, and the local sandbox's whole state ("state"). */
+/* GET /v1/sandboxes/ID: the id, its status ("live", or "stopped" by POST .../stop), when it was
+ * made, the workspace's root as commands in the sandbox see it, and the local sandbox's whole
+ * state ("state"; a stopped one's is its stopped record's). */
 static void describe(struct node_conn *c, const char *id)
 {
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx_client *cl = NULL;
     struct sbx_session *s = NULL;
+    json_t *st = NULL, *ans = NULL;
     if (sbx_client_new("local", NULL, &cl, &err) == 0 && sbx_client_attach(cl, id, &s, &err) == 0) {
-        json_t *ans = json_pack("{s:s, s:s}", "id", id, "root", sbx_session_root(s)), *st = NULL;
+        ans = json_pack("{s:s, s:s, s:s}", "id", id, "status", "live", "root", sbx_session_root(s));
         add_created(s, ans);
         if (sbx_session_state(s, &st, &err) == 0) /* the local sandbox's whole state */
-            json_object_set_new(ans, "state", st);
+            json_object_set(ans, "state", st);
+    } else if (err.code == SBX_E_NOTFOUND && sbx_client_state(cl, id, 0, &st, NULL) == 0 &&
+               json_is_string(json_object_get(st, "root"))) {
+        ans = json_pack("{s:s, s:s, s:O, s:O}", "id", id, "status", "stopped", "root",
+                        json_object_get(st, "root"), "state", st);
+        if (json_is_string(json_object_get(st, "created")))
+            json_object_set(ans, "created", json_object_get(st, "created"));
+    }
+    if (ans) {
         sbx_error_clear(&err);
         node_respond(c, 200, ans, &err);
-        json_decref(ans);
     } else {
         node_respond_error(c, &err);
     }
+    json_decref(ans);
+    json_decref(st);
     sbx_session_free(s);
     sbx_client_free(cl);
 }
@@ -239,6 +251,51 @@ static int env_check(const json_t *env, struct sbx_error *err)
     return 0;
 }
 
+/* A create's "options": the local provider's limits and network, nothing that names this
+ * host's paths or ports; checked by the local provider's own rules. The host's whole network
+ * only when the daemon was started with --allow-network-full. */
+static int options_check(const struct node_daemon *d, const json_t *o, struct sbx_error *err)
+{
+    static const char *const allowed[] = {"memory", "pids", "cpus", "disk", "network"};
+    const char *key;
+    json_t *v;
+    if (!json_is_object(o))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "\"options\" is an object");
+    json_object_foreach((json_t *)o, key, v)
+    {
+        size_t i = 0;
+        while (i < sizeof(allowed) / sizeof(allowed[0]) && strcmp(key, allowed[i]) != 0)
+            i++;
+        if (i == sizeof(allowed) / sizeof(allowed[0]))
+            return sbx_error_set(err, SBX_E_INVAL, 0,
+                                 "a node's sandbox takes the options memory, pids, cpus, disk "
+                                 "and network, not '%.64s'",
+                                 key);
+    }
+    const char *net = json_string_value(json_object_get(o, "network"));
+    if (net && strcmp(net, "full") == 0 && !d->allow_network_full)
+        return sbx_error_set(err, SBX_E_PERM, 0,
+                             "node '%s' gives no sandbox its whole network (network 'full'; "
+                             "the daemon's --allow-network-full)",
+                             d->name);
+    return sbx_provider_options_check("local", o, NULL, err);
+}
+
+/* The create's body: {"env": [...], "options": {...}}, both optional. */
+static int create_body(const struct node_daemon *d, const json_t *body, struct sbx_error *err)
+{
+    json_t *env = json_object_get(body, "env"), *opts = json_object_get(body, "options");
+    if (body && !json_is_object(body))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "a create's body is an object");
+    /* A manifest is materialised by the harness through commands: the node never reads one
+     * (its local sources would name this host's files). */
+    if (json_object_size(body) > (env ? 1u : 0u) + (opts ? 1u : 0u))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "a create takes only \"env\" and \"options\"");
+    if (env && env_check(env, err) < 0)
+        return -err->code;
+    return opts ? options_check(d, opts, err) : 0;
+}
+
 static void create(struct node_conn *c, struct node_req *req)
 {
     struct node_daemon *d = c->d;
@@ -248,15 +305,9 @@ static void create(struct node_conn *c, struct node_req *req)
     struct sbx_session *s = NULL;
     if (req->body.len && sbx_json_parse(req->body.data, req->body.len, NULL, &body, &err) < 0)
         goto out;
-    json_t *env = json_object_get(body, "env");
-    if ((body && !json_is_object(body)) || json_object_size(body) > (env ? 1u : 0u) ||
-        (env && env_check(env, &err) < 0)) {
-        /* A manifest is materialised by the harness through commands: the node never reads
-         * one (its local sources would name this host's files). */
-        if (!err.code)
-            sbx_error_set(&err, SBX_E_INVAL, 0, "a create takes only \"env\"");
+    json_t *env = json_object_get(body, "env"), *opts = json_object_get(body, "options");
+    if (create_body(d, body, &err) < 0)
         goto out;
-    }
     pthread_mutex_lock(&d->mu);
     int full = d->n_recs >= d->max_sandboxes;
     pthread_mutex_unlock(&d->mu);
@@ -266,7 +317,11 @@ static void create(struct node_conn *c, struct node_req *req)
         goto out;
     }
     struct sbx_create_spec spec = {0};
-    if (sbx_client_new("local", NULL, &cl, &err) < 0 || sbx_client_create(cl, &spec, &s, &err) < 0)
+    json_t *none = json_object();
+    int made = sbx_client_new_json("local", opts ? opts : none, &cl, &err) == 0 &&
+               sbx_client_create(cl, &spec, &s, &err) == 0;
+    json_decref(none);
+    if (!made)
         goto out;
     struct node_record r = {.env = env ? json_deep_copy(env) : json_array()};
     char token[NODE_TOKEN_LEN + 1];
@@ -436,6 +491,12 @@ void node_handle(struct node_conn *c, struct node_req *r)
         node_files(c, r, id, rest);
     else if (strcmp(rest, "exec") == 0 && get && r->upgrade_ws)
         node_exec(c, r, id);
+    else if (strcmp(rest, "portforward") == 0 && get && r->upgrade_ws)
+        node_portforward(c, r, id);
+    else if (strncmp(rest, "ports/", 6) == 0 && get)
+        node_port_check(c, id, rest + 6);
+    else if (node_sandbox_request(c, r, id, rest))
+        ;
     else {
         sbx_error_set(&err, SBX_E_NOTFOUND, 0, "no such resource");
         node_respond_error(c, &err);

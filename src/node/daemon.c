@@ -12,12 +12,16 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 
+#include "core/grow.h"
 #include "node/daemon.h"
+#include "sbx/common.h"
+#include "sbx/json.h"
 #include "sbx/node.h"
 
 static const char usage[] =
         "usage: sbx-node --listen ADDR:PORT --cert FILE --key FILE --ca FILE --state DIR\n"
-        "                [--name NAME] [--max-conns N] [--max-sandboxes N] [--token-ttl S]\n";
+        "                [--name NAME] [--max-conns N] [--max-sandboxes N] [--token-ttl S]\n"
+        "                [--max-conns-per-cert N] [--ws-ping S] [--allow-network-full]\n";
 
 /* Close after the peer had its answer: ending our side first and discarding what it still
  * sends (bounded) keeps the kernel from resetting the connection over unread bytes, which would
@@ -37,27 +41,99 @@ static void linger_close(int fd)
     close(fd);
 }
 
+/* The answer of a connection over a bound: 503 with Retry-After, the error body naming it. */
+static void respond_busy(struct node_conn *c, const char *why)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    json_t *b = json_pack("{s:s, s:s}", "code", "busy", "message", why);
+    char *text = sbx_json_dumps(b, JSON_COMPACT);
+    char head[256];
+    int n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 503 Service Unavailable\r\nRetry-After: %d\r\nContent-Type: "
+                     "application/json\r\nContent-Length: %zu\r\nConnection: close\r\n"
+                     "Sbx-Node-Version: 1\r\n\r\n",
+                     NODE_RETRY_S, text ? strlen(text) : 0);
+    if (node_send(c, head, (size_t)n, &err) == 0 && text)
+        node_send(c, text, strlen(text), &err);
+    free(text);
+    json_decref(b);
+}
+
+/* Count the connection against its certificate: 0, or -1 when that certificate holds
+ * max_per_cert connections already (not counted then). */
+static int owner_take(struct node_daemon *d, const char *owner)
+{
+    int rc = 0;
+    size_t i = 0;
+    pthread_mutex_lock(&d->mu);
+    while (i < d->n_owners && strcmp(d->owners[i].owner, owner) != 0)
+        i++;
+    if (i == d->n_owners) {
+        SBX_ALLOC_GROW(d->owners, d->n_owners + 1, d->cap_owners);
+        memset(&d->owners[i], 0, sizeof(d->owners[i]));
+        snprintf(d->owners[i].owner, sizeof(d->owners[i].owner), "%s", owner);
+        d->n_owners++;
+    }
+    if (d->owners[i].n >= d->max_per_cert)
+        rc = -1;
+    else
+        d->owners[i].n++;
+    pthread_mutex_unlock(&d->mu);
+    return rc;
+}
+
+static void owner_drop(struct node_daemon *d, const char *owner)
+{
+    pthread_mutex_lock(&d->mu);
+    for (size_t i = 0; i < d->n_owners; i++)
+        if (strcmp(d->owners[i].owner, owner) == 0 && --d->owners[i].n == 0) {
+            d->owners[i] = d->owners[--d->n_owners];
+            break;
+        }
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* Requests until the peer closes, one is upgraded, or an error ends the connection. */
+static void serve_requests(struct node_conn *c)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    for (;;) {
+        struct node_req r;
+        int rc = node_read_request(c, &r, &err);
+        if (rc < 0 && err.code != SBX_E_IO && err.code != SBX_E_TIMEOUT)
+            node_respond_error(c, &err);
+        if (rc != 0) {
+            node_req_release(&r);
+            break;
+        }
+        int ws = r.upgrade_ws;
+        node_handle(c, &r);
+        node_req_release(&r);
+        if (ws || r.body_left)
+            break; /* an upgraded connection ends with its command; a body not read */
+    }
+}
+
 static void *conn_main(void *arg)
 {
     struct node_conn *c = arg;
     struct node_daemon *d = c->d;
     struct sbx_error err = SBX_ERROR_INIT;
+    char why[200];
     sbx_buf_init(&c->in, NODE_HEAD_MAX + NODE_BODY_MAX + 65536);
     if (node_tls_accept(c, &err) == 0) {
-        for (;;) {
-            struct node_req r;
-            int rc = node_read_request(c, &r, &err);
-            if (rc < 0 && err.code != SBX_E_IO && err.code != SBX_E_TIMEOUT)
-                node_respond_error(c, &err);
-            if (rc != 0) {
-                node_req_release(&r);
-                break;
-            }
-            int ws = r.upgrade_ws;
-            node_handle(c, &r);
-            node_req_release(&r);
-            if (ws || r.body_left)
-                break; /* an upgraded connection ends with its command; a body not read */
+        if (c->refuse) {
+            snprintf(why, sizeof(why), "node '%s' serves its most connections (%u) now", d->name,
+                     d->max_conns);
+            respond_busy(c, why);
+        } else if (owner_take(d, c->owner) < 0) {
+            snprintf(why, sizeof(why),
+                     "node '%s' serves its most connections of one certificate (%u) now", d->name,
+                     d->max_per_cert);
+            respond_busy(c, why);
+        } else {
+            serve_requests(c);
+            owner_drop(d, c->owner);
         }
         SSL_shutdown(c->ssl);
     }
@@ -65,10 +141,13 @@ static void *conn_main(void *arg)
     if (c->ssl)
         SSL_free(c->ssl);
     sbx_buf_release(&c->in);
-    free(c);
     pthread_mutex_lock(&d->mu);
-    d->conns--;
+    if (c->refuse)
+        d->refusing--;
+    else
+        d->conns--;
     pthread_mutex_unlock(&d->mu);
+    free(c);
     return NULL;
 }
 
@@ -104,17 +183,24 @@ static int listen_on(const char *spec, struct sbx_error *err)
 
 struct opts {
     const char *listen, *cert, *key, *ca, *state, *name;
-    long max_conns, max_sandboxes, ttl;
+    long max_conns, max_sandboxes, ttl, max_per_cert, ping_s;
+    int allow_network_full;
 };
 
 static int parse_args(int argc, char **argv, struct opts *o)
 {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        long *num = strcmp(a, "--max-conns") == 0       ? &o->max_conns
-                    : strcmp(a, "--max-sandboxes") == 0 ? &o->max_sandboxes
-                    : strcmp(a, "--token-ttl") == 0     ? &o->ttl
-                                                        : NULL;
+        if (strcmp(a, "--allow-network-full") == 0) {
+            o->allow_network_full = 1;
+            continue;
+        }
+        long *num = strcmp(a, "--max-conns") == 0            ? &o->max_conns
+                    : strcmp(a, "--max-conns-per-cert") == 0 ? &o->max_per_cert
+                    : strcmp(a, "--ws-ping") == 0            ? &o->ping_s
+                    : strcmp(a, "--max-sandboxes") == 0      ? &o->max_sandboxes
+                    : strcmp(a, "--token-ttl") == 0          ? &o->ttl
+                                                             : NULL;
         const char **str = strcmp(a, "--listen") == 0  ? &o->listen
                            : strcmp(a, "--cert") == 0  ? &o->cert
                            : strcmp(a, "--key") == 0   ? &o->key
@@ -147,27 +233,36 @@ static int serve(struct node_daemon *d)
          * the peer's delayed acknowledgement of the head (tens of milliseconds a request). */
         int one = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        /* Over the bound: a few are told so (503, Retry-After) after their handshake; past
+         * those the socket is closed. */
         pthread_mutex_lock(&d->mu);
         int full = d->conns >= d->max_conns;
+        int refuse = full && d->refusing < NODE_REFUSERS;
         if (!full)
             d->conns++;
+        else if (refuse)
+            d->refusing++;
         pthread_mutex_unlock(&d->mu);
-        if (full) {
-            close(fd); /* over the bound: the harness retries later */
+        if (full && !refuse) {
+            close(fd);
             continue;
         }
-        struct node_conn *c = calloc(1, sizeof(*c));
+        struct node_conn *c = sbx_xcalloc(1, sizeof(*c));
         pthread_t t;
         pthread_attr_t at;
         c->d = d;
         c->fd = fd;
+        c->refuse = full;
         pthread_attr_init(&at);
         pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
         if (pthread_create(&t, &at, conn_main, c) != 0) {
             close(fd);
             free(c);
             pthread_mutex_lock(&d->mu);
-            d->conns--;
+            if (full)
+                d->refusing--;
+            else
+                d->conns--;
             pthread_mutex_unlock(&d->mu);
         }
         pthread_attr_destroy(&at);
@@ -176,7 +271,12 @@ static int serve(struct node_daemon *d)
 
 int sbx__node_main(int argc, char **argv)
 {
-    struct opts o = {.name = "sbx-node", .max_conns = 512, .max_sandboxes = 256, .ttl = 3600};
+    struct opts o = {.name = "sbx-node",
+                     .max_conns = 512,
+                     .max_sandboxes = 256,
+                     .ttl = 3600,
+                     .max_per_cert = 64,
+                     .ping_s = NODE_PING_S};
     if (parse_args(argc, argv, &o) < 0) {
         fputs(usage, stderr);
         return 2;
@@ -186,8 +286,11 @@ int sbx__node_main(int argc, char **argv)
                             .state_dir = o.state,
                             .name = o.name,
                             .max_conns = (unsigned)o.max_conns,
+                            .max_per_cert = (unsigned)o.max_per_cert,
+                            .ping_s = (unsigned)o.ping_s,
                             .max_sandboxes = (unsigned)o.max_sandboxes,
-                            .token_ttl_s = o.ttl};
+                            .token_ttl_s = o.ttl,
+                            .allow_network_full = o.allow_network_full};
     pthread_mutex_init(&d.mu, NULL);
     signal(SIGPIPE, SIG_IGN);
     if (sbx_node_name_check(o.name, &err) < 0 ||

@@ -29,6 +29,9 @@
 #define NODE_PATH_MAX    4096                /* a workspace path= parameter */
 #define NODE_FILE_MAX    ((uint64_t)1 << 30) /* a file read or written (files.c) */
 #define NODE_TAR_MAX     ((int64_t)8 << 30)  /* a workspace tar put (files.c) */
+#define NODE_REFUSERS    16 /* connections over the bounds answered 503 at once; past them closed */
+#define NODE_RETRY_S     1  /* the Retry-After of that answer */
+#define NODE_PING_S      30 /* an upgraded connection quiet this long gets a ping (--ws-ping) */
 
 struct node_daemon {
     SSL_CTX *ctx;
@@ -36,11 +39,23 @@ struct node_daemon {
     const char *state_dir; /* the records: ID.json, 0600 */
     const char *name;
     unsigned max_conns, conns;
+    unsigned max_per_cert; /* connections of one client certificate at once */
+    unsigned refusing;     /* connections being answered 503 now */
+    struct node_owner *owners;
+    size_t n_owners, cap_owners;
     unsigned max_sandboxes;
     int64_t token_ttl_s;
-    pthread_mutex_t mu; /* conns and the records */
+    int allow_network_full; /* --allow-network-full: a create may ask for network "full" */
+    unsigned ping_s;        /* --ws-ping: the keep-alive interval of upgraded connections */
+    pthread_mutex_t mu;     /* conns and the records */
     struct node_record *recs;
     size_t n_recs, cap_recs;
+};
+
+/* The connections of one client certificate (its public key's hash) now. */
+struct node_owner {
+    char owner[SBX_SHA256_HEX_LEN + 1];
+    unsigned n;
 };
 
 /* A token of a sandbox: its hash and when it stops opening the sandbox. */
@@ -66,6 +81,7 @@ struct node_conn {
     SSL *ssl;
     char owner[SBX_SHA256_HEX_LEN + 1]; /* the peer certificate's public key hash */
     struct sbx_buf in;                  /* bytes read past the current request */
+    int refuse; /* over --max-conns: answered 503 with Retry-After after the handshake */
 };
 
 struct node_req {
@@ -121,6 +137,36 @@ void node_files(struct node_conn *c, struct node_req *r, const char *id, const c
 
 /* exec.c: the WebSocket exec of an upgraded request (the token was checked). */
 void node_exec(struct node_conn *c, struct node_req *r, const char *id);
+
+/* The WebSocket upgrade's answer for protocol, which the request must offer (SBX_E_INVAL). */
+int node_ws_offers(const char *list, const char *protocol);
+int node_ws_upgrade(struct node_conn *c, struct node_req *req, const char *protocol,
+                    struct sbx_error *err);
+
+/* portfwd.c: GET .../ports/P (whether something listens on port P of the sandbox: 200, or the
+ * local provider's error) and the portforward.k8s.io WebSocket of GET .../portforward?ports=P
+ * (the token was checked). */
+int node_port_param(const char *query, int *port, struct sbx_error *err);
+void node_port_check(struct node_conn *c, const char *id, const char *portarg);
+void node_portforward(struct node_conn *c, struct node_req *r, const char *id);
+
+/* sandbox.c: GET .../stats, GET .../log, POST .../stop, POST .../start of sandbox id (the token
+ * was checked): 1 when rest named one of them (answered), 0 when not. */
+int node_sandbox_request(struct node_conn *c, struct node_req *r, const char *id, const char *rest);
+
+/* keepalive.c: an upgraded connection's pings; lost after 3 intervals without a frame. */
+struct node_keepalive {
+    int64_t ping_ns, last_rx_ns, last_ping_ns;
+};
+struct sbx__ws;
+void node_ka_init(struct node_keepalive *k, unsigned ping_s);
+/* Bytes came from the harness. */
+void node_ka_heard(struct node_keepalive *k);
+/* How long a poll may wait before node_ka_tick is due (ms). */
+int node_ka_poll_ms(const struct node_keepalive *k);
+/* After a poll that waited: a ping when due (sent), or SBX_E_TIMEOUT when the harness is lost. */
+int node_ka_tick(struct node_keepalive *k, struct sbx__ws *ws, struct node_conn *c,
+                 struct sbx_error *err);
 
 /* daemon.c */
 int sbx__node_main(int argc, char **argv);

@@ -29,6 +29,7 @@ struct relay {
     struct sbx_buf stdin; /* stdin the command has not taken yet */
     int stdin_eof;        /* the harness closed stdin: close it once stdin is written */
     int out_open, err_open, peer_gone;
+    struct node_keepalive ka;
 };
 
 /* Write what the command takes of the waiting stdin (non-blocking); then its close. */
@@ -146,6 +147,7 @@ static int from_peer(struct relay *r, struct sbx_error *err)
         r->peer_gone = 1;
         return k < 0 ? (int)k : 0;
     }
+    node_ka_heard(&r->ka);
     if (sbx_buf_add(&r->c->in, b, (size_t)k, err) < 0)
         return -err->code;
     return drain_in(r, err);
@@ -159,6 +161,8 @@ static int relay_loop(struct relay *r, struct sbx_error *err)
         return rc0;
     while (!r->peer_gone) {
         int take = r->stdin.len < STDIN_HIGH; /* else the harness waits: TCP pushes back */
+        if (!take)
+            node_ka_heard(&r->ka); /* not reading it: its silence says nothing */
         if (take && SSL_pending(r->c->ssl) > 0) {
             int rc = from_peer(r, err);
             if (rc < 0)
@@ -170,9 +174,12 @@ static int relay_loop(struct relay *r, struct sbx_error *err)
                                {r->err_open ? r->p->stderr_fd : -1, POLLIN, 0},
                                {r->p->status_fd, POLLIN, 0},
                                {r->stdin.len ? r->p->stdin_fd : -1, POLLOUT, 0}};
-        if (poll(pf, 5, -1) < 0 && errno != EINTR)
+        int n = poll(pf, 5, node_ka_poll_ms(&r->ka));
+        if (n < 0 && errno != EINTR)
             return sbx_error_errno(err, errno, "poll");
-        int rc = 0;
+        int rc = n == 0 ? node_ka_tick(&r->ka, &r->ws, r->c, err) : 0;
+        if (rc < 0)
+            return rc;
         if (pf[4].revents)
             feed_stdin(r);
         if (pf[0].revents)
@@ -313,25 +320,27 @@ static int parse_exec(struct node_req *req, struct sbx_strv *argv, struct sbx_st
     return rc;
 }
 
-static int offers_v5(const char *list)
+int node_ws_offers(const char *list, const char *protocol)
 {
+    size_t want = strlen(protocol);
     for (const char *p = list; *p;) {
         while (*p == ' ' || *p == ',')
             p++;
         size_t n = strcspn(p, ", ");
-        if (n == 17 && strncmp(p, "v5.channel.k8s.io", 17) == 0)
+        if (n == want && strncmp(p, protocol, n) == 0)
             return 1;
         p += n;
     }
     return 0;
 }
 
-static int upgrade(struct node_conn *c, struct node_req *req, struct sbx_error *err)
+int node_ws_upgrade(struct node_conn *c, struct node_req *req, const char *protocol,
+                    struct sbx_error *err)
 {
     char accept[SBX__WS_ACCEPT_LEN + 1];
-    if (!req->ws_key[0] || !offers_v5(req->ws_protocols))
-        return sbx_error_set(err, SBX_E_INVAL, 0,
-                             "an exec is a websocket offering 'v5.channel.k8s.io'");
+    if (!req->ws_key[0] || !node_ws_offers(req->ws_protocols, protocol))
+        return sbx_error_set(err, SBX_E_INVAL, 0, "this request is a websocket offering '%s'",
+                             protocol);
     int rc = sbx__ws_accept_for(req->ws_key, accept, err);
     if (rc < 0)
         return rc;
@@ -339,8 +348,8 @@ static int upgrade(struct node_conn *c, struct node_req *req, struct sbx_error *
     int n = snprintf(head, sizeof(head),
                      "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: "
                      "Upgrade\r\nSec-WebSocket-Accept: %s\r\nSec-WebSocket-Protocol: "
-                     "v5.channel.k8s.io\r\n\r\n",
-                     accept);
+                     "%s\r\n\r\n",
+                     accept, protocol);
     return node_send(c, head, (size_t)n, err);
 }
 
@@ -361,6 +370,7 @@ void node_exec(struct node_conn *c, struct node_req *req, const char *id)
     json_array_foreach(renv, i, v) sbx_strv_push(&env, json_string_value(v));
     json_decref(renv);
     sbx__ws_init_server(&r.ws, 0);
+    node_ka_init(&r.ka, c->d->ping_s);
     sbx_buf_init(&r.msg, SBX__WS_DEFAULT_MESSAGE);
     sbx_buf_init(&r.stdin, STDIN_HIGH + SBX__WS_DEFAULT_MESSAGE);
     int upgraded = 0;
@@ -372,7 +382,7 @@ void node_exec(struct node_conn *c, struct node_req *req, const char *id)
     fcntl(r.p->stdout_fd, F_SETFL, fcntl(r.p->stdout_fd, F_GETFL) | O_NONBLOCK);
     if (r.err_open)
         fcntl(r.p->stderr_fd, F_SETFL, fcntl(r.p->stderr_fd, F_GETFL) | O_NONBLOCK);
-    if (upgrade(c, req, &err) < 0)
+    if (node_ws_upgrade(c, req, "v5.channel.k8s.io", &err) < 0)
         goto out;
     upgraded = 1;
     int rc = relay_loop(&r, &err);

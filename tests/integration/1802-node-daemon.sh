@@ -19,9 +19,12 @@ for p in ip nsenter python3 ss; do command -v "$p" >/dev/null || skip_all "no '$
 
 tag=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 NS_NODE=sbxn-$tag NS_HARN=sbxh-$tag
-NODE_PID=
+NODE_PID= NODE_B_PID= HOLD=
 cleanup() {
     [ -n "$NODE_PID" ] && kill "$NODE_PID" 2>/dev/null && wait "$NODE_PID" 2>/dev/null
+    [ -n "$NODE_B_PID" ] && kill "$NODE_B_PID" 2>/dev/null && wait "$NODE_B_PID" 2>/dev/null
+    local p
+    for p in $HOLD; do kill -CONT "$p" 2>/dev/null; kill "$p" 2>/dev/null; done
     ip netns del "$NS_NODE" 2>/dev/null
     ip netns del "$NS_HARN" 2>/dev/null
     sandbox_cleanup
@@ -155,4 +158,82 @@ harness h1 request DELETE "/v1/sandboxes/$ID2" "$(json token <c2)" >>out 2>>err
     ok "remove: both sandboxes and their records are gone" || { not_ok "remove"; diag "$(cat out err)"; }
 harness h1 exec "$ID" "$TOK2" echo no >out 2>err
 grep -q '^http 403' out && ok "a removed sandbox's token opens nothing" || { not_ok "a removed sandbox's token"; diag "$(cat out)"; }
+
+# Create options: the local provider's limits and network, checked on the node.
+harness h1 request POST /v1/sandboxes "" '{"options": {"ro": "/etc"}}' >out 2>err
+grep -q "^400 .*not 'ro'" out && ok "create options: a host path grant is refused, naming it" ||
+    { not_ok "create options: a grant is refused"; diag "$(cat out err)"; }
+harness h1 request POST /v1/sandboxes "" '{"options": {"memory": "lots"}}' >out 2>err
+grep -q "^400 .*memory" out && ok "create options: a bad memory size is refused, naming it" ||
+    { not_ok "create options: a bad memory size"; diag "$(cat out err)"; }
+harness h1 request POST /v1/sandboxes "" '{"options": {"network": "full"}}' >out 2>err
+grep -q "^403 .*allow-network-full" out && ok "create options: the node's whole network only where the daemon allows it" ||
+    { not_ok "create options: network full"; diag "$(cat out err)"; }
+[ -z "$(ls node-state)" ] && ok "no refused create left a sandbox or a record" || not_ok "a refused create left a record"
+harness h1 request POST /v1/sandboxes "" '{"options": {"memory": 268435456, "pids": 50}}' >c3 2>err
+ID3=$(json id <c3) TOK3=$(json token <c3)
+harness h1 request GET "/v1/sandboxes/$ID3/stats" "$TOK3" >out 2>err
+# (the local provider adds room for its own processes to the pids limit: far below the default)
+pl=$(sed -n 's/.*"pids_limit":\([0-9]*\).*/\1/p' out)
+grep -q '^200 .*"memory_limit":268435456' out && [ -n "$pl" ] && [ "$pl" -ge 50 ] && [ "$pl" -lt 200 ] &&
+    ok "create options: memory and pids limits reach the sandbox (its stats say so)" ||
+    { not_ok "create options: limits"; diag "$(cat c3 out err)"; }
+harness h1 request DELETE "/v1/sandboxes/$ID3" "$TOK3" >/dev/null 2>&1
+
+# A second daemon with tight bounds: a keep-alive ping every second (lost after 3 s of
+# silence), 2 connections at once, 1 per certificate.
+PORT_B=$((PORT + 1))
+nsenter --net="/run/netns/$NS_NODE" "$NODE" --listen "$ADDR:$PORT_B" --cert node-a.pem --key node-a.key \
+    --ca ca/ca.pem --state "$T/node-state-b" --name node-b --ws-ping 1 --max-conns 2 \
+    --max-conns-per-cert 1 >>node-b.log 2>&1 &
+NODE_B_PID=$!
+listening_b() { nsenter --net="/run/netns/$NS_NODE" ss -ltn "sport = :$PORT_B" | grep -q LISTEN; }
+WAIT_S=20 wait_until listening_b || diag "node-b does not listen: $(cat node-b.log)"
+harness_b() {
+    local who=$1; shift
+    nsenter --net="/run/netns/$NS_HARN" python3 "$CLIENT" "https://$ADDR:$PORT_B" ca/ca.pem "$who.pem" "$who.key" "$@"
+}
+harness_b h1 request POST /v1/sandboxes >c4 2>err
+harness_b h2 request POST /v1/sandboxes >c5 2>>err
+ID4=$(json id <c4) TOK4=$(json token <c4) ID5=$(json id <c5) TOK5=$(json token <c5)
+harness_b h1 exec "$ID4" "$TOK4" sh -c 'sleep 4; echo quiet' >out 2>err
+grep -qx quiet out && grep -qx "exit 0" err &&
+    ok "keep-alive: a quiet command outlives several ping intervals (the harness answers pings)" ||
+    { not_ok "keep-alive: a quiet command"; diag "$(cat out err node-b.log)"; }
+harness_b h1 exec "$ID4" "$TOK4" --stdin-file big.in sh -c 'sleep 4; echo slept' >out 2>err
+grep -qx slept out && grep -qx "exit 0" err &&
+    ok "keep-alive: a harness held back by unread stdin is not taken for lost" ||
+    { not_ok "keep-alive: unread stdin"; diag "$(cat out err node-b.log)"; }
+markb="sleep 33$net"
+harness_b h1 exec "$ID4" "$TOK4" sh -c "echo started; exec $markb" >held.out 2>held.err &
+J1=$!
+runningb() { grep -qx started held.out && pgrep -f "^$markb\$" >/dev/null; }
+WAIT_S=20 wait_until runningb || diag "the held command did not start: $(cat held.out held.err)"
+harness_b h1 request GET /v1/node >out 2>err
+grep -q "^503 .*most connections of one certificate (1)" out && grep -qx "retry-after 1" out &&
+    ok "a certificate over its connection bound: 503 with Retry-After" ||
+    { not_ok "the per-certificate bound"; diag "$(cat out err)"; }
+harness_b h2 exec "$ID5" "$TOK5" sh -c "echo started; exec sleep 34$net" >held2.out 2>held2.err &
+J2=$!
+running2() { grep -qx started held2.out; }
+WAIT_S=20 wait_until running2 || diag "the second held command did not start: $(cat held2.out held2.err)"
+harness_b h2 request GET /v1/node >out 2>err
+grep -q "^503 .*serves its most connections (2)" out && grep -qx "retry-after 1" out &&
+    ok "a full daemon: 503 with Retry-After instead of a closed socket" ||
+    { not_ok "a full daemon answers 503"; diag "$(cat out err)"; }
+# The harness of the first command stops (SIGSTOP): no pong, no frame: lost, its command ends.
+HOLD=$(pgrep -f "client.py.*$markb")
+[ -n "$HOLD" ] && kill -STOP $HOLD
+goneb() { ! pgrep -f "^$markb\$" >/dev/null; }
+WAIT_S=30 wait_until goneb && grep -q "sent nothing for 3 s" node-b.log &&
+    ok "keep-alive: a harness that answers nothing is lost and its command ends" ||
+    { not_ok "keep-alive: a silent harness is lost"; diag "$(cat node-b.log)"; }
+for p in $HOLD; do kill -CONT "$p" 2>/dev/null; kill "$p" 2>/dev/null; done
+HOLD=$(pgrep -f "client.py.*sleep 34$net")
+for p in $HOLD; do kill "$p" 2>/dev/null; done
+wait "$J1" "$J2" 2>/dev/null
+HOLD=
+kill "$NODE_B_PID" 2>/dev/null && wait "$NODE_B_PID" 2>/dev/null
+NODE_B_PID=
+# Their sandboxes go with the test's cleanup (sandbox_cleanup removes every local sandbox).
 done_testing

@@ -3,7 +3,9 @@
 # a harness network namespace, an sbx-node daemon in another (made here, joined by a veth
 # pair, the daemon's sandboxes in folders of its own). Create with a manifest (materialised
 # from the harness, its environment kept on the node), exec with the exit status, cp both ways,
-# ls, then the daemon killed in the middle of an exec (the CLI says the node was lost and fails),
+# ls, a port of the sandbox served to the harness's namespace (`sbx sandbox port`: a relay on
+# 127.0.0.1 there, portforward.k8s.io over the daemon), stats, logs, stop and start, then the
+# daemon killed in the middle of an exec (the CLI says the node was lost and fails),
 # a restarted daemon, rm. The daemon, its sandboxes and both namespaces are removed on exit.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sandbox-lib.sh"
@@ -17,7 +19,11 @@ NODE_ENV=(XDG_STATE_HOME="$T/node/state" XDG_RUNTIME_DIR="$T/node/run" SBX_WORKS
     SBX_STOPPED="$T/node/stopped" SBX_SNAPSHOTS="$T/node/snapshots" SBX_RECORDS="$T/node/records")
 cleanup() {
     [ -n "$NODE_PID" ] && kill "$NODE_PID" 2>/dev/null && wait "$NODE_PID" 2>/dev/null
-    local id
+    local id rec
+    # Port relays left by a failed check (each record holds its relay's pid first).
+    for rec in "$RUNBASE"/remote/*/ports/*; do
+        [ -f "$rec" ] && kill "$(cut -d' ' -f1 "$rec")" 2>/dev/null
+    done
     for id in $(ls "$T/node/run/sbx" 2>/dev/null); do env "${NODE_ENV[@]}" "$SBX" sandbox rm "$id" >/dev/null 2>&1; done
     ip netns del "$NS_NODE" 2>/dev/null
     ip netns del "$NS_HARN" 2>/dev/null
@@ -42,7 +48,8 @@ cd "$T" || exit 1
 PORT=$((20000 + RANDOM % 40000))
 start_node() {
     env "${NODE_ENV[@]}" nsenter --net="/run/netns/$NS_NODE" "$NODE" --listen "$ADDR:$PORT" \
-        --cert node-a.pem --key node-a.key --ca ca/ca.pem --state "$T/node/records-node" >>node.log 2>&1 &
+        --cert node-a.pem --key node-a.key --ca ca/ca.pem --state "$T/node/records-node" \
+        --ws-ping 1 >>node.log 2>&1 &
     NODE_PID=$!
     listening() { nsenter --net="/run/netns/$NS_NODE" ss -ltn "sport = :$PORT" | grep -q LISTEN; }
     WAIT_S=20 wait_until listening
@@ -55,7 +62,7 @@ cat >m.json <<'JSON'
 {"environment": {"GREETING": "hello from the harness"},
  "entries": {"notes": {"type": "dir", "children": {"a.txt": {"type": "file", "content": "made by the manifest\n"}}}}}
 JSON
-h sandbox create --provider remote "${R[@]}" --manifest m.json >id 2>err
+h sandbox create --provider remote "${R[@]}" --memory 300M --manifest m.json >id 2>err
 ID=$(tail -n1 id)
 [ -n "$ID" ] && [ -d "$T/node/run/sbx/$ID" ] && ok "create --provider remote: a sandbox on the node" ||
     { not_ok "create --provider remote"; diag "$(cat id err node.log)"; }
@@ -64,12 +71,70 @@ rc=$?
 [ $rc = 4 ] && [ "$(cat out)" = "made by the manifest
 hello from the harness" ] && ok "exec: the manifest's file and environment, exit status 4" ||
     { not_ok "exec: the manifest's file and environment"; diag "rc $rc: $(cat out err)"; }
+# The daemon pings every second and takes 3 s of silence for a lost harness: the remote
+# provider's connections answer pings, so quiet commands and relays live on.
+h sandbox exec "${R[@]}" "$ID" -- sh -c 'sleep 4; echo still here' >out 2>err
+[ "$(cat out)" = "still here" ] && ok "a quiet command outlives the daemon's keep-alive intervals" ||
+    { not_ok "a quiet command and the keep-alive"; diag "$(cat out err node.log)"; }
 echo "from the harness" >up.txt
 h sandbox cp "${R[@]}" up.txt "$ID:up.txt" 2>err && h sandbox cp "${R[@]}" "$ID:up.txt" down.txt 2>>err &&
     cmp -s up.txt down.txt && ok "cp both ways" || { not_ok "cp both ways"; diag "$(cat err)"; }
 h sandbox ls "${R[@]}" >out 2>err
 grep -q "^$ID  *remote  *live" out && ok "ls lists it as a remote sandbox" || { not_ok "ls"; diag "$(cat out err)"; }
 
+h sandbox port "${R[@]}" "$ID" 8731 >out 2>err
+[ $? != 0 ] && grep -q "nothing listens on port 8731" err && ok "port: nothing listens there, said clearly" ||
+    { not_ok "port: nothing listens"; diag "$(cat out err)"; }
+echo "served from the node" >page.txt
+{ h sandbox exec "${R[@]}" "$ID" -- mkdir www && h sandbox cp "${R[@]}" page.txt "$ID:www/page.txt"; } 2>err ||
+    diag "$(cat err)"
+h sandbox exec "${R[@]}" "$ID" -- python3 -m http.server 8731 --bind 127.0.0.1 --directory www \
+    >srv.out 2>srv.err &
+SRV=$!
+serving() { h sandbox exec "${R[@]}" "$ID" -- python3 -c 'import socket; socket.create_connection(("127.0.0.1", 8731))' 2>/dev/null; }
+WAIT_S=20 wait_until serving
+h sandbox port "${R[@]}" "$ID" 8731 >url 2>err
+URL=$(cat url)
+case $URL in http://127.0.0.1:*) ;; *) URL= ;; esac
+[ -n "$URL" ] && nsenter --net="/run/netns/$NS_HARN" curl -sf "$URL/page.txt" >got 2>err &&
+    [ "$(cat got)" = "served from the node" ] &&
+    ok "port: a server in the sandbox answers curl in the harness's namespace" ||
+    { not_ok "port: a server in the sandbox answers curl"; diag "url '$URL': $(cat err srv.err node.log)"; }
+h sandbox port "${R[@]}" "$ID" 8731 >url2 2>err
+[ -n "$URL" ] && cmp -s url url2 && ok "port: resolved again, the same relay" || { not_ok "port: resolved again"; diag "$(cat url2 err)"; }
+code=$(nsenter --net="/run/netns/$NS_HARN" curl -s -o /dev/null -w '%{http_code}' "$URL/missing")
+[ "$code" = 404 ] && ok "port: a second connection through the relay (404 for a missing page)" ||
+    { not_ok "port: a second connection"; diag "code '$code'"; }
+kill "$SRV" 2>/dev/null; wait "$SRV" 2>/dev/null
+h sandbox stats "${R[@]}" --no-stream --json "$ID" >out 2>err
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d=d[0] if isinstance(d,list) else d
+assert d["memory"] > 0 and d["pids"] >= 1 and d["disk"] > 0, d
+assert d["memory_limit"] == 300 << 20, d' out 2>>err &&
+    ok "stats: the node's figures (memory, processes, the workspace's disk; --memory 300M on the node)" || { not_ok "stats"; diag "$(cat out err)"; }
+h sandbox logs "${R[@]}" "$ID" >out 2>err
+[ -s out ] && ok "logs: the sandbox's log from the node" || { not_ok "logs"; diag "$(cat out err)"; }
+# An interrupted `sbx sandbox exec` (SIGINT, as ^C sends it) ends the command on the node: the
+# CLI's connection closes and the daemon ends the command's process group.
+h sandbox exec "${R[@]}" "$ID" -- sh -c "echo started; exec sleep 35$net" >int.out 2>int.err &
+IPID=$!
+int_running() { grep -qx started int.out && pgrep -f "^sleep 35$net\$" >/dev/null; }
+WAIT_S=20 wait_until int_running || diag "the command did not start: $(cat int.out int.err)"
+CLI=$(pgrep -f "sandbox exec .*exec sleep 35$net")
+[ -n "$CLI" ] && kill -INT $CLI
+wait "$IPID"
+int_gone() { ! pgrep -f "^sleep 35$net\$" >/dev/null; }
+[ -n "$CLI" ] && WAIT_S=20 wait_until int_gone && ok "an interrupted exec ends its command on the node" ||
+    { not_ok "an interrupted exec ends its command"; diag "cli '$CLI': $(cat int.err node.log)"; }
+rm -f got
+RELAY=$(cut -d' ' -f1 "$RUNBASE/remote/$ID/ports/8731" 2>/dev/null)
+# Gone, or a zombie its new parent has not reaped yet.
+relay_gone() { ! kill -0 "$RELAY" 2>/dev/null || grep -q '^[0-9]* (.*) Z' "/proc/$RELAY/stat" 2>/dev/null; }
+h sandbox stop "${R[@]}" "$ID" >out 2>err && ! h sandbox exec "${R[@]}" "$ID" -- true 2>/dev/null &&
+    h sandbox start "${R[@]}" "$ID" >>out 2>>err && h sandbox exec "${R[@]}" "$ID" -- cat up.txt >got 2>>err &&
+    grep -qx "from the harness" got && ok "stop, then start: the workspace is kept" ||
+    { not_ok "stop, then start"; diag "$(cat out got err)"; }
+[ -n "$RELAY" ] && relay_gone && [ ! -e "$RUNBASE/remote/$ID/ports/8731" ] &&
+    ok "stop ends the port relay and removes its record" || { not_ok "stop ends the port relay"; diag "relay '$RELAY'"; }
 h sandbox exec "${R[@]}" "$ID" -- sh -c "echo started; exec sleep 32$net" >mid.out 2>mid.err &
 CPID=$!
 started() { grep -qx started mid.out; }
@@ -84,6 +149,14 @@ start_node
 h sandbox exec "${R[@]}" "$ID" -- cat up.txt >out 2>err
 grep -qx "from the harness" out && ok "a restarted daemon serves it again (the CLI mints a fresh token)" ||
     { not_ok "a restarted daemon serves it again"; diag "$(cat out err)"; }
+h sandbox exec "${R[@]}" "$ID" -- python3 -m http.server 8731 --bind 127.0.0.1 >srv.out 2>srv.err &
+SRV=$!
+WAIT_S=20 wait_until serving
+h sandbox port "${R[@]}" "$ID" 8731 >url 2>err || diag "$(cat err)"
+RELAY=$(cut -d' ' -f1 "$RUNBASE/remote/$ID/ports/8731" 2>/dev/null)
+kill "$SRV" 2>/dev/null; wait "$SRV" 2>/dev/null
 h sandbox rm "${R[@]}" "$ID" >out 2>err && [ ! -e "$T/node/run/sbx/$ID" ] && ok "rm removes it on the node" ||
     { not_ok "rm"; diag "$(cat out err)"; }
+[ -n "$RELAY" ] && relay_gone && [ ! -e "$RUNBASE/remote/$ID" ] &&
+    ok "rm ends the port relay and removes its record" || { not_ok "rm ends the port relay"; diag "relay '$RELAY'"; }
 done_testing

@@ -2,7 +2,7 @@
 """A harness's side of the sbx-node protocol, written from docs/internals/node.md with Python's
 standard library only (ssl, socket), for the tests: an independent client of the daemon.
 
-    client.py URL CA CERT KEY request METHOD PATH [TOKEN]     -> "STATUS BODY"
+    client.py URL CA CERT KEY request METHOD PATH [TOKEN [BODY]] -> "STATUS BODY" (TOKEN "": none)
     client.py URL CA CERT KEY exec ID TOKEN [--stdin TEXT|--stdin-file F] [--query K=V]... ARG...
                                                               -> stdout, stderr, "exit N"
     client.py URL CA CERT KEY bighead N                       -> a request with an N-byte header
@@ -46,7 +46,7 @@ def read_head(s):
     return status, fields, rest
 
 
-def request(s, host, method, path, token=None, body=b"", declare=None, raw=False):
+def request(s, host, method, path, token=None, body=b"", declare=None, raw=False, want=None):
     n = len(body) if declare is None else declare
     h = f"{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {n}\r\n"
     if token:
@@ -62,7 +62,12 @@ def request(s, host, method, path, token=None, body=b"", declare=None, raw=False
         if not b:
             raise SystemExit("connection closed in the answer's body")
         rest += b
+    if want is not None:
+        want.update(fields)
     return status, rest[:n] if raw else rest[:n].decode()
+
+
+SEND = threading.Lock()  # the stdin feeder and the reader's pongs: one frame at a time
 
 
 def frame(opcode, payload):
@@ -130,8 +135,10 @@ def exec_(s, host, sid, token, args, stdin, extra):
         def feed():
             try:
                 for off in range(0, len(stdin), 1 << 20):
-                    s.sendall(frame(2, b"\x00" + stdin[off:off + (1 << 20)]))
-                s.sendall(frame(2, b"\xff\x00"))
+                    with SEND:
+                        s.sendall(frame(2, b"\x00" + stdin[off:off + (1 << 20)]))
+                with SEND:
+                    s.sendall(frame(2, b"\xff\x00"))
             except OSError:
                 pass  # the command ended first: the rest of its input is not wanted
         threading.Thread(target=feed, daemon=True).start()
@@ -145,6 +152,10 @@ def exec_(s, host, sid, token, args, stdin, extra):
         if op == 8:
             s.sendall(frame(8, p[:2]))
             break
+        if op == 9:  # the daemon's keep-alive ping: a live harness answers
+            with SEND:
+                s.sendall(frame(10, p))
+            continue
         if op != 2 or not p:
             continue
         ch, data = p[0], p[1:]
@@ -170,8 +181,13 @@ def main():
     rest = sys.argv[6:]
     s, host = connect(url, ca, cert, key)
     if verb == "request":
-        status, body = request(s, host, rest[0], rest[1], rest[2] if len(rest) > 2 else None)
+        body = rest[3].encode() if len(rest) > 3 else b""
+        fields = {}
+        status, body = request(s, host, rest[0], rest[1], rest[2] if len(rest) > 2 else None, body,
+                               want=fields)
         print(status, body)
+        if "retry-after" in fields:
+            print("retry-after", fields["retry-after"])
         return 0
     if verb == "send":
         body, declare, out = b"", None, None

@@ -37,7 +37,6 @@ enum { FD_LISTEN = 3, FD_RECORD, FD_STATUS };
 #define RECORD_MAX   128
 #define CHECK_MS     2000 /* how often a relay looks at its pod and its record */
 #define CONNS_MAX    256
-#define CHUNK        65536
 #define START_MS     30000
 #define STOP_WAIT_MS 3000
 
@@ -108,41 +107,6 @@ static int read_record(int fd, pid_t *pid, int *hostport)
 /* ---------------------------------------------------------------------------------------------
  * Starting a relay */
 
-/* The sbx program, which serves the relay's verb: this one when it is sbx, else sbx next to
- * the supervisor program, else the installed one. */
-static int sbx_program(char **out, struct sbx_error *err)
-{
-    char self[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    if (n > 0) {
-        self[n] = '\0';
-        const char *b = strrchr(self, '/');
-        if (b && strcmp(b + 1, "sbx") == 0) {
-            *out = sbx_xstrdup(self);
-            return 0;
-        }
-    }
-    char *sup = NULL;
-    struct sbx_error ignored = SBX_ERROR_INIT;
-    if (sbx__supervisor_program(NULL, &sup, &ignored) == 0) {
-        char *slash = strrchr(sup, '/');
-        char *cand = slash ? sbx_xasprintf("%.*s/sbx", (int)(slash - sup), sup) : NULL;
-        free(sup);
-        if (cand && access(cand, X_OK) == 0) {
-            *out = cand;
-            return 0;
-        }
-        free(cand);
-    }
-    if (access(SBX_BINDIR "/sbx", X_OK) == 0) {
-        *out = sbx_xstrdup(SBX_BINDIR "/sbx");
-        return 0;
-    }
-    return sbx_error_set(err, SBX_E_NOTFOUND, 0,
-                         "cannot find the sbx program that runs port relays (next to "
-                         "sbx-supervisor, or " SBX_BINDIR "/sbx)");
-}
-
 /* Whether something listens on port in the pod (its own socket tables). */
 static int pod_listens(const struct sbx__kube_target *t, int port, int *out, struct sbx_error *err)
 {
@@ -179,7 +143,7 @@ static int spawn_relay(const struct sbx__kube_target *t, int port, int lsock, in
     int status[2] = {-1, -1}, rc, st;
     struct sbx__child child = {.pid = -1, .in = -1, .out = -1, .err = -1};
     const char *kc = t->api->kubeconfig ? t->api->kubeconfig : getenv("KUBECONFIG");
-    if ((rc = sbx_program(&prog, err)) < 0)
+    if ((rc = sbx__sbx_program(&prog, err)) < 0)
         return rc;
     snprintf(portarg, sizeof(portarg), "%d", port);
     const char *argv[] = {prog,
@@ -365,52 +329,10 @@ static void relay_one(struct relay *r, int fd)
     char *path = sbx__kube_path(r->api, SBX__KUBE_POD, r->pod, "portforward", q);
     struct sbx__wsconn *w = NULL;
     struct sbx_error e = SBX_ERROR_INIT;
-    struct sbx__pf pf;
-    uint16_t p16 = (uint16_t)r->port;
-    uint8_t buf[CHUNK];
     int rc = sbx__wsconn_open(r->api->ep, path, protocols, NULL, 0, 0, &w, &e);
     free(path);
     if (rc == 0)
-        rc = sbx__pf_init(&pf, &p16, 1, 0, &e);
-    int local_open = 1;
-    while (rc == 0) {
-        struct sbx__ws_msg m;
-        int got;
-        while ((got = sbx__wsconn_next(w, &m, &e)) == 1) {
-            if (m.opcode == SBX__WS_CLOSE) {
-                got = SBX__WSCONN_END;
-                break;
-            }
-            if (m.opcode != SBX__WS_BINARY)
-                continue;
-            struct sbx__pf_frame f;
-            /* Text on the error channel (past its port prefix) ends the connection. */
-            if (sbx__pf_decode(&pf, m.data, m.len, &f, &e) < 0 || (f.is_error && f.len) ||
-                (!f.is_error && f.len && sbx_fd_write_all(fd, f.data, f.len, &e) < 0)) {
-                got = -1;
-                break;
-            }
-        }
-        if (got != 0 || sbx__wsconn_flush(w, &e) < 0)
-            break;
-        struct pollfd pfd[2] = {{.fd = sbx__conn_fd(w->conn), .events = POLLIN},
-                                {.fd = local_open ? fd : -1, .events = POLLIN}};
-        if (w->ws.out.len)
-            pfd[0].events |= POLLOUT;
-        if (poll(pfd, 2, -1) < 0 && errno != EINTR)
-            break;
-        if (pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) {
-            ssize_t n = read(fd, buf, sizeof(buf));
-            if (n <= 0)
-                break; /* no half-close in this protocol: the connection ends */
-            struct sbx_buf msg;
-            sbx_buf_init(&msg, SBX_BUF_NOLIMIT);
-            if (sbx__pf_encode(&pf, 0, 0, buf, (size_t)n, &msg, &e) < 0 ||
-                sbx__ws_send(&w->ws, SBX__WS_BINARY, msg.data, msg.len, &e) < 0)
-                rc = -1;
-            sbx_buf_release(&msg);
-        }
-    }
+        sbx__pf_pump(w, (uint16_t)r->port, fd);
     if (w) {
         (void)sbx__wsconn_close(w, SBX__WS_CLOSE_NORMAL, NULL, sbx_deadline_after_ms(1000), NULL);
         sbx__wsconn_free(w);

@@ -9,6 +9,7 @@
 #include "sandbox/wire/http.h"
 #include "sbx/common.h"
 #include "sbx/json.h"
+#include "sbx/local.h"
 #include "sbx/manifest.h"
 #include "sbx/provider.h"
 #include "sbx/session.h"
@@ -20,6 +21,8 @@
 struct remote_client {
     struct sbx_client base;
     struct sbx__endpoint *ep;
+    json_t *conn; /* node, node_ca, node_cert, node_key: what a port relay reaches the node with */
+    json_t *create_opts; /* memory, pids, cpus, disk, network given: sent with each create */
 };
 
 /* ---------------------------------------------------------------------------------------------
@@ -56,10 +59,11 @@ int sbx__remote_error(struct sbx__endpoint *ep, const struct sbx__http_resp *res
     return rc;
 }
 
-/* One JSON request; token (may be NULL) in the Sbx-Token header line; a status >= 400 is the
- * node's error ({"code", "message"}) with the code it names. *out: the parsed body, caller owns. */
-static int call_body(struct sbx__endpoint *ep, const char *method, const char *path,
-                     const char *token, const json_t *body, json_t **out, struct sbx_error *err)
+/* A request; a 2xx body into raw as bytes when raw is given (up to max), else parsed into
+ * *out; an error status is the node's error. */
+static int request(struct sbx__endpoint *ep, const char *method, const char *path,
+                   const char *token, const json_t *body, size_t max, struct sbx_buf *raw,
+                   json_t **out, struct sbx_error *err)
 {
     char line[SBX__REMOTE_TOKEN_MAX + 16];
     snprintf(line, sizeof(line), "Sbx-Token: %s", token ? token : "");
@@ -67,7 +71,7 @@ static int call_body(struct sbx__endpoint *ep, const char *method, const char *p
     struct sbx__http_req req = {.method = method,
                                 .path = path,
                                 .headers = token ? headers : NULL,
-                                .max_body = BODY_MAX,
+                                .max_body = max,
                                 .no_retry = 1,
                                 .http_1_1 = 1,
                                 .json = body};
@@ -76,9 +80,11 @@ static int call_body(struct sbx__endpoint *ep, const char *method, const char *p
     int rc = sbx__http_call(ep, &req, &resp, err);
     explicit_bzero(line, sizeof(line));
     json_t *j = NULL;
-    if (rc == 0 && resp.status >= 400)
+    if (rc == 0 && resp.status >= 400) {
         rc = sbx__remote_error(ep, &resp, path, err);
-    else if (rc == 0 && resp.body.len)
+    } else if (rc == 0 && raw) {
+        rc = resp.body.len ? sbx_buf_add(raw, resp.body.data, resp.body.len, err) : 0;
+    } else if (rc == 0 && resp.body.len)
         rc = sbx_json_parse(resp.body.data, resp.body.len, NULL, &j, err);
     if (rc == 0 && out)
         *out = j;
@@ -88,22 +94,26 @@ static int call_body(struct sbx__endpoint *ep, const char *method, const char *p
     return rc;
 }
 
+int sbx__remote_call(struct sbx__endpoint *ep, const char *method, const char *path,
+                     const char *token, const json_t *body, json_t **out, struct sbx_error *err)
+{
+    return request(ep, method, path, token, body, BODY_MAX, NULL, out, err);
+}
+
+int sbx__remote_get_bytes(struct sbx__endpoint *ep, const char *path, const char *token, size_t max,
+                          struct sbx_buf *out, struct sbx_error *err)
+{
+    return request(ep, "GET", path, token, NULL, max, out, NULL, err);
+}
+
 static int call(struct sbx__endpoint *ep, const char *method, const char *path, const char *token,
                 json_t **out, struct sbx_error *err)
 {
-    return call_body(ep, method, path, token, NULL, out, err);
+    return sbx__remote_call(ep, method, path, token, NULL, out, err);
 }
 
 /* ---------------------------------------------------------------------------------------------
  * Sessions */
-
-static int sess_resolve_port(struct sbx_session *bs, int port, char **out, struct sbx_error *err)
-{
-    (void)bs;
-    (void)out;
-    return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
-                         "port %d: an sbx-node daemon does not forward ports yet", port);
-}
 
 static int sess_state(struct sbx_session *bs, json_t **out, struct sbx_error *err)
 {
@@ -127,7 +137,10 @@ static int sess_close(struct sbx_session *bs, int delete_workspace, struct sbx_e
     struct sbx__remote_session *s = (struct sbx__remote_session *)bs;
     if (!delete_workspace)
         return 0; /* the sandbox stays on the node, as a local one's workspace stays */
-    return remove_on(s->ep, s->base.id, s->token, err);
+    int rc = remove_on(s->ep, s->base.id, s->token, err);
+    if (rc == 0)
+        sbx__remote_forward_forget(s->base.id);
+    return rc;
 }
 
 static int sess_record_snapshot(struct sbx_session *bs, const char *ref, struct sbx_error *err)
@@ -145,6 +158,7 @@ static void sess_free(struct sbx_session *bs)
         return;
     sbx_session_release_base(&s->base);
     sbx__endpoint_free(s->ep);
+    json_decref(s->conn);
     explicit_bzero(s->token, sizeof(s->token));
     json_decref(s->state);
     free(s);
@@ -159,7 +173,9 @@ static const struct sbx_session_ops session_ops = {
         .mkdir = sbx__remote_mkdir,
         .rm = sbx__remote_rm,
         .chmod = sbx__remote_chmod,
-        .resolve_port = sess_resolve_port,
+        .resolve_port = sbx__remote_resolve_port,
+        .stats = sbx__remote_stats,
+        .log_open = sbx__remote_log_open,
         .state = sess_state,
         .close = sess_close,
         .record_snapshot = sess_record_snapshot,
@@ -175,6 +191,7 @@ static struct sbx__remote_session *session_new(struct remote_client *c, const ch
     struct sbx__remote_session *s = sbx_xcalloc(1, sizeof(*s));
     sbx_session_init_base(&s->base, &session_ops, "remote", id, root);
     s->ep = sbx__endpoint_ref(c->ep);
+    s->conn = json_incref(c->conn);
     snprintf(s->token, sizeof(s->token), "%s", token);
     s->state =
             json_pack("{s:i, s:s, s:s, s:s, s:s}", "version", SBX_SESSION_STATE_VERSION, "provider",
@@ -186,7 +203,9 @@ static struct sbx__remote_session *session_new(struct remote_client *c, const ch
     }
     sbx_json_set(s->state, "created", sbx_json_str(created));
     sbx_json_set(s->state, "workspace_owned", json_true());
-    sbx_json_set(s->state, "options", json_pack("{s:s}", "node", sbx__endpoint_url(c->ep)));
+    json_t *opts = json_pack("{s:s}", "node", sbx__endpoint_url(c->ep));
+    json_object_update(opts, c->create_opts);
+    sbx_json_set(s->state, "options", opts);
     sbx_json_set(s->state, "snapshot", json_null());
     sbx_json_set(s->state, "exposed_ports", json_array());
     sbx_json_set(s->state, "manifest", json_null());
@@ -200,12 +219,12 @@ static int id_valid(const char *id)
     return n > 0 && n <= 64 && strspn(id, "0123456789abcdef") == n;
 }
 
-/* A session on a sandbox the node holds: a fresh token minted with this harness's certificate
- * (the node's owner check), then its root. */
-static int open_existing(struct remote_client *c, const char *id, struct sbx__remote_session **out,
-                         struct sbx_error *err)
+/* A fresh token of sandbox id into tok, minted with this harness's certificate (the node's
+ * owner check): SBX_E_NOTFOUND for a sandbox this harness did not make there. */
+static int mint(struct remote_client *c, const char *id, char tok[SBX__REMOTE_TOKEN_MAX + 1],
+                struct sbx_error *err)
 {
-    json_t *t = NULL, *d = NULL;
+    json_t *t = NULL;
     if (!id_valid(id))
         return sbx_error_set(err, SBX_E_INVAL, 0, "'%.64s' is not a node's sandbox id", id);
     char *path = sbx_xasprintf("/v1/sandboxes/%s/token", id);
@@ -215,23 +234,58 @@ static int open_existing(struct remote_client *c, const char *id, struct sbx__re
     if (rc == 0 && (!token || strlen(token) > SBX__REMOTE_TOKEN_MAX))
         rc = sbx_error_set(err, SBX_E_API, 0, "node '%s' sent no token for sandbox '%s'",
                            sbx__endpoint_url(c->ep), id);
+    if (rc == 0)
+        snprintf(tok, SBX__REMOTE_TOKEN_MAX + 1, "%s", token);
+    if (rc == -SBX_E_PERM)
+        rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "no sandbox '%s' of this harness on node '%s'",
+                           id, sbx__endpoint_url(c->ep));
+    json_decref(t);
+    return rc;
+}
+
+enum open_mode { OPEN_LIVE, OPEN_START, OPEN_STOPPED };
+
+/* A session on a sandbox the node holds: a fresh token, then its root. OPEN_LIVE: GET the
+ * sandbox, which must be live; OPEN_START: POST .../start (a stopped one); OPEN_STOPPED: GET,
+ * which must be stopped (its session only holds its state). */
+static int open_existing_as(struct remote_client *c, const char *id, enum open_mode mode,
+                            struct sbx__remote_session **out, struct sbx_error *err)
+{
+    int start = mode == OPEN_START;
+    json_t *d = NULL;
+    char token[SBX__REMOTE_TOKEN_MAX + 1];
+    int rc = mint(c, id, token, err);
     if (rc == 0) {
-        path = sbx_xasprintf("/v1/sandboxes/%s", id);
-        rc = call(c->ep, "GET", path, token, &d, err);
+        char *path = sbx_xasprintf(start ? "/v1/sandboxes/%s/start" : "/v1/sandboxes/%s", id);
+        rc = call(c->ep, start ? "POST" : "GET", path, token, &d, err);
         free(path);
     }
     const char *root = json_string_value(json_object_get(d, "root"));
+    const char *status = json_string_value(json_object_get(d, "status"));
+    int stopped = status && strcmp(status, "stopped") == 0;
     if (rc == 0 && (!root || root[0] != '/'))
         rc = sbx_error_set(err, SBX_E_API, 0, "node '%s' sent no root for sandbox '%s'",
                            sbx__endpoint_url(c->ep), id);
+    if (rc == 0 && mode == OPEN_LIVE && stopped)
+        rc = sbx_error_set(err, SBX_E_NOTFOUND, 0,
+                           "sandbox '%s' is stopped on node '%s' (sbx sandbox start)", id,
+                           sbx__endpoint_url(c->ep));
+    if (rc == 0 && mode == OPEN_STOPPED && !stopped)
+        rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "sandbox '%s' is not stopped", id);
     if (rc == 0)
         *out = session_new(c, id, root, token, json_string_value(json_object_get(d, "created")));
     if (rc == -SBX_E_PERM)
         rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "no sandbox '%s' of this harness on node '%s'",
                            id, sbx__endpoint_url(c->ep));
-    json_decref(t);
+    explicit_bzero(token, sizeof(token));
     json_decref(d);
     return rc;
+}
+
+static int open_existing(struct remote_client *c, const char *id, struct sbx__remote_session **out,
+                         struct sbx_error *err)
+{
+    return open_existing_as(c, id, OPEN_LIVE, out, err);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -266,8 +320,13 @@ static int rc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
             json_array_append_new(a, json_string(env.v[i]));
         body = json_pack("{s:o}", "env", a);
     }
+    if (rc == 0 && json_object_size(c->create_opts)) {
+        if (!body)
+            body = json_object();
+        json_object_set(body, "options", c->create_opts);
+    }
     if (rc == 0)
-        rc = call_body(c->ep, "POST", "/v1/sandboxes", NULL, body, &ans, err);
+        rc = sbx__remote_call(c->ep, "POST", "/v1/sandboxes", NULL, body, &ans, err);
     json_decref(body);
     sbx_strv_release(&env);
     const char *id = json_string_value(json_object_get(ans, "id"));
@@ -334,15 +393,63 @@ static int rc_list(struct sbx_client *bc, json_t **out, struct sbx_error *err)
 static int rc_remove(struct sbx_client *bc, const char *id, int keep_workspace,
                      struct sbx_error *err)
 {
-    struct sbx__remote_session *s = NULL;
+    struct remote_client *c = (struct remote_client *)bc;
+    char token[SBX__REMOTE_TOKEN_MAX + 1];
     if (keep_workspace)
         return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
                              "a remote sandbox's workspace is on its node: it cannot be kept "
                              "after the sandbox");
-    int rc = open_existing((struct remote_client *)bc, id, &s, err);
+    /* A token alone: a stopped sandbox is removed too. */
+    int rc = mint(c, id, token, err);
     if (rc == 0)
-        rc = remove_on(s->ep, id, s->token, err);
-    sess_free(s ? &s->base : NULL);
+        rc = remove_on(c->ep, id, token, err);
+    if (rc == 0)
+        sbx__remote_forward_forget(id);
+    explicit_bzero(token, sizeof(token));
+    return rc;
+}
+
+/* Stop on the node: its workspace snapshotted into the node's store (the snapshot stays
+ * there: no reference of this harness's store to give), every process ended. */
+static int rc_stop(struct sbx_client *bc, const char *id, char **out_ref, struct sbx_error *err)
+{
+    struct remote_client *c = (struct remote_client *)bc;
+    char token[SBX__REMOTE_TOKEN_MAX + 1];
+    (void)out_ref;
+    int rc = mint(c, id, token, err);
+    if (rc == 0) {
+        char *path = sbx_xasprintf("/v1/sandboxes/%s/stop", id);
+        rc = call(c->ep, "POST", path, token, NULL, err);
+        free(path);
+    }
+    if (rc == 0)
+        sbx__remote_forward_forget(id); /* its ports are gone with its processes */
+    explicit_bzero(token, sizeof(token));
+    return rc;
+}
+
+static int rc_start(struct sbx_client *bc, const char *id, const struct sbx_resume_opts *opts,
+                    struct sbx_session **out, struct sbx_error *err)
+{
+    struct sbx__remote_session *s = NULL;
+    (void)opts;
+    int rc = open_existing_as((struct remote_client *)bc, id, OPEN_START, &s, err);
+    if (rc == 0)
+        *out = &s->base;
+    return rc;
+}
+
+/* The state of a stopped sandbox, with "status": "stopped" (start brings it back). */
+static int rc_stopped_state(struct sbx_client *bc, const char *id, json_t **out,
+                            struct sbx_error *err)
+{
+    struct sbx__remote_session *s = NULL;
+    int rc = open_existing_as((struct remote_client *)bc, id, OPEN_STOPPED, &s, err);
+    if (rc == 0) {
+        *out = json_deep_copy(s->state);
+        sbx_json_set(*out, "status", json_string("stopped"));
+        sess_free(&s->base);
+    }
     return rc;
 }
 
@@ -364,6 +471,8 @@ static void rc_free(struct sbx_client *bc)
 {
     struct remote_client *c = (struct remote_client *)bc;
     sbx__endpoint_free(c->ep);
+    json_decref(c->conn);
+    json_decref(c->create_opts);
     free(c);
 }
 
@@ -373,6 +482,9 @@ static const struct sbx_client_ops client_ops = {
         .list = rc_list,
         .remove = rc_remove,
         .resume = rc_resume,
+        .stop = rc_stop,
+        .start = rc_start,
+        .stopped_state = rc_stopped_state,
         .free = rc_free,
 };
 
@@ -404,6 +516,40 @@ static const struct sbx_provider_option options[] = {
          .arg = "FILE",
          .help = "this harness's private key",
          .flag = "node-key"},
+        {.key = "memory",
+         .type = SBX_OPTION_SIZE,
+         .flags = SBX_OPTION_STATE,
+         .arg = "SIZE",
+         .help = "memory limit on the node, such as 512M (the node's default: 2G)",
+         .flag = "memory"},
+        {.key = "pids",
+         .type = SBX_OPTION_INTEGER,
+         .flags = SBX_OPTION_STATE,
+         .arg = "N",
+         .help = "most processes at once on the node (default 1024)",
+         .flag = "pids"},
+        {.key = "cpus",
+         .type = SBX_OPTION_CPUS,
+         .flags = SBX_OPTION_STATE | SBX_OPTION_NONE_OK,
+         .arg = "N|none",
+         .help = "CPU limit on the node, such as 1.5 (default half the node's; none: no limit)",
+         .flag = "cpus"},
+        {.key = "disk",
+         .type = SBX_OPTION_SIZE,
+         .flags = SBX_OPTION_STATE | SBX_OPTION_NONE_OK,
+         .arg = "SIZE|none",
+         .help = "workspace size limit on the node (default 8G)",
+         .flag = "disk",
+         .min = (long long)SBX_LOCAL_DISK_MIN,
+         .max = (long long)SBX_LOCAL_DISK_MAX},
+        {.key = "network",
+         .type = SBX_OPTION_STRING,
+         .flags = SBX_OPTION_STATE,
+         .arg = "none|allow:DOMAINS|full",
+         .help = "the sandbox's network on the node: none (the default), allow:a.org,*.b.org "
+                 "(HTTP(S) to those names), full (the node's network; only where the daemon "
+                 "allows it)",
+         .flag = "network"},
         {.key = NULL},
 };
 
@@ -436,6 +582,13 @@ static int client_new_json(const json_t *o, struct sbx_client **out, struct sbx_
     c->base.ops = &client_ops;
     c->base.provider = "remote";
     c->ep = ep;
+    c->conn = json_pack("{s:s, s:s, s:s, s:s}", "node", url, "node_ca", ca, "node_cert", cert,
+                        "node_key", key);
+    c->create_opts = json_object();
+    static const char *const limits[] = {"memory", "pids", "cpus", "disk", "network"};
+    for (size_t i = 0; i < SBX_ARRAY_LEN(limits); i++)
+        if (json_object_get(o, limits[i]))
+            json_object_set(c->create_opts, limits[i], json_object_get(o, limits[i]));
     *out = &c->base;
     return 0;
 }
@@ -466,12 +619,20 @@ static int check_state(const json_t *st, struct sbx_error *err)
     return 0;
 }
 
+static const struct sbx__program programs[] = {
+        {SBX__REMOTE_RELAY_VERB, sbx__remote_relay_main},
+        {NULL, NULL},
+};
+
 const struct sbx__provider_def sbx__provider_remote = {
         .name = "remote",
         .summary = "a sandbox of the local provider on another host, through its sbx-node "
                    "daemon (mutual tls with the deployment's certificates)",
-        .traits = SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_PTY | SBX_PROVIDER_RESUME,
+        .traits = SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_PTY | SBX_PROVIDER_RESUME |
+                  SBX_PROVIDER_PORTS | SBX_PROVIDER_STOP_START | SBX_PROVIDER_STATS |
+                  SBX_PROVIDER_LOGS,
         .options = options,
+        .programs = programs,
         .client_new = client_new,
         .client_new_json = client_new_json,
         .check_state = check_state,

@@ -230,3 +230,36 @@ int sbx__supervisor_program(const char *configured, char **out, struct sbx_error
     *out = path;
     return 0;
 }
+
+int sbx__sbx_program(char **out, struct sbx_error *err)
+{
+    char self[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+    if (n > 0) {
+        self[n] = '\0';
+        const char *b = strrchr(self, '/');
+        if (b && strcmp(b + 1, "sbx") == 0) {
+            *out = sbx_xstrdup(self);
+            return 0;
+        }
+    }
+    char *sup = NULL;
+    struct sbx_error ignored = SBX_ERROR_INIT;
+    if (sbx__supervisor_program(NULL, &sup, &ignored) == 0) {
+        char *slash = strrchr(sup, '/');
+        char *cand = slash ? sbx_xasprintf("%.*s/sbx", (int)(slash - sup), sup) : NULL;
+        free(sup);
+        if (cand && access(cand, X_OK) == 0) {
+            *out = cand;
+            return 0;
+        }
+        free(cand);
+    }
+    if (access(SBX_BINDIR "/sbx", X_OK) == 0) {
+        *out = sbx_xstrdup(SBX_BINDIR "/sbx");
+        return 0;
+    }
+    return sbx_error_set(err, SBX_E_NOTFOUND, 0,
+                         "cannot find the sbx program that runs port relays (next to "
+                         "sbx-supervisor, or " SBX_BINDIR "/sbx)");
+}

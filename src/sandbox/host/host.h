@@ -16,6 +16,11 @@ int sbx__runtime_base(const char *configured, char **out, struct sbx_error *err)
  * sbx_local_options.supervisor_path. *out: caller owns (free). */
 int sbx__supervisor_program(const char *configured, char **out, struct sbx_error *err);
 
+/* The sbx program, which serves the providers' hidden verbs (their port relays): this one when
+ * it is sbx, else sbx next to the supervisor program, else the installed one. *out: caller
+ * owns (free). SBX_E_NOTFOUND when there is none. */
+int sbx__sbx_program(char **out, struct sbx_error *err);
+
 /* A NETLINK_SOCK_DIAG socket (close-on-exec), or -1: it asks about the sockets of the network
  * namespace it was made in, so a process that moves to another one makes it first. */
 int sbx__host_diag_open(void);

@@ -139,4 +139,12 @@ int sbx__wsconn_write(struct sbx__wsconn *w, int opcode, const void *p, size_t n
 int sbx__wsconn_close(struct sbx__wsconn *w, int code, const char *reason, int64_t deadline,
                       struct sbx_error *err);
 
+/* ---- port forwarding over a WebSocket (pfpump.c) ---- */
+
+/* Carry the TCP connection fd over w, a port-forward WebSocket (channel.h's sbx__pf, the
+ * client's side) asking for port: fd's bytes to the data channel, the data channel's to fd,
+ * until either side ends (the protocol has no half-close), the server's close, or text on its
+ * error channel. Does not close fd or w. */
+void sbx__pf_pump(struct sbx__wsconn *w, uint16_t port, int fd);
+
 #endif

@@ -82,10 +82,27 @@ static void test_refused(void)
     REFUSED(many, SBX_E_TOOBIG, "header fields");
 }
 
+/* A port forward's "ports": exactly one port in 1..65535. */
+static void test_port_param(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    int port = 0;
+    CHECK_OK(node_port_param("ports=8731", &port, &err), &err);
+    CHECK_EQ_INT(port, 8731);
+    CHECK_OK(node_port_param("x=1&ports=1", &port, &err), &err);
+    CHECK_EQ_INT(port, 1);
+    static const char *const bad[] = {
+            "",         "ports=",   "ports=0",        "ports=65536", "ports=80&ports=81",
+            "ports=8a", "ports=-1", "ports=%38%30%00"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        CHECK_ERR(node_port_param(bad[i], &port, &err), SBX_E_INVAL, &err, "one 'ports'");
+}
+
 int main(void)
 {
     TAP_START();
     TAP_RUN(test_good);
     TAP_RUN(test_refused);
+    TAP_RUN(test_port_param);
     return TAP_DONE();
 }
