@@ -60,8 +60,10 @@ WAIT_S=30 wait_until no_objects
 expect_eq "$(objects)" 0 "no pod or Secret is left by the failed creates"
 
 # --- a sandbox -----------------------------------------------------------------------------------
-run "$SBX" sandbox create --provider kubernetes "${KOPTS[@]}" --image "$HOSTIMG" "${NODE[@]}" "${TLS[@]}" --manifest "$T/m.yaml"
-expect_rc 0 "create --node sbx-node --manifest M"
+# with the documented Role only (the fake's context fake-sbx-role)
+ROLE=(--kubeconfig "$KCFG" --context fake-sbx-role --namespace "$NS")
+run "$SBX" sandbox create --provider kubernetes "${ROLE[@]}" --image "$HOSTIMG" "${NODE[@]}" "${TLS[@]}" --manifest "$T/m.yaml"
+expect_rc 0 "create --node sbx-node --manifest M, with the documented Role only"
 diag "$(cat "$T/err")"
 id=$(head -n1 "$T/out")
 expect_eq "$(k get pod "sbx-$id" -o jsonpath='{.metadata.labels.sbx\.io/workload}')" "node" "its pod is labelled as the mode's"

@@ -79,8 +79,9 @@ start() {
     {"verbs": ["create", "get", "list", "watch", "patch", "delete"], "apiGroups": ["agents.x-k8s.io"], "resources": ["sandboxes"]},
     {"verbs": ["create", "get", "list", "watch", "patch", "delete"], "apiGroups": ["extensions.agents.x-k8s.io"], "resources": ["sandboxclaims"]},
     {"verbs": ["get"], "apiGroups": ["extensions.agents.x-k8s.io"], "resources": ["sandboxtemplates"]},
-    {"verbs": ["create", "get", "list", "watch", "delete"], "apiGroups": [""], "resources": ["pods"]},
+    {"verbs": ["create", "get", "list", "watch", "patch", "delete"], "apiGroups": [""], "resources": ["pods"]},
     {"verbs": ["create", "get"], "apiGroups": [""], "resources": ["pods/exec", "pods/portforward"]},
+    {"verbs": ["create", "delete"], "apiGroups": [""], "resources": ["secrets"]},
     {"verbs": ["create", "get", "list", "delete"], "apiGroups": [""], "resources": ["persistentvolumeclaims"]},
     {"verbs": ["list"], "apiGroups": [""], "resources": ["events"]}]}
  ],
