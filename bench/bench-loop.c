@@ -8,18 +8,31 @@
  * wall time mostly measures the other tenants. The wall time minus the server's time is shown
  * too. A flat overhead per turn means nothing the loop does grows with the history.
  *
+ * With $SBX naming the sbx program (scripts/bench sets it), the CLI path too: `sbx run` of a
+ * sandbox agent (an isolated sandbox, the default disk) whose model calls `exec_command`
+ * (`echo N`) at every turn but the last, against the same server, interleaved with the
+ * in-process runs. Its cost is the client's CPU (user + system of the `sbx run` process, from
+ * wait4): per turn at each length, and the marginal cost per turn from 11 to 101 turns, which
+ * leaves out the sandbox's create and removal. The sandbox's own processes (the supervisor,
+ * the commands) are not the client's and are not counted.
+ *
  * Usage: bench-loop [REPS [STATE_DIR [TURNS]]]   (REPS default 7, 3 with SBX_BENCH_QUICK=1)
  *   STATE_DIR: also run each length with a run state written at every checkpoint there (what
  *   `sbx run --state` does), reported on an info line; "-": none.
  *   TURNS: one run of that length and nothing else (for callgrind or perf stat).
- * Prints the medians and two TABLE lines. */
+ * Prints the medians and two TABLE lines, three with $SBX. */
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -33,6 +46,10 @@
 static const char call_item[] =
         "{\"type\":\"function_call\",\"id\":\"fc_%d\",\"call_id\":\"call_%d\",\"name\":\"add\","
         "\"arguments\":\"{\\\"a\\\":%d,\\\"b\\\":2}\",\"status\":\"completed\"}";
+static const char exec_item[] =
+        "{\"type\":\"function_call\",\"id\":\"fc_%d\",\"call_id\":\"call_%d\","
+        "\"name\":\"exec_command\",\"arguments\":\"{\\\"cmd\\\":\\\"echo %d\\\"}\","
+        "\"status\":\"completed\"}";
 static const char msg_item[] =
         "{\"type\":\"message\",\"id\":\"msg_%d\",\"role\":\"assistant\",\"status\":\"completed\","
         "\"content\":[{\"type\":\"output_text\",\"text\":\"done after %d calls\","
@@ -46,6 +63,7 @@ struct server {
     int conns;       /* connections accepted in this run */
     int64_t busy_ns; /* time between a request's first byte and the end of its answer */
     int64_t cpu_ns;  /* the server threads' CPU time over the same spans */
+    int exec;        /* the calls are exec_command (the CLI runs), not add */
 };
 
 static int64_t cpu_now(clockid_t id)
@@ -56,10 +74,10 @@ static int64_t cpu_now(clockid_t id)
 }
 
 /* The SSE answer to request n: a tool call, or the final message when none is left. */
-static char *answer(int n, int call)
+static char *answer(int n, int call, int exec)
 {
     char item[512];
-    snprintf(item, sizeof(item), call ? call_item : msg_item, n, n, n);
+    snprintf(item, sizeof(item), !call ? msg_item : exec ? exec_item : call_item, n, n, n);
     return sbx_xasprintf(
             "event: response.created\ndata: {\"type\":\"response.created\",\"response\":{\"id\":"
             "\"r%d\",\"status\":\"in_progress\",\"output\":[]}}\n\nevent: response.output_item."
@@ -110,11 +128,11 @@ static void *serve_conn(void *p)
         }
         size_t used = (size_t)(hdr_end + 4 - buf) + (size_t)body_len;
         pthread_mutex_lock(&s->lock);
-        int n = ++s->served, call = s->left > 0;
+        int n = ++s->served, call = s->left > 0, exec = s->exec;
         if (call)
             s->left--;
         pthread_mutex_unlock(&s->lock);
-        char *body = answer(n, call);
+        char *body = answer(n, call, exec);
         /* One write: a second small one would wait for the client's delayed ACK (Nagle). */
         char *whole = sbx_xasprintf("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                                     "Content-Length: %zu\r\n\r\n%s",
@@ -183,6 +201,7 @@ static double run_once(struct server *s, const char *url, int turns, const char 
     }
     pthread_mutex_lock(&s->lock);
     s->left = turns - 1;
+    s->exec = 0;
     s->served = 0;
     s->busy_ns = 0;
     s->cpu_ns = 0;
@@ -205,6 +224,77 @@ static double run_once(struct server *s, const char *url, int turns, const char 
     sbx_model_free(m);
     *wall = (double)(dt - __atomic_load_n(&s->busy_ns, __ATOMIC_RELAXED)) / turns / 1e6;
     return (double)(dc - __atomic_load_n(&s->cpu_ns, __ATOMIC_RELAXED)) / turns / 1e6;
+}
+
+/* The CLI path: one `sbx run` of `turns` turns of a sandbox agent (agent: its file) whose
+ * model calls exec_command; returns the client's CPU time in ms (user + system of the sbx
+ * process), or a negative value when the run failed. */
+static double run_cli(struct server *s, const char *sbx, const char *url, const char *agent,
+                      int turns)
+{
+    extern char **environ;
+    char max[16];
+    snprintf(max, sizeof(max), "%d", turns + 5);
+    char *const argv[] = {(char *)sbx,  (char *)"run",        (char *)"--max-turns",
+                          max,          (char *)"--base-url", (char *)url,
+                          (char *)"-a", (char *)agent,        (char *)"run the steps",
+                          NULL};
+    pthread_mutex_lock(&s->lock);
+    s->left = turns - 1;
+    s->exec = 1;
+    s->served = 0;
+    pthread_mutex_unlock(&s->lock);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    pid_t pid;
+    int rc = posix_spawn(&pid, sbx, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    if (rc != 0) {
+        fprintf(stderr, "bench: cannot run '%s': %s\n", sbx, strerror(rc));
+        return -1;
+    }
+    int status;
+    struct rusage ru;
+    while (wait4(pid, &status, 0, &ru) < 0 && errno == EINTR)
+        ;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || s->served != turns) {
+        fprintf(stderr, "bench: sbx run of %d turns failed (status 0x%x, %d requests)\n", turns,
+                (unsigned)status, s->served);
+        return -1;
+    }
+    return (ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1e3 +
+           (ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e3;
+}
+
+/* A private runtime and workspace directory for the CLI runs' sandboxes, and the agent file:
+ * a sandbox agent with an empty out/ directory. NULL (with the reason printed) when it cannot
+ * be made. Caller frees. */
+static char *cli_setup(char *tmp)
+{
+    if (!mkdtemp(tmp)) {
+        perror("bench: mkdtemp");
+        return NULL;
+    }
+    char *run = sbx_xasprintf("%s/run", tmp), *ws = sbx_xasprintf("%s/ws", tmp);
+    char *agent = sbx_xasprintf("%s/agent.yaml", tmp);
+    FILE *f = mkdir(run, 0700) == 0 ? fopen(agent, "we") : NULL;
+    if (f) {
+        fputs("name: bench\nmodel: bench-model\ninstructions: bench\nmanifest:\n  entries:\n"
+              "    out: {type: dir}\n",
+              f);
+        fclose(f);
+        setenv("XDG_RUNTIME_DIR", run, 1);
+        setenv("SBX_WORKSPACES", ws, 1);
+        setenv("OPENAI_API_KEY", "bench-key", 1);
+    } else {
+        perror("bench: agent file");
+        free(agent);
+        agent = NULL;
+    }
+    free(run);
+    free(ws);
+    return agent;
 }
 
 static int cmp(const void *a, const void *b)
@@ -248,8 +338,16 @@ int main(int argc, char **argv)
     static const int lengths[] = {11, 51, 101};
     enum { NL = 3 };
     double plain[NL][MAX_REPS], wall[NL][MAX_REPS], with_state[NL][MAX_REPS], w;
+    double cli[NL][MAX_REPS];
     int conns[NL] = {0};
     int c = 0;
+    const char *sbx = getenv("SBX");
+    char tmp[] = "/tmp/sbx-bench-loop.XXXXXX";
+    char *agent = NULL;
+    if (sbx && sbx[0] && access(sbx, X_OK) == 0 && only == 0)
+        agent = cli_setup(tmp);
+    else if (only == 0)
+        printf("the CLI path is skipped: SBX does not name the sbx program\n");
     if (only > 0) {
         double cpu = run_once(&s, url, only, state, &c, &w);
         printf("%d turns: harness CPU %.4f ms/turn, wall minus server %.4f ms/turn\n", only, cpu,
@@ -264,6 +362,10 @@ int main(int argc, char **argv)
                 conns[i] = c;
             if (state)
                 with_state[i][r] = run_once(&s, url, lengths[i], state, &c, &w);
+            if (agent && (cli[i][r] = run_cli(&s, sbx, url, agent, lengths[i])) < 0) {
+                free(agent);
+                agent = NULL;
+            }
         }
     }
     double med[NL];
@@ -282,7 +384,33 @@ int main(int argc, char **argv)
            med[2], budget, med[2] / budget, med[2] <= budget ? "met" : "missed");
     printf("TABLE|per-turn overhead, 101 vs 11 turns|%.3f ms|11 turns|%.3f ms|%.2fx|<= 1.2x|%s\n",
            med[2], med[0], ratio, ratio <= 1.2 ? "met" : "missed");
+    if (agent) {
+        double cm[NL];
+        for (int i = 0; i < NL; i++) {
+            cm[i] = median(cli[i], reps);
+            printf("%3d turns, sbx run (CLI) with exec_command: client CPU %.1f ms, %.3f ms/turn "
+                   "(medians of %d)\n",
+                   lengths[i], cm[i], cm[i] / lengths[i], reps);
+        }
+        double marginal = (cm[2] - cm[0]) / (lengths[2] - lengths[0]);
+        printf("TABLE|sbx run (CLI) with exec_command: client CPU per turn, marginal 11 to 101 "
+               "turns|%.3f ms|in-process harness (add tool), per turn at 101|%.3f ms|%.2fx|-|-\n",
+               marginal, med[2], marginal / med[2]);
+    }
 out:
+    if (agent) {
+        /* A run that failed may have left its sandbox: removed first, then the directory. */
+        char *const rm_all[] = {(char *)sbx,     (char *)"sandbox", (char *)"rm",
+                                (char *)"--all", (char *)"--yes",   NULL};
+        char *const rm[] = {(char *)"rm", (char *)"-rf", tmp, NULL};
+        pid_t pid;
+        extern char **environ;
+        if (posix_spawn(&pid, sbx, NULL, NULL, rm_all, environ) == 0)
+            waitpid(pid, NULL, 0);
+        if (posix_spawnp(&pid, "rm", NULL, NULL, rm, environ) == 0)
+            waitpid(pid, NULL, 0);
+    }
+    free(agent);
     if (state)
         unlink(state);
     free(state);

@@ -2,7 +2,11 @@
 # sbx side by side with the reference JS SDK (@openai/agents 0.20.0, UnixLocalSandboxClient) on
 # the same work, interleaved in one run (sbx, JS, sbx, JS, ...), medians of REPS:
 #   - a sandbox with a manifest of 200 files of 4 KB: create, a trivial exec (per exec, NEXEC of
-#     them), persist (sbx: `sbx sandbox snapshot` into an empty store; JS: persistWorkspace)
+#     them), persist (sbx: `sbx sandbox snapshot` into an empty store; JS: persistWorkspace),
+#     of the peer's workspace (identical files: the store keeps one blob) and of one whose files
+#     each have their own content (JS: peer-persist.mjs; the two sides' bytes differ, both are
+#     200 distinct contents of 4096 bytes), removal
+#     (sbx: `sbx sandbox rm`, default disk image; JS: session.close())
 #   - sandbox agent runs of 11, 51 and 101 turns (10/50/100 exec_command calls and a final
 #     message) against the same scripted model server (mockllm.py)
 # sbx is measured through the `sbx` CLI, process start included; the JS side is what its own
@@ -61,6 +65,19 @@ content=$(printf 'x%.0s' $(seq 1 4096))
     echo "    children:"
     for i in $(seq 0 $((NFILES - 1))); do echo "      f$i.txt: {type: file, content: \"$content\"}"; done
 } >"$T/manifest.yaml"
+# The same with distinct content: "file N " then 'x' to 4096 bytes.
+{
+    echo "entries:"
+    echo "  out: {type: dir}"
+    echo "  data:"
+    echo "    type: dir"
+    echo "    children:"
+    for i in $(seq 0 $((NFILES - 1))); do
+        head="file $i "
+        echo "      f$i.txt: {type: file, content: \"$head${content:${#head}}\"}"
+    done
+} >"$T/manifest-distinct.yaml"
+cp -f "$SRC/bench/peer-persist.mjs" "$PEER/" || { echo "peer not available: cannot write to $PEER"; exit 0; }
 {
     printf 'name: bench\nmodel: mock-model\ninstructions: bench\nmanifest:\n'
     sed 's/^/  /' "$T/manifest.yaml"
@@ -104,8 +121,26 @@ sbx_sandbox() {
     SBX_SNAPSHOTS=$store "$SBX" sandbox snapshot "$id" >/dev/null || { echo "sbx snapshot failed" >&2; return 1; }
     b=$EPOCHREALTIME
     ms "$a" "$b" >>"$T/sbx.persist"
+    a=$EPOCHREALTIME
+    "$SBX" sandbox rm "$id" >/dev/null || { echo "sbx rm failed" >&2; return 1; }
+    b=$EPOCHREALTIME
+    ms "$a" "$b" >>"$T/sbx.rm"
+    rm -rf "$store"
+}
+sbx_persist_distinct() {
+    local a b id store=$T/store.d$1
+    id=$("$SBX" sandbox create --manifest "$T/manifest-distinct.yaml") || { echo "sbx create failed" >&2; return 1; }
+    a=$EPOCHREALTIME
+    SBX_SNAPSHOTS=$store "$SBX" sandbox snapshot "$id" >/dev/null || { echo "sbx snapshot failed" >&2; return 1; }
+    b=$EPOCHREALTIME
+    ms "$a" "$b" >>"$T/sbx.persist_d"
     "$SBX" sandbox rm "$id" >/dev/null
     rm -rf "$store"
+}
+js_persist_distinct() {
+    local j
+    j=$(js peer-persist.mjs "$NFILES" distinct) || return 1
+    echo "$j" | field persist_ms >>"$T/js.persist_d"
 }
 js_sandbox() {
     local j
@@ -113,16 +148,19 @@ js_sandbox() {
     echo "$j" | field create_ms >>"$T/js.create"
     echo "$j" | field exec_avg_ms >>"$T/js.exec"
     echo "$j" | field persist_ms >>"$T/js.persist"
+    echo "$j" | field close_ms >>"$T/js.rm"
 }
 
-row() { # row WHAT KEY: the TABLE line of $T/sbx.KEY against $T/js.KEY
-    local s j
+row() { # row WHAT KEY [TARGET]: the TABLE line of $T/sbx.KEY against $T/js.KEY (target < 1x)
+    local s j t=${3:-1} op="<"
     s=$(median "$T/sbx.$2")
     j=$(median "$T/js.$2")
     [ -n "$s" ] && [ -n "$j" ] || { echo "no samples for $1"; return; }
-    awk -v w="$1" -v s="$s" -v j="$j" 'BEGIN {
+    [ "$t" = 1 ] || op="<="
+    awk -v w="$1" -v s="$s" -v j="$j" -v t="$t" -v op="$op" 'BEGIN {
         r = s / j
-        printf "TABLE|%s|%.1f ms|JS SDK 0.20.0|%.1f ms|%.2fx|< 1x|%s\n", w, s, j, r, r < 1 ? "met" : "missed"
+        printf "TABLE|%s|%.1f ms|JS SDK 0.20.0|%.1f ms|%.2fx|%s %sx|%s\n", w, s, j, r, op, t,
+            (op == "<" ? r < t : r <= t) ? "met" : "missed"
     }'
 }
 
@@ -130,13 +168,17 @@ echo "bench-peer: $REPS interleaved reps, $NFILES files of 4 KB, $NEXEC execs pe
 for r in $(seq 1 "$REPS"); do
     sbx_sandbox "$r" || exit 1
     js_sandbox || exit 1
+    sbx_persist_distinct "$r" || exit 1
+    js_persist_distinct || exit 1
 done
-for k in create exec persist; do
+for k in create exec persist persist_d rm; do
     echo "sbx $k: $(sort -n "$T/sbx.$k" | tr '\n' ' ') ms; js $k: $(sort -n "$T/js.$k" | tr '\n' ' ') ms"
 done
 row "create, 200 files of 4 KB (sbx CLI)" create
 row "exec of a trivial command, per exec (sbx CLI)" exec
-row "persist: snapshot of the 200-file workspace (sbx CLI)" persist
+row "persist: snapshot of the 200-file workspace, identical files: one blob (sbx CLI)" persist
+row "persist: snapshot of 200 files of distinct content (sbx CLI)" persist_d
+row "rm of the 200-file sandbox, default disk (sbx CLI) vs close()" rm 1.0
 
 for n in $TURNS; do
     script=$PB/script_${n}exec.json

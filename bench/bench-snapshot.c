@@ -4,8 +4,16 @@
  * export to tar.zst. "same" workspaces have identical files (as the reference JS SDK's
  * benchmark writes them: 4096 'x'), "distinct" ones a different content per file.
  *
- *   build/bench/bench-snapshot [RUNS [DIR]]     (default 10 runs under /tmp) */
+ *   build/bench/bench-snapshot [RUNS [DIR]]     (default 10 runs under /tmp)
+ *
+ * One first take, for bench-snapshot-peer.sh to interleave with the JS SDK's persist:
+ *   build/bench/bench-snapshot first NFILES DIR distinct|same
+ * writes the workspace under DIR, takes it into an empty store there, then (distinct) times GNU
+ * `tar -cf` of the same files into DIR (no fsync: what an undurable archive costs), and prints
+ * "take_ms X" and "tar_ms Y". */
 #include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -150,8 +158,65 @@ static void bench(const char *base, int nfiles, int distinct, int runs)
     rm_tree(ws);
 }
 
+extern char **environ;
+
+/* Wall time of `tar -cf OUT -C WS .` (a process spawned and waited for). */
+static double time_tar(const char *ws, const char *out)
+{
+    char *argv[] = {"tar", "-cf", (char *)out, "-C", (char *)ws, ".", NULL};
+    pid_t pid;
+    int st = 0;
+    int64_t t0 = sbx_time_mono_ns();
+    if (posix_spawnp(&pid, "tar", NULL, NULL, argv, environ) != 0 || waitpid(pid, &st, 0) < 0 ||
+        !WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        die("tar -cf", NULL);
+    return ms_since(t0);
+}
+
+static int first_take(int nfiles, const char *dir, int distinct)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    char base[512], ws[600], path[600];
+    snprintf(base, sizeof(base), "%s/sbx-bench-first-XXXXXX", dir);
+    if (!mkdtemp(base))
+        die("mkdtemp", NULL);
+    snprintf(ws, sizeof(ws), "%s/ws", base);
+    int wfd = open_dir(ws);
+    char data[4096];
+    memset(data, 'x', sizeof(data));
+    for (int i = 0; i < nfiles; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "data/f%d.txt", i);
+        if (distinct)
+            snprintf(data, sizeof(data), "file %d\n", i);
+        if (sbx_fs_write(wfd, name, data, sizeof(data), 0644, SBX_FS_PARENTS, &err) < 0)
+            die("write", &err);
+    }
+    sbx_fs_mkdir(wfd, "out", 0755, 0, NULL);
+    snprintf(path, sizeof(path), "%s/store", base);
+    struct sbx_snapshot_store *st = NULL;
+    if (sbx_snapshot_store_open(path, &st, &err) < 0)
+        die("store", &err);
+    char *ref = NULL;
+    int64_t t0 = sbx_time_mono_ns();
+    if (sbx_snapshot_take(st, wfd, NULL, &ref, &err) < 0)
+        die("take", &err);
+    printf("take_ms %.3f\n", ms_since(t0));
+    free(ref);
+    sbx_snapshot_store_free(st);
+    if (distinct) {
+        snprintf(path, sizeof(path), "%s/ws.tar", base);
+        printf("tar_ms %.3f\n", time_tar(ws, path));
+    }
+    close(wfd);
+    rm_tree(base);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 5 && strcmp(argv[1], "first") == 0)
+        return first_take((int)strtol(argv[2], NULL, 10), argv[3], strcmp(argv[4], "same") != 0);
     int runs = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 10;
     const char *dir = argc > 2 ? argv[2] : "/tmp";
     if (runs < 1)

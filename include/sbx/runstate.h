@@ -64,6 +64,27 @@ SBX_API int sbx_run_state_read_file(const char *path, json_t **out, struct sbx_e
 SBX_API int sbx_run_state_write_file(const char *path, const json_t *state,
                                      const struct sbx_strv *secrets, struct sbx_error *err);
 
+/* Checkpoints that append (docs/internals/runstate.md, "Checkpoints that append"): what a
+ * run's checkpoints write to path, in time linear in the run. While the state's status is
+ * "running", path is a head: the fields that change at every checkpoint (status, turn,
+ * open_calls, usage, ...; docs/internals/runstate.md lists them) and no others,
+ * naming a log beside it ("<name>.0.log" or "<name>.1.log") with one record per item and per
+ * change of any other field, each carrying a SHA-256 chained over every record before it. Each
+ * checkpoint appends its new records and fdatasyncs them before the head is written atomically
+ * (as sbx_run_state_write_file). Items must be appended to, never edited: when the state's
+ * items are not the ones written before plus new ones (by object), or the secrets changed, a
+ * whole new log is written under the other name and renamed into place. Any other status
+ * writes the whole document with sbx_run_state_write_file and removes the log.
+ * sbx_run_state_read_file reads both forms. *out: sbx_run_state_log_close. */
+struct sbx_run_state_log; /* opaque */
+SBX_API int sbx_run_state_log_open(const char *path, struct sbx_run_state_log **out,
+                                   struct sbx_error *err);
+SBX_API int sbx_run_state_log_write(struct sbx_run_state_log *l, const json_t *state,
+                                    const struct sbx_strv *secrets, struct sbx_error *err);
+SBX_API void sbx_run_state_log_close(struct sbx_run_state_log *l);
+/* Remove the state file path and the log it names, if any. */
+SBX_API int sbx_run_state_remove_file(const char *path, struct sbx_error *err);
+
 /* Seal state's "always" list to its "run_id": "always_seal" = "hmac-sha256:<hex>" of the
  * canonical text of {"always", "run_id"} under key (a key of this user's, never in a state).
  * A state file anyone could edit then carries "always" approvals only its writer could make. */

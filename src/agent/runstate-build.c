@@ -35,9 +35,16 @@ static json_t *str_or_null(const char *s)
     return s ? sbx_json_str(s) : json_null();
 }
 
-static json_t *copy_or_null(const json_t *v)
+/* A running checkpoint's state is borrowed for the call only (sbx_checkpoint_fn): it shares
+ * the run's own values. A final one is kept (sbx_run_result_state): it gets copies. */
+static json_t *copy(const json_t *v, int share)
 {
-    return v ? json_deep_copy(v) : json_null();
+    return share ? json_incref((json_t *)v) : json_deep_copy(v);
+}
+
+static json_t *copy_or_null(const json_t *v, int share)
+{
+    return v ? copy(v, share) : json_null();
 }
 
 int sbx__run_state_build(struct run *r, const char *status, const char *error,
@@ -75,7 +82,8 @@ int sbx__run_state_build(struct run *r, const char *status, const char *error,
                          (json_int_t)r->saved_upto);
     }
     const char *model = opt->model_name ? opt->model_name : r->agent->model;
-    json_t *items = json_copy(r->items);
+    int share = strcmp(status, "running") == 0;
+    json_t *items = share ? json_incref(r->items) : json_copy(r->items);
     if (!items)
         SBX_BUG("out of memory copying the items");
     json_t *st = json_object();
@@ -87,30 +95,30 @@ int sbx__run_state_build(struct run *r, const char *status, const char *error,
     sbx_json_set(st, "start_agent", sbx_json_str(r->start->name));
     sbx_json_set(st, "current_agent", sbx_json_str(r->agent->name));
     sbx_json_set(st, "agents", agents);
-    sbx_json_set(st, "agent_files", copy_or_null(r->agent_files));
+    sbx_json_set(st, "agent_files", copy_or_null(r->agent_files, share));
     sbx_json_set(st, "turn", json_integer(r->done_turn));
     sbx_json_set(st, "max_turns", json_integer(r->max_turns));
     sbx_json_set(st, "items", items);
     sbx_json_set(st, "input_items", json_integer((json_int_t)r->input_items));
-    sbx_json_set(st, "usage", json_deep_copy(r->usage));
+    sbx_json_set(st, "usage", copy(r->usage, share));
     sbx_json_set(st, "model", str_or_null(model));
-    sbx_json_set(st, "model_settings", copy_or_null(r->agent->settings));
+    sbx_json_set(st, "model_settings", copy_or_null(r->agent->settings, share));
     sbx_json_set(st, "previous_response_id", str_or_null(r->prev_id));
     sbx_json_set(st, "sent_upto", json_integer((json_int_t)r->sent_upto));
     sbx_json_set(st, "tools_used", used);
     sbx_json_set(st, "conversation", conv);
-    sbx_json_set(st, "open_calls", json_deep_copy(r->open_calls));
-    sbx_json_set(st, "pending", json_deep_copy(r->pending));
-    sbx_json_set(st, "decisions", json_deep_copy(r->decision_log));
-    sbx_json_set(st, "always", json_deep_copy(r->always));
+    sbx_json_set(st, "open_calls", copy(r->open_calls, share));
+    sbx_json_set(st, "pending", copy(r->pending, share));
+    sbx_json_set(st, "decisions", copy(r->decision_log, share));
+    sbx_json_set(st, "always", copy(r->always, share));
     sbx_json_set(st, "run_id", sbx_json_str(r->run_id));
     sbx_json_set(st, "final_output", str_or_null(final_output));
-    sbx_json_set(st, "sandbox", copy_or_null(r->sandbox));
-    sbx_json_set(st, "meta", copy_or_null(r->meta));
+    sbx_json_set(st, "sandbox", copy_or_null(r->sandbox, share));
+    sbx_json_set(st, "meta", copy_or_null(r->meta, share));
     if (r->input_guarded)
         sbx_json_set(st, "guardrails", json_pack("{s:s}", "input", "passed"));
     if (r->tripwire)
-        sbx_json_set(st, "tripwire", json_deep_copy(r->tripwire));
+        sbx_json_set(st, "tripwire", copy(r->tripwire, share));
     *out = st;
     return 0;
 }

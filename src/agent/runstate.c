@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent/runstate-log.h"
 #include "sbx/buf.h"
 #include "sbx/fs.h"
 #include "sbx/hash.h"
@@ -241,7 +242,8 @@ static int check_fields(const json_t *doc, struct sbx_error *err)
     return 0;
 }
 
-int sbx_run_state_parse(const char *text, size_t n, json_t **out, struct sbx_error *err)
+/* dfd: the state's directory, where the log of a head is read (-1: a head is refused). */
+static int parse_in(const char *text, size_t n, int dfd, json_t **out, struct sbx_error *err)
 {
     json_t *doc = NULL;
     int rc;
@@ -288,6 +290,16 @@ int sbx_run_state_parse(const char *text, size_t n, json_t **out, struct sbx_err
                            "edited or damaged)");
         goto out;
     }
+    if (json_object_get(doc, "log")) {
+        if (dfd < 0)
+            rc = sbx_error_set(err, SBX_E_INVAL, 0,
+                               "run state: its items are in a log beside its file: read it "
+                               "as a file");
+        else
+            rc = sbx__run_state_load_log(doc, dfd, err);
+        if (rc < 0)
+            goto out;
+    }
     if ((rc = check_fields(doc, err)) < 0)
         goto out;
     *out = doc;
@@ -295,6 +307,11 @@ int sbx_run_state_parse(const char *text, size_t n, json_t **out, struct sbx_err
 out:
     json_decref(doc);
     return rc;
+}
+
+int sbx_run_state_parse(const char *text, size_t n, json_t **out, struct sbx_error *err)
+{
+    return parse_in(text, n, -1, out, err);
 }
 
 int sbx_run_state_serialize(const json_t *state, const struct sbx_strv *secrets, char **out,
@@ -335,9 +352,18 @@ int sbx_run_state_read_file(const char *path, json_t **out, struct sbx_error *er
 {
     struct sbx_buf b;
     sbx_buf_init(&b, SBX_BUF_NOLIMIT);
-    int rc = sbx_fs_read_path(path, SBX_RUN_STATE_MAX, &b, err);
+    int dfd = -1, rc = sbx_fs_read_path(path, SBX_RUN_STATE_MAX, &b, err);
+    if (rc == 0) {
+        const char *slash = strrchr(path, '/');
+        char *dir = slash ? sbx_xstrndup(path, (size_t)(slash - path)) : sbx_xstrdup(".");
+        dfd = open(dir[0] ? dir : "/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0)
+            rc = sbx_error_errno(err, errno, "cannot open the directory of '%s'", path);
+        free(dir);
+    }
     if (rc == 0)
-        rc = sbx_run_state_parse(b.data, b.len, out, err);
+        rc = parse_in(b.data, b.len, dfd, out, err);
+    sbx_fd_close(&dfd);
     sbx_buf_release(&b);
     if (rc < 0 && rc != -SBX_E_NOTFOUND)
         sbx_error_prefix(err, "'%s'", path);

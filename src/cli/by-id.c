@@ -61,6 +61,23 @@ int cli_client_with(const char *provider, const json_t *base, struct sbx_client 
     return rc;
 }
 
+int cli_locators_given(const char *provider)
+{
+    return json_object_get(locators, provider) != NULL;
+}
+
+int cli_locators_move(const char *provider, const json_t *base)
+{
+    const char *key;
+    json_t *v;
+    json_object_foreach(json_object_get(locators, provider), key, v)
+    {
+        if (!json_equal(v, json_object_get(base, key)))
+            return 1;
+    }
+    return 0;
+}
+
 int cli_client_found(const char *provider, int asked, struct sbx_client **out,
                      struct sbx_error *err)
 {
@@ -110,12 +127,15 @@ static int by_record(const char *id, cli_sandbox_op *op, void *data, struct sbx_
     json_t *st = NULL;
     int st_rc = *rc == -SBX_E_NOTFOUND ? sbx_client_state(c, rid, 0, &st, &ignored) : 0;
     json_decref(st);
+    /* Flags that point elsewhere than the record (another node, another engine): what is not
+     * there says nothing of the recorded sandbox, whose record stays. */
+    int moved = cli_locators_move(provider, json_object_get(rec, "options"));
     if (*rc == -SBX_E_NOTFOUND && (st_rc == 0 || !lists)) {
         /* Not found by the command but still there (stopped: an exec or a cp finds no live
          * sandbox), or a sandbox only the record finds (a provider that does not list, such as
          * a hosted one): the command's error is the answer, and the record goes only with the
          * sandbox. */
-        if (st_rc == -SBX_E_NOTFOUND)
+        if (st_rc == -SBX_E_NOTFOUND && !moved)
             (void)sbx_sandbox_record_remove(rid, NULL);
         sbx_error_copy(err, &e);
         *out = c;
@@ -124,7 +144,8 @@ static int by_record(const char *id, cli_sandbox_op *op, void *data, struct sbx_
     }
     if (*rc == -SBX_E_NOTFOUND) {
         /* Removed behind sbx's back: forget it and look elsewhere. */
-        (void)sbx_sandbox_record_remove(json_string_value(json_object_get(rec, "id")), NULL);
+        if (!moved)
+            (void)sbx_sandbox_record_remove(json_string_value(json_object_get(rec, "id")), NULL);
         sbx_client_free(c);
         json_decref(rec);
         return 0;
@@ -149,7 +170,9 @@ int cli_sandbox_by_id(const char *id, cli_sandbox_op *op, void *data, struct sbx
     for (size_t i = 0; sbx_provider_at(i, &p) == 0; i++) {
         struct sbx_client *c = NULL;
         struct sbx_error e = SBX_ERROR_INIT;
-        if (!(p.traits & SBX_PROVIDER_LISTS))
+        /* A provider that does not list unconfigured is asked when its locator flags are
+         * given (the remote provider with --node: a harness without the sandbox's record). */
+        if (!(p.traits & SBX_PROVIDER_LISTS) && !cli_locators_given(p.name))
             continue;
         rc = cli_client_found(p.name, 0, &c, &e);
         if (rc == -SBX_E_NOTFOUND && !c)

@@ -165,6 +165,11 @@ int cli_locator_arg(int argc, char **argv, int *i, const char *verb);
 /* A client of provider from base options (may be NULL) with the locator flags given. */
 int cli_client_with(const char *provider, const json_t *base, struct sbx_client **out,
                     struct sbx_error *err);
+/* Whether locator flags of provider were given. */
+int cli_locators_given(const char *provider);
+/* Whether the locator flags given change one of base's values (they point elsewhere than a
+ * record says its sandbox is). */
+int cli_locators_move(const char *provider, const json_t *base);
 /* A client of provider as found here unconfigured (sbx_provider_probe) with the locator flags
  * given; SBX_E_NOTFOUND when there is nothing to ask, unless asked or a locator flag is. */
 int cli_client_found(const char *provider, int asked, struct sbx_client **out,

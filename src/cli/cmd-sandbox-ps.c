@@ -61,7 +61,8 @@ static int list_listers(struct ps *p, struct sbx_error *err)
     for (size_t k = 0; sbx_provider_at(k, &info) == 0; k++) {
         struct sbx_client *c = NULL;
         struct sbx_error e = SBX_ERROR_INIT;
-        if (!(info.traits & SBX_PROVIDER_LISTS) || (p->only && strcmp(p->only, info.name) != 0))
+        if ((!(info.traits & SBX_PROVIDER_LISTS) && !cli_locators_given(info.name)) ||
+            (p->only && strcmp(p->only, info.name) != 0))
             continue;
         int rc = cli_client_found(info.name, p->only != NULL, &c, &e);
         if (rc == -SBX_E_NOTFOUND && !c)
@@ -121,9 +122,12 @@ static int list_records(struct ps *p, struct sbx_error *err)
                             "sbx: warning: recorded %s sandboxes not listed: %s\n", prov, e.msg);
         const char *wid;
         json_t *unused;
+        /* Only a listing of the records' own place drops them (flags naming another node or
+         * engine list that one). */
+        int moved = cli_locators_move(prov, opts);
         json_object_foreach(want, wid, unused)
         {
-            if (lrc == 0 && !json_object_get(p->seen, wid))
+            if (lrc == 0 && !moved && !json_object_get(p->seen, wid))
                 (void)sbx_sandbox_record_remove(wid, NULL);
         }
         json_decref(want);

@@ -281,10 +281,8 @@ static int cmd_rm(int argc, char **argv)
         sbx_error_prefix(&err, "run state '%s' kept", path);
         return cli_fail(&err);
     }
-    if (unlink(path) < 0) {
-        sbx_error_errno(&err, errno, "cannot remove '%s'", path);
+    if (sbx_run_state_remove_file(path, &err) < 0)
         return cli_fail(&err);
-    }
     return CLI_OK;
 }
 

@@ -33,6 +33,7 @@ void cli_run_state_release(struct cli_run_state *rs)
     json_decref(rs->decisions);
     json_decref(rs->always);
     json_decref(rs->doc);
+    sbx_run_state_log_close(rs->log);
     free(rs->auto_path);
     for (size_t i = 0; i < rs->secrets.n; i++)
         explicit_bzero(rs->secrets.v[i], strlen(rs->secrets.v[i]));
@@ -268,8 +269,12 @@ int cli_run_state_checkpoint(void *data, const json_t *state, struct sbx_error *
             fprintf(stderr, "sbx: warning: no run-state key: the run's 'always' approvals will "
                             "not be taken from its state\n");
     }
+    /* Appending: each checkpoint writes the items that are new and a small head
+     * (docs/internals/runstate.md, "Checkpoints that append"). */
+    if (rc == 0 && !rs->log)
+        rc = sbx_run_state_log_open(rs->path, &rs->log, err);
     if (rc == 0)
-        rc = sbx_run_state_write_file(rs->path, doc, &rs->secrets, err);
+        rc = sbx_run_state_log_write(rs->log, doc, &rs->secrets, err);
     json_decref(doc);
     if (rc < 0)
         sbx_error_prefix(err, "run state '%s'", rs->path);

@@ -9,6 +9,8 @@
 #include "sbx/error.h"
 #include "sbx/strv.h"
 
+struct sbx_run_state_log;
+
 /* Exit status of a run that stopped to wait for approvals. */
 #define CLI_WAITING 4
 
@@ -29,12 +31,13 @@ struct cli_run_state {
     json_t *always;
     int approve_all;
     int allow_agent_change;
-    json_t *doc;             /* the state resumed from */
-    struct sbx_strv secrets; /* values scrubbed from every state written */
-    int written;             /* checkpoints written by this process */
-    const char *agent_file;  /* for the "continue with" line (borrowed) */
-    uint8_t key[32];         /* this user's run-state key (sealing "always" decisions) */
-    int key_state;           /* 0 not loaded yet, 1 loaded, -1 unavailable */
+    json_t *doc;                   /* the state resumed from */
+    struct sbx_strv secrets;       /* values scrubbed from every state written */
+    int written;                   /* checkpoints written by this process */
+    struct sbx_run_state_log *log; /* the checkpoints' writer, opened at the first one */
+    const char *agent_file;        /* for the "continue with" line (borrowed) */
+    uint8_t key[32];               /* this user's run-state key (sealing "always" decisions) */
+    int key_state;                 /* 0 not loaded yet, 1 loaded, -1 unavailable */
 };
 
 void cli_run_state_init(struct cli_run_state *rs);

@@ -31,6 +31,7 @@
     X(EVP_DigestUpdate)           \
     X(EVP_MD_CTX_free)            \
     X(EVP_MD_CTX_new)             \
+    X(EVP_MD_fetch)               \
     X(EVP_PKEY_Q_keygen)          \
     X(EVP_PKEY_free)              \
     X(EVP_sha1)                   \
@@ -93,6 +94,7 @@ int sbx__crypto_load(struct sbx_error *err);
 #define EVP_DigestUpdate           (sbx__crypto.EVP_DigestUpdate)
 #define EVP_MD_CTX_free            (sbx__crypto.EVP_MD_CTX_free)
 #define EVP_MD_CTX_new             (sbx__crypto.EVP_MD_CTX_new)
+#define EVP_MD_fetch               (sbx__crypto.EVP_MD_fetch)
 #define EVP_PKEY_Q_keygen          (sbx__crypto.EVP_PKEY_Q_keygen)
 #define EVP_PKEY_free              (sbx__crypto.EVP_PKEY_free)
 #define EVP_sha1                   (sbx__crypto.EVP_sha1)

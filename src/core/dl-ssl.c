@@ -21,7 +21,8 @@ static void load(void)
     load_rc = sbx__crypto_load(&load_err);
     if (load_rc < 0)
         return;
-    load_rc = sbx__dl_load("libssl.so.3", "for pinned certificates, half-closed tls connections and tls servers",
+    load_rc = sbx__dl_load("libssl.so.3",
+                           "for pinned certificates, half-closed tls connections and tls servers",
                            names, N, syms, &load_err);
     if (load_rc < 0)
         return;

@@ -19,6 +19,7 @@
     X(SSL_CTX_new)                        \
     X(SSL_CTX_set_cert_verify_callback)   \
     X(SSL_CTX_set_client_CA_list)         \
+    X(SSL_CTX_set_num_tickets)            \
     X(SSL_CTX_set_verify)                 \
     X(SSL_CTX_use_PrivateKey_file)        \
     X(SSL_CTX_use_certificate_chain_file) \
@@ -51,6 +52,7 @@ int sbx__ssl_load(struct sbx_error *err);
 #define SSL_CTX_new                        (sbx__ssl.SSL_CTX_new)
 #define SSL_CTX_set_cert_verify_callback   (sbx__ssl.SSL_CTX_set_cert_verify_callback)
 #define SSL_CTX_set_client_CA_list         (sbx__ssl.SSL_CTX_set_client_CA_list)
+#define SSL_CTX_set_num_tickets            (sbx__ssl.SSL_CTX_set_num_tickets)
 #define SSL_CTX_set_verify                 (sbx__ssl.SSL_CTX_set_verify)
 #define SSL_CTX_use_PrivateKey_file        (sbx__ssl.SSL_CTX_use_PrivateKey_file)
 #define SSL_CTX_use_certificate_chain_file (sbx__ssl.SSL_CTX_use_certificate_chain_file)

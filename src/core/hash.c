@@ -1,5 +1,6 @@
 /* SHA-256 over OpenSSL's EVP interface, hex encoding, and kernel randomness. */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
@@ -12,15 +13,26 @@ struct sbx_sha256 {
     int finished;
 };
 
+/* SHA-256 fetched from the default provider once: starting a digest with EVP_sha256() looks
+ * the implementation up again every time, which costs more than hashing a few KB. */
+static EVP_MD *sha256_md;
+static pthread_once_t sha256_once = PTHREAD_ONCE_INIT;
+
+static void fetch_sha256(void)
+{
+    sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
 int sbx_sha256_new(struct sbx_sha256 **out, struct sbx_error *err)
 {
     int rc = sbx__crypto_load(err);
     if (rc < 0)
         return rc;
+    pthread_once(&sha256_once, fetch_sha256);
     EVP_MD_CTX *ctx = EVP_MD_CTX_new();
     if (!ctx)
         return sbx_error_set(err, SBX_E_SYS, 0, "cannot create a sha256 context");
-    if (EVP_DigestInit_ex(ctx, EVP_sha256(), NULL) != 1) {
+    if (EVP_DigestInit_ex(ctx, sha256_md ? (const EVP_MD *)sha256_md : EVP_sha256(), NULL) != 1) {
         EVP_MD_CTX_free(ctx);
         return sbx_error_set(err, SBX_E_SYS, 0, "cannot start a sha256 digest");
     }

@@ -200,16 +200,19 @@ static void add_created(struct sbx_session *s, json_t *ans)
     json_decref(st);
 }
 
-/* GET /v1/sandboxes/ID: the id, when it was made, and the workspace's root as commands in the
- * sandbox see it. */
+/* GET /v1/sandboxes/ID: the id, when it was made, the workspace's root as commands in the
+ * sandbox see it, and the local sandbox's whole state ("state"). */
 static void describe(struct node_conn *c, const char *id)
 {
     struct sbx_error err = SBX_ERROR_INIT;
     struct sbx_client *cl = NULL;
     struct sbx_session *s = NULL;
     if (sbx_client_new("local", NULL, &cl, &err) == 0 && sbx_client_attach(cl, id, &s, &err) == 0) {
-        json_t *ans = json_pack("{s:s, s:s}", "id", id, "root", sbx_session_root(s));
+        json_t *ans = json_pack("{s:s, s:s}", "id", id, "root", sbx_session_root(s)), *st = NULL;
         add_created(s, ans);
+        if (sbx_session_state(s, &st, &err) == 0) /* the local sandbox's whole state */
+            json_object_set_new(ans, "state", st);
+        sbx_error_clear(&err);
         node_respond(c, 200, ans, &err);
         json_decref(ans);
     } else {
@@ -429,6 +432,8 @@ void node_handle(struct node_conn *c, struct node_req *r)
         remove_one(c, id);
     else if (strcmp(rest, "") == 0 && get)
         describe(c, id);
+    else if (strcmp(rest, "workspace") == 0 || strncmp(rest, "files", 5) == 0)
+        node_files(c, r, id, rest);
     else if (strcmp(rest, "exec") == 0 && get && r->upgrade_ws)
         node_exec(c, r, id);
     else {

@@ -25,7 +25,10 @@
 #define NODE_TOKEN_LEN   43 /* unpadded base64url of 32 bytes */
 #define NODE_SANDBOX_MAX 4096
 #define NODE_ID_MAX      64
-#define NODE_ARGS_MAX    1024 /* command= parameters of an exec */
+#define NODE_ARGS_MAX    1024                /* command= parameters of an exec */
+#define NODE_PATH_MAX    4096                /* a workspace path= parameter */
+#define NODE_FILE_MAX    ((uint64_t)1 << 30) /* a file read or written (files.c) */
+#define NODE_TAR_MAX     ((int64_t)8 << 30)  /* a workspace tar put (files.c) */
 
 struct node_daemon {
     SSL_CTX *ctx;
@@ -74,6 +77,7 @@ struct node_req {
     char ws_protocols[256];
     int upgrade_ws;
     int64_t content_length; /* -1: none */
+    int64_t body_left;      /* a PUT's body, left on the connection for its handler to read */
     struct sbx_buf body;
 };
 
@@ -110,6 +114,10 @@ int node_token_check(struct node_daemon *d, const char *id, const char *token,
 
 /* A copy of sandbox id's environment (an array of "NAME=VALUE"; empty when none). */
 json_t *node_record_env(struct node_daemon *d, const char *id);
+
+/* files.c: the requests .../files[/OP] and .../workspace of sandbox id (the token was
+ * checked). */
+void node_files(struct node_conn *c, struct node_req *r, const char *id, const char *rest);
 
 /* exec.c: the WebSocket exec of an upgraded request (the token was checked). */
 void node_exec(struct node_conn *c, struct node_req *r, const char *id);

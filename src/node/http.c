@@ -192,6 +192,10 @@ int node_read_request(struct node_conn *c, struct node_req *r, struct sbx_error 
     sbx_buf_consume(&c->in, (size_t)hl);
     if (rc < 0)
         return rc;
+    if (strcmp(r->method, "PUT") == 0) { /* streamed: its handler reads it (files.c) */
+        r->body_left = r->content_length > 0 ? r->content_length : 0;
+        return 0;
+    }
     if (r->content_length > NODE_BODY_MAX)
         return sbx_error_set(err, SBX_E_TOOBIG, 0, "a request body over %d bytes", NODE_BODY_MAX);
     size_t want = r->content_length > 0 ? (size_t)r->content_length : 0;

@@ -38,6 +38,9 @@ int node_tls_init(struct node_daemon *d, const char *cert, const char *key, cons
         /* Only the CA given: no default paths were loaded. The default purpose of a server's
          * check is a TLS client's, so a node certificate (serverAuth only) is refused. */
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, NULL);
+        /* No session tickets: every connection shows (and has checked) its certificate, and a
+         * client offering an earlier session gets a full handshake, not an alert. */
+        SSL_CTX_set_num_tickets(ctx, 0);
         d->ctx = ctx;
         return 0;
     }

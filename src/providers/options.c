@@ -620,3 +620,24 @@ int sbx_provider_secret(const json_t *ref, const char *what, struct sbx_secret *
     sbx_buf_release(&b);
     return rc;
 }
+
+int sbx__option_pairs(const json_t *list, const char *what, json_t **out, struct sbx_error *err)
+{
+    json_t *o = json_object(), *v;
+    size_t i;
+    json_array_foreach(list, i, v)
+    {
+        const char *s = json_string_value(v);
+        const char *eq = s ? strchr(s, '=') : NULL;
+        if (!eq || eq == s) {
+            json_decref(o);
+            return sbx_error_set(err, SBX_E_INVAL, 0, "%s wants KEY=VALUE, not '%s'", what,
+                                 s ? s : "");
+        }
+        char *k = sbx_xstrndup(s, (size_t)(eq - s));
+        sbx_json_set(o, k, sbx_json_str(eq + 1));
+        free(k);
+    }
+    *out = o;
+    return 0;
+}

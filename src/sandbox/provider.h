@@ -42,6 +42,8 @@ struct sbx_file_reader {
     int (*skip_hole)(void *ctx, uint64_t *hole, struct sbx_error *err);
 };
 
+struct sbx__shellfs; /* src/sandbox/shellfs/shellfs.h */
+
 struct sbx_session_ops {
     int (*exec_start)(struct sbx_session *s, const struct sbx_exec_spec *spec, const char *cwd,
                       struct sbx_proc **out, struct sbx_error *err);
@@ -94,6 +96,10 @@ struct sbx_session_ops {
      * gives the files to the session's user. sbx__session_restore_stream (session/internal.h)
      * feeds it. */
     int (*workspace_import)(struct sbx_session *s, int in_fd, struct sbx_error *err);
+    /* Optional: for a provider whose files go through the shared script of
+     * src/sandbox/shellfs/, its shellfs for s; the shellfs session ops (sbx__shellfs_s_ls...)
+     * use it. */
+    void (*shellfs)(struct sbx_session *s, struct sbx__shellfs *out);
     void (*free)(struct sbx_session *s);
 };
 
@@ -215,5 +221,8 @@ int sbx__provider_check_mounts(const char *name, const struct sbx_manifest *m,
                                struct sbx_error *err);
 /* SBX_E_NOTFOUND "unknown provider 'name' (local, docker, ...)", the list from the table. */
 int sbx__provider_unknown(const char *name, struct sbx_error *err);
+/* A list option of "KEY=VALUE" strings (what: its name) into an object *out (caller owns);
+ * SBX_E_INVAL naming the option for another shape. */
+int sbx__option_pairs(const json_t *list, const char *what, json_t **out, struct sbx_error *err);
 
 #endif

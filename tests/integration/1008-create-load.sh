@@ -28,8 +28,11 @@ run env SBX_SUPERVISOR="$T/dead-supervisor" "$SBX" sandbox create
 expect_rc 1 "a supervisor that dies fails the create"
 expect_in "$T/err" "exited during start-up" "with a clear error"
 expect_eq "$(ls "$RUNBASE")$(ls "$SBX_WORKSPACES")" "" "and leaves nothing"
-# As root its workspace was a disk image, released by a helper started from the same program:
-# one that does not answer as a helper leaves the release to the create's own clean-up.
+# As root its workspace was a disk image, released by a worker the create's clean-up forked
+# (it needs nothing of the supervisor program): that goes on just after the create returned,
+# and is waited for, bounded.
+release_done() { [ -z "$(ls -A "$SBX_WORKSPACES")$(losetup -a 2>/dev/null | grep -F "$T/")" ]; }
+wait_until release_done
 expect_eq "$(ls -A "$SBX_WORKSPACES")$(losetup -a 2>/dev/null | grep -F "$T/")" "" \
     "no image, release directory or loop device is left either"
 SBX_SUPERVISOR="$T/slow-supervisor" "$SBX" sandbox create >"$T/slow.out" 2>"$T/slow.err" &

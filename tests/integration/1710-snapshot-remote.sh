@@ -122,7 +122,7 @@ expect_rc 1 "a pull with a tampered blob fails"
 expect_in "$T/err" "blob '${bhex:0:12}' in 's3://snaps/team/ws' is corrupt" "the error names the blob and the store"
 run in_fresh 2 "$SBX" snapshot ls
 expect_not_in "$T/out" "${ref:0:19}" "the snapshot did not enter the local store"
-left=$(find "$T/fresh-2/sbx/snapshots/blobs" "$T/fresh-2/sbx/snapshots/tmp" -type f 2>/dev/null | wc -l)
+left=$(find "$T/fresh-2/sbx/snapshots/blobs" "$T/fresh-2/sbx/snapshots/packs" "$T/fresh-2/sbx/snapshots/tmp" -type f 2>/dev/null | wc -l)
 expect_eq "$left" 0 "no blob of the failed pull is left in the local store"
 cp "$T/blob.orig" "$bfile"
 
@@ -146,7 +146,8 @@ expect_rc 1 "a store that does not answer fails"
 expect_in "$T/err" "s3://snaps" "naming the store"
 
 # A push cut short (a blob cannot be read) leaves no header, so nothing names a missing blob.
-run "$SBX" sandbox exec "$id" -- sh -c 'head -c 5000 /dev/urandom > /workspace/fresh.bin'
+# (Over 256 KiB, so that the blob is a file of its own, not in a pack.)
+run "$SBX" sandbox exec "$id" -- sh -c 'head -c 300000 /dev/urandom > /workspace/fresh.bin'
 run "$SBX" sandbox snapshot "$id"
 ref3=$(cat "$T/out")
 fhex=$("$SBX" snapshot ls-files --json "$ref3" | python3 -c 'import json,sys; print([e["sha256"] for e in json.load(sys.stdin) if e["path"]=="fresh.bin"][0])')

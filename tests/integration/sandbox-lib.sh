@@ -50,7 +50,7 @@ alive() {
 
 # nothing_left DESC: no sandbox of this test exists in any form (runtime dirs, workspaces,
 # stopped records): what a failed create or resume must leave. A removed disk image is released
-# by a helper just after the removal returns (its .sbx-release/ in the workspaces directory):
+# by a worker just after the removal returns (its .sbx-release/ in the workspaces directory):
 # that is waited for, bounded.
 left_on_host() { ls -A "$RUNBASE" "$SBX_WORKSPACES" 2>/dev/null | grep -v -e '^$' -e ':$'; }
 no_left_on_host() { [ -z "$(left_on_host)" ]; }

@@ -6,6 +6,12 @@ standard library only (ssl, socket), for the tests: an independent client of the
     client.py URL CA CERT KEY exec ID TOKEN [--stdin TEXT|--stdin-file F] [--query K=V]... ARG...
                                                               -> stdout, stderr, "exit N"
     client.py URL CA CERT KEY bighead N                       -> a request with an N-byte header
+    client.py URL CA CERT KEY resume                          -> a second connection offering
+                                                                 the first's TLS session:
+                                                                 "fresh|resumed STATUS"
+    client.py URL CA CERT KEY send METHOD PATH TOKEN [--body TEXT|--body-file F]
+              [--declare N] [--out F]                         -> "STATUS BODY" (--out: the body
+                                                                 into F, "STATUS LENGTH" printed)
 
 exec writes the command's stdout to stdout and its stderr to stderr as they come, then prints
 the status channel's exit code as "exit N" on stderr; a refused upgrade prints "http STATUS BODY".
@@ -13,13 +19,14 @@ the status channel's exit code as "exit N" on stderr; a refused upgrade prints "
 import base64, json, os, socket, ssl, struct, sys, threading, urllib.parse
 
 
-def connect(url, ca, cert, key):
+def connect(url, ca, cert, key, ctx=None, session=None):
     u = urllib.parse.urlsplit(url)
-    ctx = ssl.create_default_context(cafile=ca)
-    ctx.minimum_version = ssl.TLSVersion.TLSv1_3
-    ctx.load_cert_chain(cert, key)
+    if ctx is None:
+        ctx = ssl.create_default_context(cafile=ca)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_3
+        ctx.load_cert_chain(cert, key)
     raw = socket.create_connection((u.hostname, u.port), timeout=30)
-    return ctx.wrap_socket(raw, server_hostname=u.hostname), u.hostname
+    return ctx.wrap_socket(raw, server_hostname=u.hostname, session=session), u.hostname
 
 
 def read_head(s):
@@ -39,16 +46,23 @@ def read_head(s):
     return status, fields, rest
 
 
-def request(s, host, method, path, token=None, body=b""):
-    h = f"{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {len(body)}\r\n"
+def request(s, host, method, path, token=None, body=b"", declare=None, raw=False):
+    n = len(body) if declare is None else declare
+    h = f"{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {n}\r\n"
     if token:
         h += f"Sbx-Token: {token}\r\n"
-    s.sendall(h.encode() + b"\r\n" + body)
+    try:
+        s.sendall(h.encode() + b"\r\n" + body)
+    except OSError:
+        pass  # the daemon answered and closed before the whole body: its answer is read below
     status, fields, rest = read_head(s)
     n = int(fields.get("content-length", "0"))
     while len(rest) < n:
-        rest += s.recv(65536)
-    return status, rest[:n].decode()
+        b = s.recv(65536)
+        if not b:
+            raise SystemExit("connection closed in the answer's body")
+        rest += b
+    return status, rest[:n] if raw else rest[:n].decode()
 
 
 def frame(opcode, payload):
@@ -158,6 +172,35 @@ def main():
     if verb == "request":
         status, body = request(s, host, rest[0], rest[1], rest[2] if len(rest) > 2 else None)
         print(status, body)
+        return 0
+    if verb == "send":
+        body, declare, out = b"", None, None
+        opts = rest[3:]
+        while opts:
+            k, v = opts[0], opts[1]
+            del opts[:2]
+            if k == "--body":
+                body = v.encode()
+            elif k == "--body-file":
+                body = open(v, "rb").read()
+            elif k == "--declare":
+                declare = int(v)
+            elif k == "--out":
+                out = v
+        status, b = request(s, host, rest[0], rest[1], rest[2] or None, body, declare, raw=True)
+        if out:
+            open(out, "wb").write(b)
+            print(status, len(b))
+        else:
+            print(status, b.decode(errors="replace"))
+        return 0
+    if verb == "resume":
+        request(s, host, "GET", "/v1/node")  # tickets, if any, arrive with the answer
+        sess, ctx = s.session, s.context
+        s.close()
+        s2, _ = connect(*sys.argv[1:5], ctx=ctx, session=sess)
+        status, _ = request(s2, host, "GET", "/v1/node")
+        print("resumed" if s2.session_reused else "fresh", status)
         return 0
     if verb == "bighead":
         s.sendall(f"GET /v1/node HTTP/1.1\r\nHost: {host}\r\nX-Big: {'a' * int(rest[0])}\r\n\r\n".encode())

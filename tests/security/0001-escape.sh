@@ -42,28 +42,35 @@ echo "$TOKEN" >"$HOME/.ssh/id_canary"
 echo "aws_secret_access_key = $TOKEN" >"$HOME/.aws/credentials"
 echo "$TOKEN" >"$T/host-secret"
 export SBX_CANARY_SECRET=$TOKEN OPENAI_API_KEY=$TOKEN
-PORT=$((40000 + $$ % 20000))
+# The canary listeners: a TCP port the kernel picks (a fixed guess can be taken by another test
+# running beside this one), a socket file and an abstract socket named after that port.
+PORT=""
 if command -v python3 >/dev/null; then
-    python3 - "$PORT" "$TOKEN" "$T/canary.sock" <<'PY' &
+    python3 - "$T/canary.port" "$TOKEN" "$T/canary.sock" <<'PY' &
 import os, socket, sys, threading
-port, token, path = int(sys.argv[1]), sys.argv[2].encode(), sys.argv[3]
+portfile, token, path = sys.argv[1], sys.argv[2].encode(), sys.argv[3]
 def serve(s):
     while True:
         c, _ = s.accept()
         c.sendall(token + b"\n")
         c.close()
-tcp = socket.socket(); tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-tcp.bind(("127.0.0.1", port)); tcp.listen(8)
+tcp = socket.socket()
+tcp.bind(("127.0.0.1", 0)); tcp.listen(8)
+port = tcp.getsockname()[1]
 uds = socket.socket(socket.AF_UNIX); uds.bind(path); uds.listen(8)
 abst = socket.socket(socket.AF_UNIX); abst.bind("\0sbx-canary-" + str(port)); abst.listen(8)
 for s in (tcp, uds, abst):
     threading.Thread(target=serve, args=(s,), daemon=True).start()
+with open(portfile + ".tmp", "w") as f:
+    f.write(str(port))
+os.rename(portfile + ".tmp", portfile)
 threading.Event().wait()
 PY
     pids+=($!)
 fi
 # Positive control: the canary services answer on the host, so a refusal inside means something.
 canary_up() {
+    [ -n "$PORT" ] || PORT=$(cat "$T/canary.port" 2>/dev/null) || return 1
     python3 - "$PORT" "$T/canary.sock" <<'PY' 2>/dev/null
 import socket, sys
 port, path = int(sys.argv[1]), sys.argv[2]
@@ -73,7 +80,8 @@ for fam, addr in ((socket.AF_INET, ("127.0.0.1", port)), (socket.AF_UNIX, path),
     assert s.recv(100).startswith(b"canary-")
 PY
 }
-for _ in $(seq 100); do canary_up && break; sleep 0.05; done
+for _ in $(seq 600); do canary_up && break; sleep 0.05; done
+[ -n "$PORT" ] || PORT=1 # no listener: check 1 says so, the probes below still run
 if canary_up; then ok "the host canary listeners answer on the host"; else not_ok "the host canary listeners answer on the host"; fi
 
 # inside SCRIPT [extra `sandbox create` options...]: run sh -c SCRIPT in a fresh sandbox.

@@ -134,6 +134,31 @@ if wait_until slot_free "$sa" "$a"; then ok "rm frees the slot (file removed or 
     not_ok "rm frees the slot (file removed or unlocked)"; diag "$(ls -l "$SLOTDIR"; cat "$SLOTDIR/slot-$sa")"; fi
 "$SBX" sandbox rm "$b" >/dev/null 2>&1
 
+# ---- the shutdown answer names the range (rm waits for it without an info request) ---------
+e=$("$SBX" sandbox create)
+fe=$(field "$e" first)
+got=$(python3 - "$RUNBASE/$e/ctl.sock" <<'PY'
+import json, socket, struct, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.settimeout(30)
+s.connect(sys.argv[1])
+body = json.dumps({"op": "shutdown"}).encode()
+s.sendall(struct.pack(">I", len(body)) + body)
+def take(n):
+    b = b""
+    while len(b) < n:
+        c = s.recv(n - len(b))
+        if not c:
+            raise SystemExit("connection closed")
+        b += c
+    return b
+reply = json.loads(take(struct.unpack(">I", take(4))[0]))
+print(reply.get("ok"), reply.get("host_ids", {}).get("first", ""), reply.get("host_ids", {}).get("count", ""))
+PY
+)
+expect_eq "$got" "True $fe $SIZE" "the answer to a shutdown request names the sandbox's host id range"
+"$SBX" sandbox rm "$e" >/dev/null 2>&1
+
 # ---- racing creates ---------------------------------------------------------------------------
 for i in 1 2 3 4 5 6; do "$SBX" sandbox create >"$T/race$i" 2>"$T/race$i.err" & done
 wait

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """An HTTP server for the remote layer's tests (src/sandbox/wire/), Python standard library only.
 
-Usage: http-fake.py [--tls CERT KEY [--client-ca CA]] [--token-file FILE]
+Usage: http-fake.py [--tls CERT KEY [--client-ca CA] [--reset-after-handshake]] [--token-file FILE]
 It listens on 127.0.0.1 on a port the kernel picks, prints the port on a line of its own, serves
 each connection in a thread, and stops when its standard input closes.
 
 With --tls it speaks HTTPS with CERT and KEY; with --client-ca it also requires a client
-certificate signed by CA. With --token-file, requests must carry "Authorization: Bearer T" (or an
+certificate signed by CA. With --reset-after-handshake it ends every connection with a reset
+as soon as the TLS handshake is done, before reading a request (as a TLS 1.3 server that
+refuses the client's certificate may look when its alert is lost). With --token-file, requests must carry "Authorization: Bearer T" (or an
 X-API-Key: T, or basic auth with password T) where T is the file's content, read on each request;
 else 401 with a body that repeats what was sent (a careless server: the tests check that sbx never
 repeats a credential).
@@ -34,6 +36,7 @@ import json
 import os
 import socket
 import ssl
+import struct
 import sys
 import threading
 import time
@@ -120,6 +123,8 @@ class Handler(BaseHTTPRequestHandler):
         if parts[0] == "json":
             self.send(200, json.dumps({"ok": True, "method": self.command, "body_len": len(body),
                                        "auth": bool(self.credential())}))
+        elif parts[0] == "conn":  # the client's port: one connection reused answers one port
+            self.send(200, json.dumps({"port": self.client_address[1]}))
         elif parts[0] == "status":
             code = int(parts[1])
             said = "the server says no"
@@ -216,6 +221,7 @@ class Handler(BaseHTTPRequestHandler):
 class Server(ThreadingHTTPServer):
     daemon_threads = True
     ctx = None
+    reset = False
 
     def finish_request(self, request, client_address):
         if self.ctx:
@@ -233,6 +239,10 @@ class Server(ThreadingHTTPServer):
                     pass
                 request.close()
                 return
+            if self.reset:
+                request.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                request.close()
+                return
         self.RequestHandlerClass(request, client_address, self)
 
 
@@ -240,6 +250,7 @@ def main():
     global token_file
     args = sys.argv[1:]
     ctx = None
+    reset = False
     while args:
         a = args.pop(0)
         if a == "--tls":
@@ -248,10 +259,13 @@ def main():
         elif a == "--client-ca":
             ctx.verify_mode = ssl.CERT_REQUIRED
             ctx.load_verify_locations(args.pop(0))
+        elif a == "--reset-after-handshake":
+            reset = True
         elif a == "--token-file":
             token_file = args.pop(0)
     srv = Server(("127.0.0.1", 0), Handler)
     srv.ctx = ctx
+    srv.reset = reset
     print(srv.server_address[1], flush=True)
     threading.Thread(target=lambda: (sys.stdin.read(), os._exit(0)), daemon=True).start()
     srv.serve_forever()

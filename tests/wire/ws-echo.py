@@ -16,6 +16,7 @@ The request path picks the behaviour:
   /masked     send a masked frame (only clients mask)
   /oversized  send a binary frame claiming 100 MiB
   /refuse     answer 403 Forbidden
+  /mute       read everything, answer nothing (not even pings): a peer gone silent
 A query "?proto=NAME" makes the server choose that subprotocol (it must have been offered);
 otherwise it chooses the first one offered.
 """
@@ -181,6 +182,8 @@ def serve(sock, ctx=None):
             c.send(0x1, b"masked", masked=True)
         elif path == "/oversized":
             sock.sendall(b"\x82\x7f" + struct.pack(">Q", 100 << 20) + b"x" * 1000)
+        while path == "/mute" and sock.recv(65536):
+            pass
         while path == "/echo":
             op, data = c.read_message()
             if op == 0x8:

@@ -490,26 +490,6 @@ int sbx__bl_file_put(struct sbx__bl_conf *c, const char *name, const char *abs, 
     return rc;
 }
 
-char *sbx__bl_quote_argv(const char *const *argv)
-{
-    struct sbx_buf b;
-    sbx_buf_init(&b, SBX_BUF_NOLIMIT);
-    for (size_t i = 0; argv[i]; i++) {
-        keep(sbx_buf_add(&b, i ? " '" : "'", i ? 2 : 1, NULL));
-        for (const char *p = argv[i]; *p; p++) {
-            size_t k = strcspn(p, "'");
-            keep(sbx_buf_add(&b, p, k, NULL));
-            p += k;
-            if (!*p)
-                break;
-            keep(sbx_buf_add(&b, "'\\''", 4, NULL));
-        }
-        keep(sbx_buf_add(&b, "'", 1, NULL));
-    }
-    keep(sbx_buf_add(&b, "", 1, NULL));
-    return b.data;
-}
-
 static int into_run(void *ud, int stream, const char *p, size_t n)
 {
     struct sbx__shell_run *r = ud;
@@ -537,7 +517,7 @@ json_t *sbx__bl_process_req(const char *line, int want_stdin)
 int sbx__bl_run(struct sbx__bl_conf *c, const char *name, const char *const *argv,
                 struct sbx__shell_run *out, struct sbx_error *err)
 {
-    char *line = sbx__bl_quote_argv(argv);
+    char *line = sbx__shellfs_quote_argv(argv);
     json_t *req = sbx__bl_process_req(line, 0), *res = NULL;
     int rc = sbx__bl_process(c, name, req, into_run, out, NULL, &res, err);
     if (rc == 0) {

@@ -72,9 +72,6 @@ int sbx__bl_file_get(struct sbx__bl_conf *c, const char *name, const char *abs, 
 int sbx__bl_file_put(struct sbx__bl_conf *c, const char *name, const char *abs, int fd,
                      uint64_t size, struct sbx_error *err);
 
-/* argv as one shell word list, each word single-quoted ('\'' for a quote): the one shell line
- * the service runs, never built from input unquoted. Caller frees. */
-char *sbx__bl_quote_argv(const char *const *argv);
 /* argv run to completion in sandbox name (stdout, stderr and the exit status into out). */
 int sbx__bl_run(struct sbx__bl_conf *c, const char *name, const char *const *argv,
                 struct sbx__shell_run *out, struct sbx_error *err);
@@ -90,11 +87,10 @@ struct sbx__shellfs sbx__bl_fs(struct sbx__bl_session *s);
 int sbx__bl_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec, const char *cwd,
                        struct sbx_proc **out, struct sbx_error *err);
 
-/* Options (options.c): the declared table, the provider's own checks, KEY=VALUE lists as an
- * object, the service's configuration (SBX_E_INVAL without a workspace). */
+/* Options (options.c): the declared table, the provider's own checks, the service's
+ * configuration (SBX_E_INVAL without a workspace). */
 extern const struct sbx_provider_option sbx__bl_options[];
 int sbx__bl_check_options(const json_t *o, struct sbx_error *err);
-int sbx__bl_pairs(const json_t *list, const char *what, json_t **out, struct sbx_error *err);
 int sbx__bl_conf_new(const json_t *o, struct sbx__bl_conf **out, struct sbx_error *err);
 
 /* A name Blaxel takes for a sandbox: lowercase letters, digits and '-', at most

@@ -62,54 +62,6 @@ struct sbx__shellfs sbx__bl_fs(struct sbx__bl_session *s)
     return (struct sbx__shellfs){.ops = &FS_OPS, .ctx = s, .root = s->base.root};
 }
 
-#define FS(bs) sbx__bl_fs((struct sbx__bl_session *)(bs))
-
-static int s_ls(struct sbx_session *bs, const char *path, struct sbx_dirlist *out,
-                struct sbx_error *err)
-{
-    struct sbx__shellfs fs = FS(bs);
-    return sbx__shellfs_ls(&fs, path, out, err);
-}
-
-static int s_stat(struct sbx_session *bs, const char *path, struct sbx_dirent *out,
-                  struct sbx_error *err)
-{
-    struct sbx__shellfs fs = FS(bs);
-    return sbx__shellfs_stat(&fs, path, out, err);
-}
-
-static int s_mkdir(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err)
-{
-    struct sbx__shellfs fs = FS(bs);
-    return sbx__shellfs_mkdir(&fs, path, flags, err);
-}
-
-static int s_rm(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err)
-{
-    struct sbx__shellfs fs = FS(bs);
-    return sbx__shellfs_rm(&fs, path, flags, err);
-}
-
-static int s_chmod(struct sbx_session *bs, const char *path, mode_t mode, struct sbx_error *err)
-{
-    struct sbx__shellfs fs = FS(bs);
-    return sbx__shellfs_chmod(&fs, path, mode, err);
-}
-
-static int s_read_open(struct sbx_session *bs, const char *path, int *out_fd, uint64_t *out_size,
-                       struct sbx_error *err)
-{
-    struct sbx__shellfs fs = FS(bs);
-    return sbx__shellfs_read_open(&fs, path, out_fd, out_size, err);
-}
-
-static int s_write(struct sbx_session *bs, const char *path, const struct sbx_file_reader *r,
-                   uint64_t max, mode_t mode, int flags, struct sbx_error *err)
-{
-    struct sbx__shellfs fs = FS(bs);
-    return sbx__shellfs_write(&fs, path, r, max, mode, flags, err);
-}
-
 static int s_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err)
 {
     struct sbx__bl_session *s = (struct sbx__bl_session *)bs;
@@ -304,15 +256,21 @@ static void s_free(struct sbx_session *bs)
     free(s);
 }
 
+static void shellfs_of(struct sbx_session *bs, struct sbx__shellfs *out)
+{
+    *out = sbx__bl_fs((struct sbx__bl_session *)bs);
+}
+
 static const struct sbx_session_ops session_ops = {
+        .shellfs = shellfs_of,
         .exec_start = sbx__bl_exec_start,
-        .read_open = s_read_open,
-        .write = s_write,
-        .ls = s_ls,
-        .stat = s_stat,
-        .mkdir = s_mkdir,
-        .rm = s_rm,
-        .chmod = s_chmod,
+        .read_open = sbx__shellfs_s_read_open,
+        .write = sbx__shellfs_s_write,
+        .ls = sbx__shellfs_s_ls,
+        .stat = sbx__shellfs_s_stat,
+        .mkdir = sbx__shellfs_s_mkdir,
+        .rm = sbx__shellfs_s_rm,
+        .chmod = sbx__shellfs_s_chmod,
         .resolve_port = s_resolve_port,
         .state = s_state,
         .close = s_close,
@@ -632,34 +590,6 @@ static int c_remove(struct sbx_client *bc, const char *id, int keep_workspace,
     return delete_sandbox(c->conf, id, err);
 }
 
-static int rebuild(struct sbx_client *bc, const json_t *state, const char *snap,
-                   const struct sbx_resume_opts *opts, struct sbx_session **out,
-                   struct sbx_error *err)
-{
-    struct sbx_manifest *m = NULL;
-    const json_t *mj = json_object_get(state, "manifest");
-    int rc = 0;
-    if (!opts->manifest && json_is_object(mj)) {
-        struct sbx_manifest_load_opts lo = {.base_dir = opts->base_dir ? opts->base_dir : ".",
-                                            .flags = SBX_MANIFEST_NO_HOST_CHECKS};
-        if ((rc = sbx_manifest_from_json(mj, &lo, &m, err)) < 0) {
-            sbx_error_prefix(err, "session state: field 'manifest'");
-            return rc;
-        }
-    }
-    struct sbx_create_spec spec = {
-            .manifest = opts->manifest ? opts->manifest : m,
-            .base_dir = opts->base_dir,
-            .pass_secrets = opts->pass_secrets,
-            .snapshot = snap,
-            .progress = opts->progress,
-            .progress_data = opts->progress_data,
-    };
-    rc = c_create(bc, &spec, out, err);
-    sbx_manifest_free(m);
-    return rc;
-}
-
 static int c_resume(struct sbx_client *bc, const json_t *state, const struct sbx_resume_opts *opts,
                     struct sbx_session **out, struct sbx_error *err)
 {
@@ -668,7 +598,7 @@ static int c_resume(struct sbx_client *bc, const json_t *state, const struct sbx
     struct sbx_session *bs = NULL;
     int rc = c_attach(bc, id, &bs, err);
     if (rc == -SBX_E_NOTFOUND && snap)
-        return rebuild(bc, state, snap, opts, out, err);
+        return sbx__client_rebuild(bc, state, snap, opts, 0, 0, out, err);
     if (rc == -SBX_E_NOTFOUND)
         return sbx_error_set(err, SBX_E_NOTFOUND, 0,
                              "sandbox '%s' is gone (it expired or was deleted) and its state has "
@@ -771,8 +701,8 @@ static int client_new_json(const json_t *o, struct sbx_client **out, struct sbx_
     c->port_public = !json_is_false(json_object_get(o, "exposed_port_public"));
     const json_t *ttl = json_object_get(o, "exposed_port_url_ttl_s");
     c->token_ttl_s = ttl ? (long long)json_integer_value(ttl) : 3600;
-    (void)sbx__bl_pairs(json_object_get(o, "env_vars"), "env_vars", &c->env_vars, err);
-    (void)sbx__bl_pairs(json_object_get(o, "labels"), "labels", &c->labels, err);
+    (void)sbx__option_pairs(json_object_get(o, "env_vars"), "env_vars", &c->env_vars, err);
+    (void)sbx__option_pairs(json_object_get(o, "labels"), "labels", &c->labels, err);
     const json_t *ports = json_object_get(o, "exposed_ports");
     c->ports = json_is_array(ports) ? json_deep_copy(ports) : json_array();
     *out = &c->base;

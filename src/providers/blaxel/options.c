@@ -99,27 +99,6 @@ const struct sbx_provider_option sbx__bl_options[] = {
         {.key = NULL},
 };
 
-int sbx__bl_pairs(const json_t *list, const char *what, json_t **out, struct sbx_error *err)
-{
-    json_t *o = json_object(), *v;
-    size_t i;
-    json_array_foreach(list, i, v)
-    {
-        const char *s = json_string_value(v);
-        const char *eq = s ? strchr(s, '=') : NULL;
-        if (!eq || eq == s) {
-            json_decref(o);
-            return sbx_error_set(err, SBX_E_INVAL, 0, "%s wants KEY=VALUE, not '%s'", what,
-                                 s ? s : "");
-        }
-        char *k = sbx_xstrndup(s, (size_t)(eq - s));
-        sbx_json_set(o, k, sbx_json_str(eq + 1));
-        free(k);
-    }
-    *out = o;
-    return 0;
-}
-
 static int check_url(const json_t *o, const char *key, struct sbx_error *err)
 {
     const char *url = json_string_value(json_object_get(o, key));
@@ -143,11 +122,11 @@ int sbx__bl_check_options(const json_t *o, struct sbx_error *err)
     if (mem && json_integer_value(mem) < ((json_int_t)1 << 20))
         return sbx_error_set(err, SBX_E_INVAL, 0, "memory must be at least 1M");
     json_t *a = NULL;
-    rc = sbx__bl_pairs(json_object_get(o, "env_vars"), "env_vars", &a, err);
+    rc = sbx__option_pairs(json_object_get(o, "env_vars"), "env_vars", &a, err);
     json_decref(a);
     a = NULL;
     if (rc == 0)
-        rc = sbx__bl_pairs(json_object_get(o, "labels"), "labels", &a, err);
+        rc = sbx__option_pairs(json_object_get(o, "labels"), "labels", &a, err);
     json_decref(a);
     return rc;
 }

@@ -84,18 +84,6 @@ struct sbx__shellfs sbx__cf_fs(struct sbx__cf_session *s);
 int sbx__cf_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec, const char *cwd,
                        struct sbx_proc **out, struct sbx_error *err);
 
-int sbx__cf_read_open(struct sbx_session *bs, const char *path, int *out_fd, uint64_t *out_size,
-                      struct sbx_error *err);
-int sbx__cf_write(struct sbx_session *bs, const char *path, const struct sbx_file_reader *r,
-                  uint64_t max, mode_t mode, int flags, struct sbx_error *err);
-int sbx__cf_ls(struct sbx_session *bs, const char *path, struct sbx_dirlist *out,
-               struct sbx_error *err);
-int sbx__cf_stat(struct sbx_session *bs, const char *path, struct sbx_dirent *out,
-                 struct sbx_error *err);
-int sbx__cf_mkdir(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err);
-int sbx__cf_rm(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err);
-int sbx__cf_chmod(struct sbx_session *bs, const char *path, mode_t mode, struct sbx_error *err);
-
 /* Snapshots (snap.c): the workspace out through POST .../persist, in through POST .../hydrate. */
 int sbx__cf_workspace_export(struct sbx_session *bs, int out_fd, struct sbx_error *err);
 int sbx__cf_workspace_import(struct sbx_session *bs, int in_fd, struct sbx_error *err);

@@ -482,6 +482,9 @@ static json_t *command_body(const struct sbx__cf_session *s, const struct sbx_ex
 
 static int verdict_error(struct cfproc *k, int v, const char *cwd, struct sbx_error *err)
 {
+    int start_rc = sbx__shellfs_start_error(v, k->name, cwd, err);
+    if (start_rc < 0)
+        return start_rc;
     switch (v) {
     case 'G':
         return sbx_error_set(err, SBX_E_SANDBOX, 0,
@@ -489,21 +492,6 @@ static int verdict_error(struct cfproc *k, int v, const char *cwd, struct sbx_er
                              k->id);
     case 'I':
         return sbx_error_set(err, SBX_E_SANDBOX, 0, "the staged stdin of '%s' cannot be read",
-                             k->name);
-    case 'N':
-        return sbx_error_set(err, SBX_E_EXEC, ENOENT, "command '%s' not found", k->name);
-    case 'X':
-        return sbx_error_set(err, SBX_E_EXEC, EACCES, "cannot run '%s': %s", k->name,
-                             strerror(EACCES));
-    case 'C':
-        return sbx_error_set(err, SBX_E_NOTFOUND, ENOENT,
-                             "working directory '%s' is not a directory of the sandbox",
-                             cwd[0] ? cwd : ".");
-    case 'P':
-        return sbx_error_set(err, SBX_E_PERM, 0,
-                             "working directory '%s' leads out of the workspace", cwd);
-    case 'E':
-        return sbx_error_set(err, SBX_E_INVAL, 0, "an environment entry of '%s' was refused",
                              k->name);
     case '!':
         if (k->fail.code)

@@ -83,8 +83,6 @@ int sbx__dtn_toolbox(struct sbx__dtn_box *b, const char *method, const char *pat
 /* The extra header lines of every request (the organization), NULL-terminated. */
 const char *const *sbx__dtn_headers(const struct sbx__dtn_conf *c, const char *buf[2]);
 
-/* argv as one shell line, every word single-quoted (the toolbox takes a command line only). */
-char *sbx__dtn_quote(const char *const *argv);
 /* The logs stream of a session command: three 0x01 bytes start stdout, three 0x02 bytes start
  * stderr, anywhere in a message; a marker split between two messages is found too (its first
  * bytes are held back until the next). Bytes before the first marker are dropped. Each piece
@@ -126,17 +124,6 @@ struct sbx__dtn_session {
 struct sbx__shellfs sbx__dtn_fs(struct sbx__dtn_session *s);
 int sbx__dtn_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec, const char *cwd,
                         struct sbx_proc **out, struct sbx_error *err);
-int sbx__dtn_read_open(struct sbx_session *bs, const char *path, int *out_fd, uint64_t *out_size,
-                       struct sbx_error *err);
-int sbx__dtn_write(struct sbx_session *bs, const char *path, const struct sbx_file_reader *r,
-                   uint64_t max, mode_t mode, int flags, struct sbx_error *err);
-int sbx__dtn_ls(struct sbx_session *bs, const char *path, struct sbx_dirlist *out,
-                struct sbx_error *err);
-int sbx__dtn_stat(struct sbx_session *bs, const char *path, struct sbx_dirent *out,
-                  struct sbx_error *err);
-int sbx__dtn_mkdir(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err);
-int sbx__dtn_rm(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err);
-int sbx__dtn_chmod(struct sbx_session *bs, const char *path, mode_t mode, struct sbx_error *err);
 int sbx__dtn_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err);
 
 /* Into a buffer without a limit: an append cannot fail then (allocation failure aborts). */

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "providers/daytona/daytona.h"
+#include "sandbox/shellfs/shellfs.h"
 #include "sandbox/wire/conn.h"
 #include "sandbox/wire/http.h"
 #include "sandbox/wire/rproc.h"
@@ -572,22 +573,10 @@ static int verdict_error(struct dproc *d, const struct verdict *v, const char *c
         return sbx_error_set(err, SBX_E_EXEC, 0, "cannot run '%s': %.*s", d->name,
                              (int)strcspn(why, "\r\n"), why[0] ? why : "the command ended at once");
     }
+    int start_rc = sbx__shellfs_start_error(v->mark[0], d->name, cwd, err);
+    if (start_rc < 0)
+        return start_rc;
     switch (v->mark[0]) {
-    case 'N':
-        return sbx_error_set(err, SBX_E_EXEC, ENOENT, "command '%s' not found", d->name);
-    case 'X':
-        return sbx_error_set(err, SBX_E_EXEC, EACCES, "cannot run '%s': %s", d->name,
-                             strerror(EACCES));
-    case 'C':
-        return sbx_error_set(err, SBX_E_NOTFOUND, ENOENT,
-                             "working directory '%s' is not a directory of the sandbox",
-                             cwd[0] ? cwd : ".");
-    case 'P':
-        return sbx_error_set(err, SBX_E_PERM, 0,
-                             "working directory '%s' leads out of the workspace", cwd);
-    case 'E':
-        return sbx_error_set(err, SBX_E_INVAL, 0, "an environment entry of '%s' was refused",
-                             d->name);
     case 'F':
         return sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox has no fifo for the stdin of '%s'",
                              d->name);
@@ -632,7 +621,7 @@ static char *command_line(const char *root, const struct sbx_exec_spec *spec, co
         sbx_strv_push(&argv, "-c");
         sbx_strv_push(&argv, spec->command);
     }
-    char *q = sbx__dtn_quote((const char *const *)argv.v);
+    char *q = sbx__shellfs_quote_argv((const char *const *)argv.v);
     sbx_strv_release(&argv);
     if (!tty)
         return q;

@@ -118,28 +118,6 @@ const struct sbx_provider_option sbx__dtn_options[] = {
         {.key = NULL},
 };
 
-/* A list of "KEY=VALUE" into an object; SBX_E_INVAL naming the option for another shape. */
-static int pairs(const json_t *list, const char *what, json_t **out, struct sbx_error *err)
-{
-    json_t *o = json_object(), *v;
-    size_t i;
-    json_array_foreach(list, i, v)
-    {
-        const char *s = json_string_value(v);
-        const char *eq = s ? strchr(s, '=') : NULL;
-        if (!eq || eq == s) {
-            json_decref(o);
-            return sbx_error_set(err, SBX_E_INVAL, 0, "%s wants KEY=VALUE, not '%s'", what,
-                                 s ? s : "");
-        }
-        char *k = sbx_xstrndup(s, (size_t)(eq - s));
-        sbx_json_set(o, k, sbx_json_str(eq + 1));
-        free(k);
-    }
-    *out = o;
-    return 0;
-}
-
 static int64_t int_or(const json_t *o, const char *key, int64_t dflt)
 {
     const json_t *v = json_object_get(o, key);
@@ -180,8 +158,9 @@ int sbx__dtn_options_parse(const json_t *o, struct sbx__dtn_opts *out, struct sb
                                  SBX__DTN_MAX_PORTS);
         out->ports[out->n_ports++] = (int)json_integer_value(v);
     }
-    int rc = pairs(json_object_get(o, "env_vars"), "env_vars", &out->env, err);
-    if (rc == 0 && (rc = pairs(json_object_get(o, "labels"), "labels", &out->labels, err)) < 0) {
+    int rc = sbx__option_pairs(json_object_get(o, "env_vars"), "env_vars", &out->env, err);
+    if (rc == 0 &&
+        (rc = sbx__option_pairs(json_object_get(o, "labels"), "labels", &out->labels, err)) < 0) {
         json_decref(out->env);
         out->env = NULL;
     }

@@ -211,24 +211,6 @@ int sbx__dtn_toolbox(struct sbx__dtn_box *b, const char *method, const char *pat
     return rc;
 }
 
-char *sbx__dtn_quote(const char *const *argv)
-{
-    struct sbx_buf b;
-    sbx_buf_init(&b, SBX_BUF_NOLIMIT);
-    for (size_t i = 0; argv[i]; i++) {
-        sbx__dtn_keep(sbx_buf_add(&b, i ? " '" : "'", i ? 2 : 1, NULL));
-        for (const char *p = argv[i]; *p; p++) {
-            if (*p == '\'')
-                sbx__dtn_keep(sbx_buf_add(&b, "'\\''", 4, NULL));
-            else
-                sbx__dtn_keep(sbx_buf_add(&b, p, 1, NULL));
-        }
-        sbx__dtn_keep(sbx_buf_add(&b, "'", 1, NULL));
-    }
-    sbx__dtn_keep(sbx_buf_add(&b, "", 1, NULL));
-    return b.data;
-}
-
 static int is_marker_start(const uint8_t *p, size_t n)
 {
     /* n (1 or 2) bytes that may begin a marker: all 0x01 or all 0x02. */
@@ -362,7 +344,7 @@ int sbx__dtn_run(struct sbx__dtn_box *b, const char *const *argv, struct sbx__sh
     sbx_strv_push(&full, "sbx");
     for (size_t i = 0; argv[i]; i++)
         sbx_strv_push(&full, argv[i]);
-    char *line = sbx__dtn_quote((const char *const *)full.v);
+    char *line = sbx__shellfs_quote_argv((const char *const *)full.v);
     sbx_strv_release(&full);
     json_t *body = json_pack("{s:s,s:b}", "command", line, "runAsync", 0), *ans = NULL;
     pthread_mutex_lock(&b->lock);

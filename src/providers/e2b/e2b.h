@@ -159,18 +159,6 @@ void sbx__e2b_keepalive(struct sbx__e2b_session *s);
 int sbx__e2b_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec, const char *cwd,
                         struct sbx_proc **out, struct sbx_error *err);
 
-int sbx__e2b_read_open(struct sbx_session *bs, const char *path, int *out_fd, uint64_t *out_size,
-                       struct sbx_error *err);
-int sbx__e2b_write(struct sbx_session *bs, const char *path, const struct sbx_file_reader *r,
-                   uint64_t max, mode_t mode, int flags, struct sbx_error *err);
-int sbx__e2b_ls(struct sbx_session *bs, const char *path, struct sbx_dirlist *out,
-                struct sbx_error *err);
-int sbx__e2b_stat(struct sbx_session *bs, const char *path, struct sbx_dirent *out,
-                  struct sbx_error *err);
-int sbx__e2b_mkdir(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err);
-int sbx__e2b_rm(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err);
-int sbx__e2b_chmod(struct sbx_session *bs, const char *path, mode_t mode, struct sbx_error *err);
-
 /* Snapshots (files.c, through src/sandbox/shellfs/): the workspace as a tar out of the
  * sandbox, checked by the snapshot store's import and restored into a private host directory
  * (the fd borrowed until the next call or the session's end). restore: the stored snapshot ref

@@ -649,20 +649,9 @@ static int verdict_error(struct e2b_proc *p, const char *cwd, struct sbx_error *
         return sbx_error_set(err, SBX_E_EXEC, 0, "cannot run '%s' (exit status %d)", p->name,
                              p->status.code);
     }
-    switch (p->mark[0]) {
-    case 'N':
-        return sbx_error_set(err, SBX_E_EXEC, ENOENT, "command '%s' not found", p->name);
-    case 'X':
-        return sbx_error_set(err, SBX_E_EXEC, EACCES, "cannot run '%s': %s", p->name,
-                             strerror(EACCES));
-    case 'C':
-        return sbx_error_set(err, SBX_E_NOTFOUND, ENOENT,
-                             "working directory '%s' is not a directory of the sandbox",
-                             cwd[0] ? cwd : ".");
-    case 'P':
-        return sbx_error_set(err, SBX_E_PERM, 0,
-                             "working directory '%s' leads out of the workspace", cwd);
-    }
+    int start_rc = sbx__shellfs_start_error(p->mark[0], p->name, cwd, err);
+    if (start_rc < 0)
+        return start_rc;
     return sbx_error_set(err, SBX_E_EXEC, 0, "the start of '%s' was garbled", p->name);
 }
 
@@ -694,27 +683,10 @@ static int open_local_tty(struct e2b_proc *p, struct sbx_error *err)
 
 static int open_local_sockets(struct e2b_proc *p, int merge_stderr, struct sbx_error *err)
 {
-    int po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1};
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, po) < 0 ||
-        (!merge_stderr && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pe) < 0) ||
-        (p->want_in && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pi) < 0)) {
-        int rc = sbx_error_errno(err, errno, "socketpair");
-        for (int i = 0; i < 2; i++) {
-            sbx_fd_close(&po[i]);
-            sbx_fd_close(&pe[i]);
-            sbx_fd_close(&pi[i]);
-        }
+    int rc = sbx__proc_sockets(&p->base, merge_stderr, p->want_in, &p->out_w, &p->err_w, &p->in_r,
+                               err);
+    if (rc < 0)
         return rc;
-    }
-    p->base.stdout_fd = po[0];
-    p->out_w = po[1];
-    p->base.stderr_fd = pe[0];
-    p->err_w = pe[1];
-    p->base.stdin_fd = pi[0];
-    p->in_r = pi[1];
-    (void)shutdown(p->base.stdout_fd, SHUT_WR);
-    if (p->base.stderr_fd >= 0)
-        (void)shutdown(p->base.stderr_fd, SHUT_WR);
     return 0;
 }
 

@@ -29,52 +29,6 @@ struct sbx__shellfs sbx__e2b_fs(struct sbx__e2b_session *s)
 
 #define E2B_FS(bs) sbx__e2b_fs((struct sbx__e2b_session *)(bs))
 
-int sbx__e2b_ls(struct sbx_session *bs, const char *path, struct sbx_dirlist *out,
-                struct sbx_error *err)
-{
-    struct sbx__shellfs fs = E2B_FS(bs);
-    return sbx__shellfs_ls(&fs, path, out, err);
-}
-
-int sbx__e2b_stat(struct sbx_session *bs, const char *path, struct sbx_dirent *out,
-                  struct sbx_error *err)
-{
-    struct sbx__shellfs fs = E2B_FS(bs);
-    return sbx__shellfs_stat(&fs, path, out, err);
-}
-
-int sbx__e2b_mkdir(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err)
-{
-    struct sbx__shellfs fs = E2B_FS(bs);
-    return sbx__shellfs_mkdir(&fs, path, flags, err);
-}
-
-int sbx__e2b_rm(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err)
-{
-    struct sbx__shellfs fs = E2B_FS(bs);
-    return sbx__shellfs_rm(&fs, path, flags, err);
-}
-
-int sbx__e2b_chmod(struct sbx_session *bs, const char *path, mode_t mode, struct sbx_error *err)
-{
-    struct sbx__shellfs fs = E2B_FS(bs);
-    return sbx__shellfs_chmod(&fs, path, mode, err);
-}
-
-int sbx__e2b_read_open(struct sbx_session *bs, const char *path, int *out_fd, uint64_t *out_size,
-                       struct sbx_error *err)
-{
-    struct sbx__shellfs fs = E2B_FS(bs);
-    return sbx__shellfs_read_open(&fs, path, out_fd, out_size, err);
-}
-
-int sbx__e2b_write(struct sbx_session *bs, const char *path, const struct sbx_file_reader *r,
-                   uint64_t max, mode_t mode, int flags, struct sbx_error *err)
-{
-    struct sbx__shellfs fs = E2B_FS(bs);
-    return sbx__shellfs_write(&fs, path, r, max, mode, flags, err);
-}
-
 int sbx__e2b_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err)
 {
     struct sbx__e2b_session *s = (struct sbx__e2b_session *)bs;

@@ -88,28 +88,6 @@ const struct sbx_provider_option sbx__e2b_options[] = {
         {.key = NULL},
 };
 
-/* A list of "KEY=VALUE" into an object; SBX_E_INVAL naming the option for another shape. */
-static int pairs(const json_t *list, const char *what, json_t **out, struct sbx_error *err)
-{
-    json_t *o = json_object(), *v;
-    size_t i;
-    json_array_foreach(list, i, v)
-    {
-        const char *s = json_string_value(v);
-        const char *eq = s ? strchr(s, '=') : NULL;
-        if (!eq || eq == s) {
-            json_decref(o);
-            return sbx_error_set(err, SBX_E_INVAL, 0, "%s wants KEY=VALUE, not '%s'", what,
-                                 s ? s : "");
-        }
-        char *k = sbx_xstrndup(s, (size_t)(eq - s));
-        sbx_json_set(o, k, sbx_json_str(eq + 1));
-        free(k);
-    }
-    *out = o;
-    return 0;
-}
-
 static int check_url(const char *url, const char *what, struct sbx_error *err)
 {
     if (url && strncmp(url, "https://", 8) != 0 && strncmp(url, "http://", 7) != 0)
@@ -151,9 +129,10 @@ int sbx__e2b_options_parse(const json_t *o, struct sbx__e2b_opts *out, struct sb
                                  SBX__E2B_MAX_PORTS);
         out->ports[out->n_ports++] = (int)json_integer_value(v);
     }
-    if ((rc = pairs(json_object_get(o, "envs"), "envs", &out->envs, err)) < 0)
+    if ((rc = sbx__option_pairs(json_object_get(o, "envs"), "envs", &out->envs, err)) < 0)
         return rc;
-    if ((rc = pairs(json_object_get(o, "metadata"), "metadata", &out->metadata, err)) < 0) {
+    if ((rc = sbx__option_pairs(json_object_get(o, "metadata"), "metadata", &out->metadata, err)) <
+        0) {
         json_decref(out->envs);
         out->envs = NULL;
     }

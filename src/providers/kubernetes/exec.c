@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 
 #include "providers/kubernetes/api.h"
+#include "sandbox/shellfs/shellfs.h"
 #include "sandbox/session/internal.h"
 #include "sandbox/wire/channel.h"
 #include "sandbox/wire/conn.h"
@@ -735,25 +736,10 @@ static int verdict_error(struct kproc *k, const char *mark, size_t mark_len, con
         return sbx_error_set(err, SBX_E_EXEC, 0, "cannot run '%s': %.*s%s(exit status %d)", k->name,
                              (int)strcspn(why, "\r\n"), why, why[0] ? " " : "", code);
     }
-    switch (mark[0]) {
-    case 'N':
-        return sbx_error_set(err, SBX_E_EXEC, ENOENT, "command '%s' not found", k->name);
-    case 'X':
-        return sbx_error_set(err, SBX_E_EXEC, EACCES, "cannot run '%s': %s", k->name,
-                             strerror(EACCES));
-    case 'C':
-        return sbx_error_set(err, SBX_E_NOTFOUND, ENOENT,
-                             "working directory '%s' is not a directory of the sandbox",
-                             cwd[0] ? cwd : ".");
-    case 'P':
-        return sbx_error_set(err, SBX_E_PERM, 0,
-                             "working directory '%s' leads out of the workspace", cwd);
-    case 'E':
-        return sbx_error_set(err, SBX_E_INVAL, 0, "an environment entry of '%s' was refused",
-                             k->name);
-    default:
-        return sbx_error_set(err, SBX_E_SANDBOX, 0, "the start of '%s' was garbled", k->name);
-    }
+    int start_rc = sbx__shellfs_start_error(mark[0], k->name, cwd, err);
+    if (start_rc < 0)
+        return start_rc;
+    return sbx_error_set(err, SBX_E_SANDBOX, 0, "the start of '%s' was garbled", k->name);
 }
 
 /* The exec's command: the preamble with its arguments, then the command. */

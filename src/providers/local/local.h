@@ -130,6 +130,9 @@ struct sbx__teardown {
     const char *disk_image;
     const char *disk_loop; /* may be NULL */
     const char *mount;
+    /* NULL, or receives the first host id of the range the supervisor held, as its answer to
+     * the shutdown request names it (0: no range, or no answer). */
+    uint32_t *host_ids_first;
 };
 /* Errors: the supervisor would not die, a cgroup or directory could not be removed (what was
  * not removed stays, so that another attempt can finish). */

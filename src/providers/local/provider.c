@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "providers/local/client/disk.h"
 #include "providers/local/config.h"
 #include "providers/local/local.h"
 #include "sbx/json.h"
@@ -355,7 +354,6 @@ static int client_new_json(const json_t *opts, struct sbx_client **out, struct s
 static const struct sbx__program programs[] = {
         {SBX_LOCAL_SUPERVISE_VERB, sbx_local_supervise_main},
         {"__isolate-run", sbx_local_isolate_run_main},
-        {SBX__DISK_RELEASE_VERB, sbx__disk_release_main},
         {NULL, NULL},
 };
 

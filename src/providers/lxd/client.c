@@ -351,39 +351,6 @@ static int lc_stopped_state(struct sbx_client *bc, const char *prefix, json_t **
     return rc;
 }
 
-/* A gone sandbox made again from its state: the same id, the state's manifest (or the
- * caller's trusted one), the snapshot's content; the client's own options (trusted
- * configuration) rather than the state's. */
-static int rebuild(struct sbx_client *bc, const json_t *state, const char *snap,
-                   const struct sbx_resume_opts *opts, struct sbx_session **out,
-                   struct sbx_error *err)
-{
-    struct sbx_manifest *m = NULL;
-    const json_t *mj = json_object_get(state, "manifest");
-    int rc;
-    if (!opts->manifest && json_is_object(mj)) {
-        struct sbx_manifest_load_opts lo = {.base_dir = opts->base_dir ? opts->base_dir : ".",
-                                            .flags = SBX_MANIFEST_NO_HOST_CHECKS |
-                                                     SBX_MANIFEST_CONTENT_DIGESTS};
-        if ((rc = sbx_manifest_from_json(mj, &lo, &m, err)) < 0) {
-            sbx_error_prefix(err, "session state: field 'manifest'");
-            return rc;
-        }
-    }
-    struct sbx_create_spec spec = {
-            .manifest = opts->manifest ? opts->manifest : m,
-            .base_dir = opts->base_dir,
-            .pass_secrets = opts->pass_secrets,
-            .snapshot = snap,
-            .id = json_string_value(json_object_get(state, "id")),
-            .progress = opts->progress,
-            .progress_data = opts->progress_data,
-    };
-    rc = sbx__lxd_create(bc, &spec, out, err);
-    sbx_manifest_free(m);
-    return rc;
-}
-
 static int lc_resume(struct sbx_client *bc, const json_t *state, const struct sbx_resume_opts *opts,
                      struct sbx_session **out, struct sbx_error *err)
 {
@@ -394,7 +361,8 @@ static int lc_resume(struct sbx_client *bc, const json_t *state, const struct sb
     json_t *inst = NULL;
     int rc = sbx__lxd_find(c, id, &inst, err);
     if (rc == -SBX_E_NOTFOUND && snap)
-        return rebuild(bc, state, snap, opts ? opts : &none, out, err);
+        return sbx__client_rebuild(bc, state, snap, opts ? opts : &none,
+                                   SBX_MANIFEST_CONTENT_DIGESTS, SBX__REBUILD_KEEP_ID, out, err);
     if (rc == -SBX_E_NOTFOUND)
         rc = sbx_error_set(err, SBX_E_NOTFOUND, 0,
                            "sandbox '%s' is gone and its state has no snapshot", id);

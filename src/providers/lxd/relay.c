@@ -68,7 +68,9 @@ struct lx_cmd {
     struct sbx__rproc *r;
     struct lx_slot slot[SBX__LXD_NSTREAMS];
     struct sbx__lws *ws[SBX__LXD_NSTREAMS];
-    int open[SBX__LXD_NSTREAMS]; /* an output stream that has not ended */
+    int open[SBX__LXD_NSTREAMS];     /* an output stream that has not ended */
+    int cut[SBX__LXD_NSTREAMS];      /* an output stream that ended without its end message */
+    uint64_t got[SBX__LXD_NSTREAMS]; /* bytes of output received on each stream */
     int tty, want_in, paused, asked;
     pid_t pid;
     char mark[MARK_MAX];
@@ -87,6 +89,28 @@ static void cmd_fail(struct lx_cmd *c, const char *why)
     sbx_error_set(&err, SBX_E_SANDBOX, 0, "the exit status of '%s' in sandbox '%s' is unknown: %s",
                   c->name, c->id, why);
     sbx__rproc_fail(c->r, &err);
+}
+
+/* Without a terminal LXD ends stdout and stderr with an empty text message. One that stopped
+ * without it while LXD still tells the command's exit status lost its tail on the server's side:
+ * LXD before 5.14 can close an exec's output streams before it sent all they held when their
+ * reader falls behind the command (docs/internals/lxd-provider.md). The output is incomplete,
+ * and the caller is told so instead of getting a clean exit with a short stream. */
+static int cut_output(const struct lx_cmd *c, const struct sbx_exit *st, struct sbx_error *err)
+{
+    for (int i = SBX__LXD_OUT; i <= SBX__LXD_ERR; i++) {
+        if (c->tty || !c->cut[i])
+            continue;
+        return sbx_error_set(
+                err, SBX_E_IO, 0,
+                "the output of '%s' in sandbox '%s' is incomplete: LXD closed its %s after %llu "
+                "bytes without the stream's end, yet reports it exited (status %d); LXD before "
+                "5.14 drops the tail of a command's output when its reader falls behind "
+                "(canonical/lxd#11422)",
+                c->name, c->id, i == SBX__LXD_OUT ? "stdout" : "stderr",
+                (unsigned long long)c->got[i], st->signal ? 128 + st->signal : st->code);
+    }
+    return 0;
 }
 
 static void on_status(struct sbx__xfer *x, int rc, const struct sbx__http_resp *resp,
@@ -113,7 +137,11 @@ static void on_status(struct sbx__xfer *x, int rc, const struct sbx__http_resp *
             st.signal = st.code - 128;
             st.code = -1;
         }
-        sbx__rproc_exit(c->r, &st);
+        struct sbx_error cut = SBX_ERROR_INIT;
+        if (cut_output(c, &st, &cut) < 0)
+            sbx__rproc_fail(c->r, &cut);
+        else
+            sbx__rproc_exit(c->r, &st);
     } else if (c->why[0] && rc == -SBX_E_TIMEOUT) {
         cmd_fail(c, c->why); /* still running as far as the server knows: the stream was cut */
     } else {
@@ -170,6 +198,7 @@ static int on_message(struct sbx__lws *w, const struct sbx__ws_msg *m, void *ud,
         stream_ended(c, s->i);
         return 0;
     }
+    c->got[s->i] += m->len;
     if (sbx__rproc_output(c->r, s->i == SBX__LXD_ERR ? 2 : 1, m->data, m->len))
         return 0;
     /* The caller is behind: every output stream waits (resume follows). */
@@ -189,6 +218,7 @@ static void on_end(struct sbx__lws *w, int rc, const struct sbx_error *err, void
         return;
     /* Cut without the end of the stream: the server (or its member) went away. Its own
      * account of the command, if it can still give one, comes with the status. */
+    c->cut[s->i] = 1;
     if (!c->why[0])
         snprintf(c->why, sizeof(c->why), "%.900s (the member running the instance may be down)",
                  rc < 0 && err && err->msg[0] ? err->msg : "the stream ended without its end");
@@ -369,6 +399,7 @@ static int setup(struct sbx__rproc *r, void *ud, struct sbx_error *err)
             return rc;
         }
     }
+    c->got[SBX__LXD_OUT] += c->pre.len;
     if (c->pre.len)
         (void)sbx__rproc_output(r, 1, c->pre.data, c->pre.len);
     if (!c->tty && !c->want_in)

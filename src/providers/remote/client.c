@@ -25,6 +25,37 @@ struct remote_client {
 /* ---------------------------------------------------------------------------------------------
  * Requests */
 
+int sbx__remote_error(struct sbx__endpoint *ep, const struct sbx__http_resp *resp, const char *what,
+                      struct sbx_error *err)
+{
+    static const struct {
+        const char *name;
+        int code;
+    } codes[] = {{"not_found", SBX_E_NOTFOUND},
+                 {"exists", SBX_E_EXISTS},
+                 {"perm", SBX_E_PERM},
+                 {"inval", SBX_E_INVAL},
+                 {"toobig", SBX_E_TOOBIG},
+                 {"sandbox", SBX_E_SANDBOX},
+                 {"unsupported", SBX_E_UNSUPPORTED},
+                 {"timeout", SBX_E_TIMEOUT},
+                 {"exec", SBX_E_EXEC}};
+    json_t *j = NULL;
+    struct sbx_error perr = SBX_ERROR_INIT;
+    if (resp->body.len)
+        sbx_json_parse(resp->body.data, resp->body.len, NULL, &j, &perr);
+    const char *code = json_string_value(json_object_get(j, "code"));
+    const char *msg = json_string_value(json_object_get(j, "message"));
+    int c = SBX_E_API, rc;
+    for (size_t i = 0; code && i < sizeof(codes) / sizeof(codes[0]); i++)
+        if (strcmp(code, codes[i].name) == 0)
+            c = codes[i].code;
+    rc = msg ? sbx_error_set(err, c, 0, "node '%s': %.400s", sbx__endpoint_url(ep), msg)
+             : sbx__http_status_error(ep, resp->status, resp->body.data, resp->body.len, what, err);
+    json_decref(j);
+    return rc;
+}
+
 /* One JSON request; token (may be NULL) in the Sbx-Token header line; a status >= 400 is the
  * node's error ({"code", "message"}) with the code it names. *out: the parsed body, caller owns. */
 static int call_body(struct sbx__endpoint *ep, const char *method, const char *path,
@@ -45,31 +76,10 @@ static int call_body(struct sbx__endpoint *ep, const char *method, const char *p
     int rc = sbx__http_call(ep, &req, &resp, err);
     explicit_bzero(line, sizeof(line));
     json_t *j = NULL;
-    if (rc == 0 && resp.body.len)
+    if (rc == 0 && resp.status >= 400)
+        rc = sbx__remote_error(ep, &resp, path, err);
+    else if (rc == 0 && resp.body.len)
         rc = sbx_json_parse(resp.body.data, resp.body.len, NULL, &j, err);
-    if (rc == 0 && resp.status >= 400) {
-        const char *code = json_string_value(json_object_get(j, "code"));
-        const char *msg = json_string_value(json_object_get(j, "message"));
-        static const struct {
-            const char *name;
-            int code;
-        } codes[] = {{"not_found", SBX_E_NOTFOUND},
-                     {"exists", SBX_E_EXISTS},
-                     {"perm", SBX_E_PERM},
-                     {"inval", SBX_E_INVAL},
-                     {"toobig", SBX_E_TOOBIG},
-                     {"sandbox", SBX_E_SANDBOX},
-                     {"unsupported", SBX_E_UNSUPPORTED},
-                     {"timeout", SBX_E_TIMEOUT},
-                     {"exec", SBX_E_EXEC}};
-        int c = SBX_E_API;
-        for (size_t i = 0; code && i < sizeof(codes) / sizeof(codes[0]); i++)
-            if (strcmp(code, codes[i].name) == 0)
-                c = codes[i].code;
-        rc = msg ? sbx_error_set(err, c, 0, "node '%s': %.400s", sbx__endpoint_url(ep), msg)
-                 : sbx__http_status_error(ep, resp.status, resp.body.data, resp.body.len, path,
-                                          err);
-    }
     if (rc == 0 && out)
         *out = j;
     else
@@ -120,15 +130,6 @@ static int sess_close(struct sbx_session *bs, int delete_workspace, struct sbx_e
     return remove_on(s->ep, s->base.id, s->token, err);
 }
 
-static int sess_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err)
-{
-    struct sbx__remote_session *s = (struct sbx__remote_session *)bs;
-    int rc = sbx__shellfs_copy_take(&s->fs, &s->ws, err);
-    if (rc == 0)
-        *out = s->ws.fd;
-    return rc;
-}
-
 static int sess_record_snapshot(struct sbx_session *bs, const char *ref, struct sbx_error *err)
 {
     struct sbx__remote_session *s = (struct sbx__remote_session *)bs;
@@ -142,7 +143,6 @@ static void sess_free(struct sbx_session *bs)
     struct sbx__remote_session *s = (struct sbx__remote_session *)bs;
     if (!s)
         return;
-    sbx__shellfs_copy_drop(&s->ws);
     sbx_session_release_base(&s->base);
     sbx__endpoint_free(s->ep);
     explicit_bzero(s->token, sizeof(s->token));
@@ -150,53 +150,21 @@ static void sess_free(struct sbx_session *bs)
     free(s);
 }
 
-#define FS(bs) (&((struct sbx__remote_session *)(bs))->fs)
-
-static int f_ls(struct sbx_session *bs, const char *p, struct sbx_dirlist *o, struct sbx_error *e)
-{
-    return sbx__shellfs_ls(FS(bs), p, o, e);
-}
-static int f_stat(struct sbx_session *bs, const char *p, struct sbx_dirent *o, struct sbx_error *e)
-{
-    return sbx__shellfs_stat(FS(bs), p, o, e);
-}
-static int f_mkdir(struct sbx_session *bs, const char *p, int fl, struct sbx_error *e)
-{
-    return sbx__shellfs_mkdir(FS(bs), p, fl, e);
-}
-static int f_rm(struct sbx_session *bs, const char *p, int fl, struct sbx_error *e)
-{
-    return sbx__shellfs_rm(FS(bs), p, fl, e);
-}
-static int f_chmod(struct sbx_session *bs, const char *p, mode_t m, struct sbx_error *e)
-{
-    return sbx__shellfs_chmod(FS(bs), p, m, e);
-}
-static int f_read_open(struct sbx_session *bs, const char *p, int *fd, uint64_t *n,
-                       struct sbx_error *e)
-{
-    return sbx__shellfs_read_open(FS(bs), p, fd, n, e);
-}
-static int f_write(struct sbx_session *bs, const char *p, const struct sbx_file_reader *r,
-                   uint64_t max, mode_t m, int fl, struct sbx_error *e)
-{
-    return sbx__shellfs_write(FS(bs), p, r, max, m, fl, e);
-}
-
 static const struct sbx_session_ops session_ops = {
         .exec_start = sbx__remote_exec_start,
-        .read_open = f_read_open,
-        .write = f_write,
-        .ls = f_ls,
-        .stat = f_stat,
-        .mkdir = f_mkdir,
-        .rm = f_rm,
-        .chmod = f_chmod,
+        .read_open = sbx__remote_read_open,
+        .write = sbx__remote_write,
+        .ls = sbx__remote_ls,
+        .stat = sbx__remote_stat,
+        .mkdir = sbx__remote_mkdir,
+        .rm = sbx__remote_rm,
+        .chmod = sbx__remote_chmod,
         .resolve_port = sess_resolve_port,
         .state = sess_state,
         .close = sess_close,
-        .workspace_fd = sess_workspace_fd,
         .record_snapshot = sess_record_snapshot,
+        .workspace_export = sbx__remote_workspace_export,
+        .workspace_import = sbx__remote_workspace_import,
         .free = sess_free,
 };
 
@@ -208,8 +176,6 @@ static struct sbx__remote_session *session_new(struct remote_client *c, const ch
     sbx_session_init_base(&s->base, &session_ops, "remote", id, root);
     s->ep = sbx__endpoint_ref(c->ep);
     snprintf(s->token, sizeof(s->token), "%s", token);
-    s->fs = (struct sbx__shellfs){.ops = &sbx__remote_shellfs_ops, .ctx = s, .root = s->base.root};
-    s->ws = (struct sbx__shellfs_copy)SBX__SHELLFS_COPY_INIT;
     s->state =
             json_pack("{s:i, s:s, s:s, s:s, s:s}", "version", SBX_SESSION_STATE_VERSION, "provider",
                       "remote", "id", id, "root", root, "node", sbx__endpoint_url(c->ep));
@@ -316,7 +282,7 @@ static int rc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
                                   json_string_value(json_object_get(ans, "created")))
                     : NULL;
     if (s && rc == 0)
-        rc = sbx__shellfs_fill(&s->fs, &s->base, s->state, spec, store, snap_ref, err);
+        rc = sbx__shellfs_fill(NULL, &s->base, s->state, spec, store, snap_ref, err);
     if (rc < 0 && s) {
         struct sbx_error ignored = SBX_ERROR_INIT;
         (void)remove_on(c->ep, s->base.id, s->token, &ignored);
@@ -460,7 +426,8 @@ static int client_new_json(const json_t *o, struct sbx_client **out, struct sbx_
                                     .ca_file = ca,
                                     .cert_file = cert,
                                     .key_file = key,
-                                    .http = SBX__HTTP_1_1};
+                                    .http = SBX__HTTP_1_1,
+                                    .keep_alive = 1};
     struct sbx__endpoint *ep = NULL;
     int rc = sbx__endpoint_new(&eo, &ep, err);
     if (rc < 0)

@@ -24,6 +24,10 @@
 #define SEND_HIGH ((size_t)1 << 20)
 #define CHUNK     ((size_t)256 << 10)
 #define OPEN_MS   30000
+/* Keep-alive of a running command's WebSocket: a ping every 10 s; 30 s without any frame from
+ * the node (a cut link, a node frozen) ends the command as lost instead of waiting forever. */
+#define KEEPALIVE_PING_MS 10000
+#define KEEPALIVE_DEAD_MS 30000
 
 static const char *const protocols[] = {"v5.channel.k8s.io", NULL};
 
@@ -257,7 +261,10 @@ static int setup(struct sbx__rproc *r, void *ud, struct sbx_error *err)
     struct sbx__wsconn *wc = u->wc;
     u->wc = NULL; /* the lws takes it, and frees it on failure too */
     u->r = r;
-    return sbx__lws_new(sbx__rproc_loop(r), wc, &lws_ops, u, &u->lws, err);
+    int rc = sbx__lws_new(sbx__rproc_loop(r), wc, &lws_ops, u, &u->lws, err);
+    if (rc == 0)
+        sbx__lws_keepalive(u->lws, KEEPALIVE_PING_MS, KEEPALIVE_DEAD_MS);
+    return rc;
 }
 
 int sbx__remote_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec,
@@ -298,139 +305,3 @@ int sbx__remote_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *s
     *out = sbx__rproc_proc(r);
     return 0;
 }
-
-/* ---------------------------------------------------------------------------------------------
- * Blocking commands, for the shared file script */
-
-#define RUN_MS (10 * 60 * 1000)
-
-struct brun {
-    int out_fd;       /* stdout into this fd, else into run->out */
-    uint64_t out_max; /* with out_fd */
-    uint64_t out_done;
-    struct sbx__shell_run *run;
-    int got_status;
-};
-
-static int brun_message(struct brun *b, const struct sbx__ws_msg *m, struct sbx_buf *scratch,
-                        struct sbx_error *err)
-{
-    struct sbx__ch_frame f;
-    int rc = sbx__ch_decode(SBX__CH_V5, m->opcode, m->data, m->len, scratch, &f, err);
-    if (rc < 0)
-        return rc;
-    if (f.channel == SBX__CH_STDOUT && b->out_fd >= 0) {
-        if (f.len > b->out_max - b->out_done)
-            return sbx_error_set(err, SBX_E_TOOBIG, 0, "the file is over %llu bytes",
-                                 (unsigned long long)b->out_max);
-        b->out_done += f.len;
-        return sbx_fd_write_all(b->out_fd, f.data, f.len, err);
-    }
-    if (f.channel == SBX__CH_STDOUT || f.channel == SBX__CH_STDERR) {
-        struct sbx_buf *to = f.channel == SBX__CH_STDOUT ? &b->run->out : &b->run->err;
-        return sbx_buf_add(to, f.data, f.len, err) < 0 ? -err->code : 0;
-    }
-    if (f.channel == SBX__CH_ERROR) {
-        int code = 0;
-        if ((rc = sbx__ch_status_decode(SBX__CH_V5, f.data, f.len, &code, err)) < 0)
-            return rc;
-        b->run->code = code;
-        b->got_status = 1;
-    }
-    return 0;
-}
-
-/* Send in_size bytes of in_fd as stdin, then its close. */
-static int send_stdin(struct sbx__wsconn *w, int in_fd, uint64_t in_size, int64_t deadline,
-                      struct sbx_error *err)
-{
-    struct sbx_buf m;
-    char *chunk = sbx_xmalloc(CHUNK);
-    sbx_buf_init(&m, CHUNK + 8);
-    int rc = 0;
-    for (uint64_t left = in_size; rc == 0 && left > 0;) {
-        ssize_t k = read(in_fd, chunk, left < CHUNK ? (size_t)left : CHUNK);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0) {
-            rc = k < 0 ? sbx_error_errno(err, errno, "cannot read the file to send")
-                       : sbx_error_set(err, SBX_E_IO, 0, "the file to send ended early");
-            break;
-        }
-        left -= (uint64_t)k;
-        sbx_buf_reset(&m);
-        if ((rc = sbx__ch_encode(SBX__CH_V5, SBX__CH_STDIN, chunk, (size_t)k, &m, err)) == 0)
-            rc = sbx__wsconn_write(w, SBX__WS_BINARY, m.data, m.len, deadline, err);
-    }
-    sbx_buf_reset(&m);
-    if (rc == 0 && (rc = sbx__ch_encode_close(SBX__CH_V5, SBX__CH_STDIN, &m, err)) == 0)
-        rc = sbx__wsconn_write(w, SBX__WS_BINARY, m.data, m.len, deadline, err);
-    sbx_buf_release(&m);
-    free(chunk);
-    return rc;
-}
-
-static int blocking_exec(struct sbx__remote_session *s, const char *const *argv, int in_fd,
-                         uint64_t in_size, struct brun *b, struct sbx_error *err)
-{
-    struct sbx_exec_spec spec = {.argv = argv};
-    char *path = exec_path(s, &spec, NULL, in_fd >= 0);
-    struct sbx__wsconn *w = NULL;
-    int64_t deadline = sbx_deadline_after_ms(RUN_MS);
-    int rc = open_exec(s, path, &w, err);
-    free(path);
-    if (rc == 0 && in_fd >= 0)
-        rc = send_stdin(w, in_fd, in_size, deadline, err);
-    struct sbx_buf scratch;
-    sbx_buf_init(&scratch, MSG_MAX);
-    while (rc == 0) {
-        struct sbx__ws_msg m;
-        if ((rc = sbx__wsconn_read(w, &m, deadline, err)) < 0 || m.opcode == SBX__WS_CLOSE)
-            break;
-        rc = brun_message(b, &m, &scratch, err);
-    }
-    if (rc == 0 && !b->got_status)
-        rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "the node ended '%s' without its status",
-                           argv[0]);
-    sbx_buf_release(&scratch);
-    sbx__wsconn_free(w);
-    return rc;
-}
-
-static int fs_run(void *ctx, const char *const *argv, struct sbx__shell_run *out,
-                  struct sbx_error *err)
-{
-    struct brun b = {.out_fd = -1, .run = out};
-    return blocking_exec(ctx, argv, -1, 0, &b, err);
-}
-
-static int fs_get(void *ctx, const char *abs, int fd, uint64_t max, struct sbx_error *err)
-{
-    struct sbx__shell_run run;
-    sbx__shell_run_init(&run, 65536);
-    struct brun b = {.out_fd = fd, .out_max = max, .run = &run};
-    const char *argv[] = {"cat", "--", abs, NULL};
-    int rc = blocking_exec(ctx, argv, -1, 0, &b, err);
-    if (rc == 0 && run.code != 0)
-        rc = sbx_error_set(err, SBX_E_IO, 0, "cannot read '%s' in the sandbox: %.200s", abs,
-                           run.err.len ? run.err.data : "cat failed");
-    sbx__shell_run_release(&run);
-    return rc;
-}
-
-static int fs_put(void *ctx, const char *abs, int fd, uint64_t size, struct sbx_error *err)
-{
-    struct sbx__shell_run run;
-    sbx__shell_run_init(&run, 65536);
-    struct brun b = {.out_fd = -1, .run = &run};
-    const char *argv[] = {"sh", "-c", "cat >\"$1\"", "sh", abs, NULL};
-    int rc = blocking_exec(ctx, argv, fd, size, &b, err);
-    if (rc == 0 && run.code != 0)
-        rc = sbx_error_set(err, SBX_E_IO, 0, "cannot write '%s' in the sandbox: %.200s", abs,
-                           run.err.len ? run.err.data : "cat failed");
-    sbx__shell_run_release(&run);
-    return rc;
-}
-
-const struct sbx__shellfs_ops sbx__remote_shellfs_ops = {
-        .run = fs_run, .get = fs_get, .put = fs_put};

@@ -419,24 +419,6 @@ int sbx__rl_file_put(struct sbx__rl_conf *c, const char *id, const char *abs, in
     return rc;
 }
 
-char *sbx__rl_quote_argv(const char *const *argv)
-{
-    struct sbx_buf b;
-    sbx_buf_init(&b, SBX_BUF_NOLIMIT);
-    for (size_t i = 0; argv[i]; i++) {
-        keep(sbx_buf_add(&b, i ? " '" : "'", i ? 2 : 1, NULL));
-        for (const char *p = argv[i]; *p; p++) {
-            if (*p == '\'')
-                keep(sbx_buf_add(&b, "'\\''", 4, NULL));
-            else
-                keep(sbx_buf_add(&b, p, 1, NULL));
-        }
-        keep(sbx_buf_add(&b, "'", 1, NULL));
-    }
-    keep(sbx_buf_add(&b, "", 1, NULL));
-    return b.data;
-}
-
 static int into_buf(void *ud, const char *p, size_t n)
 {
     return sbx_buf_add(ud, p, n, NULL) < 0 ? -1 : 0;
@@ -445,7 +427,7 @@ static int into_buf(void *ud, const char *p, size_t n)
 int sbx__rl_run(struct sbx__rl_conf *c, const char *id, const char *const *argv,
                 struct sbx__shell_run *out, struct sbx_error *err)
 {
-    char *cmd = sbx__rl_quote_argv(argv);
+    char *cmd = sbx__shellfs_quote_argv(argv);
     json_t *body = json_pack("{s:s}", "command", cmd), *ans = NULL, *fin = NULL;
     char *path = sbx_xasprintf("/v1/devboxes/%s/execute_async", id);
     int rc = sbx__rl_api(c, "POST", path, body, &ans, err);

@@ -155,54 +155,6 @@ struct sbx__shellfs sbx__rl_fs(struct sbx__rl_session *s)
     return (struct sbx__shellfs){.ops = &FS_OPS, .ctx = s, .root = s->base.root};
 }
 
-#define FS(bs) sbx__rl_fs((struct sbx__rl_session *)(bs))
-
-static int s_ls(struct sbx_session *bs, const char *path, struct sbx_dirlist *out,
-                struct sbx_error *err)
-{
-    struct sbx__shellfs fs = FS(bs);
-    return sbx__shellfs_ls(&fs, path, out, err);
-}
-
-static int s_stat(struct sbx_session *bs, const char *path, struct sbx_dirent *out,
-                  struct sbx_error *err)
-{
-    struct sbx__shellfs fs = FS(bs);
-    return sbx__shellfs_stat(&fs, path, out, err);
-}
-
-static int s_mkdir(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err)
-{
-    struct sbx__shellfs fs = FS(bs);
-    return sbx__shellfs_mkdir(&fs, path, flags, err);
-}
-
-static int s_rm(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err)
-{
-    struct sbx__shellfs fs = FS(bs);
-    return sbx__shellfs_rm(&fs, path, flags, err);
-}
-
-static int s_chmod(struct sbx_session *bs, const char *path, mode_t mode, struct sbx_error *err)
-{
-    struct sbx__shellfs fs = FS(bs);
-    return sbx__shellfs_chmod(&fs, path, mode, err);
-}
-
-static int s_read_open(struct sbx_session *bs, const char *path, int *out_fd, uint64_t *out_size,
-                       struct sbx_error *err)
-{
-    struct sbx__shellfs fs = FS(bs);
-    return sbx__shellfs_read_open(&fs, path, out_fd, out_size, err);
-}
-
-static int s_write(struct sbx_session *bs, const char *path, const struct sbx_file_reader *r,
-                   uint64_t max, mode_t mode, int flags, struct sbx_error *err)
-{
-    struct sbx__shellfs fs = FS(bs);
-    return sbx__shellfs_write(&fs, path, r, max, mode, flags, err);
-}
-
 static int s_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err)
 {
     struct sbx__rl_session *s = (struct sbx__rl_session *)bs;
@@ -415,15 +367,21 @@ static void s_free(struct sbx_session *bs)
     free(s);
 }
 
+static void shellfs_of(struct sbx_session *bs, struct sbx__shellfs *out)
+{
+    *out = sbx__rl_fs((struct sbx__rl_session *)bs);
+}
+
 static const struct sbx_session_ops session_ops = {
+        .shellfs = shellfs_of,
         .exec_start = sbx__rl_exec_start,
-        .read_open = s_read_open,
-        .write = s_write,
-        .ls = s_ls,
-        .stat = s_stat,
-        .mkdir = s_mkdir,
-        .rm = s_rm,
-        .chmod = s_chmod,
+        .read_open = sbx__shellfs_s_read_open,
+        .write = sbx__shellfs_s_write,
+        .ls = sbx__shellfs_s_ls,
+        .stat = sbx__shellfs_s_stat,
+        .mkdir = sbx__shellfs_s_mkdir,
+        .rm = sbx__shellfs_s_rm,
+        .chmod = sbx__shellfs_s_chmod,
         .resolve_port = s_resolve_port,
         .state = s_state,
         .close = s_close,
@@ -764,34 +722,6 @@ static int rc_start(struct sbx_client *bc, const char *id, const struct sbx_resu
     return rc;
 }
 
-static int rebuild(struct sbx_client *bc, const json_t *state, const char *snap,
-                   const struct sbx_resume_opts *opts, struct sbx_session **out,
-                   struct sbx_error *err)
-{
-    struct sbx_manifest *m = NULL;
-    const json_t *mj = json_object_get(state, "manifest");
-    int rc = 0;
-    if (!opts->manifest && json_is_object(mj)) {
-        struct sbx_manifest_load_opts lo = {.base_dir = opts->base_dir ? opts->base_dir : ".",
-                                            .flags = SBX_MANIFEST_NO_HOST_CHECKS};
-        if ((rc = sbx_manifest_from_json(mj, &lo, &m, err)) < 0) {
-            sbx_error_prefix(err, "session state: field 'manifest'");
-            return rc;
-        }
-    }
-    struct sbx_create_spec spec = {
-            .manifest = opts->manifest ? opts->manifest : m,
-            .base_dir = opts->base_dir,
-            .pass_secrets = opts->pass_secrets,
-            .snapshot = snap,
-            .progress = opts->progress,
-            .progress_data = opts->progress_data,
-    };
-    rc = rc_create(bc, &spec, out, err);
-    sbx_manifest_free(m);
-    return rc;
-}
-
 static int rc_resume(struct sbx_client *bc, const json_t *state, const struct sbx_resume_opts *opts,
                      struct sbx_session **out, struct sbx_error *err)
 {
@@ -800,7 +730,7 @@ static int rc_resume(struct sbx_client *bc, const json_t *state, const struct sb
     struct sbx__rl_session *s = NULL;
     int rc = wake_devbox((struct rl_client *)bc, id, &s, err);
     if (rc == -SBX_E_NOTFOUND && snap)
-        return rebuild(bc, state, snap, opts, out, err);
+        return sbx__client_rebuild(bc, state, snap, opts, 0, 0, out, err);
     if (rc == -SBX_E_NOTFOUND)
         return sbx_error_set(err, SBX_E_NOTFOUND, 0,
                              "devbox '%s' is gone (it was shut down or expired) and its state has "
@@ -923,27 +853,6 @@ static const struct sbx_client_ops client_ops = {
 /* ---------------------------------------------------------------------------------------------
  * The provider */
 
-static int pairs(const json_t *list, const char *what, json_t **out, struct sbx_error *err)
-{
-    json_t *o = json_object(), *v;
-    size_t i;
-    json_array_foreach(list, i, v)
-    {
-        const char *s = json_string_value(v);
-        const char *eq = s ? strchr(s, '=') : NULL;
-        if (!eq || eq == s) {
-            json_decref(o);
-            return sbx_error_set(err, SBX_E_INVAL, 0, "%s wants KEY=VALUE, not '%s'", what,
-                                 s ? s : "");
-        }
-        char *k = sbx_xstrndup(s, (size_t)(eq - s));
-        sbx_json_set(o, k, sbx_json_str(eq + 1));
-        free(k);
-    }
-    *out = o;
-    return 0;
-}
-
 static char *dup_opt(const json_t *o, const char *key)
 {
     const char *v = json_string_value(json_object_get(o, key));
@@ -961,11 +870,11 @@ static int check_options(const json_t *o, struct sbx_error *err)
         return sbx_error_set(err, SBX_E_INVAL, 0,
                              "blueprint_id and blueprint_name cannot both be set");
     json_t *a = NULL;
-    int rc = pairs(json_object_get(o, "env_vars"), "env_vars", &a, err);
+    int rc = sbx__option_pairs(json_object_get(o, "env_vars"), "env_vars", &a, err);
     json_decref(a);
     a = NULL;
     if (rc == 0)
-        rc = pairs(json_object_get(o, "metadata"), "metadata", &a, err);
+        rc = sbx__option_pairs(json_object_get(o, "metadata"), "metadata", &a, err);
     json_decref(a);
     return rc;
 }
@@ -1029,8 +938,8 @@ static int client_new_json(const json_t *o, struct sbx_client **out, struct sbx_
     c->name = dup_opt(o, "name");
     const json_t *p = json_object_get(o, "pause_on_exit");
     c->pause_on_exit = !p || json_is_true(p);
-    (void)pairs(json_object_get(o, "env_vars"), "env_vars", &c->env_vars, err);
-    (void)pairs(json_object_get(o, "metadata"), "metadata", &c->metadata, err);
+    (void)sbx__option_pairs(json_object_get(o, "env_vars"), "env_vars", &c->env_vars, err);
+    (void)sbx__option_pairs(json_object_get(o, "metadata"), "metadata", &c->metadata, err);
     const json_t *ports = json_object_get(o, "exposed_ports");
     c->ports = json_is_array(ports) ? json_deep_copy(ports) : json_array();
     c->launch = launch_parameters(o);

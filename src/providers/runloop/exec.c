@@ -2,14 +2,10 @@
  * the service's SSE streams, its end by the long-polled wait_for_status, stdin by send_std_in
  * (text, then the EOF signal).
  *
- * The service runs one shell line. sbx sends a fixed line, /bin/sh -c of a fixed script (OUTER)
- * with every argument single-quoted (sbx__rl_quote_argv), never a line built from unquoted
- * input. OUTER starts the preamble (INNER) in a session of its own through `setsid -w` where
- * the devbox has it, so a timeout or a cancel signals the command's own process group (by a
- * second short command). INNER exports the caller's environment, enters the working directory
- * (refusing one that resolves out of the workspace), tells a missing program from one that
- * cannot run, reports its pid ("S<pid>\n" first on stdout) and runs the command; unless the
- * caller keeps background processes it ends its group after the command.
+ * The service runs one shell line: the shared start preamble of src/sandbox/shellfs/
+ * (sbx__shellfs_launch_argv, every word quoted), which runs the command in a process group of
+ * its own (so a timeout or cancel signals it from a second short command), refuses a working
+ * directory out of the workspace and reports "S<pid> <pgid>\n" first on stdout.
  *
  * Four threads per command: two copy the output streams into the proc's sockets, one waits for
  * the end, one sends stdin and the timeout's signals. The caller sees pollable descriptors. */
@@ -34,32 +30,6 @@
 #define POLL_TICK_MS 200
 #define INPUT_CHUNK  4096
 #define LIFE_MS      ((int64_t)24 * 3600 * 1000)
-
-static const char OUTER[] = "s=$1; shift\n"
-                            "if command -v setsid >/dev/null 2>&1; then\n"
-                            "  exec setsid -w /bin/sh -c \"$s\" sbx \"$@\"\n"
-                            "fi\n"
-                            "exec /bin/sh -c \"$s\" sbx \"$@\"\n";
-
-static const char INNER[] =
-        "ws=$1 wd=$2 bg=$3 n=$4; shift 4\n"
-        "while [ \"$n\" -gt 0 ]; do export \"$1\"; shift; n=$((n - 1)); done\n"
-        "cd -- \"$wd\" 2>/dev/null || { printf C; exit 125; }\n"
-        "case \"$(pwd -P)/\" in \"$ws\"/*) ;; *) printf P; exit 125;; esac\n"
-        "case $1 in\n"
-        "*/*) [ -e \"$1\" ] || { printf N; exit 127; }\n"
-        "     if [ -d \"$1\" ] || [ ! -x \"$1\" ]; then printf X; exit 126; fi;;\n"
-        "*) command -v \"$1\" >/dev/null 2>&1 || { printf N; exit 127; };;\n"
-        "esac\n"
-        "pg=0; read -r _ _ _ _ pg _ < /proc/$$/stat 2>/dev/null\n"
-        "printf 'S%d %d\\n' \"$$\" \"$pg\"\n"
-        "[ \"$bg\" = 1 ] && exec \"$@\"\n"
-        "trap : TERM\n"
-        "\"$@\"\n"
-        "rc=$?\n"
-        "trap '' TERM\n"
-        "[ \"$pg\" != \"$$\" ] || kill -TERM 0 2>/dev/null\n"
-        "exit \"$rc\"\n";
 
 struct rl_proc {
     struct sbx_proc base;
@@ -398,68 +368,27 @@ static const struct sbx_proc_ops proc_ops = {proc_wait, proc_free};
 
 static int open_fds(struct rl_proc *p, const struct sbx_exec_spec *spec, struct sbx_error *err)
 {
-    int sp[2], po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1};
+    int sp[2];
     int merge = !!(spec->flags & SBX_EXEC_MERGE_STDERR), want_in = !!(spec->flags & SBX_EXEC_STDIN);
     if (pipe2(sp, O_CLOEXEC) < 0)
         return sbx_error_errno(err, errno, "pipe");
     p->base.status_fd = sp[0];
     p->status_w = sp[1];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, po) < 0 ||
-        (!merge && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pe) < 0) ||
-        (want_in && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pi) < 0)) {
-        int rc = sbx_error_errno(err, errno, "socketpair");
-        for (int i = 0; i < 2; i++) {
-            sbx_fd_close(&po[i]);
-            sbx_fd_close(&pe[i]);
-            sbx_fd_close(&pi[i]);
-        }
+    int rc = sbx__proc_sockets(&p->base, merge, want_in, &p->out_w, &p->err_w, &p->in_r, err);
+    if (rc < 0)
         return rc;
-    }
     p->merged = merge;
-    p->base.stdout_fd = po[0];
-    p->out_w = po[1];
-    p->base.stderr_fd = pe[0];
-    p->err_w = pe[1];
-    p->base.stdin_fd = pi[0];
-    p->in_r = pi[1];
-    (void)shutdown(p->base.stdout_fd, SHUT_WR);
-    if (p->base.stderr_fd >= 0)
-        (void)shutdown(p->base.stderr_fd, SHUT_WR);
     return 0;
 }
 
-/* The shell line the service runs: OUTER with INNER, the workspace, the directory, the
- * background flag, the environment and the command, every word quoted. */
+/* The shell line the service runs (shellfs.h: the shared start preamble). */
 static char *command_line(const struct sbx__rl_session *s, const struct sbx_exec_spec *spec,
                           const char *cwd)
 {
     struct sbx_strv a;
     sbx_strv_init(&a);
-    const char *head[] = {"/bin/sh", "-c", OUTER, "sbx", INNER, s->base.root};
-    for (size_t i = 0; i < sizeof(head) / sizeof(head[0]); i++)
-        sbx_strv_push(&a, head[i]);
-    char *dir = cwd[0] ? sbx_xasprintf("%s/%s", s->base.root, cwd) : sbx_xstrdup(s->base.root);
-    sbx_strv_push(&a, dir);
-    free(dir);
-    sbx_strv_push(&a, spec->flags & SBX_EXEC_KEEP_BACKGROUND ? "1" : "0");
-    size_t n = 0;
-    for (const char *const *e = spec->env; e && *e; e++)
-        n += strchr(*e, '=') != NULL;
-    char num[24];
-    snprintf(num, sizeof(num), "%zu", n);
-    sbx_strv_push(&a, num);
-    for (const char *const *e = spec->env; e && *e; e++)
-        if (strchr(*e, '='))
-            sbx_strv_push(&a, *e);
-    if (spec->argv) {
-        for (const char *const *v = spec->argv; *v; v++)
-            sbx_strv_push(&a, *v);
-    } else {
-        sbx_strv_push(&a, "/bin/sh");
-        sbx_strv_push(&a, "-c");
-        sbx_strv_push(&a, spec->command);
-    }
-    char *line = sbx__rl_quote_argv((const char *const *)a.v);
+    sbx__shellfs_launch_argv(&a, s->base.root, cwd, spec);
+    char *line = sbx__shellfs_quote_argv((const char *const *)a.v);
     sbx_strv_release(&a);
     return line;
 }
@@ -471,20 +400,9 @@ static int verdict_error(struct rl_proc *p, const char *cwd, struct sbx_error *e
             return sbx_error_copy(err, &p->why);
         return sbx_error_set(err, SBX_E_EXEC, 0, "cannot run '%s' in the devbox", p->name);
     }
-    switch (p->mark[0]) {
-    case 'N':
-        return sbx_error_set(err, SBX_E_EXEC, ENOENT, "command '%s' not found", p->name);
-    case 'X':
-        return sbx_error_set(err, SBX_E_EXEC, EACCES, "cannot run '%s': %s", p->name,
-                             strerror(EACCES));
-    case 'C':
-        return sbx_error_set(err, SBX_E_NOTFOUND, ENOENT,
-                             "working directory '%s' is not a directory of the sandbox",
-                             cwd[0] ? cwd : ".");
-    case 'P':
-        return sbx_error_set(err, SBX_E_PERM, 0,
-                             "working directory '%s' leads out of the workspace", cwd);
-    }
+    int start_rc = sbx__shellfs_start_error(p->mark[0], p->name, cwd, err);
+    if (start_rc < 0)
+        return start_rc;
     return sbx_error_set(err, SBX_E_EXEC, 0, "the start of '%s' was garbled", p->name);
 }
 

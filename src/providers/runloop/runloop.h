@@ -63,9 +63,6 @@ int sbx__rl_file_get(struct sbx__rl_conf *c, const char *id, const char *abs, in
 int sbx__rl_file_put(struct sbx__rl_conf *c, const char *id, const char *abs, int fd, uint64_t size,
                      struct sbx_error *err);
 
-/* argv as one shell word list, each word single-quoted ('\'' for a quote): what the service's
- * shell runs, never a line built from input unquoted. Caller frees. */
-char *sbx__rl_quote_argv(const char *const *argv);
 /* argv run to completion in devbox id (stdout, stderr and the exit status into out). */
 int sbx__rl_run(struct sbx__rl_conf *c, const char *id, const char *const *argv,
                 struct sbx__shell_run *out, struct sbx_error *err);

@@ -217,83 +217,15 @@ char *sbx__vercel_session_path(const struct sbx__vercel_target *t, const char *o
 /* ---------------------------------------------------------------------------------------------
  * NDJSON with NULs */
 
-void sbx__vercel_lines_init(struct sbx__vercel_lines *l, sbx__vercel_line_fn *fn, void *ud)
+void sbx__vercel_lines_init(struct sbx__ndjson *l, sbx__ndjson_fn *fn, void *ud)
 {
-    memset(l, 0, sizeof(*l));
-    sbx_buf_init(&l->line, SBX__VERCEL_LINE_MAX);
-    l->fn = fn;
-    l->ud = ud;
-}
-
-void sbx__vercel_lines_release(struct sbx__vercel_lines *l)
-{
-    sbx_buf_release(&l->line);
-}
-
-static int line_done(struct sbx__vercel_lines *l, struct sbx_error *err)
-{
-    l->lineno++;
-    const char *p = l->line.data ? l->line.data : "";
-    size_t n = l->line.len;
-    if (n && p[n - 1] == '\r')
-        n--;
-    if (strspn(p, " \t") >= n) {
-        sbx_buf_reset(&l->line);
-        return 0;
-    }
-    if (sbx_json_scan_depth(p, n, SBX_JSON_DEFAULT_MAX_DEPTH) > SBX_JSON_DEFAULT_MAX_DEPTH)
-        return sbx_error_set(err, SBX_E_TOOBIG, 0, "json stream line %zu nests too deep",
-                             l->lineno);
-    json_error_t je;
-    json_t *v = json_loadb(p, n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
-    sbx_buf_reset(&l->line);
-    if (!v) {
-        char clean[160];
-        sbx__wire_clean(je.text, strlen(je.text), clean, sizeof(clean));
-        return sbx_error_set(err, SBX_E_PARSE, 0, "json stream line %zu: %s", l->lineno, clean);
-    }
-    int rc = l->fn(v, l->ud, err);
-    json_decref(v);
-    return rc;
-}
-
-int sbx__vercel_lines_feed(struct sbx__vercel_lines *l, const char *p, size_t n,
-                           struct sbx_error *err)
-{
-    if (l->failed)
-        return sbx_error_set(err, SBX_E_INVAL, 0, "json stream already failed");
-    int rc = 0;
-    while (n > 0 && rc == 0) {
-        const char *nl = memchr(p, '\n', n);
-        size_t take = nl ? (size_t)(nl - p) : n;
-        if ((rc = sbx_buf_add(&l->line, p, take, NULL)) < 0) {
-            rc = sbx_error_set(err, SBX_E_TOOBIG, 0,
-                               "json stream line %zu is longer than %zu bytes", l->lineno + 1,
-                               SBX__VERCEL_LINE_MAX);
-            break;
-        }
-        p += take + (nl ? 1 : 0);
-        n -= take + (nl ? 1 : 0);
-        if (nl)
-            rc = line_done(l, err);
-    }
-    l->failed = rc < 0;
-    return rc;
-}
-
-int sbx__vercel_lines_finish(struct sbx__vercel_lines *l, struct sbx_error *err)
-{
-    if (l->failed)
-        return sbx_error_set(err, SBX_E_INVAL, 0, "json stream already failed");
-    if (strspn(l->line.data ? l->line.data : "", " \t\r") < l->line.len)
-        return sbx_error_set(err, SBX_E_PARSE, 0, "json stream ended in the middle of line %zu",
-                             l->lineno + 1);
-    return 0;
+    sbx__ndjson_init(l, SBX__VERCEL_LINE_MAX, 0, fn, ud);
+    l->allow_nul = 1;
 }
 
 static int lines_sink(const uint8_t *p, size_t n, void *ud, struct sbx_error *err)
 {
-    return sbx__vercel_lines_feed(ud, (const char *)p, n, err);
+    return sbx__ndjson_feed(ud, (const char *)p, n, err);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -305,8 +237,9 @@ struct run_ctx {
     int started, ended;
 };
 
-static int run_line(json_t *v, void *ud, struct sbx_error *err)
+static int run_line(json_t *v, size_t line, void *ud, struct sbx_error *err)
 {
+    (void)line;
     struct run_ctx *c = ud;
     const json_t *cmd = json_object_get(v, "command");
     if (json_is_object(cmd)) {
@@ -346,7 +279,7 @@ int sbx__vercel_run(const struct sbx__vercel_target *t, const char *const *argv,
     char *sp = sbx__vercel_session_path(t, "cmd");
     char *path = sbx__vercel_path(t->conf, sp, 0);
     struct run_ctx ctx = {.out = out};
-    struct sbx__vercel_lines dec;
+    struct sbx__ndjson dec;
     sbx__vercel_lines_init(&dec, run_line, &ctx);
     struct sbx__http_req req = {.method = "POST",
                                 .path = path,
@@ -361,13 +294,13 @@ int sbx__vercel_run(const struct sbx__vercel_target *t, const char *const *argv,
     if ((rc = sbx__http_call(ep, &req, &resp, err)) == 0) {
         if (resp.status >= 400)
             rc = sbx__vercel_session_error(t, resp.status, &resp.body, "command", NULL, err);
-        else if ((rc = sbx__vercel_lines_finish(&dec, err)) == 0 && !ctx.ended)
+        else if ((rc = sbx__ndjson_finish(&dec, err)) == 0 && !ctx.ended)
             rc = sbx_error_set(err, SBX_E_API, 0,
                                "the Vercel API's command stream ended before the command");
     }
     if (rc < 0)
         sbx_error_prefix(err, "sandbox '%s': '%s'", t->name, argv[0]);
-    sbx__vercel_lines_release(&dec);
+    sbx__ndjson_release(&dec);
     sbx__http_resp_release(&resp);
     json_decref(body);
     free(sp);

@@ -171,15 +171,21 @@ static void sess_free(struct sbx_session *bs)
     free(s);
 }
 
+static void shellfs_of(struct sbx_session *bs, struct sbx__shellfs *out)
+{
+    *out = sbx__vercel_fs((struct sbx__vercel_session *)bs);
+}
+
 static const struct sbx_session_ops session_ops = {
+        .shellfs = shellfs_of,
         .exec_start = sbx__vercel_exec_start,
-        .read_open = sbx__vercel_read_open,
-        .write = sbx__vercel_write,
-        .ls = sbx__vercel_ls,
-        .stat = sbx__vercel_stat,
-        .mkdir = sbx__vercel_mkdir,
-        .rm = sbx__vercel_rm,
-        .chmod = sbx__vercel_chmod,
+        .read_open = sbx__shellfs_s_read_open,
+        .write = sbx__shellfs_s_write,
+        .ls = sbx__shellfs_s_ls,
+        .stat = sbx__shellfs_s_stat,
+        .mkdir = sbx__shellfs_s_mkdir,
+        .rm = sbx__shellfs_s_rm,
+        .chmod = sbx__shellfs_s_chmod,
         .resolve_port = sess_resolve_port,
         .state = sess_state,
         .close = sess_close,
@@ -618,36 +624,6 @@ static int vc_stopped_state(struct sbx_client *bc, const char *id, json_t **out,
     return rc;
 }
 
-/* A gone sandbox made again from its state's snapshot: a new sandbox, the state's manifest (or
- * the caller's trusted one), the snapshot's content. */
-static int rebuild(struct sbx_client *bc, const json_t *state, const char *snap,
-                   const struct sbx_resume_opts *opts, struct sbx_session **out,
-                   struct sbx_error *err)
-{
-    struct sbx_manifest *m = NULL;
-    const json_t *mj = json_object_get(state, "manifest");
-    int rc = 0;
-    if (!opts->manifest && json_is_object(mj)) {
-        struct sbx_manifest_load_opts lo = {.base_dir = opts->base_dir ? opts->base_dir : ".",
-                                            .flags = SBX_MANIFEST_NO_HOST_CHECKS};
-        if ((rc = sbx_manifest_from_json(mj, &lo, &m, err)) < 0) {
-            sbx_error_prefix(err, "session state: field 'manifest'");
-            return rc;
-        }
-    }
-    struct sbx_create_spec spec = {
-            .manifest = opts->manifest ? opts->manifest : m,
-            .base_dir = opts->base_dir,
-            .pass_secrets = opts->pass_secrets,
-            .snapshot = snap,
-            .progress = opts->progress,
-            .progress_data = opts->progress_data,
-    };
-    rc = vc_create(bc, &spec, out, err);
-    sbx_manifest_free(m);
-    return rc;
-}
-
 static int vc_resume(struct sbx_client *bc, const json_t *state, const struct sbx_resume_opts *opts,
                      struct sbx_session **out, struct sbx_error *err)
 {
@@ -657,7 +633,7 @@ static int vc_resume(struct sbx_client *bc, const json_t *state, const struct sb
     /* A get with resume starts a stopped sandbox (its timeout, or sbx sandbox stop). */
     int rc = vc_start(bc, id, opts, &s, err);
     if (rc == -SBX_E_NOTFOUND && snap)
-        return rebuild(bc, state, snap, opts, out, err);
+        return sbx__client_rebuild(bc, state, snap, opts, 0, 0, out, err);
     if (rc == -SBX_E_NOTFOUND)
         return sbx_error_set(err, SBX_E_NOTFOUND, 0,
                              "sandbox '%s' is gone (it expired or was deleted) and its state "

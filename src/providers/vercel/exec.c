@@ -72,7 +72,7 @@ struct vx {
     struct sbx__xfer *x;         /* the command's stream (loop) */
     struct sbx__xfer *up;        /* stdin's upload (loop) */
     struct sbx__xfer *kx[KILLS]; /* signals in flight (loop) */
-    struct sbx__vercel_lines dec;
+    struct sbx__ndjson dec;
     json_t *body;      /* the command's request */
     char *in_abs;      /* where stdin goes, or NULL */
     struct sbx_buf in; /* stdin collected */
@@ -234,8 +234,9 @@ static int stdout_bytes(struct vx *v, const char *p, size_t n)
     return room;
 }
 
-static int on_line(json_t *j, void *ud, struct sbx_error *err)
+static int on_line(json_t *j, size_t line, void *ud, struct sbx_error *err)
 {
+    (void)line;
     struct vx *v = ud;
     const json_t *cmd = json_object_get(j, "command");
     if (json_is_object(cmd)) {
@@ -292,7 +293,7 @@ static int x_data(struct sbx__xfer *x, const uint8_t *p, size_t n, void *ud, str
 {
     struct vx *v = ud;
     (void)x;
-    int rc = sbx__vercel_lines_feed(&v->dec, (const char *)p, n, err);
+    int rc = sbx__ndjson_feed(&v->dec, (const char *)p, n, err);
     if (rc < 0)
         return rc;
     return v->paused ? SBX__PAUSE : 0;
@@ -329,7 +330,7 @@ static void x_done(struct sbx__xfer *x, int rc, const struct sbx__http_resp *res
         rc = sbx__vercel_session_error(&v->t, resp->status, &resp->body, "command", NULL, &err);
     else if (v->phase == 2)
         rc = end_of(v, resp, &err);
-    else if ((rc = sbx__vercel_lines_finish(&v->dec, &err)) == 0 && !v->ended && v->phase == 0)
+    else if ((rc = sbx__ndjson_finish(&v->dec, &err)) == 0 && !v->ended && v->phase == 0)
         rc = sbx_error_set(&err, SBX_E_SANDBOX, 0,
                            "the Vercel API's stream of '%s' ended before the command did", v->name);
     /* A stream cut after the command started (a transport error, or the replay's end) is
@@ -384,7 +385,7 @@ static int recover(struct vx *v, int next, struct sbx_error *err)
     char *sp = sbx__vercel_session_path(&v->t, op);
     char *path = sbx__vercel_path(v->t.conf, sp, 0);
     struct sbx__http_req req = {.path = path, .timeout_ms = -1};
-    sbx__vercel_lines_release(&v->dec);
+    sbx__ndjson_release(&v->dec);
     sbx__vercel_lines_init(&v->dec, on_line, v);
     memset(v->seen, 0, sizeof(v->seen));
     v->phase = next;
@@ -534,7 +535,7 @@ static void vx_free(struct vx *v)
 {
     if (!v)
         return;
-    sbx__vercel_lines_release(&v->dec);
+    sbx__ndjson_release(&v->dec);
     sbx__vercel_target_release(&v->t);
     json_decref(v->body);
     sbx_buf_release(&v->in);
@@ -605,22 +606,10 @@ static json_t *command_body(const struct sbx__vercel_target *t, const struct sbx
 
 static int verdict_error(struct vx *v, const char *cwd, struct sbx_error *err)
 {
-    switch (v->mark[0]) {
-    case 'N':
-        return sbx_error_set(err, SBX_E_EXEC, ENOENT, "command '%s' not found", v->name);
-    case 'X':
-        return sbx_error_set(err, SBX_E_EXEC, EACCES, "cannot run '%s': %s", v->name,
-                             strerror(EACCES));
-    case 'C':
-        return sbx_error_set(err, SBX_E_NOTFOUND, ENOENT,
-                             "working directory '%s' is not a directory of the sandbox",
-                             cwd[0] ? cwd : ".");
-    case 'P':
-        return sbx_error_set(err, SBX_E_PERM, 0,
-                             "working directory '%s' leads out of the workspace", cwd);
-    default:
-        return sbx_error_set(err, SBX_E_SANDBOX, 0, "the start of '%s' was garbled", v->name);
-    }
+    int start_rc = sbx__shellfs_start_error(v->mark[0], v->name, cwd, err);
+    if (start_rc < 0)
+        return start_rc;
+    return sbx_error_set(err, SBX_E_SANDBOX, 0, "the start of '%s' was garbled", v->name);
 }
 
 /* Wait for the preamble's verdict (or the stream's end): 1 started, 0 the stream ended first

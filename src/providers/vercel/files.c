@@ -27,54 +27,6 @@ struct sbx__shellfs sbx__vercel_fs(struct sbx__vercel_session *s)
     return (struct sbx__shellfs){.ops = &FS_OPS, .ctx = &s->t, .root = s->base.root};
 }
 
-#define VFS(bs) sbx__vercel_fs((struct sbx__vercel_session *)(bs))
-
-int sbx__vercel_ls(struct sbx_session *bs, const char *path, struct sbx_dirlist *out,
-                   struct sbx_error *err)
-{
-    struct sbx__shellfs fs = VFS(bs);
-    return sbx__shellfs_ls(&fs, path, out, err);
-}
-
-int sbx__vercel_stat(struct sbx_session *bs, const char *path, struct sbx_dirent *out,
-                     struct sbx_error *err)
-{
-    struct sbx__shellfs fs = VFS(bs);
-    return sbx__shellfs_stat(&fs, path, out, err);
-}
-
-int sbx__vercel_mkdir(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err)
-{
-    struct sbx__shellfs fs = VFS(bs);
-    return sbx__shellfs_mkdir(&fs, path, flags, err);
-}
-
-int sbx__vercel_rm(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err)
-{
-    struct sbx__shellfs fs = VFS(bs);
-    return sbx__shellfs_rm(&fs, path, flags, err);
-}
-
-int sbx__vercel_chmod(struct sbx_session *bs, const char *path, mode_t mode, struct sbx_error *err)
-{
-    struct sbx__shellfs fs = VFS(bs);
-    return sbx__shellfs_chmod(&fs, path, mode, err);
-}
-
-int sbx__vercel_read_open(struct sbx_session *bs, const char *path, int *out_fd, uint64_t *out_size,
-                          struct sbx_error *err)
-{
-    struct sbx__shellfs fs = VFS(bs);
-    return sbx__shellfs_read_open(&fs, path, out_fd, out_size, err);
-}
-
-int sbx__vercel_write(struct sbx_session *bs, const char *path, const struct sbx_file_reader *r,
-                      uint64_t max, mode_t mode, int flags, struct sbx_error *err)
-{
-    struct sbx__shellfs fs = VFS(bs);
-    return sbx__shellfs_write(&fs, path, r, max, mode, flags, err);
-}
-
 int sbx__vercel_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err)
 {
     struct sbx__vercel_session *s = (struct sbx__vercel_session *)bs;

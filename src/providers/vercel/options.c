@@ -94,27 +94,6 @@ const struct sbx_provider_option sbx__vercel_options[] = {
         {.key = NULL},
 };
 
-/* A list of "KEY=VALUE" into an object; SBX_E_INVAL for another shape. */
-static int pairs(const json_t *list, json_t **out, struct sbx_error *err)
-{
-    json_t *o = json_object(), *v;
-    size_t i;
-    json_array_foreach(list, i, v)
-    {
-        const char *s = json_string_value(v);
-        const char *eq = s ? strchr(s, '=') : NULL;
-        if (!eq || eq == s) {
-            json_decref(o);
-            return sbx_error_set(err, SBX_E_INVAL, 0, "env wants KEY=VALUE, not '%s'", s ? s : "");
-        }
-        char *k = sbx_xstrndup(s, (size_t)(eq - s));
-        sbx_json_set(o, k, sbx_json_str(eq + 1));
-        free(k);
-    }
-    *out = o;
-    return 0;
-}
-
 int sbx__vercel_options_parse(const json_t *o, struct sbx__vercel_opts *out, struct sbx_error *err)
 {
     memset(out, 0, sizeof(*out));
@@ -151,7 +130,7 @@ int sbx__vercel_options_parse(const json_t *o, struct sbx__vercel_opts *out, str
                                  SBX__VERCEL_MAX_PORTS, SBX__VERCEL_MAX_PORTS);
         out->ports[out->n_ports++] = (int)json_integer_value(v);
     }
-    return pairs(json_object_get(o, "env"), &out->env, err);
+    return sbx__option_pairs(json_object_get(o, "env"), "env", &out->env, err);
 }
 
 void sbx__vercel_opts_release(struct sbx__vercel_opts *o)

@@ -17,6 +17,7 @@
 #include "sandbox/provider.h"
 #include "sandbox/shellfs/shellfs.h"
 #include "sandbox/wire/endpoint.h"
+#include "sandbox/wire/ndjson.h"
 #include "sbx/buf.h"
 #include "sbx/error.h"
 
@@ -59,23 +60,9 @@ int sbx__vercel_api(struct sbx__vercel_conf *c, const char *method, const char *
 int sbx__vercel_status_error(struct sbx__vercel_conf *c, long status, const struct sbx_buf *body,
                              const char *what, char *code, struct sbx_error *err);
 
-/* A command's NDJSON stream, line by line. Each line is one JSON value read with jansson after
- * its nesting was checked (sbx_json_scan_depth), NUL allowed in strings: a log line's data is
- * the command's output, which may hold NUL bytes (the project's reader refuses them). A line
- * over SBX__VERCEL_LINE_MAX is SBX_E_TOOBIG; a stream that ends inside a line is an error. */
-typedef int sbx__vercel_line_fn(json_t *v, void *ud, struct sbx_error *err);
-struct sbx__vercel_lines {
-    struct sbx_buf line;
-    size_t lineno;
-    int failed;
-    sbx__vercel_line_fn *fn;
-    void *ud;
-};
-void sbx__vercel_lines_init(struct sbx__vercel_lines *l, sbx__vercel_line_fn *fn, void *ud);
-void sbx__vercel_lines_release(struct sbx__vercel_lines *l);
-int sbx__vercel_lines_feed(struct sbx__vercel_lines *l, const char *p, size_t n,
-                           struct sbx_error *err);
-int sbx__vercel_lines_finish(struct sbx__vercel_lines *l, struct sbx_error *err);
+/* A command's NDJSON stream (src/sandbox/wire/ndjson.h) with NUL allowed in strings: a log
+ * line's data is the command's output, which may hold NUL bytes. */
+void sbx__vercel_lines_init(struct sbx__ndjson *l, sbx__ndjson_fn *fn, void *ud);
 
 /* One sandbox's running session, as commands and files reach it. */
 struct sbx__vercel_target {
@@ -131,17 +118,6 @@ struct sbx__shellfs sbx__vercel_fs(struct sbx__vercel_session *s);
 
 int sbx__vercel_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec,
                            const char *cwd, struct sbx_proc **out, struct sbx_error *err);
-int sbx__vercel_read_open(struct sbx_session *bs, const char *path, int *out_fd, uint64_t *out_size,
-                          struct sbx_error *err);
-int sbx__vercel_write(struct sbx_session *bs, const char *path, const struct sbx_file_reader *r,
-                      uint64_t max, mode_t mode, int flags, struct sbx_error *err);
-int sbx__vercel_ls(struct sbx_session *bs, const char *path, struct sbx_dirlist *out,
-                   struct sbx_error *err);
-int sbx__vercel_stat(struct sbx_session *bs, const char *path, struct sbx_dirent *out,
-                     struct sbx_error *err);
-int sbx__vercel_mkdir(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err);
-int sbx__vercel_rm(struct sbx_session *bs, const char *path, int flags, struct sbx_error *err);
-int sbx__vercel_chmod(struct sbx_session *bs, const char *path, mode_t mode, struct sbx_error *err);
 int sbx__vercel_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err);
 
 /* Options (options.c). */

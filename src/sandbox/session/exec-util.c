@@ -1,13 +1,16 @@
 /* The helpers every loop over a started command shares (session.c's capture, stream.c,
  * pty.c, and providers' own relays): non-blocking fds, draining a pipe into a capture,
- * cancellation of a wait, a terminal's size. Nothing here knows a session. */
+ * cancellation of a wait, a terminal's size, a relayed command's sockets. Nothing here knows a
+ * session. */
 #include <errno.h>
 #include <fcntl.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <termios.h>
 #include <unistd.h>
 
 #include "sandbox/session/exec-util.h"
+#include "sbx/fs.h"
 
 void sbx__set_nonblock(int fd)
 {
@@ -59,5 +62,32 @@ int sbx__tty_resize(int master, unsigned short rows, unsigned short cols, struct
     struct winsize ws = {.ws_row = rows ? rows : 24, .ws_col = cols ? cols : 80};
     if (ioctl(master, TIOCSWINSZ, &ws) < 0)
         return sbx_error_errno(err, errno, "cannot resize the terminal");
+    return 0;
+}
+
+int sbx__proc_sockets(struct sbx_proc *p, int merge, int want_in, int *out_w, int *err_w, int *in_r,
+                      struct sbx_error *err)
+{
+    int po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1};
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, po) < 0 ||
+        (!merge && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pe) < 0) ||
+        (want_in && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pi) < 0)) {
+        int rc = sbx_error_errno(err, errno, "socketpair");
+        for (int i = 0; i < 2; i++) {
+            sbx_fd_close(&po[i]);
+            sbx_fd_close(&pe[i]);
+            sbx_fd_close(&pi[i]);
+        }
+        return rc;
+    }
+    p->stdout_fd = po[0];
+    *out_w = po[1];
+    p->stderr_fd = pe[0];
+    *err_w = pe[1];
+    p->stdin_fd = pi[0];
+    *in_r = pi[1];
+    (void)shutdown(p->stdout_fd, SHUT_WR);
+    if (p->stderr_fd >= 0)
+        (void)shutdown(p->stderr_fd, SHUT_WR);
     return 0;
 }

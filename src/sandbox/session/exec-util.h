@@ -28,6 +28,13 @@ size_t sbx__pump(int *fd, struct sbx_capture *c);
 int sbx__cancel_poll_ms(const volatile sig_atomic_t *cancel, int ms);
 int sbx__cancel_check(const volatile sig_atomic_t *cancel, struct sbx_error *err);
 
+/* The caller's ends of a command a provider relays itself: socket pairs for stdout, stderr
+ * (none with merge) and stdin (only with want_in) into p's stdout_fd, stderr_fd, stdin_fd
+ * (read-only / write-only halves; -1 where none) and the provider's ends into *out_w, *err_w,
+ * *in_r (-1 where none). Nothing is left open on failure. */
+int sbx__proc_sockets(struct sbx_proc *p, int merge, int want_in, int *out_w, int *err_w, int *in_r,
+                      struct sbx_error *err);
+
 /* TIOCSWINSZ on a terminal master (0 rows or columns: 24 by 80). */
 int sbx__tty_resize(int master, unsigned short rows, unsigned short cols, struct sbx_error *err);
 

@@ -64,6 +64,13 @@ int sbx__client_tied(const struct sbx_client *c);
 /* The checks of sbx_session_state_parse on a parsed document (no "session state" prefix): the
  * generic fields, then the provider's check_state its own (state.c). */
 int sbx__session_state_check(const json_t *state, struct sbx_error *err);
+/* A sandbox that is gone made again by c's create from its state's snapshot snap: the state's
+ * manifest (read with SBX_MANIFEST_NO_HOST_CHECKS | manifest_flags) unless opts gives a trusted
+ * one; keep_id: under the state's id (else the provider names the new sandbox). */
+enum { SBX__REBUILD_KEEP_ID = 1 };
+int sbx__client_rebuild(struct sbx_client *c, const json_t *state, const char *snap,
+                        const struct sbx_resume_opts *opts, unsigned manifest_flags, unsigned flags,
+                        struct sbx_session **out, struct sbx_error *err);
 
 /* Whether the text of a /proc/net/tcp or /proc/net/tcp6 table (n bytes) has a socket listening
  * on port: non-zero if so. How a provider answers "nothing listens there" (SBX_E_NOTFOUND of

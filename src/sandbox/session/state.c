@@ -227,3 +227,33 @@ out:
     sbx_snapshot_store_free(own);
     return rc;
 }
+
+int sbx__client_rebuild(struct sbx_client *c, const json_t *state, const char *snap,
+                        const struct sbx_resume_opts *opts, unsigned manifest_flags, unsigned flags,
+                        struct sbx_session **out, struct sbx_error *err)
+{
+    struct sbx_manifest *m = NULL;
+    const json_t *mj = json_object_get(state, "manifest");
+    int rc;
+    if (!opts->manifest && json_is_object(mj)) {
+        struct sbx_manifest_load_opts lo = {.base_dir = opts->base_dir ? opts->base_dir : ".",
+                                            .flags = SBX_MANIFEST_NO_HOST_CHECKS | manifest_flags};
+        if ((rc = sbx_manifest_from_json(mj, &lo, &m, err)) < 0) {
+            sbx_error_prefix(err, "session state: field 'manifest'");
+            return rc;
+        }
+    }
+    struct sbx_create_spec spec = {
+            .manifest = opts->manifest ? opts->manifest : m,
+            .base_dir = opts->base_dir,
+            .pass_secrets = opts->pass_secrets,
+            .snapshot = snap,
+            .id = (flags & SBX__REBUILD_KEEP_ID) ? json_string_value(json_object_get(state, "id"))
+                                                 : NULL,
+            .progress = opts->progress,
+            .progress_data = opts->progress_data,
+    };
+    rc = c->ops->create(c, &spec, out, err);
+    sbx_manifest_free(m);
+    return rc;
+}

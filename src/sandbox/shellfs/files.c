@@ -405,3 +405,59 @@ out:
     free(abs);
     return rc;
 }
+
+/* ---- the session file ops ---- */
+
+int sbx__shellfs_s_ls(struct sbx_session *s, const char *path, struct sbx_dirlist *out,
+                      struct sbx_error *err)
+{
+    struct sbx__shellfs fs;
+    s->ops->shellfs(s, &fs);
+    return sbx__shellfs_ls(&fs, path, out, err);
+}
+
+int sbx__shellfs_s_stat(struct sbx_session *s, const char *path, struct sbx_dirent *out,
+                        struct sbx_error *err)
+{
+    struct sbx__shellfs fs;
+    s->ops->shellfs(s, &fs);
+    return sbx__shellfs_stat(&fs, path, out, err);
+}
+
+int sbx__shellfs_s_mkdir(struct sbx_session *s, const char *path, int flags, struct sbx_error *err)
+{
+    struct sbx__shellfs fs;
+    s->ops->shellfs(s, &fs);
+    return sbx__shellfs_mkdir(&fs, path, flags, err);
+}
+
+int sbx__shellfs_s_rm(struct sbx_session *s, const char *path, int flags, struct sbx_error *err)
+{
+    struct sbx__shellfs fs;
+    s->ops->shellfs(s, &fs);
+    return sbx__shellfs_rm(&fs, path, flags, err);
+}
+
+int sbx__shellfs_s_chmod(struct sbx_session *s, const char *path, mode_t mode,
+                         struct sbx_error *err)
+{
+    struct sbx__shellfs fs;
+    s->ops->shellfs(s, &fs);
+    return sbx__shellfs_chmod(&fs, path, mode, err);
+}
+
+int sbx__shellfs_s_read_open(struct sbx_session *s, const char *path, int *out_fd,
+                             uint64_t *out_size, struct sbx_error *err)
+{
+    struct sbx__shellfs fs;
+    s->ops->shellfs(s, &fs);
+    return sbx__shellfs_read_open(&fs, path, out_fd, out_size, err);
+}
+
+int sbx__shellfs_s_write(struct sbx_session *s, const char *path, const struct sbx_file_reader *r,
+                         uint64_t max, mode_t mode, int flags, struct sbx_error *err)
+{
+    struct sbx__shellfs fs;
+    s->ops->shellfs(s, &fs);
+    return sbx__shellfs_write(&fs, path, r, max, mode, flags, err);
+}

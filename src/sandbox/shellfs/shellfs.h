@@ -82,6 +82,21 @@ int sbx__shellfs_write(const struct sbx__shellfs *fs, const char *path,
                        const struct sbx_file_reader *r, uint64_t max, mode_t mode, int flags,
                        struct sbx_error *err);
 
+/* The session file ops (provider.h) of a provider whose files go through this script: each
+ * asks the session for its shellfs (sbx_session_ops.shellfs, which the provider sets). */
+int sbx__shellfs_s_ls(struct sbx_session *s, const char *path, struct sbx_dirlist *out,
+                      struct sbx_error *err);
+int sbx__shellfs_s_stat(struct sbx_session *s, const char *path, struct sbx_dirent *out,
+                        struct sbx_error *err);
+int sbx__shellfs_s_mkdir(struct sbx_session *s, const char *path, int flags, struct sbx_error *err);
+int sbx__shellfs_s_rm(struct sbx_session *s, const char *path, int flags, struct sbx_error *err);
+int sbx__shellfs_s_chmod(struct sbx_session *s, const char *path, mode_t mode,
+                         struct sbx_error *err);
+int sbx__shellfs_s_read_open(struct sbx_session *s, const char *path, int *out_fd,
+                             uint64_t *out_size, struct sbx_error *err);
+int sbx__shellfs_s_write(struct sbx_session *s, const char *path, const struct sbx_file_reader *r,
+                         uint64_t max, mode_t mode, int flags, struct sbx_error *err);
+
 /* A copy of the workspace on this host, for taking a snapshot of. */
 struct sbx__shellfs_copy {
     char *dir; /* a private host directory, or NULL */
@@ -122,5 +137,25 @@ int sbx__shellfs_fill(const struct sbx__shellfs *fs, struct sbx_session *s, json
  * sandbox"). */
 int sbx__shellfs_check_accounts(const struct sbx_manifest *m, const char *what, const char *user,
                                 struct sbx_error *err);
+
+/* ---------------------------------------------------------------------------------------------
+ * Starting a command through a shell preamble (launch.c) */
+
+/* The error a start preamble's one-letter refusal means: 'N' command not found, 'X' cannot run
+ * it, 'C' the working directory is not one, 'P' it leads out of the workspace, 'E' an
+ * environment entry was refused (name: the command's, cwd: the working directory asked for).
+ * 0 for another letter: the provider's own, or a garbled start. */
+int sbx__shellfs_start_error(char mark, const char *name, const char *cwd, struct sbx_error *err);
+/* argv as one shell line, every word single-quoted. */
+char *sbx__shellfs_quote_argv(const char *const *argv);
+/* The words of a command started through the shared preamble, pushed onto a: /bin/sh -c of a
+ * fixed script that runs the preamble in a session of its own (`setsid -w` where the sandbox
+ * has it, so a timeout or cancel can signal the command's own process group); the preamble
+ * exports spec's environment, enters cwd under root (refusing, by the letters above, one that
+ * resolves out of it), tells a missing program from one that cannot run, prints "S<pid>
+ * <pgid>\n" first on stdout and runs the command (spec's argv, or /bin/sh -c of its command);
+ * unless spec keeps background processes it ends its group after the command. */
+void sbx__shellfs_launch_argv(struct sbx_strv *a, const char *root, const char *cwd,
+                              const struct sbx_exec_spec *spec);
 
 #endif

@@ -546,6 +546,7 @@ static int import_run(struct import *im, int archive_fd, char **out_ref, struct 
     json_decref(skipped);
 out:
     if (rc < 0) {
+        sbx__snap_discard(st);
         for (size_t i = 0; i < im->created.n; i++)
             sbx__snap_blob_unlink(st, im->created.v[i]);
         sbx_error_prefix(err, im->ws ? "the workspace's archive" : "cannot import snapshot");
@@ -670,7 +671,7 @@ static int write_file_header(struct archive *a, struct archive_entry *ae, const 
     archive_entry_set_mtime(ae, mtime, 0);
     off_t pos = 0, end = (off_t)e->size;
     int holes = 0;
-    while (pos < end) {
+    while (bfd >= 0 && pos < end) {
         off_t d = lseek(bfd, pos, SEEK_DATA);
         if (d < 0 || d >= end) {
             holes = holes || pos < end;
@@ -687,7 +688,7 @@ static int write_file_header(struct archive *a, struct archive_entry *ae, const 
         archive_entry_sparse_clear(ae);
     else if (archive_entry_sparse_count(ae) == 0)
         archive_entry_sparse_add_entry(ae, end, 0);
-    if (lseek(bfd, 0, SEEK_SET) < 0)
+    if (bfd >= 0 && lseek(bfd, 0, SEEK_SET) < 0)
         return sbx_error_errno(err, errno, "cannot seek in blob '%.12s'", e->sha);
     if (archive_write_header(a, ae) != ARCHIVE_OK)
         return sbx_error_set(err, SBX_E_IO, 0, "cannot write member '%s': %s", name,
@@ -747,11 +748,15 @@ int sbx_snapshot_export(struct sbx_snapshot_store *st, const char *ref, int out_
             rc = write_header(a, ae, mname, AE_IFLNK, 0777, 0, mtime, e->target, err);
         } else {
             int bfd = -1;
-            rc = sbx__snap_blob_open(st, e->sha, &bfd, err);
+            char *data = NULL;
+            rc = sbx__snap_blob_get(st, e->sha, e->size, &data, &bfd, err);
             if (rc == 0)
                 rc = write_file_header(a, ae, mname, e, bfd, mtime, err);
-            if (rc == 0)
+            if (rc == 0 && data)
+                rc = write_sink(&s, data, (size_t)e->size, err);
+            else if (rc == 0)
                 rc = sbx__snap_blob_copy(bfd, e->sha, e->size, -1, write_sink, &s, err);
+            free(data);
             sbx_fd_close(&bfd);
         }
         free(mname);
@@ -792,13 +797,9 @@ static int write_ws_entry(struct sbx_snapshot_store *st, struct archive *a,
     } else {
         /* No sparse member: every extractor reads a plain one; holes come as zeros. */
         struct sink sk = {a};
-        int bfd = -1;
         rc = write_header(a, ae, name, AE_IFREG, e->mode, (int64_t)e->size, now, NULL, err);
         if (rc == 0)
-            rc = sbx__snap_blob_open(st, e->sha, &bfd, err);
-        if (rc == 0)
-            rc = sbx__snap_blob_copy(bfd, e->sha, e->size, -1, write_sink, &sk, err);
-        sbx_fd_close(&bfd);
+            rc = sbx__snap_blob_send(st, e->sha, e->size, -1, write_sink, &sk, err);
     }
     if (rc < 0)
         sbx_error_prefix(err, "'%s'", e->path);

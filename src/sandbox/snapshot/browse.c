@@ -66,7 +66,6 @@ int sbx_snapshot_cat(struct sbx_snapshot_store *st, const char *ref, const char 
 {
     struct snap_tree t = {0};
     char *rel = NULL;
-    int bfd = -1;
     int rc = sbx_path_normalize(path, strlen(path), 0, NULL, &rel, err);
     if (rc < 0)
         return rc;
@@ -87,11 +86,8 @@ int sbx_snapshot_cat(struct sbx_snapshot_store *st, const char *ref, const char 
         rc = sbx_error_set(err, SBX_E_INVAL, 0, "'%s' is a directory", rel);
     else if (e->type == SNAP_SYMLINK)
         rc = sbx_error_set(err, SBX_E_INVAL, 0, "'%s' is a symlink (to '%s')", rel, e->target);
-    if (rc == 0 && (rc = sbx__snap_blob_open(st, e->sha, &bfd, err)) == 0)
-        rc = sbx__snap_blob_copy(bfd, e->sha, e->size, -1, sink, ctx, err);
-    if (rc < 0 && bfd >= 0)
+    if (rc == 0 && (rc = sbx__snap_blob_send(st, e->sha, e->size, -1, sink, ctx, err)) < 0)
         sbx_error_prefix(err, "'%s'", rel);
-    sbx_fd_close(&bfd);
     sbx__snap_tree_release(&t);
     sbx__snap_unlock(st);
     free(rel);

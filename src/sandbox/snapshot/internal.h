@@ -6,14 +6,25 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <jansson.h>
+#include <pthread.h>
 
 #include "sbx/buf.h"
 #include "sbx/hash.h"
 #include "sbx/snapshot.h"
 
+struct snap_packs;
+struct sbx_strv;
+
 struct sbx_snapshot_store {
     char *path;
-    int dirfd, lockfd, blobs_fd, trees_fd, holds_fd, cache_fd, tmp_fd;
+    int dirfd, lockfd, blobs_fd, trees_fd, holds_fd, cache_fd, tmp_fd, packs_fd;
+    struct snap_packs *packs; /* pack.c: the indexes read, the pack being written */
+    pthread_mutex_t mu;       /* dirty, loose */
+    uint8_t dirty[257];       /* blobs/xx directories (and blobs/ itself, 256) to sync */
+    /* which blobs/xx directories exist (read again after each lock): a blob whose directory
+     * does not exist is looked up in the packs alone, with no system call */
+    uint8_t loose[256];
+    int loose_stale;
 };
 
 enum snap_type { SNAP_DIR = 1, SNAP_FILE, SNAP_SYMLINK };
@@ -82,8 +93,17 @@ int sbx__snap_tree_store_doc(struct sbx_snapshot_store *st, const char *hex, con
 int sbx__snap_tree_load(struct sbx_snapshot_store *st, const char *hex, struct snap_tree *t,
                         json_t **out_header, struct sbx_error *err);
 
-/* A blob being written: a temp file in the store's tmp/ hashed as it is filled. */
+/* Blobs up to this size with no whole 4 KiB block of zeros go into pack files; others are
+ * files of their own (blobs/xx/<hex>, sparse). */
+#define SNAP_PACK_BLOB_MAX ((size_t)1 << 18)
+
+typedef int (*snap_sink_fn)(void *ctx, const void *p, size_t n, struct sbx_error *err);
+
+/* A blob being written, hashed as it is filled: held in memory while it may go into a pack,
+ * else a temp file in the store's tmp/. */
 struct snap_blob_writer {
+    struct sbx_snapshot_store *st;
+    char *mem; /* SNAP_PACK_BLOB_MAX bytes while fd < 0 */
     int fd;
     char tmpname[48];
     struct sbx_sha256 *h;
@@ -106,9 +126,18 @@ int sbx__snap_blob_finish_expect(struct sbx_snapshot_store *st, struct snap_blob
                                  const char *expect, char hex[SBX_SHA256_HEX_LEN + 1], int *created,
                                  struct sbx_error *err);
 void sbx__snap_blob_abort(struct sbx_snapshot_store *st, struct snap_blob_writer *w);
-/* Open blob hex read-only; *out_fd: caller owns. */
-int sbx__snap_blob_open(struct sbx_snapshot_store *st, const char *hex, int *out_fd,
-                        struct sbx_error *err);
+/* Store data[0..n) whose digest is hex (computed by the caller): into the pack being written
+ * when it fits one, else as a file. *created as for sbx__snap_blob_finish. */
+int sbx__snap_blob_put(struct sbx_snapshot_store *st, const char *hex, const void *data, size_t n,
+                       int *created, struct sbx_error *err);
+/* Blob hex of the given size for reading: *out_data (packed: read whole and checked against its
+ * digest, caller frees) or *out_fd (its own file, opened read-only, checked as it is copied;
+ * caller closes); the other is NULL / -1. A blob that is in neither is SBX_E_NOTFOUND. */
+int sbx__snap_blob_get(struct sbx_snapshot_store *st, const char *hex, uint64_t size,
+                       char **out_data, int *out_fd, struct sbx_error *err);
+/* Blob hex copied to out or sink as sbx__snap_blob_copy does, wherever the store keeps it. */
+int sbx__snap_blob_send(struct sbx_snapshot_store *st, const char *hex, uint64_t size, int out,
+                        snap_sink_fn sink, void *ctx, struct sbx_error *err);
 /* The store has blob hex of that size. A blob renamed into place but torn by a crash before the
  * store was synced has the wrong size (usually 0): it counts as missing and is replaced. */
 int sbx__snap_blob_exists(struct sbx_snapshot_store *st, const char *hex, uint64_t size);
@@ -118,12 +147,40 @@ void sbx__snap_blob_unlink(struct sbx_snapshot_store *st, const char *hex);
 int sbx__snap_gc_try(struct sbx_snapshot_store *st, struct sbx_snapshot_gc_stats *out);
 /* How many snapshots the store holds and the disk space its blobs take. */
 int sbx__snap_usage(struct sbx_snapshot_store *st, uint64_t *trees, uint64_t *blob_bytes);
-/* Make the store's new files durable (one syncfs for all the blobs of a take or an import). */
+/* Make the store's new blobs durable before a tree names them: the pack being written is
+ * synced and moved into packs/, and the blobs/ directories that gained a file are synced (each
+ * blob file was synced before its rename). Not syncfs: only what this process wrote. */
 int sbx__snap_sync(struct sbx_snapshot_store *st, struct sbx_error *err);
+/* Drop what a failed take, import or pull added: the pack being written. */
+void sbx__snap_discard(struct sbx_snapshot_store *st);
+
+/* ---- pack files (pack.c) ---- */
+int sbx__snap_packs_init(struct sbx_snapshot_store *st, struct sbx_error *err);
+void sbx__snap_packs_free(struct sbx_snapshot_store *st);
+/* Another process may have changed packs/: read it again before the next lookup. */
+void sbx__snap_packs_stale(struct sbx_snapshot_store *st);
+/* 1 when a pack (or the pack being written) has blob hex of that size. */
+int sbx__snap_pack_find(struct sbx_snapshot_store *st, const char *hex, uint64_t size);
+/* Append data (digest hex) to the pack being written unless a pack has it (*created 0). */
+int sbx__snap_pack_add(struct sbx_snapshot_store *st, const char *hex, const void *data, size_t n,
+                       int *created, struct sbx_error *err);
+/* 1 and *out (caller frees, checked against hex) when a pack has blob hex; 0 when none has;
+ * <0 when it cannot be read or is corrupt, torn or of another size. */
+int sbx__snap_pack_read(struct sbx_snapshot_store *st, const char *hex, uint64_t size, char **out,
+                        struct sbx_error *err);
+int sbx__snap_pack_commit(struct sbx_snapshot_store *st, struct sbx_error *err);
+void sbx__snap_pack_abort(struct sbx_snapshot_store *st);
+/* Append to err's message why a damaged pack's blobs are missing, when one is. */
+void sbx__snap_pack_damage(struct sbx_snapshot_store *st, struct sbx_error *err);
+/* Collection of the packs (exclusive lock held): a pack with blobs no tree uses (used: sorted
+ * hex) is rewritten with the others, an empty one removed, pack files without an index too. */
+int sbx__snap_packs_collect(struct sbx_snapshot_store *st, const struct sbx_strv *used,
+                            struct sbx_snapshot_gc_stats *gs, struct sbx_error *err);
+/* Disk space of packs/. */
+uint64_t sbx__snap_packs_bytes(struct sbx_snapshot_store *st);
 
 /* Copy blob fd (at offset 0) of the given size and hash to out (holes kept where out can
  * seek; write_cb NULL) or to a callback, checking the bytes against hex. */
-typedef int (*snap_sink_fn)(void *ctx, const void *p, size_t n, struct sbx_error *err);
 int sbx__snap_blob_copy(int blobfd, const char *hex, uint64_t size, int out, snap_sink_fn sink,
                         void *ctx, struct sbx_error *err);
 

@@ -70,12 +70,16 @@ static int restore_file(struct sbx_snapshot_store *st, int dirfd, const struct s
     /* Created private and given its mode only once complete. */
     int rc = sbx_fs_open(dirfd, e->path, O_WRONLY | O_CREAT | O_EXCL, 0600, SBX_FS_NOFOLLOW, &out,
                          err);
+    char *data = NULL;
     if (rc == 0)
-        rc = sbx__snap_blob_open(st, e->sha, &blob, err);
-    if (rc == 0 && e->size <= SMALL_BLOB)
+        rc = sbx__snap_blob_get(st, e->sha, e->size, &data, &blob, err);
+    if (rc == 0 && data)
+        rc = sbx_fd_write_all(out, data, (size_t)e->size, err);
+    else if (rc == 0 && e->size <= SMALL_BLOB)
         rc = copy_small(blob, e, buf, out, err);
     else if (rc == 0)
         rc = sbx__snap_blob_copy(blob, e->sha, e->size, out, NULL, NULL, err);
+    free(data);
     if (rc == 0 && fchmod(out, e->mode & 0777 & SBX_FS_MODE_MASK) < 0)
         rc = sbx_error_errno(err, errno, "cannot chmod");
     sbx_fd_close(&blob);

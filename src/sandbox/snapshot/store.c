@@ -99,7 +99,9 @@ int sbx_snapshot_store_open(const char *path, struct sbx_snapshot_store **out,
     struct sbx_snapshot_store *st = sbx_xcalloc(1, sizeof(*st));
     st->path = dir;
     st->dirfd = st->lockfd = st->blobs_fd = st->trees_fd = st->holds_fd = st->cache_fd =
-            st->tmp_fd = -1;
+            st->tmp_fd = st->packs_fd = -1;
+    pthread_mutex_init(&st->mu, NULL);
+    st->loose_stale = 1;
     int rc = make_store_dir(dir, err);
     if (rc < 0)
         goto out;
@@ -127,7 +129,9 @@ int sbx_snapshot_store_open(const char *path, struct sbx_snapshot_store **out,
         (rc = open_subdir(st->dirfd, "trees", &st->trees_fd, err)) < 0 ||
         (rc = open_subdir(st->dirfd, "holds", &st->holds_fd, err)) < 0 ||
         (rc = open_subdir(st->dirfd, "cache", &st->cache_fd, err)) < 0 ||
-        (rc = open_subdir(st->dirfd, "tmp", &st->tmp_fd, err)) < 0) {
+        (rc = open_subdir(st->dirfd, "tmp", &st->tmp_fd, err)) < 0 ||
+        (rc = open_subdir(st->dirfd, "packs", &st->packs_fd, err)) < 0 ||
+        (rc = sbx__snap_packs_init(st, err)) < 0) {
         sbx_error_prefix(err, "snapshot store '%s'", dir);
         goto out;
     }
@@ -144,6 +148,9 @@ void sbx_snapshot_store_free(struct sbx_snapshot_store *st)
 {
     if (!st)
         return;
+    sbx__snap_packs_free(st);
+    pthread_mutex_destroy(&st->mu);
+    sbx_fd_close(&st->packs_fd);
     sbx_fd_close(&st->dirfd);
     sbx_fd_close(&st->lockfd);
     sbx_fd_close(&st->blobs_fd);
@@ -166,7 +173,54 @@ int sbx__snap_lock(struct sbx_snapshot_store *st, int exclusive, struct sbx_erro
         if (errno != EINTR)
             return sbx_error_errno(err, errno, "cannot lock the snapshot store '%s'", st->path);
     }
+    sbx__snap_packs_stale(st);
+    pthread_mutex_lock(&st->mu);
+    st->loose_stale = 1;
+    pthread_mutex_unlock(&st->mu);
     return 0;
+}
+
+static int hex_byte(const char *hex)
+{
+    int b = 0;
+    for (int i = 0; i < 2; i++) {
+        char c = hex[i];
+        int v = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (v < 0)
+            return -1;
+        b = b * 16 + v;
+    }
+    return b;
+}
+
+/* Whether blobs/ may have a directory for hex (it does, or it could not be read). */
+static int loose_dir_may_exist(struct sbx_snapshot_store *st, const char *hex)
+{
+    int b = hex_byte(hex);
+    if (b < 0)
+        return 1;
+    pthread_mutex_lock(&st->mu);
+    if (st->loose_stale) {
+        int dfd = dup(st->blobs_fd);
+        DIR *d = dfd >= 0 ? fdopendir(dfd) : NULL;
+        memset(st->loose, d ? 0 : 1, sizeof(st->loose));
+        if (!d)
+            sbx_fd_close(&dfd);
+        struct dirent *de;
+        if (d)
+            rewinddir(d);
+        while (d && (de = readdir(d))) {
+            int k = strlen(de->d_name) == 2 ? hex_byte(de->d_name) : -1;
+            if (k >= 0)
+                st->loose[k] = 1;
+        }
+        if (d)
+            closedir(d);
+        st->loose_stale = 0;
+    }
+    int may = st->loose[b];
+    pthread_mutex_unlock(&st->mu);
+    return may;
 }
 
 void sbx__snap_unlock(struct sbx_snapshot_store *st)
@@ -176,9 +230,32 @@ void sbx__snap_unlock(struct sbx_snapshot_store *st)
 
 int sbx__snap_sync(struct sbx_snapshot_store *st, struct sbx_error *err)
 {
-    if (syncfs(st->dirfd) < 0)
-        return sbx_error_errno(err, errno, "cannot sync the snapshot store '%s'", st->path);
-    return 0;
+    int rc = sbx__snap_pack_commit(st, err);
+    pthread_mutex_lock(&st->mu);
+    for (int i = 0; rc == 0 && i < 256; i++) {
+        if (!st->dirty[i])
+            continue;
+        char sub[3];
+        static const char xd[] = "0123456789abcdef";
+        sub[0] = xd[i >> 4];
+        sub[1] = xd[i & 15];
+        sub[2] = 0;
+        int fd = openat(st->blobs_fd, sub, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 || fsync(fd) < 0)
+            rc = sbx_error_errno(err, errno, "cannot sync the blobs of '%s'", st->path);
+        sbx_fd_close(&fd);
+        st->dirty[i] = 0;
+    }
+    if (rc == 0 && st->dirty[256] && fsync(st->blobs_fd) < 0)
+        rc = sbx_error_errno(err, errno, "cannot sync the blobs of '%s'", st->path);
+    st->dirty[256] = 0;
+    pthread_mutex_unlock(&st->mu);
+    return rc;
+}
+
+void sbx__snap_discard(struct sbx_snapshot_store *st)
+{
+    sbx__snap_pack_abort(st);
 }
 
 /* ---- trees in memory ---- */
@@ -452,11 +529,12 @@ int sbx__snap_tree_commit(struct sbx_snapshot_store *st, struct snap_tree *t,
         return rc;
     json_t *entries = entries_json(t);
     char hex[SBX_SHA256_HEX_LEN + 1];
-    json_t *doc = NULL;
-    char *text = NULL;
-    rc = entries_digest(entries, hex, err);
+    char *text = NULL, *etext = sbx_json_dumps(entries, SBX_JSON_COMPACT | SBX_JSON_SORTED);
+    uint8_t dg[SBX_SHA256_LEN];
+    rc = sbx_sha256(etext, strlen(etext), dg, err);
     if (rc < 0)
         goto out;
+    sbx_hex(dg, sizeof(dg), hex);
     uint64_t files = 0, bytes = 0;
     for (size_t i = 0; i < t->n; i++) {
         if (t->v[i].type == SNAP_FILE) {
@@ -479,10 +557,12 @@ int sbx__snap_tree_commit(struct sbx_snapshot_store *st, struct snap_tree *t,
     char *ref = sbx_xasprintf("sha256:%s", hex);
     sbx_json_set(h, "content_digest", sbx_json_str(ref));
     sbx_json_set(h, "skipped", skipped ? json_incref(skipped) : json_object());
-    doc = json_object();
-    sbx_json_set(doc, "header", h);
-    sbx_json_set(doc, "entries", json_incref(entries));
-    text = sbx_json_dumps(doc, SBX_JSON_COMPACT | SBX_JSON_SORTED);
+    /* The document is its two members in key order, as a sorted dump would write it: the
+     * entries' text, already made for the digest, is not made twice. */
+    char *htext = sbx_json_dumps(h, SBX_JSON_COMPACT | SBX_JSON_SORTED);
+    json_decref(h);
+    text = sbx_xasprintf("{\"entries\":%s,\"header\":%s}", etext, htext);
+    free(htext);
     char name[SBX_SHA256_HEX_LEN + 8];
     snprintf(name, sizeof(name), "%s.json", hex);
     rc = write_tmp_and_link(st, st->trees_fd, name, text, strlen(text), 0400, err);
@@ -493,7 +573,7 @@ int sbx__snap_tree_commit(struct sbx_snapshot_store *st, struct snap_tree *t,
     *out_ref = ref;
 out:
     free(text);
-    json_decref(doc);
+    free(etext);
     json_decref(entries);
     return rc;
 }
@@ -693,21 +773,29 @@ int sbx__snap_blob_begin(struct sbx_snapshot_store *st, struct snap_blob_writer 
 {
     memset(w, 0, sizeof(*w));
     w->fd = -1;
+    w->st = st;
+    return sbx_sha256_new(&w->h, err);
+}
+
+static int raw_write(struct snap_blob_writer *w, const void *p, size_t n, struct sbx_error *err);
+
+/* The blob outgrew memory (or has a hole): a temp file from now on, with what memory held. */
+static int spill(struct snap_blob_writer *w, struct sbx_error *err)
+{
     int rc = sbx_random_hex(w->tmpname, 8, err);
     if (rc < 0)
         return rc;
     memcpy(w->tmpname + 16, ".blob", 6);
-    if ((rc = sbx_sha256_new(&w->h, err)) < 0)
-        return rc;
     /* Created read-only: the fd still writes, and no chmod is needed once it is complete. */
-    w->fd = openat(st->tmp_fd, w->tmpname, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
-    if (w->fd < 0) {
-        rc = sbx_error_errno(err, errno, "cannot create a blob in '%s'", st->path);
-        sbx_sha256_free(w->h);
-        w->h = NULL;
-        return rc;
-    }
-    return 0;
+    w->fd = openat(w->st->tmp_fd, w->tmpname, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0400);
+    if (w->fd < 0)
+        return sbx_error_errno(err, errno, "cannot create a blob in '%s'", w->st->path);
+    size_t n = (size_t)w->size;
+    w->size = 0;
+    rc = n ? raw_write(w, w->mem, n, err) : 0;
+    free(w->mem);
+    w->mem = NULL;
+    return rc;
 }
 
 static int all_zero(const char *p, size_t n)
@@ -727,8 +815,25 @@ static int all_zero(const char *p, size_t n)
  * no disk, and its export is a sparse member whose holes do not count as expansion. */
 int sbx__snap_blob_write(struct snap_blob_writer *w, const void *p, size_t n, struct sbx_error *err)
 {
-    const char *c = p;
     int rc = sbx_sha256_update(w->h, p, n, err);
+    if (rc < 0)
+        return rc;
+    if (w->fd < 0 && n <= SNAP_PACK_BLOB_MAX - w->size) {
+        if (!w->mem)
+            w->mem = sbx_xmalloc(SNAP_PACK_BLOB_MAX);
+        memcpy(w->mem + w->size, p, n);
+        w->size += n;
+        return 0;
+    }
+    if (w->fd < 0 && (rc = spill(w, err)) < 0)
+        return rc;
+    return raw_write(w, p, n, err);
+}
+
+static int raw_write(struct snap_blob_writer *w, const void *p, size_t n, struct sbx_error *err)
+{
+    const char *c = p;
+    int rc = 0;
     while (rc == 0 && n) {
         /* one run of whole zero blocks, or of everything else */
         size_t first = SNAP_BLOCK - (size_t)(w->size % SNAP_BLOCK);
@@ -766,6 +871,9 @@ int sbx__snap_blob_hole(struct snap_blob_writer *w, uint64_t n, struct sbx_error
             return rc;
         left -= k;
     }
+    int rc = w->fd < 0 ? spill(w, err) : 0;
+    if (rc < 0)
+        return rc;
     if (lseek(w->fd, (off_t)n, SEEK_CUR) < 0)
         return sbx_error_errno(err, errno, "cannot seek in a blob");
     w->size += n;
@@ -779,8 +887,32 @@ void sbx__snap_blob_abort(struct sbx_snapshot_store *st, struct snap_blob_writer
         sbx_fd_close(&w->fd);
         unlinkat(st->tmp_fd, w->tmpname, 0);
     }
+    free(w->mem);
+    w->mem = NULL;
     sbx_sha256_free(w->h);
     w->h = NULL;
+}
+
+/* A blob goes into a pack unless it is big or has a whole block of zeros (a hole in a file). */
+static int packable(const char *p, size_t n)
+{
+    if (n > SNAP_PACK_BLOB_MAX)
+        return 0;
+    for (size_t off = 0; off + SNAP_BLOCK <= n; off += SNAP_BLOCK) {
+        if (all_zero(p + off, SNAP_BLOCK))
+            return 0;
+    }
+    return 1;
+}
+
+static void mark_dirty(struct sbx_snapshot_store *st, const char *hex, int new_dir)
+{
+    int b = hex_byte(hex);
+    pthread_mutex_lock(&st->mu);
+    st->dirty[b] = 1;
+    st->loose[b] = 1;
+    st->dirty[256] |= (uint8_t)new_dir;
+    pthread_mutex_unlock(&st->mu);
 }
 
 static void blob_name(const char *hex, char out[SBX_SHA256_HEX_LEN + 4])
@@ -807,14 +939,29 @@ int sbx__snap_blob_finish_expect(struct sbx_snapshot_store *st, struct snap_blob
         rc = sbx_error_set(err, SBX_E_IO, 0, "its content hashes to '%.12s'", hex);
         goto fail;
     }
+    if (w->fd < 0 && packable(w->mem, (size_t)w->size)) {
+        rc = sbx__snap_pack_add(st, hex, w->mem ? w->mem : "", (size_t)w->size, created, err);
+        if (rc < 0)
+            goto fail;
+        sbx__snap_blob_abort(st, w);
+        return 0;
+    }
+    if (w->fd < 0 && (rc = spill(w, err)) < 0)
+        goto fail;
     if (w->tail_hole && ftruncate(w->fd, (off_t)w->size) < 0) {
         rc = sbx_error_errno(err, errno, "cannot finish a blob");
+        goto fail;
+    }
+    /* synced before it is named: a crash leaves it whole or absent */
+    if (fsync(w->fd) < 0) {
+        rc = sbx_error_errno(err, errno, "cannot sync blob '%.12s'", hex);
         goto fail;
     }
     char sub[3] = {hex[0], hex[1], 0};
     char name[SBX_SHA256_HEX_LEN + 4];
     blob_name(hex, name);
     *created = 1;
+    int new_dir = 0;
     int r = renameat2(st->tmp_fd, w->tmpname, st->blobs_fd, name, RENAME_NOREPLACE);
     if (r < 0 && errno == ENOENT) {
         /* the first blob of its two-hex directory */
@@ -822,6 +969,7 @@ int sbx__snap_blob_finish_expect(struct sbx_snapshot_store *st, struct snap_blob
             rc = sbx_error_errno(err, errno, "cannot create blob directory '%s'", sub);
             goto fail;
         }
+        new_dir = 1;
         r = renameat2(st->tmp_fd, w->tmpname, st->blobs_fd, name, RENAME_NOREPLACE);
     }
     if (r < 0) {
@@ -840,6 +988,8 @@ int sbx__snap_blob_finish_expect(struct sbx_snapshot_store *st, struct snap_blob
         }
         unlinkat(st->tmp_fd, w->tmpname, 0);
     }
+    if (*created)
+        mark_dirty(st, hex, new_dir);
     sbx_fd_close(&w->fd);
     sbx_sha256_free(w->h);
     w->h = NULL;
@@ -849,25 +999,68 @@ fail:
     return rc;
 }
 
-int sbx__snap_blob_open(struct sbx_snapshot_store *st, const char *hex, int *out_fd,
-                        struct sbx_error *err)
+int sbx__snap_blob_exists(struct sbx_snapshot_store *st, const char *hex, uint64_t size)
 {
+    if (sbx__snap_pack_find(st, hex, size))
+        return 1;
+    if (!loose_dir_may_exist(st, hex))
+        return 0;
+    char name[SBX_SHA256_HEX_LEN + 4];
+    blob_name(hex, name);
+    struct stat sb;
+    return fstatat(st->blobs_fd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode) &&
+           (uint64_t)sb.st_size == size;
+}
+
+int sbx__snap_blob_put(struct sbx_snapshot_store *st, const char *hex, const void *data, size_t n,
+                       int *created, struct sbx_error *err)
+{
+    if (packable(data, n))
+        return sbx__snap_pack_add(st, hex, data, n, created, err);
+    struct snap_blob_writer w;
+    char check[SBX_SHA256_HEX_LEN + 1];
+    int rc = sbx__snap_blob_begin(st, &w, err);
+    if (rc == 0 && (rc = spill(&w, err)) == 0 && (rc = sbx__snap_blob_write(&w, data, n, err)) == 0)
+        return sbx__snap_blob_finish_expect(st, &w, hex, check, created, err);
+    sbx__snap_blob_abort(st, &w);
+    return rc;
+}
+
+int sbx__snap_blob_get(struct sbx_snapshot_store *st, const char *hex, uint64_t size,
+                       char **out_data, int *out_fd, struct sbx_error *err)
+{
+    *out_data = NULL;
+    *out_fd = -1;
+    int rc = sbx__snap_pack_read(st, hex, size, out_data, err);
+    if (rc != 0)
+        return rc < 0 ? rc : 0;
     char name[SBX_SHA256_HEX_LEN + 4];
     blob_name(hex, name);
     int fd = openat(st->blobs_fd, name, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT) {
+        rc = sbx_error_set(err, SBX_E_NOTFOUND, ENOENT, "blob '%.12s' is missing", hex);
+        sbx__snap_pack_damage(st, err);
+        return rc;
+    }
     if (fd < 0)
         return sbx_error_errno(err, errno, "cannot open blob '%.12s'", hex);
     *out_fd = fd;
     return 0;
 }
 
-int sbx__snap_blob_exists(struct sbx_snapshot_store *st, const char *hex, uint64_t size)
+int sbx__snap_blob_send(struct sbx_snapshot_store *st, const char *hex, uint64_t size, int out,
+                        snap_sink_fn sink, void *ctx, struct sbx_error *err)
 {
-    char name[SBX_SHA256_HEX_LEN + 4];
-    blob_name(hex, name);
-    struct stat sb;
-    return fstatat(st->blobs_fd, name, &sb, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(sb.st_mode) &&
-           (uint64_t)sb.st_size == size;
+    char *data = NULL;
+    int fd = -1;
+    int rc = sbx__snap_blob_get(st, hex, size, &data, &fd, err);
+    if (rc == 0 && data)
+        rc = sink ? sink(ctx, data, (size_t)size, err) : sbx_fd_write_all(out, data, size, err);
+    else if (rc == 0)
+        rc = sbx__snap_blob_copy(fd, hex, size, out, sink, ctx, err);
+    free(data);
+    sbx_fd_close(&fd);
+    return rc;
 }
 
 void sbx__snap_blob_unlink(struct sbx_snapshot_store *st, const char *hex)
@@ -1258,6 +1451,8 @@ static int collect(struct sbx_snapshot_store *st, struct sbx_snapshot_gc_stats *
             unlinkat(dirfd(d), de->d_name, AT_REMOVEDIR);
     }
     closedir(d);
+    if ((rc = sbx__snap_packs_collect(st, &used, &gs, err)) < 0)
+        goto out;
     /* A stat cache may name a blob just removed: then every cache goes (the next take of each
      * source reads its files once). */
     if (gs.blobs)
@@ -1325,6 +1520,7 @@ int sbx__snap_usage(struct sbx_snapshot_store *st, uint64_t *trees, uint64_t *bl
         closedir(sd);
     }
     closedir(d);
+    *blob_bytes += sbx__snap_packs_bytes(st);
     return rc;
 }
 

@@ -93,14 +93,16 @@ static int read_small(struct walk *w, int fd, const char *path, char sha[SBX_SHA
 {
     size_t n = 0;
     while (n <= SMALL_FILE) {
-        ssize_t r = read(fd, w->small + n, SMALL_FILE + 1 - n);
+        size_t want = SMALL_FILE + 1 - n;
+        ssize_t r = read(fd, w->small + n, want);
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
             return sbx_error_errno(err, errno, "cannot read '%s'", path);
-        if (r == 0)
-            break;
         n += (size_t)r;
+        /* a regular file that gives less than asked is at its end: no read of 0 to see it */
+        if (r == 0 || (size_t)r < want)
+            break;
     }
     w->stats.read_bytes += n;
     if (n > SMALL_FILE) {
@@ -119,19 +121,11 @@ static int read_small(struct walk *w, int fd, const char *path, char sha[SBX_SHA
     *size = n;
     if (sbx__snap_blob_exists(w->st, sha, n))
         return 1;
-    struct snap_blob_writer bw;
-    char check[SBX_SHA256_HEX_LEN + 1];
     int created = 0;
-    if ((rc = sbx__snap_blob_begin(w->st, &bw, err)) < 0)
-        return rc;
-    if ((rc = sbx__snap_blob_write(&bw, w->small, n, err)) < 0) {
-        sbx__snap_blob_abort(w->st, &bw);
-        return rc;
-    }
-    if ((rc = sbx__snap_blob_finish(w->st, &bw, check, &created, err)) < 0)
+    if ((rc = sbx__snap_blob_put(w->st, sha, w->small, n, &created, err)) < 0)
         return rc;
     if (created)
-        sbx_strv_push(&w->created, check);
+        sbx_strv_push(&w->created, sha);
     w->stats.new_blobs += (uint64_t)created;
     return 1;
 }
@@ -571,6 +565,8 @@ int sbx_snapshot_take(struct sbx_snapshot_store *st, int dirfd,
 out:
     /* A failed take leaves nothing: the blobs it added go (as a failed import's do), then the
      * store is collected if no other command holds it (temp files of killed takes). */
+    if (rc < 0)
+        sbx__snap_discard(st);
     for (size_t i = 0; rc < 0 && i < w.created.n; i++)
         sbx__snap_blob_unlink(st, w.created.v[i]);
     if (locked)

@@ -52,7 +52,7 @@ int sbx__conn_connect(struct sbx__endpoint *ep, int64_t timeout_ms, struct sbx__
     curl_easy_setopt(k->c, CURLOPT_ERRORBUFFER, k->cerr);
     CURLcode cc = curl_easy_perform(k->c);
     if (cc != CURLE_OK) {
-        rc = sbx__http_transport_error(ep, (int)cc, k->cerr, "connect", err);
+        rc = sbx__http_transport_error(ep, k->c, (int)cc, k->cerr, "connect", err);
         goto fail;
     }
     curl_socket_t s = CURL_SOCKET_BAD;
@@ -97,8 +97,8 @@ struct sbx__endpoint *sbx__conn_endpoint(const struct sbx__conn *k)
 
 static int io_error(struct sbx__conn *k, CURLcode cc, struct sbx_error *err)
 {
-    return sbx__http_transport_error(k->ep, cc == CURLE_OK ? CURLE_RECV_ERROR : (int)cc, k->cerr,
-                                     NULL, err);
+    return sbx__http_transport_error(k->ep, NULL, cc == CURLE_OK ? CURLE_RECV_ERROR : (int)cc,
+                                     k->cerr, NULL, err);
 }
 
 int sbx__conn_recv(struct sbx__conn *k, void *p, size_t n, size_t *got, struct sbx_error *err)

@@ -47,6 +47,9 @@ struct sbx__endpoint {
     void (*sleep_ms)(int64_t ms, void *ud);
     void *sleep_ud;
     int warned; /* atomic: the insecure warning was logged */
+    int keep_alive;
+    pthread_mutex_t share_locks[4], share_make;
+    CURLSH *share; /* made on the first request with keep_alive; NULL: none */
     int64_t cert_from,
             cert_until; /* the client certificate's validity (unix seconds), 0: unknown */
 };
@@ -366,6 +369,10 @@ int sbx__endpoint_new(const struct sbx__endpoint_opts *o, struct sbx__endpoint *
     struct sbx__endpoint *ep = sbx_xcalloc(1, sizeof(*ep));
     ep->refs = 1;
     pthread_mutex_init(&ep->lock, NULL);
+    ep->keep_alive = o->keep_alive;
+    pthread_mutex_init(&ep->share_make, NULL);
+    for (size_t i = 0; i < 4; i++)
+        pthread_mutex_init(&ep->share_locks[i], NULL);
     rc = fill(ep, o, err);
     if (rc < 0) {
         sbx__endpoint_free(ep);
@@ -403,6 +410,11 @@ void sbx__endpoint_free(struct sbx__endpoint *ep)
     free(ep->username);
     json_decref(ep->token_ref);
     sbx_secret_free(ep->token);
+    if (ep->share)
+        curl_share_cleanup(ep->share);
+    for (size_t i = 0; i < 4; i++)
+        pthread_mutex_destroy(&ep->share_locks[i]);
+    pthread_mutex_destroy(&ep->share_make);
     pthread_mutex_destroy(&ep->lock);
     free(ep);
 }
@@ -540,6 +552,50 @@ static int apply_tls(struct sbx__endpoint *ep, CURL *c, struct sbx_error *err)
     if (ep->insecure && !__atomic_exchange_n(&ep->warned, 1, __ATOMIC_RELAXED))
         sbx_log(SBX_LOG_WARN, "%s at '%s': TLS is not verified (insecure)", ep->name, ep->url);
     return 0;
+}
+
+static void share_lock(CURL *h, curl_lock_data data, curl_lock_access a, void *ud)
+{
+    (void)h;
+    (void)a;
+    pthread_mutex_lock(&((struct sbx__endpoint *)ud)->share_locks[(size_t)data % 4]);
+}
+
+static void share_unlock(CURL *h, curl_lock_data data, void *ud)
+{
+    (void)h;
+    pthread_mutex_unlock(&((struct sbx__endpoint *)ud)->share_locks[(size_t)data % 4]);
+}
+
+/* A kept connection stays open while the process starts programs: none may inherit it. */
+static curl_socket_t open_socket(void *ud, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    (void)ud;
+    (void)purpose;
+    return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
+void sbx__endpoint_share(struct sbx__endpoint *ep, CURL *c)
+{
+    if (!ep->keep_alive)
+        return;
+    pthread_mutex_lock(&ep->share_make);
+    if (!ep->share && (ep->share = curl_share_init()) &&
+        /* Without the share every request opens its own connection: slower, not wrong. */
+        (curl_share_setopt(ep->share, CURLSHOPT_LOCKFUNC, share_lock) != CURLSHE_OK ||
+         curl_share_setopt(ep->share, CURLSHOPT_UNLOCKFUNC, share_unlock) != CURLSHE_OK ||
+         curl_share_setopt(ep->share, CURLSHOPT_USERDATA, ep) != CURLSHE_OK ||
+         curl_share_setopt(ep->share, CURLSHOPT_SHARE, CURL_LOCK_DATA_CONNECT) != CURLSHE_OK)) {
+        curl_share_cleanup(ep->share);
+        ep->share = NULL;
+        ep->keep_alive = 0;
+    }
+    CURLSH *sh = ep->share;
+    pthread_mutex_unlock(&ep->share_make);
+    if (sh) {
+        curl_easy_setopt(c, CURLOPT_SHARE, sh);
+        curl_easy_setopt(c, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+    }
 }
 
 int sbx__endpoint_apply(struct sbx__endpoint *ep, CURL *c, const char *path, int http_1_1,

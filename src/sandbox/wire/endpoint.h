@@ -73,6 +73,10 @@ struct sbx__endpoint_opts {
     /* No verification of the server at all. Only when the user named it ("insecure: true"); a
      * warning is logged once per endpoint. */
     int insecure;
+    /* Blocking requests (http.h) keep their connections open between requests and reuse
+     * them (a curl share of the endpoint's connections, sockets close-on-exec). TLS sessions
+     * are not shared: a new connection makes a full handshake. */
+    int keep_alive;
 
     /* Mutual TLS: the client certificate (PEM file or text) and its key (file, or PEM text as
      * a secret). Both or neither. */
@@ -131,6 +135,9 @@ int64_t sbx__endpoint_connect_timeout_ms(const struct sbx__endpoint *ep);
 int sbx__endpoint_retries(const struct sbx__endpoint *ep);
 int64_t sbx__endpoint_retry_wait_ms(const struct sbx__endpoint *ep);
 void sbx__endpoint_sleep(const struct sbx__endpoint *ep, int64_t ms);
+
+/* With keep_alive: c shares the endpoint's connections; else nothing. */
+void sbx__endpoint_share(struct sbx__endpoint *ep, CURL *c);
 
 /* Set up curl easy handle c for a request of path (the base path is prefixed) to ep: URL,
  * unix socket, TLS trust, pins and client certificate, HTTP version (http_1_1 forces 1.1),

@@ -278,13 +278,42 @@ static int client_refused_error(const struct sbx__endpoint *ep, const char *why,
                          url, why);
 }
 
-int sbx__http_transport_error(const struct sbx__endpoint *ep, int cc, const char *detail,
+/* Whether transfer c opened a new TLS connection with a client certificate and lost it
+ * before a byte of an answer: under TLS 1.3 the client's handshake ends before the server has
+ * checked the client's certificate, and a server that refuses it may close (its alert lost to
+ * the reset) while the request is on its way. */
+static int closed_after_handshake(const struct sbx__endpoint *ep, CURL *c, int cc)
+{
+    if (!c || !sbx__endpoint_tls(ep) ||
+        (cc != CURLE_RECV_ERROR && cc != CURLE_SEND_ERROR && cc != CURLE_GOT_NOTHING))
+        return 0;
+    int has = 0;
+    int64_t from = 0, until = 0;
+    sbx__endpoint_client_cert(ep, &has, &from, &until);
+    long made = 0, head = 0;
+    if (!has || curl_easy_getinfo(c, CURLINFO_NUM_CONNECTS, &made) != CURLE_OK ||
+        curl_easy_getinfo(c, CURLINFO_HEADER_SIZE, &head) != CURLE_OK)
+        return 0;
+    return made > 0 && head == 0;
+}
+
+int sbx__http_transport_error(const struct sbx__endpoint *ep, CURL *c, int cc, const char *detail,
                               const char *what, struct sbx_error *err)
 {
     const char *name = sbx__endpoint_name(ep), *url = sbx__endpoint_url(ep);
     const char *d = detail && detail[0] ? detail : curl_easy_strerror((CURLcode)cc);
     char why[400];
     sbx__wire_clean(d, strlen(d), why, sizeof(why));
+    if (closed_after_handshake(ep, c, cc)) {
+        char said[sizeof(why) + 120];
+        snprintf(said, sizeof(said),
+                 "the server closed the new connection after the TLS handshake without answering, "
+                 "as a server refusing it does: %s",
+                 why);
+        int rc = client_refused_error(ep, said, err);
+        sbx__endpoint_scrub(ep, err);
+        return rc;
+    }
     int client_refused =
             strstr(d, "alert certificate required") || strstr(d, "alert bad certificate") ||
             strstr(d, "alert certificate expired") || strstr(d, "alert unknown ca") ||
@@ -499,6 +528,7 @@ static int once(struct sbx__endpoint *ep, const struct sbx__http_req *req,
     int rc = sbx__endpoint_apply(ep, c, req->path, req->http_1_1, &hdrs, err);
     if (rc < 0)
         goto out;
+    sbx__endpoint_share(ep, c);
     sbx__http_set_body(c, req, &hdrs, &text);
     if (req->source) {
         curl_easy_setopt(c, CURLOPT_READFUNCTION, on_upload);
@@ -527,7 +557,7 @@ static int once(struct sbx__endpoint *ep, const struct sbx__http_req *req,
         rc = sbx_error_set(err, SBX_E_TOOBIG, 0, "%s at '%s' answered %s with more than %zu bytes",
                            sbx__endpoint_name(ep), sbx__endpoint_url(ep), what, x->max);
     } else {
-        rc = sbx__http_transport_error(ep, (int)cc, cerr, what, err);
+        rc = sbx__http_transport_error(ep, c, (int)cc, cerr, what, err);
     }
 out:
     sbx__endpoint_headers_free(hdrs);

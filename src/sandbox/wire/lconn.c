@@ -218,9 +218,10 @@ struct sbx__lws {
     struct sbx__loop *l;
     struct sbx__wsconn *wc;
     struct sbx__watch *w;
-    struct sbx__timer *kick, *close_wait;
+    struct sbx__timer *kick, *close_wait, *ka;
     const struct sbx__lws_ops *ops;
     void *ud;
+    int64_t ka_ping_ms, ka_dead_ms, last_rx_ns; /* keep-alive: sbx__lws_keepalive */
     int paused, ended, dead;
     int wfailed; /* a send failed (the server closed): what it sent before is still read */
 };
@@ -287,6 +288,8 @@ static void ws_read(struct sbx__lws *s)
             ws_end(s, 0, NULL);
             return;
         }
+        if (rc == 1)
+            s->last_rx_ns = sbx_time_mono_ns();
         if (s->wc->ws.out.len)
             ws_write(s); /* a pong, the echo of a close */
         if (s->dead || s->ended)
@@ -340,6 +343,44 @@ static void ws_close_wait(struct sbx__timer *t, void *ud)
     ws_end(s, rc, &err);
 }
 
+/* The keep-alive's turn: the peer silent for too long ends the stream; else a ping. */
+static void ws_keepalive(struct sbx__timer *t, void *ud)
+{
+    struct sbx__lws *s = ud;
+    struct sbx_error err = SBX_ERROR_INIT;
+    if (s->ended || s->dead)
+        return;
+    int64_t now = sbx_time_mono_ns();
+    if (s->paused)
+        s->last_rx_ns = now; /* not reading is sbx's choice, not the peer's silence */
+    int64_t quiet_ms = (now - s->last_rx_ns) / 1000000;
+    if (quiet_ms >= s->ka_dead_ms) {
+        struct sbx__endpoint *ep = sbx__conn_endpoint(s->wc->conn);
+        int rc = sbx_error_set(&err, SBX_E_TIMEOUT, 0,
+                               "%s at '%s' sent nothing for %lld s, not even an answer to a "
+                               "ping: the connection is taken as lost",
+                               sbx__endpoint_name(ep), sbx__endpoint_url(ep),
+                               (long long)(quiet_ms / 1000));
+        ws_end(s, rc, &err);
+        return;
+    }
+    if (!s->wfailed && sbx__ws_ping(&s->wc->ws, "ka", 2, NULL) == 0)
+        ws_update(s);
+    int64_t left = s->ka_dead_ms - quiet_ms;
+    sbx__timer_after(t, left < s->ka_ping_ms ? left : s->ka_ping_ms);
+}
+
+void sbx__lws_keepalive(struct sbx__lws *s, int64_t ping_ms, int64_t dead_ms)
+{
+    s->ka_ping_ms = ping_ms;
+    s->ka_dead_ms = dead_ms > ping_ms ? dead_ms : ping_ms;
+    s->last_rx_ns = sbx_time_mono_ns();
+    if (ping_ms > 0)
+        sbx__timer_after(s->ka, ping_ms);
+    else
+        sbx__timer_stop(s->ka);
+}
+
 int sbx__lws_new(struct sbx__loop *l, struct sbx__wsconn *wc, const struct sbx__lws_ops *ops,
                  void *ud, struct sbx__lws **out, struct sbx_error *err)
 {
@@ -356,6 +397,7 @@ int sbx__lws_new(struct sbx__loop *l, struct sbx__wsconn *wc, const struct sbx__
     s->ud = ud;
     s->kick = sbx__timer_new(l, ws_kick, s);
     s->close_wait = sbx__timer_new(l, ws_close_wait, s);
+    s->ka = sbx__timer_new(l, ws_keepalive, s);
     sbx__timer_after(s->kick, 0);
     ws_update(s);
     sbx__loop_count(l, LOOP_CONN, 1);
@@ -418,6 +460,7 @@ void sbx__lws_free(struct sbx__lws *s)
     sbx__watch_free(s->w);
     sbx__timer_free(s->kick);
     sbx__timer_free(s->close_wait);
+    sbx__timer_free(s->ka);
     sbx__wsconn_free(s->wc);
     s->wc = NULL;
     sbx__loop_count(s->l, LOOP_CONN, -1);

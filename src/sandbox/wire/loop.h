@@ -157,6 +157,11 @@ size_t sbx__lws_queued(const struct sbx__lws *w);
 void sbx__lws_close(struct sbx__lws *w, int code, const char *reason);
 void sbx__lws_pause(struct sbx__lws *w);
 void sbx__lws_resume(struct sbx__lws *w);
+/* Keep-alive: a ping after every ping_ms, and the connection ends (end with SBX_E_TIMEOUT)
+ * when nothing at all (a frame, a pong) came for dead_ms while sbx was reading: a peer whose
+ * link was cut, or that stopped without a word, ends the stream in bounded time instead of
+ * never. Time spent paused by the owner does not count. ping_ms <= 0 turns it off. */
+void sbx__lws_keepalive(struct sbx__lws *w, int64_t ping_ms, int64_t dead_ms);
 /* The subprotocol index the server chose (-1: none). */
 int sbx__lws_protocol(const struct sbx__lws *w);
 /* Close the connection at once and free (end is not called). Accepts NULL. */

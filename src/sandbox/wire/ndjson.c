@@ -2,6 +2,7 @@
 #include <string.h>
 
 #include "sandbox/wire/ndjson.h"
+#include "sandbox/wire/wire.h"
 #include "sbx/json.h"
 
 void sbx__ndjson_init(struct sbx__ndjson *d, size_t max_line, int max_depth, sbx__ndjson_fn *fn,
@@ -28,6 +29,23 @@ static int blank(const char *p, size_t n)
     return 1;
 }
 
+/* sbx_json_parse's checks with NUL allowed in strings. */
+static int parse_nul(const char *p, size_t n, const struct sbx_json_limits *lim, json_t **out,
+                     struct sbx_error *err)
+{
+    int depth = lim->max_depth ? lim->max_depth : SBX_JSON_DEFAULT_MAX_DEPTH;
+    if (sbx_json_scan_depth(p, n, depth) > depth)
+        return sbx_error_set(err, SBX_E_TOOBIG, 0, "nests too deep (over %d levels)", depth);
+    json_error_t je;
+    *out = json_loadb(p, n, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    if (!*out) {
+        char clean[160];
+        sbx__wire_clean(je.text, strlen(je.text), clean, sizeof(clean));
+        return sbx_error_set(err, SBX_E_PARSE, 0, "column %d: %s", je.column, clean);
+    }
+    return 0;
+}
+
 /* A line is complete (without its LF). */
 static int line_done(struct sbx__ndjson *d, struct sbx_error *err)
 {
@@ -39,7 +57,8 @@ static int line_done(struct sbx__ndjson *d, struct sbx_error *err)
         return 0;
     json_t *v = NULL;
     struct sbx_json_limits lim = {.max_bytes = d->max_line, .max_depth = d->max_depth};
-    int rc = sbx_json_parse(d->line.data, n, &lim, &v, err);
+    int rc = d->allow_nul ? parse_nul(d->line.data, n, &lim, &v, err)
+                          : sbx_json_parse(d->line.data, n, &lim, &v, err);
     if (rc < 0) {
         sbx_error_prefix(err, "json stream line %zu", d->lineno);
         return rc;

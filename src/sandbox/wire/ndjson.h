@@ -25,6 +25,7 @@ struct sbx__ndjson {
     size_t lineno;       /* lines completed so far */
     size_t max_line;
     int max_depth;
+    int allow_nul; /* set after init: NUL (\u0000) allowed in strings (a command's output) */
     int failed;
     sbx__ndjson_fn *fn;
     void *ud;

@@ -84,27 +84,9 @@ static int open_tty(struct sbx__rproc *r, struct sbx_error *err)
 
 static int open_sockets(struct sbx__rproc *r, int want_in, struct sbx_error *err)
 {
-    int po[2] = {-1, -1}, pe[2] = {-1, -1}, pi[2] = {-1, -1};
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, po) < 0 ||
-        (!r->merge && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pe) < 0) ||
-        (want_in && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pi) < 0)) {
-        int rc = sbx_error_errno(err, errno, "socketpair");
-        for (int i = 0; i < 2; i++) {
-            sbx_fd_close(&po[i]);
-            sbx_fd_close(&pe[i]);
-            sbx_fd_close(&pi[i]);
-        }
+    int rc = sbx__proc_sockets(&r->base, r->merge, want_in, &r->out_w, &r->err_w, &r->in_r, err);
+    if (rc < 0)
         return rc;
-    }
-    r->base.stdout_fd = po[0];
-    r->out_w = po[1];
-    r->base.stderr_fd = pe[0];
-    r->err_w = pe[1];
-    r->base.stdin_fd = pi[0];
-    r->in_r = pi[1];
-    (void)shutdown(r->base.stdout_fd, SHUT_WR);
-    if (r->base.stderr_fd >= 0)
-        (void)shutdown(r->base.stderr_fd, SHUT_WR);
     sbx__set_nonblock(r->out_w);
     if (r->err_w >= 0)
         sbx__set_nonblock(r->err_w);

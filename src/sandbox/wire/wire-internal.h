@@ -27,10 +27,11 @@ int sbx__endpoint_cert_pinned(const struct sbx__endpoint *ep);
 void sbx__endpoint_client_cert(const struct sbx__endpoint *ep, int *has, int64_t *from,
                                int64_t *until);
 
-/* The error for a failed curl transfer or connection (cc: its CURLcode, detail: curl's error
- * buffer, what: "GET /path" or NULL): unreachable, TLS trust, pin, client certificate, timeout,
- * a lost connection, each naming the endpoint. Scrubbed. */
-int sbx__http_transport_error(const struct sbx__endpoint *ep, int cc, const char *detail,
+/* The error for a failed curl transfer or connection (c: its handle, or NULL when it is not
+ * one request's; cc: its CURLcode, detail: curl's error buffer, what: "GET /path" or NULL):
+ * unreachable, TLS trust, pin, client certificate, timeout, a lost connection, each naming the
+ * endpoint. Scrubbed. */
+int sbx__http_transport_error(const struct sbx__endpoint *ep, CURL *c, int cc, const char *detail,
                               const char *what, struct sbx_error *err);
 /* When the header line p[0..n) is "name: value" (name in any case): 1 and the trimmed value
  * in out (cut to outsz - 1), else 0. */

@@ -279,7 +279,7 @@ static void finish(struct sbx__xfer *x, CURLcode cc)
         rc = sbx_error_set(&err, SBX_E_TOOBIG, 0, "%s at '%s' answered %s with more than %zu bytes",
                            sbx__endpoint_name(x->ep), sbx__endpoint_url(x->ep), what, x->max_body);
     else
-        rc = sbx__http_transport_error(x->ep, (int)cc, x->cerr, what, &err);
+        rc = sbx__http_transport_error(x->ep, x->e, (int)cc, x->cerr, what, &err);
     char retry_after[64];
     memcpy(retry_after, x->retry_after, sizeof(retry_after));
     attempt_release(x);

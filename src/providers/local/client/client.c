@@ -389,27 +389,12 @@ static int lc_remove(struct sbx_client *bc, const char *prefix, int keep_workspa
         owned = json_is_true(json_object_get(state, "workspace_owned"));
     }
     /* The host id range is freed by the host-side supervisor, which may outlive PID 1 by a
-     * moment: rm returns once the range is free. Only a supervisor that runs and is not stopped
-     * is asked which range it holds (a stopped one would not answer). */
-    json_int_t first = 0;
-    struct sbx__local_record rec;
-    int stopped = 0;
-    sbx__local_record_init(&rec);
-    if (sbx__local_record_read(dir, id, &rec) == 0 && sbx__local_record_alive(&rec, id, &stopped) &&
-        !stopped) {
-        json_t *req = json_pack("{s:s}", "op", "info"), *reply = NULL;
-        if (sbx__local_request(dir, id, req, &reply, NULL, 0, NULL, SBX__LOCAL_REQUEST_IDLE_MS,
-                               NULL) == 0)
-            first = json_integer_value(
-                    json_object_get(json_object_get(reply, "host_ids"), "first"));
-        json_decref(req);
-        json_decref(reply);
-    }
-    sbx__local_record_release(&rec);
-    rc = sbx__local_stop_and_clean(dir, id, ws, owned && !keep_workspace,
-                                   json_object_get(state, "disk"), owned, NULL, err);
-    if (rc == 0 && first > 0 && first <= UINT32_MAX &&
-        !sbx__idrange_wait_free(NULL, (uint32_t)first, id, IDRANGE_WAIT_MS))
+     * moment: rm returns once the range is free. The supervisor names the range in its answer
+     * to the shutdown request (one stopped with SIGSTOP is not asked, and names none). */
+    uint32_t first = 0;
+    rc = sbx__local_stop_and_clean_ids(dir, id, ws, owned && !keep_workspace,
+                                       json_object_get(state, "disk"), owned, &first, err);
+    if (rc == 0 && first > 0 && !sbx__idrange_wait_free(NULL, first, id, IDRANGE_WAIT_MS))
         sbx_log(SBX_LOG_WARN, "sandbox '%s': its host id range is still held", id);
 out:
     if (rc < 0)

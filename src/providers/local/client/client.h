@@ -122,6 +122,11 @@ int sbx__local_check_state(const json_t *st, const char *id, struct sbx_error *e
 int sbx__local_stop_and_clean(const char *dir, const char *id, const char *workspace,
                               int remove_workspace, const json_t *disk, int owned, json_t *removed,
                               struct sbx_error *err);
+/* The same (no list of what was removed), *first receiving the first host id of the range the
+ * supervisor held, from its answer to the shutdown request (0: none or not known). */
+int sbx__local_stop_and_clean_ids(const char *dir, const char *id, const char *workspace,
+                                  int remove_workspace, const json_t *disk, int owned,
+                                  uint32_t *first, struct sbx_error *err);
 /* given, else $env_name, else ${XDG_STATE_HOME:-~/.local/state}/sbx/sub; made 0700 (each new
  * level) when make. *out: caller frees. */
 int sbx__local_state_subdir(const char *given, const char *env_name, const char *sub, int make,

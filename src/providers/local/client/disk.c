@@ -5,13 +5,17 @@
 #include <limits.h>
 #include <linux/loop.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sched.h>
+#include <sys/mman.h>
 #include <sys/mount.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -416,105 +420,200 @@ static char *release_dir(const char *image)
     return dir;
 }
 
-/* The path and a newline to the helper; never a SIGPIPE for a helper gone. */
-static int send_path(int fd, const char *path)
+/* What the release worker needs, all of it made before the fork: the worker, a copy of a
+ * process that may have had other threads, calls only async-signal-safe functions (no
+ * allocation, no stdio). */
+struct release_job {
+    int hold;      /* O_PATH descriptor on the detached workspace mount */
+    int gate;      /* read end of a pipe: end of file once the caller let go of its hold */
+    int devnull;   /* for the worker's standard descriptors */
+    char sys[64];  /* /sys/block/loopN/loop/backing_file, or "" */
+    char loop[32]; /* /dev/loopN, or "" */
+    char trash[PATH_MAX];
+    char dir[PATH_MAX];
+};
+
+/* The loop device still backs the renamed image (async-signal-safe loop_bound). */
+static int job_loop_bound(const struct release_job *j)
 {
-    char *line = sbx_xasprintf("%s\n", path);
-    size_t len = strlen(line), off = 0;
-    int rc = 0;
-    while (off < len && rc == 0) {
-        ssize_t w = send(fd, line + off, len - off, MSG_NOSIGNAL);
-        if (w > 0)
-            off += (size_t)w;
-        else if (!(w < 0 && errno == EINTR))
-            rc = -1;
-    }
-    free(line);
-    return rc;
+    char buf[PATH_MAX + 64];
+    int fd = open(j->sys, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    ssize_t n, len = 0;
+    while (len < (ssize_t)sizeof(buf) - 1 &&
+           ((n = read(fd, buf + len, sizeof(buf) - 1 - (size_t)len)) > 0 ||
+            (n < 0 && errno == EINTR)))
+        if (n > 0)
+            len += n;
+    close(fd);
+    while (len && buf[len - 1] == '\n')
+        len--;
+    buf[len] = '\0';
+    size_t k = strlen(j->trash);
+    return strncmp(buf, j->trash, k) == 0 && (buf[k] == '\0' || buf[k] == ' ');
 }
 
-/* 0 once the helper's worker answered 'k' (bounded). */
-static int await_ack(int fd)
+/* The worker: standard descriptors on /dev/null, every other descriptor but its two closed,
+ * default signal dispositions; it waits for the caller to let go (end of file on the gate),
+ * closes the last hold (the file system ends here: the journal flush), waits for the loop
+ * device as loop_release does, unlinks the image and removes the directory when it is the
+ * last one out. */
+static _Noreturn void release_worker(const struct release_job *j)
 {
-    int64_t deadline = sbx_deadline_after_ms(RELEASE_WAIT_MS);
-    for (;;) {
-        struct pollfd p = {.fd = fd, .events = POLLIN};
-        int r = poll(&p, 1, sbx_deadline_poll_ms(deadline));
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        char c;
-        ssize_t n = recv(fd, &c, 1, 0);
-        if (n < 0 && errno == EINTR)
-            continue;
-        return n == 1 && c == 'k' ? 0 : -1;
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    for (int sig = 1; sig < NSIG; sig++)
+        (void)sigaction(sig, &dfl, NULL);
+    int hold = fcntl(j->hold, F_DUPFD, 3), gate = fcntl(j->gate, F_DUPFD, 3);
+    for (int fd = 0; fd < 3; fd++)
+        (void)dup2(j->devnull, fd);
+    int lo = hold < gate ? hold : gate, hi = hold < gate ? gate : hold;
+    if (hold < 0 || gate < 0)
+        _exit(1); /* the caller's gate then ends at our exit: the kernel frees the mount */
+    if (syscall(SYS_close_range, 3u, (unsigned)lo - 1, 0u) < 0 ||
+        syscall(SYS_close_range, (unsigned)lo + 1, (unsigned)hi - 1, 0u) < 0 ||
+        syscall(SYS_close_range, (unsigned)hi + 1, ~0u, 0u) < 0)
+        for (int fd = 3; fd < 4096; fd++)
+            if (fd != hold && fd != gate)
+                (void)close(fd);
+    sigset_t none;
+    sigemptyset(&none);
+    (void)sigprocmask(SIG_SETMASK, &none, NULL);
+    char c;
+    ssize_t n;
+    while ((n = read(gate, &c, 1)) > 0 || (n < 0 && errno == EINTR))
+        ;
+    close(gate);
+    close(hold);
+    for (int i = 0; j->sys[0] && i < LOOP_RELEASE_POLLS && job_loop_bound(j); i++)
+        poll(NULL, 0, LOOP_RELEASE_POLL_MS);
+    if (j->sys[0] && job_loop_bound(j)) {
+        int fd = open(j->loop, O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            (void)ioctl(fd, LOOP_CLR_FD, 0);
+            close(fd);
+        }
     }
+    (void)unlink(j->trash);
+    (void)rmdir(j->dir); /* the last one out: a directory another removal still uses stays */
+    _exit(0);
+}
+
+/* The first child: it shares the caller's memory (the caller is suspended until it exits), so
+ * it copies nothing itself; it starts a session of its own and forks the worker with the bare
+ * system call (no fork handlers run in memory it shares with the caller's other threads). */
+struct first_arg {
+    const struct release_job *job;
+    int gate_w;
+};
+
+static int release_first(void *p)
+{
+    const struct first_arg *a = p;
+    (void)setsid();
+    long worker = syscall(SYS_clone, (unsigned long)SIGCHLD, NULL, NULL, NULL, NULL);
+    if (worker == 0)
+        release_worker(a->job);
+    /* Our copies go before we exit: the hold first, so that the worker (which waits for every
+     * write end of the gate) is the last holder. */
+    close(a->job->hold);
+    close(a->gate_w);
+    _exit(worker < 0 ? 1 : 0);
+}
+
+#define RELEASE_STACK (64 << 10)
+
+/* Start the worker, in a session of its own, through a first child that exits at once (no
+ * zombie is left to the caller, who reaps that first child here). 0 when the worker runs and
+ * holds its copies of the hold and the gate; -1 when it could not start (nothing holds then
+ * but the caller). */
+static int start_worker(const struct release_job *j, int gate_w)
+{
+    struct first_arg arg = {.job = j, .gate_w = gate_w};
+    char *stack = mmap(NULL, RELEASE_STACK, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED)
+        return -1;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pid_t first =
+            clone(release_first, stack + RELEASE_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    munmap(stack, RELEASE_STACK);
+    if (first < 0)
+        return -1;
+    int status = 0;
+    while (waitpid(first, &status, 0) < 0 && errno == EINTR)
+        ;
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0 ? 0 : -1;
 }
 
 /* The image's unlink and the file system's last unmount, whose journal flush and extent
- * freeing are most of a removal's time, move to a helper process: the image is renamed away
+ * freeing are most of a removal's time, move to a worker process: the image is renamed away
  * (its name is free at once), the mount is detached lazily while an O_PATH descriptor holds
- * the file system, and the helper gets that descriptor with a gate: once the caller has let go
- * of its own (gate at end of file), the helper closes it, which ends the file system in the
- * helper, waits for the loop device to detach, and unlinks the image. */
-int sbx__disk_detach_later(const char *image, const char *loop, const char *ws, const char *helper,
+ * the file system, and a forked worker keeps a copy of that descriptor and a gate: once the
+ * caller has let go of its own (gate at end of file), the worker closes it, which ends the file
+ * system in the worker, waits for the loop device to detach, and unlinks the image. */
+int sbx__disk_detach_later(const char *image, const char *loop, const char *ws,
                            struct sbx_error *err)
 {
-    if (!helper || !image || image[0] != '/' || !ws || ws[0] != '/' || !mounted_from(ws, image))
+    if (!image || image[0] != '/' || !ws || ws[0] != '/' || !mounted_from(ws, image))
         return sbx__disk_detach(image, loop, ws, 0, err);
     char rnd[17], *dir = NULL, *trash = NULL;
     int hold = open(ws, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), gate[2] = {-1, -1};
     struct sbx_error e = SBX_ERROR_INIT;
+    struct release_job *job = NULL;
+    unsigned n;
+    char tail;
     if (hold < 0 || sbx_random_hex(rnd, 8, &e) < 0 || !(dir = release_dir(image)))
         goto sync;
     const char *base = strrchr(image, '/') + 1;
     trash = sbx_xasprintf("%s/%s-%s", dir, base, rnd);
-    if (rename(image, trash) < 0)
+    if (strlen(trash) >= PATH_MAX || rename(image, trash) < 0)
         goto sync;
     if (sbx__priv_umount(ws, UMOUNT_NOFOLLOW | MNT_DETACH) < 0) {
         if (rename(trash, image) < 0)
             goto finish; /* the image is at trash: release it from there */
         goto sync;
     }
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, gate) < 0)
-        goto finish;
-    /* The image's path goes through the gate, not the command line: nothing of the sandbox's
-     * (its id is in the name) shows among the host's processes once it is removed. */
-    const char *const argv[] = {helper, SBX__DISK_RELEASE_VERB, loop ? loop : "-", NULL};
-    struct sbx__spawn sp = {.program = helper,
-                            .argv = argv,
-                            .new_session = 1,
-                            .keep = {{.fd = hold, .at = 3}, {.fd = gate[1], .at = 4}},
-                            .nkeep = 2,
-                            .name = "disk release"};
-    struct sbx__child c;
-    if (sbx__spawn_start(&sp, &c, &e) < 0)
-        goto finish;
-    sbx_fd_close(&gate[1]);
-    /* The path, then the helper's worker answers 'k' once it holds the file system; only then
-     * is our hold let go. A helper that does not answer so (another program under that name,
-     * one killed) leaves the work to this call: nothing is lost on its account. */
-    if (send_path(gate[0], trash) < 0 || await_ack(gate[0]) < 0) {
-        (void)sbx__child_wait(&c, RELEASE_WAIT_MS, NULL, &e);
-        goto finish;
+    job = sbx_xcalloc(1, sizeof(*job));
+    job->hold = hold;
+    job->devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (loop && sscanf(loop, "/dev/loop%u%c", &n, &tail) == 1) {
+        snprintf(job->sys, sizeof(job->sys), "/sys/block/loop%u/loop/backing_file", n);
+        snprintf(job->loop, sizeof(job->loop), "/dev/loop%u", n);
     }
+    snprintf(job->trash, sizeof(job->trash), "%s", trash);
+    snprintf(job->dir, sizeof(job->dir), "%s", dir);
+    if (job->devnull < 0 || pipe2(gate, O_CLOEXEC) < 0)
+        goto finish;
+    job->gate = gate[0];
+    if (start_worker(job, gate[1]) < 0)
+        goto finish;
+    /* The worker holds the file system now: our hold goes first, then the gate, whose end of
+     * file tells the worker that it is the last holder. */
     sbx_fd_close(&hold);
     sbx_fd_close(&gate[0]);
-    (void)sbx__child_wait(&c, RELEASE_WAIT_MS, NULL, &e);
+    sbx_fd_close(&gate[1]);
+    sbx_fd_close(&job->devnull);
+    free(job);
     free(dir);
     free(trash);
     return 0;
 finish:
-    /* Unmounted (or never to be): what is left is done here, as the helper would. */
+    /* Unmounted (or never to be): what is left is done here, as the worker would. */
     sbx_fd_close(&gate[0]);
     sbx_fd_close(&gate[1]);
     sbx_fd_close(&hold);
+    if (job)
+        sbx_fd_close(&job->devnull);
+    free(job);
     loop_release(loop, trash);
     int rc = 0;
     if (unlink(trash) < 0 && errno != ENOENT)
         rc = sbx_error_errno(err, errno, "cannot remove disk image '%s'", trash);
-    (void)rmdir(dir); /* the last one out: a directory another removal still uses stays */
+    (void)rmdir(dir);
     free(dir);
     free(trash);
     return rc;
@@ -523,58 +622,4 @@ sync:
     free(dir);
     free(trash);
     return sbx__disk_detach(image, loop, ws, 0, err);
-}
-
-int sbx__disk_release_main(int argc, char **argv)
-{
-    if (argc != 2) {
-        fprintf(stderr, "%s: internal to sbx\n", argv[0]);
-        return 2;
-    }
-    const char *loop = strcmp(argv[1], "-") ? argv[1] : NULL;
-    /* The caller waits for this process only: the work goes on in a child. */
-    pid_t pid = fork();
-    if (pid > 0)
-        return 0;
-    /* The image's path and a newline; then 'k' back (this process holds the file system now),
-     * and end of file once the caller let go of its own hold. */
-    char image[PATH_MAX];
-    size_t len = 0;
-    ssize_t n;
-    int line = 0;
-    while (!line && len < sizeof(image) - 1) {
-        n = read(4, image + len, 1);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0)
-            break;
-        if (image[len] == '\n')
-            line = 1;
-        else
-            len++;
-    }
-    image[len] = '\0';
-    if (line && image[0] == '/')
-        line = send(4, "k", 1, MSG_NOSIGNAL) == 1;
-    else
-        line = 0;
-    char c;
-    while (line && ((n = read(4, &c, 1)) > 0 || (n < 0 && errno == EINTR)))
-        ;
-    close(4);
-    close(3); /* the file system's last holder: it ends here */
-    if (line) {
-        loop_release(loop, image);
-        (void)unlink(image);
-        /* The last one out removes the directory (one another removal still uses stays; a
-         * removal that loses the race to rename into it releases its image itself). */
-        char *slash = strrchr(image, '/');
-        if (slash && slash != image) {
-            *slash = '\0';
-            (void)rmdir(image);
-        }
-    }
-    if (pid == 0)
-        _exit(0);
-    return 0;
 }

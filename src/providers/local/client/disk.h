@@ -39,20 +39,12 @@ int sbx__disk_detach(const char *image, const char *loop, const char *ws, int ke
 
 /* sbx__disk_detach without keep_files, with the slow part off the caller's path: the image is
  * renamed into <workspaces>/.sbx-release/ and the mount detached lazily at once (the workspace
- * path is free when this returns), and a helper process started from helper (the
- * sbx-supervisor program, or sbx, serving SBX__DISK_RELEASE_VERB) ends the file system, waits
- * for the loop device to detach and unlinks the image. Falls back to sbx__disk_detach when the
- * helper is NULL or cannot start; files the helper never removed (it was killed) go at a later
- * call, ten minutes on. */
-int sbx__disk_detach_later(const char *image, const char *loop, const char *ws, const char *helper,
+ * path is free when this returns), and a worker forked from the caller (in a session of its
+ * own; async-signal-safe, so a caller with threads may use it) ends the file system, waits for
+ * the loop device to detach and unlinks the image. Falls back to sbx__disk_detach when the
+ * worker cannot start; files a worker never removed (it was killed) go at a later call, ten
+ * minutes on. */
+int sbx__disk_detach_later(const char *image, const char *loop, const char *ws,
                            struct sbx_error *err);
-
-/* The helper's hidden verb: argv {verb, LOOP or "-"}; fd 3 holds the file system, fd 4 is a
- * socket that brings the image's path and a newline, takes 'k' back once the helper's worker
- * holds the file system, then reads end of file once the caller let go of its own hold. A
- * helper that does not answer leaves the release to the caller. Returns at once
- * (the work goes on in a child): the exit status. */
-#define SBX__DISK_RELEASE_VERB "__release-disk"
-int sbx__disk_release_main(int argc, char **argv);
 
 #endif

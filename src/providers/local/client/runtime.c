@@ -181,7 +181,7 @@ static int lease_share(const char *dir)
 
 static int stop_and_clean(const char *dir, const char *id, const char *workspace,
                           int remove_workspace, const json_t *disk, int owned, int held,
-                          json_t *removed, struct sbx_error *err)
+                          json_t *removed, uint32_t *first, struct sbx_error *err)
 {
     int lease = held ? -1 : lease_share(dir);
     const char *image = json_string_value(json_object_get(disk, "image"));
@@ -200,7 +200,8 @@ static int stop_and_clean(const char *dir, const char *id, const char *workspace
             .removed = removed,
             .disk_image = image,
             .disk_loop = image == derived ? NULL : json_string_value(json_object_get(disk, "loop")),
-            .mount = workspace};
+            .mount = workspace,
+            .host_ids_first = first};
     int rc = sbx__local_teardown(&t, err);
     free(derived);
     sbx_fd_close(&lease);
@@ -211,14 +212,21 @@ int sbx__local_stop_and_clean(const char *dir, const char *id, const char *works
                               int remove_workspace, const json_t *disk, int owned, json_t *removed,
                               struct sbx_error *err)
 {
-    return stop_and_clean(dir, id, workspace, remove_workspace, disk, owned, 0, removed, err);
+    return stop_and_clean(dir, id, workspace, remove_workspace, disk, owned, 0, removed, NULL, err);
+}
+
+int sbx__local_stop_and_clean_ids(const char *dir, const char *id, const char *workspace,
+                                  int remove_workspace, const json_t *disk, int owned,
+                                  uint32_t *first, struct sbx_error *err)
+{
+    return stop_and_clean(dir, id, workspace, remove_workspace, disk, owned, 0, NULL, first, err);
 }
 
 int sbx__local_stop_and_clean_held(const char *dir, const char *id, const char *workspace,
                                    int remove_workspace, const json_t *disk, int owned,
                                    struct sbx_error *err)
 {
-    return stop_and_clean(dir, id, workspace, remove_workspace, disk, owned, 1, NULL, err);
+    return stop_and_clean(dir, id, workspace, remove_workspace, disk, owned, 1, NULL, NULL, err);
 }
 int sbx__local_check_state(const json_t *st, const char *id, struct sbx_error *err)
 {

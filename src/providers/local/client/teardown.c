@@ -253,8 +253,9 @@ int sbx__local_record_alive(const struct sbx__local_record *r, const char *id, i
  * Teardown */
 
 /* Ask the supervisor to shut down (it kills every command) and wait for its answer and for it
- * to let go of the connection. 0 when it did, or when there is no supervisor to ask. */
-static int polite_stop(const char *dir, const char *id)
+ * to let go of the connection. 0 when it did, or when there is no supervisor to ask. *first
+ * (when not NULL) receives the first host id of the range it held, from its answer. */
+static int polite_stop(const char *dir, const char *id, uint32_t *first)
 {
     struct sbx_error err = SBX_ERROR_INIT;
     int sock = -1;
@@ -268,6 +269,9 @@ static int polite_stop(const char *dir, const char *id)
     rc = sbx__proto_send(sock, req, NULL, 0, deadline, &err);
     if (rc == 0)
         rc = sbx__proto_recv(sock, &reply, NULL, 0, NULL, deadline, &err);
+    json_int_t v = json_integer_value(json_object_get(json_object_get(reply, "host_ids"), "first"));
+    if (rc == 0 && first && v > 0 && v <= UINT32_MAX)
+        *first = (uint32_t)v;
     json_decref(req);
     json_decref(reply);
     if (rc == 0) {
@@ -300,7 +304,9 @@ int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err)
     /* 1. Stop: politely unless a process of it is stopped (it would never answer), then by
      * pid. SIGKILL reaches stopped processes too; PID 1 and the middle process die with the
      * host-side one (PR_SET_PDEATHSIG), and the cgroups below catch any straggler. */
-    int polite = stopped ? -1 : polite_stop(t->dir, t->id);
+    if (t->host_ids_first)
+        *t->host_ids_first = 0;
+    int polite = stopped ? -1 : polite_stop(t->dir, t->id, t->host_ids_first);
     if (alive) {
         if (polite < 0 || wait_recorded(rec.pid, rec.start, t->id, EXIT_WAIT_MS) < 0) {
             sbx_log(SBX_LOG_INFO, "sandbox '%s': killing its supervisor", t->id);
@@ -343,11 +349,7 @@ int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err)
         int there = lstat(t->disk_image, &st) == 0;
         if (t->workspace) {
             /* Nothing to copy out: the image's release goes on after this returns. */
-            char *helper = NULL;
-            struct sbx_error ignored = SBX_ERROR_INIT;
-            (void)sbx__supervisor_program(NULL, &helper, &ignored);
-            rc = sbx__disk_detach_later(t->disk_image, t->disk_loop, t->mount, helper, err);
-            free(helper);
+            rc = sbx__disk_detach_later(t->disk_image, t->disk_loop, t->mount, err);
         } else {
             rc = sbx__disk_detach(t->disk_image, t->disk_loop, t->mount, 1, err);
         }

@@ -1,7 +1,8 @@
 /* The local provider's supervisor: one exec request. The command runs under a reaper of its own
- * (supervisor.h, struct sbx__sup_child): the supervisor forks the reaper, the reaper starts the
+ * (supervisor.h, struct sbx__sup_child): the supervisor starts the reaper, the reaper starts the
  * command (vfork-like, spawn_command) and reports its status, and the client gets the
- * command's stdio as descriptors. sbx__sup_exec is the request in four steps: environment
+ * command's stdio as descriptors. The reaper shares the supervisor's memory (start_reaper): no
+ * page tables are copied per exec. sbx__sup_exec is the request in four steps: environment
  * (exec_cwd, exec_env), stdio (exec_stdio), spawn (exec_spawn) and reply (exec_reply). */
 #include <errno.h>
 #include <fcntl.h>
@@ -94,6 +95,7 @@ static int add_child(struct sbx__sup *s)
     SBX_ALLOC_GROW(s->children, s->n_children + 1, s->alloc_children);
     s->children[s->n_children].pid = 0;
     s->children[s->n_children].status_fd = -1;
+    s->children[s->n_children].stacks = NULL;
     return (int)s->n_children++;
 }
 
@@ -106,6 +108,8 @@ struct exec_child {
     int cwd_fd, in_fd, out_fd, err_fd;
     int pty_slave; /* -1: none */
     int errpipe;   /* the command's pid, then an error if it does not start */
+    int status_w;  /* the reaper reports the command's wait status here */
+    char *stacks;  /* the reaper's and the command's stacks (exec_stacks); NULL: none */
 };
 
 /* In the forked child: never returns. Only async-signal-safe calls: the supervisor is single
@@ -169,35 +173,66 @@ static int child_entry(void *p)
     child_main(p);
 }
 
-/* Start the command from the reaper. The child shares the reaper's memory and the reaper
- * sleeps until it has executed the command or exited (vfork semantics): no page tables are
- * copied. That is sound because the child keeps to what is safe there: it has its own stack
- * (below), file table, working directory, signal dispositions, credentials, rlimits and seccomp
- * filters (none of CLONE_FILES, CLONE_FS, CLONE_SIGHAND, CLONE_THREAD), makes raw system calls
- * for the id switch (no libc thread broadcast), allocates nothing, and writes the reaper's
- * memory only in environ (which the reaper never reads again) and errno (read only when clone
- * failed). The credential switch marks the shared memory with the host's suid_dumpable: the
- * reaper restores its own flag (PID 1's: not dumpable) before it does anything else. Where clone
- * with CLONE_VM is refused (valgrind), a plain fork does the same. */
-#define CHILD_STACK ((size_t)8 << 20)
+/* The stacks of one exec, in one lazily backed mapping: a guard page, the reaper's stack, a
+ * guard page, the command's stack. The command runs on its stack only until it executes, while
+ * the reaper waits in clone below it; 8 MiB bound execvp's buffers for a long PATH, and the
+ * guard between them makes an overrun fault instead of writing the reaper's frames. The
+ * supervisor maps them before the reaper starts and unmaps them once it has reaped the
+ * reaper. */
+#define GUARD_SIZE    ((size_t)4096)
+#define REAPER_STACK  ((size_t)256 << 10)
+#define COMMAND_STACK ((size_t)8 << 20)
+#define STACKS_SIZE   (2 * GUARD_SIZE + REAPER_STACK + COMMAND_STACK)
+
+static char *exec_stacks(void)
+{
+    char *p = mmap(NULL, STACKS_SIZE, PROT_READ | PROT_WRITE,
+                   MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED)
+        return NULL;
+    if (mprotect(p, GUARD_SIZE, PROT_NONE) < 0 ||
+        mprotect(p + GUARD_SIZE + REAPER_STACK, GUARD_SIZE, PROT_NONE) < 0) {
+        munmap(p, STACKS_SIZE);
+        return NULL;
+    }
+    return p;
+}
+
+void sbx__sup_child_stacks_release(struct sbx__sup_child *c)
+{
+    if (c->stacks)
+        munmap(c->stacks, STACKS_SIZE);
+    c->stacks = NULL;
+}
+
+/* Start the command from the reaper. The child shares the reaper's memory (which is the
+ * supervisor's, start_reaper) and the reaper sleeps until it has executed the command or exited
+ * (vfork semantics), while the supervisor waits on the error pipe: no page tables are copied.
+ * That is sound because the child keeps to what is safe there: it has its own stack, file
+ * table, working directory, signal dispositions, credentials, rlimits and seccomp filters (none
+ * of CLONE_FILES, CLONE_FS, CLONE_SIGHAND, CLONE_THREAD), makes raw system calls for the id
+ * switch (no libc thread broadcast), allocates nothing, and writes the shared memory only in
+ * environ (put back here) and errno (which the supervisor reads only after a call of its own
+ * failed, and makes none while it waits). The credential switch marks the shared memory with
+ * the host's suid_dumpable: the reaper restores the flag (PID 1's: not dumpable) before it does
+ * anything else. Where clone with CLONE_VM is refused (valgrind), a plain fork does the same. */
 static pid_t spawn_command(const struct exec_child *a)
 {
-    /* Lazily backed, and a guard page below: execvp's buffers for a long PATH stay bounded. */
-    char *stack = mmap(NULL, CHILD_STACK, PROT_READ | PROT_WRITE,
-                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
     pid_t cmd = -1;
-    int dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
-    if (stack != MAP_FAILED && mprotect(stack, 4096, PROT_NONE) == 0) {
-        cmd = clone(child_entry, stack + CHILD_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, (void *)a);
+    int e = EINVAL;
+    if (a->stacks) {
+        char **env = environ;
+        int dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
+        cmd = clone(child_entry, a->stacks + STACKS_SIZE, CLONE_VM | CLONE_VFORK | SIGCHLD,
+                    (void *)a);
+        e = errno;
+        environ = env;
         if (cmd > 0 && dumpable >= 0 && prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != dumpable)
             (void)prctl(PR_SET_DUMPABLE, dumpable, 0, 0, 0);
     }
-    int e = errno;
-    if (stack != MAP_FAILED)
-        munmap(stack, CHILD_STACK);
     if (cmd > 0)
         return cmd;
-    if (stack != MAP_FAILED && e != EINVAL && e != ENOSYS) {
+    if (e != EINVAL && e != ENOSYS) {
         errno = e;
         return -1;
     }
@@ -207,8 +242,90 @@ static pid_t spawn_command(const struct exec_child *a)
     return cmd;
 }
 
-/* The reaper of one exec (see struct sbx__sup_child): never returns. */
-static SBX_NORETURN void reaper_main(const struct exec_child *a, int status_w)
+/* System calls that leave errno alone: once the supervisor runs on beside the reaper, the
+ * reaper must not write the memory they share, and errno is in it. The result is the kernel's:
+ * -errno on failure. Elsewhere the reaper is a plain fork and libc's syscall(2) will do. */
+#if defined(__x86_64__)
+#    define SHARED_REAPER 1
+static long raw_syscall(long n, long a1, long a2, long a3, long a4, long a5)
+{
+    long ret;
+    register long r10 __asm__("r10") = a4;
+    register long r8 __asm__("r8") = a5;
+    __asm__ volatile("syscall"
+                     : "=a"(ret)
+                     : "a"(n), "D"(a1), "S"(a2), "d"(a3), "r"(r10), "r"(r8)
+                     : "rcx", "r11", "memory");
+    return ret;
+}
+#elif defined(__aarch64__)
+#    define SHARED_REAPER 1
+static long raw_syscall(long n, long a1, long a2, long a3, long a4, long a5)
+{
+    register long x8 __asm__("x8") = n;
+    register long x0 __asm__("x0") = a1;
+    register long x1 __asm__("x1") = a2;
+    register long x2 __asm__("x2") = a3;
+    register long x3 __asm__("x3") = a4;
+    register long x4 __asm__("x4") = a5;
+    __asm__ volatile("svc 0" : "+r"(x0) : "r"(x8), "r"(x1), "r"(x2), "r"(x3), "r"(x4) : "memory");
+    return x0;
+}
+#else
+#    define SHARED_REAPER 0
+static long raw_syscall(long n, long a1, long a2, long a3, long a4, long a5)
+{
+    long r = syscall(n, a1, a2, a3, a4, a5);
+    return r < 0 ? -errno : r;
+}
+#endif
+
+/* The reaper once the command runs and the supervisor goes on: raw system calls only, its own
+ * stack and nothing else of the shared memory. The command's status is reported before it is
+ * reaped: should we be killed in between, the supervisor inherits the command (a zombie then)
+ * and still learns how it ended. Exiting 0 tells the supervisor that nothing is left; with 1
+ * what the command left comes to the supervisor, which kills it (serve.c, sweep_orphans)
+ * before it answers. */
+static SBX_NORETURN void reaper_watch(pid_t cmd, int keep)
+{
+    int st = 0;
+    long r;
+    for (;;) {
+        siginfo_t si;
+        memset(&si, 0, sizeof(si));
+        r = raw_syscall(SYS_waitid, P_ALL, 0, (long)&si, WEXITED | WNOWAIT, 0);
+        if (r == -EINTR)
+            continue;
+        if (r < 0)
+            raw_syscall(SYS_exit_group, 127, 0, 0, 0, 0);
+        if (si.si_pid == cmd) {
+            st = si.si_code == CLD_EXITED   ? (si.si_status & 0xff) << 8
+                 : si.si_code == CLD_DUMPED ? si.si_status | 0x80
+                                            : si.si_status;
+            break;
+        }
+        (void)raw_syscall(SYS_wait4, si.si_pid, 0, 0, 0, 0);
+    }
+    (void)raw_syscall(SYS_write, 3, (long)&st, sizeof(st), 0, 0);
+    (void)raw_syscall(SYS_close, 3, 0, 0, 0, 0);
+    (void)raw_syscall(SYS_wait4, cmd, 0, 0, 0, 0);
+    if (!keep) {
+        /* Every descendant descends from a child: none left, nothing left. */
+        while ((r = raw_syscall(SYS_wait4, -1, 0, WNOHANG, 0, 0)) > 0 || r == -EINTR)
+            ;
+        raw_syscall(SYS_exit_group, r == -ECHILD ? 0 : 1, 0, 0, 0, 0);
+    }
+    /* keep_background: the rest ends by itself, or with the sandbox. */
+    while ((r = raw_syscall(SYS_wait4, -1, 0, 0, 0, 0)) > 0 || r == -EINTR)
+        ;
+    raw_syscall(SYS_exit_group, 0, 0, 0, 0, 0);
+    for (;;)
+        ;
+}
+
+/* The reaper of one exec (see struct sbx__sup_child): never returns. Until it closes the error
+ * pipe the supervisor waits on it, so libc is usable up to there; reaper_watch after. */
+static SBX_NORETURN void reaper_main(const struct exec_child *a)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     struct sbx_error err = SBX_ERROR_INIT;
@@ -227,9 +344,10 @@ static SBX_NORETURN void reaper_main(const struct exec_child *a, int status_w)
         (void)!write(a->errpipe, &err, sizeof(err));
         _exit(127);
     }
+    int keep = a->x->keep_background;
     /* Hold nothing of the supervisor's (client connections, other execs' pipes): only the
-     * status pipe. */
-    if (status_w != 3 && dup2(status_w, 3) < 0)
+     * status pipe. Closing the error pipe lets the supervisor go on. */
+    if (a->status_w != 3 && dup2(a->status_w, 3) < 0)
         _exit(127);
     if (syscall(SYS_close_range, 4, ~0U, 0) < 0) {
         struct rlimit nofile = {1024, 1024};
@@ -237,35 +355,32 @@ static SBX_NORETURN void reaper_main(const struct exec_child *a, int status_w)
         for (rlim_t fd = 4; fd < nofile.rlim_cur && fd < 65536; fd++)
             close((int)fd);
     }
-    /* The command's status is reported before it is reaped: should we be killed in between, the
-     * supervisor inherits the command (a zombie then) and still learns how it ended. */
-    int st = 0;
-    for (;;) {
-        siginfo_t si;
-        memset(&si, 0, sizeof(si));
-        if (waitid(P_ALL, 0, &si, WEXITED | WNOWAIT) < 0) {
-            if (errno == EINTR)
-                continue;
-            _exit(127);
-        }
-        if (si.si_pid == cmd) {
-            st = si.si_code == CLD_EXITED   ? (si.si_status & 0xff) << 8
-                 : si.si_code == CLD_DUMPED ? si.si_status | 0x80
-                                            : si.si_status;
-            break;
-        }
-        (void)waitpid(si.si_pid, NULL, 0);
+    reaper_watch(cmd, keep);
+}
+
+static int reaper_entry(void *p)
+{
+    reaper_main(p);
+}
+
+/* Start the reaper of a. It shares the supervisor's memory and runs on its own stack
+ * (CLONE_VM without CLONE_VFORK: the supervisor goes on once the command runs), with its own
+ * descriptors, signal dispositions and credentials; it uses libc only while the supervisor
+ * waits on the error pipe (reaper_main). The command, which it starts vfork-like, lives in that
+ * memory only until it executes. Without the stacks, on other architectures or where clone
+ * with CLONE_VM is refused (valgrind), the reaper is a fork. */
+static pid_t start_reaper(const struct exec_child *a)
+{
+    if (SHARED_REAPER && a->stacks) {
+        pid_t pid = clone(reaper_entry, a->stacks + GUARD_SIZE + REAPER_STACK, CLONE_VM | SIGCHLD,
+                          (void *)a);
+        if (pid > 0 || (errno != EINVAL && errno != ENOSYS))
+            return pid;
     }
-    (void)!write(3, &st, sizeof(st));
-    close(3);
-    (void)waitpid(cmd, NULL, 0);
-    /* Exiting 0 tells the supervisor that nothing is left; otherwise it sweeps. */
-    if (!a->x->keep_background && sbx__sup_kill_subtree() < 0)
-        _exit(1);
-    /* keep_background: the rest ends by itself, or with the sandbox. */
-    while (a->x->keep_background && (waitpid(-1, &st, 0) > 0 || errno == EINTR))
-        ;
-    _exit(0);
+    pid_t pid = fork();
+    if (pid == 0)
+        reaper_main(a);
+    return pid;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -278,7 +393,7 @@ struct exec_io {
     int master, slave;              /* a terminal */
     int out_r, out_w, err_r, err_w; /* pipes */
     int in_c, in_s;                 /* stdin: the client's end, the command's end */
-    int devnull;                    /* stdin without one */
+    int devnull; /* stdin without one, when the supervisor's spare_fd is not at hand */
 };
 
 static void exec_io_release(struct exec_io *io)
@@ -396,6 +511,9 @@ static int exec_stdio(const struct sbx__sup *s, const struct exec_req *x,
         shutdown(io->in_c, SHUT_RD);
         return 0;
     }
+    /* The supervisor's spare descriptor is /dev/null, read only: borrowed when it holds it. */
+    if (s->spare_fd >= 0)
+        return 0;
     io->devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (io->devnull < 0)
         return sbx_error_errno(err, errno, "cannot open '/dev/null'");
@@ -441,34 +559,39 @@ static int read_start(int ep, const struct exec_req *x, pid_t reaper, pid_t *cmd
     return -SBX_E_EXEC;
 }
 
-/* The reaper forked, and by it the command: *pid the reaper, *cmd the command, *status_fd where
- * the reaper reports its status (caller owns). The command's ends of io are closed here. */
+/* The reaper started, and by it the command: *pid the reaper, *cmd the command, *status_fd where
+ * the reaper reports its status, *stacks what it runs on (caller owns both). The command's ends
+ * of io are closed here. */
 static int exec_spawn(const struct sbx__sup *s, const struct exec_req *x,
                       const struct sbx__run_as *user, char **envp, struct exec_io *io,
-                      pid_t *pid_out, pid_t *cmd_out, int *status_fd, struct sbx_error *err)
+                      pid_t *pid_out, pid_t *cmd_out, int *status_fd, void **stacks,
+                      struct sbx_error *err)
 {
     int ep[2] = {-1, -1}, sp[2] = {-1, -1}, rc;
+    struct exec_child a = {.stacks = NULL};
     if (pipe2(ep, O_CLOEXEC) < 0 || pipe2(sp, O_CLOEXEC) < 0) {
         rc = sbx_error_errno(err, errno, "pipe");
         goto out;
     }
-    struct exec_child a = {.s = s,
-                           .user = user,
-                           .x = x,
-                           .envp = envp,
-                           .cwd_fd = io->cwd_fd,
-                           .in_fd = x->want_stdin ? io->in_s : io->devnull,
-                           .out_fd = io->out_w,
-                           .err_fd = x->merge ? io->out_w : io->err_w,
-                           .pty_slave = io->slave,
-                           .errpipe = ep[1]};
-    pid_t pid = fork();
+    a = (struct exec_child){.s = s,
+                            .user = user,
+                            .x = x,
+                            .envp = envp,
+                            .cwd_fd = io->cwd_fd,
+                            .in_fd = x->want_stdin      ? io->in_s
+                                     : io->devnull >= 0 ? io->devnull
+                                                        : s->spare_fd,
+                            .out_fd = io->out_w,
+                            .err_fd = x->merge ? io->out_w : io->err_w,
+                            .pty_slave = io->slave,
+                            .errpipe = ep[1],
+                            .status_w = sp[1],
+                            .stacks = exec_stacks()};
+    pid_t pid = start_reaper(&a);
     if (pid < 0) {
-        rc = sbx_error_errno(err, errno, "fork");
+        rc = sbx_error_errno(err, errno, "cannot start the reaper of '%s'", x->argv.v[0]);
         goto out;
     }
-    if (pid == 0)
-        reaper_main(&a, sp[1]);
     sbx_fd_close(&sp[1]);
     sbx_fd_close(&ep[1]);
     sbx_fd_close(&io->out_w);
@@ -479,9 +602,13 @@ static int exec_spawn(const struct sbx__sup *s, const struct exec_req *x,
     if (rc == 0) {
         *pid_out = pid;
         *status_fd = sp[0];
+        *stacks = a.stacks;
+        a.stacks = NULL;
         sp[0] = -1;
     }
 out:
+    if (a.stacks) /* its reaper, if any, was reaped */
+        munmap(a.stacks, STACKS_SIZE);
     sbx_fd_close(&ep[0]);
     sbx_fd_close(&ep[1]);
     sbx_fd_close(&sp[0]);
@@ -491,7 +618,7 @@ out:
 
 /* The command started: a child of connection ci from now on, whose client gets the stdio. */
 static void exec_reply(struct sbx__sup *s, int ci, const struct exec_req *x,
-                       const struct exec_io *io, pid_t pid, pid_t cmd, int status_fd,
+                       const struct exec_io *io, pid_t pid, pid_t cmd, int status_fd, void *stacks,
                        const struct sbx__cgroup_events *before)
 {
     int ch = add_child(s);
@@ -508,6 +635,7 @@ static void exec_reply(struct sbx__sup *s, int ci, const struct exec_req *x,
             .kill_at = INT64_MAX,
             .grace_ms = x->grace_ms > 0 ? x->grace_ms : SBX_EXEC_DEFAULT_GRACE_MS,
             .before = *before,
+            .stacks = stacks,
     };
     s->conns[ci].child = ch;
     json_t *m = sbx__sup_ok_msg();
@@ -537,6 +665,7 @@ void sbx__sup_exec(struct sbx__sup *s, int ci, const json_t *req)
     char *pwd = NULL;
     pid_t pid = 0, cmd = 0;
     int status_fd = -1;
+    void *stacks = NULL;
 
     sbx_strv_init(&x.argv);
     sbx_strv_init(&x.env);
@@ -549,10 +678,10 @@ void sbx__sup_exec(struct sbx__sup *s, int ci, const json_t *req)
         (rc = exec_stdio(s, &x, &user, &io, &err)) == 0) {
         if (s->iso)
             (void)sbx__isolation_events(s->iso, &before, NULL);
-        rc = exec_spawn(s, &x, &user, env.v, &io, &pid, &cmd, &status_fd, &err);
+        rc = exec_spawn(s, &x, &user, env.v, &io, &pid, &cmd, &status_fd, &stacks, &err);
     }
     if (rc == 0)
-        exec_reply(s, ci, &x, &io, pid, cmd, status_fd, &before);
+        exec_reply(s, ci, &x, &io, pid, cmd, status_fd, stacks, &before);
     else
         sbx__sup_reply_err(s, ci, &err);
     exec_io_release(&io);

@@ -189,25 +189,6 @@ void sbx__sup_kill_child(const struct sbx__sup_child *c, int sig)
         signal_subtree(getpid(), c->cmd, sig);
 }
 
-/* In a reaper: SIGKILL the whole subtree and reap it until nothing is left. Killed processes
- * cannot fork, and their children come to us (subreaper), so this converges. */
-int sbx__sup_kill_subtree(void)
-{
-    for (int loop = 0; loop < SBX__SUP_KILL_ALL_LOOPS; loop++) {
-        int st;
-        pid_t w;
-        while ((w = waitpid(-1, &st, WNOHANG)) > 0)
-            ;
-        /* Every descendant descends from a child: none left, nothing left (and no /proc pass
-         * for the common command that leaves nothing behind). */
-        if (w < 0 && errno == ECHILD)
-            return 0;
-        signal_subtree(getpid(), 0, SIGKILL);
-        (void)waitpid(-1, &st, 0);
-    }
-    return -1;
-}
-
 /* Kill everything we ever spawned. As a child subreaper every orphan of ours is reparented to
  * us, so killing our children until none is left reaches daemons that left their group too. */
 void sbx__sup_kill_everything(struct sbx__sup *s)
@@ -227,6 +208,7 @@ void sbx__sup_kill_everything(struct sbx__sup *s)
     for (size_t i = 0; i < s->n_children; i++) {
         s->children[i].pid = 0;
         s->children[i].cmd = 0;
+        sbx__sup_child_stacks_release(&s->children[i]);
         sbx_fd_close(&s->children[i].status_fd);
     }
 }

@@ -415,6 +415,8 @@ static void on_exit_status(struct sbx__sup *s, pid_t pid, int status)
         struct sbx__sup_child *c = &s->children[i];
         if (c->pid != pid)
             continue;
+        if (c->cmd != pid) /* the reaper itself, gone: what it ran on can go */
+            sbx__sup_child_stacks_release(c);
         if (c->status_fd >= 0)
             read_status(s, c);
         sbx_fd_close(&c->status_fd);

@@ -566,6 +566,10 @@ static int prepare_serving(struct sbx__sup *s, struct sbx_error *err)
     s->root_fd = open(s->root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (s->root_fd < 0)
         return sbx_error_errno(err, errno, "cannot open workspace '%s'", s->root);
+    /* The spare descriptor doubles as the stdin of commands that get none (exec.c): the
+     * sandbox's own /dev/null, not the host's one opened before the pivot. */
+    sbx_fd_close(&s->spare_fd);
+    s->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     return 0;
 }
 
@@ -721,8 +725,17 @@ static void serve_and_stop(struct sbx__sup *s)
     sbx__sup_kill_everything(s);
     unlinkat(s->dir_fd, SBX_PROTO_SOCKNAME, 0);
     sbx_log(SBX_LOG_INFO, "sandbox '%s' stopped", s->id);
-    if (s->stop_conn >= 0 && s->conns[s->stop_conn].fd >= 0)
-        sbx__sup_reply(s, s->stop_conn, sbx__sup_ok_msg(), NULL, 0);
+    if (s->stop_conn >= 0 && s->conns[s->stop_conn].fd >= 0) {
+        /* The host id range it held: the remover waits for that range to be free without
+         * asking for it in a request of its own. */
+        json_t *m = sbx__sup_ok_msg();
+        uint32_t first, count;
+        if (s->iso && sbx__isolation_host_ids(s->iso, &first, &count))
+            sbx_json_set(
+                    m, "host_ids",
+                    json_pack("{s:I,s:I}", "first", (json_int_t)first, "count", (json_int_t)count));
+        sbx__sup_reply(s, s->stop_conn, m, NULL, 0);
+    }
 }
 
 static void sup_release(struct sbx__sup *s)

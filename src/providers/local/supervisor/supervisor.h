@@ -48,6 +48,7 @@ struct sbx__sup_child {
     int64_t grace_ms;
     int timed_out;
     struct sbx__cgroup_events before; /* the sandbox's limit counters when it started */
+    void *stacks; /* the reaper's and the command's start stacks (exec.c); NULL: none */
 };
 
 struct sbx__sup_conn {
@@ -118,6 +119,9 @@ void sbx__sup_drop_conn(struct sbx__sup *s, int ci);
  * and its stdio handed back, or an error reply. */
 void sbx__sup_exec(struct sbx__sup *s, int ci, const json_t *req);
 
+/* Unmap the stacks of c, whose reaper has been reaped (it runs on them until it exits). */
+void sbx__sup_child_stacks_release(struct sbx__sup_child *c);
+
 /* ---- kill.c ---- */
 
 /* The parent, process group and session of pid from /proc/PID/stat. 0 or -1. */
@@ -135,9 +139,6 @@ void sbx__sup_children_of(pid_t pid, struct sbx__sup_pids *out);
 int sbx__sup_signal_child(pid_t pid, pid_t parent, pid_t leader, int sig);
 /* A command's process group, and for a terminal session everything in its session. */
 void sbx__sup_kill_child(const struct sbx__sup_child *c, int sig);
-/* In a reaper: SIGKILL its whole subtree and reap it until nothing is left; -1 when it did not
- * converge. */
-int sbx__sup_kill_subtree(void);
 /* Kill everything the supervisor ever spawned and forget its children. */
 void sbx__sup_kill_everything(struct sbx__sup *s);
 

@@ -271,6 +271,7 @@ static int push_one(struct pool *p, void **conn, const struct blob_job *j, struc
     sbx_buf_init(&resp.body, 65536);
     struct sbx__rreq head = {"HEAD", key, NULL, NULL, 0, -1, 0, NULL, 65536, NULL, NULL};
     int fd = -1, rc = 0;
+    char *data = NULL;
     resp.status = j->known == BLOB_THERE ? 200 : 404;
     if (j->known == BLOB_ASK && (rc = sbx__rstore_send(r, conn, &head, &resp, err)) < 0)
         goto out;
@@ -290,9 +291,11 @@ static int push_one(struct pool *p, void **conn, const struct blob_job *j, struc
                            (unsigned long long)j->size);
         goto out;
     }
-    if ((rc = sbx__snap_blob_open(p->st, j->hex, &fd, err)) < 0)
+    if ((rc = sbx__snap_blob_get(p->st, j->hex, j->size, &data, &fd, err)) < 0)
         goto out;
-    struct sbx__rreq put = {"PUT", key, NULL, NULL, 0, fd, j->size, j->hex, 65536, NULL, NULL};
+    /* a packed blob is sent from memory (read whole and checked), a blob file from its fd */
+    struct sbx__rreq put = {"PUT",  key,   NULL, data, data ? (size_t)j->size : 0, fd, j->size,
+                            j->hex, 65536, NULL, NULL};
     if ((rc = send_ok(r, conn, &put, &resp, what, err)) < 0)
         goto out;
     pthread_mutex_lock(&p->mu);
@@ -302,6 +305,7 @@ static int push_one(struct pool *p, void **conn, const struct blob_job *j, struc
 out:
     if (fd >= 0)
         close(fd);
+    free(data);
     sbx_buf_release(&resp.body);
     free(key);
     return rc;
@@ -572,6 +576,7 @@ static int pull_tree(struct sbx_snapshot_store *st, struct sbx_snapshot_remote *
         *o->out_stats = p.stats;
 out:
     if (rc < 0) {
+        sbx__snap_discard(st);
         for (size_t i = 0; i < p.created.n; i++)
             sbx__snap_blob_unlink(st, p.created.v[i]);
     }

@@ -43,7 +43,7 @@ static void test_quote(void)
     const char *argv[] = {"printf",           "%s\\0",       "plain",     "it's", "a b\tc",
                           "$HOME `id` $(id)", "back\\slash", "new\nline", "'''",  "",
                           "!event",           "*",           NULL};
-    char *q = sbx__dtn_quote(argv);
+    char *q = sbx__shellfs_quote_argv(argv);
     CHECK(strchr(q, '\n') != NULL); /* the newline stays inside its quotes */
     struct sbx_buf out;
     sbx_buf_init(&out, SBX_BUF_NOLIMIT);

@@ -44,7 +44,7 @@ static size_t sh_out(const char *line, char *out, size_t n)
 static void test_quote(void)
 {
     const char *a[] = {"echo", "it's", NULL};
-    char *q = sbx__rl_quote_argv(a);
+    char *q = sbx__shellfs_quote_argv(a);
     CHECK_EQ_STR(q, "'echo' 'it'\\''s'");
     free(q);
     /* Each word comes back whole from the shell, NUL-separated. */
@@ -53,7 +53,7 @@ static void test_quote(void)
                              "`id`",      "$HOME", "*",
                              "",          "-n",    "\\",
                              ";|&<>",     NULL};
-    q = sbx__rl_quote_argv(hostile);
+    q = sbx__shellfs_quote_argv(hostile);
     char out[1024];
     size_t n = sh_out(q, out, sizeof(out));
     free(q);

@@ -19,10 +19,11 @@ struct seen {
     size_t len;
 };
 
-static int on_value(json_t *v, void *ud, struct sbx_error *err)
+static int on_value(json_t *v, size_t line, void *ud, struct sbx_error *err)
 {
     struct seen *s = ud;
     (void)err;
+    (void)line;
     const json_t *d = json_object_get(v, "data");
     if (json_is_string(d) && s->len + json_string_length(d) <= sizeof(s->data)) {
         memcpy(s->data + s->len, json_string_value(d), json_string_length(d));
@@ -40,47 +41,46 @@ static void test_lines(void)
     /* Whole, then one byte at a time: the same values, NULs kept. */
     for (int split = 0; split < 2; split++) {
         struct seen s = {0};
-        struct sbx__vercel_lines l;
+        struct sbx__ndjson l;
         sbx__vercel_lines_init(&l, on_value, &s);
         if (split) {
             for (size_t i = 0; i < sizeof(text) - 1; i++)
-                CHECK_OK(sbx__vercel_lines_feed(&l, text + i, 1, &err), &err);
+                CHECK_OK(sbx__ndjson_feed(&l, text + i, 1, &err), &err);
         } else {
-            CHECK_OK(sbx__vercel_lines_feed(&l, text, sizeof(text) - 1, &err), &err);
+            CHECK_OK(sbx__ndjson_feed(&l, text, sizeof(text) - 1, &err), &err);
         }
-        CHECK_OK(sbx__vercel_lines_finish(&l, &err), &err);
+        CHECK_OK(sbx__ndjson_finish(&l, &err), &err);
         CHECK_EQ_INT(s.n, 2);
         CHECK_EQ_MEM(s.data, s.len, "a\0b\xc3\xa9\n", 6);
-        sbx__vercel_lines_release(&l);
+        sbx__ndjson_release(&l);
     }
     /* A stream cut inside a line is an error, not a quiet end. */
     struct seen s = {0};
-    struct sbx__vercel_lines l;
+    struct sbx__ndjson l;
     sbx__vercel_lines_init(&l, on_value, &s);
-    CHECK_OK(sbx__vercel_lines_feed(&l, "{\"data\":\"x\"}\n{\"da", 17, &err), &err);
-    CHECK_ERR(sbx__vercel_lines_finish(&l, &err), SBX_E_PARSE, &err, "middle of line 2");
-    sbx__vercel_lines_release(&l);
+    CHECK_OK(sbx__ndjson_feed(&l, "{\"data\":\"x\"}\n{\"da", 17, &err), &err);
+    CHECK_ERR(sbx__ndjson_finish(&l, &err), SBX_E_PARSE, &err, "middle of line 2");
+    sbx__ndjson_release(&l);
     /* Not JSON, duplicate keys, too deep: refused, and the reader stays failed. */
     sbx__vercel_lines_init(&l, on_value, &s);
-    CHECK_ERR(sbx__vercel_lines_feed(&l, "{\"a\":1,\"a\":2}\n", 14, &err), SBX_E_PARSE, &err,
-              "line 1");
-    CHECK_ERR(sbx__vercel_lines_feed(&l, "{}\n", 3, &err), SBX_E_INVAL, &err, "already failed");
-    sbx__vercel_lines_release(&l);
+    CHECK_ERR(sbx__ndjson_feed(&l, "{\"a\":1,\"a\":2}\n", 14, &err), SBX_E_PARSE, &err, "line 1");
+    CHECK_ERR(sbx__ndjson_feed(&l, "{}\n", 3, &err), SBX_E_INVAL, &err, "already failed");
+    sbx__ndjson_release(&l);
     char deep[200];
     memset(deep, '[', 100);
     memset(deep + 100, ']', 100);
     sbx__vercel_lines_init(&l, on_value, &s);
-    CHECK_OK(sbx__vercel_lines_feed(&l, deep, sizeof(deep), &err), &err);
-    CHECK_ERR(sbx__vercel_lines_feed(&l, "\n", 1, &err), SBX_E_TOOBIG, &err, "too deep");
-    sbx__vercel_lines_release(&l);
+    CHECK_OK(sbx__ndjson_feed(&l, deep, sizeof(deep), &err), &err);
+    CHECK_ERR(sbx__ndjson_feed(&l, "\n", 1, &err), SBX_E_TOOBIG, &err, "too deep");
+    sbx__ndjson_release(&l);
     /* A line over the limit is refused as it passes it, never buffered whole. */
     size_t big = SBX__VERCEL_LINE_MAX + 10;
     char *b = malloc(big);
     memset(b, ' ', big);
     sbx__vercel_lines_init(&l, on_value, &s);
-    CHECK_ERR(sbx__vercel_lines_feed(&l, b, big, &err), SBX_E_TOOBIG, &err, "longer than");
+    CHECK_ERR(sbx__ndjson_feed(&l, b, big, &err), SBX_E_TOOBIG, &err, "longer than");
     CHECK(l.line.len <= SBX__VERCEL_LINE_MAX);
-    sbx__vercel_lines_release(&l);
+    sbx__ndjson_release(&l);
     free(b);
 }
 

@@ -205,6 +205,41 @@ static void check_shapes(struct sbx__endpoint *ep)
               SBX_E_TOOBIG, &err, "413");
 }
 
+/* The client port of the connection that carried GET /conn. */
+static long conn_port(struct sbx__endpoint *ep)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    json_t *j = NULL;
+    CHECK_OK(sbx__http_json(ep, "GET", "/conn", NULL, NULL, &j, &err), &err);
+    long p = (long)json_integer_value(json_object_get(j, "port"));
+    json_decref(j);
+    return p;
+}
+
+/* keep_alive: blocking requests reuse one connection; without it each has its own. */
+static void test_keep_alive(void)
+{
+    struct tserver s;
+    if (tserver_start(&s, "tests/wire/http-fake.py", NULL) < 0) {
+        CHECK(!"the server started");
+        tserver_stop(&s);
+        return;
+    }
+    struct sbx__endpoint_opts o = {.name = "the fake", .keep_alive = 1};
+    struct sbx__endpoint *ep = ep_at("http", s.port, &o);
+    long a = conn_port(ep), b = conn_port(ep), c = conn_port(ep);
+    CHECK(a > 0);
+    CHECK_EQ_INT(b, a);
+    CHECK_EQ_INT(c, a);
+    sbx__endpoint_free(ep);
+    struct sbx__endpoint_opts o2 = {.name = "the fake"};
+    ep = ep_at("http", s.port, &o2);
+    a = conn_port(ep), b = conn_port(ep);
+    CHECK(a > 0 && b > 0 && a != b);
+    sbx__endpoint_free(ep);
+    tserver_stop(&s);
+}
+
 static void test_plain(void)
 {
     struct tserver s;
@@ -518,6 +553,44 @@ static void test_mtls(void)
     rm_tree(dir);
 }
 
+/* A server that resets each new connection once the handshake is done: with a client
+ * certificate that reads as the server refusing it (TLS 1.3 checks it after the client's side
+ * of the handshake has ended); without one, as a lost connection. */
+static void test_reset_after_handshake(void)
+{
+    char dir[64];
+    struct tserver s;
+    struct sbx_error err = SBX_ERROR_INIT;
+    if (make_certs(dir) < 0) {
+        CHECK(!"certificates were made");
+        return;
+    }
+    const char *args[] = {"--tls", cert_path(dir, "server.crt"), cert_path(dir, "server.key"),
+                          "--reset-after-handshake", NULL};
+    if (tserver_start(&s, "tests/wire/http-fake.py", args) < 0) {
+        CHECK(!"the server started");
+        tserver_stop(&s);
+        rm_tree(dir);
+        return;
+    }
+    char ca[128];
+    snprintf(ca, sizeof(ca), "%s", cert_path(dir, "ca.crt"));
+    struct sbx__endpoint_opts o1 = {.ca_file = ca,
+                                    .cert_file = cert_path(dir, "client.crt"),
+                                    .key_file = cert_path(dir, "client.key")};
+    struct sbx__endpoint *ep = ep_at("https", s.port, &o1);
+    CHECK_ERR(get_json(ep, &err), SBX_E_HTTP, &err,
+              "the server refused sbx's client certificate (the server closed the new connection "
+              "after the TLS handshake");
+    sbx__endpoint_free(ep);
+    struct sbx__endpoint_opts o2 = {.ca_file = ca};
+    ep = ep_at("https", s.port, &o2);
+    CHECK_ERR(get_json(ep, &err), SBX_E_HTTP, &err, "was lost");
+    sbx__endpoint_free(ep);
+    tserver_stop(&s);
+    rm_tree(dir);
+}
+
 int main(void)
 {
     TAP_START();
@@ -528,9 +601,11 @@ int main(void)
         return TAP_DONE();
     }
     TAP_RUN_FORKED(test_plain);
+    TAP_RUN_FORKED(test_keep_alive);
     TAP_RUN_FORKED(test_retries);
     TAP_RUN_FORKED(test_unreachable);
     TAP_RUN_FORKED(test_tls);
     TAP_RUN_FORKED(test_mtls);
+    TAP_RUN_FORKED(test_reset_after_handshake);
     return TAP_DONE();
 }

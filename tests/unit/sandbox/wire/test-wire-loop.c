@@ -423,6 +423,69 @@ static void run_ws(struct sbx__endpoint *ep)
     sbx__loop_free(e.l);
 }
 
+/* Keep-alive: a peer that answers pings keeps the connection past the silence bound (the 50
+ * messages go out only after several bounds' worth of pings); a mute one ends it. */
+struct wka {
+    struct wse e;
+    struct sbx__timer *later;
+};
+
+static void wka_send(struct sbx__timer *t, void *ud)
+{
+    struct wka *k = ud;
+    struct sbx_error err = SBX_ERROR_INIT;
+    (void)t;
+    for (int i = 0; !k->e.ended && i < 50; i++) {
+        char msg[32];
+        int n = snprintf(msg, sizeof(msg), "message %d", i);
+        CHECK_OK(sbx__lws_send(k->e.w, SBX__WS_TEXT, msg, (size_t)n, &err), &err);
+    }
+}
+
+static void wka_start(void *ud)
+{
+    struct wka *k = ud;
+    struct sbx_error err = SBX_ERROR_INIT;
+    CHECK_OK(sbx__lws_new(k->e.l, k->e.wc, &wse_ops, &k->e, &k->e.w, &err), &err);
+    if (!k->e.w) {
+        ring();
+        return;
+    }
+    sbx__lws_keepalive(k->e.w, 20, 1500);
+    k->later = sbx__timer_new(k->e.l, wka_send, k);
+    sbx__timer_after(k->later, 4000);
+}
+
+static void wka_stop(void *ud)
+{
+    struct wka *k = ud;
+    sbx__timer_free(k->later);
+    sbx__lws_free(k->e.w);
+}
+
+static void run_keepalive(struct sbx__endpoint *ep, const char *path)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct wka k = {{0}, NULL};
+    CHECK_OK(sbx__loop_new(&k.e.l, &err), &err);
+    CHECK_OK(sbx__wsconn_open(ep, path, NULL, NULL, 0, 0, &k.e.wc, &err), &err);
+    if (k.e.wc && k.e.l) {
+        sbx__loop_call(k.e.l, wka_start, &k);
+        CHECK_OK(wait_bell(), &err);
+        sbx__loop_call(k.e.l, wka_stop, &k);
+        if (strcmp(path, "/echo") == 0) {
+            CHECK_EQ_INT(k.e.got, 50); /* the pongs kept it */
+            CHECK_EQ_INT(k.e.end_rc, 0);
+        } else {
+            CHECK_EQ_INT(k.e.got, 0);
+            CHECK_EQ_INT(k.e.end_rc, -SBX_E_TIMEOUT); /* the silence ended it */
+        }
+    } else {
+        sbx__wsconn_free(k.e.wc);
+    }
+    sbx__loop_free(k.e.l);
+}
+
 static void test_tls_streams(void)
 {
     char dir[64];
@@ -453,6 +516,10 @@ static void test_tls_streams(void)
         struct sbx__endpoint *ep = ep_for("https", w.port, ca);
         if (ep)
             run_ws(ep);
+        if (ep)
+            run_keepalive(ep, "/echo");
+        if (ep)
+            run_keepalive(ep, "/mute");
         sbx__endpoint_free(ep);
     } else {
         CHECK(!"the websocket server started");
