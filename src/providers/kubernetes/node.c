@@ -36,8 +36,9 @@ struct nclient {
 
 struct nsession {
     struct sbx_session base;
-    struct sbx_session *in; /* the remote provider's session, through the relay */
-    struct sbx_client *rc;  /* its client */
+    struct sbx_session_ops ops; /* session_ops, less what the remote session lacks */
+    struct sbx_session *in;     /* the remote provider's session, through the relay */
+    struct sbx_client *rc;      /* its client */
     struct sbx__kube_api *api;
     char *pod, *node_id;
     json_t *extra; /* the kubernetes fields of the state */
@@ -106,6 +107,22 @@ static int n_chmod(struct sbx_session *bs, const char *p, mode_t m, struct sbx_e
 static int n_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *e)
 {
     return gone(bs, IN(bs)->ops->workspace_fd(IN(bs), out, e), e);
+}
+static int n_workspace_export(struct sbx_session *bs, int fd, struct sbx_error *e)
+{
+    return gone(bs, IN(bs)->ops->workspace_export(IN(bs), fd, e), e);
+}
+static int n_workspace_import(struct sbx_session *bs, int fd, struct sbx_error *e)
+{
+    return gone(bs, IN(bs)->ops->workspace_import(IN(bs), fd, e), e);
+}
+static int n_stats(struct sbx_session *bs, struct sbx_session_stats *o, struct sbx_error *e)
+{
+    return gone(bs, IN(bs)->ops->stats(IN(bs), o, e), e);
+}
+static int n_log_open(struct sbx_session *bs, int *fd, struct sbx_error *e)
+{
+    return gone(bs, IN(bs)->ops->log_open(IN(bs), fd, e), e);
 }
 static int n_record_snapshot(struct sbx_session *bs, const char *ref, struct sbx_error *e)
 {
@@ -188,8 +205,31 @@ static const struct sbx_session_ops session_ops = {
         .close = n_close,
         .workspace_fd = n_workspace_fd,
         .record_snapshot = n_record_snapshot,
+        .workspace_export = n_workspace_export,
+        .workspace_import = n_workspace_import,
+        .stats = n_stats,
+        .log_open = n_log_open,
         .free = n_free,
 };
+
+/* The operations of a session over in: the optional ones only where in has them (the session
+ * layer reads a missing one as "not offered"). */
+static void ops_for(const struct sbx_session_ops *in, struct sbx_session_ops *out)
+{
+    *out = session_ops;
+    if (!in->workspace_fd)
+        out->workspace_fd = NULL;
+    if (!in->record_snapshot)
+        out->record_snapshot = NULL;
+    if (!in->workspace_export)
+        out->workspace_export = NULL;
+    if (!in->workspace_import)
+        out->workspace_import = NULL;
+    if (!in->stats)
+        out->stats = NULL;
+    if (!in->log_open)
+        out->log_open = NULL;
+}
 
 /* ---------------------------------------------------------------------------------------------
  * Reaching the daemon */
@@ -277,7 +317,8 @@ static struct nsession *session_wrap(struct nclient *c, const char *id, const ch
 {
     struct kclient *kc = (struct kclient *)c->kc;
     struct nsession *s = sbx_xcalloc(1, sizeof(*s));
-    sbx_session_init_base(&s->base, &session_ops, "kubernetes", id, in->root);
+    ops_for(in->ops, &s->ops);
+    sbx_session_init_base(&s->base, &s->ops, "kubernetes", id, in->root);
     s->in = in;
     s->rc = rcl;
     s->api = sbx__kube_api_ref(kc->api);
@@ -487,7 +528,10 @@ static int find_pod(struct nclient *c, const char *id, char **pod, char **node_i
     int rc = sbx__kube_get(kc->api, SBX__KUBE_POD, name, &obj, err);
     const char *nid = rc == 0 ? sbx__kube_annotation_of(obj, ANN_NODE_ID) : NULL;
     const char *wl = rc == 0 ? sbx__kube_label_of(obj, SBX__KUBE_LABEL_BARE) : NULL;
-    if (rc == -SBX_E_NOTFOUND || (rc == 0 && (!wl || strcmp(wl, WORKLOAD) != 0)))
+    int deleting =
+            rc == 0 && json_object_get(json_object_get(obj, "metadata"), "deletionTimestamp");
+    /* A pod being deleted is a removed sandbox already. */
+    if (rc == -SBX_E_NOTFOUND || deleting || (rc == 0 && (!wl || strcmp(wl, WORKLOAD) != 0)))
         rc = sbx_error_set(err, SBX_E_NOTFOUND, 0,
                            "no sandbox '%s' of the sbx-node mode in namespace '%s'", id,
                            kc->api->namespace_name);
