@@ -73,6 +73,9 @@ static const struct provider providers[] = {
         {.name = "runloop", .signal_as_status = 1},
         {.name = "vercel", .signal_as_status = 1},
         {.name = "blaxel", .signal_as_status = 1},
+        /* The kubernetes provider's sbx-node mode (SBX_CONFORM_PROFILE): commands are the
+         * daemon's local provider's, a signal is reported as one. */
+        {.name = "kubernetes-sbx-node"},
 };
 
 static const struct provider *prov;
@@ -445,10 +448,18 @@ static void setup(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
     const char *name = getenv("SBX_CONFORM_PROVIDER");
+    /* The table's entry, when a mode of the provider behaves unlike the provider's default. */
+    const char *profile = getenv("SBX_CONFORM_PROFILE");
     name = name && name[0] ? name : "local";
+    profile = profile && profile[0] ? profile : name;
     for (size_t i = 0; i < sizeof(providers) / sizeof(providers[0]); i++)
-        if (strcmp(providers[i].name, name) == 0)
+        if (strcmp(providers[i].name, profile) == 0)
             prov = &providers[i];
+    if (prov && prov->name != name && strcmp(prov->name, name) != 0) {
+        any_prov = *prov; /* the profile's behaviour under the provider's name */
+        any_prov.name = name;
+        prov = &any_prov;
+    }
     if (sbx_provider_find(name, &info, &err) < 0) {
         printf("Bail out! SBX_CONFORM_PROVIDER: %s\n", err.msg);
         exit(1);

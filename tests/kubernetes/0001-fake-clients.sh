@@ -493,6 +493,58 @@ sed -i 's/operatingMode: Sleeping/bogus: 1/' "$T/invalid.yaml"
 run k apply -f "$T/invalid.yaml"
 expect_in "$T/err" 'strict decoding error: unknown field "spec.bogus"' "an unknown field under kubectl's strict validation"
 
+# --- Secrets and host pods (pods of SBX_TEST_KUBE_HOST_IMAGE run on this machine: sbx-node's mode)
+HOSTIMG=${SBX_TEST_KUBE_HOST_IMAGE:-}
+if [ -n "$HOSTIMG" ] && [ "$(id -u)" = 0 ]; then
+    printf 'hello-secret' >"$T/greet"
+    run k create secret generic hs --from-file=greeting="$T/greet" --from-literal=lit=abc
+    expect_rc 0 "kubectl create secret generic (a protobuf body)"
+    expect_eq "$(k get secret hs -o jsonpath='{.data.greeting}' | base64 -d)" "hello-secret" "the secret's data, base64 as stored"
+    expect_eq "$(k get secret hs -o jsonpath='{.data.lit}' | base64 -d) $(k get secret hs -o jsonpath='{.type}')" "abc Opaque" \
+        "a literal lands in data; type defaults to Opaque"
+    mnt=/var/run/secrets/k8sfake-test-$$
+    $PY - "$HOSTIMG" "$mnt" >"$T/hp.json" <<'PYJ'
+import json, sys
+srv = ("import http.server, os\n"
+       "g = open(sys.argv[1] + '/greeting').read()\n"
+       "links = sorted(l.split(':')[0].strip() for l in open('/proc/self/net/dev').read().splitlines()[2:])\n"
+       "class H(http.server.BaseHTTPRequestHandler):\n"
+       "    def do_GET(s):\n"
+       "        b = b'served' if s.path == '/index.html' else ('%s %s %d' % (g, ','.join(links), os.getpid())).encode()\n"
+       "        s.send_response(200); s.end_headers(); s.wfile.write(b)\n"
+       "http.server.HTTPServer(('127.0.0.1', 8080), H).serve_forever()\n")
+print(json.dumps({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "hp"},
+                  "spec": {"containers": [{"name": "c", "image": sys.argv[1],
+                                           "command": ["python3", "-c", "import sys\n" + srv, sys.argv[2]],
+                                           "volumeMounts": [{"name": "s", "mountPath": sys.argv[2]}]}],
+                           "volumes": [{"name": "s", "secret": {"secretName": "hs"}}]}}))
+PYJ
+    run k apply -f "$T/hp.json"
+    run k wait --for=condition=Ready pod/hp --timeout=60s
+    expect_rc 0 "a pod of the host image runs"
+    port=$($PY -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    kubectl -n "$NS" port-forward pod/hp "$port:8080" >"$T/pf.out" 2>&1 &
+    pf=$!
+    for _ in $(seq 100); do grep -q "Forwarding from 127.0.0.1:$port" "$T/pf.out" && break; sleep 0.1; done
+    got=""
+    for _ in $(seq 50); do got=$(curl -s --max-time 10 "http://127.0.0.1:$port/") && [ -n "$got" ] && break; sleep 0.2; done
+    expect_eq "$got" "hello-secret lo 1" \
+        "kubectl port-forward reaches its server: the Secret mounted, loopback only, first process of its own PID namespace"
+    kill "$pf" 2>/dev/null; wait "$pf" 2>/dev/null; pf=""
+    if [ "$have_pyk8s" = 1 ]; then
+        run env KUBE_NAMESPACE="$NS" $PY "$here/py-clients.py" "$KUBECONFIG" fake portforward hp 8080
+        expect_rc 0 "python: kubernetes.stream.portforward to the host pod's server"; diag "$(cat "$T/out" "$T/err")"
+    else
+        skip "python: portforward to a host pod" "python3-kubernetes is not installed (scripts/install-deps)"
+    fi
+    run k delete pod hp --wait=true --timeout=60s
+    expect_rc 0 "the host pod is deleted"
+    [ -e "$mnt" ] && not_ok "its mount point is removed" || ok "its mount point is removed"
+    pgrep -f "k8sfake-test-$$" >/dev/null && not_ok "no process of it is left" || ok "no process of it is left"
+else
+    for d in "secrets and host pods"; do skip "$d" "no host image (SBX_TEST_KUBE_HOST_IMAGE) or not root"; done
+fi
+
 # --- python-kubernetes ----------------------------------------------------------------------------
 if [ "$have_pyk8s" = 1 ]; then
     k exec sb -- sh -c 'cd /workspace && (python3 -m http.server 8080 --bind 127.0.0.1 >/dev/null 2>&1 &)'

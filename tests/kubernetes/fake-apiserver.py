@@ -37,6 +37,9 @@ def parse_args():
     ap.add_argument("--docker-host", help="unix socket of the dockerd that runs the pods")
     ap.add_argument("--kubelet", choices=["docker", "none"], default="docker",
                     help="'none': pods only pretend to run (no containers, exec refused)")
+    ap.add_argument("--host-image", action="append", default=[], metavar="IMAGE",
+                    help="pods of this image run their command on this machine, in namespaces the fake makes "
+                         "(k8sfake/hostpods.py); repeatable")
     ap.add_argument("--instance", default="k8sfake", help="label value marking this fake's containers and volumes")
     ap.add_argument("--no-crds", action="store_true", help="serve no agent-sandbox groups (a cluster without the CRDs)")
     ap.add_argument("--no-controllers", action="store_true", help="no agent-sandbox emulation (objects stay as written)")
@@ -65,7 +68,7 @@ def main():
         docker = Docker(a.docker_host)
         if not docker.ping():
             sys.exit("fake-apiserver: no dockerd answers on '%s'" % a.docker_host)
-    kubelet = Kubelet(store, store.types, docker, a.instance, a.grace_cap)
+    kubelet = Kubelet(store, store.types, docker, a.instance, a.grace_cap, host_images=a.host_image)
     controllers = Controllers(store, store.types, crds_enabled=not a.no_crds, agent_sandbox=not a.no_controllers)
     host, _, port = a.listen.rpartition(":")
     host = host.strip("[]")

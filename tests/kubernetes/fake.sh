@@ -9,7 +9,8 @@
 # allowed everything), "fake-cert" (client certificate, CN=sbx-cert-user), "fake-restricted"
 # (a token that may only get, list and watch), "fake-sbx-role" (a token allowed exactly what the
 # Role of docs/internals/kubernetes-provider.md allows). DIR/env: SBX_TEST_KUBECONFIG_FAKE, SBX_TEST_KUBE_URL,
-# SBX_TEST_KUBE_NAMESPACE, SBX_TEST_KUBE_INSTANCE.
+# SBX_TEST_KUBE_NAMESPACE, SBX_TEST_KUBE_INSTANCE, SBX_TEST_KUBE_HOST_IMAGE (pods of that image run
+# their command on this machine: k8sfake/hostpods.py).
 # Optional: SBX_TEST_KUBE_NETNS=/proc/PID/ns/net or /run/netns/NAME (run the fake in that network
 # namespace) with SBX_TEST_KUBE_ADDR=IP (listen there instead of 127.0.0.1); SBX_TEST_KUBE_ARGS
 # (more fake-apiserver.py options, e.g. --no-crds); SBX_TEST_KUBE_GRACE_CAP (seconds a pod's
@@ -53,6 +54,7 @@ start() {
     [ -n "${SBX_TEST_DOCKER_HOST:-}" ] && [ -S "$SBX_TEST_DOCKER_HOST" ] ||
         { echo "fake.sh: SBX_TEST_DOCKER_HOST must name the socket of a running dockerd (tests/docker/engines.sh)" >&2; exit 1; }
     local py=${SBX_TEST_KUBE_PYTHON:-python3}
+    HOST_IMAGE=sbx-host.invalid/run-on-host:1
     for p in openssl curl "$py"; do
         command -v "$p" >/dev/null || { echo "fake.sh: '$p' not found" >&2; exit 1; }
     done
@@ -77,8 +79,9 @@ start() {
     {"verbs": ["create", "get", "list", "watch", "patch", "delete"], "apiGroups": ["agents.x-k8s.io"], "resources": ["sandboxes"]},
     {"verbs": ["create", "get", "list", "watch", "patch", "delete"], "apiGroups": ["extensions.agents.x-k8s.io"], "resources": ["sandboxclaims"]},
     {"verbs": ["get"], "apiGroups": ["extensions.agents.x-k8s.io"], "resources": ["sandboxtemplates"]},
-    {"verbs": ["create", "get", "list", "watch", "delete"], "apiGroups": [""], "resources": ["pods"]},
+    {"verbs": ["create", "get", "list", "watch", "patch", "delete"], "apiGroups": [""], "resources": ["pods"]},
     {"verbs": ["create", "get"], "apiGroups": [""], "resources": ["pods/exec", "pods/portforward"]},
+    {"verbs": ["create", "delete"], "apiGroups": [""], "resources": ["secrets"]},
     {"verbs": ["create", "get", "list", "delete"], "apiGroups": [""], "resources": ["persistentvolumeclaims"]},
     {"verbs": ["list"], "apiGroups": [""], "resources": ["events"]}]}
  ],
@@ -91,7 +94,7 @@ JSON
     PYTHONDONTWRITEBYTECODE=1 setsid "${run[@]}" "$py" "$here/fake-apiserver.py" --listen "$addr:0" \
         --tls-cert "$dir/server.crt" --tls-key "$dir/server.key" --client-ca "$dir/ca.crt" \
         --tokens "$dir/tokens.json" --docker-host "$SBX_TEST_DOCKER_HOST" --instance "$inst" \
-        --grace-cap "${SBX_TEST_KUBE_GRACE_CAP:-2}" --ready-file "$dir/url" --log "$dir/fake.log" \
+        --grace-cap "${SBX_TEST_KUBE_GRACE_CAP:-2}" --host-image "$HOST_IMAGE" --ready-file "$dir/url" --log "$dir/fake.log" \
         ${SBX_TEST_KUBE_ARGS:-} </dev/null >>"$dir/fake.log" 2>&1 &
     echo $! >"$dir/fake.pid"
     local i
@@ -150,6 +153,7 @@ YAML
         echo "SBX_TEST_KUBE_URL=$url"
         echo "SBX_TEST_KUBE_NAMESPACE=default"
         echo "SBX_TEST_KUBE_INSTANCE=$inst"
+        echo "SBX_TEST_KUBE_HOST_IMAGE=$HOST_IMAGE"
     } >"$dir/env.tmp"
     mv "$dir/env.tmp" "$dir/env"
     echo "fake.sh: fake API server at $url ($dir)" >&2

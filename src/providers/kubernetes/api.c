@@ -28,6 +28,7 @@ static const struct kind_info kinds[] = {
                              "sandboxclaims.extensions.agents.x-k8s.io"},
         [SBX__KUBE_TEMPLATE] = {"/apis/" SBX__KUBE_EXT_GV, "sandboxtemplates",
                                 "sandboxtemplates.extensions.agents.x-k8s.io"},
+        [SBX__KUBE_SECRET] = {"/api/v1", "secrets", "secrets"},
 };
 
 const char *sbx__kube_kind_resource(enum sbx__kube_kind k)

@@ -25,6 +25,7 @@ enum sbx__kube_kind {
     SBX__KUBE_SANDBOX,
     SBX__KUBE_CLAIM,
     SBX__KUBE_TEMPLATE,
+    SBX__KUBE_SECRET,
 };
 
 /* One API server, namespace and identity; shared by a client and its sessions (refcounted).

@@ -17,6 +17,11 @@
  * listens on the port in the pod. *out_url: caller owns. */
 int sbx__kube_forward(const struct sbx__kube_target *t, int port, char **out_url,
                       struct sbx_error *err);
+/* The same without asking the pod first whether anything listens (an exec): for a pod whose
+ * image may run no commands of sbx's (the sbx-node mode, node.c); a connection to a port where
+ * nothing listens then fails when it is made. */
+int sbx__kube_forward_unchecked(const struct sbx__kube_target *t, int port, char **out_url,
+                                struct sbx_error *err);
 /* End the relays of sandbox id and remove their records (a removed or stopped sandbox). */
 int sbx__kube_forward_forget(const char *id, struct sbx_error *err);
 /* The relay process: argv = {VERB, ID, PORT, NAMESPACE, POD, CONTEXT, KUBECONFIG ("" for the

@@ -211,6 +211,11 @@ static int kc_resume(struct sbx_client *bc, const json_t *state, const struct sb
     const char *id = json_string_value(json_object_get(state, "id"));
     const char *snap = json_string_value(json_object_get(state, "snapshot"));
     struct top t = {0};
+    if (json_object_get(state, "node_id"))
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "sandbox '%s' runs in an sbx-node pod: resume it with --node sbx-node "
+                             "and the --node-* options",
+                             id);
     int rc = sbx__kc_find(c, id, &t, err);
     json_decref(t.obj);
     if (rc == -SBX_E_NOTFOUND && snap)

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include "providers/kubernetes/kube.h"
+#include "providers/kubernetes/node.h"
 #include "sbx/json.h"
 #include "sbx/kubernetes.h"
 #include "sbx/provider.h"
@@ -112,6 +113,58 @@ const struct sbx_provider_option sbx__kube_options[] = {
          .flag = "ready-timeout",
          .min = 1,
          .max = 86400},
+        {.key = "node",
+         .type = SBX_OPTION_STRING, /* the remote provider's --node is a string too */
+         .flags = SBX_OPTION_STATE | SBX_OPTION_LOCATOR,
+         .arg = "sbx-node",
+         .help = "sbx-node: the pod runs the sbx-node daemon and sbx drives the sandbox through "
+                 "it (a port-forward and mutual tls; the --node-* options)",
+         .flag = "node"},
+        {.key = "node_port",
+         .type = SBX_OPTION_PORT,
+         .flags = SBX_OPTION_STATE | SBX_OPTION_LOCATOR,
+         .arg = "N",
+         .help = "with node=sbx-node: the daemon's port in the pod (default 7443)",
+         .flag = "node-port"},
+        {.key = "node_program",
+         .type = SBX_OPTION_STRING,
+         .flags = SBX_OPTION_STATE,
+         .arg = "PATH",
+         .help = "with node=sbx-node: sbx-node's path in the image (default "
+                 "/usr/libexec/sbx/sbx-node)",
+         .flag = "node-program"},
+        {.key = "node_ca",
+         .type = SBX_OPTION_PATH,
+         .flags = SBX_OPTION_TRUSTED | SBX_OPTION_LOCATOR,
+         .arg = "FILE",
+         .help = "with node=sbx-node: the deployment's ca certificate (sbx node ca init)",
+         .flag = "node-ca"},
+        {.key = "node_cert",
+         .type = SBX_OPTION_PATH,
+         .flags = SBX_OPTION_TRUSTED | SBX_OPTION_LOCATOR,
+         .arg = "FILE",
+         .help = "with node=sbx-node: this harness's certificate (sbx node cert issue NAME "
+                 "--harness)",
+         .flag = "node-cert"},
+        {.key = "node_key",
+         .type = SBX_OPTION_PATH,
+         .flags = SBX_OPTION_TRUSTED | SBX_OPTION_LOCATOR,
+         .arg = "FILE",
+         .help = "with node=sbx-node: this harness's private key",
+         .flag = "node-key"},
+        {.key = "node_tls_cert",
+         .type = SBX_OPTION_PATH,
+         .flags = SBX_OPTION_TRUSTED,
+         .arg = "FILE",
+         .help = "with node=sbx-node: the daemon's certificate (sbx node cert issue NAME --node "
+                 "--host 127.0.0.1), put in the pod's secret",
+         .flag = "node-tls-cert"},
+        {.key = "node_tls_key",
+         .type = SBX_OPTION_PATH,
+         .flags = SBX_OPTION_TRUSTED,
+         .arg = "FILE",
+         .help = "with node=sbx-node: the daemon's private key, put in the pod's secret",
+         .flag = "node-tls-key"},
         {.key = NULL},
 };
 
@@ -168,17 +221,46 @@ static int from_json(const json_t *opts, struct holder *h, struct sbx_error *err
     return sbx__kube_options_valid(&h->o, err);
 }
 
+/* The sbx-node mode's options (strings borrowed from options); 1 when node=sbx-node. */
+static int node_from_json(const json_t *options, struct sbx__kube_node_opts *n)
+{
+    const json_t *port = json_object_get(options, "node_port");
+    const char *prog = json_string_value(json_object_get(options, "node_program"));
+    n->mode = json_string_value(json_object_get(options, "node"));
+    n->port = port ? (unsigned)json_integer_value(port) : SBX__KUBE_NODE_PORT;
+    n->program = (char *)(prog ? prog : SBX__KUBE_NODE_PROGRAM);
+    n->ca = (char *)json_string_value(json_object_get(options, "node_ca"));
+    n->cert = (char *)json_string_value(json_object_get(options, "node_cert"));
+    n->key = (char *)json_string_value(json_object_get(options, "node_key"));
+    n->node_cert = (char *)json_string_value(json_object_get(options, "node_tls_cert"));
+    n->node_key = (char *)json_string_value(json_object_get(options, "node_tls_key"));
+    return json_object_get(options, "node") != NULL;
+}
+
 int sbx__kube_options_check(const json_t *options, struct sbx_error *err)
 {
     struct holder h = {0};
-    return from_json(options, &h, err);
+    struct sbx__kube_node_opts n = {0};
+    int rc = from_json(options, &h, err);
+    if (rc == 0 && node_from_json(options, &n))
+        rc = sbx__kube_node_opts_check(&n, err);
+    return rc;
 }
 
 int sbx__kube_client_new_json(const json_t *options, struct sbx_client **out, struct sbx_error *err)
 {
     struct holder h = {0};
+    struct sbx__kube_node_opts n = {0};
+    struct sbx_client *kc = NULL;
+    int node = node_from_json(options, &n);
     int rc = from_json(options, &h, err);
-    return rc < 0 ? rc : sbx__kube_client_new(&h.o, out, err);
+    if (rc == 0 && node)
+        rc = sbx__kube_node_opts_check(&n, err);
+    if (rc == 0)
+        rc = sbx__kube_client_new(&h.o, node ? &kc : out, err);
+    if (rc == 0 && node)
+        rc = sbx__kube_node_client_new(kc, &n, out, err);
+    return rc;
 }
 
 int sbx__kube_probe(json_t **out, struct sbx_error *err)

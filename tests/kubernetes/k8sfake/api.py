@@ -531,7 +531,7 @@ class API:
         if proto is None:
             raise bad_request("none of the offered WebSocket subprotocols (%s) is supported; this server speaks %s"
                               % (", ".join(offered) or "none", ", ".join(streams.PORTFORWARD_PROTOCOLS)))
-        self.kubelet.check_exec(pod, None)
+        self.kubelet.check_portforward(pod)
         if proto.startswith("SPDY/"):
             sock, rest = h.upgrade(proto)
             return streams.spdy_portforward_session(sock, rest, self.kubelet, pod)

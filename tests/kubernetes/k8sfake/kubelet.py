@@ -9,6 +9,7 @@ import threading
 import time
 
 from .docker import DockerError, connect_in_netns
+from .hostpods import HostPods
 from .store import ADDED, DELETED
 from .util import bad_request, log, now_rfc3339
 from .workqueue import Recorder, WorkQueue
@@ -59,7 +60,7 @@ def set_pod_condition(status, cond):
 
 
 class Kubelet:
-    def __init__(self, store, types, docker, instance, grace_cap=None, workers=4):
+    def __init__(self, store, types, docker, instance, grace_cap=None, workers=4, host_images=()):
         self.store = store
         self.types = types
         self.pods = types["pods."]
@@ -78,6 +79,7 @@ class Kubelet:
         self.ip_counter = itertools.count(10)
         self.queue = WorkQueue("kubelet", self.sync, workers)
         self.stop_events = threading.Event()
+        self.host = HostPods(store, types, host_images) if host_images else None
         store.listeners.append(self.on_event)
 
     # -- plumbing -----------------------------------------------------------------------
@@ -91,6 +93,8 @@ class Kubelet:
     def stop(self):
         self.stop_events.set()
         self.queue.stop()
+        if self.host is not None:
+            self.host.stop_all()
 
     def on_event(self, etype, rt, obj, old):
         md = obj["metadata"]
@@ -194,6 +198,9 @@ class Kubelet:
         phase = (pod.get("status") or {}).get("phase")
         if phase in ("Succeeded", "Failed"):
             return
+        if self.host is not None and self.host.handles(pod):
+            self._host_sync(pod, phase)
+            return
         if self.docker is None:
             if phase != "Running":
                 self._set_running(pod, None, now_rfc3339())
@@ -205,6 +212,41 @@ class Kubelet:
         else:
             self._check_container(pod, cid)
 
+    def _host_sync(self, pod, phase):
+        md = pod["metadata"]
+        c = pod["spec"]["containers"][0]
+        key = ("pod", md["namespace"], md["name"])
+        hp = self.host.get(md["uid"])
+        if hp is None:
+            try:
+                self.host.start(pod, self._env(pod, c))
+            except ValueError as e:
+                self._status_waiting(pod, "CreateContainerConfigError", str(e),
+                                     ("Failed", "Error: " + str(e)))
+                self.queue.add_after(key, 1)
+                return
+            hp = self.host.get(md["uid"])
+            self.recorder.event(pod, self.pods, "Normal", "Started", "Started container %s" % c["name"],
+                                "kubelet", NODE, "spec.containers{%s}" % c["name"])
+        code = hp.proc.poll()
+        if code is None:
+            if phase != "Running":
+                self._set_running(pod, None, hp.started)
+            self.queue.add_after(key, 1)  # an exit is seen by polling
+            return
+        term = {"exitCode": code if code >= 0 else 128 - code, "reason": "Completed" if code == 0 else "Error",
+                "startedAt": hp.started, "finishedAt": now_rfc3339(), "containerID": "host://" + md["uid"]}
+
+        def done(p):
+            s = p.setdefault("status", {})
+            s["phase"] = "Succeeded" if code == 0 else "Failed"
+            s["containerStatuses"] = [{"name": c["name"], "state": {"terminated": term}, "lastState": {},
+                                       "ready": False, "restartCount": 0, "image": c.get("image", ""),
+                                       "imageID": "", "containerID": term["containerID"], "started": False}]
+            set_pod_condition(s, _cond("Ready", "False", "PodCompleted"))
+            set_pod_condition(s, _cond("ContainersReady", "False", "PodCompleted"))
+        self.store.mutate(self.pods, md["namespace"], md["name"], done, subresource="status")
+
     def _cleanup_stale(self, ns, name, uid):
         with self.lock:
             stale = [(u, c) for u, c in self.containers.items() if u != uid and c[1] == (ns, name)]
@@ -215,6 +257,10 @@ class Kubelet:
 
     def _terminate(self, pod):
         md = pod["metadata"]
+        if self.host is not None and self.host.get(md["uid"]) is not None:
+            self.host.stop(md["uid"])
+            self.store.finalize_pod(self.pods, md["namespace"], md["name"], md["uid"])
+            return
         with self.lock:
             entry = self.containers.get(md["uid"])
         if entry is not None:
@@ -539,6 +585,9 @@ class Kubelet:
         return cur is None or cur["metadata"]["uid"] != pod["metadata"]["uid"]
 
     def check_exec(self, pod, container):
+        if self.host is not None and self.host.handles(pod):
+            raise bad_request("pod %s runs on the fake's host (--host-image): exec is not offered there"
+                              % pod["metadata"]["name"])
         return self._running_container(pod, container)
 
     def _has_shell(self, cid):
@@ -577,7 +626,18 @@ class Kubelet:
             time.sleep(0.05)
         return info.get("ExitCode") or 0
 
+    def check_portforward(self, pod):
+        if self.host is not None and self.host.handles(pod):
+            phase = (pod.get("status") or {}).get("phase")
+            if phase != "Running" or self.host.get(pod["metadata"]["uid"]) is None:
+                raise bad_request('unable to upgrade connection: container not found ("%s")'
+                                  % pod["spec"]["containers"][0]["name"])
+            return
+        self.check_exec(pod, None)
+
     def port_connect(self, pod, port):
+        if self.host is not None and self.host.handles(pod):
+            return self.host.connect(pod, port)
         cid = self._running_container(pod, None)
         info = self.docker.json("GET", "/containers/%s/json" % cid)
         pid = (info.get("State") or {}).get("Pid")

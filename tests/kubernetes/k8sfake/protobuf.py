@@ -121,7 +121,32 @@ def _namespace(b):
     return obj
 
 
-KINDS = {("v1", "Namespace"): _namespace}
+def _secret(b):
+    """core/v1 Secret: metadata 1, data 2 (map<string, bytes>), type 3, stringData 4, immutable 5."""
+    import base64
+    obj = {"apiVersion": "v1", "kind": "Secret"}
+    for n, _, v in fields(b):
+        if n == 1:
+            obj["metadata"] = object_meta(v)
+        elif n == 2:
+            k, val = "", b""
+            for m, _, x in fields(v):
+                if m == 1:
+                    k = _s(x)
+                elif m == 2:
+                    val = x
+            obj.setdefault("data", {})[k] = base64.b64encode(val).decode("ascii")
+        elif n == 3:
+            obj["type"] = _s(v)
+        elif n == 4:
+            k, val = _map_entry(v)
+            obj.setdefault("stringData", {})[k] = val
+        elif n == 5:
+            obj["immutable"] = bool(v)
+    return obj
+
+
+KINDS = {("v1", "Namespace"): _namespace, ("v1", "Secret"): _secret}
 
 
 def decode(body):

@@ -64,6 +64,8 @@ def core_types():
                              "spec.hostNetwork", "status.phase", "status.podIP", "status.nominatedNodeName")),
         ResourceType("", "v1", "persistentvolumeclaims", "persistentvolumeclaim", "PersistentVolumeClaim", True,
                      ["pvc"], subresources=dict([sub_status("PersistentVolumeClaim")])),
+        ResourceType("", "v1", "secrets", "secret", "Secret", True, [],
+                     fields=("type",)),
         ResourceType("", "v1", "services", "service", "Service", True, ["svc"], ["all"],
                      subresources=dict([sub_status("Service")]),
                      verbs=["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]),

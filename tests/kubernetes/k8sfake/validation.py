@@ -226,10 +226,22 @@ def _qos(containers):
     return "Burstable" if any_set else "BestEffort"
 
 
+def _default_secret(obj):
+    """stringData is write-only: merged into data (base64) as the real server does; type
+    defaults to Opaque."""
+    import base64
+    for k, v in (obj.pop("stringData", None) or {}).items():
+        obj.setdefault("data", {})[k] = base64.b64encode(str(v).encode("utf-8")).decode("ascii")
+    if not obj.get("type"):
+        obj["type"] = "Opaque"
+
+
 def on_create(rt, obj):
     """Server-side defaulting of a new object of a built-in kind."""
     md = obj["metadata"]
-    if rt.plural == "pods":
+    if rt.plural == "secrets":
+        _default_secret(obj)
+    elif rt.plural == "pods":
         _default_pod(obj)
     elif rt.plural == "persistentvolumeclaims":
         spec = obj.setdefault("spec", {})
@@ -261,7 +273,9 @@ def on_create(rt, obj):
 
 
 def on_update(rt, new, old):
-    if rt.plural == "namespaces":
+    if rt.plural == "secrets":
+        _default_secret(new)
+    elif rt.plural == "namespaces":
         new["metadata"].setdefault("labels", {})["kubernetes.io/metadata.name"] = new["metadata"]["name"]
         new["spec"] = old.get("spec", {}) if "spec" not in new else new["spec"]
     elif rt.plural == "services":
