@@ -100,14 +100,18 @@ static void serve_requests(struct node_conn *c)
     for (;;) {
         struct node_req r;
         int rc = node_read_request(c, &r, &err);
-        if (rc < 0 && err.code != SBX_E_IO && err.code != SBX_E_TIMEOUT)
+        if (rc < 0 && err.code != SBX_E_IO && err.code != SBX_E_TIMEOUT) {
+            c->closing = 1;
             node_respond_error(c, &err);
+        }
         if (rc != 0) {
             node_req_release(&r);
             break;
         }
         int ws = r.upgrade_ws;
+        c->cur = &r;
         node_handle(c, &r);
+        c->cur = NULL;
         node_req_release(&r);
         if (ws || r.body_left)
             break; /* an upgraded connection ends with its command; a body not read */

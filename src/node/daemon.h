@@ -82,6 +82,11 @@ struct node_conn {
     char owner[SBX_SHA256_HEX_LEN + 1]; /* the peer certificate's public key hash */
     struct sbx_buf in;                  /* bytes read past the current request */
     int refuse; /* over --max-conns: answered 503 with Retry-After after the handshake */
+    /* The request being handled (NULL between requests): an answer given while its body is
+     * still unread says "Connection: close", since the connection ends after it (a client
+     * that reused it would send its next request into a closed socket). */
+    const struct node_req *cur;
+    int closing; /* the connection ends after the answer being given */
 };
 
 struct node_req {

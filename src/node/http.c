@@ -248,10 +248,11 @@ int node_respond(struct node_conn *c, int status, const json_t *body, struct sbx
     sbx_buf_init(&b, SBX_BUF_NOLIMIT);
     int rc = body ? sbx_json_dump(body, JSON_COMPACT, &b, err) : 0;
     char head[256];
+    int closing = c->closing || (c->cur && c->cur->body_left > 0);
     int hn = snprintf(head, sizeof(head),
                       "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: "
-                      "%zu\r\nSbx-Node-Version: 1\r\n\r\n",
-                      status, reason_of(status), b.len);
+                      "%zu\r\nSbx-Node-Version: 1\r\n%s\r\n",
+                      status, reason_of(status), b.len, closing ? "Connection: close\r\n" : "");
     if (rc == 0)
         rc = node_send(c, head, (size_t)hn, err);
     if (rc == 0 && b.len)

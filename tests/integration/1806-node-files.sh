@@ -110,7 +110,11 @@ grep -q the-secret-content out && { bad=1; diag "read through: $(cat out)"; }
 [ "$(status out)" = 403 ] || { bad=1; diag "GET esc/secret: $(cat out err)"; }
 h send PUT "$F?path=esc/new" "$TOK" --body pwned >out 2>err
 [ "$(status out)" = 403 ] && [ ! -e "$T/outside/new" ] || { bad=1; diag "PUT esc/new: $(cat out err)"; }
+# Its body was not read, so the connection ends after the answer, which says so (a client that
+# keeps connections must not send its next request into it).
+grep -q '^connection: close' err || { bad=1; diag "PUT esc/new's answer: no Connection: close"; }
 h send GET "$F/list?path=esc" "$TOK" >out 2>err
+! grep -q '^connection: close' err || { bad=1; diag "a whole request's answer closes: $(cat err)"; }
 grep -q '"name":"secret"' out && { bad=1; diag "listed through: $(cat out)"; }
 h send DELETE "$F?path=esc&recursive=1" "$TOK" >out 2>err
 [ "$(status out)" = 200 ] && [ -f "$T/outside/secret" ] || { bad=1; diag "DELETE esc: $(cat out err)"; }

@@ -203,7 +203,11 @@ def main():
                 declare = int(v)
             elif k == "--out":
                 out = v
-        status, b = request(s, host, rest[0], rest[1], rest[2] or None, body, declare, raw=True)
+        fields = {}
+        status, b = request(s, host, rest[0], rest[1], rest[2] or None, body, declare, raw=True,
+                            want=fields)
+        if "connection" in fields:
+            print("connection:", fields["connection"], file=sys.stderr)
         if out:
             open(out, "wb").write(b)
             print(status, len(b))
