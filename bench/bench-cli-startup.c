@@ -6,11 +6,15 @@
  *   sbx sandbox exec ID -- true                exec on a warm sandbox (made here, default
  *                                              isolation, removed at the end)
  *   the same, --isolation none                 what of it is the isolation's (no target)
+ *   the same, previous sbx                     with SBX_PREV set to another build's sbx: the
+ *                                              same exec on the same sandbox, interleaved with
+ *                                              the others, for a before/after ratio
  * Each sample is one posix_spawn + waitpid timed by the monotonic clock; the rows run
  * interleaved (A B C D A B C D ...) and report medians, so a machine that slows down mid-run
  * slows every row alike. Prints TABLE lines for issue 15's targets (bench/README.md).
  * Usage: bench-cli-startup [SBX [N]]; SBX defaults to $SBX, N to 200 (30 with
- * SBX_BENCH_QUICK). Runs in a private XDG_RUNTIME_DIR / SBX_WORKSPACES under /tmp. */
+ * SBX_BENCH_QUICK); SBX_PREV (optional) a previous build's sbx. Runs in a private XDG_RUNTIME_DIR /
+ * SBX_WORKSPACES under /tmp. */
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -26,7 +30,7 @@
 
 extern char **environ;
 
-#define ROWS 5
+#define ROWS 6
 
 static volatile sig_atomic_t stop;
 static char tmp[] = "/tmp/sbx-bench-cli.XXXXXX";
@@ -163,15 +167,23 @@ int main(int argc, char **argv)
     char *version[] = {sbx, "version", NULL};
     char *exec[] = {sbx, "sandbox", "exec", id, "--", "true", NULL};
     char *exec_none[] = {sbx, "sandbox", "exec", id_none, "--", "true", NULL};
-    char *const *cmds[ROWS] = {truecmd, bwrap, version, exec, exec_none};
-    const char *names[ROWS] = {"posix_spawn /bin/true", "bwrap --unshare-all /bin/true",
-                               "sbx version", "sbx sandbox exec ID -- true",
-                               "  the same, --isolation none"};
+    char *prev = getenv("SBX_PREV");
+    int have_prev = prev && prev[0];
+    char *exec_prev[] = {prev, "sandbox", "exec", id, "--", "true", NULL};
+    char *const *cmds[ROWS] = {truecmd, bwrap, version, exec, exec_none, exec_prev};
+    const char *names[ROWS] = {"posix_spawn /bin/true",
+                               "bwrap --unshare-all /bin/true",
+                               "sbx version",
+                               "sbx sandbox exec ID -- true",
+                               "  the same, --isolation none",
+                               "  the same, previous sbx"};
+    /* Rows this run leaves out: bwrap when it cannot run, the previous sbx when none is given. */
+#define SKIP(r) (((r) == 1 && !have_bwrap) || ((r) == 5 && !have_prev))
     double *t[ROWS];
     for (int r = 0; r < ROWS; r++)
         t[r] = calloc((size_t)n, sizeof(double));
     for (int r = 0; r < ROWS; r++)
-        for (int w = 0; w < 5 && (r != 1 || have_bwrap); w++)
+        for (int w = 0; w < 5 && !SKIP(r); w++)
             if (run(cmds[r], -1) != 0) {
                 fprintf(stderr, "bench-cli-startup: '%s' failed\n", names[r]);
                 goto out;
@@ -179,7 +191,7 @@ int main(int argc, char **argv)
     int done = 0;
     for (; done < n && !stop; done++)
         for (int r = 0; r < ROWS; r++) {
-            if (r == 1 && !have_bwrap)
+            if (SKIP(r))
                 continue;
             double t0 = now_ms();
             int rc = run(cmds[r], -1);
@@ -193,7 +205,7 @@ int main(int argc, char **argv)
         goto out;
     double med[ROWS] = {0};
     for (int r = 0; r < ROWS; r++) {
-        if (r == 1 && !have_bwrap)
+        if (SKIP(r))
             continue;
         qsort(t[r], (size_t)n, sizeof(double), cmp);
         med[r] = t[r][n / 2];
@@ -205,6 +217,13 @@ int main(int argc, char **argv)
     printf("TABLE|sbx sandbox exec ID -- true (warm sandbox)|%.2f ms|posix_spawn /bin/true|%.2f "
            "ms|%.2fx|<= 3x|%s\n",
            med[3], med[0], r0, r0 <= 3 ? "met" : "missed");
+    if (have_prev) {
+        double rp = med[5] / med[0];
+        printf("TABLE|previous sbx: sandbox exec ID -- true (warm sandbox)|%.2f ms|posix_spawn "
+               "/bin/true|%.2f ms|%.2fx|<= 3x|%s\n",
+               med[5], med[0], rp, rp <= 3 ? "met" : "missed");
+        printf("sbx sandbox exec: this sbx / previous sbx: %.2fx\n", med[3] / med[5]);
+    }
     if (have_bwrap) {
         double r1 = med[3] / med[1];
         printf("TABLE|sbx sandbox exec ID -- true (warm sandbox)|%.2f ms|bwrap --unshare-all "

@@ -558,6 +558,15 @@ SBX_API int sbx_client_create(struct sbx_client *c, const struct sbx_create_spec
  * sandbox 'x'", SBX_E_SANDBOX "sandbox 'x' is gone" when its supervisor died. */
 SBX_API int sbx_client_attach(struct sbx_client *c, const char *id, struct sbx_session **out,
                               struct sbx_error *err);
+/* sbx_client_attach for one command (the CLI's `sandbox exec`): the provider may skip asking the
+ * sandbox whether it is live, which costs a round trip of its own. The id is still resolved and
+ * the session state still read, so "no sandbox 'x'" and "is stopped" are told here; a sandbox
+ * whose supervisor died attaches, and its first operation fails with SBX_E_SANDBOX "sandbox 'x'
+ * is gone", the error sbx_client_attach gives. Callers that decide from attach whether a sandbox
+ * lives (sbx_client_resume) use sbx_client_attach. Providers without a cheaper path attach as
+ * sbx_client_attach does. */
+SBX_API int sbx_client_attach_once(struct sbx_client *c, const char *id, struct sbx_session **out,
+                                   struct sbx_error *err);
 /* What a rebuild takes from the caller rather than from the state (trusted configuration). */
 struct sbx_resume_opts {
     /* Harness credentials the manifest's environment references may read (as for create);

@@ -19,7 +19,7 @@ static int put_number(struct sbx_buf *b, double v, struct sbx_error *err)
 {
     if (!isfinite(v))
         return sbx_error_set(err, SBX_E_INVAL, 0, "the result is not a finite number");
-    if (v == floor(v) && fabs(v) < 1e15)
+    if (fabs(v) < 1e15 && v == (double)(long long)v)
         return sbx_buf_addf(b, err, "%.0f", v);
     return sbx_buf_addf(b, err, "%.15g", v);
 }
@@ -95,6 +95,26 @@ static int calc_unary(struct calc *c, double *v)
     return calc_primary(c, v);
 }
 
+/* x modulo y as C's fmod gives it (the sign of x, smaller than |y|), without libm, which sbx
+ * does not load for this alone: y scaled by powers of two, from the largest not above |x| down
+ * to y, taken off wherever it fits. Each subtraction is exact (t <= a < 2t), so the result is
+ * fmod's exact one. y is neither zero nor NaN. */
+static double calc_mod(double x, double y)
+{
+    if (!isfinite(x))
+        return NAN;
+    double a = fabs(x), m = fabs(y);
+    if (isinf(m) || a < m)
+        return x;
+    double t = m;
+    while (t * 2 <= a) /* t * 2 overflowing is inf, which a is not */
+        t *= 2;
+    for (; t >= m; t /= 2)
+        if (a >= t)
+            a -= t;
+    return signbit(x) ? -a : a;
+}
+
 static int calc_term(struct calc *c, double *v)
 {
     int rc = calc_unary(c, v);
@@ -109,7 +129,7 @@ static int calc_term(struct calc *c, double *v)
             break;
         if ((op == '/' || op == '%') && r == 0)
             return sbx_error_set(c->err, SBX_E_INVAL, 0, "division by zero");
-        *v = op == '*' ? *v * r : op == '/' ? *v / r : fmod(*v, r);
+        *v = op == '*' ? *v * r : op == '/' ? *v / r : calc_mod(*v, r);
     }
     return rc;
 }

@@ -246,6 +246,13 @@ static int fail(struct vctx *c, const char *fmt, ...)
     return sbx_error_set(c->err, SBX_E_INVAL, 0, "%s: %s", c->path[0] ? c->path : "$", msg);
 }
 
+/* A whole number, without libm's floor: every double from 2^52 up is whole, and below that the
+ * conversion to an integer is exact. */
+static int is_whole(double x)
+{
+    return isfinite(x) && (fabs(x) >= 0x1p52 || x == (double)(long long)x);
+}
+
 static int type_matches(const char *t, const json_t *v)
 {
     if (strcmp(t, "object") == 0)
@@ -255,8 +262,7 @@ static int type_matches(const char *t, const json_t *v)
     if (strcmp(t, "string") == 0)
         return json_is_string(v);
     if (strcmp(t, "integer") == 0)
-        return json_is_integer(v) ||
-               (json_is_real(v) && floor(json_real_value(v)) == json_real_value(v));
+        return json_is_integer(v) || (json_is_real(v) && is_whole(json_real_value(v)));
     if (strcmp(t, "number") == 0)
         return json_is_number(v);
     if (strcmp(t, "boolean") == 0)

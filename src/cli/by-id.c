@@ -206,3 +206,14 @@ int cli_sandbox_attach(const char *id, struct sbx_client **c, struct sbx_session
 {
     return cli_sandbox_by_id(id, attach_op, s, c, err);
 }
+
+static int attach_once_op(struct sbx_client *c, const char *id, void *data, struct sbx_error *err)
+{
+    return sbx_client_attach_once(c, id, data, err);
+}
+
+int cli_sandbox_attach_once(const char *id, struct sbx_client **c, struct sbx_session **s,
+                            struct sbx_error *err)
+{
+    return cli_sandbox_by_id(id, attach_once_op, s, c, err);
+}

@@ -183,6 +183,10 @@ int cli_sandbox_by_id(const char *id, cli_sandbox_op *op, void *data, struct sbx
 /* Attach to sandbox id, whichever provider has it. */
 int cli_sandbox_attach(const char *id, struct sbx_client **c, struct sbx_session **s,
                        struct sbx_error *err);
+/* The same for one command (sbx_client_attach_once): a sandbox whose supervisor died is told
+ * by the command's own request ("sandbox 'x' is gone") instead of a probe before it. */
+int cli_sandbox_attach_once(const char *id, struct sbx_client **c, struct sbx_session **s,
+                            struct sbx_error *err);
 
 /* ---- cmd-sandbox-ps.c and ps-format.c: the sandboxes as ps shows them ---- */
 

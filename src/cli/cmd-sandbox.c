@@ -164,7 +164,7 @@ static int run_exec(const char *id, const struct sbx_exec_spec *spec, int forwar
     int status = CLI_FAIL;
 
     signal(SIGPIPE, SIG_IGN);
-    int rc = cli_sandbox_attach(id, &c, &s, &err);
+    int rc = cli_sandbox_attach_once(id, &c, &s, &err);
     if (rc == 0 && max_output) {
         struct sbx_exec_spec sp = *spec;
         struct sbx_exec_result res = {0};

@@ -1,6 +1,8 @@
 /* sbx: command-line entry point. Dispatches to one file per verb. */
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cli/run-trace.h"
 #include "cli/cli.h"
@@ -41,6 +43,15 @@ static int cmd_version(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    /* jansson seeds its hash tables from /dev/urandom when the first object is made: an open,
+     * a read and a close on every command. The seed only matters against hash flooding, where
+     * whoever writes a document picks keys that collide under a seed they know; the documents
+     * of a CLI run are small and bounded (state.json, records, its own supervisor's replies, a
+     * provider's responses under SBX_E_TOOBIG limits) and the clock and pid mixed here are the
+     * values jansson itself falls back to without /dev/urandom, unknown to a peer in advance. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    json_object_seed(((size_t)ts.tv_nsec ^ ((size_t)ts.tv_sec << 20) ^ (size_t)getpid()) | 1);
     sbx_log_set_handler(cli_log, NULL, SBX_LOG_WARN);
     /* --color=WHEN (or --color WHEN) before the command, for every command. */
     while (argc >= 2 && strncmp(argv[1], "--color", 7) == 0 &&

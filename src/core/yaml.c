@@ -11,8 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <yaml.h>
 
+#include "core/dl-yaml.h"
 #include "core/grow.h"
 #include "sbx/fs.h"
 #include "sbx/path.h"
@@ -469,6 +469,9 @@ int sbx_yaml_parse(const char *data, size_t len, const struct sbx_yaml_limits *l
         return sbx_error_set(err, SBX_E_TOOBIG, 0,
                              "yaml document of %zu bytes exceeds the limit of %zu bytes", len,
                              max_bytes);
+    int lrc = sbx__yaml_load(err);
+    if (lrc < 0)
+        return lrc;
     struct loader L;
     memset(&L, 0, sizeof(L));
     L.max_depth = lim && lim->max_depth > 0 ? lim->max_depth : SBX_JSON_DEFAULT_MAX_DEPTH;

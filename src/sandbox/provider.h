@@ -139,6 +139,10 @@ struct sbx_client_ops {
                   struct sbx_session **out, struct sbx_error *err);
     int (*attach)(struct sbx_client *c, const char *id, struct sbx_session **out,
                   struct sbx_error *err);
+    /* Optional (NULL: attach): attach without asking the sandbox whether it is live
+     * (sbx_client_attach_once); a dead one fails at the session's first operation. */
+    int (*attach_once)(struct sbx_client *c, const char *id, struct sbx_session **out,
+                       struct sbx_error *err);
     int (*list)(struct sbx_client *c, json_t **out, struct sbx_error *err);
     int (*remove)(struct sbx_client *c, const char *id, int keep_workspace, struct sbx_error *err);
     /* Optional (NULL: SBX_E_UNSUPPORTED). */

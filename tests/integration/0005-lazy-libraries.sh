@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# libcurl, libarchive, sqlite and libcrypto are opened on first use (src/core/dl.h): commands
-# that do not need them never map them, and a command that needs one it cannot load says which
-# library it is instead of sbx failing to start at all.
+# libcurl, libarchive, sqlite, libcrypto and libyaml are opened on first use (src/core/dl.h):
+# commands that do not need them never map them, and a command that needs one it cannot load
+# says which library it is instead of sbx failing to start at all. libm is not linked at all
+# (a sanitizer's runtime may still bring it in, so that is checked on the program's own list).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sandbox-lib.sh"
 
-heavy="libcurl.so.4 libarchive.so.13 libsqlite3.so.0 libcrypto.so.3"
+heavy="libcurl.so.4 libarchive.so.13 libsqlite3.so.0 libcrypto.so.3 libyaml-0.so.2"
 
 # maps_ok FILE DESC: FILE (an LD_DEBUG=files log or a /proc/PID/maps copy) shows libjansson (so
 # it is the right process's) and none of the heavy libraries.
@@ -14,6 +15,18 @@ maps_ok() {
     expect_in "$1" libjansson "$2: the file lists sbx's libraries"
     for lib in $heavy; do expect_not_in "$1" "${lib%%.so*}.so" "$2: does not load $lib"; done
 }
+
+if command -v readelf >/dev/null; then
+    for prog in "$SBX" "${SBX_SUPERVISOR:-$(dirname "$SBX")/sbx-supervisor}"; do
+        readelf -d "$prog" | grep NEEDED >"$T/needed"
+        expect_in "$T/needed" libjansson "${prog##*/}: the list of needed libraries is read"
+        for lib in libm.so libyaml; do
+            expect_not_in "$T/needed" "$lib" "${prog##*/} does not link $lib"
+        done
+    done
+else
+    ok "the libraries sbx links # SKIP readelf is not installed (apt-get install binutils)"
+fi
 
 for cmd in "version" "help sandbox" "sandbox ls"; do
     # shellcheck disable=SC2086
@@ -53,6 +66,11 @@ run bad "$SBX" sandbox exec "$id" -- echo hi
 expect_rc 0 "sbx sandbox exec runs without them"
 expect_in "$T/out" "hi" "sbx sandbox exec prints the command's output"
 
+printf 'version: 1\nentries: {}\n' >"$T/m.yaml"
+run bad "$SBX" manifest check --no-host-checks "$T/m.yaml"
+expect_rc 1 "manifest check of a yaml file fails without libyaml"
+expect_in "$T/err" "cannot load 'libyaml-0.so.2' (needed to read yaml documents)" "and names libyaml"
+
 export SBX_CONVERSATIONS="$T/conv.db"
 run bad "$SBX" conversation ls
 expect_rc 1 "conversation ls fails without sqlite"
@@ -79,6 +97,10 @@ run "$SBX" conversation ls
 expect_rc 0 "conversation ls works with sqlite"
 run "$SBX" sandbox snapshot "$id" "$T/snap.tar"
 expect_rc 0 "sandbox snapshot works with libcrypto and libarchive"
+LD_DEBUG=files "$SBX" manifest check --no-host-checks "$T/m.yaml" >"$T/out" 2>"$T/ld"
+rc=$?
+expect_rc 0 "manifest check of a yaml file works with libyaml"
+expect_in "$T/ld" "libyaml-0.so.2" "and loads libyaml to read it"
 
 run "$SBX" sandbox rm "$id"
 expect_rc 0 "remove the sandbox"

@@ -110,12 +110,15 @@ int sbx_client_create(struct sbx_client *c, const struct sbx_create_spec *spec,
     return c->ops->create(c, spec ? spec : &empty, out, err);
 }
 
-int sbx_client_attach(struct sbx_client *c, const char *id, struct sbx_session **out,
-                      struct sbx_error *err)
+typedef int attach_fn(struct sbx_client *c, const char *id, struct sbx_session **out,
+                      struct sbx_error *err);
+
+static int attach_with(struct sbx_client *c, attach_fn *fn, const char *id,
+                       struct sbx_session **out, struct sbx_error *err)
 {
     if (!id)
         return sbx_error_set(err, SBX_E_INVAL, 0, "missing sandbox id");
-    int rc = c->ops->attach(c, id, out, err);
+    int rc = fn(c, id, out, err);
     /* Not an id of this provider's: the name of one of its sandboxes (sbx/provider.h), which
      * stands for the id wherever an id goes. */
     json_t *rec = NULL;
@@ -123,10 +126,22 @@ int sbx_client_attach(struct sbx_client *c, const char *id, struct sbx_session *
         sbx_sandbox_record_named(id, &rec, NULL) == 0 &&
         strcmp(json_string_value(json_object_get(rec, "provider")), c->provider) == 0) {
         sbx_error_clear(err);
-        rc = c->ops->attach(c, json_string_value(json_object_get(rec, "id")), out, err);
+        rc = fn(c, json_string_value(json_object_get(rec, "id")), out, err);
     }
     json_decref(rec);
     return rc;
+}
+
+int sbx_client_attach(struct sbx_client *c, const char *id, struct sbx_session **out,
+                      struct sbx_error *err)
+{
+    return attach_with(c, c->ops->attach, id, out, err);
+}
+
+int sbx_client_attach_once(struct sbx_client *c, const char *id, struct sbx_session **out,
+                           struct sbx_error *err)
+{
+    return attach_with(c, c->ops->attach_once ? c->ops->attach_once : c->ops->attach, id, out, err);
 }
 
 int sbx_client_resume_with(struct sbx_client *c, const json_t *state,

@@ -1,11 +1,13 @@
 /* The runner in-process, driven by replay models: parallel tools, tool kinds, fatal tool
  * errors, cancellation, max turns, structured output, events. */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <sys/wait.h>
 #include <time.h>
 
 #include "tap.h"
+#include "agent/agent-internal.h"
 #include "replay-model.h"
 #include "sbx/json.h"
 #include "sbx/runner.h"
@@ -513,6 +515,52 @@ out:
     sbx_agent_free(stop);
 }
 
+/* The calculator's % (the builtin's own, not libm's fmod) gives fmod's exact result. */
+static void test_calculator_mod(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_tool *t = NULL;
+    CHECK_OK(sbx_tool_builtin("calculator", &t, &err), &err);
+    const struct {
+        const char *expr;
+        double x, y;
+    } cases[] = {{"7 % 3", 7, 3},
+                 {"-7 % 3", -7, 3},
+                 {"7 % -3", 7, -3},
+                 {"7.5 % 2", 7.5, 2},
+                 {"5 % 0.3", 5, 0.3},
+                 {"2 % 5", 2, 5},
+                 {"1e300 % 7", 1e300, 7},
+                 {"1e15 % 1e-3", 1e15, 1e-3},
+                 {"123456789 % 1e-300", 123456789, 1e-300}};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        json_t *args = json_pack("{s:s}", "expression", cases[i].expr);
+        struct sbx_tool_call call = {.name = "calculator"};
+        struct sbx_tool_output out = {0};
+        sbx_buf_init(&out.text, SBX_TOOL_OUTPUT_MAX);
+        int rc = t->fn(args, &call, &out, &err);
+        double want = fmod(cases[i].x, cases[i].y);
+        char buf[64];
+        if (fabs(want) < 1e15 && want == (double)(long long)want)
+            snprintf(buf, sizeof(buf), "%.0f", want);
+        else
+            snprintf(buf, sizeof(buf), "%.15g", want);
+        CHECK_OK(rc, &err);
+        CHECK_EQ_MEM(out.text.data, out.text.len, buf, strlen(buf));
+        sbx_buf_release(&out.text);
+        json_decref(out.parts);
+        json_decref(args);
+    }
+    json_t *args = json_pack("{s:s}", "expression", "1 % 0");
+    struct sbx_tool_call call = {.name = "calculator"};
+    struct sbx_tool_output out = {0};
+    sbx_buf_init(&out.text, SBX_TOOL_OUTPUT_MAX);
+    CHECK_ERR(t->fn(args, &call, &out, &err), SBX_E_INVAL, &err, "division by zero");
+    sbx_buf_release(&out.text);
+    json_decref(args);
+    sbx_tool_unref(t);
+}
+
 int main(void)
 {
     TAP_START();
@@ -524,6 +572,7 @@ int main(void)
     TAP_RUN(test_refusal);
     TAP_RUN(test_incomplete);
     TAP_RUN(test_tool_and_agent_errors);
+    TAP_RUN(test_calculator_mod);
     TAP_RUN(test_replay_model);
     TAP_RUN(test_walk);
     char *cmd[] = {"rm", "-rf", dir, NULL};

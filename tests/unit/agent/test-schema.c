@@ -39,6 +39,12 @@ static void test_validate(void)
     check_valid(obj, "{\"a\":1,\"mode\":\"x\"}", SBX_E_INVAL, "\"x\" is not one of the allowed");
     check_valid(obj, "{\"a\":1,\"n\":0}", SBX_E_INVAL, "$.n: must be at least 1");
     check_valid(obj, "{\"a\":1,\"n\":2.5}", SBX_E_INVAL, "expected integer");
+    /* Whole reals are integers, however large; fractions are not, however small. */
+    check_valid(obj, "{\"a\":1,\"n\":3.0}", 0, NULL);
+    check_valid(obj, "{\"a\":1,\"n\":1e300}", 0, NULL);
+    check_valid(obj, "{\"a\":1,\"n\":4503599627370495.5}", SBX_E_INVAL, "expected integer");
+    check_valid("{\"type\":\"integer\"}", "-2.0", 0, NULL);
+    check_valid("{\"type\":\"integer\"}", "-0.5", SBX_E_INVAL, "expected integer");
     check_valid(obj, "[]", SBX_E_INVAL, "expected object, got array");
     /* anyOf, nullable types, $ref. */
     check_valid("{\"anyOf\":[{\"type\":\"string\"},{\"type\":\"null\"}]}", "null", 0, NULL);

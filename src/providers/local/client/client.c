@@ -31,8 +31,8 @@ static int lc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
     return sbx__local_create((struct sbx__local_client *)bc, spec, 0, out, err);
 }
 
-int sbx__local_attach(struct sbx_client *bc, const char *prefix, struct sbx_session **out,
-                      struct sbx_error *err)
+static int attach(struct sbx_client *bc, const char *prefix, int probe, struct sbx_session **out,
+                  struct sbx_error *err)
 {
     struct sbx__local_client *c = (struct sbx__local_client *)bc;
     char *rundir = NULL, *id = NULL, *dir = NULL;
@@ -55,10 +55,14 @@ int sbx__local_attach(struct sbx_client *bc, const char *prefix, struct sbx_sess
     if ((rc = sbx__local_read_state(dir, id, &state, err)) < 0 ||
         (rc = sbx__local_check_state(state, id, err)) < 0)
         goto out;
-    req = json_pack("{s:s}", "op", "info");
-    rc = sbx__local_request(dir, id, req, &reply, NULL, 0, NULL, c->request_idle_ms, err);
-    if (rc < 0)
-        goto out;
+    /* The probe: a supervisor that answers. Without it (one command), the command's own
+     * connect finds a dead one and fails with the same "is gone". */
+    if (probe) {
+        req = json_pack("{s:s}", "op", "info");
+        rc = sbx__local_request(dir, id, req, &reply, NULL, 0, NULL, c->request_idle_ms, err);
+        if (rc < 0)
+            goto out;
+    }
     struct sbx__local_session *ls = sbx__local_session_new(rundir, dir, state);
     ls->idle_ms = c->request_idle_ms;
     *out = &ls->base;
@@ -71,6 +75,18 @@ out:
     free(id);
     free(dir);
     return rc;
+}
+
+int sbx__local_attach(struct sbx_client *bc, const char *prefix, struct sbx_session **out,
+                      struct sbx_error *err)
+{
+    return attach(bc, prefix, 1, out, err);
+}
+
+int sbx__local_attach_once(struct sbx_client *bc, const char *prefix, struct sbx_session **out,
+                           struct sbx_error *err)
+{
+    return attach(bc, prefix, 0, out, err);
 }
 
 static int cmp_created(const void *a, const void *b)
@@ -432,6 +448,7 @@ static int lc_tied(const struct sbx_client *c)
 static const struct sbx_client_ops client_ops = {
         .create = lc_create,
         .attach = sbx__local_attach,
+        .attach_once = sbx__local_attach_once,
         .list = lc_list,
         .remove = lc_remove,
         .list_all = lc_list_all,

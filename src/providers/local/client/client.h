@@ -194,9 +194,13 @@ int sbx__local_create(struct sbx__local_client *c, const struct sbx_create_spec 
 
 /* 1 when addr (an IP address as text) is a loopback address (127.0.0.0/8, ::1). */
 int sbx__local_addr_loopback(const char *addr);
-/* Attach to the live sandbox that prefix names. */
+/* Attach to the live sandbox that prefix names: its supervisor answers an info request. */
 int sbx__local_attach(struct sbx_client *bc, const char *prefix, struct sbx_session **out,
                       struct sbx_error *err);
+/* The same without the info request (sbx_client_attach_once): the id resolved and the state
+ * read only; a dead supervisor fails the session's first request instead. */
+int sbx__local_attach_once(struct sbx_client *bc, const char *prefix, struct sbx_session **out,
+                           struct sbx_error *err);
 
 /* ---- stopped.c: <stopped>/<id>.json holds the session state (with its snapshot, held in the
  * store) of a sandbox that sbx_client_stop ended ---- */

@@ -746,6 +746,66 @@ static void test_attach_list_remove(void)
     free(ws);
 }
 
+/* The one-command attach (sbx_client_attach_once) skips asking the supervisor: the same ids
+ * and errors as attach, and a sandbox whose supervisor was killed fails at its first exec with
+ * the "is gone" that attach gives. */
+static void test_attach_once(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_local_options o = {
+            .runtime_dir = run_dir, .workspace_dir = ws_dir, .isolation = SBX_LOCAL_ISOLATION_NONE};
+    struct sbx_client *c = NULL;
+    struct sbx_session *a = NULL, *b = NULL;
+    struct sbx_exec_result r;
+    CHECK_OK(sbx_client_new("local", &o, &c, &err), &err);
+    CHECK_OK(sbx_client_create(c, NULL, &a, &err), &err);
+    if (!a) {
+        sbx_client_free(c);
+        return;
+    }
+    char *id = sbx_xstrdup(sbx_session_id(a));
+    CHECK_ERR(sbx_client_attach_once(c, "ffffffffffffffff", &b, &err), SBX_E_NOTFOUND, &err,
+              "no sandbox 'ffffffffffffffff'");
+    CHECK_ERR(sbx_client_attach_once(c, "../etc", &b, &err), SBX_E_INVAL, &err, "not a sandbox id");
+    CHECK_OK(sbx_client_attach_once(c, id, &b, &err), &err);
+    struct sbx_exec_spec echo = {.command = "echo once"};
+    memset(&r, 0, sizeof(r));
+    CHECK_OK(sbx_session_exec(b, &echo, &r, &err), &err);
+    CHECK_EQ_STR(r.out.data, "once\n");
+    sbx_exec_result_release(&r);
+    sbx_session_free(b);
+    b = NULL;
+
+    char *dir = sbx_xasprintf("%s/%s", run_dir, id);
+    struct sbx__local_record rec;
+    sbx__local_record_init(&rec);
+    CHECK_EQ_INT(sbx__local_record_read(dir, id, &rec), 0);
+    CHECK(rec.pid > 0 && kill(rec.pid, SIGKILL) == 0);
+    sbx__local_record_release(&rec);
+    free(dir);
+    /* The probe of attach sees the death once the supervisor's socket is closed. */
+    int rc = 0;
+    for (int i = 0; i < 200; i++) {
+        rc = sbx_client_attach(c, id, &b, &err);
+        sbx_session_free(b);
+        b = NULL;
+        if (rc == -SBX_E_SANDBOX)
+            break;
+        sbx_sleep_ms(50);
+    }
+    CHECK_EQ_INT(rc, -SBX_E_SANDBOX);
+    CHECK_CONTAINS(err.msg, "is gone");
+    CHECK_OK(sbx_client_attach_once(c, id, &b, &err), &err);
+    memset(&r, 0, sizeof(r));
+    if (b)
+        CHECK_ERR(sbx_session_exec(b, &echo, &r, &err), SBX_E_SANDBOX, &err, "is gone");
+    sbx_session_free(b);
+    sbx_session_free(a);
+    CHECK_OK(sbx_client_remove(c, id, 0, &err), &err);
+    free(id);
+    sbx_client_free(c);
+}
+
 /* A create hands its sandbox over as its last step (the unclaimed marker goes); a runtime dir
  * whose create never did (marker still there, nobody holds the lease) is what a killed create
  * left, and the next listing removes it even while its supervisor serves. A handed-over one
@@ -1121,6 +1181,7 @@ int main(void)
     TAP_RUN_FORKED(test_isolation);
     TAP_RUN_FORKED(test_threads);
     TAP_RUN_FORKED(test_attach_list_remove);
+    TAP_RUN_FORKED(test_attach_once);
     TAP_RUN_FORKED(test_unclaimed_reclaimed);
     TAP_RUN_FORKED(test_workspace_kept);
     TAP_RUN_FORKED(test_workspace_existing);
