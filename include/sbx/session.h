@@ -429,6 +429,12 @@ SBX_API const char *sbx_session_root(const struct sbx_session *s);
  * does not use}. Holds no credentials. *out: caller owns (json_decref). */
 SBX_API int sbx_session_state(struct sbx_session *s, json_t **out, struct sbx_error *err);
 
+/* A mark of what sbx_session_state returns: while it is the same nonzero number, the state is
+ * the same document, so a caller may keep the last one it got instead of asking again. Marks
+ * are unique across the sessions of a process. 0: the provider does not mark changes (every
+ * call may differ). */
+SBX_API uint64_t sbx_session_state_gen(const struct sbx_session *s);
+
 /* The largest session state document read or written (SBX_E_TOOBIG past it). */
 #define SBX_SESSION_STATE_MAX     ((size_t)16 << 20)
 #define SBX_SESSION_STATE_VERSION 1

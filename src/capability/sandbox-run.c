@@ -53,6 +53,11 @@ struct agent_env {
     struct sbx_toolset tools;
     char *instructions;
     json_t *settings;
+    /* The session state the last checkpoint got, while its session's state mark (st_gen,
+     * sbx_session_state_gen) stays the same: checkpoints reuse it instead of asking again. */
+    json_t *st_last;
+    const struct sbx_session *st_session;
+    uint64_t st_gen;
 };
 
 struct sbx_sandbox_run {
@@ -82,6 +87,10 @@ struct sbx_sandbox_run {
     int keep_sessions;
     char *run_id;            /* the run's id: its sandboxes' records name it (the run owns those) */
     struct sbx_agent *start; /* the agent sbx_sandbox_run started with */
+    /* The state hook's last answer and how many sessions it named: the next checkpoint
+     * returns it again while every session's state is the one it holds (state_hook). */
+    json_t *hook_last;
+    size_t hook_n;
 };
 
 static const char base_prompt[] =
@@ -1379,18 +1388,32 @@ out:
 
 /* The session state of e for the run state. At the final checkpoint its sandbox is snapshotted
  * first; when that or the state fails there, the state it was resumed from (if any) is kept,
- * so that the run state still names the sandbox. */
+ * so that the run state still names the sandbox. Before that, while the session's state mark
+ * is the one of the state the last checkpoint got, that state again (*fresh untouched); else
+ * *fresh = 1. */
 static int env_state(struct sbx_sandbox_run *sr, struct agent_env *e, int owned, int final,
-                     json_t **out, struct sbx_error *err)
+                     json_t **out, int *fresh, struct sbx_error *err)
 {
     struct sbx_error e2 = SBX_ERROR_INIT;
     int rc = 0;
+    uint64_t gen = sbx_session_state_gen(e->session);
+    if (!final && gen && e->st_last && e->st_session == e->session && e->st_gen == gen) {
+        *out = json_incref(e->st_last);
+        return 0;
+    }
+    *fresh = 1;
     if (final && owned)
         rc = hold_final_snapshot(sr, e, &e2);
+    gen = sbx_session_state_gen(e->session); /* before asking: a change meanwhile asks again */
     if (rc == 0)
         rc = sbx_session_state(e->session, out, &e2);
-    if (rc == 0)
+    if (rc == 0) {
+        json_decref(e->st_last);
+        e->st_last = gen && *out ? json_incref(*out) : NULL;
+        e->st_session = e->session;
+        e->st_gen = gen;
         return 0;
+    }
     if (!final) {
         *err = e2;
         return rc;
@@ -1407,7 +1430,7 @@ static int state_hook(void *data, int final, json_t **out, struct sbx_error *err
 {
     struct sbx_sandbox_run *sr = data;
     json_t *by = json_object(), *top = NULL;
-    int rc = 0;
+    int rc = 0, fresh = final;
     pthread_mutex_lock(&sr->lock);
     sr->unfinished |= final;
     for (size_t i = 0; i < sr->n && rc == 0; i++) {
@@ -1424,7 +1447,7 @@ static int state_hook(void *data, int final, json_t **out, struct sbx_error *err
         if (j < i) {
             json_t *prev = json_object_get(by, sbx_agent_name(first->agent));
             st = json_incref(json_object_get(prev, "session_state"));
-        } else if ((rc = env_state(sr, e, owned, final, &st, err)) < 0) {
+        } else if ((rc = env_state(sr, e, owned, final, &st, &fresh, err)) < 0) {
             break;
         }
         if (!st)
@@ -1435,17 +1458,23 @@ static int state_hook(void *data, int final, json_t **out, struct sbx_error *err
                      json_pack("{s:s, s:o, s:b}", "agent_name", sbx_agent_name(e->agent),
                                "session_state", st, "owned", owned));
     }
-    pthread_mutex_unlock(&sr->lock);
-    if (rc < 0 || json_object_size(by) == 0) {
+    size_t n = json_object_size(by);
+    if (rc < 0 || n == 0 || (!fresh && sr->hook_last && n == sr->hook_n)) {
+        /* Every session's state is the one the last answer holds: the same answer again. */
         json_decref(by);
         json_decref(top);
-        *out = NULL;
+        *out = rc < 0 || n == 0 ? NULL : json_incref(sr->hook_last);
+        pthread_mutex_unlock(&sr->lock);
         return rc;
     }
     *out = top ? json_pack("{s:o, s:o}", "session_state", top, "sessions_by_agent", by)
                : json_pack("{s:o}", "sessions_by_agent", by);
     if (sr->run_id)
         sbx_json_set(*out, "run_id", sbx_json_str(sr->run_id));
+    json_decref(sr->hook_last);
+    sr->hook_last = json_incref(*out);
+    sr->hook_n = n;
+    pthread_mutex_unlock(&sr->lock);
     return 0;
 }
 
@@ -1696,10 +1725,12 @@ void sbx_sandbox_run_free(struct sbx_sandbox_run *sr)
         free(e->session_id);
         free(e->snapshot_ref);
         json_decref(e->settings);
+        json_decref(e->st_last);
         free(e);
     }
     free(sr->envs);
     json_decref(sr->items);
+    json_decref(sr->hook_last);
     free(sr->model_name);
     if (sr->out_tmp)
         unlink(sr->out_tmp); /* nothing was exported */

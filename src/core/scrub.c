@@ -39,9 +39,46 @@ char *sbx_scrub_text(const struct sbx_strv *secrets, const char *text, size_t n,
     return sbx_buf_detach(&b, outn);
 }
 
+/* Whether a secret shows in text [s, s + n). */
+static int has_secret_text(const struct sbx_strv *secrets, const char *s, size_t n)
+{
+    for (size_t k = 0; k < secrets->n; k++) {
+        size_t sl = strlen(secrets->v[k]);
+        if (sl >= SBX_SCRUB_MIN && sl <= n && memmem(s, n, secrets->v[k], sl))
+            return 1;
+    }
+    return 0;
+}
+
+/* Whether a secret shows in any string or key of v: most documents have none, and then the
+ * scrub is the document itself, found without building a copy. (A subtree that has one is
+ * walked again by each level of the copy: documents are a few levels deep.) */
+static int has_secret(const struct sbx_strv *secrets, const json_t *v)
+{
+    size_t i;
+    const char *k;
+    json_t *e;
+    if (json_is_string(v))
+        return has_secret_text(secrets, json_string_value(v), json_string_length(v));
+    if (json_is_array(v)) {
+        json_array_foreach(v, i, e)
+        {
+            if (has_secret(secrets, e))
+                return 1;
+        }
+    } else if (json_is_object(v)) {
+        json_object_foreach((json_t *)v, k, e)
+        {
+            if (has_secret_text(secrets, k, strlen(k)) || has_secret(secrets, e))
+                return 1;
+        }
+    }
+    return 0;
+}
+
 json_t *sbx_scrub_json(const struct sbx_strv *secrets, const json_t *v, const char *mark)
 {
-    if (!secrets || !secrets->n)
+    if (!secrets || !secrets->n || !has_secret(secrets, v))
         return json_incref((json_t *)v);
     if (json_is_string(v)) {
         size_t n = 0;

@@ -126,7 +126,15 @@ struct sbx_session {
      * internal.h), owned: a copy the provider's create hands over (sbx__session_set_manifest),
      * else parsed once from the session state when first asked for; NULL until then. */
     struct sbx_manifest *manifest;
+    /* private: the state's change mark (sbx_session_state_gen), atomic: 0 while the provider
+     * does not count changes; a provider that does calls sbx__session_state_changed once when
+     * the session is made and again after every change to what its state op returns. */
+    uint64_t state_gen;
 };
+
+/* A new mark for s's state (sbx_session_state_gen): unique across every session of this
+ * process, so that no two states share one. */
+void sbx__session_state_changed(struct sbx_session *s);
 
 /* Initialise the shared part (copies id and root). */
 void sbx_session_init_base(struct sbx_session *s, const struct sbx_session_ops *ops,

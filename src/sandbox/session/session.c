@@ -36,6 +36,7 @@ void sbx_session_init_base(struct sbx_session *s, const struct sbx_session_ops *
     s->progress_fn = NULL;
     s->progress_data = NULL;
     s->event_seq = 0;
+    s->state_gen = 0;
     s->manifest = NULL;
 }
 
@@ -678,6 +679,19 @@ int sbx_session_resolve_port(struct sbx_session *s, int port, char **out_url, st
 int sbx_session_state(struct sbx_session *s, json_t **out, struct sbx_error *err)
 {
     return s->ops->state(s, out, err);
+}
+
+static uint64_t state_clock; /* atomic: the last mark given out */
+
+void sbx__session_state_changed(struct sbx_session *s)
+{
+    uint64_t g = __atomic_add_fetch(&state_clock, 1, __ATOMIC_RELAXED);
+    __atomic_store_n(&s->state_gen, g, __ATOMIC_RELEASE);
+}
+
+uint64_t sbx_session_state_gen(const struct sbx_session *s)
+{
+    return __atomic_load_n(&s->state_gen, __ATOMIC_ACQUIRE);
 }
 
 void sbx_session_set_progress(struct sbx_session *s, sbx_progress_fn *fn, void *data)

@@ -897,6 +897,7 @@ static int start_supervisor(struct create_job *j, struct sbx_error *err)
     rc = sbx__local_apply_root_owner(j->ls, err);
     if (rc == 0)
         rc = record_limits(j->dir, j->id, j->ls->state, report, err);
+    sbx__session_state_changed(&j->ls->base);
     json_decref(report);
     return rc;
 }
@@ -912,6 +913,7 @@ static int materialize(struct create_job *j, struct sbx_error *err)
     if (rc < 0)
         return rc;
     sbx_json_set(j->ls->state, "materialized", records);
+    sbx__session_state_changed(&j->ls->base);
     return sbx__local_write_state(j->dir, j->ls->state, err);
 }
 

@@ -757,6 +757,7 @@ static int sess_record_snapshot(struct sbx_session *bs, const char *ref, struct 
 {
     struct sbx__local_session *s = (struct sbx__local_session *)bs;
     sbx_json_set(s->state, "snapshot", sbx_json_str(ref));
+    sbx__session_state_changed(bs);
     return sbx__local_write_state(s->dir, s->state, err);
 }
 
@@ -834,5 +835,6 @@ struct sbx__local_session *sbx__local_session_new(const char *rundir, const char
     s->root_fd = -1;
     s->idle_ms = SBX__LOCAL_REQUEST_IDLE_MS;
     pthread_mutex_init(&s->root_lock, NULL);
+    sbx__session_state_changed(&s->base); /* local sessions mark their state's changes */
     return s;
 }

@@ -21,6 +21,7 @@
 #include "sandbox/manifest/internal.h"
 #include "sandbox/session/internal.h"
 #include "sbx/session.h"
+#include "sbx/snapshot.h"
 #include "sbx/time.h"
 
 static char tmp[256];
@@ -1164,6 +1165,50 @@ static void test_events(void)
     json_decref(events);
 }
 
+/* A session's state mark: the same while what state() returns stays the same (commands and
+ * file operations do not change it), a new one after a snapshot is recorded in the state, and
+ * another session's mark (the same sandbox attached again) is never the same number. */
+static void test_state_gen(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_exec_result r;
+    json_t *a = NULL, *b = NULL;
+    uint64_t g0 = sbx_session_state_gen(sess);
+    CHECK(g0 != 0);
+    CHECK_OK(sbx_session_state(sess, &a, &err), &err);
+    CHECK_OK(sh("echo hi > made.txt", &r, &err), &err);
+    sbx_exec_result_release(&r);
+    CHECK_OK(sbx_session_write(sess, "w.txt", "x", 1, 0644, 0, &err), &err);
+    CHECK(sbx_session_state_gen(sess) == g0);
+    CHECK_OK(sbx_session_state(sess, &b, &err), &err);
+    CHECK(a && b && json_equal(a, b));
+    json_decref(b);
+    b = NULL;
+
+    char store_dir[400], *ref = NULL;
+    snprintf(store_dir, sizeof(store_dir), "%s/store", tmp);
+    struct sbx_snapshot_store *st = NULL;
+    CHECK_OK(sbx_snapshot_store_open(store_dir, &st, &err), &err);
+    CHECK_OK(sbx_session_snapshot(sess, st, &ref, &err), &err);
+    uint64_t g1 = sbx_session_state_gen(sess);
+    CHECK(g1 != 0 && g1 != g0);
+    CHECK_OK(sbx_session_state(sess, &b, &err), &err);
+    CHECK(b && !json_equal(a, b));
+    CHECK_EQ_STR(json_string_value(json_object_get(b, "snapshot")), ref ? ref : "?");
+
+    struct sbx_session *again = NULL;
+    CHECK_OK(sbx_client_attach(client, sbx_session_id(sess), &again, &err), &err);
+    if (again) {
+        uint64_t g2 = sbx_session_state_gen(again);
+        CHECK(g2 != 0 && g2 != g0 && g2 != g1);
+        sbx_session_free(again);
+    }
+    free(ref);
+    sbx_snapshot_store_free(st);
+    json_decref(a);
+    json_decref(b);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_DFL); /* prove the library never raises it */
@@ -1190,6 +1235,7 @@ int main(void)
     TAP_RUN_FORKED(test_protocol_abuse);
     TAP_RUN_FORKED(test_manifest_digest);
     TAP_RUN_FORKED(test_session_manifest);
+    TAP_RUN_FORKED(test_state_gen);
     teardown();
     return TAP_DONE();
 }
