@@ -16,6 +16,21 @@
 #ifndef SBX_CORE_SPAWN_H
 #define SBX_CORE_SPAWN_H
 
+/* 1 in a build with a sanitizer whose runtime tracks each thread's stack (ASan, TSan): such a
+ * runtime mistakes a child that shares the caller's memory and runs on a stack of its own
+ * (clone with CLONE_VM) for a corrupted thread, so code that starts one (the local provider's
+ * exec reaper, the disk release) forks instead there. */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#    define SBX__SANITIZED 1
+#elif defined(__has_feature)
+#    if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#        define SBX__SANITIZED 1
+#    endif
+#endif
+#ifndef SBX__SANITIZED
+#    define SBX__SANITIZED 0
+#endif
+
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
