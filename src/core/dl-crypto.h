@@ -47,6 +47,7 @@
     X(X509_NAME_add_entry_by_txt) \
     X(X509_NAME_get_text_by_NID)  \
     X(X509_STORE_CTX_get0_cert)   \
+    X(X509_STORE_CTX_set_error)   \
     X(X509_add_ext)               \
     X(X509_check_ca)              \
     X(X509_check_private_key)     \
@@ -65,6 +66,7 @@
     X(X509_set_pubkey)            \
     X(X509_set_serialNumber)      \
     X(X509_set_version)           \
+    X(X509_verify_cert)           \
     X(X509_sign)                  \
     X(i2d_X509_PUBKEY)
 
@@ -110,6 +112,7 @@ int sbx__crypto_load(struct sbx_error *err);
 #define X509_NAME_add_entry_by_txt (sbx__crypto.X509_NAME_add_entry_by_txt)
 #define X509_NAME_get_text_by_NID  (sbx__crypto.X509_NAME_get_text_by_NID)
 #define X509_STORE_CTX_get0_cert   (sbx__crypto.X509_STORE_CTX_get0_cert)
+#define X509_STORE_CTX_set_error   (sbx__crypto.X509_STORE_CTX_set_error)
 #define X509_add_ext               (sbx__crypto.X509_add_ext)
 #define X509_check_ca              (sbx__crypto.X509_check_ca)
 #define X509_check_private_key     (sbx__crypto.X509_check_private_key)
@@ -129,6 +132,7 @@ int sbx__crypto_load(struct sbx_error *err);
 #define X509_set_serialNumber      (sbx__crypto.X509_set_serialNumber)
 #define X509_set_version           (sbx__crypto.X509_set_version)
 #define X509_sign                  (sbx__crypto.X509_sign)
+#define X509_verify_cert           (sbx__crypto.X509_verify_cert)
 #define i2d_X509_PUBKEY            (sbx__crypto.i2d_X509_PUBKEY)
 
 #endif

@@ -21,7 +21,8 @@
 static const char usage[] =
         "usage: sbx-node --listen ADDR:PORT --cert FILE --key FILE --ca FILE --state DIR\n"
         "                [--name NAME] [--max-conns N] [--max-sandboxes N] [--token-ttl S]\n"
-        "                [--max-conns-per-cert N] [--ws-ping S] [--allow-network-full]\n";
+        "                [--max-conns-per-cert N] [--ws-ping S] [--allow-network-full]\n"
+        "                [--revoked FILE]\n";
 
 /* Close after the peer had its answer: ending our side first and discarding what it still
  * sends (bounded) keeps the kernel from resetting the connection over unread bytes, which would
@@ -186,7 +187,7 @@ static int listen_on(const char *spec, struct sbx_error *err)
 }
 
 struct opts {
-    const char *listen, *cert, *key, *ca, *state, *name;
+    const char *listen, *cert, *key, *ca, *state, *name, *revoked;
     long max_conns, max_sandboxes, ttl, max_per_cert, ping_s;
     int allow_network_full;
 };
@@ -205,13 +206,14 @@ static int parse_args(int argc, char **argv, struct opts *o)
                     : strcmp(a, "--max-sandboxes") == 0      ? &o->max_sandboxes
                     : strcmp(a, "--token-ttl") == 0          ? &o->ttl
                                                              : NULL;
-        const char **str = strcmp(a, "--listen") == 0  ? &o->listen
-                           : strcmp(a, "--cert") == 0  ? &o->cert
-                           : strcmp(a, "--key") == 0   ? &o->key
-                           : strcmp(a, "--ca") == 0    ? &o->ca
-                           : strcmp(a, "--state") == 0 ? &o->state
-                           : strcmp(a, "--name") == 0  ? &o->name
-                                                       : NULL;
+        const char **str = strcmp(a, "--listen") == 0    ? &o->listen
+                           : strcmp(a, "--cert") == 0    ? &o->cert
+                           : strcmp(a, "--key") == 0     ? &o->key
+                           : strcmp(a, "--ca") == 0      ? &o->ca
+                           : strcmp(a, "--state") == 0   ? &o->state
+                           : strcmp(a, "--name") == 0    ? &o->name
+                           : strcmp(a, "--revoked") == 0 ? &o->revoked
+                                                         : NULL;
         char *end = NULL;
         if ((!num && !str) || !v)
             return -1;
@@ -294,19 +296,23 @@ int sbx__node_main(int argc, char **argv)
                             .ping_s = (unsigned)o.ping_s,
                             .max_sandboxes = (unsigned)o.max_sandboxes,
                             .token_ttl_s = o.ttl,
-                            .allow_network_full = o.allow_network_full};
+                            .allow_network_full = o.allow_network_full,
+                            .revoked_path = o.revoked};
     pthread_mutex_init(&d.mu, NULL);
     signal(SIGPIPE, SIG_IGN);
     if (sbx_node_name_check(o.name, &err) < 0 ||
         (mkdir(o.state, 0700) < 0 && errno != EEXIST &&
          sbx_error_errno(&err, errno, "cannot make '%s'", o.state) < 0) ||
-        node_records_load(&d, &err) < 0 || node_tls_init(&d, o.cert, o.key, o.ca, &err) < 0 ||
+        node_records_load(&d, &err) < 0 || node_tls_revoked_load(&d, &err) < 0 ||
+        node_tls_init(&d, o.cert, o.key, o.ca, &err) < 0 ||
         (d.listen_fd = listen_on(o.listen, &err)) < 0) {
         fprintf(stderr, "sbx-node: %s\n", err.msg);
         return 1;
     }
     fprintf(stderr, "sbx-node: '%s' listening on %s (%zu sandboxes known)\n", o.name, o.listen,
             d.n_recs);
+    if (d.revoked_path)
+        fprintf(stderr, "sbx-node: %zu certificates revoked (%s)\n", d.n_revoked, d.revoked_path);
     serve(&d);
     fprintf(stderr, "sbx-node: accept: %s\n", strerror(errno));
     return 1;

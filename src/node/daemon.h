@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 
@@ -47,6 +48,12 @@ struct node_daemon {
     int64_t token_ttl_s;
     int allow_network_full; /* --allow-network-full: a create may ask for network "full" */
     unsigned ping_s;        /* --ws-ping: the keep-alive interval of upgraded connections */
+    /* --revoked FILE: SHA-256 fingerprints of client certificates the handshake refuses, read
+     * again whenever the file changes (tls.c). Under mu. */
+    const char *revoked_path;
+    char (*revoked)[SBX_SHA256_HEX_LEN + 1];
+    size_t n_revoked;
+    struct stat revoked_st; /* of the file as last read */
     pthread_mutex_t mu;     /* conns and the records */
     struct node_record *recs;
     size_t n_recs, cap_recs;
@@ -103,6 +110,8 @@ struct node_req {
 };
 
 /* tls.c */
+/* Read d->revoked_path (when set): SBX_E_INVAL naming the file and line of a bad entry. */
+int node_tls_revoked_load(struct node_daemon *d, struct sbx_error *err);
 int node_tls_init(struct node_daemon *d, const char *cert, const char *key, const char *ca,
                   struct sbx_error *err);
 /* The TLS handshake of an accepted socket and the peer's identity (OU=harness required). */

@@ -114,7 +114,9 @@ if grep -qx "exit 0" err && grep -q '^PATH=' out && ! grep -q -- "$TOK" out; the
     ok "the token is not in a command's environment"
 else not_ok "the token is not in a command's environment"; diag "$(cat err)"; fi
 
-harness h1 exec "$ID" "x${TOK:1}" echo no >out 2>err
+# Its first character changed (to one it is not: a token may begin with any base64url digit).
+wrong=x; [ "${TOK:0:1}" = x ] && wrong=y
+harness h1 exec "$ID" "$wrong${TOK:1}" echo no >out 2>err
 grep -q '^http 403 .*does not open sandbox' out && ok "a wrong token is refused (403)" ||
     { not_ok "a wrong token is refused"; diag "$(cat out err)"; }
 harness h1 request POST /v1/sandboxes >c2 2>err
@@ -233,6 +235,38 @@ HOLD=$(pgrep -f "client.py.*sleep 34$net")
 for p in $HOLD; do kill "$p" 2>/dev/null; done
 wait "$J1" "$J2" 2>/dev/null
 HOLD=
+kill "$NODE_B_PID" 2>/dev/null && wait "$NODE_B_PID" 2>/dev/null
+NODE_B_PID=
+
+# A revoked harness certificate (--revoked FILE, in the form `openssl x509 -fingerprint -sha256`
+# prints), read again when the file changes; a file with a line that is not a fingerprint is
+# refused at start, naming the line.
+printf '# revoked harnesses\n%s\n' "$(openssl x509 -noout -fingerprint -sha256 -in h2.pem)" >revoked
+printf '%s\nnot-a-fingerprint\n' "$(openssl x509 -noout -fingerprint -sha256 -in h2.pem)" >revoked.bad
+if nsenter --net="/run/netns/$NS_NODE" "$NODE" --listen "$ADDR:$((PORT + 2))" --cert node-a.pem \
+    --key node-a.key --ca ca/ca.pem --state "$T/node-state-c" --revoked revoked.bad >out 2>err; then
+    not_ok "a bad --revoked file is refused"
+else
+    grep -q "revoked 'revoked.bad': line 2 is not a SHA-256 fingerprint" err &&
+        ok "a bad --revoked file is refused, naming its line" || { not_ok "bad --revoked"; diag "$(cat err)"; }
+fi
+PORT_B=$((PORT + 2))
+nsenter --net="/run/netns/$NS_NODE" "$NODE" --listen "$ADDR:$PORT_B" --cert node-a.pem --key node-a.key \
+    --ca ca/ca.pem --state "$T/node-state-c" --name node-c --revoked revoked >>node-c.log 2>&1 &
+NODE_B_PID=$!
+WAIT_S=20 wait_until listening_b || diag "node-c does not listen: $(cat node-c.log)"
+harness_b h1 request GET /v1/node >out 2>err
+grep -q '^200 ' out && ok "--revoked: a harness not listed is served" || { not_ok "--revoked: h1"; diag "$(cat out err)"; }
+if harness_b h2 request GET /v1/node >out 2>err || grep -q '^200 ' out; then
+    not_ok "--revoked: the listed harness certificate is refused"; diag "$(cat out err)"
+else
+    ok "--revoked: the listed harness certificate is refused at the handshake"
+fi
+grep -qi "revoked" err && ok "and the harness is told it is revoked" || { not_ok "told revoked"; diag "$(cat err)"; }
+echo "# nothing revoked now" >revoked
+harness_b h2 request GET /v1/node >out 2>err
+grep -q '^200 ' out && ok "--revoked is read again when the file changes: h2 is served again" ||
+    { not_ok "--revoked re-read"; diag "$(cat out err node-c.log)"; }
 kill "$NODE_B_PID" 2>/dev/null && wait "$NODE_B_PID" 2>/dev/null
 NODE_B_PID=
 # Their sandboxes go with the test's cleanup (sandbox_cleanup removes every local sandbox).
