@@ -160,7 +160,7 @@ static int by_record(const char *id, cli_sandbox_op *op, void *data, struct sbx_
 int cli_sandbox_by_id(const char *id, cli_sandbox_op *op, void *data, struct sbx_client **out,
                       struct sbx_error *err)
 {
-    struct sbx_error first = SBX_ERROR_INIT;
+    struct sbx_error first = SBX_ERROR_INIT, refused = SBX_ERROR_INIT;
     struct sbx_provider_info p, dflt;
     int rc = 0, asked = 0;
     *out = NULL;
@@ -177,6 +177,18 @@ int cli_sandbox_by_id(const char *id, cli_sandbox_op *op, void *data, struct sbx
         rc = cli_client_found(p.name, 0, &c, &e);
         if (rc == -SBX_E_NOTFOUND && !c)
             continue; /* nothing of it configured here */
+        if (rc == -SBX_E_INVAL && !c && asked > 0) {
+            /* A flag two providers share configures another (the remote provider's --node URL
+             * is no kubernetes node mode): this one is not asked, and its refusal is told only
+             * if no provider finds the sandbox: the refusal of one asked only for its flags (it
+             * does not list) before another's. */
+            if (!refused.code || !(p.traits & SBX_PROVIDER_LISTS)) {
+                sbx_error_copy(&refused, &e);
+                sbx_error_prefix(&refused, "no %s sandbox '%s', and the %s provider", dflt.name, id,
+                                 p.name);
+            }
+            continue;
+        }
         asked++;
         if (rc == 0)
             rc = op(c, id, data, &e);
@@ -193,7 +205,7 @@ int cli_sandbox_by_id(const char *id, cli_sandbox_op *op, void *data, struct sbx
             return sbx_error_copy(err, &e);
         }
     }
-    return sbx_error_copy(err, &first);
+    return sbx_error_copy(err, refused.code ? &refused : &first);
 }
 
 static int attach_op(struct sbx_client *c, const char *id, void *data, struct sbx_error *err)

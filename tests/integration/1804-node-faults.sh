@@ -200,8 +200,19 @@ h2 sandbox ls "${RB[@]}" >lb 2>>err
 grep -q "^$A  *remote  *live" la && grep -q "^$C  *remote  *live" la && grep -q "^$B  *remote  *live" lb &&
     ! grep -q "^$B" la && ok "without any record, ls --node lists that node's sandboxes" ||
     { not_ok "ls --node without records"; diag "$(cat la lb err)"; }
-h2 sandbox exec "${RB[@]}" "$B" -- cat kept.txt >out 2>err
-grep -qx from-b out && ok "and exec --node finds a sandbox by its id alone" || { not_ok "exec --node without a record"; diag "$(cat out err)"; }
+# With a kubernetes cluster configured too (a kubeconfig of its own here), whose provider reads
+# --node as its node mode: it steps aside for the remote provider.
+cat >kubeconfig <<'EOF'
+apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:9"}}]
+contexts: [{name: x, context: {cluster: c, user: u, namespace: default}}]
+current-context: x
+users: [{name: u, user: {token: t}}]
+EOF
+KUBECONFIG=$PWD/kubeconfig h2 sandbox exec "${RB[@]}" "$B" -- cat kept.txt >out 2>err
+grep -qx from-b out && ok "and exec --node finds a sandbox by its id alone (a kubernetes cluster configured too)" ||
+    { not_ok "exec --node without a record"; diag "$(cat out err)"; }
 # The first harness's records name both nodes: listing through one node forgets none of them.
 h sandbox ls "${RB[@]}" >/dev/null 2>&1
 h sandbox ls "${RA[@]}" >la 2>err
