@@ -197,7 +197,8 @@ if [ -n "$outer" ] && tr '\0' ' ' <"/proc/$outer/cmdline" | grep -q "__supervise
         d=$("$SBX" sandbox create)
         made+=("$d")
         fd=$(field "$d" first)
-        if [ "$fd" = "$fc" ] || ! flock -n "$SLOTDIR/slot-$sc" true 2>/dev/null || [ ! -e "$SLOTDIR/slot-$sc" ]; then
+        # (Whether the slot's file is gone first: flock(1) would make it.)
+        if [ "$fd" = "$fc" ] || [ ! -e "$SLOTDIR/slot-$sc" ] || ! flock -n "$SLOTDIR/slot-$sc" true 2>/dev/null; then
             taken=1
             break
         fi
