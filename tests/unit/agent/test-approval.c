@@ -2,6 +2,7 @@
  * run states carried across resumes, nested agent runs. Driven by replay models. */
 #include <fcntl.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/wait.h>
 
 #include "tap.h"
@@ -165,8 +166,9 @@ static void test_bad_policies(void)
     free(path);
 }
 
-/* The tools: "echo" answers with its text; "danger" counts its runs. */
-static int echo_runs, danger_runs;
+/* The tools: "echo" answers with its text; "danger" counts its runs. The runner runs a turn's
+ * calls on threads of their own, so the counts are atomic. */
+static atomic_int echo_runs, danger_runs;
 
 static int echo_fn(const json_t *args, const struct sbx_tool_call *call,
                    struct sbx_tool_output *out, struct sbx_error *err)

@@ -2,6 +2,7 @@
  * errors, cancellation, max turns, structured output, events. */
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -337,7 +338,8 @@ static void test_refusal(void)
     sbx_agent_free(a);
 }
 
-static int calls_made;
+/* Atomic: the runner runs a turn's calls on threads of their own. */
+static atomic_int calls_made;
 
 static int count_fn(const json_t *args, const struct sbx_tool_call *call,
                     struct sbx_tool_output *out, struct sbx_error *err)
