@@ -324,8 +324,11 @@ static int export_bpf(scmp_filter_ctx ctx, struct sbx__bpf *bpf, struct sbx_erro
         rc = sbx_error_set(err, SBX_E_SYS, 0, "seccomp: exported filter has a bad size %zu", b.len);
         goto out;
     }
+    /* A copy of the exact size: the read buffer grows in 64 KiB steps, and the programs stay
+     * for the sandbox's life in every process forked after they are built. */
     bpf->len = b.len / sizeof(struct sock_filter);
-    bpf->insns = sbx_buf_detach(&b, NULL);
+    bpf->insns = sbx_xmalloc(b.len);
+    memcpy(bpf->insns, b.data, b.len);
 out:
     if (fd >= 0)
         close(fd);
