@@ -1,6 +1,8 @@
 /* sbx local provider: the seccomp filters of sandbox commands.
  *
- * Two programs, compiled with libseccomp in the supervisor and installed after fork:
+ * Two programs, compiled with libseccomp in the supervisor and installed after fork (libseccomp
+ * is opened on first use, src/core/dl-seccomp.h: sbx__seccomp_build and
+ * sbx__seccomp_build_init are the only callers, and they load it first):
  *  - main: an allowlist. Unknown system calls fail with ENOSYS so that libc and runtimes take
  *    their fallbacks (clone3, io_uring, the new mount API); the calls that touch the host kernel's
  *    shared state fail with EPERM; socket() only for the families a workspace needs. Only the
@@ -18,7 +20,6 @@
 #include <linux/filter.h>
 #include <linux/seccomp.h>
 #include <sched.h>
-#include <seccomp.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -29,6 +30,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "core/dl-seccomp.h"
 #include "providers/local/isolate/isolate.h"
 #include "sbx/fs.h"
 
@@ -362,7 +364,10 @@ out:
 int sbx__seccomp_build(struct sbx__bpf *allow, struct sbx__bpf *ioctl, struct sbx_error *err)
 {
     struct sbx__bpf m = {0}, i = {0};
-    int rc = build_one(SCMP_ACT_ERRNO(ENOSYS), add_main_rules, &m, err);
+    int rc = sbx__seccomp_lib_load(err);
+    if (rc < 0)
+        return rc;
+    rc = build_one(SCMP_ACT_ERRNO(ENOSYS), add_main_rules, &m, err);
     if (rc == 0)
         rc = build_one(SCMP_ACT_ALLOW, add_ioctl_rules, &i, err);
     if (rc < 0) {
@@ -376,6 +381,9 @@ int sbx__seccomp_build(struct sbx__bpf *allow, struct sbx__bpf *ioctl, struct sb
 
 int sbx__seccomp_build_init(struct sbx__bpf *out, struct sbx_error *err)
 {
+    int rc = sbx__seccomp_lib_load(err);
+    if (rc < 0)
+        return rc;
     return build_one(SCMP_ACT_ALLOW, add_init_rules, out, err);
 }
 
