@@ -109,9 +109,15 @@ struct exec_child {
     char **envp;
     int cwd_fd, in_fd, out_fd, err_fd;
     int pty_slave; /* -1: none */
-    int errpipe;   /* the command's pid, then an error if it does not start */
-    int status_w;  /* the reaper reports the command's wait status here */
-    char *stacks;  /* the reaper's and the command's stacks (exec_stacks); NULL: none */
+    int errpipe;   /* the command's pid (unless shared), then an error if it does not start */
+    /* The reaper shares the supervisor's memory (start_reaper): the command's pid reaches the
+     * supervisor in *cmd_pid, written by the kernel as the reaper clones it (or by the reaper
+     * after a fork), and nothing but an error goes on the error pipe. 0: a forked reaper, the
+     * pid goes on the pipe first. */
+    int shared;
+    pid_t *cmd_pid;
+    int status_w; /* the reaper reports the command's wait status here */
+    char *stacks; /* the reaper's and the command's stacks (exec_stacks); NULL: none */
 };
 
 /* Whether execvp goes on to PATH's next directory after this error of the previous one. */
@@ -184,9 +190,10 @@ static void exec_search(char *const *argv, char *const *envp)
 static SBX_NORETURN void child_main(const struct exec_child *a)
 {
     struct sbx_error err = SBX_ERROR_INIT;
-    /* First on the error pipe: our pid, for the supervisor (our parent is the reaper). */
-    pid_t self = getpid();
-    if (write(a->errpipe, &self, sizeof(self)) != (ssize_t)sizeof(self))
+    /* First on the error pipe: our pid, for the supervisor (our parent is the reaper), unless
+     * the supervisor has it already: one wake-up of the supervisor less per exec. */
+    pid_t self = a->shared ? 0 : getpid();
+    if (!a->shared && write(a->errpipe, &self, sizeof(self)) != (ssize_t)sizeof(self))
         _exit(127);
     /* The supervisor changes only SIGPIPE's disposition (ignored: that would survive exec) and
      * the mask (its signals go to a signalfd); everything else is at the default already. */
@@ -287,8 +294,11 @@ static pid_t spawn_command(const struct exec_child *a)
     if (a->stacks) {
         char **env = environ;
         int dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
-        cmd = clone(child_entry, a->stacks + STACKS_SIZE, CLONE_VM | CLONE_VFORK | SIGCHLD,
-                    (void *)a);
+        /* CLONE_PARENT_SETTID: the pid is in the supervisor's memory before the command runs
+         * (a reaper killed right after still leaves it there). */
+        cmd = clone(child_entry, a->stacks + STACKS_SIZE,
+                    CLONE_VM | CLONE_VFORK | SIGCHLD | (a->shared ? CLONE_PARENT_SETTID : 0),
+                    (void *)a, a->cmd_pid);
         e = errno;
         environ = env;
         if (cmd > 0 && dumpable >= 0 && prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != dumpable)
@@ -303,6 +313,8 @@ static pid_t spawn_command(const struct exec_child *a)
     cmd = fork();
     if (cmd == 0)
         child_main(a);
+    if (cmd > 0 && a->shared)
+        *a->cmd_pid = cmd;
     return cmd;
 }
 
@@ -393,18 +405,19 @@ static SBX_NORETURN void reaper_main(const struct exec_child *a)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     struct sbx_error err = SBX_ERROR_INIT;
+    pid_t none = 0;
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
-        pid_t none = 0;
         sbx_error_errno(&err, errno, "cannot become a child subreaper");
-        (void)!write(a->errpipe, &none, sizeof(none));
+        if (!a->shared)
+            (void)!write(a->errpipe, &none, sizeof(none));
         (void)!write(a->errpipe, &err, sizeof(err));
         _exit(127);
     }
     pid_t cmd = spawn_command(a);
     if (cmd < 0) {
-        pid_t none = 0;
         sbx_error_errno(&err, errno, "cannot fork the command");
-        (void)!write(a->errpipe, &none, sizeof(none));
+        if (!a->shared)
+            (void)!write(a->errpipe, &none, sizeof(none));
         (void)!write(a->errpipe, &err, sizeof(err));
         _exit(127);
     }
@@ -433,14 +446,16 @@ static int reaper_entry(void *p)
  * waits on the error pipe (reaper_main). The command, which it starts vfork-like, lives in that
  * memory only until it executes. Without the stacks, on other architectures or where clone
  * with CLONE_VM is refused (valgrind), the reaper is a fork. */
-static pid_t start_reaper(const struct exec_child *a)
+static pid_t start_reaper(struct exec_child *a)
 {
     if (SHARED_REAPER && a->stacks) {
+        a->shared = 1;
         pid_t pid = clone(reaper_entry, a->stacks + GUARD_SIZE + REAPER_STACK, CLONE_VM | SIGCHLD,
                           (void *)a);
         if (pid > 0 || (errno != EINVAL && errno != ENOSYS))
             return pid;
     }
+    a->shared = 0;
     pid_t pid = fork();
     if (pid == 0)
         reaper_main(a);
@@ -584,23 +599,26 @@ static int exec_stdio(const struct sbx__sup *s, const struct exec_req *x,
     return 0;
 }
 
-/* What the command wrote on the error pipe (ep): its pid, then, only when it did not start, an
- * error. 0 with *cmd_out once it runs; otherwise its reaper (pid reaper) is reaped and the error
- * names the command. */
-static int read_start(int ep, const struct exec_req *x, pid_t reaper, pid_t *cmd_out,
-                      struct sbx_error *err)
+/* What the command wrote on the error pipe (ep): its pid (unless shared_pid has it), then, only
+ * when it did not start, an error. 0 with *cmd_out once it runs; otherwise its reaper (pid
+ * reaper) is reaped and the error names the command. */
+static int read_start(int ep, const struct exec_req *x, pid_t reaper, const pid_t *shared_pid,
+                      pid_t *cmd_out, struct sbx_error *err)
 {
     struct sbx_error cerr = SBX_ERROR_INIT;
     pid_t cmd = 0;
-    ssize_t n;
-    do
-        n = read(ep, &cmd, sizeof(cmd));
-    while (n < 0 && errno == EINTR);
+    ssize_t n = sizeof(cmd);
+    while (!shared_pid && (n = read(ep, &cmd, sizeof(cmd))) < 0 && errno == EINTR)
+        ;
     if (n == (ssize_t)sizeof(cmd)) {
         do
             n = read(ep, &cerr, sizeof(cerr));
         while (n < 0 && errno == EINTR);
-    } else {
+        /* End of file: the reaper and the command closed their ends, the pid is written. */
+        if (shared_pid)
+            cmd = *shared_pid;
+    }
+    if (n != (ssize_t)sizeof(cerr) && cmd <= 0) {
         /* the reaper died before the command could start */
         n = sizeof(cerr);
         sbx_error_set(&cerr, SBX_E_SANDBOX, 0, "the command could not be started");
@@ -632,6 +650,7 @@ static int exec_spawn(const struct sbx__sup *s, const struct exec_req *x,
                       struct sbx_error *err)
 {
     int ep[2] = {-1, -1}, sp[2] = {-1, -1}, rc;
+    pid_t shared_cmd = 0; /* the command's pid, from a reaper that shares our memory */
     struct exec_child a = {.stacks = NULL};
     if (pipe2(ep, O_CLOEXEC) < 0 || pipe2(sp, O_CLOEXEC) < 0) {
         rc = sbx_error_errno(err, errno, "pipe");
@@ -650,6 +669,7 @@ static int exec_spawn(const struct sbx__sup *s, const struct exec_req *x,
                             .pty_slave = io->slave,
                             .errpipe = ep[1],
                             .status_w = sp[1],
+                            .cmd_pid = &shared_cmd,
                             .stacks = exec_stacks()};
     pid_t pid = start_reaper(&a);
     if (pid < 0) {
@@ -662,7 +682,7 @@ static int exec_spawn(const struct sbx__sup *s, const struct exec_req *x,
     sbx_fd_close(&io->err_w);
     sbx_fd_close(&io->in_s);
     sbx_fd_close(&io->slave);
-    rc = read_start(ep[0], x, pid, cmd_out, err);
+    rc = read_start(ep[0], x, pid, a.shared ? &shared_cmd : NULL, cmd_out, err);
     if (rc == 0) {
         *pid_out = pid;
         *status_fd = sp[0];
