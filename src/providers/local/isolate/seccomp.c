@@ -40,9 +40,6 @@
 #ifndef NETLINK_ROUTE
 #    define NETLINK_ROUTE 0
 #endif
-#ifndef SBX_AF_MAX
-#    define SBX_AF_MAX 64 /* above every family the kernel knows today */
-#endif
 
 #define MAX_BPF_INSNS 4096
 
@@ -183,8 +180,12 @@ static int add_main_rules(scmp_filter_ctx ctx, struct sbx_error *err)
             return lib_error(err, rc, "system call", "personality");
     }
 
-    /* socket: UNIX, INET, INET6 and NETLINK_ROUTE (getifaddrs); every other family refused. */
-    for (int af = 0; af < SBX_AF_MAX; af++) {
+    /* socket: UNIX, INET, INET6 and NETLINK_ROUTE (getifaddrs); every other family refused:
+     * one rule per family up to AF_NETLINK, one for all above it (the argument compared on its
+     * 64 bits, so a family with high bits set is refused too). The kernel translates and
+     * compiles the filter at every command's start: a rule per family up to 63 made it 535
+     * instructions instead of 487 for the same answers. */
+    for (int af = 0; af <= AF_NETLINK; af++) {
         if (family_allowed(af))
             rc = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, SCMP_SYS(socket), 1,
                                   SCMP_A0(SCMP_CMP_EQ, (uint64_t)af));
@@ -203,7 +204,7 @@ static int add_main_rules(scmp_filter_ctx ctx, struct sbx_error *err)
             return lib_error(err, rc, "system call", "socket");
     }
     rc = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EAFNOSUPPORT), SCMP_SYS(socket), 1,
-                          SCMP_A0(SCMP_CMP_GE, SBX_AF_MAX));
+                          SCMP_A0(SCMP_CMP_GE, AF_NETLINK + 1));
     if (rc < 0)
         return lib_error(err, rc, "system call", "socket");
     return 0;
