@@ -229,7 +229,7 @@ expect_rc 126 "a command that cannot be run (not executable) fails with 126"
 expect_in "$T/err" "cannot run './noexec': permission denied" "and says why"
 run "$SBX" sandbox exec "$id" -- /
 expect_rc 126 "a directory as the command fails with 126"
-# The command's PATH, searched as execvp searches it (exec_search in the supervisor): EACCES and
+# The command's PATH, searched as execvp searches it: EACCES and
 # ENOENT/ENOTDIR go on to the next directory, EACCES wins over ENOENT at the end, ELOOP stops,
 # a script without #! runs under /bin/sh, an empty entry is the working directory.
 run "$SBX" sandbox exec "$id" -- sh -c 'mkdir -p p/ro p/ok p/sh p/dir/tool p/shut &&

@@ -6,7 +6,6 @@
  * (exec_cwd, exec_env), stdio (exec_stdio), spawn (exec_spawn) and reply (exec_reply). */
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -120,73 +119,13 @@ struct exec_child {
     char *stacks; /* the reaper's and the command's stacks (exec_stacks); NULL: none */
 };
 
-/* Whether execvp goes on to PATH's next directory after this error of the previous one. */
-static int search_goes_on(int e)
-{
-    return e == EACCES || e == ENOENT || e == ENOTDIR || e == ESTALE || e == ENODEV ||
-           e == ETIMEDOUT;
-}
-
-/* execvp(argv[0], argv) with envp as the environment (environ already points at it), found in
- * the command's own PATH the way glibc's execvp finds it, but without a failed execve for each
- * directory before the one that holds it: each candidate is first looked up with access(F_OK),
- * and only one that exists (or whose lookup failed with an error the search does not skip) is
- * executed. An execve that fails where the file does not exist fails with the lookup's error
- * (the same path walk with the same credentials: the command's, already switched), so the
- * result is execvp's, errors included: EACCES when some directory refused it and none had it,
- * else the last error; a name with a slash, an empty name, no PATH, an empty PATH entry (the
- * working directory) or an entry or name too long for the buffer take glibc's own execvp. A
- * file that is not an executable format goes to execvp too, for its /bin/sh fallback. Returns
- * only on failure, errno set. Allocates nothing. */
-static void exec_search(char *const *argv, char *const *envp)
-{
-    const char *name = argv[0], *path = NULL;
-    for (char *const *e = envp; *e && !path; e++)
-        if (strncmp(*e, "PATH=", 5) == 0)
-            path = *e + 5;
-    size_t nlen = strlen(name), dlen;
-    int plain = nlen > 0 && nlen <= NAME_MAX && !strchr(name, '/') && path;
-    for (const char *p = path; plain; p += dlen + 1) {
-        dlen = strcspn(p, ":");
-        plain = dlen > 0 && dlen < PATH_MAX;
-        if (!p[dlen])
-            break;
-    }
-    if (!plain) {
-        execvp(name, argv);
-        return;
-    }
-    char buf[PATH_MAX + NAME_MAX + 2];
-    int eacces = 0;
-    for (const char *p = path;; p += dlen + 1) {
-        dlen = strcspn(p, ":");
-        memcpy(buf, p, dlen);
-        buf[dlen] = '/';
-        memcpy(buf + dlen + 1, name, nlen + 1);
-        if (access(buf, F_OK) == 0 || !search_goes_on(errno)) {
-            execve(buf, argv, envp);
-            if (errno == ENOEXEC) {
-                execvp(buf, argv);
-                return;
-            }
-        }
-        if (!search_goes_on(errno))
-            return;
-        eacces |= errno == EACCES;
-        if (!p[dlen])
-            break;
-    }
-    if (eacces)
-        errno = EACCES;
-}
-
 /* In the forked child: never returns. Only async-signal-safe calls: the supervisor is single
  * threaded, but keeping to them keeps this path valid if that ever changes.
  * This is the one place sbx starts a program without core/spawn.h, isolated or not: between
  * fork and exec it needs what the spawn helper does not do — TIOCSCTTY on the pty, and for
  * isolation the user switch, capability drop, rlimits and seccomp — and execvp's lookup of a
  * relative or bare name in the command's own PATH (and its /bin/sh fallback for scripts
- * without #!), which commands in a sandbox rely on (exec_search). */
+ * without #!), which commands in a sandbox rely on. */
 static SBX_NORETURN void child_main(const struct exec_child *a)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -225,7 +164,7 @@ static SBX_NORETURN void child_main(const struct exec_child *a)
         goto fail;
     }
     environ = a->envp;
-    exec_search(a->x->argv.v, a->envp);
+    execvp(a->x->argv.v[0], a->x->argv.v);
 fail:
     if (err.code == SBX_OK) {
         int e = errno;
