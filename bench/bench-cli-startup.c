@@ -7,8 +7,11 @@
  *                                              isolation, removed at the end)
  *   the same, --isolation none                 what of it is the isolation's (no target)
  *   the same, previous sbx                     with SBX_PREV set to another build's sbx: the
- *                                              same exec on the same sandbox, interleaved with
- *                                              the others, for a before/after ratio
+ *                                              same exec on a sandbox that sbx made (so its own
+ *                                              supervisor, the sbx-supervisor beside it unless
+ *                                              SBX_SUPERVISOR says otherwise), interleaved with
+ *                                              the others, for a before/after ratio of client
+ *                                              and supervisor together
  * Each sample is one posix_spawn + waitpid timed by the monotonic clock; the rows run
  * interleaved (A B C D A B C D ...) and report medians, so a machine that slows down mid-run
  * slows every row alike. Prints TABLE lines for issue 15's targets (bench/README.md).
@@ -149,8 +152,11 @@ int main(int argc, char **argv)
     sigaction(SIGHUP, &sa, NULL);
 
     int status = 1;
-    char id[128] = "", id_none[128] = "";
-    if (create(sbx, NULL, idfile, id) < 0 || create(sbx, "none", idfile, id_none) < 0)
+    char id[128] = "", id_none[128] = "", id_prev[128] = "";
+    char *prev = getenv("SBX_PREV");
+    int have_prev = prev && prev[0];
+    if (create(sbx, NULL, idfile, id) < 0 || create(sbx, "none", idfile, id_none) < 0 ||
+        (have_prev && create(prev, NULL, idfile, id_prev) < 0))
         goto out;
 
     int have_bwrap = on_path("bwrap");
@@ -167,9 +173,7 @@ int main(int argc, char **argv)
     char *version[] = {sbx, "version", NULL};
     char *exec[] = {sbx, "sandbox", "exec", id, "--", "true", NULL};
     char *exec_none[] = {sbx, "sandbox", "exec", id_none, "--", "true", NULL};
-    char *prev = getenv("SBX_PREV");
-    int have_prev = prev && prev[0];
-    char *exec_prev[] = {prev, "sandbox", "exec", id, "--", "true", NULL};
+    char *exec_prev[] = {prev, "sandbox", "exec", id_prev, "--", "true", NULL};
     char *const *cmds[ROWS] = {truecmd, bwrap, version, exec, exec_none, exec_prev};
     const char *names[ROWS] = {"posix_spawn /bin/true",
                                "bwrap --unshare-all /bin/true",
@@ -232,8 +236,8 @@ int main(int argc, char **argv)
     }
     status = 0;
 out:
-    for (char *ids[] = {id, id_none, NULL}, **p = ids; *p; p++) {
-        char *rm[] = {sbx, "sandbox", "rm", *p, NULL};
+    for (char *ids[] = {id, id_none, id_prev, NULL}, **p = ids; *p; p++) {
+        char *rm[] = {*p == id_prev ? prev : sbx, "sandbox", "rm", *p, NULL};
         if ((*p)[0] && run(rm, -1) != 0)
             fprintf(stderr, "bench-cli-startup: cannot remove sandbox '%s'\n", *p);
     }

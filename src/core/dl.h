@@ -2,12 +2,12 @@
  *
  * libcurl, libarchive, sqlite and libcrypto (with the ~35 libraries they pull in) cost a program
  * most of its start-up in the dynamic loader, and most commands never call them. Each one has a
- * header here (dl-curl.h, dl-archive.h, dl-sqlite.h, dl-crypto.h) that includes the library's
- * own header and then redirects the functions sbx calls to a table of pointers, so the code
- * that uses them is written as usual; the first function of a module that needs the library
- * calls its sbx__<lib>_load() and reports the error when it cannot be loaded. The libraries are
- * not linked at all: a call that is not in a table fails to link instead of pulling the library
- * back in. docs/internals/core.md, "Libraries loaded on first use". */
+ * header here (dl-curl.h, dl-archive.h, dl-sqlite.h, dl-crypto.h, dl-yaml.h, dl-seccomp.h) that
+ * includes the library's own header and then redirects the functions sbx calls to a table of
+ * pointers, so the code that uses them is written as usual; the first function of a module that
+ * needs the library calls its sbx__<lib>_load() and reports the error when it cannot be loaded. The
+ * libraries are not linked at all: a call that is not in a table fails to link instead of pulling
+ * the library back in. docs/internals/core.md, "Libraries loaded on first use". */
 #ifndef SBX_CORE_DL_H
 #define SBX_CORE_DL_H
 

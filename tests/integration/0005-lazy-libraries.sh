@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# libcurl, libarchive, sqlite, libcrypto and libyaml are opened on first use (src/core/dl.h):
+# libcurl, libarchive, sqlite, libcrypto, libyaml and libseccomp are opened on first use
+# (src/core/dl.h):
 # commands that do not need them never map them, and a command that needs one it cannot load
 # says which library it is instead of sbx failing to start at all. libm is not linked at all
 # (a sanitizer's runtime may still bring it in, so that is checked on the program's own list).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sandbox-lib.sh"
 
-heavy="libcurl.so.4 libarchive.so.13 libsqlite3.so.0 libcrypto.so.3 libyaml-0.so.2"
+heavy="libcurl.so.4 libarchive.so.13 libsqlite3.so.0 libcrypto.so.3 libyaml-0.so.2 libseccomp.so.2"
 
 # maps_ok FILE DESC: FILE (an LD_DEBUG=files log or a /proc/PID/maps copy) shows libjansson (so
 # it is the right process's) and none of the heavy libraries.
@@ -20,7 +21,7 @@ if command -v readelf >/dev/null; then
     for prog in "$SBX" "${SBX_SUPERVISOR:-$(dirname "$SBX")/sbx-supervisor}"; do
         readelf -d "$prog" | grep NEEDED >"$T/needed"
         expect_in "$T/needed" libjansson "${prog##*/}: the list of needed libraries is read"
-        for lib in libm.so libyaml; do
+        for lib in libm.so libyaml libseccomp; do
             expect_not_in "$T/needed" "$lib" "${prog##*/} does not link $lib"
         done
     done
@@ -65,6 +66,26 @@ expect_in "$T/out" "sbx " "sbx version prints the version"
 run bad "$SBX" sandbox exec "$id" -- echo hi
 expect_rc 0 "sbx sandbox exec runs without them"
 expect_in "$T/out" "hi" "sbx sandbox exec prints the command's output"
+
+# The supervisor starts with an empty environment: a wrapper gives it the bad directory. Only
+# an isolated sandbox needs libseccomp (its filter, built by the supervisor on the host).
+printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$T/bad" \
+    "${SBX_SUPERVISOR:-$(dirname "$SBX")/sbx-supervisor}" >"$T/sup-bad"
+chmod 755 "$T/sup-bad"
+run env SBX_SUPERVISOR="$T/sup-bad" "$SBX" sandbox create
+expect_rc 1 "an isolated create fails without libseccomp"
+expect_in "$T/err" "cannot load 'libseccomp.so.2' (needed to build a sandbox's seccomp filter)" \
+    "and names libseccomp"
+others=0
+for d in "$RUNBASE"/*; do [ "${d##*/}" = "$id" ] || others=$((others + 1)); done
+expect_eq "$others" 0 "and leaves no sandbox behind"
+run env SBX_SUPERVISOR="$T/sup-bad" "$SBX" sandbox create --isolation none
+expect_rc 0 "a sandbox without isolation starts without libseccomp"
+id_none=$(cat "$T/out")
+run "$SBX" sandbox exec "$id_none" -- echo none
+expect_in "$T/out" "none" "and runs commands"
+run "$SBX" sandbox rm "$id_none"
+expect_rc 0 "remove the sandbox without isolation"
 
 printf 'version: 1\nentries: {}\n' >"$T/m.yaml"
 run bad "$SBX" manifest check --no-host-checks "$T/m.yaml"

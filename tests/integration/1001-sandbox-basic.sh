@@ -229,6 +229,39 @@ expect_rc 126 "a command that cannot be run (not executable) fails with 126"
 expect_in "$T/err" "cannot run './noexec': permission denied" "and says why"
 run "$SBX" sandbox exec "$id" -- /
 expect_rc 126 "a directory as the command fails with 126"
+# The command's PATH, searched as execvp searches it (exec_search in the supervisor): EACCES and
+# ENOENT/ENOTDIR go on to the next directory, EACCES wins over ENOENT at the end, ELOOP stops,
+# a script without #! runs under /bin/sh, an empty entry is the working directory.
+run "$SBX" sandbox exec "$id" -- sh -c 'mkdir -p p/ro p/ok p/sh p/dir/tool p/shut &&
+    printf "#!/bin/sh\necho ro\n" >p/ro/tool && chmod 644 p/ro/tool &&
+    printf "#!/bin/sh\necho ok \$0\n" >p/ok/tool && chmod 755 p/ok/tool &&
+    printf "echo sh \$0\n" >p/sh/tool && chmod 755 p/sh/tool && cp p/ok/tool p/shut/ &&
+    chmod 000 p/shut && : >p/file && ln -s loop2 p/loop1 && ln -s loop1 p/loop2'
+expect_rc 0 "make the PATH directories"
+w=/workspace/p
+pathrun() { run "$SBX" sandbox exec -e "PATH=$1" "$id" -- tool; }
+pathrun "$w/ro:$w/none:$w/file:$w/shut:$w/dir:$w/ok"
+expect_rc 0 "a command behind a non-executable file, a missing and a refused directory runs"
+expect_eq "$(cat "$T/out")" "ok $w/ok/tool" "from the first directory that can run it"
+pathrun "$w/none:$w/ro:$w/none"
+expect_rc 126 "a command found only not executable fails with 126"
+expect_in "$T/err" "cannot run 'tool': permission denied" "and says permission denied"
+pathrun "$w/shut:$w/none"
+expect_rc 126 "a directory that cannot be searched is permission denied too"
+pathrun "$w/file:$w/none"
+expect_rc 127 "a command in no directory fails with 127"
+expect_in "$T/err" "command 'tool' not found" "and is not found"
+pathrun "$w/none:$w/sh"
+expect_rc 0 "a script without #! runs"
+expect_eq "$(cat "$T/out")" "sh $w/sh/tool" "under /bin/sh, with its path"
+pathrun "$w/loop1:$w/ok"
+expect_rc 126 "a loop of symbolic links stops the search"
+expect_in "$T/err" "too many levels of symbolic links" "and is named"
+run "$SBX" sandbox exec -w "$w/ok" -e "PATH=$w/none:" "$id" -- tool
+expect_eq "$(cat "$T/out")" "ok tool" "an empty PATH entry is the working directory"
+run "$SBX" sandbox exec -e "PATH=$w/ok" "$id" -- p/sh/tool
+expect_eq "$(cat "$T/out")" "sh p/sh/tool" "a name with a slash is not searched"
+run "$SBX" sandbox exec "$id" -- sh -c 'chmod 755 p/shut && rm -rf p'
 for code in 1 2 124 125 126 127; do
     run "$SBX" sandbox exec "$id" -- sh -c "exit $code"
     expect_rc "$code" "the command's own status $code passes through"

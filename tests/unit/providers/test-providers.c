@@ -305,6 +305,12 @@ static void test_records(void)
     CHECK_OK(sbx_sandbox_records(&all, &err), &err);
     CHECK_EQ_INT(json_array_size(all), 2);
     json_decref(all);
+    /* nor is it found by its file's name (an exact id is read from its file alone) */
+    CHECK_ERR(sbx_sandbox_record_read("feedfeedfeedfeed", &rec, &err), SBX_E_NOTFOUND, &err, NULL);
+    CHECK_OK(sbx_sandbox_record_read("0123ffff00000000", &rec, &err), &err);
+    CHECK_EQ_STR(rec ? json_string_value(json_object_get(rec, "id")) : "", "0123ffff00000000");
+    json_decref(rec);
+    rec = NULL;
     CHECK_OK(sbx_sandbox_record_remove("0123456789abcdef", &err), &err);
     CHECK_OK(sbx_sandbox_record_remove("0123456789abcdef", &err), &err); /* gone: fine */
     CHECK_OK(sbx_sandbox_record_read("0123", &rec, &err), &err);

@@ -77,6 +77,18 @@ int sbx__local_valid_id(const char *id)
 
 int sbx__local_find_id(const char *dir, const char *suffix, const char *prefix, char **out)
 {
+    /* An exact id wins over prefixes: when its entry is there, the directory need not be
+     * read. */
+    struct stat st;
+    if (dir && sbx__local_valid_id(prefix)) {
+        char *exact = sbx_xasprintf("%s/%s%s", dir, prefix, suffix);
+        int there = fstatat(AT_FDCWD, exact, &st, AT_SYMLINK_NOFOLLOW) == 0;
+        free(exact);
+        if (there) {
+            *out = sbx_xstrdup(prefix);
+            return 1;
+        }
+    }
     DIR *d = dir ? opendir(dir) : NULL;
     if (!d)
         return -2;

@@ -6,6 +6,7 @@
  * (exec_cwd, exec_env), stdio (exec_stdio), spawn (exec_spawn) and reply (exec_reply). */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -108,10 +109,76 @@ struct exec_child {
     char **envp;
     int cwd_fd, in_fd, out_fd, err_fd;
     int pty_slave; /* -1: none */
-    int errpipe;   /* the command's pid, then an error if it does not start */
-    int status_w;  /* the reaper reports the command's wait status here */
-    char *stacks;  /* the reaper's and the command's stacks (exec_stacks); NULL: none */
+    int errpipe;   /* the command's pid (unless shared), then an error if it does not start */
+    /* The reaper shares the supervisor's memory (start_reaper): the command's pid reaches the
+     * supervisor in *cmd_pid, written by the kernel as the reaper clones it (or by the reaper
+     * after a fork), and nothing but an error goes on the error pipe. 0: a forked reaper, the
+     * pid goes on the pipe first. */
+    int shared;
+    pid_t *cmd_pid;
+    int status_w; /* the reaper reports the command's wait status here */
+    char *stacks; /* the reaper's and the command's stacks (exec_stacks); NULL: none */
 };
+
+/* Whether execvp goes on to PATH's next directory after this error of the previous one. */
+static int search_goes_on(int e)
+{
+    return e == EACCES || e == ENOENT || e == ENOTDIR || e == ESTALE || e == ENODEV ||
+           e == ETIMEDOUT;
+}
+
+/* execvp(argv[0], argv) with envp as the environment (environ already points at it), found in
+ * the command's own PATH the way glibc's execvp finds it, but without a failed execve for each
+ * directory before the one that holds it: each candidate is first looked up with access(F_OK),
+ * and only one that exists (or whose lookup failed with an error the search does not skip) is
+ * executed. An execve that fails where the file does not exist fails with the lookup's error
+ * (the same path walk with the same credentials: the command's, already switched), so the
+ * result is execvp's, errors included: EACCES when some directory refused it and none had it,
+ * else the last error; a name with a slash, an empty name, no PATH, an empty PATH entry (the
+ * working directory) or an entry or name too long for the buffer take glibc's own execvp. A
+ * file that is not an executable format goes to execvp too, for its /bin/sh fallback. Returns
+ * only on failure, errno set. Allocates nothing. */
+static void exec_search(char *const *argv, char *const *envp)
+{
+    const char *name = argv[0], *path = NULL;
+    for (char *const *e = envp; *e && !path; e++)
+        if (strncmp(*e, "PATH=", 5) == 0)
+            path = *e + 5;
+    size_t nlen = strlen(name), dlen;
+    int plain = nlen > 0 && nlen <= NAME_MAX && !strchr(name, '/') && path;
+    for (const char *p = path; plain; p += dlen + 1) {
+        dlen = strcspn(p, ":");
+        plain = dlen > 0 && dlen < PATH_MAX;
+        if (!p[dlen])
+            break;
+    }
+    if (!plain) {
+        execvp(name, argv);
+        return;
+    }
+    char buf[PATH_MAX + NAME_MAX + 2];
+    int eacces = 0;
+    for (const char *p = path;; p += dlen + 1) {
+        dlen = strcspn(p, ":");
+        memcpy(buf, p, dlen);
+        buf[dlen] = '/';
+        memcpy(buf + dlen + 1, name, nlen + 1);
+        if (access(buf, F_OK) == 0 || !search_goes_on(errno)) {
+            execve(buf, argv, envp);
+            if (errno == ENOEXEC) {
+                execvp(buf, argv);
+                return;
+            }
+        }
+        if (!search_goes_on(errno))
+            return;
+        eacces |= errno == EACCES;
+        if (!p[dlen])
+            break;
+    }
+    if (eacces)
+        errno = EACCES;
+}
 
 /* In the forked child: never returns. Only async-signal-safe calls: the supervisor is single
  * threaded, but keeping to them keeps this path valid if that ever changes.
@@ -119,13 +186,14 @@ struct exec_child {
  * fork and exec it needs what the spawn helper does not do — TIOCSCTTY on the pty, and for
  * isolation the user switch, capability drop, rlimits and seccomp — and execvp's lookup of a
  * relative or bare name in the command's own PATH (and its /bin/sh fallback for scripts
- * without #!), which commands in a sandbox rely on. */
+ * without #!), which commands in a sandbox rely on (exec_search). */
 static SBX_NORETURN void child_main(const struct exec_child *a)
 {
     struct sbx_error err = SBX_ERROR_INIT;
-    /* First on the error pipe: our pid, for the supervisor (our parent is the reaper). */
-    pid_t self = getpid();
-    if (write(a->errpipe, &self, sizeof(self)) != (ssize_t)sizeof(self))
+    /* First on the error pipe: our pid, for the supervisor (our parent is the reaper), unless
+     * the supervisor has it already: one wake-up of the supervisor less per exec. */
+    pid_t self = a->shared ? 0 : getpid();
+    if (!a->shared && write(a->errpipe, &self, sizeof(self)) != (ssize_t)sizeof(self))
         _exit(127);
     /* The supervisor changes only SIGPIPE's disposition (ignored: that would survive exec) and
      * the mask (its signals go to a signalfd); everything else is at the default already. */
@@ -157,7 +225,7 @@ static SBX_NORETURN void child_main(const struct exec_child *a)
         goto fail;
     }
     environ = a->envp;
-    execvp(a->x->argv.v[0], a->x->argv.v);
+    exec_search(a->x->argv.v, a->envp);
 fail:
     if (err.code == SBX_OK) {
         int e = errno;
@@ -226,8 +294,11 @@ static pid_t spawn_command(const struct exec_child *a)
     if (a->stacks) {
         char **env = environ;
         int dumpable = prctl(PR_GET_DUMPABLE, 0, 0, 0, 0);
-        cmd = clone(child_entry, a->stacks + STACKS_SIZE, CLONE_VM | CLONE_VFORK | SIGCHLD,
-                    (void *)a);
+        /* CLONE_PARENT_SETTID: the pid is in the supervisor's memory before the command runs
+         * (a reaper killed right after still leaves it there). */
+        cmd = clone(child_entry, a->stacks + STACKS_SIZE,
+                    CLONE_VM | CLONE_VFORK | SIGCHLD | (a->shared ? CLONE_PARENT_SETTID : 0),
+                    (void *)a, a->cmd_pid);
         e = errno;
         environ = env;
         if (cmd > 0 && dumpable >= 0 && prctl(PR_GET_DUMPABLE, 0, 0, 0, 0) != dumpable)
@@ -242,6 +313,8 @@ static pid_t spawn_command(const struct exec_child *a)
     cmd = fork();
     if (cmd == 0)
         child_main(a);
+    if (cmd > 0 && a->shared)
+        *a->cmd_pid = cmd;
     return cmd;
 }
 
@@ -332,18 +405,19 @@ static SBX_NORETURN void reaper_main(const struct exec_child *a)
 {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     struct sbx_error err = SBX_ERROR_INIT;
+    pid_t none = 0;
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0) {
-        pid_t none = 0;
         sbx_error_errno(&err, errno, "cannot become a child subreaper");
-        (void)!write(a->errpipe, &none, sizeof(none));
+        if (!a->shared)
+            (void)!write(a->errpipe, &none, sizeof(none));
         (void)!write(a->errpipe, &err, sizeof(err));
         _exit(127);
     }
     pid_t cmd = spawn_command(a);
     if (cmd < 0) {
-        pid_t none = 0;
         sbx_error_errno(&err, errno, "cannot fork the command");
-        (void)!write(a->errpipe, &none, sizeof(none));
+        if (!a->shared)
+            (void)!write(a->errpipe, &none, sizeof(none));
         (void)!write(a->errpipe, &err, sizeof(err));
         _exit(127);
     }
@@ -372,14 +446,16 @@ static int reaper_entry(void *p)
  * waits on the error pipe (reaper_main). The command, which it starts vfork-like, lives in that
  * memory only until it executes. Without the stacks, on other architectures or where clone
  * with CLONE_VM is refused (valgrind), the reaper is a fork. */
-static pid_t start_reaper(const struct exec_child *a)
+static pid_t start_reaper(struct exec_child *a)
 {
     if (SHARED_REAPER && a->stacks) {
+        a->shared = 1;
         pid_t pid = clone(reaper_entry, a->stacks + GUARD_SIZE + REAPER_STACK, CLONE_VM | SIGCHLD,
                           (void *)a);
         if (pid > 0 || (errno != EINVAL && errno != ENOSYS))
             return pid;
     }
+    a->shared = 0;
     pid_t pid = fork();
     if (pid == 0)
         reaper_main(a);
@@ -523,23 +599,26 @@ static int exec_stdio(const struct sbx__sup *s, const struct exec_req *x,
     return 0;
 }
 
-/* What the command wrote on the error pipe (ep): its pid, then, only when it did not start, an
- * error. 0 with *cmd_out once it runs; otherwise its reaper (pid reaper) is reaped and the error
- * names the command. */
-static int read_start(int ep, const struct exec_req *x, pid_t reaper, pid_t *cmd_out,
-                      struct sbx_error *err)
+/* What the command wrote on the error pipe (ep): its pid (unless shared_pid has it), then, only
+ * when it did not start, an error. 0 with *cmd_out once it runs; otherwise its reaper (pid
+ * reaper) is reaped and the error names the command. */
+static int read_start(int ep, const struct exec_req *x, pid_t reaper, const pid_t *shared_pid,
+                      pid_t *cmd_out, struct sbx_error *err)
 {
     struct sbx_error cerr = SBX_ERROR_INIT;
     pid_t cmd = 0;
-    ssize_t n;
-    do
-        n = read(ep, &cmd, sizeof(cmd));
-    while (n < 0 && errno == EINTR);
+    ssize_t n = sizeof(cmd);
+    while (!shared_pid && (n = read(ep, &cmd, sizeof(cmd))) < 0 && errno == EINTR)
+        ;
     if (n == (ssize_t)sizeof(cmd)) {
         do
             n = read(ep, &cerr, sizeof(cerr));
         while (n < 0 && errno == EINTR);
-    } else {
+        /* End of file: the reaper and the command closed their ends, the pid is written. */
+        if (shared_pid)
+            cmd = *shared_pid;
+    }
+    if (n != (ssize_t)sizeof(cerr) && cmd <= 0) {
         /* the reaper died before the command could start */
         n = sizeof(cerr);
         sbx_error_set(&cerr, SBX_E_SANDBOX, 0, "the command could not be started");
@@ -571,6 +650,7 @@ static int exec_spawn(const struct sbx__sup *s, const struct exec_req *x,
                       struct sbx_error *err)
 {
     int ep[2] = {-1, -1}, sp[2] = {-1, -1}, rc;
+    pid_t shared_cmd = 0; /* the command's pid, from a reaper that shares our memory */
     struct exec_child a = {.stacks = NULL};
     if (pipe2(ep, O_CLOEXEC) < 0 || pipe2(sp, O_CLOEXEC) < 0) {
         rc = sbx_error_errno(err, errno, "pipe");
@@ -589,6 +669,7 @@ static int exec_spawn(const struct sbx__sup *s, const struct exec_req *x,
                             .pty_slave = io->slave,
                             .errpipe = ep[1],
                             .status_w = sp[1],
+                            .cmd_pid = &shared_cmd,
                             .stacks = exec_stacks()};
     pid_t pid = start_reaper(&a);
     if (pid < 0) {
@@ -601,7 +682,7 @@ static int exec_spawn(const struct sbx__sup *s, const struct exec_req *x,
     sbx_fd_close(&io->err_w);
     sbx_fd_close(&io->in_s);
     sbx_fd_close(&io->slave);
-    rc = read_start(ep[0], x, pid, cmd_out, err);
+    rc = read_start(ep[0], x, pid, a.shared ? &shared_cmd : NULL, cmd_out, err);
     if (rc == 0) {
         *pid_out = pid;
         *status_fd = sp[0];

@@ -94,6 +94,15 @@ static int run_probes(void)
     if (fd >= 0)
         close((int)fd);
     probe("family_99", syscall(SYS_socket, 99, SOCK_STREAM, 0));
+    /* the families between the allowed ones and just above netlink, and AF_UNIX with high bits
+     * set (the kernel would read AF_UNIX; the filter compares all 64 bits and refuses it) */
+    probe("family_0", syscall(SYS_socket, 0, SOCK_STREAM, 0));
+    probe("family_3", syscall(SYS_socket, 3, SOCK_DGRAM, 0));
+    probe("family_9", syscall(SYS_socket, 9, SOCK_DGRAM, 0));
+    probe("family_11", syscall(SYS_socket, 11, SOCK_DGRAM, 0));
+    probe("family_17", syscall(SYS_socket, 17, SOCK_DGRAM, 0));
+    probe("family_63", syscall(SYS_socket, 63, SOCK_DGRAM, 0));
+    probe("family_unix_high", syscall(SYS_socket, (1UL << 32) | AF_UNIX, SOCK_STREAM, 0));
     probe("getpid_ok", syscall(SYS_getpid) > 0 ? 0 : -1);
     return 0;
 }
@@ -785,6 +794,13 @@ static void test_seccomp_probes(void)
             {"inet=0\n"},
             {"unix=0\n"},
             {"family_99=97\n"},
+            {"family_0=97\n"},
+            {"family_3=97\n"},
+            {"family_9=97\n"},
+            {"family_11=97\n"},
+            {"family_17=97\n"},
+            {"family_63=97\n"},
+            {"family_unix_high=97\n"},
             {"getpid_ok=0\n"},
     };
     for (size_t i = 0; i < SBX_ARRAY_LEN(want); i++)
