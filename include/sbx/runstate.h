@@ -71,7 +71,9 @@ SBX_API int sbx_run_state_write_file(const char *path, const json_t *state,
  * naming a log beside it ("<name>.0.log" or "<name>.1.log") with one record per item and per
  * change of any other field, each carrying a SHA-256 chained over every record before it. Each
  * checkpoint appends its new records and fdatasyncs them before the head is written atomically
- * (as sbx_run_state_write_file). Items must be appended to, never edited: when the state's
+ * (as sbx_run_state_write_file). A field whose value is the very object the previous
+ * checkpoint had is taken as unchanged: change a value by passing a new one, never in place.
+ * Items must be appended to, never edited: when the state's
  * items are not the ones written before plus new ones (by object), or the secrets changed, a
  * whole new log is written under the other name and renamed into place. Any other status
  * writes the whole document with sbx_run_state_write_file and removes the log.

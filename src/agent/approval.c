@@ -65,6 +65,19 @@ static int needs_approval(struct run *r, struct job *j, struct sbx_error *err)
     return rc < 0 ? rc : rc > 0;
 }
 
+/* *list with v appended, as a new array: the run's lists are shared with its running
+ * checkpoints' states, and a checkpoint log takes a list it saw before, by object, as
+ * unchanged. */
+static void append_new(json_t **list, json_t *v)
+{
+    json_t *grown = json_copy(*list);
+    if (!grown)
+        SBX_BUG("out of memory copying a list");
+    sbx_json_append(grown, v);
+    json_decref(*list);
+    *list = grown;
+}
+
 /* Record the decision on j: the job, the run's log, its event and the call's span. */
 static void apply(struct run *r, struct job *j, int approved, const char *message, const char *by)
 {
@@ -79,7 +92,7 @@ static void apply(struct run *r, struct job *j, int approved, const char *messag
                             "arguments_digest", digest, "approved", approved, "by", by);
     if (j->reject_message)
         sbx_json_set(rec, "message", sbx_json_str(j->reject_message));
-    sbx_json_append(r->decision_log, json_incref(rec));
+    append_new(&r->decision_log, json_incref(rec));
     sbx_span_set_str(j->span, "sbx.approval", approved ? "approved" : "rejected");
     sbx_span_set_str(j->span, "sbx.approval.by", by);
     if (j->reject_message)
@@ -141,7 +154,7 @@ static void add_always(struct run *r, const char *tool, int approved, const char
                           "turn", r->turn);
     if (!approved && message)
         sbx_json_set(a, "message", sbx_json_str(message));
-    sbx_json_append(r->always, a);
+    append_new(&r->always, a);
 }
 
 /* Ask the caller about j. Returns 1 when answered, 0 when it waits, or an error. */

@@ -49,6 +49,9 @@ struct run {
     size_t input_first; /* items[input_first, input_items) are this run's own input */
     int input_guarded;  /* the input guardrails passed (the state's "guardrails") */
     json_t *tripwire;   /* the verdict of the guardrail that tripped, NULL: none */
+    /* The running checkpoints' state, brought up to date for each one (sbx__run_state_build):
+     * a field that did not change keeps its object. */
+    json_t *ckpt;
 };
 
 /* One tool call of a turn, from its item to its output. */

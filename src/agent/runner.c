@@ -1632,6 +1632,7 @@ out:
     free(r.run_id);
     json_decref(r.sandbox);
     json_decref(r.tripwire);
+    json_decref(r.ckpt);
     free(r.used_tools);
     free(r.prev_id);
     free(r.tv);

@@ -35,16 +35,154 @@ static json_t *str_or_null(const char *s)
     return s ? sbx_json_str(s) : json_null();
 }
 
-/* A running checkpoint's state is borrowed for the call only (sbx_checkpoint_fn): it shares
- * the run's own values. A final one is kept (sbx_run_result_state): it gets copies. */
-static json_t *copy(const json_t *v, int share)
+/* A final checkpoint's state is kept (sbx_run_result_state): it gets copies. */
+static json_t *copy_or_null(const json_t *v)
 {
-    return share ? json_incref((json_t *)v) : json_deep_copy(v);
+    return v ? json_deep_copy(v) : json_null();
 }
 
-static json_t *copy_or_null(const json_t *v, int share)
+/* Whether v is the string s (NULL: null). */
+static int str_is(const json_t *v, const char *s)
 {
-    return v ? copy(v, share) : json_null();
+    return s ? json_is_string(v) && strcmp(json_string_value(v), s) == 0 : json_is_null(v);
+}
+
+/* Setters of the running state's fields: each leaves the object a field has when it holds
+ * the value already, so that what did not change is the same object at the next checkpoint. */
+static void keep_str(json_t *st, const char *key, const char *s)
+{
+    if (!str_is(json_object_get(st, key), s))
+        sbx_json_set(st, key, str_or_null(s));
+}
+
+static void keep_int(json_t *st, const char *key, json_int_t v)
+{
+    const json_t *cur = json_object_get(st, key);
+    if (!json_is_integer(cur) || json_integer_value(cur) != v)
+        sbx_json_set(st, key, json_integer(v));
+}
+
+/* A value of the run's own, shared with the state (NULL: null). */
+static void keep_shared(json_t *st, const char *key, const json_t *v)
+{
+    const json_t *cur = json_object_get(st, key);
+    if (v ? cur != v : !json_is_null(cur))
+        sbx_json_set(st, key, v ? json_incref((json_t *)v) : json_null());
+}
+
+static json_t *agents_of(struct sbx_agent **reach, size_t n)
+{
+    json_t *agents = json_array();
+    for (size_t i = 0; i < n; i++)
+        sbx_json_append(agents, json_pack("{s:s, s:o, s:o}", "name", reach[i]->name, "file",
+                                          str_or_null(reach[i]->source_file), "digest",
+                                          str_or_null(reach[i]->source_digest)));
+    return agents;
+}
+
+static int agents_are(const json_t *agents, struct sbx_agent **reach, size_t n)
+{
+    if (!json_is_array(agents) || json_array_size(agents) != n)
+        return 0;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *a = json_array_get(agents, i);
+        if (!str_is(json_object_get(a, "name"), reach[i]->name) ||
+            !str_is(json_object_get(a, "file"), reach[i]->source_file) ||
+            !str_is(json_object_get(a, "digest"), reach[i]->source_digest))
+            return 0;
+    }
+    return 1;
+}
+
+static json_t *tools_used_of(const struct run *r)
+{
+    json_t *used = json_array();
+    for (size_t i = 0; i < r->nused; i++)
+        sbx_json_append(used, sbx_json_str(r->used_tools[i]->name));
+    return used;
+}
+
+static int tools_used_are(const json_t *used, const struct run *r)
+{
+    if (!json_is_array(used) || json_array_size(used) != r->nused)
+        return 0;
+    for (size_t i = 0; i < r->nused; i++)
+        if (!str_is(json_array_get(used, i), r->used_tools[i]->name))
+            return 0;
+    return 1;
+}
+
+static json_t *conversation_of(const struct run *r)
+{
+    const struct sbx_run_options *opt = r->opt;
+    if (!opt->conversation_store || !opt->conversation)
+        return json_null();
+    return json_pack("{s:s, s:I}", "name", opt->conversation, "saved_upto",
+                     (json_int_t)r->saved_upto);
+}
+
+static int conversation_is(const json_t *conv, const struct run *r)
+{
+    const struct sbx_run_options *opt = r->opt;
+    if (!opt->conversation_store || !opt->conversation)
+        return json_is_null(conv);
+    const json_t *upto = json_object_get(conv, "saved_upto");
+    return str_is(json_object_get(conv, "name"), opt->conversation) && json_is_integer(upto) &&
+           json_integer_value(upto) == (json_int_t)r->saved_upto && json_object_size(conv) == 2;
+}
+
+/* The state of a running checkpoint: r->ckpt brought up to date, its fields set in the order
+ * a new state has them (the log's records follow that order), shared with the run (borrowed
+ * by the checkpoint for the call). */
+static json_t *running_state(struct run *r, const char *when)
+{
+    const struct sbx_run_options *opt = r->opt;
+    if (!r->ckpt)
+        r->ckpt = json_object();
+    json_t *st = r->ckpt;
+    struct sbx_agent **reach = NULL;
+    size_t nreach = sbx__run_reachable(r->start, &reach);
+    keep_str(st, "format", SBX_RUN_STATE_FORMAT);
+    keep_int(st, "version", SBX_RUN_STATE_VERSION);
+    keep_str(st, "status", "running");
+    keep_str(st, "error", NULL);
+    keep_str(st, "updated_at", when);
+    keep_str(st, "start_agent", r->start->name);
+    keep_str(st, "current_agent", r->agent->name);
+    if (!agents_are(json_object_get(st, "agents"), reach, nreach))
+        sbx_json_set(st, "agents", agents_of(reach, nreach));
+    free(reach);
+    keep_shared(st, "agent_files", r->agent_files);
+    keep_int(st, "turn", r->done_turn);
+    keep_int(st, "max_turns", r->max_turns);
+    keep_shared(st, "items", r->items);
+    keep_int(st, "input_items", (json_int_t)r->input_items);
+    keep_shared(st, "usage", r->usage);
+    keep_str(st, "model", opt->model_name ? opt->model_name : r->agent->model);
+    keep_shared(st, "model_settings", r->agent->settings);
+    keep_str(st, "previous_response_id", r->prev_id);
+    keep_int(st, "sent_upto", (json_int_t)r->sent_upto);
+    if (!tools_used_are(json_object_get(st, "tools_used"), r))
+        sbx_json_set(st, "tools_used", tools_used_of(r));
+    if (!conversation_is(json_object_get(st, "conversation"), r))
+        sbx_json_set(st, "conversation", conversation_of(r));
+    keep_shared(st, "open_calls", r->open_calls);
+    keep_shared(st, "pending", r->pending);
+    keep_shared(st, "decisions", r->decision_log);
+    keep_shared(st, "always", r->always);
+    keep_str(st, "run_id", r->run_id);
+    keep_str(st, "final_output", NULL);
+    keep_shared(st, "sandbox", r->sandbox);
+    keep_shared(st, "meta", r->meta);
+    if (!r->input_guarded)
+        json_object_del(st, "guardrails");
+    else if (!json_object_get(st, "guardrails"))
+        sbx_json_set(st, "guardrails", json_pack("{s:s}", "input", "passed"));
+    if (r->tripwire)
+        keep_shared(st, "tripwire", r->tripwire);
+    else
+        json_object_del(st, "tripwire");
+    return json_incref(st);
 }
 
 int sbx__run_state_build(struct run *r, const char *status, const char *error,
@@ -64,26 +202,16 @@ int sbx__run_state_build(struct run *r, const char *status, const char *error,
     }
     char when[SBX_TIME_RFC3339_LEN];
     sbx_time_rfc3339(sbx_time_real_ns(), when);
-    json_t *agents = json_array();
+    if (strcmp(status, "running") == 0) {
+        *out = running_state(r, when);
+        return 0;
+    }
     struct sbx_agent **reach = NULL;
     size_t nreach = sbx__run_reachable(r->start, &reach);
-    for (size_t i = 0; i < nreach; i++)
-        sbx_json_append(agents, json_pack("{s:s, s:o, s:o}", "name", reach[i]->name, "file",
-                                          str_or_null(reach[i]->source_file), "digest",
-                                          str_or_null(reach[i]->source_digest)));
+    json_t *agents = agents_of(reach, nreach);
     free(reach);
-    json_t *used = json_array();
-    for (size_t i = 0; i < r->nused; i++)
-        sbx_json_append(used, sbx_json_str(r->used_tools[i]->name));
-    json_t *conv = json_null();
-    if (opt->conversation_store && opt->conversation) {
-        json_decref(conv);
-        conv = json_pack("{s:s, s:I}", "name", opt->conversation, "saved_upto",
-                         (json_int_t)r->saved_upto);
-    }
     const char *model = opt->model_name ? opt->model_name : r->agent->model;
-    int share = strcmp(status, "running") == 0;
-    json_t *items = share ? json_incref(r->items) : json_copy(r->items);
+    json_t *items = json_copy(r->items);
     if (!items)
         SBX_BUG("out of memory copying the items");
     json_t *st = json_object();
@@ -95,30 +223,30 @@ int sbx__run_state_build(struct run *r, const char *status, const char *error,
     sbx_json_set(st, "start_agent", sbx_json_str(r->start->name));
     sbx_json_set(st, "current_agent", sbx_json_str(r->agent->name));
     sbx_json_set(st, "agents", agents);
-    sbx_json_set(st, "agent_files", copy_or_null(r->agent_files, share));
+    sbx_json_set(st, "agent_files", copy_or_null(r->agent_files));
     sbx_json_set(st, "turn", json_integer(r->done_turn));
     sbx_json_set(st, "max_turns", json_integer(r->max_turns));
     sbx_json_set(st, "items", items);
     sbx_json_set(st, "input_items", json_integer((json_int_t)r->input_items));
-    sbx_json_set(st, "usage", copy(r->usage, share));
+    sbx_json_set(st, "usage", json_deep_copy(r->usage));
     sbx_json_set(st, "model", str_or_null(model));
-    sbx_json_set(st, "model_settings", copy_or_null(r->agent->settings, share));
+    sbx_json_set(st, "model_settings", copy_or_null(r->agent->settings));
     sbx_json_set(st, "previous_response_id", str_or_null(r->prev_id));
     sbx_json_set(st, "sent_upto", json_integer((json_int_t)r->sent_upto));
-    sbx_json_set(st, "tools_used", used);
-    sbx_json_set(st, "conversation", conv);
-    sbx_json_set(st, "open_calls", copy(r->open_calls, share));
-    sbx_json_set(st, "pending", copy(r->pending, share));
-    sbx_json_set(st, "decisions", copy(r->decision_log, share));
-    sbx_json_set(st, "always", copy(r->always, share));
+    sbx_json_set(st, "tools_used", tools_used_of(r));
+    sbx_json_set(st, "conversation", conversation_of(r));
+    sbx_json_set(st, "open_calls", json_deep_copy(r->open_calls));
+    sbx_json_set(st, "pending", json_deep_copy(r->pending));
+    sbx_json_set(st, "decisions", json_deep_copy(r->decision_log));
+    sbx_json_set(st, "always", json_deep_copy(r->always));
     sbx_json_set(st, "run_id", sbx_json_str(r->run_id));
     sbx_json_set(st, "final_output", str_or_null(final_output));
-    sbx_json_set(st, "sandbox", copy_or_null(r->sandbox, share));
-    sbx_json_set(st, "meta", copy_or_null(r->meta, share));
+    sbx_json_set(st, "sandbox", copy_or_null(r->sandbox));
+    sbx_json_set(st, "meta", copy_or_null(r->meta));
     if (r->input_guarded)
         sbx_json_set(st, "guardrails", json_pack("{s:s}", "input", "passed"));
     if (r->tripwire)
-        sbx_json_set(st, "tripwire", copy(r->tripwire, share));
+        sbx_json_set(st, "tripwire", json_deep_copy(r->tripwire));
     *out = st;
     return 0;
 }

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "agent/runstate-log.h"
+#include "core/json-canon.h"
 #include "sbx/buf.h"
 #include "sbx/fs.h"
 #include "sbx/hash.h"
@@ -33,19 +34,20 @@ struct sbx_run_state_log {
     json_t *fields; /* the logged fields as last written, {field: value} */
     size_t nrec;    /* records in the log */
     size_t nsecrets;
+    struct sbx_sha256 *sha; /* the digest every hash of the log is taken with, started over */
+    struct sbx_buf head;    /* the head's text, kept for the next checkpoint's */
     uint8_t chain[SBX_SHA256_LEN]; /* the hash of the last record (zeros before the first) */
 };
 
-/* h' = SHA-256(h || text): the chain hash of the record after h. */
-static int chain_next(const uint8_t h[SBX_SHA256_LEN], const char *text, size_t n,
-                      uint8_t out[SBX_SHA256_LEN], struct sbx_error *err)
+/* h' = SHA-256(h || text): the chain hash of the record after h, with the digest s (started
+ * over here; one per log, so that each record does not make its own). */
+static int chain_next(struct sbx_sha256 *s, const uint8_t h[SBX_SHA256_LEN], const char *text,
+                      size_t n, uint8_t out[SBX_SHA256_LEN], struct sbx_error *err)
 {
-    struct sbx_sha256 *s = NULL;
-    int rc = sbx_sha256_new(&s, err);
+    int rc = sbx_sha256_reset(s, err);
     if (rc == 0 && (rc = sbx_sha256_update(s, h, SBX_SHA256_LEN, err)) == 0 &&
         (rc = sbx_sha256_update(s, text, n, err)) == 0)
         rc = sbx_sha256_final(s, out, err);
-    sbx_sha256_free(s);
     return rc;
 }
 
@@ -57,21 +59,28 @@ int sbx__run_state_log_name_ok(const char *name)
 /* The fields a head keeps: what changes from one checkpoint to the next, and what a reader
  * needs first. Every other field (the agents, the sandboxes, the approvals, meta, ...) is left
  * to the log, as a record each time it changes. */
-static const char *const in_head[] = {"format",    "version",    "status",
-                                      "error",     "updated_at", "current_agent",
-                                      "turn",      "usage",      "previous_response_id",
-                                      "sent_upto", "open_calls", "final_output"};
+static const char *const in_head[] = {
+        /* In canonical order (byte-wise): the head is written in this order (head_text). */
+        "current_agent", "error",      "final_output",
+        "format",        "open_calls", "previous_response_id",
+        "sent_upto",     "status",     "turn",
+        "updated_at",    "usage",      "version"};
+
+static int in_head_field(const char *key)
+{
+    for (size_t i = 0; i < SBX_ARRAY_LEN(in_head); i++)
+        if (key[0] == in_head[i][0] && strcmp(key, in_head[i]) == 0)
+            return 1;
+    return 0;
+}
 
 /* Whether key is a field the log may set: not one the head keeps, not "items", "log" or
  * "digest", and a plain word (the record's syntax). */
 static int logged(const char *key)
 {
     static const char *const never[] = {"items", "log", "digest"};
-    if (!key[0] || strpbrk(key, " \n"))
+    if (!key[0] || strpbrk(key, " \n") || in_head_field(key))
         return 0;
-    for (size_t i = 0; i < SBX_ARRAY_LEN(in_head); i++)
-        if (key[0] == in_head[i][0] && strcmp(key, in_head[i]) == 0)
-            return 0;
     for (size_t i = 0; i < SBX_ARRAY_LEN(never); i++)
         if (key[0] == never[i][0] && strcmp(key, never[i]) == 0)
             return 0;
@@ -80,33 +89,36 @@ static int logged(const char *key)
 
 /* One record per line: the chain hash in hex, a space and the body: "i <item>" (an item
  * appended), "s <field> <value>" (a field set) or "d <field>" (a field removed), each value
- * as its canonical text. */
-static int add_record(const char *key, const json_t *v, const struct sbx_strv *secrets,
-                      uint8_t chain[SBX_SHA256_LEN], struct sbx_buf *b, struct sbx_error *err)
+ * as its canonical text, written straight after the hash's place in b. */
+static int add_record(struct sbx_sha256 *sha, const char *key, const json_t *v,
+                      const struct sbx_strv *secrets, uint8_t chain[SBX_SHA256_LEN],
+                      struct sbx_buf *b, struct sbx_error *err)
 {
-    char *text = NULL;
-    if (v) {
+    size_t at = b->len, body = at + HEX + 1;
+    int rc = sbx_buf_reserve(b, HEX + 1, err);
+    if (rc < 0)
+        return rc;
+    sbx_buf_setlen(b, body);
+    rc = sbx_buf_add(b, key ? (v ? "s " : "d ") : "i ", 2, err);
+    if (rc == 0 && key && (rc = sbx_buf_adds(b, key, err)) == 0 && v)
+        rc = sbx_buf_addch(b, ' ', err);
+    if (rc == 0 && v) {
         json_t *clean = sbx_scrub_json(secrets, v, NULL);
-        char *t = json_dumps(clean, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENCODE_ANY);
+        rc = sbx__json_canon(clean, b, err);
         json_decref(clean);
-        if (!t)
-            SBX_BUG("out of memory dumping a run state record");
-        text = key ? sbx_xasprintf("s %s %s", key, t) : sbx_xasprintf("i %s", t);
-        free(t);
-    } else {
-        text = sbx_xasprintf("d %s", key);
     }
-    size_t n = strlen(text);
-    char hex[HEX + 1];
-    int rc = chain_next(chain, text, n, chain, err);
+    if (rc == 0)
+        rc = chain_next(sha, chain, b->data + body, b->len - body, chain, err);
     if (rc == 0) {
+        /* The hash goes into the place kept for it before the body. */
+        char hex[HEX + 1];
         sbx_hex(chain, SBX_SHA256_LEN, hex);
-        hex[HEX] = ' ';
-        if ((rc = sbx_buf_add(b, hex, HEX + 1, err)) == 0 &&
-            (rc = sbx_buf_add(b, text, n, err)) == 0)
-            rc = sbx_buf_addch(b, '\n', err);
+        memcpy(b->data + at, hex, HEX);
+        b->data[at + HEX] = ' ';
+        rc = sbx_buf_addch(b, '\n', err);
     }
-    free(text);
+    if (rc < 0)
+        sbx_buf_setlen(b, at);
     return rc;
 }
 
@@ -150,8 +162,14 @@ int sbx_run_state_log_open(const char *path, struct sbx_run_state_log **out, str
         l->names[i] = sbx_xasprintf("%s.%d.log", base, i);
     l->dfd = dfd;
     l->fd = -1;
+    sbx_buf_init(&l->head, SBX_RUN_STATE_MAX);
     l->ondisk = on_disk(l);
     l->cur = l->ondisk;
+    int rc = sbx_sha256_new(&l->sha, err);
+    if (rc < 0) {
+        sbx_run_state_log_close(l);
+        return rc;
+    }
     *out = l;
     return 0;
 }
@@ -164,6 +182,8 @@ void sbx_run_state_log_close(struct sbx_run_state_log *l)
     sbx_fd_close(&l->dfd);
     json_decref(l->held);
     json_decref(l->fields);
+    sbx_sha256_free(l->sha);
+    sbx_buf_release(&l->head);
     free(l->path);
     free(l->base);
     free(l->names[0]);
@@ -186,9 +206,9 @@ static int extends(const struct sbx_run_state_log *l, const json_t *items,
 
 /* Records for the logged fields of state that differ from what the log holds (all of them
  * in a new log), and for those gone from state; fields gets their new values. */
-static int add_fields(const json_t *state, json_t *fields, const struct sbx_strv *secrets,
-                      uint8_t chain[SBX_SHA256_LEN], struct sbx_buf *b, size_t *nrec,
-                      struct sbx_error *err)
+static int add_fields(struct sbx_sha256 *sha, const json_t *state, json_t *fields,
+                      const struct sbx_strv *secrets, uint8_t chain[SBX_SHA256_LEN],
+                      struct sbx_buf *b, size_t *nrec, struct sbx_error *err)
 {
     const char *k;
     json_t *v;
@@ -199,7 +219,7 @@ static int add_fields(const json_t *state, json_t *fields, const struct sbx_strv
         json_t *old = json_object_get(fields, k);
         if (rc < 0 || v == old || !logged(k) || (old && json_equal(v, old)))
             continue;
-        rc = add_record(k, v, secrets, chain, b, err);
+        rc = add_record(sha, k, v, secrets, chain, b, err);
         (*nrec)++;
         sbx_json_set(fields, k, json_incref(v));
     }
@@ -207,7 +227,7 @@ static int add_fields(const json_t *state, json_t *fields, const struct sbx_strv
     {
         if (rc < 0 || json_object_get(state, k))
             continue;
-        rc = add_record(k, NULL, secrets, chain, b, err);
+        rc = add_record(sha, k, NULL, secrets, chain, b, err);
         (*nrec)++;
         json_object_del(fields, k);
     }
@@ -233,9 +253,9 @@ static int write_log(struct sbx_run_state_log *l, const json_t *state,
         memset(chain, 0, sizeof(chain));
     sbx_buf_init(&b, SBX_RUN_STATE_MAX);
     for (size_t i = from; i < json_array_size(items) && rc == 0; i++, nrec++)
-        rc = add_record(NULL, json_array_get(items, i), secrets, chain, &b, err);
+        rc = add_record(l->sha, NULL, json_array_get(items, i), secrets, chain, &b, err);
     if (rc == 0)
-        rc = add_fields(state, fields, secrets, chain, &b, &nrec, err);
+        rc = add_fields(l->sha, state, fields, secrets, chain, &b, &nrec, err);
     if (rc == 0 && fresh) {
         sbx_fd_close(&l->fd);
         l->cur = l->ondisk == 0 ? 1 : 0;
@@ -273,10 +293,95 @@ static int write_log(struct sbx_run_state_log *l, const json_t *state,
     return 0;
 }
 
-/* The head: the fields of state the log does not hold, naming the log, written atomically as
- * its canonical text with the digest first. */
-static int write_head(struct sbx_run_state_log *l, const json_t *state,
-                      const struct sbx_strv *secrets, struct sbx_error *err)
+#define HEAD_PREFIX "{\"digest\":\"" DIGEST_PREFIX
+/* Where the head's own digest goes in its file, and where its canonical text starts: the file
+ * is that text with HEAD_PREFIX, the hex and "\"," in place of its opening brace. */
+#define HEAD_HEX  (sizeof(HEAD_PREFIX) - 1)
+#define HEAD_TEXT (HEAD_HEX + HEX + 2)
+
+/* Whether the head can be written from state's fields in in_head's order: no field of state
+ * is one only a head may hold (then it goes into the head too, written by head_tree), and no
+ * secret shows in a key of the head, in the log's name or in its digest (a scrubbed key may
+ * sort elsewhere). */
+static int head_plain(const struct sbx_run_state_log *l, const json_t *state, const char *chain,
+                      const struct sbx_strv *secrets)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)state, k, v)
+    {
+        if (!logged(k) && strcmp(k, "items") != 0 && strcmp(k, "digest") != 0 && !in_head_field(k))
+            return 0;
+    }
+    if (!secrets || !secrets->n)
+        return 1;
+    /* The words of the head, its log's name and its digest. */
+    static const char *const log_words[] = {"log", "count", "digest", "file"};
+    const char *texts[SBX_ARRAY_LEN(in_head) + SBX_ARRAY_LEN(log_words) + 2];
+    size_t n = 0;
+    for (size_t i = 0; i < SBX_ARRAY_LEN(in_head); i++)
+        texts[n++] = in_head[i];
+    for (size_t i = 0; i < SBX_ARRAY_LEN(log_words); i++)
+        texts[n++] = log_words[i];
+    texts[n++] = l->names[l->cur];
+    texts[n++] = chain;
+    for (size_t i = 0; i < n; i++) {
+        char *hit = sbx_scrub_text(secrets, texts[i], strlen(texts[i]), NULL, NULL);
+        int found = hit != NULL;
+        free(hit);
+        if (found)
+            return 0;
+    }
+    return 1;
+}
+
+/* {"count":N,"digest":"sha256:<hex>","file":"<name>"}: the log the head stands for. */
+static int head_log(const struct sbx_run_state_log *l, const char *chain, struct sbx_buf *b,
+                    struct sbx_error *err)
+{
+    int rc = sbx_buf_adds(b, "\"log\":{\"count\":", err);
+    if (rc == 0 && (rc = sbx__json_canon_int((long long)l->nrec, b, err)) == 0 &&
+        (rc = sbx_buf_adds(b, ",\"digest\":", err)) == 0 &&
+        (rc = sbx__json_canon_string(chain, strlen(chain), b, err)) == 0 &&
+        (rc = sbx_buf_adds(b, ",\"file\":", err)) == 0 &&
+        (rc = sbx__json_canon_string(l->names[l->cur], strlen(l->names[l->cur]), b, err)) == 0)
+        rc = sbx_buf_addch(b, '}', err);
+    return rc;
+}
+
+/* The head's canonical text appended to b, written field by field: in_head is in canonical
+ * order, and "log" goes in its place among them. */
+static int head_text(const struct sbx_run_state_log *l, const json_t *state, const char *chain,
+                     const struct sbx_strv *secrets, struct sbx_buf *b, struct sbx_error *err)
+{
+    int rc = sbx_buf_addch(b, '{', err), first = 1, log_done = 0;
+    for (size_t i = 0; i <= SBX_ARRAY_LEN(in_head) && rc == 0; i++) {
+        const char *k = i < SBX_ARRAY_LEN(in_head) ? in_head[i] : NULL;
+        if (!log_done && (!k || strcmp(k, "log") > 0)) {
+            if ((first || (rc = sbx_buf_addch(b, ',', err)) == 0) &&
+                (rc = head_log(l, chain, b, err)) < 0)
+                break;
+            log_done = 1;
+            first = 0;
+        }
+        const json_t *v = k ? json_object_get(state, k) : NULL;
+        if (!v)
+            continue;
+        json_t *clean = sbx_scrub_json(secrets, v, NULL);
+        if ((first || (rc = sbx_buf_addch(b, ',', err)) == 0) &&
+            (rc = sbx__json_canon_string(k, strlen(k), b, err)) == 0 &&
+            (rc = sbx_buf_addch(b, ':', err)) == 0)
+            rc = sbx__json_canon(clean, b, err);
+        json_decref(clean);
+        first = 0;
+    }
+    return rc == 0 ? sbx_buf_addch(b, '}', err) : rc;
+}
+
+/* The head's canonical text appended to b, from a tree of its fields scrubbed as a whole: for
+ * the heads head_plain does not take. */
+static int head_tree(const struct sbx_run_state_log *l, const json_t *state, const char *chain,
+                     const struct sbx_strv *secrets, struct sbx_buf *b, struct sbx_error *err)
 {
     json_t *head = json_object();
     for (size_t i = 0; i < SBX_ARRAY_LEN(in_head); i++) {
@@ -293,48 +398,59 @@ static int write_head(struct sbx_run_state_log *l, const json_t *state,
             !json_object_get(head, k))
             sbx_json_set(head, k, json_incref(v));
     }
-    char chain[sizeof(DIGEST_PREFIX) + HEX];
-    memcpy(chain, DIGEST_PREFIX, sizeof(DIGEST_PREFIX) - 1);
-    sbx_hex(l->chain, SBX_SHA256_LEN, chain + sizeof(DIGEST_PREFIX) - 1);
     sbx_json_set(head, "log",
                  json_pack("{s:s, s:I, s:s}", "file", l->names[l->cur], "count",
                            (json_int_t)l->nrec, "digest", chain));
     json_t *clean = sbx_scrub_json(secrets, head, NULL);
     json_decref(head);
-    char *text = json_dumps(clean, JSON_SORT_KEYS | JSON_COMPACT);
+    int rc = sbx__json_canon(clean, b, err);
     json_decref(clean);
-    if (!text)
-        SBX_BUG("out of memory dumping a run state");
+    return rc;
+}
+
+/* The head: the fields of state the log does not hold, naming the log, written atomically as
+ * its canonical text with the digest first. */
+static int write_head(struct sbx_run_state_log *l, const json_t *state,
+                      const struct sbx_strv *secrets, struct sbx_error *err)
+{
+    char chain[sizeof(DIGEST_PREFIX) + HEX];
+    memcpy(chain, DIGEST_PREFIX, sizeof(DIGEST_PREFIX) - 1);
+    sbx_hex(l->chain, SBX_SHA256_LEN, chain + sizeof(DIGEST_PREFIX) - 1);
+    /* The text is written where the file has it: its brace is then replaced by the prefix. */
+    struct sbx_buf *b = &l->head;
+    sbx_buf_reset(b);
+    int rc = sbx_buf_reserve(b, HEAD_TEXT, err);
+    if (rc == 0) {
+        sbx_buf_setlen(b, HEAD_TEXT - 1);
+        rc = head_plain(l, state, chain, secrets) ? head_text(l, state, chain, secrets, b, err)
+                                                  : head_tree(l, state, chain, secrets, b, err);
+    }
     uint8_t d[SBX_SHA256_LEN];
-    size_t n = strlen(text);
-    int rc = sbx_sha256(text, n, d, err);
+    if (rc == 0 && (rc = sbx_sha256_reset(l->sha, err)) == 0 &&
+        (rc = sbx_sha256_update(l->sha, b->data + HEAD_TEXT - 1, b->len - (HEAD_TEXT - 1), err)) ==
+                0)
+        rc = sbx_sha256_final(l->sha, d, err);
+    if (rc == 0)
+        rc = sbx_buf_addch(b, '\n', err);
     if (rc == 0) {
         char hex[HEX + 1];
         sbx_hex(d, sizeof(d), hex);
-        static const char pre[] = "{\"digest\":\"" DIGEST_PREFIX;
-        size_t len = sizeof(pre) - 1 + SBX_SHA256_HEX_LEN + 2 + (n - 1) + 1;
-        char *file = sbx_xmalloc(len);
-        char *p = file;
-        memcpy(p, pre, sizeof(pre) - 1);
-        p += sizeof(pre) - 1;
-        memcpy(p, hex, SBX_SHA256_HEX_LEN);
-        p += SBX_SHA256_HEX_LEN;
-        memcpy(p, "\",", 2);
-        memcpy(p + 2, text + 1, n - 1);
-        file[len - 1] = '\n';
-        rc = sbx_fs_write(l->dfd, l->base, file, len, 0600, SBX_FS_ATOMIC, err);
-        free(file);
-        if (rc < 0)
-            sbx_error_prefix(err, "run state");
+        memcpy(b->data, HEAD_PREFIX, HEAD_HEX);
+        memcpy(b->data + HEAD_HEX, hex, HEX);
+        memcpy(b->data + HEAD_HEX + HEX, "\",", 2);
+        rc = sbx_fs_write(l->dfd, l->base, b->data, b->len, 0600, SBX_FS_ATOMIC, err);
     }
-    free(text);
-    if (rc == 0 && l->ondisk != l->cur) {
+    if (rc < 0) {
+        sbx_error_prefix(err, "run state");
+        return rc;
+    }
+    if (l->ondisk != l->cur) {
         /* The head names the new log: the old one is no one's. */
         if (l->ondisk >= 0)
             (void)unlinkat(l->dfd, l->names[l->ondisk], 0);
         l->ondisk = l->cur;
     }
-    return rc;
+    return 0;
 }
 
 int sbx_run_state_log_write(struct sbx_run_state_log *l, const json_t *state,
@@ -405,8 +521,8 @@ static int apply_record(const char *name, size_t i, const char *p, const char *e
     return rc;
 }
 
-static int read_record(const char *name, size_t i, const char *p, const char *e,
-                       uint8_t chain[SBX_SHA256_LEN], json_t *items, json_t *fields,
+static int read_record(struct sbx_sha256 *sha, const char *name, size_t i, const char *p,
+                       const char *e, uint8_t chain[SBX_SHA256_LEN], json_t *items, json_t *fields,
                        struct sbx_error *err)
 {
     char hex[HEX + 1];
@@ -414,7 +530,7 @@ static int read_record(const char *name, size_t i, const char *p, const char *e,
         return sbx_error_set(err, SBX_E_INVAL, 0,
                              "run state: record %zu of its log '%s' is not a hash and a body",
                              i + 1, name);
-    int rc = chain_next(chain, p + HEX + 1, (size_t)(e - p - HEX - 1), chain, err);
+    int rc = chain_next(sha, chain, p + HEX + 1, (size_t)(e - p - HEX - 1), chain, err);
     if (rc < 0)
         return rc;
     sbx_hex(chain, SBX_SHA256_LEN, hex);
@@ -449,10 +565,15 @@ int sbx__run_state_load_log(json_t *doc, int dfd, struct sbx_error *err)
         return sbx_error_set(err, SBX_E_INVAL, 0, "run state: it has both 'items' and 'log'");
     struct sbx_buf b;
     sbx_buf_init(&b, SBX_BUF_NOLIMIT);
+    struct sbx_sha256 *sha = NULL;
     int rc = sbx_fs_read(dfd, name, SBX_RUN_STATE_MAX, &b, err);
     if (rc < 0) {
         sbx_buf_release(&b);
         sbx_error_prefix(err, "run state: its log");
+        return rc;
+    }
+    if ((rc = sbx_sha256_new(&sha, err)) < 0) {
+        sbx_buf_release(&b);
         return rc;
     }
     size_t n = (size_t)json_integer_value(count), i = 0;
@@ -463,9 +584,10 @@ int sbx__run_state_load_log(json_t *doc, int dfd, struct sbx_error *err)
         const char *e = p < end ? memchr(p, '\n', (size_t)(end - p)) : NULL;
         if (!e)
             break;
-        rc = read_record(name, i, p, e, chain, items, fields, err);
+        rc = read_record(sha, name, i, p, e, chain, items, fields, err);
         p = e + 1;
     }
+    sbx_sha256_free(sha);
     /* Records past count are a checkpoint that did not complete: dropped. */
     char hex[sizeof(DIGEST_PREFIX) + HEX];
     memcpy(hex, DIGEST_PREFIX, sizeof(DIGEST_PREFIX) - 1);

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include "agent/runstate-log.h"
+#include "core/json-canon.h"
 #include "sbx/buf.h"
 #include "sbx/fs.h"
 #include "sbx/hash.h"
@@ -34,15 +35,18 @@ static int digest_of(const json_t *doc, char out[sizeof(DIGEST_PREFIX) + SBX_SHA
     if (!copy)
         SBX_BUG("out of memory copying a run state");
     json_object_del(copy, "digest");
-    char *text = json_dumps(copy, JSON_SORT_KEYS | JSON_COMPACT);
+    struct sbx_buf text;
+    sbx_buf_init(&text, SBX_BUF_NOLIMIT);
+    int rc = sbx__json_canon(copy, &text, err);
     json_decref(copy);
-    if (!text)
-        SBX_BUG("out of memory dumping a run state");
     uint8_t d[SBX_SHA256_LEN];
-    int rc = sbx_sha256(text, strlen(text), d, err);
-    free(text);
-    if (rc < 0)
+    if (rc == 0)
+        rc = sbx_sha256(text.data, text.len, d, err);
+    sbx_buf_release(&text);
+    if (rc < 0) {
+        sbx_error_prefix(err, "run state");
         return rc;
+    }
     memcpy(out, DIGEST_PREFIX, sizeof(DIGEST_PREFIX) - 1);
     sbx_hex(d, sizeof(d), out + sizeof(DIGEST_PREFIX) - 1);
     return 0;

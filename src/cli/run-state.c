@@ -256,25 +256,27 @@ void cli_run_state_set_secrets(struct cli_run_state *rs, const struct sbx_strv *
 int cli_run_state_checkpoint(void *data, const json_t *state, struct sbx_error *err)
 {
     struct cli_run_state *rs = data;
-    json_t *doc = json_copy((json_t *)state);
+    /* The state is the runner's, borrowed for the call: a copy is made only to add a seal. */
+    json_t *doc = NULL;
     int rc = 0;
-    if (!doc)
-        SBX_BUG("out of memory copying a run state");
     /* "always" approvals are sealed with this user's key, so that a resume can tell them from
      * ones written into the file by anyone else. */
-    if (json_array_size(json_object_get(doc, "always"))) {
-        if (load_key(rs, 1) == 0)
+    if (json_array_size(json_object_get(state, "always"))) {
+        if (load_key(rs, 1) == 0) {
+            if (!(doc = json_copy((json_t *)state)))
+                SBX_BUG("out of memory copying a run state");
             rc = sbx_run_state_seal(doc, rs->key, sizeof(rs->key), err);
-        else if (rs->key_state < 0 && !rs->written)
+        } else if (rs->key_state < 0 && !rs->written) {
             fprintf(stderr, "sbx: warning: no run-state key: the run's 'always' approvals will "
                             "not be taken from its state\n");
+        }
     }
     /* Appending: each checkpoint writes the items that are new and a small head
      * (docs/internals/runstate.md, "Checkpoints that append"). */
     if (rc == 0 && !rs->log)
         rc = sbx_run_state_log_open(rs->path, &rs->log, err);
     if (rc == 0)
-        rc = sbx_run_state_log_write(rs->log, doc, &rs->secrets, err);
+        rc = sbx_run_state_log_write(rs->log, doc ? doc : state, &rs->secrets, err);
     json_decref(doc);
     if (rc < 0)
         sbx_error_prefix(err, "run state '%s'", rs->path);

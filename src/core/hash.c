@@ -65,6 +65,15 @@ int sbx_sha256_final(struct sbx_sha256 *h, uint8_t digest[SBX_SHA256_LEN], struc
     return 0;
 }
 
+int sbx_sha256_reset(struct sbx_sha256 *h, struct sbx_error *err)
+{
+    /* The context was started with this implementation already (sbx_sha256_new). */
+    if (EVP_DigestInit_ex(h->ctx, sha256_md ? (const EVP_MD *)sha256_md : EVP_sha256(), NULL) != 1)
+        return sbx_error_set(err, SBX_E_SYS, 0, "cannot start a sha256 digest");
+    h->finished = 0;
+    return 0;
+}
+
 void sbx_sha256_free(struct sbx_sha256 *h)
 {
     if (!h)

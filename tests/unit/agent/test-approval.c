@@ -578,6 +578,136 @@ static void test_callback(void)
     sbx_agent_free(a);
 }
 
+/* Every running checkpoint's state has every field, in the order a new state has them (a
+ * checkpoint log writes its records in that order), and the fields the run changed. */
+static void test_checkpoint_fields(void)
+{
+    static const char *const order =
+            "format version status error updated_at start_agent current_agent agents "
+            "agent_files turn max_turns items input_items usage model model_settings "
+            "previous_response_id sent_upto tools_used conversation open_calls pending "
+            "decisions always run_id final_output sandbox meta";
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_agent *a = make_agent("worker", NULL);
+    struct seen s;
+    seen_init(&s);
+    static const char *const two[] = {
+            RESP("r1", FC("c1", "echo", "{\\\"t\\\":\\\"a\\\"}")),
+            RESP("r2", FC("c2", "echo", "{}")),
+            RESP("r3", MSG("fin")),
+            NULL,
+    };
+    struct sbx_model *m = test_model_from_responses(dir, &file_no, two);
+    struct sbx_run_options o = options(m, &s);
+    struct sbx_run_result *res = NULL;
+    json_t *input = sbx_json_str("go");
+    CHECK_OK(sbx_run(a, input, &o, &res, &err), &err);
+    CHECK_EQ_STR(sbx_buf_cstr(&s.log), "running:1 running:0 running:1 running:0 completed:0");
+    for (size_t i = 0; i + 1 < json_array_size(s.states); i++) {
+        const json_t *st = json_array_get(s.states, i);
+        struct sbx_buf keys;
+        sbx_buf_init(&keys, SBX_BUF_NOLIMIT);
+        const char *k;
+        json_t *v;
+        json_object_foreach((json_t *)st, k, v)
+        {
+            if (sbx_buf_addf(&keys, NULL, "%s%s", keys.len ? " " : "", k) < 0)
+                break;
+        }
+        CHECK_EQ_STR(sbx_buf_cstr(&keys), order);
+        sbx_buf_release(&keys);
+        CHECK_EQ_INT(json_integer_value(json_object_get(st, "turn")), (json_int_t)(i / 2 + 1));
+        CHECK_EQ_INT(json_array_size(json_object_get(st, "items")), 2 + 2 * (i / 2) + i % 2);
+        CHECK(json_is_array(json_object_get(st, "tools_used")));
+        CHECK_EQ_INT(json_array_size(json_object_get(st, "open_calls")), i % 2 ? 0 : 1);
+        CHECK_EQ_STR(json_string_value(json_object_get(
+                             json_array_get(json_object_get(st, "agents"), 0), "name")),
+                     "worker");
+    }
+    /* The tool's agent counts as having used a tool from the turn its call ran. */
+    CHECK_EQ_INT(json_array_size(json_object_get(json_array_get(s.states, 0), "tools_used")), 0);
+    CHECK_EQ_INT(json_array_size(json_object_get(json_array_get(s.states, 1), "tools_used")), 1);
+    sbx_run_result_free(res);
+    json_decref(input);
+    sbx_model_free(m);
+    seen_release(&s);
+    sbx_agent_free(a);
+}
+
+static int ask_always(void *data, const struct sbx_approval_request *rq,
+                      struct sbx_approval_answer *out, struct sbx_error *err)
+{
+    out->decision = SBX_APPROVAL_APPROVE;
+    out->always = 1;
+    out->by = "test";
+    return 0;
+}
+
+/* Checkpoints written with the run state log, each read back at once. */
+struct logged_run {
+    char *path;
+    struct sbx_run_state_log *log;
+    int running, same;
+};
+
+static int log_checkpoint(void *data, const json_t *state, struct sbx_error *err)
+{
+    struct logged_run *lr = data;
+    int rc = sbx_run_state_log_write(lr->log, state, NULL, err);
+    json_t *back = NULL;
+    if (rc == 0)
+        rc = sbx_run_state_read_file(lr->path, &back, err);
+    if (rc == 0 && strcmp(json_string_value(json_object_get(state, "status")), "running") == 0) {
+        lr->running++;
+        lr->same += json_equal(json_object_get(back, "decisions"),
+                               json_object_get(state, "decisions")) &&
+                    json_equal(json_object_get(back, "always"), json_object_get(state, "always"));
+    }
+    json_decref(back);
+    return rc;
+}
+
+/* Decisions taken while a run goes on reach its checkpoint log: a crash after them resumes
+ * with them (the run's lists are not changed in place under the log). */
+static void test_decisions_logged(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_agent *a = make_agent("worker", "[\"danger\"]");
+    struct seen s;
+    seen_init(&s);
+    static const char *const three[] = {
+            RESP("r1", FC("c1", "danger", "{}")),
+            RESP("r2", FC("c2", "danger", "{}")),
+            RESP("r3", MSG("fin")),
+            NULL,
+    };
+    struct sbx_model *m = test_model_from_responses(dir, &file_no, three);
+    struct sbx_run_options o = options(m, &s);
+    struct logged_run lr = {.path = sbx_xasprintf("%s/logged.json", dir)};
+    CHECK_OK(sbx_run_state_log_open(lr.path, &lr.log, &err), &err);
+    o.checkpoint = log_checkpoint;
+    o.checkpoint_data = &lr;
+    o.ask = ask_always;
+    struct sbx_run_result *res = NULL;
+    json_t *input = sbx_json_str("go");
+    CHECK_OK(sbx_run(a, input, &o, &res, &err), &err);
+    CHECK_EQ_INT(lr.running, 4);
+    CHECK_EQ_INT(lr.same, lr.running);
+    if (res) {
+        const json_t *st = sbx_run_result_state(res);
+        CHECK_EQ_INT(json_array_size(json_object_get(st, "always")), 1);
+        CHECK(json_array_size(json_object_get(st, "decisions")) >= 2);
+    }
+    sbx_run_result_free(res);
+    sbx_run_state_log_close(lr.log);
+    CHECK_OK(sbx_run_state_remove_file(lr.path, &err), &err);
+    free(lr.path);
+    json_decref(input);
+    sbx_model_free(m);
+    seen_release(&s);
+    sbx_agent_free(a);
+}
+
 static void test_crash_resume(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -965,6 +1095,8 @@ int main(void)
     TAP_RUN(test_reject_and_star);
     TAP_RUN(test_callback);
     TAP_RUN(test_crash_resume);
+    TAP_RUN(test_checkpoint_fields);
+    TAP_RUN(test_decisions_logged);
     TAP_RUN(test_failures);
     TAP_RUN(test_handoff_held_back);
     TAP_RUN(test_nested);

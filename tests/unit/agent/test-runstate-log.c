@@ -11,6 +11,8 @@
 #include "sbx/hash.h"
 #include "sbx/json.h"
 #include "sbx/runstate.h"
+#include "sbx/scrub.h"
+#include "sbx/strv.h"
 
 static char dir[] = "/tmp/sbx-test-runstate-log.XXXXXX";
 
@@ -464,6 +466,136 @@ static void test_old_form(void)
     free(log0);
 }
 
+/* The bytes a checkpoint wrote before the head and the records were written straight to text
+ * (the head a tree of its fields scrubbed as a whole and dumped by jansson, each record's value
+ * dumped by jansson), rebuilt here from the state and the head's log fields. */
+static const char *const head_fields[] = {"format",    "version",    "status",
+                                          "error",     "updated_at", "current_agent",
+                                          "turn",      "usage",      "previous_response_id",
+                                          "sent_upto", "open_calls", "final_output"};
+
+static char *old_head(const json_t *st, const json_t *log, const struct sbx_strv *secrets)
+{
+    json_t *head = json_object();
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)st, k, v)
+    {
+        int keep = !k[0] || strpbrk(k, " \n") || strcmp(k, "log") == 0;
+        for (size_t i = 0; i < SBX_ARRAY_LEN(head_fields); i++)
+            keep |= strcmp(k, head_fields[i]) == 0;
+        if (keep && strcmp(k, "items") != 0 && strcmp(k, "digest") != 0)
+            json_object_set(head, k, v);
+    }
+    json_object_set(head, "log", (json_t *)log);
+    json_t *clean = sbx_scrub_json(secrets, head, NULL);
+    char *text = json_dumps(clean, JSON_SORT_KEYS | JSON_COMPACT);
+    json_decref(clean);
+    json_decref(head);
+    uint8_t d[SBX_SHA256_LEN];
+    char hex[SBX_SHA256_HEX_LEN + 1];
+    struct sbx_error err = SBX_ERROR_INIT;
+    CHECK_OK(sbx_sha256(text, strlen(text), d, &err), &err);
+    sbx_hex(d, sizeof(d), hex);
+    char *file = sbx_xasprintf("{\"digest\":\"sha256:%s\",%s\n", hex, text + 1);
+    free(text);
+    return file;
+}
+
+/* Whether every record's body is "i " or "s <field> " and the canonical text of its value as
+ * jansson dumps it, or "d <field>". */
+static int old_records(const char *log, size_t n)
+{
+    const char *p = log, *end = log + n;
+    while (p < end) {
+        const char *e = memchr(p, '\n', (size_t)(end - p));
+        if (!e || e - p < SBX_SHA256_HEX_LEN + 3)
+            return 0;
+        const char *body = p + SBX_SHA256_HEX_LEN + 1, *val = body + 2;
+        p = e + 1;
+        if (body[0] == 'd')
+            continue;
+        if (body[0] == 's')
+            val = (const char *)memchr(val, ' ', (size_t)(e - val)) + 1;
+        json_error_t je;
+        json_t *v = json_loadb(val, (size_t)(e - val), JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+        char *t = v ? json_dumps(v, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+        json_decref(v);
+        int ok = t && strlen(t) == (size_t)(e - val) && memcmp(t, val, (size_t)(e - val)) == 0;
+        if (!ok)
+            printf("# record %.*s\n# jansson %s\n", (int)(e - body), body, t ? t : "(fails)");
+        free(t);
+        if (!ok)
+            return 0;
+    }
+    return 1;
+}
+
+/* Checkpoints of a run whose fields hold odd text, big and negative numbers, reals, a field
+ * only a head may hold and secrets (one of them a word of the head) write exactly the bytes
+ * they wrote before. */
+static void test_bytes_as_before(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    char *path = path_of("bytes.json");
+    struct sbx_strv secrets;
+    sbx_strv_init(&secrets);
+    struct sbx_run_state_log *l = NULL;
+    CHECK_OK(sbx_run_state_log_open(path, &l, &err), &err);
+    json_t *st = state_with(2);
+    for (int round = 0; round < 8 && l; round++) {
+        char t[64];
+        snprintf(t, sizeof(t), "2026-12-03T17:%02d:00Z", round);
+        sbx_json_set(st, "updated_at", sbx_json_str(t));
+        sbx_json_set(st, "turn", json_integer(round * 1000003 - 4));
+        sbx_json_set(st, "usage",
+                     json_pack("{s:I, s:I, s:f, s:s}", "input_tokens",
+                               (json_int_t)INT64_MAX - round, "output_tokens",
+                               (json_int_t)INT64_MIN + round, "cost", 1e22 / (round + 3), "note",
+                               "tab\there \"q\" \\ / \xe2\x80\xa8 \xf0\x9f\x98\x80"));
+        sbx_json_set(st, "error",
+                     round % 2 ? sbx_json_str("ctl \x01\x1f\x7f caf\xc3\xa9") : json_null());
+        sbx_json_set(st, "open_calls", json_pack("[s, s]", "call_\xc3\xa9", "sk-secret-value-1"));
+        sbx_json_set(st, "previous_response_id", sbx_json_str("resp_sk-secret-value-1_x"));
+        sbx_json_set(st, "meta",
+                     json_pack("{s:f, s:[i, s]}", "r", -0.0, "l", round, "sk-secret-value-1"));
+        if (round >= 2)
+            sbx_json_set(st, "odd key", sbx_json_str("kept in the head"));
+        if (round == 3)
+            sbx_strv_push(&secrets, "sk-secret-value-1");
+        if (round == 5)
+            sbx_strv_push(&secrets, "turn");
+        if (round == 6)
+            json_object_del(st, "odd key");
+        sbx_json_append(json_object_get(st, "items"), item("assistant", "a \xe2\x9c\x93 \x02"));
+        CHECK_OK(sbx_run_state_log_write(l, st, &secrets, &err), &err);
+        size_t hn = 0;
+        char *head = slurp(path, &hn);
+        json_t *h = NULL;
+        CHECK(head && sbx_json_parse(head, hn, NULL, &h, &err) == 0);
+        const json_t *log = json_object_get(h, "log");
+        char *want = log ? old_head(st, log, &secrets) : NULL;
+        CHECK(want && head && strcmp(want, head) == 0);
+        if (want && head && strcmp(want, head) != 0)
+            printf("# want %s# got  %s", want, head);
+        const char *name = json_string_value(json_object_get(log, "file"));
+        char *lp = name ? path_of(name) : NULL;
+        size_t ln = 0;
+        char *text = lp ? slurp(lp, &ln) : NULL;
+        CHECK(text && old_records(text, ln));
+        free(text);
+        free(lp);
+        free(want);
+        json_decref(h);
+        free(head);
+    }
+    sbx_run_state_log_close(l);
+    CHECK_OK(sbx_run_state_remove_file(path, &err), &err);
+    json_decref(st);
+    sbx_strv_release(&secrets);
+    free(path);
+}
+
 int main(void)
 {
     TAP_START();
@@ -475,6 +607,7 @@ int main(void)
     TAP_RUN(test_fields);
     TAP_RUN(test_new_log);
     TAP_RUN(test_old_form);
+    TAP_RUN(test_bytes_as_before);
     rmdir(dir);
     return TAP_DONE();
 }

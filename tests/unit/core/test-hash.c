@@ -46,6 +46,18 @@ static void test_streaming_million_a(void)
     CHECK_EQ_STR(hex, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
     CHECK_ERR(sbx_sha256_update(h, "x", 1, &err), SBX_E_INVAL, &err, "already finished");
     CHECK_ERR(sbx_sha256_final(h, d, &err), SBX_E_INVAL, &err, "already finished");
+    /* Reset: a finished digest starts over, and one midway forgets what it had. */
+    CHECK_OK(sbx_sha256_reset(h, &err), &err);
+    CHECK_OK(sbx_sha256_update(h, "abc", 3, &err), &err);
+    CHECK_OK(sbx_sha256_final(h, d, &err), &err);
+    hex_of(d, hex);
+    CHECK_EQ_STR(hex, "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+    CHECK_OK(sbx_sha256_reset(h, &err), &err);
+    CHECK_OK(sbx_sha256_update(h, "junk", 4, &err), &err);
+    CHECK_OK(sbx_sha256_reset(h, &err), &err);
+    CHECK_OK(sbx_sha256_final(h, d, &err), &err);
+    hex_of(d, hex);
+    CHECK_EQ_STR(hex, "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
     sbx_sha256_free(h);
     sbx_sha256_free(NULL);
 }
