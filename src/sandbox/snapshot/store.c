@@ -309,6 +309,46 @@ long sbx__snap_tree_find(const struct snap_tree *t, const char *path)
     return -1;
 }
 
+/* Index of the entry whose path is p[0..n) in a sorted tree, or -1. */
+static long tree_find_n(const struct snap_tree *t, const char *p, size_t n)
+{
+    size_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const char *m = t->v[mid].path;
+        int c = strncmp(m, p, n);
+        if (c == 0)
+            c = m[n] ? 1 : 0;
+        if (c == 0)
+            return (long)mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+/* What sbx_path_normalize accepts and leaves as it is, without making the copy: relative,
+ * valid UTF-8 with no control character, components of 1-255 bytes that are not "." or "..". */
+static int path_is_normal(const char *p, size_t len)
+{
+    if (len == 0 || len > SBX_PATH_MAX || p[0] == '/' || !sbx_utf8_valid(p, len) ||
+        sbx_text_has_control(p, len))
+        return 0;
+    for (size_t i = 0; i <= len;) {
+        size_t j = i;
+        while (j < len && p[j] != '/')
+            j++;
+        size_t c = j - i;
+        if (c == 0 || c > SBX_NAME_MAX || (c == 1 && p[i] == '.') ||
+            (c == 2 && p[i] == '.' && p[i + 1] == '.'))
+            return 0;
+        i = j + 1;
+    }
+    return 1;
+}
+
 static const char *type_name(enum snap_type t)
 {
     switch (t) {
@@ -377,15 +417,9 @@ int sbx__snap_tree_validate(const struct snap_tree *t, const struct sbx_snapshot
     for (size_t i = 0; i < t->n; i++) {
         const struct snap_entry *e = &t->v[i];
         size_t len = strlen(e->path);
-        char *norm = NULL;
-        struct sbx_error perr = SBX_ERROR_INIT;
-        if (sbx_path_normalize(e->path, len, 0, NULL, &norm, &perr) < 0 ||
-            strcmp(norm, e->path) != 0) {
-            free(norm);
+        if (!path_is_normal(e->path, len))
             return sbx_error_set(err, SBX_E_PARSE, 0, "entry '%s' is not a normalised path",
                                  e->path);
-        }
-        free(norm);
         if (len > l.max_path)
             return sbx_error_set(err, SBX_E_TOOBIG, 0,
                                  "entry '%s' path is %zu bytes, over the limit of %u", e->path, len,
@@ -404,11 +438,8 @@ int sbx__snap_tree_validate(const struct snap_tree *t, const struct sbx_snapshot
             return sbx_error_set(err, SBX_E_PARSE, 0, "entry '%s' has mode %o", e->path, e->mode);
         const char *slash = strrchr(e->path, '/');
         if (slash) {
-            char *parent = sbx_xstrndup(e->path, (size_t)(slash - e->path));
-            long pi = sbx__snap_tree_find(t, parent);
-            int ok = pi >= 0 && t->v[pi].type == SNAP_DIR;
-            free(parent);
-            if (!ok)
+            long pi = tree_find_n(t, e->path, (size_t)(slash - e->path));
+            if (pi < 0 || t->v[pi].type != SNAP_DIR)
                 return sbx_error_set(err, SBX_E_PARSE, 0,
                                      "entry '%s' is not under a directory entry", e->path);
         }
@@ -458,30 +489,6 @@ static const struct sbx_snapshot_limits structural = {
         .max_depth = SBX_PATH_MAX,
 };
 
-static json_t *entry_json(const struct snap_entry *e)
-{
-    json_t *o = json_object();
-    sbx_json_set(o, "path", sbx_json_str(e->path));
-    sbx_json_set(o, "type", sbx_json_str(type_name(e->type)));
-    if (e->type != SNAP_SYMLINK)
-        sbx_json_set(o, "mode", json_integer(e->mode));
-    if (e->type == SNAP_FILE) {
-        sbx_json_set(o, "size", json_integer((json_int_t)e->size));
-        sbx_json_set(o, "sha256", sbx_json_str(e->sha));
-    }
-    if (e->type == SNAP_SYMLINK)
-        sbx_json_set(o, "target", sbx_json_str(e->target));
-    return o;
-}
-
-static json_t *entries_json(const struct snap_tree *t)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; i < t->n; i++)
-        sbx_json_append(a, entry_json(&t->v[i]));
-    return a;
-}
-
 /* The reference: sha256 of the compact, key-sorted JSON of the sorted entries. */
 static int entries_digest(json_t *entries, char hex[SBX_SHA256_HEX_LEN + 1], struct sbx_error *err)
 {
@@ -492,6 +499,99 @@ static int entries_digest(json_t *entries, char hex[SBX_SHA256_HEX_LEN + 1], str
     if (rc == 0)
         sbx_hex(d, sizeof(d), hex);
     return rc;
+}
+
+/* A JSON string as jansson's compact dump writes it (the reference is the digest of that text,
+ * so this must match it byte for byte): '"' and '\\' escaped, control characters as \b \f \n
+ * \r \t or \u00XX (upper-case hex), everything else (UTF-8, '/', DEL) as it is. */
+static void put_json_str(struct sbx_buf *b, const char *s)
+{
+    static const char xd[] = "0123456789ABCDEF";
+    char esc[8] = "\\u00";
+    int rc = sbx_buf_addch(b, '"', NULL);
+    const char *run = s;
+    for (; rc == 0 && *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 0x20 && c != '"' && c != '\\')
+            continue;
+        rc = sbx_buf_add(b, run, (size_t)(s - run), NULL);
+        size_t n = 2;
+        esc[1] = c == '"'    ? '"'
+                 : c == '\\' ? '\\'
+                 : c == '\b' ? 'b'
+                 : c == '\f' ? 'f'
+                 : c == '\n' ? 'n'
+                 : c == '\r' ? 'r'
+                 : c == '\t' ? 't'
+                             : 'u';
+        if (esc[1] == 'u') {
+            esc[2] = '0';
+            esc[3] = '0';
+            esc[4] = xd[c >> 4];
+            esc[5] = xd[c & 15];
+            n = 6;
+        }
+        if (rc == 0)
+            rc = sbx_buf_add(b, esc, n, NULL);
+        run = s + 1;
+    }
+    if (rc == 0)
+        rc = sbx_buf_add(b, run, (size_t)(s - run), NULL);
+    if (rc == 0)
+        rc = sbx_buf_addch(b, '"', NULL);
+    if (rc < 0)
+        SBX_BUG("unbounded buffer refused data");
+}
+
+static void put_text(struct sbx_buf *b, const char *s)
+{
+    if (sbx_buf_add(b, s, strlen(s), NULL) < 0)
+        SBX_BUG("unbounded buffer refused data");
+}
+
+static void put_uint(struct sbx_buf *b, uint64_t v)
+{
+    char d[24];
+    size_t i = sizeof(d);
+    do {
+        d[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    if (sbx_buf_add(b, d + i, sizeof(d) - i, NULL) < 0)
+        SBX_BUG("unbounded buffer refused data");
+}
+
+void sbx__snap_entries_text(const struct snap_tree *t, struct sbx_buf *b)
+{
+    if (sbx_buf_reserve(b, t->n * 160 + 2, NULL) < 0)
+        SBX_BUG("unbounded buffer refused data");
+    put_text(b, "[");
+    for (size_t i = 0; i < t->n; i++) {
+        const struct snap_entry *e = &t->v[i];
+        put_text(b, i ? ",{" : "{");
+        /* the members in key order: mode, path, sha256, size, target, type */
+        if (e->type != SNAP_SYMLINK) {
+            put_text(b, "\"mode\":");
+            put_uint(b, e->mode);
+            put_text(b, ",");
+        }
+        put_text(b, "\"path\":");
+        put_json_str(b, e->path);
+        if (e->type == SNAP_FILE) {
+            put_text(b, ",\"sha256\":");
+            put_json_str(b, e->sha);
+            put_text(b, ",\"size\":");
+            put_uint(b, e->size);
+        }
+        if (e->type == SNAP_SYMLINK) {
+            put_text(b, ",\"target\":");
+            put_json_str(b, e->target);
+        }
+        put_text(b, ",\"type\":");
+        put_json_str(b, type_name(e->type));
+        put_text(b, "}");
+    }
+    put_text(b, "]");
 }
 
 static int write_tmp_and_link(struct sbx_snapshot_store *st, int dirfd, const char *name,
@@ -527,11 +627,16 @@ int sbx__snap_tree_commit(struct sbx_snapshot_store *st, struct snap_tree *t,
     int rc = sbx__snap_tree_validate(t, &structural, err);
     if (rc < 0)
         return rc;
-    json_t *entries = entries_json(t);
     char hex[SBX_SHA256_HEX_LEN + 1];
-    char *text = NULL, *etext = sbx_json_dumps(entries, SBX_JSON_COMPACT | SBX_JSON_SORTED);
+    /* The document is its two members in key order, as a sorted dump would write it; the
+     * entries' text in it is what the reference is the digest of. */
+    struct sbx_buf doc;
+    sbx_buf_init(&doc, SBX_BUF_NOLIMIT);
+    put_text(&doc, "{\"entries\":");
+    size_t estart = doc.len;
+    sbx__snap_entries_text(t, &doc);
     uint8_t dg[SBX_SHA256_LEN];
-    rc = sbx_sha256(etext, strlen(etext), dg, err);
+    rc = sbx_sha256(doc.data + estart, doc.len - estart, dg, err);
     if (rc < 0)
         goto out;
     sbx_hex(dg, sizeof(dg), hex);
@@ -557,24 +662,22 @@ int sbx__snap_tree_commit(struct sbx_snapshot_store *st, struct snap_tree *t,
     char *ref = sbx_xasprintf("sha256:%s", hex);
     sbx_json_set(h, "content_digest", sbx_json_str(ref));
     sbx_json_set(h, "skipped", skipped ? json_incref(skipped) : json_object());
-    /* The document is its two members in key order, as a sorted dump would write it: the
-     * entries' text, already made for the digest, is not made twice. */
     char *htext = sbx_json_dumps(h, SBX_JSON_COMPACT | SBX_JSON_SORTED);
     json_decref(h);
-    text = sbx_xasprintf("{\"entries\":%s,\"header\":%s}", etext, htext);
+    put_text(&doc, ",\"header\":");
+    put_text(&doc, htext);
+    put_text(&doc, "}");
     free(htext);
     char name[SBX_SHA256_HEX_LEN + 8];
     snprintf(name, sizeof(name), "%s.json", hex);
-    rc = write_tmp_and_link(st, st->trees_fd, name, text, strlen(text), 0400, err);
+    rc = write_tmp_and_link(st, st->trees_fd, name, doc.data, doc.len, 0400, err);
     if (rc < 0) {
         free(ref);
         goto out;
     }
     *out_ref = ref;
 out:
-    free(text);
-    free(etext);
-    json_decref(entries);
+    sbx_buf_release(&doc);
     return rc;
 }
 
