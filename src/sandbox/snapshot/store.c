@@ -333,20 +333,25 @@ static long tree_find_n(const struct snap_tree *t, const char *p, size_t n)
  * valid UTF-8 with no control character, components of 1-255 bytes that are not "." or "..". */
 static int path_is_normal(const char *p, size_t len)
 {
-    if (len == 0 || len > SBX_PATH_MAX || p[0] == '/' || !sbx_utf8_valid(p, len) ||
-        sbx_text_has_control(p, len))
+    if (len == 0 || len > SBX_PATH_MAX || p[0] == '/')
         return 0;
-    for (size_t i = 0; i <= len;) {
-        size_t j = i;
-        while (j < len && p[j] != '/')
-            j++;
-        size_t c = j - i;
-        if (c == 0 || c > SBX_NAME_MAX || (c == 1 && p[i] == '.') ||
-            (c == 2 && p[i] == '.' && p[i + 1] == '.'))
+    int high = 0;
+    size_t start = 0;
+    for (size_t i = 0; i <= len; i++) {
+        unsigned char c = i < len ? (unsigned char)p[i] : '/';
+        if (c < 0x20 || c == 0x7f)
             return 0;
-        i = j + 1;
+        high |= c >= 0x80;
+        if (c != '/')
+            continue;
+        size_t n = i - start;
+        if (n == 0 || n > SBX_NAME_MAX || (n == 1 && p[start] == '.') ||
+            (n == 2 && p[start] == '.' && p[start + 1] == '.'))
+            return 0;
+        start = i + 1;
     }
-    return 1;
+    /* bytes >= 0x80 are never control characters to sbx_text_has_control */
+    return !high || sbx_utf8_valid(p, len);
 }
 
 static const char *type_name(enum snap_type t)
@@ -394,14 +399,16 @@ int sbx__snap_check_target(const char *path, const char *target, struct sbx_erro
     return 0;
 }
 
-static int is_hex64(const char *s)
+/* sha: a digest field (SBX_SHA256_HEX_LEN + 1 bytes, all readable) holding 64 lower-case hex
+ * digits and its NUL. Every byte is looked at, without a branch per byte. */
+static int is_hex64(const char sha[SBX_SHA256_HEX_LEN + 1])
 {
-    size_t i = 0;
-    for (; s[i]; i++) {
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-            return 0;
+    unsigned bad = 0;
+    for (size_t i = 0; i < SBX_SHA256_HEX_LEN; i++) {
+        unsigned c = (unsigned char)sha[i];
+        bad |= (c - '0' >= 10u) & (c - 'a' >= 6u);
     }
-    return i == SBX_SHA256_HEX_LEN;
+    return !bad && sha[SBX_SHA256_HEX_LEN] == 0;
 }
 
 int sbx__snap_tree_validate(const struct snap_tree *t, const struct sbx_snapshot_limits *lim,
@@ -414,6 +421,8 @@ int sbx__snap_tree_validate(const struct snap_tree *t, const struct sbx_snapshot
                              "snapshot has %zu entries, over the limit of %llu", t->n,
                              (unsigned long long)l.max_entries);
     uint64_t total = 0;
+    long parent = -1;
+    size_t parent_len = 0;
     for (size_t i = 0; i < t->n; i++) {
         const struct snap_entry *e = &t->v[i];
         size_t len = strlen(e->path);
@@ -438,7 +447,13 @@ int sbx__snap_tree_validate(const struct snap_tree *t, const struct sbx_snapshot
             return sbx_error_set(err, SBX_E_PARSE, 0, "entry '%s' has mode %o", e->path, e->mode);
         const char *slash = strrchr(e->path, '/');
         if (slash) {
-            long pi = tree_find_n(t, e->path, (size_t)(slash - e->path));
+            /* siblings in a row share their parent: looked up once */
+            size_t plen = (size_t)(slash - e->path);
+            if (parent < 0 || plen != parent_len || memcmp(e->path, t->v[parent].path, plen) != 0) {
+                parent = tree_find_n(t, e->path, plen);
+                parent_len = plen;
+            }
+            long pi = parent;
             if (pi < 0 || t->v[pi].type != SNAP_DIR)
                 return sbx_error_set(err, SBX_E_PARSE, 0,
                                      "entry '%s' is not under a directory entry", e->path);
@@ -503,44 +518,67 @@ static int entries_digest(json_t *entries, char hex[SBX_SHA256_HEX_LEN + 1], str
 
 /* A JSON string as jansson's compact dump writes it (the reference is the digest of that text,
  * so this must match it byte for byte): '"' and '\\' escaped, control characters as \b \f \n
- * \r \t or \u00XX (upper-case hex), everything else (UTF-8, '/', DEL) as it is. */
-static void put_json_str(struct sbx_buf *b, const char *s)
+ * \r \t or \u00XX (upper-case hex), everything else (UTF-8, '/', DEL) as it is. Writes at most
+ * 6 * strlen(s) + 2 bytes at o; returns the end. */
+static char *put_json_str(char *o, const char *s)
 {
     static const char xd[] = "0123456789ABCDEF";
-    char esc[8] = "\\u00";
-    int rc = sbx_buf_addch(b, '"', NULL);
-    const char *run = s;
-    for (; rc == 0 && *s; s++) {
+    *o++ = '"';
+    for (; *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c >= 0x20 && c != '"' && c != '\\')
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *o++ = (char)c;
             continue;
-        rc = sbx_buf_add(b, run, (size_t)(s - run), NULL);
-        size_t n = 2;
-        esc[1] = c == '"'    ? '"'
-                 : c == '\\' ? '\\'
-                 : c == '\b' ? 'b'
-                 : c == '\f' ? 'f'
-                 : c == '\n' ? 'n'
-                 : c == '\r' ? 'r'
-                 : c == '\t' ? 't'
-                             : 'u';
-        if (esc[1] == 'u') {
-            esc[2] = '0';
-            esc[3] = '0';
-            esc[4] = xd[c >> 4];
-            esc[5] = xd[c & 15];
-            n = 6;
         }
-        if (rc == 0)
-            rc = sbx_buf_add(b, esc, n, NULL);
-        run = s + 1;
+        *o++ = '\\';
+        switch (c) {
+        case '"':
+        case '\\':
+            *o++ = (char)c;
+            break;
+        case '\b':
+            *o++ = 'b';
+            break;
+        case '\f':
+            *o++ = 'f';
+            break;
+        case '\n':
+            *o++ = 'n';
+            break;
+        case '\r':
+            *o++ = 'r';
+            break;
+        case '\t':
+            *o++ = 't';
+            break;
+        default:
+            memcpy(o, "u00", 3);
+            o[3] = xd[c >> 4];
+            o[4] = xd[c & 15];
+            o += 5;
+            break;
+        }
     }
-    if (rc == 0)
-        rc = sbx_buf_add(b, run, (size_t)(s - run), NULL);
-    if (rc == 0)
-        rc = sbx_buf_addch(b, '"', NULL);
-    if (rc < 0)
-        SBX_BUG("unbounded buffer refused data");
+    *o++ = '"';
+    return o;
+}
+
+static char *put_lit(char *o, const char *s, size_t n)
+{
+    memcpy(o, s, n);
+    return o + n;
+}
+#define PUT_LIT(o, s) put_lit(o, s, sizeof(s) - 1)
+
+static char *put_uint(char *o, uint64_t v)
+{
+    char d[24];
+    size_t i = sizeof(d);
+    do {
+        d[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return put_lit(o, d + i, sizeof(d) - i);
 }
 
 static void put_text(struct sbx_buf *b, const char *s)
@@ -549,47 +587,42 @@ static void put_text(struct sbx_buf *b, const char *s)
         SBX_BUG("unbounded buffer refused data");
 }
 
-static void put_uint(struct sbx_buf *b, uint64_t v)
-{
-    char d[24];
-    size_t i = sizeof(d);
-    do {
-        d[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    if (sbx_buf_add(b, d + i, sizeof(d) - i, NULL) < 0)
-        SBX_BUG("unbounded buffer refused data");
-}
-
 void sbx__snap_entries_text(const struct snap_tree *t, struct sbx_buf *b)
 {
-    if (sbx_buf_reserve(b, t->n * 160 + 2, NULL) < 0)
+    if (sbx_buf_reserve(b, t->n * 192 + 2, NULL) < 0)
         SBX_BUG("unbounded buffer refused data");
     put_text(b, "[");
     for (size_t i = 0; i < t->n; i++) {
         const struct snap_entry *e = &t->v[i];
-        put_text(b, i ? ",{" : "{");
+        size_t room = 160 + 6 * strlen(e->path) + (e->target ? 6 * strlen(e->target) : 0);
+        if (sbx_buf_reserve(b, room, NULL) < 0)
+            SBX_BUG("unbounded buffer refused data");
+        char *o = b->data + b->len;
+        if (i)
+            *o++ = ',';
+        *o++ = '{';
         /* the members in key order: mode, path, sha256, size, target, type */
         if (e->type != SNAP_SYMLINK) {
-            put_text(b, "\"mode\":");
-            put_uint(b, e->mode);
-            put_text(b, ",");
+            o = PUT_LIT(o, "\"mode\":");
+            o = put_uint(o, e->mode);
+            *o++ = ',';
         }
-        put_text(b, "\"path\":");
-        put_json_str(b, e->path);
+        o = PUT_LIT(o, "\"path\":");
+        o = put_json_str(o, e->path);
         if (e->type == SNAP_FILE) {
-            put_text(b, ",\"sha256\":");
-            put_json_str(b, e->sha);
-            put_text(b, ",\"size\":");
-            put_uint(b, e->size);
+            o = PUT_LIT(o, ",\"sha256\":");
+            o = put_json_str(o, e->sha);
+            o = PUT_LIT(o, ",\"size\":");
+            o = put_uint(o, e->size);
         }
         if (e->type == SNAP_SYMLINK) {
-            put_text(b, ",\"target\":");
-            put_json_str(b, e->target);
+            o = PUT_LIT(o, ",\"target\":");
+            o = put_json_str(o, e->target);
         }
-        put_text(b, ",\"type\":");
-        put_json_str(b, type_name(e->type));
-        put_text(b, "}");
+        o = PUT_LIT(o, ",\"type\":");
+        o = put_json_str(o, type_name(e->type));
+        *o++ = '}';
+        sbx_buf_setlen(b, (size_t)(o - b->data));
     }
     put_text(b, "]");
 }

@@ -16,6 +16,7 @@
 #include "sbx/path.h"
 #include "sbx/strv.h"
 #include "sbx/time.h"
+#include "core/grow.h"
 #include "sandbox/snapshot/internal.h"
 
 #define CACHE_MAX ((size_t)512 << 20)
@@ -503,6 +504,12 @@ int sbx_snapshot_take(struct sbx_snapshot_store *st, int dirfd,
         load_cache(st, cname, &w.old_cache);
         sbx__statcache_writer_init(&w.new_cache);
         w.caching = 1;
+        /* about as many files as last time: no growth (and copying) on the way */
+        if (w.old_cache.count) {
+            if (sbx_buf_reserve(&w.new_cache, w.old_cache.len, NULL) < 0)
+                SBX_BUG("unbounded buffer refused data");
+            SBX_ALLOC_GROW(w.tree.v, w.old_cache.count + 64, w.tree.cap);
+        }
     }
     w.buf = sbx_xmalloc(COPY_CHUNK);
     w.small = sbx_xmalloc(SMALL_FILE + 1);
