@@ -190,6 +190,8 @@ void sbx__statcache_writer_init(struct sbx_buf *w);
 void sbx__statcache_add(struct sbx_buf *w, const char *path, size_t len,
                         const struct snap_stat_key *k, const char sha[SBX_SHA256_HEX_LEN]);
 int sbx__statcache_write(int dirfd, const char *name, struct sbx_buf *w, struct sbx_error *err);
+/* The cache file's checksum of p[0..n) (its last 8 bytes hold that of all before them). */
+uint64_t sbx__statcache_sum(const char *p, size_t n);
 
 /* ---- pack files (pack.c) ---- */
 int sbx__snap_packs_init(struct sbx_snapshot_store *st, struct sbx_error *err);

@@ -3,7 +3,7 @@
  *   header  "SBXSTAT1", u32 version, u32 byte-order mark, u64 record count, u64 body bytes
  *   records u64 dev, ino, size; i64 mtime ns, ctime ns; u32 mode, u32 path length;
  *           64 hex digits of the content; the path; zeros up to a multiple of 8
- *   trailer the SHA-256 of every byte before it
+ *   trailer u64 checksum of every byte before it (sbx__statcache_sum)
  *
  * in this host's byte order (the mark tells another's apart). It only says "unchanged since
  * the last take": a file that is torn, edited, of another version or another host's fails a
@@ -25,6 +25,7 @@
 #define SC_BOM     0x01020304u
 #define SC_HEAD    32
 #define SC_FIXED   (5 * 8 + 2 * 4 + SBX_SHA256_HEX_LEN)
+#define SC_SUM     8
 
 struct sc_rec {
     uint64_t dev, ino, size;
@@ -43,6 +44,27 @@ static uint64_t path_hash(const char *p, size_t n)
         h *= 0x100000001b3ull;
     }
     return h;
+}
+
+/* A checksum against torn and damaged files, not against an editor (who could recompute any),
+ * so not a cryptographic one: the file is read at every take and a SHA-256 of it cost more
+ * than the rest of the loading. 64-bit words multiplied and folded in, the length last. */
+uint64_t sbx__statcache_sum(const char *p, size_t n)
+{
+    uint64_t h = 0x736278737461742full;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+        h ^= h >> 29;
+    }
+    uint64_t w = 0;
+    memcpy(&w, p + i, n - i);
+    h = (h ^ w ^ ((uint64_t)n << 3)) * 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 31;
+    h *= 0x94d049bb133111ebull;
+    return h ^ (h >> 29);
 }
 
 static size_t padded(size_t n)
@@ -98,20 +120,20 @@ int sbx__statcache_load(int dirfd, const char *name, size_t max, struct snap_sta
     c->data = sbx_buf_detach(&b, NULL);
     uint32_t version = 0, bom = 0;
     uint64_t count = 0, body = 0;
-    uint8_t sum[SBX_SHA256_LEN];
-    if (c->len < SC_HEAD + SBX_SHA256_LEN || memcmp(c->data, SC_MAGIC, 8) != 0)
+    uint64_t sum;
+    if (c->len < SC_HEAD + SC_SUM || memcmp(c->data, SC_MAGIC, 8) != 0)
         goto bad;
     memcpy(&version, c->data + 8, 4);
     memcpy(&bom, c->data + 12, 4);
     memcpy(&count, c->data + 16, 8);
     memcpy(&body, c->data + 24, 8);
-    if (version != SC_VERSION || bom != SC_BOM || body != c->len - SC_HEAD - SBX_SHA256_LEN ||
+    if (version != SC_VERSION || bom != SC_BOM || body != c->len - SC_HEAD - SC_SUM ||
         count > body / SC_FIXED)
         goto bad;
-    if (sbx_sha256(c->data, c->len - SBX_SHA256_LEN, sum, NULL) < 0 ||
-        memcmp(sum, c->data + c->len - SBX_SHA256_LEN, SBX_SHA256_LEN) != 0)
+    memcpy(&sum, c->data + c->len - SC_SUM, SC_SUM);
+    if (sbx__statcache_sum(c->data, c->len - SC_SUM) != sum)
         goto bad;
-    if (index_records(c, count, c->len - SBX_SHA256_LEN) < 0)
+    if (index_records(c, count, c->len - SC_SUM) < 0)
         goto bad;
     c->count = count;
     return 0;
@@ -179,12 +201,10 @@ int sbx__statcache_write(int dirfd, const char *name, struct sbx_buf *w, struct 
     memcpy(w->data + 8, &version, 4);
     memcpy(w->data + 12, &bom, 4);
     memcpy(w->data + 24, &body, 8);
-    uint8_t sum[SBX_SHA256_LEN];
-    int rc = sbx_sha256(w->data, w->len, sum, err);
-    if (rc < 0)
-        return rc;
-    if (sbx_buf_add(w, sum, sizeof(sum), NULL) < 0)
+    uint64_t sum = sbx__statcache_sum(w->data, w->len);
+    if (sbx_buf_add(w, &sum, sizeof(sum), NULL) < 0)
         SBX_BUG("unbounded buffer refused data");
+    int rc;
     char tmp[SBX_SHA256_HEX_LEN + 32];
     snprintf(tmp, sizeof(tmp), "%s.%d.tmp", name, (int)getpid());
     int fd = openat(dirfd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
