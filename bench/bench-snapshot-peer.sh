@@ -8,6 +8,9 @@
 #   alone, timed inside node, the workspace under TMPDIR on that file system);
 # - sbx: `bench-snapshot first` of distinct files (a take into an empty store, in process, then
 #   the tar of the same files), then of identical files.
+# - then sbx alone: `bench-snapshot incr` (first takes into empty stores and incremental takes
+#   after a one-file change, interleaved, INCR_REPS of each, default 10): the incremental take
+#   against the first (issue 35: <= 20%).
 # Prints medians and TABLE| lines for scripts/bench. Needs the peer in SBX_PEER_JS (default
 # /tmp/peer-js, set up as /work/shared/peer-bench/README.md says) for the JS rows; without it
 # sbx and tar are measured alone.
@@ -63,6 +66,14 @@ one_fs() { # LABEL DIR
             printf "TABLE|first snapshot, %d identical 4 KB files, %s|%.1f ms|JS SDK 0.20 persistWorkspace|%.1f ms|%.2fx|< 1x|%s\n",
                 n, l, s, j, s / j, s / j < 1 ? "met" : "not met" }'
     fi
+    local reps=${INCR_REPS:-10} ft it
+    [ -n "${SBX_BENCH_QUICK:-}" ] && reps=3
+    "$build/bench/bench-snapshot" incr "$n" "$tmp" "$reps" >"$tmp/out" || { rm -rf "$tmp"; return 1; }
+    ft=$(sed -n 's/^take_ms //p' "$tmp/out") it=$(sed -n 's/^incr_ms //p' "$tmp/out")
+    echo "  sbx incremental take (one file changed): $it ms, first take $ft ms (medians of $reps, interleaved)"
+    awk -v i="$it" -v f="$ft" -v n="$n" -v l="$label" 'BEGIN {
+        printf "TABLE|incremental take after one changed file, %d distinct 4 KB files, %s|%.1f ms|sbx first take|%.1f ms|%.2fx|<= 0.20x|%s\n",
+            n, l, i, f, i / f, i / f <= 0.2 ? "met" : "not met" }'
     rm -rf "$tmp"
 }
 

@@ -10,7 +10,15 @@
  *   build/bench/bench-snapshot first NFILES DIR distinct|same
  * writes the workspace under DIR, takes it into an empty store there, then (distinct) times GNU
  * `tar -cf` of the same files into DIR (no fsync: what an undurable archive costs), and prints
- * "take_ms X" and "tar_ms Y". */
+ * "take_ms X" and "tar_ms Y".
+ *
+ * The incremental take against the first, for bench-snapshot-peer.sh:
+ *   build/bench/bench-snapshot incr NFILES DIR REPS
+ * writes NFILES distinct files under DIR, waits out the stat cache's racy window, takes them
+ * once into a kept store (its cache warm), then REPS times, interleaved: a first take into an
+ * empty store, and an incremental take into the kept one after one file changed. Prints the
+ * medians "take_ms X" and "incr_ms Y", and "incr_read N" (the files the last incremental take
+ * read: 1). */
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -213,8 +221,79 @@ static int first_take(int nfiles, const char *dir, int distinct)
     return 0;
 }
 
+static int incr_takes(int nfiles, const char *dir, int reps)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    char base[512], ws[600], path[600];
+    snprintf(base, sizeof(base), "%s/sbx-bench-incr-XXXXXX", dir);
+    if (!mkdtemp(base))
+        die("mkdtemp", NULL);
+    snprintf(ws, sizeof(ws), "%s/ws", base);
+    int wfd = open_dir(ws);
+    char data[4096];
+    memset(data, 'x', sizeof(data));
+    for (int i = 0; i < nfiles; i++) {
+        char name[64];
+        snprintf(name, sizeof(name), "data/f%d.txt", i);
+        snprintf(data, sizeof(data), "file %d\n", i);
+        if (sbx_fs_write(wfd, name, data, sizeof(data), 0644, SBX_FS_PARENTS, &err) < 0)
+            die("write", &err);
+    }
+    sbx_fs_mkdir(wfd, "out", 0755, 0, NULL);
+    sleep(3);
+    snprintf(path, sizeof(path), "%s/store", base);
+    struct sbx_snapshot_store *st = NULL;
+    if (sbx_snapshot_store_open(path, &st, &err) < 0)
+        die("store", &err);
+    struct sbx_snapshot_take_stats stats = {0};
+    struct sbx_snapshot_take_opts o = {.source = "bench", .out_stats = &stats};
+    char *ref = NULL;
+    if (sbx_snapshot_take(st, wfd, &o, &ref, &err) < 0)
+        die("take", &err);
+    free(ref);
+    double *first = calloc((size_t)reps, sizeof(double)), *incr = calloc((size_t)reps, 8);
+    for (int r = 0; r < reps; r++) {
+        /* a first take into an empty store, then an incremental take into the kept one */
+        snprintf(path, sizeof(path), "%s/first%d", base, r);
+        struct sbx_snapshot_store *fst = NULL;
+        if (sbx_snapshot_store_open(path, &fst, &err) < 0)
+            die("store", &err);
+        int64_t t0 = sbx_time_mono_ns();
+        if (sbx_snapshot_take(fst, wfd, &o, &ref, &err) < 0)
+            die("take", &err);
+        first[r] = ms_since(t0);
+        free(ref);
+        sbx_snapshot_store_free(fst);
+        rm_tree(path);
+        snprintf(data, sizeof(data), "changed in run %d\n", r);
+        if (sbx_fs_write(wfd, "data/f7.txt", data, sizeof(data), 0644, 0, &err) < 0)
+            die("write", &err);
+        t0 = sbx_time_mono_ns();
+        if (sbx_snapshot_take(st, wfd, &o, &ref, &err) < 0)
+            die("incremental take", &err);
+        incr[r] = ms_since(t0);
+        free(ref);
+    }
+    uint64_t read_files = stats.read_files;
+    qsort(first, (size_t)reps, sizeof(*first), cmp);
+    qsort(incr, (size_t)reps, sizeof(*incr), cmp);
+    printf("take_ms %.3f\n", first[reps / 2]);
+    printf("incr_ms %.3f\n", incr[reps / 2]);
+    printf("incr_read %llu\n", (unsigned long long)read_files);
+    free(first);
+    free(incr);
+    sbx_snapshot_store_free(st);
+    close(wfd);
+    rm_tree(base);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
+    if (argc == 5 && strcmp(argv[1], "incr") == 0) {
+        int reps = (int)strtol(argv[4], NULL, 10);
+        return incr_takes((int)strtol(argv[2], NULL, 10), argv[3], reps < 1 ? 1 : reps);
+    }
     if (argc == 5 && strcmp(argv[1], "first") == 0)
         return first_take((int)strtol(argv[2], NULL, 10), argv[3], strcmp(argv[4], "same") != 0);
     int runs = argc > 1 ? (int)strtol(argv[1], NULL, 10) : 10;

@@ -74,6 +74,10 @@ int sbx__snap_tree_commit(struct sbx_snapshot_store *st, struct snap_tree *t,
                           const char *manifest_digest, const char *label, json_t *skipped,
                           char **out_ref, struct sbx_error *err);
 
+/* The compact, key-sorted JSON text of the entries of a sorted tree, as jansson writes it (the
+ * reference is its digest), appended to b. */
+void sbx__snap_entries_text(const struct snap_tree *t, struct sbx_buf *b);
+
 /* Resolve a full or prefix reference among the store's trees into hex (65 bytes). */
 int sbx__snap_resolve_ref(struct sbx_snapshot_store *st, const char *ref,
                           char hex[SBX_SHA256_HEX_LEN + 1], struct sbx_error *err);
@@ -153,6 +157,41 @@ int sbx__snap_usage(struct sbx_snapshot_store *st, uint64_t *trees, uint64_t *bl
 int sbx__snap_sync(struct sbx_snapshot_store *st, struct sbx_error *err);
 /* Drop what a failed take, import or pull added: the pack being written. */
 void sbx__snap_discard(struct sbx_snapshot_store *st);
+
+/* ---- the stat cache of incremental takes (statcache.c) ---- */
+
+/* What a file's statx says that changes with any write or chmod. */
+struct snap_stat_key {
+    uint64_t dev, ino, size;
+    int64_t mtime_ns, ctime_ns;
+    uint32_t mode;
+};
+/* A cache read and checked whole: its bytes and a hash table of record offsets (+1; 0 empty). */
+struct snap_statcache {
+    char *data;
+    size_t len;
+    size_t *slots;
+    size_t mask;
+    uint64_t count;
+};
+/* Read name (at most max bytes) from dirfd and check it (magic, version, byte order, size,
+ * checksum, every record within the file). 0 loaded; -1 missing, unreadable, damaged or of
+ * another version: *c is empty, and every lookup misses. Never an error: the cache only saves
+ * work. */
+int sbx__statcache_load(int dirfd, const char *name, size_t max, struct snap_statcache *c);
+/* The 64 hex digits (not terminated) recorded for path when its record matches k in full;
+ * NULL otherwise. */
+const char *sbx__statcache_find(const struct snap_statcache *c, const char *path, size_t len,
+                                const struct snap_stat_key *k);
+void sbx__statcache_release(struct snap_statcache *c);
+/* A new cache is built in w (initialised here; the caller releases it), one record per file,
+ * then written as name (temp file and rename; not fsynced: a torn one fails its checksum). */
+void sbx__statcache_writer_init(struct sbx_buf *w);
+void sbx__statcache_add(struct sbx_buf *w, const char *path, size_t len,
+                        const struct snap_stat_key *k, const char sha[SBX_SHA256_HEX_LEN]);
+int sbx__statcache_write(int dirfd, const char *name, struct sbx_buf *w, struct sbx_error *err);
+/* The cache file's checksum of p[0..n) (its last 8 bytes hold that of all before them). */
+uint64_t sbx__statcache_sum(const char *p, size_t n);
 
 /* ---- pack files (pack.c) ---- */
 int sbx__snap_packs_init(struct sbx_snapshot_store *st, struct sbx_error *err);

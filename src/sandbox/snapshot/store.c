@@ -309,6 +309,51 @@ long sbx__snap_tree_find(const struct snap_tree *t, const char *path)
     return -1;
 }
 
+/* Index of the entry whose path is p[0..n) in a sorted tree, or -1. */
+static long tree_find_n(const struct snap_tree *t, const char *p, size_t n)
+{
+    size_t lo = 0, hi = t->n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        const char *m = t->v[mid].path;
+        int c = strncmp(m, p, n);
+        if (c == 0)
+            c = m[n] ? 1 : 0;
+        if (c == 0)
+            return (long)mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+/* What sbx_path_normalize accepts and leaves as it is, without making the copy: relative,
+ * valid UTF-8 with no control character, components of 1-255 bytes that are not "." or "..". */
+static int path_is_normal(const char *p, size_t len)
+{
+    if (len == 0 || len > SBX_PATH_MAX || p[0] == '/')
+        return 0;
+    int high = 0;
+    size_t start = 0;
+    for (size_t i = 0; i <= len; i++) {
+        unsigned char c = i < len ? (unsigned char)p[i] : '/';
+        if (c < 0x20 || c == 0x7f)
+            return 0;
+        high |= c >= 0x80;
+        if (c != '/')
+            continue;
+        size_t n = i - start;
+        if (n == 0 || n > SBX_NAME_MAX || (n == 1 && p[start] == '.') ||
+            (n == 2 && p[start] == '.' && p[start + 1] == '.'))
+            return 0;
+        start = i + 1;
+    }
+    /* bytes >= 0x80 are never control characters to sbx_text_has_control */
+    return !high || sbx_utf8_valid(p, len);
+}
+
 static const char *type_name(enum snap_type t)
 {
     switch (t) {
@@ -354,14 +399,16 @@ int sbx__snap_check_target(const char *path, const char *target, struct sbx_erro
     return 0;
 }
 
-static int is_hex64(const char *s)
+/* sha: a digest field (SBX_SHA256_HEX_LEN + 1 bytes, all readable) holding 64 lower-case hex
+ * digits and its NUL. Every byte is looked at, without a branch per byte. */
+static int is_hex64(const char sha[SBX_SHA256_HEX_LEN + 1])
 {
-    size_t i = 0;
-    for (; s[i]; i++) {
-        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
-            return 0;
+    unsigned bad = 0;
+    for (size_t i = 0; i < SBX_SHA256_HEX_LEN; i++) {
+        unsigned c = (unsigned char)sha[i];
+        bad |= (c - '0' >= 10u) & (c - 'a' >= 6u);
     }
-    return i == SBX_SHA256_HEX_LEN;
+    return !bad && sha[SBX_SHA256_HEX_LEN] == 0;
 }
 
 int sbx__snap_tree_validate(const struct snap_tree *t, const struct sbx_snapshot_limits *lim,
@@ -374,18 +421,14 @@ int sbx__snap_tree_validate(const struct snap_tree *t, const struct sbx_snapshot
                              "snapshot has %zu entries, over the limit of %llu", t->n,
                              (unsigned long long)l.max_entries);
     uint64_t total = 0;
+    long parent = -1;
+    size_t parent_len = 0;
     for (size_t i = 0; i < t->n; i++) {
         const struct snap_entry *e = &t->v[i];
         size_t len = strlen(e->path);
-        char *norm = NULL;
-        struct sbx_error perr = SBX_ERROR_INIT;
-        if (sbx_path_normalize(e->path, len, 0, NULL, &norm, &perr) < 0 ||
-            strcmp(norm, e->path) != 0) {
-            free(norm);
+        if (!path_is_normal(e->path, len))
             return sbx_error_set(err, SBX_E_PARSE, 0, "entry '%s' is not a normalised path",
                                  e->path);
-        }
-        free(norm);
         if (len > l.max_path)
             return sbx_error_set(err, SBX_E_TOOBIG, 0,
                                  "entry '%s' path is %zu bytes, over the limit of %u", e->path, len,
@@ -404,11 +447,14 @@ int sbx__snap_tree_validate(const struct snap_tree *t, const struct sbx_snapshot
             return sbx_error_set(err, SBX_E_PARSE, 0, "entry '%s' has mode %o", e->path, e->mode);
         const char *slash = strrchr(e->path, '/');
         if (slash) {
-            char *parent = sbx_xstrndup(e->path, (size_t)(slash - e->path));
-            long pi = sbx__snap_tree_find(t, parent);
-            int ok = pi >= 0 && t->v[pi].type == SNAP_DIR;
-            free(parent);
-            if (!ok)
+            /* siblings in a row share their parent: looked up once */
+            size_t plen = (size_t)(slash - e->path);
+            if (parent < 0 || plen != parent_len || memcmp(e->path, t->v[parent].path, plen) != 0) {
+                parent = tree_find_n(t, e->path, plen);
+                parent_len = plen;
+            }
+            long pi = parent;
+            if (pi < 0 || t->v[pi].type != SNAP_DIR)
                 return sbx_error_set(err, SBX_E_PARSE, 0,
                                      "entry '%s' is not under a directory entry", e->path);
         }
@@ -458,30 +504,6 @@ static const struct sbx_snapshot_limits structural = {
         .max_depth = SBX_PATH_MAX,
 };
 
-static json_t *entry_json(const struct snap_entry *e)
-{
-    json_t *o = json_object();
-    sbx_json_set(o, "path", sbx_json_str(e->path));
-    sbx_json_set(o, "type", sbx_json_str(type_name(e->type)));
-    if (e->type != SNAP_SYMLINK)
-        sbx_json_set(o, "mode", json_integer(e->mode));
-    if (e->type == SNAP_FILE) {
-        sbx_json_set(o, "size", json_integer((json_int_t)e->size));
-        sbx_json_set(o, "sha256", sbx_json_str(e->sha));
-    }
-    if (e->type == SNAP_SYMLINK)
-        sbx_json_set(o, "target", sbx_json_str(e->target));
-    return o;
-}
-
-static json_t *entries_json(const struct snap_tree *t)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; i < t->n; i++)
-        sbx_json_append(a, entry_json(&t->v[i]));
-    return a;
-}
-
 /* The reference: sha256 of the compact, key-sorted JSON of the sorted entries. */
 static int entries_digest(json_t *entries, char hex[SBX_SHA256_HEX_LEN + 1], struct sbx_error *err)
 {
@@ -492,6 +514,117 @@ static int entries_digest(json_t *entries, char hex[SBX_SHA256_HEX_LEN + 1], str
     if (rc == 0)
         sbx_hex(d, sizeof(d), hex);
     return rc;
+}
+
+/* A JSON string as jansson's compact dump writes it (the reference is the digest of that text,
+ * so this must match it byte for byte): '"' and '\\' escaped, control characters as \b \f \n
+ * \r \t or \u00XX (upper-case hex), everything else (UTF-8, '/', DEL) as it is. Writes at most
+ * 6 * strlen(s) + 2 bytes at o; returns the end. */
+static char *put_json_str(char *o, const char *s)
+{
+    static const char xd[] = "0123456789ABCDEF";
+    *o++ = '"';
+    for (; *s; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *o++ = (char)c;
+            continue;
+        }
+        *o++ = '\\';
+        switch (c) {
+        case '"':
+        case '\\':
+            *o++ = (char)c;
+            break;
+        case '\b':
+            *o++ = 'b';
+            break;
+        case '\f':
+            *o++ = 'f';
+            break;
+        case '\n':
+            *o++ = 'n';
+            break;
+        case '\r':
+            *o++ = 'r';
+            break;
+        case '\t':
+            *o++ = 't';
+            break;
+        default:
+            memcpy(o, "u00", 3);
+            o[3] = xd[c >> 4];
+            o[4] = xd[c & 15];
+            o += 5;
+            break;
+        }
+    }
+    *o++ = '"';
+    return o;
+}
+
+static char *put_lit(char *o, const char *s, size_t n)
+{
+    memcpy(o, s, n);
+    return o + n;
+}
+#define PUT_LIT(o, s) put_lit(o, s, sizeof(s) - 1)
+
+static char *put_uint(char *o, uint64_t v)
+{
+    char d[24];
+    size_t i = sizeof(d);
+    do {
+        d[--i] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    return put_lit(o, d + i, sizeof(d) - i);
+}
+
+static void put_text(struct sbx_buf *b, const char *s)
+{
+    if (sbx_buf_add(b, s, strlen(s), NULL) < 0)
+        SBX_BUG("unbounded buffer refused data");
+}
+
+void sbx__snap_entries_text(const struct snap_tree *t, struct sbx_buf *b)
+{
+    if (sbx_buf_reserve(b, t->n * 192 + 2, NULL) < 0)
+        SBX_BUG("unbounded buffer refused data");
+    put_text(b, "[");
+    for (size_t i = 0; i < t->n; i++) {
+        const struct snap_entry *e = &t->v[i];
+        size_t room = 160 + 6 * strlen(e->path) + (e->target ? 6 * strlen(e->target) : 0);
+        if (sbx_buf_reserve(b, room, NULL) < 0)
+            SBX_BUG("unbounded buffer refused data");
+        char *o = b->data + b->len;
+        if (i)
+            *o++ = ',';
+        *o++ = '{';
+        /* the members in key order: mode, path, sha256, size, target, type */
+        if (e->type != SNAP_SYMLINK) {
+            o = PUT_LIT(o, "\"mode\":");
+            o = put_uint(o, e->mode);
+            *o++ = ',';
+        }
+        o = PUT_LIT(o, "\"path\":");
+        o = put_json_str(o, e->path);
+        if (e->type == SNAP_FILE) {
+            o = PUT_LIT(o, ",\"sha256\":");
+            o = put_json_str(o, e->sha);
+            o = PUT_LIT(o, ",\"size\":");
+            o = put_uint(o, e->size);
+        }
+        if (e->type == SNAP_SYMLINK) {
+            o = PUT_LIT(o, ",\"target\":");
+            o = put_json_str(o, e->target);
+        }
+        o = PUT_LIT(o, ",\"type\":");
+        o = put_json_str(o, type_name(e->type));
+        *o++ = '}';
+        sbx_buf_setlen(b, (size_t)(o - b->data));
+    }
+    put_text(b, "]");
 }
 
 static int write_tmp_and_link(struct sbx_snapshot_store *st, int dirfd, const char *name,
@@ -527,11 +660,16 @@ int sbx__snap_tree_commit(struct sbx_snapshot_store *st, struct snap_tree *t,
     int rc = sbx__snap_tree_validate(t, &structural, err);
     if (rc < 0)
         return rc;
-    json_t *entries = entries_json(t);
     char hex[SBX_SHA256_HEX_LEN + 1];
-    char *text = NULL, *etext = sbx_json_dumps(entries, SBX_JSON_COMPACT | SBX_JSON_SORTED);
+    /* The document is its two members in key order, as a sorted dump would write it; the
+     * entries' text in it is what the reference is the digest of. */
+    struct sbx_buf doc;
+    sbx_buf_init(&doc, SBX_BUF_NOLIMIT);
+    put_text(&doc, "{\"entries\":");
+    size_t estart = doc.len;
+    sbx__snap_entries_text(t, &doc);
     uint8_t dg[SBX_SHA256_LEN];
-    rc = sbx_sha256(etext, strlen(etext), dg, err);
+    rc = sbx_sha256(doc.data + estart, doc.len - estart, dg, err);
     if (rc < 0)
         goto out;
     sbx_hex(dg, sizeof(dg), hex);
@@ -557,24 +695,22 @@ int sbx__snap_tree_commit(struct sbx_snapshot_store *st, struct snap_tree *t,
     char *ref = sbx_xasprintf("sha256:%s", hex);
     sbx_json_set(h, "content_digest", sbx_json_str(ref));
     sbx_json_set(h, "skipped", skipped ? json_incref(skipped) : json_object());
-    /* The document is its two members in key order, as a sorted dump would write it: the
-     * entries' text, already made for the digest, is not made twice. */
     char *htext = sbx_json_dumps(h, SBX_JSON_COMPACT | SBX_JSON_SORTED);
     json_decref(h);
-    text = sbx_xasprintf("{\"entries\":%s,\"header\":%s}", etext, htext);
+    put_text(&doc, ",\"header\":");
+    put_text(&doc, htext);
+    put_text(&doc, "}");
     free(htext);
     char name[SBX_SHA256_HEX_LEN + 8];
     snprintf(name, sizeof(name), "%s.json", hex);
-    rc = write_tmp_and_link(st, st->trees_fd, name, text, strlen(text), 0400, err);
+    rc = write_tmp_and_link(st, st->trees_fd, name, doc.data, doc.len, 0400, err);
     if (rc < 0) {
         free(ref);
         goto out;
     }
     *out_ref = ref;
 out:
-    free(text);
-    free(etext);
-    json_decref(entries);
+    sbx_buf_release(&doc);
     return rc;
 }
 

@@ -16,10 +16,10 @@
 #include "sbx/path.h"
 #include "sbx/strv.h"
 #include "sbx/time.h"
+#include "core/grow.h"
 #include "sandbox/snapshot/internal.h"
 
-#define CACHE_MAX     ((size_t)512 << 20)
-#define CACHE_VERSION 1
+#define CACHE_MAX ((size_t)512 << 20)
 /* A file whose ctime is this close to the scan start may change again within the same tick of
  * the file system's clock without its stat changing: it is read, never trusted. */
 #define RACY_WINDOW_NS ((int64_t)2000000000)
@@ -32,8 +32,9 @@ struct walk {
     struct sbx_snapshot_store *st;
     struct snap_tree tree;
     struct sbx_snapshot_limits lim;
-    json_t *old_cache; /* borrowed from cache_doc; NULL: none */
-    json_t *new_cache; /* NULL: no source */
+    struct snap_statcache old_cache; /* empty: none (every lookup misses) */
+    struct sbx_buf new_cache;
+    int caching; /* a source is set: new_cache is built */
     int64_t scan_start_ns;
     struct sbx_strv exclude;
     dev_t root_dev;
@@ -52,38 +53,25 @@ static int64_t ts_ns(struct statx_timestamp t)
 }
 
 /* The stat cache is trusted only when everything that changes with a write matches. */
-static json_t *cache_key(const struct statx *sx)
+static void cache_key(const struct statx *sx, struct snap_stat_key *k)
 {
-    return json_pack("[IIIIII]", (json_int_t)makedev(sx->stx_dev_major, sx->stx_dev_minor),
-                     (json_int_t)sx->stx_ino, (json_int_t)sx->stx_size,
-                     (json_int_t)ts_ns(sx->stx_mtime), (json_int_t)ts_ns(sx->stx_ctime),
-                     (json_int_t)sx->stx_mode);
+    k->dev = (uint64_t)makedev(sx->stx_dev_major, sx->stx_dev_minor);
+    k->ino = sx->stx_ino;
+    k->size = sx->stx_size;
+    k->mtime_ns = ts_ns(sx->stx_mtime);
+    k->ctime_ns = ts_ns(sx->stx_ctime);
+    k->mode = sx->stx_mode;
 }
 
 /* The cache's hash for path when its stat matches in full and the file is older than the racy
  * window; NULL otherwise. Blobs it names exist: collection drops every cache. */
 static const char *cache_lookup(struct walk *w, const char *path, const struct statx *sx)
 {
-    if (!w->old_cache || ts_ns(sx->stx_ctime) >= w->scan_start_ns - RACY_WINDOW_NS)
+    if (ts_ns(sx->stx_ctime) >= w->scan_start_ns - RACY_WINDOW_NS)
         return NULL;
-    json_t *v = json_object_get(w->old_cache, path);
-    if (!json_is_array(v) || json_array_size(v) != 7)
-        return NULL;
-    const int64_t want[6] = {(int64_t)makedev(sx->stx_dev_major, sx->stx_dev_minor),
-                             (int64_t)sx->stx_ino,
-                             (int64_t)sx->stx_size,
-                             ts_ns(sx->stx_mtime),
-                             ts_ns(sx->stx_ctime),
-                             (int64_t)sx->stx_mode};
-    for (size_t i = 0; i < 6; i++) {
-        json_t *f = json_array_get(v, i);
-        if (!json_is_integer(f) || json_integer_value(f) != want[i])
-            return NULL;
-    }
-    const char *sha = json_string_value(json_array_get(v, 6));
-    if (!sha || strlen(sha) != SBX_SHA256_HEX_LEN)
-        return NULL;
-    return sha;
+    struct snap_stat_key k;
+    cache_key(sx, &k);
+    return sbx__statcache_find(&w->old_cache, path, strlen(path), &k);
 }
 
 /* A small file read whole: 1 and its hash and size when it fits, 0 when it grew past
@@ -197,7 +185,8 @@ static int take_file(struct walk *w, int dfd, const char *name, char *path, stru
     const char *cached = cache_lookup(w, path, sx);
     struct statx now = *sx;
     if (cached) {
-        memcpy(sha, cached, sizeof(sha));
+        memcpy(sha, cached, SBX_SHA256_HEX_LEN);
+        sha[SBX_SHA256_HEX_LEN] = 0;
     } else {
         int fd = openat(dfd, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         if (fd < 0) {
@@ -234,10 +223,10 @@ static int take_file(struct walk *w, int dfd, const char *name, char *path, stru
         free(path);
         return rc;
     }
-    if (w->new_cache) {
-        json_t *v = cache_key(&now);
-        sbx_json_append(v, sbx_json_str(sha));
-        sbx_json_set(w->new_cache, path, v);
+    if (w->caching) {
+        struct snap_stat_key k;
+        cache_key(&now, &k);
+        sbx__statcache_add(&w->new_cache, path, strlen(path), &k, sha);
     }
     struct snap_entry *e = sbx__snap_tree_add(&w->tree, path, SNAP_FILE, now.stx_mode);
     e->size = size;
@@ -252,23 +241,28 @@ static int walk_dir(struct walk *w, int dfd, const char *prefix, uint32_t depth,
 static int take_one(struct walk *w, int dfd, const char *name, const char *prefix, uint32_t depth,
                     struct sbx_error *err)
 {
-    char *path = prefix[0] ? sbx_xasprintf("%s/%s", prefix, name) : sbx_xstrdup(name);
-    size_t len = strlen(path);
+    size_t plen = strlen(prefix), nlen = strlen(name);
+    size_t len = plen + (plen ? 1 : 0) + nlen;
+    char *path = sbx_xmalloc(len + 1);
+    memcpy(path, prefix, plen);
+    if (plen)
+        path[plen] = '/';
+    memcpy(path + len - nlen, name, nlen + 1);
     sbx_progress_report(&w->progress, "snapshot", path, w->tree.n, 0, 0);
-    if (sbx_strv_find(&w->exclude, path) >= 0) {
+    if (w->exclude.n && sbx_strv_find(&w->exclude, path) >= 0) {
         w->sk_excluded++;
         free(path);
         return 0;
     }
-    char *norm = NULL;
-    if (sbx_path_normalize(path, len, 0, NULL, &norm, NULL) < 0 || strcmp(norm, path) != 0) {
+    /* The path is in normal form when the name is: the prefix was checked on the way down, and
+     * a name from readdir is never empty, ".", ".." or holds a '/' or a NUL. */
+    if (len > SBX_PATH_MAX || nlen > SBX_NAME_MAX || !sbx_utf8_valid(name, nlen) ||
+        sbx_text_has_control(name, nlen)) {
         /* Not valid UTF-8 or a control character: no portable archive can carry it. */
-        free(norm);
         free(path);
         w->sk_names++;
         return 0;
     }
-    free(norm);
     if (len > w->lim.max_path || depth > w->lim.max_depth) {
         int rc = sbx_error_set(err, SBX_E_TOOBIG, 0,
                                "'%s' is over the path limit (%u bytes, %u components)", path,
@@ -453,39 +447,19 @@ static void cache_name(const char *source, char out[SBX_SHA256_HEX_LEN + 8])
     char hex[SBX_SHA256_HEX_LEN + 1];
     sbx_sha256(source, strlen(source), d, NULL);
     sbx_hex(d, sizeof(d), hex);
-    snprintf(out, SBX_SHA256_HEX_LEN + 8, "%s.json", hex);
+    snprintf(out, SBX_SHA256_HEX_LEN + 8, "%s.stat", hex);
 }
 
-/* A missing or unreadable cache is no error: every file is read instead. */
-static json_t *load_cache(struct sbx_snapshot_store *st, const char *name)
+/* A missing, damaged or old cache is no error: every file is read instead. The JSON cache of
+ * earlier versions (<hash>.json) is never read; it goes when its source's binary cache is
+ * first made. */
+static void load_cache(struct sbx_snapshot_store *st, const char *name, struct snap_statcache *c)
 {
-    struct sbx_buf b;
-    sbx_buf_init(&b, CACHE_MAX);
-    json_t *doc = NULL;
-    struct sbx_json_limits jl = {CACHE_MAX, 8};
-    if (sbx_fs_read(st->cache_fd, name, CACHE_MAX, &b, NULL) == 0)
-        sbx_json_parse(b.data, b.len, &jl, &doc, NULL);
-    sbx_buf_release(&b);
-    json_t *v = json_object_get(doc, "version");
-    if (!json_is_object(doc) || !json_is_integer(v) || json_integer_value(v) != CACHE_VERSION ||
-        !json_is_object(json_object_get(doc, "files"))) {
-        json_decref(doc);
-        return NULL;
-    }
-    return doc;
-}
-
-static void write_cache(struct sbx_snapshot_store *st, const char *name, const char *text)
-{
-    char tmp[SBX_SHA256_HEX_LEN + 16];
-    snprintf(tmp, sizeof(tmp), "%s.%d.tmp", name, (int)getpid());
-    int fd = openat(st->cache_fd, tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0)
+    if (sbx__statcache_load(st->cache_fd, name, CACHE_MAX, c) == 0)
         return;
-    int rc = sbx_fd_write_all(fd, text, strlen(text), NULL);
-    close(fd);
-    if (rc < 0 || renameat(st->cache_fd, tmp, st->cache_fd, name) < 0)
-        unlinkat(st->cache_fd, tmp, 0);
+    char old[SBX_SHA256_HEX_LEN + 8];
+    snprintf(old, sizeof(old), "%.*s.json", SBX_SHA256_HEX_LEN, name);
+    unlinkat(st->cache_fd, old, 0);
 }
 
 int sbx_snapshot_take(struct sbx_snapshot_store *st, int dirfd,
@@ -500,7 +474,7 @@ int sbx_snapshot_take(struct sbx_snapshot_store *st, int dirfd,
     sbx__snap_limits(o->limits, &w.lim);
     sbx_strv_init(&w.exclude);
     sbx_strv_init(&w.created);
-    json_t *cache_doc = NULL, *skipped = NULL;
+    json_t *skipped = NULL;
     char cname[SBX_SHA256_HEX_LEN + 8];
     int rc = 0, locked = 0;
     for (size_t i = 0; o->exclude && o->exclude[i]; i++) {
@@ -527,9 +501,15 @@ int sbx_snapshot_take(struct sbx_snapshot_store *st, int dirfd,
     locked = 1;
     if (o->source) {
         cache_name(o->source, cname);
-        cache_doc = load_cache(st, cname);
-        w.old_cache = json_object_get(cache_doc, "files");
-        w.new_cache = json_object();
+        load_cache(st, cname, &w.old_cache);
+        sbx__statcache_writer_init(&w.new_cache);
+        w.caching = 1;
+        /* about as many files as last time: no growth (and copying) on the way */
+        if (w.old_cache.count) {
+            if (sbx_buf_reserve(&w.new_cache, w.old_cache.len, NULL) < 0)
+                SBX_BUG("unbounded buffer refused data");
+            SBX_ALLOC_GROW(w.tree.v, w.old_cache.count + 64, w.tree.cap);
+        }
     }
     w.buf = sbx_xmalloc(COPY_CHUNK);
     w.small = sbx_xmalloc(SMALL_FILE + 1);
@@ -550,15 +530,10 @@ int sbx_snapshot_take(struct sbx_snapshot_store *st, int dirfd,
     rc = sbx__snap_tree_commit(st, &w.tree, o->manifest_digest, o->label, skipped, &ref, err);
     if (rc < 0)
         goto out;
-    if (w.new_cache) {
-        json_t *doc = json_pack("{sisO}", "version", CACHE_VERSION, "files", w.new_cache);
-        char *text = sbx_json_dumps(doc, SBX_JSON_COMPACT);
-        json_decref(doc);
-        /* The cache only saves work: a failure to write it costs the next take time, and a
-         * torn one after a crash fails to parse and is ignored, so it is not fsynced. */
-        write_cache(st, cname, text);
-        free(text);
-    }
+    /* The cache only saves work: a failure to write it costs the next take time, and a torn
+     * one after a crash fails its checksum and is ignored, so it is not fsynced. */
+    if (w.caching)
+        sbx__statcache_write(st->cache_fd, cname, &w.new_cache, NULL);
     if (o->out_stats)
         *o->out_stats = w.stats;
     *out_ref = ref;
@@ -580,8 +555,9 @@ out:
     if (rc < 0)
         sbx_error_prefix(err, "cannot snapshot");
     json_decref(skipped);
-    json_decref(cache_doc);
-    json_decref(w.new_cache);
+    sbx__statcache_release(&w.old_cache);
+    if (w.caching)
+        sbx_buf_release(&w.new_cache);
     sbx__snap_tree_release(&w.tree);
     sbx_strv_release(&w.exclude);
     sbx_strv_release(&w.created);
