@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/grow.h"
+#include "core/json-canon.h"
 #include "sbx/buf.h"
 #include "sbx/fs.h"
 #include "sbx/json.h"
@@ -516,74 +517,26 @@ static int entries_digest(json_t *entries, char hex[SBX_SHA256_HEX_LEN + 1], str
     return rc;
 }
 
-/* A JSON string as jansson's compact dump writes it (the reference is the digest of that text,
- * so this must match it byte for byte): '"' and '\\' escaped, control characters as \b \f \n
- * \r \t or \u00XX (upper-case hex), everything else (UTF-8, '/', DEL) as it is. Writes at most
- * 6 * strlen(s) + 2 bytes at o; returns the end. */
-static char *put_json_str(char *o, const char *s)
-{
-    static const char xd[] = "0123456789ABCDEF";
-    *o++ = '"';
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c >= 0x20 && c != '"' && c != '\\') {
-            *o++ = (char)c;
-            continue;
-        }
-        *o++ = '\\';
-        switch (c) {
-        case '"':
-        case '\\':
-            *o++ = (char)c;
-            break;
-        case '\b':
-            *o++ = 'b';
-            break;
-        case '\f':
-            *o++ = 'f';
-            break;
-        case '\n':
-            *o++ = 'n';
-            break;
-        case '\r':
-            *o++ = 'r';
-            break;
-        case '\t':
-            *o++ = 't';
-            break;
-        default:
-            memcpy(o, "u00", 3);
-            o[3] = xd[c >> 4];
-            o[4] = xd[c & 15];
-            o += 5;
-            break;
-        }
-    }
-    *o++ = '"';
-    return o;
-}
-
-static char *put_lit(char *o, const char *s, size_t n)
-{
-    memcpy(o, s, n);
-    return o + n;
-}
-#define PUT_LIT(o, s) put_lit(o, s, sizeof(s) - 1)
-
-static char *put_uint(char *o, uint64_t v)
-{
-    char d[24];
-    size_t i = sizeof(d);
-    do {
-        d[--i] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    return put_lit(o, d + i, sizeof(d) - i);
-}
-
 static void put_text(struct sbx_buf *b, const char *s)
 {
     if (sbx_buf_add(b, s, strlen(s), NULL) < 0)
+        SBX_BUG("unbounded buffer refused data");
+}
+
+/* A string or a number as jansson's compact dump writes it (json-canon): the reference is the
+ * digest of that text, so it must match byte for byte. The tree was validated first (UTF-8, no
+ * control character), so a string is never refused. */
+static void put_str(struct sbx_buf *b, const char *key, const char *s)
+{
+    put_text(b, key);
+    if (sbx__json_canon_string(s, strlen(s), b, NULL) < 0)
+        SBX_BUG("a validated tree has a path that is not UTF-8");
+}
+
+static void put_num(struct sbx_buf *b, const char *key, uint64_t v)
+{
+    put_text(b, key);
+    if (sbx__json_canon_int((long long)v, b, NULL) < 0)
         SBX_BUG("unbounded buffer refused data");
 }
 
@@ -594,35 +547,19 @@ void sbx__snap_entries_text(const struct snap_tree *t, struct sbx_buf *b)
     put_text(b, "[");
     for (size_t i = 0; i < t->n; i++) {
         const struct snap_entry *e = &t->v[i];
-        size_t room = 160 + 6 * strlen(e->path) + (e->target ? 6 * strlen(e->target) : 0);
-        if (sbx_buf_reserve(b, room, NULL) < 0)
-            SBX_BUG("unbounded buffer refused data");
-        char *o = b->data + b->len;
-        if (i)
-            *o++ = ',';
-        *o++ = '{';
         /* the members in key order: mode, path, sha256, size, target, type */
-        if (e->type != SNAP_SYMLINK) {
-            o = PUT_LIT(o, "\"mode\":");
-            o = put_uint(o, e->mode);
-            *o++ = ',';
-        }
-        o = PUT_LIT(o, "\"path\":");
-        o = put_json_str(o, e->path);
+        put_text(b, i ? ",{" : "{");
+        if (e->type != SNAP_SYMLINK)
+            put_num(b, "\"mode\":", e->mode);
+        put_str(b, e->type != SNAP_SYMLINK ? ",\"path\":" : "\"path\":", e->path);
         if (e->type == SNAP_FILE) {
-            o = PUT_LIT(o, ",\"sha256\":");
-            o = put_json_str(o, e->sha);
-            o = PUT_LIT(o, ",\"size\":");
-            o = put_uint(o, e->size);
+            put_str(b, ",\"sha256\":", e->sha);
+            put_num(b, ",\"size\":", e->size);
         }
-        if (e->type == SNAP_SYMLINK) {
-            o = PUT_LIT(o, ",\"target\":");
-            o = put_json_str(o, e->target);
-        }
-        o = PUT_LIT(o, ",\"type\":");
-        o = put_json_str(o, type_name(e->type));
-        *o++ = '}';
-        sbx_buf_setlen(b, (size_t)(o - b->data));
+        if (e->type == SNAP_SYMLINK)
+            put_str(b, ",\"target\":", e->target);
+        put_str(b, ",\"type\":", type_name(e->type));
+        put_text(b, "}");
     }
     put_text(b, "]");
 }
