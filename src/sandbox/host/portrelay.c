@@ -67,8 +67,8 @@ int sbx__portrelay_dir(const char *kind, const char *id, int make, char **out,
     return rc;
 }
 
-/* A record: "PID HOSTPORT\n", PID the relay's. */
-static int read_record(int fd, pid_t *pid, int *hostport)
+/* A record: "PID HOSTPORT\n", PID the relay's (or, for relay.c's, the namespace's process). */
+int sbx__portrelay_read_record(int fd, pid_t *pid, int *hostport)
 {
     char buf[RECORD_MAX];
     ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
@@ -188,7 +188,7 @@ int sbx__portrelay_resolve(const struct sbx__portrelay_start *s, char **out_url,
         rc = sbx_error_errno(err, errno, "cannot open '%s'", path);
     } else if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
         /* Held: a live relay, whose record says where it listens. */
-        if (read_record(fd, &pid, &hostport) < 0)
+        if (sbx__portrelay_read_record(fd, &pid, &hostport) < 0)
             rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "the relay record '%s' is garbled", path);
     } else if ((rc = listen_loopback(&lsock, &hostport, err)) == 0) {
         rc = spawn_relay(s, lsock, fd, err);
@@ -214,7 +214,8 @@ int sbx__portrelay_forget(const char *dir, struct sbx_error *err)
         pid_t pid;
         int hp;
         /* Locked: its relay runs (and is the pid it wrote): end it, and wait until it did. */
-        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0 && read_record(fd, &pid, &hp) == 0) {
+        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) < 0 &&
+            sbx__portrelay_read_record(fd, &pid, &hp) == 0) {
             (void)kill(pid, SIGTERM);
             int64_t deadline = sbx_deadline_after_ms(STOP_WAIT_MS);
             while (flock(fd, LOCK_EX | LOCK_NB) < 0 && sbx_deadline_poll_ms(deadline) > 0)

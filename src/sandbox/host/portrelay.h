@@ -12,6 +12,8 @@
 #ifndef SBX_SANDBOX_HOST_PORTRELAY_H
 #define SBX_SANDBOX_HOST_PORTRELAY_H
 
+#include <sys/types.h>
+
 #include "sbx/error.h"
 
 enum { SBX__PORTRELAY_FD_LISTEN = 3, SBX__PORTRELAY_FD_RECORD, SBX__PORTRELAY_FD_STATUS };
@@ -22,6 +24,9 @@ enum { SBX__PORTRELAY_FD_LISTEN = 3, SBX__PORTRELAY_FD_RECORD, SBX__PORTRELAY_FD
  * id: checked by the caller (a file name). *out: caller owns. */
 int sbx__portrelay_dir(const char *kind, const char *id, int make, char **out,
                        struct sbx_error *err);
+
+/* A record's "PID HOSTPORT\n" from fd: 0, or -1 when it is not that. */
+int sbx__portrelay_read_record(int fd, pid_t *pid, int *hostport);
 
 struct sbx__portrelay_start {
     const char *dir;             /* sbx__portrelay_dir(..., make = 1) */

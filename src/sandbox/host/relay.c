@@ -18,6 +18,7 @@
 
 #include "core/spawn.h"
 #include "sandbox/host/host.h"
+#include "sandbox/host/portrelay.h"
 #include "sandbox/host/priv.h"
 #include "sandbox/host/relay.h"
 #include "sbx/fs.h"
@@ -26,23 +27,6 @@
 enum { FD_LISTEN = 3, FD_NETNS, FD_LOCK, FD_STATUS, FD_FIRST_FREE };
 
 #define RECORD_MAX 128
-
-/* A record: "PID HOSTPORT\n", PID the namespace's process. */
-static int read_record(int fd, pid_t *pid, int *hostport)
-{
-    char buf[RECORD_MAX];
-    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-    long long p = 0;
-    int hp = 0;
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    if (sscanf(buf, "%lld %d", &p, &hp) != 2 || p <= 0 || hp < 1 || hp > 65535)
-        return -1;
-    *pid = (pid_t)p;
-    *hostport = hp;
-    return 0;
-}
 
 /* The start time of process pid (field 22 of /proc/PID/stat, after the command name, which may
  * hold anything): with the pid it names one process for good, whatever pids are reused. */
@@ -188,7 +172,7 @@ int sbx__relay_start(const char *dir, const char *tag, pid_t pid, int port, char
             rc = sbx_error_errno(err, errno, "cannot lock '%s/%s'", dir, name);
             goto out;
         }
-        if (read_record(lock, &rpid, &hostport) == 0 && rpid == pid) {
+        if (sbx__portrelay_read_record(lock, &rpid, &hostport) == 0 && rpid == pid) {
             *out_url = sbx_xasprintf("http://127.0.0.1:%d", hostport);
             goto out;
         }
