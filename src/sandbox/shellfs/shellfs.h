@@ -96,6 +96,11 @@ int sbx__shellfs_s_read_open(struct sbx_session *s, const char *path, int *out_f
                              uint64_t *out_size, struct sbx_error *err);
 int sbx__shellfs_s_write(struct sbx_session *s, const char *path, const struct sbx_file_reader *r,
                          uint64_t max, mode_t mode, int flags, struct sbx_error *err);
+/* All of them, for a provider's struct sbx_session_ops initialiser (its .shellfs set beside). */
+#define SBX__SHELLFS_SESSION_FILE_OPS                                                              \
+    .read_open = sbx__shellfs_s_read_open, .write = sbx__shellfs_s_write, .ls = sbx__shellfs_s_ls, \
+    .stat = sbx__shellfs_s_stat, .mkdir = sbx__shellfs_s_mkdir, .rm = sbx__shellfs_s_rm,           \
+    .chmod = sbx__shellfs_s_chmod
 
 /* A copy of the workspace on this host, for taking a snapshot of. */
 struct sbx__shellfs_copy {
