@@ -1,9 +1,10 @@
 # The coding example (examples/coding-task) run the way the provider suites compare a provider
 # with the local provider (1602, 1805, tests/kubernetes/0003 and 0007, tests/lxd/0003). Source it
-# after lib.sh.
+# after lib.sh. The hosted suites' CLI tests use it too, against their fakes.
 #
 #   RUN_IN=(CMD...)          a prefix for the sbx commands run_example runs (empty: none), such
 #                            as a function entering the harness's network namespace
+#   RUN_TRACE=DIR            each run's trace into DIR/NAME.trace (empty: none)
 #   run_example NAME OPT...  the example with OPT..., its sandbox kept: rc its exit status,
 #                            $T/NAME.id (also added to $T/ids), $T/NAME.answer (the final
 #                            answer), $T/NAME.stats (stats.py as it left it), $T/NAME.tests (the
@@ -13,14 +14,16 @@
 #                            passes, and NAME's run did and saw the same and gave the same answer
 EX="$SBX_SRCDIR/examples/coding-task"
 RUN_IN=()
+RUN_TRACE=
 
 run_example() {
-    local name=$1 id
+    local name=$1 id trace=()
     shift
-    "${RUN_IN[@]}" "$SBX" run --json --keep "$@" -m "replay:$EX/run.jsonl" -a "$EX/agent.yaml" \
+    [ -n "$RUN_TRACE" ] && trace=(--trace "$RUN_TRACE/$name.trace")
+    "${RUN_IN[@]}" "$SBX" run --json --keep "${trace[@]}" "$@" -m "replay:$EX/run.jsonl" -a "$EX/agent.yaml" \
         "Do the task in TASK.md." >"$T/$name.json" 2>"$T/$name.err"
     local status=$?
-    id=$(sed -n "s/^kept sandbox \([0-9a-f]*\) (agent 'Coding Agent')$/\1/p" "$T/$name.err")
+    id=$(sed -n "s/^kept sandbox \([0-9A-Za-z_-]*\) (agent 'Coding Agent')$/\1/p" "$T/$name.err")
     echo "$id" >>"$T/ids"
     python3 - "$T/$name.json" "$T/$name" <<'PY'
 import json, re, sys
