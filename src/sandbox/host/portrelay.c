@@ -87,11 +87,11 @@ int sbx__portrelay_read_record(int fd, pid_t *pid, int *hostport)
 /* ---------------------------------------------------------------------------------------------
  * Starting a relay */
 
-static int listen_loopback(int *lsock, int *hostport, struct sbx_error *err)
+int sbx__portrelay_listen(int flags, int *lsock, int *hostport, struct sbx_error *err)
 {
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t alen = sizeof(a);
-    *lsock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    *lsock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
     if (*lsock < 0)
         return sbx_error_errno(err, errno, "socket");
     if (bind(*lsock, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(*lsock, 64) < 0 ||
@@ -190,7 +190,7 @@ int sbx__portrelay_resolve(const struct sbx__portrelay_start *s, char **out_url,
         /* Held: a live relay, whose record says where it listens. */
         if (sbx__portrelay_read_record(fd, &pid, &hostport) < 0)
             rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "the relay record '%s' is garbled", path);
-    } else if ((rc = listen_loopback(&lsock, &hostport, err)) == 0) {
+    } else if ((rc = sbx__portrelay_listen(0, &lsock, &hostport, err)) == 0) {
         rc = spawn_relay(s, lsock, fd, err);
     }
     if (rc == 0)

@@ -28,6 +28,10 @@ int sbx__portrelay_dir(const char *kind, const char *id, int make, char **out,
 /* A record's "PID HOSTPORT\n" from fd: 0, or -1 when it is not that. */
 int sbx__portrelay_read_record(int fd, pid_t *pid, int *hostport);
 
+/* A socket listening on 127.0.0.1 at a port the kernel picks (*hostport), close-on-exec, with
+ * flags (SOCK_NONBLOCK or 0) added. */
+int sbx__portrelay_listen(int flags, int *lsock, int *hostport, struct sbx_error *err);
+
 struct sbx__portrelay_start {
     const char *dir;             /* sbx__portrelay_dir(..., make = 1) */
     int port;                    /* 1..65535, checked by the caller */

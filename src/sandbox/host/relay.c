@@ -65,8 +65,6 @@ static int exited(pid_t pid, struct sbx_error *err)
 static int open_ends(pid_t pid, int *lsock, int *netns, int *hostport, unsigned long long *start,
                      struct sbx_error *err)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t alen = sizeof(a);
     char path[64];
     if (proc_start(pid, start) < 0)
         return exited(pid, err);
@@ -78,14 +76,7 @@ static int open_ends(pid_t pid, int *lsock, int *netns, int *hostport, unsigned 
         return sbx_error_errno(err, errno, "cannot open the network namespace '%s'", path);
     if (!same_process(pid, *start))
         return exited(pid, err);
-    *lsock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (*lsock < 0)
-        return sbx_error_errno(err, errno, "socket");
-    if (bind(*lsock, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(*lsock, 64) < 0 ||
-        getsockname(*lsock, (struct sockaddr *)&a, &alen) < 0)
-        return sbx_error_errno(err, errno, "cannot listen on 127.0.0.1");
-    *hostport = ntohs(a.sin_port);
-    return 0;
+    return sbx__portrelay_listen(SOCK_NONBLOCK, lsock, hostport, err);
 }
 
 /* Run the relay detached (a new session; its first process forks the relay and exits) and
