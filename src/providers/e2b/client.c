@@ -171,7 +171,7 @@ static const struct sbx_session_ops session_ops = {
         .resolve_port = sess_resolve_port,
         .state = sess_state,
         .close = sess_close,
-        .workspace_fd = sbx__e2b_workspace_fd,
+        .workspace_fd = sbx__shellfs_s_workspace_fd,
         .record_snapshot = sess_record_snapshot,
         .free = sess_free,
 };

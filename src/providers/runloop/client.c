@@ -152,20 +152,7 @@ static const struct sbx__shellfs_ops FS_OPS = {.run = run_cb, .get = get_cb, .pu
 
 struct sbx__shellfs sbx__rl_fs(struct sbx__rl_session *s)
 {
-    return (struct sbx__shellfs){.ops = &FS_OPS, .ctx = s, .root = s->base.root};
-}
-
-static int s_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err)
-{
-    struct sbx__rl_session *s = (struct sbx__rl_session *)bs;
-    struct sbx__shellfs fs = sbx__rl_fs(s);
-    int rc = sbx__shellfs_copy_take(&fs, &s->ws, err);
-    if (rc < 0) {
-        sbx_error_prefix(err, "workspace of sandbox '%s'", s->base.id);
-        return rc;
-    }
-    *out = s->ws.fd;
-    return 0;
+    return (struct sbx__shellfs){.ops = &FS_OPS, .ctx = s, .root = s->base.root, .copy = &s->ws};
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -379,7 +366,7 @@ static const struct sbx_session_ops session_ops = {
         .resolve_port = s_resolve_port,
         .state = s_state,
         .close = s_close,
-        .workspace_fd = s_workspace_fd,
+        .workspace_fd = sbx__shellfs_s_workspace_fd,
         .record_snapshot = s_record_snapshot,
         .stats = s_stats,
         .free = s_free,
