@@ -88,9 +88,11 @@ static int endpoint(struct sbx__bl_conf *c, int run, struct sbx__endpoint **out,
 }
 
 /* Blaxel's words for an error status (sbx__http_words_fn). */
-static int bl_words(void *ctx, long status, const char *msg, struct sbx_error *err)
+static int bl_words(void *ctx, long status, const char *what, const char *msg,
+                    struct sbx_error *err)
 {
     struct sbx__bl_conf *c = ctx;
+    (void)what;
     if (status == 401 || status == 403)
         return sbx_error_set(err, SBX_E_PERM, 0,
                              "the Blaxel API refused the key from %s for workspace '%s': %s",
@@ -111,7 +113,7 @@ static int bl_words(void *ctx, long status, const char *msg, struct sbx_error *e
 static int status_error(struct sbx__bl_conf *c, struct sbx__endpoint *ep, long status,
                         const struct sbx_buf *body, const char *what, struct sbx_error *err)
 {
-    return sbx__http_service_error(ep, status, body, what, bl_words, c, err);
+    return sbx__http_service_error(ep, status, body->data, body->len, what, bl_words, c, err);
 }
 
 /* The path of rest on sandbox name's API. Caller frees. */

@@ -58,9 +58,11 @@ static int key_present(struct sbx__dtn_conf *c, struct sbx_error *err)
 
 /* An error status of the Daytona API or a toolbox, worded for what it means here
  * (sbx__http_words_fn). */
-static int dtn_words(void *ctx, long status, const char *text, struct sbx_error *err)
+static int dtn_words(void *ctx, long status, const char *what, const char *text,
+                     struct sbx_error *err)
 {
     struct sbx__dtn_conf *c = ctx;
+    (void)what;
     if (status == 401 || (status == 403 && !strstr(text, "limit")))
         return sbx_error_set(err, SBX_E_PERM, 0,
                              "the Daytona API refused the key from %s (HTTP %ld): %s", c->key_what,
@@ -75,7 +77,7 @@ static int dtn_words(void *ctx, long status, const char *text, struct sbx_error 
 static int status_error(struct sbx__dtn_conf *c, struct sbx__endpoint *ep, long status,
                         const struct sbx_buf *body, const char *what, struct sbx_error *err)
 {
-    return sbx__http_service_error(ep, status, body, what, dtn_words, c, err);
+    return sbx__http_service_error(ep, status, body->data, body->len, what, dtn_words, c, err);
 }
 
 static int call_json(struct sbx__dtn_conf *c, struct sbx__endpoint *ep, const char *method,

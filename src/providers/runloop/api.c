@@ -82,9 +82,11 @@ static int endpoint(struct sbx__rl_conf *c, struct sbx__endpoint **out, struct s
 }
 
 /* Runloop's words for an error status (sbx__http_words_fn). */
-static int rl_words(void *ctx, long status, const char *msg, struct sbx_error *err)
+static int rl_words(void *ctx, long status, const char *what, const char *msg,
+                    struct sbx_error *err)
 {
     struct sbx__rl_conf *c = ctx;
+    (void)what;
     if (status == 401 || status == 403)
         return sbx_error_set(err, SBX_E_PERM, 0, "the Runloop API refused the key from %s: %s",
                              c->key_what, msg[0] ? msg : "(no message)");
@@ -101,7 +103,7 @@ static int rl_words(void *ctx, long status, const char *msg, struct sbx_error *e
 static int status_error(struct sbx__rl_conf *c, struct sbx__endpoint *ep, long status,
                         const struct sbx_buf *body, const char *what, struct sbx_error *err)
 {
-    return sbx__http_service_error(ep, status, body, what, rl_words, c, err);
+    return sbx__http_service_error(ep, status, body->data, body->len, what, rl_words, c, err);
 }
 
 /* One call: status and body into resp; a transport error is an error. */

@@ -177,15 +177,15 @@ int sbx__http_status_error(const struct sbx__endpoint *ep, long status, const vo
     return rc;
 }
 
-int sbx__http_service_error(struct sbx__endpoint *ep, long status, const struct sbx_buf *body,
+int sbx__http_service_error(const struct sbx__endpoint *ep, long status, const void *body, size_t n,
                             const char *what, sbx__http_words_fn *words, void *ctx,
                             struct sbx_error *err)
 {
     char said[512];
-    sbx__http_error_text(body->data, body->len, said, sizeof(said));
-    int rc = words(ctx, status, said, err);
+    sbx__http_error_text(body, n, said, sizeof(said));
+    int rc = words(ctx, status, what, said, err);
     if (rc == 0)
-        return sbx__http_status_error(ep, status, body->data, body->len, what, err);
+        return sbx__http_status_error(ep, status, body, n, what, err);
     sbx__endpoint_scrub(ep, err);
     return rc;
 }
