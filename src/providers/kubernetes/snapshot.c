@@ -22,7 +22,6 @@
 #include "sbx/log.h"
 #include "sbx/snapshot.h"
 
-
 static int archive_fail(struct archive *a, const char *what, struct sbx_error *err)
 {
     return sbx_error_set(err, SBX_E_IO, archive_errno(a), "%s: %s", what,
