@@ -183,7 +183,7 @@ struct sbx__program {
 };
 
 /* One provider, as the registry knows it (providers/table.c lists them). Required: name,
- * summary, client_new, client_new_json, check_state; options may be NULL (none declared). */
+ * summary, client_new_json, check_state; options may be NULL (none declared). */
 struct sbx__provider_def {
     const char *name;    /* "local", "docker": sbx_client_new("local", ...) */
     const char *summary; /* one line for `sbx sandbox providers` and the help */
@@ -196,7 +196,9 @@ struct sbx__provider_def {
     const char *unmountable_why;
     /* The declared options, ending with an entry whose key is NULL. */
     const struct sbx_provider_option *options;
-    /* A client with the provider's typed options struct (NULL: defaults). */
+    /* A client with the provider's typed options struct (opts NULL: defaults). NULL: the
+     * provider has no options struct: sbx_client_new gives client_new_json no options for
+     * opts NULL, and SBX_E_INVAL "the NAME provider takes its options as JSON" otherwise. */
     int (*client_new)(const void *opts, struct sbx_client **out, struct sbx_error *err);
     /* A client from declared options already checked against options (canonical JSON: every
      * key declared, every value of its type; sbx/provider.h). */
@@ -236,5 +238,10 @@ int sbx__provider_unknown(const char *name, struct sbx_error *err);
 /* A list option of "KEY=VALUE" strings (what: its name) into an object *out (caller owns);
  * SBX_E_INVAL naming the option for another shape. */
 int sbx__option_pairs(const json_t *list, const char *what, json_t **out, struct sbx_error *err);
+/* The fields a hosted provider's session state has first (providers/state.c): "id" a string
+ * valid accepts (else SBX_E_INVAL "field 'id': 'X' is not WHAT", what "an e2b sandbox id"),
+ * "root" an absolute path. */
+int sbx__state_check_id_root(const json_t *st, int (*valid)(const char *id), const char *what,
+                             struct sbx_error *err);
 
 #endif

@@ -13,50 +13,29 @@
 . "$(dirname "$0")/sandbox-lib.sh"
 NODE=${SBX_NODE:-$(dirname "$SBX")/sbx-node}
 CLIENT="$SBX_SRCDIR/tests/node/client.py"
-[ "$(id -u)" = 0 ] || skip_all "network namespaces need root"
-for p in ip nsenter python3 ss; do command -v "$p" >/dev/null || skip_all "no '$p' here"; done
-[ -x "$NODE" ] || skip_all "no sbx-node program next to '$SBX'"
-
-tag=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
-NS_NODE=sbxn-$tag NS_HARN=sbxh-$tag
-NODE_PID= NODE_B_PID= HOLD=
+. "$SBX_SRCDIR/tests/node/lib.sh"
+command -v python3 >/dev/null || skip_all "no 'python3' here"
+NODE_B_PID= HOLD=
 cleanup() {
-    [ -n "$NODE_PID" ] && kill "$NODE_PID" 2>/dev/null && wait "$NODE_PID" 2>/dev/null
     [ -n "$NODE_B_PID" ] && kill "$NODE_B_PID" 2>/dev/null && wait "$NODE_B_PID" 2>/dev/null
     local p
     for p in $HOLD; do kill -CONT "$p" 2>/dev/null; kill "$p" 2>/dev/null; done
-    ip netns del "$NS_NODE" 2>/dev/null
-    ip netns del "$NS_HARN" 2>/dev/null
+    node_cleanup
     sandbox_cleanup
 }
 trap cleanup EXIT
-net=$(( $(od -An -N1 -tu1 /dev/urandom) ))
-ADDR=10.214.$net.1
-if ! { ip netns add "$NS_NODE" && ip netns add "$NS_HARN" &&
-    ip link add "sbxnv$tag" type veth peer name "sbxhv$tag" &&
-    ip link set "sbxnv$tag" netns "$NS_NODE" && ip link set "sbxhv$tag" netns "$NS_HARN" &&
-    ip -n "$NS_NODE" addr add "$ADDR/30" dev "sbxnv$tag" &&
-    ip -n "$NS_HARN" addr add "10.214.$net.2/30" dev "sbxhv$tag" &&
-    ip -n "$NS_NODE" link set "sbxnv$tag" up && ip -n "$NS_HARN" link set "sbxhv$tag" up &&
-    ip -n "$NS_NODE" link set lo up && ip -n "$NS_HARN" link set lo up; } 2>"$T/ip.err"; then
-    skip_all "cannot make network namespaces and a veth pair here: $(head -n1 "$T/ip.err")"
-fi
-
+node_setup || skip_all "$NODE_WHY"
+node_add node-a || skip_all "$NODE_WHY"
 cd "$T" || exit 1
-{ "$SBX" node ca init ca && "$SBX" node cert issue node-a --ca ca --node --host "$ADDR" &&
-    "$SBX" node cert issue h1 --ca ca --harness && "$SBX" node cert issue h2 --ca ca --harness &&
-    "$SBX" node ca init other && "$SBX" node cert issue stranger --ca other --harness; } >/dev/null 2>certs.err ||
+{ "$SBX" node cert issue h2 --ca ca --harness && "$SBX" node ca init other &&
+    "$SBX" node cert issue stranger --ca other --harness; } >/dev/null 2>certs.err ||
     { not_ok "certificates"; diag "$(cat certs.err)"; done_testing; exit; }
-PORT=$((20000 + RANDOM % 40000))
-URL="https://$ADDR:$PORT"
-
-start_node() {
-    nsenter --net="/run/netns/$NS_NODE" "$NODE" --listen "$ADDR:$PORT" --cert node-a.pem \
-        --key node-a.key --ca ca/ca.pem --state "$T/node-state" --name node-a >>node.log 2>&1 &
-    NODE_PID=$!
-    listening() { nsenter --net="/run/netns/$NS_NODE" ss -ltn "sport = :$PORT" | grep -q LISTEN; }
-    WAIT_S=20 wait_until listening
-}
+# The daemon node-a (tests/node/lib.sh): its sandboxes under NRUN, its records in node-state.
+NS_NODE=${NODE_NS[node-a]} ADDR=${NODE_ADDR[node-a]} PORT=${NODE_PORT[node-a]} net=$NODE_NET
+URL=$(node_url node-a)
+NRUN=$T/nodes/node-a/run/sbx
+ln -s nodes/node-a/records-node node-state
+ln -s nodes/node-a/node.log node.log
 harness() { # CERT VERB ARGS... (in the harness's namespace)
     local who=$1
     shift
@@ -64,7 +43,7 @@ harness() { # CERT VERB ARGS... (in the harness's namespace)
 }
 json() { python3 -c 'import json, sys; print(json.loads(sys.stdin.read().split(" ", 1)[1])[sys.argv[1]])' "$1"; }
 
-start_node && ok "the daemon listens in its namespace" || { not_ok "the daemon listens"; diag "$(cat node.log)"; }
+node_start node-a && ok "the daemon listens in its namespace" || { not_ok "the daemon listens"; diag "$(cat node.log)"; }
 harness h1 request GET /v1/node >out 2>err
 grep -q '^200 .*"name":"node-a"' out && ok "a harness certificate reaches it from the other namespace" ||
     { not_ok "a harness certificate reaches it"; diag "$(cat out err node.log)"; }
@@ -77,10 +56,10 @@ harness stranger request GET /v1/node >out 2>err
 
 harness h1 request POST /v1/sandboxes >c1 2>err
 ID=$(json id <c1) TOK=$(json token <c1)
-if grep -q '^201 ' c1 && [ ${#TOK} = 43 ] && [ -d "$RUNBASE/$ID" ]; then
+if grep -q '^201 ' c1 && [ ${#TOK} = 43 ] && [ -d "$NRUN/$ID" ]; then
     ok "create: a local sandbox on the node, a 43-character token"
 else not_ok "create"; diag "$(cat c1 err node.log)"; fi
-if [ -s "$T/node-state/$ID.json" ] && ! grep -rq -- "$TOK" "$T/node-state" "$RUNBASE" 2>/dev/null; then
+if [ -s "$T/node-state/$ID.json" ] && ! grep -rq -- "$TOK" "$T/node-state/" "$NRUN/" 2>/dev/null; then
     ok "the token is stored nowhere in clear (the node keeps its hash)"
 else not_ok "the token is stored nowhere in clear"; fi
 
@@ -140,23 +119,22 @@ harness h1 exec "$ID" "$TOK2" sh -c "echo started; exec $mark" >mid.out 2>mid.er
 CPID=$!
 running() { grep -qx started mid.out && pgrep -f "^$mark\$" >/dev/null; }
 WAIT_S=20 wait_until running || diag "the command did not start: $(cat mid.out mid.err)"
-kill -9 "$NODE_PID" && wait "$NODE_PID" 2>/dev/null
-NODE_PID=
+node_kill node-a
 wait "$CPID"
 crc=$?
 [ "$crc" = 4 ] && grep -qx "exit None" mid.err && ok "a daemon killed mid-command: the harness gets no status" ||
     { not_ok "a daemon killed mid-command: the harness gets no status"; diag "rc $crc: $(cat mid.err)"; }
 gone() { ! pgrep -f "^$mark\$" >/dev/null; }
 WAIT_S=20 wait_until gone && ok "and the command ends with it" || not_ok "and the command ends with it"
-[ -d "$RUNBASE/$ID" ] && ok "the sandbox outlives the daemon" || not_ok "the sandbox outlives the daemon"
-start_node
+[ -d "$NRUN/$ID" ] && ok "the sandbox outlives the daemon" || not_ok "the sandbox outlives the daemon"
+node_start node-a
 harness h1 exec "$ID" "$TOK2" echo again >out 2>err
 grep -qx again out && grep -q "2 sandboxes known" node.log && ok "a restarted daemon serves it again with the new token" ||
     { not_ok "a restarted daemon serves it again"; diag "$(cat out err node.log)"; }
 
 harness h1 request DELETE "/v1/sandboxes/$ID" "$TOK2" >out 2>err
 harness h1 request DELETE "/v1/sandboxes/$ID2" "$(json token <c2)" >>out 2>>err
-[ "$(grep -c '^200 {"removed"' out)" = 2 ] && [ ! -e "$RUNBASE/$ID" ] && [ -z "$(ls node-state)" ] &&
+[ "$(grep -c '^200 {"removed"' out)" = 2 ] && [ ! -e "$NRUN/$ID" ] && [ -z "$(ls node-state)" ] &&
     ok "remove: both sandboxes and their records are gone" || { not_ok "remove"; diag "$(cat out err)"; }
 harness h1 exec "$ID" "$TOK2" echo no >out 2>err
 grep -q '^http 403' out && ok "a removed sandbox's token opens nothing" || { not_ok "a removed sandbox's token"; diag "$(cat out)"; }

@@ -12,43 +12,14 @@
 . "$(dirname "$0")/sandbox-lib.sh"
 NODE=${SBX_NODE:-$(dirname "$SBX")/sbx-node}
 CLIENT="$SBX_SRCDIR/tests/node/client.py"
-[ "$(id -u)" = 0 ] || skip_all "network namespaces need root"
-for p in ip nsenter python3 ss; do command -v "$p" >/dev/null || skip_all "no '$p' here"; done
-[ -x "$NODE" ] || skip_all "no sbx-node program next to '$SBX'"
-
-tag=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
-NS_NODE=sbxn-$tag NS_HARN=sbxh-$tag
-NODE_PID=
-cleanup() {
-    [ -n "$NODE_PID" ] && kill "$NODE_PID" 2>/dev/null && wait "$NODE_PID" 2>/dev/null
-    ip netns del "$NS_NODE" 2>/dev/null
-    ip netns del "$NS_HARN" 2>/dev/null
-    sandbox_cleanup
-}
-trap cleanup EXIT
-net=$(( $(od -An -N1 -tu1 /dev/urandom) ))
-ADDR=10.216.$net.1
-if ! { ip netns add "$NS_NODE" && ip netns add "$NS_HARN" &&
-    ip link add "sbxnv$tag" type veth peer name "sbxhv$tag" &&
-    ip link set "sbxnv$tag" netns "$NS_NODE" && ip link set "sbxhv$tag" netns "$NS_HARN" &&
-    ip -n "$NS_NODE" addr add "$ADDR/30" dev "sbxnv$tag" &&
-    ip -n "$NS_HARN" addr add "10.216.$net.2/30" dev "sbxhv$tag" &&
-    ip -n "$NS_NODE" link set "sbxnv$tag" up && ip -n "$NS_HARN" link set "sbxhv$tag" up &&
-    ip -n "$NS_NODE" link set lo up && ip -n "$NS_HARN" link set lo up; } 2>"$T/ip.err"; then
-    skip_all "cannot make network namespaces and a veth pair here: $(head -n1 "$T/ip.err")"
-fi
-
+. "$SBX_SRCDIR/tests/node/lib.sh"
+command -v python3 >/dev/null || skip_all "no 'python3' here"
+trap 'node_cleanup; sandbox_cleanup' EXIT
+node_setup || skip_all "$NODE_WHY"
+node_add node-a || skip_all "$NODE_WHY"
 cd "$T" || exit 1
-{ "$SBX" node ca init ca && "$SBX" node cert issue node-a --ca ca --node --host "$ADDR" &&
-    "$SBX" node cert issue h1 --ca ca --harness; } >/dev/null 2>certs.err ||
-    { not_ok "certificates"; diag "$(cat certs.err)"; done_testing; exit; }
-PORT=$((20000 + RANDOM % 40000))
-URL="https://$ADDR:$PORT"
-nsenter --net="/run/netns/$NS_NODE" "$NODE" --listen "$ADDR:$PORT" --cert node-a.pem \
-    --key node-a.key --ca ca/ca.pem --state "$T/node-state" --name node-a >>node.log 2>&1 &
-NODE_PID=$!
-listening() { nsenter --net="/run/netns/$NS_NODE" ss -ltn "sport = :$PORT" | grep -q LISTEN; }
-WAIT_S=20 wait_until listening || { not_ok "the daemon listens"; diag "$(cat node.log)"; done_testing; exit; }
+node_start node-a || { not_ok "the daemon listens"; diag "$(cat nodes/node-a/node.log)"; done_testing; exit; }
+URL=$(node_url node-a)
 h() { nsenter --net="/run/netns/$NS_HARN" python3 "$CLIENT" "$URL" ca/ca.pem h1.pem h1.key "$@"; }
 json() { python3 -c 'import json, sys; print(json.loads(sys.stdin.read().split(" ", 1)[1])[sys.argv[1]])' "$1"; }
 status() { cut -d' ' -f1 "$1"; }
@@ -69,7 +40,7 @@ h send PUT "$F?path=a/b/blob&parents=1&mode=640" "$TOK" --body-file blob >out 2>
 h send GET "$F?path=a/b/blob" "$TOK" --out back >out2 2>>err
 if [ "$(status out)" = 200 ] && [ "$(status out2)" = 200 ] && cmp -s blob back; then
     ok "a file written with its parents and read back byte for byte"
-else not_ok "write and read"; diag "$(cat out out2 err node.log)"; fi
+else not_ok "write and read"; diag "$(cat out out2 err nodes/node-a/node.log)"; fi
 h send GET "$F/stat?path=a/b/blob" "$TOK" >out 2>err
 if grep -q '^200 .*"type":"file"' out && grep -q '"size":300000' out && grep -q '"mode":416' out; then
     ok "stat: a file of 300000 bytes, mode 0640"

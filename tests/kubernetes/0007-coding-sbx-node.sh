@@ -17,30 +17,7 @@ BUILD=$(dirname "${SBX_SUPERVISOR:?}")
 NODE=(--node sbx-node --node-program "$BUILD/sbx-node" --node-ca "$T/ca/ca.pem" --node-cert "$T/harness.pem"
     --node-key "$T/harness.key" --node-tls-cert "$T/pod.pem" --node-tls-key "$T/pod.key")
 
-EX="$SBX_SRCDIR/examples/coding-task"
-# run_example NAME OPTION...: the example, kept; NAME.id, NAME.answer, NAME.stats, NAME.tests.
-run_example() {
-    local name=$1 id
-    shift
-    "$SBX" run --json --keep "$@" -m "replay:$EX/run.jsonl" -a "$EX/agent.yaml" \
-        "Do the task in TASK.md." >"$T/$name.json" 2>"$T/$name.err"
-    local status=$?
-    id=$(sed -n "s/^kept sandbox \([0-9a-f]*\) (agent 'Coding Agent')$/\1/p" "$T/$name.err")
-    python3 - "$T/$name.json" "$T/$name" <<'PY'
-import json, re, sys
-events = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-outs = [e["item"].get("output", "") for e in events if e.get("type") == "tool_output"]
-final = [e.get("output") for e in events if e.get("type") == "final"]
-last = outs[-1] if outs else ""
-last = "\n".join(l for l in last.splitlines() if not l.startswith(("Chunk ID:", "Wall time:")))
-last = re.sub(r"Ran (\d+) tests? in [0-9.]+s", r"Ran \1 tests", last)
-open(sys.argv[2] + ".tests", "w").write(last)
-open(sys.argv[2] + ".answer", "w").write(json.dumps(final))
-PY
-    "$SBX" sandbox exec "$id" -- cat stats.py >"$T/$name.stats" 2>"$T/$name.exec-err"
-    echo "$id" >"$T/$name.id"
-    rc=$status
-}
+. "$(dirname "$0")/../integration/coding-lib.sh"
 
 run_example local
 expect_rc 0 "the coding example runs locally"
@@ -52,15 +29,7 @@ node_id=$(cat "$T/node.id")
 [ -n "$node_id" ] && [ "$node_id" != "$local_id" ] && ok "each run kept its own sandbox" ||
     not_ok "each run kept its own sandbox ($local_id, $node_id)"
 expect_eq "$(k get pods -l "sbx.io/id=$node_id,sbx.io/workload=node" -o name | wc -l)" 1 "the node run's sandbox is an sbx-node pod"
-expect_in "$T/local.stats" "return sum(values) / len(values)" "locally stats.py was patched"
-if cmp -s "$T/local.stats" "$T/node.stats"; then ok "the sbx-node run patched stats.py the same"; else
-    not_ok "the sbx-node run patched stats.py the same"; diag "$(diff "$T/local.stats" "$T/node.stats" 2>&1 | head -20)"
-fi
-expect_in "$T/local.tests" "Process exited with code 0" "locally the final test run passes"
-if cmp -s "$T/local.tests" "$T/node.tests"; then ok "the sbx-node run's final test run is the same"; else
-    not_ok "the sbx-node run's final test run is the same"; diag "$(diff "$T/local.tests" "$T/node.tests" 2>&1 | head -20)"
-fi
-expect_eq "$(cat "$T/node.answer")" "$(cat "$T/local.answer")" "and so is the answer"
+same_as_local node sbx-node
 for id in $local_id $node_id; do "$SBX" sandbox rm "$id" >/dev/null 2>&1; done
 expect_eq "$(k get pods,secrets -l sbx.io/id -o name | wc -l)" 0 "rm leaves nothing labelled by sbx"
 done_testing

@@ -87,31 +87,33 @@ static int endpoint(struct sbx__bl_conf *c, int run, struct sbx__endpoint **out,
     return rc;
 }
 
-/* The error for an error status, in Blaxel's words. */
+/* Blaxel's words for an error status (sbx__http_words_fn). */
+static int bl_words(void *ctx, long status, const char *what, const char *msg,
+                    struct sbx_error *err)
+{
+    struct sbx__bl_conf *c = ctx;
+    (void)what;
+    if (status == 401 || status == 403)
+        return sbx_error_set(err, SBX_E_PERM, 0,
+                             "the Blaxel API refused the key from %s for workspace '%s': %s",
+                             c->key_what, c->workspace, msg[0] ? msg : "(no message)");
+    if (status == 402)
+        return sbx_error_set(err, SBX_E_API, 0,
+                             "the Blaxel workspace '%s' is over its usage limit (HTTP 402): %s",
+                             c->workspace, msg);
+    if (status == 429)
+        return sbx_error_set(err, SBX_E_API, 0,
+                             "the Blaxel API is rate limiting (HTTP 429, retries exhausted): %s",
+                             msg);
+    if (status == 404)
+        return sbx_error_set(err, SBX_E_NOTFOUND, 0, "the Blaxel API has no such thing: %s", msg);
+    return 0;
+}
+
 static int status_error(struct sbx__bl_conf *c, struct sbx__endpoint *ep, long status,
                         const struct sbx_buf *body, const char *what, struct sbx_error *err)
 {
-    char msg[512];
-    sbx__http_error_text(body->data, body->len, msg, sizeof(msg));
-    int rc;
-    if (status == 401 || status == 403)
-        rc = sbx_error_set(err, SBX_E_PERM, 0,
-                           "the Blaxel API refused the key from %s for workspace '%s': %s",
-                           c->key_what, c->workspace, msg[0] ? msg : "(no message)");
-    else if (status == 402)
-        rc = sbx_error_set(err, SBX_E_API, 0,
-                           "the Blaxel workspace '%s' is over its usage limit (HTTP 402): %s",
-                           c->workspace, msg);
-    else if (status == 429)
-        rc = sbx_error_set(err, SBX_E_API, 0,
-                           "the Blaxel API is rate limiting (HTTP 429, retries exhausted): %s",
-                           msg);
-    else if (status == 404)
-        rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "the Blaxel API has no such thing: %s", msg);
-    else
-        rc = sbx__http_status_error(ep, status, body->data, body->len, what, err);
-    sbx__endpoint_scrub(ep, err);
-    return rc;
+    return sbx__http_service_error(ep, status, body->data, body->len, what, bl_words, c, err);
 }
 
 /* The path of rest on sandbox name's API. Caller frees. */

@@ -47,12 +47,13 @@ int sbx__cf_valid_id(const char *id)
     return 1;
 }
 
-int sbx__cf_status_error(const struct sbx__cf_conf *c, long status, const void *body, size_t n,
-                         const char *what, struct sbx_error *err)
+/* The bridge's words for an error status (sbx__http_words_fn). */
+static int cf_words(void *ctx, long status, const char *what, const char *msg,
+                    struct sbx_error *err)
 {
-    char said[512];
-    if (!sbx__http_error_text(body, n, said, sizeof(said)))
-        snprintf(said, sizeof(said), "(no message)");
+    const struct sbx__cf_conf *c = ctx;
+    const char *said = msg[0] ? msg : "(no message)";
+    (void)what;
     /* 401 is the key; the bridge's 403 is a path or directory out of /workspace. */
     if (status == 401 && !c->has_key)
         return sbx_error_set(err, SBX_E_PERM, 0,
@@ -74,7 +75,13 @@ int sbx__cf_status_error(const struct sbx__cf_conf *c, long status, const void *
                              "the Cloudflare Sandbox Bridge at '%s' has no container free (HTTP "
                              "503, retries exhausted): %s",
                              c->url, said);
-    return sbx__http_status_error(c->ep, status, body, n, what, err);
+    return 0;
+}
+
+int sbx__cf_status_error(const struct sbx__cf_conf *c, long status, const void *body, size_t n,
+                         const char *what, struct sbx_error *err)
+{
+    return sbx__http_service_error(c->ep, status, body, n, what, cf_words, (void *)c, err);
 }
 
 /* A request whose answer is checked: a status >= 400 is the error above. */

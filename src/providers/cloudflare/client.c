@@ -134,13 +134,7 @@ static void shellfs_of(struct sbx_session *bs, struct sbx__shellfs *out)
 static const struct sbx_session_ops session_ops = {
         .shellfs = shellfs_of,
         .exec_start = sbx__cf_exec_start,
-        .read_open = sbx__shellfs_s_read_open,
-        .write = sbx__shellfs_s_write,
-        .ls = sbx__shellfs_s_ls,
-        .stat = sbx__shellfs_s_stat,
-        .mkdir = sbx__shellfs_s_mkdir,
-        .rm = sbx__shellfs_s_rm,
-        .chmod = sbx__shellfs_s_chmod,
+        SBX__SHELLFS_SESSION_FILE_OPS,
         .resolve_port = sess_resolve_port,
         .state = sess_state,
         .close = sess_close,
@@ -456,18 +450,6 @@ static int client_new_json(const json_t *options, struct sbx_client **out, struc
     return 0;
 }
 
-static int client_new(const void *opts, struct sbx_client **out, struct sbx_error *err)
-{
-    if (opts)
-        return sbx_error_set(err, SBX_E_INVAL, 0,
-                             "the cloudflare provider takes its options as JSON "
-                             "(sbx_client_new_json)");
-    json_t *none = json_object();
-    int rc = client_new_json(none, out, err);
-    json_decref(none);
-    return rc;
-}
-
 static int check_state(const json_t *st, struct sbx_error *err)
 {
     const char *id = NULL, *root = NULL;
@@ -489,7 +471,6 @@ const struct sbx__provider_def sbx__provider_cloudflare = {
                    "over its HTTP API (key from $" KEY_VAR ")",
         .traits = SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_PORTS | SBX_PROVIDER_RESUME,
         .options = cf_options,
-        .client_new = client_new,
         .client_new_json = client_new_json,
         .check_state = check_state,
 };

@@ -204,17 +204,11 @@ static void shellfs_of(struct sbx_session *bs, struct sbx__shellfs *out)
 static const struct sbx_session_ops session_ops = {
         .shellfs = shellfs_of,
         .exec_start = sbx__dtn_exec_start,
-        .read_open = sbx__shellfs_s_read_open,
-        .write = sbx__shellfs_s_write,
-        .ls = sbx__shellfs_s_ls,
-        .stat = sbx__shellfs_s_stat,
-        .mkdir = sbx__shellfs_s_mkdir,
-        .rm = sbx__shellfs_s_rm,
-        .chmod = sbx__shellfs_s_chmod,
+        SBX__SHELLFS_SESSION_FILE_OPS,
         .resolve_port = sess_resolve_port,
         .state = sess_state,
         .close = sess_close,
-        .workspace_fd = sbx__dtn_workspace_fd,
+        .workspace_fd = sbx__shellfs_s_workspace_fd,
         .record_snapshot = sess_record_snapshot,
         .free = sess_free,
 };
@@ -672,32 +666,10 @@ static int client_new_json(const json_t *options, struct sbx_client **out, struc
     return 0;
 }
 
-static int client_new(const void *opts, struct sbx_client **out, struct sbx_error *err)
-{
-    if (opts)
-        return sbx_error_set(
-                err, SBX_E_INVAL, 0,
-                "the daytona provider takes its options as JSON (sbx_client_new_json)");
-    json_t *none = json_object();
-    int rc = client_new_json(none, out, err);
-    json_decref(none);
-    return rc;
-}
-
 /* The daytona-specific part of a session state. */
 static int check_state(const json_t *st, struct sbx_error *err)
 {
-    const char *id = NULL, *root = NULL;
-    int rc;
-    if ((rc = sbx_json_get_string(st, "id", 1, &id, err)) < 0 ||
-        (rc = sbx_json_get_string(st, "root", 1, &root, err)) < 0)
-        return rc;
-    if (!valid_id(id))
-        return sbx_error_set(err, SBX_E_INVAL, 0, "field 'id': '%s' is not a daytona sandbox id",
-                             id);
-    if (root[0] != '/')
-        return sbx_error_set(err, SBX_E_INVAL, 0, "field 'root' must be an absolute path");
-    return 0;
+    return sbx__state_check_id_root(st, valid_id, "a daytona sandbox id", err);
 }
 
 const struct sbx__provider_def sbx__provider_daytona = {
@@ -707,7 +679,6 @@ const struct sbx__provider_def sbx__provider_daytona = {
         .traits = SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_STOP_START | SBX_PROVIDER_PTY |
                   SBX_PROVIDER_PORTS | SBX_PROVIDER_RESUME,
         .options = sbx__dtn_options,
-        .client_new = client_new,
         .client_new_json = client_new_json,
         .options_check = sbx__dtn_options_check,
         .check_state = check_state,

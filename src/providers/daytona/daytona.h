@@ -124,7 +124,6 @@ struct sbx__dtn_session {
 struct sbx__shellfs sbx__dtn_fs(struct sbx__dtn_session *s);
 int sbx__dtn_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec, const char *cwd,
                         struct sbx_proc **out, struct sbx_error *err);
-int sbx__dtn_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err);
 
 /* Into a buffer without a limit: an append cannot fail then (allocation failure aborts). */
 static inline void sbx__dtn_keep(int rc)

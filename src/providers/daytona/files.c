@@ -154,18 +154,6 @@ static const struct sbx__shellfs_ops FS_OPS = {.run = run_cb, .get = get_cb, .pu
 
 struct sbx__shellfs sbx__dtn_fs(struct sbx__dtn_session *s)
 {
-    return (struct sbx__shellfs){.ops = &FS_OPS, .ctx = &s->box, .root = s->base.root};
-}
-
-int sbx__dtn_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err)
-{
-    struct sbx__dtn_session *s = (struct sbx__dtn_session *)bs;
-    struct sbx__shellfs fs = sbx__dtn_fs(s);
-    int rc = sbx__shellfs_copy_take(&fs, &s->ws, err);
-    if (rc < 0) {
-        sbx_error_prefix(err, "workspace of sandbox '%s'", s->base.id);
-        return rc;
-    }
-    *out = s->ws.fd;
-    return 0;
+    return (struct sbx__shellfs){
+            .ops = &FS_OPS, .ctx = &s->box, .root = s->base.root, .copy = &s->ws};
 }

@@ -56,25 +56,28 @@ static int key_present(struct sbx__dtn_conf *c, struct sbx_error *err)
     return 0;
 }
 
-/* An error status of the Daytona API or a toolbox, worded for what it means here. */
+/* An error status of the Daytona API or a toolbox, worded for what it means here
+ * (sbx__http_words_fn). */
+static int dtn_words(void *ctx, long status, const char *what, const char *text,
+                     struct sbx_error *err)
+{
+    struct sbx__dtn_conf *c = ctx;
+    (void)what;
+    if (status == 401 || (status == 403 && !strstr(text, "limit")))
+        return sbx_error_set(err, SBX_E_PERM, 0,
+                             "the Daytona API refused the key from %s (HTTP %ld): %s", c->key_what,
+                             status, text);
+    if (status == 429 || status == 403)
+        return sbx_error_set(err, SBX_E_API, 0,
+                             "the Daytona API is rate limiting or over quota (HTTP %ld%s): %s",
+                             status, status == 429 ? ", retries exhausted" : "", text);
+    return 0;
+}
+
 static int status_error(struct sbx__dtn_conf *c, struct sbx__endpoint *ep, long status,
                         const struct sbx_buf *body, const char *what, struct sbx_error *err)
 {
-    char text[512];
-    sbx__http_error_text(body->data, body->len, text, sizeof(text));
-    int rc;
-    if (status == 401 || (status == 403 && !strstr(text, "limit")))
-        rc = sbx_error_set(err, SBX_E_PERM, 0,
-                           "the Daytona API refused the key from %s (HTTP %ld): %s", c->key_what,
-                           status, text);
-    else if (status == 429 || status == 403)
-        rc = sbx_error_set(err, SBX_E_API, 0,
-                           "the Daytona API is rate limiting or over quota (HTTP %ld%s): %s",
-                           status, status == 429 ? ", retries exhausted" : "", text);
-    else
-        return sbx__http_status_error(ep, status, body->data, body->len, what, err);
-    sbx__endpoint_scrub(ep, err);
-    return rc;
+    return sbx__http_service_error(ep, status, body->data, body->len, what, dtn_words, c, err);
 }
 
 static int call_json(struct sbx__dtn_conf *c, struct sbx__endpoint *ep, const char *method,

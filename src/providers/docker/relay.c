@@ -10,6 +10,7 @@
 
 #include "providers/docker/relay.h"
 #include "sandbox/host/host.h"
+#include "sandbox/host/portrelay.h"
 #include "sandbox/host/relay.h"
 #include "sbx/common.h"
 
@@ -24,37 +25,15 @@ static int check_id(const char *id, struct sbx_error *err)
     return ok ? 0 : sbx_error_set(err, SBX_E_INVAL, 0, "bad sandbox id '%s'", id ? id : "");
 }
 
-static int make_dir(const char *path, struct sbx_error *err)
-{
-    struct stat st;
-    if (mkdir(path, 0700) < 0 && errno != EEXIST)
-        return sbx_error_errno(err, errno, "cannot create '%s'", path);
-    if (lstat(path, &st) < 0)
-        return sbx_error_errno(err, errno, "cannot stat '%s'", path);
-    if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
-        return sbx_error_set(err, SBX_E_PERM, 0, "'%s' is not a private directory of ours", path);
-    return 0;
-}
-
 int sbx__docker_relay_start(const char *id, pid_t init_pid, int port, char **out_url,
                             struct sbx_error *err)
 {
-    char *base = NULL, *docker = NULL, *box = NULL, *ports = NULL;
+    char *ports = NULL;
     int rc = check_id(id, err);
     if (rc == 0)
-        rc = sbx__runtime_base(NULL, &base, err);
-    if (rc == 0) {
-        docker = sbx_xasprintf("%s/docker", base);
-        box = sbx_xasprintf("%s/%s", docker, id);
-        ports = sbx_xasprintf("%s/ports", box);
-        if ((rc = make_dir(docker, err)) == 0 && (rc = make_dir(box, err)) == 0)
-            rc = make_dir(ports, err);
-    }
+        rc = sbx__portrelay_dir("docker", id, 1, &ports, err);
     if (rc == 0)
         rc = sbx__relay_start(ports, id, init_pid, port, out_url, err);
-    free(base);
-    free(docker);
-    free(box);
     free(ports);
     return rc;
 }

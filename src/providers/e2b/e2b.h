@@ -159,11 +159,9 @@ void sbx__e2b_keepalive(struct sbx__e2b_session *s);
 int sbx__e2b_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec, const char *cwd,
                         struct sbx_proc **out, struct sbx_error *err);
 
-/* Snapshots (files.c, through src/sandbox/shellfs/): the workspace as a tar out of the
- * sandbox, checked by the snapshot store's import and restored into a private host directory
- * (the fd borrowed until the next call or the session's end). restore: the stored snapshot ref
- * as a tar into the (fresh) workspace. */
-int sbx__e2b_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err);
+/* Snapshots go through src/sandbox/shellfs/ (files.c gives it the session's copy): the
+ * workspace as a tar out of the sandbox, checked by the snapshot store's import and restored
+ * into a private host directory (sbx__shellfs_s_workspace_fd). */
 
 /* Into a buffer without a limit: an append cannot fail then (allocation failure aborts). */
 static inline void sbx__e2b_keep(int rc)

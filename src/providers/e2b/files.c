@@ -24,20 +24,8 @@ static const struct sbx__shellfs_ops FS_OPS = {.run = run_cb, .get = get_cb, .pu
 
 struct sbx__shellfs sbx__e2b_fs(struct sbx__e2b_session *s)
 {
-    return (struct sbx__shellfs){.ops = &FS_OPS, .ctx = &s->envd, .root = s->base.root};
+    return (struct sbx__shellfs){
+            .ops = &FS_OPS, .ctx = &s->envd, .root = s->base.root, .copy = &s->ws};
 }
 
 #define E2B_FS(bs) sbx__e2b_fs((struct sbx__e2b_session *)(bs))
-
-int sbx__e2b_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err)
-{
-    struct sbx__e2b_session *s = (struct sbx__e2b_session *)bs;
-    struct sbx__shellfs fs = sbx__e2b_fs(s);
-    int rc = sbx__shellfs_copy_take(&fs, &s->ws, err);
-    if (rc < 0) {
-        sbx_error_prefix(err, "workspace of sandbox '%s'", s->base.id);
-        return rc;
-    }
-    *out = s->ws.fd;
-    return 0;
-}

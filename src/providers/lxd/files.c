@@ -20,6 +20,7 @@
 
 #include "providers/lxd/exec.h"
 #include "sandbox/session/internal.h"
+#include "sandbox/shellfs/shellfs.h"
 #include "sbx/fs.h"
 #include "sbx/hash.h"
 #include "sbx/json.h"
@@ -445,60 +446,6 @@ static const char LS[] = "cd -- \"$1\" || exit 3\n"
                          "  if [ -L \"$f\" ]; then printf '%s\\0' \"$(readlink -- \"$f\")\"; fi\n"
                          "done\n";
 
-static int cmp_dirent(const void *a, const void *b)
-{
-    return strcmp(((const struct sbx_dirent *)a)->name, ((const struct sbx_dirent *)b)->name);
-}
-
-static int parse_ls(const char *p, size_t n, struct sbx_dirlist *out, struct sbx_error *err)
-{
-    const char *end = p + n;
-    size_t cap = 0;
-    while (p < end) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        unsigned long mode = 0;
-        unsigned long long size = 0, mtime = 0;
-        unsigned uid = 0, gid = 0;
-        if (!nl || sscanf(p, "%lx %llu %u %u %llu", &mode, &size, &uid, &gid, &mtime) != 5)
-            return sbx_error_set(err, SBX_E_PARSE, 0, "a directory listing is garbled");
-        const char *name = nl + 1;
-        const char *z = memchr(name, '\0', (size_t)(end - name));
-        if (!z || z == name || memchr(name, '/', (size_t)(z - name)))
-            return sbx_error_set(err, SBX_E_PARSE, 0, "a directory listing is garbled");
-        p = z + 1;
-        char *target = NULL;
-        if ((mode & S_IFMT) == S_IFLNK) {
-            const char *tz = memchr(p, '\0', (size_t)(end - p));
-            if (!tz)
-                return sbx_error_set(err, SBX_E_PARSE, 0, "a directory listing is garbled");
-            target = sbx_xstrndup(p, (size_t)(tz - p));
-            p = tz + 1;
-        }
-        if (out->n >= SBX_LS_MAX_ENTRIES) {
-            free(target);
-            return sbx_error_set(err, SBX_E_TOOBIG, 0, "more than %d entries", SBX_LS_MAX_ENTRIES);
-        }
-        if (out->n == cap) {
-            cap = cap ? 2 * cap : 16;
-            out->v = sbx_xrealloc(out->v, cap * sizeof(*out->v));
-        }
-        struct sbx_dirent *d = &out->v[out->n++];
-        memset(d, 0, sizeof(*d));
-        d->name = sbx_xstrndup(name, (size_t)(z - name));
-        d->target = target;
-        d->type = S_ISDIR(mode)   ? SBX_FILE_DIR
-                  : S_ISREG(mode) ? SBX_FILE_REGULAR
-                  : S_ISLNK(mode) ? SBX_FILE_SYMLINK
-                                  : SBX_FILE_OTHER;
-        d->mode = (mode_t)(mode & 07777);
-        d->size = size;
-        d->mtime_ns = (int64_t)mtime * 1000000000;
-        d->uid = uid;
-        d->gid = gid;
-    }
-    return 0;
-}
-
 int sbx__lxd_ls(struct sbx_session *bs, const char *path, struct sbx_dirlist *out,
                 struct sbx_error *err)
 {
@@ -533,12 +480,13 @@ int sbx__lxd_ls(struct sbx_session *bs, const char *path, struct sbx_dirlist *ou
         rc = run_error(&r, "list", path, err);
         goto out;
     }
-    if ((rc = parse_ls(r.out.data ? r.out.data : "", r.out.len, &l, err)) < 0) {
+    if ((rc = sbx__shellfs_parse_entries(r.out.data ? r.out.data : "", r.out.len, 0, &l, err)) <
+        0) {
         sbx_dirlist_release(&l);
         goto out;
     }
     if (l.n)
-        qsort(l.v, l.n, sizeof(*l.v), cmp_dirent);
+        sbx__shellfs_sort_entries(&l);
     *out = l;
 out:
     sbx__lxd_run_release(&r);

@@ -152,20 +152,7 @@ static const struct sbx__shellfs_ops FS_OPS = {.run = run_cb, .get = get_cb, .pu
 
 struct sbx__shellfs sbx__rl_fs(struct sbx__rl_session *s)
 {
-    return (struct sbx__shellfs){.ops = &FS_OPS, .ctx = s, .root = s->base.root};
-}
-
-static int s_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err)
-{
-    struct sbx__rl_session *s = (struct sbx__rl_session *)bs;
-    struct sbx__shellfs fs = sbx__rl_fs(s);
-    int rc = sbx__shellfs_copy_take(&fs, &s->ws, err);
-    if (rc < 0) {
-        sbx_error_prefix(err, "workspace of sandbox '%s'", s->base.id);
-        return rc;
-    }
-    *out = s->ws.fd;
-    return 0;
+    return (struct sbx__shellfs){.ops = &FS_OPS, .ctx = s, .root = s->base.root, .copy = &s->ws};
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -375,17 +362,11 @@ static void shellfs_of(struct sbx_session *bs, struct sbx__shellfs *out)
 static const struct sbx_session_ops session_ops = {
         .shellfs = shellfs_of,
         .exec_start = sbx__rl_exec_start,
-        .read_open = sbx__shellfs_s_read_open,
-        .write = sbx__shellfs_s_write,
-        .ls = sbx__shellfs_s_ls,
-        .stat = sbx__shellfs_s_stat,
-        .mkdir = sbx__shellfs_s_mkdir,
-        .rm = sbx__shellfs_s_rm,
-        .chmod = sbx__shellfs_s_chmod,
+        SBX__SHELLFS_SESSION_FILE_OPS,
         .resolve_port = s_resolve_port,
         .state = s_state,
         .close = s_close,
-        .workspace_fd = s_workspace_fd,
+        .workspace_fd = sbx__shellfs_s_workspace_fd,
         .record_snapshot = s_record_snapshot,
         .stats = s_stats,
         .free = s_free,
@@ -947,31 +928,9 @@ static int client_new_json(const json_t *o, struct sbx_client **out, struct sbx_
     return 0;
 }
 
-static int client_new(const void *opts, struct sbx_client **out, struct sbx_error *err)
-{
-    if (opts)
-        return sbx_error_set(
-                err, SBX_E_INVAL, 0,
-                "the runloop provider takes its options as JSON (sbx_client_new_json)");
-    json_t *none = json_object();
-    int rc = client_new_json(none, out, err);
-    json_decref(none);
-    return rc;
-}
-
 static int check_state(const json_t *st, struct sbx_error *err)
 {
-    const char *id = NULL, *root = NULL;
-    int rc;
-    if ((rc = sbx_json_get_string(st, "id", 1, &id, err)) < 0 ||
-        (rc = sbx_json_get_string(st, "root", 1, &root, err)) < 0)
-        return rc;
-    if (!sbx__rl_valid_id(id))
-        return sbx_error_set(err, SBX_E_INVAL, 0, "field 'id': '%s' is not a runloop devbox id",
-                             id);
-    if (root[0] != '/')
-        return sbx_error_set(err, SBX_E_INVAL, 0, "field 'root' must be an absolute path");
-    return 0;
+    return sbx__state_check_id_root(st, sbx__rl_valid_id, "a runloop devbox id", err);
 }
 
 const struct sbx__provider_def sbx__provider_runloop = {
@@ -981,7 +940,6 @@ const struct sbx__provider_def sbx__provider_runloop = {
         .traits = SBX_PROVIDER_SNAPSHOTS | SBX_PROVIDER_STOP_START | SBX_PROVIDER_PORTS |
                   SBX_PROVIDER_RESUME | SBX_PROVIDER_STATS,
         .options = options,
-        .client_new = client_new,
         .client_new_json = client_new_json,
         .options_check = check_options,
         .check_state = check_state,

@@ -98,34 +98,41 @@ static void error_code(const struct sbx_buf *body, char *code)
     json_decref(j);
 }
 
+/* Vercel's words for an error status (sbx__http_words_fn). */
+static int vercel_words(void *ctx, long status, const char *what, const char *msg,
+                        struct sbx_error *err)
+{
+    const struct sbx__vercel_conf *c = ctx;
+    char said[512];
+    if (msg[0])
+        snprintf(said, sizeof(said), "%s", msg);
+    else
+        snprintf(said, sizeof(said), "HTTP %ld", status);
+    if (status == 401 || status == 403)
+        return sbx_error_set(err, SBX_E_PERM, 0,
+                             "the Vercel API refused the token from %s for team '%s' (HTTP %ld): "
+                             "%s",
+                             c->tok_what, c->team ? c->team : "", status, said);
+    if (status == 429)
+        return sbx_error_set(err, SBX_E_API, 0,
+                             "the Vercel API is rate limiting or over quota (HTTP 429, retries "
+                             "exhausted): %s",
+                             said);
+    if (status == 410)
+        return sbx_error_set(err, SBX_E_SANDBOX, 0, "the Vercel sandbox's session stopped (%s): %s",
+                             what, said);
+    if (status == 404)
+        return sbx_error_set(err, SBX_E_NOTFOUND, 0, "the Vercel API has no %s: %s", what, said);
+    return 0;
+}
+
 int sbx__vercel_status_error(struct sbx__vercel_conf *c, long status, const struct sbx_buf *body,
                              const char *what, char *code, struct sbx_error *err)
 {
-    char said[512], codebuf[64];
-    if (!code)
-        code = codebuf;
-    error_code(body, code);
-    if (!body->len || !sbx__http_error_text(body->data, body->len, said, sizeof(said)))
-        snprintf(said, sizeof(said), "HTTP %ld", status);
-    int rc;
-    if (status == 401 || status == 403)
-        rc = sbx_error_set(err, SBX_E_PERM, 0,
-                           "the Vercel API refused the token from %s for team '%s' (HTTP %ld): %s",
-                           c->tok_what, c->team ? c->team : "", status, said);
-    else if (status == 429)
-        rc = sbx_error_set(err, SBX_E_API, 0,
-                           "the Vercel API is rate limiting or over quota (HTTP 429, retries "
-                           "exhausted): %s",
-                           said);
-    else if (status == 410)
-        rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "the Vercel sandbox's session stopped (%s): %s",
-                           what, said);
-    else if (status == 404)
-        rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "the Vercel API has no %s: %s", what, said);
-    else
-        rc = sbx__http_status_error(c->ep, status, body->data, body->len, what, err);
-    sbx__endpoint_scrub(c->ep, err);
-    return rc;
+    char codebuf[64];
+    error_code(body, code ? code : codebuf);
+    return sbx__http_service_error(c->ep, status, body->data, body->len, what, vercel_words, c,
+                                   err);
 }
 
 int sbx__vercel_session_error(const struct sbx__vercel_target *t, long status,

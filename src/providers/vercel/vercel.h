@@ -118,7 +118,6 @@ struct sbx__shellfs sbx__vercel_fs(struct sbx__vercel_session *s);
 
 int sbx__vercel_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec,
                            const char *cwd, struct sbx_proc **out, struct sbx_error *err);
-int sbx__vercel_workspace_fd(struct sbx_session *bs, int *out, struct sbx_error *err);
 
 /* Options (options.c). */
 extern const struct sbx_provider_option sbx__vercel_options[];

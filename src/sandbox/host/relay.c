@@ -18,6 +18,7 @@
 
 #include "core/spawn.h"
 #include "sandbox/host/host.h"
+#include "sandbox/host/portrelay.h"
 #include "sandbox/host/priv.h"
 #include "sandbox/host/relay.h"
 #include "sbx/fs.h"
@@ -26,23 +27,6 @@
 enum { FD_LISTEN = 3, FD_NETNS, FD_LOCK, FD_STATUS, FD_FIRST_FREE };
 
 #define RECORD_MAX 128
-
-/* A record: "PID HOSTPORT\n", PID the namespace's process. */
-static int read_record(int fd, pid_t *pid, int *hostport)
-{
-    char buf[RECORD_MAX];
-    ssize_t n = pread(fd, buf, sizeof(buf) - 1, 0);
-    long long p = 0;
-    int hp = 0;
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
-    if (sscanf(buf, "%lld %d", &p, &hp) != 2 || p <= 0 || hp < 1 || hp > 65535)
-        return -1;
-    *pid = (pid_t)p;
-    *hostport = hp;
-    return 0;
-}
 
 /* The start time of process pid (field 22 of /proc/PID/stat, after the command name, which may
  * hold anything): with the pid it names one process for good, whatever pids are reused. */
@@ -81,8 +65,6 @@ static int exited(pid_t pid, struct sbx_error *err)
 static int open_ends(pid_t pid, int *lsock, int *netns, int *hostport, unsigned long long *start,
                      struct sbx_error *err)
 {
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t alen = sizeof(a);
     char path[64];
     if (proc_start(pid, start) < 0)
         return exited(pid, err);
@@ -94,14 +76,7 @@ static int open_ends(pid_t pid, int *lsock, int *netns, int *hostport, unsigned 
         return sbx_error_errno(err, errno, "cannot open the network namespace '%s'", path);
     if (!same_process(pid, *start))
         return exited(pid, err);
-    *lsock = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (*lsock < 0)
-        return sbx_error_errno(err, errno, "socket");
-    if (bind(*lsock, (struct sockaddr *)&a, sizeof(a)) < 0 || listen(*lsock, 64) < 0 ||
-        getsockname(*lsock, (struct sockaddr *)&a, &alen) < 0)
-        return sbx_error_errno(err, errno, "cannot listen on 127.0.0.1");
-    *hostport = ntohs(a.sin_port);
-    return 0;
+    return sbx__portrelay_listen(SOCK_NONBLOCK, lsock, hostport, err);
 }
 
 /* Run the relay detached (a new session; its first process forks the relay and exits) and
@@ -188,7 +163,7 @@ int sbx__relay_start(const char *dir, const char *tag, pid_t pid, int port, char
             rc = sbx_error_errno(err, errno, "cannot lock '%s/%s'", dir, name);
             goto out;
         }
-        if (read_record(lock, &rpid, &hostport) == 0 && rpid == pid) {
+        if (sbx__portrelay_read_record(lock, &rpid, &hostport) == 0 && rpid == pid) {
             *out_url = sbx_xasprintf("http://127.0.0.1:%d", hostport);
             goto out;
         }

@@ -79,7 +79,16 @@ int sbx_client_new(const char *provider, const void *options, struct sbx_client 
     const struct sbx__provider_def *d = sbx__provider_def(provider);
     if (!d)
         return sbx__provider_unknown(provider, err);
-    return d->client_new(options, out, err);
+    if (d->client_new)
+        return d->client_new(options, out, err);
+    if (options)
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "the %s provider takes its options as JSON (sbx_client_new_json)",
+                             d->name);
+    json_t *none = json_object();
+    int rc = d->client_new_json(none, out, err);
+    json_decref(none);
+    return rc;
 }
 
 void sbx_client_free(struct sbx_client *c)

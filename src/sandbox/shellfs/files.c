@@ -153,9 +153,8 @@ int sbx__shellfs_tmpfile(int *out, struct sbx_error *err)
 /* ---------------------------------------------------------------------------------------------
  * Listings */
 
-/* Records of the FS script: "<mode hex> <size> <uid> <gid> <mtime>\n<name>\0" and, for a
- * symlink, "<target>\0". Names are NUL-terminated, so none can forge a record. */
-static int parse_entries(const char *p, size_t n, struct sbx_dirlist *out, struct sbx_error *err)
+int sbx__shellfs_parse_entries(const char *p, size_t n, int path_error, struct sbx_dirlist *out,
+                               struct sbx_error *err)
 {
     const char *end = p + n;
     size_t cap = 0;
@@ -168,7 +167,7 @@ static int parse_entries(const char *p, size_t n, struct sbx_dirlist *out, struc
             return sbx_error_set(err, SBX_E_PARSE, 0, "a directory listing is garbled");
         const char *name = nl + 1;
         const char *z = memchr(name, '\0', (size_t)(end - name));
-        if (!z || z == name || memchr(name, '/', (size_t)(z - name)))
+        if (!z || z == name || (!path_error && memchr(name, '/', (size_t)(z - name))))
             return sbx_error_set(err, SBX_E_PARSE, 0, "a directory listing is garbled");
         p = z + 1;
         char *target = NULL;
@@ -178,6 +177,10 @@ static int parse_entries(const char *p, size_t n, struct sbx_dirlist *out, struc
                 return sbx_error_set(err, SBX_E_PARSE, 0, "a directory listing is garbled");
             target = sbx_xstrndup(p, (size_t)(tz - p));
             p = tz + 1;
+        }
+        if (memchr(name, '/', (size_t)(z - name))) {
+            free(target);
+            return sbx_error_set(err, SBX_E_PARSE, 0, "a directory listing names a path");
         }
         if (out->n >= SBX_LS_MAX_ENTRIES) {
             free(target);
@@ -209,6 +212,12 @@ static int cmp_dirent(const void *a, const void *b)
     return strcmp(((const struct sbx_dirent *)a)->name, ((const struct sbx_dirent *)b)->name);
 }
 
+void sbx__shellfs_sort_entries(struct sbx_dirlist *l)
+{
+    if (l->n)
+        qsort(l->v, l->n, sizeof(*l->v), cmp_dirent);
+}
+
 int sbx__shellfs_ls(const struct sbx__shellfs *fs, const char *path, struct sbx_dirlist *out,
                     struct sbx_error *err)
 {
@@ -218,7 +227,7 @@ int sbx__shellfs_ls(const struct sbx__shellfs *fs, const char *path, struct sbx_
     int rc = fs_op(fs, "ls", path, NULL, &r, err);
     if (rc == 0 && (r.out.len < 1 || (r.out.data[0] != 'D' && r.out.data[0] != 'F')))
         rc = sbx_error_set(err, SBX_E_PARSE, 0, "a directory listing is garbled");
-    if (rc == 0 && (rc = parse_entries(r.out.data + 1, r.out.len - 1, &l, err)) < 0)
+    if (rc == 0 && (rc = sbx__shellfs_parse_entries(r.out.data + 1, r.out.len - 1, 0, &l, err)) < 0)
         sbx_dirlist_release(&l);
     if (rc == 0 && r.out.data[0] == 'F' && l.n == 1) {
         /* A file lists as itself, under the name it was asked by. */
@@ -226,8 +235,8 @@ int sbx__shellfs_ls(const struct sbx__shellfs *fs, const char *path, struct sbx_
         free(l.v[0].name);
         l.v[0].name = sbx_xstrdup(slash ? slash + 1 : path);
     }
-    if (rc == 0 && l.n)
-        qsort(l.v, l.n, sizeof(*l.v), cmp_dirent);
+    if (rc == 0)
+        sbx__shellfs_sort_entries(&l);
     if (rc == 0)
         *out = l;
     sbx__shell_run_release(&r);
@@ -242,7 +251,7 @@ int sbx__shellfs_stat(const struct sbx__shellfs *fs, const char *path, struct sb
     sbx__shell_run_init(&r, RUN_MAX);
     int rc = fs_op(fs, "stat", path, NULL, &r, err);
     if (rc == 0)
-        rc = parse_entries(r.out.data ? r.out.data : "", r.out.len, &l, err);
+        rc = sbx__shellfs_parse_entries(r.out.data ? r.out.data : "", r.out.len, 0, &l, err);
     if (rc == 0 && l.n != 1)
         rc = sbx_error_set(err, SBX_E_PARSE, 0, "the state of '%s' is garbled", path);
     if (rc == 0) {
@@ -407,6 +416,21 @@ out:
 }
 
 /* ---- the session file ops ---- */
+
+int sbx__shellfs_s_workspace_fd(struct sbx_session *s, int *out, struct sbx_error *err)
+{
+    struct sbx__shellfs fs;
+    s->ops->shellfs(s, &fs);
+    int rc = fs.copy ? sbx__shellfs_copy_take(&fs, fs.copy, err)
+                     : sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                                     "sandbox '%s' keeps no copy of its workspace", s->id);
+    if (rc < 0) {
+        sbx_error_prefix(err, "workspace of sandbox '%s'", s->id);
+        return rc;
+    }
+    *out = fs.copy->fd;
+    return 0;
+}
 
 int sbx__shellfs_s_ls(struct sbx_session *s, const char *path, struct sbx_dirlist *out,
                       struct sbx_error *err)

@@ -53,10 +53,12 @@ struct sbx__shellfs_ops {
     int (*put)(void *ctx, const char *abs, int fd, uint64_t size, struct sbx_error *err);
 };
 
+struct sbx__shellfs_copy;
 struct sbx__shellfs {
     const struct sbx__shellfs_ops *ops;
     void *ctx;
-    const char *root; /* the workspace, absolute */
+    const char *root;               /* the workspace, absolute */
+    struct sbx__shellfs_copy *copy; /* the session's copy for workspace_fd, or NULL */
 };
 
 /* Run argv; a non-zero exit status fails with what the command said ("cannot WHAT 'rel': ..."). */
@@ -82,6 +84,17 @@ int sbx__shellfs_write(const struct sbx__shellfs *fs, const char *path,
                        const struct sbx_file_reader *r, uint64_t max, mode_t mode, int flags,
                        struct sbx_error *err);
 
+/* Records of the FS script's listings (and of the docker, kubernetes and lxd providers' own
+ * listing scripts): "<mode hex> <size> <uid> <gid> <mtime>\n<name>\0" and, for a symlink,
+ * "<target>\0"; names are NUL-terminated, so none can forge a record. Appended to out (the
+ * caller releases it on error). SBX_E_PARSE "a directory listing is garbled", or, with
+ * path_error, "a directory listing names a path" for a name with a '/'; SBX_E_TOOBIG past
+ * SBX_LS_MAX_ENTRIES. */
+int sbx__shellfs_parse_entries(const char *p, size_t n, int path_error, struct sbx_dirlist *out,
+                               struct sbx_error *err);
+/* Entries in name order. */
+void sbx__shellfs_sort_entries(struct sbx_dirlist *l);
+
 /* The session file ops (provider.h) of a provider whose files go through this script: each
  * asks the session for its shellfs (sbx_session_ops.shellfs, which the provider sets). */
 int sbx__shellfs_s_ls(struct sbx_session *s, const char *path, struct sbx_dirlist *out,
@@ -96,6 +109,14 @@ int sbx__shellfs_s_read_open(struct sbx_session *s, const char *path, int *out_f
                              uint64_t *out_size, struct sbx_error *err);
 int sbx__shellfs_s_write(struct sbx_session *s, const char *path, const struct sbx_file_reader *r,
                          uint64_t max, mode_t mode, int flags, struct sbx_error *err);
+/* workspace_fd: a fresh copy of the workspace into the shellfs's copy (which must be set), its
+ * fd borrowed until the next call or the session's end. */
+int sbx__shellfs_s_workspace_fd(struct sbx_session *s, int *out, struct sbx_error *err);
+/* All of them, for a provider's struct sbx_session_ops initialiser (its .shellfs set beside). */
+#define SBX__SHELLFS_SESSION_FILE_OPS                                                              \
+    .read_open = sbx__shellfs_s_read_open, .write = sbx__shellfs_s_write, .ls = sbx__shellfs_s_ls, \
+    .stat = sbx__shellfs_s_stat, .mkdir = sbx__shellfs_s_mkdir, .rm = sbx__shellfs_s_rm,           \
+    .chmod = sbx__shellfs_s_chmod
 
 /* A copy of the workspace on this host, for taking a snapshot of. */
 struct sbx__shellfs_copy {

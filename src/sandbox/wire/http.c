@@ -177,6 +177,19 @@ int sbx__http_status_error(const struct sbx__endpoint *ep, long status, const vo
     return rc;
 }
 
+int sbx__http_service_error(const struct sbx__endpoint *ep, long status, const void *body, size_t n,
+                            const char *what, sbx__http_words_fn *words, void *ctx,
+                            struct sbx_error *err)
+{
+    char said[512];
+    sbx__http_error_text(body, n, said, sizeof(said));
+    int rc = words(ctx, status, what, said, err);
+    if (rc == 0)
+        return sbx__http_status_error(ep, status, body, n, what, err);
+    sbx__endpoint_scrub(ep, err);
+    return rc;
+}
+
 int64_t sbx__http_retry_after(const char *v)
 {
     if (!v)

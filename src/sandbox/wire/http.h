@@ -89,6 +89,18 @@ int sbx__http_json(struct sbx__endpoint *ep, const char *method, const char *pat
 int sbx__http_status_error(const struct sbx__endpoint *ep, long status, const void *body, size_t n,
                            const char *what, struct sbx_error *err);
 
+/* A hosted service's own words for an error status of the request what ("GET /path"): set err
+ * and return its -code, or return 0 to leave the status to sbx__http_status_error. said: what
+ * the server said (sbx__http_error_text, "" when nothing). */
+typedef int sbx__http_words_fn(void *ctx, long status, const char *what, const char *said,
+                               struct sbx_error *err);
+/* The error for an error status of a hosted service (body: n bytes of its answer): its words
+ * (words(ctx, ...)) when it has some for the status, else sbx__http_status_error's; scrubbed
+ * either way. Always negative. */
+int sbx__http_service_error(const struct sbx__endpoint *ep, long status, const void *body, size_t n,
+                            const char *what, sbx__http_words_fn *words, void *ctx,
+                            struct sbx_error *err);
+
 /* What a server's error body says, cleaned (sbx__wire_clean) into out, from the shapes servers
  * use: Kubernetes' Status {"kind": "Status", "message", "reason"}, LXD's {"error",
  * "error_code"}, Docker's {"message"}, Connect's {"code", "message"}, {"error": {"message"}}

@@ -29,34 +29,18 @@ export XDG_RUNTIME_DIR="$T/me/run" SBX_WORKSPACES="$T/me/ws" SBX_STOPPED="$T/me/
     SBX_SNAPSHOTS="$T/me/snapshots" XDG_STATE_HOME="$T/me/state" SBX_RECORDS="$T/me/records"
 : >"$T/ids"
 
-EX="$SBX_SRCDIR/examples/coding-task"
-# example NAME OPTION...: the coding example, its sandbox kept; NAME.id, .answer, .stats, .tests.
-example() {
-    local name=$1 id
-    shift
-    "$SBX" run --json --keep --trace "$T/me/$name.trace" "$@" -m "replay:$EX/run.jsonl" \
-        -a "$EX/agent.yaml" "Do the task in TASK.md." >"$T/$name.json" 2>"$T/$name.err"
-    rc=$?
-    id=$(sed -n "s/^kept sandbox \([0-9A-Za-z_-]*\) (agent 'Coding Agent')$/\1/p" "$T/$name.err")
-    echo "$id" >>"$T/ids"
-    echo "$id" >"$T/$name.id"
-    blaxel_summary "$T/$name.json" "$T/$name"
-    "$SBX" sandbox exec "$id" -- cat stats.py >"$T/$name.stats" 2>/dev/null
-}
+. "$SBX_SRCDIR/tests/integration/coding-lib.sh"
+RUN_TRACE=$T/me
 
-example local
+run_example local
 expect_rc 0 "the coding example runs locally"
-example blaxel --provider blaxel
+run_example blaxel --provider blaxel
 expect_rc 0 "and with --provider blaxel"
 [ "$rc" = 0 ] || diag "$(tail -5 "$T/blaxel.err")"
 bid=$(cat "$T/blaxel.id")
 [ -n "$bid" ] && [ "$(blaxel_live)" -ge 1 ] && ok "the blaxel run kept its sandbox at the service" ||
     not_ok "the blaxel run kept its sandbox at the service ($bid)"
-expect_in "$T/local.stats" "return sum(values) / len(values)" "locally stats.py was patched"
-blaxel_same "$T/local.stats" "$T/blaxel.stats" "the blaxel run patched stats.py the same"
-expect_in "$T/local.tests" "Process exited with code 0" "locally the final test run passes"
-blaxel_same "$T/local.tests" "$T/blaxel.tests" "the blaxel run's final test run is the same"
-expect_eq "$(cat "$T/blaxel.answer")" "$(cat "$T/local.answer")" "and so is the answer"
+same_as_local blaxel blaxel
 run "$SBX" sandbox exec "$bid" -- pwd
 expect_eq "$(cat "$T/out")" "/workspace" "the workspace is /workspace, as the reference's"
 

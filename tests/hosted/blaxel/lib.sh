@@ -76,24 +76,3 @@ blaxel_same() {
         diag "$(diff "$1" "$2" 2>&1 | head -20)"
     fi
 }
-
-# blaxel_summary RUN.json PREFIX: from the coding example's JSON events, the last tool output
-# (wall times and chunk ids dropped, test durations rounded away) into PREFIX.tests and the
-# final answer into PREFIX.answer, for comparing runs.
-blaxel_summary() {
-    python3 - "$1" "$2" <<'PY'
-import json, re, sys
-events = []
-for line in open(sys.argv[1], errors="replace"):
-    if line.startswith("{"):
-        events.append(json.loads(line))
-outputs = [e["item"].get("output", "") for e in events if e.get("type") == "tool_output"]
-last = outputs[-1] if outputs else ""
-kept = [l for l in last.splitlines() if not l.startswith(("Chunk ID:", "Wall time:"))]
-text = re.sub(r"Ran (\d+) tests? in [0-9.]+s", r"Ran \1 tests", "\n".join(kept))
-with open(sys.argv[2] + ".tests", "w") as f:
-    f.write(text)
-with open(sys.argv[2] + ".answer", "w") as f:
-    f.write(json.dumps([e.get("output") for e in events if e.get("type") == "final"]))
-PY
-}

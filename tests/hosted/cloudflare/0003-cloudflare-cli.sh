@@ -28,31 +28,8 @@ same() {
     fi
 }
 
-EX="$SBX_SRCDIR/examples/coding-task"
-# run_example NAME OPTION...: the example, kept; NAME.id, NAME.answer, NAME.stats, NAME.tests.
-run_example() {
-    local name=$1 id
-    shift
-    "$SBX" run --json --keep --trace "$T/me/$name.trace" "$@" -m "replay:$EX/run.jsonl" \
-        -a "$EX/agent.yaml" "Do the task in TASK.md." >"$T/$name.json" 2>"$T/$name.err"
-    local status=$?
-    id=$(sed -n "s/^kept sandbox \([0-9a-z]*\) (agent 'Coding Agent')$/\1/p" "$T/$name.err")
-    echo "$id" >>"$T/ids"
-    python3 - "$T/$name.json" "$T/$name" <<'PY'
-import json, re, sys
-events = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-outs = [e["item"].get("output", "") for e in events if e.get("type") == "tool_output"]
-final = [e.get("output") for e in events if e.get("type") == "final"]
-last = outs[-1] if outs else ""
-last = "\n".join(l for l in last.splitlines() if not l.startswith(("Chunk ID:", "Wall time:")))
-last = re.sub(r"Ran (\d+) tests? in [0-9.]+s", r"Ran \1 tests", last)
-open(sys.argv[2] + ".tests", "w").write(last)
-open(sys.argv[2] + ".answer", "w").write(json.dumps(final))
-PY
-    "$SBX" sandbox exec "$id" -- cat stats.py >"$T/$name.stats" 2>"$T/$name.exec-err"
-    echo "$id" >"$T/$name.id"
-    rc=$status
-}
+. "$SBX_SRCDIR/tests/integration/coding-lib.sh"
+RUN_TRACE=$T/me
 
 run_example local
 expect_rc 0 "the coding example runs locally"
@@ -61,11 +38,7 @@ expect_rc 0 "and with --provider cloudflare"
 cf_id=$(cat "$T/cf.id")
 [ -n "$cf_id" ] && [ "$(cf_stat containers)" -ge 1 ] && ok "the cloudflare run kept a sandbox behind the worker" ||
     not_ok "the cloudflare run kept a sandbox behind the worker ($cf_id)"
-expect_in "$T/local.stats" "return sum(values) / len(values)" "locally stats.py was patched"
-same "$T/local.stats" "$T/cf.stats" "the cloudflare run patched stats.py the same"
-expect_in "$T/local.tests" "Process exited with code 0" "locally the final test run passes"
-same "$T/local.tests" "$T/cf.tests" "the cloudflare run's final test run is the same"
-expect_eq "$(cat "$T/cf.answer")" "$(cat "$T/local.answer")" "and so is the answer"
+same_as_local cf cloudflare
 run "$SBX" sandbox exec "$cf_id" -- pwd
 expect_eq "$(cat "$T/out")" "/workspace" "the workspace is the bridge's /workspace"
 

@@ -23,21 +23,8 @@ export XDG_RUNTIME_DIR="$T/me/run" SBX_WORKSPACES="$T/me/ws" SBX_STOPPED="$T/me/
     SBX_SNAPSHOTS="$T/me/snapshots" XDG_STATE_HOME="$T/me/state" SBX_RECORDS="$T/me/records"
 : >"$T/ids"
 
-EX="$SBX_SRCDIR/examples/coding-task"
-# run_example NAME OPTION...: the example, kept; NAME.id, NAME.answer, NAME.stats, NAME.tests.
-run_example() {
-    local name=$1 id
-    shift
-    "$SBX" run --json --keep --trace "$T/me/$name.trace" "$@" -m "replay:$EX/run.jsonl" \
-        -a "$EX/agent.yaml" "Do the task in TASK.md." >"$T/$name.json" 2>"$T/$name.err"
-    local status=$?
-    id=$(sed -n "s/^kept sandbox \([0-9a-zA-Z_-]*\) (agent 'Coding Agent')$/\1/p" "$T/$name.err")
-    echo "$id" >>"$T/ids"
-    daytona_example_summary "$T/$name.json" "$T/$name"
-    "$SBX" sandbox exec "$id" -- cat stats.py >"$T/$name.stats" 2>"$T/$name.exec-err"
-    echo "$id" >"$T/$name.id"
-    rc=$status
-}
+. "$SBX_SRCDIR/tests/integration/coding-lib.sh"
+RUN_TRACE=$T/me
 
 run_example local
 expect_rc 0 "the coding example runs locally"
@@ -47,11 +34,7 @@ expect_rc 0 "and with --provider daytona"
 did=$(cat "$T/daytona.id")
 [ -n "$did" ] && [ "$(daytona_stat sandboxes)" -ge 1 ] && ok "the daytona run kept a sandbox at the service" ||
     not_ok "the daytona run kept a sandbox at the service ($did)"
-expect_in "$T/local.stats" "return sum(values) / len(values)" "locally stats.py was patched"
-same "$T/local.stats" "$T/daytona.stats" "the daytona run patched stats.py the same"
-expect_in "$T/local.tests" "Process exited with code 0" "locally the final test run passes"
-same "$T/local.tests" "$T/daytona.tests" "the daytona run's final test run is the same"
-expect_eq "$(cat "$T/daytona.answer")" "$(cat "$T/local.answer")" "and so is the answer"
+same_as_local daytona daytona
 run "$SBX" sandbox exec "$did" -- sh -c 'echo "$(pwd) $(id -un)"'
 expect_eq "$(cat "$T/out")" "/home/daytona/workspace daytona" \
     "the workspace is /home/daytona/workspace, as the user daytona"

@@ -22,21 +22,8 @@ export XDG_RUNTIME_DIR="$T/me/run" SBX_WORKSPACES="$T/me/ws" SBX_STOPPED="$T/me/
     SBX_SNAPSHOTS="$T/me/snapshots" XDG_STATE_HOME="$T/me/state" SBX_RECORDS="$T/me/records"
 : >"$T/ids"
 
-EX="$SBX_SRCDIR/examples/coding-task"
-# run_example NAME OPTION...: the example, kept; NAME.id, NAME.answer, NAME.stats, NAME.tests.
-run_example() {
-    local name=$1 id
-    shift
-    "$SBX" run --json --keep --trace "$T/me/$name.trace" "$@" -m "replay:$EX/run.jsonl" \
-        -a "$EX/agent.yaml" "Do the task in TASK.md." >"$T/$name.json" 2>"$T/$name.err"
-    local status=$?
-    id=$(sed -n "s/^kept sandbox \([0-9a-z]*\) (agent 'Coding Agent')$/\1/p" "$T/$name.err")
-    echo "$id" >>"$T/ids"
-    e2b_example_summary "$T/$name.json" "$T/$name"
-    "$SBX" sandbox exec "$id" -- cat stats.py >"$T/$name.stats" 2>"$T/$name.exec-err"
-    echo "$id" >"$T/$name.id"
-    rc=$status
-}
+. "$SBX_SRCDIR/tests/integration/coding-lib.sh"
+RUN_TRACE=$T/me
 
 run_example local
 expect_rc 0 "the coding example runs locally"
@@ -45,11 +32,7 @@ expect_rc 0 "and with --provider e2b"
 e2b_id=$(cat "$T/e2b.id")
 [ -n "$e2b_id" ] && [ "$(fake_stat sandboxes)" -ge 1 ] && ok "the e2b run kept a sandbox at the service" ||
     not_ok "the e2b run kept a sandbox at the service ($e2b_id)"
-expect_in "$T/local.stats" "return sum(values) / len(values)" "locally stats.py was patched"
-same "$T/local.stats" "$T/e2b.stats" "the e2b run patched stats.py the same"
-expect_in "$T/local.tests" "Process exited with code 0" "locally the final test run passes"
-same "$T/local.tests" "$T/e2b.tests" "the e2b run's final test run is the same"
-expect_eq "$(cat "$T/e2b.answer")" "$(cat "$T/local.answer")" "and so is the answer"
+same_as_local e2b e2b
 run "$SBX" sandbox exec "$e2b_id" -- sh -c 'echo "$HOME $(pwd) $(id -un)"'
 expect_eq "$(cat "$T/out")" "/home/user /home/user user" "the workspace is E2B's home, as its user"
 

@@ -84,19 +84,3 @@ same() {
         not_ok "$3"; diag "$(diff "$1" "$2" 2>&1 | head -20)"
     fi
 }
-
-# e2b_example_summary RUN.json PREFIX: the coding example's last tool output (times left out)
-# into PREFIX.tests and its final answer into PREFIX.answer.
-e2b_example_summary() {
-    python3 - "$1" "$2" <<'PY'
-import json, re, sys
-events = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
-outs = [e["item"].get("output", "") for e in events if e.get("type") == "tool_output"]
-final = [e.get("output") for e in events if e.get("type") == "final"]
-last = outs[-1] if outs else ""
-last = "\n".join(l for l in last.splitlines() if not l.startswith(("Chunk ID:", "Wall time:")))
-last = re.sub(r"Ran (\d+) tests? in [0-9.]+s", r"Ran \1 tests", last)
-open(sys.argv[2] + ".tests", "w").write(last)
-open(sys.argv[2] + ".answer", "w").write(json.dumps(final))
-PY
-}

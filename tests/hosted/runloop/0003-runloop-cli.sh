@@ -28,21 +28,8 @@ export XDG_RUNTIME_DIR="$T/me/run" SBX_WORKSPACES="$T/me/ws" SBX_STOPPED="$T/me/
     SBX_SNAPSHOTS="$T/me/snapshots" XDG_STATE_HOME="$T/me/state" SBX_RECORDS="$T/me/records"
 : >"$T/ids"
 
-EX="$SBX_SRCDIR/examples/coding-task"
-# run_example NAME OPTION...: the example, kept; NAME.id, NAME.answer, NAME.stats, NAME.tests.
-run_example() {
-    local name=$1 id
-    shift
-    "$SBX" run --json --keep --trace "$T/me/$name.trace" "$@" -m "replay:$EX/run.jsonl" \
-        -a "$EX/agent.yaml" "Do the task in TASK.md." >"$T/$name.json" 2>"$T/$name.err"
-    local status=$?
-    id=$(sed -n "s/^kept sandbox \([0-9A-Za-z_-]*\) (agent 'Coding Agent')$/\1/p" "$T/$name.err")
-    echo "$id" >>"$T/ids"
-    e2b_example_summary "$T/$name.json" "$T/$name"
-    "$SBX" sandbox exec "$id" -- cat stats.py >"$T/$name.stats" 2>"$T/$name.exec-err"
-    echo "$id" >"$T/$name.id"
-    rc=$status
-}
+. "$SBX_SRCDIR/tests/integration/coding-lib.sh"
+RUN_TRACE=$T/me
 
 run_example local
 expect_rc 0 "the coding example runs locally"
@@ -52,11 +39,7 @@ expect_rc 0 "and with --provider runloop"
 rl_id=$(cat "$T/runloop.id")
 [ -n "$rl_id" ] && [ "$(rl_stat live)" -ge 1 ] && ok "the runloop run kept a devbox at the service" ||
     not_ok "the runloop run kept a devbox at the service ($rl_id)"
-expect_in "$T/local.stats" "return sum(values) / len(values)" "locally stats.py was patched"
-same "$T/local.stats" "$T/runloop.stats" "the runloop run patched stats.py the same"
-expect_in "$T/local.tests" "Process exited with code 0" "locally the final test run passes"
-same "$T/local.tests" "$T/runloop.tests" "the runloop run's final test run is the same"
-expect_eq "$(cat "$T/runloop.answer")" "$(cat "$T/local.answer")" "and so is the answer"
+same_as_local runloop runloop
 run "$SBX" sandbox exec "$rl_id" -- sh -c 'echo "$(pwd) $(id -un)"'
 expect_eq "$(cat "$T/out")" "/home/user user" "the workspace is the devbox's home, as its user"
 

@@ -22,21 +22,8 @@ export XDG_RUNTIME_DIR="$T/me/run" SBX_WORKSPACES="$T/me/ws" SBX_STOPPED="$T/me/
     SBX_SNAPSHOTS="$T/me/snapshots" XDG_STATE_HOME="$T/me/state" SBX_RECORDS="$T/me/records"
 : >"$T/ids"
 
-EX="$SBX_SRCDIR/examples/coding-task"
-# run_example NAME OPTION...: the example, kept; NAME.id, NAME.answer, NAME.stats, NAME.tests.
-run_example() {
-    local name=$1 id
-    shift
-    "$SBX" run --json --keep --trace "$T/me/$name.trace" "$@" -m "replay:$EX/run.jsonl" \
-        -a "$EX/agent.yaml" "Do the task in TASK.md." >"$T/$name.json" 2>"$T/$name.err"
-    local status=$?
-    id=$(sed -n "s/^kept sandbox \([0-9a-zA-Z_-]*\) (agent 'Coding Agent')$/\1/p" "$T/$name.err")
-    echo "$id" >>"$T/ids"
-    vercel_example_summary "$T/$name.json" "$T/$name"
-    "$SBX" sandbox exec "$id" -- cat stats.py >"$T/$name.stats" 2>"$T/$name.exec-err"
-    echo "$id" >"$T/$name.id"
-    rc=$status
-}
+. "$SBX_SRCDIR/tests/integration/coding-lib.sh"
+RUN_TRACE=$T/me
 
 run_example local
 expect_rc 0 "the coding example runs locally"
@@ -46,11 +33,7 @@ expect_rc 0 "and with --provider vercel"
 vid=$(cat "$T/vercel.id")
 [ -n "$vid" ] && [ "$(fake_stat sandboxes)" -ge 1 ] && ok "the vercel run kept a sandbox at the service" ||
     not_ok "the vercel run kept a sandbox at the service ($vid)"
-expect_in "$T/local.stats" "return sum(values) / len(values)" "locally stats.py was patched"
-same "$T/local.stats" "$T/vercel.stats" "the vercel run patched stats.py the same"
-expect_in "$T/local.tests" "Process exited with code 0" "locally the final test run passes"
-same "$T/local.tests" "$T/vercel.tests" "the vercel run's final test run is the same"
-expect_eq "$(cat "$T/vercel.answer")" "$(cat "$T/local.answer")" "and so is the answer"
+same_as_local vercel vercel
 run "$SBX" sandbox exec "$vid" -- sh -c 'echo "$(pwd) $(id -un)"'
 expect_eq "$(cat "$T/out")" "/vercel/sandbox vercel-sandbox" "the workspace is Vercel's, as its user"
 

@@ -27,7 +27,7 @@ static void test_table_rules(void)
     CHECK_EQ_INT(sbx_provider_at(sbx_provider_count(), &p), -SBX_E_NOTFOUND);
     for (size_t i = 0; i < sbx__n_providers; i++) {
         const struct sbx__provider_def *d = sbx__providers[i];
-        if (!d->summary || !d->client_new || !d->client_new_json || !d->check_state) {
+        if (!d->summary || !d->client_new_json || !d->check_state) {
             printf("#   provider '%s' lacks a required member\n", d->name);
             bad++;
         }
@@ -85,6 +85,26 @@ static void test_find(void)
     CHECK_ERR(sbx_client_new("cloud", NULL, &c, &err), SBX_E_NOTFOUND, &err,
               "unknown provider 'cloud'");
     CHECK_ERR(sbx_client_new_json("cloud", NULL, &c, &err), SBX_E_NOTFOUND, &err, NULL);
+    /* A provider without a typed options struct (no client_new) takes none through it. */
+    int dummy = 0;
+    CHECK(sbx__provider_def("e2b")->client_new == NULL);
+    CHECK_ERR(sbx_client_new("e2b", &dummy, &c, &err), SBX_E_INVAL, &err,
+              "the e2b provider takes its options as JSON (sbx_client_new_json)");
+    /* The id and root every hosted state has (sbx__state_check_id_root), in the provider's
+     * words. */
+    const struct sbx__provider_def *rl = sbx__provider_def("runloop");
+    json_t *st = json_pack("{s:s, s:s}", "id", "a/b", "root", "/home/user");
+    CHECK_ERR(rl->check_state(st, &err), SBX_E_INVAL, &err,
+              "field 'id': 'a/b' is not a runloop devbox id");
+    json_object_set_new(st, "id", json_string("dbx_1"));
+    json_object_set_new(st, "root", json_string("home/user"));
+    CHECK_ERR(rl->check_state(st, &err), SBX_E_INVAL, &err,
+              "field 'root' must be an absolute path");
+    json_object_set_new(st, "root", json_string("/home/user"));
+    CHECK_OK(rl->check_state(st, &err), &err);
+    json_object_del(st, "root");
+    CHECK_ERR(rl->check_state(st, &err), SBX_E_INVAL, &err, "root");
+    json_decref(st);
     CHECK(sbx__provider_traits("local") & SBX_PROVIDER_MOUNTS);
     CHECK(!(sbx__provider_traits("docker") & SBX_PROVIDER_MOUNTS));
     CHECK_EQ_INT(sbx__provider_traits("cloud"), 0);

@@ -181,6 +181,27 @@ static void test_files(void)
     free(outside);
 }
 
+/* The listing records (sbx__shellfs_parse_entries), shared with the docker, kubernetes and lxd
+ * providers: a '/' in a name is "garbled" for the FS script and "names a path" for theirs. */
+static void test_entries(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    static const char good[] = "81a4 3 0 0 1\nb\0a1ff 1 0 0 1\na\0t\0";
+    struct sbx_dirlist l = {0};
+    CHECK_OK(sbx__shellfs_parse_entries(good, sizeof(good) - 1, 0, &l, &err), &err);
+    sbx__shellfs_sort_entries(&l);
+    CHECK(l.n == 2 && strcmp(l.v[0].name, "a") == 0 && l.v[0].type == SBX_FILE_SYMLINK &&
+          strcmp(l.v[0].target, "t") == 0 && strcmp(l.v[1].name, "b") == 0 && l.v[1].size == 3);
+    sbx_dirlist_release(&l);
+    static const char slash[] = "81a4 1 0 0 1\na/b\0";
+    CHECK_ERR(sbx__shellfs_parse_entries(slash, sizeof(slash) - 1, 0, &l, &err), SBX_E_PARSE, &err,
+              "a directory listing is garbled");
+    sbx_dirlist_release(&l);
+    CHECK_ERR(sbx__shellfs_parse_entries(slash, sizeof(slash) - 1, 1, &l, &err), SBX_E_PARSE, &err,
+              "a directory listing names a path");
+    sbx_dirlist_release(&l);
+}
+
 static void test_accounts(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -217,5 +238,6 @@ int main(void)
     TAP_START();
     TAP_RUN(test_files);
     TAP_RUN(test_accounts);
+    TAP_RUN(test_entries);
     return TAP_DONE();
 }

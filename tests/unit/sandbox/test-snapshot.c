@@ -24,6 +24,7 @@
 #include "sbx/snapshot.h"
 #include "sbx/strv.h"
 #include "sandbox/snapshot/stream.h"
+#include "sandbox/snapshot/untar.h"
 
 static char top[64];
 static struct sbx_snapshot_store *st;
@@ -1549,6 +1550,68 @@ static void test_pack_old_store(void)
     swap_back(old);
 }
 
+/* A workspace's tar unpacked on this host (sbx__workspace_untar, the Kubernetes and LXD
+ * providers' copies): files, directories and symlinks below the top, modes without setuid;
+ * names that leave the top, hard links and devices passed over; nothing written through a
+ * symlink. */
+static void test_untar(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    char tarp[128], outside[128], buf[64];
+    int dfd;
+    const char *dir = new_dir(&dfd);
+    snprintf(tarp, sizeof(tarp), "%s/untar.tar", top);
+    snprintf(outside, sizeof(outside), "%s/outside", top);
+    const struct member m[] = {
+            {.name = "./", .type = AE_IFDIR, .perm = 0755},
+            {.name = "./a.txt", .perm = 04755, .data = "hello"},
+            {.name = "./d", .type = AE_IFDIR, .perm = 0750},
+            {.name = "./d/b", .data = "in d"},
+            {.name = "./ln", .type = AE_IFLNK, .target = "d/b"},
+            {.name = "./d/../escape", .data = "no"},
+            {.name = "/abs", .data = "no"},
+            {.name = "./h", .hardlink = "./a.txt"},
+            {.name = "./c", .type = AE_IFCHR, .perm = 0666},
+    };
+    write_archive(tarp, 0, m, SBX_ARRAY_LEN(m));
+    int tar = open(tarp, O_RDONLY | O_CLOEXEC);
+    CHECK_OK(sbx__workspace_untar(tar, dir, &err), &err);
+    close(tar);
+    struct stat sb;
+    CHECK(fstatat(dfd, "a.txt", &sb, 0) == 0 && (sb.st_mode & 07777) == 0755);
+    int fd = openat(dfd, "d/b", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+    buf[n > 0 ? n : 0] = '\0';
+    CHECK_EQ_STR(buf, "in d");
+    if (fd >= 0)
+        close(fd);
+    n = readlinkat(dfd, "ln", buf, sizeof(buf) - 1);
+    buf[n > 0 ? n : 0] = '\0';
+    CHECK_EQ_STR(buf, "d/b");
+    CHECK(fstatat(dfd, "escape", &sb, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT);
+    CHECK(fstatat(dfd, "abs", &sb, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT);
+    CHECK(fstatat(dfd, "h", &sb, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT);
+    CHECK(fstatat(dfd, "c", &sb, AT_SYMLINK_NOFOLLOW) < 0 && errno == ENOENT);
+    close(dfd);
+
+    /* A symlink out of the directory, then a member under it: refused, nothing written out. */
+    mkdir(outside, 0755);
+    dir = new_dir(&dfd);
+    const struct member hostile[] = {
+            {.name = "./sl", .type = AE_IFLNK, .target = outside},
+            {.name = "./sl/owned", .data = "no"},
+    };
+    write_archive(tarp, 0, hostile, SBX_ARRAY_LEN(hostile));
+    tar = open(tarp, O_RDONLY | O_CLOEXEC);
+    CHECK_ERR(sbx__workspace_untar(tar, dir, &err), SBX_E_IO, &err,
+              "cannot copy the workspace out");
+    close(tar);
+    char owned[160];
+    snprintf(owned, sizeof(owned), "%s/owned", outside);
+    CHECK(access(owned, F_OK) < 0 && errno == ENOENT);
+    close(dfd);
+}
+
 int main(void)
 {
     TAP_START();
@@ -1563,6 +1626,7 @@ int main(void)
     TAP_RUN(test_browse);
     TAP_RUN(test_workspace_tar);
     TAP_RUN(test_workspace_stream);
+    TAP_RUN(test_untar);
     TAP_RUN(test_pack_layout);
     TAP_RUN(test_pack_incremental_and_gc);
     TAP_RUN(test_pack_tampered_index);

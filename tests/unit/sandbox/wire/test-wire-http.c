@@ -176,6 +176,32 @@ static long source(void *ud, void *buf, size_t n, struct sbx_error *err)
     return (long)k;
 }
 
+/* A service's own words for 429 only (sbx__http_service_error). */
+static int test_words(void *ctx, long status, const char *what, const char *said,
+                      struct sbx_error *err)
+{
+    CHECK_EQ_STR(what, "GET /x");
+    CHECK_EQ_STR((const char *)ctx, "ctx");
+    return status == 429
+                   ? sbx_error_set(err, SBX_E_API, 0, "the test service is rate limiting: %s", said)
+                   : 0;
+}
+
+static void check_service_error(struct sbx__endpoint *ep)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_buf body;
+    sbx_buf_init(&body, 4096);
+    CHECK_OK(sbx_buf_addf(&body, &err, "{\"message\": \"the server says no\"}"), &err);
+    CHECK_ERR(sbx__http_service_error(ep, 429, body.data, body.len, "GET /x", test_words, "ctx",
+                                      &err),
+              SBX_E_API, &err, "the test service is rate limiting: the server says no");
+    CHECK_ERR(sbx__http_service_error(ep, 403, body.data, body.len, "GET /x", test_words, "ctx",
+                                      &err),
+              SBX_E_PERM, &err, "answered GET /x with HTTP 403 (Forbidden)");
+    sbx_buf_release(&body);
+}
+
 static void check_shapes(struct sbx__endpoint *ep)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -264,6 +290,7 @@ static void test_plain(void)
     json_decref(j);
     json_decref(body);
     check_shapes(ep);
+    check_service_error(ep);
 
     /* A streamed response into a decoder, a body over its limit, an upload from a source. */
     struct sbx__ndjson nd;
