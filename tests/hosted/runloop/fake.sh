@@ -37,7 +37,7 @@ start)
     RUNLOOP_API_KEY=$key setsid python3 "$here/fake-runloop.py" --state-dir "$dir/state" \
         --sbx "$SBX" "${tls[@]}" </dev/null >"$dir/fake.log" 2>&1 &
     pid=$!
-    for ((i = 0; i < 300; i++)); do
+    for ((i = 0; i < 600; i++)); do
         [ -s "$dir/state/port" ] && break
         kill -0 "$pid" 2>/dev/null || { echo "fake.sh: the fake exited:" >&2; tail -5 "$dir/fake.log" >&2; exit 1; }
         sleep 0.1
