@@ -40,8 +40,9 @@ expect_in "$T/err" "--engine must be unix:///PATH" "an engine address of another
 run "$SCRIPT" --build "$BUILD" --rootfs "$T/root" --tar "$T/root.tar"
 expect_rc 0 "node-image --rootfs DIR --tar FILE"
 tar -tf "$T/root.tar" >"$T/list" 2>/dev/null
+lib=./usr/lib/x86_64-linux-gnu
 for f in ./usr/libexec/sbx/sbx-node ./usr/libexec/sbx/sbx-supervisor ./usr/bin/sbx ./usr/sbin/mke2fs \
-    ./usr/lib/x86_64-linux-gnu/libcrypto.so.3 ./usr/lib/x86_64-linux-gnu/libssl.so.3 ./etc/passwd; do
+    $lib/libcrypto.so.3 $lib/libssl.so.3 $lib/libseccomp.so.2 $lib/libyaml-0.so.2 ./etc/passwd; do
     expect_in "$T/list" "$f" "the tar holds $f"
 done
 
