@@ -74,6 +74,27 @@ int sbx__snap_tree_commit(struct sbx_snapshot_store *st, struct snap_tree *t,
                           const char *manifest_digest, const char *label, json_t *skipped,
                           char **out_ref, struct sbx_error *err);
 
+/* A tree document written to a temp file of the store, not yet synced nor named. */
+struct snap_tree_file {
+    int fd; /* -1: none */
+    char tmp[24];
+    char name[SBX_SHA256_HEX_LEN + 8];
+    char *ref; /* "sha256:<hex>", caller owns */
+};
+/* The first half of sbx__snap_tree_commit: the document is written to a temp file and its
+ * writeback started, so that it rides in the journal commit of the blobs' sync (see
+ * docs/internals/snapshots.md, Durability). On failure nothing is left. */
+int sbx__snap_tree_stage(struct sbx_snapshot_store *st, struct snap_tree *t,
+                         const char *manifest_digest, const char *label, json_t *skipped,
+                         struct snap_tree_file *tf, struct sbx_error *err);
+/* The second half: the temp file synced, renamed to trees/<hex>.json (an existing one is kept)
+ * and trees/ synced. Call it only after the blobs the tree names are durable. tf's file is
+ * gone after it either way; tf->ref stays the caller's. */
+int sbx__snap_tree_publish(struct sbx_snapshot_store *st, struct snap_tree_file *tf,
+                           struct sbx_error *err);
+/* Drop a staged tree's temp file (a take that failed between stage and publish). */
+void sbx__snap_tree_unstage(struct sbx_snapshot_store *st, struct snap_tree_file *tf);
+
 /* The compact, key-sorted JSON text of the entries of a sorted tree, as jansson writes it (the
  * reference is its digest), appended to b. */
 void sbx__snap_entries_text(const struct snap_tree *t, struct sbx_buf *b);

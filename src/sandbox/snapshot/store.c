@@ -564,35 +564,68 @@ void sbx__snap_entries_text(const struct snap_tree *t, struct sbx_buf *b)
     put_text(b, "]");
 }
 
-static int write_tmp_and_link(struct sbx_snapshot_store *st, int dirfd, const char *name,
-                              const void *data, size_t n, mode_t mode, struct sbx_error *err)
+/* Write data to a new temp file of the store without syncing it, and start its writeback:
+ * the caller syncs it (tree_publish) once other files' writeback has been started too. */
+static int stage_tmp(struct sbx_snapshot_store *st, const void *data, size_t n, mode_t mode,
+                     struct snap_tree_file *tf, struct sbx_error *err)
 {
-    char tmp[48];
-    int rc = sbx_random_hex(tmp, 8, err);
+    int rc = sbx_random_hex(tf->tmp, 8, err);
     if (rc < 0)
         return rc;
-    memcpy(tmp + 16, ".tmp", 5);
-    int fd = openat(st->tmp_fd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-    if (fd < 0)
+    memcpy(tf->tmp + 16, ".tmp", 5);
+    tf->fd = openat(st->tmp_fd, tf->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
+    if (tf->fd < 0)
         return sbx_error_errno(err, errno, "cannot create a temp file in '%s'", st->path);
-    rc = sbx_fd_write_all(fd, data, n, err);
-    if (rc == 0 && fsync(fd) < 0)
-        rc = sbx_error_errno(err, errno, "cannot sync '%s'", name);
-    sbx_fd_close(&fd);
-    if (rc == 0 && renameat2(st->tmp_fd, tmp, dirfd, name, RENAME_NOREPLACE) < 0) {
-        if (errno != EEXIST)
-            rc = sbx_error_errno(err, errno, "cannot store '%s'", name);
+    rc = sbx_fd_write_all(tf->fd, data, n, err);
+    if (rc < 0) {
+        sbx__snap_tree_unstage(st, tf);
+        return rc;
     }
-    unlinkat(st->tmp_fd, tmp, 0);
-    if (rc == 0 && fsync(dirfd) < 0)
+    /* Only a hint (its errors show again at the fsync): the blocks are allocated and their
+     * write begins now, in the journal transaction the first fsync of the take commits. */
+    sync_file_range(tf->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+    return 0;
+}
+
+void sbx__snap_tree_unstage(struct sbx_snapshot_store *st, struct snap_tree_file *tf)
+{
+    if (tf->fd < 0)
+        return;
+    sbx_fd_close(&tf->fd);
+    unlinkat(st->tmp_fd, tf->tmp, 0);
+}
+
+int sbx__snap_tree_publish(struct sbx_snapshot_store *st, struct snap_tree_file *tf,
+                           struct sbx_error *err)
+{
+    int rc = 0;
+    if (fsync(tf->fd) < 0)
+        rc = sbx_error_errno(err, errno, "cannot sync '%s'", tf->name);
+    if (rc == 0 && renameat2(st->tmp_fd, tf->tmp, st->trees_fd, tf->name, RENAME_NOREPLACE) < 0) {
+        if (errno != EEXIST)
+            rc = sbx_error_errno(err, errno, "cannot store '%s'", tf->name);
+    }
+    sbx__snap_tree_unstage(st, tf);
+    if (rc == 0 && fsync(st->trees_fd) < 0)
         rc = sbx_error_errno(err, errno, "cannot sync the store");
     return rc;
 }
 
-int sbx__snap_tree_commit(struct sbx_snapshot_store *st, struct snap_tree *t,
-                          const char *manifest_digest, const char *label, json_t *skipped,
-                          char **out_ref, struct sbx_error *err)
+static int write_tmp_and_link(struct sbx_snapshot_store *st, const char *name, const void *data,
+                              size_t n, struct sbx_error *err)
 {
+    struct snap_tree_file tf = {.fd = -1};
+    snprintf(tf.name, sizeof(tf.name), "%s", name);
+    int rc = stage_tmp(st, data, n, 0400, &tf, err);
+    return rc < 0 ? rc : sbx__snap_tree_publish(st, &tf, err);
+}
+
+int sbx__snap_tree_stage(struct sbx_snapshot_store *st, struct snap_tree *t,
+                         const char *manifest_digest, const char *label, json_t *skipped,
+                         struct snap_tree_file *tf, struct sbx_error *err)
+{
+    tf->fd = -1;
+    tf->ref = NULL;
     sbx__snap_tree_sort(t);
     int rc = sbx__snap_tree_validate(t, &structural, err);
     if (rc < 0)
@@ -638,17 +671,32 @@ int sbx__snap_tree_commit(struct sbx_snapshot_store *st, struct snap_tree *t,
     put_text(&doc, htext);
     put_text(&doc, "}");
     free(htext);
-    char name[SBX_SHA256_HEX_LEN + 8];
-    snprintf(name, sizeof(name), "%s.json", hex);
-    rc = write_tmp_and_link(st, st->trees_fd, name, doc.data, doc.len, 0400, err);
+    snprintf(tf->name, sizeof(tf->name), "%s.json", hex);
+    rc = stage_tmp(st, doc.data, doc.len, 0400, tf, err);
     if (rc < 0) {
         free(ref);
         goto out;
     }
-    *out_ref = ref;
+    tf->ref = ref;
 out:
     sbx_buf_release(&doc);
     return rc;
+}
+
+int sbx__snap_tree_commit(struct sbx_snapshot_store *st, struct snap_tree *t,
+                          const char *manifest_digest, const char *label, json_t *skipped,
+                          char **out_ref, struct sbx_error *err)
+{
+    struct snap_tree_file tf;
+    int rc = sbx__snap_tree_stage(st, t, manifest_digest, label, skipped, &tf, err);
+    if (rc == 0)
+        rc = sbx__snap_tree_publish(st, &tf, err);
+    if (rc < 0) {
+        free(tf.ref);
+        return rc;
+    }
+    *out_ref = tf.ref;
+    return 0;
 }
 
 static int parse_type(const char *s, enum snap_type *out)
@@ -779,7 +827,7 @@ int sbx__snap_tree_store_doc(struct sbx_snapshot_store *st, const char *hex, con
 {
     char name[SBX_SHA256_HEX_LEN + 8];
     snprintf(name, sizeof(name), "%s.json", hex);
-    return write_tmp_and_link(st, st->trees_fd, name, data, len, 0400, err);
+    return write_tmp_and_link(st, name, data, len, err);
 }
 
 int sbx__snap_tree_load(struct sbx_snapshot_store *st, const char *hex, struct snap_tree *t,

@@ -476,6 +476,7 @@ int sbx_snapshot_take(struct sbx_snapshot_store *st, int dirfd,
     sbx_strv_init(&w.created);
     json_t *skipped = NULL;
     char cname[SBX_SHA256_HEX_LEN + 8];
+    struct snap_tree_file tf = {.fd = -1};
     int rc = 0, locked = 0;
     for (size_t i = 0; o->exclude && o->exclude[i]; i++) {
         char *norm = NULL;
@@ -519,17 +520,25 @@ int sbx_snapshot_take(struct sbx_snapshot_store *st, int dirfd,
     sbx_progress_end(&w.progress, "snapshot", w.tree.n, w.tree.n);
     if (rc < 0)
         goto out;
-    if (w.stats.new_blobs && (rc = sbx__snap_sync(st, err)) < 0)
-        goto out;
     skipped = json_pack("{sIsIsIsIsIsIsI}", "excluded", (json_int_t)w.sk_excluded, "mounts",
                         (json_int_t)w.sk_mounts, "devices", (json_int_t)w.sk_devices, "fifos",
                         (json_int_t)w.sk_fifos, "sockets", (json_int_t)w.sk_sockets, "symlinks",
                         (json_int_t)w.sk_symlinks, "names", (json_int_t)w.sk_names);
     w.stats.entries = w.tree.n;
-    char *ref = NULL;
-    rc = sbx__snap_tree_commit(st, &w.tree, o->manifest_digest, o->label, skipped, &ref, err);
+    /* The tree's temp file is written (writeback started) before the blobs are synced, and
+     * named only after: its blocks ride in the journal commit of the blobs' first fsync, and
+     * its own fsync before the rename finds little left to do. No name the tree could be
+     * found by exists before every blob it names is durable (docs/internals/snapshots.md,
+     * Durability). */
+    rc = sbx__snap_tree_stage(st, &w.tree, o->manifest_digest, o->label, skipped, &tf, err);
     if (rc < 0)
         goto out;
+    if (w.stats.new_blobs && (rc = sbx__snap_sync(st, err)) < 0)
+        goto out;
+    if ((rc = sbx__snap_tree_publish(st, &tf, err)) < 0)
+        goto out;
+    char *ref = tf.ref;
+    tf.ref = NULL;
     /* The cache only saves work: a failure to write it costs the next take time, and a torn
      * one after a crash fails its checksum and is ignored, so it is not fsynced. */
     if (w.caching)
@@ -540,8 +549,11 @@ int sbx_snapshot_take(struct sbx_snapshot_store *st, int dirfd,
 out:
     /* A failed take leaves nothing: the blobs it added go (as a failed import's do), then the
      * store is collected if no other command holds it (temp files of killed takes). */
-    if (rc < 0)
+    if (rc < 0) {
+        sbx__snap_tree_unstage(st, &tf);
         sbx__snap_discard(st);
+    }
+    free(tf.ref);
     for (size_t i = 0; rc < 0 && i < w.created.n; i++)
         sbx__snap_blob_unlink(st, w.created.v[i]);
     if (locked)
