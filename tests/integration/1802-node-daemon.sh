@@ -85,7 +85,7 @@ if [ -s "$T/node-state/$ID.json" ] && ! grep -rq -- "$TOK" "$T/node-state" "$RUN
 else not_ok "the token is stored nowhere in clear"; fi
 
 harness h1 exec "$ID" "$TOK" sh -c 'echo out; echo err >&2; exit 7' >out 2>err
-[ "$(cat out)" = out ] && grep -qx err err && grep -qx "exit 7" err &&
+[ "$(cat out)" = out ] && grep -qx err err && grep -qx "exit 7" err && ! grep -q '^cause' err &&
     ok "exec: stdout, stderr and exit status 7 over the websocket" ||
     { not_ok "exec: stdout, stderr and exit status"; diag "$(cat out err node.log)"; }
 harness h1 exec "$ID" "$TOK" --stdin "line one
@@ -105,8 +105,21 @@ harness h1 exec "$ID" "$TOK" --query env=GREETING=hello --query merge=1 sh -c 'e
 to-err" ] && grep -qx "exit 0" err && ok "exec: env= and merge= reach the command" ||
     { not_ok "exec: env= and merge="; diag "$(cat out err)"; }
 harness h1 exec "$ID" "$TOK" --query timeout_ms=300 sleep 30 >out 2>err
-grep -qx "exit 143" err && ok "exec: timeout_ms ends the command (SIGTERM, 128+15)" ||
+grep -qx "exit 143" err && grep -qx "cause Signal 15" err && grep -qx "cause TimedOut" err &&
+    ok "exec: timeout_ms ends the command (SIGTERM, 128+15; the causes Signal 15 and TimedOut)" ||
     { not_ok "exec: timeout_ms"; diag "$(cat out err)"; }
+harness h1 exec "$ID" "$TOK" sh -c 'kill -KILL $$' >out 2>err
+grep -qx "exit 137" err && grep -qx "cause Signal 9" err && ! grep -q "cause TimedOut" err &&
+    ok "exec: a command killed by SIGKILL: 128+9 and the cause Signal 9" ||
+    { not_ok "exec: a command killed by a signal"; diag "$(cat out err)"; }
+harness h1 exec "$ID" "$TOK" sh -c 'exit 137' >out 2>err
+grep -qx "exit 137" err && ! grep -q '^cause' err &&
+    ok "exec: an exit with status 137 carries no Signal cause" ||
+    { not_ok "exec: an exit with status 137"; diag "$(cat out err)"; }
+harness h1 exec "$ID" "$TOK" --query timeout_ms=300 sh -c 'trap "exit 0" TERM; echo ready; while :; do sleep 0.1; done' >out 2>err
+grep -qx ready out && grep -qx "exit 0" err && grep -qx "cause TimedOut" err && ! grep -q "cause Signal" err &&
+    ok "exec: a command that exits 0 on its deadline's SIGTERM: a success with the cause TimedOut" ||
+    { not_ok "exec: a command that exits 0 on its deadline"; diag "$(cat out err node.log)"; }
 harness h1 bighead 20000 >out 2>err
 grep -qx 413 out && ok "a request head over 16 KiB is refused (413)" || { not_ok "a request head over 16 KiB"; diag "$(cat out err)"; }
 harness h1 exec "$ID" "$TOK" sh -c 'env; ls -a /' >out 2>err

@@ -14,7 +14,9 @@ standard library only (ssl, socket), for the tests: an independent client of the
                                                                  into F, "STATUS LENGTH" printed)
 
 exec writes the command's stdout to stdout and its stderr to stderr as they come, then prints
-the status channel's exit code as "exit N" on stderr; a refused upgrade prints "http STATUS BODY".
+the status channel's exit code as "exit N" on stderr, then each other cause of the status as
+"cause REASON [MESSAGE]" ("cause Signal 9", "cause TimedOut"); a refused upgrade prints
+"http STATUS BODY".
 """
 import base64, json, os, socket, ssl, struct, sys, threading, urllib.parse
 
@@ -144,6 +146,7 @@ def exec_(s, host, sid, token, args, stdin, extra):
         threading.Thread(target=feed, daemon=True).start()
     fr = Frames(s, rest)
     code = None
+    causes = []
     while True:
         try:
             op, p = fr.next()
@@ -168,11 +171,14 @@ def exec_(s, host, sid, token, args, stdin, extra):
         elif ch == 3:
             st = json.loads(data)
             code = 0
-            if st.get("status") != "Success":
-                for c in st["details"]["causes"]:
-                    if c["reason"] == "ExitCode":
-                        code = int(c["message"])
+            for c in st.get("details", {}).get("causes", []):
+                if c["reason"] == "ExitCode" and st.get("status") != "Success":
+                    code = int(c["message"])
+                elif c["reason"] != "ExitCode":
+                    causes.append(" ".join(["cause", c["reason"]] + ([c["message"]] if "message" in c else [])))
     print(f"exit {code}", file=sys.stderr)
+    for c in causes:
+        print(c, file=sys.stderr)
     return 0 if code is not None else 4
 
 
