@@ -7,7 +7,8 @@
 # ls, a port of the sandbox served to the harness's namespace (`sbx sandbox port`: a relay on
 # 127.0.0.1 there, portforward.k8s.io over the daemon), stats, logs, stop and start, then the
 # daemon killed in the middle of an exec (the CLI says the node was lost and fails),
-# a restarted daemon, rm. The daemon, its sandboxes and both namespaces are removed on exit.
+# a restarted daemon, rm, and a node of another protocol version (tests/node/other-version.py)
+# refused by name. The daemon, its sandboxes and both namespaces are removed on exit.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sandbox-lib.sh"
 NODE=${SBX_NODE:-$(dirname "$SBX")/sbx-node}
@@ -18,8 +19,10 @@ tag=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 NS_NODE=sbxn-$tag NS_HARN=sbxh-$tag NODE_PID=
 NODE_ENV=(XDG_STATE_HOME="$T/node/state" XDG_RUNTIME_DIR="$T/node/run" SBX_WORKSPACES="$T/node/ws"
     SBX_STOPPED="$T/node/stopped" SBX_SNAPSHOTS="$T/node/snapshots" SBX_RECORDS="$T/node/records")
+OTHER_PID=
 cleanup() {
     [ -n "$NODE_PID" ] && kill "$NODE_PID" 2>/dev/null && wait "$NODE_PID" 2>/dev/null
+    [ -n "$OTHER_PID" ] && kill "$OTHER_PID" 2>/dev/null && wait "$OTHER_PID" 2>/dev/null
     local id rec
     # Port relays left by a failed check (each record holds its relay's pid first).
     for rec in "$RUNBASE"/remote/*/ports/*; do
@@ -189,4 +192,21 @@ h sandbox rm "${R[@]}" "$ID" >out 2>err && [ ! -e "$T/node/run/sbx/$ID" ] && ok 
     { not_ok "rm"; diag "$(cat out err)"; }
 [ -n "$RELAY" ] && relay_gone && [ ! -e "$RUNBASE/remote/$ID" ] &&
     ok "rm ends the port relay and removes its record" || { not_ok "rm ends the port relay"; diag "relay '$RELAY'"; }
+# A node of another major protocol version (a server answering as one would): the harness
+# names both versions and stops; what it sent named its own.
+OTHER_PORT=$((PORT + 1))
+nsenter --net="/run/netns/$NS_NODE" python3 "$SBX_SRCDIR/tests/node/other-version.py" "$ADDR" \
+    "$OTHER_PORT" node-a.pem node-a.key 2 >other.log 2>&1 &
+OTHER_PID=$!
+other_listening() { nsenter --net="/run/netns/$NS_NODE" ss -ltn "sport = :$OTHER_PORT" | grep -q LISTEN; }
+WAIT_S=20 wait_until other_listening || diag "the other version's server did not listen: $(cat other.log)"
+h sandbox create --provider remote --node "https://$ADDR:$OTHER_PORT" --node-ca "$T/ca/ca.pem" \
+    --node-cert "$T/h1.pem" --node-key "$T/h1.key" >out 2>err
+rc=$?
+[ $rc != 0 ] && grep -q "node 'https://$ADDR:$OTHER_PORT' speaks sbx-node protocol version 2, this sbx speaks version 1" err &&
+    grep -q "^request /v1/sandboxes version 1$" other.log &&
+    ok "a node of another protocol version: the harness names both versions (its request named 1)" ||
+    { not_ok "a node of another protocol version"; diag "rc $rc: $(cat out err other.log)"; }
+kill "$OTHER_PID" 2>/dev/null; wait "$OTHER_PID" 2>/dev/null
+OTHER_PID=
 done_testing

@@ -72,7 +72,7 @@ static int open_exec(struct sbx__remote_session *s, const char *path, struct sbx
 {
     char line[SBX__REMOTE_TOKEN_MAX + 16];
     snprintf(line, sizeof(line), "Sbx-Token: %s", s->token);
-    const char *headers[] = {line, NULL};
+    const char *headers[] = {SBX__REMOTE_VERSION_HEADER, line, NULL};
     int rc = sbx__wsconn_open(s->ep, path, protocols, headers, MSG_MAX, OPEN_MS, out, err);
     explicit_bzero(line, sizeof(line));
     /* A token the node refuses: the sandbox was removed (or the token outlived its life). */
