@@ -76,7 +76,7 @@ int sbx__remote_check_version(struct sbx__endpoint *ep, const char *answered, st
     return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
                          "node '%s' speaks sbx-node protocol version %s, this sbx speaks version "
                          "%s: use a harness and a node of the same major version",
-                         sbx__endpoint_url(ep), shown, SBX__REMOTE_VERSION);
+                         sbx__endpoint_url(ep), shown[0] ? shown : "(empty)", SBX__REMOTE_VERSION);
 }
 
 /* A request; a 2xx body into raw as bytes when raw is given (up to max), else parsed into
