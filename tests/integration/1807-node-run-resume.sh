@@ -62,6 +62,15 @@ KEYLINE=$(sed -n 2p "$T/h1.key")
 [ -s b.state ] && [ -n "$KEYLINE" ] && ! grep -qF -e "$KEYLINE" -e h1.key b.state &&
     ok "the run state holds neither the harness's key nor its path" ||
     { not_ok "the run state holds neither the harness's key nor its path"; diag "$(grep -o '"node[^,]*' b.state)"; }
+# Without the record (another user's records, say) nothing names the certificates: the run
+# stops before anything is made, saying what to give, and the state is kept as it was.
+mkdir -p norecords
+cp b.state b.state.before
+SBX_RECORDS="$T/norecords" node_h "$SBX" run -m replay:replay.jsonl -a w.yaml --resume "$T/b.state" >nr.out 2>nr.err
+rc=$?
+[ $rc != 0 ] && grep -q "the remote provider needs --node https://HOST:PORT" nr.err && cmp -s b.state b.state.before &&
+    ok "node b: a resume without options or record says the node must be given" ||
+    { not_ok "node b: a resume without options or record"; diag "rc $rc: $(cat nr.out nr.err)"; }
 for n in a b; do
     node_flags "$n"
     [ "$n" = b ] && R=() && PROVIDER=() || PROVIDER=(--provider remote)
