@@ -747,6 +747,7 @@ struct run {
     struct sbx_conversation_store *conv;
     char *prompt;
     json_t *input, *session_state, *agent_files, *meta;
+    json_t *saved_record; /* the locator options of a resumed sandbox's record */
     /* A step that returns CLI_FAIL with this set has it printed once, at the end. */
     struct sbx_error err;
 };
@@ -1188,6 +1189,52 @@ static int prepare_run(struct run *r)
     return CLI_OK;
 }
 
+/* The session state a resumed run's sandbox part names first: its own, else its first
+ * agent's. NULL: none. */
+static const json_t *run_state_session(const json_t *sandbox)
+{
+    const json_t *st = json_object_get(sandbox, "session_state");
+    const char *key;
+    json_t *v;
+    if (json_is_object(st))
+        return st;
+    json_object_foreach(json_object_get(sandbox, "sessions_by_agent"), key, v)
+    {
+        if (json_is_object(json_object_get(v, "session_state")))
+            return json_object_get(v, "session_state");
+    }
+    return NULL;
+}
+
+static int str_is(const json_t *j, const char *want)
+{
+    const char *v = json_string_value(j);
+    return v && strcmp(v, want) == 0;
+}
+
+/* The client of a saved sandbox of provider sp: through this user's record of it when there is
+ * one (the locators its run was started with: a remote run's node and the paths of its
+ * certificates, never read from the state file, which anyone could have written), else found
+ * as the by-id commands find a provider. Locator flags given now win either way. */
+static int saved_client(struct run *r, const char *sp, const json_t *state)
+{
+    const char *id = json_string_value(json_object_get(state, "id"));
+    json_t *rec = NULL;
+    struct sbx_error e = SBX_ERROR_INIT;
+    int rc;
+    if (id && sbx_sandbox_record_read(id, &rec, &e) == 0 &&
+        str_is(json_object_get(rec, "id"), id) && str_is(json_object_get(rec, "provider"), sp)) {
+        rc = cli_client_with(sp, json_object_get(rec, "options"), &r->client, &r->err);
+        /* A sandbox rebuilt from its snapshot gets the same record. */
+        r->saved_record = json_incref(json_object_get(rec, "options"));
+        r->scfg.record_options = r->saved_record;
+    } else {
+        rc = cli_client_found(sp, 1, &r->client, &r->err);
+    }
+    json_decref(rec);
+    return rc < 0 ? CLI_FAIL : CLI_OK;
+}
+
 /* The run configuration: which client makes or finds the sandboxes. */
 static int build_config(struct run *r)
 {
@@ -1197,12 +1244,14 @@ static int build_config(struct run *r)
     c->all_agents = c->all_agents || c->session_id || c->manifest_path || r->session_state_path ||
                     c->snapshot;
     int sandboxed = r->agent_path || c->all_agents;
-    const char *sp = json_string_value(json_object_get(r->session_state, "provider"));
+    /* --session-state's sandbox, else the one a resumed run state names. */
+    const json_t *saved =
+            r->session_state ? r->session_state : run_state_session(c->run_state_sandbox);
+    const char *sp = json_string_value(json_object_get(saved, "provider"));
     if (sandboxed && !c->session_id && !r->sb.provider && sp &&
         strcmp(sp, cli_sandbox_provider(&r->sb)) != 0) {
-        /* A saved sandbox of another provider is resumed through that provider, found as the
-         * by-id commands find it. */
-        if (cli_client_found(sp, 1, &r->client, &r->err) < 0)
+        /* A saved sandbox of another provider is resumed through that provider. */
+        if (saved_client(r, sp, saved) != CLI_OK)
             return CLI_FAIL;
     } else if (sandboxed && !c->session_id) {
         /* A run that can be continued keeps its sandboxes beyond this process. */
@@ -1334,6 +1383,7 @@ static int run_release(struct run *r, int rc)
     json_decref(r->session_state);
     json_decref(r->agent_files);
     json_decref(r->meta);
+    json_decref(r->saved_record);
     json_decref(r->rd.args);
     free(r->rd.shown);
     json_decref(r->rd.ports_done);

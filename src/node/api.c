@@ -457,8 +457,8 @@ void node_handle(struct node_conn *c, struct node_req *r)
     const char *rest = NULL;
     int get = strcmp(r->method, "GET") == 0, post = strcmp(r->method, "POST") == 0;
     if (strcmp(r->path, "/v1/node") == 0 && get) {
-        json_t *ans =
-                json_pack("{s:s, s:i, s:s}", "name", c->d->name, "version", 1, "provider", "local");
+        json_t *ans = json_pack("{s:s, s:i, s:s}", "name", c->d->name, "version",
+                                NODE_VERSION_MAJOR, "provider", "local");
         node_respond(c, 200, ans, &err);
         json_decref(ans);
         return;

@@ -52,7 +52,7 @@ static void respond_busy(struct node_conn *c, const char *why)
     int n = snprintf(head, sizeof(head),
                      "HTTP/1.1 503 Service Unavailable\r\nRetry-After: %d\r\nContent-Type: "
                      "application/json\r\nContent-Length: %zu\r\nConnection: close\r\n"
-                     "Sbx-Node-Version: 1\r\n\r\n",
+                     "Sbx-Node-Version: " NODE_VERSION "\r\n\r\n",
                      NODE_RETRY_S, text ? strlen(text) : 0);
     if (node_send(c, head, (size_t)n, &err) == 0 && text)
         node_send(c, text, strlen(text), &err);

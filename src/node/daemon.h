@@ -24,15 +24,19 @@
 #define NODE_HANDSHAKE_S 10
 #define NODE_TOKEN_BYTES 32
 #define NODE_TOKEN_LEN   43 /* unpadded base64url of 32 bytes */
-#define NODE_SANDBOX_MAX 4096
-#define NODE_ID_MAX      64
-#define NODE_ARGS_MAX    1024                /* command= parameters of an exec */
-#define NODE_PATH_MAX    4096                /* a workspace path= parameter */
-#define NODE_FILE_MAX    ((uint64_t)1 << 30) /* a file read or written (files.c) */
-#define NODE_TAR_MAX     ((int64_t)8 << 30)  /* a workspace tar put (files.c) */
-#define NODE_REFUSERS    16 /* connections over the bounds answered 503 at once; past them closed */
-#define NODE_RETRY_S     1  /* the Retry-After of that answer */
-#define NODE_PING_S      30 /* an upgraded connection quiet this long gets a ping (--ws-ping) */
+/* The protocol's major version: every answer carries "Sbx-Node-Version: " NODE_VERSION; a
+ * request naming another major version is refused (a request without the field is served). */
+#define NODE_VERSION       "1"
+#define NODE_VERSION_MAJOR 1 /* the same number */
+#define NODE_SANDBOX_MAX   4096
+#define NODE_ID_MAX        64
+#define NODE_ARGS_MAX      1024                /* command= parameters of an exec */
+#define NODE_PATH_MAX      4096                /* a workspace path= parameter */
+#define NODE_FILE_MAX      ((uint64_t)1 << 30) /* a file read or written (files.c) */
+#define NODE_TAR_MAX       ((int64_t)8 << 30)  /* a workspace tar put (files.c) */
+#define NODE_REFUSERS      16 /* connections over the bounds answered 503 at once; past them closed */
+#define NODE_RETRY_S       1  /* the Retry-After of that answer */
+#define NODE_PING_S        30 /* an upgraded connection quiet this long gets a ping (--ws-ping) */
 
 struct node_daemon {
     SSL_CTX *ctx;
@@ -103,6 +107,8 @@ struct node_req {
     char token[NODE_TOKEN_LEN + 8];
     char ws_key[64];
     char ws_protocols[256];
+    char version[32]; /* Sbx-Node-Version, when has_version */
+    int has_version;
     int upgrade_ws;
     int64_t content_length; /* -1: none */
     int64_t body_left;      /* a PUT's body, left on the connection for its handler to read */
@@ -127,7 +133,9 @@ void node_req_release(struct node_req *r);
 /* Parse a whole head h[0..n) (ending with the blank line) into r, which the caller zeroed with
  * content_length -1: the request line (HTTP/1.1 only), the fields sbx-node reads, every line
  * checked (no stray CR, LF, NUL or control character, at most NODE_FIELDS_MAX fields, a single
- * decimal Content-Length, no Transfer-Encoding). SBX_E_PARSE, SBX_E_TOOBIG, SBX_E_UNSUPPORTED. */
+ * decimal Content-Length, no Transfer-Encoding, a Sbx-Node-Version of this node's major
+ * version when there is one). SBX_E_PARSE, SBX_E_TOOBIG, SBX_E_UNSUPPORTED, SBX_E_INVAL (a
+ * version this node does not speak, naming both). */
 int node_parse_head(struct node_req *r, const char *h, size_t n, struct sbx_error *err);
 int node_respond(struct node_conn *c, int status, const json_t *body, struct sbx_error *err);
 int node_respond_error(struct node_conn *c, const struct sbx_error *e);

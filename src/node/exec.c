@@ -202,29 +202,6 @@ static int relay_loop(struct relay *r, struct sbx_error *err)
     return 0;
 }
 
-/* A command killed by a signal, or by its deadline: the Status gets the causes "Signal" (its
- * number) and "TimedOut" after its "ExitCode" (128+N), so the harness can tell them apart. */
-static int add_causes(struct sbx_buf *status, int sig, int timed_out, struct sbx_error *err)
-{
-    json_t *j = NULL;
-    int rc = sbx_json_parse(status->data, status->len, NULL, &j, err);
-    json_t *causes = json_object_get(json_object_get(j, "details"), "causes");
-    if (rc == 0 && !json_is_array(causes))
-        rc = sbx_error_set(err, SBX_E_INVAL, 0, "a status without causes");
-    char num[16];
-    snprintf(num, sizeof(num), "%d", sig);
-    if (rc == 0 && sig)
-        json_array_append_new(causes, json_pack("{s:s, s:s}", "reason", "Signal", "message", num));
-    if (rc == 0 && timed_out)
-        json_array_append_new(causes, json_pack("{s:s}", "reason", "TimedOut"));
-    if (rc == 0) {
-        sbx_buf_reset(status);
-        rc = sbx_json_dump(j, JSON_COMPACT, status, err);
-    }
-    json_decref(j);
-    return rc;
-}
-
 static int finish(struct relay *r, struct sbx_error *err)
 {
     struct sbx_exit st;
@@ -235,9 +212,10 @@ static int finish(struct relay *r, struct sbx_error *err)
     sbx_buf_reset(&r->msg);
     struct sbx_buf status;
     sbx_buf_init(&status, SBX__CH_STATUS_MAX);
-    rc = sbx__ch_status_encode(SBX__CH_V5, code & 0xff, NULL, &status, err);
-    if (rc == 0 && (st.signal || st.timed_out))
-        rc = add_causes(&status, st.signal, st.timed_out, err);
+    /* A signal's and a deadline's causes follow the exit code (128+N), so the harness can tell
+     * them apart from an exit with that status. */
+    rc = sbx__ch_status_encode(SBX__CH_V5, code & 0xff, st.signal, st.timed_out, NULL, &status,
+                               err);
     if (rc == 0)
         rc = send_channel(r, SBX__CH_ERROR, status.data, status.len, err);
     sbx_buf_release(&status);

@@ -84,7 +84,7 @@ static int respond_head(struct node_conn *c, const char *type, uint64_t len, str
     char head[256];
     int hn = snprintf(head, sizeof(head),
                       "HTTP/1.1 200 OK\r\nContent-Type: %s\r\nContent-Length: %llu\r\n"
-                      "Sbx-Node-Version: 1\r\n\r\n",
+                      "Sbx-Node-Version: " NODE_VERSION "\r\n\r\n",
                       type, (unsigned long long)len);
     return node_send(c, head, (size_t)hn, err);
 }

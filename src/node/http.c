@@ -143,6 +143,11 @@ static int parse_field(struct node_req *r, const char *line, size_t n, struct sb
         return sbx_error_set(err, SBX_E_UNSUPPORTED, 0, "chunked request bodies are not taken");
     } else if (IS("Sbx-Token")) {
         return copy_field(r->token, sizeof(r->token), v, vl, "sbx-token", err);
+    } else if (IS("Sbx-Node-Version")) {
+        if (r->has_version)
+            return sbx_error_set(err, SBX_E_PARSE, 0, "a repeated sbx-node-version");
+        r->has_version = 1;
+        return copy_field(r->version, sizeof(r->version), v, vl, "sbx-node-version", err);
     } else if (IS("Upgrade")) {
         r->upgrade_ws = vl == 9 && strncasecmp(v, "websocket", 9) == 0;
     } else if (IS("Sec-WebSocket-Key")) {
@@ -152,6 +157,34 @@ static int parse_field(struct node_req *r, const char *line, size_t n, struct sb
                           err);
     }
 #undef IS
+    return 0;
+}
+
+/* A request's Sbx-Node-Version: MAJOR or MAJOR.MINOR (decimal), the major this node's. */
+static int check_version(const char *v, struct sbx_error *err)
+{
+    size_t i = 0, major_len;
+    unsigned long major = 0;
+    for (; v[i] >= '0' && v[i] <= '9' && i < 9; i++)
+        major = major * 10 + (unsigned long)(v[i] - '0');
+    major_len = i;
+    if (major_len && v[i] == '.' && v[i + 1] >= '0' && v[i + 1] <= '9')
+        for (i++; v[i] >= '0' && v[i] <= '9'; i++)
+            ;
+    if (major_len == 0 || v[i]) {
+        int plain = 1;
+        for (i = 0; v[i]; i++)
+            plain &= v[i] >= 0x20 && v[i] < 0x7f && v[i] != '\'';
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "header 'sbx-node-version' is '%s', not a version (MAJOR or "
+                             "MAJOR.MINOR)",
+                             plain ? v : "?");
+    }
+    if (major != NODE_VERSION_MAJOR)
+        return sbx_error_set(err, SBX_E_INVAL, 0,
+                             "the request speaks sbx-node protocol version %lu, this node speaks "
+                             "version %d: use a harness and a node of the same major version",
+                             major, NODE_VERSION_MAJOR);
     return 0;
 }
 
@@ -174,6 +207,8 @@ int node_parse_head(struct node_req *r, const char *h, size_t n, struct sbx_erro
             rc = parse_field(r, h + off, len, err);
         off += len + 2;
     }
+    if (rc == 0 && r->has_version)
+        rc = check_version(r->version, err);
     return rc;
 }
 
@@ -251,7 +286,7 @@ int node_respond(struct node_conn *c, int status, const json_t *body, struct sbx
     int closing = c->closing || (c->cur && c->cur->body_left > 0);
     int hn = snprintf(head, sizeof(head),
                       "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: "
-                      "%zu\r\nSbx-Node-Version: 1\r\n%s\r\n",
+                      "%zu\r\nSbx-Node-Version: " NODE_VERSION "\r\n%s\r\n",
                       status, reason_of(status), b.len, closing ? "Connection: close\r\n" : "");
     if (rc == 0)
         rc = node_send(c, head, (size_t)hn, err);

@@ -71,7 +71,7 @@ static void log_tail(struct node_conn *c, const char *id)
         char head[200];
         int n = snprintf(head, sizeof(head),
                          "HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n"
-                         "Content-Length: %zu\r\nSbx-Node-Version: 1\r\n\r\n",
+                         "Content-Length: %zu\r\nSbx-Node-Version: " NODE_VERSION "\r\n\r\n",
                          b.len);
         if (node_send(c, head, (size_t)n, &err) == 0 && b.len)
             node_send(c, b.data, b.len, &err);

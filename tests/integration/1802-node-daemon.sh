@@ -7,7 +7,7 @@
 # CA do not), a sandbox made with the local provider, exec with stdout, stderr, stdin and its
 # end, and the exit status; the capability token (a wrong one and another sandbox's refused,
 # kept nowhere in clear and out of the sandbox), minting only by the owner's certificate,
-# listing per owner, a daemon killed in the middle of a command (no status for the harness, the
+# listing per owner, the protocol version a request names (Sbx-Node-Version), a daemon killed in the middle of a command (no status for the harness, the
 # command ended, the sandbox kept), a restart finding its sandboxes again, and removal. Everything made is removed on exit: the daemon, the sandboxes, both namespaces.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sandbox-lib.sh"
@@ -64,7 +64,7 @@ if [ -s "$T/node-state/$ID.json" ] && ! grep -rq -- "$TOK" "$T/node-state/" "$NR
 else not_ok "the token is stored nowhere in clear"; fi
 
 harness h1 exec "$ID" "$TOK" sh -c 'echo out; echo err >&2; exit 7' >out 2>err
-[ "$(cat out)" = out ] && grep -qx err err && grep -qx "exit 7" err &&
+[ "$(cat out)" = out ] && grep -qx err err && grep -qx "exit 7" err && ! grep -q '^cause' err &&
     ok "exec: stdout, stderr and exit status 7 over the websocket" ||
     { not_ok "exec: stdout, stderr and exit status"; diag "$(cat out err node.log)"; }
 harness h1 exec "$ID" "$TOK" --stdin "line one
@@ -84,8 +84,40 @@ harness h1 exec "$ID" "$TOK" --query env=GREETING=hello --query merge=1 sh -c 'e
 to-err" ] && grep -qx "exit 0" err && ok "exec: env= and merge= reach the command" ||
     { not_ok "exec: env= and merge="; diag "$(cat out err)"; }
 harness h1 exec "$ID" "$TOK" --query timeout_ms=300 sleep 30 >out 2>err
-grep -qx "exit 143" err && ok "exec: timeout_ms ends the command (SIGTERM, 128+15)" ||
+grep -qx "exit 143" err && grep -qx "cause Signal 15" err && grep -qx "cause TimedOut" err &&
+    ok "exec: timeout_ms ends the command (SIGTERM, 128+15; the causes Signal 15 and TimedOut)" ||
     { not_ok "exec: timeout_ms"; diag "$(cat out err)"; }
+harness h1 exec "$ID" "$TOK" sh -c 'kill -KILL $$' >out 2>err
+grep -qx "exit 137" err && grep -qx "cause Signal 9" err && ! grep -q "cause TimedOut" err &&
+    ok "exec: a command killed by SIGKILL: 128+9 and the cause Signal 9" ||
+    { not_ok "exec: a command killed by a signal"; diag "$(cat out err)"; }
+harness h1 exec "$ID" "$TOK" sh -c 'exit 137' >out 2>err
+grep -qx "exit 137" err && ! grep -q '^cause' err &&
+    ok "exec: an exit with status 137 carries no Signal cause" ||
+    { not_ok "exec: an exit with status 137"; diag "$(cat out err)"; }
+harness h1 exec "$ID" "$TOK" --query timeout_ms=300 sh -c 'trap "exit 0" TERM; echo ready; while :; do sleep 0.1; done' >out 2>err
+grep -qx ready out && grep -qx "exit 0" err && grep -qx "cause TimedOut" err && ! grep -q "cause Signal" err &&
+    ok "exec: a command that exits 0 on its deadline's SIGTERM: a success with the cause TimedOut" ||
+    { not_ok "exec: a command that exits 0 on its deadline"; diag "$(cat out err node.log)"; }
+# Sbx-Node-Version on requests: this major version (with a minor) is served, another major or
+# a value that is no version is refused naming what was sent (an upgrade too, before it runs
+# anything); a request without it is served (every request above: older harnesses).
+harness h1 send GET /v1/node "" --header "Sbx-Node-Version: 1.4" >out 2>err
+grep -q '^200 .*"name":"node-a"' out && grep -qx "sbx-node-version: 1" err &&
+    ok "a request naming version 1.4 is served (and the answer names version 1)" ||
+    { not_ok "a request naming version 1.4"; diag "$(cat out err)"; }
+harness h1 send GET /v1/node "" --header "Sbx-Node-Version: 2" >out 2>err
+grep -q '^400 {"code":"inval","message":"the request speaks sbx-node protocol version 2, this node speaks version 1' out &&
+    ok "a request naming version 2 is refused (400) naming both versions" ||
+    { not_ok "a request naming version 2"; diag "$(cat out err)"; }
+harness h1 send GET /v1/node "" --header "Sbx-Node-Version: two" >out 2>err
+grep -q "^400 .*header 'sbx-node-version' is 'two', not a version" out &&
+    ok "a version that is no number is refused (400) naming it" || { not_ok "a version that is no number"; diag "$(cat out err)"; }
+harness h1 exec "$ID" "$TOK" --header "Sbx-Node-Version: 2" sh -c 'echo ran >ran.txt' >out 2>err
+harness h1 exec "$ID" "$TOK" --header "Sbx-Node-Version: 1" cat ran.txt >out2 2>err2
+grep -q '^http 400 .*protocol version 2, this node speaks version 1' out && ! grep -q ran out2 &&
+    grep -qx "exit 1" err2 && ok "an exec naming version 2 is refused before it runs; one naming 1 runs" ||
+    { not_ok "an exec naming version 2"; diag "$(cat out err out2 err2)"; }
 harness h1 bighead 20000 >out 2>err
 grep -qx 413 out && ok "a request head over 16 KiB is refused (413)" || { not_ok "a request head over 16 KiB"; diag "$(cat out err)"; }
 harness h1 exec "$ID" "$TOK" sh -c 'env; ls -a /' >out 2>err

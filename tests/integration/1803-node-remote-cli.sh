@@ -2,11 +2,13 @@
 # The remote provider through the CLI: `sbx sandbox create --provider remote --node URL ...` in
 # a harness network namespace, an sbx-node daemon in another (made here, joined by a veth
 # pair, the daemon's sandboxes in folders of its own). Create with a manifest (materialised
-# from the harness, its environment kept on the node), exec with the exit status, cp both ways,
+# from the harness, its environment kept on the node), exec with the exit status (a signal's
+# and a timeout's as a local sandbox's, compared with one made here), cp both ways,
 # ls, a port of the sandbox served to the harness's namespace (`sbx sandbox port`: a relay on
 # 127.0.0.1 there, portforward.k8s.io over the daemon), stats, logs, stop and start, then the
 # daemon killed in the middle of an exec (the CLI says the node was lost and fails),
-# a restarted daemon, rm. The daemon, its sandboxes and both namespaces are removed on exit.
+# a restarted daemon, rm, and a node of another protocol version (tests/node/other-version.py)
+# refused by name. The daemon, its sandboxes and both namespaces are removed on exit.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sandbox-lib.sh"
 NODE=${SBX_NODE:-$(dirname "$SBX")/sbx-node}
@@ -17,8 +19,10 @@ tag=$(od -An -N3 -tx1 /dev/urandom | tr -d ' \n')
 NS_NODE=sbxn-$tag NS_HARN=sbxh-$tag NODE_PID=
 NODE_ENV=(XDG_STATE_HOME="$T/node/state" XDG_RUNTIME_DIR="$T/node/run" SBX_WORKSPACES="$T/node/ws"
     SBX_STOPPED="$T/node/stopped" SBX_SNAPSHOTS="$T/node/snapshots" SBX_RECORDS="$T/node/records")
+OTHER_PID=
 cleanup() {
     [ -n "$NODE_PID" ] && kill "$NODE_PID" 2>/dev/null && wait "$NODE_PID" 2>/dev/null
+    [ -n "$OTHER_PID" ] && kill "$OTHER_PID" 2>/dev/null && wait "$OTHER_PID" 2>/dev/null
     local id rec
     # Port relays left by a failed check (each record holds its relay's pid first).
     for rec in "$RUNBASE"/remote/*/ports/*; do
@@ -71,6 +75,35 @@ rc=$?
 [ $rc = 4 ] && [ "$(cat out)" = "made by the manifest
 hello from the harness" ] && ok "exec: the manifest's file and environment, exit status 4" ||
     { not_ok "exec: the manifest's file and environment"; diag "rc $rc: $(cat out err)"; }
+# A command killed by a signal, or by --timeout, ends `sbx sandbox exec` as it does with a
+# local sandbox (128+N; 124 and "timed out"): the node's status names the signal and the
+# deadline beside the exit code. Streamed and --max-output (one result) both.
+LOCAL=$("$SBX" sandbox create 2>lerr | tail -n1)
+[ -n "$LOCAL" ] || diag "a local sandbox to compare with: $(cat lerr)"
+same_end() { # NAME EXEC-ARGS... : the same status and stderr from both sandboxes
+    local name=$1 lrc rrc
+    shift
+    "$SBX" sandbox exec "$@" "$LOCAL" -- "${CMD[@]}" >l.out 2>l.err
+    lrc=$?
+    h sandbox exec "${R[@]}" "$@" "$ID" -- "${CMD[@]}" >r.out 2>r.err
+    rrc=$?
+    sed -i "s/$LOCAL/ID/" l.err
+    sed -i "s/$ID/ID/" r.err
+    [ -n "$LOCAL" ] && [ $lrc = "$WANT" ] && [ $rrc = $lrc ] && cmp -s l.err r.err && cmp -s l.out r.out &&
+        ok "$name: status $WANT and the same stderr as a local sandbox's" ||
+        { not_ok "$name"; diag "local $lrc: $(cat l.out l.err); remote $rrc: $(cat r.out r.err)"; }
+}
+CMD=(sh -c 'kill -KILL $$')
+WANT=137 same_end "exec of a command killed by SIGKILL"
+CMD=(sh -c 'kill -TERM $$')
+WANT=143 same_end "exec --max-output of a command killed by SIGTERM" --max-output 4096
+CMD=(sleep 30)
+WANT=124 same_end "exec --timeout" --timeout 1
+CMD=(sleep 30)
+WANT=124 same_end "exec --timeout --max-output" --timeout 1 --max-output 4096
+CMD=(sh -c 'exit 137')
+WANT=137 same_end "exec of a command exiting 137 (no signal)"
+[ -n "$LOCAL" ] && "$SBX" sandbox rm "$LOCAL" >/dev/null 2>&1
 # The daemon pings every second and takes 3 s of silence for a lost harness: the remote
 # provider's connections answer pings, so quiet commands and relays live on.
 h sandbox exec "${R[@]}" "$ID" -- sh -c 'sleep 4; echo still here' >out 2>err
@@ -159,4 +192,21 @@ h sandbox rm "${R[@]}" "$ID" >out 2>err && [ ! -e "$T/node/run/sbx/$ID" ] && ok 
     { not_ok "rm"; diag "$(cat out err)"; }
 [ -n "$RELAY" ] && relay_gone && [ ! -e "$RUNBASE/remote/$ID" ] &&
     ok "rm ends the port relay and removes its record" || { not_ok "rm ends the port relay"; diag "relay '$RELAY'"; }
+# A node of another major protocol version (a server answering as one would): the harness
+# names both versions and stops; what it sent named its own.
+OTHER_PORT=$((PORT + 1))
+nsenter --net="/run/netns/$NS_NODE" python3 "$SBX_SRCDIR/tests/node/other-version.py" "$ADDR" \
+    "$OTHER_PORT" node-a.pem node-a.key 2 >other.log 2>&1 &
+OTHER_PID=$!
+other_listening() { nsenter --net="/run/netns/$NS_NODE" ss -ltn "sport = :$OTHER_PORT" | grep -q LISTEN; }
+WAIT_S=20 wait_until other_listening || diag "the other version's server did not listen: $(cat other.log)"
+h sandbox create --provider remote --node "https://$ADDR:$OTHER_PORT" --node-ca "$T/ca/ca.pem" \
+    --node-cert "$T/h1.pem" --node-key "$T/h1.key" >out 2>err
+rc=$?
+[ $rc != 0 ] && grep -q "node 'https://$ADDR:$OTHER_PORT' speaks sbx-node protocol version 2, this sbx speaks version 1" err &&
+    grep -q "^request /v1/sandboxes version 1$" other.log &&
+    ok "a node of another protocol version: the harness names both versions (its request named 1)" ||
+    { not_ok "a node of another protocol version"; diag "rc $rc: $(cat out err other.log)"; }
+kill "$OTHER_PID" 2>/dev/null; wait "$OTHER_PID" 2>/dev/null
+OTHER_PID=
 done_testing

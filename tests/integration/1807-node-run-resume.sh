@@ -3,7 +3,8 @@
 # model), one with its sandbox on each of two sbx-node daemons (each in a network namespace of
 # its own, tests/node/lib.sh), the harness process in a third namespace. Both are SIGKILLed while
 # their tool call runs; new harness processes continue them with `sbx run --resume`, find each
-# sandbox on its node with the files written before the kill, finish, and remove the sandboxes.
+# sandbox on its node with the files written before the kill, finish, and remove the sandboxes;
+# one is resumed without the provider's options (taken from the saved state and its record).
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/sandbox-lib.sh"
 NODE=${SBX_NODE:-$(dirname "$SBX")/sbx-node}
@@ -54,9 +55,26 @@ wait "${PIDS[@]}" 2>/dev/null
 PIDS=()
 [ "$(node_live a | wc -l)" = 1 ] && [ "$(node_live b | wc -l)" = 1 ] && ok "the sandboxes outlive the killed harness" ||
     not_ok "the sandboxes outlive the killed harness"
+# Node a's run is resumed with the options it started with; node b's with none: the provider,
+# the node and the certificates' paths come from the run state's sandbox and this user's
+# record of it (the state holds no certificate path).
+KEYLINE=$(sed -n 2p "$T/h1.key")
+[ -s b.state ] && [ -n "$KEYLINE" ] && ! grep -qF -e "$KEYLINE" -e h1.key b.state &&
+    ok "the run state holds neither the harness's key nor its path" ||
+    { not_ok "the run state holds neither the harness's key nor its path"; diag "$(grep -o '"node[^,]*' b.state)"; }
+# Without the record (another user's records, say) nothing names the certificates: the run
+# stops before anything is made, saying what to give, and the state is kept as it was.
+mkdir -p norecords
+cp b.state b.state.before
+SBX_RECORDS="$T/norecords" node_h "$SBX" run -m replay:replay.jsonl -a w.yaml --resume "$T/b.state" >nr.out 2>nr.err
+rc=$?
+[ $rc != 0 ] && grep -q "the remote provider needs --node https://HOST:PORT" nr.err && cmp -s b.state b.state.before &&
+    ok "node b: a resume without options or record says the node must be given" ||
+    { not_ok "node b: a resume without options or record"; diag "rc $rc: $(cat nr.out nr.err)"; }
 for n in a b; do
     node_flags "$n"
-    node_h "$SBX" run --json --provider remote "${R[@]}" -m replay:replay.jsonl -a w.yaml --resume "$T/$n.state" >"res-$n.out" 2>"res-$n.err"
+    [ "$n" = b ] && R=() && PROVIDER=() || PROVIDER=(--provider remote)
+    node_h "$SBX" run --json "${PROVIDER[@]}" "${R[@]}" -m replay:replay.jsonl -a w.yaml --resume "$T/$n.state" >"res-$n.out" 2>"res-$n.err"
     rc=$?
     [ $rc = 0 ] && grep -q "finished after the crash" "res-$n.out" &&
         grep -q '"type":"sandbox".*"provider":"remote","source":"resumed"' "res-$n.out" &&

@@ -3,18 +3,24 @@
 standard library only (ssl, socket), for the tests: an independent client of the daemon.
 
     client.py URL CA CERT KEY request METHOD PATH [TOKEN [BODY]] -> "STATUS BODY" (TOKEN "": none)
-    client.py URL CA CERT KEY exec ID TOKEN [--stdin TEXT|--stdin-file F] [--query K=V]... ARG...
+    client.py URL CA CERT KEY exec ID TOKEN [--stdin TEXT|--stdin-file F] [--query K=V]...
+              [--header "NAME: VALUE"]... ARG...
                                                               -> stdout, stderr, "exit N"
     client.py URL CA CERT KEY bighead N                       -> a request with an N-byte header
     client.py URL CA CERT KEY resume                          -> a second connection offering
                                                                  the first's TLS session:
                                                                  "fresh|resumed STATUS"
     client.py URL CA CERT KEY send METHOD PATH TOKEN [--body TEXT|--body-file F]
-              [--declare N] [--out F]                         -> "STATUS BODY" (--out: the body
-                                                                 into F, "STATUS LENGTH" printed)
+              [--declare N] [--out F] [--header "NAME: VALUE"]...
+                                                              -> "STATUS BODY" (--out: the body
+                                                                 into F, "STATUS LENGTH" printed;
+                                                                 the answer's Sbx-Node-Version
+                                                                 on stderr)
 
 exec writes the command's stdout to stdout and its stderr to stderr as they come, then prints
-the status channel's exit code as "exit N" on stderr; a refused upgrade prints "http STATUS BODY".
+the status channel's exit code as "exit N" on stderr, then each other cause of the status as
+"cause REASON [MESSAGE]" ("cause Signal 9", "cause TimedOut"); a refused upgrade prints
+"http STATUS BODY".
 """
 import base64, json, os, socket, ssl, struct, sys, threading, urllib.parse
 
@@ -46,11 +52,14 @@ def read_head(s):
     return status, fields, rest
 
 
-def request(s, host, method, path, token=None, body=b"", declare=None, raw=False, want=None):
+def request(s, host, method, path, token=None, body=b"", declare=None, raw=False, want=None,
+            extra=()):
     n = len(body) if declare is None else declare
     h = f"{method} {path} HTTP/1.1\r\nHost: {host}\r\nContent-Length: {n}\r\n"
     if token:
         h += f"Sbx-Token: {token}\r\n"
+    for line in extra:
+        h += line + "\r\n"
     try:
         s.sendall(h.encode() + b"\r\n" + body)
     except OSError:
@@ -110,7 +119,7 @@ class Frames:
         return b0 & 0x0F, payload
 
 
-def exec_(s, host, sid, token, args, stdin, extra):
+def exec_(s, host, sid, token, args, stdin, extra, headers=()):
     q = "&".join("command=" + urllib.parse.quote(a, safe="") for a in args)
     for kv in extra:
         k, v = kv.split("=", 1)
@@ -121,7 +130,7 @@ def exec_(s, host, sid, token, args, stdin, extra):
     s.sendall((f"GET /v1/sandboxes/{sid}/exec?{q} HTTP/1.1\r\nHost: {host}\r\n"
                f"Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
                f"Sec-WebSocket-Version: 13\r\nSec-WebSocket-Protocol: v5.channel.k8s.io\r\n"
-               f"Sbx-Token: {token}\r\n\r\n").encode())
+               f"Sbx-Token: {token}\r\n" + "".join(h + "\r\n" for h in headers) + "\r\n").encode())
     status, fields, rest = read_head(s)
     if status != 101:
         n = int(fields.get("content-length", "0"))
@@ -144,6 +153,7 @@ def exec_(s, host, sid, token, args, stdin, extra):
         threading.Thread(target=feed, daemon=True).start()
     fr = Frames(s, rest)
     code = None
+    causes = []
     while True:
         try:
             op, p = fr.next()
@@ -168,11 +178,14 @@ def exec_(s, host, sid, token, args, stdin, extra):
         elif ch == 3:
             st = json.loads(data)
             code = 0
-            if st.get("status") != "Success":
-                for c in st["details"]["causes"]:
-                    if c["reason"] == "ExitCode":
-                        code = int(c["message"])
+            for c in st.get("details", {}).get("causes", []):
+                if c["reason"] == "ExitCode" and st.get("status") != "Success":
+                    code = int(c["message"])
+                elif c["reason"] != "ExitCode":
+                    causes.append(" ".join(["cause", c["reason"]] + ([c["message"]] if "message" in c else [])))
     print(f"exit {code}", file=sys.stderr)
+    for c in causes:
+        print(c, file=sys.stderr)
     return 0 if code is not None else 4
 
 
@@ -190,7 +203,7 @@ def main():
             print("retry-after", fields["retry-after"])
         return 0
     if verb == "send":
-        body, declare, out = b"", None, None
+        body, declare, out, headers = b"", None, None, []
         opts = rest[3:]
         while opts:
             k, v = opts[0], opts[1]
@@ -203,9 +216,13 @@ def main():
                 declare = int(v)
             elif k == "--out":
                 out = v
+            elif k == "--header":
+                headers.append(v)
         fields = {}
         status, b = request(s, host, rest[0], rest[1], rest[2] or None, body, declare, raw=True,
-                            want=fields)
+                            want=fields, extra=headers)
+        if "sbx-node-version" in fields:
+            print("sbx-node-version:", fields["sbx-node-version"], file=sys.stderr)
         if "connection" in fields:
             print("connection:", fields["connection"], file=sys.stderr)
         if out:
@@ -227,16 +244,18 @@ def main():
         status, _, _ = read_head(s)
         print(status)
         return 0
-    stdin, extra = None, []
-    while len(rest) > 3 and rest[2] in ("--stdin", "--stdin-file", "--query"):
-        if rest[2] == "--stdin":
+    stdin, extra, headers = None, [], []
+    while len(rest) > 3 and rest[2] in ("--stdin", "--stdin-file", "--query", "--header"):
+        if rest[2] == "--header":
+            headers.append(rest[3])
+        elif rest[2] == "--stdin":
             stdin = rest[3].encode()
         elif rest[2] == "--stdin-file":
             stdin = open(rest[3], "rb").read()
         else:
             extra.append(rest[3])
         del rest[2:4]
-    return exec_(s, host, rest[0], rest[1], rest[2:], stdin, extra)
+    return exec_(s, host, rest[0], rest[1], rest[2:], stdin, extra, headers)
 
 
 if __name__ == "__main__":

@@ -59,6 +59,26 @@ int sbx__remote_error(struct sbx__endpoint *ep, const struct sbx__http_resp *res
     return rc;
 }
 
+int sbx__remote_check_version(struct sbx__endpoint *ep, const char *answered, struct sbx_error *err)
+{
+    if (!answered)
+        return 0;
+    size_t major = strspn(answered, "0123456789");
+    if (major && major == strlen(SBX__REMOTE_VERSION) &&
+        strncmp(answered, SBX__REMOTE_VERSION, major) == 0 &&
+        (answered[major] == 0 || answered[major] == '.'))
+        return 0;
+    char shown[40];
+    size_t i = 0;
+    for (; answered[i] && i + 1 < sizeof(shown); i++)
+        shown[i] = answered[i] > 0x20 && answered[i] < 0x7f ? answered[i] : '?';
+    shown[i] = 0;
+    return sbx_error_set(err, SBX_E_UNSUPPORTED, 0,
+                         "node '%s' speaks sbx-node protocol version %s, this sbx speaks version "
+                         "%s: use a harness and a node of the same major version",
+                         sbx__endpoint_url(ep), shown[0] ? shown : "(empty)", SBX__REMOTE_VERSION);
+}
+
 /* A request; a 2xx body into raw as bytes when raw is given (up to max), else parsed into
  * *out; an error status is the node's error. */
 static int request(struct sbx__endpoint *ep, const char *method, const char *path,
@@ -67,10 +87,11 @@ static int request(struct sbx__endpoint *ep, const char *method, const char *pat
 {
     char line[SBX__REMOTE_TOKEN_MAX + 16];
     snprintf(line, sizeof(line), "Sbx-Token: %s", token ? token : "");
-    const char *headers[] = {line, NULL};
+    const char *headers[] = {SBX__REMOTE_VERSION_HEADER, token ? line : NULL, NULL};
     struct sbx__http_req req = {.method = method,
                                 .path = path,
-                                .headers = token ? headers : NULL,
+                                .headers = headers,
+                                .want_header = "Sbx-Node-Version",
                                 .max_body = max,
                                 .no_retry = 1,
                                 .http_1_1 = 1,
@@ -80,6 +101,8 @@ static int request(struct sbx__endpoint *ep, const char *method, const char *pat
     int rc = sbx__http_call(ep, &req, &resp, err);
     explicit_bzero(line, sizeof(line));
     json_t *j = NULL;
+    if (rc == 0)
+        rc = sbx__remote_check_version(ep, resp.header, err);
     if (rc == 0 && resp.status >= 400) {
         rc = sbx__remote_error(ep, &resp, path, err);
     } else if (rc == 0 && raw) {

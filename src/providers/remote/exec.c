@@ -72,7 +72,7 @@ static int open_exec(struct sbx__remote_session *s, const char *path, struct sbx
 {
     char line[SBX__REMOTE_TOKEN_MAX + 16];
     snprintf(line, sizeof(line), "Sbx-Token: %s", s->token);
-    const char *headers[] = {line, NULL};
+    const char *headers[] = {SBX__REMOTE_VERSION_HEADER, line, NULL};
     int rc = sbx__wsconn_open(s->ep, path, protocols, headers, MSG_MAX, OPEN_MS, out, err);
     explicit_bzero(line, sizeof(line));
     /* A token the node refuses: the sandbox was removed (or the token outlived its life). */
@@ -196,30 +196,6 @@ static int on_message(struct sbx__lws *w, const struct sbx__ws_msg *m, void *ud,
     return 0;
 }
 
-/* The node's causes beyond the exit code: "Signal" (code -1 and the signal, as a local
- * command's status) and "TimedOut". */
-static void status_causes(const struct sbx_buf *status, struct sbx_exit *st)
-{
-    json_t *j = NULL, *c;
-    size_t i;
-    struct sbx_error e = SBX_ERROR_INIT;
-    if (sbx_json_parse(status->data, status->len, NULL, &j, &e) < 0)
-        return;
-    json_array_foreach(json_object_get(json_object_get(j, "details"), "causes"), i, c)
-    {
-        const char *reason = json_string_value(json_object_get(c, "reason"));
-        const char *msg = json_string_value(json_object_get(c, "message"));
-        long sig = msg ? strtol(msg, NULL, 10) : 0;
-        if (reason && strcmp(reason, "Signal") == 0 && sig > 0 && sig < 65) {
-            st->signal = (int)sig;
-            st->code = -1;
-        } else if (reason && strcmp(reason, "TimedOut") == 0) {
-            st->timed_out = 1;
-        }
-    }
-    json_decref(j);
-}
-
 static void on_end(struct sbx__lws *w, int rc, const struct sbx_error *err, void *ud)
 {
     struct rproc_ud *u = ud;
@@ -240,8 +216,16 @@ static void on_end(struct sbx__lws *w, int rc, const struct sbx_error *err, void
         sbx__rproc_fail(u->r, &e);
         return;
     }
+    /* The node's causes beyond the exit code: a signal (code -1 and the signal, as a local
+     * command's status) and the deadline. A node without them gives 128+N alone. */
     struct sbx_exit st = {.code = code};
-    status_causes(&u->status, &st);
+    if (sbx__ch_status_causes(SBX__CH_V5, (const uint8_t *)u->status.data, u->status.len,
+                              &st.signal, &st.timed_out, &e) < 0) {
+        sbx__rproc_fail(u->r, &e);
+        return;
+    }
+    if (st.signal)
+        st.code = -1;
     sbx__rproc_exit(u->r, &st);
 }
 

@@ -27,7 +27,7 @@ static int request(struct sbx__remote_session *s, const char *method, const char
 {
     char line[SBX__REMOTE_TOKEN_MAX + 16];
     snprintf(line, sizeof(line), "Sbx-Token: %s", s->token);
-    const char *headers[] = {line, NULL};
+    const char *headers[] = {SBX__REMOTE_VERSION_HEADER, line, NULL};
     char *esc = path ? sbx__http_escape(path, 0) : NULL;
     char *url =
             sbx_xasprintf("/v1/sandboxes/%s/%s%s%s%s%s", s->base.id, res, esc || more ? "?" : "",
@@ -35,12 +35,15 @@ static int request(struct sbx__remote_session *s, const char *method, const char
     q->method = method;
     q->path = url;
     q->headers = headers;
+    q->want_header = "Sbx-Node-Version";
     q->no_retry = 1;
     q->http_1_1 = 1;
     struct sbx__http_resp resp;
     sbx__http_resp_init(&resp);
     int rc = sbx__http_call(s->ep, q, &resp, err);
     explicit_bzero(line, sizeof(line));
+    if (rc == 0)
+        rc = sbx__remote_check_version(s->ep, resp.header, err);
     if (rc == 0 && resp.status >= 400)
         rc = sbx__remote_error(s->ep, &resp, url, err);
     else if (rc == 0 && out)

@@ -123,7 +123,7 @@ static void relay_one(void *ctx, int fd)
     int rc = token_fresh(r, &e);
     snprintf(line, sizeof(line), "Sbx-Token: %s", r->token);
     pthread_mutex_unlock(&r->lock);
-    const char *headers[] = {line, NULL};
+    const char *headers[] = {SBX__REMOTE_VERSION_HEADER, line, NULL};
     snprintf(path, sizeof(path), "/v1/sandboxes/%s/portforward?ports=%d", r->id, r->port);
     if (rc == 0)
         rc = sbx__wsconn_open(r->ep, path, protocols, headers, 0, OPEN_MS, &w, &e);

@@ -22,6 +22,11 @@
 #define SBX__REMOTE_FILE_MAX  ((uint64_t)1 << 30) /* a file read or written (the node's bound) */
 #define SBX__REMOTE_TAR_MAX   ((int64_t)8 << 30)  /* a workspace tar put (the node's bound) */
 
+/* The sbx-node protocol's major version this provider speaks: every request says it (a node
+ * refuses another major with 400, naming both), and an answer naming another is refused here. */
+#define SBX__REMOTE_VERSION        "1"
+#define SBX__REMOTE_VERSION_HEADER "Sbx-Node-Version: " SBX__REMOTE_VERSION
+
 struct sbx__remote_session {
     struct sbx_session base;
     struct sbx__endpoint *ep; /* a reference */
@@ -35,6 +40,10 @@ struct sbx__remote_session {
  * caller owns. */
 int sbx__remote_call(struct sbx__endpoint *ep, const char *method, const char *path,
                      const char *token, const json_t *body, json_t **out, struct sbx_error *err);
+/* The node's Sbx-Node-Version answer (NULL: not given, as from a node that predates it): 0
+ * when its major is SBX__REMOTE_VERSION, else SBX_E_UNSUPPORTED naming both versions. */
+int sbx__remote_check_version(struct sbx__endpoint *ep, const char *answered,
+                              struct sbx_error *err);
 /* A GET whose 2xx body is bytes (at most max) appended to out. */
 int sbx__remote_get_bytes(struct sbx__endpoint *ep, const char *path, const char *token, size_t max,
                           struct sbx_buf *out, struct sbx_error *err);

@@ -209,13 +209,16 @@ int sbx__ch_status_decode(int version, const uint8_t *p, size_t n, int *exit_cod
                          sbx__wire_clean((const char *)p, n, m, sizeof(m)));
 }
 
-int sbx__ch_status_encode(int version, int exit_code, const char *message, struct sbx_buf *out,
-                          struct sbx_error *err)
+int sbx__ch_status_encode(int version, int exit_code, int signal, int timed_out,
+                          const char *message, struct sbx_buf *out, struct sbx_error *err)
 {
-    char code[16], dflt[64];
+    char code[16], sig[16], dflt[64];
     if (exit_code < 0 || exit_code > 255)
         return sbx_error_set(err, SBX_E_INVAL, 0, "exit code %d is not 0-255", exit_code);
+    if (signal < 0 || signal > 64)
+        return sbx_error_set(err, SBX_E_INVAL, 0, "signal %d is not 0-64", signal);
     snprintf(code, sizeof(code), "%d", exit_code);
+    snprintf(sig, sizeof(sig), "%d", signal);
     snprintf(dflt, sizeof(dflt), "command terminated with non-zero exit code %d", exit_code);
     if (!message)
         message = dflt;
@@ -228,8 +231,62 @@ int sbx__ch_status_encode(int version, int exit_code, const char *message, struc
                                     "details", "causes", "reason", "ExitCode", "message", code);
     if (!j)
         return sbx_error_set(err, SBX_E_INVAL, 0, "the status message is not UTF-8");
+    if (signal || timed_out) {
+        json_t *causes = json_object_get(json_object_get(j, "details"), "causes");
+        if (!causes) {
+            causes = json_array();
+            json_object_set_new(j, "details", json_pack("{s:o}", "causes", causes));
+        }
+        if (signal)
+            json_array_append_new(causes,
+                                  json_pack("{s:s,s:s}", "reason", "Signal", "message", sig));
+        if (timed_out)
+            json_array_append_new(causes, json_pack("{s:s}", "reason", "TimedOut"));
+    }
     int rc = sbx_json_dump(j, SBX_JSON_COMPACT, out, err);
     json_decref(j);
+    return rc;
+}
+
+int sbx__ch_status_causes(int version, const uint8_t *p, size_t n, int *signal, int *timed_out,
+                          struct sbx_error *err)
+{
+    *signal = 0;
+    *timed_out = 0;
+    if (version != SBX__CH_V4 && version != SBX__CH_V5)
+        return 0;
+    json_t *j = NULL, *c;
+    struct sbx_json_limits lim = {.max_bytes = SBX__CH_STATUS_MAX, .max_depth = 8};
+    int rc = sbx_json_parse((const char *)p, n, &lim, &j, err);
+    if (rc < 0) {
+        sbx_error_prefix(err, "error channel");
+        return rc;
+    }
+    size_t i;
+    json_array_foreach(json_object_get(json_object_get(j, "details"), "causes"), i, c)
+    {
+        const char *reason = json_string_value(json_object_get(c, "reason"));
+        const char *msg = json_string_value(json_object_get(c, "message"));
+        if (reason && strcmp(reason, "TimedOut") == 0)
+            *timed_out = 1;
+        if (!reason || strcmp(reason, "Signal") != 0)
+            continue;
+        int v = 0;
+        size_t k = 0;
+        for (; msg && msg[k] >= '0' && msg[k] <= '9' && k < 2; k++)
+            v = v * 10 + (msg[k] - '0');
+        if (!msg || k == 0 || msg[k] || v == 0 || v > 64 || msg[0] == '0') {
+            rc = sbx_error_set(err, SBX_E_PARSE, 0,
+                               "the status's signal is not a number from 1 to 64");
+            break;
+        }
+        *signal = v;
+    }
+    json_decref(j);
+    if (rc < 0) {
+        *signal = 0;
+        *timed_out = 0;
+    }
     return rc;
 }
 

@@ -79,8 +79,16 @@ int sbx__ch_status_decode(int version, const uint8_t *p, size_t n, int *exit_cod
                           struct sbx_error *err);
 /* The error channel's content for a command that ended with exit_code 0-255 (the node daemon's
  * side); message (may be NULL) replaces the standard one of a failure. Before v4 a success is
- * empty. */
-int sbx__ch_status_encode(int version, int exit_code, const char *message, struct sbx_buf *out,
+ * empty. In v4/v5 a command killed by signal (1-64; 0: none) adds the cause
+ * {"reason":"Signal","message":"N"} after its "ExitCode" (128+N), and one ended by its deadline
+ * {"reason":"TimedOut"} (a success then carries the causes too); before v4 they are dropped. */
+int sbx__ch_status_encode(int version, int exit_code, int signal, int timed_out,
+                          const char *message, struct sbx_buf *out, struct sbx_error *err);
+/* The causes beyond the exit code in a v4/v5 status that sbx__ch_status_decode accepted:
+ * *signal 1-64 and *timed_out 1, or both 0 when the status has no such cause (a server that
+ * does not send them: the exit code alone, 128+N for a signal, tells what is known). A Signal
+ * cause without a number from 1 to 64 is SBX_E_PARSE. */
+int sbx__ch_status_causes(int version, const uint8_t *p, size_t n, int *signal, int *timed_out,
                           struct sbx_error *err);
 
 /* The resize channel's content: {"Width":W,"Height":H}, each 0-65535. */

@@ -82,6 +82,42 @@ static void test_refused(void)
     REFUSED(many, SBX_E_TOOBIG, "header fields");
 }
 
+/* Sbx-Node-Version: this node's major (with any minor) or none at all is served; another
+ * major, or a value that is no version, is refused naming what was sent. */
+static void test_version(void)
+{
+    struct node_req r;
+    struct sbx_error err = SBX_ERROR_INIT;
+    CHECK_EQ_INT(parse("GET / HTTP/1.1\r\n\r\n", &r, &err), 0);
+    CHECK_EQ_INT(r.has_version, 0);
+    CHECK_EQ_INT(parse("GET / HTTP/1.1\r\nSbx-Node-Version: " NODE_VERSION "\r\n\r\n", &r, &err),
+                 0);
+    CHECK_EQ_INT(r.has_version, 1);
+    CHECK_EQ_STR(r.version, NODE_VERSION);
+    CHECK_EQ_INT(parse("GET / HTTP/1.1\r\nsbx-node-version:  1.7 \r\n\r\n", &r, &err), 0);
+    CHECK_EQ_STR(r.version, "1.7");
+    REFUSED("GET / HTTP/1.1\r\nSbx-Node-Version: 2\r\n\r\n", SBX_E_INVAL,
+            "the request speaks sbx-node protocol version 2, this node speaks version 1");
+    REFUSED("GET / HTTP/1.1\r\nSbx-Node-Version: 0.9\r\n\r\n", SBX_E_INVAL,
+            "protocol version 0, this node speaks version 1");
+    REFUSED("GET / HTTP/1.1\r\nSbx-Node-Version: 10\r\n\r\n", SBX_E_INVAL,
+            "protocol version 10, this node");
+    static const char *bad[] = {"", "v1", "1.", "1.x", "1.2.3", ".1", "-1", "1 2", "1234567890"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char h[128], want[96];
+        snprintf(h, sizeof(h), "GET / HTTP/1.1\r\nSbx-Node-Version: %s\r\n\r\n", bad[i]);
+        snprintf(want, sizeof(want), "header 'sbx-node-version' is '%s', not a version", bad[i]);
+        REFUSED(h, SBX_E_INVAL, want);
+    }
+    REFUSED("GET / HTTP/1.1\r\nSbx-Node-Version: \xc3\xa9\r\n\r\n", SBX_E_INVAL,
+            "header 'sbx-node-version' is '?', not a version");
+    REFUSED("GET / HTTP/1.1\r\nSbx-Node-Version: 1\r\nSbx-Node-Version: 1\r\n\r\n", SBX_E_PARSE,
+            "a repeated sbx-node-version");
+    char longv[128];
+    snprintf(longv, sizeof(longv), "GET / HTTP/1.1\r\nSbx-Node-Version: 1.%040d\r\n\r\n", 1);
+    REFUSED(longv, SBX_E_TOOBIG, "sbx-node-version");
+}
+
 /* A port forward's "ports": exactly one port in 1..65535. */
 static void test_port_param(void)
 {
@@ -103,6 +139,7 @@ int main(void)
     TAP_START();
     TAP_RUN(test_good);
     TAP_RUN(test_refused);
+    TAP_RUN(test_version);
     TAP_RUN(test_port_param);
     return TAP_DONE();
 }

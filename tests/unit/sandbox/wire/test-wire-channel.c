@@ -164,25 +164,100 @@ static void test_status(void)
     /* The node daemon's side writes what the client reads back. */
     struct sbx_buf b;
     sbx_buf_init(&b, 4096);
-    CHECK_OK(sbx__ch_status_encode(SBX__CH_V5, 0, NULL, &b, &err), &err);
+    CHECK_OK(sbx__ch_status_encode(SBX__CH_V5, 0, 0, 0, NULL, &b, &err), &err);
     CHECK_EQ_STR(b.data, "{\"metadata\":{},\"status\":\"Success\"}");
     for (int c = 0; c < 256; c += 17) {
         sbx_buf_reset(&b);
-        CHECK_OK(sbx__ch_status_encode(SBX__CH_V4, c, NULL, &b, &err), &err);
+        CHECK_OK(sbx__ch_status_encode(SBX__CH_V4, c, 0, 0, NULL, &b, &err), &err);
         code = -1;
         CHECK_OK(sbx__ch_status_decode(SBX__CH_V4, (const uint8_t *)b.data, b.len, &code, &err),
                  &err);
         CHECK_EQ_INT(code, c);
     }
     sbx_buf_reset(&b);
-    CHECK_OK(sbx__ch_status_encode(SBX__CH_V3, 0, NULL, &b, &err), &err);
+    CHECK_OK(sbx__ch_status_encode(SBX__CH_V3, 0, 0, 0, NULL, &b, &err), &err);
     CHECK_EQ_INT(b.len, 0);
-    CHECK_OK(sbx__ch_status_encode(SBX__CH_V3, 2, "boom", &b, &err), &err);
+    CHECK_OK(sbx__ch_status_encode(SBX__CH_V3, 2, 0, 0, "boom", &b, &err), &err);
     CHECK_EQ_STR(b.data, "boom");
-    CHECK_ERR(sbx__ch_status_encode(SBX__CH_V5, -1, NULL, &b, &err), SBX_E_INVAL, &err,
+    CHECK_ERR(sbx__ch_status_encode(SBX__CH_V5, -1, 0, 0, NULL, &b, &err), SBX_E_INVAL, &err,
               "exit code -1 is not 0-255");
-    CHECK_ERR(sbx__ch_status_encode(SBX__CH_V5, 256, NULL, &b, &err), SBX_E_INVAL, &err,
+    CHECK_ERR(sbx__ch_status_encode(SBX__CH_V5, 256, 0, 0, NULL, &b, &err), SBX_E_INVAL, &err,
               "exit code 256 is not 0-255");
+    CHECK_ERR(sbx__ch_status_encode(SBX__CH_V5, 1, 65, 0, NULL, &b, &err), SBX_E_INVAL, &err,
+              "signal 65 is not 0-64");
+    sbx_buf_release(&b);
+}
+
+static int causes(int v, const char *json, int *sig, int *to, struct sbx_error *err)
+{
+    return sbx__ch_status_causes(v, (const uint8_t *)json, strlen(json), sig, to, err);
+}
+
+/* A signal and a deadline as causes after the exit code, read back; a status without them (a
+ * server that does not send them) still gives its exit code and no cause. */
+static void test_status_causes(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx_buf b;
+    sbx_buf_init(&b, 4096);
+    int code = -1, sig = -1, to = -1;
+    CHECK_OK(sbx__ch_status_encode(SBX__CH_V5, 137, 9, 0, NULL, &b, &err), &err);
+    CHECK(strstr(b.data, "{\"reason\":\"ExitCode\",\"message\":\"137\"},{\"reason\":"
+                         "\"Signal\",\"message\":\"9\"}]") != NULL);
+    CHECK_OK(sbx__ch_status_decode(SBX__CH_V5, (const uint8_t *)b.data, b.len, &code, &err), &err);
+    CHECK_EQ_INT(code, 137);
+    CHECK_OK(causes(SBX__CH_V5, b.data, &sig, &to, &err), &err);
+    CHECK_EQ_INT(sig, 9);
+    CHECK_EQ_INT(to, 0);
+    /* A deadline's SIGTERM: both causes. */
+    sbx_buf_reset(&b);
+    CHECK_OK(sbx__ch_status_encode(SBX__CH_V5, 143, 15, 1, NULL, &b, &err), &err);
+    CHECK_OK(sbx__ch_status_decode(SBX__CH_V5, (const uint8_t *)b.data, b.len, &code, &err), &err);
+    CHECK_EQ_INT(code, 143);
+    CHECK_OK(causes(SBX__CH_V5, b.data, &sig, &to, &err), &err);
+    CHECK_EQ_INT(sig, 15);
+    CHECK_EQ_INT(to, 1);
+    /* A command that caught the deadline's signal and exited 0: a success with its cause. */
+    sbx_buf_reset(&b);
+    CHECK_OK(sbx__ch_status_encode(SBX__CH_V5, 0, 0, 1, NULL, &b, &err), &err);
+    CHECK_EQ_STR(b.data, "{\"metadata\":{},\"status\":\"Success\",\"details\":{\"causes\":"
+                         "[{\"reason\":\"TimedOut\"}]}}");
+    code = -1;
+    CHECK_OK(sbx__ch_status_decode(SBX__CH_V5, (const uint8_t *)b.data, b.len, &code, &err), &err);
+    CHECK_EQ_INT(code, 0);
+    CHECK_OK(causes(SBX__CH_V5, b.data, &sig, &to, &err), &err);
+    CHECK_EQ_INT(sig, 0);
+    CHECK_EQ_INT(to, 1);
+    /* An older node's status: the exit code alone, no cause. */
+    sbx_buf_reset(&b);
+    CHECK_OK(sbx__ch_status_encode(SBX__CH_V5, 137, 0, 0, NULL, &b, &err), &err);
+    CHECK(strstr(b.data, "Signal") == NULL);
+    CHECK_OK(causes(SBX__CH_V5, b.data, &sig, &to, &err), &err);
+    CHECK_EQ_INT(sig, 0);
+    CHECK_EQ_INT(to, 0);
+    CHECK_OK(causes(SBX__CH_V5, "{\"status\":\"Success\"}", &sig, &to, &err), &err);
+    CHECK_EQ_INT(sig + to, 0);
+    /* Before v4 there are no causes: the text is dropped unread. */
+    sbx_buf_reset(&b);
+    CHECK_OK(sbx__ch_status_encode(SBX__CH_V3, 137, 9, 1, NULL, &b, &err), &err);
+    CHECK(strstr(b.data, "Signal") == NULL);
+    CHECK_OK(causes(SBX__CH_V3, "anything", &sig, &to, &err), &err);
+    CHECK_EQ_INT(sig + to, 0);
+    /* A Signal cause without a signal number is refused, and nothing is kept of it. */
+    static const char *bad[] = {"\"0\"", "\"65\"", "\"09\"", "\"9x\"", "\"\"", "\"123\"", "9"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char j[256];
+        snprintf(j, sizeof(j),
+                 "{\"status\":\"Failure\",\"reason\":\"NonZeroExitCode\",\"details\":{\"causes\":"
+                 "[{\"reason\":\"TimedOut\"},{\"reason\":\"Signal\",\"message\":%s}]}}",
+                 bad[i]);
+        sig = to = -1;
+        CHECK_ERR(causes(SBX__CH_V5, j, &sig, &to, &err), SBX_E_PARSE, &err,
+                  "signal is not a number from 1 to 64");
+        CHECK_EQ_INT(sig + to, 0);
+    }
+    CHECK_ERR(causes(SBX__CH_V5, "{\"status\":", &sig, &to, &err), SBX_E_PARSE, &err,
+              "error channel");
     sbx_buf_release(&b);
 }
 
@@ -269,6 +344,7 @@ int main(void)
     TAP_RUN(test_round_trip);
     TAP_RUN(test_decode_hostile);
     TAP_RUN(test_status);
+    TAP_RUN(test_status_causes);
     TAP_RUN(test_resize);
     TAP_RUN(test_portforward);
     return TAP_DONE();
