@@ -74,7 +74,9 @@ struct node_token {
     uint8_t hash[SBX_SHA256_LEN];
     int64_t expires; /* seconds since the epoch; 0: an empty slot */
 };
-#define NODE_TOKENS 8 /* tokens of one sandbox at a time: minting a ninth drops the oldest */
+/* Tokens of one sandbox at a time; minting one more drops the oldest. Every command of a
+ * harness mints one, so this bounds the commands that can start on a sandbox at once. */
+#define NODE_TOKENS 64
 
 /* A sandbox this daemon made: who owns it, the hashes of its tokens, and the environment of
  * its commands (the harness's manifest, resolved there). */

@@ -143,6 +143,12 @@ grep -q '^403 ' out && ok "another harness cannot mint a token for it" || { not_
 harness h1 request POST "/v1/sandboxes/$ID/token" >t2 2>err
 TOK2=$(json token <t2)
 [ -n "$TOK2" ] && [ "$TOK2" != "$TOK" ] && ok "the owner mints a new token" || { not_ok "the owner mints a new token"; diag "$(cat t2)"; }
+# Every command of a harness mints a token: twenty more minted meanwhile (twenty commands at
+# once) leave this one valid.
+for i in $(seq 20); do harness h1 request POST "/v1/sandboxes/$ID/token" >/dev/null 2>&1; done
+harness h1 exec "$ID" "$TOK2" echo still >out 2>err
+grep -qx still out && ok "a token still opens its sandbox after twenty more are minted" ||
+    { not_ok "a token still opens its sandbox after twenty more are minted"; diag "$(cat out err)"; }
 
 # The daemon killed in the middle of a command: the harness sees the stream end without a
 # status, the command ends with the daemon's connection to its supervisor, the sandbox stays.

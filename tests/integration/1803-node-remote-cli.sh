@@ -138,6 +138,15 @@ h sandbox port "${R[@]}" "$ID" 8731 >url2 2>err
 code=$(nsenter --net="/run/netns/$NS_HARN" curl -s -o /dev/null -w '%{http_code}' "$URL/missing")
 [ "$code" = 404 ] && ok "port: a second connection through the relay (404 for a missing page)" ||
     { not_ok "port: a second connection"; diag "code '$code'"; }
+# Every command of a harness mints a token and the node keeps a bounded number of them: after
+# seventy more are minted the relay's own is gone, and the relay mints a fresh one.
+for i in $(seq 70); do
+    nsenter --net="/run/netns/$NS_HARN" python3 "$SBX_SRCDIR/tests/node/client.py" \
+        "https://$ADDR:$PORT" ca/ca.pem h1.pem h1.key request POST "/v1/sandboxes/$ID/token" >/dev/null 2>&1
+done
+code=$(nsenter --net="/run/netns/$NS_HARN" curl -s -o /dev/null -w '%{http_code}' "$URL/missing")
+[ "$code" = 404 ] && ok "port: the relay goes on when the node has dropped its token" ||
+    { not_ok "port: the relay goes on when the node has dropped its token"; diag "code '$code'"; }
 kill "$SRV" 2>/dev/null; wait "$SRV" 2>/dev/null
 h sandbox stats "${R[@]}" --no-stream --json "$ID" >out 2>err
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); d=d[0] if isinstance(d,list) else d

@@ -119,15 +119,26 @@ static void relay_one(void *ctx, int fd)
     char path[160], line[SBX__REMOTE_TOKEN_MAX + 16];
     struct sbx_error e = SBX_ERROR_INIT;
     struct sbx__wsconn *w = NULL;
-    pthread_mutex_lock(&r->lock);
-    int rc = token_fresh(r, &e);
-    snprintf(line, sizeof(line), "Sbx-Token: %s", r->token);
-    pthread_mutex_unlock(&r->lock);
     const char *headers[] = {SBX__REMOTE_VERSION_HEADER, line, NULL};
     snprintf(path, sizeof(path), "/v1/sandboxes/%s/portforward?ports=%d", r->id, r->port);
-    if (rc == 0)
-        rc = sbx__wsconn_open(r->ep, path, protocols, headers, 0, OPEN_MS, &w, &e);
-    explicit_bzero(line, sizeof(line));
+    int rc = 0;
+    /* The node keeps a few tokens of a sandbox and drops the oldest when another is minted
+     * (every command of the harness mints one), so the relay's may be gone before its half
+     * life: refused (403), it mints a fresh one and tries once more. */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        pthread_mutex_lock(&r->lock);
+        if (attempt)
+            r->renew_at = 0;
+        rc = token_fresh(r, &e);
+        snprintf(line, sizeof(line), "Sbx-Token: %s", r->token);
+        pthread_mutex_unlock(&r->lock);
+        if (rc == 0)
+            rc = sbx__wsconn_open(r->ep, path, protocols, headers, 0, OPEN_MS, &w, &e);
+        explicit_bzero(line, sizeof(line));
+        if (rc != -SBX_E_PERM)
+            break;
+        sbx_error_clear(&e);
+    }
     if (rc == 0)
         sbx__pf_pump(w, (uint16_t)r->port, fd);
     if (w) {
