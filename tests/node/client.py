@@ -22,7 +22,7 @@ the status channel's exit code as "exit N" on stderr, then each other cause of t
 "cause REASON [MESSAGE]" ("cause Signal 9", "cause TimedOut"); a refused upgrade prints
 "http STATUS BODY".
 """
-import base64, json, os, socket, ssl, struct, sys, threading, urllib.parse
+import base64, json, os, select, socket, ssl, struct, sys, urllib.parse
 
 
 def connect(url, ca, cert, key, ctx=None, session=None):
@@ -76,9 +76,6 @@ def request(s, host, method, path, token=None, body=b"", declare=None, raw=False
     return status, rest[:n] if raw else rest[:n].decode()
 
 
-SEND = threading.Lock()  # the stdin feeder and the reader's pongs: one frame at a time
-
-
 def frame(opcode, payload):
     mask = os.urandom(4)
     n = len(payload)
@@ -92,29 +89,29 @@ def frame(opcode, payload):
 
 
 class Frames:
-    def __init__(self, s, rest):
-        self.s, self.buf = s, rest
+    """The daemon's frames out of what was read so far (the caller reads)."""
 
-    def need(self, n):
-        while len(self.buf) < n:
-            b = self.s.recv(65536)
-            if not b:
-                raise EOFError
-            self.buf += b
+    def __init__(self, rest):
+        self.buf = rest
 
     def next(self):
-        self.need(2)
+        """(opcode, payload) of the next whole frame, or None until more is read."""
+        if len(self.buf) < 2:
+            return None
         b0, b1 = self.buf[0], self.buf[1]
         if b1 & 0x80:
             raise SystemExit("the daemon sent a masked frame")
         n, off = b1 & 0x7F, 2
         if n == 126:
-            self.need(4)
+            if len(self.buf) < 4:
+                return None
             n, off = struct.unpack("!H", self.buf[2:4])[0], 4
         elif n == 127:
-            self.need(10)
+            if len(self.buf) < 10:
+                return None
             n, off = struct.unpack("!Q", self.buf[2:10])[0], 10
-        self.need(off + n)
+        if len(self.buf) < off + n:
+            return None
         payload, self.buf = self.buf[off:off + n], self.buf[off + n:]
         return b0 & 0x0F, payload
 
@@ -140,32 +137,59 @@ def exec_(s, host, sid, token, args, stdin, extra, headers=()):
         return 3
     if fields.get("sec-websocket-protocol") != "v5.channel.k8s.io":
         raise SystemExit("no v5.channel.k8s.io")
+    # One thread reads and writes: an SSL connection is not to be used by two threads at once
+    # (a reader and a stdin feeder did, and now and then broke the connection). Non-blocking,
+    # stdin goes out as the daemon takes it while its frames are read.
+    feed, ctl, cur = [], [], b""  # stdin frames; pongs, which go first; the frame under way
     if stdin is not None:
-        def feed():
-            try:
-                for off in range(0, len(stdin), 1 << 20):
-                    with SEND:
-                        s.sendall(frame(2, b"\x00" + stdin[off:off + (1 << 20)]))
-                with SEND:
-                    s.sendall(frame(2, b"\xff\x00"))
-            except OSError:
-                pass  # the command ended first: the rest of its input is not wanted
-        threading.Thread(target=feed, daemon=True).start()
-    fr = Frames(s, rest)
+        for off in range(0, len(stdin), 1 << 20):
+            feed.append(frame(2, b"\x00" + stdin[off:off + (1 << 20)]))
+        feed.append(frame(2, b"\xff\x00"))
+    feed.reverse()
+    s.setblocking(False)
+    fr = Frames(rest)
     code = None
     causes = []
     while True:
-        try:
-            op, p = fr.next()
-        except EOFError:
-            break
-        if op == 8:
-            s.sendall(frame(8, p[:2]))
-            break
-        if op == 9:  # the daemon's keep-alive ping: a live harness answers
-            with SEND:
-                s.sendall(frame(10, p))
+        f = fr.next()
+        if f is None:
+            if not s.pending():
+                if not cur:
+                    cur = ctl.pop(0) if ctl else feed.pop() if feed else b""
+                r, w, _ = select.select([s], [s] if cur else [], [], 120)
+                if not r and not w:
+                    raise SystemExit("the daemon sent nothing for 120 s")
+                if w:
+                    try:
+                        cur = cur[s.send(cur[:1 << 16]):]
+                    except (ssl.SSLWantWriteError, ssl.SSLWantReadError):
+                        pass
+                    except OSError:
+                        # the command ended first: the rest of its input is not wanted
+                        feed, ctl, cur = [], [], b""
+                if not r:
+                    continue
+            try:
+                b = s.recv(1 << 16)
+            except (ssl.SSLWantReadError, ssl.SSLWantWriteError):
+                continue
+            except OSError:
+                break
+            if not b:
+                break
+            fr.buf += b
             continue
+        op, p = f
+        if op == 8:  # the daemon's close: answered at once, the rest of stdin dropped
+            s.setblocking(True)
+            s.settimeout(5)
+            try:
+                s.sendall(frame(8, p[:2]))
+            except OSError:
+                pass
+            break
+        elif op == 9:  # the daemon's keep-alive ping: a live harness answers
+            ctl.append(frame(10, p))
         if op != 2 or not p:
             continue
         ch, data = p[0], p[1:]
