@@ -136,7 +136,9 @@ int sbx__rl_api(struct sbx__rl_conf *c, const char *method, const char *path, co
         rc = status_error(c, ep, resp.status, &resp.body, what, err);
     if (rc == 0 && out) {
         json_error_t je;
-        *out = resp.body.len ? json_loadb(resp.body.data, resp.body.len, 0, &je) : NULL;
+        /* An execution's answer carries its output so far, which may hold NUL bytes. */
+        *out = resp.body.len ? json_loadb(resp.body.data, resp.body.len, JSON_ALLOW_NUL, &je)
+                             : NULL;
         if (resp.body.len && !*out)
             rc = sbx_error_set(err, SBX_E_API, 0, "the Runloop API answered %s with no JSON", what);
     }
@@ -184,9 +186,9 @@ int sbx__rl_wait_status(struct sbx__rl_conf *c, const char *path, const char *co
         if (rc == 0 && resp.status >= 300)
             rc = status_error(c, ep, resp.status, &resp.body, path, err);
         json_error_t je;
-        json_t *ans =
-                rc == 0 ? json_loadb(resp.body.data ? resp.body.data : "", resp.body.len, 0, &je)
-                        : NULL;
+        json_t *ans = rc == 0 ? json_loadb(resp.body.data ? resp.body.data : "", resp.body.len,
+                                           JSON_ALLOW_NUL, &je)
+                              : NULL;
         if (rc == 0 && !ans)
             rc = sbx_error_set(err, SBX_E_API, 0, "the Runloop API answered %s with no JSON", path);
         sbx__http_resp_release(&resp);

@@ -87,6 +87,12 @@ expect_eq "$(cat "$T/out")|$(cat "$T/err")" "one
 three|two
 four" "output across the service's idle end of its streams is whole"
 rl_knob '{"stream_hold": 0}'
+# An execution's answer that already carries output with NUL bytes in it.
+rl_knob '{"async_answer_delay": 1}'
+run "$SBX" sandbox exec "$rid2" -- sh -c 'printf "a\0b" >&2'
+expect_rc 0 "a command whose output has NUL bytes, already in the service's answer"
+expect_eq "$(od -An -c "$T/err" | tr -d ' \n')" 'a\0b' "and its stderr is whole"
+rl_knob '{"async_answer_delay": 0}'
 
 # What the devbox uses, read inside it: the workspace's bytes grow with a file written there.
 "$SBX" sandbox exec "$rid2" -- sh -c 'head -c 2000000 /dev/zero > sub/zeros'

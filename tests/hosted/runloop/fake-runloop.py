@@ -29,6 +29,8 @@ Test knobs (no key needed, not part of Runloop): POST /_fake/knobs with
 {"max_devboxes": N} (creating more running devboxes is a 429 quota answer; 0: no limit),
 {"stream_hold": S} (an output stream that has had nothing to send for S seconds is ended
 while its command runs, as the service ends idle streams; 0: never),
+{"async_answer_delay": S} (execute_async answers S seconds after it starts the command, so the
+answer carries the output made meanwhile; 0: at once),
 {"expire": ID} (the devbox ends as if its idle time ran out: its sandbox is removed, it stays
 listed as shutdown with shutdown_reason "idle"), {"forget": ID} (the service no longer knows it:
 404). GET /_fake/stats: {"rate_limited", "devboxes" (made), "live" (not shut down), "requests",
@@ -645,6 +647,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         with fake.lock:
             fake.stats["executions"] += 1
         if op == "execute_async":
+            time.sleep(fake.knobs.get("async_answer_delay") or 0)
             return self.send_json(200, e.view(query.get("last_n")))
         wait = body.get("optimistic_timeout") if op == "execute" else None
         deadline = time.monotonic() + (float(wait) if wait else 600.0)
