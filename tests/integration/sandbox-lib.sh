@@ -59,6 +59,7 @@ nothing_left() {
     wait_until no_left_on_host
     what=$(left_on_host)
     if [ -z "$what" ] && [ "$("$SBX" sandbox ps --all --json | tr -d ' \n')" = "[]" ]; then ok "$1"; else
-        not_ok "$1"; diag "left: $what" "$("$SBX" sandbox ps --all 2>&1)"
+        not_ok "$1"; diag "left: $what" "$(cd "$RUNBASE" 2>/dev/null && ls -la -- $what 2>&1)" \
+            "$(for d in $what; do tail -n 5 "$RUNBASE/$d/supervisor.log" 2>/dev/null; done)" "$("$SBX" sandbox ps --all 2>&1)"
     fi
 }

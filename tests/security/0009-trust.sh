@@ -75,17 +75,18 @@ fi
 "$SBX" sandbox rm "$ID" >/dev/null 2>&1
 
 # Widening with the flag the create needed: accepted, and the port answer is where it listens.
+port_url() { "$SBX" sandbox port "$1" "$2" >"$T/url" 2>"$T/url.err"; } # ID PORT: its URL in $T/url
 tamper 'o["port_bind"] = "0.0.0.0"'
 run "$SBX" sandbox resume --port-bind 0.0.0.0 "$T/w.state"
 expect_rc 0 "the same state resumes with --port-bind 0.0.0.0"
 expect_in "$T/err" "listen on '0.0.0.0', beyond loopback" "and the resume warns that forwards leave loopback"
 if [ "$HAVE_PY" = 1 ]; then
     "$SBX" sandbox exec --keep-background "$ID" -- sh -c 'nohup python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &' >/dev/null 2>&1
-    for _ in $(seq 100); do "$SBX" sandbox port "$ID" 8000 >"$T/url" 2>/dev/null && break; sleep 0.1; done
+    wait_until port_url "$ID" 8000
     url=$(cat "$T/url")
     case "$url" in
     http://0.0.0.0:*) ok "sbx sandbox port prints the address it listens on ($url)" ;;
-    *) not_ok "sbx sandbox port prints the address it listens on"; diag "got '$url'" ;;
+    *) not_ok "sbx sandbox port prints the address it listens on"; diag "got '$url'" "$(cat "$T/url.err")" ;;
     esac
 else
     ok "# SKIP no python3 inside the sandbox"
@@ -109,8 +110,8 @@ forward() { # forward [create options]: a sandbox serving forward-page on 8000; 
     FID=$(cat "$T/out")
     "$SBX" sandbox exec --keep-background "$FID" -- sh -c 'mkdir -p /tmp/www && echo forward-page >/tmp/www/index.html &&
         cd /tmp/www && (python3 -m http.server 8000 --bind 127.0.0.1 >/dev/null 2>&1 &)' >/dev/null 2>&1
-    URL=
-    for _ in $(seq 100); do URL=$("$SBX" sandbox port "$FID" 8000 2>/dev/null) && break; sleep 0.1; done
+    wait_until port_url "$FID" 8000
+    URL=$(cat "$T/url")
 }
 if [ "$HAVE_PY" = 1 ]; then
     forward

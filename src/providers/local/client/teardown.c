@@ -309,7 +309,14 @@ int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err)
     int polite = stopped ? -1 : polite_stop(t->dir, t->id, t->host_ids_first);
     if (alive) {
         if (polite < 0 || wait_recorded(rec.pid, rec.start, t->id, EXIT_WAIT_MS) < 0) {
-            sbx_log(SBX_LOG_INFO, "sandbox '%s': killing its supervisor", t->id);
+            /* Stopped, it cannot answer; running, it should have: say so, it is a fault. */
+            if (stopped)
+                sbx_log(SBX_LOG_INFO, "sandbox '%s': killing its stopped supervisor", t->id);
+            else
+                sbx_log(SBX_LOG_WARN,
+                        "sandbox '%s': its supervisor (pid %d) did not stop when asked: "
+                        "killing it",
+                        t->id, (int)rec.pid);
             kill_recorded(rec.inner, rec.inner_start, t->id);
             kill_recorded(rec.pid, rec.start, t->id);
             if (wait_recorded(rec.pid, rec.start, t->id, EXIT_WAIT_MS) < 0 ||

@@ -190,13 +190,19 @@ void sbx__sup_kill_child(const struct sbx__sup_child *c, int sig)
 }
 
 /* Kill everything we ever spawned. As a child subreaper every orphan of ours is reparented to
- * us, so killing our children until none is left reaches daemons that left their group too. */
+ * us, so killing our children until none is left reaches daemons that left their group too.
+ * As PID 1 of the sandbox's pid namespace, kill(-1) reaches every other process in it: the walk
+ * down /proc cannot see a process that is not dumpable (hidepid=invisible hides it from a PID 1
+ * without CAP_SYS_PTRACE over its memory, as under an unprivileged runner: a command's reaper,
+ * or a command that made itself so), and what it cannot see it cannot kill. */
 void sbx__sup_kill_everything(struct sbx__sup *s)
 {
     for (size_t i = 0; i < s->n_children; i++)
         if (s->children[i].pid > 0)
             sbx__sup_kill_child(&s->children[i], SIGKILL);
     for (int loop = 0; loop < SBX__SUP_KILL_ALL_LOOPS; loop++) {
+        if (getpid() == 1)
+            kill(-1, SIGKILL);
         signal_subtree(getpid(), 0, SIGKILL);
         int status;
         pid_t p = waitpid(-1, &status, 0);
