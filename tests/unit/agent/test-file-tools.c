@@ -7,6 +7,7 @@
 
 #include "tap.h"
 #include "replay-model.h"
+#include "rmtree.h"
 #include "sbx/json.h"
 #include "sbx/runner.h"
 #include "sbx/strv.h"
@@ -280,6 +281,6 @@ int main(void)
     TAP_RUN(test_accepted);
     TAP_RUN(test_host_tools);
     TAP_RUN(test_refused);
-    rmdir(dir);
+    rm_tree(dir);
     return TAP_DONE();
 }
