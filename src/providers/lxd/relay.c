@@ -19,20 +19,33 @@
 #include "sandbox/wire/http.h"
 #include "sandbox/wire/loop.h"
 #include "sandbox/wire/rproc.h"
+#include "sbx/hash.h"
 #include "sbx/json.h"
 #include "sbx/time.h"
 
 #define MARK_MAX   32
 #define OP_WAIT_S  60 /* how long one wait for the exit status may take, after the streams end */
 #define CUT_WAIT_S 1  /* the same after a stream was cut */
+#define END_KEY    8  /* random bytes (in hex) in a terminal's end marker */
+#define END_MAX    (sizeof(END_OPEN) - 1 + 2 * END_KEY + sizeof(END_SHUT) - 1)
+/* A terminal's end marker: an APC string (terminals ignore it), with the command's key. */
+#define END_OPEN "\033_sbx-end "
+#define END_SHUT "\033\\"
 
 /* $1 workspace root, $2 working directory, $3 keep background processes (1/0), $4 $5 the
- * terminal's rows and columns, then argv. The first bytes on stdout are the verdict:
- * "S<pid>\n" started, "N" not found, "X" not executable, "C" no such directory, "P" a
- * directory out of the workspace. The shell stays until the command ends, whatever the
- * timeout's SIGTERM does to it, so the exec's status is the command's. */
+ * terminal's rows and columns, $6 the terminal's end key, then argv. The first bytes on stdout
+ * are the verdict: "S<pid>\n" started, "N" not found, "X" not executable, "C" no such
+ * directory, "P" a directory out of the workspace. The shell stays until the command ends,
+ * whatever the timeout's SIGTERM does to it, so the exec's status is the command's.
+ *
+ * With a terminal and a key, the shell then writes the end marker and waits (10 s at most) for
+ * sbx to answer a byte: LXD before 5.14 stops relaying a terminal the moment the process it
+ * started ends, dropping output it had not read yet (canonical/lxd#11422), and a terminal's
+ * stream has no end of its own to tell a cut one by. The answer comes once sbx read the marker,
+ * so everything written before it arrived. Input the command left unread is dropped first, so
+ * that only the answer ends the wait; the terminal stops echoing, so the answer is not seen. */
 static const char WRAPPER[] =
-        "root=$1 dir=$2 keep=$3 rows=$4 cols=$5; shift 5\n"
+        "root=$1 dir=$2 keep=$3 rows=$4 cols=$5 key=$6; shift 6\n"
         "[ -z \"$rows\" ] || stty rows \"$rows\" cols \"$cols\" 2>/dev/null\n"
         "cd -- \"$dir\" 2>/dev/null || { printf C; exit 125; }\n"
         "case \"$(pwd -P)/\" in \"$root\"/*) ;; *) printf P; exit 125;; esac\n"
@@ -48,6 +61,12 @@ static const char WRAPPER[] =
         "r=$?\n"
         "trap '' TERM\n"
         "kill -TERM 0 2>/dev/null\n"
+        "if [ -n \"$key\" ]; then\n"
+        "  stty -echo -icanon min 0 time 0 2>/dev/null && cat >/dev/null 2>&1\n"
+        "  stty min 0 time 100 2>/dev/null\n"
+        "  printf '\\033_sbx-end %s\\033\\\\' \"$key\"\n"
+        "  dd bs=1 count=1 >/dev/null 2>&1\n"
+        "fi\n"
         "exit \"$r\"\n";
 
 /* Signal a process group, or the process alone when it leads none. */
@@ -75,6 +94,10 @@ struct lx_cmd {
     pid_t pid;
     char mark[MARK_MAX];
     size_t mark_len;
+    char key[2 * END_KEY + 1];   /* a terminal's end key ("": none) */
+    char end[END_MAX + 1];       /* its end marker */
+    size_t end_len, end_held;    /* its length; how much of it the output ends with, held back */
+    size_t end_fail[END_MAX];    /* where a partial match goes on a mismatch (KMP) */
     struct sbx_buf pre;          /* output read with the verdict, given first */
     char why[SBX_ERROR_MSG_MAX]; /* how a stream was cut */
     struct sbx__xfer *status_x, *kill_x[2];
@@ -82,6 +105,15 @@ struct lx_cmd {
 
 /* ---------------------------------------------------------------------------------------------
  * On the loop */
+
+/* Output to the caller: 0 when it is behind. */
+static int output(struct lx_cmd *c, int i, const void *p, size_t n)
+{
+    if (!n)
+        return 1;
+    c->got[i] += n;
+    return sbx__rproc_output(c->r, i == SBX__LXD_ERR ? 2 : 1, p, n);
+}
 
 static void cmd_fail(struct lx_cmd *c, const char *why)
 {
@@ -180,9 +212,65 @@ static void ask_status(struct lx_cmd *c)
 
 static void stream_ended(struct lx_cmd *c, int i)
 {
+    /* What was held back as the start of an end marker was output after all. */
+    if (c->tty && c->end_held)
+        (void)output(c, SBX__LXD_IN, c->end, c->end_held);
+    c->end_held = 0;
     c->open[i] = 0;
     if (!c->open[SBX__LXD_IN] && !c->open[SBX__LXD_OUT] && !c->open[SBX__LXD_ERR])
         ask_status(c);
+}
+
+/* The terminal's output on its way to the caller, without the preamble's end marker: bytes that
+ * may begin the marker are held back until they turn out not to; the whole marker is dropped
+ * and answered, which lets the preamble end (see WRAPPER). 0 when the caller is behind. */
+static int tty_output(struct lx_cmd *c, const uint8_t *p, size_t n)
+{
+    struct sbx_error ignored = SBX_ERROR_INIT;
+    int more = 1;
+    size_t i = 0;
+    while (i < n && c->end_len) {
+        if (!c->end_held) {
+            const uint8_t *e = memchr(p + i, c->end[0], n - i);
+            size_t k = e ? (size_t)(e - (p + i)) : n - i;
+            more &= output(c, SBX__LXD_IN, p + i, k);
+            i += k;
+            if (!e)
+                return more;
+        }
+        uint8_t b = p[i++];
+        while (c->end_held && (char)b != c->end[c->end_held]) {
+            size_t f = c->end_fail[c->end_held - 1];
+            more &= output(c, SBX__LXD_IN, c->end, c->end_held - f);
+            c->end_held = f;
+        }
+        if ((char)b == c->end[c->end_held]) {
+            c->end_held++;
+        } else {
+            more &= output(c, SBX__LXD_IN, &b, 1);
+        }
+        if (c->end_held == c->end_len) {
+            c->end_len = c->end_held = 0; /* seen: the rest passes as it is */
+            (void)sbx__lws_send(c->ws[SBX__LXD_IN], SBX__WS_BINARY, "\n", 1, &ignored);
+        }
+    }
+    return more & output(c, SBX__LXD_IN, p + i, n - i);
+}
+
+/* The end marker and its KMP table, for a command on a terminal whose preamble ends it. */
+static int end_marker(struct lx_cmd *c, struct sbx_error *err)
+{
+    int rc = sbx_random_hex(c->key, END_KEY, err);
+    if (rc < 0)
+        return rc;
+    c->end_len = (size_t)snprintf(c->end, sizeof(c->end), END_OPEN "%s" END_SHUT, c->key);
+    for (size_t q = 1, k = 0; q < c->end_len; q++) {
+        while (k && c->end[q] != c->end[k])
+            k = c->end_fail[k - 1];
+        k += c->end[q] == c->end[k];
+        c->end_fail[q] = k;
+    }
+    return 0;
 }
 
 static int on_message(struct sbx__lws *w, const struct sbx__ws_msg *m, void *ud,
@@ -198,8 +286,7 @@ static int on_message(struct sbx__lws *w, const struct sbx__ws_msg *m, void *ud,
         stream_ended(c, s->i);
         return 0;
     }
-    c->got[s->i] += m->len;
-    if (sbx__rproc_output(c->r, s->i == SBX__LXD_ERR ? 2 : 1, m->data, m->len))
+    if (c->tty ? tty_output(c, m->data, m->len) : output(c, s->i, m->data, m->len))
         return 0;
     /* The caller is behind: every output stream waits (resume follows). */
     c->paused = 1;
@@ -399,9 +486,10 @@ static int setup(struct sbx__rproc *r, void *ud, struct sbx_error *err)
             return rc;
         }
     }
-    c->got[SBX__LXD_OUT] += c->pre.len;
-    if (c->pre.len)
-        (void)sbx__rproc_output(r, 1, c->pre.data, c->pre.len);
+    if (c->tty)
+        (void)tty_output(c, (const uint8_t *)c->pre.data, c->pre.len);
+    else
+        (void)output(c, SBX__LXD_OUT, c->pre.data, c->pre.len);
     if (!c->tty && !c->want_in)
         (void)sbx__lws_send(c->ws[SBX__LXD_IN], SBX__WS_TEXT, "", 0, err);
     /* Output streams that ended while the verdict was read. */
@@ -465,6 +553,7 @@ static json_t *wrapped_cmd(const struct sbx__lxd_session *s, const struct lx_cmd
     }
     sbx_json_append(cmd, sbx_json_str(r));
     sbx_json_append(cmd, sbx_json_str(k));
+    sbx_json_append(cmd, sbx_json_str(c->key));
     if (spec->argv) {
         for (const char *const *a = spec->argv; *a; a++)
             sbx_json_append(cmd, sbx_json_str(*a));
@@ -573,6 +662,8 @@ int sbx__lxd_exec_start(struct sbx_session *bs, const struct sbx_exec_spec *spec
     c->open[SBX__LXD_IN] = c->tty;
     c->open[SBX__LXD_OUT] = c->open[SBX__LXD_ERR] = !c->tty;
     int rc = sbx__loop_default(&c->l, err);
+    if (rc == 0 && c->tty && !(spec->flags & SBX_EXEC_KEEP_BACKGROUND))
+        rc = end_marker(c, err);
     if (rc == 0)
         rc = begin(s, c, spec, cwd, err);
     if (rc < 0) {
