@@ -19,9 +19,11 @@ skip() { echo "1..0 # SKIP $*"; exit 0; }
 node_setup || skip "$NODE_WHY"
 node_add a && node_add b || skip "$NODE_WHY"
 cd "$T" || exit 1
-for n in a b; do
-    node_start "$n" || { echo "Bail out! daemon $n does not listen: $(tail -n1 "nodes/$n/node.log")"; exit 1; }
-done
+# Daemon b's tokens live 4 s: the suite's one session outlives many of them, so every kind of
+# request (exec, files, ports, stats, logs, removal) meets a refused token and must renew it.
+node_start a || { echo "Bail out! daemon a does not listen: $(tail -n1 "nodes/a/node.log")"; exit 1; }
+node_start b --token-ttl 4 ||
+    { echo "Bail out! daemon b does not listen: $(tail -n1 "nodes/b/node.log")"; exit 1; }
 # One harness process per node, both at once; each with sbx state of its own.
 suite() {
     local n=$1 h=$T/harness-$1

@@ -11,7 +11,8 @@
 #                               in $NODE_WHY)
 #   node_add NAME               a host namespace joined to the harness by a veth pair, its
 #                               address in NODE_ADDR[NAME], its node certificate
-#   node_start NAME             start (or restart) NAME's daemon; 1 when it does not listen
+#   node_start NAME [OPTS...]   start (or restart) NAME's daemon (with more daemon options); 1 when
+#                               it does not listen
 #   node_kill NAME [SIGNAL]     signal its daemon (default KILL) and reap it
 #   node_flags NAME             set the array R to the CLI's --node flags for NAME
 #   node_url NAME               print https://ADDR:PORT
@@ -78,8 +79,9 @@ node_listening() {
     nsenter --net="/run/netns/${NODE_NS[$1]}" ss -ltn "sport = :${NODE_PORT[$1]}" | grep -q LISTEN
 }
 
-node_start() {
+node_start() { # NAME [more daemon options]
     local name=$1 i d=$T/nodes/$1
+    shift
     # env execs nsenter, which execs the daemon: the PID is the daemon's (through a shell
     # function, such as node_env, a subshell would stand between them).
     env XDG_STATE_HOME="$d/state" XDG_RUNTIME_DIR="$d/run" SBX_WORKSPACES="$d/ws" \
@@ -87,7 +89,7 @@ node_start() {
         nsenter --net="/run/netns/${NODE_NS[$name]}" "$NODE" \
         --listen "${NODE_ADDR[$name]}:${NODE_PORT[$name]}" --cert "$T/$name.pem" \
         --key "$T/$name.key" --ca "$T/ca/ca.pem" --state "$T/nodes/$name/records-node" \
-        --name "$name" >>"$T/nodes/$name/node.log" 2>&1 &
+        --name "$name" "$@" >>"$T/nodes/$name/node.log" 2>&1 &
     NODE_PID[$name]=$!
     for i in $(seq 200); do
         node_listening "$name" && return 0

@@ -136,6 +136,77 @@ static int call(struct sbx__endpoint *ep, const char *method, const char *path, 
 }
 
 /* ---------------------------------------------------------------------------------------------
+ * The session's token */
+
+void sbx__remote_token_line(struct sbx__remote_session *s, char line[SBX__REMOTE_TOKEN_LINE])
+{
+    pthread_mutex_lock(&s->token_lock);
+    snprintf(line, SBX__REMOTE_TOKEN_LINE, "Sbx-Token: %s", s->token);
+    pthread_mutex_unlock(&s->token_lock);
+}
+
+int sbx__remote_token_renew(struct sbx__remote_session *s, const char *used,
+                            const struct sbx_error *err)
+{
+    if (err->code != SBX_E_PERM || !strstr(err->msg, "token does not open sandbox"))
+        return 0;
+    struct sbx_error e = SBX_ERROR_INIT;
+    char line[SBX__REMOTE_TOKEN_LINE];
+    int renewed = 0;
+    pthread_mutex_lock(&s->token_lock);
+    snprintf(line, sizeof(line), "Sbx-Token: %s", s->token);
+    if (strcmp(line, used) != 0) {
+        renewed = 1; /* another thread did */
+    } else {
+        json_t *ans = NULL;
+        char *path = sbx_xasprintf("/v1/sandboxes/%s/token", s->base.id);
+        const char *t = NULL;
+        if (sbx__remote_call(s->ep, "POST", path, NULL, NULL, &ans, &e) == 0 &&
+            (t = json_string_value(json_object_get(ans, "token"))) &&
+            strlen(t) <= SBX__REMOTE_TOKEN_MAX) {
+            snprintf(s->token, sizeof(s->token), "%s", t);
+            renewed = 1;
+        }
+        free(path);
+        json_decref(ans);
+    }
+    pthread_mutex_unlock(&s->token_lock);
+    explicit_bzero(line, sizeof(line));
+    return renewed;
+}
+
+/* One request with the session's token, once more with a fresh one when the node refused it. */
+static int session_request(struct sbx__remote_session *s, const char *method, const char *path,
+                           const json_t *body, size_t max, struct sbx_buf *raw, json_t **out,
+                           struct sbx_error *err)
+{
+    char line[SBX__REMOTE_TOKEN_LINE];
+    int rc;
+    for (int attempt = 0;; attempt++) {
+        sbx__remote_token_line(s, line);
+        rc = request(s->ep, method, path, line + sizeof("Sbx-Token: ") - 1, body, max, raw, out,
+                     err);
+        if (rc == 0 || attempt || !sbx__remote_token_renew(s, line, err))
+            break;
+        sbx_error_clear(err);
+    }
+    explicit_bzero(line, sizeof(line));
+    return rc;
+}
+
+int sbx__remote_session_call(struct sbx__remote_session *s, const char *method, const char *path,
+                             const json_t *body, json_t **out, struct sbx_error *err)
+{
+    return session_request(s, method, path, body, BODY_MAX, NULL, out, err);
+}
+
+int sbx__remote_session_get_bytes(struct sbx__remote_session *s, const char *path, size_t max,
+                                  struct sbx_buf *out, struct sbx_error *err)
+{
+    return session_request(s, "GET", path, NULL, max, out, NULL, err);
+}
+
+/* ---------------------------------------------------------------------------------------------
  * Sessions */
 
 static int sess_state(struct sbx_session *bs, json_t **out, struct sbx_error *err)
@@ -160,7 +231,9 @@ static int sess_close(struct sbx_session *bs, int delete_workspace, struct sbx_e
     struct sbx__remote_session *s = (struct sbx__remote_session *)bs;
     if (!delete_workspace)
         return 0; /* the sandbox stays on the node, as a local one's workspace stays */
-    int rc = remove_on(s->ep, s->base.id, s->token, err);
+    char *path = sbx_xasprintf("/v1/sandboxes/%s", s->base.id);
+    int rc = sbx__remote_session_call(s, "DELETE", path, NULL, NULL, err);
+    free(path);
     if (rc == 0)
         sbx__remote_forward_forget(s->base.id);
     return rc;
@@ -183,6 +256,7 @@ static void sess_free(struct sbx_session *bs)
     sbx__endpoint_free(s->ep);
     json_decref(s->conn);
     explicit_bzero(s->token, sizeof(s->token));
+    pthread_mutex_destroy(&s->token_lock);
     json_decref(s->state);
     free(s);
 }
@@ -215,6 +289,7 @@ static struct sbx__remote_session *session_new(struct remote_client *c, const ch
     sbx_session_init_base(&s->base, &session_ops, "remote", id, root);
     s->ep = sbx__endpoint_ref(c->ep);
     s->conn = json_incref(c->conn);
+    pthread_mutex_init(&s->token_lock, NULL);
     snprintf(s->token, sizeof(s->token), "%s", token);
     s->state =
             json_pack("{s:i, s:s, s:s, s:s, s:s}", "version", SBX_SESSION_STATE_VERSION, "provider",

@@ -70,10 +70,16 @@ static char *exec_path(struct sbx__remote_session *s, const struct sbx_exec_spec
 static int open_exec(struct sbx__remote_session *s, const char *path, struct sbx__wsconn **out,
                      struct sbx_error *err)
 {
-    char line[SBX__REMOTE_TOKEN_MAX + 16];
-    snprintf(line, sizeof(line), "Sbx-Token: %s", s->token);
+    char line[SBX__REMOTE_TOKEN_LINE];
     const char *headers[] = {SBX__REMOTE_VERSION_HEADER, line, NULL};
-    int rc = sbx__wsconn_open(s->ep, path, protocols, headers, MSG_MAX, OPEN_MS, out, err);
+    int rc;
+    for (int attempt = 0;; attempt++) {
+        sbx__remote_token_line(s, line);
+        rc = sbx__wsconn_open(s->ep, path, protocols, headers, MSG_MAX, OPEN_MS, out, err);
+        if (rc == 0 || attempt || !sbx__remote_token_renew(s, line, err))
+            break;
+        sbx_error_clear(err);
+    }
     explicit_bzero(line, sizeof(line));
     /* A token the node refuses: the sandbox was removed (or the token outlived its life). */
     if (rc == -SBX_E_PERM && strstr(err->msg, "does not open sandbox"))

@@ -20,13 +20,12 @@
 
 /* One request on .../RES (files, files/OP, workspace) of the session's sandbox, with path=
  * (may be NULL) and the more query text (may be NULL); the body and sink in q; a status >= 400
- * is the node's error. *out (may be NULL): a JSON answer. */
-static int request(struct sbx__remote_session *s, const char *method, const char *res,
-                   const char *path, const char *more, struct sbx__http_req *q, json_t **out,
-                   struct sbx_error *err)
+ * is the node's error. *out (may be NULL): a JSON answer. A token the node refuses is renewed
+ * and the request made once more, unless its body came from a source that is spent. */
+static int request_once(struct sbx__remote_session *s, const char *method, const char *res,
+                        const char *path, const char *more, const char *line,
+                        struct sbx__http_req *q, json_t **out, struct sbx_error *err)
 {
-    char line[SBX__REMOTE_TOKEN_MAX + 16];
-    snprintf(line, sizeof(line), "Sbx-Token: %s", s->token);
     const char *headers[] = {SBX__REMOTE_VERSION_HEADER, line, NULL};
     char *esc = path ? sbx__http_escape(path, 0) : NULL;
     char *url =
@@ -41,7 +40,6 @@ static int request(struct sbx__remote_session *s, const char *method, const char
     struct sbx__http_resp resp;
     sbx__http_resp_init(&resp);
     int rc = sbx__http_call(s->ep, q, &resp, err);
-    explicit_bzero(line, sizeof(line));
     if (rc == 0)
         rc = sbx__remote_check_version(s->ep, resp.header, err);
     if (rc == 0 && resp.status >= 400)
@@ -52,6 +50,23 @@ static int request(struct sbx__remote_session *s, const char *method, const char
     sbx__http_resp_release(&resp);
     free(url);
     free(esc);
+    return rc;
+}
+
+static int request(struct sbx__remote_session *s, const char *method, const char *res,
+                   const char *path, const char *more, struct sbx__http_req *q, json_t **out,
+                   struct sbx_error *err)
+{
+    char line[SBX__REMOTE_TOKEN_LINE];
+    int rc;
+    for (int attempt = 0;; attempt++) {
+        sbx__remote_token_line(s, line);
+        rc = request_once(s, method, res, path, more, line, q, out, err);
+        if (rc == 0 || attempt || q->source || !sbx__remote_token_renew(s, line, err))
+            break;
+        sbx_error_clear(err);
+    }
+    explicit_bzero(line, sizeof(line));
     return rc;
 }
 

@@ -32,7 +32,7 @@ int sbx__remote_stats(struct sbx_session *bs, struct sbx_session_stats *out, str
     struct sbx__remote_session *s = (struct sbx__remote_session *)bs;
     json_t *ans = NULL;
     char *path = sbx_xasprintf("/v1/sandboxes/%s/stats", s->base.id);
-    int rc = sbx__remote_call(s->ep, "GET", path, s->token, NULL, &ans, err);
+    int rc = sbx__remote_session_call(s, "GET", path, NULL, &ans, err);
     free(path);
     struct sbx_session_stats st = {0};
     static const struct {
@@ -67,7 +67,7 @@ int sbx__remote_log_open(struct sbx_session *bs, int *out_fd, struct sbx_error *
     struct sbx_buf b;
     sbx_buf_init(&b, LOG_MAX);
     char *path = sbx_xasprintf("/v1/sandboxes/%s/log", s->base.id);
-    int rc = sbx__remote_get_bytes(s->ep, path, s->token, LOG_MAX, &b, err);
+    int rc = sbx__remote_session_get_bytes(s, path, LOG_MAX, &b, err);
     free(path);
     int fd = rc == 0 ? memfd_create("sbx-remote-log", MFD_CLOEXEC) : -1;
     if (rc == 0 && fd < 0)

@@ -43,7 +43,7 @@ int sbx__remote_resolve_port(struct sbx_session *bs, int port, char **out_url,
         return sbx_error_set(err, SBX_E_INVAL, 0, "port %d is not in 1..65535", port);
     /* The node answers not_found when nothing listens there. */
     char *q = sbx_xasprintf("/v1/sandboxes/%s/ports/%d", s->base.id, port);
-    int rc = sbx__remote_call(s->ep, "GET", q, s->token, NULL, NULL, err);
+    int rc = sbx__remote_session_call(s, "GET", q, NULL, NULL, err);
     free(q);
     if (rc == 0)
         rc = ports_dir(s->base.id, 1, &dir, err);

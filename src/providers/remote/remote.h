@@ -9,6 +9,7 @@
 #ifndef SBX_PROVIDERS_REMOTE_REMOTE_H
 #define SBX_PROVIDERS_REMOTE_REMOTE_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include <jansson.h>
@@ -30,10 +31,29 @@
 struct sbx__remote_session {
     struct sbx_session base;
     struct sbx__endpoint *ep; /* a reference */
+    /* The token, renewed when the node no longer takes it (it expired, or was one of too many):
+     * read and replaced under token_lock, as threads share a session. */
+    pthread_mutex_t token_lock;
     char token[SBX__REMOTE_TOKEN_MAX + 1];
     json_t *state;
     json_t *conn; /* the client's options (node, node_ca, node_cert, node_key): a reference */
 };
+
+/* The session's "Sbx-Token: ..." header line (as it is now) into line. */
+#define SBX__REMOTE_TOKEN_LINE (SBX__REMOTE_TOKEN_MAX + 16)
+void sbx__remote_token_line(struct sbx__remote_session *s, char line[SBX__REMOTE_TOKEN_LINE]);
+/* After a request with the token line `used` failed with err: 1 when that was the node refusing
+ * the token (expired, or dropped for newer ones) and the session now holds a fresh one (minted
+ * with the harness's certificate, or renewed by another thread meanwhile): try once more. 0: the
+ * error stands (err untouched). */
+int sbx__remote_token_renew(struct sbx__remote_session *s, const char *used,
+                            const struct sbx_error *err);
+/* sbx__remote_call and sbx__remote_get_bytes for the session's sandbox, with its token, renewed
+ * and tried once more when the node refuses it. */
+int sbx__remote_session_call(struct sbx__remote_session *s, const char *method, const char *path,
+                             const json_t *body, json_t **out, struct sbx_error *err);
+int sbx__remote_session_get_bytes(struct sbx__remote_session *s, const char *path, size_t max,
+                                  struct sbx_buf *out, struct sbx_error *err);
 
 /* client.c: one JSON request; token (may be NULL) in the Sbx-Token header line; a status >= 400
  * is the node's error ({"code", "message"}) with the code it names. *out: the parsed body,
