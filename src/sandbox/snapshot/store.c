@@ -294,22 +294,6 @@ void sbx__snap_tree_sort(struct snap_tree *t)
         qsort(t->v, t->n, sizeof(*t->v), entry_cmp);
 }
 
-long sbx__snap_tree_find(const struct snap_tree *t, const char *path)
-{
-    size_t lo = 0, hi = t->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(t->v[mid].path, path);
-        if (c == 0)
-            return (long)mid;
-        if (c < 0)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return -1;
-}
-
 /* Index of the entry whose path is p[0..n) in a sorted tree, or -1. */
 static long tree_find_n(const struct snap_tree *t, const char *p, size_t n)
 {
@@ -328,6 +312,11 @@ static long tree_find_n(const struct snap_tree *t, const char *p, size_t n)
             hi = mid;
     }
     return -1;
+}
+
+long sbx__snap_tree_find(const struct snap_tree *t, const char *path)
+{
+    return tree_find_n(t, path, strlen(path));
 }
 
 /* What sbx_path_normalize accepts and leaves as it is, without making the copy: relative,
