@@ -24,6 +24,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdlib.h>
 #include <string.h>
 #include <arpa/inet.h>
@@ -1331,6 +1332,28 @@ static void test_delete(void)
     free(id);
 }
 
+/* SBX_CONFORM_HOOK, when set, is a shell command run once after the case that
+ * SBX_CONFORM_HOOK_AFTER names, with the shared sandbox's id as $1: what a provider's own test
+ * does to the sandbox behind the session's back (the remote one drops the session's token by
+ * minting many more), which the cases after it must not notice. */
+extern char **environ;
+
+static void run_hook(const char *after)
+{
+    const char *hook = getenv("SBX_CONFORM_HOOK"), *when = getenv("SBX_CONFORM_HOOK_AFTER");
+    if (!hook || !hook[0] || !when || strcmp(when, after) != 0 || !sess)
+        return;
+    char *const argv[] = {"/bin/sh", "-c", (char *)hook, "hook", (char *)sbx_session_id(sess),
+                          NULL};
+    pid_t pid = -1;
+    int status = -1;
+    if (posix_spawn(&pid, "/bin/sh", NULL, NULL, argv, environ) == 0)
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+            ;
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    printf("# SBX_CONFORM_HOOK ran after %s\n", after);
+}
+
 /* A case, unless SBX_CONFORM_CASES leaves it out (said so). The first case makes the shared
  * sandbox and the last removes it: they always run. */
 static void run_case(const char *name, void (*fn)(void), int always)
@@ -1346,6 +1369,7 @@ static void run_case(const char *name, void (*fn)(void), int always)
     printf("# %s\n", name);
     if (wanted) {
         fn();
+        run_hook(name);
     } else {
         tap_count++;
         printf("ok %d # SKIP %s is not in SBX_CONFORM_CASES\n", tap_count, name);

@@ -6,6 +6,8 @@ standard library only (ssl, socket), for the tests: an independent client of the
     client.py URL CA CERT KEY exec ID TOKEN [--stdin TEXT|--stdin-file F] [--query K=V]...
               [--header "NAME: VALUE"]... ARG...
                                                               -> stdout, stderr, "exit N"
+    client.py URL CA CERT KEY mint ID N                       -> N tokens of sandbox ID minted,
+                                                                 one connection each: "minted N"
     client.py URL CA CERT KEY bighead N                       -> a request with an N-byte header
     client.py URL CA CERT KEY resume                          -> a second connection offering
                                                                  the first's TLS session:
@@ -217,6 +219,17 @@ def main():
     url, ca, cert, key, verb = sys.argv[1:6]
     rest = sys.argv[6:]
     s, host = connect(url, ca, cert, key)
+    if verb == "mint":
+        for i in range(int(rest[1])):
+            if i:
+                s, host = connect(url, ca, cert, key)
+            status, body = request(s, host, "POST", f"/v1/sandboxes/{rest[0]}/token")
+            s.close()
+            if status != 200:
+                print(status, body)
+                return 1
+        print("minted", rest[1])
+        return 0
     if verb == "request":
         body = rest[3].encode() if len(rest) > 3 else b""
         fields = {}

@@ -13,14 +13,18 @@ BUILD=$(dirname "$SBX_SUPERVISOR")
 SBX=${SBX:-$BUILD/sbx}
 NODE=$BUILD/sbx-node
 T=$(mktemp -d "${TMPDIR:-/tmp}/sbx-conform-remote.XXXXXX")
-. "$(dirname "$0")/lib.sh"
+HERE=$(cd "$(dirname "$0")" && pwd)
+. "$HERE/lib.sh"
 trap 'node_cleanup; rm -rf "$T"' EXIT
 skip() { echo "1..0 # SKIP $*"; exit 0; }
 node_setup || skip "$NODE_WHY"
 node_add a && node_add b || skip "$NODE_WHY"
 cd "$T" || exit 1
-# Daemon b's tokens live 4 s: the suite's one session outlives many of them, so every kind of
-# request (exec, files, ports, stats, logs, removal) meets a refused token and must renew it.
+# Daemon b's tokens live 4 s: the suite's one session outlives many of them, so it renews its
+# token half way through each one's life on every kind of request (exec, files, ports, stats,
+# logs, removal). On daemon a (tokens of an hour) the session's token is dropped instead, after
+# the streams case, by seventy tokens minted behind its back (the node keeps 64): the next
+# request is refused and must renew it.
 node_start a || { echo "Bail out! daemon a does not listen: $(tail -n1 "nodes/a/node.log")"; exit 1; }
 node_start b --token-ttl 4 ||
     { echo "Bail out! daemon b does not listen: $(tail -n1 "nodes/b/node.log")"; exit 1; }
@@ -28,7 +32,10 @@ node_start b --token-ttl 4 ||
 suite() {
     local n=$1 h=$T/harness-$1
     mkdir -p -m 0700 "$h/run"
-    SBX_CONFORM_PROVIDER=remote \
+    local hook=
+    [ "$n" = a ] && hook="python3 '$HERE/client.py' '$(node_url a)' '$T/ca/ca.pem' '$T/h1.pem' \
+        '$T/h1.key' mint \"\$1\" 70"
+    SBX_CONFORM_HOOK=$hook SBX_CONFORM_HOOK_AFTER=streams SBX_CONFORM_PROVIDER=remote \
         SBX_CONFORM_OPTIONS="{\"node\":\"$(node_url "$n")\",\"node_ca\":\"$T/ca/ca.pem\",\"node_cert\":\"$T/h1.pem\",\"node_key\":\"$T/h1.key\"}" \
         XDG_STATE_HOME=$h/state XDG_RUNTIME_DIR=$h/run SBX_WORKSPACES=$h/ws SBX_STOPPED=$h/stopped \
         SBX_SNAPSHOTS=$h/snapshots SBX_RECORDS=$h/records node_h "$PROG" >"$T/tap-$n" 2>&1

@@ -135,12 +135,61 @@ static int call(struct sbx__endpoint *ep, const char *method, const char *path, 
     return sbx__remote_call(ep, method, path, token, NULL, out, err);
 }
 
+/* A fresh token of sandbox id into tok, and (when until is not NULL) when it expires by the
+ * node's clock (0: not said). */
+static int mint_on(struct sbx__endpoint *ep, const char *id, char tok[SBX__REMOTE_TOKEN_MAX + 1],
+                   int64_t *until, struct sbx_error *err)
+{
+    json_t *t = NULL;
+    char *path = sbx_xasprintf("/v1/sandboxes/%s/token", id);
+    int rc = call(ep, "POST", path, NULL, &t, err);
+    free(path);
+    const char *token = json_string_value(json_object_get(t, "token"));
+    if (rc == 0 && (!token || strlen(token) > SBX__REMOTE_TOKEN_MAX))
+        rc = sbx_error_set(err, SBX_E_API, 0, "node '%s' sent no token for sandbox '%s'",
+                           sbx__endpoint_url(ep), id);
+    if (rc == 0)
+        snprintf(tok, SBX__REMOTE_TOKEN_MAX + 1, "%s", token);
+    if (rc == 0 && until)
+        *until = json_integer_value(json_object_get(t, "token_expires"));
+    json_decref(t);
+    return rc;
+}
+
 /* ---------------------------------------------------------------------------------------------
  * The session's token */
+
+/* The token in the session, and when to renew it before it is refused: half way to its end by
+ * this host's clock (none when the node's end is not ahead of it: the clocks disagree, and a
+ * refusal renews it then). Under token_lock once the session is shared. */
+static void token_set(struct sbx__remote_session *s, const char *token, int64_t until)
+{
+    int64_t now = sbx_time_real_ns() / 1000000000;
+    snprintf(s->token, sizeof(s->token), "%s", token);
+    s->renew_at = until > now ? now + (until - now) / 2 : 0;
+}
+
+/* A fresh token into the session, under token_lock: 0, or -code (the old one stays). */
+static int token_mint(struct sbx__remote_session *s, struct sbx_error *err)
+{
+    char tok[SBX__REMOTE_TOKEN_MAX + 1];
+    int64_t until = 0;
+    int rc = mint_on(s->ep, s->base.id, tok, &until, err);
+    if (rc == 0)
+        token_set(s, tok, until);
+    explicit_bzero(tok, sizeof(tok));
+    return rc;
+}
 
 void sbx__remote_token_line(struct sbx__remote_session *s, char line[SBX__REMOTE_TOKEN_LINE])
 {
     pthread_mutex_lock(&s->token_lock);
+    /* Half its life gone: a new one now, so that no request (an upload whose body cannot be
+     * sent twice among them) meets a refusal for its age. */
+    struct sbx_error ignored = SBX_ERROR_INIT;
+    if (s->renew_at && sbx_time_real_ns() / 1000000000 >= s->renew_at &&
+        token_mint(s, &ignored) < 0)
+        s->renew_at = 0; /* the node cannot mint now: a refusal renews it later */
     snprintf(line, SBX__REMOTE_TOKEN_LINE, "Sbx-Token: %s", s->token);
     pthread_mutex_unlock(&s->token_lock);
 }
@@ -148,28 +197,17 @@ void sbx__remote_token_line(struct sbx__remote_session *s, char line[SBX__REMOTE
 int sbx__remote_token_renew(struct sbx__remote_session *s, const char *used,
                             const struct sbx_error *err)
 {
-    if (err->code != SBX_E_PERM || !strstr(err->msg, "token does not open sandbox"))
+    if (!err || err->code != SBX_E_PERM || !strstr(err->msg, "token does not open sandbox"))
         return 0;
     struct sbx_error e = SBX_ERROR_INIT;
     char line[SBX__REMOTE_TOKEN_LINE];
     int renewed = 0;
     pthread_mutex_lock(&s->token_lock);
     snprintf(line, sizeof(line), "Sbx-Token: %s", s->token);
-    if (strcmp(line, used) != 0) {
+    if (strcmp(line, used) != 0)
         renewed = 1; /* another thread did */
-    } else {
-        json_t *ans = NULL;
-        char *path = sbx_xasprintf("/v1/sandboxes/%s/token", s->base.id);
-        const char *t = NULL;
-        if (sbx__remote_call(s->ep, "POST", path, NULL, NULL, &ans, &e) == 0 &&
-            (t = json_string_value(json_object_get(ans, "token"))) &&
-            strlen(t) <= SBX__REMOTE_TOKEN_MAX) {
-            snprintf(s->token, sizeof(s->token), "%s", t);
-            renewed = 1;
-        }
-        free(path);
-        json_decref(ans);
-    }
+    else
+        renewed = token_mint(s, &e) == 0;
     pthread_mutex_unlock(&s->token_lock);
     explicit_bzero(line, sizeof(line));
     return renewed;
@@ -181,16 +219,19 @@ static int session_request(struct sbx__remote_session *s, const char *method, co
                            struct sbx_error *err)
 {
     char line[SBX__REMOTE_TOKEN_LINE];
+    struct sbx_error e = SBX_ERROR_INIT; /* its own: err may be NULL */
     int rc;
     for (int attempt = 0;; attempt++) {
         sbx__remote_token_line(s, line);
         rc = request(s->ep, method, path, line + sizeof("Sbx-Token: ") - 1, body, max, raw, out,
-                     err);
-        if (rc == 0 || attempt || !sbx__remote_token_renew(s, line, err))
+                     &e);
+        if (rc == 0 || attempt || !sbx__remote_token_renew(s, line, &e))
             break;
-        sbx_error_clear(err);
+        sbx_error_clear(&e);
     }
     explicit_bzero(line, sizeof(line));
+    if (rc < 0 && err)
+        *err = e;
     return rc;
 }
 
@@ -282,7 +323,7 @@ static const struct sbx_session_ops session_ops = {
 };
 
 static struct sbx__remote_session *session_new(struct remote_client *c, const char *id,
-                                               const char *root, const char *token,
+                                               const char *root, const char *token, int64_t until,
                                                const char *created)
 {
     struct sbx__remote_session *s = sbx_xcalloc(1, sizeof(*s));
@@ -290,7 +331,7 @@ static struct sbx__remote_session *session_new(struct remote_client *c, const ch
     s->ep = sbx__endpoint_ref(c->ep);
     s->conn = json_incref(c->conn);
     pthread_mutex_init(&s->token_lock, NULL);
-    snprintf(s->token, sizeof(s->token), "%s", token);
+    token_set(s, token, until);
     s->state =
             json_pack("{s:i, s:s, s:s, s:s, s:s}", "version", SBX_SESSION_STATE_VERSION, "provider",
                       "remote", "id", id, "root", root, "node", sbx__endpoint_url(c->ep));
@@ -322,22 +363,12 @@ static int id_valid(const char *id)
 static int mint(struct remote_client *c, const char *id, char tok[SBX__REMOTE_TOKEN_MAX + 1],
                 struct sbx_error *err)
 {
-    json_t *t = NULL;
     if (!id_valid(id))
         return sbx_error_set(err, SBX_E_INVAL, 0, "'%.64s' is not a node's sandbox id", id);
-    char *path = sbx_xasprintf("/v1/sandboxes/%s/token", id);
-    int rc = call(c->ep, "POST", path, NULL, &t, err);
-    free(path);
-    const char *token = json_string_value(json_object_get(t, "token"));
-    if (rc == 0 && (!token || strlen(token) > SBX__REMOTE_TOKEN_MAX))
-        rc = sbx_error_set(err, SBX_E_API, 0, "node '%s' sent no token for sandbox '%s'",
-                           sbx__endpoint_url(c->ep), id);
-    if (rc == 0)
-        snprintf(tok, SBX__REMOTE_TOKEN_MAX + 1, "%s", token);
+    int rc = mint_on(c->ep, id, tok, NULL, err);
     if (rc == -SBX_E_PERM)
         rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "no sandbox '%s' of this harness on node '%s'",
                            id, sbx__endpoint_url(c->ep));
-    json_decref(t);
     return rc;
 }
 
@@ -352,7 +383,10 @@ static int open_existing_as(struct remote_client *c, const char *id, enum open_m
     int start = mode == OPEN_START;
     json_t *d = NULL;
     char token[SBX__REMOTE_TOKEN_MAX + 1];
-    int rc = mint(c, id, token, err);
+    int64_t until = 0;
+    int rc = id_valid(id)
+                     ? mint_on(c->ep, id, token, &until, err)
+                     : sbx_error_set(err, SBX_E_INVAL, 0, "'%.64s' is not a node's sandbox id", id);
     if (rc == 0) {
         char *path = sbx_xasprintf(start ? "/v1/sandboxes/%s/start" : "/v1/sandboxes/%s", id);
         rc = call(c->ep, start ? "POST" : "GET", path, token, &d, err);
@@ -371,7 +405,8 @@ static int open_existing_as(struct remote_client *c, const char *id, enum open_m
     if (rc == 0 && mode == OPEN_STOPPED && !stopped)
         rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "sandbox '%s' is not stopped", id);
     if (rc == 0)
-        *out = session_new(c, id, root, token, json_string_value(json_object_get(d, "created")));
+        *out = session_new(c, id, root, token, until,
+                           json_string_value(json_object_get(d, "created")));
     if (rc == -SBX_E_PERM)
         rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "no sandbox '%s' of this harness on node '%s'",
                            id, sbx__endpoint_url(c->ep));
@@ -436,6 +471,7 @@ static int rc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
                            sbx__endpoint_url(c->ep));
     struct sbx__remote_session *s =
             rc == 0 ? session_new(c, id, root, token,
+                                  json_integer_value(json_object_get(ans, "token_expires")),
                                   json_string_value(json_object_get(ans, "created")))
                     : NULL;
     if (s && rc == 0)

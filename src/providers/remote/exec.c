@@ -72,26 +72,29 @@ static int open_exec(struct sbx__remote_session *s, const char *path, struct sbx
 {
     char line[SBX__REMOTE_TOKEN_LINE];
     const char *headers[] = {SBX__REMOTE_VERSION_HEADER, line, NULL};
+    struct sbx_error e = SBX_ERROR_INIT; /* its own: err may be NULL */
     int rc;
     for (int attempt = 0;; attempt++) {
         sbx__remote_token_line(s, line);
-        rc = sbx__wsconn_open(s->ep, path, protocols, headers, MSG_MAX, OPEN_MS, out, err);
-        if (rc == 0 || attempt || !sbx__remote_token_renew(s, line, err))
+        rc = sbx__wsconn_open(s->ep, path, protocols, headers, MSG_MAX, OPEN_MS, out, &e);
+        if (rc == 0 || attempt || !sbx__remote_token_renew(s, line, &e))
             break;
-        sbx_error_clear(err);
+        sbx_error_clear(&e);
     }
     explicit_bzero(line, sizeof(line));
-    /* A token the node refuses: the sandbox was removed (or the token outlived its life). */
-    if (rc == -SBX_E_PERM && strstr(err->msg, "does not open sandbox"))
-        rc = sbx_error_set(err, SBX_E_SANDBOX, 0,
+    /* A token the node refuses even fresh: the sandbox was removed. */
+    if (rc == -SBX_E_PERM && strstr(e.msg, "does not open sandbox"))
+        rc = sbx_error_set(&e, SBX_E_SANDBOX, 0,
                            "sandbox '%s' is gone (its node no longer takes its token)", s->base.id);
     /* The node's "exec" error (a command that cannot be run) is the same error as here. */
-    const char *x = rc < 0 ? strstr(err->msg, "): exec: ") : NULL;
+    const char *x = rc < 0 ? strstr(e.msg, "): exec: ") : NULL;
     if (x) {
-        char msg[sizeof(err->msg)];
+        char msg[sizeof(e.msg)];
         snprintf(msg, sizeof(msg), "%s", x + 9);
-        rc = sbx_error_set(err, SBX_E_EXEC, strstr(msg, "not found") ? ENOENT : 0, "%s", msg);
+        rc = sbx_error_set(&e, SBX_E_EXEC, strstr(msg, "not found") ? ENOENT : 0, "%s", msg);
     }
+    if (rc < 0 && err)
+        *err = e;
     return rc;
 }
 

@@ -58,15 +58,18 @@ static int request(struct sbx__remote_session *s, const char *method, const char
                    struct sbx_error *err)
 {
     char line[SBX__REMOTE_TOKEN_LINE];
+    struct sbx_error e = SBX_ERROR_INIT; /* its own: err may be NULL */
     int rc;
     for (int attempt = 0;; attempt++) {
         sbx__remote_token_line(s, line);
-        rc = request_once(s, method, res, path, more, line, q, out, err);
-        if (rc == 0 || attempt || q->source || !sbx__remote_token_renew(s, line, err))
+        rc = request_once(s, method, res, path, more, line, q, out, &e);
+        if (rc == 0 || attempt || q->source || !sbx__remote_token_renew(s, line, &e))
             break;
-        sbx_error_clear(err);
+        sbx_error_clear(&e);
     }
     explicit_bzero(line, sizeof(line));
+    if (rc < 0 && err)
+        *err = e;
     return rc;
 }
 

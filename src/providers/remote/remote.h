@@ -35,6 +35,7 @@ struct sbx__remote_session {
      * read and replaced under token_lock, as threads share a session. */
     pthread_mutex_t token_lock;
     char token[SBX__REMOTE_TOKEN_MAX + 1];
+    int64_t renew_at; /* when to mint the next one (this host's seconds; 0: on a refusal only) */
     json_t *state;
     json_t *conn; /* the client's options (node, node_ca, node_cert, node_key): a reference */
 };
