@@ -181,7 +181,10 @@ static int token_mint(struct sbx__remote_session *s, struct sbx_error *err)
     return rc;
 }
 
-void sbx__remote_token_line(struct sbx__remote_session *s, char line[SBX__REMOTE_TOKEN_LINE])
+#define TOKEN_LINE (SBX__REMOTE_TOKEN_MAX + 16)
+
+/* The session's "Sbx-Token: ..." header line, as it is now, into line. */
+static void token_line(struct sbx__remote_session *s, char line[TOKEN_LINE])
 {
     pthread_mutex_lock(&s->token_lock);
     /* Half its life gone: a new one now, so that no request (an upload whose body cannot be
@@ -190,17 +193,19 @@ void sbx__remote_token_line(struct sbx__remote_session *s, char line[SBX__REMOTE
     if (s->renew_at && sbx_time_real_ns() / 1000000000 >= s->renew_at &&
         token_mint(s, &ignored) < 0)
         s->renew_at = 0; /* the node cannot mint now: a refusal renews it later */
-    snprintf(line, SBX__REMOTE_TOKEN_LINE, "Sbx-Token: %s", s->token);
+    snprintf(line, TOKEN_LINE, "Sbx-Token: %s", s->token);
     pthread_mutex_unlock(&s->token_lock);
 }
 
-int sbx__remote_token_renew(struct sbx__remote_session *s, const char *used,
-                            const struct sbx_error *err)
+/* After a request with the token line `used` failed with err: 1 when that was the node refusing
+ * the token and the session now holds a fresh one (minted here, or by another thread meanwhile):
+ * try once more. 0: the error stands. */
+static int token_renew(struct sbx__remote_session *s, const char *used, const struct sbx_error *err)
 {
     if (!err || err->code != SBX_E_PERM || !strstr(err->msg, "token does not open sandbox"))
         return 0;
     struct sbx_error e = SBX_ERROR_INIT;
-    char line[SBX__REMOTE_TOKEN_LINE];
+    char line[TOKEN_LINE];
     int renewed = 0;
     pthread_mutex_lock(&s->token_lock);
     snprintf(line, sizeof(line), "Sbx-Token: %s", s->token);
@@ -213,19 +218,16 @@ int sbx__remote_token_renew(struct sbx__remote_session *s, const char *used,
     return renewed;
 }
 
-/* One request with the session's token, once more with a fresh one when the node refused it. */
-static int session_request(struct sbx__remote_session *s, const char *method, const char *path,
-                           const json_t *body, size_t max, struct sbx_buf *raw, json_t **out,
-                           struct sbx_error *err)
+int sbx__remote_with_token(struct sbx__remote_session *s, int once, sbx__remote_token_op *op,
+                           void *ud, struct sbx_error *err)
 {
-    char line[SBX__REMOTE_TOKEN_LINE];
+    char line[TOKEN_LINE];
     struct sbx_error e = SBX_ERROR_INIT; /* its own: err may be NULL */
     int rc;
     for (int attempt = 0;; attempt++) {
-        sbx__remote_token_line(s, line);
-        rc = request(s->ep, method, path, line + sizeof("Sbx-Token: ") - 1, body, max, raw, out,
-                     &e);
-        if (rc == 0 || attempt || !sbx__remote_token_renew(s, line, &e))
+        token_line(s, line);
+        rc = op(ud, line, &e);
+        if (rc == 0 || attempt || once || !token_renew(s, line, &e))
             break;
         sbx_error_clear(&e);
     }
@@ -235,16 +237,35 @@ static int session_request(struct sbx__remote_session *s, const char *method, co
     return rc;
 }
 
+/* A request of sbx__remote_session_call and _get_bytes. */
+struct session_req {
+    struct sbx__remote_session *s;
+    const char *method, *path;
+    const json_t *body;
+    size_t max;
+    struct sbx_buf *raw;
+    json_t **out;
+};
+
+static int session_req_op(void *ud, const char *line, struct sbx_error *err)
+{
+    struct session_req *q = ud;
+    return request(q->s->ep, q->method, q->path, line + sizeof("Sbx-Token: ") - 1, q->body, q->max,
+                   q->raw, q->out, err);
+}
+
 int sbx__remote_session_call(struct sbx__remote_session *s, const char *method, const char *path,
                              const json_t *body, json_t **out, struct sbx_error *err)
 {
-    return session_request(s, method, path, body, BODY_MAX, NULL, out, err);
+    struct session_req q = {s, method, path, body, BODY_MAX, NULL, out};
+    return sbx__remote_with_token(s, 0, session_req_op, &q, err);
 }
 
 int sbx__remote_session_get_bytes(struct sbx__remote_session *s, const char *path, size_t max,
                                   struct sbx_buf *out, struct sbx_error *err)
 {
-    return session_request(s, "GET", path, NULL, max, out, NULL, err);
+    struct session_req q = {s, "GET", path, NULL, max, out, NULL};
+    return sbx__remote_with_token(s, 0, session_req_op, &q, err);
 }
 
 /* ---------------------------------------------------------------------------------------------

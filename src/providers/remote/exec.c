@@ -67,21 +67,25 @@ static char *exec_path(struct sbx__remote_session *s, const struct sbx_exec_spec
     return p;
 }
 
+struct open_req {
+    struct sbx__remote_session *s;
+    const char *path;
+    struct sbx__wsconn **out;
+};
+
+static int open_op(void *ud, const char *line, struct sbx_error *err)
+{
+    struct open_req *o = ud;
+    const char *headers[] = {SBX__REMOTE_VERSION_HEADER, line, NULL};
+    return sbx__wsconn_open(o->s->ep, o->path, protocols, headers, MSG_MAX, OPEN_MS, o->out, err);
+}
+
 static int open_exec(struct sbx__remote_session *s, const char *path, struct sbx__wsconn **out,
                      struct sbx_error *err)
 {
-    char line[SBX__REMOTE_TOKEN_LINE];
-    const char *headers[] = {SBX__REMOTE_VERSION_HEADER, line, NULL};
     struct sbx_error e = SBX_ERROR_INIT; /* its own: err may be NULL */
-    int rc;
-    for (int attempt = 0;; attempt++) {
-        sbx__remote_token_line(s, line);
-        rc = sbx__wsconn_open(s->ep, path, protocols, headers, MSG_MAX, OPEN_MS, out, &e);
-        if (rc == 0 || attempt || !sbx__remote_token_renew(s, line, &e))
-            break;
-        sbx_error_clear(&e);
-    }
-    explicit_bzero(line, sizeof(line));
+    struct open_req o = {s, path, out};
+    int rc = sbx__remote_with_token(s, 0, open_op, &o, &e);
     /* A token the node refuses even fresh: the sandbox was removed. */
     if (rc == -SBX_E_PERM && strstr(e.msg, "does not open sandbox"))
         rc = sbx_error_set(&e, SBX_E_SANDBOX, 0,

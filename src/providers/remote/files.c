@@ -53,24 +53,25 @@ static int request_once(struct sbx__remote_session *s, const char *method, const
     return rc;
 }
 
+struct file_req {
+    struct sbx__remote_session *s;
+    const char *method, *res, *path, *more;
+    struct sbx__http_req *q;
+    json_t **out;
+};
+
+static int file_req_op(void *ud, const char *line, struct sbx_error *err)
+{
+    struct file_req *f = ud;
+    return request_once(f->s, f->method, f->res, f->path, f->more, line, f->q, f->out, err);
+}
+
 static int request(struct sbx__remote_session *s, const char *method, const char *res,
                    const char *path, const char *more, struct sbx__http_req *q, json_t **out,
                    struct sbx_error *err)
 {
-    char line[SBX__REMOTE_TOKEN_LINE];
-    struct sbx_error e = SBX_ERROR_INIT; /* its own: err may be NULL */
-    int rc;
-    for (int attempt = 0;; attempt++) {
-        sbx__remote_token_line(s, line);
-        rc = request_once(s, method, res, path, more, line, q, out, &e);
-        if (rc == 0 || attempt || q->source || !sbx__remote_token_renew(s, line, &e))
-            break;
-        sbx_error_clear(&e);
-    }
-    explicit_bzero(line, sizeof(line));
-    if (rc < 0 && err)
-        *err = e;
-    return rc;
+    struct file_req f = {s, method, res, path, more, q, out};
+    return sbx__remote_with_token(s, q->source != NULL, file_req_op, &f, err);
 }
 
 static int tmpfile_fd(int *out, struct sbx_error *err)

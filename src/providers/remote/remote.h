@@ -40,15 +40,13 @@ struct sbx__remote_session {
     json_t *conn; /* the client's options (node, node_ca, node_cert, node_key): a reference */
 };
 
-/* The session's "Sbx-Token: ..." header line (as it is now) into line. */
-#define SBX__REMOTE_TOKEN_LINE (SBX__REMOTE_TOKEN_MAX + 16)
-void sbx__remote_token_line(struct sbx__remote_session *s, char line[SBX__REMOTE_TOKEN_LINE]);
-/* After a request with the token line `used` failed with err: 1 when that was the node refusing
- * the token (expired, or dropped for newer ones) and the session now holds a fresh one (minted
- * with the harness's certificate, or renewed by another thread meanwhile): try once more. 0: the
- * error stands (err untouched). */
-int sbx__remote_token_renew(struct sbx__remote_session *s, const char *used,
-                            const struct sbx_error *err);
+/* A request of the session's with its token: line is the "Sbx-Token: ..." header line. */
+typedef int sbx__remote_token_op(void *ud, const char *line, struct sbx_error *err);
+/* op with the session's token (renewed half way through its life), and once more with a fresh
+ * one when the node refused it (expired, or dropped for newer ones), unless once (a request whose
+ * body cannot be sent twice). err may be NULL. */
+int sbx__remote_with_token(struct sbx__remote_session *s, int once, sbx__remote_token_op *op,
+                           void *ud, struct sbx_error *err);
 /* sbx__remote_call and sbx__remote_get_bytes for the session's sandbox, with its token, renewed
  * and tried once more when the node refuses it. */
 int sbx__remote_session_call(struct sbx__remote_session *s, const char *method, const char *path,
