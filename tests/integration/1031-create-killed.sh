@@ -149,4 +149,16 @@ expect_rc 0 "rm removes it"
 host_clean() { [ -z "$(ls -A "$RUNBASE")$(held)" ]; }
 wait_until host_clean
 expect_eq "$(ls -A "$RUNBASE")$(held)" "" "nothing is left"
+# No process of any sandbox of this test lives on: a helper a supervisor forked (the one that
+# makes the workspace's id mapping holds the id range's lock) dies with its supervisor, however
+# early in the create that was killed. Found by what they hold open under $T.
+ours() {
+    local p
+    for p in $(pgrep -f -- "__supervise "); do
+        ls -l "/proc/$p/fd" 2>/dev/null | grep -qF -- "$T/" && echo "$p $(tr '\0' ' ' <"/proc/$p/cmdline")"
+    done
+}
+no_ours() { [ -z "$(ours)" ]; }
+wait_until no_ours
+expect_eq "$(ours)" "" "no process of this test's sandboxes is left"
 done_testing

@@ -156,14 +156,17 @@ static int idmap_userns(const struct sbx__isolation *iso, int *out, struct sbx_e
         return sbx_error_errno(err, errno, "workspace '%s'", iso->workspace);
     if (pipe2(sync, O_CLOEXEC) < 0)
         return sbx_error_errno(err, errno, "cannot create a pipe");
-    pid_t pid = fork();
+    pid_t parent = getpid(), pid = fork();
     if (pid < 0) {
         rc = sbx_error_errno(err, errno, "cannot fork");
         goto out;
     }
     if (pid == 0) {
+        /* It holds copies of the parent's descriptors (an id range's lock among them): it must
+         * not outlive a parent killed before it killed it. */
         close(sync[0]);
-        if (sbx__priv_unshare(CLONE_NEWUSER) < 0 || write(sync[1], "u", 1) != 1)
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != parent ||
+            sbx__priv_unshare(CLONE_NEWUSER) < 0 || write(sync[1], "u", 1) != 1)
             _exit(1);
         pause(); /* killed by the parent once it holds the namespace */
         _exit(0);
