@@ -20,11 +20,12 @@ skip() { echo "1..0 # SKIP $*"; exit 0; }
 node_setup || skip "$NODE_WHY"
 node_add a && node_add b || skip "$NODE_WHY"
 cd "$T" || exit 1
-# Daemon b's tokens live 4 s: the suite's one session outlives many of them, so it renews its
-# token half way through each one's life on every kind of request (exec, files, ports, stats,
-# logs, removal). On daemon a (tokens of an hour) the session's token is dropped instead, after
-# the streams case, by seventy tokens minted behind its back (the node keeps 64): the next
-# request is refused and must renew it.
+# Daemon b's tokens live 4 s: the suite's one session outlives many of them and must renew its
+# token whenever the node refuses it, on every kind of request (exec, files, ports, stats, logs,
+# removal); before the files case the suite waits past a token's life, so that its first
+# request, a 5 MiB upload, is refused and sent again whole. On daemon a (tokens of an hour) the
+# session's token is dropped instead, after the streams case, by seventy tokens minted behind
+# its back (the node keeps 64).
 node_start a || { echo "Bail out! daemon a does not listen: $(tail -n1 "nodes/a/node.log")"; exit 1; }
 node_start b --token-ttl 4 ||
     { echo "Bail out! daemon b does not listen: $(tail -n1 "nodes/b/node.log")"; exit 1; }
@@ -32,10 +33,10 @@ node_start b --token-ttl 4 ||
 suite() {
     local n=$1 h=$T/harness-$1
     mkdir -p -m 0700 "$h/run"
-    local hook=
-    [ "$n" = a ] && hook="python3 '$HERE/client.py' '$(node_url a)' '$T/ca/ca.pem' '$T/h1.pem' \
-        '$T/h1.key' mint \"\$1\" 70"
-    SBX_CONFORM_HOOK=$hook SBX_CONFORM_HOOK_AFTER=streams SBX_CONFORM_PROVIDER=remote \
+    local hook="sleep 5" after=pty
+    [ "$n" = a ] && after=streams hook="python3 '$HERE/client.py' '$(node_url a)' '$T/ca/ca.pem' \
+        '$T/h1.pem' '$T/h1.key' mint \"\$1\" 70"
+    SBX_CONFORM_HOOK=$hook SBX_CONFORM_HOOK_AFTER=$after SBX_CONFORM_PROVIDER=remote \
         SBX_CONFORM_OPTIONS="{\"node\":\"$(node_url "$n")\",\"node_ca\":\"$T/ca/ca.pem\",\"node_cert\":\"$T/h1.pem\",\"node_key\":\"$T/h1.key\"}" \
         XDG_STATE_HOME=$h/state XDG_RUNTIME_DIR=$h/run SBX_WORKSPACES=$h/ws SBX_STOPPED=$h/stopped \
         SBX_SNAPSHOTS=$h/snapshots SBX_RECORDS=$h/records node_h "$PROG" >"$T/tap-$n" 2>&1

@@ -135,10 +135,9 @@ static int call(struct sbx__endpoint *ep, const char *method, const char *path, 
     return sbx__remote_call(ep, method, path, token, NULL, out, err);
 }
 
-/* A fresh token of sandbox id into tok, and (when until is not NULL) when it expires by the
- * node's clock (0: not said). */
+/* A fresh token of sandbox id into tok. */
 static int mint_on(struct sbx__endpoint *ep, const char *id, char tok[SBX__REMOTE_TOKEN_MAX + 1],
-                   int64_t *until, struct sbx_error *err)
+                   struct sbx_error *err)
 {
     json_t *t = NULL;
     char *path = sbx_xasprintf("/v1/sandboxes/%s/token", id);
@@ -150,8 +149,6 @@ static int mint_on(struct sbx__endpoint *ep, const char *id, char tok[SBX__REMOT
                            sbx__endpoint_url(ep), id);
     if (rc == 0)
         snprintf(tok, SBX__REMOTE_TOKEN_MAX + 1, "%s", token);
-    if (rc == 0 && until)
-        *until = json_integer_value(json_object_get(t, "token_expires"));
     json_decref(t);
     return rc;
 }
@@ -159,24 +156,13 @@ static int mint_on(struct sbx__endpoint *ep, const char *id, char tok[SBX__REMOT
 /* ---------------------------------------------------------------------------------------------
  * The session's token */
 
-/* The token in the session, and when to renew it before it is refused: half way to its end by
- * this host's clock (none when the node's end is not ahead of it: the clocks disagree, and a
- * refusal renews it then). Under token_lock once the session is shared. */
-static void token_set(struct sbx__remote_session *s, const char *token, int64_t until)
-{
-    int64_t now = sbx_time_real_ns() / 1000000000;
-    snprintf(s->token, sizeof(s->token), "%s", token);
-    s->renew_at = until > now ? now + (until - now) / 2 : 0;
-}
-
 /* A fresh token into the session, under token_lock: 0, or -code (the old one stays). */
 static int token_mint(struct sbx__remote_session *s, struct sbx_error *err)
 {
     char tok[SBX__REMOTE_TOKEN_MAX + 1];
-    int64_t until = 0;
-    int rc = mint_on(s->ep, s->base.id, tok, &until, err);
+    int rc = mint_on(s->ep, s->base.id, tok, err);
     if (rc == 0)
-        token_set(s, tok, until);
+        snprintf(s->token, sizeof(s->token), "%s", tok);
     explicit_bzero(tok, sizeof(tok));
     return rc;
 }
@@ -187,12 +173,6 @@ static int token_mint(struct sbx__remote_session *s, struct sbx_error *err)
 static void token_line(struct sbx__remote_session *s, char line[TOKEN_LINE])
 {
     pthread_mutex_lock(&s->token_lock);
-    /* Half its life gone: a new one now, so that no request (an upload whose body cannot be
-     * sent twice among them) meets a refusal for its age. */
-    struct sbx_error ignored = SBX_ERROR_INIT;
-    if (s->renew_at && sbx_time_real_ns() / 1000000000 >= s->renew_at &&
-        token_mint(s, &ignored) < 0)
-        s->renew_at = 0; /* the node cannot mint now: a refusal renews it later */
     snprintf(line, TOKEN_LINE, "Sbx-Token: %s", s->token);
     pthread_mutex_unlock(&s->token_lock);
 }
@@ -344,7 +324,7 @@ static const struct sbx_session_ops session_ops = {
 };
 
 static struct sbx__remote_session *session_new(struct remote_client *c, const char *id,
-                                               const char *root, const char *token, int64_t until,
+                                               const char *root, const char *token,
                                                const char *created)
 {
     struct sbx__remote_session *s = sbx_xcalloc(1, sizeof(*s));
@@ -352,7 +332,7 @@ static struct sbx__remote_session *session_new(struct remote_client *c, const ch
     s->ep = sbx__endpoint_ref(c->ep);
     s->conn = json_incref(c->conn);
     pthread_mutex_init(&s->token_lock, NULL);
-    token_set(s, token, until);
+    snprintf(s->token, sizeof(s->token), "%s", token);
     s->state =
             json_pack("{s:i, s:s, s:s, s:s, s:s}", "version", SBX_SESSION_STATE_VERSION, "provider",
                       "remote", "id", id, "root", root, "node", sbx__endpoint_url(c->ep));
@@ -386,7 +366,7 @@ static int mint(struct remote_client *c, const char *id, char tok[SBX__REMOTE_TO
 {
     if (!id_valid(id))
         return sbx_error_set(err, SBX_E_INVAL, 0, "'%.64s' is not a node's sandbox id", id);
-    int rc = mint_on(c->ep, id, tok, NULL, err);
+    int rc = mint_on(c->ep, id, tok, err);
     if (rc == -SBX_E_PERM)
         rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "no sandbox '%s' of this harness on node '%s'",
                            id, sbx__endpoint_url(c->ep));
@@ -404,9 +384,8 @@ static int open_existing_as(struct remote_client *c, const char *id, enum open_m
     int start = mode == OPEN_START;
     json_t *d = NULL;
     char token[SBX__REMOTE_TOKEN_MAX + 1];
-    int64_t until = 0;
     int rc = id_valid(id)
-                     ? mint_on(c->ep, id, token, &until, err)
+                     ? mint_on(c->ep, id, token, err)
                      : sbx_error_set(err, SBX_E_INVAL, 0, "'%.64s' is not a node's sandbox id", id);
     if (rc == 0) {
         char *path = sbx_xasprintf(start ? "/v1/sandboxes/%s/start" : "/v1/sandboxes/%s", id);
@@ -426,8 +405,7 @@ static int open_existing_as(struct remote_client *c, const char *id, enum open_m
     if (rc == 0 && mode == OPEN_STOPPED && !stopped)
         rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "sandbox '%s' is not stopped", id);
     if (rc == 0)
-        *out = session_new(c, id, root, token, until,
-                           json_string_value(json_object_get(d, "created")));
+        *out = session_new(c, id, root, token, json_string_value(json_object_get(d, "created")));
     if (rc == -SBX_E_PERM)
         rc = sbx_error_set(err, SBX_E_NOTFOUND, 0, "no sandbox '%s' of this harness on node '%s'",
                            id, sbx__endpoint_url(c->ep));
@@ -492,7 +470,6 @@ static int rc_create(struct sbx_client *bc, const struct sbx_create_spec *spec,
                            sbx__endpoint_url(c->ep));
     struct sbx__remote_session *s =
             rc == 0 ? session_new(c, id, root, token,
-                                  json_integer_value(json_object_get(ans, "token_expires")),
                                   json_string_value(json_object_get(ans, "created")))
                     : NULL;
     if (s && rc == 0)

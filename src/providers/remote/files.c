@@ -21,7 +21,7 @@
 /* One request on .../RES (files, files/OP, workspace) of the session's sandbox, with path=
  * (may be NULL) and the more query text (may be NULL); the body and sink in q; a status >= 400
  * is the node's error. *out (may be NULL): a JSON answer. A token the node refuses is renewed
- * and the request made once more, unless its body came from a source that is spent. */
+ * and the request made once more (request). */
 static int request_once(struct sbx__remote_session *s, const char *method, const char *res,
                         const char *path, const char *more, const char *line,
                         struct sbx__http_req *q, json_t **out, struct sbx_error *err)
@@ -60,9 +60,14 @@ struct file_req {
     json_t **out;
 };
 
+static long fd_source(void *ud, void *buf, size_t n, struct sbx_error *err);
+
+/* An upload's body is a spooled file (fd_source): each attempt sends it from its start. */
 static int file_req_op(void *ud, const char *line, struct sbx_error *err)
 {
     struct file_req *f = ud;
+    if (f->q->source == fd_source && lseek(*(int *)f->q->source_ud, 0, SEEK_SET) < 0)
+        return sbx_error_errno(err, errno, "lseek");
     return request_once(f->s, f->method, f->res, f->path, f->more, line, f->q, f->out, err);
 }
 
@@ -71,7 +76,7 @@ static int request(struct sbx__remote_session *s, const char *method, const char
                    struct sbx_error *err)
 {
     struct file_req f = {s, method, res, path, more, q, out};
-    return sbx__remote_with_token(s, q->source != NULL, file_req_op, &f, err);
+    return sbx__remote_with_token(s, q->source && q->source != fd_source, file_req_op, &f, err);
 }
 
 static int tmpfile_fd(int *out, struct sbx_error *err)

@@ -35,16 +35,15 @@ struct sbx__remote_session {
      * read and replaced under token_lock, as threads share a session. */
     pthread_mutex_t token_lock;
     char token[SBX__REMOTE_TOKEN_MAX + 1];
-    int64_t renew_at; /* when to mint the next one (this host's seconds; 0: on a refusal only) */
     json_t *state;
     json_t *conn; /* the client's options (node, node_ca, node_cert, node_key): a reference */
 };
 
 /* A request of the session's with its token: line is the "Sbx-Token: ..." header line. */
 typedef int sbx__remote_token_op(void *ud, const char *line, struct sbx_error *err);
-/* op with the session's token (renewed half way through its life), and once more with a fresh
- * one when the node refused it (expired, or dropped for newer ones), unless once (a request whose
- * body cannot be sent twice). err may be NULL. */
+/* op with the session's token, and once more with a fresh one when the node refused it (expired,
+ * or dropped for newer ones), unless once (a request whose body cannot be sent twice). err may
+ * be NULL. */
 int sbx__remote_with_token(struct sbx__remote_session *s, int once, sbx__remote_token_op *op,
                            void *ud, struct sbx_error *err);
 /* sbx__remote_call and sbx__remote_get_bytes for the session's sandbox, with its token, renewed
