@@ -473,16 +473,24 @@ struct source {
     const struct sbx__http_req *req;
     int rc;
     struct sbx_error err;
+    int64_t sent;
 };
 
 static size_t on_upload(char *p, size_t size, size_t nmemb, void *ud)
 {
     struct source *s = ud;
     long got = s->req->source(s->req->source_ud, p, size * nmemb, &s->err);
+    /* A body that ends short of its announced length would leave the server waiting for the
+     * rest, and this request for the server's answer, until the request's bound (or for ever). */
+    if (got == 0 && s->req->upload_size >= 0 && s->sent < s->req->upload_size)
+        got = sbx_error_set(&s->err, SBX_E_IO, 0,
+                            "the body ended after %lld of the %lld bytes it announced",
+                            (long long)s->sent, (long long)s->req->upload_size);
     if (got < 0) {
         s->rc = (int)got;
         return CURL_READFUNC_ABORT;
     }
+    s->sent += got;
     return (size_t)got;
 }
 
@@ -535,7 +543,7 @@ static int once(struct sbx__endpoint *ep, const struct sbx__http_req *req,
     struct curl_slist *hdrs = NULL;
     char *text = NULL;
     char cerr[CURL_ERROR_SIZE] = "";
-    struct source src = {req, 0, SBX_ERROR_INIT};
+    struct source src = {req, 0, SBX_ERROR_INIT, 0};
     if (!c)
         SBX_BUG("curl_easy_init failed");
     int rc = sbx__endpoint_apply(ep, c, req->path, req->http_1_1, &hdrs, err);

@@ -331,6 +331,17 @@ static void test_plain(void)
         CHECK_EQ_INT(json_integer_value(json_object_get(r, "len")), 123457);
         json_decref(r);
     }
+    /* A source that ends short of the length it announced fails the request at once (the
+     * server would wait for the rest): no timeout bounds this one. */
+    struct src short_src = {.left = 5000};
+    struct sbx__http_req cut = {.method = "POST",
+                                .path = "/upload",
+                                .source = source,
+                                .source_ud = &short_src,
+                                .upload_size = 123457,
+                                .timeout_ms = -1};
+    CHECK_ERR(sbx__http_call(ep, &cut, &resp, &err), SBX_E_IO, &err,
+              "the body ended after 5000 of the 123457 bytes it announced");
     struct sbx__http_req head = {.method = "HEAD", .path = "/json", .want_header = "content-type"};
     CHECK_OK(sbx__http_call(ep, &head, &resp, &err), &err);
     CHECK_EQ_INT(resp.status, 200);
