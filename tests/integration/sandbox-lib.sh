@@ -18,7 +18,7 @@ sandbox_cleanup() {
     for m in $(awk -v t="$T/" 'index($5, t) == 1 {print $5}' /proc/self/mountinfo 2>/dev/null | sort -r); do
         umount -l "$m" 2>/dev/null
     done
-    rm -rf "$T"
+    rm_T
 }
 trap sandbox_cleanup EXIT
 
