@@ -36,7 +36,7 @@ struct sbx__isolation {
     struct sbx_strv env;                 /* manifest environment */
     struct sbx__isolation_limits limits; /* as given */
     char *cgroup_name;
-    struct sbx__bpf bpf_main, bpf_ioctl, bpf_init;
+    struct sbx__bpf bpf_cmd, bpf_init; /* the commands' (one program), PID 1's */
     struct rlimit rl_fsize, rl_nofile, rl_nproc;
     int cap_last;
     int bset_empty; /* set in PID 1 once it emptied its bounding set, which children inherit */

@@ -218,7 +218,7 @@ int sbx__isolation_new(const struct sbx__isolation_spec *spec, struct sbx__isola
         sbx_strv_setenv(&iso->env, name, eq + 1);
         free(name);
     }
-    if ((rc = sbx__seccomp_build(&iso->bpf_main, &iso->bpf_ioctl, err)) < 0 ||
+    if ((rc = sbx__seccomp_build(&iso->bpf_cmd, err)) < 0 ||
         (rc = sbx__seccomp_build_init(&iso->bpf_init, err)) < 0)
         goto fail;
     iso->rl_fsize =
@@ -250,8 +250,7 @@ void sbx__isolation_free(struct sbx__isolation *iso)
     sbx__idrange_release(&iso->idr);
     sbx_strv_release(&iso->users);
     sbx_strv_release(&iso->env);
-    sbx__bpf_release(&iso->bpf_main);
-    sbx__bpf_release(&iso->bpf_ioctl);
+    sbx__bpf_release(&iso->bpf_cmd);
     sbx__bpf_release(&iso->bpf_init);
     sbx__cgroup_destroy(&iso->cg);
     if (iso->ws_tree >= 0)
@@ -436,10 +435,7 @@ int sbx__isolation_child(const struct sbx__isolation *iso, const struct sbx__run
         return sbx_error_errno(err, errno,
                                "cannot mark descriptors close-on-exec (kernel feature "
                                "close_range, Linux 5.11)");
-    rc = sbx__seccomp_load(&iso->bpf_ioctl, err);
-    if (rc == 0)
-        rc = sbx__seccomp_load(&iso->bpf_main, err);
-    return rc;
+    return sbx__seccomp_load(&iso->bpf_cmd, err);
 }
 
 /* --------------------------------------------------------------- reporting ---- */

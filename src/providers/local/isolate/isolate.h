@@ -274,10 +274,16 @@ struct sbx__bpf {
 };
 
 /* Compile the two sandbox filters for the native architecture: allow is the allowlist (default
- * ENOSYS, EPERM for the dangerous calls, socket families), ioctl is a default-allow filter that
+ * ENOSYS, EPERM for the dangerous calls, socket families), args is a default-allow filter that
  * refuses TIOCSTI/TIOCLINUX with any high bits and (EPERM) every chmod, creating open, creat
  * and mknod with S_ISUID or S_ISGID in the mode. SBX_E_SYS with libseccomp's error. */
-int sbx__seccomp_build(struct sbx__bpf *allow, struct sbx__bpf *ioctl, struct sbx_error *err);
+int sbx__seccomp_build_pair(struct sbx__bpf *allow, struct sbx__bpf *args, struct sbx_error *err);
+/* Join allow and args into *out, one program whose verdicts are those of args installed first
+ * and allow stacked on it (seccomp.c says why). SBX_E_SYS when the two exceed BPF_MAXINSNS. */
+int sbx__bpf_chain(const struct sbx__bpf *allow, const struct sbx__bpf *args, struct sbx__bpf *out,
+                   struct sbx_error *err);
+/* The commands' filter: the pair above, joined. */
+int sbx__seccomp_build(struct sbx__bpf *out, struct sbx_error *err);
 /* Compile the filter of the sandbox's PID 1: default-allow, refusing the mount API, new
  * namespaces, ptrace, keyrings, bpf, perf, modules and the other host-wide calls. */
 int sbx__seccomp_build_init(struct sbx__bpf *out, struct sbx_error *err);

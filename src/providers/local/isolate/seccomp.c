@@ -14,7 +14,9 @@
  *    the sandbox writes lands on the host owned by the workspace owner, who may be root). It is
  *    a separate program because libseccomp lets an unconditional allow rule override
  *    conditional ones on the same call; stacked filters combine to the most restrictive
- *    answer. */
+ *    answer.
+ * Each command gets them as one program (sbx__bpf_chain): the kernel translates, JIT-compiles
+ * and checks every filter a process loads, and this happens at every command's start. */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/filter.h>
@@ -365,22 +367,63 @@ out:
     return rc;
 }
 
-int sbx__seccomp_build(struct sbx__bpf *allow, struct sbx__bpf *ioctl, struct sbx_error *err)
+int sbx__seccomp_build_pair(struct sbx__bpf *allow, struct sbx__bpf *args, struct sbx_error *err)
 {
-    struct sbx__bpf m = {0}, i = {0};
+    struct sbx__bpf m = {0}, a = {0};
     int rc = sbx__seccomp_lib_load(err);
     if (rc < 0)
         return rc;
     rc = build_one(SCMP_ACT_ERRNO(ENOSYS), add_main_rules, &m, err);
     if (rc == 0)
-        rc = build_one(SCMP_ACT_ALLOW, add_ioctl_rules, &i, err);
+        rc = build_one(SCMP_ACT_ALLOW, add_ioctl_rules, &a, err);
     if (rc < 0) {
         sbx__bpf_release(&m);
         return rc;
     }
     *allow = m;
-    *ioctl = i;
+    *args = a;
     return 0;
+}
+
+/* One program with the verdicts of the two stacked (allow installed last): allow runs first,
+ * and where it would return SECCOMP_RET_ALLOW it jumps to the start of args instead, whose
+ * answer is then the program's. Stacked, the kernel takes allow's verdict unless args' is
+ * strictly more restrictive; args answers only ALLOW, an errno, or the bad-architecture kill
+ * that allow's identical preamble gives for the same input: so wherever allow does not allow,
+ * its verdict stands in both, and wherever it allows, args decides in both. The kernel's
+ * constant-action cache follows the jump (seccomp_is_const_allow), so the calls it skipped the
+ * filters for are the same too. tests/unit/providers/local/test-isolate.c checks the
+ * equivalence by running both forms over system call numbers, architectures and arguments. */
+int sbx__bpf_chain(const struct sbx__bpf *allow, const struct sbx__bpf *args, struct sbx__bpf *out,
+                   struct sbx_error *err)
+{
+    size_t n = allow->len + args->len;
+    if (allow->len == 0 || args->len == 0 || n > BPF_MAXINSNS)
+        return sbx_error_set(err, SBX_E_SYS, 0,
+                             "seccomp: filters of %zu and %zu instructions "
+                             "cannot be joined",
+                             allow->len, args->len);
+    struct sock_filter *p = sbx_xmalloc(n * sizeof(*p));
+    memcpy(p, allow->insns, allow->len * sizeof(*p));
+    memcpy(p + allow->len, args->insns, args->len * sizeof(*p));
+    for (size_t i = 0; i < allow->len; i++)
+        if (p[i].code == (BPF_RET | BPF_K) && p[i].k == SECCOMP_RET_ALLOW)
+            p[i] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JA, (uint32_t)(allow->len - i - 1), 0,
+                                                0);
+    out->insns = p;
+    out->len = n;
+    return 0;
+}
+
+int sbx__seccomp_build(struct sbx__bpf *out, struct sbx_error *err)
+{
+    struct sbx__bpf m = {0}, a = {0};
+    int rc = sbx__seccomp_build_pair(&m, &a, err);
+    if (rc == 0)
+        rc = sbx__bpf_chain(&m, &a, out, err);
+    sbx__bpf_release(&m);
+    sbx__bpf_release(&a);
+    return rc;
 }
 
 int sbx__seccomp_build_init(struct sbx__bpf *out, struct sbx_error *err)

@@ -6,7 +6,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
 #include <linux/keyctl.h>
+#include <linux/seccomp.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
@@ -807,6 +810,184 @@ static void test_seccomp_probes(void)
         CHECK_CONTAINS(out, want[i].line);
 }
 
+/* ------------------------------------------------------- one command filter ---- */
+
+/* A classic BPF interpreter for what libseccomp emits (loads of seccomp_data, AND, the jumps,
+ * scratch memory, returns): the verdict of prog for d, or -1 for an instruction it does not
+ * know (the test then fails rather than pass on a guess). */
+static int64_t bpf_run(const struct sbx__bpf *prog, const struct seccomp_data *d)
+{
+    const struct sock_filter *f = prog->insns;
+    uint32_t a = 0, x = 0, mem[BPF_MEMWORDS] = {0};
+    for (size_t pc = 0; pc < prog->len; pc++) {
+        const struct sock_filter *i = &f[pc];
+        switch (i->code) {
+        case BPF_LD | BPF_W | BPF_ABS:
+            if (i->k % 4 || i->k + 4 > sizeof(*d))
+                return -1;
+            memcpy(&a, (const char *)d + i->k, 4);
+            break;
+        case BPF_LD | BPF_IMM:
+            a = i->k;
+            break;
+        case BPF_LDX | BPF_IMM:
+            x = i->k;
+            break;
+        case BPF_LD | BPF_MEM:
+            a = mem[i->k % BPF_MEMWORDS];
+            break;
+        case BPF_LDX | BPF_MEM:
+            x = mem[i->k % BPF_MEMWORDS];
+            break;
+        case BPF_ST:
+            mem[i->k % BPF_MEMWORDS] = a;
+            break;
+        case BPF_STX:
+            mem[i->k % BPF_MEMWORDS] = x;
+            break;
+        case BPF_MISC | BPF_TAX:
+            x = a;
+            break;
+        case BPF_MISC | BPF_TXA:
+            a = x;
+            break;
+        case BPF_ALU | BPF_AND | BPF_K:
+            a &= i->k;
+            break;
+        case BPF_ALU | BPF_OR | BPF_K:
+            a |= i->k;
+            break;
+        case BPF_JMP | BPF_JA:
+            pc += i->k;
+            break;
+        case BPF_JMP | BPF_JEQ | BPF_K:
+            pc += a == i->k ? i->jt : i->jf;
+            break;
+        case BPF_JMP | BPF_JGT | BPF_K:
+            pc += a > i->k ? i->jt : i->jf;
+            break;
+        case BPF_JMP | BPF_JGE | BPF_K:
+            pc += a >= i->k ? i->jt : i->jf;
+            break;
+        case BPF_JMP | BPF_JSET | BPF_K:
+            pc += (a & i->k) ? i->jt : i->jf;
+            break;
+        case BPF_JMP | BPF_JEQ | BPF_X:
+            pc += a == x ? i->jt : i->jf;
+            break;
+        case BPF_JMP | BPF_JGT | BPF_X:
+            pc += a > x ? i->jt : i->jf;
+            break;
+        case BPF_JMP | BPF_JGE | BPF_X:
+            pc += a >= x ? i->jt : i->jf;
+            break;
+        case BPF_RET | BPF_K:
+            return i->k;
+        case BPF_RET | BPF_A:
+            return a;
+        default:
+            return -1;
+        }
+    }
+    return -1;
+}
+
+/* The kernel's choice among stacked filters: the most restrictive action, the newest filter
+ * (first here) on a tie. */
+static int64_t stacked(int64_t newest, int64_t older)
+{
+    if (newest < 0 || older < 0)
+        return -1;
+    int32_t n = (int32_t)((uint32_t)newest & SECCOMP_RET_ACTION_FULL);
+    int32_t o = (int32_t)((uint32_t)older & SECCOMP_RET_ACTION_FULL);
+    return o < n ? older : newest;
+}
+
+static uint64_t next_rand(uint64_t *state)
+{
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    return *state;
+}
+
+/* The commands get the two filters joined into one program (sbx__bpf_chain): its verdict must
+ * be the kernel's for the two stacked, for every system call number of every architecture and
+ * x32, with arguments drawn from the values the rules compare against. */
+static void test_seccomp_chain(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    struct sbx__bpf allow = {0}, args = {0}, one = {0};
+    int rc = sbx__seccomp_build_pair(&allow, &args, &err);
+    if (rc == 0)
+        rc = sbx__bpf_chain(&allow, &args, &one, &err);
+    CHECK_EQ_INT(rc, 0);
+    if (rc < 0) {
+        printf("# %s\n", err.msg);
+        return;
+    }
+    CHECK_EQ_INT((int)one.len, (int)(allow.len + args.len));
+    const uint64_t pool[] = {0,
+                             1,
+                             8,
+                             0x7fffffff,
+                             0xffffffff,
+                             ~0ull,
+                             0xffffffff00000000ull,
+                             TIOCSTI,
+                             0xffffffff00000000ull | TIOCSTI,
+                             TIOCLINUX,
+                             TIOCSETD,
+                             TIOCCONS,
+                             TIOCGWINSZ,
+                             S_ISUID,
+                             S_ISGID,
+                             S_ISUID | 0755,
+                             0xffffffff00000000ull | S_ISGID,
+                             0644,
+                             O_CREAT,
+                             O_CREAT | O_RDWR,
+                             __O_TMPFILE | O_RDWR,
+                             O_DIRECTORY,
+                             AF_UNIX,
+                             AF_INET6,
+                             AF_NETLINK,
+                             AF_PACKET,
+                             AF_VSOCK,
+                             0x100000000ull | AF_UNIX,
+                             CLONE_NEWUSER | SIGCHLD,
+                             CLONE_VM | CLONE_THREAD | CLONE_SIGHAND,
+                             0x80,
+                             SIGCHLD};
+    const uint32_t arches[] = {AUDIT_ARCH_X86_64, AUDIT_ARCH_I386, AUDIT_ARCH_AARCH64, 0};
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    size_t checked = 0, differ = 0, refused_by_args = 0;
+    for (size_t ai = 0; ai < SBX_ARRAY_LEN(arches); ai++) {
+        for (uint32_t n = 0; n < 1200; n++) {
+            uint32_t nr = n < 600 ? n : n == 1199 ? 0xffffffffu : 0x40000000u + (n - 600);
+            for (int v = 0; v < 96; v++) {
+                struct seccomp_data d = {.nr = (int)nr, .arch = arches[ai]};
+                for (int k = 0; k < 6; k++)
+                    d.args[k] = v == 0 ? 0 : pool[next_rand(&seed) % SBX_ARRAY_LEN(pool)];
+                int64_t a = bpf_run(&allow, &d), b = bpf_run(&args, &d), j = bpf_run(&one, &d);
+                int64_t want = stacked(a, b);
+                checked++;
+                if (want < 0 || j != want)
+                    differ++;
+                if (a == SECCOMP_RET_ALLOW && b >= 0 && b != SECCOMP_RET_ALLOW)
+                    refused_by_args++;
+            }
+        }
+    }
+    printf("# %zu + %zu instructions; %zu inputs, %zu refused by the argument rules only\n",
+           allow.len, args.len, checked, refused_by_args);
+    CHECK_EQ_INT((int)differ, 0);
+    CHECK(refused_by_args > 100); /* the argument rules were reached */
+    sbx__bpf_release(&allow);
+    sbx__bpf_release(&args);
+    sbx__bpf_release(&one);
+}
+
 /* Runs this program with ARG outside any sandbox and returns its wait status: what the kernel
  * itself does with the other ABIs, before any filter. */
 static int probe_outside(const char *arg)
@@ -1207,6 +1388,7 @@ int main(int argc, char **argv)
     TAP_RUN(test_idrange_overlaps);
     TAP_RUN_FORKED(test_idrange_slots);
     TAP_RUN(test_i386_verdicts);
+    TAP_RUN(test_seccomp_chain);
 
     char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
