@@ -39,7 +39,8 @@ struct sbx__isolation {
     struct sbx__bpf bpf_cmd, bpf_init; /* the commands' (one program), PID 1's */
     struct rlimit rl_fsize, rl_nofile, rl_nproc;
     int cap_last;
-    int bset_empty; /* set in PID 1 once it emptied its bounding set, which children inherit */
+    int bset_empty;      /* set in PID 1 once it emptied its bounding set, which children inherit */
+    int cmd_filter_held; /* set in PID 1 once bpf_cmd is its own filter, which children inherit */
     uid_t host_uid;
     gid_t host_gid;
     int privileged; /* caller is host root: range maps, setgroups allowed */

@@ -435,7 +435,19 @@ int sbx__isolation_child(const struct sbx__isolation *iso, const struct sbx__run
         return sbx_error_errno(err, errno,
                                "cannot mark descriptors close-on-exec (kernel feature "
                                "close_range, Linux 5.11)");
+    /* Held by PID 1 (sbx__isolation_hold_cmd_filter): inherited, the same program at the same
+     * place in the stack, above PID 1's own. */
+    if (iso->cmd_filter_held)
+        return 0;
     return sbx__seccomp_load(&iso->bpf_cmd, err);
+}
+
+int sbx__isolation_hold_cmd_filter(struct sbx__isolation *iso, struct sbx_error *err)
+{
+    int rc = sbx__seccomp_load(&iso->bpf_cmd, err);
+    if (rc == 0)
+        iso->cmd_filter_held = 1;
+    return rc;
 }
 
 /* --------------------------------------------------------------- reporting ---- */

@@ -408,6 +408,13 @@ int sbx__isolation_netns_fd(const struct sbx__isolation *iso, int *out, struct s
 int sbx__isolation_user(const struct sbx__isolation *iso, const char *name, struct sbx__run_as *out,
                         struct sbx_error *err);
 
+/* INNER only, once PID 1 needs nothing more than the commands may do: install the commands'
+ * filter in PID 1 itself, above its own. Every process it starts from then on inherits the
+ * filter, and sbx__isolation_child no longer installs it per command (the kernel checks,
+ * translates and JIT-compiles each filter a process installs). On failure nothing changed:
+ * the commands install it themselves. */
+int sbx__isolation_hold_cmd_filter(struct sbx__isolation *iso, struct sbx_error *err);
+
 /* In a command child after fork, before exec: see the top of this file. Allocates nothing.
  * Refuses (SBX_E_SANDBOX) a working directory outside the sandbox root. */
 int sbx__isolation_child(const struct sbx__isolation *iso, const struct sbx__run_as *user,

@@ -715,12 +715,25 @@ static int report(struct sbx__sup *s, int rc, const struct sbx_error *err)
     return wrc;
 }
 
+/* Isolated, PID 1 serves under the commands' seccomp filter (on top of its own), which every
+ * reaper and command then inherits instead of installing it at each exec. What PID 1 does from
+ * here on (the protocol, starting reapers, opening terminals, signalling and reaping, the
+ * cgroup's event counters) is within what that filter allows; the set-up it does not allow
+ * (mounts, namespaces) is over. Should the kernel refuse, each command installs it as before. */
+static void hold_cmd_filter(struct sbx__sup *s)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    if (s->iso && sbx__isolation_hold_cmd_filter(s->iso, &err) < 0)
+        sbx_log(SBX_LOG_WARN, "sandbox '%s': each command installs its filter: %s", s->id, err.msg);
+}
+
 /* Serve until told to stop; then kill everything, and answer the shutdown request once it is
  * all dead. */
 static void serve_and_stop(struct sbx__sup *s)
 {
     sbx_log(SBX_LOG_INFO, "sandbox '%s' serving (pid %d)", s->id, (int)getpid());
     malloc_trim(0); /* the start-up's freed heap: an idle sandbox keeps only what it uses */
+    hold_cmd_filter(s);
     sbx__sup_serve(s);
     sbx__sup_kill_everything(s);
     unlinkat(s->dir_fd, SBX_PROTO_SOCKNAME, 0);
