@@ -295,12 +295,46 @@ static long raw_syscall(long n, long a1, long a2, long a3, long a4, long a5)
 }
 #endif
 
+/* 1 when cmd (ended, not reaped yet) is the reaper's only child: then nothing of the exec is
+ * left, for every process of it is a child of ours or descends from one. Read from the kernel's
+ * list of our children (the reaper has one thread); 0 when that cannot tell (no such file, a
+ * pid namespace of another /proc). Raw system calls, our own stack: see reaper_watch. */
+static int only_child(pid_t cmd)
+{
+    char buf[64];
+    long fd = raw_syscall(SYS_openat, AT_FDCWD, (long)"/proc/thread-self/children",
+                          O_RDONLY | O_CLOEXEC, 0, 0);
+    if (fd < 0)
+        return 0;
+    long pid = -1, n;
+    int count = 0, ok = 1;
+    while (ok && (n = raw_syscall(SYS_read, fd, (long)buf, sizeof(buf), 0, 0)) != 0) {
+        if (n == -EINTR)
+            continue;
+        ok = n > 0;
+        for (long i = 0; ok && i < n; i++) {
+            if (buf[i] >= '0' && buf[i] <= '9') {
+                pid = (pid < 0 ? 0 : pid * 10) + (buf[i] - '0');
+                ok = pid <= INT32_MAX;
+            } else if (pid >= 0) {
+                ok = ++count == 1 && pid == cmd;
+                pid = -1;
+            }
+        }
+    }
+    if (ok && pid >= 0)
+        ok = ++count == 1 && pid == cmd;
+    (void)raw_syscall(SYS_close, fd, 0, 0, 0, 0);
+    return ok && count == 1;
+}
+
 /* The reaper once the command runs and the supervisor goes on: raw system calls only, its own
  * stack and nothing else of the shared memory. The command's status is reported before it is
  * reaped: should we be killed in between, the supervisor inherits the command (a zombie then)
- * and still learns how it ended. Exiting 0 tells the supervisor that nothing is left; with 1
- * what the command left comes to the supervisor, which kills it (serve.c, sweep_orphans)
- * before it answers. */
+ * and still learns how it ended. Reported "alone", nothing is left and the supervisor answers at
+ * once (it reaps us later). Otherwise it answers once we have exited: 0 tells it that nothing is
+ * left; with 1 what the command left comes to the supervisor, which kills it (serve.c,
+ * sweep_orphans) before it answers. */
 static SBX_NORETURN void reaper_watch(pid_t cmd, int keep)
 {
     int st = 0;
@@ -321,7 +355,8 @@ static SBX_NORETURN void reaper_watch(pid_t cmd, int keep)
         }
         (void)raw_syscall(SYS_wait4, si.si_pid, 0, 0, 0, 0);
     }
-    (void)raw_syscall(SYS_write, 3, (long)&st, sizeof(st), 0, 0);
+    struct sbx__sup_report rep = {.status = st, .alone = !keep && only_child(cmd)};
+    (void)raw_syscall(SYS_write, 3, (long)&rep, sizeof(rep), 0, 0);
     (void)raw_syscall(SYS_close, 3, 0, 0, 0, 0);
     (void)raw_syscall(SYS_wait4, cmd, 0, 0, 0, 0);
     if (!keep) {

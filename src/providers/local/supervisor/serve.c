@@ -360,18 +360,19 @@ static void report_exit(struct sbx__sup *s, struct sbx__sup_child *c, int status
 /* The status the reaper of c wrote, if it did. */
 static void read_status(struct sbx__sup *s, struct sbx__sup_child *c)
 {
-    int st;
+    struct sbx__sup_report rep;
     ssize_t n;
     do
-        n = read(c->status_fd, &st, sizeof(st));
+        n = read(c->status_fd, &rep, sizeof(rep));
     while (n < 0 && errno == EINTR);
-    if (n == (ssize_t)sizeof(st)) {
+    if (n == (ssize_t)sizeof(rep)) {
         sbx_fd_close(&c->status_fd);
         c->have_status = 1;
-        c->status = st;
-        /* Without keep_background the answer waits until the reaper has killed the rest. */
-        if (c->keep)
-            report_exit(s, c, st);
+        c->status = rep.status;
+        /* Without keep_background the answer means "all gone": at once when the reaper saw
+         * nothing else left, else once it has ended (on_exit_status). */
+        if (c->keep || rep.alone)
+            report_exit(s, c, rep.status);
     } else if (n == 0 || (n < 0 && errno != EAGAIN))
         sbx_fd_close(&c->status_fd); /* the reaper is ending without a report */
 }

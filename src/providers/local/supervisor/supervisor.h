@@ -51,6 +51,12 @@ struct sbx__sup_child {
     void *stacks; /* the reaper's and the command's start stacks (exec.c); NULL: none */
 };
 
+/* What a reaper writes on its status pipe once its command has ended, in one write. */
+struct sbx__sup_report {
+    int status; /* the command's wait status */
+    int alone;  /* 1: nothing else of the exec is left, the reaper only exits now (exec.c) */
+};
+
 struct sbx__sup_conn {
     int fd;
     struct sbx_buf in;
