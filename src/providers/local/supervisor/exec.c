@@ -185,17 +185,31 @@ static int child_entry(void *p)
  * guard page, the command's stack. The command runs on its stack only until it executes, while
  * the reaper waits in clone below it; 8 MiB bound execvp's buffers for a long PATH, and the
  * guard between them makes an overrun fault instead of writing the reaper's frames. The
- * supervisor maps them before the reaper starts and unmaps them once it has reaped the
- * reaper. */
+ * supervisor maps them (or takes the spare) before the reaper starts and keeps them as the
+ * spare, or unmaps them, once it has reaped the reaper. */
 #define GUARD_SIZE    ((size_t)4096)
 #define REAPER_STACK  ((size_t)256 << 10)
 #define COMMAND_STACK ((size_t)8 << 20)
 #define STACKS_SIZE   (2 * GUARD_SIZE + REAPER_STACK + COMMAND_STACK)
 
+/* One mapping of stacks kept once its reaper has been reaped, for the next exec: no mmap, two
+ * mprotect and a munmap (with its TLB flush) per exec, and the stack pages the last exec
+ * touched are there already. It holds nothing but frames of this process's own code. Unmapped
+ * after SPARE_STACKS_MS without an exec (sbx__sup_stacks_idle), so an idle sandbox holds
+ * none. */
+#define SPARE_STACKS_MS 2000
+static char *spare_stacks;
+static int64_t spare_until;
+
 static char *exec_stacks(void)
 {
     if (SBX__SANITIZED)
         return NULL; /* the forked reaper and command (core/spawn.h) */
+    if (spare_stacks) {
+        char *p = spare_stacks;
+        spare_stacks = NULL;
+        return p;
+    }
     char *p = mmap(NULL, STACKS_SIZE, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED)
@@ -210,9 +224,27 @@ static char *exec_stacks(void)
 
 void sbx__sup_child_stacks_release(struct sbx__sup_child *c)
 {
-    if (c->stacks)
+    if (c->stacks && !spare_stacks) {
+        spare_stacks = c->stacks;
+        spare_until = sbx_deadline_after_ms(SPARE_STACKS_MS);
+    } else if (c->stacks) {
         munmap(c->stacks, STACKS_SIZE);
+    }
     c->stacks = NULL;
+}
+
+int64_t sbx__sup_stacks_idle(int64_t now)
+{
+    if (spare_stacks && now >= spare_until)
+        sbx__sup_stacks_drop();
+    return spare_stacks ? spare_until : INT64_MAX;
+}
+
+void sbx__sup_stacks_drop(void)
+{
+    if (spare_stacks)
+        munmap(spare_stacks, STACKS_SIZE);
+    spare_stacks = NULL;
 }
 
 /* Start the command from the reaper. The child shares the reaper's memory (which is the

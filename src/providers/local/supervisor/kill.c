@@ -217,4 +217,5 @@ void sbx__sup_kill_everything(struct sbx__sup *s)
         sbx__sup_child_stacks_release(&s->children[i]);
         sbx_fd_close(&s->children[i].status_fd);
     }
+    sbx__sup_stacks_drop();
 }

@@ -463,7 +463,7 @@ static void reap(struct sbx__sup *s)
 
 static int64_t check_timers(struct sbx__sup *s)
 {
-    int64_t now = sbx_time_mono_ns(), next = INT64_MAX;
+    int64_t now = sbx_time_mono_ns(), next = sbx__sup_stacks_idle(now);
     for (size_t i = 0; i < s->n_children; i++) {
         struct sbx__sup_child *c = &s->children[i];
         if (c->pid <= 0 || c->cmd <= 0 || c->have_status)

@@ -125,8 +125,14 @@ void sbx__sup_drop_conn(struct sbx__sup *s, int ci);
  * and its stdio handed back, or an error reply. */
 void sbx__sup_exec(struct sbx__sup *s, int ci, const json_t *req);
 
-/* Unmap the stacks of c, whose reaper has been reaped (it runs on them until it exits). */
+/* Let go of the stacks of c, whose reaper has been reaped (it runs on them until it exits):
+ * kept as the next exec's when none is kept yet, else unmapped. */
 void sbx__sup_child_stacks_release(struct sbx__sup_child *c);
+/* Unmap the kept stacks once unused for a while (at now, monotonic ns): when to call again,
+ * INT64_MAX when nothing is kept. */
+int64_t sbx__sup_stacks_idle(int64_t now);
+/* Unmap the kept stacks now. */
+void sbx__sup_stacks_drop(void);
 
 /* ---- kill.c ---- */
 
