@@ -711,9 +711,8 @@ static void exec_reply(struct sbx__sup *s, int ci, const struct exec_req *x,
                        const struct exec_io *io, pid_t pid, pid_t cmd, int status_fd, void *stacks,
                        const struct sbx__cgroup_events *before)
 {
+    /* The command made its own group (child_main) before it executed: the reply comes after. */
     int ch = add_child(s);
-    if (!x->tty)
-        (void)setpgid(cmd, cmd); /* also here, so a kill right away cannot miss the group */
     s->children[ch] = (struct sbx__sup_child){
             .pid = pid,
             .cmd = cmd,
