@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sbx/fs.h"
@@ -107,17 +108,44 @@ static int index_records(struct snap_statcache *c, uint64_t count, size_t body_e
     return off == body_end ? 0 : -1;
 }
 
+/* The file read into one buffer of its size, in as few reads (a buffer grown as it is read
+ * would be copied and would map more memory than the file needs). */
+static int read_whole(int dirfd, const char *name, size_t max, struct snap_statcache *c)
+{
+    int fd = -1;
+    if (sbx_fs_open(dirfd, name, O_RDONLY | O_NOCTTY | O_NONBLOCK, 0, 0, &fd, NULL) < 0)
+        return -1;
+    struct stat sb;
+    int rc = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size <= max ? 0 : -1;
+    size_t len = rc == 0 ? (size_t)sb.st_size : 0;
+    char *data = rc == 0 ? malloc(len ? len : 1) : NULL;
+    size_t got = 0;
+    if (rc == 0 && !data)
+        rc = -1;
+    while (rc == 0 && got < len) {
+        ssize_t r = read(fd, data + got, len - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            rc = -1;
+        else
+            got += (size_t)r;
+    }
+    sbx_fd_close(&fd);
+    if (rc < 0) {
+        free(data);
+        return -1;
+    }
+    c->data = data;
+    c->len = len;
+    return 0;
+}
+
 int sbx__statcache_load(int dirfd, const char *name, size_t max, struct snap_statcache *c)
 {
     memset(c, 0, sizeof(*c));
-    struct sbx_buf b;
-    sbx_buf_init(&b, max);
-    if (sbx_fs_read(dirfd, name, max, &b, NULL) < 0) {
-        sbx_buf_release(&b);
+    if (read_whole(dirfd, name, max, c) < 0)
         return -1;
-    }
-    c->len = b.len;
-    c->data = sbx_buf_detach(&b, NULL);
     uint32_t version = 0, bom = 0;
     uint64_t count = 0, body = 0;
     uint64_t sum;
