@@ -65,14 +65,17 @@ static void cache_key(const struct statx *sx, struct snap_stat_key *k)
 }
 
 /* The cache's hash for path when its stat matches in full and the file is older than the racy
- * window; NULL otherwise. Blobs it names exist: collection drops every cache. */
-static const char *cache_lookup(struct walk *w, const char *path, const struct statx *sx)
+ * window; NULL otherwise. *slot: path's record in the cache (-1: none). Blobs it names exist:
+ * collection drops every cache. */
+static const char *cache_lookup(struct walk *w, const char *path, size_t len,
+                                const struct statx *sx, long *slot)
 {
+    *slot = sbx__statcache_slot(&w->old_cache, path, len);
     if (ts_ns(sx->stx_ctime) >= w->scan_start_ns - RACY_WINDOW_NS)
         return NULL;
     struct snap_stat_key k;
     cache_key(sx, &k);
-    return sbx__statcache_find(&w->old_cache, path, strlen(path), &k);
+    return sbx__statcache_match(&w->old_cache, *slot, &k);
 }
 
 /* Room for at least n bytes in w->small, what it holds kept. Sized by need, not SMALL_FILE up
@@ -203,7 +206,9 @@ static int take_file(struct walk *w, int dfd, const char *name, char *path, stru
 {
     char sha[SBX_SHA256_HEX_LEN + 1];
     uint64_t size = sx->stx_size;
-    const char *cached = cache_lookup(w, path, sx);
+    size_t plen = strlen(path);
+    long slot = -1;
+    const char *cached = w->caching ? cache_lookup(w, path, plen, sx, &slot) : NULL;
     struct statx now = *sx;
     if (cached) {
         memcpy(sha, cached, SBX_SHA256_HEX_LEN);
@@ -247,7 +252,11 @@ static int take_file(struct walk *w, int dfd, const char *name, char *path, stru
     if (w->caching) {
         struct snap_stat_key k;
         cache_key(&now, &k);
-        sbx__statcache_add(&w->new_cache, path, strlen(path), &k, sha);
+        /* the loaded cache is updated where it has the path; only new paths are added */
+        if (slot >= 0)
+            sbx__statcache_note(&w->old_cache, slot, &k, sha);
+        else
+            sbx__statcache_add(&w->new_cache, path, plen, &k, sha);
     }
     struct snap_entry *e = sbx__snap_tree_add(&w->tree, path, SNAP_FILE, now.stx_mode);
     e->size = size;
@@ -527,11 +536,8 @@ int sbx_snapshot_take(struct sbx_snapshot_store *st, int dirfd,
         sbx__statcache_writer_init(&w.new_cache);
         w.caching = 1;
         /* about as many files as last time: no growth (and copying) on the way */
-        if (w.old_cache.count) {
-            if (sbx_buf_reserve(&w.new_cache, w.old_cache.len, NULL) < 0)
-                SBX_BUG("unbounded buffer refused data");
+        if (w.old_cache.count)
             SBX_ALLOC_GROW(w.tree.v, w.old_cache.count + 64, w.tree.cap);
-        }
     }
     w.scan_start_ns = sbx_time_real_ns();
     sbx_progress_sink_init(&w.progress, o->progress, o->progress_data);
@@ -561,7 +567,7 @@ int sbx_snapshot_take(struct sbx_snapshot_store *st, int dirfd,
     /* The cache only saves work: a failure to write it costs the next take time, and a torn
      * one after a crash fails its checksum and is ignored, so it is not fsynced. */
     if (w.caching)
-        sbx__statcache_write(st->cache_fd, cname, &w.new_cache, NULL);
+        sbx__statcache_save(&w.old_cache, st->cache_fd, cname, &w.new_cache, NULL);
     if (o->out_stats)
         *o->out_stats = w.stats;
     *out_ref = ref;
