@@ -512,49 +512,105 @@ static void put_text(struct sbx_buf *b, const char *s)
         SBX_BUG("unbounded buffer refused data");
 }
 
-/* A string or a number as jansson's compact dump writes it (json-canon): the reference is the
- * digest of that text, so it must match byte for byte. The tree was validated first (UTF-8, no
- * control character), so a string is never refused. */
-static void put_str(struct sbx_buf *b, const char *key, const char *s)
+/* The entries' text is what jansson's compact, key-sorted dump writes (json-canon): the
+ * reference is its digest, so it must match byte for byte. The tree was validated first (UTF-8,
+ * no control character), so a string is never refused. An entry is written straight into
+ * reserved room: at most this much besides its path or target, for the keys, the quotes, the
+ * digest and two numbers. */
+#define ENTRY_ROOM 160
+
+/* Bytes jansson copies as they are (canon's plain(), ASCII only): the path of nearly every
+ * entry, which then needs no run through the canonical writer. */
+static int plain_ascii(const char *s, size_t n)
 {
-    put_text(b, key);
-    if (sbx__json_canon_string(s, strlen(s), b, NULL) < 0)
+    unsigned bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned c = (unsigned char)s[i];
+        bad |= (c - 0x20u >= 0x60u) | (c == '"') | (c == '\\');
+    }
+    return !bad;
+}
+
+static char *put_lit(char *p, const char *s, size_t n)
+{
+    memcpy(p, s, n);
+    return p + n;
+}
+#define PUT_LIT(p, s) put_lit(p, s, sizeof(s) - 1)
+
+/* v in decimal, as canon's integer for any v up to INT64_MAX (a validated tree's sizes are). */
+static char *put_dec(char *p, uint64_t v)
+{
+    char t[20];
+    size_t n = 0;
+    do {
+        t[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = t[--n];
+    return p;
+}
+
+/* The string s as a JSON string at p (b's end, written up to p so far), then room for
+ * ENTRY_ROOM more: the new end. */
+static char *put_json_str(struct sbx_buf *b, char *p, const char *s)
+{
+    size_t n = strlen(s);
+    sbx_buf_setlen(b, (size_t)(p - b->data));
+    if (plain_ascii(s, n)) {
+        if (sbx_buf_reserve(b, n + 2 + ENTRY_ROOM, NULL) < 0)
+            SBX_BUG("unbounded buffer refused data");
+        p = b->data + b->len;
+        *p++ = '"';
+        p = put_lit(p, s, n);
+        *p++ = '"';
+        return p;
+    }
+    if (sbx__json_canon_string(s, n, b, NULL) < 0)
         SBX_BUG("a validated tree has a path that is not UTF-8");
-}
-
-static void put_num(struct sbx_buf *b, const char *key, uint64_t v)
-{
-    put_text(b, key);
-    if (sbx__json_canon_int((long long)v, b, NULL) < 0)
+    if (sbx_buf_reserve(b, ENTRY_ROOM, NULL) < 0)
         SBX_BUG("unbounded buffer refused data");
-}
-
-/* A digest field as jansson writes it: a validated tree's is 64 lower-case hex digits, which
- * need no escape. */
-static void put_hex(struct sbx_buf *b, const char *key, const char *hex)
-{
-    put_text(b, key);
-    if (sbx_buf_addch(b, '"', NULL) < 0 || sbx_buf_add(b, hex, SBX_SHA256_HEX_LEN, NULL) < 0 ||
-        sbx_buf_addch(b, '"', NULL) < 0)
-        SBX_BUG("unbounded buffer refused data");
+    return b->data + b->len;
 }
 
 /* One entry's object, the members in key order: mode, path, sha256, size, target, type. */
 static void put_entry(struct sbx_buf *b, const struct snap_entry *e, int first)
 {
-    put_text(b, first ? "{" : ",{");
-    if (e->type != SNAP_SYMLINK)
-        put_num(b, "\"mode\":", e->mode);
-    put_str(b, e->type != SNAP_SYMLINK ? ",\"path\":" : "\"path\":", e->path);
-    if (e->type == SNAP_FILE) {
-        put_hex(b, ",\"sha256\":", e->sha);
-        put_num(b, ",\"size\":", e->size);
+    if (sbx_buf_reserve(b, ENTRY_ROOM, NULL) < 0)
+        SBX_BUG("unbounded buffer refused data");
+    char *p = b->data + b->len;
+    p = first ? PUT_LIT(p, "{") : PUT_LIT(p, ",{");
+    if (e->type != SNAP_SYMLINK) {
+        p = PUT_LIT(p, "\"mode\":");
+        p = put_dec(p, e->mode);
+        *p++ = ',';
     }
-    if (e->type == SNAP_SYMLINK)
-        put_str(b, ",\"target\":", e->target);
-    put_text(b, ",\"type\":\"");
-    put_text(b, type_name(e->type));
-    put_text(b, "\"}");
+    p = PUT_LIT(p, "\"path\":");
+    p = put_json_str(b, p, e->path);
+    if (e->type == SNAP_FILE) {
+        p = PUT_LIT(p, ",\"sha256\":\"");
+        p = put_lit(p, e->sha, SBX_SHA256_HEX_LEN);
+        p = PUT_LIT(p, "\",\"size\":");
+        if (e->size <= INT64_MAX) {
+            p = put_dec(p, e->size);
+        } else {
+            sbx_buf_setlen(b, (size_t)(p - b->data));
+            if (sbx__json_canon_int((long long)e->size, b, NULL) < 0 ||
+                sbx_buf_reserve(b, ENTRY_ROOM, NULL) < 0)
+                SBX_BUG("unbounded buffer refused data");
+            p = b->data + b->len;
+        }
+    }
+    if (e->type == SNAP_SYMLINK) {
+        p = PUT_LIT(p, ",\"target\":");
+        p = put_json_str(b, p, e->target);
+    }
+    p = PUT_LIT(p, ",\"type\":\"");
+    const char *tn = type_name(e->type);
+    p = put_lit(p, tn, strlen(tn));
+    p = PUT_LIT(p, "\"}");
+    sbx_buf_setlen(b, (size_t)(p - b->data));
 }
 
 void sbx__snap_entries_text(const struct snap_tree *t, struct sbx_buf *b)
