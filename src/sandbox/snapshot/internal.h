@@ -187,13 +187,18 @@ struct snap_stat_key {
     int64_t mtime_ns, ctime_ns;
     uint32_t mode;
 };
-/* A cache read and checked whole: its bytes and a hash table of record offsets (+1; 0 empty). */
+/* A cache read and checked whole: its bytes and a hash table of record offsets (+1; 0 empty),
+ * with each record's flags (seen by this take, changed by it); the file's fd (read-write) while
+ * data is set. */
 struct snap_statcache {
     char *data;
     size_t len;
     size_t *slots;
+    uint8_t *flags;
     size_t mask;
     uint64_t count;
+    uint64_t seen, dirty; /* records seen and changed by this take */
+    int fd;
 };
 /* Read name (at most max bytes) from dirfd and check it (magic, version, byte order, size,
  * checksum, every record within the file). 0 loaded; -1 missing, unreadable, damaged or of
@@ -204,6 +209,23 @@ int sbx__statcache_load(int dirfd, const char *name, size_t max, struct snap_sta
  * NULL otherwise. */
 const char *sbx__statcache_find(const struct snap_statcache *c, const char *path, size_t len,
                                 const struct snap_stat_key *k);
+/* The same in two steps: the slot of path's record (-1: none), then its digits when the record
+ * matches k (NULL for slot -1 or another stat). */
+long sbx__statcache_slot(const struct snap_statcache *c, const char *path, size_t len);
+const char *sbx__statcache_match(const struct snap_statcache *c, long slot,
+                                 const struct snap_stat_key *k);
+/* What the take found for the path of slot (>= 0): the record is marked seen, and updated in
+ * memory when its stat or digest changed. */
+void sbx__statcache_note(struct snap_statcache *c, long slot, const struct snap_stat_key *k,
+                         const char sha[SBX_SHA256_HEX_LEN]);
+/* Write the cache for the next take of the same source, from c (the loaded one, updated with
+ * sbx__statcache_note; may be empty) and extra (built with sbx__statcache_writer_init and _add:
+ * the files c had no record of). When c is loaded, every record was seen and extra has none,
+ * only the changed records and the checksum are written over c's file (nothing when none
+ * changed); otherwise a new file of the seen records and extra's, as sbx__statcache_write.
+ * Not fsynced: a torn cache fails its checksum. */
+int sbx__statcache_save(struct snap_statcache *c, int dirfd, const char *name,
+                        struct sbx_buf *extra, struct sbx_error *err);
 void sbx__statcache_release(struct snap_statcache *c);
 /* A new cache is built in w (initialised here; the caller releases it), one record per file,
  * then written as name (temp file and rename; not fsynced: a torn one fails its checksum). */

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "sbx/fs.h"
@@ -74,8 +75,11 @@ static size_t padded(size_t n)
 
 void sbx__statcache_release(struct snap_statcache *c)
 {
+    if (c->data)
+        sbx_fd_close(&c->fd);
     free(c->data);
     free(c->slots);
+    free(c->flags);
     memset(c, 0, sizeof(*c));
 }
 
@@ -86,7 +90,8 @@ static int index_records(struct snap_statcache *c, uint64_t count, size_t body_e
     while (cap < count * 2)
         cap *= 2;
     c->slots = calloc(cap, sizeof(*c->slots));
-    if (!c->slots)
+    c->flags = calloc(cap, 1);
+    if (!c->slots || !c->flags)
         return -1;
     c->mask = cap - 1;
     size_t off = SC_HEAD;
@@ -107,17 +112,46 @@ static int index_records(struct snap_statcache *c, uint64_t count, size_t body_e
     return off == body_end ? 0 : -1;
 }
 
+/* The file read into one buffer of its size, in as few reads (a buffer grown as it is read
+ * would be copied and would map more memory than the file needs). Its fd stays open, for
+ * writing back in place what a take changed (sbx__statcache_save). */
+static int read_whole(int dirfd, const char *name, size_t max, struct snap_statcache *c)
+{
+    int fd = -1;
+    if (sbx_fs_open(dirfd, name, O_RDWR | O_NOCTTY | O_NONBLOCK, 0, 0, &fd, NULL) < 0)
+        return -1;
+    struct stat sb;
+    int rc = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && (uint64_t)sb.st_size <= max ? 0 : -1;
+    size_t len = rc == 0 ? (size_t)sb.st_size : 0;
+    char *data = rc == 0 ? malloc(len ? len : 1) : NULL;
+    size_t got = 0;
+    if (rc == 0 && !data)
+        rc = -1;
+    while (rc == 0 && got < len) {
+        ssize_t r = read(fd, data + got, len - got);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            rc = -1;
+        else
+            got += (size_t)r;
+    }
+    if (rc < 0) {
+        sbx_fd_close(&fd);
+        free(data);
+        return -1;
+    }
+    c->data = data;
+    c->len = len;
+    c->fd = fd;
+    return 0;
+}
+
 int sbx__statcache_load(int dirfd, const char *name, size_t max, struct snap_statcache *c)
 {
     memset(c, 0, sizeof(*c));
-    struct sbx_buf b;
-    sbx_buf_init(&b, max);
-    if (sbx_fs_read(dirfd, name, max, &b, NULL) < 0) {
-        sbx_buf_release(&b);
+    if (read_whole(dirfd, name, max, c) < 0)
         return -1;
-    }
-    c->len = b.len;
-    c->data = sbx_buf_detach(&b, NULL);
     uint32_t version = 0, bom = 0;
     uint64_t count = 0, body = 0;
     uint64_t sum;
@@ -142,24 +176,69 @@ bad:
     return -1;
 }
 
-const char *sbx__statcache_find(const struct snap_statcache *c, const char *path, size_t len,
-                                const struct snap_stat_key *k)
+long sbx__statcache_slot(const struct snap_statcache *c, const char *path, size_t len)
 {
     if (!c->slots)
-        return NULL;
+        return -1;
     size_t i = path_hash(path, len) & c->mask;
     for (; c->slots[i]; i = (i + 1) & c->mask) {
         const char *p = c->data + c->slots[i] - 1;
-        struct sc_rec r;
-        memcpy(&r, p, SC_FIXED);
-        if (r.path_len != len || memcmp(p + SC_FIXED, path, len) != 0)
-            continue;
-        if (r.dev != k->dev || r.ino != k->ino || r.size != k->size || r.mtime_ns != k->mtime_ns ||
-            r.ctime_ns != k->ctime_ns || r.mode != k->mode)
-            return NULL;
-        return p + offsetof(struct sc_rec, sha);
+        uint32_t plen;
+        memcpy(&plen, p + offsetof(struct sc_rec, path_len), sizeof(plen));
+        if (plen == len && memcmp(p + SC_FIXED, path, len) == 0)
+            return (long)i;
     }
-    return NULL;
+    return -1;
+}
+
+static int key_matches(const struct sc_rec *r, const struct snap_stat_key *k)
+{
+    return r->dev == k->dev && r->ino == k->ino && r->size == k->size &&
+           r->mtime_ns == k->mtime_ns && r->ctime_ns == k->ctime_ns && r->mode == k->mode;
+}
+
+const char *sbx__statcache_match(const struct snap_statcache *c, long slot,
+                                 const struct snap_stat_key *k)
+{
+    if (slot < 0)
+        return NULL;
+    const char *p = c->data + c->slots[slot] - 1;
+    struct sc_rec r;
+    memcpy(&r, p, SC_FIXED);
+    return key_matches(&r, k) ? p + offsetof(struct sc_rec, sha) : NULL;
+}
+
+const char *sbx__statcache_find(const struct snap_statcache *c, const char *path, size_t len,
+                                const struct snap_stat_key *k)
+{
+    return sbx__statcache_match(c, sbx__statcache_slot(c, path, len), k);
+}
+
+#define SC_SEEN  1
+#define SC_DIRTY 2
+
+void sbx__statcache_note(struct snap_statcache *c, long slot, const struct snap_stat_key *k,
+                         const char sha[SBX_SHA256_HEX_LEN])
+{
+    if (!(c->flags[slot] & SC_SEEN))
+        c->seen++;
+    c->flags[slot] |= SC_SEEN;
+    char *p = c->data + c->slots[slot] - 1;
+    struct sc_rec r;
+    memcpy(&r, p, SC_FIXED);
+    if (key_matches(&r, k) && memcmp(r.sha, sha, sizeof(r.sha)) == 0)
+        return;
+    r.dev = k->dev;
+    r.ino = k->ino;
+    r.size = k->size;
+    r.mtime_ns = k->mtime_ns;
+    r.ctime_ns = k->ctime_ns;
+    r.mode = k->mode;
+    memcpy(r.sha, sha, sizeof(r.sha));
+    memcpy(p, &r, SC_FIXED);
+    if (!(c->flags[slot] & SC_DIRTY))
+        c->dirty++;
+    c->flags[slot] |= SC_DIRTY;
 }
 
 void sbx__statcache_writer_init(struct sbx_buf *w)
@@ -217,4 +296,80 @@ int sbx__statcache_write(int dirfd, const char *name, struct sbx_buf *w, struct 
     if (rc < 0)
         unlinkat(dirfd, tmp, 0);
     return rc;
+}
+
+static uint64_t record_count(const struct sbx_buf *w)
+{
+    uint64_t count;
+    memcpy(&count, w->data + 16, 8);
+    return count;
+}
+
+/* A new file: the records of c that the take saw (updated) and those of extra. */
+static int save_new(const struct snap_statcache *c, int dirfd, const char *name,
+                    struct sbx_buf *extra, struct sbx_error *err)
+{
+    if (!c->data)
+        return sbx__statcache_write(dirfd, name, extra, err);
+    struct sbx_buf out;
+    sbx__statcache_writer_init(&out);
+    if (sbx_buf_reserve(&out, c->len + extra->len, NULL) < 0)
+        SBX_BUG("unbounded buffer refused data");
+    uint64_t count = record_count(extra);
+    for (size_t i = 0; i <= c->mask; i++) {
+        if (!(c->flags[i] & SC_SEEN))
+            continue;
+        const char *p = c->data + c->slots[i] - 1;
+        uint32_t plen;
+        memcpy(&plen, p + offsetof(struct sc_rec, path_len), sizeof(plen));
+        if (sbx_buf_add(&out, p, SC_FIXED + padded(plen), NULL) < 0)
+            SBX_BUG("unbounded buffer refused data");
+        count++;
+    }
+    if (sbx_buf_add(&out, extra->data + SC_HEAD, extra->len - SC_HEAD, NULL) < 0)
+        SBX_BUG("unbounded buffer refused data");
+    memcpy(out.data + 16, &count, 8);
+    int rc = sbx__statcache_write(dirfd, name, &out, err);
+    sbx_buf_release(&out);
+    return rc;
+}
+
+static int pwrite_all(int fd, const char *p, size_t n, size_t off)
+{
+    while (n) {
+        ssize_t r = pwrite(fd, p, n, (off_t)off);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            return -1;
+        p += r;
+        n -= (size_t)r;
+        off += (size_t)r;
+    }
+    return 0;
+}
+
+/* The changed records and the checksum written over the loaded file. Torn by a crash, or mixed
+ * with another take's writes, the file fails its checksum unless it is byte for byte the image
+ * of one writer, every record of which that writer saw. */
+static int save_in_place(struct snap_statcache *c, const char *name, struct sbx_error *err)
+{
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i <= c->mask; i++) {
+        if (c->flags[i] & SC_DIRTY)
+            rc = pwrite_all(c->fd, c->data + c->slots[i] - 1, SC_FIXED, c->slots[i] - 1);
+    }
+    uint64_t sum = sbx__statcache_sum(c->data, c->len - SC_SUM);
+    memcpy(c->data + c->len - SC_SUM, &sum, SC_SUM);
+    if (rc == 0)
+        rc = pwrite_all(c->fd, c->data + c->len - SC_SUM, SC_SUM, c->len - SC_SUM);
+    return rc < 0 ? sbx_error_errno(err, errno, "cannot write the stat cache '%s'", name) : 0;
+}
+
+int sbx__statcache_save(struct snap_statcache *c, int dirfd, const char *name,
+                        struct sbx_buf *extra, struct sbx_error *err)
+{
+    if (!c->data || record_count(extra) || c->seen != c->count)
+        return save_new(c, dirfd, name, extra, err);
+    return c->dirty ? save_in_place(c, name, err) : 0;
 }

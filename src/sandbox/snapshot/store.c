@@ -512,21 +512,105 @@ static void put_text(struct sbx_buf *b, const char *s)
         SBX_BUG("unbounded buffer refused data");
 }
 
-/* A string or a number as jansson's compact dump writes it (json-canon): the reference is the
- * digest of that text, so it must match byte for byte. The tree was validated first (UTF-8, no
- * control character), so a string is never refused. */
-static void put_str(struct sbx_buf *b, const char *key, const char *s)
+/* The entries' text is what jansson's compact, key-sorted dump writes (json-canon): the
+ * reference is its digest, so it must match byte for byte. The tree was validated first (UTF-8,
+ * no control character), so a string is never refused. An entry is written straight into
+ * reserved room: at most this much besides its path or target, for the keys, the quotes, the
+ * digest and two numbers. */
+#define ENTRY_ROOM 160
+
+/* Bytes jansson copies as they are (canon's plain(), ASCII only): the path of nearly every
+ * entry, which then needs no run through the canonical writer. */
+static int plain_ascii(const char *s, size_t n)
 {
-    put_text(b, key);
-    if (sbx__json_canon_string(s, strlen(s), b, NULL) < 0)
-        SBX_BUG("a validated tree has a path that is not UTF-8");
+    unsigned bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned c = (unsigned char)s[i];
+        bad |= (c - 0x20u >= 0x60u) | (c == '"') | (c == '\\');
+    }
+    return !bad;
 }
 
-static void put_num(struct sbx_buf *b, const char *key, uint64_t v)
+static char *put_lit(char *p, const char *s, size_t n)
 {
-    put_text(b, key);
-    if (sbx__json_canon_int((long long)v, b, NULL) < 0)
+    memcpy(p, s, n);
+    return p + n;
+}
+#define PUT_LIT(p, s) put_lit(p, s, sizeof(s) - 1)
+
+/* v in decimal, as canon's integer for any v up to INT64_MAX (a validated tree's sizes are). */
+static char *put_dec(char *p, uint64_t v)
+{
+    char t[20];
+    size_t n = 0;
+    do {
+        t[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = t[--n];
+    return p;
+}
+
+/* The string s as a JSON string at p (b's end, written up to p so far), then room for
+ * ENTRY_ROOM more: the new end. */
+static char *put_json_str(struct sbx_buf *b, char *p, const char *s)
+{
+    size_t n = strlen(s);
+    sbx_buf_setlen(b, (size_t)(p - b->data));
+    if (plain_ascii(s, n)) {
+        if (sbx_buf_reserve(b, n + 2 + ENTRY_ROOM, NULL) < 0)
+            SBX_BUG("unbounded buffer refused data");
+        p = b->data + b->len;
+        *p++ = '"';
+        p = put_lit(p, s, n);
+        *p++ = '"';
+        return p;
+    }
+    if (sbx__json_canon_string(s, n, b, NULL) < 0)
+        SBX_BUG("a validated tree has a path that is not UTF-8");
+    if (sbx_buf_reserve(b, ENTRY_ROOM, NULL) < 0)
         SBX_BUG("unbounded buffer refused data");
+    return b->data + b->len;
+}
+
+/* One entry's object, the members in key order: mode, path, sha256, size, target, type. */
+static void put_entry(struct sbx_buf *b, const struct snap_entry *e, int first)
+{
+    if (sbx_buf_reserve(b, ENTRY_ROOM, NULL) < 0)
+        SBX_BUG("unbounded buffer refused data");
+    char *p = b->data + b->len;
+    p = first ? PUT_LIT(p, "{") : PUT_LIT(p, ",{");
+    if (e->type != SNAP_SYMLINK) {
+        p = PUT_LIT(p, "\"mode\":");
+        p = put_dec(p, e->mode);
+        *p++ = ',';
+    }
+    p = PUT_LIT(p, "\"path\":");
+    p = put_json_str(b, p, e->path);
+    if (e->type == SNAP_FILE) {
+        p = PUT_LIT(p, ",\"sha256\":\"");
+        p = put_lit(p, e->sha, SBX_SHA256_HEX_LEN);
+        p = PUT_LIT(p, "\",\"size\":");
+        if (e->size <= INT64_MAX) {
+            p = put_dec(p, e->size);
+        } else {
+            sbx_buf_setlen(b, (size_t)(p - b->data));
+            if (sbx__json_canon_int((long long)e->size, b, NULL) < 0 ||
+                sbx_buf_reserve(b, ENTRY_ROOM, NULL) < 0)
+                SBX_BUG("unbounded buffer refused data");
+            p = b->data + b->len;
+        }
+    }
+    if (e->type == SNAP_SYMLINK) {
+        p = PUT_LIT(p, ",\"target\":");
+        p = put_json_str(b, p, e->target);
+    }
+    p = PUT_LIT(p, ",\"type\":\"");
+    const char *tn = type_name(e->type);
+    p = put_lit(p, tn, strlen(tn));
+    p = PUT_LIT(p, "\"}");
+    sbx_buf_setlen(b, (size_t)(p - b->data));
 }
 
 void sbx__snap_entries_text(const struct snap_tree *t, struct sbx_buf *b)
@@ -534,29 +618,13 @@ void sbx__snap_entries_text(const struct snap_tree *t, struct sbx_buf *b)
     if (sbx_buf_reserve(b, t->n * 192 + 2, NULL) < 0)
         SBX_BUG("unbounded buffer refused data");
     put_text(b, "[");
-    for (size_t i = 0; i < t->n; i++) {
-        const struct snap_entry *e = &t->v[i];
-        /* the members in key order: mode, path, sha256, size, target, type */
-        put_text(b, i ? ",{" : "{");
-        if (e->type != SNAP_SYMLINK)
-            put_num(b, "\"mode\":", e->mode);
-        put_str(b, e->type != SNAP_SYMLINK ? ",\"path\":" : "\"path\":", e->path);
-        if (e->type == SNAP_FILE) {
-            put_str(b, ",\"sha256\":", e->sha);
-            put_num(b, ",\"size\":", e->size);
-        }
-        if (e->type == SNAP_SYMLINK)
-            put_str(b, ",\"target\":", e->target);
-        put_str(b, ",\"type\":", type_name(e->type));
-        put_text(b, "}");
-    }
+    for (size_t i = 0; i < t->n; i++)
+        put_entry(b, &t->v[i], i == 0);
     put_text(b, "]");
 }
 
-/* Write data to a new temp file of the store without syncing it, and start its writeback:
- * the caller syncs it (tree_publish) once other files' writeback has been started too. */
-static int stage_tmp(struct sbx_snapshot_store *st, const void *data, size_t n, mode_t mode,
-                     struct snap_tree_file *tf, struct sbx_error *err)
+static int create_tmp(struct sbx_snapshot_store *st, mode_t mode, struct snap_tree_file *tf,
+                      struct sbx_error *err)
 {
     int rc = sbx_random_hex(tf->tmp, 8, err);
     if (rc < 0)
@@ -565,14 +633,30 @@ static int stage_tmp(struct sbx_snapshot_store *st, const void *data, size_t n, 
     tf->fd = openat(st->tmp_fd, tf->tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
     if (tf->fd < 0)
         return sbx_error_errno(err, errno, "cannot create a temp file in '%s'", st->path);
+    return 0;
+}
+
+/* Only a hint (its errors show again at the fsync): the blocks are allocated and their write
+ * begins now, in the journal transaction the first fsync of the take commits. */
+static void start_writeback(struct snap_tree_file *tf)
+{
+    sync_file_range(tf->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+}
+
+/* Write data to a new temp file of the store without syncing it, and start its writeback:
+ * the caller syncs it (tree_publish) once other files' writeback has been started too. */
+static int stage_tmp(struct sbx_snapshot_store *st, const void *data, size_t n, mode_t mode,
+                     struct snap_tree_file *tf, struct sbx_error *err)
+{
+    int rc = create_tmp(st, mode, tf, err);
+    if (rc < 0)
+        return rc;
     rc = sbx_fd_write_all(tf->fd, data, n, err);
     if (rc < 0) {
         sbx__snap_tree_unstage(st, tf);
         return rc;
     }
-    /* Only a hint (its errors show again at the fsync): the blocks are allocated and their
-     * write begins now, in the journal transaction the first fsync of the take commits. */
-    sync_file_range(tf->fd, 0, 0, SYNC_FILE_RANGE_WRITE);
+    start_writeback(tf);
     return 0;
 }
 
@@ -609,29 +693,55 @@ static int write_tmp_and_link(struct sbx_snapshot_store *st, const char *name, c
     return rc < 0 ? rc : sbx__snap_tree_publish(st, &tf, err);
 }
 
-int sbx__snap_tree_stage(struct sbx_snapshot_store *st, struct snap_tree *t,
-                         const char *manifest_digest, const char *label, json_t *skipped,
-                         struct snap_tree_file *tf, struct sbx_error *err)
+/* The document streamed to the temp file through a buffer of about this size, the entries
+ * hashed on the way: a tree of any size costs the same little memory. */
+#define DOC_CHUNK ((size_t)64 << 10)
+
+/* Write out what doc holds, hashing the part from hash_from on (the entries' text). */
+static int doc_flush(struct snap_tree_file *tf, struct sbx_buf *doc, size_t hash_from,
+                     struct sbx_sha256 *h, struct sbx_error *err)
 {
-    tf->fd = -1;
-    tf->ref = NULL;
-    sbx__snap_tree_sort(t);
-    int rc = sbx__snap_tree_validate(t, &structural, err);
+    int rc = 0;
+    if (h && doc->len > hash_from)
+        rc = sbx_sha256_update(h, doc->data + hash_from, doc->len - hash_from, err);
+    if (rc == 0)
+        rc = sbx_fd_write_all(tf->fd, doc->data, doc->len, err);
+    sbx_buf_setlen(doc, 0);
+    return rc;
+}
+
+/* {"entries":[...] written to tf, *hex the digest of the entries' text. */
+static int write_entries(const struct snap_tree *t, struct snap_tree_file *tf, struct sbx_buf *doc,
+                         char hex[SBX_SHA256_HEX_LEN + 1], struct sbx_error *err)
+{
+    struct sbx_sha256 *h = NULL;
+    int rc = sbx_sha256_new(&h, err);
     if (rc < 0)
         return rc;
-    char hex[SBX_SHA256_HEX_LEN + 1];
-    /* The document is its two members in key order, as a sorted dump would write it; the
-     * entries' text in it is what the reference is the digest of. */
-    struct sbx_buf doc;
-    sbx_buf_init(&doc, SBX_BUF_NOLIMIT);
-    put_text(&doc, "{\"entries\":");
-    size_t estart = doc.len;
-    sbx__snap_entries_text(t, &doc);
+    put_text(doc, "{\"entries\":");
+    size_t hash_from = doc->len;
+    put_text(doc, "[");
+    for (size_t i = 0; rc == 0 && i < t->n; i++) {
+        put_entry(doc, &t->v[i], i == 0);
+        if (doc->len >= DOC_CHUNK) {
+            rc = doc_flush(tf, doc, hash_from, h, err);
+            hash_from = 0;
+        }
+    }
+    put_text(doc, "]");
+    if (rc == 0)
+        rc = doc_flush(tf, doc, hash_from, h, err);
     uint8_t dg[SBX_SHA256_LEN];
-    rc = sbx_sha256(doc.data + estart, doc.len - estart, dg, err);
-    if (rc < 0)
-        goto out;
-    sbx_hex(dg, sizeof(dg), hex);
+    if (rc == 0 && (rc = sbx_sha256_final(h, dg, err)) == 0)
+        sbx_hex(dg, sizeof(dg), hex);
+    sbx_sha256_free(h);
+    return rc;
+}
+
+/* ,"header":{...}} after the entries: the header holds their digest. */
+static char *header_text(const struct snap_tree *t, const char *manifest_digest, const char *label,
+                         json_t *skipped, const char *ref)
+{
     uint64_t files = 0, bytes = 0;
     for (size_t i = 0; i < t->n; i++) {
         if (t->v[i].type == SNAP_FILE) {
@@ -651,25 +761,52 @@ int sbx__snap_tree_stage(struct sbx_snapshot_store *st, struct snap_tree *t,
     sbx_json_set(h, "entries", json_integer((json_int_t)t->n));
     sbx_json_set(h, "files", json_integer((json_int_t)files));
     sbx_json_set(h, "bytes", json_integer((json_int_t)bytes));
-    char *ref = sbx_xasprintf("sha256:%s", hex);
     sbx_json_set(h, "content_digest", sbx_json_str(ref));
     sbx_json_set(h, "skipped", skipped ? json_incref(skipped) : json_object());
     char *htext = sbx_json_dumps(h, SBX_JSON_COMPACT | SBX_JSON_SORTED);
     json_decref(h);
-    put_text(&doc, ",\"header\":");
-    put_text(&doc, htext);
-    put_text(&doc, "}");
-    free(htext);
-    snprintf(tf->name, sizeof(tf->name), "%s.json", hex);
-    rc = stage_tmp(st, doc.data, doc.len, 0400, tf, err);
+    return htext;
+}
+
+int sbx__snap_tree_stage(struct sbx_snapshot_store *st, struct snap_tree *t,
+                         const char *manifest_digest, const char *label, json_t *skipped,
+                         struct snap_tree_file *tf, struct sbx_error *err)
+{
+    tf->fd = -1;
+    tf->ref = NULL;
+    sbx__snap_tree_sort(t);
+    int rc = sbx__snap_tree_validate(t, &structural, err);
+    if (rc < 0)
+        return rc;
+    /* The document is its two members in key order, as a sorted dump would write it; the
+     * entries' text in it is what the reference is the digest of. */
+    if ((rc = create_tmp(st, 0400, tf, err)) < 0)
+        return rc;
+    char hex[SBX_SHA256_HEX_LEN + 1];
+    struct sbx_buf doc;
+    sbx_buf_init(&doc, SBX_BUF_NOLIMIT);
+    if (sbx_buf_reserve(&doc, DOC_CHUNK + 4096, NULL) < 0)
+        SBX_BUG("unbounded buffer refused data");
+    rc = write_entries(t, tf, &doc, hex, err);
+    char *ref = rc == 0 ? sbx_xasprintf("sha256:%s", hex) : NULL;
+    if (rc == 0) {
+        char *htext = header_text(t, manifest_digest, label, skipped, ref);
+        put_text(&doc, ",\"header\":");
+        put_text(&doc, htext);
+        put_text(&doc, "}");
+        free(htext);
+        rc = doc_flush(tf, &doc, 0, NULL, err);
+    }
+    sbx_buf_release(&doc);
     if (rc < 0) {
         free(ref);
-        goto out;
+        sbx__snap_tree_unstage(st, tf);
+        return rc;
     }
+    start_writeback(tf);
+    snprintf(tf->name, sizeof(tf->name), "%s.json", hex);
     tf->ref = ref;
-out:
-    sbx_buf_release(&doc);
-    return rc;
+    return 0;
 }
 
 int sbx__snap_tree_commit(struct sbx_snapshot_store *st, struct snap_tree *t,

@@ -42,8 +42,9 @@ struct walk {
     struct sbx_snapshot_take_stats stats;
     uint64_t sk_excluded, sk_mounts, sk_devices, sk_fifos, sk_sockets, sk_symlinks, sk_names;
     struct sbx_strv created; /* the blobs this take added: removed again if it fails */
-    char *buf;
-    char *small; /* SMALL_FILE + 1 bytes */
+    char *buf;               /* COPY_CHUNK bytes once a file is streamed */
+    char *small;             /* small_cap bytes, grown to at most SMALL_FILE + 1 as files need */
+    size_t small_cap;
     struct sbx_progress_sink progress;
 };
 
@@ -64,24 +65,45 @@ static void cache_key(const struct statx *sx, struct snap_stat_key *k)
 }
 
 /* The cache's hash for path when its stat matches in full and the file is older than the racy
- * window; NULL otherwise. Blobs it names exist: collection drops every cache. */
-static const char *cache_lookup(struct walk *w, const char *path, const struct statx *sx)
+ * window; NULL otherwise. *slot: path's record in the cache (-1: none). Blobs it names exist:
+ * collection drops every cache. */
+static const char *cache_lookup(struct walk *w, const char *path, size_t len,
+                                const struct statx *sx, long *slot)
 {
+    *slot = sbx__statcache_slot(&w->old_cache, path, len);
     if (ts_ns(sx->stx_ctime) >= w->scan_start_ns - RACY_WINDOW_NS)
         return NULL;
     struct snap_stat_key k;
     cache_key(sx, &k);
-    return sbx__statcache_find(&w->old_cache, path, strlen(path), &k);
+    return sbx__statcache_match(&w->old_cache, *slot, &k);
 }
 
-/* A small file read whole: 1 and its hash and size when it fits, 0 when it grew past
- * SMALL_FILE meanwhile (then it is read again from the start, streamed). */
-static int read_small(struct walk *w, int fd, const char *path, char sha[SBX_SHA256_HEX_LEN + 1],
-                      uint64_t *size, struct sbx_error *err)
+/* Room for at least n bytes in w->small, what it holds kept. Sized by need, not SMALL_FILE up
+ * front: a take that reads a few small files touches (and the allocator maps) little memory. */
+static void small_room(struct walk *w, size_t n)
+{
+    if (n <= w->small_cap)
+        return;
+    size_t cap = w->small_cap ? w->small_cap : 4096;
+    while (cap < n)
+        cap *= 2;
+    if (cap > SMALL_FILE + 1)
+        cap = SMALL_FILE + 1;
+    w->small = sbx_xrealloc(w->small, cap);
+    w->small_cap = cap;
+}
+
+/* A small file (hint: its size when opened) read whole: 1 and its hash and size when it fits,
+ * 0 when it grew past SMALL_FILE meanwhile (then it is read again from the start, streamed). */
+static int read_small(struct walk *w, int fd, const char *path, size_t hint,
+                      char sha[SBX_SHA256_HEX_LEN + 1], uint64_t *size, struct sbx_error *err)
 {
     size_t n = 0;
+    small_room(w, hint + 1);
     while (n <= SMALL_FILE) {
-        size_t want = SMALL_FILE + 1 - n;
+        if (n == w->small_cap)
+            small_room(w, n + 1);
+        size_t want = w->small_cap - n;
         ssize_t r = read(fd, w->small + n, want);
         if (r < 0 && errno == EINTR)
             continue;
@@ -123,6 +145,8 @@ static int read_small(struct walk *w, int fd, const char *path, char sha[SBX_SHA
 static int read_file(struct walk *w, int fd, const char *path, char sha[SBX_SHA256_HEX_LEN + 1],
                      uint64_t *size, struct sbx_error *err)
 {
+    if (!w->buf)
+        w->buf = sbx_xmalloc(COPY_CHUNK);
     struct snap_blob_writer bw;
     int rc = sbx__snap_blob_begin(w->st, &bw, err);
     if (rc < 0)
@@ -182,7 +206,9 @@ static int take_file(struct walk *w, int dfd, const char *name, char *path, stru
 {
     char sha[SBX_SHA256_HEX_LEN + 1];
     uint64_t size = sx->stx_size;
-    const char *cached = cache_lookup(w, path, sx);
+    size_t plen = strlen(path);
+    long slot = -1;
+    const char *cached = w->caching ? cache_lookup(w, path, plen, sx, &slot) : NULL;
     struct statx now = *sx;
     if (cached) {
         memcpy(sha, cached, SBX_SHA256_HEX_LEN);
@@ -203,7 +229,7 @@ static int take_file(struct walk *w, int dfd, const char *name, char *path, stru
             rc = sbx_error_set(err, SBX_E_IO, 0, "'%s' changed type while being read", path);
         int done = 0;
         if (rc == 0 && (uint64_t)now.stx_size <= SMALL_FILE)
-            rc = done = read_small(w, fd, path, sha, &size, err);
+            rc = done = read_small(w, fd, path, (size_t)now.stx_size, sha, &size, err);
         if (rc == 0 && !done)
             rc = read_file(w, fd, path, sha, &size, err);
         if (rc > 0)
@@ -226,7 +252,11 @@ static int take_file(struct walk *w, int dfd, const char *name, char *path, stru
     if (w->caching) {
         struct snap_stat_key k;
         cache_key(&now, &k);
-        sbx__statcache_add(&w->new_cache, path, strlen(path), &k, sha);
+        /* the loaded cache is updated where it has the path; only new paths are added */
+        if (slot >= 0)
+            sbx__statcache_note(&w->old_cache, slot, &k, sha);
+        else
+            sbx__statcache_add(&w->new_cache, path, plen, &k, sha);
     }
     struct snap_entry *e = sbx__snap_tree_add(&w->tree, path, SNAP_FILE, now.stx_mode);
     e->size = size;
@@ -506,14 +536,9 @@ int sbx_snapshot_take(struct sbx_snapshot_store *st, int dirfd,
         sbx__statcache_writer_init(&w.new_cache);
         w.caching = 1;
         /* about as many files as last time: no growth (and copying) on the way */
-        if (w.old_cache.count) {
-            if (sbx_buf_reserve(&w.new_cache, w.old_cache.len, NULL) < 0)
-                SBX_BUG("unbounded buffer refused data");
+        if (w.old_cache.count)
             SBX_ALLOC_GROW(w.tree.v, w.old_cache.count + 64, w.tree.cap);
-        }
     }
-    w.buf = sbx_xmalloc(COPY_CHUNK);
-    w.small = sbx_xmalloc(SMALL_FILE + 1);
     w.scan_start_ns = sbx_time_real_ns();
     sbx_progress_sink_init(&w.progress, o->progress, o->progress_data);
     rc = walk_dir(&w, dirfd, "", 1, err);
@@ -542,7 +567,7 @@ int sbx_snapshot_take(struct sbx_snapshot_store *st, int dirfd,
     /* The cache only saves work: a failure to write it costs the next take time, and a torn
      * one after a crash fails its checksum and is ignored, so it is not fsynced. */
     if (w.caching)
-        sbx__statcache_write(st->cache_fd, cname, &w.new_cache, NULL);
+        sbx__statcache_save(&w.old_cache, st->cache_fd, cname, &w.new_cache, NULL);
     if (o->out_stats)
         *o->out_stats = w.stats;
     *out_ref = ref;

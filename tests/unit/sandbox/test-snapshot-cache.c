@@ -218,6 +218,37 @@ static char *cat(struct sbx_snapshot_store *st, const char *ref, const char *pat
     return sbx_buf_detach(&b, NULL);
 }
 
+/* A file gone and one new: the cache is written anew with the records of this take only. */
+static void incremental_new_and_gone(struct sbx_snapshot_store *st, int src,
+                                     const struct sbx_snapshot_take_opts *o,
+                                     struct sbx_snapshot_take_stats *s, const char *cpath)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    char *r1 = NULL, *r2 = NULL;
+    CHECK_EQ_INT(unlinkat(src, "d2/f2", 0), 0);
+    put(src, "d4/new", "new\n");
+    sleep(3);
+    CHECK_OK(sbx_snapshot_take(st, src, o, &r1, &err), &err);
+    CHECK_EQ_INT(s->read_files, 1);
+    CHECK_EQ_INT(s->files, 50);
+    struct snap_statcache c;
+    const char *slash = strrchr(cpath, '/');
+    char dir[256];
+    snprintf(dir, sizeof(dir), "%.*s", (int)(slash - cpath), cpath);
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    CHECK_EQ_INT(sbx__statcache_load(dfd, slash + 1, 1 << 20, &c), 0);
+    CHECK_EQ_INT(c.count, 50);
+    CHECK_EQ_INT(sbx__statcache_slot(&c, "d2/f2", 5), -1);
+    CHECK(sbx__statcache_slot(&c, "d4/new", 6) >= 0);
+    sbx__statcache_release(&c);
+    close(dfd);
+    CHECK_OK(sbx_snapshot_take(st, src, o, &r2, &err), &err);
+    CHECK_EQ_INT(s->read_files, 0);
+    CHECK_EQ_STR(r2, r1);
+    free(r1);
+    free(r2);
+}
+
 static void test_incremental(void)
 {
     struct sbx_error err = SBX_ERROR_INIT;
@@ -258,6 +289,9 @@ static void test_incremental(void)
     CHECK(after.st_mtim.tv_sec == before.st_mtim.tv_sec &&
           after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
     sleep(3);
+    /* the same files: the one changed record and the checksum are written over the file */
+    struct stat c1, c2;
+    CHECK_EQ_INT(stat(cpath, &c1), 0);
     CHECK_OK(sbx_snapshot_take(st, src, &o, &r2, &err), &err);
     CHECK_EQ_INT(s.read_files, 1);
     CHECK_EQ_INT(s.files, 50);
@@ -265,10 +299,15 @@ static void test_incremental(void)
     char *got = cat(st, r2, "d1/f1");
     CHECK_EQ_STR(got, "CONTENT 0001\n");
     free(got);
-    /* nothing changed: nothing read, the same reference */
+    CHECK_EQ_INT(stat(cpath, &c2), 0);
+    CHECK(c2.st_ino == c1.st_ino && c2.st_size == c1.st_size);
+    /* nothing changed: nothing read, the same reference, the cache not written */
     CHECK_OK(sbx_snapshot_take(st, src, &o, &r3, &err), &err);
     CHECK_EQ_INT(s.read_files, 0);
     CHECK_EQ_STR(r3, r2);
+    CHECK_EQ_INT(stat(cpath, &c1), 0);
+    CHECK(c1.st_ino == c2.st_ino && c1.st_mtim.tv_nsec == c2.st_mtim.tv_nsec &&
+          c1.st_mtim.tv_sec == c2.st_mtim.tv_sec);
     free(r3);
     r3 = NULL;
 
@@ -325,6 +364,7 @@ static void test_incremental(void)
     CHECK_EQ_INT(access(cpath, F_OK), 0);
     free(r3);
     r3 = NULL;
+    incremental_new_and_gone(st, src, &o, &s, cpath);
     /* a source of its own has a cache of its own */
     struct sbx_snapshot_take_opts o2 = {.source = "other", .out_stats = &s};
     CHECK_OK(sbx_snapshot_take(st, src, &o2, &r3, &err), &err);
@@ -341,12 +381,19 @@ static void test_incremental(void)
 /* The entries text against jansson's compact, key-sorted dump of the same entries. */
 static void test_entries_text(void)
 {
-    char all[128];
-    for (int i = 1; i < 128; i++)
+    char all[128], printable[128];
+    size_t np = 0;
+    for (int i = 1; i < 128; i++) {
         all[i - 1] = (char)i;
+        /* every byte the entries text copies as it is, without the canonical writer */
+        if (i >= 0x20 && i != '"' && i != '\\')
+            printable[np++] = (char)i;
+    }
     all[127] = 0;
-    const char *strs[] = {"plain", all, "caf\xc3\xa9/\xe2\x82\xac/\xf0\x9f\x98\x80", "q\"b\\s/",
-                          "\x7f\x1f\t\n"};
+    printable[np] = 0;
+    const char *strs[] = {
+            "plain",        all,      "caf\xc3\xa9/\xe2\x82\xac/\xf0\x9f\x98\x80", "q\"b\\s/",
+            "\x7f\x1f\t\n", printable};
     struct snap_tree t = {0};
     json_t *want = json_array();
     for (size_t i = 0; i < SBX_ARRAY_LEN(strs); i++) {
