@@ -263,10 +263,12 @@ static int mounted_from(const char *ws, const char *image)
     if (sbx_fs_read_path(sys, PATH_MAX + 32, &b, NULL) == 0) {
         while (b.len && b.data[b.len - 1] == '\n')
             b.data[--b.len] = '\0';
-        char *real = realpath(image, NULL);
         size_t n = strlen(image);
-        match = strcmp(b.data, image) == 0 || (real && strcmp(b.data, real) == 0) ||
+        match = strcmp(b.data, image) == 0 ||
                 (strncmp(b.data, image, n) == 0 && strcmp(b.data + n, " (deleted)") == 0);
+        /* The real path (a readlink per component) only when the image is not named as given. */
+        char *real = match ? NULL : realpath(image, NULL);
+        match = match || (real && strcmp(b.data, real) == 0);
         free(real);
     }
     sbx_buf_release(&b);
