@@ -372,8 +372,17 @@ int sbx_fd_read_all(int fd, size_t max, struct sbx_buf *out, struct sbx_error *e
      * even for a small file. */
     if (max > out->max - out->len)
         max = out->max - out->len;
+    /* A small regular file (a state or record file) is read in one chunk of its size and one
+     * byte more, which sees its end: a 64 KiB chunk would make the buffer 128 KiB, which
+     * malloc maps and unmaps for each read. */
+    size_t chunk = READ_CHUNK;
+    struct stat st;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 && st.st_size < READ_CHUNK)
+        chunk = (size_t)st.st_size + 1;
     for (;;) {
-        size_t want = READ_CHUNK;
+        /* What the buffer holds already is used before it grows. */
+        size_t spare = out->cap > out->len + 1 ? out->cap - out->len - 1 : 0;
+        size_t want = got > 0 && spare > 0 ? spare : chunk;
         if (got < max && max - got < want)
             want = max - got;
         /* at the limit: one more byte tells "exactly max" from "more than max" */

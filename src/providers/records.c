@@ -442,14 +442,16 @@ int sbx_sandbox_records(json_t **out, struct sbx_error *err)
 }
 
 /* The record named after id itself, read alone (no listing): 1 with it in *out, 0 when there
- * is none that scan_dir would take (no directory, no file, not a record, another id). */
+ * is none that scan_dir would take (no file, not a record, another id), -1 when there is no
+ * records directory (then no name or prefix finds one either). */
 static int record_of_id(const char *id, json_t **out)
 {
     char *path = NULL, name[ID_MAX + 8];
     int dfd = -1;
     json_t *doc = NULL;
-    if (open_dir(0, &path, &dfd, NULL) < 0)
-        return 0;
+    int rc = open_dir(0, &path, &dfd, NULL);
+    if (rc < 0)
+        return rc == -SBX_E_NOTFOUND ? -1 : 0;
     snprintf(name, sizeof(name), "%s.json", id);
     int hit = read_record(dfd, name, &doc, NULL) == 0 &&
               strcmp(json_string_value(json_object_get(doc, "id")), id) == 0;
@@ -470,8 +472,11 @@ int sbx_sandbox_record_read(const char *id, json_t **out, struct sbx_error *err)
         return sbx_error_set(err, SBX_E_NOTFOUND, 0, "no record of sandbox '%s'", id ? id : "");
     /* An exact id wins over names and prefixes: its own file answers without reading every
      * record (what `sbx sandbox exec ID` pays per command). */
-    if (record_of_id(id, out))
+    int own = record_of_id(id, out);
+    if (own == 1)
         return 0;
+    if (own < 0)
+        return sbx_error_set(err, SBX_E_NOTFOUND, 0, "no record of sandbox '%s'", id);
     int rc = scan(NULL, &list, err);
     if (rc < 0)
         return rc;

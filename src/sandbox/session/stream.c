@@ -29,8 +29,10 @@ struct stream {
     int dst;               /* the command's stdin; -1 once nothing more is written */
     int resize_fd;         /* -1 when not watched */
     size_t in_off, in_len; /* in[in_off..in_len) is read from src, not yet written */
-    char in[CHUNK];
     char buf[CHUNK];
+    /* CHUNK bytes when the command's stdin is fed, none otherwise: without it the whole
+     * struct stays under malloc's mmap threshold (no map and unmap per exec). */
+    char in[];
 };
 
 /* Hand what is available on s->out[k] to the callback, at most max bytes. */
@@ -80,7 +82,7 @@ static void input_end(struct stream *s)
 
 static void input_read(struct stream *s)
 {
-    ssize_t r = read(s->src, s->in, sizeof(s->in));
+    ssize_t r = read(s->src, s->in, CHUNK);
     if (r > 0) {
         s->in_off = 0;
         s->in_len = (size_t)r;
@@ -211,14 +213,15 @@ static int exec_stream(struct sbx_session *sess, const struct sbx_exec_spec *spe
     if (rc < 0)
         return rc;
 
-    s = sbx_xmalloc(sizeof(*s));
+    int feed = io->stdin_fd >= 0 && p->stdin_fd >= 0;
+    s = sbx_xmalloc(sizeof(*s) + (feed ? CHUNK : 0));
     s->p = p;
     s->io = io;
     s->out[0] = -1;
     s->out[1] = p->stdout_fd;
     s->out[2] = p->stderr_fd;
     s->src = io->stdin_fd;
-    s->dst = io->stdin_fd >= 0 ? p->stdin_fd : -1;
+    s->dst = feed ? p->stdin_fd : -1;
     s->resize_fd = p->tty && io->resize ? io->resize_fd : -1;
     s->in_off = s->in_len = 0;
     if (s->dst < 0)

@@ -263,10 +263,12 @@ static int mounted_from(const char *ws, const char *image)
     if (sbx_fs_read_path(sys, PATH_MAX + 32, &b, NULL) == 0) {
         while (b.len && b.data[b.len - 1] == '\n')
             b.data[--b.len] = '\0';
-        char *real = realpath(image, NULL);
         size_t n = strlen(image);
-        match = strcmp(b.data, image) == 0 || (real && strcmp(b.data, real) == 0) ||
+        match = strcmp(b.data, image) == 0 ||
                 (strncmp(b.data, image, n) == 0 && strcmp(b.data + n, " (deleted)") == 0);
+        /* The real path (a readlink per component) only when the image is not named as given. */
+        char *real = match ? NULL : realpath(image, NULL);
+        match = match || (real && strcmp(b.data, real) == 0);
         free(real);
     }
     sbx_buf_release(&b);
@@ -390,6 +392,10 @@ out:
 #define RELEASE_DIR     ".sbx-release"
 #define RELEASE_OLD_S   600 /* a file left there this long has lost its helper: removed */
 #define RELEASE_WAIT_MS 10000
+/* The release worker's descriptors: its hold, its gate, and the first one it does not keep. */
+#define RELEASE_FD_HOLD 3
+#define RELEASE_FD_GATE 4
+#define RELEASE_FD_FREE 5
 
 /* <dir of image>/.sbx-release, made when missing; a file there older than RELEASE_OLD_S (its
  * helper was killed, the host rebooted) is removed. Caller frees. */
@@ -464,18 +470,19 @@ static _Noreturn void release_worker(const struct release_job *j)
     struct sigaction dfl = {.sa_handler = SIG_DFL};
     for (int sig = 1; sig < NSIG; sig++)
         (void)sigaction(sig, &dfl, NULL);
-    int hold = fcntl(j->hold, F_DUPFD, 3), gate = fcntl(j->gate, F_DUPFD, 3);
+    /* The hold and the gate move to fds 3 and 4 (through copies above both, since either may
+     * be 3 or 4 already), so that one close_range closes all the rest. */
+    int hold = fcntl(j->hold, F_DUPFD, RELEASE_FD_FREE),
+        gate = fcntl(j->gate, F_DUPFD, RELEASE_FD_FREE);
     for (int fd = 0; fd < 3; fd++)
         (void)dup2(j->devnull, fd);
-    int lo = hold < gate ? hold : gate, hi = hold < gate ? gate : hold;
-    if (hold < 0 || gate < 0)
+    if (hold < 0 || gate < 0 || dup2(hold, RELEASE_FD_HOLD) < 0 || dup2(gate, RELEASE_FD_GATE) < 0)
         _exit(1); /* the caller's gate then ends at our exit: the kernel frees the mount */
-    if (syscall(SYS_close_range, 3u, (unsigned)lo - 1, 0u) < 0 ||
-        syscall(SYS_close_range, (unsigned)lo + 1, (unsigned)hi - 1, 0u) < 0 ||
-        syscall(SYS_close_range, (unsigned)hi + 1, ~0u, 0u) < 0)
-        for (int fd = 3; fd < 4096; fd++)
-            if (fd != hold && fd != gate)
-                (void)close(fd);
+    hold = RELEASE_FD_HOLD;
+    gate = RELEASE_FD_GATE;
+    if (syscall(SYS_close_range, (unsigned)RELEASE_FD_FREE, ~0u, 0u) < 0)
+        for (int fd = RELEASE_FD_FREE; fd < 4096; fd++)
+            (void)close(fd);
     sigset_t none;
     sigemptyset(&none);
     (void)sigprocmask(SIG_SETMASK, &none, NULL);

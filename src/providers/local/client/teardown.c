@@ -104,15 +104,16 @@ static int is_our_supervisor(pid_t pid, unsigned long long start, const char *id
 
 /* A pidfd on the recorded process, or -1 when it is gone or the pid now names another process.
  * The check runs after pidfd_open, so the descriptor cannot name a process that took the pid
- * later. Kernels without pidfd_open get -2: the caller falls back to kill(2). */
-static int open_recorded(pid_t pid, unsigned long long start, const char *id)
+ * later. Kernels without pidfd_open get -2: the caller falls back to kill(2). *state (when not
+ * NULL) gets the process's state letter, as is_our_supervisor's. */
+static int open_recorded(pid_t pid, unsigned long long start, const char *id, char *state)
 {
     if (pid <= 0)
         return -1;
     int fd = (int)syscall(SYS_pidfd_open, pid, 0);
     if (fd < 0)
-        return errno == ENOSYS ? (is_our_supervisor(pid, start, id, NULL) ? -2 : -1) : -1;
-    if (!is_our_supervisor(pid, start, id, NULL)) {
+        return errno == ENOSYS ? (is_our_supervisor(pid, start, id, state) ? -2 : -1) : -1;
+    if (!is_our_supervisor(pid, start, id, state)) {
         close(fd);
         return -1;
     }
@@ -121,7 +122,7 @@ static int open_recorded(pid_t pid, unsigned long long start, const char *id)
 
 static void kill_recorded(pid_t pid, unsigned long long start, const char *id)
 {
-    int fd = open_recorded(pid, start, id);
+    int fd = open_recorded(pid, start, id, NULL);
     if (fd == -2)
         kill(pid, SIGKILL);
     if (fd >= 0) {
@@ -130,18 +131,17 @@ static void kill_recorded(pid_t pid, unsigned long long start, const char *id)
     }
 }
 
-/* Wait (bounded) until the recorded process has exited. 0 when it is gone. */
-static int wait_recorded(pid_t pid, unsigned long long start, const char *id, int64_t ms)
+/* Wait (bounded) until the recorded process, which fd (open_recorded's answer; borrowed)
+ * names, has exited. 0 when it is gone. */
+static int wait_opened(int fd, pid_t pid, unsigned long long start, const char *id, int64_t ms)
 {
     int64_t deadline = sbx_deadline_after_ms(ms);
-    int fd = open_recorded(pid, start, id);
     if (fd >= 0) {
         struct pollfd p = {.fd = fd, .events = POLLIN};
         int r;
         do
             r = poll(&p, 1, sbx_deadline_poll_ms(deadline));
         while (r < 0 && errno == EINTR);
-        close(fd);
         return r > 0 ? 0 : -1;
     }
     while (fd == -2 && is_our_supervisor(pid, start, id, NULL)) {
@@ -150,6 +150,15 @@ static int wait_recorded(pid_t pid, unsigned long long start, const char *id, in
         sbx_sleep_ms(10);
     }
     return 0;
+}
+
+/* Wait (bounded) until the recorded process has exited. 0 when it is gone. */
+static int wait_recorded(pid_t pid, unsigned long long start, const char *id, int64_t ms)
+{
+    int fd = open_recorded(pid, start, id, NULL);
+    int rc = wait_opened(fd, pid, start, id, ms);
+    sbx_fd_close(&fd);
+    return rc;
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -239,14 +248,22 @@ int sbx__local_record_read(const char *dir, const char *id, struct sbx__local_re
     return rc;
 }
 
-int sbx__local_record_alive(const struct sbx__local_record *r, const char *id, int *stopped)
+/* sbx__local_record_alive, with outer (is_our_supervisor of r->pid, its state in st) known. */
+static int record_alive_with(const struct sbx__local_record *r, const char *id, int outer, char st,
+                             int *stopped)
 {
-    char st = 0, st2 = 0;
-    int outer = is_our_supervisor(r->pid, r->start, id, &st);
+    char st2 = 0;
     int inner = is_our_supervisor(r->inner, r->inner_start, id, &st2);
     if (stopped)
         *stopped = (outer && (st == 'T' || st == 't')) || (inner && (st2 == 'T' || st2 == 't'));
     return outer || inner;
+}
+
+int sbx__local_record_alive(const struct sbx__local_record *r, const char *id, int *stopped)
+{
+    char st = 0;
+    int outer = is_our_supervisor(r->pid, r->start, id, &st);
+    return record_alive_with(r, id, outer, st, stopped);
 }
 
 /* ---------------------------------------------------------------------------------------------
@@ -299,7 +316,11 @@ int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err)
     int rc = 0, stopped = 0;
     sbx__local_record_init(&rec);
     int have = sbx__local_record_read(t->dir, t->id, &rec) == 0;
-    int alive = have && sbx__local_record_alive(&rec, t->id, &stopped);
+    /* The supervisor's pidfd is opened (and its process checked) before it is asked to stop:
+     * the wait for its exit needs no second look at /proc. */
+    char state = 0;
+    int pidfd = have ? open_recorded(rec.pid, rec.start, t->id, &state) : -1;
+    int alive = have && record_alive_with(&rec, t->id, pidfd != -1, state, &stopped);
 
     /* 1. Stop: politely unless a process of it is stopped (it would never answer), then by
      * pid. SIGKILL reaches stopped processes too; PID 1 and the middle process die with the
@@ -308,7 +329,7 @@ int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err)
         *t->host_ids_first = 0;
     int polite = stopped ? -1 : polite_stop(t->dir, t->id, t->host_ids_first);
     if (alive) {
-        if (polite < 0 || wait_recorded(rec.pid, rec.start, t->id, EXIT_WAIT_MS) < 0) {
+        if (polite < 0 || wait_opened(pidfd, rec.pid, rec.start, t->id, EXIT_WAIT_MS) < 0) {
             /* Stopped, it cannot answer; running, it should have: say so, it is a fault. */
             if (stopped)
                 sbx_log(SBX_LOG_INFO, "sandbox '%s': killing its stopped supervisor", t->id);
@@ -382,6 +403,7 @@ int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err)
         goto out;
     note(t->removed, t->id, "runtime_dir", t->dir);
 out:
+    sbx_fd_close(&pidfd);
     sbx__local_record_release(&rec);
     return rc;
 }
