@@ -46,9 +46,11 @@ expect_eq "$stray" 0 "no background command of a removed sandbox survives"
 if [ "$(id -u)" = 0 ] && [ -e "$SBX_WORKSPACES/$keep.img" ] && command -v strace >/dev/null; then
     strace -f -qq -e trace=close,close_range -o "$T/rm.strace" "$SBX" sandbox rm "$keep" >/dev/null
     expect_eq "$(grep -c 'close_range(.* = -1' "$T/rm.strace")" 0 "the release worker's close_range succeeds"
-    closes=$(grep -c 'close(' "$T/rm.strace")
-    [ "$closes" -lt 200 ] && ok "rm and its release worker close $closes fds (< 200)" ||
-        not_ok "rm and its release worker close $closes fds (< 200)"
+    # Closes of descriptors that were not open: the one-by-one loop made about 4000 (a build
+    # with coverage counters closes many open files of its own, which do not count here).
+    closes=$(grep -c 'close(.*EBADF' "$T/rm.strace")
+    [ "$closes" -lt 100 ] && ok "rm and its release worker close $closes unopened fds (< 100)" ||
+        not_ok "rm and its release worker close $closes unopened fds (< 100)"
 else
     "$SBX" sandbox rm "$keep" >/dev/null
 fi
