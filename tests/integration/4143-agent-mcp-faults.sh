@@ -154,12 +154,14 @@ start_fake "$T/s.json"
 run "$SBX" run --allow-host-tools --base-url "$FAKE_URL" -a "$T/agent/b.yaml" "go"
 expect_rc 0 "a message over the limit fails the call"
 expect_eq "$(out_of c1)" "error: tool 'add' failed: MCP server 'fake' sent a message over 4 MiB" "saying so"
-agent t.yaml host ok "timeout: 1"
+# The timeout bounds every request, the server's initialize too: 5 s leaves a loaded machine's
+# python3 time to start and answer it, while the slow tool sleeps 30 s.
+agent t.yaml host ok "timeout: 5"
 mk "$T/s.json" '[resp(1, fcall(1, "slow", {})), resp(2, msg("ok"))]'
 start_fake "$T/s.json"
 run "$SBX" run --allow-host-tools --base-url "$FAKE_URL" -a "$T/agent/t.yaml" "go"
 expect_rc 0 "a server that does not answer in time fails the call"
-expect_eq "$(out_of c1)" "error: tool 'slow' failed: MCP server 'fake' did not answer 'tools/call' within 1 s" \
+expect_eq "$(out_of c1)" "error: tool 'slow' failed: MCP server 'fake' did not answer 'tools/call' within 5 s" \
     "after the server's timeout"
 agent v.yaml host old
 mk "$T/s.json" '[resp(1, msg("never"))]'
