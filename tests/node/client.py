@@ -7,7 +7,7 @@ standard library only (ssl, socket), for the tests: an independent client of the
               [--header "NAME: VALUE"]... ARG...
                                                               -> stdout, stderr, "exit N"
     client.py URL CA CERT KEY mint ID N                       -> N tokens of sandbox ID minted,
-                                                                 one connection each: "minted N"
+                                                                 one connection each: "# minted N"
     client.py URL CA CERT KEY bighead N                       -> a request with an N-byte header
     client.py URL CA CERT KEY resume                          -> a second connection offering
                                                                  the first's TLS session:
@@ -226,9 +226,9 @@ def main():
             status, body = request(s, host, "POST", f"/v1/sandboxes/{rest[0]}/token")
             s.close()
             if status != 200:
-                print(status, body)
+                print("# mint:", status, body)
                 return 1
-        print("minted", rest[1])
+        print("# minted", rest[1])
         return 0
     if verb == "request":
         body = rest[3].encode() if len(rest) > 3 else b""
