@@ -565,14 +565,16 @@ static int start_worker(const struct release_job *j, int gate_w)
 /* The image's unlink and the file system's last unmount, whose journal flush and extent
  * freeing are most of a removal's time, move to a worker process: the image is renamed away
  * (its name is free at once), the mount is detached lazily while an O_PATH descriptor holds
- * the file system, and a forked worker keeps a copy of that descriptor and a gate: once the
- * caller has let go of its own (gate at end of file), the worker closes it, which ends the file
- * system in the worker, waits for the loop device to detach, and unlinks the image. */
-int sbx__disk_detach_later(const char *image, const char *loop, const char *ws,
-                           struct sbx_error *err)
+ * the file system, and a forked worker keeps a copy of that descriptor and a gate. The caller
+ * keeps the gate's write end (r->gate) until sbx__disk_release_end: the worker, which waits for
+ * its end of file, then closes the last hold (the file system ends in the worker), waits for
+ * the loop device to detach and unlinks the image. */
+int sbx__disk_release_begin(const char *image, const char *loop, const char *ws,
+                            struct sbx__disk_release *r)
 {
+    *r = (struct sbx__disk_release){.gate = -1};
     if (!image || image[0] != '/' || !ws || ws[0] != '/' || !mounted_from(ws, image))
-        return sbx__disk_detach(image, loop, ws, 0, err);
+        return 0;
     char rnd[17], *dir = NULL, *trash = NULL;
     int hold = open(ws, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), gate[2] = {-1, -1};
     struct sbx_error e = SBX_ERROR_INIT;
@@ -580,15 +582,15 @@ int sbx__disk_detach_later(const char *image, const char *loop, const char *ws,
     unsigned n;
     char tail;
     if (hold < 0 || sbx_random_hex(rnd, 8, &e) < 0 || !(dir = release_dir(image)))
-        goto sync;
+        goto none;
     const char *base = strrchr(image, '/') + 1;
     trash = sbx_xasprintf("%s/%s-%s", dir, base, rnd);
     if (strlen(trash) >= PATH_MAX || rename(image, trash) < 0)
-        goto sync;
+        goto none;
     if (sbx__priv_umount(ws, UMOUNT_NOFOLLOW | MNT_DETACH) < 0) {
         if (rename(trash, image) < 0)
-            goto finish; /* the image is at trash: release it from there */
-        goto sync;
+            goto finish_later; /* the image is at trash: released from there */
+        goto none;
     }
     job = sbx_xcalloc(1, sizeof(*job));
     job->hold = hold;
@@ -600,39 +602,60 @@ int sbx__disk_detach_later(const char *image, const char *loop, const char *ws,
     snprintf(job->trash, sizeof(job->trash), "%s", trash);
     snprintf(job->dir, sizeof(job->dir), "%s", dir);
     if (job->devnull < 0 || pipe2(gate, O_CLOEXEC) < 0)
-        goto finish;
+        goto finish_later;
     job->gate = gate[0];
     if (start_worker(job, gate[1]) < 0)
-        goto finish;
-    /* The worker holds the file system now: our hold goes first, then the gate, whose end of
-     * file tells the worker that it is the last holder. */
+        goto finish_later;
+    /* The worker holds the file system now, and waits for our gate. */
     sbx_fd_close(&hold);
     sbx_fd_close(&gate[0]);
-    sbx_fd_close(&gate[1]);
     sbx_fd_close(&job->devnull);
+    r->gate = gate[1];
     free(job);
     free(dir);
     free(trash);
-    return 0;
-finish:
-    /* Unmounted (or never to be): what is left is done here, as the worker would. */
+    return 1;
+finish_later:
+    /* Unmounted (or never to be), with no worker: sbx__disk_release_end does what it would. */
     sbx_fd_close(&gate[0]);
     sbx_fd_close(&gate[1]);
     sbx_fd_close(&hold);
     if (job)
         sbx_fd_close(&job->devnull);
     free(job);
-    loop_release(loop, trash);
-    int rc = 0;
-    if (unlink(trash) < 0 && errno != ENOENT)
-        rc = sbx_error_errno(err, errno, "cannot remove disk image '%s'", trash);
-    (void)rmdir(dir);
-    free(dir);
-    free(trash);
-    return rc;
-sync:
+    r->loop = loop ? sbx_xstrdup(loop) : NULL;
+    r->trash = trash;
+    r->dir = dir;
+    return 1;
+none:
     sbx_fd_close(&hold);
     free(dir);
     free(trash);
+    return 0;
+}
+
+int sbx__disk_release_end(struct sbx__disk_release *r, struct sbx_error *err)
+{
+    int rc = 0;
+    sbx_fd_close(&r->gate); /* the worker's end of file: it is the last holder now */
+    if (r->trash) {
+        loop_release(r->loop, r->trash);
+        if (unlink(r->trash) < 0 && errno != ENOENT)
+            rc = sbx_error_errno(err, errno, "cannot remove disk image '%s'", r->trash);
+        (void)rmdir(r->dir);
+    }
+    free(r->loop);
+    free(r->trash);
+    free(r->dir);
+    *r = (struct sbx__disk_release){.gate = -1};
+    return rc;
+}
+
+int sbx__disk_detach_later(const char *image, const char *loop, const char *ws,
+                           struct sbx_error *err)
+{
+    struct sbx__disk_release r;
+    if (sbx__disk_release_begin(image, loop, ws, &r))
+        return sbx__disk_release_end(&r, err);
     return sbx__disk_detach(image, loop, ws, 0, err);
 }

@@ -328,6 +328,13 @@ int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err)
     if (t->host_ids_first)
         *t->host_ids_first = 0;
     int polite = stopped ? -1 : polite_stop(t->dir, t->id, t->host_ids_first);
+    /* Removing a workspace on a disk image: its release (the image renamed away, the host's
+     * mount detached, the worker started) overlaps the wait for the sandbox's processes to go;
+     * the worker is let go after that wait, so that it, not an exiting sandbox process, ends
+     * the file system. */
+    struct sbx__disk_release early = {.gate = -1};
+    int begun = polite == 0 && alive && t->workspace && t->disk_image && t->mount &&
+                sbx__disk_release_begin(t->disk_image, t->disk_loop, t->mount, &early);
     if (alive) {
         if (polite < 0 || wait_opened(pidfd, rec.pid, rec.start, t->id, EXIT_WAIT_MS) < 0) {
             /* Stopped, it cannot answer; running, it should have: say so, it is a fault. */
@@ -372,7 +379,12 @@ int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err)
 
     /* 3. The workspace's disk image: unmounted (its files copied out first when the workspace
      * stays) once no sandbox process holds it, and deleted. */
-    if (t->disk_image && t->mount) {
+    if (begun) {
+        begun = 0;
+        if ((rc = sbx__disk_release_end(&early, err)) < 0)
+            goto out;
+        note(t->removed, t->id, "disk_image", t->disk_image);
+    } else if (t->disk_image && t->mount) {
         struct stat st;
         int there = lstat(t->disk_image, &st) == 0;
         if (t->workspace) {
@@ -403,6 +415,10 @@ int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err)
         goto out;
     note(t->removed, t->id, "runtime_dir", t->dir);
 out:
+    if (begun) {
+        struct sbx_error e = SBX_ERROR_INIT;
+        (void)sbx__disk_release_end(&early, &e); /* the failure above is the one to report */
+    }
     sbx_fd_close(&pidfd);
     sbx__local_record_release(&rec);
     return rc;
