@@ -403,7 +403,9 @@ static char *release_dir(const char *image)
 {
     const char *slash = strrchr(image, '/');
     char *dir = sbx_xasprintf("%.*s/" RELEASE_DIR, (int)(slash - image), image);
-    if (mkdir(dir, 0700) < 0 && errno != EEXIST) {
+    if (mkdir(dir, 0700) == 0)
+        return dir; /* made just now: nothing old in it */
+    if (errno != EEXIST) {
         free(dir);
         return NULL;
     }
