@@ -565,99 +565,98 @@ static int start_worker(const struct release_job *j, int gate_w)
 }
 
 /* The image's unlink and the file system's last unmount, whose journal flush and extent
- * freeing are most of a removal's time, move to a worker process: the image is renamed away
- * (its name is free at once), the mount is detached lazily while an O_PATH descriptor holds
- * the file system, and a forked worker keeps a copy of that descriptor and a gate. The caller
- * keeps the gate's write end (r->gate) until sbx__disk_release_end: the worker, which waits for
- * its end of file, then closes the last hold (the file system ends in the worker), waits for
- * the loop device to detach and unlinks the image. */
-int sbx__disk_release_begin(const char *image, const char *loop, const char *ws,
-                            struct sbx__disk_release *r)
+ * freeing are most of a removal's time, move to a worker process. Prepare forks it, holding the
+ * mounted file system (an O_PATH descriptor) and the read end of a gate, with the name the
+ * image will have in the release directory; detach then renames the image to that name (its
+ * own name is free at once) and detaches the mount lazily. The caller keeps the gate's write
+ * end until sbx__disk_release_end: the worker, which waits for its end of file, then closes the
+ * last hold (the file system ends in the worker), waits for the loop device to detach and
+ * unlinks the image. A worker whose image was never renamed finds nothing of its name and only
+ * lets go of its hold. */
+int sbx__disk_release_prepare(const char *image, const char *loop, const char *ws,
+                              struct sbx__disk_release *r)
 {
     *r = (struct sbx__disk_release){.gate = -1};
     if (!image || image[0] != '/' || !ws || ws[0] != '/' || !mounted_from(ws, image))
         return 0;
-    char rnd[17], *dir = NULL, *trash = NULL;
+    char rnd[17], *dir = NULL;
     int hold = open(ws, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC), gate[2] = {-1, -1};
     struct sbx_error e = SBX_ERROR_INIT;
-    struct release_job *job = NULL;
+    struct release_job *job = sbx_xcalloc(1, sizeof(*job));
     unsigned n;
     char tail;
+    job->devnull = -1;
     if (hold < 0 || sbx_random_hex(rnd, 8, &e) < 0 || !(dir = release_dir(image)))
         goto none;
     const char *base = strrchr(image, '/') + 1;
-    trash = sbx_xasprintf("%s/%s-%s", dir, base, rnd);
-    if (strlen(trash) >= PATH_MAX || rename(image, trash) < 0)
+    if ((size_t)snprintf(job->trash, sizeof(job->trash), "%s/%s-%s", dir, base, rnd) >=
+        sizeof(job->trash))
         goto none;
-    if (sbx__priv_umount(ws, UMOUNT_NOFOLLOW | MNT_DETACH) < 0) {
-        if (rename(trash, image) < 0)
-            goto finish_later; /* the image is at trash: released from there */
-        goto none;
-    }
-    job = sbx_xcalloc(1, sizeof(*job));
-    job->hold = hold;
-    job->devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    snprintf(job->dir, sizeof(job->dir), "%s", dir);
     if (loop && sscanf(loop, "/dev/loop%u%c", &n, &tail) == 1) {
         snprintf(job->sys, sizeof(job->sys), "/sys/block/loop%u/loop/backing_file", n);
         snprintf(job->loop, sizeof(job->loop), "/dev/loop%u", n);
     }
-    snprintf(job->trash, sizeof(job->trash), "%s", trash);
-    snprintf(job->dir, sizeof(job->dir), "%s", dir);
+    job->hold = hold;
+    job->devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (job->devnull < 0 || pipe2(gate, O_CLOEXEC) < 0)
-        goto finish_later;
+        goto none;
     job->gate = gate[0];
     if (start_worker(job, gate[1]) < 0)
-        goto finish_later;
+        goto none;
     /* The worker holds the file system now, and waits for our gate. */
-    sbx_fd_close(&hold);
-    sbx_fd_close(&gate[0]);
-    sbx_fd_close(&job->devnull);
     r->gate = gate[1];
-    free(job);
-    free(dir);
-    free(trash);
-    return 1;
-finish_later:
-    /* Unmounted (or never to be), with no worker: sbx__disk_release_end does what it would. */
+    r->image = sbx_xstrdup(image);
+    r->ws = sbx_xstrdup(ws);
+    r->loop = loop ? sbx_xstrdup(loop) : NULL;
+    r->trash = sbx_xstrdup(job->trash);
+    r->dir = dir;
+    dir = NULL;
+    gate[1] = -1;
+none:
     sbx_fd_close(&gate[0]);
     sbx_fd_close(&gate[1]);
     sbx_fd_close(&hold);
-    if (job)
-        sbx_fd_close(&job->devnull);
+    sbx_fd_close(&job->devnull);
     free(job);
-    r->loop = loop ? sbx_xstrdup(loop) : NULL;
-    r->trash = trash;
-    r->dir = dir;
-    return 1;
-none:
-    sbx_fd_close(&hold);
     free(dir);
-    free(trash);
-    return 0;
+    return r->gate >= 0;
 }
 
-int sbx__disk_release_end(struct sbx__disk_release *r, struct sbx_error *err)
+int sbx__disk_release_detach(struct sbx__disk_release *r)
 {
-    int rc = 0;
-    sbx_fd_close(&r->gate); /* the worker's end of file: it is the last holder now */
-    if (r->trash) {
-        loop_release(r->loop, r->trash);
-        if (unlink(r->trash) < 0 && errno != ENOENT)
-            rc = sbx_error_errno(err, errno, "cannot remove disk image '%s'", r->trash);
-        (void)rmdir(r->dir);
+    if (r->gate < 0 || r->detached)
+        return r->detached;
+    if (rename(r->image, r->trash) < 0)
+        return 0;
+    if (sbx__priv_umount(r->ws, UMOUNT_NOFOLLOW | MNT_DETACH) < 0) {
+        if (rename(r->trash, r->image) < 0)
+            r->detached = 1; /* the image is at trash, the mount stays: the worker waits */
+        return r->detached;
     }
+    r->detached = 1;
+    return 1;
+}
+
+void sbx__disk_release_end(struct sbx__disk_release *r)
+{
+    sbx_fd_close(&r->gate); /* the worker's end of file: it is the last holder now */
+    free(r->image);
+    free(r->ws);
     free(r->loop);
     free(r->trash);
     free(r->dir);
     *r = (struct sbx__disk_release){.gate = -1};
-    return rc;
 }
 
 int sbx__disk_detach_later(const char *image, const char *loop, const char *ws,
                            struct sbx_error *err)
 {
     struct sbx__disk_release r;
-    if (sbx__disk_release_begin(image, loop, ws, &r))
-        return sbx__disk_release_end(&r, err);
+    if (sbx__disk_release_prepare(image, loop, ws, &r) && sbx__disk_release_detach(&r)) {
+        sbx__disk_release_end(&r);
+        return 0;
+    }
+    sbx__disk_release_end(&r);
     return sbx__disk_detach(image, loop, ws, 0, err);
 }

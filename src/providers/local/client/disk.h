@@ -47,22 +47,24 @@ int sbx__disk_detach(const char *image, const char *loop, const char *ws, int ke
 int sbx__disk_detach_later(const char *image, const char *loop, const char *ws,
                            struct sbx_error *err);
 
-/* sbx__disk_detach_later in two steps, so that the release can start while the sandbox's own
- * processes are still going away: begin renames the image away, detaches the mount lazily and
- * starts the worker, which waits; end lets it go (call it once no sandbox process holds the
- * file system, so that the worker, not an exiting sandbox process, is the file system's last
- * holder and pays for its end). begin returns 1 when it began (end must follow, and does what
- * the worker could not when none started), 0 when it did nothing (the mount at ws is not the
- * image's, or the image could not be moved: call sbx__disk_detach_later or sbx__disk_detach
- * later instead); it does not block. */
+/* sbx__disk_detach_later in steps, so that its work overlaps the wait for the sandbox's own
+ * processes to go. prepare forks the worker (holding the mounted file system; it waits) and
+ * returns 1, or 0 when it could not (the mount at ws is not the image's, no fork): nothing is
+ * changed then. detach (after prepare returned 1) renames the image away and detaches the
+ * mount lazily: 1 when done, 0 when nothing was changed (use sbx__disk_detach later). end lets
+ * the worker go and frees r; call it once no sandbox process holds the file system, so that the
+ * worker, not an exiting sandbox process, is its last holder and pays for its end. end is
+ * always called, whatever prepare and detach returned; none of them blocks. */
 struct sbx__disk_release {
-    int gate;    /* write end of the worker's gate; -1: none */
-    char *loop;  /* with trash: no worker started, end releases the image itself */
+    int gate;     /* write end of the worker's gate; -1: no worker */
+    int detached; /* the image is at trash */
+    char *image, *ws, *loop;
     char *trash; /* the image's name in the release directory */
     char *dir;   /* the release directory */
 };
-int sbx__disk_release_begin(const char *image, const char *loop, const char *ws,
-                            struct sbx__disk_release *r);
-int sbx__disk_release_end(struct sbx__disk_release *r, struct sbx_error *err);
+int sbx__disk_release_prepare(const char *image, const char *loop, const char *ws,
+                              struct sbx__disk_release *r);
+int sbx__disk_release_detach(struct sbx__disk_release *r);
+void sbx__disk_release_end(struct sbx__disk_release *r);
 
 #endif

@@ -271,8 +271,10 @@ int sbx__local_record_alive(const struct sbx__local_record *r, const char *id, i
 
 /* Ask the supervisor to shut down (it kills every command) and wait for its answer and for it
  * to let go of the connection. 0 when it did, or when there is no supervisor to ask. *first
- * (when not NULL) receives the first host id of the range it held, from its answer. */
-static int polite_stop(const char *dir, const char *id, uint32_t *first)
+ * (when not NULL) receives the first host id of the range it held, from its answer. sent (when
+ * not NULL) is called with arg once the request is sent, for work that overlaps the answer. */
+static int polite_stop(const char *dir, const char *id, uint32_t *first, void (*sent)(void *),
+                       void *arg)
 {
     struct sbx_error err = SBX_ERROR_INIT;
     int sock = -1;
@@ -284,6 +286,8 @@ static int polite_stop(const char *dir, const char *id, uint32_t *first)
         return rc == -SBX_E_SANDBOX ? 0 : rc;
     json_t *req = json_pack("{s:s}", "op", "shutdown"), *reply = NULL;
     rc = sbx__proto_send(sock, req, NULL, 0, deadline, &err);
+    if (rc == 0 && sent)
+        sent(arg);
     if (rc == 0)
         rc = sbx__proto_recv(sock, &reply, NULL, 0, NULL, deadline, &err);
     json_int_t v = json_integer_value(json_object_get(json_object_get(reply, "host_ids"), "first"));
@@ -301,6 +305,21 @@ static int polite_stop(const char *dir, const char *id, uint32_t *first)
     }
     sbx_fd_close(&sock);
     return rc;
+}
+
+/* The disk image's release, prepared while the supervisor works on its answer (the worker's
+ * fork overlaps it). */
+struct early_release {
+    const struct sbx__teardown *t;
+    struct sbx__disk_release r;
+    int prepared;
+};
+
+static void prepare_release(void *arg)
+{
+    struct early_release *er = arg;
+    er->prepared =
+            sbx__disk_release_prepare(er->t->disk_image, er->t->disk_loop, er->t->mount, &er->r);
 }
 
 static void note(json_t *removed, const char *id, const char *kind, const char *path)
@@ -327,14 +346,17 @@ int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err)
      * host-side one (PR_SET_PDEATHSIG), and the cgroups below catch any straggler. */
     if (t->host_ids_first)
         *t->host_ids_first = 0;
-    int polite = stopped ? -1 : polite_stop(t->dir, t->id, t->host_ids_first);
-    /* Removing a workspace on a disk image: its release (the image renamed away, the host's
-     * mount detached, the worker started) overlaps the wait for the sandbox's processes to go;
-     * the worker is let go after that wait, so that it, not an exiting sandbox process, ends
-     * the file system. */
-    struct sbx__disk_release early = {.gate = -1};
-    int begun = polite == 0 && alive && t->workspace && t->disk_image && t->mount &&
-                sbx__disk_release_begin(t->disk_image, t->disk_loop, t->mount, &early);
+    /* Removing a workspace on a disk image: its release overlaps the stop. The worker is
+     * forked while the supervisor works on its answer, the image renamed away and the host's
+     * mount detached once it answered (every command is dead then), and the worker let go
+     * only after the sandbox's processes are gone, so that it, not an exiting sandbox process,
+     * ends the file system. */
+    struct early_release er = {.t = t, .r = {.gate = -1}};
+    int want = alive && !stopped && t->workspace && t->disk_image && t->mount;
+    int polite = stopped ? -1
+                         : polite_stop(t->dir, t->id, t->host_ids_first,
+                                       want ? prepare_release : NULL, &er);
+    int begun = polite == 0 && er.prepared && sbx__disk_release_detach(&er.r);
     if (alive) {
         if (polite < 0 || wait_opened(pidfd, rec.pid, rec.start, t->id, EXIT_WAIT_MS) < 0) {
             /* Stopped, it cannot answer; running, it should have: say so, it is a fault. */
@@ -379,10 +401,8 @@ int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err)
 
     /* 3. The workspace's disk image: unmounted (its files copied out first when the workspace
      * stays) once no sandbox process holds it, and deleted. */
+    sbx__disk_release_end(&er.r); /* a worker prepared and not used just lets go */
     if (begun) {
-        begun = 0;
-        if ((rc = sbx__disk_release_end(&early, err)) < 0)
-            goto out;
         note(t->removed, t->id, "disk_image", t->disk_image);
     } else if (t->disk_image && t->mount) {
         struct stat st;
@@ -415,10 +435,7 @@ int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err)
         goto out;
     note(t->removed, t->id, "runtime_dir", t->dir);
 out:
-    if (begun) {
-        struct sbx_error e = SBX_ERROR_INIT;
-        (void)sbx__disk_release_end(&early, &e); /* the failure above is the one to report */
-    }
+    sbx__disk_release_end(&er.r);
     sbx_fd_close(&pidfd);
     sbx__local_record_release(&rec);
     return rc;
