@@ -566,7 +566,7 @@ static int start_worker(const struct release_job *j, int gate_w)
 
 /* The image's unlink and the file system's last unmount, whose journal flush and extent
  * freeing are most of a removal's time, move to a worker process. Prepare forks it, holding the
- * mounted file system (an O_PATH descriptor) and the read end of a gate, with the name the
+ * mounted file system through an O_PATH descriptor and the read end of a gate, with the name the
  * image will have in the release directory; detach then renames the image to that name (its
  * own name is free at once) and detaches the mount lazily. The caller keeps the gate's write
  * end until sbx__disk_release_end: the worker, which waits for its end of file, then closes the

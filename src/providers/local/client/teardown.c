@@ -352,7 +352,7 @@ int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err)
      * only after the sandbox's processes are gone, so that it, not an exiting sandbox process,
      * ends the file system. */
     struct early_release er = {.t = t, .r = {.gate = -1}};
-    int want = alive && !stopped && t->workspace && t->disk_image && t->mount;
+    int want = alive && t->workspace && t->disk_image && t->mount;
     int polite = stopped ? -1
                          : polite_stop(t->dir, t->id, t->host_ids_first,
                                        want ? prepare_release : NULL, &er);
