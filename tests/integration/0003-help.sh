@@ -86,31 +86,40 @@ split() {
 
 # Each option of the table is accepted by its command's parser: given with a plausible value and
 # followed by an unknown option, the complaint is never about the option itself. The usage
-# error's hint ("Try 'sbx ... --help'") then works.
-value() {
+# error's hint ("Try 'sbx ... --help'") then works. The loop runs sbx 685 times: it forks
+# nothing else per option (shell builtins), and each distinct hint is run once.
+value() { # into v: a value for an option whose value is named $1
     case ${1%%|*} in
-    N) echo 1 ;; SIZE) echo 1G ;; DURATION) echo 1s ;; SECONDS) echo 1 ;; BYTES) echo 100 ;;
-    PATH*) echo /tmp ;; NAME) echo OPENAI_API_KEY ;; KEY=VALUE) echo A=B ;; ADDR) echo 127.0.0.1 ;;
-    *[a-z]*) echo "${1%%|*}" ;; *) echo x ;;
+    N) v=1 ;; SIZE) v=1G ;; DURATION) v=1s ;; SECONDS) v=1 ;; BYTES) v=100 ;;
+    PATH*) v=/tmp ;; NAME) v=OPENAI_API_KEY ;; KEY=VALUE) v=A=B ;; ADDR) v=127.0.0.1 ;;
+    *[a-z]*) v=${1%%|*} ;; *) v=x ;;
     esac
 }
+declare -A is_group=() hint_seen=()
+for g in $groups; do is_group[$g]=1; done
+hint_re="^Try '(sbx .* --help)'\.\$"
 bad=
 hints=
 n=0
 while IFS= read -r line; do
     split "$line"
     case $o in --help | -h) continue ;; esac
-    echo "$groups" | grep -qx "$p" && continue
-    v=()
-    [ "$a" = - ] || v=("$(value "$a")")
+    [ -n "$p" ] && [ -n "${is_group[$p]:-}" ] && continue
+    args=()
+    [ "$a" = - ] || { value "$a"; args=("$v"); }
     # shellcheck disable=SC2086
-    timeout 20 "$SBX" $p "$o" "${v[@]}" --zz-sentinel </dev/null >/dev/null 2>"$T/e"
+    timeout 20 "$SBX" $p "$o" "${args[@]}" --zz-sentinel </dev/null >/dev/null 2>"$T/e"
     n=$((n + 1))
-    if grep -qE -- "(unknown option|unexpected argument|invalid option|unrecognized option) '$o'" "$T/e"; then
-        bad="$bad '$p $o': $(head -c 200 "$T/e");"
-    fi
-    hint=$(sed -n "s/^Try '\(sbx .* --help\)'\.$/\1/p" "$T/e")
-    if [ -n "$hint" ]; then
+    e=
+    IFS= read -r -d '' e <"$T/e"
+    re="(unknown option|unexpected argument|invalid option|unrecognized option) '$o'"
+    [[ $e =~ $re ]] && bad="$bad '$p $o': ${e:0:200};"
+    hint=
+    while IFS= read -r l; do
+        [[ $l =~ $hint_re ]] && hint=${BASH_REMATCH[1]}
+    done <"$T/e"
+    if [ -n "$hint" ] && [ -z "${hint_seen[$hint]:-}" ]; then
+        hint_seen[$hint]=1
         # shellcheck disable=SC2086
         ${hint/#sbx/$SBX} >/dev/null 2>&1 || hints="$hints '$hint'"
     fi
