@@ -57,7 +57,7 @@ no_left_on_host() { [ -z "$(left_on_host)" ]; }
 nothing_left() {
     local what
     wait_until no_left_on_host
-    what=$(left_on_host)
+    what=$(left_on_host | sort -u) # an id can be in both directories: once in what is shown
     if [ -z "$what" ] && [ "$("$SBX" sandbox ps --all --json | tr -d ' \n')" = "[]" ]; then ok "$1"; else
         not_ok "$1"; diag "left: $what" "$(cd "$RUNBASE" 2>/dev/null && ls -la -- $what 2>&1)" \
             "$(for d in $what; do tail -n 5 "$RUNBASE/$d/supervisor.log" 2>/dev/null; done)" "$("$SBX" sandbox ps --all 2>&1)"
