@@ -83,7 +83,7 @@ static const struct provider *prov;
 static struct provider any_prov;      /* a provider the table above does not name */
 static struct sbx_provider_info info; /* its traits */
 static json_t *json_opts;             /* SBX_CONFORM_OPTIONS */
-static char tmp[256], run_dir[300], ws_dir[300], snap_dir[300];
+static char tmp[256], run_dir[300], ws_dir[300], snap_dir[300], xdg_dir[300];
 static char engine_sock[108];
 static const char *engine_name = "docker";
 static struct sbx_local_options local_opts;
@@ -350,6 +350,11 @@ static void check_gone(const char *id)
                          "no container with its label"))
             printf("#   containers: %s\n", left ? sbx_json_dumps(left, 0) : "(engine error)");
         json_decref(left);
+        char *relays = sbx_xasprintf("%s/sbx/docker/%s", xdg_dir, id);
+        if (!tap__result(!path_exists(relays), __FILE__, __LINE__,
+                         "its port relays' records removed"))
+            printf("#   '%s' exists\n", relays);
+        free(relays);
     } else if (is_local()) {
         char *rt = sbx_xasprintf("%s/%s", run_dir, id);
         char *ws = sbx_xasprintf("%s/%s", ws_dir, id);
@@ -533,6 +538,11 @@ static void setup(void)
     snprintf(ws_dir, sizeof(ws_dir), "%s/ws", tmp);
     snprintf(snap_dir, sizeof(snap_dir), "%s/snapshots", tmp);
     mkdir(run_dir, 0700);
+    /* The runtime base of the providers that keep host-side records there (the docker
+     * provider's port relays): this run's own, so that check_gone sees what the run left. */
+    snprintf(xdg_dir, sizeof(xdg_dir), "%s/xdg", tmp);
+    mkdir(xdg_dir, 0700);
+    setenv("XDG_RUNTIME_DIR", xdg_dir, 1);
     /* The default store, where sbx_create_spec.snapshot references are looked up, and where
      * stopped local sandboxes are kept. */
     setenv("SBX_SNAPSHOTS", snap_dir, 1);

@@ -192,6 +192,17 @@ static int sess_close(struct sbx_session *bs, int delete_workspace, struct sbx_e
     /* The workspace lives in the container: keeping it means keeping the container, stopped. */
     int rc = delete_workspace ? remove_container(&s->eng, s->container, err)
                               : stop_container(&s->eng, s->container, err);
+    /* Removed (or gone already): its relays ended with its init, their records go with it,
+     * as at sbx_client_remove. */
+    if (delete_workspace && (rc == 0 || rc == -SBX_E_NOTFOUND)) {
+        struct sbx_error ferr = SBX_ERROR_INIT;
+        int frc = sbx__docker_relay_forget(s->base.id, &ferr);
+        if (rc == 0 && frc < 0) {
+            sbx_error_copy(err, &ferr);
+            rc = frc;
+        }
+        sbx_error_clear(&ferr);
+    }
     if (rc == -SBX_E_NOTFOUND)
         rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox '%s' is gone", s->base.id);
     return rc;
