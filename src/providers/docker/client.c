@@ -167,12 +167,24 @@ static int sess_state(struct sbx_session *bs, json_t **out, struct sbx_error *er
     return 0;
 }
 
-static int remove_container(const struct sbx__dk_engine *e, const char *container,
-                            struct sbx_error *err)
+/* Removes the container of sandbox ID with its volumes. Once it is removed, or was gone
+ * already, its port relays have ended with its init and their records go too. Returns the
+ * removal's result (-SBX_E_NOTFOUND when it was gone), else the forgetting's error. */
+static int remove_sandbox(const struct sbx__dk_engine *e, const char *container, const char *id,
+                          struct sbx_error *err)
 {
     char *path = sbx_xasprintf("/containers/%s?force=true&v=true", container);
     int rc = sbx__dk_json(e, "DELETE", path, NULL, NULL, NULL, err);
     free(path);
+    if (rc == 0 || rc == -SBX_E_NOTFOUND) {
+        struct sbx_error ferr = SBX_ERROR_INIT;
+        int frc = sbx__docker_relay_forget(id, &ferr);
+        if (rc == 0 && frc < 0) {
+            sbx_error_copy(err, &ferr);
+            rc = frc;
+        }
+        sbx_error_clear(&ferr);
+    }
     return rc;
 }
 
@@ -190,19 +202,8 @@ static int sess_close(struct sbx_session *bs, int delete_workspace, struct sbx_e
 {
     struct sbx__dk_session *s = (struct sbx__dk_session *)bs;
     /* The workspace lives in the container: keeping it means keeping the container, stopped. */
-    int rc = delete_workspace ? remove_container(&s->eng, s->container, err)
+    int rc = delete_workspace ? remove_sandbox(&s->eng, s->container, s->base.id, err)
                               : stop_container(&s->eng, s->container, err);
-    /* Removed (or gone already): its relays ended with its init, their records go with it,
-     * as at sbx_client_remove. */
-    if (delete_workspace && (rc == 0 || rc == -SBX_E_NOTFOUND)) {
-        struct sbx_error ferr = SBX_ERROR_INIT;
-        int frc = sbx__docker_relay_forget(s->base.id, &ferr);
-        if (rc == 0 && frc < 0) {
-            sbx_error_copy(err, &ferr);
-            rc = frc;
-        }
-        sbx_error_clear(&ferr);
-    }
     if (rc == -SBX_E_NOTFOUND)
         rc = sbx_error_set(err, SBX_E_SANDBOX, 0, "sandbox '%s' is gone", s->base.id);
     return rc;
@@ -937,7 +938,7 @@ out:
     if (rc < 0) {
         struct sbx_error ignored = SBX_ERROR_INIT;
         if (cid)
-            (void)remove_container(&c->eng, cid, &ignored);
+            (void)remove_sandbox(&c->eng, cid, id, &ignored);
         sbx_error_prefix(err, "cannot create sandbox");
     }
     sess_free(s ? &s->base : NULL);
@@ -1015,10 +1016,7 @@ static int dc_remove(struct sbx_client *bc, const char *prefix, int keep_workspa
     if (rc == 0)
         rc = find(c, prefix, &cid, &id, &running, err);
     if (rc == 0)
-        rc = remove_container(&c->eng, cid, err);
-    /* Its relays end with its init; their records go with it. */
-    if (rc == 0)
-        rc = sbx__docker_relay_forget(id, err);
+        rc = remove_sandbox(&c->eng, cid, id, err);
     free(cid);
     free(id);
     return rc;
