@@ -462,16 +462,13 @@ static int job_loop_bound(const struct release_job *j)
     return strncmp(buf, j->trash, k) == 0 && (buf[k] == '\0' || buf[k] == ' ');
 }
 
-/* The worker: standard descriptors on /dev/null, every other descriptor but its two closed,
- * default signal dispositions; it waits for the caller to let go (end of file on the gate),
- * closes the last hold (the file system ends here: the journal flush), waits for the loop
- * device as loop_release does, unlinks the image and removes the directory when it is the
- * last one out. */
+/* The worker: standard descriptors on /dev/null, every other descriptor but its two closed; it
+ * waits for the caller to let go (end of file on the gate), takes the default signal
+ * dispositions, closes the last hold (the file system ends here: the journal flush), waits for the
+ * loop device as loop_release does, unlinks the image and removes the directory when it is the last
+ * one out. */
 static _Noreturn void release_worker(const struct release_job *j)
 {
-    struct sigaction dfl = {.sa_handler = SIG_DFL};
-    for (int sig = 1; sig < NSIG; sig++)
-        (void)sigaction(sig, &dfl, NULL);
     /* The hold and the gate move to fds 3 and 4 (through copies above both, since either may
      * be 3 or 4 already), so that one close_range closes all the rest. */
     int hold = fcntl(j->hold, F_DUPFD, RELEASE_FD_FREE),
@@ -485,13 +482,19 @@ static _Noreturn void release_worker(const struct release_job *j)
     if (syscall(SYS_close_range, (unsigned)RELEASE_FD_FREE, ~0u, 0u) < 0)
         for (int fd = RELEASE_FD_FREE; fd < 4096; fd++)
             (void)close(fd);
-    sigset_t none;
-    sigemptyset(&none);
-    (void)sigprocmask(SIG_SETMASK, &none, NULL);
+    /* Every signal is blocked until the gate opens (start_worker forks with all of them
+     * blocked), so the caller's handlers cannot run here; their reset to the defaults waits
+     * for the gate too, to keep this process's work off the caller's path. */
     char c;
     ssize_t n;
     while ((n = read(gate, &c, 1)) > 0 || (n < 0 && errno == EINTR))
         ;
+    struct sigaction dfl = {.sa_handler = SIG_DFL};
+    for (int sig = 1; sig < NSIG; sig++)
+        (void)sigaction(sig, &dfl, NULL);
+    sigset_t none;
+    sigemptyset(&none);
+    (void)sigprocmask(SIG_SETMASK, &none, NULL);
     close(gate);
     close(hold);
     for (int i = 0; j->sys[0] && i < LOOP_RELEASE_POLLS && job_loop_bound(j); i++)
@@ -539,7 +542,12 @@ static int release_first(void *p)
 static int start_worker(const struct release_job *j, int gate_w)
 {
     struct first_arg arg = {.job = j, .gate_w = gate_w};
-    pid_t first;
+    pid_t first = -1;
+    /* Both children start with every signal blocked: the worker keeps them so until its gate
+     * opens (release_worker). */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
     if (SBX__SANITIZED) {
         first = fork(); /* a plain fork for the first child (core/spawn.h) */
         if (first == 0)
@@ -547,15 +555,13 @@ static int start_worker(const struct release_job *j, int gate_w)
     } else {
         char *stack = mmap(NULL, RELEASE_STACK, PROT_READ | PROT_WRITE,
                            MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
-        if (stack == MAP_FAILED)
-            return -1;
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        first = clone(release_first, stack + RELEASE_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD, &arg);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        munmap(stack, RELEASE_STACK);
+        if (stack != MAP_FAILED) {
+            first = clone(release_first, stack + RELEASE_STACK, CLONE_VM | CLONE_VFORK | SIGCHLD,
+                          &arg);
+            munmap(stack, RELEASE_STACK);
+        }
     }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (first < 0)
         return -1;
     int status = 0;

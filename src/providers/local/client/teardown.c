@@ -357,6 +357,11 @@ int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err)
                          : polite_stop(t->dir, t->id, t->host_ids_first,
                                        want ? prepare_release : NULL, &er);
     int begun = polite == 0 && er.prepared && sbx__disk_release_detach(&er.r);
+    /* Detached, the workspace's path is an empty directory of the host that no sandbox process
+     * can reach (they see the image's file system): it goes while the supervisor exits. */
+    int ws_gone = 0;
+    if (begun && t->workspace)
+        ws_gone = rmdir(t->workspace) == 0;
     if (alive) {
         if (polite < 0 || wait_opened(pidfd, rec.pid, rec.start, t->id, EXIT_WAIT_MS) < 0) {
             /* Stopped, it cannot answer; running, it should have: say so, it is a fault. */
@@ -401,7 +406,8 @@ int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err)
 
     /* 3. The workspace's disk image: unmounted (its files copied out first when the workspace
      * stays) once no sandbox process holds it, and deleted. */
-    sbx__disk_release_end(&er.r); /* a worker prepared and not used just lets go */
+    if (!begun)
+        sbx__disk_release_end(&er.r); /* a worker prepared and not used just lets go */
     if (begun) {
         note(t->removed, t->id, "disk_image", t->disk_image);
     } else if (t->disk_image && t->mount) {
@@ -423,7 +429,7 @@ int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err)
      * failure above leaves what a retry needs. */
     if (t->workspace) {
         struct stat st;
-        int there = lstat(t->workspace, &st) == 0;
+        int there = ws_gone || lstat(t->workspace, &st) == 0;
         if ((rc = sbx__fs_remove_tree(t->workspace, err)) < 0)
             goto out;
         if (there)
@@ -435,6 +441,8 @@ int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err)
         goto out;
     note(t->removed, t->id, "runtime_dir", t->dir);
 out:
+    /* The worker starts ending the image's file system (a journal flush, then the unlink) when
+     * let go: last, so that its disk and CPU work does not share the caller's path. */
     sbx__disk_release_end(&er.r);
     sbx_fd_close(&pidfd);
     sbx__local_record_release(&rec);
