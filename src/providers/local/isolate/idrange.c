@@ -7,9 +7,13 @@
  * it. The supervisor holds the lock for its whole life, so a supervisor killed with SIGKILL
  * frees its slot by dying, and a slot file nobody holds is free whatever its content says.
  *
- * Releasing unlinks the file while the lock is still held. A process that opened the old file
- * just before may get the lock after that; it then sees that the name no longer leads to the
- * inode it locked and tries again, so two holders of one slot never coexist. */
+ * Releasing closes the file: the lock goes with it, the file stays with its last holder's
+ * record, and the slot's next allocation writes over that record in place (no data block is
+ * freed or allocated per sandbox: on a file system mounted with discard each freed block is a
+ * synchronous discard, which rm would wait for). Prune removes the files nobody holds, under the
+ * lock. An allocator that opened such a file just before may get the lock after its unlink; it
+ * then sees that the name no longer leads to the inode it locked and tries again, so two
+ * holders of one slot never coexist. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -138,9 +142,10 @@ static int try_slot(int dfd, unsigned slot, const char *id, struct sbx__idrange 
             close(fd); /* released (unlinked) between our open and our lock: again */
             continue;
         }
+        /* Over the last holder's record, then cut to length: the block stays allocated. */
         char text[160];
         int n = snprintf(text, sizeof(text), "%s %d\n", id, (int)getpid());
-        if (ftruncate(fd, 0) < 0 || pwrite(fd, text, (size_t)n, 0) != n) {
+        if (pwrite(fd, text, (size_t)n, 0) != n || ftruncate(fd, n) < 0) {
             int rc = sbx_error_errno(err, errno, "cannot record host id slot '%s'", name);
             unlinkat(dfd, name, 0);
             close(fd);
@@ -192,13 +197,9 @@ out:
 
 void sbx__idrange_release(struct sbx__idrange *r)
 {
-    if (r->fd >= 0) {
-        char name[32];
-        snprintf(name, sizeof(name), "slot-%u", r->slot);
-        /* Under the lock: whoever opens the name from now on gets a new file. */
-        unlinkat(r->dir_fd, name, 0);
+    /* The lock goes with the descriptor: the file stays, free for the next allocation. */
+    if (r->fd >= 0)
         close(r->fd);
-    }
     if (r->dir_fd >= 0)
         close(r->dir_fd);
     r->fd = r->dir_fd = -1;
@@ -244,12 +245,7 @@ int sbx__idrange_wait_free(const char *dir, uint32_t first, const char *id, int 
             break;
         }
         if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-            struct stat a, b;
-            /* Nobody holds it: a stale file of a holder that could not remove it. */
-            if (fstat(fd, &a) == 0 && fstatat(dfd, name, &b, AT_SYMLINK_NOFOLLOW) == 0 &&
-                a.st_ino == b.st_ino && a.st_dev == b.st_dev)
-                unlinkat(dfd, name, 0);
-            freed = 1;
+            freed = 1; /* nobody holds it: free, whatever its record says */
         } else if (!records(fd, id)) {
             freed = 1; /* already another sandbox's */
         }

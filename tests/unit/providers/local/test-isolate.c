@@ -13,6 +13,7 @@
 #include <sched.h>
 #include <signal.h>
 #include <stdint.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/personality.h>
@@ -25,6 +26,8 @@
 #include <sys/wait.h>
 
 #include "providers/local/isolate/isolate.h"
+#include "sbx/buf.h"
+#include "sbx/fs.h"
 #include "sbx/log.h"
 #include "tap.h"
 
@@ -525,9 +528,23 @@ static void test_idrange_slots(void)
     free(stale);
     char *path = sbx_xasprintf("%s/slot-%u", slots, a_slot);
     sbx__idrange_release(&a);
-    CHECK(access(path, F_OK) < 0 && errno == ENOENT);
+    /* Released: the file stays, unlocked, with its record; free for rm's wait. */
+    int lfd = open(path, O_RDWR | O_CLOEXEC);
+    CHECK(lfd >= 0 && flock(lfd, LOCK_EX | LOCK_NB) == 0);
+    if (lfd >= 0)
+        close(lfd);
+    CHECK(sbx__idrange_wait_free(slots, a_slot * SBX__IDRANGE_SIZE + SBX__IDRANGE_BASE, "a", 0) ==
+          1);
     CHECK_OK(sbx__idrange_acquire(slots, "again", &a, &err), &err);
     CHECK_EQ_INT(a.slot, a_slot);
+    /* Its next holder's record replaces the old one, longer or shorter. */
+    struct sbx_buf rec;
+    sbx_buf_init(&rec, 4096);
+    CHECK_OK(sbx_fs_read_path(path, 4096, &rec, &err), &err);
+    char want[64];
+    snprintf(want, sizeof(want), "again %d\n", (int)getpid());
+    CHECK(rec.len == strlen(want) && memcmp(rec.data, want, rec.len) == 0);
+    sbx_buf_release(&rec);
     CHECK(sbx__idrange_wait_free(slots, b.first, "not-b", 0) == 1); /* held, but for b */
     CHECK(sbx__idrange_wait_free(slots, b.first, "b", 0) == 0);     /* still held for b */
     free(path);
@@ -544,7 +561,10 @@ static void test_idrange_slots(void)
 out:
     sbx__idrange_release(&a);
     sbx__idrange_release(&b);
-    CHECK(rmdir(slots) == 0); /* every slot file went with its release */
+    /* Released files stay until a prune, which leaves none behind here. */
+    if (geteuid() == 0)
+        CHECK_OK(sbx__idrange_prune(slots, NULL, &err), &err);
+    CHECK(rmdir(slots) == 0);
     CHECK(rmdir(dir) == 0);
     free(slots);
 }
