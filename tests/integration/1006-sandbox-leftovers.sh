@@ -173,4 +173,25 @@ expect_eq "$(cgroups_of "$id")" "" "rm removed the cgroups the killed host side 
 expect_eq "$(pgrep -f -- "__supervise $id")" "" "no process of it is left"
 expect_eq "$(ls "$RUNBASE")$(ls "$SBX_WORKSPACES")" "" "nothing else is left"
 
+# ---- a runtime directory handed to a disk release worker that died: the next ls removes it
+# (rm renames a disk sandbox's runtime directory to .gone-ID-RANDOM and its release worker,
+# holding a shared flock on it, removes it; one nobody holds lost its worker).
+g="$RUNBASE/.gone-0123456789abcdef-00112233445566ff"
+mkdir -m 0700 "$g" && echo '{}' >"$g/state.json" && echo x >"$g/supervisor.log"
+flock -s -o "$g" sleep 60 &
+holder=$!
+stopped_pids+=("$holder")
+holding() { [ -n "$(pgrep -P "$holder" sleep)" ]; }
+wait_until holding
+run "$SBX" sandbox ls
+expect_rc 0 "ls beside a handed-over runtime directory"
+[ -d "$g" ] && ok "one its worker still holds is left alone" || not_ok "one its worker still holds is left alone"
+grep -q "gone\|0123456789abcdef" "$T/out" && not_ok "ls does not list it" || ok "ls does not list it"
+pkill -KILL -P "$holder" sleep
+kill -KILL "$holder"
+wait "$holder" 2>/dev/null
+run "$SBX" sandbox ls
+expect_rc 0 "ls after its worker died"
+[ ! -e "$g" ] && ok "one nobody holds is removed" || { not_ok "one nobody holds is removed"; diag "$(ls -la "$g" 2>&1)"; }
+
 done_testing

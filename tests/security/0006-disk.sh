@@ -125,6 +125,12 @@ img1="$SBX_WORKSPACES/$first.img"
 run "$SBX" sandbox rm "$first"
 expect_rc 0 "rm of a sandbox while a later one runs"
 [ ! -e "$img1" ] && ok "the image's name is free when rm returns" || not_ok "the image's name is free when rm returns"
+[ ! -e "$RUNBASE/$first" ] && ok "so is its runtime directory's" || not_ok "so is its runtime directory's"
+# The runtime directory is handed to the release worker under a name of its own: removed soon.
+gone_of() { ls -A "$RUNBASE" 2>/dev/null | grep "^\.gone-$1-"; }
+no_gone() { [ -z "$(gone_of "$1")" ]; }
+wait_until no_gone "$first" && ok "the release worker removes its runtime directory" \
+    || { not_ok "the release worker removes its runtime directory"; diag "$(ls -laR "$RUNBASE")"; }
 wait_until released "$first" && ok "its loop device and image are released, not held by the later sandbox" \
     || { not_ok "its loop device and image are released, not held by the later sandbox"; diag "$(losetup -a; ls -la "$SBX_WORKSPACES/.sbx-release")"; }
 "$SBX" sandbox rm "$second" >/dev/null 2>&1

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -392,10 +393,12 @@ out:
 #define RELEASE_DIR     ".sbx-release"
 #define RELEASE_OLD_S   600 /* a file left there this long has lost its helper: removed */
 #define RELEASE_WAIT_MS 10000
-/* The release worker's descriptors: its hold, its gate, and the first one it does not keep. */
+/* The release worker's descriptors: its hold, its gate, the directory it may be handed, and the
+ * first one it does not keep. */
 #define RELEASE_FD_HOLD 3
 #define RELEASE_FD_GATE 4
-#define RELEASE_FD_FREE 5
+#define RELEASE_FD_ALSO 5
+#define RELEASE_FD_FREE 6
 
 /* <dir of image>/.sbx-release, made when missing; a file there older than RELEASE_OLD_S (its
  * helper was killed, the host rebooted) is removed. Caller frees. */
@@ -435,10 +438,12 @@ struct release_job {
     int hold;      /* O_PATH descriptor on the detached workspace mount */
     int gate;      /* read end of a pipe: end of file once the caller let go of its hold */
     int devnull;   /* for the worker's standard descriptors */
+    int also;      /* the directory prepare was given (-1: none), renamed to gone if handed */
     char sys[64];  /* /sys/block/loopN/loop/backing_file, or "" */
     char loop[32]; /* /dev/loopN, or "" */
     char trash[PATH_MAX];
     char dir[PATH_MAX];
+    char gone[PATH_MAX]; /* a directory of files handed over (hand_over), or "" */
 };
 
 /* The loop device still backs the renamed image (async-signal-safe loop_bound). */
@@ -462,9 +467,39 @@ static int job_loop_bound(const struct release_job *j)
     return strncmp(buf, j->trash, k) == 0 && (buf[k] == '\0' || buf[k] == ' ');
 }
 
-/* The worker: standard descriptors on /dev/null, every other descriptor but its two closed; it
- * waits for the caller to let go (end of file on the gate), takes the default signal
- * dispositions, closes the last hold (the file system ends here: the journal flush), waits for the
+/* When the directory open at fd was handed over (it is now at j->gone): remove the files in it
+ * (it has no subdirectory: hand_over made sure) and then it, without allocating: its entries
+ * are read with getdents64 into a buffer on the stack and unlinked without following anything.
+ * Entries unlinked while reading may make a read skip others: the directory is read again
+ * until a pass finds nothing (bounded). Not handed over, it is left to the caller. */
+static void job_remove_gone(const struct release_job *j, int fd)
+{
+    struct stat a, b;
+    if (!j->gone[0] || fstat(fd, &a) < 0 || lstat(j->gone, &b) < 0 || a.st_ino != b.st_ino ||
+        a.st_dev != b.st_dev)
+        return;
+    char buf[4096] __attribute__((aligned(8)));
+    for (int pass = 0, found = 1; found && pass < 8; pass++) {
+        found = 0;
+        ssize_t n;
+        (void)lseek(fd, 0, SEEK_SET);
+        while ((n = getdents64(fd, buf, sizeof(buf))) > 0) {
+            for (ssize_t off = 0; off < n;) {
+                const struct dirent64 *d = (const void *)(buf + off);
+                off += d->d_reclen;
+                if (strcmp(d->d_name, ".") != 0 && strcmp(d->d_name, "..") != 0 &&
+                    unlinkat(fd, d->d_name, 0) == 0)
+                    found = 1;
+            }
+        }
+    }
+    (void)rmdir(j->gone);
+}
+
+/* The worker: standard descriptors on /dev/null, every other descriptor but its own closed; a
+ * shared flock on the directory it may be handed; it waits for the caller to let go (end of
+ * file on the gate), takes the default signal dispositions, removes that directory when it was
+ * handed over, closes the last hold (the file system ends here: the journal flush), waits for the
  * loop device as loop_release does, unlinks the image and removes the directory when it is the last
  * one out. */
 static _Noreturn void release_worker(const struct release_job *j)
@@ -472,16 +507,22 @@ static _Noreturn void release_worker(const struct release_job *j)
     /* The hold and the gate move to fds 3 and 4 (through copies above both, since either may
      * be 3 or 4 already), so that one close_range closes all the rest. */
     int hold = fcntl(j->hold, F_DUPFD, RELEASE_FD_FREE),
-        gate = fcntl(j->gate, F_DUPFD, RELEASE_FD_FREE);
+        gate = fcntl(j->gate, F_DUPFD, RELEASE_FD_FREE),
+        also = j->also >= 0 ? fcntl(j->also, F_DUPFD, RELEASE_FD_FREE) : -1;
     for (int fd = 0; fd < 3; fd++)
         (void)dup2(j->devnull, fd);
     if (hold < 0 || gate < 0 || dup2(hold, RELEASE_FD_HOLD) < 0 || dup2(gate, RELEASE_FD_GATE) < 0)
         _exit(1); /* the caller's gate then ends at our exit: the kernel frees the mount */
     hold = RELEASE_FD_HOLD;
     gate = RELEASE_FD_GATE;
+    also = also >= 0 && dup2(also, RELEASE_FD_ALSO) >= 0 ? RELEASE_FD_ALSO : -1;
     if (syscall(SYS_close_range, (unsigned)RELEASE_FD_FREE, ~0u, 0u) < 0)
         for (int fd = RELEASE_FD_FREE; fd < 4096; fd++)
             (void)close(fd);
+    /* Shared, like the caller's own lease on it: a reclaim (exclusive) leaves it alone while
+     * this process lives. */
+    if (also >= 0)
+        (void)flock(also, LOCK_SH | LOCK_NB);
     /* Every signal is blocked until the gate opens (start_worker forks with all of them
      * blocked), so the caller's handlers cannot run here; their reset to the defaults waits
      * for the gate too, to keep this process's work off the caller's path. */
@@ -496,6 +537,10 @@ static _Noreturn void release_worker(const struct release_job *j)
     sigemptyset(&none);
     (void)sigprocmask(SIG_SETMASK, &none, NULL);
     close(gate);
+    if (also >= 0) {
+        job_remove_gone(j, also);
+        close(also);
+    }
     close(hold);
     for (int i = 0; j->sys[0] && i < LOOP_RELEASE_POLLS && job_loop_bound(j); i++)
         poll(NULL, 0, LOOP_RELEASE_POLL_MS);
@@ -579,7 +624,7 @@ static int start_worker(const struct release_job *j, int gate_w)
  * last hold (the file system ends in the worker), waits for the loop device to detach and
  * unlinks the image. A worker whose image was never renamed finds nothing of its name and only
  * lets go of its hold. */
-int sbx__disk_release_prepare(const char *image, const char *loop, const char *ws,
+int sbx__disk_release_prepare(const char *image, const char *loop, const char *ws, const char *also,
                               struct sbx__disk_release *r)
 {
     *r = (struct sbx__disk_release){.gate = -1};
@@ -591,7 +636,7 @@ int sbx__disk_release_prepare(const char *image, const char *loop, const char *w
     struct release_job *job = sbx_xcalloc(1, sizeof(*job));
     unsigned n;
     char tail;
-    job->devnull = -1;
+    job->devnull = job->also = -1;
     if (hold < 0 || sbx_random_hex(rnd, 8, &e) < 0 || !(dir = release_dir(image)))
         goto none;
     const char *base = strrchr(image, '/') + 1;
@@ -599,6 +644,14 @@ int sbx__disk_release_prepare(const char *image, const char *loop, const char *w
         sizeof(job->trash))
         goto none;
     snprintf(job->dir, sizeof(job->dir), "%s", dir);
+    const char *aslash = also && also[0] == '/' ? strrchr(also, '/') : NULL;
+    if (aslash && aslash[1] &&
+        (size_t)snprintf(job->gone, sizeof(job->gone), "%.*s/" SBX__RELEASE_GONE_PREFIX "%s-%s",
+                         (int)(aslash - also), also, aslash + 1, rnd) >= sizeof(job->gone))
+        job->gone[0] = '\0';
+    if (job->gone[0] &&
+        (job->also = open(also, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) < 0)
+        job->gone[0] = '\0';
     if (loop && sscanf(loop, "/dev/loop%u%c", &n, &tail) == 1) {
         snprintf(job->sys, sizeof(job->sys), "/sys/block/loop%u/loop/backing_file", n);
         snprintf(job->loop, sizeof(job->loop), "/dev/loop%u", n);
@@ -616,6 +669,10 @@ int sbx__disk_release_prepare(const char *image, const char *loop, const char *w
     r->ws = sbx_xstrdup(ws);
     r->loop = loop ? sbx_xstrdup(loop) : NULL;
     r->trash = sbx_xstrdup(job->trash);
+    if (job->gone[0]) {
+        r->also = sbx_xstrdup(also);
+        r->gone = sbx_xstrdup(job->gone);
+    }
     r->dir = dir;
     dir = NULL;
     gate[1] = -1;
@@ -624,6 +681,7 @@ none:
     sbx_fd_close(&gate[1]);
     sbx_fd_close(&hold);
     sbx_fd_close(&job->devnull);
+    sbx_fd_close(&job->also);
     free(job);
     free(dir);
     return r->gate >= 0;
@@ -644,9 +702,34 @@ int sbx__disk_release_detach(struct sbx__disk_release *r)
     return 1;
 }
 
+/* Whether dir holds a subdirectory (or an entry whose type it cannot tell, or cannot be
+ * read): such a directory stays with the caller's careful removal. */
+static int has_subdir(const char *dir)
+{
+    DIR *d = opendir(dir);
+    if (!d)
+        return 1;
+    struct dirent *e;
+    int sub = 0;
+    while (!sub && (e = readdir(d)))
+        sub = strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0 &&
+              (e->d_type == DT_DIR || e->d_type == DT_UNKNOWN);
+    closedir(d);
+    return sub;
+}
+
+int sbx__disk_release_hand_over(struct sbx__disk_release *r)
+{
+    if (r->gate < 0 || !r->detached || !r->gone || has_subdir(r->also))
+        return 0;
+    return rename(r->also, r->gone) == 0;
+}
+
 void sbx__disk_release_end(struct sbx__disk_release *r)
 {
     sbx_fd_close(&r->gate); /* the worker's end of file: it is the last holder now */
+    free(r->also);
+    free(r->gone);
     free(r->image);
     free(r->ws);
     free(r->loop);
@@ -659,7 +742,7 @@ int sbx__disk_detach_later(const char *image, const char *loop, const char *ws,
                            struct sbx_error *err)
 {
     struct sbx__disk_release r;
-    if (sbx__disk_release_prepare(image, loop, ws, &r) && sbx__disk_release_detach(&r)) {
+    if (sbx__disk_release_prepare(image, loop, ws, NULL, &r) && sbx__disk_release_detach(&r)) {
         sbx__disk_release_end(&r);
         return 0;
     }

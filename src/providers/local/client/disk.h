@@ -47,6 +47,11 @@ int sbx__disk_detach(const char *image, const char *loop, const char *ws, int ke
 int sbx__disk_detach_later(const char *image, const char *loop, const char *ws,
                            struct sbx_error *err);
 
+/* The name prefix of a directory handed over to a release worker. The worker holds a shared
+ * flock on it until it has removed it: one found without a holder (a worker killed half-way)
+ * is removed by whoever finds it (sbx__local_reclaim). */
+#define SBX__RELEASE_GONE_PREFIX ".gone-"
+
 /* sbx__disk_detach_later in steps, so that its work overlaps the wait for the sandbox's own
  * processes to go. prepare forks the worker (holding the mounted file system; it waits) and
  * returns 1, or 0 when it could not (the mount at ws is not the image's, no fork): nothing is
@@ -59,12 +64,18 @@ struct sbx__disk_release {
     int gate;     /* write end of the worker's gate; -1: no worker */
     int detached; /* the image is at trash */
     char *image, *ws, *loop;
-    char *trash; /* the image's name in the release directory */
-    char *dir;   /* the release directory */
+    char *trash;       /* the image's name in the release directory */
+    char *dir;         /* the release directory */
+    char *also, *gone; /* prepare's also, and the name hand_over gives it */
 };
-int sbx__disk_release_prepare(const char *image, const char *loop, const char *ws,
+int sbx__disk_release_prepare(const char *image, const char *loop, const char *ws, const char *also,
                               struct sbx__disk_release *r);
 int sbx__disk_release_detach(struct sbx__disk_release *r);
+/* After detach: give prepare's also (a directory of files, no subdirectory) to the worker,
+ * which removes it once let go. It is renamed at once to SBX__RELEASE_GONE_PREFIX<its
+ * name>-<random> in its own parent. 1 when it was handed over (its name is free), 0 when it was not
+ * (a subdirectory in it, no worker, no detach, a failed rename): nothing is changed then. */
+int sbx__disk_release_hand_over(struct sbx__disk_release *r);
 void sbx__disk_release_end(struct sbx__disk_release *r);
 
 #endif

@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fs-internal.h"
 #include "providers/local/client/client.h"
 #include "providers/local/client/disk.h"
 #include "sbx/fs.h"
@@ -513,19 +514,40 @@ out:
     return done;
 }
 
+/* A runtime directory handed to a release worker (sbx__disk_release_hand_over) that nobody
+ * holds: its worker was killed before it removed it. Removed under the lock. */
+static void reclaim_gone(const char *rundir, const char *name)
+{
+    struct stat st;
+    char *path = sbx_xasprintf("%s/%s", rundir, name);
+    struct sbx_error e = SBX_ERROR_INIT;
+    int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd >= 0 && fstat(fd, &st) == 0 && st.st_uid == geteuid() &&
+        flock(fd, LOCK_EX | LOCK_NB) == 0 && sbx__fs_remove_tree(path, &e) < 0)
+        sbx_log(SBX_LOG_WARN, "cannot remove '%s': %s", path, e.msg);
+    sbx_fd_close(&fd);
+    free(path);
+}
+
 void sbx__local_reclaim(const char *rundir)
 {
     DIR *d = opendir(rundir);
     if (!d)
         return;
-    struct sbx_strv names;
+    struct sbx_strv names, gone;
     sbx_strv_init(&names);
+    sbx_strv_init(&gone);
     struct dirent *e;
     while ((e = readdir(d)))
-        if (e->d_name[0] != '.' ||
-            strncmp(e->d_name, STAGING_PREFIX, sizeof(STAGING_PREFIX) - 1) == 0)
+        if (strncmp(e->d_name, SBX__RELEASE_GONE_PREFIX, sizeof(SBX__RELEASE_GONE_PREFIX) - 1) == 0)
+            sbx_strv_push(&gone, e->d_name);
+        else if (e->d_name[0] != '.' ||
+                 strncmp(e->d_name, STAGING_PREFIX, sizeof(STAGING_PREFIX) - 1) == 0)
             sbx_strv_push(&names, e->d_name);
     closedir(d);
+    for (size_t i = 0; i < gone.n; i++)
+        reclaim_gone(rundir, gone.v[i]);
+    sbx_strv_release(&gone);
     for (size_t i = 0; i < names.n; i++)
         reclaim_one(rundir, names.v[i]);
     sbx_strv_release(&names);

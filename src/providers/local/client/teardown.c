@@ -318,8 +318,8 @@ struct early_release {
 static void prepare_release(void *arg)
 {
     struct early_release *er = arg;
-    er->prepared =
-            sbx__disk_release_prepare(er->t->disk_image, er->t->disk_loop, er->t->mount, &er->r);
+    er->prepared = sbx__disk_release_prepare(er->t->disk_image, er->t->disk_loop, er->t->mount,
+                                             er->t->dir, &er->r);
 }
 
 static void note(json_t *removed, const char *id, const char *kind, const char *path)
@@ -437,7 +437,9 @@ int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err)
     }
     /* A supervisor killed while it started its storage mounts left them on the host. */
     sbx__mounts_cleanup_dir(t->dir);
-    if ((rc = sbx__fs_remove_tree(t->dir, err)) < 0)
+    /* With a release worker, the runtime directory (files only) leaves its name here and is
+     * removed by the worker: its unlinks do not hold up the caller. */
+    if (!sbx__disk_release_hand_over(&er.r) && (rc = sbx__fs_remove_tree(t->dir, err)) < 0)
         goto out;
     note(t->removed, t->id, "runtime_dir", t->dir);
 out:
