@@ -2,6 +2,9 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +49,75 @@ struct walk {
     char *small;             /* small_cap bytes, grown to at most SMALL_FILE + 1 as files need */
     size_t small_cap;
     struct sbx_progress_sink progress;
+    int helpers; /* threads that may stat a large directory's entries beside this one */
 };
+
+/* A directory with at least PRESTAT_MIN entries has them stat'ed by several threads before
+ * they are taken in order (most of an incremental take is one statx per entry); at most
+ * PRESTAT_BATCH at a time, so that a huge directory costs bounded memory (each level of a walk
+ * holds its own batch while it walks a subdirectory). */
+#define PRESTAT_MIN     64
+#define PRESTAT_BATCH   4096
+#define PRESTAT_HELPERS 3
+
+struct prestat {
+    struct statx sx;
+    int err; /* 0, or the errno of its statx */
+};
+
+struct prestat_job {
+    int dfd;
+    char *const *names;
+    struct prestat *out;
+    size_t n, first, step;
+};
+
+static void *prestat_run(void *arg)
+{
+    const struct prestat_job *j = arg;
+    for (size_t i = j->first; i < j->n; i += j->step) {
+        struct prestat *p = &j->out[i];
+        p->err = statx(j->dfd, j->names[i], AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT,
+                       STATX_BASIC_STATS, &p->sx) < 0
+                         ? errno
+                         : 0;
+    }
+    return NULL;
+}
+
+/* Stat names[0..n) relative to dfd into out, on up to helpers threads beside this one (the
+ * entries interleaved between them). A thread that cannot start leaves its share to this one. */
+static void prestat(int dfd, char *const *names, size_t n, struct prestat *out, int helpers)
+{
+    pthread_t t[PRESTAT_HELPERS];
+    struct prestat_job jobs[PRESTAT_HELPERS + 1];
+    int started[PRESTAT_HELPERS] = {0};
+    size_t step = (size_t)helpers + 1;
+    for (size_t k = 0; k < step; k++)
+        jobs[k] = (struct prestat_job){dfd, names, out, n, k, step};
+    /* The helpers take no signal: the caller's handlers run on its own threads only. */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    for (int k = 0; k < helpers; k++)
+        started[k] = pthread_create(&t[k], NULL, prestat_run, &jobs[k + 1]) == 0;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    prestat_run(&jobs[0]);
+    for (int k = 0; k < helpers; k++) {
+        if (started[k])
+            pthread_join(t[k], NULL);
+        else
+            prestat_run(&jobs[k + 1]);
+    }
+}
+
+/* How many helper threads a take may use: the CPUs it may run on, less its own. */
+static int prestat_helpers(void)
+{
+    cpu_set_t set;
+    int n = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+    return n <= 1 ? 0 : n - 1 > PRESTAT_HELPERS ? PRESTAT_HELPERS : n - 1;
+}
 
 static int64_t ts_ns(struct statx_timestamp t)
 {
@@ -269,7 +340,7 @@ static int walk_dir(struct walk *w, int dfd, const char *prefix, uint32_t depth,
                     struct sbx_error *err);
 
 static int take_one(struct walk *w, int dfd, const char *name, const char *prefix, uint32_t depth,
-                    struct sbx_error *err)
+                    const struct prestat *pre, struct sbx_error *err)
 {
     size_t plen = strlen(prefix), nlen = strlen(name);
     size_t len = plen + (plen ? 1 : 0) + nlen;
@@ -307,8 +378,13 @@ static int take_one(struct walk *w, int dfd, const char *name, const char *prefi
         return rc;
     }
     struct statx sx;
-    if (statx(dfd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_BASIC_STATS, &sx) < 0) {
-        int rc = errno == ENOENT ? 0 : sbx_error_errno(err, errno, "cannot stat '%s'", path);
+    int serr = 0;
+    if (pre)
+        serr = pre->err, sx = pre->sx;
+    else if (statx(dfd, name, AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT, STATX_BASIC_STATS, &sx) < 0)
+        serr = errno;
+    if (serr) {
+        int rc = serr == ENOENT ? 0 : sbx_error_errno(err, serr, "cannot stat '%s'", path);
         free(path);
         return rc;
     }
@@ -382,12 +458,37 @@ static int walk_dir(struct walk *w, int dfd, const char *prefix, uint32_t depth,
     rewinddir(d);
     int rc = 0;
     struct dirent *de;
-    errno = 0;
-    while (rc == 0 && (de = readdir(d))) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
-            continue;
-        rc = take_one(w, dfd, de->d_name, prefix, depth, err);
+    /* Names are taken in batches: one at a time, or stat'ed together first when many. */
+    struct sbx_strv names;
+    sbx_strv_init(&names);
+    struct prestat *pre = NULL;
+    size_t pre_cap = 0;
+    for (int more = 1; rc == 0 && more;) {
+        more = 0;
+        while ((de = readdir(d))) {
+            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0)
+                continue;
+            sbx_strv_push(&names, de->d_name);
+            if (names.n == PRESTAT_BATCH) {
+                more = 1;
+                break;
+            }
+        }
+        int batch = w->helpers > 0 && names.n >= PRESTAT_MIN;
+        if (batch) {
+            if (names.n > pre_cap) {
+                pre_cap = names.n;
+                pre = sbx_xrealloc(pre, pre_cap * sizeof(*pre));
+            }
+            prestat(dfd, names.v, names.n, pre, w->helpers);
+        }
+        for (size_t i = 0; rc == 0 && i < names.n; i++)
+            rc = take_one(w, dfd, names.v[i], prefix, depth, batch ? &pre[i] : NULL, err);
+        sbx_strv_release(&names);
+        sbx_strv_init(&names);
     }
+    sbx_strv_release(&names);
+    free(pre);
     closedir(d);
     return rc;
 }
@@ -540,6 +641,7 @@ int sbx_snapshot_take(struct sbx_snapshot_store *st, int dirfd,
             SBX_ALLOC_GROW(w.tree.v, w.old_cache.count + 64, w.tree.cap);
     }
     w.scan_start_ns = sbx_time_real_ns();
+    w.helpers = prestat_helpers();
     sbx_progress_sink_init(&w.progress, o->progress, o->progress_data);
     rc = walk_dir(&w, dirfd, "", 1, err);
     sbx_progress_end(&w.progress, "snapshot", w.tree.n, w.tree.n);

@@ -542,6 +542,72 @@ static void test_escaped_names(void)
     close(dst);
 }
 
+/* Directories big enough to have their entries stat'ed on several threads (take.c: 64 entries
+ * or more, in batches of 4096): one of 4200 entries (two batches) holding a directory of 70
+ * (walked while its parent's batch is held), a symlink and a fifo among the files. Every file
+ * is in the snapshot with its content; one changed is the only one read again. */
+static void test_large_dirs(void)
+{
+    struct sbx_error err = SBX_ERROR_INIT;
+    char store[128], ws[128];
+    snprintf(store, sizeof(store), "%s/store-large", top);
+    snprintf(ws, sizeof(ws), "%s/ws-large", top);
+    mkdir(ws, 0755);
+    int src = open(ws, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    char name[64], data[64];
+    for (int i = 0; i < 4200; i++) {
+        snprintf(name, sizeof(name), "big/f%d", i);
+        snprintf(data, sizeof(data), "big %d\n", i);
+        put(src, name, data);
+    }
+    for (int i = 0; i < 70; i++) {
+        snprintf(name, sizeof(name), "big/sub/g%d", i);
+        snprintf(data, sizeof(data), "sub %d\n", i);
+        put(src, name, data);
+    }
+    CHECK_EQ_INT(symlinkat("f1", src, "big/link"), 0);
+    CHECK_EQ_INT(mkfifoat(src, "big/fifo", 0600), 0);
+    struct sbx_snapshot_store *st = NULL;
+    CHECK_OK(sbx_snapshot_store_open(store, &st, &err), &err);
+    struct sbx_snapshot_take_stats s = {0};
+    struct sbx_snapshot_take_opts o = {.source = "large", .out_stats = &s};
+    char *r1 = NULL, *r2 = NULL;
+    CHECK_OK(sbx_snapshot_take(st, src, &o, &r1, &err), &err);
+    CHECK_EQ_INT(s.files, 4270);
+    CHECK_EQ_INT(s.read_files, 4270);
+    char *got = cat(st, r1, "big/f4199");
+    CHECK_EQ_STR(got, "big 4199\n");
+    free(got);
+    got = cat(st, r1, "big/f0");
+    CHECK_EQ_STR(got, "big 0\n");
+    free(got);
+    got = cat(st, r1, "big/sub/g69");
+    CHECK_EQ_STR(got, "sub 69\n");
+    free(got);
+    /* the symlink is in the tree as one (with its target), the fifo is not */
+    struct sbx_buf b;
+    sbx_buf_init(&b, 1 << 20);
+    CHECK(sbx_snapshot_cat(st, r1, "big/link", to_buf, &b, &err) < 0 &&
+          strstr(err.msg, "symlink (to 'f1')"));
+    CHECK(sbx_snapshot_cat(st, r1, "big/fifo", to_buf, &b, &err) < 0 &&
+          !strstr(err.msg, "symlink"));
+    sbx_buf_release(&b);
+    put(src, "big/f4100", "changed\n"); /* another size */
+    /* past the racy window of every file: only the changed one is read */
+    sleep(3);
+    CHECK_OK(sbx_snapshot_take(st, src, &o, &r2, &err), &err);
+    CHECK_EQ_INT(s.files, 4270);
+    CHECK_EQ_INT(s.read_files, 1);
+    CHECK(r2 && strcmp(r2, r1) != 0);
+    got = cat(st, r2, "big/f4100");
+    CHECK_EQ_STR(got, "changed\n");
+    free(got);
+    free(r1);
+    free(r2);
+    sbx_snapshot_store_free(st);
+    close(src);
+}
+
 int main(void)
 {
     TAP_START();
@@ -553,6 +619,7 @@ int main(void)
     TAP_RUN(test_validate_paths);
     TAP_RUN(test_escaped_names);
     TAP_RUN(test_incremental);
+    TAP_RUN(test_large_dirs);
     rm_tree(top);
     return TAP_DONE();
 }
