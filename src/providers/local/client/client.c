@@ -310,8 +310,9 @@ static int lc_prune(struct sbx_client *bc, int keep_workspace, json_t **out, str
             sbx_json_append(removed, json_pack("{s:n,s:s,s:s}", "sandbox", "kind", "cgroup", "path",
                                                stale.v[k]));
     sbx_strv_release(&stale);
-    /* Host id range slots of root-run sandboxes whose supervisor is gone (nobody holds their
-     * lock); allocation would take them again anyway, this removes the clutter. */
+    /* Host id range slot files nobody holds: a supervisor's release leaves its file for the
+     * slot's next holder, and one killed leaves it too. Allocation takes them again anyway;
+     * this removes the clutter. */
     unsigned slots = 0;
     if (geteuid() == 0 && sbx__idrange_prune(NULL, &slots, &e) == 0)
         for (unsigned k = 0; k < slots; k++)
