@@ -54,6 +54,23 @@ wait_until() {
     done
 }
 
+# env_procs TEXT: the /proc/PID/environ files (space-separated) of the processes whose
+# environment holds TEXT (one of its VAR=value entries, or the start of one).
+env_procs() { grep -l -F "$1" /proc/[0-9]*/environ 2>/dev/null | tr '\n' ' '; }
+no_env_procs() { [ -z "$(env_procs "$1")" ]; }
+# no_process_with_env TEXT DESC: no process's environment holds TEXT, waited for (bounded, as
+# wait_until): what a removal leaves running on purpose ends by itself (a disk sandbox's release
+# worker finishes the image and the runtime directory after rm returns). On failure the
+# command lines of those left.
+no_process_with_env() {
+    local p procs
+    if wait_until no_env_procs "$1"; then ok "$2"; else
+        procs=$(env_procs "$1")
+        not_ok "$2"
+        diag "left: $procs" "$(for p in $procs; do p=${p#/proc/}; tr '\0' ' ' <"/proc/${p%/environ}/cmdline" 2>/dev/null; echo; done)"
+    fi
+}
+
 # run CMD...: run it, keep stdout in $T/out, stderr in $T/err, status in $rc.
 run() {
     "$@" >"$T/out" 2>"$T/err"

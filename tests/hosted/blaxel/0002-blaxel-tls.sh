@@ -46,6 +46,5 @@ if grep -q Traceback "$FAKE_BLAXEL_LOG"; then
     not_ok "the fake logged no exception"; diag "$(grep -B3 -A25 Traceback "$FAKE_BLAXEL_LOG" | head -80)"
 else ok "the fake logged no exception"; fi
 "$BLAXEL_HERE/fake.sh" stop "$fake"
-procs=$(grep -l -F "XDG_RUNTIME_DIR=$FAKE_BLAXEL_STATE/run" /proc/[0-9]*/environ 2>/dev/null | tr '\n' ' ')
-expect_eq "$procs" "" "no process of the fake's is left"
+no_process_with_env "XDG_RUNTIME_DIR=$FAKE_BLAXEL_STATE/run" "no process of the fake's is left"
 done_testing

@@ -40,6 +40,5 @@ expect_eq "$left" "[]" "the sandbox the SDK deleted is gone from sbx"
 "$DAYTONA_HERE/fake.sh" stop "$fake"
 kill -0 "$FAKE_DAYTONA_PID" 2>/dev/null && not_ok "the fake has stopped" || ok "the fake has stopped"
 [ -e "$FAKE_DAYTONA_STATE" ] && not_ok "its state directory is gone" || ok "its state directory is gone"
-procs=$(grep -l -F "XDG_RUNTIME_DIR=$FAKE_DAYTONA_STATE/run" /proc/[0-9]*/environ 2>/dev/null | tr '\n' ' ')
-expect_eq "$procs" "" "no process of the fake's is left"
+no_process_with_env "XDG_RUNTIME_DIR=$FAKE_DAYTONA_STATE/run" "no process of the fake's is left"
 done_testing

@@ -60,8 +60,7 @@ sbx_ids=$(sed -n 's/^fake-e2b: sandbox [a-z0-9]* is sbx sandbox \([0-9a-f]*\)$/\
 "$E2B_HERE/fake.sh" stop "$fake"
 kill -0 "$FAKE_E2B_PID" 2>/dev/null && not_ok "the fake has stopped" || ok "the fake has stopped"
 [ -e "$FAKE_E2B_STATE" ] && not_ok "its state directory is gone" || ok "its state directory is gone"
-procs=$(grep -l -F "XDG_RUNTIME_DIR=$FAKE_E2B_STATE/run" /proc/[0-9]*/environ 2>/dev/null | tr '\n' ' ')
-expect_eq "$procs" "" "no process of the fake's is left"
+no_process_with_env "XDG_RUNTIME_DIR=$FAKE_E2B_STATE/run" "no process of the fake's is left"
 sups=""
 for id in $sbx_ids; do sups="$sups$(pgrep -f -- "__supervise $id" | tr '\n' ' ')"; done
 expect_eq "$sups" "" "no supervisor of the fake's sandboxes is left"

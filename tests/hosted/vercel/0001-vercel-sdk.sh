@@ -33,6 +33,5 @@ left=$(fakestate sandbox ps --all --json | tr -d ' \n')
 expect_eq "$left" "[]" "every sandbox the client deleted is gone from sbx"
 "$VERCEL_HERE/fake.sh" stop "$fake"
 kill -0 "$FAKE_VERCEL_PID" 2>/dev/null && not_ok "the fake has stopped" || ok "the fake has stopped"
-procs=$(grep -l -F "XDG_RUNTIME_DIR=$FAKE_VERCEL_STATE/run" /proc/[0-9]*/environ 2>/dev/null | tr '\n' ' ')
-expect_eq "$procs" "" "no process of the fake's is left"
+no_process_with_env "XDG_RUNTIME_DIR=$FAKE_VERCEL_STATE/run" "no process of the fake's is left"
 done_testing
