@@ -180,13 +180,14 @@ int sbx__idrange_overlaps(const char *text, int kind, uint64_t first, uint64_t c
  * sbx__idrange_release (the holder) or sbx__idrange_drop (a forked copy). */
 int sbx__idrange_acquire(const char *dir, const char *id, struct sbx__idrange *out,
                          struct sbx_error *err);
-/* Free the slot: remove its file and unlock. r is left empty. */
+/* Free the slot: unlock it (its file stays, for the slot's next holder). r is left empty. */
 void sbx__idrange_release(struct sbx__idrange *r);
 /* Close this process's descriptors of r without freeing the slot (another copy holds it). */
 void sbx__idrange_drop(struct sbx__idrange *r);
 /* After a sandbox was stopped: wait up to timeout_ms until the range starting at first is no
- * longer held for sandbox id (its supervisor may still be exiting), removing a file nobody
- * holds. 1 when it is free, 0 when it is still held at the deadline. */
+ * longer held for sandbox id (its supervisor may still be exiting). 1 when it is free (no
+ * file, a file nobody holds, or one held for another sandbox), 0 when it is still held for id
+ * at the deadline. */
 int sbx__idrange_wait_free(const char *dir, uint32_t first, const char *id, int timeout_ms);
 /* Remove every slot file of dir (NULL = SBX__IDRANGE_DIR) that no live supervisor holds:
  * what killed supervisors left (harmless, since allocation takes them again, but clutter).
