@@ -443,8 +443,8 @@ int sbx__local_teardown(const struct sbx__teardown *t, struct sbx_error *err)
         goto out;
     note(t->removed, t->id, "runtime_dir", t->dir);
 out:
-    /* The worker starts ending the image's file system (a journal flush, then the unlink) when
-     * let go: last, so that its disk and CPU work does not share the caller's path. */
+    /* Once let go, the worker ends the image's file system: a journal flush, then the unlink.
+     * Last, so that its disk and CPU work does not share the caller's path. */
     sbx__disk_release_end(&er.r);
     sbx_fd_close(&pidfd);
     sbx__local_record_release(&rec);
